@@ -1,0 +1,45 @@
+/* exactref/ref.h: references: what an op call returns, and covers() against a kernel's output.
+ *
+ * er_matmul() validates its operands and computes, for every output element, the exact result (held exactly
+ * enough to round correctly in any supported format) and the sums of positive and negative products. The
+ * covering set of a standard is built from these at covers time. A reference keeps views, not copies: the
+ * operands' memory must stay alive and unchanged while the reference is used. A reference is read-only after
+ * creation, so one reference may be used by several threads at once. */
+#ifndef EXACTREF_REF_H
+#define EXACTREF_REF_H
+
+#include <exactref/export.h>
+#include <exactref/status.h>
+#include <exactref/tensor.h>
+#include <exactref/standard.h>
+#include <exactref/report.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct er_ref er_ref;
+
+/* C = A . B with numpy matmul semantics for operands of 2 or more dimensions: A is [..., M, K], B is
+ * [..., K, N], batch dimensions broadcast, C is [broadcast batch..., M, N]. A and B may have different
+ * formats. On success *out holds a new reference (free with er_ref_free); on refusal *out is untouched. */
+ER_API er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B);
+ER_API void er_ref_free(er_ref *ref);
+/* The shape of the op's output. shape must have room for ER_MAX_DIMS entries. */
+ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);
+/* The exact result at `index` rounded to double (NaN or +-inf for special results), and correctly rounded to
+ * `f` under the standard's output overflow rule. Either output pointer may be NULL. */
+ER_API er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, double *exact, double *rounded);
+
+/* Classifies every element of `out` (same shape as the op's output, any supported format) against the set
+ * the standard allows. On success *rep is overwritten without being read (clear it before reuse); on refusal
+ * it is untouched. */
+ER_API er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
+/* Parses the standard, builds the matmul reference, classifies, frees the reference: one call for unit tests. */
+ER_API er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,
+                                  const char *standard, const char *options);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,87 @@
+/* exactref/report.h: classification of a kernel's output against a covering set, and the report.
+ *
+ * Each element of the output gets one class. EXACT, COVERED and OVERFLOW pass; every other class fails.
+ * The rules for NaN, infinities and signed zero are in docs/reference/classes.md. */
+#ifndef EXACTREF_REPORT_H
+#define EXACTREF_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <exactref/export.h>
+#include <exactref/status.h>
+#include <exactref/format.h>
+#include <exactref/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum er_class {
+    ER_CLASS_EXACT = 0,          /* equals the correctly rounded exact result (NaN where NaN is required) */
+    ER_CLASS_COVERED = 1,        /* a finite value inside the covering set, not the exact one */
+    ER_CLASS_OVERFLOW = 2,       /* an infinity or NaN that some allowed order produces by overflowing */
+    ER_CLASS_OUTSIDE = 3,        /* a finite value outside the covering set */
+    ER_CLASS_NAN_UNEXPECTED = 4, /* NaN where no allowed order produces NaN */
+    ER_CLASS_NAN_MISSING = 5,    /* a number where every allowed order produces NaN */
+    ER_CLASS_INF_UNEXPECTED = 6, /* an infinity no allowed order produces */
+    ER_CLASS_INF_MISSING = 7     /* a finite value where every allowed order produces an infinity */
+} er_class;
+#define ER_CLASS_COUNT 8
+
+/* "exact", "covered", "overflow", "outside", "nan_unexpected", ... ; "unknown" otherwise. */
+ER_API const char *er_class_name(er_class c);
+/* 1 for EXACT, COVERED and OVERFLOW. */
+ER_API int er_class_passes(er_class c);
+
+/* One element of the output with its verdict. */
+typedef struct er_element {
+    int64_t index;                 /* row-major position in the output */
+    int64_t coord[ER_MAX_DIMS];    /* the same as coordinates */
+    er_class cls;
+    double value;                  /* the kernel's output */
+    double lo, hi;                 /* finite part of the covering set (lo > hi: no finite value allowed) */
+    int nan_allowed, pinf_allowed, ninf_allowed;
+    double exact;                  /* the exact result rounded to double (NaN/inf for special results) */
+    double rounded;                /* the exact result correctly rounded to the output format */
+    double distance_ulps;          /* for OUTSIDE: distance beyond the nearest edge, in output ulps; else 0 */
+} er_element;
+
+#define ER_REPORT_FIRST 8
+
+typedef struct er_report {
+    char op[32];                   /* "matmul" */
+    char standard[128];            /* the standard as er_standard_format renders it */
+    er_format out_format;
+    int ndim;
+    int64_t shape[ER_MAX_DIMS];
+    int64_t n;                     /* number of elements */
+    int64_t counts[ER_CLASS_COUNT];
+    int64_t n_failed;
+    uint8_t *classes;              /* n entries (er_class values), row-major; owned by the report */
+    int has_worst;
+    er_element worst;              /* the worst OUTSIDE element, else the first failing one */
+    int n_first;
+    er_element first[ER_REPORT_FIRST]; /* the first failing elements in row-major order */
+} er_report;
+
+/* Zeroes *rep (a cleared report passes and has no elements). */
+ER_API void er_report_init(er_report *rep);
+/* Frees what *rep owns and zeroes it. Accepts NULL. */
+ER_API void er_report_clear(er_report *rep);
+/* 1 when every element passes; 0 otherwise or for NULL. */
+ER_API int er_report_all(const er_report *rep);
+/* Renders the report as text or JSON into buf. *needed (if not NULL) gets the full length without the NUL;
+ * ER_ERR_BUFFER when cap is smaller than that plus one (buf then holds a truncated, NUL-terminated prefix). */
+ER_API er_status er_report_text(const er_report *rep, char *buf, size_t cap, size_t *needed);
+ER_API er_status er_report_json(const er_report *rep, char *buf, size_t cap, size_t *needed);
+/* Writes the text rendering to `stream`; called by the user, never by the library on its own. */
+ER_API er_status er_report_fprint(FILE *stream, const er_report *rep);
+/* FFI helpers. */
+ER_API size_t er_report_sizeof(void);
+ER_API size_t er_element_sizeof(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

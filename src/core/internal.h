@@ -1,0 +1,80 @@
+/* internal.h: helpers shared by every module of the library (never installed).
+ *
+ * Implementation assumptions (checked at compile time where C allows):
+ *  - double is IEEE 754 binary64 and double operations round to nearest-even (the default environment;
+ *    the library never changes it) and are not contracted (built with -ffp-contract=off);
+ *  - int64_t and uint64_t exist; signed right shift is arithmetic (GCC and Clang guarantee it);
+ *  - unsigned __int128 is available (GCC, Clang). */
+#ifndef ER_INTERNAL_H
+#define ER_INTERNAL_H
+
+#include <float.h>
+#include <stdint.h>
+#include <string.h>
+#include <exactref/exactref.h>
+
+_Static_assert(sizeof(double) == 8 && DBL_MANT_DIG == 53 && DBL_MAX_EXP == 1024, "double must be binary64");
+_Static_assert(FLT_RADIX == 2, "binary floating point required");
+_Static_assert(((-5) >> 1) == -3, "arithmetic right shift of negative integers required");
+
+#define ER_INTERNAL __attribute__((visibility("hidden")))
+
+/* Records a detailed message for er_last_error() and returns `status`. */
+ER_INTERNAL er_status er__fail(er_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears the last error message of this thread (called at the start of each public entry point). */
+ER_INTERNAL void er__ok(void);
+
+#define ER_RETURN_IF_ERROR(expr) do { er_status er__s = (expr); if (er__s != ER_OK) return er__s; } while (0)
+#define ER_CHECK_NULL(p, name) do { if ((p) == NULL) return er__fail(ER_ERR_NULL, "%s is NULL", (name)); } while (0)
+
+/* An always-on assertion for broken internal invariants: it never aborts, it makes the call fail. */
+#define ER_ASSERT_OR_FAIL(cond) do { if (!(cond)) return er__fail(ER_ERR_INTERNAL, \
+    "internal invariant '%s' failed at %s:%d; please report this with the inputs", #cond, __FILE__, __LINE__); } while (0)
+
+/* ---- format descriptors (src/format/format.c) ---- */
+typedef struct er_fmt_info {
+    er_format id;
+    const char *name;
+    int bits;        /* storage bits */
+    int ebits, mbits;/* exponent and stored fraction bits */
+    int bias;
+    int p;           /* precision, implicit bit included */
+    int emin, emax;  /* exponents of the smallest normal and the largest finite values */
+    int has_inf;
+    int e4m3fn;      /* no infinity; NaN only when exponent and fraction are all ones */
+    double max, min_normal, min_sub;
+    er_overflow ov_default;
+} er_fmt_info;
+
+/* NULL for an invalid format. */
+ER_INTERNAL const er_fmt_info *er__fmt(er_format f);
+
+/* Rounds (-1)^neg * (m + sticky*tiny) * 2^e to the format, where `sticky` says that bits below m's last bit
+ * are nonzero. Resolves ER_OVERFLOW_DEFAULT first with er__overflow_rule. */
+ER_INTERNAL double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int sticky,
+                                  er_round mode, er_overflow ov);
+ER_INTERNAL er_overflow er__overflow_rule(const er_fmt_info *fi, er_overflow ov);
+ER_INTERNAL double er__decode(const er_fmt_info *fi, uint64_t bits);
+ER_INTERNAL double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov);
+/* x (an mpfr_srcptr) correctly rounded to the format. */
+ER_INTERNAL double er__round_mpfr(const er_fmt_info *fi, const void *x, er_round mode, er_overflow ov);
+
+/* Bits of a double and back. */
+static inline uint64_t er__bits(double x) { uint64_t b; memcpy(&b, &x, 8); return b; }
+static inline double er__from_bits(uint64_t b) { double x; memcpy(&x, &b, 8); return x; }
+/* The next double above x (x finite or -inf): an upper bound of any real that rounds to nearest to x. */
+static inline double er__next_up(double x) {
+    if (x != x || x == __builtin_inf()) return x;
+    if (x == 0) return 4.9406564584124654e-324;
+    uint64_t b = er__bits(x);
+    return er__from_bits(x > 0 ? b + 1 : b - 1);
+}
+/* Upper bounds of a+b and a*b for nonnegative a, b (round to nearest is within half an ulp). */
+static inline double er__add_up(double a, double b) { return er__next_up(a + b); }
+static inline double er__mul_up(double a, double b) { return er__next_up(a * b); }
+
+/* Checked int64 arithmetic: 0 on overflow. */
+static inline int er__mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static inline int er__add_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+
+#endif

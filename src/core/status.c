@@ -1,0 +1,61 @@
+/* status.c: status names and messages, and the per-thread detailed message of the latest refusal. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <mpfr.h>
+#include "core/internal.h"
+
+static _Thread_local char er_last_msg[512];
+
+er_status er__fail(er_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(er_last_msg, sizeof er_last_msg, "%s: ", er_status_name(status));
+    if (n < 0) n = 0;
+    if ((size_t)n < sizeof er_last_msg) vsnprintf(er_last_msg + n, sizeof er_last_msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void er__ok(void) { er_last_msg[0] = '\0'; }
+
+const char *er_last_error(void) { return er_last_msg; }
+
+const char *er_status_name(er_status s) {
+    switch (s) {
+    case ER_OK: return "ER_OK";
+    case ER_ERR_NULL: return "ER_ERR_NULL";
+    case ER_ERR_INVALID: return "ER_ERR_INVALID";
+    case ER_ERR_FORMAT: return "ER_ERR_FORMAT";
+    case ER_ERR_SHAPE: return "ER_ERR_SHAPE";
+    case ER_ERR_SIZE: return "ER_ERR_SIZE";
+    case ER_ERR_STANDARD: return "ER_ERR_STANDARD";
+    case ER_ERR_OUTPUT: return "ER_ERR_OUTPUT";
+    case ER_ERR_NOMEM: return "ER_ERR_NOMEM";
+    case ER_ERR_UNSUPPORTED: return "ER_ERR_UNSUPPORTED";
+    case ER_ERR_BUFFER: return "ER_ERR_BUFFER";
+    case ER_ERR_INTERNAL: return "ER_ERR_INTERNAL";
+    }
+    return "ER_UNKNOWN_STATUS";
+}
+
+const char *er_strerror(er_status s) {
+    switch (s) {
+    case ER_OK: return "success";
+    case ER_ERR_NULL: return "a required pointer argument was NULL";
+    case ER_ERR_INVALID: return "an argument has an invalid value";
+    case ER_ERR_FORMAT: return "unknown or unsupported number format";
+    case ER_ERR_SHAPE: return "operand shapes do not agree";
+    case ER_ERR_SIZE: return "negative or overflowing size or stride, or too many dimensions";
+    case ER_ERR_STANDARD: return "unknown, contradictory or inapplicable standard";
+    case ER_ERR_OUTPUT: return "output tensor of the wrong shape or format";
+    case ER_ERR_NOMEM: return "out of memory, or a request too large to hold";
+    case ER_ERR_UNSUPPORTED: return "valid request not implemented by this version";
+    case ER_ERR_BUFFER: return "caller buffer too small";
+    case ER_ERR_INTERNAL: return "internal invariant broken (a bug in exactref; please report it)";
+    }
+    return "unknown status code";
+}
+
+const char *er_version(void) { return ER_VERSION_STRING; }
+
+int er_mpfr_thread_safe(void) { return mpfr_buildopt_tls_p() != 0; }

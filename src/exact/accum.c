@@ -1,0 +1,86 @@
+/* accum.c: the long accumulator's allocation, carry pass and exact summary (see accum.h). */
+#include <stdlib.h>
+#include "exact/accum.h"
+
+/* The digits needed to cover [base, top) with room for the carries of 2^31 full additions and the 5-digit
+ * reach of a 106-bit term shifted by up to 31 bits. */
+er_status er__acc_init(er_acc *a, int64_t base, int64_t top) {
+    if (top < base) top = base;
+    int64_t span = top - base;
+    if (span > (INT64_C(1) << 20)) return er__fail(ER_ERR_NOMEM, "exact accumulator span of %lld bits is too large", (long long)span);
+    int nd = (int)(span / 32) + 8;
+    int64_t *d = calloc((size_t)nd, sizeof *d);
+    if (!d) return er__fail(ER_ERR_NOMEM, "cannot allocate an exact accumulator of %d digits", nd);
+    a->d = d;
+    a->nd = nd;
+    a->base = base;
+    a->pending = 0;
+    return ER_OK;
+}
+
+void er__acc_free(er_acc *a) {
+    if (!a) return;
+    free(a->d);
+    a->d = NULL;
+    a->nd = 0;
+}
+
+void er__acc_reset(er_acc *a) {
+    memset(a->d, 0, (size_t)a->nd * sizeof *a->d);
+    a->pending = 0;
+}
+
+void er__acc_carry(er_acc *a) {
+    int64_t *d = a->d;
+    for (int i = 0; i < a->nd - 1; i++) {
+        int64_t c = d[i] >> 32; /* arithmetic shift: floor division by 2^32 */
+        d[i] -= c * (INT64_C(1) << 32);
+        d[i + 1] += c;
+    }
+    a->pending = 0;
+}
+
+void er__acc_add_u128(er_acc *a, int neg, unsigned __int128 m, int64_t e) {
+    int64_t off = e - a->base;
+    int64_t i = off >> 5;
+    int s = (int)(off & 31);
+    unsigned __int128 lo = m << s;
+    uint64_t hi = s ? (uint64_t)(m >> (128 - s)) : 0;
+    int64_t c[5] = {(int64_t)(uint32_t)lo, (int64_t)(uint32_t)(lo >> 32), (int64_t)(uint32_t)(lo >> 64),
+                    (int64_t)(uint32_t)(lo >> 96), (int64_t)hi};
+    int64_t *d = a->d + i;
+    for (int k = 0; k < 5; k++) d[k] += neg ? -c[k] : c[k];
+    if (++a->pending >= ER_ACC_PASS_EVERY) er__acc_carry(a);
+}
+
+void er__acc_summary(er_acc *a, int *neg, uint64_t *m, int64_t *e, int *sticky) {
+    int64_t *d = a->d;
+    er__acc_carry(a);
+    *neg = d[a->nd - 1] < 0;
+    if (*neg) {
+        for (int i = 0; i < a->nd; i++) d[i] = -d[i];
+        er__acc_carry(a);
+    }
+    int h = a->nd - 1;
+    while (h >= 0 && d[h] == 0) h--;
+    if (h < 0) { *m = 0; *e = 0; *sticky = 0; return; }
+    /* A 128-bit window of the top three digits; everything below it only matters as a sticky bit. */
+    unsigned __int128 w = (unsigned __int128)(uint64_t)d[h] << 64;
+    if (h >= 1) w |= (unsigned __int128)(uint64_t)d[h - 1] << 32;
+    if (h >= 2) w |= (unsigned __int128)(uint64_t)d[h - 2];
+    int st = 0;
+    for (int i = 0; i < h - 2; i++) st |= d[i] != 0;
+    int64_t we = a->base + 32 * (int64_t)(h - 2);
+    uint64_t wh = (uint64_t)(w >> 64);
+    int bits = wh ? 128 - __builtin_clzll(wh) : 64 - __builtin_clzll((uint64_t)w);
+    int drop = bits > 64 ? bits - 64 : 0;
+    if (drop) {
+        st |= (w & (((unsigned __int128)1 << drop) - 1)) != 0;
+        w >>= drop;
+    }
+    uint64_t mm = (uint64_t)w;
+    int lz = __builtin_clzll(mm);
+    *m = mm << lz;
+    *e = we + drop - lz;
+    *sticky = st;
+}

@@ -1,0 +1,47 @@
+/* accum.h: a long fixed-point accumulator (Kulisch style, carry-save) for exact sums of products.
+ *
+ * Digits are int64_t, digit i weighing 2^(base + 32 i). Adding a term adds values below 2^32 into a few
+ * digits without propagating carries, so up to 2^30 terms are absorbed before a carry pass is due
+ * (|digit| < 2^30 * 2^32 + 2^32 < 2^63). The accumulator is exact: its value is the exact sum. */
+#ifndef ER_ACCUM_H
+#define ER_ACCUM_H
+
+#include "core/internal.h"
+
+typedef struct er_acc {
+    int64_t *d;
+    int nd;
+    int64_t base;
+    int64_t pending; /* terms added since the last carry pass */
+} er_acc;
+
+#define ER_ACC_PASS_EVERY (INT64_C(1) << 30)
+
+/* Digits for every bit position in [base, top), plus headroom. ER_ERR_NOMEM if the span is absurd. */
+ER_INTERNAL er_status er__acc_init(er_acc *a, int64_t base, int64_t top);
+ER_INTERNAL void er__acc_free(er_acc *a);
+ER_INTERNAL void er__acc_reset(er_acc *a);
+ER_INTERNAL void er__acc_carry(er_acc *a);
+/* Adds (-1)^neg * m * 2^e with e >= base and m < 2^106 (any term that fits the span). */
+ER_INTERNAL void er__acc_add_u128(er_acc *a, int neg, unsigned __int128 m, int64_t e);
+/* The exact value as (-1)^neg * (m + frac) * 2^e with m's top bit set and frac in [0,1) nonzero iff *sticky;
+ * m = 0 for a zero sum. Destroys the accumulator's contents (reset it before reuse). */
+ER_INTERNAL void er__acc_summary(er_acc *a, int *neg, uint64_t *m, int64_t *e, int *sticky);
+
+/* Adds a finite double p exactly. Requires p's exponent minus 52 (its ulp position) to be at least base. */
+static inline void er__acc_add_double(er_acc *a, double p) {
+    uint64_t b = er__bits(p);
+    uint64_t mant = b & ((UINT64_C(1) << 52) - 1);
+    int64_t ex = (int64_t)((b >> 52) & 0x7ff);
+    if (ex) mant |= UINT64_C(1) << 52; else ex = 1;
+    int64_t off = ex - 1075 - a->base;
+    int64_t i = off >> 5;
+    unsigned __int128 v = (unsigned __int128)mant << (off & 31);
+    int64_t d0 = (int64_t)(uint32_t)v, d1 = (int64_t)(uint32_t)(v >> 32), d2 = (int64_t)(uint64_t)(v >> 64);
+    int64_t *d = a->d + i;
+    if (b >> 63) { d[0] -= d0; d[1] -= d1; d[2] -= d2; }
+    else { d[0] += d0; d[1] += d1; d[2] += d2; }
+    if (++a->pending >= ER_ACC_PASS_EVERY) er__acc_carry(a);
+}
+
+#endif

@@ -1,0 +1,352 @@
+/* matmul.c: the exact reference of C = A . B (2-D and batched with broadcasting).
+ *
+ * Skeleton (docs/design.md): validate; decode both operands once into doubles (every format's values are
+ * doubles); per output element, add the K products exactly into a long accumulator, keep the top 64 bits
+ * of the exact sum with a sticky bit (enough to round correctly to any supported format), and upper bounds
+ * of the sums of positive and negative products for the any-order bound. Rows and columns holding a NaN or
+ * an infinity take a slower path that records the special terms. Products of two non-fp64 values are exact
+ * doubles (precision 2*24 <= 53, exponents within [-298, 256]); fp64 operands take a 106-bit integer path. */
+#include <math.h>
+#include <stdlib.h>
+#include <gmp.h>
+#include <mpfr.h>
+#include "exact/accum.h"
+#include "ops/ref_internal.h"
+#include "tensor/tensor_internal.h"
+
+/* Floor of log2|x| for finite nonzero x (subnormals included). */
+static int er_ilog2(double x) {
+    int ex;
+    frexp(x, &ex);
+    return ex - 1;
+}
+
+typedef struct er_mm_plan {
+    int nb;                      /* output batch dims */
+    int64_t bshape[ER_MAX_DIMS];
+    int64_t M, K, N, nbatch;
+    int64_t a_batches, b_batches;
+} er_mm_plan;
+
+static er_status er_mm_shapes(er_mm_plan *pl, const er_tensor *A, const er_tensor *B) {
+    if (A->ndim < 2 || B->ndim < 2)
+        return er__fail(ER_ERR_SHAPE, "matmul operands need at least 2 dimensions (A has %d, B has %d); "
+                        "view a vector of length K as [1, K] or [K, 1]", A->ndim, B->ndim);
+    pl->M = A->shape[A->ndim - 2];
+    pl->K = A->shape[A->ndim - 1];
+    pl->N = B->shape[B->ndim - 1];
+    if (B->shape[B->ndim - 2] != pl->K)
+        return er__fail(ER_ERR_SHAPE, "A is [..., %lld, %lld] and B is [..., %lld, %lld]: A's columns (%lld) must equal B's rows (%lld)",
+                        (long long)pl->M, (long long)pl->K, (long long)B->shape[B->ndim - 2], (long long)pl->N,
+                        (long long)pl->K, (long long)B->shape[B->ndim - 2]);
+    int ba = A->ndim - 2, bb = B->ndim - 2;
+    pl->nb = ba > bb ? ba : bb;
+    pl->nbatch = 1;
+    for (int i = 0; i < pl->nb; i++) {
+        int ia = i - (pl->nb - ba), ib = i - (pl->nb - bb);
+        int64_t da = ia >= 0 ? A->shape[ia] : 1, db = ib >= 0 ? B->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return er__fail(ER_ERR_SHAPE, "batch dimension %d does not broadcast: A has %lld, B has %lld", i,
+                            (long long)da, (long long)db);
+        pl->bshape[i] = da == 1 ? db : da;
+        if (!er__mul_ok(pl->nbatch, pl->bshape[i], &pl->nbatch))
+            return er__fail(ER_ERR_SIZE, "the batch of the output has more elements than an int64 can count");
+    }
+    int64_t n;
+    if (!er__mul_ok(pl->nbatch, pl->M, &n) || !er__mul_ok(n, pl->N, &n))
+        return er__fail(ER_ERR_SIZE, "the output has more elements than an int64 can count");
+    if (pl->nb + 2 > ER_MAX_DIMS) return er__fail(ER_ERR_SIZE, "the output would have more than %d dimensions", ER_MAX_DIMS);
+    if (pl->K > (INT64_C(1) << 52))
+        return er__fail(ER_ERR_SIZE, "reduction length K = %lld exceeds 2^52", (long long)pl->K);
+    pl->a_batches = 1;
+    for (int i = 0; i < ba; i++) pl->a_batches *= A->shape[i];
+    pl->b_batches = 1;
+    for (int i = 0; i < bb; i++) pl->b_batches *= B->shape[i];
+    return ER_OK;
+}
+
+/* Decodes the operand into a dense array: A as [batches][M][K], B transposed as [batches][N][K], so both
+ * walk K contiguously. Also finds the exponent range of the nonzero finite values and flags the rows
+ * (vectors along K) holding a NaN or an infinity. */
+typedef struct er_dense {
+    double *v;
+    uint8_t *special;  /* per vector along K */
+    int emin_lsb;      /* smallest ulp exponent (exponent - 52, or -1074) of nonzero finite values */
+    int emin, emax;    /* smallest and largest floor(log2|x|) of nonzero finite values */
+    int any_nonzero;
+} er_dense;
+
+static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, int64_t k_dim,
+                            int64_t batches, int64_t R, int64_t K) {
+    int64_t total;
+    if (!er__mul_ok(batches, R, &total) || !er__mul_ok(total, K, &total) || total > (INT64_C(1) << 40))
+        return er__fail(ER_ERR_NOMEM, "an operand of %lld x %lld x %lld elements is too large", (long long)batches,
+                        (long long)R, (long long)K);
+    d->v = malloc((size_t)(total ? total : 1) * sizeof(double));
+    d->special = calloc((size_t)(batches * R > 0 ? batches * R : 1), 1);
+    if (!d->v || !d->special) {
+        free(d->v);
+        free(d->special);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate %lld decoded operand values", (long long)total);
+    }
+    d->emin_lsb = INT32_MAX;
+    d->emin = INT32_MAX;
+    d->emax = INT32_MIN;
+    d->any_nonzero = 0;
+    int nbd = t->ndim - 2;
+    int64_t coord[ER_MAX_DIMS] = {0};
+    for (int64_t b = 0; b < batches; b++) {
+        int64_t rem = b, base = 0;
+        for (int i = nbd - 1; i >= 0; i--) {
+            coord[i] = rem % t->shape[i];
+            rem /= t->shape[i];
+            base += coord[i] * t->strides[i];
+        }
+        for (int64_t r = 0; r < R; r++) {
+            double *row = d->v + (b * R + r) * K;
+            int64_t off = base + r * t->strides[rows_dim];
+            uint8_t sp = 0;
+            for (int64_t k = 0; k < K; k++, off += t->strides[k_dim]) {
+                double x = er__load(t, off);
+                row[k] = x;
+                if (!isfinite(x)) { sp = 1; continue; }
+                if (x == 0) continue;
+                d->any_nonzero = 1;
+                int e = er_ilog2(x);
+                int lsb = e - 52 < -1074 ? -1074 : e - 52;
+                if (lsb < d->emin_lsb) d->emin_lsb = lsb;
+                if (e < d->emin) d->emin = e;
+                if (e > d->emax) d->emax = e;
+            }
+            d->special[b * R + r] = sp;
+        }
+    }
+    return ER_OK;
+}
+
+static void er_dense_free(er_dense *d) {
+    free(d->v);
+    free(d->special);
+}
+
+static int er_bitlen(int64_t k) { return k ? 64 - __builtin_clzll((uint64_t)k) : 0; }
+
+/* Adds a*b (finite, nonzero) exactly as a 106-bit integer product: the fp64 path. */
+static void er_add_product_u128(er_acc *acc, double a, double b) {
+    uint64_t ba = er__bits(a), bb = er__bits(b);
+    int64_t ea = (int64_t)((ba >> 52) & 0x7ff), eb = (int64_t)((bb >> 52) & 0x7ff);
+    uint64_t ma = ba & ((UINT64_C(1) << 52) - 1), mb = bb & ((UINT64_C(1) << 52) - 1);
+    if (ea) ma |= UINT64_C(1) << 52; else ea = 1;
+    if (eb) mb |= UINT64_C(1) << 52; else eb = 1;
+    er__acc_add_u128(acc, (int)((ba ^ bb) >> 63), (unsigned __int128)ma * mb, ea - 1075 + eb - 1075);
+}
+
+/* The summary of one element: a and b walk K contiguously. */
+static void er_mm_element(er_sum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
+                          int special_path) {
+    double pos = 0, negs = 0;
+    uint8_t special = 0;
+    er__acc_reset(acc);
+    if (!wide && !special_path) {
+        for (int64_t k = 0; k < K; k++) {
+            double p = a[k] * b[k]; /* exact: see the file comment */
+            if (p > 0) { pos += p; er__acc_add_double(acc, p); }
+            else if (p < 0) { negs -= p; er__acc_add_double(acc, p); }
+        }
+    } else {
+        for (int64_t k = 0; k < K; k++) {
+            double x = a[k], y = b[k];
+            if (isnan(x) || isnan(y)) { special |= ER_SPECIAL_NAN; continue; }
+            if (isinf(x) || isinf(y)) {
+                if (x == 0 || y == 0) special |= ER_SPECIAL_NAN; /* inf * 0 */
+                else special |= (signbit(x) != signbit(y)) ? ER_SPECIAL_NINF : ER_SPECIAL_PINF;
+                continue;
+            }
+            if (x == 0 || y == 0) continue;
+            if (wide) {
+                /* |fl(x*y)| may be below |x*y| by half an ulp (or underflow to 0): step up one double. */
+                double p = er__next_up(fabs(x * y));
+                if (signbit(x) == signbit(y)) pos += p; else negs += p;
+                er_add_product_u128(acc, x, y);
+            } else {
+                double p = x * y;
+                if (p > 0) pos += p; else negs -= p;
+                er__acc_add_double(acc, p);
+            }
+        }
+    }
+    /* pos and negs were summed in double in one order: the exact sums T satisfy T <= s/(1-(K-1)2^-53)
+     * <= s (1 + K 2^-52) for K <= 2^52 (any-order.md, Lemma 4). 1 + K 2^-52 is exact for K < 2^52. */
+    double f = 1.0 + (double)K * 0x1p-52;
+    s->pos = er__mul_up(pos, f);
+    s->negs = er__mul_up(negs, f);
+    s->special = special;
+    int neg, sticky;
+    uint64_t m;
+    int64_t e;
+    er__acc_summary(acc, &neg, &m, &e, &sticky);
+    s->m = m;
+    s->e = (int32_t)e;
+    s->neg = (uint8_t)neg;
+    s->sticky = (uint8_t)sticky;
+    s->pad = 0;
+}
+
+static er_status er_mm_compute(er_ref *r, const er_mm_plan *pl) {
+    const er_tensor *A = &r->A, *B = &r->B;
+    er_dense da, db;
+    ER_RETURN_IF_ERROR(er_densify(&da, A, A->ndim - 2, A->ndim - 1, pl->a_batches, pl->M, pl->K));
+    er_status st = er_densify(&db, B, B->ndim - 1, B->ndim - 2, pl->b_batches, pl->N, pl->K);
+    if (st != ER_OK) { er_dense_free(&da); return st; }
+    int wide = A->format == ER_FP64 || B->format == ER_FP64;
+    int64_t base = 0, top = 64;
+    if (da.any_nonzero && db.any_nonzero) {
+        /* Non-wide: a product is an exact double whose ulp exponent is >= emin_a + emin_b - 52.
+         * Wide: the 106-bit product's last bit is at >= lsb_a + lsb_b. */
+        base = wide ? (int64_t)da.emin_lsb + db.emin_lsb : (int64_t)da.emin + db.emin - 52;
+        top = (int64_t)da.emax + db.emax + 2 + er_bitlen(pl->K) + 1;
+    }
+    er_acc acc;
+    st = er__acc_init(&acc, base, top);
+    if (st != ER_OK) { er_dense_free(&da); er_dense_free(&db); return st; }
+    int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
+    int64_t idx = 0;
+    for (int64_t bi = 0; bi < pl->nbatch; bi++) {
+        /* The operands' batch indices under broadcasting (row-major over their own batch dims). */
+        int64_t rem = bi, ia = 0, ib = 0, sa = 1, sb = 1;
+        for (int i = pl->nb - 1; i >= 0; i--) {
+            int64_t c = rem % pl->bshape[i];
+            rem /= pl->bshape[i];
+            int ja = i - (pl->nb - nbd_a), jb = i - (pl->nb - nbd_b);
+            if (ja >= 0) { if (A->shape[ja] != 1) ia += c * sa; sa *= A->shape[ja]; }
+            if (jb >= 0) { if (B->shape[jb] != 1) ib += c * sb; sb *= B->shape[jb]; }
+        }
+        for (int64_t i = 0; i < pl->M; i++) {
+            const double *arow = da.v + (ia * pl->M + i) * pl->K;
+            uint8_t asp = da.special[ia * pl->M + i];
+            for (int64_t j = 0; j < pl->N; j++, idx++) {
+                const double *bcol = db.v + (ib * pl->N + j) * pl->K;
+                er_mm_element(&r->sums[idx], &acc, arow, bcol, pl->K, wide, asp | db.special[ib * pl->N + j]);
+            }
+        }
+    }
+    er__acc_free(&acc);
+    er_dense_free(&da);
+    er_dense_free(&db);
+    return ER_OK;
+}
+
+er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(A, "A");
+    ER_CHECK_NULL(B, "B");
+    ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
+    ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
+    er_mm_plan pl;
+    memset(&pl, 0, sizeof pl);
+    ER_RETURN_IF_ERROR(er_mm_shapes(&pl, A, B));
+    int64_t n = pl.nbatch * pl.M * pl.N;
+    if (n > (INT64_C(1) << 36))
+        return er__fail(ER_ERR_NOMEM, "an output of %lld elements is too large for one reference", (long long)n);
+    er_ref *r = calloc(1, sizeof *r);
+    er_sum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
+    if (!r || !sums) {
+        free(r);
+        free(sums);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n);
+    }
+    r->op = ER_OP_MATMUL;
+    r->A = *A;
+    r->B = *B;
+    r->ndim = pl.nb + 2;
+    for (int i = 0; i < pl.nb; i++) r->shape[i] = pl.bshape[i];
+    r->shape[pl.nb] = pl.M;
+    r->shape[pl.nb + 1] = pl.N;
+    r->n = n;
+    r->K = pl.K;
+    r->sums = sums;
+    er_status st = er_mm_compute(r, &pl);
+    if (st != ER_OK) { er_ref_free(r); return st; }
+    *out = r;
+    return ER_OK;
+}
+
+void er_ref_free(er_ref *r) {
+    if (!r) return;
+    free(r->sums);
+    free(r);
+}
+
+er_status er_ref_shape(const er_ref *r, int *ndim, int64_t *shape) {
+    er__ok();
+    ER_CHECK_NULL(r, "ref");
+    ER_CHECK_NULL(ndim, "ndim");
+    ER_CHECK_NULL(shape, "shape");
+    *ndim = r->ndim;
+    for (int i = 0; i < r->ndim; i++) shape[i] = r->shape[i];
+    return ER_OK;
+}
+
+er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx) {
+    int64_t v = 0;
+    for (int i = 0; i < r->ndim; i++) {
+        if (index[i] < 0 || index[i] >= r->shape[i])
+            return er__fail(ER_ERR_INVALID, "index %lld is out of range [0, %lld) in dimension %d",
+                            (long long)index[i], (long long)r->shape[i], i);
+        v = v * r->shape[i] + index[i];
+    }
+    *idx = v;
+    return ER_OK;
+}
+
+/* Recomputes one element exactly with MPFR alone (an independent path from the accumulator): every product
+ * of two doubles is exact at 106 bits, and mpfr_sum rounds the exact sum correctly; at a precision of the
+ * whole span of the terms that rounding is exact. */
+er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
+    mpfr_ptr out = mpfr_out;
+    const er_tensor *A = &r->A, *B = &r->B;
+    int64_t M = r->shape[r->ndim - 2], N = r->shape[r->ndim - 1], K = r->K;
+    int64_t j = idx % N, i = (idx / N) % M, bi = idx / (M * N);
+    int nb = r->ndim - 2, nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
+    int64_t offa = i * A->strides[A->ndim - 2], offb = j * B->strides[B->ndim - 1];
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t c = bi % r->shape[d];
+        bi /= r->shape[d];
+        int ja = d - (nb - nbd_a), jb = d - (nb - nbd_b);
+        if (ja >= 0 && A->shape[ja] != 1) offa += c * A->strides[ja];
+        if (jb >= 0 && B->shape[jb] != 1) offb += c * B->strides[jb];
+    }
+    mpfr_t *terms = malloc((size_t)(K ? K : 1) * sizeof *terms);
+    mpfr_ptr *ptrs = malloc((size_t)(K ? K : 1) * sizeof *ptrs);
+    if (!terms || !ptrs) { free(terms); free(ptrs); return er__fail(ER_ERR_NOMEM, "cannot allocate %lld terms", (long long)K); }
+    mpfr_exp_t emax = MPFR_EMIN_MIN, emin = MPFR_EMAX_MAX;
+    int nan = 0, pinf = 0, ninf = 0;
+    for (int64_t k = 0; k < K; k++) {
+        double a = er__load(A, offa + k * A->strides[A->ndim - 1]);
+        double b = er__load(B, offb + k * B->strides[B->ndim - 2]);
+        mpfr_init2(terms[k], 106);
+        mpfr_set_d(terms[k], a, MPFR_RNDN);
+        mpfr_mul_d(terms[k], terms[k], b, MPFR_RNDN); /* exact at 106 bits */
+        if (mpfr_nan_p(terms[k])) nan = 1;
+        else if (mpfr_inf_p(terms[k])) { if (mpfr_sgn(terms[k]) > 0) pinf = 1; else ninf = 1; }
+        else if (!mpfr_zero_p(terms[k])) {
+            mpfr_exp_t e = mpfr_get_exp(terms[k]);
+            if (e > emax) emax = e;
+            if (e - 106 < emin) emin = e - 106;
+        }
+        ptrs[k] = terms[k];
+    }
+    if (nan || (pinf && ninf)) mpfr_set_nan(out);
+    else if (pinf) mpfr_set_inf(out, 1);
+    else if (ninf) mpfr_set_inf(out, -1);
+    else {
+        mpfr_prec_t prec = emax >= emin ? (mpfr_prec_t)(emax - emin) + er_bitlen(K) + 2 : 2;
+        mpfr_set_prec(out, prec);
+        mpfr_sum(out, ptrs, (unsigned long)K, MPFR_RNDN);
+    }
+    for (int64_t k = 0; k < K; k++) mpfr_clear(terms[k]);
+    free(terms);
+    free(ptrs);
+    return ER_OK;
+}

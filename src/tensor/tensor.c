@@ -1,0 +1,84 @@
+/* tensor.c: validation of tensor views and element access through strides. */
+#include "core/internal.h"
+#include "tensor/tensor_internal.h"
+
+er_status er_tensor_view(er_tensor *t, er_format f, int ndim, const int64_t *shape, const int64_t *strides,
+                         const void *data) {
+    er__ok();
+    ER_CHECK_NULL(t, "t");
+    if (!er__fmt(f)) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
+    if (ndim < 1 || ndim > ER_MAX_DIMS)
+        return er__fail(ER_ERR_SIZE, "ndim is %d; it must be between 1 and %d", ndim, ER_MAX_DIMS);
+    ER_CHECK_NULL(shape, "shape");
+    er_tensor v;
+    memset(&v, 0, sizeof v);
+    v.format = f;
+    v.ndim = ndim;
+    v.data = data;
+    for (int i = 0; i < ndim; i++) v.shape[i] = shape[i];
+    if (strides) {
+        for (int i = 0; i < ndim; i++) v.strides[i] = strides[i];
+    } else {
+        int64_t s = 1;
+        for (int i = ndim - 1; i >= 0; i--) {
+            v.strides[i] = s;
+            if (shape[i] > 0 && !er__mul_ok(s, shape[i], &s)) s = INT64_MAX; /* caught by validation below */
+        }
+    }
+    ER_RETURN_IF_ERROR(er__tensor_check(&v, "tensor"));
+    *t = v;
+    return ER_OK;
+}
+
+er_status er__tensor_check(const er_tensor *t, const char *name) {
+    const er_fmt_info *fi = er__fmt(t->format);
+    if (!fi) return er__fail(ER_ERR_FORMAT, "%s has an invalid format value %d", name, (int)t->format);
+    if (t->ndim < 1 || t->ndim > ER_MAX_DIMS)
+        return er__fail(ER_ERR_SIZE, "%s has ndim %d; it must be between 1 and %d", name, t->ndim, ER_MAX_DIMS);
+    int64_t numel = 1, extent = 0, bytes;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0)
+            return er__fail(ER_ERR_SIZE, "%s has a negative size %lld in dimension %d", name, (long long)t->shape[i], i);
+        if (t->strides[i] < 0)
+            return er__fail(ER_ERR_SIZE, "%s has a negative stride %lld in dimension %d (negative strides are not supported)",
+                            name, (long long)t->strides[i], i);
+        if (!er__mul_ok(numel, t->shape[i], &numel))
+            return er__fail(ER_ERR_SIZE, "%s has more elements than an int64 can count", name);
+    }
+    if (numel == 0) return ER_OK;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t reach;
+        if (!er__mul_ok(t->shape[i] - 1, t->strides[i], &reach) || !er__add_ok(extent, reach, &extent))
+            return er__fail(ER_ERR_SIZE, "%s: the strides reach beyond what an int64 can address (dimension %d)", name, i);
+    }
+    if (!er__mul_ok(extent + 1, fi->bits / 8, &bytes))
+        return er__fail(ER_ERR_SIZE, "%s spans more bytes than an int64 can count", name);
+    if (!t->data) return er__fail(ER_ERR_NULL, "%s has %lld elements but its data pointer is NULL", name, (long long)numel);
+    return ER_OK;
+}
+
+int64_t er_tensor_numel(const er_tensor *t) {
+    if (!t || er__tensor_check(t, "tensor") != ER_OK) return -1;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+er_status er_tensor_get(double *out, const er_tensor *t, const int64_t *index) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(t, "t");
+    ER_CHECK_NULL(index, "index");
+    ER_RETURN_IF_ERROR(er__tensor_check(t, "t"));
+    int64_t off = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (index[i] < 0 || index[i] >= t->shape[i])
+            return er__fail(ER_ERR_INVALID, "index %lld is out of range [0, %lld) in dimension %d",
+                            (long long)index[i], (long long)t->shape[i], i);
+        off += index[i] * t->strides[i];
+    }
+    *out = er__load(t, off);
+    return ER_OK;
+}
+
+size_t er_tensor_sizeof(void) { return sizeof(er_tensor); }
