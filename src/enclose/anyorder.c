@@ -30,7 +30,8 @@ er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const 
     } else {
         mpfr_pow_ui(t, onepu, (unsigned long)(n - 1), MPFR_RNDU);
         mpfr_mul_ui(t, t, (unsigned long)n, MPFR_RNDU);
-        mpfr_mul_d(t, t, F->min_sub / 2, MPFR_RNDU);
+        /* eta/2 as an exponent shift: as a double, fp64's eta/2 = 2^-1075 would underflow to 0. */
+        mpfr_mul_2si(t, t, (long)F->emin - F->p, MPFR_RNDU);
         b->c2 = mpfr_get_d(t, MPFR_RNDU);
     }
     mpfr_pow_ui(t, onepu, (unsigned long)n, MPFR_RNDU);

@@ -1,0 +1,149 @@
+/* er_gen.h: adversarial input families and an emulator of correct implementations (random summation
+ * trees, FMA or not, rounding every operation to the compute format with MPFR's own subnormal emulation). */
+#ifndef ER_GEN_H
+#define ER_GEN_H
+
+#include "er_test.h"
+
+enum { FAM_NORMAL, FAM_POSITIVE, FAM_CANCEL, FAM_WIDE, FAM_SUBNORMAL, FAM_NEAR_OVERFLOW, FAM_TIES, FAM_COUNT };
+static const char *const fam_names[FAM_COUNT] = {"normal", "positive", "cancellation", "wide_exponent", "subnormal",
+                                                 "near_overflow", "ties"};
+
+/* x rounded to nearest into f, saturating (the generators want finite values). */
+static inline double gen_to(er_format f, double x) {
+    double r;
+    er_round_double(&r, f, x, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    return r;
+}
+
+/* Fills a[0..K) (format fa) and b[0..K) (format fb) with one family, scaled for compute format F. */
+static inline void gen_vectors(int fam, er_format fa, er_format fb, er_format F, int K, double *a, double *b) {
+    int pF = er_format_precision(F);
+    for (int k = 0; k < K; k++) {
+        double x = er_rand_normal(), y = er_rand_normal();
+        switch (fam) {
+        case FAM_POSITIVE: x = fabs(x); y = fabs(y); break;
+        case FAM_CANCEL:
+            if (k % 2 == 1) { x = -a[k - 1] * (1 + ldexp(er_rand_normal(), -(int)er_rand_int(8, 30))); y = b[k - 1]; }
+            else if (k == K - 1) { x = ldexp(x, -20); }
+            break;
+        case FAM_WIDE: {
+            int span = er_format_emax(fa) - er_format_emin(fa);
+            x = ldexp(1 + er_rand_unit(), er_format_emin(fa) + (int)er_rand_int(0, span)) * (er_rand64() & 1 ? -1 : 1);
+            span = er_format_emax(fb) - er_format_emin(fb);
+            y = ldexp(1 + er_rand_unit(), er_format_emin(fb) + (int)er_rand_int(0, span)) * (er_rand64() & 1 ? -1 : 1);
+            break;
+        }
+        case FAM_SUBNORMAL: {
+            /* products near F's underflow threshold: a around 2^ea, b around 2^(emin_F - ea + small) */
+            int ea = (er_format_emin(fa) + er_format_emax(fa)) / 2 + (int)er_rand_int(-3, 3);
+            int eb = er_format_emin(F) - ea + (int)er_rand_int(-er_format_precision(F) - 2, 2);
+            if (eb < er_format_emin(fb) - er_format_precision(fb) + 1) eb = er_format_emin(fb);
+            x = ldexp(x, ea);
+            y = ldexp(y, eb);
+            break;
+        }
+        case FAM_NEAR_OVERFLOW: {
+            double target = er_format_max(F) / K * ldexp(1.0, (int)er_rand_int(-1, 1)) * (0.6 + er_rand_unit());
+            int e = (int)floor(log2(target) / 2);
+            x = ldexp(fabs(x) + 0.5, e) * (er_rand64() % 4 == 0 ? -1 : 1);
+            y = ldexp(fabs(y) + 0.5, (int)floor(log2(target)) - e);
+            break;
+        }
+        case FAM_TIES: {
+            /* power-of-two multiples around the compute format's last bit: partial sums land on ties */
+            static const double m[] = {1, 1, 3, -1, 0.5, -3};
+            x = ldexp(m[er_rand64() % 6], (int)er_rand_int(-2, 2));
+            y = er_rand64() % 3 ? ldexp(1.0, (int)er_rand_int(-pF - 1, 0)) : 1.0;
+            break;
+        }
+        default: break;
+        }
+        a[k] = gen_to(fa, x);
+        b[k] = gen_to(fb, y);
+    }
+}
+
+/* One node of an evaluation: the exact value being rounded is computed with MPFR at a precision that makes
+ * it exact; the rounding to F is the test oracle's (MPFR + mpfr_subnormalize), not exactref's code. */
+typedef struct emu {
+    er_format F;
+    mpfr_t t, u;
+} emu;
+
+static inline void emu_init(emu *e, er_format F) {
+    e->F = F;
+    mpfr_init2(e->t, 4400);
+    mpfr_init2(e->u, 4400);
+}
+static inline void emu_clear(emu *e) { mpfr_clear(e->t); mpfr_clear(e->u); }
+
+/* fl_F(x + y) for F-values (doubles) x, y; IEEE special values follow. */
+static inline double emu_add(emu *e, double x, double y) {
+    if (!isfinite(x) || !isfinite(y)) return x + y; /* inf + inf, inf - inf = NaN, NaN */
+    mpfr_set_d(e->t, x, MPFR_RNDN);
+    mpfr_add_d(e->t, e->t, y, MPFR_RNDN); /* exact at 4400 bits */
+    if (mpfr_zero_p(e->t)) return (signbit(x) && signbit(y)) ? -0.0 : 0.0;
+    return er_oracle_round(e->F, e->t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+}
+/* fl_F(a*b) */
+static inline double emu_mul(emu *e, double a, double b) {
+    if (!isfinite(a) || !isfinite(b)) return a * b;
+    mpfr_set_d(e->t, a, MPFR_RNDN);
+    mpfr_mul_d(e->t, e->t, b, MPFR_RNDN);
+    if (mpfr_zero_p(e->t)) return (signbit(a) != signbit(b)) ? -0.0 : 0.0;
+    return er_oracle_round(e->F, e->t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+}
+/* fl_F(a*b + y) */
+static inline double emu_fma(emu *e, double a, double b, double y) {
+    if (!isfinite(a) || !isfinite(b) || !isfinite(y)) return a * b + y;
+    mpfr_set_d(e->t, a, MPFR_RNDN);
+    mpfr_mul_d(e->t, e->t, b, MPFR_RNDN);
+    mpfr_add_d(e->t, e->t, y, MPFR_RNDN);
+    if (mpfr_zero_p(e->t)) return (signbit(a) != signbit(b) && signbit(y)) ? -0.0 : 0.0;
+    return er_oracle_round(e->F, e->t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+}
+
+/* A random correct evaluation of sum a_k b_k: products are taken in a random order and combined by a random
+ * binary tree; with fma_mode 0 every product is rounded first, 1 every product is fused into an addition
+ * when it meets a computed partial sum, 2 each choice at random. Returns the compute-format result. */
+static inline double emu_dot_random(emu *e, const double *a, const double *b, int K, int fma_mode) {
+    if (K == 0) return 0.0;
+    /* Items are either an unrounded product (index >= 0) or a computed value. */
+    double *val = malloc(sizeof(double) * (size_t)K);
+    int *prod = malloc(sizeof(int) * (size_t)K);
+    int n = K;
+    for (int k = 0; k < K; k++) prod[k] = k;
+    /* shuffle */
+    for (int k = K - 1; k > 0; k--) { int j = (int)(er_rand64() % (uint64_t)(k + 1)); int t = prod[k]; prod[k] = prod[j]; prod[j] = t; }
+    for (int k = 0; k < K; k++) val[k] = NAN;
+    while (n > 1) {
+        int i = (int)(er_rand64() % (uint64_t)n), j = (int)(er_rand64() % (uint64_t)(n - 1));
+        if (j >= i) j++;
+        if (i > j) { int t = i; i = j; j = t; }
+        double r;
+        int fuse = fma_mode == 1 || (fma_mode == 2 && (er_rand64() & 1));
+        /* make item i a computed value when fusing needs one */
+        if (prod[i] >= 0 && prod[j] >= 0) {
+            if (fuse) { val[i] = emu_mul(e, a[prod[i]], b[prod[i]]); prod[i] = -1; }
+        }
+        if (prod[i] >= 0 && prod[j] < 0 && fuse) r = emu_fma(e, a[prod[i]], b[prod[i]], val[j]);
+        else if (prod[j] >= 0 && prod[i] < 0 && fuse) r = emu_fma(e, a[prod[j]], b[prod[j]], val[i]);
+        else {
+            double x = prod[i] >= 0 ? emu_mul(e, a[prod[i]], b[prod[i]]) : val[i];
+            double y = prod[j] >= 0 ? emu_mul(e, a[prod[j]], b[prod[j]]) : val[j];
+            r = emu_add(e, x, y);
+        }
+        val[i] = r;
+        prod[i] = -1;
+        val[j] = val[n - 1];
+        prod[j] = prod[n - 1];
+        n--;
+    }
+    double r = prod[0] >= 0 ? emu_mul(e, a[prod[0]], b[prod[0]]) : val[0];
+    free(val);
+    free(prod);
+    return r;
+}
+
+#endif

@@ -1,0 +1,106 @@
+/* er_test.h: what every exactref test shares: the seed (ER_TEST_SEED, printed on failure: include it in bug
+ * reports), the work multiplier (ER_TEST_MULTIPLIER), a small fast generator, and an MPFR oracle for
+ * rounding to a format that does not use exactref's own rounding code. */
+#ifndef ER_TEST_H
+#define ER_TEST_H
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpfr.h>
+#include <exactref/exactref.h>
+#include <exactref/mpfr.h>
+
+static uint64_t er_test_seed_value;
+static uint64_t er_rng;
+
+static inline uint64_t er_test_seed(void) {
+    const char *s = getenv("ER_TEST_SEED");
+    return s && *s ? strtoull(s, NULL, 0) : UINT64_C(20261129);
+}
+static inline double er_test_multiplier(void) {
+    const char *s = getenv("ER_TEST_MULTIPLIER");
+    double m = s && *s ? atof(s) : 1.0;
+    return m > 0 ? m : 1.0;
+}
+/* splitmix64 */
+static inline uint64_t er_rand64(void) {
+    uint64_t z = (er_rng += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+static inline void er_test_reseed(uint64_t salt) { er_test_seed_value = er_test_seed(); er_rng = er_test_seed_value ^ (salt * UINT64_C(0x2545F4914F6CDD1D)); }
+static inline double er_rand_unit(void) { return (double)(er_rand64() >> 11) * 0x1p-53; }
+static inline int64_t er_rand_int(int64_t lo, int64_t hi) { return lo + (int64_t)(er_rand64() % (uint64_t)(hi - lo + 1)); }
+static inline double er_rand_normal(void) {
+    double u = er_rand_unit(), v = er_rand_unit();
+    return sqrt(-2.0 * log(u + 0x1p-60)) * cos(6.283185307179586 * v);
+}
+
+#define ER_SEED_MSG_FMT "seed %llu (rerun with ER_TEST_SEED=%llu)"
+#define ER_SEED_ARGS (unsigned long long)er_test_seed_value, (unsigned long long)er_test_seed_value
+
+/* The MPFR oracle: x rounded to format f in direction rnd, with f's subnormals emulated by MPFR's own
+ * mpfr_subnormalize and overflow decided as IEEE 754 does (the rounded value with unbounded exponent exceeds
+ * the largest finite number), then the overflow rule applied. */
+static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd, er_overflow ov) {
+    int p = er_format_precision(f), emin = er_format_emin(f);
+    double max = er_format_max(f);
+    if (mpfr_nan_p(x)) return NAN;
+    mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
+    mpfr_t y;
+    mpfr_init2(y, p);
+    mpfr_set_emin(emin - p + 2); /* MPFR exponents: x = m 2^E with m in [1/2, 1) */
+    int inex = mpfr_set(y, x, rnd);
+    inex = mpfr_check_range(y, inex, rnd);
+    mpfr_subnormalize(y, inex, rnd);
+    double r = mpfr_get_d(y, MPFR_RNDN); /* exact: y has <= 53 bits and is within double's range, or inf */
+    mpfr_set_emin(old_emin);
+    mpfr_set_emax(old_emax);
+    mpfr_clear(y);
+    if (ov == ER_OVERFLOW_DEFAULT) ov = f == ER_FP8_E4M3FN ? ER_OVERFLOW_SATURATE : ER_OVERFLOW_IEEE;
+    if (mpfr_inf_p(x)) { /* an infinity converts to itself where the format has one, else by the rule */
+        if (ov == ER_OVERFLOW_NAN) return NAN;
+        if (ov == ER_OVERFLOW_SATURATE || !er_format_has_inf(f)) return r < 0 ? -max : max;
+        return r;
+    }
+    if (fabs(r) > max) {
+        int neg = r < 0;
+        if (ov == ER_OVERFLOW_NAN) return NAN;
+        if (ov == ER_OVERFLOW_SATURATE) return neg ? -max : max;
+        int to_inf = rnd == MPFR_RNDN || (rnd == MPFR_RNDU && !neg) || (rnd == MPFR_RNDD && neg);
+        return to_inf ? (neg ? -INFINITY : INFINITY) : (neg ? -max : max);
+    }
+    return r;
+}
+
+static inline mpfr_rnd_t er_mpfr_rnd(er_round m) {
+    return m == ER_ROUND_NEAREST ? MPFR_RNDN : m == ER_ROUND_ZERO ? MPFR_RNDZ : m == ER_ROUND_UP ? MPFR_RNDU : MPFR_RNDD;
+}
+
+static inline double er__from_bits_test(uint64_t b) { double x; memcpy(&x, &b, 8); return x; }
+
+/* Same value, with +0 == -0 treated as different and NaN equal to NaN. */
+static inline int er_same(double a, double b) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    return a == b && signbit(a) == signbit(b);
+}
+
+/* Check records every passing ck_assert (a write per call): hot loops use ER_REQUIRE, which only calls
+ * into Check on failure. */
+#define ER_REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
+
+/* Runs a suite; returns the process exit status. */
+static inline int er_run_suite(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif
