@@ -36,7 +36,7 @@ int er_class_passes(er_class c) {
 
 er_class er__classify(const er_cset *c, double y, er_format out, double *dist) {
     *dist = 0;
-    if (isnan(y)) return c->nan_req ? ER_CLASS_EXACT : c->nan_ok ? ER_CLASS_OVERFLOW : ER_CLASS_NAN_UNEXPECTED;
+    if (isnan(y)) return c->nan_req || isnan(c->rounded) ? ER_CLASS_EXACT : c->nan_ok ? ER_CLASS_OVERFLOW : ER_CLASS_NAN_UNEXPECTED;
     if (c->nan_req) return ER_CLASS_NAN_MISSING;
     if (y == c->rounded) return ER_CLASS_EXACT; /* +0 == -0: the sign of a zero is not checked */
     if (isinf(y)) return (y > 0 ? c->pinf_ok : c->ninf_ok) ? ER_CLASS_OVERFLOW : ER_CLASS_INF_UNEXPECTED;

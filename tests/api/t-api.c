@@ -1,0 +1,204 @@
+/* t-api.c: bad input is refused with the right status and a message, and nothing is written; statuses have
+ * names and messages; standards parse, validate and render; version and thread-safety queries. */
+#include "../common/er_test.h"
+
+/* A sentinel-filled report: a refused call must leave every byte as it was. */
+static er_report sentinel_report(void) {
+    er_report r;
+    memset(&r, 0xAB, sizeof r);
+    return r;
+}
+static int untouched(const er_report *r) {
+    er_report s = sentinel_report();
+    return memcmp(r, &s, sizeof s) == 0;
+}
+
+static float Abuf[12], Bbuf[12], Cbuf[12];
+
+/* Calls er_matmul_covers and checks it is refused with `want`, a message that contains `needle`, and no write. */
+static void refused(er_status want, const char *needle, const er_tensor *A, const er_tensor *B, const er_tensor *C,
+                    const char *std, const char *opts) {
+    er_report r = sentinel_report();
+    er_status st = er_matmul_covers(&r, A, B, C, std, opts);
+    ck_assert_msg(st == want, "got %s (%s), want %s", er_status_name(st), er_last_error(), er_status_name(want));
+    ck_assert_msg(untouched(&r), "a refused call wrote its report");
+    ck_assert_msg(strstr(er_last_error(), needle) != NULL, "message '%s' does not mention '%s'", er_last_error(), needle);
+}
+
+START_TEST(bad_matmul_inputs) {
+    er_tensor A, B, C, X;
+    ck_assert_int_eq(er_tensor_view(&A, ER_FP32, 2, (int64_t[]){3, 4}, NULL, Abuf), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&B, ER_FP32, 2, (int64_t[]){4, 2}, NULL, Bbuf), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&C, ER_FP32, 2, (int64_t[]){3, 2}, NULL, Cbuf), ER_OK);
+    er_report r;
+    ck_assert_int_eq(er_matmul_covers(&r, &A, &B, &C, "any_order", NULL), ER_OK);
+    er_report_clear(&r);
+    refused(ER_ERR_NULL, "is NULL", NULL, NULL, NULL, NULL, NULL);
+    { er_status st = er_matmul_covers(NULL, &A, &B, &C, "any_order", NULL); ck_assert_int_eq(st, ER_ERR_NULL); }
+    refused(ER_ERR_NULL, "A", NULL, &B, &C, "any_order", NULL);
+    refused(ER_ERR_NULL, "C", &A, &B, NULL, "any_order", NULL);
+    /* shape mismatch */
+    X = B; X.shape[0] = 5;
+    refused(ER_ERR_SHAPE, "A's columns (4) must equal B's rows (5)", &A, &X, &C, "any_order", NULL);
+    /* output of the wrong shape */
+    X = C; X.shape[1] = 3;
+    refused(ER_ERR_OUTPUT, "the output has shape [3, 3] but the matmul produces [3, 2]", &A, &B, &X, "any_order", NULL);
+    X = C; X.ndim = 3; X.shape[2] = 1; X.strides[2] = 1;
+    refused(ER_ERR_OUTPUT, "shape", &A, &B, &X, "any_order", NULL);
+    /* unsupported format */
+    X = A; X.format = (er_format)99;
+    refused(ER_ERR_FORMAT, "invalid format", &X, &B, &C, "any_order", NULL);
+    X = C; X.format = ER_FORMAT_INVALID;
+    refused(ER_ERR_FORMAT, "out", &A, &B, &X, "any_order", NULL);
+    /* negative size, negative stride, overflowing sizes and strides */
+    X = A; X.shape[0] = -1;
+    refused(ER_ERR_SIZE, "negative size", &X, &B, &C, "any_order", NULL);
+    X = A; X.strides[1] = -1;
+    refused(ER_ERR_SIZE, "negative stride", &X, &B, &C, "any_order", NULL);
+    X = A; X.shape[0] = INT64_C(1) << 40; X.shape[1] = INT64_C(1) << 40;
+    refused(ER_ERR_SIZE, "int64", &X, &B, &C, "any_order", NULL);
+    X = A; X.strides[0] = INT64_MAX / 2;
+    refused(ER_ERR_SIZE, "strides reach", &X, &B, &C, "any_order", NULL);
+    X = A; X.ndim = 0;
+    refused(ER_ERR_SIZE, "ndim", &X, &B, &C, "any_order", NULL);
+    X = A; X.ndim = 1;
+    refused(ER_ERR_SHAPE, "at least 2 dimensions", &X, &B, &C, "any_order", NULL);
+    /* NULL data with elements */
+    X = A; X.data = NULL;
+    refused(ER_ERR_NULL, "data pointer is NULL", &X, &B, &C, "any_order", NULL);
+    /* batch dims that do not broadcast */
+    {
+        er_tensor A3, B3;
+        ck_assert_int_eq(er_tensor_view(&A3, ER_FP32, 3, (int64_t[]){2, 3, 2}, NULL, Abuf), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&B3, ER_FP32, 3, (int64_t[]){3, 2, 1}, NULL, Bbuf), ER_OK);
+        refused(ER_ERR_SHAPE, "does not broadcast", &A3, &B3, &C, "any_order", NULL);
+    }
+    /* unknown standard, unknown option, bad value, repeated key, overflow=ieee on e4m3fn output */
+    refused(ER_ERR_STANDARD, "unknown order 'blocked:7'", &A, &B, &C, "blocked:7", NULL);
+    refused(ER_ERR_STANDARD, "unknown option 'acc'", &A, &B, &C, "any_order", "acc=fp32");
+    refused(ER_ERR_STANDARD, "compute=fp12", &A, &B, &C, "any_order", "compute=fp12");
+    refused(ER_ERR_STANDARD, "compute=fp8_e4m3fn is not an accumulator format", &A, &B, &C, "any_order", "compute=e4m3fn");
+    refused(ER_ERR_STANDARD, "given twice", &A, &B, &C, "any_order", "compute=fp32, compute=fp16");
+    refused(ER_ERR_STANDARD, "key=value", &A, &B, &C, "any_order", "fp32");
+    refused(ER_ERR_STANDARD, "rounding=faithful", &A, &B, &C, "any_order", "rounding=faithful");
+    {
+        uint8_t c8[6] = {0};
+        er_tensor C8;
+        ck_assert_int_eq(er_tensor_view(&C8, ER_FP8_E4M3FN, 2, (int64_t[]){3, 2}, NULL, c8), ER_OK);
+        refused(ER_ERR_STANDARD, "no infinity", &A, &B, &C8, "any_order", "overflow=ieee");
+    }
+}
+END_TEST
+
+START_TEST(views_and_refs) {
+    er_tensor t;
+    memset(&t, 0x5A, sizeof t);
+    er_tensor keep = t;
+    ck_assert_int_eq(er_tensor_view(&t, ER_FP32, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}, NULL, Abuf), ER_ERR_SIZE);
+    ck_assert_int_eq(er_tensor_view(&t, ER_FP32, 2, NULL, NULL, Abuf), ER_ERR_NULL);
+    ck_assert_int_eq(er_tensor_view(&t, ER_FP32, 2, (int64_t[]){2, -3}, NULL, Abuf), ER_ERR_SIZE);
+    ck_assert_int_eq(er_tensor_view(&t, ER_FP32, 2, (int64_t[]){INT64_MAX, 3}, NULL, Abuf), ER_ERR_SIZE);
+    ck_assert(memcmp(&t, &keep, sizeof t) == 0);
+    ck_assert_int_eq(er_tensor_view(&t, ER_FP32, 2, (int64_t[]){3, 4}, (int64_t[]){1, 3}, Abuf), ER_OK);
+    ck_assert_int_eq(er_tensor_numel(&t), 12);
+    Abuf[3 * 2 + 1] = 42; /* element (1, 2) of the column-major view */
+    double v;
+    ck_assert_int_eq(er_tensor_get(&v, &t, (int64_t[]){1, 2}), ER_OK);
+    ck_assert(v == 42);
+    ck_assert_int_eq(er_tensor_get(&v, &t, (int64_t[]){3, 0}), ER_ERR_INVALID);
+    ck_assert_uint_eq(er_tensor_sizeof(), sizeof(er_tensor));
+    er_ref *ref = (er_ref *)&keep;
+    er_tensor B;
+    er_tensor_view(&B, ER_FP32, 2, (int64_t[]){5, 2}, NULL, Bbuf);
+    ck_assert_int_eq(er_matmul(&ref, &t, &B), ER_ERR_SHAPE);
+    ck_assert_ptr_eq(ref, (er_ref *)&keep); /* untouched */
+    ck_assert_int_eq(er_matmul(NULL, &t, &B), ER_ERR_NULL);
+    er_tensor_view(&B, ER_FP16, 2, (int64_t[]){4, 2}, NULL, Bbuf);
+    ck_assert_int_eq(er_matmul(&ref, &t, &B), ER_OK);
+    int nd;
+    int64_t shape[ER_MAX_DIMS];
+    ck_assert_int_eq(er_ref_shape(ref, &nd, shape), ER_OK);
+    ck_assert_int_eq(nd, 2);
+    ck_assert_int_eq(shape[0], 3);
+    ck_assert_int_eq(shape[1], 2);
+    double e = 9, rd = 9;
+    ck_assert_int_eq(er_ref_exact(ref, (int64_t[]){3, 0}, ER_FP32, &e, &rd), ER_ERR_INVALID);
+    ck_assert(e == 9 && rd == 9);
+    ck_assert_int_eq(er_ref_exact(ref, (int64_t[]){0, 0}, (er_format)77, &e, &rd), ER_ERR_FORMAT);
+    er_standard st;
+    er_standard_init(&st);
+    er_report r = sentinel_report();
+    ck_assert_int_eq(er_covers(&r, ref, NULL, &st), ER_ERR_NULL);
+    st.compute = ER_TF32;
+    er_tensor C;
+    er_tensor_view(&C, ER_FP32, 2, (int64_t[]){3, 2}, NULL, Cbuf);
+    ck_assert_int_eq(er_covers(&r, ref, &C, &st), ER_ERR_STANDARD);
+    ck_assert(untouched(&r));
+    er_ref_free(ref);
+    er_ref_free(NULL);
+}
+END_TEST
+
+START_TEST(standards) {
+    er_standard s, keep;
+    memset(&s, 0x11, sizeof s);
+    keep = s;
+    ck_assert_int_eq(er_standard_parse(&s, "any_order", "compute=bogus"), ER_ERR_STANDARD);
+    ck_assert(memcmp(&s, &keep, sizeof s) == 0);
+    ck_assert_int_eq(er_standard_parse(&s, "any_order", NULL), ER_OK);
+    ck_assert_int_eq(s.compute, ER_FP32);
+    ck_assert_int_eq(s.fma, ER_FMA_EITHER);
+    ck_assert_int_eq(er_standard_parse(&s, "any", " compute=bfloat16  fma=never,overflow=saturate "), ER_OK);
+    ck_assert_int_eq(s.compute, ER_BF16);
+    ck_assert_int_eq(s.fma, ER_FMA_NEVER);
+    ck_assert_int_eq(s.out_overflow, ER_OVERFLOW_SATURATE);
+    char buf[128];
+    size_t need;
+    ck_assert_int_eq(er_standard_format(&s, buf, sizeof buf, &need), ER_OK);
+    ck_assert_str_eq(buf, "any_order compute=bf16 fma=never overflow=saturate");
+    ck_assert_uint_eq(need, strlen(buf));
+    ck_assert_int_eq(er_standard_format(&s, buf, 5, &need), ER_ERR_BUFFER);
+    ck_assert_str_eq(buf, "any_");
+    ck_assert_int_eq(er_standard_parse(&s, NULL, NULL), ER_ERR_NULL);
+    s.order = (er_order)5;
+    ck_assert_int_eq(er_standard_validate(&s), ER_ERR_STANDARD);
+    ck_assert_uint_eq(er_standard_sizeof(), sizeof(er_standard));
+}
+END_TEST
+
+START_TEST(statuses_and_version) {
+    static const er_status all[] = {ER_OK, ER_ERR_NULL, ER_ERR_INVALID, ER_ERR_FORMAT, ER_ERR_SHAPE, ER_ERR_SIZE,
+                                    ER_ERR_STANDARD, ER_ERR_OUTPUT, ER_ERR_NOMEM, ER_ERR_UNSUPPORTED, ER_ERR_BUFFER,
+                                    ER_ERR_INTERNAL};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        ck_assert(strncmp(er_status_name(all[i]), "ER_", 3) == 0);
+        ck_assert(strlen(er_strerror(all[i])) > 5);
+        ck_assert_str_ne(er_status_name(all[i]), "ER_UNKNOWN_STATUS");
+    }
+    ck_assert_str_eq(er_status_name((er_status)-99), "ER_UNKNOWN_STATUS");
+    ck_assert_str_eq(er_version(), ER_VERSION_STRING);
+    ck_assert_int_eq(er_mpfr_thread_safe(), 1); /* Debian's MPFR is built with TLS */
+    /* a success clears the last message */
+    double d;
+    er_decode(&d, (er_format)50, 0);
+    ck_assert(strlen(er_last_error()) > 0);
+    er_decode(&d, ER_FP16, 0x3c00);
+    ck_assert_str_eq(er_last_error(), "");
+    ck_assert_str_eq(er_class_name(ER_CLASS_INF_MISSING), "inf_missing");
+    ck_assert_str_eq(er_class_name((er_class)40), "unknown");
+    ck_assert(er_class_passes(ER_CLASS_OVERFLOW) && !er_class_passes(ER_CLASS_OUTSIDE));
+    ck_assert_uint_eq(er_report_sizeof(), sizeof(er_report));
+    ck_assert_uint_eq(er_element_sizeof(), sizeof(er_element));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("api");
+    TCase *tc = tcase_create("api");
+    tcase_add_test(tc, bad_matmul_inputs);
+    tcase_add_test(tc, views_and_refs);
+    tcase_add_test(tc, standards);
+    tcase_add_test(tc, statuses_and_version);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
