@@ -9,9 +9,10 @@ er_status er__acc_init(er_acc *a, int64_t base, int64_t top) {
     int64_t span = top - base;
     if (span > (INT64_C(1) << 20)) return er__fail(ER_ERR_NOMEM, "exact accumulator span of %lld bits is too large", (long long)span);
     int nd = (int)(span / 32) + 8;
-    int64_t *d = calloc((size_t)nd, sizeof *d);
+    int64_t *d = calloc(2 * (size_t)nd, sizeof *d);
     if (!d) return er__fail(ER_ERR_NOMEM, "cannot allocate an exact accumulator of %d digits", nd);
     a->d = d;
+    a->d2 = d + nd;
     a->nd = nd;
     a->base = base;
     a->pending = 0;
@@ -21,22 +22,26 @@ er_status er__acc_init(er_acc *a, int64_t base, int64_t top) {
 void er__acc_free(er_acc *a) {
     if (!a) return;
     free(a->d);
-    a->d = NULL;
+    a->d = a->d2 = NULL;
     a->nd = 0;
 }
 
 void er__acc_reset(er_acc *a) {
-    memset(a->d, 0, (size_t)a->nd * sizeof *a->d);
+    memset(a->d, 0, 2 * (size_t)a->nd * sizeof *a->d);
     a->pending = 0;
 }
 
-void er__acc_carry(er_acc *a) {
-    int64_t *d = a->d;
-    for (int i = 0; i < a->nd - 1; i++) {
+static void er_carry_bank(int64_t *d, int nd) {
+    for (int i = 0; i < nd - 1; i++) {
         int64_t c = d[i] >> 32; /* arithmetic shift: floor division by 2^32 */
         d[i] -= c * (INT64_C(1) << 32);
         d[i + 1] += c;
     }
+}
+
+void er__acc_carry(er_acc *a) {
+    er_carry_bank(a->d, a->nd);
+    er_carry_bank(a->d2, a->nd);
     a->pending = 0;
 }
 
@@ -55,6 +60,10 @@ void er__acc_add_u128(er_acc *a, int neg, unsigned __int128 m, int64_t e) {
 
 void er__acc_summary(er_acc *a, int *neg, uint64_t *m, int64_t *e, int *sticky) {
     int64_t *d = a->d;
+    er__acc_carry(a);
+    /* Fold the second bank in: after a carry pass every digit is below 2^32 in magnitude (the top one holds
+     * a small signed value), so the sums cannot overflow. */
+    for (int i = 0; i < a->nd; i++) { d[i] += a->d2[i]; a->d2[i] = 0; }
     er__acc_carry(a);
     *neg = d[a->nd - 1] < 0;
     if (*neg) {

@@ -10,6 +10,8 @@
 
 typedef struct er_acc {
     int64_t *d;
+    int64_t *d2;     /* a second bank of nd digits: two interleaved streams of additions do not wait on
+                        each other's read-modify-writes; er__acc_summary folds it into d */
     int nd;
     int64_t base;
     int64_t pending; /* terms added since the last carry pass */
@@ -42,6 +44,25 @@ static inline void er__acc_add_double(er_acc *a, double p) {
     if (b >> 63) { d[0] -= d0; d[1] -= d1; d[2] -= d2; }
     else { d[0] += d0; d[1] += d1; d[2] += d2; }
     if (++a->pending >= ER_ACC_PASS_EVERY) er__acc_carry(a);
+}
+
+/* Adds a finite double p exactly into the digit bank d (with the accumulator's base), without the carry
+ * bookkeeping: the caller runs a carry pass at least every ER_ACC_PASS_EVERY additions per bank. p = 0 adds
+ * nothing. Requires p's ulp position (exponent - 52) to be at least base when p != 0. Branch-free, so the
+ * random signs of products cost no mispredictions. */
+static inline void er__acc_add_double_bank(int64_t *d, int64_t base, double p) {
+    uint64_t b = er__bits(p);
+    int64_t ex = (int64_t)((b >> 52) & 0x7ff);
+    uint64_t mant = (b & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(ex != 0) << 52);
+    int64_t off = ex - 1075 - base;
+    off = off < 0 ? 0 : off; /* only a zero p (ex = 0, mant = 0) lands here */
+    unsigned __int128 v = (unsigned __int128)mant << (off & 31);
+    int64_t s = -(int64_t)(b >> 63); /* 0 or -1: x ^ s - s negates when s = -1 */
+    int64_t d0 = (int64_t)(uint32_t)v, d1 = (int64_t)(uint32_t)(v >> 32), d2 = (int64_t)(uint64_t)(v >> 64);
+    d += off >> 5;
+    d[0] += (d0 ^ s) - s;
+    d[1] += (d1 ^ s) - s;
+    d[2] += (d2 ^ s) - s;
 }
 
 #endif

@@ -148,11 +148,31 @@ static void er_mm_element(er_sum *s, er_acc *acc, const double *a, const double 
     uint8_t special = 0;
     er__acc_reset(acc);
     if (!wide && !special_path) {
-        for (int64_t k = 0; k < K; k++) {
-            double p = a[k] * b[k]; /* exact: see the file comment */
-            if (p > 0) { pos += p; er__acc_add_double(acc, p); }
-            else if (p < 0) { negs -= p; er__acc_add_double(acc, p); }
+        /* Two interleaved streams (even k into bank d, odd k into bank d2, each with its own partial sums of
+         * positive and negative products), branch-free; a carry pass at least every 2^30 additions per bank. */
+        double pos1 = 0, negs1 = 0;
+        int64_t base = acc->base;
+        for (int64_t k0 = 0; k0 < K; k0 += ER_ACC_PASS_EVERY) {
+            int64_t kend = K - k0 < ER_ACC_PASS_EVERY ? K : k0 + ER_ACC_PASS_EVERY, k = k0;
+            for (; k + 1 < kend; k += 2) {
+                double p = a[k] * b[k], q = a[k + 1] * b[k + 1]; /* exact: see the file comment */
+                pos += p > 0 ? p : 0.0;
+                negs += p < 0 ? -p : 0.0;
+                pos1 += q > 0 ? q : 0.0;
+                negs1 += q < 0 ? -q : 0.0;
+                er__acc_add_double_bank(acc->d, base, p);
+                er__acc_add_double_bank(acc->d2, base, q);
+            }
+            if (k < kend) {
+                double p = a[k] * b[k];
+                pos += p > 0 ? p : 0.0;
+                negs += p < 0 ? -p : 0.0;
+                er__acc_add_double_bank(acc->d, base, p);
+            }
+            er__acc_carry(acc);
         }
+        pos += pos1;
+        negs += negs1;
     } else {
         for (int64_t k = 0; k < K; k++) {
             double x = a[k], y = b[k];
@@ -175,7 +195,7 @@ static void er_mm_element(er_sum *s, er_acc *acc, const double *a, const double 
             }
         }
     }
-    /* pos and negs were summed in double in one order: the exact sums T satisfy T <= s/(1-(K-1)2^-53)
+    /* pos and negs were summed in double (in some order): the exact sums T satisfy T <= s/(1-(K-1)2^-53)
      * <= s (1 + K 2^-52) for K <= 2^52 (any-order.md, Lemma 4). 1 + K 2^-52 is exact for K < 2^52. */
     double f = 1.0 + (double)K * 0x1p-52;
     s->pos = er__mul_up(pos, f);
