@@ -31,7 +31,8 @@ typedef enum er_round {
     ER_ROUND_NEAREST = 0, /* to nearest, ties to even */
     ER_ROUND_ZERO = 1,    /* toward zero */
     ER_ROUND_UP = 2,      /* toward +infinity */
-    ER_ROUND_DOWN = 3     /* toward -infinity */
+    ER_ROUND_DOWN = 3,    /* toward -infinity */
+    ER_ROUND_NEAREST_AWAY = 4 /* to nearest, ties away from zero (PTX cvt.rna) */
 } er_round;
 
 /* What a conversion does with a value beyond the format's largest finite number. */

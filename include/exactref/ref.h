@@ -35,6 +35,11 @@ ER_API er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format
  * the standard allows. On success *rep is overwritten without being read (clear it before reuse); on refusal
  * it is untouched. */
 ER_API er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
+/* The exact output a correct implementation of a fully fixed standard produces (er_standard_is_fixed), written
+ * into `out` (the op's output shape, any format and strides; out->data must be writable and its elements
+ * distinct). covers() under the same standard accepts exactly these values. ER_ERR_STANDARD for a standard
+ * that leaves choices free. */
+ER_API er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std);
 /* Parses the standard, builds the matmul reference, classifies, frees the reference: one call for unit tests. */
 ER_API er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,
                                   const char *standard, const char *options);

@@ -18,43 +18,76 @@ extern "C" {
 #endif
 
 typedef enum er_order {
-    ER_ORDER_ANY = 1 /* every summation order (any tree, blocking, split-K), with or without FMA */
+    ER_ORDER_ANY = 1,        /* every summation order (any tree, blocking, split-K), with or without FMA */
+    ER_ORDER_SEQUENTIAL = 2, /* acc = 0; acc = acc + p_k for k = 0, 1, ..., K-1 */
+    ER_ORDER_BLOCKED = 3,    /* blocks of `block` consecutive products: each block's partial sum (inner order,
+                                from zero), the partials folded into the total (outer order) */
+    ER_ORDER_SPLIT = 4,      /* `split` contiguous chunks of ceil(K/split) products: a partial sum per chunk
+                                (inner order), rounded to `partial`, combined in `partial` arithmetic (outer) */
+    ER_ORDER_PAIRWISE = 5    /* numpy's pairwise summation of the rounded products (8-way blocks of up to 128) */
 } er_order;
+
+/* The order inside a block or chunk (inner) or between partials (outer). */
+typedef enum er_suborder {
+    ER_SUB_SEQUENTIAL = 0,   /* in index order */
+    ER_SUB_ANY = 1           /* any order */
+} er_suborder;
 
 typedef enum er_fma {
     ER_FMA_EITHER = 0, /* each product may or may not be fused into its addition */
     ER_FMA_NEVER = 1,  /* products are rounded to the compute format, then added */
-    ER_FMA_ALWAYS = 2  /* every product is fused into an addition (fma) */
+    ER_FMA_ALWAYS = 2  /* every product is fused into its addition (fma) */
 } er_fma;
 
 typedef enum er_rounding {
-    ER_RND_NEAREST = 0 /* every operation rounds to nearest, ties to even */
+    ER_RND_NEAREST = 0,  /* every operation rounds to nearest, ties to even */
+    ER_RND_FAITHFUL = 1  /* every operation may land on either neighbour of the exact result (truncating hardware) */
 } er_rounding;
 
 typedef enum er_subnormals {
     ER_SUBNORMALS_GRADUAL = 0 /* IEEE gradual underflow */
 } er_subnormals;
 
+/* How inputs become tf32 when compute is ER_TF32. */
+typedef enum er_tf32_conv {
+    ER_TF32_TRUNCATE = 0, /* the low 13 bits of fp32 dropped (tensor cores fed raw fp32) */
+    ER_TF32_RNA = 1       /* rounded to nearest, ties away from zero (PTX cvt.rna.tf32.f32) */
+} er_tf32_conv;
+
 typedef struct er_standard {
     er_order order;
-    er_format compute;       /* accumulator format: ER_FP32 (default), ER_FP16, ER_BF16, ER_FP64 */
+    er_format compute;        /* accumulator: ER_FP32 (default), ER_FP16, ER_BF16, ER_FP64, or ER_TF32 (inputs
+                                 converted to tf32, products exact, accumulation in fp32) */
     er_fma fma;
     er_rounding rounding;
     er_subnormals subnormals;
     er_overflow out_overflow; /* overflow rule of the final conversion to the output format */
+    int64_t block;            /* ER_ORDER_BLOCKED: products per block (>= 1) */
+    int64_t split;            /* ER_ORDER_SPLIT: number of chunks (>= 1) */
+    er_suborder inner, outer; /* ER_ORDER_BLOCKED and ER_ORDER_SPLIT */
+    er_format partial;        /* ER_ORDER_SPLIT: format of the partials (ER_FORMAT_INVALID: the accumulator's) */
+    er_tf32_conv tf32;        /* compute == ER_TF32: the input conversion */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,
  * the output format's own overflow rule. */
 ER_API er_status er_standard_init(er_standard *s);
-/* Parses an order ("any_order", alias "any") and options, a comma- or space-separated list of key=value:
- *   compute=fp32|fp16|bf16|fp64 (format names as er_format_from_name), fma=either|never|always,
- *   rounding=nearest, subnormals=gradual, overflow=default|ieee|inf|saturate|nan.
+/* Parses an order and options. Orders: "any_order" (alias "any"), "sequential", "blocked:B", "split:S",
+ * "pairwise". Options, a comma- or space-separated list of key=value:
+ *   compute=fp32|fp16|bf16|fp64|tf32 (format names as er_format_from_name), fma=either|never|always,
+ *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,
+ *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
+ *   tf32=truncate|rna (compute=tf32).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);
-/* Checks a standard built by hand (ER_ERR_STANDARD if it names something unknown or unsupported). */
+/* Checks a standard built by hand: ER_ERR_STANDARD if it names something unknown, or contradicts itself
+ * (an option that does not apply to its order, fma=always with pairwise, a block or split below 1). */
 ER_API er_status er_standard_validate(const er_standard *s);
+/* 1 when the standard leaves no choice to the implementation for products of formats a and b: a fixed
+ * order, round to nearest, and fma never or always (or either when every product is exact in the
+ * accumulator, where fusing changes nothing). Then er_emulate gives the one result. */
+ER_API int er_standard_is_fixed(const er_standard *s, er_format a, er_format b);
 /* Renders s as "any_order compute=fp32 fma=either" into buf (always NUL-terminated when cap > 0). *needed
  * (if not NULL) receives the length without the NUL. ER_ERR_BUFFER if it did not fit. */
 ER_API er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t *needed);

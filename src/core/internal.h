@@ -59,6 +59,12 @@ ER_INTERNAL double er__round_double(const er_fmt_info *fi, double x, er_round mo
 /* x (an mpfr_srcptr) correctly rounded to the format. */
 ER_INTERNAL double er__round_mpfr(const er_fmt_info *fi, const void *x, er_round mode, er_overflow ov);
 
+/* x + y, a*b and a*b + y rounded once to the format (src/format/round.c); `wide` says a*b may not be an exact
+ * double. Infinite operands follow IEEE (inf - inf is NaN). */
+ER_INTERNAL double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode);
+ER_INTERNAL double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode);
+ER_INTERNAL double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode);
+
 /* Bits of a double and back. */
 static inline uint64_t er__bits(double x) { uint64_t b; memcpy(&b, &x, 8); return b; }
 static inline double er__from_bits(uint64_t b) { double x; memcpy(&x, &b, 8); return x; }

@@ -1,10 +1,11 @@
 /* covers.c: covering sets of the any_order standard, classification of each output element, and the
  * report's counts, worst element and first failures.
  *
- * Skeleton per element (docs/algorithms/any-order.md): special terms first (NaN, infinities); then the
- * bound B = c1 * sum|p| + c2 (Theorem 2) rounded up; the compute-format set [RU_F(S - B), RD_F(S + B)],
- * with the overflow analysis of Theorem 5; then the monotone output conversion; finally the correctly
- * rounded exact result is added to the set (a kernel returning it is never wrong). */
+ * Skeleton per element: the set in the accumulator format (any_order: src/enclose/anyorder.c from the cached
+ * exact summary; fixed orders: interval emulation, src/enclose/dotorder.c), then the monotone output
+ * conversion; for any_order the correctly rounded exact result joins the set (a kernel returning it is never
+ * wrong; a fixed order allows only what its emulation allows). er_emulate writes the one value of a fully
+ * fixed standard. */
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <exactref/mpfr.h>
 #include "covers/cset.h"
 #include "enclose/anyorder.h"
+#include "enclose/dotorder.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -36,45 +38,42 @@ int er_class_passes(er_class c) {
 
 er_class er__classify(const er_cset *c, double y, er_format out, double *dist) {
     *dist = 0;
-    if (isnan(y)) return c->nan_req || isnan(c->rounded) ? ER_CLASS_EXACT : c->nan_ok ? ER_CLASS_OVERFLOW : ER_CLASS_NAN_UNEXPECTED;
+    if (isnan(y)) {
+        if (!c->nan_req && !c->nan_ok) return ER_CLASS_NAN_UNEXPECTED;
+        return c->nan_req || isnan(c->rounded) ? ER_CLASS_EXACT : ER_CLASS_OVERFLOW;
+    }
     if (c->nan_req) return ER_CLASS_NAN_MISSING;
-    if (y == c->rounded) return ER_CLASS_EXACT; /* +0 == -0: the sign of a zero is not checked */
-    if (isinf(y)) return (y > 0 ? c->pinf_ok : c->ninf_ok) ? ER_CLASS_OVERFLOW : ER_CLASS_INF_UNEXPECTED;
+    if (isinf(y)) {
+        if (!(y > 0 ? c->pinf_ok : c->ninf_ok)) return ER_CLASS_INF_UNEXPECTED;
+        return y == c->rounded ? ER_CLASS_EXACT : ER_CLASS_OVERFLOW;
+    }
     if (c->lo > c->hi) return ER_CLASS_INF_MISSING;
-    if (y >= c->lo && y <= c->hi) return ER_CLASS_COVERED;
+    if (y >= c->lo && y <= c->hi) return y == c->rounded ? ER_CLASS_EXACT : ER_CLASS_COVERED; /* +0 == -0 */
     double edge = y > c->hi ? c->hi : c->lo;
     *dist = fabs(y - edge) / er_format_ulp(out, edge);
     return ER_CLASS_OUTSIDE;
 }
 
-/* Per-call state: the bound constants and MPFR scratch reused across elements. */
+/* Per-call state of er_covers / er_emulate. */
 typedef struct er_covers_ctx {
-    const er_fmt_info *F, *O;
+    const er_ref *ref;
+    const er_standard *std;
+    const er_fmt_info *F, *O;       /* accumulator, output */
     er_overflow ov_out;
-    er_anyorder_bound bd;
-    mpfr_t s, b, x;
+    int any;                        /* order any: the exact result joins the set */
+    er_anyorder_bound bd;           /* order any */
+    er_edge_scratch w;
+    er_order_plan plan;             /* fixed orders */
+    int have_plan;
+    er_acc acc;                     /* order any over converted operands */
+    int have_acc;
+    /* classification */
+    const er_tensor *out;
+    er_report *rep;
+    double worst_dist;
+    /* emulation */
+    er_tensor *dst;
 } er_covers_ctx;
-
-/* up = 0: RU_F(S_lo - B); up = 1: RD_F(S_hi + B), where S_lo <= S <= S_hi come from the summary. The
- * difference is rounded outward at 128 bits before the rounding to F: by monotonicity the result can only
- * be further out than RU_F(S - B) (resp. RD_F(S + B)), never inside it. */
-static double er_edge(er_covers_ctx *cx, const er_sum *sm, double B, int up) {
-    if (sm->m == 0) {
-        mpfr_set_zero(cx->s, 1);
-    } else {
-        mpfr_set_uj_2exp(cx->s, sm->m, sm->e, MPFR_RNDN); /* exact: 64 bits into 66 */
-        /* |S| is in [m, m+1) 2^e when sticky: move to the far end on the side being bounded. */
-        if (sm->sticky && (up != sm->neg)) {
-            mpfr_set_ui_2exp(cx->b, 1, sm->e, MPFR_RNDN);
-            mpfr_add(cx->s, cx->s, cx->b, MPFR_RNDN); /* exact: m + 1 <= 2^64 */
-        }
-        if (sm->neg) mpfr_neg(cx->s, cx->s, MPFR_RNDN);
-    }
-    mpfr_set_d(cx->b, B, MPFR_RNDN); /* exact */
-    if (up) mpfr_add(cx->x, cx->s, cx->b, MPFR_RNDU);
-    else mpfr_sub(cx->x, cx->s, cx->b, MPFR_RNDD);
-    return er__round_mpfr(cx->F, cx->x, up ? ER_ROUND_DOWN : ER_ROUND_UP, ER_OVERFLOW_IEEE);
-}
 
 /* Maps one endpoint v of the compute set through the output conversion. Returns 0 when the whole finite part
  * is gone (every value on the far side overflows); sets flags for infinities and NaN the conversion makes. */
@@ -96,54 +95,33 @@ static void er_map_inf(er_cset *c, const er_covers_ctx *cx, double inf) {
     if (r > c->hi) c->hi = r;
 }
 
-static void er_cset_build(er_cset *c, er_covers_ctx *cx, const er_sum *sm) {
+/* The output set from the compute-format set v (values of G), and the exact result from the summary. */
+static void er_cset_build(er_cset *c, const er_covers_ctx *cx, const er_cval *v, const er_sum *sm) {
     const er_fmt_info *D = er__fmt(ER_FP64);
     memset(c, 0, sizeof *c);
     c->lo = INFINITY;
     c->hi = -INFINITY;
-    int nan_term = sm->special & ER_SPECIAL_NAN, pinf_term = sm->special & ER_SPECIAL_PINF,
-        ninf_term = sm->special & ER_SPECIAL_NINF;
-    /* Overflow of the finite terms' partial sums (Theorem 5): possible only beyond the threshold. */
-    double P = er__add_up(er__mul_up(cx->bd.g, sm->pos), cx->bd.c2);
-    double N = er__add_up(er__mul_up(cx->bd.g, sm->negs), cx->bd.c2);
-    int pov = P >= cx->bd.thr, nov = N >= cx->bd.thr;
-    if (nan_term || (pinf_term && ninf_term)) {
-        c->nan_req = 1;
-        c->rounded = c->exact = NAN;
-        return;
-    }
-    if (pinf_term || ninf_term) {
-        /* Every order yields that infinity, unless the finite part overflows the other way first (NaN). */
-        double inf = pinf_term ? INFINITY : -INFINITY;
-        if (pinf_term ? nov : pov) c->nan_ok = 1;
-        c->exact = inf;
-        c->rounded = er__round_double(cx->O, inf, ER_ROUND_NEAREST, cx->ov_out);
-        er_map_inf(c, cx, inf);
-        return;
-    }
-    double B = er__add_up(er__mul_up(cx->bd.c1, er__add_up(sm->pos, sm->negs)), cx->bd.c2);
-    double lo_c, hi_c;
-    if (isinf(B)) {
-        lo_c = -cx->F->max;
-        hi_c = cx->F->max;
-    } else {
-        lo_c = er_edge(cx, sm, B, 0);
-        hi_c = er_edge(cx, sm, B, 1);
-    }
-    int pinf_c = pov, ninf_c = nov, finite = 1;
-    if (lo_c == INFINITY) { finite = 0; pinf_c = 1; }   /* every order overflows upward */
-    if (hi_c == -INFINITY) { finite = 0; ninf_c = 1; }
-    if (finite) {
-        finite = er_map_endpoint(c, cx, lo_c, &c->lo, 1);
-        finite = er_map_endpoint(c, cx, hi_c, &c->hi, 0) && finite;
+    c->nan_req = v->nan_req;
+    c->nan_ok = v->nan;
+    if (v->lo <= v->hi) {
+        int finite = er_map_endpoint(c, cx, v->lo, &c->lo, 1);
+        finite = er_map_endpoint(c, cx, v->hi, &c->hi, 0) && finite;
         if (!finite) { c->lo = INFINITY; c->hi = -INFINITY; }
     }
-    if (pinf_c) er_map_inf(c, cx, INFINITY);
-    if (ninf_c) er_map_inf(c, cx, -INFINITY);
-    if (pinf_c && ninf_c) c->nan_ok = 1;
-    /* The correctly rounded exact result belongs to the set: a kernel returning it is never wrong. */
-    c->exact = er__round_core(D, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-    c->rounded = er__round_core(cx->O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, cx->ov_out);
+    if (v->pinf) er_map_inf(c, cx, INFINITY);
+    if (v->ninf) er_map_inf(c, cx, -INFINITY);
+    /* The exact result, and its correct rounding to the output format. */
+    if ((sm->special & ER_SPECIAL_NAN) || ((sm->special & ER_SPECIAL_PINF) && (sm->special & ER_SPECIAL_NINF))) {
+        c->exact = c->rounded = NAN;
+    } else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
+        c->exact = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
+        c->rounded = er__round_double(cx->O, c->exact, ER_ROUND_NEAREST, cx->ov_out);
+    } else {
+        c->exact = er__round_core(D, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        c->rounded = er__round_core(cx->O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, cx->ov_out);
+    }
+    if (!cx->any || c->nan_req) return;
+    /* any_order: the correctly rounded exact result belongs to the set (a kernel returning it is never wrong) */
     if (isnan(c->rounded)) c->nan_ok = 1;
     else if (isinf(c->rounded)) { if (c->rounded > 0) c->pinf_ok = 1; else c->ninf_ok = 1; }
     else if (c->lo > c->hi) c->lo = c->hi = c->rounded;
@@ -189,15 +167,95 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     return ER_OK;
 }
 
+static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tensor *out, const er_standard *std) {
+    memset(cx, 0, sizeof *cx);
+    cx->ref = ref;
+    cx->std = std;
+    cx->out = out;
+    cx->any = std->order == ER_ORDER_ANY;
+    cx->F = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
+    cx->O = er__fmt(out->format);
+    cx->ov_out = er__overflow_rule(cx->O, std->out_overflow);
+    cx->worst_dist = -1;
+    int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
+    er__edge_scratch_init(&cx->w);
+    if (cx->any) {
+        er_status st = er__anyorder_bound(&cx->bd, er__fmt(er__operand_format(ref->A.format, conv)),
+                                          er__fmt(er__operand_format(ref->B.format, conv)), cx->F, ref->K,
+                                          std->rounding == ER_RND_FAITHFUL);
+        if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
+    } else {
+        er__order_plan_init(&cx->plan, std, ref->A.format, ref->B.format);
+        cx->have_plan = 1;
+    }
+    return ER_OK;
+}
+
+static void er_ctx_clear(er_covers_ctx *cx) {
+    er__edge_scratch_clear(&cx->w);
+    if (cx->have_plan) er__order_plan_clear(&cx->plan);
+    if (cx->have_acc) er__acc_free(&cx->acc);
+}
+
+/* Classifies element idx against its set and records it in the report. */
+static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
+    const er_tensor *out = cx->out;
+    int64_t rem = idx, off = 0;
+    for (int i = out->ndim - 1; i >= 0; i--) {
+        int64_t ci = rem % out->shape[i];
+        rem /= out->shape[i];
+        off += ci * out->strides[i];
+    }
+    double y = er__load(out, off), dist;
+    er_class cls = er__classify(c, y, out->format, &dist);
+    er_report *r = cx->rep;
+    r->classes[idx] = (uint8_t)cls;
+    r->counts[cls]++;
+    if (er_class_passes(cls)) return;
+    r->n_failed++;
+    if (r->n_first < ER_REPORT_FIRST) er_fill_element(&r->first[r->n_first++], cx->ref, idx, cls, y, c, dist);
+    int better = !r->has_worst || (cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || dist > cx->worst_dist));
+    if (better) {
+        er_fill_element(&r->worst, cx->ref, idx, cls, y, c, dist);
+        r->has_worst = 1;
+        cx->worst_dist = dist;
+    }
+}
+
+/* The output set of one element from its operand vectors (fixed orders, or any order over converted
+ * operands). */
+static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, const double *a, const double *b,
+                                int64_t K, int special, er_cset *c) {
+    if (!cx->have_acc) {
+        ER_RETURN_IF_ERROR(er__acc_init(&cx->acc, env->base, env->top));
+        cx->have_acc = 1;
+    }
+    er_sum sm;
+    er__dot_summary(&sm, &cx->acc, a, b, K, env->wide, special);
+    er_cval v;
+    if (cx->any) {
+        er__anyorder_cval(&v, &cx->bd, cx->F, &sm, &cx->w);
+    } else {
+        const er_fmt_info *G;
+        ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &v, &G));
+    }
+    er_cset_build(c, cx, &v, &sm);
+    return ER_OK;
+}
+
+static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                              int64_t K, int special) {
+    er_covers_ctx *cx = vcx;
+    er_cset c;
+    ER_RETURN_IF_ERROR(er_element_set(cx, env, a, b, K, special, &c));
+    er_record(cx, idx, &c);
+    return ER_OK;
+}
+
 er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
-    er_covers_ctx cx;
-    cx.F = er__fmt(std->compute);
-    cx.O = er__fmt(out->format);
-    cx.ov_out = er__overflow_rule(cx.O, std->out_overflow);
-    ER_RETURN_IF_ERROR(er__anyorder_bound(&cx.bd, er__fmt(ref->A.format), er__fmt(ref->B.format), cx.F, ref->K));
     er_report r;
     memset(&r, 0, sizeof r);
     r.classes = malloc((size_t)(ref->n ? ref->n : 1));
@@ -208,35 +266,81 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     r.ndim = ref->ndim;
     for (int i = 0; i < ref->ndim; i++) r.shape[i] = ref->shape[i];
     r.n = ref->n;
-    mpfr_inits2(66, cx.s, cx.b, (mpfr_ptr)0);
-    mpfr_init2(cx.x, 128);
-    int64_t coord[ER_MAX_DIMS] = {0};
-    double worst_dist = -1;
-    for (int64_t idx = 0; idx < ref->n; idx++) {
-        int64_t off = 0;
-        for (int i = 0; i < out->ndim; i++) off += coord[i] * out->strides[i];
-        double y = er__load(out, off);
-        er_cset c;
-        er_cset_build(&c, &cx, &ref->sums[idx]);
-        double dist;
-        er_class cls = er__classify(&c, y, out->format, &dist);
-        r.classes[idx] = (uint8_t)cls;
-        r.counts[cls]++;
-        if (!er_class_passes(cls)) {
-            r.n_failed++;
-            if (r.n_first < ER_REPORT_FIRST) er_fill_element(&r.first[r.n_first++], ref, idx, cls, y, &c, dist);
-            int better = !r.has_worst || (cls == ER_CLASS_OUTSIDE && (r.worst.cls != ER_CLASS_OUTSIDE || dist > worst_dist));
-            if (better) {
-                er_fill_element(&r.worst, ref, idx, cls, y, &c, dist);
-                r.has_worst = 1;
-                worst_dist = dist;
-            }
+    er_covers_ctx cx;
+    er_status st = er_ctx_init(&cx, ref, out, std);
+    if (st != ER_OK) { free(r.classes); return st; }
+    cx.rep = &r;
+    if (cx.any && std->compute != ER_TF32) {
+        /* the reference's cached exact summaries are those of this standard */
+        for (int64_t idx = 0; idx < ref->n; idx++) {
+            er_cval v;
+            er_cset c;
+            er__anyorder_cval(&v, &cx.bd, cx.F, &ref->sums[idx], &cx.w);
+            er_cset_build(&c, &cx, &v, &ref->sums[idx]);
+            er_record(&cx, idx, &c);
         }
-        for (int i = out->ndim - 1; i >= 0; i--) { if (++coord[i] < out->shape[i]) break; coord[i] = 0; }
+    } else {
+        st = er__matmul_foreach(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_covers_cb, &cx);
     }
-    mpfr_clears(cx.s, cx.b, cx.x, (mpfr_ptr)0);
+    er_ctx_clear(&cx);
+    if (st != ER_OK) { free(r.classes); return st; }
     *rep = r;
     return ER_OK;
+}
+
+/* er_emulate: the one value of each element's set, written into the destination. */
+static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                               int64_t K, int special) {
+    er_covers_ctx *cx = vcx;
+    er_cset c;
+    ER_RETURN_IF_ERROR(er_element_set(cx, env, a, b, K, special, &c));
+    double v;
+    int finite = c.lo <= c.hi;
+    if (c.nan_req) v = NAN;
+    else if (finite && c.lo == c.hi && !c.pinf_ok && !c.ninf_ok && !c.nan_ok) v = c.lo;
+    else if (!finite && c.pinf_ok + c.ninf_ok + c.nan_ok == 1) v = c.pinf_ok ? INFINITY : c.ninf_ok ? -INFINITY : NAN;
+    else return er__fail(ER_ERR_INTERNAL, "the emulated set of element %lld is not a single value", (long long)idx);
+    const er_tensor *t = cx->dst;
+    int64_t rem = idx, off = 0;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int64_t ci = rem % t->shape[i];
+        rem /= t->shape[i];
+        off += ci * t->strides[i];
+    }
+    uint64_t bits;
+    er_encode(&bits, t->format, v, ER_ROUND_NEAREST, cx->ov_out == ER_OVERFLOW_IEEE && !cx->O->has_inf ? ER_OVERFLOW_SATURATE : cx->ov_out);
+    void *p = (char *)(uintptr_t)t->data + off * (er__fmt(t->format)->bits / 8);
+    switch (er__fmt(t->format)->bits) {
+    case 8: *(uint8_t *)p = (uint8_t)bits; break;
+    case 16: { uint16_t x = (uint16_t)bits; memcpy(p, &x, 2); break; }
+    case 32: { uint32_t x = (uint32_t)bits; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &bits, 8); break;
+    }
+    return ER_OK;
+}
+
+er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
+    er__ok();
+    ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
+    if (!er_standard_is_fixed(std, ref->A.format, ref->B.format)) {
+        char name[160];
+        er_standard_format(std, name, sizeof name, NULL);
+        const char *why = std->order == ER_ORDER_ANY ? "any_order leaves the order free"
+                        : std->rounding != ER_RND_NEAREST ? "faithful rounding leaves each rounding free"
+                        : (std->inner == ER_SUB_ANY || std->outer == ER_SUB_ANY) ? "inner=any or outer=any leaves an order free"
+                        : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
+        return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
+    }
+    /* Emulation writes every element: refuse overlapping writes (a zero stride over a dimension of size > 1). */
+    for (int i = 0; i < out->ndim; i++)
+        if (out->strides[i] == 0 && out->shape[i] > 1)
+            return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
+    er_covers_ctx cx;
+    ER_RETURN_IF_ERROR(er_ctx_init(&cx, ref, out, std));
+    cx.dst = out;
+    er_status st = er__matmul_foreach(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_emulate_cb, &cx);
+    er_ctx_clear(&cx);
+    return st;
 }
 
 er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, double *exact, double *rounded) {

@@ -1,6 +1,7 @@
 /* anyorder.c: constants of the any-order bound, computed with MPFR rounding upward so that every constant
  * is an upper bound of the real number the proof names (docs/algorithms/any-order.md). */
 #include <math.h>
+#include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <mpfr.h>
 #include "enclose/anyorder.h"
 
@@ -13,14 +14,12 @@ int er__products_exact(const er_fmt_info *fa, const er_fmt_info *fb, const er_fm
     return 1;
 }
 
-er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb,
-                             const er_fmt_info *F, int64_t n) {
+static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int exact, int faithful) {
     if (n < 0) return er__fail(ER_ERR_INTERNAL, "negative reduction length");
-    int exact = er__products_exact(fa, fb, F);
     int64_t m = exact ? (n > 0 ? n - 1 : 0) : n;
     mpfr_t onepu, t;
     mpfr_inits2(128, onepu, t, (mpfr_ptr)0);
-    mpfr_set_ui_2exp(onepu, 1, -F->p, MPFR_RNDN); /* u = 2^-p, exact */
+    mpfr_set_ui_2exp(onepu, 1, -F->p + (faithful ? 1 : 0), MPFR_RNDN); /* u = 2^-p (2u when faithful), exact */
     mpfr_add_ui(onepu, onepu, 1, MPFR_RNDU);      /* 1 + u, exact at 128 bits */
     mpfr_pow_ui(t, onepu, (unsigned long)m, MPFR_RNDU);
     mpfr_sub_ui(t, t, 1, MPFR_RNDU);
@@ -30,8 +29,8 @@ er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const 
     } else {
         mpfr_pow_ui(t, onepu, (unsigned long)(n - 1), MPFR_RNDU);
         mpfr_mul_ui(t, t, (unsigned long)n, MPFR_RNDU);
-        /* eta/2 as an exponent shift: as a double, fp64's eta/2 = 2^-1075 would underflow to 0. */
-        mpfr_mul_2si(t, t, (long)F->emin - F->p, MPFR_RNDU);
+        /* eta/2 (eta when faithful) as an exponent shift: as a double, fp64's eta/2 = 2^-1075 would underflow. */
+        mpfr_mul_2si(t, t, (long)F->emin - F->p + (faithful ? 1 : 0), MPFR_RNDU);
         b->c2 = mpfr_get_d(t, MPFR_RNDU);
     }
     mpfr_pow_ui(t, onepu, (unsigned long)n, MPFR_RNDU);
@@ -39,6 +38,92 @@ er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const 
     mpfr_clears(onepu, t, (mpfr_ptr)0);
     /* Rounding to nearest overflows exactly when |z| >= max + ulp(max)/2 = 2^emax (2 - 2^-p). For fp64 that
      * is not a double: DBL_MAX is a lower bound, which only reports overflow as possible more often. */
-    b->thr = F->p < 53 ? F->max + ldexp(1.0, F->emax - F->p) : F->max;
+    b->thr = F->p < 53 && !faithful ? F->max + ldexp(1.0, F->emax - F->p) : F->max;
+    /* Faithful rounding may overflow anything beyond the largest finite value: thr = max is then a lower
+     * bound of the threshold, as required. */
     return ER_OK;
+}
+
+er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb,
+                             const er_fmt_info *F, int64_t n, int faithful) {
+    return er_bound(b, F, n, er__products_exact(fa, fb, F), faithful);
+}
+
+er_status er__anyorder_bound_terms(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int faithful) {
+    return er_bound(b, F, n, 1, faithful);
+}
+
+void er__edge_scratch_init(er_edge_scratch *w) {
+    mpfr_inits2(66, w->s, w->b, (mpfr_ptr)0);
+    mpfr_init2(w->x, 128);
+}
+
+void er__edge_scratch_clear(er_edge_scratch *w) { mpfr_clears(w->s, w->b, w->x, (mpfr_ptr)0); }
+
+/* up = 0: RU_F(S_lo - B); up = 1: RD_F(S_hi + B), where S_lo <= S <= S_hi come from the summary. The
+ * difference is rounded outward at 128 bits before the rounding to F: by monotonicity the result can only
+ * be further out than RU_F(S - B) (resp. RD_F(S + B)), never inside it (any-order.md, Lemma 4). */
+static double er_edge(er_edge_scratch *w, const er_fmt_info *F, const er_sum *sm, double B, int up) {
+    if (sm->m == 0) {
+        mpfr_set_zero(w->s, 1);
+    } else {
+        mpfr_set_uj_2exp(w->s, sm->m, sm->e, MPFR_RNDN); /* exact: 64 bits into 66 */
+        /* |S| is in [m, m+1) 2^e when sticky: move to the far end on the side being bounded. */
+        if (sm->sticky && (up != sm->neg)) {
+            mpfr_set_ui_2exp(w->b, 1, sm->e, MPFR_RNDN);
+            mpfr_add(w->s, w->s, w->b, MPFR_RNDN); /* exact: m + 1 <= 2^64 */
+        }
+        if (sm->neg) mpfr_neg(w->s, w->s, MPFR_RNDN);
+    }
+    mpfr_set_d(w->b, B, MPFR_RNDN); /* exact */
+    if (up) mpfr_add(w->x, w->s, w->b, MPFR_RNDU);
+    else mpfr_sub(w->x, w->s, w->b, MPFR_RNDD);
+    return er__round_mpfr(F, w->x, up ? ER_ROUND_DOWN : ER_ROUND_UP, ER_OVERFLOW_IEEE);
+}
+
+void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_fmt_info *F) {
+    memset(c, 0, sizeof *c);
+    c->nan = (uint8_t)(nan != 0);
+    if (isnan(lo) && isnan(hi)) { c->nan = c->nan_req = 1; c->lo = INFINITY; c->hi = -INFINITY; return; }
+    if (isnan(lo) || isnan(hi)) { c->nan = 1; lo = -INFINITY; hi = INFINITY; }
+    c->pinf = hi == INFINITY;
+    c->ninf = lo == -INFINITY;
+    c->lo = lo < -F->max ? -F->max : lo;
+    c->hi = hi > F->max ? F->max : hi;
+    if (lo == INFINITY || hi == -INFINITY) { c->lo = INFINITY; c->hi = -INFINITY; } /* only infinities */
+}
+
+void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_sum *sm,
+                       er_edge_scratch *w) {
+    memset(c, 0, sizeof *c);
+    c->lo = INFINITY;
+    c->hi = -INFINITY;
+    int nan_term = sm->special & ER_SPECIAL_NAN, pinf_term = sm->special & ER_SPECIAL_PINF,
+        ninf_term = sm->special & ER_SPECIAL_NINF;
+    /* Overflow of the finite terms' partial sums (Theorem 5): possible only beyond the threshold. */
+    double P = er__add_up(er__mul_up(bd->g, sm->pos), bd->c2);
+    double N = er__add_up(er__mul_up(bd->g, sm->negs), bd->c2);
+    int pov = P >= bd->thr, nov = N >= bd->thr;
+    if (nan_term || (pinf_term && ninf_term)) {
+        c->nan = c->nan_req = 1;
+        return;
+    }
+    if (pinf_term || ninf_term) {
+        /* Every order yields that infinity, unless the finite part overflows the other way first (NaN). */
+        if (pinf_term) c->pinf = 1; else c->ninf = 1;
+        if (pinf_term ? nov : pov) c->nan = 1;
+        return;
+    }
+    double B = er__add_up(er__mul_up(bd->c1, er__add_up(sm->pos, sm->negs)), bd->c2);
+    double lo = isinf(B) ? -F->max : er_edge(w, F, sm, B, 0);
+    double hi = isinf(B) ? F->max : er_edge(w, F, sm, B, 1);
+    c->pinf = (uint8_t)pov;
+    c->ninf = (uint8_t)nov;
+    if (lo == INFINITY || hi == -INFINITY) { /* every order overflows */
+        if (lo == INFINITY) c->pinf = 1; else c->ninf = 1;
+    } else {
+        c->lo = lo;
+        c->hi = hi;
+    }
+    if (c->pinf && c->ninf) c->nan = 1;
 }

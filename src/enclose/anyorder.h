@@ -2,7 +2,10 @@
 #ifndef ER_ANYORDER_H
 #define ER_ANYORDER_H
 
+#include <stdint.h> /* before mpfr.h */
+#include <mpfr.h>
 #include "core/internal.h"
+#include "exact/accum.h"
 
 typedef struct er_anyorder_bound {
     double c1;  /* (1+u)^m - 1 rounded up, m = n (n-1 when every product is exact in F): multiplies sum |p_k| */
@@ -11,9 +14,31 @@ typedef struct er_anyorder_bound {
     double thr; /* a lower bound of F's overflow threshold under rounding to nearest */
 } er_anyorder_bound;
 
-/* The constants for n products of formats a and b accumulated in F. */
+/* The constants for n products of formats a and b accumulated in F; faithful: every operation may land on
+ * either neighbour (Theorem 6: u becomes 2u, eta/2 becomes eta, the overflow threshold the largest finite). */
 ER_INTERNAL er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb,
-                                         const er_fmt_info *F, int64_t n);
+                                         const er_fmt_info *F, int64_t n, int faithful);
+/* The same for n terms that are already values of F (partial sums combined in any order: Lemma 3). */
+ER_INTERNAL er_status er__anyorder_bound_terms(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int faithful);
+
+/* A set of values of a format: a finite interval [lo, hi] (empty when lo > hi) and the specials. */
+typedef struct er_cval {
+    double lo, hi;
+    uint8_t pinf, ninf; /* +inf, -inf possible */
+    uint8_t nan;        /* NaN possible */
+    uint8_t nan_req;    /* NaN certain */
+} er_cval;
+
+/* MPFR scratch for the edges of sets (one per thread of work). */
+typedef struct er_edge_scratch { mpfr_t s, b, x; } er_edge_scratch;
+ER_INTERNAL void er__edge_scratch_init(er_edge_scratch *w);
+ER_INTERNAL void er__edge_scratch_clear(er_edge_scratch *w);
+
+/* The any-order set in F of the reduction summarised by sm (Theorems 2, 3 and 5, special terms). */
+ER_INTERNAL void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_sum *sm,
+                                   er_edge_scratch *w);
+/* An extended interval [lo, hi] (endpoints may be infinite) and a NaN flag, as a set of values of F. */
+ER_INTERNAL void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_fmt_info *F);
 /* 1 when every product of a value of fa and a value of fb is a value of F (Lemma 3). */
 ER_INTERNAL int er__products_exact(const er_fmt_info *fa, const er_fmt_info *fb, const er_fmt_info *F);
 

@@ -19,6 +19,30 @@ typedef struct er_acc {
 
 #define ER_ACC_PASS_EVERY (INT64_C(1) << 30)
 
+enum { ER_SPECIAL_NAN = 1, ER_SPECIAL_PINF = 2, ER_SPECIAL_NINF = 4 };
+
+/* One reduction of n products p_k, summarised: the exact sum S of the finite products as
+ * (-1)^neg (m + frac) 2^e (frac in [0,1), nonzero iff sticky; m = 0 for S = 0), upper bounds of the sums of
+ * the positive products and of the magnitudes of the negative ones, and the special terms present
+ * (a NaN or inf*0 product, +inf and -inf products). 32 bytes. */
+typedef struct er_sum {
+    uint64_t m;
+    int32_t e;
+    uint8_t neg, sticky, special, pad;
+    double pos, negs;
+} er_sum;
+_Static_assert(sizeof(er_sum) == 32, "er_sum layout");
+
+/* The digit range a dot product of vectors with these exponent ranges needs (see er__dot_summary). */
+typedef struct er_dot_env {
+    int64_t base, top;
+    int wide;          /* some operand is fp64: products need 106 bits */
+} er_dot_env;
+
+/* The summary of sum_k a[k] b[k] (a, b decoded doubles; NaN and infinities allowed when special_path). */
+ER_INTERNAL void er__dot_summary(er_sum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
+                                 int special_path);
+
 /* Digits for every bit position in [base, top), plus headroom. ER_ERR_NOMEM if the span is absurd. */
 ER_INTERNAL er_status er__acc_init(er_acc *a, int64_t base, int64_t top);
 ER_INTERNAL void er__acc_free(er_acc *a);

@@ -124,7 +124,7 @@ er_overflow er__overflow_rule(const er_fmt_info *fi, er_overflow ov) {
 
 static er_status er_check_round_args(const er_fmt_info *fi, er_format f, er_round mode, er_overflow ov) {
     if (!fi) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
-    if ((int)mode < 0 || (int)mode > 3) return er__fail(ER_ERR_INVALID, "invalid rounding mode %d", (int)mode);
+    if ((int)mode < 0 || (int)mode > 4) return er__fail(ER_ERR_INVALID, "invalid rounding mode %d", (int)mode);
     if ((int)ov < 0 || (int)ov > 3) return er__fail(ER_ERR_INVALID, "invalid overflow rule %d", (int)ov);
     if (ov == ER_OVERFLOW_IEEE && !fi->has_inf)
         return er__fail(ER_ERR_INVALID, "%s has no infinity: its overflow rule is saturate or nan, not ieee", fi->name);

@@ -17,7 +17,7 @@ static double er_overflowed(const er_fmt_info *fi, int neg, er_round mode, er_ov
         big = fi->max;
     } else {
         /* IEEE 754: to nearest and away-from-zero directions give infinity, the others the largest finite. */
-        int to_inf = mode == ER_ROUND_NEAREST || (mode == ER_ROUND_UP && !neg) || (mode == ER_ROUND_DOWN && neg);
+        int to_inf = mode == ER_ROUND_NEAREST || mode == ER_ROUND_NEAREST_AWAY || (mode == ER_ROUND_UP && !neg) || (mode == ER_ROUND_DOWN && neg);
         big = to_inf ? INFINITY : fi->max;
     }
     return neg ? -big : big;
@@ -56,6 +56,7 @@ double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int
     int inc;
     switch (mode) {
     case ER_ROUND_NEAREST: inc = half && (rest || (kept & 1)); break;
+    case ER_ROUND_NEAREST_AWAY: inc = (int)half; break;
     case ER_ROUND_UP: inc = !neg && (half || rest); break;
     case ER_ROUND_DOWN: inc = neg && (half || rest); break;
     default: inc = 0; break;
@@ -113,4 +114,69 @@ er_status er_round_mpfr(double *out, er_format f, mpfr_srcptr x, er_round mode, 
     ER_RETURN_IF_ERROR(er_round_double(&r, f, 0.0, mode, ov)); /* validates f, mode, ov */
     *out = er__round_mpfr(er__fmt(f), x, mode, ov);
     return ER_OK;
+}
+
+/* ---- exact single roundings of sums and products of doubles (fixed-order emulation) ----
+ *
+ * x + y and a*b + y are not doubles in general, and rounding their double result again to the format would
+ * round twice. Each helper computes the exact value as an unevaluated pair s + t (TwoSum; TwoProduct with
+ * fma) and rounds that pair once. For a format of at most 52 bits the pair's rounding needs only s and the
+ * sign of t: s = RN53(s + t) and |t| <= ulp53(s)/2, and every value or midpoint of the format is a multiple of
+ * ulp53 near s, so none lies strictly between s + t and s: s shifted up 11 bits, minus one unit when t
+ * opposes s, plus a sticky bit, rounds exactly as s + t does. fp64, subnormal doubles and products that may
+ * have underflowed go through MPFR at a precision where the value is exact. */
+
+static double er_round_exact_mpfr(const er_fmt_info *fi, double a, double b, double y, int has_prod, er_round mode) {
+    mpfr_t t, u;
+    mpfr_init2(t, 2400);
+    mpfr_init2(u, 2400);
+    mpfr_set_d(t, a, MPFR_RNDN);
+    if (has_prod) mpfr_mul_d(t, t, b, MPFR_RNDN); /* exact: 106 bits */
+    mpfr_set_d(u, y, MPFR_RNDN);
+    mpfr_add(t, t, u, MPFR_RNDN);                  /* exact: the span of two such terms is < 2400 bits */
+    double r;
+    if (mpfr_zero_p(t)) {
+        /* IEEE: an exact zero sum is +0 in every mode but toward -inf, where it is -0; equal signs keep theirs */
+        double pa = has_prod ? a * b : a;
+        r = (signbit(pa) && signbit(y)) ? -0.0 : (mode == ER_ROUND_DOWN && (signbit(pa) || signbit(y))) ? -0.0 : 0.0;
+    } else {
+        r = er__round_mpfr(fi, t, mode, ER_OVERFLOW_IEEE);
+    }
+    mpfr_clear(t);
+    mpfr_clear(u);
+    return r;
+}
+
+static double er_round_pair(const er_fmt_info *fi, double s, double t, er_round mode) {
+    if (t == 0) return er__round_double(fi, s, mode, ER_OVERFLOW_IEEE);
+    uint64_t b = er__bits(s);
+    int ex = (int)((b >> 52) & 0x7ff);
+    if (fi->p > 52 || ex == 0) return er_round_exact_mpfr(fi, s, 0, t, 0, mode);
+    uint64_t m = ((b & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52)) << 11;
+    int neg = (int)(b >> 63);
+    if ((t < 0) != neg) m -= 1; /* t pulls the magnitude below |s| */
+    return er__round_core(fi, neg, m, (int64_t)ex - 1075 - 11, 1, mode, ER_OVERFLOW_IEEE);
+}
+
+double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
+    if (!isfinite(x) || !isfinite(y)) return er__round_double(fi, x + y, mode, ER_OVERFLOW_IEEE);
+    double s = x + y;
+    if (!isfinite(s)) return er_round_exact_mpfr(fi, x, 0, y, 0, mode);
+    if (s == 0) return (x == 0 && y == 0) ? x + y : (mode == ER_ROUND_DOWN ? -0.0 : 0.0);
+    double bb = s - x, t = (x - (s - bb)) + (y - bb); /* TwoSum: s + t = x + y exactly */
+    return er_round_pair(fi, s, t, mode);
+}
+
+double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode) {
+    double p = a * b;
+    if (!wide || !isfinite(p)) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
+    if (p == 0 || fabs(p) < 0x1p-960) return er_round_exact_mpfr(fi, a, b, 0.0, 1, mode);
+    return er_round_pair(fi, p, fma(a, b, -p), mode); /* TwoProduct: exact without underflow */
+}
+
+double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode) {
+    double p = a * b;
+    if (!isfinite(p) || !isfinite(y)) return er__round_double(fi, p + y, mode, ER_OVERFLOW_IEEE);
+    if (wide) return er_round_exact_mpfr(fi, a, b, y, 1, mode);
+    return er__round_sum(fi, p, y, mode); /* p is exact (a product of two values of at most 24 bits) */
 }

@@ -4,13 +4,12 @@
  * doubles); per output element, add the K products exactly into a long accumulator, keep the top 64 bits
  * of the exact sum with a sticky bit (enough to round correctly to any supported format), and upper bounds
  * of the sums of positive and negative products for the any-order bound. Rows and columns holding a NaN or
- * an infinity take a slower path that records the special terms. Products of two non-fp64 values are exact
- * doubles (precision 2*24 <= 53, exponents within [-298, 256]); fp64 operands take a 106-bit integer path. */
+ * an infinity take a slower path that records the special terms (src/exact/dot.c). The walk over the output
+ * elements (batch broadcasting, decoded operand vectors) is shared with the fixed-order standards. */
 #include <math.h>
 #include <stdlib.h>
 #include <gmp.h>
 #include <mpfr.h>
-#include "exact/accum.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -20,13 +19,6 @@ static int er_ilog2(double x) {
     frexp(x, &ex);
     return ex - 1;
 }
-
-typedef struct er_mm_plan {
-    int nb;                      /* output batch dims */
-    int64_t bshape[ER_MAX_DIMS];
-    int64_t M, K, N, nbatch;
-    int64_t a_batches, b_batches;
-} er_mm_plan;
 
 static er_status er_mm_shapes(er_mm_plan *pl, const er_tensor *A, const er_tensor *B) {
     if (A->ndim < 2 || B->ndim < 2)
@@ -77,7 +69,10 @@ typedef struct er_dense {
 } er_dense;
 
 static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, int64_t k_dim,
-                            int64_t batches, int64_t R, int64_t K) {
+                            int64_t batches, int64_t R, int64_t K, int conv) {
+    const er_fmt_info *tf = er__fmt(ER_TF32);
+    int convert = er__operand_format(t->format, conv) != t->format;
+    er_round cmode = conv == ER_TF32_RNA ? ER_ROUND_NEAREST_AWAY : ER_ROUND_ZERO;
     int64_t total;
     if (!er__mul_ok(batches, R, &total) || !er__mul_ok(total, K, &total) || total > (INT64_C(1) << 40))
         return er__fail(ER_ERR_NOMEM, "an operand of %lld x %lld x %lld elements is too large", (long long)batches,
@@ -108,6 +103,7 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
             uint8_t sp = 0;
             for (int64_t k = 0; k < K; k++, off += t->strides[k_dim]) {
                 double x = er__load(t, off);
+                if (convert) x = er__round_double(tf, x, cmode, ER_OVERFLOW_IEEE);
                 row[k] = x;
                 if (!isfinite(x)) { sp = 1; continue; }
                 if (x == 0) continue;
@@ -131,107 +127,30 @@ static void er_dense_free(er_dense *d) {
 
 static int er_bitlen(int64_t k) { return k ? 64 - __builtin_clzll((uint64_t)k) : 0; }
 
-/* Adds a*b (finite, nonzero) exactly as a 106-bit integer product: the fp64 path. */
-static void er_add_product_u128(er_acc *acc, double a, double b) {
-    uint64_t ba = er__bits(a), bb = er__bits(b);
-    int64_t ea = (int64_t)((ba >> 52) & 0x7ff), eb = (int64_t)((bb >> 52) & 0x7ff);
-    uint64_t ma = ba & ((UINT64_C(1) << 52) - 1), mb = bb & ((UINT64_C(1) << 52) - 1);
-    if (ea) ma |= UINT64_C(1) << 52; else ea = 1;
-    if (eb) mb |= UINT64_C(1) << 52; else eb = 1;
-    er__acc_add_u128(acc, (int)((ba ^ bb) >> 63), (unsigned __int128)ma * mb, ea - 1075 + eb - 1075);
+er_format er__operand_format(er_format f, int conv) {
+    return conv >= 0 && er__fmt(f)->p > er__fmt(ER_TF32)->p ? ER_TF32 : f;
 }
 
-/* The summary of one element: a and b walk K contiguously. */
-static void er_mm_element(er_sum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
-                          int special_path) {
-    double pos = 0, negs = 0;
-    uint8_t special = 0;
-    er__acc_reset(acc);
-    if (!wide && !special_path) {
-        /* Two interleaved streams (even k into bank d, odd k into bank d2, each with its own partial sums of
-         * positive and negative products), branch-free; a carry pass at least every 2^30 additions per bank. */
-        double pos1 = 0, negs1 = 0;
-        int64_t base = acc->base;
-        for (int64_t k0 = 0; k0 < K; k0 += ER_ACC_PASS_EVERY) {
-            int64_t kend = K - k0 < ER_ACC_PASS_EVERY ? K : k0 + ER_ACC_PASS_EVERY, k = k0;
-            for (; k + 1 < kend; k += 2) {
-                double p = a[k] * b[k], q = a[k + 1] * b[k + 1]; /* exact: see the file comment */
-                pos += p > 0 ? p : 0.0;
-                negs += p < 0 ? -p : 0.0;
-                pos1 += q > 0 ? q : 0.0;
-                negs1 += q < 0 ? -q : 0.0;
-                er__acc_add_double_bank(acc->d, base, p);
-                er__acc_add_double_bank(acc->d2, base, q);
-            }
-            if (k < kend) {
-                double p = a[k] * b[k];
-                pos += p > 0 ? p : 0.0;
-                negs += p < 0 ? -p : 0.0;
-                er__acc_add_double_bank(acc->d, base, p);
-            }
-            er__acc_carry(acc);
-        }
-        pos += pos1;
-        negs += negs1;
-    } else {
-        for (int64_t k = 0; k < K; k++) {
-            double x = a[k], y = b[k];
-            if (isnan(x) || isnan(y)) { special |= ER_SPECIAL_NAN; continue; }
-            if (isinf(x) || isinf(y)) {
-                if (x == 0 || y == 0) special |= ER_SPECIAL_NAN; /* inf * 0 */
-                else special |= (signbit(x) != signbit(y)) ? ER_SPECIAL_NINF : ER_SPECIAL_PINF;
-                continue;
-            }
-            if (x == 0 || y == 0) continue;
-            if (wide) {
-                /* |fl(x*y)| may be below |x*y| by half an ulp (or underflow to 0): step up one double. */
-                double p = er__next_up(fabs(x * y));
-                if (signbit(x) == signbit(y)) pos += p; else negs += p;
-                er_add_product_u128(acc, x, y);
-            } else {
-                double p = x * y;
-                if (p > 0) pos += p; else negs -= p;
-                er__acc_add_double(acc, p);
-            }
-        }
-    }
-    /* pos and negs were summed in double (in some order): the exact sums T satisfy T <= s/(1-(K-1)2^-53)
-     * <= s (1 + K 2^-52) for K <= 2^52 (any-order.md, Lemma 4). 1 + K 2^-52 is exact for K < 2^52. */
-    double f = 1.0 + (double)K * 0x1p-52;
-    s->pos = er__mul_up(pos, f);
-    s->negs = er__mul_up(negs, f);
-    s->special = special;
-    int neg, sticky;
-    uint64_t m;
-    int64_t e;
-    er__acc_summary(acc, &neg, &m, &e, &sticky);
-    s->m = m;
-    s->e = (int32_t)e;
-    s->neg = (uint8_t)neg;
-    s->sticky = (uint8_t)sticky;
-    s->pad = 0;
-}
-
-static er_status er_mm_compute(er_ref *r, const er_mm_plan *pl) {
+er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx) {
+    const er_mm_plan *pl = &r->plan;
     const er_tensor *A = &r->A, *B = &r->B;
     er_dense da, db;
-    ER_RETURN_IF_ERROR(er_densify(&da, A, A->ndim - 2, A->ndim - 1, pl->a_batches, pl->M, pl->K));
-    er_status st = er_densify(&db, B, B->ndim - 1, B->ndim - 2, pl->b_batches, pl->N, pl->K);
+    ER_RETURN_IF_ERROR(er_densify(&da, A, A->ndim - 2, A->ndim - 1, pl->a_batches, pl->M, pl->K, conv));
+    er_status st = er_densify(&db, B, B->ndim - 1, B->ndim - 2, pl->b_batches, pl->N, pl->K, conv);
     if (st != ER_OK) { er_dense_free(&da); return st; }
-    int wide = A->format == ER_FP64 || B->format == ER_FP64;
-    int64_t base = 0, top = 64;
+    er_dot_env env;
+    env.wide = er__operand_format(A->format, conv) == ER_FP64 || er__operand_format(B->format, conv) == ER_FP64;
+    env.base = 0;
+    env.top = 64;
     if (da.any_nonzero && db.any_nonzero) {
         /* Non-wide: a product is an exact double whose ulp exponent is >= emin_a + emin_b - 52.
          * Wide: the 106-bit product's last bit is at >= lsb_a + lsb_b. */
-        base = wide ? (int64_t)da.emin_lsb + db.emin_lsb : (int64_t)da.emin + db.emin - 52;
-        top = (int64_t)da.emax + db.emax + 2 + er_bitlen(pl->K) + 1;
+        env.base = env.wide ? (int64_t)da.emin_lsb + db.emin_lsb : (int64_t)da.emin + db.emin - 52;
+        env.top = (int64_t)da.emax + db.emax + 2 + er_bitlen(pl->K) + 1;
     }
-    er_acc acc;
-    st = er__acc_init(&acc, base, top);
-    if (st != ER_OK) { er_dense_free(&da); er_dense_free(&db); return st; }
     int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
     int64_t idx = 0;
-    for (int64_t bi = 0; bi < pl->nbatch; bi++) {
+    for (int64_t bi = 0; bi < pl->nbatch && st == ER_OK; bi++) {
         /* The operands' batch indices under broadcasting (row-major over their own batch dims). */
         int64_t rem = bi, ia = 0, ib = 0, sa = 1, sb = 1;
         for (int i = pl->nb - 1; i >= 0; i--) {
@@ -241,18 +160,31 @@ static er_status er_mm_compute(er_ref *r, const er_mm_plan *pl) {
             if (ja >= 0) { if (A->shape[ja] != 1) ia += c * sa; sa *= A->shape[ja]; }
             if (jb >= 0) { if (B->shape[jb] != 1) ib += c * sb; sb *= B->shape[jb]; }
         }
-        for (int64_t i = 0; i < pl->M; i++) {
+        for (int64_t i = 0; i < pl->M && st == ER_OK; i++) {
             const double *arow = da.v + (ia * pl->M + i) * pl->K;
             uint8_t asp = da.special[ia * pl->M + i];
-            for (int64_t j = 0; j < pl->N; j++, idx++) {
+            for (int64_t j = 0; j < pl->N && st == ER_OK; j++, idx++) {
                 const double *bcol = db.v + (ib * pl->N + j) * pl->K;
-                er_mm_element(&r->sums[idx], &acc, arow, bcol, pl->K, wide, asp | db.special[ib * pl->N + j]);
+                st = fn(ctx, &env, idx, arow, bcol, pl->K, asp | db.special[ib * pl->N + j]);
             }
         }
     }
-    er__acc_free(&acc);
     er_dense_free(&da);
     er_dense_free(&db);
+    return st;
+}
+
+/* er__matmul_foreach callback of er_matmul: the exact summaries. */
+typedef struct er_sum_ctx { er_sum *sums; er_acc acc; int have_acc; } er_sum_ctx;
+
+static er_status er_sum_cb(void *vctx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                           int64_t K, int special) {
+    er_sum_ctx *cx = vctx;
+    if (!cx->have_acc) {
+        ER_RETURN_IF_ERROR(er__acc_init(&cx->acc, env->base, env->top));
+        cx->have_acc = 1;
+    }
+    er__dot_summary(&cx->sums[idx], &cx->acc, a, b, K, env->wide, special);
     return ER_OK;
 }
 
@@ -286,7 +218,10 @@ er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     r->n = n;
     r->K = pl.K;
     r->sums = sums;
-    er_status st = er_mm_compute(r, &pl);
+    r->plan = pl;
+    er_sum_ctx cx = {sums, {0}, 0};
+    er_status st = er__matmul_foreach(r, -1, er_sum_cb, &cx);
+    if (cx.have_acc) er__acc_free(&cx.acc);
     if (st != ER_OK) { er_ref_free(r); return st; }
     *out = r;
     return ER_OK;

@@ -3,25 +3,21 @@
 #define ER_REF_INTERNAL_H
 
 #include "core/internal.h"
-
-enum { ER_SPECIAL_NAN = 1, ER_SPECIAL_PINF = 2, ER_SPECIAL_NINF = 4 };
-
-/* One output element of a reduction of n products p_k: the exact sum S of the finite products as
- * (-1)^neg (m + frac) 2^e (frac in [0,1), nonzero iff sticky; m = 0 for S = 0), upper bounds of the sums of
- * the positive products and of the magnitudes of the negative ones, and the special terms present
- * (a NaN or inf*0 product, +inf and -inf products). 32 bytes. */
-typedef struct er_sum {
-    uint64_t m;
-    int32_t e;
-    uint8_t neg, sticky, special, pad;
-    double pos, negs;
-} er_sum;
-_Static_assert(sizeof(er_sum) == 32, "er_sum layout");
+#include "exact/accum.h"
 
 typedef enum er_op { ER_OP_MATMUL = 1 } er_op;
 
+/* The shape bookkeeping of a matmul. */
+typedef struct er_mm_plan {
+    int nb;                      /* output batch dims */
+    int64_t bshape[ER_MAX_DIMS];
+    int64_t M, K, N, nbatch;
+    int64_t a_batches, b_batches;
+} er_mm_plan;
+
 struct er_ref {
     er_op op;
+    er_mm_plan plan;
     er_tensor A, B;     /* the operands' views (not copies) */
     int ndim;
     int64_t shape[ER_MAX_DIMS];
@@ -29,6 +25,16 @@ struct er_ref {
     int64_t K;          /* products per element */
     er_sum *sums;       /* n summaries, row-major */
 };
+
+/* Visits every output element in row-major order with its two operand vectors along K (decoded, and
+ * converted to tf32 when conv >= 0: ER_TF32_TRUNCATE or ER_TF32_RNA applied to operands wider than tf32).
+ * `special` says a vector holds a NaN or an infinity. fn returning nonzero stops the walk (its status is
+ * returned). */
+typedef er_status (*er_elem_fn)(void *ctx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                                int64_t K, int special);
+ER_INTERNAL er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx);
+/* The operand formats after the conversion conv (tf32 for converted operands). */
+ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 
 /* The exact sum at linear position idx as an MPFR value of sufficient precision (recomputed exactly). */
 ER_INTERNAL er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out);

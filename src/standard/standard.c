@@ -2,7 +2,9 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <strings.h>
+#include <stdlib.h>
 #include "core/internal.h"
+#include "enclose/anyorder.h"
 
 er_status er_standard_init(er_standard *s) {
     er__ok();
@@ -14,22 +16,70 @@ er_status er_standard_init(er_standard *s) {
     s->rounding = ER_RND_NEAREST;
     s->subnormals = ER_SUBNORMALS_GRADUAL;
     s->out_overflow = ER_OVERFLOW_DEFAULT;
+    s->inner = ER_SUB_SEQUENTIAL;
+    s->outer = ER_SUB_SEQUENTIAL;
+    s->partial = ER_FORMAT_INVALID;
+    s->tf32 = ER_TF32_TRUNCATE;
     return ER_OK;
+}
+
+static const char *er_order_name(er_order o) {
+    switch (o) {
+    case ER_ORDER_ANY: return "any_order";
+    case ER_ORDER_SEQUENTIAL: return "sequential";
+    case ER_ORDER_BLOCKED: return "blocked";
+    case ER_ORDER_SPLIT: return "split";
+    case ER_ORDER_PAIRWISE: return "pairwise";
+    }
+    return "?";
 }
 
 er_status er_standard_validate(const er_standard *s) {
     ER_CHECK_NULL(s, "standard");
-    if (s->order != ER_ORDER_ANY) return er__fail(ER_ERR_STANDARD, "unknown order value %d", (int)s->order);
+    if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_PAIRWISE)
+        return er__fail(ER_ERR_STANDARD, "unknown order value %d", (int)s->order);
     const er_fmt_info *fi = er__fmt(s->compute);
     if (!fi) return er__fail(ER_ERR_STANDARD, "invalid compute format value %d", (int)s->compute);
-    if (s->compute != ER_FP32 && s->compute != ER_FP16 && s->compute != ER_BF16 && s->compute != ER_FP64)
-        return er__fail(ER_ERR_STANDARD, "compute=%s is not an accumulator format of any_order (use fp64, fp32, fp16 or bf16)", fi->name);
+    if (s->compute != ER_FP32 && s->compute != ER_FP16 && s->compute != ER_BF16 && s->compute != ER_FP64 && s->compute != ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "compute=%s is not an accumulator format (use fp64, fp32, tf32, fp16 or bf16)", fi->name);
     if ((int)s->fma < 0 || (int)s->fma > 2) return er__fail(ER_ERR_STANDARD, "invalid fma value %d", (int)s->fma);
-    if (s->rounding != ER_RND_NEAREST) return er__fail(ER_ERR_STANDARD, "invalid rounding value %d", (int)s->rounding);
+    if ((int)s->rounding < 0 || (int)s->rounding > 1) return er__fail(ER_ERR_STANDARD, "invalid rounding value %d", (int)s->rounding);
     if (s->subnormals != ER_SUBNORMALS_GRADUAL) return er__fail(ER_ERR_STANDARD, "invalid subnormals value %d", (int)s->subnormals);
     if ((int)s->out_overflow < 0 || (int)s->out_overflow > 3)
         return er__fail(ER_ERR_STANDARD, "invalid output overflow rule %d", (int)s->out_overflow);
+    if ((int)s->inner < 0 || (int)s->inner > 1 || (int)s->outer < 0 || (int)s->outer > 1)
+        return er__fail(ER_ERR_STANDARD, "invalid inner or outer order value");
+    if ((int)s->tf32 < 0 || (int)s->tf32 > 1) return er__fail(ER_ERR_STANDARD, "invalid tf32 conversion value %d", (int)s->tf32);
+    int blocked = s->order == ER_ORDER_BLOCKED, split = s->order == ER_ORDER_SPLIT;
+    if (blocked && s->block < 1) return er__fail(ER_ERR_STANDARD, "blocked needs a block size of at least 1 (got %lld)", (long long)s->block);
+    if (split && s->split < 1) return er__fail(ER_ERR_STANDARD, "split needs at least 1 chunk (got %lld)", (long long)s->split);
+    if (!blocked && s->block != 0) return er__fail(ER_ERR_STANDARD, "a block size applies to blocked only, not to %s", er_order_name(s->order));
+    if (!split && s->split != 0) return er__fail(ER_ERR_STANDARD, "a split count applies to split only, not to %s", er_order_name(s->order));
+    if (!blocked && !split && (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL))
+        return er__fail(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only, not to %s", er_order_name(s->order));
+    if (s->partial != ER_FORMAT_INVALID) {
+        if (!split) return er__fail(ER_ERR_STANDARD, "partial= applies to split only, not to %s", er_order_name(s->order));
+        const er_fmt_info *pf = er__fmt(s->partial);
+        if (!pf || s->partial == ER_TF32 || !pf->has_inf || pf->p < 8)
+            return er__fail(ER_ERR_STANDARD, "partial=%s: partials are kept in fp64, fp32, fp16 or bf16", pf ? pf->name : "?");
+    }
+    if (s->order == ER_ORDER_PAIRWISE && s->fma == ER_FMA_ALWAYS)
+        return er__fail(ER_ERR_STANDARD, "pairwise adds finished products: fma=always does not apply");
+    if (s->compute != ER_TF32 && s->tf32 != ER_TF32_TRUNCATE)
+        return er__fail(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only");
     return ER_OK;
+}
+
+int er_standard_is_fixed(const er_standard *s, er_format a, er_format b) {
+    if (!s || er_standard_validate(s) != ER_OK || !er__fmt(a) || !er__fmt(b)) return 0;
+    if (s->order == ER_ORDER_ANY || s->rounding != ER_RND_NEAREST) return 0;
+    if ((s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) && (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY)) return 0;
+    if (s->fma != ER_FMA_EITHER || s->order == ER_ORDER_PAIRWISE) return 1;
+    /* fma=either is fixed when fusing changes nothing: every product is a value of the accumulator format */
+    const er_fmt_info *acc = er__fmt(s->compute == ER_TF32 ? ER_FP32 : s->compute);
+    const er_fmt_info *fa = er__fmt(s->compute == ER_TF32 && er__fmt(a)->p > 11 ? ER_TF32 : a);
+    const er_fmt_info *fb = er__fmt(s->compute == ER_TF32 && er__fmt(b)->p > 11 ? ER_TF32 : b);
+    return er__products_exact(fa, fb, acc);
 }
 
 /* Copies the next token of `p` (up to ',' or whitespace) into buf; returns the position after it. */
@@ -44,14 +94,40 @@ static const char *er_next_token(const char *p, char *buf, size_t cap, int *too_
     return p;
 }
 
+/* "blocked:32" -> 32; refuses anything but a positive decimal integer. */
+static er_status er_parse_count(const char *order, const char *num, int64_t *out) {
+    char *end;
+    if (!*num || !isdigit((unsigned char)*num)) return er__fail(ER_ERR_STANDARD, "'%s': expected a positive integer after ':'", order);
+    long long v = strtoll(num, &end, 10);
+    if (*end || v < 1 || v > (INT64_C(1) << 40)) return er__fail(ER_ERR_STANDARD, "'%s': expected a positive integer after ':'", order);
+    *out = v;
+    return ER_OK;
+}
+
+static er_status er_parse_sub(const char *key, const char *val, er_suborder *out) {
+    if (strcmp(val, "sequential") == 0 || strcmp(val, "seq") == 0) *out = ER_SUB_SEQUENTIAL;
+    else if (strcmp(val, "any") == 0 || strcmp(val, "any_order") == 0) *out = ER_SUB_ANY;
+    else return er__fail(ER_ERR_STANDARD, "%s=%s: expected sequential or any", key, val);
+    return ER_OK;
+}
+
 er_status er_standard_parse(er_standard *out, const char *order, const char *options) {
     er__ok();
     ER_CHECK_NULL(out, "standard");
     ER_CHECK_NULL(order, "order");
     er_standard s;
     er_standard_init(&s);
-    if (strcasecmp(order, "any_order") != 0 && strcasecmp(order, "any") != 0)
-        return er__fail(ER_ERR_STANDARD, "unknown order '%s' (this version knows: any_order)", order);
+    if (strcasecmp(order, "any_order") == 0 || strcasecmp(order, "any") == 0) s.order = ER_ORDER_ANY;
+    else if (strcasecmp(order, "sequential") == 0) s.order = ER_ORDER_SEQUENTIAL;
+    else if (strcasecmp(order, "pairwise") == 0) s.order = ER_ORDER_PAIRWISE;
+    else if (strncasecmp(order, "blocked:", 8) == 0) {
+        s.order = ER_ORDER_BLOCKED;
+        ER_RETURN_IF_ERROR(er_parse_count(order, order + 8, &s.block));
+    } else if (strncasecmp(order, "split:", 6) == 0) {
+        s.order = ER_ORDER_SPLIT;
+        ER_RETURN_IF_ERROR(er_parse_count(order, order + 6, &s.split));
+    } else
+        return er__fail(ER_ERR_STANDARD, "unknown order '%s' (known: any_order, sequential, blocked:B, split:S, pairwise)", order);
     unsigned seen = 0;
     const char *p = options ? options : "";
     char tok[128];
@@ -69,8 +145,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         if (strcmp(key, "compute") == 0) {
             bit = 1;
             er_format f;
-            if (er_format_from_name(&f, val) != ER_OK)
-                return er__fail(ER_ERR_STANDARD, "compute=%s: unknown format", val);
+            if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "compute=%s: unknown format", val);
             s.compute = f;
         } else if (strcmp(key, "fma") == 0) {
             bit = 2;
@@ -80,8 +155,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "fma=%s: expected either, never or always", val);
         } else if (strcmp(key, "rounding") == 0) {
             bit = 4;
-            if (strcmp(val, "nearest") != 0)
-                return er__fail(ER_ERR_STANDARD, "rounding=%s is not supported by this version (nearest only)", val);
+            if (strcmp(val, "nearest") == 0) s.rounding = ER_RND_NEAREST;
+            else if (strcmp(val, "faithful") == 0) s.rounding = ER_RND_FAITHFUL;
+            else return er__fail(ER_ERR_STANDARD, "rounding=%s: expected nearest or faithful", val);
         } else if (strcmp(key, "subnormals") == 0) {
             bit = 8;
             if (strcmp(val, "gradual") != 0)
@@ -93,8 +169,25 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else if (strcmp(val, "saturate") == 0) s.out_overflow = ER_OVERFLOW_SATURATE;
             else if (strcmp(val, "nan") == 0) s.out_overflow = ER_OVERFLOW_NAN;
             else return er__fail(ER_ERR_STANDARD, "overflow=%s: expected default, ieee, saturate or nan", val);
+        } else if (strcmp(key, "inner") == 0) {
+            bit = 32;
+            ER_RETURN_IF_ERROR(er_parse_sub(key, val, &s.inner));
+        } else if (strcmp(key, "outer") == 0) {
+            bit = 64;
+            ER_RETURN_IF_ERROR(er_parse_sub(key, val, &s.outer));
+        } else if (strcmp(key, "partial") == 0) {
+            bit = 128;
+            er_format f;
+            if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "partial=%s: unknown format", val);
+            s.partial = f;
+        } else if (strcmp(key, "tf32") == 0) {
+            bit = 256;
+            if (strcmp(val, "truncate") == 0 || strcmp(val, "trunc") == 0) s.tf32 = ER_TF32_TRUNCATE;
+            else if (strcmp(val, "rna") == 0) s.tf32 = ER_TF32_RNA;
+            else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
-            return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow)", key);
+            return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
+                            "inner, outer, partial, tf32)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -116,10 +209,21 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     ER_CHECK_NULL(s, "standard");
     if (!buf && cap) return er__fail(ER_ERR_NULL, "buf is NULL but cap is %zu", cap);
     ER_RETURN_IF_ERROR(er_standard_validate(s));
-    char tmp[256];
-    int n = snprintf(tmp, sizeof tmp, "any_order compute=%s fma=%s%s%s", er_format_name(s->compute),
-                     er_fma_name(s->fma), s->out_overflow != ER_OVERFLOW_DEFAULT ? " overflow=" : "",
-                     s->out_overflow != ER_OVERFLOW_DEFAULT ? er_ov_name(s->out_overflow) : "");
+    char tmp[320];
+    int n = 0;
+#define ER_PUT(...) n += snprintf(tmp + n, sizeof tmp - (size_t)n, __VA_ARGS__)
+    if (s->order == ER_ORDER_BLOCKED) ER_PUT("blocked:%lld", (long long)s->block);
+    else if (s->order == ER_ORDER_SPLIT) ER_PUT("split:%lld", (long long)s->split);
+    else ER_PUT("%s", er_order_name(s->order));
+    ER_PUT(" compute=%s", er_format_name(s->compute));
+    if (s->compute == ER_TF32) ER_PUT(" tf32=%s", s->tf32 == ER_TF32_RNA ? "rna" : "truncate");
+    ER_PUT(" fma=%s", er_fma_name(s->fma));
+    if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
+        ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
+    if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
+    if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");
+    if (s->out_overflow != ER_OVERFLOW_DEFAULT) ER_PUT(" overflow=%s", er_ov_name(s->out_overflow));
+#undef ER_PUT
     if (needed) *needed = (size_t)n;
     if (cap) snprintf(buf, cap, "%s", tmp);
     if ((size_t)n + 1 > cap) return er__fail(ER_ERR_BUFFER, "standard needs %d bytes, buffer has %zu", n + 1, cap);

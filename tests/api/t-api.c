@@ -74,13 +74,22 @@ START_TEST(bad_matmul_inputs) {
         refused(ER_ERR_SHAPE, "does not broadcast", &A3, &B3, &C, "any_order", NULL);
     }
     /* unknown standard, unknown option, bad value, repeated key, overflow=ieee on e4m3fn output */
-    refused(ER_ERR_STANDARD, "unknown order 'blocked:7'", &A, &B, &C, "blocked:7", NULL);
+    refused(ER_ERR_STANDARD, "unknown order 'tree'", &A, &B, &C, "tree", NULL);
+    refused(ER_ERR_STANDARD, "'blocked:0': expected a positive integer", &A, &B, &C, "blocked:0", NULL);
+    refused(ER_ERR_STANDARD, "'split:x'", &A, &B, &C, "split:x", NULL);
+    refused(ER_ERR_STANDARD, "'blocked:4x'", &A, &B, &C, "blocked:4x", NULL);
+    refused(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only", &A, &B, &C, "sequential", "inner=any");
+    refused(ER_ERR_STANDARD, "partial= applies to split only", &A, &B, &C, "blocked:8", "partial=fp16");
+    refused(ER_ERR_STANDARD, "partial=fp8_e4m3fn", &A, &B, &C, "split:2", "partial=e4m3fn");
+    refused(ER_ERR_STANDARD, "fma=always does not apply", &A, &B, &C, "pairwise", "fma=always");
+    refused(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only", &A, &B, &C, "sequential", "tf32=rna");
+    refused(ER_ERR_STANDARD, "inner=sometimes", &A, &B, &C, "split:2", "inner=sometimes");
     refused(ER_ERR_STANDARD, "unknown option 'acc'", &A, &B, &C, "any_order", "acc=fp32");
     refused(ER_ERR_STANDARD, "compute=fp12", &A, &B, &C, "any_order", "compute=fp12");
     refused(ER_ERR_STANDARD, "compute=fp8_e4m3fn is not an accumulator format", &A, &B, &C, "any_order", "compute=e4m3fn");
     refused(ER_ERR_STANDARD, "given twice", &A, &B, &C, "any_order", "compute=fp32, compute=fp16");
     refused(ER_ERR_STANDARD, "key=value", &A, &B, &C, "any_order", "fp32");
-    refused(ER_ERR_STANDARD, "rounding=faithful", &A, &B, &C, "any_order", "rounding=faithful");
+    refused(ER_ERR_STANDARD, "rounding=truncate", &A, &B, &C, "any_order", "rounding=truncate");
     {
         uint8_t c8[6] = {0};
         er_tensor C8;
@@ -129,11 +138,27 @@ START_TEST(views_and_refs) {
     er_standard_init(&st);
     er_report r = sentinel_report();
     ck_assert_int_eq(er_covers(&r, ref, NULL, &st), ER_ERR_NULL);
-    st.compute = ER_TF32;
+    st.compute = ER_FP8_E5M2;
     er_tensor C;
     er_tensor_view(&C, ER_FP32, 2, (int64_t[]){3, 2}, NULL, Cbuf);
     ck_assert_int_eq(er_covers(&r, ref, &C, &st), ER_ERR_STANDARD);
     ck_assert(untouched(&r));
+    /* emulate: only fully fixed standards, only views with distinct elements; nothing written on refusal */
+    for (int i = 0; i < 6; i++) Cbuf[i] = -7;
+    er_standard_parse(&st, "sequential", NULL); /* fma=either with fp32 x fp16 products: not exact in fp32 */
+    ck_assert_int_eq(er_emulate(ref, &C, &st), ER_ERR_STANDARD);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "fma=either"));
+    er_standard_parse(&st, "blocked:2", "inner=any fma=never");
+    ck_assert_int_eq(er_emulate(ref, &C, &st), ER_ERR_STANDARD);
+    er_standard_parse(&st, "any_order", NULL);
+    ck_assert_int_eq(er_emulate(ref, &C, &st), ER_ERR_STANDARD);
+    er_standard_parse(&st, "sequential", "fma=never");
+    er_tensor Cb = C;
+    Cb.strides[0] = 0;
+    ck_assert_int_eq(er_emulate(ref, &Cb, &st), ER_ERR_OUTPUT);
+    for (int i = 0; i < 6; i++) ck_assert(Cbuf[i] == -7);
+    ck_assert_int_eq(er_emulate(ref, &C, &st), ER_OK);
+    ck_assert(Cbuf[0] != -7);
     er_ref_free(ref);
     er_ref_free(NULL);
 }
@@ -160,8 +185,18 @@ START_TEST(standards) {
     ck_assert_int_eq(er_standard_format(&s, buf, 5, &need), ER_ERR_BUFFER);
     ck_assert_str_eq(buf, "any_");
     ck_assert_int_eq(er_standard_parse(&s, NULL, NULL), ER_ERR_NULL);
-    s.order = (er_order)5;
+    s.order = (er_order)9;
     ck_assert_int_eq(er_standard_validate(&s), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&s, "split:4", "inner=any,outer=any,partial=fp16,compute=tf32,tf32=rna,rounding=faithful"), ER_OK);
+    ck_assert_int_eq(er_standard_format(&s, buf, sizeof buf, NULL), ER_OK);
+    ck_assert_str_eq(buf, "split:4 compute=tf32 tf32=rna fma=either inner=any outer=any partial=fp16 rounding=faithful");
+    ck_assert_int_eq(s.split, 4);
+    ck_assert_int_eq(er_standard_parse(&s, "blocked:32", "fma=never"), ER_OK);
+    ck_assert(er_standard_is_fixed(&s, ER_FP32, ER_FP32));
+    ck_assert_int_eq(er_standard_parse(&s, "blocked:32", NULL), ER_OK);
+    ck_assert(er_standard_is_fixed(&s, ER_FP16, ER_FP16));  /* fp16 products are exact in fp32 */
+    ck_assert(!er_standard_is_fixed(&s, ER_FP32, ER_FP16));
+    ck_assert(!er_standard_is_fixed(&s, ER_BF16, ER_BF16)); /* bf16 products can round below fp32's range */
     ck_assert_uint_eq(er_standard_sizeof(), sizeof(er_standard));
 }
 END_TEST

@@ -55,9 +55,33 @@ static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd,
     mpfr_t y;
     mpfr_init2(y, p);
     mpfr_set_emin(emin - p + 2); /* MPFR exponents: x = m 2^E with m in [1/2, 1) */
-    int inex = mpfr_set(y, x, rnd);
-    inex = mpfr_check_range(y, inex, rnd);
-    mpfr_subnormalize(y, inex, rnd);
+    if (rnd == MPFR_RNDNA) {
+        /* ties away from zero: the neighbours toward zero and away from zero (each with MPFR's subnormal
+         * emulation), and the exact midpoint between them decides */
+        mpfr_t z, a, mid;
+        mpfr_inits2(p + 2, z, a, (mpfr_ptr)0);
+        mpfr_init2(mid, mpfr_get_prec(x) + p + 8);
+        mpfr_set_prec(z, p);
+        mpfr_set_prec(a, p);
+        int iz = mpfr_set(z, x, MPFR_RNDZ);
+        iz = mpfr_check_range(z, iz, MPFR_RNDZ);
+        mpfr_subnormalize(z, iz, MPFR_RNDZ);
+        int ia = mpfr_set(a, x, MPFR_RNDA);
+        ia = mpfr_check_range(a, ia, MPFR_RNDA);
+        mpfr_subnormalize(a, ia, MPFR_RNDA);
+        mpfr_exp_t lo_emin = mpfr_get_emin();
+        mpfr_set_emin(old_emin);
+        mpfr_add(mid, z, a, MPFR_RNDN); /* exact: mid's precision covers both */
+        mpfr_div_2ui(mid, mid, 1, MPFR_RNDN);
+        int c = mpfr_cmpabs(x, mid);
+        mpfr_set_emin(lo_emin);
+        mpfr_set(y, (mpfr_equal_p(z, a) || c < 0) ? z : a, MPFR_RNDN);
+        mpfr_clears(z, a, mid, (mpfr_ptr)0);
+    } else {
+        int inex = mpfr_set(y, x, rnd);
+        inex = mpfr_check_range(y, inex, rnd);
+        mpfr_subnormalize(y, inex, rnd);
+    }
     double r = mpfr_get_d(y, MPFR_RNDN); /* exact: y has <= 53 bits and is within double's range, or inf */
     mpfr_set_emin(old_emin);
     mpfr_set_emax(old_emax);
@@ -72,14 +96,15 @@ static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd,
         int neg = r < 0;
         if (ov == ER_OVERFLOW_NAN) return NAN;
         if (ov == ER_OVERFLOW_SATURATE) return neg ? -max : max;
-        int to_inf = rnd == MPFR_RNDN || (rnd == MPFR_RNDU && !neg) || (rnd == MPFR_RNDD && neg);
+        int to_inf = rnd == MPFR_RNDN || rnd == MPFR_RNDNA || (rnd == MPFR_RNDU && !neg) || (rnd == MPFR_RNDD && neg);
         return to_inf ? (neg ? -INFINITY : INFINITY) : (neg ? -max : max);
     }
     return r;
 }
 
 static inline mpfr_rnd_t er_mpfr_rnd(er_round m) {
-    return m == ER_ROUND_NEAREST ? MPFR_RNDN : m == ER_ROUND_ZERO ? MPFR_RNDZ : m == ER_ROUND_UP ? MPFR_RNDU : MPFR_RNDD;
+    return m == ER_ROUND_NEAREST ? MPFR_RNDN : m == ER_ROUND_ZERO ? MPFR_RNDZ : m == ER_ROUND_UP ? MPFR_RNDU
+         : m == ER_ROUND_DOWN ? MPFR_RNDD : MPFR_RNDNA;
 }
 
 static inline double er__from_bits_test(uint64_t b) { double x; memcpy(&x, &b, 8); return x; }

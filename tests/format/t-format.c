@@ -1,6 +1,6 @@
 /* t-format.c: formats against MPFR: every 8- and 16-bit pattern (and every tf32 pattern) decoded and
  * re-encoded; rounding of every neighbourhood of every value (the values, the midpoints, just off the
- * midpoints, beyond the largest finite) in all four directions and all overflow rules; fp32 and fp64 at
+ * midpoints, beyond the largest finite) in all five rounding modes and all overflow rules; fp32 and fp64 at
  * random and at their edges. */
 #include "../common/er_test.h"
 
@@ -73,7 +73,7 @@ END_TEST
 
 /* Rounds x with exactref and with the oracle in every mode and rule, and compares. */
 static void check_round_all(er_format f, mpfr_srcptr x) {
-    for (int m = 0; m < 4; m++)
+    for (int m = 0; m < 5; m++)
         for (int r = 0; r < 4; r++) {
             if (rules[r] == ER_OVERFLOW_IEEE && !er_format_has_inf(f)) continue;
             double got;

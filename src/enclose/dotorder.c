@@ -1,0 +1,262 @@
+/* dotorder.c: the sets of the fixed-order standards (sequential, blocked, split, pairwise) by monotone
+ * interval emulation (docs/algorithms/orders.md).
+ *
+ * Every operation of a fixed order is a rounding of an exact sum, monotone in each operand. Running the
+ * sequence of operations on the lower endpoints with the lowest allowed rounding, and on the upper endpoints
+ * with the highest, gives an interval that contains every allowed result (Theorem O1). For a fully fixed
+ * standard (round to nearest, fma never or always) both runs are the same run and the interval is the one
+ * result: that is emulation. Where the standard leaves a sub-sum in any order (inner=any, outer=any), that
+ * sub-sum's set comes from the any-order theorems; faithful rounding uses rounding down and up. Infinities
+ * follow IEEE; an operation that may meet +inf and -inf makes NaN possible, and the interval then widens to
+ * everything (a sound, deliberately coarse answer for a case that only arises after overflow). */
+#include <math.h>
+#include <stdlib.h>
+#include "enclose/dotorder.h"
+
+er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, er_format fa, er_format fb) {
+    memset(pl, 0, sizeof *pl);
+    pl->std = *std;
+    int tf32 = std->compute == ER_TF32;
+    pl->F = er__fmt(tf32 ? ER_FP32 : std->compute);
+    pl->P = std->partial != ER_FORMAT_INVALID ? er__fmt(std->partial) : pl->F;
+    pl->fa = er__fmt(tf32 && er__fmt(fa)->p > 11 ? ER_TF32 : fa);
+    pl->fb = er__fmt(tf32 && er__fmt(fb)->p > 11 ? ER_TF32 : fb);
+    int faithful = std->rounding == ER_RND_FAITHFUL;
+    pl->lo_mode = faithful ? ER_ROUND_DOWN : ER_ROUND_NEAREST;
+    pl->hi_mode = faithful ? ER_ROUND_UP : ER_ROUND_NEAREST;
+    pl->fma_never = std->fma != ER_FMA_ALWAYS;
+    pl->fma_always = std->fma != ER_FMA_NEVER && std->order != ER_ORDER_PAIRWISE;
+    pl->bound_n[0] = pl->bound_n[1] = -1;
+    er__edge_scratch_init(&pl->w);
+    mpfr_init2(pl->sl, 2300);
+    mpfr_init2(pl->sh, 2300);
+    return ER_OK;
+}
+
+void er__order_plan_clear(er_order_plan *pl) {
+    if (pl->have_acc) er__acc_free(&pl->acc);
+    er__edge_scratch_clear(&pl->w);
+    mpfr_clear(pl->sl);
+    mpfr_clear(pl->sh);
+    free(pl->parts);
+    memset(pl, 0, sizeof *pl);
+}
+
+/* Both endpoints NaN: every allowed run gives NaN (a NaN operand, or opposite infinities pinned on both
+ * runs). One NaN endpoint: NaN is possible, and the interval widens to everything. */
+static void er_iv_widen_if_nan(er_iv *v) {
+    if (isnan(v->lo) && isnan(v->hi)) { v->nan = 1; return; }
+    if (isnan(v->lo) || isnan(v->hi)) { v->nan = 1; v->lo = -INFINITY; v->hi = INFINITY; }
+}
+
+/* acc + a*b under the plan: the product rounded then added, and/or fused, whichever the standard allows. */
+static void er_step(const er_order_plan *pl, int wide, er_iv *acc, double a, double b) {
+    const er_fmt_info *F = pl->F;
+    double lo = INFINITY, hi = -INFINITY;
+    if (pl->fma_never) {
+        double tl = er__round_prod(F, a, b, wide, pl->lo_mode), th = er__round_prod(F, a, b, wide, pl->hi_mode);
+        double l = er__round_sum(F, acc->lo, tl, pl->lo_mode), h = er__round_sum(F, acc->hi, th, pl->hi_mode);
+        lo = l; hi = h;
+    }
+    if (pl->fma_always) {
+        double l = er__round_fma(F, a, b, acc->lo, wide, pl->lo_mode), h = er__round_fma(F, a, b, acc->hi, wide, pl->hi_mode);
+        if (isnan(l) || isnan(h) || isnan(lo) || isnan(hi)) { lo = NAN; hi = NAN; }
+        else { if (l < lo) lo = l; if (h > hi) hi = h; }
+    }
+    acc->lo = lo;
+    acc->hi = hi;
+    er_iv_widen_if_nan(acc);
+}
+
+/* x + y for intervals of values of format G (partials). */
+static void er_iv_add(const er_order_plan *pl, const er_fmt_info *G, er_iv *x, const er_iv *y) {
+    x->lo = er__round_sum(G, x->lo, y->lo, pl->lo_mode);
+    x->hi = er__round_sum(G, x->hi, y->hi, pl->hi_mode);
+    x->nan |= y->nan;
+    er_iv_widen_if_nan(x);
+}
+
+static er_status er_bound_for(er_order_plan *pl, int64_t n, const er_anyorder_bound **out) {
+    for (int i = 0; i < 2; i++) if (pl->bound_n[i] == n) { *out = &pl->bound[i]; return ER_OK; }
+    int slot = pl->bound_n[0] < 0 ? 0 : 1;
+    ER_RETURN_IF_ERROR(er__anyorder_bound(&pl->bound[slot], pl->fa, pl->fb, pl->F, n, pl->std.rounding == ER_RND_FAITHFUL));
+    pl->bound_n[slot] = n;
+    *out = &pl->bound[slot];
+    return ER_OK;
+}
+
+static er_iv er_iv_from_cval(const er_cval *c) {
+    er_iv v;
+    v.nan = c->nan;
+    if (c->lo <= c->hi) { v.lo = c->ninf ? -INFINITY : c->lo; v.hi = c->pinf ? INFINITY : c->hi; }
+    else if (c->pinf && !c->ninf) { v.lo = v.hi = INFINITY; }
+    else if (c->ninf && !c->pinf) { v.lo = v.hi = -INFINITY; }
+    else { v.lo = -INFINITY; v.hi = INFINITY; v.nan = 1; }
+    if (c->nan_req && !c->pinf && !c->ninf && c->lo > c->hi) { v.lo = v.hi = NAN; v.nan = 1; }
+    return v;
+}
+
+/* The sub-sum a[0..n) . b[0..n) from zero, in the inner order. */
+static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t n,
+                           int any, er_iv *out) {
+    if (!any) {
+        er_iv acc = {0.0, 0.0, 0};
+        for (int64_t k = 0; k < n; k++) er_step(pl, env->wide, &acc, a[k], b[k]);
+        *out = acc;
+        return ER_OK;
+    }
+    if (!pl->have_acc) {
+        ER_RETURN_IF_ERROR(er__acc_init(&pl->acc, env->base, env->top));
+        pl->have_acc = 1;
+    }
+    int special = 0;
+    for (int64_t k = 0; k < n && !special; k++) special = !isfinite(a[k]) || !isfinite(b[k]);
+    er_sum sm;
+    er__dot_summary(&sm, &pl->acc, a, b, n, env->wide, special);
+    const er_anyorder_bound *bd;
+    ER_RETURN_IF_ERROR(er_bound_for(pl, n, &bd));
+    er_cval c;
+    er__anyorder_cval(&c, bd, pl->F, &sm, &pl->w);
+    *out = er_iv_from_cval(&c);
+    return ER_OK;
+}
+
+/* Terms t_j (values of G, as intervals) added in any order in G (Lemma 3 with the terms as "products"). */
+static er_status er_combine_any(er_order_plan *pl, const er_fmt_info *G, int64_t n, er_iv *out) {
+    int has_pinf = 0, has_ninf = 0, nan = 0;
+    double pos = 0, negs = 0, mag = 0;
+    mpfr_set_zero(pl->sl, 1);
+    mpfr_set_zero(pl->sh, 1);
+    for (int64_t j = 0; j < n; j++) {
+        double l = pl->parts[j].lo, h = pl->parts[j].hi;
+        if (pl->parts[j].nan) nan = 1;
+        if (isnan(l) || isnan(h)) continue; /* NaN for certain: nothing finite to add */
+        if (h == INFINITY) has_pinf = 1;
+        if (l == -INFINITY) has_ninf = 1;
+        if (isinf(l) || isinf(h)) continue;
+        mpfr_add_d(pl->sl, pl->sl, l, MPFR_RNDN); /* exact: 2300 bits span every sum of doubles */
+        mpfr_add_d(pl->sh, pl->sh, h, MPFR_RNDN);
+        pos = er__add_up(pos, h > 0 ? h : 0);
+        negs = er__add_up(negs, l < 0 ? -l : 0);
+        mag = er__add_up(mag, fabs(l) > fabs(h) ? fabs(l) : fabs(h));
+    }
+    er_anyorder_bound bd;
+    ER_RETURN_IF_ERROR(er__anyorder_bound_terms(&bd, G, n, pl->std.rounding == ER_RND_FAITHFUL));
+    double B = er__mul_up(bd.c1, mag);
+    mpfr_set_d(pl->w.b, B, MPFR_RNDN);
+    mpfr_sub(pl->w.x, pl->sl, pl->w.b, MPFR_RNDD);
+    double lo = er__round_mpfr(G, pl->w.x, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    mpfr_add(pl->w.x, pl->sh, pl->w.b, MPFR_RNDU);
+    double hi = er__round_mpfr(G, pl->w.x, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    /* Theorem 5 with the partials as terms */
+    if (er__mul_up(bd.g, pos) >= bd.thr || has_pinf) hi = INFINITY;
+    if (er__mul_up(bd.g, negs) >= bd.thr || has_ninf) lo = -INFINITY;
+    out->lo = lo;
+    out->hi = hi;
+    /* NaN: a NaN partial, or +inf and -inf both reachable */
+    out->nan = nan || (lo == -INFINITY && hi == INFINITY);
+    if (nan) { out->lo = -INFINITY; out->hi = INFINITY; }
+    return ER_OK;
+}
+
+static er_status er_grow(er_order_plan *pl, int64_t n) {
+    if (n <= pl->tcap) return ER_OK;
+    er_iv *p = realloc(pl->parts, sizeof *p * (size_t)n);
+    if (!p) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld partial sums", (long long)n);
+    pl->parts = p;
+    pl->tcap = n;
+    return ER_OK;
+}
+
+/* numpy's pairwise summation (PW_BLOCKSIZE 128, 8-way unrolled blocks) over the rounded products. */
+static er_iv er_pairwise(const er_order_plan *pl, int wide, const double *a, const double *b, int64_t n) {
+    const er_fmt_info *F = pl->F;
+    er_iv t[8], res;
+    if (n < 8) {
+        res.lo = res.hi = 0.0;
+        res.nan = 0;
+        for (int64_t i = 0; i < n; i++) {
+            er_iv p = {er__round_prod(F, a[i], b[i], wide, pl->lo_mode), er__round_prod(F, a[i], b[i], wide, pl->hi_mode), 0};
+            er_iv_add(pl, F, &res, &p);
+        }
+        return res;
+    }
+    if (n <= 128) {
+        for (int j = 0; j < 8; j++) {
+            t[j].lo = er__round_prod(F, a[j], b[j], wide, pl->lo_mode);
+            t[j].hi = er__round_prod(F, a[j], b[j], wide, pl->hi_mode);
+            t[j].nan = 0;
+        }
+        int64_t i;
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++) {
+                er_iv p = {er__round_prod(F, a[i + j], b[i + j], wide, pl->lo_mode),
+                           er__round_prod(F, a[i + j], b[i + j], wide, pl->hi_mode), 0};
+                er_iv_add(pl, F, &t[j], &p);
+            }
+        er_iv_add(pl, F, &t[0], &t[1]);
+        er_iv_add(pl, F, &t[2], &t[3]);
+        er_iv_add(pl, F, &t[4], &t[5]);
+        er_iv_add(pl, F, &t[6], &t[7]);
+        er_iv_add(pl, F, &t[0], &t[2]);
+        er_iv_add(pl, F, &t[4], &t[6]);
+        er_iv_add(pl, F, &t[0], &t[4]);
+        res = t[0];
+        for (; i < n; i++) {
+            er_iv p = {er__round_prod(F, a[i], b[i], wide, pl->lo_mode), er__round_prod(F, a[i], b[i], wide, pl->hi_mode), 0};
+            er_iv_add(pl, F, &res, &p);
+        }
+        return res;
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    er_iv x = er_pairwise(pl, wide, a, b, n2), y = er_pairwise(pl, wide, a + n2, b + n2, n - n2);
+    er_iv_add(pl, F, &x, &y);
+    return x;
+}
+
+er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t K,
+                        int special, er_cval *out, const er_fmt_info **fmt) {
+    (void)special; /* infinities and NaN travel through the emulation by IEEE rules */
+    const er_standard *s = &pl->std;
+    er_iv r = {0.0, 0.0, 0};
+    *fmt = pl->F;
+    switch (s->order) {
+    case ER_ORDER_SEQUENTIAL:
+        ER_RETURN_IF_ERROR(er_subsum(pl, env, a, b, K, 0, &r));
+        break;
+    case ER_ORDER_PAIRWISE:
+        r = er_pairwise(pl, env->wide, a, b, K);
+        break;
+    case ER_ORDER_BLOCKED:
+    case ER_ORDER_SPLIT: {
+        int64_t chunk = s->order == ER_ORDER_BLOCKED ? s->block : (K + s->split - 1) / (s->split ? s->split : 1);
+        if (chunk < 1) chunk = 1;
+        int64_t nparts = K ? (K + chunk - 1) / chunk : 0;
+        const er_fmt_info *G = s->order == ER_ORDER_SPLIT ? pl->P : pl->F;
+        *fmt = G;
+        ER_RETURN_IF_ERROR(er_grow(pl, nparts ? nparts : 1));
+        for (int64_t j = 0; j < nparts; j++) {
+            int64_t k0 = j * chunk, n = K - k0 < chunk ? K - k0 : chunk;
+            er_iv part;
+            ER_RETURN_IF_ERROR(er_subsum(pl, env, a + k0, b + k0, n, s->inner == ER_SUB_ANY, &part));
+            if (G != pl->F) { /* partials stored in another format */
+                part.lo = er__round_double(G, part.lo, pl->lo_mode, ER_OVERFLOW_IEEE);
+                part.hi = er__round_double(G, part.hi, pl->hi_mode, ER_OVERFLOW_IEEE);
+                er_iv_widen_if_nan(&part);
+            }
+            pl->parts[j] = part;
+        }
+        if (s->outer == ER_SUB_ANY && nparts > 1) {
+            ER_RETURN_IF_ERROR(er_combine_any(pl, G, nparts, &r));
+        } else {
+            for (int64_t j = 0; j < nparts; j++) er_iv_add(pl, G, &r, &pl->parts[j]);
+        }
+        break;
+    }
+    default:
+        return er__fail(ER_ERR_INTERNAL, "order %d has no interval emulation", (int)s->order);
+    }
+    er__cval_from_interval(out, r.lo, r.hi, r.nan, *fmt);
+    return ER_OK;
+}

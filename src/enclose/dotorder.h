@@ -1,0 +1,33 @@
+/* dotorder.h: sets of the fixed-order standards by monotone interval emulation (docs/algorithms/orders.md). */
+#ifndef ER_DOTORDER_H
+#define ER_DOTORDER_H
+
+#include "enclose/anyorder.h"
+
+/* An extended interval with a NaN flag: the state of the emulation. */
+typedef struct er_iv { double lo, hi; int nan; } er_iv;
+
+typedef struct er_order_plan {
+    er_standard std;
+    const er_fmt_info *F;          /* accumulator format (fp32 for compute=tf32) */
+    const er_fmt_info *P;          /* format of split partials (F unless stated) */
+    const er_fmt_info *fa, *fb;    /* operand formats after the tf32 conversion */
+    er_round lo_mode, hi_mode;     /* nearest/nearest, or down/up for faithful rounding */
+    int fma_never, fma_always;     /* which of the two evaluations of each product are allowed */
+    int64_t bound_n[2];            /* cache of any-order constants by block length */
+    er_anyorder_bound bound[2];
+    er_acc acc;
+    int have_acc;
+    er_edge_scratch w;
+    mpfr_t sl, sh;                 /* exact sums of partials */
+    er_iv *parts;                  /* partial intervals */
+    int64_t tcap;
+} er_order_plan;
+
+ER_INTERNAL er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, er_format fa, er_format fb);
+ER_INTERNAL void er__order_plan_clear(er_order_plan *pl);
+/* The set in the accumulator (or partial) format of sum_k a[k] b[k] under the plan's standard (not any_order). */
+ER_INTERNAL er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b,
+                                    int64_t K, int special, er_cval *out, const er_fmt_info **fmt);
+
+#endif

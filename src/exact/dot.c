@@ -1,0 +1,88 @@
+/* dot.c: the exact summary of a dot product (see er_sum in accum.h): the products added into the long
+ * accumulator, and rounded-up sums of the positive and negative products (docs/algorithms/any-order.md,
+ * Lemma 4). Products of two non-fp64 values are exact doubles (precision 2*24 <= 53, exponents within
+ * [-298, 256]); fp64 operands take a 106-bit integer path. */
+#include <math.h>
+#include "exact/accum.h"
+
+/* Adds a*b (finite, nonzero) exactly as a 106-bit integer product: the fp64 path. */
+static void er_add_product_u128(er_acc *acc, double a, double b) {
+    uint64_t ba = er__bits(a), bb = er__bits(b);
+    int64_t ea = (int64_t)((ba >> 52) & 0x7ff), eb = (int64_t)((bb >> 52) & 0x7ff);
+    uint64_t ma = ba & ((UINT64_C(1) << 52) - 1), mb = bb & ((UINT64_C(1) << 52) - 1);
+    if (ea) ma |= UINT64_C(1) << 52; else ea = 1;
+    if (eb) mb |= UINT64_C(1) << 52; else eb = 1;
+    er__acc_add_u128(acc, (int)((ba ^ bb) >> 63), (unsigned __int128)ma * mb, ea - 1075 + eb - 1075);
+}
+
+/* The summary of one dot product: a and b walk K contiguously. */
+void er__dot_summary(er_sum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
+                     int special_path) {
+    double pos = 0, negs = 0;
+    uint8_t special = 0;
+    er__acc_reset(acc);
+    if (!wide && !special_path) {
+        /* Two interleaved streams (even k into bank d, odd k into bank d2, each with its own partial sums of
+         * positive and negative products), branch-free; a carry pass at least every 2^30 additions per bank. */
+        double pos1 = 0, negs1 = 0;
+        int64_t base = acc->base;
+        for (int64_t k0 = 0; k0 < K; k0 += ER_ACC_PASS_EVERY) {
+            int64_t kend = K - k0 < ER_ACC_PASS_EVERY ? K : k0 + ER_ACC_PASS_EVERY, k = k0;
+            for (; k + 1 < kend; k += 2) {
+                double p = a[k] * b[k], q = a[k + 1] * b[k + 1]; /* exact: see the file comment */
+                pos += p > 0 ? p : 0.0;
+                negs += p < 0 ? -p : 0.0;
+                pos1 += q > 0 ? q : 0.0;
+                negs1 += q < 0 ? -q : 0.0;
+                er__acc_add_double_bank(acc->d, base, p);
+                er__acc_add_double_bank(acc->d2, base, q);
+            }
+            if (k < kend) {
+                double p = a[k] * b[k];
+                pos += p > 0 ? p : 0.0;
+                negs += p < 0 ? -p : 0.0;
+                er__acc_add_double_bank(acc->d, base, p);
+            }
+            er__acc_carry(acc);
+        }
+        pos += pos1;
+        negs += negs1;
+    } else {
+        for (int64_t k = 0; k < K; k++) {
+            double x = a[k], y = b[k];
+            if (isnan(x) || isnan(y)) { special |= ER_SPECIAL_NAN; continue; }
+            if (isinf(x) || isinf(y)) {
+                if (x == 0 || y == 0) special |= ER_SPECIAL_NAN; /* inf * 0 */
+                else special |= (signbit(x) != signbit(y)) ? ER_SPECIAL_NINF : ER_SPECIAL_PINF;
+                continue;
+            }
+            if (x == 0 || y == 0) continue;
+            if (wide) {
+                /* |fl(x*y)| may be below |x*y| by half an ulp (or underflow to 0): step up one double. */
+                double p = er__next_up(fabs(x * y));
+                if (signbit(x) == signbit(y)) pos += p; else negs += p;
+                er_add_product_u128(acc, x, y);
+            } else {
+                double p = x * y;
+                if (p > 0) pos += p; else negs -= p;
+                er__acc_add_double(acc, p);
+            }
+        }
+    }
+    /* pos and negs were summed in double (in some order): the exact sums T satisfy T <= s/(1-(K-1)2^-53)
+     * <= s (1 + K 2^-52) for K <= 2^52 (any-order.md, Lemma 4). 1 + K 2^-52 is exact for K < 2^52. */
+    double f = 1.0 + (double)K * 0x1p-52;
+    s->pos = er__mul_up(pos, f);
+    s->negs = er__mul_up(negs, f);
+    s->special = special;
+    int neg, sticky;
+    uint64_t m;
+    int64_t e;
+    er__acc_summary(acc, &neg, &m, &e, &sticky);
+    s->m = m;
+    s->e = (int32_t)e;
+    s->neg = (uint8_t)neg;
+    s->sticky = (uint8_t)sticky;
+    s->pad = 0;
+}
+
