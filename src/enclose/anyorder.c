@@ -39,6 +39,7 @@ static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n,
     /* Rounding to nearest overflows exactly when |z| >= max + ulp(max)/2 = 2^emax (2 - 2^-p). For fp64 that
      * is not a double: DBL_MAX is a lower bound, which only reports overflow as possible more often. */
     b->thr = F->p < 53 && !faithful ? F->max + ldexp(1.0, F->emax - F->p) : F->max;
+    b->faithful = faithful;
     /* Faithful rounding may overflow anything beyond the largest finite value: thr = max is then a lower
      * bound of the threshold, as required. */
     return ER_OK;
@@ -119,7 +120,12 @@ void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_inf
     double hi = isinf(B) ? F->max : er_edge(w, F, sm, B, 1);
     c->pinf = (uint8_t)pov;
     c->ninf = (uint8_t)nov;
-    if (lo == INFINITY || hi == -INFINITY) { /* every order overflows */
+    if (bd->faithful && (pov || nov)) {
+        /* Faithful rounding of a value beyond the largest finite one may give that finite value: a partial sum
+         * saturates and loses mass, and the bound no longer holds (Theorem 6). Any finite value is possible. */
+        c->lo = -F->max;
+        c->hi = F->max;
+    } else if (lo == INFINITY || hi == -INFINITY) { /* every order overflows */
         if (lo == INFINITY) c->pinf = 1; else c->ninf = 1;
     } else {
         c->lo = lo;

@@ -12,6 +12,7 @@ typedef struct er_anyorder_bound {
     double c2;  /* n (1+u)^(n-1) eta/2 rounded up (0 when every product is exact in F): underflow */
     double g;   /* (1+u)^n rounded up: bounds any partial sum by g * sum of same-signed |p_k| + c2 */
     double thr; /* a lower bound of F's overflow threshold under rounding to nearest */
+    int faithful; /* a rounding may saturate at the largest finite value (Theorem 6) */
 } er_anyorder_bound;
 
 /* The constants for n products of formats a and b accumulated in F; faithful: every operation may land on

@@ -49,27 +49,43 @@ static void er_iv_widen_if_nan(er_iv *v) {
     if (isnan(v->lo) || isnan(v->hi)) { v->nan = 1; v->lo = -INFINITY; v->hi = INFINITY; }
 }
 
+/* x in [xl, xh] plus y in [yl, yh] (extended reals) meets +inf + -inf for some choice: NaN is possible. */
+static int er_may_nan(double xl, double xh, double yl, double yh) {
+    return (xh == INFINITY && yl == -INFINITY) || (xl == -INFINITY && yh == INFINITY);
+}
+
 /* acc + a*b under the plan: the product rounded then added, and/or fused, whichever the standard allows. */
 static void er_step(const er_order_plan *pl, int wide, er_iv *acc, double a, double b) {
     const er_fmt_info *F = pl->F;
     double lo = INFINITY, hi = -INFINITY;
+    int nan = 0, certain = 1;
     if (pl->fma_never) {
         double tl = er__round_prod(F, a, b, wide, pl->lo_mode), th = er__round_prod(F, a, b, wide, pl->hi_mode);
         double l = er__round_sum(F, acc->lo, tl, pl->lo_mode), h = er__round_sum(F, acc->hi, th, pl->hi_mode);
+        nan |= er_may_nan(acc->lo, acc->hi, tl, th);
+        certain &= isnan(l) && isnan(h);
         lo = l; hi = h;
     }
     if (pl->fma_always) {
+        /* only an infinite operand makes an infinite product; a finite one is exact inside the fma */
+        double p = (isinf(a) || isinf(b)) ? a * b : 0.0;
         double l = er__round_fma(F, a, b, acc->lo, wide, pl->lo_mode), h = er__round_fma(F, a, b, acc->hi, wide, pl->hi_mode);
-        if (isnan(l) || isnan(h) || isnan(lo) || isnan(hi)) { lo = NAN; hi = NAN; }
-        else { if (l < lo) lo = l; if (h > hi) hi = h; }
+        nan |= isinf(p) && er_may_nan(acc->lo, acc->hi, p, p);
+        certain &= isnan(l) && isnan(h);
+        if (isnan(l) || isnan(h) || isnan(lo) || isnan(hi)) {
+            lo = hi = NAN;
+        } else { if (l < lo) lo = l; if (h > hi) hi = h; }
     }
+    if (lo != lo && !certain) { lo = -INFINITY; hi = INFINITY; nan = 1; }
     acc->lo = lo;
     acc->hi = hi;
+    acc->nan |= nan;
     er_iv_widen_if_nan(acc);
 }
 
 /* x + y for intervals of values of format G (partials). */
 static void er_iv_add(const er_order_plan *pl, const er_fmt_info *G, er_iv *x, const er_iv *y) {
+    x->nan |= er_may_nan(x->lo, x->hi, y->lo, y->hi);
     x->lo = er__round_sum(G, x->lo, y->lo, pl->lo_mode);
     x->hi = er__round_sum(G, x->hi, y->hi, pl->hi_mode);
     x->nan |= y->nan;
@@ -149,8 +165,13 @@ static er_status er_combine_any(er_order_plan *pl, const er_fmt_info *G, int64_t
     mpfr_add(pl->w.x, pl->sh, pl->w.b, MPFR_RNDU);
     double hi = er__round_mpfr(G, pl->w.x, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
     /* Theorem 5 with the partials as terms */
-    if (er__mul_up(bd.g, pos) >= bd.thr || has_pinf) hi = INFINITY;
-    if (er__mul_up(bd.g, negs) >= bd.thr || has_ninf) lo = -INFINITY;
+    int pov = er__mul_up(bd.g, pos) >= bd.thr, nov = er__mul_up(bd.g, negs) >= bd.thr;
+    if (bd.faithful && (pov || nov)) { /* a saturating partial sum loses mass: any finite value (Theorem 6) */
+        lo = -G->max;
+        hi = G->max;
+    }
+    if (pov || has_pinf) hi = INFINITY;
+    if (nov || has_ninf) lo = -INFINITY;
     out->lo = lo;
     out->hi = hi;
     /* NaN: a NaN partial, or +inf and -inf both reachable */

@@ -128,12 +128,12 @@ er_status er_round_mpfr(double *out, er_format f, mpfr_srcptr x, er_round mode, 
 
 static double er_round_exact_mpfr(const er_fmt_info *fi, double a, double b, double y, int has_prod, er_round mode) {
     mpfr_t t, u;
-    mpfr_init2(t, 2400);
-    mpfr_init2(u, 2400);
+    mpfr_init2(t, 4400);
+    mpfr_init2(u, 4400);
     mpfr_set_d(t, a, MPFR_RNDN);
     if (has_prod) mpfr_mul_d(t, t, b, MPFR_RNDN); /* exact: 106 bits */
     mpfr_set_d(u, y, MPFR_RNDN);
-    mpfr_add(t, t, u, MPFR_RNDN);                  /* exact: the span of two such terms is < 2400 bits */
+    mpfr_add(t, t, u, MPFR_RNDN);                  /* exact: products and doubles span < 4300 bits */
     double r;
     if (mpfr_zero_p(t)) {
         /* IEEE: an exact zero sum is +0 in every mode but toward -inf, where it is -0; equal signs keep theirs */
@@ -169,14 +169,16 @@ double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
 
 double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode) {
     double p = a * b;
-    if (!wide || !isfinite(p)) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
+    if (!isfinite(a) || !isfinite(b)) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
+    if (!isfinite(p)) return er_round_exact_mpfr(fi, a, b, 0.0, 1, mode); /* beyond double's range, not infinite */
+    if (!wide) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
     if (p == 0 || fabs(p) < 0x1p-960) return er_round_exact_mpfr(fi, a, b, 0.0, 1, mode);
     return er_round_pair(fi, p, fma(a, b, -p), mode); /* TwoProduct: exact without underflow */
 }
 
 double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode) {
     double p = a * b;
-    if (!isfinite(p) || !isfinite(y)) return er__round_double(fi, p + y, mode, ER_OVERFLOW_IEEE);
-    if (wide) return er_round_exact_mpfr(fi, a, b, y, 1, mode);
+    if (!isfinite(a) || !isfinite(b) || !isfinite(y)) return er__round_double(fi, p + y, mode, ER_OVERFLOW_IEEE);
+    if (wide || !isfinite(p)) return er_round_exact_mpfr(fi, a, b, y, 1, mode);
     return er__round_sum(fi, p, y, mode); /* p is exact (a product of two values of at most 24 bits) */
 }

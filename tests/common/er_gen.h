@@ -68,15 +68,23 @@ static inline void gen_vectors(int fam, er_format fa, er_format fb, er_format F,
  * it exact; the rounding to F is the test oracle's (MPFR + mpfr_subnormalize), not exactref's code. */
 typedef struct emu {
     er_format F;
+    int faithful; /* each rounding picks down or up at random */
     mpfr_t t, u;
 } emu;
 
 static inline void emu_init(emu *e, er_format F) {
     e->F = F;
+    e->faithful = 0;
     mpfr_init2(e->t, 4400);
     mpfr_init2(e->u, 4400);
 }
 static inline void emu_clear(emu *e) { mpfr_clear(e->t); mpfr_clear(e->u); }
+
+/* The rounding of one operation: to nearest, or for faithful rounding down or up at random. */
+static inline double emu_round(emu *e, mpfr_srcptr t) {
+    mpfr_rnd_t r = e->faithful ? ((er_rand64() & 1) ? MPFR_RNDU : MPFR_RNDD) : MPFR_RNDN;
+    return er_oracle_round(e->F, t, r, ER_OVERFLOW_IEEE);
+}
 
 /* fl_F(x + y) for F-values (doubles) x, y; IEEE special values follow. */
 static inline double emu_add(emu *e, double x, double y) {
@@ -84,7 +92,7 @@ static inline double emu_add(emu *e, double x, double y) {
     mpfr_set_d(e->t, x, MPFR_RNDN);
     mpfr_add_d(e->t, e->t, y, MPFR_RNDN); /* exact at 4400 bits */
     if (mpfr_zero_p(e->t)) return (signbit(x) && signbit(y)) ? -0.0 : 0.0;
-    return er_oracle_round(e->F, e->t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+    return emu_round(e, e->t);
 }
 /* fl_F(a*b) */
 static inline double emu_mul(emu *e, double a, double b) {
@@ -92,7 +100,7 @@ static inline double emu_mul(emu *e, double a, double b) {
     mpfr_set_d(e->t, a, MPFR_RNDN);
     mpfr_mul_d(e->t, e->t, b, MPFR_RNDN);
     if (mpfr_zero_p(e->t)) return (signbit(a) != signbit(b)) ? -0.0 : 0.0;
-    return er_oracle_round(e->F, e->t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+    return emu_round(e, e->t);
 }
 /* fl_F(a*b + y) */
 static inline double emu_fma(emu *e, double a, double b, double y) {
@@ -101,7 +109,7 @@ static inline double emu_fma(emu *e, double a, double b, double y) {
     mpfr_mul_d(e->t, e->t, b, MPFR_RNDN);
     mpfr_add_d(e->t, e->t, y, MPFR_RNDN);
     if (mpfr_zero_p(e->t)) return (signbit(a) != signbit(b) && signbit(y)) ? -0.0 : 0.0;
-    return er_oracle_round(e->F, e->t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+    return emu_round(e, e->t);
 }
 
 /* A random correct evaluation of sum a_k b_k: products are taken in a random order and combined by a random
@@ -144,6 +152,27 @@ static inline double emu_dot_random(emu *e, const double *a, const double *b, in
     free(val);
     free(prod);
     return r;
+}
+
+/* fl_F(acc + a*b): fused (fma_mode 1), rounded product then added (0), or either at random (2). */
+static inline double emu_step(emu *e, double acc, double a, double b, int fma_mode) {
+    int fuse = fma_mode == 1 || (fma_mode == 2 && (er_rand64() & 1));
+    return fuse ? emu_fma(e, a, b, acc) : emu_add(e, acc, emu_mul(e, a, b));
+}
+
+/* A random binary tree over finished values v[0..n) (adds only): any order. */
+static inline double emu_sum_random(emu *e, double *v, int n) {
+    if (n == 0) return 0.0;
+    while (n > 1) {
+        int i = (int)(er_rand64() % (uint64_t)n), j = (int)(er_rand64() % (uint64_t)(n - 1));
+        if (j >= i) j++;
+        double r = emu_add(e, v[i], v[j]);
+        if (i > j) { int t = i; i = j; j = t; }
+        v[i] = r;
+        v[j] = v[n - 1];
+        n--;
+    }
+    return v[0];
 }
 
 #endif
