@@ -10,6 +10,7 @@
  * follow IEEE; an operation that may meet +inf and -inf makes NaN possible, and the interval then widens to
  * everything (a sound, deliberately coarse answer for a case that only arises after overflow). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "enclose/dotorder.h"
 
@@ -137,6 +138,61 @@ static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const doubl
     return ER_OK;
 }
 
+/* carry=fused with inner=any: the block's products and the running total t in [carry.lo, carry.hi] (a value of
+ * F) summed in any order (orders.md, Theorem O3): monotone in t, so the set runs from the any-order lower edge
+ * at t = lo to the upper edge at t = hi, with one more term in the bound. */
+static er_status er_fused_block(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t n,
+                                er_iv *carry) {
+    if (!pl->have_acc) {
+        ER_RETURN_IF_ERROR(er__acc_init(&pl->acc, env->base, env->top));
+        pl->have_acc = 1;
+    }
+    int special = 0;
+    for (int64_t k = 0; k < n && !special; k++) special = !isfinite(a[k]) || !isfinite(b[k]);
+    er_sum sm;
+    er__dot_summary(&sm, &pl->acc, a, b, n, env->wide, special);
+    if (sm.special || !isfinite(carry->lo) || !isfinite(carry->hi) || carry->nan) {
+        /* infinities or NaN in play: every value is kept possible (sound, coarse) */
+        int certain = isnan(carry->lo) && isnan(carry->hi);
+        if (!certain) { carry->lo = -INFINITY; carry->hi = INFINITY; }
+        carry->nan = 1;
+        return ER_OK;
+    }
+    const er_anyorder_bound *bd;
+    ER_RETURN_IF_ERROR(er_bound_for(pl, n + 1, &bd));
+    const er_fmt_info *F = pl->F;
+    double tmag = fabs(carry->lo) > fabs(carry->hi) ? fabs(carry->lo) : fabs(carry->hi);
+    double B = er__add_up(er__mul_up(bd->c1, er__add_up(er__add_up(sm.pos, sm.negs), tmag)), bd->c2);
+    double P = er__add_up(er__mul_up(bd->g, er__add_up(sm.pos, carry->hi > 0 ? carry->hi : 0)), bd->c2);
+    double N = er__add_up(er__mul_up(bd->g, er__add_up(sm.negs, carry->lo < 0 ? -carry->lo : 0)), bd->c2);
+    int pov = P >= bd->thr, nov = N >= bd->thr;
+    /* S lies in [S_lo, S_hi] (top 64 bits and the sticky bit); exact sums with the carry endpoints at 2300 bits */
+    for (int up = 0; up < 2; up++) {
+        mpfr_ptr x = up ? pl->sh : pl->sl;
+        if (sm.m == 0) mpfr_set_zero(x, 1);
+        else {
+            mpfr_set_uj_2exp(x, sm.m, sm.e, MPFR_RNDN);
+            if (sm.sticky && (up != sm.neg)) {
+                mpfr_set_ui_2exp(pl->w.b, 1, sm.e, MPFR_RNDN);
+                mpfr_add(x, x, pl->w.b, MPFR_RNDN);
+            }
+            if (sm.neg) mpfr_neg(x, x, MPFR_RNDN);
+        }
+        mpfr_add_d(x, x, up ? carry->hi : carry->lo, MPFR_RNDN);   /* exact at 2300 bits */
+        mpfr_set_d(pl->w.b, B, MPFR_RNDN);
+        if (up) mpfr_add(x, x, pl->w.b, MPFR_RNDU); else mpfr_sub(x, x, pl->w.b, MPFR_RNDD);
+    }
+    double lo = er__round_mpfr(F, pl->sl, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    double hi = er__round_mpfr(F, pl->sh, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    if (bd->faithful && (pov || nov)) { lo = -F->max; hi = F->max; }
+    if (pov) hi = INFINITY;
+    if (nov) lo = -INFINITY;
+    carry->lo = lo;
+    carry->hi = hi;
+    carry->nan = pov && nov;
+    return ER_OK;
+}
+
 /* Terms t_j (values of G, as intervals) added in any order in G (Lemma 3 with the terms as "products"). */
 static er_status er_combine_any(er_order_plan *pl, const er_fmt_info *G, int64_t n, er_iv *out) {
     int has_pinf = 0, has_ninf = 0, nan = 0;
@@ -147,14 +203,17 @@ static er_status er_combine_any(er_order_plan *pl, const er_fmt_info *G, int64_t
         double l = pl->parts[j].lo, h = pl->parts[j].hi;
         if (pl->parts[j].nan) nan = 1;
         if (isnan(l) || isnan(h)) continue; /* NaN for certain: nothing finite to add */
-        if (h == INFINITY) has_pinf = 1;
-        if (l == -INFINITY) has_ninf = 1;
-        if (isinf(l) || isinf(h)) continue;
-        mpfr_add_d(pl->sl, pl->sl, l, MPFR_RNDN); /* exact: 2300 bits span every sum of doubles */
-        mpfr_add_d(pl->sh, pl->sh, h, MPFR_RNDN);
-        pos = er__add_up(pos, h > 0 ? h : 0);
-        negs = er__add_up(negs, l < 0 ? -l : 0);
-        mag = er__add_up(mag, fabs(l) > fabs(h) ? fabs(l) : fabs(h));
+        /* An infinite endpoint makes that side of the result infinite; the other endpoint still counts, and a
+         * finite value of a term is at most G's largest finite value in magnitude. */
+        if (h == INFINITY) has_pinf = 1; else if (h != -INFINITY) mpfr_add_d(pl->sh, pl->sh, h, MPFR_RNDN);
+        if (l == -INFINITY) has_ninf = 1; else if (l != INFINITY) mpfr_add_d(pl->sl, pl->sl, l, MPFR_RNDN);
+        if (l == INFINITY) has_pinf = 1;   /* a term that is +inf for certain */
+        if (h == -INFINITY) has_ninf = 1;
+        double hc = h > G->max ? G->max : h, lc = l < -G->max ? -G->max : l;
+        pos = er__add_up(pos, hc > 0 ? hc : 0);
+        negs = er__add_up(negs, lc < 0 ? -lc : 0);
+        double m = fabs(lc) > fabs(hc) ? fabs(lc) : fabs(hc);
+        mag = er__add_up(mag, m > G->max ? G->max : m);
     }
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound_terms(&bd, G, n, pl->std.rounding == ER_RND_FAITHFUL));
@@ -256,6 +315,18 @@ er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *
         int64_t nparts = K ? (K + chunk - 1) / chunk : 0;
         const er_fmt_info *G = s->order == ER_ORDER_SPLIT ? pl->P : pl->F;
         *fmt = G;
+        if (s->carry_fused) {
+            /* the running total enters each block's sum */
+            for (int64_t k0 = 0; k0 < K; k0 += chunk) {
+                int64_t n = K - k0 < chunk ? K - k0 : chunk;
+                if (s->inner == ER_SUB_ANY) {
+                    ER_RETURN_IF_ERROR(er_fused_block(pl, env, a + k0, b + k0, n, &r));
+                } else {
+                    for (int64_t k = 0; k < n; k++) er_step(pl, env->wide, &r, a[k0 + k], b[k0 + k]);
+                }
+            }
+            break;
+        }
         ER_RETURN_IF_ERROR(er_grow(pl, nparts ? nparts : 1));
         for (int64_t j = 0; j < nparts; j++) {
             int64_t k0 = j * chunk, n = K - k0 < chunk ? K - k0 : chunk;

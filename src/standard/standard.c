@@ -67,6 +67,10 @@ er_status er_standard_validate(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "pairwise adds finished products: fma=always does not apply");
     if (s->compute != ER_TF32 && s->tf32 != ER_TF32_TRUNCATE)
         return er__fail(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only");
+    if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
+    if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
+    if (s->carry_fused && s->outer == ER_SUB_ANY)
+        return er__fail(ER_ERR_STANDARD, "carry=fused chains the blocks in order: outer=any contradicts it");
     return ER_OK;
 }
 
@@ -180,6 +184,11 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             er_format f;
             if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "partial=%s: unknown format", val);
             s.partial = f;
+        } else if (strcmp(key, "carry") == 0) {
+            bit = 512;
+            if (strcmp(val, "fused") == 0) s.carry_fused = 1;
+            else if (strcmp(val, "separate") == 0) s.carry_fused = 0;
+            else return er__fail(ER_ERR_STANDARD, "carry=%s: expected separate or fused", val);
         } else if (strcmp(key, "tf32") == 0) {
             bit = 256;
             if (strcmp(val, "truncate") == 0 || strcmp(val, "trunc") == 0) s.tf32 = ER_TF32_TRUNCATE;
@@ -187,7 +196,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32)", key);
+                            "inner, outer, partial, tf32, carry)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -220,6 +229,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     ER_PUT(" fma=%s", er_fma_name(s->fma));
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
+    if (s->carry_fused) ER_PUT(" carry=fused");
     if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");
     if (s->out_overflow != ER_OVERFLOW_DEFAULT) ER_PUT(" overflow=%s", er_ov_name(s->out_overflow));

@@ -115,16 +115,28 @@ static inline double emu_fma(emu *e, double a, double b, double y) {
 /* A random correct evaluation of sum a_k b_k: products are taken in a random order and combined by a random
  * binary tree; with fma_mode 0 every product is rounded first, 1 every product is fused into an addition
  * when it meets a computed partial sum, 2 each choice at random. Returns the compute-format result. */
+static inline double emu_dot_random_init(emu *e, const double *a, const double *b, int K, int fma_mode, int has_init,
+                                         double init);
 static inline double emu_dot_random(emu *e, const double *a, const double *b, int K, int fma_mode) {
-    if (K == 0) return 0.0;
-    /* Items are either an unrounded product (index >= 0) or a computed value. */
-    double *val = malloc(sizeof(double) * (size_t)K);
-    int *prod = malloc(sizeof(int) * (size_t)K);
-    int n = K;
+    return emu_dot_random_init(e, a, b, K, fma_mode, 0, 0.0);
+}
+/* The same with one more item, an already computed value `init` (a running total fused into the sum). */
+static inline double emu_dot_random_init(emu *e, const double *a, const double *b, int K, int fma_mode, int has_init,
+                                         double init) {
+    if (K == 0) return has_init ? init : 0.0;
+    double *val = malloc(sizeof(double) * (size_t)(K + 1));
+    int *prod = malloc(sizeof(int) * (size_t)(K + 1));
+    int n = K + (has_init != 0);
     for (int k = 0; k < K; k++) prod[k] = k;
+    for (int k = 0; k < n; k++) val[k] = NAN;
+    if (has_init) { prod[K] = -1; val[K] = init; }
     /* shuffle */
-    for (int k = K - 1; k > 0; k--) { int j = (int)(er_rand64() % (uint64_t)(k + 1)); int t = prod[k]; prod[k] = prod[j]; prod[j] = t; }
-    for (int k = 0; k < K; k++) val[k] = NAN;
+    for (int k = n - 1; k > 0; k--) {
+        int j = (int)(er_rand64() % (uint64_t)(k + 1)), t = prod[k];
+        double v = val[k];
+        prod[k] = prod[j]; prod[j] = t;
+        val[k] = val[j]; val[j] = v;
+    }
     while (n > 1) {
         int i = (int)(er_rand64() % (uint64_t)n), j = (int)(er_rand64() % (uint64_t)(n - 1));
         if (j >= i) j++;

@@ -63,6 +63,15 @@ static double implement(const trial *t, emu *e, emu *ep, const double *a, const 
     }
     int64_t chunk = s->order == ER_ORDER_BLOCKED ? s->block : (K + s->split - 1) / s->split;
     if (chunk < 1) chunk = 1;
+    if (s->carry_fused) { /* the running total is one more term of each block's sum */
+        double acc = 0.0;
+        for (int k0 = 0; k0 < K; k0 += (int)chunk) {
+            int n = (int)(K - k0 < chunk ? K - k0 : chunk);
+            if (s->inner == ER_SUB_ANY) acc = emu_dot_random_init(e, a + k0, b + k0, n, t->fma_mode, 1, acc);
+            else for (int k = 0; k < n; k++) acc = emu_step(e, acc, a[k0 + k], b[k0 + k], t->fma_mode);
+        }
+        return acc;
+    }
     int nparts = K ? (int)((K + chunk - 1) / chunk) : 0;
     double *parts = malloc(sizeof(double) * (size_t)(nparts ? nparts : 1));
     for (int j = 0; j < nparts; j++) {
@@ -135,6 +144,11 @@ static void draw(trial *t) {
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) {
         s->inner = (er_suborder)(er_rand64() % 3 == 0);
         s->outer = (er_suborder)(er_rand64() % 3 == 0);
+    }
+    if (s->order == ER_ORDER_BLOCKED && er_rand64() % 3 == 0) {
+        s->carry_fused = 1;
+        s->outer = ER_SUB_SEQUENTIAL;
+        if (er_rand64() & 1) s->inner = ER_SUB_ANY;
     }
 }
 

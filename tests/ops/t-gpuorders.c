@@ -1,0 +1,98 @@
+/* t-gpuorders.c: real H200 outputs of kernels with a known order and accumulator (tests/data/orders.txt and
+ * orders.npz, captured by tools/capture/capture_orders.py). Each line names the standard that must cover the
+ * case, optionally one that must not, and whether er_emulate must reproduce it bit for bit. */
+#include "../common/er_test.h"
+#include "../common/npz.h"
+
+#ifndef ER_TEST_DATA_DIR
+#define ER_TEST_DATA_DIR "tests/data"
+#endif
+
+static void view(er_tensor *t, const npy_array *a) {
+    er_format f;
+    if (strcmp(a->descr, "<f2") == 0) f = ER_FP16;
+    else if (strcmp(a->descr, "<f4") == 0) f = ER_FP32;
+    else if (strcmp(a->descr, "<f8") == 0) f = ER_FP64;
+    else if (strcmp(a->descr, "<u2") == 0) f = ER_BF16;
+    else { ck_abort_msg("%s: unsupported dtype %s", a->name, a->descr); return; }
+    ck_assert_int_eq(er_tensor_view(t, f, a->ndim, a->shape, NULL, a->data), ER_OK);
+}
+
+static int passes(const er_tensor *A, const er_tensor *B, const er_tensor *C, const char *order, const char *opts,
+                  char *text, size_t cap) {
+    er_report rep;
+    er_status st = er_matmul_covers(&rep, A, B, C, order, strcmp(opts, "-") == 0 ? NULL : opts);
+    ck_assert_msg(st == ER_OK, "%s %s: %s", order, opts, er_last_error());
+    int ok = er_report_all(&rep);
+    if (text) er_report_text(&rep, text, cap, NULL);
+    er_report_clear(&rep);
+    return ok;
+}
+
+START_TEST(known_orders_on_h200) {
+    npz_file z;
+    const char *err = NULL;
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/orders.npz", &err) == 0, "orders.npz: %s", err);
+    FILE *f = fopen(ER_TEST_DATA_DIR "/orders.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int cases = 0, not_covered = 0, emulated = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        char id[32], kernel[64], cord[32], copt[128], nord[32], nopt[128];
+        int emu;
+        ck_assert_int_eq(sscanf(line, "%31s %63s %31s %127s %31s %127s %d", id, kernel, cord, copt, nord, nopt, &emu), 7);
+        char key[96];
+        snprintf(key, sizeof key, "%s__in__A", id);
+        const npy_array *a = npz_find(&z, key);
+        snprintf(key, sizeof key, "%s__in__B", id);
+        const npy_array *b = npz_find(&z, key);
+        snprintf(key, sizeof key, "%s__out__C", id);
+        const npy_array *c = npz_find(&z, key);
+        ck_assert_msg(a && b && c, "case %s is incomplete", id);
+        er_tensor tA, tB, tC;
+        view(&tA, a);
+        view(&tB, b);
+        view(&tC, c);
+        char text[4096];
+        if (!passes(&tA, &tB, &tC, cord, copt, text, sizeof text))
+            ck_abort_msg("case %s (%s, %lld x %lld x %lld) is not covered under %s %s:\n%s", id, kernel,
+                         (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[1], cord, copt, text);
+        if (strcmp(nord, "-") != 0) {
+            if (passes(&tA, &tB, &tC, nord, nopt, NULL, 0))
+                ck_abort_msg("case %s (%s) is covered under %s %s, which does not describe it", id, kernel, nord, nopt);
+            not_covered++;
+        }
+        if (emu) {
+            er_ref *ref;
+            ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+            er_standard st;
+            ck_assert_int_eq(er_standard_parse(&st, cord, copt), ER_OK);
+            int64_t n = er_tensor_numel(&tC);
+            float *out = malloc(sizeof(float) * (size_t)n);
+            er_tensor tE = tC;
+            tE.data = out;
+            ck_assert_msg(er_emulate(ref, &tE, &st) == ER_OK, "emulate: %s", er_last_error());
+            ck_assert_msg(memcmp(out, c->data, sizeof(float) * (size_t)n) == 0, "case %s (%s): emulate differs from the GPU", id, kernel);
+            free(out);
+            er_ref_free(ref);
+            emulated++;
+        }
+        cases++;
+    }
+    fclose(f);
+    printf("H200 orders: %d cases covered under their standard, %d not covered under a standard that does not describe "
+           "them, %d reproduced bit for bit by er_emulate\n", cases, not_covered, emulated);
+    ck_assert_int_eq(cases, 108);
+    npz_free(&z);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("gpuorders");
+    TCase *tc = tcase_create("gpuorders");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, known_orders_on_h200);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
