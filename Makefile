@@ -1,10 +1,13 @@
 # The two set-up commands for a fresh Debian machine:
 #   make demo   installs what is missing, builds, runs the main example
-#   make test   installs what is missing, builds (plus an ASan+UBSan build), runs every test
+#   make test   installs what is missing, builds (plus an ASan+UBSan build), runs every test (C suites, then
+#               the Python package's pytest suite against the fresh library)
 BUILD ?= build
 SAN_BUILD ?= build-san
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev check binutils
+APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev check binutils python3 python3-pip
+PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools
+PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo san test test-fast bench clean
@@ -18,6 +21,10 @@ deps:
 	  echo "make: installing missing packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+	@$(PYTHON) -c "import numpy, pytest, ml_dtypes, wheel, setuptools" 2>/dev/null || { \
+	  echo "make: installing missing Python packages: $(PY_PACKAGES)"; \
+	  $(PYTHON) -m pip install -q $(PY_PACKAGES) 2>/dev/null || \
+	  $(PYTHON) -m pip install -q --break-system-packages $(PY_PACKAGES); }
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -34,12 +41,15 @@ san: deps
 test: build san
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure
+	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
 
 bench: build
 	./$(BUILD)/bench/bench_matmul
+	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_python.py
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

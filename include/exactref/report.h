@@ -77,7 +77,11 @@ ER_API er_status er_report_text(const er_report *rep, char *buf, size_t cap, siz
 ER_API er_status er_report_json(const er_report *rep, char *buf, size_t cap, size_t *needed);
 /* Writes the text rendering to `stream`; called by the user, never by the library on its own. */
 ER_API er_status er_report_fprint(FILE *stream, const er_report *rep);
-/* FFI helpers. */
+/* FFI helpers: getters, so bindings never read the struct layout (the worst and first elements are in the JSON). */
+ER_API int64_t er_report_numel(const er_report *rep);
+ER_API int64_t er_report_count(const er_report *rep, er_class c);   /* -1 for an invalid class */
+ER_API int64_t er_report_failed(const er_report *rep);
+ER_API const uint8_t *er_report_classes(const er_report *rep);     /* NULL for an empty report */
 ER_API size_t er_report_sizeof(void);
 ER_API size_t er_element_sizeof(void);
 

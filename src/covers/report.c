@@ -18,6 +18,13 @@ void er_report_clear(er_report *rep) {
 int er_report_all(const er_report *rep) { return rep && rep->n_failed == 0; }
 
 size_t er_report_sizeof(void) { return sizeof(er_report); }
+int64_t er_report_numel(const er_report *rep) { return rep ? rep->n : 0; }
+int64_t er_report_count(const er_report *rep, er_class c) {
+    if (!rep || (int)c < 0 || (int)c >= ER_CLASS_COUNT) return -1;
+    return rep->counts[c];
+}
+int64_t er_report_failed(const er_report *rep) { return rep ? rep->n_failed : 0; }
+const uint8_t *er_report_classes(const er_report *rep) { return rep ? rep->classes : NULL; }
 size_t er_element_sizeof(void) { return sizeof(er_element); }
 
 /* A growable string; on allocation failure it remembers the failure and ignores further appends. */

@@ -1,0 +1,49 @@
+"""covers() from Python next to the same C call (er_covers through ctypes on the same reference, view and
+standard), for a 1024 x 1024 output. Prints `name: X s vs baseline Y s = Rx`. Run: make bench."""
+import ctypes
+import time
+
+import numpy as np
+
+import exactref as er
+from exactref import _lib
+from exactref._arrays import View
+
+
+def best(fn, reps=5):
+    t = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        t.append(time.perf_counter() - t0)
+    return min(t)
+
+
+def main():
+    rng = np.random.default_rng(0)
+    M = N = 1024
+    K = 64
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    out = A.astype(np.float32) @ B.astype(np.float32)
+    ref = er.matmul(A, B)
+    view = View(out, "out")
+    std = ctypes.create_string_buffer(_lib.STANDARD_SIZE)
+    _lib.lib.er_standard_parse(std, b"any_order", b"compute=fp32")
+    rep = ctypes.create_string_buffer(_lib.REPORT_SIZE)
+
+    def c_call():
+        assert _lib.lib.er_covers(rep, ref._ptr, view.buf, std) == 0
+        _lib.lib.er_report_clear(rep)
+
+    def py_call():
+        assert ref.covers(out, standard="any_order", compute="float32").all()
+
+    c_call(); py_call()
+    tc, tp = best(c_call), best(py_call)
+    print("python_covers_%dx%d: %.4f s vs baseline %.4f s = %.3fx  (baseline: er_covers called directly through "
+          "ctypes on the same reference; Python overhead %.1f%%)" % (M, N, tp, tc, tp / tc, 100 * (tp / tc - 1)))
+
+
+if __name__ == "__main__":
+    main()

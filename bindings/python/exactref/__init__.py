@@ -1,0 +1,164 @@
+"""exactref: exact references and sound covering sets for checking GPU kernel outputs.
+
+    import exactref as er
+    ref = er.matmul(A, B)                                  # numpy, torch or ml_dtypes arrays
+    res = ref.covers(out, standard="any_order", compute="float32")
+    res.all()            # True when every element is exact, covered, or an allowed overflow
+    res.assert_all()     # for pytest: AssertionError carrying the report
+    expected = ref.emulate(standard="sequential", compute="float32", fma="always", dtype="float32")
+
+Standards and their options are those of the C library (docs/reference/standard.md): keyword arguments become
+the options string (compute="float16", fma="always", inner="any", ...).
+"""
+import ctypes
+import json
+
+import numpy as np
+
+from . import _lib
+from ._arrays import View, format_of, numpy_dtype, to_numpy
+from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
+                      ExactrefTypeError, ExactrefValueError, check)
+
+__all__ = ["matmul", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+           "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
+
+CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
+PASSING = ("exact", "covered", "overflow")
+
+
+def version():
+    """The C library's version string."""
+    return _lib.lib.er_version().decode()
+
+
+def _options(options, kwargs):
+    parts = [options] if options else []
+    for k, v in kwargs.items():
+        if isinstance(v, bool):
+            v = "always" if v else "never"
+        elif not isinstance(v, str):
+            v = getattr(v, "name", None) or str(v).replace("torch.", "")
+        parts.append("%s=%s" % (k, v))
+    return " ".join(parts)
+
+
+def _standard(standard, options, kwargs):
+    if not isinstance(standard, str):
+        raise TypeError("exactref: standard must be a string such as 'any_order' or 'blocked:32', not %s"
+                        % type(standard).__name__)
+    buf = ctypes.create_string_buffer(_lib.STANDARD_SIZE)
+    check(_lib.lib.er_standard_parse(buf, standard.encode(), _options(options, kwargs).encode()))
+    return buf
+
+
+def _text(fn, rep):
+    need = ctypes.c_size_t(0)
+    fn(rep, None, 0, ctypes.byref(need))
+    out = ctypes.create_string_buffer(need.value + 1)
+    check(fn(rep, out, need.value + 1, None))
+    return out.value.decode()
+
+
+class Result:
+    """The verdict of covers(): per-element classes, counts, the worst element, and the report."""
+
+    def __init__(self, rep, shape):
+        n = _lib.lib.er_report_numel(rep)
+        ptr = _lib.lib.er_report_classes(rep)
+        flat = np.ctypeslib.as_array(ptr, shape=(n,)).copy() if n else np.zeros(0, np.uint8)
+        self.classes = flat.reshape(shape)
+        self.counts = {CLASSES[c]: int(_lib.lib.er_report_count(rep, c)) for c in range(_lib.CLASS_COUNT)}
+        self.n_failed = int(_lib.lib.er_report_failed(rep))
+        self.report = _text(_lib.lib.er_report_text, rep)
+        self.json = json.loads(_text(_lib.lib.er_report_json, rep))
+        self.worst = self.json["worst"]
+        self.first_failing = self.json["first_failing"]
+
+    def all(self):
+        """True when every element passes (exact, covered, or an overflow some allowed order produces)."""
+        return self.n_failed == 0
+
+    def assert_all(self):
+        """Raises AssertionError with the report when an element fails (for pytest)."""
+        if self.n_failed:
+            raise AssertionError("exactref: kernel output not covered\n" + self.report)
+
+    def __str__(self):
+        return self.report
+
+    def __repr__(self):
+        return "<exactref.Result %s: %s>" % ("pass" if self.all() else "FAIL",
+                                              ", ".join("%s %d" % kv for kv in self.counts.items() if kv[1]))
+
+
+class Reference:
+    """The exact reference of an op on given inputs (it keeps them alive: do not modify them while it is used)."""
+
+    def __init__(self, ptr, keep, shape, op):
+        self._ptr = ptr
+        self._keep = keep
+        self.shape = shape      # numpy's result shape
+        self.op = op
+
+    def __del__(self):
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr:
+            _lib.lib.er_ref_free(ptr)
+
+    def _c_shape(self):
+        nd = ctypes.c_int(0)
+        shp = (ctypes.c_int64 * _lib.MAX_DIMS)()
+        check(_lib.lib.er_ref_shape(self._ptr, ctypes.byref(nd), shp))
+        return tuple(shp[i] for i in range(nd.value))
+
+    def _out_view(self, arr, name, writable=False):
+        if tuple(arr.shape) != tuple(self.shape):
+            raise ValueError("exactref: %s has shape %s but %s produces %s" % (name, tuple(arr.shape), self.op, tuple(self.shape)))
+        c_shape = self._c_shape()
+        if arr.shape != c_shape:
+            arr = arr.reshape(c_shape)  # a view: only unit dimensions were added
+        return View(arr, name, writable)
+
+    def covers(self, out, standard="any_order", options=None, **kwargs):
+        """Classifies every element of the kernel output `out` against the set the standard allows."""
+        arr = to_numpy(out, "out")
+        std = _standard(standard, options, kwargs)
+        view = self._out_view(arr, "out")
+        rep = ctypes.create_string_buffer(_lib.REPORT_SIZE)
+        check(_lib.lib.er_covers(rep, self._ptr, view.buf, std))
+        try:
+            return Result(rep, tuple(self.shape))
+        finally:
+            _lib.lib.er_report_clear(rep)
+
+    def emulate(self, standard, dtype="float32", options=None, **kwargs):
+        """The exact output a correct implementation of a fully fixed standard produces, as an array of dtype."""
+        std = _standard(standard, options, kwargs)
+        out = np.empty(self.shape, dtype=numpy_dtype(dtype))
+        view = self._out_view(out, "the emulated output", writable=True)
+        check(_lib.lib.er_emulate(self._ptr, view.buf, std))
+        return out
+
+
+def matmul(A, B):
+    """The exact reference of A @ B (numpy matmul semantics, 1-D operands included; batch dims broadcast)."""
+    a, b = to_numpy(A, "A"), to_numpy(B, "B")
+    for x, name in ((a, "A"), (b, "B")):
+        format_of(x.dtype)  # TypeError for an unsupported dtype, before anything else
+        if x.ndim == 0:
+            raise ValueError("exactref: matmul: %s is a scalar; it needs at least 1 dimension" % name)
+    a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError("exactref: matmul: A has %d columns but B has %d rows (shapes %s and %s)"
+                         % (a2.shape[-1], b2.shape[-2], a.shape, b.shape))
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError("exactref: matmul: batch dimensions %s and %s do not broadcast" % (a.shape[:-2], b.shape[:-2])) from None
+    res_shape = tuple(batch) + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
+    va, vb = View(a2, "A"), View(b2, "B")
+    ptr = ctypes.c_void_p()
+    check(_lib.lib.er_matmul(ctypes.byref(ptr), va.buf, vb.buf))
+    return Reference(ptr, (va, vb, A, B), res_shape, "matmul")

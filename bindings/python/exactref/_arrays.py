@@ -1,0 +1,89 @@
+"""Arrays in, tensor views out: numpy arrays, torch tensors (CUDA ones copied back) and ml_dtypes arrays
+become exactref tensor views over the same memory whenever the layout allows (non-negative strides that are
+whole elements); otherwise a contiguous copy is viewed."""
+import ctypes
+
+import numpy as np
+
+from . import _lib
+from ._errors import check
+
+# exactref format codes (exactref/format.h)
+FP64, FP32, TF32, BF16, FP16, E4M3FN, E5M2 = 1, 2, 3, 4, 5, 6, 7
+_BY_NAME = {"float64": FP64, "float32": FP32, "float16": FP16, "bfloat16": BF16,
+            "float8_e4m3fn": E4M3FN, "float8_e5m2": E5M2}
+_STORAGE = {FP64: np.uint64, FP32: np.uint32, FP16: np.uint16, BF16: np.uint16, E4M3FN: np.uint8, E5M2: np.uint8}
+SUPPORTED = "float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2"
+
+
+def _ml_dtype(name):
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("exactref: %s arrays need the ml_dtypes package (pip install ml_dtypes)" % name) from None
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def numpy_dtype(name):
+    """The numpy dtype of a format name ("float32", "bfloat16", ...; torch-style and exactref names accepted)."""
+    key = str(name).replace("torch.", "")
+    key = {"fp64": "float64", "double": "float64", "fp32": "float32", "float": "float32", "fp16": "float16",
+           "half": "float16", "bf16": "bfloat16", "fp8_e4m3fn": "float8_e4m3fn", "e4m3fn": "float8_e4m3fn",
+           "fp8_e5m2": "float8_e5m2", "e5m2": "float8_e5m2"}.get(key, key)
+    if key in ("float64", "float32", "float16"):
+        return np.dtype(key)
+    if key in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        return _ml_dtype(key)
+    if isinstance(name, np.dtype) or isinstance(name, type):
+        return np.dtype(name)
+    raise TypeError("exactref: unsupported dtype %r (supported: %s)" % (name, SUPPORTED))
+
+
+def format_of(dtype):
+    fmt = _BY_NAME.get(np.dtype(dtype).name)
+    if fmt is None:
+        raise TypeError("exactref: unsupported dtype %s (supported: %s)" % (np.dtype(dtype).name, SUPPORTED))
+    return fmt
+
+
+def to_numpy(x, name):
+    """numpy view of x; torch tensors are detached (CUDA ones copied to the host), low-precision torch dtypes are
+    reinterpreted as their ml_dtypes equivalents without copying."""
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        import torch
+        t = x.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        special = {torch.bfloat16: ("bfloat16", torch.int16), torch.float8_e4m3fn: ("float8_e4m3fn", torch.uint8),
+                   torch.float8_e5m2: ("float8_e5m2", torch.uint8)}
+        if t.dtype in special:
+            dname, raw = special[t.dtype]
+            return t.view(raw).numpy().view(_ml_dtype(dname))
+        return t.numpy()
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
+        return np.asarray(x)
+    raise TypeError("exactref: %s must be a numpy array or a torch tensor, not %s" % (name, type(x).__name__))
+
+
+class View:
+    """An exactref tensor view over a numpy array (kept alive with the view)."""
+
+    def __init__(self, arr, name, writable=False):
+        if arr.ndim < 1 or arr.ndim > _lib.MAX_DIMS:
+            raise ValueError("exactref: %s has %d dimensions; exactref takes 1 to %d" % (name, arr.ndim, _lib.MAX_DIMS))
+        fmt = format_of(arr.dtype)
+        isz = arr.dtype.itemsize
+        if any(s < 0 or s % isz for s in arr.strides):
+            if writable:
+                raise ValueError("exactref: %s has a layout exactref cannot write through (negative or partial-element strides)" % name)
+            arr = np.ascontiguousarray(arr)
+        self.array = arr
+        self.format = fmt
+        shape = (ctypes.c_int64 * arr.ndim)(*arr.shape)
+        strides = (ctypes.c_int64 * arr.ndim)(*[s // isz for s in arr.strides])
+        self.buf = ctypes.create_string_buffer(_lib.TENSOR_SIZE)
+        data = arr.ctypes.data if arr.size else None
+        check(_lib.lib.er_tensor_view(self.buf, fmt, arr.ndim, shape, strides, data))

@@ -1,0 +1,72 @@
+"""Loading libexactref and declaring the C functions the bindings call (the public C API only)."""
+import ctypes
+import ctypes.util
+import glob
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates():
+    env = os.environ.get("EXACTREF_LIBRARY")
+    if env:
+        yield env
+    for path in sorted(glob.glob(os.path.join(_HERE, "libexactref.so*"))):
+        yield path
+    found = ctypes.util.find_library("exactref")
+    if found:
+        yield found
+    yield "libexactref.so.0"
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            errors.append("%s: %s" % (path, e))
+            if path == os.environ.get("EXACTREF_LIBRARY"):
+                break  # an explicit choice that fails is an error, not a hint to look elsewhere
+    raise ImportError("exactref: cannot load libexactref (set EXACTREF_LIBRARY to the library's path, or install "
+                      "it where the system finds it). Tried:\n  " + "\n  ".join(errors))
+
+
+lib, path = _load()
+
+c_int64_p = ctypes.POINTER(ctypes.c_int64)
+_sig = {
+    "er_version": (ctypes.c_char_p, []),
+    "er_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_last_error": (ctypes.c_char_p, []),
+    "er_format_from_name": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
+    "er_tensor_sizeof": (ctypes.c_size_t, []),
+    "er_tensor_view": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, c_int64_p, c_int64_p, ctypes.c_void_p]),
+    "er_standard_sizeof": (ctypes.c_size_t, []),
+    "er_standard_parse": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]),
+    "er_standard_format": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_matmul": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p]),
+    "er_ref_free": (None, [ctypes.c_void_p]),
+    "er_ref_shape": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), c_int64_p]),
+    "er_covers": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    "er_emulate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    "er_report_sizeof": (ctypes.c_size_t, []),
+    "er_report_clear": (None, [ctypes.c_void_p]),
+    "er_report_text": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_report_json": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_report_numel": (ctypes.c_int64, [ctypes.c_void_p]),
+    "er_report_count": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int]),
+    "er_report_failed": (ctypes.c_int64, [ctypes.c_void_p]),
+    "er_report_classes": (ctypes.POINTER(ctypes.c_uint8), [ctypes.c_void_p]),
+    "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
+}
+for _name, (_res, _args) in _sig.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+MAX_DIMS = 8
+CLASS_COUNT = 8
+TENSOR_SIZE = lib.er_tensor_sizeof()
+STANDARD_SIZE = lib.er_standard_sizeof()
+REPORT_SIZE = lib.er_report_sizeof()

@@ -1,0 +1,9 @@
+"""pytest setup: test the package in this tree against the library EXACTREF_LIBRARY names (make test sets it to
+the fresh build; by default the repository's build/ folder)."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
+os.environ.setdefault("EXACTREF_LIBRARY", os.path.join(ROOT, "build", "libexactref.so"))

@@ -1,0 +1,171 @@
+"""The Python package against the C library: verdicts, dtypes, layouts, emulation, errors, installation."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import exactref as er
+
+from conftest import ROOT
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+def ints(rng, shape, lo=-8, hi=8):
+    """Small integers: every product and sum is exact in fp16/bf16/fp32, so the exact result is known."""
+    return rng.integers(lo, hi, size=shape).astype(np.float64)
+
+
+def test_covers_pass_and_fail():
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((6, 40)).astype(np.float16)
+    B = rng.standard_normal((40, 5)).astype(np.float16)
+    out = A.astype(np.float32) @ B.astype(np.float32)
+    ref = er.matmul(A, B)
+    res = ref.covers(out, standard="any_order", compute="float32")
+    assert res.all() and res.n_failed == 0
+    assert res.classes.shape == (6, 5) and res.classes.dtype == np.uint8
+    assert set(np.unique(res.classes)) <= {0, 1}
+    assert res.counts["exact"] + res.counts["covered"] == 30
+    assert "PASS" in str(res) and res.worst is None
+    res.assert_all()
+    bad = out.copy()
+    bad[2, 3] += 1.0
+    res = ref.covers(bad)
+    assert not res.all() and res.n_failed == 1
+    assert res.classes[2, 3] == er.CLASSES.index("outside")
+    assert res.worst["coord"] == [2, 3] and res.worst["class"] == "outside"
+    assert res.worst["lo"] <= res.worst["exact"] <= res.worst["hi"]
+    with pytest.raises(AssertionError, match=r"\[2, 3\] = .* is outside"):
+        res.assert_all()
+
+
+@pytest.mark.parametrize("din", ["float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("dout", ["float16", "bfloat16", "float32", "float64"])
+def test_dtypes_exact(din, dout):
+    rng = np.random.default_rng(2)
+    A64, B64 = ints(rng, (4, 9), -4, 4), ints(rng, (9, 3), -4, 4)
+    exact = A64 @ B64  # exact: small integers
+    dt_in = np.dtype(getattr(ml_dtypes, din)) if din in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else np.dtype(din)
+    dt_out = np.dtype(getattr(ml_dtypes, dout)) if dout == "bfloat16" else np.dtype(dout)
+    res = er.matmul(A64.astype(dt_in), B64.astype(dt_in)).covers(exact.astype(dt_out))
+    assert res.counts["exact"] == 12, str(res)
+    wrong = exact.copy()
+    wrong[0, 0] += 1
+    assert not er.matmul(A64.astype(dt_in), B64.astype(dt_in)).covers(wrong.astype(dt_out)).all()
+
+
+def test_layouts_zero_copy_and_strided():
+    rng = np.random.default_rng(3)
+    big = ints(rng, (20, 30)).astype(np.float32)
+    A = big[2:8, ::2]          # strided rows and columns
+    B = ints(rng, (4, 15)).astype(np.float32).T   # transposed
+    Bc = np.ascontiguousarray(B)
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    out_big = np.zeros((8, 12), np.float32)
+    out = out_big[1:7, ::3]     # strided output
+    out[...] = exact
+    assert er.matmul(A, B).covers(out).counts["exact"] == 24
+    assert er.matmul(A[:, ::-1], Bc[::-1]).covers(out).counts["exact"] == 24  # negative strides: copied
+    assert er.matmul(np.asfortranarray(A), Bc).covers(np.asfortranarray(out)).all()
+
+
+def test_batched_and_vectors():
+    rng = np.random.default_rng(4)
+    A = ints(rng, (2, 1, 3, 5)).astype(np.float16)
+    B = ints(rng, (4, 5, 2)).astype(np.float16)
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    assert exact.shape == (2, 4, 3, 2)
+    ref = er.matmul(A, B)
+    assert ref.shape == exact.shape
+    assert ref.covers(exact.astype(np.float32)).counts["exact"] == exact.size
+    v = ints(rng, (5,)).astype(np.float32)
+    assert er.matmul(v, v).covers(np.float32(v @ v)).all()
+    assert er.matmul(A[0, 0], v).covers((A[0, 0].astype(np.float64) @ v).astype(np.float32)).all()
+    assert er.matmul(v, B[0]).shape == (2,)
+
+
+def test_emulate_bit_for_bit():
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((7, 300)).astype(np.float32)
+    B = rng.standard_normal((300, 6)).astype(np.float32)
+    acc = np.zeros((7, 6), np.float32)
+    for k in range(300):              # numpy's float32 ops round once each: a sequential loop without FMA
+        acc = acc + A[:, k, None] * B[None, k, :]
+    ref = er.matmul(A, B)
+    got = ref.emulate("sequential", compute="float32", fma="never", dtype="float32")
+    assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), acc.view(np.uint32))
+    assert ref.covers(acc, standard="sequential", compute="float32", fma=False).all()
+    assert not ref.covers(acc, standard="sequential", compute="float32", fma=True).all()
+    got16 = ref.emulate("blocked:32", fma="never", dtype="bfloat16")
+    assert got16.dtype.name == "bfloat16"
+
+
+def test_errors():
+    A = np.ones((3, 4), np.float32)
+    B = np.ones((4, 2), np.float32)
+    with pytest.raises(TypeError, match="unsupported dtype int32"):
+        er.matmul(A.astype(np.int32), B)
+    with pytest.raises(ValueError, match="A has 4 columns but B has 3 rows"):
+        er.matmul(A, np.ones((3, 2), np.float32))
+    with pytest.raises(ValueError, match="scalar"):
+        er.matmul(np.float32(1), B)
+    ref = er.matmul(A, B)
+    with pytest.raises(ValueError, match=r"out has shape \(2, 3\) but matmul produces \(3, 2\)"):
+        ref.covers(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError) as e:
+        ref.covers(np.zeros((3, 2), np.float32), standard="blocked:0")
+    assert e.value.status == "ER_ERR_STANDARD" and "positive integer" in str(e.value)
+    with pytest.raises(ValueError, match="unknown option 'acc'"):
+        ref.covers(np.zeros((3, 2), np.float32), acc="fp32")
+    with pytest.raises(ValueError, match="fully fixed"):
+        ref.emulate("any_order")
+    with pytest.raises(TypeError, match="standard must be a string"):
+        ref.covers(np.zeros((3, 2), np.float32), standard=3)
+    with pytest.raises(TypeError, match="must be a numpy array or a torch tensor"):
+        er.matmul(object(), B)
+
+
+def test_torch_tensors():
+    torch = pytest.importorskip("torch")
+    A = torch.randint(-4, 4, (3, 8)).to(torch.bfloat16)
+    B = torch.randint(-4, 4, (8, 2)).to(torch.bfloat16)
+    exact = (A.double() @ B.double()).float()
+    assert er.matmul(A, B).covers(exact).counts["exact"] == 6
+    assert er.matmul(A.t().contiguous().t(), B).covers(exact.to(torch.float16)).all()
+
+
+def test_library_errors_are_clear():
+    env = dict(os.environ, EXACTREF_LIBRARY="/nonexistent/libexactref.so")
+    r = subprocess.run([sys.executable, "-c", "import exactref"], env=env, capture_output=True, text=True,
+                       cwd=os.path.join(ROOT, "bindings", "python"))
+    assert r.returncode != 0 and "cannot load libexactref" in r.stderr and "EXACTREF_LIBRARY" in r.stderr
+
+
+def test_pip_install(tmp_path):
+    import shutil
+    src, target = tmp_path / "src", tmp_path / "site"
+    shutil.copytree(os.path.join(ROOT, "bindings", "python"), src,
+                    ignore=shutil.ignore_patterns("tests", "__pycache__", "build", "*.egg-info"))
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                        "--target", str(target), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    code = "import exactref, numpy as np; print(exactref.__file__); print(exactref.version())"
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(target)),
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(str(target)) and re.search(r"\d+\.\d+\.\d+", r.stdout)
+
+
+def test_guide_output():
+    """The Python guide shows what examples/python/splitk_matmul.py prints."""
+    guide = open(os.path.join(ROOT, "docs", "guides", "test-a-custom-kernel-python.md")).read()
+    block = guide.split("<!-- output of: splitk_matmul.py -->", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", "splitk_matmul.py")],
+                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python")),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip("\n") == block.rstrip("\n")
