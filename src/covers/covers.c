@@ -197,16 +197,20 @@ static void er_ctx_clear(er_covers_ctx *cx) {
     if (cx->have_acc) er__acc_free(&cx->acc);
 }
 
+/* The element offset of the row-major position idx in a strided view. */
+static int64_t er_offset(const er_tensor *t, int64_t idx) {
+    int64_t off = 0;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        off += (idx % t->shape[i]) * t->strides[i];
+        idx /= t->shape[i];
+    }
+    return off;
+}
+
 /* Classifies element idx against its set and records it in the report. */
 static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
     const er_tensor *out = cx->out;
-    int64_t rem = idx, off = 0;
-    for (int i = out->ndim - 1; i >= 0; i--) {
-        int64_t ci = rem % out->shape[i];
-        rem /= out->shape[i];
-        off += ci * out->strides[i];
-    }
-    double y = er__load(out, off), dist;
+    double y = er__load(out, er_offset(out, idx)), dist;
     er_class cls = er__classify(c, y, out->format, &dist);
     er_report *r = cx->rep;
     r->classes[idx] = (uint8_t)cls;
@@ -301,12 +305,7 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
     else if (!finite && c.pinf_ok + c.ninf_ok + c.nan_ok == 1) v = c.pinf_ok ? INFINITY : c.ninf_ok ? -INFINITY : NAN;
     else return er__fail(ER_ERR_INTERNAL, "the emulated set of element %lld is not a single value", (long long)idx);
     const er_tensor *t = cx->dst;
-    int64_t rem = idx, off = 0;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        int64_t ci = rem % t->shape[i];
-        rem /= t->shape[i];
-        off += ci * t->strides[i];
-    }
+    int64_t off = er_offset(t, idx);
     uint64_t bits;
     er_encode(&bits, t->format, v, ER_ROUND_NEAREST, cx->ov_out == ER_OVERFLOW_IEEE && !cx->O->has_inf ? ER_OVERFLOW_SATURATE : cx->ov_out);
     void *p = (char *)(uintptr_t)t->data + off * (er__fmt(t->format)->bits / 8);

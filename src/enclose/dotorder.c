@@ -113,6 +113,19 @@ static er_iv er_iv_from_cval(const er_cval *c) {
     return v;
 }
 
+/* The exact summary of the block a[0..n) . b[0..n). */
+static er_status er_block_summary(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b,
+                                  int64_t n, er_sum *sm) {
+    if (!pl->have_acc) {
+        ER_RETURN_IF_ERROR(er__acc_init(&pl->acc, env->base, env->top));
+        pl->have_acc = 1;
+    }
+    int special = 0;
+    for (int64_t k = 0; k < n && !special; k++) special = !isfinite(a[k]) || !isfinite(b[k]);
+    er__dot_summary(sm, &pl->acc, a, b, n, env->wide, special);
+    return ER_OK;
+}
+
 /* The sub-sum a[0..n) . b[0..n) from zero, in the inner order. */
 static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t n,
                            int any, er_iv *out) {
@@ -122,14 +135,8 @@ static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const doubl
         *out = acc;
         return ER_OK;
     }
-    if (!pl->have_acc) {
-        ER_RETURN_IF_ERROR(er__acc_init(&pl->acc, env->base, env->top));
-        pl->have_acc = 1;
-    }
-    int special = 0;
-    for (int64_t k = 0; k < n && !special; k++) special = !isfinite(a[k]) || !isfinite(b[k]);
     er_sum sm;
-    er__dot_summary(&sm, &pl->acc, a, b, n, env->wide, special);
+    ER_RETURN_IF_ERROR(er_block_summary(pl, env, a, b, n, &sm));
     const er_anyorder_bound *bd;
     ER_RETURN_IF_ERROR(er_bound_for(pl, n, &bd));
     er_cval c;
@@ -143,14 +150,8 @@ static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const doubl
  * at t = lo to the upper edge at t = hi, with one more term in the bound. */
 static er_status er_fused_block(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t n,
                                 er_iv *carry) {
-    if (!pl->have_acc) {
-        ER_RETURN_IF_ERROR(er__acc_init(&pl->acc, env->base, env->top));
-        pl->have_acc = 1;
-    }
-    int special = 0;
-    for (int64_t k = 0; k < n && !special; k++) special = !isfinite(a[k]) || !isfinite(b[k]);
     er_sum sm;
-    er__dot_summary(&sm, &pl->acc, a, b, n, env->wide, special);
+    ER_RETURN_IF_ERROR(er_block_summary(pl, env, a, b, n, &sm));
     if (sm.special || !isfinite(carry->lo) || !isfinite(carry->hi) || carry->nan) {
         /* infinities or NaN in play: every value is kept possible (sound, coarse) */
         int certain = isnan(carry->lo) && isnan(carry->hi);
@@ -248,6 +249,12 @@ static er_status er_grow(er_order_plan *pl, int64_t n) {
     return ER_OK;
 }
 
+/* The rounded product a*b as an interval (one value under rounding to nearest). */
+static er_iv er_prod_iv(const er_order_plan *pl, int wide, double a, double b) {
+    er_iv p = {er__round_prod(pl->F, a, b, wide, pl->lo_mode), er__round_prod(pl->F, a, b, wide, pl->hi_mode), 0};
+    return p;
+}
+
 /* numpy's pairwise summation (PW_BLOCKSIZE 128, 8-way unrolled blocks) over the rounded products. */
 static er_iv er_pairwise(const er_order_plan *pl, int wide, const double *a, const double *b, int64_t n) {
     const er_fmt_info *F = pl->F;
@@ -256,22 +263,17 @@ static er_iv er_pairwise(const er_order_plan *pl, int wide, const double *a, con
         res.lo = res.hi = 0.0;
         res.nan = 0;
         for (int64_t i = 0; i < n; i++) {
-            er_iv p = {er__round_prod(F, a[i], b[i], wide, pl->lo_mode), er__round_prod(F, a[i], b[i], wide, pl->hi_mode), 0};
+            er_iv p = er_prod_iv(pl, wide, a[i], b[i]);
             er_iv_add(pl, F, &res, &p);
         }
         return res;
     }
     if (n <= 128) {
-        for (int j = 0; j < 8; j++) {
-            t[j].lo = er__round_prod(F, a[j], b[j], wide, pl->lo_mode);
-            t[j].hi = er__round_prod(F, a[j], b[j], wide, pl->hi_mode);
-            t[j].nan = 0;
-        }
+        for (int j = 0; j < 8; j++) t[j] = er_prod_iv(pl, wide, a[j], b[j]);
         int64_t i;
         for (i = 8; i < n - (n % 8); i += 8)
             for (int j = 0; j < 8; j++) {
-                er_iv p = {er__round_prod(F, a[i + j], b[i + j], wide, pl->lo_mode),
-                           er__round_prod(F, a[i + j], b[i + j], wide, pl->hi_mode), 0};
+                er_iv p = er_prod_iv(pl, wide, a[i + j], b[i + j]);
                 er_iv_add(pl, F, &t[j], &p);
             }
         er_iv_add(pl, F, &t[0], &t[1]);
@@ -283,7 +285,7 @@ static er_iv er_pairwise(const er_order_plan *pl, int wide, const double *a, con
         er_iv_add(pl, F, &t[0], &t[4]);
         res = t[0];
         for (; i < n; i++) {
-            er_iv p = {er__round_prod(F, a[i], b[i], wide, pl->lo_mode), er__round_prod(F, a[i], b[i], wide, pl->hi_mode), 0};
+            er_iv p = er_prod_iv(pl, wide, a[i], b[i]);
             er_iv_add(pl, F, &res, &p);
         }
         return res;

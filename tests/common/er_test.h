@@ -115,6 +115,30 @@ static inline int er_same(double a, double b) {
     return a == b && signbit(a) == signbit(b);
 }
 
+/* Stores v (a value of f, or NaN/inf) as f's pattern at element i of a dense buffer; reads it back. */
+static inline void er_store(void *base, er_format f, int64_t i, double v) {
+    uint64_t bits;
+    er_encode(&bits, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    switch (er_format_storage_bits(f)) {
+    case 8: ((uint8_t *)base)[i] = (uint8_t)bits; break;
+    case 16: ((uint16_t *)base)[i] = (uint16_t)bits; break;
+    case 32: ((uint32_t *)base)[i] = (uint32_t)bits; break;
+    default: ((uint64_t *)base)[i] = bits; break;
+    }
+}
+static inline double er_load(const void *base, er_format f, int64_t i) {
+    uint64_t bits;
+    switch (er_format_storage_bits(f)) {
+    case 8: bits = ((const uint8_t *)base)[i]; break;
+    case 16: bits = ((const uint16_t *)base)[i]; break;
+    case 32: bits = ((const uint32_t *)base)[i]; break;
+    default: bits = ((const uint64_t *)base)[i]; break;
+    }
+    double v;
+    er_decode(&v, f, bits);
+    return v;
+}
+
 /* Check records every passing ck_assert (a write per call): hot loops use ER_REQUIRE, which only calls
  * into Check on failure. */
 #define ER_REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)

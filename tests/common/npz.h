@@ -113,6 +113,19 @@ static inline const npy_array *npz_find(const npz_file *z, const char *name) {
     return NULL;
 }
 
+#ifdef EXACTREF_EXACTREF_H
+/* An exactref view of an array (float16/32/64 natively; uint16 holds bfloat16 patterns). 0 if unsupported. */
+static inline int npz_view(er_tensor *t, const npy_array *a) {
+    er_format f;
+    if (strcmp(a->descr, "<f2") == 0) f = ER_FP16;
+    else if (strcmp(a->descr, "<f4") == 0) f = ER_FP32;
+    else if (strcmp(a->descr, "<f8") == 0) f = ER_FP64;
+    else if (strcmp(a->descr, "<u2") == 0) f = ER_BF16;
+    else return 0;
+    return er_tensor_view(t, f, a->ndim, a->shape, NULL, a->data) == ER_OK;
+}
+#endif
+
 static inline void npz_free(npz_file *z) { free(z->buf); free(z->arr); memset(z, 0, sizeof *z); }
 
 #endif

@@ -13,30 +13,6 @@ static const er_format inputs[] = {ER_FP16, ER_BF16, ER_FP32, ER_FP8_E4M3FN, ER_
 static const er_format outputs[] = {ER_FP32, ER_FP16, ER_BF16, ER_FP64};
 static const er_format partials[] = {ER_FP16, ER_BF16, ER_FP32};
 
-static void store(void *base, er_format f, int64_t i, double v) {
-    uint64_t bits;
-    er_encode(&bits, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
-    switch (er_format_storage_bits(f)) {
-    case 8: ((uint8_t *)base)[i] = (uint8_t)bits; break;
-    case 16: ((uint16_t *)base)[i] = (uint16_t)bits; break;
-    case 32: ((uint32_t *)base)[i] = (uint32_t)bits; break;
-    default: ((uint64_t *)base)[i] = bits; break;
-    }
-}
-
-static double load(const void *base, er_format f, int64_t i) {
-    uint64_t bits;
-    switch (er_format_storage_bits(f)) {
-    case 8: bits = ((const uint8_t *)base)[i]; break;
-    case 16: bits = ((const uint16_t *)base)[i]; break;
-    case 32: bits = ((const uint32_t *)base)[i]; break;
-    default: bits = ((const uint64_t *)base)[i]; break;
-    }
-    double v;
-    er_decode(&v, f, bits);
-    return v;
-}
-
 static double pw(emu *e, const double *p, int n);
 
 typedef struct trial {
@@ -168,7 +144,7 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
         double *ca = malloc(sizeof(double) * (size_t)K), *cb = malloc(sizeof(double) * (size_t)K);
         gen_vectors(fam, fa, fb, t.acc, K, a, b);
         uint64_t A[400], B[400], C[1], E[1];
-        for (int k = 0; k < K; k++) { store(A, fa, k, a[k]); store(B, fb, k, b[k]); }
+        for (int k = 0; k < K; k++) { er_store(A, fa, k, a[k]); er_store(B, fb, k, b[k]); }
         /* tf32: the implementation converts wide operands first (the test's own MPFR rounding) */
         mpfr_t x;
         mpfr_init2(x, 64);
@@ -190,7 +166,7 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
         mpfr_clear(x);
         emu_clear(&e);
         emu_clear(&ep);
-        store(C, fo, 0, y);
+        er_store(C, fo, 0, y);
         er_tensor tA, tB, tC, tE;
         er_tensor_view(&tA, fa, 2, (int64_t[]){1, K}, NULL, A);
         er_tensor_view(&tB, fb, 2, (int64_t[]){K, 1}, NULL, B);
@@ -213,7 +189,7 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
         if (er_standard_is_fixed(&t.std, fa, fb)) {
             fixed++;
             ER_REQUIRE(er_emulate(ref, &tE, &t.std) == ER_OK, "emulate: %s", er_last_error());
-            double got = load(E, fo, 0);
+            double got = er_load(E, fo, 0);
             if (!(er_same(got, y) || (isnan(got) && isnan(y)))) {
                 char name[200];
                 er_standard_format(&t.std, name, sizeof name, NULL);

@@ -9,22 +9,6 @@ static const er_format computes[] = {ER_FP32, ER_FP16, ER_BF16, ER_FP64};
 static const er_format inputs[] = {ER_FP16, ER_BF16, ER_FP32, ER_FP8_E4M3FN, ER_FP8_E5M2, ER_FP64, ER_TF32};
 static const er_format outputs[] = {ER_FP32, ER_FP16, ER_BF16, ER_FP64, ER_FP8_E4M3FN};
 
-static uint64_t encode(er_format f, double v) {
-    uint64_t bits;
-    er_encode(&bits, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
-    return bits;
-}
-
-static void store(void *base, er_format f, int64_t i, double v) {
-    uint64_t bits = encode(f, v);
-    switch (er_format_storage_bits(f)) {
-    case 8: ((uint8_t *)base)[i] = (uint8_t)bits; break;
-    case 16: ((uint16_t *)base)[i] = (uint16_t)bits; break;
-    case 32: ((uint32_t *)base)[i] = (uint32_t)bits; break;
-    default: ((uint64_t *)base)[i] = bits; break;
-    }
-}
-
 START_TEST(any_order_is_sound) {
     er_test_reseed(100);
     long trials = (long)(100000 * er_test_multiplier());
@@ -42,7 +26,7 @@ START_TEST(any_order_is_sound) {
         void *A = malloc(8 * (size_t)(M * K)), *B = malloc(8 * (size_t)(K * M)), *C = malloc(8 * (size_t)(M * M));
         for (int i = 0; i < M; i++) gen_vectors(fam, fa, fb, F, K, a + i * K, bcol + i * K);
         for (int i = 0; i < M; i++)
-            for (int k = 0; k < K; k++) { store(A, fa, i * K + k, a[i * K + k]); store(B, fb, k * M + i, bcol[i * K + k]); }
+            for (int k = 0; k < K; k++) { er_store(A, fa, i * K + k, a[i * K + k]); er_store(B, fb, k * M + i, bcol[i * K + k]); }
         emu e;
         emu_init(&e, F);
         double got[8];
@@ -56,7 +40,7 @@ START_TEST(any_order_is_sound) {
         }
         emu_clear(&e);
         /* Trial i is row i of A times column i of B, its result stored at C[i][i]: views pick them out. */
-        for (int i = 0; i < M; i++) store(C, fo, i * (M + 1), got[i]);
+        for (int i = 0; i < M; i++) er_store(C, fo, i * (M + 1), got[i]);
         for (int i = 0; i < M; i++) {
             er_tensor ta_i, tb_i, tc_i;
             er_tensor_view(&ta_i, fa, 2, (int64_t[]){1, K}, NULL, (const char *)A + (size_t)i * K * (er_format_storage_bits(fa) / 8));

@@ -5,17 +5,6 @@
 
 static const er_format fmts[] = {ER_FP16, ER_BF16, ER_FP32, ER_FP8_E4M3FN, ER_FP8_E5M2, ER_FP64, ER_TF32};
 
-static void store(void *base, er_format f, int64_t i, double v) {
-    uint64_t bits;
-    er_encode(&bits, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
-    switch (er_format_storage_bits(f)) {
-    case 8: ((uint8_t *)base)[i] = (uint8_t)bits; break;
-    case 16: ((uint16_t *)base)[i] = (uint16_t)bits; break;
-    case 32: ((uint32_t *)base)[i] = (uint32_t)bits; break;
-    default: ((uint64_t *)base)[i] = bits; break;
-    }
-}
-
 /* Exact sum of products of two strided vectors, at 4500 bits (products of doubles span < 4300 bits). */
 static int oracle_dot(mpfr_t s, const er_tensor *A, const int64_t *ia, int adim, const er_tensor *B, const int64_t *ib, int bdim, int64_t K) {
     mpfr_t p;
@@ -73,13 +62,13 @@ START_TEST(exact_agrees_with_mpfr) {
                 for (int64_t k = 0; k < K; k++) {
                     int64_t off = transA ? q * M * K + k * M + i : q * M * K + i * K + k;
                     if (fam == FAM_NORMAL && er_rand64() % 50 == 0) va[k] = (er_rand64() & 1) ? INFINITY : NAN;
-                    store(A, fa, off, va[k]);
+                    er_store(A, fa, off, va[k]);
                 }
             }
         for (int64_t q = 0; q < bb; q++)
             for (int64_t j = 0; j < N; j++) {
                 gen_vectors(fam, fa, fb, ER_FP32, (int)K, va, vb);
-                for (int64_t k = 0; k < K; k++) store(B, fb, q * K * ldb + k * ldb + j, vb[k]);
+                for (int64_t k = 0; k < K; k++) er_store(B, fb, q * K * ldb + k * ldb + j, vb[k]);
             }
         er_tensor tA, tB;
         int an = batched ? 3 : 2, bn = batched ? 3 : 2;
@@ -149,8 +138,8 @@ END_TEST
 static er_class classify1(const double *a, const double *b, int K, er_format fin, er_format fout, double y,
                           const char *opts, er_report *keep) {
     uint64_t A[64], B[64], C[1];
-    for (int k = 0; k < K; k++) { store(A, fin, k, a[k]); store(B, fin, k, b[k]); }
-    store(C, fout, 0, y);
+    for (int k = 0; k < K; k++) { er_store(A, fin, k, a[k]); er_store(B, fin, k, b[k]); }
+    er_store(C, fout, 0, y);
     er_tensor tA, tB, tC;
     er_tensor_view(&tA, fin, 2, (int64_t[]){1, K}, NULL, A);
     er_tensor_view(&tB, fin, 2, (int64_t[]){K, 1}, NULL, B);
