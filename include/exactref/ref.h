@@ -24,6 +24,13 @@ typedef struct er_ref er_ref;
  * [..., K, N], batch dimensions broadcast, C is [broadcast batch..., M, N]. A and B may have different
  * formats. On success *out holds a new reference (free with er_ref_free); on refusal *out is untouched. */
 ER_API er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B);
+/* Reductions of x over dimension `dim` (negative counts from the end): the output has x's shape without that
+ * dimension ([1] when x is a vector). x has at most 7 dimensions. sum and mean take every standard of a
+ * matmul (the products are x times an exact 1); mean divides by the length at the end (standard option
+ * mean=divide|reciprocal|either); max is exact (NaN if any element is NaN) and refuses an empty dimension. */
+ER_API er_status er_sum(er_ref **out, const er_tensor *x, int dim);
+ER_API er_status er_mean(er_ref **out, const er_tensor *x, int dim);
+ER_API er_status er_max(er_ref **out, const er_tensor *x, int dim);
 ER_API void er_ref_free(er_ref *ref);
 /* The shape of the op's output. shape must have room for ER_MAX_DIMS entries. */
 ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);

@@ -67,6 +67,8 @@ typedef struct er_standard {
     er_suborder inner, outer; /* ER_ORDER_BLOCKED and ER_ORDER_SPLIT */
     er_format partial;        /* ER_ORDER_SPLIT: format of the partials (ER_FORMAT_INVALID: the accumulator's) */
     er_tf32_conv tf32;        /* compute == ER_TF32: the input conversion */
+    int mean;                 /* mean: how the sum becomes the mean: 0 either (default), 1 divide (fl(s / n)),
+                                 2 reciprocal (fl(s * fl(1/n))) */
     int carry_fused;          /* ER_ORDER_BLOCKED: the running total is one more term of each block's sum
                                  (acc = acc + dot(block) fused, as tensor-core MMAs and Triton's tl.dot do);
                                  0: each block is summed from zero and then added */
@@ -80,7 +82,7 @@ ER_API er_status er_standard_init(er_standard *s);
  *   compute=fp32|fp16|bf16|fp64|tf32 (format names as er_format_from_name), fma=either|never|always,
  *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
- *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked).
+ *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

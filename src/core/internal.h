@@ -48,6 +48,9 @@ typedef struct er_fmt_info {
 
 /* NULL for an invalid format. */
 ER_INTERNAL const er_fmt_info *er__fmt(er_format f);
+/* The pseudo-format of the constant 1 a reduction multiplies by: precision 0, so that x * 1 counts as exact in
+ * an accumulator exactly when x's format fits in it (any-order.md, Lemma 3). Used only in the analysis. */
+ER_INTERNAL const er_fmt_info *er__fmt_one(void);
 
 /* Rounds (-1)^neg * (m + sticky*tiny) * 2^e to the format, where `sticky` says that bits below m's last bit
  * are nonzero. Resolves ER_OVERFLOW_DEFAULT first with er__overflow_rule. */
@@ -56,8 +59,12 @@ ER_INTERNAL double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, in
 ER_INTERNAL er_overflow er__overflow_rule(const er_fmt_info *fi, er_overflow ov);
 ER_INTERNAL double er__decode(const er_fmt_info *fi, uint64_t bits);
 ER_INTERNAL double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov);
-/* x (an mpfr_srcptr) correctly rounded to the format. */
+/* x (an mpfr_srcptr) correctly rounded to the format; with `sticky`, x stands for a value just beyond it (away
+ * from zero): x was truncated from it. */
 ER_INTERNAL double er__round_mpfr(const er_fmt_info *fi, const void *x, er_round mode, er_overflow ov);
+ER_INTERNAL double er__round_mpfr_sticky(const er_fmt_info *fi, const void *x, int sticky, er_round mode, er_overflow ov);
+/* x / n correctly rounded to the format (x a double, n > 0). */
+ER_INTERNAL double er__round_quotient(const er_fmt_info *fi, double x, int64_t n, er_round mode);
 
 /* x + y, a*b and a*b + y rounded once to the format (src/format/round.c); `wide` says a*b may not be an exact
  * double. Infinite operands follow IEEE (inf - inf is NaN). */
@@ -78,6 +85,9 @@ static inline double er__next_up(double x) {
 /* Upper bounds of a+b and a*b for nonnegative a, b (round to nearest is within half an ulp). */
 static inline double er__add_up(double a, double b) { return er__next_up(a + b); }
 static inline double er__mul_up(double a, double b) { return er__next_up(a * b); }
+
+/* er_standard_is_fixed on format descriptors (which may be er__fmt_one()). */
+ER_INTERNAL int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *a, const er_fmt_info *b);
 
 /* Checked int64 arithmetic: 0 on overflow. */
 static inline int er__mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }

@@ -95,9 +95,21 @@ static void er_map_inf(er_cset *c, const er_covers_ctx *cx, double inf) {
     if (r > c->hi) c->hi = r;
 }
 
-/* The output set from the compute-format set v (values of G), and the exact result from the summary. */
-static void er_cset_build(er_cset *c, const er_covers_ctx *cx, const er_cval *v, const er_sum *sm) {
-    const er_fmt_info *D = er__fmt(ER_FP64);
+/* The exact result of a summarised reduction, rounded to double and correctly rounded to the output format. */
+static void er_exact_of_sum(const er_covers_ctx *cx, const er_dotsum *sm, double *exact, double *rounded) {
+    if ((sm->special & ER_SPECIAL_NAN) || ((sm->special & ER_SPECIAL_PINF) && (sm->special & ER_SPECIAL_NINF))) {
+        *exact = *rounded = NAN;
+    } else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
+        *exact = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
+        *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out);
+    } else {
+        *exact = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        *rounded = er__round_core(cx->O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, cx->ov_out);
+    }
+}
+
+/* The output set from the compute-format set v, with the exact result (for any_order it joins the set). */
+static void er_cset_build(er_cset *c, const er_covers_ctx *cx, const er_cval *v, double exact, double rounded) {
     memset(c, 0, sizeof *c);
     c->lo = INFINITY;
     c->hi = -INFINITY;
@@ -110,22 +122,103 @@ static void er_cset_build(er_cset *c, const er_covers_ctx *cx, const er_cval *v,
     }
     if (v->pinf) er_map_inf(c, cx, INFINITY);
     if (v->ninf) er_map_inf(c, cx, -INFINITY);
-    /* The exact result, and its correct rounding to the output format. */
-    if ((sm->special & ER_SPECIAL_NAN) || ((sm->special & ER_SPECIAL_PINF) && (sm->special & ER_SPECIAL_NINF))) {
-        c->exact = c->rounded = NAN;
-    } else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
-        c->exact = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
-        c->rounded = er__round_double(cx->O, c->exact, ER_ROUND_NEAREST, cx->ov_out);
-    } else {
-        c->exact = er__round_core(D, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-        c->rounded = er__round_core(cx->O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, cx->ov_out);
-    }
+    c->exact = exact;
+    c->rounded = rounded;
     if (!cx->any || c->nan_req) return;
     /* any_order: the correctly rounded exact result belongs to the set (a kernel returning it is never wrong) */
     if (isnan(c->rounded)) c->nan_ok = 1;
     else if (isinf(c->rounded)) { if (c->rounded > 0) c->pinf_ok = 1; else c->ninf_ok = 1; }
     else if (c->lo > c->hi) c->lo = c->hi = c->rounded;
     else { if (c->rounded < c->lo) c->lo = c->rounded; if (c->rounded > c->hi) c->hi = c->rounded; }
+}
+
+/* mean: the sum's set v (values of F) divided by n, by fl(s / n), fl(s * fl(1/n)) or either, each monotone in
+ * s (docs/algorithms/reductions.md). */
+static void er_mean_cval(const er_covers_ctx *cx, er_cval *v, int64_t n) {
+    const er_fmt_info *F = cx->F;
+    int faithful = cx->std->rounding == ER_RND_FAITHFUL;
+    er_round lo_m = faithful ? ER_ROUND_DOWN : ER_ROUND_NEAREST, hi_m = faithful ? ER_ROUND_UP : ER_ROUND_NEAREST;
+    if (n == 0) { memset(v, 0, sizeof *v); v->lo = INFINITY; v->hi = -INFINITY; v->nan = v->nan_req = 1; return; }
+    if (v->lo > v->hi) return; /* only infinities or NaN: unchanged by a positive divisor */
+    double lo = INFINITY, hi = -INFINITY;
+    if (cx->std->mean != 2) {
+        lo = er__round_quotient(F, v->lo, n, lo_m);
+        hi = er__round_quotient(F, v->hi, n, hi_m);
+    }
+    if (cx->std->mean != 1) {
+        double rl = er__round_quotient(F, 1.0, n, lo_m), rh = er__round_quotient(F, 1.0, n, hi_m);
+        double l = er__round_prod(F, v->lo, v->lo < 0 ? rh : rl, 1, lo_m), h = er__round_prod(F, v->hi, v->hi < 0 ? rl : rh, 1, hi_m);
+        if (l < lo) lo = l;
+        if (h > hi) hi = h;
+    }
+    v->lo = lo;
+    v->hi = hi;
+}
+
+/* The exact mean S/n correctly rounded; S comes from the summary, recomputed exactly where its 64 bits do not
+ * decide the rounding. */
+static void er_exact_of_mean(const er_covers_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
+    int64_t n = cx->ref->K;
+    if (n == 0) { *exact = *rounded = NAN; return; }
+    er_exact_of_sum(cx, sm, exact, rounded);
+    if (isnan(*exact) || isinf(*exact) || sm->special) {
+        *exact = *exact / (double)n;
+        *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out);
+        return;
+    }
+    mpfr_t s, t;
+    mpfr_init2(s, 66);
+    mpfr_init2(t, 256);
+    double r[2], e = 0;
+    for (int up = 0; up < 2; up++) { /* S lies in [m, m + sticky) 2^e in magnitude */
+        mpfr_set_uj_2exp(s, sm->m, sm->e, MPFR_RNDN);
+        if (up && sm->sticky) { mpfr_set_ui_2exp(t, 1, sm->e, MPFR_RNDN); mpfr_add(s, s, t, MPFR_RNDN); }
+        if (sm->neg) mpfr_neg(s, s, MPFR_RNDN);
+        int inex = mpfr_div_ui(t, s, (unsigned long)n, MPFR_RNDZ);
+        r[up] = er__round_mpfr_sticky(cx->O, t, inex != 0 || (up == 0 && sm->sticky), ER_ROUND_NEAREST, cx->ov_out);
+        if (!up) e = mpfr_get_d(t, MPFR_RNDN);
+    }
+    if (!(r[0] == r[1] || (isnan(r[0]) && isnan(r[1])))) {
+        /* the rounding is not decided by the summary: the exact sum, from the operands */
+        mpfr_t x;
+        mpfr_init2(x, 2);
+        er__matmul_exact_mpfr(cx->ref, idx, x);
+        mpfr_set_prec(t, mpfr_get_prec(x) + 64);
+        int inex = mpfr_div_ui(t, x, (unsigned long)n, MPFR_RNDZ);
+        r[0] = er__round_mpfr_sticky(cx->O, t, inex != 0, ER_ROUND_NEAREST, cx->ov_out);
+        mpfr_clear(x);
+    }
+    *exact = e;
+    *rounded = r[0];
+    mpfr_clear(s);
+    mpfr_clear(t);
+}
+
+/* The set and exact result of one element from its summary and, for fixed orders, its accumulator set v. */
+static void er_finish(er_covers_ctx *cx, er_cset *c, er_cval *v, const er_dotsum *sm, int64_t idx) {
+    double exact, rounded;
+    if (cx->ref->op == ER_OP_MEAN) {
+        er_mean_cval(cx, v, cx->ref->K);
+        er_exact_of_mean(cx, sm, idx, &exact, &rounded);
+    } else {
+        er_exact_of_sum(cx, sm, &exact, &rounded);
+    }
+    er_cset_build(c, cx, v, exact, rounded);
+}
+
+/* max: exact, so its set is the one value (NaN when an element is NaN), converted to the output format. */
+static void er_max_set(er_covers_ctx *cx, er_cset *c, const double *a, int64_t K) {
+    double m = a[0];
+    int nan = 0;
+    for (int64_t k = 0; k < K; k++) {
+        if (isnan(a[k])) nan = 1;
+        else if (isnan(m) || a[k] > m) m = a[k];
+    }
+    er_cval v;
+    if (nan) er__cval_from_interval(&v, NAN, NAN, 1, er__fmt(ER_FP64));
+    else er__cval_from_interval(&v, m, m, 0, er__fmt(ER_FP64));
+    double rounded = nan ? NAN : er__round_double(cx->O, m, ER_ROUND_NEAREST, cx->ov_out);
+    er_cset_build(c, cx, &v, nan ? NAN : m, rounded);
 }
 
 static void er_fill_element(er_element *el, const er_ref *r, int64_t idx, er_class cls, double y, const er_cset *c,
@@ -159,8 +252,12 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
         int na = 0, nb = 0;
         for (int i = 0; i < out->ndim; i++) na += snprintf(a + na, sizeof a - (size_t)na, "%s%lld", i ? ", " : "", (long long)out->shape[i]);
         for (int i = 0; i < ref->ndim; i++) nb += snprintf(b + nb, sizeof b - (size_t)nb, "%s%lld", i ? ", " : "", (long long)ref->shape[i]);
-        return er__fail(ER_ERR_OUTPUT, "the output has shape [%s] but the matmul produces [%s]", a, b);
+        return er__fail(ER_ERR_OUTPUT, "the output has shape [%s] but the %s produces [%s]", a, er__op_name(ref), b);
     }
+    if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
+    if (ref->op != ER_OP_MEAN && std->mean != 0)
+        return er__fail(ER_ERR_STANDARD, "mean= applies to mean only, not to %s", er__op_name(ref));
     const er_fmt_info *O = er__fmt(out->format);
     if (std->out_overflow == ER_OVERFLOW_IEEE && !O->has_inf)
         return er__fail(ER_ERR_STANDARD, "overflow=ieee does not apply to output format %s, which has no infinity", O->name);
@@ -179,13 +276,13 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->worst_dist = -1;
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
+    const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
+    const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
     if (cx->any) {
-        er_status st = er__anyorder_bound(&cx->bd, er__fmt(er__operand_format(ref->A.format, conv)),
-                                          er__fmt(er__operand_format(ref->B.format, conv)), cx->F, ref->K,
-                                          std->rounding == ER_RND_FAITHFUL);
+        er_status st = er__anyorder_bound(&cx->bd, fa, fb, cx->F, ref->K, std->rounding == ER_RND_FAITHFUL);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
     } else {
-        er__order_plan_init(&cx->plan, std, ref->A.format, ref->B.format);
+        er__order_plan_init(&cx->plan, std, fa, fb);
         cx->have_plan = 1;
     }
     return ER_OK;
@@ -228,13 +325,14 @@ static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
 
 /* The output set of one element from its operand vectors (fixed orders, or any order over converted
  * operands). */
-static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, const double *a, const double *b,
-                                int64_t K, int special, er_cset *c) {
+static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, int64_t idx, const double *a,
+                                const double *b, int64_t K, int special, er_cset *c) {
+    if (cx->ref->op == ER_OP_MAX) { er_max_set(cx, c, a, K); return ER_OK; }
     if (!cx->have_acc) {
         ER_RETURN_IF_ERROR(er__acc_init(&cx->acc, env->base, env->top));
         cx->have_acc = 1;
     }
-    er_sum sm;
+    er_dotsum sm;
     er__dot_summary(&sm, &cx->acc, a, b, K, env->wide, special);
     er_cval v;
     if (cx->any) {
@@ -243,7 +341,7 @@ static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, const 
         const er_fmt_info *G;
         ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &v, &G));
     }
-    er_cset_build(c, cx, &v, &sm);
+    er_finish(cx, c, &v, &sm, idx);
     return ER_OK;
 }
 
@@ -251,7 +349,7 @@ static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, con
                               int64_t K, int special) {
     er_covers_ctx *cx = vcx;
     er_cset c;
-    ER_RETURN_IF_ERROR(er_element_set(cx, env, a, b, K, special, &c));
+    ER_RETURN_IF_ERROR(er_element_set(cx, env, idx, a, b, K, special, &c));
     er_record(cx, idx, &c);
     return ER_OK;
 }
@@ -264,7 +362,7 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     memset(&r, 0, sizeof r);
     r.classes = malloc((size_t)(ref->n ? ref->n : 1));
     if (!r.classes) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)ref->n);
-    snprintf(r.op, sizeof r.op, "matmul");
+    snprintf(r.op, sizeof r.op, "%s", er__op_name(ref));
     er_standard_format(std, r.standard, sizeof r.standard, NULL);
     r.out_format = out->format;
     r.ndim = ref->ndim;
@@ -274,13 +372,13 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     er_status st = er_ctx_init(&cx, ref, out, std);
     if (st != ER_OK) { free(r.classes); return st; }
     cx.rep = &r;
-    if (cx.any && std->compute != ER_TF32) {
+    if (cx.any && std->compute != ER_TF32 && ref->op != ER_OP_MAX) {
         /* the reference's cached exact summaries are those of this standard */
         for (int64_t idx = 0; idx < ref->n; idx++) {
             er_cval v;
             er_cset c;
             er__anyorder_cval(&v, &cx.bd, cx.F, &ref->sums[idx], &cx.w);
-            er_cset_build(&c, &cx, &v, &ref->sums[idx]);
+            er_finish(&cx, &c, &v, &ref->sums[idx], idx);
             er_record(&cx, idx, &c);
         }
     } else {
@@ -297,7 +395,7 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
                                int64_t K, int special) {
     er_covers_ctx *cx = vcx;
     er_cset c;
-    ER_RETURN_IF_ERROR(er_element_set(cx, env, a, b, K, special, &c));
+    ER_RETURN_IF_ERROR(er_element_set(cx, env, idx, a, b, K, special, &c));
     double v;
     int finite = c.lo <= c.hi;
     if (c.nan_req) v = NAN;
@@ -321,12 +419,16 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
 er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
     er__ok();
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
-    if (!er_standard_is_fixed(std, ref->A.format, ref->B.format)) {
+    int fixed = ref->op == ER_OP_MAX ||
+                (er__standard_is_fixed_info(std, er__fmt(ref->A.format), ref->b_is_one ? er__fmt_one() : er__fmt(ref->B.format)) &&
+                 (ref->op != ER_OP_MEAN || std->mean != 0));
+    if (!fixed) {
         char name[160];
         er_standard_format(std, name, sizeof name, NULL);
         const char *why = std->order == ER_ORDER_ANY ? "any_order leaves the order free"
                         : std->rounding != ER_RND_NEAREST ? "faithful rounding leaves each rounding free"
                         : (std->inner == ER_SUB_ANY || std->outer == ER_SUB_ANY) ? "inner=any or outer=any leaves an order free"
+                        : (ref->op == ER_OP_MEAN && std->mean == 0) ? "mean=either leaves the division free (state mean=divide or mean=reciprocal)"
                         : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
     }
@@ -350,7 +452,7 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
     if (!O) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
     int64_t idx;
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
-    const er_sum *sm = &ref->sums[idx];
+    const er_dotsum *sm = &ref->sums[idx];
     double e, rd;
     if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) e = rd = NAN;
     else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {

@@ -64,7 +64,7 @@ void er__edge_scratch_clear(er_edge_scratch *w) { mpfr_clears(w->s, w->b, w->x, 
 /* up = 0: RU_F(S_lo - B); up = 1: RD_F(S_hi + B), where S_lo <= S <= S_hi come from the summary. The
  * difference is rounded outward at 128 bits before the rounding to F: by monotonicity the result can only
  * be further out than RU_F(S - B) (resp. RD_F(S + B)), never inside it (any-order.md, Lemma 4). */
-static double er_edge(er_edge_scratch *w, const er_fmt_info *F, const er_sum *sm, double B, int up) {
+static double er_edge(er_edge_scratch *w, const er_fmt_info *F, const er_dotsum *sm, double B, int up) {
     if (sm->m == 0) {
         mpfr_set_zero(w->s, 1);
     } else {
@@ -94,7 +94,7 @@ void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_
     if (lo == INFINITY || hi == -INFINITY) { c->lo = INFINITY; c->hi = -INFINITY; } /* only infinities */
 }
 
-void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_sum *sm,
+void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_dotsum *sm,
                        er_edge_scratch *w) {
     memset(c, 0, sizeof *c);
     c->lo = INFINITY;

@@ -36,7 +36,7 @@ ER_INTERNAL void er__edge_scratch_init(er_edge_scratch *w);
 ER_INTERNAL void er__edge_scratch_clear(er_edge_scratch *w);
 
 /* The any-order set in F of the reduction summarised by sm (Theorems 2, 3 and 5, special terms). */
-ER_INTERNAL void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_sum *sm,
+ER_INTERNAL void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_dotsum *sm,
                                    er_edge_scratch *w);
 /* An extended interval [lo, hi] (endpoints may be infinite) and a NaN flag, as a set of values of F. */
 ER_INTERNAL void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_fmt_info *F);

@@ -14,14 +14,15 @@
 #include <stdlib.h>
 #include "enclose/dotorder.h"
 
-er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, er_format fa, er_format fb) {
+er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, const er_fmt_info *fa, const er_fmt_info *fb) {
     memset(pl, 0, sizeof *pl);
     pl->std = *std;
     int tf32 = std->compute == ER_TF32;
     pl->F = er__fmt(tf32 ? ER_FP32 : std->compute);
     pl->P = std->partial != ER_FORMAT_INVALID ? er__fmt(std->partial) : pl->F;
-    pl->fa = er__fmt(tf32 && er__fmt(fa)->p > 11 ? ER_TF32 : fa);
-    pl->fb = er__fmt(tf32 && er__fmt(fb)->p > 11 ? ER_TF32 : fb);
+    const er_fmt_info *tf = er__fmt(ER_TF32);
+    pl->fa = tf32 && fa->p > tf->p ? tf : fa;
+    pl->fb = tf32 && fb->p > tf->p ? tf : fb;
     int faithful = std->rounding == ER_RND_FAITHFUL;
     pl->lo_mode = faithful ? ER_ROUND_DOWN : ER_ROUND_NEAREST;
     pl->hi_mode = faithful ? ER_ROUND_UP : ER_ROUND_NEAREST;
@@ -115,7 +116,7 @@ static er_iv er_iv_from_cval(const er_cval *c) {
 
 /* The exact summary of the block a[0..n) . b[0..n). */
 static er_status er_block_summary(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b,
-                                  int64_t n, er_sum *sm) {
+                                  int64_t n, er_dotsum *sm) {
     if (!pl->have_acc) {
         ER_RETURN_IF_ERROR(er__acc_init(&pl->acc, env->base, env->top));
         pl->have_acc = 1;
@@ -135,7 +136,7 @@ static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const doubl
         *out = acc;
         return ER_OK;
     }
-    er_sum sm;
+    er_dotsum sm;
     ER_RETURN_IF_ERROR(er_block_summary(pl, env, a, b, n, &sm));
     const er_anyorder_bound *bd;
     ER_RETURN_IF_ERROR(er_bound_for(pl, n, &bd));
@@ -150,7 +151,7 @@ static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const doubl
  * at t = lo to the upper edge at t = hi, with one more term in the bound. */
 static er_status er_fused_block(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t n,
                                 er_iv *carry) {
-    er_sum sm;
+    er_dotsum sm;
     ER_RETURN_IF_ERROR(er_block_summary(pl, env, a, b, n, &sm));
     if (sm.special || !isfinite(carry->lo) || !isfinite(carry->hi) || carry->nan) {
         /* infinities or NaN in play: every value is kept possible (sound, coarse) */

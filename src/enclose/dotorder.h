@@ -24,7 +24,9 @@ typedef struct er_order_plan {
     int64_t tcap;
 } er_order_plan;
 
-ER_INTERNAL er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, er_format fa, er_format fb);
+/* fa, fb: the operands' format descriptors (er__fmt_one() for the constant 1 of a reduction). */
+ER_INTERNAL er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, const er_fmt_info *fa,
+                                          const er_fmt_info *fb);
 ER_INTERNAL void er__order_plan_clear(er_order_plan *pl);
 /* The set in the accumulator (or partial) format of sum_k a[k] b[k] under the plan's standard (not any_order). */
 ER_INTERNAL er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b,

@@ -25,13 +25,13 @@ enum { ER_SPECIAL_NAN = 1, ER_SPECIAL_PINF = 2, ER_SPECIAL_NINF = 4 };
  * (-1)^neg (m + frac) 2^e (frac in [0,1), nonzero iff sticky; m = 0 for S = 0), upper bounds of the sums of
  * the positive products and of the magnitudes of the negative ones, and the special terms present
  * (a NaN or inf*0 product, +inf and -inf products). 32 bytes. */
-typedef struct er_sum {
+typedef struct er_dotsum {
     uint64_t m;
     int32_t e;
     uint8_t neg, sticky, special, pad;
     double pos, negs;
-} er_sum;
-_Static_assert(sizeof(er_sum) == 32, "er_sum layout");
+} er_dotsum;
+_Static_assert(sizeof(er_dotsum) == 32, "er_dotsum layout");
 
 /* The digit range a dot product of vectors with these exponent ranges needs (see er__dot_summary). */
 typedef struct er_dot_env {
@@ -40,7 +40,7 @@ typedef struct er_dot_env {
 } er_dot_env;
 
 /* The summary of sum_k a[k] b[k] (a, b decoded doubles; NaN and infinities allowed when special_path). */
-ER_INTERNAL void er__dot_summary(er_sum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
+ER_INTERNAL void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
                                  int special_path);
 
 /* Digits for every bit position in [base, top), plus headroom. ER_ERR_NOMEM if the span is absurd. */

@@ -1,4 +1,4 @@
-/* dot.c: the exact summary of a dot product (see er_sum in accum.h): the products added into the long
+/* dot.c: the exact summary of a dot product (see er_dotsum in accum.h): the products added into the long
  * accumulator, and rounded-up sums of the positive and negative products (docs/algorithms/any-order.md,
  * Lemma 4). Products of two non-fp64 values are exact doubles (precision 2*24 <= 53, exponents within
  * [-298, 256]); fp64 operands take a 106-bit integer path. */
@@ -16,7 +16,7 @@ static void er_add_product_u128(er_acc *acc, double a, double b) {
 }
 
 /* The summary of one dot product: a and b walk K contiguously. */
-void er__dot_summary(er_sum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
+void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
                      int special_path) {
     double pos = 0, negs = 0;
     uint8_t special = 0;

@@ -19,6 +19,9 @@ static const er_fmt_info er_formats[ER_FORMAT_COUNT] = {
     [ER_FP8_E5M2] = {ER_FP8_E5M2, "fp8_e5m2", 8, 5, 2, 15, 3, -14, 15, 1, 0, 0x1.cp+15, 0x1p-14, 0x1p-16, ER_OVERFLOW_IEEE},
 };
 
+static const er_fmt_info er_one = {ER_FORMAT_INVALID, "one", 8, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0, 1.0, ER_OVERFLOW_SATURATE};
+const er_fmt_info *er__fmt_one(void) { return &er_one; }
+
 const er_fmt_info *er__fmt(er_format f) {
     if ((int)f <= 0 || (int)f >= ER_FORMAT_COUNT) return NULL;
     return &er_formats[f];

@@ -86,6 +86,10 @@ double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overf
 }
 
 double er__round_mpfr(const er_fmt_info *fi, const void *xv, er_round mode, er_overflow ov) {
+    return er__round_mpfr_sticky(fi, xv, 0, mode, ov);
+}
+
+double er__round_mpfr_sticky(const er_fmt_info *fi, const void *xv, int sticky, er_round mode, er_overflow ov) {
     mpfr_srcptr x = xv;
     if (mpfr_nan_p(x)) return NAN;
     if (mpfr_inf_p(x)) return er__round_double(fi, mpfr_sgn(x) < 0 ? -INFINITY : INFINITY, mode, ov);
@@ -103,7 +107,18 @@ double er__round_mpfr(const er_fmt_info *fi, const void *xv, er_round mode, er_o
     mpz_export(&m, NULL, -1, sizeof m, 0, 0, z); /* |z| < 2^64 */
     mpz_clear(z);
     mpfr_clear(t);
-    return er__round_core(fi, neg, m, (int64_t)e, inexact != 0, mode, ov);
+    return er__round_core(fi, neg, m, (int64_t)e, inexact != 0 || sticky, mode, ov);
+}
+
+double er__round_quotient(const er_fmt_info *fi, double x, int64_t n, er_round mode) {
+    if (!isfinite(x) || n == 0) return er__round_double(fi, x / (double)n, mode, ER_OVERFLOW_IEEE);
+    mpfr_t t;
+    mpfr_init2(t, 128);
+    mpfr_set_d(t, x, MPFR_RNDN);                                  /* exact */
+    int inexact = mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDZ);  /* toward zero, the rest as a sticky bit */
+    double r = mpfr_zero_p(t) ? x / (double)n : er__round_mpfr_sticky(fi, t, inexact != 0, mode, ER_OVERFLOW_IEEE);
+    mpfr_clear(t);
+    return r;
 }
 
 er_status er_round_mpfr(double *out, er_format f, mpfr_srcptr x, er_round mode, er_overflow ov) {

@@ -175,7 +175,7 @@ er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx
 }
 
 /* er__matmul_foreach callback of er_matmul: the exact summaries. */
-typedef struct er_sum_ctx { er_sum *sums; er_acc acc; int have_acc; } er_sum_ctx;
+typedef struct er_sum_ctx { er_dotsum *sums; er_acc acc; int have_acc; } er_sum_ctx;
 
 static er_status er_sum_cb(void *vctx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
                            int64_t K, int special) {
@@ -195,6 +195,10 @@ er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     ER_CHECK_NULL(B, "B");
     ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
     ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
+    return er__matmul_build(out, A, B);
+}
+
+er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) {
     er_mm_plan pl;
     memset(&pl, 0, sizeof pl);
     ER_RETURN_IF_ERROR(er_mm_shapes(&pl, A, B));
@@ -202,7 +206,7 @@ er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     if (n > (INT64_C(1) << 36))
         return er__fail(ER_ERR_NOMEM, "an output of %lld elements is too large for one reference", (long long)n);
     er_ref *r = calloc(1, sizeof *r);
-    er_sum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
+    er_dotsum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
     if (!r || !sums) {
         free(r);
         free(sums);
@@ -261,13 +265,14 @@ er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx) {
 er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     mpfr_ptr out = mpfr_out;
     const er_tensor *A = &r->A, *B = &r->B;
-    int64_t M = r->shape[r->ndim - 2], N = r->shape[r->ndim - 1], K = r->K;
+    const er_mm_plan *pl = &r->plan;
+    int64_t M = pl->M, N = pl->N, K = r->K;
     int64_t j = idx % N, i = (idx / N) % M, bi = idx / (M * N);
-    int nb = r->ndim - 2, nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
+    int nb = pl->nb, nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
     int64_t offa = i * A->strides[A->ndim - 2], offb = j * B->strides[B->ndim - 1];
     for (int d = nb - 1; d >= 0; d--) {
-        int64_t c = bi % r->shape[d];
-        bi /= r->shape[d];
+        int64_t c = bi % pl->bshape[d];
+        bi /= pl->bshape[d];
         int ja = d - (nb - nbd_a), jb = d - (nb - nbd_b);
         if (ja >= 0 && A->shape[ja] != 1) offa += c * A->strides[ja];
         if (jb >= 0 && B->shape[jb] != 1) offb += c * B->strides[jb];

@@ -5,7 +5,7 @@
 #include "core/internal.h"
 #include "exact/accum.h"
 
-typedef enum er_op { ER_OP_MATMUL = 1 } er_op;
+typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -19,11 +19,12 @@ struct er_ref {
     er_op op;
     er_mm_plan plan;
     er_tensor A, B;     /* the operands' views (not copies) */
-    int ndim;
+    int ndim;           /* the op's output shape, as the user sees it */
     int64_t shape[ER_MAX_DIMS];
+    int b_is_one;       /* reductions: B is the constant 1 (stride 0), analysed as er__fmt_one() */
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */
-    er_sum *sums;       /* n summaries, row-major */
+    er_dotsum *sums;       /* n summaries, row-major */
 };
 
 /* Visits every output element in row-major order with its two operand vectors along K (decoded, and
@@ -35,6 +36,11 @@ typedef er_status (*er_elem_fn)(void *ctx, const er_dot_env *env, int64_t idx, c
 ER_INTERNAL er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx);
 /* The operand formats after the conversion conv (tf32 for converted operands). */
 ER_INTERNAL er_format er__operand_format(er_format f, int conv);
+
+/* Builds a matmul reference from checked views (the body of er_matmul). */
+ER_INTERNAL er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B);
+/* The op's name for reports ("matmul", "sum", ...). */
+ER_INTERNAL const char *er__op_name(const er_ref *r);
 
 /* The exact sum at linear position idx as an MPFR value of sufficient precision (recomputed exactly). */
 ER_INTERNAL er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out);

@@ -67,6 +67,7 @@ er_status er_standard_validate(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "pairwise adds finished products: fma=always does not apply");
     if (s->compute != ER_TF32 && s->tf32 != ER_TF32_TRUNCATE)
         return er__fail(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only");
+    if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
     if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
     if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
     if (s->carry_fused && s->outer == ER_SUB_ANY)
@@ -75,14 +76,20 @@ er_status er_standard_validate(const er_standard *s) {
 }
 
 int er_standard_is_fixed(const er_standard *s, er_format a, er_format b) {
-    if (!s || er_standard_validate(s) != ER_OK || !er__fmt(a) || !er__fmt(b)) return 0;
+    if (!er__fmt(a) || !er__fmt(b)) return 0;
+    return er__standard_is_fixed_info(s, er__fmt(a), er__fmt(b));
+}
+
+int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *ia, const er_fmt_info *ib) {
+    if (!s || er_standard_validate(s) != ER_OK) return 0;
     if (s->order == ER_ORDER_ANY || s->rounding != ER_RND_NEAREST) return 0;
     if ((s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) && (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY)) return 0;
     if (s->fma != ER_FMA_EITHER || s->order == ER_ORDER_PAIRWISE) return 1;
     /* fma=either is fixed when fusing changes nothing: every product is a value of the accumulator format */
     const er_fmt_info *acc = er__fmt(s->compute == ER_TF32 ? ER_FP32 : s->compute);
-    const er_fmt_info *fa = er__fmt(s->compute == ER_TF32 && er__fmt(a)->p > 11 ? ER_TF32 : a);
-    const er_fmt_info *fb = er__fmt(s->compute == ER_TF32 && er__fmt(b)->p > 11 ? ER_TF32 : b);
+    const er_fmt_info *tf = er__fmt(ER_TF32);
+    const er_fmt_info *fa = s->compute == ER_TF32 && ia->p > tf->p ? tf : ia;
+    const er_fmt_info *fb = s->compute == ER_TF32 && ib->p > tf->p ? tf : ib;
     return er__products_exact(fa, fb, acc);
 }
 
@@ -184,6 +191,12 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             er_format f;
             if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "partial=%s: unknown format", val);
             s.partial = f;
+        } else if (strcmp(key, "mean") == 0) {
+            bit = 1024;
+            if (strcmp(val, "either") == 0) s.mean = 0;
+            else if (strcmp(val, "divide") == 0) s.mean = 1;
+            else if (strcmp(val, "reciprocal") == 0) s.mean = 2;
+            else return er__fail(ER_ERR_STANDARD, "mean=%s: expected either, divide or reciprocal", val);
         } else if (strcmp(key, "carry") == 0) {
             bit = 512;
             if (strcmp(val, "fused") == 0) s.carry_fused = 1;
@@ -196,7 +209,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry)", key);
+                            "inner, outer, partial, tf32, carry, mean)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -230,6 +243,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");
+    if (s->mean) ER_PUT(" mean=%s", s->mean == 1 ? "divide" : "reciprocal");
     if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");
     if (s->out_overflow != ER_OVERFLOW_DEFAULT) ER_PUT(" overflow=%s", er_ov_name(s->out_overflow));

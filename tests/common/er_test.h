@@ -102,6 +102,16 @@ static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd,
     return r;
 }
 
+/* The oracle applied to a double. */
+static inline double er_oracle_round_d(er_format f, double x) {
+    mpfr_t t;
+    mpfr_init2(t, 53);
+    mpfr_set_d(t, x, MPFR_RNDN);
+    double r = er_oracle_round(f, t, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+    mpfr_clear(t);
+    return r;
+}
+
 static inline mpfr_rnd_t er_mpfr_rnd(er_round m) {
     return m == ER_ROUND_NEAREST ? MPFR_RNDN : m == ER_ROUND_ZERO ? MPFR_RNDZ : m == ER_ROUND_UP ? MPFR_RNDU
          : m == ER_ROUND_DOWN ? MPFR_RNDD : MPFR_RNDNA;

@@ -20,7 +20,7 @@ from ._arrays import View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["matmul", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["matmul", "sum", "mean", "max", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -162,3 +162,37 @@ def matmul(A, B):
     ptr = ctypes.c_void_p()
     check(_lib.lib.er_matmul(ctypes.byref(ptr), va.buf, vb.buf))
     return Reference(ptr, (va, vb, A, B), res_shape, "matmul")
+
+
+def _reduce(cfn, name, x, dim):
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    if a.ndim == 0:
+        raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % name)
+    if not isinstance(dim, (int, np.integer)) or not -a.ndim <= dim < a.ndim:
+        raise ValueError("exactref: %s: dim %r is out of range for %d dimensions" % (name, dim, a.ndim))
+    if a.ndim > _lib.MAX_DIMS - 1:
+        raise ValueError("exactref: %s takes at most %d dimensions (x has %d)" % (name, _lib.MAX_DIMS - 1, a.ndim))
+    d = int(dim) % a.ndim
+    if name == "max" and a.shape[d] == 0:
+        raise ValueError("exactref: max over an empty dimension has no value")
+    shape = a.shape[:d] + a.shape[d + 1:]
+    va = View(a, "x")
+    ptr = ctypes.c_void_p()
+    check(cfn(ctypes.byref(ptr), va.buf, d))
+    return Reference(ptr, (va, x), shape, name)
+
+
+def sum(x, dim=-1):  # noqa: A001 - the op's name
+    """The exact reference of x summed over dimension dim (every standard of a matmul applies)."""
+    return _reduce(_lib.lib.er_sum, "sum", x, dim)
+
+
+def mean(x, dim=-1):
+    """The exact reference of the mean of x over dim (option mean="divide"|"reciprocal"|"either")."""
+    return _reduce(_lib.lib.er_mean, "mean", x, dim)
+
+
+def max(x, dim=-1):  # noqa: A001
+    """The exact reference of the maximum of x over dim (exact: NaN if any element is NaN)."""
+    return _reduce(_lib.lib.er_max, "max", x, dim)

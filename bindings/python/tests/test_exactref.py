@@ -169,3 +169,29 @@ def test_guide_output():
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip("\n") == block.rstrip("\n")
+
+
+def test_reductions():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 300)).astype(np.float32)
+    acc = np.zeros(5, np.float32)
+    for k in range(300):                       # a sequential float32 sum
+        acc = acc + x[:, k]
+    ref = er.sum(x, dim=1)
+    assert ref.shape == (5,)
+    assert ref.covers(acc).all()
+    assert np.array_equal(ref.emulate("sequential", dtype="float32"), acc)
+    assert not ref.covers(acc + np.float32(1e-3), standard="sequential").all()   # the any-order set is wider
+    assert not ref.covers(acc + np.float32(0.1)).all()
+    m = er.mean(x, dim=-1)
+    assert m.covers(acc / np.float32(300), mean="divide").all()
+    assert np.array_equal(m.emulate("sequential", mean="divide"), acc / np.float32(300))
+    assert er.max(x, 1).covers(x.max(axis=1)).counts["exact"] == 5
+    v = x[0].astype(np.float16)
+    assert er.sum(v).shape == () and er.sum(v).covers(np.float32(v.astype(np.float64).sum())).all()
+    with pytest.raises(ValueError, match="out of range"):
+        er.sum(x, dim=2)
+    with pytest.raises(ValueError, match="empty dimension"):
+        er.max(np.zeros((3, 0), np.float32), 1)
+    with pytest.raises(ValueError, match="mean= applies to mean only"):
+        ref.covers(acc, mean="divide")
