@@ -31,6 +31,10 @@ ER_API er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B)
 ER_API er_status er_sum(er_ref **out, const er_tensor *x, int dim);
 ER_API er_status er_mean(er_ref **out, const er_tensor *x, int dim);
 ER_API er_status er_max(er_ref **out, const er_tensor *x, int dim);
+/* softmax of x along `dim`: exp(x_i - max) / sum_j exp(x_j - max). The output has x's shape. Standards: any_order
+ * (the sum of the exponentials in any order) with compute (fp32 default; x's values must be values of it),
+ * exp_ulps (accuracy of exp, default 2) and div (divide, reciprocal or either). */
+ER_API er_status er_softmax(er_ref **out, const er_tensor *x, int dim);
 ER_API void er_ref_free(er_ref *ref);
 /* The shape of the op's output. shape must have room for ER_MAX_DIMS entries. */
 ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);

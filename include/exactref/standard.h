@@ -69,6 +69,9 @@ typedef struct er_standard {
     er_tf32_conv tf32;        /* compute == ER_TF32: the input conversion */
     int mean;                 /* mean: how the sum becomes the mean: 0 either (default), 1 divide (fl(s / n)),
                                  2 reciprocal (fl(s * fl(1/n))) */
+    double exp_ulps;          /* softmax: accuracy of exp in ulps of the compute format (0: the default, 2, as
+                                 CUDA documents for expf) */
+    int div;                  /* softmax: 0 either (default), 1 divide (fl(e / s)), 2 reciprocal (fl(e * fl(1/s))) */
     int carry_fused;          /* ER_ORDER_BLOCKED: the running total is one more term of each block's sum
                                  (acc = acc + dot(block) fused, as tensor-core MMAs and Triton's tl.dot do);
                                  0: each block is summed from zero and then added */
@@ -82,7 +85,8 @@ ER_API er_status er_standard_init(er_standard *s);
  *   compute=fp32|fp16|bf16|fp64|tf32 (format names as er_format_from_name), fma=either|never|always,
  *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
- *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean).
+ *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean),
+ *   exp_ulps=U and div=either|divide|reciprocal (softmax).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

@@ -15,6 +15,7 @@
 #include "covers/cset.h"
 #include "enclose/anyorder.h"
 #include "enclose/dotorder.h"
+#include "enclose/softmax.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -256,6 +257,18 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     }
     if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
+    if (ref->op == ER_OP_SOFTMAX) {
+        const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
+        if (std->order != ER_ORDER_ANY)
+            return er__fail(ER_ERR_UNSUPPORTED, "softmax takes order any_order in this version (its sum in any order)");
+        if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
+            return er__fail(ER_ERR_STANDARD, "softmax takes rounding=nearest and compute fp64, fp32, fp16 or bf16");
+        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+            return er__fail(ER_ERR_STANDARD, "softmax of %s inputs needs a compute format holding them (compute=%s does not)",
+                            X->name, F->name);
+    } else if (std->exp_ulps != 0 || std->div != 0) {
+        return er__fail(ER_ERR_STANDARD, "exp_ulps= and div= apply to softmax only, not to %s", er__op_name(ref));
+    }
     if (ref->op != ER_OP_MEAN && std->mean != 0)
         return er__fail(ER_ERR_STANDARD, "mean= applies to mean only, not to %s", er__op_name(ref));
     const er_fmt_info *O = er__fmt(out->format);
@@ -276,6 +289,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->worst_dist = -1;
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
+    if (ref->op == ER_OP_SOFTMAX) return ER_OK; /* its sets come from er__softmax_row */
     const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
     const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
     if (cx->any) {
@@ -354,6 +368,25 @@ static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, con
     return ER_OK;
 }
 
+/* softmax rows: the sets of a row at once (the dependency between elements), then each element classified. */
+static er_status er_softmax_cb(void *vcx, const double *row, const int64_t *idx, int64_t n) {
+    er_covers_ctx *cx = vcx;
+    er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, cx->std->exp_ulps ? cx->std->exp_ulps : 2.0, cx->std->div};
+    er_cval *cv = malloc(sizeof *cv * (size_t)n);
+    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
+    er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
+                                  : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    for (int64_t k = 0; k < n && st == ER_OK; k++) {
+        er_cset c;
+        er_cset_build(&c, cx, &cv[k], ex[k], rd[k]);
+        er_record(cx, idx[k], &c);
+    }
+    free(cv);
+    free(ex);
+    free(rd);
+    return st;
+}
+
 er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
@@ -372,7 +405,9 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     er_status st = er_ctx_init(&cx, ref, out, std);
     if (st != ER_OK) { free(r.classes); return st; }
     cx.rep = &r;
-    if (cx.any && std->compute != ER_TF32 && ref->op != ER_OP_MAX) {
+    if (ref->op == ER_OP_SOFTMAX) {
+        st = er__softmax_foreach(ref, er_softmax_cb, &cx);
+    } else if (cx.any && std->compute != ER_TF32 && ref->op != ER_OP_MAX) {
         /* the reference's cached exact summaries are those of this standard */
         for (int64_t idx = 0; idx < ref->n; idx++) {
             er_cval v;
@@ -419,6 +454,8 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
 er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
     er__ok();
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
+    if (ref->op == ER_OP_SOFTMAX)
+        return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; softmax's exp accuracy leaves its results free");
     int fixed = ref->op == ER_OP_MAX ||
                 (er__standard_is_fixed_info(std, er__fmt(ref->A.format), ref->b_is_one ? er__fmt_one() : er__fmt(ref->B.format)) &&
                  (ref->op != ER_OP_MEAN || std->mean != 0));
@@ -452,15 +489,38 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
     if (!O) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
     int64_t idx;
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
-    const er_dotsum *sm = &ref->sums[idx];
+    if (ref->op == ER_OP_SOFTMAX)
+        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact does not give softmax values in this version (covers reports them)");
     double e, rd;
-    if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) e = rd = NAN;
-    else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
-        e = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
+    if (ref->op == ER_OP_MAX) {
+        int64_t offa, offb;
+        er__matmul_offsets(ref, idx, &offa, &offb);
+        const er_tensor *A = &ref->A;
+        e = er__load(A, offa);
+        for (int64_t k = 0; k < ref->K && !isnan(e); k++) {
+            double v = er__load(A, offa + k * A->strides[A->ndim - 1]);
+            if (isnan(v) || v > e) e = v;
+        }
         rd = er__round_double(O, e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    } else if (ref->op == ER_OP_MEAN) {
+        mpfr_t x, q;
+        mpfr_init2(x, 2);
+        ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, x));
+        mpfr_init2(q, mpfr_get_prec(x) + 64);
+        int inex = ref->K ? mpfr_div_ui(q, x, (unsigned long)ref->K, MPFR_RNDZ) : (mpfr_set_nan(q), 0);
+        e = mpfr_get_d(q, MPFR_RNDN);
+        rd = er__round_mpfr_sticky(O, q, inex != 0, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        mpfr_clears(x, q, (mpfr_ptr)0);
     } else {
-        e = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-        rd = er__round_core(O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        const er_dotsum *sm = &ref->sums[idx];
+        if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) e = rd = NAN;
+        else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
+            e = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
+            rd = er__round_double(O, e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        } else {
+            e = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            rd = er__round_core(O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        }
     }
     if (exact) *exact = e;
     if (rounded) *rounded = rd;
@@ -474,6 +534,8 @@ er_status er_ref_exact_mpfr(mpfr_ptr out, const er_ref *ref, const int64_t *inde
     ER_CHECK_NULL(index, "index");
     int64_t idx;
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
+    if (ref->op != ER_OP_MATMUL && ref->op != ER_OP_SUM)
+        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul and sum values (this is a %s)", er__op_name(ref));
     return er__matmul_exact_mpfr(ref, idx, out);
 }
 

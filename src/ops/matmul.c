@@ -259,14 +259,10 @@ er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx) {
     return ER_OK;
 }
 
-/* Recomputes one element exactly with MPFR alone (an independent path from the accumulator): every product
- * of two doubles is exact at 106 bits, and mpfr_sum rounds the exact sum correctly; at a precision of the
- * whole span of the terms that rounding is exact. */
-er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
-    mpfr_ptr out = mpfr_out;
+void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t *offb_out) {
     const er_tensor *A = &r->A, *B = &r->B;
     const er_mm_plan *pl = &r->plan;
-    int64_t M = pl->M, N = pl->N, K = r->K;
+    int64_t M = pl->M, N = pl->N;
     int64_t j = idx % N, i = (idx / N) % M, bi = idx / (M * N);
     int nb = pl->nb, nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
     int64_t offa = i * A->strides[A->ndim - 2], offb = j * B->strides[B->ndim - 1];
@@ -277,6 +273,18 @@ er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
         if (ja >= 0 && A->shape[ja] != 1) offa += c * A->strides[ja];
         if (jb >= 0 && B->shape[jb] != 1) offb += c * B->strides[jb];
     }
+    *offa_out = offa;
+    *offb_out = offb;
+}
+
+/* Recomputes one element exactly with MPFR alone (an independent path from the accumulator): every product
+ * of two doubles is exact at 106 bits, and mpfr_sum rounds the exact sum correctly; at a precision of the
+ * whole span of the terms that rounding is exact. */
+er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
+    mpfr_ptr out = mpfr_out;
+    const er_tensor *A = &r->A, *B = &r->B;
+    int64_t K = r->K, offa, offb;
+    er__matmul_offsets(r, idx, &offa, &offb);
     mpfr_t *terms = malloc((size_t)(K ? K : 1) * sizeof *terms);
     mpfr_ptr *ptrs = malloc((size_t)(K ? K : 1) * sizeof *ptrs);
     if (!terms || !ptrs) { free(terms); free(ptrs); return er__fail(ER_ERR_NOMEM, "cannot allocate %lld terms", (long long)K); }

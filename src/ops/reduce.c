@@ -15,6 +15,7 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_SUM: return "sum";
     case ER_OP_MEAN: return "mean";
     case ER_OP_MAX: return "max";
+    case ER_OP_SOFTMAX: return "softmax";
     default: return "matmul";
     }
 }

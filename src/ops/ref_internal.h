@@ -5,7 +5,7 @@
 #include "core/internal.h"
 #include "exact/accum.h"
 
-typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4 } er_op;
+typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -22,6 +22,7 @@ struct er_ref {
     int ndim;           /* the op's output shape, as the user sees it */
     int64_t shape[ER_MAX_DIMS];
     int b_is_one;       /* reductions: B is the constant 1 (stride 0), analysed as er__fmt_one() */
+    int dim;            /* softmax: the dimension it normalises */
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */
     er_dotsum *sums;       /* n summaries, row-major */
@@ -39,6 +40,12 @@ ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 
 /* Builds a matmul reference from checked views (the body of er_matmul). */
 ER_INTERNAL er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B);
+/* The element offsets in A and B where output element idx's vectors along K start. */
+ER_INTERNAL void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa, int64_t *offb);
+/* softmax: visits every row along the normalised dimension: its decoded values and its elements' row-major
+ * positions in the output. */
+typedef er_status (*er_row_fn)(void *ctx, const double *row, const int64_t *idx, int64_t n);
+ER_INTERNAL er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx);
 /* The op's name for reports ("matmul", "sum", ...). */
 ER_INTERNAL const char *er__op_name(const er_ref *r);
 

@@ -67,6 +67,8 @@ er_status er_standard_validate(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "pairwise adds finished products: fma=always does not apply");
     if (s->compute != ER_TF32 && s->tf32 != ER_TF32_TRUNCATE)
         return er__fail(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only");
+    if (!(s->exp_ulps >= 0 && s->exp_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "exp_ulps must be between 0 and 1e6");
+    if (s->div < 0 || s->div > 2) return er__fail(ER_ERR_STANDARD, "invalid div value %d", s->div);
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
     if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
     if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
@@ -191,6 +193,19 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             er_format f;
             if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "partial=%s: unknown format", val);
             s.partial = f;
+        } else if (strcmp(key, "exp_ulps") == 0) {
+            bit = 2048;
+            char *end;
+            double u = strtod(val, &end);
+            if (*end || !(u >= 0.5 && u <= 1e6))
+                return er__fail(ER_ERR_STANDARD, "exp_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
+            s.exp_ulps = u;
+        } else if (strcmp(key, "div") == 0) {
+            bit = 4096;
+            if (strcmp(val, "either") == 0) s.div = 0;
+            else if (strcmp(val, "divide") == 0) s.div = 1;
+            else if (strcmp(val, "reciprocal") == 0) s.div = 2;
+            else return er__fail(ER_ERR_STANDARD, "div=%s: expected either, divide or reciprocal", val);
         } else if (strcmp(key, "mean") == 0) {
             bit = 1024;
             if (strcmp(val, "either") == 0) s.mean = 0;
@@ -209,7 +224,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean)", key);
+                            "inner, outer, partial, tf32, carry, mean, exp_ulps, div)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -244,6 +259,8 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");
     if (s->mean) ER_PUT(" mean=%s", s->mean == 1 ? "divide" : "reciprocal");
+    if (s->exp_ulps) ER_PUT(" exp_ulps=%g", s->exp_ulps);
+    if (s->div) ER_PUT(" div=%s", s->div == 1 ? "divide" : "reciprocal");
     if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");
     if (s->out_overflow != ER_OVERFLOW_DEFAULT) ER_PUT(" overflow=%s", er_ov_name(s->out_overflow));

@@ -195,3 +195,19 @@ def test_reductions():
         er.max(np.zeros((3, 0), np.float32), 1)
     with pytest.raises(ValueError, match="mean= applies to mean only"):
         ref.covers(acc, mean="divide")
+
+
+def test_softmax():
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((4, 50)) * 3).astype(np.float16)
+    xf = x.astype(np.float32)
+    e = np.exp(xf - xf.max(axis=1, keepdims=True))
+    y = e / e.sum(axis=1, keepdims=True)            # float32, as a kernel would
+    ref = er.softmax(x, dim=1)
+    assert ref.covers(y).all()
+    assert ref.covers(y.astype(np.float16)).all()
+    bad = y.copy()
+    bad[:, 0] *= np.float32(1.01)
+    assert not ref.covers(bad).all()
+    with pytest.raises(ValueError, match="fully fixed"):
+        ref.emulate("any_order")

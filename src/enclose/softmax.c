@@ -1,0 +1,154 @@
+/* softmax.c: the set of a softmax row (docs/algorithms/softmax.md).
+ *
+ * The model: m = max_j x_j; d_j = fl(x_j - m); e_j = exp(d_j) within U ulps of F; s = the e_j summed in any
+ * order in F; y_i = fl(e_i / s) or fl(e_i * fl(1/s)). The set of y_i keeps the dependency between e_i in the
+ * numerator and in s: y_i grows with e_i and falls with every other e_j, so its lowest value takes e_i at its
+ * lowest and the others at their highest (Theorem S1). Every bound is computed with MPFR rounding outward. The
+ * exact softmax (exact max subtraction, exact exp, exact division) is enclosed at increasing precision until
+ * its correct rounding to the output format is decided (Ziv's strategy). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <mpfr.h>
+#include "enclose/softmax.h"
+
+/* The spacing of F at |z| (z >= 0 finite, as a double rounded up). */
+static double er_ulp_at(const er_fmt_info *F, double z) {
+    if (z < F->min_normal) return F->min_sub;
+    int ex;
+    frexp(z, &ex);
+    return ldexp(1.0, ex - F->p);
+}
+
+static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        memset(&cv[i], 0, sizeof cv[i]);
+        cv[i].lo = INFINITY;
+        cv[i].hi = -INFINITY;
+        cv[i].nan = cv[i].nan_req = 1;
+        exact[i] = rounded[i] = NAN;
+    }
+}
+
+/* The exact softmax, correctly rounded to O: enclosures at 128, 512, 2048 and 8192 bits until both ends round
+ * alike. */
+static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, double m, double *exact,
+                         double *rounded) {
+    mpfr_t *lo = malloc(sizeof(mpfr_t) * (size_t)n), *hi = malloc(sizeof(mpfr_t) * (size_t)n);
+    mpfr_t d, sl, sh, q;
+    int64_t todo = n;
+    char *done = calloc((size_t)n, 1);
+    for (mpfr_prec_t p = 128; p <= 8192 && todo > 0; p *= 4) {
+        mpfr_init2(d, 2200);
+        mpfr_inits2(p + 64, sl, sh, q, (mpfr_ptr)0);
+        mpfr_set_zero(sl, 1);
+        mpfr_set_zero(sh, 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_inits2(p, lo[j], hi[j], (mpfr_ptr)0);
+            if (x[j] == -INFINITY) { mpfr_set_zero(lo[j], 1); mpfr_set_zero(hi[j], 1); continue; }
+            mpfr_set_d(d, x[j], MPFR_RNDN);
+            mpfr_sub_d(d, d, m, MPFR_RNDN); /* exact at 2200 bits */
+            mpfr_exp(lo[j], d, MPFR_RNDD);
+            mpfr_exp(hi[j], d, MPFR_RNDU);
+            mpfr_add(sl, sl, lo[j], MPFR_RNDD);
+            mpfr_add(sh, sh, hi[j], MPFR_RNDU);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            if (done[i]) continue;
+            mpfr_div(q, lo[i], sh, MPFR_RNDD);
+            double rl = er__round_mpfr(pl->O, q, ER_ROUND_NEAREST, pl->ov_out);
+            exact[i] = mpfr_get_d(q, MPFR_RNDN);
+            mpfr_div(q, hi[i], sl, MPFR_RNDU);
+            double rh = er__round_mpfr(pl->O, q, ER_ROUND_NEAREST, pl->ov_out);
+            rounded[i] = rl;
+            if (rl == rh) { done[i] = 1; todo--; }
+        }
+        for (int64_t j = 0; j < n; j++) mpfr_clears(lo[j], hi[j], (mpfr_ptr)0);
+        mpfr_clears(d, sl, sh, q, (mpfr_ptr)0);
+    }
+    free(done);
+    free(lo);
+    free(hi);
+}
+
+er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv, double *exact,
+                          double *rounded) {
+    const er_fmt_info *F = pl->F;
+    if (n == 0) return ER_OK;
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        if (isnan(x[j]) || x[j] == INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; }
+        if (x[j] > m) m = x[j];
+    }
+    if (m == -INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; } /* a fully masked row: -inf - -inf */
+    double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
+    if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
+    mpfr_t t, zl, zh, sl, sh, a, b;
+    mpfr_init2(t, 64);
+    mpfr_inits2(128, zl, zh, a, b, (mpfr_ptr)0);
+    mpfr_inits2(1400, sl, sh, (mpfr_ptr)0); /* values of F from 2^-1074 to 2^2: every sum of them is exact */
+    mpfr_set_zero(sl, 1);
+    mpfr_set_zero(sh, 1);
+    /* e_j = exp(d_j) within U ulps: [RU_F(exp(d) - U ulp), RD_F(exp(d) + U ulp)], never below 0 */
+    for (int64_t j = 0; j < n; j++) {
+        double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST);
+        if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
+        mpfr_set_d(t, dj, MPFR_RNDN);
+        mpfr_exp(zl, t, MPFR_RNDD);
+        mpfr_exp(zh, t, MPFR_RNDU);
+        double slack = er__mul_up(pl->U, er_ulp_at(F, mpfr_get_d(zh, MPFR_RNDU)));
+        mpfr_sub_d(zl, zl, slack, MPFR_RNDD);
+        mpfr_add_d(zh, zh, slack, MPFR_RNDU);
+        elo[j] = mpfr_sgn(zl) <= 0 ? 0.0 : er__round_mpfr(F, zl, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+        ehi[j] = er__round_mpfr(F, zh, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        mpfr_add_d(sl, sl, elo[j], MPFR_RNDN);
+        mpfr_add_d(sh, sh, ehi[j], MPFR_RNDN);
+    }
+    er_anyorder_bound bd;
+    er_status st = er__anyorder_bound_terms(&bd, F, n, 0);
+    /* s may overflow F only if its terms' sum can reach the threshold: then y = e/inf = 0 is possible */
+    int sum_may_overflow = er__mul_up(bd.g, mpfr_get_d(sh, MPFR_RNDU)) >= bd.thr;
+    double u = ldexp(1.0, -F->p);
+    for (int64_t i = 0; i < n && st == ER_OK; i++) {
+        memset(&cv[i], 0, sizeof cv[i]);
+        /* lowest: e_i low, the others high: q_lo = e_lo / ((e_lo + R_hi)(1 + c1)) */
+        double ql, qh;
+        if (elo[i] == 0) {
+            ql = 0;
+        } else {
+            mpfr_sub_d(a, sh, ehi[i], MPFR_RNDU);      /* R_hi */
+            mpfr_add_d(a, a, elo[i], MPFR_RNDU);
+            mpfr_set_d(b, bd.c1, MPFR_RNDN);
+            mpfr_add_ui(b, b, 1, MPFR_RNDU);
+            mpfr_mul(a, a, b, MPFR_RNDU);              /* (1 + c1), c1 already an upper bound */
+            mpfr_set_d(b, elo[i], MPFR_RNDN);
+            mpfr_div(b, b, a, MPFR_RNDD);
+            if (pl->div != 1) mpfr_mul_d(b, b, 1.0 - u, MPFR_RNDD); /* fl(1/s) may be u below 1/s */
+            ql = er__round_mpfr(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        }
+        /* highest: e_i high, the others low: q_hi = e_hi / ((e_hi + R_lo)(1 - c1)) */
+        double one_minus = nextafter(1.0 - bd.c1, 0.0); /* below the exact 1 - c1 whatever the rounding */
+        if (ehi[i] == 0) {
+            qh = 0;
+        } else if (one_minus <= 0) {
+            qh = INFINITY;
+        } else {
+            mpfr_sub_d(a, sl, elo[i], MPFR_RNDD);      /* R_lo */
+            mpfr_add_d(a, a, ehi[i], MPFR_RNDD);
+            mpfr_mul_d(a, a, one_minus, MPFR_RNDD);
+            mpfr_set_d(b, ehi[i], MPFR_RNDN);
+            mpfr_div(b, b, a, MPFR_RNDU);
+            if (pl->div != 1) mpfr_mul_d(b, b, 1.0 + u, MPFR_RNDU);
+            qh = er__round_mpfr(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        }
+        if (sum_may_overflow) ql = 0;
+        cv[i].lo = ql;
+        cv[i].hi = qh;
+        if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
+    }
+    mpfr_clears(t, zl, zh, a, b, sl, sh, (mpfr_ptr)0);
+    free(elo);
+    free(ehi);
+    if (st == ER_OK) er_exact_row(pl, x, n, m, exact, rounded);
+    return st;
+}

@@ -1,0 +1,20 @@
+/* softmax.h: the set of a softmax row under the softmax standard (docs/algorithms/softmax.md). */
+#ifndef ER_SOFTMAX_H
+#define ER_SOFTMAX_H
+
+#include "enclose/anyorder.h"
+
+typedef struct er_softmax_plan {
+    const er_fmt_info *F;   /* compute format */
+    const er_fmt_info *O;   /* output format */
+    er_overflow ov_out;
+    double U;               /* exp accuracy in ulps of F */
+    int div;                /* 0 either, 1 divide, 2 reciprocal */
+} er_softmax_plan;
+
+/* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and
+ * correctly rounded to the output format. */
+ER_INTERNAL er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv,
+                                      double *exact, double *rounded);
+
+#endif

@@ -1,0 +1,226 @@
+/* t-softmax.c: softmax sets. Real H200 outputs of torch.softmax (tests/data/norm.npz) are covered under the
+ * default standard; random correct implementations (exp within the ulp budget, any summation order, division
+ * or reciprocal) run by the test are covered; the correctly rounded exact softmax (MPFR at 400 bits) is EXACT;
+ * special rows follow the stated rules; an implementation that lets padding lanes into the denominator is
+ * caught. */
+#include "../common/er_gen.h"
+#include "../common/npz.h"
+
+#ifndef ER_TEST_DATA_DIR
+#define ER_TEST_DATA_DIR "tests/data"
+#endif
+
+START_TEST(torch_softmax_on_h200_is_covered) {
+    npz_file z;
+    const char *err;
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/norm.npz", &err) == 0, "norm.npz: %s", err);
+    FILE *f = fopen(ER_TEST_DATA_DIR "/norm_cases.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256], id[32], op[32], dtype[32], dist[32];
+    int cases = 0;
+    long long counts[ER_CLASS_COUNT] = {0};
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%31s %31s %31s %31s", id, op, dtype, dist) != 4 || strcmp(op, "softmax") != 0) continue;
+        char key[96];
+        snprintf(key, sizeof key, "%s__in__x", id);
+        const npy_array *x = npz_find(&z, key);
+        snprintf(key, sizeof key, "%s__out__y", id);
+        const npy_array *y = npz_find(&z, key);
+        ck_assert_msg(x && y, "case %s incomplete", id);
+        er_tensor tx, ty;
+        ck_assert(npz_view(&tx, x) && npz_view(&ty, y));
+        er_ref *ref;
+        ck_assert_int_eq(er_softmax(&ref, &tx, -1), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep;
+        ck_assert_msg(er_covers(&rep, ref, &ty, &std) == ER_OK, "%s", er_last_error());
+        if (!er_report_all(&rep)) {
+            char text[4096];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("case %s (%s, %s) not covered:\n%s", id, dtype, dist, text);
+        }
+        for (int c = 0; c < ER_CLASS_COUNT; c++) counts[c] += rep.counts[c];
+        er_report_clear(&rep);
+        er_ref_free(ref);
+        cases++;
+    }
+    fclose(f);
+    printf("torch.softmax on H200: %d cases covered (exact %lld, covered %lld elements)\n", cases, counts[0], counts[1]);
+    ck_assert_int_eq(cases, 24);
+    npz_free(&z);
+}
+END_TEST
+
+/* One correct implementation of a softmax row in F: exp within U = 2 ulps (a neighbour of the exact exp, moved
+ * one more ulp at random), the sum in a random order, division or multiplication by the rounded reciprocal. */
+static void implement(er_format F, const double *x, int n, double *y, int pad_lanes) {
+    emu e;
+    emu_init(&e, F);
+    double m = -INFINITY;
+    for (int j = 0; j < n; j++) if (x[j] > m) m = x[j];
+    double *ev = malloc(sizeof(double) * (size_t)(n + pad_lanes)), *sv = malloc(sizeof(double) * (size_t)(n + pad_lanes));
+    mpfr_t t;
+    mpfr_init2(t, 200);
+    for (int j = 0; j < n + pad_lanes; j++) {
+        double xj = j < n ? x[j] : 0.0; /* a padding lane holds 0 instead of -inf */
+        double d = emu_add(&e, xj, -m);
+        mpfr_set_d(t, d, MPFR_RNDN);
+        mpfr_exp(t, t, MPFR_RNDN);
+        double v = er_oracle_round(F, t, (er_rand64() & 1) ? MPFR_RNDU : MPFR_RNDD, ER_OVERFLOW_IEEE);
+        if (er_rand64() % 3 == 0) v = er_rand64() & 1 ? nextafter(v, INFINITY) : nextafter(v, 0); /* still within 2 ulps */
+        double back;
+        er_round_double(&back, F, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* nextafter stepped in double: snap */
+        if (back != v) v = er_rand64() & 1 ? er_oracle_round(F, t, MPFR_RNDU, ER_OVERFLOW_IEEE) : er_oracle_round(F, t, MPFR_RNDD, ER_OVERFLOW_IEEE);
+        ev[j] = v;
+        sv[j] = v;
+    }
+    double s = emu_sum_random(&e, sv, n + pad_lanes);
+    int recip = (int)(er_rand64() & 1);
+    mpfr_set_ui(t, 1, MPFR_RNDN);
+    mpfr_div_d(t, t, s, MPFR_RNDN);
+    double r = er_oracle_round(F, t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+    for (int i = 0; i < n; i++) {
+        mpfr_set_d(t, ev[i], MPFR_RNDN);
+        if (recip) mpfr_mul_d(t, t, r, MPFR_RNDN); else mpfr_div_d(t, t, s, MPFR_RNDN);
+        y[i] = er_oracle_round(F, t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+    }
+    mpfr_clear(t);
+    free(ev);
+    free(sv);
+    emu_clear(&e);
+}
+
+START_TEST(random_implementations_are_covered) {
+    er_test_reseed(500);
+    long trials = (long)(600 * er_test_multiplier());
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32};
+    long caught = 0, padded = 0, triggered = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = ins[er_rand64() % 3], fo = er_rand64() % 2 ? ER_FP32 : fx;
+        int n = (int)er_rand_int(1, 300), pad = tr % 4 == 3 ? (int)er_rand_int(1, 32) : 0;
+        double *x = malloc(sizeof(double) * (size_t)n), *tmp = malloc(sizeof(double) * (size_t)n), *y = malloc(sizeof(double) * (size_t)n);
+        uint64_t X[300], Y[300];
+        double scale = ldexp(1.0, (int)er_rand_int(-4, 5));
+        for (int j = 0; j < n; j++) {
+            double v;
+            er_round_double(&v, fx, er_rand_normal() * scale, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (er_rand64() % 10 == 0) v = -INFINITY; /* masked lanes */
+            x[j] = v;
+            er_store(X, fx, j, v);
+        }
+        implement(ER_FP32, x, n, tmp, pad);
+        mpfr_t t;
+        mpfr_init2(t, 64);
+        for (int j = 0; j < n; j++) {
+            mpfr_set_d(t, tmp[j], MPFR_RNDN);
+            y[j] = isnan(tmp[j]) ? NAN : er_oracle_round(fo, t, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+            er_store(Y, fo, j, y[j]);
+        }
+        mpfr_clear(t);
+        er_tensor tx, ty;
+        er_tensor_view(&tx, fx, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&ty, fo, 1, (int64_t[]){n}, NULL, Y);
+        er_ref *ref;
+        ck_assert_int_eq(er_softmax(&ref, &tx, 0), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        if (!pad && !er_report_all(&rep)) {
+            char text[4096];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("trial %ld: a correct softmax (x %s, out %s, n %d) was called wrong:\n%s" ER_SEED_MSG_FMT, tr,
+                         er_format_name(fx), er_format_name(fo), n, text, ER_SEED_ARGS);
+        }
+        if (pad) {
+            /* the bug adds pad * exp(0 - max) to the denominator: it moves every output by that share of the sum */
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < n; j++) if (x[j] > mx) mx = x[j];
+            for (int j = 0; j < n; j++) if (x[j] != -INFINITY) sum += exp(x[j] - mx);
+            double share = mx == -INFINITY ? 0 : pad * exp(-mx) / (sum + pad * exp(-mx));
+            padded++;
+            caught += !er_report_all(&rep);
+            if (share > 1e-2) {
+                triggered++;
+                ER_REQUIRE(!er_report_all(&rep), "trial %ld: padding lanes moving the outputs by %.3g were not caught " ER_SEED_MSG_FMT,
+                           tr, share, ER_SEED_ARGS);
+            }
+        }
+        er_report_clear(&rep);
+        er_ref_free(ref);
+        free(x); free(tmp); free(y);
+    }
+    printf("softmax: %ld correct implementations covered; padding lanes in the denominator caught in %ld of %ld "
+           "(all %ld where they move the outputs by more than 1%%)\n", trials - padded, caught, padded, triggered);
+    ck_assert_int_gt(triggered, padded / 4);
+}
+END_TEST
+
+START_TEST(exact_and_special_rows) {
+    /* a row whose exact softmax is known: equal values give 1/n; one element gives 1 */
+    float x[4] = {0.5f, 0.5f, 0.5f, 0.5f}, y[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){4}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){4}, NULL, y);
+    er_ref *r;
+    er_standard std;
+    er_standard_init(&std);
+    er_report rep;
+    ck_assert_int_eq(er_softmax(&r, &tx, 0), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, r, &ty, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], 4);
+    er_report_clear(&rep);
+    /* 0.26 is far from 1/4 */
+    y[2] = 0.26f;
+    ck_assert_int_eq(er_covers(&rep, r, &ty, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_OUTSIDE], 1);
+    er_report_clear(&rep);
+    er_ref_free(r);
+    /* fully masked row: NaN everywhere; a +inf element: NaN; masked lanes give exactly 0 */
+    float m[6] = {-INFINITY, -INFINITY, -INFINITY, 1.0f, INFINITY, 2.0f}, o[6];
+    er_tensor tm, to;
+    er_tensor_view(&tm, ER_FP32, 2, (int64_t[]){2, 3}, NULL, m);
+    er_tensor_view(&to, ER_FP32, 2, (int64_t[]){2, 3}, NULL, o);
+    for (int i = 0; i < 6; i++) o[i] = NAN;
+    ck_assert_int_eq(er_softmax(&r, &tm, 1), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, r, &to, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], 6);
+    er_report_clear(&rep);
+    o[0] = 0;
+    ck_assert_int_eq(er_covers(&rep, r, &to, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_NAN_MISSING], 1);
+    er_report_clear(&rep);
+    er_ref_free(r);
+    float p[3] = {-INFINITY, 0.0f, 0.0f}, q[3] = {0.0f, 0.5f, 0.5f};
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){3}, NULL, p);
+    er_tensor_view(&to, ER_FP32, 1, (int64_t[]){3}, NULL, q);
+    ck_assert_int_eq(er_softmax(&r, &tm, -1), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, r, &to, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], 3);
+    er_report_clear(&rep);
+    /* standards that do not apply */
+    er_standard_parse(&std, "sequential", NULL);
+    ck_assert_int_eq(er_covers(&rep, r, &to, &std), ER_ERR_UNSUPPORTED);
+    er_standard_parse(&std, "any_order", "compute=fp16");
+    ck_assert_int_eq(er_covers(&rep, r, &to, &std), ER_ERR_STANDARD);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "needs a compute format holding them"));
+    er_standard_parse(&std, "any_order", "exp_ulps=1");
+    ck_assert_int_eq(er_emulate(r, &to, &std), ER_ERR_STANDARD);
+    double e;
+    ck_assert_int_eq(er_ref_exact(r, (int64_t[]){0}, ER_FP32, &e, NULL), ER_ERR_UNSUPPORTED);
+    er_ref_free(r);
+    ck_assert_int_eq(er_softmax(&r, &tm, 1), ER_ERR_INVALID);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("softmax");
+    TCase *tc = tcase_create("softmax");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, torch_softmax_on_h200_is_covered);
+    tcase_add_test(tc, random_implementations_are_covered);
+    tcase_add_test(tc, exact_and_special_rows);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
