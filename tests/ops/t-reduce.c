@@ -81,6 +81,10 @@ START_TEST(exact_sum_mean_max) {
             double want_max = nan ? NAN : er_oracle_round_d(ER_FP32, mx);
             er_ref_exact(rs, index, ER_FP32, NULL, &got);
             ER_REQUIRE(er_same(got, want_sum) || (got == 0 && want_sum == 0), "sum %a vs %a (case %ld) " ER_SEED_MSG_FMT, got, want_sum, cc, ER_SEED_ARGS);
+            er_ref_exact(rm, index, ER_FP32, NULL, &got);
+            ER_REQUIRE(er_same(got, want_mean) || (got == 0 && want_mean == 0), "mean %a vs %a (case %ld) " ER_SEED_MSG_FMT, got, want_mean, cc, ER_SEED_ARGS);
+            er_ref_exact(rx, index, ER_FP32, NULL, &got);
+            ER_REQUIRE(er_same(got, er_oracle_round_d(ER_FP32, nan ? NAN : mx)) || (isnan(got) && nan), "max %a vs %a (case %ld) " ER_SEED_MSG_FMT, got, mx, cc, ER_SEED_ARGS);
             out[idx] = (float)want_sum;
             out[n + idx] = (float)want_mean;
             out[2 * n + idx] = (float)want_max;
