@@ -49,6 +49,7 @@ test-fast: build
 
 bench: build
 	./$(BUILD)/bench/bench_matmul
+	./$(BUILD)/bench/bench_softmax
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_python.py
 
 clean:

@@ -30,7 +30,7 @@ static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
     }
 }
 
-/* The exact softmax, correctly rounded to O: enclosures at 128, 512, 2048 and 8192 bits until both ends round
+/* The exact softmax, correctly rounded to O: enclosures at 64, 256, 1024 and 4096 bits until both ends round
  * alike. */
 static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, double m, double *exact,
                          double *rounded) {
@@ -38,7 +38,7 @@ static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, 
     mpfr_t d, sl, sh, q;
     int64_t todo = n;
     char *done = calloc((size_t)n, 1);
-    for (mpfr_prec_t p = 128; p <= 8192 && todo > 0; p *= 4) {
+    for (mpfr_prec_t p = 64; p <= 8192 && todo > 0; p *= 4) {
         mpfr_init2(d, 2200);
         mpfr_inits2(p + 64, sl, sh, q, (mpfr_ptr)0);
         mpfr_set_zero(sl, 1);
@@ -48,8 +48,11 @@ static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, 
             if (x[j] == -INFINITY) { mpfr_set_zero(lo[j], 1); mpfr_set_zero(hi[j], 1); continue; }
             mpfr_set_d(d, x[j], MPFR_RNDN);
             mpfr_sub_d(d, d, m, MPFR_RNDN); /* exact at 2200 bits */
-            mpfr_exp(lo[j], d, MPFR_RNDD);
-            mpfr_exp(hi[j], d, MPFR_RNDU);
+            /* one exp to nearest; the exact value lies strictly between its neighbours */
+            mpfr_exp(lo[j], d, MPFR_RNDN);
+            mpfr_set(hi[j], lo[j], MPFR_RNDN);
+            mpfr_nextbelow(lo[j]);
+            mpfr_nextabove(hi[j]);
             mpfr_add(sl, sl, lo[j], MPFR_RNDD);
             mpfr_add(sh, sh, hi[j], MPFR_RNDU);
         }
@@ -83,8 +86,8 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     if (m == -INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; } /* a fully masked row: -inf - -inf */
     double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
     if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
-    mpfr_t t, zl, zh, sl, sh, a, b;
-    mpfr_init2(t, 64);
+    mpfr_t t, z, zl, zh, sl, sh, a, b;
+    mpfr_inits2(64, t, z, (mpfr_ptr)0);
     mpfr_inits2(128, zl, zh, a, b, (mpfr_ptr)0);
     mpfr_inits2(1400, sl, sh, (mpfr_ptr)0); /* values of F from 2^-1074 to 2^2: every sum of them is exact */
     mpfr_set_zero(sl, 1);
@@ -94,8 +97,13 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST);
         if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
         mpfr_set_d(t, dj, MPFR_RNDN);
-        mpfr_exp(zl, t, MPFR_RNDD);
-        mpfr_exp(zh, t, MPFR_RNDU);
+        /* one exp to nearest at 64 bits; the exact exp lies strictly between its two neighbours */
+        mpfr_exp(z, t, MPFR_RNDN);
+        mpfr_nextbelow(z);
+        mpfr_set(zl, z, MPFR_RNDN); /* exact: 64 bits into 128 */
+        mpfr_nextabove(z);
+        mpfr_nextabove(z);
+        mpfr_set(zh, z, MPFR_RNDN);
         double slack = er__mul_up(pl->U, er_ulp_at(F, mpfr_get_d(zh, MPFR_RNDU)));
         mpfr_sub_d(zl, zl, slack, MPFR_RNDD);
         mpfr_add_d(zh, zh, slack, MPFR_RNDU);
@@ -146,7 +154,7 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         cv[i].hi = qh;
         if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
     }
-    mpfr_clears(t, zl, zh, a, b, sl, sh, (mpfr_ptr)0);
+    mpfr_clears(t, z, zl, zh, a, b, sl, sh, (mpfr_ptr)0);
     free(elo);
     free(ehi);
     if (st == ER_OK) er_exact_row(pl, x, n, m, exact, rounded);
