@@ -35,6 +35,9 @@ ER_API er_status er_max(er_ref **out, const er_tensor *x, int dim);
  * (the sum of the exponentials in any order) with compute (fp32 default; x's values must be values of it),
  * exp_ulps (accuracy of exp, default 2) and div (divide, reciprocal or either). */
 ER_API er_status er_softmax(er_ref **out, const er_tensor *x, int dim);
+/* log_softmax of x along `dim`: (x_i - max) - log(sum_j exp(x_j - max)); options exp_ulps (default 2) and
+ * log_ulps (default 1, CUDA's bound for logf). */
+ER_API er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim);
 ER_API void er_ref_free(er_ref *ref);
 /* The shape of the op's output. shape must have room for ER_MAX_DIMS entries. */
 ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);

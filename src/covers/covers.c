@@ -257,17 +257,22 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     }
     if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
-    if (ref->op == ER_OP_SOFTMAX) {
+    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
+    if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
+    if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
+        return er__fail(ER_ERR_STANDARD, "div= applies to softmax, not to log_softmax (it divides nothing)");
+    if (softmax_like) {
         const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
         if (std->order != ER_ORDER_ANY)
-            return er__fail(ER_ERR_UNSUPPORTED, "softmax takes order any_order in this version (its sum in any order)");
+            return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
         if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
-            return er__fail(ER_ERR_STANDARD, "softmax takes rounding=nearest and compute fp64, fp32, fp16 or bf16");
+            return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
         if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
-            return er__fail(ER_ERR_STANDARD, "softmax of %s inputs needs a compute format holding them (compute=%s does not)",
-                            X->name, F->name);
-    } else if (std->exp_ulps != 0 || std->div != 0) {
-        return er__fail(ER_ERR_STANDARD, "exp_ulps= and div= apply to softmax only, not to %s", er__op_name(ref));
+            return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
+                            er__op_name(ref), X->name, F->name);
+    } else if (std->exp_ulps != 0 || std->div != 0 || std->log_ulps != 0) {
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
     }
     if (ref->op != ER_OP_MEAN && std->mean != 0)
         return er__fail(ER_ERR_STANDARD, "mean= applies to mean only, not to %s", er__op_name(ref));
@@ -289,7 +294,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->worst_dist = -1;
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
-    if (ref->op == ER_OP_SOFTMAX) return ER_OK; /* its sets come from er__softmax_row */
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) return ER_OK; /* sets from er__softmax_row */
     const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
     const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
     if (cx->any) {
@@ -371,7 +376,8 @@ static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, con
 /* softmax rows: the sets of a row at once (the dependency between elements), then each element classified. */
 static er_status er_softmax_cb(void *vcx, const double *row, const int64_t *idx, int64_t n) {
     er_covers_ctx *cx = vcx;
-    er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, cx->std->exp_ulps ? cx->std->exp_ulps : 2.0, cx->std->div};
+    er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, cx->std->exp_ulps ? cx->std->exp_ulps : 2.0, cx->std->div,
+                          cx->ref->op == ER_OP_LOG_SOFTMAX, cx->std->log_ulps ? cx->std->log_ulps : 1.0};
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
@@ -405,7 +411,7 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     er_status st = er_ctx_init(&cx, ref, out, std);
     if (st != ER_OK) { free(r.classes); return st; }
     cx.rep = &r;
-    if (ref->op == ER_OP_SOFTMAX) {
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) {
         st = er__softmax_foreach(ref, er_softmax_cb, &cx);
     } else if (cx.any && std->compute != ER_TF32 && ref->op != ER_OP_MAX) {
         /* the reference's cached exact summaries are those of this standard */
@@ -454,8 +460,9 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
 er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
     er__ok();
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
-    if (ref->op == ER_OP_SOFTMAX)
-        return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; softmax's exp accuracy leaves its results free");
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX)
+        return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; %s's exp accuracy leaves its results free",
+                        er__op_name(ref));
     int fixed = ref->op == ER_OP_MAX ||
                 (er__standard_is_fixed_info(std, er__fmt(ref->A.format), ref->b_is_one ? er__fmt_one() : er__fmt(ref->B.format)) &&
                  (ref->op != ER_OP_MEAN || std->mean != 0));
@@ -489,8 +496,9 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
     if (!O) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
     int64_t idx;
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
-    if (ref->op == ER_OP_SOFTMAX)
-        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact does not give softmax values in this version (covers reports them)");
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX)
+        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact does not give %s values in this version (covers reports them)",
+                        er__op_name(ref));
     double e, rd;
     if (ref->op == ER_OP_MAX) {
         int64_t offa, offb;

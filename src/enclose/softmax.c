@@ -21,6 +21,7 @@ static double er_ulp_at(const er_fmt_info *F, double z) {
 }
 
 static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
+    /* NaN rows are NaN in softmax and log_softmax alike */
     for (int64_t i = 0; i < n; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         cv[i].lo = INFINITY;
@@ -56,7 +57,27 @@ static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, 
             mpfr_add(sl, sl, lo[j], MPFR_RNDD);
             mpfr_add(sh, sh, hi[j], MPFR_RNDU);
         }
-        for (int64_t i = 0; i < n; i++) {
+        if (pl->log) { /* y* = (x_i - M) - log(S): between (x_i - M) - log(S_hi) and (x_i - M) - log(S_lo) */
+            mpfr_t ll, lh;
+            mpfr_inits2(p + 64, ll, lh, (mpfr_ptr)0);
+            mpfr_log(ll, sl, MPFR_RNDD);
+            mpfr_log(lh, sh, MPFR_RNDU);
+            for (int64_t i = 0; i < n; i++) {
+                if (done[i]) continue;
+                if (x[i] == -INFINITY) { exact[i] = rounded[i] = -INFINITY; done[i] = 1; todo--; continue; }
+                mpfr_set_d(d, x[i], MPFR_RNDN);
+                mpfr_sub_d(d, d, m, MPFR_RNDN);
+                mpfr_sub(q, d, lh, MPFR_RNDD);
+                double rl = er__round_mpfr(pl->O, q, ER_ROUND_NEAREST, pl->ov_out);
+                exact[i] = mpfr_get_d(q, MPFR_RNDN);
+                mpfr_sub(q, d, ll, MPFR_RNDU);
+                double rh = er__round_mpfr(pl->O, q, ER_ROUND_NEAREST, pl->ov_out);
+                rounded[i] = rl;
+                if (rl == rh) { done[i] = 1; todo--; }
+            }
+            mpfr_clears(ll, lh, (mpfr_ptr)0);
+        }
+        for (int64_t i = 0; i < n && !pl->log; i++) {
             if (done[i]) continue;
             mpfr_div(q, lo[i], sh, MPFR_RNDD);
             double rl = er__round_mpfr(pl->O, q, ER_ROUND_NEAREST, pl->ov_out);
@@ -117,7 +138,46 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     /* s may overflow F only if its terms' sum can reach the threshold: then y = e/inf = 0 is possible */
     int sum_may_overflow = er__mul_up(bd.g, mpfr_get_d(sh, MPFR_RNDU)) >= bd.thr;
     double u = ldexp(1.0, -F->p);
-    for (int64_t i = 0; i < n && st == ER_OK; i++) {
+    if (pl->log && st == ER_OK) {
+        /* s in [RU_F(L (1 - c1)), RD_F(H (1 + c1))]; l = log(s) within Ulog ulps; y = fl(d_i - l) or fl(x_i - fl(m + l)),
+         * both decreasing in l (softmax.md, Theorem S2) */
+        double one_minus = nextafter(1.0 - bd.c1, 0.0);
+        mpfr_set_d(b, bd.c1, MPFR_RNDN);
+        mpfr_add_ui(b, b, 1, MPFR_RNDU);
+        mpfr_mul(a, sh, b, MPFR_RNDU);
+        double s_hi = er__round_mpfr(F, a, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        mpfr_mul_d(a, sl, one_minus > 0 ? one_minus : 0.0, MPFR_RNDD);
+        double s_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+        if (sum_may_overflow) s_hi = INFINITY;
+        double l_lo, l_hi;
+        if (s_lo <= 0) l_lo = -INFINITY;
+        else {
+            mpfr_set_d(a, s_lo, MPFR_RNDN);
+            mpfr_log(a, a, MPFR_RNDD);
+            double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
+            mpfr_sub_d(a, a, sl_, MPFR_RNDD);
+            l_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+        }
+        if (s_hi == INFINITY) l_hi = INFINITY;
+        else {
+            mpfr_set_d(a, s_hi, MPFR_RNDN);
+            mpfr_log(a, a, MPFR_RNDU);
+            double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
+            mpfr_add_d(a, a, sl_, MPFR_RNDU);
+            l_hi = er__round_mpfr(F, a, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            memset(&cv[i], 0, sizeof cv[i]);
+            if (x[i] == -INFINITY) { cv[i].lo = INFINITY; cv[i].hi = -INFINITY; cv[i].ninf = 1; continue; }
+            double d = er__round_sum(F, x[i], -m, ER_ROUND_NEAREST);
+            double y1 = er__round_sum(F, d, -l_hi, ER_ROUND_NEAREST), y2 = er__round_sum(F, d, -l_lo, ER_ROUND_NEAREST);
+            double z1 = er__round_sum(F, x[i], -er__round_sum(F, m, l_hi, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
+            double z2 = er__round_sum(F, x[i], -er__round_sum(F, m, l_lo, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
+            double lo = y1 < z1 ? y1 : z1, hi = y2 > z2 ? y2 : z2;
+            er__cval_from_interval(&cv[i], lo, hi, 0, F);
+        }
+    }
+    for (int64_t i = 0; i < n && st == ER_OK && !pl->log; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         /* lowest: e_i low, the others high: q_lo = e_lo / ((e_lo + R_hi)(1 + c1)) */
         double ql, qh;

@@ -10,6 +10,8 @@ typedef struct er_softmax_plan {
     er_overflow ov_out;
     double U;               /* exp accuracy in ulps of F */
     int div;                /* 0 either, 1 divide, 2 reciprocal */
+    int log;                /* log_softmax: y = (x - m) - log(s) instead of e / s */
+    double Ulog;            /* log accuracy in ulps of F */
 } er_softmax_plan;
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and

@@ -16,6 +16,7 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_MEAN: return "mean";
     case ER_OP_MAX: return "max";
     case ER_OP_SOFTMAX: return "softmax";
+    case ER_OP_LOG_SOFTMAX: return "log_softmax";
     default: return "matmul";
     }
 }

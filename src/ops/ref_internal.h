@@ -5,7 +5,7 @@
 #include "core/internal.h"
 #include "exact/accum.h"
 
-typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5 } er_op;
+typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {

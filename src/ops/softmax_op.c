@@ -3,8 +3,7 @@
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
-er_status er_softmax(er_ref **out, const er_tensor *x, int dim) {
-    er__ok();
+static er_status er_softmax_like(er_ref **out, const er_tensor *x, int dim, er_op op) {
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(x, "x");
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
@@ -13,7 +12,7 @@ er_status er_softmax(er_ref **out, const er_tensor *x, int dim) {
     if (dim < 0) dim += nd;
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = ER_OP_SOFTMAX;
+    r->op = op;
     r->A = *x;
     r->dim = dim;
     r->ndim = nd;
@@ -22,6 +21,16 @@ er_status er_softmax(er_ref **out, const er_tensor *x, int dim) {
     r->K = x->shape[dim];
     *out = r;
     return ER_OK;
+}
+
+er_status er_softmax(er_ref **out, const er_tensor *x, int dim) {
+    er__ok();
+    return er_softmax_like(out, x, dim, ER_OP_SOFTMAX);
+}
+
+er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim) {
+    er__ok();
+    return er_softmax_like(out, x, dim, ER_OP_LOG_SOFTMAX);
 }
 
 er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx) {

@@ -69,6 +69,7 @@ er_status er_standard_validate(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only");
     if (!(s->exp_ulps >= 0 && s->exp_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "exp_ulps must be between 0 and 1e6");
     if (s->div < 0 || s->div > 2) return er__fail(ER_ERR_STANDARD, "invalid div value %d", s->div);
+    if (!(s->log_ulps >= 0 && s->log_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "log_ulps must be between 0 and 1e6");
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
     if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
     if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
@@ -200,6 +201,13 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             if (*end || !(u >= 0.5 && u <= 1e6))
                 return er__fail(ER_ERR_STANDARD, "exp_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
             s.exp_ulps = u;
+        } else if (strcmp(key, "log_ulps") == 0) {
+            bit = 8192;
+            char *end;
+            double u = strtod(val, &end);
+            if (*end || !(u >= 0.5 && u <= 1e6))
+                return er__fail(ER_ERR_STANDARD, "log_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
+            s.log_ulps = u;
         } else if (strcmp(key, "div") == 0) {
             bit = 4096;
             if (strcmp(val, "either") == 0) s.div = 0;
@@ -224,7 +232,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean, exp_ulps, div)", key);
+                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, div)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -260,6 +268,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->carry_fused) ER_PUT(" carry=fused");
     if (s->mean) ER_PUT(" mean=%s", s->mean == 1 ? "divide" : "reciprocal");
     if (s->exp_ulps) ER_PUT(" exp_ulps=%g", s->exp_ulps);
+    if (s->log_ulps) ER_PUT(" log_ulps=%g", s->log_ulps);
     if (s->div) ER_PUT(" div=%s", s->div == 1 ? "divide" : "reciprocal");
     if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");

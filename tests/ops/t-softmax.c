@@ -10,7 +10,7 @@
 #define ER_TEST_DATA_DIR "tests/data"
 #endif
 
-START_TEST(torch_softmax_on_h200_is_covered) {
+static void h200_cases(const char *which, int expect) {
     npz_file z;
     const char *err;
     ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/norm.npz", &err) == 0, "norm.npz: %s", err);
@@ -19,8 +19,9 @@ START_TEST(torch_softmax_on_h200_is_covered) {
     char line[256], id[32], op[32], dtype[32], dist[32];
     int cases = 0;
     long long counts[ER_CLASS_COUNT] = {0};
+    int log = strcmp(which, "log_softmax") == 0;
     while (fgets(line, sizeof line, f)) {
-        if (line[0] == '#' || sscanf(line, "%31s %31s %31s %31s", id, op, dtype, dist) != 4 || strcmp(op, "softmax") != 0) continue;
+        if (line[0] == '#' || sscanf(line, "%31s %31s %31s %31s", id, op, dtype, dist) != 4 || strcmp(op, which) != 0) continue;
         char key[96];
         snprintf(key, sizeof key, "%s__in__x", id);
         const npy_array *x = npz_find(&z, key);
@@ -30,7 +31,7 @@ START_TEST(torch_softmax_on_h200_is_covered) {
         er_tensor tx, ty;
         ck_assert(npz_view(&tx, x) && npz_view(&ty, y));
         er_ref *ref;
-        ck_assert_int_eq(er_softmax(&ref, &tx, -1), ER_OK);
+        ck_assert_int_eq(log ? er_log_softmax(&ref, &tx, -1) : er_softmax(&ref, &tx, -1), ER_OK);
         er_standard std;
         er_standard_init(&std);
         er_report rep;
@@ -46,9 +47,14 @@ START_TEST(torch_softmax_on_h200_is_covered) {
         cases++;
     }
     fclose(f);
-    printf("torch.softmax on H200: %d cases covered (exact %lld, covered %lld elements)\n", cases, counts[0], counts[1]);
-    ck_assert_int_eq(cases, 24);
+    printf("torch.%s on H200: %d cases covered (exact %lld, covered %lld elements)\n", which, cases, counts[0], counts[1]);
+    ck_assert_int_eq(cases, expect);
     npz_free(&z);
+}
+
+START_TEST(torch_softmax_on_h200_is_covered) {
+    h200_cases("softmax", 24);
+    h200_cases("log_softmax", 3);
 }
 END_TEST
 
@@ -214,6 +220,85 @@ START_TEST(exact_and_special_rows) {
 }
 END_TEST
 
+/* log_softmax: correct implementations (exp within 2 ulps, log within 1 ulp, any order, either association)
+ * covered; special rows. */
+START_TEST(log_softmax_implementations) {
+    er_test_reseed(501);
+    long trials = (long)(400 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        int n = (int)er_rand_int(1, 200);
+        er_format fx = (er_rand64() & 1) ? ER_FP16 : ER_FP32;
+        uint64_t X[200];
+        float Y[200];
+        double x[200];
+        for (int j = 0; j < n; j++) {
+            double v;
+            er_round_double(&v, fx, er_rand_normal() * 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (er_rand64() % 12 == 0) v = -INFINITY;
+            x[j] = v;
+            er_store(X, fx, j, v);
+        }
+        emu e;
+        emu_init(&e, ER_FP32);
+        double m = -INFINITY, sv[200];
+        for (int j = 0; j < n; j++) if (x[j] > m) m = x[j];
+        mpfr_t t;
+        mpfr_init2(t, 200);
+        for (int j = 0; j < n; j++) {
+            double d = emu_add(&e, x[j], -m);
+            mpfr_set_d(t, d, MPFR_RNDN);
+            mpfr_exp(t, t, MPFR_RNDN);
+            sv[j] = er_oracle_round(ER_FP32, t, (er_rand64() & 1) ? MPFR_RNDU : MPFR_RNDD, ER_OVERFLOW_IEEE);
+        }
+        double s = emu_sum_random(&e, sv, n);
+        mpfr_set_d(t, s, MPFR_RNDN);
+        mpfr_log(t, t, MPFR_RNDN);
+        double l = er_oracle_round(ER_FP32, t, (er_rand64() & 1) ? MPFR_RNDU : MPFR_RNDD, ER_OVERFLOW_IEEE);
+        int assoc = (int)(er_rand64() & 1);
+        for (int i = 0; i < n; i++)
+            Y[i] = (float)(assoc ? emu_add(&e, x[i], -emu_add(&e, m, l)) : emu_add(&e, emu_add(&e, x[i], -m), -l));
+        mpfr_clear(t);
+        emu_clear(&e);
+        er_tensor tx, ty;
+        er_tensor_view(&tx, fx, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){n}, NULL, Y);
+        er_ref *ref;
+        ck_assert_int_eq(er_log_softmax(&ref, &tx, 0), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        if (!er_report_all(&rep)) {
+            char text[4096];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("trial %ld: a correct log_softmax (n %d) was called wrong:\n%s" ER_SEED_MSG_FMT, tr, n, text, ER_SEED_ARGS);
+        }
+        er_report_clear(&rep);
+        er_ref_free(ref);
+    }
+    /* special rows: masked lanes are -inf; a NaN row is NaN; softmax options do not apply */
+    float p[3] = {-INFINITY, 0.0f, 0.0f}, q[3] = {-INFINITY, -0.693147182f, -0.693147182f};
+    er_tensor tp, tq;
+    er_tensor_view(&tp, ER_FP32, 1, (int64_t[]){3}, NULL, p);
+    er_tensor_view(&tq, ER_FP32, 1, (int64_t[]){3}, NULL, q);
+    er_ref *r;
+    er_standard std;
+    er_standard_init(&std);
+    er_report rep;
+    ck_assert_int_eq(er_log_softmax(&r, &tp, 0), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, r, &tq, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], 3);
+    er_report_clear(&rep);
+    q[0] = -100.0f;
+    ck_assert_int_eq(er_covers(&rep, r, &tq, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_INF_MISSING], 1);
+    er_report_clear(&rep);
+    er_standard_parse(&std, "any_order", "div=divide");
+    ck_assert_int_eq(er_covers(&rep, r, &tq, &std), ER_ERR_STANDARD);
+    er_ref_free(r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("softmax");
     TCase *tc = tcase_create("softmax");
@@ -221,6 +306,7 @@ int main(void) {
     tcase_add_test(tc, torch_softmax_on_h200_is_covered);
     tcase_add_test(tc, random_implementations_are_covered);
     tcase_add_test(tc, exact_and_special_rows);
+    tcase_add_test(tc, log_softmax_implementations);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

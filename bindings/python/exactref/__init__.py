@@ -20,7 +20,7 @@ from ._arrays import View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["matmul", "sum", "mean", "max", "softmax", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["matmul", "sum", "mean", "max", "softmax", "log_softmax", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -198,13 +198,22 @@ def max(x, dim=-1):  # noqa: A001
     return _reduce(_lib.lib.er_max, "max", x, dim)
 
 
-def softmax(x, dim=-1):
-    """The exact reference of softmax(x) along dim (options exp_ulps=..., div="divide"|"reciprocal"|"either")."""
+def _softmax_like(cfn, name, x, dim):
     a = to_numpy(x, "x")
     format_of(a.dtype)
     if a.ndim == 0 or not -a.ndim <= dim < a.ndim:
-        raise ValueError("exactref: softmax: dim %r is out of range for %d dimensions" % (dim, a.ndim))
+        raise ValueError("exactref: %s: dim %r is out of range for %d dimensions" % (name, dim, a.ndim))
     va = View(a, "x")
     ptr = ctypes.c_void_p()
-    check(_lib.lib.er_softmax(ctypes.byref(ptr), va.buf, int(dim)))
-    return Reference(ptr, (va, x), a.shape, "softmax")
+    check(cfn(ctypes.byref(ptr), va.buf, int(dim)))
+    return Reference(ptr, (va, x), a.shape, name)
+
+
+def softmax(x, dim=-1):
+    """The exact reference of softmax(x) along dim (options exp_ulps=..., div="divide"|"reciprocal"|"either")."""
+    return _softmax_like(_lib.lib.er_softmax, "softmax", x, dim)
+
+
+def log_softmax(x, dim=-1):
+    """The exact reference of log_softmax(x) along dim (options exp_ulps=..., log_ulps=...)."""
+    return _softmax_like(_lib.lib.er_log_softmax, "log_softmax", x, dim)
