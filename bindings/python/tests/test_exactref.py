@@ -123,10 +123,6 @@ def test_errors():
         ref.covers(np.zeros((3, 2), np.float32), acc="fp32")
     with pytest.raises(ValueError, match="fully fixed"):
         ref.emulate("any_order")
-    d = xf - xf.max(axis=1, keepdims=True)
-    ly = d - np.log(np.exp(d).sum(axis=1, keepdims=True))
-    assert er.log_softmax(x, dim=1).covers(ly).all()
-    assert not er.log_softmax(x, dim=1).covers(ly + np.float32(0.01)).all()
     with pytest.raises(TypeError, match="standard must be a string"):
         ref.covers(np.zeros((3, 2), np.float32), standard=3)
     with pytest.raises(TypeError, match="must be a numpy array or a torch tensor"):
