@@ -1,0 +1,80 @@
+/* t-threads.c: the thread-safety promises of docs/conventions.md. Several threads classify against one
+ * reference at once (any order, fixed orders, emulation) and must get exactly the single-threaded reports;
+ * er_last_error is per thread. */
+#include <pthread.h>
+#include "../common/er_test.h"
+
+enum { M = 24, K = 200, N = 16, THREADS = 4, ROUNDS = 6 };
+static uint16_t A[M * K], B[K * N];
+static float C[M * N];
+static er_ref *ref;
+static const char *const orders[] = {"any_order", "sequential", "blocked:16", "split:3"};
+static const char *const opts[] = {"compute=fp32", "fma=never", "inner=any", "outer=any"};
+static er_report expect[4];
+
+typedef struct job { int id, failures; char msg[256]; } job;
+
+static void *worker(void *arg) {
+    job *j = arg;
+    for (int r = 0; r < ROUNDS; r++)
+        for (int s = 0; s < 4; s++) {
+            int k = (s + j->id) % 4;
+            er_standard std;
+            er_tensor tC;
+            er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){M, N}, NULL, C);
+            er_standard_parse(&std, orders[k], opts[k]);
+            er_report rep;
+            if (er_covers(&rep, ref, &tC, &std) != ER_OK) { j->failures++; continue; }
+            if (memcmp(rep.counts, expect[k].counts, sizeof rep.counts) != 0 || memcmp(rep.classes, expect[k].classes, M * N) != 0) {
+                j->failures++;
+                snprintf(j->msg, sizeof j->msg, "thread %d: %s differs from the single-threaded report", j->id, orders[k]);
+            }
+            er_report_clear(&rep);
+            /* a refusal in this thread leaves its own message, not another thread's */
+            double d;
+            er_decode(&d, (er_format)(90 + j->id), 0);
+            char want[64];
+            snprintf(want, sizeof want, "invalid format value %d", 90 + j->id);
+            if (!strstr(er_last_error(), want)) { j->failures++; snprintf(j->msg, sizeof j->msg, "thread %d: message '%s'", j->id, er_last_error()); }
+        }
+    return NULL;
+}
+
+START_TEST(covers_from_many_threads) {
+    er_test_reseed(600);
+    for (int i = 0; i < M * K; i++) { uint64_t b; er_encode(&b, ER_FP16, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT); A[i] = (uint16_t)b; }
+    for (int i = 0; i < K * N; i++) { uint64_t b; er_encode(&b, ER_FP16, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT); B[i] = (uint16_t)b; }
+    er_tensor tA, tB, tC;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+    /* the output: the sequential fp32 emulation, so some standards cover it and others do not */
+    er_standard seq;
+    er_standard_parse(&seq, "sequential", "fma=never");
+    er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){M, N}, NULL, C);
+    ck_assert_int_eq(er_emulate(ref, &tC, &seq), ER_OK);
+    C[5] = nextafterf(C[5], 100.0f);
+    for (int k = 0; k < 4; k++) {
+        er_standard std;
+        er_standard_parse(&std, orders[k], opts[k]);
+        ck_assert_int_eq(er_covers(&expect[k], ref, &tC, &std), ER_OK);
+    }
+    pthread_t th[THREADS];
+    job jobs[THREADS];
+    for (int i = 0; i < THREADS; i++) { memset(&jobs[i], 0, sizeof jobs[i]); jobs[i].id = i; pthread_create(&th[i], NULL, worker, &jobs[i]); }
+    for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < THREADS; i++) ck_assert_msg(jobs[i].failures == 0, "%s", jobs[i].msg);
+    ck_assert(!er_report_all(&expect[1])); /* the altered element fails the sequential claim */
+    for (int k = 0; k < 4; k++) er_report_clear(&expect[k]);
+    er_ref_free(ref);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("threads");
+    TCase *tc = tcase_create("threads");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, covers_from_many_threads);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
