@@ -38,6 +38,9 @@ ER_API er_status er_softmax(er_ref **out, const er_tensor *x, int dim);
 /* log_softmax of x along `dim`: (x_i - max) - log(sum_j exp(x_j - max)); options exp_ulps (default 2) and
  * log_ulps (default 1, CUDA's bound for logf). */
 ER_API er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim);
+/* rmsnorm over x's last dimension: x_i w_i / sqrt(mean_j x_j^2 + eps), weight NULL (none) or a vector of that
+ * length. Options: compute (it must hold x's values), mean (divide, reciprocal, either), rsqrt_ulps (default 2). */
+ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps);
 ER_API void er_ref_free(er_ref *ref);
 /* The shape of the op's output. shape must have room for ER_MAX_DIMS entries. */
 ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);

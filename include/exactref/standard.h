@@ -73,6 +73,7 @@ typedef struct er_standard {
                                  CUDA documents for expf) */
     int div;                  /* softmax: 0 either (default), 1 divide (fl(e / s)), 2 reciprocal (fl(e * fl(1/s))) */
     double log_ulps;          /* log_softmax: accuracy of log in ulps (0: the default, 1, as CUDA documents for logf) */
+    double rsqrt_ulps;        /* rmsnorm: accuracy of rsqrt in ulps (0: the default, 2, as CUDA documents for rsqrtf) */
     int carry_fused;          /* ER_ORDER_BLOCKED: the running total is one more term of each block's sum
                                  (acc = acc + dot(block) fused, as tensor-core MMAs and Triton's tl.dot do);
                                  0: each block is summed from zero and then added */
@@ -87,7 +88,8 @@ ER_API er_status er_standard_init(er_standard *s);
  *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
  *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean),
- *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax).
+ *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
+ *   rsqrt_ulps=U (rmsnorm).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

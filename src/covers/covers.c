@@ -16,6 +16,7 @@
 #include "enclose/anyorder.h"
 #include "enclose/dotorder.h"
 #include "enclose/softmax.h"
+#include "enclose/rmsnorm.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -257,7 +258,11 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     }
     if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
-    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
+    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM;
+    if (ref->op != ER_OP_RMSNORM && std->rsqrt_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm, not to %s", er__op_name(ref));
+    if (ref->op == ER_OP_RMSNORM && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to rmsnorm");
     if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
         return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
     if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
@@ -271,10 +276,10 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
         if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
             return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
                             er__op_name(ref), X->name, F->name);
-    } else if (std->exp_ulps != 0 || std->div != 0 || std->log_ulps != 0) {
+    } else if (std->exp_ulps != 0 || std->div != 0 || std->log_ulps != 0 || std->rsqrt_ulps != 0) {
         return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
     }
-    if (ref->op != ER_OP_MEAN && std->mean != 0)
+    if (ref->op != ER_OP_MEAN && ref->op != ER_OP_RMSNORM && std->mean != 0)
         return er__fail(ER_ERR_STANDARD, "mean= applies to mean only, not to %s", er__op_name(ref));
     const er_fmt_info *O = er__fmt(out->format);
     if (std->out_overflow == ER_OVERFLOW_IEEE && !O->has_inf)
@@ -294,7 +299,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->worst_dist = -1;
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) return ER_OK; /* sets from er__softmax_row */
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM) return ER_OK;
     const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
     const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
     if (cx->any) {
@@ -393,6 +398,57 @@ static er_status er_softmax_cb(void *vcx, const double *row, const int64_t *idx,
     return st;
 }
 
+/* rmsnorm rows: weights decoded once, one accumulator for every row's sum of squares. */
+typedef struct er_rms_ctx { er_covers_ctx *cx; er_rmsnorm_plan pl; er_acc acc; er_dot_env env; double *w; } er_rms_ctx;
+
+static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
+    er_rms_ctx *rc = v;
+    er_cval *cv = malloc(sizeof *cv * (size_t)n);
+    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
+    er_status st = cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    rc->env.special = 0;
+    for (int64_t k = 0; k < n && st == ER_OK; k++) rc->env.special |= !isfinite(row[k]);
+    if (st == ER_OK) st = er__rmsnorm_row(&rc->pl, &rc->acc, &rc->env, row, rc->w, n, cv, ex, rd);
+    for (int64_t k = 0; k < n && st == ER_OK; k++) {
+        er_cset c;
+        er_cset_build(&c, rc->cx, &cv[k], ex[k], rd[k]);
+        er_record(rc->cx, idx[k], &c);
+    }
+    free(cv);
+    free(ex);
+    free(rd);
+    return st;
+}
+
+static er_status er_rmsnorm_covers(er_covers_ctx *cx) {
+    const er_ref *ref = cx->ref;
+    const er_fmt_info *X = er__fmt(ref->A.format);
+    er_rms_ctx rc;
+    memset(&rc, 0, sizeof rc);
+    rc.cx = cx;
+    rc.pl.F = cx->F;
+    rc.pl.O = cx->O;
+    rc.pl.X = X;
+    rc.pl.ov_out = cx->ov_out;
+    rc.pl.eps = er__round_double(cx->F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+    rc.pl.U = cx->std->rsqrt_ulps ? cx->std->rsqrt_ulps : 2.0;
+    rc.pl.mean = cx->std->mean;
+    int64_t n = ref->K;
+    rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!rc.w) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+    for (int64_t k = 0; k < n; k++) rc.w[k] = ref->has_weight ? er__load(&ref->B, k * ref->B.strides[0]) : 1.0;
+    /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
+    rc.env.wide = X->p > 26;
+    int lsb = X->emin - X->p + 1;
+    rc.env.base = rc.env.wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
+    rc.env.top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
+    er_status st = er__acc_init(&rc.acc, rc.env.base, rc.env.top);
+    if (st == ER_OK) st = er__softmax_foreach(ref, er_rms_cb, &rc);
+    er__acc_free(&rc.acc);
+    free(rc.w);
+    return st;
+}
+
 er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
@@ -411,7 +467,9 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     er_status st = er_ctx_init(&cx, ref, out, std);
     if (st != ER_OK) { free(r.classes); return st; }
     cx.rep = &r;
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) {
+    if (ref->op == ER_OP_RMSNORM) {
+        st = er_rmsnorm_covers(&cx);
+    } else if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) {
         st = er__softmax_foreach(ref, er_softmax_cb, &cx);
     } else if (cx.any && std->compute != ER_TF32 && ref->op != ER_OP_MAX) {
         /* the reference's cached exact summaries are those of this standard */
@@ -460,9 +518,9 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
 er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
     er__ok();
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX)
-        return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; %s's exp accuracy leaves its results free",
-                        er__op_name(ref));
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM)
+        return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; %s's elementary functions leave its "
+                        "results free", er__op_name(ref));
     int fixed = ref->op == ER_OP_MAX ||
                 (er__standard_is_fixed_info(std, er__fmt(ref->A.format), ref->b_is_one ? er__fmt_one() : er__fmt(ref->B.format)) &&
                  (ref->op != ER_OP_MEAN || std->mean != 0));
@@ -496,7 +554,7 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
     if (!O) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
     int64_t idx;
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX)
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM)
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact does not give %s values in this version (covers reports them)",
                         er__op_name(ref));
     double e, rd;

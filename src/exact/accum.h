@@ -37,6 +37,7 @@ _Static_assert(sizeof(er_dotsum) == 32, "er_dotsum layout");
 typedef struct er_dot_env {
     int64_t base, top;
     int wide;          /* some operand is fp64: products need 106 bits */
+    int special;       /* rmsnorm rows: the row holds a NaN or an infinity */
 } er_dot_env;
 
 /* The summary of sum_k a[k] b[k] (a, b decoded doubles; NaN and infinities allowed when special_path). */

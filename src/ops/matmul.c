@@ -139,6 +139,7 @@ er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx
     er_status st = er_densify(&db, B, B->ndim - 1, B->ndim - 2, pl->b_batches, pl->N, pl->K, conv);
     if (st != ER_OK) { er_dense_free(&da); return st; }
     er_dot_env env;
+    env.special = 0;
     env.wide = er__operand_format(A->format, conv) == ER_FP64 || er__operand_format(B->format, conv) == ER_FP64;
     env.base = 0;
     env.top = 64;

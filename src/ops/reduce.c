@@ -17,6 +17,7 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_MAX: return "max";
     case ER_OP_SOFTMAX: return "softmax";
     case ER_OP_LOG_SOFTMAX: return "log_softmax";
+    case ER_OP_RMSNORM: return "rmsnorm";
     default: return "matmul";
     }
 }

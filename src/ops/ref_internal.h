@@ -5,7 +5,7 @@
 #include "core/internal.h"
 #include "exact/accum.h"
 
-typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6 } er_op;
+typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -22,7 +22,9 @@ struct er_ref {
     int ndim;           /* the op's output shape, as the user sees it */
     int64_t shape[ER_MAX_DIMS];
     int b_is_one;       /* reductions: B is the constant 1 (stride 0), analysed as er__fmt_one() */
-    int dim;            /* softmax: the dimension it normalises */
+    int dim;            /* softmax, rmsnorm: the dimension they normalise */
+    int has_weight;     /* rmsnorm: B is the weight vector */
+    double eps;         /* rmsnorm */
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */
     er_dotsum *sums;       /* n summaries, row-major */

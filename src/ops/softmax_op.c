@@ -1,4 +1,5 @@
 /* softmax_op.c: the softmax reference: validation and the walk over rows (the set is src/enclose/softmax.c). */
+#include <math.h>
 #include <stdlib.h>
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
@@ -31,6 +32,26 @@ er_status er_softmax(er_ref **out, const er_tensor *x, int dim) {
 er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim) {
     er__ok();
     return er_softmax_like(out, x, dim, ER_OP_LOG_SOFTMAX);
+}
+
+er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(x, "x");
+    ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
+    if (!(eps >= 0) || isinf(eps)) return er__fail(ER_ERR_INVALID, "eps must be finite and nonnegative (got %g)", eps);
+    int64_t n = x->shape[x->ndim - 1];
+    if (weight) {
+        ER_RETURN_IF_ERROR(er__tensor_check(weight, "weight"));
+        if (weight->ndim != 1 || weight->shape[0] != n)
+            return er__fail(ER_ERR_SHAPE, "weight must be a vector of the normalised length %lld", (long long)n);
+    }
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er_softmax_like(&r, x, -1, ER_OP_RMSNORM));
+    if (weight) { r->B = *weight; r->has_weight = 1; }
+    r->eps = eps;
+    *out = r;
+    return ER_OK;
 }
 
 er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx) {

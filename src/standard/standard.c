@@ -70,6 +70,7 @@ er_status er_standard_validate(const er_standard *s) {
     if (!(s->exp_ulps >= 0 && s->exp_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "exp_ulps must be between 0 and 1e6");
     if (s->div < 0 || s->div > 2) return er__fail(ER_ERR_STANDARD, "invalid div value %d", s->div);
     if (!(s->log_ulps >= 0 && s->log_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "log_ulps must be between 0 and 1e6");
+    if (!(s->rsqrt_ulps >= 0 && s->rsqrt_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "rsqrt_ulps must be between 0 and 1e6");
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
     if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
     if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
@@ -201,6 +202,13 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             if (*end || !(u >= 0.5 && u <= 1e6))
                 return er__fail(ER_ERR_STANDARD, "exp_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
             s.exp_ulps = u;
+        } else if (strcmp(key, "rsqrt_ulps") == 0) {
+            bit = 16384;
+            char *end;
+            double u = strtod(val, &end);
+            if (*end || !(u >= 0.5 && u <= 1e6))
+                return er__fail(ER_ERR_STANDARD, "rsqrt_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
+            s.rsqrt_ulps = u;
         } else if (strcmp(key, "log_ulps") == 0) {
             bit = 8192;
             char *end;
@@ -232,7 +240,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, div)", key);
+                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -269,6 +277,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->mean) ER_PUT(" mean=%s", s->mean == 1 ? "divide" : "reciprocal");
     if (s->exp_ulps) ER_PUT(" exp_ulps=%g", s->exp_ulps);
     if (s->log_ulps) ER_PUT(" log_ulps=%g", s->log_ulps);
+    if (s->rsqrt_ulps) ER_PUT(" rsqrt_ulps=%g", s->rsqrt_ulps);
     if (s->div) ER_PUT(" div=%s", s->div == 1 ? "divide" : "reciprocal");
     if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");

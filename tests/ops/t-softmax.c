@@ -19,7 +19,7 @@ static void h200_cases(const char *which, int expect) {
     char line[256], id[32], op[32], dtype[32], dist[32];
     int cases = 0;
     long long counts[ER_CLASS_COUNT] = {0};
-    int log = strcmp(which, "log_softmax") == 0;
+    int log = strcmp(which, "log_softmax") == 0, rms = strcmp(which, "rmsnorm") == 0;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#' || sscanf(line, "%31s %31s %31s %31s", id, op, dtype, dist) != 4 || strcmp(op, which) != 0) continue;
         char key[96];
@@ -28,10 +28,17 @@ static void h200_cases(const char *which, int expect) {
         snprintf(key, sizeof key, "%s__out__y", id);
         const npy_array *y = npz_find(&z, key);
         ck_assert_msg(x && y, "case %s incomplete", id);
-        er_tensor tx, ty;
+        er_tensor tx, ty, tw;
         ck_assert(npz_view(&tx, x) && npz_view(&ty, y));
         er_ref *ref;
-        ck_assert_int_eq(log ? er_log_softmax(&ref, &tx, -1) : er_softmax(&ref, &tx, -1), ER_OK);
+        if (rms) {
+            snprintf(key, sizeof key, "%s__in__weight", id);
+            const npy_array *w = npz_find(&z, key);
+            ck_assert(w && npz_view(&tw, w));
+            ck_assert_int_eq(er_rmsnorm(&ref, &tx, &tw, 1e-6), ER_OK);
+        } else {
+            ck_assert_int_eq(log ? er_log_softmax(&ref, &tx, -1) : er_softmax(&ref, &tx, -1), ER_OK);
+        }
         er_standard std;
         er_standard_init(&std);
         er_report rep;
@@ -55,6 +62,7 @@ static void h200_cases(const char *which, int expect) {
 START_TEST(torch_softmax_on_h200_is_covered) {
     h200_cases("softmax", 24);
     h200_cases("log_softmax", 3);
+    h200_cases("rmsnorm", 30);
 }
 END_TEST
 
@@ -299,6 +307,96 @@ START_TEST(log_softmax_implementations) {
 }
 END_TEST
 
+/* rmsnorm: correct implementations (squares rounded, any order, either division, rsqrt within 2 ulps, any of the
+ * three compositions with the weight) covered; an all-zero row with eps = 0 is NaN. */
+START_TEST(rmsnorm_implementations) {
+    er_test_reseed(502);
+    long trials = (long)(400 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        int n = (int)er_rand_int(1, 200);
+        er_format fx = (er_rand64() & 1) ? ER_FP16 : ER_FP32, fo = (er_rand64() & 1) ? fx : ER_FP32;
+        double eps = (er_rand64() & 1) ? 1e-6 : 1e-5;
+        uint64_t X[200], W[200], Y[200];
+        double x[200], w[200];
+        double scale = ldexp(1.0, (int)er_rand_int(-6, 6)) * ((er_rand64() % 4 == 0) ? 100 : 1);
+        for (int j = 0; j < n; j++) {
+            er_round_double(&x[j], fx, er_rand_normal() * scale + ((er_rand64() % 3 == 0) ? 300 * scale : 0), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_round_double(&w[j], fx, 1 + er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_store(X, fx, j, x[j]);
+            er_store(W, fx, j, w[j]);
+        }
+        emu e;
+        emu_init(&e, ER_FP32);
+        double sq[200];
+        for (int j = 0; j < n; j++) sq[j] = emu_mul(&e, x[j], x[j]);
+        double q = emu_sum_random(&e, sq, n);
+        mpfr_t t;
+        mpfr_init2(t, 200);
+        double ms;
+        if (er_rand64() & 1) { mpfr_set_d(t, q, MPFR_RNDN); mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDN); ms = emu_round(&e, t); }
+        else { mpfr_set_ui(t, 1, MPFR_RNDN); mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDN); double rn = emu_round(&e, t); ms = emu_mul(&e, q, rn); }
+        double epsF = er_oracle_round_d(ER_FP32, eps);
+        double v = emu_add(&e, ms, epsF);
+        mpfr_set_d(t, v, MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDN);
+        double r = er_oracle_round(ER_FP32, t, (er_rand64() & 1) ? MPFR_RNDU : MPFR_RNDD, ER_OVERFLOW_IEEE);
+        int comp = (int)(er_rand64() % 3);
+        for (int i = 0; i < n; i++) {
+            double y;
+            if (comp == 0) y = emu_mul(&e, emu_mul(&e, x[i], r), w[i]);
+            else if (comp == 2) y = emu_mul(&e, x[i], emu_mul(&e, r, w[i]));
+            else {
+                double xr = er_oracle_round_d(fo, emu_mul(&e, x[i], r));
+                mpfr_set_d(t, xr, MPFR_RNDN);
+                mpfr_mul_d(t, t, w[i], MPFR_RNDN);
+                y = er_oracle_round(fo, t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+            }
+            er_store(Y, fo, i, er_oracle_round_d(fo, y));
+        }
+        mpfr_clear(t);
+        emu_clear(&e);
+        er_tensor tx, tw, ty;
+        er_tensor_view(&tx, fx, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&tw, fx, 1, (int64_t[]){n}, NULL, W);
+        er_tensor_view(&ty, fo, 1, (int64_t[]){n}, NULL, Y);
+        er_ref *ref;
+        ck_assert_int_eq(er_rmsnorm(&ref, &tx, &tw, eps), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        if (!er_report_all(&rep)) {
+            char text[4096];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("trial %ld: a correct rmsnorm (x %s, out %s, n %d, composition %d) was called wrong:\n%s" ER_SEED_MSG_FMT,
+                         tr, er_format_name(fx), er_format_name(fo), n, comp, text, ER_SEED_ARGS);
+        }
+        er_report_clear(&rep);
+        er_ref_free(ref);
+    }
+    /* a zero row with eps = 0: 0 * rsqrt(0) = 0 * inf = NaN; refusals */
+    float z[4] = {0, 0, 0, 0}, o[4] = {NAN, NAN, NAN, NAN};
+    er_tensor tz, to;
+    er_tensor_view(&tz, ER_FP32, 1, (int64_t[]){4}, NULL, z);
+    er_tensor_view(&to, ER_FP32, 1, (int64_t[]){4}, NULL, o);
+    er_ref *r;
+    er_standard std;
+    er_standard_init(&std);
+    er_report rep;
+    ck_assert_int_eq(er_rmsnorm(&r, &tz, NULL, 0.0), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, r, &to, &std), ER_OK);
+    ck_assert_msg(er_report_all(&rep), "a zero row with eps = 0 must allow NaN");
+    er_report_clear(&rep);
+    er_ref_free(r);
+    ck_assert_int_eq(er_rmsnorm(&r, &tz, NULL, -1.0), ER_ERR_INVALID);
+    ck_assert_int_eq(er_rmsnorm(&r, &tz, &tz, 1e-6), ER_OK);
+    er_ref_free(r);
+    er_tensor t3;
+    er_tensor_view(&t3, ER_FP32, 1, (int64_t[]){3}, NULL, z);
+    ck_assert_int_eq(er_rmsnorm(&r, &tz, &t3, 1e-6), ER_ERR_SHAPE);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("softmax");
     TCase *tc = tcase_create("softmax");
@@ -307,6 +405,7 @@ int main(void) {
     tcase_add_test(tc, random_implementations_are_covered);
     tcase_add_test(tc, exact_and_special_rows);
     tcase_add_test(tc, log_softmax_implementations);
+    tcase_add_test(tc, rmsnorm_implementations);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

@@ -20,7 +20,7 @@ from ._arrays import View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["matmul", "sum", "mean", "max", "softmax", "log_softmax", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -217,3 +217,24 @@ def softmax(x, dim=-1):
 def log_softmax(x, dim=-1):
     """The exact reference of log_softmax(x) along dim (options exp_ulps=..., log_ulps=...)."""
     return _softmax_like(_lib.lib.er_log_softmax, "log_softmax", x, dim)
+
+
+def rmsnorm(x, weight=None, eps=1e-6):
+    """The exact reference of rmsnorm over x's last dimension (options mean=..., rsqrt_ulps=...)."""
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    if a.ndim == 0:
+        raise ValueError("exactref: rmsnorm of a scalar: x needs at least 1 dimension")
+    va = View(a, "x")
+    keep = [va, x]
+    wbuf = None
+    if weight is not None:
+        w = to_numpy(weight, "weight")
+        if w.ndim != 1 or w.shape[0] != a.shape[-1]:
+            raise ValueError("exactref: rmsnorm: weight must be a vector of length %d, not of shape %s" % (a.shape[-1], w.shape))
+        vw = View(w, "weight")
+        keep += [vw, weight]
+        wbuf = vw.buf
+    ptr = ctypes.c_void_p()
+    check(_lib.lib.er_rmsnorm(ctypes.byref(ptr), va.buf, wbuf, float(eps)))
+    return Reference(ptr, tuple(keep), a.shape, "rmsnorm")

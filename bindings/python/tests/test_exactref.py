@@ -215,3 +215,18 @@ def test_softmax():
     ly = d - np.log(np.exp(d).sum(axis=1, keepdims=True))
     assert er.log_softmax(x, dim=1).covers(ly).all()
     assert not er.log_softmax(x, dim=1).covers(ly + np.float32(0.01)).all()
+
+
+def test_rmsnorm():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 64)).astype(np.float16)
+    w = (1 + rng.standard_normal(64) / 4).astype(np.float16)
+    xf = x.astype(np.float32)
+    r = 1 / np.sqrt((xf * xf).mean(axis=1, keepdims=True) + np.float32(1e-6))
+    y = ((xf * r).astype(np.float16) * w).astype(np.float16)   # torch's composite: cast, then weight
+    ref = er.rmsnorm(x, w, eps=1e-6)
+    assert ref.covers(y).all()
+    assert not ref.covers((y.astype(np.float32) * 1.01).astype(np.float16)).all()
+    assert er.rmsnorm(x).covers((xf * r).astype(np.float32)).all()
+    with pytest.raises(ValueError, match="weight must be a vector of length 64"):
+        er.rmsnorm(x, w[:3])

@@ -1,0 +1,152 @@
+/* rmsnorm.c: the set of an rmsnorm row (docs/algorithms/rmsnorm.md).
+ *
+ * The model: q = sum_j x_j^2 in F in any order (products rounded or fused), ms = q / n (divide or reciprocal),
+ * v = fl(ms + eps), r = rsqrt(v) within U ulps, and y_i from x_i, r and w_i by any of three compositions:
+ * fl(fl(x_i r) w_i), fl_out(fl_out(fl(x_i r)) w_i) (the product cast to the output format before the weight,
+ * as torch's composite rms_norm does), or fl(x_i fl(r w_i)). Each composition is monotone in r for a fixed sign
+ * of x_i w_i, so y_i lies between its values at the two ends of r's interval (Theorem R1). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <mpfr.h>
+#include "enclose/rmsnorm.h"
+
+static double er_ulp_of(const er_fmt_info *F, double z) {
+    z = fabs(z);
+    if (z < F->min_normal) return F->min_sub;
+    int ex;
+    frexp(z, &ex);
+    return ldexp(1.0, ex - F->p);
+}
+
+/* The three compositions at one value of r; NaN where one of them is NaN. */
+static void er_compose(const er_rmsnorm_plan *pl, double x, double r, double w, double out[3]) {
+    const er_fmt_info *F = pl->F, *O = pl->O;
+    double xr = er__round_prod(F, x, r, 1, ER_ROUND_NEAREST);
+    out[0] = er__round_prod(F, xr, w, 1, ER_ROUND_NEAREST);
+    out[1] = er__round_prod(O, er__round_double(O, xr, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), w, 1, ER_ROUND_NEAREST);
+    out[2] = er__round_prod(F, x, er__round_prod(F, r, w, 1, ER_ROUND_NEAREST), 1, ER_ROUND_NEAREST);
+}
+
+er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
+                          const double *w, int64_t n, er_cval *cv, double *exact, double *rounded) {
+    const er_fmt_info *F = pl->F;
+    if (n == 0) return ER_OK;
+    er_dotsum sm;
+    er__dot_summary(&sm, acc, x, x, n, env->wide, env->special);
+    /* q's set (any order), then ms = q/n, v = fl(ms + eps) */
+    er_anyorder_bound bd;
+    ER_RETURN_IF_ERROR(er__anyorder_bound(&bd, pl->X, pl->X, F, n, 0));
+    er_edge_scratch ws;
+    er__edge_scratch_init(&ws);
+    er_cval q;
+    er__anyorder_cval(&q, &bd, F, &sm, &ws);
+    er__edge_scratch_clear(&ws);
+    double vlo, vhi;
+    int special = q.nan || q.nan_req || q.lo > q.hi;
+    if (!special) {
+        double rn = er__round_quotient(F, 1.0, n, ER_ROUND_NEAREST);
+        double a = er__round_quotient(F, q.lo, n, ER_ROUND_NEAREST), b = er__round_prod(F, q.lo, rn, 1, ER_ROUND_NEAREST);
+        double c = er__round_quotient(F, q.hi, n, ER_ROUND_NEAREST), d = er__round_prod(F, q.hi, rn, 1, ER_ROUND_NEAREST);
+        if (pl->mean == 1) { b = a; d = c; }
+        if (pl->mean == 2) { a = b; c = d; }
+        double mlo = a < b ? a : b, mhi = c > d ? c : d;
+        if (q.pinf) mhi = INFINITY;
+        vlo = er__round_sum(F, mlo, pl->eps, ER_ROUND_NEAREST);
+        vhi = er__round_sum(F, mhi, pl->eps, ER_ROUND_NEAREST);
+    } else {
+        vlo = 0;
+        vhi = INFINITY;
+    }
+    /* r = rsqrt(v) within U ulps: decreasing in v */
+    mpfr_t t;
+    mpfr_init2(t, 128);
+    double rlo, rhi;
+    if (vhi == INFINITY) rlo = 0;
+    else {
+        mpfr_set_d(t, vhi, MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDD);
+        mpfr_sub_d(t, t, er__mul_up(pl->U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDD);
+        rlo = mpfr_sgn(t) <= 0 ? 0.0 : er__round_mpfr(F, t, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    }
+    if (vlo <= 0) rhi = INFINITY;
+    else {
+        mpfr_set_d(t, vlo, MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDU);
+        mpfr_add_d(t, t, er__mul_up(pl->U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDU);
+        rhi = er__round_mpfr(F, t, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double wi = w ? w[i] : 1.0, a[3], b[3];
+        er_compose(pl, x[i], rlo, wi, a);
+        er_compose(pl, x[i], rhi, wi, b);
+        double lo = INFINITY, hi = -INFINITY;
+        int nan = special && (isnan(x[i]) || isinf(x[i]) || sm.special);
+        for (int k = 0; k < 3; k++) {
+            if (isnan(a[k]) || isnan(b[k])) { nan = 1; continue; }
+            double l = a[k] < b[k] ? a[k] : b[k], h = a[k] > b[k] ? a[k] : b[k];
+            if (l < lo) lo = l;
+            if (h > hi) hi = h;
+        }
+        if (nan && lo > hi) { lo = NAN; hi = NAN; }              /* NaN for every r */
+        else if (nan) { lo = -INFINITY; hi = INFINITY; }        /* NaN possible: keep everything */
+        er__cval_from_interval(&cv[i], lo, hi, nan, pl->O);
+        /* exact: x_i w_i / sqrt(S/n + eps), from S's summary bracket [S_lo, S_hi] */
+        if (sm.special || !isfinite(x[i]) || !isfinite(wi)) {
+            exact[i] = rounded[i] = NAN;
+            continue;
+        }
+        mpfr_t s, e, y;
+        mpfr_inits2(256, s, e, y, (mpfr_ptr)0);
+        double rr[2] = {0, 0};
+        for (int up = 0; up < 2; up++) {
+            /* sqrt(S/n + eps) grows with S: the smallest y magnitude comes from the largest S */
+            int big = up ^ (x[i] * wi < 0);
+            mpfr_set_uj_2exp(s, sm.m, sm.e, MPFR_RNDN);
+            if (big && sm.sticky) { mpfr_set_ui_2exp(e, 1, sm.e, MPFR_RNDN); mpfr_add(s, s, e, MPFR_RNDN); }
+            mpfr_div_ui(s, s, (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
+            mpfr_add_d(s, s, pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
+            if (mpfr_zero_p(s)) { rr[up] = NAN; break; }
+            mpfr_rec_sqrt(s, s, big ? MPFR_RNDD : MPFR_RNDU);
+            mpfr_set_d(y, x[i], MPFR_RNDN);
+            mpfr_mul_d(y, y, wi, MPFR_RNDN); /* exact at 256 bits */
+            mpfr_mul(y, y, s, up ? MPFR_RNDD : MPFR_RNDU);
+            rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
+            if (!up) exact[i] = mpfr_get_d(y, MPFR_RNDN);
+        }
+        if (!isnan(rr[0]) && rr[0] != rr[1]) {
+            /* the summary does not decide: S exactly (squares of doubles are exact at 106 bits, their sum at
+             * 4500), then x w / sqrt(S/n + eps) enclosed at growing precision */
+            mpfr_t S, p2;
+            mpfr_init2(S, 4500);
+            mpfr_init2(p2, 128);
+            mpfr_set_zero(S, 1);
+            for (int64_t j = 0; j < n; j++) {
+                mpfr_set_d(p2, x[j], MPFR_RNDN);
+                mpfr_sqr(p2, p2, MPFR_RNDN);
+                mpfr_add(S, S, p2, MPFR_RNDN);
+            }
+            for (mpfr_prec_t pr = 256; pr <= 4096 && rr[0] != rr[1]; pr *= 4) {
+                mpfr_set_prec(s, pr);
+                mpfr_set_prec(y, pr);
+                for (int up = 0; up < 2; up++) {
+                    int big = up ^ (x[i] * wi < 0);
+                    mpfr_div_ui(s, S, (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
+                    mpfr_add_d(s, s, pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
+                    mpfr_rec_sqrt(s, s, big ? MPFR_RNDD : MPFR_RNDU);
+                    mpfr_set_d(y, x[i], MPFR_RNDN);
+                    mpfr_mul_d(y, y, wi, up ? MPFR_RNDD : MPFR_RNDU);
+                    mpfr_mul(y, y, s, up ? MPFR_RNDD : MPFR_RNDU);
+                    rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
+                }
+            }
+            mpfr_clear(S);
+            mpfr_clear(p2);
+        }
+        mpfr_clears(s, e, y, (mpfr_ptr)0);
+        if (isnan(rr[0])) { exact[i] = rounded[i] = NAN; continue; }
+        rounded[i] = rr[0]; /* rr[0] == rr[1] but for a value within 2^-4096 of a midpoint (never seen) */
+    }
+    mpfr_clear(t);
+    return ER_OK;
+}

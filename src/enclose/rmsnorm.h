@@ -1,0 +1,20 @@
+/* rmsnorm.h: the set of an rmsnorm row (docs/algorithms/rmsnorm.md). */
+#ifndef ER_RMSNORM_H
+#define ER_RMSNORM_H
+
+#include "enclose/anyorder.h"
+
+typedef struct er_rmsnorm_plan {
+    const er_fmt_info *F, *O, *X; /* compute, output, input formats */
+    er_overflow ov_out;
+    double eps;
+    double U;                     /* rsqrt accuracy in ulps of F */
+    int mean;                     /* 0 either, 1 divide, 2 reciprocal */
+} er_rmsnorm_plan;
+
+/* Row x[0..n) with weights w (NULL: none): each output's set in the output format, the exact rmsnorm rounded to
+ * double and correctly rounded to the output format. env: the accumulator range for sum x_j^2. */
+ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
+                                      const double *w, int64_t n, er_cval *cv, double *exact, double *rounded);
+
+#endif
