@@ -357,7 +357,7 @@ static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, int64_
         cx->have_acc = 1;
     }
     er_dotsum sm;
-    er__dot_summary(&sm, &cx->acc, a, b, K, env->wide, special);
+    er__dot_summary(&sm, &cx->acc, a, b, K, env, special);
     er_cval v;
     if (cx->any) {
         er__anyorder_cval(&v, &cx->bd, cx->F, &sm, &cx->w);

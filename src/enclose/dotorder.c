@@ -123,7 +123,7 @@ static er_status er_block_summary(er_order_plan *pl, const er_dot_env *env, cons
     }
     int special = 0;
     for (int64_t k = 0; k < n && !special; k++) special = !isfinite(a[k]) || !isfinite(b[k]);
-    er__dot_summary(sm, &pl->acc, a, b, n, env->wide, special);
+    er__dot_summary(sm, &pl->acc, a, b, n, env, special);
     return ER_OK;
 }
 

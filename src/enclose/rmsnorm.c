@@ -33,7 +33,7 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
     const er_fmt_info *F = pl->F;
     if (n == 0) return ER_OK;
     er_dotsum sm;
-    er__dot_summary(&sm, acc, x, x, n, env->wide, env->special);
+    er__dot_summary(&sm, acc, x, x, n, env, env->special);
     /* q's set (any order), then ms = q/n, v = fl(ms + eps) */
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound(&bd, pl->X, pl->X, F, n, 0));

@@ -38,11 +38,15 @@ typedef struct er_dot_env {
     int64_t base, top;
     int wide;          /* some operand is fp64: products need 106 bits */
     int special;       /* rmsnorm rows: the row holds a NaN or an infinity */
+    int ipath;         /* both operands are integers times 2^qa and 2^qb below 2^40: 128-bit integer path */
+    int qa, qb;
 } er_dot_env;
 
 /* The summary of sum_k a[k] b[k] (a, b decoded doubles; NaN and infinities allowed when special_path). */
-ER_INTERNAL void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
-                                 int special_path);
+ER_INTERNAL void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
+                                 const er_dot_env *env, int special_path);
+/* Whether operands of these formats take the 128-bit integer path, and their quanta (log2 of the last bit). */
+ER_INTERNAL int er__dot_ipath(const er_fmt_info *fa, const er_fmt_info *fb, int64_t K, int *qa, int *qb);
 
 /* Digits for every bit position in [base, top), plus headroom. ER_ERR_NOMEM if the span is absurd. */
 ER_INTERNAL er_status er__acc_init(er_acc *a, int64_t base, int64_t top);

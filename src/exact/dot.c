@@ -16,8 +16,58 @@ static void er_add_product_u128(er_acc *acc, double a, double b) {
 }
 
 /* The summary of one dot product: a and b walk K contiguously. */
-void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K, int wide,
-                     int special_path) {
+int er__dot_ipath(const er_fmt_info *fa, const er_fmt_info *fb, int64_t K, int *qa, int *qb) {
+    /* a = A 2^qa with A an integer: qa is the exponent of the smallest subnormal; |A| < max / eta. fp16 and the
+     * fp8 formats give |A| < 2^40; the constant 1 of a reduction (precision 0) is 1 * 2^0. Products are below
+     * 2^80, so K <= 2^47 of them sum exactly in 128 bits. */
+    const er_fmt_info *f[2] = {fa, fb};
+    int q[2];
+    for (int i = 0; i < 2; i++) {
+        if (f[i]->p == 0) { q[i] = 0; continue; }
+        if (f[i]->bits > 16 || f[i]->ebits > 5) return 0;
+        q[i] = f[i]->emin - f[i]->p + 1;
+    }
+    if (K > (INT64_C(1) << 47)) return 0;
+    *qa = q[0];
+    *qb = q[1];
+    return 1;
+}
+
+/* The 128-bit integer path: exact sum and exact sums of positive and negative products. */
+static void er_dot_int(er_dotsum *s, const double *a, const double *b, int64_t K, int qa, int qb) {
+    __int128 sum = 0, pos = 0, neg = 0;
+    double sa = ldexp(1.0, -qa), sb = ldexp(1.0, -qb);
+    for (int64_t k = 0; k < K; k++) {
+        int64_t x = (int64_t)(a[k] * sa), y = (int64_t)(b[k] * sb); /* exact: integers below 2^40 */
+        __int128 p = (__int128)x * y;
+        __int128 m = p >> 127; /* all ones for a negative product */
+        sum += p;
+        pos += p & ~m;
+        neg -= p & m;
+    }
+    int q = qa + qb;
+    /* magnitudes below 2^127 as unsigned; doubles rounded to nearest, then one step up: upper bounds */
+    s->pos = er__next_up(ldexp((double)(unsigned __int128)pos, q));
+    s->negs = er__next_up(ldexp((double)(unsigned __int128)neg, q));
+    s->special = 0;
+    s->pad = 0;
+    s->neg = sum < 0;
+    unsigned __int128 u = sum < 0 ? (unsigned __int128)(-sum) : (unsigned __int128)sum;
+    if (u == 0) { s->m = 0; s->e = 0; s->sticky = 0; return; }
+    uint64_t hi = (uint64_t)(u >> 64);
+    int bits = hi ? 128 - __builtin_clzll(hi) : 64 - __builtin_clzll((uint64_t)u);
+    int drop = bits > 64 ? bits - 64 : 0;
+    s->sticky = drop ? (u & (((unsigned __int128)1 << drop) - 1)) != 0 : 0;
+    uint64_t m = (uint64_t)(u >> drop);
+    int lz = __builtin_clzll(m);
+    s->m = m << lz;
+    s->e = (int32_t)(q + drop - lz);
+}
+
+void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
+                     const er_dot_env *env, int special_path) {
+    int wide = env->wide;
+    if (env->ipath && !special_path) { er_dot_int(s, a, b, K, env->qa, env->qb); return; }
     double pos = 0, negs = 0;
     uint8_t special = 0;
     er__acc_reset(acc);

@@ -139,7 +139,7 @@ er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx
     er_status st = er_densify(&db, B, B->ndim - 1, B->ndim - 2, pl->b_batches, pl->N, pl->K, conv);
     if (st != ER_OK) { er_dense_free(&da); return st; }
     er_dot_env env;
-    env.special = 0;
+    memset(&env, 0, sizeof env);
     env.wide = er__operand_format(A->format, conv) == ER_FP64 || er__operand_format(B->format, conv) == ER_FP64;
     env.base = 0;
     env.top = 64;
@@ -149,6 +149,8 @@ er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx
         env.base = env.wide ? (int64_t)da.emin_lsb + db.emin_lsb : (int64_t)da.emin + db.emin - 52;
         env.top = (int64_t)da.emax + db.emax + 2 + er_bitlen(pl->K) + 1;
     }
+    env.ipath = er__dot_ipath(er__fmt(er__operand_format(A->format, conv)),
+                              r->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), pl->K, &env.qa, &env.qb);
     int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
     int64_t idx = 0;
     for (int64_t bi = 0; bi < pl->nbatch && st == ER_OK; bi++) {
@@ -185,7 +187,7 @@ static er_status er_sum_cb(void *vctx, const er_dot_env *env, int64_t idx, const
         ER_RETURN_IF_ERROR(er__acc_init(&cx->acc, env->base, env->top));
         cx->have_acc = 1;
     }
-    er__dot_summary(&cx->sums[idx], &cx->acc, a, b, K, env->wide, special);
+    er__dot_summary(&cx->sums[idx], &cx->acc, a, b, K, env, special);
     return ER_OK;
 }
 

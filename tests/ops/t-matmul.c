@@ -202,6 +202,62 @@ START_TEST(special_values) {
 }
 END_TEST
 
+/* The extremes of the 128-bit integer path (fp16 and fp8 operands): the largest and smallest products, long K. */
+START_TEST(integer_path_extremes) {
+    enum { KK = 4097 };
+    static uint16_t A[KK], B[KK];
+    static uint8_t A8[KK], B8[KK];
+    mpfr_t s, t;
+    mpfr_inits2(300, s, t, (mpfr_ptr)0);
+    for (int trial = 0; trial < 3; trial++) {
+        mpfr_set_zero(s, 1);
+        for (int k = 0; k < KK; k++) {
+            double a = trial == 0 ? 65504.0 : trial == 1 ? 0x1p-24 : (k % 3 ? -65504.0 : 0x1p-24);
+            double b = trial == 0 ? (k % 2 ? -65504.0 : 65504.0) : trial == 1 ? -0x1p-24 : 65504.0;
+            er_store(A, ER_FP16, k, a);
+            er_store(B, ER_FP16, k, b);
+            mpfr_set_d(t, a, MPFR_RNDN);
+            mpfr_mul_d(t, t, b, MPFR_RNDN);
+            mpfr_add(s, s, t, MPFR_RNDN);
+        }
+        er_tensor tA, tB;
+        er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){1, KK}, NULL, A);
+        er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){KK, 1}, NULL, B);
+        er_ref *r;
+        ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+        mpfr_t x;
+        mpfr_init2(x, 2);
+        ck_assert_int_eq(er_ref_exact_mpfr(x, r, (int64_t[]){0, 0}), ER_OK);
+        ck_assert(mpfr_equal_p(x, s));
+        double got;
+        er_ref_exact(r, (int64_t[]){0, 0}, ER_FP64, NULL, &got);
+        ck_assert_msg(got == mpfr_get_d(s, MPFR_RNDN), "trial %d: %a vs %a", trial, got, mpfr_get_d(s, MPFR_RNDN));
+        mpfr_clear(x);
+        er_ref_free(r);
+    }
+    /* fp8: e5m2 extremes times e4m3 extremes */
+    mpfr_set_zero(s, 1);
+    for (int k = 0; k < KK; k++) {
+        double a = k % 2 ? 57344.0 : 0x1p-16, b = k % 5 ? -448.0 : 0x1p-9;
+        er_store(A8, ER_FP8_E5M2, k, a);
+        er_store(B8, ER_FP8_E4M3FN, k, b);
+        mpfr_set_d(t, a, MPFR_RNDN);
+        mpfr_mul_d(t, t, b, MPFR_RNDN);
+        mpfr_add(s, s, t, MPFR_RNDN);
+    }
+    er_tensor tA, tB;
+    er_tensor_view(&tA, ER_FP8_E5M2, 2, (int64_t[]){1, KK}, NULL, A8);
+    er_tensor_view(&tB, ER_FP8_E4M3FN, 2, (int64_t[]){KK, 1}, NULL, B8);
+    er_ref *r;
+    ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+    double got;
+    er_ref_exact(r, (int64_t[]){0, 0}, ER_FP64, NULL, &got);
+    ck_assert(got == mpfr_get_d(s, MPFR_RNDN));
+    er_ref_free(r);
+    mpfr_clears(s, t, (mpfr_ptr)0);
+}
+END_TEST
+
 START_TEST(empty_and_degenerate) {
     /* K = 0: every element is an empty sum, exactly 0 */
     float C[6] = {0, 0, 0, 0, 0, 0};
@@ -283,6 +339,7 @@ int main(void) {
     tcase_add_test(tc, exact_agrees_with_mpfr);
     tcase_add_test(tc, special_values);
     tcase_add_test(tc, empty_and_degenerate);
+    tcase_add_test(tc, integer_path_extremes);
     tcase_add_test(tc, worst_and_report);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
