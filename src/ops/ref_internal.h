@@ -48,6 +48,8 @@ ER_INTERNAL void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa,
  * positions in the output. */
 typedef er_status (*er_row_fn)(void *ctx, const double *row, const int64_t *idx, int64_t n);
 ER_INTERNAL er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx);
+/* Checks x and turns a possibly negative dim into 0..ndim-1. */
+ER_INTERNAL er_status er__check_dim(const er_tensor *x, int *dim);
 /* The op's name for reports ("matmul", "sum", ...). */
 ER_INTERNAL const char *er__op_name(const er_ref *r);
 

@@ -6,11 +6,8 @@
 
 static er_status er_softmax_like(er_ref **out, const er_tensor *x, int dim, er_op op) {
     ER_CHECK_NULL(out, "out");
-    ER_CHECK_NULL(x, "x");
-    ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
+    ER_RETURN_IF_ERROR(er__check_dim(x, &dim));
     int nd = x->ndim;
-    if (dim < -nd || dim >= nd) return er__fail(ER_ERR_INVALID, "dim %d is out of range for a tensor of %d dimensions", dim, nd);
-    if (dim < 0) dim += nd;
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
     r->op = op;

@@ -126,6 +126,25 @@ static er_status er_parse_sub(const char *key, const char *val, er_suborder *out
     return ER_OK;
 }
 
+/* "2", "0.5": an accuracy in ulps. */
+static er_status er_parse_ulps(const char *key, const char *val, double *out) {
+    char *end;
+    double u = strtod(val, &end);
+    if (*end || !(u >= 0.5 && u <= 1e6))
+        return er__fail(ER_ERR_STANDARD, "%s=%s: expected a number of ulps between 0.5 and 1e6", key, val);
+    *out = u;
+    return ER_OK;
+}
+
+/* either | divide | reciprocal */
+static er_status er_parse_division(const char *key, const char *val, int *out) {
+    if (strcmp(val, "either") == 0) *out = 0;
+    else if (strcmp(val, "divide") == 0) *out = 1;
+    else if (strcmp(val, "reciprocal") == 0) *out = 2;
+    else return er__fail(ER_ERR_STANDARD, "%s=%s: expected either, divide or reciprocal", key, val);
+    return ER_OK;
+}
+
 er_status er_standard_parse(er_standard *out, const char *order, const char *options) {
     er__ok();
     ER_CHECK_NULL(out, "standard");
@@ -197,37 +216,19 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             s.partial = f;
         } else if (strcmp(key, "exp_ulps") == 0) {
             bit = 2048;
-            char *end;
-            double u = strtod(val, &end);
-            if (*end || !(u >= 0.5 && u <= 1e6))
-                return er__fail(ER_ERR_STANDARD, "exp_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
-            s.exp_ulps = u;
+            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.exp_ulps));
         } else if (strcmp(key, "rsqrt_ulps") == 0) {
             bit = 16384;
-            char *end;
-            double u = strtod(val, &end);
-            if (*end || !(u >= 0.5 && u <= 1e6))
-                return er__fail(ER_ERR_STANDARD, "rsqrt_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
-            s.rsqrt_ulps = u;
+            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.rsqrt_ulps));
         } else if (strcmp(key, "log_ulps") == 0) {
             bit = 8192;
-            char *end;
-            double u = strtod(val, &end);
-            if (*end || !(u >= 0.5 && u <= 1e6))
-                return er__fail(ER_ERR_STANDARD, "log_ulps=%s: expected a number of ulps between 0.5 and 1e6", val);
-            s.log_ulps = u;
+            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.log_ulps));
         } else if (strcmp(key, "div") == 0) {
             bit = 4096;
-            if (strcmp(val, "either") == 0) s.div = 0;
-            else if (strcmp(val, "divide") == 0) s.div = 1;
-            else if (strcmp(val, "reciprocal") == 0) s.div = 2;
-            else return er__fail(ER_ERR_STANDARD, "div=%s: expected either, divide or reciprocal", val);
+            ER_RETURN_IF_ERROR(er_parse_division(key, val, &s.div));
         } else if (strcmp(key, "mean") == 0) {
             bit = 1024;
-            if (strcmp(val, "either") == 0) s.mean = 0;
-            else if (strcmp(val, "divide") == 0) s.mean = 1;
-            else if (strcmp(val, "reciprocal") == 0) s.mean = 2;
-            else return er__fail(ER_ERR_STANDARD, "mean=%s: expected either, divide or reciprocal", val);
+            ER_RETURN_IF_ERROR(er_parse_division(key, val, &s.mean));
         } else if (strcmp(key, "carry") == 0) {
             bit = 512;
             if (strcmp(val, "fused") == 0) s.carry_fused = 1;
