@@ -35,7 +35,7 @@ demo: build
 
 # The C suites again under AddressSanitizer and UndefinedBehaviorSanitizer (they must be clean).
 san: deps
-	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEXACTREF_SANITIZE=ON -DEXACTREF_BUILD_BENCH=OFF
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEXACTREF_SANITIZE=ON -DEXACTREF_BUILD_BENCH=OFF -DEXACTREF_CUDA=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 
 test: build san

@@ -14,6 +14,7 @@
 #include <exactref/standard.h>
 #include <exactref/report.h>
 #include <exactref/ref.h>
+#include <exactref/cuda.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,7 +24,8 @@ typedef enum er_status {
     ER_ERR_NOMEM = -8,       /* memory allocation failed or the request is too large to hold */
     ER_ERR_UNSUPPORTED = -9, /* a valid request this version does not implement */
     ER_ERR_BUFFER = -10,     /* a caller buffer is too small; the needed size was returned */
-    ER_ERR_INTERNAL = -11    /* a broken internal invariant: please report it */
+    ER_ERR_INTERNAL = -11,   /* a broken internal invariant: please report it */
+    ER_ERR_DEVICE = -12      /* a CUDA runtime call failed */
 } er_status;
 
 /* "ER_ERR_SHAPE" etc.; "ER_UNKNOWN_STATUS" for a value that is not a status. Never NULL. */

@@ -34,6 +34,7 @@ const char *er_status_name(er_status s) {
     case ER_ERR_UNSUPPORTED: return "ER_ERR_UNSUPPORTED";
     case ER_ERR_BUFFER: return "ER_ERR_BUFFER";
     case ER_ERR_INTERNAL: return "ER_ERR_INTERNAL";
+    case ER_ERR_DEVICE: return "ER_ERR_DEVICE";
     }
     return "ER_UNKNOWN_STATUS";
 }
@@ -52,6 +53,7 @@ const char *er_strerror(er_status s) {
     case ER_ERR_UNSUPPORTED: return "valid request not implemented by this version";
     case ER_ERR_BUFFER: return "caller buffer too small";
     case ER_ERR_INTERNAL: return "internal invariant broken (a bug in exactref; please report it)";
+    case ER_ERR_DEVICE: return "a CUDA runtime call failed";
     }
     return "unknown status code";
 }

@@ -1,0 +1,37 @@
+/* exactref/cuda.h: outputs and inputs that live in GPU memory.
+ *
+ * The functions are always exported; when the library was built without the CUDA toolkit they return
+ * ER_ERR_UNSUPPORTED (er_cuda_available() says which). `stream` is a cudaStream_t passed as void* (NULL: the
+ * default stream), so this header needs no CUDA headers. Copies go device to host with cudaMemcpyAsync on that
+ * stream, which is then synchronised: work queued before on the stream (the kernel under test) completes first. */
+#ifndef EXACTREF_CUDA_H
+#define EXACTREF_CUDA_H
+
+#include <exactref/export.h>
+#include <exactref/status.h>
+#include <exactref/tensor.h>
+#include <exactref/standard.h>
+#include <exactref/report.h>
+#include <exactref/ref.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when the library was built with the CUDA runtime. */
+ER_API int er_cuda_available(void);
+/* Copies the device tensor (format f, shape, strides in elements, device pointer) to host memory the library
+ * allocates, and fills *view over the copy (same shape and strides). *host receives the allocation: release it
+ * with er_host_free once the view is no longer used. On refusal nothing is allocated and *view is untouched;
+ * a CUDA error is ER_ERR_DEVICE with cudaGetErrorString's text. */
+ER_API er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int ndim, const int64_t *shape,
+                                       const int64_t *strides, const void *device_ptr, void *stream);
+ER_API void er_host_free(void *host);
+/* er_covers on an output in device memory: `out` describes it with a device pointer as data. */
+ER_API er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
+                                  void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
