@@ -6,8 +6,11 @@
  * of the sums of positive and negative products for the any-order bound. Rows and columns holding a NaN or
  * an infinity take a slower path that records the special terms (src/exact/dot.c). The walk over the output
  * elements (batch broadcasting, decoded operand vectors) is shared with the fixed-order standards. */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <gmp.h>
 #include <mpfr.h>
 #include "ops/ref_internal.h"
@@ -131,7 +134,55 @@ er_format er__operand_format(er_format f, int conv) {
     return conv >= 0 && er__fmt(f)->p > er__fmt(ER_TF32)->p ? ER_TF32 : f;
 }
 
-er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx) {
+/* One thread's share of the walk: output elements [begin, end) in row-major order. */
+typedef struct er_walk {
+    const er_ref *r;
+    const er_dense *da, *db;
+    const er_dot_env *env;
+    er_elem_fn fn;
+    void *ctx;
+    int64_t begin, end;
+    er_status st;
+} er_walk;
+
+static void *er_walk_run(void *arg) {
+    er_walk *w = arg;
+    const er_mm_plan *pl = &w->r->plan;
+    const er_tensor *A = &w->r->A, *B = &w->r->B;
+    int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
+    int64_t MN = pl->M * pl->N, cur_bi = -1, ia = 0, ib = 0;
+    w->st = ER_OK;
+    for (int64_t idx = w->begin; idx < w->end && w->st == ER_OK; idx++) {
+        int64_t bi = idx / MN, i = (idx % MN) / pl->N, j = idx % pl->N;
+        if (bi != cur_bi) {
+            /* The operands' batch indices under broadcasting (row-major over their own batch dims). */
+            int64_t rem = bi, sa = 1, sb = 1;
+            ia = ib = 0;
+            for (int d = pl->nb - 1; d >= 0; d--) {
+                int64_t c = rem % pl->bshape[d];
+                rem /= pl->bshape[d];
+                int ja = d - (pl->nb - nbd_a), jb = d - (pl->nb - nbd_b);
+                if (ja >= 0) { if (A->shape[ja] != 1) ia += c * sa; sa *= A->shape[ja]; }
+                if (jb >= 0) { if (B->shape[jb] != 1) ib += c * sb; sb *= B->shape[jb]; }
+            }
+            cur_bi = bi;
+        }
+        const double *arow = w->da->v + (ia * pl->M + i) * pl->K, *bcol = w->db->v + (ib * pl->N + j) * pl->K;
+        w->st = w->fn(w->ctx, w->env, idx, arow, bcol, pl->K, w->da->special[ia * pl->M + i] | w->db->special[ib * pl->N + j]);
+    }
+    return NULL;
+}
+
+int er__num_threads(int64_t work) {
+    const char *e = getenv("EXACTREF_THREADS");
+    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > ER_MAX_THREADS) n = ER_MAX_THREADS;
+    int64_t useful = work / (INT64_C(1) << 18) + 1; /* a thread is worth about 2^18 products */
+    return (int)(n < useful ? n : useful);
+}
+
+er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads) {
     const er_mm_plan *pl = &r->plan;
     const er_tensor *A = &r->A, *B = &r->B;
     er_dense da, db;
@@ -151,30 +202,30 @@ er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx
     }
     env.ipath = er__dot_ipath(er__fmt(er__operand_format(A->format, conv)),
                               r->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), pl->K, &env.qa, &env.qb);
-    int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
-    int64_t idx = 0;
-    for (int64_t bi = 0; bi < pl->nbatch && st == ER_OK; bi++) {
-        /* The operands' batch indices under broadcasting (row-major over their own batch dims). */
-        int64_t rem = bi, ia = 0, ib = 0, sa = 1, sb = 1;
-        for (int i = pl->nb - 1; i >= 0; i--) {
-            int64_t c = rem % pl->bshape[i];
-            rem /= pl->bshape[i];
-            int ja = i - (pl->nb - nbd_a), jb = i - (pl->nb - nbd_b);
-            if (ja >= 0) { if (A->shape[ja] != 1) ia += c * sa; sa *= A->shape[ja]; }
-            if (jb >= 0) { if (B->shape[jb] != 1) ib += c * sb; sb *= B->shape[jb]; }
-        }
-        for (int64_t i = 0; i < pl->M && st == ER_OK; i++) {
-            const double *arow = da.v + (ia * pl->M + i) * pl->K;
-            uint8_t asp = da.special[ia * pl->M + i];
-            for (int64_t j = 0; j < pl->N && st == ER_OK; j++, idx++) {
-                const double *bcol = db.v + (ib * pl->N + j) * pl->K;
-                st = fn(ctx, &env, idx, arow, bcol, pl->K, asp | db.special[ib * pl->N + j]);
-            }
-        }
+    int64_t n = pl->nbatch * pl->M * pl->N;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > n) nthreads = n > 0 ? (int)n : 1;
+    er_walk w[ER_MAX_THREADS];
+    pthread_t th[ER_MAX_THREADS];
+    int started[ER_MAX_THREADS] = {0};
+    for (int t = 0; t < nthreads; t++) {
+        w[t] = (er_walk){r, &da, &db, &env, fn, ctxs[t], n * t / nthreads, n * (t + 1) / nthreads, ER_OK};
+        /* thread 0 works in the calling thread; a thread that cannot start is run here too */
+        if (t > 0 && pthread_create(&th[t], NULL, er_walk_run, &w[t]) == 0) started[t] = 1;
     }
+    er_walk_run(&w[0]);
+    for (int t = 1; t < nthreads; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else er_walk_run(&w[t]);
+    }
+    for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
     er_dense_free(&da);
     er_dense_free(&db);
     return st;
+}
+
+er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx) {
+    return er__matmul_foreach_n(r, conv, fn, &ctx, 1);
 }
 
 /* er__matmul_foreach callback of er_matmul: the exact summaries. */
@@ -226,9 +277,13 @@ er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B)
     r->K = pl.K;
     r->sums = sums;
     r->plan = pl;
-    er_sum_ctx cx = {sums, {0}, 0};
-    er_status st = er__matmul_foreach(r, -1, er_sum_cb, &cx);
-    if (cx.have_acc) er__acc_free(&cx.acc);
+    /* the summaries are independent per element: threads share them out, and no result depends on how */
+    int nt = er__num_threads(n * (pl.K ? pl.K : 1));
+    er_sum_ctx cx[ER_MAX_THREADS];
+    void *ctxs[ER_MAX_THREADS] = {0};
+    for (int t = 0; t < nt; t++) { cx[t] = (er_sum_ctx){sums, {0}, 0}; ctxs[t] = &cx[t]; }
+    er_status st = er__matmul_foreach_n(r, -1, er_sum_cb, ctxs, nt);
+    for (int t = 0; t < nt; t++) if (cx[t].have_acc) er__acc_free(&cx[t].acc);
     if (st != ER_OK) { er_ref_free(r); return st; }
     *out = r;
     return ER_OK;

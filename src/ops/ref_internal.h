@@ -37,6 +37,11 @@ struct er_ref {
 typedef er_status (*er_elem_fn)(void *ctx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
                                 int64_t K, int special);
 ER_INTERNAL er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx);
+/* The same walk shared by nthreads threads (contiguous ranges of elements), thread t calling fn with ctxs[t]. */
+#define ER_MAX_THREADS 64
+ER_INTERNAL er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads);
+/* Threads for `work` products: EXACTREF_THREADS, else the online processors; fewer for small work. */
+ER_INTERNAL int er__num_threads(int64_t work);
 /* The operand formats after the conversion conv (tf32 for converted operands). */
 ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 

@@ -1,6 +1,7 @@
 /* t-threads.c: the thread-safety promises of docs/conventions.md. Several threads classify against one
  * reference at once (any order, fixed orders, emulation) and must get exactly the single-threaded reports;
  * er_last_error is per thread. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <pthread.h>
 #include "../common/er_test.h"
 
@@ -70,11 +71,41 @@ START_TEST(covers_from_many_threads) {
 }
 END_TEST
 
+/* er_matmul shares its elements out among threads: the results are the same for any thread count. */
+START_TEST(same_results_for_any_thread_count) {
+    enum { MM = 37, KK = 3000, NN = 29 };
+    static float a[MM * KK], b[KK * NN];
+    er_test_reseed(601);
+    for (int i = 0; i < MM * KK; i++) a[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-20, 20)));
+    for (int i = 0; i < KK * NN; i++) b[i] = (float)er_rand_normal();
+    er_tensor tA, tB;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){MM, KK}, NULL, a);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){KK, NN}, NULL, b);
+    static double first[MM * NN];
+    const char *counts[] = {"1", "2", "3", "7"};
+    for (int c = 0; c < 4; c++) {
+        setenv("EXACTREF_THREADS", counts[c], 1);
+        er_ref *r;
+        ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+        for (int i = 0; i < MM; i++)
+            for (int j = 0; j < NN; j++) {
+                double e;
+                er_ref_exact(r, (int64_t[]){i, j}, ER_FP64, NULL, &e);
+                if (c == 0) first[i * NN + j] = e;
+                else ER_REQUIRE(e == first[i * NN + j], "%s threads: element (%d, %d) differs", counts[c], i, j);
+            }
+        er_ref_free(r);
+    }
+    unsetenv("EXACTREF_THREADS");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     TCase *tc = tcase_create("threads");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, covers_from_many_threads);
+    tcase_add_test(tc, same_results_for_any_thread_count);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
