@@ -7,6 +7,7 @@
  * wrong; a fixed order allows only what its emulation allows). er_emulate writes the one value of a fully
  * fixed standard. */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <stdlib.h>
 #include <stdio.h>
@@ -449,6 +450,37 @@ static er_status er_rmsnorm_covers(er_covers_ctx *cx) {
     return st;
 }
 
+/* The cached any-order path over a range of elements (one thread's share). */
+typedef struct er_range_job { er_covers_ctx *cx; int64_t begin, end; } er_range_job;
+
+static void *er_cached_range(void *arg) {
+    er_range_job *j = arg;
+    er_covers_ctx *cx = j->cx;
+    const er_ref *ref = cx->ref;
+    for (int64_t idx = j->begin; idx < j->end; idx++) {
+        er_cval v;
+        er_cset c;
+        er__anyorder_cval(&v, &cx->bd, cx->F, &ref->sums[idx], &cx->w);
+        er_finish(cx, &c, &v, &ref->sums[idx], idx);
+        er_record(cx, idx, &c);
+    }
+    return NULL;
+}
+
+/* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
+ * counts add up, the first failures stay in index order, the worst is the earliest of the largest distances. */
+static void er_merge(er_report *r, double *worst_dist, const er_report *part, double part_dist) {
+    for (int c = 0; c < ER_CLASS_COUNT; c++) r->counts[c] += part->counts[c];
+    r->n_failed += part->n_failed;
+    for (int i = 0; i < part->n_first && r->n_first < ER_REPORT_FIRST; i++) r->first[r->n_first++] = part->first[i];
+    if (part->has_worst &&
+        (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
+        r->worst = part->worst;
+        r->has_worst = 1;
+        *worst_dist = part_dist;
+    }
+}
+
 er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
@@ -463,27 +495,48 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     r.ndim = ref->ndim;
     for (int i = 0; i < ref->ndim; i++) r.shape[i] = ref->shape[i];
     r.n = ref->n;
-    er_covers_ctx cx;
-    er_status st = er_ctx_init(&cx, ref, out, std);
-    if (st != ER_OK) { free(r.classes); return st; }
-    cx.rep = &r;
-    if (ref->op == ER_OP_RMSNORM) {
-        st = er_rmsnorm_covers(&cx);
-    } else if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) {
-        st = er__softmax_foreach(ref, er_softmax_cb, &cx);
-    } else if (cx.any && std->compute != ER_TF32 && ref->op != ER_OP_MAX) {
-        /* the reference's cached exact summaries are those of this standard */
-        for (int64_t idx = 0; idx < ref->n; idx++) {
-            er_cval v;
-            er_cset c;
-            er__anyorder_cval(&v, &cx.bd, cx.F, &ref->sums[idx], &cx.w);
-            er_finish(&cx, &c, &v, &ref->sums[idx], idx);
-            er_record(&cx, idx, &c);
-        }
-    } else {
-        st = er__matmul_foreach(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_covers_cb, &cx);
+    int row_op = ref->op == ER_OP_RMSNORM || ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
+    int cached = !row_op && std->order == ER_ORDER_ANY && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
+    int nt = row_op ? 1 : er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
+    /* one context and one partial report per thread; the classes array is shared (each element written once) */
+    er_covers_ctx cx[ER_MAX_THREADS];
+    er_report part[ER_MAX_THREADS];
+    void *ctxs[ER_MAX_THREADS] = {0};
+    er_status st = ER_OK;
+    int made = 0;
+    for (int t = 0; t < nt && st == ER_OK; t++, made++) {
+        st = er_ctx_init(&cx[t], ref, out, std);
+        if (st != ER_OK) break;
+        memset(&part[t], 0, sizeof part[t]);
+        part[t].classes = r.classes;
+        cx[t].rep = &part[t];
+        ctxs[t] = &cx[t];
     }
-    er_ctx_clear(&cx);
+    if (st == ER_OK) {
+        if (ref->op == ER_OP_RMSNORM) {
+            st = er_rmsnorm_covers(&cx[0]);
+        } else if (row_op) {
+            st = er__softmax_foreach(ref, er_softmax_cb, &cx[0]);
+        } else if (cached) {
+            /* the reference's cached exact summaries are those of this standard */
+            er_range_job jobs[ER_MAX_THREADS];
+            pthread_t th[ER_MAX_THREADS];
+            int started[ER_MAX_THREADS] = {0};
+            for (int t = 0; t < nt; t++) {
+                jobs[t] = (er_range_job){&cx[t], ref->n * t / nt, ref->n * (t + 1) / nt};
+                if (t > 0 && pthread_create(&th[t], NULL, er_cached_range, &jobs[t]) == 0) started[t] = 1;
+            }
+            er_cached_range(&jobs[0]);
+            for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_cached_range(&jobs[t]); }
+        } else {
+            st = er__matmul_foreach_n(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_covers_cb, ctxs, nt);
+        }
+    }
+    double worst_dist = -1;
+    for (int t = 0; t < made; t++) {
+        if (st == ER_OK) er_merge(&r, &worst_dist, &part[t], cx[t].worst_dist);
+        er_ctx_clear(&cx[t]);
+    }
     if (st != ER_OK) { free(r.classes); return st; }
     *rep = r;
     return ER_OK;
@@ -538,11 +591,18 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
     for (int i = 0; i < out->ndim; i++)
         if (out->strides[i] == 0 && out->shape[i] > 1)
             return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
-    er_covers_ctx cx;
-    ER_RETURN_IF_ERROR(er_ctx_init(&cx, ref, out, std));
-    cx.dst = out;
-    er_status st = er__matmul_foreach(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_emulate_cb, &cx);
-    er_ctx_clear(&cx);
+    int nt = er__num_threads(ref->n * (ref->K + 64)), made = 0;
+    er_covers_ctx cx[ER_MAX_THREADS];
+    void *ctxs[ER_MAX_THREADS] = {0};
+    er_status st = ER_OK;
+    for (int t = 0; t < nt && st == ER_OK; t++, made++) {
+        st = er_ctx_init(&cx[t], ref, out, std);
+        if (st != ER_OK) break;
+        cx[t].dst = out; /* each element is written by one thread */
+        ctxs[t] = &cx[t];
+    }
+    if (st == ER_OK) st = er__matmul_foreach_n(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_emulate_cb, ctxs, nt);
+    for (int t = 0; t < made; t++) er_ctx_clear(&cx[t]);
     return st;
 }
 

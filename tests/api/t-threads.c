@@ -82,7 +82,25 @@ START_TEST(same_results_for_any_thread_count) {
     er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){MM, KK}, NULL, a);
     er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){KK, NN}, NULL, b);
     static double first[MM * NN];
+    static float out[MM * NN], emu0[MM * NN], emu1[MM * NN];
+    static uint8_t cls0[3][MM * NN];
+    static er_report rep0[3];
     const char *counts[] = {"1", "2", "3", "7"};
+    static const char *const ord[3] = {"any_order", "sequential", "blocked:64"}, *const opt[3] = {NULL, "fma=never", "inner=any"};
+    /* an output with a spread of verdicts: a sequential result, some elements moved */
+    {
+        setenv("EXACTREF_THREADS", "1", 1);
+        er_ref *r;
+        er_standard st;
+        er_tensor to;
+        ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+        er_standard_parse(&st, "sequential", "fma=never");
+        er_tensor_view(&to, ER_FP32, 2, (int64_t[]){MM, NN}, NULL, out);
+        ck_assert_int_eq(er_emulate(r, &to, &st), ER_OK);
+        for (int i = 0; i < MM * NN; i += 5) out[i] = nextafterf(out[i], INFINITY);
+        for (int i = 3; i < MM * NN; i += 97) out[i] *= 1.5f;
+        er_ref_free(r);
+    }
     for (int c = 0; c < 4; c++) {
         setenv("EXACTREF_THREADS", counts[c], 1);
         er_ref *r;
@@ -94,7 +112,31 @@ START_TEST(same_results_for_any_thread_count) {
                 if (c == 0) first[i * NN + j] = e;
                 else ER_REQUIRE(e == first[i * NN + j], "%s threads: element (%d, %d) differs", counts[c], i, j);
             }
+        /* covers and emulate: the same reports and outputs for any thread count */
+        er_tensor to, te;
+        er_tensor_view(&to, ER_FP32, 2, (int64_t[]){MM, NN}, NULL, out);
+        er_tensor_view(&te, ER_FP32, 2, (int64_t[]){MM, NN}, NULL, c == 0 ? emu0 : emu1);
+        for (int k = 0; k < 3; k++) {
+            er_standard st;
+            er_standard_parse(&st, ord[k], opt[k]);
+            er_report rep;
+            ck_assert_int_eq(er_covers(&rep, r, &to, &st), ER_OK);
+            if (c == 0) { rep0[k] = rep; memcpy(cls0[k], rep.classes, MM * NN); continue; }
+            ER_REQUIRE(memcmp(rep.counts, rep0[k].counts, sizeof rep.counts) == 0 && memcmp(rep.classes, cls0[k], MM * NN) == 0 &&
+                       rep.n_first == rep0[k].n_first && rep.worst.index == rep0[k].worst.index &&
+                       rep.first[rep.n_first - 1].index == rep0[k].first[rep0[k].n_first - 1].index,
+                       "%s threads: the %s report differs", counts[c], ord[k]);
+            er_report_clear(&rep);
+        }
+        er_standard st;
+        er_standard_parse(&st, "blocked:64", "fma=never");
+        ck_assert_int_eq(er_emulate(r, &te, &st), ER_OK);
+        if (c > 0) ER_REQUIRE(memcmp(emu0, emu1, sizeof emu0) == 0, "%s threads: emulate differs", counts[c]);
         er_ref_free(r);
+    }
+    for (int k = 0; k < 3; k++) {
+        ck_assert(rep0[k].n_failed > 0); /* the comparison covered failing elements, worst and first ones */
+        er_report_clear(&rep0[k]);
     }
     unsetenv("EXACTREF_THREADS");
 }
