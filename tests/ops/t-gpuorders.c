@@ -78,11 +78,49 @@ START_TEST(known_orders_on_h200) {
 }
 END_TEST
 
+/* Tensor cores truncate: small-K fp32 outputs (K = 2..32, inputs built so that truncation and rounding to nearest
+ * differ) fall outside the round-to-nearest any-order set at K = 2 and 3, and are covered by rounding=faithful. */
+START_TEST(tensor_core_small_k) {
+    npz_file z;
+    const char *err;
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/smallk.npz", &err) == 0, "smallk.npz: %s", err);
+    FILE *f = fopen(ER_TEST_DATA_DIR "/smallk.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256], id[32], kernel[64];
+    int K, cases = 0, outside_nearest = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%31s %63s %d", id, kernel, &K) != 3) continue;
+        char key[96];
+        const npy_array *arr[3];
+        const char *names[3] = {"in__A", "in__B", "out__C"};
+        er_tensor t[3];
+        for (int i = 0; i < 3; i++) {
+            snprintf(key, sizeof key, "%s__%s", id, names[i]);
+            arr[i] = npz_find(&z, key);
+            ck_assert_msg(arr[i] && npz_view(&t[i], arr[i]), "case %s", id);
+        }
+        char text[4096];
+        if (!passes(&t[0], &t[1], &t[2], "any_order", "compute=fp32,rounding=faithful", text, sizeof text))
+            ck_abort_msg("case %s (%s, K %d) not covered under rounding=faithful:\n%s", id, kernel, K, text);
+        int near = passes(&t[0], &t[1], &t[2], "any_order", "compute=fp32", NULL, 0);
+        if (K <= 3) ck_assert_msg(!near, "case %s (%s, K %d): expected outside the round-to-nearest set", id, kernel, K);
+        outside_nearest += !near;
+        cases++;
+    }
+    fclose(f);
+    printf("H200 tensor cores, small K: %d cases covered under rounding=faithful; %d outside the round-to-nearest set\n",
+           cases, outside_nearest);
+    ck_assert_int_eq(cases, 18);
+    npz_free(&z);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("gpuorders");
     TCase *tc = tcase_create("gpuorders");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, known_orders_on_h200);
+    tcase_add_test(tc, tensor_core_small_k);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
