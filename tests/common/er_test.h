@@ -153,6 +153,16 @@ static inline double er_load(const void *base, er_format f, int64_t i) {
  * into Check on failure. */
 #define ER_REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
 
+/* Aborts the test with `what` (printf-style) and the report's text when an element of the report fails. */
+#define ER_REQUIRE_PASS(rep, ...) do {                                                     \
+        if (!er_report_all(rep)) {                                                         \
+            char er__what[1024], er__text[4096];                                           \
+            snprintf(er__what, sizeof er__what, __VA_ARGS__);                              \
+            er_report_text((rep), er__text, sizeof er__text, NULL);                        \
+            ck_abort_msg("%s\n%s", er__what, er__text);                                    \
+        }                                                                                  \
+    } while (0)
+
 /* Runs a suite; returns the process exit status. */
 static inline int er_run_suite(Suite *s) {
     SRunner *sr = srunner_create(s);

@@ -43,11 +43,7 @@ static void h200_cases(const char *which, int expect) {
         er_standard_init(&std);
         er_report rep;
         ck_assert_msg(er_covers(&rep, ref, &ty, &std) == ER_OK, "%s", er_last_error());
-        if (!er_report_all(&rep)) {
-            char text[4096];
-            er_report_text(&rep, text, sizeof text, NULL);
-            ck_abort_msg("case %s (%s, %s) not covered:\n%s", id, dtype, dist, text);
-        }
+        ER_REQUIRE_PASS(&rep, "case %s (%s, %s) not covered:", id, dtype, dist);
         for (int c = 0; c < ER_CLASS_COUNT; c++) counts[c] += rep.counts[c];
         er_report_clear(&rep);
         er_ref_free(ref);
@@ -276,11 +272,7 @@ START_TEST(log_softmax_implementations) {
         er_standard_init(&std);
         er_report rep;
         ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
-        if (!er_report_all(&rep)) {
-            char text[4096];
-            er_report_text(&rep, text, sizeof text, NULL);
-            ck_abort_msg("trial %ld: a correct log_softmax (n %d) was called wrong:\n%s" ER_SEED_MSG_FMT, tr, n, text, ER_SEED_ARGS);
-        }
+        ER_REQUIRE_PASS(&rep, "trial %ld: a correct log_softmax (n %d) was called wrong:" ER_SEED_MSG_FMT, tr, n, ER_SEED_ARGS);
         er_report_clear(&rep);
         er_ref_free(ref);
     }
@@ -365,12 +357,8 @@ START_TEST(rmsnorm_implementations) {
         er_standard_init(&std);
         er_report rep;
         ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
-        if (!er_report_all(&rep)) {
-            char text[4096];
-            er_report_text(&rep, text, sizeof text, NULL);
-            ck_abort_msg("trial %ld: a correct rmsnorm (x %s, out %s, n %d, composition %d) was called wrong:\n%s" ER_SEED_MSG_FMT,
-                         tr, er_format_name(fx), er_format_name(fo), n, comp, text, ER_SEED_ARGS);
-        }
+        ER_REQUIRE_PASS(&rep, "trial %ld: a correct rmsnorm (x %s, out %s, n %d, composition %d) was called wrong:" ER_SEED_MSG_FMT,
+                         tr, er_format_name(fx), er_format_name(fo), n, comp, ER_SEED_ARGS);
         er_report_clear(&rep);
         er_ref_free(ref);
     }
