@@ -173,7 +173,15 @@ static double er_round_pair(const er_fmt_info *fi, double s, double t, er_round 
     return er__round_core(fi, neg, m, (int64_t)ex - 1075 - 11, 1, mode, ER_OVERFLOW_IEEE);
 }
 
+/* Round to nearest in fp32 or fp64 on operands of that format: the hardware operation (IEEE 754, the default
+ * environment, no contraction) is the exact single rounding. */
+static int er_is_float(double x) { return (double)(float)x == x || x != x; }
+
 double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
+    if (mode == ER_ROUND_NEAREST) {
+        if (fi->id == ER_FP64) return x + y;
+        if (fi->id == ER_FP32 && er_is_float(x) && er_is_float(y)) return (double)((float)x + (float)y);
+    }
     if (!isfinite(x) || !isfinite(y)) return er__round_double(fi, x + y, mode, ER_OVERFLOW_IEEE);
     double s = x + y;
     if (!isfinite(s)) return er_round_exact_mpfr(fi, x, 0, y, 0, mode);
@@ -183,6 +191,10 @@ double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
 }
 
 double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode) {
+    if (mode == ER_ROUND_NEAREST) {
+        if (fi->id == ER_FP64) return a * b;
+        if (fi->id == ER_FP32 && er_is_float(a) && er_is_float(b)) return (double)((float)a * (float)b);
+    }
     double p = a * b;
     if (!isfinite(a) || !isfinite(b)) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
     if (!isfinite(p)) return er_round_exact_mpfr(fi, a, b, 0.0, 1, mode); /* beyond double's range, not infinite */
@@ -192,7 +204,13 @@ double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_ro
 }
 
 double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode) {
+    if (mode == ER_ROUND_NEAREST) {
+        if (fi->id == ER_FP64) return fma(a, b, y);
+        if (fi->id == ER_FP32 && er_is_float(a) && er_is_float(b) && er_is_float(y)) return (double)fmaf((float)a, (float)b, (float)y);
+    }
     double p = a * b;
+    /* IEEE 754 fma: a finite product (however large) plus an infinity is that infinity */
+    if (isfinite(a) && isfinite(b) && isinf(y)) return y;
     if (!isfinite(a) || !isfinite(b) || !isfinite(y)) return er__round_double(fi, p + y, mode, ER_OVERFLOW_IEEE);
     if (wide || !isfinite(p)) return er_round_exact_mpfr(fi, a, b, y, 1, mode);
     return er__round_sum(fi, p, y, mode); /* p is exact (a product of two values of at most 24 bits) */

@@ -104,6 +104,7 @@ static inline double emu_mul(emu *e, double a, double b) {
 }
 /* fl_F(a*b + y) */
 static inline double emu_fma(emu *e, double a, double b, double y) {
+    if (isfinite(a) && isfinite(b) && isinf(y)) return y; /* a finite product plus an infinity (IEEE fma) */
     if (!isfinite(a) || !isfinite(b) || !isfinite(y)) return a * b + y;
     mpfr_set_d(e->t, a, MPFR_RNDN);
     mpfr_mul_d(e->t, e->t, b, MPFR_RNDN);

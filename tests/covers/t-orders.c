@@ -91,11 +91,34 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
 }
 END_TEST
 
+/* IEEE fma: a finite product, however far beyond double's range, plus an infinity is that infinity (not NaN).
+ * fp16 accumulation takes the exact-rounding path; the accumulator overflows to +inf, then a product of about
+ * -1e400 is fused into it. */
+START_TEST(fma_of_a_huge_product_into_an_infinity) {
+    double a[3] = {60000, 60000, 1e200}, b[3] = {1, 1, -1e200};
+    uint64_t A[3], B[3], E[1];
+    for (int k = 0; k < 3; k++) { er_store(A, ER_FP64, k, a[k]); er_store(B, ER_FP64, k, b[k]); }
+    er_tensor tA, tB, tE;
+    er_tensor_view(&tA, ER_FP64, 2, (int64_t[]){1, 3}, NULL, A);
+    er_tensor_view(&tB, ER_FP64, 2, (int64_t[]){3, 1}, NULL, B);
+    er_tensor_view(&tE, ER_FP64, 2, (int64_t[]){1, 1}, NULL, E);
+    er_ref *r;
+    ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+    er_standard st;
+    ck_assert_int_eq(er_standard_parse(&st, "sequential", "compute=fp16 fma=always"), ER_OK);
+    ck_assert_int_eq(er_emulate(r, &tE, &st), ER_OK);
+    double y = er_load(E, ER_FP64, 0);
+    ck_assert_msg(y == INFINITY, "emulate gave %g, IEEE fma gives +inf", y);
+    er_ref_free(r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("orders");
     TCase *tc = tcase_create("orders");
     tcase_set_timeout(tc, 3600);
     tcase_add_test(tc, fixed_orders_are_sound_and_emulated);
+    tcase_add_test(tc, fma_of_a_huge_product_into_an_infinity);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
