@@ -51,6 +51,7 @@ bench: build
 	./$(BUILD)/bench/bench_matmul
 	./$(BUILD)/bench/bench_softmax
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_python.py
+	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_orders.py
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)
