@@ -48,6 +48,10 @@ ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);
  * `f` under the standard's output overflow rule. Either output pointer may be NULL. */
 ER_API er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, double *exact, double *rounded);
 
+/* Writes the exact result of every element, correctly rounded to out's format (its default overflow rule), into
+ * `out` (the op's output shape, any strides, writable, no repeated elements): the best output any kernel can
+ * produce. matmul, sum, mean and max; ER_ERR_UNSUPPORTED for softmax, log_softmax and rmsnorm. */
+ER_API er_status er_ref_rounded(er_tensor *out, const er_ref *ref);
 /* Classifies every element of `out` (same shape as the op's output, any supported format) against the set
  * the standard allows. On success *rep is overwritten without being read (clear it before reuse); on refusal
  * it is untouched. */

@@ -653,6 +653,40 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
     return ER_OK;
 }
 
+er_status er_ref_rounded(er_tensor *out, const er_ref *ref) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(ref, "ref");
+    ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
+    int same = out->ndim == ref->ndim;
+    for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
+    if (!same) return er__fail(ER_ERR_OUTPUT, "the output's shape differs from the %s's", er__op_name(ref));
+    for (int i = 0; i < out->ndim; i++)
+        if (out->strides[i] == 0 && out->shape[i] > 1)
+            return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM)
+        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_rounded does not give %s values in this version", er__op_name(ref));
+    const er_fmt_info *O = er__fmt(out->format);
+    int bytes = O->bits / 8;
+    int64_t index[ER_MAX_DIMS] = {0};
+    for (int64_t idx = 0; idx < ref->n; idx++) {
+        double v;
+        er_status st = er_ref_exact(ref, index, out->format, NULL, &v);
+        if (st != ER_OK) return st;
+        uint64_t bits;
+        er_encode(&bits, out->format, v, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        char *p = (char *)(uintptr_t)out->data + er_offset(out, idx) * bytes;
+        switch (bytes) {
+        case 1: *(uint8_t *)p = (uint8_t)bits; break;
+        case 2: { uint16_t x = (uint16_t)bits; memcpy(p, &x, 2); break; }
+        case 4: { uint32_t x = (uint32_t)bits; memcpy(p, &x, 4); break; }
+        default: memcpy(p, &bits, 8); break;
+        }
+        for (int i = ref->ndim - 1; i >= 0; i--) { if (++index[i] < ref->shape[i]) break; index[i] = 0; }
+    }
+    return ER_OK;
+}
+
 er_status er_ref_exact_mpfr(mpfr_ptr out, const er_ref *ref, const int64_t *index) {
     er__ok();
     ER_CHECK_NULL(out, "out");

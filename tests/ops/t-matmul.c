@@ -120,6 +120,17 @@ START_TEST(exact_agrees_with_mpfr) {
         er_tensor tC;
         int64_t shC[3] = {nb, M, N};
         er_tensor_view(&tC, ER_FP32, nd, batched ? shC : shC + 1, NULL, C);
+        /* er_ref_rounded writes the same correctly rounded values */
+        {
+            float *R = malloc(sizeof(float) * (size_t)(nb * M * N) + 1);
+            er_tensor tR = tC;
+            tR.data = R;
+            ER_REQUIRE(er_ref_rounded(&tR, ref) == ER_OK, "er_ref_rounded: %s", er_last_error());
+            for (int64_t q = 0; q < nb * M * N; q++)
+                ER_REQUIRE(er_same(R[q], C[q]) || (R[q] == 0 && C[q] == 0) || (isnan(R[q]) && isnan(C[q])),
+                           "er_ref_rounded %a vs %a at %lld", R[q], C[q], (long long)q);
+            free(R);
+        }
         er_standard std;
         er_standard_init(&std);
         er_report rep;

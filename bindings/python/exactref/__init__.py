@@ -132,6 +132,13 @@ class Reference:
         finally:
             _lib.lib.er_report_clear(rep)
 
+    def exact(self, dtype="float32"):
+        """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max)."""
+        out = np.empty(self.shape, dtype=numpy_dtype(dtype))
+        view = self._out_view(out, "the exact output", writable=True)
+        check(_lib.lib.er_ref_rounded(view.buf, self._ptr))
+        return out
+
     def emulate(self, standard, dtype="float32", options=None, **kwargs):
         """The exact output a correct implementation of a fully fixed standard produces, as an array of dtype."""
         std = _standard(standard, options, kwargs)

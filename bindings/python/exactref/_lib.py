@@ -56,6 +56,7 @@ _sig = {
     "er_ref_shape": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), c_int64_p]),
     "er_covers": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
     "er_emulate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    "er_ref_rounded": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
     "er_report_sizeof": (ctypes.c_size_t, []),
     "er_report_clear": (None, [ctypes.c_void_p]),
     "er_report_text": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),

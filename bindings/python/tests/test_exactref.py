@@ -230,3 +230,19 @@ def test_rmsnorm():
     assert er.rmsnorm(x).covers((xf * r).astype(np.float32)).all()
     with pytest.raises(ValueError, match="weight must be a vector of length 64"):
         er.rmsnorm(x, w[:3])
+
+
+def test_exact_output():
+    rng = np.random.default_rng(9)
+    A = rng.integers(-8, 8, (5, 7)).astype(np.float16)
+    B = rng.integers(-8, 8, (7, 3)).astype(np.float16)
+    ref = er.matmul(A, B)
+    want = A.astype(np.float64) @ B.astype(np.float64)        # small integers: exact in float64
+    assert np.array_equal(ref.exact("float64"), want)
+    got = ref.exact("bfloat16")
+    assert got.dtype.name == "bfloat16" and np.array_equal(got.astype(np.float64), want.astype(got.dtype).astype(np.float64))
+    assert ref.covers(ref.exact("float32")).counts["exact"] == 15
+    x = rng.standard_normal((4, 9)).astype(np.float32)
+    assert np.array_equal(er.max(x, 1).exact("float32"), x.max(axis=1))
+    with pytest.raises(NotImplementedError):
+        er.softmax(x).exact()
