@@ -242,21 +242,58 @@ static void er_fill_element(er_element *el, const er_ref *r, int64_t idx, er_cla
     el->distance_ulps = dist;
 }
 
+/* The element offset of the row-major position idx in a strided view. */
+static int64_t er_offset(const er_tensor *t, int64_t idx) {
+    int64_t off = 0;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        off += (idx % t->shape[i]) * t->strides[i];
+        idx /= t->shape[i];
+    }
+    return off;
+}
+
+/* The output view must have the op's shape. */
+static er_status er_check_out_shape(const er_ref *ref, const er_tensor *out) {
+    int same = out->ndim == ref->ndim;
+    for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
+    if (same) return ER_OK;
+    char a[200], b[200];
+    int na = 0, nb = 0;
+    for (int i = 0; i < out->ndim; i++) na += snprintf(a + na, sizeof a - (size_t)na, "%s%lld", i ? ", " : "", (long long)out->shape[i]);
+    for (int i = 0; i < ref->ndim; i++) nb += snprintf(b + nb, sizeof b - (size_t)nb, "%s%lld", i ? ", " : "", (long long)ref->shape[i]);
+    return er__fail(ER_ERR_OUTPUT, "the output has shape [%s] but the %s produces [%s]", a, er__op_name(ref), b);
+}
+
+/* A view that is written must not repeat elements (a zero stride over a dimension longer than 1). */
+static er_status er_check_distinct(const er_tensor *out) {
+    for (int i = 0; i < out->ndim; i++)
+        if (out->strides[i] == 0 && out->shape[i] > 1)
+            return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
+    return ER_OK;
+}
+
+/* Encodes v (rounded to nearest under the overflow rule ov) into element idx of a writable view. */
+static void er_store_value(const er_tensor *t, int64_t idx, double v, er_overflow ov) {
+    const er_fmt_info *fi = er__fmt(t->format);
+    if (ov == ER_OVERFLOW_IEEE && !fi->has_inf) ov = ER_OVERFLOW_SATURATE;
+    uint64_t bits;
+    er_encode(&bits, t->format, v, ER_ROUND_NEAREST, ov);
+    char *p = (char *)(uintptr_t)t->data + er_offset(t, idx) * (fi->bits / 8);
+    switch (fi->bits) {
+    case 8: *(uint8_t *)p = (uint8_t)bits; break;
+    case 16: { uint16_t x = (uint16_t)bits; memcpy(p, &x, 2); break; }
+    case 32: { uint32_t x = (uint32_t)bits; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &bits, 8); break;
+    }
+}
+
 static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, const er_standard *std) {
     ER_CHECK_NULL(ref, "ref");
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(std, "standard");
     ER_RETURN_IF_ERROR(er_standard_validate(std));
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
-    int same = out->ndim == ref->ndim;
-    for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
-    if (!same) {
-        char a[200], b[200];
-        int na = 0, nb = 0;
-        for (int i = 0; i < out->ndim; i++) na += snprintf(a + na, sizeof a - (size_t)na, "%s%lld", i ? ", " : "", (long long)out->shape[i]);
-        for (int i = 0; i < ref->ndim; i++) nb += snprintf(b + nb, sizeof b - (size_t)nb, "%s%lld", i ? ", " : "", (long long)ref->shape[i]);
-        return er__fail(ER_ERR_OUTPUT, "the output has shape [%s] but the %s produces [%s]", a, er__op_name(ref), b);
-    }
+    ER_RETURN_IF_ERROR(er_check_out_shape(ref, out));
     if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
     int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM;
@@ -317,16 +354,6 @@ static void er_ctx_clear(er_covers_ctx *cx) {
     er__edge_scratch_clear(&cx->w);
     if (cx->have_plan) er__order_plan_clear(&cx->plan);
     if (cx->have_acc) er__acc_free(&cx->acc);
-}
-
-/* The element offset of the row-major position idx in a strided view. */
-static int64_t er_offset(const er_tensor *t, int64_t idx) {
-    int64_t off = 0;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        off += (idx % t->shape[i]) * t->strides[i];
-        idx /= t->shape[i];
-    }
-    return off;
 }
 
 /* Classifies element idx against its set and records it in the report. */
@@ -554,17 +581,7 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
     else if (finite && c.lo == c.hi && !c.pinf_ok && !c.ninf_ok && !c.nan_ok) v = c.lo;
     else if (!finite && c.pinf_ok + c.ninf_ok + c.nan_ok == 1) v = c.pinf_ok ? INFINITY : c.ninf_ok ? -INFINITY : NAN;
     else return er__fail(ER_ERR_INTERNAL, "the emulated set of element %lld is not a single value", (long long)idx);
-    const er_tensor *t = cx->dst;
-    int64_t off = er_offset(t, idx);
-    uint64_t bits;
-    er_encode(&bits, t->format, v, ER_ROUND_NEAREST, cx->ov_out == ER_OVERFLOW_IEEE && !cx->O->has_inf ? ER_OVERFLOW_SATURATE : cx->ov_out);
-    void *p = (char *)(uintptr_t)t->data + off * (er__fmt(t->format)->bits / 8);
-    switch (er__fmt(t->format)->bits) {
-    case 8: *(uint8_t *)p = (uint8_t)bits; break;
-    case 16: { uint16_t x = (uint16_t)bits; memcpy(p, &x, 2); break; }
-    case 32: { uint32_t x = (uint32_t)bits; memcpy(p, &x, 4); break; }
-    default: memcpy(p, &bits, 8); break;
-    }
+    er_store_value(cx->dst, idx, v, cx->ov_out);
     return ER_OK;
 }
 
@@ -587,10 +604,7 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
                         : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
     }
-    /* Emulation writes every element: refuse overlapping writes (a zero stride over a dimension of size > 1). */
-    for (int i = 0; i < out->ndim; i++)
-        if (out->strides[i] == 0 && out->shape[i] > 1)
-            return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
+    ER_RETURN_IF_ERROR(er_check_distinct(out));
     int nt = er__num_threads(ref->n * (ref->K + 64)), made = 0;
     er_covers_ctx cx[ER_MAX_THREADS];
     void *ctxs[ER_MAX_THREADS] = {0};
@@ -658,30 +672,16 @@ er_status er_ref_rounded(er_tensor *out, const er_ref *ref) {
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(ref, "ref");
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
-    int same = out->ndim == ref->ndim;
-    for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
-    if (!same) return er__fail(ER_ERR_OUTPUT, "the output's shape differs from the %s's", er__op_name(ref));
-    for (int i = 0; i < out->ndim; i++)
-        if (out->strides[i] == 0 && out->shape[i] > 1)
-            return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
+    ER_RETURN_IF_ERROR(er_check_out_shape(ref, out));
+    ER_RETURN_IF_ERROR(er_check_distinct(out));
     if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM)
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_rounded does not give %s values in this version", er__op_name(ref));
-    const er_fmt_info *O = er__fmt(out->format);
-    int bytes = O->bits / 8;
     int64_t index[ER_MAX_DIMS] = {0};
     for (int64_t idx = 0; idx < ref->n; idx++) {
         double v;
         er_status st = er_ref_exact(ref, index, out->format, NULL, &v);
         if (st != ER_OK) return st;
-        uint64_t bits;
-        er_encode(&bits, out->format, v, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
-        char *p = (char *)(uintptr_t)out->data + er_offset(out, idx) * bytes;
-        switch (bytes) {
-        case 1: *(uint8_t *)p = (uint8_t)bits; break;
-        case 2: { uint16_t x = (uint16_t)bits; memcpy(p, &x, 2); break; }
-        case 4: { uint32_t x = (uint32_t)bits; memcpy(p, &x, 4); break; }
-        default: memcpy(p, &bits, 8); break;
-        }
+        er_store_value(out, idx, v, ER_OVERFLOW_DEFAULT);
         for (int i = ref->ndim - 1; i >= 0; i--) { if (++index[i] < ref->shape[i]) break; index[i] = 0; }
     }
     return ER_OK;
