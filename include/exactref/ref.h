@@ -41,7 +41,19 @@ ER_API er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim);
 /* rmsnorm over x's last dimension: x_i w_i / sqrt(mean_j x_j^2 + eps), weight NULL (none) or a vector of that
  * length. Options: compute (it must hold x's values), mean (divide, reciprocal, either), rsqrt_ulps (default 2). */
 ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps);
+/* layernorm over x's last `normalized_ndim` dimensions (n elements per row): y = (x - mean) / sqrt(var + eps) * w + b
+ * with the biased variance, weight and bias NULL (none) or of the normalised shape. Three outputs: y (x's shape),
+ * and mean and rstd = 1/sqrt(var + eps), one per row (x's leading shape; trailing size-1 dimensions accepted).
+ * Options: compute (it must hold x's values), variance (two_pass, welford, either), mean (the two divisions by n:
+ * divide, reciprocal, either), rsqrt_ulps (default 2). Check them together with er_covers_outputs; er_covers checks
+ * y alone. An empty normalised shape is refused. */
+ER_API er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, const er_tensor *weight,
+                              const er_tensor *bias, double eps);
 ER_API void er_ref_free(er_ref *ref);
+/* The number of outputs of the op (3 for layernorm: y, mean, rstd; 1 otherwise) and the name of output i
+ * ("y", "mean", "rstd"; "out" for single-output ops; NULL out of range). */
+ER_API int er_ref_num_outputs(const er_ref *ref);
+ER_API const char *er_ref_output_name(const er_ref *ref, int i);
 /* The shape of the op's output. shape must have room for ER_MAX_DIMS entries. */
 ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);
 /* The exact result at `index` rounded to double (NaN or +-inf for special results), and correctly rounded to
@@ -56,6 +68,11 @@ ER_API er_status er_ref_rounded(er_tensor *out, const er_ref *ref);
  * the standard allows. On success *rep is overwritten without being read (clear it before reuse); on refusal
  * it is untouched. */
 ER_API er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
+/* Classifies every output of a multi-output op at once: outs[i] (NULL: not checked) against output i's set, into
+ * reps[i] (an empty report for a NULL output). nout must be er_ref_num_outputs(ref). A case passes when every
+ * report passes. On refusal no report is written. */
+ER_API er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
+                                   const er_standard *std);
 /* The exact output a correct implementation of a fully fixed standard produces (er_standard_is_fixed), written
  * into `out` (the op's output shape, any format and strides; out->data must be writable and its elements
  * distinct). covers() under the same standard accepts exactly these values. ER_ERR_STANDARD for a standard

@@ -77,6 +77,8 @@ typedef struct er_standard {
     int carry_fused;          /* ER_ORDER_BLOCKED: the running total is one more term of each block's sum
                                  (acc = acc + dot(block) fused, as tensor-core MMAs and Triton's tl.dot do);
                                  0: each block is summed from zero and then added */
+    int variance;             /* layernorm: 0 either (default), 1 two_pass (mean, then the sum of (x - mean)^2),
+                                 2 welford (Welford updates and Chan combines in any tree) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,
@@ -89,7 +91,7 @@ ER_API er_status er_standard_init(er_standard *s);
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
  *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean),
  *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
- *   rsqrt_ulps=U (rmsnorm).
+ *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford (layernorm).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

@@ -18,6 +18,7 @@
 #include "enclose/dotorder.h"
 #include "enclose/softmax.h"
 #include "enclose/rmsnorm.h"
+#include "enclose/layernorm.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -55,6 +56,11 @@ er_class er__classify(const er_cset *c, double y, er_format out, double *dist) {
     double edge = y > c->hi ? c->hi : c->lo;
     *dist = fabs(y - edge) / er_format_ulp(out, edge);
     return ER_CLASS_OUTSIDE;
+}
+
+/* Ops whose outputs depend on a whole row (softmax, log_softmax, rmsnorm, layernorm). */
+static int er_row_op(const er_ref *ref) {
+    return ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM;
 }
 
 /* Per-call state of er_covers / er_emulate. */
@@ -224,7 +230,7 @@ static void er_max_set(er_covers_ctx *cx, er_cset *c, const double *a, int64_t K
     er_cset_build(c, cx, &v, nan ? NAN : m, rounded);
 }
 
-static void er_fill_element(er_element *el, const er_ref *r, int64_t idx, er_class cls, double y, const er_cset *c,
+static void er_fill_element(er_element *el, const er_report *r, int64_t idx, er_class cls, double y, const er_cset *c,
                             double dist) {
     memset(el, 0, sizeof *el);
     el->index = idx;
@@ -293,14 +299,17 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     ER_CHECK_NULL(std, "standard");
     ER_RETURN_IF_ERROR(er_standard_validate(std));
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
-    ER_RETURN_IF_ERROR(er_check_out_shape(ref, out));
+    if (ref->op != ER_OP_LAYERNORM) ER_RETURN_IF_ERROR(er_check_out_shape(ref, out)); /* layernorm: per output */
     if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
-    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM;
-    if (ref->op != ER_OP_RMSNORM && std->rsqrt_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm, not to %s", er__op_name(ref));
-    if (ref->op == ER_OP_RMSNORM && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to rmsnorm");
+    int norm = ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM;
+    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || norm;
+    if (!norm && std->rsqrt_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm and layernorm, not to %s", er__op_name(ref));
+    if (ref->op != ER_OP_LAYERNORM && std->variance != 0)
+        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm, not to %s", er__op_name(ref));
+    if (norm && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
     if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
         return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
     if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
@@ -317,8 +326,8 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     } else if (std->exp_ulps != 0 || std->div != 0 || std->log_ulps != 0 || std->rsqrt_ulps != 0) {
         return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
     }
-    if (ref->op != ER_OP_MEAN && ref->op != ER_OP_RMSNORM && std->mean != 0)
-        return er__fail(ER_ERR_STANDARD, "mean= applies to mean only, not to %s", er__op_name(ref));
+    if (ref->op != ER_OP_MEAN && !norm && std->mean != 0)
+        return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", er__op_name(ref));
     const er_fmt_info *O = er__fmt(out->format);
     if (std->out_overflow == ER_OVERFLOW_IEEE && !O->has_inf)
         return er__fail(ER_ERR_STANDARD, "overflow=ieee does not apply to output format %s, which has no infinity", O->name);
@@ -337,7 +346,8 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->worst_dist = -1;
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM) return ER_OK;
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM)
+        return ER_OK;
     const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
     const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
     if (cx->any) {
@@ -366,10 +376,10 @@ static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
     r->counts[cls]++;
     if (er_class_passes(cls)) return;
     r->n_failed++;
-    if (r->n_first < ER_REPORT_FIRST) er_fill_element(&r->first[r->n_first++], cx->ref, idx, cls, y, c, dist);
+    if (r->n_first < ER_REPORT_FIRST) er_fill_element(&r->first[r->n_first++], r, idx, cls, y, c, dist);
     int better = !r->has_worst || (cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || dist > cx->worst_dist));
     if (better) {
-        er_fill_element(&r->worst, cx->ref, idx, cls, y, c, dist);
+        er_fill_element(&r->worst, r, idx, cls, y, c, dist);
         r->has_worst = 1;
         cx->worst_dist = dist;
     }
@@ -508,21 +518,168 @@ static void er_merge(er_report *r, double *worst_dist, const er_report *part, do
     }
 }
 
+/* A new report's header and classes array for an output of ndim/shape. */
+static er_status er_report_begin(er_report *r, const char *op, const char *suffix, int ndim, const int64_t *shape,
+                                 const er_tensor *out, const er_standard *std) {
+    memset(r, 0, sizeof *r);
+    r->n = 1;
+    for (int i = 0; i < ndim; i++) { r->shape[i] = shape[i]; r->n *= shape[i]; }
+    r->ndim = ndim;
+    r->classes = malloc((size_t)(r->n ? r->n : 1));
+    if (!r->classes) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)r->n);
+    snprintf(r->op, sizeof r->op, "%s%s", op, suffix);
+    er_standard_format(std, r->standard, sizeof r->standard, NULL);
+    r->out_format = out->format;
+    return ER_OK;
+}
+
+/* layernorm's mean and rstd: one value per row, shaped as x's leading dimensions; trailing dimensions of size 1
+ * (torch keeps them) are accepted, and [1] when every dimension is normalised. */
+static er_status er_check_stat_shape(const er_ref *ref, const er_tensor *out, const char *name, int *ndim, int64_t *shape) {
+    int lead = ref->ndim - ref->nnorm;
+    *ndim = lead ? lead : 1;
+    for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
+    if (!lead) shape[0] = 1;
+    int od = out->ndim;
+    while (od > *ndim && out->shape[od - 1] == 1) od--;
+    int same = od == *ndim;
+    for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
+    if (same) return ER_OK;
+    return er__fail(ER_ERR_OUTPUT, "layernorm's %s must have x's leading shape (%d dimensions, trailing size-1 dimensions "
+                    "allowed); got %d dimensions", name, lead, out->ndim);
+}
+
+/* layernorm rows: the three outputs' sets at once, then each checked output classified. */
+typedef struct er_ln_ctx {
+    er_covers_ctx *cx[3];
+    er_layernorm_plan pl;
+    double *w, *b;
+    er_ln_out o[3];
+} er_ln_ctx;
+
+static er_status er_ln_cb(void *v, const double *row, int64_t rownum, int64_t n) {
+    er_ln_ctx *lc = v;
+    ER_RETURN_IF_ERROR(er__layernorm_row(&lc->pl, row, lc->w, lc->b, n, lc->o));
+    for (int o = 0; o < 3; o++) {
+        if (!lc->cx[o]) continue;
+        int64_t cnt = o == 0 ? n : 1, base = o == 0 ? rownum * n : rownum;
+        for (int64_t k = 0; k < cnt; k++) {
+            er_cset c;
+            er_cset_build(&c, lc->cx[o], &lc->o[o].cv[k], lc->o[o].exact[k], lc->o[o].rounded[k]);
+            er_record(lc->cx[o], base + k, &c);
+        }
+    }
+    return ER_OK;
+}
+
+static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const er_tensor *const outs[3],
+                                     const er_standard *std) {
+    static const char *const names[3] = {"y", "mean", "rstd"};
+    int any = 0;
+    for (int o = 0; o < 3; o++) {
+        if (!outs[o]) continue;
+        any = 1;
+        ER_RETURN_IF_ERROR(er_check_covers_args(ref, outs[o], std));
+        if (o == 0) ER_RETURN_IF_ERROR(er_check_out_shape(ref, outs[o]));
+        else {
+            int nd;
+            int64_t sh[ER_MAX_DIMS];
+            ER_RETURN_IF_ERROR(er_check_stat_shape(ref, outs[o], names[o], &nd, sh));
+        }
+    }
+    if (!any) return er__fail(ER_ERR_NULL, "every output is NULL: give y, mean or rstd");
+    er_covers_ctx cx[3];
+    er_ln_ctx lc;
+    memset(&lc, 0, sizeof lc);
+    memset(reps, 0, 3 * sizeof *reps);
+    int64_t n = ref->K;
+    er_status st = ER_OK;
+    for (int o = 0; o < 3 && st == ER_OK; o++) {
+        if (!outs[o]) continue;
+        int nd = ref->ndim;
+        int64_t sh[ER_MAX_DIMS];
+        for (int i = 0; i < nd; i++) sh[i] = ref->shape[i];
+        if (o) er_check_stat_shape(ref, outs[o], names[o], &nd, sh);
+        st = er_report_begin(&reps[o], "layernorm", o == 0 ? "" : o == 1 ? ".mean" : ".rstd", nd, sh, outs[o], std);
+        if (st != ER_OK) break;
+        er_ctx_init(&cx[o], ref, outs[o], std);
+        cx[o].rep = &reps[o];
+        lc.cx[o] = &cx[o];
+        lc.pl.O[o] = cx[o].O;
+        lc.pl.ov[o] = cx[o].ov_out;
+        int64_t cnt = o == 0 ? n : 1;
+        lc.o[o].cv = malloc(sizeof(er_cval) * (size_t)cnt);
+        lc.o[o].exact = malloc(sizeof(double) * (size_t)cnt);
+        lc.o[o].rounded = malloc(sizeof(double) * (size_t)cnt);
+        if (!lc.o[o].cv || !lc.o[o].exact || !lc.o[o].rounded) st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    }
+    if (st == ER_OK) {
+        lc.pl.F = er__fmt(std->compute);
+        lc.pl.X = er__fmt(ref->A.format);
+        lc.pl.eps = er__round_double(lc.pl.F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+        lc.pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+        lc.pl.mean = std->mean;
+        lc.pl.variance = std->variance;
+        lc.w = ref->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL;
+        lc.b = ref->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
+        if ((ref->has_weight && !lc.w) || (ref->has_bias && !lc.b)) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+        if (lc.w) er__decode_rowmajor(&ref->B, lc.w);
+        if (lc.b) er__decode_rowmajor(&ref->C, lc.b);
+    }
+    if (st == ER_OK) st = er__layernorm_foreach(ref, er_ln_cb, &lc);
+    for (int o = 0; o < 3; o++) {
+        if (lc.cx[o]) er_ctx_clear(&cx[o]);
+        free(lc.o[o].cv);
+        free(lc.o[o].exact);
+        free(lc.o[o].rounded);
+        if (st != ER_OK) er_report_clear(&reps[o]);
+    }
+    free(lc.w);
+    free(lc.b);
+    return st;
+}
+
+int er_ref_num_outputs(const er_ref *ref) { return !ref ? 0 : ref->op == ER_OP_LAYERNORM ? 3 : 1; }
+
+const char *er_ref_output_name(const er_ref *ref, int i) {
+    if (!ref || i < 0 || i >= er_ref_num_outputs(ref)) return NULL;
+    static const char *const names[3] = {"y", "mean", "rstd"};
+    return ref->op == ER_OP_LAYERNORM ? names[i] : "out";
+}
+
+er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
+    er__ok();
+    ER_CHECK_NULL(reps, "reports");
+    ER_CHECK_NULL(ref, "ref");
+    ER_CHECK_NULL(outs, "outs");
+    int want = er_ref_num_outputs(ref);
+    if (nout != want)
+        return er__fail(ER_ERR_OUTPUT, "%s has %d output%s (got %d)", er__op_name(ref), want, want == 1 ? "" : "s", nout);
+    if (ref->op != ER_OP_LAYERNORM) {
+        ER_CHECK_NULL(outs[0], "outs[0]");
+        return er_covers(reps, ref, outs[0], std);
+    }
+    ER_CHECK_NULL(std, "standard");
+    er_report tmp[3];
+    ER_RETURN_IF_ERROR(er_layernorm_covers(tmp, ref, outs, std));
+    memcpy(reps, tmp, sizeof tmp);
+    return ER_OK;
+}
+
 er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
+    if (ref->op == ER_OP_LAYERNORM) {
+        const er_tensor *outs[3] = {out, NULL, NULL};
+        er_report reps[3];
+        ER_RETURN_IF_ERROR(er_layernorm_covers(reps, ref, outs, std));
+        *rep = reps[0];
+        return ER_OK;
+    }
     er_report r;
-    memset(&r, 0, sizeof r);
-    r.classes = malloc((size_t)(ref->n ? ref->n : 1));
-    if (!r.classes) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)ref->n);
-    snprintf(r.op, sizeof r.op, "%s", er__op_name(ref));
-    er_standard_format(std, r.standard, sizeof r.standard, NULL);
-    r.out_format = out->format;
-    r.ndim = ref->ndim;
-    for (int i = 0; i < ref->ndim; i++) r.shape[i] = ref->shape[i];
-    r.n = ref->n;
-    int row_op = ref->op == ER_OP_RMSNORM || ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
+    ER_RETURN_IF_ERROR(er_report_begin(&r, er__op_name(ref), "", ref->ndim, ref->shape, out, std));
+    int row_op = er_row_op(ref);
     int cached = !row_op && std->order == ER_ORDER_ANY && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
     int nt = row_op ? 1 : er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
     /* one context and one partial report per thread; the classes array is shared (each element written once) */
@@ -536,6 +693,8 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
         if (st != ER_OK) break;
         memset(&part[t], 0, sizeof part[t]);
         part[t].classes = r.classes;
+        part[t].ndim = r.ndim; /* element coordinates */
+        memcpy(part[t].shape, r.shape, sizeof r.shape);
         cx[t].rep = &part[t];
         ctxs[t] = &cx[t];
     }
@@ -588,7 +747,7 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
 er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
     er__ok();
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM)
+    if (er_row_op(ref))
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; %s's elementary functions leave its "
                         "results free", er__op_name(ref));
     int fixed = ref->op == ER_OP_MAX ||
@@ -628,7 +787,7 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
     if (!O) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
     int64_t idx;
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM)
+    if (er_row_op(ref))
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact does not give %s values in this version (covers reports them)",
                         er__op_name(ref));
     double e, rd;
@@ -674,7 +833,7 @@ er_status er_ref_rounded(er_tensor *out, const er_ref *ref) {
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
     ER_RETURN_IF_ERROR(er_check_out_shape(ref, out));
     ER_RETURN_IF_ERROR(er_check_distinct(out));
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM)
+    if (er_row_op(ref))
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_rounded does not give %s values in this version", er__op_name(ref));
     int64_t index[ER_MAX_DIMS] = {0};
     for (int64_t idx = 0; idx < ref->n; idx++) {

@@ -19,6 +19,39 @@ static double er_ulp_of(const er_fmt_info *F, double z) {
     return ldexp(1.0, ex - F->p);
 }
 
+/* fl(q / n) or fl(q * fl(1/n)) (mode 1, 2; 0 either) for q in [qlo, qhi]: both are monotone in q. */
+void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double *lo, double *hi) {
+    double rn = er__round_quotient(F, 1.0, n, ER_ROUND_NEAREST);
+    double a = er__round_quotient(F, qlo, n, ER_ROUND_NEAREST), b = er__round_prod(F, qlo, rn, 1, ER_ROUND_NEAREST);
+    double c = er__round_quotient(F, qhi, n, ER_ROUND_NEAREST), d = er__round_prod(F, qhi, rn, 1, ER_ROUND_NEAREST);
+    if (mode == 1) { b = a; d = c; }
+    if (mode == 2) { a = b; c = d; }
+    *lo = a < b ? a : b;
+    *hi = c > d ? c : d;
+}
+
+/* rsqrt(v) within U ulps of F for v in [vlo, vhi] (decreasing in v): [*rlo, *rhi], values of F; *rhi is +inf
+ * when vlo <= 0 (rsqrt(0) is +inf). */
+void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, double *rlo, double *rhi) {
+    mpfr_t t;
+    mpfr_init2(t, 128);
+    if (vhi == INFINITY) *rlo = 0;
+    else {
+        mpfr_set_d(t, vhi, MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDD);
+        mpfr_sub_d(t, t, er__mul_up(U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDD);
+        *rlo = mpfr_sgn(t) <= 0 ? 0.0 : er__round_mpfr(F, t, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    }
+    if (vlo <= 0) *rhi = INFINITY;
+    else {
+        mpfr_set_d(t, vlo, MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDU);
+        mpfr_add_d(t, t, er__mul_up(U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDU);
+        *rhi = er__round_mpfr(F, t, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    }
+    mpfr_clear(t);
+}
+
 /* The three compositions at one value of r; NaN where one of them is NaN. */
 static void er_compose(const er_rmsnorm_plan *pl, double x, double r, double w, double out[3]) {
     const er_fmt_info *F = pl->F, *O = pl->O;
@@ -45,12 +78,8 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
     double vlo, vhi;
     int special = q.nan || q.nan_req || q.lo > q.hi;
     if (!special) {
-        double rn = er__round_quotient(F, 1.0, n, ER_ROUND_NEAREST);
-        double a = er__round_quotient(F, q.lo, n, ER_ROUND_NEAREST), b = er__round_prod(F, q.lo, rn, 1, ER_ROUND_NEAREST);
-        double c = er__round_quotient(F, q.hi, n, ER_ROUND_NEAREST), d = er__round_prod(F, q.hi, rn, 1, ER_ROUND_NEAREST);
-        if (pl->mean == 1) { b = a; d = c; }
-        if (pl->mean == 2) { a = b; c = d; }
-        double mlo = a < b ? a : b, mhi = c > d ? c : d;
+        double mlo, mhi;
+        er__div_n_set(F, q.lo, q.hi, n, pl->mean, &mlo, &mhi);
         if (q.pinf) mhi = INFINITY;
         vlo = er__round_sum(F, mlo, pl->eps, ER_ROUND_NEAREST);
         vhi = er__round_sum(F, mhi, pl->eps, ER_ROUND_NEAREST);
@@ -58,24 +87,8 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         vlo = 0;
         vhi = INFINITY;
     }
-    /* r = rsqrt(v) within U ulps: decreasing in v */
-    mpfr_t t;
-    mpfr_init2(t, 128);
     double rlo, rhi;
-    if (vhi == INFINITY) rlo = 0;
-    else {
-        mpfr_set_d(t, vhi, MPFR_RNDN);
-        mpfr_rec_sqrt(t, t, MPFR_RNDD);
-        mpfr_sub_d(t, t, er__mul_up(pl->U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDD);
-        rlo = mpfr_sgn(t) <= 0 ? 0.0 : er__round_mpfr(F, t, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-    }
-    if (vlo <= 0) rhi = INFINITY;
-    else {
-        mpfr_set_d(t, vlo, MPFR_RNDN);
-        mpfr_rec_sqrt(t, t, MPFR_RNDU);
-        mpfr_add_d(t, t, er__mul_up(pl->U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDU);
-        rhi = er__round_mpfr(F, t, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-    }
+    er__rsqrt_set(F, pl->U, vlo, vhi, &rlo, &rhi);
     for (int64_t i = 0; i < n; i++) {
         double wi = w ? w[i] : 1.0, a[3], b[3];
         er_compose(pl, x[i], rlo, wi, a);
@@ -147,6 +160,5 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         if (isnan(rr[0])) { exact[i] = rounded[i] = NAN; continue; }
         rounded[i] = rr[0]; /* rr[0] == rr[1] but for a value within 2^-4096 of a midpoint (never seen) */
     }
-    mpfr_clear(t);
     return ER_OK;
 }

@@ -17,4 +17,9 @@ typedef struct er_rmsnorm_plan {
 ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                                       const double *w, int64_t n, er_cval *cv, double *exact, double *rounded);
 
+/* fl(q / n) or fl(q * fl(1/n)) (mode 1 divide, 2 reciprocal, 0 either) over q in [qlo, qhi]. */
+ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double *lo, double *hi);
+/* The values rsqrt(v) within U ulps of F takes for v in [vlo, vhi] (values of F): [*rlo, *rhi]. */
+ER_INTERNAL void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, double *rlo, double *rhi);
+
 #endif

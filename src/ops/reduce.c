@@ -18,6 +18,7 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_SOFTMAX: return "softmax";
     case ER_OP_LOG_SOFTMAX: return "log_softmax";
     case ER_OP_RMSNORM: return "rmsnorm";
+    case ER_OP_LAYERNORM: return "layernorm";
     default: return "matmul";
     }
 }

@@ -5,7 +5,8 @@
 #include "core/internal.h"
 #include "exact/accum.h"
 
-typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7 } er_op;
+typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7,
+               ER_OP_LAYERNORM = 8 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -24,7 +25,11 @@ struct er_ref {
     int b_is_one;       /* reductions: B is the constant 1 (stride 0), analysed as er__fmt_one() */
     int dim;            /* softmax, rmsnorm: the dimension they normalise */
     int has_weight;     /* rmsnorm: B is the weight vector */
-    double eps;         /* rmsnorm */
+    double eps;         /* rmsnorm, layernorm */
+    er_tensor C;        /* layernorm: the bias */
+    int has_bias;       /* layernorm */
+    int nnorm;          /* layernorm: the trailing dimensions normalised together (K elements per row) */
+    int64_t rows;       /* layernorm: rows (the mean's and rstd's elements) */
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */
     er_dotsum *sums;       /* n summaries, row-major */
@@ -53,6 +58,12 @@ ER_INTERNAL void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa,
  * positions in the output. */
 typedef er_status (*er_row_fn)(void *ctx, const double *row, const int64_t *idx, int64_t n);
 ER_INTERNAL er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx);
+/* layernorm: visits every row (the last nnorm dimensions, row-major) with its decoded values and its number;
+ * the row's y elements are row * K ... row * K + K - 1 in row-major order. */
+typedef er_status (*er_lnrow_fn)(void *ctx, const double *row, int64_t rownum, int64_t n);
+ER_INTERNAL er_status er__layernorm_foreach(const er_ref *r, er_lnrow_fn fn, void *ctx);
+/* Decodes every element of t in row-major order into dst. */
+ER_INTERNAL void er__decode_rowmajor(const er_tensor *t, double *dst);
 /* Checks x and turns a possibly negative dim into 0..ndim-1. */
 ER_INTERNAL er_status er__check_dim(const er_tensor *x, int *dim);
 /* The op's name for reports ("matmul", "sum", ...). */

@@ -51,6 +51,77 @@ er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, 
     return ER_OK;
 }
 
+er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, const er_tensor *weight,
+                       const er_tensor *bias, double eps) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(x, "x");
+    ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
+    int nd = x->ndim, k = normalized_ndim;
+    if (k < 1 || k > nd)
+        return er__fail(ER_ERR_SHAPE, "normalized_ndim must be between 1 and x's %d dimensions (got %d)", nd, k);
+    if (!(eps >= 0) || isinf(eps)) return er__fail(ER_ERR_INVALID, "eps must be finite and nonnegative (got %g)", eps);
+    int64_t n = 1, numel = 1;
+    for (int i = 0; i < nd; i++) { numel *= x->shape[i]; if (i >= nd - k) n *= x->shape[i]; }
+    if (n == 0) return er__fail(ER_ERR_SHAPE, "layernorm over an empty normalised shape has no mean");
+    const er_tensor *aff[2] = {weight, bias};
+    const char *names[2] = {"weight", "bias"};
+    for (int a = 0; a < 2; a++) {
+        if (!aff[a]) continue;
+        ER_RETURN_IF_ERROR(er__tensor_check(aff[a], names[a]));
+        int same = aff[a]->ndim == k;
+        for (int i = 0; same && i < k; i++) same = aff[a]->shape[i] == x->shape[nd - k + i];
+        if (!same) return er__fail(ER_ERR_SHAPE, "%s must have the normalised shape (x's last %d dimensions)", names[a], k);
+    }
+    er_ref *r = calloc(1, sizeof *r);
+    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
+    r->op = ER_OP_LAYERNORM;
+    r->A = *x;
+    r->ndim = nd;
+    for (int i = 0; i < nd; i++) r->shape[i] = x->shape[i];
+    r->n = numel;
+    r->K = n;
+    r->nnorm = k;
+    r->rows = numel / n;
+    r->dim = nd - 1;
+    if (weight) { r->B = *weight; r->has_weight = 1; }
+    if (bias) { r->C = *bias; r->has_bias = 1; }
+    r->eps = eps;
+    *out = r;
+    return ER_OK;
+}
+
+void er__decode_rowmajor(const er_tensor *t, double *dst) {
+    int64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++) numel *= t->shape[i];
+    for (int64_t idx = 0; idx < numel; idx++) {
+        int64_t rem = idx, off = 0;
+        for (int i = t->ndim - 1; i >= 0; i--) { off += (rem % t->shape[i]) * t->strides[i]; rem /= t->shape[i]; }
+        dst[idx] = er__load(t, off);
+    }
+}
+
+er_status er__layernorm_foreach(const er_ref *r, er_lnrow_fn fn, void *ctx) {
+    const er_tensor *x = &r->A;
+    int nd = x->ndim, lead = nd - r->nnorm;
+    int64_t n = r->K;
+    double *row = malloc(sizeof(double) * (size_t)n);
+    if (!row) return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    er_tensor tail = *x; /* the row as a tensor of the trailing dimensions */
+    tail.ndim = r->nnorm;
+    for (int i = 0; i < r->nnorm; i++) { tail.shape[i] = x->shape[lead + i]; tail.strides[i] = x->strides[lead + i]; }
+    er_status s = ER_OK;
+    for (int64_t rr = 0; rr < r->rows && s == ER_OK; rr++) {
+        int64_t rem = rr, off = 0;
+        for (int i = lead - 1; i >= 0; i--) { off += (rem % x->shape[i]) * x->strides[i]; rem /= x->shape[i]; }
+        tail.data = (const char *)x->data + off * (er__fmt(x->format)->bits / 8);
+        er__decode_rowmajor(&tail, row);
+        s = fn(ctx, row, rr, n);
+    }
+    free(row);
+    return s;
+}
+
 er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx) {
     const er_tensor *x = &r->A;
     int nd = x->ndim, d = r->dim;

@@ -72,6 +72,7 @@ er_status er_standard_validate(const er_standard *s) {
     if (!(s->log_ulps >= 0 && s->log_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "log_ulps must be between 0 and 1e6");
     if (!(s->rsqrt_ulps >= 0 && s->rsqrt_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "rsqrt_ulps must be between 0 and 1e6");
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
+    if (s->variance < 0 || s->variance > 2) return er__fail(ER_ERR_STANDARD, "invalid variance value %d", s->variance);
     if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
     if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
     if (s->carry_fused && s->outer == ER_SUB_ANY)
@@ -229,6 +230,12 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         } else if (strcmp(key, "mean") == 0) {
             bit = 1024;
             ER_RETURN_IF_ERROR(er_parse_division(key, val, &s.mean));
+        } else if (strcmp(key, "variance") == 0) {
+            bit = 32768;
+            if (strcmp(val, "either") == 0) s.variance = 0;
+            else if (strcmp(val, "two_pass") == 0 || strcmp(val, "two-pass") == 0) s.variance = 1;
+            else if (strcmp(val, "welford") == 0) s.variance = 2;
+            else return er__fail(ER_ERR_STANDARD, "variance=%s: expected either, two_pass or welford", val);
         } else if (strcmp(key, "carry") == 0) {
             bit = 512;
             if (strcmp(val, "fused") == 0) s.carry_fused = 1;
@@ -241,7 +248,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div)", key);
+                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, variance)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -279,6 +286,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->exp_ulps) ER_PUT(" exp_ulps=%g", s->exp_ulps);
     if (s->log_ulps) ER_PUT(" log_ulps=%g", s->log_ulps);
     if (s->rsqrt_ulps) ER_PUT(" rsqrt_ulps=%g", s->rsqrt_ulps);
+    if (s->variance) ER_PUT(" variance=%s", s->variance == 1 ? "two_pass" : "welford");
     if (s->div) ER_PUT(" div=%s", s->div == 1 ? "divide" : "reciprocal");
     if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");

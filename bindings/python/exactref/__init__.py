@@ -20,7 +20,7 @@ from ._arrays import View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "Reference", "Result", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -245,3 +245,98 @@ def rmsnorm(x, weight=None, eps=1e-6):
     ptr = ctypes.c_void_p()
     check(_lib.lib.er_rmsnorm(ctypes.byref(ptr), va.buf, wbuf, float(eps)))
     return Reference(ptr, tuple(keep), a.shape, "rmsnorm")
+
+
+class Results:
+    """The verdicts of a multi-output op (layernorm): one Result per checked output, by name."""
+
+    def __init__(self, results):
+        self.results = results  # {"y": Result, "mean": Result, "rstd": Result}, checked outputs only
+        for name, r in results.items():
+            setattr(self, name, r)
+
+    def all(self):
+        """True when every checked output passes."""
+        return all(r.all() for r in self.results.values())
+
+    def assert_all(self):
+        """Raises AssertionError with the failing outputs' reports."""
+        bad = [r.report for r in self.results.values() if not r.all()]
+        if bad:
+            raise AssertionError("exactref: kernel output not covered\n" + "\n".join(bad))
+
+    def __str__(self):
+        return "\n".join(r.report for r in self.results.values())
+
+    def __repr__(self):
+        return "<exactref.Results %s: %s>" % ("pass" if self.all() else "FAIL",
+                                               ", ".join("%s %s" % (k, "pass" if r.all() else "FAIL")
+                                                         for k, r in self.results.items()))
+
+
+class LayerNormReference(Reference):
+    """layernorm's reference: three outputs, y, mean and rstd."""
+
+    OUTPUTS = ("y", "mean", "rstd")
+
+    def covers(self, out, standard="any_order", options=None, **kwargs):
+        """Classifies the outputs against their sets. `out` is y, or a tuple (y, mean, rstd) where any may be None
+        (not checked); mean and rstd have x's leading shape (trailing size-1 dimensions allowed). Returns Results
+        for a tuple, a Result for y alone."""
+        single = not isinstance(out, (tuple, list))
+        outs = (out, None, None) if single else tuple(out)
+        if len(outs) != 3:
+            raise ValueError("exactref: layernorm has 3 outputs (y, mean, rstd); got %d" % len(outs))
+        std = _standard(standard, options, kwargs)
+        views, bufs = [], (ctypes.c_void_p * 3)()
+        for i, (o, name) in enumerate(zip(outs, self.OUTPUTS)):
+            if o is None:
+                continue
+            arr = to_numpy(o, name)
+            v = self._out_view(arr, name) if i == 0 else View(arr, name)
+            views.append(v)
+            bufs[i] = ctypes.cast(v.buf, ctypes.c_void_p)
+        if not views:
+            raise ValueError("exactref: layernorm: every output is None")
+        reps = ctypes.create_string_buffer(_lib.REPORT_SIZE * 3)
+        check(_lib.lib.er_covers_outputs(reps, self._ptr, bufs, 3, std))
+        results = {}
+        try:
+            for i, name in enumerate(self.OUTPUTS):
+                if outs[i] is None:
+                    continue
+                rep = ctypes.byref(reps, _lib.REPORT_SIZE * i)
+                shape = tuple(self.shape) if i == 0 else tuple(to_numpy(outs[i], name).shape)
+                results[name] = Result(rep, shape)
+        finally:
+            for i in range(3):
+                _lib.lib.er_report_clear(ctypes.byref(reps, _lib.REPORT_SIZE * i))
+        return results["y"] if single else Results(results)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The exact reference of layernorm over x's trailing `normalized_shape` (an int or a tuple, as in torch), with
+    the biased variance; outputs y, mean and rstd (options variance="two_pass"|"welford"|"either", mean=...,
+    rsqrt_ulps=...)."""
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else tuple(int(d) for d in normalized_shape)
+    k = len(ns)
+    if k < 1 or k > a.ndim or tuple(a.shape[a.ndim - k:]) != ns:
+        raise ValueError("exactref: layer_norm: normalized_shape %s is not the end of x's shape %s" % (ns, a.shape))
+    va = View(a, "x")
+    keep = [va, x]
+    bufs = []
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if t is None:
+            bufs.append(None)
+            continue
+        arr = to_numpy(t, name)
+        if tuple(arr.shape) != ns:
+            raise ValueError("exactref: layer_norm: %s has shape %s, not the normalized shape %s" % (name, arr.shape, ns))
+        v = View(arr, name)
+        keep += [v, t]
+        bufs.append(v.buf)
+    ptr = ctypes.c_void_p()
+    check(_lib.lib.er_layernorm(ctypes.byref(ptr), va.buf, k, bufs[0], bufs[1], float(eps)))
+    return LayerNormReference(ptr, tuple(keep), a.shape, "layernorm")

@@ -193,7 +193,7 @@ def test_reductions():
         er.sum(x, dim=2)
     with pytest.raises(ValueError, match="empty dimension"):
         er.max(np.zeros((3, 0), np.float32), 1)
-    with pytest.raises(ValueError, match="mean= applies to mean only"):
+    with pytest.raises(ValueError, match="mean= applies to mean,"):
         ref.covers(acc, mean="divide")
 
 
@@ -230,6 +230,32 @@ def test_rmsnorm():
     assert er.rmsnorm(x).covers((xf * r).astype(np.float32)).all()
     with pytest.raises(ValueError, match="weight must be a vector of length 64"):
         er.rmsnorm(x, w[:3])
+
+
+def test_layer_norm():
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((5, 96)) + 3).astype(np.float16)
+    w = (1 + rng.standard_normal(96) / 4).astype(np.float16)
+    b = (rng.standard_normal(96) / 4).astype(np.float16)
+    xf = x.astype(np.float32)
+    mean = xf.mean(axis=1, keepdims=True, dtype=np.float32)          # numpy: pairwise sum, then divide
+    d = xf - mean
+    var = (d * d).mean(axis=1, keepdims=True, dtype=np.float32)      # the two-pass variance
+    rstd = (1 / np.sqrt(var + np.float32(1e-5))).astype(np.float32)
+    y = (d * rstd * w.astype(np.float32) + b.astype(np.float32)).astype(np.float16)
+    ref = er.layer_norm(x, 96, w, b, eps=1e-5)
+    res = ref.covers((y, mean, rstd), variance="two_pass")
+    assert res.all() and res.y.all() and res.rstd.all(), str(res)
+    assert ref.covers(y).all()                                       # y alone: a Result
+    unbiased = (1 / np.sqrt(var * np.float32(96 / 95) + np.float32(1e-5))).astype(np.float32)
+    res = ref.covers((None, None, unbiased), variance="two_pass")
+    assert not res.all() and list(res.results) == ["rstd"]
+    with pytest.raises(AssertionError, match="layernorm.rstd"):
+        res.assert_all()
+    with pytest.raises(ValueError, match="normalized_shape"):
+        er.layer_norm(x, (5, 96, 1))
+    with pytest.raises(ValueError, match="mean must have"):
+        ref.covers((y, mean[:2], rstd))
 
 
 def test_exact_output():

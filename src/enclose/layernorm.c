@@ -1,0 +1,398 @@
+/* layernorm.c: the sets of a layernorm row (docs/algorithms/layernorm.md).
+ *
+ * The model: the statistics (mean m and variance v) come from one of two algorithms, each rounded in F:
+ *  - two_pass: m = S/n with S = sum x_j in any order; Q = sum fl(x_j - m)^2 in any order (products rounded or
+ *    fused); v = Q/n (Theorem L2).
+ *  - welford: Welford updates and Chan combines in any tree; v = M2/n (Theorems L3 and L4).
+ * Each division by n is fl(q / n) or fl(q * fl(1/n)). Then r = rsqrt(fl(v + eps)) within U ulps, and
+ * y_i = g(fl(x_i - m), r, w_i, b_i) by one of four compositions (Theorem L5), each monotone in m and in r, so
+ * y_i's set is spanned by the four corners of the box m in [m_lo, m_hi], r in [r_lo, r_hi]. The exact results
+ * come from the exact sums S and sum x_j^2 (MPFR, exact at the row's precision). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <mpfr.h>
+#include "enclose/layernorm.h"
+#include "enclose/rmsnorm.h"
+
+enum { LN_Y = 0, LN_MEAN = 1, LN_RSTD = 2 };
+
+/* (1+u)^k - 1 rounded up, into g (u = 2^-p). */
+static void er_gamma(mpfr_t g, int p, double k) {
+    mpfr_set_ui_2exp(g, 1, (mpfr_exp_t)-p, MPFR_RNDU);
+    mpfr_add_ui(g, g, 1, MPFR_RNDU);
+    mpfr_pow_ui(g, g, (unsigned long)k, MPFR_RNDU);
+    mpfr_sub_ui(g, g, 1, MPFR_RNDU);
+}
+
+/* Theorems L3 and L4: Welford's mean is within *EM of the exact mean and its M2 within *ES of T, for any tree
+ * of updates and combines over n values with max |x| <= X, range R and T <= Thi. +inf when n is too large for
+ * the bound (or for counts exact in F). */
+static void er_welford_bounds(const er_fmt_info *F, int64_t n, double X, double R, double Thi, double *EM, double *ES) {
+    int p = F->p;
+    if (n >= (INT64_C(1) << (p - 1))) { *EM = *ES = INFINITY; return; }
+    mpfr_t u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M;
+    mpfr_inits2(64, u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M, (mpfr_ptr)0);
+    mpfr_set_ui_2exp(u, 1, (mpfr_exp_t)-p, MPFR_RNDN);
+    mpfr_set_d(eta, F->min_sub, MPFR_RNDU);
+    er_gamma(g3, p, 3);
+    er_gamma(g4, p, 4);
+    er_gamma(g7, p, 7);
+    er_gamma(G, p, 2.0 * (double)n);
+    /* D = (n(n-1)/2 + n - 1) / n bounds sum_v n_v / n over the internal nodes (Lemma L1) */
+    mpfr_set_si(D, n, MPFR_RNDN);
+    mpfr_mul_si(D, D, n - 1, MPFR_RNDU);
+    mpfr_div_2ui(D, D, 1, MPFR_RNDU);
+    mpfr_add_si(D, D, n - 1, MPFR_RNDU);
+    mpfr_div_si(D, D, n, MPFR_RNDU);
+    /* a1 = (1+u)(g3 R + eta/2) + u X; a2 = g4 X + (1+u) eta */
+    mpfr_mul_d(a, g3, R, MPFR_RNDU);
+    mpfr_div_2ui(t, eta, 1, MPFR_RNDU);
+    mpfr_add(a, a, t, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(a, a, t, MPFR_RNDU);
+    mpfr_mul_d(t, u, X, MPFR_RNDU);
+    mpfr_add(a, a, t, MPFR_RNDU);
+    mpfr_mul_d(a2, g4, X, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(t, t, eta, MPFR_RNDU);
+    mpfr_add(a2, a2, t, MPFR_RNDU);
+    mpfr_max(a, a, a2, MPFR_RNDU);
+    /* b1 = (1+u) 2 g3 + u; b2 = g4 */
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(b, t, g3, MPFR_RNDU);
+    mpfr_mul_2ui(b, b, 1, MPFR_RNDU);
+    mpfr_add(b, b, u, MPFR_RNDU);
+    mpfr_set(b2, g4, MPFR_RNDU);
+    mpfr_max(b, b, b2, MPFR_RNDU);
+    /* E = D a / (1 - D b) */
+    mpfr_mul(t, D, b, MPFR_RNDU);
+    mpfr_ui_sub(t, 1, t, MPFR_RNDD);
+    if (mpfr_sgn(t) <= 0) {
+        *EM = *ES = INFINITY;
+    } else {
+        mpfr_mul(E, D, a, MPFR_RNDU);
+        mpfr_div(E, E, t, MPFR_RNDU);
+        *EM = mpfr_get_d(E, MPFR_RNDU);
+        /* B = 4 R E + 4 E^2 + g7 (R + 2E)^2 */
+        mpfr_mul_d(B, E, 4.0 * R, MPFR_RNDU); /* 4R is exact */
+        mpfr_sqr(t, E, MPFR_RNDU);
+        mpfr_mul_2ui(t, t, 2, MPFR_RNDU);
+        mpfr_add(B, B, t, MPFR_RNDU);
+        mpfr_mul_2ui(t, E, 1, MPFR_RNDU);
+        mpfr_add_d(t, t, R, MPFR_RNDU);
+        mpfr_sqr(t, t, MPFR_RNDU);
+        mpfr_mul(t, t, g7, MPFR_RNDU);
+        mpfr_add(B, B, t, MPFR_RNDU);
+        /* M = (n/2) bitlen(n) + n bounds sum_v max(m_v, 1) (Lemma L2) */
+        int bl = 0;
+        for (int64_t k = n; k; k >>= 1) bl++;
+        mpfr_set_si(M, n, MPFR_RNDN);
+        mpfr_mul_si(M, M, bl, MPFR_RNDU);
+        mpfr_div_2ui(M, M, 1, MPFR_RNDU);
+        mpfr_add_si(M, M, n, MPFR_RNDU);
+        /* ES = (1+G)(M B + (n-1)(n+2) eta) + G T */
+        mpfr_mul(B, B, M, MPFR_RNDU);
+        mpfr_mul_si(t, eta, n - 1, MPFR_RNDU);
+        mpfr_mul_si(t, t, n + 2, MPFR_RNDU);
+        mpfr_add(B, B, t, MPFR_RNDU);
+        mpfr_add_ui(t, G, 1, MPFR_RNDU);
+        mpfr_mul(B, B, t, MPFR_RNDU);
+        mpfr_mul_d(t, G, Thi, MPFR_RNDU);
+        mpfr_add(B, B, t, MPFR_RNDU);
+        *ES = mpfr_get_d(B, MPFR_RNDU);
+    }
+    mpfr_clears(u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M, (mpfr_ptr)0);
+}
+
+/* The four compositions of y from m, r, w, b in F (Theorem L5); *nan when one of them is NaN. */
+static void er_ln_compose(const er_fmt_info *F, double x, double m, double r, double w, double b, double out[4]) {
+    double d = er__round_sum(F, x, -m, ER_ROUND_NEAREST);
+    double t = er__round_prod(F, d, r, 1, ER_ROUND_NEAREST);
+    double s = er__round_prod(F, r, w, 1, ER_ROUND_NEAREST);
+    out[0] = er__round_sum(F, er__round_prod(F, t, w, 1, ER_ROUND_NEAREST), b, ER_ROUND_NEAREST);
+    out[1] = er__round_fma(F, t, w, b, 1, ER_ROUND_NEAREST);
+    out[2] = er__round_sum(F, er__round_prod(F, d, s, 1, ER_ROUND_NEAREST), b, ER_ROUND_NEAREST);
+    out[3] = er__round_fma(F, d, s, b, 1, ER_ROUND_NEAREST);
+}
+
+/* The exact row: S = sum x and num = n sum x^2 - S^2 = n T, both exact; then enclosures at a precision. */
+typedef struct er_ln_exact {
+    mpfr_t S, num;
+    int64_t n;
+    double eps;
+} er_ln_exact;
+
+static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double eps) {
+    /* the row's bit span: every double x has its last bit at or above 2^(exponent - 53) */
+    long top = -100000, low = 100000;
+    for (int64_t j = 0; j < n; j++) {
+        if (x[j] == 0) continue;
+        int e;
+        frexp(x[j], &e);
+        if (e > top) top = e;
+        if (e - 53 < low) low = e - 53;
+    }
+    long span = top > low ? top - low : 1, bl = 0;
+    for (int64_t k = n; k; k >>= 1) bl++;
+    mpfr_prec_t ps = (mpfr_prec_t)(span + bl + 4), pq = (mpfr_prec_t)(2 * span + bl + 4);
+    mpfr_t Q, t;
+    mpfr_init2(ex->S, ps);
+    mpfr_init2(Q, pq);
+    mpfr_init2(t, 110);
+    mpfr_set_zero(ex->S, 1);
+    mpfr_set_zero(Q, 1);
+    for (int64_t j = 0; j < n; j++) {
+        mpfr_add_d(ex->S, ex->S, x[j], MPFR_RNDN); /* exact: the precision spans the row */
+        mpfr_set_d(t, x[j], MPFR_RNDN);
+        mpfr_sqr(t, t, MPFR_RNDN);                /* exact at 106 bits */
+        mpfr_add(Q, Q, t, MPFR_RNDN);
+    }
+    mpfr_prec_t pn = (pq > 2 * ps ? pq : 2 * ps) + (mpfr_prec_t)bl + 4;
+    mpfr_init2(ex->num, pn);
+    mpfr_set_prec(t, 2 * ps);
+    mpfr_sqr(t, ex->S, MPFR_RNDN);                 /* exact */
+    mpfr_mul_si(ex->num, Q, n, MPFR_RNDN);        /* exact */
+    mpfr_sub(ex->num, ex->num, t, MPFR_RNDN);     /* exact */
+    if (mpfr_sgn(ex->num) < 0) mpfr_set_zero(ex->num, 1); /* never: n sum x^2 >= S^2 */
+    mpfr_clears(Q, t, (mpfr_ptr)0);
+    ex->n = n;
+    ex->eps = eps;
+}
+
+static void er_ln_exact_clear(er_ln_exact *ex) { mpfr_clears(ex->S, ex->num, (mpfr_ptr)0); }
+
+/* Enclosures at precision prec: mean [m0, m1], rstd [r0, r1] (r1 = +inf when T/n + eps is 0). */
+static void er_ln_stats(const er_ln_exact *ex, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1) {
+    long n = (long)ex->n;
+    mpfr_div_si(m0, ex->S, n, MPFR_RNDD);
+    mpfr_div_si(m1, ex->S, n, MPFR_RNDU);
+    /* v = num / n^2 + eps */
+    mpfr_div_si(r0, ex->num, n, MPFR_RNDU);
+    mpfr_div_si(r0, r0, n, MPFR_RNDU);
+    mpfr_add_d(r0, r0, ex->eps, MPFR_RNDU);
+    mpfr_div_si(r1, ex->num, n, MPFR_RNDD);
+    mpfr_div_si(r1, r1, n, MPFR_RNDD);
+    mpfr_add_d(r1, r1, ex->eps, MPFR_RNDD);
+    mpfr_rec_sqrt(r0, r0, MPFR_RNDD);
+    mpfr_rec_sqrt(r1, r1, MPFR_RNDU); /* +inf at 0 */
+}
+
+/* y = (x - m) r w + b over the enclosures, into [y0, y1]; 0 when y is NaN (0 * inf). */
+static int er_ln_y(mpfr_t y0, mpfr_t y1, double x, double w, double b, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1,
+                   mpfr_t d0, mpfr_t d1) {
+    mpfr_d_sub(d0, x, m1, MPFR_RNDD);
+    mpfr_d_sub(d1, x, m0, MPFR_RNDU);
+    if (mpfr_inf_p(r1) && mpfr_sgn(d0) <= 0 && mpfr_sgn(d1) >= 0) return 0;
+    /* d r with r > 0: the ends of d against the ends of r */
+    if (mpfr_sgn(d0) >= 0) { mpfr_mul(y0, d0, r0, MPFR_RNDD); mpfr_mul(y1, d1, r1, MPFR_RNDU); }
+    else if (mpfr_sgn(d1) <= 0) { mpfr_mul(y0, d0, r1, MPFR_RNDD); mpfr_mul(y1, d1, r0, MPFR_RNDU); }
+    else { mpfr_mul(y0, d0, r1, MPFR_RNDD); mpfr_mul(y1, d1, r1, MPFR_RNDU); }
+    if (w < 0) { mpfr_swap(y0, y1); mpfr_mul_d(y0, y0, w, MPFR_RNDD); mpfr_mul_d(y1, y1, w, MPFR_RNDU); }
+    else { mpfr_mul_d(y0, y0, w, MPFR_RNDD); mpfr_mul_d(y1, y1, w, MPFR_RNDU); }
+    mpfr_add_d(y0, y0, b, MPFR_RNDD);
+    mpfr_add_d(y1, y1, b, MPFR_RNDU);
+    return 1;
+}
+
+/* The exact outputs of a finite row: rounded to double and correctly rounded to each output format. The
+ * enclosures tighten with the precision until both ends round alike. */
+static void er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
+                                const double *b, int64_t n, const er_ln_out out[3]) {
+    mpfr_t m0, m1, r0, r1, y0, y1, d0, d1;
+    mpfr_inits2(128, m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
+    for (int o = 0; o < 3; o++) {
+        if (!pl->O[o]) continue;
+        int64_t cnt = o == LN_Y ? n : 1;
+        for (int64_t i = 0; i < cnt; i++) {
+            double lo = NAN, hi = NAN, e = NAN;
+            for (mpfr_prec_t pr = 128; pr <= 8192; pr *= 4) {
+                mpfr_set_prec(m0, pr); mpfr_set_prec(m1, pr); mpfr_set_prec(r0, pr); mpfr_set_prec(r1, pr);
+                mpfr_set_prec(y0, pr); mpfr_set_prec(y1, pr); mpfr_set_prec(d0, pr); mpfr_set_prec(d1, pr);
+                er_ln_stats(ex, m0, m1, r0, r1);
+                mpfr_ptr a = o == LN_MEAN ? m0 : o == LN_RSTD ? r0 : y0, c = o == LN_MEAN ? m1 : o == LN_RSTD ? r1 : y1;
+                if (o == LN_Y && !er_ln_y(y0, y1, x[i], w ? w[i] : 1.0, b ? b[i] : 0.0, m0, m1, r0, r1, d0, d1)) {
+                    lo = hi = e = NAN;
+                    break;
+                }
+                lo = er__round_mpfr(pl->O[o], a, ER_ROUND_NEAREST, pl->ov[o]);
+                hi = er__round_mpfr(pl->O[o], c, ER_ROUND_NEAREST, pl->ov[o]);
+                e = mpfr_inf_p(c) ? mpfr_get_d(c, MPFR_RNDN) : mpfr_get_d(a, MPFR_RNDN);
+                if (lo == hi || (isnan(lo) && isnan(hi))) break;
+            }
+            out[o].exact[i] = e;
+            out[o].rounded[i] = lo; /* lo == hi but for a value within 2^-8192 of a midpoint */
+        }
+    }
+    mpfr_clears(m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
+}
+
+/* A value of F at or above (up) / at or below (down) the real x. */
+static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode) { return er__round_mpfr(F, x, mode, ER_OVERFLOW_IEEE); }
+
+er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b, int64_t n,
+                            const er_ln_out out[3]) {
+    const er_fmt_info *F = pl->F;
+    int nan = 0, pinf = 0, ninf = 0;
+    double X = 0, xmin = INFINITY, xmax = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        double v = x[j];
+        if (isnan(v)) nan = 1;
+        else if (isinf(v)) { if (v > 0) pinf = 1; else ninf = 1; }
+        else {
+            if (fabs(v) > X) X = fabs(v);
+            if (v < xmin) xmin = v;
+            if (v > xmax) xmax = v;
+        }
+    }
+    int wide = 0; /* a weight or bias NaN or infinite: y's set is unrestricted */
+    for (int64_t j = 0; j < n; j++) wide |= (w && !isfinite(w[j])) || (b && !isfinite(b[j]));
+    if (nan || pinf || ninf) {
+        /* special rows (docs/algorithms/layernorm.md, Special values): NaN in: mean and y NaN; an infinity in: the
+         * mean that infinity or NaN (NaN for both signs), y NaN or infinite; rstd unrestricted */
+        er_cval *cm = out[LN_MEAN].cv, *cr = out[LN_RSTD].cv;
+        double me = nan || (pinf && ninf) ? NAN : pinf ? INFINITY : -INFINITY;
+        if (pl->O[LN_MEAN]) {
+            er__cval_from_interval(cm, me, me, 1, F);
+            out[LN_MEAN].exact[0] = me;
+            out[LN_MEAN].rounded[0] = er__round_double(pl->O[LN_MEAN], me, ER_ROUND_NEAREST, pl->ov[LN_MEAN]);
+        }
+        if (pl->O[LN_RSTD]) {
+            er__cval_from_interval(cr, -INFINITY, INFINITY, 1, F);
+            out[LN_RSTD].exact[0] = out[LN_RSTD].rounded[0] = NAN;
+        }
+        for (int64_t i = 0; pl->O[LN_Y] && i < n; i++) {
+            if (nan) er__cval_from_interval(&out[LN_Y].cv[i], NAN, NAN, 1, F);
+            else er__cval_from_interval(&out[LN_Y].cv[i], -INFINITY, INFINITY, 1, F), out[LN_Y].cv[i].lo = INFINITY, out[LN_Y].cv[i].hi = -INFINITY;
+            out[LN_Y].exact[i] = out[LN_Y].rounded[i] = NAN;
+        }
+        return ER_OK;
+    }
+    er_anyorder_bound bs, bq;
+    ER_RETURN_IF_ERROR(er__anyorder_bound(&bs, pl->X, er__fmt_one(), F, n, 0));
+    ER_RETURN_IF_ERROR(er__anyorder_bound(&bq, F, F, F, n, 0));
+    er_ln_exact ex;
+    er_ln_exact_init(&ex, x, n, pl->eps);
+    er_ln_exact_outputs(pl, &ex, x, w, b, n, out);
+
+    /* beyond these magnitudes a sum or a square may overflow F: no claim (everything allowed) */
+    int unbounded = (double)n * X > F->max / 4 || 8.0 * (double)n * X * X > F->max / 4;
+    mpfr_t t, T0, T1, mu;
+    mpfr_inits2(128, t, T0, T1, mu, (mpfr_ptr)0);
+    /* T = num / n enclosed; mu the exact mean rounded down */
+    mpfr_div_si(T0, ex.num, (long)n, MPFR_RNDD);
+    mpfr_div_si(T1, ex.num, (long)n, MPFR_RNDU);
+    mpfr_div_si(mu, ex.S, (long)n, MPFR_RNDD);
+    double mlo = INFINITY, mhi = -INFINITY, vlo = INFINITY, vhi = -INFINITY;
+    if (!unbounded && pl->variance != 2) {
+        /* Theorem L2: S in any order, m = S/n; Q = sum fl(x - m)^2 in any order */
+        double A = 0;
+        for (int64_t j = 0; j < n; j++) A = er__add_up(A, fabs(x[j]));
+        double bnd = er__add_up(er__mul_up(bs.c1, A), bs.c2);
+        mpfr_sub_d(t, ex.S, bnd, MPFR_RNDD);
+        double slo = er_to_f(F, t, ER_ROUND_UP);
+        mpfr_add_d(t, ex.S, bnd, MPFR_RNDU);
+        double shi = er_to_f(F, t, ER_ROUND_DOWN);
+        double a, c;
+        er__div_n_set(F, slo, shi, n, pl->mean, &a, &c);
+        mlo = a;
+        mhi = c;
+        /* T(m) = T + n (m - mu)^2 over m in [a, c]: bounds of |m - mu| from mu's enclosure [mu0, mu1] */
+        mpfr_t dmin, dmax, mu1;
+        mpfr_inits2(128, dmin, dmax, mu1, (mpfr_ptr)0);
+        mpfr_div_si(mu1, ex.S, (long)n, MPFR_RNDU);
+        mpfr_d_sub(dmax, c, mu, MPFR_RNDU);       /* mu holds the lower end mu0 here */
+        mpfr_d_sub(t, a, mu1, MPFR_RNDD);
+        mpfr_neg(t, t, MPFR_RNDU);                /* mu1 - a, rounded up */
+        mpfr_max(dmax, dmax, t, MPFR_RNDU);
+        mpfr_d_sub(dmin, a, mu1, MPFR_RNDD);
+        mpfr_sub_d(t, mu, c, MPFR_RNDD);
+        mpfr_max(dmin, dmin, t, MPFR_RNDD);
+        if (mpfr_sgn(dmin) < 0) mpfr_set_zero(dmin, 1);
+        mpfr_t q0, q1, one;
+        mpfr_inits2(128, q0, q1, one, (mpfr_ptr)0);
+        mpfr_sqr(q0, dmin, MPFR_RNDD);
+        mpfr_mul_si(q0, q0, (long)n, MPFR_RNDD);
+        mpfr_add(q0, q0, T0, MPFR_RNDD);
+        mpfr_sqr(q1, dmax, MPFR_RNDU);
+        mpfr_mul_si(q1, q1, (long)n, MPFR_RNDU);
+        mpfr_add(q1, q1, T1, MPFR_RNDU);
+        /* sum of p_j = fl(x_j - m)^2 lies in [(1-u)^2 T(m), (1+u)^2 T(m)]; Q within c1 sum p + c2 of it */
+        mpfr_set_ui_2exp(one, 1, (mpfr_exp_t)-F->p, MPFR_RNDN);
+        mpfr_ui_sub(t, 1, one, MPFR_RNDD);
+        mpfr_sqr(t, t, MPFR_RNDD);
+        mpfr_mul(q0, q0, t, MPFR_RNDD);
+        mpfr_add_ui(t, one, 1, MPFR_RNDU);
+        mpfr_sqr(t, t, MPFR_RNDU);
+        mpfr_mul(q1, q1, t, MPFR_RNDU);
+        mpfr_set_d(t, bq.c1, MPFR_RNDU);
+        mpfr_ui_sub(t, 1, t, MPFR_RNDD);
+        mpfr_mul(q0, q0, t, MPFR_RNDD);
+        mpfr_sub_d(q0, q0, bq.c2, MPFR_RNDD);
+        mpfr_set_d(t, bq.c1, MPFR_RNDU);
+        mpfr_add_ui(t, t, 1, MPFR_RNDU);
+        mpfr_mul(q1, q1, t, MPFR_RNDU);
+        mpfr_add_d(q1, q1, bq.c2, MPFR_RNDU);
+        double qlo = mpfr_sgn(q0) > 0 ? er_to_f(F, q0, ER_ROUND_UP) : 0.0; /* Q >= 0: a sum of squares */
+        double qhi = er_to_f(F, q1, ER_ROUND_DOWN);
+        er__div_n_set(F, qlo, qhi, n, pl->mean, &a, &c);
+        vlo = a;
+        vhi = c;
+        mpfr_clears(dmin, dmax, mu1, q0, q1, one, (mpfr_ptr)0);
+    }
+    if (!unbounded && pl->variance != 1) {
+        /* Theorems L3, L4: Welford in any tree */
+        double R = er__next_up(xmax - xmin), EM, ES;
+        er_welford_bounds(F, n, X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
+        if (isinf(EM) || isinf(ES)) unbounded = 1;
+        else {
+            mpfr_div_si(t, ex.S, (long)n, MPFR_RNDD);
+            mpfr_sub_d(t, t, EM, MPFR_RNDD);
+            double a = er_to_f(F, t, ER_ROUND_UP);
+            mpfr_div_si(t, ex.S, (long)n, MPFR_RNDU);
+            mpfr_add_d(t, t, EM, MPFR_RNDU);
+            double c = er_to_f(F, t, ER_ROUND_DOWN);
+            if (a < mlo) mlo = a;
+            if (c > mhi) mhi = c;
+            mpfr_sub_d(t, T0, ES, MPFR_RNDD);
+            double s0 = er_to_f(F, t, ER_ROUND_UP);
+            mpfr_add_d(t, T1, ES, MPFR_RNDU);
+            double s1 = er_to_f(F, t, ER_ROUND_DOWN);
+            er__div_n_set(F, s0, s1, n, pl->mean, &a, &c);
+            if (a < vlo) vlo = a;
+            if (c > vhi) vhi = c;
+        }
+    }
+    mpfr_clears(t, T0, T1, mu, (mpfr_ptr)0);
+    er_ln_exact_clear(&ex);
+    if (unbounded) {
+        for (int o = 0; o < 3; o++) {
+            if (!pl->O[o]) continue;
+            for (int64_t i = 0; i < (o == LN_Y ? n : 1); i++) er__cval_from_interval(&out[o].cv[i], -INFINITY, INFINITY, 1, F);
+        }
+        return ER_OK;
+    }
+    /* v = fl(var + eps), r = rsqrt(v) within U ulps; a negative v (Welford's lower end) allows NaN */
+    double v0 = er__round_sum(F, vlo, pl->eps, ER_ROUND_NEAREST), v1 = er__round_sum(F, vhi, pl->eps, ER_ROUND_NEAREST);
+    int rnan = v0 < 0;
+    double rlo, rhi;
+    er__rsqrt_set(F, pl->U, v0, v1, &rlo, &rhi);
+    if (pl->O[LN_MEAN]) er__cval_from_interval(out[LN_MEAN].cv, mlo, mhi, 0, F);
+    if (pl->O[LN_RSTD]) er__cval_from_interval(out[LN_RSTD].cv, rlo, rhi, rnan, F);
+    for (int64_t i = 0; pl->O[LN_Y] && i < n; i++) {
+        double wi = w ? w[i] : 1.0, bi = b ? b[i] : 0.0, lo = INFINITY, hi = -INFINITY, ys[4];
+        int ynan = rnan || wide;
+        const double ms[2] = {mlo, mhi}, rs[2] = {rlo, rhi};
+        for (int k = 0; k < 4 && !ynan; k++) {
+            er_ln_compose(F, x[i], ms[k >> 1], rs[k & 1], wi, bi, ys);
+            for (int c = 0; c < 4; c++) {
+                if (isnan(ys[c])) { ynan = 1; break; }
+                if (ys[c] < lo) lo = ys[c];
+                if (ys[c] > hi) hi = ys[c];
+            }
+        }
+        if (ynan) er__cval_from_interval(&out[LN_Y].cv[i], -INFINITY, INFINITY, 1, F);
+        else er__cval_from_interval(&out[LN_Y].cv[i], lo, hi, 0, F);
+    }
+    return ER_OK;
+}

@@ -1,0 +1,26 @@
+/* layernorm.h: the sets of a layernorm row: y, the mean and rstd (docs/algorithms/layernorm.md). */
+#ifndef ER_LAYERNORM_H
+#define ER_LAYERNORM_H
+
+#include "enclose/anyorder.h"
+
+typedef struct er_layernorm_plan {
+    const er_fmt_info *F, *X;  /* compute and input formats */
+    const er_fmt_info *O[3];   /* output formats of y, mean and rstd (NULL: that output is not checked) */
+    er_overflow ov[3];
+    double eps;                /* eps as a value of F */
+    double U;                  /* rsqrt accuracy in ulps of F */
+    int mean;                  /* the two divisions by n: 0 either, 1 divide, 2 reciprocal */
+    int variance;              /* 0 either, 1 two_pass, 2 welford */
+} er_layernorm_plan;
+
+/* One output's sets (values of F) and exact results: cv, exact (rounded to double) and rounded (correctly
+ * rounded to its output format). */
+typedef struct er_ln_out { er_cval *cv; double *exact, *rounded; } er_ln_out;
+
+/* Row x[0..n) (n >= 1) with weight w and bias b (NULL: none): out[0] gets the n outputs y, out[1] the mean and
+ * out[2] rstd (one each). Outputs whose plan format is NULL are left alone. */
+ER_INTERNAL er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b,
+                                        int64_t n, const er_ln_out out[3]);
+
+#endif
