@@ -1,5 +1,6 @@
 /* bench_softmax.c: er_softmax + er_covers (fp32 inputs and output, default standard) next to a float64
- * softmax of the same rows computed in the same run (max, exp, sum, divide in double).
+ * softmax of the same rows computed in the same run (max, exp, sum, divide in double); and er_layernorm +
+ * er_covers_outputs (y, mean, rstd) next to a float64 layernorm of the same rows.
  * Prints `name: X s vs baseline Y s = Rx`. Usage: bench_softmax [N ...] (default 1024 4096), N x N inputs. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -59,8 +60,62 @@ static void run(int n) {
     free(x); free(y); free(d);
 }
 
+static void run_layernorm(int n) {
+    size_t nn = (size_t)n * n;
+    float *x = malloc(sizeof(float) * nn), *y = malloc(sizeof(float) * nn), *mean = malloc(sizeof(float) * (size_t)n),
+          *rstd = malloc(sizeof(float) * (size_t)n);
+    double *d = malloc(sizeof(double) * nn), *dm = malloc(sizeof(double) * (size_t)n), *dr = malloc(sizeof(double) * (size_t)n);
+    for (size_t i = 0; i < nn; i++) x[i] = (float)(normalish() + 1.0);
+    /* the kernel under test: float32 two-pass layernorm */
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * n;
+        float s = 0, q = 0;
+        for (int j = 0; j < n; j++) s += xr[j];
+        float m = s / (float)n;
+        for (int j = 0; j < n; j++) q += (xr[j] - m) * (xr[j] - m);
+        float rs = 1.0f / sqrtf(q / (float)n + 1e-5f);
+        for (int j = 0; j < n; j++) y[(size_t)r * n + j] = (xr[j] - m) * rs;
+        mean[r] = m;
+        rstd[r] = rs;
+    }
+    double t0 = now();
+    for (int r = 0; r < n; r++) { /* the baseline: float64 layernorm */
+        const float *xr = x + (size_t)r * n;
+        double s = 0, q = 0;
+        for (int j = 0; j < n; j++) s += xr[j];
+        double m = s / n;
+        for (int j = 0; j < n; j++) q += (xr[j] - m) * (xr[j] - m);
+        double rs = 1.0 / sqrt(q / n + 1e-5);
+        for (int j = 0; j < n; j++) d[(size_t)r * n + j] = (xr[j] - m) * rs;
+        dm[r] = m;
+        dr[r] = rs;
+    }
+    double t1 = now();
+    er_tensor tx, ty, tm, tr;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){n, n}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){n, n}, NULL, y);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){n}, NULL, mean);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){n}, NULL, rstd);
+    const er_tensor *outs[3] = {&ty, &tm, &tr};
+    er_ref *ref;
+    er_standard std;
+    er_standard_init(&std);
+    er_report reps[3];
+    if (er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5) != ER_OK || er_covers_outputs(reps, ref, outs, 3, &std) != ER_OK) {
+        fprintf(stderr, "%s\n", er_last_error());
+        exit(1);
+    }
+    double t2 = now();
+    int ok = er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]);
+    printf("layernorm_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 layernorm of the same rows; verdict %s)\n",
+           n, n, t2 - t1, t1 - t0, (t2 - t1) / (t1 - t0), ok ? "pass" : "FAIL");
+    for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
+    er_ref_free(ref);
+    free(x); free(y); free(mean); free(rstd); free(d); free(dm); free(dr);
+}
+
 int main(int argc, char **argv) {
-    if (argc > 1) for (int i = 1; i < argc; i++) run(atoi(argv[i]));
-    else { run(1024); run(4096); }
+    if (argc > 1) for (int i = 1; i < argc; i++) { run(atoi(argv[i])); run_layernorm(atoi(argv[i])); }
+    else { run(1024); run_layernorm(1024); run(4096); run_layernorm(4096); }
     return 0;
 }

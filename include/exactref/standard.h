@@ -79,6 +79,15 @@ typedef struct er_standard {
                                  0: each block is summed from zero and then added */
     int variance;             /* layernorm: 0 either (default), 1 two_pass (mean, then the sum of (x - mean)^2),
                                  2 welford (Welford updates and Chan combines in any tree) */
+    int exp_fast;             /* softmax, log_softmax: exp within 2 + floor(1.173 |x|) ulps of F at argument x (the
+                                 __expf intrinsic's documented bound) instead of exp_ulps */
+    double div_ulps;          /* softmax: the division e / s within div_ulps ulps of F (0: correctly rounded division
+                                 or the rounded reciprocal, as div= says) */
+    int max_optional;         /* softmax: 0 the row maximum is subtracted before exp; 1 it may be left out */
+    int online;               /* softmax: 1 the sum is built online, in blocks of any size, each partial rescaled by
+                                 exp(m_old - m_new) when the running maximum grows (flash-style) */
+    int fast_math;            /* the fast-math preset: exp_fast, div_ulps 2 (softmax), log_ulps 3 (log_softmax),
+                                 unless set otherwise */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,
@@ -91,7 +100,9 @@ ER_API er_status er_standard_init(er_standard *s);
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
  *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean),
  *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
- *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford (layernorm).
+ *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford (layernorm), exp_ulps=fast (softmax,
+ *   log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax), math=precise|fast (softmax,
+ *   log_softmax: the fast-math preset).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

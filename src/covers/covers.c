@@ -310,6 +310,13 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
         return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm, not to %s", er__op_name(ref));
     if (norm && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
         return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
+    int sm = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
+    if (!sm && (std->exp_fast || std->fast_math))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", er__op_name(ref));
+    if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
+        return er__fail(ER_ERR_STANDARD, "div_ulps=, max= and online= apply to softmax, not to %s", er__op_name(ref));
+    if (std->online && std->max_optional)
+        return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
     if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
         return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
     if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
@@ -419,8 +426,11 @@ static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, con
 /* softmax rows: the sets of a row at once (the dependency between elements), then each element classified. */
 static er_status er_softmax_cb(void *vcx, const double *row, const int64_t *idx, int64_t n) {
     er_covers_ctx *cx = vcx;
-    er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, cx->std->exp_ulps ? cx->std->exp_ulps : 2.0, cx->std->div,
-                          cx->ref->op == ER_OP_LOG_SOFTMAX, cx->std->log_ulps ? cx->std->log_ulps : 1.0};
+    const er_standard *sd = cx->std;
+    er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, sd->exp_ulps ? sd->exp_ulps : 2.0, sd->div,
+                          cx->ref->op == ER_OP_LOG_SOFTMAX, sd->log_ulps ? sd->log_ulps : sd->fast_math ? 3.0 : 1.0,
+                          sd->exp_fast || (sd->fast_math && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
+                          sd->max_optional, sd->online};
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)

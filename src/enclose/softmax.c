@@ -95,16 +95,60 @@ static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, 
     free(hi);
 }
 
-er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv, double *exact,
-                          double *rounded) {
+/* The bounds of the online sum (Theorem S3): s_hat within [*lo, *hi] for every block partition, with exp within
+ * U (or the fast bound) ulps for each exp and each rescale factor. */
+static void er_online_sum(const er_softmax_plan *pl, const double *x, int64_t n, double m, mpfr_t lo, mpfr_t hi) {
     const er_fmt_info *F = pl->F;
-    if (n == 0) return ER_OK;
-    double m = -INFINITY;
+    double xmin = m;
+    for (int64_t j = 0; j < n; j++) if (x[j] != -INFINITY && x[j] < xmin) xmin = x[j];
+    double R = er__next_up(m - xmin), u = ldexp(1.0, -F->p), u2 = ldexp(1.0, 1 - F->p);
+    double Umax = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, er__mul_up(R, 1.0 + u))) : pl->U;
+    mpfr_t t, e, f, g;
+    mpfr_inits2(1200, t, (mpfr_ptr)0);
+    mpfr_inits2(64, e, f, g, (mpfr_ptr)0);
+    mpfr_set_zero(lo, 1);
+    mpfr_set_zero(hi, 1);
     for (int64_t j = 0; j < n; j++) {
-        if (isnan(x[j]) || x[j] == INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; }
-        if (x[j] > m) m = x[j];
+        if (x[j] == -INFINITY) continue;
+        mpfr_set_d(t, x[j], MPFR_RNDN);
+        mpfr_sub_d(t, t, m, MPFR_RNDN); /* exact at 1200 bits */
+        mpfr_exp(e, t, MPFR_RNDD);
+        mpfr_add(lo, lo, e, MPFR_RNDD);
+        mpfr_exp(e, t, MPFR_RNDU);
+        mpfr_add(hi, hi, e, MPFR_RNDU);
     }
-    if (m == -INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; } /* a fully masked row: -inf - -inf */
+    /* per term: (1 +- u)^(3n) (1 +- 2u Umax) (1 +- 2u Ur)^n exp(+-u R) [exp(+-2.35 u R) for the fast bound] */
+    double Ur = pl->exp_fast ? 2.0 : pl->U;
+    double rexp = pl->exp_fast ? er__mul_up(er__mul_up(2.3460002, u), er__mul_up(R, 1.0 + u)) : 0.0;
+    rexp = er__add_up(rexp, er__mul_up(u, R));
+    mpfr_set_d(f, u, MPFR_RNDN);
+    mpfr_add_ui(f, f, 1, MPFR_RNDU);
+    mpfr_pow_ui(f, f, (unsigned long)(3 * n), MPFR_RNDU);
+    mpfr_set_d(g, er__mul_up(u2, Ur), MPFR_RNDU);
+    mpfr_add_ui(g, g, 1, MPFR_RNDU);
+    mpfr_pow_ui(g, g, (unsigned long)n, MPFR_RNDU);
+    mpfr_mul(f, f, g, MPFR_RNDU);
+    mpfr_set_d(g, er__mul_up(u2, Umax), MPFR_RNDU);
+    mpfr_add_ui(g, g, 1, MPFR_RNDU);
+    mpfr_mul(f, f, g, MPFR_RNDU);
+    mpfr_set_d(g, rexp, MPFR_RNDU);
+    mpfr_exp(g, g, MPFR_RNDU);
+    mpfr_mul(f, f, g, MPFR_RNDU);            /* f >= the largest factor */
+    mpfr_mul(hi, hi, f, MPFR_RNDU);
+    mpfr_ui_sub(g, 2, f, MPFR_RNDD);         /* 2 - f <= the smallest factor (f - 1 >= 1 - the smallest) */
+    if (mpfr_sgn(g) < 0) mpfr_set_zero(g, 1);
+    mpfr_mul(lo, lo, g, MPFR_RNDD);
+    /* subnormal exps and products: at most Umax + 1 units of the least subnormal each, for 2n of them */
+    double z = er__mul_up(er__mul_up(2.0 * (double)n, Umax + 1.0), F->min_sub);
+    mpfr_sub_d(lo, lo, z, MPFR_RNDD);
+    if (mpfr_sgn(lo) < 0) mpfr_set_zero(lo, 1);
+    mpfr_add_d(hi, hi, z, MPFR_RNDU);
+    mpfr_clears(t, e, f, g, (mpfr_ptr)0);
+}
+
+/* The sets of a row for the maximum m subtracted (m = 0: left out). */
+static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, er_cval *cv) {
+    const er_fmt_info *F = pl->F;
     double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
     if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
     mpfr_t t, z, zl, zh, sl, sh, a, b;
@@ -125,7 +169,8 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         mpfr_nextabove(z);
         mpfr_nextabove(z);
         mpfr_set(zh, z, MPFR_RNDN);
-        double slack = er__mul_up(pl->U, er_ulp_at(F, mpfr_get_d(zh, MPFR_RNDU)));
+        double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
+        double slack = er__mul_up(Uj, er_ulp_at(F, mpfr_get_d(zh, MPFR_RNDU)));
         mpfr_sub_d(zl, zl, slack, MPFR_RNDD);
         mpfr_add_d(zh, zh, slack, MPFR_RNDU);
         elo[j] = mpfr_sgn(zl) <= 0 ? 0.0 : er__round_mpfr(F, zl, ER_ROUND_UP, ER_OVERFLOW_IEEE);
@@ -177,46 +222,111 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
             er__cval_from_interval(&cv[i], lo, hi, 0, F);
         }
     }
+    mpfr_t olo, ohi;
+    mpfr_inits2(64, olo, ohi, (mpfr_ptr)0);
+    if (pl->online && !pl->log) er_online_sum(pl, x, n, m, olo, ohi);
+    double one_minus = nextafter(1.0 - bd.c1, 0.0); /* below the exact 1 - c1 whatever the rounding */
+    double u2 = ldexp(1.0, 1 - F->p);
     for (int64_t i = 0; i < n && st == ER_OK && !pl->log; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
-        /* lowest: e_i low, the others high: q_lo = e_lo / ((e_lo + R_hi)(1 + c1)) */
-        double ql, qh;
-        if (elo[i] == 0) {
-            ql = 0;
-        } else {
-            mpfr_sub_d(a, sh, ehi[i], MPFR_RNDU);      /* R_hi */
-            mpfr_add_d(a, a, elo[i], MPFR_RNDU);
-            mpfr_set_d(b, bd.c1, MPFR_RNDN);
-            mpfr_add_ui(b, b, 1, MPFR_RNDU);
-            mpfr_mul(a, a, b, MPFR_RNDU);              /* (1 + c1), c1 already an upper bound */
-            mpfr_set_d(b, elo[i], MPFR_RNDN);
-            mpfr_div(b, b, a, MPFR_RNDD);
-            if (pl->div != 1) mpfr_mul_d(b, b, 1.0 - u, MPFR_RNDD); /* fl(1/s) may be u below 1/s */
-            ql = er__round_mpfr(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        /* bounds of the exact quotient e_i / s over the allowed e and s: a (lowest) and b (highest) */
+        int zlo = elo[i] == 0, inf_hi = 0;
+        if (!zlo) {
+            if (pl->online) mpfr_set(a, ohi, MPFR_RNDU);
+            else {
+                /* lowest: e_i low, the others high: e_lo / ((e_lo + R_hi)(1 + c1)) */
+                mpfr_sub_d(a, sh, ehi[i], MPFR_RNDU);  /* R_hi */
+                mpfr_add_d(a, a, elo[i], MPFR_RNDU);
+                mpfr_set_d(b, bd.c1, MPFR_RNDN);
+                mpfr_add_ui(b, b, 1, MPFR_RNDU);
+                mpfr_mul(a, a, b, MPFR_RNDU);          /* (1 + c1), c1 already an upper bound */
+            }
+            mpfr_d_div(a, elo[i], a, MPFR_RNDD);
         }
-        /* highest: e_i high, the others low: q_hi = e_hi / ((e_hi + R_lo)(1 - c1)) */
-        double one_minus = nextafter(1.0 - bd.c1, 0.0); /* below the exact 1 - c1 whatever the rounding */
         if (ehi[i] == 0) {
-            qh = 0;
-        } else if (one_minus <= 0) {
-            qh = INFINITY;
+            mpfr_set_zero(b, 1);
+        } else if (pl->online ? mpfr_zero_p(olo) : one_minus <= 0) {
+            inf_hi = 1;
         } else {
-            mpfr_sub_d(a, sl, elo[i], MPFR_RNDD);      /* R_lo */
-            mpfr_add_d(a, a, ehi[i], MPFR_RNDD);
-            mpfr_mul_d(a, a, one_minus, MPFR_RNDD);
-            mpfr_set_d(b, ehi[i], MPFR_RNDN);
-            mpfr_div(b, b, a, MPFR_RNDU);
-            if (pl->div != 1) mpfr_mul_d(b, b, 1.0 + u, MPFR_RNDU);
-            qh = er__round_mpfr(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (pl->online) mpfr_set(b, olo, MPFR_RNDD);
+            else {
+                /* highest: e_i high, the others low: e_hi / ((e_hi + R_lo)(1 - c1)) */
+                mpfr_sub_d(b, sl, elo[i], MPFR_RNDD);  /* R_lo */
+                mpfr_add_d(b, b, ehi[i], MPFR_RNDD);
+                mpfr_mul_d(b, b, one_minus, MPFR_RNDD);
+            }
+            mpfr_d_div(b, ehi[i], b, MPFR_RNDU);
+        }
+        double ql, qh;
+        if (pl->Udiv > 0) {
+            /* e / s within Udiv ulps: |y - q| <= Udiv (2^(1-p) |q| + least subnormal) */
+            if (zlo) ql = 0;
+            else {
+                mpfr_mul_d(a, a, 1.0 - er__mul_up(pl->Udiv, u2), MPFR_RNDD);
+                mpfr_sub_d(a, a, er__mul_up(pl->Udiv, F->min_sub), MPFR_RNDD);
+                ql = mpfr_sgn(a) <= 0 ? 0.0 : er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+            }
+            if (inf_hi) qh = INFINITY;
+            else {
+                mpfr_mul_d(b, b, 1.0 + er__mul_up(pl->Udiv, u2), MPFR_RNDU);
+                mpfr_add_d(b, b, er__mul_up(pl->Udiv, F->min_sub), MPFR_RNDU);
+                qh = ehi[i] == 0 ? 0.0 : er__round_mpfr(F, b, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+            }
+        } else {
+            /* fl(e / s) is monotone in the quotient; fl(e * fl(1/s)) may be u beyond it */
+            if (zlo) ql = 0;
+            else {
+                if (pl->div != 1) mpfr_mul_d(a, a, 1.0 - u, MPFR_RNDD);
+                ql = er__round_mpfr(F, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            }
+            if (inf_hi) qh = INFINITY;
+            else {
+                if (pl->div != 1) mpfr_mul_d(b, b, 1.0 + u, MPFR_RNDU);
+                qh = ehi[i] == 0 ? 0.0 : er__round_mpfr(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            }
         }
         if (sum_may_overflow) ql = 0;
         cv[i].lo = ql;
         cv[i].hi = qh;
         if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
     }
+    mpfr_clears(olo, ohi, (mpfr_ptr)0);
     mpfr_clears(t, z, zl, zh, a, b, sl, sh, (mpfr_ptr)0);
     free(elo);
     free(ehi);
-    if (st == ER_OK) er_exact_row(pl, x, n, m, exact, rounded);
     return st;
+}
+
+er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv, double *exact,
+                          double *rounded) {
+    if (n == 0) return ER_OK;
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        if (isnan(x[j]) || x[j] == INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; }
+        if (x[j] > m) m = x[j];
+    }
+    if (m == -INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; } /* a fully masked row: -inf - -inf */
+    ER_RETURN_IF_ERROR(er_softmax_sets(pl, x, n, m, cv));
+    if (pl->max_optional && m != 0) {
+        /* max=optional: the sets with the maximum left out join (Theorem S4); where exp(x) may overflow or every
+         * exp(x) underflow, a kernel without the maximum may give NaN, and nothing is claimed */
+        const er_fmt_info *F = pl->F;
+        er_cval *c0 = malloc(sizeof *c0 * (size_t)n);
+        if (!c0) return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+        int wild = !(m < log(F->max) - 1.0 && m > log(F->min_normal) + 1.0);
+        er_status st = wild ? ER_OK : er_softmax_sets(pl, x, n, 0.0, c0);
+        for (int64_t i = 0; i < n && st == ER_OK; i++) {
+            if (wild) { er__cval_from_interval(&cv[i], -INFINITY, INFINITY, 1, F); continue; }
+            if (c0[i].lo < cv[i].lo) cv[i].lo = c0[i].lo;
+            if (c0[i].hi > cv[i].hi) cv[i].hi = c0[i].hi;
+            cv[i].pinf |= c0[i].pinf;
+            cv[i].ninf |= c0[i].ninf;
+            cv[i].nan |= c0[i].nan;
+            cv[i].nan_req &= c0[i].nan_req;
+        }
+        free(c0);
+        ER_RETURN_IF_ERROR(st);
+    }
+    er_exact_row(pl, x, n, m, exact, rounded);
+    return ER_OK;
 }

@@ -12,6 +12,10 @@ typedef struct er_softmax_plan {
     int div;                /* 0 either, 1 divide, 2 reciprocal */
     int log;                /* log_softmax: y = (x - m) - log(s) instead of e / s */
     double Ulog;            /* log accuracy in ulps of F */
+    int exp_fast;           /* exp within 2 + floor(1.173 |d|) ulps at argument d, instead of U */
+    double Udiv;            /* e / s within Udiv ulps (0: fl(e / s) or fl(e * fl(1/s)) as div says) */
+    int max_optional;       /* the maximum may be left out: exp(x) instead of exp(x - max) */
+    int online;             /* the sum built online, rescaled by exp(m_old - m_new) (Theorem S3) */
 } er_softmax_plan;
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and

@@ -72,6 +72,12 @@ er_status er_standard_validate(const er_standard *s) {
     if (!(s->log_ulps >= 0 && s->log_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "log_ulps must be between 0 and 1e6");
     if (!(s->rsqrt_ulps >= 0 && s->rsqrt_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "rsqrt_ulps must be between 0 and 1e6");
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
+    if (!(s->div_ulps >= 0 && s->div_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "div_ulps must be between 0 and 1e6");
+    if ((unsigned)s->exp_fast > 1 || (unsigned)s->max_optional > 1 || (unsigned)s->online > 1 || (unsigned)s->fast_math > 1)
+        return er__fail(ER_ERR_STANDARD, "exp_fast, max_optional, online and fast_math are 0 or 1");
+    if (s->exp_fast && s->exp_ulps != 0) return er__fail(ER_ERR_STANDARD, "exp_ulps is either a number or fast, not both");
+    if (s->div_ulps != 0 && s->div != 0) return er__fail(ER_ERR_STANDARD, "div_ulps= bounds any division: it contradicts div=%s",
+                                                         s->div == 1 ? "divide" : "reciprocal");
     if (s->variance < 0 || s->variance > 2) return er__fail(ER_ERR_STANDARD, "invalid variance value %d", s->variance);
     if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
     if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
@@ -217,7 +223,26 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             s.partial = f;
         } else if (strcmp(key, "exp_ulps") == 0) {
             bit = 2048;
-            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.exp_ulps));
+            if (strcmp(val, "fast") == 0) s.exp_fast = 1;
+            else ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.exp_ulps));
+        } else if (strcmp(key, "div_ulps") == 0) {
+            bit = 65536;
+            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.div_ulps));
+        } else if (strcmp(key, "max") == 0) {
+            bit = 131072;
+            if (strcmp(val, "required") == 0) s.max_optional = 0;
+            else if (strcmp(val, "optional") == 0) s.max_optional = 1;
+            else return er__fail(ER_ERR_STANDARD, "max=%s: expected required or optional", val);
+        } else if (strcmp(key, "online") == 0) {
+            bit = 262144;
+            if (strcmp(val, "yes") == 0) s.online = 1;
+            else if (strcmp(val, "no") == 0) s.online = 0;
+            else return er__fail(ER_ERR_STANDARD, "online=%s: expected yes or no", val);
+        } else if (strcmp(key, "math") == 0) {
+            bit = 524288;
+            if (strcmp(val, "fast") == 0) s.fast_math = 1;
+            else if (strcmp(val, "precise") == 0) s.fast_math = 0;
+            else return er__fail(ER_ERR_STANDARD, "math=%s: expected precise or fast", val);
         } else if (strcmp(key, "rsqrt_ulps") == 0) {
             bit = 16384;
             ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.rsqrt_ulps));
@@ -248,7 +273,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, variance)", key);
+                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -283,7 +308,12 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");
     if (s->mean) ER_PUT(" mean=%s", s->mean == 1 ? "divide" : "reciprocal");
+    if (s->fast_math) ER_PUT(" math=fast");
     if (s->exp_ulps) ER_PUT(" exp_ulps=%g", s->exp_ulps);
+    if (s->exp_fast) ER_PUT(" exp_ulps=fast");
+    if (s->div_ulps) ER_PUT(" div_ulps=%g", s->div_ulps);
+    if (s->max_optional) ER_PUT(" max=optional");
+    if (s->online) ER_PUT(" online=yes");
     if (s->log_ulps) ER_PUT(" log_ulps=%g", s->log_ulps);
     if (s->rsqrt_ulps) ER_PUT(" rsqrt_ulps=%g", s->rsqrt_ulps);
     if (s->variance) ER_PUT(" variance=%s", s->variance == 1 ? "two_pass" : "welford");

@@ -385,6 +385,123 @@ START_TEST(rmsnorm_implementations) {
 }
 END_TEST
 
+/* A value of F within U ulps (of F at the exact value) of the real t: the exact value moved by a random real
+ * in [-U, U] ulps, then rounded toward it. U >= 1. */
+static double within_ulps(er_format F, mpfr_t t, double U) {
+    double ex = mpfr_get_d(t, MPFR_RNDN), ulp = er_format_ulp(F, fabs(ex));
+    double r = (2.0 * (double)(er_rand64() >> 11) * 0x1p-53 - 1.0) * U;
+    mpfr_t v;
+    mpfr_init2(v, 200);
+    mpfr_set(v, t, MPFR_RNDN);
+    mpfr_add_d(v, v, r * ulp, MPFR_RNDN);
+    double y = er_oracle_round(F, v, r > 0 ? MPFR_RNDD : MPFR_RNDU, ER_OVERFLOW_IEEE);
+    mpfr_clear(v);
+    return y;
+}
+
+/* exp(d) within the standard's bound: U ulps, or 2 + floor(1.173 |d|) for the fast bound. */
+static double exp_impl(er_format F, double d, int fast, double U) {
+    if (d == -INFINITY) return 0.0;
+    mpfr_t t;
+    mpfr_init2(t, 200);
+    mpfr_set_d(t, d, MPFR_RNDN);
+    mpfr_exp(t, t, MPFR_RNDN);
+    double y = within_ulps(F, t, fast ? 2.0 + floor(1.173 * fabs(d)) : U);
+    mpfr_clear(t);
+    return y;
+}
+
+/* softmax rows by the option standards: the fast exp bound, division within 2 ulps, the maximum left out, and the
+ * online sum over random blocks with rescaling. Each is covered under the standard that states it. */
+START_TEST(option_implementations_are_covered) {
+    er_test_reseed(520);
+    long trials = (long)(300 * er_test_multiplier()), per[4] = {0, 0, 0, 0};
+    const er_format F = ER_FP32;
+    for (long tr = 0; tr < trials; tr++) {
+        int kind = (int)(tr % 4), n = (int)er_rand_int(1, 400);
+        er_format fx = er_rand64() & 1 ? ER_FP16 : ER_FP32;
+        double x[400], y[400], ev[400];
+        uint64_t X[400], Y[400];
+        double sc = kind == 2 ? 2.0 : ldexp(1.0, (int)er_rand_int(-2, 3));
+        for (int j = 0; j < n; j++) {
+            er_round_double(&x[j], fx, er_rand_normal() * sc, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (kind != 2 && er_rand64() % 16 == 0) x[j] = -INFINITY;
+            er_store(X, fx, j, x[j]);
+        }
+        emu e;
+        emu_init(&e, F);
+        double m = -INFINITY;
+        for (int j = 0; j < n; j++) if (x[j] > m) m = x[j];
+        if (kind == 2) m = 0.0; /* the maximum left out */
+        int fast = kind == 0 || kind == 3, online = kind == 3;
+        double s = 0.0;
+        if (online && m != -INFINITY) {
+            /* random blocks; s = s * exp(m_old - m_new) + sum of the block's exps */
+            double mr = -INFINITY;
+            int j = 0;
+            while (j < n) {
+                int len = (int)er_rand_int(1, 64);
+                if (j + len > n) len = n - j;
+                double mb = mr;
+                for (int k = j; k < j + len; k++) if (x[k] > mb) mb = x[k];
+                double bs[64];
+                for (int k = 0; k < len; k++) bs[k] = mb == -INFINITY ? 0.0 : exp_impl(F, emu_add(&e, x[j + k], -mb), fast, 2.0);
+                double blk = emu_sum_random(&e, bs, len);
+                double r = mr == -INFINITY ? 0.0 : exp_impl(F, emu_add(&e, mr, -mb), fast, 2.0);
+                s = emu_add(&e, emu_mul(&e, s, r), blk);
+                mr = mb;
+                j += len;
+            }
+        }
+        for (int j = 0; j < n; j++) ev[j] = m == -INFINITY ? NAN : exp_impl(F, emu_add(&e, x[j], -m), fast, 2.0);
+        if (!online) {
+            double tmp[400];
+            memcpy(tmp, ev, sizeof(double) * (size_t)n);
+            s = emu_sum_random(&e, tmp, n);
+        }
+        mpfr_t t;
+        mpfr_init2(t, 200);
+        for (int i = 0; i < n; i++) {
+            if (kind == 1 && ev[i] != 0) { /* e / s within 2 ulps (0 / s stays 0) */
+                mpfr_set_d(t, ev[i], MPFR_RNDN);
+                mpfr_div_d(t, t, s, MPFR_RNDN);
+                y[i] = within_ulps(F, t, 2.0);
+            } else {
+                mpfr_set_d(t, ev[i], MPFR_RNDN);
+                mpfr_div_d(t, t, s, MPFR_RNDN);
+                y[i] = er_oracle_round(F, t, MPFR_RNDN, ER_OVERFLOW_IEEE);
+            }
+            if (m == -INFINITY || isnan(ev[i])) y[i] = NAN;
+            er_store(Y, ER_FP32, i, y[i]);
+        }
+        mpfr_clear(t);
+        emu_clear(&e);
+        static const char *const opts[4] = {"exp_ulps=fast", "div_ulps=2", "max=optional", "online=yes exp_ulps=fast"};
+        er_tensor tx, ty;
+        er_tensor_view(&tx, fx, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){n}, NULL, Y);
+        er_ref *ref;
+        ck_assert_int_eq(er_softmax(&ref, &tx, 0), ER_OK);
+        er_standard std;
+        ER_REQUIRE(er_standard_parse(&std, "any_order", opts[kind]) == ER_OK, "%s", er_last_error());
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        ER_REQUIRE_PASS(&rep, "trial %ld: a correct softmax under '%s' (x %s, n %d) was called wrong:" ER_SEED_MSG_FMT, tr,
+                        opts[kind], er_format_name(fx), n, ER_SEED_ARGS);
+        er_report_clear(&rep);
+        er_ref_free(ref);
+        per[kind]++;
+    }
+    printf("softmax options: %ld fast-exp, %ld 2-ulp-division, %ld no-max and %ld online implementations covered\n",
+           per[0], per[1], per[2], per[3]);
+    /* contradictions are refused */
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "exp_ulps=fast exp_ulps=3"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "div_ulps=2 div=divide"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "online=maybe"), ER_ERR_STANDARD);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("softmax");
     TCase *tc = tcase_create("softmax");
@@ -394,6 +511,7 @@ int main(void) {
     tcase_add_test(tc, exact_and_special_rows);
     tcase_add_test(tc, log_softmax_implementations);
     tcase_add_test(tc, rmsnorm_implementations);
+    tcase_add_test(tc, option_implementations_are_covered);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

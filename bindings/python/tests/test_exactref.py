@@ -232,6 +232,18 @@ def test_rmsnorm():
         er.rmsnorm(x, w[:3])
 
 
+def test_softmax_options():
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((3, 40)) * 3).astype(np.float32)
+    e = np.exp(x)                                                    # no max subtraction: exp(x) directly
+    y = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    ref = er.softmax(x)
+    assert ref.covers(y, max="optional").all()
+    assert ref.covers(y, math="fast").all() and ref.covers(y, online="yes").all()
+    with pytest.raises(ValueError, match="online=yes rescales"):
+        ref.covers(y, online="yes", max="optional")
+
+
 def test_layer_norm():
     rng = np.random.default_rng(10)
     x = (rng.standard_normal((5, 96)) + 3).astype(np.float16)
