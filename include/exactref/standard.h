@@ -24,7 +24,10 @@ typedef enum er_order {
                                 from zero), the partials folded into the total (outer order) */
     ER_ORDER_SPLIT = 4,      /* `split` contiguous chunks of ceil(K/split) products: a partial sum per chunk
                                 (inner order), rounded to `partial`, combined in `partial` arithmetic (outer) */
-    ER_ORDER_PAIRWISE = 5    /* numpy's pairwise summation of the rounded products (8-way blocks of up to 128) */
+    ER_ORDER_PAIRWISE = 5,   /* numpy's pairwise summation of the rounded products (8-way blocks of up to 128) */
+    ER_ORDER_MMA = 6         /* tensor-core MMA blocks of `mma_arch` (docs/hardware/mma.md): outer=sequential, one
+                                chain over K in order (acc += dot, as Triton's tl.dot); outer=any, the blocks in any
+                                order and any number of chains added in fp32 (cuBLAS, split-K) */
 } er_order;
 
 /* The order inside a block or chunk (inner) or between partials (outer). */
@@ -86,6 +89,7 @@ typedef struct er_standard {
     int max_optional;         /* softmax: 0 the row maximum is subtracted before exp; 1 it may be left out */
     int online;               /* softmax: 1 the sum is built online, in blocks of any size, each partial rescaled by
                                  exp(m_old - m_new) when the running maximum grows (flash-style) */
+    int mma_arch;             /* ER_ORDER_MMA: 70, 80, 89, 90 or 100 (sm70 ... sm100) */
     int fast_math;            /* the fast-math preset: exp_fast, div_ulps 2 (softmax), log_ulps 3 (log_softmax),
                                  unless set otherwise */
 } er_standard;
@@ -94,7 +98,7 @@ typedef struct er_standard {
  * the output format's own overflow rule. */
 ER_API er_status er_standard_init(er_standard *s);
 /* Parses an order and options. Orders: "any_order" (alias "any"), "sequential", "blocked:B", "split:S",
- * "pairwise". Options, a comma- or space-separated list of key=value:
+ * "pairwise", "mma:smNN" (sm70, sm80, sm89, sm90, sm100). Options, a comma- or space-separated list of key=value:
  *   compute=fp32|fp16|bf16|fp64|tf32 (format names as er_format_from_name), fma=either|never|always,
  *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),

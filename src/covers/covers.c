@@ -19,6 +19,7 @@
 #include "enclose/softmax.h"
 #include "enclose/rmsnorm.h"
 #include "enclose/layernorm.h"
+#include "enclose/mma.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -76,6 +77,8 @@ typedef struct er_covers_ctx {
     int have_plan;
     er_acc acc;                     /* order any over converted operands */
     int have_acc;
+    er_mma_params mma;              /* mma:<arch> */
+    int mma_chain;                  /* mma with outer=sequential: the one chain, emulated */
     /* classification */
     const er_tensor *out;
     er_report *rep;
@@ -300,6 +303,8 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     ER_RETURN_IF_ERROR(er_standard_validate(std));
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
     if (ref->op != ER_OP_LAYERNORM) ER_RETURN_IF_ERROR(er_check_out_shape(ref, out)); /* layernorm: per output */
+    if (ref->op != ER_OP_MATMUL && std->order == ER_ORDER_MMA)
+        return er__fail(ER_ERR_STANDARD, "mma standards model tensor-core matmuls; they do not apply to %s", er__op_name(ref));
     if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
     int norm = ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM;
@@ -346,7 +351,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->ref = ref;
     cx->std = std;
     cx->out = out;
-    cx->any = std->order == ER_ORDER_ANY;
+    cx->any = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     cx->F = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     cx->O = er__fmt(out->format);
     cx->ov_out = er__overflow_rule(cx->O, std->out_overflow);
@@ -357,7 +362,12 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
         return ER_OK;
     const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
     const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
-    if (cx->any) {
+    if (std->order == ER_ORDER_MMA) {
+        er_status st = er__mma_params(std->mma_arch, fa, fb, &cx->mma);
+        if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
+        if (cx->any) er__mma_bound(&cx->bd, &cx->mma, ref->K);
+        else cx->mma_chain = 1;
+    } else if (cx->any) {
         er_status st = er__anyorder_bound(&cx->bd, fa, fb, cx->F, ref->K, std->rounding == ER_RND_FAITHFUL);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
     } else {
@@ -404,7 +414,10 @@ static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, int64_
     er_dotsum sm;
     er__dot_summary(&sm, &cx->acc, a, b, K, env, special);
     er_cval v;
-    if (cx->any) {
+    if (cx->mma_chain) {
+        double d = er__mma_chain(&cx->mma, a, b, K);
+        er__cval_from_interval(&v, d, d, isnan(d), cx->F);
+    } else if (cx->any) {
         er__anyorder_cval(&v, &cx->bd, cx->F, &sm, &cx->w);
     } else {
         const er_fmt_info *G;
@@ -690,7 +703,8 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     er_report r;
     ER_RETURN_IF_ERROR(er_report_begin(&r, er__op_name(ref), "", ref->ndim, ref->shape, out, std));
     int row_op = er_row_op(ref);
-    int cached = !row_op && std->order == ER_ORDER_ANY && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
+    int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
+    int cached = !row_op && any_set && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
     int nt = row_op ? 1 : er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
     /* one context and one partial report per thread; the classes array is shared (each element written once) */
     er_covers_ctx cx[ER_MAX_THREADS];

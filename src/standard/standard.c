@@ -30,13 +30,14 @@ static const char *er_order_name(er_order o) {
     case ER_ORDER_BLOCKED: return "blocked";
     case ER_ORDER_SPLIT: return "split";
     case ER_ORDER_PAIRWISE: return "pairwise";
+    case ER_ORDER_MMA: return "mma";
     }
     return "?";
 }
 
 er_status er_standard_validate(const er_standard *s) {
     ER_CHECK_NULL(s, "standard");
-    if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_PAIRWISE)
+    if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_MMA)
         return er__fail(ER_ERR_STANDARD, "unknown order value %d", (int)s->order);
     const er_fmt_info *fi = er__fmt(s->compute);
     if (!fi) return er__fail(ER_ERR_STANDARD, "invalid compute format value %d", (int)s->compute);
@@ -55,7 +56,19 @@ er_status er_standard_validate(const er_standard *s) {
     if (split && s->split < 1) return er__fail(ER_ERR_STANDARD, "split needs at least 1 chunk (got %lld)", (long long)s->split);
     if (!blocked && s->block != 0) return er__fail(ER_ERR_STANDARD, "a block size applies to blocked only, not to %s", er_order_name(s->order));
     if (!split && s->split != 0) return er__fail(ER_ERR_STANDARD, "a split count applies to split only, not to %s", er_order_name(s->order));
-    if (!blocked && !split && (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL))
+    int mma = s->order == ER_ORDER_MMA;
+    if (mma) {
+        if (s->mma_arch != 70 && s->mma_arch != 80 && s->mma_arch != 89 && s->mma_arch != 90 && s->mma_arch != 100)
+            return er__fail(ER_ERR_STANDARD, "mma:sm%d: known architectures are sm70, sm80, sm89, sm90 and sm100", s->mma_arch);
+        if (s->compute != ER_FP32 && s->compute != ER_TF32)
+            return er__fail(ER_ERR_STANDARD, "mma accumulates in fp32: compute=%s does not apply (fp32, or tf32 for fp32 operands)",
+                            er_format_name(s->compute));
+        if (s->fma != ER_FMA_EITHER || s->rounding != ER_RND_NEAREST || s->inner != ER_SUB_SEQUENTIAL)
+            return er__fail(ER_ERR_STANDARD, "mma fixes its own arithmetic: fma=, rounding= and inner= do not apply");
+    } else if (s->mma_arch != 0) {
+        return er__fail(ER_ERR_STANDARD, "an mma architecture applies to mma only, not to %s", er_order_name(s->order));
+    }
+    if (!blocked && !split && !mma && (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL))
         return er__fail(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only, not to %s", er_order_name(s->order));
     if (s->partial != ER_FORMAT_INVALID) {
         if (!split) return er__fail(ER_ERR_STANDARD, "partial= applies to split only, not to %s", er_order_name(s->order));
@@ -94,6 +107,7 @@ int er_standard_is_fixed(const er_standard *s, er_format a, er_format b) {
 int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *ia, const er_fmt_info *ib) {
     if (!s || er_standard_validate(s) != ER_OK) return 0;
     if (s->order == ER_ORDER_ANY || s->rounding != ER_RND_NEAREST) return 0;
+    if (s->order == ER_ORDER_MMA) return s->outer == ER_SUB_SEQUENTIAL;
     if ((s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) && (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY)) return 0;
     if (s->fma != ER_FMA_EITHER || s->order == ER_ORDER_PAIRWISE) return 1;
     /* fma=either is fixed when fusing changes nothing: every product is a value of the accumulator format */
@@ -161,6 +175,15 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
     if (strcasecmp(order, "any_order") == 0 || strcasecmp(order, "any") == 0) s.order = ER_ORDER_ANY;
     else if (strcasecmp(order, "sequential") == 0) s.order = ER_ORDER_SEQUENTIAL;
     else if (strcasecmp(order, "pairwise") == 0) s.order = ER_ORDER_PAIRWISE;
+    else if (strncasecmp(order, "mma:", 4) == 0) {
+        const char *a = order + 4;
+        if (strncasecmp(a, "sm", 2) == 0) a += 2;
+        char *end;
+        long v = strtol(a, &end, 10);
+        if (end == a || *end || v < 0 || v > 1000) return er__fail(ER_ERR_STANDARD, "'%s': expected mma:sm70, sm80, sm89, sm90 or sm100", order);
+        s.order = ER_ORDER_MMA;
+        s.mma_arch = (int)v;
+    }
     else if (strncasecmp(order, "blocked:", 8) == 0) {
         s.order = ER_ORDER_BLOCKED;
         ER_RETURN_IF_ERROR(er_parse_count(order, order + 8, &s.block));
@@ -300,10 +323,12 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
 #define ER_PUT(...) n += snprintf(tmp + n, sizeof tmp - (size_t)n, __VA_ARGS__)
     if (s->order == ER_ORDER_BLOCKED) ER_PUT("blocked:%lld", (long long)s->block);
     else if (s->order == ER_ORDER_SPLIT) ER_PUT("split:%lld", (long long)s->split);
+    else if (s->order == ER_ORDER_MMA) ER_PUT("mma:sm%d", s->mma_arch);
     else ER_PUT("%s", er_order_name(s->order));
     ER_PUT(" compute=%s", er_format_name(s->compute));
     if (s->compute == ER_TF32) ER_PUT(" tf32=%s", s->tf32 == ER_TF32_RNA ? "rna" : "truncate");
     ER_PUT(" fma=%s", er_fma_name(s->fma));
+    if (s->order == ER_ORDER_MMA) ER_PUT(" outer=%s", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");

@@ -1,0 +1,255 @@
+/* t-mma.c: the mma:<arch> standards against real H200 tensor-core outputs (tools/capture/capture_mma.py,
+ * tests/data/mma.*). Triton's acc += tl.dot chains (fp16, bf16, tf32) are reproduced bit for bit by the
+ * mma:sm90 emulation; cuBLAS outputs, whose block order is unknown, lie in the mma:sm90 outer=any set. The block
+ * model is also checked against an independent implementation in this file (exact rational arithmetic in MPFR),
+ * and the any-order set against random chains and splits of blocks. */
+#include "../common/er_gen.h"
+#include "../common/npz.h"
+
+#ifndef ER_TEST_DATA_DIR
+#define ER_TEST_DATA_DIR "tests/data"
+#endif
+
+typedef struct mma_case { char id[16], kernel[48], dtype[8], extra[48]; int K, BK; } mma_case;
+
+static int next_case(FILE *f, mma_case *c) {
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        if (sscanf(line, "%15s %47s %7s %d %d %47s", c->id, c->kernel, c->dtype, &c->K, &c->BK, c->extra) == 6) return 1;
+    }
+    return 0;
+}
+
+static const npy_array *arr(const npz_file *z, const char *id, const char *part) {
+    char key[64];
+    snprintf(key, sizeof key, "%s__%s", id, part);
+    const npy_array *a = npz_find(z, key);
+    ck_assert_msg(a != NULL, "missing %s", key);
+    return a;
+}
+
+/* covers A @ B against C under `order options`; returns the report (caller clears). */
+static er_report check(const er_tensor *A, const er_tensor *B, const er_tensor *C, const char *order, const char *options) {
+    er_report rep;
+    ck_assert_msg(er_matmul_covers(&rep, A, B, C, order, options) == ER_OK, "%s %s: %s", order, options, er_last_error());
+    return rep;
+}
+
+START_TEST(h200_tensor_core_outputs) {
+    npz_file z;
+    const char *err;
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/mma.npz", &err) == 0, "mma.npz: %s", err);
+    FILE *f = fopen(ER_TEST_DATA_DIR "/mma.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    mma_case c;
+    int chains = 0, cublas = 0, rn_fail = 0, faithful_fail = 0;
+    long long emulated = 0, identical = 0, cub_elems = 0;
+    while (next_case(f, &c)) {
+        if (strncmp(c.kernel, "scaled_mm", 9) == 0) continue; /* t-scaled.c */
+        er_tensor A, B, C;
+        ck_assert(npz_view(&A, arr(&z, c.id, "in__A")) && npz_view(&B, arr(&z, c.id, "in__B")) && npz_view(&C, arr(&z, c.id, "out__C")));
+        int tf32 = strcmp(c.dtype, "tf32") == 0;
+        const char *opts = tf32 ? "compute=tf32 tf32=truncate" : "";
+        if (strcmp(c.kernel, "triton_tl.dot_chain") == 0) {
+            /* the one chain in K order: emulate it and compare bit for bit */
+            er_ref *ref;
+            ck_assert_int_eq(er_matmul(&ref, &A, &B), ER_OK);
+            er_standard std;
+            ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", opts), ER_OK);
+            ck_assert(er_standard_is_fixed(&std, A.format, B.format));
+            int64_t n = C.shape[0] * C.shape[1];
+            float *em = malloc(sizeof(float) * (size_t)n);
+            er_tensor E;
+            er_tensor_view(&E, ER_FP32, 2, C.shape, NULL, em);
+            ck_assert_msg(er_emulate(ref, &E, &std) == ER_OK, "%s", er_last_error());
+            const float *got = C.data;
+            long long same = 0;
+            for (int64_t i = 0; i < n; i++) same += memcmp(&em[i], &got[i], 4) == 0;
+            ck_assert_msg(same == n, "%s (%s, K %d, BK %d, %s): the mma:sm90 chain reproduces %lld of %lld outputs", c.id,
+                          c.dtype, c.K, c.BK, c.extra, same, (long long)n);
+            emulated += n;
+            identical += same;
+            er_report rep;
+            ck_assert_int_eq(er_covers(&rep, ref, &C, &std), ER_OK);
+            ck_assert(er_report_all(&rep));
+            er_report_clear(&rep);
+            free(em);
+            er_ref_free(ref);
+            chains++;
+        } else {
+            cub_elems += C.shape[0] * C.shape[1];
+            cublas++;
+        }
+        /* every tensor-core output lies in the mma:sm90 outer=any set */
+        er_report rep = check(&A, &B, &C, "mma:sm90", tf32 ? "outer=any compute=tf32 tf32=truncate" : "outer=any");
+        if (!er_report_all(&rep)) {
+            char text[4096];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("%s (%s, %s, K %d, %s) outside mma:sm90 outer=any:\n%s", c.id, c.kernel, c.dtype, c.K, c.extra, text);
+        }
+        er_report_clear(&rep);
+        /* how the round-to-nearest and faithful any-order sets fare on the same outputs (measured, printed) */
+        rep = check(&A, &B, &C, "any_order", opts);
+        rn_fail += !er_report_all(&rep);
+        er_report_clear(&rep);
+        rep = check(&A, &B, &C, "any_order", tf32 ? "rounding=faithful compute=tf32 tf32=truncate" : "rounding=faithful");
+        faithful_fail += !er_report_all(&rep);
+        er_report_clear(&rep);
+    }
+    fclose(f);
+    npz_free(&z);
+    printf("H200 tensor cores: %d Triton tl.dot chains reproduced bit for bit by mma:sm90 (%lld of %lld outputs); %d cuBLAS "
+           "cases (%lld outputs) and the chains all inside mma:sm90 outer=any; outside the round-to-nearest any-order "
+           "set: %d cases, outside the faithful one: %d\n", chains, identical, emulated, cublas, cub_elems, rn_fail, faithful_fail);
+    ck_assert_int_eq(chains, 72);
+    ck_assert_int_eq(cublas, 24);
+}
+END_TEST
+
+/* The small-K study (tools/capture/capture_smallk.py): fp32 outputs at K = 2 to 32 on inputs where truncation and
+ * rounding to nearest differ. Triton's are reproduced bit for bit; all lie in mma:sm90 outer=any, the proved set
+ * that replaces rounding=faithful for tensor cores. */
+START_TEST(h200_small_k) {
+    npz_file z;
+    const char *err;
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/smallk.npz", &err) == 0, "smallk.npz: %s", err);
+    FILE *f = fopen(ER_TEST_DATA_DIR "/smallk.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256], id[32], kind[64];
+    int K, cases = 0, triton = 0, rn_outside = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%31s %63s %d", id, kind, &K) != 3) continue;
+        er_tensor A, B, C;
+        ck_assert(npz_view(&A, arr(&z, id, "in__A")) && npz_view(&B, arr(&z, id, "in__B")) && npz_view(&C, arr(&z, id, "out__C")));
+        er_report rep = check(&A, &B, &C, "mma:sm90", "outer=any");
+        ck_assert_msg(er_report_all(&rep), "%s (%s, K %d) outside mma:sm90 outer=any", id, kind, K);
+        er_report_clear(&rep);
+        rep = check(&A, &B, &C, "any_order", "");
+        rn_outside += !er_report_all(&rep);
+        er_report_clear(&rep);
+        if (strstr(kind, "triton")) {
+            rep = check(&A, &B, &C, "mma:sm90", "");
+            ck_assert_msg(er_report_all(&rep), "%s (K %d): the Triton output is not the mma:sm90 chain", id, K);
+            er_report_clear(&rep);
+            triton++;
+        }
+        cases++;
+    }
+    fclose(f);
+    npz_free(&z);
+    printf("small K on H200: %d cases inside mma:sm90 outer=any (%d of them outside the round-to-nearest any-order set); "
+           "%d Triton cases equal to the mma:sm90 chain\n", cases, rn_outside, triton);
+    ck_assert_int_eq(cases, 18);
+    ck_assert_int_gt(rn_outside, 0);
+}
+END_TEST
+
+/* The block FMA written again from its definition, with MPFR: E from the operands' exponents, each term truncated
+ * to a multiple of 2^(E - F), the exact sum rounded toward zero to acc_p bits. */
+static double ref_block(int F, int acc_p, double c, const double *a, const double *b, int n) {
+    int E = INT32_MIN;
+    if (c != 0) E = ilogb(c);
+    for (int j = 0; j < n; j++) if (a[j] != 0 && b[j] != 0 && ilogb(a[j]) + ilogb(b[j]) > E) E = ilogb(a[j]) + ilogb(b[j]);
+    if (E == INT32_MIN) return 0.0;
+    mpfr_t s, t;
+    mpfr_inits2(400, s, t, (mpfr_ptr)0);
+    mpfr_set_d(t, c, MPFR_RNDN);
+    mpfr_mul_2si(t, t, F - E, MPFR_RNDN);
+    mpfr_trunc(s, t);
+    for (int j = 0; j < n; j++) {
+        mpfr_set_d(t, a[j], MPFR_RNDN);
+        mpfr_mul_d(t, t, b[j], MPFR_RNDN);
+        mpfr_mul_2si(t, t, F - E, MPFR_RNDN);
+        mpfr_trunc(t, t);
+        mpfr_add(s, s, t, MPFR_RNDN);
+    }
+    mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
+    mpfr_set_prec(t, acc_p);
+    mpfr_set(t, s, MPFR_RNDZ);
+    double r = er_oracle_round(ER_FP32, t, MPFR_RNDZ, ER_OVERFLOW_IEEE);
+    mpfr_clears(s, t, (mpfr_ptr)0);
+    return r;
+}
+
+/* Random chains against the independent block, and random block orders and splits against outer=any. */
+START_TEST(block_model_and_any_order_set) {
+    er_test_reseed(930);
+    long trials = (long)(300 * er_test_multiplier());
+    static const er_format fmts[3] = {ER_FP16, ER_BF16, ER_FP8_E4M3FN};
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = fmts[tr % 3];
+        int k = fx == ER_FP8_E4M3FN ? 32 : 16, F = fx == ER_FP8_E4M3FN ? 13 : 25, accp = fx == ER_FP8_E4M3FN ? 14 : 24;
+        int K = (int)er_rand_int(1, 300), fam = (int)(er_rand64() % FAM_COUNT);
+        double a[300], b[300];
+        gen_vectors(fam, fx, fx, ER_FP32, K, a, b);
+        int special = 0;
+        for (int j = 0; j < K; j++) special |= !isfinite(a[j]) || !isfinite(b[j]);
+        uint64_t A[300], B[300];
+        for (int j = 0; j < K; j++) { er_store(A, fx, j, a[j]); er_store(B, fx, j, b[j]); }
+        er_tensor ta, tb;
+        er_tensor_view(&ta, fx, 2, (int64_t[]){1, K}, NULL, A);
+        er_tensor_view(&tb, fx, 2, (int64_t[]){K, 1}, NULL, B);
+        /* 1. the chain, by the independent block */
+        double c = 0;
+        for (int k0 = 0; k0 < K; k0 += k) c = special ? NAN : ref_block(F, accp, c, a + k0, b + k0, K - k0 < k ? K - k0 : k);
+        float out = (float)c, em;
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &ta, &tb), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", ""), ER_OK);
+        er_tensor to, te;
+        er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &out);
+        er_tensor_view(&te, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &em);
+        ER_REQUIRE(er_emulate(ref, &te, &std) == ER_OK, "%s", er_last_error());
+        if (!special) ER_REQUIRE(memcmp(&em, &out, 4) == 0, "trial %ld (%s, K %d, %s): emulate %.9g, block model %.9g" ER_SEED_MSG_FMT,
+                                 tr, er_format_name(fx), K, fam_names[fam], em, out, ER_SEED_ARGS);
+        /* 2. blocks in a random order, in 1 to 4 chains, the chains added in fp32 in a random order */
+        int nb = (K + k - 1) / k, order[64], chains = (int)er_rand_int(1, 4);
+        for (int i = 0; i < nb; i++) order[i] = i;
+        for (int i = nb - 1; i > 0; i--) { int j = (int)(er_rand64() % (uint64_t)(i + 1)), t = order[i]; order[i] = order[j]; order[j] = t; }
+        double part[4] = {0, 0, 0, 0};
+        for (int i = 0; i < nb; i++) {
+            int blk = order[i], k0 = blk * k, ch = (int)(er_rand64() % (uint64_t)chains);
+            part[ch] = special ? NAN : ref_block(F, accp, part[ch], a + k0, b + k0, K - k0 < k ? K - k0 : k);
+        }
+        emu e;
+        emu_init(&e, ER_FP32);
+        double tot = emu_sum_random(&e, part, chains);
+        emu_clear(&e);
+        out = (float)tot;
+        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "outer=any"), ER_OK);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &to, &std) == ER_OK, "%s", er_last_error());
+        if (!special) ER_REQUIRE_PASS(&rep, "trial %ld (%s, K %d, %s, %d chains): a reordered mma result was called wrong:" ER_SEED_MSG_FMT,
+                                      tr, er_format_name(fx), K, fam_names[fam], chains, ER_SEED_ARGS);
+        er_report_clear(&rep);
+        er_ref_free(ref);
+    }
+    /* refusals */
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "mma:sm91", ""), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "compute=fp16"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "fma=never"), ER_ERR_STANDARD);
+    float x[4] = {1, 2, 3, 4}, y[1];
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 4}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){1, 1}, NULL, y);
+    er_tensor tb;
+    er_tensor_view(&tb, ER_FP32, 2, (int64_t[]){4, 1}, NULL, x);
+    er_report rep;
+    ck_assert_int_eq(er_matmul_covers(&rep, &tx, &tb, &ty, "mma:sm90", ""), ER_ERR_STANDARD); /* fp32 without tf32 */
+    ck_assert_msg(strstr(er_last_error(), "compute=tf32") != NULL, "%s", er_last_error());
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("mma");
+    TCase *tc = tcase_create("mma");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, h200_tensor_core_outputs);
+    tcase_add_test(tc, block_model_and_any_order_set);
+    tcase_add_test(tc, h200_small_k);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
