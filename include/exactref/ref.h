@@ -24,6 +24,11 @@ typedef struct er_ref er_ref;
  * [..., K, N], batch dimensions broadcast, C is [broadcast batch..., M, N]. A and B may have different
  * formats. On success *out holds a new reference (free with er_ref_free); on refusal *out is untouched. */
 ER_API er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B);
+/* The scaled matmul of fp8 kernels (torch._scaled_mm): C = (A . B) scale_a scale_b with per-tensor fp32 scales
+ * (finite values of fp32; ER_ERR_INVALID otherwise), A and B as for er_matmul (any formats, usually e4m3fn or
+ * e5m2). The accumulator follows the standard (any_order, mma:sm90 outer=any with or without promote=N, ...); the
+ * scaling is fl(fl(acc scale_a) scale_b) or fl(acc fl(scale_a scale_b)) in fp32, then the output conversion. */
+ER_API er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B, double scale_a, double scale_b);
 /* Reductions of x over dimension `dim` (negative counts from the end): the output has x's shape without that
  * dimension ([1] when x is a vector). x has at most 7 dimensions. sum and mean take every standard of a
  * matmul (the products are x times an exact 1); mean divides by the length at the end (standard option

@@ -90,6 +90,8 @@ typedef struct er_standard {
     int online;               /* softmax: 1 the sum is built online, in blocks of any size, each partial rescaled by
                                  exp(m_old - m_new) when the running maximum grows (flash-style) */
     int mma_arch;             /* ER_ORDER_MMA: 70, 80, 89, 90 or 100 (sm70 ... sm100) */
+    int promote;              /* ER_ORDER_MMA with outer=any: at most this many blocks are chained in the tensor core
+                                 before their sum is added into an fp32 accumulator (0: no promotion) */
     int fast_math;            /* the fast-math preset: exp_fast, div_ulps 2 (softmax), log_ulps 3 (log_softmax),
                                  unless set otherwise */
 } er_standard;
@@ -106,7 +108,7 @@ ER_API er_status er_standard_init(er_standard *s);
  *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
  *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford (layernorm), exp_ulps=fast (softmax,
  *   log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax), math=precise|fast (softmax,
- *   log_softmax: the fast-math preset).
+ *   log_softmax: the fast-math preset), promote=N (mma outer=any).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

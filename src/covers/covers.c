@@ -206,12 +206,78 @@ static void er_exact_of_mean(const er_covers_ctx *cx, const er_dotsum *sm, int64
     mpfr_clear(t);
 }
 
+/* Scaled matmul: the accumulator's set v (values of F) through y = fl(fl(acc sa) sb) or fl(acc fl(sa sb)), both
+ * monotone in acc (scaled-matmul section of docs/hardware/mma.md). */
+static void er_scale_one(const er_covers_ctx *cx, double acc, double out[2]) {
+    const er_fmt_info *F = cx->F;
+    double sa = cx->ref->sa, sb = cx->ref->sb;
+    out[0] = er__round_prod(F, er__round_prod(F, acc, sa, 1, ER_ROUND_NEAREST), sb, 1, ER_ROUND_NEAREST);
+    out[1] = er__round_prod(F, acc, er__round_prod(F, sa, sb, 1, ER_ROUND_NEAREST), 1, ER_ROUND_NEAREST);
+}
+
+static void er_scale_cval(const er_covers_ctx *cx, er_cval *v) {
+    if (v->nan_req) return; /* NaN times a scale is NaN */
+    double lo = INFINITY, hi = -INFINITY, r[2], ends[4];
+    int nan = v->nan, ne = 0, any = 0;
+    if (v->lo <= v->hi) { ends[ne++] = v->lo; ends[ne++] = v->hi; }
+    if (v->pinf) ends[ne++] = INFINITY;
+    if (v->ninf) ends[ne++] = -INFINITY;
+    for (int i = 0; i < ne; i++) {
+        er_scale_one(cx, ends[i], r);
+        for (int j = 0; j < 2; j++) {
+            if (isnan(r[j])) { nan = 1; continue; } /* inf times a zero scale */
+            if (r[j] < lo) lo = r[j];
+            if (r[j] > hi) hi = r[j];
+            any = 1;
+        }
+    }
+    /* the hull of the images: monotone maps send [lo, hi] between the images of its ends */
+    if (any) er__cval_from_interval(v, lo, hi, nan, cx->F);
+    else if (nan) er__cval_from_interval(v, NAN, NAN, 1, cx->F);
+}
+
+/* The exact scaled result S sa sb, from the summary's bracket of S (128 bits) or, when that does not decide the
+ * rounding, from the exact sum. */
+static void er_exact_of_scaled(const er_covers_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
+    double e0, r0;
+    er_exact_of_sum(cx, sm, &e0, &r0);
+    if (!isfinite(e0)) { *exact = e0 * cx->ref->sa * cx->ref->sb; *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out); return; }
+    mpfr_t s, b;
+    mpfr_inits2(200, s, b, (mpfr_ptr)0);
+    double rr[2];
+    for (int up = 0; up < 2; up++) {
+        mpfr_set_uj_2exp(s, sm->m, sm->e, MPFR_RNDN);
+        if (up && sm->sticky) { mpfr_set_ui_2exp(b, 1, sm->e, MPFR_RNDN); mpfr_add(s, s, b, MPFR_RNDN); }
+        if (sm->neg) mpfr_neg(s, s, MPFR_RNDN);
+        mpfr_mul_d(s, s, cx->ref->sa, MPFR_RNDN); /* exact: 65 + 24 bits */
+        mpfr_mul_d(s, s, cx->ref->sb, MPFR_RNDN);
+        rr[up] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
+        if (!up) *exact = mpfr_get_d(s, MPFR_RNDN);
+    }
+    if (rr[0] != rr[1]) {
+        mpfr_t x;
+        mpfr_init2(x, 2);
+        if (er__matmul_exact_mpfr(cx->ref, idx, x) == ER_OK) {
+            mpfr_set_prec(s, mpfr_get_prec(x) + 64);
+            mpfr_mul_d(s, x, cx->ref->sa, MPFR_RNDN);
+            mpfr_mul_d(s, s, cx->ref->sb, MPFR_RNDN);
+            rr[0] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
+        }
+        mpfr_clear(x);
+    }
+    *rounded = rr[0];
+    mpfr_clears(s, b, (mpfr_ptr)0);
+}
+
 /* The set and exact result of one element from its summary and, for fixed orders, its accumulator set v. */
 static void er_finish(er_covers_ctx *cx, er_cset *c, er_cval *v, const er_dotsum *sm, int64_t idx) {
     double exact, rounded;
     if (cx->ref->op == ER_OP_MEAN) {
         er_mean_cval(cx, v, cx->ref->K);
         er_exact_of_mean(cx, sm, idx, &exact, &rounded);
+    } else if (cx->ref->scaled) {
+        er_scale_cval(cx, v);
+        er_exact_of_scaled(cx, sm, idx, &exact, &rounded);
     } else {
         er_exact_of_sum(cx, sm, &exact, &rounded);
     }
@@ -365,7 +431,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     if (std->order == ER_ORDER_MMA) {
         er_status st = er__mma_params(std->mma_arch, fa, fb, &cx->mma);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
-        if (cx->any) er__mma_bound(&cx->bd, &cx->mma, ref->K);
+        if (cx->any) er__mma_bound(&cx->bd, &cx->mma, ref->K, std->promote);
         else cx->mma_chain = 1;
     } else if (cx->any) {
         er_status st = er__anyorder_bound(&cx->bd, fa, fb, cx->F, ref->K, std->rounding == ER_RND_FAITHFUL);
@@ -787,6 +853,8 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
                         : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
     }
+    if (ref->scaled)
+        return er__fail(ER_ERR_UNSUPPORTED, "emulate does not apply to a scaled matmul: the scaling's association is left free");
     ER_RETURN_IF_ERROR(er_check_distinct(out));
     int nt = er__num_threads(ref->n * (ref->K + 64)), made = 0;
     er_covers_ctx cx[ER_MAX_THREADS];
@@ -834,6 +902,17 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
         e = mpfr_get_d(q, MPFR_RNDN);
         rd = er__round_mpfr_sticky(O, q, inex != 0, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         mpfr_clears(x, q, (mpfr_ptr)0);
+    } else if (ref->scaled) {
+        mpfr_t x;
+        mpfr_init2(x, 2);
+        er_status st = er__matmul_exact_mpfr(ref, idx, x);
+        if (st != ER_OK) { mpfr_clear(x); return st; }
+        mpfr_prec_round(x, mpfr_get_prec(x) + 50, MPFR_RNDN); /* exact: more bits */
+        mpfr_mul_d(x, x, ref->sa, MPFR_RNDN);                  /* exact: 24 more bits each */
+        mpfr_mul_d(x, x, ref->sb, MPFR_RNDN);
+        e = mpfr_get_d(x, MPFR_RNDN);
+        rd = er__round_mpfr(O, x, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        mpfr_clear(x);
     } else {
         const er_dotsum *sm = &ref->sums[idx];
         if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) e = rd = NAN;
@@ -879,7 +958,13 @@ er_status er_ref_exact_mpfr(mpfr_ptr out, const er_ref *ref, const int64_t *inde
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
     if (ref->op != ER_OP_MATMUL && ref->op != ER_OP_SUM)
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul and sum values (this is a %s)", er__op_name(ref));
-    return er__matmul_exact_mpfr(ref, idx, out);
+    ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, out));
+    if (ref->scaled && mpfr_number_p(out)) {
+        mpfr_prec_round(out, mpfr_get_prec(out) + 50, MPFR_RNDN); /* exact: more bits */
+        mpfr_mul_d(out, out, ref->sa, MPFR_RNDN);
+        mpfr_mul_d(out, out, ref->sb, MPFR_RNDN);
+    }
+    return ER_OK;
 }
 
 er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,

@@ -67,10 +67,11 @@ double er__mma_chain(const er_mma_params *mp, const double *a, const double *b, 
     return c;
 }
 
-void er__mma_bound(er_anyorder_bound *bd, const er_mma_params *mp, int64_t K) {
-    /* Theorem M1: nb blocks; beta = (k+1) 2^-F + 2^(1-acc_p) (1 + (k+1) 2^-F); G = (1+beta)^nb (1+u)^nb;
-     * c1 = (nb beta + (1+u)^nb - 1) G; c2 = 2 nb 2^-149 G (toward-zero results in fp32's subnormal range). */
-    int64_t nb = K ? (K + mp->k - 1) / mp->k : 0;
+void er__mma_bound(er_anyorder_bound *bd, const er_mma_params *mp, int64_t K, int promote) {
+    /* Theorems M1 and M2: nb blocks, chains of at most N blocks in the tensor core (N = nb without promotion);
+     * beta = (k+1) 2^-F + 2^(1-acc_p) (1 + (k+1) 2^-F); G = (1+beta)^N (1+u)^nb;
+     * c1 = (N beta + (1+u)^nb - 1) G; c2 = 2 nb 2^-149 G (toward-zero results in fp32's subnormal range). */
+    int64_t nb = K ? (K + mp->k - 1) / mp->k : 0, N = promote > 0 && promote < nb ? promote : nb;
     mpfr_t beta, t, G, up, c1;
     mpfr_inits2(128, beta, t, G, up, c1, (mpfr_ptr)0);
     mpfr_set_ui_2exp(beta, (unsigned long)(mp->k + 1), -mp->F, MPFR_RNDU);
@@ -78,12 +79,12 @@ void er__mma_bound(er_anyorder_bound *bd, const er_mma_params *mp, int64_t K) {
     mpfr_mul_2si(t, t, 1 - mp->acc_p, MPFR_RNDU);
     mpfr_add(beta, beta, t, MPFR_RNDU);
     mpfr_add_ui(G, beta, 1, MPFR_RNDU);
-    mpfr_pow_ui(G, G, (unsigned long)nb, MPFR_RNDU);
+    mpfr_pow_ui(G, G, (unsigned long)N, MPFR_RNDU);
     mpfr_set_ui_2exp(up, 1, -24, MPFR_RNDN);
     mpfr_add_ui(up, up, 1, MPFR_RNDU);
     mpfr_pow_ui(up, up, (unsigned long)nb, MPFR_RNDU);  /* (1+u)^nb */
     mpfr_mul(G, G, up, MPFR_RNDU);
-    mpfr_mul_si(c1, beta, (long)nb, MPFR_RNDU);
+    mpfr_mul_si(c1, beta, (long)N, MPFR_RNDU);
     mpfr_sub_ui(t, up, 1, MPFR_RNDU);
     mpfr_add(c1, c1, t, MPFR_RNDU);
     mpfr_mul(c1, c1, G, MPFR_RNDU);

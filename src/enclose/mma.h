@@ -15,7 +15,8 @@ ER_INTERNAL er_status er__mma_params(int arch, const er_fmt_info *fa, const er_f
 ER_INTERNAL double er__mma_block(const er_mma_params *mp, double c, const double *a, const double *b, int64_t n);
 /* The chain over K in order: c = 0; c = block(c, next k products), the last block shorter. */
 ER_INTERNAL double er__mma_chain(const er_mma_params *mp, const double *a, const double *b, int64_t K);
-/* The any-order constants for "blocks of k in any order and any chains, chains added in fp32" (Theorem M1). */
-ER_INTERNAL void er__mma_bound(er_anyorder_bound *bd, const er_mma_params *mp, int64_t K);
+/* The any-order constants for "blocks of k in any order and any chains, chains added in fp32" (Theorem M1); with
+ * promote > 0, chains of at most that many blocks (Theorem M2). */
+ER_INTERNAL void er__mma_bound(er_anyorder_bound *bd, const er_mma_params *mp, int64_t K, int promote);
 
 #endif

@@ -252,6 +252,22 @@ er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     return er__matmul_build(out, A, B);
 }
 
+er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B, double scale_a, double scale_b) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    if (!isfinite(scale_a) || !isfinite(scale_b))
+        return er__fail(ER_ERR_INVALID, "the scales must be finite (got %g and %g)", scale_a, scale_b);
+    if ((double)(float)scale_a != scale_a || (double)(float)scale_b != scale_b)
+        return er__fail(ER_ERR_INVALID, "the scales are per-tensor fp32 values: %.17g or %.17g is not a value of fp32", scale_a, scale_b);
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er_matmul(&r, A, B));
+    r->scaled = 1;
+    r->sa = scale_a;
+    r->sb = scale_b;
+    *out = r;
+    return ER_OK;
+}
+
 er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) {
     er_mm_plan pl;
     memset(&pl, 0, sizeof pl);

@@ -30,6 +30,8 @@ struct er_ref {
     int has_bias;       /* layernorm */
     int nnorm;          /* layernorm: the trailing dimensions normalised together (K elements per row) */
     int64_t rows;       /* layernorm: rows (the mean's and rstd's elements) */
+    int scaled;         /* scaled matmul: the products' sum times sa and sb */
+    double sa, sb;
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */
     er_dotsum *sums;       /* n summaries, row-major */

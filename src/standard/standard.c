@@ -65,6 +65,10 @@ er_status er_standard_validate(const er_standard *s) {
                             er_format_name(s->compute));
         if (s->fma != ER_FMA_EITHER || s->rounding != ER_RND_NEAREST || s->inner != ER_SUB_SEQUENTIAL)
             return er__fail(ER_ERR_STANDARD, "mma fixes its own arithmetic: fma=, rounding= and inner= do not apply");
+        if (s->promote < 0) return er__fail(ER_ERR_STANDARD, "promote must be at least 1 block");
+        if (s->promote && s->outer != ER_SUB_ANY) return er__fail(ER_ERR_STANDARD, "promote= applies to mma with outer=any");
+    } else if (s->promote != 0) {
+        return er__fail(ER_ERR_STANDARD, "promote= applies to mma only, not to %s", er_order_name(s->order));
     } else if (s->mma_arch != 0) {
         return er__fail(ER_ERR_STANDARD, "an mma architecture applies to mma only, not to %s", er_order_name(s->order));
     }
@@ -261,6 +265,12 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             if (strcmp(val, "yes") == 0) s.online = 1;
             else if (strcmp(val, "no") == 0) s.online = 0;
             else return er__fail(ER_ERR_STANDARD, "online=%s: expected yes or no", val);
+        } else if (strcmp(key, "promote") == 0) {
+            bit = 1048576;
+            char *end;
+            long v = isdigit((unsigned char)*val) ? strtol(val, &end, 10) : -1;
+            if (v < 1 || v > 1000000 || *end) return er__fail(ER_ERR_STANDARD, "promote=%s: expected a number of blocks from 1 to 1000000", val);
+            s.promote = (int)v;
         } else if (strcmp(key, "math") == 0) {
             bit = 524288;
             if (strcmp(val, "fast") == 0) s.fast_math = 1;
@@ -296,7 +306,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math)", key);
+                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math, promote)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -329,6 +339,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->compute == ER_TF32) ER_PUT(" tf32=%s", s->tf32 == ER_TF32_RNA ? "rna" : "truncate");
     ER_PUT(" fma=%s", er_fma_name(s->fma));
     if (s->order == ER_ORDER_MMA) ER_PUT(" outer=%s", s->outer == ER_SUB_ANY ? "any" : "sequential");
+    if (s->promote) ER_PUT(" promote=%d", s->promote);
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");

@@ -107,6 +107,67 @@ START_TEST(h200_tensor_core_outputs) {
 }
 END_TEST
 
+/* torch._scaled_mm on e4m3 inputs (per-tensor scales 0.5 and 0.125): use_fast_accum=True keeps the whole K chain in
+ * the tensor core's e8m13 accumulator, covered by mma:sm90 outer=any; use_fast_accum=False adds into fp32 every few
+ * blocks, covered by promote=4. Neither is covered by an fp32 any-order set on all-positive data. */
+START_TEST(h200_scaled_mm) {
+    npz_file z;
+    const char *err;
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/mma.npz", &err) == 0, "mma.npz: %s", err);
+    FILE *f = fopen(ER_TEST_DATA_DIR "/mma.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    mma_case c;
+    int cases = 0, fp32_outside[2] = {0, 0}, promote_outside_fast = 0, per[2] = {0, 0};
+    double worst_fp32[2] = {0, 0};
+    while (next_case(f, &c)) {
+        if (strncmp(c.kernel, "scaled_mm", 9) != 0) continue;
+        int fast = strstr(c.kernel, "fast_accum_1") != NULL;
+        const npy_array *a = arr(&z, c.id, "in__A"), *bt = arr(&z, c.id, "in__B"), *o = arr(&z, c.id, "out__C");
+        er_tensor A, B, C;
+        int64_t M = a->shape[0], K = a->shape[1], N = bt->shape[0];
+        ck_assert_int_eq(er_tensor_view(&A, ER_FP8_E4M3FN, 2, (int64_t[]){M, K}, NULL, a->data), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&B, ER_FP8_E4M3FN, 2, (int64_t[]){K, N}, (int64_t[]){1, K}, bt->data), ER_OK);
+        ck_assert(npz_view(&C, o));
+        er_ref *ref;
+        ck_assert_int_eq(er_scaled_matmul(&ref, &A, &B, 0.5, 0.125), ER_OK);
+        er_standard std;
+        er_report rep;
+        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", fast ? "outer=any" : "outer=any promote=4"), ER_OK);
+        ck_assert_int_eq(er_covers(&rep, ref, &C, &std), ER_OK);
+        if (!er_report_all(&rep)) {
+            char text[4096];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("%s (%s, K %d, %s) not covered:\n%s", c.id, c.kernel, c.K, c.extra, text);
+        }
+        er_report_clear(&rep);
+        if (fast) { /* the fast-accumulation outputs under the promoted standard: how many leave it */
+            ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "outer=any promote=4"), ER_OK);
+            ck_assert_int_eq(er_covers(&rep, ref, &C, &std), ER_OK);
+            promote_outside_fast += !er_report_all(&rep);
+            er_report_clear(&rep);
+        }
+        er_standard_init(&std);
+        ck_assert_int_eq(er_covers(&rep, ref, &C, &std), ER_OK);
+        if (!er_report_all(&rep)) {
+            fp32_outside[fast]++;
+            if (rep.has_worst && rep.worst.distance_ulps > worst_fp32[fast]) worst_fp32[fast] = rep.worst.distance_ulps;
+        }
+        er_report_clear(&rep);
+        er_ref_free(ref);
+        per[fast]++;
+        cases++;
+    }
+    fclose(f);
+    npz_free(&z);
+    printf("torch._scaled_mm e4m3 on H200: %d fast-accumulation cases inside mma:sm90 outer=any (%d of them outside promote=4), "
+           "%d promoted cases inside mma:sm90 outer=any promote=4; outside fp32 any_order: %d fast (worst %.3g ulps beyond), "
+           "%d promoted (worst %.3g ulps beyond)\n", per[1], promote_outside_fast, per[0], fp32_outside[1], worst_fp32[1],
+           fp32_outside[0], worst_fp32[0]);
+    ck_assert_int_eq(cases, 24);
+    ck_assert_int_gt(fp32_outside[1], 0);
+}
+END_TEST
+
 /* The small-K study (tools/capture/capture_smallk.py): fp32 outputs at K = 2 to 32 on inputs where truncation and
  * rounding to nearest differ. Triton's are reproduced bit for bit; all lie in mma:sm90 outer=any, the proved set
  * that replaces rounding=faithful for tensor cores. */
@@ -250,6 +311,7 @@ int main(void) {
     tcase_add_test(tc, h200_tensor_core_outputs);
     tcase_add_test(tc, block_model_and_any_order_set);
     tcase_add_test(tc, h200_small_k);
+    tcase_add_test(tc, h200_scaled_mm);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
