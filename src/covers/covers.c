@@ -429,7 +429,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
     const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
     if (std->order == ER_ORDER_MMA) {
-        er_status st = er__mma_params(std->mma_arch, fa, fb, &cx->mma);
+        er_status st = er__mma_params(std->mma_arch, fa, fb, std->compute == ER_FP16, &cx->mma);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
         if (cx->any) er__mma_bound(&cx->bd, &cx->mma, ref->K, std->promote);
         else cx->mma_chain = 1;

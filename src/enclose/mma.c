@@ -9,7 +9,7 @@
 #include <mpfr.h>
 #include "enclose/mma.h"
 
-er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb, er_mma_params *out) {
+er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb, int fp16_acc, er_mma_params *out) {
     er_format a = fa->id, b = fb->id;
     int half = (a == ER_FP16 && b == ER_FP16) || (a == ER_BF16 && b == ER_BF16);
     int tf32 = a == ER_TF32 && b == ER_TF32;
@@ -17,7 +17,9 @@ er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb,
     if (!half && !tf32 && !fp8)
         return er__fail(ER_ERR_STANDARD, "mma:sm%d takes fp16 x fp16, bf16 x bf16, tf32 (fp32 operands with compute=tf32) or "
                         "fp8 operands, not %s x %s", arch, fa->name, fb->name);
-    *out = (er_mma_params){0, 0, 24, half ? "fp16/bf16" : tf32 ? "tf32" : "fp8"};
+    *out = (er_mma_params){0, 0, 24, fp16_acc, half ? "fp16/bf16" : tf32 ? "tf32" : "fp8"};
+    if (fp16_acc && !(a == ER_FP16 && b == ER_FP16))
+        return er__fail(ER_ERR_STANDARD, "an fp16 accumulator (compute=fp16) takes fp16 x fp16 operands, not %s x %s", fa->name, fb->name);
     switch (arch) {
     case 70: if (half && a == ER_FP16) { out->k = 4; out->F = 23; } break;
     case 80: if (half) { out->k = 8; out->F = 24; } else if (tf32) { out->k = 4; out->F = 24; } break;
@@ -57,6 +59,7 @@ double er__mma_block(const er_mma_params *mp, double c, const double *a, const d
     int neg = S < 0;
     uint64_t m = neg ? (uint64_t)(-S) : (uint64_t)S;
     int bl = 64 - __builtin_clzll(m);
+    if (mp->fp16_acc) return er__round_core(er__fmt(ER_FP16), neg, m, q, 0, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
     if (bl > mp->acc_p) { m >>= bl - mp->acc_p; q += bl - mp->acc_p; } /* toward zero to acc_p bits */
     return er__round_core(er__fmt(ER_FP32), neg, m, q, 0, ER_ROUND_ZERO, ER_OVERFLOW_IEEE);
 }
@@ -70,17 +73,21 @@ double er__mma_chain(const er_mma_params *mp, const double *a, const double *b, 
 void er__mma_bound(er_anyorder_bound *bd, const er_mma_params *mp, int64_t K, int promote) {
     /* Theorems M1 and M2: nb blocks, chains of at most N blocks in the tensor core (N = nb without promotion);
      * beta = (k+1) 2^-F + 2^(1-acc_p) (1 + (k+1) 2^-F); G = (1+beta)^N (1+u)^nb;
-     * c1 = (N beta + (1+u)^nb - 1) G; c2 = 2 nb 2^-149 G (toward-zero results in fp32's subnormal range). */
+     * c1 = (N beta + (1+u)^nb - 1) G; c2 = 2 nb eta G (eta the accumulator's least subnormal). */
+    /* with an fp16 accumulator every block rounds to nearest in fp16: 2^(1-acc_p) becomes u = 2^-11, the chains add
+     * in fp16, 2^-149 becomes fp16's 2^-25, and overflow gives infinities (no saturation) */
     int64_t nb = K ? (K + mp->k - 1) / mp->k : 0, N = promote > 0 && promote < nb ? promote : nb;
+    const er_fmt_info *A = er__fmt(mp->fp16_acc ? ER_FP16 : ER_FP32);
+    int rel = mp->fp16_acc ? -A->p : 1 - mp->acc_p;
     mpfr_t beta, t, G, up, c1;
     mpfr_inits2(128, beta, t, G, up, c1, (mpfr_ptr)0);
     mpfr_set_ui_2exp(beta, (unsigned long)(mp->k + 1), -mp->F, MPFR_RNDU);
     mpfr_add_ui(t, beta, 1, MPFR_RNDU);
-    mpfr_mul_2si(t, t, 1 - mp->acc_p, MPFR_RNDU);
+    mpfr_mul_2si(t, t, rel, MPFR_RNDU);
     mpfr_add(beta, beta, t, MPFR_RNDU);
     mpfr_add_ui(G, beta, 1, MPFR_RNDU);
     mpfr_pow_ui(G, G, (unsigned long)N, MPFR_RNDU);
-    mpfr_set_ui_2exp(up, 1, -24, MPFR_RNDN);
+    mpfr_set_ui_2exp(up, 1, -A->p, MPFR_RNDN);
     mpfr_add_ui(up, up, 1, MPFR_RNDU);
     mpfr_pow_ui(up, up, (unsigned long)nb, MPFR_RNDU);  /* (1+u)^nb */
     mpfr_mul(G, G, up, MPFR_RNDU);
@@ -90,10 +97,15 @@ void er__mma_bound(er_anyorder_bound *bd, const er_mma_params *mp, int64_t K, in
     mpfr_mul(c1, c1, G, MPFR_RNDU);
     bd->c1 = mpfr_get_d(c1, MPFR_RNDU);
     mpfr_mul_si(t, G, 2 * (long)nb, MPFR_RNDU);
-    mpfr_mul_2si(t, t, -149, MPFR_RNDU);
+    mpfr_mul_2si(t, t, A->emin - A->p + 1, MPFR_RNDU); /* the least subnormal of the accumulator */
     bd->c2 = mpfr_get_d(t, MPFR_RNDU);
     bd->g = mpfr_get_d(G, MPFR_RNDU);
-    bd->thr = er__fmt(ER_FP32)->max; /* toward zero saturates; the fp32 additions of chains may overflow */
-    bd->faithful = 1;
+    if (mp->fp16_acc) { /* round to nearest: overflow only beyond max + half an ulp */
+        bd->thr = A->max + ldexp(1.0, A->emax - A->p);
+        bd->faithful = 0;
+    } else {
+        bd->thr = A->max; /* toward zero saturates; the fp32 additions of chains may overflow */
+        bd->faithful = 1;
+    }
     mpfr_clears(beta, t, G, up, c1, (mpfr_ptr)0);
 }

@@ -60,9 +60,9 @@ er_status er_standard_validate(const er_standard *s) {
     if (mma) {
         if (s->mma_arch != 70 && s->mma_arch != 80 && s->mma_arch != 89 && s->mma_arch != 90 && s->mma_arch != 100)
             return er__fail(ER_ERR_STANDARD, "mma:sm%d: known architectures are sm70, sm80, sm89, sm90 and sm100", s->mma_arch);
-        if (s->compute != ER_FP32 && s->compute != ER_TF32)
-            return er__fail(ER_ERR_STANDARD, "mma accumulates in fp32: compute=%s does not apply (fp32, or tf32 for fp32 operands)",
-                            er_format_name(s->compute));
+        if (s->compute != ER_FP32 && s->compute != ER_TF32 && s->compute != ER_FP16)
+            return er__fail(ER_ERR_STANDARD, "mma accumulates in fp32 or fp16: compute=%s does not apply (fp32, fp16, or tf32 for fp32 "
+                            "operands)", er_format_name(s->compute));
         if (s->fma != ER_FMA_EITHER || s->rounding != ER_RND_NEAREST || s->inner != ER_SUB_SEQUENTIAL)
             return er__fail(ER_ERR_STANDARD, "mma fixes its own arithmetic: fma=, rounding= and inner= do not apply");
         if (s->promote < 0) return er__fail(ER_ERR_STANDARD, "promote must be at least 1 block");

@@ -107,6 +107,68 @@ START_TEST(h200_tensor_core_outputs) {
 }
 END_TEST
 
+/* The earlier captures (tests/data/orders.*): Triton acc += tl.dot with fp32 and with fp16 accumulators are the
+ * mma:sm90 chain (compute=fp16 for the latter) bit for bit, over masked K tails too; cuBLAS fp32 with TF32 on lies in
+ * mma:sm90 outer=any compute=tf32 tf32=rna, and mostly not with tf32=truncate. */
+START_TEST(h200_orders_under_mma) {
+    npz_file z;
+    const char *err;
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/orders.npz", &err) == 0, "orders.npz: %s", err);
+    FILE *f = fopen(ER_TEST_DATA_DIR "/orders.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512], id[32], kernel[64];
+    int chains = 0, tf32 = 0, trunc_outside = 0, fp16_vs_fp32 = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%31s %63s", id, kernel) != 2) continue;
+        int acc16 = strcmp(kernel, "triton_tl.dot_acc_fp16") == 0, acc32 = strcmp(kernel, "triton_tl.dot_acc_fp32_bk32") == 0;
+        int tf = strcmp(kernel, "cublas_fp32_tf32") == 0;
+        if (!acc16 && !acc32 && !tf) continue;
+        er_tensor A, B, C;
+        ck_assert(npz_view(&A, arr(&z, id, "in__A")) && npz_view(&B, arr(&z, id, "in__B")) && npz_view(&C, arr(&z, id, "out__C")));
+        if (tf) {
+            er_report rep = check(&A, &B, &C, "mma:sm90", "outer=any compute=tf32 tf32=rna");
+            ck_assert_msg(er_report_all(&rep), "%s: cuBLAS TF32 outside mma:sm90 outer=any compute=tf32 tf32=rna", id);
+            er_report_clear(&rep);
+            rep = check(&A, &B, &C, "mma:sm90", "outer=any compute=tf32 tf32=truncate");
+            trunc_outside += !er_report_all(&rep);
+            er_report_clear(&rep);
+            tf32++;
+            continue;
+        }
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &A, &B), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", acc16 ? "compute=fp16" : ""), ER_OK);
+        int64_t n = C.shape[0] * C.shape[1];
+        uint32_t *em = calloc((size_t)n, 4);
+        er_tensor E;
+        er_tensor_view(&E, C.format, 2, C.shape, NULL, em);
+        ck_assert_msg(er_emulate(ref, &E, &std) == ER_OK, "%s", er_last_error());
+        size_t isz = C.format == ER_FP16 ? 2 : 4;
+        ck_assert_msg(memcmp(em, C.data, (size_t)n * isz) == 0, "%s (%s): not the mma:sm90 chain", id, kernel);
+        free(em);
+        if (acc16) {
+            er_report rep = check(&A, &B, &C, "mma:sm90", "outer=any compute=fp16");
+            ck_assert(er_report_all(&rep));
+            er_report_clear(&rep);
+            rep = check(&A, &B, &C, "mma:sm90", "outer=any");
+            fp16_vs_fp32 += !er_report_all(&rep);
+            er_report_clear(&rep);
+        }
+        er_ref_free(ref);
+        chains++;
+    }
+    fclose(f);
+    npz_free(&z);
+    printf("earlier H200 captures: %d Triton chains (fp32 and fp16 accumulators) equal to the mma:sm90 chain; %d cuBLAS TF32 "
+           "cases inside mma:sm90 outer=any tf32=rna (%d outside with tf32=truncate); %d fp16-accumulator cases caught "
+           "under the fp32-accumulator claim\n", chains, tf32, trunc_outside, fp16_vs_fp32);
+    ck_assert_int_eq(chains, 32);
+    ck_assert_int_eq(tf32, 12);
+    ck_assert_int_gt(trunc_outside, 0);
+}
+END_TEST
+
 /* torch._scaled_mm on e4m3 inputs (per-tensor scales 0.5 and 0.125): use_fast_accum=True keeps the whole K chain in
  * the tensor core's e8m13 accumulator, covered by mma:sm90 outer=any; use_fast_accum=False adds into fp32 every few
  * blocks, covered by promote=4. Neither is covered by an fp32 any-order set on all-positive data. */
@@ -209,6 +271,7 @@ END_TEST
 /* The block FMA written again from its definition, with MPFR: E from the operands' exponents, each term truncated
  * to a multiple of 2^(E - F), the exact sum rounded toward zero to acc_p bits. */
 static double ref_block(int F, int acc_p, double c, const double *a, const double *b, int n) {
+    int fp16_acc = acc_p == 11; /* an fp16 accumulator: the block rounds to nearest in fp16 */
     int E = INT32_MIN;
     if (c != 0) E = ilogb(c);
     for (int j = 0; j < n; j++) if (a[j] != 0 && b[j] != 0 && ilogb(a[j]) + ilogb(b[j]) > E) E = ilogb(a[j]) + ilogb(b[j]);
@@ -226,9 +289,13 @@ static double ref_block(int F, int acc_p, double c, const double *a, const doubl
         mpfr_add(s, s, t, MPFR_RNDN);
     }
     mpfr_mul_2si(s, s, E - F, MPFR_RNDN);
-    mpfr_set_prec(t, acc_p);
-    mpfr_set(t, s, MPFR_RNDZ);
-    double r = er_oracle_round(ER_FP32, t, MPFR_RNDZ, ER_OVERFLOW_IEEE);
+    double r;
+    if (fp16_acc) r = er_oracle_round(ER_FP16, s, MPFR_RNDN, ER_OVERFLOW_IEEE);
+    else {
+        mpfr_set_prec(t, acc_p);
+        mpfr_set(t, s, MPFR_RNDZ);
+        r = er_oracle_round(ER_FP32, t, MPFR_RNDZ, ER_OVERFLOW_IEEE);
+    }
     mpfr_clears(s, t, (mpfr_ptr)0);
     return r;
 }
@@ -240,7 +307,9 @@ START_TEST(block_model_and_any_order_set) {
     static const er_format fmts[3] = {ER_FP16, ER_BF16, ER_FP8_E4M3FN};
     for (long tr = 0; tr < trials; tr++) {
         er_format fx = fmts[tr % 3];
-        int k = fx == ER_FP8_E4M3FN ? 32 : 16, F = fx == ER_FP8_E4M3FN ? 13 : 25, accp = fx == ER_FP8_E4M3FN ? 14 : 24;
+        int acc16 = fx == ER_FP16 && (tr / 3) % 2; /* every other fp16 trial: an fp16 accumulator */
+        int k = fx == ER_FP8_E4M3FN ? 32 : 16, F = fx == ER_FP8_E4M3FN ? 13 : 25, accp = fx == ER_FP8_E4M3FN ? 14 : acc16 ? 11 : 24;
+        const char *cmp = acc16 ? "compute=fp16" : "";
         int K = (int)er_rand_int(1, 300), fam = (int)(er_rand64() % FAM_COUNT);
         double a[300], b[300];
         gen_vectors(fam, fx, fx, ER_FP32, K, a, b);
@@ -258,7 +327,7 @@ START_TEST(block_model_and_any_order_set) {
         er_ref *ref;
         ck_assert_int_eq(er_matmul(&ref, &ta, &tb), ER_OK);
         er_standard std;
-        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", ""), ER_OK);
+        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", cmp), ER_OK);
         er_tensor to, te;
         er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &out);
         er_tensor_view(&te, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &em);
@@ -275,11 +344,11 @@ START_TEST(block_model_and_any_order_set) {
             part[ch] = special ? NAN : ref_block(F, accp, part[ch], a + k0, b + k0, K - k0 < k ? K - k0 : k);
         }
         emu e;
-        emu_init(&e, ER_FP32);
+        emu_init(&e, acc16 ? ER_FP16 : ER_FP32);
         double tot = emu_sum_random(&e, part, chains);
         emu_clear(&e);
         out = (float)tot;
-        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "outer=any"), ER_OK);
+        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", acc16 ? "outer=any compute=fp16" : "outer=any"), ER_OK);
         er_report rep;
         ER_REQUIRE(er_covers(&rep, ref, &to, &std) == ER_OK, "%s", er_last_error());
         if (!special) ER_REQUIRE_PASS(&rep, "trial %ld (%s, K %d, %s, %d chains): a reordered mma result was called wrong:" ER_SEED_MSG_FMT,
@@ -290,7 +359,7 @@ START_TEST(block_model_and_any_order_set) {
     /* refusals */
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "mma:sm91", ""), ER_ERR_STANDARD);
-    ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "compute=fp16"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "compute=bf16"), ER_ERR_STANDARD);
     ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", "fma=never"), ER_ERR_STANDARD);
     float x[4] = {1, 2, 3, 4}, y[1];
     er_tensor tx, ty;
@@ -312,6 +381,7 @@ int main(void) {
     tcase_add_test(tc, block_model_and_any_order_set);
     tcase_add_test(tc, h200_small_k);
     tcase_add_test(tc, h200_scaled_mm);
+    tcase_add_test(tc, h200_orders_under_mma);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
