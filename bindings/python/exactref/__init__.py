@@ -20,7 +20,7 @@ from ._arrays import View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["matmul", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -150,6 +150,16 @@ class Reference:
 
 def matmul(A, B):
     """The exact reference of A @ B (numpy matmul semantics, 1-D operands included; batch dims broadcast)."""
+    return _matmul(A, B, None)
+
+
+def scaled_matmul(A, B, scale_a, scale_b):
+    """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
+    on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False)."""
+    return _matmul(A, B, (float(scale_a), float(scale_b)))
+
+
+def _matmul(A, B, scales):
     a, b = to_numpy(A, "A"), to_numpy(B, "B")
     for x, name in ((a, "A"), (b, "B")):
         format_of(x.dtype)  # TypeError for an unsupported dtype, before anything else
@@ -167,8 +177,11 @@ def matmul(A, B):
     res_shape = tuple(batch) + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
     va, vb = View(a2, "A"), View(b2, "B")
     ptr = ctypes.c_void_p()
-    check(_lib.lib.er_matmul(ctypes.byref(ptr), va.buf, vb.buf))
-    return Reference(ptr, (va, vb, A, B), res_shape, "matmul")
+    if scales is None:
+        check(_lib.lib.er_matmul(ctypes.byref(ptr), va.buf, vb.buf))
+    else:
+        check(_lib.lib.er_scaled_matmul(ctypes.byref(ptr), va.buf, vb.buf, scales[0], scales[1]))
+    return Reference(ptr, (va, vb, A, B), res_shape, "matmul" if scales is None else "scaled_matmul")
 
 
 def _reduce(cfn, name, x, dim):

@@ -244,6 +244,25 @@ def test_softmax_options():
         ref.covers(y, online="yes", max="optional")
 
 
+def test_mma_and_scaled_matmul():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((4, 64)).astype(np.float16)
+    B = rng.standard_normal((64, 3)).astype(np.float16)
+    ref = er.matmul(A, B)
+    chain = ref.emulate("mma:sm90")                                 # the tensor-core chain, fp32 output
+    assert ref.covers(chain, standard="mma:sm90").counts["outside"] == 0
+    assert ref.covers(chain, standard="mma:sm90", outer="any").all()
+    a8 = (rng.random((4, 64)) * 8 + 1).astype(ml_dtypes.float8_e4m3fn)
+    b8 = (rng.random((64, 3)) * 8 + 1).astype(ml_dtypes.float8_e4m3fn)
+    exact = a8.astype(np.float64) @ b8.astype(np.float64) * 0.5 * 0.25
+    sref = er.scaled_matmul(a8, b8, 0.5, 0.25)
+    assert sref.covers(exact.astype(np.float32), standard="mma:sm90", outer="any", promote=4).all()
+    assert not sref.covers((exact * 1.05).astype(np.float32), standard="mma:sm90", outer="any", promote=4).all()
+    with pytest.raises(ValueError, match="not a value of fp32"):
+        er.scaled_matmul(a8, b8, 0.1, 1.0)
+
+
 def test_layer_norm():
     rng = np.random.default_rng(10)
     x = (rng.standard_normal((5, 96)) + 3).astype(np.float16)
