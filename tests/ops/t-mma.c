@@ -221,6 +221,29 @@ START_TEST(h200_scaled_mm) {
     }
     fclose(f);
     npz_free(&z);
+    /* Triton's fp8 tl.dot (max_num_imprecise_acc=0): inside outer=any; not the e8m13 chain, which is refused */
+    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/fp8.npz", &err) == 0, "fp8.npz: %s", err);
+    f = fopen(ER_TEST_DATA_DIR "/fp8.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256], id[32];
+    int triton8 = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%31s", id) != 1) continue;
+        const npy_array *a = arr(&z, id, "in__A"), *b = arr(&z, id, "in__B");
+        er_tensor A, B, C;
+        ck_assert_int_eq(er_tensor_view(&A, ER_FP8_E4M3FN, 2, a->shape, NULL, a->data), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&B, ER_FP8_E4M3FN, 2, b->shape, NULL, b->data), ER_OK);
+        ck_assert(npz_view(&C, arr(&z, id, "out__C")));
+        er_report rep = check(&A, &B, &C, "mma:sm90", "outer=any");
+        ck_assert_msg(er_report_all(&rep), "%s: Triton fp8 outside mma:sm90 outer=any", id);
+        er_report_clear(&rep);
+        ck_assert_int_eq(er_matmul_covers(&rep, &A, &B, &C, "mma:sm90", ""), ER_ERR_UNSUPPORTED);
+        triton8++;
+    }
+    fclose(f);
+    npz_free(&z);
+    printf("Triton fp8 tl.dot on H200: %d cases inside mma:sm90 outer=any\n", triton8);
+    ck_assert_int_eq(triton8, 10);
     printf("torch._scaled_mm e4m3 on H200: %d fast-accumulation cases inside mma:sm90 outer=any (%d of them outside promote=4), "
            "%d promoted cases inside mma:sm90 outer=any promote=4; outside fp32 any_order: %d fast (worst %.3g ulps beyond), "
            "%d promoted (worst %.3g ulps beyond)\n", per[1], promote_outside_fast, per[0], fp32_outside[1], worst_fp32[1],
@@ -331,8 +354,12 @@ START_TEST(block_model_and_any_order_set) {
         er_tensor to, te;
         er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &out);
         er_tensor_view(&te, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &em);
-        ER_REQUIRE(er_emulate(ref, &te, &std) == ER_OK, "%s", er_last_error());
-        if (!special) ER_REQUIRE(memcmp(&em, &out, 4) == 0, "trial %ld (%s, K %d, %s): emulate %.9g, block model %.9g" ER_SEED_MSG_FMT,
+        if (fx == ER_FP8_E4M3FN) { /* no fixed fp8 chain is claimed */
+            ER_REQUIRE(er_emulate(ref, &te, &std) == ER_ERR_UNSUPPORTED, "the fp8 chain must be refused");
+        } else {
+            ER_REQUIRE(er_emulate(ref, &te, &std) == ER_OK, "%s", er_last_error());
+        }
+        if (!special && fx != ER_FP8_E4M3FN) ER_REQUIRE(memcmp(&em, &out, 4) == 0, "trial %ld (%s, K %d, %s): emulate %.9g, block model %.9g" ER_SEED_MSG_FMT,
                                  tr, er_format_name(fx), K, fam_names[fam], em, out, ER_SEED_ARGS);
         /* 2. blocks in a random order, in 1 to 4 chains, the chains added in fp32 in a random order */
         int nb = (K + k - 1) / k, order[64], chains = (int)er_rand_int(1, 4);

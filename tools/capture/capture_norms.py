@@ -120,7 +120,7 @@ try:
         int r = blockIdx.x * blockDim.x + threadIdx.x;
         if (r >= rows) return;
         const float* xr = x + (long)r * n; float* yr = y + (long)r * n;
-        float m = -INFINITY;
+        float m = -__int_as_float(0x7f800000);
         for (int j = 0; j < n; j++) m = fmaxf(m, xr[j]);
         float s = 0.f;
         for (int j = 0; j < n; j++) s += __expf(xr[j] - m);
