@@ -5,7 +5,7 @@
 BUILD ?= build
 SAN_BUILD ?= build-san
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev check binutils python3 python3-pip
+APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check binutils python3 python3-pip
 PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -1,13 +1,15 @@
-/* bench_matmul.c: the cost of er_matmul + er_covers (any_order, fp16 inputs, fp32 output) next to a naive
- * per-element MPFR reference (each element's products summed exactly in MPFR at 128 bits, which is exact for
- * fp16 data, then rounded to fp32) measured in the same run. Prints `name: X s vs baseline Y s = Rx`.
- * Usage: bench_matmul [N ...] (default 512 1024). The baseline runs on at most 64 rows of each shape and is
- * scaled to the full shape (it is linear in the rows); the line says so. */
+/* bench_matmul.c: the cost of er_matmul + er_covers (any_order, fp16 or bf16 inputs, fp32 output) next to
+ * baselines measured in the same run: an fp64 GEMM of the same shape through OpenBLAS (when exactref was built
+ * with it), and, up to 1024, a naive per-element MPFR reference (each element's products summed exactly in MPFR at
+ * 128 bits, then rounded to fp32; timed on at most 64 rows and scaled, as the line says). Also prints the peak
+ * memory exactref added, in bytes per output element. Prints `name: X s vs baseline Y s = Rx`.
+ * Usage: bench_matmul [N ...] (default 512 1024 2048), N x N x N. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <mpfr.h>
 #include <exactref/exactref.h>
 
@@ -44,36 +46,62 @@ static int naive_mpfr(const double *a, const double *b, const float *c, int rows
     return same;
 }
 
-static void run(int n) {
+#ifdef BENCH_HAVE_BLAS
+void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, const double *A, int lda, const double *B,
+                 int ldb, double beta, double *C, int ldc);
+void cblas_sgemm(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc);
+#endif
+
+static long maxrss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static void run(int n, er_format fmt) {
     int M = n, K = n, N = n;
+    const char *fname = fmt == ER_FP16 ? "fp16" : "bf16";
     uint16_t *A = malloc(sizeof *A * (size_t)M * K), *B = malloc(sizeof *B * (size_t)K * N);
     double *ad = malloc(sizeof *ad * (size_t)M * K), *bd = malloc(sizeof *bd * (size_t)K * N);
     float *C = malloc(sizeof *C * (size_t)M * N);
     for (size_t i = 0; i < (size_t)M * K; i++) {
         uint64_t bits;
-        er_encode(&bits, ER_FP16, uniform(), ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        er_encode(&bits, fmt, uniform(), ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         A[i] = (uint16_t)bits;
-        er_decode(&ad[i], ER_FP16, bits);
+        er_decode(&ad[i], fmt, bits);
     }
     for (size_t i = 0; i < (size_t)K * N; i++) {
         uint64_t bits;
-        er_encode(&bits, ER_FP16, uniform(), ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        er_encode(&bits, fmt, uniform(), ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         B[i] = (uint16_t)bits;
-        er_decode(&bd[i], ER_FP16, bits);
+        er_decode(&bd[i], fmt, bits);
     }
-    /* the "kernel": fp32 accumulation in k order */
+    /* the "kernel": fp32 accumulation (OpenBLAS sgemm when present, else in k order) */
+#ifdef BENCH_HAVE_BLAS
+    {
+        float *af = malloc(sizeof(float) * (size_t)M * K), *bf = malloc(sizeof(float) * (size_t)K * N);
+        for (size_t i = 0; i < (size_t)M * K; i++) af[i] = (float)ad[i];
+        for (size_t i = 0; i < (size_t)K * N; i++) bf[i] = (float)bd[i];
+        cblas_sgemm(101, 111, 111, M, N, K, 1.0f, af, K, bf, N, 0.0f, C, N);
+        free(af);
+        free(bf);
+    }
+#else
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             float s = 0;
             for (int k = 0; k < K; k++) s += (float)(ad[(size_t)i * K + k] * bd[(size_t)k * N + j]);
             C[(size_t)i * N + j] = s;
         }
+#endif
     er_tensor tA, tB, tC;
-    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
-    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tA, fmt, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, fmt, 2, (int64_t[]){K, N}, NULL, B);
     er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){M, N}, NULL, C);
     er_standard std;
     er_standard_init(&std);
+    long rss0 = maxrss_kb();
     double t0 = now();
     er_ref *ref;
     er_report rep;
@@ -82,22 +110,38 @@ static void run(int n) {
         fprintf(stderr, "exactref: %s\n", er_last_error());
         exit(1);
     }
-    double t1 = now();
-    int rows = M < 64 ? M : 64;
-    naive_mpfr(ad, bd, C, rows, K, N);
-    double t2 = now();
-    double tx = t1 - t0, tb = (t2 - t1) * ((double)M / rows);
-    printf("matmul_covers_fp16_%dx%dx%d: %.3f s vs baseline %.3f s = %.3fx  (baseline: naive MPFR per element, "
-           "%d of %d rows timed and scaled; er_matmul %.3f s, er_covers %.3f s; verdict %s, exact %lld, covered %lld)\n",
-           M, K, N, tx, tb, tx / tb, rows, M, tm - t0, t1 - tm, er_report_all(&rep) ? "pass" : "FAIL",
-           (long long)rep.counts[ER_CLASS_EXACT], (long long)rep.counts[ER_CLASS_COVERED]);
+    double t1 = now(), tx = t1 - t0;
+    double bytes = (double)(maxrss_kb() - rss0) * 1024.0 / ((double)M * N);
+    char info[256];
+    snprintf(info, sizeof info, "er_matmul %.3f s, er_covers %.3f s, fast path %s, peak %.1f bytes per output element; "
+             "verdict %s, exact %lld, covered %lld", tm - t0, t1 - tm, er_ref_fast(ref) ? "yes" : "no", bytes,
+             er_report_all(&rep) ? "pass" : "FAIL", (long long)rep.counts[ER_CLASS_EXACT], (long long)rep.counts[ER_CLASS_COVERED]);
     er_report_clear(&rep);
     er_ref_free(ref);
+#ifdef BENCH_HAVE_BLAS
+    {
+        double *cd = malloc(sizeof(double) * (size_t)M * N);
+        double t2 = now();
+        cblas_dgemm(101, 111, 111, M, N, K, 1.0, ad, K, bd, N, 0.0, cd, N);
+        double tb = now() - t2;
+        printf("matmul_covers_%s_%dx%dx%d: %.3f s vs baseline %.3f s = %.2fx  (baseline: fp64 GEMM of the same shape, "
+               "OpenBLAS dgemm; %s)\n", fname, M, K, N, tx, tb, tx / tb, info);
+        free(cd);
+    }
+#endif
+    if (n <= 1024) {
+        int rows = M < 64 ? M : 64;
+        double t3 = now();
+        naive_mpfr(ad, bd, C, rows, K, N);
+        double tb = (now() - t3) * ((double)M / rows);
+        printf("matmul_covers_%s_%dx%dx%d: %.3f s vs baseline %.3f s = %.3fx  (baseline: naive MPFR per element, "
+               "%d of %d rows timed and scaled; %s)\n", fname, M, K, N, tx, tb, tx / tb, rows, M, info);
+    }
     free(A); free(B); free(ad); free(bd); free(C);
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1) for (int i = 1; i < argc; i++) run(atoi(argv[i]));
-    else { run(512); run(1024); }
+    if (argc > 1) for (int i = 1; i < argc; i++) { run(atoi(argv[i]), ER_FP16); run(atoi(argv[i]), ER_BF16); }
+    else { run(512, ER_FP16); run(1024, ER_FP16); run(2048, ER_FP16); run(2048, ER_BF16); }
     return 0;
 }

@@ -598,6 +598,84 @@ static void *er_cached_range(void *arg) {
     return NULL;
 }
 
+/* The fast path (docs/algorithms/fast-path.md): from S_hat = fl64(A B) and P_f = fl32(|A| |B|), decide the elements
+ * whose class is the same for every S and every bound the exact engine could hold; mark the others 0xFF for the
+ * exact pass. */
+#define ER_PENDING 0xFF
+static void *er_fast_range(void *arg) {
+    er_range_job *j = arg;
+    er_covers_ctx *cx = j->cx;
+    const er_ref *ref = cx->ref;
+    const er_tensor *out = cx->out;
+    er_report *rep = cx->rep;
+    const er_anyorder_bound *bd = &cx->bd;
+    /* Every quantity below is an upper (or lower) bound of what the proof names: each constant is inflated (or
+     * deflated) by 2^-40, far more than the few roundings to nearest of the plain double operations applied to it
+     * (each at most 2^-53 relative; no overflow or underflow below lim). */
+    const double up = 1.0 + 0x1p-40, dn = 1.0 - 0x1p-40;
+    double K = (double)ref->K, u32 = 0x1p-24;
+    /* P = sum |a b| from the fp32 GEMM: P_f >= P (1 - u)^(K+1) - (K+1) eta32 and P_f <= P (1 + u)^(K+1) + (K+1) eta32 */
+    double e32 = (K + 1.0) * 0x1p-149 * up, fup = up / pow(1.0 - u32, K + 1.0), flo = dn / pow(1.0 + u32, K + 1.0);
+    double gK = K * 0x1p-52 * up;            /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
+    double eng = (1.0 + 4.0 * K * 0x1p-52) * up; /* the engine's bound of sum |p| is within this factor of P */
+    double c1lo = bd->c1 * dn, c1hi = bd->c1 * eng * up, c2lo = bd->c2 * dn, c2hi = bd->c2 * up, g = bd->g * up;
+    double lim = fmin(bd->thr, cx->O->max) / 4;
+    int contiguous = 1; /* row-major output: the element offset is the index */
+    for (int i = out->ndim - 1, st = 1; i >= 0; st *= (int)out->shape[i], i--) contiguous &= out->shape[i] == 1 || out->strides[i] == st;
+    int f32 = cx->F->id == ER_FP32 && cx->O->id == ER_FP32 && out->format == ER_FP32 && contiguous;
+    const float *yf = out->data;
+    for (int64_t idx = j->begin; idx < j->end; idx++) {
+        double y = f32 ? yf[idx] : er__load(out, contiguous ? idx : er_offset(out, idx));
+        double Sh = ref->fs[idx], Pf = ref->fp[idx];
+        if (!(fabs(y) < INFINITY) || !(Pf < INFINITY) || ref->scaled) { rep->classes[idx] = ER_PENDING; continue; }
+        double Phi = (Pf + e32) * fup, Plo = (Pf - e32) * flo;
+        if (Plo < 0) Plo = 0;
+        double d = gK * Phi;
+        d = (d + 0x1p-61 * (fabs(Sh) + d)) * up; /* with the engine's 64-bit bracket of S */
+        double Blo = c1lo * Plo + c2lo, Bhi = (c1hi * Phi + c2hi) * up;
+        if ((g * Phi + c2hi) * up >= lim || (fabs(Sh) + d + Bhi) * up >= lim) { rep->classes[idx] = ER_PENDING; continue; }
+        /* S lies in [slo, shi]; the engine's edges RN_O(RU_F(S - B)) and RN_O(RD_F(S + B)) are at most RN_O(RU_F(tlo)) and
+         * at least RN_O(RD_F(thi)). Each sum below is one rounding to nearest: x + |x| 2^-50 + 2^-1070 bounds it above. */
+        double shi = Sh + d, slo = Sh - d;
+        shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
+        slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
+        double tlo = shi - Blo, thi = slo + Blo;
+        tlo += fabs(tlo) * 0x1p-50 + 0x1p-1070;
+        thi -= fabs(thi) * 0x1p-50 + 0x1p-1070;
+        double r1, r2;
+        if (f32) { /* fp32 compute and output: the hardware conversions (no overflow below lim) */
+            float a = (float)tlo, b = (float)thi;
+            if ((double)a < tlo) a = nextafterf(a, INFINITY);
+            if ((double)b > thi) b = nextafterf(b, -INFINITY);
+            tlo = a;
+            thi = b;
+            r1 = (float)slo;
+            r2 = (float)shi;
+        } else {
+            tlo = er__round_double(cx->O, er__round_double(cx->F, tlo, ER_ROUND_UP, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
+            thi = er__round_double(cx->O, er__round_double(cx->F, thi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
+            r1 = er__round_double(cx->O, slo, ER_ROUND_NEAREST, cx->ov_out);
+            r2 = er__round_double(cx->O, shi, ER_ROUND_NEAREST, cx->ov_out);
+        }
+        if (y >= tlo && y <= thi && r1 == r2) {
+            er_class cls = y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
+            rep->classes[idx] = (uint8_t)cls;
+            rep->counts[cls]++;
+        } else {
+            rep->classes[idx] = ER_PENDING;
+        }
+    }
+    return NULL;
+}
+
+/* The exact pass over the elements the fast path left. */
+static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                               int64_t K, int special) {
+    er_covers_ctx *cx = vcx;
+    if (cx->rep->classes[idx] != ER_PENDING) return ER_OK;
+    return er_covers_cb(vcx, env, idx, a, b, K, special);
+}
+
 /* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
  * counts add up, the first failures stay in index order, the worst is the earliest of the largest distances. */
 static void er_merge(er_report *r, double *worst_dist, const er_report *part, double part_dist) {
@@ -798,6 +876,20 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
             st = er_rmsnorm_covers(&cx[0]);
         } else if (row_op) {
             st = er__softmax_foreach(ref, er_softmax_cb, &cx[0]);
+        } else if (cached && ref->fast) {
+            /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges */
+            er_range_job jobs[ER_MAX_THREADS];
+            pthread_t th[ER_MAX_THREADS];
+            int started[ER_MAX_THREADS] = {0};
+            for (int t = 0; t < nt; t++) {
+                jobs[t] = (er_range_job){&cx[t], ref->n * t / nt, ref->n * (t + 1) / nt};
+                if (t > 0 && pthread_create(&th[t], NULL, er_fast_range, &jobs[t]) == 0) started[t] = 1;
+            }
+            er_fast_range(&jobs[0]);
+            for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_fast_range(&jobs[t]); }
+            int64_t pending = 0;
+            for (int64_t i = 0; i < ref->n; i++) pending += r.classes[i] == ER_PENDING;
+            if (pending) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
         } else if (cached) {
             /* the reference's cached exact summaries are those of this standard */
             er_range_job jobs[ER_MAX_THREADS];
@@ -876,6 +968,18 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
     return st;
 }
 
+/* The exact sum of a summary rounded to double and correctly rounded to O (its default overflow rule). */
+static void er_rounded_of_sum(const er_fmt_info *O, const er_dotsum *sm, double *e, double *rd) {
+    if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) *e = *rd = NAN;
+    else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
+        *e = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
+        *rd = er__round_double(O, *e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    } else {
+        *e = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        *rd = er__round_core(O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    }
+}
+
 er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, double *exact, double *rounded) {
     er__ok();
     ER_CHECK_NULL(ref, "ref");
@@ -919,15 +1023,11 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
         rd = er__round_mpfr(O, x, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         mpfr_clear(x);
     } else {
-        const er_dotsum *sm = &ref->sums[idx];
-        if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) e = rd = NAN;
-        else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
-            e = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
-            rd = er__round_double(O, e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
-        } else {
-            e = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-            rd = er__round_core(O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
-        }
+        er_dotsum one;
+        const er_dotsum *sm = &one;
+        if (ref->sums) sm = &ref->sums[idx];
+        else ER_RETURN_IF_ERROR(er__matmul_elem_summary(ref, idx, &one)); /* a fast-path reference */
+        er_rounded_of_sum(O, sm, &e, &rd);
     }
     if (exact) *exact = e;
     if (rounded) *rounded = rd;
@@ -943,6 +1043,17 @@ er_status er_ref_rounded(er_tensor *out, const er_ref *ref) {
     ER_RETURN_IF_ERROR(er_check_distinct(out));
     if (er_row_op(ref))
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_rounded does not give %s values in this version", er__op_name(ref));
+    if (ref->fast && !ref->scaled) { /* a fast-path reference keeps no summaries: compute them all at once */
+        er_dotsum *sums;
+        ER_RETURN_IF_ERROR(er__matmul_all_sums(ref, &sums));
+        for (int64_t idx = 0; idx < ref->n; idx++) {
+            double e, v;
+            er_rounded_of_sum(er__fmt(out->format), &sums[idx], &e, &v);
+            er_store_value(out, idx, v, ER_OVERFLOW_DEFAULT);
+        }
+        free(sums);
+        return ER_OK;
+    }
     int64_t index[ER_MAX_DIMS] = {0};
     for (int64_t idx = 0; idx < ref->n; idx++) {
         double v;

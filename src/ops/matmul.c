@@ -68,6 +68,7 @@ typedef struct er_dense {
     uint8_t *special;  /* per vector along K */
     int emin_lsb;      /* smallest ulp exponent (exponent - 52, or -1074) of nonzero finite values */
     int emin, emax;    /* smallest and largest floor(log2|x|) of nonzero finite values */
+    int qmin;          /* every value is an integer times 2^qmin (its format's precision p: min of ilogb - (p-1)) */
     int any_nonzero;
 } er_dense;
 
@@ -88,11 +89,20 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
         return er__fail(ER_ERR_NOMEM, "cannot allocate %lld decoded operand values", (long long)total);
     }
     d->emin_lsb = INT32_MAX;
+    d->qmin = INT32_MAX;
+    int prec = er__fmt(er__operand_format(t->format, conv))->p;
     d->emin = INT32_MAX;
     d->emax = INT32_MIN;
     d->any_nonzero = 0;
     int nbd = t->ndim - 2;
     int64_t coord[ER_MAX_DIMS] = {0};
+    /* 8- and 16-bit formats decode through a table of every pattern */
+    const er_fmt_info *fi = er__fmt(t->format);
+    double *lut = NULL;
+    if (fi->bits <= 16 && (size_t)total > ((size_t)1 << fi->bits) / 4) {
+        lut = malloc(sizeof(double) << fi->bits);
+        if (lut) for (size_t i = 0; i < ((size_t)1 << fi->bits); i++) lut[i] = er__decode(fi, i);
+    }
     for (int64_t b = 0; b < batches; b++) {
         int64_t rem = b, base = 0;
         for (int i = nbd - 1; i >= 0; i--) {
@@ -105,7 +115,7 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
             int64_t off = base + r * t->strides[rows_dim];
             uint8_t sp = 0;
             for (int64_t k = 0; k < K; k++, off += t->strides[k_dim]) {
-                double x = er__load(t, off);
+                double x = !lut ? er__load(t, off) : fi->bits == 16 ? lut[((const uint16_t *)t->data)[off]] : lut[((const uint8_t *)t->data)[off]];
                 if (convert) x = er__round_double(tf, x, cmode, ER_OVERFLOW_IEEE);
                 row[k] = x;
                 if (!isfinite(x)) { sp = 1; continue; }
@@ -114,12 +124,14 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
                 int e = er_ilog2(x);
                 int lsb = e - 52 < -1074 ? -1074 : e - 52;
                 if (lsb < d->emin_lsb) d->emin_lsb = lsb;
+                if (e - (prec - 1) < d->qmin) d->qmin = e - (prec - 1);
                 if (e < d->emin) d->emin = e;
                 if (e > d->emax) d->emax = e;
             }
             d->special[b * R + r] = sp;
         }
     }
+    free(lut);
     return ER_OK;
 }
 
@@ -202,6 +214,14 @@ er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *c
     }
     env.ipath = er__dot_ipath(er__fmt(er__operand_format(A->format, conv)),
                               r->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), pl->K, &env.qa, &env.qb);
+    /* the same 128-bit path when the data (not only the format) allows it: every value an integer times 2^qmin below
+     * 2^40, so products are below 2^80 and K <= 2^47 of them sum exactly (bf16 and fp32 data of narrow range) */
+    if (!env.ipath && !env.wide && !r->b_is_one && da.any_nonzero && db.any_nonzero && pl->K <= (INT64_C(1) << 47) &&
+        (int64_t)da.emax + 1 - da.qmin <= 40 && (int64_t)db.emax + 1 - db.qmin <= 40) {
+        env.ipath = 1;
+        env.qa = da.qmin;
+        env.qb = db.qmin;
+    }
     int64_t n = pl->nbatch * pl->M * pl->N;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > n) nthreads = n > 0 ? (int)n : 1;
@@ -242,6 +262,8 @@ static er_status er_sum_cb(void *vctx, const er_dot_env *env, int64_t idx, const
     return ER_OK;
 }
 
+static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast);
+
 er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     er__ok();
     ER_CHECK_NULL(out, "out");
@@ -249,7 +271,7 @@ er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     ER_CHECK_NULL(B, "B");
     ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
     ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
-    return er__matmul_build(out, A, B);
+    return er_matmul_make(out, A, B, 1);
 }
 
 er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B, double scale_a, double scale_b) {
@@ -268,7 +290,50 @@ er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B,
     return ER_OK;
 }
 
-er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) {
+er_status er__matmul_elem_summary(const er_ref *r, int64_t idx, er_dotsum *sm) {
+    int64_t K = r->K, offa, offb;
+    er__matmul_offsets(r, idx, &offa, &offb);
+    double *a = malloc(sizeof(double) * (size_t)(K ? 2 * K : 2)), *b = a ? a + (K ? K : 1) : NULL;
+    if (!a) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld operand values", (long long)K);
+    const er_tensor *A = &r->A, *B = &r->B;
+    int special = 0, any = 0, emin = INT32_MAX, emax = INT32_MIN, lmin = INT32_MAX;
+    for (int pass = 0; pass < 2; pass++) {
+        double *v = pass ? b : a;
+        int emn = INT32_MAX, emx = INT32_MIN, lsb = INT32_MAX, nz = 0;
+        for (int64_t k = 0; k < K; k++) {
+            double x = pass ? er__load(B, offb + k * B->strides[B->ndim - 2]) : er__load(A, offa + k * A->strides[A->ndim - 1]);
+            v[k] = x;
+            if (!isfinite(x)) { special = 1; continue; }
+            if (x == 0) continue;
+            nz = 1;
+            int e = er_ilog2(x), l = e - 52 < -1074 ? -1074 : e - 52;
+            if (e < emn) emn = e;
+            if (e > emx) emx = e;
+            if (l < lsb) lsb = l;
+        }
+        if (!nz) { any = 0; break; }
+        any = 1;
+        if (pass == 0) { emin = emn; emax = emx; lmin = lsb; }
+        else { emin += emn; emax += emx; lmin += lsb; }
+    }
+    er_dot_env env;
+    memset(&env, 0, sizeof env);
+    env.wide = A->format == ER_FP64 || B->format == ER_FP64;
+    env.base = any ? (env.wide ? (int64_t)lmin : (int64_t)emin - 52) : 0;
+    env.top = any ? (int64_t)emax + 2 + er_bitlen(K) + 1 : 64;
+    env.ipath = er__dot_ipath(er__fmt(A->format), er__fmt(B->format), K, &env.qa, &env.qb);
+    er_acc acc;
+    er_status st = er__acc_init(&acc, env.base, env.top);
+    if (st == ER_OK) {
+        er__dot_summary(sm, &acc, a, b, K, &env, special);
+        er__acc_free(&acc);
+    }
+    free(a);
+    return st;
+}
+
+/* The reference of A B; with `fast`, the BLAS fast path when it applies (er_matmul), else the exact summaries. */
+static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast) {
     er_mm_plan pl;
     memset(&pl, 0, sizeof pl);
     ER_RETURN_IF_ERROR(er_mm_shapes(&pl, A, B));
@@ -276,12 +341,7 @@ er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B)
     if (n > (INT64_C(1) << 36))
         return er__fail(ER_ERR_NOMEM, "an output of %lld elements is too large for one reference", (long long)n);
     er_ref *r = calloc(1, sizeof *r);
-    er_dotsum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
-    if (!r || !sums) {
-        free(r);
-        free(sums);
-        return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n);
-    }
+    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n);
     r->op = ER_OP_MATMUL;
     r->A = *A;
     r->B = *B;
@@ -291,8 +351,15 @@ er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B)
     r->shape[pl.nb + 1] = pl.N;
     r->n = n;
     r->K = pl.K;
-    r->sums = sums;
     r->plan = pl;
+    if (fast) {
+        er_status st = er__fast_build(r);
+        if (st != ER_OK) { er_ref_free(r); return st; }
+        if (r->fast) { *out = r; return ER_OK; }
+    }
+    er_dotsum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
+    if (!sums) { free(r); return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n); }
+    r->sums = sums;
     /* the summaries are independent per element: threads share them out, and no result depends on how */
     int nt = er__num_threads(n * (pl.K ? pl.K : 1));
     er_sum_ctx cx[ER_MAX_THREADS];
@@ -305,9 +372,30 @@ er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B)
     return ER_OK;
 }
 
+er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) { return er_matmul_make(out, A, B, 0); }
+
+er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
+    int64_t n = r->n;
+    er_dotsum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
+    if (!sums) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld summaries", (long long)n);
+    int nt = er__num_threads(n * (r->K ? r->K : 1));
+    er_sum_ctx cx[ER_MAX_THREADS];
+    void *ctxs[ER_MAX_THREADS] = {0};
+    for (int t = 0; t < nt; t++) { cx[t] = (er_sum_ctx){sums, {0}, 0}; ctxs[t] = &cx[t]; }
+    er_status st = er__matmul_foreach_n(r, -1, er_sum_cb, ctxs, nt);
+    for (int t = 0; t < nt; t++) if (cx[t].have_acc) er__acc_free(&cx[t].acc);
+    if (st != ER_OK) { free(sums); return st; }
+    *out = sums;
+    return ER_OK;
+}
+
+int er_ref_fast(const er_ref *r) { return r ? r->fast : 0; }
+
 void er_ref_free(er_ref *r) {
     if (!r) return;
     free(r->sums);
+    free(r->fs);
+    free(r->fp);
     free(r);
 }
 

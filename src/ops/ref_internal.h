@@ -34,7 +34,10 @@ struct er_ref {
     double sa, sb;
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */
-    er_dotsum *sums;       /* n summaries, row-major */
+    er_dotsum *sums;       /* n summaries, row-major (NULL on the fast path) */
+    int fast;              /* the fast path: fs = A B in fp64 and fp = |A| |B| in fp32 (src/ops/fastmm.c) */
+    double *fs;
+    float *fp;
 };
 
 /* Visits every output element in row-major order with its two operand vectors along K (decoded, and
@@ -71,6 +74,14 @@ ER_INTERNAL er_status er__check_dim(const er_tensor *x, int *dim);
 /* The op's name for reports ("matmul", "sum", ...). */
 ER_INTERNAL const char *er__op_name(const er_ref *r);
 
+/* The fast path: builds fs and fp when a BLAS is present, the operands allow it (at most 24 significant bits,
+ * finite) and EXACTREF_FAST is not 0; otherwise leaves the reference as it is (r->fast = 0). */
+ER_INTERNAL er_status er__fast_build(er_ref *r);
+ER_INTERNAL int er__fast_enabled(void);
+/* The exact summaries of every element (for fast-path references, which keep none); free with free(). */
+ER_INTERNAL er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out);
+/* The exact summary of output element idx, computed on its own (for fast-path references). */
+ER_INTERNAL er_status er__matmul_elem_summary(const er_ref *r, int64_t idx, er_dotsum *sm);
 /* The exact sum at linear position idx as an MPFR value of sufficient precision (recomputed exactly). */
 ER_INTERNAL er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out);
 ER_INTERNAL er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx);

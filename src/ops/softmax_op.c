@@ -43,7 +43,7 @@ er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, 
         if (weight->ndim != 1 || weight->shape[0] != n)
             return er__fail(ER_ERR_SHAPE, "weight must be a vector of the normalised length %lld", (long long)n);
     }
-    er_ref *r;
+    er_ref *r = NULL;
     ER_RETURN_IF_ERROR(er_softmax_like(&r, x, -1, ER_OP_RMSNORM));
     if (weight) { r->B = *weight; r->has_weight = 1; }
     r->eps = eps;

@@ -1,0 +1,121 @@
+/* t-fast.c: the BLAS fast path of the matmul reference (docs/algorithms/fast-path.md) gives exactly the reports of
+ * the exact engine: the same class for every element, the same counts, the same first failing elements and the
+ * same worst one, for every input family, output format and any-order standard, and for any thread count.
+ * Outputs are drawn around the correctly rounded result, out to many ulps, so that they fall on both sides of
+ * the sets' edges. Without a BLAS both references come from the exact engine and the test still holds. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include "../common/er_gen.h"
+
+static int same_element(const er_element *a, const er_element *b) {
+    return a->index == b->index && a->cls == b->cls && a->lo == b->lo && a->hi == b->hi &&
+           (a->exact == b->exact || (isnan(a->exact) && isnan(b->exact))) &&
+           (a->rounded == b->rounded || (isnan(a->rounded) && isnan(b->rounded))) &&
+           (a->distance_ulps == b->distance_ulps);
+}
+
+static void require_same(const er_report *a, const er_report *b, const char *what) {
+    ER_REQUIRE(a->n == b->n && memcmp(a->counts, b->counts, sizeof a->counts) == 0 && a->n_failed == b->n_failed,
+               "%s: counts differ (exact %lld/%lld, covered %lld/%lld, outside %lld/%lld)" ER_SEED_MSG_FMT, what,
+               (long long)a->counts[0], (long long)b->counts[0], (long long)a->counts[1], (long long)b->counts[1],
+               (long long)a->counts[3], (long long)b->counts[3], ER_SEED_ARGS);
+    ER_REQUIRE(memcmp(a->classes, b->classes, (size_t)a->n) == 0, "%s: classes differ" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
+    ER_REQUIRE(a->n_first == b->n_first && a->has_worst == b->has_worst, "%s: failing lists differ" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
+    for (int i = 0; i < a->n_first; i++)
+        ER_REQUIRE(same_element(&a->first[i], &b->first[i]), "%s: first failing element %d differs" ER_SEED_MSG_FMT, what, i, ER_SEED_ARGS);
+    if (a->has_worst) ER_REQUIRE(same_element(&a->worst, &b->worst), "%s: worst element differs" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
+}
+
+START_TEST(fast_path_equals_exact_engine) {
+    er_test_reseed(1100);
+    long trials = (long)(120 * er_test_multiplier()), fast_refs = 0;
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32, ER_FP8_E4M3FN};
+    static const er_format outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const stds[][2] = {{"any_order", ""}, {"any_order", "rounding=faithful"}, {"mma:sm90", "outer=any"},
+                                          {"any_order", "compute=fp16"}};
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = ins[er_rand64() % 4], fo = outs[er_rand64() % 3];
+        int fam = (int)(er_rand64() % FAM_COUNT), M = (int)er_rand_int(1, 9), N = (int)er_rand_int(1, 9);
+        int K = er_rand64() % 4 == 0 ? (int)er_rand_int(1, 8) : (int)er_rand_int(1, 700);
+        if (fx == ER_FP8_E4M3FN && tr % 3 == 0) K = 32 * (int)er_rand_int(1, 20);
+        double *a = malloc(sizeof(double) * (size_t)(M * K)), *b = malloc(sizeof(double) * (size_t)(K * N));
+        uint64_t *A = malloc(8 * (size_t)(M * K)), *B = malloc(8 * (size_t)(K * N)), *C = malloc(8 * (size_t)(M * N));
+        double *col = malloc(sizeof(double) * (size_t)K), *row = malloc(sizeof(double) * (size_t)K);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                /* each output element's vectors from the family; row i and column j are reused */
+                if (j == 0) {
+                    gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+                    for (int k = 0; k < K; k++) a[i * K + k] = row[k];
+                }
+                if (i == 0) {
+                    gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+                    for (int k = 0; k < K; k++) b[k * N + j] = col[k];
+                }
+            }
+        for (int i = 0; i < M * K; i++) er_store(A, fx, i, a[i]);
+        for (int i = 0; i < K * N; i++) er_store(B, fx, i, b[i]);
+        er_tensor tA, tB, tC;
+        er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
+        er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
+        er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, NULL, C);
+        er_ref *fast, *exact;
+        setenv("EXACTREF_FAST", "0", 1);
+        ck_assert_int_eq(er_matmul(&exact, &tA, &tB), ER_OK);
+        unsetenv("EXACTREF_FAST");
+        ck_assert_int_eq(er_matmul(&fast, &tA, &tB), ER_OK);
+        /* outputs: the correctly rounded result moved by 0 to about 2^20 ulps, some of them NaN or infinite */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double r;
+                ck_assert_int_eq(er_ref_exact(exact, (int64_t[]){i, j}, fo, NULL, &r), ER_OK);
+                int steps = er_rand64() % 3 == 0 ? 0 : (int)(er_rand64() % (1u << (er_rand64() % 21)));
+                double v = r;
+                if (isfinite(v)) {
+                    double ulp = er_format_ulp(fo, v);
+                    v += (er_rand64() & 1 ? 1 : -1) * steps * ulp;
+                }
+                if (er_rand64() % 50 == 0) v = er_rand64() & 1 ? NAN : INFINITY;
+                er_round_double(&v, fo, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+                er_store(C, fo, i * N + j, v);
+            }
+        fast_refs += er_ref_fast(fast);
+        ck_assert(!er_ref_fast(exact));
+        for (int s = 0; s < 4; s++) {
+            if (s == 3 && fx != ER_FP16 && fx != ER_FP8_E4M3FN) continue; /* compute=fp16 must hold the operands */
+            if (s == 2 && (fx == ER_FP32)) continue;                      /* fp32 operands need compute=tf32 for mma */
+            er_standard std;
+            ck_assert_int_eq(er_standard_parse(&std, stds[s][0], stds[s][1]), ER_OK);
+            er_report r1, r2, r3;
+            ER_REQUIRE(er_covers(&r1, exact, &tC, &std) == ER_OK, "%s", er_last_error());
+            ER_REQUIRE(er_covers(&r2, fast, &tC, &std) == ER_OK, "%s", er_last_error());
+            setenv("EXACTREF_THREADS", "3", 1);
+            ER_REQUIRE(er_covers(&r3, fast, &tC, &std) == ER_OK, "%s", er_last_error());
+            unsetenv("EXACTREF_THREADS");
+            char what[160];
+            snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d, %s, '%s %s')", tr, er_format_name(fx),
+                     er_format_name(fo), M, K, N, fam_names[fam], stds[s][0], stds[s][1]);
+            require_same(&r1, &r2, what);
+            require_same(&r1, &r3, what);
+            er_report_clear(&r1);
+            er_report_clear(&r2);
+            er_report_clear(&r3);
+        }
+        er_ref_free(fast);
+        er_ref_free(exact);
+        free(a); free(b); free(A); free(B); free(C); free(col); free(row);
+    }
+#ifdef ER_EXPECT_BLAS
+    ck_assert_int_gt(fast_refs, trials / 2);
+#endif
+    printf("fast path: %ld of the references took it; every report identical to the exact engine's and across thread counts\n", fast_refs);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("fast");
+    TCase *tc = tcase_create("fast");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, fast_path_equals_exact_engine);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
