@@ -1,0 +1,443 @@
+/* verdicts.c: exactref's verdicts next to the tolerance rules peers use, on the same outputs: outputs of correct
+ * implementations (any verdict against them is a false alarm) and of classic kernel bugs (a verdict against them
+ * is a catch). Implementations are plain C written here, in the kernels' own arithmetic (fp32 and fp16
+ * accumulators, fused or not, in several orders, and the tensor-core block). Rules: exactref under the standard
+ * the correct kernel states; torch.testing.assert_close defaults; TileLang (atol = rtol = 1e-2, 1% of elements may
+ * mismatch); the cuDNN frontend matmul fuzzer (rtol 1e-2, atol 2e-2, both times max(1, sqrt(K/128))); numpy
+ * allclose defaults. Peers compare with the exact result rounded to the output format (matmul) or a float64
+ * implementation (the other ops), as a test would.
+ *
+ * For each bug case the program also checks a trigger, a sufficient condition, computed here without exactref,
+ * under which the bug puts some element outside everything the standard allows (see docs/verdicts.md); exactref
+ * must catch every triggered case.
+ *
+ * Usage: verdicts [--quick] [--json FILE] [--seed N]. --quick (the version `make test` runs) exits 1 when exactref
+ * raises a false alarm, misses a triggered bug, or a bug class is never triggered. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <exactref/exactref.h>
+
+/* ---------------------------------------------------------------- inputs */
+static uint64_t rs = 1;
+static double unif(void) { rs = rs * 6364136223846793005u + 1442695040888963407u; return (double)(rs >> 11) * 0x1p-53; }
+static double gauss(void) { double s = 0; for (int i = 0; i < 6; i++) s += unif(); return (s - 3.0) * 1.41; }
+static double to_fmt(er_format f, double x) { double y; er_round_double(&y, f, x, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE); return y; }
+/* a kernel's store to its output format: IEEE conversion (overflow gives infinity) */
+static double to_out(er_format f, double x) { double y; er_round_double(&y, f, x, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return y; }
+
+/* input families: normal, all-positive, cancellation, wide exponent range, near overflow, subnormal, inf/NaN */
+enum { D_NORMAL, D_POSITIVE, D_CANCEL, D_WIDE, D_NEAR_MAX, D_SUBNORMAL, D_SPECIAL, D_COUNT };
+
+static double draw(int dist, er_format f, int k, int K) {
+    switch (dist) {
+    case D_POSITIVE: return to_fmt(f, unif() + 0.01);
+    case D_CANCEL: return to_fmt(f, (k < K / 2 ? 1 : -1) * (8 + unif()));
+    case D_WIDE: return to_fmt(f, gauss() * ldexp(1.0, (int)(unif() * 24) - 12));
+    case D_NEAR_MAX: return to_fmt(f, (unif() + 0.5) * (f == ER_FP16 ? 200.0 : 1e18));
+    case D_SUBNORMAL: return to_fmt(f, gauss() * (f == ER_FP16 ? 1e-6 : 1e-40));
+    case D_SPECIAL: { double u = unif(); return u < 0.01 ? INFINITY : u < 0.02 ? NAN : to_fmt(f, gauss()); }
+    default: return to_fmt(f, gauss());
+    }
+}
+
+/* ---------------------------------------------------------------- verdict bookkeeping */
+enum { R_EXACTREF, R_TORCH, R_TILELANG, R_CUDNN, R_NUMPY, R_COUNT };
+static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "TileLang 1e-2/1%", "cuDNN fuzzer", "numpy.allclose"};
+
+typedef struct klass { const char *name, *trigger; int bug; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
+enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_SOFTMAX, K_ONLINE, K_LN_TWO, K_LN_WELFORD, K_RMS, N_CORRECT };
+enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
+       B_UNBIASED, B_ONEPASS, B_RSQRT, B_CAUSAL, N_KLASS };
+static klass KL[N_KLASS] = {
+    {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
+    {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
+    {.name = "softmax fp32", .trigger = ""}, {.name = "softmax online (blocks of 32)", .trigger = ""}, {.name = "layernorm two-pass", .trigger = ""},
+    {.name = "layernorm Welford", .trigger = ""}, {.name = "rmsnorm", .trigger = ""},
+    {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
+    {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
+    {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
+    {.name = "scale applied twice", .trigger = "an element moves by more than W", .bug = 1}, {.name = "accumulator not reset between tiles", .trigger = "an element moves by more than W", .bug = 1},
+    {.name = "one split-K partial lost", .trigger = "an element moves by more than W", .bug = 1}, {.name = "bias added twice", .trigger = "an element moves by more than W", .bug = 1},
+    {.name = "padding lanes in the softmax denominator", .trigger = "an output moves by more than 1%", .bug = 1},
+    {.name = "no max subtraction (exp overflows)", .trigger = "exp(max x) overflows fp32", .bug = 1},
+    {.name = "unbiased variance", .trigger = "rstd moves beyond the two-pass margin", .bug = 1}, {.name = "one-pass variance", .trigger = "rstd moves beyond the two-pass margin", .bug = 1},
+    {.name = "rsqrt beyond its ulp budget (256 ulps)", .trigger = "y moves by more than (n + 8) 2^-24 relative", .bug = 1},
+    {.name = "causal mask off by one", .trigger = "an output moves by more than 1%", .bug = 1},
+};
+
+/* Peer rules on outputs y against references r (n elements, K the reduction length). */
+static void peer_rules(const double *y, const double *r, int64_t n, er_format fo, double Kred, int flags[R_COUNT]) {
+    double rt = fo == ER_FP16 ? 1e-3 : fo == ER_BF16 ? 1.6e-2 : 1.3e-6, at = 1e-5;
+    double sc = fmax(1.0, sqrt(Kred / 128.0));
+    int64_t tl_bad = 0;
+    flags[R_TORCH] = flags[R_CUDNN] = flags[R_NUMPY] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = y[i], b = r[i];
+        int nan = isnan(a) || isnan(b), same_inf = isinf(a) && a == b, d_ok;
+        double d = fabs(a - b);
+        d_ok = !nan && (same_inf || d <= at + rt * fabs(b));
+        if (!d_ok) flags[R_TORCH] = 1;
+        if (!(!nan && (same_inf || d <= 2e-2 * sc + 1e-2 * sc * fabs(b)))) flags[R_CUDNN] = 1;
+        if (!(!nan && (same_inf || d <= 1e-8 + 1e-5 * fabs(b)))) flags[R_NUMPY] = 1;
+        if (!(!nan && (same_inf || d <= 1e-2 + 1e-2 * fabs(b)))) tl_bad++;
+    }
+    flags[R_TILELANG] = tl_bad > n / 100;
+}
+
+static void record(int kl, const int flags[R_COUNT], int triggered) {
+    klass *k = &KL[kl];
+    k->cases++;
+    for (int r = 0; r < R_COUNT; r++) k->flagged[r] += flags[r];
+    if (triggered) { k->triggered++; k->trig_caught_exactref += flags[R_EXACTREF]; }
+}
+
+static int all_pass(er_report *rep, int n) { int ok = 1; for (int i = 0; i < n; i++) { ok &= er_report_all(&rep[i]); er_report_clear(&rep[i]); } return ok; }
+
+/* ---------------------------------------------------------------- matmul implementations */
+static float dotf_seq(const double *a, const double *b, int K, int stride, int fma_) {
+    float s = 0;
+    for (int k = 0; k < K; k++) s = fma_ ? fmaf((float)a[k], (float)b[k * stride], s) : s + (float)a[k] * (float)b[k * stride];
+    return s;
+}
+
+/* The sm90 tensor-core block: E from the operands' exponents, terms truncated to 2^(E-25), toward zero to fp32. */
+static float mma_block(float c, const double *a, const double *b, int n, int stride) {
+    int special = !isfinite(c);
+    for (int j = 0; j < n; j++) special |= !isfinite(a[j]) || !isfinite(b[j * stride]);
+    if (special) { double s = c; for (int j = 0; j < n; j++) s += a[j] * b[j * stride]; return (float)s; }
+    int E = INT32_MIN;
+    if (c != 0) E = ilogb(c);
+    for (int j = 0; j < n; j++) if (a[j] != 0 && b[j * stride] != 0) { int e = ilogb(a[j]) + ilogb(b[j * stride]); if (e > E) E = e; }
+    if (E == INT32_MIN) return 0.0f;
+    long long S = (long long)trunc(ldexp(c, 25 - E));
+    for (int j = 0; j < n; j++) S += (long long)trunc(ldexp(a[j] * b[j * stride], 25 - E));
+    double v = ldexp((double)S, E - 25); /* exact: |S| < 2^30 */
+    float f = (float)v;
+    if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f); /* toward zero */
+    return f;
+}
+
+static double mm_impl(int kl, const double *a, const double *b, int K, int stride) {
+    switch (kl) {
+    case K_SEQ: return dotf_seq(a, b, K, stride, 0);
+    case K_FMA: return dotf_seq(a, b, K, stride, 1);
+    case K_BLOCKED: { float s = 0; for (int k0 = 0; k0 < K; k0 += 32) s += dotf_seq(a + k0, b + (size_t)k0 * stride, K - k0 < 32 ? K - k0 : 32, stride, 0); return s; }
+    case K_SPLITK: case B_SPLITLOST: {
+        int ch = (K + 3) / 4;
+        float p[4] = {0, 0, 0, 0};
+        for (int c = 0; c < 4; c++) { int k0 = c * ch; if (k0 < K) p[c] = dotf_seq(a + k0, b + (size_t)k0 * stride, K - k0 < ch ? K - k0 : ch, stride, 1); }
+        if (kl == B_SPLITLOST && K > ch) p[1] = 0; /* the second partial never arrives */
+        return ((p[3] + p[1]) + p[0]) + p[2];
+    }
+    case K_TREE: {
+        float *v = malloc(sizeof(float) * (size_t)K);
+        for (int k = 0; k < K; k++) v[k] = (float)a[k] * (float)b[(size_t)k * stride];
+        int n = K;
+        while (n > 1) { int x = (int)(unif() * n), y = (int)(unif() * (n - 1)); if (y >= x) y++; v[x] += v[y]; v[y] = v[n - 1]; if (x == n - 1) v[y] = v[x]; n--; }
+        float r = K ? v[0] : 0;
+        free(v);
+        return r;
+    }
+    case K_MMA: { float c = 0; for (int k0 = 0; k0 < K; k0 += 16) c = mma_block(c, a + k0, b + (size_t)k0 * stride, K - k0 < 16 ? K - k0 : 16, stride); return c; }
+    case B_TAIL: { int Kd = K % 32 ? K - K % 32 : K - 32; return dotf_seq(a, b, Kd > 0 ? Kd : 0, stride, 1); }
+    case B_OFF1: return dotf_seq(a, b, K - 1, stride, 1);
+    case B_FP16ACC: { _Float16 s = 0; for (int k = 0; k < K; k++) s = (_Float16)((float)s + (float)a[k] * (float)b[(size_t)k * stride]); return (double)s; }
+    case B_TF32: { float s = 0; for (int k = 0; k < K; k++) { float x = (float)a[k], y = (float)b[(size_t)k * stride]; uint32_t u, w; memcpy(&u, &x, 4); memcpy(&w, &y, 4); u &= 0xFFFFE000u; w &= 0xFFFFE000u; memcpy(&x, &u, 4); memcpy(&y, &w, 4); s = fmaf(x, y, s); } return s; }
+    default: return dotf_seq(a, b, K, stride, 1);
+    }
+}
+
+/* One matmul case: M x K x N inputs of format fx from distribution dist; implementation kl; output format fo. */
+static void matmul_case(int kl, int M, int Kd, int N, er_format fx, er_format fo, int dist) {
+    int bias = kl == B_BIAS2, K = Kd + bias; /* bias: A gets a column of ones, B a row of biases */
+    double *a = malloc(sizeof(double) * (size_t)M * K), *b = malloc(sizeof(double) * (size_t)K * N);
+    for (int i = 0; i < M; i++) for (int k = 0; k < K; k++) a[(size_t)i * K + k] = bias && k == Kd ? 1.0 : draw(dist, fx, k, K);
+    for (int k = 0; k < K; k++) for (int j = 0; j < N; j++) b[(size_t)k * N + j] = draw(dist == D_CANCEL ? D_POSITIVE : dist, fx, k, K);
+    double scale = kl == B_SCALE2 ? 0.5 : 1.0;
+    double *y = malloc(sizeof(double) * (size_t)M * N), *ref = malloc(sizeof(double) * (size_t)M * N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double v = mm_impl(kl, a + (size_t)i * K, b + j, K, N);
+            if (bias) v = (float)(v + b[(size_t)Kd * N + j]); /* the bias added once more */
+            if (kl == B_SCALE2) v = (float)((float)(v * scale) * scale); /* the scale applied twice */
+            else if (scale != 1.0) v = (float)(v * scale);
+            if (kl == B_NORESET && j % 16 != 0) v = (float)(v + y[(size_t)i * N + j - 1]); /* the previous element's total stays */
+            y[(size_t)i * N + j] = to_out(fo, v);
+        }
+    if (kl == B_ROW) for (int j = 0; j < N; j++) y[(size_t)(M - 1) * N + j] = 0.0;
+    if (kl == B_COL) for (int i = 0; i < M; i++) y[(size_t)i * N + N - 1] = 0.0;
+    /* the reference and the standard */
+    uint64_t *A = malloc(8 * (size_t)M * K), *B = malloc(8 * (size_t)K * N), *Y = malloc(8 * (size_t)M * N);
+    for (int64_t i = 0; i < (int64_t)M * K; i++) { uint64_t bits; er_encode(&bits, fx, a[i], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); memcpy((char *)A + i * (er_format_storage_bits(fx) / 8), &bits, er_format_storage_bits(fx) / 8); }
+    for (int64_t i = 0; i < (int64_t)K * N; i++) { uint64_t bits; er_encode(&bits, fx, b[i], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); memcpy((char *)B + i * (er_format_storage_bits(fx) / 8), &bits, er_format_storage_bits(fx) / 8); }
+    for (int64_t i = 0; i < (int64_t)M * N; i++) { uint64_t bits; er_encode(&bits, fo, y[i], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); memcpy((char *)Y + i * (er_format_storage_bits(fo) / 8), &bits, er_format_storage_bits(fo) / 8); }
+    er_tensor tA, tB, tY, tR;
+    er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tY, fo, 2, (int64_t[]){M, N}, NULL, Y);
+    er_ref *r;
+    int scaled = scale != 1.0;
+    if ((scaled ? er_scaled_matmul(&r, &tA, &tB, scale, 1.0) : er_matmul(&r, &tA, &tB)) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    double *rd = malloc(sizeof(double) * (size_t)M * N);
+    er_tensor_view(&tR, ER_FP64, 2, (int64_t[]){M, N}, NULL, rd);
+    er_ref_rounded(&tR, r);
+    for (int64_t i = 0; i < (int64_t)M * N; i++) ref[i] = to_out(fo, rd[i]);
+    const char *order = kl == K_MMA ? "mma:sm90" : "any_order", *opts = kl == K_MMA ? "outer=any" : "compute=fp32";
+    er_standard st;
+    er_standard_parse(&st, order, opts);
+    er_report rep;
+    if (er_covers(&rep, r, &tY, &st) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(&rep, 1);
+    peer_rules(y, ref, (int64_t)M * N, fo, K, flags);
+    /* trigger: |y - S| > W = 2 K 2^-24 P + 2 ulp_O(|S| + K 2^-24 P) for some element away from overflow (the
+     * any-order set lies within K 2^-24 P (1 + small) of S, the tensor-core set within less, and the output conversion
+     * moves either by at most an ulp) */
+    int trig = 0;
+    for (int i = 0; i < M && !trig; i++)
+        for (int j = 0; j < N && !trig; j++) {
+            double S = rd[(size_t)i * N + j], P = 0;
+            for (int k = 0; k < K; k++) P += fabs(a[(size_t)i * K + k] * b[(size_t)k * N + j]);
+            P *= scale;
+            double W = 2.0 * K * 0x1p-24 * P * 1.01 + 2.0 * er_format_ulp(fo, fabs(S) + K * 0x1p-24 * P);
+            double v = y[(size_t)i * N + j];
+            /* where a partial sum or the output may overflow, the standard allows infinities: no trigger there */
+            if (!isfinite(S) || !isfinite(P) || 2.0 * P >= er_format_max(ER_FP32) / 4 || fabs(S) + W >= er_format_max(fo) / 2) continue;
+            if (isnan(v) || fabs(v - S) > W) trig = 1;
+        }
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(r);
+    free(a); free(b); free(y); free(ref); free(A); free(B); free(Y); free(rd);
+}
+
+/* ---------------------------------------------------------------- softmax, layernorm, rmsnorm (fp32 rows) */
+static void softmax_case(int kl, int rows, int n, int dist) {
+    float *x = malloc(sizeof(float) * (size_t)rows * n), *y = malloc(sizeof(float) * (size_t)rows * n);
+    double *yd = malloc(sizeof(double) * (size_t)rows * n), *rf = malloc(sizeof(double) * (size_t)rows * n);
+    int causal = kl == B_CAUSAL;
+    for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)(kl == B_NOMAX ? 90 + 4 * gauss() : 3 * draw(dist == D_SPECIAL ? D_NORMAL : dist, ER_FP32, 0, 1));
+    if (causal) for (int r = 0; r < rows; r++) for (int j = 0; j < n; j++) if (j > r % n) x[(size_t)r * n + j] = -INFINITY;
+    int trig = 0;
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * n;
+        float xb[4096];
+        for (int j = 0; j < n; j++) xb[j] = xr[j];
+        if (causal) { int j = r % n + 1; if (j < n) xb[j] = 0.25f; } /* one future position let through */
+        int pad = kl == B_PAD ? (n & (n - 1) ? 1 : 0) : 0, P2 = 1;
+        while (P2 < n) P2 *= 2;
+        float m = -INFINITY, s = 0;
+        if (kl != B_NOMAX) for (int j = 0; j < n; j++) m = fmaxf(m, xb[j]);
+        else m = 0;
+        if (pad) m = fmaxf(m, 0.0f);
+        if (kl == K_ONLINE) {
+            float mm = -INFINITY;
+            for (int j0 = 0; j0 < n; j0 += 32) {
+                float mb = mm, bs = 0;
+                for (int j = j0; j < n && j < j0 + 32; j++) mb = fmaxf(mb, xb[j]);
+                for (int j = j0; j < n && j < j0 + 32; j++) bs += expf(xb[j] - mb);
+                s = (mm == -INFINITY ? 0 : s * expf(mm - mb)) + bs;
+                mm = mb;
+            }
+            m = mm;
+        } else {
+            for (int j = 0; j < n; j++) s += expf(xb[j] - m);
+            if (pad) s += (float)(P2 - n) * expf(0.0f - m); /* lanes past n hold 0, not -inf */
+        }
+        for (int j = 0; j < n; j++) y[(size_t)r * n + j] = expf(xb[j] - m) / s;
+        /* the float64 softmax of the row */
+        double md = -INFINITY, sd = 0;
+        for (int j = 0; j < n; j++) md = fmax(md, xr[j]);
+        for (int j = 0; j < n; j++) sd += exp((double)xr[j] - md);
+        for (int j = 0; j < n; j++) {
+            double v = exp((double)xr[j] - md) / sd;
+            rf[(size_t)r * n + j] = (float)v;
+            double got = y[(size_t)r * n + j];
+            if (isnan(got) || fabs(got - v) > 0.01 * v + 1e-30) trig = 1;
+        }
+    }
+    if (kl == B_NOMAX) { trig = 0; for (int64_t i = 0; i < (int64_t)rows * n; i++) trig |= expf(x[i]) == INFINITY; }
+    for (int64_t i = 0; i < (int64_t)rows * n; i++) yd[i] = y[i];
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){rows, n}, NULL, y);
+    er_ref *ref;
+    er_softmax(&ref, &tx, 1);
+    er_standard st;
+    er_standard_parse(&st, "any_order", kl == K_ONLINE ? "online=yes" : "");
+    er_report rep;
+    er_covers(&rep, ref, &ty, &st);
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(&rep, 1);
+    peer_rules(yd, rf, (int64_t)rows * n, ER_FP32, n, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+    free(x); free(y); free(yd); free(rf);
+}
+
+static void norm_case(int kl, int rows, int n, int offset) {
+    float *x = malloc(sizeof(float) * (size_t)rows * n), *y = malloc(sizeof(float) * (size_t)rows * n), mean[64], rstd[64];
+    double *yd = malloc(sizeof(double) * (size_t)rows * (n + 2)), *rf = malloc(sizeof(double) * (size_t)rows * (n + 2));
+    int rms = kl == K_RMS || kl == B_RSQRT;
+    for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)((offset ? 1024.0 : 0.0) + gauss());
+    int trig = 0;
+    int64_t c = 0;
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * n, m = 0, v = 0;
+        double md = 0, vd = 0;
+        for (int j = 0; j < n; j++) md += xr[j];
+        md /= n;
+        for (int j = 0; j < n; j++) vd += rms ? (double)xr[j] * xr[j] : ((double)xr[j] - md) * ((double)xr[j] - md);
+        vd /= n;
+        double rd = 1.0 / sqrt(vd + (double)1e-5f);
+        if (rms) {
+            for (int j = 0; j < n; j++) v += xr[j] * xr[j];
+            float rr = 1.0f / sqrtf(v / n + 1e-5f);
+            if (kl == B_RSQRT) rr = (float)(rr * (1.0 + 256 * 0x1p-24));
+            for (int j = 0; j < n; j++) { y[(size_t)r * n + j] = xr[j] * rr; double e = xr[j] * rd; rf[c] = (float)e; yd[c++] = y[(size_t)r * n + j];
+                if (fabs(y[(size_t)r * n + j] - e) > (n + 8) * 0x1p-24 * fabs(e) * 1.01) trig = 1; }
+            continue;
+        }
+        if (kl == K_LN_WELFORD) {
+            float mw = 0, m2 = 0;
+            for (int j = 0; j < n; j++) { float d = xr[j] - mw; mw += d / (float)(j + 1); m2 += d * (xr[j] - mw); }
+            m = mw;
+            v = m2 / (float)n;
+        } else {
+            for (int j = 0; j < n; j++) m += xr[j];
+            m /= (float)n;
+            if (kl == B_ONEPASS) { float q = 0; for (int j = 0; j < n; j++) q += xr[j] * xr[j]; v = q / (float)n - m * m; }
+            else { for (int j = 0; j < n; j++) v += (xr[j] - m) * (xr[j] - m); v /= (float)(kl == B_UNBIASED ? n - 1 : n); }
+        }
+        float rs_ = 1.0f / sqrtf(v + 1e-5f);
+        mean[r] = m;
+        rstd[r] = rs_;
+        for (int j = 0; j < n; j++) { y[(size_t)r * n + j] = (xr[j] - m) * rs_; rf[c] = (float)((xr[j] - md) * rd); yd[c++] = y[(size_t)r * n + j]; }
+        rf[c] = (float)md; yd[c++] = m;
+        rf[c] = (float)rd; yd[c++] = rs_;
+        double X = 0;
+        for (int j = 0; j < n; j++) X = fmax(X, fabs(xr[j]));
+        double dm = n * 0x1p-24 * X, margin = 2.0 * (n + 4) * 0x1p-24 + 8 * 0x1p-24 + dm * dm / vd;
+        if (!(fabs(rs_ / rd - 1) <= margin)) trig = 1;
+    }
+    er_tensor tx, ty, tm, tr;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){rows, n}, NULL, y);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){rows}, NULL, mean);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){rows}, NULL, rstd);
+    er_ref *ref;
+    er_standard st;
+    er_report rep[3];
+    int flags[R_COUNT];
+    if (rms) {
+        er_rmsnorm(&ref, &tx, NULL, 1e-5);
+        er_standard_init(&st);
+        er_covers(&rep[0], ref, &ty, &st);
+        flags[R_EXACTREF] = !all_pass(rep, 1);
+    } else {
+        er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5);
+        er_standard_parse(&st, "any_order", kl == K_LN_WELFORD ? "variance=welford" : "variance=two_pass");
+        const er_tensor *outs[3] = {&ty, &tm, &tr};
+        er_covers_outputs(rep, ref, outs, 3, &st);
+        flags[R_EXACTREF] = !all_pass(rep, 3);
+    }
+    peer_rules(yd, rf, c, ER_FP32, n, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+    free(x); free(y); free(yd); free(rf);
+}
+
+int main(int argc, char **argv) {
+    int quick = 0;
+    const char *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rs = strtoull(argv[++i], NULL, 10);
+        else { fprintf(stderr, "usage: verdicts [--quick] [--json FILE] [--seed N]\n"); return 2; }
+    }
+    static const int shapes_q[][3] = {{8, 64, 8}, {5, 300, 3}, {17, 97, 16}, {1, 1025, 1}};
+    static const int shapes_f[][3] = {{8, 64, 8}, {5, 300, 3}, {17, 97, 16}, {1, 1025, 1}, {33, 1025, 32}, {3, 4099, 5},
+                                      {1, 65536, 1}, {127, 251, 2}, {1, 1, 1}};
+    int nsh = quick ? 4 : 9, reps = quick ? 1 : 3;
+    for (int rep = 0; rep < reps; rep++)
+        for (int s = 0; s < nsh; s++) {
+            const int *sh = quick ? shapes_q[s] : shapes_f[s];
+            for (int d = 0; d < D_COUNT; d++) {
+                if (quick && d != D_NORMAL && d != D_POSITIVE && d != D_CANCEL) continue;
+                for (int kl = 0; kl < N_KLASS; kl++) {
+                    if (kl == K_SOFTMAX || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_WELFORD || kl == K_RMS) continue;
+                    if (kl == B_TF32) { matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d); continue; }
+                    if (kl == K_MMA && sh[1] > 4096) continue;
+                    matmul_case(kl, sh[0], sh[1], sh[2], ER_FP16, kl == B_FP16ACC || d == D_NEAR_MAX ? ER_FP16 : ER_FP32, d);
+                }
+            }
+        }
+    static const int rowsn[][2] = {{4, 100}, {6, 1000}, {8, 333}, {3, 2048}};
+    for (int rep = 0; rep < (quick ? 2 : 6); rep++)
+        for (int s = 0; s < 4; s++) {
+            int rows = rowsn[s][0], n = rowsn[s][1];
+            softmax_case(K_SOFTMAX, rows, n, D_NORMAL);
+            softmax_case(K_ONLINE, rows, n, D_NORMAL);
+            softmax_case(B_PAD, rows, n, D_NORMAL);
+            softmax_case(B_NOMAX, rows, n, D_NORMAL);
+            softmax_case(B_CAUSAL, 8, n < 64 ? n : 64, D_NORMAL);
+            norm_case(K_LN_TWO, rows, n, rep & 1);
+            norm_case(K_LN_WELFORD, rows, n, rep & 1);
+            norm_case(K_RMS, rows, n, 0);
+            norm_case(B_UNBIASED, rows, n < 512 ? n : 256, 0);
+            norm_case(B_ONEPASS, rows, n, 1);
+            norm_case(B_RSQRT, rows, 64, 0);
+        }
+    /* the table */
+    printf("%-42s %6s %6s", "class", "cases", "trig");
+    for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
+    printf("\n");
+    int bad = 0;
+    long fa[R_COUNT] = {0}, correct = 0, caught[R_COUNT] = {0}, bugs = 0;
+    for (int kl = 0; kl < N_KLASS; kl++) {
+        klass *k = &KL[kl];
+        printf("%-42s %6ld %6s", k->name, k->cases, k->bug ? "" : "-");
+        if (k->bug) printf("\b\b\b\b\b\b%6ld", k->triggered);
+        for (int r = 0; r < R_COUNT; r++) printf(" %12ld (%3.0f%%)", k->flagged[r], k->cases ? 100.0 * k->flagged[r] / k->cases : 0.0);
+        printf("\n");
+        if (!k->bug) { correct += k->cases; for (int r = 0; r < R_COUNT; r++) fa[r] += k->flagged[r]; if (k->flagged[R_EXACTREF]) bad = 1; }
+        else {
+            bugs += k->cases;
+            for (int r = 0; r < R_COUNT; r++) caught[r] += k->flagged[r];
+            if (k->trig_caught_exactref != k->triggered || k->triggered == 0) bad = 1;
+        }
+    }
+    printf("\nfalse alarms on %ld correct cases:", correct);
+    for (int r = 0; r < R_COUNT; r++) printf("  %s %ld", rnames[r], fa[r]);
+    printf("\nbugs caught of %ld buggy cases:", bugs);
+    for (int r = 0; r < R_COUNT; r++) printf("  %s %ld", rnames[r], caught[r]);
+    printf("\n");
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (!f) { fprintf(stderr, "cannot write %s\n", json); return 2; }
+        fprintf(f, "{\"rules\": [");
+        for (int r = 0; r < R_COUNT; r++) fprintf(f, "%s\"%s\"", r ? ", " : "", rnames[r]);
+        fprintf(f, "],\n \"classes\": [\n");
+        for (int kl = 0; kl < N_KLASS; kl++) {
+            klass *k = &KL[kl];
+            fprintf(f, "  {\"name\": \"%s\", \"bug\": %s, \"cases\": %ld, \"triggered\": %ld, \"triggered_caught_by_exactref\": %ld, "
+                    "\"trigger\": \"%s\", \"flagged\": [", k->name, k->bug ? "true" : "false", k->cases, k->triggered,
+                    k->trig_caught_exactref, k->trigger);
+            for (int r = 0; r < R_COUNT; r++) fprintf(f, "%s%ld", r ? ", " : "", k->flagged[r]);
+            fprintf(f, "]}%s\n", kl + 1 < N_KLASS ? "," : "");
+        }
+        fprintf(f, " ]}\n");
+        fclose(f);
+    }
+    long missed = 0;
+    for (int kl = N_CORRECT; kl < N_KLASS; kl++) missed += KL[kl].triggered - KL[kl].trig_caught_exactref;
+    printf("exactref missed %ld of the triggered bug cases\n", missed);
+    if (bad && (quick || fa[R_EXACTREF] || missed)) {
+        fprintf(stderr, "verdicts: exactref raised a false alarm, missed a triggered bug, or a class was never triggered\n");
+        return 1;
+    }
+    return 0;
+}
