@@ -676,6 +676,20 @@ static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, co
     return er_covers_cb(vcx, env, idx, a, b, K, special);
 }
 
+/* Runs fn over n elements split into nt contiguous ranges, range t with context cx[t]; range 0 in this thread, and a
+ * range whose thread cannot start here too. */
+static void er_run_ranges(er_covers_ctx *cx, int nt, int64_t n, void *(*fn)(void *)) {
+    er_range_job jobs[ER_MAX_THREADS];
+    pthread_t th[ER_MAX_THREADS];
+    int started[ER_MAX_THREADS] = {0};
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt};
+        if (t > 0 && pthread_create(&th[t], NULL, fn, &jobs[t]) == 0) started[t] = 1;
+    }
+    fn(&jobs[0]);
+    for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else fn(&jobs[t]); }
+}
+
 /* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
  * counts add up, the first failures stay in index order, the worst is the earliest of the largest distances. */
 static void er_merge(er_report *r, double *worst_dist, const er_report *part, double part_dist) {
@@ -878,29 +892,13 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
             st = er__softmax_foreach(ref, er_softmax_cb, &cx[0]);
         } else if (cached && ref->fast) {
             /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges */
-            er_range_job jobs[ER_MAX_THREADS];
-            pthread_t th[ER_MAX_THREADS];
-            int started[ER_MAX_THREADS] = {0};
-            for (int t = 0; t < nt; t++) {
-                jobs[t] = (er_range_job){&cx[t], ref->n * t / nt, ref->n * (t + 1) / nt};
-                if (t > 0 && pthread_create(&th[t], NULL, er_fast_range, &jobs[t]) == 0) started[t] = 1;
-            }
-            er_fast_range(&jobs[0]);
-            for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_fast_range(&jobs[t]); }
+            er_run_ranges(cx, nt, ref->n, er_fast_range);
             int64_t pending = 0;
             for (int64_t i = 0; i < ref->n; i++) pending += r.classes[i] == ER_PENDING;
             if (pending) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
         } else if (cached) {
             /* the reference's cached exact summaries are those of this standard */
-            er_range_job jobs[ER_MAX_THREADS];
-            pthread_t th[ER_MAX_THREADS];
-            int started[ER_MAX_THREADS] = {0};
-            for (int t = 0; t < nt; t++) {
-                jobs[t] = (er_range_job){&cx[t], ref->n * t / nt, ref->n * (t + 1) / nt};
-                if (t > 0 && pthread_create(&th[t], NULL, er_cached_range, &jobs[t]) == 0) started[t] = 1;
-            }
-            er_cached_range(&jobs[0]);
-            for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_cached_range(&jobs[t]); }
+            er_run_ranges(cx, nt, ref->n, er_cached_range);
         } else {
             st = er__matmul_foreach_n(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_covers_cb, ctxs, nt);
         }

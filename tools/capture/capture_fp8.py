@@ -1,11 +1,12 @@
 """Triton fp8 (e4m3) tl.dot chains over one 64 x 64 tile on an H200, fp32 accumulator, for the fp8 entry of the
 mma:sm90 model (k = 32, F = 13, e8m13 accumulator). Writes OUT/fp8.npz and OUT/fp8.txt, one case a line:
 id  kernel  K  BLOCK_K  max_num_imprecise_acc  dist.  Run: OUT=/some/dir python3 capture_fp8.py"""
-import io, os, zipfile
+import os
 import numpy as np
 import torch
 import triton
 import triton.language as tl
+from capture_common import torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -47,9 +48,5 @@ for K, BK in ((32, 32), (64, 64), (128, 64), (512, 128), (2048, 128)):
             arrays[cid + "__in__B"] = B8.cpu().view(torch.uint8).numpy()
             arrays[cid + "__out__C"] = C.cpu().numpy()
             lines.append("%s triton_fp8_tl.dot_chain %d %d %d %s" % (cid, K, BK, imp, dist))
-with zipfile.ZipFile(os.path.join(OUT, "fp8.npz"), "w", zipfile.ZIP_STORED) as z:
-    for k, v in arrays.items():
-        b = io.BytesIO(); np.save(b, v); z.writestr(k + ".npy", b.getvalue())
-with open(os.path.join(OUT, "fp8.txt"), "w") as f:
-    f.write("# torch %s, triton %s, %s\n" % (torch.__version__, triton.__version__, torch.cuda.get_device_name()) + "\n".join(lines) + "\n")
+write_case_files(OUT, "fp8", arrays, lines, torch_header())
 print("fp8 cases:", len(arrays) // 3)

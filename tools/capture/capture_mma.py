@@ -10,11 +10,12 @@ Inputs are built to make truncation visible: wide exponent ranges, cancellation,
 many small ones. Writes OUT/mma.npz and OUT/mma.txt, one case a line:  id  kernel  dtype  K  BLOCK_K  extra
 Run: OUT=/some/dir python3 capture_mma.py
 """
-import io, os, zipfile
+import os
 import numpy as np
 import torch
 import triton
 import triton.language as tl
+from capture_common import torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -113,9 +114,5 @@ for K in (64, 512, 4096):
                 add("scaled_mm_fast_accum_%d" % int(fast), "e4m3", K, 0, "%s,%s,0.5,0.125" % (dist, oname),
                     {"in__A": A8, "in__B": B8.t(), "out__C": C})
 torch.cuda.synchronize()
-with zipfile.ZipFile(os.path.join(OUT, "mma.npz"), "w", zipfile.ZIP_STORED) as z:
-    for k, v in arrays.items():
-        b = io.BytesIO(); np.save(b, v); z.writestr(k + ".npy", b.getvalue())
-with open(os.path.join(OUT, "mma.txt"), "w") as f:
-    f.write("# torch %s, triton %s, %s\n" % (torch.__version__, triton.__version__, torch.cuda.get_device_name()) + "\n".join(lines) + "\n")
+write_case_files(OUT, "mma", arrays, lines, torch_header())
 print("mma cases:", len(lines))

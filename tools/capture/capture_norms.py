@@ -7,11 +7,12 @@ and OUT/tnorm.txt, one case a line:  id  op  kernel  verdict  n  eps
 
 Run on a machine with an NVIDIA GPU, torch, Triton and CuPy:  OUT=/some/dir python3 capture_norms.py
 """
-import io, os, zipfile
+import os
 import numpy as np
 import torch
 import triton
 import triton.language as tl
+from capture_common import torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -151,9 +152,5 @@ for n, dist in ((1000, "randn"), (1024, "randn"), (333, "randn"), (4096, "randn"
         layernorm_k[(rows,)](x, y, w, b, mean, rstd, n, 1e-5, BLOCK=triton.next_power_of_2(n), INV_N=1.0 / n, VARIANT=variant)
         add("layernorm", name, verdict, n, 1e-5, {"x": x, "weight": w, "bias": b}, {"y": y, "mean": mean, "rstd": rstd})
 torch.cuda.synchronize()
-with zipfile.ZipFile(os.path.join(OUT, "tnorm.npz"), "w", zipfile.ZIP_STORED) as z:
-    for k, v in arrays.items():
-        b = io.BytesIO(); np.save(b, v); z.writestr(k + ".npy", b.getvalue())
-with open(os.path.join(OUT, "tnorm.txt"), "w") as f:
-    f.write("# torch %s, triton %s, %s\n" % (torch.__version__, triton.__version__, torch.cuda.get_device_name()) + "\n".join(lines) + "\n")
+write_case_files(OUT, "tnorm", arrays, lines, torch_header())
 print("tnorm cases:", len(lines))

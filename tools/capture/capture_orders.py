@@ -7,9 +7,10 @@ line:  id  kernel  covered-order  covered-options  not-covered-order  not-covere
 
 Run on a machine with an NVIDIA GPU, torch, Triton and CuPy:  OUT=/some/dir python3 capture_orders.py
 """
-import io, os, sys, zipfile
+import os, sys
 import numpy as np
 import torch
+from capture_common import write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -198,14 +199,9 @@ def main():
         for S in (2, 7):
             for dist in ("randn", "cancel"):
                 seed += 1; cuda_splitk(M, N, K, S, dist, seed)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(os.path.join(OUT, "orders.npz"), "w", zipfile.ZIP_STORED) as z:
-        for k, v in arrays.items():
-            b = io.BytesIO(); np.save(b, v); z.writestr(k + ".npy", b.getvalue())
     env = "# torch %s, triton %s, cupy %s, %s, capability %s\n" % (
         torch.__version__, triton.__version__, cp.__version__, torch.cuda.get_device_name(), torch.cuda.get_device_capability())
-    with open(os.path.join(OUT, "orders.txt"), "w") as f:
-        f.write(env + "\n".join(lines) + "\n")
+    write_case_files(OUT, "orders", arrays, lines, env)
     print("cases:", len(lines), "errors: 0")
 
 

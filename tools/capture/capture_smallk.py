@@ -2,11 +2,12 @@
 on inputs built so that round-toward-zero and round-to-nearest differ: per output, one product 1 (or -1) plus
 small products whose sum falls just above half an fp32 ulp of it. Writes OUT/smallk.npz and OUT/smallk.txt
 (id kernel K). Run: OUT=/some/dir python3 capture_smallk.py"""
-import io, os, zipfile
+import os
 import numpy as np
 import torch
 import triton
 import triton.language as tl
+from capture_common import torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -56,9 +57,5 @@ for K in (2, 3, 4, 5, 8, 9, 16, 17, 32):
     dot_kernel[(1,)](A, B, Ct, M, N, K=K, BM=32, BN=32, BK=max(16, triton.next_power_of_2(K)))
     torch.cuda.synchronize()
     add("triton_tl.dot_fp32", A, B, Ct, K)
-with zipfile.ZipFile(os.path.join(OUT, "smallk.npz"), "w", zipfile.ZIP_STORED) as z:
-    for k, v in arrays.items():
-        b = io.BytesIO(); np.save(b, v); z.writestr(k + ".npy", b.getvalue())
-with open(os.path.join(OUT, "smallk.txt"), "w") as f:
-    f.write("# torch %s, triton %s, %s\n" % (torch.__version__, triton.__version__, torch.cuda.get_device_name()) + "\n".join(lines) + "\n")
+write_case_files(OUT, "smallk", arrays, lines, torch_header())
 print("cases:", len(lines))
