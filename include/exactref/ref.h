@@ -55,8 +55,8 @@ ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *w
 ER_API er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, const er_tensor *weight,
                               const er_tensor *bias, double eps);
 ER_API void er_ref_free(er_ref *ref);
-/* 1 when the matmul reference took the fast path (OpenBLAS present, operands of at most 24 significant bits, all
- * finite, EXACTREF_FAST not 0): covers() then decides most elements from two GEMMs and recomputes the rest
+/* 1 when the matmul reference took the fast path (OpenBLAS present, at least 2^18 products or EXACTREF_FAST=1,
+ * operands of at most 24 significant bits, all finite, EXACTREF_FAST not 0): covers() then decides most elements from two GEMMs and recomputes the rest
  * exactly, with reports identical to the exact engine's (docs/algorithms/fast-path.md). 0 otherwise. */
 ER_API int er_ref_fast(const er_ref *ref);
 /* The number of outputs of the op (3 for layernorm: y, mean, rstd; 1 otherwise) and the name of output i

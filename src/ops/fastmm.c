@@ -37,7 +37,7 @@ static void er_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib) {
 static int er_load_dense(const er_tensor *t, int64_t batches, int64_t R, int64_t C, double *d, float *f) {
     const er_fmt_info *fi = er__fmt(t->format);
     double *lut = NULL;
-    if (fi->bits <= 16) {
+    if (fi->bits <= 16 && batches * R * C > ((int64_t)1 << fi->bits) / 4) {
         size_t cnt = (size_t)1 << fi->bits;
         lut = malloc(sizeof(double) * cnt);
         if (!lut) return 0;
@@ -54,8 +54,8 @@ static int er_load_dense(const er_tensor *t, int64_t batches, int64_t R, int64_t
             for (int64_t c = 0; c < C; c++) {
                 int64_t off = base + r * sr + c * sc;
                 double x;
-                if (fi->bits == 16) x = lut[((const uint16_t *)t->data)[off]];
-                else if (fi->bits == 8) x = lut[((const uint8_t *)t->data)[off]];
+                if (lut && fi->bits == 16) x = lut[((const uint16_t *)t->data)[off]];
+                else if (lut && fi->bits == 8) x = lut[((const uint8_t *)t->data)[off]];
                 else if (fi->bits == 32 && t->format == ER_FP32) x = ((const float *)t->data)[off];
                 else x = er__load(t, off);
                 if (!isfinite(x)) { ok = 0; break; }
@@ -69,11 +69,15 @@ static int er_load_dense(const er_tensor *t, int64_t batches, int64_t R, int64_t
 }
 #endif
 
-int er__fast_enabled(void) {
+int er__fast_enabled(int64_t products) {
 #ifdef ER_HAVE_BLAS
+    /* EXACTREF_FAST=0: never; =1: always; unset: from 2^18 products, where two GEMMs beat the exact engine */
     const char *e = getenv("EXACTREF_FAST");
-    return !(e && e[0] == '0');
+    if (e && e[0] == '0') return 0;
+    if (e && e[0] == '1') return 1;
+    return products >= (INT64_C(1) << 18);
 #else
+    (void)products;
     return 0;
 #endif
 }
@@ -83,7 +87,7 @@ er_status er__fast_build(er_ref *r) {
 #ifdef ER_HAVE_BLAS
     const er_mm_plan *pl = &r->plan;
     const er_fmt_info *fa = er__fmt(r->A.format), *fb = er__fmt(r->B.format);
-    if (!er__fast_enabled() || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1) return ER_OK;
+    if (!er__fast_enabled(r->n * pl->K) || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1) return ER_OK;
     if (pl->M >= INT32_MAX || pl->N >= INT32_MAX || pl->K >= INT32_MAX) return ER_OK;
     int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = r->n;
     double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nbv);

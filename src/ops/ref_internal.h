@@ -77,7 +77,7 @@ ER_INTERNAL const char *er__op_name(const er_ref *r);
 /* The fast path: builds fs and fp when a BLAS is present, the operands allow it (at most 24 significant bits,
  * finite) and EXACTREF_FAST is not 0; otherwise leaves the reference as it is (r->fast = 0). */
 ER_INTERNAL er_status er__fast_build(er_ref *r);
-ER_INTERNAL int er__fast_enabled(void);
+ER_INTERNAL int er__fast_enabled(int64_t products);
 /* The exact summaries of every element (for fast-path references, which keep none); free with free(). */
 ER_INTERNAL er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out);
 /* The exact summary of output element idx, computed on its own (for fast-path references). */
