@@ -623,9 +623,11 @@ static void *er_fast_range(void *arg) {
     int contiguous = 1; /* row-major output: the element offset is the index */
     for (int i = out->ndim - 1, st = 1; i >= 0; st *= (int)out->shape[i], i--) contiguous &= out->shape[i] == 1 || out->strides[i] == st;
     int f32 = cx->F->id == ER_FP32 && cx->O->id == ER_FP32 && out->format == ER_FP32 && contiguous;
-    const float *yf = out->data;
+    const char *yb = out->data;
     for (int64_t idx = j->begin; idx < j->end; idx++) {
-        double y = f32 ? yf[idx] : er__load(out, contiguous ? idx : er_offset(out, idx));
+        float yv;
+        if (f32) memcpy(&yv, yb + 4 * idx, 4); /* a view's data need not be aligned */
+        double y = f32 ? yv : er__load(out, contiguous ? idx : er_offset(out, idx));
         double Sh = ref->fs[idx], Pf = ref->fp[idx];
         if (!(fabs(y) < INFINITY) || !(Pf < INFINITY) || ref->scaled) { rep->classes[idx] = ER_PENDING; continue; }
         double Phi = (Pf + e32) * fup, Plo = (Pf - e32) * flo;

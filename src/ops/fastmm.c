@@ -54,9 +54,10 @@ static int er_load_dense(const er_tensor *t, int64_t batches, int64_t R, int64_t
             for (int64_t c = 0; c < C; c++) {
                 int64_t off = base + r * sr + c * sc;
                 double x;
-                if (lut && fi->bits == 16) x = lut[((const uint16_t *)t->data)[off]];
+                /* loads through memcpy: a view's data need not be aligned */
+                if (lut && fi->bits == 16) { uint16_t v; memcpy(&v, (const char *)t->data + 2 * off, 2); x = lut[v]; }
                 else if (lut && fi->bits == 8) x = lut[((const uint8_t *)t->data)[off]];
-                else if (fi->bits == 32 && t->format == ER_FP32) x = ((const float *)t->data)[off];
+                else if (fi->bits == 32 && t->format == ER_FP32) { float v; memcpy(&v, (const char *)t->data + 4 * off, 4); x = v; }
                 else x = er__load(t, off);
                 if (!isfinite(x)) { ok = 0; break; }
                 if (drow) drow[c] = x;

@@ -115,7 +115,7 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
             int64_t off = base + r * t->strides[rows_dim];
             uint8_t sp = 0;
             for (int64_t k = 0; k < K; k++, off += t->strides[k_dim]) {
-                double x = !lut ? er__load(t, off) : fi->bits == 16 ? lut[((const uint16_t *)t->data)[off]] : lut[((const uint8_t *)t->data)[off]];
+                double x = !lut ? er__load(t, off) : lut[er__load_bits(t, off)]; /* memcpy loads: data may be unaligned */
                 if (convert) x = er__round_double(tf, x, cmode, ER_OVERFLOW_IEEE);
                 row[k] = x;
                 if (!isfinite(x)) { sp = 1; continue; }
