@@ -130,6 +130,26 @@ static er_status er_block_summary(er_order_plan *pl, const er_dot_env *env, cons
 /* The sub-sum a[0..n) . b[0..n) from zero, in the inner order. */
 static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t n,
                            int any, er_iv *out) {
+    if (!any && pl->lo_mode == ER_ROUND_NEAREST && pl->hi_mode == ER_ROUND_NEAREST && pl->fma_never != pl->fma_always &&
+        !env->wide && ((pl->F->id == ER_FP32 && pl->fa->p <= 24 && pl->fb->p <= 24) || (pl->F->id == ER_FP64 && pl->fa->p <= 26 && pl->fb->p <= 26))) {
+        /* one fixed order rounding to nearest in fp32 or fp64 with operands whose products are exact doubles: the
+         * hardware's operations are the exact single roundings er_step makes (IEEE specials included), so the
+         * interval stays one value; run them directly */
+        double r;
+        if (pl->F->id == ER_FP32) {
+            float acc = 0.0f;
+            if (pl->fma_always) for (int64_t k = 0; k < n; k++) acc = fmaf((float)a[k], (float)b[k], acc);
+            else for (int64_t k = 0; k < n; k++) acc = acc + (float)(a[k] * b[k]);
+            r = acc;
+        } else {
+            double acc = 0.0;
+            if (pl->fma_always) for (int64_t k = 0; k < n; k++) acc = fma(a[k], b[k], acc);
+            else for (int64_t k = 0; k < n; k++) acc = acc + a[k] * b[k];
+            r = acc;
+        }
+        *out = (er_iv){r, r, isnan(r)};
+        return ER_OK;
+    }
     if (!any) {
         er_iv acc = {0.0, 0.0, 0};
         for (int64_t k = 0; k < n; k++) er_step(pl, env->wide, &acc, a[k], b[k]);
