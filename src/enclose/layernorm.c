@@ -66,33 +66,47 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, double X, double 
     mpfr_set(b2, g4, MPFR_RNDU);
     mpfr_max(b, b, b2, MPFR_RNDU);
     /* E = D a / (1 - D b) */
-    mpfr_mul(t, D, b, MPFR_RNDU);
-    mpfr_ui_sub(t, 1, t, MPFR_RNDD);
-    if (mpfr_sgn(t) <= 0) {
+    mpfr_t t0;
+    mpfr_init2(t0, 64);
+    mpfr_mul(t0, D, b, MPFR_RNDU);
+    mpfr_ui_sub(t0, 1, t0, MPFR_RNDD);                 /* 1 - D b, rounded down */
+    if (mpfr_sgn(t0) <= 0) {
         *EM = *ES = INFINITY;
     } else {
         mpfr_mul(E, D, a, MPFR_RNDU);
-        mpfr_div(E, E, t, MPFR_RNDU);
+        mpfr_div(E, E, t0, MPFR_RNDU);
         *EM = mpfr_get_d(E, MPFR_RNDU);
-        /* B = 4 R E + 4 E^2 + g7 (R + 2E)^2 */
-        mpfr_mul_d(B, E, 4.0 * R, MPFR_RNDU); /* 4R is exact */
-        mpfr_sqr(t, E, MPFR_RNDU);
-        mpfr_mul_2ui(t, t, 2, MPFR_RNDU);
-        mpfr_add(B, B, t, MPFR_RNDU);
+        /* the second-order part per node: 4 E^2 + g7 (R + 2E)^2, times M = (n/2) bitlen(n) + n >= sum_v max(m_v, 1) */
+        mpfr_sqr(B, E, MPFR_RNDU);
+        mpfr_mul_2ui(B, B, 2, MPFR_RNDU);
         mpfr_mul_2ui(t, E, 1, MPFR_RNDU);
         mpfr_add_d(t, t, R, MPFR_RNDU);
         mpfr_sqr(t, t, MPFR_RNDU);
         mpfr_mul(t, t, g7, MPFR_RNDU);
         mpfr_add(B, B, t, MPFR_RNDU);
-        /* M = (n/2) bitlen(n) + n bounds sum_v max(m_v, 1) (Lemma L2) */
         int bl = 0;
         for (int64_t k = n; k; k >>= 1) bl++;
         mpfr_set_si(M, n, MPFR_RNDN);
         mpfr_mul_si(M, M, bl, MPFR_RNDU);
         mpfr_div_2ui(M, M, 1, MPFR_RNDU);
         mpfr_add_si(M, M, n, MPFR_RNDU);
-        /* ES = (1+G)(M B + (n-1)(n+2) eta) + G T */
         mpfr_mul(B, B, M, MPFR_RNDU);
+        /* the first-order part: 2 R kappa a (n(n-1) + (n/2) bitlen(n) + 2n), kappa = 1/(1 - D b) (Theorem L4) */
+        mpfr_t F1;
+        mpfr_init2(F1, 64);
+        mpfr_set_si(F1, n, MPFR_RNDN);
+        mpfr_mul_si(F1, F1, n - 1, MPFR_RNDU);
+        mpfr_set_si(M, n, MPFR_RNDN);
+        mpfr_mul_si(M, M, bl, MPFR_RNDU);
+        mpfr_div_2ui(M, M, 1, MPFR_RNDU);
+        mpfr_add(F1, F1, M, MPFR_RNDU);
+        mpfr_add_si(F1, F1, 2 * n, MPFR_RNDU);
+        mpfr_mul(F1, F1, a, MPFR_RNDU);
+        mpfr_div(F1, F1, t0, MPFR_RNDU);              /* times kappa */
+        mpfr_mul_d(F1, F1, 2.0 * R, MPFR_RNDU);       /* 2R is exact */
+        mpfr_add(B, B, F1, MPFR_RNDU);
+        mpfr_clear(F1);
+        /* ES = (1+G)(first + second order + (n-1)(n+2) eta) + G T */
         mpfr_mul_si(t, eta, n - 1, MPFR_RNDU);
         mpfr_mul_si(t, t, n + 2, MPFR_RNDU);
         mpfr_add(B, B, t, MPFR_RNDU);
@@ -102,7 +116,7 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, double X, double 
         mpfr_add(B, B, t, MPFR_RNDU);
         *ES = mpfr_get_d(B, MPFR_RNDU);
     }
-    mpfr_clears(u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M, (mpfr_ptr)0);
+    mpfr_clears(u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, t0, E, B, M, (mpfr_ptr)0);
 }
 
 /* The four compositions of y from m, r, w, b in F (Theorem L5); *nan when one of them is NaN. */
