@@ -552,7 +552,7 @@ static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64
     return st;
 }
 
-static er_status er_rmsnorm_covers(er_covers_ctx *cx) {
+static er_status er_rmsnorm_covers(er_covers_ctx *cx, int64_t r0, int64_t r1) {
     const er_ref *ref = cx->ref;
     const er_fmt_info *X = er__fmt(ref->A.format);
     er_rms_ctx rc;
@@ -575,10 +575,22 @@ static er_status er_rmsnorm_covers(er_covers_ctx *cx) {
     rc.env.base = rc.env.wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
     rc.env.top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
     er_status st = er__acc_init(&rc.acc, rc.env.base, rc.env.top);
-    if (st == ER_OK) st = er__softmax_foreach(ref, er_rms_cb, &rc);
+    if (st == ER_OK) st = er__softmax_foreach_range(ref, r0, r1, er_rms_cb, &rc);
     er__acc_free(&rc.acc);
     free(rc.w);
     return st;
+}
+
+/* Row ops over a range of rows (one thread's share). */
+typedef struct er_row_job { er_covers_ctx *cx; int64_t r0, r1; er_status st; } er_row_job;
+
+static void *er_row_run(void *arg) {
+    er_row_job *j = arg;
+    const er_ref *ref = j->cx->ref;
+    if (ref->op == ER_OP_RMSNORM) j->st = er_rmsnorm_covers(j->cx, j->r0, j->r1);
+    else j->st = er__softmax_foreach_range(ref, j->r0, j->r1, er_softmax_cb, j->cx);
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
+    return NULL;
 }
 
 /* The cached any-order path over a range of elements (one thread's share). */
@@ -760,6 +772,16 @@ static er_status er_ln_cb(void *v, const double *row, int64_t rownum, int64_t n)
     return ER_OK;
 }
 
+/* One thread's run of layernorm rows. */
+typedef struct er_ln_job { er_ln_ctx *lc; const er_ref *ref; int64_t r0, r1; er_status st; } er_ln_job;
+
+static void *er_ln_run(void *arg) {
+    er_ln_job *j = arg;
+    j->st = er__layernorm_foreach_range(j->ref, j->r0, j->r1, er_ln_cb, j->lc);
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
+    return NULL;
+}
+
 static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const er_tensor *const outs[3],
                                      const er_standard *std) {
     static const char *const names[3] = {"y", "mean", "rstd"};
@@ -776,12 +798,16 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
         }
     }
     if (!any) return er__fail(ER_ERR_NULL, "every output is NULL: give y, mean or rstd");
-    er_covers_ctx cx[3];
-    er_ln_ctx lc;
-    memset(&lc, 0, sizeof lc);
+    /* threads take contiguous runs of rows: each has its contexts and partial reports, merged in element order */
+    int64_t n = ref->K, rows = n ? ref->n / n : 0;
+    int nt = er__num_threads(ref->n * 256);
+    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    er_covers_ctx (*cx)[3] = calloc((size_t)nt, sizeof *cx);
+    er_report (*part)[3] = calloc((size_t)nt, sizeof *part);
+    er_ln_ctx *lc = calloc((size_t)nt, sizeof *lc);
+    double *w = NULL, *b = NULL;
     memset(reps, 0, 3 * sizeof *reps);
-    int64_t n = ref->K;
-    er_status st = ER_OK;
+    er_status st = cx && part && lc ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %d thread contexts", nt);
     for (int o = 0; o < 3 && st == ER_OK; o++) {
         if (!outs[o]) continue;
         int nd = ref->ndim;
@@ -789,41 +815,70 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
         for (int i = 0; i < nd; i++) sh[i] = ref->shape[i];
         if (o) er_check_stat_shape(ref, outs[o], names[o], &nd, sh);
         st = er_report_begin(&reps[o], "layernorm", o == 0 ? "" : o == 1 ? ".mean" : ".rstd", nd, sh, outs[o], std);
-        if (st != ER_OK) break;
-        er_ctx_init(&cx[o], ref, outs[o], std);
-        cx[o].rep = &reps[o];
-        lc.cx[o] = &cx[o];
-        lc.pl.O[o] = cx[o].O;
-        lc.pl.ov[o] = cx[o].ov_out;
-        int64_t cnt = o == 0 ? n : 1;
-        lc.o[o].cv = malloc(sizeof(er_cval) * (size_t)cnt);
-        lc.o[o].exact = malloc(sizeof(double) * (size_t)cnt);
-        lc.o[o].rounded = malloc(sizeof(double) * (size_t)cnt);
-        if (!lc.o[o].cv || !lc.o[o].exact || !lc.o[o].rounded) st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
     }
     if (st == ER_OK) {
-        lc.pl.F = er__fmt(std->compute);
-        lc.pl.X = er__fmt(ref->A.format);
-        lc.pl.eps = er__round_double(lc.pl.F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
-        lc.pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
-        lc.pl.mean = std->mean;
-        lc.pl.variance = std->variance;
-        lc.w = ref->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL;
-        lc.b = ref->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
-        if ((ref->has_weight && !lc.w) || (ref->has_bias && !lc.b)) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
-        if (lc.w) er__decode_rowmajor(&ref->B, lc.w);
-        if (lc.b) er__decode_rowmajor(&ref->C, lc.b);
+        w = ref->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL;
+        b = ref->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
+        if ((ref->has_weight && !w) || (ref->has_bias && !b)) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+        if (w) er__decode_rowmajor(&ref->B, w);
+        if (b) er__decode_rowmajor(&ref->C, b);
     }
-    if (st == ER_OK) st = er__layernorm_foreach(ref, er_ln_cb, &lc);
+    for (int t = 0; t < nt && st == ER_OK; t++) {
+        er_ln_ctx *l = &lc[t];
+        l->w = w;
+        l->b = b;
+        l->pl.F = er__fmt(std->compute);
+        l->pl.X = er__fmt(ref->A.format);
+        l->pl.eps = er__round_double(l->pl.F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+        l->pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+        l->pl.mean = std->mean;
+        l->pl.variance = std->variance;
+        for (int o = 0; o < 3 && st == ER_OK; o++) {
+            if (!outs[o]) continue;
+            er_ctx_init(&cx[t][o], ref, outs[o], std);
+            part[t][o].classes = reps[o].classes;
+            part[t][o].ndim = reps[o].ndim;
+            memcpy(part[t][o].shape, reps[o].shape, sizeof reps[o].shape);
+            cx[t][o].rep = &part[t][o];
+            l->cx[o] = &cx[t][o];
+            l->pl.O[o] = cx[t][o].O;
+            l->pl.ov[o] = cx[t][o].ov_out;
+            int64_t cnt = o == 0 ? n : 1;
+            l->o[o].cv = malloc(sizeof(er_cval) * (size_t)cnt);
+            l->o[o].exact = malloc(sizeof(double) * (size_t)cnt);
+            l->o[o].rounded = malloc(sizeof(double) * (size_t)cnt);
+            if (!l->o[o].cv || !l->o[o].exact || !l->o[o].rounded) st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+        }
+    }
+    if (st == ER_OK) {
+        er_ln_job jobs[ER_MAX_THREADS];
+        pthread_t th[ER_MAX_THREADS];
+        int started[ER_MAX_THREADS] = {0};
+        for (int t = 0; t < nt; t++) {
+            jobs[t] = (er_ln_job){&lc[t], ref, rows * t / nt, rows * (t + 1) / nt, ER_OK};
+            if (t > 0 && pthread_create(&th[t], NULL, er_ln_run, &jobs[t]) == 0) started[t] = 1;
+        }
+        er_ln_run(&jobs[0]);
+        for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_ln_run(&jobs[t]); }
+        for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+    }
     for (int o = 0; o < 3; o++) {
-        if (lc.cx[o]) er_ctx_clear(&cx[o]);
-        free(lc.o[o].cv);
-        free(lc.o[o].exact);
-        free(lc.o[o].rounded);
+        double worst = -1;
+        for (int t = 0; t < nt && cx && part && lc; t++) {
+            if (!lc[t].cx[o]) continue;
+            if (st == ER_OK) er_merge(&reps[o], &worst, &part[t][o], cx[t][o].worst_dist);
+            er_ctx_clear(&cx[t][o]);
+            free(lc[t].o[o].cv);
+            free(lc[t].o[o].exact);
+            free(lc[t].o[o].rounded);
+        }
         if (st != ER_OK) er_report_clear(&reps[o]);
     }
-    free(lc.w);
-    free(lc.b);
+    free(cx);
+    free(part);
+    free(lc);
+    free(w);
+    free(b);
     return st;
 }
 
@@ -870,7 +925,12 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     int row_op = er_row_op(ref);
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     int cached = !row_op && any_set && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
-    int nt = row_op ? 1 : er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
+    /* rows along the last dimension are contiguous in the output: threads take contiguous runs of rows, and the
+     * partial reports merge in element order as for the other ops (softmax along another dimension: one thread) */
+    int row_par = ref->op == ER_OP_RMSNORM || ((ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) && ref->dim == ref->ndim - 1);
+    int64_t rows = row_op && ref->K ? ref->n / ref->K : 0;
+    int nt = row_op ? (row_par ? er__num_threads(ref->n * 256) : 1) : er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
+    if (row_op && nt > rows) nt = rows > 0 ? (int)rows : 1;
     /* one context and one partial report per thread; the classes array is shared (each element written once) */
     er_covers_ctx cx[ER_MAX_THREADS];
     er_report part[ER_MAX_THREADS];
@@ -888,10 +948,17 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
         ctxs[t] = &cx[t];
     }
     if (st == ER_OK) {
-        if (ref->op == ER_OP_RMSNORM) {
-            st = er_rmsnorm_covers(&cx[0]);
-        } else if (row_op) {
-            st = er__softmax_foreach(ref, er_softmax_cb, &cx[0]);
+        if (row_op) {
+            er_row_job jobs[ER_MAX_THREADS];
+            pthread_t th[ER_MAX_THREADS];
+            int started[ER_MAX_THREADS] = {0};
+            for (int t = 0; t < nt; t++) {
+                jobs[t] = (er_row_job){&cx[t], rows * t / nt, rows * (t + 1) / nt, ER_OK};
+                if (t > 0 && pthread_create(&th[t], NULL, er_row_run, &jobs[t]) == 0) started[t] = 1;
+            }
+            er_row_run(&jobs[0]);
+            for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_row_run(&jobs[t]); }
+            for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
         } else if (cached && ref->fast) {
             /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges */
             er_run_ranges(cx, nt, ref->n, er_fast_range);

@@ -63,10 +63,13 @@ ER_INTERNAL void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa,
  * positions in the output. */
 typedef er_status (*er_row_fn)(void *ctx, const double *row, const int64_t *idx, int64_t n);
 ER_INTERNAL er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx);
+/* The same over rows r0 .. r1-1 only (rows numbered in the walk's order). */
+ER_INTERNAL er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_row_fn fn, void *ctx);
 /* layernorm: visits every row (the last nnorm dimensions, row-major) with its decoded values and its number;
  * the row's y elements are row * K ... row * K + K - 1 in row-major order. */
 typedef er_status (*er_lnrow_fn)(void *ctx, const double *row, int64_t rownum, int64_t n);
 ER_INTERNAL er_status er__layernorm_foreach(const er_ref *r, er_lnrow_fn fn, void *ctx);
+ER_INTERNAL er_status er__layernorm_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_lnrow_fn fn, void *ctx);
 /* Decodes every element of t in row-major order into dst. */
 ER_INTERNAL void er__decode_rowmajor(const er_tensor *t, double *dst);
 /* Checks x and turns a possibly negative dim into 0..ndim-1. */

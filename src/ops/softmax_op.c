@@ -102,6 +102,10 @@ void er__decode_rowmajor(const er_tensor *t, double *dst) {
 }
 
 er_status er__layernorm_foreach(const er_ref *r, er_lnrow_fn fn, void *ctx) {
+    return er__layernorm_foreach_range(r, 0, r->rows, fn, ctx);
+}
+
+er_status er__layernorm_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_lnrow_fn fn, void *ctx) {
     const er_tensor *x = &r->A;
     int nd = x->ndim, lead = nd - r->nnorm;
     int64_t n = r->K;
@@ -111,7 +115,7 @@ er_status er__layernorm_foreach(const er_ref *r, er_lnrow_fn fn, void *ctx) {
     tail.ndim = r->nnorm;
     for (int i = 0; i < r->nnorm; i++) { tail.shape[i] = x->shape[lead + i]; tail.strides[i] = x->strides[lead + i]; }
     er_status s = ER_OK;
-    for (int64_t rr = 0; rr < r->rows && s == ER_OK; rr++) {
+    for (int64_t rr = r0; rr < r1 && s == ER_OK; rr++) {
         int64_t rem = rr, off = 0;
         for (int i = lead - 1; i >= 0; i--) { off += (rem % x->shape[i]) * x->strides[i]; rem /= x->shape[i]; }
         tail.data = (const char *)x->data + off * (er__fmt(x->format)->bits / 8);
@@ -123,6 +127,11 @@ er_status er__layernorm_foreach(const er_ref *r, er_lnrow_fn fn, void *ctx) {
 }
 
 er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx) {
+    int64_t K = r->A.shape[r->dim];
+    return er__softmax_foreach_range(r, 0, K ? r->n / K : 0, fn, ctx);
+}
+
+er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_row_fn fn, void *ctx) {
     const er_tensor *x = &r->A;
     int nd = x->ndim, d = r->dim;
     int64_t K = x->shape[d], rows = K ? r->n / K : 0;
@@ -133,7 +142,8 @@ er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx) {
     int64_t ostride[ER_MAX_DIMS], st = 1;
     for (int i = nd - 1; i >= 0; i--) { ostride[i] = st; st *= x->shape[i]; }
     er_status s = ER_OK;
-    for (int64_t rr = 0; rr < rows && s == ER_OK; rr++) {
+    (void)rows;
+    for (int64_t rr = r0; rr < r1 && s == ER_OK; rr++) {
         int64_t rem = rr, off = 0, base = 0;
         for (int i = nd - 1; i >= 0; i--) {
             if (i == d) continue;

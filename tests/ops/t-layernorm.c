@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* setenv */
 /* t-layernorm.c: layernorm sets (y, mean, rstd). Real H200 outputs of torch.native_layer_norm (tests/data/norm.npz)
  * are covered under the default standard; random correct implementations run by the test (two-pass in random
  * orders, Welford updates and Chan combines in random trees, each rounding in F) are covered under their
@@ -485,6 +486,55 @@ START_TEST(exact_special_and_refused) {
 }
 END_TEST
 
+/* Rows are shared among threads: the three reports are the same for any thread count. */
+START_TEST(same_reports_for_any_thread_count) {
+    er_test_reseed(810);
+    enum { R = 83, N = 67 };
+    static float x[R * N], y[R * N], mean[R], rstd[R];
+    for (int i = 0; i < R * N; i++) x[i] = (float)(er_rand_normal() + 2);
+    for (int r = 0; r < R; r++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < N; j++) m += x[r * N + j];
+        m /= N;
+        for (int j = 0; j < N; j++) v += (x[r * N + j] - m) * (x[r * N + j] - m);
+        v /= N;
+        double rs = 1 / sqrt(v + 1e-5);
+        mean[r] = (float)(r % 9 == 0 ? m * 1.001 : m);
+        rstd[r] = (float)(r % 13 == 0 ? rs * 1.01 : rs);
+        for (int j = 0; j < N; j++) y[r * N + j] = (float)((x[r * N + j] - m) * rs * ((r * N + j) % 7 == 0 ? 1.01 : 1.0));
+    }
+    er_tensor tx, ty, tm, tr;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, N}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, N}, NULL, y);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){R}, NULL, mean);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){R}, NULL, rstd);
+    const er_tensor *outs[3] = {&ty, &tm, &tr};
+    er_ref *ref;
+    ck_assert_int_eq(er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "variance=two_pass"), ER_OK);
+    er_report rep[3][3];
+    static const char *const th[3] = {"1", "2", "6"};
+    for (int t = 0; t < 3; t++) {
+        setenv("EXACTREF_THREADS", th[t], 1);
+        ck_assert_int_eq(er_covers_outputs(rep[t], ref, outs, 3, &std), ER_OK);
+    }
+    unsetenv("EXACTREF_THREADS");
+    for (int o = 0; o < 3; o++) {
+        ck_assert_int_gt(rep[0][o].n_failed, 0);
+        for (int t = 1; t < 3; t++) {
+            ck_assert(memcmp(rep[0][o].counts, rep[t][o].counts, sizeof rep[0][o].counts) == 0);
+            ck_assert(memcmp(rep[0][o].classes, rep[t][o].classes, (size_t)rep[0][o].n) == 0);
+            ck_assert_int_eq(rep[0][o].n_first, rep[t][o].n_first);
+            for (int i = 0; i < rep[0][o].n_first; i++) ck_assert_int_eq(rep[0][o].first[i].index, rep[t][o].first[i].index);
+            ck_assert_int_eq(rep[0][o].worst.index, rep[t][o].worst.index);
+        }
+    }
+    for (int t = 0; t < 3; t++) clear3(rep[t]);
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("layernorm");
     TCase *tc = tcase_create("layernorm");
@@ -493,6 +543,7 @@ int main(void) {
     tcase_add_test(tc, random_implementations_are_covered);
     tcase_add_test(tc, variance_bugs_are_caught);
     tcase_add_test(tc, exact_special_and_refused);
+    tcase_add_test(tc, same_reports_for_any_thread_count);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* setenv */
 /* t-softmax.c: softmax sets. Real H200 outputs of torch.softmax (tests/data/norm.npz) are covered under the
  * default standard; random correct implementations (exp within the ulp budget, any summation order, division
  * or reciprocal) run by the test are covered; the correctly rounded exact softmax (MPFR at 400 bits) is EXACT;
@@ -502,6 +503,59 @@ START_TEST(option_implementations_are_covered) {
 }
 END_TEST
 
+/* Rows are shared among threads: the reports are the same for any thread count (softmax and log_softmax along the
+ * last dimension, rmsnorm), with failing elements in several rows. */
+START_TEST(row_ops_same_report_for_any_thread_count) {
+    er_test_reseed(540);
+    enum { R = 97, N = 61 };
+    static float x[R * N], y[R * N], w[N];
+    for (int i = 0; i < R * N; i++) x[i] = (float)(3 * er_rand_normal());
+    for (int j = 0; j < N; j++) w[j] = (float)(1 + er_rand_normal() / 4);
+    er_tensor tx, ty, tw;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, N}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, N}, NULL, y);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){N}, NULL, w);
+    for (int op = 0; op < 3; op++) {
+        er_ref *ref;
+        if (op == 0) ck_assert_int_eq(er_softmax(&ref, &tx, 1), ER_OK);
+        else if (op == 1) ck_assert_int_eq(er_log_softmax(&ref, &tx, -1), ER_OK);
+        else ck_assert_int_eq(er_rmsnorm(&ref, &tx, &tw, 1e-6), ER_OK);
+        /* the output: float64 results rounded to fp32, every 7th moved by 1%, every 11th by 2^-20 relative */
+        for (int r = 0; r < R; r++) {
+            double m = -INFINITY, s = 0, q = 0;
+            for (int j = 0; j < N; j++) { m = fmax(m, x[r * N + j]); q += (double)x[r * N + j] * x[r * N + j]; }
+            for (int j = 0; j < N; j++) s += exp((double)x[r * N + j] - m);
+            for (int j = 0; j < N; j++) {
+                double v = op == 0 ? exp(x[r * N + j] - m) / s : op == 1 ? x[r * N + j] - m - log(s) : x[r * N + j] * w[j] / sqrt(q / N + 1e-6);
+                if ((r * N + j) % 7 == 0) v *= 1.01;
+                if ((r * N + j) % 11 == 0) v *= 1 + 0x1p-20;
+                y[r * N + j] = (float)v;
+            }
+        }
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep[3];
+        static const char *const th[3] = {"1", "2", "5"};
+        for (int t = 0; t < 3; t++) {
+            setenv("EXACTREF_THREADS", th[t], 1);
+            ck_assert_int_eq(er_covers(&rep[t], ref, &ty, &std), ER_OK);
+        }
+        unsetenv("EXACTREF_THREADS");
+        ck_assert_int_gt(rep[0].n_failed, 0);
+        for (int t = 1; t < 3; t++) {
+            ck_assert(memcmp(rep[0].counts, rep[t].counts, sizeof rep[0].counts) == 0);
+            ck_assert(memcmp(rep[0].classes, rep[t].classes, (size_t)(R * N)) == 0);
+            ck_assert_int_eq(rep[0].n_first, rep[t].n_first);
+            for (int i = 0; i < rep[0].n_first; i++) ck_assert_int_eq(rep[0].first[i].index, rep[t].first[i].index);
+            ck_assert_int_eq(rep[0].worst.index, rep[t].worst.index);
+            ck_assert(rep[0].worst.distance_ulps == rep[t].worst.distance_ulps);
+        }
+        for (int t = 0; t < 3; t++) er_report_clear(&rep[t]);
+        er_ref_free(ref);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("softmax");
     TCase *tc = tcase_create("softmax");
@@ -512,6 +566,7 @@ int main(void) {
     tcase_add_test(tc, log_softmax_implementations);
     tcase_add_test(tc, rmsnorm_implementations);
     tcase_add_test(tc, option_implementations_are_covered);
+    tcase_add_test(tc, row_ops_same_report_for_any_thread_count);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
