@@ -211,34 +211,48 @@ static int er_ln_y(mpfr_t y0, mpfr_t y1, double x, double w, double b, mpfr_t m0
 
 /* The exact outputs of a finite row: rounded to double and correctly rounded to each output format. The
  * enclosures tighten with the precision until both ends round alike. */
-static void er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
-                                const double *b, int64_t n, const er_ln_out out[3]) {
+static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
+                                     const double *b, int64_t n, const er_ln_out out[3]) {
+    /* the row's statistics once per precision; each output at the next precision only while its enclosure's ends
+     * round apart (a value within 2^-pr of a midpoint) */
     mpfr_t m0, m1, r0, r1, y0, y1, d0, d1;
     mpfr_inits2(128, m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
-    for (int o = 0; o < 3; o++) {
-        if (!pl->O[o]) continue;
-        int64_t cnt = o == LN_Y ? n : 1;
-        for (int64_t i = 0; i < cnt; i++) {
-            double lo = NAN, hi = NAN, e = NAN;
-            for (mpfr_prec_t pr = 128; pr <= 8192; pr *= 4) {
-                mpfr_set_prec(m0, pr); mpfr_set_prec(m1, pr); mpfr_set_prec(r0, pr); mpfr_set_prec(r1, pr);
-                mpfr_set_prec(y0, pr); mpfr_set_prec(y1, pr); mpfr_set_prec(d0, pr); mpfr_set_prec(d1, pr);
-                er_ln_stats(ex, m0, m1, r0, r1);
+    int64_t todo = 0;
+    for (int o = 0; o < 3; o++) if (pl->O[o]) todo += o == LN_Y ? n : 1;
+    char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */
+    if (!done) {
+        mpfr_clears(m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    }
+    for (mpfr_prec_t pr = 128; pr <= 8192 && todo > 0; pr *= 4) {
+        mpfr_set_prec(m0, pr); mpfr_set_prec(m1, pr); mpfr_set_prec(r0, pr); mpfr_set_prec(r1, pr);
+        mpfr_set_prec(y0, pr); mpfr_set_prec(y1, pr); mpfr_set_prec(d0, pr); mpfr_set_prec(d1, pr);
+        er_ln_stats(ex, m0, m1, r0, r1);
+        int last = pr * 4 > 8192;
+        for (int o = 0; o < 3; o++) {
+            if (!pl->O[o]) continue;
+            int64_t cnt = o == LN_Y ? n : 1;
+            for (int64_t i = 0; i < cnt; i++) {
+                char *dn = &done[o == LN_Y ? i : n + o - 1];
+                if (*dn) continue;
+                double lo, hi, e;
                 mpfr_ptr a = o == LN_MEAN ? m0 : o == LN_RSTD ? r0 : y0, c = o == LN_MEAN ? m1 : o == LN_RSTD ? r1 : y1;
                 if (o == LN_Y && !er_ln_y(y0, y1, x[i], w ? w[i] : 1.0, b ? b[i] : 0.0, m0, m1, r0, r1, d0, d1)) {
                     lo = hi = e = NAN;
-                    break;
+                } else {
+                    lo = er__round_mpfr(pl->O[o], a, ER_ROUND_NEAREST, pl->ov[o]);
+                    hi = er__round_mpfr(pl->O[o], c, ER_ROUND_NEAREST, pl->ov[o]);
+                    e = mpfr_inf_p(c) ? mpfr_get_d(c, MPFR_RNDN) : mpfr_get_d(a, MPFR_RNDN);
                 }
-                lo = er__round_mpfr(pl->O[o], a, ER_ROUND_NEAREST, pl->ov[o]);
-                hi = er__round_mpfr(pl->O[o], c, ER_ROUND_NEAREST, pl->ov[o]);
-                e = mpfr_inf_p(c) ? mpfr_get_d(c, MPFR_RNDN) : mpfr_get_d(a, MPFR_RNDN);
-                if (lo == hi || (isnan(lo) && isnan(hi))) break;
+                out[o].exact[i] = e;
+                out[o].rounded[i] = lo; /* lo == hi but for a value within 2^-8192 of a midpoint */
+                if (lo == hi || (isnan(lo) && isnan(hi)) || last) { *dn = 1; todo--; }
             }
-            out[o].exact[i] = e;
-            out[o].rounded[i] = lo; /* lo == hi but for a value within 2^-8192 of a midpoint */
         }
     }
+    free(done);
     mpfr_clears(m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
+    return ER_OK;
 }
 
 /* A value of F at or above (up) / at or below (down) the real x. */
@@ -287,7 +301,8 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     ER_RETURN_IF_ERROR(er__anyorder_bound(&bq, F, F, F, n, 0));
     er_ln_exact ex;
     er_ln_exact_init(&ex, x, n, pl->eps);
-    er_ln_exact_outputs(pl, &ex, x, w, b, n, out);
+    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out);
+    if (est != ER_OK) { er_ln_exact_clear(&ex); return est; }
 
     /* beyond these magnitudes a sum or a square may overflow F: no claim (everything allowed) */
     int unbounded = (double)n * X > F->max / 4 || 8.0 * (double)n * X * X > F->max / 4;

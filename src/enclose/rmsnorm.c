@@ -89,6 +89,18 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
     }
     double rlo, rhi;
     er__rsqrt_set(F, pl->U, vlo, vhi, &rlo, &rhi);
+    /* the row's 1/sqrt(S/n + eps) at the two ends of S's bracket, at 256 bits (rz: the radicand is 0) */
+    mpfr_t rs[2], re;
+    int rz[2] = {0, 0};
+    mpfr_inits2(256, rs[0], rs[1], re, (mpfr_ptr)0);
+    for (int big = 0; big < 2 && !sm.special; big++) {
+        mpfr_set_uj_2exp(rs[big], sm.m, sm.e, MPFR_RNDN);
+        if (big && sm.sticky) { mpfr_set_ui_2exp(re, 1, sm.e, MPFR_RNDN); mpfr_add(rs[big], rs[big], re, MPFR_RNDN); }
+        mpfr_div_ui(rs[big], rs[big], (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
+        mpfr_add_d(rs[big], rs[big], pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
+        if (mpfr_zero_p(rs[big])) { rz[big] = 1; continue; }
+        mpfr_rec_sqrt(rs[big], rs[big], big ? MPFR_RNDD : MPFR_RNDU);
+    }
     for (int64_t i = 0; i < n; i++) {
         double wi = w ? w[i] : 1.0, a[3], b[3];
         er_compose(pl, x[i], rlo, wi, a);
@@ -115,15 +127,10 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         for (int up = 0; up < 2; up++) {
             /* sqrt(S/n + eps) grows with S: the smallest y magnitude comes from the largest S */
             int big = up ^ (x[i] * wi < 0);
-            mpfr_set_uj_2exp(s, sm.m, sm.e, MPFR_RNDN);
-            if (big && sm.sticky) { mpfr_set_ui_2exp(e, 1, sm.e, MPFR_RNDN); mpfr_add(s, s, e, MPFR_RNDN); }
-            mpfr_div_ui(s, s, (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
-            mpfr_add_d(s, s, pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
-            if (mpfr_zero_p(s)) { rr[up] = NAN; break; }
-            mpfr_rec_sqrt(s, s, big ? MPFR_RNDD : MPFR_RNDU);
+            if (rz[big]) { rr[up] = NAN; break; }
             mpfr_set_d(y, x[i], MPFR_RNDN);
             mpfr_mul_d(y, y, wi, MPFR_RNDN); /* exact at 256 bits */
-            mpfr_mul(y, y, s, up ? MPFR_RNDD : MPFR_RNDU);
+            mpfr_mul(y, y, rs[big], up ? MPFR_RNDD : MPFR_RNDU);
             rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
             if (!up) exact[i] = mpfr_get_d(y, MPFR_RNDN);
         }
@@ -160,5 +167,6 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         if (isnan(rr[0])) { exact[i] = rounded[i] = NAN; continue; }
         rounded[i] = rr[0]; /* rr[0] == rr[1] but for a value within 2^-4096 of a midpoint (never seen) */
     }
+    mpfr_clears(rs[0], rs[1], re, (mpfr_ptr)0);
     return ER_OK;
 }
