@@ -626,8 +626,9 @@ static void *er_fast_range(void *arg) {
      * (each at most 2^-53 relative; no overflow or underflow below lim). */
     const double up = 1.0 + 0x1p-40, dn = 1.0 - 0x1p-40;
     double K = (double)ref->K, u32 = 0x1p-24;
-    /* P = sum |a b| from the fp32 GEMM: P_f >= P (1 - u)^(K+1) - (K+1) eta32 and P_f <= P (1 + u)^(K+1) + (K+1) eta32 */
-    double e32 = (K + 1.0) * 0x1p-149 * up, fup = up / pow(1.0 - u32, K + 1.0), flo = dn / pow(1.0 + u32, K + 1.0);
+    /* P = sum |a b| from the fp32 GEMM: P_f >= P (1 - u)^(K+1) - (K+1) eta and P_f <= P (1 + u)^(K+1) + (K+1) eta, with
+     * eta = 2^-126 so that a BLAS flushing subnormal results to zero is covered too */
+    double e32 = (K + 1.0) * 0x1p-126 * up, fup = up / pow(1.0 - u32, K + 1.0), flo = dn / pow(1.0 + u32, K + 1.0);
     double gK = K * 0x1p-52 * up;            /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
     double eng = (1.0 + 4.0 * K * 0x1p-52) * up; /* the engine's bound of sum |p| is within this factor of P */
     double c1lo = bd->c1 * dn, c1hi = bd->c1 * eng * up, c2lo = bd->c2 * dn, c2hi = bd->c2 * up, g = bd->g * up;
