@@ -357,16 +357,7 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
         if (st != ER_OK) { er_ref_free(r); return st; }
         if (r->fast) { *out = r; return ER_OK; }
     }
-    er_dotsum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
-    if (!sums) { free(r); return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n); }
-    r->sums = sums;
-    /* the summaries are independent per element: threads share them out, and no result depends on how */
-    int nt = er__num_threads(n * (pl.K ? pl.K : 1));
-    er_sum_ctx cx[ER_MAX_THREADS];
-    void *ctxs[ER_MAX_THREADS] = {0};
-    for (int t = 0; t < nt; t++) { cx[t] = (er_sum_ctx){sums, {0}, 0}; ctxs[t] = &cx[t]; }
-    er_status st = er__matmul_foreach_n(r, -1, er_sum_cb, ctxs, nt);
-    for (int t = 0; t < nt; t++) if (cx[t].have_acc) er__acc_free(&cx[t].acc);
+    er_status st = er__matmul_all_sums(r, &r->sums);
     if (st != ER_OK) { er_ref_free(r); return st; }
     *out = r;
     return ER_OK;
@@ -377,7 +368,8 @@ er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B)
 er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
     int64_t n = r->n;
     er_dotsum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
-    if (!sums) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld summaries", (long long)n);
+    if (!sums) return er__fail(ER_ERR_NOMEM, "cannot allocate the summaries of %lld elements", (long long)n);
+    /* the summaries are independent per element: threads share them out, and no result depends on how */
     int nt = er__num_threads(n * (r->K ? r->K : 1));
     er_sum_ctx cx[ER_MAX_THREADS];
     void *ctxs[ER_MAX_THREADS] = {0};
