@@ -7,7 +7,6 @@
  * wrong; a fixed order allows only what its emulation allows). er_emulate writes the one value of a fully
  * fixed standard. */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <stdlib.h>
 #include <stdio.h>
@@ -695,14 +694,8 @@ static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, co
  * range whose thread cannot start here too. */
 static void er_run_ranges(er_covers_ctx *cx, int nt, int64_t n, void *(*fn)(void *)) {
     er_range_job jobs[ER_MAX_THREADS];
-    pthread_t th[ER_MAX_THREADS];
-    int started[ER_MAX_THREADS] = {0};
-    for (int t = 0; t < nt; t++) {
-        jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt};
-        if (t > 0 && pthread_create(&th[t], NULL, fn, &jobs[t]) == 0) started[t] = 1;
-    }
-    fn(&jobs[0]);
-    for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else fn(&jobs[t]); }
+    for (int t = 0; t < nt; t++) jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt};
+    er__run_jobs(jobs, sizeof jobs[0], nt, fn);
 }
 
 /* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
@@ -853,14 +846,8 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
     }
     if (st == ER_OK) {
         er_ln_job jobs[ER_MAX_THREADS];
-        pthread_t th[ER_MAX_THREADS];
-        int started[ER_MAX_THREADS] = {0};
-        for (int t = 0; t < nt; t++) {
-            jobs[t] = (er_ln_job){&lc[t], ref, rows * t / nt, rows * (t + 1) / nt, ER_OK};
-            if (t > 0 && pthread_create(&th[t], NULL, er_ln_run, &jobs[t]) == 0) started[t] = 1;
-        }
-        er_ln_run(&jobs[0]);
-        for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_ln_run(&jobs[t]); }
+        for (int t = 0; t < nt; t++) jobs[t] = (er_ln_job){&lc[t], ref, rows * t / nt, rows * (t + 1) / nt, ER_OK};
+        er__run_jobs(jobs, sizeof jobs[0], nt, er_ln_run);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
     for (int o = 0; o < 3; o++) {
@@ -951,14 +938,8 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     if (st == ER_OK) {
         if (row_op) {
             er_row_job jobs[ER_MAX_THREADS];
-            pthread_t th[ER_MAX_THREADS];
-            int started[ER_MAX_THREADS] = {0};
-            for (int t = 0; t < nt; t++) {
-                jobs[t] = (er_row_job){&cx[t], rows * t / nt, rows * (t + 1) / nt, ER_OK};
-                if (t > 0 && pthread_create(&th[t], NULL, er_row_run, &jobs[t]) == 0) started[t] = 1;
-            }
-            er_row_run(&jobs[0]);
-            for (int t = 1; t < nt; t++) { if (started[t]) pthread_join(th[t], NULL); else er_row_run(&jobs[t]); }
+            for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){&cx[t], rows * t / nt, rows * (t + 1) / nt, ER_OK};
+            er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
             for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
         } else if (cached && ref->fast) {
             /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges */

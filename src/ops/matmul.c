@@ -6,11 +6,8 @@
  * of the sums of positive and negative products for the any-order bound. Rows and columns holding a NaN or
  * an infinity take a slower path that records the special terms (src/exact/dot.c). The walk over the output
  * elements (batch broadcasting, decoded operand vectors) is shared with the fixed-order standards. */
-#define _POSIX_C_SOURCE 200809L /* sysconf */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <gmp.h>
 #include <mpfr.h>
 #include "ops/ref_internal.h"
@@ -185,15 +182,6 @@ static void *er_walk_run(void *arg) {
     return NULL;
 }
 
-int er__num_threads(int64_t work) {
-    const char *e = getenv("EXACTREF_THREADS");
-    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    if (n > ER_MAX_THREADS) n = ER_MAX_THREADS;
-    int64_t useful = work / (INT64_C(1) << 18) + 1; /* a thread is worth about 2^18 products */
-    return (int)(n < useful ? n : useful);
-}
-
 er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads) {
     const er_mm_plan *pl = &r->plan;
     const er_tensor *A = &r->A, *B = &r->B;
@@ -226,18 +214,8 @@ er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *c
     if (nthreads < 1) nthreads = 1;
     if (nthreads > n) nthreads = n > 0 ? (int)n : 1;
     er_walk w[ER_MAX_THREADS];
-    pthread_t th[ER_MAX_THREADS];
-    int started[ER_MAX_THREADS] = {0};
-    for (int t = 0; t < nthreads; t++) {
-        w[t] = (er_walk){r, &da, &db, &env, fn, ctxs[t], n * t / nthreads, n * (t + 1) / nthreads, ER_OK};
-        /* thread 0 works in the calling thread; a thread that cannot start is run here too */
-        if (t > 0 && pthread_create(&th[t], NULL, er_walk_run, &w[t]) == 0) started[t] = 1;
-    }
-    er_walk_run(&w[0]);
-    for (int t = 1; t < nthreads; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else er_walk_run(&w[t]);
-    }
+    for (int t = 0; t < nthreads; t++) w[t] = (er_walk){r, &da, &db, &env, fn, ctxs[t], n * t / nthreads, n * (t + 1) / nthreads, ER_OK};
+    er__run_jobs(w, sizeof w[0], nthreads, er_walk_run);
     for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
     er_dense_free(&da);
     er_dense_free(&db);

@@ -52,6 +52,9 @@ ER_INTERNAL er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn f
 ER_INTERNAL er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads);
 /* Threads for `work` products: EXACTREF_THREADS, else the online processors; fewer for small work. */
 ER_INTERNAL int er__num_threads(int64_t work);
+/* Runs fn on n jobs (an array of n elements of `size` bytes, n <= ER_MAX_THREADS): job 0 in the calling thread, the
+ * others in threads of their own, and a job whose thread cannot start in the calling thread too (src/core/threads.c). */
+ER_INTERNAL void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
 /* The operand formats after the conversion conv (tf32 for converted operands). */
 ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 

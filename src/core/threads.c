@@ -1,0 +1,27 @@
+#define _POSIX_C_SOURCE 200809L /* sysconf */
+/* threads.c: how many threads a piece of work gets, and running one job per thread. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "ops/ref_internal.h"
+
+int er__num_threads(int64_t work) {
+    const char *e = getenv("EXACTREF_THREADS");
+    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > ER_MAX_THREADS) n = ER_MAX_THREADS;
+    int64_t useful = work / (INT64_C(1) << 18) + 1; /* a thread is worth about 2^18 products */
+    return (int)(n < useful ? n : useful);
+}
+
+void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *)) {
+    pthread_t th[ER_MAX_THREADS];
+    int started[ER_MAX_THREADS] = {0};
+    char *j = jobs;
+    for (int t = 1; t < n; t++) started[t] = pthread_create(&th[t], NULL, fn, j + (size_t)t * size) == 0;
+    if (n > 0) fn(j);
+    for (int t = 1; t < n; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else fn(j + (size_t)t * size);
+    }
+}
