@@ -323,7 +323,8 @@ static double ref_block(int F, int acc_p, double c, const double *a, const doubl
     return r;
 }
 
-/* Random chains against the independent block, and random block orders and splits against outer=any. */
+/* Random chains against the independent block; random block orders and splits against outer=any (Theorem M1); groups of
+ * at most N blocks against promote=N (Theorem M2), and the scaled matmul of such a result. */
 START_TEST(block_model_and_any_order_set) {
     er_test_reseed(930);
     long trials = (long)(300 * er_test_multiplier());
@@ -381,6 +382,42 @@ START_TEST(block_model_and_any_order_set) {
         if (!special) ER_REQUIRE_PASS(&rep, "trial %ld (%s, K %d, %s, %d chains): a reordered mma result was called wrong:" ER_SEED_MSG_FMT,
                                       tr, er_format_name(fx), K, fam_names[fam], chains, ER_SEED_ARGS);
         er_report_clear(&rep);
+        /* 3. promotion (Theorem M2): groups of at most N blocks, each chained from 0, added into the fp32 (fp16)
+         * accumulator in a random order; then a scaled matmul of that result, scaled in one of its two ways */
+        int N = (int)er_rand_int(1, 4);
+        double grp[64];
+        int ng = 0;
+        for (int i = 0; i < nb; i += N) {
+            double gc = 0;
+            for (int t = i; t < nb && t < i + N; t++) {
+                int k0 = order[t] * k;
+                gc = special ? NAN : ref_block(F, accp, gc, a + k0, b + k0, K - k0 < k ? K - k0 : k);
+            }
+            grp[ng++] = gc;
+        }
+        emu_init(&e, acc16 ? ER_FP16 : ER_FP32);
+        tot = emu_sum_random(&e, grp, ng);
+        static const float scales[][2] = {{0.5f, 0.125f}, {3.0f, 0.1f}, {-1.5f, 7.0f}};
+        const float *sc = scales[er_rand64() % 3];
+        double scaled = (er_rand64() & 1) ? emu_mul(&e, emu_mul(&e, tot, sc[0]), sc[1]) : emu_mul(&e, tot, emu_mul(&e, sc[0], sc[1]));
+        emu_clear(&e);
+        char popt[64];
+        snprintf(popt, sizeof popt, "outer=any promote=%d%s", N, acc16 ? " compute=fp16" : "");
+        ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", popt), ER_OK);
+        out = (float)tot;
+        ER_REQUIRE(er_covers(&rep, ref, &to, &std) == ER_OK, "%s", er_last_error());
+        if (!special) ER_REQUIRE_PASS(&rep, "trial %ld (%s, K %d, %s, promote=%d): a promoted mma result was called wrong:" ER_SEED_MSG_FMT,
+                                      tr, er_format_name(fx), K, fam_names[fam], N, ER_SEED_ARGS);
+        er_report_clear(&rep);
+        er_ref *sref;
+        ck_assert_int_eq(er_scaled_matmul(&sref, &ta, &tb, sc[0], sc[1]), ER_OK);
+        out = (float)scaled;
+        ER_REQUIRE(er_covers(&rep, sref, &to, &std) == ER_OK, "%s", er_last_error());
+        if (!special && !acc16)
+            ER_REQUIRE_PASS(&rep, "trial %ld (%s, K %d, %s, scales %g %g): a scaled mma result was called wrong:" ER_SEED_MSG_FMT,
+                            tr, er_format_name(fx), K, fam_names[fam], sc[0], sc[1], ER_SEED_ARGS);
+        er_report_clear(&rep);
+        er_ref_free(sref);
         er_ref_free(ref);
     }
     /* refusals */
