@@ -16,22 +16,6 @@ void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, c
 void cblas_sgemm(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc);
 
-/* The batch index of A and B for output batch bi (broadcasting), as operand batch numbers. */
-static void er_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib) {
-    const er_mm_plan *pl = &r->plan;
-    const er_tensor *A = &r->A, *B = &r->B;
-    int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
-    int64_t rem = bi, sa = 1, sb = 1;
-    *ia = *ib = 0;
-    for (int d = pl->nb - 1; d >= 0; d--) {
-        int64_t c = rem % pl->bshape[d];
-        rem /= pl->bshape[d];
-        int ja = d - (pl->nb - nbd_a), jb = d - (pl->nb - nbd_b);
-        if (ja >= 0) { if (A->shape[ja] != 1) *ia += c * sa; sa *= A->shape[ja]; }
-        if (jb >= 0) { if (B->shape[jb] != 1) *ib += c * sb; sb *= B->shape[jb]; }
-    }
-}
-
 /* Loads an operand as row-major [batches][R][C] doubles (|x| as floats when f is set); 0 if a value is not finite.
  * 8- and 16-bit formats decode through a table of every pattern. */
 static int er_load_dense(const er_tensor *t, int64_t batches, int64_t R, int64_t C, double *d, float *f) {
@@ -98,7 +82,7 @@ er_status er__fast_build(er_ref *r) {
     int64_t MN = pl->M * pl->N;
     for (int64_t bi = 0; ok && bi < pl->nbatch; bi++) {
         int64_t ia, ib;
-        er_batch_of(r, bi, &ia, &ib);
+        er__matmul_batch_of(r, bi, &ia, &ib);
         cblas_dgemm(101, 111, 111, (int)pl->M, (int)pl->N, (int)pl->K, 1.0, A + ia * pl->M * pl->K, (int)pl->K,
                     B + ib * pl->K * pl->N, (int)pl->N, 0.0, fs + bi * MN, (int)pl->N);
     }
@@ -110,7 +94,7 @@ er_status er__fast_build(er_ref *r) {
          er_load_dense(&r->B, pl->b_batches, pl->K, pl->N, NULL, Bf);
     for (int64_t bi = 0; ok && bi < pl->nbatch; bi++) {
         int64_t ia, ib;
-        er_batch_of(r, bi, &ia, &ib);
+        er__matmul_batch_of(r, bi, &ia, &ib);
         cblas_sgemm(101, 111, 111, (int)pl->M, (int)pl->N, (int)pl->K, 1.0f, Af + ia * pl->M * pl->K, (int)pl->K,
                     Bf + ib * pl->K * pl->N, (int)pl->N, 0.0f, fp + bi * MN, (int)pl->N);
     }

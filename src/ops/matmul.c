@@ -143,6 +143,21 @@ er_format er__operand_format(er_format f, int conv) {
     return conv >= 0 && er__fmt(f)->p > er__fmt(ER_TF32)->p ? ER_TF32 : f;
 }
 
+void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib) {
+    const er_mm_plan *pl = &r->plan;
+    const er_tensor *A = &r->A, *B = &r->B;
+    int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
+    int64_t rem = bi, sa = 1, sb = 1;
+    *ia = *ib = 0;
+    for (int d = pl->nb - 1; d >= 0; d--) {
+        int64_t c = rem % pl->bshape[d];
+        rem /= pl->bshape[d];
+        int ja = d - (pl->nb - nbd_a), jb = d - (pl->nb - nbd_b);
+        if (ja >= 0) { if (A->shape[ja] != 1) *ia += c * sa; sa *= A->shape[ja]; }
+        if (jb >= 0) { if (B->shape[jb] != 1) *ib += c * sb; sb *= B->shape[jb]; }
+    }
+}
+
 /* One thread's share of the walk: output elements [begin, end) in row-major order. */
 typedef struct er_walk {
     const er_ref *r;
@@ -157,23 +172,12 @@ typedef struct er_walk {
 static void *er_walk_run(void *arg) {
     er_walk *w = arg;
     const er_mm_plan *pl = &w->r->plan;
-    const er_tensor *A = &w->r->A, *B = &w->r->B;
-    int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
     int64_t MN = pl->M * pl->N, cur_bi = -1, ia = 0, ib = 0;
     w->st = ER_OK;
     for (int64_t idx = w->begin; idx < w->end && w->st == ER_OK; idx++) {
         int64_t bi = idx / MN, i = (idx % MN) / pl->N, j = idx % pl->N;
         if (bi != cur_bi) {
-            /* The operands' batch indices under broadcasting (row-major over their own batch dims). */
-            int64_t rem = bi, sa = 1, sb = 1;
-            ia = ib = 0;
-            for (int d = pl->nb - 1; d >= 0; d--) {
-                int64_t c = rem % pl->bshape[d];
-                rem /= pl->bshape[d];
-                int ja = d - (pl->nb - nbd_a), jb = d - (pl->nb - nbd_b);
-                if (ja >= 0) { if (A->shape[ja] != 1) ia += c * sa; sa *= A->shape[ja]; }
-                if (jb >= 0) { if (B->shape[jb] != 1) ib += c * sb; sb *= B->shape[jb]; }
-            }
+            er__matmul_batch_of(w->r, bi, &ia, &ib);
             cur_bi = bi;
         }
         const double *arow = w->da->v + (ia * pl->M + i) * pl->K, *bcol = w->db->v + (ib * pl->N + j) * pl->K;

@@ -60,6 +60,8 @@ ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 
 /* Builds a matmul reference from checked views (the body of er_matmul). */
 ER_INTERNAL er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B);
+/* The operands' batch numbers (row-major over their own batch dimensions) of output batch bi, under broadcasting. */
+ER_INTERNAL void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib);
 /* The element offsets in A and B where output element idx's vectors along K start. */
 ER_INTERNAL void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa, int64_t *offb);
 /* softmax: visits every row along the normalised dimension: its decoded values and its elements' row-major
