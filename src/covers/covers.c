@@ -431,7 +431,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
         er_status st = er__mma_params(std->mma_arch, fa, fb, std->compute == ER_FP16, &cx->mma);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
         if (cx->any) er__mma_bound(&cx->bd, &cx->mma, ref->K, std->promote);
-        else if (cx->mma.acc_p != 24 || strcmp(cx->mma.what, "fp8") == 0) {
+        else if (cx->mma.fp8) {
             /* Triton's fp8 tl.dot on the H200 is not this chain (docs/hardware/mma.md): no fixed fp8 chain is claimed */
             er__edge_scratch_clear(&cx->w);
             return er__fail(ER_ERR_UNSUPPORTED, "mma:sm%d has no established fixed chain for fp8 operands; use outer=any "

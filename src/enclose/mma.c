@@ -17,7 +17,7 @@ er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb,
     if (!half && !tf32 && !fp8)
         return er__fail(ER_ERR_STANDARD, "mma:sm%d takes fp16 x fp16, bf16 x bf16, tf32 (fp32 operands with compute=tf32) or "
                         "fp8 operands, not %s x %s", arch, fa->name, fb->name);
-    *out = (er_mma_params){0, 0, 24, fp16_acc, half ? "fp16/bf16" : tf32 ? "tf32" : "fp8"};
+    *out = (er_mma_params){0, 0, 24, fp16_acc, fp8};
     if (fp16_acc && !(a == ER_FP16 && b == ER_FP16))
         return er__fail(ER_ERR_STANDARD, "an fp16 accumulator (compute=fp16) takes fp16 x fp16 operands, not %s x %s", fa->name, fb->name);
     switch (arch) {

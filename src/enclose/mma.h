@@ -9,7 +9,7 @@
 typedef struct er_mma_params {
     int k, F, acc_p;
     int fp16_acc;     /* fp16 accumulator (compute=fp16, fp16 operands): each block rounds to nearest in fp16 */
-    const char *what;
+    int fp8;          /* fp8 operands: no fixed chain is claimed (docs/hardware/mma.md) */
 } er_mma_params;
 
 /* The parameters of arch (70, 80, 89, 90, 100) for operands of formats fa and fb (after the tf32 conversion);
