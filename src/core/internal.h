@@ -86,6 +86,14 @@ static inline double er__next_up(double x) {
 static inline double er__add_up(double a, double b) { return er__next_up(a + b); }
 static inline double er__mul_up(double a, double b) { return er__next_up(a * b); }
 
+/* ---- threads (src/core/threads.c) ---- */
+#define ER_MAX_THREADS 64
+/* Threads for `work` products: EXACTREF_THREADS, else the online processors; fewer for small work. */
+ER_INTERNAL int er__num_threads(int64_t work);
+/* Runs fn on n jobs (an array of n elements of `size` bytes, n <= ER_MAX_THREADS): job 0 in the calling thread, the
+ * others in threads of their own, and a job whose thread cannot start in the calling thread too (src/core/threads.c). */
+ER_INTERNAL void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
+
 /* er_standard_is_fixed on format descriptors (which may be er__fmt_one()). */
 ER_INTERNAL int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *a, const er_fmt_info *b);
 

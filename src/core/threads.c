@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "ops/ref_internal.h"
+#include "core/internal.h"
 
 int er__num_threads(int64_t work) {
     const char *e = getenv("EXACTREF_THREADS");

@@ -48,13 +48,7 @@ typedef er_status (*er_elem_fn)(void *ctx, const er_dot_env *env, int64_t idx, c
                                 int64_t K, int special);
 ER_INTERNAL er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx);
 /* The same walk shared by nthreads threads (contiguous ranges of elements), thread t calling fn with ctxs[t]. */
-#define ER_MAX_THREADS 64
 ER_INTERNAL er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads);
-/* Threads for `work` products: EXACTREF_THREADS, else the online processors; fewer for small work. */
-ER_INTERNAL int er__num_threads(int64_t work);
-/* Runs fn on n jobs (an array of n elements of `size` bytes, n <= ER_MAX_THREADS): job 0 in the calling thread, the
- * others in threads of their own, and a job whose thread cannot start in the calling thread too (src/core/threads.c). */
-ER_INTERNAL void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
 /* The operand formats after the conversion conv (tf32 for converted operands). */
 ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 
