@@ -77,7 +77,8 @@ double er__decode(const er_fmt_info *fi, uint64_t bits) {
     } else if (E == 0) {
         v = (double)M * fi->min_sub;
     } else {
-        v = ldexp((double)((UINT64_C(1) << fi->mbits) | M), (int)E - fi->bias - fi->mbits);
+        /* a normal value of every format is a normal double: its fields placed directly */
+        v = er__from_bits(((uint64_t)((int)E - fi->bias + 1023) << 52) | (M << (52 - fi->mbits)));
     }
     return sign ? -v : v;
 }

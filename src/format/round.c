@@ -63,12 +63,23 @@ double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int
     }
     kept += (uint64_t)inc;
     if (kept == 0) return neg ? -0.0 : 0.0;
-    double v = ldexp((double)kept, (int)q); /* kept <= 2^54: exact; q within double's range */
+    /* kept <= 2^53 is exact as a double, and so is kept 2^q: with q a normal exponent the product is normal */
+    double v = q >= -1022 && q <= 1023 ? (double)kept * er__from_bits((uint64_t)(q + 1023) << 52) : ldexp((double)kept, (int)q);
     if (v > fi->max) return er_overflowed(fi, neg, mode, ov);
     return neg ? -v : v;
 }
 
 double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
+    /* fast paths: a finite double is a value of fp64; fp32 within its range by the hardware conversion (to
+     * nearest, or to nearest then one step outward when that went the wrong way) */
+    if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
+    if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX) {
+        float f = (float)x;
+        if (mode == ER_ROUND_NEAREST) return f;
+        if (mode == ER_ROUND_UP && (double)f < x) return nextafterf(f, INFINITY);
+        if (mode == ER_ROUND_DOWN && (double)f > x) return nextafterf(f, -INFINITY);
+        if (mode == ER_ROUND_UP || mode == ER_ROUND_DOWN) return f;
+    }
     if (isnan(x)) return NAN;
     if (isinf(x)) {
         er_overflow rule = er__overflow_rule(fi, ov);
