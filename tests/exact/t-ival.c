@@ -1,0 +1,105 @@
+/* t-ival.c: the double bounds of src/enclose/ival.c against MPFR (docs/algorithms/double-bounds.md).
+ * exp(t) lies in er__exp_bounds's [lo, hi] and hi <= lo (1 + 2^-44) where the theorem says so, for random t over
+ * the whole range, the reduction's boundaries (odd multiples of ln 2 / 128), integers, tiny and subnormal t and
+ * the ends of the range; the fixed-point sums bound the exact sums of their terms. Compiled with the library's
+ * internal source. */
+#include "../common/er_test.h"
+#include "enclose/ival.h"
+
+static mpfr_t E;
+
+/* lo <= exp(t) <= hi with exp(t) at 300 bits (outward), and the width claim. */
+static void check_exp(double t) {
+    double lo, hi;
+    er__exp_bounds(t, &lo, &hi);
+    if (t != t) { ER_REQUIRE(lo != lo && hi != hi, "exp(NaN) bounds not NaN"); return; }
+    mpfr_set_d(E, t, MPFR_RNDN);
+    mpfr_exp(E, E, MPFR_RNDD);
+    ER_REQUIRE(mpfr_cmp_d(E, lo) >= 0, "exp(%a): lower bound %a above the exact value", t, lo);
+    mpfr_set_d(E, t, MPFR_RNDN);
+    mpfr_exp(E, E, MPFR_RNDU);
+    ER_REQUIRE(mpfr_cmp_d(E, hi) <= 0, "exp(%a): upper bound %a below the exact value", t, hi);
+    if (t >= -745 && t <= 709 && lo >= 0x1p-1022)
+        ER_REQUIRE(hi <= lo * (1 + 0x1p-44), "exp(%a): [%a, %a] wider than 2^-44", t, lo, hi);
+}
+
+START_TEST(exp_bounds_hold) {
+    er_test_reseed(71);
+    mpfr_init2(E, 300);
+    long trials = (long)(400000 * er_test_multiplier());
+    for (long i = 0; i < trials; i++) {
+        double t;
+        switch (i % 5) {
+        case 0: t = -750.0 + 1462.0 * er_rand_unit(); break;          /* the whole range and beyond */
+        case 1: t = -20.0 * er_rand_unit(); break;                    /* softmax's usual arguments */
+        case 2: t = ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(0, 1080)); break; /* tiny, subnormal */
+        case 3: {                                                     /* near a reduction boundary */
+            double k = (double)er_rand_int(-137700, 131000) + 0.5;
+            t = nextafter(k * 0.693147180559945309417232 / 64, er_rand64() & 1 ? INFINITY : -INFINITY);
+            break;
+        }
+        default: t = (double)(float)(-90.0 * er_rand_unit()); break;  /* float arguments */
+        }
+        check_exp(t);
+    }
+    static const double edges[] = {0.0, -0.0, 0x1p-1074, -0x1p-1074, 1.0, -1.0, -745.0, -744.5, -744.44, -708.4, -708.39,
+                                   709.0, 708.9, 709.5, 710.0, -746.0, -1e300, 1e300, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) check_exp(edges[i]);
+    for (int k = -745; k <= 709; k++) { check_exp(k); check_exp(nextafter(k, 0)); }
+    double lo, hi;
+    er__exp_bounds(0.0, &lo, &hi);
+    ck_assert(lo <= 1.0 && hi >= 1.0 && lo > 1 - 0x1p-46 && hi < 1 + 0x1p-46);
+    er__exp_bounds(-INFINITY, &lo, &hi);
+    ck_assert(lo == 0 && hi == 0);
+    mpfr_clear(E);
+    printf("exp bounds: %ld random arguments and %zu edges hold\n", trials, sizeof edges / sizeof edges[0] + 2 * 1455);
+}
+END_TEST
+
+START_TEST(fixed_sums_bound_the_exact_sum) {
+    er_test_reseed(72);
+    mpfr_t sl, sh;
+    mpfr_inits2(2300, sl, sh, (mpfr_ptr)0);
+    long trials = (long)(3000 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        int n = (int)er_rand_int(1, 2000);
+        er_fxsum fs = {0, 0};
+        mpfr_set_zero(sl, 1);
+        mpfr_set_zero(sh, 1);
+        for (int j = 0; j < n; j++) {
+            double a;
+            switch (er_rand64() % 4) {
+            case 0: a = 0; break;
+            case 1: a = ldexp(er_rand_unit(), -(int)er_rand_int(0, 1074)); break;
+            case 2: a = 2.0 * er_rand_unit(); break;
+            default: a = exp(-30 * er_rand_unit()); break;
+            }
+            double b = a == 0 ? 0 : nextafter(a, 2.0);
+            er__fxsum_add(&fs, a, b);
+            mpfr_add_d(sl, sl, a, MPFR_RNDN); /* exact */
+            mpfr_add_d(sh, sh, b, MPFR_RNDN);
+        }
+        double lo = er__fxsum_lo(&fs), hi = er__fxsum_hi(&fs);
+        ER_REQUIRE(mpfr_cmp_d(sl, lo) >= 0, "trial %ld: fixed sum's lower end %a above the exact sum", tr, lo);
+        ER_REQUIRE(mpfr_cmp_d(sh, hi) <= 0, "trial %ld: fixed sum's upper end %a below the exact sum", tr, hi);
+        /* within n 2^-90 and two roundings of the exact sums */
+        mpfr_sub_d(sl, sl, lo, MPFR_RNDU);
+        ER_REQUIRE(mpfr_get_d(sl, MPFR_RNDU) <= n * 0x1p-90 + 0x1p-50 * lo, "trial %ld: lower end too low", tr);
+    }
+    mpfr_clears(sl, sh, (mpfr_ptr)0);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("ival");
+    TCase *tc = tcase_create("ival");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, exp_bounds_hold);
+    tcase_add_test(tc, fixed_sums_bound_the_exact_sum);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
