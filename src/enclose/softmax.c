@@ -10,14 +10,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "enclose/ival.h"
 #include "enclose/softmax.h"
 
 /* The spacing of F at |z| (z >= 0 finite, as a double rounded up). */
 static double er_ulp_at(const er_fmt_info *F, double z) {
     if (z < F->min_normal) return F->min_sub;
-    int ex;
-    frexp(z, &ex);
-    return ldexp(1.0, ex - F->p);
+    if (z > DBL_MAX) return INFINITY;
+    /* z in [2^e, 2^(e+1)), a normal double since F's normals are: the spacing 2^(e + 1 - p) */
+    int e = (int)((er__bits(z) >> 52) & 0x7ff) - 1023 + 1 - F->p;
+    return e >= -1022 ? er__from_bits((uint64_t)(e + 1023) << 52) : ldexp(1.0, e);
 }
 
 static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
@@ -31,14 +33,34 @@ static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
     }
 }
 
-/* The exact softmax, correctly rounded to O: enclosures at 64, 256, 1024 and 4096 bits until both ends round
- * alike. */
-static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, double m, double *exact,
-                         double *rounded) {
+/* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and
+ * texact whether it is exact. */
+typedef struct er_exps { double *lo, *hi, *t; char *texact; } er_exps;
+
+static void er_exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
+    for (int64_t j = 0; j < n; j++) {
+        if (x[j] == -INFINITY) { ex->lo[j] = ex->hi[j] = 0; ex->t[j] = -INFINITY; ex->texact[j] = 1; continue; }
+        double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
+        double lo, hi;
+        er__exp_bounds(t, &lo, &hi);
+        if (e != 0) { /* exp(t + e) within exp(t) e^(+-|e|), |e| <= 2^-53 |t| */
+            lo = er__dn(lo * er__dn(1.0 - 2.0 * fabs(e)));
+            hi = er__up(hi * er__up(1.0 + 2.0 * fabs(e)));
+        }
+        ex->lo[j] = lo;
+        ex->hi[j] = hi;
+        ex->t[j] = t;
+        ex->texact[j] = e == 0;
+    }
+}
+
+/* The exact softmax, correctly rounded to O, for the elements not yet done: enclosures at 64, 256, 1024 and 4096
+ * bits until both ends round alike. */
+static er_status er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, double m, double *exact,
+                              double *rounded, char *done, int64_t todo) {
     mpfr_t *lo = malloc(sizeof(mpfr_t) * (size_t)n), *hi = malloc(sizeof(mpfr_t) * (size_t)n);
+    if (!lo || !hi) { free(lo); free(hi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
     mpfr_t d, sl, sh, q;
-    int64_t todo = n;
-    char *done = calloc((size_t)n, 1);
     for (mpfr_prec_t p = 64; p <= 8192 && todo > 0; p *= 4) {
         mpfr_init2(d, 2200);
         mpfr_inits2(p + 64, sl, sh, q, (mpfr_ptr)0);
@@ -90,14 +112,52 @@ static void er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, 
         for (int64_t j = 0; j < n; j++) mpfr_clears(lo[j], hi[j], (mpfr_ptr)0);
         mpfr_clears(d, sl, sh, q, (mpfr_ptr)0);
     }
-    free(done);
     free(lo);
     free(hi);
+    return ER_OK;
+}
+
+/* log_softmax's sets from the bounds [s_lo, s_hi] (values of F) of the rounded sum: l = log(s) within Ulog ulps;
+ * y = fl(d_i - l) or fl(x_i - fl(m + l)), both decreasing in l (softmax.md, Theorem S2). */
+static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
+                        er_cval *cv) {
+    const er_fmt_info *F = pl->F;
+    mpfr_t a;
+    mpfr_init2(a, 128);
+    double l_lo, l_hi;
+    if (s_lo <= 0) l_lo = -INFINITY;
+    else {
+        mpfr_set_d(a, s_lo, MPFR_RNDN);
+        mpfr_log(a, a, MPFR_RNDD);
+        double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
+        mpfr_sub_d(a, a, sl_, MPFR_RNDD);
+        l_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    }
+    if (s_hi == INFINITY) l_hi = INFINITY;
+    else {
+        mpfr_set_d(a, s_hi, MPFR_RNDN);
+        mpfr_log(a, a, MPFR_RNDU);
+        double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
+        mpfr_add_d(a, a, sl_, MPFR_RNDU);
+        l_hi = er__round_mpfr(F, a, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    }
+    mpfr_clear(a);
+    for (int64_t i = 0; i < n; i++) {
+        memset(&cv[i], 0, sizeof cv[i]);
+        if (x[i] == -INFINITY) { cv[i].lo = INFINITY; cv[i].hi = -INFINITY; cv[i].ninf = 1; continue; }
+        double d = er__round_sum(F, x[i], -m, ER_ROUND_NEAREST);
+        double y1 = er__round_sum(F, d, -l_hi, ER_ROUND_NEAREST), y2 = er__round_sum(F, d, -l_lo, ER_ROUND_NEAREST);
+        double z1 = er__round_sum(F, x[i], -er__round_sum(F, m, l_hi, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
+        double z2 = er__round_sum(F, x[i], -er__round_sum(F, m, l_lo, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
+        double lo = y1 < z1 ? y1 : z1, hi = y2 > z2 ? y2 : z2;
+        er__cval_from_interval(&cv[i], lo, hi, 0, F);
+    }
 }
 
 /* The bounds of the online sum (Theorem S3): s_hat within [*lo, *hi] for every block partition, with exp within
  * U (or the fast bound) ulps for each exp and each rescale factor. */
-static void er_online_sum(const er_softmax_plan *pl, const double *x, int64_t n, double m, mpfr_t lo, mpfr_t hi) {
+static void er_online_sum(const er_softmax_plan *pl, const double *x, int64_t n, double m, const er_exps *ex,
+                          mpfr_t lo, mpfr_t hi) {
     const er_fmt_info *F = pl->F;
     double xmin = m;
     for (int64_t j = 0; j < n; j++) if (x[j] != -INFINITY && x[j] < xmin) xmin = x[j];
@@ -108,7 +168,14 @@ static void er_online_sum(const er_softmax_plan *pl, const double *x, int64_t n,
     mpfr_inits2(64, e, f, g, (mpfr_ptr)0);
     mpfr_set_zero(lo, 1);
     mpfr_set_zero(hi, 1);
-    for (int64_t j = 0; j < n; j++) {
+    if (ex) {
+        /* the exact exps enclosed in double (Theorem D1), summed with outward bounds */
+        double a = 0, b = 0;
+        for (int64_t j = 0; j < n; j++) { a = er__dn(a + ex->lo[j]); b = er__up(b + ex->hi[j]); }
+        mpfr_set_d(lo, a, MPFR_RNDD);
+        mpfr_set_d(hi, b, MPFR_RNDU);
+    }
+    for (int64_t j = 0; j < n && !ex; j++) {
         if (x[j] == -INFINITY) continue;
         mpfr_set_d(t, x[j], MPFR_RNDN);
         mpfr_sub_d(t, t, m, MPFR_RNDN); /* exact at 1200 bits */
@@ -194,37 +261,11 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         mpfr_mul_d(a, sl, one_minus > 0 ? one_minus : 0.0, MPFR_RNDD);
         double s_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
         if (sum_may_overflow) s_hi = INFINITY;
-        double l_lo, l_hi;
-        if (s_lo <= 0) l_lo = -INFINITY;
-        else {
-            mpfr_set_d(a, s_lo, MPFR_RNDN);
-            mpfr_log(a, a, MPFR_RNDD);
-            double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
-            mpfr_sub_d(a, a, sl_, MPFR_RNDD);
-            l_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-        }
-        if (s_hi == INFINITY) l_hi = INFINITY;
-        else {
-            mpfr_set_d(a, s_hi, MPFR_RNDN);
-            mpfr_log(a, a, MPFR_RNDU);
-            double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
-            mpfr_add_d(a, a, sl_, MPFR_RNDU);
-            l_hi = er__round_mpfr(F, a, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-        }
-        for (int64_t i = 0; i < n; i++) {
-            memset(&cv[i], 0, sizeof cv[i]);
-            if (x[i] == -INFINITY) { cv[i].lo = INFINITY; cv[i].hi = -INFINITY; cv[i].ninf = 1; continue; }
-            double d = er__round_sum(F, x[i], -m, ER_ROUND_NEAREST);
-            double y1 = er__round_sum(F, d, -l_hi, ER_ROUND_NEAREST), y2 = er__round_sum(F, d, -l_lo, ER_ROUND_NEAREST);
-            double z1 = er__round_sum(F, x[i], -er__round_sum(F, m, l_hi, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
-            double z2 = er__round_sum(F, x[i], -er__round_sum(F, m, l_lo, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
-            double lo = y1 < z1 ? y1 : z1, hi = y2 > z2 ? y2 : z2;
-            er__cval_from_interval(&cv[i], lo, hi, 0, F);
-        }
+        er_log_sets(pl, x, n, m, s_lo, s_hi, cv);
     }
     mpfr_t olo, ohi;
     mpfr_inits2(64, olo, ohi, (mpfr_ptr)0);
-    if (pl->online && !pl->log) er_online_sum(pl, x, n, m, olo, ohi);
+    if (pl->online && !pl->log) er_online_sum(pl, x, n, m, NULL, olo, ohi);
     double one_minus = nextafter(1.0 - bd.c1, 0.0); /* below the exact 1 - c1 whatever the rounding */
     double u2 = ldexp(1.0, 1 - F->p);
     for (int64_t i = 0; i < n && st == ER_OK && !pl->log; i++) {
@@ -297,6 +338,144 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
     return st;
 }
 
+/* The sets of a row in double arithmetic, for F of at most 24 bits (docs/algorithms/double-bounds.md): the
+ * formulas of er_softmax_sets, each MPFR bound replaced by a double bound on the same side (ival.h). ex: the
+ * exps of x_j - m, reused where d_j = x_j - m exactly. */
+static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x, int64_t n, double m, const er_exps *ex,
+                                     er_cval *cv) {
+    const er_fmt_info *F = pl->F;
+    double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
+    if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
+    double sl = 0, sh = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST), zl, zh;
+        if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
+        if (ex->texact[j] && ex->t[j] == dj) { zl = ex->lo[j]; zh = ex->hi[j]; }
+        else er__exp_bounds(dj, &zl, &zh);
+        double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
+        double slack = er__up(Uj * er_ulp_at(F, zh));
+        double a = er__dn(zl - slack);
+        elo[j] = a <= 0 ? 0.0 : er__to_fmt_up(F, a);
+        ehi[j] = er__to_fmt_dn(F, er__up(zh + slack));
+        sl = er__dn(sl + elo[j]);
+        sh = er__up(sh + ehi[j]);
+    }
+    er_anyorder_bound bd;
+    er_status st = er__anyorder_bound_terms(&bd, F, n, 0);
+    int sum_may_overflow = er__mul_up(bd.g, sh) >= bd.thr;
+    double u = ldexp(1.0, -F->p), u2 = ldexp(1.0, 1 - F->p);
+    double one_minus = er__dn(1.0 - bd.c1), one_plus = er__up(1.0 + bd.c1);
+    if (pl->log && st == ER_OK) {
+        double s_hi = er__to_fmt_dn(F, er__up(sh * one_plus));
+        double s_lo = er__to_fmt_up(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)));
+        if (sum_may_overflow) s_hi = INFINITY;
+        er_log_sets(pl, x, n, m, s_lo, s_hi, cv);
+    }
+    double olo = 0, ohi = INFINITY;
+    if (pl->online && !pl->log && st == ER_OK) {
+        mpfr_t a, b;
+        mpfr_inits2(64, a, b, (mpfr_ptr)0);
+        er_online_sum(pl, x, n, m, ex, a, b);
+        olo = mpfr_get_d(a, MPFR_RNDD);
+        ohi = mpfr_get_d(b, MPFR_RNDU);
+        mpfr_clears(a, b, (mpfr_ptr)0);
+    }
+    for (int64_t i = 0; i < n && st == ER_OK && !pl->log; i++) {
+        memset(&cv[i], 0, sizeof cv[i]);
+        /* the quotient e_i / s: a at its lowest (e_i low, the others high), b at its highest */
+        int zlo = elo[i] == 0, inf_hi = 0;
+        double a = 0, b = 0;
+        if (!zlo) {
+            double den = pl->online ? ohi : er__up(er__up(er__up(sh - ehi[i]) + elo[i]) * one_plus);
+            a = er__dn(elo[i] / den);
+        }
+        if (ehi[i] != 0) {
+            double den = pl->online ? olo : er__dn(er__dn(er__dn(sl - elo[i]) + ehi[i]) * one_minus);
+            if (!(den > 0)) inf_hi = 1;
+            else b = er__up(ehi[i] / den);
+        }
+        double ql, qh;
+        if (pl->Udiv > 0) {
+            /* e / s within Udiv ulps: |y - q| <= Udiv (2^(1-p) |q| + least subnormal) */
+            double rel = er__mul_up(pl->Udiv, u2), abs_ = er__mul_up(pl->Udiv, F->min_sub);
+            if (zlo) ql = 0;
+            else {
+                double v = er__dn(er__dn(a * er__dn(1.0 - rel)) - abs_);
+                ql = v <= 0 ? 0.0 : er__to_fmt_up(F, v);
+            }
+            qh = inf_hi ? INFINITY : ehi[i] == 0 ? 0.0 : er__to_fmt_dn(F, er__up(er__up(b * er__up(1.0 + rel)) + abs_));
+        } else {
+            /* fl(e / s) is monotone in the quotient; fl(e * fl(1/s)) may be u beyond it */
+            if (zlo) ql = 0;
+            else ql = er__to_fmt_near(F, pl->div != 1 ? er__dn(a * (1.0 - u)) : a, ER_OVERFLOW_IEEE);
+            if (inf_hi) qh = INFINITY;
+            else qh = ehi[i] == 0 ? 0.0 : er__to_fmt_near(F, pl->div != 1 ? er__up(b * (1.0 + u)) : b, ER_OVERFLOW_IEEE);
+        }
+        if (sum_may_overflow) ql = 0;
+        cv[i].lo = ql;
+        cv[i].hi = qh;
+        if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
+    }
+    free(elo);
+    free(ehi);
+    return st;
+}
+
+/* The exact softmax from the exps enclosed in double: each element whose enclosure rounds to one value of O is
+ * decided here (with exact[i] the enclosure's midpoint); the others are marked in done = 0 for er_exact_row.
+ * Returns how many are left. */
+static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int64_t n, const er_exps *ex,
+                                double *exact, double *rounded, char *done) {
+    double sl = 0, sh = 0;
+    if (n < (INT64_C(1) << 36)) { /* every exp at most 1 (1 + 2^-44): sums exact to 2^-90 per term */
+        er_fxsum fs = {0, 0};
+        for (int64_t j = 0; j < n; j++) er__fxsum_add(&fs, ex->lo[j], ex->hi[j]);
+        sl = er__fxsum_lo(&fs);
+        sh = er__fxsum_hi(&fs);
+    } else {
+        for (int64_t j = 0; j < n; j++) { sl = er__dn(sl + ex->lo[j]); sh = er__up(sh + ex->hi[j]); }
+    }
+    double lsl = 0, lsh = 0;
+    if (pl->log) {
+        mpfr_t a;
+        mpfr_init2(a, 64);
+        mpfr_set_d(a, sl, MPFR_RNDN);
+        mpfr_log(a, a, MPFR_RNDD);
+        lsl = mpfr_get_d(a, MPFR_RNDD);
+        mpfr_set_d(a, sh, MPFR_RNDN);
+        mpfr_log(a, a, MPFR_RNDU);
+        lsh = mpfr_get_d(a, MPFR_RNDU);
+        mpfr_clear(a);
+    }
+    int64_t todo = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double ql, qh;
+        if (pl->log) {
+            if (x[i] == -INFINITY) { exact[i] = rounded[i] = -INFINITY; done[i] = 1; continue; }
+            double t = ex->t[i], tl = ex->texact[i] ? t : er__dn(t), th = ex->texact[i] ? t : er__up(t);
+            ql = er__dn(tl - lsh);
+            qh = er__up(th - lsl);
+        } else {
+            ql = er__dn(ex->lo[i] / sh);
+            qh = er__up(ex->hi[i] / sl);
+        }
+        double rl = er__to_fmt_near(pl->O, ql, pl->ov_out), rh = er__to_fmt_near(pl->O, qh, pl->ov_out);
+        exact[i] = 0.5 * ql + 0.5 * qh;
+        rounded[i] = rl;
+        done[i] = rl == rh;
+        todo += !done[i];
+    }
+    return todo;
+}
+
+/* The sets for the maximum m subtracted (m = 0: left out): in double for narrow formats, else MPFR. */
+static er_status er_sets(const er_softmax_plan *pl, int dbl, const double *x, int64_t n, double m, er_exps *ex,
+                         er_cval *cv) {
+    if (!dbl) return er_softmax_sets(pl, x, n, m, cv);
+    er_exps_fill(ex, x, n, m);
+    return er_softmax_sets_dbl(pl, x, n, m, ex, cv);
+}
+
 er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv, double *exact,
                           double *rounded) {
     if (n == 0) return ER_OK;
@@ -306,27 +485,48 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         if (x[j] > m) m = x[j];
     }
     if (m == -INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; } /* a fully masked row: -inf - -inf */
-    ER_RETURN_IF_ERROR(er_softmax_sets(pl, x, n, m, cv));
-    if (pl->max_optional && m != 0) {
+    /* formats of at most 24 bits: double bounds (29 bits to spare) decide nearly every element */
+    int dbl = pl->F->p <= 24 && pl->O->p <= 24;
+    er_exps ex = {0};
+    char *done = calloc((size_t)n, 1);
+    er_cval *c0 = pl->max_optional && m != 0 ? malloc(sizeof *c0 * (size_t)n) : NULL;
+    if (dbl) {
+        ex.lo = malloc(sizeof(double) * (size_t)n);
+        ex.hi = malloc(sizeof(double) * (size_t)n);
+        ex.t = malloc(sizeof(double) * (size_t)n);
+        ex.texact = malloc((size_t)n);
+    }
+    er_status st = ER_OK;
+    if (!done || (pl->max_optional && m != 0 && !c0) || (dbl && (!ex.lo || !ex.hi || !ex.t || !ex.texact)))
+        st = er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    if (st == ER_OK && c0) {
         /* max=optional: the sets with the maximum left out join (Theorem S4); where exp(x) may overflow or every
          * exp(x) underflow, a kernel without the maximum may give NaN, and nothing is claimed */
         const er_fmt_info *F = pl->F;
-        er_cval *c0 = malloc(sizeof *c0 * (size_t)n);
-        if (!c0) return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
         int wild = !(m < log(F->max) - 1.0 && m > log(F->min_normal) + 1.0);
-        er_status st = wild ? ER_OK : er_softmax_sets(pl, x, n, 0.0, c0);
+        if (!wild) st = er_sets(pl, dbl, x, n, 0.0, &ex, c0);
         for (int64_t i = 0; i < n && st == ER_OK; i++) {
-            if (wild) { er__cval_from_interval(&cv[i], -INFINITY, INFINITY, 1, F); continue; }
-            if (c0[i].lo < cv[i].lo) cv[i].lo = c0[i].lo;
-            if (c0[i].hi > cv[i].hi) cv[i].hi = c0[i].hi;
-            cv[i].pinf |= c0[i].pinf;
-            cv[i].ninf |= c0[i].ninf;
-            cv[i].nan |= c0[i].nan;
-            cv[i].nan_req &= c0[i].nan_req;
+            if (wild) er__cval_from_interval(&c0[i], -INFINITY, INFINITY, 1, F);
         }
-        free(c0);
-        ER_RETURN_IF_ERROR(st);
     }
-    er_exact_row(pl, x, n, m, exact, rounded);
-    return ER_OK;
+    if (st == ER_OK) st = er_sets(pl, dbl, x, n, m, &ex, cv); /* last: ex keeps the exps of x_j - m */
+    for (int64_t i = 0; c0 && i < n && st == ER_OK; i++) {
+        if (c0[i].lo < cv[i].lo) cv[i].lo = c0[i].lo;
+        if (c0[i].hi > cv[i].hi) cv[i].hi = c0[i].hi;
+        cv[i].pinf |= c0[i].pinf;
+        cv[i].ninf |= c0[i].ninf;
+        cv[i].nan |= c0[i].nan;
+        cv[i].nan_req &= c0[i].nan_req;
+    }
+    if (st == ER_OK) {
+        int64_t todo = dbl ? er_exact_row_dbl(pl, x, n, &ex, exact, rounded, done) : n;
+        if (todo > 0) st = er_exact_row(pl, x, n, m, exact, rounded, done, todo);
+    }
+    free(c0);
+    free(done);
+    free(ex.lo);
+    free(ex.hi);
+    free(ex.t);
+    free(ex.texact);
+    return st;
 }

@@ -503,6 +503,84 @@ START_TEST(option_implementations_are_covered) {
 }
 END_TEST
 
+/* EXACT is decided exactly: the correctly rounded softmax and log_softmax (MPFR at 400 bits, rounded by the test's
+ * own oracle) are EXACT in every element, and the value one ulp above is never EXACT. Rows of every kind: normal,
+ * wide, masked lanes, and a dominant element (log_softmax within 2^-40 of 0, which the double bounds cannot
+ * decide). */
+START_TEST(exact_results_are_exact) {
+    er_test_reseed(560);
+    long trials = (long)(300 * er_test_multiplier());
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    mpfr_t t, s, q;
+    mpfr_inits2(400, t, s, q, (mpfr_ptr)0);
+    long elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int log = tr % 2, kind = (int)(tr / 2 % 4), n = (int)er_rand_int(1, 200);
+        er_format fx = ins[er_rand64() % 3], fo = outs[er_rand64() % 3];
+        double x[200], y[200];
+        uint64_t X[200], Y[200];
+        double scale = kind == 1 ? 30.0 : 3.0;
+        for (int j = 0; j < n; j++) {
+            double v = er_rand_normal() * scale;
+            if (kind == 2 && er_rand64() % 5 == 0) v = -INFINITY;
+            if (kind == 3) v = j == 0 ? 0.0 : -(double)er_rand_int(28, 60) - er_rand_unit();
+            er_round_double(&x[j], fx, v, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_store(X, fx, j, x[j]);
+        }
+        double m = -INFINITY;
+        for (int j = 0; j < n; j++) m = fmax(m, x[j]);
+        if (m == -INFINITY) { x[0] = 0; er_store(X, fx, 0, 0); m = 0; }
+        mpfr_set_zero(s, 1);
+        for (int j = 0; j < n; j++) {
+            if (x[j] == -INFINITY) continue;
+            mpfr_set_d(t, x[j], MPFR_RNDN);
+            mpfr_sub_d(t, t, m, MPFR_RNDN);
+            mpfr_exp(t, t, MPFR_RNDN);
+            mpfr_add(s, s, t, MPFR_RNDN);
+        }
+        for (int j = 0; j < n; j++) {
+            if (x[j] == -INFINITY) { y[j] = log ? -INFINITY : 0.0; er_store(Y, fo, j, y[j]); continue; }
+            mpfr_set_d(t, x[j], MPFR_RNDN);
+            mpfr_sub_d(t, t, m, MPFR_RNDN);
+            if (log) { mpfr_log(q, s, MPFR_RNDN); mpfr_sub(q, t, q, MPFR_RNDN); }
+            else { mpfr_exp(t, t, MPFR_RNDN); mpfr_div(q, t, s, MPFR_RNDN); }
+            y[j] = er_oracle_round(fo, q, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+            er_store(Y, fo, j, y[j]);
+        }
+        er_tensor tx, ty;
+        er_tensor_view(&tx, fx, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&ty, fo, 1, (int64_t[]){n}, NULL, Y);
+        er_ref *ref;
+        ck_assert_int_eq(log ? er_log_softmax(&ref, &tx, 0) : er_softmax(&ref, &tx, 0), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        for (int j = 0; j < n; j++)
+            ER_REQUIRE(rep.classes[j] == ER_CLASS_EXACT, "trial %ld (%s, %s in, %s out, row kind %d): element %d, the correctly "
+                       "rounded %a, is class %d " ER_SEED_MSG_FMT, tr, log ? "log_softmax" : "softmax", er_format_name(fx),
+                       er_format_name(fo), kind, j, y[j], rep.classes[j], ER_SEED_ARGS);
+        er_report_clear(&rep);
+        /* one ulp above: never EXACT */
+        int j = (int)er_rand_int(0, n - 1);
+        if (isfinite(y[j])) {
+            double up;
+            er_round_double(&up, fo, y[j] + er_format_ulp(fo, y[j]) * (y[j] < 0 ? 0.5 : 1.0), ER_ROUND_UP, ER_OVERFLOW_SATURATE);
+            if (up == y[j]) up = nextafter(y[j], INFINITY);
+            er_store(Y, fo, j, up);
+            ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+            ER_REQUIRE(rep.classes[j] != ER_CLASS_EXACT, "trial %ld: %a one ulp above the correctly rounded %a is EXACT " ER_SEED_MSG_FMT,
+                       tr, up, y[j], ER_SEED_ARGS);
+            er_report_clear(&rep);
+        }
+        elems += n;
+        er_ref_free(ref);
+    }
+    mpfr_clears(t, s, q, (mpfr_ptr)0);
+    printf("softmax and log_softmax: %ld correctly rounded elements of %ld rows are EXACT\n", elems, trials);
+}
+END_TEST
+
 /* Rows are shared among threads: the reports are the same for any thread count (softmax and log_softmax along the
  * last dimension, rmsnorm), with failing elements in several rows. */
 START_TEST(row_ops_same_report_for_any_thread_count) {
@@ -563,6 +641,7 @@ int main(void) {
     tcase_add_test(tc, torch_softmax_on_h200_is_covered);
     tcase_add_test(tc, random_implementations_are_covered);
     tcase_add_test(tc, exact_and_special_rows);
+    tcase_add_test(tc, exact_results_are_exact);
     tcase_add_test(tc, log_softmax_implementations);
     tcase_add_test(tc, rmsnorm_implementations);
     tcase_add_test(tc, option_implementations_are_covered);
