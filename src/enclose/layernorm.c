@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "enclose/ival.h"
 #include "enclose/layernorm.h"
 #include "enclose/rmsnorm.h"
 
@@ -130,12 +131,70 @@ static void er_ln_compose(const er_fmt_info *F, double x, double m, double r, do
     out[3] = er__round_fma(F, d, s, b, 1, ER_ROUND_NEAREST);
 }
 
+/* er_ln_compose for F = fp32 with every operand a float: the hardware operations are the single roundings (no
+ * contraction; fmaf is IEEE's fused operation). Without weight and bias the four compositions are fl(d r). */
+static int er_is_f32(double v) { return (double)(float)v == v || v != v; }
+static void er_ln_compose_f32(float x, float m, float r, float w, float b, int affine, double out[4]) {
+    float d = x - m, t = d * r;
+    if (!affine) { out[0] = out[1] = out[2] = out[3] = t; return; }
+    float s = r * w, tw = t * w, ds = d * s;
+    out[0] = tw + b;
+    out[1] = fmaf(t, w, b);
+    out[2] = ds + b;
+    out[3] = fmaf(d, s, b);
+}
+
 /* The exact row: S = sum x and num = n sum x^2 - S^2 = n T, both exact; then enclosures at a precision. */
 typedef struct er_ln_exact {
     mpfr_t S, num;
     int64_t n;
     double eps;
 } er_ln_exact;
+
+/* v (a signed 128-bit integer) times 2^e into r, exactly (r holds at least the integer's bits). */
+static void er_mpfr_set_i128(mpfr_t r, __int128 v, long e, mpfr_t t) {
+    int neg = v < 0;
+    unsigned __int128 a = neg ? -(unsigned __int128)v : (unsigned __int128)v;
+    mpfr_set_ui(t, (unsigned long)(uint64_t)(a >> 64), MPFR_RNDN); /* 64-bit unsigned long (LP64) */
+    mpfr_mul_2ui(t, t, 64, MPFR_RNDN);
+    mpfr_add_ui(t, t, (unsigned long)(uint64_t)a, MPFR_RNDN);      /* exact: t has 130 bits */
+    if (neg) mpfr_neg(t, t, MPFR_RNDN);
+    mpfr_mul_2si(r, t, e, MPFR_RNDN);                              /* exact: r spans the row */
+}
+
+/* S = sum x_j and Q = sum x_j^2 exactly as 128-bit integers times 2^lsb and 2^(2 lsb) when the row's bits allow
+ * (lsb the lowest set bit of any x_j): 0 when they do not (the caller sums in MPFR). */
+static int er_ln_sums_i128(const double *x, int64_t n, mpfr_t S, mpfr_t Q, mpfr_t t) {
+    _Static_assert(sizeof(unsigned long) == 8, "LP64");
+    int lsb = 100000, top = -100000, bl = 0;
+    for (int64_t k = n; k; k >>= 1) bl++;
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t b = er__bits(x[j]), m = b & ((UINT64_C(1) << 52) - 1);
+        int ex = (int)((b >> 52) & 0x7ff);
+        if (ex == 0 && m == 0) continue;
+        if (ex) m |= UINT64_C(1) << 52; else ex = 1;
+        int lo = ex - 1075 + __builtin_ctzll(m), hi = ex - 1075 + 64 - __builtin_clzll(m); /* |x| < 2^hi */
+        if (lo < lsb) lsb = lo;
+        if (hi > top) top = hi;
+    }
+    if (top < lsb) { mpfr_set_zero(S, 1); mpfr_set_zero(Q, 1); return 1; } /* all zero */
+    if (2 * (top - lsb) + bl > 125) return 0; /* |Q| < 2^(2 (top - lsb) + bl) units of 2^(2 lsb) */
+    __int128 s = 0;
+    unsigned __int128 q = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t b = er__bits(x[j]), m = b & ((UINT64_C(1) << 52) - 1);
+        int ex = (int)((b >> 52) & 0x7ff);
+        if (ex == 0 && m == 0) continue;
+        if (ex) m |= UINT64_C(1) << 52; else ex = 1;
+        int sh = ex - 1075 - lsb;                                /* x = m 2^(sh + lsb), sh >= -52 */
+        uint64_t v = sh >= 0 ? m << sh : m >> -sh;               /* exact: lsb is at or below x's lowest bit */
+        s += (b >> 63) ? -(__int128)v : (__int128)v;
+        q += (unsigned __int128)v * v;
+    }
+    er_mpfr_set_i128(S, s, lsb, t);
+    er_mpfr_set_i128(Q, (__int128)q, 2L * lsb, t);
+    return 1;
+}
 
 static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double eps) {
     /* the row's bit span: every double x has its last bit at or above 2^(exponent - 53) */
@@ -153,14 +212,16 @@ static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double
     mpfr_t Q, t;
     mpfr_init2(ex->S, ps);
     mpfr_init2(Q, pq);
-    mpfr_init2(t, 110);
+    mpfr_init2(t, 130);
     mpfr_set_zero(ex->S, 1);
     mpfr_set_zero(Q, 1);
-    for (int64_t j = 0; j < n; j++) {
-        mpfr_add_d(ex->S, ex->S, x[j], MPFR_RNDN); /* exact: the precision spans the row */
-        mpfr_set_d(t, x[j], MPFR_RNDN);
-        mpfr_sqr(t, t, MPFR_RNDN);                /* exact at 106 bits */
-        mpfr_add(Q, Q, t, MPFR_RNDN);
+    if (!er_ln_sums_i128(x, n, ex->S, Q, t)) {
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_add_d(ex->S, ex->S, x[j], MPFR_RNDN); /* exact: the precision spans the row */
+            mpfr_set_d(t, x[j], MPFR_RNDN);
+            mpfr_sqr(t, t, MPFR_RNDN);                /* exact at 106 bits */
+            mpfr_add(Q, Q, t, MPFR_RNDN);
+        }
     }
     mpfr_prec_t pn = (pq > 2 * ps ? pq : 2 * ps) + (mpfr_prec_t)bl + 4;
     mpfr_init2(ex->num, pn);
@@ -211,18 +272,51 @@ static int er_ln_y(mpfr_t y0, mpfr_t y1, double x, double w, double b, mpfr_t m0
 
 /* The exact outputs of a finite row: rounded to double and correctly rounded to each output format. The
  * enclosures tighten with the precision until both ends round alike. */
+/* y's exact values in double arithmetic (docs/algorithms/double-bounds.md) for an output format of at most 24
+ * bits: the statistics' enclosures at 128 bits, widened to doubles, then y = (x - m) r w + b with a bound on each
+ * side of each operation. An element whose enclosure rounds to one value is done, with exact[i] its midpoint;
+ * the others are left to er_ln_exact_outputs. */
+static void er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
+                            const double *b, int64_t n, const er_ln_out *oy, char *done) {
+    mpfr_t m0, m1, r0, r1;
+    mpfr_inits2(128, m0, m1, r0, r1, (mpfr_ptr)0);
+    er_ln_stats(ex, m0, m1, r0, r1);
+    double ml = mpfr_get_d(m0, MPFR_RNDD), mh = mpfr_get_d(m1, MPFR_RNDU);
+    double rl = mpfr_get_d(r0, MPFR_RNDD), rh = mpfr_get_d(r1, MPFR_RNDU);
+    mpfr_clears(m0, m1, r0, r1, (mpfr_ptr)0);
+    if (!(rh < INFINITY) || !(rl > 0)) return; /* 1/sqrt(0): left to MPFR */
+    const er_fmt_info *O = pl->O[LN_Y];
+    for (int64_t i = 0; i < n; i++) {
+        double dl = er__dn(x[i] - mh), dh = er__up(x[i] - ml), yl, yh;
+        /* d r with r > 0: the ends of d against the ends of r */
+        if (dl >= 0) { yl = er__dn(dl * rl); yh = er__up(dh * rh); }
+        else if (dh <= 0) { yl = er__dn(dl * rh); yh = er__up(dh * rl); }
+        else { yl = er__dn(dl * rh); yh = er__up(dh * rh); }
+        if (w) {
+            double wi = w[i], a = wi < 0 ? yh : yl, c = wi < 0 ? yl : yh;
+            yl = er__dn(a * wi);
+            yh = er__up(c * wi);
+        }
+        if (b) { yl = er__dn(yl + b[i]); yh = er__up(yh + b[i]); }
+        double lo = er__to_fmt_near(O, yl, pl->ov[LN_Y]), hi = er__to_fmt_near(O, yh, pl->ov[LN_Y]);
+        if (lo != hi || lo != lo) continue;
+        oy->exact[i] = 0.5 * yl + 0.5 * yh;
+        oy->rounded[i] = lo;
+        done[i] = 1;
+    }
+}
+
 static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
-                                     const double *b, int64_t n, const er_ln_out out[3]) {
+                                     const double *b, int64_t n, const er_ln_out out[3], char *done) {
     /* the row's statistics once per precision; each output at the next precision only while its enclosure's ends
-     * round apart (a value within 2^-pr of a midpoint) */
+     * round apart (a value within 2^-pr of a midpoint). done: y elements, then mean and rstd, already decided */
     mpfr_t m0, m1, r0, r1, y0, y1, d0, d1;
     mpfr_inits2(128, m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
     int64_t todo = 0;
-    for (int o = 0; o < 3; o++) if (pl->O[o]) todo += o == LN_Y ? n : 1;
-    char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */
-    if (!done) {
-        mpfr_clears(m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
-        return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    for (int o = 0; o < 3; o++) {
+        if (!pl->O[o]) continue;
+        if (o != LN_Y) todo += !done[n + o - 1];
+        for (int64_t i = 0; o == LN_Y && i < n; i++) todo += !done[i];
     }
     for (mpfr_prec_t pr = 128; pr <= 8192 && todo > 0; pr *= 4) {
         mpfr_set_prec(m0, pr); mpfr_set_prec(m1, pr); mpfr_set_prec(r0, pr); mpfr_set_prec(r1, pr);
@@ -250,7 +344,6 @@ static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_ex
             }
         }
     }
-    free(done);
     mpfr_clears(m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
     return ER_OK;
 }
@@ -301,7 +394,11 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     ER_RETURN_IF_ERROR(er__anyorder_bound(&bq, F, F, F, n, 0));
     er_ln_exact ex;
     er_ln_exact_init(&ex, x, n, pl->eps);
-    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out);
+    char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */
+    if (!done) { er_ln_exact_clear(&ex); return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n); }
+    if (pl->O[LN_Y] && pl->O[LN_Y]->p <= 24 && !wide) er_ln_exact_dbl(pl, &ex, x, w, b, n, &out[LN_Y], done);
+    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out, done);
+    free(done);
     if (est != ER_OK) { er_ln_exact_clear(&ex); return est; }
 
     /* beyond these magnitudes a sum or a square may overflow F: no claim (everything allowed) */
@@ -412,8 +509,11 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         double wi = w ? w[i] : 1.0, bi = b ? b[i] : 0.0, lo = INFINITY, hi = -INFINITY, ys[4];
         int ynan = rnan || wide;
         const double ms[2] = {mlo, mhi}, rs[2] = {rlo, rhi};
+        int f32 = F->id == ER_FP32 && er_is_f32(x[i]) && er_is_f32(wi) && er_is_f32(bi) && er_is_f32(mlo) &&
+                  er_is_f32(mhi) && er_is_f32(rlo) && er_is_f32(rhi);
         for (int k = 0; k < 4 && !ynan; k++) {
-            er_ln_compose(F, x[i], ms[k >> 1], rs[k & 1], wi, bi, ys);
+            if (f32) er_ln_compose_f32((float)x[i], (float)ms[k >> 1], (float)rs[k & 1], (float)wi, (float)bi, w || b, ys);
+            else er_ln_compose(F, x[i], ms[k >> 1], rs[k & 1], wi, bi, ys);
             for (int c = 0; c < 4; c++) {
                 if (isnan(ys[c])) { ynan = 1; break; }
                 if (ys[c] < lo) lo = ys[c];
