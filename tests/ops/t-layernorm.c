@@ -535,6 +535,95 @@ START_TEST(same_reports_for_any_thread_count) {
 }
 END_TEST
 
+/* y's EXACT is decided exactly: the correctly rounded layernorm (MPFR at 600 bits from the exact sums, eps as the
+ * compute format holds it, rounded by the test's oracle) is EXACT in every element, and one ulp above never is.
+ * Rows with weight and bias or without, offset data, symmetric rows whose mean is one of their elements (y = 0
+ * there), and rows whose y falls exactly on midpoints of the output format (the double enclosure straddles them and
+ * the MPFR fallback decides ties to even). */
+START_TEST(exact_y_is_exact) {
+    er_test_reseed(570);
+    long trials = (long)(200 * er_test_multiplier());
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    mpfr_t S, t, v, r, q;
+    mpfr_inits2(600, S, t, v, r, q, (mpfr_ptr)0);
+    long elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int n = (int)er_rand_int(1, 150), affine = tr % 2, kind = (int)(tr / 2 % 4);
+        er_format fx = ins[er_rand64() % 3], fo = outs[er_rand64() % 3];
+        double x[150], w[150], b[150], y[150], eps = tr % 5 == 0 || kind == 3 ? 0.0 : 1e-5;
+        if (kind == 3) { n = 2 * (n / 2 + 1); affine = 1; }
+        uint64_t X[150], W[150], B[150], Y[150];
+        double off = kind == 1 ? 100.0 : 0.0;
+        for (int j = 0; j < n; j++) {
+            double val = off + er_rand_normal() * (kind == 1 ? 0.1 : 1.0);
+            if (kind == 2) val = j < n / 2 ? 1.0 + ldexp((double)er_rand_int(1, 64), -8) : 1.0; /* mirrored below: mean 1 */
+            if (kind == 2 && j >= n - n / 2 && j >= n / 2) val = 2.0 - x[n - 1 - j];
+            er_round_double(&x[j], fx, val, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_round_double(&w[j], ER_FP32, 1 + er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_round_double(&b[j], ER_FP32, er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (kind == 3) {
+                /* x = 1 -+ 1/2: mean 1, rstd 2, y = -+w + b, with b chosen to put y on a midpoint of the output format */
+                x[j] = j % 2 ? 1.5 : 0.5;
+                int p = er_format_precision(fo);
+                double mid = 1.0 + ldexp(2.0 * (double)er_rand_int(0, 20) + 1.0, -p);
+                w[j] = ldexp((double)er_rand_int(1, 7), -3);
+                b[j] = mid - (j % 2 ? w[j] : -w[j]);
+            }
+            er_store(X, fx, j, x[j]);
+            er_store(W, ER_FP32, j, w[j]);
+            er_store(B, ER_FP32, j, b[j]);
+        }
+        double epsf;
+        er_round_double(&epsf, ER_FP32, eps, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        mpfr_set_zero(S, 1);
+        for (int j = 0; j < n; j++) mpfr_add_d(S, S, x[j], MPFR_RNDN);
+        mpfr_div_ui(S, S, (unsigned long)n, MPFR_RNDN); /* the mean */
+        mpfr_set_zero(v, 1);
+        for (int j = 0; j < n; j++) { mpfr_d_sub(t, x[j], S, MPFR_RNDN); mpfr_sqr(t, t, MPFR_RNDN); mpfr_add(v, v, t, MPFR_RNDN); }
+        mpfr_div_ui(v, v, (unsigned long)n, MPFR_RNDN);
+        mpfr_add_d(v, v, epsf, MPFR_RNDN);
+        if (mpfr_zero_p(v)) continue; /* constant row with eps 0: y is NaN (checked elsewhere) */
+        mpfr_rec_sqrt(r, v, MPFR_RNDN);
+        for (int j = 0; j < n; j++) {
+            mpfr_d_sub(q, x[j], S, MPFR_RNDN);
+            mpfr_mul(q, q, r, MPFR_RNDN);
+            if (affine) { mpfr_mul_d(q, q, w[j], MPFR_RNDN); mpfr_add_d(q, q, b[j], MPFR_RNDN); }
+            y[j] = er_oracle_round(fo, q, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+            er_store(Y, fo, j, y[j]);
+        }
+        er_tensor tx, ty, tw, tb;
+        er_tensor_view(&tx, fx, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&ty, fo, 1, (int64_t[]){n}, NULL, Y);
+        er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, W);
+        er_tensor_view(&tb, ER_FP32, 1, (int64_t[]){n}, NULL, B);
+        const er_tensor *outs3[3] = {&ty, NULL, NULL};
+        er_ref *ref;
+        ck_assert_int_eq(er_layernorm(&ref, &tx, 1, affine ? &tw : NULL, affine ? &tb : NULL, eps), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report reps[3];
+        ER_REQUIRE(er_covers_outputs(reps, ref, outs3, 3, &std) == ER_OK, "covers: %s", er_last_error());
+        for (int j = 0; j < n; j++)
+            ER_REQUIRE(reps[0].classes[j] == ER_CLASS_EXACT, "trial %ld (%s in, %s out, kind %d, affine %d): element %d, the "
+                       "correctly rounded %a, is class %d " ER_SEED_MSG_FMT, tr, er_format_name(fx), er_format_name(fo), kind,
+                       affine, j, y[j], reps[0].classes[j], ER_SEED_ARGS);
+        clear3(reps);
+        int j = (int)er_rand_int(0, n - 1);
+        double up = nextafter(y[j], INFINITY);
+        er_round_double(&up, fo, up, ER_ROUND_UP, ER_OVERFLOW_SATURATE);
+        er_store(Y, fo, j, up);
+        ER_REQUIRE(er_covers_outputs(reps, ref, outs3, 3, &std) == ER_OK, "covers: %s", er_last_error());
+        ER_REQUIRE(reps[0].classes[j] != ER_CLASS_EXACT, "trial %ld: %a above the correctly rounded %a is EXACT " ER_SEED_MSG_FMT,
+                   tr, up, y[j], ER_SEED_ARGS);
+        clear3(reps);
+        elems += n;
+        er_ref_free(ref);
+    }
+    mpfr_clears(S, t, v, r, q, (mpfr_ptr)0);
+    printf("layernorm: %ld correctly rounded y elements of %ld rows are EXACT\n", elems, trials);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("layernorm");
     TCase *tc = tcase_create("layernorm");
@@ -543,6 +632,7 @@ int main(void) {
     tcase_add_test(tc, random_implementations_are_covered);
     tcase_add_test(tc, variance_bugs_are_caught);
     tcase_add_test(tc, exact_special_and_refused);
+    tcase_add_test(tc, exact_y_is_exact);
     tcase_add_test(tc, same_reports_for_any_thread_count);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
