@@ -1,12 +1,14 @@
 /* bench_softmax.c: er_softmax + er_covers (fp32 inputs and output, default standard) next to a float64
  * softmax of the same rows computed in the same run (max, exp, sum, divide in double); and er_layernorm +
  * er_covers_outputs (y, mean, rstd) next to a float64 layernorm of the same rows.
- * Prints `name: X s vs baseline Y s = Rx`. Usage: bench_softmax [N ...] (default 1024 4096), N x N inputs. */
+ * Prints `name: X s vs baseline Y s = Rx`. Usage: bench_softmax [softmax|layernorm] [N ...] (default both, 1024 and
+ * 4096), N x N inputs. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <exactref/exactref.h>
 
@@ -115,7 +117,16 @@ static void run_layernorm(int n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1) for (int i = 1; i < argc; i++) { run(atoi(argv[i])); run_layernorm(atoi(argv[i])); }
-    else { run(1024); run_layernorm(1024); run(4096); run_layernorm(4096); }
+    /* optional first argument: softmax or layernorm alone */
+    int which = 3, first = 1;
+    if (argc > 1 && strcmp(argv[1], "softmax") == 0) { which = 1; first = 2; }
+    else if (argc > 1 && strcmp(argv[1], "layernorm") == 0) { which = 2; first = 2; }
+    int sizes[16], ns = 0;
+    for (int i = first; i < argc && ns < 16; i++) sizes[ns++] = atoi(argv[i]);
+    if (ns == 0) { sizes[0] = 1024; sizes[1] = 4096; ns = 2; }
+    for (int i = 0; i < ns; i++) {
+        if (which & 1) run(sizes[i]);
+        if (which & 2) run_layernorm(sizes[i]);
+    }
     return 0;
 }

@@ -80,6 +80,7 @@ typedef struct er_covers_ctx {
     int mma_chain;                  /* mma with outer=sequential: the one chain, emulated */
     /* classification */
     const er_tensor *out;
+    int out_contig;                 /* out is row-major contiguous */
     er_report *rep;
     double worst_dist;
     /* emulation */
@@ -317,6 +318,16 @@ static void er_fill_element(er_element *el, const er_report *r, int64_t idx, er_
 }
 
 /* The element offset of the row-major position idx in a strided view. */
+/* Whether t is row-major contiguous: the element offset is the row-major index. */
+static int er_row_major(const er_tensor *t) {
+    int64_t st = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != st) return 0;
+        st *= t->shape[i];
+    }
+    return 1;
+}
+
 static int64_t er_offset(const er_tensor *t, int64_t idx) {
     int64_t off = 0;
     for (int i = t->ndim - 1; i >= 0; i--) {
@@ -416,6 +427,7 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->ref = ref;
     cx->std = std;
     cx->out = out;
+    cx->out_contig = er_row_major(out);
     cx->any = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     cx->F = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     cx->O = er__fmt(out->format);
@@ -456,7 +468,7 @@ static void er_ctx_clear(er_covers_ctx *cx) {
 /* Classifies element idx against its set and records it in the report. */
 static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
     const er_tensor *out = cx->out;
-    double y = er__load(out, er_offset(out, idx)), dist;
+    double y = er__load(out, cx->out_contig ? idx : er_offset(out, idx)), dist;
     er_class cls = er__classify(c, y, out->format, &dist);
     er_report *r = cx->rep;
     r->classes[idx] = (uint8_t)cls;
@@ -632,8 +644,7 @@ static void *er_fast_range(void *arg) {
     double eng = (1.0 + 4.0 * K * 0x1p-52) * up; /* the engine's bound of sum |p| is within this factor of P */
     double c1lo = bd->c1 * dn, c1hi = bd->c1 * eng * up, c2lo = bd->c2 * dn, c2hi = bd->c2 * up, g = bd->g * up;
     double lim = fmin(bd->thr, cx->O->max) / 4;
-    int contiguous = 1; /* row-major output: the element offset is the index */
-    for (int i = out->ndim - 1, st = 1; i >= 0; st *= (int)out->shape[i], i--) contiguous &= out->shape[i] == 1 || out->strides[i] == st;
+    int contiguous = cx->out_contig; /* row-major output: the element offset is the index */
     int f32 = cx->F->id == ER_FP32 && cx->O->id == ER_FP32 && out->format == ER_FP32 && contiguous;
     const char *yb = out->data;
     for (int64_t idx = j->begin; idx < j->end; idx++) {

@@ -92,12 +92,19 @@ er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, co
 }
 
 void er__decode_rowmajor(const er_tensor *t, double *dst) {
-    int64_t numel = 1;
-    for (int i = 0; i < t->ndim; i++) numel *= t->shape[i];
+    int nd = t->ndim;
+    int64_t numel = 1, c[ER_MAX_DIMS] = {0}, off = 0;
+    for (int i = 0; i < nd; i++) numel *= t->shape[i];
+    if (nd == 1) { for (int64_t k = 0; k < numel; k++) dst[k] = er__load(t, k * t->strides[0]); return; }
+    /* an odometer over the coordinates, the last fastest */
     for (int64_t idx = 0; idx < numel; idx++) {
-        int64_t rem = idx, off = 0;
-        for (int i = t->ndim - 1; i >= 0; i--) { off += (rem % t->shape[i]) * t->strides[i]; rem /= t->shape[i]; }
         dst[idx] = er__load(t, off);
+        for (int i = nd - 1; i >= 0; i--) {
+            off += t->strides[i];
+            if (++c[i] < t->shape[i]) break;
+            off -= c[i] * t->strides[i];
+            c[i] = 0;
+        }
     }
 }
 

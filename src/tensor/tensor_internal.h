@@ -18,6 +18,7 @@ static inline uint64_t er__load_bits(const er_tensor *t, int64_t off) {
 }
 
 static inline double er__load(const er_tensor *t, int64_t off) {
+    if (t->format == ER_FP32) { float f; memcpy(&f, (const char *)t->data + 4 * off, 4); return f; } /* a float is its value */
     return er__decode(er__fmt(t->format), er__load_bits(t, off));
 }
 
