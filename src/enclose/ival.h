@@ -43,9 +43,53 @@ static inline double er__to_fmt_near(const er_fmt_info *O, double v, er_overflow
     return er__round_double(O, v, ER_ROUND_NEAREST, ov);
 }
 
+/* The constants of er__exp_bounds (ival.c), set once by er__exp_init from MPFR. */
+ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll_lo, er__exp_ll_hi;
+/* Sets them (thread-safe; cheap after the first call). Call before er__exp_bounds. */
+ER_INTERNAL void er__exp_init(void);
+
+/* x 2^q, q >= -1077, as a lower (dir < 0) or upper bound; exact unless the result is subnormal. */
+static inline double er__scale2(double x, int q, int dir) {
+    if (q < -1000) { x *= 0x1p-64; q += 64; }                    /* x in [0.5, 2]: stays normal */
+    double y = x * er__from_bits((uint64_t)(q + 1023) << 52);
+    if (y < 0x1p-1022) y = dir < 0 ? er__dn(y) : er__up(y);      /* gradual underflow rounded */
+    return y;
+}
+
 /* exp(t) lies in [*lo, *hi] (Theorem D1): for -745 <= t <= 709, hi <= lo (1 + 2^-44); below, [0, 2^-1074] (0 at
- * -inf); above, [2^1022, +inf]; NaN gives NaN. */
-ER_INTERNAL void er__exp_bounds(double t, double *lo, double *hi);
+ * -inf); above, [2^1022, +inf]; NaN gives NaN. t = k L + r with L = ln 2 / 64, |r| <= 0.0055, exp(t) =
+ * 2^q 2^(j/64) exp(r) with k = 64 q + j; exp(r) from a degree-6 Taylor polynomial by Horner's rule, within 2^-48. */
+static inline void er__exp_bounds(double t, double *lo, double *hi) {
+    if (t != t) { *lo = *hi = t; return; }
+    if (t < -745.0) {
+        *lo = 0.0;
+        *hi = t == -INFINITY ? 0.0 : 4.9406564584124654e-324; /* exp(-745) < 2^-1074 */
+        return;
+    }
+    if (t > 709.0) { *lo = 0x1p1022; *hi = INFINITY; return; } /* exp(709) > 2^1022 */
+    /* k: |t - k L| <= L/2 (1 + 2^-30); the nearest integer by adding and removing 1.5 2^52 */
+    double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
+    int k = (int)kd;
+    /* r = t - k lh - k (L - lh), in [rl, rh] */
+    double u = t - kd * er__exp_lh;                              /* k lh is exact: |k| < 2^17 */
+    double ul = er__dn(u), uh = er__up(u), cl, ch;
+    if (k >= 0) { cl = er__dn(kd * er__exp_ll_lo); ch = er__up(kd * er__exp_ll_hi); }
+    else { cl = er__dn(kd * er__exp_ll_hi); ch = er__up(kd * er__exp_ll_lo); }
+    double rl = er__dn(ul - ch), rh = er__up(uh - cl);
+    /* Horner's rule at rl, within 2^-48 of exp(rl) (|r| <= 0.0055); exp(r) <= exp(rl) (1 + 2 (rh - rl)) */
+    double p = 1.0 / 720.0;
+    p = p * rl + 1.0 / 120.0;
+    p = p * rl + 1.0 / 24.0;
+    p = p * rl + 1.0 / 6.0;
+    p = p * rl + 0.5;
+    p = p * rl + 1.0;
+    p = p * rl + 1.0;
+    double el = er__dn(p - 0x1p-48);
+    double eh = er__up(er__up(p + 0x1p-48) * er__up(1.0 + 2.0 * er__up(rh - rl)));
+    int j = k & 63, q = (k - j) / 64;
+    *lo = er__scale2(er__dn(er__exp_tlo[j] * el), q, -1);
+    *hi = er__scale2(er__up(er__exp_thi[j] * eh), q, 1);
+}
 
 /* Sums of n values in [0, 2]: exact sums of each term rounded down (lo) and up (hi) to a multiple of 2^-90,
  * returned as doubles below and above them (Lemma D2). n < 2^37. */

@@ -34,12 +34,12 @@ static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
 }
 
 /* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and
- * texact whether it is exact. */
-typedef struct er_exps { double *lo, *hi, *t; char *texact; } er_exps;
+ * e its error (t + e = x_j - m exactly, by TwoSum). */
+typedef struct er_exps { double *lo, *hi, *t, *e; } er_exps;
 
 static void er_exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
     for (int64_t j = 0; j < n; j++) {
-        if (x[j] == -INFINITY) { ex->lo[j] = ex->hi[j] = 0; ex->t[j] = -INFINITY; ex->texact[j] = 1; continue; }
+        if (x[j] == -INFINITY) { ex->lo[j] = ex->hi[j] = 0; ex->t[j] = -INFINITY; ex->e[j] = 0; continue; }
         double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
         double lo, hi;
         er__exp_bounds(t, &lo, &hi);
@@ -50,7 +50,7 @@ static void er_exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
         ex->lo[j] = lo;
         ex->hi[j] = hi;
         ex->t[j] = t;
-        ex->texact[j] = e == 0;
+        ex->e[j] = e;
     }
 }
 
@@ -350,8 +350,14 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
     for (int64_t j = 0; j < n; j++) {
         double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST), zl, zh;
         if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
-        if (ex->texact[j] && ex->t[j] == dj) { zl = ex->lo[j]; zh = ex->hi[j]; }
-        else er__exp_bounds(dj, &zl, &zh);
+        double z = dj - ex->t[j];
+        if (z == 0 && ex->e[j] == 0) { zl = ex->lo[j]; zh = ex->hi[j]; }
+        else if (fabs(z) <= 0x1p-10 && fabs(ex->e[j]) <= 0x1p-10) {
+            /* exp(d_j) = exp(x_j - m) exp(w), w = d_j - t_j - e_j; 1 + w <= exp(w) <= 1 + w + w^2 for |w| <= 1 */
+            double wl = er__dn(er__dn(z) - ex->e[j]), wh = er__up(er__up(z) - ex->e[j]);
+            zl = er__dn(ex->lo[j] * er__dn(1.0 + wl));
+            zh = er__up(ex->hi[j] * er__up(er__up(1.0 + wh) + er__up(wh * wh)));
+        } else er__exp_bounds(dj, &zl, &zh);
         double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
         double slack = er__up(Uj * er_ulp_at(F, zh));
         double a = er__dn(zl - slack);
@@ -452,7 +458,7 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
         double ql, qh;
         if (pl->log) {
             if (x[i] == -INFINITY) { exact[i] = rounded[i] = -INFINITY; done[i] = 1; continue; }
-            double t = ex->t[i], tl = ex->texact[i] ? t : er__dn(t), th = ex->texact[i] ? t : er__up(t);
+            double t = ex->t[i], tl = ex->e[i] == 0 ? t : er__dn(t), th = ex->e[i] == 0 ? t : er__up(t);
             ql = er__dn(tl - lsh);
             qh = er__up(th - lsl);
         } else {
@@ -487,6 +493,7 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     if (m == -INFINITY) { er_all_nan(cv, exact, rounded, n); return ER_OK; } /* a fully masked row: -inf - -inf */
     /* formats of at most 24 bits: double bounds (29 bits to spare) decide nearly every element */
     int dbl = pl->F->p <= 24 && pl->O->p <= 24;
+    if (dbl) er__exp_init();
     er_exps ex = {0};
     char *done = calloc((size_t)n, 1);
     er_cval *c0 = pl->max_optional && m != 0 ? malloc(sizeof *c0 * (size_t)n) : NULL;
@@ -494,10 +501,10 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         ex.lo = malloc(sizeof(double) * (size_t)n);
         ex.hi = malloc(sizeof(double) * (size_t)n);
         ex.t = malloc(sizeof(double) * (size_t)n);
-        ex.texact = malloc((size_t)n);
+        ex.e = malloc(sizeof(double) * (size_t)n);
     }
     er_status st = ER_OK;
-    if (!done || (pl->max_optional && m != 0 && !c0) || (dbl && (!ex.lo || !ex.hi || !ex.t || !ex.texact)))
+    if (!done || (pl->max_optional && m != 0 && !c0) || (dbl && (!ex.lo || !ex.hi || !ex.t || !ex.e)))
         st = er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
     if (st == ER_OK && c0) {
         /* max=optional: the sets with the maximum left out join (Theorem S4); where exp(x) may overflow or every
@@ -527,6 +534,6 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     free(ex.lo);
     free(ex.hi);
     free(ex.t);
-    free(ex.texact);
+    free(ex.e);
     return st;
 }

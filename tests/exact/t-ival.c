@@ -26,6 +26,7 @@ static void check_exp(double t) {
 START_TEST(exp_bounds_hold) {
     er_test_reseed(71);
     mpfr_init2(E, 300);
+    er__exp_init();
     long trials = (long)(400000 * er_test_multiplier());
     for (long i = 0; i < trials; i++) {
         double t;
