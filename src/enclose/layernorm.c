@@ -132,16 +132,36 @@ static void er_ln_compose(const er_fmt_info *F, double x, double m, double r, do
 }
 
 /* er_ln_compose for F = fp32 with every operand a float: the hardware operations are the single roundings (no
- * contraction; fmaf is IEEE's fused operation). Without weight and bias the four compositions are fl(d r). */
+ * contraction; fmaf is IEEE's fused operation). */
 static int er_is_f32(double v) { return (double)(float)v == v || v != v; }
-static void er_ln_compose_f32(float x, float m, float r, float w, float b, int affine, double out[4]) {
+static void er_ln_compose_f32(float x, float m, float r, float w, float b, double out[4]) {
     float d = x - m, t = d * r;
-    if (!affine) { out[0] = out[1] = out[2] = out[3] = t; return; }
     float s = r * w, tw = t * w, ds = d * s;
     out[0] = tw + b;
     out[1] = fmaf(t, w, b);
     out[2] = ds + b;
     out[3] = fmaf(d, s, b);
+}
+
+/* y's sets without weight and bias, fp32 throughout: the four compositions are all fl(fl(x - m) r), at the
+ * four corners of the box (Theorem L5). */
+static void er_ln_y_plain_f32(const double *x, int64_t n, float mlo, float mhi, float rlo, float rhi, er_cval *cv,
+                              const er_fmt_info *F) {
+    for (int64_t i = 0; i < n; i++) {
+        float xi = (float)x[i], d0 = xi - mlo, d1 = xi - mhi;
+        float t0 = d0 * rlo, t1 = d0 * rhi, t2 = d1 * rlo, t3 = d1 * rhi;
+        if (t0 != t0 || t1 != t1 || t2 != t2 || t3 != t3) { er__cval_from_interval(&cv[i], -INFINITY, INFINITY, 1, F); continue; }
+        float lo = t0 < t1 ? t0 : t1, hi = t0 < t1 ? t1 : t0;
+        lo = t2 < lo ? t2 : lo;
+        hi = t2 > hi ? t2 : hi;
+        lo = t3 < lo ? t3 : lo;
+        hi = t3 > hi ? t3 : hi;
+        if (lo >= -FLT_MAX && hi <= FLT_MAX) { /* er__cval_from_interval for a finite interval */
+            memset(&cv[i], 0, sizeof cv[i]);
+            cv[i].lo = lo;
+            cv[i].hi = hi;
+        } else er__cval_from_interval(&cv[i], lo, hi, 0, F);
+    }
 }
 
 /* The exact row: S = sum x and num = n sum x^2 - S^2 = n T, both exact; then enclosures at a precision. */
@@ -286,19 +306,21 @@ static void er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *ex, 
     mpfr_clears(m0, m1, r0, r1, (mpfr_ptr)0);
     if (!(rh < INFINITY) || !(rl > 0)) return; /* 1/sqrt(0): left to MPFR */
     const er_fmt_info *O = pl->O[LN_Y];
+    int f32 = O->id == ER_FP32 && er__overflow_rule(O, pl->ov[LN_Y]) == ER_OVERFLOW_IEEE; /* the hardware conversion */
     for (int64_t i = 0; i < n; i++) {
         double dl = er__dn(x[i] - mh), dh = er__up(x[i] - ml), yl, yh;
-        /* d r with r > 0: the ends of d against the ends of r */
-        if (dl >= 0) { yl = er__dn(dl * rl); yh = er__up(dh * rh); }
-        else if (dh <= 0) { yl = er__dn(dl * rh); yh = er__up(dh * rl); }
-        else { yl = er__dn(dl * rh); yh = er__up(dh * rh); }
+        /* d r over the box, r > 0: the lowest at dl, the highest at dh, each at one end of r (rounding to nearest is
+         * monotone, so the rounded products order as the exact ones) */
+        double p0 = dl * rl, p1 = dl * rh, p2 = dh * rl, p3 = dh * rh;
+        yl = er__dn(p0 < p1 ? p0 : p1);
+        yh = er__up(p2 > p3 ? p2 : p3);
         if (w) {
             double wi = w[i], a = wi < 0 ? yh : yl, c = wi < 0 ? yl : yh;
             yl = er__dn(a * wi);
             yh = er__up(c * wi);
         }
         if (b) { yl = er__dn(yl + b[i]); yh = er__up(yh + b[i]); }
-        double lo = er__to_fmt_near(O, yl, pl->ov[LN_Y]), hi = er__to_fmt_near(O, yh, pl->ov[LN_Y]);
+        double lo = f32 ? (float)yl : er__to_fmt_near(O, yl, pl->ov[LN_Y]), hi = f32 ? (float)yh : er__to_fmt_near(O, yh, pl->ov[LN_Y]);
         if (lo != hi || lo != lo) continue;
         oy->exact[i] = 0.5 * yl + 0.5 * yh;
         oy->rounded[i] = lo;
@@ -413,7 +435,9 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (!unbounded && pl->variance != 2) {
         /* Theorem L2: S in any order, m = S/n; Q = sum fl(x - m)^2 in any order */
         double A = 0;
-        for (int64_t j = 0; j < n; j++) A = er__add_up(A, fabs(x[j]));
+        /* sum |x| to nearest, then up by gamma_(n-1) / (1 - gamma_(n-1)) <= 2 n u (positive terms; n u <= 1/4) */
+        for (int64_t j = 0; j < n; j++) A += fabs(x[j]);
+        A = (double)n < 0x1p51 ? er__up(A * er__up(1.0 + 2.0 * (double)n * 0x1p-53)) : INFINITY;
         double bnd = er__add_up(er__mul_up(bs.c1, A), bs.c2);
         mpfr_sub_d(t, ex.S, bnd, MPFR_RNDD);
         double slo = er_to_f(F, t, ER_ROUND_UP);
@@ -505,14 +529,16 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     er__rsqrt_set(F, pl->U, v0, v1, &rlo, &rhi);
     if (pl->O[LN_MEAN]) er__cval_from_interval(out[LN_MEAN].cv, mlo, mhi, 0, F);
     if (pl->O[LN_RSTD]) er__cval_from_interval(out[LN_RSTD].cv, rlo, rhi, rnan, F);
-    for (int64_t i = 0; pl->O[LN_Y] && i < n; i++) {
+    /* fp32 with every operand a float: the compositions as float operations (m, r are values of F; x, w, b checked) */
+    int f32 = F->id == ER_FP32 && pl->O[LN_Y] && !rnan && !wide;
+    for (int64_t i = 0; f32 && i < n; i++) f32 = er_is_f32(x[i]) && (!w || er_is_f32(w[i])) && (!b || er_is_f32(b[i]));
+    if (f32 && !w && !b) er_ln_y_plain_f32(x, n, (float)mlo, (float)mhi, (float)rlo, (float)rhi, out[LN_Y].cv, F);
+    for (int64_t i = 0; pl->O[LN_Y] && !(f32 && !w && !b) && i < n; i++) {
         double wi = w ? w[i] : 1.0, bi = b ? b[i] : 0.0, lo = INFINITY, hi = -INFINITY, ys[4];
         int ynan = rnan || wide;
         const double ms[2] = {mlo, mhi}, rs[2] = {rlo, rhi};
-        int f32 = F->id == ER_FP32 && er_is_f32(x[i]) && er_is_f32(wi) && er_is_f32(bi) && er_is_f32(mlo) &&
-                  er_is_f32(mhi) && er_is_f32(rlo) && er_is_f32(rhi);
         for (int k = 0; k < 4 && !ynan; k++) {
-            if (f32) er_ln_compose_f32((float)x[i], (float)ms[k >> 1], (float)rs[k & 1], (float)wi, (float)bi, w || b, ys);
+            if (f32) er_ln_compose_f32((float)x[i], (float)ms[k >> 1], (float)rs[k & 1], (float)wi, (float)bi, ys);
             else er_ln_compose(F, x[i], ms[k >> 1], rs[k & 1], wi, bi, ys);
             for (int c = 0; c < 4; c++) {
                 if (isnan(ys[c])) { ynan = 1; break; }
