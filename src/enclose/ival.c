@@ -1,9 +1,8 @@
 /* ival.c: exp(t) enclosed in double arithmetic (docs/algorithms/double-bounds.md, Theorem D1).
  *
- * t = k L + r with L = ln 2 / 64, k the nearest integer to t / L and |r| <= 0.0055; exp(t) = 2^q 2^(j/64) exp(r)
- * with k = 64 q + j. The constants 2^(j/64) and L come from MPFR once, each as a pair of doubles around the
- * real value; exp(r) from a degree-6 Taylor polynomial evaluated by Horner's rule, within 2^-48 of exp(r). The
- * evaluation is inline in ival.h. */
+ * t = k L + r with L = ln 2 / 64, k the nearest integer to t / L and |r| <= 0.0056; exp(t) = 2^q 2^(j/64) exp(r)
+ * with k = 64 q + j. The constants come from MPFR once: 2^(j/64) as the doubles below and above it, L as lh (36
+ * bits) plus ll. The evaluation is inline in ival.h. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -11,7 +10,7 @@
 #include "enclose/ival.h"
 
 double er__exp_tlo[64], er__exp_thi[64]; /* 2^(j/64) in [tlo, thi] */
-double er__exp_lh, er__exp_ll_lo, er__exp_ll_hi; /* L - lh in [ll_lo, ll_hi]; lh has 36 significant bits */
+double er__exp_lh, er__exp_ll; /* lh: L to 36 bits; ll: L - lh to nearest */
 static pthread_once_t er_exp_once = PTHREAD_ONCE_INIT;
 
 static void er_exp_init(void) {
@@ -33,8 +32,7 @@ static void er_exp_init(void) {
     er__exp_lh = mpfr_get_d(b, MPFR_RNDN);     /* exact: 36 bits */
     mpfr_set_prec(b, 200);
     mpfr_sub_d(b, a, er__exp_lh, MPFR_RNDN);   /* exact */
-    er__exp_ll_lo = er__dn(mpfr_get_d(b, MPFR_RNDD)); /* a further step covers a's own 2^-205 */
-    er__exp_ll_hi = er__up(mpfr_get_d(b, MPFR_RNDU));
+    er__exp_ll = mpfr_get_d(b, MPFR_RNDN);     /* within 2^-96 of L - lh (|L - lh| <= 2^-43) */
     mpfr_clears(a, b, (mpfr_ptr)0);
 }
 

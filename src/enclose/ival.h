@@ -16,15 +16,24 @@ static inline double er__up(double x) {
     uint64_t b = er__bits(x);
     if (x != x || b == UINT64_C(0x7ff0000000000000)) return x;            /* NaN, +inf */
     if ((b << 1) == 0) return 4.9406564584124654e-324;                   /* +-0 */
-    return er__from_bits((int64_t)b >= 0 ? b + 1 : b - 1);
+    return er__from_bits(b + (uint64_t)(1 | ((int64_t)b >> 63)));        /* +1 unit above 0, -1 below: no branch */
 }
 static inline double er__dn(double x) { return -er__up(-x); }
 
+/* The float next to f toward +inf (dir > 0) or -inf, f finite or the infinity on the other side. */
+static inline float er__f32_step(float f, int dir) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if ((b << 1) == 0) b = dir > 0 ? 1u : 0x80000001u;                   /* +-0: the least subnormal */
+    else b += ((b >> 31) ^ (uint32_t)(dir > 0)) ? 1u : (uint32_t)-1;    /* away from 0 when the step goes outward */
+    memcpy(&f, &b, 4);
+    return f;
+}
 /* A value of F at or above (up) / at or below (down) the double v; fp32 by the hardware conversion. */
 static inline double er__to_fmt_up(const er_fmt_info *F, double v) {
     if (F->id == ER_FP32) {
         float f = (float)v;
-        if ((double)f < v) f = nextafterf(f, INFINITY);
+        if ((double)f < v) f = er__f32_step(f, 1);
         return f;
     }
     return er__round_double(F, v, ER_ROUND_UP, ER_OVERFLOW_IEEE);
@@ -32,19 +41,20 @@ static inline double er__to_fmt_up(const er_fmt_info *F, double v) {
 static inline double er__to_fmt_dn(const er_fmt_info *F, double v) {
     if (F->id == ER_FP32) {
         float f = (float)v;
-        if ((double)f > v) f = nextafterf(f, -INFINITY);
+        if ((double)f > v) f = er__f32_step(f, -1);
         return f;
     }
     return er__round_double(F, v, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
 }
 /* v rounded to nearest in O under the overflow rule ov (fp32 with IEEE overflow by the hardware conversion). */
 static inline double er__to_fmt_near(const er_fmt_info *O, double v, er_overflow ov) {
-    if (O->id == ER_FP32 && er__overflow_rule(O, ov) == ER_OVERFLOW_IEEE) return (float)v;
+    if (O->id == ER_FP32 && (ov == ER_OVERFLOW_IEEE || (ov == ER_OVERFLOW_DEFAULT && O->ov_default == ER_OVERFLOW_IEEE)))
+        return (float)v;
     return er__round_double(O, v, ER_ROUND_NEAREST, ov);
 }
 
 /* The constants of er__exp_bounds (ival.c), set once by er__exp_init from MPFR. */
-ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll_lo, er__exp_ll_hi;
+ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll;
 /* Sets them (thread-safe; cheap after the first call). Call before er__exp_bounds. */
 ER_INTERNAL void er__exp_init(void);
 
@@ -57,8 +67,10 @@ static inline double er__scale2(double x, int q, int dir) {
 }
 
 /* exp(t) lies in [*lo, *hi] (Theorem D1): for -745 <= t <= 709, hi <= lo (1 + 2^-44); below, [0, 2^-1074] (0 at
- * -inf); above, [2^1022, +inf]; NaN gives NaN. t = k L + r with L = ln 2 / 64, |r| <= 0.0055, exp(t) =
- * 2^q 2^(j/64) exp(r) with k = 64 q + j; exp(r) from a degree-6 Taylor polynomial by Horner's rule, within 2^-48. */
+ * -inf); above, [2^1022, +inf]; NaN gives NaN. t = k L + r with L = ln 2 / 64, |r| <= 0.0056, exp(t) =
+ * 2^q 2^(j/64) exp(r) with k = 64 q + j; exp(r) from a degree-6 Taylor polynomial by Horner's rule. The slack 2^-46
+ * on exp(r) covers every rounding of the reduction, the polynomial and the products, so none needs an outward step
+ * (double-bounds.md). */
 static inline void er__exp_bounds(double t, double *lo, double *hi) {
     if (t != t) { *lo = *hi = t; return; }
     if (t < -745.0) {
@@ -70,25 +82,17 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
     /* k: |t - k L| <= L/2 (1 + 2^-30); the nearest integer by adding and removing 1.5 2^52 */
     double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
     int k = (int)kd;
-    /* r = t - k lh - k (L - lh), in [rl, rh] */
-    double u = t - kd * er__exp_lh;                              /* k lh is exact: |k| < 2^17 */
-    double ul = er__dn(u), uh = er__up(u), cl, ch;
-    if (k >= 0) { cl = er__dn(kd * er__exp_ll_lo); ch = er__up(kd * er__exp_ll_hi); }
-    else { cl = er__dn(kd * er__exp_ll_hi); ch = er__up(kd * er__exp_ll_lo); }
-    double rl = er__dn(ul - ch), rh = er__up(uh - cl);
-    /* Horner's rule at rl, within 2^-48 of exp(rl) (|r| <= 0.0055); exp(r) <= exp(rl) (1 + 2 (rh - rl)) */
+    double r = (t - kd * er__exp_lh) - kd * er__exp_ll;          /* within 2^-59.9 of t - k L */
     double p = 1.0 / 720.0;
-    p = p * rl + 1.0 / 120.0;
-    p = p * rl + 1.0 / 24.0;
-    p = p * rl + 1.0 / 6.0;
-    p = p * rl + 0.5;
-    p = p * rl + 1.0;
-    p = p * rl + 1.0;
-    double el = er__dn(p - 0x1p-48);
-    double eh = er__up(er__up(p + 0x1p-48) * er__up(1.0 + 2.0 * er__up(rh - rl)));
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;                                              /* within 2^-49.2 of exp(t - k L) */
     int j = k & 63, q = (k - j) / 64;
-    *lo = er__scale2(er__dn(er__exp_tlo[j] * el), q, -1);
-    *hi = er__scale2(er__up(er__exp_thi[j] * eh), q, 1);
+    *lo = er__scale2(er__exp_tlo[j] * (p - 0x1p-46), q, -1);
+    *hi = er__scale2(er__exp_thi[j] * (p + 0x1p-46), q, 1);
 }
 
 /* Sums of n values in [0, 2]: exact sums of each term rounded down (lo) and up (hi) to a multiple of 2^-90,

@@ -346,25 +346,27 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
     const er_fmt_info *F = pl->F;
     double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
     if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
+    /* e_j's bounds [RU_F(exp(d_j) - slack), RD_F(exp(d_j) + slack)]. F's values are doubles, so rounding the double
+     * difference to nearest first never moves RU_F below or RD_F above the exact one (Lemma D3): no outward step. The
+     * sums to nearest, widened once per row (Lemma D4). */
     double sl = 0, sh = 0;
     for (int64_t j = 0; j < n; j++) {
         double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST), zl, zh;
         if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
-        double z = dj - ex->t[j];
-        if (z == 0 && ex->e[j] == 0) { zl = ex->lo[j]; zh = ex->hi[j]; }
-        else if (fabs(z) <= 0x1p-10 && fabs(ex->e[j]) <= 0x1p-10) {
-            /* exp(d_j) = exp(x_j - m) exp(w), w = d_j - t_j - e_j; 1 + w <= exp(w) <= 1 + w + w^2 for |w| <= 1 */
-            double wl = er__dn(er__dn(z) - ex->e[j]), wh = er__up(er__up(z) - ex->e[j]);
-            zl = er__dn(ex->lo[j] * er__dn(1.0 + wl));
-            zh = er__up(ex->hi[j] * er__up(er__up(1.0 + wh) + er__up(wh * wh)));
-        } else er__exp_bounds(dj, &zl, &zh);
+        if (dj == ex->t[j] && ex->e[j] == 0) { zl = ex->lo[j]; zh = ex->hi[j]; }
+        else er__exp_bounds(dj, &zl, &zh);
         double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
-        double slack = er__up(Uj * er_ulp_at(F, zh));
-        double a = er__dn(zl - slack);
+        double slack = Uj * er_ulp_at(F, zh);  /* exact: a power of two times U (an integer, or U of the standard) */
+        double a = zl - slack;
         elo[j] = a <= 0 ? 0.0 : er__to_fmt_up(F, a);
-        ehi[j] = er__to_fmt_dn(F, er__up(zh + slack));
-        sl = er__dn(sl + elo[j]);
-        sh = er__up(sh + ehi[j]);
+        ehi[j] = er__to_fmt_dn(F, zh + slack);
+        sl += elo[j];
+        sh += ehi[j];
+    }
+    if ((double)n > 0x1p49) { sl = 0; sh = INFINITY; }
+    else {
+        sl = er__dn(sl * er__dn(1.0 - 2.0 * (double)n * 0x1p-53));
+        sh = er__up(sh * er__up(1.0 + 4.0 * (double)n * 0x1p-53));
     }
     er_anyorder_bound bd;
     er_status st = er__anyorder_bound_terms(&bd, F, n, 0);
@@ -386,7 +388,29 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         ohi = mpfr_get_d(b, MPFR_RNDU);
         mpfr_clears(a, b, (mpfr_ptr)0);
     }
-    for (int64_t i = 0; i < n && st == ER_OK && !pl->log; i++) {
+    if (!pl->online && !(pl->Udiv > 0) && !pl->log && st == ER_OK) {
+        /* the main case in round-to-nearest operations, each chain's errors covered by one factor (Lemma D5):
+         * K_lo <= (1 - u)(1 - 2^-50), K_hi >= (1 + u)(1 + 2^-50), without the (1 -+ u) for div=divide */
+        double klo = pl->div != 1 ? er__dn(er__dn(1.0 - u) * er__dn(1.0 - 0x1p-50)) : er__dn(1.0 - 0x1p-50);
+        double khi = pl->div != 1 ? er__up(er__up(1.0 + u) * er__up(1.0 + 0x1p-50)) : er__up(1.0 + 0x1p-50);
+        for (int64_t i = 0; i < n; i++) {
+            double ql = 0, qh = 0;
+            int inf_hi = 0;
+            if (elo[i] != 0) ql = er__to_fmt_near(F, (elo[i] / (((sh - ehi[i]) + elo[i]) * one_plus)) * klo, ER_OVERFLOW_IEEE);
+            if (ehi[i] != 0) {
+                double den = ((sl - elo[i]) + ehi[i]) * one_minus;
+                if (!(den > 0)) inf_hi = 1;
+                else qh = er__to_fmt_near(F, (ehi[i] / den) * khi, ER_OVERFLOW_IEEE);
+            }
+            if (sum_may_overflow) ql = 0;
+            memset(&cv[i], 0, sizeof cv[i]);
+            cv[i].lo = ql;
+            cv[i].hi = inf_hi ? F->max : qh;
+            cv[i].pinf = inf_hi || qh == INFINITY;
+            if (qh == INFINITY) cv[i].hi = F->max;
+        }
+    }
+    for (int64_t i = 0; i < n && st == ER_OK && !pl->log && (pl->online || pl->Udiv > 0); i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         /* the quotient e_i / s: a at its lowest (e_i low, the others high), b at its highest */
         int zlo = elo[i] == 0, inf_hi = 0;
@@ -453,6 +477,10 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
         lsh = mpfr_get_d(a, MPFR_RNDU);
         mpfr_clear(a);
     }
+    /* 1/S's bounds with a margin 2^-51 for the product's rounding: lo_i rl is below lo_i / S_hi once rounded, and
+     * hi_i rh above hi_i / S_lo (a product in the subnormal range is off by at most 2^-1074, far below any rounding
+     * boundary of a format of at most 24 bits) */
+    double rl = er__dn(er__dn(1.0 / sh) * (1.0 - 0x1p-51)), rh = er__up(er__up(1.0 / sl) * (1.0 + 0x1p-51));
     int64_t todo = 0;
     for (int64_t i = 0; i < n; i++) {
         double ql, qh;
@@ -462,13 +490,13 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
             ql = er__dn(tl - lsh);
             qh = er__up(th - lsl);
         } else {
-            ql = er__dn(ex->lo[i] / sh);
-            qh = er__up(ex->hi[i] / sl);
+            ql = ex->lo[i] * rl;
+            qh = ex->hi[i] * rh;
         }
-        double rl = er__to_fmt_near(pl->O, ql, pl->ov_out), rh = er__to_fmt_near(pl->O, qh, pl->ov_out);
+        double ol = er__to_fmt_near(pl->O, ql, pl->ov_out), oh = er__to_fmt_near(pl->O, qh, pl->ov_out);
         exact[i] = 0.5 * ql + 0.5 * qh;
-        rounded[i] = rl;
-        done[i] = rl == rh;
+        rounded[i] = ol;
+        done[i] = ol == oh;
         todo += !done[i];
     }
     return todo;
