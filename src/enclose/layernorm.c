@@ -148,14 +148,12 @@ static void er_ln_compose_f32(float x, float m, float r, float w, float b, doubl
 static void er_ln_y_plain_f32(const double *x, int64_t n, float mlo, float mhi, float rlo, float rhi, er_cval *cv,
                               const er_fmt_info *F) {
     for (int64_t i = 0; i < n; i++) {
+        /* fl(x - m) falls as m rises, so with r > 0 the lowest value is at m_hi and the highest at m_lo, each at one
+         * end of r */
         float xi = (float)x[i], d0 = xi - mlo, d1 = xi - mhi;
         float t0 = d0 * rlo, t1 = d0 * rhi, t2 = d1 * rlo, t3 = d1 * rhi;
         if (t0 != t0 || t1 != t1 || t2 != t2 || t3 != t3) { er__cval_from_interval(&cv[i], -INFINITY, INFINITY, 1, F); continue; }
-        float lo = t0 < t1 ? t0 : t1, hi = t0 < t1 ? t1 : t0;
-        lo = t2 < lo ? t2 : lo;
-        hi = t2 > hi ? t2 : hi;
-        lo = t3 < lo ? t3 : lo;
-        hi = t3 > hi ? t3 : hi;
+        float lo = t2 < t3 ? t2 : t3, hi = t0 > t1 ? t0 : t1;
         if (lo >= -FLT_MAX && hi <= FLT_MAX) { /* er__cval_from_interval for a finite interval */
             memset(&cv[i], 0, sizeof cv[i]);
             cv[i].lo = lo;
@@ -182,10 +180,9 @@ static void er_mpfr_set_i128(mpfr_t r, __int128 v, long e, mpfr_t t) {
     mpfr_mul_2si(r, t, e, MPFR_RNDN);                              /* exact: r spans the row */
 }
 
-/* S = sum x_j and Q = sum x_j^2 exactly as 128-bit integers times 2^lsb and 2^(2 lsb) when the row's bits allow
- * (lsb the lowest set bit of any x_j): 0 when they do not (the caller sums in MPFR). */
-static int er_ln_sums_i128(const double *x, int64_t n, mpfr_t S, mpfr_t Q, mpfr_t t) {
-    _Static_assert(sizeof(unsigned long) == 8, "LP64");
+/* S = sum x_j and Q = sum x_j^2 exactly as 128-bit integers in units of 2^lsb and 2^(2 lsb), lsb the lowest set
+ * bit of any x_j, when the row's bits allow: 0 when they do not (the caller sums in MPFR). */
+static int er_ln_sums_i128(const double *x, int64_t n, __int128 *S, unsigned __int128 *Q, int *lsb_out) {
     int lsb = 100000, top = -100000, bl = 0;
     for (int64_t k = n; k; k >>= 1) bl++;
     for (int64_t j = 0; j < n; j++) {
@@ -197,7 +194,10 @@ static int er_ln_sums_i128(const double *x, int64_t n, mpfr_t S, mpfr_t Q, mpfr_
         if (lo < lsb) lsb = lo;
         if (hi > top) top = hi;
     }
-    if (top < lsb) { mpfr_set_zero(S, 1); mpfr_set_zero(Q, 1); return 1; } /* all zero */
+    *S = 0;
+    *Q = 0;
+    *lsb_out = 0;
+    if (top < lsb) return 1; /* all zero */
     if (2 * (top - lsb) + bl > 125) return 0; /* |Q| < 2^(2 (top - lsb) + bl) units of 2^(2 lsb) */
     __int128 s = 0;
     unsigned __int128 q = 0;
@@ -211,31 +211,44 @@ static int er_ln_sums_i128(const double *x, int64_t n, mpfr_t S, mpfr_t Q, mpfr_
         s += (b >> 63) ? -(__int128)v : (__int128)v;
         q += (unsigned __int128)v * v;
     }
-    er_mpfr_set_i128(S, s, lsb, t);
-    er_mpfr_set_i128(Q, (__int128)q, 2L * lsb, t);
+    *S = s;
+    *Q = q;
+    *lsb_out = lsb;
     return 1;
 }
 
 static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double eps) {
-    /* the row's bit span: every double x has its last bit at or above 2^(exponent - 53) */
-    long top = -100000, low = 100000;
-    for (int64_t j = 0; j < n; j++) {
-        if (x[j] == 0) continue;
-        int e;
-        frexp(x[j], &e);
-        if (e > top) top = e;
-        if (e - 53 < low) low = e - 53;
-    }
-    long span = top > low ? top - low : 1, bl = 0;
+    __int128 si;
+    unsigned __int128 qi;
+    int lsb;
+    int fast = er_ln_sums_i128(x, n, &si, &qi, &lsb);
+    long bl = 0;
     for (int64_t k = n; k; k >>= 1) bl++;
-    mpfr_prec_t ps = (mpfr_prec_t)(span + bl + 4), pq = (mpfr_prec_t)(2 * span + bl + 4);
+    mpfr_prec_t ps = 130, pq = 130; /* the integers' bits */
+    if (!fast) {
+        /* the row's bit span: every double x has its last bit at or above 2^(exponent - 53) */
+        long top = -100000, low = 100000;
+        for (int64_t j = 0; j < n; j++) {
+            if (x[j] == 0) continue;
+            int e;
+            frexp(x[j], &e);
+            if (e > top) top = e;
+            if (e - 53 < low) low = e - 53;
+        }
+        long span = top > low ? top - low : 1;
+        ps = (mpfr_prec_t)(span + bl + 4);
+        pq = (mpfr_prec_t)(2 * span + bl + 4);
+    }
     mpfr_t Q, t;
     mpfr_init2(ex->S, ps);
     mpfr_init2(Q, pq);
     mpfr_init2(t, 130);
     mpfr_set_zero(ex->S, 1);
     mpfr_set_zero(Q, 1);
-    if (!er_ln_sums_i128(x, n, ex->S, Q, t)) {
+    if (fast) {
+        er_mpfr_set_i128(ex->S, si, lsb, t);
+        er_mpfr_set_i128(Q, (__int128)qi, 2L * lsb, t);
+    } else {
         for (int64_t j = 0; j < n; j++) {
             mpfr_add_d(ex->S, ex->S, x[j], MPFR_RNDN); /* exact: the precision spans the row */
             mpfr_set_d(t, x[j], MPFR_RNDN);
@@ -373,6 +386,11 @@ static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_ex
 /* A value of F at or above (up) / at or below (down) the real x. */
 static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode) { return er__round_mpfr(F, x, mode, ER_OVERFLOW_IEEE); }
 
+er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n) {
+    ER_RETURN_IF_ERROR(er__anyorder_bound(&pl->bs, pl->X, er__fmt_one(), pl->F, n, 0));
+    return er__anyorder_bound(&pl->bq, pl->F, pl->F, pl->F, n, 0);
+}
+
 er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b, int64_t n,
                             const er_ln_out out[3]) {
     const er_fmt_info *F = pl->F;
@@ -411,9 +429,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         }
         return ER_OK;
     }
-    er_anyorder_bound bs, bq;
-    ER_RETURN_IF_ERROR(er__anyorder_bound(&bs, pl->X, er__fmt_one(), F, n, 0));
-    ER_RETURN_IF_ERROR(er__anyorder_bound(&bq, F, F, F, n, 0));
+    const er_anyorder_bound bs = pl->bs, bq = pl->bq;
     er_ln_exact ex;
     er_ln_exact_init(&ex, x, n, pl->eps);
     char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */

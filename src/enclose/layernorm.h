@@ -12,7 +12,11 @@ typedef struct er_layernorm_plan {
     double U;                  /* rsqrt accuracy in ulps of F */
     int mean;                  /* the two divisions by n: 0 either, 1 divide, 2 reciprocal */
     int variance;              /* 0 either, 1 two_pass, 2 welford */
+    er_anyorder_bound bs, bq;  /* the any-order constants of S and Q for rows of n (er__layernorm_prepare) */
 } er_layernorm_plan;
+
+/* Sets the plan's per-row-length constants (F and X set) for rows of n elements. */
+ER_INTERNAL er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n);
 
 /* One output's sets (values of F) and exact results: cv, exact (rounded to double) and rounded (correctly
  * rounded to its output format). */
