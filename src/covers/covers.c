@@ -15,6 +15,7 @@
 #include "covers/cset.h"
 #include "enclose/anyorder.h"
 #include "enclose/dotorder.h"
+#include "enclose/ival.h"
 #include "enclose/softmax.h"
 #include "enclose/rmsnorm.h"
 #include "enclose/layernorm.h"
@@ -612,7 +613,7 @@ static void *er_row_run(void *arg) {
 }
 
 /* The cached any-order path over a range of elements (one thread's share). */
-typedef struct er_range_job { er_covers_ctx *cx; int64_t begin, end; } er_range_job;
+typedef struct er_range_job { er_covers_ctx *cx; int64_t begin, end; er_status st; } er_range_job;
 
 static void *er_cached_range(void *arg) {
     er_range_job *j = arg;
@@ -628,75 +629,154 @@ static void *er_cached_range(void *arg) {
     return NULL;
 }
 
-/* The fast path (docs/algorithms/fast-path.md): from S_hat = fl64(A B) and P_f = fl32(|A| |B|), decide the elements
- * whose class is the same for every S and every bound the exact engine could hold; mark the others 0xFF for the
- * exact pass. */
+/* The fast path (docs/algorithms/fast-path.md): from S_hat = fl64(A B) and bounds of P = sum |a b| (the operands'
+ * norms, then if needed a dot product of their absolute values), decide the elements whose class is the same for
+ * every S and every bound the exact engine could hold; recompute the others exactly from the kept operands (a
+ * scaled matmul: mark them 0xFF for the exact pass). */
 #define ER_PENDING 0xFF
-static void *er_fast_range(void *arg) {
+_Static_assert(ER_CLASS_EXACT == 0 && ER_CLASS_COVERED == 1, "the fast path computes these two classes");
+
+/* The constants of the decision, for an element count K and the standard's bound. Every quantity below is an
+ * upper (or lower) bound of what the proof names: each constant is inflated (or deflated) by 2^-40, far more than
+ * the few roundings to nearest of the plain double operations applied to it (each at most 2^-53 relative; no
+ * overflow or underflow below lim). */
+typedef struct er_fast_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int f32; } er_fast_consts;
+static const double er_fup = 1.0 + 0x1p-40, er_fdn = 1.0 - 0x1p-40;
+
+static void er_fast_consts_init(er_fast_consts *fc, const er_covers_ctx *cx) {
+    const er_anyorder_bound *bd = &cx->bd;
+    double K = (double)cx->ref->K;
+    fc->gK = K * 0x1p-52 * er_fup;                 /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
+    double eng = (1.0 + 4.0 * K * 0x1p-52) * er_fup; /* the engine's bound of sum |p| is within this factor of P */
+    fc->c1lo = bd->c1 * er_fdn;
+    fc->c1hi = bd->c1 * eng * er_fup;
+    fc->c2lo = bd->c2 * er_fdn;
+    fc->c2hi = bd->c2 * er_fup;
+    fc->g = bd->g * er_fup;
+    fc->lim = fmin(bd->thr, cx->O->max) / 4;
+    fc->f32 = cx->F->id == ER_FP32 && cx->O->id == ER_FP32 && cx->out->format == ER_FP32 && cx->out_contig;
+}
+
+/* The class of output y from S_hat and P in [Plo, Phi], or ER_PENDING when some S or bound the exact engine could
+ * hold gives another class (or overflow is possible). */
+static inline int er_fast_decide(const er_fast_consts *fc, const er_covers_ctx *cx, double y, double Sh, double Plo, double Phi) {
+    const double up = er_fup;
+    double d = fc->gK * Phi;
+    d = (d + 0x1p-61 * (fabs(Sh) + d)) * up; /* with the engine's 64-bit bracket of S */
+    double Blo = fc->c1lo * Plo + fc->c2lo, Bhi = (fc->c1hi * Phi + fc->c2hi) * up;
+    if ((fc->g * Phi + fc->c2hi) * up >= fc->lim || (fabs(Sh) + d + Bhi) * up >= fc->lim) return ER_PENDING;
+    /* S lies in [slo, shi]; the engine's edges RN_O(RU_F(S - B)) and RN_O(RD_F(S + B)) are at most RN_O(RU_F(tlo)) and
+     * at least RN_O(RD_F(thi)). Each sum below is one rounding to nearest: x + |x| 2^-50 + 2^-1070 bounds it above. */
+    double shi = Sh + d, slo = Sh - d;
+    shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
+    slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
+    double tlo = shi - Blo, thi = slo + Blo;
+    tlo += fabs(tlo) * 0x1p-50 + 0x1p-1070;
+    thi -= fabs(thi) * 0x1p-50 + 0x1p-1070;
+    double r1, r2;
+    if (fc->f32) {
+        /* fp32 compute and output: for a float y, y >= RU_F(tlo) exactly when y >= tlo, and y <= RD_F(thi) when
+         * y <= thi; the rounded S by the hardware conversion (no overflow below lim) */
+        r1 = (float)slo;
+        r2 = (float)shi;
+    } else {
+        tlo = er__round_double(cx->O, er__round_double(cx->F, tlo, ER_ROUND_UP, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
+        thi = er__round_double(cx->O, er__round_double(cx->F, thi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
+        r1 = er__round_double(cx->O, slo, ER_ROUND_NEAREST, cx->ov_out);
+        r2 = er__round_double(cx->O, shi, ER_ROUND_NEAREST, cx->ov_out);
+    }
+    if (!(y >= tlo && y <= thi)) return ER_PENDING;
+    /* the correctly rounded S lies in [r1, r2] (rounding is monotone): y outside it is not the exact result */
+    if (r1 == r2) return ER_CLASS_COVERED - (y == r1); /* ER_CLASS_EXACT is 0, ER_CLASS_COVERED 1 */
+    return y < r1 || y > r2 ? ER_CLASS_COVERED : ER_PENDING;
+}
+
+/* sum |a_k b_k| of two float vectors in double (each product exact) with four running sums. */
+static double er_abs_dot(const float *a, const float *b, int64_t K) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 3 < K; k += 4) {
+        s0 += fabs((double)a[k] * b[k]);
+        s1 += fabs((double)a[k + 1] * b[k + 1]);
+        s2 += fabs((double)a[k + 2] * b[k + 2]);
+        s3 += fabs((double)a[k + 3] * b[k + 3]);
+    }
+    for (; k < K; k++) s0 += fabs((double)a[k] * b[k]);
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* The fast path's first pass: threads take chunks of elements from a shared counter (a thread slowed by other
+ * work takes fewer) and decide what the bounds decide, leaving the rest ER_PENDING; each thread counts its own. */
+typedef struct er_fast_job { er_covers_ctx *cx; int64_t *next; int64_t counts[2]; } er_fast_job;
+#define ER_FAST_CHUNK 16384
+
+static void *er_fast_decide_run(void *arg) {
+    er_fast_job *fj = arg;
+    er_covers_ctx *cx = fj->cx;
+    const er_ref *ref = cx->ref;
+    const er_mm_plan *pl = &ref->plan;
+    const er_tensor *out = cx->out;
+    uint8_t *classes = cx->rep->classes;
+    er_fast_consts fc;
+    er_fast_consts_init(&fc, cx);
+    int64_t K = pl->K, MN = pl->M * pl->N, n = ref->n;
+    double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * er_fdn, phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * er_fup; /* Lemma D4 */
+    const char *yb = out->data;
+    for (;;) {
+        int64_t begin = __atomic_fetch_add(fj->next, ER_FAST_CHUNK, __ATOMIC_RELAXED);
+        if (begin >= n) break;
+        int64_t end = begin + ER_FAST_CHUNK < n ? begin + ER_FAST_CHUNK : n, cur_bi = -1, ia = 0, ib = 0;
+        int64_t bi = begin / MN, i = (begin % MN) / pl->N, jj = begin % pl->N; /* idx's coordinates, stepped */
+        for (int64_t idx = begin; idx < end; idx++, jj++) {
+            if (jj == pl->N) { jj = 0; if (++i == pl->M) { i = 0; bi++; } }
+            double y;
+            if (fc.f32) { float yv; memcpy(&yv, yb + 4 * idx, 4); y = yv; } /* a view's data need not be aligned */
+            else y = er__load(out, cx->out_contig ? idx : er_offset(out, idx));
+            if (bi != cur_bi) { er__matmul_batch_of(ref, bi, &ia, &ib); cur_bi = bi; }
+            double Sh = ref->fs[idx];
+            int cls = ER_PENDING;
+            if (fabs(y) < INFINITY && !ref->scaled) {
+                /* Cauchy-Schwarz above, |S| below; then, if that does not decide, P from the floats */
+                double Phi = ref->an[ia * pl->M + i] * ref->bn[ib * pl->N + jj] * er_fup;
+                double Plo = (fabs(Sh) - fc.gK * Phi * er_fup) * er_fdn;
+                cls = er_fast_decide(&fc, cx, y, Sh, Plo > 0 ? Plo : 0.0, Phi);
+                if (cls == ER_PENDING) {
+                    double P = er_abs_dot(ref->af + (ia * pl->M + i) * K, ref->bt + (ib * pl->N + jj) * K, K);
+                    double lo = P * plo_f, hi = P * phi_f;
+                    cls = er_fast_decide(&fc, cx, y, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi);
+                }
+            }
+            classes[idx] = (uint8_t)cls;
+            if (cls != ER_PENDING) fj->counts[cls]++;
+        }
+    }
+    return NULL;
+}
+
+/* The fast path's second pass, in contiguous ranges (reports merge in element order): the exact engine on each
+ * element left, from the kept operands (exact as doubles). */
+static void *er_fast_rest(void *arg) {
     er_range_job *j = arg;
     er_covers_ctx *cx = j->cx;
     const er_ref *ref = cx->ref;
-    const er_tensor *out = cx->out;
-    er_report *rep = cx->rep;
-    const er_anyorder_bound *bd = &cx->bd;
-    /* Every quantity below is an upper (or lower) bound of what the proof names: each constant is inflated (or
-     * deflated) by 2^-40, far more than the few roundings to nearest of the plain double operations applied to it
-     * (each at most 2^-53 relative; no overflow or underflow below lim). */
-    const double up = 1.0 + 0x1p-40, dn = 1.0 - 0x1p-40;
-    double K = (double)ref->K, u32 = 0x1p-24;
-    /* P = sum |a b| from the fp32 GEMM: P_f >= P (1 - u)^(K+1) - (K+1) eta and P_f <= P (1 + u)^(K+1) + (K+1) eta, with
-     * eta = 2^-126 so that a BLAS flushing subnormal results to zero is covered too */
-    double e32 = (K + 1.0) * 0x1p-126 * up, fup = up / pow(1.0 - u32, K + 1.0), flo = dn / pow(1.0 + u32, K + 1.0);
-    double gK = K * 0x1p-52 * up;            /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
-    double eng = (1.0 + 4.0 * K * 0x1p-52) * up; /* the engine's bound of sum |p| is within this factor of P */
-    double c1lo = bd->c1 * dn, c1hi = bd->c1 * eng * up, c2lo = bd->c2 * dn, c2hi = bd->c2 * up, g = bd->g * up;
-    double lim = fmin(bd->thr, cx->O->max) / 4;
-    int contiguous = cx->out_contig; /* row-major output: the element offset is the index */
-    int f32 = cx->F->id == ER_FP32 && cx->O->id == ER_FP32 && out->format == ER_FP32 && contiguous;
-    const char *yb = out->data;
-    for (int64_t idx = j->begin; idx < j->end; idx++) {
-        float yv;
-        if (f32) memcpy(&yv, yb + 4 * idx, 4); /* a view's data need not be aligned */
-        double y = f32 ? yv : er__load(out, contiguous ? idx : er_offset(out, idx));
-        double Sh = ref->fs[idx], Pf = ref->fp[idx];
-        if (!(fabs(y) < INFINITY) || !(Pf < INFINITY) || ref->scaled) { rep->classes[idx] = ER_PENDING; continue; }
-        double Phi = (Pf + e32) * fup, Plo = (Pf - e32) * flo;
-        if (Plo < 0) Plo = 0;
-        double d = gK * Phi;
-        d = (d + 0x1p-61 * (fabs(Sh) + d)) * up; /* with the engine's 64-bit bracket of S */
-        double Blo = c1lo * Plo + c2lo, Bhi = (c1hi * Phi + c2hi) * up;
-        if ((g * Phi + c2hi) * up >= lim || (fabs(Sh) + d + Bhi) * up >= lim) { rep->classes[idx] = ER_PENDING; continue; }
-        /* S lies in [slo, shi]; the engine's edges RN_O(RU_F(S - B)) and RN_O(RD_F(S + B)) are at most RN_O(RU_F(tlo)) and
-         * at least RN_O(RD_F(thi)). Each sum below is one rounding to nearest: x + |x| 2^-50 + 2^-1070 bounds it above. */
-        double shi = Sh + d, slo = Sh - d;
-        shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
-        slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
-        double tlo = shi - Blo, thi = slo + Blo;
-        tlo += fabs(tlo) * 0x1p-50 + 0x1p-1070;
-        thi -= fabs(thi) * 0x1p-50 + 0x1p-1070;
-        double r1, r2;
-        if (f32) { /* fp32 compute and output: the hardware conversions (no overflow below lim) */
-            float a = (float)tlo, b = (float)thi;
-            if ((double)a < tlo) a = nextafterf(a, INFINITY);
-            if ((double)b > thi) b = nextafterf(b, -INFINITY);
-            tlo = a;
-            thi = b;
-            r1 = (float)slo;
-            r2 = (float)shi;
-        } else {
-            tlo = er__round_double(cx->O, er__round_double(cx->F, tlo, ER_ROUND_UP, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
-            thi = er__round_double(cx->O, er__round_double(cx->F, thi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
-            r1 = er__round_double(cx->O, slo, ER_ROUND_NEAREST, cx->ov_out);
-            r2 = er__round_double(cx->O, shi, ER_ROUND_NEAREST, cx->ov_out);
+    const er_mm_plan *pl = &ref->plan;
+    int64_t K = pl->K, MN = pl->M * pl->N;
+    double *va = NULL, *vb = NULL;
+    for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
+        if (cx->rep->classes[idx] != ER_PENDING) continue;
+        if (!va) {
+            va = malloc(sizeof(double) * (size_t)K);
+            vb = malloc(sizeof(double) * (size_t)K);
+            if (!va || !vb) { j->st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K); break; }
         }
-        if (y >= tlo && y <= thi && r1 == r2) {
-            er_class cls = y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
-            rep->classes[idx] = (uint8_t)cls;
-            rep->counts[cls]++;
-        } else {
-            rep->classes[idx] = ER_PENDING;
-        }
+        int64_t ia, ib;
+        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
+        const float *arow = ref->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = ref->bt + (ib * pl->N + idx % pl->N) * K;
+        for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
+        j->st = er_covers_cb(cx, &ref->env, idx, va, vb, K, 0);
     }
+    free(va);
+    free(vb);
     return NULL;
 }
 
@@ -710,10 +790,12 @@ static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, co
 
 /* Runs fn over n elements split into nt contiguous ranges, range t with context cx[t]; range 0 in this thread, and a
  * range whose thread cannot start here too. */
-static void er_run_ranges(er_covers_ctx *cx, int nt, int64_t n, void *(*fn)(void *)) {
+static er_status er_run_ranges(er_covers_ctx *cx, int nt, int64_t n, void *(*fn)(void *)) {
     er_range_job jobs[ER_MAX_THREADS];
-    for (int t = 0; t < nt; t++) jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt};
+    for (int t = 0; t < nt; t++) jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt, ER_OK};
     er__run_jobs(jobs, sizeof jobs[0], nt, fn);
+    for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
+    return ER_OK;
 }
 
 /* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
@@ -961,14 +1043,20 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
             er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
             for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
         } else if (cached && ref->fast) {
-            /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges */
-            er_run_ranges(cx, nt, ref->n, er_fast_range);
+            /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges (a scaled
+             * matmul's rest through the exact engine's walk) */
+            er_fast_job fj[ER_MAX_THREADS];
+            int64_t next = 0;
+            for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, {0, 0}};
+            er__run_jobs(fj, sizeof fj[0], nt, er_fast_decide_run);
+            for (int t = 0; t < nt; t++) { part[t].counts[0] += fj[t].counts[0]; part[t].counts[1] += fj[t].counts[1]; }
             int64_t pending = 0;
             for (int64_t i = 0; i < ref->n; i++) pending += r.classes[i] == ER_PENDING;
-            if (pending) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
+            if (pending && ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
+            else if (pending) st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
         } else if (cached) {
             /* the reference's cached exact summaries are those of this standard */
-            er_run_ranges(cx, nt, ref->n, er_cached_range);
+            st = er_run_ranges(cx, nt, ref->n, er_cached_range);
         } else {
             st = er__matmul_foreach_n(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_covers_cb, ctxs, nt);
         }

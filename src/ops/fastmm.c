@@ -1,9 +1,11 @@
 /* fastmm.c: the certified fast path of the matmul reference (docs/algorithms/fast-path.md).
  *
- * With a CBLAS, er_matmul computes S_hat = A B in fp64 (dgemm) and P_f = |A| |B| in fp32 (sgemm) instead of the
- * exact per-element summaries. For operands of at most 24 significant bits every product is exact in fp64, so
- * |S_hat - S| <= gamma_K P whatever order the BLAS adds in, and P_f brackets P = sum |a b|. covers() decides from
- * these only what holds for every S and P in the brackets; every other element is recomputed exactly. */
+ * With a CBLAS, er_matmul computes S_hat = A B in fp64 (dgemm) instead of the exact per-element summaries, and keeps
+ * the operands as floats with bounds of their vectors' 2-norms. For operands of at most 24 significant bits every
+ * product is exact in fp64, so |S_hat - S| <= gamma_K P whatever order the BLAS adds in, with P = sum |a b| bounded
+ * by the norms (Cauchy-Schwarz) or, where that does not decide, by a dot product of the floats. covers() decides
+ * from these only what holds for every S and P in the brackets; every other element is recomputed exactly from the
+ * floats. */
 #include <math.h>
 #include <stdlib.h>
 #include "ops/ref_internal.h"
@@ -13,44 +15,151 @@
 /* The CBLAS interface (row-major = 101, no transpose = 111), 32-bit integers as OpenBLAS builds it by default. */
 void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, const double *A, int lda, const double *B,
                  int ldb, double beta, double *C, int ldc);
-void cblas_sgemm(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                 int ldb, float beta, float *C, int ldc);
 
-/* Loads an operand as row-major [batches][R][C] doubles (|x| as floats when f is set); 0 if a value is not finite.
- * 8- and 16-bit formats decode through a table of every pattern. */
-static int er_load_dense(const er_tensor *t, int64_t batches, int64_t R, int64_t C, double *d, float *f) {
+/* One thread's share of the operand work: rows [r0, r1) of the [batches * R] rows of C values. */
+typedef struct er_fjob {
+    const er_tensor *t;
+    const double *lut;      /* every pattern's value (8- and 16-bit formats), or NULL */
+    int64_t R, C, r0, r1;
+    double *d;              /* row-major doubles */
+    float *f;               /* floats: the same rows (A) or the transposed columns (B) */
+    double *norm;           /* bounds of the rows' (or columns') 2-norms */
+    er_dense_stats st;
+    int ok;
+} er_fjob;
+
+/* Decodes rows [r0, r1) into doubles, noting the statistics; ok = 0 at a value that is not finite. A 16-bit
+ * format along contiguous rows goes through the table, marking each pattern seen; the statistics and the
+ * finiteness then come from the patterns seen. */
+static void *er_fjob_load(void *arg) {
+    er_fjob *j = arg;
+    const er_tensor *t = j->t;
     const er_fmt_info *fi = er__fmt(t->format);
-    double *lut = NULL;
-    if (fi->bits <= 16 && batches * R * C > ((int64_t)1 << fi->bits) / 4) {
-        size_t cnt = (size_t)1 << fi->bits;
-        lut = malloc(sizeof(double) * cnt);
-        if (!lut) return 0;
-        for (size_t i = 0; i < cnt; i++) lut[i] = er__decode(fi, i);
-    }
-    int nbd = t->ndim - 2, ok = 1;
+    er__dense_stats_init(&j->st);
+    j->ok = 1;
+    int nbd = t->ndim - 2;
     int64_t sr = t->strides[t->ndim - 2], sc = t->strides[t->ndim - 1];
-    for (int64_t b = 0; b < batches && ok; b++) {
-        int64_t rem = b, base = 0;
+    uint64_t *seen = j->lut && fi->bits == 16 && sc == 1 ? calloc(1024, sizeof(uint64_t)) : NULL;
+    for (int64_t rr = j->r0; rr < j->r1 && j->ok; rr++) {
+        int64_t b = rr / j->R, r = rr % j->R, rem = b, base = 0;
         for (int i = nbd - 1; i >= 0; i--) { base += (rem % t->shape[i]) * t->strides[i]; rem /= t->shape[i]; }
-        for (int64_t r = 0; r < R && ok; r++) {
-            double *drow = d ? d + (b * R + r) * C : NULL;
-            float *frow = f ? f + (b * R + r) * C : NULL;
-            for (int64_t c = 0; c < C; c++) {
-                int64_t off = base + r * sr + c * sc;
-                double x;
-                /* loads through memcpy: a view's data need not be aligned */
-                if (lut && fi->bits == 16) { uint16_t v; memcpy(&v, (const char *)t->data + 2 * off, 2); x = lut[v]; }
-                else if (lut && fi->bits == 8) x = lut[((const uint8_t *)t->data)[off]];
-                else if (fi->bits == 32 && t->format == ER_FP32) { float v; memcpy(&v, (const char *)t->data + 4 * off, 4); x = v; }
-                else x = er__load(t, off);
-                if (!isfinite(x)) { ok = 0; break; }
-                if (drow) drow[c] = x;
-                if (frow) frow[c] = (float)fabs(x); /* exact: at most 24 significant bits */
+        double *drow = j->d + rr * j->C;
+        if (seen) {
+            const char *src = (const char *)t->data + 2 * (base + r * sr);
+            for (int64_t c = 0; c < j->C; c++) {
+                uint16_t v;
+                memcpy(&v, src + 2 * c, 2); /* a view's data need not be aligned */
+                drow[c] = j->lut[v];
+                seen[v >> 6] |= UINT64_C(1) << (v & 63);
             }
+            continue;
+        }
+        for (int64_t c = 0; c < j->C; c++) {
+            int64_t off = base + r * sr + c * sc;
+            double x;
+            /* loads through memcpy: a view's data need not be aligned */
+            if (j->lut && fi->bits == 16) { uint16_t v; memcpy(&v, (const char *)t->data + 2 * off, 2); x = j->lut[v]; }
+            else if (j->lut && fi->bits == 8) x = j->lut[((const uint8_t *)t->data)[off]];
+            else x = er__load(t, off);
+            if (!isfinite(x)) { j->ok = 0; break; }
+            drow[c] = x;
+            er__dense_stats_add(&j->st, x, fi->p);
         }
     }
-    free(lut);
+    for (uint32_t v = 0; seen && v < 65536; v++) {
+        if (!(seen[v >> 6] >> (v & 63) & 1)) continue;
+        double x = j->lut[v];
+        if (!isfinite(x)) { j->ok = 0; break; }
+        er__dense_stats_add(&j->st, x, fi->p);
+    }
+    free(seen);
+    return NULL;
+}
+
+/* An upper bound of the 2-norm of n float values from their squares' sum to nearest (each square an exact double,
+ * at least 2^-298): times 1 + 4 n 2^-53 (Lemma D4 of double-bounds.md), then the root, each stepped up. */
+static double er_norm_up(double sumsq, int64_t n) {
+    return er__next_up(sqrt(er__next_up(sumsq * er__next_up(1.0 + 4.0 * (double)n * 0x1p-53))));
+}
+
+/* A's rows [r0, r1) into floats (exact: at most 24 bits), with their norms. */
+static void *er_fjob_rows(void *arg) {
+    er_fjob *j = arg;
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        const double *x = j->d + r * j->C;
+        float *y = j->f + r * j->C;
+        double s0 = 0, s1 = 0;
+        int64_t k = 0;
+        for (; k + 1 < j->C; k += 2) { y[k] = (float)x[k]; y[k + 1] = (float)x[k + 1]; s0 += x[k] * x[k]; s1 += x[k + 1] * x[k + 1]; }
+        for (; k < j->C; k++) { y[k] = (float)x[k]; s0 += x[k] * x[k]; }
+        j->norm[r] = er_norm_up(s0 + s1, j->C);
+    }
+    return NULL;
+}
+
+/* B [batches][K][N] (R = K rows of C = N): the columns of this job's range [r0, r1) of the batches * N columns into
+ * [batches][N][K] floats, in 32 x 32 tiles, with their norms. */
+static void *er_fjob_cols(void *arg) {
+    er_fjob *j = arg;
+    int64_t K = j->R, N = j->C;
+    for (int64_t c0 = j->r0; c0 < j->r1; c0 += 32) {
+        int64_t c1 = c0 + 32 < j->r1 ? c0 + 32 : j->r1;
+        for (int64_t k0 = 0; k0 < K; k0 += 32) {
+            int64_t k1 = k0 + 32 < K ? k0 + 32 : K;
+            for (int64_t c = c0; c < c1; c++) {
+                int64_t b = c / N, n = c % N;
+                const double *src = j->d + b * K * N + n;
+                float *dst = j->f + c * K;
+                for (int64_t k = k0; k < k1; k++) dst[k] = (float)src[k * N];
+            }
+        }
+        for (int64_t c = c0; c < c1; c++) {
+            const float *y = j->f + c * K;
+            double s0 = 0, s1 = 0;
+            int64_t k = 0;
+            for (; k + 1 < K; k += 2) { s0 += (double)y[k] * y[k]; s1 += (double)y[k + 1] * y[k + 1]; }
+            for (; k < K; k++) s0 += (double)y[k] * y[k];
+            j->norm[c] = er_norm_up(s0 + s1, K);
+        }
+    }
+    return NULL;
+}
+
+/* Runs fn over the rows [0, rows) in nt jobs; returns the jobs' merged ok and (into st, if given) statistics. */
+static int er_fjobs(er_fjob proto, int64_t rows, int nt, void *(*fn)(void *), er_dense_stats *st) {
+    er_fjob jobs[ER_MAX_THREADS];
+    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = proto;
+        jobs[t].r0 = rows * t / nt;
+        jobs[t].r1 = rows * (t + 1) / nt;
+        jobs[t].ok = 1;
+    }
+    er__run_jobs(jobs, sizeof jobs[0], nt, fn);
+    int ok = 1;
+    if (st) er__dense_stats_init(st);
+    for (int t = 0; t < nt; t++) {
+        ok &= jobs[t].ok;
+        if (!st) continue;
+        const er_dense_stats *q = &jobs[t].st;
+        if (!q->any_nonzero) continue;
+        st->any_nonzero = 1;
+        if (q->emin_lsb < st->emin_lsb) st->emin_lsb = q->emin_lsb;
+        if (q->qmin < st->qmin) st->qmin = q->qmin;
+        if (q->emin < st->emin) st->emin = q->emin;
+        if (q->emax > st->emax) st->emax = q->emax;
+    }
     return ok;
+}
+
+/* Every pattern's value, for 8- and 16-bit formats used often enough (NULL otherwise or without memory). */
+static double *er_lut(const er_tensor *t, int64_t count) {
+    const er_fmt_info *fi = er__fmt(t->format);
+    if (fi->bits > 16 || count <= ((int64_t)1 << fi->bits) / 4) return NULL;
+    size_t cnt = (size_t)1 << fi->bits;
+    double *lut = malloc(sizeof(double) * cnt);
+    if (lut) for (size_t i = 0; i < cnt; i++) lut[i] = er__decode(fi, i);
+    return lut;
 }
 #endif
 
@@ -75,10 +184,17 @@ er_status er__fast_build(er_ref *r) {
     if (!er__fast_enabled(r->n * pl->K) || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1) return ER_OK;
     if (pl->M >= INT32_MAX || pl->N >= INT32_MAX || pl->K >= INT32_MAX) return ER_OK;
     int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = r->n;
+    int nt = er__num_threads(na + nbv);
     double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nbv);
-    double *fs = malloc(sizeof(double) * (size_t)n);
-    if (!A || !B || !fs) { free(A); free(B); free(fs); return ER_OK; } /* no memory for the fast path: exact path */
-    int ok = er_load_dense(&r->A, pl->a_batches, pl->M, pl->K, A, NULL) && er_load_dense(&r->B, pl->b_batches, pl->K, pl->N, B, NULL);
+    double *fs = malloc(sizeof(double) * (size_t)n), *lut_a = er_lut(&r->A, na), *lut_b = er_lut(&r->B, nbv);
+    float *af = NULL, *bt = NULL;
+    double *an = NULL, *bn = NULL;
+    er_dense_stats sa, sb;
+    int ok = A && B && fs;
+    if (ok) ok = er_fjobs((er_fjob){&r->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, {0}, 1}, pl->a_batches * pl->M, nt, er_fjob_load, &sa);
+    if (ok) ok = er_fjobs((er_fjob){&r->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, {0}, 1}, pl->b_batches * pl->K, nt, er_fjob_load, &sb);
+    free(lut_a);
+    free(lut_b);
     int64_t MN = pl->M * pl->N;
     for (int64_t bi = 0; ok && bi < pl->nbatch; bi++) {
         int64_t ia, ib;
@@ -86,23 +202,28 @@ er_status er__fast_build(er_ref *r) {
         cblas_dgemm(101, 111, 111, (int)pl->M, (int)pl->N, (int)pl->K, 1.0, A + ia * pl->M * pl->K, (int)pl->K,
                     B + ib * pl->K * pl->N, (int)pl->N, 0.0, fs + bi * MN, (int)pl->N);
     }
-    free(A);
-    free(B);
-    float *Af = ok ? malloc(sizeof(float) * (size_t)na) : NULL, *Bf = ok ? malloc(sizeof(float) * (size_t)nbv) : NULL;
-    float *fp = ok ? malloc(sizeof(float) * (size_t)n) : NULL;
-    ok = ok && Af && Bf && fp && er_load_dense(&r->A, pl->a_batches, pl->M, pl->K, NULL, Af) &&
-         er_load_dense(&r->B, pl->b_batches, pl->K, pl->N, NULL, Bf);
-    for (int64_t bi = 0; ok && bi < pl->nbatch; bi++) {
-        int64_t ia, ib;
-        er__matmul_batch_of(r, bi, &ia, &ib);
-        cblas_sgemm(101, 111, 111, (int)pl->M, (int)pl->N, (int)pl->K, 1.0f, Af + ia * pl->M * pl->K, (int)pl->K,
-                    Bf + ib * pl->K * pl->N, (int)pl->N, 0.0f, fp + bi * MN, (int)pl->N);
+    /* the operands as floats (exact: at most 24 bits), one at a time to keep the peak low */
+    if (ok) {
+        af = malloc(sizeof(float) * (size_t)na);
+        an = malloc(sizeof(double) * (size_t)(pl->a_batches * pl->M));
+        ok = af && an;
+        if (ok) er_fjobs((er_fjob){NULL, NULL, pl->M, pl->K, 0, 0, A, af, an, {0}, 1}, pl->a_batches * pl->M, nt, er_fjob_rows, NULL);
     }
-    free(Af);
-    free(Bf);
-    if (!ok) { free(fs); free(fp); return ER_OK; }
+    free(A);
+    if (ok) {
+        bt = malloc(sizeof(float) * (size_t)nbv);
+        bn = malloc(sizeof(double) * (size_t)(pl->b_batches * pl->N));
+        ok = bt && bn;
+        if (ok) er_fjobs((er_fjob){NULL, NULL, pl->K, pl->N, 0, 0, B, bt, bn, {0}, 1}, pl->b_batches * pl->N, nt, er_fjob_cols, NULL);
+    }
+    free(B);
+    if (!ok) { free(fs); free(af); free(bt); free(an); free(bn); return ER_OK; } /* no memory or a special value: exact path */
     r->fs = fs;
-    r->fp = fp;
+    r->af = af;
+    r->bt = bt;
+    r->an = an;
+    r->bn = bn;
+    er__matmul_env(r, -1, &sa, &sb, &r->env);
     r->fast = 1;
 #endif
     return ER_OK;

@@ -63,10 +63,7 @@ static er_status er_mm_shapes(er_mm_plan *pl, const er_tensor *A, const er_tenso
 typedef struct er_dense {
     double *v;
     uint8_t *special;  /* per vector along K */
-    int emin_lsb;      /* smallest ulp exponent (exponent - 52, or -1074) of nonzero finite values */
-    int emin, emax;    /* smallest and largest floor(log2|x|) of nonzero finite values */
-    int qmin;          /* every value is an integer times 2^qmin (its format's precision p: min of ilogb - (p-1)) */
-    int any_nonzero;
+    er_dense_stats st;
 } er_dense;
 
 static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, int64_t k_dim,
@@ -85,12 +82,8 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
         free(d->special);
         return er__fail(ER_ERR_NOMEM, "cannot allocate %lld decoded operand values", (long long)total);
     }
-    d->emin_lsb = INT32_MAX;
-    d->qmin = INT32_MAX;
+    er__dense_stats_init(&d->st);
     int prec = er__fmt(er__operand_format(t->format, conv))->p;
-    d->emin = INT32_MAX;
-    d->emax = INT32_MIN;
-    d->any_nonzero = 0;
     int nbd = t->ndim - 2;
     int64_t coord[ER_MAX_DIMS] = {0};
     /* 8- and 16-bit formats decode through a table of every pattern */
@@ -116,14 +109,7 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
                 if (convert) x = er__round_double(tf, x, cmode, ER_OVERFLOW_IEEE);
                 row[k] = x;
                 if (!isfinite(x)) { sp = 1; continue; }
-                if (x == 0) continue;
-                d->any_nonzero = 1;
-                int e = er_ilog2(x);
-                int lsb = e - 52 < -1074 ? -1074 : e - 52;
-                if (lsb < d->emin_lsb) d->emin_lsb = lsb;
-                if (e - (prec - 1) < d->qmin) d->qmin = e - (prec - 1);
-                if (e < d->emin) d->emin = e;
-                if (e > d->emax) d->emax = e;
+                er__dense_stats_add(&d->st, x, prec);
             }
             d->special[b * R + r] = sp;
         }
@@ -186,6 +172,30 @@ static void *er_walk_run(void *arg) {
     return NULL;
 }
 
+void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *da, const er_dense_stats *db, er_dot_env *env) {
+    const er_tensor *A = &r->A, *B = &r->B;
+    memset(env, 0, sizeof *env);
+    env->wide = er__operand_format(A->format, conv) == ER_FP64 || er__operand_format(B->format, conv) == ER_FP64;
+    env->base = 0;
+    env->top = 64;
+    if (da->any_nonzero && db->any_nonzero) {
+        /* Non-wide: a product is an exact double whose ulp exponent is >= emin_a + emin_b - 52.
+         * Wide: the 106-bit product's last bit is at >= lsb_a + lsb_b. */
+        env->base = env->wide ? (int64_t)da->emin_lsb + db->emin_lsb : (int64_t)da->emin + db->emin - 52;
+        env->top = (int64_t)da->emax + db->emax + 2 + er_bitlen(r->plan.K) + 1;
+    }
+    env->ipath = er__dot_ipath(er__fmt(er__operand_format(A->format, conv)),
+                               r->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), r->plan.K, &env->qa, &env->qb);
+    /* the same 128-bit path when the data (not only the format) allows it: every value an integer times 2^qmin below
+     * 2^40, so products are below 2^80 and K <= 2^47 of them sum exactly (bf16 and fp32 data of narrow range) */
+    if (!env->ipath && !env->wide && !r->b_is_one && da->any_nonzero && db->any_nonzero && r->plan.K <= (INT64_C(1) << 47) &&
+        (int64_t)da->emax + 1 - da->qmin <= 40 && (int64_t)db->emax + 1 - db->qmin <= 40) {
+        env->ipath = 1;
+        env->qa = da->qmin;
+        env->qb = db->qmin;
+    }
+}
+
 er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads) {
     const er_mm_plan *pl = &r->plan;
     const er_tensor *A = &r->A, *B = &r->B;
@@ -194,26 +204,7 @@ er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *c
     er_status st = er_densify(&db, B, B->ndim - 1, B->ndim - 2, pl->b_batches, pl->N, pl->K, conv);
     if (st != ER_OK) { er_dense_free(&da); return st; }
     er_dot_env env;
-    memset(&env, 0, sizeof env);
-    env.wide = er__operand_format(A->format, conv) == ER_FP64 || er__operand_format(B->format, conv) == ER_FP64;
-    env.base = 0;
-    env.top = 64;
-    if (da.any_nonzero && db.any_nonzero) {
-        /* Non-wide: a product is an exact double whose ulp exponent is >= emin_a + emin_b - 52.
-         * Wide: the 106-bit product's last bit is at >= lsb_a + lsb_b. */
-        env.base = env.wide ? (int64_t)da.emin_lsb + db.emin_lsb : (int64_t)da.emin + db.emin - 52;
-        env.top = (int64_t)da.emax + db.emax + 2 + er_bitlen(pl->K) + 1;
-    }
-    env.ipath = er__dot_ipath(er__fmt(er__operand_format(A->format, conv)),
-                              r->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), pl->K, &env.qa, &env.qb);
-    /* the same 128-bit path when the data (not only the format) allows it: every value an integer times 2^qmin below
-     * 2^40, so products are below 2^80 and K <= 2^47 of them sum exactly (bf16 and fp32 data of narrow range) */
-    if (!env.ipath && !env.wide && !r->b_is_one && da.any_nonzero && db.any_nonzero && pl->K <= (INT64_C(1) << 47) &&
-        (int64_t)da.emax + 1 - da.qmin <= 40 && (int64_t)db.emax + 1 - db.qmin <= 40) {
-        env.ipath = 1;
-        env.qa = da.qmin;
-        env.qb = db.qmin;
-    }
+    er__matmul_env(r, conv, &da.st, &db.st, &env);
     int64_t n = pl->nbatch * pl->M * pl->N;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > n) nthreads = n > 0 ? (int)n : 1;
@@ -369,7 +360,10 @@ void er_ref_free(er_ref *r) {
     if (!r) return;
     free(r->sums);
     free(r->fs);
-    free(r->fp);
+    free(r->af);
+    free(r->bt);
+    free(r->an);
+    free(r->bn);
     free(r);
 }
 

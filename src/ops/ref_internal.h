@@ -35,10 +35,43 @@ struct er_ref {
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */
     er_dotsum *sums;       /* n summaries, row-major (NULL on the fast path) */
-    int fast;              /* the fast path: fs = A B in fp64 and fp = |A| |B| in fp32 (src/ops/fastmm.c) */
+    /* the fast path (src/ops/fastmm.c): fs = A B in fp64; the operands as floats, A as [a_batches][M][K] and B
+     * transposed as [b_batches][N][K]; upper bounds of their vectors' 2-norms; the exact engine's dot env */
+    int fast;
     double *fs;
-    float *fp;
+    float *af, *bt;
+    double *an, *bn;
+    er_dot_env env;
 };
+
+/* The exponent range of an operand's nonzero finite values (as the exact engine's walk finds it). */
+typedef struct er_dense_stats {
+    int emin_lsb;      /* smallest ulp exponent (exponent - 52, or -1074) of nonzero finite values */
+    int emin, emax;    /* smallest and largest floor(log2|x|) of nonzero finite values */
+    int qmin;          /* every value is an integer times 2^qmin (its format's precision p: min of ilogb - (p-1)) */
+    int any_nonzero;
+} er_dense_stats;
+static inline void er__dense_stats_init(er_dense_stats *s) {
+    s->emin_lsb = s->qmin = s->emin = INT32_MAX;
+    s->emax = INT32_MIN;
+    s->any_nonzero = 0;
+}
+/* Notes a finite value x of a format of precision prec. */
+static inline void er__dense_stats_add(er_dense_stats *s, double x, int prec) {
+    if (x == 0) return;
+    s->any_nonzero = 1;
+    uint64_t b = er__bits(x);
+    int be = (int)((b >> 52) & 0x7ff), e;
+    if (be) e = be - 1023;
+    else e = -1011 - __builtin_clzll(b & ((UINT64_C(1) << 52) - 1)); /* subnormal: -1074 + the leading bit's place */
+    int lsb = e - 52 < -1074 ? -1074 : e - 52;
+    if (lsb < s->emin_lsb) s->emin_lsb = lsb;
+    if (e - (prec - 1) < s->qmin) s->qmin = e - (prec - 1);
+    if (e < s->emin) s->emin = e;
+    if (e > s->emax) s->emax = e;
+}
+/* The exact engine's accumulator range and integer path for the operands' statistics (conv as for the walk). */
+ER_INTERNAL void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *sa, const er_dense_stats *sb, er_dot_env *env);
 
 /* Visits every output element in row-major order with its two operand vectors along K (decoded, and
  * converted to tf32 when conv >= 0: ER_TF32_TRUNCATE or ER_TF32_RNA applied to operands wider than tf32).

@@ -112,11 +112,94 @@ START_TEST(fast_path_equals_exact_engine) {
 }
 END_TEST
 
+/* Broadcast batches (A [2, 1, M, K] against B [3, K, N]) and outputs larger than one chunk of the decision pass
+ * (several chunks per thread, taken in any order): the same reports as the exact engine's, with elements pushed
+ * to the edges and beyond so that every pass has work (Cauchy-Schwarz, the dot of the absolute values, the exact
+ * engine). */
+START_TEST(fast_path_batched_and_chunked) {
+    er_test_reseed(1200);
+    long trials = (long)(6 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        int batched = tr % 2 == 0, fam = (int)(tr % FAM_COUNT);
+        int M = batched ? (int)er_rand_int(3, 20) : (int)er_rand_int(150, 220), N = batched ? (int)er_rand_int(3, 20) : (int)er_rand_int(150, 220);
+        int K = (int)er_rand_int(1, 96), GA = batched ? 2 : 1, GB = batched ? 3 : 1;
+        er_format fx = tr % 3 == 0 ? ER_BF16 : ER_FP16;
+        int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb), *row = malloc(sizeof(double) * (size_t)K),
+               *col = malloc(sizeof(double) * (size_t)K);
+        uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb);
+        float *C = malloc(sizeof(float) * (size_t)nc);
+        for (int64_t r = 0; r < (int64_t)GA * M; r++) {
+            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+            for (int k = 0; k < K; k++) a[r * K + k] = row[k];
+        }
+        for (int64_t c = 0; c < (int64_t)GB * N; c++) {
+            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+            int64_t g = c / N, j = c % N;
+            for (int k = 0; k < K; k++) b[(g * K + k) * N + j] = col[k];
+        }
+        for (int64_t i = 0; i < na; i++) er_store(A, fx, i, a[i]);
+        for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
+        er_tensor tA, tB, tC;
+        if (batched) {
+            er_tensor_view(&tA, fx, 4, (int64_t[]){GA, 1, M, K}, NULL, A);
+            er_tensor_view(&tB, fx, 3, (int64_t[]){GB, K, N}, NULL, B);
+            er_tensor_view(&tC, ER_FP32, 4, (int64_t[]){GA, GB, M, N}, NULL, C);
+        } else {
+            er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
+            er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
+            er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){M, N}, NULL, C);
+        }
+        er_ref *fast, *exact;
+        setenv("EXACTREF_FAST", "0", 1);
+        ck_assert_int_eq(er_matmul(&exact, &tA, &tB), ER_OK);
+        setenv("EXACTREF_FAST", "1", 1);
+        ck_assert_int_eq(er_matmul(&fast, &tA, &tB), ER_OK);
+        unsetenv("EXACTREF_FAST");
+#ifdef ER_EXPECT_BLAS
+        ck_assert(er_ref_fast(fast));
+#endif
+        int nd;
+        int64_t shape[ER_MAX_DIMS], coord[ER_MAX_DIMS];
+        ck_assert_int_eq(er_ref_shape(exact, &nd, shape), ER_OK);
+        for (int64_t e = 0; e < nc; e++) {
+            int64_t rem = e;
+            for (int d = nd - 1; d >= 0; d--) { coord[d] = rem % shape[d]; rem /= shape[d]; }
+            double r;
+            ck_assert_int_eq(er_ref_exact(exact, coord, ER_FP32, NULL, &r), ER_OK);
+            int steps = er_rand64() % 3 == 0 ? 0 : (int)(er_rand64() % (1u << (er_rand64() % 21)));
+            if (isfinite(r)) r += (er_rand64() & 1 ? 1 : -1) * steps * er_format_ulp(ER_FP32, r);
+            C[e] = (float)r;
+        }
+        er_standard std;
+        er_standard_init(&std);
+        er_report r1, r2, r3;
+        ER_REQUIRE(er_covers(&r1, exact, &tC, &std) == ER_OK, "%s", er_last_error());
+        ER_REQUIRE(er_covers(&r2, fast, &tC, &std) == ER_OK, "%s", er_last_error());
+        setenv("EXACTREF_THREADS", "3", 1);
+        ER_REQUIRE(er_covers(&r3, fast, &tC, &std) == ER_OK, "%s", er_last_error());
+        unsetenv("EXACTREF_THREADS");
+        char what[160];
+        snprintf(what, sizeof what, "trial %ld (%s, %s, %d x %d x %d, %s)", tr, er_format_name(fx), batched ? "batched" : "one batch",
+                 M, K, N, fam_names[fam]);
+        require_same(&r1, &r2, what);
+        require_same(&r1, &r3, what);
+        er_report_clear(&r1);
+        er_report_clear(&r2);
+        er_report_clear(&r3);
+        er_ref_free(fast);
+        er_ref_free(exact);
+        free(a); free(b); free(row); free(col); free(A); free(B); free(C);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("fast");
     TCase *tc = tcase_create("fast");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, fast_path_equals_exact_engine);
+    tcase_add_test(tc, fast_path_batched_and_chunked);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
