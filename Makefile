@@ -50,6 +50,7 @@ test-fast: build
 bench: build
 	./$(BUILD)/bench/bench_matmul
 	./$(BUILD)/bench/bench_softmax
+	./$(BUILD)/bench/bench_emulate
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_python.py
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_orders.py
 

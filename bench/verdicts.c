@@ -215,7 +215,7 @@ static void matmul_case(int kl, int M, int Kd, int N, er_format fx, er_format fo
 
 /* ---------------------------------------------------------------- softmax, layernorm, rmsnorm (fp32 rows) */
 static void softmax_case(int kl, int rows, int n, int dist) {
-    float *x = malloc(sizeof(float) * (size_t)rows * n), *y = malloc(sizeof(float) * (size_t)rows * n);
+    float *x = calloc((size_t)rows * n, sizeof(float)), *y = malloc(sizeof(float) * (size_t)rows * n);
     double *yd = malloc(sizeof(double) * (size_t)rows * n), *rf = malloc(sizeof(double) * (size_t)rows * n);
     int causal = kl == B_CAUSAL;
     for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)(kl == B_NOMAX ? 90 + 4 * gauss() : 3 * draw(dist == D_SPECIAL ? D_NORMAL : dist, ER_FP32, 0, 1));

@@ -1076,7 +1076,20 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
                                int64_t K, int special) {
     er_covers_ctx *cx = vcx;
     er_cset c;
-    ER_RETURN_IF_ERROR(er_element_set(cx, env, idx, a, b, K, special, &c));
+    if (cx->ref->op == ER_OP_MAX) ER_RETURN_IF_ERROR(er_element_set(cx, env, idx, a, b, K, special, &c));
+    else {
+        /* the set of the fixed order alone: the exact summary, which only covers needs, is not computed */
+        er_cval w;
+        if (cx->mma_chain) {
+            double d = er__mma_chain(&cx->mma, a, b, K);
+            er__cval_from_interval(&w, d, d, isnan(d), cx->F);
+        } else {
+            const er_fmt_info *G;
+            ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &w, &G));
+        }
+        if (cx->ref->op == ER_OP_MEAN) er_mean_cval(cx, &w, cx->ref->K);
+        er_cset_build(&c, cx, &w, NAN, NAN);
+    }
     double v;
     int finite = c.lo <= c.hi;
     if (c.nan_req) v = NAN;
@@ -1084,6 +1097,22 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
     else if (!finite && c.pinf_ok + c.ninf_ok + c.nan_ok == 1) v = c.pinf_ok ? INFINITY : c.ninf_ok ? -INFINITY : NAN;
     else return er__fail(ER_ERR_INTERNAL, "the emulated set of element %lld is not a single value", (long long)idx);
     er_store_value(cx->dst, idx, v, cx->ov_out);
+    return ER_OK;
+}
+
+/* er_emulate's tile walk: T values of the fixed fp32 order, converted to the output as er_cset_build would. */
+static er_status er_emulate_tile_cb(void *vcx, int64_t idx0, const float *vals, int T) {
+    er_covers_ctx *cx = vcx;
+    const er_tensor *dst = cx->dst;
+    for (int t = 0; t < T; t++) {
+        double v = er__round_double(cx->O, vals[t], ER_ROUND_NEAREST, cx->ov_out);
+        if (dst->format == ER_FP32 && cx->out_contig) {
+            float f = (float)v; /* v is a value of fp32 (or an infinity or NaN) */
+            memcpy((char *)(uintptr_t)dst->data + 4 * (idx0 + t), &f, 4);
+        } else {
+            er_store_value(dst, idx0 + t, v, cx->ov_out);
+        }
+    }
     return ER_OK;
 }
 
@@ -1119,7 +1148,11 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
         cx[t].dst = out; /* each element is written by one thread */
         ctxs[t] = &cx[t];
     }
-    if (st == ER_OK) st = er__matmul_foreach_n(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_emulate_cb, ctxs, nt);
+    int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1, outer = 0;
+    int64_t block = st == ER_OK && ref->op == ER_OP_MATMUL && cx[0].have_plan && !cx[0].mma_chain
+                        ? er__dot_order_tile_block(&cx[0].plan, ref->K, &outer) : 0;
+    if (st == ER_OK && block > 0) st = er__matmul_foreach_tile(ref, conv, block, outer, er_emulate_tile_cb, ctxs, nt);
+    else if (st == ER_OK) st = er__matmul_foreach_n(ref, conv, er_emulate_cb, ctxs, nt);
     for (int t = 0; t < made; t++) er_ctx_clear(&cx[t]);
     return st;
 }

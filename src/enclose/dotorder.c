@@ -375,3 +375,62 @@ er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *
     er__cval_from_interval(out, r.lo, r.hi, r.nan, *fmt);
     return ER_OK;
 }
+
+int64_t er__dot_order_tile_block(const er_order_plan *pl, int64_t K, int *outer) {
+    const er_standard *s = &pl->std;
+    *outer = 0;
+    if (pl->lo_mode != ER_ROUND_NEAREST || pl->hi_mode != ER_ROUND_NEAREST || !pl->fma_never || pl->fma_always ||
+        pl->F->id != ER_FP32 || pl->fa->p > 24 || pl->fb->p > 24 || K < 1)
+        return 0;
+    if (s->order == ER_ORDER_SEQUENTIAL) return K;
+    if (s->order != ER_ORDER_BLOCKED && s->order != ER_ORDER_SPLIT) return 0;
+    if (s->order == ER_ORDER_SPLIT && pl->P != pl->F) return 0;
+    int64_t chunk = s->order == ER_ORDER_BLOCKED ? s->block : (K + s->split - 1) / (s->split ? s->split : 1);
+    if (chunk < 1) chunk = 1;
+    if (s->carry_fused) return s->inner == ER_SUB_ANY ? 0 : K; /* the running total through every product: sequential */
+    if (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY) return 0;
+    *outer = 1;
+    return chunk;
+}
+
+void er__dot_order_tile(int64_t block, int outer, const float *a, const float *tile, int64_t K, int T, float *out) {
+    float tot[16], part[16];
+    for (int t = 0; t < T; t++) tot[t] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += block) {
+        int64_t k1 = k0 + block < K ? k0 + block : K;
+        for (int t = 0; t < T; t++) part[t] = 0.0f;
+        if (T == 16) {
+            /* the common case in four vectors of four floats (GCC and Clang vector extensions: each lane's operations
+             * are IEEE single roundings, as the scalar ones) */
+            typedef float er_v4 __attribute__((vector_size(16)));
+            er_v4 p0 = {0, 0, 0, 0}, p1 = p0, p2 = p0, p3 = p0;
+            for (int64_t k = k0; k < k1; k++) {
+                float ak = a[k];
+                er_v4 av = {ak, ak, ak, ak}, b0, b1, b2, b3;
+                const float *bk = tile + k * 16;
+                memcpy(&b0, bk, 16);
+                memcpy(&b1, bk + 4, 16);
+                memcpy(&b2, bk + 8, 16);
+                memcpy(&b3, bk + 12, 16);
+                p0 = p0 + av * b0;
+                p1 = p1 + av * b1;
+                p2 = p2 + av * b2;
+                p3 = p3 + av * b3;
+            }
+            memcpy(part, &p0, 16);
+            memcpy(part + 4, &p1, 16);
+            memcpy(part + 8, &p2, 16);
+            memcpy(part + 12, &p3, 16);
+        } else {
+            for (int64_t k = k0; k < k1; k++) {
+                float ak = a[k];
+                const float *bk = tile + k * T;
+                for (int t = 0; t < T; t++) part[t] = part[t] + ak * bk[t];
+            }
+        }
+        /* the emulation adds each partial to a total starting at +0 (blocked, split), or is the one sum */
+        if (outer) for (int t = 0; t < T; t++) tot[t] = tot[t] + part[t];
+        else for (int t = 0; t < T; t++) tot[t] = part[t];
+    }
+    for (int t = 0; t < T; t++) out[t] = tot[t];
+}

@@ -32,4 +32,13 @@ ER_INTERNAL void er__order_plan_clear(er_order_plan *pl);
 ER_INTERNAL er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b,
                                     int64_t K, int special, er_cval *out, const er_fmt_info **fmt);
 
+/* The tile loop's block length when the plan is a fixed order in fp32 rounding to nearest without fma that it computes
+ * (sequential; blocked or split with sequential inner and outer sums, partials in F, or carry=fused) for operands of at
+ * most 24 bits, with *outer set when partials are added to a total (blocked, split); 0 otherwise. */
+ER_INTERNAL int64_t er__dot_order_tile_block(const er_order_plan *pl, int64_t K, int *outer);
+/* out[t] (t < T <= 16): the sum of a[k] * tile[k * T + t] over k < K in that order: products rounded to fp32, partial
+ * sums of `block` products from zero, each added in order to a total from +0 (outer) or the one sum itself. The
+ * hardware's float operations are the single roundings of the interval emulation's steps (no contraction). */
+ER_INTERNAL void er__dot_order_tile(int64_t block, int outer, const float *a, const float *tile, int64_t K, int T, float *out);
+
 #endif

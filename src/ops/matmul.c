@@ -11,6 +11,7 @@
 #include <gmp.h>
 #include <mpfr.h>
 #include "ops/ref_internal.h"
+#include "enclose/dotorder.h"
 #include "tensor/tensor_internal.h"
 
 /* Floor of log2|x| for finite nonzero x (subnormals included). */
@@ -213,6 +214,70 @@ er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *c
     er__run_jobs(w, sizeof w[0], nthreads, er_walk_run);
     for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
     er_dense_free(&da);
+    er_dense_free(&db);
+    return st;
+}
+
+/* One thread's share of the tile walk: units [u0, u1) of (output batch, 16 columns). */
+typedef struct er_tile_walk {
+    const er_ref *r;
+    const float *af;       /* A as floats, [a_batches][M][K] */
+    const er_dense *db;    /* B transposed, [b_batches][N][K] doubles */
+    int64_t block;
+    int outer;
+    er_tile_fn fn;
+    void *ctx;
+    int64_t u0, u1;
+    er_status st;
+} er_tile_walk;
+
+static void *er_tile_run(void *arg) {
+    er_tile_walk *w = arg;
+    const er_mm_plan *pl = &w->r->plan;
+    int64_t K = pl->K, MN = pl->M * pl->N, ntile = (pl->N + 15) / 16;
+    float *tile = malloc(sizeof(float) * (size_t)(16 * K)), vals[16];
+    if (!tile) { w->st = er__fail(ER_ERR_NOMEM, "cannot allocate a tile of %lld x 16", (long long)K); return NULL; }
+    w->st = ER_OK;
+    for (int64_t u = w->u0; u < w->u1 && w->st == ER_OK; u++) {
+        int64_t bi = u / ntile, j0 = (u % ntile) * 16, ia, ib;
+        int T = pl->N - j0 < 16 ? (int)(pl->N - j0) : 16;
+        er__matmul_batch_of(w->r, bi, &ia, &ib);
+        for (int t = 0; t < T; t++) {
+            const double *bc = w->db->v + (ib * pl->N + j0 + t) * K;
+            for (int64_t k = 0; k < K; k++) tile[k * T + t] = (float)bc[k]; /* exact: at most 24 bits */
+        }
+        for (int64_t i = 0; i < pl->M && w->st == ER_OK; i++) {
+            er__dot_order_tile(w->block, w->outer, w->af + (ia * pl->M + i) * K, tile, K, T, vals);
+            w->st = w->fn(w->ctx, bi * MN + i * pl->N + j0, vals, T);
+        }
+    }
+    free(tile);
+    return NULL;
+}
+
+er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t block, int outer, er_tile_fn fn, void *const *ctxs,
+                                  int nthreads) {
+    const er_mm_plan *pl = &r->plan;
+    er_dense da, db;
+    ER_RETURN_IF_ERROR(er_densify(&da, &r->A, r->A.ndim - 2, r->A.ndim - 1, pl->a_batches, pl->M, pl->K, conv));
+    er_status st = er_densify(&db, &r->B, r->B.ndim - 1, r->B.ndim - 2, pl->b_batches, pl->N, pl->K, conv);
+    if (st != ER_OK) { er_dense_free(&da); return st; }
+    int64_t na = pl->a_batches * pl->M * pl->K;
+    float *af = malloc(sizeof(float) * (size_t)(na ? na : 1));
+    if (!af) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld operand values", (long long)na);
+    for (int64_t x = 0; st == ER_OK && x < na; x++) af[x] = (float)da.v[x];
+    er_dense_free(&da);
+    int64_t units = pl->nbatch * ((pl->N + 15) / 16);
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > units) nthreads = units > 0 ? (int)units : 1;
+    if (st == ER_OK) {
+        er_tile_walk w[ER_MAX_THREADS];
+        for (int t = 0; t < nthreads; t++)
+            w[t] = (er_tile_walk){r, af, &db, block, outer, fn, ctxs[t], units * t / nthreads, units * (t + 1) / nthreads, ER_OK};
+        er__run_jobs(w, sizeof w[0], nthreads, er_tile_run);
+        for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
+    }
+    free(af);
     er_dense_free(&db);
     return st;
 }

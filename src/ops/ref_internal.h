@@ -82,6 +82,11 @@ typedef er_status (*er_elem_fn)(void *ctx, const er_dot_env *env, int64_t idx, c
 ER_INTERNAL er_status er__matmul_foreach(const er_ref *r, int conv, er_elem_fn fn, void *ctx);
 /* The same walk shared by nthreads threads (contiguous ranges of elements), thread t calling fn with ctxs[t]. */
 ER_INTERNAL er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads);
+/* The tile walk of er_emulate for orders the float tile loop computes (er__dot_order_tile): fn gets T <= 16 consecutive
+ * output elements of one row, from idx0, as fp32 values. Threads split the (batch, 16 columns) units. */
+typedef er_status (*er_tile_fn)(void *ctx, int64_t idx0, const float *vals, int T);
+ER_INTERNAL er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t block, int outer, er_tile_fn fn,
+                                              void *const *ctxs, int nthreads);
 /* The operand formats after the conversion conv (tf32 for converted operands). */
 ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 

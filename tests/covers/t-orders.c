@@ -113,12 +113,89 @@ START_TEST(fma_of_a_huge_product_into_an_infinity) {
 }
 END_TEST
 
+/* er_emulate on whole matrices (the float tile loop, 16 columns at a time, and its remainder) gives, bit for bit, the
+ * test's own float loop of the same order: sequential, blocked:B and split:S with sequential blocks added in order
+ * to a total from +0, and blocked carry=fused; fp16, bf16 and fp32 operands, broadcast batches, every family. */
+static float tile_ref(const float *a, const float *b, int K, int kind, int B) {
+    if (kind == 0 || kind == 3) { float acc = 0.0f; for (int k = 0; k < K; k++) acc = acc + a[k] * b[k]; return acc; }
+    float tot = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += B) {
+        float part = 0.0f;
+        for (int k = k0; k < k0 + B && k < K; k++) part = part + a[k] * b[k];
+        tot = tot + part;
+    }
+    return tot;
+}
+
+START_TEST(emulate_tiles_match_a_float_loop) {
+    er_test_reseed(130);
+    long trials = (long)(150 * er_test_multiplier()), elems = 0;
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32};
+    for (long tr = 0; tr < trials; tr++) {
+        int kind = (int)(tr % 4), M = (int)er_rand_int(1, 5), N = (int)er_rand_int(1, 50), K = (int)er_rand_int(1, 300);
+        int GA = tr % 3 == 0 ? 2 : 1, GB = tr % 3 == 0 ? 3 : 1, fam = (int)(er_rand64() % FAM_COUNT), Bk = (int)er_rand_int(1, 40);
+        int S = (int)er_rand_int(1, 8);
+        er_format fx = ins[er_rand64() % 3];
+        int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
+        double *row = malloc(sizeof(double) * (size_t)K), *col = malloc(sizeof(double) * (size_t)K);
+        float *af = malloc(sizeof(float) * (size_t)K), *bf = malloc(sizeof(float) * (size_t)K), *E = malloc(sizeof(float) * (size_t)nc);
+        uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb);
+        for (int64_t r = 0; r < (int64_t)GA * M; r++) {
+            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+            for (int k = 0; k < K; k++) a[r * K + k] = row[k];
+        }
+        for (int64_t c = 0; c < (int64_t)GB * N; c++) {
+            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+            for (int k = 0; k < K; k++) b[(c / N * K + k) * N + c % N] = col[k];
+        }
+        for (int64_t i = 0; i < na; i++) { er_store(A, fx, i, a[i]); a[i] = er_load(A, fx, i); }
+        for (int64_t i = 0; i < nb; i++) { er_store(B, fx, i, b[i]); b[i] = er_load(B, fx, i); }
+        er_tensor tA, tB, tE;
+        if (GA > 1) {
+            er_tensor_view(&tA, fx, 4, (int64_t[]){GA, 1, M, K}, NULL, A);
+            er_tensor_view(&tB, fx, 3, (int64_t[]){GB, K, N}, NULL, B);
+            er_tensor_view(&tE, ER_FP32, 4, (int64_t[]){GA, GB, M, N}, NULL, E);
+        } else {
+            er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
+            er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
+            er_tensor_view(&tE, ER_FP32, 2, (int64_t[]){M, N}, NULL, E);
+        }
+        er_standard std;
+        char order[32], opts[96];
+        static const char *const base = "compute=fp32 fma=never";
+        if (kind == 0) { snprintf(order, sizeof order, "sequential"); snprintf(opts, sizeof opts, "%s", base); }
+        else if (kind == 1) { snprintf(order, sizeof order, "blocked:%d", Bk); snprintf(opts, sizeof opts, "%s inner=sequential outer=sequential", base); }
+        else if (kind == 2) { snprintf(order, sizeof order, "split:%d", S); snprintf(opts, sizeof opts, "%s inner=sequential outer=sequential", base); }
+        else { snprintf(order, sizeof order, "blocked:%d", Bk); snprintf(opts, sizeof opts, "%s inner=sequential carry=fused", base); }
+        ck_assert_msg(er_standard_parse(&std, order, opts) == ER_OK, "%s %s: %s", order, opts, er_last_error());
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+        ER_REQUIRE(er_emulate(ref, &tE, &std) == ER_OK, "emulate: %s", er_last_error());
+        int chunk = kind == 2 ? (K + S - 1) / S : Bk;
+        for (int64_t e = 0; e < nc; e++) {
+            int64_t g = e / ((int64_t)M * N), ga = g / GB, gb = g % GB, i = e / N % M, j = e % N;
+            for (int k = 0; k < K; k++) { af[k] = (float)a[(ga * M + i) * K + k]; bf[k] = (float)b[(gb * K + k) * N + j]; }
+            float want = tile_ref(af, bf, K, kind, chunk);
+            ER_REQUIRE(memcmp(&want, &E[e], 4) == 0 || (want != want && E[e] != E[e]), "trial %ld (%s %s, %s, %d x %d x %d, %s): "
+                       "element %lld is %a, the float loop gives %a" ER_SEED_MSG_FMT, tr, order, opts, er_format_name(fx), M, K, N,
+                       fam_names[fam], (long long)e, E[e], want, ER_SEED_ARGS);
+        }
+        elems += nc;
+        er_ref_free(ref);
+        free(a); free(b); free(row); free(col); free(af); free(bf); free(E); free(A); free(B);
+    }
+    printf("emulate tiles: %ld elements of %ld matrices equal a float loop of the same order bit for bit\n", elems, trials);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("orders");
     TCase *tc = tcase_create("orders");
     tcase_set_timeout(tc, 3600);
     tcase_add_test(tc, fixed_orders_are_sound_and_emulated);
     tcase_add_test(tc, fma_of_a_huge_product_into_an_infinity);
+    tcase_add_test(tc, emulate_tiles_match_a_float_loop);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
