@@ -43,9 +43,13 @@ static void er_exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
         double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
         double lo, hi;
         er__exp_bounds(t, &lo, &hi);
-        if (e != 0) { /* exp(t + e) within exp(t) e^(+-|e|), |e| <= 2^-53 |t| */
+        if (e != 0 && fabs(e) <= 0x1p-30) { /* exp(t + e) within exp(t) e^(+-|e|): 1 - 2|e| and 1 + 2|e| bound those */
             lo = er__dn(lo * er__dn(1.0 - 2.0 * fabs(e)));
             hi = er__up(hi * er__up(1.0 + 2.0 * fabs(e)));
+            if (lo < 0) lo = 0;
+        } else if (e != 0) { /* |e| <= 2^-53 |t|, so t <= -2^23: exp(x_j - m) < 2^-1074 */
+            lo = 0;
+            hi = 4.9406564584124654e-324;
         }
         ex->lo[j] = lo;
         ex->hi[j] = hi;

@@ -4,6 +4,7 @@
  * or reciprocal) run by the test are covered; the correctly rounded exact softmax (MPFR at 400 bits) is EXACT;
  * special rows follow the stated rules; an implementation that lets padding lanes into the denominator is
  * caught. */
+#include <float.h>
 #include "../common/er_gen.h"
 #include "../common/npz.h"
 
@@ -203,6 +204,30 @@ START_TEST(exact_and_special_rows) {
     ck_assert_int_eq(rep.counts[ER_CLASS_NAN_MISSING], 1);
     er_report_clear(&rep);
     er_ref_free(r);
+    /* masking with the most negative float: those lanes are exactly 0 (their exps are far below 2^-1074, and x - max is
+     * not a double: the bounds of exp(x - max) must stay [0, 2^-1074]) */
+    {
+        float xm[4] = {0.5f, -FLT_MAX, 1.0f, -FLT_MAX}, ym[4];
+        mpfr_t e1, e2, sden;
+        mpfr_inits2(200, e1, e2, sden, (mpfr_ptr)0);
+        mpfr_set_d(e1, -0.5, MPFR_RNDN);
+        mpfr_exp(e1, e1, MPFR_RNDN);      /* exp(0.5 - 1) */
+        mpfr_add_ui(sden, e1, 1, MPFR_RNDN);
+        mpfr_div(e2, e1, sden, MPFR_RNDN);
+        ym[0] = (float)er_oracle_round(ER_FP32, e2, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+        mpfr_ui_div(e2, 1, sden, MPFR_RNDN);
+        ym[2] = (float)er_oracle_round(ER_FP32, e2, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+        ym[1] = ym[3] = 0.0f;
+        mpfr_clears(e1, e2, sden, (mpfr_ptr)0);
+        er_tensor tmx, tmy;
+        er_tensor_view(&tmx, ER_FP32, 1, (int64_t[]){4}, NULL, xm);
+        er_tensor_view(&tmy, ER_FP32, 1, (int64_t[]){4}, NULL, ym);
+        ck_assert_int_eq(er_softmax(&r, &tmx, 0), ER_OK);
+        ck_assert_int_eq(er_covers(&rep, r, &tmy, &std), ER_OK);
+        ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], 4);
+        er_report_clear(&rep);
+        er_ref_free(r);
+    }
     float p[3] = {-INFINITY, 0.0f, 0.0f}, q[3] = {0.0f, 0.5f, 0.5f};
     er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){3}, NULL, p);
     er_tensor_view(&to, ER_FP32, 1, (int64_t[]){3}, NULL, q);
