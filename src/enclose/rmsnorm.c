@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
 
 static double er_ulp_of(const er_fmt_info *F, double z) {
@@ -61,6 +62,56 @@ static void er_compose(const er_rmsnorm_plan *pl, double x, double r, double w, 
     out[2] = er__round_prod(F, x, er__round_prod(F, r, w, 1, ER_ROUND_NEAREST), 1, ER_ROUND_NEAREST);
 }
 
+/* The exact y = x w / sqrt(S/n + eps) of one element in MPFR: rs[big] the row's enclosures at the two ends of S's
+ * bracket (rz: a zero radicand), then S exactly and growing precision while the ends round apart. */
+static void er_rms_exact_mpfr(const er_rmsnorm_plan *pl, const double *xs, int64_t n, double x, double wi, mpfr_t rs[2],
+                              const int rz[2], double *exact, double *rounded) {
+    mpfr_t s, y;
+    mpfr_inits2(256, s, y, (mpfr_ptr)0);
+    double rr[2] = {0, 0};
+    for (int up = 0; up < 2; up++) {
+        /* sqrt(S/n + eps) grows with S: the smallest y magnitude comes from the largest S */
+        int big = up ^ (x * wi < 0);
+        if (rz[big]) { rr[up] = NAN; break; }
+        mpfr_set_d(y, x, MPFR_RNDN);
+        mpfr_mul_d(y, y, wi, MPFR_RNDN); /* exact at 256 bits */
+        mpfr_mul(y, y, rs[big], up ? MPFR_RNDD : MPFR_RNDU);
+        rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
+        if (!up) *exact = mpfr_get_d(y, MPFR_RNDN);
+    }
+    if (!isnan(rr[0]) && rr[0] != rr[1]) {
+        /* the summary does not decide: S exactly (squares of doubles are exact at 106 bits, their sum at 4500) */
+        mpfr_t S, p2;
+        mpfr_init2(S, 4500);
+        mpfr_init2(p2, 128);
+        mpfr_set_zero(S, 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_set_d(p2, xs[j], MPFR_RNDN);
+            mpfr_sqr(p2, p2, MPFR_RNDN);
+            mpfr_add(S, S, p2, MPFR_RNDN);
+        }
+        for (mpfr_prec_t pr = 256; pr <= 4096 && rr[0] != rr[1]; pr *= 4) {
+            mpfr_set_prec(s, pr);
+            mpfr_set_prec(y, pr);
+            for (int up = 0; up < 2; up++) {
+                int big = up ^ (x * wi < 0);
+                mpfr_div_ui(s, S, (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
+                mpfr_add_d(s, s, pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
+                mpfr_rec_sqrt(s, s, big ? MPFR_RNDD : MPFR_RNDU);
+                mpfr_set_d(y, x, MPFR_RNDN);
+                mpfr_mul_d(y, y, wi, up ? MPFR_RNDD : MPFR_RNDU);
+                mpfr_mul(y, y, s, up ? MPFR_RNDD : MPFR_RNDU);
+                rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
+            }
+        }
+        mpfr_clear(S);
+        mpfr_clear(p2);
+    }
+    mpfr_clears(s, y, (mpfr_ptr)0);
+    if (isnan(rr[0])) { *exact = *rounded = NAN; return; }
+    *rounded = rr[0]; /* rr[0] == rr[1] but for a value within 2^-4096 of a midpoint (never seen) */
+}
+
 er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                           const double *w, int64_t n, er_cval *cv, double *exact, double *rounded) {
     const er_fmt_info *F = pl->F;
@@ -101,6 +152,10 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         if (mpfr_zero_p(rs[big])) { rz[big] = 1; continue; }
         mpfr_rec_sqrt(rs[big], rs[big], big ? MPFR_RNDD : MPFR_RNDU);
     }
+    /* the exact results in double for an output of at most 24 bits (r's enclosure widened to doubles) */
+    int dbl = pl->O->p <= 24 && !sm.special && !rz[0] && !rz[1];
+    double r_lo = dbl ? mpfr_get_d(rs[1], MPFR_RNDD) : 0, r_hi = dbl ? mpfr_get_d(rs[0], MPFR_RNDU) : 0;
+    if (!(r_lo > 0) || !(r_hi < INFINITY)) dbl = 0;
     for (int64_t i = 0; i < n; i++) {
         double wi = w ? w[i] : 1.0, a[3], b[3];
         er_compose(pl, x[i], rlo, wi, a);
@@ -121,51 +176,20 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
             exact[i] = rounded[i] = NAN;
             continue;
         }
-        mpfr_t s, e, y;
-        mpfr_inits2(256, s, e, y, (mpfr_ptr)0);
-        double rr[2] = {0, 0};
-        for (int up = 0; up < 2; up++) {
-            /* sqrt(S/n + eps) grows with S: the smallest y magnitude comes from the largest S */
-            int big = up ^ (x[i] * wi < 0);
-            if (rz[big]) { rr[up] = NAN; break; }
-            mpfr_set_d(y, x[i], MPFR_RNDN);
-            mpfr_mul_d(y, y, wi, MPFR_RNDN); /* exact at 256 bits */
-            mpfr_mul(y, y, rs[big], up ? MPFR_RNDD : MPFR_RNDU);
-            rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
-            if (!up) exact[i] = mpfr_get_d(y, MPFR_RNDN);
-        }
-        if (!isnan(rr[0]) && rr[0] != rr[1]) {
-            /* the summary does not decide: S exactly (squares of doubles are exact at 106 bits, their sum at
-             * 4500), then x w / sqrt(S/n + eps) enclosed at growing precision */
-            mpfr_t S, p2;
-            mpfr_init2(S, 4500);
-            mpfr_init2(p2, 128);
-            mpfr_set_zero(S, 1);
-            for (int64_t j = 0; j < n; j++) {
-                mpfr_set_d(p2, x[j], MPFR_RNDN);
-                mpfr_sqr(p2, p2, MPFR_RNDN);
-                mpfr_add(S, S, p2, MPFR_RNDN);
+        if (dbl) {
+            /* in double (docs/algorithms/double-bounds.md): r in [r_lo, r_hi] > 0, p = x w in [p_lo, p_hi]; the lowest
+             * y at p_lo and the highest at p_hi, each at one end of r */
+            double p = x[i] * wi, pl_ = er__dn(p), ph = er__up(p);
+            double a0 = pl_ * r_lo, a1 = pl_ * r_hi, b0 = ph * r_lo, b1 = ph * r_hi;
+            double yl = er__dn(a0 < a1 ? a0 : a1), yh = er__up(b0 > b1 ? b0 : b1);
+            double ol = er__to_fmt_near(pl->O, yl, pl->ov_out), oh = er__to_fmt_near(pl->O, yh, pl->ov_out);
+            if (ol == oh) {
+                exact[i] = 0.5 * yl + 0.5 * yh;
+                rounded[i] = ol;
+                continue;
             }
-            for (mpfr_prec_t pr = 256; pr <= 4096 && rr[0] != rr[1]; pr *= 4) {
-                mpfr_set_prec(s, pr);
-                mpfr_set_prec(y, pr);
-                for (int up = 0; up < 2; up++) {
-                    int big = up ^ (x[i] * wi < 0);
-                    mpfr_div_ui(s, S, (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
-                    mpfr_add_d(s, s, pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
-                    mpfr_rec_sqrt(s, s, big ? MPFR_RNDD : MPFR_RNDU);
-                    mpfr_set_d(y, x[i], MPFR_RNDN);
-                    mpfr_mul_d(y, y, wi, up ? MPFR_RNDD : MPFR_RNDU);
-                    mpfr_mul(y, y, s, up ? MPFR_RNDD : MPFR_RNDU);
-                    rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
-                }
-            }
-            mpfr_clear(S);
-            mpfr_clear(p2);
         }
-        mpfr_clears(s, e, y, (mpfr_ptr)0);
-        if (isnan(rr[0])) { exact[i] = rounded[i] = NAN; continue; }
-        rounded[i] = rr[0]; /* rr[0] == rr[1] but for a value within 2^-4096 of a midpoint (never seen) */
+        er_rms_exact_mpfr(pl, x, n, x[i], wi, rs, rz, &exact[i], &rounded[i]);
     }
     mpfr_clears(rs[0], rs[1], re, (mpfr_ptr)0);
     return ER_OK;

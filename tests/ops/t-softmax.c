@@ -606,6 +606,76 @@ START_TEST(exact_results_are_exact) {
 }
 END_TEST
 
+/* rmsnorm's EXACT is decided exactly: the correctly rounded x w / sqrt(mean(x^2) + eps) (MPFR at 600 bits, eps as fp32
+ * holds it, the test's oracle) is EXACT in every element and one ulp above never is; rows of fp16, bf16 and fp32, with
+ * weights or without, and rows whose y falls on midpoints of the output format (x = +-1/2 with eps = 0 gives
+ * rstd 2 exactly, y = +-w, with w chosen on a midpoint): the double enclosure straddles those and MPFR decides. */
+START_TEST(rmsnorm_exact_results_are_exact) {
+    er_test_reseed(580);
+    long trials = (long)(200 * er_test_multiplier()), elems = 0;
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    mpfr_t S, t, r, q;
+    mpfr_inits2(600, S, t, r, q, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        int n = (int)er_rand_int(1, 150), kind = (int)(tr % 3), weighted = kind == 2 || tr % 2;
+        er_format fx = ins[er_rand64() % 3], fo = outs[er_rand64() % 3];
+        double x[150], w[150], y[150], eps = kind == 2 ? 0.0 : 1e-6;
+        uint64_t X[150], W[150], Y[150];
+        for (int j = 0; j < n; j++) {
+            er_round_double(&x[j], fx, er_rand_normal() * (kind == 1 ? 100.0 : 1.0), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_round_double(&w[j], ER_FP32, 1 + er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (kind == 2) { /* x = +-1/2: mean square 1/4, rstd 2; y = +-w on a midpoint of the output */
+                x[j] = j % 2 ? 0.5 : -0.5;
+                w[j] = 0.5 * (1.0 + ldexp(2.0 * (double)er_rand_int(0, 20) + 1.0, -er_format_precision(fo)));
+            }
+            er_store(X, fx, j, x[j]);
+            er_store(W, ER_FP32, j, w[j]);
+        }
+        double epsf;
+        er_round_double(&epsf, ER_FP32, eps, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        mpfr_set_zero(S, 1);
+        for (int j = 0; j < n; j++) { mpfr_set_d(t, x[j], MPFR_RNDN); mpfr_sqr(t, t, MPFR_RNDN); mpfr_add(S, S, t, MPFR_RNDN); }
+        mpfr_div_ui(S, S, (unsigned long)n, MPFR_RNDN);
+        mpfr_add_d(S, S, epsf, MPFR_RNDN);
+        if (mpfr_zero_p(S)) continue; /* an all-zero row with eps 0: NaN (checked elsewhere) */
+        mpfr_rec_sqrt(r, S, MPFR_RNDN);
+        for (int j = 0; j < n; j++) {
+            mpfr_mul_d(q, r, x[j], MPFR_RNDN);
+            if (weighted) mpfr_mul_d(q, q, w[j], MPFR_RNDN);
+            y[j] = er_oracle_round(fo, q, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+            er_store(Y, fo, j, y[j]);
+        }
+        er_tensor tx, ty, tw;
+        er_tensor_view(&tx, fx, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&ty, fo, 1, (int64_t[]){n}, NULL, Y);
+        er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, W);
+        er_ref *ref;
+        ck_assert_int_eq(er_rmsnorm(&ref, &tx, weighted ? &tw : NULL, eps), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        for (int j = 0; j < n; j++)
+            ER_REQUIRE(rep.classes[j] == ER_CLASS_EXACT, "trial %ld (%s in, %s out, kind %d): element %d, the correctly rounded "
+                       "%a, is class %d " ER_SEED_MSG_FMT, tr, er_format_name(fx), er_format_name(fo), kind, j, y[j], rep.classes[j],
+                       ER_SEED_ARGS);
+        er_report_clear(&rep);
+        int j = (int)er_rand_int(0, n - 1);
+        double up = nextafter(y[j], INFINITY);
+        er_round_double(&up, fo, up, ER_ROUND_UP, ER_OVERFLOW_SATURATE);
+        er_store(Y, fo, j, up);
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        ER_REQUIRE(rep.classes[j] != ER_CLASS_EXACT, "trial %ld: %a above the correctly rounded %a is EXACT " ER_SEED_MSG_FMT, tr, up,
+                   y[j], ER_SEED_ARGS);
+        er_report_clear(&rep);
+        elems += n;
+        er_ref_free(ref);
+    }
+    mpfr_clears(S, t, r, q, (mpfr_ptr)0);
+    printf("rmsnorm: %ld correctly rounded elements of %ld rows are EXACT\n", elems, trials);
+}
+END_TEST
+
 /* Rows are shared among threads: the reports are the same for any thread count (softmax and log_softmax along the
  * last dimension, rmsnorm), with failing elements in several rows. */
 START_TEST(row_ops_same_report_for_any_thread_count) {
@@ -667,6 +737,7 @@ int main(void) {
     tcase_add_test(tc, random_implementations_are_covered);
     tcase_add_test(tc, exact_and_special_rows);
     tcase_add_test(tc, exact_results_are_exact);
+    tcase_add_test(tc, rmsnorm_exact_results_are_exact);
     tcase_add_test(tc, log_softmax_implementations);
     tcase_add_test(tc, rmsnorm_implementations);
     tcase_add_test(tc, option_implementations_are_covered);
