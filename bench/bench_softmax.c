@@ -1,8 +1,8 @@
 /* bench_softmax.c: er_softmax + er_covers (fp32 inputs and output, default standard) next to a float64
  * softmax of the same rows computed in the same run (max, exp, sum, divide in double); and er_layernorm +
  * er_covers_outputs (y, mean, rstd) next to a float64 layernorm of the same rows.
- * Prints `name: X s vs baseline Y s = Rx`. Usage: bench_softmax [softmax|layernorm] [N ...] (default both, 1024 and
- * 4096), N x N inputs. */
+ * Also er_rmsnorm (fp32 weights) + er_covers next to a float64 rmsnorm. Prints `name: X s vs baseline Y s = Rx`.
+ * Usage: bench_softmax [softmax|layernorm|rmsnorm] [N ...] (default all three, 1024 and 4096), N x N inputs. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -116,17 +116,59 @@ static void run_layernorm(int n) {
     free(x); free(y); free(mean); free(rstd); free(d); free(dm); free(dr);
 }
 
+static void run_rmsnorm(int n) {
+    size_t nn = (size_t)n * n;
+    float *x = malloc(sizeof(float) * nn), *y = malloc(sizeof(float) * nn), *w = malloc(sizeof(float) * (size_t)n);
+    double *d = malloc(sizeof(double) * nn);
+    for (size_t i = 0; i < nn; i++) x[i] = (float)normalish();
+    for (int j = 0; j < n; j++) w[j] = (float)(1.0 + normalish() / 8);
+    /* the kernel under test: float32 rmsnorm */
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * n;
+        float q = 0;
+        for (int j = 0; j < n; j++) q += xr[j] * xr[j];
+        float rs = 1.0f / sqrtf(q / (float)n + 1e-6f);
+        for (int j = 0; j < n; j++) y[(size_t)r * n + j] = xr[j] * rs * w[j];
+    }
+    double t0 = now();
+    for (int r = 0; r < n; r++) { /* the baseline: float64 rmsnorm */
+        const float *xr = x + (size_t)r * n;
+        double q = 0;
+        for (int j = 0; j < n; j++) q += (double)xr[j] * xr[j];
+        double rs = 1.0 / sqrt(q / n + 1e-6);
+        for (int j = 0; j < n; j++) d[(size_t)r * n + j] = xr[j] * rs * w[j];
+    }
+    double t1 = now();
+    er_tensor tx, ty, tw;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){n, n}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){n, n}, NULL, y);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, w);
+    er_ref *ref;
+    er_standard std;
+    er_standard_init(&std);
+    er_report rep;
+    if (er_rmsnorm(&ref, &tx, &tw, 1e-6) != ER_OK || er_covers(&rep, ref, &ty, &std) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
+    double t2 = now();
+    printf("rmsnorm_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 rmsnorm of the same rows; verdict %s)\n",
+           n, n, t2 - t1, t1 - t0, (t2 - t1) / (t1 - t0), er_report_all(&rep) ? "pass" : "FAIL");
+    er_report_clear(&rep);
+    er_ref_free(ref);
+    free(x); free(y); free(w); free(d);
+}
+
 int main(int argc, char **argv) {
-    /* optional first argument: softmax or layernorm alone */
-    int which = 3, first = 1;
+    /* optional first argument: softmax, layernorm or rmsnorm alone */
+    int which = 7, first = 1;
     if (argc > 1 && strcmp(argv[1], "softmax") == 0) { which = 1; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "layernorm") == 0) { which = 2; first = 2; }
+    else if (argc > 1 && strcmp(argv[1], "rmsnorm") == 0) { which = 4; first = 2; }
     int sizes[16], ns = 0;
     for (int i = first; i < argc && ns < 16; i++) sizes[ns++] = atoi(argv[i]);
     if (ns == 0) { sizes[0] = 1024; sizes[1] = 4096; ns = 2; }
     for (int i = 0; i < ns; i++) {
         if (which & 1) run(sizes[i]);
         if (which & 2) run_layernorm(sizes[i]);
+        if (which & 4) run_rmsnorm(sizes[i]);
     }
     return 0;
 }

@@ -53,9 +53,17 @@ void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, doubl
     mpfr_clear(t);
 }
 
-/* The three compositions at one value of r; NaN where one of them is NaN. */
+/* The three compositions at one value of r; NaN where one of them is NaN. With F and the output fp32 and every
+ * operand a float, the hardware's float operations are the single roundings (the second composition is then the
+ * first). */
 static void er_compose(const er_rmsnorm_plan *pl, double x, double r, double w, double out[3]) {
     const er_fmt_info *F = pl->F, *O = pl->O;
+    if (F->id == ER_FP32 && O->id == ER_FP32 && (double)(float)x == x && (double)(float)r == r && (double)(float)w == w) {
+        float xr = (float)x * (float)r, rw = (float)r * (float)w;
+        out[0] = out[1] = xr * (float)w;
+        out[2] = (float)x * rw;
+        return;
+    }
     double xr = er__round_prod(F, x, r, 1, ER_ROUND_NEAREST);
     out[0] = er__round_prod(F, xr, w, 1, ER_ROUND_NEAREST);
     out[1] = er__round_prod(O, er__round_double(O, xr, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), w, 1, ER_ROUND_NEAREST);
