@@ -30,6 +30,14 @@ ER_API void er_host_free(void *host);
 /* er_covers on an output in device memory: `out` describes it with a device pointer as data. */
 ER_API er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
                                   void *stream);
+/* The matmul A B and covers of its output, all three in device memory (their views' data are device pointers),
+ * computed on the GPU where it applies: an any-order standard with compute=fp32, operands of at most 24 bits
+ * (fp32, fp16, bf16, fp8) and an fp32, fp16 or bf16 output, all row-major and contiguous. The GEMM runs in fp64
+ * through cuBLAS (loaded when first needed) and the decisions on the GPU; the elements they leave go to the exact
+ * engine on the host. Anything else (and operands holding NaN or infinities, or no cuBLAS) is copied back and
+ * checked on the host. The report is the one er_matmul and er_covers give on host copies. */
+ER_API er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
+                                         const er_standard *std, void *stream);
 
 #ifdef __cplusplus
 }

@@ -468,9 +468,10 @@ static void er_ctx_clear(er_covers_ctx *cx) {
 }
 
 /* Classifies element idx against its set and records it in the report. */
-static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
+/* Classifies output value y of element idx against its set into the context's report. */
+static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, double y) {
     const er_tensor *out = cx->out;
-    double y = er__load(out, cx->out_contig ? idx : er_offset(out, idx)), dist = 0;
+    double dist = 0;
     er_report *r = cx->rep;
     if (y >= c->lo && y <= c->hi && !c->nan_req) { /* er__classify's common case: finite, inside */
         er_class cls = y == c->rounded ? ER_CLASS_EXACT : ER_CLASS_COVERED;
@@ -490,6 +491,11 @@ static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
         r->has_worst = 1;
         cx->worst_dist = dist;
     }
+}
+
+static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
+    const er_tensor *out = cx->out;
+    er_record_value(cx, idx, c, er__load(out, cx->out_contig ? idx : er_offset(out, idx)));
 }
 
 /* The output set of one element from its operand vectors (fixed orders, or any order over converted
@@ -1284,4 +1290,263 @@ er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *
     er_status st = er_covers(rep, ref, C, &std);
     er_ref_free(ref);
     return st;
+}
+
+/* ---- the matmul reference on the GPU (docs/algorithms/fast-path.md, On the GPU) ---- */
+
+#ifdef ER_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <exactref/cuda.h>
+#include "cuda/devmm.h"
+
+static int er_cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The whole computation on host copies (operands and output copied back): the path for what the GPU path does not
+ * take. */
+static er_status er_mm_covers_host(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
+                                   const er_standard *std, void *stream) {
+    er_tensor hA, hB, hO;
+    void *pa = NULL, *pb = NULL, *po = NULL;
+    er_status st = er_tensor_from_device(&hA, &pa, A->format, A->ndim, A->shape, A->strides, A->data, stream);
+    if (st == ER_OK) st = er_tensor_from_device(&hB, &pb, B->format, B->ndim, B->shape, B->strides, B->data, stream);
+    if (st == ER_OK) st = er_tensor_from_device(&hO, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
+    er_ref *ref = NULL;
+    if (st == ER_OK) st = er_matmul(&ref, &hA, &hB);
+    if (st == ER_OK) st = er_covers(rep, ref, &hO, std);
+    er_ref_free(ref);
+    free(pa);
+    free(pb);
+    free(po);
+    return st;
+}
+
+/* Device buffers of one call, freed together. */
+enum { ER_DEVBUFS = 32 };
+typedef struct er_devbufs { void *p[ER_DEVBUFS]; int n; } er_devbufs;
+static void *er_dev_alloc(er_devbufs *b, size_t bytes, cudaStream_t s, cudaError_t *e) {
+    void *p = NULL;
+    if (*e == cudaSuccess && b->n == ER_DEVBUFS) *e = cudaErrorMemoryAllocation; /* never: the path holds fewer */
+    if (*e == cudaSuccess) *e = cudaMallocAsync(&p, bytes ? bytes : 1, s);
+    if (*e == cudaSuccess) b->p[b->n++] = p;
+    return p;
+}
+#endif
+
+#ifdef ER_HAVE_CUDA
+/* One thread's share of the elements the GPU left: the exact engine on the gathered vectors, in element order. */
+typedef struct er_devrest_job {
+    er_covers_ctx *cx;
+    const er_dot_env *env;
+    const int64_t *idx;       /* the chunk's elements */
+    const float *rows;        /* their vectors (exact as floats) */
+    const double *ys;         /* their outputs */
+    int64_t p0, p1, K;        /* this job's share of the chunk */
+    er_status st;
+} er_devrest_job;
+
+static void *er_devrest_run(void *arg) {
+    er_devrest_job *j = arg;
+    int64_t K = j->K;
+    double *va = malloc(sizeof(double) * (size_t)K), *vb = malloc(sizeof(double) * (size_t)K);
+    j->st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
+    for (int64_t p = j->p0; p < j->p1 && j->st == ER_OK; p++) {
+        for (int64_t k = 0; k < K; k++) { va[k] = j->rows[2 * p * K + k]; vb[k] = j->rows[(2 * p + 1) * K + k]; }
+        er_cset c;
+        j->st = er_element_set(j->cx, j->env, j->idx[p], va, vb, K, 0, &c);
+        if (j->st == ER_OK) er_record_value(j->cx, j->idx[p], &c, j->ys[p]);
+    }
+    free(va);
+    free(vb);
+    if (j->p0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread (job 0 runs in the calling one) */
+    return NULL;
+}
+#endif
+
+er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
+                                  const er_standard *std, void *stream) {
+    er__ok();
+    ER_CHECK_NULL(rep, "report");
+    ER_CHECK_NULL(A, "A");
+    ER_CHECK_NULL(B, "B");
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(std, "standard");
+    ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
+    ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
+#ifndef ER_HAVE_CUDA
+    (void)stream;
+    return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
+#else
+    er_ref *ref;
+    ER_RETURN_IF_ERROR(er__matmul_shape_ref(&ref, A, B));
+    er_status st = er_check_covers_args(ref, out, std);
+    if (st != ER_OK) { er_ref_free(ref); return st; }
+    const er_mm_plan *pl = &ref->plan;
+    const er_fmt_info *fa = er__fmt(A->format), *fb = er__fmt(B->format), *fo = er__fmt(out->format);
+    int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
+    int loadable_a = fa->p <= 24 && (fa->bits <= 16 || A->format == ER_FP32), loadable_b = fb->p <= 24 && (fb->bits <= 16 || B->format == ER_FP32);
+    int ok = any_set && std->compute == ER_FP32 && loadable_a && loadable_b && er_row_major(A) && er_row_major(B) &&
+             er_row_major(out) && (fo->id == ER_FP32 || fo->id == ER_FP16 || fo->id == ER_BF16) && pl->K >= 1 && ref->n > 0 &&
+             pl->M < INT32_MAX && pl->N < INT32_MAX && pl->K < INT32_MAX;
+    if (!ok) { er_ref_free(ref); return er_mm_covers_host(rep, A, B, out, std, stream); }
+    cudaStream_t s = (cudaStream_t)stream;
+    int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = ref->n, K = pl->K;
+    er_devbufs db = {{0}, 0};
+    cudaError_t e = cudaSuccess;
+    int ec = 0, fallback = 0;
+    /* the tables of 8- and 16-bit formats, and each output batch's operand batches */
+    double *luts[2] = {NULL, NULL}, *dlut[2] = {NULL, NULL};
+    int64_t *hia = malloc(sizeof(int64_t) * (size_t)pl->nbatch), *hib = malloc(sizeof(int64_t) * (size_t)pl->nbatch);
+    if (!hia || !hib) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld batch numbers", (long long)pl->nbatch);
+    for (int64_t bi = 0; st == ER_OK && bi < pl->nbatch; bi++) er__matmul_batch_of(ref, bi, &hia[bi], &hib[bi]);
+    const er_fmt_info *fis[2] = {fa, fb};
+    for (int o = 0; o < 2 && st == ER_OK; o++) {
+        if (fis[o]->bits > 16) continue;
+        size_t cnt = (size_t)1 << fis[o]->bits;
+        luts[o] = malloc(sizeof(double) * cnt);
+        if (!luts[o]) { st = er__fail(ER_ERR_NOMEM, "cannot allocate a decoding table"); break; }
+        for (size_t i = 0; i < cnt; i++) luts[o][i] = er__decode(fis[o], i);
+        dlut[o] = er_dev_alloc(&db, sizeof(double) * cnt, s, &e);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dlut[o], luts[o], sizeof(double) * cnt, cudaMemcpyHostToDevice, s);
+    }
+    /* decode; the statistics decide whether the GPU path applies (no NaN or infinity) */
+    double *Ad = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e), *Bd = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
+    er_dev_stats *dst = er_dev_alloc(&db, 2 * sizeof(er_dev_stats), s, &e), hst[2];
+    int64_t *dia = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e), *dib = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e);
+    if (st == ER_OK && e == cudaSuccess) {
+        e = cudaMemcpyAsync(dia, hia, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dib, hib, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
+        if (e == cudaSuccess) ec = er__devmm_stats_init(dst, s);
+        if (!ec) ec = er__devmm_stats_init(dst + 1, s);
+        if (!ec) ec = er__devmm_decode(A->data, fa->bits, dlut[0], fa->p, na, Ad, dst, s);
+        if (!ec) ec = er__devmm_decode(B->data, fb->bits, dlut[1], fb->p, nbv, Bd, dst + 1, s);
+        if (ec) e = (cudaError_t)ec;
+        if (e == cudaSuccess) e = cudaMemcpyAsync(hst, dst, sizeof hst, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+        fallback = e == cudaSuccess && (hst[0].nonfinite || hst[1].nonfinite); /* NaN or inf: the exact engine's */
+    }
+    /* norms, the GEMM, the decisions */
+    er_report r;
+    memset(&r, 0, sizeof r);
+    unsigned long long hcnt[4] = {0, 0, 0, 0};
+    int64_t *dpend = NULL;
+    double *Bt = NULL; /* B transposed: its columns contiguous */
+    if (st == ER_OK && e == cudaSuccess && !fallback) {
+        double *S = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e);
+        double *an = er_dev_alloc(&db, sizeof(double) * (size_t)(pl->a_batches * pl->M), s, &e);
+        double *bnv = er_dev_alloc(&db, sizeof(double) * (size_t)(pl->b_batches * pl->N), s, &e);
+        Bt = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
+        if (e == cudaSuccess) ec = er__devmm_transpose(Bd, pl->b_batches, K, pl->N, Bt, s);
+        if (!ec && e == cudaSuccess) ec = er__devmm_norms(Ad, pl->a_batches * pl->M, Bt, pl->b_batches * pl->N, K, an, bnv, s);
+        if (ec) e = (cudaError_t)ec;
+        if (e == cudaSuccess) {
+            int g = er__devmm_dgemm(Ad, Bd, S, hia, hib, pl->nbatch, pl->M, pl->N, K, s);
+            if (g == -1) fallback = 1; /* no cuBLAS: the host path */
+            else if (g) st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M, (long long)K, (long long)pl->N);
+        }
+        if (st == ER_OK && e == cudaSuccess && !fallback) st = er_report_begin(&r, er__op_name(ref), "", ref->ndim, ref->shape, out, std);
+        if (st == ER_OK && e == cudaSuccess && !fallback) {
+            er_covers_ctx cx0;
+            st = er_ctx_init(&cx0, ref, out, std); /* the constants (out's format and layout only; its data stay on the GPU) */
+            er_fast_consts fc;
+            if (st == ER_OK) { er_fast_consts_init(&fc, &cx0); er_ctx_clear(&cx0); }
+            er_dev_consts dc = {fc.gK, fc.c1lo, fc.c1hi, fc.c2lo, fc.c2hi, fc.g, fc.lim, fo->id == ER_FP32 ? 0 : fo->id == ER_FP16 ? 1 : 2};
+            uint8_t *dcl = er_dev_alloc(&db, (size_t)n, s, &e);
+            unsigned long long *dcnt = er_dev_alloc(&db, 4 * sizeof(unsigned long long), s, &e);
+            int64_t *dcand = er_dev_alloc(&db, sizeof(int64_t) * (size_t)n, s, &e);
+            dpend = er_dev_alloc(&db, sizeof(int64_t) * (size_t)n, s, &e);
+            if (st == ER_OK && e == cudaSuccess) e = cudaMemsetAsync(dcnt, 0, 4 * sizeof(unsigned long long), s);
+            if (st == ER_OK && e == cudaSuccess)
+                ec = er__devmm_decide(out->data, S, Ad, Bt, an, bnv, dia, dib, pl->nbatch, pl->M, pl->N, K, dc, dcl, dcnt, dcand, dpend, s);
+            if (ec) e = (cudaError_t)ec;
+            /* the classes straight into the report's array, registered with CUDA for the copy when that works */
+            int reg = st == ER_OK && e == cudaSuccess && cudaHostRegister(r.classes, (size_t)n, cudaHostRegisterDefault) == cudaSuccess;
+            if (!reg) (void)cudaGetLastError();
+            if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(r.classes, dcl, (size_t)n, cudaMemcpyDeviceToHost, s);
+            if (st == ER_OK && e == cudaSuccess) e = cudaStreamSynchronize(s);
+            if (reg) cudaHostUnregister(r.classes);
+            if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(hcnt, dcnt, sizeof hcnt, cudaMemcpyDeviceToHost, s);
+            if (st == ER_OK && e == cudaSuccess) e = cudaStreamSynchronize(s);
+        }
+    }
+    /* the elements left, in element order, in chunks: their vectors gathered on the GPU, the exact engine on the host's
+     * threads, each on a contiguous share */
+    int64_t np = (int64_t)hcnt[3];
+    if (st == ER_OK && e == cudaSuccess && !fallback) {
+        r.counts[ER_CLASS_EXACT] = (int64_t)hcnt[0];
+        r.counts[ER_CLASS_COVERED] = (int64_t)hcnt[1];
+        int64_t *hp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1));
+        int64_t chunk = (INT64_C(1) << 21) / K > 0 ? (INT64_C(1) << 21) / K : 1; /* 16 MiB of vectors at a time */
+        if (chunk > np) chunk = np > 0 ? np : 1;
+        float *rows = NULL;
+        double *ys = malloc(sizeof(double) * (size_t)chunk);
+        if (np && e == cudaSuccess) e = cudaMallocHost((void **)&rows, sizeof(float) * (size_t)(2 * chunk * K)); /* pinned: full-speed copies */
+        float *drows = er_dev_alloc(&db, sizeof(float) * (size_t)(2 * chunk * K), s, &e);
+        double *dys = er_dev_alloc(&db, sizeof(double) * (size_t)chunk, s, &e);
+        if (!hp || !ys) st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
+        if (st == ER_OK && e == cudaSuccess && np) {
+            e = cudaMemcpyAsync(hp, dpend, sizeof(int64_t) * (size_t)np, cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+            qsort(hp, (size_t)np, sizeof(int64_t), er_cmp_i64);
+            if (e == cudaSuccess) e = cudaMemcpyAsync(dpend, hp, sizeof(int64_t) * (size_t)np, cudaMemcpyHostToDevice, s);
+        }
+        er__matmul_env(ref, -1, &(er_dense_stats){hst[0].emin_lsb, hst[0].emin, hst[0].emax, hst[0].qmin, hst[0].any_nonzero},
+                       &(er_dense_stats){hst[1].emin_lsb, hst[1].emin, hst[1].emax, hst[1].qmin, hst[1].any_nonzero}, &ref->env);
+        double worst_dist = -1;
+        for (int64_t c0 = 0; c0 < np && st == ER_OK && e == cudaSuccess; c0 += chunk) {
+            int64_t cn = np - c0 < chunk ? np - c0 : chunk;
+            ec = er__devmm_gather(dpend + c0, cn, out->data, fo->id == ER_FP32 ? 0 : fo->id == ER_FP16 ? 1 : 2, Ad, Bt, dia, dib, pl->M,
+                                  pl->N, K, drows, dys, s);
+            if (ec) { e = (cudaError_t)ec; break; }
+            e = cudaMemcpyAsync(rows, drows, sizeof(float) * (size_t)(2 * cn * K), cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess) e = cudaMemcpyAsync(ys, dys, sizeof(double) * (size_t)cn, cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+            if (e != cudaSuccess) break;
+            int nt = er__num_threads(cn * K * 16);
+            if (nt > cn) nt = (int)cn;
+            er_covers_ctx cx[ER_MAX_THREADS];
+            er_report part[ER_MAX_THREADS];
+            er_devrest_job jobs[ER_MAX_THREADS];
+            int made = 0;
+            for (int t = 0; t < nt && st == ER_OK; t++, made++) {
+                st = er_ctx_init(&cx[t], ref, out, std);
+                if (st != ER_OK) break;
+                memset(&part[t], 0, sizeof part[t]);
+                part[t].classes = r.classes;
+                part[t].ndim = r.ndim;
+                memcpy(part[t].shape, r.shape, sizeof r.shape);
+                cx[t].rep = &part[t];
+                jobs[t] = (er_devrest_job){&cx[t], &ref->env, hp + c0, rows, ys, cn * t / nt, cn * (t + 1) / nt, K, ER_OK};
+            }
+            if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_devrest_run);
+            for (int t = 0; t < made; t++) {
+                if (st == ER_OK) st = jobs[t].st;
+                if (st == ER_OK) er_merge(&r, &worst_dist, &part[t], cx[t].worst_dist);
+                er_ctx_clear(&cx[t]);
+            }
+        }
+        free(hp);
+        if (rows) cudaFreeHost(rows);
+        free(ys);
+    }
+    for (int i = 0; i < db.n; i++) cudaFreeAsync(db.p[i], s);
+    cudaError_t e2 = cudaStreamSynchronize(s);
+    if (e == cudaSuccess) e = e2;
+    free(hia);
+    free(hib);
+    free(luts[0]);
+    free(luts[1]);
+    er_ref_free(ref);
+    if (st == ER_OK && e != cudaSuccess)
+        st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU matmul path failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    if (st != ER_OK || fallback) {
+        free(r.classes);
+        if (st != ER_OK) return st;
+        return er_mm_covers_host(rep, A, B, out, std, stream);
+    }
+    *rep = r;
+    return ER_OK;
+#endif
 }

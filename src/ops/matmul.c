@@ -371,6 +371,7 @@ er_status er__matmul_elem_summary(const er_ref *r, int64_t idx, er_dotsum *sm) {
 }
 
 /* The reference of A B; with `fast`, the BLAS fast path when it applies (er_matmul), else the exact summaries. */
+/* fast: 1 the BLAS fast path when it applies, 0 the exact summaries, -1 neither (shapes only). */
 static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast) {
     er_mm_plan pl;
     memset(&pl, 0, sizeof pl);
@@ -390,6 +391,7 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
     r->n = n;
     r->K = pl.K;
     r->plan = pl;
+    if (fast < 0) { *out = r; return ER_OK; }
     if (fast) {
         er_status st = er__fast_build(r);
         if (st != ER_OK) { er_ref_free(r); return st; }
@@ -402,6 +404,8 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
 }
 
 er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) { return er_matmul_make(out, A, B, 0); }
+
+er_status er__matmul_shape_ref(er_ref **out, const er_tensor *A, const er_tensor *B) { return er_matmul_make(out, A, B, -1); }
 
 er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
     int64_t n = r->n;

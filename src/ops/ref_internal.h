@@ -90,6 +90,9 @@ ER_INTERNAL er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t
 /* The operand formats after the conversion conv (tf32 for converted operands). */
 ER_INTERNAL er_format er__operand_format(er_format f, int conv);
 
+/* A matmul reference holding only the shapes and the views (no summaries, no fast path): the GPU path's frame,
+ * whose operands may be device memory that no host code reads. */
+ER_INTERNAL er_status er__matmul_shape_ref(er_ref **out, const er_tensor *A, const er_tensor *B);
 /* Builds a matmul reference from checked views (the body of er_matmul). */
 ER_INTERNAL er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B);
 /* The operands' batch numbers (row-major over their own batch dimensions) of output batch bi, under broadcasting. */

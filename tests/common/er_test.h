@@ -172,4 +172,24 @@ static inline int er_run_suite(Suite *s) {
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* Two reports are the same: counts, classes, the first failing elements and the worst one, field by field. */
+static inline int er_same_element(const er_element *a, const er_element *b) {
+    return a->index == b->index && a->cls == b->cls && a->lo == b->lo && a->hi == b->hi &&
+           (a->exact == b->exact || (isnan(a->exact) && isnan(b->exact))) &&
+           (a->rounded == b->rounded || (isnan(a->rounded) && isnan(b->rounded))) &&
+           (a->distance_ulps == b->distance_ulps);
+}
+
+static inline void er_require_same_report(const er_report *a, const er_report *b, const char *what) {
+    ER_REQUIRE(a->n == b->n && memcmp(a->counts, b->counts, sizeof a->counts) == 0 && a->n_failed == b->n_failed,
+               "%s: counts differ (exact %lld/%lld, covered %lld/%lld, outside %lld/%lld)" ER_SEED_MSG_FMT, what,
+               (long long)a->counts[0], (long long)b->counts[0], (long long)a->counts[1], (long long)b->counts[1],
+               (long long)a->counts[3], (long long)b->counts[3], ER_SEED_ARGS);
+    ER_REQUIRE(memcmp(a->classes, b->classes, (size_t)a->n) == 0, "%s: classes differ" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
+    ER_REQUIRE(a->n_first == b->n_first && a->has_worst == b->has_worst, "%s: failing lists differ" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
+    for (int i = 0; i < a->n_first; i++)
+        ER_REQUIRE(er_same_element(&a->first[i], &b->first[i]), "%s: first failing element %d differs" ER_SEED_MSG_FMT, what, i, ER_SEED_ARGS);
+    if (a->has_worst) ER_REQUIRE(er_same_element(&a->worst, &b->worst), "%s: worst element differs" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
+}
+
 #endif

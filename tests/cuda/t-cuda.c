@@ -1,8 +1,10 @@
 /* t-cuda.c: a real CUDA split-K kernel (examples/cuda/splitk_kernel.cu) checked from device memory with
  * er_covers_device: the correct kernel is covered under its split standard and any_order; the kernel with the
- * dropped-tail bug is not. Without a CUDA device the test is skipped (exit 77) with a message; the refusals of
- * the device API are checked everywhere. */
-#include "../common/er_test.h"
+ * dropped-tail bug is not; er_matmul_covers_device (the reference on the GPU) gives, for operands and outputs in
+ * device memory, exactly the report er_matmul and er_covers give on host copies. Without a CUDA device the test is
+ * skipped (exit 77) with a message; the refusals of the device API are checked everywhere. */
+#include "../common/er_gen.h"
+#include <cuda_runtime_api.h>
 #include <exactref/cuda.h>
 #include "splitk.h"
 
@@ -48,6 +50,100 @@ START_TEST(splitk_on_the_gpu) {
 }
 END_TEST
 
+static void *to_device(const void *h, size_t bytes) {
+    void *d = NULL;
+    ck_assert_int_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+}
+
+/* The GPU path against the host: every input family, fp16, bf16, fp32 and fp8 operands, fp32, fp16 and bf16
+ * outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite), broadcast batches,
+ * sizes up to a few hundred, the any-order and mma outer=any standards; and paths it hands to the host (compute=tf32,
+ * a strided output, an operand holding NaN). */
+START_TEST(matmul_on_the_gpu_equals_the_host) {
+    er_test_reseed(710);
+    long trials = (long)(60 * er_test_multiplier());
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32, ER_FP8_E4M3FN}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    long device_elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = ins[er_rand64() % 4], fo = outs[er_rand64() % 3];
+        int fam = (int)(er_rand64() % FAM_COUNT), big = tr % 10 == 9, batched = tr % 4 == 1;
+        int M = big ? (int)er_rand_int(200, 300) : (int)er_rand_int(1, 40), N = big ? (int)er_rand_int(200, 300) : (int)er_rand_int(1, 40);
+        int K = big ? (int)er_rand_int(64, 256) : (int)er_rand_int(1, 600), GA = batched ? 2 : 1, GB = batched ? 3 : 1;
+        int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb), *row = malloc(sizeof(double) * (size_t)K),
+               *col = malloc(sizeof(double) * (size_t)K);
+        uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb), *C = malloc(8 * (size_t)nc);
+        for (int64_t r = 0; r < (int64_t)GA * M; r++) {
+            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+            for (int k = 0; k < K; k++) a[r * K + k] = row[k];
+        }
+        for (int64_t c = 0; c < (int64_t)GB * N; c++) {
+            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+            for (int k = 0; k < K; k++) b[(c / N * K + k) * N + c % N] = col[k];
+        }
+        int nan_case = tr % 13 == 5;
+        for (int64_t i = 0; i < na; i++) er_store(A, fx, i, nan_case && i == na / 2 ? NAN : a[i]);
+        for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
+        int64_t sa[4] = {GA, 1, M, K}, sb[3] = {GB, K, N}, sc[4] = {GA, GB, M, N};
+        er_tensor tA, tB, tC;
+        if (batched) {
+            er_tensor_view(&tA, fx, 4, sa, NULL, A);
+            er_tensor_view(&tB, fx, 3, sb, NULL, B);
+            er_tensor_view(&tC, fo, 4, sc, NULL, C);
+        } else {
+            er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
+            er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
+            er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, NULL, C);
+        }
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+        int nd;
+        int64_t shape[ER_MAX_DIMS], coord[ER_MAX_DIMS];
+        ck_assert_int_eq(er_ref_shape(ref, &nd, shape), ER_OK);
+        for (int64_t e = 0; e < nc; e++) {
+            int64_t rem = e;
+            for (int d = nd - 1; d >= 0; d--) { coord[d] = rem % shape[d]; rem /= shape[d]; }
+            double r;
+            ck_assert_int_eq(er_ref_exact(ref, coord, fo, NULL, &r), ER_OK);
+            int steps = er_rand64() % 3 == 0 ? 0 : (int)(er_rand64() % (1u << (er_rand64() % 21)));
+            if (isfinite(r)) r += (er_rand64() & 1 ? 1 : -1) * steps * er_format_ulp(fo, r);
+            if (er_rand64() % 50 == 0) r = er_rand64() & 1 ? NAN : INFINITY;
+            er_round_double(&r, fo, r, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            er_store(C, fo, e, r);
+        }
+        int bx = er_format_storage_bits(fx) / 8, bo = er_format_storage_bits(fo) / 8;
+        void *dA = to_device(A, (size_t)(na * bx)), *dB = to_device(B, (size_t)(nb * bx)), *dC = to_device(C, (size_t)(nc * bo));
+        er_tensor vA = tA, vB = tB, vC = tC;
+        vA.data = dA;
+        vB.data = dB;
+        vC.data = dC;
+        static const char *const stds[][2] = {{"any_order", ""}, {"mma:sm90", "outer=any"}, {"any_order", "compute=tf32"}, {"any_order", "rounding=faithful"}};
+        int si = (int)(er_rand64() % 4);
+        if (si == 1 && fx == ER_FP32) si = 0; /* fp32 operands need compute=tf32 for mma */
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, stds[si][0], stds[si][1]), ER_OK);
+        er_report rh, rd;
+        ER_REQUIRE(er_covers(&rh, ref, &tC, &std) == ER_OK, "host: %s", er_last_error());
+        ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, &std, NULL) == ER_OK, "device: %s", er_last_error());
+        char what[200];
+        snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d%s, %s, '%s %s'%s)", tr, er_format_name(fx), er_format_name(fo), M, K,
+                 N, batched ? ", batched" : "", fam_names[fam], stds[si][0], stds[si][1], nan_case ? ", a NaN operand" : "");
+        er_require_same_report(&rh, &rd, what);
+        device_elems += nc;
+        er_report_clear(&rh);
+        er_report_clear(&rd);
+        er_ref_free(ref);
+        cudaFree(dA);
+        cudaFree(dB);
+        cudaFree(dC);
+        free(a); free(b); free(row); free(col); free(A); free(B); free(C);
+    }
+    printf("t-cuda: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials, device_elems);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -55,6 +151,17 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_tensor_from_device(&v, &h, ER_FP32, 1, (int64_t[]){-4}, NULL, (void *)16, NULL), ER_ERR_SIZE);
     ck_assert_ptr_eq(h, (void *)1);
     ck_assert_int_eq(er_tensor_from_device(&v, &h, ER_FP32, 1, (int64_t[]){4}, NULL, NULL, NULL), ER_ERR_NULL);
+    er_report rep;
+    er_standard std;
+    er_standard_init(&std);
+    er_tensor a;
+    er_tensor_view(&a, ER_FP16, 2, (int64_t[]){2, 2}, NULL, (void *)16);
+    ck_assert_int_eq(er_matmul_covers_device(NULL, &a, &a, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_matmul_covers_device(&rep, &a, NULL, &a, &std, NULL), ER_ERR_NULL);
+    er_tensor b3;
+    er_tensor_view(&b3, ER_FP16, 2, (int64_t[]){3, 2}, NULL, (void *)16);
+    ck_assert_int_eq(er_matmul_covers_device(&rep, &a, &b3, &a, &std, NULL), ER_ERR_SHAPE); /* before any device access */
+    if (!er_cuda_available()) ck_assert_int_eq(er_matmul_covers_device(&rep, &a, &a, &a, &std, NULL), ER_ERR_UNSUPPORTED);
 }
 END_TEST
 
@@ -65,6 +172,7 @@ int main(void) {
     tcase_add_test(tc, device_api_refusals);
     int have = er_cuda_available() && splitk_device_count() > 0;
     if (have) tcase_add_test(tc, splitk_on_the_gpu);
+    if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);

@@ -6,25 +6,6 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "../common/er_gen.h"
 
-static int same_element(const er_element *a, const er_element *b) {
-    return a->index == b->index && a->cls == b->cls && a->lo == b->lo && a->hi == b->hi &&
-           (a->exact == b->exact || (isnan(a->exact) && isnan(b->exact))) &&
-           (a->rounded == b->rounded || (isnan(a->rounded) && isnan(b->rounded))) &&
-           (a->distance_ulps == b->distance_ulps);
-}
-
-static void require_same(const er_report *a, const er_report *b, const char *what) {
-    ER_REQUIRE(a->n == b->n && memcmp(a->counts, b->counts, sizeof a->counts) == 0 && a->n_failed == b->n_failed,
-               "%s: counts differ (exact %lld/%lld, covered %lld/%lld, outside %lld/%lld)" ER_SEED_MSG_FMT, what,
-               (long long)a->counts[0], (long long)b->counts[0], (long long)a->counts[1], (long long)b->counts[1],
-               (long long)a->counts[3], (long long)b->counts[3], ER_SEED_ARGS);
-    ER_REQUIRE(memcmp(a->classes, b->classes, (size_t)a->n) == 0, "%s: classes differ" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
-    ER_REQUIRE(a->n_first == b->n_first && a->has_worst == b->has_worst, "%s: failing lists differ" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
-    for (int i = 0; i < a->n_first; i++)
-        ER_REQUIRE(same_element(&a->first[i], &b->first[i]), "%s: first failing element %d differs" ER_SEED_MSG_FMT, what, i, ER_SEED_ARGS);
-    if (a->has_worst) ER_REQUIRE(same_element(&a->worst, &b->worst), "%s: worst element differs" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
-}
-
 START_TEST(fast_path_equals_exact_engine) {
     er_test_reseed(1100);
     long trials = (long)(120 * er_test_multiplier()), fast_refs = 0;
@@ -95,8 +76,8 @@ START_TEST(fast_path_equals_exact_engine) {
             char what[160];
             snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d, %s, '%s %s')", tr, er_format_name(fx),
                      er_format_name(fo), M, K, N, fam_names[fam], stds[s][0], stds[s][1]);
-            require_same(&r1, &r2, what);
-            require_same(&r1, &r3, what);
+            er_require_same_report(&r1, &r2, what);
+            er_require_same_report(&r1, &r3, what);
             er_report_clear(&r1);
             er_report_clear(&r2);
             er_report_clear(&r3);
@@ -182,8 +163,8 @@ START_TEST(fast_path_batched_and_chunked) {
         char what[160];
         snprintf(what, sizeof what, "trial %ld (%s, %s, %d x %d x %d, %s)", tr, er_format_name(fx), batched ? "batched" : "one batch",
                  M, K, N, fam_names[fam]);
-        require_same(&r1, &r2, what);
-        require_same(&r1, &r3, what);
+        er_require_same_report(&r1, &r2, what);
+        er_require_same_report(&r1, &r3, what);
         er_report_clear(&r1);
         er_report_clear(&r2);
         er_report_clear(&r3);

@@ -1,0 +1,328 @@
+// devmm.cu: the matmul fast path on the GPU (docs/algorithms/fast-path.md, On the GPU): decoding the operands, the
+// bounds of their norms, the decisions of every output element in two stages, gathering what is left for the exact
+// engine, and the fp64 GEMM through cuBLAS, loaded on first use. Built with -fmad=false: every double operation rounds once, as
+// the decision's margins assume.
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include "cuda/devmm.h"
+
+#define ER_PEND 0xFF
+
+static inline int er_grid(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    return (int)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+// ---- decoding, with the statistics of the exact engine's walk (er_dense_stats) ----
+
+__global__ void er_k_stats_init(er_dev_stats *st) {
+    st->emin_lsb = st->emin = st->qmin = INT_MAX;
+    st->emax = INT_MIN;
+    st->any_nonzero = st->nonfinite = 0;
+}
+
+__global__ void er_k_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st) {
+    int lmin = INT_MAX, emn = INT_MAX, emx = INT_MIN, qmn = INT_MAX, nz = 0, nf = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        double x;
+        if (!lut) x = ((const float *)src)[i];
+        else if (bits == 16) x = lut[((const uint16_t *)src)[i]];
+        else x = lut[((const uint8_t *)src)[i]];
+        d[i] = x;
+        if (!isfinite(x)) { nf = 1; continue; }
+        if (x == 0) continue;
+        nz = 1;
+        int e = (int)((__double_as_longlong(x) >> 52) & 0x7ff) - 1023; // a value of at most 24 bits: a normal double
+        if (e - 52 < lmin) lmin = e - 52;
+        if (e - (prec - 1) < qmn) qmn = e - (prec - 1);
+        if (e < emn) emn = e;
+        if (e > emx) emx = e;
+    }
+    /* the block's statistics in shared memory, then one set of atomics per block */
+    __shared__ int sh[6];
+    if (threadIdx.x == 0) { sh[0] = sh[1] = sh[3] = INT_MAX; sh[2] = INT_MIN; sh[4] = sh[5] = 0; }
+    __syncthreads();
+    unsigned full = 0xffffffffu;
+    lmin = __reduce_min_sync(full, lmin);
+    emn = __reduce_min_sync(full, emn);
+    emx = __reduce_max_sync(full, emx);
+    qmn = __reduce_min_sync(full, qmn);
+    nz = __reduce_or_sync(full, (unsigned)nz);
+    nf = __reduce_or_sync(full, (unsigned)nf);
+    if ((threadIdx.x & 31) == 0) {
+        atomicMin(&sh[0], lmin);
+        atomicMin(&sh[1], emn);
+        atomicMax(&sh[2], emx);
+        atomicMin(&sh[3], qmn);
+        atomicOr(&sh[4], nz);
+        atomicOr(&sh[5], nf);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicMin(&st->emin_lsb, sh[0]);
+        atomicMin(&st->emin, sh[1]);
+        atomicMax(&st->emax, sh[2]);
+        atomicMin(&st->qmin, sh[3]);
+        if (sh[4]) atomicOr(&st->any_nonzero, 1);
+        if (sh[5]) atomicOr(&st->nonfinite, 1);
+    }
+}
+
+// B [batches][K][N] into Bt [batches][N][K], in 32 x 32 tiles through shared memory (reads and writes coalesced).
+__global__ void er_k_transpose(const double *b, int64_t K, int64_t N, double *bt) {
+    __shared__ double tile[32][33];
+    int64_t batch = blockIdx.z, k0 = (int64_t)blockIdx.y * 32, n0 = (int64_t)blockIdx.x * 32;
+    const double *src = b + batch * K * N;
+    double *dst = bt + batch * K * N;
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+        int64_t k = k0 + r, n = n0 + threadIdx.x;
+        if (k < K && n < N) tile[r][threadIdx.x] = src[k * N + n];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+        int64_t n = n0 + r, k = k0 + threadIdx.x;
+        if (k < K && n < N) dst[n * K + k] = tile[threadIdx.x][r];
+    }
+}
+
+// Upper bounds of the 2-norms of the rows of [rows][K], one warp per row, every addition and the root rounded upward
+// (the squares of values of at most 24 bits are exact doubles).
+__global__ void er_k_row_norms(const double *a, int64_t rows, int64_t K, double *norm) {
+    int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return; // the whole warp shares the row
+    double s = 0;
+    for (int64_t k = lane; k < K; k += 32) {
+        double v = a[row * K + k];
+        s = __dadd_ru(s, v * v);
+    }
+    for (int off = 16; off; off >>= 1) s = __dadd_ru(s, __shfl_down_sync(0xffffffffu, s, off));
+    if (lane == 0) norm[row] = __dsqrt_ru(s);
+}
+
+
+// ---- the decision (er_fast_decide in src/covers/covers.c, the same bounds) ----
+
+// x rounded to nearest in fp16 or bf16 from a double in one rounding: rounded to odd in fp32 first (24 bits, more
+// than 2 beyond either), then to nearest.
+__device__ static float er_round_out(double x, int fmt) {
+    float z = __double2float_rz(x);
+    if ((double)z != x && isfinite(z)) z = __int_as_float(__float_as_int(z) | 1);
+    return fmt == 1 ? __half2float(__float2half_rn(z)) : __bfloat162float(__float2bfloat16_rn(z));
+}
+// A value of F = fp32 at or above (dir > 0) / below t, then rounded to nearest in the output.
+__device__ static float er_edge_out(double t, int dir, int fmt) {
+    float f = dir > 0 ? __double2float_ru(t) : __double2float_rd(t);
+    return fmt == 0 ? f : fmt == 1 ? __half2float(__float2half_rn(f)) : __bfloat162float(__float2bfloat16_rn(f));
+}
+
+__device__ static int er_decide(const er_dev_consts &c, double y, double Sh, double Plo, double Phi) {
+    const double up = 1.0 + 0x1p-40;
+    double d = c.gK * Phi;
+    d = (d + 0x1p-61 * (fabs(Sh) + d)) * up;
+    double Blo = c.c1lo * Plo + c.c2lo, Bhi = (c.c1hi * Phi + c.c2hi) * up;
+    if ((c.g * Phi + c.c2hi) * up >= c.lim || (fabs(Sh) + d + Bhi) * up >= c.lim) return ER_PEND;
+    double shi = Sh + d, slo = Sh - d;
+    shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
+    slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
+    double tlo = shi - Blo, thi = slo + Blo;
+    tlo += fabs(tlo) * 0x1p-50 + 0x1p-1070;
+    thi -= fabs(thi) * 0x1p-50 + 0x1p-1070;
+    double r1, r2;
+    if (c.out_fmt == 0) {
+        // fp32 out of fp32: a float y is >= RU_F(tlo) exactly when y >= tlo, and <= RD_F(thi) when y <= thi
+        r1 = __double2float_rn(slo);
+        r2 = __double2float_rn(shi);
+    } else {
+        tlo = er_edge_out(tlo, 1, c.out_fmt);
+        thi = er_edge_out(thi, -1, c.out_fmt);
+        r1 = er_round_out(slo, c.out_fmt);
+        r2 = er_round_out(shi, c.out_fmt);
+    }
+    if (!(y >= tlo && y <= thi)) return ER_PEND;
+    if (r1 == r2) return y == r1 ? 0 : 1;
+    return y < r1 || y > r2 ? 1 : ER_PEND;
+}
+
+__device__ static double er_load_out(const void *out, int fmt, int64_t idx) {
+    return fmt == 0 ? (double)((const float *)out)[idx]
+         : fmt == 1 ? (double)__half2float(((const __half *)out)[idx]) : (double)__bfloat162float(((const __nv_bfloat16 *)out)[idx]);
+}
+
+// Stage 1: P between |S| and the norms' product. Undecided elements become candidates for stage 2; NaN or infinite
+// outputs go straight to the exact engine.
+__global__ void er_k_decide(const void *out, const double *S, const double *an, const double *bn, const int64_t *ia,
+                            const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, er_dev_consts c, uint8_t *classes,
+                            unsigned long long *counts, int64_t *cand, unsigned long long *ncand, int64_t *pending,
+                            unsigned long long *npending) {
+    int64_t n = nbatch * M * N, MN = M * N;
+    unsigned long long ce = 0, cc = 0;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        double y = er_load_out(out, c.out_fmt, idx);
+        int64_t bi = idx / MN, i = (idx % MN) / N, j = idx % N;
+        double Sh = S[idx];
+        int cls = ER_PEND;
+        if (fabs(y) < INFINITY) {
+            double Phi = an[ia[bi] * M + i] * bn[ib[bi] * N + j] * (1.0 + 0x1p-40);
+            double Plo = (fabs(Sh) - c.gK * Phi * (1.0 + 0x1p-40)) * (1.0 - 0x1p-40);
+            cls = er_decide(c, y, Sh, Plo > 0 ? Plo : 0.0, Phi);
+            if (cls == ER_PEND) cand[atomicAdd(ncand, 1ULL)] = idx;
+        } else {
+            pending[atomicAdd(npending, 1ULL)] = idx; /* a NaN or infinite output: the exact engine's */
+        }
+        classes[idx] = (uint8_t)cls;
+        if (cls == 0) ce++;
+        else if (cls == 1) cc++;
+    }
+    unsigned full = 0xffffffffu;
+    for (int off = 16; off; off >>= 1) {
+        ce += __shfl_down_sync(full, ce, off);
+        cc += __shfl_down_sync(full, cc, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (ce) atomicAdd(&counts[0], ce);
+        if (cc) atomicAdd(&counts[1], cc);
+    }
+}
+
+// Stage 2, one warp per candidate: P bracketed by directed sums of the exact products |a_k b_k| (in any order, each
+// addition rounded down for the lower end and up for the upper), then the decision again; the rest pending.
+__global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand, const void *out, const double *S,
+                            const double *A, const double *Bt, const double *an, const double *bn, const int64_t *ia,
+                            const int64_t *ib, int64_t M, int64_t N, int64_t K, er_dev_consts c, uint8_t *classes,
+                            unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
+    int64_t nc = (int64_t)*ncand, MN = M * N;
+    int lane = threadIdx.x & 31;
+    for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w < nc; w += ((int64_t)gridDim.x * blockDim.x) / 32) {
+        int64_t idx = cand[w], bi = idx / MN, i = (idx % MN) / N, j = idx % N;
+        const double *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
+        double pl = 0, ph = 0;
+        for (int64_t k = lane; k < K; k += 32) {
+            double p = fabs(ar[k] * bc[k]); // exact: two values of at most 24 bits
+            pl = __dadd_rd(pl, p);
+            ph = __dadd_ru(ph, p);
+        }
+        for (int off = 16; off; off >>= 1) {
+            pl = __dadd_rd(pl, __shfl_down_sync(0xffffffffu, pl, off));
+            ph = __dadd_ru(ph, __shfl_down_sync(0xffffffffu, ph, off));
+        }
+        if (lane == 0) {
+            double y = er_load_out(out, c.out_fmt, idx), Sh = S[idx];
+            double Phi = an[ia[bi] * M + i] * bn[ib[bi] * N + j] * (1.0 + 0x1p-40);
+            double Plo = (fabs(Sh) - c.gK * Phi * (1.0 + 0x1p-40)) * (1.0 - 0x1p-40);
+            int cls = er_decide(c, y, Sh, pl > Plo ? pl : Plo, ph < Phi ? ph : Phi);
+            classes[idx] = (uint8_t)cls;
+            if (cls == ER_PEND) pending[atomicAdd(npending, 1ULL)] = idx;
+            else atomicAdd(&counts[cls], 1ULL);
+        }
+    }
+}
+
+// For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], and its
+// output value.
+__global__ void er_k_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
+                            const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys) {
+    for (int64_t p = blockIdx.x; p < n; p += gridDim.x) {
+        int64_t idx = pending[p], MN = M * N, bi = idx / MN, i = (idx % MN) / N, j = idx % N;
+        const double *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
+        for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+            rows[2 * p * K + k] = (float)ar[k];
+            rows[(2 * p + 1) * K + k] = (float)bc[k];
+        }
+        if (threadIdx.x == 0) ys[p] = er_load_out(out, out_fmt, idx);
+    }
+}
+
+// ---- cuBLAS, loaded on first use (the library needs it only for this path) ----
+
+typedef int (*er_cublas_create)(void **);
+typedef int (*er_cublas_set_stream)(void *, cudaStream_t);
+typedef int (*er_cublas_dgemm)(void *, int, int, int, int, int, const double *, const double *, int, const double *, int,
+                               const double *, double *, int);
+static pthread_mutex_t er_cublas_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *er_cublas_handle;
+static er_cublas_set_stream er_set_stream;
+static er_cublas_dgemm er_dgemm;
+static int er_cublas_state; // 0 not tried, 1 ready, -1 missing
+
+static int er_cublas_load(void) {
+    if (er_cublas_state) return er_cublas_state;
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    void *lib = NULL;
+    for (int i = 0; i < 3 && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    er_cublas_create create = lib ? (er_cublas_create)dlsym(lib, "cublasCreate_v2") : NULL;
+    er_set_stream = lib ? (er_cublas_set_stream)dlsym(lib, "cublasSetStream_v2") : NULL;
+    er_dgemm = lib ? (er_cublas_dgemm)dlsym(lib, "cublasDgemm_v2") : NULL;
+    er_cublas_state = create && er_set_stream && er_dgemm && create(&er_cublas_handle) == 0 ? 1 : -1;
+    return er_cublas_state;
+}
+
+extern "C" {
+
+int er__devmm_stats_init(er_dev_stats *st, void *stream) {
+    er_k_stats_init<<<1, 1, 0, (cudaStream_t)stream>>>(st);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st, void *stream) {
+    if (n == 0) return 0;
+    er_k_decode<<<er_grid(n, 256), 256, 0, (cudaStream_t)stream>>>(src, bits, lut, prec, n, d, st);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_transpose(const double *B, int64_t batches, int64_t K, int64_t N, double *Bt, void *stream) {
+    if (batches * K * N == 0) return 0;
+    dim3 grid((unsigned)((N + 31) / 32), (unsigned)((K + 31) / 32), (unsigned)batches), block(32, 8);
+    er_k_transpose<<<grid, block, 0, (cudaStream_t)stream>>>(B, K, N, Bt);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t brows, int64_t K, double *an, double *bn,
+                    void *stream) {
+    if (arows) er_k_row_norms<<<(unsigned)((arows * 32 + 255) / 256), 256, 0, (cudaStream_t)stream>>>(A, arows, K, an);
+    if (brows) er_k_row_norms<<<(unsigned)((brows * 32 + 255) / 256), 256, 0, (cudaStream_t)stream>>>(Bt, brows, K, bn);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an, const double *bn,
+                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_dev_consts c,
+                     uint8_t *classes, unsigned long long *counts, int64_t *cand, int64_t *pending, void *stream) {
+    int64_t n = nbatch * M * N;
+    if (n == 0) return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand, counts + 2,
+                                                pending, counts + 3);
+    er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts, pending, counts + 3);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
+                     const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys, void *stream) {
+    if (n == 0) return 0;
+    er_k_gather<<<(unsigned)(n < 65535 ? n : 65535), 128, 0, (cudaStream_t)stream>>>(pending, n, out, out_fmt, A, Bt, ia, ib, M, N, K,
+                                                                                   rows, ys);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_dgemm(const double *A, const double *B, double *S, const int64_t *ia_host, const int64_t *ib_host,
+                    int64_t nbatch, int64_t M, int64_t N, int64_t K, void *stream) {
+    pthread_mutex_lock(&er_cublas_lock);
+    int st = er_cublas_load() == 1 ? 0 : -1;
+    if (st == 0 && er_set_stream(er_cublas_handle, (cudaStream_t)stream) != 0) st = -2;
+    const double one = 1.0, zero = 0.0;
+    // row-major S = A B is column-major S^T = B^T A^T
+    for (int64_t bi = 0; st == 0 && bi < nbatch; bi++)
+        if (er_dgemm(er_cublas_handle, 0, 0, (int)N, (int)M, (int)K, &one, B + ib_host[bi] * K * N, (int)N,
+                     A + ia_host[bi] * M * K, (int)K, &zero, S + bi * M * N, (int)N) != 0)
+            st = -2;
+    pthread_mutex_unlock(&er_cublas_lock);
+    return st;
+}
+
+} // extern "C"

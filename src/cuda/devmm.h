@@ -1,0 +1,48 @@
+/* devmm.h: the matmul fast path on the GPU (src/cuda/devmm.cu; docs/algorithms/fast-path.md, On the GPU).
+ * C interface to the kernels; every function returns 0 or a cudaError_t value, and queues its work on `stream`. */
+#ifndef ER_DEVMM_H
+#define ER_DEVMM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Statistics of an operand's values, as er_dense_stats, plus whether a value is not finite. */
+typedef struct er_dev_stats { int emin_lsb, emin, emax, qmin, any_nonzero, nonfinite; } er_dev_stats;
+
+/* The decision constants (er_fast_consts in covers.c) and the output format: 0 fp32, 1 fp16, 2 bf16. */
+typedef struct er_dev_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int out_fmt; } er_dev_consts;
+
+/* Decodes n contiguous values of `bits` storage bits (fp32 when lut is NULL, else through the device table lut of
+ * 2^bits doubles) of a format of precision prec into doubles d; notes the statistics into *st (device memory,
+ * initialised by er__devmm_stats_init). */
+int er__devmm_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st, void *stream);
+/* The initial statistics (device memory). */
+int er__devmm_stats_init(er_dev_stats *st, void *stream);
+/* B [batches][K][N] transposed into Bt [batches][N][K]. */
+int er__devmm_transpose(const double *B, int64_t batches, int64_t K, int64_t N, double *Bt, void *stream);
+/* Upper bounds of the 2-norms of A's arows rows and Bt's brows rows, of K values each. */
+int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t brows, int64_t K, double *an, double *bn,
+                    void *stream);
+/* The decisions for every output element: classes (0 exact, 1 covered, 0xFF pending); counts[0], counts[1] the
+ * exact and covered ones decided, counts[2] the candidates of the second stage (their indices in cand[]), counts[3]
+ * the pending elements (their indices in pending[], in no order). counts must start at zero. ia, ib: each output
+ * batch's operand batches. */
+int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an, const double *bn,
+                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_dev_consts c,
+                     uint8_t *classes, unsigned long long *counts, int64_t *cand, int64_t *pending, void *stream);
+/* For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], its output
+ * into ys. */
+int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
+                     const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys, void *stream);
+/* S = A B per output batch in fp64 through cuBLAS (loaded on first use): 0, or a negative value when cuBLAS is
+ * missing (-1) or fails (-2). */
+int er__devmm_dgemm(const double *A, const double *B, double *S, const int64_t *ia_host, const int64_t *ib_host,
+                    int64_t nbatch, int64_t M, int64_t N, int64_t K, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
