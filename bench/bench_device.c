@@ -10,23 +10,13 @@
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
 #include <exactref/exactref.h>
+#include "bench_util.h"
 #include <exactref/cuda.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t rng = 5;
 static double uniform(void) {
     rng = rng * 6364136223846793005u + 1442695040888963407u;
     return (double)(rng >> 11) * 0x1p-53 * 2.0 - 1.0;
-}
-
-static double median3(const double *v) {
-    double a = v[0], b = v[1], c = v[2];
-    return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
 }
 
 #define CHECK(x) do { if ((x) != 0) { fprintf(stderr, "%s failed at line %d\n", #x, __LINE__); exit(1); } } while (0)

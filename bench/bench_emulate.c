@@ -10,22 +10,12 @@
 #include <string.h>
 #include <time.h>
 #include <exactref/exactref.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 static uint64_t rng = 11;
 static double uniform(void) {
     rng = rng * 6364136223846793005u + 1442695040888963407u;
     return (double)(rng >> 11) * 0x1p-53 * 2.0 - 1.0;
-}
-
-static double median3(const double *v) {
-    double a = v[0], b = v[1], c = v[2];
-    return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
 }
 
 /* The plain loop: C = A B in float, each element's products added in k order, in blocks of `block` (0: one block)

@@ -13,12 +13,7 @@
 #include <sys/resource.h>
 #include <mpfr.h>
 #include <exactref/exactref.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 static uint64_t rng = 42;
 static double uniform(void) {
@@ -53,11 +48,6 @@ void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, c
 void cblas_sgemm(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc);
 #endif
-
-static double median3(const double *v) {
-    double a = v[0], b = v[1], c = v[2];
-    return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
-}
 
 static long maxrss_kb(void) {
     struct rusage ru;

@@ -11,12 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <exactref/exactref.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 static uint64_t rng = 7;
 static double normalish(void) {

@@ -804,6 +804,16 @@ static er_status er_run_ranges(er_covers_ctx *cx, int nt, int64_t n, void *(*fn)
     return ER_OK;
 }
 
+/* A thread's partial report of r: empty, sharing r's classes array (each element written by one thread) and its
+ * element coordinates; the context records into it. */
+static void er_part_begin(er_report *part, const er_report *r, er_covers_ctx *cx) {
+    memset(part, 0, sizeof *part);
+    part->classes = r->classes;
+    part->ndim = r->ndim;
+    memcpy(part->shape, r->shape, sizeof r->shape);
+    cx->rep = part;
+}
+
 /* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
  * counts add up, the first failures stay in index order, the worst is the earliest of the largest distances. */
 static void er_merge(er_report *r, double *worst_dist, const er_report *part, double part_dist) {
@@ -937,10 +947,7 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
         for (int o = 0; o < 3 && st == ER_OK; o++) {
             if (!outs[o]) continue;
             er_ctx_init(&cx[t][o], ref, outs[o], std);
-            part[t][o].classes = reps[o].classes;
-            part[t][o].ndim = reps[o].ndim;
-            memcpy(part[t][o].shape, reps[o].shape, sizeof reps[o].shape);
-            cx[t][o].rep = &part[t][o];
+            er_part_begin(&part[t][o], &reps[o], &cx[t][o]);
             l->cx[o] = &cx[t][o];
             l->pl.O[o] = cx[t][o].O;
             l->pl.ov[o] = cx[t][o].ov_out;
@@ -1035,11 +1042,7 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     for (int t = 0; t < nt && st == ER_OK; t++, made++) {
         st = er_ctx_init(&cx[t], ref, out, std);
         if (st != ER_OK) break;
-        memset(&part[t], 0, sizeof part[t]);
-        part[t].classes = r.classes;
-        part[t].ndim = r.ndim; /* element coordinates */
-        memcpy(part[t].shape, r.shape, sizeof r.shape);
-        cx[t].rep = &part[t];
+        er_part_begin(&part[t], &r, &cx[t]);
         ctxs[t] = &cx[t];
     }
     if (st == ER_OK) {
@@ -1513,11 +1516,7 @@ er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_t
             for (int t = 0; t < nt && st == ER_OK; t++, made++) {
                 st = er_ctx_init(&cx[t], ref, out, std);
                 if (st != ER_OK) break;
-                memset(&part[t], 0, sizeof part[t]);
-                part[t].classes = r.classes;
-                part[t].ndim = r.ndim;
-                memcpy(part[t].shape, r.shape, sizeof r.shape);
-                cx[t].rep = &part[t];
+                er_part_begin(&part[t], &r, &cx[t]);
                 jobs[t] = (er_devrest_job){&cx[t], &ref->env, hp + c0, rows, ys, cn * t / nt, cn * (t + 1) / nt, K, ER_OK};
             }
             if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_devrest_run);

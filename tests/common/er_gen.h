@@ -188,4 +188,34 @@ static inline double emu_sum_random(emu *e, double *v, int n) {
     return v[0];
 }
 
+/* The operands of a broadcast batched matmul drawn from a family: a as [GA][M][K] and b as [GB][K][N], each row of a
+ * and each column of b one gen_vectors draw (format fx, scaled for an fp32 accumulator). */
+static inline void gen_batched(int fam, er_format fx, int GA, int GB, int M, int K, int N, double *a, double *b) {
+    double *row = malloc(sizeof(double) * (size_t)K), *col = malloc(sizeof(double) * (size_t)K);
+    for (int64_t r = 0; r < (int64_t)GA * M; r++) {
+        gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+        for (int k = 0; k < K; k++) a[r * K + k] = row[k];
+    }
+    for (int64_t c = 0; c < (int64_t)GB * N; c++) {
+        gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
+        for (int k = 0; k < K; k++) b[(c / N * K + k) * N + c % N] = col[k];
+    }
+    free(row);
+    free(col);
+}
+
+/* Views over A, B and C of a batched matmul: [GA, 1, M, K] x [GB, K, N] -> [GA, GB, M, N] when batched, else 2-D. */
+static inline void view_batched(er_tensor *tA, er_tensor *tB, er_tensor *tC, er_format fx, er_format fo, int batched, int GA,
+                                int GB, int M, int K, int N, void *A, void *B, void *C) {
+    if (batched) {
+        er_tensor_view(tA, fx, 4, (int64_t[]){GA, 1, M, K}, NULL, A);
+        er_tensor_view(tB, fx, 3, (int64_t[]){GB, K, N}, NULL, B);
+        er_tensor_view(tC, fo, 4, (int64_t[]){GA, GB, M, N}, NULL, C);
+    } else {
+        er_tensor_view(tA, fx, 2, (int64_t[]){M, K}, NULL, A);
+        er_tensor_view(tB, fx, 2, (int64_t[]){K, N}, NULL, B);
+        er_tensor_view(tC, fo, 2, (int64_t[]){M, N}, NULL, C);
+    }
+}
+
 #endif

@@ -138,29 +138,13 @@ START_TEST(emulate_tiles_match_a_float_loop) {
         er_format fx = ins[er_rand64() % 3];
         int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
         double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
-        double *row = malloc(sizeof(double) * (size_t)K), *col = malloc(sizeof(double) * (size_t)K);
         float *af = malloc(sizeof(float) * (size_t)K), *bf = malloc(sizeof(float) * (size_t)K), *E = malloc(sizeof(float) * (size_t)nc);
         uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb);
-        for (int64_t r = 0; r < (int64_t)GA * M; r++) {
-            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
-            for (int k = 0; k < K; k++) a[r * K + k] = row[k];
-        }
-        for (int64_t c = 0; c < (int64_t)GB * N; c++) {
-            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
-            for (int k = 0; k < K; k++) b[(c / N * K + k) * N + c % N] = col[k];
-        }
+        gen_batched(fam, fx, GA, GB, M, K, N, a, b);
         for (int64_t i = 0; i < na; i++) { er_store(A, fx, i, a[i]); a[i] = er_load(A, fx, i); }
         for (int64_t i = 0; i < nb; i++) { er_store(B, fx, i, b[i]); b[i] = er_load(B, fx, i); }
         er_tensor tA, tB, tE;
-        if (GA > 1) {
-            er_tensor_view(&tA, fx, 4, (int64_t[]){GA, 1, M, K}, NULL, A);
-            er_tensor_view(&tB, fx, 3, (int64_t[]){GB, K, N}, NULL, B);
-            er_tensor_view(&tE, ER_FP32, 4, (int64_t[]){GA, GB, M, N}, NULL, E);
-        } else {
-            er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
-            er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
-            er_tensor_view(&tE, ER_FP32, 2, (int64_t[]){M, N}, NULL, E);
-        }
+        view_batched(&tA, &tB, &tE, fx, ER_FP32, GA > 1, GA, GB, M, K, N, A, B, E);
         er_standard std;
         char order[32], opts[96];
         static const char *const base = "compute=fp32 fma=never";
@@ -183,7 +167,7 @@ START_TEST(emulate_tiles_match_a_float_loop) {
         }
         elems += nc;
         er_ref_free(ref);
-        free(a); free(b); free(row); free(col); free(af); free(bf); free(E); free(A); free(B);
+        free(a); free(b); free(af); free(bf); free(E); free(A); free(B);
     }
     printf("emulate tiles: %ld elements of %ld matrices equal a float loop of the same order bit for bit\n", elems, trials);
 }

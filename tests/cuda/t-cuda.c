@@ -72,31 +72,14 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
         int M = big ? (int)er_rand_int(200, 300) : (int)er_rand_int(1, 40), N = big ? (int)er_rand_int(200, 300) : (int)er_rand_int(1, 40);
         int K = big ? (int)er_rand_int(64, 256) : (int)er_rand_int(1, 600), GA = batched ? 2 : 1, GB = batched ? 3 : 1;
         int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
-        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb), *row = malloc(sizeof(double) * (size_t)K),
-               *col = malloc(sizeof(double) * (size_t)K);
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
         uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb), *C = malloc(8 * (size_t)nc);
-        for (int64_t r = 0; r < (int64_t)GA * M; r++) {
-            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
-            for (int k = 0; k < K; k++) a[r * K + k] = row[k];
-        }
-        for (int64_t c = 0; c < (int64_t)GB * N; c++) {
-            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
-            for (int k = 0; k < K; k++) b[(c / N * K + k) * N + c % N] = col[k];
-        }
+        gen_batched(fam, fx, GA, GB, M, K, N, a, b);
         int nan_case = tr % 13 == 5;
         for (int64_t i = 0; i < na; i++) er_store(A, fx, i, nan_case && i == na / 2 ? NAN : a[i]);
         for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
-        int64_t sa[4] = {GA, 1, M, K}, sb[3] = {GB, K, N}, sc[4] = {GA, GB, M, N};
         er_tensor tA, tB, tC;
-        if (batched) {
-            er_tensor_view(&tA, fx, 4, sa, NULL, A);
-            er_tensor_view(&tB, fx, 3, sb, NULL, B);
-            er_tensor_view(&tC, fo, 4, sc, NULL, C);
-        } else {
-            er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
-            er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
-            er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, NULL, C);
-        }
+        view_batched(&tA, &tB, &tC, fx, fo, batched, GA, GB, M, K, N, A, B, C);
         er_ref *ref;
         ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
         int nd;
@@ -138,7 +121,7 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
         cudaFree(dA);
         cudaFree(dB);
         cudaFree(dC);
-        free(a); free(b); free(row); free(col); free(A); free(B); free(C);
+        free(a); free(b); free(A); free(B); free(C);
     }
     printf("t-cuda: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials, device_elems);
 }

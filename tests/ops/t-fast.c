@@ -106,31 +106,14 @@ START_TEST(fast_path_batched_and_chunked) {
         int K = (int)er_rand_int(1, 96), GA = batched ? 2 : 1, GB = batched ? 3 : 1;
         er_format fx = tr % 3 == 0 ? ER_BF16 : ER_FP16;
         int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
-        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb), *row = malloc(sizeof(double) * (size_t)K),
-               *col = malloc(sizeof(double) * (size_t)K);
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
         uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb);
         float *C = malloc(sizeof(float) * (size_t)nc);
-        for (int64_t r = 0; r < (int64_t)GA * M; r++) {
-            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
-            for (int k = 0; k < K; k++) a[r * K + k] = row[k];
-        }
-        for (int64_t c = 0; c < (int64_t)GB * N; c++) {
-            gen_vectors(fam, fx, fx, ER_FP32, K, row, col);
-            int64_t g = c / N, j = c % N;
-            for (int k = 0; k < K; k++) b[(g * K + k) * N + j] = col[k];
-        }
+        gen_batched(fam, fx, GA, GB, M, K, N, a, b);
         for (int64_t i = 0; i < na; i++) er_store(A, fx, i, a[i]);
         for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
         er_tensor tA, tB, tC;
-        if (batched) {
-            er_tensor_view(&tA, fx, 4, (int64_t[]){GA, 1, M, K}, NULL, A);
-            er_tensor_view(&tB, fx, 3, (int64_t[]){GB, K, N}, NULL, B);
-            er_tensor_view(&tC, ER_FP32, 4, (int64_t[]){GA, GB, M, N}, NULL, C);
-        } else {
-            er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
-            er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
-            er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){M, N}, NULL, C);
-        }
+        view_batched(&tA, &tB, &tC, fx, ER_FP32, batched, GA, GB, M, K, N, A, B, C);
         er_ref *fast, *exact;
         setenv("EXACTREF_FAST", "0", 1);
         ck_assert_int_eq(er_matmul(&exact, &tA, &tB), ER_OK);
@@ -170,7 +153,7 @@ START_TEST(fast_path_batched_and_chunked) {
         er_report_clear(&r3);
         er_ref_free(fast);
         er_ref_free(exact);
-        free(a); free(b); free(row); free(col); free(A); free(B); free(C);
+        free(a); free(b); free(A); free(B); free(C);
     }
 }
 END_TEST
