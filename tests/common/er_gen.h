@@ -218,4 +218,23 @@ static inline void view_batched(er_tensor *tA, er_tensor *tB, er_tensor *tC, er_
     }
 }
 
+/* Outputs for a reference's elements (row-major, nc of them, format fo, stored into C): the correctly rounded result
+ * moved by 0 to about 2^20 ulps, and with `specials` one in 50 NaN or infinite. */
+static inline void gen_outputs_near(const er_ref *ref, er_format fo, int64_t nc, int specials, void *C) {
+    int nd;
+    int64_t shape[ER_MAX_DIMS], coord[ER_MAX_DIMS];
+    ck_assert_int_eq(er_ref_shape(ref, &nd, shape), ER_OK);
+    for (int64_t e = 0; e < nc; e++) {
+        int64_t rem = e;
+        for (int d = nd - 1; d >= 0; d--) { coord[d] = rem % shape[d]; rem /= shape[d]; }
+        double r;
+        ck_assert_int_eq(er_ref_exact(ref, coord, fo, NULL, &r), ER_OK);
+        int steps = er_rand64() % 3 == 0 ? 0 : (int)(er_rand64() % (1u << (er_rand64() % 21)));
+        if (isfinite(r)) r += (er_rand64() & 1 ? 1 : -1) * steps * er_format_ulp(fo, r);
+        if (specials && er_rand64() % 50 == 0) r = er_rand64() & 1 ? NAN : INFINITY;
+        er_round_double(&r, fo, r, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        er_store(C, fo, e, r);
+    }
+}
+
 #endif

@@ -6,6 +6,21 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "../common/er_gen.h"
 
+/* covers on the exact reference, on the fast one, and on the fast one with 3 threads: the same reports. */
+static void require_fast_equals_exact(er_ref *exact, er_ref *fast, const er_tensor *out, const er_standard *std, const char *what) {
+    er_report r1, r2, r3;
+    ER_REQUIRE(er_covers(&r1, exact, out, std) == ER_OK, "%s", er_last_error());
+    ER_REQUIRE(er_covers(&r2, fast, out, std) == ER_OK, "%s", er_last_error());
+    setenv("EXACTREF_THREADS", "3", 1);
+    ER_REQUIRE(er_covers(&r3, fast, out, std) == ER_OK, "%s", er_last_error());
+    unsetenv("EXACTREF_THREADS");
+    er_require_same_report(&r1, &r2, what);
+    er_require_same_report(&r1, &r3, what);
+    er_report_clear(&r1);
+    er_report_clear(&r2);
+    er_report_clear(&r3);
+}
+
 START_TEST(fast_path_equals_exact_engine) {
     er_test_reseed(1100);
     long trials = (long)(120 * er_test_multiplier()), fast_refs = 0;
@@ -67,20 +82,10 @@ START_TEST(fast_path_equals_exact_engine) {
             if (s == 2 && (fx == ER_FP32)) continue;                      /* fp32 operands need compute=tf32 for mma */
             er_standard std;
             ck_assert_int_eq(er_standard_parse(&std, stds[s][0], stds[s][1]), ER_OK);
-            er_report r1, r2, r3;
-            ER_REQUIRE(er_covers(&r1, exact, &tC, &std) == ER_OK, "%s", er_last_error());
-            ER_REQUIRE(er_covers(&r2, fast, &tC, &std) == ER_OK, "%s", er_last_error());
-            setenv("EXACTREF_THREADS", "3", 1);
-            ER_REQUIRE(er_covers(&r3, fast, &tC, &std) == ER_OK, "%s", er_last_error());
-            unsetenv("EXACTREF_THREADS");
             char what[160];
             snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d, %s, '%s %s')", tr, er_format_name(fx),
                      er_format_name(fo), M, K, N, fam_names[fam], stds[s][0], stds[s][1]);
-            er_require_same_report(&r1, &r2, what);
-            er_require_same_report(&r1, &r3, what);
-            er_report_clear(&r1);
-            er_report_clear(&r2);
-            er_report_clear(&r3);
+            require_fast_equals_exact(exact, fast, &tC, &std, what);
         }
         er_ref_free(fast);
         er_ref_free(exact);
@@ -107,8 +112,7 @@ START_TEST(fast_path_batched_and_chunked) {
         er_format fx = tr % 3 == 0 ? ER_BF16 : ER_FP16;
         int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
         double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
-        uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb);
-        float *C = malloc(sizeof(float) * (size_t)nc);
+        uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb), *C = malloc(8 * (size_t)nc);
         gen_batched(fam, fx, GA, GB, M, K, N, a, b);
         for (int64_t i = 0; i < na; i++) er_store(A, fx, i, a[i]);
         for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
@@ -123,34 +127,13 @@ START_TEST(fast_path_batched_and_chunked) {
 #ifdef ER_EXPECT_BLAS
         ck_assert(er_ref_fast(fast));
 #endif
-        int nd;
-        int64_t shape[ER_MAX_DIMS], coord[ER_MAX_DIMS];
-        ck_assert_int_eq(er_ref_shape(exact, &nd, shape), ER_OK);
-        for (int64_t e = 0; e < nc; e++) {
-            int64_t rem = e;
-            for (int d = nd - 1; d >= 0; d--) { coord[d] = rem % shape[d]; rem /= shape[d]; }
-            double r;
-            ck_assert_int_eq(er_ref_exact(exact, coord, ER_FP32, NULL, &r), ER_OK);
-            int steps = er_rand64() % 3 == 0 ? 0 : (int)(er_rand64() % (1u << (er_rand64() % 21)));
-            if (isfinite(r)) r += (er_rand64() & 1 ? 1 : -1) * steps * er_format_ulp(ER_FP32, r);
-            C[e] = (float)r;
-        }
+        gen_outputs_near(exact, ER_FP32, nc, 0, C);
         er_standard std;
         er_standard_init(&std);
-        er_report r1, r2, r3;
-        ER_REQUIRE(er_covers(&r1, exact, &tC, &std) == ER_OK, "%s", er_last_error());
-        ER_REQUIRE(er_covers(&r2, fast, &tC, &std) == ER_OK, "%s", er_last_error());
-        setenv("EXACTREF_THREADS", "3", 1);
-        ER_REQUIRE(er_covers(&r3, fast, &tC, &std) == ER_OK, "%s", er_last_error());
-        unsetenv("EXACTREF_THREADS");
         char what[160];
         snprintf(what, sizeof what, "trial %ld (%s, %s, %d x %d x %d, %s)", tr, er_format_name(fx), batched ? "batched" : "one batch",
                  M, K, N, fam_names[fam]);
-        er_require_same_report(&r1, &r2, what);
-        er_require_same_report(&r1, &r3, what);
-        er_report_clear(&r1);
-        er_report_clear(&r2);
-        er_report_clear(&r3);
+        require_fast_equals_exact(exact, fast, &tC, &std, what);
         er_ref_free(fast);
         er_ref_free(exact);
         free(a); free(b); free(A); free(B); free(C);
