@@ -559,7 +559,7 @@ START_TEST(exact_y_is_exact) {
             if (kind == 2) val = j < n / 2 ? 1.0 + ldexp((double)er_rand_int(1, 64), -8) : 1.0; /* mirrored below: mean 1 */
             if (kind == 2 && j >= n - n / 2 && j >= n / 2) val = 2.0 - x[n - 1 - j];
             er_round_double(&x[j], fx, val, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
-            er_round_double(&w[j], ER_FP32, 1 + er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_round_double(&w[j], ER_FP32, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE); /* either sign */
             er_round_double(&b[j], ER_FP32, er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
             if (kind == 3) {
                 /* x = 1 -+ 1/2: mean 1, rstd 2, y = -+w + b, with b chosen to put y on a midpoint of the output format */

@@ -623,7 +623,7 @@ START_TEST(rmsnorm_exact_results_are_exact) {
         uint64_t X[150], W[150], Y[150];
         for (int j = 0; j < n; j++) {
             er_round_double(&x[j], fx, er_rand_normal() * (kind == 1 ? 100.0 : 1.0), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
-            er_round_double(&w[j], ER_FP32, 1 + er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_round_double(&w[j], ER_FP32, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE); /* either sign */
             if (kind == 2) { /* x = +-1/2: mean square 1/4, rstd 2; y = +-w on a midpoint of the output */
                 x[j] = j % 2 ? 0.5 : -0.5;
                 w[j] = 0.5 * (1.0 + ldexp(2.0 * (double)er_rand_int(0, 20) + 1.0, -er_format_precision(fo)));
@@ -673,6 +673,45 @@ START_TEST(rmsnorm_exact_results_are_exact) {
     }
     mpfr_clears(S, t, r, q, (mpfr_ptr)0);
     printf("rmsnorm: %ld correctly rounded elements of %ld rows are EXACT\n", elems, trials);
+}
+END_TEST
+
+/* compute=fp16: a softmax whose exps, sum and division round to fp16 (exps within 2 ulps, any order, division or
+ * reciprocal) is covered, on fp16 rows wide enough that exps fall into fp16's subnormals and to zero. */
+START_TEST(fp16_compute_softmax_is_covered) {
+    er_test_reseed(590);
+    long trials = (long)(300 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        int n = (int)er_rand_int(1, 200);
+        er_format fo = tr % 2 ? ER_FP16 : ER_FP32;
+        double x[200], y[200], scale = ldexp(1.0, (int)er_rand_int(-2, 4));
+        uint64_t X[200], Y[200];
+        for (int j = 0; j < n; j++) {
+            er_round_double(&x[j], ER_FP16, er_rand_normal() * scale, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (er_rand64() % 10 == 0) x[j] = -INFINITY;
+            er_store(X, ER_FP16, j, x[j]);
+        }
+        implement(ER_FP16, x, n, y, 0);
+        for (int j = 0; j < n; j++) er_store(Y, fo, j, y[j]); /* fp16 values: exact in either output */
+        er_tensor tx, ty;
+        er_tensor_view(&tx, ER_FP16, 1, (int64_t[]){n}, NULL, X);
+        er_tensor_view(&ty, fo, 1, (int64_t[]){n}, NULL, Y);
+        er_ref *ref;
+        ck_assert_int_eq(er_softmax(&ref, &tx, 0), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", "compute=fp16"), ER_OK);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "covers: %s", er_last_error());
+        if (!er_report_all(&rep)) {
+            char text[4096];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("trial %ld: a correct fp16 softmax (n %d, out %s) was called wrong:\n%s" ER_SEED_MSG_FMT, tr, n,
+                         er_format_name(fo), text, ER_SEED_ARGS);
+        }
+        er_report_clear(&rep);
+        er_ref_free(ref);
+    }
+    printf("softmax: %ld fp16-compute implementations covered\n", trials);
 }
 END_TEST
 
@@ -738,6 +777,7 @@ int main(void) {
     tcase_add_test(tc, exact_and_special_rows);
     tcase_add_test(tc, exact_results_are_exact);
     tcase_add_test(tc, rmsnorm_exact_results_are_exact);
+    tcase_add_test(tc, fp16_compute_softmax_is_covered);
     tcase_add_test(tc, log_softmax_implementations);
     tcase_add_test(tc, rmsnorm_implementations);
     tcase_add_test(tc, option_implementations_are_covered);
