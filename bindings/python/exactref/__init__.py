@@ -16,11 +16,11 @@ import json
 import numpy as np
 
 from . import _lib
-from ._arrays import View, format_of, numpy_dtype, to_numpy
+from ._arrays import DeviceView, View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["matmul", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -151,6 +151,32 @@ class Reference:
 def matmul(A, B):
     """The exact reference of A @ B (numpy matmul semantics, 1-D operands included; batch dims broadcast)."""
     return _matmul(A, B, None)
+
+
+def cuda_available():
+    """True when the library was built with the CUDA runtime (the device entry points work)."""
+    return bool(_lib.lib.er_cuda_available())
+
+
+def matmul_covers_device(A, B, out, standard="any_order", options=None, stream=None, **kwargs):
+    """covers() of out = A @ B with A, B and out CUDA torch tensors (2-D, or batched with the same or broadcast batch
+    dimensions), the reference computed on the GPU where they are (er_matmul_covers_device): an fp64 GEMM and the
+    fast path's certified decisions there, the undecided elements exactly on the host. Outside the GPU path's scope
+    (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
+    er.matmul(A, B).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current stream)."""
+    va, vb, vo = DeviceView(A, "A"), DeviceView(B, "B"), DeviceView(out, "out")
+    if va.tensor.dim() < 2 or vb.tensor.dim() < 2:
+        raise ValueError("exactref: matmul_covers_device: A and B need at least 2 dimensions")
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(va.tensor.device)
+    std = _standard(standard, options, kwargs)
+    rep = ctypes.create_string_buffer(_lib.REPORT_SIZE)
+    check(_lib.lib.er_matmul_covers_device(rep, va.buf, vb.buf, vo.buf, std, ctypes.c_void_p(stream.cuda_stream)))
+    try:
+        return Result(rep, tuple(vo.tensor.shape))
+    finally:
+        _lib.lib.er_report_clear(rep)
 
 
 def scaled_matmul(A, B, scale_a, scale_b):

@@ -87,3 +87,25 @@ class View:
         self.buf = ctypes.create_string_buffer(_lib.TENSOR_SIZE)
         data = arr.ctypes.data if arr.size else None
         check(_lib.lib.er_tensor_view(self.buf, fmt, arr.ndim, shape, strides, data))
+
+
+class DeviceView:
+    """An exactref tensor view over a CUDA torch tensor's memory (the tensor kept alive with the view)."""
+
+    def __init__(self, t, name):
+        if not type(t).__module__.startswith("torch") or t.device.type != "cuda":
+            raise TypeError("exactref: %s must be a CUDA torch tensor, not %s" % (name, type(t).__name__))
+        import torch
+        names = {torch.float64: FP64, torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16,
+                 torch.float8_e4m3fn: E4M3FN, torch.float8_e5m2: E5M2}
+        fmt = names.get(t.dtype)
+        if fmt is None:
+            raise TypeError("exactref: %s has dtype %s (supported: %s)" % (name, t.dtype, SUPPORTED))
+        if t.dim() < 1 or t.dim() > _lib.MAX_DIMS:
+            raise ValueError("exactref: %s has %d dimensions; exactref takes 1 to %d" % (name, t.dim(), _lib.MAX_DIMS))
+        self.tensor = t
+        self.format = fmt
+        shape = (ctypes.c_int64 * t.dim())(*t.shape)
+        strides = (ctypes.c_int64 * t.dim())(*t.stride())
+        self.buf = ctypes.create_string_buffer(_lib.TENSOR_SIZE)
+        check(_lib.lib.er_tensor_view(self.buf, fmt, t.dim(), shape, strides, t.data_ptr() if t.numel() else None))

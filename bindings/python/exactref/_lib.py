@@ -72,6 +72,9 @@ _sig = {
     "er_report_failed": (ctypes.c_int64, [ctypes.c_void_p]),
     "er_report_classes": (ctypes.POINTER(ctypes.c_uint8), [ctypes.c_void_p]),
     "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_cuda_available": (ctypes.c_int, []),
+    "er_matmul_covers_device": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_void_p]),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)

@@ -303,3 +303,28 @@ def test_exact_output():
     assert np.array_equal(er.max(x, 1).exact("float32"), x.max(axis=1))
     with pytest.raises(NotImplementedError):
         er.softmax(x).exact()
+
+
+def test_matmul_covers_device_equals_host():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(5)
+    for dtype, shape_a, shape_b in ((torch.float16, (64, 300), (300, 48)), (torch.bfloat16, (2, 1, 33, 70), (3, 70, 17)),
+                                    (torch.float32, (40, 129), (129, 40))):
+        A = torch.randn(shape_a, generator=gen).to(dtype).cuda()
+        B = torch.randn(shape_b, generator=gen).to(dtype).cuda()
+        out = torch.matmul(A.float(), B.float())        # an fp32 GEMM on the GPU
+        out.view(-1)[0] += 1.0                          # one element far outside
+        dev = er.matmul_covers_device(A, B, out)
+        host = er.matmul(A, B).covers(out)
+        assert dev.counts == host.counts and dev.n_failed == host.n_failed == 1
+        assert (dev.classes == host.classes).all()
+        assert dev.worst == host.worst
+
+
+def test_matmul_covers_device_refuses_host_tensors():
+    if not er.cuda_available():
+        pytest.skip("exactref built without CUDA")
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.matmul_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
