@@ -59,8 +59,8 @@ static void *to_device(const void *h, size_t bytes) {
 
 /* The GPU path against the host: every input family, fp16, bf16, fp32 and fp8 operands, fp32, fp16 and bf16
  * outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite), broadcast batches,
- * sizes up to a few hundred, the any-order and mma outer=any standards; and paths it hands to the host (compute=tf32,
- * a strided output, an operand holding NaN). */
+ * sizes up to a few hundred, the any-order (also with faithful rounding) and mma outer=any standards; and paths it
+ * hands to the host (compute=tf32, an operand holding NaN). */
 START_TEST(matmul_on_the_gpu_equals_the_host) {
     er_test_reseed(710);
     long trials = (long)(60 * er_test_multiplier());
