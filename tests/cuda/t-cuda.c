@@ -60,7 +60,7 @@ static void *to_device(const void *h, size_t bytes) {
 /* The GPU path against the host: every input family, fp16, bf16, fp32 and fp8 operands, fp32, fp16 and bf16
  * outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite), broadcast batches,
  * sizes up to a few hundred, the any-order (also with faithful rounding) and mma outer=any standards; and paths it
- * hands to the host (compute=tf32, an operand holding NaN). */
+ * hands to the host (compute=tf32, an operand holding NaN, an output with padded rows). */
 START_TEST(matmul_on_the_gpu_equals_the_host) {
     er_test_reseed(710);
     long trials = (long)(60 * er_test_multiplier());
@@ -84,7 +84,16 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
         ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
         gen_outputs_near(ref, fo, nc, 1, C);
         int bx = er_format_storage_bits(fx) / 8, bo = er_format_storage_bits(fo) / 8;
-        void *dA = to_device(A, (size_t)(na * bx)), *dB = to_device(B, (size_t)(nb * bx)), *dC = to_device(C, (size_t)(nc * bo));
+        int padded = !batched && tr % 7 == 3; /* rows of N + 3 elements: a layout the GPU path hands to the host */
+        int64_t ld = padded ? N + 3 : N, nstore = padded ? (int64_t)M * ld : nc;
+        if (padded) {
+            uint64_t *P = calloc((size_t)nstore, 8);
+            for (int64_t e = 0; e < nc; e++) er_store(P, fo, e / N * ld + e % N, er_load(C, fo, e));
+            free(C);
+            C = P;
+            er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, (int64_t[]){ld, 1}, C);
+        }
+        void *dA = to_device(A, (size_t)(na * bx)), *dB = to_device(B, (size_t)(nb * bx)), *dC = to_device(C, (size_t)(nstore * bo));
         er_tensor vA = tA, vB = tB, vC = tC;
         vA.data = dA;
         vB.data = dB;
@@ -98,8 +107,9 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
         ER_REQUIRE(er_covers(&rh, ref, &tC, &std) == ER_OK, "host: %s", er_last_error());
         ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, &std, NULL) == ER_OK, "device: %s", er_last_error());
         char what[200];
-        snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d%s, %s, '%s %s'%s)", tr, er_format_name(fx), er_format_name(fo), M, K,
-                 N, batched ? ", batched" : "", fam_names[fam], stds[si][0], stds[si][1], nan_case ? ", a NaN operand" : "");
+        snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d%s, %s, '%s %s'%s%s)", tr, er_format_name(fx), er_format_name(fo), M, K,
+                 N, batched ? ", batched" : "", fam_names[fam], stds[si][0], stds[si][1], nan_case ? ", a NaN operand" : "",
+                 padded ? ", padded rows" : "");
         er_require_same_report(&rh, &rd, what);
         device_elems += nc;
         er_report_clear(&rh);
