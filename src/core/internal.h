@@ -9,6 +9,7 @@
 #define ER_INTERNAL_H
 
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <exactref/exactref.h>
@@ -58,7 +59,8 @@ ER_INTERNAL double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, in
                                   er_round mode, er_overflow ov);
 ER_INTERNAL er_overflow er__overflow_rule(const er_fmt_info *fi, er_overflow ov);
 ER_INTERNAL double er__decode(const er_fmt_info *fi, uint64_t bits);
-ER_INTERNAL double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov);
+/* x correctly rounded to the format (er__round_double's general case: every format, mode, rule and value). */
+ER_INTERNAL double er__round_double_general(const er_fmt_info *fi, double x, er_round mode, er_overflow ov);
 /* x (an mpfr_srcptr) correctly rounded to the format; with `sticky`, x stands for a value just beyond it (away
  * from zero): x was truncated from it. */
 ER_INTERNAL double er__round_mpfr(const er_fmt_info *fi, const void *x, er_round mode, er_overflow ov);
@@ -82,6 +84,30 @@ static inline double er__next_up(double x) {
     uint64_t b = er__bits(x);
     return er__from_bits(x > 0 ? b + 1 : b - 1);
 }
+/* The float next to f toward +inf (dir > 0) or -inf; f finite, or the infinity on the other side. */
+static inline float er__f32_step(float f, int dir) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if ((b << 1) == 0) b = dir > 0 ? 1u : 0x80000001u;                   /* +-0: the least subnormal */
+    else b += ((b >> 31) ^ (uint32_t)(dir > 0)) ? 1u : (uint32_t)-1;    /* away from 0 when the step goes outward */
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* x correctly rounded to the format. Inline for the common cases (a finite double is a value of fp64; fp32 within
+ * its range by the hardware conversion, to nearest, then one step outward where that went the wrong way for a
+ * directed mode), the general case in round.c. */
+static inline double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
+    if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
+    if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX && mode != ER_ROUND_ZERO && mode != ER_ROUND_NEAREST_AWAY) {
+        float f = (float)x;
+        if (mode == ER_ROUND_UP && (double)f < x) f = er__f32_step(f, 1);
+        if (mode == ER_ROUND_DOWN && (double)f > x) f = er__f32_step(f, -1);
+        return f;
+    }
+    return er__round_double_general(fi, x, mode, ov);
+}
+
 /* Upper bounds of a+b and a*b for nonnegative a, b (round to nearest is within half an ulp). */
 static inline double er__add_up(double a, double b) { return er__next_up(a + b); }
 static inline double er__mul_up(double a, double b) { return er__next_up(a * b); }

@@ -91,7 +91,6 @@ typedef struct er_covers_ctx {
 /* Maps one endpoint v of the compute set through the output conversion. Returns 0 when the whole finite part
  * is gone (every value on the far side overflows); sets flags for infinities and NaN the conversion makes. */
 static int er_map_endpoint(er_cset *c, const er_covers_ctx *cx, double v, double *endpoint, int is_lo) {
-    if (cx->O->id == ER_FP32 && fabs(v) <= FLT_MAX) { *endpoint = (float)v; return 1; } /* the hardware conversion */
     double r = er__round_double(cx->O, v, ER_ROUND_NEAREST, cx->ov_out);
     if (isfinite(r)) { *endpoint = r; return 1; }
     if (isnan(r)) c->nan_ok = 1; else if (r > 0) c->pinf_ok = 1; else c->ninf_ok = 1;

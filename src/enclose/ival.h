@@ -20,39 +20,6 @@ static inline double er__up(double x) {
 }
 static inline double er__dn(double x) { return -er__up(-x); }
 
-/* The float next to f toward +inf (dir > 0) or -inf, f finite or the infinity on the other side. */
-static inline float er__f32_step(float f, int dir) {
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    if ((b << 1) == 0) b = dir > 0 ? 1u : 0x80000001u;                   /* +-0: the least subnormal */
-    else b += ((b >> 31) ^ (uint32_t)(dir > 0)) ? 1u : (uint32_t)-1;    /* away from 0 when the step goes outward */
-    memcpy(&f, &b, 4);
-    return f;
-}
-/* A value of F at or above (up) / at or below (down) the double v; fp32 by the hardware conversion. */
-static inline double er__to_fmt_up(const er_fmt_info *F, double v) {
-    if (F->id == ER_FP32) {
-        float f = (float)v;
-        if ((double)f < v) f = er__f32_step(f, 1);
-        return f;
-    }
-    return er__round_double(F, v, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-}
-static inline double er__to_fmt_dn(const er_fmt_info *F, double v) {
-    if (F->id == ER_FP32) {
-        float f = (float)v;
-        if ((double)f > v) f = er__f32_step(f, -1);
-        return f;
-    }
-    return er__round_double(F, v, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-}
-/* v rounded to nearest in O under the overflow rule ov (fp32 with IEEE overflow by the hardware conversion). */
-static inline double er__to_fmt_near(const er_fmt_info *O, double v, er_overflow ov) {
-    if (O->id == ER_FP32 && (ov == ER_OVERFLOW_IEEE || (ov == ER_OVERFLOW_DEFAULT && O->ov_default == ER_OVERFLOW_IEEE)))
-        return (float)v;
-    return er__round_double(O, v, ER_ROUND_NEAREST, ov);
-}
-
 /* The constants of er__exp_bounds (ival.c), set once by er__exp_init from MPFR. */
 ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll;
 /* Sets them (thread-safe; cheap after the first call). Call before er__exp_bounds. */

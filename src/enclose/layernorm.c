@@ -319,7 +319,6 @@ static void er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *ex, 
     mpfr_clears(m0, m1, r0, r1, (mpfr_ptr)0);
     if (!(rh < INFINITY) || !(rl > 0)) return; /* 1/sqrt(0): left to MPFR */
     const er_fmt_info *O = pl->O[LN_Y];
-    int f32 = O->id == ER_FP32 && er__overflow_rule(O, pl->ov[LN_Y]) == ER_OVERFLOW_IEEE; /* the hardware conversion */
     for (int64_t i = 0; i < n; i++) {
         double dl = er__dn(x[i] - mh), dh = er__up(x[i] - ml), yl, yh;
         /* d r over the box, r > 0: the lowest at dl, the highest at dh, each at one end of r (rounding to nearest is
@@ -333,7 +332,7 @@ static void er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *ex, 
             yh = er__up(c * wi);
         }
         if (b) { yl = er__dn(yl + b[i]); yh = er__up(yh + b[i]); }
-        double lo = f32 ? (float)yl : er__to_fmt_near(O, yl, pl->ov[LN_Y]), hi = f32 ? (float)yh : er__to_fmt_near(O, yh, pl->ov[LN_Y]);
+        double lo = er__round_double(O, yl, ER_ROUND_NEAREST, pl->ov[LN_Y]), hi = er__round_double(O, yh, ER_ROUND_NEAREST, pl->ov[LN_Y]);
         if (lo != hi || lo != lo) continue;
         oy->exact[i] = 0.5 * yl + 0.5 * yh;
         oy->rounded[i] = lo;

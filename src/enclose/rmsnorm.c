@@ -190,7 +190,7 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
             double p = x[i] * wi, pl_ = er__dn(p), ph = er__up(p);
             double a0 = pl_ * r_lo, a1 = pl_ * r_hi, b0 = ph * r_lo, b1 = ph * r_hi;
             double yl = er__dn(a0 < a1 ? a0 : a1), yh = er__up(b0 > b1 ? b0 : b1);
-            double ol = er__to_fmt_near(pl->O, yl, pl->ov_out), oh = er__to_fmt_near(pl->O, yh, pl->ov_out);
+            double ol = er__round_double(pl->O, yl, ER_ROUND_NEAREST, pl->ov_out), oh = er__round_double(pl->O, yh, ER_ROUND_NEAREST, pl->ov_out);
             if (ol == oh) {
                 exact[i] = 0.5 * yl + 0.5 * yh;
                 rounded[i] = ol;

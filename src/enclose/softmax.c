@@ -362,8 +362,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
         double slack = Uj * er_ulp_at(F, zh);  /* exact: a power of two times U (an integer, or U of the standard) */
         double a = zl - slack;
-        elo[j] = a <= 0 ? 0.0 : er__to_fmt_up(F, a);
-        ehi[j] = er__to_fmt_dn(F, zh + slack);
+        elo[j] = a <= 0 ? 0.0 : er__round_double(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+        ehi[j] = er__round_double(F, zh + slack, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
         sl += elo[j];
         sh += ehi[j];
     }
@@ -378,8 +378,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
     double u = ldexp(1.0, -F->p), u2 = ldexp(1.0, 1 - F->p);
     double one_minus = er__dn(1.0 - bd.c1), one_plus = er__up(1.0 + bd.c1);
     if (pl->log && st == ER_OK) {
-        double s_hi = er__to_fmt_dn(F, er__up(sh * one_plus));
-        double s_lo = er__to_fmt_up(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)));
+        double s_hi = er__round_double(F, er__up(sh * one_plus), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        double s_lo = er__round_double(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)), ER_ROUND_UP, ER_OVERFLOW_IEEE);
         if (sum_may_overflow) s_hi = INFINITY;
         er_log_sets(pl, x, n, m, s_lo, s_hi, cv);
     }
@@ -400,11 +400,11 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         for (int64_t i = 0; i < n; i++) {
             double ql = 0, qh = 0;
             int inf_hi = 0;
-            if (elo[i] != 0) ql = er__to_fmt_near(F, (elo[i] / (((sh - ehi[i]) + elo[i]) * one_plus)) * klo, ER_OVERFLOW_IEEE);
+            if (elo[i] != 0) ql = er__round_double(F, (elo[i] / (((sh - ehi[i]) + elo[i]) * one_plus)) * klo, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
             if (ehi[i] != 0) {
                 double den = ((sl - elo[i]) + ehi[i]) * one_minus;
                 if (!(den > 0)) inf_hi = 1;
-                else qh = er__to_fmt_near(F, (ehi[i] / den) * khi, ER_OVERFLOW_IEEE);
+                else qh = er__round_double(F, (ehi[i] / den) * khi, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
             }
             if (sum_may_overflow) ql = 0;
             memset(&cv[i], 0, sizeof cv[i]);
@@ -435,15 +435,15 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
             if (zlo) ql = 0;
             else {
                 double v = er__dn(er__dn(a * er__dn(1.0 - rel)) - abs_);
-                ql = v <= 0 ? 0.0 : er__to_fmt_up(F, v);
+                ql = v <= 0 ? 0.0 : er__round_double(F, v, ER_ROUND_UP, ER_OVERFLOW_IEEE);
             }
-            qh = inf_hi ? INFINITY : ehi[i] == 0 ? 0.0 : er__to_fmt_dn(F, er__up(er__up(b * er__up(1.0 + rel)) + abs_));
+            qh = inf_hi ? INFINITY : ehi[i] == 0 ? 0.0 : er__round_double(F, er__up(er__up(b * er__up(1.0 + rel)) + abs_), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
         } else {
             /* fl(e / s) is monotone in the quotient; fl(e * fl(1/s)) may be u beyond it */
             if (zlo) ql = 0;
-            else ql = er__to_fmt_near(F, pl->div != 1 ? er__dn(a * (1.0 - u)) : a, ER_OVERFLOW_IEEE);
+            else ql = er__round_double(F, pl->div != 1 ? er__dn(a * (1.0 - u)) : a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
             if (inf_hi) qh = INFINITY;
-            else qh = ehi[i] == 0 ? 0.0 : er__to_fmt_near(F, pl->div != 1 ? er__up(b * (1.0 + u)) : b, ER_OVERFLOW_IEEE);
+            else qh = ehi[i] == 0 ? 0.0 : er__round_double(F, pl->div != 1 ? er__up(b * (1.0 + u)) : b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
         }
         if (sum_may_overflow) ql = 0;
         cv[i].lo = ql;
@@ -497,7 +497,7 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
             ql = ex->lo[i] * rl;
             qh = ex->hi[i] * rh;
         }
-        double ol = er__to_fmt_near(pl->O, ql, pl->ov_out), oh = er__to_fmt_near(pl->O, qh, pl->ov_out);
+        double ol = er__round_double(pl->O, ql, ER_ROUND_NEAREST, pl->ov_out), oh = er__round_double(pl->O, qh, ER_ROUND_NEAREST, pl->ov_out);
         exact[i] = 0.5 * ql + 0.5 * qh;
         rounded[i] = ol;
         done[i] = ol == oh;

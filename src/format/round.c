@@ -69,17 +69,7 @@ double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int
     return neg ? -v : v;
 }
 
-double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
-    /* fast paths: a finite double is a value of fp64; fp32 within its range by the hardware conversion (to
-     * nearest, or to nearest then one step outward when that went the wrong way) */
-    if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
-    if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX) {
-        float f = (float)x;
-        if (mode == ER_ROUND_NEAREST) return f;
-        if (mode == ER_ROUND_UP && (double)f < x) return nextafterf(f, INFINITY);
-        if (mode == ER_ROUND_DOWN && (double)f > x) return nextafterf(f, -INFINITY);
-        if (mode == ER_ROUND_UP || mode == ER_ROUND_DOWN) return f;
-    }
+double er__round_double_general(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
     if (isnan(x)) return NAN;
     if (isinf(x)) {
         er_overflow rule = er__overflow_rule(fi, ov);
