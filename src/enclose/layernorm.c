@@ -306,19 +306,16 @@ static int er_ln_y(mpfr_t y0, mpfr_t y1, double x, double w, double b, mpfr_t m0
 /* The exact outputs of a finite row: rounded to double and correctly rounded to each output format. The
  * enclosures tighten with the precision until both ends round alike. */
 /* y's exact values in double arithmetic (docs/algorithms/double-bounds.md) for an output format of at most 24
- * bits: the statistics' enclosures at 128 bits, widened to doubles, then y = (x - m) r w + b with a bound on each
- * side of each operation. An element whose enclosure rounds to one value is done, with exact[i] its midpoint;
- * the others are left to er_ln_exact_outputs. */
-static void er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
-                            const double *b, int64_t n, const er_ln_out *oy, char *done) {
-    mpfr_t m0, m1, r0, r1;
-    mpfr_inits2(128, m0, m1, r0, r1, (mpfr_ptr)0);
-    er_ln_stats(ex, m0, m1, r0, r1);
+ * bits: the statistics' enclosures [m0, m1], [r0, r1] widened to doubles, then y = (x - m) r w + b with a bound on
+ * each side of each operation. An element whose enclosure rounds to one value is done, with exact[i] its midpoint;
+ * returns how many. */
+static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, const double *x,
+                               const double *w, const double *b, int64_t n, const er_ln_out *oy, char *done) {
     double ml = mpfr_get_d(m0, MPFR_RNDD), mh = mpfr_get_d(m1, MPFR_RNDU);
     double rl = mpfr_get_d(r0, MPFR_RNDD), rh = mpfr_get_d(r1, MPFR_RNDU);
-    mpfr_clears(m0, m1, r0, r1, (mpfr_ptr)0);
-    if (!(rh < INFINITY) || !(rl > 0)) return; /* 1/sqrt(0): left to MPFR */
+    if (!(rh < INFINITY) || !(rl > 0)) return 0; /* 1/sqrt(0): left to MPFR */
     const er_fmt_info *O = pl->O[LN_Y];
+    int64_t decided = 0;
     for (int64_t i = 0; i < n; i++) {
         double dl = er__dn(x[i] - mh), dh = er__up(x[i] - ml), yl, yh;
         /* d r over the box, r > 0: the lowest at dl, the highest at dh, each at one end of r (rounding to nearest is
@@ -337,13 +334,16 @@ static void er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *ex, 
         oy->exact[i] = 0.5 * yl + 0.5 * yh;
         oy->rounded[i] = lo;
         done[i] = 1;
+        decided++;
     }
+    return decided;
 }
 
 static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
-                                     const double *b, int64_t n, const er_ln_out out[3], char *done) {
+                                     const double *b, int64_t n, const er_ln_out out[3], char *done, int dbl) {
     /* the row's statistics once per precision; each output at the next precision only while its enclosure's ends
-     * round apart (a value within 2^-pr of a midpoint). done: y elements, then mean and rstd, already decided */
+     * round apart (a value within 2^-pr of a midpoint). done: y elements, then mean and rstd, already decided. dbl:
+     * y first in double from the 128-bit statistics */
     mpfr_t m0, m1, r0, r1, y0, y1, d0, d1;
     mpfr_inits2(128, m0, m1, r0, r1, y0, y1, d0, d1, (mpfr_ptr)0);
     int64_t todo = 0;
@@ -356,6 +356,7 @@ static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_ex
         mpfr_set_prec(m0, pr); mpfr_set_prec(m1, pr); mpfr_set_prec(r0, pr); mpfr_set_prec(r1, pr);
         mpfr_set_prec(y0, pr); mpfr_set_prec(y1, pr); mpfr_set_prec(d0, pr); mpfr_set_prec(d1, pr);
         er_ln_stats(ex, m0, m1, r0, r1);
+        if (pr == 128 && dbl) todo -= er_ln_exact_dbl(pl, m0, m1, r0, r1, x, w, b, n, &out[LN_Y], done);
         int last = pr * 4 > 8192;
         for (int o = 0; o < 3; o++) {
             if (!pl->O[o]) continue;
@@ -433,8 +434,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     er_ln_exact_init(&ex, x, n, pl->eps);
     char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */
     if (!done) { er_ln_exact_clear(&ex); return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n); }
-    if (pl->O[LN_Y] && pl->O[LN_Y]->p <= 24 && !wide) er_ln_exact_dbl(pl, &ex, x, w, b, n, &out[LN_Y], done);
-    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out, done);
+    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out, done, pl->O[LN_Y] && pl->O[LN_Y]->p <= 24 && !wide);
     free(done);
     if (est != ER_OK) { er_ln_exact_clear(&ex); return est; }
 
