@@ -213,59 +213,54 @@ START_TEST(special_values) {
 }
 END_TEST
 
+/* The exact sum of a[k] b[k] (formats fa, fb, K values) from er_matmul equals MPFR's: as a summary (er_ref_exact_mpfr,
+ * in the bits it needs) and rounded to double. */
+static void require_exact_dot(er_format fa, er_format fb, const double *a, const double *b, int K, const char *what) {
+    uint64_t *A = malloc(8 * (size_t)K), *B = malloc(8 * (size_t)K);
+    mpfr_t s, t, x;
+    mpfr_inits2(300, s, t, (mpfr_ptr)0);
+    mpfr_set_zero(s, 1);
+    for (int k = 0; k < K; k++) {
+        er_store(A, fa, k, a[k]);
+        er_store(B, fb, k, b[k]);
+        mpfr_set_d(t, a[k], MPFR_RNDN);
+        mpfr_mul_d(t, t, b[k], MPFR_RNDN);
+        mpfr_add(s, s, t, MPFR_RNDN); /* exact at 300 bits */
+    }
+    er_tensor tA, tB;
+    er_tensor_view(&tA, fa, 2, (int64_t[]){1, K}, NULL, A);
+    er_tensor_view(&tB, fb, 2, (int64_t[]){K, 1}, NULL, B);
+    er_ref *r;
+    ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+    mpfr_init2(x, 2);
+    ck_assert_int_eq(er_ref_exact_mpfr(x, r, (int64_t[]){0, 0}), ER_OK);
+    ck_assert_msg(mpfr_equal_p(x, s), "%s: the exact sum differs", what);
+    double got;
+    er_ref_exact(r, (int64_t[]){0, 0}, ER_FP64, NULL, &got);
+    ck_assert_msg(got == mpfr_get_d(s, MPFR_RNDN), "%s: %a vs %a", what, got, mpfr_get_d(s, MPFR_RNDN));
+    er_ref_free(r);
+    mpfr_clears(s, t, x, (mpfr_ptr)0);
+    free(A);
+    free(B);
+}
+
 /* The extremes of the 128-bit integer path (fp16 and fp8 operands): the largest and smallest products, long K. */
 START_TEST(integer_path_extremes) {
     enum { KK = 4097 };
-    static uint16_t A[KK], B[KK];
-    static uint8_t A8[KK], B8[KK];
-    mpfr_t s, t;
-    mpfr_inits2(300, s, t, (mpfr_ptr)0);
+    static double a[KK], b[KK];
     for (int trial = 0; trial < 3; trial++) {
-        mpfr_set_zero(s, 1);
         for (int k = 0; k < KK; k++) {
-            double a = trial == 0 ? 65504.0 : trial == 1 ? 0x1p-24 : (k % 3 ? -65504.0 : 0x1p-24);
-            double b = trial == 0 ? (k % 2 ? -65504.0 : 65504.0) : trial == 1 ? -0x1p-24 : 65504.0;
-            er_store(A, ER_FP16, k, a);
-            er_store(B, ER_FP16, k, b);
-            mpfr_set_d(t, a, MPFR_RNDN);
-            mpfr_mul_d(t, t, b, MPFR_RNDN);
-            mpfr_add(s, s, t, MPFR_RNDN);
+            a[k] = trial == 0 ? 65504.0 : trial == 1 ? 0x1p-24 : (k % 3 ? -65504.0 : 0x1p-24);
+            b[k] = trial == 0 ? (k % 2 ? -65504.0 : 65504.0) : trial == 1 ? -0x1p-24 : 65504.0;
         }
-        er_tensor tA, tB;
-        er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){1, KK}, NULL, A);
-        er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){KK, 1}, NULL, B);
-        er_ref *r;
-        ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
-        mpfr_t x;
-        mpfr_init2(x, 2);
-        ck_assert_int_eq(er_ref_exact_mpfr(x, r, (int64_t[]){0, 0}), ER_OK);
-        ck_assert(mpfr_equal_p(x, s));
-        double got;
-        er_ref_exact(r, (int64_t[]){0, 0}, ER_FP64, NULL, &got);
-        ck_assert_msg(got == mpfr_get_d(s, MPFR_RNDN), "trial %d: %a vs %a", trial, got, mpfr_get_d(s, MPFR_RNDN));
-        mpfr_clear(x);
-        er_ref_free(r);
+        require_exact_dot(ER_FP16, ER_FP16, a, b, KK, trial == 0 ? "fp16 largest" : trial == 1 ? "fp16 smallest" : "fp16 mixed");
     }
     /* fp8: e5m2 extremes times e4m3 extremes */
-    mpfr_set_zero(s, 1);
     for (int k = 0; k < KK; k++) {
-        double a = k % 2 ? 57344.0 : 0x1p-16, b = k % 5 ? -448.0 : 0x1p-9;
-        er_store(A8, ER_FP8_E5M2, k, a);
-        er_store(B8, ER_FP8_E4M3FN, k, b);
-        mpfr_set_d(t, a, MPFR_RNDN);
-        mpfr_mul_d(t, t, b, MPFR_RNDN);
-        mpfr_add(s, s, t, MPFR_RNDN);
+        a[k] = k % 2 ? 57344.0 : 0x1p-16;
+        b[k] = k % 5 ? -448.0 : 0x1p-9;
     }
-    er_tensor tA, tB;
-    er_tensor_view(&tA, ER_FP8_E5M2, 2, (int64_t[]){1, KK}, NULL, A8);
-    er_tensor_view(&tB, ER_FP8_E4M3FN, 2, (int64_t[]){KK, 1}, NULL, B8);
-    er_ref *r;
-    ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
-    double got;
-    er_ref_exact(r, (int64_t[]){0, 0}, ER_FP64, NULL, &got);
-    ck_assert(got == mpfr_get_d(s, MPFR_RNDN));
-    er_ref_free(r);
-    mpfr_clears(s, t, (mpfr_ptr)0);
+    require_exact_dot(ER_FP8_E5M2, ER_FP8_E4M3FN, a, b, KK, "fp8 extremes");
 }
 END_TEST
 

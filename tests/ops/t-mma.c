@@ -36,6 +36,20 @@ static er_report check(const er_tensor *A, const er_tensor *B, const er_tensor *
     return rep;
 }
 
+/* er_emulate of ref under std into C's format and shape: how many outputs equal C's bit for bit. */
+static long long emulate_same(er_ref *ref, const er_tensor *C, const er_standard *std) {
+    int64_t n = C->shape[0] * C->shape[1];
+    size_t isz = (size_t)(er_format_storage_bits(C->format) / 8);
+    char *em = calloc((size_t)n, isz);
+    er_tensor E;
+    er_tensor_view(&E, C->format, 2, C->shape, NULL, em);
+    ck_assert_msg(er_emulate(ref, &E, std) == ER_OK, "%s", er_last_error());
+    long long same = 0;
+    for (int64_t i = 0; i < n; i++) same += memcmp(em + i * isz, (const char *)C->data + i * isz, isz) == 0;
+    free(em);
+    return same;
+}
+
 START_TEST(h200_tensor_core_outputs) {
     npz_file z;
     const char *err;
@@ -59,13 +73,7 @@ START_TEST(h200_tensor_core_outputs) {
             ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", opts), ER_OK);
             ck_assert(er_standard_is_fixed(&std, A.format, B.format));
             int64_t n = C.shape[0] * C.shape[1];
-            float *em = malloc(sizeof(float) * (size_t)n);
-            er_tensor E;
-            er_tensor_view(&E, ER_FP32, 2, C.shape, NULL, em);
-            ck_assert_msg(er_emulate(ref, &E, &std) == ER_OK, "%s", er_last_error());
-            const float *got = C.data;
-            long long same = 0;
-            for (int64_t i = 0; i < n; i++) same += memcmp(&em[i], &got[i], 4) == 0;
+            long long same = emulate_same(ref, &C, &std);
             ck_assert_msg(same == n, "%s (%s, K %d, BK %d, %s): the mma:sm90 chain reproduces %lld of %lld outputs", c.id,
                           c.dtype, c.K, c.BK, c.extra, same, (long long)n);
             emulated += n;
@@ -74,7 +82,6 @@ START_TEST(h200_tensor_core_outputs) {
             ck_assert_int_eq(er_covers(&rep, ref, &C, &std), ER_OK);
             ck_assert(er_report_all(&rep));
             er_report_clear(&rep);
-            free(em);
             er_ref_free(ref);
             chains++;
         } else {
@@ -139,14 +146,7 @@ START_TEST(h200_orders_under_mma) {
         ck_assert_int_eq(er_matmul(&ref, &A, &B), ER_OK);
         er_standard std;
         ck_assert_int_eq(er_standard_parse(&std, "mma:sm90", acc16 ? "compute=fp16" : ""), ER_OK);
-        int64_t n = C.shape[0] * C.shape[1];
-        uint32_t *em = calloc((size_t)n, 4);
-        er_tensor E;
-        er_tensor_view(&E, C.format, 2, C.shape, NULL, em);
-        ck_assert_msg(er_emulate(ref, &E, &std) == ER_OK, "%s", er_last_error());
-        size_t isz = C.format == ER_FP16 ? 2 : 4;
-        ck_assert_msg(memcmp(em, C.data, (size_t)n * isz) == 0, "%s (%s): not the mma:sm90 chain", id, kernel);
-        free(em);
+        ck_assert_msg(emulate_same(ref, &C, &std) == C.shape[0] * C.shape[1], "%s (%s): not the mma:sm90 chain", id, kernel);
         if (acc16) {
             er_report rep = check(&A, &B, &C, "mma:sm90", "outer=any compute=fp16");
             ck_assert(er_report_all(&rep));
