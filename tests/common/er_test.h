@@ -192,4 +192,15 @@ static inline void er_require_same_report(const er_report *a, const er_report *b
     if (a->has_worst) ER_REQUIRE(er_same_element(&a->worst, &b->worst), "%s: worst element differs" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
 }
 
+/* Loads a capture's arrays into *z and opens its case list (one case a line), failing the test when either is
+ * missing. The caller closes the file and frees z. */
+#include "npz.h"
+static inline FILE *open_cases(npz_file *z, const char *npz_path, const char *list_path) {
+    const char *err;
+    ck_assert_msg(npz_load(z, npz_path, &err) == 0, "%s: %s", npz_path, err);
+    FILE *f = fopen(list_path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", list_path);
+    return f;
+}
+
 #endif

@@ -21,10 +21,7 @@ static int passes(const er_tensor *A, const er_tensor *B, const er_tensor *C, co
 
 START_TEST(known_orders_on_h200) {
     npz_file z;
-    const char *err = NULL;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/orders.npz", &err) == 0, "orders.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/orders.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/orders.npz", ER_TEST_DATA_DIR "/orders.txt");
     char line[512];
     int cases = 0, not_covered = 0, emulated = 0;
     while (fgets(line, sizeof line, f)) {
@@ -82,10 +79,7 @@ END_TEST
  * differ) fall outside the round-to-nearest any-order set at K = 2 and 3, and are covered by rounding=faithful. */
 START_TEST(tensor_core_small_k) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/smallk.npz", &err) == 0, "smallk.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/smallk.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/smallk.npz", ER_TEST_DATA_DIR "/smallk.txt");
     char line[256], id[32], kernel[64];
     int K, cases = 0, outside_nearest = 0;
     while (fgets(line, sizeof line, f)) {

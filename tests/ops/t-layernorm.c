@@ -25,10 +25,7 @@ static void clear3(er_report reps[3]) { for (int o = 0; o < 3; o++) er_report_cl
 
 START_TEST(torch_layernorm_on_h200_is_covered) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/norm.npz", &err) == 0, "norm.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/norm_cases.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/norm.npz", ER_TEST_DATA_DIR "/norm_cases.txt");
     char line[256], id[32], op[32], dtype[32], dist[32];
     int cases = 0, tight = 0;
     long long counts[3][ER_CLASS_COUNT] = {{0}};

@@ -52,10 +52,7 @@ static long long emulate_same(er_ref *ref, const er_tensor *C, const er_standard
 
 START_TEST(h200_tensor_core_outputs) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/mma.npz", &err) == 0, "mma.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/mma.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/mma.npz", ER_TEST_DATA_DIR "/mma.txt");
     mma_case c;
     int chains = 0, cublas = 0, rn_fail = 0, faithful_fail = 0;
     long long emulated = 0, identical = 0, cub_elems = 0;
@@ -119,10 +116,7 @@ END_TEST
  * mma:sm90 outer=any compute=tf32 tf32=rna, and mostly not with tf32=truncate. */
 START_TEST(h200_orders_under_mma) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/orders.npz", &err) == 0, "orders.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/orders.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/orders.npz", ER_TEST_DATA_DIR "/orders.txt");
     char line[512], id[32], kernel[64];
     int chains = 0, tf32 = 0, trunc_outside = 0, fp16_vs_fp32 = 0;
     while (fgets(line, sizeof line, f)) {
@@ -174,10 +168,7 @@ END_TEST
  * blocks, covered by promote=4. Neither is covered by an fp32 any-order set on all-positive data. */
 START_TEST(h200_scaled_mm) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/mma.npz", &err) == 0, "mma.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/mma.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/mma.npz", ER_TEST_DATA_DIR "/mma.txt");
     mma_case c;
     int cases = 0, fp32_outside[2] = {0, 0}, promote_outside_fast = 0, per[2] = {0, 0};
     double worst_fp32[2] = {0, 0};
@@ -222,9 +213,7 @@ START_TEST(h200_scaled_mm) {
     fclose(f);
     npz_free(&z);
     /* Triton's fp8 tl.dot (max_num_imprecise_acc=0): inside outer=any; not the e8m13 chain, which is refused */
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/fp8.npz", &err) == 0, "fp8.npz: %s", err);
-    f = fopen(ER_TEST_DATA_DIR "/fp8.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    f = open_cases(&z, ER_TEST_DATA_DIR "/fp8.npz", ER_TEST_DATA_DIR "/fp8.txt");
     char line[256], id[32];
     int triton8 = 0;
     while (fgets(line, sizeof line, f)) {
@@ -258,10 +247,7 @@ END_TEST
  * that replaces rounding=faithful for tensor cores. */
 START_TEST(h200_small_k) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/smallk.npz", &err) == 0, "smallk.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/smallk.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/smallk.npz", ER_TEST_DATA_DIR "/smallk.txt");
     char line[256], id[32], kind[64];
     int K, cases = 0, triton = 0, rn_outside = 0;
     while (fgets(line, sizeof line, f)) {

@@ -14,10 +14,7 @@
 
 static void h200_cases(const char *which, int expect) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/norm.npz", &err) == 0, "norm.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/norm_cases.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/norm.npz", ER_TEST_DATA_DIR "/norm_cases.txt");
     char line[256], id[32], op[32], dtype[32], dist[32];
     int cases = 0;
     long long counts[ER_CLASS_COUNT] = {0};

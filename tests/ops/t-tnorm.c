@@ -75,10 +75,7 @@ static void rstd_moves(const er_tensor *x, const er_tensor *rstd, double eps, do
 
 START_TEST(triton_norm_kernels_on_h200) {
     npz_file z;
-    const char *err;
-    ck_assert_msg(npz_load(&z, ER_TEST_DATA_DIR "/tnorm.npz", &err) == 0, "tnorm.npz: %s", err);
-    FILE *f = fopen(ER_TEST_DATA_DIR "/tnorm.txt", "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/tnorm.npz", ER_TEST_DATA_DIR "/tnorm.txt");
     char line[512], id[32], op[32], kernel[64], verdict[16];
     int n;
     double eps;
