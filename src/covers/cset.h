@@ -11,7 +11,4 @@ typedef struct er_cset {
     double exact;       /* the exact result rounded to double */
 } er_cset;
 
-/* The class of the output value y against the set; *dist gets the distance in output ulps for OUTSIDE. */
-ER_INTERNAL er_class er__classify(const er_cset *c, double y, er_format out, double *dist);
-
 #endif
