@@ -84,6 +84,9 @@ static inline double er__next_up(double x) {
     uint64_t b = er__bits(x);
     return er__from_bits(x > 0 ? b + 1 : b - 1);
 }
+/* Whether x is a value of fp32 (NaN counts: the hardware's float operation gives the same NaN-ness). */
+static inline int er__is_float(double x) { return (double)(float)x == x || x != x; }
+
 /* The float next to f toward +inf (dir > 0) or -inf; f finite, or the infinity on the other side. */
 static inline float er__f32_step(float f, int dir) {
     uint32_t b;

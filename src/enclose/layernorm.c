@@ -133,7 +133,6 @@ static void er_ln_compose(const er_fmt_info *F, double x, double m, double r, do
 
 /* er_ln_compose for F = fp32 with every operand a float: the hardware operations are the single roundings (no
  * contraction; fmaf is IEEE's fused operation). */
-static int er_is_f32(double v) { return (double)(float)v == v || v != v; }
 static void er_ln_compose_f32(float x, float m, float r, float w, float b, double out[4]) {
     float d = x - m, t = d * r;
     float s = r * w, tw = t * w, ds = d * s;
@@ -546,7 +545,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (pl->O[LN_RSTD]) er__cval_from_interval(out[LN_RSTD].cv, rlo, rhi, rnan, F);
     /* fp32 with every operand a float: the compositions as float operations (m, r are values of F; x, w, b checked) */
     int f32 = F->id == ER_FP32 && pl->O[LN_Y] && !rnan && !wide;
-    for (int64_t i = 0; f32 && i < n; i++) f32 = er_is_f32(x[i]) && (!w || er_is_f32(w[i])) && (!b || er_is_f32(b[i]));
+    for (int64_t i = 0; f32 && i < n; i++) f32 = er__is_float(x[i]) && (!w || er__is_float(w[i])) && (!b || er__is_float(b[i]));
     if (f32 && !w && !b) er_ln_y_plain_f32(x, n, (float)mlo, (float)mhi, (float)rlo, (float)rhi, out[LN_Y].cv, F);
     for (int64_t i = 0; pl->O[LN_Y] && !(f32 && !w && !b) && i < n; i++) {
         double wi = w ? w[i] : 1.0, bi = b ? b[i] : 0.0, lo = INFINITY, hi = -INFINITY, ys[4];

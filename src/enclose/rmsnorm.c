@@ -58,7 +58,7 @@ void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, doubl
  * first). */
 static void er_compose(const er_rmsnorm_plan *pl, double x, double r, double w, double out[3]) {
     const er_fmt_info *F = pl->F, *O = pl->O;
-    if (F->id == ER_FP32 && O->id == ER_FP32 && (double)(float)x == x && (double)(float)r == r && (double)(float)w == w) {
+    if (F->id == ER_FP32 && O->id == ER_FP32 && er__is_float(x) && er__is_float(r) && er__is_float(w)) {
         float xr = (float)x * (float)r, rw = (float)r * (float)w;
         out[0] = out[1] = xr * (float)w;
         out[2] = (float)x * rw;

@@ -176,12 +176,10 @@ static double er_round_pair(const er_fmt_info *fi, double s, double t, er_round 
 
 /* Round to nearest in fp32 or fp64 on operands of that format: the hardware operation (IEEE 754, the default
  * environment, no contraction) is the exact single rounding. */
-static int er_is_float(double x) { return (double)(float)x == x || x != x; }
-
 double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
     if (mode == ER_ROUND_NEAREST) {
         if (fi->id == ER_FP64) return x + y;
-        if (fi->id == ER_FP32 && er_is_float(x) && er_is_float(y)) return (double)((float)x + (float)y);
+        if (fi->id == ER_FP32 && er__is_float(x) && er__is_float(y)) return (double)((float)x + (float)y);
     }
     if (!isfinite(x) || !isfinite(y)) return er__round_double(fi, x + y, mode, ER_OVERFLOW_IEEE);
     double s = x + y;
@@ -194,7 +192,7 @@ double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
 double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode) {
     if (mode == ER_ROUND_NEAREST) {
         if (fi->id == ER_FP64) return a * b;
-        if (fi->id == ER_FP32 && er_is_float(a) && er_is_float(b)) return (double)((float)a * (float)b);
+        if (fi->id == ER_FP32 && er__is_float(a) && er__is_float(b)) return (double)((float)a * (float)b);
     }
     double p = a * b;
     if (!isfinite(a) || !isfinite(b)) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
@@ -207,7 +205,7 @@ double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_ro
 double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode) {
     if (mode == ER_ROUND_NEAREST) {
         if (fi->id == ER_FP64) return fma(a, b, y);
-        if (fi->id == ER_FP32 && er_is_float(a) && er_is_float(b) && er_is_float(y)) return (double)fmaf((float)a, (float)b, (float)y);
+        if (fi->id == ER_FP32 && er__is_float(a) && er__is_float(b) && er__is_float(y)) return (double)fmaf((float)a, (float)b, (float)y);
     }
     double p = a * b;
     /* IEEE 754 fma: a finite product (however large) plus an infinity is that infinity */
