@@ -13,6 +13,7 @@
 #include <mpfr.h>
 #include <exactref/mpfr.h>
 #include "covers/cset.h"
+#include "covers/fastdecide.h"
 #include "enclose/anyorder.h"
 #include "enclose/dotorder.h"
 #include "enclose/ival.h"
@@ -634,62 +635,35 @@ static void *er_cached_range(void *arg) {
  * norms, then if needed a dot product of their absolute values), decide the elements whose class is the same for
  * every S and every bound the exact engine could hold; recompute the others exactly from the kept operands (a
  * scaled matmul: mark them 0xFF for the exact pass). */
-#define ER_PENDING 0xFF
 _Static_assert(ER_CLASS_EXACT == 0 && ER_CLASS_COVERED == 1, "the fast path computes these two classes");
 
-/* The constants of the decision, for an element count K and the standard's bound. Every quantity below is an
- * upper (or lower) bound of what the proof names: each constant is inflated (or deflated) by 2^-40, far more than
- * the few roundings to nearest of the plain double operations applied to it (each at most 2^-53 relative; no
- * overflow or underflow below lim). */
-typedef struct er_fast_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int f32; } er_fast_consts;
-static const double er_fup = 1.0 + 0x1p-40, er_fdn = 1.0 - 0x1p-40;
-
+/* The constants of the decision (fastdecide.h) for the context's K, bound and formats. */
 static void er_fast_consts_init(er_fast_consts *fc, const er_covers_ctx *cx) {
     const er_anyorder_bound *bd = &cx->bd;
     double K = (double)cx->ref->K;
-    fc->gK = K * 0x1p-52 * er_fup;                 /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
-    double eng = (1.0 + 4.0 * K * 0x1p-52) * er_fup; /* the engine's bound of sum |p| is within this factor of P */
-    fc->c1lo = bd->c1 * er_fdn;
-    fc->c1hi = bd->c1 * eng * er_fup;
-    fc->c2lo = bd->c2 * er_fdn;
-    fc->c2hi = bd->c2 * er_fup;
-    fc->g = bd->g * er_fup;
+    fc->gK = K * 0x1p-52 * ER_FAST_UP;                 /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
+    double eng = (1.0 + 4.0 * K * 0x1p-52) * ER_FAST_UP; /* the engine's bound of sum |p| is within this factor of P */
+    fc->c1lo = bd->c1 * ER_FAST_DN;
+    fc->c1hi = bd->c1 * eng * ER_FAST_UP;
+    fc->c2lo = bd->c2 * ER_FAST_DN;
+    fc->c2hi = bd->c2 * ER_FAST_UP;
+    fc->g = bd->g * ER_FAST_UP;
     fc->lim = fmin(bd->thr, cx->O->max) / 4;
-    fc->f32 = cx->F->id == ER_FP32 && cx->O->id == ER_FP32 && cx->out->format == ER_FP32 && cx->out_contig;
+    er_format o = cx->O->id;
+    fc->out_fmt = cx->F->id != ER_FP32 ? -1 : o == ER_FP32 ? 0 : o == ER_FP16 ? 1 : o == ER_BF16 ? 2 : -1;
 }
 
 /* The class of output y from S_hat and P in [Plo, Phi], or ER_PENDING when some S or bound the exact engine could
  * hold gives another class (or overflow is possible). */
 static inline int er_fast_decide(const er_fast_consts *fc, const er_covers_ctx *cx, double y, double Sh, double Plo, double Phi) {
-    const double up = er_fup;
-    double d = fc->gK * Phi;
-    d = (d + 0x1p-61 * (fabs(Sh) + d)) * up; /* with the engine's 64-bit bracket of S */
-    double Blo = fc->c1lo * Plo + fc->c2lo, Bhi = (fc->c1hi * Phi + fc->c2hi) * up;
-    if ((fc->g * Phi + fc->c2hi) * up >= fc->lim || (fabs(Sh) + d + Bhi) * up >= fc->lim) return ER_PENDING;
-    /* S lies in [slo, shi]; the engine's edges RN_O(RU_F(S - B)) and RN_O(RD_F(S + B)) are at most RN_O(RU_F(tlo)) and
-     * at least RN_O(RD_F(thi)). Each sum below is one rounding to nearest: x + |x| 2^-50 + 2^-1070 bounds it above. */
-    double shi = Sh + d, slo = Sh - d;
-    shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
-    slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
-    double tlo = shi - Blo, thi = slo + Blo;
-    tlo += fabs(tlo) * 0x1p-50 + 0x1p-1070;
-    thi -= fabs(thi) * 0x1p-50 + 0x1p-1070;
-    double r1, r2;
-    if (fc->f32) {
-        /* fp32 compute and output: for a float y, y >= RU_F(tlo) exactly when y >= tlo, and y <= RD_F(thi) when
-         * y <= thi; the rounded S by the hardware conversion (no overflow below lim) */
-        r1 = (float)slo;
-        r2 = (float)shi;
-    } else {
-        tlo = er__round_double(cx->O, er__round_double(cx->F, tlo, ER_ROUND_UP, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
-        thi = er__round_double(cx->O, er__round_double(cx->F, thi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, cx->ov_out);
-        r1 = er__round_double(cx->O, slo, ER_ROUND_NEAREST, cx->ov_out);
-        r2 = er__round_double(cx->O, shi, ER_ROUND_NEAREST, cx->ov_out);
-    }
-    if (!(y >= tlo && y <= thi)) return ER_PENDING;
-    /* the correctly rounded S lies in [r1, r2] (rounding is monotone): y outside it is not the exact result */
-    if (r1 == r2) return ER_CLASS_COVERED - (y == r1); /* ER_CLASS_EXACT is 0, ER_CLASS_COVERED 1 */
-    return y < r1 || y > r2 ? ER_CLASS_COVERED : ER_PENDING;
+    er_fast_bracket b;
+    if (!er_fast_bracket_of(fc, Sh, Plo, Phi, &b)) return ER_PENDING;
+    if (fc->out_fmt == 0) return er_fast_class(y, b.tlo, b.thi, (float)b.slo, (float)b.shi); /* no overflow below lim */
+    const er_fmt_info *F = cx->F, *O = cx->O;
+    er_overflow ov = cx->ov_out;
+    return er_fast_class(y, er__round_double(O, er__round_double(F, b.tlo, ER_ROUND_UP, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, ov),
+                         er__round_double(O, er__round_double(F, b.thi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, ov),
+                         er__round_double(O, b.slo, ER_ROUND_NEAREST, ov), er__round_double(O, b.shi, ER_ROUND_NEAREST, ov));
 }
 
 /* sum |a_k b_k| of two float vectors in double (each product exact) with four running sums. */
@@ -721,8 +695,9 @@ static void *er_fast_decide_run(void *arg) {
     er_fast_consts fc;
     er_fast_consts_init(&fc, cx);
     int64_t K = pl->K, MN = pl->M * pl->N, n = ref->n;
-    double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * er_fdn, phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * er_fup; /* Lemma D4 */
+    double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN, phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP; /* Lemma D4 */
     const char *yb = out->data;
+    int yf32 = cx->O->id == ER_FP32 && cx->out_contig;
     for (;;) {
         int64_t begin = __atomic_fetch_add(fj->next, ER_FAST_CHUNK, __ATOMIC_RELAXED);
         if (begin >= n) break;
@@ -731,16 +706,16 @@ static void *er_fast_decide_run(void *arg) {
         for (int64_t idx = begin; idx < end; idx++, jj++) {
             if (jj == pl->N) { jj = 0; if (++i == pl->M) { i = 0; bi++; } }
             double y;
-            if (fc.f32) { float yv; memcpy(&yv, yb + 4 * idx, 4); y = yv; } /* a view's data need not be aligned */
+            if (yf32) { float yv; memcpy(&yv, yb + 4 * idx, 4); y = yv; } /* a view's data need not be aligned */
             else y = er__load(out, cx->out_contig ? idx : er_offset(out, idx));
             if (bi != cur_bi) { er__matmul_batch_of(ref, bi, &ia, &ib); cur_bi = bi; }
             double Sh = ref->fs[idx];
             int cls = ER_PENDING;
             if (fabs(y) < INFINITY && !ref->scaled) {
                 /* Cauchy-Schwarz above, |S| below; then, if that does not decide, P from the floats */
-                double Phi = ref->an[ia * pl->M + i] * ref->bn[ib * pl->N + jj] * er_fup;
-                double Plo = (fabs(Sh) - fc.gK * Phi * er_fup) * er_fdn;
-                cls = er_fast_decide(&fc, cx, y, Sh, Plo > 0 ? Plo : 0.0, Phi);
+                double Plo, Phi;
+                er_fast_stage1(&fc, Sh, ref->an[ia * pl->M + i], ref->bn[ib * pl->N + jj], &Plo, &Phi);
+                cls = er_fast_decide(&fc, cx, y, Sh, Plo, Phi);
                 if (cls == ER_PENDING) {
                     double P = er_abs_dot(ref->af + (ia * pl->M + i) * K, ref->bt + (ib * pl->N + jj) * K, K);
                     double lo = P * plo_f, hi = P * phi_f;
@@ -1450,14 +1425,13 @@ er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_t
             st = er_ctx_init(&cx0, ref, out, std); /* the constants (out's format and layout only; its data stay on the GPU) */
             er_fast_consts fc;
             if (st == ER_OK) { er_fast_consts_init(&fc, &cx0); er_ctx_clear(&cx0); }
-            er_dev_consts dc = {fc.gK, fc.c1lo, fc.c1hi, fc.c2lo, fc.c2hi, fc.g, fc.lim, fo->id == ER_FP32 ? 0 : fo->id == ER_FP16 ? 1 : 2};
             uint8_t *dcl = er_dev_alloc(&db, (size_t)n, s, &e);
             unsigned long long *dcnt = er_dev_alloc(&db, 4 * sizeof(unsigned long long), s, &e);
             int64_t *dcand = er_dev_alloc(&db, sizeof(int64_t) * (size_t)n, s, &e);
             dpend = er_dev_alloc(&db, sizeof(int64_t) * (size_t)n, s, &e);
             if (st == ER_OK && e == cudaSuccess) e = cudaMemsetAsync(dcnt, 0, 4 * sizeof(unsigned long long), s);
             if (st == ER_OK && e == cudaSuccess)
-                ec = er__devmm_decide(out->data, S, Ad, Bt, an, bnv, dia, dib, pl->nbatch, pl->M, pl->N, K, dc, dcl, dcnt, dcand, dpend, s);
+                ec = er__devmm_decide(out->data, S, Ad, Bt, an, bnv, dia, dib, pl->nbatch, pl->M, pl->N, K, fc, dcl, dcnt, dcand, dpend, s);
             if (ec) e = (cudaError_t)ec;
             /* the classes straight into the report's array, registered with CUDA for the copy when that works */
             int reg = st == ER_OK && e == cudaSuccess && cudaHostRegister(r.classes, (size_t)n, cudaHostRegisterDefault) == cudaSuccess;

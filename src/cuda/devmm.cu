@@ -12,8 +12,6 @@
 #include <cuda_bf16.h>
 #include "cuda/devmm.h"
 
-#define ER_PEND 0xFF
-
 static inline int er_grid(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
     return (int)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
@@ -107,7 +105,7 @@ __global__ void er_k_row_norms(const double *a, int64_t rows, int64_t K, double 
 }
 
 
-// ---- the decision (er_fast_decide in src/covers/covers.c, the same bounds) ----
+// ---- the decision (covers/fastdecide.h, with the output-format roundings of CUDA) ----
 
 // x rounded to nearest in fp16 or bf16 from a double in one rounding: rounded to odd in fp32 first (24 bits, more
 // than 2 beyond either), then to nearest.
@@ -122,32 +120,12 @@ __device__ static float er_edge_out(double t, int dir, int fmt) {
     return fmt == 0 ? f : fmt == 1 ? __half2float(__float2half_rn(f)) : __bfloat162float(__float2bfloat16_rn(f));
 }
 
-__device__ static int er_decide(const er_dev_consts &c, double y, double Sh, double Plo, double Phi) {
-    const double up = 1.0 + 0x1p-40;
-    double d = c.gK * Phi;
-    d = (d + 0x1p-61 * (fabs(Sh) + d)) * up;
-    double Blo = c.c1lo * Plo + c.c2lo, Bhi = (c.c1hi * Phi + c.c2hi) * up;
-    if ((c.g * Phi + c.c2hi) * up >= c.lim || (fabs(Sh) + d + Bhi) * up >= c.lim) return ER_PEND;
-    double shi = Sh + d, slo = Sh - d;
-    shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
-    slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
-    double tlo = shi - Blo, thi = slo + Blo;
-    tlo += fabs(tlo) * 0x1p-50 + 0x1p-1070;
-    thi -= fabs(thi) * 0x1p-50 + 0x1p-1070;
-    double r1, r2;
-    if (c.out_fmt == 0) {
-        // fp32 out of fp32: a float y is >= RU_F(tlo) exactly when y >= tlo, and <= RD_F(thi) when y <= thi
-        r1 = __double2float_rn(slo);
-        r2 = __double2float_rn(shi);
-    } else {
-        tlo = er_edge_out(tlo, 1, c.out_fmt);
-        thi = er_edge_out(thi, -1, c.out_fmt);
-        r1 = er_round_out(slo, c.out_fmt);
-        r2 = er_round_out(shi, c.out_fmt);
-    }
-    if (!(y >= tlo && y <= thi)) return ER_PEND;
-    if (r1 == r2) return y == r1 ? 0 : 1;
-    return y < r1 || y > r2 ? 1 : ER_PEND;
+__device__ static int er_decide(const er_fast_consts &c, double y, double Sh, double Plo, double Phi) {
+    er_fast_bracket b;
+    if (!er_fast_bracket_of(&c, Sh, Plo, Phi, &b)) return ER_PENDING;
+    if (c.out_fmt == 0) return er_fast_class(y, b.tlo, b.thi, __double2float_rn(b.slo), __double2float_rn(b.shi));
+    return er_fast_class(y, er_edge_out(b.tlo, 1, c.out_fmt), er_edge_out(b.thi, -1, c.out_fmt), er_round_out(b.slo, c.out_fmt),
+                         er_round_out(b.shi, c.out_fmt));
 }
 
 __device__ static double er_load_out(const void *out, int fmt, int64_t idx) {
@@ -158,7 +136,7 @@ __device__ static double er_load_out(const void *out, int fmt, int64_t idx) {
 // Stage 1: P between |S| and the norms' product. Undecided elements become candidates for stage 2; NaN or infinite
 // outputs go straight to the exact engine.
 __global__ void er_k_decide(const void *out, const double *S, const double *an, const double *bn, const int64_t *ia,
-                            const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, er_dev_consts c, uint8_t *classes,
+                            const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, er_fast_consts c, uint8_t *classes,
                             unsigned long long *counts, int64_t *cand, unsigned long long *ncand, int64_t *pending,
                             unsigned long long *npending) {
     int64_t n = nbatch * M * N, MN = M * N;
@@ -167,12 +145,12 @@ __global__ void er_k_decide(const void *out, const double *S, const double *an, 
         double y = er_load_out(out, c.out_fmt, idx);
         int64_t bi = idx / MN, i = (idx % MN) / N, j = idx % N;
         double Sh = S[idx];
-        int cls = ER_PEND;
+        int cls = ER_PENDING;
         if (fabs(y) < INFINITY) {
-            double Phi = an[ia[bi] * M + i] * bn[ib[bi] * N + j] * (1.0 + 0x1p-40);
-            double Plo = (fabs(Sh) - c.gK * Phi * (1.0 + 0x1p-40)) * (1.0 - 0x1p-40);
-            cls = er_decide(c, y, Sh, Plo > 0 ? Plo : 0.0, Phi);
-            if (cls == ER_PEND) cand[atomicAdd(ncand, 1ULL)] = idx;
+            double Plo, Phi;
+            er_fast_stage1(&c, Sh, an[ia[bi] * M + i], bn[ib[bi] * N + j], &Plo, &Phi);
+            cls = er_decide(c, y, Sh, Plo, Phi);
+            if (cls == ER_PENDING) cand[atomicAdd(ncand, 1ULL)] = idx;
         } else {
             pending[atomicAdd(npending, 1ULL)] = idx; /* a NaN or infinite output: the exact engine's */
         }
@@ -195,7 +173,7 @@ __global__ void er_k_decide(const void *out, const double *S, const double *an, 
 // addition rounded down for the lower end and up for the upper), then the decision again; the rest pending.
 __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand, const void *out, const double *S,
                             const double *A, const double *Bt, const double *an, const double *bn, const int64_t *ia,
-                            const int64_t *ib, int64_t M, int64_t N, int64_t K, er_dev_consts c, uint8_t *classes,
+                            const int64_t *ib, int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes,
                             unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
     int64_t nc = (int64_t)*ncand, MN = M * N;
     int lane = threadIdx.x & 31;
@@ -214,11 +192,11 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
         }
         if (lane == 0) {
             double y = er_load_out(out, c.out_fmt, idx), Sh = S[idx];
-            double Phi = an[ia[bi] * M + i] * bn[ib[bi] * N + j] * (1.0 + 0x1p-40);
-            double Plo = (fabs(Sh) - c.gK * Phi * (1.0 + 0x1p-40)) * (1.0 - 0x1p-40);
+            double Plo, Phi;
+            er_fast_stage1(&c, Sh, an[ia[bi] * M + i], bn[ib[bi] * N + j], &Plo, &Phi);
             int cls = er_decide(c, y, Sh, pl > Plo ? pl : Plo, ph < Phi ? ph : Phi);
             classes[idx] = (uint8_t)cls;
-            if (cls == ER_PEND) pending[atomicAdd(npending, 1ULL)] = idx;
+            if (cls == ER_PENDING) pending[atomicAdd(npending, 1ULL)] = idx;
             else atomicAdd(&counts[cls], 1ULL);
         }
     }
@@ -291,7 +269,7 @@ int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t br
 }
 
 int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an, const double *bn,
-                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_dev_consts c,
+                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_fast_consts c,
                      uint8_t *classes, unsigned long long *counts, int64_t *cand, int64_t *pending, void *stream) {
     int64_t n = nbatch * M * N;
     if (n == 0) return 0;

@@ -4,6 +4,7 @@
 #define ER_DEVMM_H
 
 #include <stdint.h>
+#include "covers/fastdecide.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -12,8 +13,6 @@ extern "C" {
 /* Statistics of an operand's values, as er_dense_stats, plus whether a value is not finite. */
 typedef struct er_dev_stats { int emin_lsb, emin, emax, qmin, any_nonzero, nonfinite; } er_dev_stats;
 
-/* The decision constants (er_fast_consts in covers.c) and the output format: 0 fp32, 1 fp16, 2 bf16. */
-typedef struct er_dev_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int out_fmt; } er_dev_consts;
 
 /* Decodes n contiguous values of `bits` storage bits (fp32 when lut is NULL, else through the device table lut of
  * 2^bits doubles) of a format of precision prec into doubles d; notes the statistics into *st (device memory,
@@ -29,9 +28,9 @@ int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t br
 /* The decisions for every output element: classes (0 exact, 1 covered, 0xFF pending); counts[0], counts[1] the
  * exact and covered ones decided, counts[2] the candidates of the second stage (their indices in cand[]), counts[3]
  * the pending elements (their indices in pending[], in no order). counts must start at zero. ia, ib: each output
- * batch's operand batches. */
+ * batch's operand batches; c: the decision's constants, with out_fmt 0, 1 or 2. */
 int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an, const double *bn,
-                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_dev_consts c,
+                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_fast_consts c,
                      uint8_t *classes, unsigned long long *counts, int64_t *cand, int64_t *pending, void *stream);
 /* For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], its output
  * into ys. */

@@ -1,0 +1,67 @@
+/* fastdecide.h: the matmul fast path's decision (docs/algorithms/fast-path.md), one copy for the host (covers.c) and
+ * the GPU (cuda/devmm.cu). Plain double arithmetic in which every operation rounds to nearest once: the host build
+ * has -ffp-contract=off, the GPU build -fmad=false. Every quantity is an upper (or lower) bound of what the proof
+ * names: each constant is inflated (or deflated) by 2^-40, far more than the few roundings to nearest applied to it
+ * (each at most 2^-53 relative; no overflow or underflow below lim). */
+#ifndef ER_FASTDECIDE_H
+#define ER_FASTDECIDE_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define ER_HD __host__ __device__
+#else
+#define ER_HD
+#endif
+
+/* An element neither stage decides: the exact engine's. The decided classes are 0 (exact) and 1 (covered). */
+#define ER_PENDING 0xFF
+#define ER_FAST_UP (1.0 + 0x1p-40)
+#define ER_FAST_DN (1.0 - 0x1p-40)
+
+/* The constants of the decision for an element count K and the standard's bound (er_fast_consts_init in covers.c),
+ * and the formats: out_fmt 0 for an fp32 compute format and fp32 output, 1 fp32 and fp16, 2 fp32 and bf16, -1 any
+ * other pair (the host's general rounding). */
+typedef struct er_fast_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int out_fmt; } er_fast_consts;
+
+/* Stage 1's bracket of P = sum |a_k b_k| for the output S_hat = Sh and the rows' norm bounds an, bn: at most an bn
+ * (Cauchy-Schwarz), at least |Sh| less Sh's error bound. */
+ER_HD static inline void er_fast_stage1(const er_fast_consts *fc, double Sh, double an, double bn, double *Plo, double *Phi) {
+    double hi = an * bn * ER_FAST_UP, lo = (fabs(Sh) - fc->gK * hi * ER_FAST_UP) * ER_FAST_DN;
+    *Phi = hi;
+    *Plo = lo > 0 ? lo : 0.0;
+}
+
+/* For P in [Plo, Phi]: S lies in [slo, shi], and the engine's set edges RN_O(RU_F(S - B)), RN_O(RD_F(S + B)) are at
+ * most RN_O(RU_F(tlo)) and at least RN_O(RD_F(thi)), whatever S and bound B the exact engine holds. 0 when overflow
+ * is possible (the element is then pending). */
+typedef struct er_fast_bracket { double slo, shi, tlo, thi; } er_fast_bracket;
+
+ER_HD static inline int er_fast_bracket_of(const er_fast_consts *fc, double Sh, double Plo, double Phi, er_fast_bracket *b) {
+    double d = fc->gK * Phi;
+    d = (d + 0x1p-61 * (fabs(Sh) + d)) * ER_FAST_UP; /* with the engine's 64-bit bracket of S */
+    double Blo = fc->c1lo * Plo + fc->c2lo, Bhi = (fc->c1hi * Phi + fc->c2hi) * ER_FAST_UP;
+    if ((fc->g * Phi + fc->c2hi) * ER_FAST_UP >= fc->lim || (fabs(Sh) + d + Bhi) * ER_FAST_UP >= fc->lim) return 0;
+    /* each sum below is one rounding to nearest: x + |x| 2^-50 + 2^-1070 bounds it above */
+    double shi = Sh + d, slo = Sh - d;
+    shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
+    slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
+    double tlo = shi - Blo, thi = slo + Blo;
+    b->slo = slo;
+    b->shi = shi;
+    b->tlo = tlo + (fabs(tlo) * 0x1p-50 + 0x1p-1070);
+    b->thi = thi - (fabs(thi) * 0x1p-50 + 0x1p-1070);
+    return 1;
+}
+
+/* The class of output y from the set's edge bounds elo = RN_O(RU_F(tlo)), ehi = RN_O(RD_F(thi)) and the rounded ends
+ * r1 = RN_O(slo), r2 = RN_O(shi). For an fp32 compute format and output, elo = tlo and ehi = thi serve (a float y is
+ * at least RU_F(tlo) exactly when it is at least tlo). The correctly rounded S lies in [r1, r2] (rounding is
+ * monotone): y outside it is not the exact result. */
+ER_HD static inline int er_fast_class(double y, double elo, double ehi, double r1, double r2) {
+    if (!(y >= elo && y <= ehi)) return ER_PENDING;
+    if (r1 == r2) return y == r1 ? 0 : 1;
+    return y < r1 || y > r2 ? 1 : ER_PENDING;
+}
+
+#endif
