@@ -123,28 +123,25 @@ static er_status er_exact_row(const er_softmax_plan *pl, const double *x, int64_
 
 /* log_softmax's sets from the bounds [s_lo, s_hi] (values of F) of the rounded sum: l = log(s) within Ulog ulps;
  * y = fl(d_i - l) or fl(x_i - fl(m + l)), both decreasing in l (softmax.md, Theorem S2). */
+/* The lower (dir < 0) or upper end of the computed log(s) for s > 0 a value of F: log(s) less or plus Ulog ulps,
+ * rounded to the nearest value of F on the inside (the computed log is a value of F). */
+static double er_log_end(const er_softmax_plan *pl, mpfr_ptr a, double s, int dir) {
+    mpfr_rnd_t out = dir < 0 ? MPFR_RNDD : MPFR_RNDU;
+    mpfr_set_d(a, s, MPFR_RNDN);
+    mpfr_log(a, a, out);
+    double e = er__mul_up(pl->Ulog, er_ulp_at(pl->F, fabs(mpfr_get_d(a, MPFR_RNDA))));
+    if (dir < 0) mpfr_sub_d(a, a, e, out);
+    else mpfr_add_d(a, a, e, out);
+    return er__round_mpfr(pl->F, a, dir < 0 ? ER_ROUND_UP : ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+}
+
 static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
                         er_cval *cv) {
     const er_fmt_info *F = pl->F;
     mpfr_t a;
     mpfr_init2(a, 128);
-    double l_lo, l_hi;
-    if (s_lo <= 0) l_lo = -INFINITY;
-    else {
-        mpfr_set_d(a, s_lo, MPFR_RNDN);
-        mpfr_log(a, a, MPFR_RNDD);
-        double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
-        mpfr_sub_d(a, a, sl_, MPFR_RNDD);
-        l_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-    }
-    if (s_hi == INFINITY) l_hi = INFINITY;
-    else {
-        mpfr_set_d(a, s_hi, MPFR_RNDN);
-        mpfr_log(a, a, MPFR_RNDU);
-        double sl_ = er__mul_up(pl->Ulog, er_ulp_at(F, fabs(mpfr_get_d(a, MPFR_RNDA))));
-        mpfr_add_d(a, a, sl_, MPFR_RNDU);
-        l_hi = er__round_mpfr(F, a, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-    }
+    double l_lo = s_lo <= 0 ? -INFINITY : er_log_end(pl, a, s_lo, -1);
+    double l_hi = s_hi == INFINITY ? INFINITY : er_log_end(pl, a, s_hi, 1);
     mpfr_clear(a);
     for (int64_t i = 0; i < n; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
