@@ -23,9 +23,9 @@ typedef enum er_class {
     ER_CLASS_OVERFLOW = 2,       /* an infinity or NaN that some allowed order produces by overflowing */
     ER_CLASS_OUTSIDE = 3,        /* a finite value outside the covering set */
     ER_CLASS_NAN_UNEXPECTED = 4, /* NaN where no allowed order produces NaN */
-    ER_CLASS_NAN_MISSING = 5,    /* a number where every allowed order produces NaN */
+    ER_CLASS_NAN_MISSING = 5,    /* a number where NaN is the only value allowed */
     ER_CLASS_INF_UNEXPECTED = 6, /* an infinity no allowed order produces */
-    ER_CLASS_INF_MISSING = 7     /* a finite value where every allowed order produces an infinity */
+    ER_CLASS_INF_MISSING = 7     /* a finite value where no finite value is allowed and an infinity is */
 } er_class;
 #define ER_CLASS_COUNT 8
 

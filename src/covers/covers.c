@@ -56,7 +56,7 @@ static inline er_class er_classify(const er_cset *c, double y, er_format out, do
         if (!(y > 0 ? c->pinf_ok : c->ninf_ok)) return ER_CLASS_INF_UNEXPECTED;
         return y == c->rounded ? ER_CLASS_EXACT : ER_CLASS_OVERFLOW;
     }
-    if (c->lo > c->hi) return ER_CLASS_INF_MISSING;
+    if (c->lo > c->hi) return c->pinf_ok || c->ninf_ok ? ER_CLASS_INF_MISSING : ER_CLASS_NAN_MISSING; /* no finite value */
     double edge = y > c->hi ? c->hi : c->lo;
     *dist = fabs(y - edge) / er_format_ulp(out, edge);
     return ER_CLASS_OUTSIDE;

@@ -9,16 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "enclose/approx.h"
 #include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
-
-static double er_ulp_of(const er_fmt_info *F, double z) {
-    z = fabs(z);
-    if (z < F->min_normal) return F->min_sub;
-    int ex;
-    frexp(z, &ex);
-    return ldexp(1.0, ex - F->p);
-}
 
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1, 2; 0 either) for q in [qlo, qhi]: both are monotone in q. */
 void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double *lo, double *hi) {
@@ -32,25 +25,25 @@ void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int 
 }
 
 /* rsqrt(v) within U ulps of F for v in [vlo, vhi] (decreasing in v): [*rlo, *rhi], values of F; *rhi is +inf
- * when vlo <= 0 (rsqrt(0) is +inf). */
+ * when vlo <= 0 (rsqrt(0) is +inf). The exact values lie in [rsqrt(vhi), rsqrt(vlo)]; the slack is taken over that
+ * whole interval, at the larger spacing where it crosses a power of two (ulp-slack.md, Lemma U1). */
 void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, double *rlo, double *rhi) {
     mpfr_t t;
     mpfr_init2(t, 128);
-    if (vhi == INFINITY) *rlo = 0;
-    else {
+    double a = 0, b = INFINITY;
+    if (vhi != INFINITY) {
         mpfr_set_d(t, vhi, MPFR_RNDN);
         mpfr_rec_sqrt(t, t, MPFR_RNDD);
-        mpfr_sub_d(t, t, er__mul_up(U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDD);
-        *rlo = mpfr_sgn(t) <= 0 ? 0.0 : er__round_mpfr(F, t, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+        a = mpfr_get_d(t, MPFR_RNDD);
     }
-    if (vlo <= 0) *rhi = INFINITY;
-    else {
+    if (vlo > 0) {
         mpfr_set_d(t, vlo, MPFR_RNDN);
         mpfr_rec_sqrt(t, t, MPFR_RNDU);
-        mpfr_add_d(t, t, er__mul_up(U, er_ulp_of(F, mpfr_get_d(t, MPFR_RNDU))), MPFR_RNDU);
-        *rhi = er__round_mpfr(F, t, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        b = mpfr_get_d(t, MPFR_RNDU);
     }
     mpfr_clear(t);
+    er__approx_ends(F, U, a, b, rlo, rhi);
+    if (!(*rlo > 0)) *rlo = 0; /* rsqrt is positive */
 }
 
 /* The three compositions at one value of r; NaN where one of them is NaN. With F and the output fp32 and every

@@ -10,17 +10,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "enclose/approx.h"
 #include "enclose/ival.h"
 #include "enclose/softmax.h"
-
-/* The spacing of F at |z| (z >= 0 finite, as a double rounded up). */
-static double er_ulp_at(const er_fmt_info *F, double z) {
-    if (z < F->min_normal) return F->min_sub;
-    if (z > DBL_MAX) return INFINITY;
-    /* z in [2^e, 2^(e+1)), a normal double since F's normals are: the spacing 2^(e + 1 - p) */
-    int e = (int)((er__bits(z) >> 52) & 0x7ff) - 1023 + 1 - F->p;
-    return e >= -1022 ? er__from_bits((uint64_t)(e + 1023) << 52) : ldexp(1.0, e);
-}
 
 static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
     /* NaN rows are NaN in softmax and log_softmax alike */
@@ -123,26 +115,25 @@ static er_status er_exact_row(const er_softmax_plan *pl, const double *x, int64_
 
 /* log_softmax's sets from the bounds [s_lo, s_hi] (values of F) of the rounded sum: l = log(s) within Ulog ulps;
  * y = fl(d_i - l) or fl(x_i - fl(m + l)), both decreasing in l (softmax.md, Theorem S2). */
-/* The lower (dir < 0) or upper end of the computed log(s) for s > 0 a value of F: log(s) less or plus Ulog ulps,
- * rounded to the nearest value of F on the inside (the computed log is a value of F). */
-static double er_log_end(const er_softmax_plan *pl, mpfr_ptr a, double s, int dir) {
-    mpfr_rnd_t out = dir < 0 ? MPFR_RNDD : MPFR_RNDU;
-    mpfr_set_d(a, s, MPFR_RNDN);
-    mpfr_log(a, a, out);
-    double e = er__mul_up(pl->Ulog, er_ulp_at(pl->F, fabs(mpfr_get_d(a, MPFR_RNDA))));
-    if (dir < 0) mpfr_sub_d(a, a, e, out);
-    else mpfr_add_d(a, a, e, out);
-    return er__round_mpfr(pl->F, a, dir < 0 ? ER_ROUND_UP : ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-}
-
 static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
                         er_cval *cv) {
     const er_fmt_info *F = pl->F;
+    /* the exact logs lie in [log(s_lo), log(s_hi)]; the computed one within Ulog ulps of them (Lemma U1) */
     mpfr_t a;
     mpfr_init2(a, 128);
-    double l_lo = s_lo <= 0 ? -INFINITY : er_log_end(pl, a, s_lo, -1);
-    double l_hi = s_hi == INFINITY ? INFINITY : er_log_end(pl, a, s_hi, 1);
+    double la = -INFINITY, lb = INFINITY, l_lo, l_hi;
+    if (s_lo > 0) {
+        mpfr_set_d(a, s_lo, MPFR_RNDN);
+        mpfr_log(a, a, MPFR_RNDD);
+        la = mpfr_get_d(a, MPFR_RNDD);
+    }
+    if (s_hi != INFINITY) {
+        mpfr_set_d(a, s_hi, MPFR_RNDN);
+        mpfr_log(a, a, MPFR_RNDU);
+        lb = mpfr_get_d(a, MPFR_RNDU);
+    }
     mpfr_clear(a);
+    er__approx_ends(F, pl->Ulog, la, lb, &l_lo, &l_hi);
     for (int64_t i = 0; i < n; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         if (x[i] == -INFINITY) { cv[i].lo = INFINITY; cv[i].hi = -INFINITY; cv[i].ninf = 1; continue; }
@@ -225,7 +216,7 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
     mpfr_inits2(1400, sl, sh, (mpfr_ptr)0); /* values of F from 2^-1074 to 2^2: every sum of them is exact */
     mpfr_set_zero(sl, 1);
     mpfr_set_zero(sh, 1);
-    /* e_j = exp(d_j) within U ulps: [RU_F(exp(d) - U ulp), RD_F(exp(d) + U ulp)], never below 0 */
+    /* e_j = exp(d_j) within U ulps (Lemma U1), never below 0 */
     for (int64_t j = 0; j < n; j++) {
         double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST);
         if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
@@ -238,11 +229,8 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         mpfr_nextabove(z);
         mpfr_set(zh, z, MPFR_RNDN);
         double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
-        double slack = er__mul_up(Uj, er_ulp_at(F, mpfr_get_d(zh, MPFR_RNDU)));
-        mpfr_sub_d(zl, zl, slack, MPFR_RNDD);
-        mpfr_add_d(zh, zh, slack, MPFR_RNDU);
-        elo[j] = mpfr_sgn(zl) <= 0 ? 0.0 : er__round_mpfr(F, zl, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-        ehi[j] = er__round_mpfr(F, zh, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        er__approx_ends(F, Uj, mpfr_get_d(zl, MPFR_RNDD), mpfr_get_d(zh, MPFR_RNDU), &elo[j], &ehi[j]);
+        if (!(elo[j] > 0)) elo[j] = 0; /* exp is never below 0 */
         mpfr_add_d(sl, sl, elo[j], MPFR_RNDN);
         mpfr_add_d(sh, sh, ehi[j], MPFR_RNDN);
     }
@@ -268,7 +256,6 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
     mpfr_inits2(64, olo, ohi, (mpfr_ptr)0);
     if (pl->online && !pl->log) er_online_sum(pl, x, n, m, NULL, olo, ohi);
     double one_minus = nextafter(1.0 - bd.c1, 0.0); /* below the exact 1 - c1 whatever the rounding */
-    double u2 = ldexp(1.0, 1 - F->p);
     for (int64_t i = 0; i < n && st == ER_OK && !pl->log; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         /* bounds of the exact quotient e_i / s over the allowed e and s: a (lowest) and b (highest) */
@@ -301,19 +288,10 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         }
         double ql, qh;
         if (pl->Udiv > 0) {
-            /* e / s within Udiv ulps: |y - q| <= Udiv (2^(1-p) |q| + least subnormal) */
-            if (zlo) ql = 0;
-            else {
-                mpfr_mul_d(a, a, 1.0 - er__mul_up(pl->Udiv, u2), MPFR_RNDD);
-                mpfr_sub_d(a, a, er__mul_up(pl->Udiv, F->min_sub), MPFR_RNDD);
-                ql = mpfr_sgn(a) <= 0 ? 0.0 : er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-            }
-            if (inf_hi) qh = INFINITY;
-            else {
-                mpfr_mul_d(b, b, 1.0 + er__mul_up(pl->Udiv, u2), MPFR_RNDU);
-                mpfr_add_d(b, b, er__mul_up(pl->Udiv, F->min_sub), MPFR_RNDU);
-                qh = ehi[i] == 0 ? 0.0 : er__round_mpfr(F, b, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-            }
+            /* e / s within Udiv ulps of the quotient in [a, b] (Lemma U1); 0 / s is 0 */
+            er__approx_ends(F, pl->Udiv, zlo ? 0.0 : mpfr_get_d(a, MPFR_RNDD), inf_hi ? INFINITY : mpfr_get_d(b, MPFR_RNDU), &ql, &qh);
+            if (!(ql > 0)) ql = 0;
+            if (ehi[i] == 0) qh = 0;
         } else {
             /* fl(e / s) is monotone in the quotient; fl(e * fl(1/s)) may be u beyond it */
             if (zlo) ql = 0;
@@ -347,9 +325,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
     const er_fmt_info *F = pl->F;
     double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
     if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
-    /* e_j's bounds [RU_F(exp(d_j) - slack), RD_F(exp(d_j) + slack)]. F's values are doubles, so rounding the double
-     * difference to nearest first never moves RU_F below or RD_F above the exact one (Lemma D3): no outward step. The
-     * sums to nearest, widened once per row (Lemma D4). */
+    /* e_j's bounds from the enclosure [zl, zh] of exp(d_j) (Lemma U1); the sums to nearest, widened once per row
+     * (Lemma D4). */
     double sl = 0, sh = 0;
     for (int64_t j = 0; j < n; j++) {
         double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST), zl, zh;
@@ -357,10 +334,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         if (dj == ex->t[j] && ex->e[j] == 0) { zl = ex->lo[j]; zh = ex->hi[j]; }
         else er__exp_bounds(dj, &zl, &zh);
         double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
-        double slack = Uj * er_ulp_at(F, zh);  /* exact: a power of two times U (an integer, or U of the standard) */
-        double a = zl - slack;
-        elo[j] = a <= 0 ? 0.0 : er__round_double(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-        ehi[j] = er__round_double(F, zh + slack, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        er__approx_ends(F, Uj, zl, zh, &elo[j], &ehi[j]);
+        if (!(elo[j] > 0)) elo[j] = 0;
         sl += elo[j];
         sh += ehi[j];
     }
@@ -372,7 +347,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
     er_anyorder_bound bd;
     er_status st = er__anyorder_bound_terms(&bd, F, n, 0);
     int sum_may_overflow = er__mul_up(bd.g, sh) >= bd.thr;
-    double u = ldexp(1.0, -F->p), u2 = ldexp(1.0, 1 - F->p);
+    double u = ldexp(1.0, -F->p);
     double one_minus = er__dn(1.0 - bd.c1), one_plus = er__up(1.0 + bd.c1);
     if (pl->log && st == ER_OK) {
         double s_hi = er__round_double(F, er__up(sh * one_plus), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
@@ -427,14 +402,10 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         }
         double ql, qh;
         if (pl->Udiv > 0) {
-            /* e / s within Udiv ulps: |y - q| <= Udiv (2^(1-p) |q| + least subnormal) */
-            double rel = er__mul_up(pl->Udiv, u2), abs_ = er__mul_up(pl->Udiv, F->min_sub);
-            if (zlo) ql = 0;
-            else {
-                double v = er__dn(er__dn(a * er__dn(1.0 - rel)) - abs_);
-                ql = v <= 0 ? 0.0 : er__round_double(F, v, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-            }
-            qh = inf_hi ? INFINITY : ehi[i] == 0 ? 0.0 : er__round_double(F, er__up(er__up(b * er__up(1.0 + rel)) + abs_), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+            /* e / s within Udiv ulps of the quotient in [a, b] (Lemma U1); 0 / s is 0 */
+            er__approx_ends(F, pl->Udiv, zlo ? 0.0 : a, inf_hi ? INFINITY : b, &ql, &qh);
+            if (!(ql > 0)) ql = 0;
+            if (ehi[i] == 0) qh = 0;
         } else {
             /* fl(e / s) is monotone in the quotient; fl(e * fl(1/s)) may be u beyond it */
             if (zlo) ql = 0;

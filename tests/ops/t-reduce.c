@@ -232,6 +232,65 @@ START_TEST(empty_and_refused) {
 }
 END_TEST
 
+/* The class of a failing element names what is allowed there (classes.md): a number where only NaN is allowed is
+ * nan_missing, also when NaN comes from the output conversion (e4m3fn under overflow=nan) rather than from every
+ * order; a number where an infinity (or NaN) is the only thing allowed is inf_missing. */
+static er_class one_class(er_ref *ref, er_format fo, double y, const char *options) {
+    uint64_t Y[1];
+    er_store(Y, fo, 0, y);
+    er_tensor ty;
+    int nd;
+    int64_t shape[ER_MAX_DIMS];
+    ER_REQUIRE(er_ref_shape(ref, &nd, shape) == ER_OK, "%s", er_last_error());
+    er_tensor_view(&ty, fo, nd, shape, NULL, Y);
+    er_standard std;
+    ER_REQUIRE(er_standard_parse(&std, "any_order", options) == ER_OK, "%s", er_last_error());
+    er_report rep;
+    ER_REQUIRE(er_covers(&rep, ref, &ty, &std) == ER_OK, "%s", er_last_error());
+    er_class c = (er_class)rep.classes[0];
+    er_report_clear(&rep);
+    return c;
+}
+
+START_TEST(special_value_labels) {
+    /* sum([1000]) into e4m3fn with overflow=nan: NaN is the only value; 448 is nan_missing */
+    float x[3] = {1000.0f};
+    er_tensor tx;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 1}, NULL, x);
+    er_ref *ref;
+    ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+    ck_assert_str_eq(er_class_name(one_class(ref, ER_FP8_E4M3FN, 448.0, "overflow=nan")), "nan_missing");
+    ck_assert_str_eq(er_class_name(one_class(ref, ER_FP8_E4M3FN, NAN, "overflow=nan")), "exact");
+    er_ref_free(ref);
+    /* [inf, 1] . [1, 1] into e4m3fn: inf converts to NaN, the only value */
+    float a[2] = {INFINITY, 1.0f}, b[2] = {1.0f, 1.0f};
+    er_tensor tA, tB;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){1, 2}, NULL, a);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){2, 1}, NULL, b);
+    ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+    ck_assert_str_eq(er_class_name(one_class(ref, ER_FP8_E4M3FN, 448.0, "overflow=nan")), "nan_missing");
+    er_ref_free(ref);
+    /* sum([inf, -3e38, -3e38]): +inf in some orders, NaN in others (the negative partial overflowing first); a
+     * number is inf_missing */
+    float z[3] = {INFINITY, -3e38f, -3e38f};
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 3}, NULL, z);
+    ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+    ck_assert_str_eq(er_class_name(one_class(ref, ER_FP32, 1.0, "")), "inf_missing");
+    ck_assert_str_eq(er_class_name(one_class(ref, ER_FP32, NAN, "")), "overflow");
+    er_ref_free(ref);
+    /* [3e38 x 4, -3e38 x 2]: the exact sum is 6e38 (> max), yet an order overflowing negatively first gives -inf
+     * or NaN; +inf, -inf and NaN all pass, a number does not */
+    float w[6] = {3e38f, 3e38f, 3e38f, 3e38f, -3e38f, -3e38f};
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 6}, NULL, w);
+    ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+    ck_assert_int_eq(er_class_passes(one_class(ref, ER_FP32, -INFINITY, "")), 1);
+    ck_assert_int_eq(er_class_passes(one_class(ref, ER_FP32, NAN, "")), 1);
+    ck_assert_str_eq(er_class_name(one_class(ref, ER_FP32, INFINITY, "")), "exact");
+    ck_assert_str_eq(er_class_name(one_class(ref, ER_FP32, 3e38, "")), "inf_missing");
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("reduce");
     TCase *tc = tcase_create("reduce");
@@ -239,6 +298,7 @@ int main(void) {
     tcase_add_test(tc, exact_sum_mean_max);
     tcase_add_test(tc, reductions_are_sound_and_emulated);
     tcase_add_test(tc, empty_and_refused);
+    tcase_add_test(tc, special_value_labels);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
