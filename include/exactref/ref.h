@@ -79,7 +79,7 @@ ER_API er_status er_ref_rounded(er_tensor *out, const er_ref *ref);
 ER_API er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
 /* Classifies every output of a multi-output op at once: outs[i] (NULL: not checked) against output i's set, into
  * reps[i] (an empty report for a NULL output). nout must be er_ref_num_outputs(ref). A case passes when every
- * report passes. On refusal no report is written. */
+ * report passes. On refusal each of the nout reports records the refusal and fails. */
 ER_API er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
                                    const er_standard *std);
 /* The exact output a correct implementation of a fully fixed standard produces (er_standard_is_fixed), written

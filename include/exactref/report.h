@@ -63,14 +63,21 @@ typedef struct er_report {
     er_element worst;              /* the worst OUTSIDE element, else the first failing one */
     int n_first;
     er_element first[ER_REPORT_FIRST]; /* the first failing elements in row-major order */
+    int filled;                    /* 1 once a call has classified into it; 0 when zeroed or refused */
+    er_status status;              /* ER_OK, or the status of the call that refused */
+    char message[256];             /* the refusal's message ("" otherwise) */
 } er_report;
 
-/* Zeroes *rep (a cleared report passes and has no elements). */
+/* Zeroes *rep: an unfilled report, which fails (er_report_all is 0) until a call fills it. */
 ER_API void er_report_init(er_report *rep);
 /* Frees what *rep owns and zeroes it. Accepts NULL. */
 ER_API void er_report_clear(er_report *rep);
-/* 1 when every element passes; 0 otherwise or for NULL. */
+/* 1 when a call filled the report and every element passes; 0 for a failing element, a refusal, a report no call
+ * has filled, or NULL. A refusing call leaves its report in this failing state: a test cannot pass by a refusal. */
 ER_API int er_report_all(const er_report *rep);
+/* The status of the call that refused (ER_OK for a filled or unfilled report) and its message ("" if none). */
+ER_API er_status er_report_status(const er_report *rep);
+ER_API const char *er_report_message(const er_report *rep);
 /* Renders the report as text or JSON into buf. *needed (if not NULL) gets the full length without the NUL;
  * ER_ERR_BUFFER when cap is smaller than that plus one (buf then holds a truncated, NUL-terminated prefix). */
 ER_API er_status er_report_text(const er_report *rep, char *buf, size_t cap, size_t *needed);

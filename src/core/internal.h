@@ -24,6 +24,11 @@ _Static_assert(((-5) >> 1) == -3, "arithmetic right shift of negative integers r
 ER_INTERNAL er_status er__fail(er_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Clears the last error message of this thread (called at the start of each public entry point). */
 ER_INTERNAL void er__ok(void);
+/* A report after its call: refused (zeroed, failing, with the status and the last error's message) when st is an
+ * error, else marked filled. Every public call that fills a report ends with it (report.c). */
+ER_INTERNAL void er__report_finish(er_report *rep, er_status st);
+/* er_covers without er__report_finish, for the calls built on it (covers.c). */
+ER_INTERNAL er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
 
 #define ER_RETURN_IF_ERROR(expr) do { er_status er__s = (expr); if (er__s != ER_OK) return er__s; } while (0)
 #define ER_CHECK_NULL(p, name) do { if ((p) == NULL) return er__fail(ER_ERR_NULL, "%s is NULL", (name)); } while (0)

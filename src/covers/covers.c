@@ -962,7 +962,7 @@ const char *er_ref_output_name(const er_ref *ref, int i) {
     return ref->op == ER_OP_LAYERNORM ? names[i] : "out";
 }
 
-er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
+static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
     er__ok();
     ER_CHECK_NULL(reps, "reports");
     ER_CHECK_NULL(ref, "ref");
@@ -972,7 +972,7 @@ er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor 
         return er__fail(ER_ERR_OUTPUT, "%s has %d output%s (got %d)", er__op_name(ref), want, want == 1 ? "" : "s", nout);
     if (ref->op != ER_OP_LAYERNORM) {
         ER_CHECK_NULL(outs[0], "outs[0]");
-        return er_covers(reps, ref, outs[0], std);
+        return er__covers_run(reps, ref, outs[0], std);
     }
     ER_CHECK_NULL(std, "standard");
     er_report tmp[3];
@@ -981,7 +981,19 @@ er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor 
     return ER_OK;
 }
 
+er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
+    er_status st = er_covers_outputs_run(reps, ref, outs, nout, std);
+    for (int i = 0; reps && i < nout && i < 3; i++) er__report_finish(&reps[i], st);
+    return st;
+}
+
 er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
+    er_status st = er__covers_run(rep, ref, out, std);
+    er__report_finish(rep, st);
+    return st;
+}
+
+er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
@@ -1251,8 +1263,8 @@ er_status er_ref_exact_mpfr(mpfr_ptr out, const er_ref *ref, const int64_t *inde
     return ER_OK;
 }
 
-er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,
-                           const char *standard, const char *options) {
+static er_status er_matmul_covers_run(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,
+                                      const char *standard, const char *options) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(C, "C");
@@ -1260,8 +1272,15 @@ er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *
     ER_RETURN_IF_ERROR(er_standard_parse(&std, standard ? standard : "any_order", options));
     er_ref *ref;
     ER_RETURN_IF_ERROR(er_matmul(&ref, A, B));
-    er_status st = er_covers(rep, ref, C, &std);
+    er_status st = er__covers_run(rep, ref, C, &std);
     er_ref_free(ref);
+    return st;
+}
+
+er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,
+                           const char *standard, const char *options) {
+    er_status st = er_matmul_covers_run(rep, A, B, C, standard, options);
+    er__report_finish(rep, st);
     return st;
 }
 
@@ -1288,7 +1307,7 @@ static er_status er_mm_covers_host(er_report *rep, const er_tensor *A, const er_
     if (st == ER_OK) st = er_tensor_from_device(&hO, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
     er_ref *ref = NULL;
     if (st == ER_OK) st = er_matmul(&ref, &hA, &hB);
-    if (st == ER_OK) st = er_covers(rep, ref, &hO, std);
+    if (st == ER_OK) st = er__covers_run(rep, ref, &hO, std);
     er_ref_free(ref);
     free(pa);
     free(pb);
@@ -1338,8 +1357,18 @@ static void *er_devrest_run(void *arg) {
 }
 #endif
 
+static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
+                                             const er_standard *std, void *stream);
+
 er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
                                   const er_standard *std, void *stream) {
+    er_status st = er_matmul_covers_device_run(rep, A, B, out, std, stream);
+    er__report_finish(rep, st);
+    return st;
+}
+
+static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
+                                             const er_standard *std, void *stream) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(A, "A");

@@ -15,7 +15,17 @@ void er_report_clear(er_report *rep) {
     memset(rep, 0, sizeof *rep);
 }
 
-int er_report_all(const er_report *rep) { return rep && rep->n_failed == 0; }
+int er_report_all(const er_report *rep) { return rep && rep->filled && rep->status == ER_OK && rep->n_failed == 0; }
+er_status er_report_status(const er_report *rep) { return rep ? rep->status : ER_ERR_NULL; }
+const char *er_report_message(const er_report *rep) { return rep ? rep->message : ""; }
+
+void er__report_finish(er_report *rep, er_status st) {
+    if (!rep) return;
+    if (st == ER_OK) { rep->filled = 1; return; }
+    memset(rep, 0, sizeof *rep);
+    rep->status = st;
+    snprintf(rep->message, sizeof rep->message, "%s", er_last_error());
+}
 
 size_t er_report_sizeof(void) { return sizeof(er_report); }
 int64_t er_report_numel(const er_report *rep) { return rep ? rep->n : 0; }
@@ -116,10 +126,18 @@ static void er_sb_shape(er_sb *b, const er_report *r) {
 }
 
 static void er_report_render_text(er_sb *b, const er_report *r) {
+    if (r->status != ER_OK) {
+        er_sb_printf(b, "refused (%s): %s: FAIL\n", er_status_name(r->status), r->message);
+        return;
+    }
+    if (!r->filled) {
+        er_sb_printf(b, "empty report: no call has filled it: FAIL\n");
+        return;
+    }
     er_sb_printf(b, "%s under %s, output %s ", r->op[0] ? r->op : "(empty report)", r->standard,
                  r->out_format ? er_format_name(r->out_format) : "-");
     er_sb_shape(b, r);
-    er_sb_printf(b, ": %s\n", r->n_failed ? "FAIL" : "PASS");
+    er_sb_printf(b, ": %s\n", er_report_all(r) ? "PASS" : "FAIL");
     er_sb_printf(b, "  %lld elements:", (long long)r->n);
     int first = 1;
     for (int c = 0; c < ER_CLASS_COUNT; c++) {
@@ -163,6 +181,18 @@ er_status er_report_fprint(FILE *stream, const er_report *rep) {
     return ER_OK;
 }
 
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void er_sb_json_string(er_sb *b, const char *s) {
+    er_sb_printf(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') er_sb_printf(b, "\\%c", c);
+        else if (c < 0x20) er_sb_printf(b, "\\u%04x", c);
+        else er_sb_printf(b, "%c", c);
+    }
+    er_sb_printf(b, "\"");
+}
+
 static void er_sb_element_json(er_sb *b, const er_report *r, const er_element *e) {
     er_sb_printf(b, "{\"index\": %lld, \"coord\": ", (long long)e->index);
     er_sb_coord(b, r, e);
@@ -195,8 +225,16 @@ er_status er_report_json(const er_report *rep, char *buf, size_t cap, size_t *ne
     er_sb_printf(&b, "{\"op\": \"%s\", \"standard\": \"%s\", \"out_format\": \"%s\", \"shape\": ", r->op, r->standard,
                  r->out_format ? er_format_name(r->out_format) : "");
     er_sb_shape(&b, r);
-    er_sb_printf(&b, ", \"n\": %lld, \"pass\": %s, \"n_failed\": %lld, \"counts\": {", (long long)r->n,
-                 r->n_failed ? "false" : "true", (long long)r->n_failed);
+    er_sb_printf(&b, ", \"n\": %lld, \"pass\": %s, \"n_failed\": %lld, \"refused\": ", (long long)r->n,
+                 er_report_all(r) ? "true" : "false", (long long)r->n_failed);
+    if (r->status != ER_OK) {
+        er_sb_printf(&b, "{\"status\": \"%s\", \"message\": ", er_status_name(r->status));
+        er_sb_json_string(&b, r->message);
+        er_sb_printf(&b, "}");
+    } else {
+        er_sb_printf(&b, "null");
+    }
+    er_sb_printf(&b, ", \"filled\": %s, \"counts\": {", r->filled ? "true" : "false");
     for (int c = 0; c < ER_CLASS_COUNT; c++)
         er_sb_printf(&b, "%s\"%s\": %lld", c ? ", " : "", er_class_name((er_class)c), (long long)r->counts[c]);
     er_sb_printf(&b, "}, \"worst\": ");

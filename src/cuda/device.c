@@ -50,14 +50,21 @@ er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int n
 #endif
 }
 
-er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, void *stream) {
+static er_status er_covers_device_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
+                                     void *stream) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(out, "out");
     er_tensor v;
     void *h;
     ER_RETURN_IF_ERROR(er_tensor_from_device(&v, &h, out->format, out->ndim, out->shape, out->strides, out->data, stream));
-    er_status st = er_covers(rep, ref, &v, std);
+    er_status st = er__covers_run(rep, ref, &v, std);
     free(h);
+    return st;
+}
+
+er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, void *stream) {
+    er_status st = er_covers_device_run(rep, ref, out, std, stream);
+    er__report_finish(rep, st);
     return st;
 }

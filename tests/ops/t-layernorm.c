@@ -411,7 +411,7 @@ START_TEST(exact_special_and_refused) {
     ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
     ck_assert(er_report_numel(&reps[1]) == 0 && er_report_all(&reps[1]) && !er_report_all(&reps[2]));
     clear3(reps);
-    /* refusals: wrong output count, a wrong mean shape, options of other ops; nothing is written */
+    /* refusals: wrong output count, a wrong mean shape, options of other ops; each report records the refusal */
     outs[1] = &tm;
     memset(reps, 0x5a, sizeof reps);
     ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 1, &std), ER_ERR_OUTPUT);
@@ -423,7 +423,7 @@ START_TEST(exact_special_and_refused) {
     outs[1] = &tm;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", "exp_ulps=4"), ER_OK);
     ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_ERR_STANDARD);
-    ck_assert_int_eq(((unsigned char *)reps)[0], 0x5a);
+    for (int o = 0; o < 3; o++) ck_assert(!er_report_all(&reps[o]) && er_report_status(&reps[o]) == ER_ERR_STANDARD && reps[o].classes == NULL);
     er_standard_init(&std);
     er_ref_free(ref);
     ck_assert_int_eq(er_standard_parse(&std, "any_order", "variance=three_pass"), ER_ERR_STANDARD);
