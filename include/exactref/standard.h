@@ -53,8 +53,10 @@ typedef enum er_subnormals {
 
 /* How inputs become tf32 when compute is ER_TF32. */
 typedef enum er_tf32_conv {
-    ER_TF32_TRUNCATE = 0, /* the low 13 bits of fp32 dropped (tensor cores fed raw fp32) */
-    ER_TF32_RNA = 1       /* rounded to nearest, ties away from zero (PTX cvt.rna.tf32.f32) */
+    ER_TF32_TRUNCATE = 0, /* the low 13 bits of fp32 dropped (tensor cores fed raw fp32: Triton "tf32") */
+    ER_TF32_RNA = 1,      /* rounded to nearest, ties away from zero (PTX cvt.rna.tf32.f32; CUTLASS below sm90) */
+    ER_TF32_RNE = 2,      /* rounded to nearest, ties to even (cvt.rn.tf32.f32: cuBLAS, CUTLASS on sm90) */
+    ER_TF32_NEAREST = 3   /* rounded to nearest with either tie rule, the same for every operand (unknown kernel) */
 } er_tf32_conv;
 
 typedef struct er_standard {

@@ -89,6 +89,9 @@ typedef struct er_covers_ctx {
     double worst_dist;
     /* emulation */
     er_tensor *dst;
+    /* tf32=nearest: the sets of the first conversion (ties to even), joined with the second's (ties away) */
+    er_cset *keep;
+    int keep_pass;                  /* 1: store the set; 2: join and classify */
 } er_covers_ctx;
 
 /* Maps one endpoint v of the compute set through the output conversion. Returns 0 when the whole finite part
@@ -519,11 +522,26 @@ static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, int64_
     return ER_OK;
 }
 
+/* c joined with k: every value either allows (the exact values stay c's). */
+static void er_cset_join(er_cset *c, const er_cset *k) {
+    if (k->lo <= k->hi) {
+        if (c->lo > c->hi) { c->lo = k->lo; c->hi = k->hi; }
+        else { if (k->lo < c->lo) c->lo = k->lo; if (k->hi > c->hi) c->hi = k->hi; }
+    }
+    c->nan_ok |= k->nan_ok | k->nan_req;
+    c->nan_ok |= c->nan_req;
+    c->nan_req &= k->nan_req;
+    c->pinf_ok |= k->pinf_ok;
+    c->ninf_ok |= k->ninf_ok;
+}
+
 static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
                               int64_t K, int special) {
     er_covers_ctx *cx = vcx;
     er_cset c;
     ER_RETURN_IF_ERROR(er_element_set(cx, env, idx, a, b, K, special, &c));
+    if (cx->keep_pass == 1) { cx->keep[idx] = c; return ER_OK; }
+    if (cx->keep_pass == 2) er_cset_join(&c, &cx->keep[idx]);
     er_record(cx, idx, &c);
     return ER_OK;
 }
@@ -1048,6 +1066,15 @@ er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out
         } else if (cached) {
             /* the reference's cached exact summaries are those of this standard */
             st = er_run_ranges(cx, nt, ref->n, er_cached_range);
+        } else if (std->compute == ER_TF32 && std->tf32 == ER_TF32_NEAREST) {
+            /* either tie rule, one for the whole kernel: the sets under each conversion, joined (orders.md) */
+            er_cset *keep = malloc(sizeof *keep * (size_t)(ref->n ? ref->n : 1));
+            if (!keep) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld element sets", (long long)ref->n);
+            for (int pass = 1; pass <= 2 && st == ER_OK; pass++) {
+                for (int t = 0; t < nt; t++) { cx[t].keep = keep; cx[t].keep_pass = pass; }
+                st = er__matmul_foreach_n(ref, pass == 1 ? ER_TF32_RNE : ER_TF32_RNA, er_covers_cb, ctxs, nt);
+            }
+            free(keep);
         } else {
             st = er__matmul_foreach_n(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_covers_cb, ctxs, nt);
         }

@@ -71,7 +71,7 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
                             int64_t batches, int64_t R, int64_t K, int conv) {
     const er_fmt_info *tf = er__fmt(ER_TF32);
     int convert = er__operand_format(t->format, conv) != t->format;
-    er_round cmode = conv == ER_TF32_RNA ? ER_ROUND_NEAREST_AWAY : ER_ROUND_ZERO;
+    er_round cmode = conv == ER_TF32_RNA ? ER_ROUND_NEAREST_AWAY : conv == ER_TF32_RNE ? ER_ROUND_NEAREST : ER_ROUND_ZERO;
     int64_t total;
     if (!er__mul_ok(batches, R, &total) || !er__mul_ok(total, K, &total) || total > (INT64_C(1) << 40))
         return er__fail(ER_ERR_NOMEM, "an operand of %lld x %lld x %lld elements is too large", (long long)batches,

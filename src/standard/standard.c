@@ -50,7 +50,7 @@ er_status er_standard_validate(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "invalid output overflow rule %d", (int)s->out_overflow);
     if ((int)s->inner < 0 || (int)s->inner > 1 || (int)s->outer < 0 || (int)s->outer > 1)
         return er__fail(ER_ERR_STANDARD, "invalid inner or outer order value");
-    if ((int)s->tf32 < 0 || (int)s->tf32 > 1) return er__fail(ER_ERR_STANDARD, "invalid tf32 conversion value %d", (int)s->tf32);
+    if ((int)s->tf32 < 0 || (int)s->tf32 > ER_TF32_NEAREST) return er__fail(ER_ERR_STANDARD, "invalid tf32 conversion value %d", (int)s->tf32);
     int blocked = s->order == ER_ORDER_BLOCKED, split = s->order == ER_ORDER_SPLIT;
     if (blocked && s->block < 1) return er__fail(ER_ERR_STANDARD, "blocked needs a block size of at least 1 (got %lld)", (long long)s->block);
     if (split && s->split < 1) return er__fail(ER_ERR_STANDARD, "split needs at least 1 chunk (got %lld)", (long long)s->split);
@@ -111,6 +111,7 @@ int er_standard_is_fixed(const er_standard *s, er_format a, er_format b) {
 int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *ia, const er_fmt_info *ib) {
     if (!s || er_standard_validate(s) != ER_OK) return 0;
     if (s->order == ER_ORDER_ANY || s->rounding != ER_RND_NEAREST) return 0;
+    if (s->compute == ER_TF32 && s->tf32 == ER_TF32_NEAREST) return 0; /* two conversions: two outputs */
     if (s->order == ER_ORDER_MMA) return s->outer == ER_SUB_SEQUENTIAL;
     if ((s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) && (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY)) return 0;
     if (s->fma != ER_FMA_EITHER || s->order == ER_ORDER_PAIRWISE) return 1;
@@ -303,7 +304,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             bit = 256;
             if (strcmp(val, "truncate") == 0 || strcmp(val, "trunc") == 0) s.tf32 = ER_TF32_TRUNCATE;
             else if (strcmp(val, "rna") == 0) s.tf32 = ER_TF32_RNA;
-            else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate or rna", val);
+            else if (strcmp(val, "rne") == 0) s.tf32 = ER_TF32_RNE;
+            else if (strcmp(val, "nearest") == 0) s.tf32 = ER_TF32_NEAREST;
+            else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate, rna, rne or nearest", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
                             "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math, promote)", key);
@@ -336,7 +339,10 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     else if (s->order == ER_ORDER_MMA) ER_PUT("mma:sm%d", s->mma_arch);
     else ER_PUT("%s", er_order_name(s->order));
     ER_PUT(" compute=%s", er_format_name(s->compute));
-    if (s->compute == ER_TF32) ER_PUT(" tf32=%s", s->tf32 == ER_TF32_RNA ? "rna" : "truncate");
+    if (s->compute == ER_TF32) {
+        static const char *const conv[4] = {"truncate", "rna", "rne", "nearest"};
+        ER_PUT(" tf32=%s", conv[s->tf32]);
+    }
     ER_PUT(" fma=%s", er_fma_name(s->fma));
     if (s->order == ER_ORDER_MMA) ER_PUT(" outer=%s", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->promote) ER_PUT(" promote=%d", s->promote);

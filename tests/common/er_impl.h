@@ -100,7 +100,7 @@ static inline void draw(trial *t, int allow_tf32) {
     s->order = kind == 0 ? ER_ORDER_SEQUENTIAL : kind == 1 ? ER_ORDER_BLOCKED : kind == 2 ? ER_ORDER_SPLIT
              : kind == 3 ? ER_ORDER_PAIRWISE : ER_ORDER_ANY;
     s->compute = computes[er_rand64() % (allow_tf32 ? 5 : 4)];
-    if (s->compute == ER_TF32) s->tf32 = (er_tf32_conv)(er_rand64() & 1);
+    if (s->compute == ER_TF32) s->tf32 = (er_tf32_conv)(er_rand64() % 4); /* truncate, rna, rne, nearest */
     t->acc = s->compute == ER_TF32 ? ER_FP32 : s->compute;
     t->fma_mode = (int)(er_rand64() % 3);
     if (s->order == ER_ORDER_PAIRWISE && t->fma_mode == 1) t->fma_mode = 0;

@@ -1,7 +1,8 @@
 /* t-orders.c: the standards against independent emulations of correct implementations.
  * Each trial draws a standard (sequential, blocked:B, split:S, pairwise, and any_order with the options the
  * any-order fuzz does not draw: tf32 inputs, faithful rounding; fma never/always/either; inner and
- * outer orders; fp16/bf16/fp32 partials; compute fp32/fp16/bf16/fp64/tf32 with truncation or rna; round to
+ * outer orders; fp16/bf16/fp32 partials; compute fp32/fp16/bf16/fp64/tf32 with truncation, rna, rne or either
+ * tie rule (the operands then rich in exact tf32 ties, where the rules differ); round to
  * nearest or faithful), draws inputs from the adversarial families, and runs an implementation of that
  * standard in the test's own emulator (every operation rounded by MPFR; every choice the standard leaves
  * free drawn at random). exactref must cover it, and for a fully fixed standard er_emulate must return the
@@ -28,16 +29,25 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
         gen_vectors(fam, fa, fb, t.acc, K, a, b);
         uint64_t A[400], B[400], C[1], E[1];
         for (int k = 0; k < K; k++) { er_store(A, fa, k, a[k]); er_store(B, fb, k, b[k]); }
-        /* tf32: the implementation converts wide operands first (the test's own MPFR rounding) */
+        /* tf32: the implementation converts wide operands first (the test's own MPFR rounding); half the fp32
+         * operands are made exact ties of tf32 (low 13 bits 0x1000), where ties to even and away differ */
         mpfr_t x;
         mpfr_init2(x, 64);
+        mpfr_rnd_t cr = t.std.tf32 == ER_TF32_RNA ? MPFR_RNDNA : t.std.tf32 == ER_TF32_RNE ? MPFR_RNDN
+                     : t.std.tf32 == ER_TF32_NEAREST ? (er_rand64() & 1 ? MPFR_RNDN : MPFR_RNDNA) : MPFR_RNDZ;
+        int ties = t.std.compute == ER_TF32 && (er_rand64() & 1);
+        for (int k = 0; k < K && ties; k++) {
+            float f;
+            uint32_t u;
+            if (fa == ER_FP32 && isfinite(a[k])) { f = (float)a[k]; memcpy(&u, &f, 4); u = (u & ~0x1fffu) | 0x1000u; memcpy(&f, &u, 4); if (isfinite(f)) { a[k] = f; er_store(A, fa, k, f); } }
+            if (fb == ER_FP32 && isfinite(b[k])) { f = (float)b[k]; memcpy(&u, &f, 4); u = (u & ~0x1fffu) | 0x1000u; memcpy(&f, &u, 4); if (isfinite(f)) { b[k] = f; er_store(B, fb, k, f); } }
+        }
         for (int k = 0; k < K; k++) {
             ca[k] = a[k];
             cb[k] = b[k];
             if (t.std.compute != ER_TF32) continue;
-            mpfr_rnd_t r = t.std.tf32 == ER_TF32_RNA ? MPFR_RNDNA : MPFR_RNDZ;
-            if (er_format_precision(fa) > 11) { mpfr_set_d(x, a[k], MPFR_RNDN); ca[k] = er_oracle_round(ER_TF32, x, r, ER_OVERFLOW_IEEE); }
-            if (er_format_precision(fb) > 11) { mpfr_set_d(x, b[k], MPFR_RNDN); cb[k] = er_oracle_round(ER_TF32, x, r, ER_OVERFLOW_IEEE); }
+            if (er_format_precision(fa) > 11) { mpfr_set_d(x, a[k], MPFR_RNDN); ca[k] = er_oracle_round(ER_TF32, x, cr, ER_OVERFLOW_IEEE); }
+            if (er_format_precision(fb) > 11) { mpfr_set_d(x, b[k], MPFR_RNDN); cb[k] = er_oracle_round(ER_TF32, x, cr, ER_OVERFLOW_IEEE); }
         }
         emu e, ep;
         emu_init(&e, t.acc);
@@ -173,6 +183,50 @@ START_TEST(emulate_tiles_match_a_float_loop) {
 }
 END_TEST
 
+/* The tie rules of the tf32 conversion (FACTS.md section 8): a = 1 + 2^-11 + 2^-13 k is a tie for k = 0 (cuBLAS
+ * gives 1, ties to even; cvt.rna gives 1 + 2^-10) and not for k = 1. Each rule's output is covered under its own
+ * option and under tf32=nearest, and the other rule's output at a tie is not. */
+static er_class tf32_class(float a, float y, const char *order, const char *tf32) {
+    float b = 1.0f;
+    er_tensor tA, tB, tC;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &a);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &b);
+    er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &y);
+    char opts[64];
+    snprintf(opts, sizeof opts, "compute=tf32 tf32=%s", tf32);
+    er_report rep;
+    ER_REQUIRE(er_matmul_covers(&rep, &tA, &tB, &tC, order, opts) == ER_OK, "%s", er_last_error());
+    er_class c = (er_class)rep.classes[0];
+    er_report_clear(&rep);
+    return c;
+}
+
+START_TEST(tf32_tie_rules) {
+    const char *orders[3] = {"any_order", "sequential", "mma:sm90"};
+    for (int o = 0; o < 3; o++) {
+        float tie = 1.0f + 0x1p-11f, rne = 1.0f, rna = 1.0f + 0x1p-10f;
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rne, orders[o], "rne")), 1);
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rna, orders[o], "rne")), 0);
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rna, orders[o], "rna")), 1);
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rne, orders[o], "rna")), 0);
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rne, orders[o], "nearest")), 1);
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rna, orders[o], "nearest")), 1);
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rne, orders[o], "truncate")), 1);
+        ck_assert_int_eq(er_class_passes(tf32_class(tie, rna, orders[o], "truncate")), 0);
+        /* not a tie: both rules round up, and nearest allows only that */
+        float up = 1.0f + 0x1p-11f + 0x1p-13f;
+        ck_assert_int_eq(er_class_passes(tf32_class(up, rna, orders[o], "nearest")), 1);
+        ck_assert_int_eq(er_class_passes(tf32_class(up, rne, orders[o], "nearest")), 0);
+    }
+    /* either tie rule is not a fixed standard: emulate refuses it */
+    er_standard s;
+    ck_assert_int_eq(er_standard_parse(&s, "sequential", "compute=tf32 tf32=nearest fma=never"), ER_OK);
+    ck_assert_int_eq(er_standard_is_fixed(&s, ER_FP32, ER_FP32), 0);
+    ck_assert_int_eq(er_standard_parse(&s, "sequential", "compute=tf32 tf32=rne fma=never"), ER_OK);
+    ck_assert_int_eq(er_standard_is_fixed(&s, ER_FP32, ER_FP32), 1);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("orders");
     TCase *tc = tcase_create("orders");
@@ -180,6 +234,7 @@ int main(void) {
     tcase_add_test(tc, fixed_orders_are_sound_and_emulated);
     tcase_add_test(tc, fma_of_a_huge_product_into_an_infinity);
     tcase_add_test(tc, emulate_tiles_match_a_float_loop);
+    tcase_add_test(tc, tf32_tie_rules);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

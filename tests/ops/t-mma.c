@@ -113,7 +113,7 @@ END_TEST
 
 /* The earlier captures (tests/data/orders.*): Triton acc += tl.dot with fp32 and with fp16 accumulators are the
  * mma:sm90 chain (compute=fp16 for the latter) bit for bit, over masked K tails too; cuBLAS fp32 with TF32 on lies in
- * mma:sm90 outer=any compute=tf32 tf32=rna, and mostly not with tf32=truncate. */
+ * mma:sm90 outer=any compute=tf32 tf32=rne, and mostly not with tf32=truncate. */
 START_TEST(h200_orders_under_mma) {
     npz_file z;
     FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/orders.npz", ER_TEST_DATA_DIR "/orders.txt");
@@ -127,8 +127,8 @@ START_TEST(h200_orders_under_mma) {
         er_tensor A, B, C;
         ck_assert(npz_view(&A, arr(&z, id, "in__A")) && npz_view(&B, arr(&z, id, "in__B")) && npz_view(&C, arr(&z, id, "out__C")));
         if (tf) {
-            er_report rep = check(&A, &B, &C, "mma:sm90", "outer=any compute=tf32 tf32=rna");
-            ck_assert_msg(er_report_all(&rep), "%s: cuBLAS TF32 outside mma:sm90 outer=any compute=tf32 tf32=rna", id);
+            er_report rep = check(&A, &B, &C, "mma:sm90", "outer=any compute=tf32 tf32=rne");
+            ck_assert_msg(er_report_all(&rep), "%s: cuBLAS TF32 outside mma:sm90 outer=any compute=tf32 tf32=rne", id);
             er_report_clear(&rep);
             rep = check(&A, &B, &C, "mma:sm90", "outer=any compute=tf32 tf32=truncate");
             trunc_outside += !er_report_all(&rep);
@@ -155,7 +155,7 @@ START_TEST(h200_orders_under_mma) {
     fclose(f);
     npz_free(&z);
     printf("earlier H200 captures: %d Triton chains (fp32 and fp16 accumulators) equal to the mma:sm90 chain; %d cuBLAS TF32 "
-           "cases inside mma:sm90 outer=any tf32=rna (%d outside with tf32=truncate); %d fp16-accumulator cases caught "
+           "cases inside mma:sm90 outer=any tf32=rne (%d outside with tf32=truncate); %d fp16-accumulator cases caught "
            "under the fp32-accumulator claim\n", chains, tf32, trunc_outside, fp16_vs_fp32);
     ck_assert_int_eq(chains, 32);
     ck_assert_int_eq(tf32, 12);
