@@ -175,6 +175,19 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
     er__ok();
     ER_CHECK_NULL(out, "standard");
     ER_CHECK_NULL(order, "order");
+    /* "mma:sm90 outer=any": options may follow the order in one string, as the docs write standards */
+    char ord[64], opts[1024];
+    size_t olen = strcspn(order, " \t\r\n,");
+    if (order[olen]) {
+        const char *rest = order + olen;
+        if (olen >= sizeof ord) return er__fail(ER_ERR_STANDARD, "unknown order '%.*s'", (int)olen, order);
+        memcpy(ord, order, olen);
+        ord[olen] = '\0';
+        int w = snprintf(opts, sizeof opts, "%s %s", rest, options ? options : "");
+        if (w < 0 || (size_t)w >= sizeof opts) return er__fail(ER_ERR_STANDARD, "the standard's options are longer than %zu bytes", sizeof opts - 1);
+        order = ord;
+        options = opts;
+    }
     er_standard s;
     er_standard_init(&s);
     if (strcasecmp(order, "any_order") == 0 || strcasecmp(order, "any") == 0) s.order = ER_ORDER_ANY;
@@ -196,7 +209,8 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         s.order = ER_ORDER_SPLIT;
         ER_RETURN_IF_ERROR(er_parse_count(order, order + 6, &s.split));
     } else
-        return er__fail(ER_ERR_STANDARD, "unknown order '%s' (known: any_order, sequential, blocked:B, split:S, pairwise)", order);
+        return er__fail(ER_ERR_STANDARD, "unknown order '%s' (known: any_order (alias any), sequential, blocked:B, split:S, "
+                        "pairwise, mma:smNN with NN one of 70, 80, 89, 90, 100; options may follow, as in 'mma:sm90 outer=any')", order);
     unsigned seen = 0;
     const char *p = options ? options : "";
     char tok[128];

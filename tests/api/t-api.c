@@ -195,6 +195,18 @@ START_TEST(standards) {
     ck_assert_int_eq(er_standard_format(&s, buf, sizeof buf, NULL), ER_OK);
     ck_assert_str_eq(buf, "split:4 compute=tf32 tf32=rna fma=either inner=any outer=any partial=fp16 rounding=faithful");
     ck_assert_int_eq(s.split, 4);
+    /* a standard as the docs write it: options after the order, in one string, with more options or none */
+    ck_assert_int_eq(er_standard_parse(&s, "mma:sm90 outer=any", NULL), ER_OK);
+    ck_assert_int_eq(er_standard_format(&s, buf, sizeof buf, NULL), ER_OK);
+    ck_assert_str_eq(buf, "mma:sm90 compute=fp32 fma=either outer=any");
+    ck_assert_int_eq(er_standard_parse(&s, "mma:sm90,outer=any", "compute=tf32 tf32=rne"), ER_OK);
+    ck_assert_int_eq(er_standard_format(&s, buf, sizeof buf, NULL), ER_OK);
+    ck_assert_str_eq(buf, "mma:sm90 compute=tf32 tf32=rne fma=either outer=any");
+    ck_assert_int_eq(er_standard_parse(&s, "mma:sm90 outer=any", "outer=sequential"), ER_ERR_STANDARD); /* given twice */
+    ck_assert_int_eq(er_standard_parse(&s, "mma:sm_90", NULL), ER_ERR_STANDARD);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "sm70"));
+    ck_assert_int_eq(er_standard_parse(&s, "tree:4", NULL), ER_ERR_STANDARD);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "mma:smNN"));
     ck_assert_int_eq(er_standard_parse(&s, "blocked:32", "fma=never"), ER_OK);
     ck_assert(er_standard_is_fixed(&s, ER_FP32, ER_FP32));
     ck_assert_int_eq(er_standard_parse(&s, "blocked:32", NULL), ER_OK);

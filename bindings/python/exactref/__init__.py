@@ -32,21 +32,61 @@ def version():
     return _lib.lib.er_version().decode()
 
 
+def _dtype_name(v):
+    """The name of a numpy or torch dtype (or numpy scalar type) given as an option value, else None."""
+    if type(v).__module__.startswith("torch") and type(v).__name__ == "dtype":
+        return str(v).replace("torch.", "")
+    try:
+        if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+            return np.dtype(v).name
+    except TypeError:
+        return None
+    return None
+
+
+def _option_value(key, v):
+    """An option value as the C grammar reads it: strings as given, numbers in decimal, dtypes by name; anything
+    else is refused with the key named (a bool means always/never for fma and nothing for the other keys)."""
+    if isinstance(v, str):
+        text = v
+    elif isinstance(v, bool) and key == "fma":
+        text = "always" if v else "never"
+    elif isinstance(v, bool) or v is None:
+        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: option %s=%r: give a string, such as %s='any' or %s='always'"
+                                % (key, v, key, key))
+    elif isinstance(v, (int, float, np.integer, np.floating)):
+        text = repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v))
+    else:
+        text = _dtype_name(v)
+        if text is None:
+            raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: option %s=%r: expected a string, a number or a dtype, "
+                                    "not %s" % (key, v, type(v).__name__))
+    if "\0" in text or "\0" in key:
+        raise ExactrefValueError("ER_ERR_STANDARD", "exactref: option %s holds a NUL byte" % key)
+    return text
+
+
 def _options(options, kwargs):
+    if options is not None and not isinstance(options, str):
+        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: options must be a string such as 'compute=fp32 fma=never', "
+                                "not %s" % type(options).__name__)
     parts = [options] if options else []
     for k, v in kwargs.items():
-        if isinstance(v, bool):
-            v = "always" if v else "never"
-        elif not isinstance(v, str):
-            v = getattr(v, "name", None) or str(v).replace("torch.", "")
-        parts.append("%s=%s" % (k, v))
-    return " ".join(parts)
+        parts.append("%s=%s" % (k, _option_value(k, v)))
+    text = " ".join(parts)
+    if "\0" in text:
+        raise ExactrefValueError("ER_ERR_STANDARD", "exactref: the options hold a NUL byte")
+    return text
 
 
 def _standard(standard, options, kwargs):
+    """The C standard for 'mma:sm90 outer=any'-style strings (options may follow the order, as the docs write
+    them) plus options and keyword options."""
     if not isinstance(standard, str):
         raise TypeError("exactref: standard must be a string such as 'any_order' or 'blocked:32', not %s"
                         % type(standard).__name__)
+    if "\0" in standard:
+        raise ExactrefValueError("ER_ERR_STANDARD", "exactref: the standard holds a NUL byte")
     buf = ctypes.create_string_buffer(_lib.STANDARD_SIZE)
     check(_lib.lib.er_standard_parse(buf, standard.encode(), _options(options, kwargs).encode()))
     return buf

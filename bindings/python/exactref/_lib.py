@@ -7,29 +7,40 @@ import os
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _candidates():
+def _candidates(tried):
+    """The places to load from, in order; each one not even present is noted in `tried`."""
     env = os.environ.get("EXACTREF_LIBRARY")
     if env:
         yield env
-    for path in sorted(glob.glob(os.path.join(_HERE, "libexactref.so*"))):
+        return  # an explicit choice that fails is an error, not a hint to look elsewhere
+    tried.append("EXACTREF_LIBRARY: not set")
+    beside = sorted(glob.glob(os.path.join(_HERE, "libexactref.so*")))
+    if not beside:
+        tried.append("%s: no libexactref.so* beside the package" % os.path.join(_HERE, "libexactref.so*"))
+    for path in beside:
         yield path
     found = ctypes.util.find_library("exactref")
     if found:
         yield found
+    else:
+        tried.append("ctypes.util.find_library('exactref'): not found")
     yield "libexactref.so.0"
 
 
 def _load():
-    errors = []
-    for path in _candidates():
+    tried = []
+    for path in _candidates(tried):
         try:
             return ctypes.CDLL(path), path
         except OSError as e:
-            errors.append("%s: %s" % (path, e))
-            if path == os.environ.get("EXACTREF_LIBRARY"):
-                break  # an explicit choice that fails is an error, not a hint to look elsewhere
-    raise ImportError("exactref: cannot load libexactref (set EXACTREF_LIBRARY to the library's path, or install "
-                      "it where the system finds it). Tried:\n  " + "\n  ".join(errors))
+            tried.append("%s: %s" % (path, e))
+    raise ImportError(
+        "exactref: cannot load libexactref. Tried, in order:\n  " + "\n  ".join(tried) + "\n"
+        "Fixes: install the package from the source tree (pip install ./bindings/python builds the library with CMake "
+        "and ships it inside the package); or point EXACTREF_LIBRARY at a built library (make, then "
+        "EXACTREF_LIBRARY=$PWD/build/libexactref.so); or add the library's folder to LD_LIBRARY_PATH, or install it "
+        "(cmake --install build) where the system's loader finds it; or copy libexactref.so* beside the package (%s)."
+        % _HERE)
 
 
 lib, path = _load()

@@ -328,3 +328,25 @@ def test_matmul_covers_device_refuses_host_tensors():
         pytest.skip("exactref built without CUDA")
     with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
         er.matmul_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+
+
+def test_standard_as_the_docs_write_it_and_option_types():
+    A = np.float16(np.arange(24).reshape(4, 6) % 5 - 2)
+    B = np.float16(np.arange(18).reshape(6, 3) % 3 - 1)
+    out = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+    ref = er.matmul(A, B)
+    assert ref.covers(out, standard="mma:sm90 outer=any").all()
+    assert ref.covers(out, standard="any_order", compute=np.float32).all()
+    assert ref.covers(out, standard="any_order", compute=np.dtype("float32")).json["standard"].startswith("any_order compute=fp32")
+    sm = er.softmax(np.float32([[0.0, 1.0, 2.0]]))
+    assert sm.covers(np.float32([[0.09003057, 0.24472848, 0.66524094]]), exp_ulps=3).all()
+    with pytest.raises(er.ExactrefValueError):
+        ref.covers(out, standard="mma:sm90 outer=any", outer="sequential")  # given twice
+    with pytest.raises(er.ExactrefTypeError, match="outer"):
+        ref.covers(out, standard="mma:sm90", outer=True)
+    with pytest.raises(er.ExactrefTypeError, match="compute"):
+        ref.covers(out, compute=object())
+    with pytest.raises(er.ExactrefValueError, match="NUL"):
+        ref.covers(out, compute="fp32\0fma=never")
+    with pytest.raises(er.ExactrefValueError, match="mma:smNN"):
+        ref.covers(out, standard="tree:4")

@@ -1,0 +1,31 @@
+#!/bin/sh
+# t-pip.sh: `pip install ./bindings/python` into a fresh virtual environment ships libexactref inside the package:
+# `import exactref` works there with no environment variable, from the installed copy, and checks a matmul.
+# Usage: t-pip.sh SOURCE_DIR PYTHON
+set -eu
+src=$1
+py=${2:-python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# the system's numpy and setuptools stay visible (no download); exactref itself is not installed there
+"$py" -m venv --system-site-packages "$work/venv"
+unset EXACTREF_LIBRARY || true
+# the package builds the library from the repository it sits in: a copy of the tree without build outputs
+mkdir -p "$work/repo"
+(cd "$src" && tar --exclude=./build --exclude='./build-*' --exclude=./.git --exclude=./tests/data \
+   --exclude=./bindings/python/build --exclude='*.egg-info' -cf - .) | tar -xf - -C "$work/repo"
+"$work/venv/bin/python" -m pip install -q --no-build-isolation --no-deps "$work/repo/bindings/python" > "$work/pip.log" 2>&1 || {
+  echo "pip install failed:"; tail -30 "$work/pip.log"; exit 1; }
+cd "$work"
+"$work/venv/bin/python" - <<'EOP'
+import os, numpy as np
+import exactref as er
+from exactref import _lib
+site = os.path.dirname(os.path.dirname(er.__file__))
+assert "venv" in er.__file__ and _lib.path.startswith(os.path.dirname(er.__file__)), (er.__file__, _lib.path)
+A = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+B = np.arange(8, dtype=np.float32).reshape(4, 2) - 3
+er.matmul(A, B).covers(A @ B).assert_all()
+print("imported exactref %s from %s" % (er.version(), _lib.path))
+EOP
+echo "pip: 1 passed, 0 failed"
