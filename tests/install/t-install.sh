@@ -26,4 +26,8 @@ cmake -S "$src/tests/install/consumer" -B "$work/cmake-consumer" -DCMAKE_PREFIX_
       -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
 cmake --build "$work/cmake-consumer" >/dev/null
 "$work/cmake-consumer/consumer"
-echo "install: 2 passed, 0 failed"
+# the build tree's uninstalled .pc: compile and run the consumer against the build tree, nothing installed
+PKG_CONFIG_PATH="$build" cc -std=c11 -Wall -Werror "$src/tests/install/consumer.c" \
+   $(PKG_CONFIG_PATH="$build" pkg-config --cflags --libs exactref-uninstalled) -o "$work/consumer-uninstalled"
+"$work/consumer-uninstalled"
+echo "install: 3 passed, 0 failed"
