@@ -61,8 +61,7 @@ static void require_covered(er_ref *ref, int out, const float *y, int n, const c
     er_report_clear(&reps[0]);
 }
 
-static er_ref *row_ref(int op, const float *x, int n, double eps, const char *options) {
-    (void)options;
+static er_ref *row_ref(int op, const float *x, int n, double eps) {
     er_tensor tx;
     er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, n}, NULL, (void *)x);
     er_ref *ref = NULL;
@@ -72,18 +71,25 @@ static er_ref *row_ref(int op, const float *x, int n, double eps, const char *op
     return ref;
 }
 
+/* One row of op (2 log_softmax, 3 softmax) and its output y, which must be covered under `options`. */
+static void require_row_covered(int op, const float *x, int n, const float *y, const char *options, const char *what) {
+    er_ref *ref = row_ref(op, x, n, 0);
+    require_covered(ref, 0, y, n, options, what);
+    er_ref_free(ref);
+}
+
 /* The three rows of the bug report, each failing before the slack was taken at the larger spacing. */
 START_TEST(reported_rows) {
     /* rmsnorm, x = [1, 1], eps = 0: rsqrt(1) returned 2 ulps of 1 low, y = 0.99999976 */
     float x[3] = {1, 1}, y[3];
     float r = 1.0f - 0x1p-22f;
     y[0] = y[1] = 1.0f * r;
-    er_ref *ref = row_ref(0, x, 2, 0.0, "");
+    er_ref *ref = row_ref(0, x, 2, 0.0);
     require_covered(ref, 0, y, 2, "", "rmsnorm [1, 1] with rsqrt 2 ulps low");
     er_ref_free(ref);
     /* layernorm two_pass, x = [1, -1], eps = 0, the same rsqrt */
     x[1] = -1;
-    ref = row_ref(1, x, 2, 0.0, "variance=two_pass");
+    ref = row_ref(1, x, 2, 0.0);
     require_covered(ref, 2, &r, 1, "variance=two_pass", "layernorm [1, -1] rstd with rsqrt 2 ulps low");
     y[0] = r;
     y[1] = -r;
@@ -102,9 +108,7 @@ START_TEST(reported_rows) {
     float l = fn_edge(1, s, 2.0, 0); /* 1.981 ulps of 2^-23 below log(s) = 1 + 0.48 2^-23 */
     ck_assert_msg(l == 0x1.fffffap-1f, "l = %a", (double)l);
     for (int i = 0; i < 3; i++) y[i] = z[i] - l;
-    ref = row_ref(2, z, 3, 0, "");
-    require_covered(ref, 0, y, 3, "log_ulps=2", "log_softmax with s just above e and log 1.98 ulps low");
-    er_ref_free(ref);
+    require_row_covered(2, z, 3, y, "log_ulps=2", "log_softmax with s just above e and log 1.98 ulps low");
 }
 END_TEST
 
@@ -137,7 +141,7 @@ START_TEST(rsqrt_at_powers_of_two) {
                             char what[160];
                             snprintf(what, sizeof what, "%s n %d a %a eps %g rsqrt edge %d", op ? "layernorm" : "rmsnorm", n,
                                      (double)a, eps, which);
-                            er_ref *ref = row_ref(op, x, n, eps, opt);
+                            er_ref *ref = row_ref(op, x, n, eps);
                             require_covered(ref, 0, y, n, opt, what);
                             if (op == 1) {
                                 require_covered(ref, 2, &r, 1, opt, what);
@@ -182,9 +186,7 @@ START_TEST(log_at_powers_of_two) {
                     char opt[32], what[160];
                     snprintf(opt, sizeof opt, "log_ulps=%d", lu);
                     snprintf(what, sizeof what, "log_softmax n %d c %a s %a l %a", n, (double)x[k], (double)s, (double)l);
-                    er_ref *ref = row_ref(2, x, n, 0, opt);
-                    require_covered(ref, 0, y, n, opt, what);
-                    er_ref_free(ref);
+                    require_row_covered(2, x, n, y, opt, what);
                     cases++;
                 }
     }
@@ -215,9 +217,7 @@ START_TEST(exp_and_division_at_powers_of_two) {
                     const char *opt = wd == 5 ? "" : "div_ulps=2";
                     char what[160];
                     snprintf(what, sizeof what, "softmax n %d d %d exp edges %d division edge %d", n, d, we, wd);
-                    er_ref *ref = row_ref(3, x, n, 0, opt);
-                    require_covered(ref, 0, y, n, opt, what);
-                    er_ref_free(ref);
+                    require_row_covered(3, x, n, y, opt, what);
                     cases++;
                 }
     printf("exp and division at the edges of 2 ulps: %ld rows covered\n", cases);
