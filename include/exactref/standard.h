@@ -48,7 +48,9 @@ typedef enum er_rounding {
 } er_rounding;
 
 typedef enum er_subnormals {
-    ER_SUBNORMALS_GRADUAL = 0 /* IEEE gradual underflow */
+    ER_SUBNORMALS_GRADUAL = 0, /* IEEE gradual underflow */
+    ER_SUBNORMALS_FLUSH = 1    /* any operation may flush a subnormal result to a zero of its sign (CUDA -ftz=true,
+                                  --use_fast_math); softmax and log_softmax in this version */
 } er_subnormals;
 
 /* How inputs become tf32 when compute is ER_TF32. */
@@ -56,7 +58,9 @@ typedef enum er_tf32_conv {
     ER_TF32_TRUNCATE = 0, /* the low 13 bits of fp32 dropped (tensor cores fed raw fp32: Triton "tf32") */
     ER_TF32_RNA = 1,      /* rounded to nearest, ties away from zero (PTX cvt.rna.tf32.f32; CUTLASS below sm90) */
     ER_TF32_RNE = 2,      /* rounded to nearest, ties to even (cvt.rn.tf32.f32: cuBLAS, CUTLASS on sm90) */
-    ER_TF32_NEAREST = 3   /* rounded to nearest with either tie rule, the same for every operand (unknown kernel) */
+    ER_TF32_NEAREST = 3,  /* rounded to nearest with either tie rule, the same for every operand (unknown kernel) */
+    ER_TF32_X3 = 4        /* split into big + small tf32 parts (cvt.rna), three products, small x small dropped
+                             (Triton input_precision="tf32x3"; written compute=tf32x3) */
 } er_tf32_conv;
 
 typedef struct er_standard {
@@ -94,8 +98,9 @@ typedef struct er_standard {
     int mma_arch;             /* ER_ORDER_MMA: 70, 80, 89, 90 or 100 (sm70 ... sm100) */
     int promote;              /* ER_ORDER_MMA with outer=any: at most this many blocks are chained in the tensor core
                                  before their sum is added into an fp32 accumulator (0: no promotion) */
-    int fast_math;            /* the fast-math preset: exp_fast, div_ulps 2 (softmax), log_ulps 3 (log_softmax),
-                                 unless set otherwise */
+    int fast_math;            /* the math preset: 0 precise; 1 fast (exp_fast, div_ulps 2 for softmax, log_ulps 3 for
+                                 log_softmax, unless set otherwise); 2 triton (Triton's fp32 lowering: exp as
+                                 ex2.approx of the rounded product d * fl(log2 e), div_ulps 2, rsqrt.approx.ftz) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,

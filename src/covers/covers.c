@@ -399,10 +399,19 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     if (norm && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
         return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
     int sm = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
-    if (!sm && (std->exp_fast || std->fast_math))
+    if (!sm && (std->exp_fast || std->fast_math == 1))
         return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", er__op_name(ref));
+    if (!softmax_like && std->fast_math == 2)
+        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm and layernorm, not to %s", er__op_name(ref));
+    if (!sm && std->subnormals == ER_SUBNORMALS_FLUSH)
+        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s",
+                        er__op_name(ref));
+    if (std->fast_math == 2 && std->compute != ER_FP32)
+        return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
     if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
         return er__fail(ER_ERR_STANDARD, "div_ulps=, max= and online= apply to softmax, not to %s", er__op_name(ref));
+    if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
+        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
     if (std->online && std->max_optional)
         return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
     if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
@@ -429,6 +438,21 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     return ER_OK;
 }
 
+/* The conversion the operands go through before the products (-1: none; compute=tf32x3 keeps them whole and
+ * widens the bound instead). */
+static int er_operand_conv(const er_standard *std) {
+    return std->compute == ER_TF32 && std->tf32 != ER_TF32_X3 ? (int)std->tf32 : -1;
+}
+
+/* compute=tf32x3 (docs/algorithms/orders.md, Theorem X1): the bound of the 3K products a_big b_big, a_big b_small,
+ * a_small b_big, whose magnitudes add up to at most lambda P, plus what the split drops, at most c_split P:
+ * lambda = (1 + u)^2 (1 + 2u) <= 1 + 2^-9 + 2^-19, c_split = u^2 (3 + 2u + 2u^2) <= 3 2^-22 + 2^-31 (u = 2^-11). */
+static void er_x3_widen(er_anyorder_bound *bd) {
+    const double lambda = 1.0 + 0x1p-9 + 0x1p-19, c_split = 0x1.8p-21 + 0x1p-31;
+    bd->c1 = er__add_up(er__mul_up(bd->c1, lambda), c_split);
+    bd->g = er__mul_up(bd->g, lambda);
+}
+
 static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     memset(cx, 0, sizeof *cx);
     cx->ref = ref;
@@ -449,16 +473,23 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     if (std->order == ER_ORDER_MMA) {
         er_status st = er__mma_params(std->mma_arch, fa, fb, std->compute == ER_FP16, &cx->mma);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
-        if (cx->any) er__mma_bound(&cx->bd, &cx->mma, ref->K, std->promote);
-        else if (cx->mma.fp8) {
+        int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
+        /* tf32x3: three chains of blocks, each dot's K padded to whole blocks */
+        int64_t Kb = x3 ? 3 * cx->mma.k * ((ref->K + cx->mma.k - 1) / cx->mma.k) : ref->K;
+        if (cx->any) {
+            er__mma_bound(&cx->bd, &cx->mma, Kb, std->promote);
+            if (x3) er_x3_widen(&cx->bd);
+        } else if (cx->mma.fp8) {
             /* Triton's fp8 tl.dot on the H200 is not this chain (docs/hardware/mma.md): no fixed fp8 chain is claimed */
             er__edge_scratch_clear(&cx->w);
             return er__fail(ER_ERR_UNSUPPORTED, "mma:sm%d has no established fixed chain for fp8 operands; use outer=any "
                             "(with promote=N where the kernel adds into fp32 every N blocks)", std->mma_arch);
         } else cx->mma_chain = 1;
     } else if (cx->any) {
-        er_status st = er__anyorder_bound(&cx->bd, fa, fb, cx->F, ref->K, std->rounding == ER_RND_FAITHFUL);
+        int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
+        er_status st = er__anyorder_bound(&cx->bd, fa, fb, cx->F, x3 ? 3 * ref->K : ref->K, std->rounding == ER_RND_FAITHFUL);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
+        if (x3) er_x3_widen(&cx->bd);
     } else {
         er__order_plan_init(&cx->plan, std, fa, fb);
         cx->have_plan = 1;
@@ -514,6 +545,8 @@ static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, int64_
         er__cval_from_interval(&v, d, d, isnan(d), cx->F);
     } else if (cx->any) {
         er__anyorder_cval(&v, &cx->bd, cx->F, &sm, &cx->w);
+        /* tf32x3 splits an infinity into inf + (inf - inf): NaN is possible wherever a term is special */
+        if (special && cx->std->compute == ER_TF32 && cx->std->tf32 == ER_TF32_X3) v.nan = 1;
     } else {
         const er_fmt_info *G;
         ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &v, &G));
@@ -551,9 +584,9 @@ static er_status er_softmax_cb(void *vcx, const double *row, const int64_t *idx,
     er_covers_ctx *cx = vcx;
     const er_standard *sd = cx->std;
     er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, sd->exp_ulps ? sd->exp_ulps : 2.0, sd->div,
-                          cx->ref->op == ER_OP_LOG_SOFTMAX, sd->log_ulps ? sd->log_ulps : sd->fast_math ? 3.0 : 1.0,
-                          sd->exp_fast || (sd->fast_math && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
-                          sd->max_optional, sd->online};
+                          cx->ref->op == ER_OP_LOG_SOFTMAX, sd->log_ulps ? sd->log_ulps : sd->fast_math == 1 ? 3.0 : 1.0,
+                          sd->exp_fast || (sd->fast_math == 1 && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
+                          sd->max_optional, sd->online, sd->fast_math == 2, sd->subnormals == ER_SUBNORMALS_FLUSH};
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
@@ -603,6 +636,7 @@ static er_status er_rmsnorm_covers(er_covers_ctx *cx, int64_t r0, int64_t r1) {
     rc.pl.ov_out = cx->ov_out;
     rc.pl.eps = er__round_double(cx->F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
     rc.pl.U = cx->std->rsqrt_ulps ? cx->std->rsqrt_ulps : 2.0;
+    rc.pl.rsqrt_ftz = cx->std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
     rc.pl.mean = cx->std->mean;
     int64_t n = ref->K;
     rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -929,6 +963,7 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
         l->pl.X = er__fmt(ref->A.format);
         l->pl.eps = er__round_double(l->pl.F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
         l->pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+        l->pl.rsqrt_ftz = std->fast_math == 2;
         l->pl.mean = std->mean;
         l->pl.variance = std->variance;
         if (st == ER_OK) st = er__layernorm_prepare(&l->pl, n);
@@ -1076,7 +1111,7 @@ er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out
             }
             free(keep);
         } else {
-            st = er__matmul_foreach_n(ref, std->compute == ER_TF32 ? (int)std->tf32 : -1, er_covers_cb, ctxs, nt);
+            st = er__matmul_foreach_n(ref, er_operand_conv(std), er_covers_cb, ctxs, nt);
         }
     }
     double worst_dist = -1;
@@ -1166,7 +1201,7 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
         cx[t].dst = out; /* each element is written by one thread */
         ctxs[t] = &cx[t];
     }
-    int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1, outer = 0;
+    int conv = er_operand_conv(std), outer = 0;
     int64_t block = st == ER_OK && ref->op == ER_OP_MATMUL && cx[0].have_plan && !cx[0].mma_chain
                         ? er__dot_order_tile_block(&cx[0].plan, ref->K, &outer) : 0;
     if (st == ER_OK && block > 0) st = er__matmul_foreach_tile(ref, conv, block, outer, er_emulate_tile_cb, ctxs, nt);

@@ -540,7 +540,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     double v0 = er__round_sum(F, vlo, pl->eps, ER_ROUND_NEAREST), v1 = er__round_sum(F, vhi, pl->eps, ER_ROUND_NEAREST);
     int rnan = v0 < 0;
     double rlo, rhi;
-    er__rsqrt_set(F, pl->U, v0, v1, &rlo, &rhi);
+    er__rsqrt_set(F, pl->U, pl->rsqrt_ftz, v0, v1, &rlo, &rhi);
     if (pl->O[LN_MEAN]) er__cval_from_interval(out[LN_MEAN].cv, mlo, mhi, 0, F);
     if (pl->O[LN_RSTD]) er__cval_from_interval(out[LN_RSTD].cv, rlo, rhi, rnan, F);
     /* fp32 with every operand a float: the compositions as float operations (m, r are values of F; x, w, b checked) */

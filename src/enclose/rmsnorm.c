@@ -27,7 +27,7 @@ void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int 
 /* rsqrt(v) within U ulps of F for v in [vlo, vhi] (decreasing in v): [*rlo, *rhi], values of F; *rhi is +inf
  * when vlo <= 0 (rsqrt(0) is +inf). The exact values lie in [rsqrt(vhi), rsqrt(vlo)]; the slack is taken over that
  * whole interval, at the larger spacing where it crosses a power of two (ulp-slack.md, Lemma U1). */
-void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, double *rlo, double *rhi) {
+void er__rsqrt_set(const er_fmt_info *F, double U, int ftz, double vlo, double vhi, double *rlo, double *rhi) {
     mpfr_t t;
     mpfr_init2(t, 128);
     double a = 0, b = INFINITY;
@@ -36,7 +36,7 @@ void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, doubl
         mpfr_rec_sqrt(t, t, MPFR_RNDD);
         a = mpfr_get_d(t, MPFR_RNDD);
     }
-    if (vlo > 0) {
+    if (vlo > 0 && !(ftz && vlo < F->min_normal)) {
         mpfr_set_d(t, vlo, MPFR_RNDN);
         mpfr_rec_sqrt(t, t, MPFR_RNDU);
         b = mpfr_get_d(t, MPFR_RNDU);
@@ -140,7 +140,7 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         vhi = INFINITY;
     }
     double rlo, rhi;
-    er__rsqrt_set(F, pl->U, vlo, vhi, &rlo, &rhi);
+    er__rsqrt_set(F, pl->U, pl->rsqrt_ftz, vlo, vhi, &rlo, &rhi);
     /* the row's 1/sqrt(S/n + eps) at the two ends of S's bracket, at 256 bits (rz: the radicand is 0) */
     mpfr_t rs[2], re;
     int rz[2] = {0, 0};

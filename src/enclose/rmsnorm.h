@@ -10,6 +10,7 @@ typedef struct er_rmsnorm_plan {
     double eps;
     double U;                     /* rsqrt accuracy in ulps of F */
     int mean;                     /* 0 either, 1 divide, 2 reciprocal */
+    int rsqrt_ftz;                /* rsqrt flushes a subnormal argument to 0 (rsqrt.approx.ftz.f32: math=triton) */
 } er_rmsnorm_plan;
 
 /* Row x[0..n) with weights w (NULL: none): each output's set in the output format, the exact rmsnorm rounded to
@@ -19,7 +20,8 @@ ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, co
 
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1 divide, 2 reciprocal, 0 either) over q in [qlo, qhi]. */
 ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double *lo, double *hi);
-/* The values rsqrt(v) within U ulps of F takes for v in [vlo, vhi] (values of F): [*rlo, *rhi]. */
-ER_INTERNAL void er__rsqrt_set(const er_fmt_info *F, double U, double vlo, double vhi, double *rlo, double *rhi);
+/* The values rsqrt(v) within U ulps of F takes for v in [vlo, vhi] (values of F): [*rlo, *rhi]; with ftz a
+ * subnormal v is taken as 0 (rsqrt +inf). */
+ER_INTERNAL void er__rsqrt_set(const er_fmt_info *F, double U, int ftz, double vlo, double vhi, double *rlo, double *rhi);
 
 #endif

@@ -25,6 +25,24 @@ static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
     }
 }
 
+/* fl(log2 e) in F, the constant Triton multiplies by before ex2 (0x3FB8AA3B in fp32). */
+static double er_log2e(const er_fmt_info *F) {
+    mpfr_t c;
+    mpfr_init2(c, 200);
+    mpfr_const_log2(c, MPFR_RNDN);
+    mpfr_ui_div(c, 1, c, MPFR_RNDN); /* 200 bits: no format's rounding of 1/ln 2 is in doubt */
+    double r = er__round_mpfr(F, c, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    mpfr_clear(c);
+    return r;
+}
+
+/* A set [*lo, *hi] of F widened by the flush of a subnormal result to a zero of its sign (Theorem S6). */
+static void er_flush_join(const er_fmt_info *F, double *lo, double *hi) {
+    if (*lo > *hi || *hi <= -F->min_normal || *lo >= F->min_normal) return;
+    if (*lo > 0) *lo = 0;
+    if (*hi < 0) *hi = 0;
+}
+
 /* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and
  * e its error (t + e = x_j - m exactly, by TwoSum). */
 typedef struct er_exps { double *lo, *hi, *t, *e; } er_exps;
@@ -118,6 +136,8 @@ static er_status er_exact_row(const er_softmax_plan *pl, const double *x, int64_
 static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
                         er_cval *cv) {
     const er_fmt_info *F = pl->F;
+    /* flushed partial sums lose less than the least normal each (Theorem S6) */
+    if (pl->flush && s_lo > 0) s_lo = er__round_double(F, er__dn(s_lo - er__mul_up((double)(n - 1), F->min_normal)), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
     /* the exact logs lie in [log(s_lo), log(s_hi)]; the computed one within Ulog ulps of them (Lemma U1) */
     mpfr_t a;
     mpfr_init2(a, 128);
@@ -142,6 +162,7 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
         double z1 = er__round_sum(F, x[i], -er__round_sum(F, m, l_hi, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
         double z2 = er__round_sum(F, x[i], -er__round_sum(F, m, l_lo, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
         double lo = y1 < z1 ? y1 : z1, hi = y2 > z2 ? y2 : z2;
+        if (pl->flush) er_flush_join(F, &lo, &hi);
         er__cval_from_interval(&cv[i], lo, hi, 0, F);
     }
 }
@@ -216,13 +237,16 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
     mpfr_inits2(1400, sl, sh, (mpfr_ptr)0); /* values of F from 2^-1074 to 2^2: every sum of them is exact */
     mpfr_set_zero(sl, 1);
     mpfr_set_zero(sh, 1);
-    /* e_j = exp(d_j) within U ulps (Lemma U1), never below 0 */
+    double c2 = pl->exp2_triton ? er_log2e(F) : 0;
+    /* e_j = exp(d_j) within U ulps (Lemma U1), never below 0, and 0 where a subnormal result may be flushed (every
+     * exp: CUDA's expf and ex2.approx flush them, measured on the H200); math=triton: 2^fl(d_j fl(log2 e)) instead */
     for (int64_t j = 0; j < n; j++) {
         double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST);
         if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
-        mpfr_set_d(t, dj, MPFR_RNDN);
+        mpfr_set_d(t, pl->exp2_triton ? er__round_prod(F, dj, c2, 0, ER_ROUND_NEAREST) : dj, MPFR_RNDN);
         /* one exp to nearest at 64 bits; the exact exp lies strictly between its two neighbours */
-        mpfr_exp(z, t, MPFR_RNDN);
+        if (pl->exp2_triton) mpfr_exp2(z, t, MPFR_RNDN);
+        else mpfr_exp(z, t, MPFR_RNDN);
         mpfr_nextbelow(z);
         mpfr_set(zl, z, MPFR_RNDN); /* exact: 64 bits into 128 */
         mpfr_nextabove(z);
@@ -230,7 +254,7 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         mpfr_set(zh, z, MPFR_RNDN);
         double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
         er__approx_ends(F, Uj, mpfr_get_d(zl, MPFR_RNDD), mpfr_get_d(zh, MPFR_RNDU), &elo[j], &ehi[j]);
-        if (!(elo[j] > 0)) elo[j] = 0; /* exp is never below 0 */
+        if (!(elo[j] >= F->min_normal)) elo[j] = 0; /* never below 0; a subnormal result may be flushed */
         mpfr_add_d(sl, sl, elo[j], MPFR_RNDN);
         mpfr_add_d(sh, sh, ehi[j], MPFR_RNDN);
     }
@@ -283,8 +307,10 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
                 mpfr_sub_d(b, sl, elo[i], MPFR_RNDD);  /* R_lo */
                 mpfr_add_d(b, b, ehi[i], MPFR_RNDD);
                 mpfr_mul_d(b, b, one_minus, MPFR_RNDD);
+                if (pl->flush) mpfr_sub_d(b, b, er__mul_up((double)(n - 1), F->min_normal), MPFR_RNDD); /* Theorem S6 */
             }
-            mpfr_d_div(b, ehi[i], b, MPFR_RNDU);
+            if (mpfr_sgn(b) <= 0) inf_hi = 1;
+            else mpfr_d_div(b, ehi[i], b, MPFR_RNDU);
         }
         double ql, qh;
         if (pl->Udiv > 0) {
@@ -306,6 +332,7 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
             }
         }
         if (sum_may_overflow) ql = 0;
+        if (pl->flush || pl->exp2_triton) er_flush_join(F, &ql, &qh); /* a subnormal quotient may be flushed */
         cv[i].lo = ql;
         cv[i].hi = qh;
         if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
@@ -335,7 +362,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         else er__exp_bounds(dj, &zl, &zh);
         double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
         er__approx_ends(F, Uj, zl, zh, &elo[j], &ehi[j]);
-        if (!(elo[j] > 0)) elo[j] = 0;
+        if (!(elo[j] >= F->min_normal)) elo[j] = 0; /* a subnormal result may be flushed (Theorem S6) */
         sl += elo[j];
         sh += ehi[j];
     }
@@ -364,7 +391,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         ohi = mpfr_get_d(b, MPFR_RNDU);
         mpfr_clears(a, b, (mpfr_ptr)0);
     }
-    if (!pl->online && !(pl->Udiv > 0) && !pl->log && st == ER_OK) {
+    if (!pl->online && !(pl->Udiv > 0) && !pl->flush && !pl->exp2_triton && !pl->log && st == ER_OK) {
         /* the main case in round-to-nearest operations, each chain's errors covered by one factor (Lemma D5):
          * K_lo <= (1 - u)(1 - 2^-50), K_hi >= (1 + u)(1 + 2^-50), without the (1 -+ u) for div=divide */
         double klo = pl->div != 1 ? er__dn(er__dn(1.0 - u) * er__dn(1.0 - 0x1p-50)) : er__dn(1.0 - 0x1p-50);
@@ -386,7 +413,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
             if (qh == INFINITY) cv[i].hi = F->max;
         }
     }
-    for (int64_t i = 0; i < n && st == ER_OK && !pl->log && (pl->online || pl->Udiv > 0); i++) {
+    for (int64_t i = 0; i < n && st == ER_OK && !pl->log && (pl->online || pl->Udiv > 0 || pl->flush || pl->exp2_triton); i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         /* the quotient e_i / s: a at its lowest (e_i low, the others high), b at its highest */
         int zlo = elo[i] == 0, inf_hi = 0;
@@ -397,6 +424,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         }
         if (ehi[i] != 0) {
             double den = pl->online ? olo : er__dn(er__dn(er__dn(sl - elo[i]) + ehi[i]) * one_minus);
+            if (pl->flush) den = er__dn(den - er__mul_up((double)(n - 1), F->min_normal)); /* Theorem S6 */
             if (!(den > 0)) inf_hi = 1;
             else b = er__up(ehi[i] / den);
         }
@@ -414,6 +442,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
             else qh = ehi[i] == 0 ? 0.0 : er__round_double(F, pl->div != 1 ? er__up(b * (1.0 + u)) : b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
         }
         if (sum_may_overflow) ql = 0;
+        if (pl->flush || pl->exp2_triton) er_flush_join(F, &ql, &qh); /* a subnormal quotient may be flushed */
         cv[i].lo = ql;
         cv[i].hi = qh;
         if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
@@ -479,7 +508,8 @@ static er_status er_sets(const er_softmax_plan *pl, int dbl, const double *x, in
                          er_cval *cv) {
     if (!dbl) return er_softmax_sets(pl, x, n, m, cv);
     er_exps_fill(ex, x, n, m);
-    return er_softmax_sets_dbl(pl, x, n, m, ex, cv);
+    /* math=triton's exps are 2^fl(d fl(log2 e)): the MPFR sets (the double ones enclose exp(d)) */
+    return pl->exp2_triton ? er_softmax_sets(pl, x, n, m, cv) : er_softmax_sets_dbl(pl, x, n, m, ex, cv);
 }
 
 er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv, double *exact,

@@ -16,6 +16,9 @@ typedef struct er_softmax_plan {
     double Udiv;            /* e / s within Udiv ulps (0: fl(e / s) or fl(e * fl(1/s)) as div says) */
     int max_optional;       /* the maximum may be left out: exp(x) instead of exp(x - max) */
     int online;             /* the sum built online, rescaled by exp(m_old - m_new) (Theorem S3) */
+    int exp2_triton;        /* math=triton: e = ex2.approx(fl(d * fl(log2 e))) within U ulps of 2^fl(d fl(log2 e)),
+                               and the quotient (div.full.f32) may flush a subnormal result (Theorem S5) */
+    int flush;              /* subnormals=flush: any result below the least normal may be a zero (Theorem S6) */
 } er_softmax_plan;
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and

@@ -45,12 +45,12 @@ er_status er_standard_validate(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "compute=%s is not an accumulator format (use fp64, fp32, tf32, fp16 or bf16)", fi->name);
     if ((int)s->fma < 0 || (int)s->fma > 2) return er__fail(ER_ERR_STANDARD, "invalid fma value %d", (int)s->fma);
     if ((int)s->rounding < 0 || (int)s->rounding > 1) return er__fail(ER_ERR_STANDARD, "invalid rounding value %d", (int)s->rounding);
-    if (s->subnormals != ER_SUBNORMALS_GRADUAL) return er__fail(ER_ERR_STANDARD, "invalid subnormals value %d", (int)s->subnormals);
+    if ((unsigned)s->subnormals > ER_SUBNORMALS_FLUSH) return er__fail(ER_ERR_STANDARD, "invalid subnormals value %d", (int)s->subnormals);
     if ((int)s->out_overflow < 0 || (int)s->out_overflow > 3)
         return er__fail(ER_ERR_STANDARD, "invalid output overflow rule %d", (int)s->out_overflow);
     if ((int)s->inner < 0 || (int)s->inner > 1 || (int)s->outer < 0 || (int)s->outer > 1)
         return er__fail(ER_ERR_STANDARD, "invalid inner or outer order value");
-    if ((int)s->tf32 < 0 || (int)s->tf32 > ER_TF32_NEAREST) return er__fail(ER_ERR_STANDARD, "invalid tf32 conversion value %d", (int)s->tf32);
+    if ((int)s->tf32 < 0 || (int)s->tf32 > ER_TF32_X3) return er__fail(ER_ERR_STANDARD, "invalid tf32 conversion value %d", (int)s->tf32);
     int blocked = s->order == ER_ORDER_BLOCKED, split = s->order == ER_ORDER_SPLIT;
     if (blocked && s->block < 1) return er__fail(ER_ERR_STANDARD, "blocked needs a block size of at least 1 (got %lld)", (long long)s->block);
     if (split && s->split < 1) return er__fail(ER_ERR_STANDARD, "split needs at least 1 chunk (got %lld)", (long long)s->split);
@@ -82,6 +82,8 @@ er_status er_standard_validate(const er_standard *s) {
     }
     if (s->order == ER_ORDER_PAIRWISE && s->fma == ER_FMA_ALWAYS)
         return er__fail(ER_ERR_STANDARD, "pairwise adds finished products: fma=always does not apply");
+    if (s->compute == ER_TF32 && s->tf32 == ER_TF32_X3 && !(s->order == ER_ORDER_ANY || (s->order == ER_ORDER_MMA && s->outer == ER_SUB_ANY)))
+        return er__fail(ER_ERR_STANDARD, "compute=tf32x3 is modelled for any_order and mma outer=any (its three products in any order)");
     if (s->compute != ER_TF32 && s->tf32 != ER_TF32_TRUNCATE)
         return er__fail(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only");
     if (!(s->exp_ulps >= 0 && s->exp_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "exp_ulps must be between 0 and 1e6");
@@ -90,8 +92,12 @@ er_status er_standard_validate(const er_standard *s) {
     if (!(s->rsqrt_ulps >= 0 && s->rsqrt_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "rsqrt_ulps must be between 0 and 1e6");
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
     if (!(s->div_ulps >= 0 && s->div_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "div_ulps must be between 0 and 1e6");
-    if ((unsigned)s->exp_fast > 1 || (unsigned)s->max_optional > 1 || (unsigned)s->online > 1 || (unsigned)s->fast_math > 1)
-        return er__fail(ER_ERR_STANDARD, "exp_fast, max_optional, online and fast_math are 0 or 1");
+    if ((unsigned)s->exp_fast > 1 || (unsigned)s->max_optional > 1 || (unsigned)s->online > 1 || (unsigned)s->fast_math > 2)
+        return er__fail(ER_ERR_STANDARD, "exp_fast, max_optional and online are 0 or 1, fast_math 0, 1 or 2");
+    if (s->fast_math == 2 && s->exp_fast)
+        return er__fail(ER_ERR_STANDARD, "math=triton states its exp (ex2.approx of a rounded product): exp_ulps=fast contradicts it");
+    if (s->fast_math == 2 && (s->online || s->max_optional))
+        return er__fail(ER_ERR_UNSUPPORTED, "math=triton with online= or max= is not modelled in this version");
     if (s->exp_fast && s->exp_ulps != 0) return er__fail(ER_ERR_STANDARD, "exp_ulps is either a number or fast, not both");
     if (s->div_ulps != 0 && s->div != 0) return er__fail(ER_ERR_STANDARD, "div_ulps= bounds any division: it contradicts div=%s",
                                                          s->div == 1 ? "divide" : "reciprocal");
@@ -111,7 +117,7 @@ int er_standard_is_fixed(const er_standard *s, er_format a, er_format b) {
 int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *ia, const er_fmt_info *ib) {
     if (!s || er_standard_validate(s) != ER_OK) return 0;
     if (s->order == ER_ORDER_ANY || s->rounding != ER_RND_NEAREST) return 0;
-    if (s->compute == ER_TF32 && s->tf32 == ER_TF32_NEAREST) return 0; /* two conversions: two outputs */
+    if (s->compute == ER_TF32 && s->tf32 >= ER_TF32_NEAREST) return 0; /* two conversions, or three products: not fixed */
     if (s->order == ER_ORDER_MMA) return s->outer == ER_SUB_SEQUENTIAL;
     if ((s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) && (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY)) return 0;
     if (s->fma != ER_FMA_EITHER || s->order == ER_ORDER_PAIRWISE) return 1;
@@ -212,6 +218,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         return er__fail(ER_ERR_STANDARD, "unknown order '%s' (known: any_order (alias any), sequential, blocked:B, split:S, "
                         "pairwise, mma:smNN with NN one of 70, 80, 89, 90, 100; options may follow, as in 'mma:sm90 outer=any')", order);
     unsigned seen = 0;
+    int x3 = 0; /* compute=tf32x3 */
     const char *p = options ? options : "";
     char tok[128];
     while (*p) {
@@ -228,8 +235,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         if (strcmp(key, "compute") == 0) {
             bit = 1;
             er_format f;
-            if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "compute=%s: unknown format", val);
-            s.compute = f;
+            if (strcmp(val, "tf32x3") == 0) { s.compute = ER_TF32; x3 = 1; }
+            else if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "compute=%s: unknown format", val);
+            else s.compute = f;
         } else if (strcmp(key, "fma") == 0) {
             bit = 2;
             if (strcmp(val, "either") == 0) s.fma = ER_FMA_EITHER;
@@ -243,8 +251,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "rounding=%s: expected nearest or faithful", val);
         } else if (strcmp(key, "subnormals") == 0) {
             bit = 8;
-            if (strcmp(val, "gradual") != 0)
-                return er__fail(ER_ERR_STANDARD, "subnormals=%s is not supported by this version (gradual only)", val);
+            if (strcmp(val, "gradual") == 0) s.subnormals = ER_SUBNORMALS_GRADUAL;
+            else if (strcmp(val, "flush") == 0) s.subnormals = ER_SUBNORMALS_FLUSH;
+            else return er__fail(ER_ERR_STANDARD, "subnormals=%s: expected gradual or flush", val);
         } else if (strcmp(key, "overflow") == 0) {
             bit = 16;
             if (strcmp(val, "default") == 0) s.out_overflow = ER_OVERFLOW_DEFAULT;
@@ -290,7 +299,8 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             bit = 524288;
             if (strcmp(val, "fast") == 0) s.fast_math = 1;
             else if (strcmp(val, "precise") == 0) s.fast_math = 0;
-            else return er__fail(ER_ERR_STANDARD, "math=%s: expected precise or fast", val);
+            else if (strcmp(val, "triton") == 0) s.fast_math = 2;
+            else return er__fail(ER_ERR_STANDARD, "math=%s: expected precise, fast or triton", val);
         } else if (strcmp(key, "rsqrt_ulps") == 0) {
             bit = 16384;
             ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.rsqrt_ulps));
@@ -327,7 +337,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
+        if (x3 && (seen & 256)) return er__fail(ER_ERR_STANDARD, "compute=tf32x3 splits the operands itself: tf32= does not apply");
     }
+    if (x3) s.tf32 = ER_TF32_X3;
     ER_RETURN_IF_ERROR(er_standard_validate(&s));
     *out = s;
     return ER_OK;
@@ -352,8 +364,9 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     else if (s->order == ER_ORDER_SPLIT) ER_PUT("split:%lld", (long long)s->split);
     else if (s->order == ER_ORDER_MMA) ER_PUT("mma:sm%d", s->mma_arch);
     else ER_PUT("%s", er_order_name(s->order));
-    ER_PUT(" compute=%s", er_format_name(s->compute));
-    if (s->compute == ER_TF32) {
+    if (s->compute == ER_TF32 && s->tf32 == ER_TF32_X3) ER_PUT(" compute=tf32x3");
+    else ER_PUT(" compute=%s", er_format_name(s->compute));
+    if (s->compute == ER_TF32 && s->tf32 != ER_TF32_X3) {
         static const char *const conv[4] = {"truncate", "rna", "rne", "nearest"};
         ER_PUT(" tf32=%s", conv[s->tf32]);
     }
@@ -364,7 +377,8 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");
     if (s->mean) ER_PUT(" mean=%s", s->mean == 1 ? "divide" : "reciprocal");
-    if (s->fast_math) ER_PUT(" math=fast");
+    if (s->fast_math) ER_PUT(" math=%s", s->fast_math == 2 ? "triton" : "fast");
+    if (s->subnormals == ER_SUBNORMALS_FLUSH) ER_PUT(" subnormals=flush");
     if (s->exp_ulps) ER_PUT(" exp_ulps=%g", s->exp_ulps);
     if (s->exp_fast) ER_PUT(" exp_ulps=fast");
     if (s->div_ulps) ER_PUT(" div_ulps=%g", s->div_ulps);

@@ -147,6 +147,12 @@ START_TEST(views_and_refs) {
     er_tensor_view(&C, ER_FP32, 2, (int64_t[]){3, 2}, NULL, Cbuf);
     ck_assert_int_eq(er_covers(&r, ref, &C, &st), ER_ERR_STANDARD);
     ck_assert(refused_report(&r, ER_ERR_STANDARD));
+    /* Triton's lowering is a row-op standard; flush to zero is modelled for softmax and log_softmax */
+    er_standard_parse(&st, "any_order", "math=triton");
+    ck_assert_int_eq(er_covers(&r, ref, &C, &st), ER_ERR_STANDARD);
+    er_standard_parse(&st, "any_order", "subnormals=flush");
+    ck_assert_int_eq(er_covers(&r, ref, &C, &st), ER_ERR_UNSUPPORTED);
+    ck_assert(refused_report(&r, ER_ERR_UNSUPPORTED));
     /* emulate: only fully fixed standards, only views with distinct elements; nothing written on refusal */
     for (int i = 0; i < 6; i++) Cbuf[i] = -7;
     er_standard_parse(&st, "sequential", NULL); /* fma=either with fp32 x fp16 products: not exact in fp32 */
@@ -207,6 +213,17 @@ START_TEST(standards) {
     ck_assert_ptr_nonnull(strstr(er_last_error(), "sm70"));
     ck_assert_int_eq(er_standard_parse(&s, "tree:4", NULL), ER_ERR_STANDARD);
     ck_assert_ptr_nonnull(strstr(er_last_error(), "mma:smNN"));
+    /* toolchain options: Triton's lowering, flush to zero, tf32x3 (rendered as written) */
+    ck_assert_int_eq(er_standard_parse(&s, "any_order", "math=triton subnormals=flush"), ER_OK);
+    ck_assert_int_eq(er_standard_format(&s, buf, sizeof buf, NULL), ER_OK);
+    ck_assert_str_eq(buf, "any_order compute=fp32 fma=either math=triton subnormals=flush");
+    ck_assert_int_eq(er_standard_parse(&s, "mma:sm90 outer=any compute=tf32x3", NULL), ER_OK);
+    ck_assert_int_eq(er_standard_format(&s, buf, sizeof buf, NULL), ER_OK);
+    ck_assert_str_eq(buf, "mma:sm90 compute=tf32x3 fma=either outer=any");
+    ck_assert_int_eq(er_standard_parse(&s, "any_order", "compute=tf32x3 tf32=rne"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&s, "sequential", "compute=tf32x3"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&s, "any_order", "math=triton exp_ulps=fast"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&s, "any_order", "subnormals=sometimes"), ER_ERR_STANDARD);
     ck_assert_int_eq(er_standard_parse(&s, "blocked:32", "fma=never"), ER_OK);
     ck_assert(er_standard_is_fixed(&s, ER_FP32, ER_FP32));
     ck_assert_int_eq(er_standard_parse(&s, "blocked:32", NULL), ER_OK);

@@ -19,9 +19,11 @@ static int passes(const er_tensor *A, const er_tensor *B, const er_tensor *C, co
     return ok;
 }
 
-START_TEST(known_orders_on_h200) {
+/* Every case of a listing in the orders.txt format: covered under its standard, outside the wrong one where one is
+ * named, reproduced by er_emulate where marked. Returns the number of cases. */
+static int check_listing(const char *npz_path, const char *txt_path, int *n_not_covered, int *n_emulated) {
     npz_file z;
-    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/orders.npz", ER_TEST_DATA_DIR "/orders.txt");
+    FILE *f = open_cases(&z, npz_path, txt_path);
     char line[512];
     int cases = 0, not_covered = 0, emulated = 0;
     while (fgets(line, sizeof line, f)) {
@@ -68,10 +70,32 @@ START_TEST(known_orders_on_h200) {
         cases++;
     }
     fclose(f);
+    npz_free(&z);
+    *n_not_covered = not_covered;
+    *n_emulated = emulated;
+    return cases;
+}
+
+START_TEST(known_orders_on_h200) {
+    int not_covered, emulated;
+    int cases = check_listing(ER_TEST_DATA_DIR "/orders.npz", ER_TEST_DATA_DIR "/orders.txt", &not_covered, &emulated);
     printf("H200 orders: %d cases covered under their standard, %d not covered under a standard that does not describe "
            "them, %d reproduced bit for bit by er_emulate\n", cases, not_covered, emulated);
     ck_assert_int_eq(cases, 108);
-    npz_free(&z);
+}
+END_TEST
+
+/* tf32 conversions on operands rich in exact ties (tools/capture/capture_toolchains.py, tests/data/tcmm.*): cuBLAS
+ * with TF32 on rounds ties to even (outside tf32=rna), Triton "tf32" truncates, Triton fed cvt.rn / cvt.rna
+ * operands follows each rule (outside the other), Triton "tf32x3" lies in compute=tf32x3 (outside fp32 any_order at
+ * K <= 3), and cuBLAS computes K = 1 in fp32 (outside the tf32 standard). */
+START_TEST(tf32_conversions_on_h200) {
+    int not_covered, emulated;
+    int cases = check_listing(ER_TEST_DATA_DIR "/tcmm.npz", ER_TEST_DATA_DIR "/tcmm.txt", &not_covered, &emulated);
+    printf("H200 tf32 conversions on tie-rich operands: %d cases covered under their standard, %d not covered under the "
+           "other rule or a standard that does not describe them\n", cases, not_covered);
+    ck_assert_int_eq(cases, 60);
+    ck_assert_int_ge(not_covered, 50);
 }
 END_TEST
 
@@ -114,6 +138,7 @@ int main(void) {
     TCase *tc = tcase_create("gpuorders");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, known_orders_on_h200);
+    tcase_add_test(tc, tf32_conversions_on_h200);
     tcase_add_test(tc, tensor_core_small_k);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

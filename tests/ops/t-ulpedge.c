@@ -26,14 +26,15 @@ static double edge(mpfr_srcptr t, double U, int which) {
     return y;
 }
 
-/* f(x) for f = rsqrt (0), log (1), exp (2), at 300 bits, then its edge value. */
+/* f(x) for f = rsqrt (0), log (1), exp (2), exp2 (3), at 300 bits, then its edge value. */
 static float fn_edge(int f, double x, double U, int which) {
     mpfr_t t;
     mpfr_init2(t, 300);
     mpfr_set_d(t, x, MPFR_RNDN);
     if (f == 0) mpfr_rec_sqrt(t, t, MPFR_RNDN);
     else if (f == 1) mpfr_log(t, t, MPFR_RNDN);
-    else mpfr_exp(t, t, MPFR_RNDN);
+    else if (f == 2) mpfr_exp(t, t, MPFR_RNDN);
+    else mpfr_exp2(t, t, MPFR_RNDN);
     double y = edge(t, U, which);
     mpfr_clear(t);
     return (float)y;
@@ -224,6 +225,86 @@ START_TEST(exp_and_division_at_powers_of_two) {
 }
 END_TEST
 
+/* A value flushed to zero of its sign when it is subnormal in fp32 (ftz hardware), else itself. */
+static float ftz(float v) { return fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v; }
+
+/* Triton's fp32 lowering (math=triton, tests/data/ptx.txt): e = ex2.approx(fl(d * fl(log2 e))) at the extremes of
+ * 2 ulps and flushed below the least normal, the sum in a random order, y = e / s by div.full.f32 at the extremes of
+ * 2 ulps (flushed below the least normal), log_softmax y = d - logf(s) at the extremes of 1 ulp; and rmsnorm with
+ * rsqrt.approx.ftz (a subnormal mean square is 0, its rsqrt +inf). Rows of large arguments (|x| up to 300), masked
+ * lanes, exps in the subnormal range, and mean squares in the subnormal range. Also subnormals=flush: a softmax
+ * whose every operation flushes (exp within 2 + floor(1.173 |d|) ulps, the sum's partials flushed). */
+START_TEST(triton_lowering_and_flush) {
+    er_test_reseed(2002);
+    long trials = (long)(300 * er_test_multiplier()), per[4] = {0, 0, 0, 0};
+    const float c = 0x1.715476p+0f; /* fl(log2 e) = 0x3FB8AA3B */
+    for (long tr = 0; tr < trials; tr++) {
+        int kind = (int)(tr % 4), n = (int)er_rand_int(1, 64);
+        float x[64], y[64], e[64];
+        double ed[64];
+        int fam = (int)er_rand_int(0, 2);
+        for (int j = 0; j < n; j++) {
+            x[j] = fam == 0 ? (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(0, 8)))
+                 : fam == 1 ? (float)(-80.0 - 30.0 * er_rand_unit()) : (float)(er_rand_normal() * 4);
+            if (fam == 2 && er_rand64() % 5 == 0) x[j] = -INFINITY;
+        }
+        if (fam == 1) x[0] = 0;
+        if (kind == 3) {
+            /* rmsnorm with rsqrt.approx.ftz; values whose squares are at and below the least normal */
+            float sc = (float)ldexp(1.0, -(int)er_rand_int(60, 75)), q = 0;
+            for (int j = 0; j < n; j++) { x[j] = (float)(er_rand_normal() * sc); q += x[j] * x[j]; }
+            float v = q / (float)n, r = v < 0x1p-126f ? INFINITY : fn_edge(0, v, 2.0, (int)(er_rand64() % 5));
+            for (int j = 0; j < n; j++) y[j] = x[j] * r;
+            er_ref *ref = row_ref(0, x, n, 0.0);
+            require_covered(ref, 0, y, n, "math=triton", "a Triton rmsnorm (rsqrt.approx.ftz)");
+            er_ref_free(ref);
+            per[3]++;
+            continue;
+        }
+        float m = -INFINITY;
+        for (int j = 0; j < n; j++) if (x[j] > m) m = x[j];
+        if (m == -INFINITY) { x[0] = 0; m = 0; }
+        for (int j = 0; j < n; j++) {
+            float d = x[j] - m;
+            if (kind == 2) e[j] = ftz(x[j] == -INFINITY ? 0.0f : fn_edge(2, d, 2.0 + floor(1.173 * fabs((double)d)), (int)(er_rand64() % 5)));
+            else e[j] = x[j] == -INFINITY ? 0.0f : ftz(fn_edge(3, d * c, 2.0, (int)(er_rand64() % 5)));
+            ed[j] = e[j];
+        }
+        float s;
+        if (kind == 2) { /* every partial flushed */
+            s = 0;
+            for (int j = 0; j < n; j++) s = ftz(s + e[j]);
+        } else {
+            emu em;
+            emu_init(&em, ER_FP32);
+            s = (float)emu_sum_random(&em, ed, n);
+            emu_clear(&em);
+        }
+        const char *opt = kind == 2 ? "math=fast subnormals=flush" : "math=triton";
+        if (kind == 1) {
+            float l = fn_edge(1, s, 1.0, (int)(er_rand64() % 5));
+            for (int i = 0; i < n; i++) y[i] = (x[i] - m) - l;
+        } else {
+            for (int i = 0; i < n; i++) {
+                mpfr_t t;
+                mpfr_init2(t, 300);
+                mpfr_set_d(t, e[i], MPFR_RNDN);
+                mpfr_div_d(t, t, s, MPFR_RNDN);
+                y[i] = ftz((float)edge(t, 2.0, (int)(er_rand64() % 5)));
+                mpfr_clear(t);
+            }
+        }
+        char what[128];
+        snprintf(what, sizeof what, "trial %ld: a %s (family %d, n %d)", tr, kind == 1 ? "Triton log_softmax" : kind == 2 ?
+                 "flushing fast-math softmax" : "Triton softmax", fam, n);
+        require_row_covered(kind == 1 ? 2 : 3, x, n, y, opt, what);
+        per[kind]++;
+    }
+    printf("Triton lowering and flush to zero at the edges: %ld softmax, %ld log_softmax, %ld flushing softmax, %ld rmsnorm "
+           "rows covered\n", per[0], per[1], per[2], per[3]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ulpedge");
     TCase *tc = tcase_create("edges");
@@ -232,6 +313,7 @@ int main(void) {
     tcase_add_test(tc, rsqrt_at_powers_of_two);
     tcase_add_test(tc, log_at_powers_of_two);
     tcase_add_test(tc, exp_and_division_at_powers_of_two);
+    tcase_add_test(tc, triton_lowering_and_flush);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

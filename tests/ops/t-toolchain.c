@@ -1,0 +1,160 @@
+/* t-toolchain.c: what real toolchains do, against the standards that name them (tools/capture/capture_toolchains.py).
+ *
+ * - tests/data/ulps.txt: the ulp error of each PTX approximation over all 2^32 fp32 inputs on an H200. The budgets
+ *   the standards assume (exp 2, rsqrt 2, log 1, division 2, __expf 2 + floor(1.173 |x|)) hold under the reading
+ *   exactref takes (the smaller of the error from the exact value and from the correctly rounded one), and the exps
+ *   flush subnormal results, which every softmax set allows.
+ * - tests/data/tcrow.*: Triton softmax, log_softmax, rmsnorm and layernorm kernels (large arguments, masked lanes,
+ *   subnormal exps and squares) and a CUDA softmax built with --use_fast_math: every case covered under the options
+ *   its line names; where a line names wrong options, its kernel has a case outside them. */
+#include "../common/er_test.h"
+#include "../common/npz.h"
+
+#ifndef ER_TEST_DATA_DIR
+#define ER_TEST_DATA_DIR "tests/data"
+#endif
+
+/* One measured function of ulps.txt: its worst error under each reading, and its subnormal results. */
+typedef struct measured { double exact, cr, excess; long long flushed, subnormal; } measured;
+
+static measured find_measured(const char *fn, const char *build) {
+    FILE *f = fopen(ER_TEST_DATA_DIR "/ulps.txt", "r");
+    ck_assert_msg(f != NULL, "cannot open ulps.txt");
+    char line[512], name[64], b[64];
+    measured m = {-1, -1, 0, 0, 0};
+    while (fgets(line, sizeof line, f)) {
+        double sub;
+        if (line[0] == '#') continue;
+        if (sscanf(line, "%63s %63s %lf %lf %lf %lld %lld %lf", name, b, &m.exact, &m.cr, &sub, &m.flushed, &m.subnormal,
+                   &m.excess) >= 4 && strcmp(name, fn) == 0 && strcmp(b, build) == 0) {
+            fclose(f);
+            return m;
+        }
+    }
+    fclose(f);
+    ck_abort_msg("%s (%s) is not in ulps.txt", fn, build);
+    return m;
+}
+
+START_TEST(measured_ulps_meet_the_budgets) {
+    struct { const char *fn, *build; double budget; } rows[] = {
+        {"ex2.approx.f32", "default", 2.0},    /* tl.exp, math=triton */
+        {"rsqrt.approx.ftz.f32", "default", 2.0}, /* tl.math.rsqrt, rsqrt_ulps default */
+        {"logf", "ftz", 1.0},                 /* tl.log, log_ulps default */
+        {"logf", "default", 1.0},
+        {"expf", "default", 2.0},             /* exp_ulps default */
+        {"div.full.f32", "sampled_536870912_pairs", 2.0}, /* x / y in Triton: div_ulps=2 */
+        {"sqrt.approx.ftz.f32", "default", 1.0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        measured m = find_measured(rows[i].fn, rows[i].build);
+        double seen = m.exact < m.cr ? m.exact : m.cr;
+        ck_assert_msg(seen <= rows[i].budget, "%s: %.4f ulps measured, budget %g", rows[i].fn, seen, rows[i].budget);
+        printf("%s (%s): %.4f ulps from the exact value, %.4f from the correctly rounded one; budget %g\n", rows[i].fn,
+               rows[i].build, m.exact, m.cr, rows[i].budget);
+    }
+    /* the exact-value reading alone is not enough: ex2.approx and div.full exceed 2 ulps from the exact value */
+    ck_assert(find_measured("ex2.approx.f32", "default").exact > 2.0);
+    /* __expf within 2 + floor(1.173 |x|) (the excess column is at most 0); expf and ex2 flush subnormal results */
+    ck_assert(find_measured("__expf", "default").excess <= 0.0);
+    measured e = find_measured("expf", "default"), x2 = find_measured("ex2.approx.f32", "default");
+    ck_assert(e.subnormal > 0 && e.flushed == e.subnormal && x2.flushed == x2.subnormal);
+}
+END_TEST
+
+static int covers_case(npz_file *z, const char *id, const char *op, double eps, const char *options, char *text, size_t cap) {
+    char key[96];
+    const npy_array *arr[4] = {NULL, NULL, NULL, NULL};
+    const char *names[4] = {"in__x", "out__y", "out__mean", "out__rstd"};
+    er_tensor t[4];
+    int nlayer = strcmp(op, "layernorm") == 0 ? 4 : 2;
+    for (int i = 0; i < nlayer; i++) {
+        snprintf(key, sizeof key, "%s__%s", id, names[i]);
+        arr[i] = npz_find(z, key);
+        ck_assert_msg(arr[i] && npz_view(&t[i], arr[i]), "case %s: %s", id, names[i]);
+    }
+    er_ref *ref = NULL;
+    er_status st;
+    if (strcmp(op, "softmax") == 0) st = er_softmax(&ref, &t[0], -1);
+    else if (strcmp(op, "log_softmax") == 0) st = er_log_softmax(&ref, &t[0], -1);
+    else if (strcmp(op, "rmsnorm") == 0) {
+        snprintf(key, sizeof key, "%s__in__weight", id);
+        const npy_array *w = npz_find(z, key);
+        er_tensor tw;
+        ck_assert_msg(w && npz_view(&tw, w), "case %s: weight", id);
+        st = er_rmsnorm(&ref, &t[0], &tw, eps);
+    } else st = er_layernorm(&ref, &t[0], 1, NULL, NULL, eps);
+    ck_assert_msg(st == ER_OK, "case %s: %s", id, er_last_error());
+    er_standard std;
+    ck_assert_msg(er_standard_parse(&std, "any_order", strcmp(options, "default") == 0 ? NULL : options) == ER_OK, "%s",
+                  er_last_error());
+    er_report reps[3];
+    int ok = 1;
+    if (nlayer == 4) {
+        /* mean and rstd are one per row: [rows] against the reference's [rows, 1] */
+        er_tensor m2 = t[2], r2 = t[3];
+        m2.ndim = r2.ndim = 2;
+        m2.shape[1] = r2.shape[1] = 1;
+        m2.strides[1] = r2.strides[1] = 1;
+        const er_tensor *outs[3] = {&t[1], &m2, &r2};
+        ck_assert_msg(er_covers_outputs(reps, ref, outs, 3, &std) == ER_OK, "case %s: %s", id, er_last_error());
+        for (int o = 0; o < 3; o++) {
+            if (!er_report_all(&reps[o]) && ok && text) er_report_text(&reps[o], text, cap, NULL);
+            ok &= er_report_all(&reps[o]);
+            er_report_clear(&reps[o]);
+        }
+    } else {
+        ck_assert_msg(er_covers(&reps[0], ref, &t[1], &std) == ER_OK, "case %s: %s", id, er_last_error());
+        ok = er_report_all(&reps[0]);
+        if (!ok && text) er_report_text(&reps[0], text, cap, NULL);
+        er_report_clear(&reps[0]);
+    }
+    er_ref_free(ref);
+    return ok;
+}
+
+START_TEST(row_kernels_on_h200) {
+    npz_file z;
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/tcrow.npz", ER_TEST_DATA_DIR "/tcrow.txt");
+    char line[512], id[32], op[32], kernel[96], claim[128], wrong[128];
+    char kernels[64][96];
+    int expect_wrong[64] = {0}, caught_wrong[64] = {0}, nk = 0, cases = 0;
+    double eps;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        ck_assert_int_eq(sscanf(line, "%31s %31s %95s %lf %127s %127s", id, op, kernel, &eps, claim, wrong), 6);
+        char text[4096] = "";
+        if (!covers_case(&z, id, op, eps, claim, text, sizeof text))
+            ck_abort_msg("case %s (%s, eps %g) is not covered under %s:\n%s", id, kernel, eps, claim, text);
+        int k = 0;
+        while (k < nk && strcmp(kernels[k], kernel) != 0) k++;
+        if (k == nk) { ck_assert_int_lt(nk, 64); snprintf(kernels[nk++], sizeof kernels[0], "%s", kernel); }
+        if (strcmp(wrong, "-") != 0) {
+            expect_wrong[k] = 1;
+            caught_wrong[k] += !covers_case(&z, id, op, eps, wrong, NULL, 0);
+        }
+        cases++;
+    }
+    fclose(f);
+    npz_free(&z);
+    int families = 0;
+    for (int k = 0; k < nk; k++) {
+        if (!expect_wrong[k]) continue;
+        ck_assert_msg(caught_wrong[k] > 0, "every case of %s is covered under the options that do not describe it", kernels[k]);
+        families++;
+    }
+    printf("H200 row kernels: %d cases of %d kernels covered under their standard; %d kernels with cases outside the "
+           "standard that does not describe them\n", cases, nk, families);
+    ck_assert_int_eq(cases, 110);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("toolchain");
+    TCase *tc = tcase_create("toolchain");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, measured_ulps_meet_the_budgets);
+    tcase_add_test(tc, row_kernels_on_h200);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
