@@ -453,6 +453,22 @@ static void er_x3_widen(er_anyorder_bound *bd) {
     bd->g = er__mul_up(bd->g, lambda);
 }
 
+/* compute=tf32x3 where an operand is below 2^-102 (Theorem X1, the absolute term): its split parts may be subnormal,
+ * rounded on tf32's subnormal grid or flushed, each such part off by at most 2^-126 more; the set widens by
+ * 2^-124 (|a_k| + |b_k|) + 2^-240 for each such k. A special operand allows NaN (the split makes inf - inf). */
+static void er_x3_tiny(er_cval *v, const er_fmt_info *F, const double *a, const double *b, int64_t K, int special) {
+    if (special) { v->nan = 1; return; }
+    double w = 0;
+    for (int64_t k = 0; k < K; k++)
+        if ((fabs(a[k]) < 0x1p-102 || fabs(b[k]) < 0x1p-102) && a[k] != 0 && b[k] != 0)
+            w = er__add_up(w, er__add_up(er__mul_up(0x1p-124, er__add_up(fabs(a[k]), fabs(b[k]))), 0x1p-240));
+    if (w == 0 || !(v->lo <= v->hi)) return;
+    v->lo = er__round_double(F, er__dn(v->lo - w), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    v->hi = er__round_double(F, er__up(v->hi + w), ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    if (v->lo == -INFINITY) { v->lo = -F->max; v->ninf = 1; }
+    if (v->hi == INFINITY) { v->hi = F->max; v->pinf = 1; }
+}
+
 static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tensor *out, const er_standard *std) {
     memset(cx, 0, sizeof *cx);
     cx->ref = ref;
@@ -544,9 +560,19 @@ static er_status er_element_set(er_covers_ctx *cx, const er_dot_env *env, int64_
         double d = er__mma_chain(&cx->mma, a, b, K);
         er__cval_from_interval(&v, d, d, isnan(d), cx->F);
     } else if (cx->any) {
-        er__anyorder_cval(&v, &cx->bd, cx->F, &sm, &cx->w);
-        /* tf32x3 splits an infinity into inf + (inf - inf): NaN is possible wherever a term is special */
-        if (special && cx->std->compute == ER_TF32 && cx->std->tf32 == ER_TF32_X3) v.nan = 1;
+        if (cx->std->compute == ER_TF32 && cx->std->tf32 == ER_TF32_X3) {
+            /* the split products big x small may have either sign: each side's sum gains up to delta of the other
+             * (|big_a small_b| + |small_a big_b| <= delta |a b|, delta = 2u (1 + u)^2 <= 2^-10 + 2^-20), which the
+             * overflow rule (Theorem 5) must see */
+            er_dotsum sx = sm;
+            const double delta = 0x1p-10 + 0x1p-20;
+            sx.pos = er__add_up(sm.pos, er__mul_up(delta, sm.negs));
+            sx.negs = er__add_up(sm.negs, er__mul_up(delta, sm.pos));
+            er__anyorder_cval(&v, &cx->bd, cx->F, &sx, &cx->w);
+            er_x3_tiny(&v, cx->F, a, b, K, special);
+        } else {
+            er__anyorder_cval(&v, &cx->bd, cx->F, &sm, &cx->w);
+        }
     } else {
         const er_fmt_info *G;
         ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &v, &G));

@@ -423,12 +423,86 @@ START_TEST(block_model_and_any_order_set) {
 }
 END_TEST
 
+/* Triton's tf32x3 (orders.md, Theorem X1), implemented here with the independent block: each fp32 operand split by
+ * ties-away rounding into big + small tf32 parts, three dots per block of 8 (small x big, big x small, big x big,
+ * small x small dropped), blocks in Triton's order in one chain, or in a random order over 1 to 4 chains added in
+ * fp32. Operands from every family, half of them exact tf32 ties. Covered under mma:sm90 outer=any compute=tf32x3;
+ * outside fp32 any_order somewhere at K <= 3. */
+START_TEST(tf32x3_implementations_are_covered) {
+    er_test_reseed(931);
+    long trials = (long)(400 * er_test_multiplier()), outside_fp32 = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int K = er_rand64() % 3 ? (int)er_rand_int(1, 4) : (int)er_rand_int(5, 200), fam = (int)(er_rand64() % FAM_COUNT);
+        double a[200], b[200], ab[3][2][208];
+        gen_vectors(fam, ER_FP32, ER_FP32, ER_FP32, K, a, b);
+        int special = 0;
+        for (int j = 0; j < K; j++) special |= !isfinite(a[j]) || !isfinite(b[j]);
+        if (special) continue;
+        mpfr_t t;
+        mpfr_init2(t, 200);
+        int nb = (K + 7) / 8;
+        memset(ab, 0, sizeof ab);
+        for (int j = 0; j < K; j++) {
+            double *v[2] = {&a[j], &b[j]};
+            for (int o = 0; o < 2; o++) {
+                if (er_rand64() & 1) { /* an exact tie of tf32: low 13 bits 0x1000 */
+                    float f = (float)*v[o];
+                    uint32_t u;
+                    memcpy(&u, &f, 4);
+                    u = (u & ~0x1fffu) | 0x1000u;
+                    memcpy(&f, &u, 4);
+                    if (isfinite(f)) *v[o] = f;
+                }
+                mpfr_set_d(t, *v[o], MPFR_RNDN);
+                double big = er_oracle_round(ER_TF32, t, MPFR_RNDNA, ER_OVERFLOW_IEEE);
+                mpfr_sub_d(t, t, big, MPFR_RNDN);
+                double small = er_oracle_round(ER_TF32, t, MPFR_RNDNA, ER_OVERFLOW_IEEE);
+                ab[0][o][j] = o == 0 ? small : big; /* small_a x big_b */
+                ab[1][o][j] = o == 0 ? big : small; /* big_a x small_b */
+                ab[2][o][j] = big;                  /* big_a x big_b */
+            }
+        }
+        mpfr_clear(t);
+        float A[200], B[200], out;
+        for (int j = 0; j < K; j++) { A[j] = (float)a[j]; B[j] = (float)b[j]; }
+        int chains = (int)er_rand_int(1, 4), order[75];
+        for (int i = 0; i < 3 * nb; i++) order[i] = i;
+        if (chains > 1)
+            for (int i = 3 * nb - 1; i > 0; i--) { int j = (int)(er_rand64() % (uint64_t)(i + 1)), s = order[i]; order[i] = order[j]; order[j] = s; }
+        double part[4] = {0, 0, 0, 0};
+        for (int i = 0; i < 3 * nb; i++) {
+            int blk = order[i] / 3, dot = order[i] % 3, ch = chains > 1 ? (int)(er_rand64() % (uint64_t)chains) : 0;
+            part[ch] = ref_block(25, 24, part[ch], ab[dot][0] + 8 * blk, ab[dot][1] + 8 * blk, 8);
+        }
+        emu e;
+        emu_init(&e, ER_FP32);
+        out = (float)emu_sum_random(&e, part, chains);
+        emu_clear(&e);
+        er_tensor ta, tb, to;
+        er_tensor_view(&ta, ER_FP32, 2, (int64_t[]){1, K}, NULL, A);
+        er_tensor_view(&tb, ER_FP32, 2, (int64_t[]){K, 1}, NULL, B);
+        er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &out);
+        er_report rep = check(&ta, &tb, &to, "mma:sm90", "outer=any compute=tf32x3");
+        ER_REQUIRE_PASS(&rep, "trial %ld (K %d, %s, %d chains): a tf32x3 result was called wrong:" ER_SEED_MSG_FMT, tr, K,
+                        fam_names[fam], chains, ER_SEED_ARGS);
+        er_report_clear(&rep);
+        rep = check(&ta, &tb, &to, "any_order", "compute=fp32");
+        outside_fp32 += !er_report_all(&rep) && K <= 3;
+        er_report_clear(&rep);
+    }
+    printf("tf32x3 implementations covered under mma:sm90 outer=any compute=tf32x3; %ld of them (K <= 3) outside fp32 "
+           "any_order\n", outside_fp32);
+    ck_assert_int_gt(outside_fp32, 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("mma");
     TCase *tc = tcase_create("mma");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, h200_tensor_core_outputs);
     tcase_add_test(tc, block_model_and_any_order_set);
+    tcase_add_test(tc, tf32x3_implementations_are_covered);
     tcase_add_test(tc, h200_small_k);
     tcase_add_test(tc, h200_scaled_mm);
     tcase_add_test(tc, h200_orders_under_mma);
