@@ -48,13 +48,16 @@ enum { R_EXACTREF, R_TORCH, R_TILELANG, R_CUDNN, R_NUMPY, R_COUNT };
 static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "TileLang 1e-2/1%", "cuDNN fuzzer", "numpy.allclose"};
 
 typedef struct klass { const char *name, *trigger; int bug; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
-enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_SOFTMAX, K_ONLINE, K_LN_TWO, K_LN_WELFORD, K_RMS, N_CORRECT };
+enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
+       K_ONLINE, K_LN_TWO, K_LN_WELFORD, K_RMS, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_RSQRT, B_CAUSAL, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
-    {.name = "softmax fp32", .trigger = ""}, {.name = "softmax online (blocks of 32)", .trigger = ""}, {.name = "layernorm two-pass", .trigger = ""},
+    {.name = "matmul tf32, ties to even (cuBLAS)", .trigger = ""}, {.name = "matmul tf32, truncated (Triton tf32)", .trigger = ""},
+    {.name = "matmul tf32x3 (Triton)", .trigger = ""},
+    {.name = "softmax fp32", .trigger = ""}, {.name = "softmax, Triton's ex2.approx exp", .trigger = ""}, {.name = "softmax online (blocks of 32)", .trigger = ""}, {.name = "layernorm two-pass", .trigger = ""},
     {.name = "layernorm Welford", .trigger = ""}, {.name = "rmsnorm", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
@@ -120,8 +123,48 @@ static float mma_block(float c, const double *a, const double *b, int n, int str
     return f;
 }
 
+/* fp32 x to tf32: 0 truncated (raw bits to the tensor core), 1 to nearest ties away (cvt.rna), 2 ties to even
+ * (cvt.rn); the low 13 bits of the pattern, which for subnormals is tf32's subnormal grid too. */
+static double tf32_of(double x, int mode) {
+    float f = (float)x;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (!isfinite(f)) return f;
+    if (mode == 1) u += 0x1000u;
+    if (mode == 2) u += 0xfffu + ((u >> 13) & 1u);
+    u &= ~0x1fffu;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The tensor-core chain over operands converted to tf32 (mode as tf32_of; 3: tf32x3, each split into big + small
+ * by cvt.rna and three dots per block of 8, small x small dropped). */
+static double mm_tf32(const double *a, const double *b, int K, int stride, int mode) {
+    double *p = malloc(sizeof(double) * 4 * (size_t)(K ? K : 1)), *a1 = p, *a2 = p + K, *b1 = p + 2 * K, *b2 = p + 3 * K;
+    for (int k = 0; k < K; k++) {
+        a1[k] = tf32_of(a[k], mode == 3 ? 1 : mode);
+        b1[k] = tf32_of(b[(size_t)k * stride], mode == 3 ? 1 : mode);
+        a2[k] = tf32_of(a[k] - a1[k], 1);
+        b2[k] = tf32_of(b[(size_t)k * stride] - b1[k], 1);
+    }
+    float c = 0;
+    for (int k0 = 0; k0 < K; k0 += 8) {
+        int n = K - k0 < 8 ? K - k0 : 8;
+        if (mode == 3) {
+            c = mma_block(c, a2 + k0, b1 + k0, n, 1);
+            c = mma_block(c, a1 + k0, b2 + k0, n, 1);
+        }
+        c = mma_block(c, a1 + k0, b1 + k0, n, 1);
+    }
+    free(p);
+    return c;
+}
+
 static double mm_impl(int kl, const double *a, const double *b, int K, int stride) {
     switch (kl) {
+    case K_TF32_RNE: return mm_tf32(a, b, K, stride, 2);
+    case K_TF32_TRUNC: return mm_tf32(a, b, K, stride, 0);
+    case K_TF32X3: return mm_tf32(a, b, K, stride, 3);
     case K_SEQ: return dotf_seq(a, b, K, stride, 0);
     case K_FMA: return dotf_seq(a, b, K, stride, 1);
     case K_BLOCKED: { float s = 0; for (int k0 = 0; k0 < K; k0 += 32) s += dotf_seq(a + k0, b + (size_t)k0 * stride, K - k0 < 32 ? K - k0 : 32, stride, 0); return s; }
@@ -156,6 +199,17 @@ static void matmul_case(int kl, int M, int Kd, int N, er_format fx, er_format fo
     double *a = malloc(sizeof(double) * (size_t)M * K), *b = malloc(sizeof(double) * (size_t)K * N);
     for (int i = 0; i < M; i++) for (int k = 0; k < K; k++) a[(size_t)i * K + k] = bias && k == Kd ? 1.0 : draw(dist, fx, k, K);
     for (int k = 0; k < K; k++) for (int j = 0; j < N; j++) b[(size_t)k * N + j] = draw(dist == D_CANCEL ? D_POSITIVE : dist, fx, k, K);
+    int tf32 = kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3;
+    for (int64_t i = 0; tf32 && i < (int64_t)M * K + (int64_t)K * N; i++) { /* half the operands exact tf32 ties */
+        double *v = i < (int64_t)M * K ? &a[i] : &b[i - (int64_t)M * K];
+        if (unif() < 0.5 || !isfinite(*v)) continue;
+        float f = (float)*v;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        u = (u & ~0x1fffu) | 0x1000u;
+        memcpy(&f, &u, 4);
+        if (isfinite(f)) *v = f;
+    }
     double scale = kl == B_SCALE2 ? 0.5 : 1.0;
     double *y = malloc(sizeof(double) * (size_t)M * N), *ref = malloc(sizeof(double) * (size_t)M * N);
     for (int i = 0; i < M; i++)
@@ -185,7 +239,9 @@ static void matmul_case(int kl, int M, int Kd, int N, er_format fx, er_format fo
     er_tensor_view(&tR, ER_FP64, 2, (int64_t[]){M, N}, NULL, rd);
     er_ref_rounded(&tR, r);
     for (int64_t i = 0; i < (int64_t)M * N; i++) ref[i] = to_out(fo, rd[i]);
-    const char *order = kl == K_MMA ? "mma:sm90" : "any_order", *opts = kl == K_MMA ? "outer=any" : "compute=fp32";
+    const char *order = kl == K_MMA || tf32 ? "mma:sm90" : "any_order";
+    const char *opts = kl == K_MMA ? "outer=any" : kl == K_TF32_RNE ? "outer=any compute=tf32 tf32=rne"
+                     : kl == K_TF32_TRUNC ? "outer=any compute=tf32 tf32=truncate" : kl == K_TF32X3 ? "outer=any compute=tf32x3" : "compute=fp32";
     er_standard st;
     er_standard_parse(&st, order, opts);
     er_report rep;
@@ -214,11 +270,27 @@ static void matmul_case(int kl, int M, int Kd, int N, er_format fx, er_format fo
 }
 
 /* ---------------------------------------------------------------- softmax, layernorm, rmsnorm (fp32 rows) */
+/* Triton's exp and division (math=triton): ex2 of the rounded product d fl(log2 e), exp2f moved by up to one ulp
+ * (libm's exp2f is within one ulp, so the result stays within 2 ulps of the correctly rounded value), a subnormal
+ * result flushed; the quotient moved by up to one ulp. */
+static float ex2_like(float d) {
+    float e = exp2f(d * 0x1.715476p+0f), u = unif();
+    if (u < 0.3) e = nextafterf(e, 0.0f);
+    else if (u < 0.6) e = nextafterf(e, INFINITY);
+    return e < 0x1p-126f ? 0.0f : e;
+}
+static float div_like(float e, float s) {
+    float q = e / s, u = unif();
+    if (u < 0.3) q = nextafterf(q, 0.0f);
+    else if (u < 0.6 && q != 0) q = nextafterf(q, INFINITY);
+    return q < 0x1p-126f ? 0.0f : q;
+}
+
 static void softmax_case(int kl, int rows, int n, int dist) {
     float *x = calloc((size_t)rows * n, sizeof(float)), *y = malloc(sizeof(float) * (size_t)rows * n);
     double *yd = malloc(sizeof(double) * (size_t)rows * n), *rf = malloc(sizeof(double) * (size_t)rows * n);
     int causal = kl == B_CAUSAL;
-    for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)(kl == B_NOMAX ? 90 + 4 * gauss() : 3 * draw(dist == D_SPECIAL ? D_NORMAL : dist, ER_FP32, 0, 1));
+    for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)(kl == B_NOMAX ? 90 + 4 * gauss() : (kl == K_SOFTMAX_TRITON ? 30 : 3) * draw(dist == D_SPECIAL ? D_NORMAL : dist, ER_FP32, 0, 1));
     if (causal) for (int r = 0; r < rows; r++) for (int j = 0; j < n; j++) if (j > r % n) x[(size_t)r * n + j] = -INFINITY;
     int trig = 0;
     for (int r = 0; r < rows; r++) {
@@ -242,11 +314,15 @@ static void softmax_case(int kl, int rows, int n, int dist) {
                 mm = mb;
             }
             m = mm;
+        } else if (kl == K_SOFTMAX_TRITON) {
+            float e[4096];
+            for (int j = 0; j < n; j++) { e[j] = ex2_like(xb[j] - m); s += e[j]; }
+            for (int j = 0; j < n; j++) y[(size_t)r * n + j] = div_like(e[j], s);
         } else {
             for (int j = 0; j < n; j++) s += expf(xb[j] - m);
             if (pad) s += (float)(P2 - n) * expf(0.0f - m); /* lanes past n hold 0, not -inf */
         }
-        for (int j = 0; j < n; j++) y[(size_t)r * n + j] = expf(xb[j] - m) / s;
+        for (int j = 0; j < n && kl != K_SOFTMAX_TRITON; j++) y[(size_t)r * n + j] = expf(xb[j] - m) / s;
         /* the float64 softmax of the row */
         double md = -INFINITY, sd = 0;
         for (int j = 0; j < n; j++) md = fmax(md, xr[j]);
@@ -266,7 +342,7 @@ static void softmax_case(int kl, int rows, int n, int dist) {
     er_ref *ref;
     er_softmax(&ref, &tx, 1);
     er_standard st;
-    er_standard_parse(&st, "any_order", kl == K_ONLINE ? "online=yes" : "");
+    er_standard_parse(&st, "any_order", kl == K_ONLINE ? "online=yes" : kl == K_SOFTMAX_TRITON ? "math=triton" : "");
     er_report rep;
     er_covers(&rep, ref, &ty, &st);
     int flags[R_COUNT];
@@ -368,8 +444,12 @@ int main(int argc, char **argv) {
             for (int d = 0; d < D_COUNT; d++) {
                 if (quick && d != D_NORMAL && d != D_POSITIVE && d != D_CANCEL) continue;
                 for (int kl = 0; kl < N_KLASS; kl++) {
-                    if (kl == K_SOFTMAX || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_WELFORD || kl == K_RMS) continue;
-                    if (kl == B_TF32) { matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d); continue; }
+                    if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO ||
+                        kl == K_LN_WELFORD || kl == K_RMS) continue;
+                    if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
+                        matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
+                        continue;
+                    }
                     if (kl == K_MMA && sh[1] > 4096) continue;
                     matmul_case(kl, sh[0], sh[1], sh[2], ER_FP16, kl == B_FP16ACC || d == D_NEAR_MAX ? ER_FP16 : ER_FP32, d);
                 }
@@ -380,6 +460,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 4; s++) {
             int rows = rowsn[s][0], n = rowsn[s][1];
             softmax_case(K_SOFTMAX, rows, n, D_NORMAL);
+            softmax_case(K_SOFTMAX_TRITON, rows, n, D_NORMAL);
             softmax_case(K_ONLINE, rows, n, D_NORMAL);
             softmax_case(B_PAD, rows, n, D_NORMAL);
             softmax_case(B_NOMAX, rows, n, D_NORMAL);
