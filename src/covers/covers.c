@@ -410,6 +410,10 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
         return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
     if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
         return er__fail(ER_ERR_STANDARD, "div_ulps=, max= and online= apply to softmax, not to %s", er__op_name(ref));
+    if (std->depth && (ref->op == ER_OP_MAX || ref->op == ER_OP_LAYERNORM || std->online))
+        return er__fail(ref->op == ER_OP_MAX ? ER_ERR_STANDARD : ER_ERR_UNSUPPORTED, "depth= %s",
+                        ref->op == ER_OP_MAX ? "bounds additions; max adds nothing" : std->online ? "with online= is not modelled in this version"
+                                                                                           : "is not modelled for layernorm in this version");
     if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
         return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
     if (std->online && std->max_optional)
@@ -503,7 +507,8 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
         } else cx->mma_chain = 1;
     } else if (cx->any) {
         int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
-        er_status st = er__anyorder_bound(&cx->bd, fa, fb, cx->F, x3 ? 3 * ref->K : ref->K, std->rounding == ER_RND_FAITHFUL);
+        er_status st = er__anyorder_bound_depth(&cx->bd, fa, fb, cx->F, x3 ? 3 * ref->K : ref->K, std->depth,
+                                                std->rounding == ER_RND_FAITHFUL);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
         if (x3) er_x3_widen(&cx->bd);
     } else {
@@ -612,7 +617,7 @@ static er_status er_softmax_cb(void *vcx, const double *row, const int64_t *idx,
     er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, sd->exp_ulps ? sd->exp_ulps : 2.0, sd->div,
                           cx->ref->op == ER_OP_LOG_SOFTMAX, sd->log_ulps ? sd->log_ulps : sd->fast_math == 1 ? 3.0 : 1.0,
                           sd->exp_fast || (sd->fast_math == 1 && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
-                          sd->max_optional, sd->online, sd->fast_math == 2, sd->subnormals == ER_SUBNORMALS_FLUSH};
+                          sd->max_optional, sd->online, sd->fast_math == 2, sd->subnormals == ER_SUBNORMALS_FLUSH, sd->depth};
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
@@ -663,6 +668,7 @@ static er_status er_rmsnorm_covers(er_covers_ctx *cx, int64_t r0, int64_t r1) {
     rc.pl.eps = er__round_double(cx->F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
     rc.pl.U = cx->std->rsqrt_ulps ? cx->std->rsqrt_ulps : 2.0;
     rc.pl.rsqrt_ftz = cx->std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
+    rc.pl.depth = cx->std->depth;
     rc.pl.mean = cx->std->mean;
     int64_t n = ref->K;
     rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));

@@ -14,9 +14,15 @@ int er__products_exact(const er_fmt_info *fa, const er_fmt_info *fb, const er_fm
     return 1;
 }
 
-static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int exact, int faithful) {
+/* depth: every term passes through at most depth additions (0: any tree, depth n - 1); Theorem 7. */
+static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth, int exact, int faithful) {
     if (n < 0) return er__fail(ER_ERR_INTERNAL, "negative reduction length");
-    int64_t m = exact ? (n > 0 ? n - 1 : 0) : n;
+    if (depth > 0 && depth < 62 && n > (INT64_C(1) << depth))
+        return er__fail(ER_ERR_STANDARD, "depth=%lld cannot add %lld terms: a tree of that depth has at most 2^%lld leaves",
+                        (long long)depth, (long long)n, (long long)depth);
+    int64_t d = n > 0 ? n - 1 : 0; /* the additions a term passes through */
+    if (depth > 0 && depth < d) d = depth;
+    int64_t m = exact ? d : d + 1; /* and its product's rounding */
     mpfr_t onepu, t;
     mpfr_inits2(128, onepu, t, (mpfr_ptr)0);
     mpfr_set_ui_2exp(onepu, 1, -F->p + (faithful ? 1 : 0), MPFR_RNDN); /* u = 2^-p (2u when faithful), exact */
@@ -27,13 +33,13 @@ static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n,
     if (exact || n == 0) {
         b->c2 = 0;
     } else {
-        mpfr_pow_ui(t, onepu, (unsigned long)(n - 1), MPFR_RNDU);
+        mpfr_pow_ui(t, onepu, (unsigned long)d, MPFR_RNDU);
         mpfr_mul_ui(t, t, (unsigned long)n, MPFR_RNDU);
         /* eta/2 (eta when faithful) as an exponent shift: as a double, fp64's eta/2 = 2^-1075 would underflow. */
         mpfr_mul_2si(t, t, (long)F->emin - F->p + (faithful ? 1 : 0), MPFR_RNDU);
         b->c2 = mpfr_get_d(t, MPFR_RNDU);
     }
-    mpfr_pow_ui(t, onepu, (unsigned long)n, MPFR_RNDU);
+    mpfr_pow_ui(t, onepu, (unsigned long)(n > 0 ? d + 1 : 0), MPFR_RNDU);
     b->g = mpfr_get_d(t, MPFR_RNDU);
     mpfr_clears(onepu, t, (mpfr_ptr)0);
     /* Rounding to nearest overflows exactly when |z| >= max + ulp(max)/2 = 2^emax (2 - 2^-p). For fp64 that
@@ -47,11 +53,20 @@ static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n,
 
 er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb,
                              const er_fmt_info *F, int64_t n, int faithful) {
-    return er_bound(b, F, n, er__products_exact(fa, fb, F), faithful);
+    return er_bound(b, F, n, 0, er__products_exact(fa, fb, F), faithful);
+}
+
+er_status er__anyorder_bound_depth(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb, const er_fmt_info *F,
+                                   int64_t n, int64_t depth, int faithful) {
+    return er_bound(b, F, n, depth, er__products_exact(fa, fb, F), faithful);
 }
 
 er_status er__anyorder_bound_terms(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int faithful) {
-    return er_bound(b, F, n, 1, faithful);
+    return er_bound(b, F, n, 0, 1, faithful);
+}
+
+er_status er__anyorder_bound_terms_depth(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth, int faithful) {
+    return er_bound(b, F, n, depth, 1, faithful);
 }
 
 void er__edge_scratch_init(er_edge_scratch *w) {

@@ -21,6 +21,12 @@ ER_INTERNAL er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info
                                          const er_fmt_info *F, int64_t n, int faithful);
 /* The same for n terms that are already values of F (partial sums combined in any order: Lemma 3). */
 ER_INTERNAL er_status er__anyorder_bound_terms(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int faithful);
+/* Both for a tree in which every term passes through at most depth additions (Theorem 7; depth 0: any tree);
+ * ER_ERR_STANDARD when no such tree adds n terms (n > 2^depth). */
+ER_INTERNAL er_status er__anyorder_bound_depth(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb,
+                                               const er_fmt_info *F, int64_t n, int64_t depth, int faithful);
+ER_INTERNAL er_status er__anyorder_bound_terms_depth(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth,
+                                                     int faithful);
 
 /* A set of values of a format: a finite interval [lo, hi] (empty when lo > hi) and the specials. */
 typedef struct er_cval {

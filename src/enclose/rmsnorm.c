@@ -121,7 +121,7 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
     er__dot_summary(&sm, acc, x, x, n, env, env->special);
     /* q's set (any order), then ms = q/n, v = fl(ms + eps) */
     er_anyorder_bound bd;
-    ER_RETURN_IF_ERROR(er__anyorder_bound(&bd, pl->X, pl->X, F, n, 0));
+    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->X, pl->X, F, n, pl->depth, 0));
     er_edge_scratch ws;
     er__edge_scratch_init(&ws);
     er_cval q;

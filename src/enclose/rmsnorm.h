@@ -11,6 +11,7 @@ typedef struct er_rmsnorm_plan {
     double U;                     /* rsqrt accuracy in ulps of F */
     int mean;                     /* 0 either, 1 divide, 2 reciprocal */
     int rsqrt_ftz;                /* rsqrt flushes a subnormal argument to 0 (rsqrt.approx.ftz.f32: math=triton) */
+    int64_t depth;                /* the sum of squares' tree depth bound (0: any tree) */
 } er_rmsnorm_plan;
 
 /* Row x[0..n) with weights w (NULL: none): each output's set in the output format, the exact rmsnorm rounded to

@@ -259,7 +259,7 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         mpfr_add_d(sh, sh, ehi[j], MPFR_RNDN);
     }
     er_anyorder_bound bd;
-    er_status st = er__anyorder_bound_terms(&bd, F, n, 0);
+    er_status st = er__anyorder_bound_terms_depth(&bd, F, n, pl->depth, 0);
     /* s may overflow F only if its terms' sum can reach the threshold: then y = e/inf = 0 is possible */
     int sum_may_overflow = er__mul_up(bd.g, mpfr_get_d(sh, MPFR_RNDU)) >= bd.thr;
     double u = ldexp(1.0, -F->p);
@@ -372,7 +372,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         sh = er__up(sh * er__up(1.0 + 4.0 * (double)n * 0x1p-53));
     }
     er_anyorder_bound bd;
-    er_status st = er__anyorder_bound_terms(&bd, F, n, 0);
+    er_status st = er__anyorder_bound_terms_depth(&bd, F, n, pl->depth, 0);
     int sum_may_overflow = er__mul_up(bd.g, sh) >= bd.thr;
     double u = ldexp(1.0, -F->p);
     double one_minus = er__dn(1.0 - bd.c1), one_plus = er__up(1.0 + bd.c1);

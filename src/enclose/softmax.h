@@ -19,6 +19,7 @@ typedef struct er_softmax_plan {
     int exp2_triton;        /* math=triton: e = ex2.approx(fl(d * fl(log2 e))) within U ulps of 2^fl(d fl(log2 e)),
                                and the quotient (div.full.f32) may flush a subnormal result (Theorem S5) */
     int flush;              /* subnormals=flush: any result below the least normal may be a zero (Theorem S6) */
+    int64_t depth;          /* the sum's tree depth bound (0: any tree; any-order.md Theorem 7) */
 } er_softmax_plan;
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and

@@ -72,6 +72,11 @@ er_status er_standard_validate(const er_standard *s) {
     } else if (s->mma_arch != 0) {
         return er__fail(ER_ERR_STANDARD, "an mma architecture applies to mma only, not to %s", er_order_name(s->order));
     }
+    if (s->depth < 0) return er__fail(ER_ERR_STANDARD, "depth must be at least 1");
+    if (s->depth && s->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_STANDARD, "depth= bounds the tree of any_order; %s fixes its own", er_order_name(s->order));
+    if (s->depth && s->compute == ER_TF32 && s->tf32 == ER_TF32_X3)
+        return er__fail(ER_ERR_UNSUPPORTED, "depth= with compute=tf32x3 is not modelled in this version");
     if (!blocked && !split && !mma && (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL))
         return er__fail(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only, not to %s", er_order_name(s->order));
     if (s->partial != ER_FORMAT_INVALID) {
@@ -289,6 +294,12 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             if (strcmp(val, "yes") == 0) s.online = 1;
             else if (strcmp(val, "no") == 0) s.online = 0;
             else return er__fail(ER_ERR_STANDARD, "online=%s: expected yes or no", val);
+        } else if (strcmp(key, "depth") == 0) {
+            bit = 2097152;
+            char *end;
+            long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
+            if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "depth=%s: expected a number of additions from 1", val);
+            s.depth = v;
         } else if (strcmp(key, "promote") == 0) {
             bit = 1048576;
             char *end;
@@ -333,7 +344,8 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate, rna, rne or nearest", val);
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math, promote)", key);
+                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math, promote, "
+                            "depth)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -373,6 +385,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     ER_PUT(" fma=%s", er_fma_name(s->fma));
     if (s->order == ER_ORDER_MMA) ER_PUT(" outer=%s", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->promote) ER_PUT(" promote=%d", s->promote);
+    if (s->depth) ER_PUT(" depth=%lld", (long long)s->depth);
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");

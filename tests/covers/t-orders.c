@@ -227,6 +227,162 @@ START_TEST(tf32_tie_rules) {
 }
 END_TEST
 
+/* A random tree over the products a[lo..hi) (leaves permuted by perm) in which every leaf meets at most d additions:
+ * each split leaves at most 2^(d-1) leaves on either side. A leaf beside a subtree may be fused into its addition. */
+static double depth_tree(emu *e, const double *a, const double *b, const int *perm, int lo, int hi, int d, int fma_mode) {
+    if (hi - lo == 1) return emu_mul(e, a[perm[lo]], b[perm[lo]]);
+    int64_t cap = d - 1 >= 40 ? INT64_C(1) << 40 : INT64_C(1) << (d - 1);
+    int mlo = (int)(hi - cap > lo + 1 ? hi - cap : lo + 1), mhi = (int)(lo + cap < hi - 1 ? lo + cap : hi - 1);
+    int m = (int)er_rand_int(mlo, mhi);
+    if (m - lo == 1 && fma_mode && (er_rand64() & 1))
+        return emu_fma(e, a[perm[lo]], b[perm[lo]], depth_tree(e, a, b, perm, m, hi, d - 1, fma_mode));
+    double l = depth_tree(e, a, b, perm, lo, m, d - 1, fma_mode), r = depth_tree(e, a, b, perm, m, hi, d - 1, fma_mode);
+    return emu_add(e, l, r);
+}
+
+/* depth=D (any-order.md, Theorem 7): dot products and sums evaluated by random trees whose leaves meet at most D
+ * additions (from the least depth a tree of n leaves allows to that plus 8, and Triton's (R - 1) + 5 + log2 W), in
+ * fp32, fp16 and bf16 accumulators, fused or not, on every input family, are covered under any_order depth=D; the
+ * bound is tighter than any_order's: an output moved by 2^-14 relative is caught under depth=13 at n = 4096 and
+ * passes any_order. */
+START_TEST(depth_bounded_trees) {
+    er_test_reseed(310);
+    long trials = (long)(3000 * er_test_multiplier()), counts[ER_CLASS_COUNT] = {0};
+    static const er_format accs[3] = {ER_FP32, ER_FP16, ER_BF16};
+    for (long tr = 0; tr < trials; tr++) {
+        int K = er_rand64() % 4 == 0 ? (int)er_rand_int(200, 2000) : (int)er_rand_int(1, 100), fam = (int)(er_rand64() % FAM_COUNT);
+        er_format acc = accs[er_rand64() % 3], fx = acc == ER_FP32 ? (er_rand64() & 1 ? ER_FP32 : ER_FP16) : acc;
+        int lg = 0;
+        while ((1 << lg) < K) lg++;
+        /* Triton 3.7's tl.sum over a block of K with 4 warps: R = ceil(K / 128) per thread, (R - 1) + 5 + 2 */
+        int D = er_rand64() % 3 == 0 && K >= 128 ? (K + 127) / 128 + 6 : lg + (int)er_rand_int(0, 8);
+        if (D < lg) D = lg;
+        if (D < 1) D = 1;
+        double *a = malloc(sizeof(double) * (size_t)K), *b = malloc(sizeof(double) * (size_t)K);
+        int *perm = malloc(sizeof(int) * (size_t)K);
+        gen_vectors(fam, fx, fx, acc, K, a, b);
+        for (int k = 0; k < K; k++) perm[k] = k;
+        for (int k = K - 1; k > 0; k--) { int j = (int)(er_rand64() % (uint64_t)(k + 1)), t = perm[k]; perm[k] = perm[j]; perm[j] = t; }
+        emu e;
+        emu_init(&e, acc);
+        int fma_mode = (int)(er_rand64() % 2);
+        double r = depth_tree(&e, a, b, perm, 0, K, D, fma_mode);
+        emu_clear(&e);
+        uint64_t A[2000], B[2000], C[1];
+        for (int k = 0; k < K; k++) { er_store(A, fx, k, a[k]); er_store(B, fx, k, b[k]); }
+        er_store(C, acc, 0, r);
+        er_tensor tA, tB, tC;
+        er_tensor_view(&tA, fx, 2, (int64_t[]){1, K}, NULL, A);
+        er_tensor_view(&tB, fx, 2, (int64_t[]){K, 1}, NULL, B);
+        er_tensor_view(&tC, acc, 2, (int64_t[]){1, 1}, NULL, C);
+        char opts[64];
+        snprintf(opts, sizeof opts, "compute=%s depth=%d", er_format_name(acc), D);
+        er_report rep;
+        ER_REQUIRE(er_matmul_covers(&rep, &tA, &tB, &tC, "any_order", opts) == ER_OK, "%s", er_last_error());
+        er_class c = (er_class)rep.classes[0];
+        counts[c]++;
+        if (!er_class_passes(c)) {
+            char text[2048];
+            er_report_text(&rep, text, sizeof text, NULL);
+            ck_abort_msg("trial %ld: a tree of depth %d was called %s (K %d, %s, %s)\n%s" ER_SEED_MSG_FMT, tr, D, er_class_name(c), K,
+                         fam_names[fam], er_format_name(acc), text, ER_SEED_ARGS);
+        }
+        er_report_clear(&rep);
+        free(a); free(b); free(perm);
+    }
+    printf("depth-bounded trees: %ld trials: exact %ld, covered %ld, overflow %ld\n", trials, counts[0], counts[1], counts[2]);
+    /* softmax and rmsnorm rows whose sums are depth-bounded trees */
+    for (long tr = 0; tr < trials / 10; tr++) {
+        int n = (int)er_rand_int(1, 600), lg = 0;
+        while ((1 << lg) < n) lg++;
+        int D = lg + (int)er_rand_int(0, 4);
+        if (D < 1) D = 1;
+        float x[600], y[600];
+        double e[600], one[600], sq[600];
+        int perm[600];
+        for (int j = 0; j < n; j++) { x[j] = (float)(er_rand_normal() * 3); one[j] = 1; perm[j] = j; }
+        emu em;
+        emu_init(&em, ER_FP32);
+        double m = -INFINITY;
+        for (int j = 0; j < n; j++) m = fmax(m, x[j]);
+        mpfr_t t;
+        mpfr_init2(t, 200);
+        for (int j = 0; j < n; j++) {
+            mpfr_set_d(t, emu_add(&em, x[j], -m), MPFR_RNDN);
+            mpfr_exp(t, t, MPFR_RNDN);
+            e[j] = emu_round(&em, t);
+        }
+        int rms = tr & 1;
+        double s;
+        if (rms) { /* q by the tree, ms = fl(q / n), v = fl(ms + fl(1e-5)), r = rsqrt(v) correctly rounded */
+            for (int j = 0; j < n; j++) sq[j] = x[j];
+            s = depth_tree(&em, sq, sq, perm, 0, n, D, (int)(er_rand64() & 1));
+            mpfr_set_d(t, s, MPFR_RNDN);
+            mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDN);
+            double ms = emu_round(&em, t);
+            mpfr_set_d(t, emu_add(&em, ms, (double)1e-5f), MPFR_RNDN);
+            mpfr_rec_sqrt(t, t, MPFR_RNDN);
+            double r = emu_round(&em, t);
+            for (int j = 0; j < n; j++) y[j] = (float)emu_mul(&em, x[j], r);
+        } else {
+            s = depth_tree(&em, e, one, perm, 0, n, D, 0);
+            for (int j = 0; j < n; j++) {
+                mpfr_set_d(t, e[j], MPFR_RNDN);
+                mpfr_div_d(t, t, s, MPFR_RNDN);
+                y[j] = (float)emu_round(&em, t);
+            }
+        }
+        mpfr_clear(t);
+        emu_clear(&em);
+        er_tensor tx, ty;
+        er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, n}, NULL, x);
+        er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){1, n}, NULL, y);
+        er_ref *ref;
+        ck_assert_int_eq(rms ? er_rmsnorm(&ref, &tx, NULL, 1e-5) : er_softmax(&ref, &tx, 1), ER_OK);
+        char opts[32];
+        snprintf(opts, sizeof opts, "depth=%d", D);
+        er_standard st;
+        ck_assert_int_eq(er_standard_parse(&st, "any_order", opts), ER_OK);
+        er_report rep;
+        ER_REQUIRE(er_covers(&rep, ref, &ty, &st) == ER_OK, "%s", er_last_error());
+        ER_REQUIRE_PASS(&rep, "trial %ld: a %s row (n %d) summed by a tree of depth %d was called wrong:" ER_SEED_MSG_FMT, tr,
+                        rms ? "rmsnorm" : "softmax", n, D, ER_SEED_ARGS);
+        er_report_clear(&rep);
+        er_ref_free(ref);
+    }
+    /* tighter: 4096 positive terms, their exact sum moved by 2^-14 relative */
+    static float x[4096];
+    double s = 0;
+    for (int k = 0; k < 4096; k++) { x[k] = 1.0f + (float)k * 0x1p-12f; s += x[k]; }
+    float y = (float)(s * (1 + 0x1p-14));
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 4096}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){1}, NULL, &y);
+    er_ref *ref;
+    ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+    er_standard st;
+    er_report rep;
+    ck_assert_int_eq(er_standard_parse(&st, "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_OK);
+    ck_assert_msg(er_report_all(&rep), "any_order should allow a 2^-14 move at n = 4096");
+    er_report_clear(&rep);
+    ck_assert_int_eq(er_standard_parse(&st, "any_order", "depth=13"), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_OK);
+    ck_assert_msg(!er_report_all(&rep), "depth=13 must catch a 2^-14 move at n = 4096");
+    er_report_clear(&rep);
+    /* no tree of depth 11 adds 4096 terms; depth= does not apply to max, fixed orders or layernorm */
+    ck_assert_int_eq(er_standard_parse(&st, "any_order", "depth=11"), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_ERR_STANDARD);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "2^11"));
+    er_ref_free(ref);
+    ck_assert_int_eq(er_standard_parse(&st, "sequential", "depth=3"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_max(&ref, &tx, 1), ER_OK);
+    ck_assert_int_eq(er_standard_parse(&st, "any_order", "depth=13"), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_ERR_STANDARD);
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("orders");
     TCase *tc = tcase_create("orders");
@@ -235,6 +391,7 @@ int main(void) {
     tcase_add_test(tc, fma_of_a_huge_product_into_an_infinity);
     tcase_add_test(tc, emulate_tiles_match_a_float_loop);
     tcase_add_test(tc, tf32_tie_rules);
+    tcase_add_test(tc, depth_bounded_trees);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
