@@ -101,6 +101,8 @@ typedef struct er_standard {
     int fast_math;            /* the math preset: 0 precise; 1 fast (exp_fast, div_ulps 2 for softmax, log_ulps 3 for
                                  log_softmax, unless set otherwise); 2 triton (Triton's fp32 lowering: exp as
                                  ex2.approx of the rounded product d * fl(log2 e), div_ulps 2, rsqrt.approx.ftz) */
+    int init_first;           /* fixed orders: each accumulator starts at its first term (init=first), which IEEE
+                                 arithmetic makes the same as starting at -0; 0: at +0 (init=zero, default) */
     int64_t depth;            /* any_order: every term passes through at most this many additions (a tree of bounded
                                  depth, as GPU reductions are; 0: no bound, the same as n - 1) */
 } er_standard;

@@ -137,12 +137,12 @@ static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const doubl
          * interval stays one value; run them directly */
         double r;
         if (pl->F->id == ER_FP32) {
-            float acc = 0.0f;
+            float acc = pl->std.init_first ? -0.0f : 0.0f;
             if (pl->fma_always) for (int64_t k = 0; k < n; k++) acc = fmaf((float)a[k], (float)b[k], acc);
             else for (int64_t k = 0; k < n; k++) acc = acc + (float)(a[k] * b[k]);
             r = acc;
         } else {
-            double acc = 0.0;
+            double acc = pl->std.init_first ? -0.0 : 0.0;
             if (pl->fma_always) for (int64_t k = 0; k < n; k++) acc = fma(a[k], b[k], acc);
             else for (int64_t k = 0; k < n; k++) acc = acc + a[k] * b[k];
             r = acc;
@@ -151,7 +151,8 @@ static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const doubl
         return ER_OK;
     }
     if (!any) {
-        er_iv acc = {0.0, 0.0, 0};
+        double z = pl->std.init_first ? -0.0 : 0.0; /* -0 + x = x for every x: the same as starting at the first term */
+        er_iv acc = {z, z, 0};
         for (int64_t k = 0; k < n; k++) er_step(pl, env->wide, &acc, a[k], b[k]);
         *out = acc;
         return ER_OK;
@@ -322,7 +323,8 @@ er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *
                         int special, er_cval *out, const er_fmt_info **fmt) {
     (void)special; /* infinities and NaN travel through the emulation by IEEE rules */
     const er_standard *s = &pl->std;
-    er_iv r = {0.0, 0.0, 0};
+    double z = s->init_first ? -0.0 : 0.0;
+    er_iv r = {z, z, 0};
     *fmt = pl->F;
     switch (s->order) {
     case ER_ORDER_SEQUENTIAL:
@@ -382,6 +384,7 @@ int64_t er__dot_order_tile_block(const er_order_plan *pl, int64_t K, int *outer)
     if (pl->lo_mode != ER_ROUND_NEAREST || pl->hi_mode != ER_ROUND_NEAREST || !pl->fma_never || pl->fma_always ||
         pl->F->id != ER_FP32 || pl->fa->p > 24 || pl->fb->p > 24 || K < 1)
         return 0;
+    if (s->init_first) return 0; /* the tile loop starts at +0 */
     if (s->order == ER_ORDER_SEQUENTIAL) return K;
     if (s->order != ER_ORDER_BLOCKED && s->order != ER_ORDER_SPLIT) return 0;
     if (s->order == ER_ORDER_SPLIT && pl->P != pl->F) return 0;

@@ -72,6 +72,10 @@ er_status er_standard_validate(const er_standard *s) {
     } else if (s->mma_arch != 0) {
         return er__fail(ER_ERR_STANDARD, "an mma architecture applies to mma only, not to %s", er_order_name(s->order));
     }
+    if ((unsigned)s->init_first > 1) return er__fail(ER_ERR_STANDARD, "init_first is 0 or 1");
+    if (s->init_first && !(s->order == ER_ORDER_SEQUENTIAL || s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT))
+        return er__fail(ER_ERR_STANDARD, "init= applies to sequential, blocked and split (the sign of a zero result), not to %s",
+                        er_order_name(s->order));
     if (s->depth < 0) return er__fail(ER_ERR_STANDARD, "depth must be at least 1");
     if (s->depth && s->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "depth= bounds the tree of any_order; %s fixes its own", er_order_name(s->order));
@@ -294,6 +298,11 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             if (strcmp(val, "yes") == 0) s.online = 1;
             else if (strcmp(val, "no") == 0) s.online = 0;
             else return er__fail(ER_ERR_STANDARD, "online=%s: expected yes or no", val);
+        } else if (strcmp(key, "init") == 0) {
+            bit = 4194304;
+            if (strcmp(val, "zero") == 0) s.init_first = 0;
+            else if (strcmp(val, "first") == 0) s.init_first = 1;
+            else return er__fail(ER_ERR_STANDARD, "init=%s: expected zero or first", val);
         } else if (strcmp(key, "depth") == 0) {
             bit = 2097152;
             char *end;
@@ -345,7 +354,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
                             "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math, promote, "
-                            "depth)", key);
+                            "depth, init)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -386,6 +395,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->order == ER_ORDER_MMA) ER_PUT(" outer=%s", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->promote) ER_PUT(" promote=%d", s->promote);
     if (s->depth) ER_PUT(" depth=%lld", (long long)s->depth);
+    if (s->init_first) ER_PUT(" init=first");
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");

@@ -383,6 +383,60 @@ START_TEST(depth_bounded_trees) {
 }
 END_TEST
 
+/* The sign of a zero result (orders.md, "Zeros"): er_emulate starts each accumulator at +0 (init=zero) or at its first
+ * term (init=first, the same as -0), as a C loop does with `float acc = 0.0f` or `-0.0f`. Operands drawn from zeros of
+ * both signs, tiny values whose products underflow to a signed zero, and small integers that cancel; sequential,
+ * blocked:B and split:S, fused or not: bit for bit, the sign of zero included. */
+START_TEST(zero_sign_conventions) {
+    er_test_reseed(320);
+    static const float vals[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1.0f, -1.0f, 2.0f, 0x1p-140f};
+    long trials = (long)(2000 * er_test_multiplier()), neg = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int K = (int)er_rand_int(1, 12), order = (int)(er_rand64() % 3), first = (int)(er_rand64() & 1), fused = (int)(er_rand64() & 1);
+        int B = (int)er_rand_int(1, 4);
+        float a[12], b[12];
+        for (int k = 0; k < K; k++) { a[k] = vals[er_rand64() % 8]; b[k] = vals[er_rand64() % 8]; }
+        float z = first ? -0.0f : 0.0f, want;
+        if (order == 0) {
+            float acc = z;
+            for (int k = 0; k < K; k++) acc = fused ? fmaf(a[k], b[k], acc) : acc + a[k] * b[k];
+            want = acc;
+        } else {
+            int chunk = order == 1 ? B : (K + B - 1) / B;
+            float tot = z;
+            for (int k0 = 0; k0 < K; k0 += chunk) {
+                float part = z;
+                for (int k = k0; k < K && k < k0 + chunk; k++) part = fused ? fmaf(a[k], b[k], part) : part + a[k] * b[k];
+                tot = tot + part;
+            }
+            want = tot;
+        }
+        er_tensor tA, tB, tE;
+        float got = 7;
+        er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){1, K}, NULL, a);
+        er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){K, 1}, NULL, b);
+        er_tensor_view(&tE, ER_FP32, 2, (int64_t[]){1, 1}, NULL, &got);
+        char ord[32], opts[64];
+        snprintf(ord, sizeof ord, order == 0 ? "sequential" : order == 1 ? "blocked:%d" : "split:%d", B);
+        snprintf(opts, sizeof opts, "fma=%s init=%s", fused ? "always" : "never", first ? "first" : "zero");
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+        er_standard st;
+        ck_assert_int_eq(er_standard_parse(&st, ord, opts), ER_OK);
+        ER_REQUIRE(er_emulate(ref, &tE, &st) == ER_OK, "%s", er_last_error());
+        ER_REQUIRE(memcmp(&got, &want, 4) == 0, "trial %ld (%s %s, K %d): emulate %a, the loop %a" ER_SEED_MSG_FMT, tr, ord, opts,
+                   K, (double)got, (double)want, ER_SEED_ARGS);
+        neg += want == 0 && signbit(want);
+        er_ref_free(ref);
+    }
+    printf("zero signs: %ld emulations equal C loops bit for bit, %ld of them -0\n", trials, neg);
+    ck_assert_int_gt(neg, 0);
+    er_standard st;
+    ck_assert_int_eq(er_standard_parse(&st, "any_order", "init=first"), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&st, "sequential", "init=later"), ER_ERR_STANDARD);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("orders");
     TCase *tc = tcase_create("orders");
@@ -392,6 +446,7 @@ int main(void) {
     tcase_add_test(tc, emulate_tiles_match_a_float_loop);
     tcase_add_test(tc, tf32_tie_rules);
     tcase_add_test(tc, depth_bounded_trees);
+    tcase_add_test(tc, zero_sign_conventions);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
