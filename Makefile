@@ -4,13 +4,17 @@
 #               the Python package's pytest suite against the fresh library)
 BUILD ?= build
 SAN_BUILD ?= build-san
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := standard ops report
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check binutils python3 python3-pip
+APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check binutils python3 python3-pip \
+                clang libclang-rt-14-dev
 PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo san test test-fast bench clean
+.PHONY: all deps build demo san test test-fast bench clean fuzz-build fuzz-smoke fuzz
 
 all: build
 
@@ -38,10 +42,36 @@ san: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEXACTREF_SANITIZE=ON -DEXACTREF_BUILD_BENCH=OFF -DEXACTREF_CUDA=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 
-test: build san
+test: build san fuzz-build
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+	$(MAKE) --no-print-directory fuzz-smoke
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
+
+# libFuzzer targets (tests/fuzz): built with clang, AddressSanitizer and UndefinedBehaviorSanitizer.
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DEXACTREF_SANITIZE=ON -DEXACTREF_FUZZ=ON \
+	  -DEXACTREF_BUILD_TESTS=OFF -DEXACTREF_BUILD_BENCH=OFF -DEXACTREF_BUILD_EXAMPLES=OFF -DEXACTREF_CUDA=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# Each target a fixed number of runs from its seed corpus (new inputs go to a temporary folder): part of `make test`.
+fuzz-smoke: fuzz-build
+	@fail=0; for t in $(FUZZ_TARGETS); do \
+	  case $$t in report) runs=3000;; ops) runs=30000;; *) runs=100000;; esac; \
+	  tmp=$$(mktemp -d); \
+	  if ./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -runs=$$runs -max_len=512 -artifact_prefix=$$tmp/ $$tmp tests/fuzz/corpus/$$t \
+	       > $$tmp/log 2>&1; then echo "fuzz_$$t: $$runs runs, no finding"; \
+	  else echo "fuzz_$$t: FINDING"; tail -30 $$tmp/log; fail=1; fi; rm -rf $$tmp; \
+	done; if [ $$fail = 0 ]; then echo "fuzz smoke: 3 passed, 0 failed"; else echo "fuzz smoke: failed"; exit 1; fi
+
+# Long runs: each target for FUZZ_SECONDS seconds; findings are kept in fuzz-findings/ and fail the run.
+fuzz: fuzz-build
+	@mkdir -p fuzz-findings; fail=0; for t in $(FUZZ_TARGETS); do \
+	  tmp=$$(mktemp -d); \
+	  ./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=512 -artifact_prefix=fuzz-findings/$$t- \
+	    $$tmp tests/fuzz/corpus/$$t 2>&1 | grep -E "^#[0-9]+ +DONE|Done|ERROR|SUMMARY" || true; \
+	  ls fuzz-findings/$$t-* >/dev/null 2>&1 && fail=1; rm -rf $$tmp; \
+	done; exit $$fail
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure
@@ -55,4 +85,4 @@ bench: build
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_orders.py
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

@@ -51,7 +51,8 @@ er_status er__tensor_check(const er_tensor *t, const char *name) {
         if (!er__mul_ok(t->shape[i] - 1, t->strides[i], &reach) || !er__add_ok(extent, reach, &extent))
             return er__fail(ER_ERR_SIZE, "%s: the strides reach beyond what an int64 can address (dimension %d)", name, i);
     }
-    if (!er__mul_ok(extent + 1, fi->bits / 8, &bytes))
+    int64_t count;
+    if (!er__add_ok(extent, 1, &count) || !er__mul_ok(count, fi->bits / 8, &bytes))
         return er__fail(ER_ERR_SIZE, "%s spans more bytes than an int64 can count", name);
     if (!t->data) return er__fail(ER_ERR_NULL, "%s has %lld elements but its data pointer is NULL", name, (long long)numel);
     return ER_OK;

@@ -63,6 +63,10 @@ START_TEST(bad_matmul_inputs) {
     refused(ER_ERR_SIZE, "int64", &X, &B, &C, "any_order", NULL);
     X = A; X.strides[0] = INT64_MAX / 2;
     refused(ER_ERR_SIZE, "strides reach", &X, &B, &C, "any_order", NULL);
+    /* strides reaching exactly INT64_MAX: one element more than an int64 counts (found by tests/fuzz/fuzz_ops,
+     * corpus/ops/regress-stride-extent-overflow) */
+    X = A; X.shape[0] = 2; X.shape[1] = 1; X.strides[0] = INT64_MAX; X.strides[1] = 1;
+    refused(ER_ERR_SIZE, "bytes", &X, &B, &C, "any_order", NULL);
     X = A; X.ndim = 0;
     refused(ER_ERR_SIZE, "ndim", &X, &B, &C, "any_order", NULL);
     X = A; X.ndim = 1;

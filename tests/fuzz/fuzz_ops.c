@@ -1,0 +1,155 @@
+/* fuzz_ops.c: any bytes as an op call: the op, formats (valid or not), ranks, shapes and strides (zero, negative,
+ * overflowing), scalars (eps, scales: NaN, inf, negative), a standard, the operand and output contents (every bit
+ * pattern: NaN, inf, subnormals). What the library accepts it must then cover, emulate (where fixed), give exact
+ * and rounded values for, without crashing, leaking or reading outside the views; what it refuses it refuses with a
+ * status. Views are built inside one buffer, so a view the library accepts is memory the caller owns; a view whose
+ * extent overflows must be refused. Sizes stay small so that each input runs in microseconds. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <exactref/exactref.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct rd { const uint8_t *p; size_t n; } rd;
+static unsigned byte(rd *r) { if (!r->n) return 0; r->n--; return *r->p++; }
+
+#define SLOTS 4096
+static uint64_t pool[3][SLOTS]; /* operand A (or x), operand B (or weight), bias; 8 bytes a slot */
+
+static const char *const standards[][2] = {
+    {"any_order", NULL}, {"any_order", "compute=fp16"}, {"any_order", "compute=bf16 rounding=faithful"},
+    {"any_order", "compute=fp64"}, {"any_order", "depth=3"}, {"any_order", "compute=tf32 tf32=nearest"},
+    {"any_order", "compute=tf32x3"}, {"sequential", "fma=never"}, {"sequential", "fma=always init=first"},
+    {"blocked:4", "fma=never"}, {"blocked:3", "inner=any carry=fused rounding=faithful"}, {"split:2", "partial=fp16 fma=always"},
+    {"pairwise", NULL}, {"mma:sm90", NULL}, {"mma:sm90 outer=any compute=tf32 tf32=rne", NULL}, {"mma:sm80", "outer=any promote=2"},
+    {"any_order", "math=triton"}, {"any_order", "math=fast subnormals=flush"}, {"any_order", "exp_ulps=fast div_ulps=2"},
+    {"any_order", "online=yes"}, {"any_order", "max=optional"}, {"any_order", "variance=welford mean=reciprocal"},
+    {"any_order", "rsqrt_ulps=3 log_ulps=2"}, {"any_order", "overflow=saturate"}, {"any_order", "overflow=nan"},
+};
+
+/* A view of rank nd over pool[which] with shape and strides from the input; 0 when it cannot be placed (skipped),
+ * -1 when its extent overflows (the library must refuse it). */
+static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_t *shape_out) {
+    int64_t shape[ER_MAX_DIMS], strides[ER_MAX_DIMS];
+    int contiguous = byte(r) & 1, huge = 0;
+    for (int i = 0; i < nd; i++) shape[i] = byte(r) % 6;
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        if (contiguous) { strides[i] = s; s *= shape[i] ? shape[i] : 1; continue; }
+        unsigned b = byte(r);
+        strides[i] = b == 0x7f ? INT64_MAX / 3 : b == 0x80 ? INT64_MIN / 3 : (int64_t)(int8_t)b % 9;
+        huge |= b == 0x7f || b == 0x80;
+    }
+    /* the extent: the least and greatest element offsets (nothing when a dimension is 0) */
+    int empty = 0;
+    for (int i = 0; i < nd; i++) empty |= shape[i] == 0;
+    if (huge && !empty) {
+        er_status st = er_tensor_view(t, f, nd, shape, strides, pool[which]);
+        (void)st; /* refused, or accepted as a view the library must not read blindly: not used */
+        return -1;
+    }
+    int64_t lo = 0, hi = 0;
+    for (int i = 0; i < nd && !empty; i++) {
+        int64_t d = (shape[i] - 1) * strides[i];
+        if (d < 0) lo += d; else hi += d;
+    }
+    int64_t base = SLOTS / 2;
+    if (base + lo < 0 || base + hi >= SLOTS / 2) return 0; /* elements of up to 8 bytes: offsets in slots of 8 bytes */
+    char *p = (char *)pool[which] + base * 8;
+    if (er_tensor_view(t, f, nd, shape, strides, p) != ER_OK) return 0;
+    for (int i = 0; i < nd; i++) shape_out[i] = shape[i];
+    return 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    rd r = {data, size};
+    int op = (int)(byte(&r) % 9);
+    er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
+    int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
+    unsigned sidx = byte(&r) % (sizeof standards / sizeof standards[0]);
+    static const double scalars[] = {1e-5, 0.0, -1.0, NAN, INFINITY, 0.5, -2.0, 1e-40};
+    double eps = scalars[byte(&r) % 8], sa = scalars[byte(&r) % 8], sb = scalars[byte(&r) % 8];
+    int dim = (int)(byte(&r) % 7) - 3;
+    /* operand contents: the rest of the input, repeated */
+    for (int w = 0; w < 3; w++)
+        for (size_t i = 0; i < SLOTS; i++) pool[w][i] = size ? (uint64_t)data[(i * 7 + (size_t)w * 13) % size] * UINT64_C(0x0101010101010101) ^ i : 0;
+    er_tensor A, B, C;
+    int64_t sha[ER_MAX_DIMS], shb[ER_MAX_DIMS];
+    int va = make_view(&r, &A, 0, fa, nda, sha), vb = make_view(&r, &B, 1, fb, ndb, shb);
+    (void)make_view(&r, &C, 2, fb, 1, shb);
+    if (va <= 0) return 0;
+    er_ref *ref = NULL;
+    er_status st;
+    switch (op) {
+    case 0: st = vb > 0 ? er_matmul(&ref, &A, &B) : ER_ERR_INVALID; break;
+    case 1: st = vb > 0 ? er_scaled_matmul(&ref, &A, &B, sa, sb) : ER_ERR_INVALID; break;
+    case 2: st = er_sum(&ref, &A, dim); break;
+    case 3: st = er_mean(&ref, &A, dim); break;
+    case 4: st = er_max(&ref, &A, dim); break;
+    case 5: st = er_softmax(&ref, &A, dim); break;
+    case 6: st = er_log_softmax(&ref, &A, dim); break;
+    case 7: st = er_rmsnorm(&ref, &A, vb > 0 ? &B : NULL, eps); break;
+    default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
+    }
+    if (st != ER_OK) { if (ref) abort(); return 0; }
+    int nd;
+    int64_t shape[ER_MAX_DIMS], n = 1;
+    if (er_ref_shape(ref, &nd, shape) != ER_OK) abort();
+    for (int i = 0; i < nd; i++) n *= shape[i];
+    if (n <= 1024) {
+        static uint64_t out[1024], emu[1024];
+        for (int64_t i = 0; i < n; i++) out[i] = pool[2][i];
+        er_tensor O, E, R;
+        if (er_tensor_view(&O, fo, nd, shape, NULL, out) == ER_OK) {
+            er_standard s;
+            if (er_standard_parse(&s, standards[sidx][0], standards[sidx][1]) == ER_OK) {
+                er_report rep[3];
+                if (er_ref_num_outputs(ref) == 3) {
+                    /* mean and rstd: one per row, the leading shape */
+                    static uint64_t mo[1024], ro[1024];
+                    er_tensor M, Rs;
+                    int lead = nd - (dim < 0 ? -dim : dim);
+                    int64_t rows = 1;
+                    for (int i = 0; i < lead && i < nd; i++) rows *= shape[i];
+                    const er_tensor *outs[3] = {&O, NULL, NULL};
+                    if (lead >= 1 && er_tensor_view(&M, ER_FP32, lead, shape, NULL, mo) == ER_OK &&
+                        er_tensor_view(&Rs, ER_FP32, lead, shape, NULL, ro) == ER_OK && rows <= 1024) {
+                        memcpy(mo, pool[1], sizeof mo);
+                        memcpy(ro, pool[0], sizeof ro);
+                        outs[1] = &M;
+                        outs[2] = &Rs;
+                    }
+                    if (er_covers_outputs(rep, ref, outs, 3, &s) == ER_OK) {
+                        for (int o = 0; o < 3; o++) {
+                            if (rep[o].classes == NULL && rep[o].n > 0) abort();
+                            er_report_clear(&rep[o]);
+                        }
+                    } else {
+                        for (int o = 0; o < 3; o++) if (er_report_all(&rep[o])) abort(); /* a refusal never passes */
+                    }
+                } else if (er_covers(&rep[0], ref, &O, &s) == ER_OK) {
+                    int64_t tot = 0;
+                    for (int c = 0; c < ER_CLASS_COUNT; c++) tot += rep[0].counts[c];
+                    if (tot != n) abort();
+                    er_report_clear(&rep[0]);
+                } else if (er_report_all(&rep[0])) {
+                    abort();
+                }
+                if (er_tensor_view(&E, fo, nd, shape, NULL, emu) == ER_OK && er_emulate(ref, &E, &s) == ER_OK) {
+                    /* the emulated output lies in the set covers gives under the same standard */
+                    if (er_covers(&rep[0], ref, &E, &s) != ER_OK || !er_report_all(&rep[0])) abort();
+                    er_report_clear(&rep[0]);
+                }
+            }
+        }
+        static double rd64[1024];
+        if (er_tensor_view(&R, ER_FP64, nd, shape, NULL, rd64) == ER_OK) (void)er_ref_rounded(&R, ref);
+        int64_t idx[ER_MAX_DIMS] = {0};
+        double e, rr;
+        if (n > 0) (void)er_ref_exact(ref, idx, fo, &e, &rr);
+    }
+    er_ref_free(ref);
+    return 0;
+}
