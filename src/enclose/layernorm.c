@@ -386,8 +386,9 @@ static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_ex
 static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode) { return er__round_mpfr(F, x, mode, ER_OVERFLOW_IEEE); }
 
 er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n) {
-    ER_RETURN_IF_ERROR(er__anyorder_bound(&pl->bs, pl->X, er__fmt_one(), pl->F, n, 0));
-    return er__anyorder_bound(&pl->bq, pl->F, pl->F, pl->F, n, 0);
+    /* two_pass's sums S and Q: any tree, or one of depth at most pl->depth (any-order.md, Theorem 7) */
+    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&pl->bs, pl->X, er__fmt_one(), pl->F, n, pl->depth, 0));
+    return er__anyorder_bound_depth(&pl->bq, pl->F, pl->F, pl->F, n, pl->depth, 0);
 }
 
 er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b, int64_t n,

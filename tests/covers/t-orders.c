@@ -383,6 +383,104 @@ START_TEST(depth_bounded_trees) {
 }
 END_TEST
 
+/* A two-pass layernorm (rows of n, fp32) with both sums in a tree of depth D and the given variance divisor and
+ * rstd form (0: 1/sqrt(v + eps) correctly rounded; 1: 1/(sqrt(v) + eps), a bug); 1 when its y, mean and rstd pass
+ * under options. */
+static int layernorm_depth_case(int n, int D, int unbiased, int rstd_bug, const char *options) {
+    enum { ROWS = 4 };
+    static float x[ROWS * 4096], y[ROWS * 4096];
+    static double one[4096], d[4096];
+    static int perm[4096];
+    float mean[ROWS], rstd[ROWS];
+    emu e;
+    emu_init(&e, ER_FP32);
+    mpfr_t t;
+    mpfr_init2(t, 200);
+    for (int r = 0; r < ROWS; r++) {
+        double xd[4096];
+        for (int j = 0; j < n; j++) { x[r * n + j] = (float)(er_rand_normal() + 0.5); xd[j] = x[r * n + j]; one[j] = 1; perm[j] = j; }
+        for (int j = n - 1; j > 0; j--) { int k = (int)(er_rand64() % (uint64_t)(j + 1)), s = perm[j]; perm[j] = perm[k]; perm[k] = s; }
+        double S = depth_tree(&e, xd, one, perm, 0, n, D, 0);
+        mpfr_set_d(t, S, MPFR_RNDN);
+        mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDN);
+        double m = emu_round(&e, t);
+        for (int j = 0; j < n; j++) d[j] = emu_add(&e, xd[j], -m);
+        double Q = depth_tree(&e, d, d, perm, 0, n, D, (int)(er_rand64() & 1));
+        mpfr_set_d(t, Q, MPFR_RNDN);
+        mpfr_div_ui(t, t, (unsigned long)(unbiased ? n - 1 : n), MPFR_RNDN);
+        double v = emu_round(&e, t), rs;
+        if (rstd_bug) {
+            mpfr_set_d(t, v, MPFR_RNDN);
+            mpfr_sqrt(t, t, MPFR_RNDN);
+            double sq = emu_round(&e, t);
+            mpfr_set_d(t, emu_add(&e, sq, (double)1e-5f), MPFR_RNDN);
+            mpfr_ui_div(t, 1, t, MPFR_RNDN);
+        } else {
+            mpfr_set_d(t, emu_add(&e, v, (double)1e-5f), MPFR_RNDN);
+            mpfr_rec_sqrt(t, t, MPFR_RNDN);
+        }
+        rs = emu_round(&e, t);
+        for (int j = 0; j < n; j++) y[r * n + j] = (float)emu_mul(&e, d[j], rs);
+        mean[r] = (float)m;
+        rstd[r] = (float)rs;
+    }
+    mpfr_clear(t);
+    emu_clear(&e);
+    er_tensor tx, ty, tm, tr;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, y);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){ROWS}, NULL, mean);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){ROWS}, NULL, rstd);
+    er_ref *ref;
+    ck_assert_int_eq(er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5), ER_OK);
+    er_standard st;
+    ck_assert_msg(er_standard_parse(&st, "any_order", options) == ER_OK, "%s", er_last_error());
+    er_report reps[3];
+    const er_tensor *outs[3] = {&ty, &tm, &tr};
+    ck_assert_msg(er_covers_outputs(reps, ref, outs, 3, &st) == ER_OK, "%s", er_last_error());
+    int ok = 1;
+    for (int o = 0; o < 3; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
+    er_ref_free(ref);
+    return ok;
+}
+
+/* layernorm two_pass with depth=D: Triton-shaped trees (4 warps: depth n/128 + 6) are covered; the unbiased
+ * variance and rstd = 1/(sqrt(v) + eps), which any_order's two-pass set allows at n = 4096, are caught. */
+START_TEST(layernorm_depth) {
+    er_test_reseed(330);
+    long trials = (long)(6 * er_test_multiplier());
+    int caught_unb = 0, caught_rstd = 0, missed_any = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        static const int ns[3] = {256, 1024, 4096};
+        int n = ns[tr % 3], D = n / 128 + 6;
+        char opts[64];
+        snprintf(opts, sizeof opts, "variance=two_pass depth=%d", D);
+        ck_assert_msg(layernorm_depth_case(n, D, 0, 0, opts), "trial %ld: a correct two-pass layernorm (n %d, depth %d) was called wrong"
+                      ER_SEED_MSG_FMT, tr, n, D, ER_SEED_ARGS);
+        if (n == 4096) {
+            caught_unb += !layernorm_depth_case(n, D, 1, 0, opts);
+            caught_rstd += !layernorm_depth_case(n, D, 0, 1, opts);
+            missed_any += layernorm_depth_case(n, D, 1, 0, "variance=two_pass") + layernorm_depth_case(n, D, 0, 1, "variance=two_pass");
+        }
+    }
+    printf("layernorm two_pass with depth: correct trees covered; at n = 4096 the unbiased variance caught %d times, "
+           "1/(sqrt(v) + eps) %d times, both passing any_order's two-pass set %d times of %d\n", caught_unb, caught_rstd,
+           missed_any, 2 * caught_unb);
+    ck_assert_int_eq(caught_unb, (int)((trials + 2) / 3));
+    ck_assert_int_eq(caught_rstd, (int)((trials + 2) / 3));
+    er_standard st;
+    ck_assert_int_eq(er_standard_parse(&st, "any_order", "depth=20"), ER_OK);
+    float x[4] = {1, 2, 3, 4};
+    er_tensor tx;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 4}, NULL, x);
+    er_ref *ref;
+    ck_assert_int_eq(er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5), ER_OK);
+    er_report rep;
+    ck_assert_int_eq(er_covers(&rep, ref, &tx, &st), ER_ERR_UNSUPPORTED); /* variance=either: Welford's trees */
+    er_ref_free(ref);
+}
+END_TEST
+
 /* The sign of a zero result (orders.md, "Zeros"): er_emulate starts each accumulator at +0 (init=zero) or at its first
  * term (init=first, the same as -0), as a C loop does with `float acc = 0.0f` or `-0.0f`. Operands drawn from zeros of
  * both signs, tiny values whose products underflow to a signed zero, and small integers that cancel; sequential,
@@ -447,6 +545,7 @@ int main(void) {
     tcase_add_test(tc, tf32_tie_rules);
     tcase_add_test(tc, depth_bounded_trees);
     tcase_add_test(tc, zero_sign_conventions);
+    tcase_add_test(tc, layernorm_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
