@@ -135,6 +135,14 @@ ER_API int er_standard_is_fixed(const er_standard *s, er_format a, er_format b);
 ER_API er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t *needed);
 ER_API size_t er_standard_sizeof(void);
 
+/* The depth (additions a term passes through at most) of Triton's tl.sum / tl.reduce over a block of `block`
+ * elements (a power of two) with `num_warps` warps (a power of two), for Triton major.minor: each thread combines
+ * its R = block / (32 num_warps) elements (at least 1) in a chain up to 3.7 and a balanced tree from 3.8, then a
+ * 5-level warp butterfly and a log2(num_warps)-level tree across warps: (R - 1) or ceil(log2 R), + 5 + log2 num_warps.
+ * For depth= (docs/algorithms/any-order.md, Theorem 7). ER_ERR_INVALID for arguments that are not powers of two or a
+ * version before 2.0. */
+ER_API er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, int major, int minor);
+
 #ifdef __cplusplus
 }
 #endif

@@ -366,6 +366,27 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
     return ER_OK;
 }
 
+static int er_log2_exact(int64_t v) {
+    if (v < 1 || (v & (v - 1))) return -1;
+    int k = 0;
+    while ((INT64_C(1) << k) < v) k++;
+    return k;
+}
+
+er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, int major, int minor) {
+    er__ok();
+    ER_CHECK_NULL(depth, "depth");
+    int lb = er_log2_exact(block), lw = er_log2_exact(num_warps);
+    if (lb < 0 || lb > 40) return er__fail(ER_ERR_INVALID, "block %lld: expected a power of two up to 2^40", (long long)block);
+    if (lw < 0 || lw > 10) return er__fail(ER_ERR_INVALID, "num_warps %d: expected a power of two up to 1024", num_warps);
+    if (major < 2 || minor < 0) return er__fail(ER_ERR_INVALID, "Triton %d.%d: expected 2.0 or later", major, minor);
+    int64_t r = block >> (5 + lw);
+    if (r < 1) r = 1;
+    int chain = major < 3 || (major == 3 && minor <= 7);
+    *depth = (chain ? r - 1 : er_log2_exact(r)) + 5 + lw;
+    return ER_OK;
+}
+
 static const char *er_fma_name(er_fma f) {
     return f == ER_FMA_NEVER ? "never" : f == ER_FMA_ALWAYS ? "always" : "either";
 }

@@ -383,6 +383,79 @@ START_TEST(depth_bounded_trees) {
 }
 END_TEST
 
+/* er_depth_triton against an emulation of Triton's tl.sum tree: each of the 32 W threads holds R = BLOCK / (32 W)
+ * consecutive elements, combined in a chain (Triton <= 3.7) or a balanced tree (3.8+), then the warp's xor butterfly
+ * (5 levels) and a butterfly over the W warp partials, in fp32, every addition counted on the terms it carries. The
+ * deepest count equals the helper's depth, and the sum is covered under depth= that depth. */
+START_TEST(triton_sum_depth) {
+    er_test_reseed(340);
+    for (int lb = 5; lb <= 14; lb++)
+        for (int lw = 0; lw <= 3; lw++)
+            for (int ver = 0; ver < 2; ver++) {
+                int64_t block = INT64_C(1) << lb, W = INT64_C(1) << lw, lanes = 32 * W, R = block / lanes;
+                if (R < 1) continue; /* fewer elements than lanes: idle lanes add zeros, which round nothing */
+                static float v[1 << 14], part[1024];
+                static int dep[1024];
+                for (int64_t i = 0; i < block; i++) v[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-8, 8)));
+                for (int64_t t = 0; t < lanes; t++) {
+                    float *e = v + t * R;
+                    if (ver == 0) { /* chain */
+                        float s = e[0];
+                        for (int64_t i = 1; i < R; i++) s += e[i];
+                        part[t] = s;
+                        dep[t] = (int)(R - 1);
+                    } else { /* balanced tree, in place */
+                        float tmp[1 << 14];
+                        for (int64_t i = 0; i < R; i++) tmp[i] = e[i];
+                        int d = 0;
+                        for (int64_t w = R; w > 1; w /= 2, d++)
+                            for (int64_t i = 0; i < w / 2; i++) tmp[i] = tmp[2 * i] + tmp[2 * i + 1];
+                        part[t] = tmp[0];
+                        dep[t] = d;
+                    }
+                }
+                /* xor butterflies: within each warp (5 levels), then over the warps (lw levels) */
+                for (int64_t step = 1; step < lanes; step *= 2) {
+                    static float np[1024];
+                    static int nd[1024];
+                    for (int64_t t = 0; t < lanes; t++) {
+                        int64_t o = t ^ step;
+                        np[t] = part[t] + part[o];
+                        nd[t] = (dep[t] > dep[o] ? dep[t] : dep[o]) + 1;
+                    }
+                    memcpy(part, np, sizeof(float) * (size_t)lanes);
+                    memcpy(dep, nd, sizeof(int) * (size_t)lanes);
+                }
+                int64_t D;
+                ck_assert_int_eq(er_depth_triton(&D, block, (int)W, 3, ver ? 8 : 6), ER_OK);
+                ck_assert_msg(D == dep[0], "block %lld, %lld warps, Triton 3.%d: helper %lld, emulated tree %d", (long long)block,
+                              (long long)W, ver ? 8 : 6, (long long)D, dep[0]);
+                er_tensor tx, ty;
+                er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, block}, NULL, v);
+                er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){1}, NULL, &part[0]);
+                er_ref *ref;
+                ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+                char opts[32];
+                snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
+                er_standard st;
+                ck_assert_int_eq(er_standard_parse(&st, "any_order", opts), ER_OK);
+                er_report rep;
+                ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_OK);
+                ck_assert_msg(er_report_all(&rep), "Triton's tree over %lld elements called wrong under depth=%lld", (long long)block, (long long)D);
+                er_report_clear(&rep);
+                er_ref_free(ref);
+            }
+    int64_t D;
+    ck_assert_int_eq(er_depth_triton(&D, 4096, 4, 3, 6), ER_OK);
+    ck_assert_int_eq(D, 38);
+    ck_assert_int_eq(er_depth_triton(&D, 4096, 4, 3, 8), ER_OK);
+    ck_assert_int_eq(D, 12);
+    ck_assert_int_eq(er_depth_triton(&D, 1000, 4, 3, 6), ER_ERR_INVALID);
+    ck_assert_int_eq(er_depth_triton(&D, 1024, 3, 3, 6), ER_ERR_INVALID);
+    ck_assert_int_eq(er_depth_triton(NULL, 1024, 4, 3, 6), ER_ERR_NULL);
+}
+END_TEST
+
 /* A two-pass layernorm (rows of n, fp32) with both sums in a tree of depth D and the given variance divisor and
  * rstd form (0: 1/sqrt(v + eps) correctly rounded; 1: 1/(sqrt(v) + eps), a bug); 1 when its y, mean and rstd pass
  * under options. */
@@ -546,6 +619,7 @@ int main(void) {
     tcase_add_test(tc, depth_bounded_trees);
     tcase_add_test(tc, zero_sign_conventions);
     tcase_add_test(tc, layernorm_depth);
+    tcase_add_test(tc, triton_sum_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

@@ -84,6 +84,7 @@ _sig = {
     "er_report_classes": (ctypes.POINTER(ctypes.c_uint8), [ctypes.c_void_p]),
     "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_cuda_available": (ctypes.c_int, []),
+    "er_depth_triton": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]),
     "er_matmul_covers_device": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                                ctypes.c_void_p]),
 }

@@ -350,3 +350,17 @@ def test_standard_as_the_docs_write_it_and_option_types():
         ref.covers(out, compute="fp32\0fma=never")
     with pytest.raises(er.ExactrefValueError, match="mma:smNN"):
         ref.covers(out, standard="tree:4")
+
+
+def test_depth_of_triton_sum():
+    assert er.depth.triton(4096, num_warps=4, version="3.6") == 38
+    assert er.depth.triton(4096, num_warps=4, version=(3, 8)) == 12
+    with pytest.raises(er.ExactrefValueError):
+        er.depth.triton(1000, version="3.6")
+    with pytest.raises(er.ExactrefTypeError):
+        er.depth.triton(4096.0, version="3.6")
+    x = (1 + np.arange(4096, dtype=np.float32) / 4096)[None]
+    s = float(np.sum(x.astype(np.float64)))
+    moved = np.float32([s * (1 + 2.0 ** -14)])
+    d = er.depth.triton(4096, num_warps=4, version="3.8")
+    assert er.sum(x, dim=1).covers(moved).all() and not er.sum(x, dim=1).covers(moved, depth=d).all()

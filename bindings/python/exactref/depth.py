@@ -1,0 +1,38 @@
+"""Depths of the reduction trees real kernels use, for the `depth=` option (docs/algorithms/any-order.md, Theorem 7).
+
+    import exactref as er
+    d = er.depth.triton(block=4096, num_warps=4, version="3.6")      # 38: a chain per thread, then butterflies
+    er.layer_norm(x, (4096,)).covers((y, mean, rstd), variance="two_pass", depth=d)
+"""
+import ctypes
+
+from . import _lib
+from ._errors import ExactrefTypeError, check
+
+
+def triton(block, num_warps=4, version=None):
+    """The depth of Triton's tl.sum / tl.reduce over `block` elements (a power of two) with `num_warps` warps:
+    each thread chains its block / (32 num_warps) elements (Triton up to 3.7) or adds them in a balanced tree (3.8
+    and later), then a 5-level warp butterfly and a log2(num_warps)-level tree across warps. `version`: "3.6",
+    (3, 6), or None for the installed Triton's."""
+    if version is None:
+        try:
+            import triton as _t
+            version = _t.__version__
+        except ImportError:
+            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: depth.triton needs version= (Triton is not installed "
+                                    "here to read it from)") from None
+    if isinstance(version, str):
+        parts = version.split(".")
+        try:
+            major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+        except ValueError:
+            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: version %r: expected 'major.minor'" % version) from None
+    else:
+        major, minor = int(version[0]), int(version[1])
+    for name, v in (("block", block), ("num_warps", num_warps)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: %s must be an int, not %s" % (name, type(v).__name__))
+    d = ctypes.c_int64(0)
+    check(_lib.lib.er_depth_triton(ctypes.byref(d), block, num_warps, major, minor))
+    return d.value
