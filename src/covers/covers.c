@@ -406,6 +406,9 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     if (!sm && std->subnormals == ER_SUBNORMALS_FLUSH)
         return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s",
                         er__op_name(ref));
+    if (std->fast_math == 2 && ref->op == ER_OP_LAYERNORM && std->variance != 1)
+        return er__fail(ER_ERR_UNSUPPORTED, "math=triton models Triton's two-pass layernorm (its divisions approximate): "
+                        "state variance=two_pass");
     if (std->fast_math == 2 && std->compute != ER_FP32)
         return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
     if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
@@ -669,6 +672,7 @@ static er_status er_rmsnorm_covers(er_covers_ctx *cx, int64_t r0, int64_t r1) {
     rc.pl.U = cx->std->rsqrt_ulps ? cx->std->rsqrt_ulps : 2.0;
     rc.pl.rsqrt_ftz = cx->std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
     rc.pl.depth = cx->std->depth;
+    rc.pl.Udiv_n = cx->std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
     rc.pl.mean = cx->std->mean;
     int64_t n = ref->K;
     rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -999,6 +1003,7 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
         l->pl.mean = std->mean;
         l->pl.variance = std->variance;
         l->pl.depth = std->depth;
+        l->pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
         if (st == ER_OK) st = er__layernorm_prepare(&l->pl, n);
         for (int o = 0; o < 3 && st == ER_OK; o++) {
             if (!outs[o]) continue;

@@ -459,7 +459,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         mpfr_add_d(t, ex.S, bnd, MPFR_RNDU);
         double shi = er_to_f(F, t, ER_ROUND_DOWN);
         double a, c;
-        er__div_n_set(F, slo, shi, n, pl->mean, &a, &c);
+        er__div_n_set(F, slo, shi, n, pl->mean, pl->Udiv_n, &a, &c);
         mlo = a;
         mhi = c;
         /* T(m) = T + n (m - mu)^2 over m in [a, c]: bounds of |m - mu| from mu's enclosure [mu0, mu1] */
@@ -500,7 +500,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         mpfr_add_d(q1, q1, bq.c2, MPFR_RNDU);
         double qlo = mpfr_sgn(q0) > 0 ? er_to_f(F, q0, ER_ROUND_UP) : 0.0; /* Q >= 0: a sum of squares */
         double qhi = er_to_f(F, q1, ER_ROUND_DOWN);
-        er__div_n_set(F, qlo, qhi, n, pl->mean, &a, &c);
+        er__div_n_set(F, qlo, qhi, n, pl->mean, pl->Udiv_n, &a, &c);
         vlo = a;
         vhi = c;
         mpfr_clears(dmin, dmax, mu1, q0, q1, one, (mpfr_ptr)0);
@@ -523,7 +523,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
             double s0 = er_to_f(F, t, ER_ROUND_UP);
             mpfr_add_d(t, T1, ES, MPFR_RNDU);
             double s1 = er_to_f(F, t, ER_ROUND_DOWN);
-            er__div_n_set(F, s0, s1, n, pl->mean, &a, &c);
+            er__div_n_set(F, s0, s1, n, pl->mean, 0.0, &a, &c);
             if (a < vlo) vlo = a;
             if (c > vhi) vhi = c;
         }

@@ -11,6 +11,7 @@ typedef struct er_layernorm_plan {
     double eps;                /* eps as a value of F */
     double U;                  /* rsqrt accuracy in ulps of F */
     int rsqrt_ftz;             /* rsqrt flushes a subnormal argument to 0 (math=triton) */
+    double Udiv_n;             /* two_pass's divisions by n within this many ulps (div.full.f32: math=triton), 0: rounded */
     int64_t depth;             /* two_pass: the sums' tree depth bound (0: any tree) */
     int mean;                  /* the two divisions by n: 0 either, 1 divide, 2 reciprocal */
     int variance;              /* 0 either, 1 two_pass, 2 welford */

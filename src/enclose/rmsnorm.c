@@ -13,8 +13,9 @@
 #include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
 
-/* fl(q / n) or fl(q * fl(1/n)) (mode 1, 2; 0 either) for q in [qlo, qhi]: both are monotone in q. */
-void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double *lo, double *hi) {
+/* fl(q / n) or fl(q * fl(1/n)) (mode 1, 2; 0 either) for q in [qlo, qhi]: both are monotone in q. With Udiv > 0 the
+ * quotient may also be any value within Udiv ulps of q / n (Lemma U1 over [qlo / n, qhi / n]). */
+void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv, double *lo, double *hi) {
     double rn = er__round_quotient(F, 1.0, n, ER_ROUND_NEAREST);
     double a = er__round_quotient(F, qlo, n, ER_ROUND_NEAREST), b = er__round_prod(F, qlo, rn, 1, ER_ROUND_NEAREST);
     double c = er__round_quotient(F, qhi, n, ER_ROUND_NEAREST), d = er__round_prod(F, qhi, rn, 1, ER_ROUND_NEAREST);
@@ -22,6 +23,13 @@ void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int 
     if (mode == 2) { a = b; c = d; }
     *lo = a < b ? a : b;
     *hi = c > d ? c : d;
+    if (Udiv > 0 && qlo <= qhi) {
+        double l, h;
+        er__approx_ends(F, Udiv, er__dn(qlo / (double)n), er__up(qhi / (double)n), &l, &h);
+        if (qlo >= 0 && !(l >= 0)) l = 0; /* a nonnegative quotient stays nonnegative */
+        if (l < *lo) *lo = l;
+        if (h > *hi) *hi = h;
+    }
 }
 
 /* rsqrt(v) within U ulps of F for v in [vlo, vhi] (decreasing in v): [*rlo, *rhi], values of F; *rhi is +inf
@@ -131,7 +139,7 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
     int special = q.nan || q.nan_req || q.lo > q.hi;
     if (!special) {
         double mlo, mhi;
-        er__div_n_set(F, q.lo, q.hi, n, pl->mean, &mlo, &mhi);
+        er__div_n_set(F, q.lo, q.hi, n, pl->mean, pl->Udiv_n, &mlo, &mhi);
         if (q.pinf) mhi = INFINITY;
         vlo = er__round_sum(F, mlo, pl->eps, ER_ROUND_NEAREST);
         vhi = er__round_sum(F, mhi, pl->eps, ER_ROUND_NEAREST);

@@ -11,6 +11,7 @@ typedef struct er_rmsnorm_plan {
     double U;                     /* rsqrt accuracy in ulps of F */
     int mean;                     /* 0 either, 1 divide, 2 reciprocal */
     int rsqrt_ftz;                /* rsqrt flushes a subnormal argument to 0 (rsqrt.approx.ftz.f32: math=triton) */
+    double Udiv_n;                /* the division by n within this many ulps (div.full.f32: math=triton), 0: rounded */
     int64_t depth;                /* the sum of squares' tree depth bound (0: any tree) */
 } er_rmsnorm_plan;
 
@@ -19,8 +20,10 @@ typedef struct er_rmsnorm_plan {
 ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                                       const double *w, int64_t n, er_cval *cv, double *exact, double *rounded);
 
-/* fl(q / n) or fl(q * fl(1/n)) (mode 1 divide, 2 reciprocal, 0 either) over q in [qlo, qhi]. */
-ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double *lo, double *hi);
+/* fl(q / n) or fl(q * fl(1/n)) (mode 1 divide, 2 reciprocal, 0 either) over q in [qlo, qhi]; with Udiv > 0 the
+ * division may instead be within Udiv ulps (div.full.f32: math=triton). */
+ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv, double *lo,
+                               double *hi);
 /* The values rsqrt(v) within U ulps of F takes for v in [vlo, vhi] (values of F): [*rlo, *rhi]; with ftz a
  * subnormal v is taken as 0 (rsqrt +inf). */
 ER_INTERNAL void er__rsqrt_set(const er_fmt_info *F, double U, int ftz, double vlo, double vhi, double *rlo, double *rhi);

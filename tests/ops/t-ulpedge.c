@@ -231,7 +231,7 @@ static float ftz(float v) { return fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v
 /* Triton's fp32 lowering (math=triton, tests/data/ptx.txt): e = ex2.approx(fl(d * fl(log2 e))) at the extremes of
  * 2 ulps and flushed below the least normal, the sum in a random order, y = e / s by div.full.f32 at the extremes of
  * 2 ulps (flushed below the least normal), log_softmax y = d - logf(s) at the extremes of 1 ulp; and rmsnorm with
- * rsqrt.approx.ftz (a subnormal mean square is 0, its rsqrt +inf). Rows of large arguments (|x| up to 300), masked
+ * its division by n at the extremes of 2 ulps and rsqrt.approx.ftz (a subnormal mean square is 0, its rsqrt +inf). Rows of large arguments (|x| up to 300), masked
  * lanes, exps in the subnormal range, and mean squares in the subnormal range. Also subnormals=flush: a softmax
  * whose every operation flushes (exp within 2 + floor(1.173 |d|) ulps, the sum's partials flushed). */
 START_TEST(triton_lowering_and_flush) {
@@ -253,7 +253,13 @@ START_TEST(triton_lowering_and_flush) {
             /* rmsnorm with rsqrt.approx.ftz; values whose squares are at and below the least normal */
             float sc = (float)ldexp(1.0, -(int)er_rand_int(60, 75)), q = 0;
             for (int j = 0; j < n; j++) { x[j] = (float)(er_rand_normal() * sc); q += x[j] * x[j]; }
-            float v = q / (float)n, r = v < 0x1p-126f ? INFINITY : fn_edge(0, v, 2.0, (int)(er_rand64() % 5));
+            mpfr_t qt;
+            mpfr_init2(qt, 200);
+            mpfr_set_d(qt, q, MPFR_RNDN);
+            mpfr_div_ui(qt, qt, (unsigned long)n, MPFR_RNDN);
+            float v = (float)edge(qt, 2.0, (int)(er_rand64() % 5)); /* div.full.f32: within 2 ulps */
+            mpfr_clear(qt);
+            float r = v < 0x1p-126f ? INFINITY : fn_edge(0, v, 2.0, (int)(er_rand64() % 5));
             for (int j = 0; j < n; j++) y[j] = x[j] * r;
             er_ref *ref = row_ref(0, x, n, 0.0);
             require_covered(ref, 0, y, n, "math=triton", "a Triton rmsnorm (rsqrt.approx.ftz)");
@@ -299,6 +305,19 @@ START_TEST(triton_lowering_and_flush) {
                  "flushing fast-math softmax" : "Triton softmax", fam, n);
         require_row_covered(kind == 1 ? 2 : 3, x, n, y, opt, what);
         per[kind]++;
+    }
+    /* the division by n is div.full.f32 too: x = [3], ms = 9 at the top of its 2 ulps, rsqrt at the bottom of its */
+    {
+        float x[1] = {3.0f}, y[1];
+        mpfr_t q;
+        mpfr_init2(q, 200);
+        mpfr_set_ui(q, 9, MPFR_RNDN);
+        float ms = (float)edge(q, 2.0, 3);
+        mpfr_clear(q);
+        y[0] = 3.0f * fn_edge(0, ms, 2.0, 2);
+        er_ref *ref = row_ref(0, x, 1, 0.0);
+        require_covered(ref, 0, y, 1, "math=triton", "a Triton rmsnorm whose division by n is 2 ulps off");
+        er_ref_free(ref);
     }
     printf("Triton lowering and flush to zero at the edges: %ld softmax, %ld log_softmax, %ld flushing softmax, %ld rmsnorm "
            "rows covered\n", per[0], per[1], per[2], per[3]);
