@@ -6,7 +6,11 @@
  *   flush subnormal results, which every softmax set allows.
  * - tests/data/tcrow.*: Triton softmax, log_softmax, rmsnorm and layernorm kernels (large arguments, masked lanes,
  *   subnormal exps and squares) and a CUDA softmax built with --use_fast_math: every case covered under the options
- *   its line names; where a line names wrong options, its kernel has a case outside them. */
+ *   its line names; where a line names wrong options, its kernel has a case outside them.
+ * - tests/data/tcdepth.*: Triton layernorm, rmsnorm and softmax kernels at n = 256 .. 8192 (capture_depth.py),
+ *   correct and with planted bugs, under math=triton and depth= the depth of their tl.sum (er_depth_triton): every
+ *   correct output covered; the unbiased variance and eps outside the square root (randn data) caught at every n,
+ *   where any order misses them at large n. */
 #include "../common/er_test.h"
 #include "../common/npz.h"
 
@@ -62,6 +66,48 @@ START_TEST(measured_ulps_meet_the_budgets) {
 }
 END_TEST
 
+static int covers_case(npz_file *z, const char *id, const char *op, double eps, const char *options, char *text, size_t cap);
+
+START_TEST(row_kernels_at_their_depth) {
+    npz_file z;
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/tcdepth.npz", ER_TEST_DATA_DIR "/tcdepth.txt");
+    char line[512], id[32], op[32], kernel[96], verdict[16];
+    int n, block, warps, cases = 0, bugs = 0, caught_depth = 0, caught_any = 0, promised = 0;
+    double eps;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        ck_assert_int_eq(sscanf(line, "%31s %31s %95s %15s %d %lf %d %d", id, op, kernel, verdict, &n, &eps, &block, &warps), 8);
+        int64_t D;
+        ck_assert_int_eq(er_depth_triton(&D, block, warps, 3, 6), ER_OK);
+        char opts[96], anyo[96], text[4096] = "";
+        int ln = strcmp(op, "layernorm") == 0;
+        snprintf(opts, sizeof opts, "math=triton depth=%lld%s", (long long)D, ln ? " variance=two_pass" : "");
+        snprintf(anyo, sizeof anyo, "math=triton%s", ln ? " variance=two_pass" : "");
+        int at_depth = covers_case(&z, id, op, eps, opts, text, sizeof text), any = covers_case(&z, id, op, eps, anyo, NULL, 0);
+        cases++;
+        if (strcmp(verdict, "correct") == 0) {
+            ck_assert_msg(at_depth, "case %s (%s, n %d) is not covered under %s:\n%s", id, kernel, n, opts, text);
+            ck_assert_msg(any, "case %s (%s, n %d) is not covered under %s", id, kernel, n, anyo);
+            continue;
+        }
+        bugs++;
+        caught_depth += !at_depth;
+        caught_any += !any;
+        ck_assert_msg(!at_depth || any, "case %s (%s): caught under any order but not at depth %lld", id, kernel, (long long)D);
+        if (strstr(kernel, "unbiased_randn") || strstr(kernel, "layernorm_eps_outside_sqrt_randn")) {
+            promised++;
+            ck_assert_msg(!at_depth, "case %s (%s, n %d) is not caught under %s", id, kernel, n, opts);
+        }
+    }
+    fclose(f);
+    npz_free(&z);
+    printf("H200 Triton row kernels at n = 256 .. 8192: %d correct cases covered at their tl.sum depth; %d planted bugs, "
+           "%d caught at that depth, %d under any order (%d promised catches, all made)\n", cases - bugs, bugs, caught_depth,
+           caught_any, promised);
+    ck_assert_int_eq(cases, 140);
+}
+END_TEST
+
 static int covers_case(npz_file *z, const char *id, const char *op, double eps, const char *options, char *text, size_t cap) {
     char key[96];
     const npy_array *arr[4] = {NULL, NULL, NULL, NULL};
@@ -79,10 +125,10 @@ static int covers_case(npz_file *z, const char *id, const char *op, double eps, 
     else if (strcmp(op, "log_softmax") == 0) st = er_log_softmax(&ref, &t[0], -1);
     else if (strcmp(op, "rmsnorm") == 0) {
         snprintf(key, sizeof key, "%s__in__weight", id);
-        const npy_array *w = npz_find(z, key);
+        const npy_array *w = npz_find(z, key); /* none: no weight */
         er_tensor tw;
-        ck_assert_msg(w && npz_view(&tw, w), "case %s: weight", id);
-        st = er_rmsnorm(&ref, &t[0], &tw, eps);
+        ck_assert_msg(!w || npz_view(&tw, w), "case %s: weight", id);
+        st = er_rmsnorm(&ref, &t[0], w ? &tw : NULL, eps);
     } else st = er_layernorm(&ref, &t[0], 1, NULL, NULL, eps);
     ck_assert_msg(st == ER_OK, "case %s: %s", id, er_last_error());
     er_standard std;
@@ -155,6 +201,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, measured_ulps_meet_the_budgets);
     tcase_add_test(tc, row_kernels_on_h200);
+    tcase_add_test(tc, row_kernels_at_their_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
