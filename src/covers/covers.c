@@ -413,10 +413,9 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
         return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
     if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
         return er__fail(ER_ERR_STANDARD, "div_ulps=, max= and online= apply to softmax, not to %s", er__op_name(ref));
-    if (std->depth && (ref->op == ER_OP_MAX || (ref->op == ER_OP_LAYERNORM && std->variance != 1) || std->online))
+    if (std->depth && (ref->op == ER_OP_MAX || std->online))
         return er__fail(ref->op == ER_OP_MAX ? ER_ERR_STANDARD : ER_ERR_UNSUPPORTED, "depth= %s",
-                        ref->op == ER_OP_MAX ? "bounds additions; max adds nothing" : std->online ? "with online= is not modelled in this version"
-                        : "is modelled for layernorm's variance=two_pass in this version (Welford's trees are not): state variance=two_pass");
+                        ref->op == ER_OP_MAX ? "bounds additions; max adds nothing" : "with online= is not modelled in this version");
     if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
         return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
     if (std->online && std->max_optional)

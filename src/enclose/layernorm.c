@@ -29,8 +29,11 @@ static void er_gamma(mpfr_t g, int p, double k) {
 /* Theorems L3 and L4: Welford's mean is within *EM of the exact mean and its M2 within *ES of T, for any tree
  * of updates and combines over n values with max |x| <= X, range R and T <= Thi. +inf when n is too large for
  * the bound (or for counts exact in F). */
-static void er_welford_bounds(const er_fmt_info *F, int64_t n, double X, double R, double Thi, double *EM, double *ES) {
+/* depth > 0: every leaf of the tree passes through at most depth inner nodes (Theorems L3 and L4 at bounded depth). */
+static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, double X, double R, double Thi, double *EM,
+                              double *ES) {
     int p = F->p;
+    int64_t dd = depth > 0 && depth < n - 1 ? depth : 0;
     if (n >= (INT64_C(1) << (p - 1))) { *EM = *ES = INFINITY; return; }
     mpfr_t u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M;
     mpfr_inits2(64, u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M, (mpfr_ptr)0);
@@ -39,13 +42,14 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, double X, double 
     er_gamma(g3, p, 3);
     er_gamma(g4, p, 4);
     er_gamma(g7, p, 7);
-    er_gamma(G, p, 2.0 * (double)n);
+    er_gamma(G, p, 2.0 * (double)(dd ? dd : n)); /* each correction rounds at most twice per ancestor */
     /* D = (n(n-1)/2 + n - 1) / n bounds sum_v n_v / n over the internal nodes (Lemma L1) */
     mpfr_set_si(D, n, MPFR_RNDN);
     mpfr_mul_si(D, D, n - 1, MPFR_RNDU);
     mpfr_div_2ui(D, D, 1, MPFR_RNDU);
     mpfr_add_si(D, D, n - 1, MPFR_RNDU);
     mpfr_div_si(D, D, n, MPFR_RNDU);
+    if (dd && mpfr_cmp_si(D, dd) > 0) mpfr_set_si(D, dd, MPFR_RNDU); /* sum_v n_v <= n depth */
     /* a1 = (1+u)(g3 R + eta/2) + u X; a2 = g4 X + (1+u) eta */
     mpfr_mul_d(a, g3, R, MPFR_RNDU);
     mpfr_div_2ui(t, eta, 1, MPFR_RNDU);
@@ -105,6 +109,18 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, double X, double 
         mpfr_mul(F1, F1, a, MPFR_RNDU);
         mpfr_div(F1, F1, t0, MPFR_RNDU);              /* times kappa */
         mpfr_mul_d(F1, F1, 2.0 * R, MPFR_RNDU);       /* 2R is exact */
+        if (dd) {
+            /* at bounded depth every subtree's mean is within kappa a D: 4 R kappa a D M instead, when smaller */
+            mpfr_t F2;
+            mpfr_init2(F2, 64);
+            mpfr_mul(F2, a, D, MPFR_RNDU);
+            mpfr_div(F2, F2, t0, MPFR_RNDU);
+            mpfr_mul_d(F2, F2, 4.0 * R, MPFR_RNDU);
+            mpfr_add_si(t, M, n, MPFR_RNDU);           /* Mt = (n/2) bitlen(n) + n >= sum_v max(m_v, 1) (M holds the first part) */
+            mpfr_mul(F2, F2, t, MPFR_RNDU);
+            mpfr_min(F1, F1, F2, MPFR_RNDU);
+            mpfr_clear(F2);
+        }
         mpfr_add(B, B, F1, MPFR_RNDU);
         mpfr_clear(F1);
         /* ES = (1+G)(first + second order + (n-1)(n+2) eta) + G T */
@@ -508,7 +524,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (!unbounded && pl->variance != 1) {
         /* Theorems L3, L4: Welford in any tree */
         double R = er__next_up(xmax - xmin), EM, ES;
-        er_welford_bounds(F, n, X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
+        er_welford_bounds(F, n, pl->depth, X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
         if (isinf(EM) || isinf(ES)) unbounded = 1;
         else {
             mpfr_div_si(t, ex.S, (long)n, MPFR_RNDD);
