@@ -456,6 +456,27 @@ START_TEST(triton_sum_depth) {
 }
 END_TEST
 
+/* rows x n fp32 layernorm outputs (y, mean, rstd, eps 1e-5, no weight): 1 when all three pass under options. */
+static int layernorm_rows_pass(const float *x, const float *y, const float *mean, const float *rstd, int rows, int n,
+                               const char *options) {
+    er_tensor tx, ty, tm, tr;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, (void *)x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){rows, n}, NULL, (void *)y);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){rows}, NULL, (void *)mean);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){rows}, NULL, (void *)rstd);
+    er_ref *ref;
+    ck_assert_int_eq(er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5), ER_OK);
+    er_standard st;
+    ck_assert_msg(er_standard_parse(&st, "any_order", options) == ER_OK, "%s", er_last_error());
+    er_report reps[3];
+    const er_tensor *outs[3] = {&ty, &tm, &tr};
+    ck_assert_msg(er_covers_outputs(reps, ref, outs, 3, &st) == ER_OK, "%s", er_last_error());
+    int ok = 1;
+    for (int o = 0; o < 3; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
+    er_ref_free(ref);
+    return ok;
+}
+
 /* A two-pass layernorm (rows of n, fp32) with both sums in a tree of depth D and the given variance divisor and
  * rstd form (0: 1/sqrt(v + eps) correctly rounded; 1: 1/(sqrt(v) + eps), a bug); 1 when its y, mean and rstd pass
  * under options. */
@@ -499,22 +520,7 @@ static int layernorm_depth_case(int n, int D, int unbiased, int rstd_bug, const 
     }
     mpfr_clear(t);
     emu_clear(&e);
-    er_tensor tx, ty, tm, tr;
-    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, x);
-    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, y);
-    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){ROWS}, NULL, mean);
-    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){ROWS}, NULL, rstd);
-    er_ref *ref;
-    ck_assert_int_eq(er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5), ER_OK);
-    er_standard st;
-    ck_assert_msg(er_standard_parse(&st, "any_order", options) == ER_OK, "%s", er_last_error());
-    er_report reps[3];
-    const er_tensor *outs[3] = {&ty, &tm, &tr};
-    ck_assert_msg(er_covers_outputs(reps, ref, outs, 3, &st) == ER_OK, "%s", er_last_error());
-    int ok = 1;
-    for (int o = 0; o < 3; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
-    er_ref_free(ref);
-    return ok;
+    return layernorm_rows_pass(x, y, mean, rstd, ROWS, n, options);
 }
 
 /* A Welford layernorm as torch's CUDA kernel shapes it: T threads (a power of two) each run Welford updates over
@@ -580,22 +586,7 @@ static int welford_depth_case(int n, int T, int offset, int unbiased, const char
     }
     mpfr_clear(t);
     emu_clear(&e);
-    er_tensor tx, ty, tm, tr;
-    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, x);
-    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, y);
-    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){ROWS}, NULL, mean);
-    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){ROWS}, NULL, rstd);
-    er_ref *ref;
-    ck_assert_int_eq(er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5), ER_OK);
-    er_standard st;
-    ck_assert_msg(er_standard_parse(&st, "any_order", options) == ER_OK, "%s", er_last_error());
-    er_report reps[3];
-    const er_tensor *outs[3] = {&ty, &tm, &tr};
-    ck_assert_msg(er_covers_outputs(reps, ref, outs, 3, &st) == ER_OK, "%s", er_last_error());
-    int ok = 1;
-    for (int o = 0; o < 3; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
-    er_ref_free(ref);
-    return ok;
+    return layernorm_rows_pass(x, y, mean, rstd, ROWS, n, options);
 }
 
 /* Welford trees at bounded depth (layernorm.md, Theorems L3 and L4 with depth): correct ones covered under

@@ -18,6 +18,18 @@ def write_case_files(out, name, arrays, lines, header):
         f.write(header.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
 
 
+def host(t):
+    """A torch tensor as the numpy array the tests read: contiguous, on the host; bfloat16 as uint16 patterns and fp8
+    as uint8 patterns (numpy has neither)."""
+    import torch
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.uint16).numpy()
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return t.view(torch.uint8).numpy()
+    return t.numpy()
+
+
 def torch_header():
     import torch
     import triton

@@ -15,20 +15,11 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from capture_common import torch_header, write_case_files
+from capture_common import host, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
 arrays, lines = {}, []
-
-
-def host(t):
-    t = t.detach().contiguous().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.uint16).numpy()
-    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        return t.view(torch.uint8).numpy()
-    return t.numpy()
 
 
 def add(kernel, dtype, K, BK, extra, tensors):

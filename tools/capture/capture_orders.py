@@ -10,7 +10,7 @@ Run on a machine with an NVIDIA GPU, torch, Triton and CuPy:  OUT=/some/dir pyth
 import os, sys
 import numpy as np
 import torch
-from capture_common import write_case_files
+from capture_common import host, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -38,13 +38,6 @@ def gen(dist, shape, dtype, g):
     else:
         raise ValueError(dist)
     return x.to(dtype).to(dev)
-
-
-def host(t):
-    t = t.detach().contiguous().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.uint16).numpy()
-    return t.numpy()
 
 
 def add(kernel, A, B, C, covered, not_covered, emulate):

@@ -25,16 +25,11 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from capture_common import torch_header, write_case_files
+from capture_common import host, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
 g = torch.Generator().manual_seed(2027)
-
-
-def host(t):
-    t = t.detach().contiguous().cpu()
-    return t.view(torch.uint16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
 
 
 # ---------------------------------------------------------------- 1. exhaustive ulp errors
