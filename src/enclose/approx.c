@@ -52,6 +52,25 @@ static double er_low(const er_fmt_info *F, double U, double a, double b) {
 }
 
 void er__approx_ends(const er_fmt_info *F, double U, double a, double b, double *lo, double *hi) {
+    /* The common case: [a, b] positive inside one binade [2^(e-1), 2^e) of normals, and so are RN(a) and RN(b) (RN is
+     * monotone and 2^(e-1) is a value of F): no power of two lies inside, ulp is one spacing s, and the ends are
+     * min(a, RN(a)) - U s and max(b, RN(b)) + U s. */
+    if (a >= 2.0 * F->min_normal && b <= F->max) {
+        int ea, eb;
+        frexp(a, &ea);
+        frexp(b, &eb);
+        double top = ldexp(1.0, ea);
+        if (ea == eb) {
+            double ca = er__round_double(F, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            double cb = er__round_double(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (cb < top) {
+                double s = er__mul_up(U, ldexp(1.0, ea - F->p)), m = ca < a ? ca : a, M = cb > b ? cb : b;
+                *lo = er__round_double(F, er__dn(m - s), ER_ROUND_UP, ER_OVERFLOW_IEEE);
+                *hi = er__round_double(F, er__up(M + s), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+                return;
+            }
+        }
+    }
     double L = er_low(F, U, a, b), H = -er_low(F, U, -b, -a);
     *lo = L == -INFINITY ? -INFINITY : er__round_double(F, L, ER_ROUND_UP, ER_OVERFLOW_IEEE);
     *hi = H == INFINITY ? INFINITY : er__round_double(F, H, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
