@@ -49,16 +49,16 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 
 typedef struct klass { const char *name, *trigger; int bug; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
-       K_ONLINE, K_LN_TWO, K_LN_WELFORD, K_RMS, N_CORRECT };
+       K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
-       B_UNBIASED, B_ONEPASS, B_RSQRT, B_CAUSAL, N_KLASS };
+       B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
     {.name = "matmul tf32, ties to even (cuBLAS)", .trigger = ""}, {.name = "matmul tf32, truncated (Triton tf32)", .trigger = ""},
     {.name = "matmul tf32x3 (Triton)", .trigger = ""},
     {.name = "softmax fp32", .trigger = ""}, {.name = "softmax, Triton's ex2.approx exp", .trigger = ""}, {.name = "softmax online (blocks of 32)", .trigger = ""}, {.name = "layernorm two-pass", .trigger = ""},
-    {.name = "layernorm Welford", .trigger = ""}, {.name = "rmsnorm", .trigger = ""},
+    {.name = "layernorm two-pass, tl.sum trees (at depth)", .trigger = ""}, {.name = "layernorm Welford", .trigger = ""}, {.name = "rmsnorm", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -67,6 +67,8 @@ static klass KL[N_KLASS] = {
     {.name = "padding lanes in the softmax denominator", .trigger = "an output moves by more than 1%", .bug = 1},
     {.name = "no max subtraction (exp overflows)", .trigger = "exp(max x) overflows fp32", .bug = 1},
     {.name = "unbiased variance", .trigger = "rstd moves beyond the two-pass margin", .bug = 1}, {.name = "one-pass variance", .trigger = "rstd moves beyond the two-pass margin", .bug = 1},
+    {.name = "unbiased variance, tl.sum trees (at depth)", .trigger = "rstd moves beyond the two-pass margin at depth D", .bug = 1},
+    {.name = "eps outside sqrt, tl.sum trees (at depth)", .trigger = "rstd moves beyond the two-pass margin at depth D", .bug = 1},
     {.name = "rsqrt beyond its ulp budget (256 ulps)", .trigger = "y moves by more than (n + 8) 2^-24 relative", .bug = 1},
     {.name = "causal mask off by one", .trigger = "an output moves by more than 1%", .bug = 1},
 };
@@ -353,10 +355,33 @@ static void softmax_case(int kl, int rows, int n, int dist) {
     free(x); free(y); free(yd); free(rf);
 }
 
+/* Triton's tl.sum over n floats (BLOCK = the power of two at or above n, 4 warps, Triton 3.6): each of the 128
+ * lanes chains its BLOCK/128 elements (the lanes past n hold 0), then a butterfly over the lanes; *depth gets
+ * er_depth_triton's depth. */
+static float tl_sum(const float *v, int n, int64_t *depth) {
+    int block = 1;
+    while (block < n) block *= 2;
+    int lanes = block < 128 ? block : 128, R = block / lanes;
+    float part[128];
+    for (int t = 0; t < lanes; t++) {
+        float s = t * R < n ? v[t * R] : 0.0f;
+        for (int i = 1; i < R; i++) s += t * R + i < n ? v[t * R + i] : 0.0f;
+        part[t] = s;
+    }
+    for (int step = 1; step < lanes; step *= 2) {
+        float np[128];
+        for (int t = 0; t < lanes; t++) np[t] = part[t] + part[t ^ step];
+        memcpy(part, np, sizeof(float) * (size_t)lanes);
+    }
+    if (er_depth_triton(depth, block, 4, 3, 6) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    return part[0];
+}
+
 static void norm_case(int kl, int rows, int n, int offset) {
     float *x = malloc(sizeof(float) * (size_t)rows * n), *y = malloc(sizeof(float) * (size_t)rows * n), mean[64], rstd[64];
     double *yd = malloc(sizeof(double) * (size_t)rows * (n + 2)), *rf = malloc(sizeof(double) * (size_t)rows * (n + 2));
-    int rms = kl == K_RMS || kl == B_RSQRT;
+    int rms = kl == K_RMS || kl == B_RSQRT, tree = kl == K_LN_TREE || kl == B_UNBIASED_TREE || kl == B_EPS_TREE;
+    int64_t depth = 0;
     for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)((offset ? 1024.0 : 0.0) + gauss());
     int trig = 0;
     int64_t c = 0;
@@ -381,13 +406,18 @@ static void norm_case(int kl, int rows, int n, int offset) {
             for (int j = 0; j < n; j++) { float d = xr[j] - mw; mw += d / (float)(j + 1); m2 += d * (xr[j] - mw); }
             m = mw;
             v = m2 / (float)n;
+        } else if (tree) {
+            float dv[4096];
+            m = tl_sum(xr, n, &depth) / (float)n;
+            for (int j = 0; j < n; j++) dv[j] = (xr[j] - m) * (xr[j] - m);
+            v = tl_sum(dv, n, &depth) / (float)(kl == B_UNBIASED_TREE ? n - 1 : n);
         } else {
             for (int j = 0; j < n; j++) m += xr[j];
             m /= (float)n;
             if (kl == B_ONEPASS) { float q = 0; for (int j = 0; j < n; j++) q += xr[j] * xr[j]; v = q / (float)n - m * m; }
             else { for (int j = 0; j < n; j++) v += (xr[j] - m) * (xr[j] - m); v /= (float)(kl == B_UNBIASED ? n - 1 : n); }
         }
-        float rs_ = 1.0f / sqrtf(v + 1e-5f);
+        float rs_ = kl == B_EPS_TREE ? 1.0f / (sqrtf(v) + 1e-5f) : 1.0f / sqrtf(v + 1e-5f);
         mean[r] = m;
         rstd[r] = rs_;
         for (int j = 0; j < n; j++) { y[(size_t)r * n + j] = (xr[j] - m) * rs_; rf[c] = (float)((xr[j] - md) * rd); yd[c++] = y[(size_t)r * n + j]; }
@@ -395,7 +425,8 @@ static void norm_case(int kl, int rows, int n, int offset) {
         rf[c] = (float)rd; yd[c++] = rs_;
         double X = 0;
         for (int j = 0; j < n; j++) X = fmax(X, fabs(xr[j]));
-        double dm = n * 0x1p-24 * X, margin = 2.0 * (n + 4) * 0x1p-24 + 8 * 0x1p-24 + dm * dm / vd;
+        double Dn = tree ? (double)depth : (double)n; /* the sums' depth (n: any order) */
+        double dm = (tree ? Dn + 1 : Dn) * 0x1p-24 * X, margin = 2.0 * (Dn + 4) * 0x1p-24 + 8 * 0x1p-24 + dm * dm / vd;
         if (!(fabs(rs_ / rd - 1) <= margin)) trig = 1;
     }
     er_tensor tx, ty, tm, tr;
@@ -414,7 +445,10 @@ static void norm_case(int kl, int rows, int n, int offset) {
         flags[R_EXACTREF] = !all_pass(rep, 1);
     } else {
         er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5);
-        er_standard_parse(&st, "any_order", kl == K_LN_WELFORD ? "variance=welford" : "variance=two_pass");
+        char opts[64];
+        snprintf(opts, sizeof opts, kl == K_LN_WELFORD ? "variance=welford" : tree ? "variance=two_pass depth=%lld" : "variance=two_pass",
+                 (long long)depth);
+        er_standard_parse(&st, "any_order", opts);
         const er_tensor *outs[3] = {&ty, &tm, &tr};
         er_covers_outputs(rep, ref, outs, 3, &st);
         flags[R_EXACTREF] = !all_pass(rep, 3);
@@ -444,7 +478,7 @@ int main(int argc, char **argv) {
             for (int d = 0; d < D_COUNT; d++) {
                 if (quick && d != D_NORMAL && d != D_POSITIVE && d != D_CANCEL) continue;
                 for (int kl = 0; kl < N_KLASS; kl++) {
-                    if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO ||
+                    if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
                         kl == K_LN_WELFORD || kl == K_RMS) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
@@ -470,6 +504,9 @@ int main(int argc, char **argv) {
             norm_case(K_RMS, rows, n, 0);
             norm_case(B_UNBIASED, rows, n < 512 ? n : 256, 0);
             norm_case(B_ONEPASS, rows, n, 1);
+            norm_case(K_LN_TREE, rows, n, rep & 1);
+            norm_case(B_UNBIASED_TREE, rows, n, 0);
+            norm_case(B_EPS_TREE, rows, n, 0);
             norm_case(B_RSQRT, rows, 64, 0);
         }
     /* the table */
