@@ -89,6 +89,8 @@ typedef struct er_covers_ctx {
     double worst_dist;
     /* emulation */
     er_tensor *dst;
+    /* er_covers_sets: each element's finite set ends, written at its row-major index (NULL: not wanted) */
+    double *set_lo, *set_hi;
     /* tf32=nearest: the sets of the first conversion (ties to even), joined with the second's (ties away) */
     er_cset *keep;
     int keep_pass;                  /* 1: store the set; 2: join and classify */
@@ -534,6 +536,11 @@ static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, do
     er_report *r = cx->rep;
     er_class cls = er_classify(c, y, out->format, &dist);
     r->classes[idx] = (uint8_t)cls;
+    if (cx->set_lo) {
+        int finite = c->lo <= c->hi && !c->nan_req;
+        cx->set_lo[idx] = finite ? c->lo : NAN;
+        cx->set_hi[idx] = finite ? c->hi : NAN;
+    }
     r->counts[cls]++;
     if (er_class_passes(cls)) return;
     r->n_failed++;
@@ -950,7 +957,7 @@ static void *er_ln_run(void *arg) {
 }
 
 static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const er_tensor *const outs[3],
-                                     const er_standard *std) {
+                                     const er_standard *std, double *const *set_lo, double *const *set_hi) {
     static const char *const names[3] = {"y", "mean", "rstd"};
     int any = 0;
     for (int o = 0; o < 3; o++) {
@@ -1007,6 +1014,7 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
         for (int o = 0; o < 3 && st == ER_OK; o++) {
             if (!outs[o]) continue;
             er_ctx_init(&cx[t][o], ref, outs[o], std);
+            if (set_lo && set_lo[o]) { cx[t][o].set_lo = set_lo[o]; cx[t][o].set_hi = set_hi[o]; }
             er_part_begin(&part[t][o], &reps[o], &cx[t][o]);
             l->cx[o] = &cx[t][o];
             l->pl.O[o] = cx[t][o].O;
@@ -1052,7 +1060,11 @@ const char *er_ref_output_name(const er_ref *ref, int i) {
     return ref->op == ER_OP_LAYERNORM ? names[i] : "out";
 }
 
-static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
+static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
+                                    double *set_hi);
+
+static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std,
+                                       double *const *set_lo, double *const *set_hi) {
     er__ok();
     ER_CHECK_NULL(reps, "reports");
     ER_CHECK_NULL(ref, "ref");
@@ -1062,17 +1074,17 @@ static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const
         return er__fail(ER_ERR_OUTPUT, "%s has %d output%s (got %d)", er__op_name(ref), want, want == 1 ? "" : "s", nout);
     if (ref->op != ER_OP_LAYERNORM) {
         ER_CHECK_NULL(outs[0], "outs[0]");
-        return er__covers_run(reps, ref, outs[0], std);
+        return er_covers_sets_run(reps, ref, outs[0], std, set_lo ? set_lo[0] : NULL, set_hi ? set_hi[0] : NULL);
     }
     ER_CHECK_NULL(std, "standard");
     er_report tmp[3];
-    ER_RETURN_IF_ERROR(er_layernorm_covers(tmp, ref, outs, std));
+    ER_RETURN_IF_ERROR(er_layernorm_covers(tmp, ref, outs, std, set_lo, set_hi));
     memcpy(reps, tmp, sizeof tmp);
     return ER_OK;
 }
 
 er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
-    er_status st = er_covers_outputs_run(reps, ref, outs, nout, std);
+    er_status st = er_covers_outputs_run(reps, ref, outs, nout, std, NULL, NULL);
     for (int i = 0; reps && i < nout && i < 3; i++) er__report_finish(&reps[i], st);
     return st;
 }
@@ -1083,14 +1095,38 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     return st;
 }
 
+er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo, double *hi) {
+    er__ok();
+    er_status st = lo && hi ? er_covers_sets_run(rep, ref, out, std, lo, hi) : er__fail(ER_ERR_NULL, "lo and hi must not be NULL");
+    er__report_finish(rep, st);
+    return st;
+}
+
+er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std,
+                                 double *const *lo, double *const *hi) {
+    er__ok();
+    er_status st = lo && hi ? ER_OK : er__fail(ER_ERR_NULL, "lo and hi must not be NULL (their entries may be)");
+    for (int i = 0; st == ER_OK && i < nout && i < 3; i++)
+        if (!lo[i] != !hi[i]) st = er__fail(ER_ERR_NULL, "lo[%d] and hi[%d] are both given or both NULL", i, i);
+    if (st == ER_OK) st = er_covers_outputs_run(reps, ref, outs, nout, std, lo, hi);
+    for (int i = 0; reps && i < nout && i < 3; i++) er__report_finish(&reps[i], st);
+    return st;
+}
+
 er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
+    return er_covers_sets_run(rep, ref, out, std, NULL, NULL);
+}
+
+static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
+                                    double *set_hi) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
     if (ref->op == ER_OP_LAYERNORM) {
         const er_tensor *outs[3] = {out, NULL, NULL};
         er_report reps[3];
-        ER_RETURN_IF_ERROR(er_layernorm_covers(reps, ref, outs, std));
+        double *const los[3] = {set_lo, NULL, NULL}, *const his[3] = {set_hi, NULL, NULL};
+        ER_RETURN_IF_ERROR(er_layernorm_covers(reps, ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL));
         *rep = reps[0];
         return ER_OK;
     }
@@ -1114,6 +1150,8 @@ er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out
     for (int t = 0; t < nt && st == ER_OK; t++, made++) {
         st = er_ctx_init(&cx[t], ref, out, std);
         if (st != ER_OK) break;
+        cx[t].set_lo = set_lo;
+        cx[t].set_hi = set_hi;
         er_part_begin(&part[t], &r, &cx[t]);
         ctxs[t] = &cx[t];
     }
@@ -1123,7 +1161,7 @@ er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out
             for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){&cx[t], rows * t / nt, rows * (t + 1) / nt, ER_OK};
             er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
             for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
-        } else if (cached && ref->fast) {
+        } else if (cached && ref->fast && !set_lo) {
             /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges (a scaled
              * matmul's rest through the exact engine's walk) */
             er_fast_job fj[ER_MAX_THREADS];
@@ -1135,7 +1173,7 @@ er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out
             for (int64_t i = 0; i < ref->n; i++) pending += r.classes[i] == ER_PENDING;
             if (pending && ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
             else if (pending) st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
-        } else if (cached) {
+        } else if (cached && !ref->fast) {
             /* the reference's cached exact summaries are those of this standard */
             st = er_run_ranges(cx, nt, ref->n, er_cached_range);
         } else if (std->compute == ER_TF32 && std->tf32 == ER_TF32_NEAREST) {

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* setenv */
 /* t-api.c: bad input is refused with the right status and a message, and a refused call's report records the
  * refusal and fails; statuses have names and messages; standards parse, validate and render; version and
  * thread-safety queries. */
@@ -264,12 +265,88 @@ START_TEST(statuses_and_version) {
 }
 END_TEST
 
+/* er_covers_sets: each element's set, consistent with its class (a finite output passes exactly when it lies in
+ * [lo, hi]), the same sets on the fast path as off it, and layernorm's three outputs through er_covers_outputs_sets. */
+START_TEST(covers_sets) {
+    enum { M = 40, K = 300, N = 30 };
+    static float a[M * K], b[K * N], c[M * N];
+    static double lo[M * N], hi[M * N], lo2[M * N], hi2[M * N];
+    er_test_reseed(77);
+    for (int i = 0; i < M * K; i++) a[i] = (float)er_rand_normal();
+    for (int i = 0; i < K * N; i++) b[i] = (float)er_rand_normal();
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)a[i * K + k] * b[k * N + j];
+            c[i * N + j] = (float)(s * (1 + er_rand_int(-8, 8) * 0x1p-10)); /* some inside, some outside */
+        }
+    er_tensor tA, tB, tC;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){M, K}, NULL, a);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){K, N}, NULL, b);
+    er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){M, N}, NULL, c);
+    er_standard std;
+    er_standard_init(&std);
+    er_report rep;
+    for (int fast = 0; fast < 2; fast++) {
+        setenv("EXACTREF_FAST", fast ? "1" : "0", 1);
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+        ck_assert(!er_ref_fast(ref) || fast); /* fast only where OpenBLAS is there */
+        ck_assert_int_eq(er_covers_sets(&rep, ref, &tC, &std, fast ? lo2 : lo, fast ? hi2 : hi), ER_OK);
+        int inside = 0;
+        for (int i = 0; i < M * N; i++) {
+            double l = fast ? lo2[i] : lo[i], h = fast ? hi2[i] : hi[i];
+            int in = c[i] >= l && c[i] <= h;
+            ck_assert_msg(in == er_class_passes((er_class)rep.classes[i]), "element %d: %a in [%a, %a] but class %s", i, (double)c[i],
+                          l, h, er_class_name((er_class)rep.classes[i]));
+            inside += in;
+        }
+        ck_assert_msg(inside > 0 && inside < M * N, "fast %d: %d of %d inside", fast, inside, M * N);
+        er_report_clear(&rep);
+        ck_assert_int_eq(er_covers_sets(&rep, ref, &tC, &std, NULL, hi), ER_ERR_NULL);
+        er_ref_free(ref);
+    }
+    unsetenv("EXACTREF_FAST");
+    ck_assert(memcmp(lo, lo2, sizeof lo) == 0 && memcmp(hi, hi2, sizeof hi) == 0);
+    /* layernorm: y, mean and rstd sets */
+    float x[2 * 8], y[2 * 8], mean[2], rstd[2];
+    for (int i = 0; i < 16; i++) x[i] = (float)(i % 5) - 1.5f;
+    for (int r = 0; r < 2; r++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < 8; j++) m += x[r * 8 + j];
+        m /= 8;
+        for (int j = 0; j < 8; j++) v += (x[r * 8 + j] - m) * (x[r * 8 + j] - m);
+        v /= 8;
+        mean[r] = (float)m;
+        rstd[r] = (float)(1 / sqrt(v + 1e-5));
+        for (int j = 0; j < 8; j++) y[r * 8 + j] = (float)((x[r * 8 + j] - m) * rstd[r]);
+    }
+    er_tensor tx, ty, tm, tr;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){2, 8}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){2, 8}, NULL, y);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){2}, NULL, mean);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){2}, NULL, rstd);
+    er_ref *ln;
+    ck_assert_int_eq(er_layernorm(&ln, &tx, 1, NULL, NULL, 1e-5), ER_OK);
+    double ylo[16], yhi[16], rlo[2], rhi[2];
+    double *los[3] = {ylo, NULL, rlo}, *his[3] = {yhi, NULL, rhi};
+    const er_tensor *outs[3] = {&ty, &tm, &tr};
+    er_report reps[3];
+    ck_assert_int_eq(er_covers_outputs_sets(reps, ln, outs, 3, &std, los, his), ER_OK);
+    for (int o = 0; o < 3; o++) { ck_assert(er_report_all(&reps[o])); er_report_clear(&reps[o]); }
+    for (int i = 0; i < 16; i++) ck_assert(y[i] >= ylo[i] && y[i] <= yhi[i] && ylo[i] < yhi[i]);
+    for (int r = 0; r < 2; r++) ck_assert(rstd[r] >= rlo[r] && rstd[r] <= rhi[r]);
+    er_ref_free(ln);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("api");
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, bad_matmul_inputs);
     tcase_add_test(tc, views_and_refs);
     tcase_add_test(tc, standards);
+    tcase_add_test(tc, covers_sets);
     tcase_add_test(tc, statuses_and_version);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
