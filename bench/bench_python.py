@@ -44,6 +44,21 @@ def main():
     print("python_covers_%dx%d: %.4f s vs baseline %.4f s = %.3fx  (baseline: er_covers called directly through "
           "ctypes on the same reference; Python overhead %.1f%%)" % (M, N, tp, tc, tp / tc, 100 * (tp / tc - 1)))
 
+    # Result.lo / hi / slack: the check again with its sets, against the plain covers() (one matmul on the fast
+    # path, whose sets come from the exact engine, and one softmax)
+    x = (rng.standard_normal((M, N)) * 3).astype(np.float32)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    y = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    sm = er.softmax(x)
+    for name, plain, with_sets in (
+            ("matmul_fast_path", lambda: ref.covers(out, compute="float32"),
+             lambda: ref.covers(out, compute="float32").slack),
+            ("softmax", lambda: sm.covers(y), lambda: sm.covers(y).slack)):
+        plain(); with_sets()
+        t0, t1 = best(plain), best(with_sets)
+        print("python_covers_slack_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: the same covers() without "
+              "lo, hi and slack)" % (name, M, N, t1, t0, t1 / t0))
+
 
 if __name__ == "__main__":
     main()

@@ -364,3 +364,24 @@ def test_depth_of_triton_sum():
     moved = np.float32([s * (1 + 2.0 ** -14)])
     d = er.depth.triton(4096, num_warps=4, version="3.8")
     assert er.sum(x, dim=1).covers(moved).all() and not er.sum(x, dim=1).covers(moved, depth=d).all()
+
+
+def test_sets_and_slack():
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((20, 300)).astype(np.float32)
+    B = rng.standard_normal((300, 10)).astype(np.float32)
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    out = (exact * (1 + rng.integers(-8, 9, exact.shape) * 2.0 ** -10)).astype(np.float32)
+    res = er.matmul(A, B).covers(out)
+    inside = (out >= res.lo) & (out <= res.hi)
+    passes = np.isin(res.classes, [0, 1, 2])
+    assert (inside == passes).all() and 0 < inside.sum() < out.size
+    assert ((res.slack >= 0) == inside).all()
+    # layernorm at n = 4096 under the default: rstd may move far (the slack says so); two_pass is narrow
+    x = rng.standard_normal((1, 4096)).astype(np.float32)
+    xd = x.astype(np.float64)
+    rstd = np.float32([[1 / np.sqrt(xd.var() + np.float32(1e-5))]])
+    wide = er.layer_norm(x, 4096).covers((None, None, rstd))
+    narrow = er.layer_norm(x, 4096).covers((None, None, rstd), variance="two_pass")
+    assert wide.rstd.widest()[1] > 100 * narrow.rstd.widest()[1]
+    assert narrow.rstd.slack.min() >= 0
