@@ -84,13 +84,16 @@ ER_API er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_
                                    const er_standard *std);
 /* er_covers, and each element's set: lo[i] and hi[i] (n doubles each, row-major over the output) get the least and
  * greatest finite values of the output format the set allows, NaN and NaN where it allows none (only infinities or
- * NaN). The slack a passing element had is its distance to them. A matmul reference on the fast path is checked by
- * the exact engine here (its decisions do not compute sets). ER_ERR_NULL for a NULL lo or hi. */
+ * NaN); slack[i] (slack may be NULL) the distance from the output to the nearer of them in ulps of the output format
+ * at the output, negative outside, NaN for a non-finite output or a set without finite values. A matmul reference on
+ * the fast path is checked by the exact engine here (its decisions do not compute sets). ER_ERR_NULL for a NULL lo
+ * or hi. */
 ER_API er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo,
-                                double *hi);
-/* er_covers_outputs with each output's sets: lo[i], hi[i] (both NULL: not wanted) sized as output i. */
+                                double *hi, double *slack);
+/* er_covers_outputs with each output's sets: lo[i], hi[i] (both NULL: not wanted) and slack[i] (slack or its entries may be
+ * NULL) sized as output i. */
 ER_API er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
-                                        const er_standard *std, double *const *lo, double *const *hi);
+                                        const er_standard *std, double *const *lo, double *const *hi, double *const *slack);
 /* The exact output a correct implementation of a fully fixed standard produces (er_standard_is_fixed), written
  * into `out` (the op's output shape, any format and strides; out->data must be writable and its elements
  * distinct). covers() under the same standard accepts exactly these values. ER_ERR_STANDARD for a standard

@@ -90,7 +90,7 @@ typedef struct er_covers_ctx {
     /* emulation */
     er_tensor *dst;
     /* er_covers_sets: each element's finite set ends, written at its row-major index (NULL: not wanted) */
-    double *set_lo, *set_hi;
+    double *set_lo, *set_hi, *set_slack;
     /* tf32=nearest: the sets of the first conversion (ties to even), joined with the second's (ties away) */
     er_cset *keep;
     int keep_pass;                  /* 1: store the set; 2: join and classify */
@@ -540,6 +540,15 @@ static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, do
         int finite = c->lo <= c->hi && !c->nan_req;
         cx->set_lo[idx] = finite ? c->lo : NAN;
         cx->set_hi[idx] = finite ? c->hi : NAN;
+        if (cx->set_slack) {
+            /* the distance to the nearer edge in ulps of the output at y; negative outside */
+            double s = NAN;
+            if (finite && isfinite(y)) {
+                double d = y >= c->lo && y <= c->hi ? fmin(y - c->lo, c->hi - y) : -fmax(c->lo - y, y - c->hi);
+                s = d / er_format_ulp(out->format, y);
+            }
+            cx->set_slack[idx] = s;
+        }
     }
     r->counts[cls]++;
     if (er_class_passes(cls)) return;
@@ -957,7 +966,8 @@ static void *er_ln_run(void *arg) {
 }
 
 static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const er_tensor *const outs[3],
-                                     const er_standard *std, double *const *set_lo, double *const *set_hi) {
+                                     const er_standard *std, double *const *set_lo, double *const *set_hi,
+                                     double *const *set_slack) {
     static const char *const names[3] = {"y", "mean", "rstd"};
     int any = 0;
     for (int o = 0; o < 3; o++) {
@@ -1014,7 +1024,11 @@ static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const
         for (int o = 0; o < 3 && st == ER_OK; o++) {
             if (!outs[o]) continue;
             er_ctx_init(&cx[t][o], ref, outs[o], std);
-            if (set_lo && set_lo[o]) { cx[t][o].set_lo = set_lo[o]; cx[t][o].set_hi = set_hi[o]; }
+            if (set_lo && set_lo[o]) {
+                cx[t][o].set_lo = set_lo[o];
+                cx[t][o].set_hi = set_hi[o];
+                cx[t][o].set_slack = set_slack ? set_slack[o] : NULL;
+            }
             er_part_begin(&part[t][o], &reps[o], &cx[t][o]);
             l->cx[o] = &cx[t][o];
             l->pl.O[o] = cx[t][o].O;
@@ -1061,10 +1075,10 @@ const char *er_ref_output_name(const er_ref *ref, int i) {
 }
 
 static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
-                                    double *set_hi);
+                                    double *set_hi, double *set_slack);
 
 static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std,
-                                       double *const *set_lo, double *const *set_hi) {
+                                       double *const *set_lo, double *const *set_hi, double *const *set_slack) {
     er__ok();
     ER_CHECK_NULL(reps, "reports");
     ER_CHECK_NULL(ref, "ref");
@@ -1074,17 +1088,18 @@ static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const
         return er__fail(ER_ERR_OUTPUT, "%s has %d output%s (got %d)", er__op_name(ref), want, want == 1 ? "" : "s", nout);
     if (ref->op != ER_OP_LAYERNORM) {
         ER_CHECK_NULL(outs[0], "outs[0]");
-        return er_covers_sets_run(reps, ref, outs[0], std, set_lo ? set_lo[0] : NULL, set_hi ? set_hi[0] : NULL);
+        return er_covers_sets_run(reps, ref, outs[0], std, set_lo ? set_lo[0] : NULL, set_hi ? set_hi[0] : NULL,
+                                  set_slack ? set_slack[0] : NULL);
     }
     ER_CHECK_NULL(std, "standard");
     er_report tmp[3];
-    ER_RETURN_IF_ERROR(er_layernorm_covers(tmp, ref, outs, std, set_lo, set_hi));
+    ER_RETURN_IF_ERROR(er_layernorm_covers(tmp, ref, outs, std, set_lo, set_hi, set_slack));
     memcpy(reps, tmp, sizeof tmp);
     return ER_OK;
 }
 
 er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
-    er_status st = er_covers_outputs_run(reps, ref, outs, nout, std, NULL, NULL);
+    er_status st = er_covers_outputs_run(reps, ref, outs, nout, std, NULL, NULL, NULL);
     for (int i = 0; reps && i < nout && i < 3; i++) er__report_finish(&reps[i], st);
     return st;
 }
@@ -1095,38 +1110,39 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     return st;
 }
 
-er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo, double *hi) {
+er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo, double *hi,
+                         double *slack) {
     er__ok();
-    er_status st = lo && hi ? er_covers_sets_run(rep, ref, out, std, lo, hi) : er__fail(ER_ERR_NULL, "lo and hi must not be NULL");
+    er_status st = lo && hi ? er_covers_sets_run(rep, ref, out, std, lo, hi, slack) : er__fail(ER_ERR_NULL, "lo and hi must not be NULL");
     er__report_finish(rep, st);
     return st;
 }
 
 er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std,
-                                 double *const *lo, double *const *hi) {
+                                 double *const *lo, double *const *hi, double *const *slack) {
     er__ok();
     er_status st = lo && hi ? ER_OK : er__fail(ER_ERR_NULL, "lo and hi must not be NULL (their entries may be)");
     for (int i = 0; st == ER_OK && i < nout && i < 3; i++)
         if (!lo[i] != !hi[i]) st = er__fail(ER_ERR_NULL, "lo[%d] and hi[%d] are both given or both NULL", i, i);
-    if (st == ER_OK) st = er_covers_outputs_run(reps, ref, outs, nout, std, lo, hi);
+    if (st == ER_OK) st = er_covers_outputs_run(reps, ref, outs, nout, std, lo, hi, slack);
     for (int i = 0; reps && i < nout && i < 3; i++) er__report_finish(&reps[i], st);
     return st;
 }
 
 er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std) {
-    return er_covers_sets_run(rep, ref, out, std, NULL, NULL);
+    return er_covers_sets_run(rep, ref, out, std, NULL, NULL, NULL);
 }
 
 static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
-                                    double *set_hi) {
+                                    double *set_hi, double *set_slack) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
     if (ref->op == ER_OP_LAYERNORM) {
         const er_tensor *outs[3] = {out, NULL, NULL};
         er_report reps[3];
-        double *const los[3] = {set_lo, NULL, NULL}, *const his[3] = {set_hi, NULL, NULL};
-        ER_RETURN_IF_ERROR(er_layernorm_covers(reps, ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL));
+        double *const los[3] = {set_lo, NULL, NULL}, *const his[3] = {set_hi, NULL, NULL}, *const sls[3] = {set_slack, NULL, NULL};
+        ER_RETURN_IF_ERROR(er_layernorm_covers(reps, ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL, sls));
         *rep = reps[0];
         return ER_OK;
     }
@@ -1152,6 +1168,7 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
         if (st != ER_OK) break;
         cx[t].set_lo = set_lo;
         cx[t].set_hi = set_hi;
+        cx[t].set_slack = set_lo ? set_slack : NULL;
         er_part_begin(&part[t], &r, &cx[t]);
         ctxs[t] = &cx[t];
     }

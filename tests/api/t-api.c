@@ -292,7 +292,7 @@ START_TEST(covers_sets) {
         er_ref *ref;
         ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
         ck_assert(!er_ref_fast(ref) || fast); /* fast only where OpenBLAS is there */
-        ck_assert_int_eq(er_covers_sets(&rep, ref, &tC, &std, fast ? lo2 : lo, fast ? hi2 : hi), ER_OK);
+        ck_assert_int_eq(er_covers_sets(&rep, ref, &tC, &std, fast ? lo2 : lo, fast ? hi2 : hi, NULL), ER_OK);
         int inside = 0;
         for (int i = 0; i < M * N; i++) {
             double l = fast ? lo2[i] : lo[i], h = fast ? hi2[i] : hi[i];
@@ -303,7 +303,7 @@ START_TEST(covers_sets) {
         }
         ck_assert_msg(inside > 0 && inside < M * N, "fast %d: %d of %d inside", fast, inside, M * N);
         er_report_clear(&rep);
-        ck_assert_int_eq(er_covers_sets(&rep, ref, &tC, &std, NULL, hi), ER_ERR_NULL);
+        ck_assert_int_eq(er_covers_sets(&rep, ref, &tC, &std, NULL, hi, NULL), ER_ERR_NULL);
         er_ref_free(ref);
     }
     unsetenv("EXACTREF_FAST");
@@ -328,13 +328,16 @@ START_TEST(covers_sets) {
     er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){2}, NULL, rstd);
     er_ref *ln;
     ck_assert_int_eq(er_layernorm(&ln, &tx, 1, NULL, NULL, 1e-5), ER_OK);
-    double ylo[16], yhi[16], rlo[2], rhi[2];
-    double *los[3] = {ylo, NULL, rlo}, *his[3] = {yhi, NULL, rhi};
+    double ylo[16], yhi[16], rlo[2], rhi[2], ysl[16];
+    double *los[3] = {ylo, NULL, rlo}, *his[3] = {yhi, NULL, rhi}, *sls[3] = {ysl, NULL, NULL};
     const er_tensor *outs[3] = {&ty, &tm, &tr};
     er_report reps[3];
-    ck_assert_int_eq(er_covers_outputs_sets(reps, ln, outs, 3, &std, los, his), ER_OK);
+    ck_assert_int_eq(er_covers_outputs_sets(reps, ln, outs, 3, &std, los, his, sls), ER_OK);
     for (int o = 0; o < 3; o++) { ck_assert(er_report_all(&reps[o])); er_report_clear(&reps[o]); }
-    for (int i = 0; i < 16; i++) ck_assert(y[i] >= ylo[i] && y[i] <= yhi[i] && ylo[i] < yhi[i]);
+    for (int i = 0; i < 16; i++) {
+        ck_assert(y[i] >= ylo[i] && y[i] <= yhi[i] && ylo[i] < yhi[i] && ysl[i] >= 0);
+        ck_assert(ysl[i] == fmin(y[i] - ylo[i], yhi[i] - y[i]) / er_format_ulp(ER_FP32, y[i]));
+    }
     for (int r = 0; r < 2; r++) ck_assert(rstd[r] >= rlo[r] && rstd[r] <= rhi[r]);
     er_ref_free(ln);
 }

@@ -101,12 +101,14 @@ def _text(fn, rep):
 
 
 class Result:
-    """The verdict of covers(): per-element classes, counts, the worst element, and the report. `lo`, `hi` and
-    `slack` (each element's set and how far inside it the output lies) are computed on first use: one more pass of
-    the check, with its sets (er_covers_sets)."""
+    """The verdict of covers(): per-element classes, counts, the worst element, and the report; `lo`, `hi` and
+    `slack`, each element's set and how far inside it the output lies (for a matmul on the fast path, computed on
+    first use by a second, exact pass)."""
 
     def __init__(self, rep, shape, out=None, sets=None):
-        self._out, self._sets, self._lohi = out, sets, None
+        """sets: (lo, hi, slack) arrays, or a function computing them on first use."""
+        self._out = out
+        self._lohi, self._sets = (sets, None) if isinstance(sets, tuple) else (None, sets)
         n = _lib.lib.er_report_numel(rep)
         ptr = _lib.lib.er_report_classes(rep)
         flat = np.ctypeslib.as_array(ptr, shape=(n,)).copy() if n else np.zeros(0, np.uint8)
@@ -140,23 +142,12 @@ class Result:
         """float64 array of out's shape: the distance from each output to the nearer edge of its set, in ulps of the
         output format at the output (negative when outside; NaN for a non-finite output or a set without finite
         values)."""
-        lo, hi = self._bounds()
-        y = self._out.astype(np.float64).reshape(lo.shape)
-        fmt = format_of(self._out.dtype)
-        p, mn, ms = (_lib.lib.er_format_precision(fmt), _lib.lib.er_format_min_normal(fmt),
-                     _lib.lib.er_format_min_subnormal(fmt))
-        with np.errstate(invalid="ignore", over="ignore"):
-            _, e = np.frexp(np.abs(y))
-            ulp = np.where(np.abs(y) < mn, ms, np.ldexp(1.0, e - p))
-            inside = np.minimum(y - lo, hi - y)
-            outside = -np.maximum(lo - y, y - hi)
-            d = np.where((y >= lo) & (y <= hi), inside, outside)
-            return d / ulp
+        return self._bounds()[2]
 
     def widest(self):
         """(index, relative width): the element whose set is widest relative to its size, (hi - lo) / max(|lo|,
         |hi|), among those with a finite set away from 0: how loose a passing check may be."""
-        lo, hi = self._bounds()
+        lo, hi = self._bounds()[:2]
         with np.errstate(invalid="ignore", divide="ignore"):
             rel = (hi - lo) / np.maximum(np.abs(lo), np.abs(hi))
         rel = np.where(np.isfinite(rel), rel, -1.0)
@@ -214,17 +205,27 @@ class Reference:
         std = _standard(standard, options, kwargs)
         view = self._out_view(arr, "out")
         rep = ctypes.create_string_buffer(_lib.REPORT_SIZE)
-        check(_lib.lib.er_covers(rep, self._ptr, view.buf, std))
         shape = tuple(self.shape)
 
+        def sets_into(report):
+            arrays = tuple(np.empty(shape, np.float64) for _ in range(3))
+            check(_lib.lib.er_covers_sets(report, self._ptr, view.buf, std, *(a.ctypes.data for a in arrays)))
+            return arrays
+
         def sets():
-            lo, hi = np.empty(shape, np.float64), np.empty(shape, np.float64)
             again = ctypes.create_string_buffer(_lib.REPORT_SIZE)
-            check(_lib.lib.er_covers_sets(again, self._ptr, view.buf, std, lo.ctypes.data, hi.ctypes.data))
-            _lib.lib.er_report_clear(again)
-            return lo, hi
+            try:
+                return sets_into(again)
+            finally:
+                _lib.lib.er_report_clear(again)
+        if _lib.lib.er_ref_fast(self._ptr):
+            # the fast path computes no sets: they come from a second, exact pass when asked for
+            check(_lib.lib.er_covers(rep, self._ptr, view.buf, std))
+            found = sets
+        else:
+            found = sets_into(rep)
         try:
-            return Result(rep, shape, arr, sets)
+            return Result(rep, shape, arr, found)
         finally:
             _lib.lib.er_report_clear(rep)
 
@@ -434,30 +435,23 @@ class LayerNormReference(Reference):
         if not views:
             raise ValueError("exactref: layernorm: every output is None")
         reps = ctypes.create_string_buffer(_lib.REPORT_SIZE * 3)
-        check(_lib.lib.er_covers_outputs(reps, self._ptr, bufs, 3, std))
         arrs = [None if o is None else to_numpy(o, name) for o, name in zip(outs, self.OUTPUTS)]
         shapes = [tuple(self.shape) if i == 0 else (None if a is None else tuple(a.shape)) for i, a in enumerate(arrs)]
         cache = {}
-
-        def all_sets():
-            if not cache:
-                los, his = (ctypes.c_void_p * 3)(), (ctypes.c_void_p * 3)()
-                for i in range(3):
-                    if arrs[i] is not None:
-                        cache[i] = (np.empty(shapes[i], np.float64), np.empty(shapes[i], np.float64))
-                        los[i], his[i] = cache[i][0].ctypes.data, cache[i][1].ctypes.data
-                again = ctypes.create_string_buffer(_lib.REPORT_SIZE * 3)
-                check(_lib.lib.er_covers_outputs_sets(again, self._ptr, bufs, 3, std, los, his))
-                for i in range(3):
-                    _lib.lib.er_report_clear(ctypes.byref(again, _lib.REPORT_SIZE * i))
-            return cache
+        ptrs = [(ctypes.c_void_p * 3)() for _ in range(3)]
+        for i in range(3):
+            if arrs[i] is not None:
+                cache[i] = tuple(np.empty(shapes[i], np.float64) for _ in range(3))
+                for k in range(3):
+                    ptrs[k][i] = cache[i][k].ctypes.data
+        check(_lib.lib.er_covers_outputs_sets(reps, self._ptr, bufs, 3, std, *ptrs))
         results = {}
         try:
             for i, name in enumerate(self.OUTPUTS):
                 if outs[i] is None:
                     continue
                 rep = ctypes.byref(reps, _lib.REPORT_SIZE * i)
-                results[name] = Result(rep, shapes[i], arrs[i], lambda i=i: all_sets()[i])
+                results[name] = Result(rep, shapes[i], arrs[i], cache[i])
         finally:
             for i in range(3):
                 _lib.lib.er_report_clear(ctypes.byref(reps, _lib.REPORT_SIZE * i))
