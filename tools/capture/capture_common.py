@@ -30,6 +30,25 @@ def host(t):
     return t.numpy()
 
 
+def cuda_row_softmax(exp="expf", div="{e} / {s}", options=()):
+    """A CuPy kernel sm(x, y, n, rows): one thread per row, the maximum, a sequential sum of exp(x - max), then each
+    output exp(x - max) divided by the sum, with the given exp function and division (a format of e and s), built
+    with the given NVRTC options."""
+    import cupy as cp
+    src = r'''
+    extern "C" __global__ void sm(const float* x, float* y, int n, int rows) {
+        int r = blockIdx.x * blockDim.x + threadIdx.x;
+        if (r >= rows) return;
+        const float* xr = x + (long)r * n; float* yr = y + (long)r * n;
+        float m = -__int_as_float(0x7f800000);
+        for (int j = 0; j < n; j++) m = fmaxf(m, xr[j]);
+        float s = 0.f;
+        for (int j = 0; j < n; j++) s += EXP(xr[j] - m);
+        for (int j = 0; j < n; j++) yr[j] = DIV;
+    }'''.replace("EXP", exp).replace("DIV", div.format(e="%s(xr[j] - m)" % exp, s="s"))
+    return cp.RawModule(code=src, options=tuple(options)).get_function("sm")
+
+
 def torch_header():
     import torch
     import triton

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from capture_common import host, torch_header, write_case_files
+from capture_common import cuda_row_softmax, host, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -111,18 +111,7 @@ for n, blk in ((1000, 128), (4096, 256), (777, 64)):
 # __expf / __fdividef softmax (one thread per row, sequential sum)
 try:
     import cupy as cp
-    src = r'''
-    extern "C" __global__ void sm(const float* x, float* y, int n, int rows) {
-        int r = blockIdx.x * blockDim.x + threadIdx.x;
-        if (r >= rows) return;
-        const float* xr = x + (long)r * n; float* yr = y + (long)r * n;
-        float m = -__int_as_float(0x7f800000);
-        for (int j = 0; j < n; j++) m = fmaxf(m, xr[j]);
-        float s = 0.f;
-        for (int j = 0; j < n; j++) s += __expf(xr[j] - m);
-        for (int j = 0; j < n; j++) yr[j] = __fdividef(__expf(xr[j] - m), s);
-    }'''
-    k = cp.RawKernel(src, "sm")
+    k = cuda_row_softmax("__expf", "__fdividef({e}, {s})")
     for n in (100, 1000):
         x = (torch.randn(rows, n, generator=g) * 6).float().cuda()
         y = torch.empty_like(x)

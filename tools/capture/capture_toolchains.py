@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from capture_common import host, torch_header, write_case_files
+from capture_common import cuda_row_softmax, host, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -342,18 +342,7 @@ def rows_kernels():
     # CUDA softmax built with --use_fast_math (expf -> __expf, x / y approximate, ftz)
     try:
         import cupy as cp
-        src = r'''
-        extern "C" __global__ void sm(const float* x, float* y, int n, int rows) {
-            int r = blockIdx.x * blockDim.x + threadIdx.x;
-            if (r >= rows) return;
-            const float* xr = x + (long)r * n; float* yr = y + (long)r * n;
-            float m = -__int_as_float(0x7f800000);
-            for (int j = 0; j < n; j++) m = fmaxf(m, xr[j]);
-            float s = 0.f;
-            for (int j = 0; j < n; j++) s += expf(xr[j] - m);
-            for (int j = 0; j < n; j++) yr[j] = expf(xr[j] - m) / s;
-        }'''
-        k = cp.RawModule(code=src, options=("--use_fast_math",)).get_function("sm")
+        k = cuda_row_softmax("expf", "{e} / {s}", ("--use_fast_math",))
         for n in (100, 1000):
             for kind in ("scale1", "scale10", "scale100", "subnormal_exps"):
                 x = inputs(n, kind).float().cuda()
