@@ -64,6 +64,9 @@ typedef struct er_report {
     int n_first;
     er_element first[ER_REPORT_FIRST]; /* the first failing elements in row-major order */
     int filled;                    /* 1 once a call has classified into it; 0 when zeroed or refused */
+    int has_widest;                /* whether widest is set: some element's set was computed, finite and away from 0 */
+    double widest_rel;             /* its relative width (hi - lo) / max(|lo|, |hi|): how loose the check is */
+    er_element widest;             /* the element whose set is widest relative to its size (the earliest of equals) */
     er_status status;              /* ER_OK, or the status of the call that refused */
     char message[256];             /* the refusal's message ("" otherwise) */
 } er_report;

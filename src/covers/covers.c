@@ -536,6 +536,15 @@ static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, do
     er_report *r = cx->rep;
     er_class cls = er_classify(c, y, out->format, &dist);
     r->classes[idx] = (uint8_t)cls;
+    if (c->lo < c->hi && !c->nan_req) {
+        /* the set's width relative to its size: how much a passing output could have been off */
+        double m = fmax(fabs(c->lo), fabs(c->hi)), rel = (c->hi - c->lo) / m;
+        if (m > 0 && isfinite(rel) && (!r->has_widest || rel > r->widest_rel)) {
+            er_fill_element(&r->widest, r, idx, cls, y, c, dist);
+            r->widest_rel = rel;
+            r->has_widest = 1;
+        }
+    }
     if (cx->set_lo) {
         int finite = c->lo <= c->hi && !c->nan_req;
         cx->set_lo[idx] = finite ? c->lo : NAN;
@@ -893,6 +902,11 @@ static void er_merge(er_report *r, double *worst_dist, const er_report *part, do
     for (int c = 0; c < ER_CLASS_COUNT; c++) r->counts[c] += part->counts[c];
     r->n_failed += part->n_failed;
     for (int i = 0; i < part->n_first && r->n_first < ER_REPORT_FIRST; i++) r->first[r->n_first++] = part->first[i];
+    if (part->has_widest && (!r->has_widest || part->widest_rel > r->widest_rel)) {
+        r->widest = part->widest;
+        r->widest_rel = part->widest_rel;
+        r->has_widest = 1;
+    }
     if (part->has_worst &&
         (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
         r->worst = part->worst;

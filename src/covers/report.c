@@ -146,6 +146,13 @@ static void er_report_render_text(er_sb *b, const er_report *r) {
         first = 0;
     }
     er_sb_printf(b, "\n");
+    if (r->has_widest) {
+        er_sb_printf(b, "  widest set: ");
+        er_sb_coord(b, r, &r->widest);
+        er_sb_printf(b, " allows ");
+        er_sb_set(b, &r->widest, er_digits(r->out_format));
+        er_sb_printf(b, ", %.3g of its size\n", r->widest_rel);
+    }
     if (r->n_failed) {
         er_sb_printf(b, "  %lld failing; worst: ", (long long)r->n_failed);
         er_sb_element_text(b, r, &r->worst);
@@ -234,7 +241,17 @@ er_status er_report_json(const er_report *rep, char *buf, size_t cap, size_t *ne
     } else {
         er_sb_printf(&b, "null");
     }
-    er_sb_printf(&b, ", \"filled\": %s, \"counts\": {", r->filled ? "true" : "false");
+    er_sb_printf(&b, ", \"filled\": %s, \"widest\": ", r->filled ? "true" : "false");
+    if (r->has_widest) {
+        er_sb_printf(&b, "{\"relative_width\": ");
+        er_sb_num(&b, r->widest_rel, 17, 1);
+        er_sb_printf(&b, ", \"element\": ");
+        er_sb_element_json(&b, r, &r->widest);
+        er_sb_printf(&b, "}");
+    } else {
+        er_sb_printf(&b, "null");
+    }
+    er_sb_printf(&b, ", \"counts\": {");
     for (int c = 0; c < ER_CLASS_COUNT; c++)
         er_sb_printf(&b, "%s\"%s\": %lld", c ? ", " : "", er_class_name((er_class)c), (long long)r->counts[c]);
     er_sb_printf(&b, "}, \"worst\": ");
