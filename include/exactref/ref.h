@@ -75,7 +75,7 @@ ER_API er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format
 ER_API er_status er_ref_rounded(er_tensor *out, const er_ref *ref);
 /* Classifies every element of `out` (same shape as the op's output, any supported format) against the set
  * the standard allows. On success *rep is overwritten without being read (clear it before reuse); on refusal
- * it is untouched. */
+ * it records the refusal (er_report_status, er_report_message) and fails. */
 ER_API er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
 /* Classifies every output of a multi-output op at once: outs[i] (NULL: not checked) against output i's set, into
  * reps[i] (an empty report for a NULL output). nout must be er_ref_num_outputs(ref). A case passes when every

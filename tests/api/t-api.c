@@ -3,20 +3,7 @@
  * refusal and fails; statuses have names and messages; standards parse, validate and render; version and
  * thread-safety queries. */
 #include "../common/er_test.h"
-
-/* A sentinel-filled report, as an uninitialised one may be. */
-static er_report sentinel_report(void) {
-    er_report r;
-    memset(&r, 0xAB, sizeof r);
-    return r;
-}
-/* A refused call leaves a failing report that names the refusal: no test passes by a refusal. */
-static int refused_report(const er_report *r, er_status want) {
-    char text[512];
-    int same = strcmp(er_report_message(r), er_last_error()) == 0; /* before er_report_text resets the last error */
-    er_report_text(r, text, sizeof text, NULL);
-    return same && !er_report_all(r) && er_report_status(r) == want && r->classes == NULL && strstr(text, "refused") != NULL;
-}
+#include "../common/er_refuse.h"
 
 static float Abuf[12], Bbuf[12], Cbuf[12];
 
