@@ -1,6 +1,7 @@
 """Shared by the capture scripts: the outputs they write. write_case_files(out, name, arrays, lines, header) writes
 OUT/name.npz (every array as name.npy, stored uncompressed, which tests/common/npz.h reads) and OUT/name.txt (the
-header line, then one case a line)."""
+header line, then one case a line). store_case(arrays, cid, ins, outs) names a case's arrays as the tests read them:
+cid__in__name and cid__out__name."""
 import io
 import os
 import zipfile
@@ -16,6 +17,13 @@ def write_case_files(out, name, arrays, lines, header):
             z.writestr(k + ".npy", b.getvalue())
     with open(os.path.join(out, name + ".txt"), "w") as f:
         f.write(header.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+
+
+def store_case(arrays, cid, ins, outs):
+    for k, v in ins.items():
+        arrays["%s__in__%s" % (cid, k)] = host(v)
+    for k, v in outs.items():
+        arrays["%s__out__%s" % (cid, k)] = host(v)
 
 
 def host(t):

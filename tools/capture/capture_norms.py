@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from capture_common import cuda_row_softmax, host, torch_header, write_case_files
+from capture_common import cuda_row_softmax, store_case, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -21,10 +21,7 @@ arrays, lines = {}, []
 
 def add(op, kernel, verdict, n, eps, ins, outs):
     cid = "tn%04d" % len(lines)
-    for k, v in ins.items():
-        arrays["%s__in__%s" % (cid, k)] = host(v)
-    for k, v in outs.items():
-        arrays["%s__out__%s" % (cid, k)] = host(v)
+    store_case(arrays, cid, ins, outs)
     lines.append("%s %s %s %s %d %g" % (cid, op, kernel, verdict, n, eps))
 
 

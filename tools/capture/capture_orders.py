@@ -10,7 +10,7 @@ Run on a machine with an NVIDIA GPU, torch, Triton and CuPy:  OUT=/some/dir pyth
 import os, sys
 import numpy as np
 import torch
-from capture_common import host, write_case_files
+from capture_common import store_case, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -43,9 +43,7 @@ def gen(dist, shape, dtype, g):
 def add(kernel, A, B, C, covered, not_covered, emulate):
     cid = "ord%04d" % counter[0]
     counter[0] += 1
-    arrays[cid + "__in__A"] = host(A)
-    arrays[cid + "__in__B"] = host(B)
-    arrays[cid + "__out__C"] = host(C)
+    store_case(arrays, cid, {"A": A, "B": B}, {"C": C})
     cov = covered if covered else ("-", "-")
     nco = not_covered if not_covered else ("-", "-")
     lines.append("\t".join([cid, kernel, cov[0], cov[1] or "-", nco[0], nco[1] or "-", "1" if emulate else "0"]))

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from capture_common import cuda_row_softmax, host, torch_header, write_case_files
+from capture_common import cuda_row_softmax, store_case, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -204,9 +204,7 @@ def matmuls():
 
     def add(kernel, A, B, C, cov, wrong):
         cid = "tc%04d" % len(lines)
-        arrays[cid + "__in__A"] = host(A)
-        arrays[cid + "__in__B"] = host(B)
-        arrays[cid + "__out__C"] = host(C)
+        store_case(arrays, cid, {"A": A, "B": B}, {"C": C})
         lines.append("\t".join([cid, kernel, cov[0], cov[1], wrong[0], wrong[1], "0"]))
 
     shapes = ((16, 1, 16), (16, 2, 16), (16, 3, 16), (32, 16, 32), (64, 64, 64), (32, 1031, 48))
@@ -290,10 +288,7 @@ def rows_kernels():
 
     def add(op, kernel, eps, ins, outs, cov, wrong):
         cid = "tr%04d" % len(lines)
-        for k, v in ins.items():
-            arrays["%s__in__%s" % (cid, k)] = host(v)
-        for k, v in outs.items():
-            arrays["%s__out__%s" % (cid, k)] = host(v)
+        store_case(arrays, cid, ins, outs)
         lines.append("\t".join([cid, op, kernel, "%g" % eps, cov, wrong]))
 
     R = 8
