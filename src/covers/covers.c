@@ -6,6 +6,7 @@
  * conversion; for any_order the correctly rounded exact result joins the set (a kernel returning it is never
  * wrong; a fixed order allows only what its emulation allows). er_emulate writes the one value of a fully
  * fixed standard. */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <stdlib.h>
@@ -528,7 +529,33 @@ static void er_ctx_clear(er_covers_ctx *cx) {
     if (cx->have_acc) er__acc_free(&cx->acc);
 }
 
-/* Classifies element idx against its set and records it in the report. */
+/* er_format_ulp(O, y) for a finite y, from y's exponent field */
+static inline double er_out_ulp(const er_fmt_info *O, double y) {
+    double a = fabs(y);
+    if (!(a >= O->min_normal)) return O->min_sub;
+    uint64_t u;
+    memcpy(&u, &a, 8);
+    int64_t e = (int64_t)(u >> 52) - O->p + 1; /* 2^(e - p + 1): the biased exponent less p - 1 */
+    if (e <= 0) return er_format_ulp(O->id, y);  /* a subnormal double (fp64 output) */
+    u = (uint64_t)e << 52;
+    memcpy(&a, &u, 8);
+    return a;
+}
+
+/* er_covers_sets: element idx's finite set ends (NaN when finite says there are none) and the slack of output y. */
+static inline void er_store_set(const er_covers_ctx *cx, int64_t idx, int finite, double lo, double hi, double y) {
+    cx->set_lo[idx] = finite ? lo : NAN;
+    cx->set_hi[idx] = finite ? hi : NAN;
+    if (!cx->set_slack) return;
+    /* the distance to the nearer edge in ulps of the output at y; negative outside */
+    double s = NAN;
+    if (finite && isfinite(y)) {
+        double d = y >= lo && y <= hi ? fmin(y - lo, hi - y) : -fmax(lo - y, y - hi);
+        s = d / er_out_ulp(cx->O, y);
+    }
+    cx->set_slack[idx] = s;
+}
+
 /* Classifies output value y of element idx against its set into the context's report. */
 static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, double y) {
     const er_tensor *out = cx->out;
@@ -536,29 +563,16 @@ static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, do
     er_report *r = cx->rep;
     er_class cls = er_classify(c, y, out->format, &dist);
     r->classes[idx] = (uint8_t)cls;
-    if (c->lo < c->hi && !c->nan_req) {
+    if (!c->nan_req) {
         /* the set's width relative to its size: how much a passing output could have been off */
-        double m = fmax(fabs(c->lo), fabs(c->hi)), rel = (c->hi - c->lo) / m;
-        if (m > 0 && isfinite(rel) && (!r->has_widest || rel > r->widest_rel)) {
+        double rel = er_set_rel(c->lo, c->hi);
+        if (rel >= 0 && (!r->has_widest || rel > r->widest_rel)) {
             er_fill_element(&r->widest, r, idx, cls, y, c, dist);
             r->widest_rel = rel;
             r->has_widest = 1;
         }
     }
-    if (cx->set_lo) {
-        int finite = c->lo <= c->hi && !c->nan_req;
-        cx->set_lo[idx] = finite ? c->lo : NAN;
-        cx->set_hi[idx] = finite ? c->hi : NAN;
-        if (cx->set_slack) {
-            /* the distance to the nearer edge in ulps of the output at y; negative outside */
-            double s = NAN;
-            if (finite && isfinite(y)) {
-                double d = y >= c->lo && y <= c->hi ? fmin(y - c->lo, c->hi - y) : -fmax(c->lo - y, y - c->hi);
-                s = d / er_format_ulp(out->format, y);
-            }
-            cx->set_slack[idx] = s;
-        }
-    }
+    if (cx->set_lo) er_store_set(cx, idx, c->lo <= c->hi && !c->nan_req, c->lo, c->hi, y);
     r->counts[cls]++;
     if (er_class_passes(cls)) return;
     r->n_failed++;
@@ -765,17 +779,61 @@ static void er_fast_consts_init(er_fast_consts *fc, const er_covers_ctx *cx) {
     fc->out_fmt = cx->F->id != ER_FP32 ? -1 : o == ER_FP32 ? 0 : o == ER_FP16 ? 1 : o == ER_BF16 ? 2 : -1;
 }
 
+/* The lower edge RN_O(RU_F(t)) (upper = 0) or the upper edge RN_O(RD_F(t)) of a set through the compute format F and
+ * the output format O, for t below the overflow limit. A float f is RU_F(t) when it is (float)t, unless that is below t. */
+static inline double er_fast_edge(const er_fast_consts *fc, const er_covers_ctx *cx, double t, int upper) {
+    if (fc->out_fmt == 0) {
+        /* without a branch on the rounding's direction (taken half of the time): one step toward t where the float
+         * nearest t is on the wrong side. Up from a float of sign bit 0 (+0 included: t > 0 rounds to +0, never to
+         * -0) is the next encoding, up from a negative one the previous; down, the reverse (t < 0 rounds to -0). */
+        float f = (float)t;
+        uint32_t u, step = upper ? (double)f > t : (double)f < t;
+        memcpy(&u, &f, 4);
+        u += step * (1u - 2u * ((u >> 31) ^ (uint32_t)upper));
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    double e = er__round_double(cx->F, t, upper ? ER_ROUND_DOWN : ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    return er__round_double(cx->O, e, ER_ROUND_NEAREST, cx->ov_out);
+}
+
+/* RN_O(t) for t below the overflow limit. */
+static inline double er_fast_rn(const er_fast_consts *fc, const er_covers_ctx *cx, double t) {
+    return fc->out_fmt == 0 ? (double)(float)t : er__round_double(cx->O, t, ER_ROUND_NEAREST, cx->ov_out);
+}
+
 /* The class of output y from S_hat and P in [Plo, Phi], or ER_PENDING when some S or bound the exact engine could
  * hold gives another class (or overflow is possible). */
-static inline int er_fast_decide(const er_fast_consts *fc, const er_covers_ctx *cx, double y, double Sh, double Plo, double Phi) {
-    er_fast_bracket b;
-    if (!er_fast_bracket_of(fc, Sh, Plo, Phi, &b)) return ER_PENDING;
-    if (fc->out_fmt == 0) return er_fast_class(y, b.tlo, b.thi, (float)b.slo, (float)b.shi); /* no overflow below lim */
-    const er_fmt_info *F = cx->F, *O = cx->O;
-    er_overflow ov = cx->ov_out;
-    return er_fast_class(y, er__round_double(O, er__round_double(F, b.tlo, ER_ROUND_UP, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, ov),
-                         er__round_double(O, er__round_double(F, b.thi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), ER_ROUND_NEAREST, ov),
-                         er__round_double(O, b.slo, ER_ROUND_NEAREST, ov), er__round_double(O, b.shi, ER_ROUND_NEAREST, ov));
+static inline int er_fast_decide(const er_fast_consts *fc, const er_covers_ctx *cx, double y, const er_fast_bracket *b) {
+    if (fc->out_fmt == 0) return er_fast_class(y, b->tlo, b->thi, (float)b->slo, (float)b->shi); /* no overflow below lim */
+    return er_fast_class(y, er_fast_edge(fc, cx, b->tlo, 0), er_fast_edge(fc, cx, b->thi, 1), er_fast_rn(fc, cx, b->slo),
+                         er_fast_rn(fc, cx, b->shi));
+}
+
+/* The engine's set of the element whose bracket is b, where b decides it (er_fast_join): its finite ends lo, hi. */
+static inline int er_fast_set(const er_fast_consts *fc, const er_covers_ctx *cx, const er_fast_bracket *b, double r1, double r2,
+                              double *lo, double *hi) {
+    double l = er_fast_edge(fc, cx, b->ulo, 0), h = er_fast_edge(fc, cx, b->uhi, 1);
+    /* for fp32 in and out, RU_F(tlo) = l = RU_F(ulo) exactly when tlo <= l (ulo <= tlo), and RD_F(thi) = h when thi >= h */
+    int same = fc->out_fmt == 0 ? b->tlo <= l && b->thi >= h : l == er_fast_edge(fc, cx, b->tlo, 0) && h == er_fast_edge(fc, cx, b->thi, 1);
+    return er_fast_join(same, l, h, r1, r2, lo, hi);
+}
+
+/* Whether the set of the element whose bracket is b may be as wide, relative to its size, as best: false only when
+ * an upper bound of its er_set_rel is below best (er_fast_rel_ub). lo = min(edge, r) lies in [min(E_lo(ulo), r1),
+ * min(E_lo(tlo), r2)] and hi in [max(E_hi(thi), r1), max(E_hi(uhi), r2)]. First a cheaper test on the outer ends
+ * (for fp32 in and out ulo <= RU_F(ulo) and RD_F(uhi) <= uhi), then these. */
+static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_covers_ctx *cx, const er_fast_bracket *b, double r1,
+                                        double r2, double best) {
+    if (best < 0) return 1;
+    double l = fc->out_fmt == 0 ? b->ulo : er_fast_edge(fc, cx, b->ulo, 0), h = fc->out_fmt == 0 ? b->uhi : er_fast_edge(fc, cx, b->uhi, 1);
+    double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2, al = fabs(L1), ah = fabs(H2);
+    /* without a division nor a branch on the sign: rel <= w / m, w = H2 - L1, m = min(|L1|, |H2|) where [L1, H2]
+     * lies on one side of 0 (m bounds max(|lo|, |hi|) below); on both sides, w >= 2 m while rel <= 2. If
+     * fl(w / m) >= best, then w >= best m (1 - 2^-53) > fl(fl(best (1 - 2^-50)) m). */
+    if (H2 - L1 < best * (1.0 - 0x1p-50) * (al < ah ? al : ah)) return 0;
+    double lt = er_fast_edge(fc, cx, b->tlo, 0), ht = er_fast_edge(fc, cx, b->thi, 1);
+    return er_fast_rel_ub(L1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, H2) >= best;
 }
 
 /* sum |a_k b_k| of two float vectors in double (each product exact) with four running sums. */
@@ -793,8 +851,17 @@ static double er_abs_dot(const float *a, const float *b, int64_t K) {
 }
 
 /* The fast path's first pass: threads take chunks of elements from a shared counter (a thread slowed by other
- * work takes fewer) and decide what the bounds decide, leaving the rest ER_PENDING; each thread counts its own. */
-typedef struct er_fast_job { er_covers_ctx *cx; int64_t *next; int64_t counts[2]; } er_fast_job;
+ * work takes fewer) and decide what the bounds decide, leaving the rest ER_PENDING; each thread counts its own, and
+ * keeps the widest set among those it decided (the earliest of equal widths). With er_covers_sets, every decided
+ * element's set is written. */
+typedef struct er_fast_job {
+    er_covers_ctx *cx;
+    int64_t *next;
+    const double *P;        /* |A| |B| in fp64 (er__fast_absprod), or NULL: P from the floats where needed */
+    int64_t counts[2];
+    double wrel;            /* the widest set decided here: its er_set_rel and element (-1: none) */
+    int64_t widx;
+} er_fast_job;
 #define ER_FAST_CHUNK 16384
 
 static void *er_fast_decide_run(void *arg) {
@@ -808,8 +875,11 @@ static void *er_fast_decide_run(void *arg) {
     er_fast_consts_init(&fc, cx);
     int64_t K = pl->K, MN = pl->M * pl->N, n = ref->n;
     double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN, phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP; /* Lemma D4 */
+    double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
     const char *yb = out->data;
-    int yf32 = cx->O->id == ER_FP32 && cx->out_contig;
+    int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->set_lo != NULL;
+    fj->wrel = -1;
+    fj->widx = -1;
     for (;;) {
         int64_t begin = __atomic_fetch_add(fj->next, ER_FAST_CHUNK, __ATOMIC_RELAXED);
         if (begin >= n) break;
@@ -823,15 +893,45 @@ static void *er_fast_decide_run(void *arg) {
             if (bi != cur_bi) { er__matmul_batch_of(ref, bi, &ia, &ib); cur_bi = bi; }
             double Sh = ref->fs[idx];
             int cls = ER_PENDING;
+            er_fast_bracket b;
+            double Plo, Phi;
             if (fabs(y) < INFINITY && !ref->scaled) {
-                /* Cauchy-Schwarz above, |S| below; then, if that does not decide, P from the floats */
-                double Plo, Phi;
-                er_fast_stage1(&fc, Sh, ref->an[ia * pl->M + i], ref->bn[ib * pl->N + jj], &Plo, &Phi);
-                cls = er_fast_decide(&fc, cx, y, Sh, Plo, Phi);
-                if (cls == ER_PENDING) {
-                    double P = er_abs_dot(ref->af + (ia * pl->M + i) * K, ref->bt + (ib * pl->N + jj) * K, K);
-                    double lo = P * plo_f, hi = P * phi_f;
-                    cls = er_fast_decide(&fc, cx, y, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi);
+                int want_set = sets;
+                double r1 = 0, r2 = 0;
+                if (fj->P) {
+                    /* fl64(|A| |B|) is within gK of P (Theorem 2, exact terms): P_hat (1 - gK) <= P <= P_hat (1 + 2 gK) */
+                    if (!er_fast_bracket_of(&fc, Sh, fj->P[idx] * pg_lo, fj->P[idx] * pg_hi, &b)) { classes[idx] = ER_PENDING; continue; }
+                } else {
+                    /* Cauchy-Schwarz above, |S| below; then, if that does not decide (or the set may be the widest and
+                     * is not decided by it), P from the floats */
+                    er_fast_stage1(&fc, Sh, ref->an[ia * pl->M + i], ref->bn[ib * pl->N + jj], &Plo, &Phi);
+                    if (!er_fast_bracket_of(&fc, Sh, Plo, Phi, &b)) { classes[idx] = ER_PENDING; continue; }
+                    r1 = er_fast_rn(&fc, cx, b.slo);
+                    r2 = er_fast_rn(&fc, cx, b.shi);
+                    want_set = want_set || er_fast_may_be_widest(&fc, cx, &b, r1, r2, fj->wrel);
+                    if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
+                    if (want_set || cls == ER_PENDING) {
+                        double P = er_abs_dot(ref->af + (ia * pl->M + i) * K, ref->bt + (ib * pl->N + jj) * K, K);
+                        double lo = P * plo_f, hi = P * phi_f;
+                        if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) { classes[idx] = ER_PENDING; continue; }
+                        if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
+                    }
+                }
+                double slo, shi;
+                if (want_set) {
+                    r1 = er_fast_rn(&fc, cx, b.slo);
+                    r2 = er_fast_rn(&fc, cx, b.shi);
+                }
+                if (want_set && er_fast_set(&fc, cx, &b, r1, r2, &slo, &shi) && y >= slo && y <= shi &&
+                    (r1 == r2 || y < r1 || y > r2)) {
+                    cls = r1 == r2 && y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
+                    /* the width only where it may reach the widest so far (the division of er_fast_may_be_widest) */
+                    double al = fabs(slo), ah = fabs(shi);
+                    if (shi - slo >= fj->wrel * (1.0 - 0x1p-50) * (al > ah ? al : ah)) {
+                        double rel = er_set_rel(slo, shi);
+                        if (rel > fj->wrel || (rel == fj->wrel && rel >= 0 && idx < fj->widx)) { fj->wrel = rel; fj->widx = idx; }
+                    }
+                    if (sets) er_store_set(cx, idx, 1, slo, shi, y);
                 }
             }
             classes[idx] = (uint8_t)cls;
@@ -868,6 +968,32 @@ static void *er_fast_rest(void *arg) {
     return NULL;
 }
 
+/* The report's widest set from element idx, which the fast pass decided: its set from the exact engine, from the kept
+ * operands. */
+static er_status er_fast_widest(er_covers_ctx *cx, er_report *r, int64_t idx) {
+    const er_ref *ref = cx->ref;
+    const er_mm_plan *pl = &ref->plan;
+    int64_t K = pl->K, MN = pl->M * pl->N, ia, ib;
+    double *va = malloc(sizeof(double) * (size_t)(K ? K : 1)), *vb = malloc(sizeof(double) * (size_t)(K ? K : 1));
+    er_status st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
+    if (st == ER_OK) {
+        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
+        const float *arow = ref->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = ref->bt + (ib * pl->N + idx % pl->N) * K;
+        for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
+        er_cset c;
+        st = er_element_set(cx, &ref->env, idx, va, vb, K, 0, &c);
+        if (st == ER_OK) {
+            double y = er__load(cx->out, cx->out_contig ? idx : er_offset(cx->out, idx));
+            er_fill_element(&r->widest, r, idx, (er_class)r->classes[idx], y, &c, 0);
+            r->widest_rel = er_set_rel(c.lo, c.hi);
+            r->has_widest = 1;
+        }
+    }
+    free(va);
+    free(vb);
+    return st;
+}
+
 /* The exact pass over the elements the fast path left. */
 static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
                                int64_t K, int special) {
@@ -897,12 +1023,14 @@ static void er_part_begin(er_report *part, const er_report *r, er_covers_ctx *cx
 }
 
 /* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
- * counts add up, the first failures stay in index order, the worst is the earliest of the largest distances. */
+ * counts add up, the first failures stay in index order, the worst is the earliest of the largest distances, the
+ * widest set the earliest of the widest. */
 static void er_merge(er_report *r, double *worst_dist, const er_report *part, double part_dist) {
     for (int c = 0; c < ER_CLASS_COUNT; c++) r->counts[c] += part->counts[c];
     r->n_failed += part->n_failed;
     for (int i = 0; i < part->n_first && r->n_first < ER_REPORT_FIRST; i++) r->first[r->n_first++] = part->first[i];
-    if (part->has_widest && (!r->has_widest || part->widest_rel > r->widest_rel)) {
+    if (part->has_widest && (!r->has_widest || part->widest_rel > r->widest_rel ||
+                             (part->widest_rel == r->widest_rel && part->widest.index < r->widest.index))) {
         r->widest = part->widest;
         r->widest_rel = part->widest_rel;
         r->has_widest = 1;
@@ -1177,6 +1305,8 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
     void *ctxs[ER_MAX_THREADS] = {0};
     er_status st = ER_OK;
     int made = 0;
+    double fast_wrel = -1; /* the fast pass's widest set: its width and element */
+    int64_t fast_widx = -1;
     for (int t = 0; t < nt && st == ER_OK; t++, made++) {
         st = er_ctx_init(&cx[t], ref, out, std);
         if (st != ER_OK) break;
@@ -1192,14 +1322,24 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
             for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){&cx[t], rows * t / nt, rows * (t + 1) / nt, ER_OK};
             er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
             for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
-        } else if (cached && ref->fast && !set_lo) {
-            /* pass 1: the fast decisions (counts only); pass 2: the rest exactly, in contiguous ranges (a scaled
-             * matmul's rest through the exact engine's walk) */
+        } else if (cached && ref->fast) {
+            /* pass 1: the fast decisions (counts, the widest set, the sets if wanted); pass 2: the rest exactly, in
+             * contiguous ranges (a scaled matmul's rest through the exact engine's walk) */
             er_fast_job fj[ER_MAX_THREADS];
             int64_t next = 0;
-            for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, {0, 0}};
+            /* with the sets, every element needs P: one GEMM of the absolute values (when memory allows) */
+            double *absprod = set_lo && !ref->scaled ? er__fast_absprod(ref) : NULL;
+            for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, absprod, {0, 0}, -1, -1};
             er__run_jobs(fj, sizeof fj[0], nt, er_fast_decide_run);
-            for (int t = 0; t < nt; t++) { part[t].counts[0] += fj[t].counts[0]; part[t].counts[1] += fj[t].counts[1]; }
+            free(absprod);
+            for (int t = 0; t < nt; t++) {
+                part[t].counts[0] += fj[t].counts[0];
+                part[t].counts[1] += fj[t].counts[1];
+                if (fj[t].wrel > fast_wrel || (fj[t].wrel == fast_wrel && fj[t].wrel >= 0 && fj[t].widx < fast_widx)) {
+                    fast_wrel = fj[t].wrel;
+                    fast_widx = fj[t].widx;
+                }
+            }
             int64_t pending = 0;
             for (int64_t i = 0; i < ref->n; i++) pending += r.classes[i] == ER_PENDING;
             if (pending && ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
@@ -1221,10 +1361,13 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
         }
     }
     double worst_dist = -1;
-    for (int t = 0; t < made; t++) {
-        if (st == ER_OK) er_merge(&r, &worst_dist, &part[t], cx[t].worst_dist);
-        er_ctx_clear(&cx[t]);
-    }
+    for (int t = 0; t < made && st == ER_OK; t++) er_merge(&r, &worst_dist, &part[t], cx[t].worst_dist);
+    /* the widest set among those the fast pass decided, where it is wider than (or as wide as and before) those of
+     * the exact pass: its report entry from the exact engine */
+    if (st == ER_OK && fast_widx >= 0 &&
+        (!r.has_widest || fast_wrel > r.widest_rel || (fast_wrel == r.widest_rel && fast_widx < r.widest.index)))
+        st = er_fast_widest(&cx[0], &r, fast_widx);
+    for (int t = 0; t < made; t++) er_ctx_clear(&cx[t]);
     if (st != ER_OK) { free(r.classes); return st; }
     *rep = r;
     return ER_OK;
@@ -1523,6 +1666,25 @@ static void *er_devrest_run(void *arg) {
     if (j->p0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread (job 0 runs in the calling one) */
     return NULL;
 }
+
+/* The report's widest set from the job's one element, which the GPU decided: its set from the exact engine. */
+static void er_devrest_widest(er_devrest_job *j, er_report *r) {
+    int64_t K = j->K, idx = j->idx[0];
+    double *va = malloc(sizeof(double) * (size_t)K), *vb = malloc(sizeof(double) * (size_t)K);
+    j->st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
+    if (j->st == ER_OK) {
+        for (int64_t k = 0; k < K; k++) { va[k] = j->rows[k]; vb[k] = j->rows[K + k]; }
+        er_cset c;
+        j->st = er_element_set(j->cx, j->env, idx, va, vb, K, 0, &c);
+        if (j->st == ER_OK) {
+            er_fill_element(&r->widest, r, idx, (er_class)r->classes[idx], j->ys[0], &c, 0);
+            r->widest_rel = er_set_rel(c.lo, c.hi);
+            r->has_widest = 1;
+        }
+    }
+    free(va);
+    free(vb);
+}
 #endif
 
 static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
@@ -1600,7 +1762,7 @@ static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A,
     /* norms, the GEMM, the decisions */
     er_report r;
     memset(&r, 0, sizeof r);
-    unsigned long long hcnt[4] = {0, 0, 0, 0};
+    unsigned long long hcnt[4] = {0, 0, 0, 0}, hw[2] = {0, ULLONG_MAX}; /* hw: the widest decided set's width bits and element */
     int64_t *dpend = NULL;
     double *Bt = NULL; /* B transposed: its columns contiguous */
     if (st == ER_OK && e == cudaSuccess && !fallback) {
@@ -1630,6 +1792,18 @@ static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A,
             if (st == ER_OK && e == cudaSuccess)
                 ec = er__devmm_decide(out->data, S, Ad, Bt, an, bnv, dia, dib, pl->nbatch, pl->M, pl->N, K, fc, dcl, dcnt, dcand, dpend, s);
             if (ec) e = (cudaError_t)ec;
+            /* the widest set among the decided elements, with P = fl64(|A| |B|) (fast-path.md, On the GPU) */
+            double *Aabs = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e), *Babs = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
+            double *Pd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e), *Rd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e);
+            unsigned long long *dw = er_dev_alloc(&db, sizeof hw, s, &e);
+            if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(dw, hw, sizeof hw, cudaMemcpyHostToDevice, s);
+            if (st == ER_OK && e == cudaSuccess) ec = er__devmm_abs(Ad, na, Aabs, s);
+            if (!ec && st == ER_OK && e == cudaSuccess) ec = er__devmm_abs(Bd, nbv, Babs, s);
+            if (!ec && st == ER_OK && e == cudaSuccess && er__devmm_dgemm(Aabs, Babs, Pd, hia, hib, pl->nbatch, pl->M, pl->N, K, s))
+                st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M, (long long)K, (long long)pl->N);
+            if (!ec && st == ER_OK && e == cudaSuccess) ec = er__devmm_widest(S, Pd, n, fc, dcl, dcnt, dpend, Rd, dw, s);
+            if (ec) e = (cudaError_t)ec;
+            if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(hw, dw, sizeof hw, cudaMemcpyDeviceToHost, s);
             /* the classes straight into the report's array, registered with CUDA for the copy when that works */
             int reg = st == ER_OK && e == cudaSuccess && cudaHostRegister(r.classes, (size_t)n, cudaHostRegisterDefault) == cudaSuccess;
             if (!reg) (void)cudaGetLastError();
@@ -1691,6 +1865,32 @@ static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A,
                 if (st == ER_OK) er_merge(&r, &worst_dist, &part[t], cx[t].worst_dist);
                 er_ctx_clear(&cx[t]);
             }
+        }
+        /* the widest set the GPU decided, where it is wider than (or as wide as and before) the exact engine's: its
+         * entry from the exact engine */
+        double grel;
+        memcpy(&grel, &hw[0], sizeof grel);
+        int64_t gidx = (int64_t)hw[1];
+        if (st == ER_OK && e == cudaSuccess && hw[0] && hw[1] != ULLONG_MAX &&
+            (!r.has_widest || grel > r.widest_rel || (grel == r.widest_rel && gidx < r.widest.index))) {
+            float *one = malloc(sizeof(float) * (size_t)(2 * K));
+            double y;
+            e = cudaMemcpyAsync(dpend, &gidx, sizeof gidx, cudaMemcpyHostToDevice, s);
+            if (e == cudaSuccess) e = (cudaError_t)er__devmm_gather(dpend, 1, out->data, fo->id == ER_FP32 ? 0 : fo->id == ER_FP16 ? 1 : 2,
+                                                                    Ad, Bt, dia, dib, pl->M, pl->N, K, drows, dys, s);
+            if (e == cudaSuccess && one) e = cudaMemcpyAsync(one, drows, sizeof(float) * (size_t)(2 * K), cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess) e = cudaMemcpyAsync(&y, dys, sizeof y, cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+            if (!one) st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
+            er_covers_ctx cw;
+            if (st == ER_OK && e == cudaSuccess) st = er_ctx_init(&cw, ref, out, std);
+            if (st == ER_OK && e == cudaSuccess) {
+                er_devrest_job job = {&cw, &ref->env, &gidx, one, &y, 0, 1, K, ER_OK};
+                er_devrest_widest(&job, &r);
+                st = job.st;
+                er_ctx_clear(&cw);
+            }
+            free(one);
         }
         free(hp);
         if (rows) cudaFreeHost(rows);

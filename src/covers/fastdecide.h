@@ -33,9 +33,9 @@ ER_HD static inline void er_fast_stage1(const er_fast_consts *fc, double Sh, dou
 }
 
 /* For P in [Plo, Phi]: S lies in [slo, shi], and the engine's set edges RN_O(RU_F(S - B)), RN_O(RD_F(S + B)) are at
- * most RN_O(RU_F(tlo)) and at least RN_O(RD_F(thi)), whatever S and bound B the exact engine holds. 0 when overflow
- * is possible (the element is then pending). */
-typedef struct er_fast_bracket { double slo, shi, tlo, thi; } er_fast_bracket;
+ * most RN_O(RU_F(tlo)) and at least RN_O(RD_F(thi)), and at least RN_O(RU_F(ulo)) and at most RN_O(RD_F(uhi)),
+ * whatever S and bound B the exact engine holds. 0 when overflow is possible (the element is then pending). */
+typedef struct er_fast_bracket { double slo, shi, tlo, thi, ulo, uhi; } er_fast_bracket;
 
 ER_HD static inline int er_fast_bracket_of(const er_fast_consts *fc, double Sh, double Plo, double Phi, er_fast_bracket *b) {
     double d = fc->gK * Phi;
@@ -46,11 +46,13 @@ ER_HD static inline int er_fast_bracket_of(const er_fast_consts *fc, double Sh, 
     double shi = Sh + d, slo = Sh - d;
     shi += fabs(shi) * 0x1p-50 + 0x1p-1070;
     slo -= fabs(slo) * 0x1p-50 + 0x1p-1070;
-    double tlo = shi - Blo, thi = slo + Blo;
+    double tlo = shi - Blo, thi = slo + Blo, ulo = slo - Bhi, uhi = shi + Bhi;
     b->slo = slo;
     b->shi = shi;
     b->tlo = tlo + (fabs(tlo) * 0x1p-50 + 0x1p-1070);
     b->thi = thi - (fabs(thi) * 0x1p-50 + 0x1p-1070);
+    b->ulo = ulo - (fabs(ulo) * 0x1p-50 + 0x1p-1070);
+    b->uhi = uhi + (fabs(uhi) * 0x1p-50 + 0x1p-1070);
     return 1;
 }
 
@@ -62,6 +64,36 @@ ER_HD static inline int er_fast_class(double y, double elo, double ehi, double r
     if (!(y >= elo && y <= ehi)) return ER_PENDING;
     if (r1 == r2) return y == r1 ? 0 : 1;
     return y < r1 || y > r2 ? 1 : ER_PENDING;
+}
+
+/* The set's width relative to its size, (hi - lo) / max(|lo|, |hi|), when the report's widest-set rule counts it:
+ * a finite set of more than one value away from 0 (-1 otherwise). The same operations on the host and the GPU. */
+ER_HD static inline double er_set_rel(double lo, double hi) {
+    double al = fabs(lo), ah = fabs(hi), m = al > ah ? al : ah, rel = (hi - lo) / m;
+    return lo < hi && m > 0 && rel <= 1.7976931348623157e308 ? rel : -1;
+}
+
+/* An upper bound of er_set_rel(lo, hi) for every lo in [L1, L2] and hi in [H1, H2]: (H2 - L1) / d, d the least
+ * max(|lo|, |hi|) can be, and 2 (a set on both sides of 0 has hi - lo <= 2 max(|lo|, |hi|)). Rounding is monotone:
+ * fl(fl(hi - lo) / max(|lo|, |hi|)) is at most fl(fl(H2 - L1) / d), so an element whose bound is below a width w has
+ * a width below w as the report computes it. */
+ER_HD static inline double er_fast_rel_ub(double L1, double L2, double H1, double H2) {
+    double mlo = L1 > 0 ? L1 : L2 < 0 ? -L2 : 0, mhi = H1 > 0 ? H1 : H2 < 0 ? -H2 : 0, d = mlo > mhi ? mlo : mhi;
+    double q = d > 0 ? (H2 - L1) / d : 2.0;
+    return q < 2.0 ? q : 2.0;
+}
+
+/* The engine's set from the bracket where the bracket decides it (fast-path.md, The sets): l = RN_O(RU_F(ulo)) and
+ * h = RN_O(RD_F(uhi)), `same` when RN_O(RU_F(tlo)) = l and RN_O(RD_F(thi)) = h, joined with the correctly rounded
+ * result, which lies in [r1, r2] = [RN_O(slo), RN_O(shi)]. 0 when an end is not decided (or the edges alone hold no
+ * value). */
+ER_HD static inline int er_fast_join(int same, double l, double h, double r1, double r2, double *lo, double *hi) {
+    if (!same || l > h) return 0;
+    if (l > r1) { if (r1 != r2) return 0; l = r1; }
+    if (h < r2) { if (r1 != r2) return 0; h = r2; }
+    *lo = l;
+    *hi = h;
+    return 1;
 }
 
 #endif

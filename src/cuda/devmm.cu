@@ -202,6 +202,66 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
     }
 }
 
+// |x| for n values.
+__global__ void er_k_abs(const double *x, int64_t n, double *y) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) y[i] = fabs(x[i]);
+}
+
+// The sets of the decided elements (fast-path.md, The sets; On the GPU): with P from fl64(|A| |B|), each decided
+// element's set where the bracket decides it, its relative width into R (-1 where none counts) and the largest into
+// *maxrel (the bits of a non-negative double, which order as its values). Where the bracket does not decide the set,
+// R holds -2 - ub, ub an upper bound of the width (er_k_widest_idx decides whether the element may be the widest).
+__global__ void er_k_widest(const double *S, const double *P, int64_t n, er_fast_consts c, const uint8_t *classes, double *R,
+                            unsigned long long *maxrel) {
+    const double pg_lo = (1.0 - c.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * c.gK) * ER_FAST_UP;
+    unsigned long long best = 0;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        double rel = -1;
+        int cls = classes[idx];
+        if (cls == 0 || cls == 1) {
+            er_fast_bracket b;
+            rel = -2 - INFINITY; // a bracket near overflow: the exact engine's, whatever the widest
+            if (er_fast_bracket_of(&c, S[idx], P[idx] * pg_lo, P[idx] * pg_hi, &b)) {
+                double r1 = c.out_fmt == 0 ? __double2float_rn(b.slo) : er_round_out(b.slo, c.out_fmt);
+                double r2 = c.out_fmt == 0 ? __double2float_rn(b.shi) : er_round_out(b.shi, c.out_fmt);
+                double l = er_edge_out(b.ulo, 1, c.out_fmt), h = er_edge_out(b.uhi, -1, c.out_fmt), lo, hi;
+                int same = l == er_edge_out(b.tlo, 1, c.out_fmt) && h == er_edge_out(b.thi, -1, c.out_fmt);
+                if (er_fast_join(same, l, h, r1, r2, &lo, &hi)) {
+                    rel = er_set_rel(lo, hi);
+                } else {
+                    // lo = min(edge, r) lies in [min(l, r1), min(l_t, r2)], hi in [max(h_t, r1), max(h, r2)]
+                    double lt = er_edge_out(b.tlo, 1, c.out_fmt), ht = er_edge_out(b.thi, -1, c.out_fmt);
+                    rel = -2 - er_fast_rel_ub(l < r1 ? l : r1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, h > r2 ? h : r2);
+                }
+            }
+        }
+        R[idx] = rel;
+        if (rel >= 0 && (unsigned long long)__double_as_longlong(rel) > best) best = (unsigned long long)__double_as_longlong(rel);
+    }
+    for (int off = 16; off; off >>= 1) {
+        unsigned long long o = __shfl_down_sync(0xffffffffu, best, off);
+        if (o > best) best = o;
+    }
+    if ((threadIdx.x & 31) == 0 && best) atomicMax(maxrel, best);
+}
+
+// The first element whose R is the largest, into *widx (starting at ULLONG_MAX); a decided element whose set may be
+// as wide (er_fast_rel_ub) but is not decided becomes pending, for the exact engine.
+__global__ void er_k_widest_idx(const double *R, int64_t n, const unsigned long long *maxrel, unsigned long long *widx,
+                                uint8_t *classes, unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
+    unsigned long long m = *maxrel;
+    double best = __longlong_as_double((long long)m);
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        double r = R[idx];
+        if (r >= 0 && (unsigned long long)__double_as_longlong(r) == m) atomicMin(widx, (unsigned long long)idx);
+        if (r <= -2 && -2 - r >= best) {
+            atomicAdd(&counts[classes[idx]], ~0ULL); // minus one
+            classes[idx] = ER_PENDING;
+            pending[atomicAdd(npending, 1ULL)] = idx;
+        }
+    }
+}
+
 // For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], and its
 // output value.
 __global__ void er_k_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
@@ -277,6 +337,20 @@ int er__devmm_decide(const void *out, const double *S, const double *A, const do
     er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand, counts + 2,
                                                 pending, counts + 3);
     er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts, pending, counts + 3);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_abs(const double *x, int64_t n, double *y, void *stream) {
+    if (n) er_k_abs<<<er_grid(n, 256), 256, 0, (cudaStream_t)stream>>>(x, n, y);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
+                     int64_t *pending, double *R, unsigned long long *w, void *stream) {
+    if (n == 0) return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    er_k_widest<<<er_grid(n, 256), 256, 0, s>>>(S, P, n, c, classes, R, w);
+    er_k_widest_idx<<<er_grid(n, 256), 256, 0, s>>>(R, n, w, w + 1, classes, counts, pending, counts + 3);
     return (int)cudaGetLastError();
 }
 

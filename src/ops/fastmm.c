@@ -12,7 +12,8 @@
 #include "tensor/tensor_internal.h"
 
 #ifdef ER_HAVE_BLAS
-/* The CBLAS interface (row-major = 101, no transpose = 111), 32-bit integers as OpenBLAS builds it by default. */
+/* The CBLAS interface (row-major = 101, no transpose = 111, transpose = 112), 32-bit integers as OpenBLAS builds it
+ * by default. */
 void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, const double *A, int lda, const double *B,
                  int ldb, double beta, double *C, int ldc);
 
@@ -228,3 +229,29 @@ er_status er__fast_build(er_ref *r) {
 #endif
     return ER_OK;
 }
+
+double *er__fast_absprod(const er_ref *r) {
+#ifdef ER_HAVE_BLAS
+    const er_mm_plan *pl = &r->plan;
+    if (!r->fast) return NULL;
+    int64_t na = pl->a_batches * pl->M * pl->K, nb = pl->b_batches * pl->N * pl->K, MN = pl->M * pl->N;
+    double *A = malloc(sizeof(double) * (size_t)(na ? na : 1)), *B = malloc(sizeof(double) * (size_t)(nb ? nb : 1));
+    double *P = malloc(sizeof(double) * (size_t)(r->n ? r->n : 1));
+    if (!A || !B || !P) { free(A); free(B); free(P); return NULL; }
+    for (int64_t i = 0; i < na; i++) A[i] = fabs((double)r->af[i]);
+    for (int64_t i = 0; i < nb; i++) B[i] = fabs((double)r->bt[i]); /* B's columns: [b_batches][N][K] */
+    for (int64_t bi = 0; bi < pl->nbatch; bi++) {
+        int64_t ia, ib;
+        er__matmul_batch_of(r, bi, &ia, &ib);
+        cblas_dgemm(101, 111, 112, (int)pl->M, (int)pl->N, (int)pl->K, 1.0, A + ia * pl->M * pl->K, (int)pl->K,
+                    B + ib * pl->N * pl->K, (int)pl->K, 0.0, P + bi * MN, (int)pl->N);
+    }
+    free(A);
+    free(B);
+    return P;
+#else
+    (void)r;
+    return NULL;
+#endif
+}
+

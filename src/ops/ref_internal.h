@@ -121,6 +121,10 @@ ER_INTERNAL const char *er__op_name(const er_ref *r);
  * finite) and EXACTREF_FAST is not 0; otherwise leaves the reference as it is (r->fast = 0). */
 ER_INTERNAL er_status er__fast_build(er_ref *r);
 ER_INTERNAL int er__fast_enabled(int64_t products);
+/* P = |A| |B| in fp64 (one GEMM per batch of the kept floats' absolute values) for every element of a fast-path
+ * reference, row-major; free with free(). NULL without a fast path or without memory. Each product is exact, so P
+ * is within K 2^-52 of sum_k |a_k b_k| relative, in any order (fast-path.md). */
+ER_INTERNAL double *er__fast_absprod(const er_ref *r);
 /* The exact summaries of every element (for fast-path references, which keep none); free with free(). */
 ER_INTERNAL er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out);
 /* The exact summary of output element idx, computed on its own (for fast-path references). */

@@ -172,7 +172,8 @@ static inline int er_run_suite(Suite *s) {
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
-/* Two reports are the same: counts, classes, the first failing elements and the worst one, field by field. */
+/* Two reports are the same: counts, classes, the first failing elements, the worst one and the widest set, field by
+ * field. */
 static inline int er_same_element(const er_element *a, const er_element *b) {
     return a->index == b->index && a->cls == b->cls && a->lo == b->lo && a->hi == b->hi &&
            (a->exact == b->exact || (isnan(a->exact) && isnan(b->exact))) &&
@@ -190,6 +191,10 @@ static inline void er_require_same_report(const er_report *a, const er_report *b
     for (int i = 0; i < a->n_first; i++)
         ER_REQUIRE(er_same_element(&a->first[i], &b->first[i]), "%s: first failing element %d differs" ER_SEED_MSG_FMT, what, i, ER_SEED_ARGS);
     if (a->has_worst) ER_REQUIRE(er_same_element(&a->worst, &b->worst), "%s: worst element differs" ER_SEED_MSG_FMT, what, ER_SEED_ARGS);
+    ER_REQUIRE(a->has_widest == b->has_widest && (!a->has_widest || (a->widest_rel == b->widest_rel && er_same_element(&a->widest, &b->widest))),
+               "%s: widest set differs (element %lld, %.17g of its size, against element %lld, %.17g)" ER_SEED_MSG_FMT, what,
+               a->has_widest ? (long long)a->widest.index : -1LL, a->widest_rel, b->has_widest ? (long long)b->widest.index : -1LL,
+               b->widest_rel, ER_SEED_ARGS);
 }
 
 /* Loads a capture's arrays into *z and opens its case list (one case a line), failing the test when either is

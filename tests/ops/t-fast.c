@@ -1,12 +1,21 @@
 /* t-fast.c: the BLAS fast path of the matmul reference (docs/algorithms/fast-path.md) gives exactly the reports of
  * the exact engine: the same class for every element, the same counts, the same first failing elements and the
- * same worst one, for every input family, output format and any-order standard, and for any thread count.
+ * same worst one and widest set, and with er_covers_sets the same sets and slacks, for every input family, output
+ * format and any-order standard, and for any thread count.
  * Outputs are drawn around the correctly rounded result, out to many ulps, so that they fall on both sides of
  * the sets' edges. Without a BLAS both references come from the exact engine and the test still holds. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "../common/er_gen.h"
 
-/* covers on the exact reference, on the fast one, and on the fast one with 3 threads: the same reports. */
+/* Two arrays of sets or slacks hold the same doubles (NaN where the other has NaN). */
+static void require_same_doubles(const double *x, const double *y, int64_t n, const char *name, const char *what) {
+    for (int64_t i = 0; i < n; i++)
+        ER_REQUIRE(x[i] == y[i] || (isnan(x[i]) && isnan(y[i])), "%s: %s of element %lld differs: %.17g against %.17g" ER_SEED_MSG_FMT,
+                   what, name, (long long)i, x[i], y[i], ER_SEED_ARGS);
+}
+
+/* covers on the exact reference, on the fast one, and on the fast one with 3 threads: the same reports; and
+ * er_covers_sets on each: the same reports, sets and slacks. */
 static void require_fast_equals_exact(er_ref *exact, er_ref *fast, const er_tensor *out, const er_standard *std, const char *what) {
     er_report r1, r2, r3;
     ER_REQUIRE(er_covers(&r1, exact, out, std) == ER_OK, "%s", er_last_error());
@@ -16,6 +25,22 @@ static void require_fast_equals_exact(er_ref *exact, er_ref *fast, const er_tens
     unsetenv("EXACTREF_THREADS");
     er_require_same_report(&r1, &r2, what);
     er_require_same_report(&r1, &r3, what);
+    er_report_clear(&r2);
+    er_report_clear(&r3);
+    int64_t n = r1.n;
+    double *s[2][3];
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 3; k++) s[e][k] = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ER_REQUIRE(er_covers_sets(&r2, exact, out, std, s[0][0], s[0][1], s[0][2]) == ER_OK, "%s", er_last_error());
+    setenv("EXACTREF_THREADS", "3", 1);
+    ER_REQUIRE(er_covers_sets(&r3, fast, out, std, s[1][0], s[1][1], s[1][2]) == ER_OK, "%s", er_last_error());
+    unsetenv("EXACTREF_THREADS");
+    er_require_same_report(&r1, &r2, what);
+    er_require_same_report(&r1, &r3, what);
+    static const char *const names[3] = {"lo", "hi", "slack"};
+    for (int k = 0; k < 3; k++) require_same_doubles(s[0][k], s[1][k], n, names[k], what);
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 3; k++) free(s[e][k]);
     er_report_clear(&r1);
     er_report_clear(&r2);
     er_report_clear(&r3);

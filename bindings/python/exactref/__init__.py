@@ -103,7 +103,7 @@ def _text(fn, rep):
 class Result:
     """The verdict of covers(): per-element classes, counts, the worst element, and the report; `lo`, `hi` and
     `slack`, each element's set and how far inside it the output lies (for a matmul on the fast path, computed on
-    first use by a second, exact pass)."""
+    first use by a second pass)."""
 
     def __init__(self, rep, shape, out=None, sets=None):
         """sets: (lo, hi, slack) arrays, or a function computing them on first use."""
@@ -219,7 +219,7 @@ class Reference:
             finally:
                 _lib.lib.er_report_clear(again)
         if _lib.lib.er_ref_fast(self._ptr):
-            # the fast path computes no sets: they come from a second, exact pass when asked for
+            # the fast path's decisions need no sets: they come from a second pass when asked for
             check(_lib.lib.er_covers(rep, self._ptr, view.buf, std))
             found = sets
         else:
