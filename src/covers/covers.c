@@ -13,14 +13,11 @@
 #include <stdio.h>
 #include <mpfr.h>
 #include <exactref/mpfr.h>
-#include "covers/cset.h"
+#include "ops/module.h"
 #include "covers/fastdecide.h"
 #include "enclose/anyorder.h"
 #include "enclose/dotorder.h"
 #include "enclose/ival.h"
-#include "enclose/softmax.h"
-#include "enclose/rmsnorm.h"
-#include "enclose/layernorm.h"
 #include "enclose/mma.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
@@ -83,39 +80,17 @@ typedef struct er_covers_ctx {
     int have_acc;
     er_mma_params mma;              /* mma:<arch> */
     int mma_chain;                  /* mma with outer=sequential: the one chain, emulated */
-    /* classification */
+    /* classification: the engine's sink (its report and, for er_covers_sets, each element's finite set ends
+     * written at its row-major index; NULL: not wanted) */
     const er_tensor *out;
     int out_contig;                 /* out is row-major contiguous */
-    er_report *rep;
-    double worst_dist;
+    er_sink sk;
     /* emulation */
     er_tensor *dst;
-    /* er_covers_sets: each element's finite set ends, written at its row-major index (NULL: not wanted) */
-    double *set_lo, *set_hi, *set_slack;
     /* tf32=nearest: the sets of the first conversion (ties to even), joined with the second's (ties away) */
     er_cset *keep;
     int keep_pass;                  /* 1: store the set; 2: join and classify */
 } er_covers_ctx;
-
-/* Maps one endpoint v of the compute set through the output conversion. Returns 0 when the whole finite part
- * is gone (every value on the far side overflows); sets flags for infinities and NaN the conversion makes. */
-static int er_map_endpoint(er_cset *c, const er_covers_ctx *cx, double v, double *endpoint, int is_lo) {
-    double r = er__round_double(cx->O, v, ER_ROUND_NEAREST, cx->ov_out);
-    if (isfinite(r)) { *endpoint = r; return 1; }
-    if (isnan(r)) c->nan_ok = 1; else if (r > 0) c->pinf_ok = 1; else c->ninf_ok = 1;
-    *endpoint = v > 0 ? cx->O->max : -cx->O->max;
-    return !((is_lo && v > 0) || (!is_lo && v < 0));
-}
-
-/* The conversion of a compute-format infinity that some order produces. */
-static void er_map_inf(er_cset *c, const er_covers_ctx *cx, double inf) {
-    double r = er__round_double(cx->O, inf, ER_ROUND_NEAREST, cx->ov_out);
-    if (isnan(r)) { c->nan_ok = 1; return; }
-    if (isinf(r)) { if (r > 0) c->pinf_ok = 1; else c->ninf_ok = 1; return; }
-    if (c->lo > c->hi) { c->lo = c->hi = r; return; } /* saturated */
-    if (r < c->lo) c->lo = r;
-    if (r > c->hi) c->hi = r;
-}
 
 /* The exact result of a summarised reduction, rounded to double and correctly rounded to the output format. */
 static void er_exact_of_sum(const er_covers_ctx *cx, const er_dotsum *sm, double *exact, double *rounded) {
@@ -132,26 +107,7 @@ static void er_exact_of_sum(const er_covers_ctx *cx, const er_dotsum *sm, double
 
 /* The output set from the compute-format set v, with the exact result (for any_order it joins the set). */
 static void er_cset_build(er_cset *c, const er_covers_ctx *cx, const er_cval *v, double exact, double rounded) {
-    memset(c, 0, sizeof *c);
-    c->lo = INFINITY;
-    c->hi = -INFINITY;
-    c->nan_req = v->nan_req;
-    c->nan_ok = v->nan;
-    if (v->lo <= v->hi) {
-        int finite = er_map_endpoint(c, cx, v->lo, &c->lo, 1);
-        finite = er_map_endpoint(c, cx, v->hi, &c->hi, 0) && finite;
-        if (!finite) { c->lo = INFINITY; c->hi = -INFINITY; }
-    }
-    if (v->pinf) er_map_inf(c, cx, INFINITY);
-    if (v->ninf) er_map_inf(c, cx, -INFINITY);
-    c->exact = exact;
-    c->rounded = rounded;
-    if (!cx->any || c->nan_req) return;
-    /* any_order: the correctly rounded exact result belongs to the set (a kernel returning it is never wrong) */
-    if (isnan(c->rounded)) c->nan_ok = 1;
-    else if (isinf(c->rounded)) { if (c->rounded > 0) c->pinf_ok = 1; else c->ninf_ok = 1; }
-    else if (c->lo > c->hi) c->lo = c->hi = c->rounded;
-    else { if (c->rounded < c->lo) c->lo = c->rounded; if (c->rounded > c->hi) c->hi = c->rounded; }
+    er__cset_build(c, cx->O, cx->ov_out, cx->any, v, exact, rounded);
 }
 
 /* mean: the sum's set v (values of F) divided by n, by fl(s / n), fl(s * fl(1/n)) or either, each monotone in
@@ -349,14 +305,9 @@ static int64_t er_offset(const er_tensor *t, int64_t idx) {
 
 /* The output view must have the op's shape. */
 static er_status er_check_out_shape(const er_ref *ref, const er_tensor *out) {
-    int same = out->ndim == ref->ndim;
-    for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
-    if (same) return ER_OK;
-    char a[200], b[200];
-    int na = 0, nb = 0;
-    for (int i = 0; i < out->ndim; i++) na += snprintf(a + na, sizeof a - (size_t)na, "%s%lld", i ? ", " : "", (long long)out->shape[i]);
-    for (int i = 0; i < ref->ndim; i++) nb += snprintf(b + nb, sizeof b - (size_t)nb, "%s%lld", i ? ", " : "", (long long)ref->shape[i]);
-    return er__fail(ER_ERR_OUTPUT, "the output has shape [%s] but the %s produces [%s]", a, er__op_name(ref), b);
+    int nd;
+    int64_t sh[ER_MAX_DIMS];
+    return er__out_shape_same(ref, 0, out, &nd, sh);
 }
 
 /* A view that is written must not repeat elements (a zero stride over a dimension longer than 1). */
@@ -389,58 +340,7 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     ER_RETURN_IF_ERROR(er_standard_validate(std));
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
     if (ref->op != ER_OP_LAYERNORM) ER_RETURN_IF_ERROR(er_check_out_shape(ref, out)); /* layernorm: per output */
-    if (ref->op != ER_OP_MATMUL && std->order == ER_ORDER_MMA)
-        return er__fail(ER_ERR_STANDARD, "mma standards model tensor-core matmuls; they do not apply to %s", er__op_name(ref));
-    if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
-    int norm = ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM;
-    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || norm;
-    if (!norm && std->rsqrt_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm and layernorm, not to %s", er__op_name(ref));
-    if (ref->op != ER_OP_LAYERNORM && std->variance != 0)
-        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm, not to %s", er__op_name(ref));
-    if (norm && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
-    int sm = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
-    if (!sm && (std->exp_fast || std->fast_math == 1))
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", er__op_name(ref));
-    if (!softmax_like && std->fast_math == 2)
-        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm and layernorm, not to %s", er__op_name(ref));
-    if (!sm && std->subnormals == ER_SUBNORMALS_FLUSH)
-        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s",
-                        er__op_name(ref));
-    if (std->fast_math == 2 && ref->op == ER_OP_LAYERNORM && std->variance != 1)
-        return er__fail(ER_ERR_UNSUPPORTED, "math=triton models Triton's two-pass layernorm (its divisions approximate): "
-                        "state variance=two_pass");
-    if (std->fast_math == 2 && std->compute != ER_FP32)
-        return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
-    if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
-        return er__fail(ER_ERR_STANDARD, "div_ulps=, max= and online= apply to softmax, not to %s", er__op_name(ref));
-    if (std->depth && (ref->op == ER_OP_MAX || std->online))
-        return er__fail(ref->op == ER_OP_MAX ? ER_ERR_STANDARD : ER_ERR_UNSUPPORTED, "depth= %s",
-                        ref->op == ER_OP_MAX ? "bounds additions; max adds nothing" : "with online= is not modelled in this version");
-    if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
-        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
-    if (std->online && std->max_optional)
-        return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
-    if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
-    if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
-        return er__fail(ER_ERR_STANDARD, "div= applies to softmax, not to log_softmax (it divides nothing)");
-    if (softmax_like) {
-        const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
-        if (std->order != ER_ORDER_ANY)
-            return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
-        if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
-            return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
-        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
-            return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
-                            er__op_name(ref), X->name, F->name);
-    } else if (std->exp_ulps != 0 || std->div != 0 || std->log_ulps != 0 || std->rsqrt_ulps != 0) {
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
-    }
-    if (ref->op != ER_OP_MEAN && !norm && std->mean != 0)
-        return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", er__op_name(ref));
+    ER_RETURN_IF_ERROR(er__standard_applies(ref, std));
     const er_fmt_info *O = er__fmt(out->format);
     if (std->out_overflow == ER_OVERFLOW_IEEE && !O->has_inf)
         return er__fail(ER_ERR_STANDARD, "overflow=ieee does not apply to output format %s, which has no infinity", O->name);
@@ -484,11 +384,15 @@ static er_status er_ctx_init(er_covers_ctx *cx, const er_ref *ref, const er_tens
     cx->std = std;
     cx->out = out;
     cx->out_contig = er_row_major(out);
+    cx->sk.out = out;
+    cx->sk.out_contig = cx->out_contig;
     cx->any = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     cx->F = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     cx->O = er__fmt(out->format);
     cx->ov_out = er__overflow_rule(cx->O, std->out_overflow);
-    cx->worst_dist = -1;
+    cx->sk.O = cx->O;
+    cx->sk.ov = cx->ov_out;
+    cx->sk.worst_dist = -1;
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
     if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM)
@@ -543,24 +447,24 @@ static inline double er_out_ulp(const er_fmt_info *O, double y) {
 }
 
 /* er_covers_sets: element idx's finite set ends (NaN when finite says there are none) and the slack of output y. */
-static inline void er_store_set(const er_covers_ctx *cx, int64_t idx, int finite, double lo, double hi, double y) {
-    cx->set_lo[idx] = finite ? lo : NAN;
-    cx->set_hi[idx] = finite ? hi : NAN;
-    if (!cx->set_slack) return;
+static inline void er_store_set(const er_sink *sk, int64_t idx, int finite, double lo, double hi, double y) {
+    sk->set_lo[idx] = finite ? lo : NAN;
+    sk->set_hi[idx] = finite ? hi : NAN;
+    if (!sk->set_slack) return;
     /* the distance to the nearer edge in ulps of the output at y; negative outside */
     double s = NAN;
     if (finite && isfinite(y)) {
         double d = y >= lo && y <= hi ? fmin(y - lo, hi - y) : -fmax(lo - y, y - hi);
-        s = d / er_out_ulp(cx->O, y);
+        s = d / er_out_ulp(sk->O, y);
     }
-    cx->set_slack[idx] = s;
+    sk->set_slack[idx] = s;
 }
 
-/* Classifies output value y of element idx against its set into the context's report. */
-static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, double y) {
-    const er_tensor *out = cx->out;
+/* Classifies output value y of element idx against its set into the sink's report. */
+static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y) {
+    const er_tensor *out = sk->out;
     double dist = 0;
-    er_report *r = cx->rep;
+    er_report *r = sk->rep;
     er_class cls = er_classify(c, y, out->format, &dist);
     r->classes[idx] = (uint8_t)cls;
     if (!c->nan_req) {
@@ -572,23 +476,25 @@ static void er_record_value(er_covers_ctx *cx, int64_t idx, const er_cset *c, do
             r->has_widest = 1;
         }
     }
-    if (cx->set_lo) er_store_set(cx, idx, c->lo <= c->hi && !c->nan_req, c->lo, c->hi, y);
+    if (sk->set_lo) er_store_set(sk, idx, c->lo <= c->hi && !c->nan_req, c->lo, c->hi, y);
     r->counts[cls]++;
     if (er_class_passes(cls)) return;
     r->n_failed++;
     if (r->n_first < ER_REPORT_FIRST) er_fill_element(&r->first[r->n_first++], r, idx, cls, y, c, dist);
-    int better = !r->has_worst || (cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || dist > cx->worst_dist));
+    int better = !r->has_worst || (cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || dist > sk->worst_dist));
     if (better) {
         er_fill_element(&r->worst, r, idx, cls, y, c, dist);
         r->has_worst = 1;
-        cx->worst_dist = dist;
+        sk->worst_dist = dist;
     }
 }
 
-static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) {
-    const er_tensor *out = cx->out;
-    er_record_value(cx, idx, c, er__load(out, cx->out_contig ? idx : er_offset(out, idx)));
+void er__sink_put(er_sink *sk, int64_t idx, const er_cset *c) {
+    const er_tensor *out = sk->out;
+    er_sink_record(sk, idx, c, er__load(out, sk->out_contig ? idx : er_offset(out, idx)));
 }
+
+static void er_record(er_covers_ctx *cx, int64_t idx, const er_cset *c) { er__sink_put(&cx->sk, idx, c); }
 
 /* The output set of one element from its operand vectors (fixed orders, or any order over converted
  * operands). */
@@ -649,95 +555,6 @@ static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, con
     if (cx->keep_pass == 2) er_cset_join(&c, &cx->keep[idx]);
     er_record(cx, idx, &c);
     return ER_OK;
-}
-
-/* softmax rows: the sets of a row at once (the dependency between elements), then each element classified. */
-static er_status er_softmax_cb(void *vcx, const double *row, const int64_t *idx, int64_t n) {
-    er_covers_ctx *cx = vcx;
-    const er_standard *sd = cx->std;
-    er_softmax_plan pl = {cx->F, cx->O, cx->ov_out, sd->exp_ulps ? sd->exp_ulps : 2.0, sd->div,
-                          cx->ref->op == ER_OP_LOG_SOFTMAX, sd->log_ulps ? sd->log_ulps : sd->fast_math == 1 ? 3.0 : 1.0,
-                          sd->exp_fast || (sd->fast_math == 1 && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
-                          sd->max_optional, sd->online, sd->fast_math == 2, sd->subnormals == ER_SUBNORMALS_FLUSH, sd->depth};
-    er_cval *cv = malloc(sizeof *cv * (size_t)n);
-    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
-    er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
-                                  : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
-    for (int64_t k = 0; k < n && st == ER_OK; k++) {
-        er_cset c;
-        er_cset_build(&c, cx, &cv[k], ex[k], rd[k]);
-        er_record(cx, idx[k], &c);
-    }
-    free(cv);
-    free(ex);
-    free(rd);
-    return st;
-}
-
-/* rmsnorm rows: weights decoded once, one accumulator for every row's sum of squares. */
-typedef struct er_rms_ctx { er_covers_ctx *cx; er_rmsnorm_plan pl; er_acc acc; er_dot_env env; double *w; } er_rms_ctx;
-
-static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
-    er_rms_ctx *rc = v;
-    er_cval *cv = malloc(sizeof *cv * (size_t)n);
-    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
-    er_status st = cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
-    rc->env.special = 0;
-    for (int64_t k = 0; k < n && st == ER_OK; k++) rc->env.special |= !isfinite(row[k]);
-    if (st == ER_OK) st = er__rmsnorm_row(&rc->pl, &rc->acc, &rc->env, row, rc->w, n, cv, ex, rd);
-    for (int64_t k = 0; k < n && st == ER_OK; k++) {
-        er_cset c;
-        er_cset_build(&c, rc->cx, &cv[k], ex[k], rd[k]);
-        er_record(rc->cx, idx[k], &c);
-    }
-    free(cv);
-    free(ex);
-    free(rd);
-    return st;
-}
-
-static er_status er_rmsnorm_covers(er_covers_ctx *cx, int64_t r0, int64_t r1) {
-    const er_ref *ref = cx->ref;
-    const er_fmt_info *X = er__fmt(ref->A.format);
-    er_rms_ctx rc;
-    memset(&rc, 0, sizeof rc);
-    rc.cx = cx;
-    rc.pl.F = cx->F;
-    rc.pl.O = cx->O;
-    rc.pl.X = X;
-    rc.pl.ov_out = cx->ov_out;
-    rc.pl.eps = er__round_double(cx->F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
-    rc.pl.U = cx->std->rsqrt_ulps ? cx->std->rsqrt_ulps : 2.0;
-    rc.pl.rsqrt_ftz = cx->std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
-    rc.pl.depth = cx->std->depth;
-    rc.pl.Udiv_n = cx->std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
-    rc.pl.mean = cx->std->mean;
-    int64_t n = ref->K;
-    rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!rc.w) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
-    for (int64_t k = 0; k < n; k++) rc.w[k] = ref->has_weight ? er__load(&ref->B, k * ref->B.strides[0]) : 1.0;
-    /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
-    rc.env.wide = X->p > 26;
-    int lsb = X->emin - X->p + 1;
-    rc.env.base = rc.env.wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
-    rc.env.top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
-    er_status st = er__acc_init(&rc.acc, rc.env.base, rc.env.top);
-    if (st == ER_OK) st = er__softmax_foreach_range(ref, r0, r1, er_rms_cb, &rc);
-    er__acc_free(&rc.acc);
-    free(rc.w);
-    return st;
-}
-
-/* Row ops over a range of rows (one thread's share). */
-typedef struct er_row_job { er_covers_ctx *cx; int64_t r0, r1; er_status st; } er_row_job;
-
-static void *er_row_run(void *arg) {
-    er_row_job *j = arg;
-    const er_ref *ref = j->cx->ref;
-    if (ref->op == ER_OP_RMSNORM) j->st = er_rmsnorm_covers(j->cx, j->r0, j->r1);
-    else j->st = er__softmax_foreach_range(ref, j->r0, j->r1, er_softmax_cb, j->cx);
-    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
-    return NULL;
 }
 
 /* The cached any-order path over a range of elements (one thread's share). */
@@ -870,14 +687,14 @@ static void *er_fast_decide_run(void *arg) {
     const er_ref *ref = cx->ref;
     const er_mm_plan *pl = &ref->plan;
     const er_tensor *out = cx->out;
-    uint8_t *classes = cx->rep->classes;
+    uint8_t *classes = cx->sk.rep->classes;
     er_fast_consts fc;
     er_fast_consts_init(&fc, cx);
     int64_t K = pl->K, MN = pl->M * pl->N, n = ref->n;
     double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN, phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP; /* Lemma D4 */
     double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
     const char *yb = out->data;
-    int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->set_lo != NULL;
+    int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->sk.set_lo != NULL;
     fj->wrel = -1;
     fj->widx = -1;
     for (;;) {
@@ -931,7 +748,7 @@ static void *er_fast_decide_run(void *arg) {
                         double rel = er_set_rel(slo, shi);
                         if (rel > fj->wrel || (rel == fj->wrel && rel >= 0 && idx < fj->widx)) { fj->wrel = rel; fj->widx = idx; }
                     }
-                    if (sets) er_store_set(cx, idx, 1, slo, shi, y);
+                    if (sets) er_store_set(&cx->sk, idx, 1, slo, shi, y);
                 }
             }
             classes[idx] = (uint8_t)cls;
@@ -951,7 +768,7 @@ static void *er_fast_rest(void *arg) {
     int64_t K = pl->K, MN = pl->M * pl->N;
     double *va = NULL, *vb = NULL;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
-        if (cx->rep->classes[idx] != ER_PENDING) continue;
+        if (cx->sk.rep->classes[idx] != ER_PENDING) continue;
         if (!va) {
             va = malloc(sizeof(double) * (size_t)K);
             vb = malloc(sizeof(double) * (size_t)K);
@@ -998,7 +815,7 @@ static er_status er_fast_widest(er_covers_ctx *cx, er_report *r, int64_t idx) {
 static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
                                int64_t K, int special) {
     er_covers_ctx *cx = vcx;
-    if (cx->rep->classes[idx] != ER_PENDING) return ER_OK;
+    if (cx->sk.rep->classes[idx] != ER_PENDING) return ER_OK;
     return er_covers_cb(vcx, env, idx, a, b, K, special);
 }
 
@@ -1014,13 +831,15 @@ static er_status er_run_ranges(er_covers_ctx *cx, int nt, int64_t n, void *(*fn)
 
 /* A thread's partial report of r: empty, sharing r's classes array (each element written by one thread) and its
  * element coordinates; the context records into it. */
-static void er_part_begin(er_report *part, const er_report *r, er_covers_ctx *cx) {
+static void er_part_begin_sink(er_report *part, const er_report *r, er_sink *sk) {
     memset(part, 0, sizeof *part);
     part->classes = r->classes;
     part->ndim = r->ndim;
     memcpy(part->shape, r->shape, sizeof r->shape);
-    cx->rep = part;
+    sk->rep = part;
 }
+
+static void er_part_begin(er_report *part, const er_report *r, er_covers_ctx *cx) { er_part_begin_sink(part, r, &cx->sk); }
 
 /* Adds one thread's partial report (elements after those already merged) to r, keeping the sequential rules:
  * counts add up, the first failures stay in index order, the worst is the earliest of the largest distances, the
@@ -1058,162 +877,112 @@ static er_status er_report_begin(er_report *r, const char *op, const char *suffi
     return ER_OK;
 }
 
-/* layernorm's mean and rstd: one value per row, shaped as x's leading dimensions; trailing dimensions of size 1
- * (torch keeps them) are accepted, and [1] when every dimension is normalised. */
-static er_status er_check_stat_shape(const er_ref *ref, const er_tensor *out, const char *name, int *ndim, int64_t *shape) {
-    int lead = ref->ndim - ref->nnorm;
-    *ndim = lead ? lead : 1;
-    for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
-    if (!lead) shape[0] = 1;
-    int od = out->ndim;
-    while (od > *ndim && out->shape[od - 1] == 1) od--;
-    int same = od == *ndim;
-    for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
-    if (same) return ER_OK;
-    return er__fail(ER_ERR_OUTPUT, "layernorm's %s must have x's leading shape (%d dimensions, trailing size-1 dimensions "
-                    "allowed); got %d dimensions", name, lead, out->ndim);
+int er_ref_num_outputs(const er_ref *ref) {
+    const er_op_module *m = ref ? er__module_of(ref) : NULL;
+    return !ref ? 0 : m ? m->nout : 1;
 }
-
-/* layernorm rows: the three outputs' sets at once, then each checked output classified. */
-typedef struct er_ln_ctx {
-    er_covers_ctx *cx[3];
-    er_layernorm_plan pl;
-    double *w, *b;
-    er_ln_out o[3];
-} er_ln_ctx;
-
-static er_status er_ln_cb(void *v, const double *row, int64_t rownum, int64_t n) {
-    er_ln_ctx *lc = v;
-    ER_RETURN_IF_ERROR(er__layernorm_row(&lc->pl, row, lc->w, lc->b, n, lc->o));
-    for (int o = 0; o < 3; o++) {
-        if (!lc->cx[o]) continue;
-        int64_t cnt = o == 0 ? n : 1, base = o == 0 ? rownum * n : rownum;
-        for (int64_t k = 0; k < cnt; k++) {
-            er_cset c;
-            er_cset_build(&c, lc->cx[o], &lc->o[o].cv[k], lc->o[o].exact[k], lc->o[o].rounded[k]);
-            er_record(lc->cx[o], base + k, &c);
-        }
-    }
-    return ER_OK;
-}
-
-/* One thread's run of layernorm rows. */
-typedef struct er_ln_job { er_ln_ctx *lc; const er_ref *ref; int64_t r0, r1; er_status st; } er_ln_job;
-
-static void *er_ln_run(void *arg) {
-    er_ln_job *j = arg;
-    j->st = er__layernorm_foreach_range(j->ref, j->r0, j->r1, er_ln_cb, j->lc);
-    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
-    return NULL;
-}
-
-static er_status er_layernorm_covers(er_report reps[3], const er_ref *ref, const er_tensor *const outs[3],
-                                     const er_standard *std, double *const *set_lo, double *const *set_hi,
-                                     double *const *set_slack) {
-    static const char *const names[3] = {"y", "mean", "rstd"};
-    int any = 0;
-    for (int o = 0; o < 3; o++) {
-        if (!outs[o]) continue;
-        any = 1;
-        ER_RETURN_IF_ERROR(er_check_covers_args(ref, outs[o], std));
-        if (o == 0) ER_RETURN_IF_ERROR(er_check_out_shape(ref, outs[o]));
-        else {
-            int nd;
-            int64_t sh[ER_MAX_DIMS];
-            ER_RETURN_IF_ERROR(er_check_stat_shape(ref, outs[o], names[o], &nd, sh));
-        }
-    }
-    if (!any) return er__fail(ER_ERR_NULL, "every output is NULL: give y, mean or rstd");
-    /* threads take contiguous runs of rows: each has its contexts and partial reports, merged in element order */
-    int64_t n = ref->K, rows = n ? ref->n / n : 0;
-    int nt = er__num_threads(ref->n * 256);
-    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
-    er_covers_ctx (*cx)[3] = calloc((size_t)nt, sizeof *cx);
-    er_report (*part)[3] = calloc((size_t)nt, sizeof *part);
-    er_ln_ctx *lc = calloc((size_t)nt, sizeof *lc);
-    double *w = NULL, *b = NULL;
-    memset(reps, 0, 3 * sizeof *reps);
-    er_status st = cx && part && lc ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %d thread contexts", nt);
-    for (int o = 0; o < 3 && st == ER_OK; o++) {
-        if (!outs[o]) continue;
-        int nd = ref->ndim;
-        int64_t sh[ER_MAX_DIMS];
-        for (int i = 0; i < nd; i++) sh[i] = ref->shape[i];
-        if (o) er_check_stat_shape(ref, outs[o], names[o], &nd, sh);
-        st = er_report_begin(&reps[o], "layernorm", o == 0 ? "" : o == 1 ? ".mean" : ".rstd", nd, sh, outs[o], std);
-    }
-    if (st == ER_OK) {
-        w = ref->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL;
-        b = ref->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
-        if ((ref->has_weight && !w) || (ref->has_bias && !b)) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
-        if (w) er__decode_rowmajor(&ref->B, w);
-        if (b) er__decode_rowmajor(&ref->C, b);
-    }
-    for (int t = 0; t < nt && st == ER_OK; t++) {
-        er_ln_ctx *l = &lc[t];
-        l->w = w;
-        l->b = b;
-        l->pl.F = er__fmt(std->compute);
-        l->pl.X = er__fmt(ref->A.format);
-        l->pl.eps = er__round_double(l->pl.F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
-        l->pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
-        l->pl.rsqrt_ftz = std->fast_math == 2;
-        l->pl.mean = std->mean;
-        l->pl.variance = std->variance;
-        l->pl.depth = std->depth;
-        l->pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
-        if (st == ER_OK) st = er__layernorm_prepare(&l->pl, n);
-        for (int o = 0; o < 3 && st == ER_OK; o++) {
-            if (!outs[o]) continue;
-            er_ctx_init(&cx[t][o], ref, outs[o], std);
-            if (set_lo && set_lo[o]) {
-                cx[t][o].set_lo = set_lo[o];
-                cx[t][o].set_hi = set_hi[o];
-                cx[t][o].set_slack = set_slack ? set_slack[o] : NULL;
-            }
-            er_part_begin(&part[t][o], &reps[o], &cx[t][o]);
-            l->cx[o] = &cx[t][o];
-            l->pl.O[o] = cx[t][o].O;
-            l->pl.ov[o] = cx[t][o].ov_out;
-            int64_t cnt = o == 0 ? n : 1;
-            l->o[o].cv = malloc(sizeof(er_cval) * (size_t)cnt);
-            l->o[o].exact = malloc(sizeof(double) * (size_t)cnt);
-            l->o[o].rounded = malloc(sizeof(double) * (size_t)cnt);
-            if (!l->o[o].cv || !l->o[o].exact || !l->o[o].rounded) st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
-        }
-    }
-    if (st == ER_OK) {
-        er_ln_job jobs[ER_MAX_THREADS];
-        for (int t = 0; t < nt; t++) jobs[t] = (er_ln_job){&lc[t], ref, rows * t / nt, rows * (t + 1) / nt, ER_OK};
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_ln_run);
-        for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
-    }
-    for (int o = 0; o < 3; o++) {
-        double worst = -1;
-        for (int t = 0; t < nt && cx && part && lc; t++) {
-            if (!lc[t].cx[o]) continue;
-            if (st == ER_OK) er_merge(&reps[o], &worst, &part[t][o], cx[t][o].worst_dist);
-            er_ctx_clear(&cx[t][o]);
-            free(lc[t].o[o].cv);
-            free(lc[t].o[o].exact);
-            free(lc[t].o[o].rounded);
-        }
-        if (st != ER_OK) er_report_clear(&reps[o]);
-    }
-    free(cx);
-    free(part);
-    free(lc);
-    free(w);
-    free(b);
-    return st;
-}
-
-int er_ref_num_outputs(const er_ref *ref) { return !ref ? 0 : ref->op == ER_OP_LAYERNORM ? 3 : 1; }
 
 const char *er_ref_output_name(const er_ref *ref, int i) {
     if (!ref || i < 0 || i >= er_ref_num_outputs(ref)) return NULL;
-    static const char *const names[3] = {"y", "mean", "rstd"};
-    return ref->op == ER_OP_LAYERNORM ? names[i] : "out";
+    const er_op_module *m = er__module_of(ref);
+    return m ? m->out_names[i] : "out";
+}
+
+/* ---- the engine of the op modules (src/ops/module.h): sinks, checks, reports ---- */
+
+struct er_sinks {
+    const er_op_module *m;
+    const er_standard *std;
+    const er_tensor *const *outs;   /* m->nout views, NULL where not checked */
+    er_report *reps;                /* the check's reports, begun */
+    double *const *lo, *const *hi, *const *slack;
+    int nt;
+    er_sink *sink;                  /* [nt][nout] */
+    er_report *part;                /* [nt][nout]: each share's partial reports */
+};
+
+er_status er__sinks_open(er_sinks *sk, int nt) {
+    int no = sk->m->nout;
+    if (sk->sink || nt < 1 || nt > ER_MAX_THREADS) return er__fail(ER_ERR_INTERNAL, "a module opened %d sinks (or twice)", nt);
+    sk->sink = calloc((size_t)nt * (size_t)no, sizeof *sk->sink);
+    sk->part = calloc((size_t)nt * (size_t)no, sizeof *sk->part);
+    if (!sk->sink || !sk->part) return er__fail(ER_ERR_NOMEM, "cannot allocate %d thread sinks", nt);
+    sk->nt = nt;
+    for (int t = 0; t < nt; t++)
+        for (int o = 0; o < no; o++) {
+            const er_tensor *out = sk->outs[o];
+            if (!out) continue;
+            er_sink *s = &sk->sink[t * no + o];
+            s->out = out;
+            s->out_contig = er_row_major(out);
+            s->O = er__fmt(out->format);
+            s->ov = er__overflow_rule(s->O, sk->std->out_overflow);
+            s->worst_dist = -1;
+            if (sk->lo && sk->lo[o]) {
+                s->set_lo = sk->lo[o];
+                s->set_hi = sk->hi[o];
+                s->set_slack = sk->slack ? sk->slack[o] : NULL;
+            }
+            er_part_begin_sink(&sk->part[t * no + o], &sk->reps[o], s);
+        }
+    return ER_OK;
+}
+
+er_sink *er__sinks_at(er_sinks *sk, int t, int o) {
+    return t >= 0 && t < sk->nt && o >= 0 && o < sk->m->nout && sk->outs[o] ? &sk->sink[t * sk->m->nout + o] : NULL;
+}
+
+/* One output of a module's op: the arguments, its shape, the standard. */
+static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, int o, const er_tensor *out, const er_standard *std,
+                                      int *ndim, int64_t *shape) {
+    ER_RETURN_IF_ERROR(er_standard_validate(std));
+    ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
+    ER_RETURN_IF_ERROR(m->out_shape(ref, o, out, ndim, shape));
+    ER_RETURN_IF_ERROR(m->check(ref, std));
+    const er_fmt_info *O = er__fmt(out->format);
+    if (std->out_overflow == ER_OVERFLOW_IEEE && !O->has_inf)
+        return er__fail(ER_ERR_STANDARD, "overflow=ieee does not apply to output format %s, which has no infinity", O->name);
+    return ER_OK;
+}
+
+/* covers through a module: its sets into per-share sinks, classified and merged in element order into one report
+ * per checked output (reps[o] untouched where outs[o] is NULL). */
+static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, const er_tensor *const *outs,
+                                  const er_standard *std, double *const *lo, double *const *hi, double *const *slack) {
+    int no = m->nout, nd[3];
+    int64_t sh[3][ER_MAX_DIMS];
+    int any = 0;
+    for (int o = 0; o < no; o++) {
+        if (!outs[o]) continue;
+        any = 1;
+        ER_RETURN_IF_ERROR(er_check_module_args(m, ref, o, outs[o], std, &nd[o], sh[o]));
+    }
+    if (!any) {
+        char names[96];
+        int k = 0;
+        for (int o = 0; o < no; o++)
+            k += snprintf(names + k, sizeof names - (size_t)k, "%s%s", o == 0 ? "" : o == no - 1 ? " or " : ", ", m->out_names[o]);
+        return er__fail(ER_ERR_NULL, "every output is NULL: give %s", names);
+    }
+    memset(reps, 0, (size_t)no * sizeof *reps);
+    er_status st = ER_OK;
+    for (int o = 0; o < no && st == ER_OK; o++) {
+        if (!outs[o]) continue;
+        char suffix[24] = "";
+        if (o) snprintf(suffix, sizeof suffix, ".%s", m->out_names[o]);
+        st = er_report_begin(&reps[o], m->name, suffix, nd[o], sh[o], outs[o], std);
+    }
+    er_sinks sk = {m, std, outs, reps, lo, hi, slack, 0, NULL, NULL};
+    if (st == ER_OK) st = m->covers(ref, std, &sk);
+    for (int o = 0; o < no; o++) {
+        double worst = -1;
+        for (int t = 0; t < sk.nt && st == ER_OK && outs[o]; t++)
+            er_merge(&reps[o], &worst, &sk.part[t * no + o], sk.sink[t * no + o].worst_dist);
+        if (st != ER_OK) er_report_clear(&reps[o]);
+    }
+    free(sk.sink);
+    free(sk.part);
+    return st;
 }
 
 static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
@@ -1228,15 +997,16 @@ static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const
     int want = er_ref_num_outputs(ref);
     if (nout != want)
         return er__fail(ER_ERR_OUTPUT, "%s has %d output%s (got %d)", er__op_name(ref), want, want == 1 ? "" : "s", nout);
-    if (ref->op != ER_OP_LAYERNORM) {
+    const er_op_module *m = er__module_of(ref);
+    if (nout == 1) {
         ER_CHECK_NULL(outs[0], "outs[0]");
         return er_covers_sets_run(reps, ref, outs[0], std, set_lo ? set_lo[0] : NULL, set_hi ? set_hi[0] : NULL,
                                   set_slack ? set_slack[0] : NULL);
     }
     ER_CHECK_NULL(std, "standard");
     er_report tmp[3];
-    ER_RETURN_IF_ERROR(er_layernorm_covers(tmp, ref, outs, std, set_lo, set_hi, set_slack));
-    memcpy(reps, tmp, sizeof tmp);
+    ER_RETURN_IF_ERROR(er_module_covers(tmp, m, ref, outs, std, set_lo, set_hi, set_slack));
+    memcpy(reps, tmp, (size_t)nout * sizeof *tmp);
     return ER_OK;
 }
 
@@ -1280,25 +1050,21 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
-    if (ref->op == ER_OP_LAYERNORM) {
+    const er_op_module *m = er__module_of(ref);
+    if (m) {
+        /* the op's first output (the others unchecked) */
         const er_tensor *outs[3] = {out, NULL, NULL};
         er_report reps[3];
         double *const los[3] = {set_lo, NULL, NULL}, *const his[3] = {set_hi, NULL, NULL}, *const sls[3] = {set_slack, NULL, NULL};
-        ER_RETURN_IF_ERROR(er_layernorm_covers(reps, ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL, sls));
+        ER_RETURN_IF_ERROR(er_module_covers(reps, m, ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL, sls));
         *rep = reps[0];
         return ER_OK;
     }
     er_report r;
     ER_RETURN_IF_ERROR(er_report_begin(&r, er__op_name(ref), "", ref->ndim, ref->shape, out, std));
-    int row_op = er_row_op(ref);
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    int cached = !row_op && any_set && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
-    /* rows along the last dimension are contiguous in the output: threads take contiguous runs of rows, and the
-     * partial reports merge in element order as for the other ops (softmax along another dimension: one thread) */
-    int row_par = ref->op == ER_OP_RMSNORM || ((ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX) && ref->dim == ref->ndim - 1);
-    int64_t rows = row_op && ref->K ? ref->n / ref->K : 0;
-    int nt = row_op ? (row_par ? er__num_threads(ref->n * 256) : 1) : er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
-    if (row_op && nt > rows) nt = rows > 0 ? (int)rows : 1;
+    int cached = any_set && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
+    int nt = er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
     /* one context and one partial report per thread; the classes array is shared (each element written once) */
     er_covers_ctx cx[ER_MAX_THREADS];
     er_report part[ER_MAX_THREADS];
@@ -1310,19 +1076,14 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
     for (int t = 0; t < nt && st == ER_OK; t++, made++) {
         st = er_ctx_init(&cx[t], ref, out, std);
         if (st != ER_OK) break;
-        cx[t].set_lo = set_lo;
-        cx[t].set_hi = set_hi;
-        cx[t].set_slack = set_lo ? set_slack : NULL;
+        cx[t].sk.set_lo = set_lo;
+        cx[t].sk.set_hi = set_hi;
+        cx[t].sk.set_slack = set_lo ? set_slack : NULL;
         er_part_begin(&part[t], &r, &cx[t]);
         ctxs[t] = &cx[t];
     }
     if (st == ER_OK) {
-        if (row_op) {
-            er_row_job jobs[ER_MAX_THREADS];
-            for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){&cx[t], rows * t / nt, rows * (t + 1) / nt, ER_OK};
-            er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
-            for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
-        } else if (cached && ref->fast) {
+        if (cached && ref->fast) {
             /* pass 1: the fast decisions (counts, the widest set, the sets if wanted); pass 2: the rest exactly, in
              * contiguous ranges (a scaled matmul's rest through the exact engine's walk) */
             er_fast_job fj[ER_MAX_THREADS];
@@ -1361,7 +1122,7 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
         }
     }
     double worst_dist = -1;
-    for (int t = 0; t < made && st == ER_OK; t++) er_merge(&r, &worst_dist, &part[t], cx[t].worst_dist);
+    for (int t = 0; t < made && st == ER_OK; t++) er_merge(&r, &worst_dist, &part[t], cx[t].sk.worst_dist);
     /* the widest set among those the fast pass decided, where it is wider than (or as wide as and before) those of
      * the exact pass: its report entry from the exact engine */
     if (st == ER_OK && fast_widx >= 0 &&
@@ -1659,7 +1420,7 @@ static void *er_devrest_run(void *arg) {
         for (int64_t k = 0; k < K; k++) { va[k] = j->rows[2 * p * K + k]; vb[k] = j->rows[(2 * p + 1) * K + k]; }
         er_cset c;
         j->st = er_element_set(j->cx, j->env, j->idx[p], va, vb, K, 0, &c);
-        if (j->st == ER_OK) er_record_value(j->cx, j->idx[p], &c, j->ys[p]);
+        if (j->st == ER_OK) er_sink_record(&j->cx->sk, j->idx[p], &c, j->ys[p]);
     }
     free(va);
     free(vb);
@@ -1862,7 +1623,7 @@ static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A,
             if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_devrest_run);
             for (int t = 0; t < made; t++) {
                 if (st == ER_OK) st = jobs[t].st;
-                if (st == ER_OK) er_merge(&r, &worst_dist, &part[t], cx[t].worst_dist);
+                if (st == ER_OK) er_merge(&r, &worst_dist, &part[t], cx[t].sk.worst_dist);
                 er_ctx_clear(&cx[t]);
             }
         }

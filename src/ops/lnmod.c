@@ -1,0 +1,118 @@
+/* lnmod.c: the op module of layernorm (src/ops/module.h): three outputs, y and each row's mean and rstd, whose sets
+ * come from one pass over each row (docs/algorithms/layernorm.md); threads take contiguous runs of rows. */
+#include <math.h>
+#include <stdlib.h>
+#include <mpfr.h>
+#include "ops/module.h"
+#include "ops/ref_internal.h"
+#include "enclose/layernorm.h"
+
+static const char *const er_ln_names[3] = {"y", "mean", "rstd"};
+
+/* y has x's shape; mean and rstd one value per row, shaped as x's leading dimensions: trailing dimensions of size 1
+ * (torch keeps them) are accepted, and [1] when every dimension is normalised. */
+static er_status er_ln_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
+    if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
+    int lead = ref->ndim - ref->nnorm;
+    *ndim = lead ? lead : 1;
+    for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
+    if (!lead) shape[0] = 1;
+    int od = out->ndim;
+    while (od > *ndim && out->shape[od - 1] == 1) od--;
+    int same = od == *ndim;
+    for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
+    if (same) return ER_OK;
+    return er__fail(ER_ERR_OUTPUT, "layernorm's %s must have x's leading shape (%d dimensions, trailing size-1 dimensions "
+                    "allowed); got %d dimensions", er_ln_names[o], lead, out->ndim);
+}
+
+/* One thread's rows: the three outputs' sets at once, into the sinks of the checked outputs. */
+typedef struct er_ln_ctx {
+    er_sink *sk[3];
+    er_layernorm_plan pl;
+    const double *w, *b;
+    er_ln_out o[3];
+} er_ln_ctx;
+
+static er_status er_ln_cb(void *v, const double *row, int64_t rownum, int64_t n) {
+    er_ln_ctx *lc = v;
+    ER_RETURN_IF_ERROR(er__layernorm_row(&lc->pl, row, lc->w, lc->b, n, lc->o));
+    for (int o = 0; o < 3; o++) {
+        er_sink *sk = lc->sk[o];
+        if (!sk) continue;
+        int64_t cnt = o == 0 ? n : 1, base = o == 0 ? rownum * n : rownum;
+        for (int64_t k = 0; k < cnt; k++) {
+            er_cset c;
+            er__cset_build(&c, sk->O, sk->ov, 1, &lc->o[o].cv[k], lc->o[o].exact[k], lc->o[o].rounded[k]);
+            er__sink_put(sk, base + k, &c);
+        }
+    }
+    return ER_OK;
+}
+
+typedef struct er_ln_job { er_ln_ctx *lc; const er_ref *ref; int64_t r0, r1; er_status st; } er_ln_job;
+
+static void *er_ln_run(void *arg) {
+    er_ln_job *j = arg;
+    j->st = er__layernorm_foreach_range(j->ref, j->r0, j->r1, er_ln_cb, j->lc);
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
+    return NULL;
+}
+
+static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
+    int64_t n = ref->K, rows = n ? ref->n / n : 0;
+    int nt = er__num_threads(ref->n * 256);
+    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
+    er_ln_ctx *lc = calloc((size_t)nt, sizeof *lc);
+    double *w = ref->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL, *b = ref->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
+    er_status st = lc ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %d thread contexts", nt);
+    if (st == ER_OK && ((ref->has_weight && !w) || (ref->has_bias && !b))) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+    if (st == ER_OK && w) er__decode_rowmajor(&ref->B, w);
+    if (st == ER_OK && b) er__decode_rowmajor(&ref->C, b);
+    for (int t = 0; t < nt && st == ER_OK; t++) {
+        er_ln_ctx *l = &lc[t];
+        l->w = w;
+        l->b = b;
+        l->pl.F = er__fmt(std->compute);
+        l->pl.X = er__fmt(ref->A.format);
+        l->pl.eps = er__round_double(l->pl.F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+        l->pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+        l->pl.rsqrt_ftz = std->fast_math == 2;
+        l->pl.mean = std->mean;
+        l->pl.variance = std->variance;
+        l->pl.depth = std->depth;
+        l->pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
+        st = er__layernorm_prepare(&l->pl, n);
+        for (int o = 0; o < 3 && st == ER_OK; o++) {
+            er_sink *s = er__sinks_at(sk, t, o);
+            if (!s) continue;
+            l->sk[o] = s;
+            l->pl.O[o] = s->O;
+            l->pl.ov[o] = s->ov;
+            int64_t cnt = o == 0 ? n : 1;
+            l->o[o].cv = malloc(sizeof(er_cval) * (size_t)cnt);
+            l->o[o].exact = malloc(sizeof(double) * (size_t)cnt);
+            l->o[o].rounded = malloc(sizeof(double) * (size_t)cnt);
+            if (!l->o[o].cv || !l->o[o].exact || !l->o[o].rounded) st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+        }
+    }
+    if (st == ER_OK) {
+        er_ln_job jobs[ER_MAX_THREADS];
+        for (int t = 0; t < nt; t++) jobs[t] = (er_ln_job){&lc[t], ref, rows * t / nt, rows * (t + 1) / nt, ER_OK};
+        er__run_jobs(jobs, sizeof jobs[0], nt, er_ln_run);
+        for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+    }
+    for (int t = 0; t < nt && lc; t++)
+        for (int o = 0; o < 3; o++) {
+            free(lc[t].o[o].cv);
+            free(lc[t].o[o].exact);
+            free(lc[t].o[o].rounded);
+        }
+    free(lc);
+    free(w);
+    free(b);
+    return st;
+}
+
+const er_op_module er__layernorm_module = {"layernorm", 3, er_ln_names, er_ln_out_shape, er__standard_applies, er_ln_covers};

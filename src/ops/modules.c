@@ -1,0 +1,131 @@
+/* modules.c: the table of op modules and what they share (src/ops/module.h; docs/design.md): the output set through
+ * the output conversion, the options each op takes, the output shape of single-output ops. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "ops/module.h"
+#include "ops/ref_internal.h"
+
+const er_op_module *er__module_of(const er_ref *ref) {
+    switch (ref->op) {
+    case ER_OP_SOFTMAX: return &er__softmax_module;
+    case ER_OP_LOG_SOFTMAX: return &er__log_softmax_module;
+    case ER_OP_RMSNORM: return &er__rmsnorm_module;
+    case ER_OP_LAYERNORM: return &er__layernorm_module;
+    default: return NULL;
+    }
+}
+
+/* Maps one endpoint v of the compute set through the output conversion. Returns 0 when the whole finite part
+ * is gone (every value on the far side overflows); sets flags for infinities and NaN the conversion makes. */
+static int er_map_endpoint(er_cset *c, const er_fmt_info *O, er_overflow ov, double v, double *endpoint, int is_lo) {
+    double r = er__round_double(O, v, ER_ROUND_NEAREST, ov);
+    if (isfinite(r)) { *endpoint = r; return 1; }
+    if (isnan(r)) c->nan_ok = 1; else if (r > 0) c->pinf_ok = 1; else c->ninf_ok = 1;
+    *endpoint = v > 0 ? O->max : -O->max;
+    return !((is_lo && v > 0) || (!is_lo && v < 0));
+}
+
+/* The conversion of a compute-format infinity that some order produces. */
+static void er_map_inf(er_cset *c, const er_fmt_info *O, er_overflow ov, double inf) {
+    double r = er__round_double(O, inf, ER_ROUND_NEAREST, ov);
+    if (isnan(r)) { c->nan_ok = 1; return; }
+    if (isinf(r)) { if (r > 0) c->pinf_ok = 1; else c->ninf_ok = 1; return; }
+    if (c->lo > c->hi) { c->lo = c->hi = r; return; } /* saturated */
+    if (r < c->lo) c->lo = r;
+    if (r > c->hi) c->hi = r;
+}
+
+void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact, double rounded) {
+    memset(c, 0, sizeof *c);
+    c->lo = INFINITY;
+    c->hi = -INFINITY;
+    c->nan_req = v->nan_req;
+    c->nan_ok = v->nan;
+    if (v->lo <= v->hi) {
+        int finite = er_map_endpoint(c, O, ov, v->lo, &c->lo, 1);
+        finite = er_map_endpoint(c, O, ov, v->hi, &c->hi, 0) && finite;
+        if (!finite) { c->lo = INFINITY; c->hi = -INFINITY; }
+    }
+    if (v->pinf) er_map_inf(c, O, ov, INFINITY);
+    if (v->ninf) er_map_inf(c, O, ov, -INFINITY);
+    c->exact = exact;
+    c->rounded = rounded;
+    if (!any || c->nan_req) return;
+    /* any_order: the correctly rounded exact result belongs to the set (a kernel returning it is never wrong) */
+    if (isnan(c->rounded)) c->nan_ok = 1;
+    else if (isinf(c->rounded)) { if (c->rounded > 0) c->pinf_ok = 1; else c->ninf_ok = 1; }
+    else if (c->lo > c->hi) c->lo = c->hi = c->rounded;
+    else { if (c->rounded < c->lo) c->lo = c->rounded; if (c->rounded > c->hi) c->hi = c->rounded; }
+}
+
+er_status er__standard_applies(const er_ref *ref, const er_standard *std) {
+    if (ref->op != ER_OP_MATMUL && std->order == ER_ORDER_MMA)
+        return er__fail(ER_ERR_STANDARD, "mma standards model tensor-core matmuls; they do not apply to %s", er__op_name(ref));
+    if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
+    int norm = ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM;
+    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || norm;
+    if (!norm && std->rsqrt_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm and layernorm, not to %s", er__op_name(ref));
+    if (ref->op != ER_OP_LAYERNORM && std->variance != 0)
+        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm, not to %s", er__op_name(ref));
+    if (norm && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
+    int sm = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
+    if (!sm && (std->exp_fast || std->fast_math == 1))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", er__op_name(ref));
+    if (!softmax_like && std->fast_math == 2)
+        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm and layernorm, not to %s", er__op_name(ref));
+    if (!sm && std->subnormals == ER_SUBNORMALS_FLUSH)
+        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s",
+                        er__op_name(ref));
+    if (std->fast_math == 2 && ref->op == ER_OP_LAYERNORM && std->variance != 1)
+        return er__fail(ER_ERR_UNSUPPORTED, "math=triton models Triton's two-pass layernorm (its divisions approximate): "
+                        "state variance=two_pass");
+    if (std->fast_math == 2 && std->compute != ER_FP32)
+        return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
+    if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
+        return er__fail(ER_ERR_STANDARD, "div_ulps=, max= and online= apply to softmax, not to %s", er__op_name(ref));
+    if (std->depth && (ref->op == ER_OP_MAX || std->online))
+        return er__fail(ref->op == ER_OP_MAX ? ER_ERR_STANDARD : ER_ERR_UNSUPPORTED, "depth= %s",
+                        ref->op == ER_OP_MAX ? "bounds additions; max adds nothing" : "with online= is not modelled in this version");
+    if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
+        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
+    if (std->online && std->max_optional)
+        return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
+    if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
+    if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
+        return er__fail(ER_ERR_STANDARD, "div= applies to softmax, not to log_softmax (it divides nothing)");
+    if (softmax_like) {
+        const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
+        if (std->order != ER_ORDER_ANY)
+            return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
+        if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
+            return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
+        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+            return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
+                            er__op_name(ref), X->name, F->name);
+    } else if (std->exp_ulps != 0 || std->div != 0 || std->log_ulps != 0 || std->rsqrt_ulps != 0) {
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
+    }
+    if (ref->op != ER_OP_MEAN && !norm && std->mean != 0)
+        return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", er__op_name(ref));
+    return ER_OK;
+}
+
+er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
+    (void)o;
+    *ndim = ref->ndim;
+    for (int i = 0; i < ref->ndim; i++) shape[i] = ref->shape[i];
+    int same = out->ndim == ref->ndim;
+    for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
+    if (same) return ER_OK;
+    char a[200], b[200];
+    int na = 0, nb = 0;
+    for (int i = 0; i < out->ndim; i++) na += snprintf(a + na, sizeof a - (size_t)na, "%s%lld", i ? ", " : "", (long long)out->shape[i]);
+    for (int i = 0; i < ref->ndim; i++) nb += snprintf(b + nb, sizeof b - (size_t)nb, "%s%lld", i ? ", " : "", (long long)ref->shape[i]);
+    return er__fail(ER_ERR_OUTPUT, "the output has shape [%s] but the %s produces [%s]", a, er__op_name(ref), b);
+}
+

@@ -1,0 +1,128 @@
+/* rowmods.c: the op modules of softmax, log_softmax and rmsnorm (src/ops/module.h): ops of one output whose
+ * elements depend on a whole row. The sets of a row come at once (docs/algorithms/softmax.md, rmsnorm.md); the
+ * rows run in contiguous runs, one per thread, when they lie along the output's last dimension. */
+#include <math.h>
+#include <stdlib.h>
+#include <mpfr.h>
+#include "ops/module.h"
+#include "ops/ref_internal.h"
+#include "tensor/tensor_internal.h"
+#include "enclose/softmax.h"
+#include "enclose/rmsnorm.h"
+
+/* One thread's run of rows [r0, r1) into its sink. */
+typedef struct er_row_job {
+    const er_ref *ref;
+    const er_standard *std;
+    er_sink *sk;
+    int64_t r0, r1;
+    er_status st;
+} er_row_job;
+
+/* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink. */
+static void er_row_put(er_sink *sk, const int64_t *idx, int64_t n, const er_cval *cv, const double *ex, const double *rd) {
+    for (int64_t k = 0; k < n; k++) {
+        er_cset c;
+        er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
+        er__sink_put(sk, idx[k], &c);
+    }
+}
+
+/* softmax and log_softmax rows. */
+static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
+    er_row_job *j = v;
+    const er_standard *sd = j->std;
+    er_softmax_plan pl = {er__fmt(sd->compute), j->sk->O, j->sk->ov, sd->exp_ulps ? sd->exp_ulps : 2.0, sd->div,
+                          j->ref->op == ER_OP_LOG_SOFTMAX, sd->log_ulps ? sd->log_ulps : sd->fast_math == 1 ? 3.0 : 1.0,
+                          sd->exp_fast || (sd->fast_math == 1 && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
+                          sd->max_optional, sd->online, sd->fast_math == 2, sd->subnormals == ER_SUBNORMALS_FLUSH, sd->depth};
+    er_cval *cv = malloc(sizeof *cv * (size_t)n);
+    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
+    er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
+                                  : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    if (st == ER_OK) er_row_put(j->sk, idx, n, cv, ex, rd);
+    free(cv);
+    free(ex);
+    free(rd);
+    return st;
+}
+
+/* rmsnorm rows: weights decoded once, one accumulator for every row's sum of squares. */
+typedef struct er_rms_ctx { er_row_job *j; er_rmsnorm_plan pl; er_acc acc; er_dot_env env; double *w; } er_rms_ctx;
+
+static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
+    er_rms_ctx *rc = v;
+    er_cval *cv = malloc(sizeof *cv * (size_t)n);
+    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
+    er_status st = cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    rc->env.special = 0;
+    for (int64_t k = 0; k < n && st == ER_OK; k++) rc->env.special |= !isfinite(row[k]);
+    if (st == ER_OK) st = er__rmsnorm_row(&rc->pl, &rc->acc, &rc->env, row, rc->w, n, cv, ex, rd);
+    if (st == ER_OK) er_row_put(rc->j->sk, idx, n, cv, ex, rd);
+    free(cv);
+    free(ex);
+    free(rd);
+    return st;
+}
+
+static er_status er_rmsnorm_rows(er_row_job *j) {
+    const er_ref *ref = j->ref;
+    const er_standard *std = j->std;
+    const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
+    er_rms_ctx rc;
+    memset(&rc, 0, sizeof rc);
+    rc.j = j;
+    rc.pl.F = F;
+    rc.pl.O = j->sk->O;
+    rc.pl.X = X;
+    rc.pl.ov_out = j->sk->ov;
+    rc.pl.eps = er__round_double(F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+    rc.pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+    rc.pl.rsqrt_ftz = std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
+    rc.pl.depth = std->depth;
+    rc.pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
+    rc.pl.mean = std->mean;
+    int64_t n = ref->K;
+    rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!rc.w) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+    for (int64_t k = 0; k < n; k++) rc.w[k] = ref->has_weight ? er__load(&ref->B, k * ref->B.strides[0]) : 1.0;
+    /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
+    rc.env.wide = X->p > 26;
+    int lsb = X->emin - X->p + 1;
+    rc.env.base = rc.env.wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
+    rc.env.top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
+    er_status st = er__acc_init(&rc.acc, rc.env.base, rc.env.top);
+    if (st == ER_OK) st = er__softmax_foreach_range(ref, j->r0, j->r1, er_rms_cb, &rc);
+    er__acc_free(&rc.acc);
+    free(rc.w);
+    return st;
+}
+
+static void *er_row_run(void *arg) {
+    er_row_job *j = arg;
+    if (j->ref->op == ER_OP_RMSNORM) j->st = er_rmsnorm_rows(j);
+    else j->st = er__softmax_foreach_range(j->ref, j->r0, j->r1, er_softmax_cb, j);
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
+    return NULL;
+}
+
+/* Rows along the last dimension are contiguous in the output: threads take contiguous runs of them (softmax along
+ * another dimension: one thread). */
+static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
+    int row_par = ref->op == ER_OP_RMSNORM || ref->dim == ref->ndim - 1;
+    int64_t rows = ref->K ? ref->n / ref->K : 0;
+    int nt = row_par ? er__num_threads(ref->n * 256) : 1;
+    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
+    er_row_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK};
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
+    for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
+    return ER_OK;
+}
+
+static const char *const er_one_out[1] = {"out"};
+
+const er_op_module er__softmax_module = {"softmax", 1, er_one_out, er__out_shape_same, er__standard_applies, er_rows_covers};
+const er_op_module er__log_softmax_module = {"log_softmax", 1, er_one_out, er__out_shape_same, er__standard_applies, er_rows_covers};
+const er_op_module er__rmsnorm_module = {"rmsnorm", 1, er_one_out, er__out_shape_same, er__standard_applies, er_rows_covers};
