@@ -105,7 +105,7 @@ __global__ void er_k_row_norms(const double *a, int64_t rows, int64_t K, double 
 }
 
 
-// ---- the decision (covers/fastdecide.h, with the output-format roundings of CUDA) ----
+// ---- the decision (ops/fastdecide.h, with the output-format roundings of CUDA) ----
 
 // x rounded to nearest in fp16 or bf16 from a double in one rounding: rounded to odd in fp32 first (24 bits, more
 // than 2 beyond either), then to nearest.

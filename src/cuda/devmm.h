@@ -4,7 +4,7 @@
 #define ER_DEVMM_H
 
 #include <stdint.h>
-#include "covers/fastdecide.h"
+#include "ops/fastdecide.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <mpfr.h>
-#include "ops/module.h"
+#include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "enclose/layernorm.h"
 
@@ -115,4 +115,5 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
     return st;
 }
 
-const er_op_module er__layernorm_module = {"layernorm", 3, er_ln_names, er_ln_out_shape, er__standard_applies, er_ln_covers};
+const er_op_module er__layernorm_module = {.name = "layernorm", .nout = 3, .out_names = er_ln_names, .out_shape = er_ln_out_shape,
+                                           .check = er__standard_applies, .covers = er_ln_covers};

@@ -5,12 +5,15 @@
  * engine owns the sinks: it reads the kernel's output, classifies each element against its set, records the
  * report (counts, first failing elements, worst element, widest set) and the sets when they are asked for, and
  * merges the sinks of a module's threads in element order. The engine reaches an op only through its module's
- * table; a module reaches src/enclose/, src/exact/, src/format/, src/core/ and the functions of this header. */
+ * table; a module reaches src/enclose/, src/exact/, src/format/, src/core/, src/tensor/, the helpers of
+ * ops/modkit.h and the functions of this header, never src/covers/. */
 #ifndef ER_MODULE_H
 #define ER_MODULE_H
 
+#include <stdint.h> /* before mpfr.h: the intmax_t functions */
+#include <mpfr.h>
 #include "core/internal.h"
-#include "enclose/anyorder.h" /* er_cval */
+#include "core/setwidth.h"
 
 /* The covering set of one output element (docs/reference/classes.md). */
 typedef struct er_cset {
@@ -37,6 +40,21 @@ typedef struct er_sink {
  * come in increasing order. */
 ER_INTERNAL void er__sink_put(er_sink *s, int64_t idx, const er_cset *c);
 
+/* For a fast path, which decides elements' classes without computing each set: the share's classes array (the
+ * output's elements, row-major), where it writes ER_CLASS_EXACT or ER_CLASS_COVERED for the elements it decides
+ * (adding their numbers with er__sink_count) and ER_PENDING for those it puts later; it writes no other class. */
+#ifndef ER_PENDING
+#define ER_PENDING 0xFF
+#endif
+ER_INTERNAL uint8_t *er__sink_classes(er_sink *s);
+ER_INTERNAL void er__sink_count(er_sink *s, int cls, int64_t n);
+/* A decided element's finite set ends, written where er_covers_sets asks for the sets (s->set_lo not NULL). */
+ER_INTERNAL void er__sink_set(er_sink *s, int64_t idx, double lo, double hi, double y);
+/* A decided element's whole set (its exact values included) as a candidate for the report's widest set. */
+ER_INTERNAL void er__sink_widest(er_sink *s, int64_t idx, const er_cset *c, double y);
+/* er__sink_put with the element's output value y already read (from a copy of the output). */
+ER_INTERNAL void er__sink_put_value(er_sink *s, int64_t idx, const er_cset *c, double y);
+
 /* The sinks of one check: a module runs its work in nt shares (er__sinks_open), share t putting its elements into
  * er__sinks_at(sk, t, o) for each output o; shares cover increasing runs of elements, so that the engine merges them
  * in element order. */
@@ -44,6 +62,8 @@ typedef struct er_sinks er_sinks;
 ER_INTERNAL er_status er__sinks_open(er_sinks *sk, int nt);
 /* Share t's sink of output o; NULL when output o is not checked (the module need not compute its sets). */
 ER_INTERNAL er_sink *er__sinks_at(er_sinks *sk, int t, int o);
+/* The argument given to er__covers_module (NULL for the modules of the table). */
+ER_INTERNAL void *er__sinks_arg(er_sinks *sk);
 
 /* An op module. */
 typedef struct er_op_module {
@@ -57,22 +77,28 @@ typedef struct er_op_module {
     er_status (*check)(const er_ref *ref, const er_standard *std);
     /* The sets of every checked output's elements, into the sinks. */
     er_status (*covers)(const er_ref *ref, const er_standard *std, er_sinks *sk);
+    /* er_emulate: the one value of each element under a fully fixed standard, into out (checked against the op and
+     * the standard, its elements distinct). NULL: the op's results are never fixed. */
+    er_status (*emulate)(const er_ref *ref, er_tensor *out, const er_standard *std);
+    /* er_ref_exact: element idx's exact result rounded to double, and correctly rounded to f. NULL: not given. */
+    er_status (*exact)(const er_ref *ref, int64_t idx, const er_fmt_info *f, double *exact, double *rounded);
+    /* er_ref_rounded: every element correctly rounded into out (checked). NULL: element by element through exact. */
+    er_status (*rounded)(const er_ref *ref, er_tensor *out);
+    /* er_ref_exact_mpfr: element idx's exact result into out. NULL: not given. */
+    er_status (*exact_mpfr)(const er_ref *ref, int64_t idx, mpfr_ptr out);
 } er_op_module;
 
-/* The module of a reference's op, or NULL for the ops still in the engine (matmul, sum, mean, max). */
+/* The module of a reference's op (every op has one). */
 ER_INTERNAL const er_op_module *er__module_of(const er_ref *ref);
+/* covers of one output (the op's first) through a module that is not the reference's own (the GPU matmul path's),
+ * with an argument for its covers (er__sinks_arg). */
+ER_INTERNAL er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref *ref, const er_tensor *out,
+                                        const er_standard *std, void *arg);
 
-/* ---- for modules ---- */
-
-/* The output set from a compute-format set v through the output conversion (O, ov), with the exact result; with
- * any = 1 (an any-order set) the correctly rounded exact result joins it. */
-ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact,
-                                double rounded);
-/* Whether the standard applies to the op: the options each op takes (shared by the modules and the engine's ops). */
-ER_INTERNAL er_status er__standard_applies(const er_ref *ref, const er_standard *std);
-/* The output shape of an op with one output of the reference's shape. */
-ER_INTERNAL er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
-
-extern const er_op_module er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module;
+/* What the engine reads of a reference: its op's name, its number of elements, and the row-major position of an
+ * index (ER_ERR_INDEX where it is out of range). */
+ER_INTERNAL const char *er__op_name(const er_ref *r);
+ER_INTERNAL int64_t er__ref_numel(const er_ref *r);
+ER_INTERNAL er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx);
 
 #endif

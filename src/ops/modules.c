@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "ops/module.h"
+#include "ops/modkit.h"
 #include "ops/ref_internal.h"
 
 const er_op_module *er__module_of(const er_ref *ref) {
@@ -12,7 +12,7 @@ const er_op_module *er__module_of(const er_ref *ref) {
     case ER_OP_LOG_SOFTMAX: return &er__log_softmax_module;
     case ER_OP_RMSNORM: return &er__rmsnorm_module;
     case ER_OP_LAYERNORM: return &er__layernorm_module;
-    default: return NULL;
+    default: return &er__dot_module; /* matmul, sum, mean, max */
     }
 }
 

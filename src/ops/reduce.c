@@ -2,7 +2,7 @@
  *
  * A sum over dimension d of x is the matmul of x, viewed as [other dims..., 1, K] (no copy: strides), with a
  * K x 1 column of ones (one stored 1, stride 0). Every standard of the matmul then applies to the sum, with the
- * constant analysed as an exact 1 (er__fmt_one). mean divides the sum by K at covers time (src/covers/covers.c);
+ * constant analysed as an exact 1 (er__fmt_one). mean divides the sum by K at covers time (src/ops/dotmod.c);
  * max selects, and rounds nothing but the output conversion. */
 #include <stdio.h>
 #include "ops/ref_internal.h"
@@ -22,6 +22,8 @@ const char *er__op_name(const er_ref *r) {
     default: return "matmul";
     }
 }
+
+int64_t er__ref_numel(const er_ref *r) { return r->n; }
 
 er_status er__check_dim(const er_tensor *x, int *dim) {
     ER_CHECK_NULL(x, "x");

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <mpfr.h>
-#include "ops/module.h"
+#include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 #include "enclose/softmax.h"
@@ -123,6 +123,9 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
 
 static const char *const er_one_out[1] = {"out"};
 
-const er_op_module er__softmax_module = {"softmax", 1, er_one_out, er__out_shape_same, er__standard_applies, er_rows_covers};
-const er_op_module er__log_softmax_module = {"log_softmax", 1, er_one_out, er__out_shape_same, er__standard_applies, er_rows_covers};
-const er_op_module er__rmsnorm_module = {"rmsnorm", 1, er_one_out, er__out_shape_same, er__standard_applies, er_rows_covers};
+const er_op_module er__softmax_module = {.name = "softmax", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
+                                         .check = er__standard_applies, .covers = er_rows_covers};
+const er_op_module er__log_softmax_module = {.name = "log_softmax", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
+                                             .check = er__standard_applies, .covers = er_rows_covers};
+const er_op_module er__rmsnorm_module = {.name = "rmsnorm", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
+                                         .check = er__standard_applies, .covers = er_rows_covers};

@@ -83,3 +83,24 @@ er_status er_tensor_get(double *out, const er_tensor *t, const int64_t *index) {
 }
 
 size_t er_tensor_sizeof(void) { return sizeof(er_tensor); }
+
+er_status er__check_distinct(const er_tensor *out) {
+    for (int i = 0; i < out->ndim; i++)
+        if (out->strides[i] == 0 && out->shape[i] > 1)
+            return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
+    return ER_OK;
+}
+
+void er__store_value(const er_tensor *t, int64_t idx, double v, er_overflow ov) {
+    const er_fmt_info *fi = er__fmt(t->format);
+    if (ov == ER_OVERFLOW_IEEE && !fi->has_inf) ov = ER_OVERFLOW_SATURATE;
+    uint64_t bits;
+    er_encode(&bits, t->format, v, ER_ROUND_NEAREST, ov);
+    char *p = (char *)(uintptr_t)t->data + er__offset(t, idx) * (fi->bits / 8);
+    switch (fi->bits) {
+    case 8: *(uint8_t *)p = (uint8_t)bits; break;
+    case 16: { uint16_t x = (uint16_t)bits; memcpy(p, &x, 2); break; }
+    case 32: { uint32_t x = (uint32_t)bits; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &bits, 8); break;
+    }
+}

@@ -22,4 +22,29 @@ static inline double er__load(const er_tensor *t, int64_t off) {
     return er__decode(er__fmt(t->format), er__load_bits(t, off));
 }
 
+/* Whether t is row-major contiguous: the element offset is the row-major index. */
+static inline int er__row_major(const er_tensor *t) {
+    int64_t st = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != st) return 0;
+        st *= t->shape[i];
+    }
+    return 1;
+}
+
+/* The element offset of the row-major position idx in a strided view. */
+static inline int64_t er__offset(const er_tensor *t, int64_t idx) {
+    int64_t off = 0;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        off += (idx % t->shape[i]) * t->strides[i];
+        idx /= t->shape[i];
+    }
+    return off;
+}
+
+/* A view that is written must not repeat elements (a zero stride over a dimension longer than 1). */
+ER_INTERNAL er_status er__check_distinct(const er_tensor *out);
+/* Encodes v (rounded to nearest under the overflow rule ov) into element idx (row-major) of a writable view. */
+ER_INTERNAL void er__store_value(const er_tensor *t, int64_t idx, double v, er_overflow ov);
+
 #endif

@@ -1,4 +1,4 @@
-/* fastdecide.h: the matmul fast path's decision (docs/algorithms/fast-path.md), one copy for the host (covers.c) and
+/* fastdecide.h: the matmul fast path's decision (docs/algorithms/fast-path.md), one copy for the host (dotmod.c) and
  * the GPU (cuda/devmm.cu). Plain double arithmetic in which every operation rounds to nearest once: the host build
  * has -ffp-contract=off, the GPU build -fmad=false. Every quantity is an upper (or lower) bound of what the proof
  * names: each constant is inflated (or deflated) by 2^-40, far more than the few roundings to nearest applied to it
@@ -7,6 +7,7 @@
 #define ER_FASTDECIDE_H
 
 #include <math.h>
+#include "core/setwidth.h"
 
 #ifdef __CUDACC__
 #define ER_HD __host__ __device__
@@ -19,7 +20,7 @@
 #define ER_FAST_UP (1.0 + 0x1p-40)
 #define ER_FAST_DN (1.0 - 0x1p-40)
 
-/* The constants of the decision for an element count K and the standard's bound (er_fast_consts_init in covers.c),
+/* The constants of the decision for an element count K and the standard's bound (er__dot_fast_consts in dotmod.c),
  * and the formats: out_fmt 0 for an fp32 compute format and fp32 output, 1 fp32 and fp16, 2 fp32 and bf16, -1 any
  * other pair (the host's general rounding). */
 typedef struct er_fast_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int out_fmt; } er_fast_consts;
@@ -64,13 +65,6 @@ ER_HD static inline int er_fast_class(double y, double elo, double ehi, double r
     if (!(y >= elo && y <= ehi)) return ER_PENDING;
     if (r1 == r2) return y == r1 ? 0 : 1;
     return y < r1 || y > r2 ? 1 : ER_PENDING;
-}
-
-/* The set's width relative to its size, (hi - lo) / max(|lo|, |hi|), when the report's widest-set rule counts it:
- * a finite set of more than one value away from 0 (-1 otherwise). The same operations on the host and the GPU. */
-ER_HD static inline double er_set_rel(double lo, double hi) {
-    double al = fabs(lo), ah = fabs(hi), m = al > ah ? al : ah, rel = (hi - lo) / m;
-    return lo < hi && m > 0 && rel <= 1.7976931348623157e308 ? rel : -1;
 }
 
 /* An upper bound of er_set_rel(lo, hi) for every lo in [L1, L2] and hi in [H1, H2]: (H2 - L1) / d, d the least

@@ -1,0 +1,21 @@
+/* setwidth.h: the width of a covering set relative to its size, as the report's widest set counts it; one copy for
+ * the engine, the op modules and the GPU kernels (plain C, no library header). */
+#ifndef ER_SETWIDTH_H
+#define ER_SETWIDTH_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define ER_SW_HD __host__ __device__
+#else
+#define ER_SW_HD
+#endif
+
+/* The set's width relative to its size, (hi - lo) / max(|lo|, |hi|), when the report's widest-set rule counts it:
+ * a finite set of more than one value away from 0 (-1 otherwise). The same operations on the host and the GPU. */
+ER_SW_HD static inline double er_set_rel(double lo, double hi) {
+    double al = fabs(lo), ah = fabs(hi), m = al > ah ? al : ah, rel = (hi - lo) / m;
+    return lo < hi && m > 0 && rel <= 1.7976931348623157e308 ? rel : -1;
+}
+
+#endif

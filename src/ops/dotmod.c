@@ -1,0 +1,852 @@
+/* dotmod.c: the op module of matmul, sum, mean and max (src/ops/module.h; docs/design.md): every op whose element is
+ * a reduction of products, walked by the matmul engine (src/ops/matmul.c). Their sets under any order
+ * (docs/algorithms/any-order.md), fixed orders (orders.md) and the tensor-core models (hardware/mma.md), from the
+ * cached exact summaries or the operands; the BLAS fast path's decisions (fast-path.md); the emulation of fully fixed
+ * standards; the exact values. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
+#include <stdlib.h>
+#include <stdio.h>
+#include <mpfr.h>
+#include "ops/modkit.h"
+#include "ops/dotmod.h"
+#include "ops/fastdecide.h"
+#include "enclose/anyorder.h"
+#include "enclose/dotorder.h"
+#include "enclose/ival.h"
+#include "enclose/mma.h"
+#include "ops/ref_internal.h"
+#include "tensor/tensor_internal.h"
+
+
+
+/* The exact result of a summarised reduction, rounded to double and correctly rounded to the output format. */
+static void er_exact_of_sum(const er_dot_ctx *cx, const er_dotsum *sm, double *exact, double *rounded) {
+    if ((sm->special & ER_SPECIAL_NAN) || ((sm->special & ER_SPECIAL_PINF) && (sm->special & ER_SPECIAL_NINF))) {
+        *exact = *rounded = NAN;
+    } else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
+        *exact = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
+        *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out);
+    } else {
+        *exact = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        *rounded = er__round_core(cx->O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, cx->ov_out);
+    }
+}
+
+/* The output set from the compute-format set v, with the exact result (for any_order it joins the set). */
+static void er_cset_build(er_cset *c, const er_dot_ctx *cx, const er_cval *v, double exact, double rounded) {
+    er__cset_build(c, cx->O, cx->ov_out, cx->any, v, exact, rounded);
+}
+
+/* mean: the sum's set v (values of F) divided by n, by fl(s / n), fl(s * fl(1/n)) or either, each monotone in
+ * s (docs/algorithms/reductions.md). */
+static void er_mean_cval(const er_dot_ctx *cx, er_cval *v, int64_t n) {
+    const er_fmt_info *F = cx->F;
+    int faithful = cx->std->rounding == ER_RND_FAITHFUL;
+    er_round lo_m = faithful ? ER_ROUND_DOWN : ER_ROUND_NEAREST, hi_m = faithful ? ER_ROUND_UP : ER_ROUND_NEAREST;
+    if (n == 0) { memset(v, 0, sizeof *v); v->lo = INFINITY; v->hi = -INFINITY; v->nan = v->nan_req = 1; return; }
+    if (v->lo > v->hi) return; /* only infinities or NaN: unchanged by a positive divisor */
+    double lo = INFINITY, hi = -INFINITY;
+    if (cx->std->mean != 2) {
+        lo = er__round_quotient(F, v->lo, n, lo_m);
+        hi = er__round_quotient(F, v->hi, n, hi_m);
+    }
+    if (cx->std->mean != 1) {
+        double rl = er__round_quotient(F, 1.0, n, lo_m), rh = er__round_quotient(F, 1.0, n, hi_m);
+        double l = er__round_prod(F, v->lo, v->lo < 0 ? rh : rl, 1, lo_m), h = er__round_prod(F, v->hi, v->hi < 0 ? rl : rh, 1, hi_m);
+        if (l < lo) lo = l;
+        if (h > hi) hi = h;
+    }
+    v->lo = lo;
+    v->hi = hi;
+}
+
+/* The exact mean S/n correctly rounded; S comes from the summary, recomputed exactly where its 64 bits do not
+ * decide the rounding. */
+static void er_exact_of_mean(const er_dot_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
+    int64_t n = cx->ref->K;
+    if (n == 0) { *exact = *rounded = NAN; return; }
+    er_exact_of_sum(cx, sm, exact, rounded);
+    if (isnan(*exact) || isinf(*exact) || sm->special) {
+        *exact = *exact / (double)n;
+        *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out);
+        return;
+    }
+    mpfr_t s, t;
+    mpfr_init2(s, 66);
+    mpfr_init2(t, 256);
+    double r[2], e = 0;
+    for (int up = 0; up < 2; up++) { /* S lies in [m, m + sticky) 2^e in magnitude */
+        mpfr_set_uj_2exp(s, sm->m, sm->e, MPFR_RNDN);
+        if (up && sm->sticky) { mpfr_set_ui_2exp(t, 1, sm->e, MPFR_RNDN); mpfr_add(s, s, t, MPFR_RNDN); }
+        if (sm->neg) mpfr_neg(s, s, MPFR_RNDN);
+        int inex = mpfr_div_ui(t, s, (unsigned long)n, MPFR_RNDZ);
+        r[up] = er__round_mpfr_sticky(cx->O, t, inex != 0 || (up == 0 && sm->sticky), ER_ROUND_NEAREST, cx->ov_out);
+        if (!up) e = mpfr_get_d(t, MPFR_RNDN);
+    }
+    if (!(r[0] == r[1] || (isnan(r[0]) && isnan(r[1])))) {
+        /* the rounding is not decided by the summary: the exact sum, from the operands */
+        mpfr_t x;
+        mpfr_init2(x, 2);
+        er__matmul_exact_mpfr(cx->ref, idx, x);
+        mpfr_set_prec(t, mpfr_get_prec(x) + 64);
+        int inex = mpfr_div_ui(t, x, (unsigned long)n, MPFR_RNDZ);
+        r[0] = er__round_mpfr_sticky(cx->O, t, inex != 0, ER_ROUND_NEAREST, cx->ov_out);
+        mpfr_clear(x);
+    }
+    *exact = e;
+    *rounded = r[0];
+    mpfr_clear(s);
+    mpfr_clear(t);
+}
+
+/* Scaled matmul: the accumulator's set v (values of F) through y = fl(fl(acc sa) sb) or fl(acc fl(sa sb)), both
+ * monotone in acc (scaled-matmul section of docs/hardware/mma.md). */
+static void er_scale_one(const er_dot_ctx *cx, double acc, double out[2]) {
+    const er_fmt_info *F = cx->F;
+    double sa = cx->ref->sa, sb = cx->ref->sb;
+    out[0] = er__round_prod(F, er__round_prod(F, acc, sa, 1, ER_ROUND_NEAREST), sb, 1, ER_ROUND_NEAREST);
+    out[1] = er__round_prod(F, acc, er__round_prod(F, sa, sb, 1, ER_ROUND_NEAREST), 1, ER_ROUND_NEAREST);
+}
+
+static void er_scale_cval(const er_dot_ctx *cx, er_cval *v) {
+    if (v->nan_req) return; /* NaN times a scale is NaN */
+    double lo = INFINITY, hi = -INFINITY, r[2], ends[4];
+    int nan = v->nan, ne = 0, any = 0;
+    if (v->lo <= v->hi) { ends[ne++] = v->lo; ends[ne++] = v->hi; }
+    if (v->pinf) ends[ne++] = INFINITY;
+    if (v->ninf) ends[ne++] = -INFINITY;
+    for (int i = 0; i < ne; i++) {
+        er_scale_one(cx, ends[i], r);
+        for (int j = 0; j < 2; j++) {
+            if (isnan(r[j])) { nan = 1; continue; } /* inf times a zero scale */
+            if (r[j] < lo) lo = r[j];
+            if (r[j] > hi) hi = r[j];
+            any = 1;
+        }
+    }
+    /* the hull of the images: monotone maps send [lo, hi] between the images of its ends */
+    if (any) er__cval_from_interval(v, lo, hi, nan, cx->F);
+    else if (nan) er__cval_from_interval(v, NAN, NAN, 1, cx->F);
+}
+
+/* The exact scaled result S sa sb, from the summary's bracket of S (128 bits) or, when that does not decide the
+ * rounding, from the exact sum. */
+static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
+    double e0, r0;
+    er_exact_of_sum(cx, sm, &e0, &r0);
+    if (!isfinite(e0)) { *exact = e0 * cx->ref->sa * cx->ref->sb; *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out); return; }
+    mpfr_t s, b;
+    mpfr_inits2(200, s, b, (mpfr_ptr)0);
+    double rr[2];
+    for (int up = 0; up < 2; up++) {
+        mpfr_set_uj_2exp(s, sm->m, sm->e, MPFR_RNDN);
+        if (up && sm->sticky) { mpfr_set_ui_2exp(b, 1, sm->e, MPFR_RNDN); mpfr_add(s, s, b, MPFR_RNDN); }
+        if (sm->neg) mpfr_neg(s, s, MPFR_RNDN);
+        mpfr_mul_d(s, s, cx->ref->sa, MPFR_RNDN); /* exact: 65 + 24 bits */
+        mpfr_mul_d(s, s, cx->ref->sb, MPFR_RNDN);
+        rr[up] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
+        if (!up) *exact = mpfr_get_d(s, MPFR_RNDN);
+    }
+    if (rr[0] != rr[1]) {
+        mpfr_t x;
+        mpfr_init2(x, 2);
+        if (er__matmul_exact_mpfr(cx->ref, idx, x) == ER_OK) {
+            mpfr_set_prec(s, mpfr_get_prec(x) + 64);
+            mpfr_mul_d(s, x, cx->ref->sa, MPFR_RNDN);
+            mpfr_mul_d(s, s, cx->ref->sb, MPFR_RNDN);
+            rr[0] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
+        }
+        mpfr_clear(x);
+    }
+    *rounded = rr[0];
+    mpfr_clears(s, b, (mpfr_ptr)0);
+}
+
+/* The set and exact result of one element from its summary and, for fixed orders, its accumulator set v. */
+static void er_finish(er_dot_ctx *cx, er_cset *c, er_cval *v, const er_dotsum *sm, int64_t idx) {
+    double exact, rounded;
+    if (cx->ref->op == ER_OP_MEAN) {
+        er_mean_cval(cx, v, cx->ref->K);
+        er_exact_of_mean(cx, sm, idx, &exact, &rounded);
+    } else if (cx->ref->scaled) {
+        er_scale_cval(cx, v);
+        er_exact_of_scaled(cx, sm, idx, &exact, &rounded);
+    } else {
+        er_exact_of_sum(cx, sm, &exact, &rounded);
+    }
+    er_cset_build(c, cx, v, exact, rounded);
+}
+
+/* max: exact, so its set is the one value (NaN when an element is NaN), converted to the output format. */
+static void er_max_set(er_dot_ctx *cx, er_cset *c, const double *a, int64_t K) {
+    double m = a[0];
+    int nan = 0;
+    for (int64_t k = 0; k < K; k++) {
+        if (isnan(a[k])) nan = 1;
+        else if (isnan(m) || a[k] > m) m = a[k];
+    }
+    er_cval v;
+    if (nan) er__cval_from_interval(&v, NAN, NAN, 1, er__fmt(ER_FP64));
+    else er__cval_from_interval(&v, m, m, 0, er__fmt(ER_FP64));
+    double rounded = nan ? NAN : er__round_double(cx->O, m, ER_ROUND_NEAREST, cx->ov_out);
+    er_cset_build(c, cx, &v, nan ? NAN : m, rounded);
+}
+
+/* The conversion the operands go through before the products (-1: none; compute=tf32x3 keeps them whole and
+ * widens the bound instead). */
+static int er_operand_conv(const er_standard *std) {
+    return std->compute == ER_TF32 && std->tf32 != ER_TF32_X3 ? (int)std->tf32 : -1;
+}
+
+/* compute=tf32x3 (docs/algorithms/orders.md, Theorem X1): the bound of the 3K products a_big b_big, a_big b_small,
+ * a_small b_big, whose magnitudes add up to at most lambda P, plus what the split drops, at most c_split P:
+ * lambda = (1 + u)^2 (1 + 2u) <= 1 + 2^-9 + 2^-19, c_split = u^2 (3 + 2u + 2u^2) <= 3 2^-22 + 2^-31 (u = 2^-11). */
+static void er_x3_widen(er_anyorder_bound *bd) {
+    const double lambda = 1.0 + 0x1p-9 + 0x1p-19, c_split = 0x1.8p-21 + 0x1p-31;
+    bd->c1 = er__add_up(er__mul_up(bd->c1, lambda), c_split);
+    bd->g = er__mul_up(bd->g, lambda);
+}
+
+/* compute=tf32x3 where an operand is below 2^-102 (Theorem X1, the absolute term): its split parts may be subnormal,
+ * rounded on tf32's subnormal grid or flushed, each such part off by at most 2^-126 more; the set widens by
+ * 2^-124 (|a_k| + |b_k|) + 2^-240 for each such k. A special operand allows NaN (the split makes inf - inf). */
+static void er_x3_tiny(er_cval *v, const er_fmt_info *F, const double *a, const double *b, int64_t K, int special) {
+    if (special) { v->nan = 1; return; }
+    double w = 0;
+    for (int64_t k = 0; k < K; k++)
+        if ((fabs(a[k]) < 0x1p-102 || fabs(b[k]) < 0x1p-102) && a[k] != 0 && b[k] != 0)
+            w = er__add_up(w, er__add_up(er__mul_up(0x1p-124, er__add_up(fabs(a[k]), fabs(b[k]))), 0x1p-240));
+    if (w == 0 || !(v->lo <= v->hi)) return;
+    v->lo = er__round_double(F, er__dn(v->lo - w), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    v->hi = er__round_double(F, er__up(v->hi + w), ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    if (v->lo == -INFINITY) { v->lo = -F->max; v->ninf = 1; }
+    if (v->hi == INFINITY) { v->hi = F->max; v->pinf = 1; }
+}
+
+er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *out, const er_standard *std) {
+    memset(cx, 0, sizeof *cx);
+    cx->ref = ref;
+    cx->std = std;
+    cx->out = out;
+    cx->out_contig = er__row_major(out);
+    cx->any = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
+    cx->F = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
+    cx->O = er__fmt(out->format);
+    cx->ov_out = er__overflow_rule(cx->O, std->out_overflow);
+    int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
+    er__edge_scratch_init(&cx->w);
+    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM)
+        return ER_OK;
+    const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
+    const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
+    if (std->order == ER_ORDER_MMA) {
+        er_status st = er__mma_params(std->mma_arch, fa, fb, std->compute == ER_FP16, &cx->mma);
+        if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
+        int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
+        /* tf32x3: three chains of blocks, each dot's K padded to whole blocks */
+        int64_t Kb = x3 ? 3 * cx->mma.k * ((ref->K + cx->mma.k - 1) / cx->mma.k) : ref->K;
+        if (cx->any) {
+            er__mma_bound(&cx->bd, &cx->mma, Kb, std->promote);
+            if (x3) er_x3_widen(&cx->bd);
+        } else if (cx->mma.fp8) {
+            /* Triton's fp8 tl.dot on the H200 is not this chain (docs/hardware/mma.md): no fixed fp8 chain is claimed */
+            er__edge_scratch_clear(&cx->w);
+            return er__fail(ER_ERR_UNSUPPORTED, "mma:sm%d has no established fixed chain for fp8 operands; use outer=any "
+                            "(with promote=N where the kernel adds into fp32 every N blocks)", std->mma_arch);
+        } else cx->mma_chain = 1;
+    } else if (cx->any) {
+        int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
+        er_status st = er__anyorder_bound_depth(&cx->bd, fa, fb, cx->F, x3 ? 3 * ref->K : ref->K, std->depth,
+                                                std->rounding == ER_RND_FAITHFUL);
+        if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
+        if (x3) er_x3_widen(&cx->bd);
+    } else {
+        er__order_plan_init(&cx->plan, std, fa, fb);
+        cx->have_plan = 1;
+    }
+    return ER_OK;
+}
+
+void er__dot_ctx_clear(er_dot_ctx *cx) {
+    er__edge_scratch_clear(&cx->w);
+    if (cx->have_plan) er__order_plan_clear(&cx->plan);
+    if (cx->have_acc) er__acc_free(&cx->acc);
+}
+
+static void er_record(er_dot_ctx *cx, int64_t idx, const er_cset *c) { er__sink_put(cx->sk, idx, c); }
+
+/* The output set of one element from its operand vectors (fixed orders, or any order over converted
+ * operands). */
+er_status er__dot_element_set(er_dot_ctx *cx, const er_dot_env *env, int64_t idx, const double *a,
+                                const double *b, int64_t K, int special, er_cset *c) {
+    if (cx->ref->op == ER_OP_MAX) { er_max_set(cx, c, a, K); return ER_OK; }
+    if (!cx->have_acc) {
+        ER_RETURN_IF_ERROR(er__acc_init(&cx->acc, env->base, env->top));
+        cx->have_acc = 1;
+    }
+    er_dotsum sm;
+    er__dot_summary(&sm, &cx->acc, a, b, K, env, special);
+    er_cval v;
+    if (cx->mma_chain) {
+        double d = er__mma_chain(&cx->mma, a, b, K);
+        er__cval_from_interval(&v, d, d, isnan(d), cx->F);
+    } else if (cx->any) {
+        if (cx->std->compute == ER_TF32 && cx->std->tf32 == ER_TF32_X3) {
+            /* the split products big x small may have either sign: each side's sum gains up to delta of the other
+             * (|big_a small_b| + |small_a big_b| <= delta |a b|, delta = 2u (1 + u)^2 <= 2^-10 + 2^-20), which the
+             * overflow rule (Theorem 5) must see */
+            er_dotsum sx = sm;
+            const double delta = 0x1p-10 + 0x1p-20;
+            sx.pos = er__add_up(sm.pos, er__mul_up(delta, sm.negs));
+            sx.negs = er__add_up(sm.negs, er__mul_up(delta, sm.pos));
+            er__anyorder_cval(&v, &cx->bd, cx->F, &sx, &cx->w);
+            er_x3_tiny(&v, cx->F, a, b, K, special);
+        } else {
+            er__anyorder_cval(&v, &cx->bd, cx->F, &sm, &cx->w);
+        }
+    } else {
+        const er_fmt_info *G;
+        ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &v, &G));
+    }
+    er_finish(cx, c, &v, &sm, idx);
+    return ER_OK;
+}
+
+/* c joined with k: every value either allows (the exact values stay c's). */
+static void er_cset_join(er_cset *c, const er_cset *k) {
+    if (k->lo <= k->hi) {
+        if (c->lo > c->hi) { c->lo = k->lo; c->hi = k->hi; }
+        else { if (k->lo < c->lo) c->lo = k->lo; if (k->hi > c->hi) c->hi = k->hi; }
+    }
+    c->nan_ok |= k->nan_ok | k->nan_req;
+    c->nan_ok |= c->nan_req;
+    c->nan_req &= k->nan_req;
+    c->pinf_ok |= k->pinf_ok;
+    c->ninf_ok |= k->ninf_ok;
+}
+
+static er_status er_covers_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                              int64_t K, int special) {
+    er_dot_ctx *cx = vcx;
+    er_cset c;
+    ER_RETURN_IF_ERROR(er__dot_element_set(cx, env, idx, a, b, K, special, &c));
+    if (cx->keep_pass == 1) { cx->keep[idx] = c; return ER_OK; }
+    if (cx->keep_pass == 2) er_cset_join(&c, &cx->keep[idx]);
+    er_record(cx, idx, &c);
+    return ER_OK;
+}
+
+/* The cached any-order path over a range of elements (one thread's share). */
+typedef struct er_range_job { er_dot_ctx *cx; int64_t begin, end; er_status st; } er_range_job;
+
+static void *er_cached_range(void *arg) {
+    er_range_job *j = arg;
+    er_dot_ctx *cx = j->cx;
+    const er_ref *ref = cx->ref;
+    for (int64_t idx = j->begin; idx < j->end; idx++) {
+        er_cval v;
+        er_cset c;
+        er__anyorder_cval(&v, &cx->bd, cx->F, &ref->sums[idx], &cx->w);
+        er_finish(cx, &c, &v, &ref->sums[idx], idx);
+        er_record(cx, idx, &c);
+    }
+    return NULL;
+}
+
+/* The fast path (docs/algorithms/fast-path.md): from S_hat = fl64(A B) and bounds of P = sum |a b| (the operands'
+ * norms, then if needed a dot product of their absolute values), decide the elements whose class is the same for
+ * every S and every bound the exact engine could hold; recompute the others exactly from the kept operands (a
+ * scaled matmul: mark them 0xFF for the exact pass). */
+_Static_assert(ER_CLASS_EXACT == 0 && ER_CLASS_COVERED == 1, "the fast path computes these two classes");
+
+/* The constants of the decision (fastdecide.h) for the context's K, bound and formats. */
+void er__dot_fast_consts(er_fast_consts *fc, const er_dot_ctx *cx) {
+    const er_anyorder_bound *bd = &cx->bd;
+    double K = (double)cx->ref->K;
+    fc->gK = K * 0x1p-52 * ER_FAST_UP;                 /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
+    double eng = (1.0 + 4.0 * K * 0x1p-52) * ER_FAST_UP; /* the engine's bound of sum |p| is within this factor of P */
+    fc->c1lo = bd->c1 * ER_FAST_DN;
+    fc->c1hi = bd->c1 * eng * ER_FAST_UP;
+    fc->c2lo = bd->c2 * ER_FAST_DN;
+    fc->c2hi = bd->c2 * ER_FAST_UP;
+    fc->g = bd->g * ER_FAST_UP;
+    fc->lim = fmin(bd->thr, cx->O->max) / 4;
+    er_format o = cx->O->id;
+    fc->out_fmt = cx->F->id != ER_FP32 ? -1 : o == ER_FP32 ? 0 : o == ER_FP16 ? 1 : o == ER_BF16 ? 2 : -1;
+}
+
+/* The lower edge RN_O(RU_F(t)) (upper = 0) or the upper edge RN_O(RD_F(t)) of a set through the compute format F and
+ * the output format O, for t below the overflow limit. A float f is RU_F(t) when it is (float)t, unless that is below t. */
+static inline double er_fast_edge(const er_fast_consts *fc, const er_dot_ctx *cx, double t, int upper) {
+    if (fc->out_fmt == 0) {
+        /* without a branch on the rounding's direction (taken half of the time): one step toward t where the float
+         * nearest t is on the wrong side. Up from a float of sign bit 0 (+0 included: t > 0 rounds to +0, never to
+         * -0) is the next encoding, up from a negative one the previous; down, the reverse (t < 0 rounds to -0). */
+        float f = (float)t;
+        uint32_t u, step = upper ? (double)f > t : (double)f < t;
+        memcpy(&u, &f, 4);
+        u += step * (1u - 2u * ((u >> 31) ^ (uint32_t)upper));
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    double e = er__round_double(cx->F, t, upper ? ER_ROUND_DOWN : ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    return er__round_double(cx->O, e, ER_ROUND_NEAREST, cx->ov_out);
+}
+
+/* RN_O(t) for t below the overflow limit. */
+static inline double er_fast_rn(const er_fast_consts *fc, const er_dot_ctx *cx, double t) {
+    return fc->out_fmt == 0 ? (double)(float)t : er__round_double(cx->O, t, ER_ROUND_NEAREST, cx->ov_out);
+}
+
+/* The class of output y from S_hat and P in [Plo, Phi], or ER_PENDING when some S or bound the exact engine could
+ * hold gives another class (or overflow is possible). */
+static inline int er_fast_decide(const er_fast_consts *fc, const er_dot_ctx *cx, double y, const er_fast_bracket *b) {
+    if (fc->out_fmt == 0) return er_fast_class(y, b->tlo, b->thi, (float)b->slo, (float)b->shi); /* no overflow below lim */
+    return er_fast_class(y, er_fast_edge(fc, cx, b->tlo, 0), er_fast_edge(fc, cx, b->thi, 1), er_fast_rn(fc, cx, b->slo),
+                         er_fast_rn(fc, cx, b->shi));
+}
+
+/* The engine's set of the element whose bracket is b, where b decides it (er_fast_join): its finite ends lo, hi. */
+static inline int er_fast_set(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b, double r1, double r2,
+                              double *lo, double *hi) {
+    double l = er_fast_edge(fc, cx, b->ulo, 0), h = er_fast_edge(fc, cx, b->uhi, 1);
+    /* for fp32 in and out, RU_F(tlo) = l = RU_F(ulo) exactly when tlo <= l (ulo <= tlo), and RD_F(thi) = h when thi >= h */
+    int same = fc->out_fmt == 0 ? b->tlo <= l && b->thi >= h : l == er_fast_edge(fc, cx, b->tlo, 0) && h == er_fast_edge(fc, cx, b->thi, 1);
+    return er_fast_join(same, l, h, r1, r2, lo, hi);
+}
+
+/* Whether the set of the element whose bracket is b may be as wide, relative to its size, as best: false only when
+ * an upper bound of its er_set_rel is below best (er_fast_rel_ub). lo = min(edge, r) lies in [min(E_lo(ulo), r1),
+ * min(E_lo(tlo), r2)] and hi in [max(E_hi(thi), r1), max(E_hi(uhi), r2)]. First a cheaper test on the outer ends
+ * (for fp32 in and out ulo <= RU_F(ulo) and RD_F(uhi) <= uhi), then these. */
+static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b, double r1,
+                                        double r2, double best) {
+    if (best < 0) return 1;
+    double l = fc->out_fmt == 0 ? b->ulo : er_fast_edge(fc, cx, b->ulo, 0), h = fc->out_fmt == 0 ? b->uhi : er_fast_edge(fc, cx, b->uhi, 1);
+    double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2, al = fabs(L1), ah = fabs(H2);
+    /* without a division nor a branch on the sign: rel <= w / m, w = H2 - L1, m = min(|L1|, |H2|) where [L1, H2]
+     * lies on one side of 0 (m bounds max(|lo|, |hi|) below); on both sides, w >= 2 m while rel <= 2. If
+     * fl(w / m) >= best, then w >= best m (1 - 2^-53) > fl(fl(best (1 - 2^-50)) m). */
+    if (H2 - L1 < best * (1.0 - 0x1p-50) * (al < ah ? al : ah)) return 0;
+    double lt = er_fast_edge(fc, cx, b->tlo, 0), ht = er_fast_edge(fc, cx, b->thi, 1);
+    return er_fast_rel_ub(L1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, H2) >= best;
+}
+
+/* sum |a_k b_k| of two float vectors in double (each product exact) with four running sums. */
+static double er_abs_dot(const float *a, const float *b, int64_t K) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 3 < K; k += 4) {
+        s0 += fabs((double)a[k] * b[k]);
+        s1 += fabs((double)a[k + 1] * b[k + 1]);
+        s2 += fabs((double)a[k + 2] * b[k + 2]);
+        s3 += fabs((double)a[k + 3] * b[k + 3]);
+    }
+    for (; k < K; k++) s0 += fabs((double)a[k] * b[k]);
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* The fast path's first pass: threads take chunks of elements from a shared counter (a thread slowed by other
+ * work takes fewer) and decide what the bounds decide, leaving the rest ER_PENDING; each thread counts its own, and
+ * keeps the widest set among those it decided (the earliest of equal widths). With er_covers_sets, every decided
+ * element's set is written. */
+typedef struct er_fast_job {
+    er_dot_ctx *cx;
+    int64_t *next;
+    const double *P;        /* |A| |B| in fp64 (er__fast_absprod), or NULL: P from the floats where needed */
+    int64_t counts[2];
+    double wrel;            /* the widest set decided here: its er_set_rel and element (-1: none) */
+    int64_t widx;
+} er_fast_job;
+
+#define ER_FAST_CHUNK 16384
+
+static void *er_fast_decide_run(void *arg) {
+    er_fast_job *fj = arg;
+    er_dot_ctx *cx = fj->cx;
+    const er_ref *ref = cx->ref;
+    const er_mm_plan *pl = &ref->plan;
+    const er_tensor *out = cx->out;
+    uint8_t *classes = er__sink_classes(cx->sk);
+    er_fast_consts fc;
+    er__dot_fast_consts(&fc, cx);
+    int64_t K = pl->K, MN = pl->M * pl->N, n = ref->n;
+    double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN, phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP; /* Lemma D4 */
+    double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
+    const char *yb = out->data;
+    int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->sk->set_lo != NULL;
+    fj->wrel = -1;
+    fj->widx = -1;
+    for (;;) {
+        int64_t begin = __atomic_fetch_add(fj->next, ER_FAST_CHUNK, __ATOMIC_RELAXED);
+        if (begin >= n) break;
+        int64_t end = begin + ER_FAST_CHUNK < n ? begin + ER_FAST_CHUNK : n, cur_bi = -1, ia = 0, ib = 0;
+        int64_t bi = begin / MN, i = (begin % MN) / pl->N, jj = begin % pl->N; /* idx's coordinates, stepped */
+        for (int64_t idx = begin; idx < end; idx++, jj++) {
+            if (jj == pl->N) { jj = 0; if (++i == pl->M) { i = 0; bi++; } }
+            double y;
+            if (yf32) { float yv; memcpy(&yv, yb + 4 * idx, 4); y = yv; } /* a view's data need not be aligned */
+            else y = er__load(out, cx->out_contig ? idx : er__offset(out, idx));
+            if (bi != cur_bi) { er__matmul_batch_of(ref, bi, &ia, &ib); cur_bi = bi; }
+            double Sh = ref->fs[idx];
+            int cls = ER_PENDING;
+            er_fast_bracket b;
+            double Plo, Phi;
+            if (fabs(y) < INFINITY && !ref->scaled) {
+                int want_set = sets;
+                double r1 = 0, r2 = 0;
+                if (fj->P) {
+                    /* fl64(|A| |B|) is within gK of P (Theorem 2, exact terms): P_hat (1 - gK) <= P <= P_hat (1 + 2 gK) */
+                    if (!er_fast_bracket_of(&fc, Sh, fj->P[idx] * pg_lo, fj->P[idx] * pg_hi, &b)) { classes[idx] = ER_PENDING; continue; }
+                } else {
+                    /* Cauchy-Schwarz above, |S| below; then, if that does not decide (or the set may be the widest and
+                     * is not decided by it), P from the floats */
+                    er_fast_stage1(&fc, Sh, ref->an[ia * pl->M + i], ref->bn[ib * pl->N + jj], &Plo, &Phi);
+                    if (!er_fast_bracket_of(&fc, Sh, Plo, Phi, &b)) { classes[idx] = ER_PENDING; continue; }
+                    r1 = er_fast_rn(&fc, cx, b.slo);
+                    r2 = er_fast_rn(&fc, cx, b.shi);
+                    want_set = want_set || er_fast_may_be_widest(&fc, cx, &b, r1, r2, fj->wrel);
+                    if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
+                    if (want_set || cls == ER_PENDING) {
+                        double P = er_abs_dot(ref->af + (ia * pl->M + i) * K, ref->bt + (ib * pl->N + jj) * K, K);
+                        double lo = P * plo_f, hi = P * phi_f;
+                        if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) { classes[idx] = ER_PENDING; continue; }
+                        if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
+                    }
+                }
+                double slo, shi;
+                if (want_set) {
+                    r1 = er_fast_rn(&fc, cx, b.slo);
+                    r2 = er_fast_rn(&fc, cx, b.shi);
+                }
+                if (want_set && er_fast_set(&fc, cx, &b, r1, r2, &slo, &shi) && y >= slo && y <= shi &&
+                    (r1 == r2 || y < r1 || y > r2)) {
+                    cls = r1 == r2 && y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
+                    /* the width only where it may reach the widest so far (the division of er_fast_may_be_widest) */
+                    double al = fabs(slo), ah = fabs(shi);
+                    if (shi - slo >= fj->wrel * (1.0 - 0x1p-50) * (al > ah ? al : ah)) {
+                        double rel = er_set_rel(slo, shi);
+                        if (rel > fj->wrel || (rel == fj->wrel && rel >= 0 && idx < fj->widx)) { fj->wrel = rel; fj->widx = idx; }
+                    }
+                    if (sets) er__sink_set(cx->sk, idx, slo, shi, y);
+                }
+            }
+            classes[idx] = (uint8_t)cls;
+            if (cls != ER_PENDING) fj->counts[cls]++;
+        }
+    }
+    return NULL;
+}
+
+/* The fast path's second pass, in contiguous ranges (reports merge in element order): the exact engine on each
+ * element left, from the kept operands (exact as doubles). */
+static void *er_fast_rest(void *arg) {
+    er_range_job *j = arg;
+    er_dot_ctx *cx = j->cx;
+    const er_ref *ref = cx->ref;
+    const er_mm_plan *pl = &ref->plan;
+    int64_t K = pl->K, MN = pl->M * pl->N;
+    double *va = NULL, *vb = NULL;
+    for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
+        if (er__sink_classes(cx->sk)[idx] != ER_PENDING) continue;
+        if (!va) {
+            va = malloc(sizeof(double) * (size_t)K);
+            vb = malloc(sizeof(double) * (size_t)K);
+            if (!va || !vb) { j->st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K); break; }
+        }
+        int64_t ia, ib;
+        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
+        const float *arow = ref->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = ref->bt + (ib * pl->N + idx % pl->N) * K;
+        for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
+        j->st = er_covers_cb(cx, &ref->env, idx, va, vb, K, 0);
+    }
+    free(va);
+    free(vb);
+    return NULL;
+}
+
+/* Element idx, whose set the fast pass decided and found the widest of its elements: its whole set from the exact
+ * engine (from the kept operands) as the share's candidate for the report's widest set. */
+static er_status er_fast_widest(er_dot_ctx *cx, int64_t idx) {
+    const er_ref *ref = cx->ref;
+    const er_mm_plan *pl = &ref->plan;
+    int64_t K = pl->K, MN = pl->M * pl->N, ia, ib;
+    double *va = malloc(sizeof(double) * (size_t)(K ? K : 1)), *vb = malloc(sizeof(double) * (size_t)(K ? K : 1));
+    er_status st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
+    if (st == ER_OK) {
+        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
+        const float *arow = ref->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = ref->bt + (ib * pl->N + idx % pl->N) * K;
+        for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
+        er_cset c;
+        st = er__dot_element_set(cx, &ref->env, idx, va, vb, K, 0, &c);
+        if (st == ER_OK) er__sink_widest(cx->sk, idx, &c, er__load(cx->out, cx->out_contig ? idx : er__offset(cx->out, idx)));
+    }
+    free(va);
+    free(vb);
+    return st;
+}
+
+/* The exact pass over the elements the fast path left. */
+static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                               int64_t K, int special) {
+    er_dot_ctx *cx = vcx;
+    if (er__sink_classes(cx->sk)[idx] != ER_PENDING) return ER_OK;
+    return er_covers_cb(vcx, env, idx, a, b, K, special);
+}
+
+/* Runs fn over n elements split into nt contiguous ranges, range t with context cx[t]; range 0 in this thread, and a
+ * range whose thread cannot start here too. */
+static er_status er_run_ranges(er_dot_ctx *cx, int nt, int64_t n, void *(*fn)(void *)) {
+    er_range_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++) jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt, ER_OK};
+    er__run_jobs(jobs, sizeof jobs[0], nt, fn);
+    for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
+    return ER_OK;
+}
+
+/* The sets of every element: the fast path's decisions and the exact engine for the rest, the cached summaries, the
+ * two conversions of tf32=nearest, or the walk over the operands; one context per share of the sinks. */
+static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
+    int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
+    int cached = any_set && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
+    int nt = er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
+    ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
+    /* one context per share; the classes array is shared (each element written once) */
+    er_dot_ctx cx[ER_MAX_THREADS];
+    void *ctxs[ER_MAX_THREADS] = {0};
+    er_status st = ER_OK;
+    int made = 0, sets = er__sinks_at(sks, 0, 0)->set_lo != NULL;
+    double fast_wrel = -1; /* the fast pass's widest set: its width and element */
+    int64_t fast_widx = -1;
+    for (int t = 0; t < nt && st == ER_OK; t++, made++) {
+        er_sink *sk = er__sinks_at(sks, t, 0);
+        st = er__dot_ctx_init(&cx[t], ref, sk->out, std);
+        if (st != ER_OK) break;
+        cx[t].sk = sk;
+        ctxs[t] = &cx[t];
+    }
+    if (st == ER_OK) {
+        if (cached && ref->fast) {
+            /* pass 1: the fast decisions (counts, the widest set, the sets if wanted); pass 2: the rest exactly, in
+             * contiguous ranges (a scaled matmul's rest through the exact engine's walk) */
+            er_fast_job fj[ER_MAX_THREADS];
+            int64_t next = 0;
+            /* with the sets, every element needs P: one GEMM of the absolute values (when memory allows) */
+            double *absprod = sets && !ref->scaled ? er__fast_absprod(ref) : NULL;
+            for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, absprod, {0, 0}, -1, -1};
+            er__run_jobs(fj, sizeof fj[0], nt, er_fast_decide_run);
+            free(absprod);
+            for (int t = 0; t < nt; t++) {
+                er__sink_count(cx[t].sk, ER_CLASS_EXACT, fj[t].counts[0]);
+                er__sink_count(cx[t].sk, ER_CLASS_COVERED, fj[t].counts[1]);
+                if (fj[t].wrel > fast_wrel || (fj[t].wrel == fast_wrel && fj[t].wrel >= 0 && fj[t].widx < fast_widx)) {
+                    fast_wrel = fj[t].wrel;
+                    fast_widx = fj[t].widx;
+                }
+            }
+            int64_t pending = 0;
+            const uint8_t *classes = er__sink_classes(cx[0].sk);
+            for (int64_t i = 0; i < ref->n; i++) pending += classes[i] == ER_PENDING;
+            if (pending && ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
+            else if (pending) st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
+        } else if (cached && !ref->fast) {
+            /* the reference's cached exact summaries are those of this standard */
+            st = er_run_ranges(cx, nt, ref->n, er_cached_range);
+        } else if (std->compute == ER_TF32 && std->tf32 == ER_TF32_NEAREST) {
+            /* either tie rule, one for the whole kernel: the sets under each conversion, joined (orders.md) */
+            er_cset *keep = malloc(sizeof *keep * (size_t)(ref->n ? ref->n : 1));
+            if (!keep) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld element sets", (long long)ref->n);
+            for (int pass = 1; pass <= 2 && st == ER_OK; pass++) {
+                for (int t = 0; t < nt; t++) { cx[t].keep = keep; cx[t].keep_pass = pass; }
+                st = er__matmul_foreach_n(ref, pass == 1 ? ER_TF32_RNE : ER_TF32_RNA, er_covers_cb, ctxs, nt);
+            }
+            free(keep);
+        } else {
+            st = er__matmul_foreach_n(ref, er_operand_conv(std), er_covers_cb, ctxs, nt);
+        }
+    }
+    /* the widest set among those the fast pass decided: a candidate for the report's, with its exact values */
+    if (st == ER_OK && fast_widx >= 0) st = er_fast_widest(&cx[0], fast_widx);
+    for (int t = 0; t < made; t++) er__dot_ctx_clear(&cx[t]);
+    return st;
+}
+
+/* er_emulate: the one value of each element's set, written into the destination. */
+static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
+                               int64_t K, int special) {
+    er_dot_ctx *cx = vcx;
+    er_cset c;
+    if (cx->ref->op == ER_OP_MAX) ER_RETURN_IF_ERROR(er__dot_element_set(cx, env, idx, a, b, K, special, &c));
+    else {
+        /* the set of the fixed order alone: the exact summary, which only covers needs, is not computed */
+        er_cval w;
+        if (cx->mma_chain) {
+            double d = er__mma_chain(&cx->mma, a, b, K);
+            er__cval_from_interval(&w, d, d, isnan(d), cx->F);
+        } else {
+            const er_fmt_info *G;
+            ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &w, &G));
+        }
+        if (cx->ref->op == ER_OP_MEAN) er_mean_cval(cx, &w, cx->ref->K);
+        er_cset_build(&c, cx, &w, NAN, NAN);
+    }
+    double v;
+    int finite = c.lo <= c.hi;
+    if (c.nan_req) v = NAN;
+    else if (finite && c.lo == c.hi && !c.pinf_ok && !c.ninf_ok && !c.nan_ok) v = c.lo;
+    else if (!finite && c.pinf_ok + c.ninf_ok + c.nan_ok == 1) v = c.pinf_ok ? INFINITY : c.ninf_ok ? -INFINITY : NAN;
+    else return er__fail(ER_ERR_INTERNAL, "the emulated set of element %lld is not a single value", (long long)idx);
+    er__store_value(cx->dst, idx, v, cx->ov_out);
+    return ER_OK;
+}
+
+/* er_emulate's tile walk: T values of the fixed fp32 order, converted to the output as er_cset_build would. */
+static er_status er_emulate_tile_cb(void *vcx, int64_t idx0, const float *vals, int T) {
+    er_dot_ctx *cx = vcx;
+    const er_tensor *dst = cx->dst;
+    for (int t = 0; t < T; t++) {
+        double v = er__round_double(cx->O, vals[t], ER_ROUND_NEAREST, cx->ov_out);
+        if (dst->format == ER_FP32 && cx->out_contig) {
+            float f = (float)v; /* v is a value of fp32 (or an infinity or NaN) */
+            memcpy((char *)(uintptr_t)dst->data + 4 * (idx0 + t), &f, 4);
+        } else {
+            er__store_value(dst, idx0 + t, v, cx->ov_out);
+        }
+    }
+    return ER_OK;
+}
+
+static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
+    int fixed = ref->op == ER_OP_MAX ||
+                (er__standard_is_fixed_info(std, er__fmt(ref->A.format), ref->b_is_one ? er__fmt_one() : er__fmt(ref->B.format)) &&
+                 (ref->op != ER_OP_MEAN || std->mean != 0));
+    if (!fixed) {
+        char name[160];
+        er_standard_format(std, name, sizeof name, NULL);
+        const char *why = std->order == ER_ORDER_ANY ? "any_order leaves the order free"
+                        : std->rounding != ER_RND_NEAREST ? "faithful rounding leaves each rounding free"
+                        : (std->inner == ER_SUB_ANY || std->outer == ER_SUB_ANY) ? "inner=any or outer=any leaves an order free"
+                        : (ref->op == ER_OP_MEAN && std->mean == 0) ? "mean=either leaves the division free (state mean=divide or mean=reciprocal)"
+                        : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
+        return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
+    }
+    if (ref->scaled)
+        return er__fail(ER_ERR_UNSUPPORTED, "emulate does not apply to a scaled matmul: the scaling's association is left free");
+    ER_RETURN_IF_ERROR(er__check_distinct(out));
+    int nt = er__num_threads(ref->n * (ref->K + 64)), made = 0;
+    er_dot_ctx cx[ER_MAX_THREADS];
+    void *ctxs[ER_MAX_THREADS] = {0};
+    er_status st = ER_OK;
+    for (int t = 0; t < nt && st == ER_OK; t++, made++) {
+        st = er__dot_ctx_init(&cx[t], ref, out, std);
+        if (st != ER_OK) break;
+        cx[t].dst = out; /* each element is written by one thread */
+        ctxs[t] = &cx[t];
+    }
+    int conv = er_operand_conv(std), outer = 0;
+    int64_t block = st == ER_OK && ref->op == ER_OP_MATMUL && cx[0].have_plan && !cx[0].mma_chain
+                        ? er__dot_order_tile_block(&cx[0].plan, ref->K, &outer) : 0;
+    if (st == ER_OK && block > 0) st = er__matmul_foreach_tile(ref, conv, block, outer, er_emulate_tile_cb, ctxs, nt);
+    else if (st == ER_OK) st = er__matmul_foreach_n(ref, conv, er_emulate_cb, ctxs, nt);
+    for (int t = 0; t < made; t++) er__dot_ctx_clear(&cx[t]);
+    return st;
+}
+
+/* The exact sum of a summary rounded to double and correctly rounded to O (its default overflow rule). */
+static void er_rounded_of_sum(const er_fmt_info *O, const er_dotsum *sm, double *e, double *rd) {
+    if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) *e = *rd = NAN;
+    else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
+        *e = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
+        *rd = er__round_double(O, *e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    } else {
+        *e = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        *rd = er__round_core(O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    }
+}
+
+/* er_ref_exact of element idx. */
+static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info *O, double *exact, double *rounded) {
+    double e, rd;
+    if (ref->op == ER_OP_MAX) {
+        int64_t offa, offb;
+        er__matmul_offsets(ref, idx, &offa, &offb);
+        const er_tensor *A = &ref->A;
+        e = er__load(A, offa);
+        for (int64_t k = 0; k < ref->K && !isnan(e); k++) {
+            double v = er__load(A, offa + k * A->strides[A->ndim - 1]);
+            if (isnan(v) || v > e) e = v;
+        }
+        rd = er__round_double(O, e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    } else if (ref->op == ER_OP_MEAN) {
+        mpfr_t x, q;
+        mpfr_init2(x, 2);
+        ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, x));
+        mpfr_init2(q, mpfr_get_prec(x) + 64);
+        int inex = ref->K ? mpfr_div_ui(q, x, (unsigned long)ref->K, MPFR_RNDZ) : (mpfr_set_nan(q), 0);
+        e = mpfr_get_d(q, MPFR_RNDN);
+        rd = er__round_mpfr_sticky(O, q, inex != 0, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        mpfr_clears(x, q, (mpfr_ptr)0);
+    } else if (ref->scaled) {
+        mpfr_t x;
+        mpfr_init2(x, 2);
+        er_status st = er__matmul_exact_mpfr(ref, idx, x);
+        if (st != ER_OK) { mpfr_clear(x); return st; }
+        mpfr_prec_round(x, mpfr_get_prec(x) + 50, MPFR_RNDN); /* exact: more bits */
+        mpfr_mul_d(x, x, ref->sa, MPFR_RNDN);                  /* exact: 24 more bits each */
+        mpfr_mul_d(x, x, ref->sb, MPFR_RNDN);
+        e = mpfr_get_d(x, MPFR_RNDN);
+        rd = er__round_mpfr(O, x, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+        mpfr_clear(x);
+    } else {
+        er_dotsum one;
+        const er_dotsum *sm = &one;
+        if (ref->sums) sm = &ref->sums[idx];
+        else ER_RETURN_IF_ERROR(er__matmul_elem_summary(ref, idx, &one)); /* a fast-path reference */
+        er_rounded_of_sum(O, sm, &e, &rd);
+    }
+    if (exact) *exact = e;
+    if (rounded) *rounded = rd;
+    return ER_OK;
+}
+
+/* er_ref_rounded: on the fast path every summary at once, as the reference keeps none; else element by element. */
+static er_status er_dot_rounded(const er_ref *ref, er_tensor *out) {
+    if (ref->fast && !ref->scaled) { /* a fast-path reference keeps no summaries: compute them all at once */
+        er_dotsum *sums;
+        ER_RETURN_IF_ERROR(er__matmul_all_sums(ref, &sums));
+        for (int64_t idx = 0; idx < ref->n; idx++) {
+            double e, v;
+            er_rounded_of_sum(er__fmt(out->format), &sums[idx], &e, &v);
+            er__store_value(out, idx, v, ER_OVERFLOW_DEFAULT);
+        }
+        free(sums);
+        return ER_OK;
+    }
+    for (int64_t idx = 0; idx < ref->n; idx++) {
+        double v;
+        ER_RETURN_IF_ERROR(er_dot_exact(ref, idx, er__fmt(out->format), NULL, &v));
+        er__store_value(out, idx, v, ER_OVERFLOW_DEFAULT);
+    }
+    return ER_OK;
+}
+
+/* er_ref_exact_mpfr of element idx: matmul and sum. */
+static er_status er_dot_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out) {
+    if (ref->op != ER_OP_MATMUL && ref->op != ER_OP_SUM)
+        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul and sum values (this is a %s)", er__op_name(ref));
+    ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, out));
+    if (ref->scaled && mpfr_number_p(out)) {
+        mpfr_prec_round(out, mpfr_get_prec(out) + 50, MPFR_RNDN); /* exact: more bits */
+        mpfr_mul_d(out, out, ref->sa, MPFR_RNDN);
+        mpfr_mul_d(out, out, ref->sb, MPFR_RNDN);
+    }
+    return ER_OK;
+}
+
+static const char *const er_dot_names[1] = {"out"};
+
+const er_op_module er__dot_module = {.name = "matmul", .nout = 1, .out_names = er_dot_names, .out_shape = er__out_shape_same,
+                                     .check = er__standard_applies, .covers = er_dot_covers, .emulate = er_dot_emulate,
+                                     .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr};

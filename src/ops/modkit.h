@@ -1,0 +1,21 @@
+/* modkit.h: what the op modules share (src/ops/modules.c): the output set through the output conversion, the
+ * options each op takes, the output shape of one-output ops. For modules only; the engine does not include it. */
+#ifndef ER_MODKIT_H
+#define ER_MODKIT_H
+
+#include "ops/module.h"
+#include "enclose/anyorder.h" /* er_cval */
+
+/* The output set from a compute-format set v through the output conversion (O, ov), with the exact result; with
+ * any = 1 (an any-order set) the correctly rounded exact result joins it. */
+ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact,
+                                double rounded);
+/* Whether the standard applies to the op: the options each op takes, in one place for every module. */
+ER_INTERNAL er_status er__standard_applies(const er_ref *ref, const er_standard *std);
+/* The output shape of an op with one output of the reference's shape. */
+ER_INTERNAL er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
+
+/* The modules of the table (er__module_of). */
+extern const er_op_module er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module;
+
+#endif
