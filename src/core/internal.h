@@ -121,6 +121,12 @@ static inline double er__add_up(double a, double b) { return er__next_up(a + b);
 static inline double er__mul_up(double a, double b) { return er__next_up(a * b); }
 
 /* ---- threads (src/core/threads.c) ---- */
+/* The memory cap (src/core/mem.c): ER_OK when `bytes` planned for `what` fit under EXACTREF_MAX_BYTES (by default
+ * half the machine's memory), else ER_ERR_NOMEM naming both (ER_ERR_INVALID for a malformed EXACTREF_MAX_BYTES). */
+ER_INTERNAL er_status er__mem_check(double bytes, const char *what);
+/* Whether `bytes` fit under the cap, without a message (for allocations with a fallback). */
+ER_INTERNAL int er__mem_fits(double bytes);
+
 #define ER_MAX_THREADS 64
 /* Threads for `work` products: EXACTREF_THREADS, else the online processors; fewer for small work. */
 ER_INTERNAL int er__num_threads(int64_t work);

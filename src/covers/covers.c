@@ -207,6 +207,7 @@ static er_status er_report_begin(er_report *r, const char *op, const char *suffi
     r->n = 1;
     for (int i = 0; i < ndim; i++) { r->shape[i] = shape[i]; r->n *= shape[i]; }
     r->ndim = ndim;
+    ER_RETURN_IF_ERROR(er__mem_check((double)r->n, "the report's classes"));
     r->classes = malloc((size_t)(r->n ? r->n : 1));
     if (!r->classes) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)r->n);
     snprintf(r->op, sizeof r->op, "%s%s", op, suffix);

@@ -656,8 +656,9 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
             st = er_run_ranges(cx, nt, ref->n, er_cached_range);
         } else if (std->compute == ER_TF32 && std->tf32 == ER_TF32_NEAREST) {
             /* either tie rule, one for the whole kernel: the sets under each conversion, joined (orders.md) */
-            er_cset *keep = malloc(sizeof *keep * (size_t)(ref->n ? ref->n : 1));
-            if (!keep) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld element sets", (long long)ref->n);
+            st = er__mem_check((double)sizeof(er_cset) * (double)ref->n, "tf32=nearest's sets of the first conversion");
+            er_cset *keep = st == ER_OK ? malloc(sizeof *keep * (size_t)(ref->n ? ref->n : 1)) : NULL;
+            if (!keep && st == ER_OK) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld element sets", (long long)ref->n);
             for (int pass = 1; pass <= 2 && st == ER_OK; pass++) {
                 for (int t = 0; t < nt; t++) { cx[t].keep = keep; cx[t].keep_pass = pass; }
                 st = er__matmul_foreach_n(ref, pass == 1 ? ER_TF32_RNE : ER_TF32_RNA, er_covers_cb, ctxs, nt);

@@ -235,6 +235,7 @@ double *er__fast_absprod(const er_ref *r) {
     const er_mm_plan *pl = &r->plan;
     if (!r->fast) return NULL;
     int64_t na = pl->a_batches * pl->M * pl->K, nb = pl->b_batches * pl->N * pl->K, MN = pl->M * pl->N;
+    if (!er__mem_fits(8.0 * ((double)na + (double)nb + (double)r->n))) return NULL; /* P from the floats instead */
     double *A = malloc(sizeof(double) * (size_t)(na ? na : 1)), *B = malloc(sizeof(double) * (size_t)(nb ? nb : 1));
     double *P = malloc(sizeof(double) * (size_t)(r->n ? r->n : 1));
     if (!A || !B || !P) { free(A); free(B); free(P); return NULL; }

@@ -63,6 +63,8 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
     int64_t n = ref->K, rows = n ? ref->n / n : 0;
     int nt = er__num_threads(ref->n * 256);
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    /* each thread's row: its values, sets and exact results, about 256 bytes per element at most */
+    ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)n * nt, "the rows' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_ln_ctx *lc = calloc((size_t)nt, sizeof *lc);
     double *w = ref->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL, *b = ref->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;

@@ -76,6 +76,7 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
     if (!er__mul_ok(batches, R, &total) || !er__mul_ok(total, K, &total) || total > (INT64_C(1) << 40))
         return er__fail(ER_ERR_NOMEM, "an operand of %lld x %lld x %lld elements is too large", (long long)batches,
                         (long long)R, (long long)K);
+    ER_RETURN_IF_ERROR(er__mem_check(9.0 * (double)total, "decoding an operand"));
     d->v = malloc((size_t)(total ? total : 1) * sizeof(double));
     d->special = calloc((size_t)(batches * R > 0 ? batches * R : 1), 1);
     if (!d->v || !d->special) {
@@ -379,6 +380,10 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
     int64_t n = pl.nbatch * pl.M * pl.N;
     if (n > (INT64_C(1) << 36))
         return er__fail(ER_ERR_NOMEM, "an output of %lld elements is too large for one reference", (long long)n);
+    /* the peak of a build: 32 bytes per output element (the summaries; the fast path's GEMM output and kept floats
+     * are less) and the operands decoded, 12 bytes per input element at most */
+    double inputs = (double)pl.a_batches * (double)pl.M * (double)pl.K + (double)pl.b_batches * (double)pl.K * (double)pl.N;
+    if (fast >= 0) ER_RETURN_IF_ERROR(er__mem_check(32.0 * (double)n + 12.0 * inputs, "the matmul reference"));
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n);
     r->op = ER_OP_MATMUL;

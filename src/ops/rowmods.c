@@ -113,6 +113,8 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
     int64_t rows = ref->K ? ref->n / ref->K : 0;
     int nt = row_par ? er__num_threads(ref->n * 256) : 1;
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    /* each thread's row: its values, sets and exact results, about 256 bytes per element at most */
+    ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)ref->K * nt, "the rows' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_row_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK};
