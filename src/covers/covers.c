@@ -287,6 +287,34 @@ static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, 
     return ER_OK;
 }
 
+/* A written view (w) or array (p, bytes) shares no memory with the reference's inputs nor with the view `out`. */
+static er_status er_check_written(const er_ref *ref, const er_tensor *w, const char *wname, const void *p, size_t bytes,
+                                  const er_tensor *out) {
+    const er_tensor *in[3];
+    const char *names[3];
+    int n = er__ref_inputs(ref, in, names);
+    for (int i = 0; i < n; i++) ER_RETURN_IF_ERROR(er__check_disjoint(w, wname, p, bytes, in[i], names[i]));
+    if (out) ER_RETURN_IF_ERROR(er__check_disjoint(w, wname, p, bytes, out, "the output"));
+    return ER_OK;
+}
+
+/* er_covers_sets' arrays: each apart from the inputs, the output and the other arrays. */
+static er_status er_check_set_arrays(const er_ref *ref, const er_tensor *out, double *const arrays[3], int64_t count) {
+    static const char *const names[3] = {"lo", "hi", "slack"};
+    size_t bytes = sizeof(double) * (size_t)count;
+    for (int k = 0; k < 3; k++) {
+        if (!arrays[k]) continue;
+        ER_RETURN_IF_ERROR(er_check_written(ref, NULL, names[k], arrays[k], bytes, out));
+        for (int j = 0; j < k; j++) {
+            if (!arrays[j]) continue;
+            uintptr_t a = (uintptr_t)arrays[k], b = (uintptr_t)arrays[j];
+            if (bytes && a < b + bytes && b < a + bytes)
+                return er__fail(ER_ERR_OUTPUT, "%s shares memory with %s: give each array memory of its own", names[k], names[j]);
+        }
+    }
+    return ER_OK;
+}
+
 /* covers through a module: its sets into per-share sinks, classified and merged in element order into one report
  * per checked output (reps[o] untouched where outs[o] is NULL). */
 static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, const er_tensor *const *outs,
@@ -298,6 +326,12 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         if (!outs[o]) continue;
         any = 1;
         ER_RETURN_IF_ERROR(er_check_module_args(m, ref, o, outs[o], std, &nd[o], sh[o]));
+        if (lo && lo[o]) {
+            int64_t count = 1;
+            for (int i = 0; i < nd[o]; i++) count *= sh[o][i];
+            double *const arrays[3] = {lo[o], hi[o], slack ? slack[o] : NULL};
+            ER_RETURN_IF_ERROR(er_check_set_arrays(ref, outs[o], arrays, count));
+        }
     }
     if (!any) {
         char names[96];
@@ -418,6 +452,7 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
     if (!m->emulate)
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; %s's elementary functions leave its "
                         "results free", er__op_name(ref));
+    ER_RETURN_IF_ERROR(er_check_written(ref, out, "the output", NULL, 0, NULL));
     return m->emulate(ref, out, std);
 }
 
@@ -443,6 +478,7 @@ er_status er_ref_rounded(er_tensor *out, const er_ref *ref) {
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
     ER_RETURN_IF_ERROR(er_check_out_shape(ref, out));
     ER_RETURN_IF_ERROR(er__check_distinct(out));
+    ER_RETURN_IF_ERROR(er_check_written(ref, out, "the output", NULL, 0, NULL));
     const er_op_module *m = er__module_of(ref);
     if (!m->exact)
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_rounded does not give %s values in this version", er__op_name(ref));

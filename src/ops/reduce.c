@@ -25,6 +25,18 @@ const char *er__op_name(const er_ref *r) {
 
 int64_t er__ref_numel(const er_ref *r) { return r->n; }
 
+int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names) {
+    int n = 0, mm = r->op == ER_OP_MATMUL && !r->b_is_one;
+    names[n] = mm ? "operand A" : "the input x";
+    views[n++] = &r->A;
+    if (mm || ((r->op == ER_OP_RMSNORM || r->op == ER_OP_LAYERNORM) && r->has_weight)) {
+        names[n] = mm ? "operand B" : "the weight";
+        views[n++] = &r->B;
+    }
+    if (r->op == ER_OP_LAYERNORM && r->has_bias) { names[n] = "the bias"; views[n++] = &r->C; }
+    return n;
+}
+
 er_status er__check_dim(const er_tensor *x, int *dim) {
     ER_CHECK_NULL(x, "x");
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));

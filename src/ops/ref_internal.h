@@ -117,6 +117,7 @@ ER_INTERNAL er_status er__check_dim(const er_tensor *x, int *dim);
 /* The op's name for reports ("matmul", "sum", ...). */
 ER_INTERNAL const char *er__op_name(const er_ref *r);
 ER_INTERNAL int64_t er__ref_numel(const er_ref *r);
+ER_INTERNAL int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names);
 
 /* The fast path: builds fs and fp when a BLAS is present, the operands allow it (at most 24 significant bits,
  * finite) and EXACTREF_FAST is not 0; otherwise leaves the reference as it is (r->fast = 0). */

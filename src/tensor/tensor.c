@@ -84,6 +84,29 @@ er_status er_tensor_get(double *out, const er_tensor *t, const int64_t *index) {
 
 size_t er_tensor_sizeof(void) { return sizeof(er_tensor); }
 
+void er__view_bytes(const er_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    int64_t mn = 0, mx = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) { *lo = *hi = (uintptr_t)t->data; return; }
+        int64_t reach = (t->shape[i] - 1) * t->strides[i]; /* checked not to overflow by er__tensor_check */
+        if (reach < 0) mn += reach; else mx += reach;
+    }
+    int64_t es = er__fmt(t->format)->bits / 8;
+    *lo = (uintptr_t)t->data + (uintptr_t)(mn * es);
+    *hi = (uintptr_t)t->data + (uintptr_t)((mx + 1) * es);
+}
+
+er_status er__check_disjoint(const er_tensor *w, const char *wname, const void *p, size_t bytes, const er_tensor *t,
+                             const char *tname) {
+    uintptr_t a0, a1, b0, b1;
+    if (w) er__view_bytes(w, &a0, &a1);
+    else { a0 = (uintptr_t)p; a1 = a0 + bytes; }
+    er__view_bytes(t, &b0, &b1);
+    if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+        return er__fail(ER_ERR_OUTPUT, "%s shares memory with %s, which the call reads: give it memory of its own", wname, tname);
+    return ER_OK;
+}
+
 er_status er__check_distinct(const er_tensor *out) {
     for (int i = 0; i < out->ndim; i++)
         if (out->strides[i] == 0 && out->shape[i] > 1)

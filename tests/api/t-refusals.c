@@ -1,8 +1,8 @@
 /* t-refusals.c: the bad-input table. One row per refusal the reference docs promise (docs/reference/errors.md):
  * a NULL for each pointer argument, wrong shapes, sizes and dims, format and standard mismatches, non-finite
- * scalars. Each row is checked for its status, its message, and that nothing was written: every output the
- * call could write starts as a sentinel and must still hold it, except a report, which must hold either its
- * sentinel or a record of the refusal. */
+ * scalars, outputs sharing memory with inputs. Each row is checked for its status, its message, and that nothing
+ * was written: the inputs hold what setup put there, and every output the call could write starts as a sentinel
+ * and must still hold it, except a report, which must hold either its sentinel or a record of the refusal. */
 #include "../common/er_test.h"
 #include "../common/er_refuse.h"
 
@@ -10,9 +10,9 @@
 
 /* The inputs, built once: A [3,4], B [4,3], a matmul and a softmax reference, an any_order standard. */
 static float a[12], b[12], w5[5];
-static er_tensor A, B, V1, W5, C8;
+static er_tensor A, B, V1, W5, C8, CoverA, CoverB; /* CoverA, CoverB: [3, 3] outputs over A's and B's memory */
 static er_ref *mm, *sm;
-static er_standard any, fixed;
+static er_standard any, fixed, seq; /* seq: fully fixed (sequential, fma=never) */
 static uint8_t c8[9];
 
 /* The outputs, reset to sentinels before each row. */
@@ -99,6 +99,10 @@ static void reset(void) {
     X(emulate_out_null, ER_ERR_NULL, "out is NULL", er_emulate(mm, NULL, &fixed))                                   \
     X(emulate_free_choices, ER_ERR_STANDARD, "", er_emulate(mm, &o.C, &any))                                        \
     X(emulate_shape, ER_ERR_OUTPUT, "shape", er_emulate(mm, &o.Cwide, &fixed))                                      \
+    X(emulate_out_aliases_a, ER_ERR_OUTPUT, "the output shares memory with operand A", er_emulate(mm, &CoverA, &seq))   \
+    X(rounded_out_aliases_b, ER_ERR_OUTPUT, "the output shares memory with operand B", er_ref_rounded(&CoverB, mm))     \
+    X(covers_sets_hi_aliases_lo, ER_ERR_OUTPUT, "hi shares memory with lo",                                            \
+      er_covers_sets(&o.rep, mm, &o.C, &any, o.lo, o.lo + 4, NULL))                                                   \
     X(exact_index_null, ER_ERR_NULL, "index is NULL", er_ref_exact(mm, NULL, ER_FP32, &o.d, &o.e))                  \
     X(exact_index_range, ER_ERR_INVALID, "index 5 is out of range [0, 3) in dimension 0",                          \
       er_ref_exact(mm, (int64_t[]){5, 0}, ER_FP32, &o.d, &o.e))                                                       \
@@ -145,10 +149,13 @@ static void setup(void) {
     er_tensor_view(&V1, ER_FP32, 1, (int64_t[]){4}, NULL, a);
     er_tensor_view(&W5, ER_FP32, 1, (int64_t[]){5}, NULL, w5);
     er_tensor_view(&C8, ER_FP8_E4M3FN, 2, (int64_t[]){3, 3}, NULL, c8);
+    er_tensor_view(&CoverA, ER_FP32, 2, (int64_t[]){3, 3}, NULL, a + 2);
+    er_tensor_view(&CoverB, ER_FP32, 2, (int64_t[]){3, 3}, NULL, b + 3);
     ck_assert_int_eq(er_matmul(&mm, &A, &B), ER_OK);
     ck_assert_int_eq(er_softmax(&sm, &A, -1), ER_OK);
     ck_assert_int_eq(er_standard_parse(&any, "any_order", NULL), ER_OK);
     ck_assert_int_eq(er_standard_parse(&fixed, "sequential", NULL), ER_OK);
+    ck_assert_int_eq(er_standard_parse(&seq, "sequential", "fma=never"), ER_OK);
     reset();
     sentinel = o;
 }
@@ -167,7 +174,10 @@ START_TEST(each_row) {
                   r->name, er_last_error());
     ck_assert_msg(strstr(er_last_error(), r->needle) != NULL, "%s: message '%s' does not mention '%s'", r->name,
                   er_last_error(), r->needle);
-    /* nothing written: every output still holds its sentinel (the report: its sentinel or the refusal) */
+    /* nothing written: the inputs hold what setup put there, every output still holds its sentinel (the report: its
+     * sentinel or the refusal) */
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(a[i] == (float)(i + 1) && b[i] == (float)(12 - i) / 4, "%s: an input was written", r->name);
     ck_assert_msg(o.ref == SENT_REF, "%s: *out was written", r->name);
     ck_assert_msg(memcmp(&o.view, &sentinel.view, sizeof o.view) == 0, "%s: the view was written", r->name);
     ck_assert_msg(memcmp(o.cbuf, sentinel.cbuf, sizeof o.cbuf) == 0, "%s: the output tensor was written", r->name);
