@@ -385,3 +385,32 @@ def test_sets_and_slack():
     narrow = er.layer_norm(x, 4096).covers((None, None, rstd), variance="two_pass")
     assert wide.rstd.widest()[1] > 100 * narrow.rstd.widest()[1]
     assert narrow.rstd.slack.min() >= 0
+
+
+def test_reference_outlives_its_inputs_names():
+    """A reference built from temporaries (no Python name left for the inputs) keeps them alive: after the
+    temporaries' names are gone, the garbage collector has run and new arrays have taken fresh memory, its checks
+    and exact values are those of a reference whose inputs are held by name."""
+    import gc
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((40, 24)).astype(np.float32)
+    B = rng.standard_normal((24, 32)).astype(np.float32)
+    x = rng.standard_normal((16, 48)).astype(np.float32)
+    w = rng.standard_normal(48).astype(np.float32)
+    held = {"mm": er.matmul(A, B), "sm": er.softmax(x), "rms": er.rmsnorm(x, w, eps=1e-5),
+            "ln": er.layer_norm(x, 48, weight=w, bias=w * 0.5, eps=1e-5)}
+    temp = {"mm": er.matmul(A.copy(), B.copy().T.copy().T), "sm": er.softmax(x.copy()),
+            "rms": er.rmsnorm(x.copy(), w.copy(), eps=1e-5),
+            "ln": er.layer_norm(x.copy(), 48, weight=w.copy(), bias=(w * 0.5).copy(), eps=1e-5)}
+    gc.collect()
+    clobber = [np.full(n, np.nan, np.float32) for n in (40 * 24, 24 * 32, 16 * 48, 48, 48) for _ in range(8)]
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    y = np.zeros_like(x)
+    outs = {"mm": (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32),
+            "sm": (e / e.sum(axis=1, keepdims=True)).astype(np.float32), "rms": y, "ln": (y, None, None)}
+    for k in ("mm", "sm", "rms", "ln"):
+        r_held, r_temp = held[k].covers(outs[k]), temp[k].covers(outs[k])
+        assert str(r_held) == str(r_temp)
+    assert held["mm"].covers(outs["mm"]).all() and held["sm"].covers(outs["sm"]).all()
+    assert np.array_equal(held["mm"].exact("float32"), temp["mm"].exact("float32"))
+    del clobber
