@@ -1,10 +1,12 @@
 # The two set-up commands for a fresh Debian machine:
 #   make demo   installs what is missing, builds, runs the main example
-#   make test   installs what is missing, builds (plus an ASan+UBSan build), runs every test (C suites, then
-#               the Python package's pytest suite against the fresh library)
+#   make test   installs what is missing, builds (plus ASan+UBSan and ThreadSanitizer builds), runs every test (C
+#               suites in the three builds, the fuzz smoke, then the Python package's pytest suite against the
+#               fresh library)
 BUILD ?= build
 SAN_BUILD ?= build-san
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := standard ops report
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -14,7 +16,7 @@ PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo san test test-fast bench clean fuzz-build fuzz-smoke fuzz
+.PHONY: all deps build demo san tsan test test-fast bench clean fuzz-build fuzz-smoke fuzz
 
 all: build
 
@@ -42,9 +44,17 @@ san: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEXACTREF_SANITIZE=ON -DEXACTREF_BUILD_BENCH=OFF -DEXACTREF_CUDA=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 
-test: build san fuzz-build
+# The C suites under ThreadSanitizer (every op on several threads: tests/api/t-threads.c). OpenBLAS runs single-
+# threaded there: its own threads are not instrumented, and their writes would read as races.
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEXACTREF_TSAN=ON -DEXACTREF_BUILD_BENCH=OFF \
+	  -DEXACTREF_BUILD_EXAMPLES=OFF -DEXACTREF_CUDA=OFF
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+
+test: build san tsan fuzz-build
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure
 	$(MAKE) --no-print-directory fuzz-smoke
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
 
@@ -85,4 +95,4 @@ bench: build
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so PYTHONPATH=bindings/python $(PYTHON) bench/bench_orders.py
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

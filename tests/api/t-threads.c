@@ -142,12 +142,97 @@ START_TEST(same_results_for_any_thread_count) {
 }
 END_TEST
 
+/* Every op's covers (with its sets), on problems large enough that each path runs on several threads: the same
+ * report, sets and slacks with 1 thread and with 4 (and, built with EXACTREF_TSAN, no data race: make tsan). */
+static void require_same_for_threads(const er_ref *r, const er_tensor *out, const char *order, const char *options, const char *what) {
+    er_standard st;
+    ck_assert_int_eq(er_standard_parse(&st, order, options), ER_OK);
+    int64_t n = 1;
+    for (int i = 0; i < out->ndim; i++) n *= out->shape[i];
+    double *s[2][3];
+    er_report rep[2];
+    for (int c = 0; c < 2; c++) {
+        setenv("EXACTREF_THREADS", c ? "4" : "1", 1);
+        for (int k = 0; k < 3; k++) s[c][k] = malloc(sizeof(double) * (size_t)n);
+        ER_REQUIRE(er_covers_sets(&rep[c], r, out, &st, s[c][0], s[c][1], s[c][2]) == ER_OK, "%s: %s", what, er_last_error());
+    }
+    unsetenv("EXACTREF_THREADS");
+    er_require_same_report(&rep[0], &rep[1], what);
+    for (int k = 0; k < 3; k++)
+        for (int64_t i = 0; i < n; i++)
+            ER_REQUIRE(s[0][k][i] == s[1][k][i] || (isnan(s[0][k][i]) && isnan(s[1][k][i])), "%s: set %d of element %lld differs", what, k,
+                       (long long)i);
+    for (int c = 0; c < 2; c++) {
+        er_report_clear(&rep[c]);
+        for (int k = 0; k < 3; k++) free(s[c][k]);
+    }
+}
+
+START_TEST(every_op_same_for_any_thread_count) {
+    enum { R = 64, L = 256, KK = 192, RR = 2048, LL = 64 };
+    static float x[R * L], w[L], bias[L], b[L * KK], out[R * L], outk[R * KK], xr[RR * LL], red[RR];
+    er_test_reseed(603);
+    for (int i = 0; i < R * L; i++) x[i] = (float)(er_rand_normal() * 3);
+    for (int i = 0; i < L; i++) w[i] = (float)er_rand_normal(), bias[i] = (float)er_rand_normal();
+    for (int i = 0; i < L * KK; i++) b[i] = (float)er_rand_normal();
+    for (int i = 0; i < RR * LL; i++) xr[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-8, 8)));
+    er_tensor tx, tw, tb, tB, to, tk, txr, tr;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, L}, NULL, x);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){L}, NULL, w);
+    er_tensor_view(&tb, ER_FP32, 1, (int64_t[]){L}, NULL, bias);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){L, KK}, NULL, b);
+    er_tensor_view(&to, ER_FP32, 2, (int64_t[]){R, L}, NULL, out);
+    er_tensor_view(&tk, ER_FP32, 2, (int64_t[]){R, KK}, NULL, outk);
+    er_tensor_view(&txr, ER_FP32, 2, (int64_t[]){RR, LL}, NULL, xr);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){RR}, NULL, red);
+    er_ref *r;
+    /* matmul: the outputs its exact values give, some moved; any order (the BLAS fast path where built, forced),
+     * a fixed order, tf32=nearest's two passes */
+    static const char *const fast[2] = {"0", "1"};
+    for (int f = 0; f < 2; f++) {
+        setenv("EXACTREF_FAST", fast[f], 1);
+        ck_assert_int_eq(er_matmul(&r, &tx, &tB), ER_OK);
+        unsetenv("EXACTREF_FAST");
+        ck_assert_int_eq(er_ref_rounded(&tk, r), ER_OK);
+        for (int i = 0; i < R * KK; i += 7) outk[i] = nextafterf(outk[i], INFINITY);
+        require_same_for_threads(r, &tk, "any_order", NULL, f ? "matmul any_order (fast path)" : "matmul any_order");
+        require_same_for_threads(r, &tk, "blocked:32", "fma=never", "matmul blocked:32");
+        require_same_for_threads(r, &tk, "any_order", "compute=tf32 tf32=nearest", "matmul tf32=nearest");
+        er_ref_free(r);
+    }
+    /* the reductions (2048 rows: several threads) */
+    for (int op = 0; op < 3; op++) {
+        er_status st = op == 0 ? er_sum(&r, &txr, 1) : op == 1 ? er_mean(&r, &txr, 1) : er_max(&r, &txr, 1);
+        ck_assert_int_eq(st, ER_OK);
+        ck_assert_int_eq(er_ref_rounded(&tr, r), ER_OK);
+        for (int i = 0; i < RR; i += 5) red[i] = nextafterf(red[i], -INFINITY);
+        require_same_for_threads(r, &tr, "any_order", NULL, op == 0 ? "sum" : op == 1 ? "mean" : "max");
+        er_ref_free(r);
+    }
+    /* the row ops, against an output of zeros (most elements fail: first failures, worst element) */
+    memset(out, 0, sizeof out);
+    ck_assert_int_eq(er_softmax(&r, &tx, 1), ER_OK);
+    require_same_for_threads(r, &to, "any_order", NULL, "softmax");
+    er_ref_free(r);
+    ck_assert_int_eq(er_log_softmax(&r, &tx, 1), ER_OK);
+    require_same_for_threads(r, &to, "any_order", NULL, "log_softmax");
+    er_ref_free(r);
+    ck_assert_int_eq(er_rmsnorm(&r, &tx, &tw, 1e-5), ER_OK);
+    require_same_for_threads(r, &to, "any_order", NULL, "rmsnorm");
+    er_ref_free(r);
+    ck_assert_int_eq(er_layernorm(&r, &tx, 1, &tw, &tb, 1e-5), ER_OK);
+    require_same_for_threads(r, &to, "any_order", NULL, "layernorm");
+    er_ref_free(r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     TCase *tc = tcase_create("threads");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, covers_from_many_threads);
     tcase_add_test(tc, same_results_for_any_thread_count);
+    tcase_add_test(tc, every_op_same_for_any_thread_count);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
