@@ -44,8 +44,9 @@ san: deps
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEXACTREF_SANITIZE=ON -DEXACTREF_BUILD_BENCH=OFF -DEXACTREF_CUDA=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 
-# The C suites under ThreadSanitizer (every op on several threads: tests/api/t-threads.c). OpenBLAS runs single-
-# threaded there: its own threads are not instrumented, and their writes would read as races.
+# The C suites under ThreadSanitizer (every op on several threads: tests/api/t-threads.c; t-format, exhaustive and
+# single-threaded, is left to the other builds). OpenBLAS runs single-threaded there: its own threads are not
+# instrumented, and their writes would read as races.
 tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEXACTREF_TSAN=ON -DEXACTREF_BUILD_BENCH=OFF \
 	  -DEXACTREF_BUILD_EXAMPLES=OFF -DEXACTREF_CUDA=OFF
@@ -54,7 +55,7 @@ tsan: deps
 test: build san tsan fuzz-build
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
-	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure
+	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^t-format$$'
 	$(MAKE) --no-print-directory fuzz-smoke
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
 

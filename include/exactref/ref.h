@@ -85,11 +85,23 @@ ER_API er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_
 /* er_covers, and each element's set: lo[i] and hi[i] (n doubles each, row-major over the output) get the least and
  * greatest finite values of the output format the set allows, NaN and NaN where it allows none (only infinities or
  * NaN); slack[i] (slack may be NULL) the distance from the output to the nearer of them in ulps of the output format
- * at the output, negative outside, NaN for a non-finite output or a set without finite values. A matmul reference on
- * the fast path is checked by the exact engine here (its decisions do not compute sets). ER_ERR_NULL for a NULL lo
- * or hi. */
+ * at the output, negative outside, NaN for a non-finite output or a set without finite values. ER_ERR_NULL for a NULL lo
+ * or hi; ER_ERR_OUTPUT where an array shares memory with an input, the output or another array. */
 ER_API er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo,
                                 double *hi, double *slack);
+/* The enclosure of a reference under a standard: each element's set for output `output` (0 for one-output ops; y,
+ * mean, rstd for layernorm) of format `format`, materialised without an output to check. lo[i] and hi[i] (n doubles
+ * each, row-major) get the least and greatest finite values the set allows (NaN and NaN where it allows none);
+ * flags[i] (n bytes) the special values: ER_ENCLOSURE_NAN (NaN allowed), ER_ENCLOSURE_NAN_ONLY (NaN required: every
+ * correct implementation gives NaN; lo, hi are then NaN), ER_ENCLOSURE_PINF, ER_ENCLOSURE_NINF (an infinity allowed).
+ * An output y passes er_covers exactly when it lies in [lo, hi] or is a special value its flags allow
+ * (docs/reference/classes.md). The arrays must not share memory with the inputs or each other (ER_ERR_OUTPUT). */
+#define ER_ENCLOSURE_NAN 1u
+#define ER_ENCLOSURE_NAN_ONLY 2u
+#define ER_ENCLOSURE_PINF 4u
+#define ER_ENCLOSURE_NINF 8u
+ER_API er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std, er_format format, double *lo, double *hi,
+                                  uint8_t *flags);
 /* er_covers_outputs with each output's sets: lo[i], hi[i] (both NULL: not wanted) and slack[i] (slack or its entries may be
  * NULL) sized as output i. */
 ER_API er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,

@@ -145,7 +145,19 @@ static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y)
     }
 }
 
+int er__sink_reads_output(const er_sink *sk) { return !sk->enclose; }
+
 void er__sink_put(er_sink *sk, int64_t idx, const er_cset *c) {
+    if (sk->enclose) { /* the set alone: its finite part and its special values */
+        int finite = c->lo <= c->hi && !c->nan_req;
+        sk->set_lo[idx] = finite ? c->lo : NAN;
+        sk->set_hi[idx] = finite ? c->hi : NAN;
+        if (sk->set_flags)
+            sk->set_flags[idx] = (uint8_t)((c->nan_ok || c->nan_req ? ER_ENCLOSURE_NAN : 0) | (c->nan_req ? ER_ENCLOSURE_NAN_ONLY : 0) |
+                                           (c->pinf_ok && !c->nan_req ? ER_ENCLOSURE_PINF : 0) |
+                                           (c->ninf_ok && !c->nan_req ? ER_ENCLOSURE_NINF : 0));
+        return;
+    }
     const er_tensor *out = sk->out;
     er_sink_record(sk, idx, c, er__load(out, sk->out_contig ? idx : er__offset(out, idx)));
 }
@@ -236,6 +248,7 @@ struct er_sinks {
     er_report *reps;                /* the check's reports, begun */
     double *const *lo, *const *hi, *const *slack;
     void *arg;                      /* er__covers_module's */
+    uint8_t *const *flags;          /* er_ref_enclosure's: set, the sets alone (no output read, nothing classified) */
     int nt;
     er_sink *sink;                  /* [nt][nout] */
     er_report *part;                /* [nt][nout]: each share's partial reports */
@@ -264,6 +277,10 @@ er_status er__sinks_open(er_sinks *sk, int nt) {
                 s->set_lo = sk->lo[o];
                 s->set_hi = sk->hi[o];
                 s->set_slack = sk->slack ? sk->slack[o] : NULL;
+            }
+            if (sk->flags) {
+                s->enclose = 1;
+                s->set_flags = sk->flags[o];
             }
             er_part_begin_sink(&sk->part[t * no + o], &sk->reps[o], s);
         }
@@ -318,7 +335,8 @@ static er_status er_check_set_arrays(const er_ref *ref, const er_tensor *out, do
 /* covers through a module: its sets into per-share sinks, classified and merged in element order into one report
  * per checked output (reps[o] untouched where outs[o] is NULL). */
 static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, const er_tensor *const *outs,
-                                  const er_standard *std, double *const *lo, double *const *hi, double *const *slack, void *arg) {
+                                  const er_standard *std, double *const *lo, double *const *hi, double *const *slack, void *arg,
+                                  uint8_t *const *flags) {
     int no = m->nout, nd[3];
     int64_t sh[3][ER_MAX_DIMS];
     int any = 0;
@@ -326,7 +344,7 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         if (!outs[o]) continue;
         any = 1;
         ER_RETURN_IF_ERROR(er_check_module_args(m, ref, o, outs[o], std, &nd[o], sh[o]));
-        if (lo && lo[o]) {
+        if (lo && lo[o] && !flags) {
             int64_t count = 1;
             for (int i = 0; i < nd[o]; i++) count *= sh[o][i];
             double *const arrays[3] = {lo[o], hi[o], slack ? slack[o] : NULL};
@@ -348,7 +366,7 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         if (o) snprintf(suffix, sizeof suffix, ".%s", m->out_names[o]);
         st = er_report_begin(&reps[o], er__op_name(ref), suffix, nd[o], sh[o], outs[o], std);
     }
-    er_sinks sk = {m, std, outs, reps, lo, hi, slack, arg, 0, NULL, NULL};
+    er_sinks sk = {m, std, outs, reps, lo, hi, slack, arg, flags, 0, NULL, NULL};
     if (st == ER_OK) st = m->covers(ref, std, &sk);
     for (int o = 0; o < no; o++) {
         double worst = -1;
@@ -381,7 +399,7 @@ static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const
     }
     ER_CHECK_NULL(std, "standard");
     er_report tmp[3];
-    ER_RETURN_IF_ERROR(er_module_covers(tmp, m, ref, outs, std, set_lo, set_hi, set_slack, NULL));
+    ER_RETURN_IF_ERROR(er_module_covers(tmp, m, ref, outs, std, set_lo, set_hi, set_slack, NULL, NULL));
     memcpy(reps, tmp, (size_t)nout * sizeof *tmp);
     return ER_OK;
 }
@@ -430,7 +448,7 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
     const er_tensor *outs[3] = {out, NULL, NULL};
     er_report reps[3];
     double *const los[3] = {set_lo, NULL, NULL}, *const his[3] = {set_hi, NULL, NULL}, *const sls[3] = {set_slack, NULL, NULL};
-    ER_RETURN_IF_ERROR(er_module_covers(reps, er__module_of(ref), ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL, sls, NULL));
+    ER_RETURN_IF_ERROR(er_module_covers(reps, er__module_of(ref), ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL, sls, NULL, NULL));
     *rep = reps[0];
     return ER_OK;
 }
@@ -440,8 +458,53 @@ er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref 
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
     const er_tensor *outs[3] = {out, NULL, NULL};
     er_report reps[3];
-    ER_RETURN_IF_ERROR(er_module_covers(reps, m, ref, outs, std, NULL, NULL, NULL, arg));
+    ER_RETURN_IF_ERROR(er_module_covers(reps, m, ref, outs, std, NULL, NULL, NULL, arg, NULL));
     *rep = reps[0];
+    return ER_OK;
+}
+
+er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std, er_format format, double *lo, double *hi,
+                           uint8_t *flags) {
+    er__ok();
+    ER_CHECK_NULL(ref, "ref");
+    ER_CHECK_NULL(std, "standard");
+    ER_CHECK_NULL(lo, "lo");
+    ER_CHECK_NULL(hi, "hi");
+    ER_CHECK_NULL(flags, "flags");
+    const er_op_module *m = er__module_of(ref);
+    if (output < 0 || output >= m->nout)
+        return er__fail(ER_ERR_INVALID, "output %d: %s has %d output%s", output, er__op_name(ref), m->nout, m->nout == 1 ? "" : "s");
+    if (!er__fmt(format)) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)format);
+    /* the output's shape (a view of no dimensions never fits, and the module names the shape it wants) */
+    er_tensor probe;
+    memset(&probe, 0, sizeof probe);
+    probe.format = format;
+    int nd = 0;
+    int64_t sh[ER_MAX_DIMS], count = 1;
+    (void)m->out_shape(ref, output, &probe, &nd, sh);
+    er__ok();
+    for (int i = 0; i < nd; i++) count *= sh[i];
+    /* a view of the output's shape and format, never read: the engine reads no output for an enclosure */
+    er_tensor view;
+    ER_RETURN_IF_ERROR(er_tensor_view(&view, format, nd, sh, NULL, lo));
+    double *const arrays[3] = {lo, hi, NULL};
+    ER_RETURN_IF_ERROR(er_check_set_arrays(ref, NULL, arrays, count));
+    ER_RETURN_IF_ERROR(er_check_written(ref, NULL, "flags", flags, (size_t)count, NULL));
+    uintptr_t f0 = (uintptr_t)flags, f1 = f0 + (size_t)count;
+    for (int k = 0; k < 2; k++) {
+        uintptr_t a0 = (uintptr_t)arrays[k], a1 = a0 + sizeof(double) * (size_t)count;
+        if (count && f0 < a1 && a0 < f1) return er__fail(ER_ERR_OUTPUT, "flags shares memory with %s: give each array memory of its own", k ? "hi" : "lo");
+    }
+    const er_tensor *outs[3] = {NULL, NULL, NULL};
+    outs[output] = &view;
+    double *los[3] = {NULL, NULL, NULL}, *his[3] = {NULL, NULL, NULL};
+    uint8_t *fls[3] = {NULL, NULL, NULL};
+    los[output] = lo;
+    his[output] = hi;
+    fls[output] = flags;
+    er_report reps[3];
+    ER_RETURN_IF_ERROR(er_module_covers(reps, m, ref, outs, std, los, his, NULL, NULL, fls));
+    er_report_clear(&reps[output]);
     return ER_OK;
 }
 

@@ -628,7 +628,12 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
         ctxs[t] = &cx[t];
     }
     if (st == ER_OK) {
-        if (cached && ref->fast) {
+        if (cached && ref->fast && !er__sink_reads_output(cx[0].sk)) {
+            /* an enclosure: no output to decide from, every element by the exact engine from the kept operands */
+            memset(er__sink_classes(cx[0].sk), ER_PENDING, (size_t)ref->n);
+            if (ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
+            else st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
+        } else if (cached && ref->fast) {
             /* pass 1: the fast decisions (counts, the widest set, the sets if wanted); pass 2: the rest exactly, in
              * contiguous ranges (a scaled matmul's rest through the exact engine's walk) */
             er_fast_job fj[ER_MAX_THREADS];

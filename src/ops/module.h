@@ -30,6 +30,8 @@ typedef struct er_sink {
     const er_fmt_info *O;           /* its format */
     er_overflow ov;                 /* the standard's overflow rule for it */
     /* the engine's */
+    int enclose;                    /* er_ref_enclosure: no output to read; the sets only */
+    uint8_t *set_flags;             /* er_ref_enclosure: each element's special values */
     int out_contig;
     er_report *rep;                 /* this share's partial report */
     double worst_dist;
@@ -39,6 +41,10 @@ typedef struct er_sink {
 /* Element idx's set (row-major index in the output); the engine reads the output there. The elements of one sink
  * come in increasing order. */
 ER_INTERNAL void er__sink_put(er_sink *s, int64_t idx, const er_cset *c);
+
+/* Whether the engine reads an output at the elements put: 0 for er_ref_enclosure, which wants the sets alone (a
+ * fast path that needs the output's values must not run then; every element goes through er__sink_put). */
+ER_INTERNAL int er__sink_reads_output(const er_sink *s);
 
 /* For a fast path, which decides elements' classes without computing each set: the share's classes array (the
  * output's elements, row-major), where it writes ER_CLASS_EXACT or ER_CLASS_COVERED for the elements it decides

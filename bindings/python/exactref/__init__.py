@@ -20,7 +20,7 @@ from ._arrays import DeviceView, View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["depth", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["Enclosure", "depth", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -171,6 +171,46 @@ class Result:
                                               ", ".join("%s %d" % kv for kv in self.counts.items() if kv[1]))
 
 
+class Enclosure:
+    """The set of every element of an output under a standard (Reference.enclosure): `lo` and `hi` (float64 arrays
+    of the output's shape: the least and greatest finite values allowed, NaN where none), `flags` (uint8: bit 1 NaN
+    allowed, 2 NaN required, 4 +inf allowed, 8 -inf allowed) and the output format `dtype`."""
+
+    NAN, NAN_ONLY, PINF, NINF = 1, 2, 4, 8
+
+    def __init__(self, lo, hi, flags, dtype):
+        self.lo, self.hi, self.flags, self.dtype = lo, hi, flags, dtype
+
+    @property
+    def nan_allowed(self):
+        return (self.flags & self.NAN) != 0
+
+    @property
+    def nan_required(self):
+        return (self.flags & self.NAN_ONLY) != 0
+
+    @property
+    def pinf_allowed(self):
+        return (self.flags & self.PINF) != 0
+
+    @property
+    def ninf_allowed(self):
+        return (self.flags & self.NINF) != 0
+
+    def contains(self, out):
+        """Boolean array: which elements of `out` (of the output's shape) the sets contain, which is which elements
+        covers() passes."""
+        y = to_numpy(out, "out").astype(np.float64).reshape(self.lo.shape)
+        with np.errstate(invalid="ignore"):
+            finite = (y >= self.lo) & (y <= self.hi) & ~self.nan_required
+        return np.where(np.isnan(y), self.nan_allowed,
+                        np.where(np.isposinf(y), self.pinf_allowed & ~self.nan_required,
+                                 np.where(np.isneginf(y), self.ninf_allowed & ~self.nan_required, finite)))
+
+    def __repr__(self):
+        return "<exactref.Enclosure %s of %s>" % (self.lo.shape, np.dtype(self.dtype).name)
+
+
 class Reference:
     """The exact reference of an op on given inputs (it keeps them alive: do not modify them while it is used)."""
 
@@ -228,6 +268,23 @@ class Reference:
             return Result(rep, shape, arr, found)
         finally:
             _lib.lib.er_report_clear(rep)
+
+    def _output_shape(self, output):
+        if output != 0:
+            raise ValueError("exactref: %s has one output; got output=%r" % (self.op, output))
+        return tuple(self.shape)
+
+    def enclosure(self, standard="any_order", dtype="float32", options=None, output=0, **kwargs):
+        """The set of every element of the output under a standard, for an output of `dtype`, without an output to
+        check (er_ref_enclosure): an Enclosure with lo, hi and flags arrays of the output's shape."""
+        std = _standard(standard, options, kwargs)
+        dt = numpy_dtype(dtype)
+        shape = self._output_shape(output)
+        index = output if isinstance(output, int) else self.OUTPUTS.index(output)
+        n = int(np.prod(shape, dtype=np.int64))
+        lo, hi, flags = np.empty(n), np.empty(n), np.empty(n, np.uint8)
+        check(_lib.lib.er_ref_enclosure(self._ptr, index, std, format_of(dt), lo.ctypes.data, hi.ctypes.data, flags.ctypes.data))
+        return Enclosure(lo.reshape(shape), hi.reshape(shape), flags.reshape(shape), dt)
 
     def exact(self, dtype="float32"):
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max)."""
@@ -415,6 +472,14 @@ class LayerNormReference(Reference):
 
     OUTPUTS = ("y", "mean", "rstd")
 
+    def _output_shape(self, output):
+        """y has x's shape; mean and rstd its leading dimensions ((1,) when every dimension is normalised)."""
+        index = output if isinstance(output, int) else self.OUTPUTS.index(output) if output in self.OUTPUTS else -1
+        if index not in (0, 1, 2):
+            raise ValueError("exactref: layernorm's outputs are %s (or 0, 1, 2); got %r" % (", ".join(self.OUTPUTS), output))
+        lead = tuple(self.shape[:len(self.shape) - self._nnorm])
+        return tuple(self.shape) if index == 0 else (lead or (1,))
+
     def covers(self, out, standard="any_order", options=None, **kwargs):
         """Classifies the outputs against their sets. `out` is y, or a tuple (y, mean, rstd) where any may be None
         (not checked); mean and rstd have x's leading shape (trailing size-1 dimensions allowed). Returns Results
@@ -483,4 +548,6 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         bufs.append(v.buf)
     ptr = ctypes.c_void_p()
     check(_lib.lib.er_layernorm(ctypes.byref(ptr), va.buf, k, bufs[0], bufs[1], float(eps)))
-    return LayerNormReference(ptr, tuple(keep), a.shape, "layernorm")
+    ref = LayerNormReference(ptr, tuple(keep), a.shape, "layernorm")
+    ref._nnorm = k
+    return ref

@@ -78,6 +78,8 @@ _sig = {
                                               ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
                                               ctypes.POINTER(ctypes.c_void_p)]),
     "er_ref_fast": (ctypes.c_int, [ctypes.c_void_p]),
+    "er_ref_enclosure": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.c_void_p, ctypes.c_void_p]),
     "er_format_precision": (ctypes.c_int, [ctypes.c_int]),
     "er_format_min_normal": (ctypes.c_double, [ctypes.c_int]),
     "er_format_min_subnormal": (ctypes.c_double, [ctypes.c_int]),

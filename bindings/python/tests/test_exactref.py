@@ -414,3 +414,32 @@ def test_reference_outlives_its_inputs_names():
     assert held["mm"].covers(outs["mm"]).all() and held["sm"].covers(outs["sm"]).all()
     assert np.array_equal(held["mm"].exact("float32"), temp["mm"].exact("float32"))
     del clobber
+
+
+def test_enclosure():
+    """Reference.enclosure: the sets covers() uses, without an output: an output passes exactly where the enclosure
+    contains it, and lo and hi are those of Result.lo and Result.hi; layernorm's outputs by name."""
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((20, 48)).astype(np.float16)
+    B = rng.standard_normal((48, 24)).astype(np.float16)
+    ref = er.matmul(A, B)
+    enc = ref.enclosure(standard="mma:sm90 outer=any", dtype="float16")
+    assert enc.lo.shape == (20, 24) and enc.flags.dtype == np.uint8
+    out = ref.exact("float16")
+    out[::3] = enc.hi[::3].astype(np.float16)
+    out[1::5] = np.nextafter(enc.hi[1::5].astype(np.float16), np.float16(np.inf))
+    out[0, 0] = np.nan
+    res = ref.covers(out, standard="mma:sm90 outer=any")
+    passes = np.isin(res.classes, [er.CLASSES.index(c) for c in ("exact", "covered", "overflow")])
+    assert np.array_equal(enc.contains(out), passes)
+    assert not passes.all() and passes.any()
+    assert np.array_equal(enc.lo, res.lo, equal_nan=True) and np.array_equal(enc.hi, res.hi, equal_nan=True)
+    x = (rng.standard_normal((5, 64)) * 3).astype(np.float32)
+    ln = er.layer_norm(x, 64)
+    for name, shape in (("y", (5, 64)), ("mean", (5,)), ("rstd", (5,))):
+        e = ln.enclosure(dtype="float32", output=name, variance="two_pass")
+        assert e.lo.shape == shape and np.all(e.lo <= e.hi)
+    with pytest.raises(ValueError):
+        ln.enclosure(output="var")
+    with pytest.raises(ValueError):
+        ref.enclosure(output=1)
