@@ -307,9 +307,9 @@ static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, 
 /* A written view (w) or array (p, bytes) shares no memory with the reference's inputs nor with the view `out`. */
 static er_status er_check_written(const er_ref *ref, const er_tensor *w, const char *wname, const void *p, size_t bytes,
                                   const er_tensor *out) {
-    const er_tensor *in[3];
-    const char *names[3];
-    int n = er__ref_inputs(ref, in, names);
+    const er_tensor *in[16];
+    const char *names[16];
+    int n = er__ref_inputs(ref, in, names, 16);
     for (int i = 0; i < n; i++) ER_RETURN_IF_ERROR(er__check_disjoint(w, wname, p, bytes, in[i], names[i]));
     if (out) ER_RETURN_IF_ERROR(er__check_disjoint(w, wname, p, bytes, out, "the output"));
     return ER_OK;

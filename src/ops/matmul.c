@@ -438,6 +438,8 @@ void er_ref_free(er_ref *r) {
     free(r->bt);
     free(r->an);
     free(r->bn);
+    free(r->stages);
+    free(r->views);
     free(r);
 }
 

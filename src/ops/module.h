@@ -106,7 +106,8 @@ ER_INTERNAL er_status er__covers_module(er_report *rep, const er_op_module *m, c
 ER_INTERNAL const char *er__op_name(const er_ref *r);
 ER_INTERNAL int64_t er__ref_numel(const er_ref *r);
 ER_INTERNAL er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx);
-/* The reference's input views (at most 3: x or A, then B or the weight, then the bias) and their names; their number. */
-ER_INTERNAL int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names);
+/* The reference's input views (x or A, then B or the weight, then the bias; a chain's base's, then its stages'), at
+ * most cap of them, and their names; their number. */
+ER_INTERNAL int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);
 
 #endif

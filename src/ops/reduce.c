@@ -19,13 +19,20 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_LOG_SOFTMAX: return "log_softmax";
     case ER_OP_RMSNORM: return "rmsnorm";
     case ER_OP_LAYERNORM: return "layernorm";
+    case ER_OP_CHAIN: return "chain";
     default: return "matmul";
     }
 }
 
 int64_t er__ref_numel(const er_ref *r) { return r->n; }
 
-int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names) {
+int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    if (r->op == ER_OP_CHAIN) {
+        int n = er__ref_inputs(r->base, views, names, cap);
+        for (int i = 0; i < r->nstages && n < cap; i++)
+            if (r->stages[i].t) { names[n] = "a stage's tensor"; views[n++] = r->stages[i].t; }
+        return n;
+    }
     int n = 0, mm = r->op == ER_OP_MATMUL && !r->b_is_one;
     names[n] = mm ? "operand A" : "the input x";
     views[n++] = &r->A;

@@ -6,7 +6,7 @@
 #include "exact/accum.h"
 
 typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7,
-               ER_OP_LAYERNORM = 8 } er_op;
+               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -42,6 +42,11 @@ struct er_ref {
     float *af, *bt;
     double *an, *bn;
     er_dot_env env;
+    /* a chain (src/ops/chainmod.c): the base reference and the stages, their views copied into views[] */
+    const er_ref *base;
+    er_stage *stages;
+    er_tensor *views;
+    int nstages;
 };
 
 /* The exponent range of an operand's nonzero finite values (as the exact engine's walk finds it). */
@@ -117,7 +122,7 @@ ER_INTERNAL er_status er__check_dim(const er_tensor *x, int *dim);
 /* The op's name for reports ("matmul", "sum", ...). */
 ER_INTERNAL const char *er__op_name(const er_ref *r);
 ER_INTERNAL int64_t er__ref_numel(const er_ref *r);
-ER_INTERNAL int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names);
+ER_INTERNAL int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);
 
 /* The fast path: builds fs and fp when a BLAS is present, the operands allow it (at most 24 significant bits,
  * finite) and EXACTREF_FAST is not 0; otherwise leaves the reference as it is (r->fast = 0). */

@@ -20,7 +20,7 @@ from ._arrays import DeviceView, View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["Enclosure", "depth", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["ChainReference", "Enclosure", "depth", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -286,6 +286,26 @@ class Reference:
         check(_lib.lib.er_ref_enclosure(self._ptr, index, std, format_of(dt), lo.ctypes.data, hi.ctypes.data, flags.ctypes.data))
         return Enclosure(lo.reshape(shape), hi.reshape(shape), flags.reshape(shape), dt)
 
+    # ---- chains: elementwise stages after the op, as a fused kernel evaluates them (docs/algorithms/chains.md) ----
+
+    def add(self, other):
+        """This result plus `other` (a number, or an array broadcasting to the result's shape), each addition rounded
+        once in the compute format of the standard given at covers(): a chain."""
+        return ChainReference._extend(self, ("add", other))
+
+    def mul(self, other):
+        """This result times `other` (a number or a broadcasting array), each product rounded once in the compute
+        format: a chain."""
+        return ChainReference._extend(self, ("mul", other))
+
+    def relu(self):
+        """max(x, 0), exact (a NaN may stay NaN or become 0, as max instructions do): a chain."""
+        return ChainReference._extend(self, ("relu", None))
+
+    def cast(self, dtype):
+        """A storage rounding: the value rounded to nearest even into `dtype` (as the kernel stores it): a chain."""
+        return ChainReference._extend(self, ("cast", numpy_dtype(dtype)))
+
     def exact(self, dtype="float32"):
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max)."""
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
@@ -465,6 +485,58 @@ class Results:
         return "<exactref.Results %s: %s>" % ("pass" if self.all() else "FAIL",
                                                ", ".join("%s %s" % (k, "pass" if r.all() else "FAIL")
                                                          for k, r in self.results.items()))
+
+
+class _Stage(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("t", ctypes.c_void_p), ("scalar", ctypes.c_double), ("format", ctypes.c_int)]
+
+
+class ChainReference(Reference):
+    """A reduction (matmul, scaled_matmul or sum) followed by elementwise stages (er_chain): built by add, mul, relu
+    and cast on a reference; covers() takes the standard of the reduction, and the stages compute in its compute
+    format (float32 by default)."""
+
+    _KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4}
+
+    @classmethod
+    def _extend(cls, ref, stage):
+        base, stages = (ref._base, ref._stages) if isinstance(ref, ChainReference) else (ref, ())
+        return cls(base, stages + (stage,))
+
+    def __init__(self, base, stages):
+        c_shape = base._c_shape()
+        arr = (_Stage * (len(stages) or 1))()
+        keep = [base]
+        for i, (kind, arg) in enumerate(stages):
+            arr[i].kind = self._KINDS[kind]
+            if kind == "cast":
+                arr[i].format = format_of(arg)
+            elif kind in ("add", "mul"):
+                if isinstance(arg, bool) or not isinstance(arg, (int, float, np.ndarray, np.generic)) and \
+                        not type(arg).__module__.startswith("torch"):
+                    raise TypeError("exactref: %s takes a number or an array, not %s" % (kind, type(arg).__name__))
+                if isinstance(arg, (int, float, np.generic)):
+                    arr[i].scalar = float(arg)
+                else:
+                    a = to_numpy(arg, "the %s operand" % kind)
+                    try:
+                        b = np.broadcast_to(a, base.shape).reshape(c_shape)
+                    except ValueError:
+                        raise ValueError("exactref: the %s operand of shape %s does not broadcast to the result's shape %s"
+                                         % (kind, a.shape, tuple(base.shape))) from None
+                    v = View(b, "the %s operand" % kind)
+                    keep += [v, arg]
+                    arr[i].t = ctypes.addressof(v.buf)
+        ptr = ctypes.c_void_p()
+        check(_lib.lib.er_chain(ctypes.byref(ptr), base._ptr, arr, len(stages)))
+        super().__init__(ptr, tuple(keep), base.shape, "chain")
+        self._base, self._stages = base, tuple(stages)
+
+    def exact(self, dtype="float32"):
+        raise NotImplementedError("exactref: a chain gives no exact output in this version (covers reports its exact values)")
+
+    def emulate(self, standard, dtype="float32", options=None, **kwargs):
+        raise NotImplementedError("exactref: a chain is not emulated in this version")
 
 
 class LayerNormReference(Reference):

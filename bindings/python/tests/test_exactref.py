@@ -443,3 +443,30 @@ def test_enclosure():
         ln.enclosure(output="var")
     with pytest.raises(ValueError):
         ref.enclosure(output=1)
+
+
+def test_chains():
+    """GEMM epilogues as chains: the fused kernel's order (fp32 accumulator, bias and relu in fp32, one fp16 store)
+    and the unfused one (every stage stored in fp16) are covered; the bias added twice is caught; the stages check
+    their operands."""
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((48, 64)).astype(np.float16)
+    B = rng.standard_normal((64, 40)).astype(np.float16)
+    bias = (rng.standard_normal(40) * 2).astype(np.float16)
+    acc = A.astype(np.float32) @ B.astype(np.float32)          # exact products, fp32 sums in the BLAS's order
+    fused = np.maximum(acc + bias.astype(np.float32), np.float32(0)).astype(np.float16)
+    ref = er.matmul(A, B).add(bias).relu().cast("float16")
+    ref.covers(fused, standard="any_order").assert_all()
+    h = acc.astype(np.float16)
+    unfused = np.maximum((h.astype(np.float32) + bias.astype(np.float32)).astype(np.float16), np.float16(0))
+    er.matmul(A, B).cast("float16").add(bias).cast("float16").relu().cast("float16").covers(unfused).assert_all()
+    twice = np.maximum(acc + 2 * bias.astype(np.float32), np.float32(0)).astype(np.float16)
+    assert not ref.covers(twice, standard="any_order").all()
+    scaled = er.matmul(A, B).mul(0.5).add(1.25)
+    scaled.covers(((acc * np.float32(0.5)) + np.float32(1.25))).assert_all()
+    with pytest.raises(ValueError):
+        er.matmul(A, B).add(np.ones(7, np.float32))
+    with pytest.raises(TypeError):
+        er.matmul(A, B).add("1")
+    with pytest.raises(er.ExactrefError):
+        er.softmax(acc).relu()

@@ -1,0 +1,238 @@
+/* t-chain.c: chains (docs/algorithms/chains.md). Implementations in the kernel's own arithmetic (a GEMM adding its
+ * exact fp16 products in fp32 in a random order, then the epilogue in fp32 with each stage rounded, casts rounding
+ * to nearest even) are never outside the chain's set, fused (scale and bias, with or without a fused multiply-add,
+ * relu, cast) or unfused as torch runs it (every
+ * stage stored in fp16); planted bugs (the bias added twice, relu left out, the scale applied twice) are caught; a
+ * NaN operand makes NaN required; bad chains are refused. */
+#include "../common/er_test.h"
+
+enum { M = 12, K = 96, N = 10 };
+static uint16_t A[M * K], B[K * N], BIAS[N];
+static float biasf[N];
+static double a[M * K], b[K * N];
+
+/* The reduction as a kernel does it: the exact products (fp16 x fp16 is exact in fp32) added in fp32 in a random
+ * order. */
+static float gemm_elem(int i, int j) {
+    int perm[K];
+    for (int k = 0; k < K; k++) perm[k] = k;
+    for (int k = K - 1; k > 0; k--) { int r = (int)er_rand_int(0, k), t = perm[k]; perm[k] = perm[r]; perm[r] = t; }
+    float s = 0;
+    for (int k = 0; k < K; k++) s += (float)(a[i * K + perm[k]] * b[perm[k] * N + j]);
+    return s;
+}
+
+static float to_half(float x) { double r; er_round_double(&r, ER_FP16, x, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return (float)r; }
+
+static void build(int tr) {
+    for (int i = 0; i < M * K; i++) { er_round_double(&a[i], ER_FP16, er_rand_normal() * (tr % 3 ? 1 : 64), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); er_store(A, ER_FP16, i, a[i]); }
+    for (int i = 0; i < K * N; i++) { er_round_double(&b[i], ER_FP16, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); er_store(B, ER_FP16, i, b[i]); }
+    for (int j = 0; j < N; j++) {
+        double v;
+        er_round_double(&v, ER_FP16, er_rand_normal() * 4, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        er_store(BIAS, ER_FP16, j, v);
+        biasf[j] = (float)v;
+    }
+}
+
+/* covers of a chain over matmul(A, B) with `out` (fp16 [M, N]): the report. */
+static void chain_covers(er_report *rep, const er_stage *st, int ns, const uint16_t *out, const char *order, const char *opts) {
+    er_tensor tA, tB, tO;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tO, ER_FP16, 2, (int64_t[]){M, N}, NULL, out);
+    er_ref *mm, *ch;
+    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+    ER_REQUIRE(er_chain(&ch, mm, st, ns) == ER_OK, "%s", er_last_error());
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, order, opts), ER_OK);
+    ER_REQUIRE(er_covers(rep, ch, &tO, &std) == ER_OK, "%s", er_last_error());
+    er_ref_free(ch);
+    er_ref_free(mm);
+}
+
+START_TEST(correct_implementations_are_covered) {
+    er_test_reseed(1600);
+    er_tensor tBias;
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS); /* broadcast over the rows */
+    static uint16_t out[M * N];
+    int64_t exact = 0;
+    for (int tr = 0; tr < (int)(40 * er_test_multiplier()); tr++) {
+        build(tr);
+        float alpha = tr % 2 ? 0.3f : (float)(tr % 4 == 0 ? 0.125 : 1.0); /* 0.3: a scale whose product rounds */
+        /* fused: y = half(relu(alpha acc + bias)), each fp32 operation rounded once, or alpha acc + bias in one */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                /* the scale and the bias as two roundings, or contracted into one fused multiply-add */
+                float acc = gemm_elem(i, j), y = tr % 2 ? fmaf(alpha, acc, biasf[j]) : alpha * acc + biasf[j];
+                y = y > 0 ? y : 0;
+                er_store(out, ER_FP16, i * N + j, to_half(y));
+            }
+        er_stage fused[4] = {{ER_STAGE_MUL, NULL, alpha, 0}, {ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0},
+                             {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_report rep;
+        chain_covers(&rep, fused, 4, out, "any_order", NULL);
+        ER_REQUIRE_PASS(&rep, "trial %d: fused mul, bias, relu, cast", tr);
+        exact += rep.counts[ER_CLASS_EXACT];
+        er_report_clear(&rep);
+        /* unfused, as torch runs it: matmul stored in fp16, then bias added in fp32 and stored, then relu */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float h = to_half(gemm_elem(i, j));
+                float y = to_half(h + biasf[j]);
+                er_store(out, ER_FP16, i * N + j, y > 0 ? y : 0);
+            }
+        er_stage unfused[5] = {{ER_STAGE_CAST, NULL, 0, ER_FP16}, {ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16},
+                               {ER_STAGE_RELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        chain_covers(&rep, unfused, 5, out, "any_order", NULL);
+        ER_REQUIRE_PASS(&rep, "trial %d: unfused cast, bias, cast, relu", tr);
+        er_report_clear(&rep);
+    }
+    ck_assert_int_gt(exact, 0);
+}
+END_TEST
+
+/* The base's freedom pushed to its ends: accumulators at the ends of the matmul's set, then the scale and the bias
+ * in one fused multiply-add or two roundings, output in fp32 (no cast to hide an ulp). */
+START_TEST(extreme_accumulators_fused_or_not) {
+    er_test_reseed(1603);
+    er_tensor tBias, tA, tB, tO;
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    static float out[M * N];
+    static double lo[M * N], hi[M * N];
+    static uint8_t fl[M * N];
+    er_tensor_view(&tO, ER_FP32, 2, (int64_t[]){M, N}, NULL, out);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    for (int tr = 0; tr < (int)(30 * er_test_multiplier()); tr++) {
+        build(tr);
+        float alpha = (float)(0.1 + er_rand_unit()) * (tr % 2 ? 1.0f : -1.0f);
+        er_ref *mm, *ch;
+        ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+        ck_assert_int_eq(er_ref_enclosure(mm, 0, &std, ER_FP32, lo, hi, fl), ER_OK);
+        er_stage st[2] = {{ER_STAGE_MUL, NULL, alpha, 0}, {ER_STAGE_ADD, &tBias, 0, 0}};
+        ck_assert_int_eq(er_chain(&ch, mm, st, 2), ER_OK);
+        for (int v = 0; v < 4; v++) {
+            for (int i = 0; i < M * N; i++) {
+                float acc = (float)(v % 2 ? hi[i] : lo[i]);
+                out[i] = v < 2 ? fmaf(alpha, acc, biasf[i % N]) : alpha * acc + biasf[i % N];
+            }
+            er_report rep;
+            ck_assert_int_eq(er_covers(&rep, ch, &tO, &std), ER_OK);
+            ER_REQUIRE_PASS(&rep, "trial %d, %s, the %s end", tr, v < 2 ? "fused" : "two roundings", v % 2 ? "upper" : "lower");
+            er_report_clear(&rep);
+        }
+        er_ref_free(ch);
+        er_ref_free(mm);
+    }
+}
+END_TEST
+
+START_TEST(planted_bugs_are_caught) {
+    er_test_reseed(1601);
+    er_tensor tBias;
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
+    static uint16_t out[M * N];
+    int caught[3] = {0, 0, 0}, trials = (int)(10 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        build(tr);
+        er_stage st[3] = {{ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        for (int bug = 0; bug < 3; bug++) {
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    float acc = gemm_elem(i, j), y;
+                    if (bug == 0) y = (acc + biasf[j]) + biasf[j];   /* the bias added twice */
+                    else if (bug == 1) y = acc + biasf[j];           /* relu left out */
+                    else y = 2.0f * acc + biasf[j];                  /* a scale applied twice (alpha = 2 applied, chain has none) */
+                    if (bug != 1) y = y > 0 ? y : 0;
+                    er_store(out, ER_FP16, i * N + j, to_half(y));
+                }
+            er_report rep;
+            chain_covers(&rep, st, 3, out, "any_order", NULL);
+            caught[bug] += !er_report_all(&rep);
+            er_report_clear(&rep);
+        }
+    }
+    for (int bug = 0; bug < 3; bug++) ck_assert_msg(caught[bug] == trials, "bug %d caught in %d of %d", bug, caught[bug], trials);
+}
+END_TEST
+
+/* A NaN in the bias: NaN required there (a finite output fails); relu after it allows NaN or 0. */
+START_TEST(nan_operand) {
+    er_test_reseed(1602);
+    build(1);
+    uint64_t nan_bits;
+    er_encode(&nan_bits, ER_FP16, NAN, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    BIAS[3] = (uint16_t)nan_bits;
+    er_tensor tBias;
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
+    static uint16_t out[M * N];
+    for (int i = 0; i < M * N; i++) er_store(out, ER_FP16, i, i % N == 3 ? NAN : 0.0);
+    er_stage st[1] = {{ER_STAGE_ADD, &tBias, 0, 0}};
+    er_report rep;
+    chain_covers(&rep, st, 1, out, "any_order", NULL);
+    for (int i = 0; i < M; i++) ck_assert(er_class_passes((er_class)rep.classes[i * N + 3]));
+    er_report_clear(&rep);
+    for (int i = 0; i < M; i++) er_store(out, ER_FP16, i * N + 3, 1.0);
+    chain_covers(&rep, st, 1, out, "any_order", NULL);
+    for (int i = 0; i < M; i++) ck_assert_int_eq(rep.classes[i * N + 3], ER_CLASS_NAN_MISSING);
+    er_report_clear(&rep);
+    er_stage st2[2] = {{ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0}};
+    for (int i = 0; i < M; i++) er_store(out, ER_FP16, i * N + 3, i % 2 ? NAN : 0.0);
+    chain_covers(&rep, st2, 2, out, "any_order", NULL);
+    for (int i = 0; i < M; i++) ck_assert(er_class_passes((er_class)rep.classes[i * N + 3]));
+    er_report_clear(&rep);
+}
+END_TEST
+
+START_TEST(bad_chains_are_refused) {
+    float x[12] = {0};
+    er_tensor tx, tw;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){3, 4}, NULL, x);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){4}, NULL, x);
+    er_ref *sm, *mm, *ch = (er_ref *)(uintptr_t)0x5EAD;
+    ck_assert_int_eq(er_softmax(&sm, &tx, 1), ER_OK);
+    er_stage relu = {ER_STAGE_RELU, NULL, 0, 0};
+    ck_assert_int_eq(er_chain(&ch, sm, &relu, 1), ER_ERR_UNSUPPORTED);
+    ck_assert_ptr_eq(ch, (er_ref *)(uintptr_t)0x5EAD);
+    er_tensor tA, tB;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){3, 4}, NULL, x);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){4, 3}, NULL, x);
+    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+    er_stage add = {ER_STAGE_ADD, &tw, 0, 0};
+    ck_assert_int_eq(er_chain(&ch, mm, &add, 1), ER_ERR_SHAPE);
+    er_stage addnan = {ER_STAGE_ADD, NULL, NAN, 0};
+    ck_assert_int_eq(er_chain(&ch, mm, &addnan, 1), ER_ERR_INVALID);
+    er_stage many[13];
+    for (int i = 0; i < 13; i++) many[i] = relu;
+    ck_assert_int_eq(er_chain(&ch, mm, many, 13), ER_ERR_INVALID);
+    er_stage wide = {ER_STAGE_CAST, NULL, 0, ER_FP64};
+    ck_assert_int_eq(er_chain(&ch, mm, &wide, 1), ER_OK);
+    float o[9];
+    er_tensor to;
+    er_tensor_view(&to, ER_FP32, 2, (int64_t[]){3, 3}, NULL, o);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    er_report rep;
+    ck_assert_int_eq(er_covers(&rep, ch, &to, &std), ER_ERR_STANDARD);
+    ck_assert_msg(strstr(er_last_error(), "casts to fp64, wider than the compute format fp32"), "%s", er_last_error());
+    er_ref_free(ch);
+    er_ref_free(mm);
+    er_ref_free(sm);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("chain");
+    TCase *tc = tcase_create("chain");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, correct_implementations_are_covered);
+    tcase_add_test(tc, extreme_accumulators_fused_or_not);
+    tcase_add_test(tc, planted_bugs_are_caught);
+    tcase_add_test(tc, nan_operand);
+    tcase_add_test(tc, bad_chains_are_refused);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
