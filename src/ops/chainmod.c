@@ -1,8 +1,8 @@
 /* chainmod.c: the op module of chains (src/ops/module.h; docs/algorithms/chains.md): a reduction followed by
  * elementwise stages. The base's enclosure in the compute format, each stage's image of the set before it (every
  * stage is monotone in its input, so an interval's image lies between its ends' images; the special values are
- * followed separately), the output conversion; the exact result in MPFR, each stage exact (a cast is a storage
- * rounding of the kernel, not part of the real function). */
+ * followed separately), the output conversion; the exact result through the stages in MPFR, each stage exact (a
+ * cast is a storage rounding of the kernel, not part of the real function). */
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
 #include <stdlib.h>
@@ -212,11 +212,9 @@ static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, con
     er_cval_join(v, &fused);
 }
 
-/* The exact result of element idx through the stages (casts are the kernel's storage roundings, not part of it). */
-static er_status er_chain_exact(const er_ref *ref, int64_t idx, mpfr_t x) {
-    int64_t index[ER_MAX_DIMS], rem = idx;
-    for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
-    ER_RETURN_IF_ERROR(er_ref_exact_mpfr(x, ref->base, index));
+/* The stages applied exactly to x (element idx): add and mul at enough bits, relu; a cast is the kernel's storage
+ * rounding, not part of the real function. */
+static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
     for (int i = 0; i < ref->nstages; i++) {
         const er_stage *s = &ref->stages[i];
         if (s->kind == ER_STAGE_RELU) {
@@ -229,6 +227,32 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, mpfr_t x) {
             else mpfr_mul_d(x, x, b, MPFR_RNDN);
         }
     }
+}
+
+/* The exact result of element idx, to double (*exact) and correctly rounded to the output (*rounded). The chain is
+ * monotone in the base's exact result S, and S lies within a double's ulp of e = RN64(S): where the chain's values
+ * at e's two neighbours round alike, that is the rounding; else S itself, summed in MPFR. */
+static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact, double *rounded) {
+    int64_t index[ER_MAX_DIMS], rem = idx;
+    for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+    double e;
+    ER_RETURN_IF_ERROR(er_ref_exact(ref->base, index, ER_FP64, &e, NULL));
+    if (isfinite(e)) {
+        double r[3];
+        for (int k = 0; k < 3; k++) {
+            mpfr_set_prec(x, 64);
+            mpfr_set_d(x, k == 0 ? nextafter(e, -INFINITY) : k == 1 ? nextafter(e, INFINITY) : e, MPFR_RNDN); /* exact */
+            er_chain_stages_mpfr(ref, idx, x);
+            r[k] = er__round_mpfr(sk->O, x, ER_ROUND_NEAREST, sk->ov);
+            if (k == 2) *exact = mpfr_get_d(x, MPFR_RNDN);
+        }
+        if (r[0] == r[1] || (isnan(r[0]) && isnan(r[1]))) { *rounded = r[0]; return ER_OK; }
+    }
+    mpfr_set_prec(x, 64);
+    ER_RETURN_IF_ERROR(er_ref_exact_mpfr(x, ref->base, index));
+    er_chain_stages_mpfr(ref, idx, x);
+    *exact = mpfr_get_d(x, MPFR_RNDN);
+    *rounded = er__round_mpfr(sk->O, x, ER_ROUND_NEAREST, sk->ov);
     return ER_OK;
 }
 
@@ -263,9 +287,9 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
             }
             er_stage_apply(&v, s, E, idx);
         }
-        st = er_chain_exact(ref, idx, x);
+        double exact = NAN, rounded = NAN;
+        st = er_chain_exact(ref, idx, sk, x, &exact, &rounded);
         if (st != ER_OK) break;
-        double exact = mpfr_get_d(x, MPFR_RNDN), rounded = er__round_mpfr(sk->O, x, ER_ROUND_NEAREST, sk->ov);
         er_cset c;
         er__cset_build(&c, sk->O, sk->ov, 1, &v, exact, rounded);
         er__sink_put(sk, idx, &c);

@@ -470,3 +470,35 @@ def test_chains():
         er.matmul(A, B).add("1")
     with pytest.raises(er.ExactrefError):
         er.softmax(acc).relu()
+
+
+def test_chain_captures():
+    """H200 captures (tools/capture/capture_chains.py: Triton GEMMs with the epilogue fused, torch unfused and addmm,
+    fp16 and bf16, K = 256, 1000, 2051): every correct kernel covered, every planted bug caught. torch.addmm in
+    bf16 at K = 2051 rounds partial results to bf16 inside cuBLAS (82% of its outputs equal RN(RN_bf16(S) + bias)),
+    which the fp32-accumulator chain does not allow; it is checked with bf16 accumulation (docs/hardware/toolchains.md)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "chains.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "chains.txt")).read().split("\n")[1:]
+
+    def arr(key, dt):
+        return z[key].view(ml_dtypes.bfloat16) if dt == "bfloat16" else z[key]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, kind, dt, M, N, K, alpha, gid = ln.split()
+        A, B, bias, y = (arr(gid + "__in__A", dt), arr(gid + "__in__B", dt), arr(gid + "__in__bias", dt),
+                         arr(cid + "__out__y", dt))
+        mm = er.matmul(A, B)
+        opts = {}
+        if kind.startswith("triton"):
+            ch = (mm.mul(float(alpha)) if float(alpha) != 1.0 else mm).add(bias).relu().cast(dt)
+        elif kind == "torch_unfused":
+            ch = mm.cast(dt).add(bias).cast(dt).relu().cast(dt)
+        else:
+            ch = mm.add(bias).cast(dt)
+            if dt == "bfloat16" and K == "2051":
+                opts = {"compute": "bfloat16"}
+        res = ch.covers(y, standard="mma:sm90 outer=any" if not opts else "any_order", **opts)
+        assert res.all() != ("bug" in kind), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res.report)
+        seen += 1
+    assert seen == 36
