@@ -475,7 +475,8 @@ def test_chains():
 def test_chain_captures():
     """H200 captures (tools/capture/capture_chains.py: Triton GEMMs with the epilogue fused, torch unfused and addmm,
     fp16 and bf16, K = 256, 1000, 2051): every correct kernel covered, every planted bug caught. torch.addmm in
-    bf16 at K = 2051 rounds partial results to bf16 inside cuBLAS (82% of its outputs equal RN(RN_bf16(S) + bias)),
+    bf16 at K = 2051 gives outputs consistent with partial results rounded to bf16 inside cuBLAS (82% of them equal
+    RN(RN_bf16(S) + bias)),
     which the fp32-accumulator chain does not allow; it is checked with bf16 accumulation (docs/hardware/toolchains.md)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     z = np.load(os.path.join(ROOT, "tests", "data", "chains.npz"))
