@@ -80,6 +80,15 @@ def main():
     print("er_covers_sets_matmul_fast_path_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: er_covers, both through "
           "ctypes)" % (M, N, t1, t0, t1 / t0))
 
+    # a GEMM epilogue as a chain (bias, relu, fp16 store) against the matmul's covers alone, on the same output
+    bias = rng.standard_normal(N).astype(np.float16)
+    y16 = np.maximum(out + bias.astype(np.float32), np.float32(0)).astype(np.float16)
+    chain = ref.add(bias).relu().cast("float16")
+    chain.covers(y16)
+    t0, t1 = best(lambda: ref.covers(out, compute="float32")), best(lambda: chain.covers(y16))
+    print("python_covers_chain_bias_relu_fp16_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the matmul "
+          "alone)" % (M, N, t1, t0, t1 / t0))
+
 
 if __name__ == "__main__":
     main()

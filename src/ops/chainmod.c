@@ -221,27 +221,84 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
             if (mpfr_sgn(x) < 0) mpfr_set_zero(x, 1);
         } else if (s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) {
             double b = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
-            /* exact: a double added to (or multiplied into) x at enough bits */
-            mpfr_prec_round(x, mpfr_get_prec(x) + (s->kind == ER_STAGE_ADD ? 2200 : 64), MPFR_RNDN);
+            /* exact: a double added to (or multiplied into) x at enough bits, from x's top bit (or b's) down to the
+             * lower of their last bits */
+            mpfr_prec_t p = mpfr_get_prec(x) + 64;
+            if (s->kind == ER_STAGE_ADD && mpfr_regular_p(x) && b != 0 && isfinite(b)) {
+                int eb;
+                frexp(b, &eb);
+                long top = mpfr_get_exp(x) > eb ? mpfr_get_exp(x) : eb, low = mpfr_get_exp(x) - (long)mpfr_get_prec(x);
+                if (eb - 53 < low) low = eb - 53;
+                p = (mpfr_prec_t)(top - low + 2);
+            }
+            mpfr_prec_round(x, p > mpfr_get_prec(x) ? p : mpfr_get_prec(x), MPFR_RNDN);
             if (s->kind == ER_STAGE_ADD) mpfr_add_d(x, x, b, MPFR_RNDN);
             else mpfr_mul_d(x, x, b, MPFR_RNDN);
         }
     }
 }
 
+/* The stages applied to the real interval [*l, *h] (doubles), the result widened outward to doubles again: each
+ * add and mul rounded to nearest then stepped one double outward, relu exact; a cast is not part of the real
+ * function. 0 where a value is not finite. */
+static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h) {
+    double a = *l, b = *h;
+    for (int i = 0; i < ref->nstages && isfinite(a) && isfinite(b); i++) {
+        const er_stage *s = &ref->stages[i];
+        if (s->kind == ER_STAGE_RELU) { a = a > 0 ? a : 0.0; b = b > 0 ? b : 0.0; continue; }
+        if (s->kind != ER_STAGE_ADD && s->kind != ER_STAGE_MUL) continue;
+        double c = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
+        if (s->kind == ER_STAGE_ADD) { a = nextafter(a + c, -INFINITY); b = nextafter(b + c, INFINITY); continue; }
+        double x = a * c, y = b * c;
+        a = nextafter(x < y ? x : y, -INFINITY);
+        b = nextafter(x < y ? y : x, INFINITY);
+    }
+    *l = a;
+    *h = b;
+    return isfinite(a) && isfinite(b);
+}
+
 /* The exact result of element idx, to double (*exact) and correctly rounded to the output (*rounded). The chain is
- * monotone in the base's exact result S, and S lies within a double's ulp of e = RN64(S): where the chain's values
- * at e's two neighbours round alike, that is the rounding; else S itself, summed in MPFR. */
+ * monotone in the base's exact result S, which lies in a bracket [lo, hi]: within a double's ulp of e = RN64(S), or
+ * on the fast path within K 2^-52 |a|_2 |b|_2 of fl64(A B). Where the chain's values at the bracket's ends round
+ * alike (enclosed in doubles first, then in MPFR), that is the rounding, and *exact the chain at e (enclosed within
+ * a few double ulps by the first way); else S itself, summed in MPFR. */
 static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact, double *rounded) {
     int64_t index[ER_MAX_DIMS], rem = idx;
     for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
-    double e;
-    ER_RETURN_IF_ERROR(er_ref_exact(ref->base, index, ER_FP64, &e, NULL));
-    if (isfinite(e)) {
+    const er_ref *base = ref->base;
+    double e, lo, hi;
+    if (base->fast && !base->scaled) {
+        /* the fast path's bracket of S (fast-path.md, item 1): |S - fl64(A B)| <= K 2^-52 P, P <= |a|_2 |b|_2 */
+        const er_mm_plan *pl = &base->plan;
+        int64_t MN = pl->M * pl->N, ia, ib;
+        er__matmul_batch_of(base, idx / MN, &ia, &ib);
+        double d = (double)pl->K * 0x1p-52 * (1.0 + 0x1p-40) * base->an[ia * pl->M + (idx % MN) / pl->N] * base->bn[ib * pl->N + idx % pl->N];
+        e = base->fs[idx];
+        d = nextafter(d * (1.0 + 0x1p-40), INFINITY);
+        lo = nextafter(e - d, -INFINITY);
+        hi = nextafter(e + d, INFINITY);
+    } else {
+        ER_RETURN_IF_ERROR(er_ref_exact(base, index, ER_FP64, &e, NULL));
+        lo = nextafter(e, -INFINITY);
+        hi = nextafter(e, INFINITY);
+    }
+    if (isfinite(e) && isfinite(lo) && isfinite(hi)) {
+        /* first in double: the chain over the bracket, widened outward at each stage; where both ends round alike
+         * in the output, that is the correctly rounded result (the chain is monotone in S) */
+        double a = lo, b = hi, ea = e, eb = e;
+        if (er_chain_stages_double(ref, idx, &a, &b) && er_chain_stages_double(ref, idx, &ea, &eb)) {
+            double ra = er__round_double(sk->O, a, ER_ROUND_NEAREST, sk->ov), rb = er__round_double(sk->O, b, ER_ROUND_NEAREST, sk->ov);
+            if (ra == rb && ea <= eb) {
+                *rounded = ra;
+                *exact = ea == eb ? ea : ea + (eb - ea) / 2; /* within the interval of the chain at e */
+                return ER_OK;
+            }
+        }
         double r[3];
         for (int k = 0; k < 3; k++) {
             mpfr_set_prec(x, 64);
-            mpfr_set_d(x, k == 0 ? nextafter(e, -INFINITY) : k == 1 ? nextafter(e, INFINITY) : e, MPFR_RNDN); /* exact */
+            mpfr_set_d(x, k == 0 ? lo : k == 1 ? hi : e, MPFR_RNDN); /* exact */
             er_chain_stages_mpfr(ref, idx, x);
             r[k] = er__round_mpfr(sk->O, x, ER_ROUND_NEAREST, sk->ov);
             if (k == 2) *exact = mpfr_get_d(x, MPFR_RNDN);
@@ -256,45 +313,74 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
     return ER_OK;
 }
 
+/* One thread's contiguous run of elements [begin, end), into its sink. */
+typedef struct er_chain_job {
+    const er_ref *ref;
+    const er_standard *std;
+    const er_fmt_info *E;
+    const double *lo, *hi;
+    const uint8_t *fl;
+    er_sink *sk;
+    int64_t begin, end;
+    er_status st;
+} er_chain_job;
+
+static void *er_chain_run(void *arg) {
+    er_chain_job *j = arg;
+    const er_ref *ref = j->ref;
+    const er_standard *std = j->std;
+    mpfr_t x;
+    mpfr_init2(x, 64);
+    j->st = ER_OK;
+    for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
+        er_cval v;
+        memset(&v, 0, sizeof v);
+        v.lo = isnan(j->lo[idx]) ? INFINITY : j->lo[idx];
+        v.hi = isnan(j->hi[idx]) ? -INFINITY : j->hi[idx];
+        v.nan = (j->fl[idx] & ER_ENCLOSURE_NAN) != 0;
+        v.nan_req = (j->fl[idx] & ER_ENCLOSURE_NAN_ONLY) != 0;
+        v.pinf = (j->fl[idx] & ER_ENCLOSURE_PINF) != 0;
+        v.ninf = (j->fl[idx] & ER_ENCLOSURE_NINF) != 0;
+        for (int i = 0; i < ref->nstages; i++) {
+            const er_stage *s = &ref->stages[i];
+            if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
+                er_mul_add(&v, s, &ref->stages[i + 1], j->E, idx, std->fma == ER_FMA_ALWAYS);
+                i++;
+                continue;
+            }
+            er_stage_apply(&v, s, j->E, idx);
+        }
+        double exact = NAN, rounded = NAN;
+        j->st = er_chain_exact(ref, idx, j->sk, x, &exact, &rounded);
+        if (j->st != ER_OK) break;
+        er_cset c;
+        er__cset_build(&c, j->sk->O, j->sk->ov, 1, &v, exact, rounded);
+        er__sink_put(j->sk, idx, &c);
+    }
+    mpfr_clear(x);
+    if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
+    return NULL;
+}
+
 static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
-    const er_ref *base = ref->base;
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     int64_t n = ref->n;
     ER_RETURN_IF_ERROR(er__mem_check(17.0 * (double)n, "a chain's base sets"));
     double *lo = malloc(sizeof(double) * (size_t)(n ? n : 1)), *hi = malloc(sizeof(double) * (size_t)(n ? n : 1));
     uint8_t *fl = malloc((size_t)(n ? n : 1));
     er_status st = lo && hi && fl ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
-    if (st == ER_OK) st = er_ref_enclosure(base, 0, std, E->id, lo, hi, fl);
-    if (st == ER_OK) st = er__sinks_open(sks, 1);
-    er_sink *sk = st == ER_OK ? er__sinks_at(sks, 0, 0) : NULL;
-    mpfr_t x;
-    mpfr_init2(x, 64);
-    for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
-        er_cval v;
-        memset(&v, 0, sizeof v);
-        v.lo = isnan(lo[idx]) ? INFINITY : lo[idx];
-        v.hi = isnan(hi[idx]) ? -INFINITY : hi[idx];
-        v.nan = (fl[idx] & ER_ENCLOSURE_NAN) != 0;
-        v.nan_req = (fl[idx] & ER_ENCLOSURE_NAN_ONLY) != 0;
-        v.pinf = (fl[idx] & ER_ENCLOSURE_PINF) != 0;
-        v.ninf = (fl[idx] & ER_ENCLOSURE_NINF) != 0;
-        for (int i = 0; i < ref->nstages; i++) {
-            const er_stage *s = &ref->stages[i];
-            if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
-                er_mul_add(&v, s, &ref->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS);
-                i++;
-                continue;
-            }
-            er_stage_apply(&v, s, E, idx);
-        }
-        double exact = NAN, rounded = NAN;
-        st = er_chain_exact(ref, idx, sk, x, &exact, &rounded);
-        if (st != ER_OK) break;
-        er_cset c;
-        er__cset_build(&c, sk->O, sk->ov, 1, &v, exact, rounded);
-        er__sink_put(sk, idx, &c);
+    /* the base's sets in the compute format, then each element through the stages, threads on contiguous runs */
+    if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, std, E->id, lo, hi, fl);
+    int nt = er__num_threads(n * 256);
+    if (nt > n) nt = n > 0 ? (int)n : 1;
+    if (st == ER_OK) st = er__sinks_open(sks, nt);
+    if (st == ER_OK) {
+        er_chain_job jobs[ER_MAX_THREADS];
+        for (int t = 0; t < nt; t++)
+            jobs[t] = (er_chain_job){ref, std, E, lo, hi, fl, er__sinks_at(sks, t, 0), n * t / nt, n * (t + 1) / nt, ER_OK};
+        er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_run);
+        for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
-    mpfr_clear(x);
     free(lo);
     free(hi);
     free(fl);

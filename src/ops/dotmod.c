@@ -540,6 +540,36 @@ static void *er_fast_decide_run(void *arg) {
     return NULL;
 }
 
+/* An enclosure on the fast path (no output to classify): each element's set from the bracket with P from
+ * fl64(|A| |B|) where it decides it (fast-path.md, The sets), put at once (an enclosure's sink only stores it);
+ * the others marked ER_PENDING for the exact engine. */
+typedef struct er_fast_enc_job { er_dot_ctx *cx; const double *P; int64_t begin, end; } er_fast_enc_job;
+
+static void *er_fast_enclose_run(void *arg) {
+    er_fast_enc_job *j = arg;
+    er_dot_ctx *cx = j->cx;
+    const er_ref *ref = cx->ref;
+    uint8_t *classes = er__sink_classes(cx->sk);
+    er_fast_consts fc;
+    er__dot_fast_consts(&fc, cx);
+    double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
+    for (int64_t idx = j->begin; idx < j->end; idx++) {
+        er_fast_bracket b;
+        double lo, hi;
+        int ok = j->P && er_fast_bracket_of(&fc, ref->fs[idx], j->P[idx] * pg_lo, j->P[idx] * pg_hi, &b);
+        if (ok) ok = er_fast_set(&fc, cx, &b, er_fast_rn(&fc, cx, b.slo), er_fast_rn(&fc, cx, b.shi), &lo, &hi);
+        if (!ok) { classes[idx] = ER_PENDING; continue; }
+        er_cset c;
+        memset(&c, 0, sizeof c);
+        c.lo = lo;
+        c.hi = hi;
+        c.exact = c.rounded = NAN; /* not kept by an enclosure */
+        er__sink_put(cx->sk, idx, &c);
+        classes[idx] = ER_CLASS_COVERED;
+    }
+    return NULL;
+}
+
 /* The fast path's second pass, in contiguous ranges (reports merge in element order): the exact engine on each
  * element left, from the kept operands (exact as doubles). */
 static void *er_fast_rest(void *arg) {
@@ -629,10 +659,18 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
     }
     if (st == ER_OK) {
         if (cached && ref->fast && !er__sink_reads_output(cx[0].sk)) {
-            /* an enclosure: no output to decide from, every element by the exact engine from the kept operands */
+            /* an enclosure: no output to decide from; each set from the bracket where it decides it (P from one
+             * more GEMM), the rest by the exact engine from the kept operands */
             memset(er__sink_classes(cx[0].sk), ER_PENDING, (size_t)ref->n);
             if (ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
-            else st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
+            else {
+                double *absprod = er__fast_absprod(ref);
+                er_fast_enc_job ej[ER_MAX_THREADS];
+                for (int t = 0; t < nt; t++) ej[t] = (er_fast_enc_job){&cx[t], absprod, ref->n * t / nt, ref->n * (t + 1) / nt};
+                er__run_jobs(ej, sizeof ej[0], nt, er_fast_enclose_run);
+                free(absprod);
+                st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
+            }
         } else if (cached && ref->fast) {
             /* pass 1: the fast decisions (counts, the widest set, the sets if wanted); pass 2: the rest exactly, in
              * contiguous ranges (a scaled matmul's rest through the exact engine's walk) */

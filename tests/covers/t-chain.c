@@ -4,6 +4,9 @@
  * relu, cast) or unfused as torch runs it (every
  * stage stored in fp16); planted bugs (the bias added twice, relu left out, the scale applied twice) are caught; a
  * NaN operand makes NaN required; bad chains are refused. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <mpfr.h>
+#include <exactref/mpfr.h>
 #include "../common/er_test.h"
 
 enum { M = 12, K = 96, N = 10 };
@@ -130,6 +133,66 @@ START_TEST(extreme_accumulators_fused_or_not) {
 }
 END_TEST
 
+/* The chain's correctly rounded result is decided exactly: an output is `exact` where it equals relu(alpha S + b),
+ * computed here in MPFR from the exact S, rounded to fp16, on the exact engine and on the fast path. */
+START_TEST(exact_class_is_the_correct_rounding) {
+    er_test_reseed(1604);
+    er_tensor tBias, tA, tB, tO;
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    static uint16_t out[M * N];
+    er_tensor_view(&tO, ER_FP16, 2, (int64_t[]){M, N}, NULL, out);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    mpfr_t x;
+    mpfr_init2(x, 64);
+    int64_t exact = 0, covered = 0;
+    for (int tr = 0; tr < (int)(20 * er_test_multiplier()); tr++) {
+        build(tr);
+        float alpha = 0.3f;
+        setenv("EXACTREF_FAST", tr % 2 ? "1" : "0", 1);
+        er_ref *mm, *ch;
+        ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+        unsetenv("EXACTREF_FAST");
+        er_stage st[4] = {{ER_STAGE_MUL, NULL, alpha, 0}, {ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0},
+                          {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        ck_assert_int_eq(er_chain(&ch, mm, st, 4), ER_OK);
+        double oracle[M * N];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                mpfr_set_prec(x, 64);
+                ck_assert_int_eq(er_ref_exact_mpfr(x, mm, (int64_t[]){i, j}), ER_OK);
+                mpfr_prec_round(x, mpfr_get_prec(x) + 2400, MPFR_RNDN); /* exact below */
+                mpfr_mul_d(x, x, alpha, MPFR_RNDN);
+                mpfr_add_d(x, x, biasf[j], MPFR_RNDN);
+                if (mpfr_sgn(x) < 0) mpfr_set_zero(x, 1);
+                double r;
+                er_round_double(&r, ER_FP16, mpfr_get_d(x, MPFR_RNDN), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+                oracle[i * N + j] = r;
+                /* the output: the correctly rounded result, or one fp16 step from it */
+                double y = r;
+                if (er_rand64() % 2) y = r + (er_rand64() % 2 ? 1 : -1) * er_format_ulp(ER_FP16, r);
+                er_store(out, ER_FP16, i * N + j, y);
+            }
+        er_report rep;
+        ck_assert_int_eq(er_covers(&rep, ch, &tO, &std), ER_OK);
+        for (int i = 0; i < M * N; i++) {
+            double y = er_load(out, ER_FP16, i);
+            ER_REQUIRE((y == oracle[i]) == (rep.classes[i] == ER_CLASS_EXACT), "trial %d element %d: y %.9g, correctly rounded %.9g, class %s",
+                       tr, i, y, oracle[i], er_class_name((er_class)rep.classes[i]));
+            exact += rep.classes[i] == ER_CLASS_EXACT;
+            covered += rep.classes[i] == ER_CLASS_COVERED;
+        }
+        er_report_clear(&rep);
+        er_ref_free(ch);
+        er_ref_free(mm);
+    }
+    mpfr_clear(x);
+    ck_assert(exact > 0 && covered > 0);
+}
+END_TEST
+
 START_TEST(planted_bugs_are_caught) {
     er_test_reseed(1601);
     er_tensor tBias;
@@ -230,6 +293,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, correct_implementations_are_covered);
     tcase_add_test(tc, extreme_accumulators_fused_or_not);
+    tcase_add_test(tc, exact_class_is_the_correct_rounding);
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, nan_operand);
     tcase_add_test(tc, bad_chains_are_refused);
