@@ -144,6 +144,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
             }
         }
+        /* a chain over the reductions that take one: stages from the input (scalars valid or not, a broadcast
+         * tensor, relu, a cast to any format); what is accepted is covered, its enclosure agrees with covers */
+        er_ref *chain = NULL;
+        if (op <= 2) {
+            er_stage stg[4];
+            int ns = (int)(byte(&r) % 5);
+            int64_t zero[ER_MAX_DIMS] = {0};
+            er_tensor T;
+            int tv = er_tensor_view(&T, fb, nd, shape, zero, pool[2]) == ER_OK;
+            for (int k = 0; k < ns; k++) {
+                unsigned kind = byte(&r) % 4;
+                stg[k] = (er_stage){(er_stage_kind)(kind + 1), NULL, scalars[byte(&r) % 8], (er_format)(byte(&r) % 10)};
+                if (kind <= 1 && tv && byte(&r) % 2) stg[k].t = &T;
+            }
+            if (er_chain(&chain, ref, stg, ns) != ER_OK && chain) abort();
+        }
+        er_ref *encl_refs[2] = {ref, chain};
+        for (int c = 0; c < 2 && n <= 1024; c++) {
+            const er_ref *q = encl_refs[c];
+            er_standard sq;
+            er_tensor Oq;
+            if (!q || er_ref_num_outputs(q) != 1 || er_standard_parse(&sq, standards[sidx][0], standards[sidx][1]) != ER_OK ||
+                er_tensor_view(&Oq, fo, nd, shape, NULL, out) != ER_OK)
+                continue;
+            static double lo[1024], hi[1024];
+            static uint8_t fl[1024];
+            er_report rep;
+            int enc = er_ref_enclosure(q, 0, &sq, fo, lo, hi, fl) == ER_OK;
+            if (er_covers(&rep, q, &Oq, &sq) != ER_OK) { if (er_report_all(&rep)) abort(); continue; }
+            int64_t tot = 0;
+            for (int k = 0; k < ER_CLASS_COUNT; k++) tot += rep.counts[k];
+            if (tot != n) abort();
+            for (int64_t i = 0; enc && i < n; i++) {
+                double y;
+                if (er_decode(&y, fo, er_format_storage_bits(fo) == 64 ? out[i] : ((er_format_storage_bits(fo) == 32) ? ((uint32_t *)out)[i]
+                              : er_format_storage_bits(fo) == 16 ? ((uint16_t *)out)[i] : ((uint8_t *)out)[i])) != ER_OK) abort();
+                int in = isnan(y) ? (fl[i] & ER_ENCLOSURE_NAN) != 0
+                       : (fl[i] & ER_ENCLOSURE_NAN_ONLY) ? 0
+                       : isinf(y) ? (fl[i] & (y > 0 ? ER_ENCLOSURE_PINF : ER_ENCLOSURE_NINF)) != 0 : y >= lo[i] && y <= hi[i];
+                if (in != er_class_passes((er_class)rep.classes[i])) abort(); /* the enclosure is the set covers uses */
+            }
+            er_report_clear(&rep);
+        }
+        er_ref_free(chain);
         static double rd64[1024];
         if (er_tensor_view(&R, ER_FP64, nd, shape, NULL, rd64) == ER_OK) (void)er_ref_rounded(&R, ref);
         int64_t idx[ER_MAX_DIMS] = {0};
