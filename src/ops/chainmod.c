@@ -4,6 +4,7 @@
  * followed separately), the output conversion; the exact result through the stages in MPFR, each stage exact (a
  * cast is a storage rounding of the kernel, not part of the real function). */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,10 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
     r->stages = st;
     r->views = views;
     r->nstages = nstages;
+    static const char *const kinds[5] = {"", "add", "mul", "relu", "cast"};
+    int len = snprintf(r->chain_name, sizeof r->chain_name, "%s", er__op_name(base));
+    for (int i = 0; i < nstages && len < (int)sizeof r->chain_name; i++)
+        len += snprintf(r->chain_name + len, sizeof r->chain_name - (size_t)len, "+%s", kinds[stages[i].kind]);
     r->ndim = base->ndim;
     memcpy(r->shape, base->shape, sizeof r->shape);
     r->n = base->n;

@@ -19,7 +19,7 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_LOG_SOFTMAX: return "log_softmax";
     case ER_OP_RMSNORM: return "rmsnorm";
     case ER_OP_LAYERNORM: return "layernorm";
-    case ER_OP_CHAIN: return "chain";
+    case ER_OP_CHAIN: return r->chain_name;
     default: return "matmul";
     }
 }

@@ -47,6 +47,7 @@ struct er_ref {
     er_stage *stages;
     er_tensor *views;
     int nstages;
+    char chain_name[32];    /* the base's name and the stages', as reports show them: "matmul+add+relu+cast" */
 };
 
 /* The exponent range of an operand's nonzero finite values (as the exact engine's walk finds it). */
