@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <mpfr.h>
 #include <exactref/exactref.h>
+#include <exactref/mpfr.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -193,6 +195,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int64_t idx[ER_MAX_DIMS] = {0};
         double e, rr;
         if (n > 0) (void)er_ref_exact(ref, idx, fo, &e, &rr);
+        /* differential: the exact value from the accumulator's summary against MPFR's sum of the products, for the
+         * first and the last element of a matmul or a sum */
+        for (int w = 0; (op == 0 || op == 2) && n > 0 && w < 2; w++) {
+            int64_t rem = w ? n - 1 : 0;
+            for (int i = nd - 1; i >= 0; i--) { idx[i] = rem % shape[i]; rem /= shape[i]; }
+            double d64;
+            mpfr_t x;
+            mpfr_init2(x, 2);
+            if (er_ref_exact(ref, idx, ER_FP64, NULL, &d64) == ER_OK && er_ref_exact_mpfr(x, ref, idx) == ER_OK) {
+                double m = mpfr_get_d(x, MPFR_RNDN); /* x is exact: this is its correct rounding */
+                if (!(m == d64 || (isnan(m) && isnan(d64)))) abort();
+            }
+            mpfr_clear(x);
+        }
     }
     er_ref_free(ref);
     return 0;
