@@ -160,11 +160,12 @@ def test_pip_install(tmp_path):
     assert r.stdout.startswith(str(target)) and re.search(r"\d+\.\d+\.\d+", r.stdout)
 
 
-def test_guide_output():
-    """The Python guide shows what examples/python/splitk_matmul.py prints."""
+@pytest.mark.parametrize("example", ["splitk_matmul.py", "fused_epilogue.py"])
+def test_guide_output(example):
+    """The Python guide shows what each of its examples prints."""
     guide = open(os.path.join(ROOT, "docs", "guides", "test-a-custom-kernel-python.md")).read()
-    block = guide.split("<!-- output of: splitk_matmul.py -->", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", "splitk_matmul.py")],
+    block = guide.split("<!-- output of: %s -->" % example, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", example)],
                        env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python")),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
