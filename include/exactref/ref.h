@@ -90,17 +90,19 @@ ER_API er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_
 ER_API er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo,
                                 double *hi, double *slack);
 /* ---- chains: elementwise stages after an op, as fused kernels evaluate them (docs/algorithms/chains.md) ---- */
-typedef enum er_stage_kind { ER_STAGE_ADD = 1, ER_STAGE_MUL = 2, ER_STAGE_RELU = 3, ER_STAGE_CAST = 4 } er_stage_kind;
+typedef enum er_stage_kind { ER_STAGE_ADD = 1, ER_STAGE_MUL = 2, ER_STAGE_RELU = 3, ER_STAGE_CAST = 4, ER_STAGE_GELU = 5,
+                             ER_STAGE_SILU = 6 } er_stage_kind;
 typedef struct er_stage {
     er_stage_kind kind;
     const er_tensor *t; /* add, mul: a view of the op's output shape (stride 0 over broadcast dimensions); NULL: scalar */
-    double scalar;      /* add, mul with t NULL */
+    double scalar;      /* add, mul with t NULL; gelu, silu: the ulps of erf or exp (0: 2, CUDA's erff and expf) */
     er_format format;   /* cast: the storage format, rounded to nearest even */
 } er_stage;
 /* The reference of `base` (a matmul, scaled matmul or sum) followed by `nstages` elementwise stages, as a kernel
  * evaluates them after the reduction: add and mul each rounded once to the compute format of the standard given
  * at covers (their operand first rounded to it), relu exact (a NaN may become 0, as max instructions do), cast a
- * rounding to nearest even into its format (the format's default overflow rule). The standard's order applies to
+ * rounding to nearest even into its format (the format's default overflow rule), gelu as torch's CUDA kernel
+ * evaluates it, (x / 2)(1 + erf(x fl(1/sqrt 2))), and silu as x / (1 + exp(-x)), erf and exp within `scalar` ulps. The standard's order applies to
  * base. base and the stages' views must outlive the chain (the views themselves are copied). */
 ER_API er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages);
 

@@ -13,6 +13,7 @@
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
+#include "enclose/approx.h"
 
 er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages) {
     er__ok();
@@ -39,6 +40,9 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
                                 "broadcasts)", i, base->ndim);
         } else if (s->kind == ER_STAGE_CAST) {
             if (!er__fmt(s->format)) return er__fail(ER_ERR_FORMAT, "stage %d: invalid format value %d", i, (int)s->format);
+        } else if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
+            if (!(s->scalar >= 0 && s->scalar <= 64))
+                return er__fail(ER_ERR_INVALID, "stage %d: %g ulps: expected 0 (the default, 2) to 64", i, s->scalar);
         } else if (s->kind != ER_STAGE_RELU) {
             return er__fail(ER_ERR_INVALID, "stage %d: unknown kind %d", i, (int)s->kind);
         }
@@ -59,7 +63,7 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
     r->stages = st;
     r->views = views;
     r->nstages = nstages;
-    static const char *const kinds[5] = {"", "add", "mul", "relu", "cast"};
+    static const char *const kinds[7] = {"", "add", "mul", "relu", "cast", "gelu", "silu"};
     int len = snprintf(r->chain_name, sizeof r->chain_name, "%s", er__op_name(base));
     for (int i = 0; i < nstages && len < (int)sizeof r->chain_name; i++)
         len += snprintf(r->chain_name + len, sizeof r->chain_name - (size_t)len, "+%s", kinds[stages[i].kind]);
@@ -100,10 +104,72 @@ static void er_set_ends(er_cval *v, const er_fmt_info *E, double l, double h) {
     v->hi = h;
 }
 
+/* Bounds of an exact function value as doubles: f(x) rounded down and up, from MPFR at 128 bits (f monotone or not,
+ * the value at one point). kind: 0 erf(x), 1 exp(x). */
+static void er_exact_fn(int kind, double x, double *dn, double *up) {
+    mpfr_t a, r;
+    mpfr_inits2(128, a, r, (mpfr_ptr)0);
+    mpfr_set_d(a, x, MPFR_RNDN);
+    if (kind == 0) mpfr_erf(r, a, MPFR_RNDD); else mpfr_exp(r, a, MPFR_RNDD);
+    *dn = mpfr_get_d(r, MPFR_RNDD);
+    if (kind == 0) mpfr_erf(r, a, MPFR_RNDU); else mpfr_exp(r, a, MPFR_RNDU);
+    *up = mpfr_get_d(r, MPFR_RNDU);
+    mpfr_clears(a, r, (mpfr_ptr)0);
+}
+
+/* The hull of RN_E(p q) over p in [p0, p1], q in [q0, q1] (a bilinear function: its extremes are at corners). */
+static void er_prod_hull(const er_fmt_info *E, double p0, double p1, double q0, double q1, int div, double *lo, double *hi) {
+    double c[4] = {div ? p0 / q0 : p0 * q0, div ? p0 / q1 : p0 * q1, div ? p1 / q0 : p1 * q0, div ? p1 / q1 : p1 * q1};
+    double mn = c[0], mx = c[0];
+    for (int k = 1; k < 4; k++) { if (c[k] < mn) mn = c[k]; if (c[k] > mx) mx = c[k]; }
+    /* each corner rounded to nearest in double first: step outward, then to E (RN_E is monotone) */
+    *lo = er__round_double(E, nextafter(mn, -INFINITY), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    *hi = er__round_double(E, nextafter(mx, INFINITY), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+}
+
+/* gelu and silu over the finite interval [l, h] (docs/algorithms/chains.md, Lemma C5): each step's interval, the
+ * transcendental's by Lemma U1 (er__approx_ends), the last product or quotient over the corners. */
+static void er_act_interval(const er_fmt_info *E, int silu, double U, double l, double h, double *lo, double *hi) {
+    if (!silu) {
+        double alpha = er__round_double(E, 0.70710678118654752440, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        double t0 = er__round_prod(E, l, alpha, 1, ER_ROUND_NEAREST), t1 = er__round_prod(E, h, alpha, 1, ER_ROUND_NEAREST);
+        double a, b, tmp, e0, e1;
+        er_exact_fn(0, t0, &a, &tmp);
+        er_exact_fn(0, t1, &tmp, &b);
+        er__approx_ends(E, U, a, b, &e0, &e1);
+        if (e0 < -1) e0 = -1; /* |erf| <= 1 for every implementation within its ulps of a value of at most 1 */
+        if (e1 > 1) e1 = 1;
+        double s0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), s1 = er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
+        double x0 = er__round_prod(E, l, 0.5, 1, ER_ROUND_NEAREST), x1 = er__round_prod(E, h, 0.5, 1, ER_ROUND_NEAREST);
+        er_prod_hull(E, x0, x1, s0, s1, 0, lo, hi);
+        return;
+    }
+    /* silu: x / (1 + exp(-x)); exp(-x) decreasing in x */
+    double a, b, tmp, e0, e1;
+    er_exact_fn(1, -h, &a, &tmp);
+    er_exact_fn(1, -l, &tmp, &b);
+    er__approx_ends(E, U, a, b, &e0, &e1);
+    if (e0 < 0) e0 = 0; /* exp is positive; a result that underflows is 0 (expf flushes subnormal results) */
+    if (a < E->min_normal) e0 = 0;
+    double d0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), d1 = isinf(e1) ? INFINITY : er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
+    er_prod_hull(E, l, h, d0, d1, 1, lo, hi);
+}
+
 /* The set after stage s, of the set v before it (values of E), at element idx. */
 static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int64_t idx) {
     if (v->nan_req && s->kind != ER_STAGE_RELU) return; /* NaN in, NaN out */
     int finite = v->lo <= v->hi;
+    if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
+        /* +inf gives +inf (gelu: inf (1 + 1); silu: inf / (1 + 0)); -inf gives NaN (gelu: -inf times 0; silu:
+         * -inf / inf) */
+        int pinf = v->pinf, ninf = v->ninf;
+        if (finite) er_act_interval(E, s->kind == ER_STAGE_SILU, s->scalar > 0 ? s->scalar : 2.0, v->lo, v->hi, &v->lo, &v->hi);
+        v->pinf = (uint8_t)pinf;
+        v->ninf = 0;
+        if (ninf) v->nan = 1;
+        if (!finite) { v->lo = INFINITY; v->hi = -INFINITY; }
+        return;
+    }
     if (s->kind == ER_STAGE_RELU) {
         /* max(x, 0): exact; -inf gives 0; NaN stays NaN (torch) or gives 0 (max instructions return the number) */
         int zero = (finite && v->lo <= 0) || v->ninf || v->nan || v->nan_req;
@@ -224,6 +290,25 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
         const er_stage *s = &ref->stages[i];
         if (s->kind == ER_STAGE_RELU) {
             if (mpfr_sgn(x) < 0) mpfr_set_zero(x, 1);
+        } else if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
+            /* (x / 2)(1 + erf(x / sqrt 2)) or x / (1 + exp(-x)), at 256 bits: not exact, but within 2^-250 of it */
+            mpfr_t t;
+            mpfr_init2(t, 256);
+            mpfr_prec_round(x, mpfr_get_prec(x) > 256 ? mpfr_get_prec(x) : 256, MPFR_RNDN);
+            if (s->kind == ER_STAGE_GELU) {
+                mpfr_sqrt_ui(t, 2, MPFR_RNDN);
+                mpfr_div(t, x, t, MPFR_RNDN);
+                mpfr_erf(t, t, MPFR_RNDN);
+                mpfr_add_ui(t, t, 1, MPFR_RNDN);
+                mpfr_mul(x, x, t, MPFR_RNDN);
+                mpfr_div_2ui(x, x, 1, MPFR_RNDN);
+            } else {
+                mpfr_neg(t, x, MPFR_RNDN);
+                mpfr_exp(t, t, MPFR_RNDN);
+                mpfr_add_ui(t, t, 1, MPFR_RNDN);
+                mpfr_div(x, x, t, MPFR_RNDN);
+            }
+            mpfr_clear(t);
         } else if (s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) {
             double b = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
             /* exact: a double added to (or multiplied into) x at enough bits, from x's top bit (or b's) down to the
@@ -251,6 +336,17 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
     for (int i = 0; i < ref->nstages && isfinite(a) && isfinite(b); i++) {
         const er_stage *s = &ref->stages[i];
         if (s->kind == ER_STAGE_RELU) { a = a > 0 ? a : 0.0; b = b > 0 ? b : 0.0; continue; }
+        if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
+            /* not monotone: the values at the ends (libm's erf and exp, within a few double ulps), widened by the
+             * slope's bound times the width (|gelu'| and |silu'| are below 1.2) and a relative 2^-45 */
+            /* 1 + erf(t) as erfc(-t): no cancellation where erf(t) is near -1 */
+            double fa = s->kind == ER_STAGE_GELU ? 0.5 * a * erfc(-a * 0.70710678118654752440) : a / (1.0 + exp(-a));
+            double fb = s->kind == ER_STAGE_GELU ? 0.5 * b * erfc(-b * 0.70710678118654752440) : b / (1.0 + exp(-b));
+            double w = 1.2 * (b - a), m = fmax(fabs(fa), fabs(fb)) * 0x1p-45 + 0x1p-1000;
+            a = fmin(fa, fb) - w - m;
+            b = fmax(fa, fb) + w + m;
+            continue;
+        }
         if (s->kind != ER_STAGE_ADD && s->kind != ER_STAGE_MUL) continue;
         double c = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
         if (s->kind == ER_STAGE_ADD) { a = nextafter(a + c, -INFINITY); b = nextafter(b + c, INFINITY); continue; }
@@ -300,15 +396,17 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
                 return ER_OK;
             }
         }
-        double r[3];
-        for (int k = 0; k < 3; k++) {
+        int monotone = 1;
+        for (int i = 0; i < ref->nstages; i++) monotone &= ref->stages[i].kind != ER_STAGE_GELU && ref->stages[i].kind != ER_STAGE_SILU;
+        double r[3] = {0, 1, 0};
+        for (int k = 0; k < 3 && monotone; k++) {
             mpfr_set_prec(x, 64);
             mpfr_set_d(x, k == 0 ? lo : k == 1 ? hi : e, MPFR_RNDN); /* exact */
             er_chain_stages_mpfr(ref, idx, x);
             r[k] = er__round_mpfr(sk->O, x, ER_ROUND_NEAREST, sk->ov);
             if (k == 2) *exact = mpfr_get_d(x, MPFR_RNDN);
         }
-        if (r[0] == r[1] || (isnan(r[0]) && isnan(r[1]))) { *rounded = r[0]; return ER_OK; }
+        if (monotone && (r[0] == r[1] || (isnan(r[0]) && isnan(r[1])))) { *rounded = r[0]; return ER_OK; }
     }
     mpfr_set_prec(x, 64);
     ER_RETURN_IF_ERROR(er_ref_exact_mpfr(x, ref->base, index));

@@ -193,6 +193,106 @@ START_TEST(exact_class_is_the_correct_rounding) {
 }
 END_TEST
 
+/* gelu (torch's form, (x / 2)(1 + erf(x / sqrt 2)) in fp32 with glibc's erff) and silu (x / (1 + exp(-x)) with
+ * expf) after a bias: covered fused with an fp16 store, and at the ends of the matmul's set with an fp32 output; a
+ * kernel computing the other activation is caught. */
+static float gelu_f(float x) { return (x * 0.5f) * (1.0f + erff(x * 0.70710677f)); }
+static float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+START_TEST(gelu_and_silu) {
+    er_test_reseed(1605);
+    er_tensor tBias, tA, tB, tO, t32;
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    static uint16_t out[M * N];
+    static float o32[M * N];
+    static double lo[M * N], hi[M * N];
+    static uint8_t fl[M * N];
+    er_tensor_view(&tO, ER_FP16, 2, (int64_t[]){M, N}, NULL, out);
+    er_tensor_view(&t32, ER_FP32, 2, (int64_t[]){M, N}, NULL, o32);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    int caught = 0, trials = (int)(12 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        build(tr);
+        int silu = tr % 2;
+        er_ref *mm, *ch, *ch32;
+        ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+        er_stage st[3] = {{ER_STAGE_ADD, &tBias, 0, 0}, {silu ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        ck_assert_int_eq(er_chain(&ch, mm, st, 3), ER_OK);
+        ck_assert_int_eq(er_chain(&ch32, mm, st, 2), ER_OK);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float x = gemm_elem(i, j) + biasf[j];
+                er_store(out, ER_FP16, i * N + j, to_half(silu ? silu_f(x) : gelu_f(x)));
+            }
+        er_report rep;
+        ck_assert_int_eq(er_covers(&rep, ch, &tO, &std), ER_OK);
+        ER_REQUIRE_PASS(&rep, "trial %d: %s fused", tr, silu ? "silu" : "gelu");
+        er_report_clear(&rep);
+        /* the accumulator at the ends of its set, the bias, the activation, an fp32 output */
+        ck_assert_int_eq(er_ref_enclosure(mm, 0, &std, ER_FP32, lo, hi, fl), ER_OK);
+        for (int e = 0; e < 2; e++) {
+            for (int i = 0; i < M * N; i++) {
+                float x = (float)(e ? hi[i] : lo[i]) + biasf[i % N];
+                o32[i] = silu ? silu_f(x) : gelu_f(x);
+            }
+            ck_assert_int_eq(er_covers(&rep, ch32, &t32, &std), ER_OK);
+            ER_REQUIRE_PASS(&rep, "trial %d: %s at the %s ends", tr, silu ? "silu" : "gelu", e ? "upper" : "lower");
+            er_report_clear(&rep);
+        }
+        /* the other activation */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float x = gemm_elem(i, j) + biasf[j];
+                er_store(out, ER_FP16, i * N + j, to_half(silu ? gelu_f(x) : silu_f(x)));
+            }
+        ck_assert_int_eq(er_covers(&rep, ch, &tO, &std), ER_OK);
+        caught += !er_report_all(&rep);
+        er_report_clear(&rep);
+        er_ref_free(ch32);
+        er_ref_free(ch);
+        er_ref_free(mm);
+    }
+    ck_assert_int_eq(caught, trials);
+}
+END_TEST
+
+/* Near x = -6, 1 + erf(x / sqrt 2) cancels: an fp32 gelu is far from the true gelu there, and still covered. */
+START_TEST(gelu_where_one_plus_erf_cancels) {
+    enum { R = 64, L = 4 };
+    static float x[R * L], o[R];
+    er_test_reseed(1606);
+    for (int i = 0; i < R; i++)
+        for (int k = 0; k < L; k++) x[i * L + k] = (float)((-5.0 - 2.0 * er_rand_unit()) / L);
+    er_tensor tx, to;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, L}, NULL, x);
+    er_tensor_view(&to, ER_FP32, 1, (int64_t[]){R}, NULL, o);
+    double far = 0;
+    for (int i = 0; i < R; i++) {
+        float s = 0;
+        for (int k = 0; k < L; k++) s += x[i * L + k];
+        o[i] = gelu_f(s);
+        double truth = 0.5 * s * erfc(-s / sqrt(2.0)), ulps = fabs(o[i] - truth) / er_format_ulp(ER_FP32, truth);
+        if (ulps > far) far = ulps;
+    }
+    er_ref *sum, *ch;
+    ck_assert_int_eq(er_sum(&sum, &tx, 1), ER_OK);
+    er_stage st[1] = {{ER_STAGE_GELU, NULL, 0, 0}};
+    ck_assert_int_eq(er_chain(&ch, sum, st, 1), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    er_report rep;
+    ck_assert_int_eq(er_covers(&rep, ch, &to, &std), ER_OK);
+    ER_REQUIRE_PASS(&rep, "gelu near -6 (the kernel up to %.0f ulps from the true gelu)", far);
+    ck_assert_msg(far > 50, "the fp32 gelu came within %.1f ulps of the true one: no cancellation tested", far);
+    er_report_clear(&rep);
+    er_ref_free(ch);
+    er_ref_free(sum);
+}
+END_TEST
+
 START_TEST(planted_bugs_are_caught) {
     er_test_reseed(1601);
     er_tensor tBias;
@@ -294,6 +394,8 @@ int main(void) {
     tcase_add_test(tc, correct_implementations_are_covered);
     tcase_add_test(tc, extreme_accumulators_fused_or_not);
     tcase_add_test(tc, exact_class_is_the_correct_rounding);
+    tcase_add_test(tc, gelu_and_silu);
+    tcase_add_test(tc, gelu_where_one_plus_erf_cancels);
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, nan_operand);
     tcase_add_test(tc, bad_chains_are_refused);

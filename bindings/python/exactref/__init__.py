@@ -306,6 +306,15 @@ class Reference:
         """A storage rounding: the value rounded to nearest even into `dtype` (as the kernel stores it): a chain."""
         return ChainReference._extend(self, ("cast", numpy_dtype(dtype)))
 
+    def gelu(self, ulps=None):
+        """gelu as torch's CUDA kernel evaluates it in the compute format, (x / 2)(1 + erf(x fl(1/sqrt 2))), erf within
+        `ulps` (default 2, CUDA's erff): a chain."""
+        return ChainReference._extend(self, ("gelu", ulps))
+
+    def silu(self, ulps=None):
+        """silu as x / (1 + exp(-x)) in the compute format, exp within `ulps` (default 2, CUDA's expf): a chain."""
+        return ChainReference._extend(self, ("silu", ulps))
+
     def exact(self, dtype="float32"):
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max)."""
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
@@ -496,7 +505,7 @@ class ChainReference(Reference):
     and cast on a reference; covers() takes the standard of the reduction, and the stages compute in its compute
     format (float32 by default)."""
 
-    _KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4}
+    _KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4, "gelu": 5, "silu": 6}
 
     @classmethod
     def _extend(cls, ref, stage):
@@ -511,6 +520,10 @@ class ChainReference(Reference):
             arr[i].kind = self._KINDS[kind]
             if kind == "cast":
                 arr[i].format = format_of(arg)
+            elif kind in ("gelu", "silu"):
+                if arg is not None and (isinstance(arg, bool) or not isinstance(arg, (int, float))):
+                    raise TypeError("exactref: %s(ulps=) takes a number, not %s" % (kind, type(arg).__name__))
+                arr[i].scalar = 0.0 if arg is None else float(arg)
             elif kind in ("add", "mul"):
                 if isinstance(arg, bool) or not isinstance(arg, (int, float, np.ndarray, np.generic)) and \
                         not type(arg).__module__.startswith("torch"):

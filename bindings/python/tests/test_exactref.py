@@ -504,3 +504,23 @@ def test_chain_captures():
         assert res.all() != ("bug" in kind), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res.report)
         seen += 1
     assert seen == 36
+
+
+def test_gelu_and_silu_chains():
+    """gelu and silu epilogues evaluated as a fused fp32 kernel does (torch's formulas, float32 erf and exp from
+    numpy's float64 ones rounded: within CUDA's 2 ulps) are covered; the other activation is caught."""
+    import math
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal((24, 64)).astype(np.float16)
+    B = rng.standard_normal((64, 20)).astype(np.float16)
+    bias = rng.standard_normal(20).astype(np.float16)
+    acc = A.astype(np.float32) @ B.astype(np.float32) + bias.astype(np.float32)
+    erf32 = np.vectorize(lambda v: np.float32(math.erf(float(v))), otypes=[np.float32])
+    gelu = (acc * np.float32(0.5)) * (np.float32(1) + erf32(acc * np.float32(0.70710677)))
+    silu = acc / (np.float32(1) + np.exp(-acc.astype(np.float64)).astype(np.float32))
+    mm = er.matmul(A, B).add(bias)
+    mm.gelu().cast("float16").covers(gelu.astype(np.float16)).assert_all()
+    mm.silu().cast("float16").covers(silu.astype(np.float16)).assert_all()
+    assert not mm.gelu().cast("float16").covers(silu.astype(np.float16)).all()
+    with pytest.raises(TypeError):
+        mm.gelu(ulps="2")
