@@ -524,3 +524,27 @@ def test_gelu_and_silu_chains():
     assert not mm.gelu().cast("float16").covers(silu.astype(np.float16)).all()
     with pytest.raises(TypeError):
         mm.gelu(ulps="2")
+
+
+def test_activation_captures():
+    """H200 captures (tools/capture/capture_activations.py): a Triton GEMM with bias and gelu (tl.math.erf) fused,
+    torch's gelu and silu on the stored product plus bias, fp16 and bf16: every correct kernel covered; torch's tanh
+    approximation where the erf form is claimed caught."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "acts.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "acts.txt")).read().split("\n")[1:]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, kind, dt, M, N, K, gid = ln.split()
+        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
+        A, B, bias, y = arr(gid + "__in__A"), arr(gid + "__in__B"), arr(gid + "__in__bias"), arr(cid + "__out__y")
+        mm = er.matmul(A, B)
+        if kind == "triton_bias_gelu":
+            ch = mm.add(bias).gelu().cast(dt)
+        else:
+            stored = mm.cast(dt).add(bias).cast(dt)
+            ch = (stored.silu() if kind == "torch_silu" else stored.gelu()).cast(dt)
+        res = ch.covers(y, standard="mma:sm90 outer=any")
+        assert res.all() != ("bug" in kind), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res.report)
+        seen += 1
+    assert seen == 16
