@@ -98,7 +98,10 @@ typedef struct er_stage {
     double scalar;      /* add, mul with t NULL; gelu, silu: the ulps of erf or exp (0: 2, CUDA's erff and expf) */
     er_format format;   /* cast: the storage format, rounded to nearest even */
 } er_stage;
-/* The reference of `base` (a matmul, scaled matmul or sum) followed by `nstages` elementwise stages, as a kernel
+/* The reference of a tensor's own values: exact, so covers() checks an output equal to x rounded to nearest into
+ * the output's format, and the base of elementwise chains (er_chain: er.gelu(x) in Python). x must outlive it. */
+ER_API er_status er_tensor_ref(er_ref **out, const er_tensor *x);
+/* The reference of `base` (a matmul, scaled matmul, sum or er_tensor_ref) followed by `nstages` elementwise stages, as a kernel
  * evaluates them after the reduction: add and mul each rounded once to the compute format of the standard given
  * at covers (their operand first rounded to it), relu exact (a NaN may become 0, as max instructions do), cast a
  * rounding to nearest even into its format (the format's default overflow rule), gelu as torch's CUDA kernel

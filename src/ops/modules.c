@@ -13,6 +13,7 @@ const er_op_module *er__module_of(const er_ref *ref) {
     case ER_OP_RMSNORM: return &er__rmsnorm_module;
     case ER_OP_LAYERNORM: return &er__layernorm_module;
     case ER_OP_CHAIN: return &er__chain_module;
+    case ER_OP_TENSOR: return &er__tensor_module;
     default: return &er__dot_module; /* matmul, sum, mean, max */
     }
 }

@@ -6,7 +6,7 @@
 #include "exact/accum.h"
 
 typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7,
-               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9 } er_op;
+               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9, ER_OP_TENSOR = 10 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {

@@ -293,6 +293,55 @@ START_TEST(gelu_where_one_plus_erf_cancels) {
 }
 END_TEST
 
+/* Single elementwise ops on a tensor (er_tensor_ref): gelu and silu of fp16 values computed in fp32 and stored in
+ * fp16, covered; relu of NaN as NaN or 0; the tensor alone accepts exactly its values rounded to the output. */
+START_TEST(elementwise_on_a_tensor) {
+    enum { L = 4096 };
+    static uint16_t x[L], y[L];
+    static float yf[L];
+    er_test_reseed(1607);
+    for (int i = 0; i < L; i++) {
+        double v;
+        er_round_double(&v, ER_FP16, er_rand_normal() * (i % 4 == 0 ? 8 : 2), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        er_store(x, ER_FP16, i, i == 5 ? NAN : i == 6 ? INFINITY : v);
+    }
+    er_tensor tx, ty, tf;
+    er_tensor_view(&tx, ER_FP16, 1, (int64_t[]){L}, NULL, x);
+    er_tensor_view(&ty, ER_FP16, 1, (int64_t[]){L}, NULL, y);
+    er_tensor_view(&tf, ER_FP32, 1, (int64_t[]){L}, NULL, yf);
+    er_ref *t, *ch;
+    ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    er_report rep;
+    for (int act = 0; act < 2; act++) {
+        er_stage st[2] = {{act ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        ck_assert_int_eq(er_chain(&ch, t, st, 2), ER_OK);
+        for (int i = 0; i < L; i++) {
+            float v = (float)er_load(x, ER_FP16, i);
+            er_store(y, ER_FP16, i, to_half(act ? silu_f(v) : gelu_f(v)));
+        }
+        ck_assert_int_eq(er_covers(&rep, ch, &ty, &std), ER_OK);
+        ER_REQUIRE_PASS(&rep, "%s of an fp16 tensor", act ? "silu" : "gelu");
+        er_report_clear(&rep);
+        er_ref_free(ch);
+    }
+    /* the tensor alone: its values as fp32 pass, one moved fails */
+    for (int i = 0; i < L; i++) yf[i] = (float)er_load(x, ER_FP16, i);
+    ck_assert_int_eq(er_covers(&rep, t, &tf, &std), ER_OK);
+    ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], L);
+    er_report_clear(&rep);
+    yf[100] = nextafterf(yf[100], INFINITY);
+    ck_assert_int_eq(er_covers(&rep, t, &tf, &std), ER_OK);
+    ck_assert_int_eq(rep.n_failed, 1);
+    er_report_clear(&rep);
+    er_standard seq;
+    ck_assert_int_eq(er_standard_parse(&seq, "sequential", NULL), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, t, &tf, &seq), ER_ERR_STANDARD);
+    er_ref_free(t);
+}
+END_TEST
+
 START_TEST(planted_bugs_are_caught) {
     er_test_reseed(1601);
     er_tensor tBias;
@@ -396,6 +445,7 @@ int main(void) {
     tcase_add_test(tc, exact_class_is_the_correct_rounding);
     tcase_add_test(tc, gelu_and_silu);
     tcase_add_test(tc, gelu_where_one_plus_erf_cancels);
+    tcase_add_test(tc, elementwise_on_a_tensor);
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, nan_operand);
     tcase_add_test(tc, bad_chains_are_refused);

@@ -20,7 +20,7 @@ from ._arrays import DeviceView, View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["ChainReference", "Enclosure", "depth", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["ChainReference", "Enclosure", "depth", "gelu", "relu", "silu", "tensor", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -329,6 +329,31 @@ class Reference:
         view = self._out_view(out, "the emulated output", writable=True)
         check(_lib.lib.er_emulate(self._ptr, view.buf, std))
         return out
+
+
+def tensor(x):
+    """The reference of x's own values (er_tensor_ref): exact, so covers() accepts x rounded to nearest into the
+    output's dtype; the base of elementwise chains: er.tensor(x).gelu().cast("float16")."""
+    a = to_numpy(x, "x")
+    va = View(a, "x")
+    ptr = ctypes.c_void_p()
+    check(_lib.lib.er_tensor_ref(ctypes.byref(ptr), va.buf))
+    return Reference(ptr, (va, x), a.shape, "tensor")
+
+
+def gelu(x, ulps=None):
+    """gelu of each element of x as torch's CUDA kernel computes it in the compute format (er.tensor(x).gelu())."""
+    return tensor(x).gelu(ulps)
+
+
+def silu(x, ulps=None):
+    """silu of each element of x, x / (1 + exp(-x)) in the compute format (er.tensor(x).silu())."""
+    return tensor(x).silu(ulps)
+
+
+def relu(x):
+    """max(x, 0) of each element of x (er.tensor(x).relu())."""
+    return tensor(x).relu()
 
 
 def matmul(A, B):

@@ -548,3 +548,21 @@ def test_activation_captures():
         assert res.all() != ("bug" in kind), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res.report)
         seen += 1
     assert seen == 16
+
+
+def test_single_elementwise_ops():
+    """er.gelu(x), er.silu(x), er.relu(x) on any float tensor, as a kernel computes them in fp32 and stores them in
+    x's dtype; er.tensor(x) accepts exactly x's values."""
+    import math
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(2000) * 4).astype(np.float16)
+    x32 = x.astype(np.float32)
+    erf32 = np.vectorize(lambda v: np.float32(math.erf(float(v))), otypes=[np.float32])
+    gelu = ((x32 * np.float32(0.5)) * (np.float32(1) + erf32(x32 * np.float32(0.70710677)))).astype(np.float16)
+    silu = (x32 / (np.float32(1) + np.exp(-x32.astype(np.float64)).astype(np.float32))).astype(np.float16)
+    er.gelu(x).cast("float16").covers(gelu).assert_all()
+    er.silu(x).cast("float16").covers(silu).assert_all()
+    er.relu(x).covers(np.maximum(x, np.float16(0))).assert_all()
+    assert not er.gelu(x).cast("float16").covers(silu).all()
+    er.tensor(x).covers(x.astype(np.float32)).assert_all()
+    assert not er.tensor(x).covers(x.astype(np.float32) * np.float32(1.001)).all()

@@ -1,0 +1,75 @@
+/* tensormod.c: the op module of a tensor's own values (er_tensor_ref; src/ops/module.h): each element's set is its
+ * value rounded to nearest into the output format, the base of elementwise chains (docs/algorithms/chains.md). */
+#include <math.h>
+#include <stdint.h> /* before mpfr.h: the intmax_t functions */
+#include <stdlib.h>
+#include <string.h>
+#include <mpfr.h>
+#include "ops/modkit.h"
+#include "ops/ref_internal.h"
+#include "tensor/tensor_internal.h"
+
+er_status er_tensor_ref(er_ref **out, const er_tensor *x) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(x, "x");
+    ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
+    er_ref *r = calloc(1, sizeof *r);
+    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
+    r->op = ER_OP_TENSOR;
+    r->A = *x;
+    r->ndim = x->ndim;
+    r->n = 1;
+    for (int i = 0; i < x->ndim; i++) { r->shape[i] = x->shape[i]; r->n *= x->shape[i]; }
+    *out = r;
+    return ER_OK;
+}
+
+static double er_tensor_value(const er_ref *ref, int64_t idx) { return er__load(&ref->A, er__offset(&ref->A, idx)); }
+
+/* No reduction: only standards that say nothing of one's order apply (any_order, its options for the output). */
+static er_status er_tensor_check(const er_ref *ref, const er_standard *std) {
+    if (std->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_STANDARD, "a tensor's values are exact: give any_order (its compute format is the elementwise "
+                        "stages' when it starts a chain)");
+    return er__standard_applies(ref, std);
+}
+
+static er_status er_tensor_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
+    (void)std;
+    ER_RETURN_IF_ERROR(er__sinks_open(sks, 1));
+    er_sink *sk = er__sinks_at(sks, 0, 0);
+    for (int64_t idx = 0; idx < ref->n; idx++) {
+        double x = er_tensor_value(ref, idx);
+        er_cval v;
+        memset(&v, 0, sizeof v);
+        v.lo = INFINITY;
+        v.hi = -INFINITY;
+        if (isnan(x)) v.nan = v.nan_req = 1;
+        else if (isinf(x)) { if (x > 0) v.pinf = 1; else v.ninf = 1; }
+        else v.lo = v.hi = x;
+        er_cset c;
+        er__cset_build(&c, sk->O, sk->ov, 0, &v, x, er__round_double(sk->O, x, ER_ROUND_NEAREST, sk->ov));
+        er__sink_put(sk, idx, &c);
+    }
+    return ER_OK;
+}
+
+static er_status er_tensor_exact(const er_ref *ref, int64_t idx, const er_fmt_info *f, double *exact, double *rounded) {
+    double x = er_tensor_value(ref, idx);
+    if (exact) *exact = x;
+    if (rounded) *rounded = er__round_double(f, x, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
+    return ER_OK;
+}
+
+static er_status er_tensor_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out) {
+    mpfr_set_prec(out, 64);
+    mpfr_set_d(out, er_tensor_value(ref, idx), MPFR_RNDN); /* exact */
+    return ER_OK;
+}
+
+static const char *const er_tensor_names[1] = {"out"};
+
+const er_op_module er__tensor_module = {.name = "tensor", .nout = 1, .out_names = er_tensor_names, .out_shape = er__out_shape_same,
+                                        .check = er_tensor_check, .covers = er_tensor_covers, .exact = er_tensor_exact,
+                                        .exact_mpfr = er_tensor_exact_mpfr};
