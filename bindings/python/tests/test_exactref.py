@@ -566,3 +566,25 @@ def test_single_elementwise_ops():
     assert not er.gelu(x).cast("float16").covers(silu).all()
     er.tensor(x).covers(x.astype(np.float32)).assert_all()
     assert not er.tensor(x).covers(x.astype(np.float32) * np.float32(1.001)).all()
+
+
+def test_elementwise_captures():
+    """H200 captures (tools/capture/capture_elementwise.py): torch's CUDA F.gelu, F.silu and F.relu on fp32, fp16 and
+    bf16 sweeps over [-20, 20], near each format's maximum, subnormals, signed zeros, infinities and NaN, covered as
+    single elementwise ops; F.gelu(approximate="tanh") claimed as the erf form caught."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "elementwise.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "elementwise.txt")).read().split("\n")[1:]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, fn, dt, n, gid = ln.split()
+        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
+        x, y = arr(gid + "__in__x"), arr(cid + "__out__y")
+        base = er.tensor(x)
+        ch = base.silu() if fn == "silu" else base.relu() if fn == "relu" else base.gelu()
+        if dt != "float32":
+            ch = ch.cast(dt)
+        res = ch.covers(y)
+        assert res.all() != ("bug" in fn), "%s %s %s: %s" % (cid, fn, dt, res.report)
+        seen += 1
+    assert seen == 12
