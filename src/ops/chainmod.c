@@ -135,7 +135,8 @@ static void er_act_interval(const er_fmt_info *E, int silu, double U, double l, 
         double t0 = er__round_prod(E, l, alpha, 1, ER_ROUND_NEAREST), t1 = er__round_prod(E, h, alpha, 1, ER_ROUND_NEAREST);
         double a, b, tmp, e0, e1;
         er_exact_fn(0, t0, &a, &tmp);
-        er_exact_fn(0, t1, &tmp, &b);
+        if (t1 == t0) b = tmp; /* one argument: its two bounds at once */
+        else er_exact_fn(0, t1, &tmp, &b);
         er__approx_ends(E, U, a, b, &e0, &e1);
         if (e0 < -1) e0 = -1; /* |erf| <= 1 for every implementation within its ulps of a value of at most 1 */
         if (e1 > 1) e1 = 1;
@@ -147,7 +148,8 @@ static void er_act_interval(const er_fmt_info *E, int silu, double U, double l, 
     /* silu: x / (1 + exp(-x)); exp(-x) decreasing in x */
     double a, b, tmp, e0, e1;
     er_exact_fn(1, -h, &a, &tmp);
-    er_exact_fn(1, -l, &tmp, &b);
+    if (l == h) b = tmp;
+    else er_exact_fn(1, -l, &tmp, &b);
     er__approx_ends(E, U, a, b, &e0, &e1);
     if (e0 < 0) e0 = 0; /* exp is positive; a result that underflows is 0 (expf flushes subnormal results) */
     if (a < E->min_normal) e0 = 0;
