@@ -351,10 +351,10 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
         }
         if (s->kind != ER_STAGE_ADD && s->kind != ER_STAGE_MUL) continue;
         double c = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
-        if (s->kind == ER_STAGE_ADD) { a = nextafter(a + c, -INFINITY); b = nextafter(b + c, INFINITY); continue; }
+        if (s->kind == ER_STAGE_ADD) { a = -er__next_up(-(a + c)); b = er__next_up(b + c); continue; }
         double x = a * c, y = b * c;
-        a = nextafter(x < y ? x : y, -INFINITY);
-        b = nextafter(x < y ? y : x, INFINITY);
+        a = -er__next_up(-(x < y ? x : y));
+        b = er__next_up(x < y ? y : x);
     }
     *l = a;
     *h = b;

@@ -67,7 +67,7 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size};
-    int op = (int)(byte(&r) % 9);
+    int op = (int)(byte(&r) % 10);
     er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
     int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
     unsigned sidx = byte(&r) % (sizeof standards / sizeof standards[0]);
@@ -93,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 5: st = er_softmax(&ref, &A, dim); break;
     case 6: st = er_log_softmax(&ref, &A, dim); break;
     case 7: st = er_rmsnorm(&ref, &A, vb > 0 ? &B : NULL, eps); break;
+    case 9: st = er_tensor_ref(&ref, &A); break;
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
     }
     if (st != ER_OK) { if (ref) abort(); return 0; }
@@ -149,7 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* a chain over the reductions that take one: stages from the input (scalars valid or not, a broadcast
          * tensor, relu, a cast to any format); what is accepted is covered, its enclosure agrees with covers */
         er_ref *chain = NULL;
-        if (op <= 2) {
+        if (op <= 2 || op == 9) {
             er_stage stg[4];
             int ns = (int)(byte(&r) % 5);
             int64_t zero[ER_MAX_DIMS] = {0};
