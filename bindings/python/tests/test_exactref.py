@@ -475,7 +475,8 @@ def test_chains():
 
 def test_chain_captures():
     """H200 captures (tools/capture/capture_chains.py: Triton GEMMs with the epilogue fused, torch unfused and addmm,
-    fp16 and bf16, K = 256, 1000, 2051): every correct kernel covered, every planted bug caught. torch.addmm in
+    fp16 and bf16, K = 256, 1000, 2051, and exact ties of the store at K = 8): every correct kernel covered (on the
+    ties, every element decided exact), every planted bug caught (a store rounding toward zero among them). torch.addmm in
     bf16 at K = 2051 gives outputs consistent with partial results rounded to bf16 inside cuBLAS (82% of them equal
     RN(RN_bf16(S) + bias)),
     which the fp32-accumulator chain does not allow; it is checked with bf16 accumulation (docs/hardware/toolchains.md)."""
@@ -494,7 +495,7 @@ def test_chain_captures():
         opts = {}
         if kind.startswith("triton"):
             ch = (mm.mul(float(alpha)) if float(alpha) != 1.0 else mm).add(bias).relu().cast(dt)
-        elif kind == "torch_unfused":
+        elif kind.startswith("torch_unfused"):
             ch = mm.cast(dt).add(bias).cast(dt).relu().cast(dt)
         else:
             ch = mm.add(bias).cast(dt)
@@ -502,8 +503,11 @@ def test_chain_captures():
                 opts = {"compute": "bfloat16"}
         res = ch.covers(y, standard="mma:sm90 outer=any" if not opts else "any_order", **opts)
         assert res.all() != ("bug" in kind), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res.report)
+        if "ties" in kind:
+            S = A.astype(np.float64) @ B.astype(np.float64) + bias.astype(np.float64)
+            assert np.sum(S % 2 == 1) > 400 and res.counts["exact"] == y.size  # about half the sums are ties
         seen += 1
-    assert seen == 36
+    assert seen == 44
 
 
 def test_gelu_and_silu_chains():
