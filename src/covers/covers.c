@@ -315,21 +315,28 @@ static er_status er_check_written(const er_ref *ref, const er_tensor *w, const c
     return ER_OK;
 }
 
-/* er_covers_sets' arrays: each apart from the inputs, the output and the other arrays. */
-static er_status er_check_set_arrays(const er_ref *ref, const er_tensor *out, double *const arrays[3], int64_t count) {
-    static const char *const names[3] = {"lo", "hi", "slack"};
-    size_t bytes = sizeof(double) * (size_t)count;
-    for (int k = 0; k < 3; k++) {
-        if (!arrays[k]) continue;
-        ER_RETURN_IF_ERROR(er_check_written(ref, NULL, names[k], arrays[k], bytes, out));
+/* The arrays a call writes (n of them, NULL ones skipped, bytes[k] each): each apart from the inputs, the output
+ * (NULL: none read) and the other arrays. */
+static er_status er_check_arrays(const er_ref *ref, const er_tensor *out, int n, const void *const *p, const char *const *names,
+                                 const size_t *bytes) {
+    for (int k = 0; k < n; k++) {
+        if (!p[k]) continue;
+        ER_RETURN_IF_ERROR(er_check_written(ref, NULL, names[k], p[k], bytes[k], out));
         for (int j = 0; j < k; j++) {
-            if (!arrays[j]) continue;
-            uintptr_t a = (uintptr_t)arrays[k], b = (uintptr_t)arrays[j];
-            if (bytes && a < b + bytes && b < a + bytes)
+            uintptr_t a = (uintptr_t)p[k], b = (uintptr_t)p[j];
+            if (p[j] && bytes[k] && bytes[j] && a < b + bytes[j] && b < a + bytes[k])
                 return er__fail(ER_ERR_OUTPUT, "%s shares memory with %s: give each array memory of its own", names[k], names[j]);
         }
     }
     return ER_OK;
+}
+
+/* er_covers_sets' arrays (lo, hi, slack; count doubles each). */
+static er_status er_check_set_arrays(const er_ref *ref, const er_tensor *out, double *const arrays[3], int64_t count) {
+    static const char *const names[3] = {"lo", "hi", "slack"};
+    size_t b = sizeof(double) * (size_t)count, bytes[3] = {b, b, b};
+    const void *p[3] = {arrays[0], arrays[1], arrays[2]};
+    return er_check_arrays(ref, out, 3, p, names, bytes);
 }
 
 /* covers through a module: its sets into per-share sinks, classified and merged in element order into one report
@@ -487,14 +494,10 @@ er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std
     /* a view of the output's shape and format, never read: the engine reads no output for an enclosure */
     er_tensor view;
     ER_RETURN_IF_ERROR(er_tensor_view(&view, format, nd, sh, NULL, lo));
-    double *const arrays[3] = {lo, hi, NULL};
-    ER_RETURN_IF_ERROR(er_check_set_arrays(ref, NULL, arrays, count));
-    ER_RETURN_IF_ERROR(er_check_written(ref, NULL, "flags", flags, (size_t)count, NULL));
-    uintptr_t f0 = (uintptr_t)flags, f1 = f0 + (size_t)count;
-    for (int k = 0; k < 2; k++) {
-        uintptr_t a0 = (uintptr_t)arrays[k], a1 = a0 + sizeof(double) * (size_t)count;
-        if (count && f0 < a1 && a0 < f1) return er__fail(ER_ERR_OUTPUT, "flags shares memory with %s: give each array memory of its own", k ? "hi" : "lo");
-    }
+    static const char *const names[3] = {"lo", "hi", "flags"};
+    const void *arrays[3] = {lo, hi, flags};
+    size_t bytes[3] = {sizeof(double) * (size_t)count, sizeof(double) * (size_t)count, (size_t)count};
+    ER_RETURN_IF_ERROR(er_check_arrays(ref, NULL, 3, arrays, names, bytes));
     const er_tensor *outs[3] = {NULL, NULL, NULL};
     outs[output] = &view;
     double *los[3] = {NULL, NULL, NULL}, *his[3] = {NULL, NULL, NULL};
