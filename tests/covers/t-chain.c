@@ -342,6 +342,65 @@ START_TEST(elementwise_on_a_tensor) {
 }
 END_TEST
 
+/* erf and exp at the edge of their 2-ulp budget, both readings (ulp-slack.md): the correctly rounded value moved by
+ * two of its ulps (CUDA's table), and the exact value moved by two ulps of its binade, then rounded; arguments where erf(t) and exp(-x)
+ * sit at and around powers of two (erf(t) = 1/2, 1/4, 1/8, -1/2, ...; x = k ln 2), and spread. gelu and silu of
+ * those, fp32 in and out, are covered. */
+static float f32_steps(float f, int n) { for (int i = 0; i < abs(n); i++) f = nextafterf(f, n > 0 ? INFINITY : -INFINITY); return f; }
+static float edge_fn(int silu, double t, int reading, int dir) {
+    double v = silu ? exp(t) : erf(t), c = (float)v; /* c: the correctly rounded value (libm's double, rounded) */
+    double target = reading == 0 ? c + dir * 2 * er_format_ulp(ER_FP32, c) : v + dir * 2 * er_format_ulp(ER_FP32, v);
+    float y = (float)target; /* the float farthest out that stays within the two ulps: rounded back toward v */
+    if (dir < 0 && y < target) y = f32_steps(y, 1);
+    if (dir > 0 && y > target) y = f32_steps(y, -1);
+    return y;
+}
+
+START_TEST(activations_at_the_edge_of_their_ulps) {
+    enum { L = 2048 };
+    static float x[L], y[L];
+    er_test_reseed(1608);
+    int n = 0;
+    static const double erf_targets[] = {0.5, 0.25, 0.125, 0.0625, -0.5, -0.25, 0.75, 0.96875, -0.9375};
+    for (int i = 0; i < 9; i++)
+        for (int d = -3; d <= 3; d++) { /* t with erf(t) at the target: Newton from a guess, then neighbours */
+            double t = erf_targets[i];
+            for (int it = 0; it < 60; it++) t -= (erf(t) - erf_targets[i]) / (1.1283791670955126 * exp(-t * t));
+            x[n++] = f32_steps((float)(t * sqrt(2.0)), d);
+        }
+    for (int k = -20; k <= 20; k++)
+        for (int d = -2; d <= 2; d++) x[n++] = f32_steps((float)(k * 0.69314718055994531), d);
+    while (n < L) x[n++] = (float)(er_rand_normal() * 4);
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){L}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){L}, NULL, y);
+    er_ref *t;
+    ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    for (int silu = 0; silu < 2; silu++) {
+        er_stage st[1] = {{silu ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0}};
+        er_ref *ch;
+        ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
+        for (int reading = 0; reading < 2; reading++)
+            for (int dir = -1; dir <= 1; dir += 2) {
+                for (int i = 0; i < L; i++) {
+                    float v = x[i];
+                    if (silu) y[i] = v / (1.0f + edge_fn(1, -(double)v, reading, dir));
+                    else y[i] = (v * 0.5f) * (1.0f + edge_fn(0, (double)(v * 0.70710677f), reading, dir));
+                }
+                er_report rep;
+                ck_assert_int_eq(er_covers(&rep, ch, &ty, &std), ER_OK);
+                ER_REQUIRE_PASS(&rep, "%s, %s reading, %s edge", silu ? "silu" : "gelu", reading ? "exact-value" : "rounded-value",
+                                dir > 0 ? "upper" : "lower");
+                er_report_clear(&rep);
+            }
+        er_ref_free(ch);
+    }
+    er_ref_free(t);
+}
+END_TEST
+
 START_TEST(planted_bugs_are_caught) {
     er_test_reseed(1601);
     er_tensor tBias;
@@ -446,6 +505,7 @@ int main(void) {
     tcase_add_test(tc, gelu_and_silu);
     tcase_add_test(tc, gelu_where_one_plus_erf_cancels);
     tcase_add_test(tc, elementwise_on_a_tensor);
+    tcase_add_test(tc, activations_at_the_edge_of_their_ulps);
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, nan_operand);
     tcase_add_test(tc, bad_chains_are_refused);
