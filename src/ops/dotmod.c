@@ -477,8 +477,10 @@ static void *er_fast_decide_run(void *arg) {
     double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
     const char *yb = out->data;
     int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->sk->set_lo != NULL;
-    fj->wrel = -1;
-    fj->widx = -1;
+    /* counts and the widest in locals, stored once: the jobs lie side by side, and a store per element into one
+     * would share its cache line with the other threads' */
+    int64_t counts[2] = {0, 0}, widx = -1;
+    double wrel = -1;
     for (;;) {
         int64_t begin = __atomic_fetch_add(fj->next, ER_FAST_CHUNK, __ATOMIC_RELAXED);
         if (begin >= n) break;
@@ -507,7 +509,7 @@ static void *er_fast_decide_run(void *arg) {
                     if (!er_fast_bracket_of(&fc, Sh, Plo, Phi, &b)) { classes[idx] = ER_PENDING; continue; }
                     r1 = er_fast_rn(&fc, cx, b.slo);
                     r2 = er_fast_rn(&fc, cx, b.shi);
-                    want_set = want_set || er_fast_may_be_widest(&fc, cx, &b, r1, r2, fj->wrel);
+                    want_set = want_set || er_fast_may_be_widest(&fc, cx, &b, r1, r2, wrel);
                     if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
                     if (want_set || cls == ER_PENDING) {
                         double P = er_abs_dot(ref->af + (ia * pl->M + i) * K, ref->bt + (ib * pl->N + jj) * K, K);
@@ -526,17 +528,21 @@ static void *er_fast_decide_run(void *arg) {
                     cls = r1 == r2 && y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
                     /* the width only where it may reach the widest so far (the division of er_fast_may_be_widest) */
                     double al = fabs(slo), ah = fabs(shi);
-                    if (shi - slo >= fj->wrel * (1.0 - 0x1p-50) * (al > ah ? al : ah)) {
+                    if (shi - slo >= wrel * (1.0 - 0x1p-50) * (al > ah ? al : ah)) {
                         double rel = er_set_rel(slo, shi);
-                        if (rel > fj->wrel || (rel == fj->wrel && rel >= 0 && idx < fj->widx)) { fj->wrel = rel; fj->widx = idx; }
+                        if (rel > wrel || (rel == wrel && rel >= 0 && idx < widx)) { wrel = rel; widx = idx; }
                     }
                     if (sets) er__sink_set(cx->sk, idx, slo, shi, y);
                 }
             }
             classes[idx] = (uint8_t)cls;
-            if (cls != ER_PENDING) fj->counts[cls]++;
+            if (cls != ER_PENDING) counts[cls]++;
         }
     }
+    fj->counts[0] = counts[0];
+    fj->counts[1] = counts[1];
+    fj->wrel = wrel;
+    fj->widx = widx;
     return NULL;
 }
 

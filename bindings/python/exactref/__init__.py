@@ -248,7 +248,10 @@ class Reference:
         shape = tuple(self.shape)
 
         def sets_into(report):
-            arrays = tuple(np.empty(shape, np.float64) for _ in range(3))
+            # one block, its pages touched here: the pass's threads faulting in fresh pages together wait on each other
+            block = np.empty((3,) + shape, np.float64)
+            block.fill(np.nan)
+            arrays = tuple(block[i, ...] for i in range(3))
             check(_lib.lib.er_covers_sets(report, self._ptr, view.buf, std, *(a.ctypes.data for a in arrays)))
             return arrays
 
