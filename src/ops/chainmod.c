@@ -15,6 +15,9 @@
 #include "tensor/tensor_internal.h"
 #include "enclose/approx.h"
 
+/* The unary functions, ER_STAGE_EXP to ER_STAGE_RSQRT. */
+static int er_is_unary(er_stage_kind k) { return k >= ER_STAGE_EXP && k <= ER_STAGE_RSQRT; }
+
 er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages) {
     er__ok();
     ER_CHECK_NULL(out, "out");
@@ -40,9 +43,9 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
                                 "broadcasts)", i, base->ndim);
         } else if (s->kind == ER_STAGE_CAST) {
             if (!er__fmt(s->format)) return er__fail(ER_ERR_FORMAT, "stage %d: invalid format value %d", i, (int)s->format);
-        } else if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
+        } else if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU || er_is_unary(s->kind)) {
             if (!(s->scalar >= 0 && s->scalar <= 64))
-                return er__fail(ER_ERR_INVALID, "stage %d: %g ulps: expected 0 (the default, 2) to 64", i, s->scalar);
+                return er__fail(ER_ERR_INVALID, "stage %d: %g ulps: expected 0 (the function's default) to 64", i, s->scalar);
         } else if (s->kind != ER_STAGE_RELU) {
             return er__fail(ER_ERR_INVALID, "stage %d: unknown kind %d", i, (int)s->kind);
         }
@@ -63,7 +66,8 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
     r->stages = st;
     r->views = views;
     r->nstages = nstages;
-    static const char *const kinds[7] = {"", "add", "mul", "relu", "cast", "gelu", "silu"};
+    static const char *const kinds[14] = {"", "add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log", "tanh",
+                                          "sigmoid", "erf", "rsqrt"};
     int len = snprintf(r->chain_name, sizeof r->chain_name, "%s", er__op_name(base));
     for (int i = 0; i < nstages && len < (int)sizeof r->chain_name; i++)
         len += snprintf(r->chain_name + len, sizeof r->chain_name - (size_t)len, "+%s", kinds[stages[i].kind]);
@@ -78,7 +82,15 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
 /* The standard applies to the base; the stages compute in its compute format, and no cast is wider than it. */
 static er_status er_chain_check(const er_ref *ref, const er_standard *std) {
     const er_ref *base = ref->base;
-    ER_RETURN_IF_ERROR(er__module_of(base)->check(base, std));
+    /* math=triton is the stages' (Triton's fp32 lowering of exp, exp2, log, rsqrt, sigmoid); the base's standard
+     * is the rest */
+    if (std->fast_math == 1)
+        return er__fail(ER_ERR_STANDARD, "math=fast is not modelled for chains; give each function's ulps instead");
+    if (std->fast_math == 2 && std->compute != ER_FP32)
+        return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
+    er_standard bs = *std;
+    bs.fast_math = 0;
+    ER_RETURN_IF_ERROR(er__module_of(base)->check(base, &bs));
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     for (int i = 0; i < ref->nstages; i++)
         if (ref->stages[i].kind == ER_STAGE_CAST && er__fmt(ref->stages[i].format)->p > E->p)
@@ -104,17 +116,43 @@ static void er_set_ends(er_cval *v, const er_fmt_info *E, double l, double h) {
     v->hi = h;
 }
 
-/* Bounds of an exact function value as doubles: f(x) rounded down and up, from MPFR at 128 bits (f monotone or not,
- * the value at one point). kind: 0 erf(x), 1 exp(x). */
+/* The functions whose exact values the sets and the exact results need (MPFR at `prec` bits, rounded in `rnd`). */
+enum { ER_FN_ERF, ER_FN_EXP, ER_FN_EXP2, ER_FN_LOG, ER_FN_TANH, ER_FN_RSQRT };
+
+static void er_mpfr_fn(int kind, mpfr_ptr r, mpfr_srcptr a, mpfr_rnd_t rnd) {
+    switch (kind) {
+    case ER_FN_ERF: mpfr_erf(r, a, rnd); break;
+    case ER_FN_EXP: mpfr_exp(r, a, rnd); break;
+    case ER_FN_EXP2: mpfr_exp2(r, a, rnd); break;
+    case ER_FN_LOG: mpfr_log(r, a, rnd); break;
+    case ER_FN_TANH: mpfr_tanh(r, a, rnd); break;
+    default: mpfr_rec_sqrt(r, a, rnd); break;
+    }
+}
+
+/* Bounds of an exact function value as doubles: f(x) rounded down and up, from MPFR at 128 bits (the value at one
+ * point, x in f's domain). */
 static void er_exact_fn(int kind, double x, double *dn, double *up) {
     mpfr_t a, r;
     mpfr_inits2(128, a, r, (mpfr_ptr)0);
     mpfr_set_d(a, x, MPFR_RNDN);
-    if (kind == 0) mpfr_erf(r, a, MPFR_RNDD); else mpfr_exp(r, a, MPFR_RNDD);
+    er_mpfr_fn(kind, r, a, MPFR_RNDD);
     *dn = mpfr_get_d(r, MPFR_RNDD);
-    if (kind == 0) mpfr_erf(r, a, MPFR_RNDU); else mpfr_exp(r, a, MPFR_RNDU);
+    er_mpfr_fn(kind, r, a, MPFR_RNDU);
     *up = mpfr_get_d(r, MPFR_RNDU);
     mpfr_clears(a, r, (mpfr_ptr)0);
+}
+
+/* v's join with w: every value either allows. */
+static void er_cval_join(er_cval *v, const er_cval *w) {
+    if (w->lo <= w->hi) {
+        if (v->lo > v->hi) { v->lo = w->lo; v->hi = w->hi; }
+        else { v->lo = fmin(v->lo, w->lo); v->hi = fmax(v->hi, w->hi); }
+    }
+    v->nan_req = v->nan_req && w->nan_req;
+    v->nan |= w->nan | w->nan_req;
+    v->pinf |= w->pinf;
+    v->ninf |= w->ninf;
 }
 
 /* The hull of RN_E(p q) over p in [p0, p1], q in [q0, q1] (a bilinear function: its extremes are at corners). */
@@ -134,9 +172,9 @@ static void er_act_interval(const er_fmt_info *E, int silu, double U, double l, 
         double alpha = er__round_double(E, 0.70710678118654752440, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
         double t0 = er__round_prod(E, l, alpha, 1, ER_ROUND_NEAREST), t1 = er__round_prod(E, h, alpha, 1, ER_ROUND_NEAREST);
         double a, b, tmp, e0, e1;
-        er_exact_fn(0, t0, &a, &tmp);
+        er_exact_fn(ER_FN_ERF, t0, &a, &tmp);
         if (t1 == t0) b = tmp; /* one argument: its two bounds at once */
-        else er_exact_fn(0, t1, &tmp, &b);
+        else er_exact_fn(ER_FN_ERF, t1, &tmp, &b);
         /* within U ulps of an exact value near -1 (or 1) lies beyond it: an implementation at the edge of its budget
          * may return that, so no cut at [-1, 1] */
         er__approx_ends(E, U, a, b, &e0, &e1);
@@ -147,18 +185,145 @@ static void er_act_interval(const er_fmt_info *E, int silu, double U, double l, 
     }
     /* silu: x / (1 + exp(-x)); exp(-x) decreasing in x */
     double a, b, tmp, e0, e1;
-    er_exact_fn(1, -h, &a, &tmp);
+    er_exact_fn(ER_FN_EXP, -h, &a, &tmp);
     if (l == h) b = tmp;
-    else er_exact_fn(1, -l, &tmp, &b);
+    else er_exact_fn(ER_FN_EXP, -l, &tmp, &b);
     er__approx_ends(E, U, a, b, &e0, &e1);
     if (a < E->min_normal && e0 > 0) e0 = 0; /* a result below the smallest normal may be flushed to 0 (expf does) */
     double d0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), d1 = isinf(e1) ? INFINITY : er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
     er_prod_hull(E, l, h, d0, d1, 1, lo, hi);
 }
 
+/* A unary function's default accuracy in ulps, CUDA's table (expf, exp2f, tanhf, erff and rsqrtf 2, logf 1;
+ * sigmoid's is its exp's). */
+
+static double er_unary_default(er_stage_kind k) { return k == ER_STAGE_LOG ? 1.0 : 2.0; }
+
+/* An empty set. */
+static void er_cval_empty(er_cval *v) {
+    memset(v, 0, sizeof *v);
+    v->lo = INFINITY;
+    v->hi = -INFINITY;
+}
+
+/* Adds the value w (of E, or an infinity) to v. */
+static void er_cval_put(er_cval *v, double w) {
+    er_cval p;
+    er_cval_empty(&p);
+    if (w == INFINITY) p.pinf = 1;
+    else if (w == -INFINITY) p.ninf = 1;
+    else p.lo = p.hi = w;
+    er_cval_join(v, &p);
+}
+
+/* Adds to v the values an implementation of f within U ulps returns for the arguments in [l, h] (l <= h, f's domain,
+ * f monotone: increasing, or decreasing where dec; chains.md, Lemma C6): Lemma U1 over the bounds of f's exact values
+ * at the ends; a result whose exact value is below the smallest normal may be flushed to a zero. */
+static void er_fn_image(er_cval *v, const er_fmt_info *E, int fn, int dec, double U, double l, double h) {
+    double a, b, tmp, lo, hi;
+    er_exact_fn(fn, dec ? h : l, &a, &tmp);
+    if (l == h) b = tmp;
+    else er_exact_fn(fn, dec ? l : h, &tmp, &b);
+    er_cval p;
+    er_cval_empty(&p);
+    if (a == INFINITY) { p.pinf = 1; er_cval_join(v, &p); return; } /* beyond every double: overflow */
+    er__approx_ends(E, U, a, b, &lo, &hi);
+    if (a < E->min_normal && b > -E->min_normal) { lo = fmin(lo, 0.0); hi = fmax(hi, 0.0); }
+    er_set_ends(&p, E, lo, hi);
+    er_cval_join(v, &p);
+}
+
+/* exp(x) for x in [l, h]: within U ulps of e^x, or (math=triton: tl.exp) of 2^RN(x RN(log2 e)), ex2.approx of the
+ * rounded product; exp2(x) within U ulps of 2^x. */
+static void er_exp_image(er_cval *v, const er_fmt_info *E, int two, int tri, double U, double l, double h) {
+    if (two || !tri) { er_fn_image(v, E, two ? ER_FN_EXP2 : ER_FN_EXP, 0, U, l, h); return; }
+    double c = er__round_double(E, 1.44269504088896340736, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    double t0 = er__round_prod(E, l, c, 1, ER_ROUND_NEAREST), t1 = er__round_prod(E, h, c, 1, ER_ROUND_NEAREST);
+    if (t0 == INFINITY) { er_cval_put(v, INFINITY); return; }
+    if (t1 == -INFINITY) { er_cval_put(v, 0.0); return; }
+    if (t0 == -INFINITY) { er_cval_put(v, 0.0); t0 = -E->max; }
+    if (t1 == INFINITY) { er_cval_put(v, INFINITY); t1 = E->max; }
+    er_fn_image(v, E, ER_FN_EXP2, 0, U, t0, t1);
+}
+
+/* sigmoid(x) = RN(1 / RN(1 + e)), e = exp(-x) as er_exp_image gives it, for x in [l, h]; the division correctly
+ * rounded, or (math=triton: div.full.f32) within 2 ulps; a subnormal quotient may be flushed (CUDA's 1.0f / d does
+ * for d above 2^126, measured on the H200). Increasing in x (each step is monotone), so the quotient's ends come
+ * from e's. */
+static void er_sigmoid_image(er_cval *v, const er_fmt_info *E, int tri, double U, double l, double h) {
+    er_cval e;
+    er_cval_empty(&e);
+    er_exp_image(&e, E, 0, tri, U, -h, -l);
+    double e0 = e.lo <= e.hi ? e.lo : INFINITY, e1 = e.pinf ? INFINITY : e.hi;
+    double d0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), d1 = e1 == INFINITY ? INFINITY : er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
+    /* bounds of the exact quotients 1/d1 <= 1/d0 (d0 >= 1/2: e0 is at least a few ulps below 0) */
+    double qa = d1 == INFINITY ? 0.0 : nextafter(1.0 / d1, -INFINITY), qb = d0 == INFINITY ? 0.0 : nextafter(1.0 / d0, INFINITY);
+    double lo, hi;
+    if (tri) {
+        er__approx_ends(E, 2.0, qa, qb, &lo, &hi);
+    } else {
+        lo = er__round_double(E, qa, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        hi = er__round_double(E, qb, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    }
+    if (qa < E->min_normal) lo = fmin(lo, 0.0);
+    er_cval p;
+    er_cval_empty(&p);
+    er_set_ends(&p, E, lo, hi);
+    er_cval_join(v, &p);
+}
+
+/* A unary stage (chains.md, Lemmas C6 and C7): its image of v's finite interval, and of the special values. A
+ * subnormal argument may be flushed to a zero of its sign first (CUDA's erff, logf and rsqrtf do, measured on the
+ * H200): where the interval holds one, the image of a zero joins. */
+static void er_unary_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int tri) {
+    double U = s->scalar > 0 ? s->scalar : er_unary_default(s->kind), l = v->lo, h = v->hi;
+    int finite = l <= h, pinf = v->pinf, ninf = v->ninf;
+    er_cval r;
+    er_cval_empty(&r);
+    if (finite && l < E->min_normal && h > -E->min_normal && !(l == 0 && h == 0)) {
+        r.lo = r.hi = 0.0;
+        er_unary_apply(&r, s, E, tri);
+    }
+    r.nan |= v->nan;
+    switch (s->kind) {
+    case ER_STAGE_EXP:
+    case ER_STAGE_EXP2:
+        if (pinf) er_cval_put(&r, INFINITY);
+        if (ninf) er_cval_put(&r, 0.0);
+        if (finite) er_exp_image(&r, E, s->kind == ER_STAGE_EXP2, tri, U, l, h);
+        break;
+    case ER_STAGE_TANH:
+    case ER_STAGE_ERF:
+        if (pinf) er_cval_put(&r, 1.0);
+        if (ninf) er_cval_put(&r, -1.0);
+        if (finite) er_fn_image(&r, E, s->kind == ER_STAGE_TANH ? ER_FN_TANH : ER_FN_ERF, 0, U, l, h);
+        break;
+    case ER_STAGE_SIGMOID:
+        if (pinf) er_cval_put(&r, 1.0);
+        if (ninf) er_cval_put(&r, 0.0);
+        if (finite) er_sigmoid_image(&r, E, tri, U, l, h);
+        break;
+    default: { /* log (increasing) and rsqrt (decreasing): NaN below 0; at a zero -inf (log) or an infinity of the
+                * zero's sign (rsqrt) */
+        int lg = s->kind == ER_STAGE_LOG;
+        if (pinf) er_cval_put(&r, lg ? INFINITY : 0.0);
+        if (ninf) r.nan = 1;
+        if (!finite) break;
+        if (l < 0) r.nan = 1;
+        if (l <= 0 && h >= 0) {
+            er_cval_put(&r, lg ? -INFINITY : INFINITY);
+            if (!lg) er_cval_put(&r, -INFINITY);
+        }
+        if (h >= E->min_sub) er_fn_image(&r, E, lg ? ER_FN_LOG : ER_FN_RSQRT, !lg, U, fmax(l, E->min_sub), h);
+    }
+    }
+    *v = r;
+}
+
 /* The set after stage s, of the set v before it (values of E), at element idx. */
-static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int64_t idx) {
+static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int64_t idx, int tri) {
     if (v->nan_req && s->kind != ER_STAGE_RELU) return; /* NaN in, NaN out */
+    if (er_is_unary(s->kind)) { er_unary_apply(v, s, E, tri); return; }
     int finite = v->lo <= v->hi;
     if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
         /* +inf gives +inf (gelu: inf (1 + 1); silu: inf / (1 + 0)); -inf gives NaN (gelu: -inf times 0; silu:
@@ -248,25 +413,13 @@ static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, 
     }
 }
 
-/* v's join with w: every value either allows. */
-static void er_cval_join(er_cval *v, const er_cval *w) {
-    if (w->lo <= w->hi) {
-        if (v->lo > v->hi) { v->lo = w->lo; v->hi = w->hi; }
-        else { v->lo = fmin(v->lo, w->lo); v->hi = fmax(v->hi, w->hi); }
-    }
-    v->nan_req = v->nan_req && w->nan_req;
-    v->nan |= w->nan | w->nan_req;
-    v->pinf |= w->pinf;
-    v->ninf |= w->ninf;
-}
-
 /* A mul stage (by m) followed by an add stage (of b), which a compiler may contract into one fused multiply-add:
  * RN(x m + b) for every x of v, monotone in x as the separate roundings are (docs/algorithms/chains.md, Lemma C3).
  * always: the fused evaluation alone; else either, joined. */
 static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, const er_fmt_info *E, int64_t idx, int always) {
     er_cval sep = *v, fused = *v;
-    er_stage_apply(&sep, mul, E, idx);
-    er_stage_apply(&sep, add, E, idx);
+    er_stage_apply(&sep, mul, E, idx, 0);
+    er_stage_apply(&sep, add, E, idx, 0);
     double m = er_stage_operand(mul, E, idx), b = er_stage_operand(add, E, idx);
     if (v->lo <= v->hi && isfinite(m) && isfinite(b) && !v->nan_req) {
         /* the specials as the separate evaluation has them (an infinity times m plus b), the finite ends fused */
@@ -310,6 +463,19 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
                 mpfr_div(x, x, t, MPFR_RNDN);
             }
             mpfr_clear(t);
+        } else if (er_is_unary(s->kind)) {
+            /* at 256 bits: f(x) at a dyadic x != 0 is a dyadic (then exact here) or irrational, so no exact result
+             * is a rounding boundary of the output that this value misses (chains.md, Lemma C8) */
+            mpfr_prec_round(x, mpfr_get_prec(x) > 256 ? mpfr_get_prec(x) : 256, MPFR_RNDN);
+            if (s->kind == ER_STAGE_SIGMOID) {
+                mpfr_neg(x, x, MPFR_RNDN);
+                mpfr_exp(x, x, MPFR_RNDN);
+                mpfr_add_ui(x, x, 1, MPFR_RNDN);
+                mpfr_ui_div(x, 1, x, MPFR_RNDN);
+            } else {
+                static const int fns[] = {ER_FN_EXP, ER_FN_EXP2, ER_FN_LOG, ER_FN_TANH, 0, ER_FN_ERF, ER_FN_RSQRT};
+                er_mpfr_fn(fns[s->kind - ER_STAGE_EXP], x, x, MPFR_RNDN);
+            }
         } else if (s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) {
             double b = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
             /* exact: a double added to (or multiplied into) x at enough bits, from x's top bit (or b's) down to the
@@ -346,6 +512,24 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
             double w = 1.2 * (b - a), m = fmax(fabs(fa), fabs(fb)) * 0x1p-45 + 0x1p-1000;
             a = fmin(fa, fb) - w - m;
             b = fmax(fa, fb) + w + m;
+            continue;
+        }
+        if (er_is_unary(s->kind)) {
+            /* monotone: libm's values at the ends (within a few double ulps), widened by a relative 2^-45; log and
+             * rsqrt of a non-positive end stop here */
+            double fa, fb;
+            if ((s->kind == ER_STAGE_LOG || s->kind == ER_STAGE_RSQRT) && !(a > 0)) { a = NAN; break; }
+            switch (s->kind) {
+            case ER_STAGE_EXP: fa = exp(a); fb = exp(b); break;
+            case ER_STAGE_EXP2: fa = exp2(a); fb = exp2(b); break;
+            case ER_STAGE_LOG: fa = log(a); fb = log(b); break;
+            case ER_STAGE_TANH: fa = tanh(a); fb = tanh(b); break;
+            case ER_STAGE_SIGMOID: fa = 1.0 / (1.0 + exp(-a)); fb = 1.0 / (1.0 + exp(-b)); break;
+            case ER_STAGE_ERF: fa = erf(a); fb = erf(b); break;
+            default: fa = 1.0 / sqrt(b); fb = 1.0 / sqrt(a); break;
+            }
+            a = fa - (fabs(fa) * 0x1p-45 + 0x1p-1000);
+            b = fb + (fabs(fb) * 0x1p-45 + 0x1p-1000);
             continue;
         }
         if (s->kind != ER_STAGE_ADD && s->kind != ER_STAGE_MUL) continue;
@@ -452,7 +636,7 @@ static void *er_chain_run(void *arg) {
                 i++;
                 continue;
             }
-            er_stage_apply(&v, s, j->E, idx);
+            er_stage_apply(&v, s, j->E, idx, std->fast_math == 2);
         }
         double exact = NAN, rounded = NAN;
         j->st = er_chain_exact(ref, idx, j->sk, x, &exact, &rounded);
@@ -474,7 +658,9 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
     uint8_t *fl = malloc((size_t)(n ? n : 1));
     er_status st = lo && hi && fl ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
     /* the base's sets in the compute format, then each element through the stages, threads on contiguous runs */
-    if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, std, E->id, lo, hi, fl);
+    er_standard bs = *std; /* math= is the stages' (er_chain_check) */
+    bs.fast_math = 0;
+    if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, lo, hi, fl);
     int nt = er__num_threads(n * 256);
     if (nt > n) nt = n > 0 ? (int)n : 1;
     if (st == ER_OK) st = er__sinks_open(sks, nt);

@@ -78,7 +78,7 @@ er_status er__standard_applies(const er_ref *ref, const er_standard *std) {
     if (!sm && (std->exp_fast || std->fast_math == 1))
         return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", er__op_name(ref));
     if (!softmax_like && std->fast_math == 2)
-        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm and layernorm, not to %s", er__op_name(ref));
+        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm, layernorm and chains' stages, not to %s", er__op_name(ref));
     if (!sm && std->subnormals == ER_SUBNORMALS_FLUSH)
         return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s",
                         er__op_name(ref));

@@ -147,8 +147,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
             }
         }
-        /* a chain over the reductions that take one: stages from the input (scalars valid or not, a broadcast
-         * tensor, relu, a cast to any format); what is accepted is covered, its enclosure agrees with covers */
+        /* a chain over the reductions that take one: stages from the input (every kind and one past them, scalars
+         * valid or not, a broadcast tensor, a cast to any format); what is accepted is covered, its enclosure agrees
+         * with covers */
         er_ref *chain = NULL;
         if (op <= 2 || op == 9) {
             er_stage stg[4];
@@ -157,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             er_tensor T;
             int tv = er_tensor_view(&T, fb, nd, shape, zero, pool[2]) == ER_OK;
             for (int k = 0; k < ns; k++) {
-                unsigned kind = byte(&r) % 6;
+                unsigned kind = byte(&r) % 14; /* 13: one past the last kind, refused */
                 stg[k] = (er_stage){(er_stage_kind)(kind + 1), NULL, scalars[byte(&r) % 8], (er_format)(byte(&r) % 10)};
                 if (kind <= 1 && tv && byte(&r) % 2) stg[k].t = &T;
             }

@@ -20,7 +20,7 @@ from ._arrays import DeviceView, View, format_of, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["ChainReference", "Enclosure", "depth", "gelu", "relu", "silu", "tensor", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["ChainReference", "Enclosure", "depth", "gelu", "relu", "silu", "tensor", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -318,6 +318,37 @@ class Reference:
         """silu as x / (1 + exp(-x)) in the compute format, exp within `ulps` (default 2, CUDA's expf): a chain."""
         return ChainReference._extend(self, ("silu", ulps))
 
+    def exp(self, ulps=None):
+        """exp of this result, within `ulps` (default 2, CUDA's expf; with math=triton, ex2.approx of the rounded
+        product x fl(log2 e), as Triton's tl.exp): a chain."""
+        return ChainReference._extend(self, ("exp", ulps))
+
+    def exp2(self, ulps=None):
+        """2^x within `ulps` (default 2, exp2f; ex2.approx): a chain."""
+        return ChainReference._extend(self, ("exp2", ulps))
+
+    def log(self, ulps=None):
+        """log(x) within `ulps` (default 1, logf; with math=triton a subnormal x is flushed to 0 first): a chain."""
+        return ChainReference._extend(self, ("log", ulps))
+
+    def tanh(self, ulps=None):
+        """tanh(x) within `ulps` (default 2, tanhf): a chain."""
+        return ChainReference._extend(self, ("tanh", ulps))
+
+    def sigmoid(self, ulps=None):
+        """1 / (1 + exp(-x)) in the compute format, exp within `ulps` (default 2); the division correctly rounded, or
+        within 2 ulps with math=triton: a chain."""
+        return ChainReference._extend(self, ("sigmoid", ulps))
+
+    def erf(self, ulps=None):
+        """erf(x) within `ulps` (default 2, erff): a chain."""
+        return ChainReference._extend(self, ("erf", ulps))
+
+    def rsqrt(self, ulps=None):
+        """1 / sqrt(x) within `ulps` (default 2, rsqrtf; with math=triton rsqrt.approx.ftz, a subnormal x giving +inf):
+        a chain."""
+        return ChainReference._extend(self, ("rsqrt", ulps))
+
     def exact(self, dtype="float32"):
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max)."""
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
@@ -357,6 +388,17 @@ def silu(x, ulps=None):
 def relu(x):
     """max(x, 0) of each element of x (er.tensor(x).relu())."""
     return tensor(x).relu()
+
+
+def _unary(name):
+    def fn(x, ulps=None):
+        return getattr(tensor(x), name)(ulps)
+    fn.__name__ = name
+    fn.__doc__ = "%s of each element of x in the compute format (er.tensor(x).%s(ulps); see Reference.%s)." % (name, name, name)
+    return fn
+
+
+exp, exp2, log, tanh, sigmoid, erf, rsqrt = (_unary(n) for n in ("exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt"))
 
 
 def matmul(A, B):
@@ -533,7 +575,9 @@ class ChainReference(Reference):
     and cast on a reference; covers() takes the standard of the reduction, and the stages compute in its compute
     format (float32 by default)."""
 
-    _KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4, "gelu": 5, "silu": 6}
+    _KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4, "gelu": 5, "silu": 6, "exp": 7, "exp2": 8, "log": 9, "tanh": 10,
+              "sigmoid": 11, "erf": 12, "rsqrt": 13}
+    _UNARY = ("gelu", "silu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
 
     @classmethod
     def _extend(cls, ref, stage):
@@ -548,7 +592,7 @@ class ChainReference(Reference):
             arr[i].kind = self._KINDS[kind]
             if kind == "cast":
                 arr[i].format = format_of(arg)
-            elif kind in ("gelu", "silu"):
+            elif kind in self._UNARY:
                 if arg is not None and (isinstance(arg, bool) or not isinstance(arg, (int, float))):
                     raise TypeError("exactref: %s(ulps=) takes a number, not %s" % (kind, type(arg).__name__))
                 arr[i].scalar = 0.0 if arg is None else float(arg)

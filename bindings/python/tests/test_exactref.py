@@ -592,3 +592,57 @@ def test_elementwise_captures():
         assert res.all() != ("bug" in fn), "%s %s %s: %s" % (cid, fn, dt, res.report)
         seen += 1
     assert seen == 12
+
+
+def test_unary_ops():
+    """er.exp, exp2, log, tanh, sigmoid, erf and rsqrt on a tensor, after a matmul, and cast: each function within
+    its ulps (CUDA's table by default), Triton's lowering with math="triton"; a wrong function is caught."""
+    import math
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(3000) * 5).astype(np.float32)
+    pos = np.abs(x) + np.float32(1e-3)
+    f64 = {"exp": np.exp, "exp2": np.exp2, "tanh": np.tanh, "sigmoid": lambda t: 1 / (1 + np.exp(-t)),
+           "erf": np.vectorize(math.erf), "log": np.log, "rsqrt": lambda t: 1 / np.sqrt(t)}
+    for name, f in f64.items():
+        arg = pos if name in ("log", "rsqrt") else x
+        y = f(arg.astype(np.float64)).astype(np.float32)            # correctly rounded but for double rounding
+        res = getattr(er, name)(arg).covers(y)
+        assert res.all(), res.report
+        assert res.counts["exact"] > 0.99 * arg.size
+        assert not getattr(er, name)(arg).covers(y * np.float32(1 + 2 ** -20)).all()
+    A = rng.standard_normal((8, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 4)).astype(np.float16)
+    acc = A.astype(np.float32) @ B.astype(np.float32)
+    er.matmul(A, B).sigmoid().cast("float16").covers((1 / (1 + np.exp(-acc.astype(np.float64)))).astype(np.float16)).assert_all()
+    er.exp(x).covers(np.exp(x.astype(np.float64)).astype(np.float32), math="triton").assert_all()
+    with pytest.raises(TypeError):
+        er.exp(x, ulps="2")
+    with pytest.raises(er.ExactrefError):
+        er.exp(x, ulps=100).covers(np.exp(x))
+    with pytest.raises(er.ExactrefError):
+        er.exp(x).covers(np.exp(x), math="fast")
+
+
+def test_unary_captures():
+    """H200 captures (tools/capture/capture_unary.py): torch's CUDA exp, exp2, log, tanh, sigmoid, erf and rsqrt on
+    fp32, fp16 and bf16, a CUDA kernel calling expf, exp2f, logf, tanhf, erff and rsqrtf, and a Triton kernel, on
+    arguments at and around results that are powers of two, near overflow and underflow, subnormals, zeros,
+    infinities and NaN. torch and CUDA are covered under the default standard, Triton under math=triton; Triton's
+    tl.exp and tl.sigmoid (ex2.approx of a rounded product) fall outside the default one."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "unary.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "unary.txt")).read().split("\n")[1:]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, src, fn, dt, n, gid = ln.split()
+        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
+        x, y = arr(gid + "__in__x"), arr(cid + "__out__y")
+        ch = getattr(er.tensor(x), fn)()
+        if dt != "float32":
+            ch = ch.cast(dt)
+        res = ch.covers(y, math="triton") if src == "triton" else ch.covers(y)
+        assert res.all(), "%s %s %s %s: %s" % (cid, src, fn, dt, res.report)
+        if src == "triton":
+            assert ch.covers(y).all() == (fn not in ("exp", "sigmoid")), "%s %s without math=triton" % (cid, fn)
+        seen += 1
+    assert seen == 35

@@ -1,0 +1,292 @@
+/* t-unary.c: the unary stages of chains, exp, exp2, log, tanh, sigmoid, erf and rsqrt (docs/algorithms/chains.md,
+ * Lemmas C6 to C8), fp32 in and out. Implementations at the edge of their ulp budget, both readings of "within U
+ * ulps" (U ulps of the exact value, and U ulps of the correctly rounded one), at and around arguments whose results
+ * are powers of two, near overflow and underflow, and spread, are covered; so are Triton's lowerings under
+ * math=triton (ex2.approx of the rounded product for exp, div.full for sigmoid's quotient, flushed subnormal
+ * arguments for log and rsqrt). The correctly rounded result is exact; a result U + 1 ulps out, where no power of
+ * two is near, is caught; special values follow IEEE; a flushed subnormal result passes. */
+#include <mpfr.h>
+#include <exactref/mpfr.h>
+#include "../common/er_test.h"
+
+enum { L = 4096 };
+static float x[L], y[L];
+
+typedef enum { F_EXP, F_EXP2, F_LOG, F_TANH, F_SIGMOID, F_ERF, F_RSQRT, F_COUNT } fn_id;
+static const char *const names[F_COUNT] = {"exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt"};
+static const er_stage_kind kinds[F_COUNT] = {ER_STAGE_EXP, ER_STAGE_EXP2, ER_STAGE_LOG, ER_STAGE_TANH, ER_STAGE_SIGMOID,
+                                             ER_STAGE_ERF, ER_STAGE_RSQRT};
+static const double ulps[F_COUNT] = {2, 2, 1, 2, 2, 2, 2};
+
+/* f(t) at 200 bits into r (sigmoid's exp alone: the caller composes it). */
+static void mp_fn(fn_id f, mpfr_t r, double t) {
+    mpfr_set_d(r, t, MPFR_RNDN);
+    switch (f) {
+    case F_EXP: case F_SIGMOID: mpfr_exp(r, r, MPFR_RNDN); break;
+    case F_EXP2: mpfr_exp2(r, r, MPFR_RNDN); break;
+    case F_LOG: mpfr_log(r, r, MPFR_RNDN); break;
+    case F_TANH: mpfr_tanh(r, r, MPFR_RNDN); break;
+    case F_ERF: mpfr_erf(r, r, MPFR_RNDN); break;
+    default: mpfr_rec_sqrt(r, r, MPFR_RNDN); break;
+    }
+}
+
+/* ulp(v) in fp32: the spacing upward from the power of two at or below |v| (2^-149 below 2^-125). */
+static double ulp32(double v) {
+    double a = fabs(v);
+    if (a < 0x1p-125) return 0x1p-149;
+    int e;
+    frexp(a, &e);
+    return ldexp(1.0, e - 24);
+}
+
+/* The float at the edge of a U-ulp budget around the exact value r: reading 0, the correctly rounded value moved by
+ * U of its ulps; reading 1, r moved by U of its ulps, rounded back toward r. dir = 0: the correctly rounded value. */
+static float edge(mpfr_t r, double U, int reading, int dir) {
+    float c = mpfr_get_flt(r, MPFR_RNDN);
+    if (dir == 0 || !isfinite(c)) return c;
+    if (reading == 0) return (float)((double)c + dir * U * ulp32(c));
+    mpfr_t t;
+    mpfr_init2(t, 300);
+    mpfr_set_d(t, dir * U * ulp32(mpfr_get_d(r, MPFR_RNDN)), MPFR_RNDN);
+    mpfr_add(t, t, r, MPFR_RNDN);
+    float v = mpfr_get_flt(t, dir > 0 ? MPFR_RNDD : MPFR_RNDU);
+    mpfr_clear(t);
+    return v;
+}
+
+/* f(v) correctly rounded to fp32 (sigmoid: 1 / (1 + exp(-v)) exactly). */
+static float correctly_rounded(fn_id f, float v) {
+    mpfr_t r;
+    mpfr_init2(r, 200);
+    mp_fn(f, r, f == F_SIGMOID ? -(double)v : v);
+    if (f == F_SIGMOID) { mpfr_add_ui(r, r, 1, MPFR_RNDN); mpfr_ui_div(r, 1, r, MPFR_RNDN); }
+    float c = mpfr_get_flt(r, MPFR_RNDN);
+    mpfr_clear(r);
+    return c;
+}
+
+/* What an implementation of f at the edge returns for argument v: precise (CUDA's functions) or Triton's lowering
+ * (exp as ex2.approx of fl(v fl(log2 e)); sigmoid's exp likewise and its quotient within 2 ulps). */
+static float impl(fn_id f, float v, int tri, int reading, int dir) {
+    mpfr_t r;
+    mpfr_init2(r, 200);
+    float out;
+    if (f == F_SIGMOID) {
+        float a = -v, e;
+        if (tri) { mp_fn(F_EXP2, r, (double)(a * 1.44269504f)); e = edge(r, 2, reading, dir); }
+        else { mp_fn(F_EXP, r, a); e = edge(r, 2, reading, dir); }
+        float d = 1.0f + e;
+        if (!tri) out = 1.0f / d;
+        else { mpfr_set_flt(r, d, MPFR_RNDN); mpfr_ui_div(r, 1, r, MPFR_RNDN); out = edge(r, 2, reading, dir); }
+    } else if (f == F_EXP && tri) {
+        mp_fn(F_EXP2, r, (double)(v * 1.44269504f));
+        out = edge(r, 2, reading, dir);
+    } else {
+        if (tri && (f == F_LOG || f == F_RSQRT) && fabsf(v) < 0x1p-126f) v = 0.0f * v; /* ftz: a zero of v's sign */
+        mp_fn(f, r, v);
+        out = edge(r, ulps[f], reading, dir);
+    }
+    mpfr_clear(r);
+    return out;
+}
+
+/* Arguments: where f's result is at and around powers of two (Newton on the target from a guess), near overflow
+ * and underflow of the result, and spread. */
+static int arguments(fn_id f, float *xs) {
+    int n = 0;
+    er_test_reseed(1700 + (uint64_t)f);
+    for (int k = -12; k <= 12; k++) {
+        double target = ldexp(1.0, k / 2) * (k % 2 ? 1.5 : 1.0), t; /* 2^j and 1.5 2^j */
+        switch (f) {
+        case F_EXP: t = log(target); break;
+        case F_EXP2: t = log2(target); break;
+        case F_LOG: t = exp(k < 0 ? -target : target); break;
+        case F_RSQRT: t = 1.0 / (target * target); break;
+        case F_SIGMOID: t = k < 0 ? -log(target) : log(target); break; /* exp(-x) at powers of two */
+        default: {                                                       /* tanh, erf: targets in (-1, 1) */
+            double g = (k % 2 ? -1 : 1) * (1.0 - ldexp(1.0, -1 - abs(k) / 2));
+            t = 0.5;
+            for (int it = 0; it < 80; it++) {
+                double fv = f == F_TANH ? tanh(t) : erf(t), d = f == F_TANH ? 1 - fv * fv : 1.1283791670955126 * exp(-t * t);
+                if (d < 1e-300) break;
+                t -= (fv - g) / d;
+            }
+        }
+        }
+        for (int d = -3; d <= 3; d++) {
+            float v = (float)t;
+            for (int s = 0; s < abs(d); s++) v = nextafterf(v, d > 0 ? INFINITY : -INFINITY);
+            if (isfinite(v)) xs[n++] = v;
+        }
+    }
+    static const float ex[] = {88.72f, 88.7228f, 88.73f, -87.33f, -87.34f, -100.0f, -103.2f, -104.0f, -110.0f, 0.0f, 1e-30f, -1e-30f};
+    static const float e2[] = {127.99f, 128.0f, -126.0f, -126.5f, -149.0f, -149.5f, -150.0f, 0.0f, 1e-8f};
+    static const float lg[] = {1.0f, 1.0000001f, 0.99999994f, 1e-40f, 1e-45f, 1.17549435e-38f, 3.4028235e38f, 2.7182817f, 2.718282f};
+    static const float th[] = {1e-40f, -1e-40f, 1e-20f, 8.0f, 9.01f, 10.0f, -9.5f, 20.0f, 0.0f};
+    static const float rs[] = {1e-40f, 1.17549435e-38f, 3.4028235e38f, 1.0f, 4.0f, 0.25f, 2.0f, 1e-45f};
+    const float *sp = f == F_EXP || f == F_SIGMOID ? ex : f == F_EXP2 ? e2 : f == F_LOG ? lg : f == F_RSQRT ? rs : th;
+    int ns = f == F_EXP || f == F_SIGMOID ? 12 : f == F_EXP2 ? 9 : f == F_LOG ? 9 : f == F_RSQRT ? 8 : 9;
+    for (int i = 0; i < ns; i++) xs[n++] = f == F_SIGMOID ? -sp[i] : sp[i];
+    while (n < L) {
+        double g = er_rand_normal() * (f == F_EXP || f == F_EXP2 || f == F_SIGMOID ? 20 : 3);
+        xs[n++] = (float)(f == F_LOG || f == F_RSQRT ? fabs(g) * ldexp(1.0, (int)er_rand_int(-60, 60)) : g);
+    }
+    return n;
+}
+
+static void covers_fn(er_report *rep, fn_id f, const char *opts) {
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){L}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){L}, NULL, y);
+    er_ref *t, *ch;
+    ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
+    er_stage st[1] = {{kinds[f], NULL, 0, 0}};
+    ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", opts), ER_OK);
+    ck_assert_int_eq(er_covers(rep, ch, &ty, &std), ER_OK);
+    er_ref_free(ch);
+    er_ref_free(t);
+}
+
+START_TEST(implementations_at_the_edge_are_covered) {
+    for (int tri = 0; tri < 2; tri++)
+        for (int f = 0; f < F_COUNT; f++) {
+            arguments((fn_id)f, x);
+            for (int reading = 0; reading < 2; reading++)
+                for (int dir = -1; dir <= 1; dir++) {
+                    for (int i = 0; i < L; i++) y[i] = impl((fn_id)f, x[i], tri, reading, dir);
+                    er_report rep;
+                    covers_fn(&rep, (fn_id)f, tri ? "math=triton" : NULL);
+                    ER_REQUIRE_PASS(&rep, "%s%s, %s reading, %s", names[f], tri ? " (math=triton)" : "",
+                                    reading ? "exact-value" : "rounded-value", dir < 0 ? "lower edge" : dir > 0 ? "upper edge" : "correctly rounded");
+                    er_report_clear(&rep);
+                }
+        }
+}
+END_TEST
+
+/* A result U + 1 of its ulps from the correctly rounded value is outside both readings where no power of two is
+ * within U + 2 ulps of it (and it is normal): every such element is caught. */
+/* The correctly rounded result is exact wherever it is finite (sigmoid's too: the exact function's rounding). */
+START_TEST(the_correctly_rounded_result_is_exact) {
+    for (int f = 0; f < F_COUNT; f++) {
+        arguments((fn_id)f, x);
+        for (int i = 0; i < L; i++) y[i] = correctly_rounded((fn_id)f, x[i]);
+        er_report rep;
+        covers_fn(&rep, (fn_id)f, NULL);
+        ER_REQUIRE_PASS(&rep, "%s, correctly rounded", names[f]);
+        const uint8_t *cls = er_report_classes(&rep);
+        for (int i = 0; i < L; i++)
+            if (isfinite(y[i]))
+                ER_REQUIRE(cls[i] == ER_CLASS_EXACT, "%s(%a) = %a, correctly rounded, is class %d", names[f], x[i], y[i], cls[i]);
+        er_report_clear(&rep);
+    }
+}
+END_TEST
+
+START_TEST(one_ulp_beyond_is_caught) {
+    for (int f = 0; f < F_COUNT; f++) {
+        if (f == F_SIGMOID) continue; /* a composite: its set is the steps', wider than one function's */
+        arguments((fn_id)f, x);
+        for (int dir = -1; dir <= 1; dir += 2) {
+            int checked = 0;
+            static uint8_t want[L];
+            for (int i = 0; i < L; i++) {
+                mpfr_t r;
+                mpfr_init2(r, 200);
+                mp_fn((fn_id)f, r, x[i]);
+                float c = mpfr_get_flt(r, MPFR_RNDN);
+                mpfr_clear(r);
+                double u = ulp32(c), far = (double)c + dir * (ulps[f] + 1) * u;
+                int e;
+                frexp(fabs((double)c), &e);
+                double lo2 = ldexp(1.0, e - 1), hi2 = ldexp(1.0, e); /* c's binade [lo2, hi2) */
+                want[i] = isfinite(c) && fabs((double)c) >= 0x1p-125 && fabs(far) < 3e38 &&
+                          fabs((double)c) - (ulps[f] + 2) * u > lo2 && fabs((double)c) + (ulps[f] + 2) * u < hi2;
+                y[i] = want[i] ? (float)far : c;
+                checked += want[i];
+            }
+            er_report rep;
+            covers_fn(&rep, (fn_id)f, NULL);
+            const uint8_t *cls = er_report_classes(&rep);
+            for (int i = 0; i < L; i++)
+                if (want[i]) ER_REQUIRE(cls[i] == ER_CLASS_OUTSIDE, "%s(%a): %a, %g ulps out, is class %d", names[f], x[i], y[i], ulps[f] + 1, cls[i]);
+            ER_REQUIRE(checked > L / 2, "%s: only %d elements checked", names[f], checked);
+            er_report_clear(&rep);
+        }
+    }
+}
+END_TEST
+
+/* IEEE special values; subnormal results and arguments flushed to zero (CUDA's erff, logf and rsqrtf flush a
+ * subnormal argument, and 1.0f / d a subnormal quotient, measured on the H200). */
+START_TEST(special_values_and_flushing) {
+    static const struct { fn_id f; float in, out; int pass, tri; } cases[] = {
+        {F_EXP, -INFINITY, 0.0f, 1, 0}, {F_EXP, INFINITY, INFINITY, 1, 0}, {F_EXP, NAN, NAN, 1, 0}, {F_EXP, -INFINITY, NAN, 0, 0},
+        {F_EXP, 100.0f, INFINITY, 1, 0}, {F_EXP, 100.0f, 3.4028235e38f, 0, 0}, {F_EXP, -100.0f, 0.0f, 1, 0},
+        {F_EXP, -100.0f, 0x1p-126f, 0, 0}, {F_EXP2, -149.5f, 0.0f, 1, 0}, {F_EXP2, 128.0f, INFINITY, 1, 0},
+        {F_LOG, 0.0f, -INFINITY, 1, 0}, {F_LOG, -0.0f, -INFINITY, 1, 0}, {F_LOG, -1.0f, NAN, 1, 0}, {F_LOG, -1.0f, 0.0f, 0, 0},
+        {F_LOG, INFINITY, INFINITY, 1, 0}, {F_LOG, 1.0f, 0.0f, 1, 0}, {F_LOG, 1e-40f, -INFINITY, 1, 0},
+        {F_LOG, -1e-40f, -INFINITY, 1, 0}, {F_LOG, 1e-40f, 0.0f, 0, 0}, {F_TANH, INFINITY, 1.0f, 1, 0}, {F_TANH, -INFINITY, -1.0f, 1, 0},
+        {F_TANH, 1e-40f, 0.0f, 1, 0}, {F_TANH, 1e-40f, 1e-40f, 1, 0}, {F_ERF, INFINITY, 1.0f, 1, 0}, {F_ERF, -INFINITY, 0.0f, 0, 0},
+        {F_SIGMOID, INFINITY, 1.0f, 1, 0}, {F_SIGMOID, -INFINITY, 0.0f, 1, 0}, {F_SIGMOID, -200.0f, 0.0f, 1, 0},
+        {F_SIGMOID, 0.0f, 0.5f, 1, 0}, {F_SIGMOID, 0.0f, 0.4999997f, 0, 0}, {F_SIGMOID, -INFINITY, NAN, 0, 0},
+        {F_RSQRT, 0.0f, INFINITY, 1, 0}, {F_RSQRT, -0.0f, -INFINITY, 1, 0}, {F_RSQRT, INFINITY, 0.0f, 1, 0},
+        {F_RSQRT, -1.0f, NAN, 1, 0}, {F_RSQRT, 4.0f, 0.5f, 1, 0}, {F_RSQRT, 4.0f, 0.50000006f, 1, 0},
+        {F_RSQRT, 4.0f, 0.5000002f, 0, 0}, {F_RSQRT, 1e-40f, INFINITY, 1, 0}, {F_RSQRT, -1e-40f, -INFINITY, 1, 0},
+        {F_RSQRT, 0x1p-140f, 0x1.000002p70f, 1, 0}, {F_RSQRT, 0x1p-140f, 0x1.00001p70f, 0, 0}, {F_ERF, 1e-40f, 0.0f, 1, 0},
+        {F_ERF, 1e-40f, 1e-38f, 0, 0}, {F_SIGMOID, -88.03f, 0.0f, 1, 0},
+    };
+    int nc = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < nc; i++) {
+        for (int j = 0; j < L; j++) { x[j] = 1.0f; y[j] = NAN; }
+        /* the other elements f(1), correctly rounded */
+        for (int j = 1; j < L; j++) y[j] = impl(cases[i].f, 1.0f, cases[i].tri, 0, 0);
+        x[0] = cases[i].in;
+        y[0] = cases[i].out;
+        er_report rep;
+        covers_fn(&rep, cases[i].f, cases[i].tri ? "math=triton" : NULL);
+        ER_REQUIRE(er_report_all(&rep) == cases[i].pass, "%s(%a) = %a%s: expected %s", names[cases[i].f], x[0], y[0],
+                   cases[i].tri ? " (math=triton)" : "", cases[i].pass ? "pass" : "fail");
+        er_report_clear(&rep);
+    }
+}
+END_TEST
+
+START_TEST(refusals) {
+    er_tensor tx;
+    er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){L}, NULL, x);
+    er_ref *t, *ch;
+    ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
+    er_stage bad[1] = {{ER_STAGE_EXP, NULL, 65, 0}};
+    ck_assert_int_eq(er_chain(&ch, t, bad, 1), ER_ERR_INVALID);
+    er_stage st[1] = {{ER_STAGE_LOG, NULL, 0, 0}};
+    ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
+    er_standard std;
+    er_report rep;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "math=triton compute=fp64"), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ch, &tx, &std), ER_ERR_STANDARD);
+    ck_assert(!er_report_all(&rep));
+    er_report_clear(&rep);
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "math=fast"), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ch, &tx, &std), ER_ERR_STANDARD);
+    er_report_clear(&rep);
+    er_ref_free(ch);
+    er_ref_free(t);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("unary");
+    TCase *tc = tcase_create("unary");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, implementations_at_the_edge_are_covered);
+    tcase_add_test(tc, the_correctly_rounded_result_is_exact);
+    tcase_add_test(tc, one_ulp_beyond_is_caught);
+    tcase_add_test(tc, special_values_and_flushing);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
