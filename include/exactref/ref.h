@@ -92,11 +92,11 @@ ER_API er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tens
 /* ---- chains: elementwise stages after an op, as fused kernels evaluate them (docs/algorithms/chains.md) ---- */
 typedef enum er_stage_kind { ER_STAGE_ADD = 1, ER_STAGE_MUL = 2, ER_STAGE_RELU = 3, ER_STAGE_CAST = 4, ER_STAGE_GELU = 5,
                              ER_STAGE_SILU = 6, ER_STAGE_EXP = 7, ER_STAGE_EXP2 = 8, ER_STAGE_LOG = 9, ER_STAGE_TANH = 10,
-                             ER_STAGE_SIGMOID = 11, ER_STAGE_ERF = 12, ER_STAGE_RSQRT = 13 } er_stage_kind;
+                             ER_STAGE_SIGMOID = 11, ER_STAGE_ERF = 12, ER_STAGE_RSQRT = 13, ER_STAGE_GELU_TANH = 14 } er_stage_kind;
 typedef struct er_stage {
     er_stage_kind kind;
     const er_tensor *t; /* add, mul: a view of the op's output shape (stride 0 over broadcast dimensions); NULL: scalar */
-    double scalar;      /* add, mul with t NULL; gelu, silu: the ulps of erf or exp (0: 2, CUDA's erff and expf); exp
+    double scalar;      /* add, mul with t NULL; gelu, gelu_tanh, silu: the ulps of erf, tanh or exp (0: 2); exp
                          * to rsqrt: the function's ulps (0: CUDA's table, 1 for log, 2 for the others) */
     er_format format;   /* cast: the storage format, rounded to nearest even */
 } er_stage;
@@ -107,7 +107,9 @@ ER_API er_status er_tensor_ref(er_ref **out, const er_tensor *x);
  * evaluates them after the reduction: add and mul each rounded once to the compute format of the standard given
  * at covers (their operand first rounded to it), relu exact (a NaN may become 0, as max instructions do), cast a
  * rounding to nearest even into its format (the format's default overflow rule), gelu as torch's CUDA kernel
- * evaluates it, (x / 2)(1 + erf(x fl(1/sqrt 2))), and silu as x / (1 + exp(-x)), erf and exp within `scalar` ulps; exp,
+ * evaluates it, (x / 2)(1 + erf(x fl(1/sqrt 2))), gelu_tanh as (x / 2)(1 + tanh(fl(sqrt(2/pi))(x + fl(0.044715) x^3)))
+ * (the cube in any order, the sum fused or not), and silu as x / (1 + exp(-x)) or x * sigmoid(x), erf, tanh and exp
+ * within `scalar` ulps; exp,
  * exp2, log, tanh, erf and rsqrt within `scalar` ulps of the function, sigmoid as 1 / (1 + exp(-x)) with exp within
  * `scalar` ulps; a result below the smallest normal may be flushed to zero. With math=triton (compute=fp32), Triton's
  * lowering: exp is ex2.approx of fl(x fl(log2 e)), log and rsqrt flush a subnormal argument, sigmoid's division is

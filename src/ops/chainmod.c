@@ -15,8 +15,9 @@
 #include "tensor/tensor_internal.h"
 #include "enclose/approx.h"
 
-/* The unary functions, ER_STAGE_EXP to ER_STAGE_RSQRT. */
+/* The unary functions, ER_STAGE_EXP to ER_STAGE_RSQRT, and the activations: gelu (both forms) and silu. */
 static int er_is_unary(er_stage_kind k) { return k >= ER_STAGE_EXP && k <= ER_STAGE_RSQRT; }
+static int er_is_activation(er_stage_kind k) { return k == ER_STAGE_GELU || k == ER_STAGE_SILU || k == ER_STAGE_GELU_TANH; }
 
 er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages) {
     er__ok();
@@ -43,7 +44,7 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
                                 "broadcasts)", i, base->ndim);
         } else if (s->kind == ER_STAGE_CAST) {
             if (!er__fmt(s->format)) return er__fail(ER_ERR_FORMAT, "stage %d: invalid format value %d", i, (int)s->format);
-        } else if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU || er_is_unary(s->kind)) {
+        } else if (er_is_activation(s->kind) || er_is_unary(s->kind)) {
             if (!(s->scalar >= 0 && s->scalar <= 64))
                 return er__fail(ER_ERR_INVALID, "stage %d: %g ulps: expected 0 (the function's default) to 64", i, s->scalar);
         } else if (s->kind != ER_STAGE_RELU) {
@@ -66,8 +67,8 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
     r->stages = st;
     r->views = views;
     r->nstages = nstages;
-    static const char *const kinds[14] = {"", "add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log", "tanh",
-                                          "sigmoid", "erf", "rsqrt"};
+    static const char *const kinds[15] = {"", "add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log", "tanh",
+                                          "sigmoid", "erf", "rsqrt", "gelu_tanh"};
     int len = snprintf(r->chain_name, sizeof r->chain_name, "%s", er__op_name(base));
     for (int i = 0; i < nstages && len < (int)sizeof r->chain_name; i++)
         len += snprintf(r->chain_name + len, sizeof r->chain_name - (size_t)len, "+%s", kinds[stages[i].kind]);
@@ -165,35 +166,6 @@ static void er_prod_hull(const er_fmt_info *E, double p0, double p1, double q0, 
     *hi = er__round_double(E, nextafter(mx, INFINITY), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
 }
 
-/* gelu and silu over the finite interval [l, h] (docs/algorithms/chains.md, Lemma C5): each step's interval, the
- * transcendental's by Lemma U1 (er__approx_ends), the last product or quotient over the corners. */
-static void er_act_interval(const er_fmt_info *E, int silu, double U, double l, double h, double *lo, double *hi) {
-    if (!silu) {
-        double alpha = er__round_double(E, 0.70710678118654752440, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-        double t0 = er__round_prod(E, l, alpha, 1, ER_ROUND_NEAREST), t1 = er__round_prod(E, h, alpha, 1, ER_ROUND_NEAREST);
-        double a, b, tmp, e0, e1;
-        er_exact_fn(ER_FN_ERF, t0, &a, &tmp);
-        if (t1 == t0) b = tmp; /* one argument: its two bounds at once */
-        else er_exact_fn(ER_FN_ERF, t1, &tmp, &b);
-        /* within U ulps of an exact value near -1 (or 1) lies beyond it: an implementation at the edge of its budget
-         * may return that, so no cut at [-1, 1] */
-        er__approx_ends(E, U, a, b, &e0, &e1);
-        double s0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), s1 = er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
-        double x0 = er__round_prod(E, l, 0.5, 1, ER_ROUND_NEAREST), x1 = er__round_prod(E, h, 0.5, 1, ER_ROUND_NEAREST);
-        er_prod_hull(E, x0, x1, s0, s1, 0, lo, hi);
-        return;
-    }
-    /* silu: x / (1 + exp(-x)); exp(-x) decreasing in x */
-    double a, b, tmp, e0, e1;
-    er_exact_fn(ER_FN_EXP, -h, &a, &tmp);
-    if (l == h) b = tmp;
-    else er_exact_fn(ER_FN_EXP, -l, &tmp, &b);
-    er__approx_ends(E, U, a, b, &e0, &e1);
-    if (a < E->min_normal && e0 > 0) e0 = 0; /* a result below the smallest normal may be flushed to 0 (expf does) */
-    double d0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), d1 = isinf(e1) ? INFINITY : er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
-    er_prod_hull(E, l, h, d0, d1, 1, lo, hi);
-}
-
 /* A unary function's default accuracy in ulps, CUDA's table (expf, exp2f, tanhf, erff and rsqrtf 2, logf 1;
  * sigmoid's is its exp's). */
 
@@ -246,30 +218,101 @@ static void er_exp_image(er_cval *v, const er_fmt_info *E, int two, int tri, dou
     er_fn_image(v, E, ER_FN_EXP2, 0, U, t0, t1);
 }
 
-/* sigmoid(x) = RN(1 / RN(1 + e)), e = exp(-x) as er_exp_image gives it, for x in [l, h]; the division correctly
- * rounded, or (math=triton: div.full.f32) within 2 ulps; a subnormal quotient may be flushed (CUDA's 1.0f / d does
- * for d above 2^126, measured on the H200). Increasing in x (each step is monotone), so the quotient's ends come
- * from e's. */
-static void er_sigmoid_image(er_cval *v, const er_fmt_info *E, int tri, double U, double l, double h) {
+/* d = RN(1 + e) for e = exp~(-x), x in [l, h], as er_exp_image gives e: [*d0, *d1] (d1 may be +inf). */
+static void er_denominator(const er_fmt_info *E, int tri, double U, double l, double h, double *d0, double *d1) {
     er_cval e;
     er_cval_empty(&e);
     er_exp_image(&e, E, 0, tri, U, -h, -l);
     double e0 = e.lo <= e.hi ? e.lo : INFINITY, e1 = e.pinf ? INFINITY : e.hi;
-    double d0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), d1 = e1 == INFINITY ? INFINITY : er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
-    /* bounds of the exact quotients 1/d1 <= 1/d0 (d0 >= 1/2: e0 is at least a few ulps below 0) */
-    double qa = d1 == INFINITY ? 0.0 : nextafter(1.0 / d1, -INFINITY), qb = d0 == INFINITY ? 0.0 : nextafter(1.0 / d0, INFINITY);
-    double lo, hi;
+    *d0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST);
+    *d1 = e1 == INFINITY ? INFINITY : er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
+}
+
+/* A division's results whose exact quotients lie in [qa, qb] (bounds of them): correctly rounded, or (math=triton:
+ * div.full.f32) within 2 ulps; a subnormal quotient may be flushed (CUDA's 1.0f / d does for d above 2^126,
+ * measured on the H200). */
+static void er_quotient_ends(const er_fmt_info *E, int tri, double qa, double qb, double *lo, double *hi) {
     if (tri) {
-        er__approx_ends(E, 2.0, qa, qb, &lo, &hi);
+        er__approx_ends(E, 2.0, qa, qb, lo, hi);
     } else {
-        lo = er__round_double(E, qa, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-        hi = er__round_double(E, qb, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        *lo = er__round_double(E, qa, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        *hi = er__round_double(E, qb, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
     }
-    if (qa < E->min_normal) lo = fmin(lo, 0.0);
+    if (qa < E->min_normal && qb > -E->min_normal) { *lo = fmin(*lo, 0.0); *hi = fmax(*hi, 0.0); }
+}
+
+/* RN(1 / d) for d in [d0, d1] (d0 >= 1/2: e0 is at least a few ulps below 0; d1 may be +inf): decreasing in d. */
+static void er_recip_ends(const er_fmt_info *E, int tri, double d0, double d1, double *lo, double *hi) {
+    double qa = d1 == INFINITY ? 0.0 : nextafter(1.0 / d1, -INFINITY), qb = nextafter(1.0 / d0, INFINITY);
+    er_quotient_ends(E, tri, qa, qb, lo, hi);
+}
+
+/* sigmoid(x) = RN(1 / RN(1 + e)), e = exp(-x) as er_exp_image gives it, for x in [l, h]. Increasing in x (each step
+ * is monotone), so the quotient's ends come from e's. */
+static void er_sigmoid_image(er_cval *v, const er_fmt_info *E, int tri, double U, double l, double h) {
+    double d0, d1, lo, hi;
+    er_denominator(E, tri, U, l, h, &d0, &d1);
+    er_recip_ends(E, tri, d0, d1, &lo, &hi);
     er_cval p;
     er_cval_empty(&p);
     er_set_ends(&p, E, lo, hi);
     er_cval_join(v, &p);
+}
+
+/* gelu's tanh form: the argument RN(b RN(x + k x^3)), b = RN(sqrt(2/pi)), k = RN(0.044715), in every form Lemma C9
+ * lists, at x: the least (upper = 0) or the greatest of them. */
+static double er_gelu_tanh_arg(const er_fmt_info *E, double x, int upper) {
+    const er_round N = ER_ROUND_NEAREST;
+    double b = er__round_double(E, 0.79788456080286535588, N, ER_OVERFLOW_IEEE), k = er__round_double(E, 0.044715, N, ER_OVERFLOW_IEEE);
+    double xx = er__round_prod(E, x, x, 1, N), kx = er__round_prod(E, k, x, 1, N);
+    double cube = er__round_prod(E, xx, x, 1, N), kxx = er__round_prod(E, kx, x, 1, N), k_xx = er__round_prod(E, k, xx, 1, N);
+    double s[6] = {
+        er__round_sum(E, x, er__round_prod(E, k, cube, 1, N), N), er__round_fma(E, k, cube, x, 1, N),   /* k (x x x) */
+        er__round_sum(E, x, er__round_prod(E, kxx, x, 1, N), N), er__round_fma(E, kxx, x, x, 1, N),     /* ((k x) x) x */
+        er__round_sum(E, x, er__round_prod(E, k_xx, x, 1, N), N), er__round_fma(E, k_xx, x, x, 1, N),   /* (k (x x)) x */
+    };
+    double m = s[0];
+    for (int i = 1; i < 6; i++) m = upper ? fmax(m, s[i]) : fmin(m, s[i]);
+    return er__round_prod(E, b, m, 1, N);
+}
+
+/* gelu (erf and tanh forms) and silu over the finite interval [l, h] (docs/algorithms/chains.md, Lemmas C5 and
+ * C9): each step's interval, the transcendental's by Lemma U1, the last product or quotient over the corners. silu
+ * is both x / d and x RN(1 / d), d = RN(1 + exp~(-x)), joined. */
+static void er_act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, double U, double l, double h, double *lo, double *hi) {
+    if (kind == ER_STAGE_SILU) {
+        double d0, d1, q0, q1, lo2, hi2;
+        er_denominator(E, tri, U, l, h, &d0, &d1);
+        /* x / d: the exact quotients lie between the corners (a box of constant signs in d > 0) */
+        double c[4] = {l / d0, l / d1, h / d0, h / d1}, mn = c[0], mx = c[0];
+        for (int i = 1; i < 4; i++) { mn = fmin(mn, c[i]); mx = fmax(mx, c[i]); }
+        er_quotient_ends(E, tri, nextafter(mn, -INFINITY), nextafter(mx, INFINITY), lo, hi);
+        /* x RN(1 / d) */
+        er_recip_ends(E, tri, d0, d1, &q0, &q1);
+        er_prod_hull(E, l, h, q0, q1, 0, &lo2, &hi2);
+        *lo = fmin(*lo, lo2);
+        *hi = fmax(*hi, hi2);
+        return;
+    }
+    double t0, t1, a, b, tmp, e0, e1;
+    int fn = kind == ER_STAGE_GELU ? ER_FN_ERF : ER_FN_TANH;
+    if (kind == ER_STAGE_GELU) {
+        double alpha = er__round_double(E, 0.70710678118654752440, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        t0 = er__round_prod(E, l, alpha, 1, ER_ROUND_NEAREST);
+        t1 = er__round_prod(E, h, alpha, 1, ER_ROUND_NEAREST);
+    } else {
+        t0 = er_gelu_tanh_arg(E, l, 0);
+        t1 = er_gelu_tanh_arg(E, h, 1);
+    }
+    er_exact_fn(fn, t0, &a, &tmp);
+    if (t1 == t0) b = tmp; /* one argument: its two bounds at once */
+    else er_exact_fn(fn, t1, &tmp, &b);
+    /* within U ulps of an exact value near -1 (or 1) lies beyond it: an implementation at the edge of its budget
+     * may return that, so no cut at [-1, 1] */
+    er__approx_ends(E, U, a, b, &e0, &e1);
+    double s0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), s1 = er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
+    double x0 = er__round_prod(E, l, 0.5, 1, ER_ROUND_NEAREST), x1 = er__round_prod(E, h, 0.5, 1, ER_ROUND_NEAREST);
+    er_prod_hull(E, x0, x1, s0, s1, 0, lo, hi);
 }
 
 /* A unary stage (chains.md, Lemmas C6 and C7): its image of v's finite interval, and of the special values. A
@@ -325,11 +368,11 @@ static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, 
     if (v->nan_req && s->kind != ER_STAGE_RELU) return; /* NaN in, NaN out */
     if (er_is_unary(s->kind)) { er_unary_apply(v, s, E, tri); return; }
     int finite = v->lo <= v->hi;
-    if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
-        /* +inf gives +inf (gelu: inf (1 + 1); silu: inf / (1 + 0)); -inf gives NaN (gelu: -inf times 0; silu:
-         * -inf / inf) */
+    if (er_is_activation(s->kind)) {
+        /* +inf gives +inf (gelu: inf (1 + 1); silu: inf / (1 + 0), inf 1); -inf gives NaN (gelu: -inf times 0; silu:
+         * -inf / inf, -inf 0) */
         int pinf = v->pinf, ninf = v->ninf;
-        if (finite) er_act_interval(E, s->kind == ER_STAGE_SILU, s->scalar > 0 ? s->scalar : 2.0, v->lo, v->hi, &v->lo, &v->hi);
+        if (finite) er_act_interval(E, s->kind, tri, s->scalar > 0 ? s->scalar : 2.0, v->lo, v->hi, &v->lo, &v->hi);
         v->pinf = (uint8_t)pinf;
         v->ninf = 0;
         if (ninf) v->nan = 1;
@@ -444,12 +487,29 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
         const er_stage *s = &ref->stages[i];
         if (s->kind == ER_STAGE_RELU) {
             if (mpfr_sgn(x) < 0) mpfr_set_zero(x, 1);
-        } else if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
-            /* (x / 2)(1 + erf(x / sqrt 2)) or x / (1 + exp(-x)), at 256 bits: not exact, but within 2^-250 of it */
+        } else if (er_is_activation(s->kind)) {
+            /* (x / 2)(1 + erf(x / sqrt 2)), x / (1 + exp(-2 u)) = (x / 2)(1 + tanh(u)) with u = sqrt(2 / pi)(x +
+             * 0.044715 x^3), or x / (1 + exp(-x)), at 256 bits: not exact, but within 2^-250 of it */
             mpfr_t t;
             mpfr_init2(t, 256);
             mpfr_prec_round(x, mpfr_get_prec(x) > 256 ? mpfr_get_prec(x) : 256, MPFR_RNDN);
-            if (s->kind == ER_STAGE_GELU) {
+            if (s->kind == ER_STAGE_GELU_TANH) {
+                mpfr_t c;
+                mpfr_init2(c, 256);
+                mpfr_pow_ui(t, x, 3, MPFR_RNDN);
+                mpfr_set_str(c, "0.044715", 10, MPFR_RNDN);
+                mpfr_mul(t, t, c, MPFR_RNDN);
+                mpfr_add(t, t, x, MPFR_RNDN);
+                mpfr_const_pi(c, MPFR_RNDN);
+                mpfr_ui_div(c, 2, c, MPFR_RNDN);
+                mpfr_sqrt(c, c, MPFR_RNDN);
+                mpfr_mul(t, t, c, MPFR_RNDN);
+                mpfr_mul_si(t, t, -2, MPFR_RNDN);
+                mpfr_exp(t, t, MPFR_RNDN);
+                mpfr_add_ui(t, t, 1, MPFR_RNDN);
+                mpfr_div(x, x, t, MPFR_RNDN);
+                mpfr_clear(c);
+            } else if (s->kind == ER_STAGE_GELU) {
                 mpfr_sqrt_ui(t, 2, MPFR_RNDN);
                 mpfr_div(t, x, t, MPFR_RNDN);
                 mpfr_erf(t, t, MPFR_RNDN);
@@ -495,6 +555,13 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
     }
 }
 
+/* An activation at x in double arithmetic (within a few ulps: libm's functions, a few roundings). */
+static double er_act_double(er_stage_kind kind, double x) {
+    if (kind == ER_STAGE_GELU) return 0.5 * x * erfc(-x * 0.70710678118654752440);
+    if (kind == ER_STAGE_SILU) return x / (1.0 + exp(-x));
+    return x / (1.0 + exp(-2.0 * 0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+
 /* The stages applied to the real interval [*l, *h] (doubles), the result widened outward to doubles again: each
  * add and mul rounded to nearest then stepped one double outward, relu exact; a cast is not part of the real
  * function. 0 where a value is not finite. */
@@ -503,12 +570,11 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
     for (int i = 0; i < ref->nstages && isfinite(a) && isfinite(b); i++) {
         const er_stage *s = &ref->stages[i];
         if (s->kind == ER_STAGE_RELU) { a = a > 0 ? a : 0.0; b = b > 0 ? b : 0.0; continue; }
-        if (s->kind == ER_STAGE_GELU || s->kind == ER_STAGE_SILU) {
-            /* not monotone: the values at the ends (libm's erf and exp, within a few double ulps), widened by the
-             * slope's bound times the width (|gelu'| and |silu'| are below 1.2) and a relative 2^-45 */
-            /* 1 + erf(t) as erfc(-t): no cancellation where erf(t) is near -1 */
-            double fa = s->kind == ER_STAGE_GELU ? 0.5 * a * erfc(-a * 0.70710678118654752440) : a / (1.0 + exp(-a));
-            double fb = s->kind == ER_STAGE_GELU ? 0.5 * b * erfc(-b * 0.70710678118654752440) : b / (1.0 + exp(-b));
+        if (er_is_activation(s->kind)) {
+            /* not monotone: the values at the ends (libm's erf, exp, within a few double ulps), widened by the
+             * slope's bound times the width (|gelu'| in both forms and |silu'| are below 1.2) and a relative 2^-45;
+             * 1 + erf(t) as erfc(-t) and 1 + tanh(u) as 2 / (1 + exp(-2 u)): no cancellation near -1 */
+            double fa = er_act_double(s->kind, a), fb = er_act_double(s->kind, b);
             double w = 1.2 * (b - a), m = fmax(fabs(fa), fabs(fb)) * 0x1p-45 + 0x1p-1000;
             a = fmin(fa, fb) - w - m;
             b = fmax(fa, fb) + w + m;
@@ -582,7 +648,7 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
             }
         }
         int monotone = 1;
-        for (int i = 0; i < ref->nstages; i++) monotone &= ref->stages[i].kind != ER_STAGE_GELU && ref->stages[i].kind != ER_STAGE_SILU;
+        for (int i = 0; i < ref->nstages; i++) monotone &= !er_is_activation(ref->stages[i].kind);
         double r[3] = {0, 1, 0};
         for (int k = 0; k < 3 && monotone; k++) {
             mpfr_set_prec(x, 64);

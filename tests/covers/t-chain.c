@@ -342,13 +342,14 @@ START_TEST(elementwise_on_a_tensor) {
 }
 END_TEST
 
-/* erf and exp at the edge of their 2-ulp budget, both readings (ulp-slack.md): the correctly rounded value moved by
- * two of its ulps (CUDA's table), and the exact value moved by two ulps of its binade, then rounded; arguments where erf(t) and exp(-x)
- * sit at and around powers of two (erf(t) = 1/2, 1/4, 1/8, -1/2, ...; x = k ln 2), and spread. gelu and silu of
+/* erf, exp and tanh at the edge of their 2-ulp budget, both readings (ulp-slack.md): the correctly rounded value
+ * moved by two of its ulps (CUDA's table), and the exact value moved by two ulps of its binade, then rounded;
+ * arguments where erf(t) and exp(-x) sit at and around powers of two (erf(t) = 1/2, 1/4, 1/8, -1/2, ...; x = k ln 2),
+ * and spread. gelu (both forms, the tanh form's argument in every order Lemma C9 lists) and silu (both forms) of
  * those, fp32 in and out, are covered. */
 static float f32_steps(float f, int n) { for (int i = 0; i < abs(n); i++) f = nextafterf(f, n > 0 ? INFINITY : -INFINITY); return f; }
-static float edge_fn(int silu, double t, int reading, int dir) {
-    double v = silu ? exp(t) : erf(t), c = (float)v; /* c: the correctly rounded value (libm's double, rounded) */
+static float edge_fn(int fn, double t, int reading, int dir) { /* fn: 0 erf, 1 exp, 2 tanh */
+    double v = fn == 1 ? exp(t) : fn == 2 ? tanh(t) : erf(t), c = (float)v; /* c: the correctly rounded value (libm's double, rounded) */
     double target = reading == 0 ? c + dir * 2 * er_format_ulp(ER_FP32, c) : v + dir * 2 * er_format_ulp(ER_FP32, v);
     float y = (float)target; /* the float farthest out that stays within the two ulps: rounded back toward v */
     if (dir < 0 && y < target) y = f32_steps(y, 1);
@@ -378,20 +379,38 @@ START_TEST(activations_at_the_edge_of_their_ulps) {
     ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
-    for (int silu = 0; silu < 2; silu++) {
-        er_stage st[1] = {{silu ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0}};
+    /* act 0: gelu; 1: silu as x / d; 2: silu as x * sigmoid(x); 3 to 8: gelu's tanh form, its argument in each of
+     * the cube's orders, the sum fused or not (chains.md, Lemma C9) */
+    static const er_stage_kind kinds[9] = {ER_STAGE_GELU, ER_STAGE_SILU, ER_STAGE_SILU, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH,
+                                           ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH};
+    static const char *const names[9] = {"gelu", "silu x / d", "silu x sigmoid(x)", "gelu tanh k (x x x)", "gelu tanh fma(k, x x x, x)",
+                                         "gelu tanh ((k x) x) x", "gelu tanh fma((k x) x, x, x)", "gelu tanh (k (x x)) x",
+                                         "gelu tanh fma(k (x x), x, x)"};
+    const float beta = 0.797884583f, k = 0.044715f;
+    for (int act = 0; act < 9; act++) {
+        er_stage st[1] = {{kinds[act], NULL, 0, 0}};
         er_ref *ch;
         ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
         for (int reading = 0; reading < 2; reading++)
             for (int dir = -1; dir <= 1; dir += 2) {
                 for (int i = 0; i < L; i++) {
-                    float v = x[i];
-                    if (silu) y[i] = v / (1.0f + edge_fn(1, -(double)v, reading, dir));
-                    else y[i] = (v * 0.5f) * (1.0f + edge_fn(0, (double)(v * 0.70710677f), reading, dir));
+                    float v = x[i], u;
+                    if (act == 1) { y[i] = v / (1.0f + edge_fn(1, -(double)v, reading, dir)); continue; }
+                    if (act == 2) { y[i] = v * (1.0f / (1.0f + edge_fn(1, -(double)v, reading, -dir))); continue; }
+                    if (act == 0) { y[i] = (v * 0.5f) * (1.0f + edge_fn(0, (double)(v * 0.70710677f), reading, dir)); continue; }
+                    switch (act) {
+                    case 3: u = v + k * ((v * v) * v); break;
+                    case 4: u = fmaf(k, (v * v) * v, v); break;
+                    case 5: u = ((k * v) * v) * v + v; break;
+                    case 6: u = fmaf((k * v) * v, v, v); break;
+                    case 7: u = (k * (v * v)) * v + v; break;
+                    default: u = fmaf(k * (v * v), v, v); break;
+                    }
+                    y[i] = (v * 0.5f) * (1.0f + edge_fn(2, (double)(beta * u), reading, dir));
                 }
                 er_report rep;
                 ck_assert_int_eq(er_covers(&rep, ch, &ty, &std), ER_OK);
-                ER_REQUIRE_PASS(&rep, "%s, %s reading, %s edge", silu ? "silu" : "gelu", reading ? "exact-value" : "rounded-value",
+                ER_REQUIRE_PASS(&rep, "%s, %s reading, %s edge", names[act], reading ? "exact-value" : "rounded-value",
                                 dir > 0 ? "upper" : "lower");
                 er_report_clear(&rep);
             }

@@ -309,13 +309,18 @@ class Reference:
         """A storage rounding: the value rounded to nearest even into `dtype` (as the kernel stores it): a chain."""
         return ChainReference._extend(self, ("cast", numpy_dtype(dtype)))
 
-    def gelu(self, ulps=None):
-        """gelu as torch's CUDA kernel evaluates it in the compute format, (x / 2)(1 + erf(x fl(1/sqrt 2))), erf within
-        `ulps` (default 2, CUDA's erff): a chain."""
-        return ChainReference._extend(self, ("gelu", ulps))
+    def gelu(self, ulps=None, approximate="none"):
+        """gelu as torch's CUDA kernel evaluates it in the compute format: approximate="none", (x / 2)(1 + erf(x
+        fl(1/sqrt 2))), erf within `ulps` (default 2, CUDA's erff); approximate="tanh", (x / 2)(1 + tanh(fl(sqrt(2/pi))
+        (x + fl(0.044715) x^3))), the cube in any of its evaluation orders and the sum fused or not, tanh within
+        `ulps`: a chain."""
+        if approximate not in ("none", "tanh"):
+            raise ValueError("exactref: gelu(approximate=%r): expected 'none' or 'tanh'" % (approximate,))
+        return ChainReference._extend(self, ("gelu" if approximate == "none" else "gelu_tanh", ulps))
 
     def silu(self, ulps=None):
-        """silu as x / (1 + exp(-x)) in the compute format, exp within `ulps` (default 2, CUDA's expf): a chain."""
+        """silu as x / (1 + exp(-x)) or x * sigmoid(x) in the compute format (either form), exp within `ulps` (default
+        2, CUDA's expf; tl.exp with math="triton"): a chain."""
         return ChainReference._extend(self, ("silu", ulps))
 
     def exp(self, ulps=None):
@@ -375,9 +380,9 @@ def tensor(x):
     return Reference(ptr, (va, x), a.shape, "tensor")
 
 
-def gelu(x, ulps=None):
+def gelu(x, ulps=None, approximate="none"):
     """gelu of each element of x as torch's CUDA kernel computes it in the compute format (er.tensor(x).gelu())."""
-    return tensor(x).gelu(ulps)
+    return tensor(x).gelu(ulps, approximate)
 
 
 def silu(x, ulps=None):
@@ -576,8 +581,8 @@ class ChainReference(Reference):
     format (float32 by default)."""
 
     _KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4, "gelu": 5, "silu": 6, "exp": 7, "exp2": 8, "log": 9, "tanh": 10,
-              "sigmoid": 11, "erf": 12, "rsqrt": 13}
-    _UNARY = ("gelu", "silu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
+              "sigmoid": 11, "erf": 12, "rsqrt": 13, "gelu_tanh": 14}
+    _UNARY = ("gelu", "gelu_tanh", "silu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
 
     @classmethod
     def _extend(cls, ref, stage):

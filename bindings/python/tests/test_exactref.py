@@ -590,6 +590,10 @@ def test_elementwise_captures():
             ch = ch.cast(dt)
         res = ch.covers(y)
         assert res.all() != ("bug" in fn), "%s %s %s: %s" % (cid, fn, dt, res.report)
+        if fn == "bug_gelu_tanh":   # the tanh form, claimed as such
+            tanh_form = base.gelu(approximate="tanh")
+            res = (tanh_form.cast(dt) if dt != "float32" else tanh_form).covers(y)
+            assert res.all(), "%s gelu tanh %s: %s" % (cid, dt, res.report)
         seen += 1
     assert seen == 12
 
@@ -646,3 +650,30 @@ def test_unary_captures():
             assert ch.covers(y).all() == (fn not in ("exp", "sigmoid")), "%s %s without math=triton" % (cid, fn)
         seen += 1
     assert seen == 35
+
+
+def test_act_form_captures():
+    """H200 captures (tools/capture/capture_act_forms.py): a Triton GEMM with bias then gelu's tanh form (libdevice
+    tanh), silu as acc * tl.sigmoid(acc) and as acc / (1 + tl.exp(-acc)), fused before an fp16 or bf16 store, and
+    torch's F.gelu(approximate="tanh") on the stored product plus bias: covered, with and without math="triton"; the
+    activation applied before the bias caught."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "act_forms.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "act_forms.txt")).read().split("\n")[1:]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, kind, dt, M, N, K, gid = ln.split()
+        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
+        A, B, bias, y = arr(gid + "__in__A"), arr(gid + "__in__B"), arr(gid + "__in__bias"), arr(cid + "__out__y")
+        mm = er.matmul(A, B)
+        if kind.startswith("triton"):
+            fused = mm.add(bias)
+            ch = (fused.silu() if "silu" in kind else fused.gelu(approximate="tanh")).cast(dt)
+            results = [ch.covers(y, standard="mma:sm90 outer=any", math=m) for m in ("precise", "triton")]
+        else:
+            ch = mm.cast(dt).add(bias).cast(dt).gelu(approximate="tanh").cast(dt)
+            results = [ch.covers(y, standard="mma:sm90 outer=any")]
+        for res in results:
+            assert res.all() != ("bug" in kind), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res.report)
+        seen += 1
+    assert seen == 20
