@@ -79,6 +79,7 @@ def main():
     t0, t1 = best(lambda: ref2.covers(out2, compute="float32")), best(lambda: ref2.covers(out2, compute="float32").slack)
     print("python_covers_slack_matmul_fast_path_%dx%dx1024: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() without "
           "lo, hi and slack)" % (M, N, t1, t0, t1 / t0))
+    del ref2, A2, B2, out2
     arrays = [np.empty((M, N)) for _ in range(3)]
 
     def mm_sets():
@@ -99,5 +100,23 @@ def main():
           "alone)" % (M, N, t1, t0, t1 / t0))
 
 
+def elementwise():
+    """Single elementwise ops on 2^22 fp32 elements: er.<fn>(x).covers(y) against numpy evaluating the same function
+    in float64 on the same array (the issue's yardstick for elementwise covers)."""
+    rng = np.random.default_rng(1)
+    n = 1 << 22
+    x = (rng.standard_normal(n) * 4).astype(np.float32)
+    x64 = x.astype(np.float64)
+    for name, f64 in (("exp", lambda: np.exp(x64)), ("tanh", lambda: np.tanh(x64)),
+                      ("silu", lambda: x64 / (1 + np.exp(-x64))), ("relu", lambda: np.maximum(x64, 0))):
+        y = f64().astype(np.float32)
+        ref = getattr(er, name)(x)
+        assert ref.covers(y).all()
+        t0, t1 = best(f64, 5), best(lambda: getattr(er, name)(x).covers(y), 3)
+        print("python_covers_elementwise_%s_%d: %.4f s vs baseline %.4f s = %.1fx  (baseline: numpy evaluating it in "
+              "float64)" % (name, n, t1, t0, t1 / t0))
+
+
 if __name__ == "__main__":
     main()
+    elementwise()

@@ -120,28 +120,60 @@ static void er_set_ends(er_cval *v, const er_fmt_info *E, double l, double h) {
 /* The functions whose exact values the sets and the exact results need (MPFR at `prec` bits, rounded in `rnd`). */
 enum { ER_FN_ERF, ER_FN_EXP, ER_FN_EXP2, ER_FN_LOG, ER_FN_TANH, ER_FN_RSQRT };
 
-static void er_mpfr_fn(int kind, mpfr_ptr r, mpfr_srcptr a, mpfr_rnd_t rnd) {
+/* f(a) into r; MPFR's ternary value (0: exact). */
+static int er_mpfr_fn(int kind, mpfr_ptr r, mpfr_srcptr a, mpfr_rnd_t rnd) {
     switch (kind) {
-    case ER_FN_ERF: mpfr_erf(r, a, rnd); break;
-    case ER_FN_EXP: mpfr_exp(r, a, rnd); break;
-    case ER_FN_EXP2: mpfr_exp2(r, a, rnd); break;
-    case ER_FN_LOG: mpfr_log(r, a, rnd); break;
-    case ER_FN_TANH: mpfr_tanh(r, a, rnd); break;
-    default: mpfr_rec_sqrt(r, a, rnd); break;
+    case ER_FN_ERF: return mpfr_erf(r, a, rnd);
+    case ER_FN_EXP: return mpfr_exp(r, a, rnd);
+    case ER_FN_EXP2: return mpfr_exp2(r, a, rnd);
+    case ER_FN_LOG: return mpfr_log(r, a, rnd);
+    case ER_FN_TANH: return mpfr_tanh(r, a, rnd);
+    default: return mpfr_rec_sqrt(r, a, rnd);
     }
 }
 
-/* Bounds of an exact function value as doubles: f(x) rounded down and up, from MPFR at 128 bits (the value at one
- * point, x in f's domain). */
-static void er_exact_fn(int kind, double x, double *dn, double *up) {
+/* The relative margin around libm's values (chains.md, Lemma C10): far beyond any libm's error for these functions
+ * (glibc's are within 2 double ulps, 2^-52), far below a compute format's ulp (2^-23 for fp32). */
+#define ER_LIBM_MARGIN 0x1p-36
+
+/* f(x) from libm for a compute format of at most 24 bits: NAN where the margin does not apply (a result that is 0,
+ * subnormal or beyond the doubles, or an exact case MPFR settles). 1/sqrt(x) is two correctly rounded operations. */
+static double er_libm_fn(int kind, double x) {
+    double v;
+    switch (kind) {
+    case ER_FN_ERF: v = erf(x); break;
+    case ER_FN_EXP: v = exp(x); break;
+    case ER_FN_EXP2: v = exp2(x); break;
+    case ER_FN_LOG: v = log(x); break;
+    case ER_FN_TANH: v = tanh(x); break;
+    default: v = 1.0 / sqrt(x); break;
+    }
+    return fabs(v) >= 0x1p-1000 && fabs(v) <= 0x1p1000 && x != 0 ? v : NAN;
+}
+
+/* Bounds of an exact function value as doubles: f(x) rounded down and up (the value at one point, x in f's domain).
+ * For a compute format E of at most 24 bits, libm's value widened by ER_LIBM_MARGIN; else (or where that does not
+ * apply) one MPFR evaluation at 64 bits rounded down, r <= f(x) < r's successor (or r = f(x) exactly). */
+static void er_exact_fn(const er_fmt_info *E, int kind, double x, double *dn, double *up) {
+    if (E->p <= 24) {
+        double v = er_libm_fn(kind, x);
+        if (v == v) {
+            double m = fabs(v) * ER_LIBM_MARGIN;
+            *dn = -er__next_up(-(v - m));
+            *up = er__next_up(v + m);
+            return;
+        }
+    }
     mpfr_t a, r;
-    mpfr_inits2(128, a, r, (mpfr_ptr)0);
-    mpfr_set_d(a, x, MPFR_RNDN);
-    er_mpfr_fn(kind, r, a, MPFR_RNDD);
+    mpfr_init2(a, 53);
+    mpfr_init2(r, 64);
+    mpfr_set_d(a, x, MPFR_RNDN); /* exact */
+    int inexact = er_mpfr_fn(kind, r, a, MPFR_RNDD) != 0;
     *dn = mpfr_get_d(r, MPFR_RNDD);
-    er_mpfr_fn(kind, r, a, MPFR_RNDU);
+    if (inexact) mpfr_nextabove(r);
     *up = mpfr_get_d(r, MPFR_RNDU);
-    mpfr_clears(a, r, (mpfr_ptr)0);
+    mpfr_clear(a);
+    mpfr_clear(r);
 }
 
 /* v's join with w: every value either allows. */
@@ -154,6 +186,32 @@ static void er_cval_join(er_cval *v, const er_cval *w) {
     v->nan |= w->nan | w->nan_req;
     v->pinf |= w->pinf;
     v->ninf |= w->ninf;
+}
+
+/* Lemma U1 over f's exact values, f least at p and greatest at q (p = q: one point): [*lo, *hi], and bounds a of
+ * f(p) below and b of f(q) above. From libm's brackets where they decide the ends: the true ends lie between those
+ * over the outer values [a, b] and those over the inner ones (Lemma C10), and where these agree they are the true
+ * ends; else from MPFR's. */
+static void er_fn_approx(const er_fmt_info *E, int fn, double U, double p, double q, double *lo, double *hi, double *a, double *b) {
+    double a2, b1;
+    for (int pass = 0; pass < 2; pass++) {
+        const er_fmt_info *G = pass ? er__fmt(ER_FP64) : E; /* pass 1: MPFR (er_exact_fn takes libm below 25 bits) */
+        er_exact_fn(G, fn, p, a, &a2);
+        if (p == q) { b1 = *a; *b = a2; }
+        else er_exact_fn(G, fn, q, &b1, b);
+        er__approx_ends(E, U, *a, *b, lo, hi);
+        if (pass || E->p > 24) return;
+        double l1, h1, l2, h2;
+        if (p == q) {
+            /* one point, somewhere in [a, a2]: the ends at both of them */
+            er__approx_ends(E, U, *a, *a, &l1, &h1);
+            er__approx_ends(E, U, a2, a2, &l2, &h2);
+            if (l1 == *lo && l2 == *lo && h1 == *hi && h2 == *hi) return;
+        } else if (a2 <= b1) {
+            er__approx_ends(E, U, a2, b1, &l1, &h1);
+            if (l1 == *lo && h1 == *hi) return;
+        }
+    }
 }
 
 /* The hull of RN_E(p q) over p in [p0, p1], q in [q0, q1] (a bilinear function: its extremes are at corners). */
@@ -192,14 +250,11 @@ static void er_cval_put(er_cval *v, double w) {
  * f monotone: increasing, or decreasing where dec; chains.md, Lemma C6): Lemma U1 over the bounds of f's exact values
  * at the ends; a result whose exact value is below the smallest normal may be flushed to a zero. */
 static void er_fn_image(er_cval *v, const er_fmt_info *E, int fn, int dec, double U, double l, double h) {
-    double a, b, tmp, lo, hi;
-    er_exact_fn(fn, dec ? h : l, &a, &tmp);
-    if (l == h) b = tmp;
-    else er_exact_fn(fn, dec ? l : h, &tmp, &b);
+    double a, b, lo, hi;
+    er_fn_approx(E, fn, U, dec ? h : l, dec ? l : h, &lo, &hi, &a, &b);
     er_cval p;
     er_cval_empty(&p);
     if (a == INFINITY) { p.pinf = 1; er_cval_join(v, &p); return; } /* beyond every double: overflow */
-    er__approx_ends(E, U, a, b, &lo, &hi);
     if (a < E->min_normal && b > -E->min_normal) { lo = fmin(lo, 0.0); hi = fmax(hi, 0.0); }
     er_set_ends(&p, E, lo, hi);
     er_cval_join(v, &p);
@@ -294,7 +349,7 @@ static void er_act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, d
         *hi = fmax(*hi, hi2);
         return;
     }
-    double t0, t1, a, b, tmp, e0, e1;
+    double t0, t1, a, b, e0, e1;
     int fn = kind == ER_STAGE_GELU ? ER_FN_ERF : ER_FN_TANH;
     if (kind == ER_STAGE_GELU) {
         double alpha = er__round_double(E, 0.70710678118654752440, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
@@ -304,12 +359,9 @@ static void er_act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, d
         t0 = er_gelu_tanh_arg(E, l, 0);
         t1 = er_gelu_tanh_arg(E, h, 1);
     }
-    er_exact_fn(fn, t0, &a, &tmp);
-    if (t1 == t0) b = tmp; /* one argument: its two bounds at once */
-    else er_exact_fn(fn, t1, &tmp, &b);
     /* within U ulps of an exact value near -1 (or 1) lies beyond it: an implementation at the edge of its budget
      * may return that, so no cut at [-1, 1] */
-    er__approx_ends(E, U, a, b, &e0, &e1);
+    er_fn_approx(E, fn, U, t0, t1, &e0, &e1, &a, &b);
     double s0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), s1 = er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
     double x0 = er__round_prod(E, l, 0.5, 1, ER_ROUND_NEAREST), x1 = er__round_prod(E, h, 0.5, 1, ER_ROUND_NEAREST);
     er_prod_hull(E, x0, x1, s0, s1, 0, lo, hi);
