@@ -60,5 +60,5 @@ for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
             add(kind, name, gid, A, B, y)
         h = torch.mm(A, B) + bias               # stored in dt, as torch runs it
         add("torch_gelu_tanh", name, gid, A, B, F.gelu(h, approximate="tanh"))
-write_case_files(OUT, "act_forms", arrays, lines, torch_header())
+write_case_files(OUT, "act_forms", arrays, lines, torch_header(), compressed=True)
 print("captured %d cases" % len(lines))

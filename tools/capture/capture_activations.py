@@ -50,4 +50,4 @@ for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
         add("torch_gelu", name, gid, A, B, F.gelu(h))
         add("torch_silu", name, gid, A, B, F.silu(h))
         add("torch_bug_gelu_tanh", name, gid, A, B, F.gelu(h, approximate="tanh"))
-write_case_files(OUT, "acts", arrays, lines, torch_header())
+write_case_files(OUT, "acts", arrays, lines, torch_header(), compressed=True)

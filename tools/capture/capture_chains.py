@@ -83,4 +83,4 @@ for dt, name, base in ((torch.float16, "float16", 2048.0), (torch.bfloat16, "bfl
         add(kind, name, gid, A, B, y, 1.0)
     add("torch_unfused_ties", name, gid, A, B, torch.relu(torch.mm(A, B) + bias), 1.0)
     add("torch_addmm_ties", name, gid, A, B, torch.addmm(bias, A, B), 1.0)
-write_case_files(OUT, "chains", arrays, lines, torch_header())
+write_case_files(OUT, "chains", arrays, lines, torch_header(), compressed=True)

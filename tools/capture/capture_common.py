@@ -1,5 +1,6 @@
 """Shared by the capture scripts: the outputs they write. write_case_files(out, name, arrays, lines, header) writes
-OUT/name.npz (every array as name.npy, stored uncompressed, which tests/common/npz.h reads) and OUT/name.txt (the
+OUT/name.npz (every array as name.npy, stored uncompressed, which tests/common/npz.h reads, or deflated for files
+only the Python tests read) and OUT/name.txt (the
 header line, then one case a line). store_case(arrays, cid, ins, outs) names a case's arrays as the tests read them:
 cid__in__name and cid__out__name."""
 import io
@@ -9,8 +10,10 @@ import zipfile
 import numpy as np
 
 
-def write_case_files(out, name, arrays, lines, header):
-    with zipfile.ZipFile(os.path.join(out, name + ".npz"), "w", zipfile.ZIP_STORED) as z:
+def write_case_files(out, name, arrays, lines, header, compressed=False):
+    """compressed: deflate the arrays (files only the Python tests read; tests/common/npz.h reads stored ones)."""
+    mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    with zipfile.ZipFile(os.path.join(out, name + ".npz"), "w", mode) as z:
         for k, v in arrays.items():
             b = io.BytesIO()
             np.save(b, v)

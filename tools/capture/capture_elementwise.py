@@ -30,4 +30,4 @@ for dt, name in ((torch.float32, "float32"), (torch.float16, "float16"), (torch.
         cid = "c%04d" % len(lines)
         store_case(arrays, cid, {}, {"y": y})
         lines.append("%s %s %s %d %s" % (cid, fn, name, x.numel(), gid))
-write_case_files(OUT, "elementwise", arrays, lines, torch_header())
+write_case_files(OUT, "elementwise", arrays, lines, torch_header(), compressed=True)

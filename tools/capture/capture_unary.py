@@ -117,5 +117,5 @@ for k, fn in enumerate(FUNCS):
     cp.cuda.Device().synchronize()
     add("cuda", fn, "float32", gid, torch.as_tensor(yc, device="cuda"))
 
-write_case_files(OUT, "unary", arrays, lines, torch_header())
+write_case_files(OUT, "unary", arrays, lines, torch_header(), compressed=True)
 print("captured %d cases of %d elements" % (len(lines), n))
