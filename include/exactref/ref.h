@@ -117,6 +117,21 @@ ER_API er_status er_tensor_ref(er_ref **out, const er_tensor *x);
  * (the views themselves are copied). */
 ER_API er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages);
 
+/* ---- quantisation with an amax (docs/algorithms/quantize.md) ---- */
+typedef enum er_granularity { ER_GRAN_TENSOR = 0, ER_GRAN_ROW = 1, ER_GRAN_BLOCK = 2 } er_granularity;
+typedef enum er_scale_recipe { ER_RECIPE_AMAX = 0, ER_RECIPE_POW2 = 1 } er_scale_recipe;
+/* The reference of quantising x to format q (fp8, or any float format narrower than the compute format), as
+ * Transformer Engine and torch recipes do: three outputs, q (x's shape), amax and scale, one per group (the whole
+ * tensor: shape [1]; each row along the last dimension: x's leading shape; blocks of `block` elements along the last
+ * dimension: x's leading shape and ceil(cols / block)). amax = max |x| over the group, exact; scale = qmax / amax
+ * (ER_RECIPE_AMAX) or the power of two at or below it (ER_RECIPE_POW2), computed in the compute format within
+ * div_ulps (default 2: a correctly rounded division, a reciprocal then a product, div.full.f32); amax 0 or not finite
+ * gives scale 1 or the plain quotient; q = RN_q(RN(x scale)), saturated or with q's overflow rule. Checked together
+ * (er_covers_outputs), q is judged against the kernel's own scale where that scale is in its set. x must outlive
+ * the reference. */
+ER_API er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,
+                             er_scale_recipe recipe);
+
 /* The enclosure of a reference under a standard: each element's set for output `output` (0 for one-output ops; y,
  * mean, rstd for layernorm) of format `format`, materialised without an output to check. lo[i] and hi[i] (n doubles
  * each, row-major) get the least and greatest finite values the set allows (NaN and NaN where it allows none);

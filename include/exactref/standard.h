@@ -91,7 +91,7 @@ typedef struct er_standard {
     int exp_fast;             /* softmax, log_softmax: exp within 2 + floor(1.173 |x|) ulps of F at argument x (the
                                  __expf intrinsic's documented bound) instead of exp_ulps */
     double div_ulps;          /* softmax: the division e / s within div_ulps ulps of F (0: correctly rounded division
-                                 or the rounded reciprocal, as div= says) */
+                                 or the rounded reciprocal, as div= says); quantize: the scale qmax / amax (0: 2) */
     int max_optional;         /* softmax: 0 the row maximum is subtracted before exp; 1 it may be left out */
     int online;               /* softmax: 1 the sum is built online, in blocks of any size, each partial rescaled by
                                  exp(m_old - m_new) when the running maximum grows (flash-style) */

@@ -16,6 +16,6 @@ ER_INTERNAL er_status er__standard_applies(const er_ref *ref, const er_standard 
 ER_INTERNAL er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
 
 /* The modules of the table (er__module_of). */
-extern const er_op_module er__tensor_module, er__chain_module, er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module;
+extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module;
 
 #endif

@@ -14,6 +14,7 @@ const er_op_module *er__module_of(const er_ref *ref) {
     case ER_OP_LAYERNORM: return &er__layernorm_module;
     case ER_OP_CHAIN: return &er__chain_module;
     case ER_OP_TENSOR: return &er__tensor_module;
+    case ER_OP_QUANTIZE: return &er__quantize_module;
     default: return &er__dot_module; /* matmul, sum, mean, max */
     }
 }
@@ -87,8 +88,10 @@ er_status er__standard_applies(const er_ref *ref, const er_standard *std) {
                         "state variance=two_pass");
     if (std->fast_math == 2 && std->compute != ER_FP32)
         return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
-    if (ref->op != ER_OP_SOFTMAX && (std->div_ulps != 0 || std->max_optional || std->online))
-        return er__fail(ER_ERR_STANDARD, "div_ulps=, max= and online= apply to softmax, not to %s", er__op_name(ref));
+    if (ref->op != ER_OP_SOFTMAX && ref->op != ER_OP_QUANTIZE && std->div_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "div_ulps= applies to softmax and quantize, not to %s", er__op_name(ref));
+    if (ref->op != ER_OP_SOFTMAX && (std->max_optional || std->online))
+        return er__fail(ER_ERR_STANDARD, "max= and online= apply to softmax, not to %s", er__op_name(ref));
     if (std->depth && (ref->op == ER_OP_MAX || std->online))
         return er__fail(ref->op == ER_OP_MAX ? ER_ERR_STANDARD : ER_ERR_UNSUPPORTED, "depth= %s",
                         ref->op == ER_OP_MAX ? "bounds additions; max adds nothing" : "with online= is not modelled in this version");

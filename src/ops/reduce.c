@@ -21,6 +21,7 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_LAYERNORM: return "layernorm";
     case ER_OP_CHAIN: return r->chain_name;
     case ER_OP_TENSOR: return "tensor";
+    case ER_OP_QUANTIZE: return "quantize";
     default: return "matmul";
     }
 }

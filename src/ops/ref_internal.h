@@ -6,7 +6,7 @@
 #include "exact/accum.h"
 
 typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7,
-               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9, ER_OP_TENSOR = 10 } er_op;
+               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9, ER_OP_TENSOR = 10, ER_OP_QUANTIZE = 11 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -48,6 +48,11 @@ struct er_ref {
     er_tensor *views;
     int nstages;
     char chain_name[32];    /* the base's name and the stages', as reports show them: "matmul+add+relu+cast" */
+    /* quantize (src/ops/quantmod.c): the format of q, the groups (cols: the last dimension; groups per row), the
+     * recipe of the scale */
+    er_format qfmt;
+    int gran, recipe;
+    int64_t block, cols, gpr, groups;
 };
 
 /* The exponent range of an operand's nonzero finite values (as the exact engine's walk finds it). */

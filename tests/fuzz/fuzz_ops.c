@@ -67,7 +67,7 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size};
-    int op = (int)(byte(&r) % 10);
+    int op = (int)(byte(&r) % 11);
     er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
     int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
     unsigned sidx = byte(&r) % (sizeof standards / sizeof standards[0]);
@@ -94,6 +94,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 6: st = er_log_softmax(&ref, &A, dim); break;
     case 7: st = er_rmsnorm(&ref, &A, vb > 0 ? &B : NULL, eps); break;
     case 9: st = er_tensor_ref(&ref, &A); break;
+    case 10: /* granularity 3, recipe 2 and blocks below 1 are refused */
+        st = er_quantize(&ref, &A, fo, (er_granularity)((dim + 3) % 4), (int64_t)dim + 2, (er_scale_recipe)(byte(&r) % 3));
+        break;
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
     }
     if (st != ER_OK) { if (ref) abort(); return 0; }

@@ -16,11 +16,11 @@ import json
 import numpy as np
 
 from . import _lib, depth
-from ._arrays import DeviceView, View, format_of, numpy_dtype, to_numpy
+from ._arrays import DeviceView, View, format_of, format_of_name, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["ChainReference", "Enclosure", "depth", "gelu", "relu", "silu", "tensor", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["ChainReference", "Enclosure", "depth", "gelu", "relu", "silu", "tensor", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt", "quantize", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -629,49 +629,51 @@ class ChainReference(Reference):
         raise NotImplementedError("exactref: a chain is not emulated in this version")
 
 
-class LayerNormReference(Reference):
-    """layernorm's reference: three outputs, y, mean and rstd."""
+class _MultiOutputReference(Reference):
+    """An op with several outputs (OUTPUTS), checked together by covers()."""
 
-    OUTPUTS = ("y", "mean", "rstd")
+    OUTPUTS = ()
 
-    def _output_shape(self, output):
-        """y has x's shape; mean and rstd its leading dimensions ((1,) when every dimension is normalised)."""
+    def _index(self, output):
         index = output if isinstance(output, int) else self.OUTPUTS.index(output) if output in self.OUTPUTS else -1
-        if index not in (0, 1, 2):
-            raise ValueError("exactref: layernorm's outputs are %s (or 0, 1, 2); got %r" % (", ".join(self.OUTPUTS), output))
-        lead = tuple(self.shape[:len(self.shape) - self._nnorm])
-        return tuple(self.shape) if index == 0 else (lead or (1,))
+        if not 0 <= index < len(self.OUTPUTS):
+            raise ValueError("exactref: %s's outputs are %s (or 0 to %d); got %r" % (self.op, ", ".join(self.OUTPUTS),
+                                                                                      len(self.OUTPUTS) - 1, output))
+        return index
 
     def covers(self, out, standard="any_order", options=None, **kwargs):
-        """Classifies the outputs against their sets. `out` is y, or a tuple (y, mean, rstd) where any may be None
-        (not checked); mean and rstd have x's leading shape (trailing size-1 dimensions allowed). Returns Results
-        for a tuple, a Result for y alone."""
+        """Classifies the outputs against their sets. `out` is the first output, or a tuple of every output where any
+        may be None (not checked). Returns Results for a tuple, a Result for the first output alone."""
+        nout = len(self.OUTPUTS)
         single = not isinstance(out, (tuple, list))
-        outs = (out, None, None) if single else tuple(out)
-        if len(outs) != 3:
-            raise ValueError("exactref: layernorm has 3 outputs (y, mean, rstd); got %d" % len(outs))
+        outs = (out,) + (None,) * (nout - 1) if single else tuple(out)
+        if len(outs) != nout:
+            raise ValueError("exactref: %s has %d outputs (%s); got %d" % (self.op, nout, ", ".join(self.OUTPUTS), len(outs)))
         std = _standard(standard, options, kwargs)
-        views, bufs = [], (ctypes.c_void_p * 3)()
+        bufs = (ctypes.c_void_p * nout)()
+        arrs, views = [None] * nout, []
         for i, (o, name) in enumerate(zip(outs, self.OUTPUTS)):
             if o is None:
                 continue
             arr = to_numpy(o, name)
+            if arr.ndim == 0:
+                arr = arr.reshape(1)   # a 0-d output (torch's amax of a whole tensor) as its one element
+            arrs[i] = arr
             v = self._out_view(arr, name) if i == 0 else View(arr, name)
             views.append(v)
             bufs[i] = ctypes.cast(v.buf, ctypes.c_void_p)
         if not views:
-            raise ValueError("exactref: layernorm: every output is None")
-        reps = ctypes.create_string_buffer(_lib.REPORT_SIZE * 3)
-        arrs = [None if o is None else to_numpy(o, name) for o, name in zip(outs, self.OUTPUTS)]
+            raise ValueError("exactref: %s: every output is None" % self.op)
+        reps = ctypes.create_string_buffer(_lib.REPORT_SIZE * nout)
         shapes = [tuple(self.shape) if i == 0 else (None if a is None else tuple(a.shape)) for i, a in enumerate(arrs)]
         cache = {}
-        ptrs = [(ctypes.c_void_p * 3)() for _ in range(3)]
-        for i in range(3):
+        ptrs = [(ctypes.c_void_p * nout)() for _ in range(3)]
+        for i in range(nout):
             if arrs[i] is not None:
                 cache[i] = tuple(np.empty(shapes[i], np.float64) for _ in range(3))
                 for k in range(3):
                     ptrs[k][i] = cache[i][k].ctypes.data
-        check(_lib.lib.er_covers_outputs_sets(reps, self._ptr, bufs, 3, std, *ptrs))
+        check(_lib.lib.er_covers_outputs_sets(reps, self._ptr, bufs, nout, std, *ptrs))
         results = {}
         try:
             for i, name in enumerate(self.OUTPUTS):
@@ -680,9 +682,64 @@ class LayerNormReference(Reference):
                 rep = ctypes.byref(reps, _lib.REPORT_SIZE * i)
                 results[name] = Result(rep, shapes[i], arrs[i], cache[i])
         finally:
-            for i in range(3):
+            for i in range(nout):
                 _lib.lib.er_report_clear(ctypes.byref(reps, _lib.REPORT_SIZE * i))
-        return results["y"] if single else Results(results)
+        return results[self.OUTPUTS[0]] if single else Results(results)
+
+
+class LayerNormReference(_MultiOutputReference):
+    """layernorm's reference: three outputs, y, mean and rstd."""
+
+    OUTPUTS = ("y", "mean", "rstd")
+
+    def _output_shape(self, output):
+        """y has x's shape; mean and rstd its leading dimensions ((1,) when every dimension is normalised)."""
+        index = self._index(output)
+        lead = tuple(self.shape[:len(self.shape) - self._nnorm])
+        return tuple(self.shape) if index == 0 else (lead or (1,))
+
+
+class QuantizeReference(_MultiOutputReference):
+    """quantize's reference: three outputs, q, and each group's amax and scale."""
+
+    OUTPUTS = ("q", "amax", "scale")
+
+    def _output_shape(self, output):
+        """q has x's shape; amax and scale one element per group."""
+        index = self._index(output)
+        return tuple(self.shape) if index == 0 else self._group_shape
+
+
+def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
+    """The reference of quantising x to `dtype` with an amax, as Transformer Engine and torch fp8 recipes do: three
+    outputs, q (x's shape), amax and scale (one per group): granularity "tensor" (one group; amax and scale of shape
+    (1,) or 0-d), "row" (each row along the last dimension: x's leading shape) or ("block", n) (blocks of n along the
+    last dimension: x's leading shape and ceil(cols / n)). amax = max |x|; scale = qmax / amax (recipe "amax") or the
+    power of two at or below it ("pow2"), within div_ulps (default 2) in the compute format; q = RN(x scale) in dtype.
+    covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
+    (docs/algorithms/quantize.md)."""
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    qf = format_of_name(dtype)
+    grans = {"tensor": 0, "row": 1}
+    block = 0
+    if isinstance(granularity, tuple) and len(granularity) == 2 and granularity[0] == "block":
+        gran, block = 2, granularity[1]
+        if isinstance(block, bool) or not isinstance(block, (int, np.integer)):
+            raise TypeError("exactref: quantize: the block size must be an int, not %s" % type(block).__name__)
+    elif granularity in grans:
+        gran = grans[granularity]
+    else:
+        raise ValueError("exactref: quantize: granularity %r: expected 'tensor', 'row' or ('block', n)" % (granularity,))
+    if recipe not in ("amax", "pow2"):
+        raise ValueError("exactref: quantize: recipe %r: expected 'amax' or 'pow2'" % (recipe,))
+    va = View(a, "x")
+    ptr = ctypes.c_void_p()
+    check(_lib.lib.er_quantize(ctypes.byref(ptr), va.buf, qf, gran, int(block), 0 if recipe == "amax" else 1))
+    ref = QuantizeReference(ptr, (va, x), a.shape, "quantize")
+    lead = tuple(a.shape[:-1])
+    ref._group_shape = (1,) if gran == 0 else (lead + ((a.shape[-1] + block - 1) // block,) if gran == 2 else lead) or (1,)
+    return ref
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):

@@ -24,12 +24,24 @@ def _ml_dtype(name):
     return np.dtype(getattr(ml_dtypes, name))
 
 
+def _canonical(name):
+    key = str(name).replace("torch.", "")
+    return {"fp64": "float64", "double": "float64", "fp32": "float32", "float": "float32", "fp16": "float16",
+            "half": "float16", "bf16": "bfloat16", "fp8_e4m3fn": "float8_e4m3fn", "e4m3fn": "float8_e4m3fn",
+            "fp8_e5m2": "float8_e5m2", "e5m2": "float8_e5m2"}.get(key, key)
+
+
+def format_of_name(name):
+    """The format of a dtype or its name, without needing ml_dtypes for the formats numpy lacks."""
+    fmt = _BY_NAME.get(_canonical(name if isinstance(name, str) or "torch" in str(name) else np.dtype(name).name))
+    if fmt is None:
+        raise TypeError("exactref: unsupported dtype %r (supported: %s)" % (name, SUPPORTED))
+    return fmt
+
+
 def numpy_dtype(name):
     """The numpy dtype of a format name ("float32", "bfloat16", ...; torch-style and exactref names accepted)."""
-    key = str(name).replace("torch.", "")
-    key = {"fp64": "float64", "double": "float64", "fp32": "float32", "float": "float32", "fp16": "float16",
-           "half": "float16", "bf16": "bfloat16", "fp8_e4m3fn": "float8_e4m3fn", "e4m3fn": "float8_e4m3fn",
-           "fp8_e5m2": "float8_e5m2", "e5m2": "float8_e5m2"}.get(key, key)
+    key = _canonical(name)
     if key in ("float64", "float32", "float16"):
         return np.dtype(key)
     if key in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):

@@ -677,3 +677,53 @@ def test_act_form_captures():
             assert res.all() != ("bug" in kind), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res.report)
         seen += 1
     assert seen == 20
+
+
+def test_quantize():
+    """er.quantize: per tensor, per row and per block, the scale as torch computes it, q judged against it; the
+    scale inverted and amax over the wrong axis caught; a 0-d amax accepted; bad arguments refused."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    f8 = ml_dtypes.float8_e4m3fn
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((16, 96)) * 3).astype(np.float32)
+    amax = np.abs(x).max()
+    scale = np.float32(448) / amax
+    q = np.clip(x * scale, -448, 448).astype(f8)
+    res = er.quantize(x, "float8_e4m3fn").covers((q, np.float32(amax), scale))
+    assert res.all(), str(res)
+    assert res.q.counts["exact"] == x.size
+    am = np.abs(x).max(axis=1)
+    sc = (np.float32(448) / am).astype(np.float32)
+    er.quantize(x, "float8_e4m3fn", "row").covers((np.clip(x * sc[:, None], -448, 448).astype(f8), am, sc)).assert_all()
+    inv = (am / np.float32(448)).astype(np.float32)
+    assert not er.quantize(x, "float8_e4m3fn", "row").covers((np.clip(x * inv[:, None], -448, 448).astype(f8), am, inv)).all()
+    amb = np.abs(x.reshape(16, 3, 32)).max(axis=2)
+    scb = (np.float32(448) / amb).astype(np.float32)
+    qb = np.clip(x.reshape(16, 3, 32) * scb[:, :, None], -448, 448).astype(f8).reshape(16, 96)
+    er.quantize(x, "float8_e4m3fn", ("block", 32)).covers((qb, amb, scb)).assert_all()
+    assert not er.quantize(x, "float8_e4m3fn", ("block", 32)).covers((qb, amb.T.copy().reshape(16, 3), scb)).all()
+    with pytest.raises(ValueError):
+        er.quantize(x, "float8_e4m3fn", "column")
+    with pytest.raises(er.ExactrefError):
+        er.quantize(x, "float8_e4m3fn", ("block", 0))
+    with pytest.raises(TypeError):
+        er.quantize(x, "float8_e4m3fn", ("block", 2.5))
+
+
+def test_quantize_captures():
+    """H200 captures (tools/capture/capture_quantize.py): torch per tensor and per row (e4m3fn and e5m2), the pow2
+    recipe, a Triton per-row kernel (div.full scale, saturating conversion), inputs on exact fp8 midpoints and a row
+    of zeros: covered; the scale inverted, amax over the wrong axis and a truncating conversion caught."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "quantize.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "quantize.txt")).read().split("\n")[1:]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, kind, qn, gran, rows, cols, gid = ln.split()
+        x = z[gid + "__in__x"]
+        q = z[cid + "__out__q"].view(getattr(ml_dtypes, qn))
+        res = er.quantize(x, qn, gran, "pow2" if "pow2" in kind else "amax").covers(
+            (q, z[cid + "__out__amax"], z[cid + "__out__scale"]))
+        assert res.all() != kind.startswith("bug"), "%s %s %s %s: %s" % (cid, kind, qn, gran, res)
+        seen += 1
+    assert seen == 30

@@ -1,0 +1,219 @@
+/* t-quantize.c: quantisation with an amax (docs/algorithms/quantize.md). Implementations in the kernel's own
+ * arithmetic (amax = max |x| per tensor, row or block; scale = qmax / amax in fp32 correctly rounded, as a reciprocal
+ * then a product, or at either edge of a 2-ulp division, and the pow2 recipe; q = RN_q(RN_fp32(x scale)) saturated)
+ * are covered with q judged against their own scale; q on exact ties of the fp8 grid must round to even; degenerate
+ * groups follow the stated rules; planted bugs (the scale inverted, amax over the wrong axis, another group's scale,
+ * q truncated) are caught; bad calls are refused. */
+#include "../common/er_test.h"
+
+enum { R = 16, C = 96, BLK = 32 };
+static float x[R * C];
+static uint8_t q[R * C];
+static float amax[R * C], scale[R * C]; /* one per group: at most R * C */
+
+static double rnd(er_format f, double v, er_round m, er_overflow ov) { double r; er_round_double(&r, f, v, m, ov); return r; }
+static double rn(er_format f, double v, er_overflow ov) { return rnd(f, v, ER_ROUND_NEAREST, ov); }
+
+static int64_t group_of(int gran, int64_t i) { return gran == 0 ? 0 : gran == 1 ? i / C : (i / C) * (C / BLK) + (i % C) / BLK; }
+static int64_t groups(int gran) { return gran == 0 ? 1 : gran == 1 ? R : R * (C / BLK); }
+
+/* scale = qmax / a as a kernel computes it: how 0 correctly rounded, 1 reciprocal then product, 2 and 3 the lower and
+ * upper edges of a 2-ulp division (within 2 ulps of the exact quotient and of the correctly rounded one), 4 pow2. */
+static float kernel_scale(double qmax, float a, int how) {
+    float cr = (float)(qmax / a);
+    if (how == 1) return (float)qmax * (1.0f / a);
+    if (how == 4) { int e; frexp(cr, &e); return ldexpf(1.0f, e - 1); }
+    if (how >= 2) {
+        float s = cr;
+        for (int k = 0; k < 2; k++) {
+            float t = nextafterf(s, how == 2 ? 0.0f : INFINITY);
+            double u = fabs((double)t - qmax / a), ulp = ldexp(1.0, ilogb(qmax / a) - 23);
+            if (u <= 2 * ulp && fabs((double)t - cr) <= 2 * ldexp(1.0, ilogb(cr) - 23)) s = t;
+        }
+        return s;
+    }
+    return cr;
+}
+
+/* One kernel: amax, scale (how), q; bug 0 none, 1 scale inverted, 2 amax over columns, 3 the next group's scale for
+ * q, 4 q truncated toward zero. */
+static void kernel(er_format qf, int gran, int how, int bug) {
+    double qmax = qf == ER_FP8_E4M3FN ? 448.0 : 57344.0;
+    int64_t G = groups(gran);
+    for (int64_t g = 0; g < G; g++) amax[g] = 0;
+    for (int64_t i = 0; i < R * C; i++) {
+        int64_t g = bug == 2 && gran == 1 ? i % R : group_of(gran, i);
+        amax[g] = fmaxf(amax[g], fabsf(x[i]));
+    }
+    for (int64_t g = 0; g < G; g++) scale[g] = bug == 1 ? (float)(amax[g] / qmax) : kernel_scale(qmax, amax[g], how);
+    for (int64_t i = 0; i < R * C; i++) {
+        int64_t g = group_of(gran, i);
+        if (bug == 3) g = (g + 1) % G;
+        float p = x[i] * scale[g];
+        double v = rnd(qf, p, bug == 4 ? ER_ROUND_ZERO : ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        er_store(q, qf, i, v);
+    }
+}
+
+static void check(er_report reps[3], er_format qf, int gran, int recipe) {
+    er_tensor tx, tq, ta, ts;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, C}, NULL, x);
+    er_tensor_view(&tq, qf, 2, (int64_t[]){R, C}, NULL, q);
+    int64_t gs[2] = {R, C / BLK};
+    if (gran == 0) { er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){1}, NULL, amax); er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){1}, NULL, scale); }
+    else if (gran == 1) { er_tensor_view(&ta, ER_FP32, 1, gs, NULL, amax); er_tensor_view(&ts, ER_FP32, 1, gs, NULL, scale); }
+    else { er_tensor_view(&ta, ER_FP32, 2, gs, NULL, amax); er_tensor_view(&ts, ER_FP32, 2, gs, NULL, scale); }
+    er_ref *ref;
+    ck_assert_int_eq(er_quantize(&ref, &tx, qf, (er_granularity)gran, BLK, (er_scale_recipe)recipe), ER_OK);
+    const er_tensor *outs[3] = {&tq, &ta, &ts};
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+    er_ref_free(ref);
+}
+
+static int all3(er_report reps[3]) { return er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]); }
+static void clear3(er_report reps[3]) { for (int k = 0; k < 3; k++) er_report_clear(&reps[k]); }
+
+static void fill(int tr) {
+    er_test_reseed(1800 + (uint64_t)tr);
+    double s = ldexp(1.0, (int)er_rand_int(-20, 20));
+    for (int i = 0; i < R * C; i++) x[i] = (float)(er_rand_normal() * s * (tr % 3 == 2 ? er_rand_unit() * er_rand_unit() : 1.0));
+}
+
+START_TEST(kernels_are_covered) {
+    static const er_format qfs[2] = {ER_FP8_E4M3FN, ER_FP8_E5M2};
+    int trials = (int)(6 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        fill(tr);
+        for (int f = 0; f < 2; f++)
+            for (int gran = 0; gran < 3; gran++)
+                for (int how = 0; how < 5; how++) {
+                    kernel(qfs[f], gran, how, 0);
+                    er_report reps[3];
+                    check(reps, qfs[f], gran, how == 4);
+                    for (int k = 0; k < 3; k++)
+                        ER_REQUIRE_PASS(&reps[k], "trial %d, %s, granularity %d, scale %d: output %d", tr, f ? "e5m2" : "e4m3fn", gran, how, k);
+                    /* q is determined by the kernel's scale: every element exact or covered, none merely allowed by
+                     * another scale */
+                    ER_REQUIRE(reps[0].counts[ER_CLASS_EXACT] + reps[0].counts[ER_CLASS_COVERED] == R * C, "q classes");
+                    if (how == 0) ER_REQUIRE(reps[2].counts[ER_CLASS_EXACT] == groups(gran), "a correctly rounded scale is exact");
+                    clear3(reps);
+                }
+    }
+}
+END_TEST
+
+/* x scale on an exact midpoint of the fp8 grid: q is the even neighbour; the other one fails. */
+START_TEST(ties_round_to_even) {
+    /* amax = 448 gives scale 1: q = RN(x); x on midpoints of e4m3fn (3 mantissa bits): 1 + 1/16, 3 + 1/8, ... */
+    for (int i = 0; i < R * C; i++) {
+        int k = i % 7, e = i % 9 - 4;
+        x[i] = ldexpf(1.0f + (2 * k + 1) / 16.0f, e) * (i % 2 ? -1.0f : 1.0f);
+    }
+    x[0] = 448.0f;
+    kernel(ER_FP8_E4M3FN, 0, 0, 0);
+    ck_assert(scale[0] == 1.0f);
+    er_report reps[3];
+    check(reps, ER_FP8_E4M3FN, 0, 0);
+    ER_REQUIRE_PASS(&reps[0], "ties to even");
+    clear3(reps);
+    for (int i = 1; i < R * C; i++) { /* the odd neighbour: away from the even one */
+        double even = rn(ER_FP8_E4M3FN, x[i], ER_OVERFLOW_SATURATE), odd = 2.0 * x[i] - even;
+        er_store(q, ER_FP8_E4M3FN, i, odd);
+    }
+    check(reps, ER_FP8_E4M3FN, 0, 0);
+    ck_assert_int_eq(reps[0].n_failed, R * C - 1);
+    clear3(reps);
+}
+END_TEST
+
+/* amax 0 (an all-zero group): scale 1 and q 0, or the plain quotient inf and q NaN; a NaN element: amax NaN and q
+ * NaN. */
+START_TEST(degenerate_groups) {
+    fill(0);
+    for (int j = 0; j < C; j++) x[j] = 0.0f;   /* row 0: zeros */
+    x[C + 5] = NAN;                             /* row 1: a NaN */
+    kernel(ER_FP8_E4M3FN, 1, 0, 0);
+    for (int pass = 0; pass < 2; pass++) {
+        scale[0] = pass ? INFINITY : 1.0f;
+        for (int j = 0; j < C; j++) er_store(q, ER_FP8_E4M3FN, j, pass ? NAN : 0.0);
+        amax[1] = NAN;
+        scale[1] = 1.0f;
+        for (int j = 0; j < C; j++) er_store(q, ER_FP8_E4M3FN, C + j, j == 5 ? NAN : rn(ER_FP8_E4M3FN, x[C + j], ER_OVERFLOW_SATURATE));
+        er_report reps[3];
+        check(reps, ER_FP8_E4M3FN, 1, 0);
+        for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "degenerate groups, pass %d, output %d", pass, k);
+        clear3(reps);
+    }
+    scale[0] = 2.0f; /* neither 1 nor the quotient */
+    er_report reps[3];
+    check(reps, ER_FP8_E4M3FN, 1, 0);
+    ck_assert(!er_report_all(&reps[2]));
+    clear3(reps);
+}
+END_TEST
+
+START_TEST(planted_bugs_are_caught) {
+    int trials = (int)(4 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        fill(tr);
+        for (int bug = 1; bug <= 4; bug++) {
+            kernel(ER_FP8_E4M3FN, 1, 0, bug);
+            er_report reps[3];
+            check(reps, ER_FP8_E4M3FN, 1, 0);
+            ER_REQUIRE(!all3(reps), "trial %d: bug %d passed", tr, bug);
+            clear3(reps);
+        }
+    }
+}
+END_TEST
+
+START_TEST(refusals) {
+    er_tensor tx, tq;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, C}, NULL, x);
+    er_ref *ref = NULL;
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP64, ER_GRAN_TENSOR, 0, ER_RECIPE_AMAX), ER_ERR_FORMAT);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_BLOCK, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, (er_granularity)3, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, (er_scale_recipe)2), ER_ERR_INVALID);
+    ck_assert_int_eq(er_quantize(&ref, NULL, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_ERR_NULL);
+    ck_assert(ref == NULL);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP16, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+    er_standard std;
+    er_report rep;
+    er_tensor_view(&tq, ER_FP16, 2, (int64_t[]){R, C}, NULL, q);
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "compute=bf16"), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &tq, &std), ER_ERR_STANDARD); /* fp32 x in bf16 */
+    er_report_clear(&rep);
+    ck_assert_int_eq(er_standard_parse(&std, "sequential", NULL), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &tq, &std), ER_ERR_STANDARD);
+    er_report_clear(&rep);
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "variance=welford"), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &tq, &std), ER_ERR_STANDARD);
+    er_report_clear(&rep);
+    /* an amax of the wrong shape */
+    er_tensor ta;
+    er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){R + 1}, NULL, amax);
+    const er_tensor *outs[3] = {NULL, &ta, NULL};
+    er_report reps[3];
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_ERR_OUTPUT);
+    ck_assert(!er_report_all(&reps[1]));
+    clear3(reps);
+    er_ref_free(ref);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("quantize");
+    TCase *tc = tcase_create("quantize");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, kernels_are_covered);
+    tcase_add_test(tc, ties_round_to_even);
+    tcase_add_test(tc, degenerate_groups);
+    tcase_add_test(tc, planted_bugs_are_caught);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
