@@ -4,8 +4,9 @@
  * accumulators, fused or not, in several orders, and the tensor-core block). Rules: exactref under the standard
  * the correct kernel states; torch.testing.assert_close defaults; TileLang (atol = rtol = 1e-2, 1% of elements may
  * mismatch); the cuDNN frontend matmul fuzzer (rtol 1e-2, atol 2e-2, both times max(1, sqrt(K/128))); numpy
- * allclose defaults. Peers compare with the exact result rounded to the output format (matmul) or a float64
- * implementation (the other ops), as a test would.
+ * allclose defaults; Transformer Engine's fp8 rule (rtol 0.125, atol 0.0675; amax compared exactly where there is
+ * one). Peers compare with the exact result rounded to the output format (matmul) or a float64 implementation (the
+ * other ops: softmax, the norms, a GEMM epilogue with bias and gelu, fp8 quantisation), as a test would.
  *
  * For each bug case the program also checks a trigger, a sufficient condition, computed here without exactref,
  * under which the bug puts some element outside everything the standard allows (see docs/verdicts.md); exactref
@@ -44,14 +45,15 @@ static double draw(int dist, er_format f, int k, int K) {
 }
 
 /* ---------------------------------------------------------------- verdict bookkeeping */
-enum { R_EXACTREF, R_TORCH, R_TILELANG, R_CUDNN, R_NUMPY, R_COUNT };
-static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "TileLang 1e-2/1%", "cuDNN fuzzer", "numpy.allclose"};
+enum { R_EXACTREF, R_TORCH, R_TILELANG, R_CUDNN, R_NUMPY, R_TE, R_COUNT };
+static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "TileLang 1e-2/1%", "cuDNN fuzzer", "numpy.allclose",
+                                            "TE fp8 .125/.0675"};
 
 typedef struct klass { const char *name, *trigger; int bug; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
-       K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, N_CORRECT };
+       K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
-       B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, N_KLASS };
+       B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -59,6 +61,7 @@ static klass KL[N_KLASS] = {
     {.name = "matmul tf32x3 (Triton)", .trigger = ""},
     {.name = "softmax fp32", .trigger = ""}, {.name = "softmax, Triton's ex2.approx exp", .trigger = ""}, {.name = "softmax online (blocks of 32)", .trigger = ""}, {.name = "layernorm two-pass", .trigger = ""},
     {.name = "layernorm two-pass, tl.sum trees (at depth)", .trigger = ""}, {.name = "layernorm Welford", .trigger = ""}, {.name = "rmsnorm", .trigger = ""},
+    {.name = "GEMM + bias + gelu, fp32 epilogue, fp16", .trigger = ""}, {.name = "fp8 e4m3 quantize per row (amax)", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -71,6 +74,10 @@ static klass KL[N_KLASS] = {
     {.name = "eps outside sqrt, tl.sum trees (at depth)", .trigger = "rstd moves beyond the two-pass margin at depth D", .bug = 1},
     {.name = "rsqrt beyond its ulp budget (256 ulps)", .trigger = "y moves by more than (n + 8) 2^-24 relative", .bug = 1},
     {.name = "causal mask off by one", .trigger = "an output moves by more than 1%", .bug = 1},
+    {.name = "epilogue: gelu before the bias", .trigger = "an element moves by more than W_epi", .bug = 1},
+    {.name = "quantize: scale inverted (amax / 448)", .trigger = "a scale moves by more than 2^-20 relative", .bug = 1},
+    {.name = "quantize: amax over the wrong axis", .trigger = "an amax differs from its row's max |x|", .bug = 1},
+    {.name = "quantize: q truncated, not rounded", .trigger = "a q differs from RN(RN(x scale))", .bug = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -78,7 +85,7 @@ static void peer_rules(const double *y, const double *r, int64_t n, er_format fo
     double rt = fo == ER_FP16 ? 1e-3 : fo == ER_BF16 ? 1.6e-2 : 1.3e-6, at = 1e-5;
     double sc = fmax(1.0, sqrt(Kred / 128.0));
     int64_t tl_bad = 0;
-    flags[R_TORCH] = flags[R_CUDNN] = flags[R_NUMPY] = 0;
+    flags[R_TORCH] = flags[R_CUDNN] = flags[R_NUMPY] = flags[R_TE] = 0;
     for (int64_t i = 0; i < n; i++) {
         double a = y[i], b = r[i];
         int nan = isnan(a) || isnan(b), same_inf = isinf(a) && a == b, d_ok;
@@ -88,6 +95,7 @@ static void peer_rules(const double *y, const double *r, int64_t n, er_format fo
         if (!(!nan && (same_inf || d <= 2e-2 * sc + 1e-2 * sc * fabs(b)))) flags[R_CUDNN] = 1;
         if (!(!nan && (same_inf || d <= 1e-8 + 1e-5 * fabs(b)))) flags[R_NUMPY] = 1;
         if (!(!nan && (same_inf || d <= 1e-2 + 1e-2 * fabs(b)))) tl_bad++;
+        if (!(!nan && (same_inf || d <= 0.0675 + 0.125 * fabs(b)))) flags[R_TE] = 1;
     }
     flags[R_TILELANG] = tl_bad > n / 100;
 }
@@ -459,6 +467,130 @@ static void norm_case(int kl, int rows, int n, int offset) {
     free(x); free(y); free(yd); free(rf);
 }
 
+/* ---------------------------------------------------------------- a GEMM epilogue and fp8 quantisation */
+static float gelu_f(float t) { return (t * 0.5f) * (1.0f + erff(t * 0.70710677f)); }
+
+/* fp16 A (M x K) and B (K x N), an fp16 bias per column; the kernel: a sequential fp32 accumulator (fused or not),
+ * then t = acc + bias and gelu(t) in fp32 (libm's erff), stored in fp16; the bug applies gelu before the bias. */
+static void epilogue_case(int kl, int M, int K, int N, int dist) {
+    double *a = malloc(sizeof(double) * (size_t)M * K), *b = malloc(sizeof(double) * (size_t)K * N), *bias = malloc(sizeof(double) * (size_t)N);
+    for (int i = 0; i < M * K; i++) a[i] = draw(dist, ER_FP16, i % K, K);
+    for (int i = 0; i < K * N; i++) b[i] = draw(dist == D_CANCEL ? D_POSITIVE : dist, ER_FP16, i / N, K);
+    for (int j = 0; j < N; j++) bias[j] = to_fmt(ER_FP16, gauss());
+    double *y = malloc(sizeof(double) * (size_t)M * N), *ref = malloc(sizeof(double) * (size_t)M * N), *rd = malloc(sizeof(double) * (size_t)M * N);
+    int fused = unif() < 0.5;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = dotf_seq(a + (size_t)i * K, b + j, K, N, fused), v;
+            v = kl == B_ACT_FIRST ? gelu_f(acc) + (float)bias[j] : gelu_f(acc + (float)bias[j]);
+            y[(size_t)i * N + j] = to_out(ER_FP16, v);
+        }
+    uint16_t *A = malloc(2 * (size_t)M * K), *B = malloc(2 * (size_t)K * N), *Bi = malloc(2 * (size_t)N), *Y = malloc(2 * (size_t)M * N);
+    uint64_t bits;
+    for (int i = 0; i < M * K; i++) { er_encode(&bits, ER_FP16, a[i], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); A[i] = (uint16_t)bits; }
+    for (int i = 0; i < K * N; i++) { er_encode(&bits, ER_FP16, b[i], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); B[i] = (uint16_t)bits; }
+    for (int j = 0; j < N; j++) { er_encode(&bits, ER_FP16, bias[j], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); Bi[j] = (uint16_t)bits; }
+    for (int i = 0; i < M * N; i++) { er_encode(&bits, ER_FP16, y[i], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); Y[i] = (uint16_t)bits; }
+    er_tensor tA, tB, tBi, tY, tR;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tBi, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, Bi);
+    er_tensor_view(&tY, ER_FP16, 2, (int64_t[]){M, N}, NULL, Y);
+    er_ref *r, *ch;
+    er_stage st[3] = {{ER_STAGE_ADD, &tBi, 0, 0}, {ER_STAGE_GELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+    if (er_matmul(&r, &tA, &tB) != ER_OK || er_chain(&ch, r, st, 3) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    er_tensor_view(&tR, ER_FP64, 2, (int64_t[]){M, N}, NULL, rd);
+    er_ref_rounded(&tR, r);
+    er_standard std;
+    er_standard_parse(&std, "any_order", "compute=fp32");
+    er_report rep;
+    if (er_covers(&rep, ch, &tY, &std) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(&rep, 1);
+    /* peers: gelu(S + b) in float64 (S the exact product), rounded to fp16; trigger: |y - g(v)| > W_epi, v = S + b,
+     * W_epi = 1.2 (2 K 2^-24 P + 4 2^-24 (|S| + |b|)) + 2^-20 |v| + 3 ulp_fp16(|g| + that): the accumulator's
+     * any-order freedom and the fp32 steps through a slope below 1.2, erf's 2 ulps, the fp16 store */
+    int trig = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double S = rd[(size_t)i * N + j], P = 0, v = S + bias[j], g = 0.5 * v * erfc(-v * 0.70710678118654752440);
+            for (int k = 0; k < K; k++) P += fabs(a[(size_t)i * K + k] * b[(size_t)k * N + j]);
+            ref[(size_t)i * N + j] = to_out(ER_FP16, g);
+            double w = 1.2 * (2.0 * K * 0x1p-24 * P * 1.01 + 4 * 0x1p-24 * (fabs(S) + fabs(bias[j]))) + 0x1p-20 * fabs(v);
+            double W = w + 3 * er_format_ulp(ER_FP16, fabs(g) + w), yv = y[(size_t)i * N + j];
+            if (!isfinite(S) || !isfinite(P) || fabs(g) + W >= er_format_max(ER_FP16) / 2) continue;
+            if (isnan(yv) || fabs(yv - g) > W) trig = 1;
+        }
+    peer_rules(y, ref, (int64_t)M * N, ER_FP16, K, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ch);
+    er_ref_free(r);
+    free(a); free(b); free(bias); free(y); free(ref); free(rd); free(A); free(B); free(Bi); free(Y);
+}
+
+/* fp32 x (rows x cols); the kernel: amax per row, scale = 448 / amax in fp32 (a division or a reciprocal then a
+ * product), q = RN_e4m3(RN(x scale)) saturated. Bugs: the scale inverted; amax over columns; q truncated. Peers compare q with
+ * RN_e4m3(x 448 / amax) in double (Transformer Engine's rule also the amax, exactly). */
+static void quant_case(int kl, int rows, int cols, int dist) {
+    float *x = malloc(sizeof(float) * (size_t)rows * cols), *am = malloc(sizeof(float) * (size_t)rows), *sc = malloc(sizeof(float) * (size_t)rows);
+    double mag = ldexp(1.0, (int)(unif() * 40) - 20);
+    for (int i = 0; i < rows * cols; i++) x[i] = (float)(draw(dist, ER_FP32, i % cols, cols) * mag);
+    for (int i = 0; i < rows; i++) {
+        float m = 0;
+        for (int j = 0; j < cols; j++) m = fmaxf(m, fabsf(kl == B_QAMAX_AXIS ? x[(size_t)j % rows * cols + i % cols] : x[(size_t)i * cols + j]));
+        am[i] = m;
+        sc[i] = kl == B_QSCALE_INV ? m / 448.0f : unif() < 0.5 ? 448.0f / m : 448.0f * (1.0f / m);
+    }
+    uint8_t *Q = malloc((size_t)rows * cols);
+    double *y = malloc(sizeof(double) * (size_t)rows * cols), *ref = malloc(sizeof(double) * (size_t)rows * cols);
+    int trig = 0;
+    for (int i = 0; i < rows; i++) {
+        double m = 0;
+        for (int j = 0; j < cols; j++) m = fmax(m, fabs((double)x[(size_t)i * cols + j]));
+        if (kl == B_QAMAX_AXIS && (double)am[i] != m) trig = 1;
+        if (kl == B_QSCALE_INV && m > 0 && fabs(sc[i] - 448.0 / m) > 0x1p-20 * (448.0 / m)) trig = 1;
+        for (int j = 0; j < cols; j++) {
+            size_t e = (size_t)i * cols + j;
+            uint64_t bits;
+            double qv;
+            er_round_double(&qv, ER_FP8_E4M3FN, (double)(x[e] * sc[i]), kl == B_QTRUNC ? ER_ROUND_ZERO : ER_ROUND_NEAREST,
+                            ER_OVERFLOW_SATURATE);
+            if (kl == B_QTRUNC) { /* q is determined by the kernel's (correct) scale: any other value is outside */
+                double rnv;
+                er_round_double(&rnv, ER_FP8_E4M3FN, (double)(x[e] * sc[i]), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+                if (rnv != qv) trig = 1;
+            }
+            y[e] = qv;
+            er_encode(&bits, ER_FP8_E4M3FN, qv, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            Q[e] = (uint8_t)bits;
+            er_round_double(&ref[e], ER_FP8_E4M3FN, m > 0 ? x[e] * 448.0 / m : 0.0, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        }
+    }
+    er_tensor tx, tq, ta, ts;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, cols}, NULL, x);
+    er_tensor_view(&tq, ER_FP8_E4M3FN, 2, (int64_t[]){rows, cols}, NULL, Q);
+    er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){rows}, NULL, am);
+    er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){rows}, NULL, sc);
+    er_ref *r;
+    if (er_quantize(&r, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    const er_tensor *outs[3] = {&tq, &ta, &ts};
+    er_standard std;
+    er_standard_parse(&std, "any_order", NULL);
+    er_report rep[3];
+    if (er_covers_outputs(rep, r, outs, 3, &std) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(rep, 3);
+    peer_rules(y, ref, (int64_t)rows * cols, ER_FP8_E4M3FN, 1, flags);
+    for (int i = 0; i < rows; i++) { /* Transformer Engine compares amax exactly */
+        double m = 0;
+        for (int j = 0; j < cols; j++) m = fmax(m, fabs((double)x[(size_t)i * cols + j]));
+        if ((double)am[i] != m) flags[R_TE] = 1;
+    }
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(r);
+    free(x); free(am); free(sc); free(Q); free(y); free(ref);
+}
+
 int main(int argc, char **argv) {
     int quick = 0;
     const char *json = NULL;
@@ -479,7 +611,7 @@ int main(int argc, char **argv) {
                 if (quick && d != D_NORMAL && d != D_POSITIVE && d != D_CANCEL) continue;
                 for (int kl = 0; kl < N_KLASS; kl++) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
-                        kl == K_LN_WELFORD || kl == K_RMS) continue;
+                        kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -509,6 +641,17 @@ int main(int argc, char **argv) {
             norm_case(B_EPS_TREE, rows, n, 0);
             norm_case(B_RSQRT, rows, 64, 0);
         }
+    static const int epi[][3] = {{8, 64, 8}, {5, 300, 3}, {17, 97, 16}, {4, 1025, 6}};
+    for (int rep = 0; rep < (quick ? 1 : 4); rep++)
+        for (int s = 0; s < 4; s++)
+            for (int d = 0; d < 3; d++) { /* normal, all-positive, cancellation */
+                epilogue_case(K_EPI_GELU, epi[s][0], epi[s][1], epi[s][2], d);
+                epilogue_case(B_ACT_FIRST, epi[s][0], epi[s][1], epi[s][2], d);
+                quant_case(K_QUANT, epi[s][0] + 8, epi[s][1], d);
+                quant_case(B_QSCALE_INV, epi[s][0] + 8, epi[s][1], d);
+                quant_case(B_QAMAX_AXIS, epi[s][0] + 8, epi[s][1], d);
+                quant_case(B_QTRUNC, epi[s][0] + 8, epi[s][1], d);
+            }
     /* the table */
     printf("%-42s %6s %6s", "class", "cases", "trig");
     for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
