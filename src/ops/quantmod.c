@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <mpfr.h>
+#include <exactref/mpfr.h>
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
@@ -43,6 +44,38 @@ er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granular
     return ER_OK;
 }
 
+er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_granularity granularity, int64_t block,
+                          er_scale_recipe recipe) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(base, "base");
+    if (er_ref_num_outputs(base) != 1 || !er__module_of(base)->exact)
+        return er__fail(ER_ERR_UNSUPPORTED, "quantize takes a reference of one output with exact values (a matmul, a reduction, "
+                        "a tensor), not %s, in this version", er__op_name(base));
+    if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
+        return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
+    if ((unsigned)granularity > ER_GRAN_BLOCK) return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
+    if (granularity == ER_GRAN_BLOCK && block < 1) return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
+    if ((unsigned)recipe > ER_RECIPE_POW2) return er__fail(ER_ERR_INVALID, "recipe %d: expected amax or pow2", (int)recipe);
+    er_ref *r = calloc(1, sizeof *r);
+    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
+    r->op = ER_OP_QUANTIZE;
+    r->base = base;
+    ER_RETURN_IF_ERROR(er_ref_shape(base, &r->ndim, r->shape));
+    r->n = 1;
+    for (int i = 0; i < r->ndim; i++) r->n *= r->shape[i];
+    r->qfmt = q;
+    r->gran = granularity;
+    r->recipe = recipe;
+    r->block = granularity == ER_GRAN_BLOCK ? block : 0;
+    r->cols = r->shape[r->ndim - 1];
+    int64_t rows = r->cols ? r->n / r->cols : 0;
+    r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols + block - 1) / block : 1;
+    r->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * r->gpr;
+    *out = r;
+    return ER_OK;
+}
+
 static const char *const er_q_names[3] = {"q", "amax", "scale"};
 
 /* q has x's shape; amax and scale one value per group: [1] for the tensor, x's leading shape for rows (with the
@@ -64,7 +97,18 @@ static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, 
 }
 
 static er_status er_q_check(const er_ref *ref, const er_standard *std) {
-    const er_fmt_info *E = er__fmt(std->compute), *X = er__fmt(ref->A.format), *Q = er__fmt(ref->qfmt);
+    const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute), *Q = er__fmt(ref->qfmt);
+    if (ref->base) {
+        /* a reference's output: its standard is the base's (div_ulps the scale's), the compute format the kernel's
+         * accumulator's */
+        er_standard bs = *std;
+        bs.div_ulps = 0;
+        ER_RETURN_IF_ERROR(er__module_of(ref->base)->check(ref->base, &bs));
+        if (Q->p >= E->p)
+            return er__fail(ER_ERR_STANDARD, "quantize to %s needs a wider compute format than %s", Q->name, E->name);
+        return ER_OK;
+    }
+    const er_fmt_info *X = er__fmt(ref->A.format);
     if (std->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "quantize sums nothing: give any_order (its options set the scale's division)");
     if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
@@ -114,28 +158,25 @@ static double er_q_round_quotient(const er_fmt_info *O, double n, double d, er_o
     return r;
 }
 
-/* One group's amax and scale: their sets in the compute format, and the exact scale. */
+/* One group's amax and scale: their sets in the compute format, their exact values, and the kernel's values where
+ * they are in their sets (then what follows is judged against them). */
 typedef struct er_q_group_info {
-    double amax;
+    er_cval av;              /* amax's set */
+    double aexact;           /* the exact amax, to double (a tensor's: exact) */
+    double arounded;         /* ... correctly rounded to amax's output format */
     er_cval sv;              /* the scale's set */
     double sexact;           /* qmax / amax (1 where amax is 0 or not finite: the recipes' rule) */
-    int have_k;              /* the kernel's scale is in the scale's set: q is judged against it */
-    double k;
+    int have_ka, have_k;     /* the kernel's amax, scale are in their sets */
+    double ka, k;
 } er_q_group_info;
 
-/* The scale's set for amax a (quantize.md, Lemma Q1): within U ulps of qmax / a (Lemma U1), or the powers of two at
- * or below those values; a = 0 or not finite: 1 (Transformer Engine keeps its scale, 1 at first) or the plain
- * quotient (qmax / 0 = inf, qmax / inf = 0, NaN). */
-static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, int pow2, double a, er_cval *sv, double *sexact) {
-    er_q_empty(sv);
-    if (!(a > 0) || isinf(a)) {
-        er_q_put(sv, 1.0);
-        er_q_put(sv, isnan(a) ? NAN : a == 0 ? INFINITY : 0.0);
-        *sexact = 1.0;
-        return;
-    }
-    double q = qmax / a, qa = nextafter(q, 0.0), qb = nextafter(q, INFINITY), lo, hi;
-    *sexact = q;
+/* The scale's set for amax in [alo, ahi] (finite, 0 <= alo <= ahi; quantize.md, Lemma Q1): within U ulps of qmax / a
+ * (Lemma U1 over the quotients, decreasing in a), or the powers of two at or below those values; amax 0 or not
+ * finite: 1 (Transformer Engine keeps its scale, 1 at first) or the plain quotient (qmax / 0 = inf, qmax / inf = 0). */
+static void er_q_scale_range(er_cval *sv, const er_fmt_info *E, double U, double qmax, int pow2, double alo, double ahi) {
+    if (alo == 0) { er_q_put(sv, 1.0); er_q_put(sv, INFINITY); }
+    if (ahi == 0) return;
+    double qa = nextafter(qmax / ahi, 0.0), qb = alo > 0 ? nextafter(qmax / alo, INFINITY) : INFINITY, lo, hi;
     er__approx_ends(E, U, qa, qb, &lo, &hi);
     if (lo < E->min_normal) lo = fmin(lo, 0.0); /* a subnormal quotient may be flushed */
     if (pow2) {
@@ -146,8 +187,16 @@ static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, int pow2
     }
     if (lo == INFINITY) { sv->pinf = 1; return; }
     if (hi == INFINITY) { sv->pinf = 1; hi = E->max; }
-    sv->lo = lo;
-    sv->hi = hi;
+    er_q_put(sv, lo);
+    er_q_put(sv, hi);
+}
+
+/* The scale's set for amax's set av. */
+static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, int pow2, const er_cval *av, er_cval *sv) {
+    er_q_empty(sv);
+    if (av->lo <= av->hi) er_q_scale_range(sv, E, U, qmax, pow2, av->lo, av->hi);
+    if (av->pinf) { er_q_put(sv, 1.0); er_q_put(sv, 0.0); }
+    if (av->nan || av->nan_req) { er_q_put(sv, 1.0); sv->nan = 1; }
 }
 
 /* Whether value w is in the built set c (as the engine classifies: NaN where allowed, an infinity where allowed,
@@ -168,53 +217,179 @@ static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info 
     if (Q->id == ER_FP8_E4M3FN) er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_NAN));
 }
 
-/* q's set for element x of a group (quantize.md, Lemma Q2): against the kernel's scale where it is in its set, else
- * every scale of the set (RN_Q(RN_E(x s)) is monotone in s: the ends of the finite part, and the special scales). */
-static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, double x, const er_q_group_info *gi, er_cval *v) {
+/* q's set for an element whose value lies in xv (quantize.md, Lemma Q2): against the kernel's scale where it is in
+ * its set, else every scale of the set. RN_Q(RN_E(x s)) is monotone in x for a fixed s >= 0 and in s for a fixed
+ * x: over a box (x's interval cut at 0, the scales' finite part) its extremes are at corners; the special values of
+ * either join. */
+static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_cval *xv, const er_q_group_info *gi, er_cval *v) {
     er_q_empty(v);
-    if (isnan(x)) { v->nan = v->nan_req = 1; return; }
-    if (gi->have_k) { er_q_put_scaled(v, E, Q, x, gi->k); return; }
-    const er_cval *s = &gi->sv;
-    if (s->lo <= s->hi) { er_q_put_scaled(v, E, Q, x, s->lo); er_q_put_scaled(v, E, Q, x, s->hi); }
-    if (s->pinf) er_q_put_scaled(v, E, Q, x, INFINITY);
-    if (s->nan || s->nan_req) v->nan = 1;
+    if (xv->nan_req) { v->nan = v->nan_req = 1; return; }
+    if (xv->nan) v->nan = 1;
+    double sp[4];
+    int ns = 0, sinf = 0;
+    if (gi->have_k) { if (isinf(gi->k)) sinf = 1; else sp[ns++] = gi->k; }
+    else {
+        const er_cval *s = &gi->sv;
+        if (s->lo <= s->hi) { sp[ns++] = s->lo; sp[ns++] = s->hi; }
+        sinf = s->pinf;
+        if (s->nan || s->nan_req) v->nan = 1;
+    }
+    double xp[4];
+    int nx = 0;
+    if (xv->lo <= xv->hi) {
+        xp[nx++] = xv->lo;
+        xp[nx++] = xv->hi;
+        if (xv->lo < 0 && xv->hi > 0) xp[nx++] = 0.0;
+    }
+    if (xv->pinf) xp[nx++] = INFINITY;
+    if (xv->ninf) xp[nx++] = -INFINITY;
+    for (int i = 0; i < nx; i++) {
+        for (int j = 0; j < ns; j++) er_q_put_scaled(v, E, Q, xp[i], sp[j]);
+        if (sinf) er_q_put_scaled(v, E, Q, xp[i], INFINITY);
+    }
 }
 
-/* q's exact result x qmax / amax (x where amax is 0 or not finite, scale 1), to double and correctly rounded. */
-static void er_q_exact(const er_fmt_info *O, er_overflow ov, double x, double qmax, double a, double *exact, double *rounded) {
-    if (!(a > 0) || isinf(a) || !isfinite(x)) {
-        *exact = x;
-        *rounded = er__round_double(O, x, ER_ROUND_NEAREST, ov);
-        return;
+/* q's exact result S qmax / amax (S where amax is 0 or not finite, scale 1), to double and correctly rounded, for S
+ * in [sl, sh] (the exact value's bracket; a point for a tensor) and amax in [al, ah]: where the quotient's bracket
+ * rounds to one value that is the rounding; else MPFR from the exact values (mp, the element's exact S; amp amax). */
+static int er_q_exact_bracket(const er_fmt_info *O, er_overflow ov, double sl, double sh, double qmax, double al, double ah,
+                              double *exact, double *rounded) {
+    if (!(al > 0) || isinf(ah) || !isfinite(sl) || !isfinite(sh)) {
+        *exact = sl;
+        *rounded = er__round_double(O, sl, ER_ROUND_NEAREST, ov);
+        return 1;
     }
-    *exact = x * qmax / a;
-    *rounded = er_q_round_quotient(O, x * qmax, a, ov); /* x qmax exact: at most 24 + 3 significant bits */
+    if (sl == sh && al == ah) { /* a tensor: x qmax is exact (at most 24 + 3 significant bits) */
+        *exact = sl * qmax / al;
+        *rounded = er_q_round_quotient(O, sl * qmax, al, ov);
+        return 1;
+    }
+    double c[4] = {sl * qmax / al, sl * qmax / ah, sh * qmax / al, sh * qmax / ah}, mn = c[0], mx = c[0];
+    for (int i = 1; i < 4; i++) { mn = fmin(mn, c[i]); mx = fmax(mx, c[i]); }
+    double r0 = er__round_double(O, nextafter(nextafter(mn, -INFINITY), -INFINITY), ER_ROUND_NEAREST, ov);
+    double r1 = er__round_double(O, nextafter(nextafter(mx, INFINITY), INFINITY), ER_ROUND_NEAREST, ov);
+    *exact = (sl + (sh - sl) / 2) * qmax / (al + (ah - al) / 2);
+    *rounded = r0;
+    return r0 == r1;
+}
+
+/* The exact result's rounding from MPFR: S (mpfr) qmax / amax (mpfr), at enough bits that a quotient which is not
+ * a rounding boundary of O is not taken for one. */
+static double er_q_exact_mpfr(const er_fmt_info *O, er_overflow ov, mpfr_srcptr S, double qmax, mpfr_srcptr a) {
+    mpfr_t t;
+    mpfr_init2(t, mpfr_get_prec(S) + mpfr_get_prec(a) + 64);
+    mpfr_mul_d(t, S, qmax, MPFR_RNDN); /* exact: qmax has 3 significant bits, the precision room for them */
+    mpfr_div(t, t, a, MPFR_RNDN);
+    double r = er__round_mpfr(O, t, ER_ROUND_NEAREST, ov);
+    mpfr_clear(t);
+    return r;
 }
 
 typedef struct er_q_job {
     const er_ref *ref;
     const er_fmt_info *E, *Q;
     const er_q_group_info *gi;
+    const double *xl, *xh, *xe;  /* the element sets' finite ends (NaN: none) and exact values (a base's); flags */
+    const uint8_t *xf;
+    const mpfr_t *amp;           /* each group's exact amax (a base's) */
     double qmax;
     er_sink *sk;
     int64_t begin, end;
+    er_status st;
 } er_q_job;
+
+/* Element idx's set: a tensor's value, or the base's enclosure. */
+static void er_q_xset(const er_q_job *j, int64_t idx, er_cval *xv) {
+    er_q_empty(xv);
+    if (!j->ref->base) {
+        double x = er_q_x(j->ref, idx);
+        if (isnan(x)) xv->nan = xv->nan_req = 1;
+        else er_q_put(xv, x);
+        return;
+    }
+    if (!isnan(j->xl[idx])) { xv->lo = j->xl[idx]; xv->hi = j->xh[idx]; }
+    xv->nan = (j->xf[idx] & ER_ENCLOSURE_NAN) != 0;
+    xv->nan_req = (j->xf[idx] & ER_ENCLOSURE_NAN_ONLY) != 0;
+    xv->pinf = (j->xf[idx] & ER_ENCLOSURE_PINF) != 0;
+    xv->ninf = (j->xf[idx] & ER_ENCLOSURE_NINF) != 0;
+}
 
 static void *er_q_run(void *arg) {
     er_q_job *j = arg;
     const er_ref *ref = j->ref;
-    for (int64_t idx = j->begin; idx < j->end; idx++) {
-        double x = er_q_x(ref, idx), exact, rounded;
-        const er_q_group_info *gi = &j->gi[er_q_group(ref, idx)];
-        er_cval v;
-        er_q_value_set(j->E, j->Q, x, gi, &v);
-        er_q_exact(j->sk->O, j->sk->ov, x, j->qmax, gi->amax, &exact, &rounded);
+    mpfr_t S;
+    mpfr_init2(S, 64);
+    for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
+        int64_t g = er_q_group(ref, idx);
+        const er_q_group_info *gi = &j->gi[g];
+        er_cval xv, v;
+        er_q_xset(j, idx, &xv);
+        er_q_value_set(j->E, j->Q, &xv, gi, &v);
+        double exact, rounded, e = ref->base ? j->xe[idx] : er_q_x(ref, idx), a = gi->aexact;
+        /* a base's exact S within a double's ulp of e, and amax within one of a */
+        double sl = ref->base ? nextafter(e, -INFINITY) : e, sh = ref->base ? nextafter(e, INFINITY) : e;
+        double al = ref->base ? nextafter(a, 0.0) : a, ah = ref->base ? nextafter(a, INFINITY) : a;
+        if (!er_q_exact_bracket(j->sk->O, j->sk->ov, sl, sh, j->qmax, al, ah, &exact, &rounded)) {
+            int64_t index[ER_MAX_DIMS], rem = idx;
+            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            j->st = er_ref_exact_mpfr(S, ref->base, index);
+            if (j->st != ER_OK) break;
+            rounded = er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
+        }
         er_cset c;
         er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
         er__sink_put(j->sk, idx, &c);
     }
+    mpfr_clear(S);
     if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
+}
+
+/* Each group's amax set and exact amax: from a tensor's values, or from the base's enclosure and exact values (the
+ * greatest of each element's least and greatest |x|; the exact amax found in MPFR among the elements within 2^-50
+ * of the largest exact value in double). */
+static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi, mpfr_t *amp) {
+    int64_t n = ref->n, G = ref->groups;
+    uint8_t *seen = calloc((size_t)(G ? G : 1), 1), *fin = calloc((size_t)(G ? G : 1), 1);
+    if (!seen || !fin) { free(seen); free(fin); return er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G); }
+    for (int64_t g = 0; g < G; g++) { er_q_empty(&gi[g].av); gi[g].aexact = 0; fin[g] = 1; }
+    for (int64_t idx = 0; idx < n; idx++) {
+        int64_t g = er_q_group(ref, idx);
+        er_q_group_info *q = &gi[g];
+        er_cval xv;
+        er_q_xset(j0, idx, &xv);
+        double e = ref->base ? j0->xe[idx] : er_q_x(ref, idx);
+        if (isnan(e) || isnan(q->aexact)) q->aexact = NAN;
+        else if (fabs(e) > q->aexact) q->aexact = fabs(e);
+        q->av.nan |= xv.nan;
+        q->av.nan_req |= xv.nan_req;
+        q->av.pinf |= xv.pinf | xv.ninf;
+        if (!(xv.lo <= xv.hi)) { fin[g] = 0; continue; }
+        double least = xv.lo > 0 ? xv.lo : xv.hi < 0 ? -xv.hi : 0.0, most = fmax(fabs(xv.lo), fabs(xv.hi));
+        if (!seen[g]) { q->av.lo = least; q->av.hi = most; seen[g] = 1; }
+        else { q->av.lo = fmax(q->av.lo, least); q->av.hi = fmax(q->av.hi, most); }
+    }
+    for (int64_t g = 0; g < G; g++) /* an element with no finite value leaves amax none */
+        if (!fin[g] || !seen[g]) { gi[g].av.lo = INFINITY; gi[g].av.hi = -INFINITY; }
+    free(seen);
+    free(fin);
+    if (!ref->base) return ER_OK;
+    /* the exact amax in MPFR: among the elements whose double is within 2^-50 of the group's largest */
+    for (int64_t idx = 0; idx < n; idx++) {
+        int64_t g = er_q_group(ref, idx);
+        double e = fabs(j0->xe[idx]), m = gi[g].aexact;
+        if (!(e >= m * (1 - 0x1p-50)) || !isfinite(m)) continue;
+        int64_t index[ER_MAX_DIMS], rem = idx;
+        for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+        mpfr_t t;
+        mpfr_init2(t, 64);
+        er_status st = er_ref_exact_mpfr(t, ref->base, index);
+        if (st != ER_OK) { mpfr_clear(t); return st; }
+        mpfr_abs(t, t, MPFR_RNDN);
+        if (mpfr_cmp(t, amp[g]) > 0) { mpfr_set_prec(amp[g], mpfr_get_prec(t)); mpfr_set(amp[g], t, MPFR_RNDN); }
+        mpfr_clear(t);
+    }
+    return ER_OK;
 }
 
 static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
@@ -223,33 +398,61 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
     int64_t G = ref->groups, n = ref->n;
     int nt = er__num_threads(n * 64);
     if (nt > n) nt = n > 0 ? (int)n : 1;
-    ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(er_q_group_info) * (double)G, "the groups' amax and scale"));
+    ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(er_q_group_info) * (double)G + (ref->base ? 25.0 * (double)n : 0.0),
+                                     "the groups' amax and scale"));
     ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
     er_q_group_info *gi = calloc((size_t)(G ? G : 1), sizeof *gi);
-    if (!gi) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
-    /* each group's amax: max |x|, NaN where an element is NaN (torch.amax, the fp8 recipes' reductions) */
-    for (int64_t idx = 0; idx < n; idx++) {
-        double x = fabs(er_q_x(ref, idx));
-        er_q_group_info *g = &gi[er_q_group(ref, idx)];
-        if (isnan(x) || isnan(g->amax)) g->amax = NAN;
-        else if (x > g->amax) g->amax = x;
-    }
-    er_sink *sa = er__sinks_at(sks, 0, 1), *ss = er__sinks_at(sks, 0, 2), *sq;
-    for (int64_t g = 0; g < G; g++) {
-        er_q_group_info *q = &gi[g];
-        er_q_scale_set(E, U, qmax, ref->recipe == ER_RECIPE_POW2, q->amax, &q->sv, &q->sexact);
-        if (sa) {
-            er_cval v;
-            er_q_empty(&v);
-            er_q_put(&v, q->amax);
-            v.nan_req = (uint8_t)isnan(q->amax);
-            er_cset c;
-            er__cset_build(&c, sa->O, sa->ov, 0, &v, q->amax, er__round_double(sa->O, q->amax, ER_ROUND_NEAREST, sa->ov));
-            er__sink_put(sa, g, &c);
+    mpfr_t *amp = ref->base ? calloc((size_t)(G ? G : 1), sizeof *amp) : NULL;
+    double *xl = NULL, *xh = NULL, *xe = NULL;
+    uint8_t *xf = NULL;
+    er_status st = gi && (!ref->base || amp) ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
+    for (int64_t g = 0; amp && g < G; g++) { mpfr_init2(amp[g], 64); mpfr_set_zero(amp[g], 1); }
+    if (st == ER_OK && ref->base) {
+        /* the base's sets in the compute format (the kernel's accumulator) and its exact values */
+        size_t m = (size_t)(n ? n : 1);
+        xl = malloc(sizeof(double) * m); xh = malloc(sizeof(double) * m); xe = malloc(sizeof(double) * m); xf = malloc(m);
+        if (!xl || !xh || !xe || !xf) st = er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
+        er_standard bs = *std; /* div_ulps is the scale's */
+        bs.div_ulps = 0;
+        if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, xl, xh, xf);
+        for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
+            int64_t index[ER_MAX_DIMS], rem = idx;
+            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            st = er_ref_exact(ref->base, index, ER_FP64, &xe[idx], NULL);
         }
+    }
+    er_q_job j0 = {ref, E, Q, gi, xl, xh, xe, xf, (const mpfr_t *)amp, qmax, NULL, 0, 0, ER_OK};
+    if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
+    er_sink *sa = er__sinks_at(sks, 0, 1), *ss = er__sinks_at(sks, 0, 2), *sq;
+    for (int64_t g = 0; g < G && st == ER_OK; g++) {
+        er_q_group_info *q = &gi[g];
+        double a = q->aexact;
+        if (sa) {
+            er_cset c;
+            double ra = er__round_double(sa->O, a, ER_ROUND_NEAREST, sa->ov);
+            if (ref->base && isfinite(a)) ra = er__round_mpfr(sa->O, amp[g], ER_ROUND_NEAREST, sa->ov);
+            er__cset_build(&c, sa->O, sa->ov, 0, &q->av, a, ra);
+            er__sink_put(sa, g, &c);
+            q->ka = er__load(sa->out, er__offset(sa->out, g));
+            q->have_ka = er_q_in(&c, q->ka);
+        }
+        /* the scale from the kernel's amax where that is in its set */
+        er_cval av = q->av;
+        if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
+        er_q_scale_set(E, U, qmax, ref->recipe == ER_RECIPE_POW2, &av, &q->sv);
+        q->sexact = a > 0 && isfinite(a) ? qmax / a : 1.0;
         if (ss) {
-            double a = q->amax;
-            double rounded = a > 0 && isfinite(a) ? er_q_round_quotient(ss->O, qmax, a, ss->ov) : 1.0;
+            double rounded = 1.0;
+            if (a > 0 && isfinite(a)) {
+                if (!ref->base) rounded = er_q_round_quotient(ss->O, qmax, a, ss->ov);
+                else {
+                    mpfr_t one;
+                    mpfr_init2(one, 8);
+                    mpfr_set_ui(one, 1, MPFR_RNDN);
+                    rounded = er_q_exact_mpfr(ss->O, ss->ov, one, qmax, amp[g]);
+                    mpfr_clear(one);
+                }
+            }
             er_cset c;
             er__cset_build(&c, ss->O, ss->ov, 0, &q->sv, q->sexact, rounded);
             er__sink_put(ss, g, &c);
@@ -258,14 +461,22 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
             q->have_k = er_q_in(&c, q->k);
         }
     }
-    if ((sq = er__sinks_at(sks, 0, 0)) != NULL) {
+    if (st == ER_OK && (sq = er__sinks_at(sks, 0, 0)) != NULL) {
         er_q_job jobs[ER_MAX_THREADS];
-        for (int t = 0; t < nt; t++)
-            jobs[t] = (er_q_job){ref, E, Q, gi, qmax, er__sinks_at(sks, t, 0), n * t / nt, n * (t + 1) / nt};
+        for (int t = 0; t < nt; t++) {
+            jobs[t] = j0;
+            jobs[t].sk = er__sinks_at(sks, t, 0);
+            jobs[t].begin = n * t / nt;
+            jobs[t].end = n * (t + 1) / nt;
+        }
         er__run_jobs(jobs, sizeof jobs[0], nt, er_q_run);
+        for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
+    for (int64_t g = 0; amp && g < G; g++) mpfr_clear(amp[g]);
+    free(amp);
     free(gi);
-    return ER_OK;
+    free(xl); free(xh); free(xe); free(xf);
+    return st;
 }
 
 const er_op_module er__quantize_module = {.name = "quantize", .nout = 3, .out_names = er_q_names, .out_shape = er_q_out_shape,

@@ -29,6 +29,7 @@ const char *er__op_name(const er_ref *r) {
 int64_t er__ref_numel(const er_ref *r) { return r->n; }
 
 int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    if (r->op == ER_OP_QUANTIZE && r->base) return er__ref_inputs(r->base, views, names, cap);
     if (r->op == ER_OP_CHAIN) {
         int n = er__ref_inputs(r->base, views, names, cap);
         for (int i = 0; i < r->nstages && n < cap; i++)

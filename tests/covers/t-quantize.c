@@ -169,6 +169,61 @@ START_TEST(planted_bugs_are_caught) {
 }
 END_TEST
 
+/* A GEMM whose epilogue quantises its accumulator per row (er_quantize_ref): fp16 A and B, each fp32 accumulator
+ * its products in a random order, amax over the row's accumulators, the scale, q. Covered under any_order with
+ * the kernel's amax and scale; the scale inverted and the amax of another row caught. */
+START_TEST(gemm_epilogue_quantize) {
+    enum { M = 12, K = 200, N = 40 };
+    static uint16_t A[M * K], B[K * N];
+    static double a[M * K], b[K * N], p[K];
+    static float acc[M * N];
+    static uint8_t qq[M * N];
+    static float am[M], sc[M];
+    int trials = (int)(4 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        er_test_reseed(1850 + (uint64_t)tr);
+        for (int i = 0; i < M * K; i++) { a[i] = rn(ER_FP16, er_rand_normal(), ER_OVERFLOW_IEEE); er_store(A, ER_FP16, i, a[i]); }
+        for (int i = 0; i < K * N; i++) { b[i] = rn(ER_FP16, er_rand_normal(), ER_OVERFLOW_IEEE); er_store(B, ER_FP16, i, b[i]); }
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                for (int k = 0; k < K; k++) p[k] = a[i * K + k] * b[k * N + j];
+                for (int k = K - 1; k > 0; k--) { int r = (int)er_rand_int(0, k); double t = p[k]; p[k] = p[r]; p[r] = t; }
+                float s = 0;
+                for (int k = 0; k < K; k++) s += (float)p[k];
+                acc[i * N + j] = s;
+            }
+        er_tensor tA, tB, tq, ta, ts;
+        er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+        er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+        er_tensor_view(&tq, ER_FP8_E4M3FN, 2, (int64_t[]){M, N}, NULL, qq);
+        er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){M}, NULL, am);
+        er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){M}, NULL, sc);
+        er_ref *mm, *ref;
+        ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+        ck_assert_int_eq(er_quantize_ref(&ref, mm, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+        for (int bug = 0; bug < 3; bug++) {
+            for (int i = 0; i < M; i++) {
+                float m = 0;
+                for (int j = 0; j < N; j++) m = fmaxf(m, fabsf(acc[(bug == 2 ? (i + 1) % M : i) * N + j]));
+                am[i] = m;
+                sc[i] = bug == 1 ? m / 448.0f : 448.0f / m;
+            }
+            for (int i = 0; i < M * N; i++) er_store(qq, ER_FP8_E4M3FN, i, rn(ER_FP8_E4M3FN, acc[i] * sc[i / N], ER_OVERFLOW_SATURATE));
+            const er_tensor *outs[3] = {&tq, &ta, &ts};
+            er_report reps[3];
+            ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+            if (bug == 0) for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "trial %d: output %d", tr, k);
+            else ER_REQUIRE(!all3(reps), "trial %d: bug %d passed", tr, bug);
+            clear3(reps);
+        }
+        er_ref_free(ref);
+        er_ref_free(mm);
+    }
+}
+END_TEST
+
 START_TEST(refusals) {
     er_tensor tx, tq;
     er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, C}, NULL, x);
@@ -213,6 +268,7 @@ int main(void) {
     tcase_add_test(tc, ties_round_to_even);
     tcase_add_test(tc, degenerate_groups);
     tcase_add_test(tc, planted_bugs_are_caught);
+    tcase_add_test(tc, gemm_epilogue_quantize);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

@@ -354,6 +354,17 @@ class Reference:
         a chain."""
         return ChainReference._extend(self, ("rsqrt", ulps))
 
+    def quantize(self, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
+        """This result quantised with an amax, as a kernel whose epilogue quantises its accumulator does (er_quantize_ref;
+        exactref.quantize for the arguments): three outputs, q, amax and scale, checked together by covers() under
+        this reference's standard."""
+        qf, gran, block, rec, groups = _quant_args(tuple(self.shape), dtype, granularity, recipe)
+        ptr = ctypes.c_void_p()
+        check(_lib.lib.er_quantize_ref(ctypes.byref(ptr), self._ptr, qf, gran, block, rec))
+        ref = QuantizeReference(ptr, (self,), tuple(self.shape), "quantize")
+        ref._group_shape = groups
+        return ref
+
     def exact(self, dtype="float32"):
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max)."""
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
@@ -710,16 +721,8 @@ class QuantizeReference(_MultiOutputReference):
         return tuple(self.shape) if index == 0 else self._group_shape
 
 
-def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
-    """The reference of quantising x to `dtype` with an amax, as Transformer Engine and torch fp8 recipes do: three
-    outputs, q (x's shape), amax and scale (one per group): granularity "tensor" (one group; amax and scale of shape
-    (1,) or 0-d), "row" (each row along the last dimension: x's leading shape) or ("block", n) (blocks of n along the
-    last dimension: x's leading shape and ceil(cols / n)). amax = max |x|; scale = qmax / amax (recipe "amax") or the
-    power of two at or below it ("pow2"), within div_ulps (default 2) in the compute format; q = RN(x scale) in dtype.
-    covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
-    (docs/algorithms/quantize.md)."""
-    a = to_numpy(x, "x")
-    format_of(a.dtype)
+def _quant_args(shape, dtype, granularity, recipe):
+    """quantize's arguments as the C call takes them, and the groups' shape."""
     qf = format_of_name(dtype)
     grans = {"tensor": 0, "row": 1}
     block = 0
@@ -733,12 +736,28 @@ def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
         raise ValueError("exactref: quantize: granularity %r: expected 'tensor', 'row' or ('block', n)" % (granularity,))
     if recipe not in ("amax", "pow2"):
         raise ValueError("exactref: quantize: recipe %r: expected 'amax' or 'pow2'" % (recipe,))
+    lead = tuple(shape[:-1])
+    nb = (shape[-1] + block - 1) // block if gran == 2 and block > 0 else 0
+    groups = (1,) if gran == 0 else (lead + (nb,) if gran == 2 else lead) or (1,)
+    return qf, gran, int(block), 0 if recipe == "amax" else 1, groups
+
+
+def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
+    """The reference of quantising x to `dtype` with an amax, as Transformer Engine and torch fp8 recipes do: three
+    outputs, q (x's shape), amax and scale (one per group): granularity "tensor" (one group; amax and scale of shape
+    (1,) or 0-d), "row" (each row along the last dimension: x's leading shape) or ("block", n) (blocks of n along the
+    last dimension: x's leading shape and ceil(cols / n)). amax = max |x|; scale = qmax / amax (recipe "amax") or the
+    power of two at or below it ("pow2"), within div_ulps (default 2) in the compute format; q = RN(x scale) in dtype.
+    covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
+    (docs/algorithms/quantize.md)."""
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    qf, gran, block, rec, groups = _quant_args(a.shape, dtype, granularity, recipe)
     va = View(a, "x")
     ptr = ctypes.c_void_p()
-    check(_lib.lib.er_quantize(ctypes.byref(ptr), va.buf, qf, gran, int(block), 0 if recipe == "amax" else 1))
+    check(_lib.lib.er_quantize(ctypes.byref(ptr), va.buf, qf, gran, block, rec))
     ref = QuantizeReference(ptr, (va, x), a.shape, "quantize")
-    lead = tuple(a.shape[:-1])
-    ref._group_shape = (1,) if gran == 0 else (lead + ((a.shape[-1] + block - 1) // block,) if gran == 2 else lead) or (1,)
+    ref._group_shape = groups
     return ref
 
 

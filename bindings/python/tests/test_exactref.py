@@ -727,3 +727,27 @@ def test_quantize_captures():
         assert res.all() != kind.startswith("bug"), "%s %s %s %s: %s" % (cid, kind, qn, gran, res)
         seen += 1
     assert seen == 30
+
+
+def test_gemm_quantize_captures():
+    """H200 captures (tools/capture/capture_gemm_quant.py): a Triton GEMM quantising its fp32 accumulators to fp8 per
+    row in its epilogue, checked as er.matmul(A, B).quantize(...) under mma:sm90 outer=any; torch's unfused recipe on
+    its stored fp16 product as er.quantize(h); the scale inverted and the unfused output claimed as the fused kernel
+    caught; a chain base refused."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "gemm_quant.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "gemm_quant.txt")).read().split("\n")[1:]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, kind, M, N, K, gid = ln.split()
+        A, B = z[gid + "__in__A"], z[gid + "__in__B"]
+        outs = (z[cid + "__out__q"].view(ml_dtypes.float8_e4m3fn), z[cid + "__out__amax"], z[cid + "__out__scale"])
+        if kind == "torch_unfused":
+            res = er.quantize(z[cid + "__in__h"], "float8_e4m3fn", "row").covers(outs)
+        else:
+            res = er.matmul(A, B).quantize("float8_e4m3fn", "row").covers(outs, standard="mma:sm90 outer=any")
+        assert res.all() != kind.startswith("bug"), "%s %s K=%s: %s" % (cid, kind, K, res)
+        seen += 1
+    assert seen == 12
+    with pytest.raises(er.ExactrefNotImplementedError):
+        er.matmul(A, B).cast("float16").quantize("float8_e4m3fn", "row")
