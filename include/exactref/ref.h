@@ -131,10 +131,11 @@ typedef enum er_scale_recipe { ER_RECIPE_AMAX = 0, ER_RECIPE_POW2 = 1 } er_scale
  * the reference. */
 ER_API er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,
                              er_scale_recipe recipe);
-/* The same with x the output of a reference of one output (a matmul, a chain: a GEMM whose epilogue quantises its
- * accumulator): x's values are any the base's standard allows in the compute format (its enclosure), amax's set is
- * every max |x| they give, the scale follows the kernel's amax and q the kernel's scale where each is in its set.
- * covers() takes the base's standard, with div_ulps for the scale. base must outlive the reference. */
+/* The same with x the output of a reference of one output with exact values (a matmul, a reduction, a tensor, a
+ * chain: a GEMM whose epilogue quantises its accumulator): x's values are any the base's standard allows in the
+ * compute format (its enclosure), amax's set is every max |x| they give, the scale follows the kernel's amax and q
+ * the kernel's scale where each is in its set. covers() takes the base's standard, with div_ulps for the scale.
+ * base must outlive the reference. */
 ER_API er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_granularity granularity, int64_t block,
                                  er_scale_recipe recipe);
 

@@ -567,7 +567,7 @@ er_status er_ref_exact_mpfr(mpfr_ptr out, const er_ref *ref, const int64_t *inde
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
     const er_op_module *m = er__module_of(ref);
     if (!m->exact_mpfr)
-        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul, sum and tensor values (this is a %s)", er__op_name(ref));
+        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul, sum, tensor and chain values (this is a %s)", er__op_name(ref));
     return m->exact_mpfr(ref, idx, out);
 }
 

@@ -51,7 +51,7 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
     ER_CHECK_NULL(base, "base");
     if (er_ref_num_outputs(base) != 1 || !er__module_of(base)->exact)
         return er__fail(ER_ERR_UNSUPPORTED, "quantize takes a reference of one output with exact values (a matmul, a reduction, "
-                        "a tensor), not %s, in this version", er__op_name(base));
+                        "a tensor, a chain), not %s, in this version", er__op_name(base));
     if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
         return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
     if ((unsigned)granularity > ER_GRAN_BLOCK) return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);

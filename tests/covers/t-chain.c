@@ -170,6 +170,10 @@ START_TEST(exact_class_is_the_correct_rounding) {
                 double r;
                 er_round_double(&r, ER_FP16, mpfr_get_d(x, MPFR_RNDN), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
                 oracle[i * N + j] = r;
+                /* the chain's own exact value (er_ref_exact: the module's MPFR path) agrees */
+                double ce, cr;
+                ck_assert_int_eq(er_ref_exact(ch, (int64_t[]){i, j}, ER_FP16, &ce, &cr), ER_OK);
+                ER_REQUIRE(cr == r, "trial %d (%d, %d): er_ref_exact gives %.9g, the oracle %.9g", tr, i, j, cr, r);
                 /* the output: the correctly rounded result, or one fp16 step from it */
                 double y = r;
                 if (er_rand64() % 2) y = r + (er_rand64() % 2 ? 1 : -1) * er_format_ulp(ER_FP16, r);

@@ -633,9 +633,6 @@ class ChainReference(Reference):
         super().__init__(ptr, tuple(keep), base.shape, "chain")
         self._base, self._stages = base, tuple(stages)
 
-    def exact(self, dtype="float32"):
-        raise NotImplementedError("exactref: a chain gives no exact output in this version (covers reports its exact values)")
-
     def emulate(self, standard, dtype="float32", options=None, **kwargs):
         raise NotImplementedError("exactref: a chain is not emulated in this version")
 

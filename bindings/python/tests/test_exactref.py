@@ -732,8 +732,8 @@ def test_quantize_captures():
 def test_gemm_quantize_captures():
     """H200 captures (tools/capture/capture_gemm_quant.py): a Triton GEMM quantising its fp32 accumulators to fp8 per
     row in its epilogue, checked as er.matmul(A, B).quantize(...) under mma:sm90 outer=any; torch's unfused recipe on
-    its stored fp16 product as er.quantize(h); the scale inverted and the unfused output claimed as the fused kernel
-    caught; a chain base refused."""
+    its stored fp16 product as er.quantize(h) and as er.matmul(A, B).cast("float16").quantize(...); the scale inverted
+    and the unfused output claimed as the fused kernel caught; a multi-output base refused."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     z = np.load(os.path.join(ROOT, "tests", "data", "gemm_quant.npz"))
     lines = open(os.path.join(ROOT, "tests", "data", "gemm_quant.txt")).read().split("\n")[1:]
@@ -748,6 +748,9 @@ def test_gemm_quantize_captures():
             res = er.matmul(A, B).quantize("float8_e4m3fn", "row").covers(outs, standard="mma:sm90 outer=any")
         assert res.all() != kind.startswith("bug"), "%s %s K=%s: %s" % (cid, kind, K, res)
         seen += 1
+        if kind == "torch_unfused":   # the whole pipeline from A and B: the fp16 product, then the recipe
+            res = er.matmul(A, B).cast("float16").quantize("float8_e4m3fn", "row").covers(outs, standard="mma:sm90 outer=any")
+            assert res.all(), "%s %s K=%s as a chain: %s" % (cid, kind, K, res)
     assert seen == 12
     with pytest.raises(er.ExactrefNotImplementedError):
-        er.matmul(A, B).cast("float16").quantize("float8_e4m3fn", "row")
+        er.quantize(A, "float8_e4m3fn").quantize("float8_e4m3fn")   # a multi-output base
