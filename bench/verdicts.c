@@ -497,7 +497,7 @@ static void epilogue_case(int kl, int M, int K, int N, int dist) {
     er_tensor_view(&tBi, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, Bi);
     er_tensor_view(&tY, ER_FP16, 2, (int64_t[]){M, N}, NULL, Y);
     er_ref *r, *ch;
-    er_stage st[3] = {{ER_STAGE_ADD, &tBi, 0, 0}, {ER_STAGE_GELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+    er_stage st[3] = {{ER_STAGE_ADD, &tBi, 0, 0, NULL}, {ER_STAGE_GELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
     if (er_matmul(&r, &tA, &tB) != ER_OK || er_chain(&ch, r, st, 3) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
     er_tensor_view(&tR, ER_FP64, 2, (int64_t[]){M, N}, NULL, rd);
     er_ref_rounded(&tR, r);

@@ -99,6 +99,9 @@ typedef struct er_stage {
     double scalar;      /* add, mul with t NULL; gelu, gelu_tanh, silu: the ulps of erf, tanh or exp (0: 2); exp
                          * to rsqrt: the function's ulps (0: CUDA's table, 1 for log, 2 for the others) */
     er_format format;   /* cast: the storage format, rounded to nearest even */
+    const er_ref *ref;  /* add, mul: another reference of one output of the op's output shape (t NULL): its values are
+                         * any its standard allows (the same standard, in the compute format), as a fused kernel's
+                         * second accumulator (SwiGLU's x W3, a residual from another op); NULL: t or scalar */
 } er_stage;
 /* The reference of a tensor's own values: exact, so covers() checks an output equal to x rounded to nearest into
  * the output's format, and the base of elementwise chains (er_chain: er.gelu(x) in Python). x must outlive it. */

@@ -30,6 +30,17 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
                         "in this version (not %s)", er__op_name(base));
     for (int i = 0; i < nstages; i++) {
         const er_stage *s = &stages[i];
+        if ((s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) && s->ref) {
+            if (s->t) return er__fail(ER_ERR_INVALID, "stage %d: give a tensor or a reference, not both", i);
+            int nd;
+            int64_t sh[ER_MAX_DIMS];
+            if (er_ref_num_outputs(s->ref) != 1 || er_ref_shape(s->ref, &nd, sh) != ER_OK)
+                return er__fail(ER_ERR_UNSUPPORTED, "stage %d: its reference must have one output (not %s)", i, er__op_name(s->ref));
+            int same = nd == base->ndim;
+            for (int d = 0; same && d < nd; d++) same = sh[d] == base->shape[d];
+            if (!same) return er__fail(ER_ERR_SHAPE, "stage %d: its reference's output must have the base's shape", i);
+            continue;
+        }
         if (s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) {
             if (!s->t) {
                 if (isnan(s->scalar) || isinf(s->scalar))
@@ -92,6 +103,8 @@ static er_status er_chain_check(const er_ref *ref, const er_standard *std) {
     er_standard bs = *std;
     bs.fast_math = 0;
     ER_RETURN_IF_ERROR(er__module_of(base)->check(base, &bs));
+    for (int i = 0; i < ref->nstages; i++)
+        if (ref->stages[i].ref) ER_RETURN_IF_ERROR(er__module_of(ref->stages[i].ref)->check(ref->stages[i].ref, &bs));
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     for (int i = 0; i < ref->nstages; i++)
         if (ref->stages[i].kind == ER_STAGE_CAST && er__fmt(ref->stages[i].format)->p > E->p)
@@ -416,9 +429,33 @@ static void er_unary_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, 
 }
 
 /* The set after stage s, of the set v before it (values of E), at element idx. */
-static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int64_t idx, int tri) {
+/* An add or mul of v and a set w (a reference's values; chains.md, Lemma C11): x + y and x y are monotone in each
+ * argument on a box of constant signs, and RN_E is monotone, so the finite part lies between the least and the
+ * greatest of the corner values rounded (x y cut at 0 in neither: its extremes are at corners); where either holds a
+ * special value, NaN and both infinities join. */
+static void er_set_op(er_cval *v, const er_cval *w, int mul, const er_fmt_info *E) {
+    if (v->nan_req || w->nan_req) { er_cval_empty(v); v->nan = v->nan_req = 1; return; }
+    int special = v->nan || w->nan || v->pinf || v->ninf || w->pinf || w->ninf;
+    er_cval r;
+    er_cval_empty(&r);
+    if (v->lo <= v->hi && w->lo <= w->hi) {
+        double c[4], mn = INFINITY, mx = -INFINITY;
+        for (int k = 0; k < 4; k++) {
+            double x = k & 1 ? v->hi : v->lo, y = k & 2 ? w->hi : w->lo;
+            c[k] = mul ? er__round_prod(E, x, y, 1, ER_ROUND_NEAREST) : er__round_sum(E, x, y, ER_ROUND_NEAREST);
+            mn = fmin(mn, c[k]);
+            mx = fmax(mx, c[k]);
+        }
+        er_set_ends(&r, E, mn, mx);
+    }
+    if (special) { r.nan = 1; r.pinf = 1; r.ninf = 1; }
+    *v = r;
+}
+
+static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int64_t idx, int tri, const er_cval *w) {
     if (v->nan_req && s->kind != ER_STAGE_RELU) return; /* NaN in, NaN out */
     if (er_is_unary(s->kind)) { er_unary_apply(v, s, E, tri); return; }
+    if (w) { er_set_op(v, w, s->kind == ER_STAGE_MUL, E); return; }
     int finite = v->lo <= v->hi;
     if (er_is_activation(s->kind)) {
         /* +inf gives +inf (gelu: inf (1 + 1); silu: inf / (1 + 0), inf 1); -inf gives NaN (gelu: -inf times 0; silu:
@@ -511,10 +548,37 @@ static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, 
 /* A mul stage (by m) followed by an add stage (of b), which a compiler may contract into one fused multiply-add:
  * RN(x m + b) for every x of v, monotone in x as the separate roundings are (docs/algorithms/chains.md, Lemma C3).
  * always: the fused evaluation alone; else either, joined. */
-static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, const er_fmt_info *E, int64_t idx, int always) {
+static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, const er_fmt_info *E, int64_t idx, int always,
+                       const er_cval *wm, const er_cval *wa) {
     er_cval sep = *v, fused = *v;
-    er_stage_apply(&sep, mul, E, idx, 0);
-    er_stage_apply(&sep, add, E, idx, 0);
+    er_stage_apply(&sep, mul, E, idx, 0, wm);
+    er_stage_apply(&sep, add, E, idx, 0, wa);
+    if (wm || wa) {
+        /* a reference operand: RN(x m + b) over the corners of x's, m's and b's intervals (x m + b is bilinear in x
+         * and m and increasing in b; Lemma C11), the specials as the separate evaluation has them */
+        er_cval pm, pa;
+        er_cval_empty(&pm);
+        er_cval_empty(&pa);
+        if (wm) pm = *wm; else er_cval_put(&pm, er_stage_operand(mul, E, idx));
+        if (wa) pa = *wa; else er_cval_put(&pa, er_stage_operand(add, E, idx));
+        fused = sep;
+        if (v->lo <= v->hi && pm.lo <= pm.hi && pa.lo <= pa.hi && !v->nan_req) {
+            double mn = INFINITY, mx = -INFINITY;
+            for (int k = 0; k < 8; k++) {
+                double f = er__round_fma(E, k & 1 ? v->hi : v->lo, k & 2 ? pm.hi : pm.lo, k & 4 ? pa.hi : pa.lo, 1, ER_ROUND_NEAREST);
+                mn = fmin(mn, f);
+                mx = fmax(mx, f);
+            }
+            er_cval f;
+            er_cval_empty(&f);
+            er_set_ends(&f, E, mn, mx);
+            er_cval_join(&fused, &f);
+        }
+        if (always) { *v = fused; return; }
+        *v = sep;
+        er_cval_join(v, &fused);
+        return;
+    }
     double m = er_stage_operand(mul, E, idx), b = er_stage_operand(add, E, idx);
     if (v->lo <= v->hi && isfinite(m) && isfinite(b) && !v->nan_req) {
         /* the specials as the separate evaluation has them (an infinity times m plus b), the finite ends fused */
@@ -588,6 +652,24 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
                 static const int fns[] = {ER_FN_EXP, ER_FN_EXP2, ER_FN_LOG, ER_FN_TANH, 0, ER_FN_ERF, ER_FN_RSQRT};
                 er_mpfr_fn(fns[s->kind - ER_STAGE_EXP], x, x, MPFR_RNDN);
             }
+        } else if ((s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) && s->ref) {
+            /* the other reference's exact value, added or multiplied exactly (enough bits for both) */
+            int64_t index[ER_MAX_DIMS], rem = idx;
+            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            mpfr_t w;
+            mpfr_init2(w, 64);
+            if (er_ref_exact_mpfr(w, s->ref, index) != ER_OK) mpfr_set_nan(w);
+            mpfr_prec_t p = mpfr_get_prec(x) + mpfr_get_prec(w) + 2;
+            if (s->kind == ER_STAGE_ADD && mpfr_regular_p(x) && mpfr_regular_p(w)) {
+                long dx = mpfr_get_exp(x) - mpfr_get_exp(w);
+                p += (mpfr_prec_t)(dx < 0 ? -dx : dx);
+            }
+            mpfr_t r;
+            mpfr_init2(r, p);
+            if (s->kind == ER_STAGE_ADD) mpfr_add(r, x, w, MPFR_RNDN); else mpfr_mul(r, x, w, MPFR_RNDN);
+            mpfr_set_prec(x, p);
+            mpfr_set(x, r, MPFR_RNDN);
+            mpfr_clears(r, w, (mpfr_ptr)0);
         } else if (s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) {
             double b = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
             /* exact: a double added to (or multiplied into) x at enough bits, from x's top bit (or b's) down to the
@@ -617,7 +699,7 @@ static double er_act_double(er_stage_kind kind, double x) {
 /* The stages applied to the real interval [*l, *h] (doubles), the result widened outward to doubles again: each
  * add and mul rounded to nearest then stepped one double outward, relu exact; a cast is not part of the real
  * function. 0 where a value is not finite. */
-static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h) {
+static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h, const double *const *opx) {
     double a = *l, b = *h;
     for (int i = 0; i < ref->nstages && isfinite(a) && isfinite(b); i++) {
         const er_stage *s = &ref->stages[i];
@@ -651,6 +733,17 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
             continue;
         }
         if (s->kind != ER_STAGE_ADD && s->kind != ER_STAGE_MUL) continue;
+        if (s->ref) {
+            /* the other reference's exact value within a double's ulp of its double: an interval */
+            double e = opx && opx[i] ? opx[i][idx] : NAN, cl = -er__next_up(-e), ch = er__next_up(e);
+            if (!isfinite(e)) { a = NAN; break; }
+            if (s->kind == ER_STAGE_ADD) { a = -er__next_up(-(a + cl)); b = er__next_up(b + ch); continue; }
+            double c4[4] = {a * cl, a * ch, b * cl, b * ch}, mn = c4[0], mx = c4[0];
+            for (int k = 1; k < 4; k++) { mn = fmin(mn, c4[k]); mx = fmax(mx, c4[k]); }
+            a = -er__next_up(-mn);
+            b = er__next_up(mx);
+            continue;
+        }
         double c = s->t ? er__load(s->t, er__offset(s->t, idx)) : s->scalar;
         if (s->kind == ER_STAGE_ADD) { a = -er__next_up(-(a + c)); b = er__next_up(b + c); continue; }
         double x = a * c, y = b * c;
@@ -667,7 +760,8 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
  * on the fast path within K 2^-52 |a|_2 |b|_2 of fl64(A B). Where the chain's values at the bracket's ends round
  * alike (enclosed in doubles first, then in MPFR), that is the rounding, and *exact the chain at e (enclosed within
  * a few double ulps by the first way); else S itself, summed in MPFR. */
-static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact, double *rounded) {
+static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact, double *rounded,
+                                const double *const *opx) {
     int64_t index[ER_MAX_DIMS], rem = idx;
     for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
     const er_ref *base = ref->base;
@@ -691,7 +785,7 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
         /* first in double: the chain over the bracket, widened outward at each stage; where both ends round alike
          * in the output, that is the correctly rounded result (the chain is monotone in S) */
         double a = lo, b = hi, ea = e, eb = e;
-        if (er_chain_stages_double(ref, idx, &a, &b) && er_chain_stages_double(ref, idx, &ea, &eb)) {
+        if (er_chain_stages_double(ref, idx, &a, &b, opx) && er_chain_stages_double(ref, idx, &ea, &eb, opx)) {
             double ra = er__round_double(sk->O, a, ER_ROUND_NEAREST, sk->ov), rb = er__round_double(sk->O, b, ER_ROUND_NEAREST, sk->ov);
             if (ra == rb && ea <= eb) {
                 *rounded = ra;
@@ -726,6 +820,9 @@ typedef struct er_chain_job {
     const er_fmt_info *E;
     const double *lo, *hi;
     const uint8_t *fl;
+    /* each stage's reference operand: its sets (lo, hi, flags) and exact values in double, per element */
+    double *olo[12], *ohi[12], *oex[12];
+    uint8_t *ofl[12];
     er_sink *sk;
     int64_t begin, end;
     er_status st;
@@ -747,17 +844,29 @@ static void *er_chain_run(void *arg) {
         v.nan_req = (j->fl[idx] & ER_ENCLOSURE_NAN_ONLY) != 0;
         v.pinf = (j->fl[idx] & ER_ENCLOSURE_PINF) != 0;
         v.ninf = (j->fl[idx] & ER_ENCLOSURE_NINF) != 0;
+        er_cval w[12];
+        for (int i = 0; i < ref->nstages; i++) {
+            if (!ref->stages[i].ref) continue;
+            er_cval_empty(&w[i]);
+            if (!isnan(j->olo[i][idx])) { w[i].lo = j->olo[i][idx]; w[i].hi = j->ohi[i][idx]; }
+            uint8_t f = j->ofl[i][idx];
+            w[i].nan = (f & ER_ENCLOSURE_NAN) != 0;
+            w[i].nan_req = (f & ER_ENCLOSURE_NAN_ONLY) != 0;
+            w[i].pinf = (f & ER_ENCLOSURE_PINF) != 0;
+            w[i].ninf = (f & ER_ENCLOSURE_NINF) != 0;
+        }
         for (int i = 0; i < ref->nstages; i++) {
             const er_stage *s = &ref->stages[i];
+            const er_cval *wi = s->ref ? &w[i] : NULL;
             if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
-                er_mul_add(&v, s, &ref->stages[i + 1], j->E, idx, std->fma == ER_FMA_ALWAYS);
+                er_mul_add(&v, s, &ref->stages[i + 1], j->E, idx, std->fma == ER_FMA_ALWAYS, wi, ref->stages[i + 1].ref ? &w[i + 1] : NULL);
                 i++;
                 continue;
             }
-            er_stage_apply(&v, s, j->E, idx, std->fast_math == 2);
+            er_stage_apply(&v, s, j->E, idx, std->fast_math == 2, wi);
         }
         double exact = NAN, rounded = NAN;
-        j->st = er_chain_exact(ref, idx, j->sk, x, &exact, &rounded);
+        j->st = er_chain_exact(ref, idx, j->sk, x, &exact, &rounded, (const double *const *)j->oex);
         if (j->st != ER_OK) break;
         er_cset c;
         er__cset_build(&c, j->sk->O, j->sk->ov, 1, &v, exact, rounded);
@@ -781,14 +890,47 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
     if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, lo, hi, fl);
     int nt = er__num_threads(n * 256);
     if (nt > n) nt = n > 0 ? (int)n : 1;
+    /* each reference operand's sets in the compute format (the same standard) and exact values in double */
+    er_chain_job j0;
+    memset(&j0, 0, sizeof j0);
+    for (int i = 0; i < ref->nstages && st == ER_OK; i++) {
+        const er_ref *o = ref->stages[i].ref;
+        if (!o) continue;
+        st = er__mem_check(25.0 * (double)n, "a stage's reference sets");
+        if (st != ER_OK) break;
+        size_t m = (size_t)(n ? n : 1);
+        j0.olo[i] = malloc(sizeof(double) * m);
+        j0.ohi[i] = malloc(sizeof(double) * m);
+        j0.oex[i] = malloc(sizeof(double) * m);
+        j0.ofl[i] = malloc(m);
+        if (!j0.olo[i] || !j0.ohi[i] || !j0.oex[i] || !j0.ofl[i]) { st = er__fail(ER_ERR_NOMEM, "cannot allocate a stage's sets"); break; }
+        st = er_ref_enclosure(o, 0, &bs, E->id, j0.olo[i], j0.ohi[i], j0.ofl[i]);
+        for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
+            int64_t index[ER_MAX_DIMS], rem = idx;
+            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            if (er_ref_exact(o, index, ER_FP64, &j0.oex[i][idx], NULL) != ER_OK) { j0.oex[i][idx] = NAN; er__ok(); }
+        }
+    }
     if (st == ER_OK) st = er__sinks_open(sks, nt);
     if (st == ER_OK) {
         er_chain_job jobs[ER_MAX_THREADS];
-        for (int t = 0; t < nt; t++)
-            jobs[t] = (er_chain_job){ref, std, E, lo, hi, fl, er__sinks_at(sks, t, 0), n * t / nt, n * (t + 1) / nt, ER_OK};
+        for (int t = 0; t < nt; t++) {
+            jobs[t] = j0;
+            jobs[t].ref = ref;
+            jobs[t].std = std;
+            jobs[t].E = E;
+            jobs[t].lo = lo;
+            jobs[t].hi = hi;
+            jobs[t].fl = fl;
+            jobs[t].sk = er__sinks_at(sks, t, 0);
+            jobs[t].begin = n * t / nt;
+            jobs[t].end = n * (t + 1) / nt;
+            jobs[t].st = ER_OK;
+        }
         er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_run);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
+    for (int i = 0; i < 12; i++) { free(j0.olo[i]); free(j0.ohi[i]); free(j0.oex[i]); free(j0.ofl[i]); }
     free(lo);
     free(hi);
     free(fl);

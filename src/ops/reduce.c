@@ -32,8 +32,10 @@ int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names,
     if (r->op == ER_OP_QUANTIZE && r->base) return er__ref_inputs(r->base, views, names, cap);
     if (r->op == ER_OP_CHAIN) {
         int n = er__ref_inputs(r->base, views, names, cap);
-        for (int i = 0; i < r->nstages && n < cap; i++)
+        for (int i = 0; i < r->nstages && n < cap; i++) {
             if (r->stages[i].t) { names[n] = "a stage's tensor"; views[n++] = r->stages[i].t; }
+            if (r->stages[i].ref) n += er__ref_inputs(r->stages[i].ref, views + n, names + n, cap - n);
+        }
         return n;
     }
     int n = 0, mm = r->op == ER_OP_MATMUL && !r->b_is_one;

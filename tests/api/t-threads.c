@@ -203,7 +203,7 @@ START_TEST(every_op_same_for_any_thread_count) {
         for (int j = 0; j < KK; j++) biasv[j] = (float)er_rand_normal();
         er_tensor tbias;
         er_tensor_view(&tbias, ER_FP32, 2, (int64_t[]){R, KK}, (int64_t[]){0, 1}, biasv);
-        er_stage st[4] = {{ER_STAGE_MUL, NULL, 0.3, 0}, {ER_STAGE_ADD, &tbias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_stage st[4] = {{ER_STAGE_MUL, NULL, 0.3, 0, NULL}, {ER_STAGE_ADD, &tbias, 0, 0, NULL}, {ER_STAGE_RELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
         er_ref *ch;
         ck_assert_int_eq(er_chain(&ch, r, st, 4), ER_OK);
         require_same_for_threads(ch, &tk, "any_order", NULL, f ? "chain (fast path)" : "chain");

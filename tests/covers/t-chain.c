@@ -16,14 +16,15 @@ static double a[M * K], b[K * N];
 
 /* The reduction as a kernel does it: the exact products (fp16 x fp16 is exact in fp32) added in fp32 in a random
  * order. */
-static float gemm_elem(int i, int j) {
+static float gemm_elem_of(const double *bm, int i, int j) {
     int perm[K];
     for (int k = 0; k < K; k++) perm[k] = k;
     for (int k = K - 1; k > 0; k--) { int r = (int)er_rand_int(0, k), t = perm[k]; perm[k] = perm[r]; perm[r] = t; }
     float s = 0;
-    for (int k = 0; k < K; k++) s += (float)(a[i * K + perm[k]] * b[perm[k] * N + j]);
+    for (int k = 0; k < K; k++) s += (float)(a[i * K + perm[k]] * bm[perm[k] * N + j]);
     return s;
 }
+static float gemm_elem(int i, int j) { return gemm_elem_of(b, i, j); }
 
 static float to_half(float x) { double r; er_round_double(&r, ER_FP16, x, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return (float)r; }
 
@@ -71,8 +72,8 @@ START_TEST(correct_implementations_are_covered) {
                 y = y > 0 ? y : 0;
                 er_store(out, ER_FP16, i * N + j, to_half(y));
             }
-        er_stage fused[4] = {{ER_STAGE_MUL, NULL, alpha, 0}, {ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0},
-                             {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_stage fused[4] = {{ER_STAGE_MUL, NULL, alpha, 0, NULL}, {ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_RELU, NULL, 0, 0, NULL},
+                             {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
         er_report rep;
         chain_covers(&rep, fused, 4, out, "any_order", NULL);
         ER_REQUIRE_PASS(&rep, "trial %d: fused mul, bias, relu, cast", tr);
@@ -85,8 +86,8 @@ START_TEST(correct_implementations_are_covered) {
                 float y = to_half(h + biasf[j]);
                 er_store(out, ER_FP16, i * N + j, y > 0 ? y : 0);
             }
-        er_stage unfused[5] = {{ER_STAGE_CAST, NULL, 0, ER_FP16}, {ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16},
-                               {ER_STAGE_RELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_stage unfused[5] = {{ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}, {ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL},
+                               {ER_STAGE_RELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
         chain_covers(&rep, unfused, 5, out, "any_order", NULL);
         ER_REQUIRE_PASS(&rep, "trial %d: unfused cast, bias, cast, relu", tr);
         er_report_clear(&rep);
@@ -115,7 +116,7 @@ START_TEST(extreme_accumulators_fused_or_not) {
         er_ref *mm, *ch;
         ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
         ck_assert_int_eq(er_ref_enclosure(mm, 0, &std, ER_FP32, lo, hi, fl), ER_OK);
-        er_stage st[2] = {{ER_STAGE_MUL, NULL, alpha, 0}, {ER_STAGE_ADD, &tBias, 0, 0}};
+        er_stage st[2] = {{ER_STAGE_MUL, NULL, alpha, 0, NULL}, {ER_STAGE_ADD, &tBias, 0, 0, NULL}};
         ck_assert_int_eq(er_chain(&ch, mm, st, 2), ER_OK);
         for (int v = 0; v < 4; v++) {
             for (int i = 0; i < M * N; i++) {
@@ -155,8 +156,8 @@ START_TEST(exact_class_is_the_correct_rounding) {
         er_ref *mm, *ch;
         ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
         unsetenv("EXACTREF_FAST");
-        er_stage st[4] = {{ER_STAGE_MUL, NULL, alpha, 0}, {ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0},
-                          {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_stage st[4] = {{ER_STAGE_MUL, NULL, alpha, 0, NULL}, {ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_RELU, NULL, 0, 0, NULL},
+                          {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
         ck_assert_int_eq(er_chain(&ch, mm, st, 4), ER_OK);
         double oracle[M * N];
         for (int i = 0; i < M; i++)
@@ -223,7 +224,7 @@ START_TEST(gelu_and_silu) {
         int silu = tr % 2;
         er_ref *mm, *ch, *ch32;
         ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
-        er_stage st[3] = {{ER_STAGE_ADD, &tBias, 0, 0}, {silu ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_stage st[3] = {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {silu ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
         ck_assert_int_eq(er_chain(&ch, mm, st, 3), ER_OK);
         ck_assert_int_eq(er_chain(&ch32, mm, st, 2), ER_OK);
         for (int i = 0; i < M; i++)
@@ -283,7 +284,7 @@ START_TEST(gelu_where_one_plus_erf_cancels) {
     }
     er_ref *sum, *ch;
     ck_assert_int_eq(er_sum(&sum, &tx, 1), ER_OK);
-    er_stage st[1] = {{ER_STAGE_GELU, NULL, 0, 0}};
+    er_stage st[1] = {{ER_STAGE_GELU, NULL, 0, 0, NULL}};
     ck_assert_int_eq(er_chain(&ch, sum, st, 1), ER_OK);
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
@@ -319,7 +320,7 @@ START_TEST(elementwise_on_a_tensor) {
     ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
     er_report rep;
     for (int act = 0; act < 2; act++) {
-        er_stage st[2] = {{act ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_stage st[2] = {{act ? ER_STAGE_SILU : ER_STAGE_GELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
         ck_assert_int_eq(er_chain(&ch, t, st, 2), ER_OK);
         for (int i = 0; i < L; i++) {
             float v = (float)er_load(x, ER_FP16, i);
@@ -392,7 +393,7 @@ START_TEST(activations_at_the_edge_of_their_ulps) {
                                          "gelu tanh fma(k (x x), x, x)"};
     const float beta = 0.797884583f, k = 0.044715f;
     for (int act = 0; act < 9; act++) {
-        er_stage st[1] = {{kinds[act], NULL, 0, 0}};
+        er_stage st[1] = {{kinds[act], NULL, 0, 0, NULL}};
         er_ref *ch;
         ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
         for (int reading = 0; reading < 2; reading++)
@@ -424,6 +425,64 @@ START_TEST(activations_at_the_edge_of_their_ulps) {
 }
 END_TEST
 
+/* Two references in one chain (Lemma C11): SwiGLU, silu(x W1) * (x W3), each accumulator adding its fp16 products
+ * in fp32 in a random order, silu with expf, the product in fp32, an fp16 store; and a scaled accumulator plus a
+ * second GEMM's, contracted into an FMA or not. Covered; silu(x W1) * (x W1) and the operands swapped caught. */
+START_TEST(two_references) {
+    static uint16_t B3[K * N], out[M * N];
+    static double b3[K * N];
+    er_tensor tA, tB, tB3, tO;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tB3, ER_FP16, 2, (int64_t[]){K, N}, NULL, B3);
+    er_tensor_view(&tO, ER_FP16, 2, (int64_t[]){M, N}, NULL, out);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    int caught[2] = {0, 0}, trials = (int)(6 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        er_test_reseed(1610 + (uint64_t)tr);
+        build(tr);
+        for (int i = 0; i < K * N; i++) { er_round_double(&b3[i], ER_FP16, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); er_store(B3, ER_FP16, i, b3[i]); }
+        er_ref *m1, *m3, *ch, *ch2;
+        ck_assert_int_eq(er_matmul(&m1, &tA, &tB), ER_OK);
+        ck_assert_int_eq(er_matmul(&m3, &tA, &tB3), ER_OK);
+        er_stage sw[3] = {{ER_STAGE_SILU, NULL, 0, 0, NULL}, {ER_STAGE_MUL, NULL, 0, 0, m3}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
+        er_stage fm[3] = {{ER_STAGE_MUL, NULL, 0.75, 0, NULL}, {ER_STAGE_ADD, NULL, 0, 0, m3}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
+        ck_assert_int_eq(er_chain(&ch, m1, sw, 3), ER_OK);
+        ck_assert_int_eq(er_chain(&ch2, m1, fm, 3), ER_OK);
+        static float a1[M * N], a3[M * N];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                a1[i * N + j] = gemm_elem(i, j);
+                a3[i * N + j] = gemm_elem_of(b3, i, j);
+            }
+        for (int bug = 0; bug < 3; bug++) {
+            for (int i = 0; i < M * N; i++) {
+                float u = bug == 2 ? a3[i] : a1[i], w = bug == 1 ? a1[i] : bug == 2 ? a1[i] : a3[i];
+                er_store(out, ER_FP16, i, to_half((u / (1.0f + expf(-u))) * w));
+            }
+            er_report rep;
+            ck_assert_int_eq(er_covers(&rep, ch, &tO, &std), ER_OK);
+            if (bug == 0) ER_REQUIRE_PASS(&rep, "SwiGLU, trial %d", tr);
+            else caught[bug - 1] += !er_report_all(&rep);
+            er_report_clear(&rep);
+        }
+        for (int fused = 0; fused < 2; fused++) {
+            for (int i = 0; i < M * N; i++) er_store(out, ER_FP16, i, to_half(fused ? fmaf(a1[i], 0.75f, a3[i]) : a1[i] * 0.75f + a3[i]));
+            er_report rep;
+            ck_assert_int_eq(er_covers(&rep, ch2, &tO, &std), ER_OK);
+            ER_REQUIRE_PASS(&rep, "scale and a second accumulator, %s, trial %d", fused ? "fused" : "separate", tr);
+            er_report_clear(&rep);
+        }
+        er_ref_free(ch2);
+        er_ref_free(ch);
+        er_ref_free(m3);
+        er_ref_free(m1);
+    }
+    ck_assert_msg(caught[0] == trials && caught[1] == trials, "caught %d and %d of %d", caught[0], caught[1], trials);
+}
+END_TEST
+
 START_TEST(planted_bugs_are_caught) {
     er_test_reseed(1601);
     er_tensor tBias;
@@ -432,7 +491,7 @@ START_TEST(planted_bugs_are_caught) {
     int caught[3] = {0, 0, 0}, trials = (int)(10 * er_test_multiplier());
     for (int tr = 0; tr < trials; tr++) {
         build(tr);
-        er_stage st[3] = {{ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0}, {ER_STAGE_CAST, NULL, 0, ER_FP16}};
+        er_stage st[3] = {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_RELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
         for (int bug = 0; bug < 3; bug++) {
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < N; j++) {
@@ -464,7 +523,7 @@ START_TEST(nan_operand) {
     er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
     static uint16_t out[M * N];
     for (int i = 0; i < M * N; i++) er_store(out, ER_FP16, i, i % N == 3 ? NAN : 0.0);
-    er_stage st[1] = {{ER_STAGE_ADD, &tBias, 0, 0}};
+    er_stage st[1] = {{ER_STAGE_ADD, &tBias, 0, 0, NULL}};
     er_report rep;
     chain_covers(&rep, st, 1, out, "any_order", NULL);
     for (int i = 0; i < M; i++) ck_assert(er_class_passes((er_class)rep.classes[i * N + 3]));
@@ -473,7 +532,7 @@ START_TEST(nan_operand) {
     chain_covers(&rep, st, 1, out, "any_order", NULL);
     for (int i = 0; i < M; i++) ck_assert_int_eq(rep.classes[i * N + 3], ER_CLASS_NAN_MISSING);
     er_report_clear(&rep);
-    er_stage st2[2] = {{ER_STAGE_ADD, &tBias, 0, 0}, {ER_STAGE_RELU, NULL, 0, 0}};
+    er_stage st2[2] = {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_RELU, NULL, 0, 0, NULL}};
     for (int i = 0; i < M; i++) er_store(out, ER_FP16, i * N + 3, i % 2 ? NAN : 0.0);
     chain_covers(&rep, st2, 2, out, "any_order", NULL);
     for (int i = 0; i < M; i++) ck_assert(er_class_passes((er_class)rep.classes[i * N + 3]));
@@ -488,21 +547,21 @@ START_TEST(bad_chains_are_refused) {
     er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){4}, NULL, x);
     er_ref *sm, *mm, *ch = (er_ref *)(uintptr_t)0x5EAD;
     ck_assert_int_eq(er_softmax(&sm, &tx, 1), ER_OK);
-    er_stage relu = {ER_STAGE_RELU, NULL, 0, 0};
+    er_stage relu = {ER_STAGE_RELU, NULL, 0, 0, NULL};
     ck_assert_int_eq(er_chain(&ch, sm, &relu, 1), ER_ERR_UNSUPPORTED);
     ck_assert_ptr_eq(ch, (er_ref *)(uintptr_t)0x5EAD);
     er_tensor tA, tB;
     er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){3, 4}, NULL, x);
     er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){4, 3}, NULL, x);
     ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
-    er_stage add = {ER_STAGE_ADD, &tw, 0, 0};
+    er_stage add = {ER_STAGE_ADD, &tw, 0, 0, NULL};
     ck_assert_int_eq(er_chain(&ch, mm, &add, 1), ER_ERR_SHAPE);
-    er_stage addnan = {ER_STAGE_ADD, NULL, NAN, 0};
+    er_stage addnan = {ER_STAGE_ADD, NULL, NAN, 0, NULL};
     ck_assert_int_eq(er_chain(&ch, mm, &addnan, 1), ER_ERR_INVALID);
     er_stage many[13];
     for (int i = 0; i < 13; i++) many[i] = relu;
     ck_assert_int_eq(er_chain(&ch, mm, many, 13), ER_ERR_INVALID);
-    er_stage wide = {ER_STAGE_CAST, NULL, 0, ER_FP64};
+    er_stage wide = {ER_STAGE_CAST, NULL, 0, ER_FP64, NULL};
     ck_assert_int_eq(er_chain(&ch, mm, &wide, 1), ER_OK);
     float o[9];
     er_tensor to;
@@ -529,6 +588,7 @@ int main(void) {
     tcase_add_test(tc, gelu_where_one_plus_erf_cancels);
     tcase_add_test(tc, elementwise_on_a_tensor);
     tcase_add_test(tc, activations_at_the_edge_of_their_ulps);
+    tcase_add_test(tc, two_references);
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, nan_operand);
     tcase_add_test(tc, bad_chains_are_refused);

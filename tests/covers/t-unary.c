@@ -141,7 +141,7 @@ static void covers_fn(er_report *rep, fn_id f, const char *opts) {
     er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){L}, NULL, y);
     er_ref *t, *ch;
     ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
-    er_stage st[1] = {{kinds[f], NULL, 0, 0}};
+    er_stage st[1] = {{kinds[f], NULL, 0, 0, NULL}};
     ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", opts), ER_OK);
@@ -302,9 +302,9 @@ START_TEST(refusals) {
     er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){L}, NULL, x);
     er_ref *t, *ch;
     ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
-    er_stage bad[1] = {{ER_STAGE_EXP, NULL, 65, 0}};
+    er_stage bad[1] = {{ER_STAGE_EXP, NULL, 65, 0, NULL}};
     ck_assert_int_eq(er_chain(&ch, t, bad, 1), ER_ERR_INVALID);
-    er_stage st[1] = {{ER_STAGE_LOG, NULL, 0, 0}};
+    er_stage st[1] = {{ER_STAGE_LOG, NULL, 0, 0, NULL}};
     ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
     er_standard std;
     er_report rep;

@@ -162,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int tv = er_tensor_view(&T, fb, nd, shape, zero, pool[2]) == ER_OK;
             for (int k = 0; k < ns; k++) {
                 unsigned kind = byte(&r) % 15; /* 14: one past the last kind, refused */
-                stg[k] = (er_stage){(er_stage_kind)(kind + 1), NULL, scalars[byte(&r) % 8], (er_format)(byte(&r) % 10)};
+                stg[k] = (er_stage){(er_stage_kind)(kind + 1), NULL, scalars[byte(&r) % 8], (er_format)(byte(&r) % 10), NULL};
                 if (kind <= 1 && tv && byte(&r) % 2) stg[k].t = &T;
             }
             if (er_chain(&chain, ref, stg, ns) != ER_OK && chain) abort();

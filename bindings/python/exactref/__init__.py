@@ -292,13 +292,14 @@ class Reference:
     # ---- chains: elementwise stages after the op, as a fused kernel evaluates them (docs/algorithms/chains.md) ----
 
     def add(self, other):
-        """This result plus `other` (a number, or an array broadcasting to the result's shape), each addition rounded
-        once in the compute format of the standard given at covers(): a chain."""
+        """This result plus `other` (a number, an array broadcasting to the result's shape, or another Reference of the
+        same shape: any value its standard allows, as a second accumulator or a residual), each addition rounded once
+        in the compute format of the standard given at covers(): a chain."""
         return ChainReference._extend(self, ("add", other))
 
     def mul(self, other):
-        """This result times `other` (a number or a broadcasting array), each product rounded once in the compute
-        format: a chain."""
+        """This result times `other` (a number, a broadcasting array or another Reference: SwiGLU's
+        er.matmul(x, W1).silu().mul(er.matmul(x, W3))), each product rounded once in the compute format: a chain."""
         return ChainReference._extend(self, ("mul", other))
 
     def relu(self):
@@ -583,7 +584,8 @@ class Results:
 
 
 class _Stage(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int), ("t", ctypes.c_void_p), ("scalar", ctypes.c_double), ("format", ctypes.c_int)]
+    _fields_ = [("kind", ctypes.c_int), ("t", ctypes.c_void_p), ("scalar", ctypes.c_double), ("format", ctypes.c_int),
+                ("ref", ctypes.c_void_p)]
 
 
 class ChainReference(Reference):
@@ -612,6 +614,12 @@ class ChainReference(Reference):
                 if arg is not None and (isinstance(arg, bool) or not isinstance(arg, (int, float))):
                     raise TypeError("exactref: %s(ulps=) takes a number, not %s" % (kind, type(arg).__name__))
                 arr[i].scalar = 0.0 if arg is None else float(arg)
+            elif kind in ("add", "mul") and isinstance(arg, Reference):
+                if tuple(arg.shape) != tuple(base.shape):
+                    raise ValueError("exactref: the %s operand's output has shape %s, not the result's %s" % (kind, tuple(arg.shape),
+                                                                                                    tuple(base.shape)))
+                arr[i].ref = arg._ptr
+                keep.append(arg)
             elif kind in ("add", "mul"):
                 if isinstance(arg, bool) or not isinstance(arg, (int, float, np.ndarray, np.generic)) and \
                         not type(arg).__module__.startswith("torch"):

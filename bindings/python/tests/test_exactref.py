@@ -754,3 +754,21 @@ def test_gemm_quantize_captures():
     assert seen == 12
     with pytest.raises(er.ExactrefNotImplementedError):
         er.quantize(A, "float8_e4m3fn").quantize("float8_e4m3fn")   # a multi-output base
+
+
+def test_chain_of_two_references():
+    """SwiGLU as a chain of two matmuls, silu(x W1) * (x W3), an fp32 epilogue stored in fp16: covered; the wrong
+    operand caught; another reference of the wrong shape refused."""
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((16, 128)).astype(np.float16)
+    W1 = (rng.standard_normal((128, 48)) / 11).astype(np.float16)
+    W3 = (rng.standard_normal((128, 48)) / 11).astype(np.float16)
+    a1 = x.astype(np.float32) @ W1.astype(np.float32)
+    a3 = x.astype(np.float32) @ W3.astype(np.float32)
+    silu = a1 / (np.float32(1) + np.exp(-a1.astype(np.float64)).astype(np.float32))
+    ref = er.matmul(x, W1).silu().mul(er.matmul(x, W3)).cast("float16")
+    ref.covers((silu * a3).astype(np.float16)).assert_all()
+    assert not ref.covers((silu * a1).astype(np.float16)).all()
+    assert np.mean(ref.exact("float16") == (silu * a3).astype(np.float16)) > 0.9
+    with pytest.raises(ValueError):
+        er.matmul(x, W1).add(er.matmul(x, W1[:, :8]))
