@@ -163,9 +163,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (int k = 0; k < ns; k++) {
                 unsigned kind = byte(&r) % 15; /* 14: one past the last kind, refused */
                 stg[k] = (er_stage){(er_stage_kind)(kind + 1), NULL, scalars[byte(&r) % 8], (er_format)(byte(&r) % 10), NULL};
-                if (kind <= 1 && tv && byte(&r) % 2) stg[k].t = &T;
+                unsigned how = byte(&r) % 4; /* add and mul: a broadcast tensor, the reference itself, or both (refused) */
+                if (kind <= 1 && tv && how % 2) stg[k].t = &T;
+                if (kind <= 1 && how >= 2) stg[k].ref = ref;
             }
             if (er_chain(&chain, ref, stg, ns) != ER_OK && chain) abort();
+        }
+        /* the reference (or the chain) quantised, its three outputs checked together: a refusal never passes */
+        if ((op <= 2 || op == 9) && n <= 1024) {
+            er_ref *qr = NULL;
+            const er_ref *qbase = chain && byte(&r) % 2 ? chain : ref;
+            if (er_quantize_ref(&qr, qbase, fo, (er_granularity)(byte(&r) % 4), (int64_t)(byte(&r) % 5), (er_scale_recipe)(byte(&r) % 3)) == ER_OK) {
+                static uint64_t qo[1024], ao[1024], so[1024];
+                er_standard sq;
+                er_tensor Q, Am, Sc;
+                int64_t one = 1;
+                memcpy(qo, pool[2], sizeof qo);
+                memcpy(ao, pool[1], sizeof ao);
+                memcpy(so, pool[0], sizeof so);
+                if (er_standard_parse(&sq, standards[sidx][0], standards[sidx][1]) == ER_OK &&
+                    er_tensor_view(&Q, fo, nd, shape, NULL, qo) == ER_OK && er_tensor_view(&Am, ER_FP32, 1, &one, NULL, ao) == ER_OK &&
+                    er_tensor_view(&Sc, ER_FP32, 1, &one, NULL, so) == ER_OK) {
+                    const er_tensor *outs[3] = {&Q, byte(&r) % 2 ? &Am : NULL, byte(&r) % 2 ? &Sc : NULL};
+                    er_report rq[3];
+                    if (er_covers_outputs(rq, qr, outs, 3, &sq) == ER_OK) {
+                        int64_t tot = 0;
+                        for (int k = 0; k < ER_CLASS_COUNT; k++) tot += rq[0].counts[k];
+                        if (tot != n) abort();
+                    } else {
+                        for (int o = 0; o < 3; o++) if (er_report_all(&rq[o])) abort();
+                    }
+                    for (int o = 0; o < 3; o++) er_report_clear(&rq[o]);
+                }
+                er_ref_free(qr);
+            } else if (qr) {
+                abort();
+            }
         }
         er_ref *encl_refs[2] = {ref, chain};
         for (int c = 0; c < 2 && n <= 1024; c++) {
