@@ -654,8 +654,8 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
             }
         } else if ((s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) && s->ref) {
             /* the other reference's exact value, added or multiplied exactly (enough bits for both) */
-            int64_t index[ER_MAX_DIMS], rem = idx;
-            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            int64_t index[ER_MAX_DIMS];
+            er__index_of(ref, idx, index);
             mpfr_t w;
             mpfr_init2(w, 64);
             if (er_ref_exact_mpfr(w, s->ref, index) != ER_OK) mpfr_set_nan(w);
@@ -762,8 +762,8 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
  * a few double ulps by the first way); else S itself, summed in MPFR. */
 static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact, double *rounded,
                                 const double *const *opx) {
-    int64_t index[ER_MAX_DIMS], rem = idx;
-    for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+    int64_t index[ER_MAX_DIMS];
+    er__index_of(ref, idx, index);
     const er_ref *base = ref->base;
     double e, lo, hi;
     if (base->fast && !base->scaled) {
@@ -906,8 +906,8 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
         if (!j0.olo[i] || !j0.ohi[i] || !j0.oex[i] || !j0.ofl[i]) { st = er__fail(ER_ERR_NOMEM, "cannot allocate a stage's sets"); break; }
         st = er_ref_enclosure(o, 0, &bs, E->id, j0.olo[i], j0.ohi[i], j0.ofl[i]);
         for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
-            int64_t index[ER_MAX_DIMS], rem = idx;
-            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            int64_t index[ER_MAX_DIMS];
+            er__index_of(ref, idx, index);
             if (er_ref_exact(o, index, ER_FP64, &j0.oex[i][idx], NULL) != ER_OK) { j0.oex[i][idx] = NAN; er__ok(); }
         }
     }
@@ -940,8 +940,8 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
 /* er_ref_exact_mpfr: the base's exact result through the stages in MPFR (each add and mul exact, the functions at
  * 256 bits: within 2^-250 of the exact value, and no rounding boundary of a format is missed, chains.md Lemma C8). */
 static er_status er_chain_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out) {
-    int64_t index[ER_MAX_DIMS], rem = idx;
-    for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+    int64_t index[ER_MAX_DIMS];
+    er__index_of(ref, idx, index);
     mpfr_set_prec(out, 64);
     ER_RETURN_IF_ERROR(er_ref_exact_mpfr(out, ref->base, index));
     er_chain_stages_mpfr(ref, idx, out);

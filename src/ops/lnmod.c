@@ -17,11 +17,7 @@ static er_status er_ln_out_shape(const er_ref *ref, int o, const er_tensor *out,
     *ndim = lead ? lead : 1;
     for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
     if (!lead) shape[0] = 1;
-    int od = out->ndim;
-    while (od > *ndim && out->shape[od - 1] == 1) od--;
-    int same = od == *ndim;
-    for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
-    if (same) return ER_OK;
+    if (er__shape_fits(out, *ndim, shape)) return ER_OK;
     return er__fail(ER_ERR_OUTPUT, "layernorm's %s must have x's leading shape (%d dimensions, trailing size-1 dimensions "
                     "allowed); got %d dimensions", er_ln_names[o], lead, out->ndim);
 }

@@ -15,6 +15,11 @@ ER_INTERNAL er_status er__standard_applies(const er_ref *ref, const er_standard 
 /* The output shape of an op with one output of the reference's shape. */
 ER_INTERNAL er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
 
+/* The index of row-major element idx in the reference's output shape. */
+ER_INTERNAL void er__index_of(const er_ref *ref, int64_t idx, int64_t *index);
+/* Whether the view out has the shape shape[0 .. nd) allowing trailing dimensions of size 1 (as torch keeps them). */
+ER_INTERNAL int er__shape_fits(const er_tensor *out, int nd, const int64_t *shape);
+
 /* The modules of the table (er__module_of). */
 extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module;
 

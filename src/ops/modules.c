@@ -120,6 +120,18 @@ er_status er__standard_applies(const er_ref *ref, const er_standard *std) {
     return ER_OK;
 }
 
+void er__index_of(const er_ref *ref, int64_t idx, int64_t *index) {
+    for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = idx % ref->shape[d]; idx /= ref->shape[d]; }
+}
+
+int er__shape_fits(const er_tensor *out, int nd, const int64_t *shape) {
+    int od = out->ndim;
+    while (od > nd && out->shape[od - 1] == 1) od--;
+    int same = od == nd;
+    for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
+    return same;
+}
+
 er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
     (void)o;
     *ndim = ref->ndim;

@@ -14,33 +14,47 @@
 #include "tensor/tensor_internal.h"
 #include "enclose/approx.h"
 
+/* The arguments both constructors check. */
+static er_status er_q_args(er_format q, er_granularity granularity, int64_t block, er_scale_recipe recipe) {
+    if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
+        return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
+    if ((unsigned)granularity > ER_GRAN_BLOCK) return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
+    if (granularity == ER_GRAN_BLOCK && block < 1) return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
+    if ((unsigned)recipe > ER_RECIPE_POW2) return er__fail(ER_ERR_INVALID, "recipe %d: expected amax or pow2", (int)recipe);
+    return ER_OK;
+}
+
+/* A quantize reference of the given output shape: its groups. */
+static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_format q, er_granularity granularity, int64_t block,
+                           er_scale_recipe recipe, er_ref **made) {
+    er_ref *r = calloc(1, sizeof *r);
+    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
+    r->op = ER_OP_QUANTIZE;
+    r->ndim = ndim;
+    r->n = 1;
+    for (int i = 0; i < ndim; i++) { r->shape[i] = shape[i]; r->n *= shape[i]; }
+    r->qfmt = q;
+    r->gran = granularity;
+    r->recipe = recipe;
+    r->block = granularity == ER_GRAN_BLOCK ? block : 0;
+    r->cols = r->shape[ndim - 1];
+    int64_t rows = r->cols ? r->n / r->cols : 0;
+    r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols + block - 1) / block : 1;
+    r->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * r->gpr;
+    *out = *made = r;
+    return ER_OK;
+}
+
 er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,
                       er_scale_recipe recipe) {
     er__ok();
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(x, "x");
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
-    if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
-        return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
-    if ((unsigned)granularity > ER_GRAN_BLOCK) return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
-    if (granularity == ER_GRAN_BLOCK && block < 1) return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
-    if ((unsigned)recipe > ER_RECIPE_POW2) return er__fail(ER_ERR_INVALID, "recipe %d: expected amax or pow2", (int)recipe);
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = ER_OP_QUANTIZE;
+    ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er_q_make(out, x->ndim, x->shape, q, granularity, block, recipe, &r));
     r->A = *x;
-    r->ndim = x->ndim;
-    r->n = 1;
-    for (int i = 0; i < x->ndim; i++) { r->shape[i] = x->shape[i]; r->n *= x->shape[i]; }
-    r->qfmt = q;
-    r->gran = granularity;
-    r->recipe = recipe;
-    r->block = granularity == ER_GRAN_BLOCK ? block : 0;
-    r->cols = x->shape[x->ndim - 1];
-    int64_t rows = r->cols ? r->n / r->cols : 0;
-    r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols + block - 1) / block : 1;
-    r->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * r->gpr;
-    *out = r;
     return ER_OK;
 }
 
@@ -52,27 +66,13 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
     if (er_ref_num_outputs(base) != 1 || !er__module_of(base)->exact)
         return er__fail(ER_ERR_UNSUPPORTED, "quantize takes a reference of one output with exact values (a matmul, a reduction, "
                         "a tensor, a chain), not %s, in this version", er__op_name(base));
-    if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
-        return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
-    if ((unsigned)granularity > ER_GRAN_BLOCK) return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
-    if (granularity == ER_GRAN_BLOCK && block < 1) return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
-    if ((unsigned)recipe > ER_RECIPE_POW2) return er__fail(ER_ERR_INVALID, "recipe %d: expected amax or pow2", (int)recipe);
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = ER_OP_QUANTIZE;
+    ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
+    int nd;
+    int64_t shape[ER_MAX_DIMS];
+    ER_RETURN_IF_ERROR(er_ref_shape(base, &nd, shape));
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er_q_make(out, nd, shape, q, granularity, block, recipe, &r));
     r->base = base;
-    ER_RETURN_IF_ERROR(er_ref_shape(base, &r->ndim, r->shape));
-    r->n = 1;
-    for (int i = 0; i < r->ndim; i++) r->n *= r->shape[i];
-    r->qfmt = q;
-    r->gran = granularity;
-    r->recipe = recipe;
-    r->block = granularity == ER_GRAN_BLOCK ? block : 0;
-    r->cols = r->shape[r->ndim - 1];
-    int64_t rows = r->cols ? r->n / r->cols : 0;
-    r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols + block - 1) / block : 1;
-    r->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * r->gpr;
-    *out = r;
     return ER_OK;
 }
 
@@ -87,11 +87,7 @@ static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, 
     if (ref->gran == ER_GRAN_BLOCK) shape[lead++] = ref->gpr;
     *ndim = lead ? lead : 1;
     if (!lead) shape[0] = 1;
-    int od = out->ndim;
-    while (od > *ndim && out->shape[od - 1] == 1) od--;
-    int same = od == *ndim;
-    for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
-    if (same) return ER_OK;
+    if (er__shape_fits(out, *ndim, shape)) return ER_OK;
     return er__fail(ER_ERR_OUTPUT, "quantize's %s must have one element per group: %d dimensions (trailing size-1 dimensions "
                     "allowed); got %d dimensions", er_q_names[o], *ndim, out->ndim);
 }
@@ -330,8 +326,8 @@ static void *er_q_run(void *arg) {
         double sl = ref->base ? nextafter(e, -INFINITY) : e, sh = ref->base ? nextafter(e, INFINITY) : e;
         double al = ref->base ? nextafter(a, 0.0) : a, ah = ref->base ? nextafter(a, INFINITY) : a;
         if (!er_q_exact_bracket(j->sk->O, j->sk->ov, sl, sh, j->qmax, al, ah, &exact, &rounded)) {
-            int64_t index[ER_MAX_DIMS], rem = idx;
-            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            int64_t index[ER_MAX_DIMS];
+            er__index_of(ref, idx, index);
             j->st = er_ref_exact_mpfr(S, ref->base, index);
             if (j->st != ER_OK) break;
             rounded = er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
@@ -379,8 +375,8 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
         int64_t g = er_q_group(ref, idx);
         double e = fabs(j0->xe[idx]), m = gi[g].aexact;
         if (!(e >= m * (1 - 0x1p-50)) || !isfinite(m)) continue;
-        int64_t index[ER_MAX_DIMS], rem = idx;
-        for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+        int64_t index[ER_MAX_DIMS];
+        er__index_of(ref, idx, index);
         mpfr_t t;
         mpfr_init2(t, 64);
         er_status st = er_ref_exact_mpfr(t, ref->base, index);
@@ -416,8 +412,8 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         bs.div_ulps = 0;
         if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, xl, xh, xf);
         for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
-            int64_t index[ER_MAX_DIMS], rem = idx;
-            for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = rem % ref->shape[d]; rem /= ref->shape[d]; }
+            int64_t index[ER_MAX_DIMS];
+            er__index_of(ref, idx, index);
             st = er_ref_exact(ref->base, index, ER_FP64, &xe[idx], NULL);
         }
     }
