@@ -10,7 +10,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := standard ops report
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check binutils python3 python3-pip \
+APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check zlib1g-dev binutils python3 python3-pip \
                 clang libclang-rt-14-dev
 PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools
 PYTHON ?= python3

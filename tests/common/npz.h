@@ -1,5 +1,5 @@
-/* npz.h: a small reader of uncompressed .npz archives (zip, entries stored) of C-order .npy arrays, enough
- * for the captured GPU cases. Refuses what it does not understand instead of guessing. */
+/* npz.h: a small reader of .npz archives (zip, entries stored or deflated: zlib's raw inflate) of C-order .npy
+ * arrays, enough for the captured GPU cases. Refuses what it does not understand instead of guessing. */
 #ifndef ER_NPZ_H
 #define ER_NPZ_H
 
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 typedef struct npy_array {
     char name[128];   /* entry name without ".npy" */
@@ -22,7 +23,27 @@ typedef struct npz_file {
     size_t size;
     npy_array *arr;
     int n;
+    unsigned char **owned;  /* the inflated entries (the arrays point into them) */
+    int nowned;
 } npz_file;
+
+/* Inflates a raw deflate stream of csize bytes into a new buffer of exactly usize bytes; NULL on any error. */
+static inline unsigned char *npz_inflate(const unsigned char *src, uint64_t csize, uint64_t usize) {
+    unsigned char *out = malloc(usize ? (size_t)usize : 1);
+    if (!out || csize > UINT32_MAX || usize > UINT32_MAX) { free(out); return NULL; }
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, -15) != Z_OK) { free(out); return NULL; }
+    zs.next_in = (unsigned char *)src;
+    zs.avail_in = (uInt)csize;
+    zs.next_out = out;
+    zs.avail_out = (uInt)usize;
+    int rc = inflate(&zs, Z_FINISH);
+    int ok = rc == Z_STREAM_END && zs.total_out == usize;
+    inflateEnd(&zs);
+    if (!ok) { free(out); return NULL; }
+    return out;
+}
 
 static inline uint32_t npz_u32(const unsigned char *p) { return p[0] | (p[1] << 8) | (p[2] << 16) | ((uint32_t)p[3] << 24); }
 static inline uint16_t npz_u16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -78,13 +99,13 @@ static inline int npz_load(npz_file *z, const char *path, const char **err) {
     while (off + 30 <= z->size && npz_u32(z->buf + off) == 0x04034b50) {
         const unsigned char *h = z->buf + off;
         uint16_t flags = npz_u16(h + 6), method = npz_u16(h + 8), nlen = npz_u16(h + 26), xlen = npz_u16(h + 28);
-        uint64_t csize = npz_u32(h + 18);
-        if (method != 0) { *err = "compressed entry (only stored entries are supported)"; return -1; }
+        uint64_t csize = npz_u32(h + 18), usize = npz_u32(h + 22);
+        if (method != 0 && method != 8) { *err = "an entry neither stored nor deflated"; return -1; }
         if (flags & 8) { *err = "entries with data descriptors are not supported"; return -1; }
         const unsigned char *x = h + 30 + nlen;
-        if (csize == 0xFFFFFFFFu) { /* zip64: sizes in the extra field */
+        if (csize == 0xFFFFFFFFu || usize == 0xFFFFFFFFu) { /* zip64: sizes in the extra field */
             for (const unsigned char *q = x; q + 4 <= x + xlen; q += 4 + npz_u16(q + 2))
-                if (npz_u16(q) == 1) csize = npz_u64(q + 4 + 8);
+                if (npz_u16(q) == 1) { usize = npz_u64(q + 4); csize = npz_u64(q + 4 + 8); }
         }
         if (z->n == cap) {
             cap = cap ? 2 * cap : 64;
@@ -100,7 +121,19 @@ static inline int npz_load(npz_file *z, const char *path, const char **err) {
         if (dot) *dot = 0;
         const unsigned char *data = x + xlen;
         if (data + csize > z->buf + z->size) { *err = "truncated entry"; return -1; }
-        if (npy_parse(a, data, (size_t)csize, err) != 0) return -1;
+        const unsigned char *payload = data;
+        uint64_t plen = csize;
+        if (method == 8) {
+            unsigned char **no = realloc(z->owned, sizeof *no * (size_t)(z->nowned + 1));
+            if (!no) { *err = "out of memory"; return -1; }
+            z->owned = no;
+            unsigned char *u = npz_inflate(data, csize, usize);
+            if (!u) { *err = "a deflated entry does not inflate to its size"; return -1; }
+            z->owned[z->nowned++] = u;
+            payload = u;
+            plen = usize;
+        }
+        if (npy_parse(a, payload, (size_t)plen, err) != 0) return -1;
         z->n++;
         off = (size_t)(data + csize - z->buf);
     }
@@ -126,6 +159,12 @@ static inline int npz_view(er_tensor *t, const npy_array *a) {
 }
 #endif
 
-static inline void npz_free(npz_file *z) { free(z->buf); free(z->arr); memset(z, 0, sizeof *z); }
+static inline void npz_free(npz_file *z) {
+    for (int i = 0; i < z->nowned; i++) free(z->owned[i]);
+    free(z->owned);
+    free(z->buf);
+    free(z->arr);
+    memset(z, 0, sizeof *z);
+}
 
 #endif

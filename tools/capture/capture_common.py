@@ -1,6 +1,5 @@
 """Shared by the capture scripts: the outputs they write. write_case_files(out, name, arrays, lines, header) writes
-OUT/name.npz (every array as name.npy, stored uncompressed, which tests/common/npz.h reads, or deflated for files
-only the Python tests read) and OUT/name.txt (the
+OUT/name.npz (every array as name.npy, deflated: numpy and tests/common/npz.h read it) and OUT/name.txt (the
 header line, then one case a line). store_case(arrays, cid, ins, outs) names a case's arrays as the tests read them:
 cid__in__name and cid__out__name."""
 import io
@@ -10,8 +9,8 @@ import zipfile
 import numpy as np
 
 
-def write_case_files(out, name, arrays, lines, header, compressed=False):
-    """compressed: deflate the arrays (files only the Python tests read; tests/common/npz.h reads stored ones)."""
+def write_case_files(out, name, arrays, lines, header, compressed=True):
+    """compressed=False stores the arrays uncompressed."""
     mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
     with zipfile.ZipFile(os.path.join(out, name + ".npz"), "w", mode) as z:
         for k, v in arrays.items():
