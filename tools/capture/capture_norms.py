@@ -1,7 +1,7 @@
 """Capture real H200 outputs of hand-written norm kernels, for the softmax and layernorm standards: Triton softmax
 with tl.exp (correct, padding lanes let into the denominator, no max subtraction), a Triton online (rescaled,
 flash-style) softmax, a CUDA softmax built on the __expf and __fdividef intrinsics (CuPy), and Triton layernorm
-kernels (two-pass correct, unbiased variance, one-pass variance). Writes OUT/tnorm.npz (stored, uncompressed)
+kernels (two-pass correct, unbiased variance, one-pass variance). Writes OUT/tnorm.npz (deflated)
 and OUT/tnorm.txt, one case a line:  id  op  kernel  verdict  n  eps
 (verdict: correct or bug). tests/ops/t-tnorm.c checks every line.
 

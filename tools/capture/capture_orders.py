@@ -1,7 +1,7 @@
 """Capture real H200 outputs of kernels whose summation order and accumulator are known, for the standards
 of docs/reference/standard.md: cuBLAS fp32 with TF32 on, Triton matmuls accumulating in fp16 and in fp32 over
 BLOCK_K chunks, CUDA-core loops adding one product at a time (with and without FMA), and a split-K kernel that
-adds its partials with atomics. Writes OUT/orders.npz (stored, uncompressed) and OUT/orders.txt, one case a
+adds its partials with atomics. Writes OUT/orders.npz (deflated) and OUT/orders.txt, one case a
 line:  id  kernel  covered-order  covered-options  not-covered-order  not-covered-options  emulate(0/1)
 ("-" where a column does not apply). tests/ops/t-gpuorders.c checks every line.
 
