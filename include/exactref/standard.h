@@ -142,6 +142,11 @@ ER_API size_t er_standard_sizeof(void);
  * For depth= (docs/algorithms/any-order.md, Theorem 7). ER_ERR_INVALID for arguments that are not powers of two or a
  * version before 2.0. */
 ER_API er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, int major, int minor);
+/* The depth of torch's CUDA softmax and log_softmax sums over a row of n elements on its persistent path (n up to
+ * 1024, PersistentSoftmax.cuh): with P = n rounded up to a power of two and W = min(P, 32) lanes, each lane adds its
+ * P / W elements in a chain from zero (lanes past n add exp(-inf) = 0), then a log2(W)-level xor butterfly:
+ * (P / W - 1) + log2 W, at least 1 (depth='s least value). ER_ERR_UNSUPPORTED above 1024 (torch's block path). */
+ER_API er_status er_depth_torch_softmax(int64_t *depth, int64_t n);
 
 #ifdef __cplusplus
 }

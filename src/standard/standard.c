@@ -387,6 +387,22 @@ er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, int majo
     return ER_OK;
 }
 
+er_status er_depth_torch_softmax(int64_t *depth, int64_t n) {
+    er__ok();
+    ER_CHECK_NULL(depth, "depth");
+    if (n < 1 || n > 1024)
+        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's persistent softmax runs rows of 1 to 1024 elements; the block path's "
+                        "depth is not modelled in this version", (long long)n);
+    int64_t p = 1;
+    int lw = 0;
+    while (p < n) p *= 2;
+    int64_t w = p < 32 ? p : 32;
+    while ((INT64_C(1) << lw) < w) lw++;
+    *depth = (p / w - 1) + lw;
+    if (*depth < 1) *depth = 1; /* one element: no addition; depth= takes 1 or more */
+    return ER_OK;
+}
+
 static const char *er_fma_name(er_fma f) {
     return f == ER_FMA_NEVER ? "never" : f == ER_FMA_ALWAYS ? "always" : "either";
 }

@@ -456,6 +456,66 @@ START_TEST(triton_sum_depth) {
 }
 END_TEST
 
+/* er_depth_torch_softmax against an emulation of torch's persistent softmax sum: W = min(P, 32) lanes (P = n rounded
+ * up to a power of two), lane t adding elements t, t + W, ... in a chain from zero (0 past n), then the xor
+ * butterfly; every addition that can round counted on the terms it carries (a first addition to zero is exact). The
+ * deepest count equals the helper's depth, and the sum is covered under depth= that depth. */
+START_TEST(torch_softmax_depth) {
+    er_test_reseed(341);
+    for (int64_t n = 1; n <= 1024; n = n < 40 ? n + 1 : n * 2 + (n % 3)) {
+        int64_t P = 1;
+        while (P < n) P *= 2;
+        int64_t W = P < 32 ? P : 32, R = P / W;
+        static float v[1024], part[32];
+        static int dep[32];
+        for (int64_t i = 0; i < n; i++) v[i] = (float)(er_rand_unit() * ldexp(1.0, (int)er_rand_int(-8, 0)));
+        for (int64_t t = 0; t < W; t++) {
+            float s = 0;
+            int d = -1; /* the first addition, to zero, is exact */
+            for (int64_t it = 0; it < R; it++) { s += t + it * W < n ? v[t + it * W] : 0.0f; d++; }
+            part[t] = s;
+            dep[t] = d;
+        }
+        for (int64_t step = W / 2; step >= 1; step /= 2) {
+            static float np[32];
+            static int nd[32];
+            for (int64_t t = 0; t < W; t++) {
+                int64_t o = t ^ step;
+                np[t] = part[t] + part[o];
+                nd[t] = (dep[t] > dep[o] ? dep[t] : dep[o]) + 1;
+            }
+            memcpy(part, np, sizeof(float) * (size_t)W);
+            memcpy(dep, nd, sizeof(int) * (size_t)W);
+        }
+        int64_t D;
+        ck_assert_int_eq(er_depth_torch_softmax(&D, n), ER_OK);
+        ck_assert_msg(D == (dep[0] > 1 ? dep[0] : 1), "n %lld: helper %lld, emulated tree %d", (long long)n, (long long)D, dep[0]);
+        er_tensor tx, ty;
+        er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, n}, NULL, v);
+        er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){1}, NULL, &part[0]);
+        er_ref *ref;
+        ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+        char opts[32];
+        snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
+        er_standard st;
+        ck_assert_int_eq(er_standard_parse(&st, "any_order", opts), ER_OK);
+        er_report rep;
+        ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_OK);
+        ck_assert_msg(er_report_all(&rep), "torch's tree over %lld elements called wrong under depth=%lld", (long long)n, (long long)D);
+        er_report_clear(&rep);
+        er_ref_free(ref);
+    }
+    int64_t D;
+    ck_assert_int_eq(er_depth_torch_softmax(&D, 1024), ER_OK);
+    ck_assert_int_eq(D, 36);
+    ck_assert_int_eq(er_depth_torch_softmax(&D, 100), ER_OK);
+    ck_assert_int_eq(D, 8);
+    ck_assert_int_eq(er_depth_torch_softmax(&D, 1025), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_depth_torch_softmax(&D, 0), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_depth_torch_softmax(NULL, 8), ER_ERR_NULL);
+}
+END_TEST
+
 /* rows x n fp32 layernorm outputs (y, mean, rstd, eps 1e-5, no weight): 1 when all three pass under options. */
 static int layernorm_rows_pass(const float *x, const float *y, const float *mean, const float *rstd, int rows, int n,
                                const char *options) {
@@ -709,6 +769,7 @@ int main(void) {
     tcase_add_test(tc, layernorm_depth);
     tcase_add_test(tc, welford_depth);
     tcase_add_test(tc, triton_sum_depth);
+    tcase_add_test(tc, torch_softmax_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

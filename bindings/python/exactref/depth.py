@@ -36,3 +36,14 @@ def triton(block, num_warps=4, version=None):
     d = ctypes.c_int64(0)
     check(_lib.lib.er_depth_triton(ctypes.byref(d), block, num_warps, major, minor))
     return d.value
+
+
+def torch_softmax(n):
+    """The depth of torch's CUDA softmax and log_softmax sums over rows of n elements on its persistent path (n up to
+    1024): each of W = min(P, 32) lanes chains its P / W elements (P: n rounded up to a power of two), then a
+    log2(W)-level butterfly. Above 1024 torch takes its block path, not modelled: ExactrefNotImplementedError."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: n must be an int, not %s" % type(n).__name__)
+    d = ctypes.c_int64(0)
+    check(_lib.lib.er_depth_torch_softmax(ctypes.byref(d), n))
+    return d.value

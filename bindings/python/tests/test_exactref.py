@@ -772,3 +772,24 @@ def test_chain_of_two_references():
     assert np.mean(ref.exact("float16") == (silu * a3).astype(np.float16)) > 0.9
     with pytest.raises(ValueError):
         er.matmul(x, W1).add(er.matmul(x, W1[:, :8]))
+
+
+def test_torch_softmax_depth_captures():
+    """H200 captures (tools/capture/capture_torch_softmax.py): torch's CUDA softmax on rows of 3 to 1024 elements (wide,
+    offset, flat and half-masked rows), covered under depth=er.depth.torch_softmax(n), whose sets are narrower than
+    any_order's (at n = 1024, the widest over 15 times narrower)."""
+    z = np.load(os.path.join(ROOT, "tests", "data", "torch_softmax.npz"))
+    lines = open(os.path.join(ROOT, "tests", "data", "torch_softmax.txt")).read().split("\n")[1:]
+    seen = 0
+    for ln in filter(None, lines):
+        cid, fam, rows, n = ln.split()
+        x, y = z[cid + "__in__x"], z[cid + "__out__y"]
+        d = er.depth.torch_softmax(int(n))
+        res = er.softmax(x).covers(y, depth=d)
+        assert res.all(), "%s %s n=%s depth=%d: %s" % (cid, fam, n, d, res.report)
+        if int(n) == 1024:
+            assert er.softmax(x).covers(y).widest()[1] > 15 * res.widest()[1]
+        seen += 1
+    assert seen == 44
+    with pytest.raises(er.ExactrefNotImplementedError):
+        er.depth.torch_softmax(2048)
