@@ -106,18 +106,18 @@ typedef struct er_stage {
 /* The reference of a tensor's own values: exact, so covers() checks an output equal to x rounded to nearest into
  * the output's format, and the base of elementwise chains (er_chain: er.gelu(x) in Python). x must outlive it. */
 ER_API er_status er_tensor_ref(er_ref **out, const er_tensor *x);
-/* The reference of `base` (a matmul, scaled matmul, sum or er_tensor_ref) followed by `nstages` elementwise stages, as a kernel
- * evaluates them after the reduction: add and mul each rounded once to the compute format of the standard given
- * at covers (their operand first rounded to it), relu exact (a NaN may become 0, as max instructions do), cast a
- * rounding to nearest even into its format (the format's default overflow rule), gelu as torch's CUDA kernel
- * evaluates it, (x / 2)(1 + erf(x fl(1/sqrt 2))), gelu_tanh as (x / 2)(1 + tanh(fl(sqrt(2/pi))(x + fl(0.044715) x^3)))
- * (the cube in any order, the sum fused or not), and silu as x / (1 + exp(-x)) or x * sigmoid(x), erf, tanh and exp
- * within `scalar` ulps; exp,
- * exp2, log, tanh, erf and rsqrt within `scalar` ulps of the function, sigmoid as 1 / (1 + exp(-x)) with exp within
- * `scalar` ulps; a result below the smallest normal may be flushed to zero. With math=triton (compute=fp32), Triton's
- * lowering: exp is ex2.approx of fl(x fl(log2 e)), log and rsqrt flush a subnormal argument, sigmoid's division is
- * div.full.f32 (2 ulps). The standard's order applies to base. base and the stages' views must outlive the chain
- * (the views themselves are copied). */
+/* The reference of `base` (a matmul, scaled matmul, sum or er_tensor_ref) followed by `nstages` elementwise stages,
+ * as a kernel evaluates them after the reduction (docs/algorithms/chains.md): add and mul each rounded once to the
+ * compute format of the standard given at covers, their operand a number, a tensor (first rounded to that format)
+ * or another reference (any value its standard allows); relu exact (a NaN may become 0, as max instructions do);
+ * cast a rounding to nearest even into its format (the format's default overflow rule); gelu as torch's CUDA kernel
+ * evaluates it, (x / 2)(1 + erf(x fl(1/sqrt 2))); gelu_tanh as (x / 2)(1 + tanh(fl(sqrt(2/pi))(x + fl(0.044715) x^3)))
+ * (the cube in any order, the sum fused or not); silu as x / (1 + exp(-x)) or x * sigmoid(x); exp, exp2, log, tanh,
+ * erf and rsqrt; sigmoid as 1 / (1 + exp(-x)). Each function within `scalar` ulps (0: CUDA's table); a subnormal
+ * argument or result may be flushed to zero. With math=triton (compute=fp32), Triton's lowering: exp is ex2.approx
+ * of fl(x fl(log2 e)) and a division (sigmoid's, silu's) within 2 ulps. The standard's order applies to base and
+ * to the stages' references. base, the stages' views and references must outlive the chain (the views themselves
+ * are copied). */
 ER_API er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages);
 
 /* ---- quantisation with an amax (docs/algorithms/quantize.md) ---- */
