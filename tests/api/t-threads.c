@@ -208,6 +208,19 @@ START_TEST(every_op_same_for_any_thread_count) {
         ck_assert_int_eq(er_chain(&ch, r, st, 4), ER_OK);
         require_same_for_threads(ch, &tk, "any_order", NULL, f ? "chain (fast path)" : "chain");
         er_ref_free(ch);
+        /* unary stages and a second reference (SwiGLU's shape: silu, times another matmul, then exp of it), and the
+         * matmul quantised per row (q alone: every scale of the set) */
+        er_ref *r2, *qr;
+        ck_assert_int_eq(er_matmul(&r2, &tx, &tB), ER_OK);
+        er_stage sw[4] = {{ER_STAGE_SILU, NULL, 0, 0, NULL}, {ER_STAGE_MUL, NULL, 0, 0, r2}, {ER_STAGE_TANH, NULL, 0, 0, NULL},
+                          {ER_STAGE_CAST, NULL, 0, ER_BF16, NULL}};
+        ck_assert_int_eq(er_chain(&ch, r, sw, 4), ER_OK);
+        require_same_for_threads(ch, &tk, "any_order", NULL, f ? "chain of two references (fast path)" : "chain of two references");
+        er_ref_free(ch);
+        ck_assert_int_eq(er_quantize_ref(&qr, r, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+        require_same_for_threads(qr, &tk, "any_order", NULL, f ? "quantize after a matmul (fast path)" : "quantize after a matmul");
+        er_ref_free(qr);
+        er_ref_free(r2);
         er_ref_free(r);
     }
     /* the reductions (2048 rows: several threads) */
