@@ -140,13 +140,15 @@ static void er_q_empty(er_cval *v) {
     v->hi = -INFINITY;
 }
 
-/* RN(n / d) in format O for doubles n, d (d != 0, both finite): the quotient at 128 bits, which is either exact or
- * farther than 2^-128 relative from every rounding boundary of O (a quotient of 53-bit numbers within that of a
- * value of at most 54 bits equals it), so its rounding is the exact quotient's. */
-static double er_q_round_quotient(const er_fmt_info *O, double n, double d, er_overflow ov) {
+/* RN(n m / d) in format O for doubles n, m, d (d != 0, all finite; m with at most 8 significant bits, as qmax and 1
+ * have): n m exactly at 128 bits, then the quotient at 128 bits, which is either exact or farther than 2^-128
+ * relative from every rounding boundary of O (a quotient of a 61-bit and a 53-bit number within that of a value of
+ * at most 54 bits equals it), so its rounding is the exact quotient's. */
+static double er_q_round_quotient(const er_fmt_info *O, double n, double m, double d, er_overflow ov) {
     mpfr_t a, b;
     mpfr_inits2(128, a, b, (mpfr_ptr)0);
     mpfr_set_d(a, n, MPFR_RNDN);
+    mpfr_mul_d(a, a, m, MPFR_RNDN); /* exact: 53 + 8 bits */
     mpfr_set_d(b, d, MPFR_RNDN);
     mpfr_div(a, a, b, MPFR_RNDN);
     double r = er__round_mpfr(O, a, ER_ROUND_NEAREST, ov);
@@ -255,9 +257,9 @@ static int er_q_exact_bracket(const er_fmt_info *O, er_overflow ov, double sl, d
         *rounded = er__round_double(O, sl, ER_ROUND_NEAREST, ov);
         return 1;
     }
-    if (sl == sh && al == ah) { /* a tensor: x qmax is exact (at most 24 + 3 significant bits) */
+    if (sl == sh && al == ah) { /* a tensor's value and amax: exact */
         *exact = sl * qmax / al;
-        *rounded = er_q_round_quotient(O, sl * qmax, al, ov);
+        *rounded = er_q_round_quotient(O, sl, qmax, al, ov);
         return 1;
     }
     double c[4] = {sl * qmax / al, sl * qmax / ah, sh * qmax / al, sh * qmax / ah}, mn = c[0], mx = c[0];
@@ -440,7 +442,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         if (ss) {
             double rounded = 1.0;
             if (a > 0 && isfinite(a)) {
-                if (!ref->base) rounded = er_q_round_quotient(ss->O, qmax, a, ss->ov);
+                if (!ref->base) rounded = er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
                 else {
                     mpfr_t one;
                     mpfr_init2(one, 8);
