@@ -699,7 +699,7 @@ static double er_act_double(er_stage_kind kind, double x) {
 /* The stages applied to the real interval [*l, *h] (doubles), the result widened outward to doubles again: each
  * add and mul rounded to nearest then stepped one double outward, relu exact; a cast is not part of the real
  * function. 0 where a value is not finite. */
-static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h, const double *const *opx) {
+static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h, const double *opl, const double *oph) {
     double a = *l, b = *h;
     for (int i = 0; i < ref->nstages && isfinite(a) && isfinite(b); i++) {
         const er_stage *s = &ref->stages[i];
@@ -734,9 +734,9 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
         }
         if (s->kind != ER_STAGE_ADD && s->kind != ER_STAGE_MUL) continue;
         if (s->ref) {
-            /* the other reference's exact value within a double's ulp of its double: an interval */
-            double e = opx && opx[i] ? opx[i][idx] : NAN, cl = -er__next_up(-e), ch = er__next_up(e);
-            if (!isfinite(e)) { a = NAN; break; }
+            /* the other reference's exact value within its bracket: an interval */
+            double cl = opl ? opl[i] : NAN, ch = oph ? oph[i] : NAN;
+            if (!isfinite(cl) || !isfinite(ch)) { a = NAN; break; }
             if (s->kind == ER_STAGE_ADD) { a = -er__next_up(-(a + cl)); b = er__next_up(b + ch); continue; }
             double c4[4] = {a * cl, a * ch, b * cl, b * ch}, mn = c4[0], mx = c4[0];
             for (int k = 1; k < 4; k++) { mn = fmin(mn, c4[k]); mx = fmax(mx, c4[k]); }
@@ -761,31 +761,16 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
  * alike (enclosed in doubles first, then in MPFR), that is the rounding, and *exact the chain at e (enclosed within
  * a few double ulps by the first way); else S itself, summed in MPFR. */
 static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact, double *rounded,
-                                const double *const *opx) {
+                                const double *opl, const double *oph) {
     int64_t index[ER_MAX_DIMS];
     er__index_of(ref, idx, index);
-    const er_ref *base = ref->base;
     double e, lo, hi;
-    if (base->fast && !base->scaled) {
-        /* the fast path's bracket of S (fast-path.md, item 1): |S - fl64(A B)| <= K 2^-52 P, P <= |a|_2 |b|_2 */
-        const er_mm_plan *pl = &base->plan;
-        int64_t MN = pl->M * pl->N, ia, ib;
-        er__matmul_batch_of(base, idx / MN, &ia, &ib);
-        double d = (double)pl->K * 0x1p-52 * (1.0 + 0x1p-40) * base->an[ia * pl->M + (idx % MN) / pl->N] * base->bn[ib * pl->N + idx % pl->N];
-        e = base->fs[idx];
-        d = nextafter(d * (1.0 + 0x1p-40), INFINITY);
-        lo = nextafter(e - d, -INFINITY);
-        hi = nextafter(e + d, INFINITY);
-    } else {
-        ER_RETURN_IF_ERROR(er_ref_exact(base, index, ER_FP64, &e, NULL));
-        lo = nextafter(e, -INFINITY);
-        hi = nextafter(e, INFINITY);
-    }
+    ER_RETURN_IF_ERROR(er__ref_bracket(ref->base, idx, &e, &lo, &hi));
     if (isfinite(e) && isfinite(lo) && isfinite(hi)) {
         /* first in double: the chain over the bracket, widened outward at each stage; where both ends round alike
          * in the output, that is the correctly rounded result (the chain is monotone in S) */
         double a = lo, b = hi, ea = e, eb = e;
-        if (er_chain_stages_double(ref, idx, &a, &b, opx) && er_chain_stages_double(ref, idx, &ea, &eb, opx)) {
+        if (er_chain_stages_double(ref, idx, &a, &b, opl, oph) && er_chain_stages_double(ref, idx, &ea, &eb, opl, oph)) {
             double ra = er__round_double(sk->O, a, ER_ROUND_NEAREST, sk->ov), rb = er__round_double(sk->O, b, ER_ROUND_NEAREST, sk->ov);
             if (ra == rb && ea <= eb) {
                 *rounded = ra;
@@ -820,8 +805,8 @@ typedef struct er_chain_job {
     const er_fmt_info *E;
     const double *lo, *hi;
     const uint8_t *fl;
-    /* each stage's reference operand: its sets (lo, hi, flags) and exact values in double, per element */
-    double *olo[12], *ohi[12], *oex[12];
+    /* each stage's reference operand: its sets (lo, hi, flags) and brackets of its exact values, per element */
+    double *olo[12], *ohi[12], *obl[12], *obh[12];
     uint8_t *ofl[12];
     er_sink *sk;
     int64_t begin, end;
@@ -845,8 +830,11 @@ static void *er_chain_run(void *arg) {
         v.pinf = (j->fl[idx] & ER_ENCLOSURE_PINF) != 0;
         v.ninf = (j->fl[idx] & ER_ENCLOSURE_NINF) != 0;
         er_cval w[12];
+        double bl[12], bh[12];
         for (int i = 0; i < ref->nstages; i++) {
             if (!ref->stages[i].ref) continue;
+            bl[i] = j->obl[i][idx];
+            bh[i] = j->obh[i][idx];
             er_cval_empty(&w[i]);
             if (!isnan(j->olo[i][idx])) { w[i].lo = j->olo[i][idx]; w[i].hi = j->ohi[i][idx]; }
             uint8_t f = j->ofl[i][idx];
@@ -866,7 +854,7 @@ static void *er_chain_run(void *arg) {
             er_stage_apply(&v, s, j->E, idx, std->fast_math == 2, wi);
         }
         double exact = NAN, rounded = NAN;
-        j->st = er_chain_exact(ref, idx, j->sk, x, &exact, &rounded, (const double *const *)j->oex);
+        j->st = er_chain_exact(ref, idx, j->sk, x, &exact, &rounded, bl, bh);
         if (j->st != ER_OK) break;
         er_cset c;
         er__cset_build(&c, j->sk->O, j->sk->ov, 1, &v, exact, rounded);
@@ -901,14 +889,14 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
         size_t m = (size_t)(n ? n : 1);
         j0.olo[i] = malloc(sizeof(double) * m);
         j0.ohi[i] = malloc(sizeof(double) * m);
-        j0.oex[i] = malloc(sizeof(double) * m);
+        j0.obl[i] = malloc(sizeof(double) * m);
+        j0.obh[i] = malloc(sizeof(double) * m);
         j0.ofl[i] = malloc(m);
-        if (!j0.olo[i] || !j0.ohi[i] || !j0.oex[i] || !j0.ofl[i]) { st = er__fail(ER_ERR_NOMEM, "cannot allocate a stage's sets"); break; }
+        if (!j0.olo[i] || !j0.ohi[i] || !j0.obl[i] || !j0.obh[i] || !j0.ofl[i]) { st = er__fail(ER_ERR_NOMEM, "cannot allocate a stage's sets"); break; }
         st = er_ref_enclosure(o, 0, &bs, E->id, j0.olo[i], j0.ohi[i], j0.ofl[i]);
         for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
-            int64_t index[ER_MAX_DIMS];
-            er__index_of(ref, idx, index);
-            if (er_ref_exact(o, index, ER_FP64, &j0.oex[i][idx], NULL) != ER_OK) { j0.oex[i][idx] = NAN; er__ok(); }
+            double mid;
+            if (er__ref_bracket(o, idx, &mid, &j0.obl[i][idx], &j0.obh[i][idx]) != ER_OK) { j0.obl[i][idx] = j0.obh[i][idx] = NAN; er__ok(); }
         }
     }
     if (st == ER_OK) st = er__sinks_open(sks, nt);
@@ -930,7 +918,7 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
         er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_run);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
-    for (int i = 0; i < 12; i++) { free(j0.olo[i]); free(j0.ohi[i]); free(j0.oex[i]); free(j0.ofl[i]); }
+    for (int i = 0; i < 12; i++) { free(j0.olo[i]); free(j0.ohi[i]); free(j0.obl[i]); free(j0.obh[i]); free(j0.ofl[i]); }
     free(lo);
     free(hi);
     free(fl);
@@ -961,8 +949,29 @@ static er_status er_chain_exact_value(const er_ref *ref, int64_t idx, const er_f
     return st;
 }
 
+/* A bracket of element idx's exact result: the base's bracket through the stages in double (each widened outward;
+ * the operands' brackets likewise), else the exact value in MPFR and the doubles next to it. */
+static er_status er_chain_bracket(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi) {
+    double e, m, a, b, bl[12], bh[12];
+    for (int i = 0; i < ref->nstages; i++)
+        if (ref->stages[i].ref) ER_RETURN_IF_ERROR(er__ref_bracket(ref->stages[i].ref, idx, &m, &bl[i], &bh[i]));
+    ER_RETURN_IF_ERROR(er__ref_bracket(ref->base, idx, &e, &a, &b));
+    double ea = e, eb = e;
+    if (isfinite(a) && isfinite(b) && er_chain_stages_double(ref, idx, &a, &b, bl, bh) && er_chain_stages_double(ref, idx, &ea, &eb, bl, bh)) {
+        *lo = a;
+        *hi = b;
+        *mid = fmin(fmax(ea + (eb - ea) / 2, a), b);
+        return ER_OK;
+    }
+    ER_RETURN_IF_ERROR(er_chain_exact_value(ref, idx, er__fmt(ER_FP64), &e, NULL));
+    *mid = e;
+    *lo = isfinite(e) ? nextafter(e, -INFINITY) : NAN;
+    *hi = isfinite(e) ? nextafter(e, INFINITY) : NAN;
+    return ER_OK;
+}
+
 static const char *const er_chain_names[1] = {"out"};
 
 const er_op_module er__chain_module = {.name = "chain", .nout = 1, .out_names = er_chain_names, .out_shape = er__out_shape_same,
                                        .check = er_chain_check, .covers = er_chain_covers, .exact = er_chain_exact_value,
-                                       .exact_mpfr = er_chain_exact_mpfr};
+                                       .exact_mpfr = er_chain_exact_mpfr, .bracket = er_chain_bracket};

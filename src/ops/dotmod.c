@@ -895,8 +895,32 @@ static er_status er_dot_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out)
     return ER_OK;
 }
 
+/* A bracket of element idx's exact result: on the fast path fl64(A B) within K 2^-52 |a|_2 |b|_2 (fast-path.md,
+ * item 1), with no exact engine; else the exact double and its neighbours. */
+static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi) {
+    double e;
+    if (ref->fast && !ref->scaled) {
+        const er_mm_plan *pl = &ref->plan;
+        int64_t MN = pl->M * pl->N, ia, ib;
+        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
+        double d = (double)pl->K * 0x1p-52 * (1.0 + 0x1p-40) * ref->an[ia * pl->M + (idx % MN) / pl->N] * ref->bn[ib * pl->N + idx % pl->N];
+        e = ref->fs[idx];
+        d = nextafter(d * (1.0 + 0x1p-40), INFINITY);
+        *mid = e;
+        *lo = nextafter(e - d, -INFINITY);
+        *hi = nextafter(e + d, INFINITY);
+        return ER_OK;
+    }
+    ER_RETURN_IF_ERROR(er_dot_exact(ref, idx, er__fmt(ER_FP64), &e, NULL));
+    *mid = e;
+    *lo = isfinite(e) ? nextafter(e, -INFINITY) : NAN;
+    *hi = isfinite(e) ? nextafter(e, INFINITY) : NAN;
+    return ER_OK;
+}
+
 static const char *const er_dot_names[1] = {"out"};
 
 const er_op_module er__dot_module = {.name = "matmul", .nout = 1, .out_names = er_dot_names, .out_shape = er__out_shape_same,
                                      .check = er__standard_applies, .covers = er_dot_covers, .emulate = er_dot_emulate,
-                                     .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr};
+                                     .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,
+                                     .bracket = er_dot_bracket};

@@ -20,6 +20,10 @@ ER_INTERNAL void er__index_of(const er_ref *ref, int64_t idx, int64_t *index);
 /* Whether the view out has the shape shape[0 .. nd) allowing trailing dimensions of size 1 (as torch keeps them). */
 ER_INTERNAL int er__shape_fits(const er_tensor *out, int nd, const int64_t *shape);
 
+/* A bracket of element idx's exact result (the module's bracket, or its exact double and the doubles next to it;
+ * NaN, and ER_OK, where an op gives no finite one). */
+ER_INTERNAL er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid, double *lo, double *hi);
+
 /* The modules of the table (er__module_of). */
 extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module;
 

@@ -92,6 +92,10 @@ typedef struct er_op_module {
     er_status (*rounded)(const er_ref *ref, er_tensor *out);
     /* er_ref_exact_mpfr: element idx's exact result into out. NULL: not given. */
     er_status (*exact_mpfr)(const er_ref *ref, int64_t idx, mpfr_ptr out);
+    /* A bracket of element idx's exact result, cheaper than exact: doubles lo <= exact <= hi and mid in [lo, hi]
+     * (a module whose sets are built on another reference's values asks for it: er__ref_bracket in modkit.h). NULL:
+     * exact's double and its neighbours. */
+    er_status (*bracket)(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi);
 } er_op_module;
 
 /* The module of a reference's op (every op has one). */

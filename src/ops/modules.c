@@ -124,6 +124,17 @@ void er__index_of(const er_ref *ref, int64_t idx, int64_t *index) {
     for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = idx % ref->shape[d]; idx /= ref->shape[d]; }
 }
 
+er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid, double *lo, double *hi) {
+    const er_op_module *m = er__module_of(r);
+    if (m->bracket) return m->bracket(r, idx, mid, lo, hi);
+    double e = NAN;
+    if (m->exact) ER_RETURN_IF_ERROR(m->exact(r, idx, er__fmt(ER_FP64), &e, NULL));
+    *mid = e;
+    *lo = isfinite(e) ? nextafter(e, -INFINITY) : NAN;
+    *hi = isfinite(e) ? nextafter(e, INFINITY) : NAN;
+    return ER_OK;
+}
+
 int er__shape_fits(const er_tensor *out, int nd, const int64_t *shape) {
     int od = out->ndim;
     while (od > nd && out->shape[od - 1] == 1) od--;

@@ -160,7 +160,8 @@ static double er_q_round_quotient(const er_fmt_info *O, double n, double m, doub
  * they are in their sets (then what follows is judged against them). */
 typedef struct er_q_group_info {
     er_cval av;              /* amax's set */
-    double aexact;           /* the exact amax, to double (a tensor's: exact) */
+    double aexact;           /* the exact amax, to double (a tensor's: exact; a base's: within [abl, abh]) */
+    double abl, abh;         /* a bracket of the exact amax (a base's) */
     double arounded;         /* ... correctly rounded to amax's output format */
     er_cval sv;              /* the scale's set */
     double sexact;           /* qmax / amax (1 where amax is 0 or not finite: the recipes' rule) */
@@ -252,11 +253,13 @@ static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_
  * rounds to one value that is the rounding; else MPFR from the exact values (mp, the element's exact S; amp amax). */
 static int er_q_exact_bracket(const er_fmt_info *O, er_overflow ov, double sl, double sh, double qmax, double al, double ah,
                               double *exact, double *rounded) {
-    if (!(al > 0) || isinf(ah) || !isfinite(sl) || !isfinite(sh)) {
+    if (isnan(al) || isnan(ah) || ah == 0 || isinf(ah) || !isfinite(sl) || !isfinite(sh)) {
         *exact = sl;
         *rounded = er__round_double(O, sl, ER_ROUND_NEAREST, ov);
         return 1;
     }
+    *exact = NAN;
+    if (!(al > 0)) return 0; /* amax may be 0: the exact values decide */
     if (sl == sh && al == ah) { /* a tensor's value and amax: exact */
         *exact = sl * qmax / al;
         *rounded = er_q_round_quotient(O, sl, qmax, al, ov);
@@ -287,7 +290,8 @@ typedef struct er_q_job {
     const er_ref *ref;
     const er_fmt_info *E, *Q;
     const er_q_group_info *gi;
-    const double *xl, *xh, *xe;  /* the element sets' finite ends (NaN: none) and exact values (a base's); flags */
+    const double *xl, *xh;       /* the element sets' finite ends (NaN: none); flags */
+    const double *xm, *xbl, *xbh; /* a base's exact values: near each (mid) and a bracket of each */
     const uint8_t *xf;
     const mpfr_t *amp;           /* each group's exact amax (a base's) */
     double qmax;
@@ -323,16 +327,18 @@ static void *er_q_run(void *arg) {
         er_cval xv, v;
         er_q_xset(j, idx, &xv);
         er_q_value_set(j->E, j->Q, &xv, gi, &v);
-        double exact, rounded, e = ref->base ? j->xe[idx] : er_q_x(ref, idx), a = gi->aexact;
-        /* a base's exact S within a double's ulp of e, and amax within one of a */
-        double sl = ref->base ? nextafter(e, -INFINITY) : e, sh = ref->base ? nextafter(e, INFINITY) : e;
-        double al = ref->base ? nextafter(a, 0.0) : a, ah = ref->base ? nextafter(a, INFINITY) : a;
+        double exact, rounded, x = ref->base ? 0.0 : er_q_x(ref, idx);
+        /* the exact S and amax within their brackets (a tensor's: exact) */
+        double sl = ref->base ? j->xbl[idx] : x, sh = ref->base ? j->xbh[idx] : x;
+        double al = ref->base ? gi->abl : gi->aexact, ah = ref->base ? gi->abh : gi->aexact;
         if (!er_q_exact_bracket(j->sk->O, j->sk->ov, sl, sh, j->qmax, al, ah, &exact, &rounded)) {
             int64_t index[ER_MAX_DIMS];
             er__index_of(ref, idx, index);
             j->st = er_ref_exact_mpfr(S, ref->base, index);
             if (j->st != ER_OK) break;
-            rounded = er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
+            int one = mpfr_zero_p(j->amp[g]); /* amax 0: scale 1 */
+            rounded = one ? er__round_mpfr(j->sk->O, S, ER_ROUND_NEAREST, j->sk->ov) : er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
+            exact = one ? mpfr_get_d(S, MPFR_RNDN) : mpfr_get_d(S, MPFR_RNDN) * j->qmax / mpfr_get_d(j->amp[g], MPFR_RNDN);
         }
         er_cset c;
         er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
@@ -343,22 +349,29 @@ static void *er_q_run(void *arg) {
     return NULL;
 }
 
-/* Each group's amax set and exact amax: from a tensor's values, or from the base's enclosure and exact values (the
- * greatest of each element's least and greatest |x|; the exact amax found in MPFR among the elements within 2^-50
- * of the largest exact value in double). */
+/* Each group's amax set and exact amax: from a tensor's values, or from the base's enclosure and the brackets of
+ * its exact values (the greatest of each element's least and greatest |x|; the exact amax found in MPFR among the
+ * elements whose bracket reaches the greatest of the brackets' least |S|). */
 static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi, mpfr_t *amp) {
     int64_t n = ref->n, G = ref->groups;
     uint8_t *seen = calloc((size_t)(G ? G : 1), 1), *fin = calloc((size_t)(G ? G : 1), 1);
     if (!seen || !fin) { free(seen); free(fin); return er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G); }
-    for (int64_t g = 0; g < G; g++) { er_q_empty(&gi[g].av); gi[g].aexact = 0; fin[g] = 1; }
+    for (int64_t g = 0; g < G; g++) { er_q_empty(&gi[g].av); gi[g].aexact = gi[g].abl = gi[g].abh = 0; fin[g] = 1; }
     for (int64_t idx = 0; idx < n; idx++) {
         int64_t g = er_q_group(ref, idx);
         er_q_group_info *q = &gi[g];
         er_cval xv;
         er_q_xset(j0, idx, &xv);
-        double e = ref->base ? j0->xe[idx] : er_q_x(ref, idx);
-        if (isnan(e) || isnan(q->aexact)) q->aexact = NAN;
-        else if (fabs(e) > q->aexact) q->aexact = fabs(e);
+        double e = ref->base ? j0->xm[idx] : er_q_x(ref, idx);
+        if (isnan(e) || isnan(q->aexact)) q->aexact = q->abl = q->abh = NAN;
+        else {
+            q->aexact = fmax(q->aexact, fabs(e));
+            if (ref->base) {
+                double bl = j0->xbl[idx], bh = j0->xbh[idx];
+                q->abl = fmax(q->abl, bl > 0 ? bl : bh < 0 ? -bh : 0.0);
+                q->abh = fmax(q->abh, fmax(fabs(bl), fabs(bh)));
+            }
+        }
         q->av.nan |= xv.nan;
         q->av.nan_req |= xv.nan_req;
         q->av.pinf |= xv.pinf | xv.ninf;
@@ -372,11 +385,11 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
     free(seen);
     free(fin);
     if (!ref->base) return ER_OK;
-    /* the exact amax in MPFR: among the elements whose double is within 2^-50 of the group's largest */
+    /* the exact amax in MPFR: among the elements whose bracket reaches the greatest least |S| */
     for (int64_t idx = 0; idx < n; idx++) {
         int64_t g = er_q_group(ref, idx);
-        double e = fabs(j0->xe[idx]), m = gi[g].aexact;
-        if (!(e >= m * (1 - 0x1p-50)) || !isfinite(m)) continue;
+        double most = fmax(fabs(j0->xbl[idx]), fabs(j0->xbh[idx]));
+        if (!(most >= gi[g].abl) || !isfinite(gi[g].abh)) continue;
         int64_t index[ER_MAX_DIMS];
         er__index_of(ref, idx, index);
         mpfr_t t;
@@ -401,25 +414,22 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
     ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
     er_q_group_info *gi = calloc((size_t)(G ? G : 1), sizeof *gi);
     mpfr_t *amp = ref->base ? calloc((size_t)(G ? G : 1), sizeof *amp) : NULL;
-    double *xl = NULL, *xh = NULL, *xe = NULL;
+    double *xl = NULL, *xh = NULL, *xm = NULL, *xbl = NULL, *xbh = NULL;
     uint8_t *xf = NULL;
     er_status st = gi && (!ref->base || amp) ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
     for (int64_t g = 0; amp && g < G; g++) { mpfr_init2(amp[g], 64); mpfr_set_zero(amp[g], 1); }
     if (st == ER_OK && ref->base) {
-        /* the base's sets in the compute format (the kernel's accumulator) and its exact values */
+        /* the base's sets in the compute format (the kernel's accumulator) and brackets of its exact values */
         size_t m = (size_t)(n ? n : 1);
-        xl = malloc(sizeof(double) * m); xh = malloc(sizeof(double) * m); xe = malloc(sizeof(double) * m); xf = malloc(m);
-        if (!xl || !xh || !xe || !xf) st = er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
+        xl = malloc(sizeof(double) * m); xh = malloc(sizeof(double) * m); xf = malloc(m);
+        xm = malloc(sizeof(double) * m); xbl = malloc(sizeof(double) * m); xbh = malloc(sizeof(double) * m);
+        if (!xl || !xh || !xf || !xm || !xbl || !xbh) st = er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
         er_standard bs = *std; /* div_ulps is the scale's */
         bs.div_ulps = 0;
         if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, xl, xh, xf);
-        for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
-            int64_t index[ER_MAX_DIMS];
-            er__index_of(ref, idx, index);
-            st = er_ref_exact(ref->base, index, ER_FP64, &xe[idx], NULL);
-        }
+        for (int64_t idx = 0; idx < n && st == ER_OK; idx++) st = er__ref_bracket(ref->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
     }
-    er_q_job j0 = {ref, E, Q, gi, xl, xh, xe, xf, (const mpfr_t *)amp, qmax, NULL, 0, 0, ER_OK};
+    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, NULL, 0, 0, ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
     er_sink *sa = er__sinks_at(sks, 0, 1), *ss = er__sinks_at(sks, 0, 2), *sq;
     for (int64_t g = 0; g < G && st == ER_OK; g++) {
@@ -473,7 +483,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
     for (int64_t g = 0; amp && g < G; g++) mpfr_clear(amp[g]);
     free(amp);
     free(gi);
-    free(xl); free(xh); free(xe); free(xf);
+    free(xl); free(xh); free(xf); free(xm); free(xbl); free(xbh);
     return st;
 }
 
