@@ -383,6 +383,24 @@ START_TEST(depth_bounded_trees) {
 }
 END_TEST
 
+/* A tree's sum of v[0 .. n) (fp32), its terms through at most D additions: covered under depth=D. */
+static void require_sum_at_depth(const float *v, int64_t n, float total, int64_t D, const char *who) {
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, n}, NULL, v);
+    er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){1}, NULL, &total);
+    er_ref *ref;
+    ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+    char opts[32];
+    snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
+    er_standard st;
+    ck_assert_int_eq(er_standard_parse(&st, "any_order", opts), ER_OK);
+    er_report rep;
+    ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_OK);
+    ck_assert_msg(er_report_all(&rep), "%s's tree over %lld elements called wrong under depth=%lld", who, (long long)n, (long long)D);
+    er_report_clear(&rep);
+    er_ref_free(ref);
+}
+
 /* er_depth_triton against an emulation of Triton's tl.sum tree: each of the 32 W threads holds R = BLOCK / (32 W)
  * consecutive elements, combined in a chain (Triton <= 3.7) or a balanced tree (3.8+), then the warp's xor butterfly
  * (5 levels) and a butterfly over the W warp partials, in fp32, every addition counted on the terms it carries. The
@@ -430,20 +448,7 @@ START_TEST(triton_sum_depth) {
                 ck_assert_int_eq(er_depth_triton(&D, block, (int)W, 3, ver ? 8 : 6), ER_OK);
                 ck_assert_msg(D == dep[0], "block %lld, %lld warps, Triton 3.%d: helper %lld, emulated tree %d", (long long)block,
                               (long long)W, ver ? 8 : 6, (long long)D, dep[0]);
-                er_tensor tx, ty;
-                er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, block}, NULL, v);
-                er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){1}, NULL, &part[0]);
-                er_ref *ref;
-                ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
-                char opts[32];
-                snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
-                er_standard st;
-                ck_assert_int_eq(er_standard_parse(&st, "any_order", opts), ER_OK);
-                er_report rep;
-                ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_OK);
-                ck_assert_msg(er_report_all(&rep), "Triton's tree over %lld elements called wrong under depth=%lld", (long long)block, (long long)D);
-                er_report_clear(&rep);
-                er_ref_free(ref);
+                require_sum_at_depth(v, block, part[0], D, "Triton");
             }
     int64_t D;
     ck_assert_int_eq(er_depth_triton(&D, 4096, 4, 3, 6), ER_OK);
@@ -490,20 +495,7 @@ START_TEST(torch_softmax_depth) {
         int64_t D;
         ck_assert_int_eq(er_depth_torch_softmax(&D, n), ER_OK);
         ck_assert_msg(D == (dep[0] > 1 ? dep[0] : 1), "n %lld: helper %lld, emulated tree %d", (long long)n, (long long)D, dep[0]);
-        er_tensor tx, ty;
-        er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, n}, NULL, v);
-        er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){1}, NULL, &part[0]);
-        er_ref *ref;
-        ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
-        char opts[32];
-        snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
-        er_standard st;
-        ck_assert_int_eq(er_standard_parse(&st, "any_order", opts), ER_OK);
-        er_report rep;
-        ck_assert_int_eq(er_covers(&rep, ref, &ty, &st), ER_OK);
-        ck_assert_msg(er_report_all(&rep), "torch's tree over %lld elements called wrong under depth=%lld", (long long)n, (long long)D);
-        er_report_clear(&rep);
-        er_ref_free(ref);
+        require_sum_at_depth(v, n, part[0], D, "torch");
     }
     int64_t D;
     ck_assert_int_eq(er_depth_torch_softmax(&D, 1024), ER_OK);

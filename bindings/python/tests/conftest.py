@@ -7,3 +7,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 os.environ.setdefault("EXACTREF_LIBRARY", os.path.join(ROOT, "build", "libexactref.so"))
+
+
+def captures(name):
+    """An H200 capture file (tools/capture/): its arrays and its cases, one list of fields a line (the header
+    dropped)."""
+    import numpy as np
+    z = np.load(os.path.join(ROOT, "tests", "data", name + ".npz"))
+    with open(os.path.join(ROOT, "tests", "data", name + ".txt")) as f:
+        lines = f.read().split("\n")[1:]
+    return z, [ln.split() for ln in lines if ln]

@@ -9,7 +9,7 @@ import pytest
 
 import exactref as er
 
-from conftest import ROOT
+from conftest import ROOT, captures
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -481,14 +481,12 @@ def test_chain_captures():
     RN(RN_bf16(S) + bias)),
     which the fp32-accumulator chain does not allow; it is checked with bf16 accumulation (docs/hardware/toolchains.md)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    z = np.load(os.path.join(ROOT, "tests", "data", "chains.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "chains.txt")).read().split("\n")[1:]
+    z, rows = captures("chains")
 
     def arr(key, dt):
         return z[key].view(ml_dtypes.bfloat16) if dt == "bfloat16" else z[key]
     seen = 0
-    for ln in filter(None, lines):
-        cid, kind, dt, M, N, K, alpha, gid = ln.split()
+    for cid, kind, dt, M, N, K, alpha, gid in rows:
         A, B, bias, y = (arr(gid + "__in__A", dt), arr(gid + "__in__B", dt), arr(gid + "__in__bias", dt),
                          arr(cid + "__out__y", dt))
         mm = er.matmul(A, B)
@@ -535,11 +533,9 @@ def test_activation_captures():
     torch's gelu and silu on the stored product plus bias, fp16 and bf16: every correct kernel covered; torch's tanh
     approximation where the erf form is claimed caught."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    z = np.load(os.path.join(ROOT, "tests", "data", "acts.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "acts.txt")).read().split("\n")[1:]
+    z, rows = captures("acts")
     seen = 0
-    for ln in filter(None, lines):
-        cid, kind, dt, M, N, K, gid = ln.split()
+    for cid, kind, dt, M, N, K, gid in rows:
         arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
         A, B, bias, y = arr(gid + "__in__A"), arr(gid + "__in__B"), arr(gid + "__in__bias"), arr(cid + "__out__y")
         mm = er.matmul(A, B)
@@ -577,11 +573,9 @@ def test_elementwise_captures():
     bf16 sweeps over [-20, 20], near each format's maximum, subnormals, signed zeros, infinities and NaN, covered as
     single elementwise ops; F.gelu(approximate="tanh") claimed as the erf form caught."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    z = np.load(os.path.join(ROOT, "tests", "data", "elementwise.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "elementwise.txt")).read().split("\n")[1:]
+    z, rows = captures("elementwise")
     seen = 0
-    for ln in filter(None, lines):
-        cid, fn, dt, n, gid = ln.split()
+    for cid, fn, dt, n, gid in rows:
         arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
         x, y = arr(gid + "__in__x"), arr(cid + "__out__y")
         base = er.tensor(x)
@@ -634,11 +628,9 @@ def test_unary_captures():
     infinities and NaN. torch and CUDA are covered under the default standard, Triton under math=triton; Triton's
     tl.exp and tl.sigmoid (ex2.approx of a rounded product) fall outside the default one."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    z = np.load(os.path.join(ROOT, "tests", "data", "unary.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "unary.txt")).read().split("\n")[1:]
+    z, rows = captures("unary")
     seen = 0
-    for ln in filter(None, lines):
-        cid, src, fn, dt, n, gid = ln.split()
+    for cid, src, fn, dt, n, gid in rows:
         arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
         x, y = arr(gid + "__in__x"), arr(cid + "__out__y")
         ch = getattr(er.tensor(x), fn)()
@@ -658,11 +650,9 @@ def test_act_form_captures():
     torch's F.gelu(approximate="tanh") on the stored product plus bias: covered, with and without math="triton"; the
     activation applied before the bias caught."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    z = np.load(os.path.join(ROOT, "tests", "data", "act_forms.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "act_forms.txt")).read().split("\n")[1:]
+    z, rows = captures("act_forms")
     seen = 0
-    for ln in filter(None, lines):
-        cid, kind, dt, M, N, K, gid = ln.split()
+    for cid, kind, dt, M, N, K, gid in rows:
         arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
         A, B, bias, y = arr(gid + "__in__A"), arr(gid + "__in__B"), arr(gid + "__in__bias"), arr(cid + "__out__y")
         mm = er.matmul(A, B)
@@ -715,11 +705,9 @@ def test_quantize_captures():
     recipe, a Triton per-row kernel (div.full scale, saturating conversion), inputs on exact fp8 midpoints and a row
     of zeros: covered; the scale inverted, amax over the wrong axis and a truncating conversion caught."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    z = np.load(os.path.join(ROOT, "tests", "data", "quantize.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "quantize.txt")).read().split("\n")[1:]
+    z, rows = captures("quantize")
     seen = 0
-    for ln in filter(None, lines):
-        cid, kind, qn, gran, rows, cols, gid = ln.split()
+    for cid, kind, qn, gran, rows, cols, gid in rows:
         x = z[gid + "__in__x"]
         q = z[cid + "__out__q"].view(getattr(ml_dtypes, qn))
         res = er.quantize(x, qn, gran, "pow2" if "pow2" in kind else "amax").covers(
@@ -735,11 +723,9 @@ def test_gemm_quantize_captures():
     its stored fp16 product as er.quantize(h) and as er.matmul(A, B).cast("float16").quantize(...); the scale inverted
     and the unfused output claimed as the fused kernel caught; a multi-output base refused."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    z = np.load(os.path.join(ROOT, "tests", "data", "gemm_quant.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "gemm_quant.txt")).read().split("\n")[1:]
+    z, rows = captures("gemm_quant")
     seen = 0
-    for ln in filter(None, lines):
-        cid, kind, M, N, K, gid = ln.split()
+    for cid, kind, M, N, K, gid in rows:
         A, B = z[gid + "__in__A"], z[gid + "__in__B"]
         outs = (z[cid + "__out__q"].view(ml_dtypes.float8_e4m3fn), z[cid + "__out__amax"], z[cid + "__out__scale"])
         if kind == "torch_unfused":
@@ -778,11 +764,9 @@ def test_torch_softmax_depth_captures():
     """H200 captures (tools/capture/capture_torch_softmax.py): torch's CUDA softmax on rows of 3 to 1024 elements (wide,
     offset, flat and half-masked rows), covered under depth=er.depth.torch_softmax(n), whose sets are narrower than
     any_order's (at n = 1024, the widest over 15 times narrower)."""
-    z = np.load(os.path.join(ROOT, "tests", "data", "torch_softmax.npz"))
-    lines = open(os.path.join(ROOT, "tests", "data", "torch_softmax.txt")).read().split("\n")[1:]
+    z, rows = captures("torch_softmax")
     seen = 0
-    for ln in filter(None, lines):
-        cid, fam, rows, n = ln.split()
+    for cid, fam, rows, n in rows:
         x, y = z[cid + "__in__x"], z[cid + "__out__y"]
         d = er.depth.torch_softmax(int(n))
         res = er.softmax(x).covers(y, depth=d)
