@@ -113,6 +113,18 @@ static inline double er__round_double(const er_fmt_info *fi, double x, er_round 
         if (mode == ER_ROUND_DOWN && (double)f > x) f = er__f32_step(f, -1);
         return f;
     }
+    if (fi->id == ER_FP16 && mode == ER_ROUND_NEAREST && fabs(x) <= 65504.0) {
+        /* x + c for c = 1.5 2^(q + 52), q = x's fp16 ulp exponent (at least -24): the sum lies in c's binade, whose
+         * ulp is 2^q, so it is rounded once to a multiple of 2^q, ties to even; subtracting c is exact */
+        uint64_t u;
+        memcpy(&u, &x, 8);
+        int q = (int)((u >> 52) & 0x7ff) - 1023 - 10;
+        if (q < -24) q = -24;
+        uint64_t cu = ((uint64_t)(q + 52 + 1023) << 52) | (UINT64_C(1) << 51);
+        double c;
+        memcpy(&c, &cu, 8);
+        return copysign((x + c) - c, x);
+    }
     return er__round_double_general(fi, x, mode, ov);
 }
 

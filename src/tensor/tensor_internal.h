@@ -19,6 +19,15 @@ static inline uint64_t er__load_bits(const er_tensor *t, int64_t off) {
 
 static inline double er__load(const er_tensor *t, int64_t off) {
     if (t->format == ER_FP32) { float f; memcpy(&f, (const char *)t->data + 4 * off, 4); return f; } /* a float is its value */
+    if (t->format == ER_FP16) {
+        uint16_t h;
+        memcpy(&h, (const char *)t->data + 2 * off, 2);
+        int e = (h >> 10) & 31;
+        if (e < 31) { /* (subnormal or normal significand) 2^(e - 25): exact */
+            double m = (double)((h & 1023) | (e ? 1024 : 0)) * (double)((uint64_t)1 << (e ? e - 1 : 0)) * 0x1p-24;
+            return h >> 15 ? -m : m;
+        }
+    }
     return er__decode(er__fmt(t->format), er__load_bits(t, off));
 }
 
