@@ -100,6 +100,35 @@ def main():
           "alone)" % (M, N, t1, t0, t1 / t0))
 
 
+def epilogue():
+    """The fused-kernel issue's yardstick: a 2048 x 2048 x 2048 fp16 GEMM with bias, gelu's tanh form and an fp16 store
+    (as one Triton kernel computes it), checked under mma:sm90 outer=any against the matmul's check alone on its fp32
+    accumulator: the reference and covers() together (each builds its reference), and covers() alone."""
+    rng = np.random.default_rng(3)
+    M = N = K = 2048
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    acc = A.astype(np.float32) @ B.astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float16)
+    g = acc + bias.astype(np.float32)
+    y = (np.float32(0.5) * g * (np.float32(1) + np.tanh(np.float32(0.7978846) * (g + np.float32(0.044715) * g * g * g)))).astype(np.float16)
+    std = dict(standard="mma:sm90", outer="any")
+
+    def mm():
+        er.matmul(A, B).covers(acc, **std).assert_all()
+
+    def chain():
+        er.matmul(A, B).add(bias).gelu(approximate="tanh").cast("float16").covers(y, **std).assert_all()
+    t0, t1 = best(mm, 3), best(chain, 3)
+    print("python_check_epilogue_gelu_tanh_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: er.matmul(A, B)"
+          ".covers(acc), the reference built in both)" % (M, N, K, t1, t0, t1 / t0))
+    ref = er.matmul(A, B)
+    ch = ref.add(bias).gelu(approximate="tanh").cast("float16")
+    t0, t1 = best(lambda: ref.covers(acc, **std), 3), best(lambda: ch.covers(y, **std), 3)
+    print("python_covers_epilogue_gelu_tanh_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the "
+          "matmul alone, references built before)" % (M, N, K, t1, t0, t1 / t0))
+
+
 def elementwise():
     """Single elementwise ops on 2^22 fp32 elements: er.<fn>(x).covers(y) against numpy evaluating the same function
     in float64 on the same array (the issue's yardstick for elementwise covers)."""
@@ -145,5 +174,6 @@ def references():
 
 if __name__ == "__main__":
     main()
+    epilogue()
     elementwise()
     references()

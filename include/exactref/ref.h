@@ -57,7 +57,9 @@ ER_API er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_n
 ER_API void er_ref_free(er_ref *ref);
 /* 1 when the matmul reference took the fast path (OpenBLAS present, at least 2^18 products or EXACTREF_FAST=1,
  * operands of at most 24 significant bits, all finite, EXACTREF_FAST not 0): covers() then decides most elements from two GEMMs and recomputes the rest
- * exactly, with reports identical to the exact engine's (docs/algorithms/fast-path.md). 0 otherwise. */
+ * exactly, with reports identical to the exact engine's (docs/algorithms/fast-path.md). For a chain (er_chain), 1 when
+ * its base and its stages' references are such matmuls or tensors (er_tensor_ref): covers() then decides most
+ * elements from witnesses without their sets (docs/algorithms/chains.md, The fast decision). 0 otherwise. */
 ER_API int er_ref_fast(const er_ref *ref);
 /* The number of outputs of the op (3 for layernorm: y, mean, rstd; 1 otherwise) and the name of output i
  * ("y", "mean", "rstd"; "out" for single-output ops; NULL out of range). */

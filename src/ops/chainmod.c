@@ -709,7 +709,10 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
              * slope's bound times the width (|gelu'| in both forms and |silu'| are below 1.2) and a relative 2^-45;
              * 1 + erf(t) as erfc(-t) and 1 + tanh(u) as 2 / (1 + exp(-2 u)): no cancellation near -1 */
             double fa = er_act_double(s->kind, a), fb = er_act_double(s->kind, b);
-            double w = 1.2 * (b - a), m = fmax(fabs(fa), fabs(fb)) * 0x1p-45 + 0x1p-1000;
+            /* each has one minimum (gelu's near -0.752 in both forms, silu's near -1.278): monotone on an interval
+             * below -2 or above -0.4 (silu: -0.9), the values at its ends bound it (chains.md, Lemma C12) */
+            int mono = b < -2.0 || a > (s->kind == ER_STAGE_SILU ? -0.9 : -0.4);
+            double w = mono ? 0.0 : 1.2 * (b - a), m = fmax(fabs(fa), fabs(fb)) * 0x1p-45 + 0x1p-1000;
             a = fmin(fa, fb) - w - m;
             b = fmax(fa, fb) + w + m;
             continue;
@@ -813,61 +816,331 @@ typedef struct er_chain_job {
     er_status st;
 } er_chain_job;
 
+/* A set as an enclosure's lo, hi and flags give it. */
+static void er_cval_of(er_cval *v, double lo, double hi, uint8_t f) {
+    memset(v, 0, sizeof *v);
+    v->lo = isnan(lo) ? INFINITY : lo;
+    v->hi = isnan(hi) ? -INFINITY : hi;
+    v->nan = (f & ER_ENCLOSURE_NAN) != 0;
+    v->nan_req = (f & ER_ENCLOSURE_NAN_ONLY) != 0;
+    v->pinf = (f & ER_ENCLOSURE_PINF) != 0;
+    v->ninf = (f & ER_ENCLOSURE_NINF) != 0;
+}
+
+/* An element's set as er_ref_enclosure stores it (er__sink_put), from a module's cursor. */
+static void er_cval_of_cset(er_cval *v, const er_cset *c) {
+    int finite = c->lo <= c->hi && !c->nan_req;
+    er_cval_of(v, finite ? c->lo : NAN, finite ? c->hi : NAN,
+               (uint8_t)((c->nan_ok || c->nan_req ? ER_ENCLOSURE_NAN : 0) | (c->nan_req ? ER_ENCLOSURE_NAN_ONLY : 0) |
+                         (c->pinf_ok && !c->nan_req ? ER_ENCLOSURE_PINF : 0) | (c->ninf_ok && !c->nan_req ? ER_ENCLOSURE_NINF : 0)));
+}
+
+/* Element idx's output set from its base's set v (changed) and its reference operands' sets w and brackets [bl, bh]
+ * (stage i's at i), with its exact values. */
+static er_status er_chain_cset(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk, int64_t idx,
+                               er_cval *v, const er_cval *w, const double *bl, const double *bh, mpfr_t x, er_cset *c) {
+    for (int i = 0; i < ref->nstages; i++) {
+        const er_stage *s = &ref->stages[i];
+        const er_cval *wi = s->ref ? &w[i] : NULL;
+        if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
+            er_mul_add(v, s, &ref->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS, wi, ref->stages[i + 1].ref ? &w[i + 1] : NULL);
+            i++;
+            continue;
+        }
+        er_stage_apply(v, s, E, idx, std->fast_math == 2, wi);
+    }
+    double exact = NAN, rounded = NAN;
+    ER_RETURN_IF_ERROR(er_chain_exact(ref, idx, sk, x, &exact, &rounded, bl, bh));
+    er__cset_build(c, sk->O, sk->ov, 1, v, exact, rounded);
+    return ER_OK;
+}
+
 static void *er_chain_run(void *arg) {
     er_chain_job *j = arg;
     const er_ref *ref = j->ref;
-    const er_standard *std = j->std;
     mpfr_t x;
     mpfr_init2(x, 64);
     j->st = ER_OK;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
-        er_cval v;
-        memset(&v, 0, sizeof v);
-        v.lo = isnan(j->lo[idx]) ? INFINITY : j->lo[idx];
-        v.hi = isnan(j->hi[idx]) ? -INFINITY : j->hi[idx];
-        v.nan = (j->fl[idx] & ER_ENCLOSURE_NAN) != 0;
-        v.nan_req = (j->fl[idx] & ER_ENCLOSURE_NAN_ONLY) != 0;
-        v.pinf = (j->fl[idx] & ER_ENCLOSURE_PINF) != 0;
-        v.ninf = (j->fl[idx] & ER_ENCLOSURE_NINF) != 0;
-        er_cval w[12];
+        er_cval v, w[12];
         double bl[12], bh[12];
+        er_cval_of(&v, j->lo[idx], j->hi[idx], j->fl[idx]);
         for (int i = 0; i < ref->nstages; i++) {
             if (!ref->stages[i].ref) continue;
             bl[i] = j->obl[i][idx];
             bh[i] = j->obh[i][idx];
-            er_cval_empty(&w[i]);
-            if (!isnan(j->olo[i][idx])) { w[i].lo = j->olo[i][idx]; w[i].hi = j->ohi[i][idx]; }
-            uint8_t f = j->ofl[i][idx];
-            w[i].nan = (f & ER_ENCLOSURE_NAN) != 0;
-            w[i].nan_req = (f & ER_ENCLOSURE_NAN_ONLY) != 0;
-            w[i].pinf = (f & ER_ENCLOSURE_PINF) != 0;
-            w[i].ninf = (f & ER_ENCLOSURE_NINF) != 0;
+            er_cval_of(&w[i], j->olo[i][idx], j->ohi[i][idx], j->ofl[i][idx]);
         }
-        for (int i = 0; i < ref->nstages; i++) {
-            const er_stage *s = &ref->stages[i];
-            const er_cval *wi = s->ref ? &w[i] : NULL;
-            if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
-                er_mul_add(&v, s, &ref->stages[i + 1], j->E, idx, std->fma == ER_FMA_ALWAYS, wi, ref->stages[i + 1].ref ? &w[i + 1] : NULL);
-                i++;
-                continue;
-            }
-            er_stage_apply(&v, s, j->E, idx, std->fast_math == 2, wi);
-        }
-        double exact = NAN, rounded = NAN;
-        j->st = er_chain_exact(ref, idx, j->sk, x, &exact, &rounded, bl, bh);
-        if (j->st != ER_OK) break;
         er_cset c;
-        er__cset_build(&c, j->sk->O, j->sk->ov, 1, &v, exact, rounded);
-        er__sink_put(j->sk, idx, &c);
+        j->st = er_chain_cset(ref, j->std, j->E, j->sk, idx, &v, w, bl, bh, x, &c);
+        if (j->st == ER_OK) er__sink_put(j->sk, idx, &c);
     }
     mpfr_clear(x);
     if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
 }
 
+/* The fast decision (docs/algorithms/chains.md, "The fast decision"). An element's set holds the value of every
+ * evaluation of the stages their standard admits from every value of the base's set (Lemmas C1 to C11), and it is an
+ * interval: it holds every value between two such values. The witnesses here: every step rounded to nearest in
+ * fp32, every function correctly rounded (within any ulps budget), from two values of the base's set that its
+ * module's cursor gives (and of each reference operand's). An output between them, after the output's rounding, is
+ * covered; exact where it is the correctly rounded result, known where the chain's double enclosure over the base's
+ * bracket rounds alike (er_chain_exact's first step). The other elements go through the engine, each from its
+ * modules' single sets, and so does the element whose witnesses lie furthest apart, as the report's widest. */
+
+/* f(x) correctly rounded to fp32 from libm's value where the margin of Lemma C10 decides it; NAN where it does not. */
+static double er_cr32(int fn, double x) {
+    if (x == 0) return fn == ER_FN_EXP || fn == ER_FN_EXP2 ? 1.0 : fn == ER_FN_TANH || fn == ER_FN_ERF ? x : NAN;
+    double v = er_libm_fn(fn, x);
+    if (v != v) return NAN;
+    double m = fabs(v) * ER_LIBM_MARGIN;
+    float a = (float)-er__next_up(-(v - m)), b = (float)er__next_up(v + m);
+    return a == b ? a : NAN;
+}
+
+/* exp(x) correctly rounded, or (math=triton) 2^RN(x RN(log2 e)) correctly rounded: values each model admits. */
+static float er_wit_exp(int tri, float x) {
+    if (!tri) return (float)er_cr32(ER_FN_EXP, x);
+    return (float)er_cr32(ER_FN_EXP2, x * (float)1.44269504088896340736);
+}
+
+/* The stages evaluated from the base value x0 (of fp32) in fp32, each step rounded to nearest and each function
+ * correctly rounded; a reference operand's value at stage i is opw[i]. 0 where no such value is found (a function
+ * the margin does not decide, a value that is not finite). Every step is one the stage's set admits: a mul then add
+ * fused only under fma=always; x / d for silu and 1 / d for sigmoid correctly rounded. */
+static int er_chain_witness(const er_ref *ref, const er_standard *std, const er_fmt_info *E, int64_t idx, double x0,
+                            const double *opw, double *out) {
+    int tri = std->fast_math == 2;
+    float x = (float)x0;
+    for (int i = 0; i < ref->nstages && isfinite(x); i++) {
+        const er_stage *s = &ref->stages[i];
+        switch (s->kind) {
+        case ER_STAGE_ADD:
+        case ER_STAGE_MUL: {
+            float b = (float)(s->ref ? opw[i] : er_stage_operand(s, E, idx));
+            if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma == ER_FMA_ALWAYS) {
+                const er_stage *a = &ref->stages[++i];
+                x = fmaf(x, b, (float)(a->ref ? opw[i] : er_stage_operand(a, E, idx)));
+            } else {
+                x = s->kind == ER_STAGE_ADD ? x + b : x * b;
+            }
+            break;
+        }
+        case ER_STAGE_RELU: x = x > 0 ? x : 0.0f; break;
+        case ER_STAGE_CAST: {
+            const er_fmt_info *G = er__fmt(s->format);
+            x = (float)er__round_double(G, x, ER_ROUND_NEAREST, er__overflow_rule(G, ER_OVERFLOW_DEFAULT));
+            break;
+        }
+        case ER_STAGE_EXP: x = er_wit_exp(tri, x); break;
+        case ER_STAGE_EXP2: x = (float)er_cr32(ER_FN_EXP2, x); break;
+        case ER_STAGE_LOG: x = x > 0 ? (float)er_cr32(ER_FN_LOG, x) : NAN; break;
+        case ER_STAGE_TANH: x = (float)er_cr32(ER_FN_TANH, x); break;
+        case ER_STAGE_ERF: x = (float)er_cr32(ER_FN_ERF, x); break;
+        case ER_STAGE_RSQRT: x = x > 0 ? (float)er_cr32(ER_FN_RSQRT, x) : NAN; break;
+        case ER_STAGE_SIGMOID: x = 1.0f / (1.0f + er_wit_exp(tri, -x)); break;
+        case ER_STAGE_SILU: x = x / (1.0f + er_wit_exp(tri, -x)); break;
+        case ER_STAGE_GELU: {
+            float e = (float)er_cr32(ER_FN_ERF, x * (float)0.70710678118654752440);
+            x = (x * 0.5f) * (1.0f + e);
+            break;
+        }
+        case ER_STAGE_GELU_TANH: {
+            float cube = (x * x) * x, u = (float)0.79788456080286535588 * (x + (float)0.044715 * cube);
+            x = (x * 0.5f) * (1.0f + (float)er_cr32(ER_FN_TANH, u));
+            break;
+        }
+        default: x = NAN;
+        }
+    }
+    *out = x;
+    return isfinite(x);
+}
+
+/* One thread's share of the fast decision: its cursors (0: the base's; i + 1: stage i's reference's), its chunks
+ * (pass 1) or its contiguous range (pass 2). */
+typedef struct er_chain_fast_job {
+    const er_ref *ref;
+    const er_standard *std;
+    const er_fmt_info *E;
+    const er_op_module *mod[13];
+    void *cur[13];
+    er_sink *sk;
+    int64_t *next;
+    int64_t counts[2], widx, begin, end;
+    double wrel;
+    er_status st;
+} er_chain_fast_job;
+
+/* The class of output y (finite) of element idx where the witnesses decide it, with their hull [*wlo, *whi] in the
+ * output format; ER_PENDING where they do not. */
+static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y, double *wlo, double *whi) {
+    const er_ref *ref = j->ref;
+    const er_fmt_info *O = j->sk->O;
+    er_overflow ov = j->sk->ov;
+    int found = 0;
+    for (int effort = 0; effort < 2 && !found; effort++) {
+        double l, h, ol[12], oh[12], w1, w2;
+        if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h)) continue;
+        int ok = 1;
+        for (int i = 0; i < ref->nstages && ok; i++)
+            if (ref->stages[i].ref) ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i]);
+        if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, &w1)) continue;
+        double o1 = er__round_double(O, w1, ER_ROUND_NEAREST, ov);
+        if (!isfinite(o1)) continue;
+        *wlo = *whi = o1;
+        if ((found = y == o1)) break; /* the one witness suffices (most outputs are the nearest value to it) */
+        if (!er_chain_witness(ref, j->std, j->E, idx, h, oh, &w2)) continue;
+        double o2 = er__round_double(O, w2, ER_ROUND_NEAREST, ov);
+        if (!isfinite(o2)) continue;
+        *wlo = fmin(o1, o2);
+        *whi = fmax(o1, o2);
+        found = y >= *wlo && y <= *whi;
+    }
+    if (!found) return ER_PENDING;
+    double m, a, b, bl[12], bh[12];
+    for (int i = 0; i < ref->nstages; i++)
+        if (ref->stages[i].ref && er__ref_bracket(ref->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) { er__ok(); return ER_PENDING; }
+    if (er__ref_bracket(ref->base, idx, &m, &a, &b) != ER_OK) { er__ok(); return ER_PENDING; }
+    if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return ER_PENDING;
+    double ra = er__round_double(O, a, ER_ROUND_NEAREST, ov), rb = er__round_double(O, b, ER_ROUND_NEAREST, ov);
+    if (ra == rb) return y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED;
+    return y < ra || y > rb ? ER_CLASS_COVERED : ER_PENDING;
+}
+
+static void *er_chain_fast_run(void *arg) {
+    er_chain_fast_job *j = arg;
+    const er_tensor *out = j->sk->out;
+    uint8_t *classes = er__sink_classes(j->sk);
+    int contig = er__row_major(out);
+    int64_t n = j->ref->n, counts[2] = {0, 0}, widx = -1;
+    double wrel = -1;
+    for (;;) {
+        int64_t begin = __atomic_fetch_add(j->next, 4096, __ATOMIC_RELAXED);
+        if (begin >= n) break;
+        int64_t end = begin + 4096 < n ? begin + 4096 : n;
+        for (int64_t idx = begin; idx < end; idx++) {
+            double y = er__load(out, contig ? idx : er__offset(out, idx)), lo, hi;
+            int cls = isfinite(y) ? er_chain_fast_class(j, idx, y, &lo, &hi) : ER_PENDING;
+            classes[idx] = (uint8_t)cls;
+            if (cls == ER_PENDING) continue;
+            counts[cls]++;
+            double rel = er_set_rel(lo, hi);
+            if (rel > wrel || (rel == wrel && rel >= 0 && idx < widx)) { wrel = rel; widx = idx; }
+        }
+    }
+    j->counts[0] = counts[0];
+    j->counts[1] = counts[1];
+    j->wrel = wrel;
+    j->widx = widx;
+    return NULL;
+}
+
+/* Element idx's whole set through the engine, from its modules' single sets. */
+static er_status er_chain_fast_set(const er_chain_fast_job *j, int64_t idx, mpfr_t x, er_cset *c) {
+    const er_ref *ref = j->ref;
+    er_cval v, w[12];
+    double m, bl[12], bh[12];
+    ER_RETURN_IF_ERROR(j->mod[0]->cursor_set(j->cur[0], idx, c));
+    er_cval_of_cset(&v, c);
+    for (int i = 0; i < ref->nstages; i++) {
+        if (!ref->stages[i].ref) continue;
+        ER_RETURN_IF_ERROR(j->mod[i + 1]->cursor_set(j->cur[i + 1], idx, c));
+        er_cval_of_cset(&w[i], c);
+        if (er__ref_bracket(ref->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) { bl[i] = bh[i] = NAN; er__ok(); }
+    }
+    return er_chain_cset(ref, j->std, j->E, j->sk, idx, &v, w, bl, bh, x, c);
+}
+
+static void *er_chain_fast_rest(void *arg) {
+    er_chain_fast_job *j = arg;
+    const uint8_t *classes = er__sink_classes(j->sk);
+    mpfr_t x;
+    mpfr_init2(x, 64);
+    j->st = ER_OK;
+    for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
+        if (classes[idx] != ER_PENDING) continue;
+        er_cset c;
+        j->st = er_chain_fast_set(j, idx, x, &c);
+        if (j->st == ER_OK) er__sink_put(j->sk, idx, &c);
+    }
+    mpfr_clear(x);
+    if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    return NULL;
+}
+
+/* The fast decision where it applies (*done = 1): an output to read and no sets wanted, fp32 stages (not
+ * math=fast), and a cursor from the base's module and each reference operand's; EXACTREF_FAST=0 turns it off. */
+static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std, er_sinks *sks, int nt, int *done) {
+    *done = 0;
+    er_sink *sk0 = er__sinks_at(sks, 0, 0);
+    const char *env = getenv("EXACTREF_FAST");
+    if ((env && env[0] == '0') || !er__sink_reads_output(sk0) || sk0->set_lo || std->compute != ER_FP32 || std->fast_math == 1)
+        return ER_OK;
+    er_standard bs = *std; /* math= is the stages' (er_chain_check) */
+    bs.fast_math = 0;
+    er_chain_fast_job jobs[ER_MAX_THREADS];
+    memset(jobs, 0, sizeof jobs);
+    int64_t next = 0;
+    int ok = 1;
+    for (int t = 0; t < nt; t++) {
+        er_chain_fast_job *j = &jobs[t];
+        j->ref = ref;
+        j->std = std;
+        j->E = er__fmt(ER_FP32);
+        j->sk = er__sinks_at(sks, t, 0);
+        j->next = &next;
+        j->begin = ref->n * t / nt;
+        j->end = ref->n * (t + 1) / nt;
+        for (int i = -1; i < ref->nstages; i++) {
+            const er_ref *o = i < 0 ? ref->base : ref->stages[i].ref;
+            if (!o) continue;
+            const er_op_module *m = er__module_of(o);
+            j->mod[i + 1] = m;
+            j->cur[i + 1] = m->cursor_open ? m->cursor_open(o, &bs, j->E) : NULL;
+            ok &= j->cur[i + 1] != NULL;
+        }
+    }
+    er_status st = ER_OK;
+    if (ok) {
+        er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_run);
+        int64_t widx = -1;
+        double wrel = -1;
+        for (int t = 0; t < nt; t++) {
+            er__sink_count(jobs[t].sk, ER_CLASS_EXACT, jobs[t].counts[0]);
+            er__sink_count(jobs[t].sk, ER_CLASS_COVERED, jobs[t].counts[1]);
+            if (jobs[t].wrel > wrel || (jobs[t].wrel == wrel && jobs[t].wrel >= 0 && jobs[t].widx < widx)) { wrel = jobs[t].wrel; widx = jobs[t].widx; }
+        }
+        er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_rest);
+        for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+        if (st == ER_OK && widx >= 0) {
+            /* the decided element whose witnesses lie furthest apart: its whole set, a candidate for the widest */
+            er_cset c;
+            mpfr_t x;
+            mpfr_init2(x, 64);
+            st = er_chain_fast_set(&jobs[0], widx, x, &c);
+            mpfr_clear(x);
+            const er_tensor *out = jobs[0].sk->out;
+            if (st == ER_OK) er__sink_widest(jobs[0].sk, widx, &c, er__load(out, er__offset(out, widx)));
+        }
+        *done = 1;
+    }
+    for (int t = 0; t < nt; t++)
+        for (int i = 0; i <= ref->nstages; i++)
+            if (jobs[t].cur[i]) jobs[t].mod[i]->cursor_close(jobs[t].cur[i]);
+    return st;
+}
+
 static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     int64_t n = ref->n;
+    int nt = er__num_threads(n * 256);
+    if (nt > n) nt = n > 0 ? (int)n : 1;
+    ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
+    int fast = 0;
+    ER_RETURN_IF_ERROR(er_chain_covers_fast(ref, std, sks, nt, &fast));
+    if (fast) return ER_OK;
     ER_RETURN_IF_ERROR(er__mem_check(17.0 * (double)n, "a chain's base sets"));
     double *lo = malloc(sizeof(double) * (size_t)(n ? n : 1)), *hi = malloc(sizeof(double) * (size_t)(n ? n : 1));
     uint8_t *fl = malloc((size_t)(n ? n : 1));
@@ -876,8 +1149,6 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
     er_standard bs = *std; /* math= is the stages' (er_chain_check) */
     bs.fast_math = 0;
     if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, lo, hi, fl);
-    int nt = er__num_threads(n * 256);
-    if (nt > n) nt = n > 0 ? (int)n : 1;
     /* each reference operand's sets in the compute format (the same standard) and exact values in double */
     er_chain_job j0;
     memset(&j0, 0, sizeof j0);
@@ -899,7 +1170,6 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
             if (er__ref_bracket(o, idx, &mid, &j0.obl[i][idx], &j0.obh[i][idx]) != ER_OK) { j0.obl[i][idx] = j0.obh[i][idx] = NAN; er__ok(); }
         }
     }
-    if (st == ER_OK) st = er__sinks_open(sks, nt);
     if (st == ER_OK) {
         er_chain_job jobs[ER_MAX_THREADS];
         for (int t = 0; t < nt; t++) {

@@ -920,7 +920,95 @@ static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, dou
 
 static const char *const er_dot_names[1] = {"out"};
 
+/* The cursor of single elements' sets (module.h) for a matmul on the fast path under a standard whose sets are the
+ * cached any-order ones: the inner values from the fast path's brackets (fast-path.md: every value between
+ * RN_E(RU_F(tlo)) and RN_E(RD_F(thi)) belongs to the engine's set), the sets from the exact engine on the kept
+ * operands, in format E as the output. */
+typedef struct er_dot_cursor {
+    er_dot_ctx cx;
+    er_tensor view;         /* a view of format E, never read */
+    er_fast_consts fc;
+    double plo_f, phi_f;    /* P's bracket from the floats' dot product (Lemma D4) */
+    double *va, *vb;        /* one element's operands, for the exact engine */
+} er_dot_cursor;
+
+static void er_dot_cursor_close(void *p) {
+    er_dot_cursor *c = p;
+    if (!c) return;
+    er__dot_ctx_clear(&c->cx);
+    free(c->va);
+    free(c->vb);
+    free(c);
+}
+
+static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const er_fmt_info *E) {
+    int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
+    if (ref->op != ER_OP_MATMUL || !ref->fast || ref->scaled || !any_set || std->compute == ER_TF32) return NULL;
+    er_dot_cursor *c = calloc(1, sizeof *c);
+    int64_t K = ref->K > 0 ? ref->K : 1;
+    if (!c) return NULL;
+    c->va = malloc(sizeof(double) * (size_t)K);
+    c->vb = malloc(sizeof(double) * (size_t)K);
+    if (!c->va || !c->vb || er_tensor_view(&c->view, E->id, ref->ndim, ref->shape, NULL, ref->fs) != ER_OK ||
+        er__dot_ctx_init(&c->cx, ref, &c->view, std) != ER_OK) {
+        free(c->va);
+        free(c->vb);
+        free(c);
+        er__ok();
+        return NULL;
+    }
+    er__dot_fast_consts(&c->fc, &c->cx);
+    double Kd = (double)ref->K;
+    c->plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN;
+    c->phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP;
+    return c;
+}
+
+/* Element idx's operand rows: A's row and B's column as kept floats. */
+static void er_dot_cursor_rows(const er_ref *ref, int64_t idx, const float **arow, const float **bcol, int64_t *ia, int64_t *ib,
+                               int64_t *i, int64_t *j) {
+    const er_mm_plan *pl = &ref->plan;
+    int64_t MN = pl->M * pl->N;
+    er__matmul_batch_of(ref, idx / MN, ia, ib);
+    *i = (idx % MN) / pl->N;
+    *j = idx % pl->N;
+    *arow = ref->af + (*ia * pl->M + *i) * pl->K;
+    *bcol = ref->bt + (*ib * pl->N + *j) * pl->K;
+}
+
+static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi) {
+    er_dot_cursor *c = p;
+    const er_ref *ref = c->cx.ref;
+    const float *arow, *bcol;
+    int64_t ia, ib, i, j;
+    er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
+    double Sh = ref->fs[idx], Plo, Phi;
+    er_fast_stage1(&c->fc, Sh, ref->an[ia * ref->plan.M + i], ref->bn[ib * ref->plan.N + j], &Plo, &Phi);
+    if (effort > 0) {
+        double P = er_abs_dot(arow, bcol, ref->plan.K), l = P * c->plo_f, h = P * c->phi_f;
+        Plo = l > Plo ? l : Plo;
+        Phi = h < Phi ? h : Phi;
+    }
+    er_fast_bracket b;
+    if (!er_fast_bracket_of(&c->fc, Sh, Plo, Phi, &b)) return 0;
+    *lo = er_fast_edge(&c->fc, &c->cx, b.tlo, 0);
+    *hi = er_fast_edge(&c->fc, &c->cx, b.thi, 1);
+    return *lo <= *hi;
+}
+
+static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
+    er_dot_cursor *c = p;
+    const er_ref *ref = c->cx.ref;
+    const float *arow, *bcol;
+    int64_t ia, ib, i, j;
+    er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
+    for (int64_t k = 0; k < ref->plan.K; k++) { c->va[k] = arow[k]; c->vb[k] = bcol[k]; }
+    return er__dot_element_set(&c->cx, &ref->env, idx, c->va, c->vb, ref->plan.K, 0, out);
+}
+
 const er_op_module er__dot_module = {.name = "matmul", .nout = 1, .out_names = er_dot_names, .out_shape = er__out_shape_same,
                                      .check = er__standard_applies, .covers = er_dot_covers, .emulate = er_dot_emulate,
                                      .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,
-                                     .bracket = er_dot_bracket};
+                                     .bracket = er_dot_bracket, .cursor_open = er_dot_cursor_open,
+                                     .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,
+                                     .cursor_close = er_dot_cursor_close};

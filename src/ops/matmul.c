@@ -428,7 +428,15 @@ er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
     return ER_OK;
 }
 
-int er_ref_fast(const er_ref *r) { return r ? r->fast : 0; }
+int er_ref_fast(const er_ref *r) {
+    if (r && r->op == ER_OP_CHAIN) {
+        /* a chain decides on its fast path where its base and reference operands give single sets (chains.md) */
+        int fast = er_ref_fast(r->base) || r->base->op == ER_OP_TENSOR;
+        for (int i = 0; i < r->nstages && fast; i++) fast = !r->stages[i].ref || er_ref_fast(r->stages[i].ref) || r->stages[i].ref->op == ER_OP_TENSOR;
+        return fast;
+    }
+    return r ? r->fast : 0;
+}
 
 void er_ref_free(er_ref *r) {
     if (!r) return;

@@ -96,6 +96,17 @@ typedef struct er_op_module {
      * (a module whose sets are built on another reference's values asks for it: er__ref_bracket in modkit.h). NULL:
      * exact's double and its neighbours. */
     er_status (*bracket)(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi);
+    /* Single elements' sets of the op's first output in format E under std, for a module whose sets are built on
+     * this reference's values without wanting them all (the chain's fast decision, docs/algorithms/chains.md). open:
+     * a cursor (NULL where it gives none for this standard, or without memory: the caller then computes the whole
+     * enclosure); close frees it. NULL: never given. */
+    void *(*cursor_open)(const er_ref *ref, const er_standard *std, const er_fmt_info *E);
+    /* Two values lo <= hi of E that element idx's set holds (so it holds every value between them), at effort 0
+     * (cheap) or 1 (tighter, costlier); 0 where it gives none. */
+    int (*cursor_inner)(void *cur, int64_t idx, int effort, double *lo, double *hi);
+    /* Element idx's set, the one er_ref_enclosure gives (its exact and rounded values left NaN). */
+    er_status (*cursor_set)(void *cur, int64_t idx, er_cset *c);
+    void (*cursor_close)(void *cur);
 } er_op_module;
 
 /* The module of a reference's op (every op has one). */

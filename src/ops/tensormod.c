@@ -35,23 +35,53 @@ static er_status er_tensor_check(const er_ref *ref, const er_standard *std) {
     return er__standard_applies(ref, std);
 }
 
+/* Element idx's set in format O (overflow rule ov): its value rounded to nearest. */
+static void er_tensor_set(const er_ref *ref, int64_t idx, const er_fmt_info *O, er_overflow ov, er_cset *c) {
+    double x = er_tensor_value(ref, idx);
+    er_cval v;
+    memset(&v, 0, sizeof v);
+    v.lo = INFINITY;
+    v.hi = -INFINITY;
+    if (isnan(x)) v.nan = v.nan_req = 1;
+    else if (isinf(x)) { if (x > 0) v.pinf = 1; else v.ninf = 1; }
+    else v.lo = v.hi = x;
+    er__cset_build(c, O, ov, 0, &v, x, er__round_double(O, x, ER_ROUND_NEAREST, ov));
+}
+
 static er_status er_tensor_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
     (void)std;
     ER_RETURN_IF_ERROR(er__sinks_open(sks, 1));
     er_sink *sk = er__sinks_at(sks, 0, 0);
     for (int64_t idx = 0; idx < ref->n; idx++) {
-        double x = er_tensor_value(ref, idx);
-        er_cval v;
-        memset(&v, 0, sizeof v);
-        v.lo = INFINITY;
-        v.hi = -INFINITY;
-        if (isnan(x)) v.nan = v.nan_req = 1;
-        else if (isinf(x)) { if (x > 0) v.pinf = 1; else v.ninf = 1; }
-        else v.lo = v.hi = x;
         er_cset c;
-        er__cset_build(&c, sk->O, sk->ov, 0, &v, x, er__round_double(sk->O, x, ER_ROUND_NEAREST, sk->ov));
+        er_tensor_set(ref, idx, sk->O, sk->ov, &c);
         er__sink_put(sk, idx, &c);
     }
+    return ER_OK;
+}
+
+/* The cursor of single elements' sets (module.h): each set is one value, its own inner pair. */
+typedef struct er_tensor_cursor { const er_ref *ref; const er_fmt_info *E; er_overflow ov; } er_tensor_cursor;
+
+static void *er_tensor_cursor_open(const er_ref *ref, const er_standard *std, const er_fmt_info *E) {
+    er_tensor_cursor *c = malloc(sizeof *c);
+    if (c) *c = (er_tensor_cursor){ref, E, er__overflow_rule(E, std->out_overflow)};
+    return c;
+}
+
+static int er_tensor_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi) {
+    er_tensor_cursor *c = p;
+    if (effort > 0) return 0; /* no tighter pair */
+    double x = er_tensor_value(c->ref, idx);
+    if (!(fabs(x) <= c->E->max)) return 0; /* a special value, or one that may overflow: the set itself */
+    *lo = *hi = er__round_double(c->E, x, ER_ROUND_NEAREST, c->ov);
+    return isfinite(*lo);
+}
+
+static er_status er_tensor_cursor_set(void *p, int64_t idx, er_cset *out) {
+    er_tensor_cursor *c = p;
+    er_tensor_set(c->ref, idx, c->E, c->ov, out);
+    out->exact = out->rounded = NAN;
     return ER_OK;
 }
 
@@ -72,4 +102,6 @@ static const char *const er_tensor_names[1] = {"out"};
 
 const er_op_module er__tensor_module = {.name = "tensor", .nout = 1, .out_names = er_tensor_names, .out_shape = er__out_shape_same,
                                         .check = er_tensor_check, .covers = er_tensor_covers, .exact = er_tensor_exact,
-                                        .exact_mpfr = er_tensor_exact_mpfr};
+                                        .exact_mpfr = er_tensor_exact_mpfr, .cursor_open = er_tensor_cursor_open,
+                                        .cursor_inner = er_tensor_cursor_inner, .cursor_set = er_tensor_cursor_set,
+                                        .cursor_close = free};

@@ -483,6 +483,129 @@ START_TEST(two_references) {
 }
 END_TEST
 
+/* The fast decision (chains.md, The fast decision) gives every element the engine's class: chains over a matmul on
+ * its fast path (EXACTREF_FAST=1 at er_matmul) and over tensors, under the default model and math=triton, with outputs
+ * of a kernel in fp32 moved by up to 3 ulps of the output either way, so that many lie at and beyond the sets' ends;
+ * covers with the fast decision (the default) and without it (EXACTREF_FAST=0 at covers) report the same classes,
+ * counts and worst element. */
+/* x (an fp16 value) moved by n fp16 values up (n > 0) or down. */
+static float half_steps(float x, int n) {
+    uint16_t h[4];
+    for (int k = 0; k < abs(n); k++) {
+        er_store(h, ER_FP16, 0, x);
+        int up = n > 0, neg = h[0] >> 15;
+        if (h[0] == 0x0000 && !up) h[0] = 0x8001;
+        else if (h[0] == 0x8000 && up) h[0] = 0x0001;
+        else h[0] = (uint16_t)(h[0] + (up != neg ? 1 : -1));
+        x = (float)er_load(h, ER_FP16, 0);
+    }
+    return x;
+}
+
+static float gelu_tanh_f(float x) { return (x * 0.5f) * (1.0f + tanhf(0.7978846f * (x + 0.044715f * (x * x * x)))); }
+
+static void same_as_engine(const er_ref *ch, const er_tensor *out, const er_standard *std, const char *what, int tr) {
+    er_report fast, slow;
+    ck_assert_int_eq(er_ref_fast(ch), 1);
+    ER_REQUIRE(er_covers(&fast, ch, out, std) == ER_OK, "%s", er_last_error());
+    setenv("EXACTREF_FAST", "0", 1);
+    ER_REQUIRE(er_covers(&slow, ch, out, std) == ER_OK, "%s", er_last_error());
+    unsetenv("EXACTREF_FAST");
+    const uint8_t *cf = er_report_classes(&fast), *cs = er_report_classes(&slow);
+    for (int64_t i = 0; i < fast.n; i++)
+        ER_REQUIRE(cf[i] == cs[i], "%s, trial %d: element %lld is %s on the fast decision, %s by the engine", what, tr, (long long)i,
+                   er_class_name((er_class)cf[i]), er_class_name((er_class)cs[i]));
+    for (int c = 0; c < ER_CLASS_COUNT; c++) ck_assert_int_eq(fast.counts[c], slow.counts[c]);
+    ck_assert_int_eq(fast.has_worst, slow.has_worst);
+    if (fast.has_worst) ck_assert_int_eq(fast.worst.index, slow.worst.index);
+    er_report_clear(&fast);
+    er_report_clear(&slow);
+}
+
+START_TEST(fast_decision_agrees_with_the_engine) {
+    static uint16_t B3[K * N], out[M * N];
+    static float out32[M * N];
+    static double b3[K * N];
+    er_tensor tA, tB, tB3, tO, tO32, tBias;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tB3, ER_FP16, 2, (int64_t[]){K, N}, NULL, B3);
+    er_tensor_view(&tO, ER_FP16, 2, (int64_t[]){M, N}, NULL, out);
+    er_tensor_view(&tO32, ER_FP32, 2, (int64_t[]){M, N}, NULL, out32);
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
+    er_standard std[2];
+    ck_assert_int_eq(er_standard_parse(&std[0], "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_standard_parse(&std[1], "any_order", "math=triton"), ER_OK);
+    int trials = (int)(8 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        er_test_reseed(1630 + (uint64_t)tr);
+        build(tr);
+        for (int i = 0; i < K * N; i++) { er_round_double(&b3[i], ER_FP16, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); er_store(B3, ER_FP16, i, b3[i]); }
+        setenv("EXACTREF_FAST", "1", 1);
+        er_ref *m1, *m3, *t;
+        ck_assert_int_eq(er_matmul(&m1, &tA, &tB), ER_OK);
+        ck_assert_int_eq(er_matmul(&m3, &tA, &tB3), ER_OK);
+        unsetenv("EXACTREF_FAST");
+        static float a1[M * N], a3[M * N];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) { a1[i * N + j] = gemm_elem(i, j); a3[i * N + j] = gemm_elem_of(b3, i, j); }
+        ck_assert_int_eq(er_tensor_ref(&t, &tO32), ER_OK); /* over out32's values, set below */
+        enum { NCH = 6 };
+        static const char *names[NCH] = {"bias, gelu (tanh form), fp16", "scale, bias, silu, fp16", "bias, relu, fp16",
+                                         "sigmoid times a second matmul, fp16", "gelu (erf form) of a tensor, fp32",
+                                         "exp, log, rsqrt of a tensor, fp32"};
+        for (int c = 0; c < NCH; c++) {
+            er_stage st[4];
+            int ns = 0;
+            const er_ref *base = c >= 4 ? t : m1;
+            if (c == 0) { st[ns++] = (er_stage){ER_STAGE_ADD, &tBias, 0, 0, NULL}; st[ns++] = (er_stage){ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}; }
+            if (c == 1) { st[ns++] = (er_stage){ER_STAGE_MUL, NULL, 0.3, 0, NULL}; st[ns++] = (er_stage){ER_STAGE_ADD, &tBias, 0, 0, NULL}; st[ns++] = (er_stage){ER_STAGE_SILU, NULL, 0, 0, NULL}; }
+            if (c == 2) { st[ns++] = (er_stage){ER_STAGE_ADD, &tBias, 0, 0, NULL}; st[ns++] = (er_stage){ER_STAGE_RELU, NULL, 0, 0, NULL}; }
+            if (c == 3) { st[ns++] = (er_stage){ER_STAGE_SIGMOID, NULL, 0, 0, NULL}; st[ns++] = (er_stage){ER_STAGE_MUL, NULL, 0, 0, m3}; }
+            if (c == 4) st[ns++] = (er_stage){ER_STAGE_GELU, NULL, 0, 0, NULL};
+            if (c == 5) { st[ns++] = (er_stage){ER_STAGE_EXP, NULL, 0, 0, NULL}; st[ns++] = (er_stage){ER_STAGE_LOG, NULL, 0, 0, NULL}; st[ns++] = (er_stage){ER_STAGE_RSQRT, NULL, 0, 0, NULL}; }
+            if (c < 4) st[ns++] = (er_stage){ER_STAGE_CAST, NULL, 0, ER_FP16, NULL};
+            for (int i = 0; i < M * N; i++) { /* the tensor's values: accumulators, spread, some subnormal */
+                float v = a1[i] * (i % 7 == 0 ? 0x1p-140f : i % 3 ? 1.0f : 0.25f);
+                out32[i] = c == 5 ? fabsf(v) * 0.1f : v;
+            }
+            er_ref *ch;
+            ck_assert_int_eq(er_chain(&ch, base, st, ns), ER_OK);
+            for (int m = 0; m < 2; m++) {
+                for (int i = 0; i < M * N && c < 4; i++) {
+                    float x = a1[i], bi = biasf[i % N], y;
+                    int move = (int)er_rand_int(0, 6) - 3;
+                    if (er_rand_int(0, 1)) move = 0;
+                    if (c == 0) y = gelu_tanh_f(x + bi);
+                    else if (c == 1) { float u = x * 0.3f + bi; y = u / (1.0f + expf(-u)); }
+                    else if (c == 2) y = fmaxf(x + bi, 0.0f);
+                    else y = (1.0f / (1.0f + expf(-x))) * a3[i];
+                    er_store(out, ER_FP16, i, half_steps(to_half(y), move));
+                }
+                if (c >= 4) {
+                    /* fp32 outputs of a tensor chain: into a second array, the base's values stay */
+                    static float y32[M * N];
+                    er_tensor tY;
+                    er_tensor_view(&tY, ER_FP32, 2, (int64_t[]){M, N}, NULL, y32);
+                    for (int i = 0; i < M * N; i++) {
+                        float x = out32[i], y = c == 4 ? gelu_f(x) : 1.0f / sqrtf(logf(expf(x)));
+                        int move = er_rand_int(0, 1) ? 0 : (int)er_rand_int(0, 6) - 3;
+                        y32[i] = f32_steps(y, move);
+                    }
+                    same_as_engine(ch, &tY, &std[m], names[c], tr);
+                } else {
+                    same_as_engine(ch, &tO, &std[m], names[c], tr);
+                }
+            }
+            er_ref_free(ch);
+        }
+        er_ref_free(t);
+        er_ref_free(m3);
+        er_ref_free(m1);
+    }
+}
+END_TEST
+
 START_TEST(planted_bugs_are_caught) {
     er_test_reseed(1601);
     er_tensor tBias;
@@ -589,6 +712,7 @@ int main(void) {
     tcase_add_test(tc, elementwise_on_a_tensor);
     tcase_add_test(tc, activations_at_the_edge_of_their_ulps);
     tcase_add_test(tc, two_references);
+    tcase_add_test(tc, fast_decision_agrees_with_the_engine);
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, nan_operand);
     tcase_add_test(tc, bad_chains_are_refused);

@@ -102,8 +102,8 @@ def _text(fn, rep):
 
 class Result:
     """The verdict of covers(): per-element classes, counts, the worst element, and the report; `lo`, `hi` and
-    `slack`, each element's set and how far inside it the output lies (for a matmul on the fast path, computed on
-    first use by a second pass)."""
+    `slack`, each element's set and how far inside it the output lies (for a matmul on the fast path, and a chain
+    over one or over a tensor, computed on first use by a second pass)."""
 
     def __init__(self, rep, shape, out=None, sets=None):
         """sets: (lo, hi, slack) arrays, or a function computing them on first use."""
