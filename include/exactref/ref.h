@@ -124,14 +124,16 @@ ER_API er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stag
 
 /* ---- quantisation with an amax (docs/algorithms/quantize.md) ---- */
 typedef enum er_granularity { ER_GRAN_TENSOR = 0, ER_GRAN_ROW = 1, ER_GRAN_BLOCK = 2 } er_granularity;
-typedef enum er_scale_recipe { ER_RECIPE_AMAX = 0, ER_RECIPE_POW2 = 1 } er_scale_recipe;
+typedef enum er_scale_recipe { ER_RECIPE_AMAX = 0, ER_RECIPE_POW2 = 1, ER_RECIPE_INV = 2 } er_scale_recipe;
 /* The reference of quantising x to format q (fp8, or any float format narrower than the compute format), as
  * Transformer Engine and torch recipes do: three outputs, q (x's shape), amax and scale, one per group (the whole
  * tensor: shape [1]; each row along the last dimension: x's leading shape; blocks of `block` elements along the last
  * dimension: x's leading shape and ceil(cols / block)). amax = max |x| over the group, exact; scale = qmax / amax
  * (ER_RECIPE_AMAX) or the power of two at or below it (ER_RECIPE_POW2), computed in the compute format within
  * div_ulps (default 2: a correctly rounded division, a reciprocal then a product, div.full.f32); amax 0 or not finite
- * gives scale 1 or the plain quotient; q = RN_q(RN(x scale)), saturated or with q's overflow rule. Checked together
+ * gives scale 1 or the plain quotient; q = RN_q(RN(x scale)), saturated or with q's overflow rule. ER_RECIPE_INV:
+ * the scale output is scale_inv = amax / qmax (0 or 1 where amax is 0) and q = RN_q(x / scale_inv), each division
+ * within div_ulps (DeepSeek-style blockwise kernels). Checked together
  * (er_covers_outputs), q is judged against the kernel's own scale where that scale is in its set. x must outlive
  * the reference. */
 ER_API er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,

@@ -20,7 +20,7 @@ static er_status er_q_args(er_format q, er_granularity granularity, int64_t bloc
         return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
     if ((unsigned)granularity > ER_GRAN_BLOCK) return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
     if (granularity == ER_GRAN_BLOCK && block < 1) return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
-    if ((unsigned)recipe > ER_RECIPE_POW2) return er__fail(ER_ERR_INVALID, "recipe %d: expected amax or pow2", (int)recipe);
+    if ((unsigned)recipe > ER_RECIPE_INV) return er__fail(ER_ERR_INVALID, "recipe %d: expected amax, pow2 or inv", (int)recipe);
     return ER_OK;
 }
 
@@ -190,11 +190,27 @@ static void er_q_scale_range(er_cval *sv, const er_fmt_info *E, double U, double
     er_q_put(sv, hi);
 }
 
-/* The scale's set for amax's set av. */
-static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, int pow2, const er_cval *av, er_cval *sv) {
+/* The inverse recipe's scale_inv for amax in [alo, ahi] (finite, 0 <= alo <= ahi; quantize.md, Lemma Q4): within U
+ * ulps of a / qmax (increasing in a); amax 0 gives 0 (and 1, a kept or clamped scale). */
+static void er_q_scale_inv_range(er_cval *sv, const er_fmt_info *E, double U, double qmax, double alo, double ahi) {
+    if (alo == 0) { er_q_put(sv, 0.0); er_q_put(sv, 1.0); }
+    if (ahi == 0) return;
+    double qa = alo > 0 ? nextafter(alo / qmax, 0.0) : 0.0, qb = nextafter(ahi / qmax, INFINITY), lo, hi;
+    er__approx_ends(E, U, qa, qb, &lo, &hi);
+    if (lo < E->min_normal) lo = fmin(lo, 0.0); /* a subnormal quotient may be flushed */
+    er_q_put(sv, lo);
+    er_q_put(sv, hi);
+}
+
+/* The scale's set for amax's set av under the recipe. */
+static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, er_scale_recipe recipe, const er_cval *av, er_cval *sv) {
     er_q_empty(sv);
-    if (av->lo <= av->hi) er_q_scale_range(sv, E, U, qmax, pow2, av->lo, av->hi);
-    if (av->pinf) { er_q_put(sv, 1.0); er_q_put(sv, 0.0); }
+    int inv = recipe == ER_RECIPE_INV;
+    if (av->lo <= av->hi) {
+        if (inv) er_q_scale_inv_range(sv, E, U, qmax, av->lo, av->hi);
+        else er_q_scale_range(sv, E, U, qmax, recipe == ER_RECIPE_POW2, av->lo, av->hi);
+    }
+    if (av->pinf) { er_q_put(sv, 1.0); if (inv) sv->pinf = 1; else er_q_put(sv, 0.0); }
     if (av->nan || av->nan_req) { er_q_put(sv, 1.0); sv->nan = 1; }
 }
 
@@ -209,18 +225,30 @@ static int er_q_in(const er_cset *c, double w) {
 
 /* q's values for x and a scale s (finite, infinite or NaN): RN_Q(RN_E(x s)) under each overflow rule a conversion
  * has (Q's own, saturation as a clamp or cvt .satfinite does, NaN as torch's CPU cast to e4m3fn does). */
-static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info *Q, double x, double s) {
-    double p = er__round_prod(E, x, s, 1, ER_ROUND_NEAREST);
+static void er_q_put_rounded(er_cval *v, const er_fmt_info *Q, double p) {
     er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, er__overflow_rule(Q, ER_OVERFLOW_DEFAULT)));
     er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE));
     if (Q->id == ER_FP8_E4M3FN) er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_NAN));
+}
+
+/* q's values for x and a scale s: RN_Q(RN_E(x s)), or (the inverse recipe, inv = 1) RN_Q of x / s within U ulps
+ * (quantize.md, Lemma Q4: both ends of that division; a division of 0, by 0 or by an infinity as IEEE 754 has it). */
+static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info *Q, double x, double s, int inv, double U) {
+    if (!inv) { er_q_put_rounded(v, Q, er__round_prod(E, x, s, 1, ER_ROUND_NEAREST)); return; }
+    if (x == 0 || s == 0 || isinf(s) || isinf(x) || isnan(s)) { er_q_put_rounded(v, Q, x / s); return; }
+    double d = x / s, lo, hi;
+    er__approx_ends(E, U, nextafter(d, -INFINITY), nextafter(d, INFINITY), &lo, &hi);
+    if (d > -E->min_normal && d < E->min_normal) { lo = fmin(lo, 0.0); hi = fmax(hi, 0.0); } /* a subnormal quotient may be flushed */
+    er_q_put_rounded(v, Q, lo);
+    er_q_put_rounded(v, Q, hi);
 }
 
 /* q's set for an element whose value lies in xv (quantize.md, Lemma Q2): against the kernel's scale where it is in
  * its set, else every scale of the set. RN_Q(RN_E(x s)) is monotone in x for a fixed s >= 0 and in s for a fixed
  * x: over a box (x's interval cut at 0, the scales' finite part) its extremes are at corners; the special values of
  * either join. */
-static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_cval *xv, const er_q_group_info *gi, er_cval *v) {
+static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_cval *xv, const er_q_group_info *gi, int inv, double U,
+                           er_cval *v) {
     er_q_empty(v);
     if (xv->nan_req) { v->nan = v->nan_req = 1; return; }
     if (xv->nan) v->nan = 1;
@@ -243,8 +271,8 @@ static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_
     if (xv->pinf) xp[nx++] = INFINITY;
     if (xv->ninf) xp[nx++] = -INFINITY;
     for (int i = 0; i < nx; i++) {
-        for (int j = 0; j < ns; j++) er_q_put_scaled(v, E, Q, xp[i], sp[j]);
-        if (sinf) er_q_put_scaled(v, E, Q, xp[i], INFINITY);
+        for (int j = 0; j < ns; j++) er_q_put_scaled(v, E, Q, xp[i], sp[j], inv, U);
+        if (sinf) er_q_put_scaled(v, E, Q, xp[i], INFINITY, inv, U);
     }
 }
 
@@ -294,7 +322,7 @@ typedef struct er_q_job {
     const double *xm, *xbl, *xbh; /* a base's exact values: near each (mid) and a bracket of each */
     const uint8_t *xf;
     const mpfr_t *amp;           /* each group's exact amax (a base's) */
-    double qmax;
+    double qmax, U;              /* q's largest value; the divisions' ulps */
     er_sink *sk;
     int64_t begin, end;
     er_status st;
@@ -326,7 +354,7 @@ static void *er_q_run(void *arg) {
         const er_q_group_info *gi = &j->gi[g];
         er_cval xv, v;
         er_q_xset(j, idx, &xv);
-        er_q_value_set(j->E, j->Q, &xv, gi, &v);
+        er_q_value_set(j->E, j->Q, &xv, gi, ref->recipe == ER_RECIPE_INV, j->U, &v);
         double exact, rounded, x = ref->base ? 0.0 : er_q_x(ref, idx);
         /* the exact S and amax within their brackets (a tensor's: exact) */
         double sl = ref->base ? j->xbl[idx] : x, sh = ref->base ? j->xbh[idx] : x;
@@ -429,7 +457,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, xl, xh, xf);
         for (int64_t idx = 0; idx < n && st == ER_OK; idx++) st = er__ref_bracket(ref->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
     }
-    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, NULL, 0, 0, ER_OK};
+    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, NULL, 0, 0, ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
     er_sink *sa = er__sinks_at(sks, 0, 1), *ss = er__sinks_at(sks, 0, 2), *sq;
     for (int64_t g = 0; g < G && st == ER_OK; g++) {
@@ -447,17 +475,19 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         /* the scale from the kernel's amax where that is in its set */
         er_cval av = q->av;
         if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
-        er_q_scale_set(E, U, qmax, ref->recipe == ER_RECIPE_POW2, &av, &q->sv);
-        q->sexact = a > 0 && isfinite(a) ? qmax / a : 1.0;
+        er_q_scale_set(E, U, qmax, ref->recipe, &av, &q->sv);
+        int inv = ref->recipe == ER_RECIPE_INV;
+        q->sexact = a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
         if (ss) {
-            double rounded = 1.0;
+            double rounded = q->sexact;
             if (a > 0 && isfinite(a)) {
-                if (!ref->base) rounded = er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
+                if (!ref->base) rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov) : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
                 else {
                     mpfr_t one;
-                    mpfr_init2(one, 8);
+                    mpfr_init2(one, 16);
                     mpfr_set_ui(one, 1, MPFR_RNDN);
-                    rounded = er_q_exact_mpfr(ss->O, ss->ov, one, qmax, amp[g]);
+                    if (inv) mpfr_set_d(one, qmax, MPFR_RNDN); /* exact: qmax has at most 3 significant bits */
+                    rounded = inv ? er_q_exact_mpfr(ss->O, ss->ov, amp[g], 1.0, one) : er_q_exact_mpfr(ss->O, ss->ov, one, qmax, amp[g]);
                     mpfr_clear(one);
                 }
             }

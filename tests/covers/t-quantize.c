@@ -1,6 +1,8 @@
 /* t-quantize.c: quantisation with an amax (docs/algorithms/quantize.md). Implementations in the kernel's own
  * arithmetic (amax = max |x| per tensor, row or block; scale = qmax / amax in fp32 correctly rounded, as a reciprocal
- * then a product, or at either edge of a 2-ulp division, and the pow2 recipe; q = RN_q(RN_fp32(x scale)) saturated)
+ * then a product, or at either edge of a 2-ulp division, and the pow2 recipe; q = RN_q(RN_fp32(x scale)) saturated;
+ * the inverse recipe, scale_inv = amax / qmax and q = RN_q(x / scale_inv), both divisions correctly rounded or at
+ * an edge of 2 ulps)
  * are covered with q judged against their own scale; q on exact ties of the fp8 grid must round to even; degenerate
  * groups follow the stated rules; planted bugs (the scale inverted, amax over the wrong axis, another group's scale,
  * q truncated) are caught; bad calls are refused. */
@@ -17,26 +19,36 @@ static double rn(er_format f, double v, er_overflow ov) { return rnd(f, v, ER_RO
 static int64_t group_of(int gran, int64_t i) { return gran == 0 ? 0 : gran == 1 ? i / C : (i / C) * (C / BLK) + (i % C) / BLK; }
 static int64_t groups(int gran) { return gran == 0 ? 1 : gran == 1 ? R : R * (C / BLK); }
 
+/* A value within 2 ulps of the exact v and of its correct rounding, as far down (up = 0) or up as they allow: the
+ * edges of a 2-ulp division. */
+static float edge2(double v, int up) {
+    float cr = (float)v, s = cr;
+    for (int k = 0; k < 2; k++) {
+        float t = nextafterf(s, up ? INFINITY : -INFINITY);
+        double u = fabs((double)t - v), ulp = ldexp(1.0, ilogb(v) - 23);
+        if (u <= 2 * ulp && fabs((double)t - cr) <= 2 * ldexp(1.0, ilogb(cr) - 23)) s = t;
+    }
+    return s;
+}
+
 /* scale = qmax / a as a kernel computes it: how 0 correctly rounded, 1 reciprocal then product, 2 and 3 the lower and
- * upper edges of a 2-ulp division (within 2 ulps of the exact quotient and of the correctly rounded one), 4 pow2. */
+ * upper edges of a 2-ulp division (within 2 ulps of the exact quotient and of the correctly rounded one), 4 pow2.
+ * The inverse recipe, scale_inv = a / qmax: how 5 correctly rounded, 6 a times RN(1 / qmax), 7 and 8 the edges of a
+ * 2-ulp division (and q's division x / scale_inv at the same edge). */
 static float kernel_scale(double qmax, float a, int how) {
+    if (how >= 5) {
+        if (how == 6) return a * (float)(1.0 / qmax);
+        return how >= 7 ? edge2(a / qmax, how == 8) : (float)(a / qmax);
+    }
     float cr = (float)(qmax / a);
     if (how == 1) return (float)qmax * (1.0f / a);
     if (how == 4) { int e; frexp(cr, &e); return ldexpf(1.0f, e - 1); }
-    if (how >= 2) {
-        float s = cr;
-        for (int k = 0; k < 2; k++) {
-            float t = nextafterf(s, how == 2 ? 0.0f : INFINITY);
-            double u = fabs((double)t - qmax / a), ulp = ldexp(1.0, ilogb(qmax / a) - 23);
-            if (u <= 2 * ulp && fabs((double)t - cr) <= 2 * ldexp(1.0, ilogb(cr) - 23)) s = t;
-        }
-        return s;
-    }
+    if (how >= 2) return edge2(qmax / a, how == 3);
     return cr;
 }
 
 /* One kernel: amax, scale (how), q; bug 0 none, 1 scale inverted, 2 amax over columns, 3 the next group's scale for
- * q, 4 q truncated toward zero. */
+ * q, 4 q truncated toward zero, 5 (the inverse recipe) x multiplied by scale_inv instead of divided. */
 static void kernel(er_format qf, int gran, int how, int bug) {
     double qmax = qf == ER_FP8_E4M3FN ? 448.0 : 57344.0;
     int64_t G = groups(gran);
@@ -50,6 +62,7 @@ static void kernel(er_format qf, int gran, int how, int bug) {
         int64_t g = group_of(gran, i);
         if (bug == 3) g = (g + 1) % G;
         float p = x[i] * scale[g];
+        if (how >= 5 && bug != 5) p = how >= 7 ? edge2((double)x[i] / scale[g], how == 8) : (float)((double)x[i] / scale[g]);
         double v = rnd(qf, p, bug == 4 ? ER_ROUND_ZERO : ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
         er_store(q, qf, i, v);
     }
@@ -88,16 +101,16 @@ START_TEST(kernels_are_covered) {
         fill(tr);
         for (int f = 0; f < 2; f++)
             for (int gran = 0; gran < 3; gran++)
-                for (int how = 0; how < 5; how++) {
+                for (int how = 0; how < 9; how++) {
                     kernel(qfs[f], gran, how, 0);
                     er_report reps[3];
-                    check(reps, qfs[f], gran, how == 4);
+                    check(reps, qfs[f], gran, how == 4 ? ER_RECIPE_POW2 : how >= 5 ? ER_RECIPE_INV : ER_RECIPE_AMAX);
                     for (int k = 0; k < 3; k++)
                         ER_REQUIRE_PASS(&reps[k], "trial %d, %s, granularity %d, scale %d: output %d", tr, f ? "e5m2" : "e4m3fn", gran, how, k);
                     /* q is determined by the kernel's scale: every element exact or covered, none merely allowed by
                      * another scale */
                     ER_REQUIRE(reps[0].counts[ER_CLASS_EXACT] + reps[0].counts[ER_CLASS_COVERED] == R * C, "q classes");
-                    if (how == 0) ER_REQUIRE(reps[2].counts[ER_CLASS_EXACT] == groups(gran), "a correctly rounded scale is exact");
+                    if (how == 0 || how == 5) ER_REQUIRE(reps[2].counts[ER_CLASS_EXACT] == groups(gran), "a correctly rounded scale is exact");
                     clear3(reps);
                 }
     }
@@ -158,10 +171,10 @@ START_TEST(planted_bugs_are_caught) {
     int trials = (int)(4 * er_test_multiplier());
     for (int tr = 0; tr < trials; tr++) {
         fill(tr);
-        for (int bug = 1; bug <= 4; bug++) {
-            kernel(ER_FP8_E4M3FN, 1, 0, bug);
+        for (int bug = 1; bug <= 5; bug++) {
+            kernel(ER_FP8_E4M3FN, 1, bug == 5 ? 5 : 0, bug);
             er_report reps[3];
-            check(reps, ER_FP8_E4M3FN, 1, 0);
+            check(reps, ER_FP8_E4M3FN, 1, bug == 5 ? ER_RECIPE_INV : ER_RECIPE_AMAX);
             ER_REQUIRE(!all3(reps), "trial %d: bug %d passed", tr, bug);
             clear3(reps);
         }
@@ -231,7 +244,7 @@ START_TEST(refusals) {
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP64, ER_GRAN_TENSOR, 0, ER_RECIPE_AMAX), ER_ERR_FORMAT);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_BLOCK, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, (er_granularity)3, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
-    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, (er_scale_recipe)2), ER_ERR_INVALID);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, (er_scale_recipe)3), ER_ERR_INVALID);
     ck_assert_int_eq(er_quantize(&ref, NULL, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_ERR_NULL);
     ck_assert(ref == NULL);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP16, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);

@@ -94,8 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 6: st = er_log_softmax(&ref, &A, dim); break;
     case 7: st = er_rmsnorm(&ref, &A, vb > 0 ? &B : NULL, eps); break;
     case 9: st = er_tensor_ref(&ref, &A); break;
-    case 10: /* granularity 3, recipe 2 and blocks below 1 are refused */
-        st = er_quantize(&ref, &A, fo, (er_granularity)((dim + 3) % 4), (int64_t)dim + 2, (er_scale_recipe)(byte(&r) % 3));
+    case 10: /* granularity 3, recipe 3 and blocks below 1 are refused */
+        st = er_quantize(&ref, &A, fo, (er_granularity)((dim + 3) % 4), (int64_t)dim + 2, (er_scale_recipe)(byte(&r) % 4));
         break;
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
     }
@@ -173,7 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if ((op <= 2 || op == 9) && n <= 1024) {
             er_ref *qr = NULL;
             const er_ref *qbase = chain && byte(&r) % 2 ? chain : ref;
-            if (er_quantize_ref(&qr, qbase, fo, (er_granularity)(byte(&r) % 4), (int64_t)(byte(&r) % 5), (er_scale_recipe)(byte(&r) % 3)) == ER_OK) {
+            if (er_quantize_ref(&qr, qbase, fo, (er_granularity)(byte(&r) % 4), (int64_t)(byte(&r) % 5), (er_scale_recipe)(byte(&r) % 4)) == ER_OK) {
                 static uint64_t qo[1024], ao[1024], so[1024];
                 er_standard sq;
                 er_tensor Q, Am, Sc;

@@ -739,12 +739,13 @@ def _quant_args(shape, dtype, granularity, recipe):
         gran = grans[granularity]
     else:
         raise ValueError("exactref: quantize: granularity %r: expected 'tensor', 'row' or ('block', n)" % (granularity,))
-    if recipe not in ("amax", "pow2"):
-        raise ValueError("exactref: quantize: recipe %r: expected 'amax' or 'pow2'" % (recipe,))
+    recipes = {"amax": 0, "pow2": 1, "inverse": 2}
+    if recipe not in recipes:
+        raise ValueError("exactref: quantize: recipe %r: expected 'amax', 'pow2' or 'inverse'" % (recipe,))
     lead = tuple(shape[:-1])
     nb = (shape[-1] + block - 1) // block if gran == 2 and block > 0 else 0
     groups = (1,) if gran == 0 else (lead + (nb,) if gran == 2 else lead) or (1,)
-    return qf, gran, int(block), 0 if recipe == "amax" else 1, groups
+    return qf, gran, int(block), recipes[recipe], groups
 
 
 def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
@@ -753,6 +754,8 @@ def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
     (1,) or 0-d), "row" (each row along the last dimension: x's leading shape) or ("block", n) (blocks of n along the
     last dimension: x's leading shape and ceil(cols / n)). amax = max |x|; scale = qmax / amax (recipe "amax") or the
     power of two at or below it ("pow2"), within div_ulps (default 2) in the compute format; q = RN(x scale) in dtype.
+    Recipe "inverse" (DeepSeek-style blockwise kernels): the scale output is scale_inv = amax / qmax and q = RN(x /
+    scale_inv), each division within div_ulps.
     covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
     (docs/algorithms/quantize.md)."""
     a = to_numpy(x, "x")

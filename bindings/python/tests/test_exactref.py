@@ -692,6 +692,14 @@ def test_quantize():
     qb = np.clip(x.reshape(16, 3, 32) * scb[:, :, None], -448, 448).astype(f8).reshape(16, 96)
     er.quantize(x, "float8_e4m3fn", ("block", 32)).covers((qb, amb, scb)).assert_all()
     assert not er.quantize(x, "float8_e4m3fn", ("block", 32)).covers((qb, amb.T.copy().reshape(16, 3), scb)).all()
+    # the inverse recipe, as DeepSeek-style blockwise kernels store it: scale_inv = amax / 448, q = x / scale_inv
+    sinv = (amb / np.float32(448)).astype(np.float32)
+    qi = np.clip(x.reshape(16, 3, 32) / sinv[:, :, None], -448, 448).astype(f8).reshape(16, 96)
+    er.quantize(x, "float8_e4m3fn", ("block", 32), recipe="inverse").covers((qi, amb, sinv)).assert_all()
+    qm = np.clip(x.reshape(16, 3, 32) * sinv[:, :, None], -448, 448).astype(f8).reshape(16, 96)  # multiplied instead
+    assert not er.quantize(x, "float8_e4m3fn", ("block", 32), recipe="inverse").covers((qm, amb, sinv)).all()
+    with pytest.raises(ValueError):
+        er.quantize(x, "float8_e4m3fn", recipe="inv")
     with pytest.raises(ValueError):
         er.quantize(x, "float8_e4m3fn", "column")
     with pytest.raises(er.ExactrefError):
