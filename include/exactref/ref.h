@@ -114,7 +114,8 @@ ER_API er_status er_tensor_ref(er_ref **out, const er_tensor *x);
  * or another reference (any value its standard allows); relu exact (a NaN may become 0, as max instructions do);
  * cast a rounding to nearest even into its format (the format's default overflow rule); gelu as torch's CUDA kernel
  * evaluates it, (x / 2)(1 + erf(x fl(1/sqrt 2))); gelu_tanh as (x / 2)(1 + tanh(fl(sqrt(2/pi))(x + fl(0.044715) x^3)))
- * (the cube in any order, the sum fused or not); silu as x / (1 + exp(-x)) or x * sigmoid(x); exp, exp2, log, tanh,
+ * (the cube in any order, the sum fused or not) or as x sigmoid(2u), its argument doubled; silu as x / (1 + exp(-x)) or
+ * x * sigmoid(x); exp, exp2, log, tanh,
  * erf and rsqrt; sigmoid as 1 / (1 + exp(-x)). Each function within `scalar` ulps (0: CUDA's table); a subnormal
  * argument or result may be flushed to zero. With math=triton (compute=fp32), Triton's lowering: exp is ex2.approx
  * of fl(x fl(log2 e)) and a division (sigmoid's, silu's) within 2 ulps. The standard's order applies to base and

@@ -329,9 +329,9 @@ static void er_sigmoid_image(er_cval *v, const er_fmt_info *E, int tri, double U
 
 /* gelu's tanh form: the argument RN(b RN(x + k x^3)), b = RN(sqrt(2/pi)), k = RN(0.044715), in every form Lemma C9
  * lists, at x: the least (upper = 0) or the greatest of them. */
-static double er_gelu_tanh_arg(const er_fmt_info *E, double x, int upper) {
+static double er_gelu_tanh_arg(const er_fmt_info *E, double x, int upper, double c) {
     const er_round N = ER_ROUND_NEAREST;
-    double b = er__round_double(E, 0.79788456080286535588, N, ER_OVERFLOW_IEEE), k = er__round_double(E, 0.044715, N, ER_OVERFLOW_IEEE);
+    double b = er__round_double(E, c, N, ER_OVERFLOW_IEEE), k = er__round_double(E, 0.044715, N, ER_OVERFLOW_IEEE);
     double xx = er__round_prod(E, x, x, 1, N), kx = er__round_prod(E, k, x, 1, N);
     double cube = er__round_prod(E, xx, x, 1, N), kxx = er__round_prod(E, kx, x, 1, N), k_xx = er__round_prod(E, k, xx, 1, N);
     double s[6] = {
@@ -347,21 +347,24 @@ static double er_gelu_tanh_arg(const er_fmt_info *E, double x, int upper) {
 /* gelu (erf and tanh forms) and silu over the finite interval [l, h] (docs/algorithms/chains.md, Lemmas C5 and
  * C9): each step's interval, the transcendental's by Lemma U1, the last product or quotient over the corners. silu
  * is both x / d and x RN(1 / d), d = RN(1 + exp~(-x)), joined. */
+/* x sigmoid(z) for x in [l, h] and z in [z0, z1]: x / d and x RN(1 / d), d = RN(1 + exp~(-z)), joined, over the box
+ * (silu: z = x). */
+static void er_x_sigmoid(const er_fmt_info *E, int tri, double U, double l, double h, double z0, double z1, double *lo, double *hi) {
+    double d0, d1, q0, q1, lo2, hi2;
+    er_denominator(E, tri, U, z0, z1, &d0, &d1);
+    /* x / d: the exact quotients lie between the corners (a box of constant signs in d > 0) */
+    double c[4] = {l / d0, l / d1, h / d0, h / d1}, mn = c[0], mx = c[0];
+    for (int i = 1; i < 4; i++) { mn = fmin(mn, c[i]); mx = fmax(mx, c[i]); }
+    er_quotient_ends(E, tri, nextafter(mn, -INFINITY), nextafter(mx, INFINITY), lo, hi);
+    /* x RN(1 / d) */
+    er_recip_ends(E, tri, d0, d1, &q0, &q1);
+    er_prod_hull(E, l, h, q0, q1, 0, &lo2, &hi2);
+    *lo = fmin(*lo, lo2);
+    *hi = fmax(*hi, hi2);
+}
+
 static void er_act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, double U, double l, double h, double *lo, double *hi) {
-    if (kind == ER_STAGE_SILU) {
-        double d0, d1, q0, q1, lo2, hi2;
-        er_denominator(E, tri, U, l, h, &d0, &d1);
-        /* x / d: the exact quotients lie between the corners (a box of constant signs in d > 0) */
-        double c[4] = {l / d0, l / d1, h / d0, h / d1}, mn = c[0], mx = c[0];
-        for (int i = 1; i < 4; i++) { mn = fmin(mn, c[i]); mx = fmax(mx, c[i]); }
-        er_quotient_ends(E, tri, nextafter(mn, -INFINITY), nextafter(mx, INFINITY), lo, hi);
-        /* x RN(1 / d) */
-        er_recip_ends(E, tri, d0, d1, &q0, &q1);
-        er_prod_hull(E, l, h, q0, q1, 0, &lo2, &hi2);
-        *lo = fmin(*lo, lo2);
-        *hi = fmax(*hi, hi2);
-        return;
-    }
+    if (kind == ER_STAGE_SILU) { er_x_sigmoid(E, tri, U, l, h, l, h, lo, hi); return; }
     double t0, t1, a, b, e0, e1;
     int fn = kind == ER_STAGE_GELU ? ER_FN_ERF : ER_FN_TANH;
     if (kind == ER_STAGE_GELU) {
@@ -369,8 +372,8 @@ static void er_act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, d
         t0 = er__round_prod(E, l, alpha, 1, ER_ROUND_NEAREST);
         t1 = er__round_prod(E, h, alpha, 1, ER_ROUND_NEAREST);
     } else {
-        t0 = er_gelu_tanh_arg(E, l, 0);
-        t1 = er_gelu_tanh_arg(E, h, 1);
+        t0 = er_gelu_tanh_arg(E, l, 0, 0.79788456080286535588);
+        t1 = er_gelu_tanh_arg(E, h, 1, 0.79788456080286535588);
     }
     /* within U ulps of an exact value near -1 (or 1) lies beyond it: an implementation at the edge of its budget
      * may return that, so no cut at [-1, 1] */
@@ -378,6 +381,16 @@ static void er_act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, d
     double s0 = er__round_sum(E, 1.0, e0, ER_ROUND_NEAREST), s1 = er__round_sum(E, 1.0, e1, ER_ROUND_NEAREST);
     double x0 = er__round_prod(E, l, 0.5, 1, ER_ROUND_NEAREST), x1 = er__round_prod(E, h, 0.5, 1, ER_ROUND_NEAREST);
     er_prod_hull(E, x0, x1, s0, s1, 0, lo, hi);
+    if (kind == ER_STAGE_GELU_TANH) {
+        /* 1 + tanh(u) = 2 sigmoid(2 u): x sigmoid(z), z = RN(RN(2 sqrt(2/pi)) m) or 2 RN(RN(sqrt(2/pi)) m) for the
+         * argument's sum m in each form; z is increasing in x, so z in [z0, z1] (chains.md, Lemma C9) */
+        double z0 = fmin(er_gelu_tanh_arg(E, l, 0, 1.59576912160573071176), 2.0 * t0);
+        double z1 = fmax(er_gelu_tanh_arg(E, h, 1, 1.59576912160573071176), 2.0 * t1);
+        double lo2, hi2;
+        er_x_sigmoid(E, tri, U, l, h, z0, z1, &lo2, &hi2);
+        *lo = fmin(*lo, lo2);
+        *hi = fmax(*hi, hi2);
+    }
 }
 
 /* A unary stage (chains.md, Lemmas C6 and C7): its image of v's finite interval, and of the special values. A

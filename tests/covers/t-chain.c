@@ -386,13 +386,15 @@ START_TEST(activations_at_the_edge_of_their_ulps) {
     ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
     /* act 0: gelu; 1: silu as x / d; 2: silu as x * sigmoid(x); 3 to 8: gelu's tanh form, its argument in each of
      * the cube's orders, the sum fused or not (chains.md, Lemma C9) */
-    static const er_stage_kind kinds[9] = {ER_STAGE_GELU, ER_STAGE_SILU, ER_STAGE_SILU, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH,
-                                           ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH};
-    static const char *const names[9] = {"gelu", "silu x / d", "silu x sigmoid(x)", "gelu tanh k (x x x)", "gelu tanh fma(k, x x x, x)",
-                                         "gelu tanh ((k x) x) x", "gelu tanh fma((k x) x, x, x)", "gelu tanh (k (x x)) x",
-                                         "gelu tanh fma(k (x x), x, x)"};
-    const float beta = 0.797884583f, k = 0.044715f;
-    for (int act = 0; act < 9; act++) {
+    static const er_stage_kind kinds[12] = {ER_STAGE_GELU, ER_STAGE_SILU, ER_STAGE_SILU, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH,
+                                            ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH,
+                                            ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH, ER_STAGE_GELU_TANH};
+    static const char *const names[12] = {"gelu", "silu x / d", "silu x sigmoid(x)", "gelu tanh k (x x x)", "gelu tanh fma(k, x x x, x)",
+                                          "gelu tanh ((k x) x) x", "gelu tanh fma((k x) x, x, x)", "gelu tanh (k (x x)) x",
+                                          "gelu tanh fma(k (x x), x, x)", "gelu tanh as x / (1 + exp(-2b' u))",
+                                          "gelu tanh as x sigmoid(2 (b u))", "gelu tanh as x sigmoid(2b' fma(k x x, x, x))"};
+    const float beta = 0.797884583f, k = 0.044715f, beta2 = 1.59576917f; /* RN(sqrt(2 / pi)), RN(0.044715), RN(2 sqrt(2 / pi)) */
+    for (int act = 0; act < 12; act++) {
         er_stage st[1] = {{kinds[act], NULL, 0, 0, NULL}};
         er_ref *ch;
         ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
@@ -403,6 +405,13 @@ START_TEST(activations_at_the_edge_of_their_ulps) {
                     if (act == 1) { y[i] = v / (1.0f + edge_fn(1, -(double)v, reading, dir)); continue; }
                     if (act == 2) { y[i] = v * (1.0f / (1.0f + edge_fn(1, -(double)v, reading, -dir))); continue; }
                     if (act == 0) { y[i] = (v * 0.5f) * (1.0f + edge_fn(0, (double)(v * 0.70710677f), reading, dir)); continue; }
+                    if (act >= 9) { /* 1 + tanh(u) = 2 sigmoid(2 u): x sigmoid(2 u), the 2 folded into the constant or not */
+                        float z = act == 9 ? beta2 * (v + k * ((v * v) * v)) : act == 10 ? 2.0f * (beta * (v + k * ((v * v) * v)))
+                                                                                        : beta2 * fmaf(k * v * v, v, v);
+                        float e = -(double)z > 88.8 ? INFINITY : edge_fn(1, -(double)z, reading, act == 9 ? dir : -dir); /* expf overflows */
+                        y[i] = act == 9 ? v / (1.0f + e) : v * (1.0f / (1.0f + e));
+                        continue;
+                    }
                     switch (act) {
                     case 3: u = v + k * ((v * v) * v); break;
                     case 4: u = fmaf(k, (v * v) * v, v); break;
