@@ -45,6 +45,9 @@ typedef struct er_element {
     double exact;                  /* the exact result rounded to double (NaN/inf for special results) */
     double rounded;                /* the exact result correctly rounded to the output format */
     double distance_ulps;          /* for OUTSIDE: distance beyond the nearest edge, in output ulps; else 0 */
+    int stage;                     /* a chain's failing element: the most leading stages whose set (rounded to the
+                                    * output format) holds the value, 0 for the base's alone; -1: none does, or not a
+                                    * chain (docs/algorithms/chains.md) */
 } er_element;
 
 #define ER_REPORT_FIRST 8

@@ -67,6 +67,7 @@ static void er_fill_element(er_element *el, const er_report *r, int64_t idx, er_
     el->exact = c->exact;
     el->rounded = c->rounded;
     el->distance_ulps = dist;
+    el->stage = -1;
 }
 
 /* The output view must have the shape of the op's first output. */
@@ -165,6 +166,14 @@ void er__sink_put(er_sink *sk, int64_t idx, const er_cset *c) {
 void er__sink_put_value(er_sink *sk, int64_t idx, const er_cset *c, double y) { er_sink_record(sk, idx, c, y); }
 
 uint8_t *er__sink_classes(er_sink *sk) { return sk->rep->classes; }
+
+void er__sink_stage(er_sink *sk, int64_t idx, int stage) {
+    er_report *r = sk->rep;
+    if (sk->enclose) return;
+    for (int i = 0; i < r->n_first; i++)
+        if (r->first[i].index == idx) r->first[i].stage = stage;
+    if (r->has_worst && r->worst.index == idx) r->worst.stage = stage;
+}
 
 void er__sink_count(er_sink *sk, int cls, int64_t n) { sk->rep->counts[cls] += n; }
 

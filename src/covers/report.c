@@ -103,6 +103,12 @@ static void er_sb_element_text(er_sb *b, const er_report *r, const er_element *e
     er_sb_num(b, e->exact, 17, 0);
     er_sb_printf(b, ", correctly rounded ");
     er_sb_num(b, e->rounded, d, 0);
+    if (e->stage >= 0) {
+        /* the chain's name up to that stage: its first stage + 1 parts of "base+stage+stage..." */
+        const char *op = r->op, *end = op;
+        for (int k = 0; k <= e->stage && *end; k++) { if (k) end++; while (*end && *end != '+') end++; }
+        er_sb_printf(b, "; the output lies in the set after %.*s (stage %d)", (int)(end - op), op, e->stage);
+    }
 }
 
 static er_status er_sb_finish(er_sb *b, char *buf, size_t cap, size_t *needed) {
@@ -220,6 +226,8 @@ static void er_sb_element_json(er_sb *b, const er_report *r, const er_element *e
     er_sb_num(b, e->rounded, 17, 1);
     er_sb_printf(b, ", \"distance_ulps\": ");
     er_sb_num(b, e->distance_ulps, 17, 1);
+    if (e->stage >= 0) er_sb_printf(b, ", \"stage\": %d", e->stage);
+    else er_sb_printf(b, ", \"stage\": null");
     er_sb_printf(b, "}");
 }
 

@@ -850,21 +850,54 @@ static void er_cval_of_cset(er_cval *v, const er_cset *c) {
 
 /* Element idx's output set from its base's set v (changed) and its reference operands' sets w and brackets [bl, bh]
  * (stage i's at i), with its exact values. */
+/* Stage i applied to v (with the next, where a mul then add may be fused): the index of the stage after them. */
+static int er_chain_step(const er_ref *ref, const er_standard *std, const er_fmt_info *E, int64_t idx, int i, er_cval *v,
+                         const er_cval *w) {
+    const er_stage *s = &ref->stages[i];
+    const er_cval *wi = s->ref ? &w[i] : NULL;
+    if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
+        er_mul_add(v, s, &ref->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS, wi, ref->stages[i + 1].ref ? &w[i + 1] : NULL);
+        return i + 2;
+    }
+    er_stage_apply(v, s, E, idx, std->fast_math == 2, wi);
+    return i + 1;
+}
+
 static er_status er_chain_cset(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk, int64_t idx,
                                er_cval *v, const er_cval *w, const double *bl, const double *bh, mpfr_t x, er_cset *c) {
-    for (int i = 0; i < ref->nstages; i++) {
-        const er_stage *s = &ref->stages[i];
-        const er_cval *wi = s->ref ? &w[i] : NULL;
-        if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
-            er_mul_add(v, s, &ref->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS, wi, ref->stages[i + 1].ref ? &w[i + 1] : NULL);
-            i++;
-            continue;
-        }
-        er_stage_apply(v, s, E, idx, std->fast_math == 2, wi);
-    }
+    for (int i = 0; i < ref->nstages;) i = er_chain_step(ref, std, E, idx, i, v, w);
     double exact = NAN, rounded = NAN;
     ER_RETURN_IF_ERROR(er_chain_exact(ref, idx, sk, x, &exact, &rounded, bl, bh));
     er__cset_build(c, sk->O, sk->ov, 1, v, exact, rounded);
+    return ER_OK;
+}
+
+/* For a failing element with output y: the most leading stages whose set, rounded to the output, holds y (0: the
+ * base's alone; er_element's stage), from the base's set v0 and the operands' w; -1 where none does. A mul and the
+ * add fused with it count as one step. */
+static int er_chain_trace(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk, int64_t idx,
+                          const er_cval *v0, const er_cval *w, double y) {
+    er_cval v = *v0;
+    int found = -1;
+    for (int i = 0; i < ref->nstages && isfinite(y);) {
+        er_cset c;
+        er__cset_build(&c, sk->O, sk->ov, 0, &v, NAN, NAN);
+        if (y >= c.lo && y <= c.hi && !c.nan_req) found = i;
+        i = er_chain_step(ref, std, E, idx, i, &v, w);
+    }
+    return found;
+}
+
+/* Element idx's set into the sink, from its base's set v0 and its operands' sets w and brackets; a failing element
+ * gets its stage (er_chain_trace). */
+static er_status er_chain_put(const er_ref *ref, const er_standard *std, const er_fmt_info *E, er_sink *sk, int64_t idx,
+                              const er_cval *v0, const er_cval *w, const double *bl, const double *bh, mpfr_t x) {
+    er_cval v = *v0;
+    er_cset c;
+    ER_RETURN_IF_ERROR(er_chain_cset(ref, std, E, sk, idx, &v, w, bl, bh, x, &c));
+    er__sink_put(sk, idx, &c);
+    if (er__sink_reads_output(sk) && !er_class_passes((er_class)er__sink_classes(sk)[idx]))
+        er__sink_stage(sk, idx, er_chain_trace(ref, std, E, sk, idx, v0, w, er__load(sk->out, er__offset(sk->out, idx))));
     return ER_OK;
 }
 
@@ -884,9 +917,7 @@ static void *er_chain_run(void *arg) {
             bh[i] = j->obh[i][idx];
             er_cval_of(&w[i], j->olo[i][idx], j->ohi[i][idx], j->ofl[i][idx]);
         }
-        er_cset c;
-        j->st = er_chain_cset(ref, j->std, j->E, j->sk, idx, &v, w, bl, bh, x, &c);
-        if (j->st == ER_OK) er__sink_put(j->sk, idx, &c);
+        j->st = er_chain_put(ref, j->std, j->E, j->sk, idx, &v, w, bl, bh, x);
     }
     mpfr_clear(x);
     if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
@@ -1050,20 +1081,20 @@ static void *er_chain_fast_run(void *arg) {
     return NULL;
 }
 
-/* Element idx's whole set through the engine, from its modules' single sets. */
-static er_status er_chain_fast_set(const er_chain_fast_job *j, int64_t idx, mpfr_t x, er_cset *c) {
+/* Element idx's base set v, its operands' sets w and brackets [bl, bh], from its modules' single sets. */
+static er_status er_chain_fast_inputs(const er_chain_fast_job *j, int64_t idx, er_cval *v, er_cval *w, double *bl, double *bh) {
     const er_ref *ref = j->ref;
-    er_cval v, w[12];
-    double m, bl[12], bh[12];
-    ER_RETURN_IF_ERROR(j->mod[0]->cursor_set(j->cur[0], idx, c));
-    er_cval_of_cset(&v, c);
+    er_cset c;
+    double m;
+    ER_RETURN_IF_ERROR(j->mod[0]->cursor_set(j->cur[0], idx, &c));
+    er_cval_of_cset(v, &c);
     for (int i = 0; i < ref->nstages; i++) {
         if (!ref->stages[i].ref) continue;
-        ER_RETURN_IF_ERROR(j->mod[i + 1]->cursor_set(j->cur[i + 1], idx, c));
-        er_cval_of_cset(&w[i], c);
+        ER_RETURN_IF_ERROR(j->mod[i + 1]->cursor_set(j->cur[i + 1], idx, &c));
+        er_cval_of_cset(&w[i], &c);
         if (er__ref_bracket(ref->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) { bl[i] = bh[i] = NAN; er__ok(); }
     }
-    return er_chain_cset(ref, j->std, j->E, j->sk, idx, &v, w, bl, bh, x, c);
+    return ER_OK;
 }
 
 static void *er_chain_fast_rest(void *arg) {
@@ -1074,9 +1105,10 @@ static void *er_chain_fast_rest(void *arg) {
     j->st = ER_OK;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
         if (classes[idx] != ER_PENDING) continue;
-        er_cset c;
-        j->st = er_chain_fast_set(j, idx, x, &c);
-        if (j->st == ER_OK) er__sink_put(j->sk, idx, &c);
+        er_cval v, w[12];
+        double bl[12], bh[12];
+        j->st = er_chain_fast_inputs(j, idx, &v, w, bl, bh);
+        if (j->st == ER_OK) j->st = er_chain_put(j->ref, j->std, j->E, j->sk, idx, &v, w, bl, bh, x);
     }
     mpfr_clear(x);
     if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
@@ -1132,7 +1164,10 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
             er_cset c;
             mpfr_t x;
             mpfr_init2(x, 64);
-            st = er_chain_fast_set(&jobs[0], widx, x, &c);
+            er_cval v, w[12];
+            double bl[12], bh[12];
+            st = er_chain_fast_inputs(&jobs[0], widx, &v, w, bl, bh);
+            if (st == ER_OK) st = er_chain_cset(ref, std, jobs[0].E, jobs[0].sk, widx, &v, w, bl, bh, x, &c);
             mpfr_clear(x);
             const er_tensor *out = jobs[0].sk->out;
             if (st == ER_OK) er__sink_widest(jobs[0].sk, widx, &c, er__load(out, er__offset(out, widx)));

@@ -58,6 +58,9 @@ ER_INTERNAL void er__sink_count(er_sink *s, int cls, int64_t n);
 ER_INTERNAL void er__sink_set(er_sink *s, int64_t idx, double lo, double hi, double y);
 /* A decided element's whole set (its exact values included) as a candidate for the report's widest set. */
 ER_INTERNAL void er__sink_widest(er_sink *s, int64_t idx, const er_cset *c, double y);
+/* A chain's failing element idx, put already: the most leading stages whose set holds its output (er_element's
+ * stage), recorded where the report keeps the element. */
+ER_INTERNAL void er__sink_stage(er_sink *s, int64_t idx, int stage);
 /* er__sink_put with the element's output value y already read (from a copy of the output). */
 ER_INTERNAL void er__sink_put_value(er_sink *s, int64_t idx, const er_cset *c, double y);
 

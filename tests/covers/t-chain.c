@@ -620,27 +620,42 @@ START_TEST(planted_bugs_are_caught) {
     er_tensor tBias;
     er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
     static uint16_t out[M * N];
-    int caught[3] = {0, 0, 0}, trials = (int)(10 * er_test_multiplier());
+    int caught[4] = {0, 0, 0, 0}, named[4] = {0, 0, 0, 0}, trials = (int)(10 * er_test_multiplier());
     for (int tr = 0; tr < trials; tr++) {
         build(tr);
         er_stage st[3] = {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_RELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
-        for (int bug = 0; bug < 3; bug++) {
+        for (int bug = 0; bug < 4; bug++) {
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < N; j++) {
                     float acc = gemm_elem(i, j), y;
                     if (bug == 0) y = (acc + biasf[j]) + biasf[j];   /* the bias added twice */
                     else if (bug == 1) y = acc + biasf[j];           /* relu left out */
-                    else y = 2.0f * acc + biasf[j];                  /* a scale applied twice (alpha = 2 applied, chain has none) */
+                    else if (bug == 2) y = 2.0f * acc + biasf[j];    /* a scale applied twice (alpha = 2 applied, chain has none) */
+                    else y = acc;                                    /* the bias left out */
                     if (bug != 1) y = y > 0 ? y : 0;
                     er_store(out, ER_FP16, i * N + j, to_half(y));
                 }
             er_report rep;
             chain_covers(&rep, st, 3, out, "any_order", NULL);
             caught[bug] += !er_report_all(&rep);
+            /* the stages the output still matches: relu left out matches the set after the bias (stage 1) at every
+             * failing element; the bias left out matches the matmul's own set (stage 0) where the accumulator is
+             * positive, no set where relu cut it */
+            for (int f = 0; f < rep.n_first && bug == 1; f++)
+                ER_REQUIRE(rep.first[f].stage == 1, "relu left out, trial %d: stage %d", tr, rep.first[f].stage);
+            for (int f = 0; f < rep.n_first && bug == 3; f++)
+                ER_REQUIRE(rep.first[f].stage == 0 || rep.first[f].stage == -1, "bias left out, trial %d: stage %d", tr, rep.first[f].stage);
+            if (rep.has_worst && rep.worst.stage == (bug == 1 ? 1 : 0)) {
+                char text[4096];
+                ck_assert_int_eq(er_report_text(&rep, text, sizeof text, NULL), ER_OK);
+                named[bug] += strstr(text, bug == 1 ? "the output lies in the set after matmul+add (stage 1)"
+                                                    : "the output lies in the set after matmul (stage 0)") != NULL;
+            }
             er_report_clear(&rep);
         }
     }
-    for (int bug = 0; bug < 3; bug++) ck_assert_msg(caught[bug] == trials, "bug %d caught in %d of %d", bug, caught[bug], trials);
+    for (int bug = 0; bug < 4; bug++) ck_assert_msg(caught[bug] == trials, "bug %d caught in %d of %d", bug, caught[bug], trials);
+    ck_assert_msg(named[1] == trials && named[3] > 0, "named %d and %d of %d", named[1], named[3], trials);
 }
 END_TEST
 
