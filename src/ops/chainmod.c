@@ -709,6 +709,19 @@ static double er_act_double(er_stage_kind kind, double x) {
     return x / (1.0 + exp(-2.0 * 0.79788456080286535588 * (x + 0.044715 * x * x * x)));
 }
 
+/* A unary stage's function at x in double arithmetic (libm's, within a few ulps). */
+static double er_unary_double(er_stage_kind kind, double x) {
+    switch (kind) {
+    case ER_STAGE_EXP: return exp(x);
+    case ER_STAGE_EXP2: return exp2(x);
+    case ER_STAGE_LOG: return log(x);
+    case ER_STAGE_TANH: return tanh(x);
+    case ER_STAGE_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case ER_STAGE_ERF: return erf(x);
+    default: return 1.0 / sqrt(x);
+    }
+}
+
 /* The stages applied to the real interval [*l, *h] (doubles), the result widened outward to doubles again: each
  * add and mul rounded to nearest then stepped one double outward, relu exact; a cast is not part of the real
  * function. 0 where a value is not finite. */
@@ -721,7 +734,7 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
             /* not monotone: the values at the ends (libm's erf, exp, within a few double ulps), widened by the
              * slope's bound times the width (|gelu'| in both forms and |silu'| are below 1.2) and a relative 2^-45;
              * 1 + erf(t) as erfc(-t) and 1 + tanh(u) as 2 / (1 + exp(-2 u)): no cancellation near -1 */
-            double fa = er_act_double(s->kind, a), fb = er_act_double(s->kind, b);
+            double fa = er_act_double(s->kind, a), fb = a == b ? fa : er_act_double(s->kind, b);
             /* each has one minimum (gelu's near -0.752 in both forms, silu's near -1.278): monotone on an interval
              * below -2 or above -0.4 (silu: -0.9), the values at its ends bound it (chains.md, Lemma C12) */
             int mono = b < -2.0 || a > (s->kind == ER_STAGE_SILU ? -0.9 : -0.4);
@@ -735,15 +748,8 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
              * rsqrt of a non-positive end stop here */
             double fa, fb;
             if ((s->kind == ER_STAGE_LOG || s->kind == ER_STAGE_RSQRT) && !(a > 0)) { a = NAN; break; }
-            switch (s->kind) {
-            case ER_STAGE_EXP: fa = exp(a); fb = exp(b); break;
-            case ER_STAGE_EXP2: fa = exp2(a); fb = exp2(b); break;
-            case ER_STAGE_LOG: fa = log(a); fb = log(b); break;
-            case ER_STAGE_TANH: fa = tanh(a); fb = tanh(b); break;
-            case ER_STAGE_SIGMOID: fa = 1.0 / (1.0 + exp(-a)); fb = 1.0 / (1.0 + exp(-b)); break;
-            case ER_STAGE_ERF: fa = erf(a); fb = erf(b); break;
-            default: fa = 1.0 / sqrt(b); fb = 1.0 / sqrt(a); break;
-            }
+            fa = er_unary_double(s->kind, s->kind == ER_STAGE_RSQRT ? b : a);
+            fb = a == b ? fa : er_unary_double(s->kind, s->kind == ER_STAGE_RSQRT ? a : b);
             a = fa - (fabs(fa) * 0x1p-45 + 0x1p-1000);
             b = fb + (fabs(fb) * 0x1p-45 + 0x1p-1000);
             continue;

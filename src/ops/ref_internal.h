@@ -31,6 +31,7 @@ struct er_ref {
     int nnorm;          /* layernorm: the trailing dimensions normalised together (K elements per row) */
     int64_t rows;       /* layernorm: rows (the mean's and rstd's elements) */
     int scaled;         /* scaled matmul: the products' sum times sa and sb */
+    int a_row_major;    /* a tensor's own values (er_tensor_ref): A is row-major contiguous */
     double sa, sb;
     int64_t n;          /* output elements */
     int64_t K;          /* products per element */

@@ -18,6 +18,7 @@ er_status er_tensor_ref(er_ref **out, const er_tensor *x) {
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
     r->op = ER_OP_TENSOR;
     r->A = *x;
+    r->a_row_major = er__row_major(x);
     r->ndim = x->ndim;
     r->n = 1;
     for (int i = 0; i < x->ndim; i++) { r->shape[i] = x->shape[i]; r->n *= x->shape[i]; }
@@ -25,7 +26,9 @@ er_status er_tensor_ref(er_ref **out, const er_tensor *x) {
     return ER_OK;
 }
 
-static double er_tensor_value(const er_ref *ref, int64_t idx) { return er__load(&ref->A, er__offset(&ref->A, idx)); }
+static double er_tensor_value(const er_ref *ref, int64_t idx) {
+    return er__load(&ref->A, ref->a_row_major ? idx : er__offset(&ref->A, idx));
+}
 
 /* No reduction: only standards that say nothing of one's order apply (any_order, its options for the output). */
 static er_status er_tensor_check(const er_ref *ref, const er_standard *std) {
@@ -92,6 +95,13 @@ static er_status er_tensor_exact(const er_ref *ref, int64_t idx, const er_fmt_in
     return ER_OK;
 }
 
+/* The exact value itself: a point. */
+static er_status er_tensor_bracket(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi) {
+    *mid = *lo = *hi = er_tensor_value(ref, idx);
+    if (!isfinite(*mid)) *lo = *hi = NAN;
+    return ER_OK;
+}
+
 static er_status er_tensor_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out) {
     mpfr_set_prec(out, 64);
     mpfr_set_d(out, er_tensor_value(ref, idx), MPFR_RNDN); /* exact */
@@ -102,6 +112,7 @@ static const char *const er_tensor_names[1] = {"out"};
 
 const er_op_module er__tensor_module = {.name = "tensor", .nout = 1, .out_names = er_tensor_names, .out_shape = er__out_shape_same,
                                         .check = er_tensor_check, .covers = er_tensor_covers, .exact = er_tensor_exact,
-                                        .exact_mpfr = er_tensor_exact_mpfr, .cursor_open = er_tensor_cursor_open,
+                                        .exact_mpfr = er_tensor_exact_mpfr, .bracket = er_tensor_bracket,
+                                        .cursor_open = er_tensor_cursor_open,
                                         .cursor_inner = er_tensor_cursor_inner, .cursor_set = er_tensor_cursor_set,
                                         .cursor_close = free};
