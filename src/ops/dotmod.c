@@ -918,6 +918,14 @@ static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, dou
     return ER_OK;
 }
 
+/* matmul: the tensor-core models, tf32 and depth=; sum: depth=; mean: depth= and mean=; max: none (it adds
+ * nothing). */
+static er_status er_dot_check(const er_ref *ref, const er_standard *std) {
+    unsigned takes = ref->op == ER_OP_MATMUL ? ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH
+                   : ref->op == ER_OP_MEAN ? ER_TAKES_DEPTH | ER_TAKES_MEAN : ref->op == ER_OP_SUM ? ER_TAKES_DEPTH : 0;
+    return er__standard_takes(ref, std, takes);
+}
+
 static const char *const er_dot_names[1] = {"out"};
 
 /* The cursor of single elements' sets (module.h) for a matmul on the fast path under a standard whose sets are the
@@ -1007,7 +1015,7 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
 }
 
 const er_op_module er__dot_module = {.name = "matmul", .nout = 1, .out_names = er_dot_names, .out_shape = er__out_shape_same,
-                                     .check = er__standard_applies, .covers = er_dot_covers, .emulate = er_dot_emulate,
+                                     .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate,
                                      .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,
                                      .bracket = er_dot_bracket, .cursor_open = er_dot_cursor_open,
                                      .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,

@@ -10,8 +10,25 @@
  * any = 1 (an any-order set) the correctly rounded exact result joins it. */
 ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact,
                                 double rounded);
-/* Whether the standard applies to the op: the options each op takes, in one place for every module. */
-ER_INTERNAL er_status er__standard_applies(const er_ref *ref, const er_standard *std);
+/* The options of the standard beyond the order and the formats that an op takes: each module's check names its
+ * own, and er__standard_takes refuses every other option set in the standard (ER_ERR_STANDARD or
+ * ER_ERR_UNSUPPORTED, the message naming the ops that take it). */
+#define ER_TAKES_MMA 0x001u      /* mma:<arch> orders */
+#define ER_TAKES_TF32 0x002u     /* compute=tf32 */
+#define ER_TAKES_RSQRT 0x004u    /* rsqrt_ulps= */
+#define ER_TAKES_VARIANCE 0x008u /* variance= */
+#define ER_TAKES_FNS 0x010u      /* exp_ulps=, log_ulps=, div= (the module refuses those of them it lacks) */
+#define ER_TAKES_FAST 0x020u     /* exp_ulps=fast, math=fast */
+#define ER_TAKES_TRITON 0x040u   /* math=triton */
+#define ER_TAKES_FLUSH 0x080u    /* subnormals=flush */
+#define ER_TAKES_DIV_ULPS 0x100u /* div_ulps= */
+#define ER_TAKES_ONLINE 0x200u   /* max=, online= */
+#define ER_TAKES_DEPTH 0x400u    /* depth= */
+#define ER_TAKES_MEAN 0x800u     /* mean= */
+ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned takes);
+/* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
+ * compute format holding the input's values. */
+ER_INTERNAL er_status er__rows_standard(const er_ref *ref, const er_standard *std);
 /* The output shape of an op with one output of the reference's shape. */
 ER_INTERNAL er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
 

@@ -62,61 +62,46 @@ void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, c
     else { if (c->rounded < c->lo) c->lo = c->rounded; if (c->rounded > c->hi) c->hi = c->rounded; }
 }
 
-er_status er__standard_applies(const er_ref *ref, const er_standard *std) {
-    if (ref->op != ER_OP_MATMUL && std->order == ER_ORDER_MMA)
-        return er__fail(ER_ERR_STANDARD, "mma standards model tensor-core matmuls; they do not apply to %s", er__op_name(ref));
-    if (ref->op != ER_OP_MATMUL && std->compute == ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", er__op_name(ref));
-    int norm = ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM;
-    int softmax_like = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || norm;
-    if (!norm && std->rsqrt_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm and layernorm, not to %s", er__op_name(ref));
-    if (ref->op != ER_OP_LAYERNORM && std->variance != 0)
-        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm, not to %s", er__op_name(ref));
-    if (norm && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
-    int sm = ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX;
-    if (!sm && (std->exp_fast || std->fast_math == 1))
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", er__op_name(ref));
-    if (!softmax_like && std->fast_math == 2)
-        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm, layernorm and chains' stages, not to %s", er__op_name(ref));
-    if (!sm && std->subnormals == ER_SUBNORMALS_FLUSH)
-        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s",
-                        er__op_name(ref));
-    if (std->fast_math == 2 && ref->op == ER_OP_LAYERNORM && std->variance != 1)
-        return er__fail(ER_ERR_UNSUPPORTED, "math=triton models Triton's two-pass layernorm (its divisions approximate): "
-                        "state variance=two_pass");
+er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned takes) {
+    const char *op = er__op_name(ref);
+    if (!(takes & ER_TAKES_MMA) && std->order == ER_ORDER_MMA)
+        return er__fail(ER_ERR_STANDARD, "mma standards model tensor-core matmuls; they do not apply to %s", op);
+    if (!(takes & ER_TAKES_TF32) && std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", op);
+    if (!(takes & ER_TAKES_RSQRT) && std->rsqrt_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm and layernorm, not to %s", op);
+    if (!(takes & ER_TAKES_VARIANCE) && std->variance != 0)
+        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm, not to %s", op);
+    if (!(takes & ER_TAKES_FNS) && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", op);
+    if (!(takes & ER_TAKES_FAST) && (std->exp_fast || std->fast_math == 1))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", op);
+    if (!(takes & ER_TAKES_TRITON) && std->fast_math == 2)
+        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm, layernorm and chains' stages, not to %s", op);
+    if (!(takes & ER_TAKES_FLUSH) && std->subnormals == ER_SUBNORMALS_FLUSH)
+        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s", op);
     if (std->fast_math == 2 && std->compute != ER_FP32)
         return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
-    if (ref->op != ER_OP_SOFTMAX && ref->op != ER_OP_QUANTIZE && std->div_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "div_ulps= applies to softmax and quantize, not to %s", er__op_name(ref));
-    if (ref->op != ER_OP_SOFTMAX && (std->max_optional || std->online))
-        return er__fail(ER_ERR_STANDARD, "max= and online= apply to softmax, not to %s", er__op_name(ref));
-    if (std->depth && (ref->op == ER_OP_MAX || std->online))
-        return er__fail(ref->op == ER_OP_MAX ? ER_ERR_STANDARD : ER_ERR_UNSUPPORTED, "depth= %s",
-                        ref->op == ER_OP_MAX ? "bounds additions; max adds nothing" : "with online= is not modelled in this version");
-    if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
-        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
-    if (std->online && std->max_optional)
-        return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
-    if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
-    if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
-        return er__fail(ER_ERR_STANDARD, "div= applies to softmax, not to log_softmax (it divides nothing)");
-    if (softmax_like) {
-        const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
-        if (std->order != ER_ORDER_ANY)
-            return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
-        if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
-            return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
-        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
-            return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
-                            er__op_name(ref), X->name, F->name);
-    } else if (std->exp_ulps != 0 || std->div != 0 || std->log_ulps != 0 || std->rsqrt_ulps != 0) {
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", er__op_name(ref));
-    }
-    if (ref->op != ER_OP_MEAN && !norm && std->mean != 0)
-        return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", er__op_name(ref));
+    if (!(takes & ER_TAKES_DIV_ULPS) && std->div_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "div_ulps= applies to softmax and quantize, not to %s", op);
+    if (!(takes & ER_TAKES_ONLINE) && (std->max_optional || std->online))
+        return er__fail(ER_ERR_STANDARD, "max= and online= apply to softmax, not to %s", op);
+    if (!(takes & ER_TAKES_DEPTH) && std->depth)
+        return er__fail(ER_ERR_STANDARD, "depth= bounds additions; %s adds nothing", op);
+    if (!(takes & ER_TAKES_MEAN) && std->mean != 0)
+        return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", op);
+    return ER_OK;
+}
+
+er_status er__rows_standard(const er_ref *ref, const er_standard *std) {
+    const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
+    if (std->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
+    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
+    if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+        return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
+                        er__op_name(ref), X->name, F->name);
     return ER_OK;
 }
 

@@ -113,7 +113,7 @@ static er_status er_q_check(const er_ref *ref, const er_standard *std) {
         return er__fail(ER_ERR_STANDARD, "quantize of %s inputs needs a compute format holding them (compute=%s does not)", X->name, E->name);
     if (Q->p >= E->p)
         return er__fail(ER_ERR_STANDARD, "quantize to %s needs a wider compute format than compute=%s", Q->name, E->name);
-    return er__standard_applies(ref, std);
+    return er__standard_takes(ref, std, ER_TAKES_DIV_ULPS | ER_TAKES_DEPTH);
 }
 
 static int64_t er_q_group(const er_ref *r, int64_t idx) {

@@ -35,7 +35,7 @@ static er_status er_tensor_check(const er_ref *ref, const er_standard *std) {
     if (std->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "a tensor's values are exact: give any_order (its compute format is the elementwise "
                         "stages' when it starts a chain)");
-    return er__standard_applies(ref, std);
+    return er__standard_takes(ref, std, ER_TAKES_DEPTH);
 }
 
 /* Element idx's set in format O (overflow rule ov): its value rounded to nearest. */
