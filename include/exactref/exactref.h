@@ -11,6 +11,7 @@
 #include <exactref/status.h>
 #include <exactref/format.h>
 #include <exactref/tensor.h>
+#include <exactref/families.h>
 #include <exactref/standard.h>
 #include <exactref/report.h>
 #include <exactref/ref.h>

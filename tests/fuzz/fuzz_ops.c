@@ -1,6 +1,6 @@
 /* fuzz_ops.c: any bytes as an op call: the op, formats (valid or not), ranks, shapes and strides (zero, negative,
  * overflowing), scalars (eps, scales: NaN, inf, negative), a standard, the operand and output contents (every bit
- * pattern: NaN, inf, subnormals). What the library accepts it must then cover, emulate (where fixed), give exact
+ * pattern: NaN, inf, subnormals; or an input family, er_fill, which writes nothing when it refuses). What the library accepts it must then cover, emulate (where fixed), give exact
  * and rounded values for, without crashing, leaking or reading outside the views; what it refuses it refuses with a
  * status. Views are built inside one buffer, so a view the library accepts is memory the caller owns; a view whose
  * extent overflows must be refused. Sizes stay small so that each input runs in microseconds. */
@@ -82,6 +82,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int va = make_view(&r, &A, 0, fa, nda, sha), vb = make_view(&r, &B, 1, fb, ndb, shb);
     (void)make_view(&r, &C, 2, fb, 1, shb);
     if (va <= 0) return 0;
+    unsigned fill = byte(&r);
+    if (fill < 64) { /* A's contents from a family (12: an unknown one); a refusal writes nothing */
+        static uint64_t before[SLOTS];
+        memcpy(before, pool[0], sizeof before);
+        er_status fs = er_fill(&A, (er_family)(fill % 13), (uint64_t)byte(&r) * 0x9e3779b9u);
+        if (fs != ER_OK && memcmp(before, pool[0], sizeof before)) abort();
+        if (fs == ER_OK && fill % 13 >= ER_FAMILY_COUNT) abort();
+    }
     er_ref *ref = NULL;
     er_status st;
     switch (op) {

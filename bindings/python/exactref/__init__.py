@@ -15,12 +15,12 @@ import json
 
 import numpy as np
 
-from . import _lib, depth
+from . import _lib, depth, testing
 from ._arrays import DeviceView, View, format_of, format_of_name, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["ChainReference", "Enclosure", "depth", "gelu", "relu", "silu", "tensor", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt", "quantize", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["ChainReference", "Enclosure", "depth", "testing", "gelu", "relu", "silu", "tensor", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt", "quantize", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))

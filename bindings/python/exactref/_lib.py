@@ -78,6 +78,8 @@ _sig = {
                                               ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
                                               ctypes.POINTER(ctypes.c_void_p)]),
     "er_ref_fast": (ctypes.c_int, [ctypes.c_void_p]),
+    "er_fill": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]),
+    "er_family_parse": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
     "er_tensor_ref": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]),
     "er_quantize": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                                    ctypes.c_int64, ctypes.c_int]),

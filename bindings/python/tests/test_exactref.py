@@ -821,3 +821,36 @@ def test_torch_softmax_depth_captures():
     assert seen == 44
     with pytest.raises(er.ExactrefNotImplementedError):
         er.depth.torch_softmax(2048)
+
+
+def test_input_families():
+    """exactref.testing.family: the C library's values (the checksums t-families.c pins), every family in every
+    dtype, the properties of two of them; bad arguments refused."""
+    def fnv(b):
+        h = 0xcbf29ce484222325
+        for c in b:
+            h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        return h
+    pinned = open(os.path.join(ROOT, "tests", "api", "families_pinned.inc")).read()
+    for name in er.testing.FAMILIES:
+        a = er.testing.family(name, (24, 33), "float32", seed=12345)
+        assert "0x%016x), /* %s */" % (fnv(a.tobytes()), name) in pinned, name
+        assert np.array_equal(a, er.testing.family(name, (24, 33), "float32", seed=12345), equal_nan=True)
+    pytest.importorskip("ml_dtypes")
+    for dt in ("float64", "float32", "bfloat16", "float16", "float8_e5m2"):
+        for name in er.testing.FAMILIES:
+            x = er.testing.family(name, (5, 7), dt, seed=1)
+            assert x.shape == (5, 7) and x.dtype == er._arrays.numpy_dtype(dt)
+    assert (er.testing.family("positive", 1000, "float16", 2).astype(np.float32) > 0).all()
+    m = er.testing.family("masked", (64, 9), seed=3)
+    assert np.isneginf(m).all(axis=1).any() and np.isfinite(m).all(axis=1).any()
+    with pytest.raises(er.ExactrefError, match="unknown family 'gaussian'"):
+        er.testing.family("gaussian", (3,))
+    with pytest.raises(er.ExactrefError, match="masked rows need -inf"):
+        er.testing.family("masked", (3, 4), "float8_e4m3fn")
+    with pytest.raises(ValueError):
+        er.testing.family("normal", (3,), seed=-1)
+    with pytest.raises(TypeError):
+        er.testing.family(3, (3,))
+    with pytest.raises(TypeError):
+        er.testing.family("normal", (3,), "int8")
