@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _lib
 from ._arrays import View, numpy_dtype
-from ._errors import check
+from ._errors import check as _status
 
 #: The families, in er_family order.
 FAMILIES = ("normal", "positive", "cancellation", "wide", "near_max", "subnormal", "ties", "specials", "offset",
@@ -30,12 +30,419 @@ def family(name, shape, dtype="float32", seed=0):
     fam = ctypes.c_int()
     if not isinstance(name, str):
         raise TypeError("exactref: family name must be a str, not %s" % type(name).__name__)
-    check(_lib.lib.er_family_parse(ctypes.byref(fam), name.encode()))
+    _status(_lib.lib.er_family_parse(ctypes.byref(fam), name.encode()))
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2 ** 64:
         raise ValueError("exactref: seed %r: expected an integer in [0, 2^64)" % (seed,))
     out = np.empty(shape, numpy_dtype(dtype))
     if out.size:
         view = View(out, "out", writable=True)
-        check(_lib.lib.er_fill(view.buf, fam.value, ctypes.c_uint64(int(seed))))
+        _status(_lib.lib.er_fill(view.buf, fam.value, ctypes.c_uint64(int(seed))))
     return out
+
+
+# ---- shapes: tiers per op family ----
+
+def _matmul_fast():
+    # tile boundaries (one past 16, 32, 64, 128, 256, 1024), size-1 dimensions, primes, extreme aspect ratios, and
+    # pairs of awkward dimensions at once
+    return [(1, 1, 1), (1, 17, 1), (17, 1025, 9), (33, 65, 129), (129, 257, 63), (1, 1024, 1), (257, 1, 256),
+            (65, 3, 1025), (2, 2049, 2), (31, 1023, 17), (7, 13, 11), (16, 32, 64), (127, 129, 1), (3, 4097, 5),
+            (1025, 16, 7), (97, 97, 97)]
+
+
+def _matmul_exhaustive():
+    dims = (1, 2, 15, 16, 17, 31, 33, 63, 65, 127, 129, 255, 257)
+    out, k = [], 0
+    for m in dims:
+        for n in dims[::3]:
+            out.append((m, (17, 33, 257, 1025, 4097)[k % 5], n))
+            k += 1
+    return out[:60]
+
+
+_TIERS = {
+    "matmul": {"fast": _matmul_fast, "exhaustive": _matmul_exhaustive,
+               "canonical": lambda: [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)]},
+    "bmm": {"fast": lambda: [(1, 1, 1, 1), (3, 17, 65, 9), (2, 33, 129, 1), (5, 1, 257, 16), (4, 64, 64, 64), (7, 13, 1025, 3),
+                             (2, 129, 31, 17), (1, 2, 2049, 2), (3, 65, 16, 65), (9, 5, 7, 11), (2, 1, 1, 257), (6, 31, 33, 35),
+                             (2, 16, 4097, 2), (1, 127, 129, 1), (4, 3, 3, 3), (2, 97, 97, 97)],
+            "exhaustive": lambda: [(b,) + s for b in (1, 2, 5) for s in _matmul_exhaustive()[:20]],
+            "canonical": lambda: [(8, 512, 512, 512), (16, 1024, 1024, 128)]},
+    "rows": {"fast": lambda: [(1, 1), (1, 17), (3, 1025), (17, 33), (5, 4097), (2, 8193), (64, 65), (1, 1024), (9, 255),
+                              (33, 129), (7, 2049), (128, 16), (2, 3), (11, 31), (4, 4096), (1, 16385)],
+             "exhaustive": lambda: [(r, n) for r in (1, 3, 17, 64) for n in (1, 2, 15, 16, 17, 255, 256, 257, 1023, 1025, 2049, 4097, 8193, 16385, 32769)],
+             "canonical": lambda: [(4096, 1024), (1024, 4096), (256, 16384)]},
+    "elementwise": {"fast": lambda: [(1,), (17,), (1025,), (3, 33), (65, 129), (4097,), (2, 3, 5), (1, 65537), (16, 16), (257, 3),
+                                     (31,), (7, 11, 13), (1024,), (2, 1023), (5, 4096), (33, 65)],
+                    "exhaustive": lambda: [(n,) for n in (1, 2, 15, 16, 17, 255, 256, 257, 1023, 1025, 4097, 65537)] +
+                    [(r, c) for r in (1, 3, 17, 64) for c in (1, 16, 17, 1025)],
+                    "canonical": lambda: [(1 << 20,), (1 << 24,)]},
+}
+
+_ROW_OPS = ("sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm")
+_ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
+
+
+def _op_family(op):
+    if op in ("matmul", "bmm"):
+        return op
+    if op in _ROW_OPS:
+        return "rows"
+    if op in _ELEMENTWISE:
+        return "elementwise"
+    raise ValueError("exactref: op %r: expected matmul, bmm, %s or %s" % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE)))
+
+
+def shapes(op, tier="fast"):
+    """The shapes of a tier for an op: "fast" (16 per op family: tile boundaries, size-1 dimensions, primes, skinny
+    and awkward pairs), "exhaustive" (about 60) or "canonical" (a few aligned shapes, for timing only). matmul:
+    (M, K, N); bmm: (batch, M, K, N); the row ops (reduced or normalised along the last dimension): (rows, n);
+    elementwise: the tensor's shape."""
+    tiers = _TIERS[_op_family(op)]
+    if tier not in tiers:
+        raise ValueError("exactref: tier %r: expected 'fast', 'exhaustive' or 'canonical'" % (tier,))
+    return list(tiers[tier]())
+
+
+_DEFAULT_FAMILIES = {"matmul": ("normal", "cancellation", "ties", "integers"), "bmm": ("normal", "cancellation", "ties"),
+                     "rows": ("normal", "offset", "ties"), "elementwise": ("normal", "wide", "subnormal", "specials")}
+
+
+# ---- cases ----
+
+def _package():
+    import importlib
+    return importlib.import_module(__package__)
+
+
+_LAYOUTS = ("contiguous", "contiguous", "transposed", "strided")
+
+
+def _hash64(*parts):
+    import hashlib
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "little")
+
+
+class Case:
+    """One case of a check: an op, a shape, a dtype, an input family, a layout ("contiguous", "transposed": the last
+    two dimensions' memory transposed, "strided": every other element of a wider buffer) and the case's seed, from
+    which every input follows (input k from family(..., seed=hash(seed, k)))."""
+
+    def __init__(self, op, shape, dtype, family_name, seed, layout="contiguous"):
+        _op_family(op)
+        self.op, self.shape, self.dtype, self.family = op, tuple(int(d) for d in shape), dtype, family_name
+        self.seed, self.layout = int(seed), layout
+
+    @property
+    def id(self):
+        """The pytest id: (17,1025,9)-float16-cancellation, with the layout when not contiguous."""
+        s = "(%s)-%s-%s" % (",".join(str(d) for d in self.shape), self.dtype, self.family)
+        return s if self.layout == "contiguous" else s + "-" + self.layout
+
+    def input_shapes(self):
+        if self.op == "matmul":
+            M, K, N = self.shape
+            return [(M, K), (K, N)]
+        if self.op == "bmm":
+            b, M, K, N = self.shape
+            return [(b, M, K), (b, K, N)]
+        return [self.shape]
+
+    def inputs(self, device=None):
+        """The inputs as numpy arrays (device None), or torch tensors on `device` ("cpu", "cuda"), in the case's
+        layout."""
+        out = []
+        for k, shp in enumerate(self.input_shapes()):
+            a = family(self.family, shp, self.dtype, seed=_hash64(self.seed, k))
+            out.append(_place(a, self.layout, device))
+        return out
+
+    def reference(self, inputs):
+        """The op's exactref reference for these inputs."""
+        er = _package()
+        if self.op in ("matmul", "bmm"):
+            return er.matmul(inputs[0], inputs[1])
+        x = inputs[0]
+        if self.op == "rmsnorm":
+            return er.rmsnorm(x)
+        if self.op == "layer_norm":
+            return er.layer_norm(x, self.shape[-1])
+        if self.op == "gelu_tanh":
+            return er.gelu(x, approximate="tanh")
+        if self.op in _ROW_OPS:
+            return getattr(er, self.op)(x, dim=-1)
+        return getattr(er, self.op)(x)
+
+    def check(self, out, inputs=None, standard=None):
+        """The verdict (Result, or Results for layer_norm) of the kernel output `out` for this case's inputs
+        (rebuilt if not given) under `standard` (a string, or a dict of covers() keywords)."""
+        ins = inputs if inputs is not None else self.inputs()
+        ref = self.reference(ins)
+        kw = {"standard": standard} if isinstance(standard, str) else dict(standard or {})
+        if self.op == "layer_norm" and not isinstance(out, (tuple, list)):
+            out = (out, None, None)
+        return ref.covers(tuple(out) if isinstance(out, list) else out, **kw)
+
+    def reproduce_call(self, name):
+        lay = "" if self.layout == "contiguous" else ", layout=%r" % self.layout
+        return ("exactref.testing.reproduce(%r, shape=%r, dtype=%r, family=%r, seed=%d%s)"
+                % (name, self.shape, self.dtype, self.family, self.seed, lay))
+
+    def assert_covers(self, out, standard=None, name="kernel"):
+        """Raises AssertionError with the report and the reproduce call when `out` fails."""
+        res = self.check(out, standard=standard)
+        if not res.all():
+            raise AssertionError("exactref: %s failed on %s\n%s\nreproduce: %s" % (name, self.id, res, self.reproduce_call(name)))
+        return res
+
+
+def _place(a, layout, device):
+    """a's values in a fresh array of the layout, as numpy or a torch tensor on device."""
+    if layout == "transposed" and a.ndim >= 2:
+        a = np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
+    elif layout == "strided":
+        wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+        wide[..., ::2] = a
+        a = wide[..., ::2]
+    if device is None:
+        return a
+    import torch
+    names = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+             "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+    td = names[np.dtype(a.dtype).name]
+    raw = np.ascontiguousarray(a)
+    if td in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+        t = torch.from_numpy(raw.view(np.uint16 if td == torch.bfloat16 else np.uint8)).view(td)
+    else:
+        t = torch.from_numpy(raw)
+    t = t.to(device)
+    if layout == "transposed" and t.dim() >= 2:
+        t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    elif layout == "strided":
+        w = torch.zeros(t.shape[:-1] + (2 * t.shape[-1],), dtype=t.dtype, device=t.device)
+        w[..., ::2] = t
+        t = w[..., ::2]
+    return t
+
+
+def cases(op, tier="fast", dtypes=("float32",), families=None, seed=0):
+    """The cases of a tier: every shape of the tier, dtype and family (default: the op family's usual ones), each
+    shape's layout the tier's rotation (contiguous, contiguous, transposed, strided), each case's seed a hash of
+    (seed, op, shape, dtype, family, layout)."""
+    fams = tuple(families) if families is not None else _DEFAULT_FAMILIES[_op_family(op)]
+    if isinstance(dtypes, str):
+        dtypes = (dtypes,)
+    out = []
+    for i, shp in enumerate(shapes(op, tier)):
+        layout = _LAYOUTS[i % len(_LAYOUTS)] if tier != "canonical" else "contiguous"
+        for dt in dtypes:
+            for fam in fams:
+                out.append(Case(op, shp, dt, fam, _hash64(seed, op, shp, dt, fam, layout) % (1 << 63), layout))
+    return out
+
+
+def parametrize(op, tier="fast", dtypes=("float32",), families=None, seed=0):
+    """pytest.mark.parametrize("case", ...) over cases(...), one test id per case:
+
+        @exactref.testing.parametrize("matmul", dtypes=("float16",))
+        def test_mm(case):
+            A, B = case.inputs()
+            case.assert_covers(my_matmul(A, B), standard=dict(standard="mma:sm90", outer="any"))
+    """
+    import pytest
+    cs = cases(op, tier, dtypes, families, seed)
+    return pytest.mark.parametrize("case", cs, ids=[c.id for c in cs])
+
+
+# ---- check: every case, a record, the minimal failing case ----
+
+_KERNELS = {}   # name -> (kernel, op, standard, device): what reproduce() re-runs in this process
+
+
+def _to_host(out):
+    from ._arrays import to_numpy
+    if isinstance(out, (tuple, list)):
+        return tuple(None if o is None else to_numpy(o, "out") for o in out)
+    return to_numpy(out, "out")
+
+
+def _device_name(device):
+    if device is None:
+        return "numpy (host)"
+    if str(device).startswith("cuda"):
+        import torch
+        return "torch %s (%s)" % (device, torch.cuda.get_device_name(torch.device(device)))
+    return "torch %s" % device
+
+
+class CheckRecord:
+    """What check() saw: `cases` (one dict each: shape, dtype, family, layout, seed, verdict "pass", "FAIL" or
+    "error", counts, the worst element, the report of a failing case), `passed`, `minimal` (the failing case of the
+    fewest elements among those run, or None), `timing` (when asked for and every case passed), `path` (the JSON
+    record written, or None)."""
+
+    def __init__(self, name, op, standard, tier, device, seed):
+        self.name, self.op, self.standard, self.tier, self.device, self.seed = name, op, standard, tier, device, seed
+        self.cases, self.minimal, self.timing, self.path = [], None, None, None
+        self._case_objs = []
+
+    @property
+    def passed(self):
+        return bool(self.cases) and all(c["verdict"] == "pass" for c in self.cases)
+
+    def failed(self):
+        return [c for c in self.cases if c["verdict"] != "pass"]
+
+    def to_dict(self):
+        import datetime
+        return {"library_version": _package().version(), "kernel": self.name, "op": self.op, "standard": self.standard,
+                "tier": self.tier, "device": _device_name(self.device), "seed": self.seed,
+                "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "passed": self.passed, "n_cases": len(self.cases), "n_failed": len(self.failed()),
+                "minimal_failing_case": self.minimal, "timing": self.timing, "cases": self.cases}
+
+    def __str__(self):
+        n, bad = len(self.cases), len(self.failed())
+        if not bad:
+            return "PASS  %s    %d/%d cases" % (self.name, n, n)
+        m = self.minimal
+        lines = ["FAIL  %s    %d/%d cases" % (self.name, bad, n),
+                 "      minimal failing case: %s %s %s%s seed=%d" % (tuple(m["shape"]), m["dtype"], m["family"],
+                                                                    "" if m["layout"] == "contiguous" else " " + m["layout"], m["seed"]),
+                 "      reproduce: %s" % m["reproduce"]]
+        return "\n".join(lines)
+
+    def assert_passed(self):
+        """Raises AssertionError with the summary and the minimal failing case's report."""
+        if not self.passed:
+            rep = self.minimal.get("report") or self.minimal.get("error", "")
+            raise AssertionError("%s\n%s" % (self, rep))
+
+
+def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, standard=None, seed=0, device=None,
+          name=None, runs_dir=None, record=True, timing=False):
+    """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (x,) otherwise; returning the output,
+    or for layer_norm (y, mean, rstd) or y) on every case of the tier (cases()), checks each output against the op's
+    reference under `standard` (a string, or a dict of covers() keywords such as dict(standard="mma:sm90",
+    outer="any")), and returns a CheckRecord. Inputs are numpy arrays (device None) or torch tensors on `device`.
+    A case whose kernel raises is recorded as "error". The minimal failing case is the failing case of the fewest
+    elements among those run (no smaller shape is searched for), with a reproduce() call that re-runs it. The record
+    is written as JSON under runs_dir (default $EXACTREF_RUNS or ~/.exactref/runs) unless record=False. With
+    timing=True and every case passed, the kernel is timed on the tier "canonical" (first dtype, normal inputs)."""
+    import os
+    name = name or getattr(kernel, "__name__", "kernel")
+    std = standard if isinstance(standard, (str, type(None))) else dict(standard)
+    rec = CheckRecord(name, op, std, tier, device, seed)
+    _KERNELS[name] = (kernel, op, std, device)
+    for c in cases(op, tier, dtypes, families, seed):
+        entry = {"shape": list(c.shape), "dtype": c.dtype, "family": c.family, "layout": c.layout, "seed": c.seed,
+                 "reproduce": c.reproduce_call(name)}
+        ins = c.inputs(device)
+        try:
+            out = _to_host(kernel(*ins))
+        except Exception as e:  # the kernel's failure is the case's verdict, not the harness's
+            entry.update(verdict="error", error="%s: %s" % (type(e).__name__, e))
+            rec.cases.append(entry)
+            continue
+        host = [_to_host(i) for i in ins]
+        res = c.check(out, host, std)
+        ok = res.all()
+        entry.update(verdict="pass" if ok else "FAIL", n_failed=_n_failed(res), counts=_counts(res), worst=_worst(res))
+        if not ok:
+            entry["report"] = str(res)
+        rec.cases.append(entry)
+    bad = rec.failed()
+    if bad:
+        rec.minimal = min(bad, key=lambda e: (int(np.prod(e["shape"])), rec.cases.index(e)))
+    elif timing:
+        rec.timing = _time(kernel, op, dtypes[0] if not isinstance(dtypes, str) else dtypes, device)
+    if record:
+        d = runs_dir or os.environ.get("EXACTREF_RUNS") or os.path.join(os.path.expanduser("~"), ".exactref", "runs")
+        os.makedirs(d, exist_ok=True)
+        import datetime
+        import json
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        rec.path = os.path.join(d, "%s-%s.json" % (stamp, "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)))
+        with open(rec.path, "w") as f:
+            json.dump(rec.to_dict(), f, indent=1)
+    return rec
+
+
+def _results(res):
+    return list(res.results.values()) if hasattr(res, "results") else [res]
+
+
+def _n_failed(res):
+    return int(sum(r.n_failed for r in _results(res)))
+
+
+def _counts(res):
+    out = {}
+    for r in _results(res):
+        for k, v in r.counts.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _worst(res):
+    for r in _results(res):
+        if r.worst is not None:
+            return r.worst
+    return None
+
+
+def _time(kernel, op, dtype, device, reps=7):
+    """The kernel's time on the canonical shapes: triton.testing.do_bench on CUDA where Triton is installed, else
+    the median of `reps` wall-clock runs (synchronised on CUDA); `stable` False when the runs spread by more than a
+    tenth of their median."""
+    import time
+    out = []
+    for c in cases(op, "canonical", (dtype,), ("normal",), 0):
+        ins = c.inputs(device)
+        cuda = device is not None and str(device).startswith("cuda")
+        sync = None
+        if cuda:
+            import torch
+            sync = torch.cuda.synchronize
+        kernel(*ins)
+        if sync:
+            sync()
+        ts = None
+        if cuda:
+            try:
+                import triton.testing
+                ms = triton.testing.do_bench(lambda: kernel(*ins), quantiles=(0.2, 0.5, 0.8))
+                ts = [m / 1e3 for m in ms]
+            except ImportError:
+                ts = None
+        if ts is None:
+            runs = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                kernel(*ins)
+                if sync:
+                    sync()
+                runs.append(time.perf_counter() - t0)
+            runs.sort()
+            ts = [runs[len(runs) // 5], runs[len(runs) // 2], runs[-1 - len(runs) // 5]]
+        med = ts[1]
+        out.append({"shape": list(c.shape), "dtype": dtype, "median_s": med, "stable": (ts[2] - ts[0]) <= 0.1 * med})
+    return out
+
+
+def reproduce(kernel, shape, dtype, family, seed, layout="contiguous", op=None, standard=None, device=None):
+    """Re-runs one case exactly: `kernel` a callable, or the name of a kernel check() ran in this process (its op,
+    standard and device then come from that run unless given). Returns the verdict (Result or Results)."""
+    if isinstance(kernel, str):
+        if kernel not in _KERNELS:
+            raise ValueError("exactref: no kernel named %r was checked in this process; pass the kernel itself" % kernel)
+        fn, op0, std0, dev0 = _KERNELS[kernel]
+        kernel, op = fn, op or op0
+        standard = standard if standard is not None else std0
+        device = device if device is not None else dev0
+    if op is None:
+        raise ValueError("exactref: reproduce needs op= for a kernel check() has not run")
+    c = Case(op, shape, dtype, family, seed, layout)
+    ins = c.inputs(device)
+    return c.check(_to_host(kernel(*ins)), [_to_host(i) for i in ins], standard)

@@ -168,8 +168,13 @@ def test_guide_output(example):
                                                                              np.zeros((256, 48), np.float16))._ptr):
         # the chain's fast decision builds the sets of fewer elements, so its widest set differs from the engine's
         pytest.skip("the guide shows a build with OpenBLAS (make test installs it); this library has no fast path")
-    guide = open(os.path.join(ROOT, "docs", "guides", "test-a-custom-kernel-python.md")).read()
-    block = guide.split("<!-- output of: %s -->" % example, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    _shows_output(os.path.join("guides", "test-a-custom-kernel-python.md"), example)
+
+
+def _shows_output(doc, example):
+    """The doc (under docs/) shows, after <!-- output of: example -->, what examples/python/example prints."""
+    text = open(os.path.join(ROOT, "docs", doc)).read()
+    block = text.split("<!-- output of: %s -->" % example, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", example)],
                        env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python")),
                        capture_output=True, text=True)
@@ -854,3 +859,67 @@ def test_input_families():
         er.testing.family(3, (3,))
     with pytest.raises(TypeError):
         er.testing.family("normal", (3,), "int8")
+
+
+def test_testing_guide_output():
+    """docs/reference/testing.md shows what examples/python/harness.py prints."""
+    _shows_output(os.path.join("reference", "testing.md"), "harness.py")
+
+
+def test_check_harness(tmp_path):
+    """exactref.testing.check: a correct matmul, softmax and exp pass every fast case; a matmul dropping its last
+    product above K = 1024, a softmax whose sum misses its last element and a kernel that raises fail, with the
+    minimal failing case re-run by reproduce(); the JSON record holds the run; timing only after a pass;
+    parametrize gives one id per case."""
+    import json
+
+    def mm(A, B):
+        return A.astype(np.float32) @ B.astype(np.float32)
+
+    def mm_tail(A, B):
+        k = A.shape[1] - (A.shape[1] > 1024)
+        return A[:, :k].astype(np.float32) @ B[:k].astype(np.float32)
+
+    def softmax(x):
+        e = np.exp(x.astype(np.float32) - x.max(axis=-1, keepdims=True).astype(np.float32))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def softmax_short(x):
+        e = np.exp(x.astype(np.float32) - x.max(axis=-1, keepdims=True).astype(np.float32))
+        return e / (e[..., :-1].sum(axis=-1, keepdims=True) if x.shape[-1] > 1 else e)
+
+    def broken(A, B):
+        raise RuntimeError("launch failed")
+
+    ok = er.testing.check(mm, "matmul", dtypes=("float16",), runs_dir=str(tmp_path), timing=True)
+    assert ok.passed and len(ok.cases) == 64 and ok.minimal is None and str(ok).startswith("PASS  mm    64/64")
+    assert ok.timing and all(t["median_s"] > 0 for t in ok.timing)
+    rec = json.load(open(ok.path))
+    assert rec["library_version"] == er.version() and rec["n_cases"] == 64 and rec["passed"] and rec["timestamp"]
+    bad = er.testing.check(mm_tail, "matmul", dtypes=("float16",), runs_dir=str(tmp_path), timing=True)
+    assert not bad.passed and bad.timing is None and bad.minimal["shape"] == [2, 2049, 2]
+    assert "reproduce: exactref.testing.reproduce('mm_tail'" in str(bad)
+    m = bad.minimal
+    assert not er.testing.reproduce("mm_tail", tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"]).all()
+    assert er.testing.reproduce(mm, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"], op="matmul").all()
+    assert er.testing.check(softmax, "softmax", record=False).passed
+    short = er.testing.check(softmax_short, "softmax", record=False)
+    assert not short.passed and short.minimal["shape"] == [2, 3]   # the smallest shape with more than one lane
+    def exp(x):
+        with np.errstate(over="ignore"):
+            return np.exp(x)
+    assert er.testing.check(exp, "exp", record=False).passed
+    err = er.testing.check(broken, "matmul", families=("normal",), record=False)
+    assert not err.passed and all(c["verdict"] == "error" and "launch failed" in c["error"] for c in err.cases)
+    mark = er.testing.parametrize("matmul", dtypes=("float16",), families=("ties",))
+    ids = mark.kwargs["ids"]
+    assert len(ids) == 16 and ids[2] == "(17,1025,9)-float16-ties-transposed" and ids[3].endswith("-strided")
+    case = mark.args[1][2]
+    A, B = case.inputs()
+    case.assert_covers(mm(A, B))
+    with pytest.raises(AssertionError, match="reproduce: exactref.testing.reproduce"):
+        case.assert_covers(mm_tail(A, B) + np.float32(1), name="mm_tail")
+    with pytest.raises(ValueError):
+        er.testing.shapes("conv2d")
+    with pytest.raises(ValueError):
+        er.testing.reproduce("never_checked", (1, 1, 1), "float16", "normal", 0)
