@@ -308,8 +308,9 @@ class CheckRecord:
             return "PASS  %s    %d/%d cases" % (self.name, n, n)
         m = self.minimal
         lines = ["FAIL  %s    %d/%d cases" % (self.name, bad, n),
-                 "      minimal failing case: %s %s %s%s seed=%d" % (tuple(m["shape"]), m["dtype"], m["family"],
-                                                                    "" if m["layout"] == "contiguous" else " " + m["layout"], m["seed"]),
+                 "      minimal failing case: %s %s %s%s seed=%d%s" % (tuple(m["shape"]), m["dtype"], m["family"],
+                                                                      "" if m["layout"] == "contiguous" else " " + m["layout"],
+                                                                      m["seed"], " config " + m["config"] if "config" in m else ""),
                  "      reproduce: %s" % m["reproduce"]]
         return "\n".join(lines)
 
@@ -320,8 +321,43 @@ class CheckRecord:
             raise AssertionError("%s\n%s" % (self, rep))
 
 
+def configs(kernel):
+    """The candidate configs of an @triton.autotune kernel (its triton.Config objects, in its order); for a plain
+    @triton.jit kernel, the names of its constexpr parameters (what a config would set)."""
+    if hasattr(kernel, "configs") and hasattr(kernel, "fn"):
+        return list(kernel.configs)
+    if hasattr(kernel, "constexprs") and hasattr(kernel, "arg_names"):
+        return [kernel.arg_names[i] for i in kernel.constexprs]
+    raise TypeError("exactref: configs: expected an @triton.autotune or @triton.jit kernel, not %s" % type(kernel).__name__)
+
+
+def _config_text(cfg):
+    """A triton.Config as "BK=32, TAIL=1, num_warps=4, num_stages=3" (its meta-parameters, then the launch's)."""
+    parts = ["%s=%s" % kv for kv in sorted(getattr(cfg, "kwargs", {}).items())]
+    parts += ["%s=%s" % (k, getattr(cfg, k)) for k in ("num_warps", "num_stages") if getattr(cfg, k, None) is not None]
+    return ", ".join(parts) if parts else str(cfg)
+
+
+class _Pinned:
+    """An autotuned kernel restricted to one config (its cache cleared) for the duration of a with block."""
+
+    def __init__(self, autotuner, config):
+        self.at, self.config = autotuner, config
+
+    def __enter__(self):
+        self.saved = (self.at.configs, dict(self.at.cache))
+        self.at.configs = [self.config]
+        self.at.cache.clear()
+
+    def __exit__(self, *exc):
+        self.at.configs = self.saved[0]
+        self.at.cache.clear()
+        self.at.cache.update(self.saved[1])
+        return False
+
+
 def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, standard=None, seed=0, device=None,
-          name=None, runs_dir=None, record=True, timing=False):
+          name=None, runs_dir=None, record=True, timing=False, configs=None):
     """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (x,) otherwise; returning the output,
     or for layer_norm (y, mean, rstd) or y) on every case of the tier (cases()), checks each output against the op's
     reference under `standard` (a string, or a dict of covers() keywords such as dict(standard="mma:sm90",
@@ -329,29 +365,38 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
     A case whose kernel raises is recorded as "error". The minimal failing case is the failing case of the fewest
     elements among those run (no smaller shape is searched for), with a reproduce() call that re-runs it. The record
     is written as JSON under runs_dir (default $EXACTREF_RUNS or ~/.exactref/runs) unless record=False. With
-    timing=True and every case passed, the kernel is timed on the tier "canonical" (first dtype, normal inputs)."""
+    timing=True and every case passed, the kernel is timed on the tier "canonical" (first dtype, normal inputs).
+    configs: an @triton.autotune kernel that `kernel` launches: every case runs under each of its configs in turn
+    (the autotuner restricted to that one config), so a config the autotuner picks only for other shapes is tested
+    too; each case's record names its config."""
     import os
     name = name or getattr(kernel, "__name__", "kernel")
     std = standard if isinstance(standard, (str, type(None))) else dict(standard)
     rec = CheckRecord(name, op, std, tier, device, seed)
     _KERNELS[name] = (kernel, op, std, device)
-    for c in cases(op, tier, dtypes, families, seed):
-        entry = {"shape": list(c.shape), "dtype": c.dtype, "family": c.family, "layout": c.layout, "seed": c.seed,
-                 "reproduce": c.reproduce_call(name)}
-        ins = c.inputs(device)
-        try:
-            out = _to_host(kernel(*ins))
-        except Exception as e:  # the kernel's failure is the case's verdict, not the harness's
-            entry.update(verdict="error", error="%s: %s" % (type(e).__name__, e))
+    for cfg in (list(configs.configs) if configs is not None else [None]):
+        for c in cases(op, tier, dtypes, families, seed):
+            entry = {"shape": list(c.shape), "dtype": c.dtype, "family": c.family, "layout": c.layout, "seed": c.seed,
+                     "reproduce": c.reproduce_call(name)}
+            if cfg is not None:
+                entry["config"] = _config_text(cfg)
+            ins = c.inputs(device)
+            try:
+                if cfg is None:
+                    out = _to_host(kernel(*ins))
+                else:
+                    with _Pinned(configs, cfg):
+                        out = _to_host(kernel(*ins))
+            except Exception as e:  # the kernel's failure is the case's verdict, not the harness's
+                entry.update(verdict="error", error="%s: %s" % (type(e).__name__, e))
+                rec.cases.append(entry)
+                continue
+            res = c.check(out, [_to_host(i) for i in ins], std)
+            ok = res.all()
+            entry.update(verdict="pass" if ok else "FAIL", n_failed=_n_failed(res), counts=_counts(res), worst=_worst(res))
+            if not ok:
+                entry["report"] = str(res)
             rec.cases.append(entry)
-            continue
-        host = [_to_host(i) for i in ins]
-        res = c.check(out, host, std)
-        ok = res.all()
-        entry.update(verdict="pass" if ok else "FAIL", n_failed=_n_failed(res), counts=_counts(res), worst=_worst(res))
-        if not ok:
-            entry["report"] = str(res)
-        rec.cases.append(entry)
     bad = rec.failed()
     if bad:
         rec.minimal = min(bad, key=lambda e: (int(np.prod(e["shape"])), rec.cases.index(e)))

@@ -923,3 +923,49 @@ def test_check_harness(tmp_path):
         er.testing.shapes("conv2d")
     with pytest.raises(ValueError):
         er.testing.reproduce("never_checked", (1, 1, 1), "float16", "normal", 0)
+
+
+def test_check_triton_configs_on_gpu():
+    """exactref.testing on CUDA: an @triton.autotune matmul with two configs, one of which skips the partial last K
+    block (a planted bug), checked under every config (configs=): that config fails wherever K is not a multiple of
+    its block, the other passes every case; torch's matmul passes and is timed with triton.testing.do_bench."""
+    torch = pytest.importorskip("torch")
+    triton = pytest.importorskip("triton")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    import triton.language as tl
+
+    @triton.autotune(configs=[triton.Config({"BK": 32, "TAIL": 1}), triton.Config({"BK": 64, "TAIL": 0})], key=["M", "N", "K"])
+    @triton.jit
+    def mm_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, BK: tl.constexpr, TAIL: tl.constexpr):
+        rm = tl.program_id(0) * 16 + tl.arange(0, 16)
+        rn = tl.program_id(1) * 16 + tl.arange(0, 16)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((16, 16), dtype=tl.float32)
+        kend = K if TAIL else (K // BK) * BK
+        for k0 in range(0, kend, BK):
+            a = tl.load(A + rm[:, None] * sam + (k0 + rk)[None, :] * sak, mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+            b = tl.load(B + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn, mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
+        tl.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    def my_mm(A, B):
+        M, K = A.shape
+        N = B.shape[1]
+        C = torch.empty(M, N, device=A.device, dtype=torch.float32)
+        mm_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](A, B, C, M, N, K, A.stride(0), A.stride(1), B.stride(0), B.stride(1))
+        return C
+
+    assert [c.kwargs for c in er.testing.configs(mm_kernel)] == [{"BK": 32, "TAIL": 1}, {"BK": 64, "TAIL": 0}]
+    assert er.testing.configs(mm_kernel.fn) == ["BK", "TAIL"]
+    std = dict(standard="mma:sm90", outer="any")
+    rec = er.testing.check(my_mm, "matmul", dtypes=("float16",), families=("normal",), standard=std, device="cuda",
+                           configs=mm_kernel, record=False)
+    good = [c for c in rec.cases if "TAIL=1" in c["config"]]
+    bad = [c for c in rec.cases if "TAIL=0" in c["config"]]
+    assert len(good) == len(bad) == 16 and all(c["verdict"] == "pass" for c in good)
+    assert [c["verdict"] == "pass" for c in bad] == [c["shape"][1] % 64 == 0 for c in bad]
+    assert "TAIL=0" in rec.minimal["config"] and "config BK=64, TAIL=0" in str(rec)
+    timed = er.testing.check(lambda A, B: A.float() @ B.float(), "matmul", dtypes=("float16",), families=("normal",),
+                             standard="any_order", device="cuda", record=False, timing=True)
+    assert timed.passed and len(timed.timing) == 3 and all(t["median_s"] > 0 for t in timed.timing)
