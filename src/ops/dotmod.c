@@ -647,7 +647,8 @@ static er_status er_run_ranges(er_dot_ctx *cx, int nt, int64_t n, void *(*fn)(vo
 static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     int cached = any_set && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
-    int nt = er__num_threads(ref->n * (cached ? 256 : ref->K + 64));
+    /* the fast path decides an element in about the time of 32 products, a cached summary's set in about 256 */
+    int nt = er__num_threads(ref->n * (cached && ref->fast ? 32 : cached ? 256 : ref->K + 64));
     ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
     /* one context per share; the classes array is shared (each element written once) */
     er_dot_ctx cx[ER_MAX_THREADS];

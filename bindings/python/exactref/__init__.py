@@ -100,25 +100,62 @@ def _text(fn, rep):
     return out.value.decode()
 
 
+class _Report:
+    """A filled C report the Python side owns (one of the reports in `buf` at `offset`): cleared, its classes array
+    freed, when the last Result holding it is collected."""
+
+    def __init__(self, buf, offset=0):
+        self.buf = buf
+        self.ptr = ctypes.byref(buf, offset)
+
+    def __del__(self):
+        try:
+            _lib.lib.er_report_clear(self.ptr)
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+
 class Result:
     """The verdict of covers(): per-element classes, counts, the worst element, and the report; `lo`, `hi` and
     `slack`, each element's set and how far inside it the output lies (for a matmul on the fast path, and a chain
     over one or over a tensor, computed on first use by a second pass)."""
 
     def __init__(self, rep, shape, out=None, sets=None):
-        """sets: (lo, hi, slack) arrays, or a function computing them on first use."""
+        """rep: the _Report it reads (the text and the JSON rendered on first use); sets: (lo, hi, slack) arrays, or
+        a function computing them on first use."""
         self._out = out
+        self._rep, self._text, self._json = rep, None, None
         self._lohi, self._sets = (sets, None) if isinstance(sets, tuple) else (None, sets)
-        n = _lib.lib.er_report_numel(rep)
-        ptr = _lib.lib.er_report_classes(rep)
+        n = _lib.lib.er_report_numel(rep.ptr)
+        ptr = _lib.lib.er_report_classes(rep.ptr)
         flat = np.ctypeslib.as_array(ptr, shape=(n,)).copy() if n else np.zeros(0, np.uint8)
         self.classes = flat.reshape(shape)
-        self.counts = {CLASSES[c]: int(_lib.lib.er_report_count(rep, c)) for c in range(_lib.CLASS_COUNT)}
-        self.n_failed = int(_lib.lib.er_report_failed(rep))
-        self.report = _text(_lib.lib.er_report_text, rep)
-        self.json = json.loads(_text(_lib.lib.er_report_json, rep))
-        self.worst = self.json["worst"]
-        self.first_failing = self.json["first_failing"]
+        self.counts = {CLASSES[c]: int(_lib.lib.er_report_count(rep.ptr, c)) for c in range(_lib.CLASS_COUNT)}
+        self.n_failed = int(_lib.lib.er_report_failed(rep.ptr))
+
+    @property
+    def report(self):
+        """The report's text (er_report_text)."""
+        if self._text is None:
+            self._text = _text(_lib.lib.er_report_text, self._rep.ptr)
+        return self._text
+
+    @property
+    def json(self):
+        """The report as a dict (er_report_json)."""
+        if self._json is None:
+            self._json = json.loads(_text(_lib.lib.er_report_json, self._rep.ptr))
+        return self._json
+
+    @property
+    def worst(self):
+        """The worst element (a dict as in the JSON), or None."""
+        return self.json["worst"]
+
+    @property
+    def first_failing(self):
+        """The first failing elements (dicts as in the JSON)."""
+        return self.json["first_failing"]
 
     def _bounds(self):
         if self._lohi is None:
@@ -267,10 +304,7 @@ class Reference:
             found = sets
         else:
             found = sets_into(rep)
-        try:
-            return Result(rep, shape, arr, found)
-        finally:
-            _lib.lib.er_report_clear(rep)
+        return Result(_Report(rep), shape, arr, found)
 
     def _output_shape(self, output):
         if output != 0:
@@ -443,10 +477,7 @@ def matmul_covers_device(A, B, out, standard="any_order", options=None, stream=N
     std = _standard(standard, options, kwargs)
     rep = ctypes.create_string_buffer(_lib.REPORT_SIZE)
     check(_lib.lib.er_matmul_covers_device(rep, va.buf, vb.buf, vo.buf, std, ctypes.c_void_p(stream.cuda_stream)))
-    try:
-        return Result(rep, tuple(vo.tensor.shape))
-    finally:
-        _lib.lib.er_report_clear(rep)
+    return Result(_Report(rep), tuple(vo.tensor.shape))
 
 
 def scaled_matmul(A, B, scale_a, scale_b):
@@ -690,16 +721,9 @@ class _MultiOutputReference(Reference):
                 for k in range(3):
                     ptrs[k][i] = cache[i][k].ctypes.data
         check(_lib.lib.er_covers_outputs_sets(reps, self._ptr, bufs, nout, std, *ptrs))
-        results = {}
-        try:
-            for i, name in enumerate(self.OUTPUTS):
-                if outs[i] is None:
-                    continue
-                rep = ctypes.byref(reps, _lib.REPORT_SIZE * i)
-                results[name] = Result(rep, shapes[i], arrs[i], cache[i])
-        finally:
-            for i in range(nout):
-                _lib.lib.er_report_clear(ctypes.byref(reps, _lib.REPORT_SIZE * i))
+        owned = [_Report(reps, _lib.REPORT_SIZE * i) for i in range(nout)]  # each cleared when its Result goes
+        results = {name: Result(owned[i], shapes[i], arrs[i], cache[i]) for i, name in enumerate(self.OUTPUTS)
+                   if outs[i] is not None}
         return results[self.OUTPUTS[0]] if single else Results(results)
 
 

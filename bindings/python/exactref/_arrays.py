@@ -51,10 +51,18 @@ def numpy_dtype(name):
     raise TypeError("exactref: unsupported dtype %r (supported: %s)" % (name, SUPPORTED))
 
 
+_FMT_OF_DTYPE = {}  # dtype -> format, filled as dtypes are seen (np.dtype(...).name is slow on a hot path)
+
+
 def format_of(dtype):
+    fmt = _FMT_OF_DTYPE.get(dtype)
+    if fmt is not None:
+        return fmt
     fmt = _BY_NAME.get(np.dtype(dtype).name)
     if fmt is None:
         raise TypeError("exactref: unsupported dtype %s (supported: %s)" % (np.dtype(dtype).name, SUPPORTED))
+    if isinstance(dtype, np.dtype):
+        _FMT_OF_DTYPE[dtype] = fmt
     return fmt
 
 
