@@ -172,8 +172,37 @@ def references():
               % (name, M, N, K, t1, t0, t1 / t0))
 
 
+def harness():
+    """exactref.testing: the fast tier of matmul in float16 and bfloat16 (default families) for a numpy kernel, its
+    time less the kernel's own; and a small check, er.matmul(A, B).covers(out) at 64 x 64 x 64, against numpy's
+    float64 matmul plus np.allclose of the same size."""
+    import ml_dtypes  # noqa: F401 - bfloat16 inputs
+    spent = [0.0]
+
+    def kernel(A, B):
+        t0 = time.perf_counter()
+        out = A.astype(np.float32) @ B.astype(np.float32)
+        spent[0] += time.perf_counter() - t0
+        return out
+    t0 = time.perf_counter()
+    rec = er.testing.check(kernel, "matmul", dtypes=("float16", "bfloat16"), record=False)
+    total = time.perf_counter() - t0
+    assert rec.passed
+    print("python_testing_check_matmul_fast_tier_%dcases: %.4f s of exactref (%.4f s in all, %.4f s in the kernel)"
+          % (len(rec.cases), total - spent[0], total, spent[0]))
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((64, 64)).astype(np.float16)
+    B = rng.standard_normal((64, 64)).astype(np.float16)
+    out = A.astype(np.float32) @ B.astype(np.float32)
+    t0 = best(lambda: np.allclose(out, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-3, atol=1e-3), 300)
+    t1 = best(lambda: er.matmul(A, B).covers(out).all(), 300)
+    print("python_small_check_64x64x64: %.1f us vs baseline %.1f us = %.2fx  (baseline: numpy float64 matmul plus "
+          "np.allclose)" % (t1 * 1e6, t0 * 1e6, t1 / t0))
+
+
 if __name__ == "__main__":
     main()
     epilogue()
     elementwise()
     references()
+    harness()

@@ -21,7 +21,7 @@ typedef enum er_family {
     ER_FAMILY_POSITIVE = 1, /* |N(0, 1)| + 1/16: every value positive (sums without cancellation) */
     ER_FAMILY_CANCEL = 2,   /* pairs along each row, a and -a (1 + t 2^-ceil(p/2)), |t| < 1: sums cancel to a residue */
     ER_FAMILY_WIDE = 3,     /* random signs, significands in [1, 2), exponents uniform over +-min(emax / 4, 60) */
-    ER_FAMILY_NEAR_MAX = 4, /* magnitudes in [max / 8, max / 2], random signs: sums of two may overflow */
+    ER_FAMILY_NEAR_MAX = 4, /* magnitudes in [max / 4, max], random signs: a sum of two of one sign may overflow */
     ER_FAMILY_SUBNORMAL = 5,/* magnitudes about 2^(emin / 2) (products near the subnormal range), one in 8 subnormal */
     ER_FAMILY_TIES = 6,     /* signed powers of two 2^e, e in [-(p + 1), 2]: exact sums land on rounding midpoints */
     ER_FAMILY_SPECIALS = 7, /* N(0, 1) with one element in 16 +inf, -inf or NaN (NaN only where no infinity) */

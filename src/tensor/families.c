@@ -72,7 +72,7 @@ static double er_family_value(const er_fmt_info *F, er_family fam, const er_draw
         int E = F->emax / 4 < 60 ? F->emax / 4 : 60;
         return er_sign(d, i) * ldexp(1.0 + er_unit(d, i, 2), (int)er_below(d, i, 3, 2 * E + 1) - E);
     }
-    case ER_FAMILY_NEAR_MAX: return er_sign(d, i) * (F->max / 8 + er_unit(d, i, 2) * (F->max / 2 - F->max / 8));
+    case ER_FAMILY_NEAR_MAX: return er_sign(d, i) * (F->max / 4 + er_unit(d, i, 2) * (F->max - F->max / 4));
     case ER_FAMILY_SUBNORMAL:
         if (er_unit(d, i, 2) < 0.125) /* a subnormal of the format: k times its least value */
             return er_sign(d, i) * (double)(1 + er_below(d, i, 3, ((int64_t)1 << (F->p - 1)) - 1)) * F->min_sub;

@@ -862,8 +862,8 @@ def test_input_families():
 
 
 def test_testing_guide_output():
-    """docs/reference/testing.md shows what examples/python/harness.py prints."""
-    _shows_output(os.path.join("reference", "testing.md"), "harness.py")
+    """docs/guides/test-across-shapes.md shows what examples/python/harness.py prints."""
+    _shows_output(os.path.join("guides", "test-across-shapes.md"), "harness.py")
 
 
 def test_check_harness(tmp_path):
@@ -969,3 +969,54 @@ def test_check_triton_configs_on_gpu():
     timed = er.testing.check(lambda A, B: A.float() @ B.float(), "matmul", dtypes=("float16",), families=("normal",),
                              standard="any_order", device="cuda", record=False, timing=True)
     assert timed.passed and len(timed.timing) == 3 and all(t["median_s"] > 0 for t in timed.timing)
+
+
+def test_check_catches_kernel_bugs():
+    """exactref.testing.check with CPU kernels in numpy: a blocked matmul (fp32 accumulators over blocks of 32 of K)
+    passes every fast and exhaustive case; a dropped K tail, an off-by-one mask in the last K block, a lost last row
+    tile, fp16 accumulation where fp32 is claimed, and a softmax over rows padded with zeros each fail exactly on
+    the shapes their bug touches, the minimal failing case is the smallest of those, and reproduce() fails it the
+    same way."""
+    def blocked(A, B, bk=32, mask_off=0, last_row=True, acc=np.float32):
+        a, b = A.astype(np.float32), B.astype(np.float32)
+        M, K = a.shape
+        out = np.zeros((M, b.shape[1]), acc)
+        for k0 in range(0, K, bk):
+            k1 = min(k0 + bk, K)
+            if k1 - k0 < bk:
+                k1 -= mask_off                       # the last partial block's mask off by mask_off
+            out = (out + (a[:, k0:k1] @ b[k0:k1]).astype(acc)).astype(acc)
+        if not last_row and M > 16 and M % 16:
+            out[-1] = 0                              # the grid's last row tile never launched
+        return out.astype(np.float32)
+
+    def padded_softmax(x):
+        n = x.shape[-1]
+        p = 1 << (n - 1).bit_length()
+        xp = np.zeros(x.shape[:-1] + (p,), np.float32)   # padding with 0 instead of -inf
+        xp[..., :n] = x
+        e = np.exp(xp - xp.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True))[..., :n]
+
+    for tier in ("fast", "exhaustive"):
+        rec = er.testing.check(blocked, "matmul", dtypes=("float16",), tier=tier, families=("normal", "cancellation"), record=False)
+        assert rec.passed, str(rec)
+    bugs = (
+        ("tail", lambda A, B: A[:, :-1].astype(np.float32) @ B[:-1].astype(np.float32) if A.shape[1] > 1024
+         else A.astype(np.float32) @ B.astype(np.float32), lambda s: s[1] > 1024),
+        ("mask", lambda A, B: blocked(A, B, mask_off=1), lambda s: s[1] % 32 != 0),
+        ("last_row", lambda A, B: blocked(A, B, last_row=False), lambda s: s[0] > 16 and s[0] % 16 != 0),
+        ("fp16_acc", lambda A, B: blocked(A, B, acc=np.float16), None),
+    )
+    for name, kernel, touched in bugs:
+        rec = er.testing.check(kernel, "matmul", dtypes=("float16",), families=("normal",), name=name, record=False)
+        failing = [tuple(c["shape"]) for c in rec.cases if c["verdict"] != "pass"]
+        if touched is not None:
+            assert failing == [s for s in er.testing.shapes("matmul") if touched(s)], (name, failing)
+        assert failing and tuple(rec.minimal["shape"]) == min(failing, key=lambda s: (np.prod(s), failing.index(s)))
+        m = rec.minimal
+        again = er.testing.reproduce(name, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"])
+        assert not again.all() and again.n_failed == m["n_failed"], name
+    rec = er.testing.check(padded_softmax, "softmax", families=("normal",), record=False)
+    failing = [tuple(c["shape"]) for c in rec.cases if c["verdict"] != "pass"]
+    assert failing == [s for s in er.testing.shapes("softmax") if s[1] & (s[1] - 1)]
