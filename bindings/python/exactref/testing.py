@@ -184,10 +184,11 @@ class Case:
             out = (out, None, None)
         return ref.covers(tuple(out) if isinstance(out, list) else out, **kw)
 
-    def reproduce_call(self, name):
+    def reproduce_call(self, name, config=None):
         lay = "" if self.layout == "contiguous" else ", layout=%r" % self.layout
-        return ("exactref.testing.reproduce(%r, shape=%r, dtype=%r, family=%r, seed=%d%s)"
-                % (name, self.shape, self.dtype, self.family, self.seed, lay))
+        cfg = "" if config is None else ", config=%d" % config
+        return ("exactref.testing.reproduce(%r, shape=%r, dtype=%r, family=%r, seed=%d%s%s)"
+                % (name, self.shape, self.dtype, self.family, self.seed, lay, cfg))
 
     def assert_covers(self, out, standard=None, name="kernel"):
         """Raises AssertionError with the report and the reproduce call when `out` fails."""
@@ -345,14 +346,19 @@ class _Pinned:
         self.at, self.config = autotuner, config
 
     def __enter__(self):
-        self.saved = (self.at.configs, dict(self.at.cache))
+        # its pruning off too: a prune that drops the pinned config for some shapes would leave none
+        self.saved = (self.at.configs, dict(self.at.cache), getattr(self.at, "early_config_prune", None))
         self.at.configs = [self.config]
         self.at.cache.clear()
+        if self.saved[2] is not None:
+            self.at.early_config_prune = None
 
     def __exit__(self, *exc):
         self.at.configs = self.saved[0]
         self.at.cache.clear()
         self.at.cache.update(self.saved[1])
+        if self.saved[2] is not None:
+            self.at.early_config_prune = self.saved[2]
         return False
 
 
@@ -373,11 +379,11 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
     name = name or getattr(kernel, "__name__", "kernel")
     std = standard if isinstance(standard, (str, type(None))) else dict(standard)
     rec = CheckRecord(name, op, std, tier, device, seed)
-    _KERNELS[name] = (kernel, op, std, device)
-    for cfg in (list(configs.configs) if configs is not None else [None]):
+    _KERNELS[name] = (kernel, op, std, device, configs)
+    for ci, cfg in enumerate(list(configs.configs) if configs is not None else [None]):
         for c in cases(op, tier, dtypes, families, seed):
             entry = {"shape": list(c.shape), "dtype": c.dtype, "family": c.family, "layout": c.layout, "seed": c.seed,
-                     "reproduce": c.reproduce_call(name)}
+                     "reproduce": c.reproduce_call(name, None if cfg is None else ci)}
             if cfg is not None:
                 entry["config"] = _config_text(cfg)
             ins = c.inputs(device)
@@ -476,18 +482,29 @@ def _time(kernel, op, dtype, device, reps=7):
     return out
 
 
-def reproduce(kernel, shape, dtype, family, seed, layout="contiguous", op=None, standard=None, device=None):
+def reproduce(kernel, shape, dtype, family, seed, layout="contiguous", op=None, standard=None, device=None, config=None,
+              configs=None):
     """Re-runs one case exactly: `kernel` a callable, or the name of a kernel check() ran in this process (its op,
-    standard and device then come from that run unless given). Returns the verdict (Result or Results)."""
+    standard, device and autotuned kernel then come from that run unless given); `config`, an index into the
+    autotuned kernel's configs (`configs`), runs it under that config alone. Returns the verdict (Result or
+    Results)."""
     if isinstance(kernel, str):
         if kernel not in _KERNELS:
             raise ValueError("exactref: no kernel named %r was checked in this process; pass the kernel itself" % kernel)
-        fn, op0, std0, dev0 = _KERNELS[kernel]
+        fn, op0, std0, dev0, cfgs0 = _KERNELS[kernel]
         kernel, op = fn, op or op0
         standard = standard if standard is not None else std0
         device = device if device is not None else dev0
+        configs = configs if configs is not None else cfgs0
     if op is None:
         raise ValueError("exactref: reproduce needs op= for a kernel check() has not run")
+    if config is not None and configs is None:
+        raise ValueError("exactref: config=%r needs the autotuned kernel (configs=)" % (config,))
     c = Case(op, shape, dtype, family, seed, layout)
     ins = c.inputs(device)
-    return c.check(_to_host(kernel(*ins)), [_to_host(i) for i in ins], standard)
+    if config is None:
+        out = kernel(*ins)
+    else:
+        with _Pinned(configs, configs.configs[config]):
+            out = kernel(*ins)
+    return c.check(_to_host(out), [_to_host(i) for i in ins], standard)

@@ -927,15 +927,21 @@ def test_check_harness(tmp_path):
 
 def test_check_triton_configs_on_gpu():
     """exactref.testing on CUDA: an @triton.autotune matmul with two configs, one of which skips the partial last K
-    block (a planted bug), checked under every config (configs=): that config fails wherever K is not a multiple of
-    its block, the other passes every case; torch's matmul passes and is timed with triton.testing.do_bench."""
+    block (a planted bug) and is picked only for outputs of 2^20 elements or more: the fast tier passes under the
+    autotuner's choice; under every config (configs=) that config fails wherever K is not a multiple of its block
+    and the other passes every case; torch's matmul passes and is timed with triton.testing.do_bench."""
     torch = pytest.importorskip("torch")
     triton = pytest.importorskip("triton")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     import triton.language as tl
 
-    @triton.autotune(configs=[triton.Config({"BK": 32, "TAIL": 1}), triton.Config({"BK": 64, "TAIL": 0})], key=["M", "N", "K"])
+    def large_only(configs, named_args, **kwargs):   # the buggy config only for outputs of 2^20 elements or more
+        big = named_args["M"] * named_args["N"] >= 1 << 20
+        return [c for c in configs if (c.kwargs["TAIL"] == 0) == big]
+
+    @triton.autotune(configs=[triton.Config({"BK": 32, "TAIL": 1}), triton.Config({"BK": 64, "TAIL": 0})], key=["M", "N", "K"],
+                     prune_configs_by={"early_config_prune": large_only})
     @triton.jit
     def mm_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, BK: tl.constexpr, TAIL: tl.constexpr):
         rm = tl.program_id(0) * 16 + tl.arange(0, 16)
@@ -959,13 +965,20 @@ def test_check_triton_configs_on_gpu():
     assert [c.kwargs for c in er.testing.configs(mm_kernel)] == [{"BK": 32, "TAIL": 1}, {"BK": 64, "TAIL": 0}]
     assert er.testing.configs(mm_kernel.fn) == ["BK", "TAIL"]
     std = dict(standard="mma:sm90", outer="any")
+    assert er.testing.check(my_mm, "matmul", dtypes=("float16",), families=("normal",), standard=std, device="cuda",
+                            record=False).passed   # the autotuner's own choice: the buggy config never runs
     rec = er.testing.check(my_mm, "matmul", dtypes=("float16",), families=("normal",), standard=std, device="cuda",
                            configs=mm_kernel, record=False)
     good = [c for c in rec.cases if "TAIL=1" in c["config"]]
     bad = [c for c in rec.cases if "TAIL=0" in c["config"]]
     assert len(good) == len(bad) == 16 and all(c["verdict"] == "pass" for c in good)
     assert [c["verdict"] == "pass" for c in bad] == [c["shape"][1] % 64 == 0 for c in bad]
-    assert "TAIL=0" in rec.minimal["config"] and "config BK=64, TAIL=0" in str(rec)
+    assert "TAIL=0" in rec.minimal["config"] and "config BK=64, TAIL=0" in str(rec) and "config=1)" in str(rec)
+    m = rec.minimal
+    assert not er.testing.reproduce(my_mm, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"],
+                                    op="matmul", standard=std, device="cuda", config=1, configs=mm_kernel).all()
+    assert er.testing.reproduce(my_mm, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"],
+                                op="matmul", standard=std, device="cuda").all()   # the autotuner's own choice
     timed = er.testing.check(lambda A, B: A.float() @ B.float(), "matmul", dtypes=("float16",), families=("normal",),
                              standard="any_order", device="cuda", record=False, timing=True)
     assert timed.passed and len(timed.timing) == 3 and all(t["median_s"] > 0 for t in timed.timing)
