@@ -142,6 +142,13 @@ ER_API size_t er_standard_sizeof(void);
  * For depth= (docs/algorithms/any-order.md, Theorem 7). ER_ERR_INVALID for arguments that are not powers of two or a
  * version before 2.0. */
 ER_API er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, int major, int minor);
+/* The depth of CUB's BlockReduce Sum (its default algorithm, BLOCK_REDUCE_WARP_REDUCTIONS) over block_threads
+ * threads of items_per_thread fp32 or fp64 items each: each thread adds its items in a chain (ThreadReduce's
+ * sequential form, which CUB takes for these types), each warp's lanes in a shuffle-down tree of ceil(log2 L) levels
+ * (L = min(block_threads, 32)), then thread 0 adds the W = ceil(block_threads / 32) warp totals in a chain (or in
+ * any order through atomics, the non-deterministic variant: the same depth): (items_per_thread - 1) +
+ * ceil(log2 L) + (W - 1), at least 1. ER_ERR_INVALID outside 1..65536 items or 1..1024 threads. */
+ER_API er_status er_depth_cub_block_reduce(int64_t *depth, int items_per_thread, int block_threads);
 /* The depth of torch's CUDA softmax and log_softmax sums over a row of n elements on its persistent path (n up to
  * 1024, PersistentSoftmax.cuh): with P = n rounded up to a power of two and W = min(P, 32) lanes, each lane adds its
  * P / W elements in a chain from zero (lanes past n add exp(-inf) = 0), then a log2(W)-level xor butterfly:

@@ -387,6 +387,19 @@ er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, int majo
     return ER_OK;
 }
 
+er_status er_depth_cub_block_reduce(int64_t *depth, int items_per_thread, int block_threads) {
+    er__ok();
+    ER_CHECK_NULL(depth, "depth");
+    if (items_per_thread < 1 || items_per_thread > 1 << 16)
+        return er__fail(ER_ERR_INVALID, "items_per_thread %d: expected 1 to 65536", items_per_thread);
+    if (block_threads < 1 || block_threads > 1024) return er__fail(ER_ERR_INVALID, "block_threads %d: expected 1 to 1024", block_threads);
+    int lanes = block_threads < 32 ? block_threads : 32, levels = 0, warps = (block_threads + 31) / 32;
+    while ((1 << levels) < lanes) levels++;
+    *depth = (items_per_thread - 1) + levels + (warps - 1);
+    if (*depth < 1) *depth = 1; /* one element: no addition; depth= takes 1 or more */
+    return ER_OK;
+}
+
 er_status er_depth_torch_softmax(int64_t *depth, int64_t n) {
     er__ok();
     ER_CHECK_NULL(depth, "depth");

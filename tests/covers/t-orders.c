@@ -461,6 +461,54 @@ START_TEST(triton_sum_depth) {
 }
 END_TEST
 
+/* er_depth_cub_block_reduce against an emulation of CUB's BlockReduce (warp reductions): each thread's items in a
+ * chain, each warp's lanes by shuffle-down (lane i adds lane i + offset, offsets 16, 8, ... 1, lanes past the block
+ * idle), thread 0 adding the warp totals in order; every addition counted on the terms it carries. The deepest count
+ * equals the helper's depth, and the sum is covered under depth= that depth. */
+START_TEST(cub_block_reduce_depth) {
+    er_test_reseed(342);
+    static const int threads[] = {1, 7, 32, 33, 64, 96, 128, 250, 256, 512, 1024};
+    static const int items[] = {1, 2, 4, 7, 16};
+    for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++)
+        for (size_t ii = 0; ii < sizeof items / sizeof items[0]; ii++) {
+            int T = threads[ti], I = items[ii], n = T * I;
+            static float v[1024 * 16], part[1024];
+            static int dep[1024];
+            for (int i = 0; i < n; i++) v[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-8, 8)));
+            for (int t = 0; t < T; t++) { /* blocked arrangement: thread t holds items t I .. t I + I - 1 */
+                float s = v[t * I];
+                for (int i = 1; i < I; i++) s += v[t * I + i];
+                part[t] = s;
+                dep[t] = I - 1;
+            }
+            float total = 0;
+            int tdep = 0;
+            for (int w = 0; w * 32 < T; w++) {
+                int L = T - w * 32 < 32 ? T - w * 32 : 32, full = T < 32 ? T : 32, off = 1;
+                while (off * 2 < full) off *= 2;
+                for (; off >= 1; off /= 2) /* lane i takes lane i + off where that lane exists */
+                    for (int i = 0; i + off < L; i++) {
+                        part[w * 32 + i] += part[w * 32 + i + off];
+                        int a = dep[w * 32 + i], b = dep[w * 32 + i + off];
+                        dep[w * 32 + i] = (a > b ? a : b) + 1;
+                    }
+                if (w == 0) { total = part[0]; tdep = dep[0]; }
+                else { total += part[w * 32]; tdep = (tdep > dep[w * 32] ? tdep : dep[w * 32]) + 1; }
+            }
+            int64_t D;
+            ck_assert_int_eq(er_depth_cub_block_reduce(&D, I, T), ER_OK);
+            ck_assert_msg(D == (tdep > 1 ? tdep : 1), "%d threads, %d items: helper %lld, emulated tree %d", T, I, (long long)D, tdep);
+            require_sum_at_depth(v, n, total, D, "CUB");
+        }
+    int64_t D;
+    ck_assert_int_eq(er_depth_cub_block_reduce(&D, 4, 256), ER_OK);
+    ck_assert_int_eq(D, 3 + 5 + 7);
+    ck_assert_int_eq(er_depth_cub_block_reduce(&D, 0, 256), ER_ERR_INVALID);
+    ck_assert_int_eq(er_depth_cub_block_reduce(&D, 4, 2048), ER_ERR_INVALID);
+    ck_assert_int_eq(er_depth_cub_block_reduce(NULL, 4, 256), ER_ERR_NULL);
+}
+END_TEST
+
 /* er_depth_torch_softmax against an emulation of torch's persistent softmax sum: W = min(P, 32) lanes (P = n rounded
  * up to a power of two), lane t adding elements t, t + W, ... in a chain from zero (0 past n), then the xor
  * butterfly; every addition that can round counted on the terms it carries (a first addition to zero is exact). The
@@ -762,6 +810,7 @@ int main(void) {
     tcase_add_test(tc, welford_depth);
     tcase_add_test(tc, triton_sum_depth);
     tcase_add_test(tc, torch_softmax_depth);
+    tcase_add_test(tc, cub_block_reduce_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

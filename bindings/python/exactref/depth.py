@@ -47,3 +47,15 @@ def torch_softmax(n):
     d = ctypes.c_int64(0)
     check(_lib.lib.er_depth_torch_softmax(ctypes.byref(d), n))
     return d.value
+
+
+def cub_block_reduce(items_per_thread, block_threads):
+    """The depth of CUB's BlockReduce Sum (BLOCK_REDUCE_WARP_REDUCTIONS, its default) over `block_threads` threads of
+    `items_per_thread` fp32 or fp64 items: each thread's items in a chain, a shuffle-down tree in each warp, the warp
+    totals in a chain: (items_per_thread - 1) + ceil(log2(min(block_threads, 32))) + (warps - 1)."""
+    for name, v in (("items_per_thread", items_per_thread), ("block_threads", block_threads)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: %s must be an int, not %s" % (name, type(v).__name__))
+    d = ctypes.c_int64(0)
+    check(_lib.lib.er_depth_cub_block_reduce(ctypes.byref(d), items_per_thread, block_threads))
+    return d.value

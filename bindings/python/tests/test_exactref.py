@@ -375,6 +375,11 @@ def test_depth_of_triton_sum():
     moved = np.float32([s * (1 + 2.0 ** -14)])
     d = er.depth.triton(4096, num_warps=4, version="3.8")
     assert er.sum(x, dim=1).covers(moved).all() and not er.sum(x, dim=1).covers(moved, depth=d).all()
+    assert er.depth.cub_block_reduce(4, 256) == 15 and er.depth.cub_block_reduce(1, 1) == 1
+    with pytest.raises(er.ExactrefValueError):
+        er.depth.cub_block_reduce(4, 2048)
+    with pytest.raises(er.ExactrefTypeError):
+        er.depth.cub_block_reduce(4.0, 256)
 
 
 def test_sets_and_slack():
