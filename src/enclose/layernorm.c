@@ -121,6 +121,39 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, do
             mpfr_min(F1, F1, F2, MPFR_RNDU);
             mpfr_clear(F2);
         }
+        /* Theorem L7 (Cauchy-Schwarz over the nodes, weights m_v: sum_v m_v Delta_v^2 = T): the first-order part is
+         * at most sqrt(T) kappa a sqrt(2 (n + 2) (n(n-1) + n bitlen(n) + 3(n - 1))), and at depth D at most
+         * sqrt(T) 4 kappa a D sqrt(Mt); the least of the valid bounds is kept */
+        mpfr_t F3, rt;
+        mpfr_inits2(64, F3, rt, (mpfr_ptr)0);
+        mpfr_set_d(rt, Thi, MPFR_RNDU);
+        mpfr_sqrt(rt, rt, MPFR_RNDU);                   /* sqrt(T) */
+        mpfr_set_si(F3, n, MPFR_RNDN);
+        mpfr_mul_si(F3, F3, n - 1, MPFR_RNDU);
+        mpfr_set_si(t, n, MPFR_RNDN);
+        mpfr_mul_si(t, t, bl, MPFR_RNDU);
+        mpfr_add(F3, F3, t, MPFR_RNDU);
+        mpfr_add_si(F3, F3, 3 * (n - 1), MPFR_RNDU);    /* S2 */
+        mpfr_mul_si(F3, F3, 2 * (n + 2), MPFR_RNDU);
+        mpfr_sqrt(F3, F3, MPFR_RNDU);
+        mpfr_mul(F3, F3, a, MPFR_RNDU);
+        mpfr_div(F3, F3, t0, MPFR_RNDU);                /* times kappa */
+        mpfr_mul(F3, F3, rt, MPFR_RNDU);
+        mpfr_min(F1, F1, F3, MPFR_RNDU);
+        if (dd) {
+            mpfr_set_si(t, n, MPFR_RNDN);               /* Mt = (n/2) bitlen(n) + n */
+            mpfr_mul_si(t, t, bl, MPFR_RNDU);
+            mpfr_div_2ui(t, t, 1, MPFR_RNDU);
+            mpfr_add_si(t, t, n, MPFR_RNDU);
+            mpfr_sqrt(t, t, MPFR_RNDU);
+            mpfr_mul(F3, a, D, MPFR_RNDU);
+            mpfr_div(F3, F3, t0, MPFR_RNDU);
+            mpfr_mul_2ui(F3, F3, 2, MPFR_RNDU);         /* 4 kappa a D */
+            mpfr_mul(F3, F3, t, MPFR_RNDU);
+            mpfr_mul(F3, F3, rt, MPFR_RNDU);
+            mpfr_min(F1, F1, F3, MPFR_RNDU);
+        }
+        mpfr_clears(F3, rt, (mpfr_ptr)0);
         mpfr_add(B, B, F1, MPFR_RNDU);
         mpfr_clear(F1);
         /* ES = (1+G)(first + second order + (n-1)(n+2) eta) + G T */

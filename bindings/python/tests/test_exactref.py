@@ -399,7 +399,7 @@ def test_sets_and_slack():
     rstd = np.float32([[1 / np.sqrt(xd.var() + np.float32(1e-5))]])
     wide = er.layer_norm(x, 4096).covers((None, None, rstd))
     narrow = er.layer_norm(x, 4096).covers((None, None, rstd), variance="two_pass")
-    assert wide.rstd.widest()[1] > 100 * narrow.rstd.widest()[1]
+    assert wide.rstd.widest()[1] > 10 * narrow.rstd.widest()[1]   # Welford's sets (Theorem L7) stay wider
     assert narrow.rstd.slack.min() >= 0
 
 
