@@ -417,8 +417,8 @@ static inline int er_fast_set(const er_fast_consts *fc, const er_dot_ctx *cx, co
     return er_fast_join(same, l, h, r1, r2, lo, hi);
 }
 
-/* Whether the set of the element whose bracket is b may be as wide, relative to its size, as best: false only when
- * an upper bound of its er_set_rel is below best (er_fast_rel_ub). lo = min(edge, r) lies in [min(E_lo(ulo), r1),
+/* Whether the set of the element whose bracket is b may be wider, relative to its size, than best: false when an
+ * upper bound of its er_set_rel is at most best (er_fast_rel_ub). lo = min(edge, r) lies in [min(E_lo(ulo), r1),
  * min(E_lo(tlo), r2)] and hi in [max(E_hi(thi), r1), max(E_hi(uhi), r2)]. First a cheaper test on the outer ends
  * (for fp32 in and out ulo <= RU_F(ulo) and RD_F(uhi) <= uhi), then these. */
 static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b, double r1,
@@ -431,7 +431,9 @@ static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_c
      * fl(w / m) >= best, then w >= best m (1 - 2^-53) > fl(fl(best (1 - 2^-50)) m). */
     if (H2 - L1 < best * (1.0 - 0x1p-50) * (al < ah ? al : ah)) return 0;
     double lt = er_fast_edge(fc, cx, b->tlo, 0), ht = er_fast_edge(fc, cx, b->thi, 1);
-    return er_fast_rel_ub(L1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, H2) >= best;
+    /* strictly wider only: a thread meets its elements in increasing order, so one of equal width comes after the
+     * widest so far and never replaces it (the earliest of equals is kept) */
+    return er_fast_rel_ub(L1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, H2) > best;
 }
 
 /* sum |a_k b_k| of two float vectors in double (each product exact) with four running sums. */
