@@ -42,8 +42,9 @@ def my_mm(A, B):
     return C
 
 
-runs = os.environ.get("RUNS") or tempfile.mkdtemp()
-std = dict(standard="mma:sm90", outer="any")
-print(er.testing.check(my_mm, "matmul", dtypes=("float16", "bfloat16"), standard=std, device="cuda", runs_dir=runs))
-print(er.testing.check(my_mm, "matmul", dtypes=("float16", "bfloat16"), standard=std, device="cuda", runs_dir=runs,
-                       configs=mm_kernel))
+if __name__ == "__main__":
+    runs = os.environ.get("RUNS") or tempfile.mkdtemp()
+    std = dict(standard="mma:sm90", outer="any")
+    print(er.testing.check(my_mm, "matmul", dtypes=("float16", "bfloat16"), standard=std, device="cuda", runs_dir=runs))
+    print(er.testing.check(my_mm, "matmul", dtypes=("float16", "bfloat16"), standard=std, device="cuda", runs_dir=runs,
+                           configs=mm_kernel))

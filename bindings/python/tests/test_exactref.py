@@ -939,33 +939,11 @@ def test_check_triton_configs_on_gpu():
     triton = pytest.importorskip("triton")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    import triton.language as tl
-
-    def large_only(configs, named_args, **kwargs):   # the buggy config only for outputs of 2^20 elements or more
-        big = named_args["M"] * named_args["N"] >= 1 << 20
-        return [c for c in configs if (c.kwargs["TAIL"] == 0) == big]
-
-    @triton.autotune(configs=[triton.Config({"BK": 32, "TAIL": 1}), triton.Config({"BK": 64, "TAIL": 0})], key=["M", "N", "K"],
-                     prune_configs_by={"early_config_prune": large_only})
-    @triton.jit
-    def mm_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, BK: tl.constexpr, TAIL: tl.constexpr):
-        rm = tl.program_id(0) * 16 + tl.arange(0, 16)
-        rn = tl.program_id(1) * 16 + tl.arange(0, 16)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((16, 16), dtype=tl.float32)
-        kend = K if TAIL else (K // BK) * BK
-        for k0 in range(0, kend, BK):
-            a = tl.load(A + rm[:, None] * sam + (k0 + rk)[None, :] * sak, mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-            b = tl.load(B + (k0 + rk)[:, None] * sbk + rn[None, :] * sbn, mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
-        tl.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-    def my_mm(A, B):
-        M, K = A.shape
-        N = B.shape[1]
-        C = torch.empty(M, N, device=A.device, dtype=torch.float32)
-        mm_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](A, B, C, M, N, K, A.stride(0), A.stride(1), B.stride(0), B.stride(1))
-        return C
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("autotune_configs", os.path.join(ROOT, "examples", "python", "autotune_configs.py"))
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)   # the example's kernel (its checks run only as a script)
+    mm_kernel, my_mm = ex.mm_kernel, ex.my_mm
 
     assert [c.kwargs for c in er.testing.configs(mm_kernel)] == [{"BK": 32, "TAIL": 1}, {"BK": 64, "TAIL": 0}]
     assert er.testing.configs(mm_kernel.fn) == ["BK", "TAIL"]
