@@ -153,10 +153,7 @@ void er__sink_put(er_sink *sk, int64_t idx, const er_cset *c) {
         int finite = c->lo <= c->hi && !c->nan_req;
         sk->set_lo[idx] = finite ? c->lo : NAN;
         sk->set_hi[idx] = finite ? c->hi : NAN;
-        if (sk->set_flags)
-            sk->set_flags[idx] = (uint8_t)((c->nan_ok || c->nan_req ? ER_ENCLOSURE_NAN : 0) | (c->nan_req ? ER_ENCLOSURE_NAN_ONLY : 0) |
-                                           (c->pinf_ok && !c->nan_req ? ER_ENCLOSURE_PINF : 0) |
-                                           (c->ninf_ok && !c->nan_req ? ER_ENCLOSURE_NINF : 0));
+        if (sk->set_flags) sk->set_flags[idx] = er__cset_flags(c);
         return;
     }
     const er_tensor *out = sk->out;

@@ -835,23 +835,10 @@ typedef struct er_chain_job {
     er_status st;
 } er_chain_job;
 
-/* A set as an enclosure's lo, hi and flags give it. */
-static void er_cval_of(er_cval *v, double lo, double hi, uint8_t f) {
-    memset(v, 0, sizeof *v);
-    v->lo = isnan(lo) ? INFINITY : lo;
-    v->hi = isnan(hi) ? -INFINITY : hi;
-    v->nan = (f & ER_ENCLOSURE_NAN) != 0;
-    v->nan_req = (f & ER_ENCLOSURE_NAN_ONLY) != 0;
-    v->pinf = (f & ER_ENCLOSURE_PINF) != 0;
-    v->ninf = (f & ER_ENCLOSURE_NINF) != 0;
-}
-
 /* An element's set as er_ref_enclosure stores it (er__sink_put), from a module's cursor. */
 static void er_cval_of_cset(er_cval *v, const er_cset *c) {
     int finite = c->lo <= c->hi && !c->nan_req;
-    er_cval_of(v, finite ? c->lo : NAN, finite ? c->hi : NAN,
-               (uint8_t)((c->nan_ok || c->nan_req ? ER_ENCLOSURE_NAN : 0) | (c->nan_req ? ER_ENCLOSURE_NAN_ONLY : 0) |
-                         (c->pinf_ok && !c->nan_req ? ER_ENCLOSURE_PINF : 0) | (c->ninf_ok && !c->nan_req ? ER_ENCLOSURE_NINF : 0)));
+    er__cval_of_enclosure(v, finite ? c->lo : NAN, finite ? c->hi : NAN, er__cset_flags(c));
 }
 
 /* Element idx's output set from its base's set v (changed) and its reference operands' sets w and brackets [bl, bh]
@@ -916,12 +903,12 @@ static void *er_chain_run(void *arg) {
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
         er_cval v, w[12];
         double bl[12], bh[12];
-        er_cval_of(&v, j->lo[idx], j->hi[idx], j->fl[idx]);
+        er__cval_of_enclosure(&v, j->lo[idx], j->hi[idx], j->fl[idx]);
         for (int i = 0; i < ref->nstages; i++) {
             if (!ref->stages[i].ref) continue;
             bl[i] = j->obl[i][idx];
             bh[i] = j->obh[i][idx];
-            er_cval_of(&w[i], j->olo[i][idx], j->ohi[i][idx], j->ofl[i][idx]);
+            er__cval_of_enclosure(&w[i], j->olo[i][idx], j->ohi[i][idx], j->ofl[i][idx]);
         }
         j->st = er_chain_put(ref, j->std, j->E, j->sk, idx, &v, w, bl, bh, x);
     }

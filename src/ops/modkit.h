@@ -29,6 +29,8 @@ ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *s
 /* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
  * compute format holding the input's values. */
 ER_INTERNAL er_status er__rows_standard(const er_ref *ref, const er_standard *std);
+/* A set as an enclosure's lo, hi (NaN: no finite part) and flags (ER_ENCLOSURE_*) give it. */
+ER_INTERNAL void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t flags);
 /* The output shape of an op with one output of the reference's shape. */
 ER_INTERNAL er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
 

@@ -38,6 +38,12 @@ typedef struct er_sink {
     double *set_lo, *set_hi, *set_slack;
 } er_sink;
 
+/* The special values of set c as er_ref_enclosure's flags give them (ER_ENCLOSURE_*; NaN required: NaN alone). */
+static inline uint8_t er__cset_flags(const er_cset *c) {
+    return (uint8_t)((c->nan_ok || c->nan_req ? ER_ENCLOSURE_NAN : 0) | (c->nan_req ? ER_ENCLOSURE_NAN_ONLY : 0) |
+                     (c->pinf_ok && !c->nan_req ? ER_ENCLOSURE_PINF : 0) | (c->ninf_ok && !c->nan_req ? ER_ENCLOSURE_NINF : 0));
+}
+
 /* Element idx's set (row-major index in the output); the engine reads the output there. The elements of one sink
  * come in increasing order. */
 ER_INTERNAL void er__sink_put(er_sink *s, int64_t idx, const er_cset *c);

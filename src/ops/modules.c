@@ -105,6 +105,16 @@ er_status er__rows_standard(const er_ref *ref, const er_standard *std) {
     return ER_OK;
 }
 
+void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t f) {
+    memset(v, 0, sizeof *v);
+    v->lo = isnan(lo) ? INFINITY : lo;
+    v->hi = isnan(hi) ? -INFINITY : hi;
+    v->nan = (f & ER_ENCLOSURE_NAN) != 0;
+    v->nan_req = (f & ER_ENCLOSURE_NAN_ONLY) != 0;
+    v->pinf = (f & ER_ENCLOSURE_PINF) != 0;
+    v->ninf = (f & ER_ENCLOSURE_NINF) != 0;
+}
+
 void er__index_of(const er_ref *ref, int64_t idx, int64_t *index) {
     for (int d = ref->ndim - 1; d >= 0; d--) { index[d] = idx % ref->shape[d]; idx /= ref->shape[d]; }
 }

@@ -337,11 +337,7 @@ static void er_q_xset(const er_q_job *j, int64_t idx, er_cval *xv) {
         else er_q_put(xv, x);
         return;
     }
-    if (!isnan(j->xl[idx])) { xv->lo = j->xl[idx]; xv->hi = j->xh[idx]; }
-    xv->nan = (j->xf[idx] & ER_ENCLOSURE_NAN) != 0;
-    xv->nan_req = (j->xf[idx] & ER_ENCLOSURE_NAN_ONLY) != 0;
-    xv->pinf = (j->xf[idx] & ER_ENCLOSURE_PINF) != 0;
-    xv->ninf = (j->xf[idx] & ER_ENCLOSURE_NINF) != 0;
+    er__cval_of_enclosure(xv, j->xl[idx], j->xh[idx], j->xf[idx]);
 }
 
 static void *er_q_run(void *arg) {
