@@ -1017,12 +1017,13 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
     const er_fmt_info *O = j->sk->O;
     er_overflow ov = j->sk->ov;
     int found = 0;
+    double a = NAN, b = NAN, bl[12], bh[12]; /* brackets of the base's and the operands' exact values */
     for (int effort = 0; effort < 2 && !found; effort++) {
         double l, h, ol[12], oh[12], w1, w2;
-        if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h)) continue;
+        if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h, &a, &b)) continue;
         int ok = 1;
         for (int i = 0; i < ref->nstages && ok; i++)
-            if (ref->stages[i].ref) ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i]);
+            if (ref->stages[i].ref) ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
         if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, &w1)) continue;
         double o1 = er__round_double(O, w1, ER_ROUND_NEAREST, ov);
         if (!isfinite(o1)) continue;
@@ -1036,10 +1037,6 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         found = y >= *wlo && y <= *whi;
     }
     if (!found) return ER_PENDING;
-    double m, a, b, bl[12], bh[12];
-    for (int i = 0; i < ref->nstages; i++)
-        if (ref->stages[i].ref && er__ref_bracket(ref->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) { er__ok(); return ER_PENDING; }
-    if (er__ref_bracket(ref->base, idx, &m, &a, &b) != ER_OK) { er__ok(); return ER_PENDING; }
     if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return ER_PENDING;
     double ra = er__round_double(O, a, ER_ROUND_NEAREST, ov), rb = er__round_double(O, b, ER_ROUND_NEAREST, ov);
     if (ra == rb) return y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED;

@@ -987,7 +987,7 @@ static void er_dot_cursor_rows(const er_ref *ref, int64_t idx, const float **aro
     *bcol = ref->bt + (*ib * pl->N + *j) * pl->K;
 }
 
-static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi) {
+static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi, double *blo, double *bhi) {
     er_dot_cursor *c = p;
     const er_ref *ref = c->cx.ref;
     const float *arow, *bcol;
@@ -1004,6 +1004,8 @@ static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, dou
     if (!er_fast_bracket_of(&c->fc, Sh, Plo, Phi, &b)) return 0;
     *lo = er_fast_edge(&c->fc, &c->cx, b.tlo, 0);
     *hi = er_fast_edge(&c->fc, &c->cx, b.thi, 1);
+    *blo = b.slo; /* S lies in [slo, shi] (fast-path.md) */
+    *bhi = b.shi;
     return *lo <= *hi;
 }
 

@@ -111,8 +111,9 @@ typedef struct er_op_module {
      * enclosure); close frees it. NULL: never given. */
     void *(*cursor_open)(const er_ref *ref, const er_standard *std, const er_fmt_info *E);
     /* Two values lo <= hi of E that element idx's set holds (so it holds every value between them), at effort 0
-     * (cheap) or 1 (tighter, costlier); 0 where it gives none. */
-    int (*cursor_inner)(void *cur, int64_t idx, int effort, double *lo, double *hi);
+     * (cheap) or 1 (tighter, costlier), and doubles blo <= bhi bracketing its exact result (as the module's bracket
+     * would); 0 where it gives none. */
+    int (*cursor_inner)(void *cur, int64_t idx, int effort, double *lo, double *hi, double *blo, double *bhi);
     /* Element idx's set, the one er_ref_enclosure gives (its exact and rounded values left NaN). */
     er_status (*cursor_set)(void *cur, int64_t idx, er_cset *c);
     void (*cursor_close)(void *cur);

@@ -72,12 +72,13 @@ static void *er_tensor_cursor_open(const er_ref *ref, const er_standard *std, co
     return c;
 }
 
-static int er_tensor_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi) {
+static int er_tensor_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi, double *blo, double *bhi) {
     er_tensor_cursor *c = p;
     if (effort > 0) return 0; /* no tighter pair */
     double x = er_tensor_value(c->ref, idx);
     if (!(fabs(x) <= c->E->max)) return 0; /* a special value, or one that may overflow: the set itself */
     *lo = *hi = er__round_double(c->E, x, ER_ROUND_NEAREST, c->ov);
+    *blo = *bhi = x; /* exact */
     return isfinite(*lo);
 }
 
