@@ -17,3 +17,11 @@ def captures(name):
     with open(os.path.join(ROOT, "tests", "data", name + ".txt")) as f:
         lines = f.read().split("\n")[1:]
     return z, [ln.split() for ln in lines if ln]
+
+
+def arrays(z, dtype, *keys):
+    """The capture's arrays of those keys, bfloat16 ones (stored as uint16 patterns) viewed as ml_dtypes.bfloat16."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return [z[k].view(ml_dtypes.bfloat16) for k in keys]
+    return [z[k] for k in keys]

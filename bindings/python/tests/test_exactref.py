@@ -10,7 +10,7 @@ import pytest
 import exactref as er
 from exactref import _lib
 
-from conftest import ROOT, captures
+from conftest import ROOT, arrays, captures
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -551,8 +551,7 @@ def test_activation_captures():
     z, rows = captures("acts")
     seen = 0
     for cid, kind, dt, M, N, K, gid in rows:
-        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
-        A, B, bias, y = arr(gid + "__in__A"), arr(gid + "__in__B"), arr(gid + "__in__bias"), arr(cid + "__out__y")
+        A, B, bias, y = arrays(z, dt, gid + "__in__A", gid + "__in__B", gid + "__in__bias", cid + "__out__y")
         mm = er.matmul(A, B)
         if kind == "triton_bias_gelu":
             ch = mm.add(bias).gelu().cast(dt)
@@ -591,8 +590,7 @@ def test_elementwise_captures():
     z, rows = captures("elementwise")
     seen = 0
     for cid, fn, dt, n, gid in rows:
-        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
-        x, y = arr(gid + "__in__x"), arr(cid + "__out__y")
+        x, y = arrays(z, dt, gid + "__in__x", cid + "__out__y")
         base = er.tensor(x)
         ch = base.silu() if fn == "silu" else base.relu() if fn == "relu" else base.gelu()
         if dt != "float32":
@@ -646,8 +644,7 @@ def test_unary_captures():
     z, rows = captures("unary")
     seen = 0
     for cid, src, fn, dt, n, gid in rows:
-        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
-        x, y = arr(gid + "__in__x"), arr(cid + "__out__y")
+        x, y = arrays(z, dt, gid + "__in__x", cid + "__out__y")
         ch = getattr(er.tensor(x), fn)()
         if dt != "float32":
             ch = ch.cast(dt)
@@ -668,8 +665,7 @@ def test_act_form_captures():
     z, rows = captures("act_forms")
     seen = 0
     for cid, kind, dt, M, N, K, gid in rows:
-        arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
-        A, B, bias, y = arr(gid + "__in__A"), arr(gid + "__in__B"), arr(gid + "__in__bias"), arr(cid + "__out__y")
+        A, B, bias, y = arrays(z, dt, gid + "__in__A", gid + "__in__B", gid + "__in__bias", cid + "__out__y")
         mm = er.matmul(A, B)
         if kind.startswith("triton"):
             fused = mm.add(bias)
@@ -702,8 +698,7 @@ def test_fused_form_captures():
             res = er.quantize(x, "float8_e4m3fn", ("block", 128), recipe="inverse").covers((q, None, s))
             assert res.all() != kind.startswith("bug"), "%s %s %s: %s" % (cid, kind, dt, res)
         else:
-            arr = (lambda k: z[k].view(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda k: z[k])
-            A, B, bias, y = arr(gid + "__in__A"), arr(gid + "__in__B"), arr(gid + "__in__bias"), arr(cid + "__out__y")
+            A, B, bias, y = arrays(z, dt, gid + "__in__A", gid + "__in__B", gid + "__in__bias", cid + "__out__y")
             fused = er.matmul(A, B).add(bias)
             ch = (fused.relu() if "relu" in kind else fused.gelu(approximate="tanh")).cast(dt)
             for m in ("precise", "triton"):
