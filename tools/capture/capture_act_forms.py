@@ -11,8 +11,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from capture_common import store_case, torch_header, write_case_files
-from triton_gemm import gemm_tile
+from capture_common import new_group, store_case, torch_header, write_case_files
+from triton_gemm import gemm_bias_inputs, gemm_tile
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -48,11 +48,8 @@ def add(kind, dtype, gid, A, B, y):
 g = torch.Generator(device="cuda").manual_seed(11)
 for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
     for (M, N, K), scale in (((64, 48, 256), 3.0), ((96, 80, 1000), 8.0)):
-        A = (torch.randn(M, K, device="cuda", generator=g) * scale / K ** 0.5).to(dt)
-        B = torch.randn(K, N, device="cuda", generator=g).to(dt)
-        bias = (torch.randn(N, device="cuda", generator=g) * 2).to(dt)
-        gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
-        store_case(arrays, gid, {"A": A, "B": B, "bias": bias}, {})
+        A, B, bias = gemm_bias_inputs(g, dt, M, N, K, scale)
+        gid = new_group(arrays, {"A": A, "B": B, "bias": bias})
         for act, kind in ((0, "triton_gelu_tanh"), (1, "triton_silu_mul"), (2, "triton_silu_div"), (3, "triton_bug_act_before_bias")):
             y = torch.empty(M, N, device="cuda", dtype=dt)
             gemm_bias_act[(triton.cdiv(M, 32), triton.cdiv(N, 32))](A, B, bias, y, M, N, K, ACT=act, BM=32, BN=32, BK=32)

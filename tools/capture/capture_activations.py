@@ -10,8 +10,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from capture_common import store_case, torch_header, write_case_files
-from triton_gemm import gemm_tile
+from capture_common import new_group, store_case, torch_header, write_case_files
+from triton_gemm import gemm_bias_inputs, gemm_tile
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -37,11 +37,8 @@ def add(kind, dtype, gid, A, B, y):
 g = torch.Generator(device="cuda").manual_seed(7)
 for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
     for (M, N, K), scale in (((64, 48, 256), 3.0), ((96, 80, 1000), 6.0)):
-        A = (torch.randn(M, K, device="cuda", generator=g) * scale / K ** 0.5).to(dt)
-        B = torch.randn(K, N, device="cuda", generator=g).to(dt)
-        bias = (torch.randn(N, device="cuda", generator=g) * 2).to(dt)
-        gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
-        store_case(arrays, gid, {"A": A, "B": B, "bias": bias}, {})
+        A, B, bias = gemm_bias_inputs(g, dt, M, N, K, scale)
+        gid = new_group(arrays, {"A": A, "B": B, "bias": bias})
         y = torch.empty(M, N, device="cuda", dtype=dt)
         gemm_bias_gelu[(triton.cdiv(M, 32), triton.cdiv(N, 32))](A, B, bias, y, M, N, K, BM=32, BN=32, BK=32)
         torch.cuda.synchronize()

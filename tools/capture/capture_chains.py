@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from capture_common import store_case, torch_header, write_case_files
-from triton_gemm import gemm_tile
+from capture_common import new_group, store_case, torch_header, write_case_files
+from triton_gemm import gemm_bias_inputs, gemm_tile
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -51,11 +51,8 @@ def add(kind, dtype, gid, A, B, y, alpha):
 g = torch.Generator(device="cuda").manual_seed(2026)
 for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
     for (M, N, K), scale in (((64, 48, 256), 1.0), ((96, 80, 1000), 8.0), ((130, 72, 2051), 1.0)):
-        A = (torch.randn(M, K, device="cuda", generator=g) * scale / K ** 0.5).to(dt)
-        B = torch.randn(K, N, device="cuda", generator=g).to(dt)
-        bias = (torch.randn(N, device="cuda", generator=g) * 2).to(dt)
-        gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
-        store_case(arrays, gid, {"A": A, "B": B, "bias": bias}, {})
+        A, B, bias = gemm_bias_inputs(g, dt, M, N, K, scale)
+        gid = new_group(arrays, {"A": A, "B": B, "bias": bias})
         grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
         for alpha, bug, kind in ((1.0, 0, "triton_fused"), (0.3, 0, "triton_fused_scaled"), (1.0, 1, "triton_bug_bias_twice"),
                                  (1.0, 2, "triton_bug_relu_first")):
@@ -74,8 +71,7 @@ for dt, name, base in ((torch.float16, "float16", 2048.0), (torch.bfloat16, "bfl
     A = torch.randint(0, 4, (M, K), device="cuda", generator=g).to(dt)
     B = torch.randint(0, 4, (K, N), device="cuda", generator=g).to(dt)
     bias = (base + 2 * torch.randint(0, 40, (N,), device="cuda", generator=g)).to(dt)
-    gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
-    store_case(arrays, gid, {"A": A, "B": B, "bias": bias}, {})
+    gid = new_group(arrays, {"A": A, "B": B, "bias": bias})
     for bug, kind in ((0, "triton_fused_ties"), (3, "triton_bug_store_rtz")):
         y = torch.empty(M, N, device="cuda", dtype=dt)
         gemm_epilogue[(1, 1)](A, B, bias, y, M, N, K, 1.0, SCALE=False, BUG=bug, BM=32, BN=32, BK=32)

@@ -21,6 +21,13 @@ def write_case_files(out, name, arrays, lines, header, compressed=True):
         f.write(header.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
 
 
+def new_group(arrays, ins):
+    """Stores a group's inputs once (gNN__in__name, NN the groups so far) and returns its id gNN."""
+    gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
+    store_case(arrays, gid, ins, {})
+    return gid
+
+
 def store_case(arrays, cid, ins, outs):
     for k, v in ins.items():
         arrays["%s__in__%s" % (cid, k)] = host(v)

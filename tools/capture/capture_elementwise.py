@@ -8,7 +8,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from capture_common import store_case, torch_header, write_case_files
+from capture_common import new_group, store_case, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -21,8 +21,7 @@ for dt, name in ((torch.float32, "float32"), (torch.float16, "float16"), (torch.
                             fi.tiny, -fi.tiny, fi.tiny / 8, -fi.tiny / 8, -5.9, -6.0, -6.1, -7.5, -10.0, -30.0, 30.0,
                             -88.0, -89.0, 88.0, 89.0], dtype=torch.float64)
     x = torch.cat([dense, special]).to(dt).cuda()
-    gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
-    store_case(arrays, gid, {"x": x}, {})
+    gid = new_group(arrays, {"x": x})
     for fn, f in (("gelu", F.gelu), ("silu", F.silu), ("relu", F.relu),
                   ("bug_gelu_tanh", lambda t: F.gelu(t, approximate="tanh"))):
         y = f(x)

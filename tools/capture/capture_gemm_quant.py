@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from capture_common import store_case, torch_header, write_case_files
+from capture_common import new_group, store_case, torch_header, write_case_files
 from triton_gemm import gemm_tile
 
 OUT = os.environ.get("OUT", "/tmp/out")
@@ -41,8 +41,7 @@ g = torch.Generator(device="cuda").manual_seed(9)
 for M, N, K in ((64, 64, 256), (48, 64, 1000), (40, 32, 77)):
     A = (torch.randn(M, K, device="cuda", generator=g) / K ** 0.5).half()
     B = torch.randn(K, N, device="cuda", generator=g).half()
-    gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
-    store_case(arrays, gid, {"A": A, "B": B}, {})
+    gid = new_group(arrays, {"A": A, "B": B})
     for inv, kind in ((0, "triton"), (1, "bug_triton_inverted")):
         q = torch.empty(M, N, device="cuda", dtype=torch.float8_e4m3fn)
         am = torch.empty(M, device="cuda")

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from capture_common import store_case, torch_header, write_case_files
+from capture_common import new_group, store_case, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
@@ -64,8 +64,7 @@ for rows, cols, s in ((64, 512, 1.0), (32, 1000, 300.0), (48, 257, 1e-3)):
     x[5, 0] = 448.0
     k = torch.arange(1, cols, device="cuda")
     x[5, 1:] = torch.ldexp(1.0 + (2 * (k % 7) + 1).float() / 16.0, (k % 9 - 4)) * torch.where(k % 2 == 1, -1.0, 1.0)
-    gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})
-    store_case(arrays, gid, {"x": x}, {})
+    gid = new_group(arrays, {"x": x})
     for qdt, qname, qmax in ((torch.float8_e4m3fn, "float8_e4m3fn", 448.0), (torch.float8_e5m2, "float8_e5m2", 57344.0)):
         for rows_gran in (False, True):
             q, a, sc = torch_quant(x, qdt, qmax, rows_gran)

@@ -684,19 +684,26 @@ def test_fused_form_captures():
     """H200 captures (tools/capture/capture_fused_forms.py): a Triton GEMM with bias and gelu's tanh form written as
     acc * tl.sigmoid(2b (acc + k acc^3)) and as acc / (1 + tl.exp(-...)), fp16 and bf16 stores: covered under both
     math models; relu left out of bias + relu (its worst element named as matching the set after the bias) and the
-    bias left out of bias + gelu caught. Blockwise fp8 quantisation in the inverse recipe (per 128 along the row,
-    s = amax / 448 stored, q = x / s), Triton's and torch's from fp32 and bf16: covered with the kernel's s alone;
-    q = x * s caught."""
+    bias left out of bias + gelu caught. The three tanh forms elementwise with an fp32 output, on a sweep with |x| in
+    the hundreds and beyond, subnormals and specials: covered under math="triton"; the two through tl.sigmoid and
+    tl.exp have elements outside the default (libm-accurate exp) model. Blockwise fp8 quantisation in the inverse
+    recipe (per 128 along the row, s = amax / 448 stored, q = x / s), Triton's and torch's from fp32 and bf16, and on
+    exact fp8 midpoints, an all-zero block, subnormal and huge values and an infinity: covered with the kernel's s
+    alone; q = x * s caught."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     z, rows = captures("fused_forms")
     seen = 0
     for cid, kind, dt, M, N, K, gid in rows:
         if "quant" in kind or "times_s" in kind:
-            x = z[gid + "__in__x"]
-            x = x.view(ml_dtypes.bfloat16) if dt == "bfloat16" else x
+            x, = arrays(z, dt, gid + "__in__x")
             q, s = z[cid + "__out__q"].view(ml_dtypes.float8_e4m3fn), z[cid + "__out__s"]
             res = er.quantize(x, "float8_e4m3fn", ("block", 128), recipe="inverse").covers((q, None, s))
             assert res.all() != kind.startswith("bug"), "%s %s %s: %s" % (cid, kind, dt, res)
+        elif kind.endswith("_form"):
+            x, y = arrays(z, dt, gid + "__in__x", cid + "__out__y")
+            ref = er.gelu(x, approximate="tanh")
+            assert ref.covers(y, math="triton").all(), "%s %s" % (cid, kind)
+            assert ref.covers(y).all() == (kind == "triton_gelu_tanh_form"), "%s %s" % (cid, kind)
         else:
             A, B, bias, y = arrays(z, dt, gid + "__in__A", gid + "__in__B", gid + "__in__bias", cid + "__out__y")
             fused = er.matmul(A, B).add(bias)
@@ -707,7 +714,7 @@ def test_fused_form_captures():
                 if "relu" in kind:
                     assert res.worst["stage"] == 1 and "the output lies in the set after matmul+add (stage 1)" in str(res)
         seen += 1
-    assert seen == 28
+    assert seen == 33
 
 
 def test_quantize():
