@@ -264,6 +264,55 @@ START_TEST(gelu_and_silu) {
 }
 END_TEST
 
+/* The exact class of gelu (both forms) and silu decided through their double enclosure, which takes the values at a
+ * bracket's ends where the function is monotone (chains.md, Lemma C13: below -2, above -0.4, silu above -0.9). The
+ * base is a matmul on its fast path whose exact value is x (rows [x, 2^38, -2^38] times ones) but whose bracket is
+ * about 2^-11 wide (the fl64 sum loses x's low bits), so that the enclosure's claim matters near the functions' turns:
+ * on arguments around the thresholds, the minima and far into the tails, the correctly rounded results
+ * (er_ref_rounded: MPFR at 256 bits, not the enclosure) are classified exact by covers, in fp32 and fp16. It fails
+ * when the enclosure calls the functions monotone over their minima. */
+START_TEST(activation_exact_class_near_their_turns) {
+    enum { L = 6000 };
+    static float rows[L * 3], ones[3] = {1.0f, 1.0f, 1.0f}, y32[L];
+    static uint16_t y16[L];
+    int n = 0;
+    static const double at[] = {-2.0, -0.4, -0.9, -0.752, -1.278, -6.0, -12.0, -20.0, 0.0};
+    for (size_t ai = 0; ai < sizeof at / sizeof at[0]; ai++)
+        for (int d = -200; d <= 200; d++) rows[3 * n++] = (float)at[ai] + (float)d * 0x1p-12f; /* steps of 2^-12 around each */
+    for (int i = 0; n < L; i++) rows[3 * n++] = -40.0f + 80.0f * (float)i / 2400.0f;
+    for (int i = 0; i < L; i++) { rows[3 * i + 1] = 0x1p38f; rows[3 * i + 2] = -0x1p38f; }
+    er_tensor tA, tB, t32, t16;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){L, 3}, NULL, rows);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){3, 1}, NULL, ones);
+    er_tensor_view(&t32, ER_FP32, 2, (int64_t[]){L, 1}, NULL, y32);
+    er_tensor_view(&t16, ER_FP16, 2, (int64_t[]){L, 1}, NULL, y16);
+    er_ref *mm;
+    setenv("EXACTREF_FAST", "1", 1);
+    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+    unsetenv("EXACTREF_FAST");
+    ck_assert_int_eq(er_ref_fast(mm), 1);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    static const er_stage_kind kinds[3] = {ER_STAGE_GELU, ER_STAGE_GELU_TANH, ER_STAGE_SILU};
+    for (int k = 0; k < 3; k++) {
+        er_stage st = {kinds[k], NULL, 0, 0, NULL};
+        er_ref *ch;
+        ck_assert_int_eq(er_chain(&ch, mm, &st, 1), ER_OK);
+        for (int o = 0; o < 2; o++) {
+            er_tensor *out = o ? &t16 : &t32;
+            ck_assert_int_eq(er_ref_rounded(out, ch), ER_OK);
+            er_report rep;
+            ck_assert_int_eq(er_covers(&rep, ch, out, &std), ER_OK);
+            ER_REQUIRE(rep.counts[ER_CLASS_EXACT] == L, "activation %d, %s output: %lld of %d correctly rounded results exact",
+                       k, o ? "fp16" : "fp32", (long long)rep.counts[ER_CLASS_EXACT], L);
+            er_report_clear(&rep);
+        }
+        er_ref_free(ch);
+    }
+    er_ref_free(mm);
+}
+END_TEST
+
 /* Near x = -6, 1 + erf(x / sqrt 2) cancels: an fp32 gelu is far from the true gelu there, and still covered. */
 START_TEST(gelu_where_one_plus_erf_cancels) {
     enum { R = 64, L = 4 };
@@ -733,6 +782,7 @@ int main(void) {
     tcase_add_test(tc, exact_class_is_the_correct_rounding);
     tcase_add_test(tc, gelu_and_silu);
     tcase_add_test(tc, gelu_where_one_plus_erf_cancels);
+    tcase_add_test(tc, activation_exact_class_near_their_turns);
     tcase_add_test(tc, elementwise_on_a_tensor);
     tcase_add_test(tc, activations_at_the_edge_of_their_ulps);
     tcase_add_test(tc, two_references);
