@@ -926,13 +926,12 @@ static void *er_chain_run(void *arg) {
  * bracket rounds alike (er_chain_exact's first step). The other elements go through the engine, each from its
  * modules' single sets, and so does the element whose witnesses lie furthest apart, as the report's widest. */
 
-/* f(x) correctly rounded to fp32 from libm's value where the margin of Lemma C10 decides it; NAN where it does not. */
+/* f(x) correctly rounded to fp32 where the bounds of Lemma C10 decide it; NAN where they do not. */
 static double er_cr32(int fn, double x) {
-    if (x == 0) return fn == ER_FN_EXP || fn == ER_FN_EXP2 ? 1.0 : fn == ER_FN_TANH || fn == ER_FN_ERF ? x : NAN;
-    double v = er_libm_fn(fn, x);
-    if (v != v) return NAN;
-    double m = fabs(v) * ER_LIBM_MARGIN;
-    float a = (float)-er__next_up(-(v - m)), b = (float)er__next_up(v + m);
+    if (x == 0) return fn == ER_FN_EXP || fn == ER_FN_EXP2 ? 1.0 : fn == ER_FN_TANH || fn == ER_FN_ERF ? x : NAN; /* exact, no MPFR */
+    double dn, up;
+    er_exact_fn(er__fmt(ER_FP32), fn, x, &dn, &up); /* the bounds the sets use: libm's within its margin, else MPFR's */
+    float a = (float)dn, b = (float)up;
     return a == b ? a : NAN;
 }
 
