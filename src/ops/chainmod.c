@@ -1067,6 +1067,7 @@ static void *er_chain_fast_run(void *arg) {
     j->counts[1] = counts[1];
     j->wrel = wrel;
     j->widx = widx;
+    if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: what a witness's MPFR bounds cached */
     return NULL;
 }
 
