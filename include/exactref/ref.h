@@ -139,6 +139,26 @@ typedef enum er_scale_recipe { ER_RECIPE_AMAX = 0, ER_RECIPE_POW2 = 1, ER_RECIPE
  * the reference. */
 ER_API er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,
                              er_scale_recipe recipe);
+/* Scaled dot-product attention (er_attention): the mask and the scale. A zero-initialised struct (or NULL) asks for
+ * no mask and the scale 1/sqrt(D). */
+typedef struct er_attention_opts {
+    double scale;            /* 0: 1/sqrt(D), the real number; else this double, exactly */
+    int causal;              /* 1: key j is masked for query i when j > i + offset */
+    int bottom_right;        /* the offset of causal and the window: 0 (top-left, torch's is_causal) or Sk - Sq
+                                (bottom-right, FlashAttention 2.1 and later) */
+    int window;              /* 1: keys outside [i + offset - window_left, i + offset + window_right] are masked too */
+    int64_t window_left, window_right; /* with window = 1: nonnegative */
+    int enable_gqa;          /* 1: H may be a multiple of Hkv; query head h reads kv head h / (H / Hkv) */
+} er_attention_opts;
+/* Attention forward (SDPA, flash attention): q [..., H, Sq, D], k [..., Hkv, Sk, D], v [..., Hkv, Sk, Dv] (the
+ * leading dimensions equal; 2-dimensional q, k, v are one head), each of at most 24 significant bits (fp32, bf16,
+ * fp16, fp8). Two outputs: O [..., H, Sq, Dv] = softmax(scale q k^T + mask) v and LSE [..., H, Sq], the natural
+ * log of each row's sum of exp(scale q k^T) over its unmasked keys. A fully masked row's exact O is 0 and its LSE
+ * -inf. Standard any_order (compute fp32 or tf32) with exp_ulps (default 2), log_ulps and kv_block (default 16):
+ * every flash-style evaluation (docs/algorithms/attention.md). Check both with er_covers_outputs, O alone with
+ * er_covers. q, k and v must outlive the reference. */
+ER_API er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                              const er_attention_opts *opts);
 /* The same with x the output of a reference of one output with exact values (a matmul, a reduction, a tensor, a
  * chain: a GEMM whose epilogue quantises its accumulator): x's values are any the base's standard allows in the
  * compute format (its enclosure), amax's set is every max |x| they give, the scale follows the kernel's amax and q

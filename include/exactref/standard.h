@@ -105,6 +105,8 @@ typedef struct er_standard {
                                  arithmetic makes the same as starting at -0; 0: at +0 (init=zero, default) */
     int64_t depth;            /* any_order: every term passes through at most this many additions (a tree of bounded
                                  depth, as GPU reductions are; 0: no bound, the same as n - 1) */
+    int64_t kv_block;         /* attention: the kernel rescales its running state at most once per this many keys
+                                 (its key block; 0: the default, 16) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,

@@ -25,6 +25,7 @@ ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov
 #define ER_TAKES_ONLINE 0x200u   /* max=, online= */
 #define ER_TAKES_DEPTH 0x400u    /* depth= */
 #define ER_TAKES_MEAN 0x800u     /* mean= */
+#define ER_TAKES_KV_BLOCK 0x1000u /* kv_block= */
 ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned takes);
 /* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
  * compute format holding the input's values. */
@@ -44,6 +45,7 @@ ER_INTERNAL int er__shape_fits(const er_tensor *out, int nd, const int64_t *shap
 ER_INTERNAL er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid, double *lo, double *hi);
 
 /* The modules of the table (er__module_of). */
-extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module;
+extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module,
+    er__attention_module;
 
 #endif

@@ -15,6 +15,7 @@ const er_op_module *er__module_of(const er_ref *ref) {
     case ER_OP_CHAIN: return &er__chain_module;
     case ER_OP_TENSOR: return &er__tensor_module;
     case ER_OP_QUANTIZE: return &er__quantize_module;
+    case ER_OP_ATTENTION: return &er__attention_module;
     default: return &er__dot_module; /* matmul, sum, mean, max */
     }
 }
@@ -90,6 +91,8 @@ er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned
         return er__fail(ER_ERR_STANDARD, "depth= bounds additions; %s adds nothing", op);
     if (!(takes & ER_TAKES_MEAN) && std->mean != 0)
         return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", op);
+    if (!(takes & ER_TAKES_KV_BLOCK) && std->kv_block != 0)
+        return er__fail(ER_ERR_STANDARD, "kv_block= applies to attention, not to %s", op);
     return ER_OK;
 }
 

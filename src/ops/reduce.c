@@ -22,6 +22,7 @@ const char *er__op_name(const er_ref *r) {
     case ER_OP_CHAIN: return r->chain_name;
     case ER_OP_TENSOR: return "tensor";
     case ER_OP_QUANTIZE: return "quantize";
+    case ER_OP_ATTENTION: return "attention";
     default: return "matmul";
     }
 }
@@ -36,6 +37,13 @@ int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names,
             if (r->stages[i].t) { names[n] = "a stage's tensor"; views[n++] = r->stages[i].t; }
             if (r->stages[i].ref) n += er__ref_inputs(r->stages[i].ref, views + n, names + n, cap - n);
         }
+        return n;
+    }
+    if (r->op == ER_OP_ATTENTION) {
+        static const char *const qkv[3] = {"q", "k", "v"};
+        const er_tensor *t[3] = {&r->A, &r->B, &r->C};
+        int n = cap < 3 ? cap : 3;
+        for (int i = 0; i < n; i++) { names[i] = qkv[i]; views[i] = t[i]; }
         return n;
     }
     int n = 0, mm = r->op == ER_OP_MATMUL && !r->b_is_one;

@@ -6,7 +6,8 @@
 #include "exact/accum.h"
 
 typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7,
-               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9, ER_OP_TENSOR = 10, ER_OP_QUANTIZE = 11 } er_op;
+               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9, ER_OP_TENSOR = 10, ER_OP_QUANTIZE = 11,
+               ER_OP_ATTENTION = 12 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -54,6 +55,12 @@ struct er_ref {
     er_format qfmt;
     int gran, recipe;
     int64_t block, cols, gpr, groups;
+    /* attention (src/ops/attnmod.c): q = A, k = B, v = C; heads, sequence lengths, head dims, batches; the scale
+     * (0: 1/sqrt(dh)) and the mask */
+    int64_t heads, kv_heads, sq, sk, dh, dv, nbatch;
+    double scale;
+    int causal, bottom_right, window;
+    int64_t win_l, win_r;
 };
 
 /* The exponent range of an operand's nonzero finite values (as the exact engine's walk finds it). */

@@ -77,6 +77,7 @@ er_status er_standard_validate(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "init= applies to sequential, blocked and split (the sign of a zero result), not to %s",
                         er_order_name(s->order));
     if (s->depth < 0) return er__fail(ER_ERR_STANDARD, "depth must be at least 1");
+    if (s->kv_block < 0) return er__fail(ER_ERR_STANDARD, "kv_block must be at least 1");
     if (s->depth && s->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "depth= bounds the tree of any_order; %s fixes its own", er_order_name(s->order));
     if (s->depth && s->compute == ER_TF32 && s->tf32 == ER_TF32_X3)
@@ -309,6 +310,12 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
             if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "depth=%s: expected a number of additions from 1", val);
             s.depth = v;
+        } else if (strcmp(key, "kv_block") == 0) {
+            bit = 8388608;
+            char *end;
+            long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
+            if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "kv_block=%s: expected a number of keys from 1", val);
+            s.kv_block = v;
         } else if (strcmp(key, "promote") == 0) {
             bit = 1048576;
             char *end;
@@ -354,7 +361,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         } else {
             return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
                             "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math, promote, "
-                            "depth, init)", key);
+                            "depth, init, kv_block)", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -445,6 +452,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->order == ER_ORDER_MMA) ER_PUT(" outer=%s", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->promote) ER_PUT(" promote=%d", s->promote);
     if (s->depth) ER_PUT(" depth=%lld", (long long)s->depth);
+    if (s->kv_block) ER_PUT(" kv_block=%lld", (long long)s->kv_block);
     if (s->init_first) ER_PUT(" init=first");
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");

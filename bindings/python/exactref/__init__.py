@@ -20,7 +20,7 @@ from ._arrays import DeviceView, View, format_of, format_of_name, numpy_dtype, t
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
 
-__all__ = ["ChainReference", "Enclosure", "depth", "testing", "gelu", "relu", "silu", "tensor", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt", "quantize", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
+__all__ = ["ChainReference", "Enclosure", "depth", "testing", "gelu", "relu", "silu", "tensor", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt", "quantize", "attention", "matmul", "matmul_covers_device", "cuda_available", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm", "Reference", "Result", "Results", "version", "CLASSES", "ExactrefError", "ExactrefValueError",
            "ExactrefTypeError", "ExactrefMemoryError", "ExactrefNotImplementedError", "ExactrefInternalError"]
 
 CLASSES = tuple(_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT))
@@ -748,6 +748,66 @@ class QuantizeReference(_MultiOutputReference):
         """q has x's shape; amax and scale one element per group."""
         index = self._index(output)
         return tuple(self.shape) if index == 0 else self._group_shape
+
+
+class AttentionReference(_MultiOutputReference):
+    """attention's reference: two outputs, out (O) and lse."""
+
+    OUTPUTS = ("out", "lse")
+
+    def _output_shape(self, output):
+        """out has q's shape with v's head dimension last; lse out's shape without it."""
+        index = self._index(output)
+        return tuple(self.shape) if index == 0 else tuple(self.shape[:-1])
+
+
+class _AttentionOpts(ctypes.Structure):
+    _fields_ = [("scale", ctypes.c_double), ("causal", ctypes.c_int), ("bottom_right", ctypes.c_int), ("window", ctypes.c_int),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64), ("enable_gqa", ctypes.c_int)]
+
+
+def attention(q, k, v, scale=None, causal=False, causal_alignment="top_left", window=None, enable_gqa=False):
+    """The reference of scaled dot-product attention (torch's scaled_dot_product_attention, flash attention): q
+    [..., H, Sq, D], k and v [..., Hkv, Sk, D] and [..., Hkv, Sk, Dv]; two outputs, out = softmax(scale q k^T + mask) v
+    ([..., H, Sq, Dv]) and lse ([..., H, Sq], the natural log of each row's sum of exp(scale q k^T) over its unmasked
+    keys). scale defaults to 1/sqrt(D) (the real number). causal masks key j for query i when j > i + offset, offset
+    0 for causal_alignment "top_left" (torch's is_causal) or Sk - Sq for "bottom_right" (FlashAttention 2.1 and
+    later); window=(left, right) masks keys outside [i + offset - left, i + offset + right] (None or -1: unbounded on
+    that side). enable_gqa lets H be a multiple of Hkv (query head h reads kv head h // (H // Hkv)). A fully masked
+    row's exact out is 0 and its lse -inf (NaN accepted in both, and +inf in lse). covers((out, lse)) checks both,
+    covers(out) out alone; options exp_ulps=, log_ulps=, kv_block= (docs/algorithms/attention.md)."""
+    arrs = [to_numpy(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
+    for a in arrs:
+        format_of(a.dtype)
+    if causal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError("exactref: attention: causal_alignment %r: expected 'top_left' or 'bottom_right'" % (causal_alignment,))
+    opts = _AttentionOpts()
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
+            raise TypeError("exactref: attention: scale must be a number, not %s" % type(scale).__name__)
+        if float(scale) == 0:
+            raise ValueError("exactref: attention: scale=0 is not supported (every key would weigh the same; pass q = 0)")
+        opts.scale = float(scale)
+    opts.causal = int(bool(causal))
+    opts.bottom_right = int(causal_alignment == "bottom_right")
+    if window is not None:
+        if not isinstance(window, (tuple, list)) or len(window) != 2:
+            raise ValueError("exactref: attention: window must be (left, right), not %r" % (window,))
+        sides = []
+        for w in window:
+            if w is None or (isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w == -1):
+                sides.append(1 << 40)
+            elif isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 0:
+                sides.append(int(w))
+            else:
+                raise ValueError("exactref: attention: window sides are nonnegative ints, -1 or None; got %r" % (w,))
+        opts.window, opts.window_left, opts.window_right = 1, sides[0], sides[1]
+    opts.enable_gqa = int(bool(enable_gqa))
+    views = [View(a, name) for a, name in zip(arrs, ("q", "k", "v"))]
+    ptr = ctypes.c_void_p()
+    check(_lib.lib.er_attention(ctypes.byref(ptr), views[0].buf, views[1].buf, views[2].buf, ctypes.byref(opts)))
+    shape = tuple(arrs[0].shape[:-1]) + (arrs[2].shape[-1],)
+    return AttentionReference(ptr, tuple(views) + (q, k, v), shape, "attention")
 
 
 def _quant_args(shape, dtype, granularity, recipe):

@@ -1,0 +1,144 @@
+"""exactref.attention: a flash-attention forward in numpy's fp32 arithmetic (key blocks, the running maximum, the
+rescaling, exp2 of the folded scale, P rounded to v's dtype) is covered with its masks and GQA; planted bugs are
+caught; bad arguments are refused with messages."""
+import numpy as np
+import pytest
+
+import exactref as er
+
+f32 = np.float32
+LOG2E = f32(1.4426950408889634)
+
+
+def flash(q, k, v, scale=None, causal=False, bottom_right=False, window=None, block=32, bug=None):
+    """O (v's dtype) and LSE (fp32) of a flash kernel in fp32: all queries of a head at once, key blocks in order."""
+    H, Sq, D = q.shape
+    Hkv, Sk, Dv = v.shape
+    sc = 1.0 / np.sqrt(D) if scale is None else scale
+    if bug == "scale_1_over_d":
+        sc = 1.0 / D
+    c = f32(f32(sc) * LOG2E)
+    O = np.zeros((H, Sq, Dv), v.dtype)
+    L = np.zeros((H, Sq), f32)
+    i = np.arange(Sq)[:, None] + (Sk - Sq if bottom_right else 0)
+    for h in range(H):
+        g = h % Hkv if bug == "gqa_modulo" else h // (H // Hkv)
+        Q, K, V = q[h].astype(f32), k[g].astype(f32), v[g].astype(f32)
+        m = np.full(Sq, -np.inf, f32)
+        l = np.zeros(Sq, f32)
+        acc = np.zeros((Sq, Dv), f32)
+        nblocks = (Sk + block - 1) // block
+        for b in range(nblocks):
+            j = np.arange(b * block, (b + 1) * block)[None, :]
+            valid = j < Sk
+            if causal:
+                valid = valid & (j <= i + (1 if bug == "causal_off_by_one" else 0))
+            if window is not None:
+                valid = valid & (j >= i - window[0]) & (j <= i + window[1])
+            if bug == "padded_keys":
+                valid = valid | (j >= Sk)
+            Kb = np.zeros((block, D), f32)
+            Vb = np.zeros((block, Dv), f32)
+            n = min(Sk - b * block, block)
+            Kb[:n], Vb[:n] = K[b * block:b * block + n], V[b * block:b * block + n]
+            t = (Q @ Kb.T).astype(f32) * c
+            t = np.where(valid, t, -np.inf).astype(f32)
+            mn = np.maximum(m, t.max(axis=1))
+            safe = np.where(mn == -np.inf, f32(0), mn)
+            p = np.exp2((t - safe[:, None]).astype(f32)).astype(f32)
+            alpha = np.exp2((m - safe).astype(f32)).astype(f32)
+            if bug == "no_rescale":
+                alpha = np.where(m == -np.inf, f32(0), f32(1))
+            l = (l * alpha + p.sum(axis=1, dtype=f32)).astype(f32)
+            acc = (acc * alpha[:, None] + (p.astype(v.dtype).astype(f32) @ Vb).astype(f32)).astype(f32)
+            m = mn
+        empty = l == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            O[h] = np.where(empty[:, None], 0, acc / np.where(empty, 1, l)[:, None]).astype(v.dtype)
+            lse2 = (m + np.log2(np.where(empty, 1, l))).astype(f32)
+        L[h] = np.where(empty, -np.inf, lse2 if bug == "lse_base2" else (lse2 / LOG2E).astype(f32))
+    return O, L
+
+
+def qkv(rng, H=4, Hkv=4, Sq=40, Sk=70, D=32, Dv=32, dtype=np.float16):
+    return (rng.standard_normal((H, Sq, D)).astype(dtype), rng.standard_normal((Hkv, Sk, D)).astype(dtype),
+            rng.standard_normal((Hkv, Sk, Dv)).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("mask", [{}, {"causal": True}, {"causal": True, "bottom_right": True},
+                                  {"window": (5, 3)}, {"causal": True, "window": (9, 0)}])
+def test_flash_kernel_is_covered(dtype, mask):
+    rng = np.random.default_rng(7)
+    q, k, v = qkv(rng, Hkv=2, dtype=dtype)
+    O, L = flash(q, k, v, **mask)
+    align = "bottom_right" if mask.get("bottom_right") else "top_left"
+    ref = er.attention(q, k, v, causal=mask.get("causal", False), causal_alignment=align, window=mask.get("window"),
+                       enable_gqa=True)
+    res = ref.covers((O, L))
+    res.assert_all()
+    assert res.out.counts["exact"] > 0
+    assert ref.covers(O).all()
+
+
+def test_fully_masked_rows_and_bottom_right():
+    rng = np.random.default_rng(8)
+    q, k, v = qkv(rng, Sq=50, Sk=30)
+    O, L = flash(q, k, v, causal=True, bottom_right=True)
+    assert np.isneginf(L[:, :20]).all()
+    res = er.attention(q, k, v, causal=True, causal_alignment="bottom_right").covers((O, L))
+    res.assert_all()
+    # the same output read with top-left alignment: most rows lose or gain keys
+    assert not er.attention(q, k, v, causal=True).covers((O, L)).all()
+
+
+@pytest.mark.parametrize("bug", ["scale_1_over_d", "no_rescale", "causal_off_by_one", "gqa_modulo", "lse_base2",
+                                 "padded_keys"])
+def test_planted_bugs_are_caught(bug):
+    rng = np.random.default_rng(9)
+    q, k, v = qkv(rng, Hkv=2 if bug == "gqa_modulo" else 4)
+    causal = bug == "causal_off_by_one"
+    O, L = flash(q, k, v, causal=causal, bug=bug)
+    res = er.attention(q, k, v, causal=causal, enable_gqa=True).covers((O, L))
+    assert not res.all(), bug
+
+
+def test_lse_alone_and_results():
+    rng = np.random.default_rng(10)
+    q, k, v = qkv(rng)
+    O, L = flash(q, k, v)
+    ref = er.attention(q, k, v)
+    res = ref.covers((None, L))
+    assert res.lse.all() and set(res.results) == {"lse"}
+    bad = L.copy()
+    bad[1, 3] += np.float32(0.6931)  # off by ln 2
+    r = ref.covers((O, bad))
+    assert r.out.all() and not r.lse.all()
+    assert "[1, 3]" in str(r.lse)
+
+
+def test_refusals():
+    rng = np.random.default_rng(11)
+    q, k, v = qkv(rng, Hkv=2)
+    with pytest.raises(er.ExactrefError, match="enable_gqa"):
+        er.attention(q, k, v)
+    with pytest.raises(ValueError, match="causal_alignment"):
+        er.attention(q, k, v, enable_gqa=True, causal_alignment="diagonal")
+    with pytest.raises(ValueError, match="window"):
+        er.attention(q, k, v, enable_gqa=True, window=(3,))
+    with pytest.raises(ValueError, match="window sides"):
+        er.attention(q, k, v, enable_gqa=True, window=(-2, 0))
+    with pytest.raises(TypeError, match="scale"):
+        er.attention(q, k, v, enable_gqa=True, scale=True)
+    with pytest.raises(ValueError, match="scale=0"):
+        er.attention(q, k, v, enable_gqa=True, scale=0.0)
+    with pytest.raises(er.ExactrefError, match="24 significant bits"):
+        er.attention(q.astype(np.float64), k, v, enable_gqa=True)
+    ref = er.attention(q, k, v, enable_gqa=True)
+    O, L = flash(q, k, v)
+    with pytest.raises(er.ExactrefError, match="div= does not apply"):
+        ref.covers((O, L), div="divide")
+    with pytest.raises(er.ExactrefError, match="kv_block= applies to attention"):
+        er.matmul(q[0], k[0].T).covers(np.zeros((40, 70), np.float32), kv_block=4)
+    with pytest.raises(er.ExactrefError, match="lse"):
+        ref.covers((O, L[:, :-1]))

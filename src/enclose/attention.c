@@ -1,0 +1,315 @@
+/* attention.c: the sets of an attention row (docs/algorithms/attention.md).
+ *
+ * The exact O and LSE of a row are enclosed in double arithmetic (Lemma A1): every score q.k_j as a double with the
+ * any-order bound of its dot product, each weight exp(s_j - M) between the bounds of er__exp_bounds, the weights'
+ * sum as a fixed-point sum (er_fxsum), the numerators from the lower weights with the bound of the difference.
+ * Theorem A2 widens these by what a flash-style kernel may do to each key's weight and to the sums; Theorem A3 does
+ * the same for LSE. Elements whose correct rounding the double enclosure leaves open are enclosed again with MPFR
+ * at 64 to 4096 bits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpfr.h>
+#include "enclose/attention.h"
+#include "enclose/ival.h"
+
+er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
+    memset(w, 0, sizeof *w);
+    size_t n = (size_t)(Sk > 0 ? Sk : 1), d = (size_t)(Dv > 0 ? Dv : 1);
+    w->s = malloc(5 * n * sizeof(double));
+    w->N = malloc(3 * d * sizeof(double));
+    w->open = malloc(d);
+    if (!w->s || !w->N || !w->open) {
+        er__attn_work_free(w);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate an attention row of %lld keys", (long long)Sk);
+    }
+    w->slo = w->s + n;
+    w->shi = w->slo + n;
+    w->wlo = w->shi + n;
+    w->whi = w->wlo + n;
+    w->A = w->N + d;
+    w->B = w->A + d;
+    return ER_OK;
+}
+
+void er__attn_work_free(er_attn_work *w) {
+    free(w->s);
+    free(w->N);
+    free(w->open);
+    memset(w, 0, sizeof *w);
+}
+
+/* A dot product in double in four independent chains (any order: the bound of Lemma A1 holds for every order). */
+static double er_dot(const double *a, const double *b, int64_t n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* The set of the values in [lo, hi] (infinite ends: the infinities too), NaN among them when nan. */
+static void er_cval_set(er_cval *c, double lo, double hi, int nan) {
+    memset(c, 0, sizeof *c);
+    c->lo = lo;
+    c->hi = hi;
+    c->pinf = hi == INFINITY;
+    c->ninf = lo == -INFINITY;
+    c->nan = (uint8_t)nan;
+}
+
+/* log(x) rounded down (up = 0) or up, x > 0. */
+static double er_log_dir(double x, int up) {
+    mpfr_t a;
+    mpfr_init2(a, 64);
+    mpfr_set_d(a, x, MPFR_RNDN);
+    mpfr_log(a, a, up ? MPFR_RNDU : MPFR_RNDD);
+    double r = mpfr_get_d(a, up ? MPFR_RNDU : MPFR_RNDD);
+    mpfr_clear(a);
+    return r;
+}
+
+/* Every value, NaN and the infinities included: the row claims nothing (inputs that are not finite, or scores
+ * beyond what the standard's bounds hold). */
+static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                             double *lrd) {
+    for (int64_t d = 0; d < pl->Dv; d++) {
+        er_cval_set(&ocv[d], -INFINITY, INFINITY, 1);
+        oex[d] = ord[d] = NAN;
+    }
+    er_cval_set(lcv, -INFINITY, INFINITY, 1);
+    *lex = *lrd = NAN;
+}
+
+/* The correctly rounded values that the double enclosure left open (w->open[d], and the LSE when *lse_open),
+ * from enclosures in MPFR at 64, 256, 1024 and 4096 bits; an element still open at 4096 bits gets its lower end's
+ * rounding (the set only grows by it). */
+static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n, double Mt,
+                         er_attn_work *w, double *oex, double *ord, int lse_open, double *lex, double *lrd) {
+    int64_t D = pl->D, Dv = pl->Dv;
+    mpfr_t *pr = malloc(sizeof(mpfr_t) * (size_t)D), *wl = malloc(sizeof(mpfr_t) * (size_t)n),
+           *wh = malloc(sizeof(mpfr_t) * (size_t)n);
+    mpfr_ptr *pp = malloc(sizeof(mpfr_ptr) * (size_t)D);
+    double *rl = malloc(sizeof(double) * (size_t)(Dv + 1));
+    if (!pr || !wl || !wh || !pp || !rl) { /* no memory: the lower ends of the double enclosure decide */
+        free(pr); free(wl); free(wh); free(pp); free(rl);
+        for (int64_t d = 0; d < Dv; d++) if (w->open[d]) ord[d] = er__round_double(pl->O, oex[d], ER_ROUND_NEAREST, pl->ov_o);
+        if (lse_open) *lrd = er__round_double(pl->L, *lex, ER_ROUND_NEAREST, pl->ov_l);
+        return;
+    }
+    for (int64_t d = 0; d < D; d++) { mpfr_init2(pr[d], 53); pp[d] = pr[d]; }
+    int todo = lse_open;
+    for (int64_t d = 0; d < Dv; d++) todo += w->open[d];
+    for (mpfr_prec_t p = 64; p <= 4096 && todo > 0; p *= 4) {
+        mpfr_prec_t pw = p + 64;
+        mpfr_t Sl, Sh, c0, c1, t0, t1, sl, sh, Ll, Lh, Nl, Nh, x;
+        mpfr_inits2(pw + 64, Sl, Sh, c0, c1, t0, t1, sl, sh, x, (mpfr_ptr)0);
+        mpfr_inits2(pw, Ll, Lh, Nl, Nh, (mpfr_ptr)0);
+        /* the scale: 1/sqrt(D) between its roundings down and up, or the double exactly */
+        if (pl->sc_default) {
+            mpfr_set_si(x, (long)D, MPFR_RNDN);
+            mpfr_rec_sqrt(c0, x, MPFR_RNDD);
+            mpfr_rec_sqrt(c1, x, MPFR_RNDU);
+        } else {
+            mpfr_set_d(c0, pl->sc, MPFR_RNDN);
+            mpfr_set_d(c1, pl->sc, MPFR_RNDN);
+        }
+        mpfr_set_zero(Ll, 1);
+        mpfr_set_zero(Lh, 1);
+        for (int64_t t = 0; t < n; t++) {
+            const double *kj = kv->k + (j0 + t) * D;
+            for (int64_t d = 0; d < D; d++) mpfr_set_d(pr[d], q[d] * kj[d], MPFR_RNDN); /* exact: 48-bit products */
+            mpfr_sum(Sl, pp, (unsigned long)D, MPFR_RNDD);
+            mpfr_sum(Sh, pp, (unsigned long)D, MPFR_RNDU);
+            /* s = S scale: the least and the greatest of the four corner products */
+            mpfr_mul(sl, Sl, c0, MPFR_RNDD);
+            mpfr_mul(t0, Sl, c1, MPFR_RNDD); mpfr_min(sl, sl, t0, MPFR_RNDD);
+            mpfr_mul(t0, Sh, c0, MPFR_RNDD); mpfr_min(sl, sl, t0, MPFR_RNDD);
+            mpfr_mul(t0, Sh, c1, MPFR_RNDD); mpfr_min(sl, sl, t0, MPFR_RNDD);
+            mpfr_mul(sh, Sl, c0, MPFR_RNDU);
+            mpfr_mul(t1, Sl, c1, MPFR_RNDU); mpfr_max(sh, sh, t1, MPFR_RNDU);
+            mpfr_mul(t1, Sh, c0, MPFR_RNDU); mpfr_max(sh, sh, t1, MPFR_RNDU);
+            mpfr_mul(t1, Sh, c1, MPFR_RNDU); mpfr_max(sh, sh, t1, MPFR_RNDU);
+            mpfr_sub_d(sl, sl, Mt, MPFR_RNDD);
+            mpfr_sub_d(sh, sh, Mt, MPFR_RNDU);
+            mpfr_init2(wl[t], pw);
+            mpfr_init2(wh[t], pw);
+            mpfr_exp(wl[t], sl, MPFR_RNDD);
+            mpfr_exp(wh[t], sh, MPFR_RNDU);
+            mpfr_add(Ll, Ll, wl[t], MPFR_RNDD);
+            mpfr_add(Lh, Lh, wh[t], MPFR_RNDU);
+        }
+        for (int64_t d = 0; d < Dv; d++) {
+            if (!w->open[d]) continue;
+            mpfr_set_zero(Nl, 1);
+            mpfr_set_zero(Nh, 1);
+            for (int64_t t = 0; t < n; t++) {
+                double v = kv->v[(j0 + t) * Dv + d];
+                mpfr_mul_d(x, v >= 0 ? wl[t] : wh[t], v, MPFR_RNDD);
+                mpfr_add(Nl, Nl, x, MPFR_RNDD);
+                mpfr_mul_d(x, v >= 0 ? wh[t] : wl[t], v, MPFR_RNDU);
+                mpfr_add(Nh, Nh, x, MPFR_RNDU);
+            }
+            mpfr_div(x, Nl, mpfr_sgn(Nl) >= 0 ? Lh : Ll, MPFR_RNDD);
+            double lo = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
+            oex[d] = mpfr_get_d(x, MPFR_RNDN);
+            mpfr_div(x, Nh, mpfr_sgn(Nh) >= 0 ? Ll : Lh, MPFR_RNDU);
+            double hi = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
+            rl[d] = lo;
+            if (lo == hi) { ord[d] = lo; w->open[d] = 0; todo--; }
+        }
+        if (lse_open) {
+            mpfr_log(x, Ll, MPFR_RNDD);
+            mpfr_add_d(x, x, Mt, MPFR_RNDD);
+            double lo = er__round_mpfr(pl->L, x, ER_ROUND_NEAREST, pl->ov_l);
+            *lex = mpfr_get_d(x, MPFR_RNDN);
+            mpfr_log(x, Lh, MPFR_RNDU);
+            mpfr_add_d(x, x, Mt, MPFR_RNDU);
+            double hi = er__round_mpfr(pl->L, x, ER_ROUND_NEAREST, pl->ov_l);
+            rl[Dv] = lo;
+            if (lo == hi) { *lrd = lo; lse_open = 0; todo--; }
+        }
+        for (int64_t t = 0; t < n; t++) mpfr_clears(wl[t], wh[t], (mpfr_ptr)0);
+        mpfr_clears(Sl, Sh, c0, c1, t0, t1, sl, sh, x, Ll, Lh, Nl, Nh, (mpfr_ptr)0);
+    }
+    for (int64_t d = 0; d < Dv; d++) if (w->open[d]) { ord[d] = rl[d]; w->open[d] = 0; }
+    if (lse_open) *lrd = rl[Dv];
+    for (int64_t d = 0; d < D; d++) mpfr_clear(pr[d]);
+    free(pr); free(wl); free(wh); free(pp); free(rl);
+}
+
+er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
+    int64_t D = pl->D, Dv = pl->Dv;
+    if (n <= 0) {
+        /* a fully masked row: O = 0 (exact) or NaN; LSE = -inf (exact), +inf or NaN */
+        for (int64_t d = 0; d < Dv; d++) {
+            er_cval_set(&ocv[d], 0.0, 0.0, 1);
+            oex[d] = ord[d] = 0.0;
+        }
+        er_cval_set(lcv, INFINITY, -INFINITY, 1);
+        lcv->pinf = lcv->ninf = 1;
+        *lex = -INFINITY;
+        *lrd = er__round_double(pl->L, -INFINITY, ER_ROUND_NEAREST, pl->ov_l);
+        return ER_OK;
+    }
+    double qss = 0;
+    int bad = kv->bad[j0 + n] - kv->bad[j0] > 0;
+    for (int64_t d = 0; d < D; d++) { bad |= !isfinite(q[d]); qss += q[d] * q[d]; }
+    if (bad) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    /* Lemma A1: the scores. q^2 and q k are exact in double (at most 24-bit values); each sum of D of them is
+     * within (D + 2) 2^-53 of the sum of their magnitudes */
+    double qn = er__up(sqrt(er__up(qss * (1 + (double)(D + 2) * 0x1p-52))));
+    double gD = (double)(D + 2) * 0x1p-53 * (1 + 0x1p-40), asc = fabs(pl->sc), screl = pl->sc_default ? 0x1.1p-52 : 0.0;
+    double Mt = -INFINITY, smin = INFINITY, smax = -INFINITY, numax = 0, errmax = 0;
+    for (int64_t t = 0; t < n; t++) {
+        double S = er_dot(q, kv->k + (j0 + t) * D, D);
+        double nu = er__up(qn * kv->kn[j0 + t]);                    /* >= sum_d |q_d k_jd| (Cauchy-Schwarz) */
+        double e = gD * nu * (1 + 0x1p-50);
+        double err = (e + (fabs(S) + e) * screl + fabs(S) * 0x1p-52) * asc * (1 + 0x1p-40);
+        double s = S * pl->sc;
+        w->s[t] = s;
+        w->slo[t] = er__dn(s - err);
+        w->shi[t] = er__up(s + err);
+        if (s > Mt) Mt = s;
+        if (w->slo[t] < smin) smin = w->slo[t];
+        if (w->shi[t] > smax) smax = w->shi[t];
+        if (nu > numax) numax = nu;
+        if (err > errmax) errmax = err;
+    }
+    double u = pl->u, uin = pl->uin;
+    /* Theorem A2's score error: the kernel's dot in the compute format, its scale, tf32 operands */
+    double gq = (pl->cp * (double)D + pl->cg + 8) * u * (1 + 0x1p-10) * (1 + uin) * (1 + uin) + 2 * uin + uin * uin;
+    double delta = er__up(asc * numax * gq * (1 + 0x1p-40));
+    double Mabs = fmax(fabs(smin), fabs(smax));
+    /* beyond these the fp32 scores may overflow, or the bounds' premises fail: the row claims nothing */
+    if (!(errmax <= 0.25) || !(delta <= 0.25) || !(Mabs <= 0x1p60) || !(numax * asc <= 0x1p100) || !(numax <= 0x1p120)) {
+        er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
+        return ER_OK;
+    }
+    /* the weights exp(s_j - Mt) and their sum */
+    er_fxsum Ls = {0, 0};
+    double rho = 0;
+    for (int64_t t = 0; t < n; t++) {
+        double lo, hi, tmp;
+        er__exp_bounds(er__dn(w->slo[t] - Mt), &lo, &tmp);
+        er__exp_bounds(er__up(w->shi[t] - Mt), &tmp, &hi);
+        w->wlo[t] = lo;
+        w->whi[t] = hi;
+        er__fxsum_add(&Ls, lo, hi);
+        if (hi > 0 && (hi - lo) > rho * hi) rho = (hi - lo) / hi;
+    }
+    rho = er__up(rho * (1 + 0x1p-50));
+    double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
+    /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
+    for (int64_t d = 0; d < Dv; d++) w->N[d] = w->A[d] = w->B[d] = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const double *vj = kv->v + (j0 + t) * Dv;
+        double a = w->wlo[t], b = w->whi[t];
+        double *N = w->N, *A = w->A, *B = w->B;
+        for (int64_t d = 0; d < Dv; d++) {
+            double av = fabs(vj[d]);
+            N[d] += a * vj[d];
+            A[d] += b * av;
+            B[d] += av;
+        }
+    }
+    double gn = (double)(n + 2) * 0x1p-53 * (1 + 0x1p-40);
+
+    /* Theorem A2: how far a flash-style kernel may move each key's weight (Theta, in the exponent) and the sums */
+    double ulog = 2 * u * fmax(pl->Ulog, 4.0);
+    double G = (double)((pl->Sk + pl->kv_block - 1) / pl->kv_block) + 2, T = pl->cp * (double)n + (2 * pl->cg + 1) * G + 4;
+    double R = er__up(smax - smin), lnn = log((double)n) + 1;
+    /* every exp argument is at most R + 2 delta in magnitude (up to its rounding) */
+    double U = pl->exp_fast ? fmax(pl->U, 2 + 1.173 * (R + 2 * delta + 1)) : pl->U;
+    double Uc = fmax(U, 2 + 1.173 * (R + lnn + 2 * delta + 1));
+    double th_arg = 8 * u * (R + Mabs + 3 * delta);
+    double th_split = 0x1p-20 + ulog * (lnn + delta) + 2 * u * (Mabs + lnn + 2 + delta) + u * (R + lnn + 2 + 2 * delta) +
+                      2 * u * Uc + 10 * u;
+    double theta = delta + th_arg + (G + 2) * (2 * u * U * (1 + 2 * u) + u) + 6 * u + th_split;
+    /* (1 - b) >= exp(-b (1 + b)) and b <= u_V for every relative factor: the (1 + u_V) covers the lower side */
+    double eps = expm1((theta + pl->uv + uin + T * u) * (1 + pl->uv) * (1 + 0x1p-40)) * (1 + 0x1p-30);
+    double abs1 = pl->etav + (G + 2) * (U + 2) * 0x1p-126, abs0 = (G + (double)n + 4) * 0x1p-125;
+    double EL = er__up(2 * (double)n * abs1 * (1 + 0x1p-40) + abs0);
+    double Lklo = er__dn(er__dn(Llo * er__dn(1 - eps)) - EL), Lkhi = er__up(er__up(Lhi * er__up(1 + eps)) + EL);
+    if (!(Lklo > 0)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+
+    int open = 0;
+    double Lmid = 0.5 * (Llo + Lhi);
+    for (int64_t d = 0; d < Dv; d++) {
+        double Aup = er__up(w->A[d] * (1 + gn) * (1 + 0x1p-50)), Bup = er__up(w->B[d] * (1 + gn) * (1 + 0x1p-50));
+        double E = er__up((rho + gn) * Aup * (1 + 0x1p-40) + (double)n * 0x1p-1074);
+        double Nlo = er__dn(w->N[d] - E), Nhi = er__up(w->N[d] + E);
+        /* the exact O between xlo and xhi */
+        double xlo = Nlo >= 0 ? er__dn(Nlo / Lhi) : er__dn(Nlo / Llo), xhi = Nhi >= 0 ? er__up(Nhi / Llo) : er__up(Nhi / Lhi);
+        /* the kernel's */
+        double wide = er__up(er__up(eps * Aup) + er__up(2 * Bup * abs1 * (1 + 0x1p-40) + abs0));
+        double Nklo = er__dn(Nlo - wide), Nkhi = er__up(Nhi + wide);
+        double klo = Nklo >= 0 ? er__dn(Nklo / Lkhi) : er__dn(Nklo / Lklo), khi = Nkhi >= 0 ? er__up(Nkhi / Lklo) : er__up(Nkhi / Lkhi);
+        klo = er__dn(er__dn(klo - er__up(fabs(klo) * 6 * u)) - 0x1p-125);
+        khi = er__up(er__up(khi + er__up(fabs(khi) * 6 * u)) + 0x1p-125);
+        er_cval_set(&ocv[d], klo, khi, 0);
+        oex[d] = w->N[d] / Lmid;
+        double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o), rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
+        w->open[d] = !(rl == rh);
+        ord[d] = w->open[d] ? NAN : rl;
+        open |= w->open[d];
+    }
+
+    /* Theorem A3: LSE = Mt + log L, and the kernel's within eps of L and Els of its own roundings */
+    double Els = er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * Uc);
+    double xlo = er__dn(Mt + er_log_dir(Llo, 0)), xhi = er__up(Mt + er_log_dir(Lhi, 1));
+    double klo = er__dn(er__dn(Mt + er_log_dir(Lklo, 0)) - Els), khi = er__up(er__up(Mt + er_log_dir(Lkhi, 1)) + Els);
+    er_cval_set(lcv, klo, khi, 0);
+    *lex = Mt + log(Lmid);
+    double rl = er__round_double(pl->L, xlo, ER_ROUND_NEAREST, pl->ov_l), rh = er__round_double(pl->L, xhi, ER_ROUND_NEAREST, pl->ov_l);
+    int lse_open = !(rl == rh);
+    *lrd = lse_open ? NAN : rl;
+    if (open || lse_open) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, oex, ord, lse_open, lex, lrd);
+    return ER_OK;
+}

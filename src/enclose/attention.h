@@ -1,0 +1,46 @@
+/* attention.h: the sets of one attention row, O and LSE, under the flash standard (docs/algorithms/attention.md). */
+#ifndef ER_ATTENTION_H
+#define ER_ATTENTION_H
+
+#include "enclose/anyorder.h"
+
+typedef struct er_attn_plan {
+    const er_fmt_info *O, *L;  /* output formats of O and LSE */
+    er_overflow ov_o, ov_l;
+    double u;                  /* unit roundoff of the compute format (fp32: 2^-24) */
+    double uv, etav;           /* P's format (v's): unit roundoff, subnormal spacing */
+    double uin;                /* compute=tf32: the operands' rounding (2^-11); else 0 */
+    double cp, cg;             /* a sum of n products errs by at most (cp n + cg g) u times the sum of their magnitudes
+                                  when it is cut into g chains or groups (Lemma A2) */
+    double U;                  /* exp and exp2 within U ulps of the compute format */
+    int exp_fast;              /* or within 2 + floor(1.173 |x|) ulps at argument x (__expf) */
+    double Ulog;               /* log and log2 within Ulog ulps, or 2^-20 absolute */
+    int64_t D, Dv, Sk, kv_block;
+    double sc;                 /* the scale as a double */
+    int sc_default;            /* the scale is the real number 1/sqrt(D) (sc its rounding; else sc is exact) */
+} er_attn_plan;
+
+/* One kv head, decoded. */
+typedef struct er_attn_kv {
+    const double *k;           /* Sk x D */
+    const double *v;           /* Sk x Dv */
+    const double *kn;          /* Sk: upper bounds of ||k_j||_2 */
+    const int64_t *bad;        /* Sk + 1: prefix counts of keys holding a value that is not finite */
+} er_attn_kv;
+
+/* A thread's scratch for rows of up to Sk keys and Dv columns (er__attn_work_init / _free). */
+typedef struct er_attn_work {
+    double *s, *slo, *shi, *wlo, *whi;
+    double *N, *A, *B;
+    uint8_t *open;
+} er_attn_work;
+ER_INTERNAL er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv);
+ER_INTERNAL void er__attn_work_free(er_attn_work *w);
+
+/* The sets of query row q (D values) against keys j0 .. j0 + n - 1 (n = 0: a fully masked row): O's Dv sets (ocv,
+ * with the exact results rounded to double and correctly rounded to O) and LSE's (lcv, lex, lrd). */
+ER_INTERNAL er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                                   er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                                   double *lrd);
+
+#endif

@@ -1,0 +1,298 @@
+/* attnmod.c: the attention reference and its op module (src/ops/module.h): two outputs, O and LSE, whose elements
+ * depend on one query row each. Rows run in contiguous runs, one per thread; a thread decodes a kv head once for the
+ * run of rows that read it. The sets are src/enclose/attention.c's (docs/algorithms/attention.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <mpfr.h>
+#include "ops/modkit.h"
+#include "ops/ref_internal.h"
+#include "tensor/tensor_internal.h"
+#include "enclose/attention.h"
+#include "enclose/ival.h"
+#include "enclose/mma.h"
+
+er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v, const er_attention_opts *opts) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(q, "q");
+    ER_CHECK_NULL(k, "k");
+    ER_CHECK_NULL(v, "v");
+    const er_tensor *t[3] = {q, k, v};
+    static const char *const names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        ER_RETURN_IF_ERROR(er__tensor_check(t[i], names[i]));
+        const er_fmt_info *f = er__fmt(t[i]->format);
+        if (f->p > 24)
+            return er__fail(ER_ERR_UNSUPPORTED, "attention takes q, k and v of at most 24 significant bits (fp32, bf16, fp16, "
+                            "fp8); %s is %s", names[i], f->name);
+    }
+    int nd = q->ndim;
+    if (nd < 2 || k->ndim != nd || v->ndim != nd)
+        return er__fail(ER_ERR_SHAPE, "attention takes q, k and v of the same number of dimensions, at least 2 ([..., H, S, D]); "
+                        "got %d, %d and %d", q->ndim, k->ndim, v->ndim);
+    int nl = nd >= 3 ? nd - 3 : 0;
+    for (int i = 0; i < nl; i++)
+        if (k->shape[i] != q->shape[i] || v->shape[i] != q->shape[i])
+            return er__fail(ER_ERR_SHAPE, "q, k and v must have the same leading dimensions (dimension %d: %lld, %lld, %lld)", i,
+                            (long long)q->shape[i], (long long)k->shape[i], (long long)v->shape[i]);
+    int64_t H = nd >= 3 ? q->shape[nd - 3] : 1, Hkv = nd >= 3 ? k->shape[nd - 3] : 1;
+    int64_t Sq = q->shape[nd - 2], D = q->shape[nd - 1], Sk = k->shape[nd - 2], Dv = v->shape[nd - 1];
+    if (nd >= 3 && v->shape[nd - 3] != Hkv)
+        return er__fail(ER_ERR_SHAPE, "k and v must have the same number of heads (%lld and %lld)", (long long)Hkv,
+                        (long long)v->shape[nd - 3]);
+    if (k->shape[nd - 1] != D)
+        return er__fail(ER_ERR_SHAPE, "q and k must have the same head dimension (%lld and %lld)", (long long)D,
+                        (long long)k->shape[nd - 1]);
+    if (v->shape[nd - 2] != Sk)
+        return er__fail(ER_ERR_SHAPE, "k and v must have the same number of keys (%lld and %lld)", (long long)Sk,
+                        (long long)v->shape[nd - 2]);
+    if (D < 1 || D > 4096) return er__fail(ER_ERR_UNSUPPORTED, "attention takes a head dimension from 1 to 4096 (got %lld)", (long long)D);
+    if (Sk > (INT64_C(1) << 31)) return er__fail(ER_ERR_UNSUPPORTED, "attention takes at most 2^31 keys (got %lld)", (long long)Sk);
+    er_attention_opts o = {0};
+    if (opts) o = *opts;
+    if (H != Hkv) {
+        if (!o.enable_gqa)
+            return er__fail(ER_ERR_SHAPE, "q has %lld heads and k and v %lld: set enable_gqa to share kv heads", (long long)H, (long long)Hkv);
+        if (Hkv < 1 || H % Hkv != 0)
+            return er__fail(ER_ERR_SHAPE, "with enable_gqa, k and v's %lld heads must divide q's %lld", (long long)Hkv, (long long)H);
+    }
+    if (!isfinite(o.scale)) return er__fail(ER_ERR_INVALID, "the scale must be finite (got %g)", o.scale);
+    if ((unsigned)o.causal > 1 || (unsigned)o.bottom_right > 1 || (unsigned)o.window > 1 || (unsigned)o.enable_gqa > 1)
+        return er__fail(ER_ERR_INVALID, "causal, bottom_right, window and enable_gqa are 0 or 1");
+    if (o.window && (o.window_left < 0 || o.window_right < 0))
+        return er__fail(ER_ERR_INVALID, "the window's left and right sizes must be nonnegative (got %lld and %lld)",
+                        (long long)o.window_left, (long long)o.window_right);
+    er_ref *r = calloc(1, sizeof *r);
+    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
+    r->op = ER_OP_ATTENTION;
+    r->A = *q;
+    r->B = *k;
+    r->C = *v;
+    r->ndim = nd;
+    int64_t nb = 1;
+    for (int i = 0; i < nd; i++) r->shape[i] = q->shape[i];
+    for (int i = 0; i < nl; i++) nb *= q->shape[i];
+    r->shape[nd - 1] = Dv;
+    r->heads = H;
+    r->kv_heads = Hkv;
+    r->sq = Sq;
+    r->sk = Sk;
+    r->dh = D;
+    r->dv = Dv;
+    r->nbatch = nb;
+    r->rows = nb * H * Sq;
+    r->n = r->rows * Dv;
+    r->K = Sk;
+    r->scale = o.scale;
+    r->causal = o.causal;
+    r->bottom_right = o.bottom_right;
+    r->window = o.window;
+    r->win_l = o.window_left;
+    r->win_r = o.window_right;
+    *out = r;
+    return ER_OK;
+}
+
+/* O has q's shape with v's head dimension last; LSE O's shape without it (trailing size-1 dimensions accepted). */
+static er_status er_attn_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
+    if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
+    *ndim = ref->ndim - 1;
+    for (int i = 0; i < *ndim; i++) shape[i] = ref->shape[i];
+    if (er__shape_fits(out, *ndim, shape)) return ER_OK;
+    return er__fail(ER_ERR_OUTPUT, "attention's lse must have O's shape without its last dimension: %d dimensions (trailing "
+                    "size-1 dimensions allowed); got %d dimensions", *ndim, out->ndim);
+}
+
+/* The constants of Lemma A2 for the standard's sums of products: any_order, cp = 2 and cg = 12 (rounding to
+ * nearest in any order, and every tensor core of sm80 and later for fp16, bf16 and tf32 operands); mma:<arch>, that
+ * architecture's blocks of k products (docs/hardware/mma.md, Theorem M1): beta + u per block. */
+static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double *cp, double *cg) {
+    *cp = 2;
+    *cg = 12;
+    if (std->order != ER_ORDER_MMA) return ER_OK;
+    int tf = std->compute == ER_TF32;
+    const er_fmt_info *fq = er__fmt(tf ? ER_TF32 : ref->A.format), *fk = er__fmt(tf ? ER_TF32 : ref->B.format),
+                      *fv = er__fmt(tf ? ER_TF32 : ref->C.format);
+    er_mma_params a, b;
+    ER_RETURN_IF_ERROR(er__mma_params(std->mma_arch, fq, fk, 0, &a));
+    ER_RETURN_IF_ERROR(er__mma_params(std->mma_arch, fv, fv, 0, &b));
+    *cp = *cg = 0;
+    const er_mma_params *mp[2] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        double F = ldexp(1.0, -mp[i]->F), beta = (mp[i]->k + 1) * F + ldexp(1.0, 1 - mp[i]->acc_p) * (1 + (mp[i]->k + 1) * F);
+        double g = (beta + 0x1p-24) / 0x1p-24 * (1 + 0x1p-40);
+        if (g / mp[i]->k > *cp) *cp = g / mp[i]->k;
+        if (g > *cg) *cg = g;
+    }
+    return ER_OK;
+}
+
+/* any_order in fp32 (or tf32 operands), the functions' accuracies and kv_block. */
+static er_status er_attn_check(const er_ref *ref, const er_standard *std) {
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std, ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_KV_BLOCK));
+    if (std->order != ER_ORDER_ANY && std->order != ER_ORDER_MMA)
+        return er__fail(ER_ERR_UNSUPPORTED, "attention takes any_order (every flash-style evaluation) or mma:<arch> (its products "
+                        "on that architecture's tensor cores) in this version");
+    if (std->order == ER_ORDER_MMA) {
+        double cp, cg;
+        ER_RETURN_IF_ERROR(er_attn_sums(ref, std, &cp, &cg));
+    }
+    if (std->compute != ER_FP32 && std->compute != ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "attention accumulates in fp32: compute=fp32, or tf32 for kernels that feed tensor cores "
+                        "tf32 operands");
+    if (std->compute == ER_TF32 && std->tf32 == ER_TF32_X3)
+        return er__fail(ER_ERR_UNSUPPORTED, "attention with compute=tf32x3 is not modelled in this version");
+    if (std->rounding != ER_RND_NEAREST) return er__fail(ER_ERR_STANDARD, "attention takes rounding=nearest");
+    if (std->div != 0) return er__fail(ER_ERR_STANDARD, "div= does not apply to attention: its set holds both a division and a reciprocal");
+    return ER_OK;
+}
+
+/* One thread's run of rows [r0, r1). */
+typedef struct er_attn_job {
+    const er_ref *ref;
+    const er_standard *std;
+    er_sink *so, *sl;
+    int64_t r0, r1;
+    er_status st;
+} er_attn_job;
+
+/* The element offset of t's [b (over the leading dimensions), h, 0, 0]. */
+static int64_t er_attn_base(const er_tensor *t, int64_t b, int64_t h) {
+    int nd = t->ndim, nl = nd >= 3 ? nd - 3 : 0;
+    int64_t off = nd >= 3 ? h * t->strides[nd - 3] : 0;
+    for (int i = nl - 1; i >= 0; i--) { off += (b % t->shape[i]) * t->strides[i]; b /= t->shape[i]; }
+    return off;
+}
+
+/* Decodes kv head (b, g): k, v, the keys' norm bounds and the prefix counts of keys with a value not finite. */
+static void er_attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, double *kn, int64_t *bad) {
+    const er_tensor *K = &r->B, *V = &r->C;
+    int nd = K->ndim;
+    int64_t D = r->dh, Dv = r->dv, Sk = r->sk;
+    int64_t ko = er_attn_base(K, b, g), vo = er_attn_base(V, b, g);
+    bad[0] = 0;
+    for (int64_t j = 0; j < Sk; j++) {
+        double ss = 0;
+        int nf = 0;
+        for (int64_t d = 0; d < D; d++) {
+            double x = er__load(K, ko + j * K->strides[nd - 2] + d * K->strides[nd - 1]);
+            k[j * D + d] = x;
+            ss += x * x;
+            nf |= !isfinite(x);
+        }
+        for (int64_t d = 0; d < Dv; d++) {
+            double x = er__load(V, vo + j * V->strides[nd - 2] + d * V->strides[nd - 1]);
+            v[j * Dv + d] = x;
+            nf |= !isfinite(x);
+        }
+        /* squares exact, their sum within (D + 1) 2^-53 of itself */
+        kn[j] = nf ? INFINITY : er__up(sqrt(er__up(ss * (1 + (double)(D + 2) * 0x1p-52))));
+        bad[j + 1] = bad[j] + nf;
+    }
+}
+
+static er_status er_attn_rows(er_attn_job *j) {
+    const er_ref *r = j->ref;
+    const er_standard *std = j->std;
+    int64_t D = r->dh, Dv = r->dv, Sk = r->sk, Sq = r->sq, H = r->heads, grp = r->heads / r->kv_heads;
+    er_attn_plan pl;
+    er_status st_sums;
+    memset(&pl, 0, sizeof pl);
+    er__exp_init();
+    pl.O = j->so ? j->so->O : er__fmt(ER_FP32);
+    pl.ov_o = j->so ? j->so->ov : ER_OVERFLOW_IEEE;
+    pl.L = j->sl ? j->sl->O : er__fmt(ER_FP32);
+    pl.ov_l = j->sl ? j->sl->ov : ER_OVERFLOW_IEEE;
+    pl.u = 0x1p-24;
+    const er_fmt_info *Vf = er__fmt(r->C.format);
+    pl.uv = ldexp(1.0, -Vf->p);
+    pl.etav = Vf->min_sub;
+    pl.uin = std->compute == ER_TF32 ? 0x1p-11 : 0.0;
+    st_sums = er_attn_sums(r, std, &pl.cp, &pl.cg);
+    pl.U = std->exp_ulps ? std->exp_ulps : 2.0;
+    pl.exp_fast = std->exp_fast || (std->fast_math == 1 && std->exp_ulps == 0);
+    pl.Ulog = std->log_ulps ? std->log_ulps : 1.0;
+    pl.D = D;
+    pl.Dv = Dv;
+    pl.Sk = Sk;
+    pl.kv_block = std->kv_block ? std->kv_block : 16;
+    pl.sc_default = r->scale == 0;
+    pl.sc = r->scale != 0 ? r->scale : 1.0 / sqrt((double)D);
+    double *kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));
+    int64_t *bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
+    er_cval *ocv = malloc(sizeof(er_cval) * (size_t)(Dv + 1));
+    double *oex = malloc(sizeof(double) * (size_t)(2 * Dv + 2));
+    er_attn_work w;
+    memset(&w, 0, sizeof w);
+    er_status st = st_sums != ER_OK ? st_sums : er__attn_work_init(&w, Sk, Dv);
+    if (st == ER_OK && (!kb || !bad || !ocv || !oex)) st = er__fail(ER_ERR_NOMEM, "cannot allocate an attention head of %lld keys", (long long)Sk);
+    double *vb = kb ? kb + Sk * D : NULL, *kn = vb ? vb + Sk * Dv : NULL, *qr = kn ? kn + Sk : NULL, *ord = oex ? oex + Dv + 1 : NULL;
+    er_attn_kv kv = {kb, vb, kn, bad};
+    int64_t cur_b = -1, cur_g = -1;
+    const er_tensor *Q = &r->A;
+    int nd = Q->ndim;
+    for (int64_t row = j->r0; row < j->r1 && st == ER_OK; row++) {
+        int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H), g = h / grp;
+        if (b != cur_b || g != cur_g) { er_attn_load_kv(r, b, g, kb, vb, kn, bad); cur_b = b; cur_g = g; }
+        int64_t qo = er_attn_base(Q, b, h) + i * Q->strides[nd - 2];
+        for (int64_t d = 0; d < D; d++) qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
+        /* the unmasked keys: j0 .. j1 */
+        int64_t ii = i + (r->bottom_right ? Sk - Sq : 0), j0 = 0, j1 = Sk - 1;
+        if (r->causal && ii < j1) j1 = ii;
+        if (r->window) {
+            if (ii - r->win_l > j0) j0 = ii - r->win_l;
+            if (ii + r->win_r < j1) j1 = ii + r->win_r;
+        }
+        int64_t n = j1 >= j0 ? j1 - j0 + 1 : 0;
+        er_cval lcv;
+        double lex, lrd;
+        st = er__attn_row(&pl, &kv, qr, n ? j0 : 0, n, &w, ocv, oex, ord, &lcv, &lex, &lrd);
+        if (st != ER_OK) break;
+        if (j->so)
+            for (int64_t d = 0; d < Dv; d++) {
+                er_cset c;
+                er__cset_build(&c, j->so->O, j->so->ov, 1, &ocv[d], oex[d], ord[d]);
+                er__sink_put(j->so, row * Dv + d, &c);
+            }
+        if (j->sl) {
+            er_cset c;
+            er__cset_build(&c, j->sl->O, j->sl->ov, 1, &lcv, lex, lrd);
+            er__sink_put(j->sl, row, &c);
+        }
+    }
+    er__attn_work_free(&w);
+    free(kb);
+    free(bad);
+    free(ocv);
+    free(oex);
+    return st;
+}
+
+static void *er_attn_run(void *arg) {
+    er_attn_job *j = arg;
+    j->st = er_attn_rows(j);
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
+    return NULL;
+}
+
+static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
+    int64_t rows = ref->rows, per = ref->sk * (ref->dh + 2 * ref->dv + 4);
+    int nt = er__num_threads(rows * (per > 0 ? per : 1));
+    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    /* each thread's kv head and row: about 8 bytes per key and dimension, 100 per key and column of scratch */
+    ER_RETURN_IF_ERROR(er__mem_check((8.0 * (double)ref->sk * (double)(ref->dh + ref->dv + 8) + 100.0 * (double)(ref->dv + 1)) * nt,
+                                     "the attention heads' working sets"));
+    ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
+    er_attn_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++)
+        jobs[t] = (er_attn_job){ref, std, er__sinks_at(sk, t, 0), er__sinks_at(sk, t, 1), rows * t / nt, rows * (t + 1) / nt, ER_OK};
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_attn_run);
+    for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
+    return ER_OK;
+}
+
+static const char *const er_attn_names[2] = {"out", "lse"};
+
+const er_op_module er__attention_module = {.name = "attention", .nout = 2, .out_names = er_attn_names, .out_shape = er_attn_out_shape,
+                                           .check = er_attn_check, .covers = er_attn_covers};

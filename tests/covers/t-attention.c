@@ -1,0 +1,558 @@
+/* t-attention.c: attention forward (docs/algorithms/attention.md). Flash-style implementations in the kernel's own
+ * arithmetic (fp32 floats): key blocks of 1 to 128 in forward, reverse or shuffled order, the running maximum and
+ * the rescaling of O and of the denominator, exp or exp2 (the scale applied to the scores, folded into exp2's
+ * argument with an fma as FlashAttention does, or Triton's product by scale * log2 e), every exp result at either
+ * edge of its 2-ulp budget or at a random edge, P rounded to v's format (fp16, bf16) before P V or not, the
+ * denominator summed from the rounded P or not, split-KV with 1 to 4 splits combined through their LSEs, the math
+ * path (softmax first, then P V), a division or a reciprocal, fma or not; causal masks in both alignments, sliding
+ * windows, GQA, fully masked rows. Inputs: normal data and scores on integers of log2 units (every p a power of two,
+ * then pushed off it). None may fall outside; planted bugs are caught; bad calls are refused. */
+#include "../common/er_test.h"
+
+enum { MAXH = 4, MAXS = 1024, MAXD = 48 };
+static int H, Hkv, Sq, Sk, D, Dv;
+static er_format IF; /* q, k, v's format */
+static double qd[MAXH * MAXS * MAXD], kd[MAXH * MAXS * MAXD], vd[MAXH * MAXS * MAXD];
+static uint16_t qb[MAXH * MAXS * MAXD], kb[MAXH * MAXS * MAXD], vb[MAXH * MAXS * MAXD], ob[MAXH * MAXS * MAXD];
+static float qf[MAXH * MAXS * MAXD], kf[MAXH * MAXS * MAXD], vf[MAXH * MAXS * MAXD], of[MAXH * MAXS * MAXD], outl[MAXH * MAXS];
+static double user_scale; /* 0: 1/sqrt(D) */
+static int causal, bottom_right, window, wl, wr;
+
+typedef struct kcfg {
+    int block;     /* keys per block */
+    int order;     /* 0 forward, 1 reverse, 2 shuffled */
+    int mode;      /* 0 exp(s sc - m); 1 FlashAttention: exp2(fma(s, sc log2 e, -m sc log2 e)), m the raw maximum;
+                      2 Triton: t = s fl(sc log2 e), exp2(t - m) */
+    int edge;      /* each exp: 0 nearest, 1 U ulps up, -1 U ulps down, 2 either at random */
+    int pround;    /* P rounded to v's format before P V */
+    int lround;    /* the denominator summed from the rounded P */
+    int splits;    /* split-KV */
+    int mathpath;  /* softmax (p / l) first, then P V; no online rescaling */
+    int recip;     /* O = acc * (1 / l) */
+    int fma;       /* the sums with fmaf */
+    int bug;       /* 0 none; 1 scale 1/D; 2 no rescale; 3 causal off by one; 4 GQA head h % Hkv; 5 LSE in base 2;
+                      6 padded keys of the last block unmasked; 7 LSE without the maximum */
+} kcfg;
+
+static double kU = 2.0; /* the exps' ulps as the kernels use them (2: at the edge of the standard's budget) */
+
+static double rnd(er_format f, double v) { double r; er_round_double(&r, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return r; }
+
+/* exp (base2 = 0) or exp2 of x as a U-ulp function at the edge dir of its budget: within U ulps of the exact value. */
+static float fexp(double x, int base2, int dir) {
+    double e = base2 ? exp2(x) : exp(x);
+    if (dir == 2) dir = (er_rand64() & 1) ? 1 : -1;
+    if (dir == 0 || e == 0) return (float)e;
+    double ulp = e < 0x1p-126 ? 0x1p-149 : ldexp(1.0, ilogb(e) - 23), t = e + dir * kU * ulp;
+    float f = (float)t;
+    if (dir > 0 && (double)f > t) f = nextafterf(f, 0);
+    if (dir < 0 && (double)f < t) f = nextafterf(f, INFINITY);
+    return f;
+}
+
+static float fadd(const kcfg *c, float acc, float a, float b) { return c->fma ? fmaf(a, b, acc) : acc + a * b; }
+
+/* The keys of query i: [*j0, *j1] (empty when j1 < j0). */
+static void keys_of(int i, int *j0, int *j1, int off_by_one) {
+    int ii = i + (bottom_right ? Sk - Sq : 0);
+    *j0 = 0;
+    *j1 = Sk - 1;
+    if (causal && ii + off_by_one < *j1) *j1 = ii + off_by_one;
+    if (window) {
+        if (ii - wl > *j0) *j0 = ii - wl;
+        if (ii + wr < *j1) *j1 = ii + wr;
+    }
+}
+
+/* One row (query i of head h) over keys [j0, j1] as one split: the running state m (in the mode's units), l and acc. */
+static void run_split(const kcfg *c, int h, int i, int j0, int j1, float *m_out, float *l_out, float *acc) {
+    int g = c->bug == 4 ? h % Hkv : h / (H / Hkv);
+    float sc = (float)(user_scale != 0 ? user_scale : 1.0 / sqrt((double)D));
+    if (c->bug == 1) sc = (float)(1.0 / D);
+    float l2e = (float)1.4426950408889634, sl2 = (float)((user_scale != 0 ? user_scale : 1.0 / sqrt((double)D)) * 1.4426950408889634);
+    if (c->bug == 1) sl2 = (float)(1.4426950408889634 / D);
+    float qs = sc * l2e; /* Triton's qk_scale */
+    if (c->mode == 2 && c->bug == 1) qs = (float)(1.0 / D) * l2e;
+    float m = -INFINITY, l = 0;
+    for (int d = 0; d < Dv; d++) acc[d] = 0;
+    int n = j1 - j0 + 1, nb = (n + c->block - 1) / c->block, ord[MAXS + 1];
+    int pad_end = c->bug == 6 ? j0 + nb * c->block - 1 : j1; /* the padded last block's keys: k = 0, v = 0 */
+    for (int b = 0; b < nb; b++) ord[b] = c->order == 1 ? nb - 1 - b : b;
+    if (c->order == 2)
+        for (int b = nb - 1; b > 0; b--) { int r = (int)er_rand_int(0, b), t = ord[b]; ord[b] = ord[r]; ord[r] = t; }
+    for (int bi = 0; bi < nb; bi++) {
+        int b0 = j0 + ord[bi] * c->block, b1 = b0 + c->block - 1;
+        if (b1 > pad_end) b1 = pad_end;
+        float t[128], p[128];
+        float bm = -INFINITY;
+        for (int j = b0; j <= b1; j++) {
+            float acc_s = 0;
+            if (j <= j1 && j < Sk)
+                for (int d = 0; d < D; d++) acc_s = fadd(c, acc_s, (float)qd[(h * Sq + i) * D + d], (float)kd[(g * Sk + j) * D + d]);
+            t[j - b0] = c->mode == 0 ? acc_s * sc : c->mode == 1 ? acc_s : acc_s * qs;
+            if (t[j - b0] > bm) bm = t[j - b0];
+        }
+        float mn = m > bm ? m : bm, alpha;
+        if (c->mode == 0) alpha = m == -INFINITY ? 0.0f : fexp((double)(m - mn), 0, c->edge);
+        else if (c->mode == 1) alpha = m == -INFINITY ? 0.0f : fexp((double)((m - mn) * sl2), 1, c->edge);
+        else alpha = m == -INFINITY ? 0.0f : fexp((double)(m - mn), 1, c->edge);
+        if (c->bug == 2 && m != -INFINITY) alpha = 1.0f;
+        float bl = 0, pv[MAXD];
+        for (int d = 0; d < Dv; d++) pv[d] = 0;
+        for (int j = b0; j <= b1; j++) {
+            float x = t[j - b0];
+            if (c->mode == 0) p[j - b0] = fexp((double)(x - mn), 0, c->edge);
+            else if (c->mode == 1) p[j - b0] = fexp((double)fmaf(x, sl2, -(mn * sl2)), 1, c->edge);
+            else p[j - b0] = fexp((double)(x - mn), 1, c->edge);
+            float pr = c->pround ? (float)rnd(er_format_precision(IF) == 8 ? ER_BF16 : ER_FP16, p[j - b0]) : p[j - b0];
+            if (er_format_precision(IF) == 24) pr = p[j - b0];
+            bl += c->lround ? pr : p[j - b0];
+            for (int d = 0; d < Dv; d++) {
+                float vv = j <= j1 && j < Sk ? (float)vd[(g * Sk + j) * Dv + d] : 0.0f;
+                pv[d] = fadd(c, pv[d], pr, vv);
+            }
+        }
+        l = l * alpha + bl;
+        for (int d = 0; d < Dv; d++) acc[d] = c->fma ? fmaf(acc[d], alpha, pv[d]) : acc[d] * alpha + pv[d];
+        m = mn;
+    }
+    *m_out = m;
+    *l_out = l;
+}
+
+/* The kernel's O row and LSE for query i of head h. */
+static void kernel_row(const kcfg *c, int h, int i, float *o, float *lse) {
+    int j0, j1;
+    keys_of(i, &j0, &j1, c->bug == 3);
+    int n = j1 - j0 + 1;
+    if (n <= 0) { /* a fully masked row: O = 0, LSE -inf, +inf (FlashAttention) or NaN */
+        int r = (int)er_rand_int(0, 2);
+        for (int d = 0; d < Dv; d++) o[d] = 0.0f;
+        *lse = r == 0 ? -INFINITY : r == 1 ? INFINITY : NAN;
+        return;
+    }
+    float ln2 = (float)0.6931471805599453, sc = (float)(user_scale != 0 ? user_scale : 1.0 / sqrt((double)D));
+    if (c->mathpath) { /* torch's math path: scores, softmax, then P V */
+        int g = h / (H / Hkv);
+        float t[MAXS], m = -INFINITY, l = 0;
+        for (int j = j0; j <= j1; j++) {
+            float a = 0;
+            for (int d = 0; d < D; d++) a = fadd(c, a, (float)qd[(h * Sq + i) * D + d], (float)kd[(g * Sk + j) * D + d]);
+            t[j - j0] = a * sc;
+            if (t[j - j0] > m) m = t[j - j0];
+        }
+        for (int j = j0; j <= j1; j++) { t[j - j0] = fexp((double)(t[j - j0] - m), 0, c->edge); l += t[j - j0]; }
+        float rl = 1.0f / l;
+        for (int d = 0; d < Dv; d++) o[d] = 0;
+        for (int j = j0; j <= j1; j++) {
+            float a = c->recip ? t[j - j0] * rl : t[j - j0] / l;
+            for (int d = 0; d < Dv; d++) o[d] = fadd(c, o[d], a, (float)vd[(g * Sk + j) * Dv + d]);
+        }
+        *lse = c->bug == 7 ? logf(l) : m + logf(l);
+        return;
+    }
+    int ns = c->splits < n ? c->splits : n;
+    float Os[4][MAXD], Ls[4], acc[MAXD];
+    for (int sp = 0; sp < ns; sp++) {
+        float m, l;
+        run_split(c, h, i, j0 + n * sp / ns, j0 + n * (sp + 1) / ns - 1, &m, &l, acc);
+        float rl = 1.0f / l;
+        for (int d = 0; d < Dv; d++) Os[sp][d] = c->recip ? acc[d] * rl : acc[d] / l;
+        if (c->mode == 0) Ls[sp] = (c->bug == 7 ? 0.0f : m) + logf(l);
+        else if (c->mode == 1) Ls[sp] = (c->bug == 7 ? 0.0f : m * sc) + logf(l);
+        else Ls[sp] = c->bug == 5 ? m + log2f(l) : ((c->bug == 7 ? 0.0f : m) + log2f(l)) * ln2;
+    }
+    if (ns == 1) {
+        for (int d = 0; d < Dv; d++) o[d] = Os[0][d];
+        *lse = Ls[0];
+        return;
+    }
+    float lmax = -INFINITY, den = 0, w[4];
+    for (int sp = 0; sp < ns; sp++) if (Ls[sp] > lmax) lmax = Ls[sp];
+    for (int sp = 0; sp < ns; sp++) { w[sp] = fexp((double)(Ls[sp] - lmax), 0, c->edge); den += w[sp]; }
+    for (int d = 0; d < Dv; d++) {
+        float a = 0;
+        for (int sp = 0; sp < ns; sp++) a = fadd(c, a, w[sp], Os[sp][d]);
+        o[d] = a / den;
+    }
+    *lse = lmax + logf(den);
+}
+
+static int pfmt_ok(void) { return IF == ER_FP16 || IF == ER_BF16 || IF == ER_FP32; }
+
+/* Rounds the inputs to IF and stores them. */
+static void store_inputs(void) {
+    int nq = H * Sq * D, nk = Hkv * Sk * D, nv = Hkv * Sk * Dv;
+    double *a[3] = {qd, kd, vd};
+    uint16_t *b[3] = {qb, kb, vb};
+    float *f[3] = {qf, kf, vf};
+    int cnt[3] = {nq, nk, nv};
+    for (int t = 0; t < 3; t++)
+        for (int x = 0; x < cnt[t]; x++) {
+            a[t][x] = rnd(IF, a[t][x]);
+            uint64_t bits = 0;
+            er_encode(&bits, IF, a[t][x], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            b[t][x] = (uint16_t)bits;
+            f[t][x] = (float)a[t][x];
+        }
+}
+
+/* Inputs: kind 0 normal data of magnitude mag; 1 small integers with the scale ln 2 (scores on integers of log2 units). */
+static void gen(int kind, double mag) {
+    user_scale = kind == 1 ? 0.6931471805599453 : 0.0;
+    for (int x = 0; x < H * Sq * D; x++) qd[x] = kind == 1 ? (double)er_rand_int(-2, 2) : mag * er_rand_normal();
+    for (int x = 0; x < Hkv * Sk * D; x++) kd[x] = kind == 1 ? (double)er_rand_int(-2, 2) : mag * er_rand_normal();
+    for (int x = 0; x < Hkv * Sk * Dv; x++) vd[x] = er_rand_normal();
+    store_inputs();
+}
+
+static er_format out_format(void) { return IF == ER_FP32 ? ER_FP32 : IF; }
+
+/* Runs kernel c over every row and checks (O, LSE) under the standard's options; reps must be cleared. */
+static er_status run_and_check(const kcfg *c, const char *opts, er_report reps[2]) {
+    er_format OF = out_format();
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Sq; i++) {
+            float o[MAXD];
+            kernel_row(c, h, i, o, &outl[h * Sq + i]);
+            for (int d = 0; d < Dv; d++) {
+                int x = (h * Sq + i) * Dv + d;
+                of[x] = (float)rnd(OF, o[d]);
+                uint64_t bits = 0;
+                er_encode(&bits, OF, o[d], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+                ob[x] = (uint16_t)bits;
+            }
+        }
+    int fp32 = IF == ER_FP32;
+    er_tensor tq, tk, tv, to, tl;
+    er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, fp32 ? (void *)qf : (void *)qb);
+    er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, fp32 ? (void *)kf : (void *)kb);
+    er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, fp32 ? (void *)vf : (void *)vb);
+    er_tensor_view(&to, OF, 3, (int64_t[]){H, Sq, Dv}, NULL, fp32 ? (void *)of : (void *)ob);
+    er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){H, Sq}, NULL, outl);
+    er_attention_opts ao = {user_scale, causal, bottom_right, window, wl, wr, H != Hkv};
+    er_ref *ref = NULL;
+    er_status st = er_attention(&ref, &tq, &tk, &tv, &ao);
+    if (st != ER_OK) return st;
+    er_standard std;
+    st = er_standard_parse(&std, "any_order", opts);
+    const er_tensor *outs[2] = {&to, &tl};
+    if (st == ER_OK) st = er_covers_outputs(reps, ref, outs, 2, &std);
+    er_ref_free(ref);
+    return st;
+}
+
+static void random_problem(void) {
+    static const er_format fmts[3] = {ER_FP16, ER_BF16, ER_FP32};
+    IF = fmts[er_rand_int(0, 2)];
+    H = (int)er_rand_int(1, MAXH);
+    Hkv = H % 2 == 0 && er_rand_int(0, 1) ? H / 2 : H;
+    Sq = (int)er_rand_int(1, 40);
+    Sk = (int)er_rand_int(1, 160);
+    D = 16 * (int)er_rand_int(1, MAXD / 16);
+    Dv = 16 * (int)er_rand_int(1, 2);
+    causal = (int)er_rand_int(0, 1);
+    bottom_right = (int)er_rand_int(0, 1);
+    window = er_rand_int(0, 3) == 0;
+    wl = (int)er_rand_int(0, 40);
+    wr = (int)er_rand_int(0, 40);
+}
+
+static kcfg random_kernel(void) {
+    static const int blocks[5] = {1, 16, 32, 64, 128};
+    kcfg c;
+    memset(&c, 0, sizeof c);
+    c.block = blocks[er_rand_int(0, 4)];
+    c.order = (int)er_rand_int(0, 2);
+    c.mode = (int)er_rand_int(0, 2);
+    c.edge = (int)er_rand_int(-1, 2);
+    c.pround = (int)er_rand_int(0, 3) != 0;
+    c.lround = (int)er_rand_int(0, 1);
+    c.splits = (int)er_rand_int(1, 4);
+    c.mathpath = er_rand_int(0, 5) == 0;
+    c.recip = (int)er_rand_int(0, 1);
+    c.fma = (int)er_rand_int(0, 1);
+    return c;
+}
+
+START_TEST(flash_kernels_are_covered) {
+    er_test_reseed(1601);
+    int trials = (int)(160 * er_test_multiplier());
+    int64_t exact = 0, covered = 0;
+    for (int tr = 0; tr < trials; tr++) {
+        random_problem();
+        kcfg c = random_kernel();
+        int kind = (int)er_rand_int(0, 2);
+        gen(kind == 2 ? 0 : kind, kind == 2 ? 3.0 : 1.0);
+        char opts[64] = "";
+        if (c.block < 16) snprintf(opts, sizeof opts, "kv_block=%d", c.block);
+        er_report reps[2];
+        er_status st = run_and_check(&c, opts, reps);
+        ER_REQUIRE(st == ER_OK, "trial %d: status %d", tr, (int)st);
+        for (int o = 0; o < 2; o++)
+            ER_REQUIRE_PASS(&reps[o], "trial %d (%s, H %d/%d, Sq %d, Sk %d, D %d, causal %d/%d, window %d [%d, %d]; block %d "
+                            "order %d mode %d edge %d pround %d lround %d splits %d math %d recip %d fma %d; data %d): output %d",
+                            tr, er_format_name(IF), H, Hkv, Sq, Sk, D, causal, bottom_right, window, wl, wr, c.block, c.order,
+                            c.mode, c.edge, c.pround, c.lround, c.splits, c.mathpath, c.recip, c.fma, kind, o);
+        exact += reps[0].counts[ER_CLASS_EXACT];
+        covered += reps[0].counts[ER_CLASS_COVERED];
+        for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+    }
+    ck_assert(pfmt_ok());
+    ER_REQUIRE(exact > 0 && covered > 0, "both classes seen (exact %lld, covered %lld)", (long long)exact, (long long)covered);
+}
+END_TEST
+
+/* Each planted bug on inputs that trigger it: caught in O or in LSE. */
+START_TEST(planted_bugs_are_caught) {
+    er_test_reseed(1602);
+    static const char *const names[8] = {"", "scale 1/D", "no rescale", "causal off by one", "GQA head h % Hkv", "LSE in base 2",
+                                         "padded keys unmasked", "LSE without the maximum"};
+    for (int bug = 1; bug <= 7; bug++) {
+        IF = ER_FP16;
+        H = 4;
+        Hkv = bug == 4 ? 2 : 4;
+        Sq = 24;
+        Sk = bug == 6 ? 100 : 150; /* 100 keys: the last 64-key block holds 28 padded keys */
+        D = 32;
+        Dv = 16;
+        causal = bug == 3;
+        bottom_right = 0;
+        window = 0;
+        gen(0, 1.0);
+        kcfg c;
+        memset(&c, 0, sizeof c);
+        c.block = 64;
+        c.mode = bug == 5 ? 2 : 1;
+        c.pround = 1;
+        c.splits = 1;
+        c.bug = bug;
+        er_report reps[2];
+        ck_assert_int_eq(run_and_check(&c, NULL, reps), ER_OK);
+        ER_REQUIRE(!er_report_all(&reps[0]) || !er_report_all(&reps[1]), "bug '%s' not caught", names[bug]);
+        /* the same kernel without its bug passes */
+        er_report good[2];
+        c.bug = 0;
+        ck_assert_int_eq(run_and_check(&c, NULL, good), ER_OK);
+        ER_REQUIRE_PASS(&good[0], "bug '%s' fixed: O", names[bug]);
+        ER_REQUIRE_PASS(&good[1], "bug '%s' fixed: LSE", names[bug]);
+        for (int o = 0; o < 2; o++) { er_report_clear(&reps[o]); er_report_clear(&good[o]); }
+    }
+}
+END_TEST
+
+/* q = 0: every weight is exactly 1 and O is the mean of v; a mean on a midpoint of fp16 rounds to even. */
+START_TEST(exact_ties_round_to_even) {
+    IF = ER_FP16;
+    H = Hkv = 1;
+    Sq = 1;
+    Sk = 2;
+    D = 16;
+    Dv = 16;
+    causal = bottom_right = window = 0;
+    user_scale = 0;
+    for (int x = 0; x < D * Sk; x++) kd[x] = er_rand_normal();
+    for (int x = 0; x < D; x++) qd[x] = 0;
+    for (int d = 0; d < Dv; d++) { vd[d] = 1.0; vd[Dv + d] = 1.0 + 0x1p-10; } /* mean 1 + 2^-11: a midpoint */
+    store_inputs();
+    kcfg c;
+    memset(&c, 0, sizeof c);
+    c.block = 16;
+    c.mode = 1;
+    c.pround = 1;
+    c.splits = 1;
+    er_report reps[2];
+    ck_assert_int_eq(run_and_check(&c, NULL, reps), ER_OK);
+    ER_REQUIRE_PASS(&reps[0], "O");
+    /* (1 + (1 + 2^-10)) / 2 in fp32 is 1 + 2^-11, rounded to fp16 by the kernel: to even, 1 */
+    ck_assert(of[0] == 1.0f);
+    ck_assert_int_eq(reps[0].counts[ER_CLASS_EXACT], Dv);
+    ER_REQUIRE_PASS(&reps[1], "LSE");
+    ck_assert_int_eq(reps[1].counts[ER_CLASS_EXACT], 1); /* log 2 */
+    for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+    /* 1 + 2^-10 is in the set (a kernel may land there) but not the exact result */
+    er_tensor tq, tk, tv, to;
+    uint64_t bits;
+    er_encode(&bits, ER_FP16, 1.0 + 0x1p-10, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    for (int d = 0; d < Dv; d++) ob[d] = (uint16_t)bits;
+    er_tensor_view(&tq, IF, 3, (int64_t[]){1, 1, D}, NULL, qb);
+    er_tensor_view(&tk, IF, 3, (int64_t[]){1, 2, D}, NULL, kb);
+    er_tensor_view(&tv, IF, 3, (int64_t[]){1, 2, Dv}, NULL, vb);
+    er_tensor_view(&to, ER_FP16, 3, (int64_t[]){1, 1, Dv}, NULL, ob);
+    er_ref *ref;
+    ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, NULL), ER_OK);
+    er_report rep;
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &to, &std), ER_OK);
+    ER_REQUIRE_PASS(&rep, "the other neighbour of the midpoint");
+    ck_assert_int_eq(rep.counts[ER_CLASS_COVERED], Dv);
+    er_report_clear(&rep);
+    er_ref_free(ref);
+}
+END_TEST
+
+/* Bottom-right causal with Sq > Sk: the first Sq - Sk rows have no key; O = 0 is exact, LSE -inf exact and +inf or
+ * NaN covered; a kernel writing LSE = 0 there is caught. */
+START_TEST(fully_masked_rows) {
+    er_test_reseed(1603);
+    IF = ER_BF16;
+    H = Hkv = 2;
+    Sq = 30;
+    Sk = 20;
+    D = 16;
+    Dv = 16;
+    causal = bottom_right = 1;
+    window = 0;
+    gen(0, 1.0);
+    kcfg c;
+    memset(&c, 0, sizeof c);
+    c.block = 16;
+    c.mode = 2;
+    c.pround = 1;
+    c.splits = 2;
+    er_report reps[2];
+    ck_assert_int_eq(run_and_check(&c, NULL, reps), ER_OK);
+    ER_REQUIRE_PASS(&reps[0], "O");
+    ER_REQUIRE_PASS(&reps[1], "LSE");
+    ck_assert(reps[0].counts[ER_CLASS_EXACT] >= H * (Sq - Sk) * Dv);
+    for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+    /* LSE 0 for a row without keys */
+    er_tensor tq, tk, tv, tl;
+    er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, qb);
+    er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, kb);
+    er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, vb);
+    er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){H, Sq}, NULL, outl);
+    outl[0] = 0.0f;
+    er_attention_opts ao = {0, 1, 1, 0, 0, 0, 0};
+    er_ref *ref;
+    ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, &ao), ER_OK);
+    const er_tensor *outs[2] = {NULL, &tl};
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 2, &std), ER_OK);
+    ck_assert(!er_report_all(&reps[1]));
+    ck_assert_int_eq(reps[1].n_failed, 1);
+    for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+    er_ref_free(ref);
+}
+END_TEST
+
+START_TEST(refusals) {
+    float a[2 * 3 * 4] = {0}, l[16];
+    double dd[2 * 3 * 4] = {0};
+    er_tensor q, k, v, q64, k5, o, lw;
+    er_tensor_view(&q, ER_FP32, 3, (int64_t[]){2, 3, 4}, NULL, a);
+    er_tensor_view(&k, ER_FP32, 3, (int64_t[]){2, 3, 4}, NULL, a);
+    er_tensor_view(&v, ER_FP32, 3, (int64_t[]){2, 3, 4}, NULL, a);
+    er_tensor_view(&q64, ER_FP64, 3, (int64_t[]){2, 3, 4}, NULL, dd);
+    er_tensor_view(&k5, ER_FP32, 3, (int64_t[]){2, 3, 2}, NULL, a);
+    er_ref *ref = (er_ref *)&a; /* untouched on refusal */
+    ck_assert_int_eq(er_attention(&ref, &q64, &k, &v, NULL), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_attention(&ref, &q, &k5, &v, NULL), ER_ERR_SHAPE);
+    ck_assert_int_eq(er_attention(&ref, NULL, &k, &v, NULL), ER_ERR_NULL);
+    er_tensor k1;
+    er_tensor_view(&k1, ER_FP32, 3, (int64_t[]){1, 3, 4}, NULL, a);
+    ck_assert_int_eq(er_attention(&ref, &q, &k1, &k1, NULL), ER_ERR_SHAPE); /* 2 heads and 1 without enable_gqa */
+    er_attention_opts ao = {INFINITY, 0, 0, 0, 0, 0, 0};
+    ck_assert_int_eq(er_attention(&ref, &q, &k, &v, &ao), ER_ERR_INVALID);
+    er_attention_opts aw = {0, 0, 0, 1, -1, 0, 0};
+    ck_assert_int_eq(er_attention(&ref, &q, &k, &v, &aw), ER_ERR_INVALID);
+    ck_assert_ptr_eq(ref, (er_ref *)&a);
+    ck_assert_int_eq(er_attention(&ref, &q, &k, &v, NULL), ER_OK);
+    er_tensor_view(&o, ER_FP32, 3, (int64_t[]){2, 3, 4}, NULL, a);
+    er_tensor_view(&lw, ER_FP32, 2, (int64_t[]){2, 4}, NULL, l);
+    er_standard std;
+    er_report rep, reps[2];
+    static const char *const bad[5][2] = {{"sequential", NULL}, {"any_order", "compute=fp16"}, {"any_order", "div=divide"},
+                                          {"any_order", "variance=welford"}, {"blocked:16", NULL}};
+    for (int b = 0; b < 5; b++) {
+        ck_assert_int_eq(er_standard_parse(&std, bad[b][0], bad[b][1]), ER_OK);
+        er_status st = er_covers(&rep, ref, &o, &std);
+        ER_REQUIRE(st == ER_ERR_STANDARD || st == ER_ERR_UNSUPPORTED, "standard %s %s: status %d", bad[b][0], bad[b][1] ? bad[b][1] : "", (int)st);
+        ck_assert(!er_report_all(&rep));
+        er_report_clear(&rep);
+    }
+    const er_tensor *outs[2] = {&o, &lw}; /* lse of the wrong shape */
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 2, &std), ER_ERR_OUTPUT);
+    er_report_clear(&reps[0]);
+    er_report_clear(&reps[1]);
+    er_ref_free(ref);
+    /* kv_block= on another op */
+    er_ref *mm;
+    er_tensor A;
+    er_tensor_view(&A, ER_FP32, 2, (int64_t[]){4, 4}, NULL, a);
+    ck_assert_int_eq(er_matmul(&mm, &A, &A), ER_OK);
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "kv_block=4"), ER_OK);
+    er_tensor C;
+    er_tensor_view(&C, ER_FP32, 2, (int64_t[]){4, 4}, NULL, a);
+    ck_assert_int_eq(er_covers(&rep, mm, &C, &std), ER_ERR_STANDARD);
+    er_report_clear(&rep);
+    er_ref_free(mm);
+}
+END_TEST
+
+/* The deepest rescale chain: one key per block (kv_block=1), every exp (the rescale factors' included) at the top of
+ * its budget, v splitting the keys into halves of opposite signs. Scores a little above the last (the running maximum
+ * grows at every key, each rescale factor just below 1) or a little below (each factor exp(0), pushed 2 ulps of 1
+ * above it: the budget's relative edge). fp32 inputs: no P rounding to hide behind. Covered at kv_block=1; the same
+ * kernels with exps far outside their budget are outside. */
+START_TEST(rescale_chain_at_the_edge) {
+    IF = ER_FP32;
+    H = Hkv = 1;
+    Sq = 1;
+    Sk = 1000;
+    D = 16;
+    Dv = 16;
+    causal = bottom_right = window = 0;
+    user_scale = 1.0;
+    /* dir 2: the first key dominates the sum (the others 21 below it) and meets all 999 rescales */
+    for (int dir = -1; dir <= 2; dir += dir == -1 ? 2 : 1) {
+        for (int x = 0; x < D * Sk; x++) kd[x] = 0;
+        for (int x = 0; x < D; x++) qd[x] = x == 0;
+        for (int j = 0; j < Sk; j++) {
+            kd[j * D] = dir == 2 ? (j ? -20.0 - j * 0x1p-16 : 1.0) : 1.0 + dir * j * 0x1p-21;
+            for (int d = 0; d < Dv; d++) vd[j * Dv + d] = j < Sk / 2 ? 1.0 : -1.0;
+        }
+        store_inputs();
+        for (int mode = 0; mode < 3; mode++) {
+            kcfg c;
+            memset(&c, 0, sizeof c);
+            c.block = 1;
+            c.mode = mode;
+            c.edge = 1;
+            c.splits = 1;
+            er_report reps[2];
+            kU = 2.0;
+            ck_assert_int_eq(run_and_check(&c, "kv_block=1", reps), ER_OK);
+            ER_REQUIRE_PASS(&reps[0], "scores %+d, mode %d: O", dir, mode);
+            ER_REQUIRE_PASS(&reps[1], "scores %+d, mode %d: LSE", dir, mode);
+            for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+            /* outside the budget: 64 ulps; with the dominant key, 24 (the set, which holds tensor cores' blocks of one key
+             * too, is within 12 times what this kernel reaches) */
+            kU = dir == 2 ? 24.0 : 64.0;
+            ck_assert_int_eq(run_and_check(&c, "kv_block=1", reps), ER_OK);
+            if (dir != 1)
+                ER_REQUIRE(!er_report_all(&reps[0]) || !er_report_all(&reps[1]), "scores %+d, mode %d: exps %g ulps off pass", dir,
+                           mode, kU);
+            kU = 2.0;
+            for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+        }
+    }
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("attention");
+    TCase *tc = tcase_create("attention");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, flash_kernels_are_covered);
+    tcase_add_test(tc, planted_bugs_are_caught);
+    tcase_add_test(tc, exact_ties_round_to_even);
+    tcase_add_test(tc, fully_masked_rows);
+    tcase_add_test(tc, rescale_chain_at_the_edge);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
