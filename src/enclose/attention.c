@@ -270,8 +270,8 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     double Uc = fmax(U, 2 + 1.173 * (R + lnn + 2 * delta + 1));
     double th_arg = 8 * u * (R + Mabs + 3 * delta);
     double th_split = 0x1p-20 + ulog * (lnn + delta) + 2 * u * (Mabs + lnn + 2 + delta) + u * (R + lnn + 2 + 2 * delta) +
-                      2 * u * Uc + 10 * u;
-    double theta = delta + th_arg + (G + 2) * (2 * u * U * (1 + 2 * u) + u) + 6 * u + th_split;
+                      2 * u * (Uc + 0.5) + 10 * u;
+    double theta = delta + th_arg + (G + 2) * (2 * u * (U + 0.5) * (1 + 2 * u) + u) + 6 * u + th_split;
     /* (1 - b) >= exp(-b (1 + b)) and b <= u_V for every relative factor: the (1 + u_V) covers the lower side */
     double eps = expm1((theta + pl->uv + uin + T * u) * (1 + pl->uv) * (1 + 0x1p-40)) * (1 + 0x1p-30);
     double abs1 = pl->etav + (G + 2) * (U + 2) * 0x1p-126, abs0 = (G + (double)n + 4) * 0x1p-125;
@@ -302,7 +302,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     }
 
     /* Theorem A3: LSE = Mt + log L, and the kernel's within eps of L and Els of its own roundings */
-    double Els = er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * Uc);
+    double Els = er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * (Uc + 0.5));
     double xlo = er__dn(Mt + er_log_dir(Llo, 0)), xhi = er__up(Mt + er_log_dir(Lhi, 1));
     double klo = er__dn(er__dn(Mt + er_log_dir(Lklo, 0)) - Els), khi = er__up(er__up(Mt + er_log_dir(Lkhi, 1)) + Els);
     er_cval_set(lcv, klo, khi, 0);

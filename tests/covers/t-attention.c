@@ -38,15 +38,14 @@ static double kU = 2.0; /* the exps' ulps as the kernels use them (2: at the edg
 
 static double rnd(er_format f, double v) { double r; er_round_double(&r, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return r; }
 
-/* exp (base2 = 0) or exp2 of x as a U-ulp function at the edge dir of its budget: within U ulps of the exact value. */
+/* exp (base2 = 0) or exp2 of x as a U-ulp function at the edge dir of its budget: U ulps from the correctly rounded
+ * value, as CUDA's table counts them (up to U + 1/2 ulps from the exact value). */
 static float fexp(double x, int base2, int dir) {
     double e = base2 ? exp2(x) : exp(x);
     if (dir == 2) dir = (er_rand64() & 1) ? 1 : -1;
-    if (dir == 0 || e == 0) return (float)e;
-    double ulp = e < 0x1p-126 ? 0x1p-149 : ldexp(1.0, ilogb(e) - 23), t = e + dir * kU * ulp;
-    float f = (float)t;
-    if (dir > 0 && (double)f > t) f = nextafterf(f, 0);
-    if (dir < 0 && (double)f < t) f = nextafterf(f, INFINITY);
+    float f = (float)e;
+    if (dir == 0 || f == 0) return f;
+    for (int k = 0; k < (int)kU; k++) f = nextafterf(f, dir > 0 ? INFINITY : 0.0f);
     return f;
 }
 

@@ -142,3 +142,37 @@ def test_refusals():
         er.matmul(q[0], k[0].T).covers(np.zeros((40, 70), np.float32), kv_block=4)
     with pytest.raises(er.ExactrefError, match="lse"):
         ref.covers((O, L[:, :-1]))
+
+
+def test_attention_captures():
+    """H200 captures (tools/capture/capture_attention.py): every correct output of torch's flash, efficient, cudnn and
+    math backends (fp16, bf16, fp32; causal or not; Sq != Sk; decoding against 2048 keys; GQA) and of a Triton flash
+    kernel (both alignments, fully masked rows) covered under any_order and, for fp16 and bf16, under mma:sm90.
+    torch's aten flash op aligns is_causal bottom-right when Sq != Sk: covered there, outside top-left. The aten cudnn
+    op's fp32 output (NaN in half of O) is caught. Every planted bug caught wherever it moves an output: no rescale
+    moves nothing when the keys fit one 64-key block (Sk = 64)."""
+    from conftest import arrays, captures
+    pytest.importorskip("ml_dtypes")
+    z, rows = captures("attention")
+    seen = 0
+    for cid, kind, dt, Sq, Sk, D, H, Hkv, causal, align, gid in rows:
+        q, k, v, o = arrays(z, dt, gid + "__in__q", gid + "__in__k", gid + "__in__v", cid + "__out__o")
+        lse = z[cid + "__out__lse"] if cid + "__out__lse" in z else None
+        causal = causal == "1"
+        shifted = kind == "torch_flash" and causal and Sq != Sk
+        if shifted:
+            res = er.attention(q, k, v, causal=True).covers((o, lse))
+            assert not res.out.all() and not res.lse.all(), cid
+            align = "bottom_right"
+        ref = er.attention(q, k, v, causal=causal, causal_alignment=align, enable_gqa=H != Hkv)
+        stds = ("any_order", "mma:sm90") if dt != "float32" else ("any_order",)
+        for std in stds:
+            res = ref.covers((o, lse), standard=std)
+            if kind == "torch_cudnn" and dt == "float32":
+                assert res.out.counts["nan_unexpected"] > 0, cid
+            elif kind.startswith("bug") and not (kind == "bug_no_rescale" and Sk == "64"):
+                assert not res.all(), "%s %s %s: %s" % (cid, kind, std, res)
+            else:
+                assert res.all(), "%s %s %s %s: %s" % (cid, kind, dt, std, res)
+        seen += 1
+    assert seen == 121
