@@ -542,6 +542,95 @@ START_TEST(rescale_chain_at_the_edge) {
 }
 END_TEST
 
+/* The MPFR oracle: O and LSE of every row at 300 bits (the scores exact, the scale 1/sqrt(D) and each exp rounded
+ * to nearest at 300 bits), rounded by er_oracle_round, written as the kernel's output: every element must be exact.
+ * Random problems in fp16, bf16 and fp32, masks and GQA, and O in fp16, bf16 and fp32. */
+START_TEST(mpfr_oracle_is_exact) {
+    er_test_reseed(1604);
+    int trials = (int)(12 * er_test_multiplier());
+    mpfr_t S, t, x, sc, L, N, m;
+    mpfr_inits2(300, S, t, x, sc, L, N, m, (mpfr_ptr)0);
+    for (int tr = 0; tr < trials; tr++) {
+        random_problem();
+        Sk = (int)er_rand_int(1, 80);
+        gen((int)er_rand_int(0, 1), 1.0);
+        er_format OF = out_format();
+        int fp32 = IF == ER_FP32;
+        if (user_scale != 0) mpfr_set_d(sc, user_scale, MPFR_RNDN);
+        else { mpfr_set_si(sc, D, MPFR_RNDN); mpfr_rec_sqrt(sc, sc, MPFR_RNDN); }
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Sq; i++) {
+                int j0, j1, g = h / (H / Hkv);
+                keys_of(i, &j0, &j1, 0);
+                mpfr_t s[MAXS];
+                mpfr_set_inf(m, -1);
+                for (int j = j0; j <= j1; j++) {
+                    mpfr_init2(s[j - j0], 300);
+                    mpfr_set_zero(S, 1);
+                    for (int d = 0; d < D; d++) {
+                        mpfr_set_d(x, qd[(h * Sq + i) * D + d] * kd[(g * Sk + j) * D + d], MPFR_RNDN); /* exact */
+                        mpfr_add(S, S, x, MPFR_RNDN);                                              /* exact at 300 bits */
+                    }
+                    mpfr_mul(s[j - j0], S, sc, MPFR_RNDN);
+                    if (mpfr_cmp(s[j - j0], m) > 0) mpfr_set(m, s[j - j0], MPFR_RNDN);
+                }
+                mpfr_set_zero(L, 1);
+                for (int j = j0; j <= j1; j++) {
+                    mpfr_sub(s[j - j0], s[j - j0], m, MPFR_RNDN);
+                    mpfr_exp(s[j - j0], s[j - j0], MPFR_RNDN);
+                    mpfr_add(L, L, s[j - j0], MPFR_RNDN);
+                }
+                for (int d = 0; d < Dv; d++) {
+                    double o = 0;
+                    if (j1 >= j0) {
+                        mpfr_set_zero(N, 1);
+                        for (int j = j0; j <= j1; j++) {
+                            mpfr_mul_d(x, s[j - j0], vd[(g * Sk + j) * Dv + d], MPFR_RNDN);
+                            mpfr_add(N, N, x, MPFR_RNDN);
+                        }
+                        mpfr_div(x, N, L, MPFR_RNDN);
+                        o = er_oracle_round(OF, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+                    }
+                    int at = (h * Sq + i) * Dv + d;
+                    of[at] = (float)o;
+                    uint64_t bits = 0;
+                    er_encode(&bits, OF, o, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+                    ob[at] = (uint16_t)bits;
+                }
+                if (j1 >= j0) {
+                    mpfr_log(x, L, MPFR_RNDN);
+                    mpfr_add(x, x, m, MPFR_RNDN);
+                    outl[h * Sq + i] = (float)er_oracle_round(ER_FP32, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+                } else {
+                    outl[h * Sq + i] = -INFINITY;
+                }
+                for (int j = j0; j <= j1; j++) mpfr_clear(s[j - j0]);
+            }
+        er_tensor tq, tk, tv, to, tl;
+        er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, fp32 ? (void *)qf : (void *)qb);
+        er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, fp32 ? (void *)kf : (void *)kb);
+        er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, fp32 ? (void *)vf : (void *)vb);
+        er_tensor_view(&to, OF, 3, (int64_t[]){H, Sq, Dv}, NULL, fp32 ? (void *)of : (void *)ob);
+        er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){H, Sq}, NULL, outl);
+        er_attention_opts ao = {user_scale, causal, bottom_right, window, wl, wr, H != Hkv};
+        er_ref *ref;
+        ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, &ao), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+        er_report reps[2];
+        const er_tensor *outs[2] = {&to, &tl};
+        ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 2, &std), ER_OK);
+        ER_REQUIRE(reps[0].counts[ER_CLASS_EXACT] == (int64_t)H * Sq * Dv, "trial %d (%s): O exact %lld of %lld", tr,
+                   er_format_name(IF), (long long)reps[0].counts[ER_CLASS_EXACT], (long long)H * Sq * Dv);
+        ER_REQUIRE(reps[1].counts[ER_CLASS_EXACT] == (int64_t)H * Sq, "trial %d: LSE exact %lld of %lld", tr,
+                   (long long)reps[1].counts[ER_CLASS_EXACT], (long long)H * Sq);
+        for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+        er_ref_free(ref);
+    }
+    mpfr_clears(S, t, x, sc, L, N, m, (mpfr_ptr)0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("attention");
@@ -551,6 +640,7 @@ int main(void) {
     tcase_add_test(tc, exact_ties_round_to_even);
     tcase_add_test(tc, fully_masked_rows);
     tcase_add_test(tc, rescale_chain_at_the_edge);
+    tcase_add_test(tc, mpfr_oracle_is_exact);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
