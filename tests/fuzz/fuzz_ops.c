@@ -67,7 +67,7 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size};
-    int op = (int)(byte(&r) % 11);
+    int op = (int)(byte(&r) % 12);
     er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
     int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
     unsigned sidx = byte(&r) % (sizeof standards / sizeof standards[0]);
@@ -105,6 +105,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 10: /* granularity 3, recipe 3 and blocks below 1 are refused */
         st = er_quantize(&ref, &A, fo, (er_granularity)((dim + 3) % 4), (int64_t)dim + 2, (er_scale_recipe)(byte(&r) % 4));
         break;
+    case 11: { /* attention: q = A, k = v = B; the mask's flags and sizes from the input (values other than 0 and 1,
+                * negative windows and scales that are not finite are refused) */
+        unsigned fl = byte(&r);
+        er_attention_opts ao = {sa, (int)(fl & 3) - 1 + 1, (int)((fl >> 2) & 1), (int)((fl >> 3) & 3), dim, (int64_t)(int8_t)byte(&r),
+                                (int)((fl >> 5) & 1)};
+        st = vb > 0 ? er_attention(&ref, &A, &B, &B, (fl >> 6) ? &ao : NULL) : ER_ERR_INVALID;
+        break;
+    }
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
     }
     if (st != ER_OK) { if (ref) abort(); return 0; }
