@@ -297,6 +297,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         oex[d] = w->N[d] / Lmid;
         double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o), rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
         w->open[d] = !(rl == rh);
+        if (rl == 0) rl = copysign(0.0, w->N[d]); /* both ends round to a zero: the sign of the estimate (+0 for 0) */
         ord[d] = w->open[d] ? NAN : rl;
         open |= w->open[d];
     }

@@ -176,3 +176,9 @@ def test_attention_captures():
                 assert res.all(), "%s %s %s %s: %s" % (cid, kind, dt, std, res)
         seen += 1
     assert seen == 121
+
+
+def test_guide_output():
+    """docs/guides/check-attention.md shows what examples/python/attention_check.py prints."""
+    from test_exactref import _shows_output
+    _shows_output("guides/check-attention.md", "attention_check.py")

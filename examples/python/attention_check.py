@@ -1,0 +1,50 @@
+"""Checking a flash-attention kernel's O and LSE with exactref (docs/guides/check-attention.md).
+
+The kernel is a numpy stand-in for a Triton or CUDA one: fp32 arithmetic, key blocks of 32, the running maximum
+and the rescaling, exp2 of the folded scale, P rounded to fp16 before P V. Its inputs are multiples of 1/8, so that
+its scores come out the same on every machine. Run: PYTHONPATH=bindings/python python3 examples/python/attention_check.py"""
+import numpy as np
+
+import exactref as er
+
+f32 = np.float32
+
+
+def flash(q, k, v, causal=False, off_by_one=0, lse_base2=False, block=32):
+    H, Sq, D = q.shape
+    Sk = k.shape[1]
+    c = f32(f32(1 / np.sqrt(D)) * f32(1.4426950408889634))   # the scale folded into exp2's argument
+    exp2 = lambda x: np.exp2(x.astype(np.float64)).astype(f32)  # noqa: E731 - within an ulp, the same everywhere
+    O = np.zeros((H, Sq, D), np.float16)
+    L = np.zeros((H, Sq), f32)
+    rows = np.arange(Sq)[:, None]
+    for h in range(H):
+        m, l, acc = np.full(Sq, -np.inf, f32), np.zeros(Sq, f32), np.zeros((Sq, D), f32)
+        for b0 in range(0, Sk, block):
+            cols = np.arange(b0, min(b0 + block, Sk))[None, :]
+            t = (q[h].astype(f32) @ k[h, b0:b0 + block].astype(f32).T) * c
+            if causal:
+                t = np.where(cols <= rows + off_by_one, t, -np.inf).astype(f32)
+            mn = np.maximum(m, t.max(axis=1))
+            p = exp2(t - mn[:, None])
+            alpha = exp2(m - mn)
+            l = l * alpha + p.sum(axis=1, dtype=f32)
+            acc = acc * alpha[:, None] + p.astype(np.float16).astype(f32) @ v[h, b0:b0 + block].astype(f32)
+            m = mn
+        O[h] = (acc / l[:, None]).astype(np.float16)
+        L[h] = (m + np.log2(l)) if lse_base2 else (m + np.log2(l)) * f32(0.6931471805599453)
+    return O, L
+
+
+rng = np.random.default_rng(0)
+q, k, v = ((rng.integers(-16, 17, (2, 100, 64)) / 8).astype(np.float16) for _ in range(3))
+ref = er.attention(q, k, v, causal=True)
+
+print("-- a correct kernel")
+print(ref.covers(flash(q, k, v, causal=True)))
+print("-- causal off by one: each query also sees the next key")
+print(ref.covers(flash(q, k, v, causal=True, off_by_one=1)))
+print("-- LSE left in base 2 (O is right)")
+res = ref.covers(flash(q, k, v, causal=True, lse_base2=True))
+print("out passes: %s, lse passes: %s" % (res.out.all(), res.lse.all()))
+print(res.lse)
