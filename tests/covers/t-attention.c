@@ -207,27 +207,24 @@ static void gen(int kind, double mag) {
 
 static er_format out_format(void) { return IF == ER_FP32 ? ER_FP32 : IF; }
 
-/* Runs kernel c over every row and checks (O, LSE) under the standard's options; reps must be cleared. */
-static er_status run_and_check(const kcfg *c, const char *opts, er_report reps[2]) {
+/* Writes element at of O (the kernel's value o rounded to O's format, in both storages). */
+static void put_output(int at, double o) {
     er_format OF = out_format();
-    for (int h = 0; h < H; h++)
-        for (int i = 0; i < Sq; i++) {
-            float o[MAXD];
-            kernel_row(c, h, i, o, &outl[h * Sq + i]);
-            for (int d = 0; d < Dv; d++) {
-                int x = (h * Sq + i) * Dv + d;
-                of[x] = (float)rnd(OF, o[d]);
-                uint64_t bits = 0;
-                er_encode(&bits, OF, o[d], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-                ob[x] = (uint16_t)bits;
-            }
-        }
+    uint64_t bits = 0;
+    of[at] = (float)rnd(OF, o);
+    er_encode(&bits, OF, o, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    ob[at] = (uint16_t)bits;
+}
+
+/* Checks the stored (O, LSE) against the reference of the stored inputs under any_order with opts; reps must be
+ * cleared. */
+static er_status check_outputs(const char *opts, er_report reps[2]) {
     int fp32 = IF == ER_FP32;
     er_tensor tq, tk, tv, to, tl;
     er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, fp32 ? (void *)qf : (void *)qb);
     er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, fp32 ? (void *)kf : (void *)kb);
     er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, fp32 ? (void *)vf : (void *)vb);
-    er_tensor_view(&to, OF, 3, (int64_t[]){H, Sq, Dv}, NULL, fp32 ? (void *)of : (void *)ob);
+    er_tensor_view(&to, out_format(), 3, (int64_t[]){H, Sq, Dv}, NULL, fp32 ? (void *)of : (void *)ob);
     er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){H, Sq}, NULL, outl);
     er_attention_opts ao = {user_scale, causal, bottom_right, window, wl, wr, H != Hkv};
     er_ref *ref = NULL;
@@ -239,6 +236,29 @@ static er_status run_and_check(const kcfg *c, const char *opts, er_report reps[2
     if (st == ER_OK) st = er_covers_outputs(reps, ref, outs, 2, &std);
     er_ref_free(ref);
     return st;
+}
+
+/* Runs kernel c over every row and checks (O, LSE) under the standard's options; reps must be cleared. */
+static er_status run_and_check(const kcfg *c, const char *opts, er_report reps[2]) {
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Sq; i++) {
+            float o[MAXD];
+            kernel_row(c, h, i, o, &outl[h * Sq + i]);
+            for (int d = 0; d < Dv; d++) put_output((h * Sq + i) * Dv + d, o[d]);
+        }
+    return check_outputs(opts, reps);
+}
+
+/* Sets the problem's formats and sizes, with no mask. */
+static void problem(er_format f, int h, int hkv, int sq, int sk, int d, int dv) {
+    IF = f;
+    H = h;
+    Hkv = hkv;
+    Sq = sq;
+    Sk = sk;
+    D = d;
+    Dv = dv;
+    causal = bottom_right = window = 0;
 }
 
 static void random_problem(void) {
@@ -255,6 +275,17 @@ static void random_problem(void) {
     window = er_rand_int(0, 3) == 0;
     wl = (int)er_rand_int(0, 40);
     wr = (int)er_rand_int(0, 40);
+}
+
+/* A kernel in key blocks of `block` in order, exps to nearest, P rounded to v's format, `splits` splits. */
+static kcfg plain_kernel(int block, int mode, int splits) {
+    kcfg c;
+    memset(&c, 0, sizeof c);
+    c.block = block;
+    c.mode = mode;
+    c.pround = 1;
+    c.splits = splits;
+    return c;
 }
 
 static kcfg random_kernel(void) {
@@ -308,23 +339,10 @@ START_TEST(planted_bugs_are_caught) {
     static const char *const names[8] = {"", "scale 1/D", "no rescale", "causal off by one", "GQA head h % Hkv", "LSE in base 2",
                                          "padded keys unmasked", "LSE without the maximum"};
     for (int bug = 1; bug <= 7; bug++) {
-        IF = ER_FP16;
-        H = 4;
-        Hkv = bug == 4 ? 2 : 4;
-        Sq = 24;
-        Sk = bug == 6 ? 100 : 150; /* 100 keys: the last 64-key block holds 28 padded keys */
-        D = 32;
-        Dv = 16;
+        problem(ER_FP16, 4, bug == 4 ? 2 : 4, 24, bug == 6 ? 100 : 150, 32, 16); /* 100 keys: 28 padded in the last block */
         causal = bug == 3;
-        bottom_right = 0;
-        window = 0;
         gen(0, 1.0);
-        kcfg c;
-        memset(&c, 0, sizeof c);
-        c.block = 64;
-        c.mode = bug == 5 ? 2 : 1;
-        c.pround = 1;
-        c.splits = 1;
+        kcfg c = plain_kernel(64, bug == 5 ? 2 : 1, 1);
         c.bug = bug;
         er_report reps[2];
         ck_assert_int_eq(run_and_check(&c, NULL, reps), ER_OK);
@@ -342,24 +360,13 @@ END_TEST
 
 /* q = 0: every weight is exactly 1 and O is the mean of v; a mean on a midpoint of fp16 rounds to even. */
 START_TEST(exact_ties_round_to_even) {
-    IF = ER_FP16;
-    H = Hkv = 1;
-    Sq = 1;
-    Sk = 2;
-    D = 16;
-    Dv = 16;
-    causal = bottom_right = window = 0;
+    problem(ER_FP16, 1, 1, 1, 2, 16, 16);
     user_scale = 0;
     for (int x = 0; x < D * Sk; x++) kd[x] = er_rand_normal();
     for (int x = 0; x < D; x++) qd[x] = 0;
     for (int d = 0; d < Dv; d++) { vd[d] = 1.0; vd[Dv + d] = 1.0 + 0x1p-10; } /* mean 1 + 2^-11: a midpoint */
     store_inputs();
-    kcfg c;
-    memset(&c, 0, sizeof c);
-    c.block = 16;
-    c.mode = 1;
-    c.pround = 1;
-    c.splits = 1;
+    kcfg c = plain_kernel(16, 1, 1);
     er_report reps[2];
     ck_assert_int_eq(run_and_check(&c, NULL, reps), ER_OK);
     ER_REQUIRE_PASS(&reps[0], "O");
@@ -395,21 +402,10 @@ END_TEST
  * NaN covered; a kernel writing LSE = 0 there is caught. */
 START_TEST(fully_masked_rows) {
     er_test_reseed(1603);
-    IF = ER_BF16;
-    H = Hkv = 2;
-    Sq = 30;
-    Sk = 20;
-    D = 16;
-    Dv = 16;
+    problem(ER_BF16, 2, 2, 30, 20, 16, 16);
     causal = bottom_right = 1;
-    window = 0;
     gen(0, 1.0);
-    kcfg c;
-    memset(&c, 0, sizeof c);
-    c.block = 16;
-    c.mode = 2;
-    c.pround = 1;
-    c.splits = 2;
+    kcfg c = plain_kernel(16, 2, 2);
     er_report reps[2];
     ck_assert_int_eq(run_and_check(&c, NULL, reps), ER_OK);
     ER_REQUIRE_PASS(&reps[0], "O");
@@ -498,13 +494,7 @@ END_TEST
  * above it: the budget's relative edge). fp32 inputs: no P rounding to hide behind. Covered at kv_block=1; the same
  * kernels with exps far outside their budget are outside. */
 START_TEST(rescale_chain_at_the_edge) {
-    IF = ER_FP32;
-    H = Hkv = 1;
-    Sq = 1;
-    Sk = 1000;
-    D = 16;
-    Dv = 16;
-    causal = bottom_right = window = 0;
+    problem(ER_FP32, 1, 1, 1, 1000, 16, 16);
     user_scale = 1.0;
     /* dir 2: the first key dominates the sum (the others 21 below it) and meets all 999 rescales */
     for (int dir = -1; dir <= 2; dir += dir == -1 ? 2 : 1) {
@@ -555,7 +545,6 @@ START_TEST(mpfr_oracle_is_exact) {
         Sk = (int)er_rand_int(1, 80);
         gen((int)er_rand_int(0, 1), 1.0);
         er_format OF = out_format();
-        int fp32 = IF == ER_FP32;
         if (user_scale != 0) mpfr_set_d(sc, user_scale, MPFR_RNDN);
         else { mpfr_set_si(sc, D, MPFR_RNDN); mpfr_rec_sqrt(sc, sc, MPFR_RNDN); }
         for (int h = 0; h < H; h++)
@@ -591,11 +580,7 @@ START_TEST(mpfr_oracle_is_exact) {
                         mpfr_div(x, N, L, MPFR_RNDN);
                         o = er_oracle_round(OF, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
                     }
-                    int at = (h * Sq + i) * Dv + d;
-                    of[at] = (float)o;
-                    uint64_t bits = 0;
-                    er_encode(&bits, OF, o, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-                    ob[at] = (uint16_t)bits;
+                    put_output((h * Sq + i) * Dv + d, o);
                 }
                 if (j1 >= j0) {
                     mpfr_log(x, L, MPFR_RNDN);
@@ -606,26 +591,13 @@ START_TEST(mpfr_oracle_is_exact) {
                 }
                 for (int j = j0; j <= j1; j++) mpfr_clear(s[j - j0]);
             }
-        er_tensor tq, tk, tv, to, tl;
-        er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, fp32 ? (void *)qf : (void *)qb);
-        er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, fp32 ? (void *)kf : (void *)kb);
-        er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, fp32 ? (void *)vf : (void *)vb);
-        er_tensor_view(&to, OF, 3, (int64_t[]){H, Sq, Dv}, NULL, fp32 ? (void *)of : (void *)ob);
-        er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){H, Sq}, NULL, outl);
-        er_attention_opts ao = {user_scale, causal, bottom_right, window, wl, wr, H != Hkv};
-        er_ref *ref;
-        ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, &ao), ER_OK);
-        er_standard std;
-        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
         er_report reps[2];
-        const er_tensor *outs[2] = {&to, &tl};
-        ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 2, &std), ER_OK);
+        ck_assert_int_eq(check_outputs(NULL, reps), ER_OK);
         ER_REQUIRE(reps[0].counts[ER_CLASS_EXACT] == (int64_t)H * Sq * Dv, "trial %d (%s): O exact %lld of %lld", tr,
                    er_format_name(IF), (long long)reps[0].counts[ER_CLASS_EXACT], (long long)H * Sq * Dv);
         ER_REQUIRE(reps[1].counts[ER_CLASS_EXACT] == (int64_t)H * Sq, "trial %d: LSE exact %lld of %lld", tr,
                    (long long)reps[1].counts[ER_CLASS_EXACT], (long long)H * Sq);
         for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
-        er_ref_free(ref);
     }
     mpfr_clears(S, t, x, sc, L, N, m, (mpfr_ptr)0);
 }
