@@ -41,7 +41,10 @@ q, k, v = ((rng.integers(-16, 17, (2, 100, 64)) / 8).astype(np.float16) for _ in
 ref = er.attention(q, k, v, causal=True)
 
 print("-- a correct kernel")
-print(ref.covers(flash(q, k, v, causal=True)))
+good = flash(q, k, v, causal=True)
+print(ref.covers(good))
+print("-- its LSE under p_sum=fp32 (the denominator sums p before its rounding to fp16, as this kernel does)")
+print(ref.covers(good, p_sum="fp32").lse)
 print("-- causal off by one: each query also sees the next key")
 print(ref.covers(flash(q, k, v, causal=True, off_by_one=1)))
 print("-- LSE left in base 2 (O is right)")

@@ -107,6 +107,8 @@ typedef struct er_standard {
                                  depth, as GPU reductions are; 0: no bound, the same as n - 1) */
     int64_t kv_block;         /* attention: the kernel rescales its running state at most once per this many keys
                                  (its key block; 0: the default, 16) */
+    int p_sum;                /* attention: 0 either (default); 1 the denominator sums p in fp32, before P's rounding to
+                                 v's format (p_sum=fp32) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,

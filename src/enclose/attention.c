@@ -263,7 +263,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
 
     /* Theorem A2: how far a flash-style kernel may move each key's weight (Theta, in the exponent) and the sums */
     double ulog = 2 * u * fmax(pl->Ulog, 4.0);
-    double G = (double)((pl->Sk + pl->kv_block - 1) / pl->kv_block) + 2, T = pl->cp * (double)n + (2 * pl->cg + 1) * G + 4;
+    double G = (double)((pl->Sk + pl->kv_block - 1) / pl->kv_block) + 2, T = pl->cp * (double)n + 2 * pl->cg + 2 * G + 4;
     double R = er__up(smax - smin), lnn = log((double)n) + 1;
     /* every exp argument is at most R + 2 delta in magnitude (up to its rounding) */
     double U = pl->exp_fast ? fmax(pl->U, 2 + 1.173 * (R + 2 * delta + 1)) : pl->U;
@@ -272,11 +272,14 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     double th_split = 0x1p-20 + ulog * (lnn + delta) + 2 * u * (Mabs + lnn + 2 + delta) + u * (R + lnn + 2 + 2 * delta) +
                       2 * u * (Uc + 0.5) + 10 * u;
     double theta = delta + th_arg + (G + 2) * (2 * u * (U + 0.5) * (1 + 2 * u) + u) + 6 * u + th_split;
-    /* (1 - b) >= exp(-b (1 + b)) and b <= u_V for every relative factor: the (1 + u_V) covers the lower side */
+    /* (1 - b) >= exp(-b (1 + b)) and b <= u_V for every relative factor: the (1 + u_V) covers the lower side. The
+     * numerator's terms meet P's rounding (and tf32's of v); the denominator's only when it may sum the rounded P */
     double eps = expm1((theta + pl->uv + uin + T * u) * (1 + pl->uv) * (1 + 0x1p-40)) * (1 + 0x1p-30);
+    double epsl = pl->psum_fp32 ? expm1((theta + T * u) * (1 + pl->uv) * (1 + 0x1p-40)) * (1 + 0x1p-30) : eps;
     double abs1 = pl->etav + (G + 2) * (U + 2) * 0x1p-126, abs0 = (G + (double)n + 4) * 0x1p-125;
-    double EL = er__up(2 * (double)n * abs1 * (1 + 0x1p-40) + abs0);
-    double Lklo = er__dn(er__dn(Llo * er__dn(1 - eps)) - EL), Lkhi = er__up(er__up(Lhi * er__up(1 + eps)) + EL);
+    double absl = pl->psum_fp32 ? (G + 2) * (U + 2) * 0x1p-126 : abs1;
+    double EL = er__up(2 * (double)n * absl * (1 + 0x1p-40) + abs0);
+    double Lklo = er__dn(er__dn(Llo * er__dn(1 - epsl)) - EL), Lkhi = er__up(er__up(Lhi * er__up(1 + epsl)) + EL);
     if (!(Lklo > 0)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
 
     int open = 0;

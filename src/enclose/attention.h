@@ -10,11 +10,12 @@ typedef struct er_attn_plan {
     double u;                  /* unit roundoff of the compute format (fp32: 2^-24) */
     double uv, etav;           /* P's format (v's): unit roundoff, subnormal spacing */
     double uin;                /* compute=tf32: the operands' rounding (2^-11); else 0 */
-    double cp, cg;             /* a sum of n products errs by at most (cp n + cg g) u times the sum of their magnitudes
-                                  when it is cut into g chains or groups (Lemma A2) */
+    double cp, cg;             /* a sum of n products errs by at most (cp n + 2 cg) u times the sum of their magnitudes
+                                  (Lemma A2) */
     double U;                  /* exp and exp2 within U ulps of the compute format */
     int exp_fast;              /* or within 2 + floor(1.173 |x|) ulps at argument x (__expf) */
     double Ulog;               /* log and log2 within Ulog ulps, or 2^-20 absolute */
+    int psum_fp32;             /* the denominator sums p before its rounding to v's format (p_sum=fp32) */
     int64_t D, Dv, Sk, kv_block;
     double sc;                 /* the scale as a double */
     int sc_default;            /* the scale is the real number 1/sqrt(D) (sc its rounding; else sc is exact) */

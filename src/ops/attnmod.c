@@ -217,6 +217,7 @@ static er_status er_attn_rows(er_attn_job *j) {
     pl.Dv = Dv;
     pl.Sk = Sk;
     pl.kv_block = std->kv_block ? std->kv_block : 16;
+    pl.psum_fp32 = std->p_sum == 1;
     pl.sc_default = r->scale == 0;
     pl.sc = r->scale != 0 ? r->scale : 1.0 / sqrt((double)D);
     double *kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));

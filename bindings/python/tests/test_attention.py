@@ -138,7 +138,7 @@ def test_refusals():
     O, L = flash(q, k, v)
     with pytest.raises(er.ExactrefError, match="div= does not apply"):
         ref.covers((O, L), div="divide")
-    with pytest.raises(er.ExactrefError, match="kv_block= applies to attention"):
+    with pytest.raises(er.ExactrefError, match="kv_block= and p_sum= apply to attention"):
         er.matmul(q[0], k[0].T).covers(np.zeros((40, 70), np.float32), kv_block=4)
     with pytest.raises(er.ExactrefError, match="lse"):
         ref.covers((O, L[:, :-1]))
@@ -147,7 +147,8 @@ def test_refusals():
 def test_attention_captures():
     """H200 captures (tools/capture/capture_attention.py): every correct output of torch's flash, efficient, cudnn and
     math backends (fp16, bf16, fp32; causal or not; Sq != Sk; decoding against 2048 keys; GQA) and of a Triton flash
-    kernel (both alignments, fully masked rows) covered under any_order and, for fp16 and bf16, under mma:sm90.
+    kernel (both alignments, fully masked rows) covered under any_order and, for fp16 and bf16, under mma:sm90, each
+    also with p_sum=fp32 (every captured kernel sums the denominator before P's rounding).
     torch's aten flash op aligns is_causal bottom-right when Sq != Sk: covered there, outside top-left. The aten cudnn
     op's fp32 output (NaN in half of O) is caught. Every planted bug caught wherever it moves an output: no rescale
     moves nothing when the keys fit one 64-key block (Sk = 64)."""
@@ -166,7 +167,7 @@ def test_attention_captures():
             align = "bottom_right"
         ref = er.attention(q, k, v, causal=causal, causal_alignment=align, enable_gqa=H != Hkv)
         stds = ("any_order", "mma:sm90") if dt != "float32" else ("any_order",)
-        for std in stds:
+        for std in stds + tuple(s + " p_sum=fp32" for s in stds):
             res = ref.covers((o, lse), standard=std)
             if kind == "torch_cudnn" and dt == "float32":
                 assert res.out.counts["nan_unexpected"] > 0, cid
