@@ -192,81 +192,146 @@ static void er_attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, do
     }
 }
 
-static er_status er_attn_rows(er_attn_job *j) {
-    const er_ref *r = j->ref;
-    const er_standard *std = j->std;
-    int64_t D = r->dh, Dv = r->dv, Sk = r->sk, Sq = r->sq, H = r->heads, grp = r->heads / r->kv_heads;
+/* One thread's rows: the plan, its kv head decoded, the row's results. */
+typedef struct er_attn_rowctx {
+    const er_ref *r;
     er_attn_plan pl;
-    er_status st_sums;
-    memset(&pl, 0, sizeof pl);
-    er__exp_init();
-    pl.O = j->so ? j->so->O : er__fmt(ER_FP32);
-    pl.ov_o = j->so ? j->so->ov : ER_OVERFLOW_IEEE;
-    pl.L = j->sl ? j->sl->O : er__fmt(ER_FP32);
-    pl.ov_l = j->sl ? j->sl->ov : ER_OVERFLOW_IEEE;
-    pl.u = 0x1p-24;
-    const er_fmt_info *Vf = er__fmt(r->C.format);
-    pl.uv = ldexp(1.0, -Vf->p);
-    pl.etav = Vf->min_sub;
-    pl.uin = std->compute == ER_TF32 ? 0x1p-11 : 0.0;
-    st_sums = er_attn_sums(r, std, &pl.cp, &pl.cg);
-    pl.U = std->exp_ulps ? std->exp_ulps : 2.0;
-    pl.exp_fast = std->exp_fast || (std->fast_math == 1 && std->exp_ulps == 0);
-    pl.Ulog = std->log_ulps ? std->log_ulps : 1.0;
-    pl.D = D;
-    pl.Dv = Dv;
-    pl.Sk = Sk;
-    pl.kv_block = std->kv_block ? std->kv_block : 16;
-    pl.psum_fp32 = std->p_sum == 1;
-    pl.sc_default = r->scale == 0;
-    pl.sc = r->scale != 0 ? r->scale : 1.0 / sqrt((double)D);
-    double *kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));
-    int64_t *bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
-    er_cval *ocv = malloc(sizeof(er_cval) * (size_t)(Dv + 1));
-    double *oex = malloc(sizeof(double) * (size_t)(2 * Dv + 2));
     er_attn_work w;
-    memset(&w, 0, sizeof w);
-    er_status st = st_sums != ER_OK ? st_sums : er__attn_work_init(&w, Sk, Dv);
-    if (st == ER_OK && (!kb || !bad || !ocv || !oex)) st = er__fail(ER_ERR_NOMEM, "cannot allocate an attention head of %lld keys", (long long)Sk);
-    double *vb = kb ? kb + Sk * D : NULL, *kn = vb ? vb + Sk * Dv : NULL, *qr = kn ? kn + Sk : NULL, *ord = oex ? oex + Dv + 1 : NULL;
-    er_attn_kv kv = {kb, vb, kn, bad};
-    int64_t cur_b = -1, cur_g = -1;
+    er_attn_kv kv;
+    double *kb, *vb, *kn, *qr, *oex, *ord, lex, lrd;
+    int64_t *bad, cur_b, cur_g;
+    er_cval *ocv, lcv;
+} er_attn_rowctx;
+
+/* The plan for the standard (sets) and the output formats O and L (exact values), and the row buffers. */
+static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_standard *std, const er_fmt_info *O,
+                                  er_overflow ov_o, const er_fmt_info *L, er_overflow ov_l) {
+    int64_t D = r->dh, Dv = r->dv, Sk = r->sk;
+    memset(c, 0, sizeof *c);
+    c->r = r;
+    c->cur_b = c->cur_g = -1;
+    er__exp_init();
+    er_attn_plan *pl = &c->pl;
+    pl->O = O;
+    pl->ov_o = ov_o;
+    pl->L = L;
+    pl->ov_l = ov_l;
+    pl->u = 0x1p-24;
+    const er_fmt_info *Vf = er__fmt(r->C.format);
+    pl->uv = ldexp(1.0, -Vf->p);
+    pl->etav = Vf->min_sub;
+    pl->uin = std->compute == ER_TF32 ? 0x1p-11 : 0.0;
+    ER_RETURN_IF_ERROR(er_attn_sums(r, std, &pl->cp, &pl->cg));
+    pl->U = std->exp_ulps ? std->exp_ulps : 2.0;
+    pl->exp_fast = std->exp_fast || (std->fast_math == 1 && std->exp_ulps == 0);
+    pl->Ulog = std->log_ulps ? std->log_ulps : 1.0;
+    pl->D = D;
+    pl->Dv = Dv;
+    pl->Sk = Sk;
+    pl->kv_block = std->kv_block ? std->kv_block : 16;
+    pl->psum_fp32 = std->p_sum == 1;
+    pl->sc_default = r->scale == 0;
+    pl->sc = r->scale != 0 ? r->scale : 1.0 / sqrt((double)D);
+    c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));
+    c->bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
+    c->ocv = malloc(sizeof(er_cval) * (size_t)(Dv + 1));
+    c->oex = malloc(sizeof(double) * (size_t)(2 * Dv + 2));
+    er_status st = er__attn_work_init(&c->w, Sk, Dv);
+    if (st == ER_OK && (!c->kb || !c->bad || !c->ocv || !c->oex))
+        st = er__fail(ER_ERR_NOMEM, "cannot allocate an attention head of %lld keys", (long long)Sk);
+    if (st != ER_OK) return st;
+    c->vb = c->kb + Sk * D;
+    c->kn = c->vb + Sk * Dv;
+    c->qr = c->kn + Sk;
+    c->ord = c->oex + Dv + 1;
+    c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->bad};
+    return ER_OK;
+}
+
+static void er_attn_ctx_close(er_attn_rowctx *c) {
+    er__attn_work_free(&c->w);
+    free(c->kb);
+    free(c->bad);
+    free(c->ocv);
+    free(c->oex);
+}
+
+/* Row `row`'s sets and exact results (ocv, oex, ord; lcv, lex, lrd). */
+static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
+    const er_ref *r = c->r;
+    int64_t D = r->dh, Sk = r->sk, Sq = r->sq, H = r->heads, grp = r->heads / r->kv_heads;
+    int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H), g = h / grp;
+    if (b != c->cur_b || g != c->cur_g) {
+        er_attn_load_kv(r, b, g, c->kb, c->vb, c->kn, c->bad);
+        c->cur_b = b;
+        c->cur_g = g;
+    }
     const er_tensor *Q = &r->A;
     int nd = Q->ndim;
+    int64_t qo = er_attn_base(Q, b, h) + i * Q->strides[nd - 2];
+    for (int64_t d = 0; d < D; d++) c->qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
+    /* the unmasked keys: j0 .. j1 */
+    int64_t ii = i + (r->bottom_right ? Sk - Sq : 0), j0 = 0, j1 = Sk - 1;
+    if (r->causal && ii < j1) j1 = ii;
+    if (r->window) {
+        if (ii - r->win_l > j0) j0 = ii - r->win_l;
+        if (ii + r->win_r < j1) j1 = ii + r->win_r;
+    }
+    int64_t n = j1 >= j0 ? j1 - j0 + 1 : 0;
+    return er__attn_row(&c->pl, &c->kv, c->qr, n ? j0 : 0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
+}
+
+static er_status er_attn_rows(er_attn_job *j) {
+    er_attn_rowctx c;
+    const er_fmt_info *F32 = er__fmt(ER_FP32);
+    er_status st = er_attn_ctx_open(&c, j->ref, j->std, j->so ? j->so->O : F32, j->so ? j->so->ov : ER_OVERFLOW_IEEE,
+                                    j->sl ? j->sl->O : F32, j->sl ? j->sl->ov : ER_OVERFLOW_IEEE);
+    int64_t Dv = j->ref->dv;
     for (int64_t row = j->r0; row < j->r1 && st == ER_OK; row++) {
-        int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H), g = h / grp;
-        if (b != cur_b || g != cur_g) { er_attn_load_kv(r, b, g, kb, vb, kn, bad); cur_b = b; cur_g = g; }
-        int64_t qo = er_attn_base(Q, b, h) + i * Q->strides[nd - 2];
-        for (int64_t d = 0; d < D; d++) qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
-        /* the unmasked keys: j0 .. j1 */
-        int64_t ii = i + (r->bottom_right ? Sk - Sq : 0), j0 = 0, j1 = Sk - 1;
-        if (r->causal && ii < j1) j1 = ii;
-        if (r->window) {
-            if (ii - r->win_l > j0) j0 = ii - r->win_l;
-            if (ii + r->win_r < j1) j1 = ii + r->win_r;
-        }
-        int64_t n = j1 >= j0 ? j1 - j0 + 1 : 0;
-        er_cval lcv;
-        double lex, lrd;
-        st = er__attn_row(&pl, &kv, qr, n ? j0 : 0, n, &w, ocv, oex, ord, &lcv, &lex, &lrd);
+        st = er_attn_ctx_row(&c, row);
         if (st != ER_OK) break;
         if (j->so)
             for (int64_t d = 0; d < Dv; d++) {
-                er_cset c;
-                er__cset_build(&c, j->so->O, j->so->ov, 1, &ocv[d], oex[d], ord[d]);
-                er__sink_put(j->so, row * Dv + d, &c);
+                er_cset cs;
+                er__cset_build(&cs, j->so->O, j->so->ov, 1, &c.ocv[d], c.oex[d], c.ord[d]);
+                er__sink_put(j->so, row * Dv + d, &cs);
             }
         if (j->sl) {
-            er_cset c;
-            er__cset_build(&c, j->sl->O, j->sl->ov, 1, &lcv, lex, lrd);
-            er__sink_put(j->sl, row, &c);
+            er_cset cs;
+            er__cset_build(&cs, j->sl->O, j->sl->ov, 1, &c.lcv, c.lex, c.lrd);
+            er__sink_put(j->sl, row, &cs);
         }
     }
-    er__attn_work_free(&w);
-    free(kb);
-    free(bad);
-    free(ocv);
-    free(oex);
+    er_attn_ctx_close(&c);
+    return st;
+}
+
+/* er_ref_exact: O's element idx (its row computed whole), as a double and correctly rounded to f. */
+static er_status er_attn_exact(const er_ref *ref, int64_t idx, const er_fmt_info *f, double *exact, double *rounded) {
+    er_standard std;
+    ER_RETURN_IF_ERROR(er_standard_init(&std));
+    er_attn_rowctx c;
+    er_status st = er_attn_ctx_open(&c, ref, &std, f, ER_OVERFLOW_DEFAULT, er__fmt(ER_FP32), ER_OVERFLOW_IEEE);
+    if (st == ER_OK) st = er_attn_ctx_row(&c, idx / ref->dv);
+    if (st == ER_OK) {
+        if (exact) *exact = c.oex[idx % ref->dv];
+        if (rounded) *rounded = c.ord[idx % ref->dv];
+    }
+    er_attn_ctx_close(&c);
+    return st;
+}
+
+/* er_ref_rounded: every O element correctly rounded into out, a row at a time. */
+static er_status er_attn_rounded(const er_ref *ref, er_tensor *out) {
+    er_standard std;
+    ER_RETURN_IF_ERROR(er_standard_init(&std));
+    er_attn_rowctx c;
+    er_status st = er_attn_ctx_open(&c, ref, &std, er__fmt(out->format), ER_OVERFLOW_DEFAULT, er__fmt(ER_FP32), ER_OVERFLOW_IEEE);
+    for (int64_t row = 0; row < ref->rows && st == ER_OK; row++) {
+        st = er_attn_ctx_row(&c, row);
+        for (int64_t d = 0; d < ref->dv && st == ER_OK; d++) er__store_value(out, row * ref->dv + d, c.ord[d], ER_OVERFLOW_DEFAULT);
+    }
+    er_attn_ctx_close(&c);
     return st;
 }
 
@@ -296,4 +361,5 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
 static const char *const er_attn_names[2] = {"out", "lse"};
 
 const er_op_module er__attention_module = {.name = "attention", .nout = 2, .out_names = er_attn_names, .out_shape = er_attn_out_shape,
-                                           .check = er_attn_check, .covers = er_attn_covers};
+                                           .check = er_attn_check, .covers = er_attn_covers, .exact = er_attn_exact,
+                                           .rounded = er_attn_rounded};

@@ -401,7 +401,8 @@ class Reference:
         return ref
 
     def exact(self, dtype="float32"):
-        """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max)."""
+        """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max;
+        attention's O)."""
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
         view = self._out_view(out, "the exact output", writable=True)
         check(_lib.lib.er_ref_rounded(view.buf, self._ptr))

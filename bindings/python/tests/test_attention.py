@@ -103,6 +103,25 @@ def test_planted_bugs_are_caught(bug):
     assert not res.all(), bug
 
 
+def test_exact_output():
+    """ref.exact(dtype): O correctly rounded (every element classed exact), the float64 attention rounded to the same
+    values nearly everywhere; a fully masked row's O is 0."""
+    rng = np.random.default_rng(12)
+    q, k, v = qkv(rng, Sq=50, Sk=30)
+    ref = er.attention(q, k, v, causal=True, causal_alignment="bottom_right")
+    x = ref.exact(np.float16)
+    assert x.dtype == np.float16 and x.shape == (4, 50, 32)
+    assert ref.covers(x).counts["exact"] == x.size
+    assert (x[:, :20] == 0).all()
+    s = q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), 1, 2) / np.sqrt(32)
+    s = np.where(np.arange(30)[None, None, :] > np.arange(50)[None, :, None] - 20, -np.inf, s)[:, 20:]
+    w = np.exp(s - s.max(-1, keepdims=True))
+    o64 = (w @ v.astype(np.float64)) / w.sum(-1, keepdims=True)
+    assert np.mean(o64.astype(np.float16) == x[:, 20:]) > 0.999
+    y = ref.exact(np.float32)
+    assert ref.covers(y).counts["exact"] == y.size
+
+
 def test_lse_alone_and_results():
     rng = np.random.default_rng(10)
     q, k, v = qkv(rng)
