@@ -153,10 +153,13 @@ ER_API er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, i
  * any order through atomics, the non-deterministic variant: the same depth): (items_per_thread - 1) +
  * ceil(log2 L) + (W - 1), at least 1. ER_ERR_INVALID outside 1..65536 items or 1..1024 threads. */
 ER_API er_status er_depth_cub_block_reduce(int64_t *depth, int items_per_thread, int block_threads);
-/* The depth of torch's CUDA softmax and log_softmax sums over a row of n elements on its persistent path (n up to
+/* The depth of torch's CUDA softmax and log_softmax sums over a row of n elements. Its persistent path (n up to
  * 1024, PersistentSoftmax.cuh): with P = n rounded up to a power of two and W = min(P, 32) lanes, each lane adds its
  * P / W elements in a chain from zero (lanes past n add exp(-inf) = 0), then a log2(W)-level xor butterfly:
- * (P / W - 1) + log2 W, at least 1 (depth='s least value). ER_ERR_UNSUPPORTED above 1024 (torch's block path). */
+ * (P / W - 1) + log2 W, at least 1 (depth='s least value). Its block path (n above 1024, SoftMax.cu): 1024 threads
+ * each adding a chain of m elements from zero, then two 5-level shfl_down trees: (m - 1) + 10, m the longest chain
+ * of fp32's and fp16's kernels (the deeper of the two; a row starting off 16-byte alignment included).
+ * ER_ERR_UNSUPPORTED outside 1..2^31. */
 ER_API er_status er_depth_torch_softmax(int64_t *depth, int64_t n);
 
 #ifdef __cplusplus

@@ -416,9 +416,22 @@ er_status er_depth_cub_block_reduce(int64_t *depth, int items_per_thread, int bl
 er_status er_depth_torch_softmax(int64_t *depth, int64_t n) {
     er__ok();
     ER_CHECK_NULL(depth, "depth");
-    if (n < 1 || n > 1024)
-        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's persistent softmax runs rows of 1 to 1024 elements; the block path's "
-                        "depth is not modelled in this version", (long long)n);
+    if (n < 1 || n > (INT64_C(1) << 31))
+        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's softmax depth is given for rows of 1 to 2^31 elements", (long long)n);
+    if (n > 1024) {
+        /* the block path (SoftMax.cu): 1024 threads, each a chain from zero, then two 5-level shfl_down trees. A
+         * thread's chain: ilpReduce's at most ceil((n + 7) / 1024) elements (one before the vectors where the row
+         * starts up to 7 fp16 elements past 16-byte alignment), or the shared-memory kernel's whole loads of 4
+         * (fp32) or 8 (fp16, bf16) elements where n is a multiple of them and fits in 48 KiB */
+        int64_t m = (n + 7 + 1023) / 1024;
+        for (int64_t ilp = 4; ilp <= 8; ilp *= 2)
+            if (n % ilp == 0 && n < (49152 - 128) / (16 / ilp)) {
+                int64_t c = ilp * ((n + ilp * 1024 - 1) / (ilp * 1024));
+                if (c > m) m = c;
+            }
+        *depth = (m - 1) + 10;
+        return ER_OK;
+    }
     int64_t p = 1;
     int lw = 0;
     while (p < n) p *= 2;

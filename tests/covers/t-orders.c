@@ -550,9 +550,88 @@ START_TEST(torch_softmax_depth) {
     ck_assert_int_eq(D, 36);
     ck_assert_int_eq(er_depth_torch_softmax(&D, 100), ER_OK);
     ck_assert_int_eq(D, 8);
-    ck_assert_int_eq(er_depth_torch_softmax(&D, 1025), ER_ERR_UNSUPPORTED);
     ck_assert_int_eq(er_depth_torch_softmax(&D, 0), ER_ERR_UNSUPPORTED);
     ck_assert_int_eq(er_depth_torch_softmax(NULL, 8), ER_ERR_NULL);
+}
+END_TEST
+
+/* One variant of torch's block softmax sum (SoftMax.cu, rows above 1024: 1024 threads) over v[0..n): each thread's
+ * chain from zero (ILP consecutive elements per vector load; smem = 1: the shared-memory kernel, else ilpReduce with
+ * the input `shift` elements past 16-byte alignment: one element first, the vectors, then a tail), then
+ * cuda_utils::BlockReduce (a 5-level shfl_down tree in each warp, then one over the 32 warp sums). Returns the sum
+ * and sets *depth to the deepest addition count a term meets (a first addition to zero is exact). */
+static float torch_block_sum(const float *v, int64_t n, int ILP, int smem, int shift, int *depth) {
+    enum { B = 1024 };
+    static float part[B];
+    static int dep[B];
+    for (int t = 0; t < B; t++) {
+        float s = 0;
+        int d = -1, seen = 0;
+        const float *data = v;
+        int64_t size = n, off = t;
+#define ER_ADD(x) do { s += (x); d++; seen = 1; } while (0)
+        if (smem) {
+            for (; off * ILP < n; off += B)
+                for (int j = 0; j < ILP; j++) ER_ADD(v[off * ILP + j]);
+        } else {
+            if (shift > 0) { /* the first B - shift elements, one per thread from thread `shift` */
+                data -= shift;
+                size += shift;
+                if (t >= shift) ER_ADD(data[t]);
+                size -= B;
+                data += B;
+            }
+            int64_t last = size % ((int64_t)ILP * B);
+            for (; off * ILP < size - last; off += B)
+                for (int j = 0; j < ILP; j++) ER_ADD(data[off * ILP + j]);
+            for (off = size - last + t; off < size; off += B) ER_ADD(data[off]);
+        }
+#undef ER_ADD
+        part[t] = s;
+        dep[t] = seen ? d : 0;
+    }
+    for (int level = 0; level < 2; level++) {
+        int lanes = level ? B / 32 : B;
+        for (int w = 0; w < lanes; w += 32)
+            for (int o = 16; o >= 1; o /= 2)
+                for (int l = 0; l + o < 32; l++) { /* lane l takes lane l + o's value: lanes in increasing order read old values */
+                    part[w + l] += part[w + l + o];
+                    dep[w + l] = (dep[w + l] > dep[w + l + o] ? dep[w + l] : dep[w + l + o]) + 1;
+                }
+        if (!level)
+            for (int w = 0; w < B / 32; w++) { part[w] = part[w * 32]; dep[w] = dep[w * 32]; }
+    }
+    *depth = dep[0];
+    return part[0];
+}
+
+/* er_depth_torch_softmax above 1024 elements against the emulation of torch's block path: every variant (fp32's 4
+ * and fp16's 8 elements per load, the shared-memory kernel where n is a multiple of them and fits, ilpReduce at every
+ * misalignment) meets at most the helper's depth, and the deepest is within one of it; each variant's sum is covered
+ * under depth= that depth. */
+START_TEST(torch_softmax_block_depth) {
+    er_test_reseed(342);
+    static float v[65536];
+    static const int64_t ns[] = {1025, 1500, 2048, 3000, 4096, 5000, 8192, 12000, 16384, 24576, 30000, 65536};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        int64_t n = ns[k], D;
+        for (int64_t i = 0; i < n; i++) v[i] = (float)(er_rand_unit() * ldexp(1.0, (int)er_rand_int(-8, 0)));
+        ck_assert_msg(er_depth_torch_softmax(&D, n) == ER_OK, "n %lld: %s", (long long)n, er_last_error());
+        int deepest = 0;
+        for (int ILP = 4; ILP <= 8; ILP *= 2)
+            for (int smem = 0; smem <= 1; smem++)
+                for (int shift = 0; shift < (smem ? 1 : ILP); shift++) {
+                    /* the shared-memory kernel: n a multiple of ILP below 48 KiB of shared memory (less the warp sums) */
+                    if (smem && (n % ILP || n >= (49152 - 32 * 4) / (16 / ILP))) continue;
+                    int d;
+                    float total = torch_block_sum(v, n, ILP, smem, shift, &d);
+                    ck_assert_msg(d <= D, "n %lld, ILP %d, smem %d, shift %d: the tree's depth %d above the helper's %lld",
+                                  (long long)n, ILP, smem, shift, d, (long long)D);
+                    if (d > deepest) deepest = d;
+                    if (shift == 0) require_sum_at_depth(v, n, total, D, "torch's block path");
+                }
+        ck_assert_msg(D <= deepest + 1, "n %lld: helper %lld, deepest emulated tree %d", (long long)n, (long long)D, deepest);
+    }
 }
 END_TEST
 
@@ -810,6 +889,7 @@ int main(void) {
     tcase_add_test(tc, welford_depth);
     tcase_add_test(tc, triton_sum_depth);
     tcase_add_test(tc, torch_softmax_depth);
+    tcase_add_test(tc, torch_softmax_block_depth);
     tcase_add_test(tc, cub_block_reduce_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

@@ -39,9 +39,10 @@ def triton(block, num_warps=4, version=None):
 
 
 def torch_softmax(n):
-    """The depth of torch's CUDA softmax and log_softmax sums over rows of n elements on its persistent path (n up to
-    1024): each of W = min(P, 32) lanes chains its P / W elements (P: n rounded up to a power of two), then a
-    log2(W)-level butterfly. Above 1024 torch takes its block path, not modelled: ExactrefNotImplementedError."""
+    """The depth of torch's CUDA softmax and log_softmax sums over rows of n elements: on its persistent path (n up
+    to 1024) each of W = min(P, 32) lanes chains its P / W elements (P: n rounded up to a power of two), then a
+    log2(W)-level butterfly; on its block path (n above 1024) each of 1024 threads chains its elements, then two
+    5-level shuffle trees (er_depth_torch_softmax)."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise ExactrefTypeError("ER_ERR_INVALID", "exactref: n must be an int, not %s" % type(n).__name__)
     d = ctypes.c_int64(0)

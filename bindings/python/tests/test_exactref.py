@@ -832,7 +832,25 @@ def test_torch_softmax_depth_captures():
         seen += 1
     assert seen == 44
     with pytest.raises(er.ExactrefNotImplementedError):
-        er.depth.torch_softmax(2048)
+        er.depth.torch_softmax(2 ** 31 + 1)
+
+
+def test_torch_softmax_block_depth_captures():
+    """H200 captures (tools/capture/capture_torch_softmax_block.py): torch's CUDA softmax on its block path (rows of
+    2048 elements, the shared-memory kernel, and 13000, ilpReduce), wide, offset and flat rows, covered under
+    depth=er.depth.torch_softmax(n) (17 and 25), whose sets are narrower than any_order's (on the offset and flat
+    rows, over 40 times)."""
+    z, rows = captures("torch_softmax_block")
+    assert er.depth.torch_softmax(2048) == 17 and er.depth.torch_softmax(13000) == 25
+    seen = 0
+    for cid, fam, nrows, n in rows:
+        x, y = z[cid + "__in__x"], z[cid + "__out__y"]
+        res = er.softmax(x).covers(y, depth=er.depth.torch_softmax(int(n)))
+        assert res.all(), "%s %s n=%s: %s" % (cid, fam, n, res.report)
+        if fam != "wide":
+            assert er.softmax(x).covers(y).widest()[1] > 40 * res.widest()[1]
+        seen += 1
+    assert seen == 6
 
 
 def test_input_families():
