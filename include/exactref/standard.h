@@ -161,6 +161,13 @@ ER_API er_status er_depth_cub_block_reduce(int64_t *depth, int items_per_thread,
  * of fp32's and fp16's kernels (the deeper of the two; a row starting off 16-byte alignment included).
  * ER_ERR_UNSUPPORTED outside 1..2^31. */
 ER_API er_status er_depth_torch_softmax(int64_t *depth, int64_t n);
+/* The depth of torch's CUDA layer_norm Welford tree over a row of n elements (layer_norm_kernel.cu; depth= with
+ * variance=welford or either): its vectorized kernel (n a multiple of 4 up to 2^24, aligned rows) runs 128 threads'
+ * Welford chains of 4 ceil(n / 512) elements, then a 5-level warp tree and a 2-level tree over 4 warps:
+ * 4 ceil(n / 512) - 1 + 7; its rowwise kernel 512 threads' chains of ceil(n / 512), then two 5-level trees:
+ * ceil(n / 512) - 1 + 10. The deeper of the two where both may run (a chain's first update, from an empty state, is
+ * exact). ER_ERR_UNSUPPORTED outside 1..2^31. */
+ER_API er_status er_depth_torch_layer_norm(int64_t *depth, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -442,6 +442,23 @@ er_status er_depth_torch_softmax(int64_t *depth, int64_t n) {
     return ER_OK;
 }
 
+er_status er_depth_torch_layer_norm(int64_t *depth, int64_t n) {
+    er__ok();
+    ER_CHECK_NULL(depth, "depth");
+    if (n < 1 || n > (INT64_C(1) << 31))
+        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's layer_norm depth is given for rows of 1 to 2^31 elements", (long long)n);
+    /* RowwiseMomentsCUDAKernel: 512 threads' Welford chains of ceil(n / 512), then two 5-level trees */
+    int64_t d = (n + 511) / 512 - 1 + 10;
+    if (n % 4 == 0 && n <= (INT64_C(1) << 24)) {
+        /* the vectorized kernel (rows of a multiple of 4, aligned): 128 threads' chains of 4 ceil(n / 512), then a
+         * 5-level warp tree and a 2-level tree over 4 warps */
+        int64_t v = 4 * ((n + 511) / 512) - 1 + 7;
+        if (v > d) d = v;
+    }
+    *depth = d;
+    return ER_OK;
+}
+
 static const char *er_fma_name(er_fma f) {
     return f == ER_FMA_NEVER ? "never" : f == ER_FMA_ALWAYS ? "always" : "either";
 }

@@ -794,6 +794,110 @@ START_TEST(welford_depth) {
 }
 END_TEST
 
+/* torch's vectorized CUDA layer_norm (layer_norm_kernel.cu; rows of a multiple of 4 elements): 128 threads as 4
+ * warps of 32, thread t updating its Welford state over the 4 elements of each vector t, t + 128, ... (mean +=
+ * delta fl(1/count), m2 += delta (x - mean)), then torch's combines (coef = fl(1/count), mean = nA meanA + nB meanB,
+ * m2 = m2A + m2B + delta^2 countA nB) in each warp's 5-level shfl_down tree and a 2-level tree over the warps; var =
+ * m2 / n, rstd = 1/sqrt(var + eps) rounded, y = rstd (x - mean). Every fp32 operation rounded (the emulator); each
+ * leaf's inner nodes counted (its first update, from an empty state, is exact). Returns the deepest count, and 1 in
+ * *pass when y, mean and rstd pass under options with depth= the helper's depth. */
+static int torch_layer_norm_case(int n, int offset, const char *variance, int *pass) {
+    enum { ROWS = 2, T = 128 };
+    static float x[ROWS * 4096], y[ROWS * 4096];
+    float mean[ROWS], rstd[ROWS];
+    emu e;
+    emu_init(&e, ER_FP32);
+    mpfr_t t;
+    mpfr_init2(t, 200);
+    int deepest = 0;
+    for (int r = 0; r < ROWS; r++) {
+        for (int j = 0; j < n; j++) x[r * n + j] = (float)(er_rand_normal() + (offset ? 300.0 : 0.25));
+        double M[T], S[T], C[T];
+        int dep[T];
+        for (int th = 0; th < T; th++) {
+            M[th] = S[th] = C[th] = 0;
+            dep[th] = -1;
+            for (int v = th; v < n / 4; v += T)
+                for (int k = 0; k < 4; k++) {
+                    double xv = x[r * n + 4 * v + k];
+                    double delta = emu_add(&e, xv, -M[th]);
+                    C[th] += 1;
+                    mpfr_set_ui(t, 1, MPFR_RNDN);
+                    mpfr_div_d(t, t, C[th], MPFR_RNDN);
+                    M[th] = emu_add(&e, M[th], emu_mul(&e, delta, emu_round(&e, t)));
+                    S[th] = emu_add(&e, S[th], emu_mul(&e, delta, emu_add(&e, xv, -M[th])));
+                    dep[th]++;
+                }
+            if (dep[th] < 0) dep[th] = 0;
+        }
+        /* combine(b, a) as torch writes it: the state b absorbs a */
+#define ER_COMBINE(b, a) do {                                                                                        \
+            double cnt = C[b] + C[a], d = emu_add(&e, M[b], -M[a]);                                                  \
+            if (cnt > 0) {                                                                                           \
+                mpfr_set_ui(t, 1, MPFR_RNDN);                                                                        \
+                mpfr_div_d(t, t, cnt, MPFR_RNDN);                                                                    \
+                double coef = emu_round(&e, t), nA = emu_mul(&e, C[a], coef), nB = emu_mul(&e, C[b], coef);          \
+                double mn = emu_add(&e, emu_mul(&e, nA, M[a]), emu_mul(&e, nB, M[b]));                               \
+                S[b] = emu_add(&e, emu_add(&e, S[a], S[b]), emu_mul(&e, emu_mul(&e, emu_mul(&e, d, d), C[a]), nB));  \
+                M[b] = mn;                                                                                           \
+            } else { M[b] = S[b] = 0; }                                                                              \
+            C[b] = cnt;                                                                                              \
+            dep[b] = (dep[b] > dep[a] ? dep[b] : dep[a]) + 1;                                                        \
+        } while (0)
+        for (int o = 16; o >= 1; o /= 2)
+            for (int w = 0; w < T; w += 32)
+                for (int l = 0; l + o < 32; l++) ER_COMBINE(w + l, w + l + o); /* lanes read old values in increasing order */
+        for (int o = 2; o >= 1; o /= 2)
+            for (int w = 0; w < o; w++) ER_COMBINE(w * 32, (w + o) * 32);
+#undef ER_COMBINE
+        if (dep[0] > deepest) deepest = dep[0];
+        mpfr_set_d(t, S[0], MPFR_RNDN);
+        mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDN);
+        double v = emu_round(&e, t);
+        mpfr_set_d(t, emu_add(&e, v, (double)1e-5f), MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDN);
+        double rs = emu_round(&e, t);
+        for (int j = 0; j < n; j++) y[r * n + j] = (float)emu_mul(&e, rs, emu_add(&e, x[r * n + j], -M[0]));
+        mean[r] = (float)M[0];
+        rstd[r] = (float)rs;
+    }
+    mpfr_clear(t);
+    emu_clear(&e);
+    int64_t D;
+    ck_assert_int_eq(er_depth_torch_layer_norm(&D, n), ER_OK);
+    char opts[64];
+    snprintf(opts, sizeof opts, "variance=%s depth=%lld", variance, (long long)D);
+    *pass = layernorm_rows_pass(x, y, mean, rstd, ROWS, n, opts);
+    return deepest;
+}
+
+/* er_depth_torch_layer_norm against the emulation of torch's vectorized kernel: the deepest leaf's count equals the
+ * helper's depth (the vectorized kernel is the deeper of torch's two where n is a multiple of 4), and the rows are
+ * covered under variance=welford and either at that depth; the helper's rowwise kernel (512 threads, then two
+ * 5-level trees) where n is not a multiple of 4. */
+START_TEST(torch_layer_norm_depth) {
+    er_test_reseed(343);
+    static const int ns[] = {8, 64, 512, 768, 1024, 2048, 4096};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+        for (int offset = 0; offset < 2; offset++)
+            for (int v = 0; v < 2; v++) {
+                int pass, d = torch_layer_norm_case(ns[k], offset, v ? "either" : "welford", &pass);
+                int64_t D;
+                ck_assert_int_eq(er_depth_torch_layer_norm(&D, ns[k]), ER_OK);
+                ck_assert_msg(d == D, "n %d: emulated depth %d, helper %lld", ns[k], d, (long long)D);
+                ck_assert_msg(pass, "n %d, offset %d: torch's layer_norm called wrong under variance=%s depth=%lld", ns[k], offset,
+                              v ? "either" : "welford", (long long)D);
+            }
+    int64_t D;
+    ck_assert_int_eq(er_depth_torch_layer_norm(&D, 4096), ER_OK);
+    ck_assert_int_eq(D, 38);
+    ck_assert_int_eq(er_depth_torch_layer_norm(&D, 4099), ER_OK); /* rowwise: ceil(4099 / 512) - 1 + 10 */
+    ck_assert_int_eq(D, 18);
+    ck_assert_int_eq(er_depth_torch_layer_norm(&D, 0), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_depth_torch_layer_norm(NULL, 8), ER_ERR_NULL);
+}
+END_TEST
+
 /* layernorm two_pass with depth=D: Triton-shaped trees (4 warps: depth n/128 + 6) are covered; the unbiased
  * variance and rstd = 1/(sqrt(v) + eps), which any_order's two-pass set allows at n = 4096, are caught. */
 START_TEST(layernorm_depth) {
@@ -890,6 +994,7 @@ int main(void) {
     tcase_add_test(tc, triton_sum_depth);
     tcase_add_test(tc, torch_softmax_depth);
     tcase_add_test(tc, torch_softmax_block_depth);
+    tcase_add_test(tc, torch_layer_norm_depth);
     tcase_add_test(tc, cub_block_reduce_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

@@ -50,6 +50,17 @@ def torch_softmax(n):
     return d.value
 
 
+def torch_layer_norm(n):
+    """The depth of torch's CUDA layer_norm Welford tree over rows of n elements (er_depth_torch_layer_norm), for
+    covers(..., variance="welford" or "either", depth=...): the deeper of its vectorized kernel (128 threads' chains
+    of 4 ceil(n / 512) elements, then 7 combine levels) and its rowwise one (512 threads, then 10 levels)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: n must be an int, not %s" % type(n).__name__)
+    d = ctypes.c_int64(0)
+    check(_lib.lib.er_depth_torch_layer_norm(ctypes.byref(d), n))
+    return d.value
+
+
 def cub_block_reduce(items_per_thread, block_threads):
     """The depth of CUB's BlockReduce Sum (BLOCK_REDUCE_WARP_REDUCTIONS, its default) over `block_threads` threads of
     `items_per_thread` fp32 or fp64 items: each thread's items in a chain, a shuffle-down tree in each warp, the warp

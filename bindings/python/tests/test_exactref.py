@@ -376,6 +376,11 @@ def test_depth_of_triton_sum():
     d = er.depth.triton(4096, num_warps=4, version="3.8")
     assert er.sum(x, dim=1).covers(moved).all() and not er.sum(x, dim=1).covers(moved, depth=d).all()
     assert er.depth.cub_block_reduce(4, 256) == 15 and er.depth.cub_block_reduce(1, 1) == 1
+    assert er.depth.torch_layer_norm(4096) == 38 and er.depth.torch_layer_norm(4099) == 18
+    with pytest.raises(er.ExactrefTypeError):
+        er.depth.torch_layer_norm(4096.0)
+    with pytest.raises(er.ExactrefNotImplementedError):
+        er.depth.torch_layer_norm(0)
     with pytest.raises(er.ExactrefValueError):
         er.depth.cub_block_reduce(4, 2048)
     with pytest.raises(er.ExactrefTypeError):
