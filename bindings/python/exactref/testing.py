@@ -80,6 +80,27 @@ _TIERS = {
                     "canonical": lambda: [(1 << 20,), (1 << 24,)]},
 }
 
+def _attention_exhaustive():
+    out, k = [], 0
+    for sq in (1, 15, 16, 17, 63, 64, 65, 127, 129, 257):
+        for sk in (1, 17, 64, 65, 129, 1025):
+            b, h, hkv = ((1, 1, 1), (2, 2, 2), (1, 4, 2), (1, 4, 1))[k % 4]
+            out.append((b, h, hkv, sq, sk, (16, 32, 64, 128, 80)[k % 5]))
+            k += 1
+    return out
+
+
+_TIERS["attention"] = {
+    # (batch, heads, kv heads, Sq, Sk, D): decoding (Sq = 1), key lengths one past the 64- and 128-key blocks, Sq
+    # above Sk (rows with no key under a bottom-right causal mask), GQA and MQA, head dims 16 to 256
+    "fast": lambda: [(1, 1, 1, 1, 1, 16), (1, 2, 2, 17, 65, 64), (1, 4, 2, 64, 64, 64), (1, 4, 1, 1, 257, 128),
+                     (2, 2, 2, 129, 33, 32), (1, 2, 2, 100, 300, 64), (1, 1, 1, 128, 128, 128), (1, 8, 2, 7, 1025, 64),
+                     (2, 4, 4, 33, 129, 16), (1, 2, 1, 256, 256, 64), (1, 2, 2, 65, 127, 80), (1, 3, 3, 31, 31, 64),
+                     (1, 2, 2, 1, 4097, 64), (1, 2, 2, 16, 16, 256), (1, 2, 2, 200, 129, 64), (1, 4, 2, 96, 160, 64)],
+    "exhaustive": _attention_exhaustive,
+    "canonical": lambda: [(1, 8, 8, 4096, 4096, 128), (4, 16, 16, 1024, 1024, 64)]}
+_ATTENTION = {"attention": (False, "top_left"), "attention_causal": (True, "top_left"),
+              "attention_causal_bottom_right": (True, "bottom_right")}
 _ROW_OPS = ("sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm")
 _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
 
@@ -91,14 +112,18 @@ def _op_family(op):
         return "rows"
     if op in _ELEMENTWISE:
         return "elementwise"
-    raise ValueError("exactref: op %r: expected matmul, bmm, %s or %s" % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE)))
+    if op in _ATTENTION:
+        return "attention"
+    raise ValueError("exactref: op %r: expected matmul, bmm, %s, %s or %s" % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE),
+                                                                             ", ".join(_ATTENTION)))
 
 
 def shapes(op, tier="fast"):
     """The shapes of a tier for an op: "fast" (16 per op family: tile boundaries, size-1 dimensions, primes, skinny
     and awkward pairs), "exhaustive" (about 60) or "canonical" (a few aligned shapes, for timing only). matmul:
     (M, K, N); bmm: (batch, M, K, N); the row ops (reduced or normalised along the last dimension): (rows, n);
-    elementwise: the tensor's shape."""
+    elementwise: the tensor's shape; attention, attention_causal and attention_causal_bottom_right: (batch, heads,
+    kv heads, Sq, Sk, D)."""
     tiers = _TIERS[_op_family(op)]
     if tier not in tiers:
         raise ValueError("exactref: tier %r: expected 'fast', 'exhaustive' or 'canonical'" % (tier,))
@@ -106,7 +131,8 @@ def shapes(op, tier="fast"):
 
 
 _DEFAULT_FAMILIES = {"matmul": ("normal", "cancellation", "ties", "integers"), "bmm": ("normal", "cancellation", "ties"),
-                     "rows": ("normal", "offset", "ties"), "elementwise": ("normal", "wide", "subnormal", "specials")}
+                     "rows": ("normal", "offset", "ties"), "elementwise": ("normal", "wide", "subnormal", "specials"),
+                     "attention": ("normal", "ties", "cancellation")}
 
 
 # ---- cases ----
@@ -147,6 +173,9 @@ class Case:
         if self.op == "bmm":
             b, M, K, N = self.shape
             return [(b, M, K), (b, K, N)]
+        if self.op in _ATTENTION:
+            b, h, hkv, sq, sk, d = self.shape
+            return [(b, h, sq, d), (b, hkv, sk, d), (b, hkv, sk, d)]
         return [self.shape]
 
     def inputs(self, device=None):
@@ -163,6 +192,10 @@ class Case:
         er = _package()
         if self.op in ("matmul", "bmm"):
             return er.matmul(inputs[0], inputs[1])
+        if self.op in _ATTENTION:
+            causal, align = _ATTENTION[self.op]
+            return er.attention(inputs[0], inputs[1], inputs[2], causal=causal, causal_alignment=align,
+                                enable_gqa=self.shape[1] != self.shape[2])
         x = inputs[0]
         if self.op == "rmsnorm":
             return er.rmsnorm(x)
@@ -175,8 +208,8 @@ class Case:
         return getattr(er, self.op)(x)
 
     def check(self, out, inputs=None, standard=None):
-        """The verdict (Result, or Results for layer_norm) of the kernel output `out` for this case's inputs
-        (rebuilt if not given) under `standard` (a string, or a dict of covers() keywords)."""
+        """The verdict (Result, or Results for layer_norm and for attention's (O, LSE)) of the kernel output `out` for
+        this case's inputs (rebuilt if not given) under `standard` (a string, or a dict of covers() keywords)."""
         ins = inputs if inputs is not None else self.inputs()
         ref = self.reference(ins)
         kw = {"standard": standard} if isinstance(standard, str) else dict(standard or {})
@@ -364,8 +397,8 @@ class _Pinned:
 
 def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, standard=None, seed=0, device=None,
           name=None, runs_dir=None, record=True, timing=False, configs=None):
-    """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (x,) otherwise; returning the output,
-    or for layer_norm (y, mean, rstd) or y) on every case of the tier (cases()), checks each output against the op's
+    """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (q, k, v) for attention, (x,) otherwise;
+    returning the output, for layer_norm (y, mean, rstd) or y, for attention (O, LSE) or O) on every case of the tier (cases()), checks each output against the op's
     reference under `standard` (a string, or a dict of covers() keywords such as dict(standard="mma:sm90",
     outer="any")), and returns a CheckRecord. Inputs are numpy arrays (device None) or torch tensors on `device`.
     A case whose kernel raises is recorded as "error". The minimal failing case is the failing case of the fewest

@@ -202,3 +202,32 @@ def test_guide_output():
     """docs/guides/check-attention.md shows what examples/python/attention_check.py prints."""
     from test_exactref import _shows_output
     _shows_output("guides/check-attention.md", "attention_check.py")
+
+
+def _batched(causal, bottom_right, bug=None):
+    """flash() over the batch dimension of the harness's 4-dimensional inputs: (O, LSE)."""
+    def kernel(q, k, v):
+        outs = [flash(q[b], k[b], v[b], causal=causal, bottom_right=bottom_right, bug=bug) for b in range(q.shape[0])]
+        return np.stack([o for o, _ in outs]), np.stack([lse for _, lse in outs])
+    return kernel
+
+
+def test_harness_attention():
+    """exactref.testing on attention: the flash kernel passes every fast case of attention_causal_bottom_right in
+    fp16 (decoding, key lengths past a block, Sq above Sk, GQA); the same kernel masking top-left fails exactly the
+    cases with Sq != Sk, and a causal mask off by one fails every case with a query that has a later key, the
+    minimal one the smallest such."""
+    from exactref import testing
+    rec = testing.check(_batched(True, True), "attention_causal_bottom_right", dtypes=("float16",), record=False)
+    assert rec.passed, rec
+    assert len(rec.cases) == 48
+    rec = testing.check(_batched(True, False), "attention_causal_bottom_right", dtypes=("float16",), record=False)
+    for e in rec.cases:
+        b, h, hkv, sq, sk, d = e["shape"]
+        assert (e["verdict"] == "pass") == (sq == sk or sk == 1 and sq == 1), e
+    rec = testing.check(_batched(True, False, bug="causal_off_by_one"), "attention_causal", dtypes=("float16",), record=False)
+    for e in rec.cases:
+        b, h, hkv, sq, sk, d = e["shape"]
+        assert (e["verdict"] == "pass") == (sk == 1), e  # with one key no query has a later one
+    failing = [tuple(e["shape"]) for e in rec.cases if e["verdict"] != "pass"]
+    assert tuple(rec.minimal["shape"]) == min(failing, key=lambda shp: int(np.prod(shp))) == (1, 4, 1, 1, 257, 128)
