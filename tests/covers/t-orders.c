@@ -702,6 +702,21 @@ static int layernorm_depth_case(int n, int D, int unbiased, int rstd_bug, const 
     return layernorm_rows_pass(x, y, mean, rstd, ROWS, n, options);
 }
 
+/* A Welford row's outputs from its final mean M and M2 = S in fp32: var = S / div, rstd = 1/sqrt(var + eps) rounded
+ * (eps 1e-5 as fp32 holds it), y = (x - mean) rstd. */
+static void welford_row_out(emu *e, mpfr_t t, const float *x, int n, double M, double S, int div, float *y, float *mean,
+                            float *rstd) {
+    mpfr_set_d(t, S, MPFR_RNDN);
+    mpfr_div_ui(t, t, (unsigned long)div, MPFR_RNDN);
+    double v = emu_round(e, t);
+    mpfr_set_d(t, emu_add(e, v, (double)1e-5f), MPFR_RNDN);
+    mpfr_rec_sqrt(t, t, MPFR_RNDN);
+    double rs = emu_round(e, t);
+    for (int j = 0; j < n; j++) y[j] = (float)emu_mul(e, emu_add(e, x[j], -M), rs);
+    *mean = (float)M;
+    *rstd = (float)rs;
+}
+
 /* A Welford layernorm as torch's CUDA kernel shapes it: T threads (a power of two) each run Welford updates over
  * its strided elements (mean += delta / k or delta * fl(1/k); m2 += delta (x - mean)), then the partials combine by
  * Chan's formula (or torch's weighted form) in a butterfly. Every operation rounded in fp32 (fused at random where
@@ -753,15 +768,7 @@ static int welford_depth_case(int n, int T, int offset, int unbiased, const char
                 M[th] = Mn;
                 C[th] = nn;
             }
-        mpfr_set_d(t, S[0], MPFR_RNDN);
-        mpfr_div_ui(t, t, (unsigned long)(unbiased ? n - 1 : n), MPFR_RNDN);
-        double v = emu_round(&e, t);
-        mpfr_set_d(t, emu_add(&e, v, (double)1e-5f), MPFR_RNDN);
-        mpfr_rec_sqrt(t, t, MPFR_RNDN);
-        double rs = emu_round(&e, t);
-        for (int j = 0; j < n; j++) y[r * n + j] = (float)emu_mul(&e, emu_add(&e, x[r * n + j], -M[0]), rs);
-        mean[r] = (float)M[0];
-        rstd[r] = (float)rs;
+        welford_row_out(&e, t, x + r * n, n, M[0], S[0], unbiased ? n - 1 : n, y + r * n, &mean[r], &rstd[r]);
     }
     mpfr_clear(t);
     emu_clear(&e);
@@ -851,15 +858,7 @@ static int torch_layer_norm_case(int n, int offset, const char *variance, int *p
             for (int w = 0; w < o; w++) ER_COMBINE(w * 32, (w + o) * 32);
 #undef ER_COMBINE
         if (dep[0] > deepest) deepest = dep[0];
-        mpfr_set_d(t, S[0], MPFR_RNDN);
-        mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDN);
-        double v = emu_round(&e, t);
-        mpfr_set_d(t, emu_add(&e, v, (double)1e-5f), MPFR_RNDN);
-        mpfr_rec_sqrt(t, t, MPFR_RNDN);
-        double rs = emu_round(&e, t);
-        for (int j = 0; j < n; j++) y[r * n + j] = (float)emu_mul(&e, rs, emu_add(&e, x[r * n + j], -M[0]));
-        mean[r] = (float)M[0];
-        rstd[r] = (float)rs;
+        welford_row_out(&e, t, x + r * n, n, M[0], S[0], n, y + r * n, &mean[r], &rstd[r]);
     }
     mpfr_clear(t);
     emu_clear(&e);
