@@ -53,10 +53,10 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 
 typedef struct klass { const char *name, *trigger; int bug, attn; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
-       K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, N_CORRECT };
+       K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC,
-       B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, N_KLASS };
+       B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -66,6 +66,7 @@ static klass KL[N_KLASS] = {
     {.name = "layernorm two-pass, tl.sum trees (at depth)", .trigger = ""}, {.name = "layernorm Welford", .trigger = ""}, {.name = "rmsnorm", .trigger = ""},
     {.name = "GEMM + bias + gelu, fp32 epilogue, fp16", .trigger = ""}, {.name = "fp8 e4m3 quantize per row (amax)", .trigger = ""},
     {.name = "attention flash (fp16, blocks of 64)", .trigger = "", .attn = 1}, {.name = "attention split-KV (3 splits)", .trigger = "", .attn = 1},
+    {.name = "softmax, torch's trees (at depth)", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -88,6 +89,8 @@ static klass KL[N_KLASS] = {
     {.name = "attention: LSE in base 2", .trigger = "O or LSE moves beyond W_att", .bug = 1, .attn = 1},
     {.name = "attention: scale 1/D", .trigger = "O or LSE moves beyond W_att", .bug = 1, .attn = 1},
     {.name = "attention: GQA head h % Hkv", .trigger = "O or LSE moves beyond W_att", .bug = 1, .attn = 1},
+    {.name = "softmax sum misses its last element", .trigger = "an output moves by more than (n + 16) 2^-23 relative", .bug = 1},
+    {.name = "the same, torch's trees (at depth)", .trigger = "an output moves by more than (D + 16) 2^-23 relative", .bug = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -373,6 +376,85 @@ static void softmax_case(int kl, int rows, int n, int dist) {
     record(kl, flags, KL[kl].bug && trig);
     er_ref_free(ref);
     free(x); free(y); free(yd); free(rf);
+}
+
+/* torch's CUDA softmax sum over a row (er_depth_torch_softmax's trees): rows up to 1024 on the persistent path (W =
+ * min(P, 32) lanes, lane t chaining t, t + W, ..., then an xor butterfly), longer ones on the block path (1024
+ * threads chaining 4-element loads from t, then two 5-level shfl_down trees); `skip` leaves element n - 1 out. */
+static float torch_softmax_sum(const float *e, int n, int skip) {
+    static float part[1024];
+    int m = skip ? n - 1 : n;
+    if (n <= 1024) {
+        int P = 1;
+        while (P < n) P *= 2;
+        int W = P < 32 ? P : 32;
+        for (int t = 0; t < W; t++) { part[t] = 0; for (int j = t; j < P; j += W) part[t] += j < m ? e[j] : 0.0f; }
+        for (int o = W / 2; o >= 1; o /= 2) {
+            float np[32];
+            for (int t = 0; t < W; t++) np[t] = part[t] + part[t ^ o];
+            memcpy(part, np, sizeof(float) * (size_t)W);
+        }
+        return part[0];
+    }
+    for (int t = 0; t < 1024; t++) {
+        part[t] = 0;
+        for (int off = t; off * 4 < n; off += 1024)
+            for (int j = 0; j < 4; j++) part[t] += off * 4 + j < m ? e[off * 4 + j] : 0.0f;
+    }
+    for (int level = 0; level < 2; level++) {
+        int lanes = level ? 32 : 1024;
+        for (int w = 0; w < lanes; w += 32)
+            for (int o = 16; o >= 1; o /= 2)
+                for (int l = 0; l + o < 32; l++) part[w + l] += part[w + l + o];
+        if (!level) for (int w = 0; w < 32; w++) part[w] = part[w * 32];
+    }
+    return part[0];
+}
+
+/* softmax rows summed by torch's trees (K_SOFTMAX_TORCH: checked at er_depth_torch_softmax's depth), or missing the
+ * last element of the sum (B_DROP_DEPTH at that depth; B_DROP_ANY under any order). */
+static void softmax_tree_case(int kl, int rows, int n) {
+    float *x = malloc(sizeof(float) * (size_t)rows * n), *y = malloc(sizeof(float) * (size_t)rows * n), *e = malloc(sizeof(float) * (size_t)n);
+    double *yd = malloc(sizeof(double) * (size_t)rows * n), *rf = malloc(sizeof(double) * (size_t)rows * n);
+    for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)(2 * gauss());
+    int64_t D;
+    er_depth_torch_softmax(&D, n);
+    double W = ((kl == B_DROP_ANY ? (double)n : (double)D) + 16) * 0x1p-23;
+    int trig = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        float m = -INFINITY;
+        for (int j = 0; j < n; j++) m = fmaxf(m, xr[j]);
+        for (int j = 0; j < n; j++) e[j] = expf(xr[j] - m);
+        float s = torch_softmax_sum(e, n, kl != K_SOFTMAX_TORCH);
+        double sd = 0;
+        for (int j = 0; j < n; j++) sd += exp((double)xr[j] - m);
+        for (int j = 0; j < n; j++) {
+            size_t k = (size_t)r * n + j;
+            y[k] = e[j] / s;
+            double v = exp((double)xr[j] - m) / sd;
+            rf[k] = v;
+            yd[k] = y[k];
+            if (fabs(yd[k] - v) > W * v + 2 * er_format_ulp(ER_FP32, v)) trig = 1;
+        }
+    }
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){rows, n}, NULL, y);
+    er_ref *ref;
+    er_softmax(&ref, &tx, 1);
+    er_standard st;
+    char opts[32];
+    snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
+    er_standard_parse(&st, "any_order", kl == B_DROP_ANY ? "" : opts);
+    er_report rep;
+    er_covers(&rep, ref, &ty, &st);
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(&rep, 1);
+    peer_rules(yd, rf, (int64_t)rows * n, ER_FP32, n, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+    free(x); free(y); free(e); free(yd); free(rf);
 }
 
 /* Triton's tl.sum over n floats (BLOCK = the power of two at or above n, 4 warps, Triton 3.6): each of the 128
@@ -778,7 +860,7 @@ int main(int argc, char **argv) {
                 if (quick && d != D_NORMAL && d != D_POSITIVE && d != D_CANCEL) continue;
                 for (int kl = 0; kl < N_KLASS; kl++) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
-                        kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT) continue;
+                        kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -808,6 +890,13 @@ int main(int argc, char **argv) {
             norm_case(B_EPS_TREE, rows, n, 0);
             norm_case(B_RSQRT, rows, 64, 0);
         }
+    static const int treen[][2] = {{4, 1000}, {2, 4096}, {2, 8192}, {1, 16384}};
+    for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+        for (int s = 0; s < 4; s++) {
+            softmax_tree_case(K_SOFTMAX_TORCH, treen[s][0], treen[s][1]);
+            softmax_tree_case(B_DROP_ANY, treen[s][0], treen[s][1]);
+            softmax_tree_case(B_DROP_DEPTH, treen[s][0], treen[s][1]);
+        }
     static const int epi[][3] = {{8, 64, 8}, {5, 300, 3}, {17, 97, 16}, {4, 1025, 6}};
     for (int rep = 0; rep < (quick ? 1 : 4); rep++)
         for (int s = 0; s < 4; s++)
@@ -822,7 +911,7 @@ int main(int argc, char **argv) {
     static const int att[][4] = {{64, 64, 64, 0}, {100, 300, 64, 0}, {1, 500, 128, 0}, {96, 96, 64, 1}, {128, 1000, 64, 0}};
     for (int rep = 0; rep < (quick ? 1 : 3); rep++)
         for (int s = 0; s < (quick ? 4 : 5); s++)
-            for (int kl = K_ATT; kl < N_KLASS; kl = kl == K_ATT_SPLIT ? B_ATT_CAUSAL : kl + 1) {
+            for (int kl = K_ATT; kl <= B_ATT_GQA; kl = kl == K_ATT_SPLIT ? B_ATT_CAUSAL : kl + 1) {
                 if (kl == B_ATT_CAUSAL && !att[s][3]) continue; /* the mask's bug needs a mask */
                 attn_case(kl, att[s][0], att[s][1], att[s][2], kl == B_ATT_CAUSAL || att[s][3]);
             }
