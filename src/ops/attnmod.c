@@ -104,14 +104,24 @@ static er_status er_attn_out_shape(const er_ref *ref, int o, const er_tensor *ou
                     "size-1 dimensions allowed); got %d dimensions", *ndim, out->ndim);
 }
 
-/* The constants of Lemma A2 for the standard's sums of products: any_order, cp = 2 and cg = 12 (rounding to
- * nearest in any order, and every tensor core of sm80 and later for fp16, bf16 and tf32 operands); mma:<arch>, that
- * architecture's blocks of k products (docs/hardware/mma.md, Theorem M1): beta + u per block. */
+/* The constants of Lemma A2 for the standard's sums of products: any_order, cg = 12 and cp by the operands (rounding
+ * to nearest in any order, and every tensor core of sm80 and later for fp16, bf16 and tf32 operands); mma:<arch>,
+ * that architecture's blocks of k products (docs/hardware/mma.md, Theorem M1): beta + u per block. */
 static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double *cp, double *cg) {
-    *cp = 2;
-    *cg = 12;
-    if (std->order != ER_ORDER_MMA) return ER_OK;
     int tf = std->compute == ER_TF32;
+    *cg = 12;
+    if (std->order != ER_ORDER_MMA) {
+        /* per product: rounding to nearest in any order, 1 (each product rounded at most once, each addition once);
+         * the tensor cores of sm80 and later, (beta + u) / k: fp16 and bf16 1.5 (sm80: k = 8, beta + u = 12u), tf32 2
+         * (k = 4, 8u). fp32 operands reach tensor cores only as tf32 (compute=tf32); fp8 ones are not held (mma:) */
+        const er_fmt_info *ops[3] = {er__fmt(ref->A.format), er__fmt(ref->B.format), er__fmt(ref->C.format)};
+        *cp = 1;
+        for (int i = 0; i < 3; i++) {
+            double c = tf ? 2.0 : ops[i]->p <= 4 ? 2.0 : ops[i]->p <= 11 ? 1.5 * (1 + 0x1p-20) : 1.0;
+            if (c > *cp) *cp = c;
+        }
+        return ER_OK;
+    }
     const er_fmt_info *fq = er__fmt(tf ? ER_TF32 : ref->A.format), *fk = er__fmt(tf ? ER_TF32 : ref->B.format),
                       *fv = er__fmt(tf ? ER_TF32 : ref->C.format);
     er_mma_params a, b;
