@@ -109,6 +109,8 @@ typedef struct er_standard {
                                  (its key block; 0: the default, 16) */
     int p_sum;                /* attention: 0 either (default); 1 the denominator sums p in fp32, before P's rounding to
                                  v's format (p_sum=fp32) */
+    int qk_scale;             /* attention: 0 the scale applied in fp32 (default); 1 also q and k each multiplied by
+                                 sqrt(scale) and rounded to their own format before the product (qk_scale=input) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,

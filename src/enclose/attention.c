@@ -206,7 +206,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
      * within (D + 2) 2^-53 of the sum of their magnitudes */
     double qn = er__up(sqrt(er__up(qss * (1 + (double)(D + 2) * 0x1p-52))));
     double gD = (double)(D + 2) * 0x1p-53 * (1 + 0x1p-40), asc = fabs(pl->sc), screl = pl->sc_default ? 0x1.1p-52 : 0.0;
-    double Mt = -INFINITY, smin = INFINITY, smax = -INFINITY, numax = 0, errmax = 0;
+    double Mt = -INFINITY, smin = INFINITY, smax = -INFINITY, numax = 0, errmax = 0, kmax = 0;
     for (int64_t t = 0; t < n; t++) {
         double S = er_dot(q, kv->k + (j0 + t) * D, D);
         double nu = er__up(qn * kv->kn[j0 + t]);                    /* >= sum_d |q_d k_jd| (Cauchy-Schwarz) */
@@ -220,12 +220,26 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         if (w->slo[t] < smin) smin = w->slo[t];
         if (w->shi[t] > smax) smax = w->shi[t];
         if (nu > numax) numax = nu;
+        if (kv->kn[j0 + t] > kmax) kmax = kv->kn[j0 + t];
         if (err > errmax) errmax = err;
     }
     double u = pl->u, uin = pl->uin;
     /* Theorem A2's score error: the kernel's dot in the compute format, its scale, tf32 operands */
     double gq = (pl->cp * (double)D + pl->cg + 8) * u * (1 + 0x1p-10) * (1 + uin) * (1 + uin) + 2 * uin + uin * uin;
     double delta = er__up(asc * numax * gq * (1 + 0x1p-40));
+    if (pl->uq > 0) {
+        /* qk_scale=input: q_d c and k_jd c (c = sqrt(scale) in fp32) each rounded to its format, relative u_q and u_k
+         * or absolute eta / 2 below its normal range: (q c + e_q)(k c + e_k) moves from q k c^2 by at most
+         * ((1 + u_q)(1 + u_k)(1 + u)^2 - 1) |q k| c^2 (c^2 within (1 + u)^2 of the scale) and c (|q| eta_k + |k|
+         * eta_q) / 2 + eta_q eta_k / 4; the sums of |k_jd| and |q_d| are at most sqrt(D) times their 2-norms. The
+         * score may then be rounded to q's format (torch's math path in fp16 and bf16): one more (1 + u_q), and an
+         * absolute eta_q / 2 */
+        double rel = (1 + pl->uq) * (1 + pl->uq) * (1 + pl->uk) * (1 + u) * (1 + u) * (1 + 0x1p-40) - 1; /* and S in q's format */
+        double c = sqrt(asc) * (1 + 0x1p-20), l1 = sqrt((double)D) * (1 + 0x1p-40);
+        double ab = pl->etaq * 0.5 * kmax * l1 * c + pl->etak * 0.5 * qn * l1 * c + pl->etaq * pl->etak * 0.25 * (double)D +
+                    pl->etaq * 0.5;
+        delta = er__up(delta + asc * numax * rel * (1 + 0x1p-40) + ab * (1 + 0x1p-30));
+    }
     double Mabs = fmax(fabs(smin), fabs(smax));
     /* beyond these the fp32 scores may overflow, or the bounds' premises fail: the row claims nothing */
     if (!(errmax <= 0.25) || !(delta <= 0.25) || !(Mabs <= 0x1p60) || !(numax * asc <= 0x1p100) || !(numax <= 0x1p120)) {

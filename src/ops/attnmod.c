@@ -240,6 +240,13 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
     pl->Sk = Sk;
     pl->kv_block = std->kv_block ? std->kv_block : 16;
     pl->psum_fp32 = std->p_sum == 1;
+    if (std->qk_scale == 1) {
+        const er_fmt_info *Qf = er__fmt(r->A.format), *Kf = er__fmt(r->B.format);
+        pl->uq = ldexp(1.0, -Qf->p);
+        pl->uk = ldexp(1.0, -Kf->p);
+        pl->etaq = Qf->min_sub;
+        pl->etak = Kf->min_sub;
+    }
     pl->sc_default = r->scale == 0;
     pl->sc = r->scale != 0 ? r->scale : 1.0 / sqrt((double)D);
     c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));

@@ -79,6 +79,7 @@ er_status er_standard_validate(const er_standard *s) {
     if (s->depth < 0) return er__fail(ER_ERR_STANDARD, "depth must be at least 1");
     if (s->kv_block < 0) return er__fail(ER_ERR_STANDARD, "kv_block must be at least 1");
     if ((unsigned)s->p_sum > 1) return er__fail(ER_ERR_STANDARD, "p_sum is 0 (either) or 1 (fp32)");
+    if ((unsigned)s->qk_scale > 1) return er__fail(ER_ERR_STANDARD, "qk_scale is 0 (fp32) or 1 (input)");
     if (s->depth && s->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "depth= bounds the tree of any_order; %s fixes its own", er_order_name(s->order));
     if (s->depth && s->compute == ER_TF32 && s->tf32 == ER_TF32_X3)
@@ -311,6 +312,11 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
             if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "depth=%s: expected a number of additions from 1", val);
             s.depth = v;
+        } else if (strcmp(key, "qk_scale") == 0) {
+            bit = 33554432;
+            if (strcmp(val, "fp32") == 0) s.qk_scale = 0;
+            else if (strcmp(val, "input") == 0) s.qk_scale = 1;
+            else return er__fail(ER_ERR_STANDARD, "qk_scale=%s: expected fp32 or input", val);
         } else if (strcmp(key, "p_sum") == 0) {
             bit = 16777216;
             if (strcmp(val, "either") == 0) s.p_sum = 0;
@@ -365,9 +371,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else if (strcmp(val, "nearest") == 0) s.tf32 = ER_TF32_NEAREST;
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate, rna, rne or nearest", val);
         } else {
-            return er__fail(ER_ERR_STANDARD, "unknown option '%s' (known: compute, fma, rounding, subnormals, overflow, "
-                            "inner, outer, partial, tf32, carry, mean, exp_ulps, log_ulps, rsqrt_ulps, div, div_ulps, variance, max, online, math, promote, "
-                            "depth, init, kv_block, p_sum)", key);
+            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'; the options: compute fma rounding subnormals overflow inner "
+                            "outer partial tf32 carry mean exp_ulps log_ulps rsqrt_ulps div div_ulps variance max online math "
+                            "promote depth init kv_block p_sum qk_scale", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -490,6 +496,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->depth) ER_PUT(" depth=%lld", (long long)s->depth);
     if (s->kv_block) ER_PUT(" kv_block=%lld", (long long)s->kv_block);
     if (s->p_sum == 1) ER_PUT(" p_sum=fp32");
+    if (s->qk_scale == 1) ER_PUT(" qk_scale=input");
     if (s->init_first) ER_PUT(" init=first");
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");

@@ -28,6 +28,8 @@ typedef struct kcfg {
     int lround;    /* the denominator summed from the rounded P */
     int splits;    /* split-KV */
     int mathpath;  /* softmax (p / l) first, then P V; no online rescaling */
+    int qkin;      /* with mathpath: q and k times fl(sqrt(scale)) rounded to their format, the scores rounded to it
+                      too, softmax (p / l) rounded to it (torch's math path in fp16 and bf16; qk_scale=input) */
     int recip;     /* O = acc * (1 / l) */
     int fma;       /* the sums with fmaf */
     int bug;       /* 0 none; 1 scale 1/D; 2 no rescale; 3 causal off by one; 4 GQA head h % Hkv; 5 LSE in base 2;
@@ -134,10 +136,15 @@ static void kernel_row(const kcfg *c, int h, int i, float *o, float *lse) {
     if (c->mathpath) { /* torch's math path: scores, softmax, then P V */
         int g = h / (H / Hkv);
         float t[MAXS], m = -INFINITY, l = 0;
+        float cs = sqrtf(sc);
         for (int j = j0; j <= j1; j++) {
             float a = 0;
-            for (int d = 0; d < D; d++) a = fadd(c, a, (float)qd[(h * Sq + i) * D + d], (float)kd[(g * Sk + j) * D + d]);
-            t[j - j0] = a * sc;
+            for (int d = 0; d < D; d++) {
+                float qv = (float)qd[(h * Sq + i) * D + d], kv = (float)kd[(g * Sk + j) * D + d];
+                if (c->qkin) { qv = (float)rnd(IF, qv * cs); kv = (float)rnd(IF, kv * cs); }
+                a = fadd(c, a, qv, kv);
+            }
+            t[j - j0] = c->qkin ? (float)rnd(IF, a) : a * sc;
             if (t[j - j0] > m) m = t[j - j0];
         }
         for (int j = j0; j <= j1; j++) { t[j - j0] = fexp((double)(t[j - j0] - m), 0, c->edge); l += t[j - j0]; }
@@ -145,6 +152,7 @@ static void kernel_row(const kcfg *c, int h, int i, float *o, float *lse) {
         for (int d = 0; d < Dv; d++) o[d] = 0;
         for (int j = j0; j <= j1; j++) {
             float a = c->recip ? t[j - j0] * rl : t[j - j0] / l;
+            if (c->qkin) a = (float)rnd(IF, a);
             for (int d = 0; d < Dv; d++) o[d] = fadd(c, o[d], a, (float)vd[(g * Sk + j) * Dv + d]);
         }
         *lse = c->bug == 7 ? logf(l) : m + logf(l);
@@ -300,6 +308,7 @@ static kcfg random_kernel(void) {
     c.lround = (int)er_rand_int(0, 1);
     c.splits = (int)er_rand_int(1, 4);
     c.mathpath = er_rand_int(0, 5) == 0;
+    c.qkin = c.mathpath && er_rand_int(0, 1);
     c.recip = (int)er_rand_int(0, 1);
     c.fma = (int)er_rand_int(0, 1);
     return c;
@@ -316,6 +325,7 @@ START_TEST(flash_kernels_are_covered) {
         gen(kind == 2 ? 0 : kind, kind == 2 ? 3.0 : 1.0);
         char opts[64] = "";
         if (c.block < 16) snprintf(opts, sizeof opts, "kv_block=%d", c.block);
+        if (c.qkin) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), "%sqk_scale=input", *opts ? " " : "");
         er_report reps[2];
         er_status st = run_and_check(&c, opts, reps);
         ER_REQUIRE(st == ER_OK, "trial %d: status %d", tr, (int)st);
@@ -539,6 +549,30 @@ START_TEST(rescale_chain_at_the_edge) {
 }
 END_TEST
 
+/* torch's math path in the input format (q and k scaled by sqrt(scale) and rounded to fp16 or bf16, the scores and
+ * the softmax rounded to it): covered under qk_scale=input, and outside the default set (the scale applied in fp32)
+ * on some of these rows. */
+START_TEST(qk_scale_input) {
+    er_test_reseed(1605);
+    int outside = 0;
+    for (int tr = 0; tr < 8; tr++) {
+        problem(tr % 2 ? ER_BF16 : ER_FP16, 2, 2, 16, 96, 64, 32);
+        gen(0, 1.5);
+        kcfg c = plain_kernel(16, 0, 1);
+        c.mathpath = c.qkin = 1;
+        er_report reps[2];
+        ck_assert_int_eq(run_and_check(&c, "qk_scale=input", reps), ER_OK);
+        ER_REQUIRE_PASS(&reps[0], "trial %d: O under qk_scale=input", tr);
+        ER_REQUIRE_PASS(&reps[1], "trial %d: LSE under qk_scale=input", tr);
+        for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+        ck_assert_int_eq(check_outputs(NULL, reps), ER_OK);
+        outside += !er_report_all(&reps[0]) || !er_report_all(&reps[1]);
+        for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+    }
+    ER_REQUIRE(outside > 0, "the input-format scaling never left the default set");
+}
+END_TEST
+
 /* The MPFR oracle: O and LSE of every row at 300 bits (the scores exact, the scale 1/sqrt(D) and each exp rounded
  * to nearest at 300 bits), rounded by er_oracle_round, written as the kernel's output: every element must be exact.
  * Random problems in fp16, bf16 and fp32, masks and GQA, and O in fp16, bf16 and fp32. */
@@ -620,6 +654,7 @@ int main(void) {
     tcase_add_test(tc, fully_masked_rows);
     tcase_add_test(tc, rescale_chain_at_the_edge);
     tcase_add_test(tc, mpfr_oracle_is_exact);
+    tcase_add_test(tc, qk_scale_input);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

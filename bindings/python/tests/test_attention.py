@@ -157,7 +157,7 @@ def test_refusals():
     O, L = flash(q, k, v)
     with pytest.raises(er.ExactrefError, match="div= does not apply"):
         ref.covers((O, L), div="divide")
-    with pytest.raises(er.ExactrefError, match="kv_block= and p_sum= apply to attention"):
+    with pytest.raises(er.ExactrefError, match="kv_block=, p_sum= and qk_scale= apply to attention"):
         er.matmul(q[0], k[0].T).covers(np.zeros((40, 70), np.float32), kv_block=4)
     with pytest.raises(er.ExactrefError, match="lse"):
         ref.covers((O, L[:, :-1]))
