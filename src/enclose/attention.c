@@ -239,6 +239,12 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         double ab = pl->etaq * 0.5 * kmax * l1 * c + pl->etak * 0.5 * qn * l1 * c + pl->etaq * pl->etak * 0.25 * (double)D +
                     pl->etaq * 0.5;
         delta = er__up(delta + asc * numax * rel * (1 + 0x1p-40) + ab * (1 + 0x1p-30));
+        /* scaled operands or scores that may overflow their format: the row claims nothing */
+        double smag = fmax(fabs(smin), fabs(smax)) + delta;
+        if (!(fmax(qn, kmax) * c < 0.5 * pl->qkmax) || !(smag < 0.5 * pl->qkmax)) {
+            er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
+            return ER_OK;
+        }
     }
     double Mabs = fmax(fabs(smin), fabs(smax));
     /* beyond these the fp32 scores may overflow, or the bounds' premises fail: the row claims nothing */

@@ -17,6 +17,7 @@ typedef struct er_attn_plan {
     double Ulog;               /* log and log2 within Ulog ulps, or 2^-20 absolute */
     int psum_fp32;             /* the denominator sums p before its rounding to v's format (p_sum=fp32) */
     double uq, uk, etaq, etak; /* qk_scale=input: q's and k's unit roundoffs and subnormal spacings (else 0) */
+    double qkmax;              /* qk_scale=input: the smaller of q's and k's largest finite values */
     int64_t D, Dv, Sk, kv_block;
     double sc;                 /* the scale as a double */
     int sc_default;            /* the scale is the real number 1/sqrt(D) (sc its rounding; else sc is exact) */

@@ -246,6 +246,7 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
         pl->uk = ldexp(1.0, -Kf->p);
         pl->etaq = Qf->min_sub;
         pl->etak = Kf->min_sub;
+        pl->qkmax = Qf->max < Kf->max ? Qf->max : Kf->max;
     }
     pl->sc_default = r->scale == 0;
     pl->sc = r->scale != 0 ? r->scale : 1.0 / sqrt((double)D);
