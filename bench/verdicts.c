@@ -311,6 +311,26 @@ static float div_like(float e, float s) {
     return q < 0x1p-126f ? 0.0f : q;
 }
 
+/* The verdicts on softmax outputs y (yd as doubles) of rows x n fp32 inputs x: exactref under any_order with opts,
+ * the peers against the float64 softmax rf; recorded under class kl (a triggered bug case where trig). */
+static void softmax_verdict(int kl, int trig, const float *x, const float *y, const double *yd, const double *rf, int rows, int n,
+                            const char *opts) {
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){rows, n}, NULL, y);
+    er_ref *ref;
+    er_softmax(&ref, &tx, 1);
+    er_standard st;
+    er_standard_parse(&st, "any_order", opts);
+    er_report rep;
+    er_covers(&rep, ref, &ty, &st);
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(&rep, 1);
+    peer_rules(yd, rf, (int64_t)rows * n, ER_FP32, n, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+}
+
 static void softmax_case(int kl, int rows, int n, int dist) {
     float *x = calloc((size_t)rows * n, sizeof(float)), *y = malloc(sizeof(float) * (size_t)rows * n);
     double *yd = malloc(sizeof(double) * (size_t)rows * n), *rf = malloc(sizeof(double) * (size_t)rows * n);
@@ -361,20 +381,7 @@ static void softmax_case(int kl, int rows, int n, int dist) {
     }
     if (kl == B_NOMAX) { trig = 0; for (int64_t i = 0; i < (int64_t)rows * n; i++) trig |= expf(x[i]) == INFINITY; }
     for (int64_t i = 0; i < (int64_t)rows * n; i++) yd[i] = y[i];
-    er_tensor tx, ty;
-    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, x);
-    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){rows, n}, NULL, y);
-    er_ref *ref;
-    er_softmax(&ref, &tx, 1);
-    er_standard st;
-    er_standard_parse(&st, "any_order", kl == K_ONLINE ? "online=yes" : kl == K_SOFTMAX_TRITON ? "math=triton" : "");
-    er_report rep;
-    er_covers(&rep, ref, &ty, &st);
-    int flags[R_COUNT];
-    flags[R_EXACTREF] = !all_pass(&rep, 1);
-    peer_rules(yd, rf, (int64_t)rows * n, ER_FP32, n, flags);
-    record(kl, flags, KL[kl].bug && trig);
-    er_ref_free(ref);
+    softmax_verdict(kl, trig, x, y, yd, rf, rows, n, kl == K_ONLINE ? "online=yes" : kl == K_SOFTMAX_TRITON ? "math=triton" : "");
     free(x); free(y); free(yd); free(rf);
 }
 
@@ -438,22 +445,9 @@ static void softmax_tree_case(int kl, int rows, int n) {
             if (fabs(yd[k] - v) > W * v + 2 * er_format_ulp(ER_FP32, v)) trig = 1;
         }
     }
-    er_tensor tx, ty;
-    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, x);
-    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){rows, n}, NULL, y);
-    er_ref *ref;
-    er_softmax(&ref, &tx, 1);
-    er_standard st;
     char opts[32];
     snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
-    er_standard_parse(&st, "any_order", kl == B_DROP_ANY ? "" : opts);
-    er_report rep;
-    er_covers(&rep, ref, &ty, &st);
-    int flags[R_COUNT];
-    flags[R_EXACTREF] = !all_pass(&rep, 1);
-    peer_rules(yd, rf, (int64_t)rows * n, ER_FP32, n, flags);
-    record(kl, flags, KL[kl].bug && trig);
-    er_ref_free(ref);
+    softmax_verdict(kl, trig, x, y, yd, rf, rows, n, kl == B_DROP_ANY ? "" : opts);
     free(x); free(y); free(e); free(yd); free(rf);
 }
 
