@@ -74,11 +74,11 @@ def _attn_fwd(Q, K, V, O, LSE, qk_scale, Sq, Sk, H, HKV, sqh, sqm, skh, skn, svh
     tl.store(LSE + h * Sq + offs_m, lse, mask=offs_m < Sq)
 
 
-def triton_attention(q, k, v, causal, br, bug=0, block_n=64):
-    """q [H, Sq, D], k, v [Hkv, Sk, D]: O [H, Sq, D] in q's dtype and LSE [H, Sq] in fp32."""
+def triton_attention(q, k, v, causal, br, bug=0, block_n=64, scale=None):
+    """q [H, Sq, D], k, v [Hkv, Sk, D]: O [H, Sq, D] in q's dtype and LSE [H, Sq] in fp32 (scale: 1/sqrt(D) if None)."""
     H, Sq, D = q.shape
     Hkv, Sk, _ = k.shape
-    scale = 1.0 / D if bug == 1 else D ** -0.5
+    scale = 1.0 / D if bug == 1 else D ** -0.5 if scale is None else scale
     o = torch.empty_like(q)
     lse = torch.empty((H, Sq), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(Sq, 64), H)
@@ -88,17 +88,17 @@ def triton_attention(q, k, v, causal, br, bug=0, block_n=64):
     return o, lse
 
 
-def sdpa_with_lse(backend, q, k, v, causal):
-    """(O, LSE) from the aten op of a backend; q, k, v [B, H, S, D]."""
+def sdpa_with_lse(backend, q, k, v, causal, scale=None):
+    """(O, LSE) from the aten op of a backend (LSE None for the math path); q, k, v [B, H, S, D]."""
     a = torch.ops.aten
     if backend == "flash":
-        r = a._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)
+        r = a._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
     elif backend == "efficient":
-        r = a._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal)
+        r = a._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
     elif backend == "cudnn":
-        r = a._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+        r = a._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False, scale=scale)
     else:
-        r = a._scaled_dot_product_attention_math(q, k, v, None, 0.0, causal)
+        r = a._scaled_dot_product_attention_math(q, k, v, None, 0.0, causal, scale=scale)
         return r[0], None
     o, lse = r[0], r[1]
     Sq = q.shape[2]

@@ -231,3 +231,28 @@ def test_harness_attention():
         assert (e["verdict"] == "pass") == (sk == 1), e  # with one key no query has a later one
     failing = [tuple(e["shape"]) for e in rec.cases if e["verdict"] != "pass"]
     assert tuple(rec.minimal["shape"]) == min(failing, key=lambda shp: int(np.prod(shp))) == (1, 4, 1, 1, 257, 128)
+
+
+def test_attention_edge_captures():
+    """H200 captures (tools/capture/capture_attention_edges.py) on the inputs that tell the standards apart: q = 0
+    (every weight exactly 1, O the mean of v on midpoints of fp16 and bf16), small-integer q and k with the scale ln 2
+    (exp2 arguments on integers), scores in the hundreds, subnormal v; torch's four backends and the Triton kernel, fp16
+    and bf16, causal or not. Every case covered under any_order, mma:sm90 and p_sum=fp32; on q = 0 every O element of
+    flash, efficient, cudnn and Triton is the correctly rounded mean (class exact: the midpoints rounded to even)."""
+    from conftest import arrays, captures
+    pytest.importorskip("ml_dtypes")
+    z, rows = captures("attention_edges")
+    seen = 0
+    for cid, kind, dt, fam, causal, scale, gid in rows:
+        q, k, v, o = arrays(z, dt, gid + "__in__q", gid + "__in__k", gid + "__in__v", cid + "__out__o")
+        lse = z[cid + "__out__lse"] if cid + "__out__lse" in z else None
+        causal = causal == "1"
+        align = "bottom_right" if kind == "flash" and causal else "top_left"  # the aten flash op's alignment, Sq < Sk
+        ref = er.attention(q, k, v, causal=causal, causal_alignment=align, scale=float(scale) or None)
+        for std in ("any_order", "mma:sm90", "any_order p_sum=fp32"):
+            res = ref.covers((o, lse), standard=std)
+            assert res.all(), "%s %s %s %s causal=%s %s: %s" % (cid, kind, dt, fam, causal, std, res)
+        if fam == "zero_q" and kind != "math":
+            assert ref.covers(o).counts["exact"] == o.size, (cid, kind, dt)
+        seen += 1
+    assert seen == 80
