@@ -53,16 +53,6 @@ static double er_dot(const double *a, const double *b, int64_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-/* The set of the values in [lo, hi] (infinite ends: the infinities too), NaN among them when nan. */
-static void er_cval_set(er_cval *c, double lo, double hi, int nan) {
-    memset(c, 0, sizeof *c);
-    c->lo = lo;
-    c->hi = hi;
-    c->pinf = hi == INFINITY;
-    c->ninf = lo == -INFINITY;
-    c->nan = (uint8_t)nan;
-}
-
 /* log(x) rounded down (up = 0) or up, x > 0. */
 static double er_log_dir(double x, int up) {
     mpfr_t a;
@@ -79,10 +69,10 @@ static double er_log_dir(double x, int up) {
 static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
                              double *lrd) {
     for (int64_t d = 0; d < pl->Dv; d++) {
-        er_cval_set(&ocv[d], -INFINITY, INFINITY, 1);
+        er__cval_from_interval(&ocv[d], -INFINITY, INFINITY, 1, er__fmt(ER_FP32));
         oex[d] = ord[d] = NAN;
     }
-    er_cval_set(lcv, -INFINITY, INFINITY, 1);
+    er__cval_from_interval(lcv, -INFINITY, INFINITY, 1, er__fmt(ER_FP32));
     *lex = *lrd = NAN;
 }
 
@@ -189,10 +179,10 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     if (n <= 0) {
         /* a fully masked row: O = 0 (exact) or NaN; LSE = -inf (exact), +inf or NaN */
         for (int64_t d = 0; d < Dv; d++) {
-            er_cval_set(&ocv[d], 0.0, 0.0, 1);
+            er__cval_from_interval(&ocv[d], 0.0, 0.0, 1, er__fmt(ER_FP32));
             oex[d] = ord[d] = 0.0;
         }
-        er_cval_set(lcv, INFINITY, -INFINITY, 1);
+        er__cval_from_interval(lcv, INFINITY, -INFINITY, 1, er__fmt(ER_FP32));
         lcv->pinf = lcv->ninf = 1;
         *lex = -INFINITY;
         *lrd = er__round_double(pl->L, -INFINITY, ER_ROUND_NEAREST, pl->ov_l);
@@ -316,7 +306,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         double klo = Nklo >= 0 ? er__dn(Nklo / Lkhi) : er__dn(Nklo / Lklo), khi = Nkhi >= 0 ? er__up(Nkhi / Lklo) : er__up(Nkhi / Lkhi);
         klo = er__dn(er__dn(klo - er__up(fabs(klo) * 6 * u)) - 0x1p-125);
         khi = er__up(er__up(khi + er__up(fabs(khi) * 6 * u)) + 0x1p-125);
-        er_cval_set(&ocv[d], klo, khi, 0);
+        er__cval_from_interval(&ocv[d], klo, khi, 0, er__fmt(ER_FP32));
         oex[d] = w->N[d] / Lmid;
         double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o), rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
         w->open[d] = !(rl == rh);
@@ -329,7 +319,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     double Els = er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * (Uc + 0.5));
     double xlo = er__dn(Mt + er_log_dir(Llo, 0)), xhi = er__up(Mt + er_log_dir(Lhi, 1));
     double klo = er__dn(er__dn(Mt + er_log_dir(Lklo, 0)) - Els), khi = er__up(er__up(Mt + er_log_dir(Lkhi, 1)) + Els);
-    er_cval_set(lcv, klo, khi, 0);
+    er__cval_from_interval(lcv, klo, khi, 0, er__fmt(ER_FP32));
     *lex = Mt + log(Lmid);
     double rl = er__round_double(pl->L, xlo, ER_ROUND_NEAREST, pl->ov_l), rh = er__round_double(pl->L, xhi, ER_ROUND_NEAREST, pl->ov_l);
     int lse_open = !(rl == rh);
