@@ -140,7 +140,7 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
 
 /* any_order in fp32 (or tf32 operands), the functions' accuracies and kv_block. */
 static er_status er_attn_check(const er_ref *ref, const er_standard *std) {
-    ER_RETURN_IF_ERROR(er__standard_takes(ref, std, ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_KV_BLOCK));
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std, ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_ATTN));
     if (std->order != ER_ORDER_ANY && std->order != ER_ORDER_MMA)
         return er__fail(ER_ERR_UNSUPPORTED, "attention takes any_order (every flash-style evaluation) or mma:<arch> (its products "
                         "on that architecture's tensor cores) in this version");

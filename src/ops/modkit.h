@@ -25,7 +25,7 @@ ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov
 #define ER_TAKES_ONLINE 0x200u   /* max=, online= */
 #define ER_TAKES_DEPTH 0x400u    /* depth= */
 #define ER_TAKES_MEAN 0x800u     /* mean= */
-#define ER_TAKES_KV_BLOCK 0x1000u /* kv_block=, p_sum=, qk_scale= */
+#define ER_TAKES_ATTN 0x1000u     /* attention's kv_block=, p_sum=, qk_scale= */
 ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned takes);
 /* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
  * compute format holding the input's values. */

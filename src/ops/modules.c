@@ -91,7 +91,7 @@ er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned
         return er__fail(ER_ERR_STANDARD, "depth= bounds additions; %s adds nothing", op);
     if (!(takes & ER_TAKES_MEAN) && std->mean != 0)
         return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", op);
-    if (!(takes & ER_TAKES_KV_BLOCK) && (std->kv_block != 0 || std->p_sum != 0 || std->qk_scale != 0))
+    if (!(takes & ER_TAKES_ATTN) && (std->kv_block != 0 || std->p_sum != 0 || std->qk_scale != 0))
         return er__fail(ER_ERR_STANDARD, "kv_block=, p_sum= and qk_scale= apply to attention, not to %s", op);
     return ER_OK;
 }
