@@ -376,8 +376,17 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
     return ER_OK;
 }
 
+/* q, k and v, for the report's input checks (er__ref_inputs). */
+static int er_attn_inputs(const er_ref *ref, const er_tensor **views, const char **names, int cap) {
+    static const char *const qkv[3] = {"q", "k", "v"};
+    const er_tensor *t[3] = {&ref->A, &ref->B, &ref->C};
+    int n = cap < 3 ? cap : 3;
+    for (int i = 0; i < n; i++) { names[i] = qkv[i]; views[i] = t[i]; }
+    return n;
+}
+
 static const char *const er_attn_names[2] = {"out", "lse"};
 
 const er_op_module er__attention_module = {.name = "attention", .nout = 2, .out_names = er_attn_names, .out_shape = er_attn_out_shape,
                                            .check = er_attn_check, .covers = er_attn_covers, .exact = er_attn_exact,
-                                           .rounded = er_attn_rounded};
+                                           .rounded = er_attn_rounded, .inputs = er_attn_inputs};

@@ -117,6 +117,9 @@ typedef struct er_op_module {
     /* Element idx's set, the one er_ref_enclosure gives (its exact and rounded values left NaN). */
     er_status (*cursor_set)(void *cur, int64_t idx, er_cset *c);
     void (*cursor_close)(void *cur);
+    /* The reference's input views and their names, at most cap (er__ref_inputs). NULL: the engine's rule for the
+     * first round's ops (x or A, B, the bias; a chain's base's and stages'). */
+    int (*inputs)(const er_ref *ref, const er_tensor **views, const char **names, int cap);
 } er_op_module;
 
 /* The module of a reference's op (every op has one). */

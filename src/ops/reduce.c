@@ -5,6 +5,7 @@
  * constant analysed as an exact 1 (er__fmt_one). mean divides the sum by K at covers time (src/ops/dotmod.c);
  * max selects, and rounds nothing but the output conversion. */
 #include <stdio.h>
+#include "ops/module.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -39,13 +40,8 @@ int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names,
         }
         return n;
     }
-    if (r->op == ER_OP_ATTENTION) {
-        static const char *const qkv[3] = {"q", "k", "v"};
-        const er_tensor *t[3] = {&r->A, &r->B, &r->C};
-        int n = cap < 3 ? cap : 3;
-        for (int i = 0; i < n; i++) { names[i] = qkv[i]; views[i] = t[i]; }
-        return n;
-    }
+    const er_op_module *m = er__module_of(r);
+    if (m->inputs) return m->inputs(r, views, names, cap);
     int n = 0, mm = r->op == ER_OP_MATMUL && !r->b_is_one;
     names[n] = mm ? "operand A" : "the input x";
     views[n++] = &r->A;

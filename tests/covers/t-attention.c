@@ -490,6 +490,16 @@ START_TEST(refusals) {
     ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 2, &std), ER_ERR_OUTPUT);
     er_report_clear(&reps[0]);
     er_report_clear(&reps[1]);
+    /* er_ref_rounded writes nothing over an input: O over v's memory is refused, naming v */
+    float vbuf[2 * 3 * 4] = {0};
+    er_tensor v2, o2;
+    er_tensor_view(&v2, ER_FP32, 3, (int64_t[]){2, 3, 4}, NULL, vbuf);
+    er_tensor_view(&o2, ER_FP32, 3, (int64_t[]){2, 3, 4}, NULL, vbuf);
+    er_ref *r2;
+    ck_assert_int_eq(er_attention(&r2, &q, &k, &v2, NULL), ER_OK);
+    ck_assert_int_eq(er_ref_rounded(&o2, r2), ER_ERR_OUTPUT);
+    ck_assert_msg(strstr(er_last_error(), "shares memory with v,") != NULL, "%s", er_last_error());
+    er_ref_free(r2);
     er_ref_free(ref);
     /* kv_block= on another op */
     er_ref *mm;
