@@ -111,6 +111,9 @@ typedef struct er_standard {
                                  v's format (p_sum=fp32) */
     int qk_scale;             /* attention: 0 the scale applied in fp32 (default); 1 also q and k each multiplied by
                                  sqrt(scale) and rounded to their own format before the product (qk_scale=input) */
+    int64_t combine_depth;    /* layernorm's Welford trees: at most this many of a leaf's inner nodes are combines
+                                 (nodes other than an update, which adds one value x as M + fl(x - M)/n); 0: no bound
+                                 beyond depth */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,
@@ -123,7 +126,7 @@ ER_API er_status er_standard_init(er_standard *s);
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
  *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean),
  *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
- *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford (layernorm), exp_ulps=fast (softmax,
+ *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford and combine_depth=C (layernorm), exp_ulps=fast (softmax,
  *   log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax), math=precise|fast (softmax,
  *   log_softmax: the fast-math preset), promote=N (mma outer=any).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
@@ -170,6 +173,11 @@ ER_API er_status er_depth_torch_softmax(int64_t *depth, int64_t n);
  * ceil(n / 512) - 1 + 10. The deeper of the two where both may run (a chain's first update, from an empty state, is
  * exact). ER_ERR_UNSUPPORTED outside 1..2^31. */
 ER_API er_status er_depth_torch_layer_norm(int64_t *depth, int64_t n);
+/* The combine depth of the same trees (combine_depth= with variance=welford or either, docs/algorithms/layernorm.md,
+ * Theorem L8): the most combines (nodes other than an update adding one value) on a leaf's path. Its vectorized
+ * kernel combines in 5 + 2 levels, its rowwise kernel in 5 + 5; 10, the larger, for every n (alignment decides which
+ * runs). ER_ERR_UNSUPPORTED outside 1..2^31. */
+ER_API er_status er_combine_depth_torch_layer_norm(int64_t *combine_depth, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -26,12 +26,92 @@ static void er_gamma(mpfr_t g, int p, double k) {
     mpfr_sub_ui(g, g, 1, MPFR_RNDU);
 }
 
+/* Theorem L8: the first-order part telescoped to sum_w 2 n_w (mu_w - mu) l_w over the non-root inner nodes w (l_w the
+ * rounding of w's mean), split into updates and combines, and the corrections' roundings relative to T. H bounds the
+ * inner nodes on a leaf's path, cdepth (0: H) the combines among them; a, b, E are Theorem L3's. Lowers *F1 (the
+ * first-order part) and *B (the second-order part) where the new bounds are smaller. */
+static void er_welford_l8(int64_t n, int64_t H, int64_t cdepth, double A, double R, double Thi, mpfr_srcptr u,
+                          mpfr_srcptr eta, mpfr_srcptr a, mpfr_srcptr b, mpfr_srcptr E, mpfr_srcptr g3, mpfr_srcptr g7,
+                          mpfr_ptr F1, mpfr_ptr B) {
+    int64_t H1 = H - 1;                                   /* levels of non-root inner nodes */
+    int64_t C1 = cdepth > 0 && cdepth < H1 ? cdepth : H1; /* non-root combines on a leaf's path */
+    if (H1 < 0) H1 = 0;
+    if (C1 < 0) C1 = 0;
+    mpfr_t al, be, lc, t, s, r, Mt;
+    mpfr_inits2(64, al, be, lc, t, s, r, Mt, (mpfr_ptr)0);
+    /* alpha = u (A + E) + (1 + u) eta / 2; beta = (1 + u) g3 (R + 2E); L_c = a + b E */
+    mpfr_set_d(al, A, MPFR_RNDU);
+    mpfr_add(al, al, E, MPFR_RNDU);
+    mpfr_mul(al, al, u, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(s, t, eta, MPFR_RNDU);
+    mpfr_div_2ui(s, s, 1, MPFR_RNDU);
+    mpfr_add(al, al, s, MPFR_RNDU);
+    mpfr_mul_2ui(be, E, 1, MPFR_RNDU);
+    mpfr_add_d(be, be, R, MPFR_RNDU);
+    mpfr_mul(be, be, g3, MPFR_RNDU);
+    mpfr_mul(be, be, t, MPFR_RNDU);
+    mpfr_mul(lc, b, E, MPFR_RNDU);
+    mpfr_add(lc, lc, a, MPFR_RNDU);
+    /* F = 2 [(alpha H1 + L_c C1) sqrt(n T) + u H1 T + beta sqrt(0.645 n H1 T)] + sqrt(2 (n - 1) T) (alpha + u R + beta/2) */
+    mpfr_set_d(r, Thi, MPFR_RNDU);
+    mpfr_mul_si(r, r, n, MPFR_RNDU);
+    mpfr_sqrt(r, r, MPFR_RNDU);                               /* sqrt(n T) */
+    mpfr_mul_si(s, al, H1, MPFR_RNDU);
+    mpfr_mul_si(t, lc, C1, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_mul(s, s, r, MPFR_RNDU);
+    mpfr_mul_d(t, u, Thi, MPFR_RNDU);
+    mpfr_mul_si(t, t, H1, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_set_d(t, Thi, MPFR_RNDU);
+    mpfr_mul_si(t, t, n, MPFR_RNDU);
+    mpfr_mul_si(t, t, H1, MPFR_RNDU);
+    mpfr_mul_d(t, t, 0.645, MPFR_RNDU);                        /* sum over updates of 1/n_w <= n (pi^2/6 - 1) */
+    mpfr_sqrt(t, t, MPFR_RNDU);
+    mpfr_mul(t, t, be, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_mul_2ui(s, s, 1, MPFR_RNDU);
+    mpfr_set_d(t, Thi, MPFR_RNDU);                            /* the updates' own term sum_U |Delta_w| |l_w| */
+    mpfr_mul_si(t, t, 2 * (n > 1 ? n - 1 : 1), MPFR_RNDU);
+    mpfr_sqrt(t, t, MPFR_RNDU);
+    mpfr_mul_d(r, u, R, MPFR_RNDU);
+    mpfr_add(r, r, al, MPFR_RNDU);
+    mpfr_div_2ui(Mt, be, 1, MPFR_RNDU);
+    mpfr_add(r, r, Mt, MPFR_RNDU);
+    mpfr_mul(t, t, r, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_min(F1, F1, s, MPFR_RNDU);
+    /* second order: 4 E^2 Mt + g7 (sqrt(T) + 2 E sqrt(Mt))^2, Mt = (n/2) bitlen(n) + n */
+    int bl = 0;
+    for (int64_t k = n; k; k >>= 1) bl++;
+    mpfr_set_si(Mt, n, MPFR_RNDN);
+    mpfr_mul_si(Mt, Mt, bl, MPFR_RNDU);
+    mpfr_div_2ui(Mt, Mt, 1, MPFR_RNDU);
+    mpfr_add_si(Mt, Mt, n, MPFR_RNDU);
+    mpfr_sqr(s, E, MPFR_RNDU);
+    mpfr_mul_2ui(s, s, 2, MPFR_RNDU);
+    mpfr_mul(s, s, Mt, MPFR_RNDU);
+    mpfr_sqrt(t, Mt, MPFR_RNDU);
+    mpfr_mul(t, t, E, MPFR_RNDU);
+    mpfr_mul_2ui(t, t, 1, MPFR_RNDU);
+    mpfr_set_d(r, Thi, MPFR_RNDU);
+    mpfr_sqrt(r, r, MPFR_RNDU);
+    mpfr_add(t, t, r, MPFR_RNDU);
+    mpfr_sqr(t, t, MPFR_RNDU);
+    mpfr_mul(t, t, g7, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_min(B, B, s, MPFR_RNDU);
+    mpfr_clears(al, be, lc, t, s, r, Mt, (mpfr_ptr)0);
+}
+
 /* Theorems L3 and L4: Welford's mean is within *EM of the exact mean and its M2 within *ES of T, for any tree
  * of updates and combines over n values with max |x| <= X, range R and T <= Thi. +inf when n is too large for
  * the bound (or for counts exact in F). */
-/* depth > 0: every leaf of the tree passes through at most depth inner nodes (Theorems L3 and L4 at bounded depth). */
-static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, double X, double R, double Thi, double *EM,
-                              double *ES) {
+/* depth > 0: every leaf of the tree passes through at most depth inner nodes (Theorems L3 and L4 at bounded depth);
+ * cdepth > 0: at most cdepth of them are combines (Theorem L8); A >= |mu|, the exact mean's magnitude. */
+static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, int64_t cdepth, double A, double X, double R,
+                              double Thi, double *EM, double *ES) {
     int p = F->p;
     int64_t dd = depth > 0 && depth < n - 1 ? depth : 0;
     if (n >= (INT64_C(1) << (p - 1))) { *EM = *ES = INFINITY; return; }
@@ -154,6 +234,7 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, do
             mpfr_min(F1, F1, F3, MPFR_RNDU);
         }
         mpfr_clears(F3, rt, (mpfr_ptr)0);
+        er_welford_l8(n, dd ? dd : n - 1, cdepth, A, R, Thi, u, eta, a, b, E, g3, g7, F1, B);
         mpfr_add(B, B, F1, MPFR_RNDU);
         mpfr_clear(F1);
         /* ES = (1+G)(first + second order + (n-1)(n+2) eta) + G T */
@@ -557,7 +638,9 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (!unbounded && pl->variance != 1) {
         /* Theorems L3, L4: Welford in any tree */
         double R = er__next_up(xmax - xmin), EM, ES;
-        er_welford_bounds(F, n, pl->depth, X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
+        mpfr_div_si(t, ex.S, (long)n, MPFR_RNDA);
+        er_welford_bounds(F, n, pl->depth, pl->combine_depth, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU),
+                          &EM, &ES);
         if (isinf(EM) || isinf(ES)) unbounded = 1;
         else {
             mpfr_div_si(t, ex.S, (long)n, MPFR_RNDD);

@@ -80,6 +80,7 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
         l->pl.mean = std->mean;
         l->pl.variance = std->variance;
         l->pl.depth = std->depth;
+        l->pl.combine_depth = std->combine_depth;
         l->pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
         st = er__layernorm_prepare(&l->pl, n);
         for (int o = 0; o < 3 && st == ER_OK; o++) {

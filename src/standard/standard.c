@@ -78,6 +78,11 @@ er_status er_standard_validate(const er_standard *s) {
                         er_order_name(s->order));
     if (s->depth < 0) return er__fail(ER_ERR_STANDARD, "depth must be at least 1");
     if (s->kv_block < 0) return er__fail(ER_ERR_STANDARD, "kv_block must be at least 1");
+    if (s->combine_depth < 0) return er__fail(ER_ERR_STANDARD, "combine_depth must be at least 1");
+    if (s->combine_depth && s->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_STANDARD, "combine_depth= bounds the Welford tree of any_order, not %s", er_order_name(s->order));
+    if (s->combine_depth && s->variance == 1)
+        return er__fail(ER_ERR_STANDARD, "combine_depth= bounds a Welford tree; variance=two_pass has none");
     if ((unsigned)s->p_sum > 1) return er__fail(ER_ERR_STANDARD, "p_sum is 0 (either) or 1 (fp32)");
     if ((unsigned)s->qk_scale > 1) return er__fail(ER_ERR_STANDARD, "qk_scale is 0 (fp32) or 1 (input)");
     if (s->depth && s->order != ER_ORDER_ANY)
@@ -312,6 +317,12 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
             if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "depth=%s: expected a number of additions from 1", val);
             s.depth = v;
+        } else if (strcmp(key, "combine_depth") == 0) {
+            bit = 67108864;
+            char *end;
+            long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
+            if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "combine_depth=%s: expected a number of combines from 1", val);
+            s.combine_depth = v;
         } else if (strcmp(key, "qk_scale") == 0) {
             bit = 33554432;
             if (strcmp(val, "fp32") == 0) s.qk_scale = 0;
@@ -371,9 +382,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else if (strcmp(val, "nearest") == 0) s.tf32 = ER_TF32_NEAREST;
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate, rna, rne or nearest", val);
         } else {
-            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'; the options: compute fma rounding subnormals overflow inner "
+            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'; options: compute fma rounding subnormals overflow inner "
                             "outer partial tf32 carry mean exp_ulps log_ulps rsqrt_ulps div div_ulps variance max online math "
-                            "promote depth init kv_block p_sum qk_scale", key);
+                            "promote depth init kv_block p_sum qk_scale combine_depth", key);
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -465,6 +476,17 @@ er_status er_depth_torch_layer_norm(int64_t *depth, int64_t n) {
     return ER_OK;
 }
 
+er_status er_combine_depth_torch_layer_norm(int64_t *combine_depth, int64_t n) {
+    er__ok();
+    ER_CHECK_NULL(combine_depth, "combine_depth");
+    if (n < 1 || n > (INT64_C(1) << 31))
+        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's layer_norm combine depth is given for rows of 1 to 2^31 elements",
+                        (long long)n);
+    /* the vectorized kernel's 5 + 2 combine levels, the rowwise kernel's 5 + 5: the larger */
+    *combine_depth = 10;
+    return ER_OK;
+}
+
 static const char *er_fma_name(er_fma f) {
     return f == ER_FMA_NEVER ? "never" : f == ER_FMA_ALWAYS ? "always" : "either";
 }
@@ -494,6 +516,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->order == ER_ORDER_MMA) ER_PUT(" outer=%s", s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->promote) ER_PUT(" promote=%d", s->promote);
     if (s->depth) ER_PUT(" depth=%lld", (long long)s->depth);
+    if (s->combine_depth) ER_PUT(" combine_depth=%lld", (long long)s->combine_depth);
     if (s->kv_block) ER_PUT(" kv_block=%lld", (long long)s->kv_block);
     if (s->p_sum == 1) ER_PUT(" p_sum=fp32");
     if (s->qk_scale == 1) ER_PUT(" qk_scale=input");

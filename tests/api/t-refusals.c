@@ -93,6 +93,14 @@ static void reset(void) {
     X(covers_accumulator, ER_ERR_STANDARD, "is not an accumulator format",                                         \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "compute=fp8_e4m3fn"))                                      \
     X(covers_depth_zero, ER_ERR_STANDARD, "depth=0", er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "depth=0"))\
+    X(covers_combine_depth_zero, ER_ERR_STANDARD, "combine_depth=0",                                              \
+      er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "combine_depth=0"))                                         \
+    X(covers_combine_depth_matmul, ER_ERR_STANDARD, "combine_depth= bounds layernorm's Welford tree, not matmul",   \
+      er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "combine_depth=4"))                                         \
+    X(covers_combine_depth_two_pass, ER_ERR_STANDARD, "variance=two_pass has none",                                 \
+      er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "variance=two_pass combine_depth=4"))                       \
+    X(covers_combine_depth_order, ER_ERR_STANDARD, "combine_depth= bounds the Welford tree of any_order",           \
+      er_matmul_covers(&o.rep, &A, &B, &o.C, "sequential", "combine_depth=4"))                                        \
     X(covers_split_negative, ER_ERR_STANDARD, "'split:-2'", er_matmul_covers(&o.rep, &A, &B, &o.C, "split:-2", NULL)) \
     X(covers_sets_lo_null, ER_ERR_NULL, "NULL", er_covers_sets(&o.rep, mm, &o.C, &any, NULL, o.hi, NULL))          \
     X(emulate_ref_null, ER_ERR_NULL, "ref is NULL", er_emulate(NULL, &o.C, &fixed))                                 \

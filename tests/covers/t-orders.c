@@ -801,16 +801,135 @@ START_TEST(welford_depth) {
 }
 END_TEST
 
+/* The most leaves a Welford tree reaches with at most h inner nodes on a leaf's path, c of them combines (an update
+ * adds one leaf: f(h - 1, c) + 1; a combine joins two subtrees: 2 f(h - 1, c - 1)); capped at 2^40. */
+static int64_t welford_reach(int h, int c) {
+    enum { HMAX = 4200, CMAX = 16 };
+    static int64_t memo[HMAX][CMAX];
+    if (h <= 0) return 1;
+    if (h >= HMAX || c >= CMAX || c < 0) return INT64_C(1) << 40;
+    if (memo[h][c]) return memo[h][c];
+    int64_t up = welford_reach(h - 1, c) + 1, co = c > 0 ? 2 * welford_reach(h - 1, c - 1) : 0;
+    int64_t m = up > co ? up : co;
+    return memo[h][c] = m > (INT64_C(1) << 40) ? INT64_C(1) << 40 : m;
+}
+
+typedef struct { double M, S, n; } wstate;
+
+static int welford_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A random Welford tree over x[lo..hi) with at most h inner nodes on each leaf's path, c of them combines, every
+ * operation rounded in fp32: updates (b one value: delta = x - M, M += delta / n or delta fl(1/n), S += delta (x - M),
+ * fused or not) and combines (Chan's M_a + delta fl(n_b/n) with either side as a, the smaller one too, so a single
+ * value may be a and the product's weight near 1; or torch's fl(n_a c) M_a + fl(n_b c) M_b), split anywhere from
+ * one leaf to the middle. */
+static wstate welford_tree(emu *e, mpfr_t t, const double *x, int lo, int hi, int h, int c) {
+    int k = hi - lo;
+    if (k == 1) return (wstate){x[lo], 0, 1};
+    int can_up = welford_reach(h - 1, c) >= k - 1, can_co = c > 0 && 2 * welford_reach(h - 1, c - 1) >= k;
+    if (can_up && (!can_co || (er_rand64() % 3) != 0)) {
+        int last = (int)(er_rand64() & 1); /* the added value: the range's last or first */
+        wstate a = last ? welford_tree(e, t, x, lo, hi - 1, h - 1, c) : welford_tree(e, t, x, lo + 1, hi, h - 1, c);
+        double xv = last ? x[hi - 1] : x[lo], nn = a.n + 1, delta = emu_add(e, xv, -a.M), q;
+        if (er_rand64() & 1) { mpfr_set_d(t, delta, MPFR_RNDN); mpfr_div_d(t, t, nn, MPFR_RNDN); q = emu_round(e, t); }
+        else { mpfr_set_ui(t, 1, MPFR_RNDN); mpfr_div_d(t, t, nn, MPFR_RNDN); q = emu_mul(e, delta, emu_round(e, t)); }
+        double M = emu_add(e, a.M, q), d2 = emu_add(e, xv, -M);
+        double S = (er_rand64() & 1) ? emu_fma(e, delta, d2, a.S) : emu_add(e, a.S, emu_mul(e, delta, d2));
+        return (wstate){M, S, nn};
+    }
+    int64_t cap = welford_reach(h - 1, c - 1);
+    int kmin = (int)(k - cap > 1 ? k - cap : 1), kmax = k / 2, ka;
+    switch (er_rand64() % 3) {
+    case 0: ka = kmin; break;                 /* as unbalanced as the budget allows */
+    case 1: ka = kmax; break;                 /* balanced */
+    default: ka = kmin + (int)(er_rand64() % (uint64_t)(kmax - kmin + 1));
+    }
+    wstate L = welford_tree(e, t, x, lo, lo + ka, h - 1, c - 1), Rt = welford_tree(e, t, x, lo + ka, hi, h - 1, c - 1);
+    int swap = (int)(er_rand64() & 1);
+    wstate a = swap ? Rt : L, b = swap ? L : Rt;
+    double nn = a.n + b.n, delta = emu_add(e, b.M, -a.M), M;
+    mpfr_set_d(t, b.n, MPFR_RNDN);
+    mpfr_div_d(t, t, nn, MPFR_RNDN);
+    double wb = emu_round(e, t);
+    if (er_rand64() & 1) {
+        mpfr_set_ui(t, 1, MPFR_RNDN);
+        mpfr_div_d(t, t, nn, MPFR_RNDN);
+        double co = emu_round(e, t), wa = emu_mul(e, a.n, co), wbt = emu_mul(e, b.n, co);
+        M = (er_rand64() & 1) ? emu_fma(e, wa, a.M, emu_mul(e, wbt, b.M)) : emu_add(e, emu_mul(e, wa, a.M), emu_mul(e, wbt, b.M));
+        wb = wbt;
+    } else {
+        M = (er_rand64() & 1) ? emu_fma(e, delta, wb, a.M) : emu_add(e, a.M, emu_mul(e, delta, wb));
+    }
+    double corr = emu_mul(e, emu_mul(e, emu_mul(e, delta, delta), a.n), wb);
+    return (wstate){M, emu_add(e, emu_add(e, a.S, b.S), corr), nn};
+}
+
+/* Theorem L8 against trees that push it: random Welford trees at depth D with at most C combines per leaf (C from 1
+ * to D), rows of randn, offset randn, sorted randn (subtrees over runs of sorted values have means far from the row's)
+ * and sorted with a far outlier at one end; each row's outputs covered under variance=welford depth=D combine_depth=C.
+ * The unbiased variance is counted where caught. */
+START_TEST(welford_l8_trees) {
+    er_test_reseed(345);
+    long trials = (long)(24 * er_test_multiplier());
+    enum { ROWS = 2 };
+    static float x[ROWS * 4096], y[ROWS * 4096];
+    static double xd[4096];
+    int caught = 0;
+    emu e;
+    emu_init(&e, ER_FP32);
+    mpfr_t t;
+    mpfr_init2(t, 200);
+    for (long tr = 0; tr < trials; tr++) {
+        static const int ns[4] = {64, 256, 1024, 4096};
+        int n = ns[tr % 4], kind = (int)((tr / 4) % 4), C = 1 + (int)(er_rand64() % 12), D = 1;
+        while (welford_reach(D, C) < n) D++;
+        D += (int)(er_rand64() % 40);
+        if (C > D) C = D;
+        for (int r = 0; r < ROWS; r++) {
+            for (int j = 0; j < n; j++) xd[j] = (float)(er_rand_normal() + (kind == 1 ? 300.0 : 0.25));
+            if (kind >= 2) qsort(xd, (size_t)n, sizeof xd[0], welford_cmp);
+            if (kind == 3) xd[n - 1] = 64.0;
+            for (int j = 0; j < n; j++) x[r * n + j] = (float)xd[j];
+        }
+        uint64_t seed = er_rand64();
+        for (int bug = 0; bug < 2; bug++) {
+            float mean[ROWS], rstd[ROWS];
+            for (int r = 0; r < ROWS; r++) {
+                for (int j = 0; j < n; j++) xd[j] = x[r * n + j];
+                uint64_t keep = er_rng;
+                er_rng = seed + (uint64_t)r; /* the same tree for the correct and the buggy row */
+                wstate w = welford_tree(&e, t, xd, 0, n, D, C);
+                er_rng = keep;
+                welford_row_out(&e, t, x + r * n, n, w.M, w.S, bug ? n - 1 : n, y + r * n, &mean[r], &rstd[r]);
+            }
+            char opts[80];
+            snprintf(opts, sizeof opts, "variance=welford depth=%d combine_depth=%d", D, C);
+            int pass = layernorm_rows_pass(x, y, mean, rstd, ROWS, n, opts);
+            if (bug) caught += !pass;
+            else ck_assert_msg(pass, "trial %ld: a correct Welford tree (n %d, rows of kind %d) called wrong under %s" ER_SEED_MSG_FMT,
+                               tr, n, kind, opts, ER_SEED_ARGS);
+        }
+    }
+    mpfr_clear(t);
+    emu_clear(&e);
+    printf("Welford trees at depth D with C combines covered; the unbiased variance caught in %d of %ld\n", caught, trials);
+}
+END_TEST
+
 /* torch's vectorized CUDA layer_norm (layer_norm_kernel.cu; rows of a multiple of 4 elements): 128 threads as 4
  * warps of 32, thread t updating its Welford state over the 4 elements of each vector t, t + 128, ... (mean +=
  * delta fl(1/count), m2 += delta (x - mean)), then torch's combines (coef = fl(1/count), mean = nA meanA + nB meanB,
  * m2 = m2A + m2B + delta^2 countA nB) in each warp's 5-level shfl_down tree and a 2-level tree over the warps; var =
  * m2 / n, rstd = 1/sqrt(var + eps) rounded, y = rstd (x - mean). Every fp32 operation rounded (the emulator); each
  * leaf's inner nodes counted (its first update, from an empty state, is exact). Returns the deepest count, and 1 in
- * *pass when y, mean and rstd pass under options with depth= the helper's depth. */
-static int torch_layer_norm_case(int n, int offset, const char *variance, int *pass) {
+ * *pass when y, mean and rstd pass under variance= and depth= the helper's depth, plus `more` options. The variance is
+ * m2 / div (div n; n - 1 for the unbiased variance, a bug). */
+static int torch_layer_norm_case(int n, int offset, const char *variance, int div, const char *more, int *pass) {
     enum { ROWS = 2, T = 128 };
-    static float x[ROWS * 4096], y[ROWS * 4096];
+    static float x[ROWS * 8192], y[ROWS * 8192];
     float mean[ROWS], rstd[ROWS];
     emu e;
     emu_init(&e, ER_FP32);
@@ -858,14 +977,14 @@ static int torch_layer_norm_case(int n, int offset, const char *variance, int *p
             for (int w = 0; w < o; w++) ER_COMBINE(w * 32, (w + o) * 32);
 #undef ER_COMBINE
         if (dep[0] > deepest) deepest = dep[0];
-        welford_row_out(&e, t, x + r * n, n, M[0], S[0], n, y + r * n, &mean[r], &rstd[r]);
+        welford_row_out(&e, t, x + r * n, n, M[0], S[0], div, y + r * n, &mean[r], &rstd[r]);
     }
     mpfr_clear(t);
     emu_clear(&e);
     int64_t D;
     ck_assert_int_eq(er_depth_torch_layer_norm(&D, n), ER_OK);
-    char opts[64];
-    snprintf(opts, sizeof opts, "variance=%s depth=%lld", variance, (long long)D);
+    char opts[128];
+    snprintf(opts, sizeof opts, "variance=%s depth=%lld %s", variance, (long long)D, more);
     *pass = layernorm_rows_pass(x, y, mean, rstd, ROWS, n, opts);
     return deepest;
 }
@@ -880,7 +999,7 @@ START_TEST(torch_layer_norm_depth) {
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
         for (int offset = 0; offset < 2; offset++)
             for (int v = 0; v < 2; v++) {
-                int pass, d = torch_layer_norm_case(ns[k], offset, v ? "either" : "welford", &pass);
+                int pass, d = torch_layer_norm_case(ns[k], offset, v ? "either" : "welford", ns[k], "", &pass);
                 int64_t D;
                 ck_assert_int_eq(er_depth_torch_layer_norm(&D, ns[k]), ER_OK);
                 ck_assert_msg(d == D, "n %d: emulated depth %d, helper %lld", ns[k], d, (long long)D);
@@ -894,6 +1013,37 @@ START_TEST(torch_layer_norm_depth) {
     ck_assert_int_eq(D, 18);
     ck_assert_int_eq(er_depth_torch_layer_norm(&D, 0), ER_ERR_UNSUPPORTED);
     ck_assert_int_eq(er_depth_torch_layer_norm(NULL, 8), ER_ERR_NULL);
+}
+END_TEST
+
+/* Theorem L8 (layernorm.md) at torch's shape: its correct rows covered, and the unbiased variance (which moves rstd by
+ * about 1/(2n)) caught in every row under variance=either at the helper's depth and combine_depth (n up to 8192), and
+ * at its depth alone up to n = 4096, as a two-pass kernel's is at the same depth. */
+START_TEST(torch_layer_norm_tight) {
+    er_test_reseed(344);
+    static const int ns[] = {256, 1024, 2048, 4096, 8192};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        int n = ns[k], pass;
+        int64_t C;
+        ck_assert_int_eq(er_combine_depth_torch_layer_norm(&C, n), ER_OK);
+        char more[48];
+        snprintf(more, sizeof more, "combine_depth=%lld", (long long)C);
+        for (int offset = 0; offset < 2; offset++) {
+            torch_layer_norm_case(n, offset, "either", n, more, &pass);
+            ck_assert_msg(pass, "n %d, offset %d: torch's layer_norm called wrong under %s", n, offset, more);
+        }
+        torch_layer_norm_case(n, 0, "either", n - 1, more, &pass);
+        ck_assert_msg(!pass, "n %d: the unbiased variance passed under variance=either %s", n, more);
+        if (n <= 4096) {
+            torch_layer_norm_case(n, 0, "either", n - 1, "", &pass);
+            ck_assert_msg(!pass, "n %d: the unbiased variance passed under variance=either at torch's depth", n);
+        }
+    }
+    int64_t C;
+    ck_assert_int_eq(er_combine_depth_torch_layer_norm(&C, 4096), ER_OK);
+    ck_assert_int_eq(C, 10);
+    ck_assert_int_eq(er_combine_depth_torch_layer_norm(&C, 0), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_combine_depth_torch_layer_norm(NULL, 8), ER_ERR_NULL);
 }
 END_TEST
 
@@ -994,6 +1144,8 @@ int main(void) {
     tcase_add_test(tc, torch_softmax_depth);
     tcase_add_test(tc, torch_softmax_block_depth);
     tcase_add_test(tc, torch_layer_norm_depth);
+    tcase_add_test(tc, torch_layer_norm_tight);
+    tcase_add_test(tc, welford_l8_trees);
     tcase_add_test(tc, cub_block_reduce_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

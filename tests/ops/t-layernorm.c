@@ -56,12 +56,14 @@ START_TEST(torch_layernorm_on_h200_is_covered) {
         ck_assert_int_eq(er_covers_outputs(reps, ref, pt + 3, 3, &std), ER_OK);
         tight += er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]);
         clear3(reps);
-        /* torch's Welford tree at its depth (er_depth_torch_layer_norm) */
-        int64_t D;
+        /* torch's Welford tree at its depth (er_depth_torch_layer_norm), and at its combine depth too */
+        int64_t D, C;
         ck_assert_int_eq(er_depth_torch_layer_norm(&D, pt[0]->shape[pt[0]->ndim - 1]), ER_OK);
-        for (int v = 0; v < 2; v++) {
-            char opts[64];
-            snprintf(opts, sizeof opts, "variance=%s depth=%lld", v ? "either" : "welford", (long long)D);
+        ck_assert_int_eq(er_combine_depth_torch_layer_norm(&C, pt[0]->shape[pt[0]->ndim - 1]), ER_OK);
+        for (int v = 0; v < 4; v++) {
+            char opts[96];
+            snprintf(opts, sizeof opts, "variance=%s depth=%lld", v & 1 ? "either" : "welford", (long long)D);
+            if (v & 2) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " combine_depth=%lld", (long long)C);
             ck_assert_int_eq(er_standard_parse(&std, "any_order", opts), ER_OK);
             ck_assert_msg(er_covers_outputs(reps, ref, pt + 3, 3, &std) == ER_OK, "%s", er_last_error());
             require_all(reps, id, 0);
@@ -72,7 +74,7 @@ START_TEST(torch_layernorm_on_h200_is_covered) {
     }
     fclose(f);
     printf("torch.native_layer_norm on H200: %d cases covered, and under variance=welford and either at "
-           "er_depth_torch_layer_norm's depth (y: exact %lld, covered %lld; mean: exact %lld, covered %lld; "
+           "er_depth_torch_layer_norm's depth, with and without its combine depth (y: exact %lld, covered %lld; mean: exact %lld, covered %lld; "
            "rstd: exact %lld, covered %lld); %d also inside the two-pass sets\n", cases, counts[0][0], counts[0][1],
            counts[1][0], counts[1][1], counts[2][0], counts[2][1], tight);
     ck_assert_int_eq(cases, 33);

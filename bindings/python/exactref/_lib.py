@@ -108,6 +108,7 @@ _sig = {
     "er_depth_triton": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]),
     "er_depth_torch_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
+    "er_combine_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_depth_cub_block_reduce": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int]),
     "er_matmul_covers_device": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                                ctypes.c_void_p]),

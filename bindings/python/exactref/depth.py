@@ -61,6 +61,19 @@ def torch_layer_norm(n):
     return d.value
 
 
+def torch_layer_norm_combines(n):
+    """The combine depth of the same trees (er_combine_depth_torch_layer_norm), for combine_depth=: the most Welford
+    combines on a leaf's path, 10 (the rowwise kernel's 5 + 5 levels; the vectorized kernel's are 5 + 2).
+
+        er.layer_norm(x, n).covers((y, mean, rstd), variance="either", depth=er.depth.torch_layer_norm(n),
+                                   combine_depth=er.depth.torch_layer_norm_combines(n))"""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: n must be an int, not %s" % type(n).__name__)
+    c = ctypes.c_int64(0)
+    check(_lib.lib.er_combine_depth_torch_layer_norm(ctypes.byref(c), n))
+    return c.value
+
+
 def cub_block_reduce(items_per_thread, block_threads):
     """The depth of CUB's BlockReduce Sum (BLOCK_REDUCE_WARP_REDUCTIONS, its default) over `block_threads` threads of
     `items_per_thread` fp32 or fp64 items: each thread's items in a chain, a shuffle-down tree in each warp, the warp

@@ -381,6 +381,22 @@ def test_depth_of_triton_sum():
         er.depth.torch_layer_norm(4096.0)
     with pytest.raises(er.ExactrefNotImplementedError):
         er.depth.torch_layer_norm(0)
+    assert er.depth.torch_layer_norm_combines(4096) == 10
+    with pytest.raises(er.ExactrefTypeError):
+        er.depth.torch_layer_norm_combines(4096.0)
+    with pytest.raises(er.ExactrefNotImplementedError):
+        er.depth.torch_layer_norm_combines(0)
+    # Theorem L8: at torch's depth and combine depth the unbiased variance leaves the Welford set too
+    n = 4096
+    xl = np.random.default_rng(3).standard_normal((4, n)).astype(np.float32)
+    x64 = xl.astype(np.float64)
+    opts = dict(variance="either", depth=er.depth.torch_layer_norm(n), combine_depth=er.depth.torch_layer_norm_combines(n))
+    ln = er.layer_norm(xl, n)
+    for ddof, ok in ((0, True), (1, False)):
+        rstd = (1 / np.sqrt(x64.var(1, ddof=ddof) + 1e-5)).astype(np.float32)
+        assert ln.covers((None, None, rstd), **opts).rstd.all() == ok
+    with pytest.raises(er.ExactrefValueError):
+        er.sum(xl, dim=1).covers(xl.sum(1), combine_depth=10)
     with pytest.raises(er.ExactrefValueError):
         er.depth.cub_block_reduce(4, 2048)
     with pytest.raises(er.ExactrefTypeError):
