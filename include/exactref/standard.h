@@ -25,9 +25,13 @@ typedef enum er_order {
     ER_ORDER_SPLIT = 4,      /* `split` contiguous chunks of ceil(K/split) products: a partial sum per chunk
                                 (inner order), rounded to `partial`, combined in `partial` arithmetic (outer) */
     ER_ORDER_PAIRWISE = 5,   /* numpy's pairwise summation of the rounded products (8-way blocks of up to 128) */
-    ER_ORDER_MMA = 6         /* tensor-core MMA blocks of `mma_arch` (docs/hardware/mma.md): outer=sequential, one
+    ER_ORDER_MMA = 6,        /* tensor-core MMA blocks of `mma_arch` (docs/hardware/mma.md): outer=sequential, one
                                 chain over K in order (acc += dot, as Triton's tl.dot); outer=any, the blocks in any
                                 order and any number of chains added in fp32 (cuBLAS, split-K) */
+    ER_ORDER_TRITON = 7      /* Triton's tl.sum over one block of `triton_block` elements (K of them loaded, the rest
+                                masked to +0) with `warps` warps and `vec` elements per thread and vector: each thread
+                                chains its elements, then a butterfly over the lanes and one over the warps
+                                (docs/algorithms/orders.md, Triton's tl.sum) */
 } er_order;
 
 /* The order inside a block or chunk (inner) or between partials (outer). */
@@ -111,6 +115,11 @@ typedef struct er_standard {
                                  v's format (p_sum=fp32) */
     int qk_scale;             /* attention: 0 the scale applied in fp32 (default); 1 also q and k each multiplied by
                                  sqrt(scale) and rounded to their own format before the product (qk_scale=input) */
+    int64_t triton_block;     /* ER_ORDER_TRITON: the block (a power of two; the reduced length K is at most it) */
+    int warps;                /* ER_ORDER_TRITON: num_warps (a power of two, 1 to 32) */
+    int vec;                  /* ER_ORDER_TRITON: elements per thread and vector (a power of two; 0: Triton's choice,
+                                 16 bytes of A's format where K is a multiple of 16, else 1, at most
+                                 block / (32 warps)) */
     int64_t combine_depth;    /* layernorm's Welford trees: at most this many of a leaf's inner nodes are combines
                                  (nodes other than an update, which adds one value x as M + fl(x - M)/n); 0: no bound
                                  beyond depth */
@@ -120,7 +129,7 @@ typedef struct er_standard {
  * the output format's own overflow rule. */
 ER_API er_status er_standard_init(er_standard *s);
 /* Parses an order and options. Orders: "any_order" (alias "any"), "sequential", "blocked:B", "split:S",
- * "pairwise", "mma:smNN" (sm70, sm80, sm89, sm90, sm100). Options, a comma- or space-separated list of key=value:
+ * "pairwise", "mma:smNN" (sm70, sm80, sm89, sm90, sm100), "triton:BLOCK". Options, a comma- or space-separated list of key=value:
  *   compute=fp32|fp16|bf16|fp64|tf32 (format names as er_format_from_name), fma=either|never|always,
  *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
@@ -128,7 +137,7 @@ ER_API er_status er_standard_init(er_standard *s);
  *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
  *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford and combine_depth=C (layernorm), exp_ulps=fast (softmax,
  *   log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax), math=precise|fast (softmax,
- *   log_softmax: the fast-math preset), promote=N (mma outer=any).
+ *   log_softmax: the fast-math preset), promote=N (mma outer=any), warps=W and vec=S (triton).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

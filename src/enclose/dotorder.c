@@ -21,6 +21,7 @@ er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, const e
     pl->F = er__fmt(tf32 ? ER_FP32 : std->compute);
     pl->P = std->partial != ER_FORMAT_INVALID ? er__fmt(std->partial) : pl->F;
     const er_fmt_info *tf = er__fmt(ER_TF32);
+    pl->a_bytes = fa->bits > 8 ? fa->bits / 8 : 1;
     pl->fa = tf32 && fa->p > tf->p ? tf : fa;
     pl->fb = tf32 && fb->p > tf->p ? tf : fb;
     int faithful = std->rounding == ER_RND_FAITHFUL;
@@ -319,6 +320,50 @@ static er_iv er_pairwise(const er_order_plan *pl, int wide, const double *a, con
     return x;
 }
 
+/* Triton's tl.sum over one block (docs/algorithms/orders.md, Triton's tl.sum): B = triton_block elements, the first K
+ * loaded and the rest +0, held S to a vector by 32 W threads; E = B / S vectors, Ld = min(32, E) lanes and
+ * Wd = min(W, E / 32) warps hold distinct ones (the others copies). Thread t = 32 w + l chains its elements
+ * r S 32 W + t S + s (r outer, s inner) from the first; each warp's Ld lanes are halved pairwise (a butterfly of offsets
+ * Ld/2 .. 1, whose lane 0 adds lane o at offset o), then the Wd warps' totals the same way. */
+int er__triton_vec(const er_standard *s, int64_t K, int a_bytes) {
+    if (s->vec) return s->vec;
+    int64_t v = K % 16 == 0 ? 16 / (a_bytes < 16 ? a_bytes : 16) : 1, cap = s->triton_block / (32 * (int64_t)s->warps);
+    if (v > cap) v = cap;
+    return v < 1 ? 1 : (int)v;
+}
+
+static er_status er_triton_sum(er_order_plan *pl, int wide, const double *a, const double *b, int64_t K, er_iv *res) {
+    const er_standard *s = &pl->std;
+    const er_fmt_info *F = pl->F;
+    int64_t B = s->triton_block, S = er__triton_vec(s, K, pl->a_bytes), W = s->warps, E = B / S;
+    int64_t Ld = E < 32 ? E : 32, Wd = E / 32 < W ? E / 32 : W, R = E / (32 * W);
+    if (Wd < 1) Wd = 1;
+    if (R < 1) R = 1;
+    ER_RETURN_IF_ERROR(er_grow(pl, 32 * Wd));
+    er_iv *part = pl->parts;
+    const er_iv zero = {0.0, 0.0, 0};
+    for (int64_t w = 0; w < Wd; w++)
+        for (int64_t l = 0; l < Ld; l++) {
+            int64_t t = 32 * w + l;
+            er_iv acc = zero;
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t j = 0; j < S; j++) {
+                    int64_t k = r * S * 32 * W + t * S + j;
+                    if (r == 0 && j == 0) acc = k < K ? er_prod_iv(pl, wide, a[k], b[k]) : zero;
+                    else if (k < K) er_step(pl, wide, &acc, a[k], b[k]);
+                    else er_iv_add(pl, F, &acc, &zero);
+                }
+            part[32 * w + l] = acc;
+        }
+    for (int64_t w = 0; w < Wd; w++)
+        for (int64_t o = Ld / 2; o >= 1; o /= 2)
+            for (int64_t l = 0; l < o; l++) er_iv_add(pl, F, &part[32 * w + l], &part[32 * w + l + o]);
+    for (int64_t o = Wd / 2; o >= 1; o /= 2)
+        for (int64_t w = 0; w < o; w++) er_iv_add(pl, F, &part[32 * w], &part[32 * (w + o)]);
+    *res = part[0];
+    return ER_OK;
+}
+
 er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t K,
                         int special, er_cval *out, const er_fmt_info **fmt) {
     (void)special; /* infinities and NaN travel through the emulation by IEEE rules */
@@ -332,6 +377,11 @@ er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *
         break;
     case ER_ORDER_PAIRWISE:
         r = er_pairwise(pl, env->wide, a, b, K);
+        break;
+    case ER_ORDER_TRITON:
+        if (K > s->triton_block)
+            return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer", (long long)s->triton_block, (long long)K);
+        ER_RETURN_IF_ERROR(er_triton_sum(pl, env->wide, a, b, K, &r));
         break;
     case ER_ORDER_BLOCKED:
     case ER_ORDER_SPLIT: {

@@ -22,12 +22,16 @@ typedef struct er_order_plan {
     mpfr_t sl, sh;                 /* exact sums of partials */
     er_iv *parts;                  /* partial intervals */
     int64_t tcap;
+    int a_bytes;                   /* A's storage bytes (triton's default vector width) */
 } er_order_plan;
 
 /* fa, fb: the operands' format descriptors (er__fmt_one() for the constant 1 of a reduction). */
 ER_INTERNAL er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, const er_fmt_info *fa,
                                           const er_fmt_info *fb);
 ER_INTERNAL void er__order_plan_clear(er_order_plan *pl);
+/* The vector width of triton:BLOCK for a reduction of K elements of a format of a_bytes bytes: vec= if set, else
+ * Triton's choice (16 bytes' worth where K is a multiple of 16, else 1, at most block / (32 warps), at least 1). */
+ER_INTERNAL int er__triton_vec(const er_standard *s, int64_t K, int a_bytes);
 /* The set in the accumulator (or partial) format of sum_k a[k] b[k] under the plan's standard (not any_order). */
 ER_INTERNAL er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b,
                                     int64_t K, int special, er_cval *out, const er_fmt_info **fmt);

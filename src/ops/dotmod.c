@@ -263,6 +263,11 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
         if (x3) er_x3_widen(&cx->bd);
     } else {
+        if (std->order == ER_ORDER_TRITON && ref->K > std->triton_block) {
+            er__edge_scratch_clear(&cx->w);
+            return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer", (long long)std->triton_block,
+                            (long long)ref->K);
+        }
         er__order_plan_init(&cx->plan, std, fa, fb);
         cx->have_plan = 1;
     }

@@ -31,13 +31,14 @@ static const char *er_order_name(er_order o) {
     case ER_ORDER_SPLIT: return "split";
     case ER_ORDER_PAIRWISE: return "pairwise";
     case ER_ORDER_MMA: return "mma";
+    case ER_ORDER_TRITON: return "triton";
     }
     return "?";
 }
 
 er_status er_standard_validate(const er_standard *s) {
     ER_CHECK_NULL(s, "standard");
-    if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_MMA)
+    if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_TRITON)
         return er__fail(ER_ERR_STANDARD, "unknown order value %d", (int)s->order);
     const er_fmt_info *fi = er__fmt(s->compute);
     if (!fi) return er__fail(ER_ERR_STANDARD, "invalid compute format value %d", (int)s->compute);
@@ -56,6 +57,20 @@ er_status er_standard_validate(const er_standard *s) {
     if (split && s->split < 1) return er__fail(ER_ERR_STANDARD, "split needs at least 1 chunk (got %lld)", (long long)s->split);
     if (!blocked && s->block != 0) return er__fail(ER_ERR_STANDARD, "a block size applies to blocked only, not to %s", er_order_name(s->order));
     if (!split && s->split != 0) return er__fail(ER_ERR_STANDARD, "a split count applies to split only, not to %s", er_order_name(s->order));
+    int triton = s->order == ER_ORDER_TRITON;
+    if (triton) {
+        int64_t b = s->triton_block;
+        if (b < 1 || b > (INT64_C(1) << 30) || (b & (b - 1)))
+            return er__fail(ER_ERR_STANDARD, "triton needs a block that is a power of two up to 2^30 (got %lld)", (long long)b);
+        if (s->warps < 1 || s->warps > 32 || (s->warps & (s->warps - 1)))
+            return er__fail(ER_ERR_STANDARD, "warps=%d: expected a power of two from 1 to 32", s->warps);
+        if (s->vec < 0 || s->vec > 16 || (s->vec & (s->vec - 1)) || s->vec > b)
+            return er__fail(ER_ERR_STANDARD, "vec=%d: expected a power of two from 1 to 16, at most the block", s->vec);
+        if (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL)
+            return er__fail(ER_ERR_STANDARD, "triton fixes its own tree: inner= and outer= do not apply");
+    } else if (s->triton_block != 0 || s->warps != 0 || s->vec != 0) {
+        return er__fail(ER_ERR_STANDARD, "warps= and vec= apply to triton:BLOCK only, not to %s", er_order_name(s->order));
+    }
     int mma = s->order == ER_ORDER_MMA;
     if (mma) {
         if (s->mma_arch != 70 && s->mma_arch != 80 && s->mma_arch != 89 && s->mma_arch != 90 && s->mma_arch != 100)
@@ -146,6 +161,34 @@ int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *ia, cons
     return er__products_exact(fa, fb, acc);
 }
 
+/* The known option closest to key (at most two edits, one for keys under 6 characters, or key a prefix of it), or
+ * NULL: for the unknown-option message. */
+static const char *er_nearest_option(const char *key) {
+    static const char *const known[] = {"compute", "fma", "rounding", "subnormals", "overflow", "inner", "outer", "partial",
+                                        "tf32", "carry", "mean", "exp_ulps", "log_ulps", "rsqrt_ulps", "div", "div_ulps",
+                                        "variance", "max", "online", "math", "promote", "depth", "combine_depth", "init",
+                                        "kv_block", "p_sum", "qk_scale", "warps", "vec"};
+    const char *best = NULL;
+    size_t kl = strlen(key);
+    int bestd = kl >= 6 ? 3 : 2; /* up to two edits for longer keys, one for short ones */
+    if (kl > 32) return NULL;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        const char *w = known[i];
+        size_t wl = strlen(w);
+        if (kl >= 2 && kl < wl && strncmp(key, w, kl) == 0) return w;
+        int d[34][34]; /* Levenshtein distance, rows over key, columns over w */
+        for (size_t a = 0; a <= kl; a++) d[a][0] = (int)a;
+        for (size_t b = 0; b <= wl; b++) d[0][b] = (int)b;
+        for (size_t a = 1; a <= kl; a++)
+            for (size_t b = 1; b <= wl; b++) {
+                int c = d[a - 1][b - 1] + (key[a - 1] != w[b - 1]), x = d[a - 1][b] + 1, y = d[a][b - 1] + 1;
+                d[a][b] = c < x ? (c < y ? c : y) : (x < y ? x : y);
+            }
+        if (d[kl][wl] < bestd) { bestd = d[kl][wl]; best = w; }
+    }
+    return best;
+}
+
 /* Copies the next token of `p` (up to ',' or whitespace) into buf; returns the position after it. */
 static const char *er_next_token(const char *p, char *buf, size_t cap, int *too_long) {
     size_t n = 0;
@@ -228,12 +271,16 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
     else if (strncasecmp(order, "blocked:", 8) == 0) {
         s.order = ER_ORDER_BLOCKED;
         ER_RETURN_IF_ERROR(er_parse_count(order, order + 8, &s.block));
+    } else if (strncasecmp(order, "triton:", 7) == 0) {
+        s.order = ER_ORDER_TRITON;
+        ER_RETURN_IF_ERROR(er_parse_count(order, order + 7, &s.triton_block));
+        s.warps = 4;
     } else if (strncasecmp(order, "split:", 6) == 0) {
         s.order = ER_ORDER_SPLIT;
         ER_RETURN_IF_ERROR(er_parse_count(order, order + 6, &s.split));
     } else
-        return er__fail(ER_ERR_STANDARD, "unknown order '%s' (known: any_order (alias any), sequential, blocked:B, split:S, "
-                        "pairwise, mma:smNN with NN one of 70, 80, 89, 90, 100; options may follow, as in 'mma:sm90 outer=any')", order);
+        return er__fail(ER_ERR_STANDARD, "unknown order '%.24s' (known: any_order (alias any), sequential, blocked:B, split:S, "
+                        "pairwise, mma:smNN (NN: 70, 80, 89, 90, 100), triton:BLOCK; options may follow, as in 'mma:sm90 outer=any')", order);
     unsigned seen = 0;
     int x3 = 0; /* compute=tf32x3 */
     const char *p = options ? options : "";
@@ -317,6 +364,14 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
             if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "depth=%s: expected a number of additions from 1", val);
             s.depth = v;
+        } else if (strcmp(key, "warps") == 0 || strcmp(key, "vec") == 0) {
+            int w = key[0] == 'w';
+            bit = w ? 134217728u : 268435456u;
+            char *end;
+            long v = isdigit((unsigned char)*val) ? strtol(val, &end, 10) : -1;
+            if (v < 1 || v > 32 || *end || (v & (v - 1))) return er__fail(ER_ERR_STANDARD, "%s=%s: expected a power of two", key, val);
+            if (s.order != ER_ORDER_TRITON) return er__fail(ER_ERR_STANDARD, "%s= applies to triton:BLOCK only", key);
+            if (w) s.warps = (int)v; else s.vec = (int)v;
         } else if (strcmp(key, "combine_depth") == 0) {
             bit = 67108864;
             char *end;
@@ -382,9 +437,9 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             else if (strcmp(val, "nearest") == 0) s.tf32 = ER_TF32_NEAREST;
             else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate, rna, rne or nearest", val);
         } else {
-            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'; options: compute fma rounding subnormals overflow inner "
-                            "outer partial tf32 carry mean exp_ulps log_ulps rsqrt_ulps div div_ulps variance max online math "
-                            "promote depth init kv_block p_sum qk_scale combine_depth", key);
+            const char *near = er_nearest_option(key);
+            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'%s%s%s (every option: docs/reference/standard.md)", key,
+                            near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
         if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
         seen |= bit;
@@ -505,6 +560,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->order == ER_ORDER_BLOCKED) ER_PUT("blocked:%lld", (long long)s->block);
     else if (s->order == ER_ORDER_SPLIT) ER_PUT("split:%lld", (long long)s->split);
     else if (s->order == ER_ORDER_MMA) ER_PUT("mma:sm%d", s->mma_arch);
+    else if (s->order == ER_ORDER_TRITON) ER_PUT("triton:%lld warps=%d", (long long)s->triton_block, s->warps);
     else ER_PUT("%s", er_order_name(s->order));
     if (s->compute == ER_TF32 && s->tf32 == ER_TF32_X3) ER_PUT(" compute=tf32x3");
     else ER_PUT(" compute=%s", er_format_name(s->compute));
@@ -518,6 +574,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->depth) ER_PUT(" depth=%lld", (long long)s->depth);
     if (s->combine_depth) ER_PUT(" combine_depth=%lld", (long long)s->combine_depth);
     if (s->kv_block) ER_PUT(" kv_block=%lld", (long long)s->kv_block);
+    if (s->vec) ER_PUT(" vec=%d", s->vec);
     if (s->p_sum == 1) ER_PUT(" p_sum=fp32");
     if (s->qk_scale == 1) ER_PUT(" qk_scale=input");
     if (s->init_first) ER_PUT(" init=first");

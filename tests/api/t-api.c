@@ -14,7 +14,7 @@ static void refused(er_status want, const char *needle, const er_tensor *A, cons
     er_status st = er_matmul_covers(&r, A, B, C, std, opts);
     ck_assert_msg(st == want, "got %s (%s), want %s", er_status_name(st), er_last_error(), er_status_name(want));
     ck_assert_msg(strstr(er_last_error(), needle) != NULL, "message '%s' does not mention '%s'", er_last_error(), needle);
-    ck_assert_msg(refused_report(&r, want), "a refused call did not record its refusal in the report");
+    ck_assert_msg(refused_report(&r, want), "a refused call (%s) did not record its refusal in the report", needle);
 }
 
 START_TEST(bad_matmul_inputs) {
@@ -81,6 +81,8 @@ START_TEST(bad_matmul_inputs) {
     refused(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only", &A, &B, &C, "sequential", "tf32=rna");
     refused(ER_ERR_STANDARD, "inner=sometimes", &A, &B, &C, "split:2", "inner=sometimes");
     refused(ER_ERR_STANDARD, "unknown option 'acc'", &A, &B, &C, "any_order", "acc=fp32");
+    refused(ER_ERR_STANDARD, "unknown option 'varaince'; did you mean 'variance'?", &A, &B, &C, "any_order", "varaince=welford");
+    refused(ER_ERR_STANDARD, "did you mean 'warps'?", &A, &B, &C, "triton:8", "warp=4");
     refused(ER_ERR_STANDARD, "compute=fp12", &A, &B, &C, "any_order", "compute=fp12");
     refused(ER_ERR_STANDARD, "compute=fp8_e4m3fn is not an accumulator format", &A, &B, &C, "any_order", "compute=e4m3fn");
     refused(ER_ERR_STANDARD, "given twice", &A, &B, &C, "any_order", "compute=fp32, compute=fp16");

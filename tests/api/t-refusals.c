@@ -93,6 +93,12 @@ static void reset(void) {
     X(covers_accumulator, ER_ERR_STANDARD, "is not an accumulator format",                                         \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "compute=fp8_e4m3fn"))                                      \
     X(covers_depth_zero, ER_ERR_STANDARD, "depth=0", er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "depth=0"))\
+    X(covers_triton_short_block, ER_ERR_STANDARD, "triton:2 sums one block; K = 4 is longer",                      \
+      er_matmul_covers(&o.rep, &A, &B, &o.C, "triton:2", NULL))                                                        \
+    X(covers_triton_block, ER_ERR_STANDARD, "power of two", er_matmul_covers(&o.rep, &A, &B, &o.C, "triton:6", NULL))  \
+    X(covers_triton_warps, ER_ERR_STANDARD, "warps=3", er_matmul_covers(&o.rep, &A, &B, &o.C, "triton:8", "warps=3"))  \
+    X(covers_vec_sequential, ER_ERR_STANDARD, "vec= applies to triton:BLOCK only",                                     \
+      er_matmul_covers(&o.rep, &A, &B, &o.C, "sequential", "vec=4"))                                                  \
     X(covers_combine_depth_zero, ER_ERR_STANDARD, "combine_depth=0",                                              \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "combine_depth=0"))                                         \
     X(covers_combine_depth_matmul, ER_ERR_STANDARD, "combine_depth= bounds layernorm's Welford tree, not matmul",   \

@@ -801,6 +801,94 @@ START_TEST(welford_depth) {
 }
 END_TEST
 
+/* triton:BLOCK against a float loop written as the hardware runs it: every one of the 32 W threads chains its
+ * elements (its vectors t, t + 32 W, ... of S elements, past K the masked +0, threads past the block's vectors holding
+ * copies), every lane of every warp runs the xor butterfly (offsets 16 .. 1) over all 32 lanes, lane 0 of each warp
+ * stores its total, and lanes 0 .. W - 1 of one warp run a butterfly over them. Random blocks, warps, vector widths
+ * (the default and vec=), K from 1 to the block and values of wide range: er_emulate equals it bit for bit, and its
+ * sums are covered under depth= er_depth_triton's depth where the block fills every thread. */
+START_TEST(triton_order_matches_a_float_loop) {
+    er_test_reseed(346);
+    static float x[8192], part[1024], tmp[1024];
+    long trials = (long)(300 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        int lb = (int)er_rand_int(0, 13), lw = (int)er_rand_int(0, 4), ls = (int)er_rand_int(0, 4);
+        int64_t B = INT64_C(1) << lb, W = INT64_C(1) << lw, K = er_rand_int(1, B);
+        int S = 1 << ls, use_vec = (int)(er_rand64() & 1) && S <= B;
+        if (!use_vec) { /* the default: 4 fp32 elements where K is a multiple of 16, at most B / (32 W) */
+            int64_t cap = B / (32 * W), v = K % 16 == 0 ? 4 : 1;
+            S = (int)(v < cap ? v : cap < 1 ? 1 : cap);
+        }
+        for (int64_t i = 0; i < K; i++) x[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-20, 20)));
+        int64_t T = 32 * W, E = B / S;
+        for (int64_t t = 0; t < T; t++) {
+            float acc = 0;
+            int first = 1;
+            for (int64_t vcur = t % E; ; vcur += T) {
+                for (int j = 0; j < S; j++) {
+                    int64_t k = vcur * S + j;
+                    float v = k < K ? x[k] : 0.0f;
+                    acc = first ? v : acc + v;
+                    first = 0;
+                }
+                if (vcur + T >= E) break;
+            }
+            part[t] = acc;
+        }
+        for (int64_t o = 16; o >= 1; o /= 2) {
+            for (int64_t t = 0; t < T; t++) tmp[t] = part[t] + part[(t & ~INT64_C(31)) | ((t & 31) ^ o)];
+            memcpy(part, tmp, sizeof(float) * (size_t)T);
+        }
+        float wt[32];
+        for (int64_t w = 0; w < W; w++) wt[w] = part[32 * w];
+        /* warps past the block's vectors hold copies: the reduction counts distinct warps only */
+        int64_t Wd = E / 32 < W ? (E / 32 < 1 ? 1 : E / 32) : W;
+        for (int64_t o = Wd / 2; o >= 1; o /= 2) {
+            float nt[32];
+            for (int64_t w = 0; w < Wd; w++) nt[w] = wt[w] + wt[w ^ o];
+            memcpy(wt, nt, sizeof(float) * (size_t)Wd);
+        }
+        float want = wt[0];
+        if (E < 32) { /* lanes past the block's vectors hold copies too: the butterfly over all 32 would count them */
+            float acc[32];
+            for (int64_t l = 0; l < E; l++) {
+                float a = 0;
+                for (int j = 0; j < S; j++) { int64_t k = l * S + j; float v = k < K ? x[k] : 0.0f; a = j ? a + v : v; }
+                acc[l] = a;
+            }
+            for (int64_t o = E / 2; o >= 1; o /= 2) for (int64_t l = 0; l < o; l++) acc[l] += acc[l + o];
+            want = acc[0];
+        }
+        er_tensor tx, to;
+        float got;
+        er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, K}, NULL, x);
+        er_tensor_view(&to, ER_FP32, 1, (int64_t[]){1}, NULL, &got);
+        er_ref *ref;
+        ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+        char order[32], opts[48];
+        snprintf(order, sizeof order, "triton:%lld", (long long)B);
+        snprintf(opts, sizeof opts, use_vec ? "warps=%lld vec=%d" : "warps=%lld", (long long)W, S);
+        er_standard st;
+        ck_assert_msg(er_standard_parse(&st, order, opts) == ER_OK, "%s %s: %s", order, opts, er_last_error());
+        ck_assert_msg(er_emulate(ref, &to, &st) == ER_OK, "%s", er_last_error());
+        ck_assert_msg(memcmp(&got, &want, 4) == 0, "trial %ld: %s %s, K %lld: emulated %a, the loop %a" ER_SEED_MSG_FMT, tr, order,
+                      opts, (long long)K, (double)got, (double)want, ER_SEED_ARGS);
+        if (E >= 32 * W) { /* every thread holds B / (32 W) elements: the depth er_depth_triton gives for 3.6 */
+            int64_t D;
+            ck_assert_int_eq(er_depth_triton(&D, B, (int)W, 3, 6), ER_OK);
+            char dopt[32];
+            snprintf(dopt, sizeof dopt, "depth=%lld", (long long)(D < 1 ? 1 : D));
+            er_report rep;
+            ck_assert_int_eq(er_standard_parse(&st, "any_order", dopt), ER_OK);
+            ck_assert_int_eq(er_covers(&rep, ref, &to, &st), ER_OK);
+            ck_assert_msg(er_report_all(&rep), "trial %ld: %s %s not covered at %s", tr, order, opts, dopt);
+            er_report_clear(&rep);
+        }
+        er_ref_free(ref);
+    }
+}
+END_TEST
+
 /* The most leaves a Welford tree reaches with at most h inner nodes on a leaf's path, c of them combines (an update
  * adds one leaf: f(h - 1, c) + 1; a combine joins two subtrees: 2 f(h - 1, c - 1)); capped at 2^40. */
 static int64_t welford_reach(int h, int c) {
@@ -1146,6 +1234,7 @@ int main(void) {
     tcase_add_test(tc, torch_layer_norm_depth);
     tcase_add_test(tc, torch_layer_norm_tight);
     tcase_add_test(tc, welford_l8_trees);
+    tcase_add_test(tc, triton_order_matches_a_float_loop);
     tcase_add_test(tc, cub_block_reduce_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

@@ -10,7 +10,9 @@
  * - tests/data/tcdepth.*: Triton layernorm, rmsnorm and softmax kernels at n = 256 .. 8192 (capture_depth.py),
  *   correct and with planted bugs, under math=triton and depth= the depth of their tl.sum (er_depth_triton): every
  *   correct output covered; the unbiased variance and eps outside the square root (randn data) caught at every n,
- *   where any order misses them at large n. */
+ *   where any order misses them at large n.
+ * - tests/data/tlsum.*: Triton's tl.sum over one row per program (capture_tlsum.py), emulated bit for bit under
+ *   triton:BLOCK. */
 #include "../common/er_test.h"
 #include "../common/npz.h"
 
@@ -195,6 +197,111 @@ START_TEST(row_kernels_on_h200) {
 }
 END_TEST
 
+/* splitmix64's output for the state seed + (i + 1) * golden: the draws capture_tlsum.py makes for its rows */
+static uint64_t tl_draw(uint64_t seed, uint64_t i) {
+    const uint64_t g = UINT64_C(0x9E3779B97F4A7C15);
+    uint64_t z = seed * g + (i + 1) * g;
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* er_emulate of er_sum under standard into a rows-long fp32 vector; returns the rows whose bits equal want's. */
+static int tl_emulate_rows(er_ref *ref, int rows, const char *order, const char *options, const float *want) {
+    float got[64] = {0};
+    er_tensor t;
+    er_tensor_view(&t, ER_FP32, 1, (int64_t[]){rows}, NULL, got);
+    er_standard st;
+    ck_assert_msg(er_standard_parse(&st, order, options) == ER_OK, "%s", er_last_error());
+    ck_assert_msg(er_emulate(ref, &t, &st) == ER_OK, "%s %s: %s", order, options, er_last_error());
+    int same = 0;
+    for (int r = 0; r < rows; r++) same += memcmp(&got[r], &want[r], 4) == 0;
+    return same;
+}
+
+/* tests/data/tlsum.*: Triton 3.6's tl.sum over one row per program on an H200 (capture_tlsum.py: fp32, bf16 and fp16
+ * rows converted to fp32, BLOCK 32 .. 16384, 1 to 16 warps, n = BLOCK, BLOCK - 1 and 3 BLOCK / 4 + 16), 420 cases of 16
+ * rows: er_emulate under triton:BLOCK warps=W gives every sum bit for bit with the vector width exactref derives (the
+ * vec= of the layout Triton chose, read from its TTGIR, gives the same), and covers() passes them. Any order covers
+ * them; a sequential sum, or the tree of twice the warps, differs in most. */
+START_TEST(triton_sum_bit_for_bit) {
+    npz_file z;
+    FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/tlsum.npz", ER_TEST_DATA_DIR "/tlsum.txt");
+    char line[512], id[32], dt[16], layout[256];
+    int cases = 0, seq_differs = 0, warps_differs = 0, multi_warp = 0;
+    long long exact = 0;
+    static uint16_t h[64 * 16384];
+    static float x32[64 * 16384];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        int block, warps, n, rows;
+        unsigned long long seed;
+        ck_assert_int_eq(sscanf(line, "%31s %15s %d %d %d %d %llu %255s", id, dt, &block, &warps, &n, &rows, &seed, layout), 8);
+        ck_assert(rows <= 64 && n <= 16384);
+        int fp32 = strcmp(dt, "fp32") == 0, bf16 = strcmp(dt, "bf16") == 0;
+        er_format F = fp32 ? ER_FP32 : bf16 ? ER_BF16 : ER_FP16;
+        int p = fp32 ? 24 : bf16 ? 8 : 11, E = strcmp(dt, "fp16") == 0 ? 10 : 20;
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < n; i++) {
+                uint64_t d = tl_draw(seed + (uint64_t)r, (uint64_t)i);
+                double m = (double)((d >> 11) & ((UINT64_C(1) << (p - 1)) - 1));
+                int e = (int)((d >> 40) % (uint64_t)(2 * E + 1)) - E;
+                double v = ((d >> 63) ? -1.0 : 1.0) * ldexp(1.0 + ldexp(m, -(p - 1)), e);
+                if (fp32) x32[r * n + i] = (float)v;
+                else {
+                    uint64_t bits;
+                    ck_assert_int_eq(er_encode(&bits, F, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), ER_OK);
+                    h[r * n + i] = (uint16_t)bits;
+                }
+            }
+        er_tensor tx, ts;
+        er_tensor_view(&tx, F, 2, (int64_t[]){rows, n}, NULL, fp32 ? (void *)x32 : (void *)h);
+        char key[64];
+        snprintf(key, sizeof key, "%s__out__s", id);
+        const npy_array *a = npz_find(&z, key);
+        ck_assert_msg(a != NULL, "%s is missing", key);
+        ck_assert_int_eq(npz_view(&ts, a), 1);
+        const float *want = (const float *)ts.data;
+        er_ref *ref;
+        ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+        char order[32], opts[32], vopts[48];
+        snprintf(order, sizeof order, "triton:%d", block);
+        snprintf(opts, sizeof opts, "warps=%d", warps);
+        int vec = atoi(strstr(layout, "sizePerThread=[") + 15);
+        snprintf(vopts, sizeof vopts, "warps=%d vec=%d", warps, vec);
+        ck_assert_msg(tl_emulate_rows(ref, rows, order, opts, want) == rows, "case %s (%s): er_emulate under %s %s differs",
+                      id, line, order, opts);
+        ck_assert_msg(tl_emulate_rows(ref, rows, order, vopts, want) == rows, "case %s: under %s %s", id, order, vopts);
+        er_standard st;
+        er_report rep;
+        ck_assert_int_eq(er_standard_parse(&st, order, opts), ER_OK);
+        ck_assert_int_eq(er_covers(&rep, ref, &ts, &st), ER_OK);
+        ck_assert_msg(er_report_all(&rep), "case %s: not covered under %s %s", id, order, opts);
+        exact += er_report_count(&rep, ER_CLASS_EXACT);
+        er_report_clear(&rep);
+        ck_assert_int_eq(er_standard_parse(&st, "any_order", NULL), ER_OK);
+        ck_assert_int_eq(er_covers(&rep, ref, &ts, &st), ER_OK);
+        ck_assert_msg(er_report_all(&rep), "case %s: not covered under any order", id);
+        er_report_clear(&rep);
+        seq_differs += tl_emulate_rows(ref, rows, "sequential", "fma=never", want) < rows;
+        if (warps < 16 && (int64_t)block >= 64 * warps) {
+            snprintf(opts, sizeof opts, "warps=%d", 2 * warps);
+            multi_warp++;
+            warps_differs += tl_emulate_rows(ref, rows, order, opts, want) < rows;
+        }
+        er_ref_free(ref);
+        cases++;
+    }
+    fclose(f);
+    npz_free(&z);
+    printf("Triton's tl.sum on H200: %d cases (16 rows each) emulated bit for bit under triton:BLOCK warps=W (%lld sums "
+           "correctly rounded); a sequential sum differs in %d, twice the warps in %d of %d\n", cases, exact, seq_differs,
+           warps_differs, multi_warp);
+    ck_assert_int_eq(cases, 420);
+    ck_assert(seq_differs > cases * 9 / 10 && warps_differs > multi_warp * 9 / 10);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("toolchain");
     TCase *tc = tcase_create("toolchain");
@@ -202,6 +309,7 @@ int main(void) {
     tcase_add_test(tc, measured_ulps_meet_the_budgets);
     tcase_add_test(tc, row_kernels_on_h200);
     tcase_add_test(tc, row_kernels_at_their_depth);
+    tcase_add_test(tc, triton_sum_bit_for_bit);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

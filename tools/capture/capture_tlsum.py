@@ -1,0 +1,80 @@
+"""Capture Triton's tl.sum over one row per program, to pin its reduction order bit for bit: a kernel loads BLOCK
+elements of a row of n (masked, other=0), converts them to fp32 and stores tl.sum(x, axis=0). fp32, bf16 and fp16
+rows; BLOCK = 32 .. 16384; num_warps = 1 .. 16; n = BLOCK, BLOCK - 1 and 3 BLOCK / 4 + 16. The rows are not stored:
+every element comes from splitmix64 (row seed, index), as tests/ops/t-tlsum.c regenerates them: sign, a mantissa of
+the format's precision and an exponent in [-E, E] (E = 20, or 10 for fp16), so that different orders round
+differently. The layout Triton chose (the #blocked line of the kernel's TTGIR) is recorded with each case.
+Writes OUT/tlsum.npz and OUT/tlsum.txt, one case a line:  id dtype block num_warps n rows seed layout
+
+Run on a machine with an NVIDIA GPU, torch and Triton:  OUT=/some/dir python3 capture_tlsum.py
+"""
+import os
+import re
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from capture_common import store_case, torch_header, write_case_files
+
+OUT = os.environ.get("OUT", "/tmp/out")
+os.makedirs(OUT, exist_ok=True)
+arrays, lines = {}, []
+M64 = (1 << 64) - 1
+
+
+def splitmix_rows(seed, rows, n):
+    """rows x n uint64 draws: splitmix64's output for the state seed_r + (i + 1) * golden, seed_r = (seed + r) * golden."""
+    g = np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        r = np.arange(rows, dtype=np.uint64)[:, None]
+        i = np.arange(n, dtype=np.uint64)[None, :]
+        z = (np.uint64(seed) + r) * g + (i + np.uint64(1)) * g
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return z
+
+
+def values(seed, rows, n, p, E):
+    z = splitmix_rows(seed, rows, n)
+    m = (z >> np.uint64(11)) & np.uint64((1 << (p - 1)) - 1)
+    e = ((z >> np.uint64(40)) % np.uint64(2 * E + 1)).astype(np.int64) - E
+    s = np.where((z >> np.uint64(63)) == 1, -1.0, 1.0)
+    return s * np.ldexp(1.0 + m.astype(np.float64) / 2.0 ** (p - 1), e)
+
+
+@triton.jit
+def rowsum_k(X, S, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(X + row * N + cols, mask=cols < N, other=0.0).to(tl.float32)
+    tl.store(S + row, tl.sum(x, axis=0))
+
+
+FMT = {"fp32": (torch.float32, 24, 20), "bf16": (torch.bfloat16, 8, 20), "fp16": (torch.float16, 11, 10)}
+ROWS = 16
+for dname, (dt, p, E) in FMT.items():
+    for lb in range(5, 15):
+        block = 1 << lb
+        for nw in (1, 2, 4, 8, 16):
+            for n in sorted({block, max(block - 1, 1), 3 * block // 4 + 16} - {0}):
+                if n > block:
+                    continue
+                seed = 1000 * len(lines) + 7
+                x = torch.tensor(values(seed, ROWS, n, p, E), dtype=torch.float64).to(dt).cuda()
+                s = torch.empty(ROWS, dtype=torch.float32, device="cuda")
+                h = rowsum_k[(ROWS,)](x, s, n, BLOCK=block, num_warps=nw)
+                torch.cuda.synchronize()
+                ttgir = h.asm["ttgir"]
+                lay = re.findall(r"#blocked\d* = #ttg\.blocked<\{([^}]*)\}>", ttgir)
+                layout = ";".join(l.replace(" ", "") for l in lay) or "?"
+                cid = "ts%04d" % len(lines)
+                store_case(arrays, cid, {}, {"s": s})
+                lines.append("%s %s %d %d %d %d %d %s" % (cid, dname, block, nw, n, ROWS, seed, layout))
+                if dname == "fp32" and block == 1024 and nw == 4 and n in (1023, 1024):
+                    with open(os.path.join(OUT, "ptx_%d.txt" % n), "w") as f:
+                        f.write(h.asm["ptx"])
+write_case_files(OUT, "tlsum", arrays, lines, torch_header())
+print(len(lines), "cases")
+print("\n".join(lines[:40]))
