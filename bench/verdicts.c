@@ -53,10 +53,12 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 
 typedef struct klass { const char *name, *trigger; int bug, attn; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
-       K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, N_CORRECT };
+       K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, K_LN_WELFORD_TORCH,
+       N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC,
-       B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, N_KLASS };
+       B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, B_UNBIASED_WELFORD,
+       N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -67,6 +69,7 @@ static klass KL[N_KLASS] = {
     {.name = "GEMM + bias + gelu, fp32 epilogue, fp16", .trigger = ""}, {.name = "fp8 e4m3 quantize per row (amax)", .trigger = ""},
     {.name = "attention flash (fp16, blocks of 64)", .trigger = "", .attn = 1}, {.name = "attention split-KV (3 splits)", .trigger = "", .attn = 1},
     {.name = "softmax, torch's trees (at depth)", .trigger = ""},
+    {.name = "layernorm Welford, torch's tree (at depth)", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -91,6 +94,7 @@ static klass KL[N_KLASS] = {
     {.name = "attention: GQA head h % Hkv", .trigger = "O or LSE moves beyond W_att", .bug = 1, .attn = 1},
     {.name = "softmax sum misses its last element", .trigger = "an output moves by more than (n + 16) 2^-23 relative", .bug = 1},
     {.name = "the same, torch's trees (at depth)", .trigger = "an output moves by more than (D + 16) 2^-23 relative", .bug = 1},
+    {.name = "unbiased var., torch's Welford (at depth)", .trigger = "rstd moves beyond the two-pass margin at depth D", .bug = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -473,10 +477,47 @@ static float tl_sum(const float *v, int n, int64_t *depth) {
     return part[0];
 }
 
+/* torch's vectorized CUDA layer_norm statistics in fp32 (n a multiple of 4): 128 threads, thread t updating its Welford
+ * state over the 4 elements of vectors t, t + 128, ... (mean += delta (1/count), m2 += delta (x - mean)), then torch's
+ * combines (coef = 1/count, mean = nA meanA + nB meanB, m2 = m2A + m2B + delta^2 countA nB) in a 5-level shfl_down tree
+ * per warp and a 2-level tree over the 4 warps. */
+static void torch_welford(const float *x, int n, float *mean, float *m2) {
+    float M[128], S[128], C[128];
+    for (int t = 0; t < 128; t++) {
+        M[t] = S[t] = C[t] = 0;
+        for (int v = t; v < n / 4; v += 128)
+            for (int k = 0; k < 4; k++) {
+                float xv = x[4 * v + k], delta = xv - M[t];
+                C[t] += 1;
+                M[t] += delta * (1.0f / C[t]);
+                S[t] += delta * (xv - M[t]);
+            }
+    }
+#define TW_COMBINE(b, a) do {                                                                                    \
+        float cnt = C[b] + C[a], d = M[b] - M[a];                                                                \
+        if (cnt > 0) {                                                                                           \
+            float coef = 1.0f / cnt, nA = C[a] * coef, nB = C[b] * coef;                                         \
+            float mn = nA * M[a] + nB * M[b];                                                                    \
+            S[b] = S[a] + S[b] + d * d * C[a] * nB;                                                              \
+            M[b] = mn;                                                                                           \
+        } else M[b] = S[b] = 0;                                                                                  \
+        C[b] = cnt;                                                                                              \
+    } while (0)
+    for (int o = 16; o >= 1; o /= 2)
+        for (int w = 0; w < 128; w += 32)
+            for (int l = 0; l + o < 32; l++) TW_COMBINE(w + l, w + l + o);
+    for (int o = 2; o >= 1; o /= 2)
+        for (int w = 0; w < o; w++) TW_COMBINE(w * 32, (w + o) * 32);
+#undef TW_COMBINE
+    *mean = M[0];
+    *m2 = S[0];
+}
+
 static void norm_case(int kl, int rows, int n, int offset) {
     float *x = malloc(sizeof(float) * (size_t)rows * n), *y = malloc(sizeof(float) * (size_t)rows * n), mean[64], rstd[64];
     double *yd = malloc(sizeof(double) * (size_t)rows * (n + 2)), *rf = malloc(sizeof(double) * (size_t)rows * (n + 2));
     int rms = kl == K_RMS || kl == B_RSQRT, tree = kl == K_LN_TREE || kl == B_UNBIASED_TREE || kl == B_EPS_TREE;
+    int twelf = kl == K_LN_WELFORD_TORCH || kl == B_UNBIASED_WELFORD;
     int64_t depth = 0;
     for (int64_t i = 0; i < (int64_t)rows * n; i++) x[i] = (float)((offset ? 1024.0 : 0.0) + gauss());
     int trig = 0;
@@ -497,7 +538,12 @@ static void norm_case(int kl, int rows, int n, int offset) {
                 if (fabs(y[(size_t)r * n + j] - e) > (n + 8) * 0x1p-24 * fabs(e) * 1.01) trig = 1; }
             continue;
         }
-        if (kl == K_LN_WELFORD) {
+        if (twelf) {
+            float m2;
+            torch_welford(xr, n, &m, &m2);
+            v = m2 / (float)(kl == B_UNBIASED_WELFORD ? n - 1 : n);
+            if (er_depth_torch_layer_norm(&depth, n) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+        } else if (kl == K_LN_WELFORD) {
             float mw = 0, m2 = 0;
             for (int j = 0; j < n; j++) { float d = xr[j] - mw; mw += d / (float)(j + 1); m2 += d * (xr[j] - mw); }
             m = mw;
@@ -521,7 +567,7 @@ static void norm_case(int kl, int rows, int n, int offset) {
         rf[c] = (float)rd; yd[c++] = rs_;
         double X = 0;
         for (int j = 0; j < n; j++) X = fmax(X, fabs(xr[j]));
-        double Dn = tree ? (double)depth : (double)n; /* the sums' depth (n: any order) */
+        double Dn = tree || twelf ? (double)depth : (double)n; /* the sums' depth (n: any order) */
         double dm = (tree ? Dn + 1 : Dn) * 0x1p-24 * X, margin = 2.0 * (Dn + 4) * 0x1p-24 + 8 * 0x1p-24 + dm * dm / vd;
         if (!(fabs(rs_ / rd - 1) <= margin)) trig = 1;
     }
@@ -541,9 +587,12 @@ static void norm_case(int kl, int rows, int n, int offset) {
         flags[R_EXACTREF] = !all_pass(rep, 1);
     } else {
         er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5);
-        char opts[64];
-        snprintf(opts, sizeof opts, kl == K_LN_WELFORD ? "variance=welford" : tree ? "variance=two_pass depth=%lld" : "variance=two_pass",
-                 (long long)depth);
+        char opts[96];
+        int64_t C = 0;
+        if (twelf) er_combine_depth_torch_layer_norm(&C, n);
+        if (twelf) snprintf(opts, sizeof opts, "variance=either depth=%lld combine_depth=%lld", (long long)depth, (long long)C);
+        else snprintf(opts, sizeof opts, kl == K_LN_WELFORD ? "variance=welford" : tree ? "variance=two_pass depth=%lld" : "variance=two_pass",
+                      (long long)depth);
         er_standard_parse(&st, "any_order", opts);
         const er_tensor *outs[3] = {&ty, &tm, &tr};
         er_covers_outputs(rep, ref, outs, 3, &st);
@@ -854,7 +903,8 @@ int main(int argc, char **argv) {
                 if (quick && d != D_NORMAL && d != D_POSITIVE && d != D_CANCEL) continue;
                 for (int kl = 0; kl < N_KLASS; kl++) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
-                        kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH) continue;
+                        kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH ||
+                        kl == K_LN_WELFORD_TORCH) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -909,6 +959,14 @@ int main(int argc, char **argv) {
                 if (kl == B_ATT_CAUSAL && !att[s][3]) continue; /* the mask's bug needs a mask */
                 attn_case(kl, att[s][0], att[s][1], att[s][2], kl == B_ATT_CAUSAL || att[s][3]);
             }
+    /* torch's layer_norm at n = 1000 .. 8192 (at 16384, depth 134, the Welford set is wider than the bug's move); last,
+     * so that the classes above draw the same inputs as before these were added */
+    static const int welfn[][2] = {{4, 1000}, {2, 2048}, {2, 4096}, {1, 8192}};
+    for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+        for (int s = 0; s < 4; s++) {
+            norm_case(K_LN_WELFORD_TORCH, welfn[s][0], welfn[s][1], rep & 1);
+            norm_case(B_UNBIASED_WELFORD, welfn[s][0], welfn[s][1], 0);
+        }
     /* the table */
     printf("%-42s %6s %6s", "class", "cases", "trig");
     for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
