@@ -244,15 +244,11 @@ START_TEST(triton_sum_bit_for_bit) {
         for (int r = 0; r < rows; r++)
             for (int i = 0; i < n; i++) {
                 uint64_t d = tl_draw(seed + (uint64_t)r, (uint64_t)i);
-                double m = (double)((d >> 11) & ((UINT64_C(1) << (p - 1)) - 1));
+                uint64_t m = (d >> 11) & ((UINT64_C(1) << (p - 1)) - 1);
                 int e = (int)((d >> 40) % (uint64_t)(2 * E + 1)) - E;
-                double v = ((d >> 63) ? -1.0 : 1.0) * ldexp(1.0 + ldexp(m, -(p - 1)), e);
-                if (fp32) x32[r * n + i] = (float)v;
-                else {
-                    uint64_t bits;
-                    ck_assert_int_eq(er_encode(&bits, F, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), ER_OK);
-                    h[r * n + i] = (uint16_t)bits;
-                }
+                if (fp32) x32[r * n + i] = (float)(((d >> 63) ? -1.0 : 1.0) * ldexp(1.0 + ldexp((double)m, -(p - 1)), e));
+                else /* a normal value of the format: its sign, biased exponent and fraction */
+                    h[r * n + i] = (uint16_t)(((d >> 63) << 15) | ((uint64_t)(e + (bf16 ? 127 : 15)) << (p - 1)) | m);
             }
         er_tensor tx, ts;
         er_tensor_view(&tx, F, 2, (int64_t[]){rows, n}, NULL, fp32 ? (void *)x32 : (void *)h);
