@@ -29,6 +29,7 @@ static const char *const standards[][2] = {
     {"any_order", "math=triton"}, {"any_order", "math=fast subnormals=flush"}, {"any_order", "exp_ulps=fast div_ulps=2"},
     {"any_order", "online=yes"}, {"any_order", "max=optional"}, {"any_order", "variance=welford mean=reciprocal"},
     {"any_order", "rsqrt_ulps=3 log_ulps=2"}, {"any_order", "overflow=saturate"}, {"any_order", "overflow=nan"},
+    {"triton:8", "warps=1"}, {"triton:4", "vec=2 fma=never"}, {"any_order", "variance=either depth=4 combine_depth=2"},
 };
 
 /* A view of rank nd over pool[which] with shape and strides from the input; 0 when it cannot be placed (skipped),
