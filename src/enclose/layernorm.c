@@ -26,6 +26,16 @@ static void er_gamma(mpfr_t g, int p, double k) {
     mpfr_sub_ui(g, g, 1, MPFR_RNDU);
 }
 
+/* Mt = (n/2) bitlen(n) + n, rounded up: at least sum_v max(m_v, 1) over a Welford tree's nodes (Lemma L1). */
+static void er_welford_mt(mpfr_ptr mt, int64_t n) {
+    int bl = 0;
+    for (int64_t k = n; k; k >>= 1) bl++;
+    mpfr_set_si(mt, n, MPFR_RNDN);
+    mpfr_mul_si(mt, mt, bl, MPFR_RNDU);
+    mpfr_div_2ui(mt, mt, 1, MPFR_RNDU);
+    mpfr_add_si(mt, mt, n, MPFR_RNDU);
+}
+
 /* Theorem L8: the first-order part telescoped to sum_w 2 n_w (mu_w - mu) l_w over the non-root inner nodes w (l_w the
  * rounding of w's mean), split into updates and combines, and the corrections' roundings relative to T. H bounds the
  * inner nodes on a leaf's path, cdepth (0: H) the combines among them; a, b, E are Theorem L3's. Lowers *F1 (the
@@ -82,13 +92,8 @@ static void er_welford_l8(int64_t n, int64_t H, int64_t cdepth, double A, double
     mpfr_mul(t, t, r, MPFR_RNDU);
     mpfr_add(s, s, t, MPFR_RNDU);
     mpfr_min(F1, F1, s, MPFR_RNDU);
-    /* second order: 4 E^2 Mt + g7 (sqrt(T) + 2 E sqrt(Mt))^2, Mt = (n/2) bitlen(n) + n */
-    int bl = 0;
-    for (int64_t k = n; k; k >>= 1) bl++;
-    mpfr_set_si(Mt, n, MPFR_RNDN);
-    mpfr_mul_si(Mt, Mt, bl, MPFR_RNDU);
-    mpfr_div_2ui(Mt, Mt, 1, MPFR_RNDU);
-    mpfr_add_si(Mt, Mt, n, MPFR_RNDU);
+    /* second order: 4 E^2 Mt + g7 (sqrt(T) + 2 E sqrt(Mt))^2 */
+    er_welford_mt(Mt, n);
     mpfr_sqr(s, E, MPFR_RNDU);
     mpfr_mul_2ui(s, s, 2, MPFR_RNDU);
     mpfr_mul(s, s, Mt, MPFR_RNDU);
@@ -171,21 +176,15 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, in
         mpfr_add(B, B, t, MPFR_RNDU);
         int bl = 0;
         for (int64_t k = n; k; k >>= 1) bl++;
-        mpfr_set_si(M, n, MPFR_RNDN);
-        mpfr_mul_si(M, M, bl, MPFR_RNDU);
-        mpfr_div_2ui(M, M, 1, MPFR_RNDU);
-        mpfr_add_si(M, M, n, MPFR_RNDU);
+        er_welford_mt(M, n);                           /* M = Mt from here on */
         mpfr_mul(B, B, M, MPFR_RNDU);
         /* the first-order part: 2 R kappa a (n(n-1) + (n/2) bitlen(n) + 2n), kappa = 1/(1 - D b) (Theorem L4) */
         mpfr_t F1;
         mpfr_init2(F1, 64);
         mpfr_set_si(F1, n, MPFR_RNDN);
         mpfr_mul_si(F1, F1, n - 1, MPFR_RNDU);
-        mpfr_set_si(M, n, MPFR_RNDN);
-        mpfr_mul_si(M, M, bl, MPFR_RNDU);
-        mpfr_div_2ui(M, M, 1, MPFR_RNDU);
-        mpfr_add(F1, F1, M, MPFR_RNDU);
-        mpfr_add_si(F1, F1, 2 * n, MPFR_RNDU);
+        mpfr_add(F1, F1, M, MPFR_RNDU);                /* + (n/2) bitlen(n) + n */
+        mpfr_add_si(F1, F1, n, MPFR_RNDU);
         mpfr_mul(F1, F1, a, MPFR_RNDU);
         mpfr_div(F1, F1, t0, MPFR_RNDU);              /* times kappa */
         mpfr_mul_d(F1, F1, 2.0 * R, MPFR_RNDU);       /* 2R is exact */
@@ -196,8 +195,7 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, in
             mpfr_mul(F2, a, D, MPFR_RNDU);
             mpfr_div(F2, F2, t0, MPFR_RNDU);
             mpfr_mul_d(F2, F2, 4.0 * R, MPFR_RNDU);
-            mpfr_add_si(t, M, n, MPFR_RNDU);           /* Mt = (n/2) bitlen(n) + n >= sum_v max(m_v, 1) (M holds the first part) */
-            mpfr_mul(F2, F2, t, MPFR_RNDU);
+            mpfr_mul(F2, F2, M, MPFR_RNDU);
             mpfr_min(F1, F1, F2, MPFR_RNDU);
             mpfr_clear(F2);
         }
@@ -221,11 +219,7 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, in
         mpfr_mul(F3, F3, rt, MPFR_RNDU);
         mpfr_min(F1, F1, F3, MPFR_RNDU);
         if (dd) {
-            mpfr_set_si(t, n, MPFR_RNDN);               /* Mt = (n/2) bitlen(n) + n */
-            mpfr_mul_si(t, t, bl, MPFR_RNDU);
-            mpfr_div_2ui(t, t, 1, MPFR_RNDU);
-            mpfr_add_si(t, t, n, MPFR_RNDU);
-            mpfr_sqrt(t, t, MPFR_RNDU);
+            mpfr_sqrt(t, M, MPFR_RNDU);                 /* sqrt(Mt) */
             mpfr_mul(F3, a, D, MPFR_RNDU);
             mpfr_div(F3, F3, t0, MPFR_RNDU);
             mpfr_mul_2ui(F3, F3, 2, MPFR_RNDU);         /* 4 kappa a D */

@@ -21,6 +21,24 @@ def write_case_files(out, name, arrays, lines, header, compressed=True):
         f.write(header.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
 
 
+def splitmix_values(seed, rows, n, p, e_max):
+    """rows x n values that need no storing: splitmix64's output for the state (seed + r) golden + (i + 1) golden
+    gives each element's sign (bit 63), a p-bit significand (bits 11 ..) and an exponent in [-e_max, e_max] (bits 40 ..,
+    modulo 2 e_max + 1); tests regenerate them (capture_tlsum.py's rows)."""
+    g = np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        r = np.arange(rows, dtype=np.uint64)[:, None]
+        i = np.arange(n, dtype=np.uint64)[None, :]
+        z = (np.uint64(seed) + r) * g + (i + np.uint64(1)) * g
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    m = (z >> np.uint64(11)) & np.uint64((1 << (p - 1)) - 1)
+    e = ((z >> np.uint64(40)) % np.uint64(2 * e_max + 1)).astype(np.int64) - e_max
+    s = np.where((z >> np.uint64(63)) == 1, -1.0, 1.0)
+    return s * np.ldexp(1.0 + m.astype(np.float64) / 2.0 ** (p - 1), e)
+
+
 def new_group(arrays, ins):
     """Stores a group's inputs once (gNN__in__name, NN the groups so far) and returns its id gNN."""
     gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})

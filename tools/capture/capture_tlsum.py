@@ -15,33 +15,11 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from capture_common import store_case, torch_header, write_case_files
+from capture_common import splitmix_values, store_case, torch_header, write_case_files
 
 OUT = os.environ.get("OUT", "/tmp/out")
 os.makedirs(OUT, exist_ok=True)
 arrays, lines = {}, []
-M64 = (1 << 64) - 1
-
-
-def splitmix_rows(seed, rows, n):
-    """rows x n uint64 draws: splitmix64's output for the state seed_r + (i + 1) * golden, seed_r = (seed + r) * golden."""
-    g = np.uint64(0x9E3779B97F4A7C15)
-    with np.errstate(over="ignore"):
-        r = np.arange(rows, dtype=np.uint64)[:, None]
-        i = np.arange(n, dtype=np.uint64)[None, :]
-        z = (np.uint64(seed) + r) * g + (i + np.uint64(1)) * g
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return z
-
-
-def values(seed, rows, n, p, E):
-    z = splitmix_rows(seed, rows, n)
-    m = (z >> np.uint64(11)) & np.uint64((1 << (p - 1)) - 1)
-    e = ((z >> np.uint64(40)) % np.uint64(2 * E + 1)).astype(np.int64) - E
-    s = np.where((z >> np.uint64(63)) == 1, -1.0, 1.0)
-    return s * np.ldexp(1.0 + m.astype(np.float64) / 2.0 ** (p - 1), e)
 
 
 @triton.jit
@@ -62,7 +40,7 @@ for dname, (dt, p, E) in FMT.items():
                 if n > block:
                     continue
                 seed = 1000 * len(lines) + 7
-                x = torch.tensor(values(seed, ROWS, n, p, E), dtype=torch.float64).to(dt).cuda()
+                x = torch.tensor(splitmix_values(seed, ROWS, n, p, E), dtype=torch.float64).to(dt).cuda()
                 s = torch.empty(ROWS, dtype=torch.float32, device="cuda")
                 h = rowsum_k[(ROWS,)](x, s, n, BLOCK=block, num_warps=nw)
                 torch.cuda.synchronize()

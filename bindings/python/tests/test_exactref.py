@@ -1059,32 +1059,18 @@ def test_check_catches_kernel_bugs():
     assert failing == [s for s in er.testing.shapes("softmax") if s[1] & (s[1] - 1)]
 
 
-def _splitmix_values(seed, rows, n, p, e_max):
-    """capture_tlsum.py's rows: splitmix64 of (seed + r) and i + 1, as sign, a p-bit significand and an exponent."""
-    g = np.uint64(0x9E3779B97F4A7C15)
-    with np.errstate(over="ignore"):
-        r = np.arange(rows, dtype=np.uint64)[:, None]
-        i = np.arange(n, dtype=np.uint64)[None, :]
-        z = (np.uint64(seed) + r) * g + (i + np.uint64(1)) * g
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    m = (z >> np.uint64(11)) & np.uint64((1 << (p - 1)) - 1)
-    e = ((z >> np.uint64(40)) % np.uint64(2 * e_max + 1)).astype(np.int64) - e_max
-    s = np.where((z >> np.uint64(63)) == 1, -1.0, 1.0)
-    return s * np.ldexp(1.0 + m.astype(np.float64) / 2.0 ** (p - 1), e)
-
-
 def test_triton_sum_order():
     """triton:BLOCK reproduces Triton's tl.sum from the H200 captures bit for bit (a case of every eighth line here;
     t-toolchain runs all 420), and refuses a row longer than its block."""
     import ml_dtypes
+    sys.path.insert(0, os.path.join(ROOT, "tools", "capture"))
+    from capture_common import splitmix_values
     z, cases = captures("tlsum")
     fmts = {"fp32": (24, 20, np.float32), "bf16": (8, 20, ml_dtypes.bfloat16), "fp16": (11, 10, np.float16)}
     for c in cases[::8]:
         cid, dt, block, warps, n, rows, seed = c[0], c[1], *map(int, c[2:7])
         p, e_max, np_dt = fmts[dt]
-        x = _splitmix_values(seed, rows, n, p, e_max).astype(np_dt)
+        x = splitmix_values(seed, rows, n, p, e_max).astype(np_dt)
         want = z[cid + "__out__s"]
         ref = er.sum(x, dim=1)
         got = ref.emulate("triton:%d" % block, warps=warps, dtype="float32")
