@@ -91,7 +91,9 @@ typedef struct er_standard {
                                  (acc = acc + dot(block) fused, as tensor-core MMAs and Triton's tl.dot do);
                                  0: each block is summed from zero and then added */
     int variance;             /* layernorm: 0 either (default), 1 two_pass (mean, then the sum of (x - mean)^2),
-                                 2 welford (Welford updates and Chan combines in any tree) */
+                                 2 welford (Welford updates and Chan combines in any tree), 3 either (stated);
+                                 rmsnorm: 0 and 1 the sum of squares (default), 2 the mean square as Welford's
+                                 M2 / n + m^2, 3 either */
     int exp_fast;             /* softmax, log_softmax: exp within 2 + floor(1.173 |x|) ulps of F at argument x (the
                                  __expf intrinsic's documented bound) instead of exp_ulps */
     double div_ulps;          /* softmax: the division e / s within div_ulps ulps of F (0: correctly rounded division
@@ -135,8 +137,8 @@ ER_API er_status er_standard_init(er_standard *s);
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
  *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean),
  *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
- *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford and combine_depth=C (layernorm), exp_ulps=fast (softmax,
- *   log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax), math=precise|fast (softmax,
+ *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford and combine_depth=C (layernorm, rmsnorm),
+ *   exp_ulps=fast (softmax, log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax), math=precise|fast (softmax,
  *   log_softmax: the fast-math preset), promote=N (mma outer=any), warps=W and vec=S (triton).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */

@@ -393,6 +393,54 @@ static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double
 
 static void er_ln_exact_clear(er_ln_exact *ex) { mpfr_clears(ex->S, ex->num, (mpfr_ptr)0); }
 
+static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode);
+
+int er__welford_ms_set(const er_fmt_info *F, const double *x, int64_t n, int64_t depth, int64_t cdepth, int mean_mode,
+                       double Udiv, double *lo, double *hi) {
+    double X = 0, xmin = INFINITY, xmax = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        if (!isfinite(x[j])) return 0;
+        X = fmax(X, fabs(x[j]));
+        xmin = fmin(xmin, x[j]);
+        xmax = fmax(xmax, x[j]);
+    }
+    if (n < 1 || (double)n * X > F->max / 4 || 8.0 * (double)n * X * X > F->max / 4) return 0;
+    er_ln_exact ex;
+    er_ln_exact_init(&ex, x, n, 0.0);
+    mpfr_t t, T0, T1;
+    mpfr_inits2(128, t, T0, T1, (mpfr_ptr)0);
+    mpfr_div_si(T0, ex.num, (long)n, MPFR_RNDD);
+    mpfr_div_si(T1, ex.num, (long)n, MPFR_RNDU);
+    mpfr_div_si(t, ex.S, (long)n, MPFR_RNDA);
+    double EM, ES, R = er__next_up(xmax - xmin);
+    er_welford_bounds(F, n, depth, cdepth, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
+    int ok = !(isinf(EM) || isinf(ES));
+    if (ok) {
+        /* m within EM of the exact mean, M2 within ES of T (values of F, rounded outward) */
+        mpfr_div_si(t, ex.S, (long)n, MPFR_RNDD);
+        mpfr_sub_d(t, t, EM, MPFR_RNDD);
+        double m0 = er_to_f(F, t, ER_ROUND_DOWN);
+        mpfr_div_si(t, ex.S, (long)n, MPFR_RNDU);
+        mpfr_add_d(t, t, EM, MPFR_RNDU);
+        double m1 = er_to_f(F, t, ER_ROUND_UP);
+        mpfr_sub_d(t, T0, ES, MPFR_RNDD);
+        double s0 = er_to_f(F, t, ER_ROUND_DOWN);
+        mpfr_add_d(t, T1, ES, MPFR_RNDU);
+        double s1 = er_to_f(F, t, ER_ROUND_UP);
+        double v0, v1;
+        er__div_n_set(F, s0, s1, n, mean_mode, Udiv, &v0, &v1);
+        /* fl(m m) is monotone in |m|; fl(v + m m) in each operand */
+        double a0 = m0 <= 0 && m1 >= 0 ? 0.0 : fmin(fabs(m0), fabs(m1)), a1 = fmax(fabs(m0), fabs(m1));
+        double q0 = er__round_prod(F, a0, a0, 0, ER_ROUND_NEAREST), q1 = er__round_prod(F, a1, a1, 0, ER_ROUND_NEAREST);
+        *lo = er__round_sum(F, v0, q0, ER_ROUND_NEAREST);
+        *hi = er__round_sum(F, v1, q1, ER_ROUND_NEAREST);
+        ok = isfinite(*lo) && isfinite(*hi);
+    }
+    mpfr_clears(t, T0, T1, (mpfr_ptr)0);
+    er_ln_exact_clear(&ex);
+    return ok;
+}
+
 /* Enclosures at precision prec: mean [m0, m1], rstd [r0, r1] (r1 = +inf when T/n + eps is 0). */
 static void er_ln_stats(const er_ln_exact *ex, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1) {
     long n = (long)ex->n;

@@ -15,12 +15,18 @@ typedef struct er_layernorm_plan {
     int64_t depth;             /* the sums' and the Welford tree's depth bound (0: any tree) */
     int64_t combine_depth;     /* welford: the most combines on a leaf's path (0: depth's bound) */
     int mean;                  /* the two divisions by n: 0 either, 1 divide, 2 reciprocal */
-    int variance;              /* 0 either, 1 two_pass, 2 welford */
+    int variance;              /* 0 or 3 either, 1 two_pass, 2 welford */
     er_anyorder_bound bs, bq;  /* the any-order constants of S and Q for rows of n (er__layernorm_prepare) */
 } er_layernorm_plan;
 
 /* Sets the plan's per-row-length constants (F and X set) for rows of n elements. */
 ER_INTERNAL er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n);
+/* The mean squares fl(fl(M2 / n) + fl(m m)) a Welford tree of depth at most depth (0: any) with at most cdepth combines
+ * on a leaf's path (0: depth's bound) can give for the finite row x (Theorems L3 to L8 for m and M2; the division by n
+ * as er__div_n_set): [*lo, *hi], values of F. 0, and nothing written, when the row is not finite or its sums may
+ * overflow F (no claim). */
+ER_INTERNAL int er__welford_ms_set(const er_fmt_info *F, const double *x, int64_t n, int64_t depth, int64_t cdepth,
+                                   int mean_mode, double Udiv, double *lo, double *hi);
 
 /* One output's sets (values of F) and exact results: cv, exact (rounded to double) and rounded (correctly
  * rounded to its output format). */

@@ -12,6 +12,7 @@
 #include "enclose/approx.h"
 #include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
+#include "enclose/layernorm.h"
 
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1, 2; 0 either) for q in [qlo, qhi]: both are monotone in q. With Udiv > 0 the
  * quotient may also be any value within Udiv ulps of q / n (Lemma U1 over [qlo / n, qhi / n]). */
@@ -141,6 +142,16 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         double mlo, mhi;
         er__div_n_set(F, q.lo, q.hi, n, pl->mean, pl->Udiv_n, &mlo, &mhi);
         if (q.pinf) mhi = INFINITY;
+        if (pl->variance >= 2) {
+            /* Welford's mean square fl(fl(M2 / n) + fl(m m)) (rmsnorm.md, Theorem R2): alone, or joined to the sum's */
+            double wlo, whi;
+            if (!er__welford_ms_set(F, x, n, pl->depth, pl->combine_depth, pl->mean, pl->Udiv_n, &wlo, &whi)) {
+                wlo = 0;
+                whi = INFINITY;
+            }
+            if (pl->variance == 2) { mlo = wlo; mhi = whi; }
+            else { mlo = fmin(mlo, wlo); mhi = fmax(mhi, whi); }
+        }
         vlo = er__round_sum(F, mlo, pl->eps, ER_ROUND_NEAREST);
         vhi = er__round_sum(F, mhi, pl->eps, ER_ROUND_NEAREST);
     } else {

@@ -12,7 +12,9 @@ typedef struct er_rmsnorm_plan {
     int mean;                     /* 0 either, 1 divide, 2 reciprocal */
     int rsqrt_ftz;                /* rsqrt flushes a subnormal argument to 0 (rsqrt.approx.ftz.f32: math=triton) */
     double Udiv_n;                /* the division by n within this many ulps (div.full.f32: math=triton), 0: rounded */
-    int64_t depth;                /* the sum of squares' tree depth bound (0: any tree) */
+    int64_t depth;                /* the sum of squares' (and the Welford tree's) depth bound (0: any tree) */
+    int variance;                 /* 0, 1 the sum of squares; 2 Welford's M2 / n + m^2; 3 either */
+    int64_t combine_depth;        /* the Welford tree's combines on a leaf's path (0: depth's bound) */
 } er_rmsnorm_plan;
 
 /* Row x[0..n) with weights w (NULL: none): each output's set in the output format, the exact rmsnorm rounded to

@@ -72,9 +72,9 @@ er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned
     if (!(takes & ER_TAKES_RSQRT) && std->rsqrt_ulps != 0)
         return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm and layernorm, not to %s", op);
     if (!(takes & ER_TAKES_VARIANCE) && std->variance != 0)
-        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm, not to %s", op);
+        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm and rmsnorm, not to %s", op);
     if (!(takes & ER_TAKES_VARIANCE) && std->combine_depth != 0)
-        return er__fail(ER_ERR_STANDARD, "combine_depth= bounds layernorm's Welford tree, not %s", op);
+        return er__fail(ER_ERR_STANDARD, "combine_depth= bounds a Welford tree (layernorm, rmsnorm), not %s", op);
     if (!(takes & ER_TAKES_FNS) && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
         return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", op);
     if (!(takes & ER_TAKES_FAST) && (std->exp_fast || std->fast_math == 1))

@@ -80,6 +80,8 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
     rc.pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
     rc.pl.rsqrt_ftz = std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
     rc.pl.depth = std->depth;
+    rc.pl.variance = std->variance;
+    rc.pl.combine_depth = std->combine_depth;
     rc.pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
     rc.pl.mean = std->mean;
     int64_t n = ref->K;
@@ -127,7 +129,7 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
  * rsqrt, math=triton, mean=. */
 static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
     unsigned takes = ER_TAKES_DEPTH | ER_TAKES_TRITON;
-    if (ref->op == ER_OP_RMSNORM) takes |= ER_TAKES_RSQRT | ER_TAKES_MEAN;
+    if (ref->op == ER_OP_RMSNORM) takes |= ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE;
     else takes |= ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_FLUSH | (ref->op == ER_OP_SOFTMAX ? ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE : 0);
     ER_RETURN_IF_ERROR(er__standard_takes(ref, std, takes));
     if (std->depth && std->online)

@@ -133,7 +133,7 @@ er_status er_standard_validate(const er_standard *s) {
     if (s->exp_fast && s->exp_ulps != 0) return er__fail(ER_ERR_STANDARD, "exp_ulps is either a number or fast, not both");
     if (s->div_ulps != 0 && s->div != 0) return er__fail(ER_ERR_STANDARD, "div_ulps= bounds any division: it contradicts div=%s",
                                                          s->div == 1 ? "divide" : "reciprocal");
-    if (s->variance < 0 || s->variance > 2) return er__fail(ER_ERR_STANDARD, "invalid variance value %d", s->variance);
+    if (s->variance < 0 || s->variance > 3) return er__fail(ER_ERR_STANDARD, "invalid variance value %d", s->variance);
     if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
     if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
     if (s->carry_fused && s->outer == ER_SUB_ANY)
@@ -420,7 +420,7 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
             ER_RETURN_IF_ERROR(er_parse_division(key, val, &s.mean));
         } else if (strcmp(key, "variance") == 0) {
             bit = 32768;
-            if (strcmp(val, "either") == 0) s.variance = 0;
+            if (strcmp(val, "either") == 0) s.variance = 3; /* stated: rmsnorm's default (0) is the sum of squares alone */
             else if (strcmp(val, "two_pass") == 0 || strcmp(val, "two-pass") == 0) s.variance = 1;
             else if (strcmp(val, "welford") == 0) s.variance = 2;
             else return er__fail(ER_ERR_STANDARD, "variance=%s: expected either, two_pass or welford", val);
@@ -591,7 +591,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->online) ER_PUT(" online=yes");
     if (s->log_ulps) ER_PUT(" log_ulps=%g", s->log_ulps);
     if (s->rsqrt_ulps) ER_PUT(" rsqrt_ulps=%g", s->rsqrt_ulps);
-    if (s->variance) ER_PUT(" variance=%s", s->variance == 1 ? "two_pass" : "welford");
+    if (s->variance) ER_PUT(" variance=%s", s->variance == 1 ? "two_pass" : s->variance == 2 ? "welford" : "either");
     if (s->div) ER_PUT(" div=%s", s->div == 1 ? "divide" : "reciprocal");
     if (s->partial != ER_FORMAT_INVALID) ER_PUT(" partial=%s", er_format_name(s->partial));
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");

@@ -1007,6 +1007,61 @@ START_TEST(welford_l8_trees) {
 }
 END_TEST
 
+/* rmsnorm from Welford's statistics, as torch's rowwise kernel computes it (rmsnorm.md, Theorem R2): random Welford
+ * trees at depth D with C combines (welford_tree) give m and M2; ms = fl(fl(M2 / n) + fl(m m)), r = rsqrt(fl(ms + eps))
+ * rounded, y = fl(x r). Rows of randn, randn offset by 300, sorted randn and sorted offset rows: every row covered under
+ * variance=welford and either at depth=D combine_depth=C. The option was refused for rmsnorm before. */
+START_TEST(rmsnorm_welford_form) {
+    er_test_reseed(347);
+    enum { ROWS = 2 };
+    static float x[ROWS * 4096], y[ROWS * 4096];
+    static double xd[4096];
+    emu e;
+    emu_init(&e, ER_FP32);
+    mpfr_t t;
+    mpfr_init2(t, 200);
+    long trials = (long)(16 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        static const int ns[4] = {64, 256, 1023, 4096};
+        int n = ns[tr % 4], kind = (int)((tr / 4) % 4), C = 1 + (int)(er_rand64() % 12), D = 1;
+        while (welford_reach(D, C) < n) D++;
+        D += (int)(er_rand64() % 20);
+        if (C > D) C = D;
+        for (int r = 0; r < ROWS; r++) {
+            for (int j = 0; j < n; j++) xd[j] = (float)(er_rand_normal() + (kind & 1 ? 300.0 : 0.0));
+            if (kind >= 2) qsort(xd, (size_t)n, sizeof xd[0], welford_cmp);
+            wstate w = welford_tree(&e, t, xd, 0, n, D, C);
+            mpfr_set_d(t, w.S, MPFR_RNDN);
+            mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDN);
+            double ms = emu_add(&e, emu_round(&e, t), emu_mul(&e, w.M, w.M));
+            mpfr_set_d(t, emu_add(&e, ms, (double)1e-6f), MPFR_RNDN);
+            mpfr_rec_sqrt(t, t, MPFR_RNDN);
+            double rs = emu_round(&e, t);
+            for (int j = 0; j < n; j++) { x[r * n + j] = (float)xd[j]; y[r * n + j] = (float)emu_mul(&e, xd[j], rs); }
+        }
+        er_tensor tx, ty;
+        er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, x);
+        er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){ROWS, n}, NULL, y);
+        er_ref *ref;
+        ck_assert_int_eq(er_rmsnorm(&ref, &tx, NULL, 1e-6), ER_OK);
+        for (int v = 0; v < 2; v++) {
+            char opts[96];
+            snprintf(opts, sizeof opts, "variance=%s depth=%d combine_depth=%d", v ? "either" : "welford", D, C);
+            er_standard st;
+            ck_assert_msg(er_standard_parse(&st, "any_order", opts) == ER_OK, "%s", er_last_error());
+            er_report rep;
+            ck_assert_msg(er_covers(&rep, ref, &ty, &st) == ER_OK, "%s", er_last_error());
+            ck_assert_msg(er_report_all(&rep), "trial %ld: an rmsnorm from Welford's statistics (n %d, rows of kind %d) called wrong "
+                          "under %s" ER_SEED_MSG_FMT, tr, n, kind, opts, ER_SEED_ARGS);
+            er_report_clear(&rep);
+        }
+        er_ref_free(ref);
+    }
+    mpfr_clear(t);
+    emu_clear(&e);
+}
+END_TEST
+
 /* torch's vectorized CUDA layer_norm (layer_norm_kernel.cu; rows of a multiple of 4 elements): 128 threads as 4
  * warps of 32, thread t updating its Welford state over the 4 elements of each vector t, t + 128, ... (mean +=
  * delta fl(1/count), m2 += delta (x - mean)), then torch's combines (coef = fl(1/count), mean = nA meanA + nB meanB,
@@ -1235,6 +1290,7 @@ int main(void) {
     tcase_add_test(tc, torch_layer_norm_tight);
     tcase_add_test(tc, welford_l8_trees);
     tcase_add_test(tc, triton_order_matches_a_float_loop);
+    tcase_add_test(tc, rmsnorm_welford_form);
     tcase_add_test(tc, cub_block_reduce_depth);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

@@ -45,11 +45,24 @@ static void h200_cases(const char *which, int expect) {
         ER_REQUIRE_PASS(&rep, "case %s (%s, %s) not covered:", id, dtype, dist);
         for (int c = 0; c < ER_CLASS_COUNT; c++) counts[c] += rep.counts[c];
         er_report_clear(&rep);
+        if (rms) {
+            /* torch's rms_norm runs layer_norm's kernels: at their depth and combine depth, either statistic */
+            int64_t D, C;
+            ck_assert_int_eq(er_depth_torch_layer_norm(&D, tx.shape[tx.ndim - 1]), ER_OK);
+            ck_assert_int_eq(er_combine_depth_torch_layer_norm(&C, tx.shape[tx.ndim - 1]), ER_OK);
+            char opts[96];
+            snprintf(opts, sizeof opts, "variance=either depth=%lld combine_depth=%lld", (long long)D, (long long)C);
+            ck_assert_int_eq(er_standard_parse(&std, "any_order", opts), ER_OK);
+            ck_assert_msg(er_covers(&rep, ref, &ty, &std) == ER_OK, "%s", er_last_error());
+            ER_REQUIRE_PASS(&rep, "case %s (%s, %s) not covered under %s:", id, dtype, dist, opts);
+            er_report_clear(&rep);
+        }
         er_ref_free(ref);
         cases++;
     }
     fclose(f);
-    printf("torch.%s on H200: %d cases covered (exact %lld, covered %lld elements)\n", which, cases, counts[0], counts[1]);
+    printf("torch.%s on H200: %d cases covered (exact %lld, covered %lld elements)%s\n", which, cases, counts[0], counts[1],
+           rms ? "; and under variance=either at torch's layer_norm depth and combine depth" : "");
     ck_assert_int_eq(cases, expect);
     npz_free(&z);
 }
