@@ -1078,3 +1078,14 @@ def test_triton_sum_order():
         assert ref.covers(want, "triton:%d" % block, warps=warps).all()
     with pytest.raises(er.ExactrefValueError, match="sums one block"):
         er.sum(np.ones((2, 100), np.float32), dim=1).covers(np.full(2, 100, np.float32), "triton:64")
+
+
+def test_standard_struct_documented():
+    """docs/reference/standard.md lists er_standard's fields in the header's order."""
+    def fields(path):
+        with open(os.path.join(ROOT, path)) as f:
+            text = f.read()
+        body = text[text.index("typedef struct er_standard {"):text.index("} er_standard;")]
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        return re.findall(r"^\s*[a-z_0-9]+\s+([a-z_0-9, ]+);", body, flags=re.M)
+    assert fields("docs/reference/standard.md") == fields("include/exactref/standard.h")
