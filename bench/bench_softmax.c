@@ -1,6 +1,7 @@
 /* bench_softmax.c: er_softmax + er_covers (fp32 inputs and output, default standard) next to a float64
  * softmax of the same rows computed in the same run (max, exp, sum, divide in double); and er_layernorm +
- * er_covers_outputs (y, mean, rstd) next to a float64 layernorm of the same rows.
+ * er_covers_outputs (y, mean, rstd) next to a float64 layernorm of the same rows, and rows through torch's Welford tree
+ * checked at its depth and combine depth next to the default standard.
  * Also er_rmsnorm (fp32 weights) + er_covers next to a float64 rmsnorm. Prints `name: X s vs baseline Y s = Rx`.
  * Usage: bench_softmax [softmax|layernorm|rmsnorm] [N ...] (default all three, 1024 and 4096), N x N inputs. */
 #define _POSIX_C_SOURCE 200809L
@@ -148,6 +149,45 @@ static void run_layernorm(int n) {
     printf("layernorm_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 layernorm of the same rows; verdict %s)\n",
            n, n, t2 - t1, t1 - t0, (t2 - t1) / (t1 - t0), ok ? "pass" : "FAIL");
     for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
+    /* depth=: the same rows through torch's Welford tree (n a multiple of 4), checked under variance=either at torch's
+     * depth and combine depth and under the default, alternating, medians of 3 */
+    if (n % 4 == 0) {
+        for (int r = 0; r < n; r++) {
+            const float *xr = x + (size_t)r * n;
+            float m, m2;
+            torch_welford(xr, n, &m, &m2);
+            float rs = 1.0f / sqrtf(m2 / (float)n + 1e-5f);
+            for (int j = 0; j < n; j++) y[(size_t)r * n + j] = (xr[j] - m) * rs;
+            mean[r] = m;
+            rstd[r] = rs;
+        }
+        int64_t D, C;
+        er_depth_torch_layer_norm(&D, n);
+        er_combine_depth_torch_layer_norm(&C, n);
+        char opt[96];
+        snprintf(opt, sizeof opt, "variance=either depth=%lld combine_depth=%lld", (long long)D, (long long)C);
+        er_standard sd;
+        if (er_standard_parse(&sd, "any_order", opt) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
+        double td[3], ta[3];
+        int pass_d = 0, pass_a = 0;
+        for (int rnd = 0; rnd < 3; rnd++) {
+            double a0 = now();
+            if (er_covers_outputs(reps, ref, outs, 3, &sd) != ER_OK) exit(1);
+            double a1 = now();
+            pass_d = er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]);
+            for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
+            if (er_covers_outputs(reps, ref, outs, 3, &std) != ER_OK) exit(1);
+            double a2 = now();
+            pass_a = er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]);
+            for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
+            td[rnd] = a1 - a0;
+            ta[rnd] = a2 - a1;
+        }
+        double md = median3(td), ma = median3(ta);
+        printf("layernorm_covers_torchdepth%lld_%dx%d: %.3f s vs baseline %.3f s = %.2fx  (baseline: the same covers under the "
+               "default standard; rows through torch's Welford tree, checked under %s; medians of 3 alternating rounds; "
+               "verdicts %s, %s)\n", (long long)D, n, n, md, ma, md / ma, opt, pass_d ? "pass" : "FAIL", pass_a ? "pass" : "FAIL");
+    }
     er_ref_free(ref);
     free(x); free(y); free(mean); free(rstd); free(d); free(dm); free(dr);
 }
