@@ -21,6 +21,25 @@ static double normalish(void) {
     return (s - 2.0) * 1.7;
 }
 
+/* er_covers_outputs of ref's outputs under a and under b, alternating, three rounds: the median times (*ta, *tb) and
+ * whether every output passed in the last round (*pa, *pb). */
+static void time_two_standards(er_ref *ref, const er_tensor **outs, int nout, const er_standard *a, const er_standard *b,
+                               double *ta, double *tb, int *pa, int *pb) {
+    double t[2][3];
+    er_report reps[3];
+    for (int rnd = 0; rnd < 3; rnd++)
+        for (int k = 0; k < 2; k++) {
+            double t0 = now();
+            if (er_covers_outputs(reps, ref, outs, nout, k ? b : a) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
+            t[k][rnd] = now() - t0;
+            int ok = 1;
+            for (int o = 0; o < nout; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
+            *(k ? pb : pa) = ok;
+        }
+    *ta = median3(t[0]);
+    *tb = median3(t[1]);
+}
+
 static void run(int n) {
     float *x = malloc(sizeof(float) * (size_t)n * n), *y = malloc(sizeof(float) * (size_t)n * n);
     double *d = malloc(sizeof(double) * (size_t)n * n);
@@ -76,22 +95,10 @@ static void run(int n) {
     snprintf(opt, sizeof opt, "depth=%d", lg);
     er_standard sd;
     if (er_standard_parse(&sd, "any_order", opt) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
-    double td[3], ta[3];
-    int pass_d = 0, pass_a = 0;
-    for (int rnd = 0; rnd < 3; rnd++) {
-        double a0 = now();
-        if (er_covers(&rep, ref, &ty, &sd) != ER_OK) exit(1);
-        double a1 = now();
-        pass_d = er_report_all(&rep);
-        er_report_clear(&rep);
-        if (er_covers(&rep, ref, &ty, &std) != ER_OK) exit(1);
-        double a2 = now();
-        pass_a = er_report_all(&rep);
-        er_report_clear(&rep);
-        td[rnd] = a1 - a0;
-        ta[rnd] = a2 - a1;
-    }
-    double md = median3(td), ma = median3(ta);
+    const er_tensor *outs[1] = {&ty};
+    double md, ma;
+    int pass_d, pass_a;
+    time_two_standards(ref, outs, 1, &sd, &std, &md, &ma, &pass_d, &pass_a);
     printf("softmax_covers_depth%d_%dx%d: %.3f s vs baseline %.3f s = %.2fx  (baseline: the same covers under any order; rows "
            "summed by a balanced tree; medians of 3 alternating rounds; verdicts %s, %s)\n", lg, n, n, md, ma, md / ma,
            pass_d ? "pass" : "FAIL", pass_a ? "pass" : "FAIL");
@@ -168,22 +175,9 @@ static void run_layernorm(int n) {
         snprintf(opt, sizeof opt, "variance=either depth=%lld combine_depth=%lld", (long long)D, (long long)C);
         er_standard sd;
         if (er_standard_parse(&sd, "any_order", opt) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
-        double td[3], ta[3];
-        int pass_d = 0, pass_a = 0;
-        for (int rnd = 0; rnd < 3; rnd++) {
-            double a0 = now();
-            if (er_covers_outputs(reps, ref, outs, 3, &sd) != ER_OK) exit(1);
-            double a1 = now();
-            pass_d = er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]);
-            for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
-            if (er_covers_outputs(reps, ref, outs, 3, &std) != ER_OK) exit(1);
-            double a2 = now();
-            pass_a = er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]);
-            for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
-            td[rnd] = a1 - a0;
-            ta[rnd] = a2 - a1;
-        }
-        double md = median3(td), ma = median3(ta);
+        double md, ma;
+        int pass_d, pass_a;
+        time_two_standards(ref, outs, 3, &sd, &std, &md, &ma, &pass_d, &pass_a);
         printf("layernorm_covers_torchdepth%lld_%dx%d: %.3f s vs baseline %.3f s = %.2fx  (baseline: the same covers under the "
                "default standard; rows through torch's Welford tree, checked under %s; medians of 3 alternating rounds; "
                "verdicts %s, %s)\n", (long long)D, n, n, md, ma, md / ma, opt, pass_d ? "pass" : "FAIL", pass_a ? "pass" : "FAIL");
