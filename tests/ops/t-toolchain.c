@@ -220,15 +220,15 @@ static int tl_emulate_rows(er_ref *ref, int rows, const char *order, const char 
 }
 
 /* tests/data/tlsum.*: Triton 3.6's tl.sum over one row per program on an H200 (capture_tlsum.py: fp32, bf16 and fp16
- * rows converted to fp32, BLOCK 32 .. 16384, 1 to 16 warps, n = BLOCK, BLOCK - 1 and 3 BLOCK / 4 + 16), 420 cases of 16
- * rows: er_emulate under triton:BLOCK warps=W gives every sum bit for bit with the vector width exactref derives (the
+ * rows converted to fp32, BLOCK 32 .. 16384, 1 to 16 warps, n = BLOCK, BLOCK - 1 and 3 BLOCK / 4 + 16; then subnormal
+ * fp32 rows and tie-rich fp32 and bf16 rows on 18 configurations each), 474 cases of 16 rows: er_emulate under triton:BLOCK warps=W gives every sum bit for bit with the vector width exactref derives (the
  * vec= of the layout Triton chose, read from its TTGIR, gives the same), and covers() passes them. Any order covers
  * them; a sequential sum, or the tree of twice the warps, differs in most. */
 START_TEST(triton_sum_bit_for_bit) {
     npz_file z;
     FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/tlsum.npz", ER_TEST_DATA_DIR "/tlsum.txt");
-    char line[512], id[32], dt[16], layout[256];
-    int cases = 0, seq_differs = 0, warps_differs = 0, multi_warp = 0;
+    char line[512], id[32], dt[16], layout[256], kind[16];
+    int cases = 0, seq_differs = 0, warps_differs = 0, multi_warp = 0, subnormal = 0, ties = 0;
     long long exact = 0;
     static uint16_t h[64 * 16384];
     static float x32[64 * 16384];
@@ -236,19 +236,31 @@ START_TEST(triton_sum_bit_for_bit) {
         if (line[0] == '#' || line[0] == '\n') continue;
         int block, warps, n, rows;
         unsigned long long seed;
-        ck_assert_int_eq(sscanf(line, "%31s %15s %d %d %d %d %llu %255s", id, dt, &block, &warps, &n, &rows, &seed, layout), 8);
+        ck_assert_int_eq(sscanf(line, "%31s %15s %d %d %d %d %llu %255s %15s", id, dt, &block, &warps, &n, &rows, &seed, layout,
+                                kind), 9);
+        /* capture_common.tlsum_values: "subnormal" rows are 24-bit values of exponents in [-10, 10] times 2^-136,
+         * "ties" rows +-2^e (p = 1, e in [-13, 13], times 2^12) */
+        int sub = strcmp(kind, "subnormal") == 0, tie = strcmp(kind, "ties") == 0;
+        subnormal += sub;
+        ties += tie;
         ck_assert(rows <= 64 && n <= 16384);
         int fp32 = strcmp(dt, "fp32") == 0, bf16 = strcmp(dt, "bf16") == 0;
         er_format F = fp32 ? ER_FP32 : bf16 ? ER_BF16 : ER_FP16;
-        int p = fp32 ? 24 : bf16 ? 8 : 11, E = strcmp(dt, "fp16") == 0 ? 10 : 20;
+        int p = sub ? 24 : tie ? 1 : fp32 ? 24 : bf16 ? 8 : 11, E = sub ? 10 : tie ? 13 : strcmp(dt, "fp16") == 0 ? 10 : 20;
+        double scale = sub ? 0x1p-136 : tie ? 0x1p12 : 1.0;
         for (int r = 0; r < rows; r++)
             for (int i = 0; i < n; i++) {
                 uint64_t d = tl_draw(seed + (uint64_t)r, (uint64_t)i);
                 uint64_t m = (d >> 11) & ((UINT64_C(1) << (p - 1)) - 1);
                 int e = (int)((d >> 40) % (uint64_t)(2 * E + 1)) - E;
-                if (fp32) x32[r * n + i] = (float)(((d >> 63) ? -1.0 : 1.0) * ldexp(1.0 + ldexp((double)m, -(p - 1)), e));
-                else /* a normal value of the format: its sign, biased exponent and fraction */
-                    h[r * n + i] = (uint16_t)(((d >> 63) << 15) | ((uint64_t)(e + (bf16 ? 127 : 15)) << (p - 1)) | m);
+                double v = ((d >> 63) ? -1.0 : 1.0) * ldexp(1.0 + ldexp((double)m, -(p - 1)), e) * scale;
+                if (fp32) x32[r * n + i] = (float)v; /* rounded to nearest, as numpy's cast (subnormal rows) */
+                else { /* bf16 or fp16: a normal value, exact: its sign, biased exponent and top fraction bits */
+                    int fb = bf16 ? 7 : 10, ee;
+                    double fr = frexp(fabs(v), &ee); /* |v| = fr 2^ee, fr in [0.5, 1) */
+                    uint64_t frac = (uint64_t)ldexp(fr * 2.0 - 1.0, fb);
+                    h[r * n + i] = (uint16_t)(((uint64_t)(v < 0) << 15) | ((uint64_t)(ee - 1 + (bf16 ? 127 : 15)) << fb) | frac);
+                }
             }
         er_tensor tx, ts;
         er_tensor_view(&tx, F, 2, (int64_t[]){rows, n}, NULL, fp32 ? (void *)x32 : (void *)h);
@@ -291,9 +303,10 @@ START_TEST(triton_sum_bit_for_bit) {
     fclose(f);
     npz_free(&z);
     printf("Triton's tl.sum on H200: %d cases (16 rows each) emulated bit for bit under triton:BLOCK warps=W (%lld sums "
-           "correctly rounded); a sequential sum differs in %d, twice the warps in %d of %d\n", cases, exact, seq_differs,
-           warps_differs, multi_warp);
-    ck_assert_int_eq(cases, 420);
+           "correctly rounded; %d of subnormal rows, %d of tie-rich rows); a sequential sum differs in %d, twice the warps "
+           "in %d of %d\n", cases, exact, subnormal, ties, seq_differs, warps_differs, multi_warp);
+    ck_assert_int_eq(cases, 474);
+    ck_assert(subnormal == 18 && ties == 36);
     ck_assert(seq_differs > cases * 9 / 10 && warps_differs > multi_warp * 9 / 10);
 }
 END_TEST

@@ -39,6 +39,17 @@ def splitmix_values(seed, rows, n, p, e_max):
     return s * np.ldexp(1.0 + m.astype(np.float64) / 2.0 ** (p - 1), e)
 
 
+def tlsum_values(kind, seed, rows, n, p, e_max):
+    """capture_tlsum.py's rows by kind: "wide", splitmix_values as they are; "subnormal", fp32 values of 24 bits and
+    exponents in [-10, 10] times 2^-136 (most below fp32's least normal 2^-126; rounded to fp32 by the caller);
+    "ties", +-2^e for e in [-1, 25] (sums of powers of two far apart meet exact midpoints)."""
+    if kind == "subnormal":
+        return splitmix_values(seed, rows, n, 24, 10) * 2.0 ** -136
+    if kind == "ties":
+        return splitmix_values(seed, rows, n, 1, 13) * 2.0 ** 12
+    return splitmix_values(seed, rows, n, p, e_max)
+
+
 def new_group(arrays, ins):
     """Stores a group's inputs once (gNN__in__name, NN the groups so far) and returns its id gNN."""
     gid = "g%02d" % len({k.split("__")[0] for k in arrays if k.startswith("g")})

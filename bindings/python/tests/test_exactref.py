@@ -1060,17 +1060,17 @@ def test_check_catches_kernel_bugs():
 
 
 def test_triton_sum_order():
-    """triton:BLOCK reproduces Triton's tl.sum from the H200 captures bit for bit (a case of every eighth line here;
-    t-toolchain runs all 420), and refuses a row longer than its block."""
+    """triton:BLOCK reproduces Triton's tl.sum from the H200 captures bit for bit (every eighth case and some of the
+    subnormal and tie-rich ones here; t-toolchain runs all 474), and refuses a row longer than its block."""
     import ml_dtypes
     sys.path.insert(0, os.path.join(ROOT, "tools", "capture"))
-    from capture_common import splitmix_values
+    from capture_common import tlsum_values
     z, cases = captures("tlsum")
     fmts = {"fp32": (24, 20, np.float32), "bf16": (8, 20, ml_dtypes.bfloat16), "fp16": (11, 10, np.float16)}
-    for c in cases[::8]:
+    for c in cases[::8] + [c for c in cases if c[8] != "wide"][::6]:
         cid, dt, block, warps, n, rows, seed = c[0], c[1], *map(int, c[2:7])
         p, e_max, np_dt = fmts[dt]
-        x = splitmix_values(seed, rows, n, p, e_max).astype(np_dt)
+        x = tlsum_values(c[8], seed, rows, n, p, e_max).astype(np_dt)
         want = z[cid + "__out__s"]
         ref = er.sum(x, dim=1)
         got = ref.emulate("triton:%d" % block, warps=warps, dtype="float32")
