@@ -10,6 +10,19 @@ from . import _lib
 from ._errors import ExactrefTypeError, check
 
 
+def _ints(**args):
+    for name, v in args.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: %s must be an int, not %s" % (name, type(v).__name__))
+
+
+def _call(fn, *args):
+    """The int64 the C helper fn writes through its first argument, its other arguments args."""
+    out = ctypes.c_int64(0)
+    check(getattr(_lib.lib, fn)(ctypes.byref(out), *args))
+    return out.value
+
+
 def triton(block, num_warps=4, version=None):
     """The depth of Triton's tl.sum / tl.reduce over `block` elements (a power of two) with `num_warps` warps:
     each thread chains its block / (32 num_warps) elements (Triton up to 3.7) or adds them in a balanced tree (3.8
@@ -30,12 +43,8 @@ def triton(block, num_warps=4, version=None):
             raise ExactrefTypeError("ER_ERR_INVALID", "exactref: version %r: expected 'major.minor'" % version) from None
     else:
         major, minor = int(version[0]), int(version[1])
-    for name, v in (("block", block), ("num_warps", num_warps)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: %s must be an int, not %s" % (name, type(v).__name__))
-    d = ctypes.c_int64(0)
-    check(_lib.lib.er_depth_triton(ctypes.byref(d), block, num_warps, major, minor))
-    return d.value
+    _ints(block=block, num_warps=num_warps)
+    return _call("er_depth_triton", block, num_warps, major, minor)
 
 
 def torch_softmax(n):
@@ -43,22 +52,16 @@ def torch_softmax(n):
     to 1024) each of W = min(P, 32) lanes chains its P / W elements (P: n rounded up to a power of two), then a
     log2(W)-level butterfly; on its block path (n above 1024) each of 1024 threads chains its elements, then two
     5-level shuffle trees (er_depth_torch_softmax)."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: n must be an int, not %s" % type(n).__name__)
-    d = ctypes.c_int64(0)
-    check(_lib.lib.er_depth_torch_softmax(ctypes.byref(d), n))
-    return d.value
+    _ints(n=n)
+    return _call("er_depth_torch_softmax", n)
 
 
 def torch_layer_norm(n):
     """The depth of torch's CUDA layer_norm Welford tree over rows of n elements (er_depth_torch_layer_norm), for
     covers(..., variance="welford" or "either", depth=...): the deeper of its vectorized kernel (128 threads' chains
     of 4 ceil(n / 512) elements, then 7 combine levels) and its rowwise one (512 threads, then 10 levels)."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: n must be an int, not %s" % type(n).__name__)
-    d = ctypes.c_int64(0)
-    check(_lib.lib.er_depth_torch_layer_norm(ctypes.byref(d), n))
-    return d.value
+    _ints(n=n)
+    return _call("er_depth_torch_layer_norm", n)
 
 
 def torch_layer_norm_combines(n):
@@ -67,20 +70,13 @@ def torch_layer_norm_combines(n):
 
         er.layer_norm(x, n).covers((y, mean, rstd), variance="either", depth=er.depth.torch_layer_norm(n),
                                    combine_depth=er.depth.torch_layer_norm_combines(n))"""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: n must be an int, not %s" % type(n).__name__)
-    c = ctypes.c_int64(0)
-    check(_lib.lib.er_combine_depth_torch_layer_norm(ctypes.byref(c), n))
-    return c.value
+    _ints(n=n)
+    return _call("er_combine_depth_torch_layer_norm", n)
 
 
 def cub_block_reduce(items_per_thread, block_threads):
     """The depth of CUB's BlockReduce Sum (BLOCK_REDUCE_WARP_REDUCTIONS, its default) over `block_threads` threads of
     `items_per_thread` fp32 or fp64 items: each thread's items in a chain, a shuffle-down tree in each warp, the warp
     totals in a chain: (items_per_thread - 1) + ceil(log2(min(block_threads, 32))) + (warps - 1)."""
-    for name, v in (("items_per_thread", items_per_thread), ("block_threads", block_threads)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: %s must be an int, not %s" % (name, type(v).__name__))
-    d = ctypes.c_int64(0)
-    check(_lib.lib.er_depth_cub_block_reduce(ctypes.byref(d), items_per_thread, block_threads))
-    return d.value
+    _ints(items_per_thread=items_per_thread, block_threads=block_threads)
+    return _call("er_depth_cub_block_reduce", items_per_thread, block_threads)
