@@ -67,6 +67,11 @@ ER_API int er_ref_num_outputs(const er_ref *ref);
 ER_API const char *er_ref_output_name(const er_ref *ref, int i);
 /* The shape of the op's output. shape must have room for ER_MAX_DIMS entries. */
 ER_API er_status er_ref_shape(const er_ref *ref, int *ndim, int64_t *shape);
+/* The shape of output `output` (0 to er_ref_num_outputs - 1; ER_ERR_INVALID otherwise, nothing written): the shape
+ * covers, er_covers_outputs and er_ref_enclosure take for it (quantize's amax and scale: one element per group, the
+ * number of groups as the library counts them). shape must have room for ER_MAX_DIMS entries. Bindings size their
+ * arrays from this, never from a count of their own. */
+ER_API er_status er_ref_output_shape(const er_ref *ref, int output, int *ndim, int64_t *shape);
 /* The exact result at `index` rounded to double (NaN or +-inf for special results), and correctly rounded to
  * `f` under the standard's output overflow rule. Either output pointer may be NULL. */
 ER_API er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, double *exact, double *rounded);

@@ -245,6 +245,23 @@ const char *er_ref_output_name(const er_ref *ref, int i) {
     return m ? m->out_names[i] : "out";
 }
 
+er_status er_ref_output_shape(const er_ref *ref, int output, int *ndim, int64_t *shape) {
+    er__ok();
+    ER_CHECK_NULL(ref, "ref");
+    ER_CHECK_NULL(ndim, "ndim");
+    ER_CHECK_NULL(shape, "shape");
+    int nout = er_ref_num_outputs(ref);
+    if (output < 0 || output >= nout)
+        return er__fail(ER_ERR_INVALID, "output %d is out of range: the %s has %d output%s", output, er__op_name(ref), nout,
+                        nout == 1 ? "" : "s");
+    int nd;
+    int64_t sh[ER_MAX_DIMS];
+    ER_RETURN_IF_ERROR(er__module_of(ref)->out_shape(ref, output, NULL, &nd, sh));
+    *ndim = nd;
+    for (int i = 0; i < nd; i++) shape[i] = sh[i];
+    return ER_OK;
+}
+
 /* ---- the engine of the op modules (src/ops/module.h): sinks, checks, reports ---- */
 
 struct er_sinks {

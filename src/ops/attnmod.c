@@ -99,9 +99,7 @@ static er_status er_attn_out_shape(const er_ref *ref, int o, const er_tensor *ou
     if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
     *ndim = ref->ndim - 1;
     for (int i = 0; i < *ndim; i++) shape[i] = ref->shape[i];
-    if (er__shape_fits(out, *ndim, shape)) return ER_OK;
-    return er__fail(ER_ERR_OUTPUT, "attention's lse must have O's shape without its last dimension: %d dimensions (trailing "
-                    "size-1 dimensions allowed); got %d dimensions", *ndim, out->ndim);
+    return er__out_shape_fits(ref, o, out, *ndim, shape);
 }
 
 /* The constants of Lemma A2 for the standard's sums of products: any_order, cg = 12 and cp by the operands (rounding

@@ -17,9 +17,7 @@ static er_status er_ln_out_shape(const er_ref *ref, int o, const er_tensor *out,
     *ndim = lead ? lead : 1;
     for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
     if (!lead) shape[0] = 1;
-    if (er__shape_fits(out, *ndim, shape)) return ER_OK;
-    return er__fail(ER_ERR_OUTPUT, "layernorm's %s must have x's leading shape (%d dimensions, trailing size-1 dimensions "
-                    "allowed); got %d dimensions", er_ln_names[o], lead, out->ndim);
+    return er__out_shape_fits(ref, o, out, *ndim, shape);
 }
 
 /* One thread's rows: the three outputs' sets at once, into the sinks of the checked outputs. */

@@ -95,7 +95,7 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
         lut = malloc(sizeof(double) << fi->bits);
         if (lut) for (size_t i = 0; i < ((size_t)1 << fi->bits); i++) lut[i] = er__decode(fi, i);
     }
-    for (int64_t b = 0; b < batches; b++) {
+    for (int64_t b = 0; b < batches && total > 0; b++) { /* no element: no offset computed (strides may be huge) */
         int64_t rem = b, base = 0;
         for (int i = nbd - 1; i >= 0; i--) {
             coord[i] = rem % t->shape[i];

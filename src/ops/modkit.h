@@ -32,13 +32,14 @@ ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *s
 ER_INTERNAL er_status er__rows_standard(const er_ref *ref, const er_standard *std);
 /* A set as an enclosure's lo, hi (NaN: no finite part) and flags (ER_ENCLOSURE_*) give it. */
 ER_INTERNAL void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t flags);
-/* The output shape of an op with one output of the reference's shape. */
+/* The output shape of an op with one output of the reference's shape (out NULL: the shape alone). */
 ER_INTERNAL er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
 
 /* The index of row-major element idx in the reference's output shape. */
 ER_INTERNAL void er__index_of(const er_ref *ref, int64_t idx, int64_t *index);
-/* Whether the view out has the shape shape[0 .. nd) allowing trailing dimensions of size 1 (as torch keeps them). */
-ER_INTERNAL int er__shape_fits(const er_tensor *out, int nd, const int64_t *shape);
+/* ER_OK when the view out (NULL: no view, the shape asked for alone) has the shape shape[0 .. nd) of output o,
+ * allowing trailing dimensions of size 1 (as torch keeps them); else ER_ERR_OUTPUT naming both shapes. */
+ER_INTERNAL er_status er__out_shape_fits(const er_ref *ref, int o, const er_tensor *out, int nd, const int64_t *shape);
 
 /* A bracket of element idx's exact result (the module's bracket, or its exact double and the doubles next to it;
  * NaN, and ER_OK, where an op gives no finite one). */

@@ -86,7 +86,7 @@ typedef struct er_op_module {
     int nout;                              /* its outputs */
     const char *const *out_names;          /* their names ("out" for one) */
     /* Output o's shape for the view out (which it may accept with extra unit dimensions); ER_ERR_OUTPUT with a
-     * message when the view does not fit. */
+     * message naming both shapes when the view does not fit. out NULL: the shape alone (er_ref_output_shape). */
     er_status (*out_shape)(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
     /* Whether the standard applies to the op (ER_ERR_STANDARD or ER_ERR_UNSUPPORTED with a message if not). */
     er_status (*check)(const er_ref *ref, const er_standard *std);

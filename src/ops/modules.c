@@ -135,25 +135,38 @@ er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid, double *lo,
     return ER_OK;
 }
 
-int er__shape_fits(const er_tensor *out, int nd, const int64_t *shape) {
+/* "[a, b, c]" into buf (at most ER_MAX_DIMS sizes of 20 digits: 200 bytes hold them). */
+static const char *er_shape_text(char *buf, size_t cap, int nd, const int64_t *shape) {
+    int n = snprintf(buf, cap, "[");
+    for (int i = 0; i < nd && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(buf + n, cap - (size_t)n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
+    return buf;
+}
+
+er_status er__out_shape_fits(const er_ref *ref, int o, const er_tensor *out, int nd, const int64_t *shape) {
+    if (!out) return ER_OK;
     int od = out->ndim;
     while (od > nd && out->shape[od - 1] == 1) od--;
     int same = od == nd;
     for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
-    return same;
+    if (same) return ER_OK;
+    char a[200], b[200];
+    return er__fail(ER_ERR_OUTPUT, "%s's %s must have shape %s (trailing size-1 dimensions allowed); got %s", er__op_name(ref),
+                    er_ref_output_name(ref, o), er_shape_text(b, sizeof b, nd, shape),
+                    er_shape_text(a, sizeof a, out->ndim, out->shape));
 }
 
 er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
     (void)o;
     *ndim = ref->ndim;
     for (int i = 0; i < ref->ndim; i++) shape[i] = ref->shape[i];
+    if (!out) return ER_OK;
     int same = out->ndim == ref->ndim;
     for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
     if (same) return ER_OK;
     char a[200], b[200];
-    int na = 0, nb = 0;
-    for (int i = 0; i < out->ndim; i++) na += snprintf(a + na, sizeof a - (size_t)na, "%s%lld", i ? ", " : "", (long long)out->shape[i]);
-    for (int i = 0; i < ref->ndim; i++) nb += snprintf(b + nb, sizeof b - (size_t)nb, "%s%lld", i ? ", " : "", (long long)ref->shape[i]);
-    return er__fail(ER_ERR_OUTPUT, "the output has shape [%s] but the %s produces [%s]", a, er__op_name(ref), b);
+    return er__fail(ER_ERR_OUTPUT, "the output has shape %s but the %s produces %s", er_shape_text(a, sizeof a, out->ndim, out->shape),
+                    er__op_name(ref), er_shape_text(b, sizeof b, ref->ndim, ref->shape));
 }
 

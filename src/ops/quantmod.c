@@ -39,7 +39,7 @@ static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_form
     r->block = granularity == ER_GRAN_BLOCK ? block : 0;
     r->cols = r->shape[ndim - 1];
     int64_t rows = r->cols ? r->n / r->cols : 0;
-    r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols + block - 1) / block : 1;
+    r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols ? (r->cols - 1) / block + 1 : 0) : 1; /* ceil without overflow */
     r->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * r->gpr;
     *out = *made = r;
     return ER_OK;
@@ -87,9 +87,7 @@ static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, 
     if (ref->gran == ER_GRAN_BLOCK) shape[lead++] = ref->gpr;
     *ndim = lead ? lead : 1;
     if (!lead) shape[0] = 1;
-    if (er__shape_fits(out, *ndim, shape)) return ER_OK;
-    return er__fail(ER_ERR_OUTPUT, "quantize's %s must have one element per group: %d dimensions (trailing size-1 dimensions "
-                    "allowed); got %d dimensions", er_q_names[o], *ndim, out->ndim);
+    return er__out_shape_fits(ref, o, out, *ndim, shape);
 }
 
 static er_status er_q_check(const er_ref *ref, const er_standard *std) {
@@ -261,7 +259,7 @@ static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_
         sinf = s->pinf;
         if (s->nan || s->nan_req) v->nan = 1;
     }
-    double xp[4];
+    double xp[5]; /* lo, hi, 0 between them, +inf, -inf */
     int nx = 0;
     if (xv->lo <= xv->hi) {
         xp[nx++] = xv->lo;

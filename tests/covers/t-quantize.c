@@ -273,6 +273,51 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* Inputs the fuzzer found (docs/reliability.md): an accumulator whose set holds 0 and both infinities (values near
+ * fp32's largest, which overflow in some orders) makes five corners for q's set; a block size near INT64_MAX gives one
+ * block a row, not a count that wrapped to zero groups (and an all-zero q, which passed). */
+START_TEST(fuzz_findings) {
+    float a[6] = {3e38f, 3e38f, -3e38f, -3e38f, 1, -1}, b[6] = {1, 1, 1, 1, 1, 1}, am1 = 1, sc1 = 448;
+    uint8_t q1 = 0;
+    er_tensor tA, tB, tq, ta, ts;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){1, 6}, NULL, a);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){6, 1}, NULL, b);
+    er_tensor_view(&tq, ER_FP8_E4M3FN, 2, (int64_t[]){1, 1}, NULL, &q1);
+    er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){1}, NULL, &am1);
+    er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){1}, NULL, &sc1);
+    er_ref *mm, *ref;
+    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+    ck_assert_int_eq(er_quantize_ref(&ref, mm, ER_FP8_E4M3FN, ER_GRAN_TENSOR, 0, ER_RECIPE_AMAX), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    const er_tensor *outs[3] = {&tq, &ta, &ts};
+    er_report reps[3];
+    ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+    ck_assert_int_eq(er_report_numel(&reps[0]), 1);
+    clear3(reps);
+    er_ref_free(ref);
+    er_ref_free(mm);
+
+    for (int i = 0; i < R * C; i++) x[i] = (float)(i % 7) - 3.0f;
+    memset(q, 0, sizeof q);
+    er_tensor tx, tqq;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, C}, NULL, x);
+    er_tensor_view(&tqq, ER_FP8_E4M3FN, 2, (int64_t[]){R, C}, NULL, q);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_BLOCK, INT64_MAX, ER_RECIPE_AMAX), ER_OK);
+    int nd;
+    int64_t shape[ER_MAX_DIMS];
+    ck_assert_int_eq(er_ref_output_shape(ref, 1, &nd, shape), ER_OK);
+    ck_assert_int_eq(nd, 2);
+    ck_assert_int_eq(shape[0], R);
+    ck_assert_int_eq(shape[1], 1);
+    er_report rep;
+    ck_assert_int_eq(er_covers(&rep, ref, &tqq, &std), ER_OK);
+    ER_REQUIRE(!er_report_all(&rep), "an all-zero q passed");
+    er_report_clear(&rep);
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("quantize");
     TCase *tc = tcase_create("quantize");
@@ -283,6 +328,7 @@ int main(void) {
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, gemm_epilogue_quantize);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, fuzz_findings);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

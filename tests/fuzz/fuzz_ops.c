@@ -11,8 +11,23 @@
 #include <mpfr.h>
 #include <exactref/exactref.h>
 #include <exactref/mpfr.h>
+#include "reach.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* The kinds of call counted (reach.h): the ops by their number in the input, then the chain and the quantised
+ * reference built over an accepted op. */
+enum { KIND_CHAIN = 12, KIND_QUANTIZE_REF = 13 };
+static const char *const kinds[] = {"matmul", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm",
+                                    "layernorm", "tensor", "quantize", "attention", "chain", "quantize_ref"};
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    reach_init(kinds, (int)(sizeof kinds / sizeof kinds[0]));
+    return 0;
+}
 
 typedef struct rd { const uint8_t *p; size_t n; } rd;
 static unsigned byte(rd *r) { if (!r->n) return 0; r->n--; return *r->p++; }
@@ -59,7 +74,7 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
         if (d < 0) lo += d; else hi += d;
     }
     int64_t base = SLOTS / 2;
-    if (base + lo < 0 || base + hi >= SLOTS / 2) return 0; /* elements of up to 8 bytes: offsets in slots of 8 bytes */
+    if (base + lo < 0 || base + hi >= SLOTS) return 0; /* elements of up to 8 bytes: offsets in slots of 8 bytes */
     char *p = (char *)pool[which] + base * 8;
     if (er_tensor_view(t, f, nd, shape, strides, p) != ER_OK) return 0;
     for (int i = 0; i < nd; i++) shape_out[i] = shape[i];
@@ -68,6 +83,7 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size};
+    reach_input();
     int op = (int)(byte(&r) % 12);
     er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
     int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
@@ -81,6 +97,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     er_tensor A, B, C;
     int64_t sha[ER_MAX_DIMS], shb[ER_MAX_DIMS];
     int va = make_view(&r, &A, 0, fa, nda, sha), vb = make_view(&r, &B, 1, fb, ndb, shb);
+    if (op == 11 && va > 0 && nda >= 2) {
+        /* attention: k = v shaped as q but for the number of keys (and the heads, for GQA), so that shapes that fit
+         * are common; contiguous in pool[1] */
+        int64_t shk[ER_MAX_DIMS];
+        for (int i = 0; i < nda; i++) shk[i] = sha[i];
+        shk[nda - 2] = byte(&r) % 6;
+        if (nda >= 3 && (byte(&r) & 1) && sha[nda - 3] % 2 == 0) shk[nda - 3] = sha[nda - 3] / 2;
+        vb = er_tensor_view(&B, fb, nda, shk, NULL, pool[1]) == ER_OK;
+    }
     (void)make_view(&r, &C, 2, fb, 1, shb);
     if (va <= 0) return 0;
     unsigned fill = byte(&r);
@@ -93,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     er_ref *ref = NULL;
     er_status st;
+    reach_call(op);
     switch (op) {
     case 0: st = vb > 0 ? er_matmul(&ref, &A, &B) : ER_ERR_INVALID; break;
     case 1: st = vb > 0 ? er_scaled_matmul(&ref, &A, &B, sa, sb) : ER_ERR_INVALID; break;
@@ -117,6 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
     }
     if (st != ER_OK) { if (ref) abort(); return 0; }
+    reach_accept(op);
     int nd;
     int64_t shape[ER_MAX_DIMS], n = 1;
     if (er_ref_shape(ref, &nd, shape) != ER_OK) abort();
@@ -184,13 +211,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (kind <= 1 && tv && how % 2) stg[k].t = &T;
                 if (kind <= 1 && how >= 2) stg[k].ref = ref;
             }
-            if (er_chain(&chain, ref, stg, ns) != ER_OK && chain) abort();
+            reach_call(KIND_CHAIN);
+            if (er_chain(&chain, ref, stg, ns) != ER_OK) {
+                if (chain) abort();
+            } else {
+                reach_accept(KIND_CHAIN);
+            }
         }
         /* the reference (or the chain) quantised, its three outputs checked together: a refusal never passes */
         if ((op <= 2 || op == 9) && n <= 1024) {
             er_ref *qr = NULL;
             const er_ref *qbase = chain && byte(&r) % 2 ? chain : ref;
+            reach_call(KIND_QUANTIZE_REF);
             if (er_quantize_ref(&qr, qbase, fo, (er_granularity)(byte(&r) % 4), (int64_t)(byte(&r) % 5), (er_scale_recipe)(byte(&r) % 4)) == ER_OK) {
+                reach_accept(KIND_QUANTIZE_REF);
                 static uint64_t qo[1024], ao[1024], so[1024];
                 er_standard sq;
                 er_tensor Q, Am, Sc;

@@ -6,8 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <exactref/exactref.h>
+#include "reach.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static const char *const kinds[] = {"covers", "refused"};
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    reach_init(kinds, 2);
+    return 0;
+}
 
 static void every_size(er_status (*render)(const er_report *, char *, size_t, size_t *), const er_report *rep) {
     size_t need = 0;
@@ -28,6 +38,7 @@ static void every_size(er_status (*render)(const er_report *, char *, size_t, si
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    reach_input();
     if (size < 5) return 0;
     int M = 1 + data[0] % 4, K = 1 + data[1] % 5, N = 1 + data[2] % 4;
     er_format fo = (er_format)(1 + data[3] % 7);
@@ -42,7 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     er_tensor_view(&C, fo, 2, (int64_t[]){M, N}, NULL, c);
     er_report rep;
     const char *order = data[0] & 0x80 ? "mma:sm_90" : "any_order"; /* a refusal renders too */
-    (void)er_matmul_covers(&rep, &A, &B, &C, order, data[1] & 0x80 ? "overflow=saturate" : NULL);
+    int refused = order[0] == 'm';
+    reach_call(refused);
+    if ((er_matmul_covers(&rep, &A, &B, &C, order, data[1] & 0x80 ? "overflow=saturate" : NULL) == ER_OK) != refused)
+        reach_accept(refused); /* the refusal's kind counts the calls that were refused, as meant */
     every_size(er_report_text, &rep);
     every_size(er_report_json, &rep);
     er_report_clear(&rep);

@@ -5,10 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <exactref/exactref.h>
+#include "reach.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static const char *const kinds[] = {"parse"};
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    reach_init(kinds, 1);
+    return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    reach_input();
     char *buf = malloc(size + 2);
     if (!buf) return 0;
     memcpy(buf, data, size);
@@ -22,7 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     er_standard s, keep;
     memset(&s, 0x5c, sizeof s);
     keep = s;
+    reach_call(0);
     er_status st = er_standard_parse(&s, order, options);
+    if (st == ER_OK) reach_accept(0);
     if (st != ER_OK) {
         if (st != ER_ERR_STANDARD && st != ER_ERR_UNSUPPORTED) abort();
         if (memcmp(&s, &keep, sizeof s) != 0) abort(); /* a refusal writes nothing */

@@ -198,6 +198,19 @@ START_TEST(empty_and_refused) {
     er_report_clear(&rep);
     er_ref_free(r);
     ck_assert_int_eq(er_max(&r, &t, 1), ER_ERR_SHAPE);
+    /* an empty view whose strides are huge (no element is addressed, so the view is valid): the sum over its empty
+     * dimension is 0 everywhere, found without computing an offset (the fuzzer found a signed overflow there) */
+    {
+        static float z[80];
+        er_tensor e, oz;
+        ck_assert_int_eq(er_tensor_view(&e, ER_FP32, 4, (int64_t[]){4, 5, 0, 4}, (int64_t[]){7, 0, 0, INT64_MAX / 3}, x), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&oz, ER_FP32, 3, (int64_t[]){4, 5, 4}, NULL, z), ER_OK);
+        ck_assert_int_eq(er_sum(&r, &e, -2), ER_OK);
+        ck_assert_int_eq(er_covers(&rep, r, &oz, &std), ER_OK);
+        ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], 80);
+        er_report_clear(&rep);
+        er_ref_free(r);
+    }
     ck_assert_int_eq(er_sum(&r, &t, 2), ER_ERR_INVALID);
     ck_assert_int_eq(er_sum(&r, &t, -3), ER_ERR_INVALID);
     ck_assert_int_eq(er_sum(NULL, &t, 0), ER_ERR_NULL);
