@@ -72,11 +72,14 @@ typedef struct er_report {
     er_element widest;             /* the element whose set is widest relative to its size (the earliest of equals) */
     er_status status;              /* ER_OK, or the status of the call that refused */
     char message[256];             /* the refusal's message ("" otherwise) */
+    uint64_t guard;                /* the library's: er_report_clear frees classes only where this says it allocated them */
 } er_report;
 
-/* Zeroes *rep: an unfilled report, which fails (er_report_all is 0) until a call fills it. */
+/* Zeroes *rep: an unfilled report, which fails (er_report_all is 0) until a call fills it (`er_report rep = {0};`
+ * is the same state). */
 ER_API void er_report_init(er_report *rep);
-/* Frees what *rep owns and zeroes it. Accepts NULL. */
+/* Frees what *rep owns and zeroes it. Accepts NULL, a zeroed report, and a report no call has filled whatever its
+ * bytes: the classes array is freed only where the report's guard shows the library allocated it. */
 ER_API void er_report_clear(er_report *rep);
 /* 1 when a call filled the report and every element passes; 0 for a failing element, a refusal, a report no call
  * has filled, or NULL. A refusing call leaves its report in this failing state: a test cannot pass by a refusal. */

@@ -9,9 +9,13 @@ void er_report_init(er_report *rep) {
     if (rep) memset(rep, 0, sizeof *rep);
 }
 
+uint64_t er__report_guard(const uint8_t *classes) { return (uint64_t)(uintptr_t)classes ^ UINT64_C(0x6578616374726566); }
+
 void er_report_clear(er_report *rep) {
     if (!rep) return;
-    free(rep->classes);
+    /* a report the library filled carries its classes pointer under the guard; one holding stray bytes does not
+     * (but with odds of 2^-64) */
+    if (rep->classes && rep->guard == er__report_guard(rep->classes)) free(rep->classes);
     memset(rep, 0, sizeof *rep);
 }
 

@@ -332,6 +332,35 @@ START_TEST(covers_sets) {
 }
 END_TEST
 
+/* er_report_clear on a report no call has filled: zeroed (er_report_init, or = {0}) it frees nothing; holding
+ * whatever bytes the stack left (a report declared and cleared on an early exit) it frees nothing either, since it
+ * frees the classes array only where the report's guard says the library allocated it. A filled report is freed
+ * (LeakSanitizer in the sanitizer build), twice cleared is safe. */
+START_TEST(clear_unfilled_reports) {
+    er_report rep;
+    er_report_init(&rep);
+    er_report_clear(&rep);
+    ck_assert(!er_report_all(&rep));
+    for (int pattern = 0; pattern < 3; pattern++) {
+        memset(&rep, pattern == 0 ? 0x5c : pattern == 1 ? 0xff : 0x01, sizeof rep);
+        static uint8_t not_heap[16];
+        if (pattern == 2) rep.classes = not_heap;
+        er_report_clear(&rep); /* free() of these pointers aborts (glibc) or fails under ASan */
+        ck_assert(rep.classes == NULL);
+        ck_assert(!er_report_all(&rep));
+    }
+    float a[4] = {1, 2, 3, 4}, c[4] = {7, 10, 15, 22};
+    er_tensor A, C;
+    er_tensor_view(&A, ER_FP32, 2, (int64_t[]){2, 2}, NULL, a);
+    er_tensor_view(&C, ER_FP32, 2, (int64_t[]){2, 2}, NULL, c);
+    ck_assert_int_eq(er_matmul_covers(&rep, &A, &A, &C, "any_order", NULL), ER_OK);
+    ck_assert(er_report_all(&rep));
+    er_report_clear(&rep);
+    er_report_clear(&rep);
+    ck_assert(!er_report_all(&rep));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("api");
     TCase *tc = tcase_create("api");
@@ -340,6 +369,7 @@ int main(void) {
     tcase_add_test(tc, standards);
     tcase_add_test(tc, covers_sets);
     tcase_add_test(tc, statuses_and_version);
+    tcase_add_test(tc, clear_unfilled_reports);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
