@@ -137,7 +137,11 @@ static void er_sb_shape(er_sb *b, const er_report *r) {
 
 static void er_report_render_text(er_sb *b, const er_report *r) {
     if (r->status != ER_OK) {
-        er_sb_printf(b, "refused (%s): %s: FAIL\n", er_status_name(r->status), r->message);
+        /* the message is er_last_error's, which opens with the status's name: said once, in the parentheses */
+        const char *name = er_status_name(r->status), *msg = r->message;
+        size_t nl = strlen(name);
+        if (strncmp(msg, name, nl) == 0 && msg[nl] == ':' && msg[nl + 1] == ' ') msg += nl + 2;
+        er_sb_printf(b, "refused (%s): %s: FAIL\n", name, msg);
         return;
     }
     if (!r->filled) {

@@ -38,6 +38,7 @@ er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, 
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
     if (!(eps >= 0) || isinf(eps)) return er__fail(ER_ERR_INVALID, "eps must be finite and nonnegative (got %g)", eps);
     int64_t n = x->shape[x->ndim - 1];
+    if (n == 0) return er__fail(ER_ERR_SHAPE, "rmsnorm over an empty last dimension has no mean square (as layernorm refuses it)");
     if (weight) {
         ER_RETURN_IF_ERROR(er__tensor_check(weight, "weight"));
         if (weight->ndim != 1 || weight->shape[0] != n)

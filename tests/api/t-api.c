@@ -358,6 +358,12 @@ START_TEST(clear_unfilled_reports) {
     er_report_clear(&rep);
     er_report_clear(&rep);
     ck_assert(!er_report_all(&rep));
+    /* a refusal's text names its status once: "refused (ER_ERR_STANDARD): unknown order ..." */
+    ck_assert_int_eq(er_matmul_covers(&rep, &A, &A, &C, "mma:sm_90", NULL), ER_ERR_STANDARD);
+    char text[512];
+    ck_assert_int_eq(er_report_text(&rep, text, sizeof text, NULL), ER_OK);
+    ck_assert_msg(strncmp(text, "refused (ER_ERR_STANDARD): ", 27) == 0 && strstr(text + 27, "ER_ERR_STANDARD") == NULL, "%s", text);
+    er_report_clear(&rep);
 }
 END_TEST
 

@@ -10,7 +10,7 @@
 
 /* The inputs, built once: A [3,4], B [4,3], a matmul and a softmax reference, an any_order standard. */
 static float a[12], b[12], w5[5];
-static er_tensor A, B, V1, W5, C8, CoverA, CoverB; /* CoverA, CoverB: [3, 3] outputs over A's and B's memory */
+static er_tensor A, B, V1, W5, C8, CoverA, CoverB, E40; /* E40: [4, 0], rows of no element */ /* CoverA, CoverB: [3, 3] outputs over A's and B's memory */
 static er_ref *mm, *sm;
 static er_standard any, fixed, seq; /* seq: fully fixed (sequential, fma=never) */
 static uint8_t c8[9];
@@ -77,6 +77,7 @@ static void reset(void) {
     X(rmsnorm_eps_inf, ER_ERR_INVALID, "eps must be finite and nonnegative (got inf)", er_rmsnorm(&o.ref, &A, NULL, INFINITY)) \
     X(rmsnorm_eps_negative, ER_ERR_INVALID, "(got -1)", er_rmsnorm(&o.ref, &A, NULL, -1))                           \
     X(rmsnorm_weight, ER_ERR_SHAPE, "weight", er_rmsnorm(&o.ref, &A, &W5, 1e-5))                                    \
+    X(rmsnorm_empty_rows, ER_ERR_SHAPE, "rmsnorm over an empty last dimension", er_rmsnorm(&o.ref, &E40, NULL, 1e-5)) \
     X(layernorm_eps_nan, ER_ERR_INVALID, "eps must be finite", er_layernorm(&o.ref, &A, 1, NULL, NULL, NAN))      \
     X(layernorm_ndim_zero, ER_ERR_SHAPE, "normalized_ndim must be between 1 and x's 2 dimensions (got 0)",         \
       er_layernorm(&o.ref, &A, 0, NULL, NULL, 1e-5))                                                                  \
@@ -161,6 +162,7 @@ static void setup(void) {
     er_tensor_view(&A, ER_FP32, 2, (int64_t[]){3, 4}, NULL, a);
     er_tensor_view(&B, ER_FP32, 2, (int64_t[]){4, 3}, NULL, b);
     er_tensor_view(&V1, ER_FP32, 1, (int64_t[]){4}, NULL, a);
+    er_tensor_view(&E40, ER_FP32, 2, (int64_t[]){4, 0}, NULL, a);
     er_tensor_view(&W5, ER_FP32, 1, (int64_t[]){5}, NULL, w5);
     er_tensor_view(&C8, ER_FP8_E4M3FN, 2, (int64_t[]){3, 3}, NULL, c8);
     er_tensor_view(&CoverA, ER_FP32, 2, (int64_t[]){3, 3}, NULL, a + 2);
