@@ -290,8 +290,9 @@ static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     int64_t ii = i + (r->bottom_right ? Sk - Sq : 0), j0 = 0, j1 = Sk - 1;
     if (r->causal && ii < j1) j1 = ii;
     if (r->window) {
-        if (ii - r->win_l > j0) j0 = ii - r->win_l;
-        if (ii + r->win_r < j1) j1 = ii + r->win_r;
+        /* compared as distances from the query (small), so a window of up to INT64_MAX keys never overflows */
+        if (ii - j0 > r->win_l) j0 = ii - r->win_l;
+        if (j1 - ii > r->win_r) j1 = ii + r->win_r;
     }
     int64_t n = j1 >= j0 ? j1 - j0 + 1 : 0;
     return er__attn_row(&c->pl, &c->kv, c->qr, n ? j0 : 0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);

@@ -446,6 +446,20 @@ START_TEST(fully_masked_rows) {
     ck_assert(!er_report_all(&reps[1]));
     ck_assert_int_eq(reps[1].n_failed, 1);
     for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+    /* a window as wide as int64 allows is no window: the same sets (the mask's ends are compared, never computed
+     * past the keys: i + INT64_MAX overflowed, and the Python binding wrapped 2**64 to a window of 0) */
+    static double lo0[64 * 64], hi0[64 * 64], lo1[64 * 64], hi1[64 * 64];
+    static uint8_t f0[64 * 64], f1[64 * 64];
+    ck_assert(H * Sq <= 64 * 64);
+    ck_assert_int_eq(er_ref_enclosure(ref, 1, &std, ER_FP32, lo0, hi0, f0), ER_OK);
+    er_ref *wide;
+    er_attention_opts aw = {0, 1, 1, 1, INT64_MAX, INT64_MAX, 0};
+    ck_assert_int_eq(er_attention(&wide, &tq, &tk, &tv, &aw), ER_OK);
+    ck_assert_int_eq(er_ref_enclosure(wide, 1, &std, ER_FP32, lo1, hi1, f1), ER_OK);
+    for (int64_t i = 0; i < H * Sq; i++)
+        ck_assert_msg(f0[i] == f1[i] && (lo0[i] == lo1[i] || (isnan(lo0[i]) && isnan(lo1[i]))) &&
+                      (hi0[i] == hi1[i] || (isnan(hi0[i]) && isnan(hi1[i]))), "row %lld: the widest window changed the set", (long long)i);
+    er_ref_free(wide);
     er_ref_free(ref);
 }
 END_TEST

@@ -135,7 +135,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 11: { /* attention: q = A, k = v = B; the mask's flags and sizes from the input (values other than 0 and 1,
                 * negative windows and scales that are not finite are refused) */
         unsigned fl = byte(&r);
-        er_attention_opts ao = {sa, (int)(fl & 3) - 1 + 1, (int)((fl >> 2) & 1), (int)((fl >> 3) & 3), dim, (int64_t)(int8_t)byte(&r),
+        unsigned wb = byte(&r); /* 0x7f: the widest window, INT64_MAX keys */
+        er_attention_opts ao = {sa, (int)(fl & 3) - 1 + 1, (int)((fl >> 2) & 1), (int)((fl >> 3) & 3), dim,
+                                wb == 0x7f ? INT64_MAX : (int64_t)(int8_t)wb,
                                 (int)((fl >> 5) & 1)};
         st = vb > 0 ? er_attention(&ref, &A, &B, &B, (fl >> 6) ? &ao : NULL) : ER_ERR_INVALID;
         break;
