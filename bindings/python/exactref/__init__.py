@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from . import _lib, depth, testing
+from . import _check, _lib, depth, testing
 from ._arrays import DeviceView, View, format_of, format_of_name, numpy_dtype, to_numpy
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError, check)
@@ -83,8 +83,8 @@ def _standard(standard, options, kwargs):
     """The C standard for 'mma:sm90 outer=any'-style strings (options may follow the order, as the docs write
     them) plus options and keyword options."""
     if not isinstance(standard, str):
-        raise TypeError("exactref: standard must be a string such as 'any_order' or 'blocked:32', not %s"
-                        % type(standard).__name__)
+        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: standard must be a string such as 'any_order' or "
+                                "'blocked:32', not %s" % type(standard).__name__)
     if "\0" in standard:
         raise ExactrefValueError("ER_ERR_STANDARD", "exactref: the standard holds a NUL byte")
     buf = ctypes.create_string_buffer(_lib.STANDARD_SIZE)
@@ -195,6 +195,10 @@ class Result:
         """True when every element passes (exact, covered, or an overflow some allowed order produces)."""
         return self.n_failed == 0
 
+    def __bool__(self):
+        """The verdict, as all(): `assert ref.covers(out)` fails when an element fails."""
+        return self.all()
+
     def assert_all(self):
         """Raises AssertionError with the report when an element fails (for pytest)."""
         if self.n_failed:
@@ -262,10 +266,16 @@ class Reference:
         if ptr:
             _lib.lib.er_ref_free(ptr)
 
-    def _c_shape(self):
+    def __bool__(self):
+        raise TypeError("exactref: a Reference has no truth value (it is not a verdict): assert ref.covers(out) or "
+                        "ref.covers(out).assert_all()")
+
+    def _c_shape(self, output=0):
+        """Output `output`'s shape as the library counts it (er_ref_output_shape): the one source of every output's
+        size, never recomputed here."""
         nd = ctypes.c_int(0)
         shp = (ctypes.c_int64 * _lib.MAX_DIMS)()
-        check(_lib.lib.er_ref_shape(self._ptr, ctypes.byref(nd), shp))
+        check(_lib.lib.er_ref_output_shape(self._ptr, output, ctypes.byref(nd), shp))
         return tuple(shp[i] for i in range(nd.value))
 
     def _out_view(self, arr, name, writable=False):
@@ -306,19 +316,36 @@ class Reference:
             found = sets_into(rep)
         return Result(_Report(rep), shape, arr, found)
 
+    OUTPUTS = ("out",)
+
+    def _index(self, output):
+        """The index of an output given by number or name."""
+        if isinstance(output, str) and output in self.OUTPUTS:
+            return self.OUTPUTS.index(output)
+        if _check.is_integer(output) and 0 <= output < len(self.OUTPUTS):
+            return int(output)
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: %s's outputs are %s (or 0 to %d); got output=%r"
+                                 % (self.op, ", ".join(self.OUTPUTS), len(self.OUTPUTS) - 1, output))
+
     def _output_shape(self, output):
-        if output != 0:
-            raise ValueError("exactref: %s has one output; got output=%r" % (self.op, output))
-        return tuple(self.shape)
+        """Output `output`'s shape: the first output's as numpy gives the op's result (matmul of vectors drops their
+        dimensions), the others' as the library counts them."""
+        index = self._index(output)
+        if index == 0:
+            return tuple(self.shape)
+        return self._c_shape(index)
 
     def enclosure(self, standard="any_order", dtype="float32", options=None, output=0, **kwargs):
         """The set of every element of the output under a standard, for an output of `dtype`, without an output to
         check (er_ref_enclosure): an Enclosure with lo, hi and flags arrays of the output's shape."""
         std = _standard(standard, options, kwargs)
         dt = numpy_dtype(dtype)
-        shape = self._output_shape(output)
-        index = output if isinstance(output, int) else self.OUTPUTS.index(output)
-        n = int(np.prod(shape, dtype=np.int64))
+        index = self._index(output)
+        shape = self._output_shape(index)
+        n = int(np.prod(self._c_shape(index), dtype=np.int64))  # the count the library writes
+        if int(np.prod(shape, dtype=np.int64)) != n:
+            raise ExactrefInternalError("ER_ERR_INTERNAL", "exactref: %s's output %d: %s elements here, %d in the library"
+                                        % (self.op, index, shape, n))
         lo, hi, flags = np.empty(n), np.empty(n), np.empty(n, np.uint8)
         check(_lib.lib.er_ref_enclosure(self._ptr, index, std, format_of(dt), lo.ctypes.data, hi.ctypes.data, flags.ctypes.data))
         return Enclosure(lo.reshape(shape), hi.reshape(shape), flags.reshape(shape), dt)
@@ -393,12 +420,10 @@ class Reference:
         """This result quantised with an amax, as a kernel whose epilogue quantises its accumulator does (er_quantize_ref;
         exactref.quantize for the arguments): three outputs, q, amax and scale, checked together by covers() under
         this reference's standard."""
-        qf, gran, block, rec, groups = _quant_args(tuple(self.shape), dtype, granularity, recipe)
+        qf, gran, block, rec = _quant_args(dtype, granularity, recipe)
         ptr = ctypes.c_void_p()
         check(_lib.lib.er_quantize_ref(ctypes.byref(ptr), self._ptr, qf, gran, block, rec))
-        ref = QuantizeReference(ptr, (self,), tuple(self.shape), "quantize")
-        ref._group_shape = groups
-        return ref
+        return QuantizeReference(ptr, (self,), tuple(self.shape), "quantize")
 
     def exact(self, dtype="float32"):
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max;
@@ -484,7 +509,7 @@ def matmul_covers_device(A, B, out, standard="any_order", options=None, stream=N
 def scaled_matmul(A, B, scale_a, scale_b):
     """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
     on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False)."""
-    return _matmul(A, B, (float(scale_a), float(scale_b)))
+    return _matmul(A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b")))
 
 
 def _matmul(A, B, scales):
@@ -517,11 +542,9 @@ def _reduce(cfn, name, x, dim):
     format_of(a.dtype)
     if a.ndim == 0:
         raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % name)
-    if not isinstance(dim, (int, np.integer)) or not -a.ndim <= dim < a.ndim:
-        raise ValueError("exactref: %s: dim %r is out of range for %d dimensions" % (name, dim, a.ndim))
+    d = _check.dim(dim, name, a.ndim)
     if a.ndim > _lib.MAX_DIMS - 1:
         raise ValueError("exactref: %s takes at most %d dimensions (x has %d)" % (name, _lib.MAX_DIMS - 1, a.ndim))
-    d = int(dim) % a.ndim
     if name == "max" and a.shape[d] == 0:
         raise ValueError("exactref: max over an empty dimension has no value")
     shape = a.shape[:d] + a.shape[d + 1:]
@@ -549,11 +572,12 @@ def max(x, dim=-1):  # noqa: A001
 def _softmax_like(cfn, name, x, dim):
     a = to_numpy(x, "x")
     format_of(a.dtype)
-    if a.ndim == 0 or not -a.ndim <= dim < a.ndim:
-        raise ValueError("exactref: %s: dim %r is out of range for %d dimensions" % (name, dim, a.ndim))
+    if a.ndim == 0:
+        raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % name)
+    d = _check.dim(dim, name, a.ndim)
     va = View(a, "x")
     ptr = ctypes.c_void_p()
-    check(cfn(ctypes.byref(ptr), va.buf, int(dim)))
+    check(cfn(ctypes.byref(ptr), va.buf, d))
     return Reference(ptr, (va, x), a.shape, name)
 
 
@@ -571,6 +595,7 @@ def rmsnorm(x, weight=None, eps=1e-6):
     """The exact reference of rmsnorm over x's last dimension (options mean=..., rsqrt_ulps=...)."""
     a = to_numpy(x, "x")
     format_of(a.dtype)
+    eps = _check.real(eps, "rmsnorm", "eps", lo=0)
     if a.ndim == 0:
         raise ValueError("exactref: rmsnorm of a scalar: x needs at least 1 dimension")
     va = View(a, "x")
@@ -584,7 +609,7 @@ def rmsnorm(x, weight=None, eps=1e-6):
         keep += [vw, weight]
         wbuf = vw.buf
     ptr = ctypes.c_void_p()
-    check(_lib.lib.er_rmsnorm(ctypes.byref(ptr), va.buf, wbuf, float(eps)))
+    check(_lib.lib.er_rmsnorm(ctypes.byref(ptr), va.buf, wbuf, eps))
     return Reference(ptr, tuple(keep), a.shape, "rmsnorm")
 
 
@@ -599,6 +624,10 @@ class Results:
     def all(self):
         """True when every checked output passes."""
         return all(r.all() for r in self.results.values())
+
+    def __bool__(self):
+        """The verdict, as all(): `assert ref.covers((y, mean, rstd))` fails when an element of any output fails."""
+        return self.all()
 
     def assert_all(self):
         """Raises AssertionError with the failing outputs' reports."""
@@ -643,9 +672,7 @@ class ChainReference(Reference):
             if kind == "cast":
                 arr[i].format = format_of(arg)
             elif kind in self._UNARY:
-                if arg is not None and (isinstance(arg, bool) or not isinstance(arg, (int, float))):
-                    raise TypeError("exactref: %s(ulps=) takes a number, not %s" % (kind, type(arg).__name__))
-                arr[i].scalar = 0.0 if arg is None else float(arg)
+                arr[i].scalar = _check.ulps(arg, kind)
             elif kind in ("add", "mul") and isinstance(arg, Reference):
                 if tuple(arg.shape) != tuple(base.shape):
                     raise ValueError("exactref: the %s operand's output has shape %s, not the result's %s" % (kind, tuple(arg.shape),
@@ -657,7 +684,7 @@ class ChainReference(Reference):
                         not type(arg).__module__.startswith("torch"):
                     raise TypeError("exactref: %s takes a number or an array, not %s" % (kind, type(arg).__name__))
                 if isinstance(arg, (int, float, np.generic)):
-                    arr[i].scalar = float(arg)
+                    arr[i].scalar = _check.real(arg, kind, "the %s operand" % kind)
                 else:
                     a = to_numpy(arg, "the %s operand" % kind)
                     try:
@@ -681,13 +708,6 @@ class _MultiOutputReference(Reference):
     """An op with several outputs (OUTPUTS), checked together by covers()."""
 
     OUTPUTS = ()
-
-    def _index(self, output):
-        index = output if isinstance(output, int) else self.OUTPUTS.index(output) if output in self.OUTPUTS else -1
-        if not 0 <= index < len(self.OUTPUTS):
-            raise ValueError("exactref: %s's outputs are %s (or 0 to %d); got %r" % (self.op, ", ".join(self.OUTPUTS),
-                                                                                      len(self.OUTPUTS) - 1, output))
-        return index
 
     def covers(self, out, standard="any_order", options=None, **kwargs):
         """Classifies the outputs against their sets. `out` is the first output, or a tuple of every output where any
@@ -729,37 +749,24 @@ class _MultiOutputReference(Reference):
 
 
 class LayerNormReference(_MultiOutputReference):
-    """layernorm's reference: three outputs, y, mean and rstd."""
+    """layernorm's reference: three outputs, y (x's shape), mean and rstd (x's leading dimensions; (1,) when every
+    dimension is normalised)."""
 
     OUTPUTS = ("y", "mean", "rstd")
 
-    def _output_shape(self, output):
-        """y has x's shape; mean and rstd its leading dimensions ((1,) when every dimension is normalised)."""
-        index = self._index(output)
-        lead = tuple(self.shape[:len(self.shape) - self._nnorm])
-        return tuple(self.shape) if index == 0 else (lead or (1,))
-
 
 class QuantizeReference(_MultiOutputReference):
-    """quantize's reference: three outputs, q, and each group's amax and scale."""
+    """quantize's reference: three outputs, q (x's shape), and each group's amax and scale (one element per group,
+    as the library counts the groups)."""
 
     OUTPUTS = ("q", "amax", "scale")
 
-    def _output_shape(self, output):
-        """q has x's shape; amax and scale one element per group."""
-        index = self._index(output)
-        return tuple(self.shape) if index == 0 else self._group_shape
-
 
 class AttentionReference(_MultiOutputReference):
-    """attention's reference: two outputs, out (O) and lse."""
+    """attention's reference: two outputs, out (q's shape with v's head dimension last) and lse (out's shape without
+    its last dimension)."""
 
     OUTPUTS = ("out", "lse")
-
-    def _output_shape(self, output):
-        """out has q's shape with v's head dimension last; lse out's shape without it."""
-        index = self._index(output)
-        return tuple(self.shape) if index == 0 else tuple(self.shape[:-1])
 
 
 class _AttentionOpts(ctypes.Structure):
@@ -780,30 +787,29 @@ def attention(q, k, v, scale=None, causal=False, causal_alignment="top_left", wi
     arrs = [to_numpy(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
     for a in arrs:
         format_of(a.dtype)
-    if causal_alignment not in ("top_left", "bottom_right"):
-        raise ValueError("exactref: attention: causal_alignment %r: expected 'top_left' or 'bottom_right'" % (causal_alignment,))
+    _check.choice(causal_alignment, "attention", "causal_alignment", ("top_left", "bottom_right"))
     opts = _AttentionOpts()
     if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
-            raise TypeError("exactref: attention: scale must be a number, not %s" % type(scale).__name__)
-        if float(scale) == 0:
-            raise ValueError("exactref: attention: scale=0 is not supported (every key would weigh the same; pass q = 0)")
+        if _check.real(scale, "attention", "scale") == 0:
+            raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: scale=0 is not supported (every key would "
+                                     "weigh the same; pass q = 0)")
         opts.scale = float(scale)
-    opts.causal = int(bool(causal))
+    opts.causal = int(_check.flag(causal, "attention", "causal"))
     opts.bottom_right = int(causal_alignment == "bottom_right")
     if window is not None:
         if not isinstance(window, (tuple, list)) or len(window) != 2:
-            raise ValueError("exactref: attention: window must be (left, right), not %r" % (window,))
+            raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: window must be (left, right), not %r" % (window,))
         sides = []
-        for w in window:
-            if w is None or (isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w == -1):
-                sides.append(1 << 40)
-            elif isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 0:
+        for w, side in zip(window, ("left", "right")):
+            if w is None or (_check.is_integer(w) and w == -1):
+                sides.append(_check.INT64_MAX)  # unbounded: every key on that side
+            elif _check.is_integer(w) and 0 <= w <= _check.INT64_MAX:
                 sides.append(int(w))
             else:
-                raise ValueError("exactref: attention: window sides are nonnegative ints, -1 or None; got %r" % (w,))
+                raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: window sides are integers in [0, 2^63), -1 "
+                                         "or None; the %s side got %r" % (side, w))
         opts.window, opts.window_left, opts.window_right = 1, sides[0], sides[1]
-    opts.enable_gqa = int(bool(enable_gqa))
+    opts.enable_gqa = int(_check.flag(enable_gqa, "attention", "enable_gqa"))
     views = [View(a, name) for a, name in zip(arrs, ("q", "k", "v"))]
     ptr = ctypes.c_void_p()
     check(_lib.lib.er_attention(ctypes.byref(ptr), views[0].buf, views[1].buf, views[2].buf, ctypes.byref(opts)))
@@ -811,26 +817,26 @@ def attention(q, k, v, scale=None, causal=False, causal_alignment="top_left", wi
     return AttentionReference(ptr, tuple(views) + (q, k, v), shape, "attention")
 
 
-def _quant_args(shape, dtype, granularity, recipe):
-    """quantize's arguments as the C call takes them, and the groups' shape."""
+_QUANT_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _quant_args(dtype, granularity, recipe):
+    """quantize's arguments as the C call takes them (the groups are counted by the library: er_ref_output_shape)."""
     qf = format_of_name(dtype)
+    if qf not in [format_of_name(n) for n in _QUANT_FORMATS]:
+        raise ExactrefValueError("ER_ERR_FORMAT", "exactref: quantize: dtype %r: q's format must be one of %s"
+                                 % (dtype, ", ".join(_QUANT_FORMATS)))
     grans = {"tensor": 0, "row": 1}
     block = 0
     if isinstance(granularity, tuple) and len(granularity) == 2 and granularity[0] == "block":
-        gran, block = 2, granularity[1]
-        if isinstance(block, bool) or not isinstance(block, (int, np.integer)):
-            raise TypeError("exactref: quantize: the block size must be an int, not %s" % type(block).__name__)
-    elif granularity in grans:
+        gran, block = 2, _check.integer(granularity[1], "quantize", "the block size", 1)
+    elif isinstance(granularity, str) and granularity in grans:
         gran = grans[granularity]
     else:
-        raise ValueError("exactref: quantize: granularity %r: expected 'tensor', 'row' or ('block', n)" % (granularity,))
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: quantize: granularity %r: expected 'tensor', 'row' or "
+                                 "('block', n)" % (granularity,))
     recipes = {"amax": 0, "pow2": 1, "inverse": 2}
-    if recipe not in recipes:
-        raise ValueError("exactref: quantize: recipe %r: expected 'amax', 'pow2' or 'inverse'" % (recipe,))
-    lead = tuple(shape[:-1])
-    nb = (shape[-1] + block - 1) // block if gran == 2 and block > 0 else 0
-    groups = (1,) if gran == 0 else (lead + (nb,) if gran == 2 else lead) or (1,)
-    return qf, gran, int(block), recipes[recipe], groups
+    return qf, gran, block, recipes[_check.choice(recipe, "quantize", "recipe", tuple(recipes))]
 
 
 def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
@@ -845,13 +851,11 @@ def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
     (docs/algorithms/quantize.md)."""
     a = to_numpy(x, "x")
     format_of(a.dtype)
-    qf, gran, block, rec, groups = _quant_args(a.shape, dtype, granularity, recipe)
+    qf, gran, block, rec = _quant_args(dtype, granularity, recipe)
     va = View(a, "x")
     ptr = ctypes.c_void_p()
     check(_lib.lib.er_quantize(ctypes.byref(ptr), va.buf, qf, gran, block, rec))
-    ref = QuantizeReference(ptr, (va, x), a.shape, "quantize")
-    ref._group_shape = groups
-    return ref
+    return QuantizeReference(ptr, (va, x), a.shape, "quantize")
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -860,7 +864,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     rsqrt_ulps=...)."""
     a = to_numpy(x, "x")
     format_of(a.dtype)
-    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else tuple(int(d) for d in normalized_shape)
+    ns = _check.shape(normalized_shape, "layer_norm", "normalized_shape")
+    eps = _check.real(eps, "layer_norm", "eps", lo=0)
     k = len(ns)
     if k < 1 or k > a.ndim or tuple(a.shape[a.ndim - k:]) != ns:
         raise ValueError("exactref: layer_norm: normalized_shape %s is not the end of x's shape %s" % (ns, a.shape))
@@ -878,7 +883,5 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         keep += [v, t]
         bufs.append(v.buf)
     ptr = ctypes.c_void_p()
-    check(_lib.lib.er_layernorm(ctypes.byref(ptr), va.buf, k, bufs[0], bufs[1], float(eps)))
-    ref = LayerNormReference(ptr, tuple(keep), a.shape, "layernorm")
-    ref._nnorm = k
-    return ref
+    check(_lib.lib.er_layernorm(ctypes.byref(ptr), va.buf, k, bufs[0], bufs[1], eps))
+    return LayerNormReference(ptr, tuple(keep), a.shape, "layernorm")

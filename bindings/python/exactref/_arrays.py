@@ -33,7 +33,11 @@ def _canonical(name):
 
 def format_of_name(name):
     """The format of a dtype or its name, without needing ml_dtypes for the formats numpy lacks."""
-    fmt = _BY_NAME.get(_canonical(name if isinstance(name, str) or "torch" in str(name) else np.dtype(name).name))
+    try:
+        key = name if isinstance(name, str) or "torch" in str(type(name)) + str(name) else np.dtype(name).name
+    except TypeError:
+        raise TypeError("exactref: unsupported dtype %r (supported: %s)" % (name, SUPPORTED)) from None
+    fmt = _BY_NAME.get(_canonical(key))
     if fmt is None:
         raise TypeError("exactref: unsupported dtype %r (supported: %s)" % (name, SUPPORTED))
     return fmt
@@ -66,9 +70,17 @@ def format_of(dtype):
     return fmt
 
 
+def _native(a):
+    """a in the machine's byte order: a big-endian array on a little-endian machine (and the reverse) is copied with
+    its bytes swapped, since the library reads elements as the machine stores them."""
+    if a.dtype.byteorder in ("=", "|") or a.dtype.isnative:
+        return a
+    return a.byteswap().view(a.dtype.newbyteorder("="))
+
+
 def to_numpy(x, name):
-    """numpy view of x; torch tensors are detached (CUDA ones copied to the host), low-precision torch dtypes are
-    reinterpreted as their ml_dtypes equivalents without copying."""
+    """numpy view of x in native byte order (tests/test_boundary.py); torch tensors are detached (CUDA ones copied to
+    the host), low-precision torch dtypes are reinterpreted as their ml_dtypes equivalents without copying."""
     mod = type(x).__module__
     if mod.startswith("torch"):
         import torch
@@ -82,9 +94,9 @@ def to_numpy(x, name):
             return t.view(raw).numpy().view(_ml_dtype(dname))
         return t.numpy()
     if isinstance(x, np.ndarray):
-        return x
+        return _native(x)
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
-        return np.asarray(x)
+        return _native(np.asarray(x))
     raise TypeError("exactref: %s must be a numpy array or a torch tensor, not %s" % (name, type(x).__name__))
 
 

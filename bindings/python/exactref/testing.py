@@ -11,7 +11,7 @@ import ctypes
 
 import numpy as np
 
-from . import _lib
+from . import _check, _lib
 from ._arrays import View, numpy_dtype
 from ._errors import check as _status
 
@@ -31,9 +31,8 @@ def family(name, shape, dtype="float32", seed=0):
     if not isinstance(name, str):
         raise TypeError("exactref: family name must be a str, not %s" % type(name).__name__)
     _status(_lib.lib.er_family_parse(ctypes.byref(fam), name.encode()))
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2 ** 64:
-        raise ValueError("exactref: seed %r: expected an integer in [0, 2^64)" % (seed,))
+    shape = _check.shape(shape, "family")
+    seed = _check.integer(seed, "family", "seed", 0, _check.UINT64_MAX)
     out = np.empty(shape, numpy_dtype(dtype))
     if out.size:
         view = View(out, "out", writable=True)
