@@ -109,6 +109,8 @@ er_status er__check_disjoint(const er_tensor *w, const char *wname, const void *
 
 er_status er__check_distinct(const er_tensor *out) {
     for (int i = 0; i < out->ndim; i++)
+        if (out->shape[i] == 0) return ER_OK; /* no element, none repeated (numpy gives empty arrays stride 0) */
+    for (int i = 0; i < out->ndim; i++)
         if (out->strides[i] == 0 && out->shape[i] > 1)
             return er__fail(ER_ERR_OUTPUT, "the output view repeats elements (stride 0 in dimension %d)", i);
     return ER_OK;

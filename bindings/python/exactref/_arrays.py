@@ -108,14 +108,18 @@ class View:
             raise ValueError("exactref: %s has %d dimensions; exactref takes 1 to %d" % (name, arr.ndim, _lib.MAX_DIMS))
         fmt = format_of(arr.dtype)
         isz = arr.dtype.itemsize
-        if any(s < 0 or s % isz for s in arr.strides):
+        # a dimension of one element addresses nothing through its stride, whatever numpy keeps there (a reversed
+        # one-element array has a negative one): 0 then
+        steps = [0 if n == 1 else s for n, s in zip(arr.shape, arr.strides)]
+        if any(s < 0 or s % isz for s in steps):
             if writable:
                 raise ValueError("exactref: %s has a layout exactref cannot write through (negative or partial-element strides)" % name)
-            arr = np.ascontiguousarray(arr)
+            arr = np.array(arr, order="C", copy=True)
+            steps = [0 if n == 1 else s for n, s in zip(arr.shape, arr.strides)]
         self.array = arr
         self.format = fmt
         shape = (ctypes.c_int64 * arr.ndim)(*arr.shape)
-        strides = (ctypes.c_int64 * arr.ndim)(*[s // isz for s in arr.strides])
+        strides = (ctypes.c_int64 * arr.ndim)(*[s // isz for s in steps])
         self.buf = ctypes.create_string_buffer(_lib.TENSOR_SIZE)
         data = arr.ctypes.data if arr.size else None
         check(_lib.lib.er_tensor_view(self.buf, fmt, arr.ndim, shape, strides, data))

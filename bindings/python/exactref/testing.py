@@ -216,18 +216,90 @@ class Case:
             out = (out, None, None)
         return ref.covers(tuple(out) if isinstance(out, list) else out, **kw)
 
-    def reproduce_call(self, name, config=None):
-        lay = "" if self.layout == "contiguous" else ", layout=%r" % self.layout
-        cfg = "" if config is None else ", config=%d" % config
-        return ("exactref.testing.reproduce(%r, shape=%r, dtype=%r, family=%r, seed=%d%s%s)"
-                % (name, self.shape, self.dtype, self.family, self.seed, lay, cfg))
+    def reproduce_call(self, name, config=None, kernel=None, standard=None, device=None, configs=None):
+        """The statement that re-runs this case and fails as it failed: `kernel` (the callable) named by its file and
+        name where it is defined at a module's top level, so that the line runs as printed in a fresh process
+        (python -c "import exactref.testing; ..."); else by `name`, which reproduce() finds only in the process that
+        ran check(). The op, the standard and the device are part of the line."""
+        where = _locate(kernel) if kernel is not None else None
+        args = ["%r" % (where or name), "op=%r" % self.op, "shape=%r" % (self.shape,), "dtype=%r" % self.dtype,
+                "family=%r" % self.family, "seed=%d" % self.seed]
+        if self.layout != "contiguous":
+            args.append("layout=%r" % self.layout)
+        if where and standard is not None:
+            args.append("standard=%r" % (standard,))
+        if where and device is not None:
+            args.append("device=%r" % str(device))
+        if config is not None:
+            cwhere = _locate(configs) if where and configs is not None else None
+            if cwhere:
+                args.append("configs=%r" % cwhere)
+            args.append("config=%d" % config)
+        call = "exactref.testing.reproduce(%s)" % ", ".join(args)
+        return call + ".assert_all()" if where else call
 
-    def assert_covers(self, out, standard=None, name="kernel"):
-        """Raises AssertionError with the report and the reproduce call when `out` fails."""
+    def assert_covers(self, out, standard=None, name="kernel", kernel=None):
+        """Raises AssertionError with the report and the reproduce call when `out` fails; with `kernel` (the callable
+        that produced out, defined at a module's top level) the call runs as printed in a fresh process."""
         res = self.check(out, standard=standard)
         if not res.all():
-            raise AssertionError("exactref: %s failed on %s\n%s\nreproduce: %s" % (name, self.id, res, self.reproduce_call(name)))
+            raise AssertionError("exactref: %s failed on %s\n%s\nreproduce: %s" % (
+                name, self.id, res, self.reproduce_call(name, kernel=kernel, standard=standard)))
         return res
+
+
+def _locate(obj):
+    """'FILE.py:NAME' where obj is defined at the top level of a module with a source file (FILE relative to the
+    working directory when under it), so a fresh process can load it; None for a lambda, a local function, or an
+    object its module's name does not lead back to. An autotuned or jitted Triton kernel is found through the
+    function it wraps."""
+    import os
+    import sys
+    target, hops = obj, 0
+    while not hasattr(target, "__code__") and hasattr(target, "fn") and hops < 4:
+        target, hops = target.fn, hops + 1
+    qual = getattr(target, "__qualname__", "") or ""
+    mod = sys.modules.get(getattr(target, "__module__", None) or "")
+    path = getattr(mod, "__file__", None)
+    if not qual or "<" in qual or not path or not path.endswith(".py"):
+        return None
+    cur = mod
+    for part in qual.split("."):
+        cur = getattr(cur, part, None)
+    if cur is not obj:
+        return None
+    rel = os.path.relpath(path)
+    return "%s:%s" % (path if rel.startswith("..") else rel, qual)
+
+
+def _load(where):
+    """The object a _locate() string names: its file loaded as a module (once; a module already loaded from that
+    file is reused; a script's `if __name__ == "__main__":` part does not run)."""
+    import hashlib
+    import importlib.util
+    import os
+    import sys
+    path, _, qual = where.rpartition(":")
+    apath = os.path.abspath(path)
+    if not os.path.isfile(apath):
+        raise ValueError("exactref: reproduce: no file %r (from %r); run the line from the directory it was printed in"
+                         % (path, where))
+    mod = next((m for m in list(sys.modules.values())
+                if getattr(m, "__file__", None) and os.path.abspath(m.__file__) == apath), None)
+    if mod is None:
+        name = "_exactref_reproduce_" + hashlib.blake2b(apath.encode(), digest_size=6).hexdigest()
+        spec = importlib.util.spec_from_file_location(name, apath)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    obj = mod
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _is_location(s):
+    return isinstance(s, str) and ":" in s and s.rpartition(":")[0].endswith(".py")
 
 
 def _place(a, layout, device):
@@ -408,6 +480,13 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
     (the autotuner restricted to that one config), so a config the autotuner picks only for other shapes is tested
     too; each case's record names its config."""
     import os
+    from collections.abc import Mapping
+    if not callable(kernel):
+        raise TypeError("exactref: check: kernel must be callable, not %s" % type(kernel).__name__)
+    if not isinstance(standard, (str, type(None), Mapping)):
+        raise TypeError("exactref: check: standard must be a string such as 'mma:sm90' or a dict of covers() keywords "
+                        "such as dict(standard='mma:sm90', outer='any'), not %s" % type(standard).__name__)
+    seed = _check.integer(seed, "check", "seed", 0, _check.UINT64_MAX)
     name = name or getattr(kernel, "__name__", "kernel")
     std = standard if isinstance(standard, (str, type(None))) else dict(standard)
     rec = CheckRecord(name, op, std, tier, device, seed)
@@ -415,7 +494,7 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
     for ci, cfg in enumerate(list(configs.configs) if configs is not None else [None]):
         for c in cases(op, tier, dtypes, families, seed):
             entry = {"shape": list(c.shape), "dtype": c.dtype, "family": c.family, "layout": c.layout, "seed": c.seed,
-                     "reproduce": c.reproduce_call(name, None if cfg is None else ci)}
+                     "reproduce": c.reproduce_call(name, None if cfg is None else ci, kernel, std, device, configs)}
             if cfg is not None:
                 entry["config"] = _config_text(cfg)
             ins = c.inputs(device)
@@ -516,13 +595,19 @@ def _time(kernel, op, dtype, device, reps=7):
 
 def reproduce(kernel, shape, dtype, family, seed, layout="contiguous", op=None, standard=None, device=None, config=None,
               configs=None):
-    """Re-runs one case exactly: `kernel` a callable, or the name of a kernel check() ran in this process (its op,
-    standard, device and autotuned kernel then come from that run unless given); `config`, an index into the
-    autotuned kernel's configs (`configs`), runs it under that config alone. Returns the verdict (Result or
-    Results)."""
+    """Re-runs one case exactly: `kernel` a callable, 'FILE.py:NAME' (loaded from that file: the form check() prints,
+    which runs in a fresh process), or the name of a kernel check() ran in this process (its op, standard, device
+    and autotuned kernel then come from that run unless given); `config`, an index into the autotuned kernel's
+    configs (`configs`, the kernel or 'FILE.py:NAME'), runs it under that config alone. Returns the verdict (Result
+    or Results)."""
+    if _is_location(configs):
+        configs = _load(configs)
+    if _is_location(kernel) and kernel not in _KERNELS:
+        kernel = _load(kernel)
     if isinstance(kernel, str):
         if kernel not in _KERNELS:
-            raise ValueError("exactref: no kernel named %r was checked in this process; pass the kernel itself" % kernel)
+            raise ValueError("exactref: no kernel named %r was checked in this process; pass the kernel itself (or "
+                             "'FILE.py:NAME', where it is defined)" % kernel)
         fn, op0, std0, dev0, cfgs0 = _KERNELS[kernel]
         kernel, op = fn, op or op0
         standard = standard if standard is not None else std0

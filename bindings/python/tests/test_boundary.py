@@ -1,0 +1,354 @@
+"""The Python boundary: every argument typed and range-checked before it crosses into C (ctypes wraps 2**64 + 4 to 4
+and truncates 0.9 to 0), arrays read in the machine's byte order, every output's shape asked of the library, and a
+verdict that cannot pass by accident. The reproducers of docs/reliability.md, a sweep of every parameter of every
+public function through bad values, and a Hypothesis property over shapes, strides, dtypes and options."""
+import inspect
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import exactref as er
+from exactref import ExactrefError
+
+RNG = np.random.default_rng(28)
+
+
+def _mm():
+    A = RNG.standard_normal((5, 7)).astype(np.float32)
+    B = RNG.standard_normal((7, 3)).astype(np.float32)
+    return A, B
+
+
+# ---- the reproducers ----
+
+def test_bool_of_a_verdict_is_the_verdict():
+    A, B = _mm()
+    ref = er.matmul(A, B)
+    good, bad = ref.exact("float32"), ref.exact("float32") + 1
+    assert ref.covers(good)
+    assert not ref.covers(bad)
+    with pytest.raises(AssertionError):
+        assert er.matmul(A, B).covers(bad)
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    mean = x.mean(-1, dtype=np.float64).astype(np.float32)
+    rstd = (1 / np.sqrt(x.astype(np.float64).var(-1) + 1e-5)).astype(np.float32)
+    y = ((x - mean[:, None].astype(np.float64)) * rstd[:, None]).astype(np.float32)
+    res = er.layer_norm(x, 16).covers((y, mean, rstd))
+    assert res
+    assert not er.layer_norm(x, 16).covers((y, mean + 1, rstd))
+    with pytest.raises(TypeError, match="no truth value"):
+        bool(ref)
+
+
+def test_floats_and_bools_are_not_dimensions():
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    for fn in (er.softmax, er.log_softmax, er.sum, er.mean, er.max):
+        for dim in (0.9, np.float64(-0.5), True, np.bool_(False), "1", None, 2 ** 64, -2 ** 63 - 1, 2):
+            with pytest.raises((TypeError, ValueError), match="dim"):
+                fn(x, dim=dim)
+    assert er.softmax(x, dim=np.int64(-1)).covers(_softmax(x))
+
+
+def _softmax(x):
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
+
+
+def test_attention_windows_are_not_wrapped():
+    q = RNG.standard_normal((1, 4, 8)).astype(np.float32)
+    v = RNG.standard_normal((1, 4, 8)).astype(np.float32)
+    with pytest.raises(ValueError, match="window sides"):
+        er.attention(q, q, v, window=(2 ** 64, 2 ** 64))
+    # the widest window the library takes is no window: the attention of every key, not each query's own value
+    wide = er.attention(q, q, v, window=(2 ** 63 - 1, 2 ** 63 - 1))
+    full = er.attention(q, q, v)
+    o = full.exact("float32")
+    assert wide.covers(o)
+    assert not wide.covers(v)
+    for bad in ((0.5, 1), (True, 1), (1, "1"), (-2, 0)):
+        with pytest.raises(ValueError, match="window sides"):
+            er.attention(q, q, v, window=bad)
+    for name, bad in (("causal", 1), ("enable_gqa", "yes"), ("scale", "0.5"), ("scale", math.nan), ("scale", True)):
+        with pytest.raises((TypeError, ValueError), match=name):
+            er.attention(q, q, v, **{name: bad})
+
+
+def test_quantize_groups_come_from_the_library():
+    A = RNG.standard_normal((5, 7)).astype(np.float32)
+    b = RNG.standard_normal(7).astype(np.float32)
+    # a matmul of a vector: numpy's shape (5,) while the library's rows are [5, 1]; the amax and scale of each row are
+    # as many as the library counts (this wrote past Python-sized arrays before)
+    for gran, n in (("row", 5), (("block", 2), 5), ("tensor", 1)):
+        enc = er.matmul(A, b).quantize("float8_e4m3fn", gran).enclosure(output="amax")
+        assert enc.lo.size == n, (gran, enc.lo.shape)
+    x = RNG.standard_normal((4, 10)).astype(np.float32)
+    ref = er.quantize(x, "float8_e4m3fn", ("block", 4))
+    assert ref._output_shape("amax") == (4, 3)
+    for bad in (2 ** 64 + 4, 2 ** 63, 0, -1, 2.0, True, "4"):
+        with pytest.raises((TypeError, ValueError), match="block size"):
+            er.quantize(x, "float8_e4m3fn", ("block", bad))
+    # the largest block is one block a row: an all-zero q does not pass
+    big = er.quantize(x, "float8_e4m3fn", ("block", 2 ** 63 - 1))
+    assert big._output_shape("amax") == (4, 1)
+    assert not big.covers(np.zeros(x.shape, ml_dtypes.float8_e4m3fn))
+    with pytest.raises(ValueError, match="q's format"):
+        er.quantize(x, "float64")
+
+
+def test_big_endian_arrays_are_read_by_value():
+    A = RNG.standard_normal((6, 9)).astype(np.float16)
+    B = RNG.standard_normal((9, 4)).astype(np.float16)
+    out = er.matmul(A, B).exact("float32")
+    assert er.matmul(A.astype(">f2"), B).covers(out)
+    assert er.matmul(A, B).covers(out.astype(">f4"))
+    assert er.matmul(A.astype(">f2"), B.astype(">f2")).covers(out.astype(">f4"))
+    assert not er.matmul(A, B).covers((out + 1).astype(">f4"))
+
+
+def test_other_bad_inputs_name_the_argument():
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    for eps in ("1e-5", True, math.nan, math.inf, -1.0, None):
+        with pytest.raises((TypeError, ValueError), match="eps"):
+            er.layer_norm(x, 8, eps=eps)
+        with pytest.raises((TypeError, ValueError), match="eps"):
+            er.rmsnorm(x, eps=eps)
+    with pytest.raises(ValueError, match="empty last dimension"):
+        er.rmsnorm(np.zeros((4, 0), np.float32))
+    for seed in (-1, 2 ** 64, 1.5, True):
+        with pytest.raises((TypeError, ValueError), match="seed"):
+            er.testing.family("normal", (3, 3), seed=seed)
+    for shape in ((2.7, 3), (-1, 3), (True, 3), "3"):
+        with pytest.raises((TypeError, ValueError), match="shape"):
+            er.testing.family("normal", shape)
+    with pytest.raises(TypeError, match="standard"):
+        er.testing.check(lambda a, b: a @ b, "matmul", standard=5, record=False)
+    with pytest.raises(ValueError, match=r"must have shape \[4\].*got \[5\]"):
+        er.quantize(x[:, :6], "float8_e4m3fn", "row").covers((None, np.zeros(5, np.float32), None))
+    A, B = _mm()
+    with pytest.raises(ValueError) as e:
+        er.matmul(A, B).covers(np.zeros((5, 3), np.float32), standard="mma:sm_90")
+    assert str(e.value).count("ER_ERR_STANDARD") <= 1
+    for ulps in (True, "2", -1, 0, 65, math.nan):
+        with pytest.raises((TypeError, ValueError), match="ulps"):
+            er.exp(x, ulps=ulps)
+    for s in (math.inf, "1", True):
+        with pytest.raises((TypeError, ValueError)):
+            er.matmul(A, B).add(s)
+    for s in (math.nan, "2", True, 2 ** 1100):
+        with pytest.raises((TypeError, ValueError), match="scale_a"):
+            er.scaled_matmul(A, B, s, 1.0)
+
+
+# ---- the sweep: every parameter of every public function, each bad value ----
+
+def _inputs():
+    x = RNG.standard_normal((3, 8)).astype(np.float32)
+    q = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    A, B = _mm()
+    return x, q, A, B
+
+
+def _calls():
+    """Each public function with valid arguments by name, and the names of those that take numbers (the arrays are
+    left to the array checks)."""
+    x, q, A, B = _inputs()
+    w = np.ones(8, np.float32)
+    return [
+        (er.sum, dict(x=x, dim=-1)), (er.mean, dict(x=x, dim=0)), (er.max, dict(x=x, dim=1)),
+        (er.softmax, dict(x=x, dim=-1)), (er.log_softmax, dict(x=x, dim=-1)),
+        (er.rmsnorm, dict(x=x, weight=w, eps=1e-6)), (er.layer_norm, dict(x=x, normalized_shape=8, eps=1e-5)),
+        (er.scaled_matmul, dict(A=A, B=B, scale_a=0.5, scale_b=2.0)),
+        (er.quantize, dict(x=x, dtype="float8_e4m3fn", granularity=("block", 4), recipe="amax")),
+        (er.attention, dict(q=q, k=q, v=q, scale=0.25, causal=True, causal_alignment="bottom_right", window=(2, 1),
+                            enable_gqa=False)),
+        (er.gelu, dict(x=x, ulps=2, approximate="tanh")), (er.silu, dict(x=x, ulps=2)), (er.exp, dict(x=x, ulps=2)),
+        (er.tanh, dict(x=x, ulps=3)), (er.rsqrt, dict(x=np.abs(x) + 1, ulps=2)),
+        (er.testing.family, dict(name="normal", shape=(3, 4), dtype="float32", seed=5)),
+    ]
+
+
+BAD = [("a float", 0.5), ("a bool", True), ("a negative", -3), ("2**63", 2 ** 63), ("2**64", 2 ** 64), ("NaN", math.nan),
+       ("a string", "7"), ("a list", [1])]
+
+
+def _valid(fn, name, value):
+    """Whether `value` is an answer the parameter documents (then the call must succeed and answer right)."""
+    if isinstance(value, bool) and name in ("causal", "enable_gqa"):
+        return True
+    if name in ("scale_a", "scale_b", "scale") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return math.isfinite(value) and abs(value) < 1e300 and (name != "scale" or value != 0)
+    if name == "dim" and isinstance(value, int) and not isinstance(value, bool):
+        return -2 <= value < 2
+    if name == "ulps" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return 0 < value <= 64
+    if name == "eps" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return math.isfinite(value) and value >= 0
+    if name == "seed" and isinstance(value, int) and not isinstance(value, bool):
+        return 0 <= value < 2 ** 64
+    if name == "shape" and isinstance(value, list):
+        return all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
+    return False
+
+
+def test_every_parameter_refuses_bad_values_by_name():
+    seen = 0
+    for fn, kwargs in _calls():
+        params = inspect.signature(fn).parameters
+        assert set(kwargs) <= set(params), fn.__name__
+        fn(**kwargs)  # the valid call works
+        for name in kwargs:
+            if isinstance(kwargs[name], np.ndarray):
+                continue
+            for what, value in BAD:
+                call = dict(kwargs, **{name: value})
+                seen += 1
+                try:
+                    fn(**call)
+                except (TypeError, ValueError) as e:
+                    msg = str(e)
+                    label = {"x": "x", "normalized_shape": "normalized_shape", "granularity": "granularity"}.get(name, name)
+                    assert label in msg or (name == "dtype" and "dtype" in msg) or \
+                        (name == "granularity" and "block size" in msg) or (name == "window" and "window" in msg) or \
+                        (name == "name" and "famil" in msg), "%s(%s=%s): %s" % (fn.__name__, name, what, msg)
+                    continue
+                assert _valid(fn, name, value), "%s(%s=%s) was accepted" % (fn.__name__, name, what)
+    assert seen > 150
+
+
+def test_c_status_errors_are_exactref_errors():
+    x, _, A, B = _inputs()
+    with pytest.raises(ExactrefError):
+        er.matmul(A, B).covers(np.zeros((5, 3), np.float32), standard="no_such_order")
+    with pytest.raises(ExactrefError):
+        er.matmul(A, B).enclosure(output=1)
+
+
+# ---- the property: refused cleanly, or a correct output is never outside ----
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+@st.composite
+def _arrays(draw, max_dims=3):
+    nd = draw(st.integers(1, max_dims))
+    shape = tuple(draw(st.integers(0, 6)) for _ in range(nd))
+    dt = draw(st.sampled_from(sorted(DTYPES)))
+    layout = draw(st.sampled_from(["c", "f", "strided", "reversed", "broadcast"]))
+    n = int(np.prod(shape))
+    vals = draw(st.lists(st.floats(-1e4, 1e4, allow_nan=False, width=16), min_size=n, max_size=n))
+    base = np.array(vals, np.float64).reshape(shape).astype(DTYPES[dt])
+    if layout == "f":
+        base = np.asfortranarray(base)
+    elif layout == "strided" and nd:
+        wide = np.zeros(shape[:-1] + (2 * shape[-1],), base.dtype)
+        wide[..., ::2] = base
+        base = wide[..., ::2]
+    elif layout == "reversed":
+        base = base[..., ::-1]
+    elif layout == "broadcast" and n:
+        base = np.broadcast_to(base[..., :1], shape)
+    return base
+
+
+def _correct(op, a, dim):
+    """A correct implementation of the op on a's values in float64, rounded once to float32."""
+    x = a.astype(np.float64)
+    if x.size == 0:
+        return np.zeros(x.sum(dim).shape if op in ("sum", "max") else x.shape, np.float32)
+    if op == "sum":
+        return x.sum(dim).astype(np.float32)
+    if op == "max":
+        return x.max(dim).astype(np.float32)
+    if op == "softmax":
+        e = np.exp(x - x.max(dim, keepdims=True))
+        return (e / e.sum(dim, keepdims=True)).astype(np.float32)
+    if op == "log_softmax":
+        m = x.max(dim, keepdims=True)
+        return (x - m - np.log(np.exp(x - m).sum(dim, keepdims=True))).astype(np.float32)
+    raise AssertionError(op)
+
+
+@hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+@hypothesis.given(a=_arrays(), op=st.sampled_from(["sum", "max", "softmax", "log_softmax"]),
+                  dim=st.one_of(st.integers(-4, 4), st.floats(-3, 3), st.booleans(), st.none()))
+def test_property_refused_or_covered(a, op, dim):
+    try:
+        ref = getattr(er, op)(a, dim=dim)
+    except (TypeError, ValueError) as e:
+        assert isinstance(e, ExactrefError) or str(e).startswith("exactref"), repr(e)
+        return
+    assert isinstance(dim, int) and not isinstance(dim, bool)
+    with np.errstate(all="ignore"):
+        out = _correct(op, a, dim)
+    res = ref.covers(out)
+    assert res, "%s(dim=%d) of %s %s: %s" % (op, dim, a.dtype, a.shape, res.report)
+
+
+@hypothesis.settings(max_examples=150, deadline=None, derandomize=True)
+@hypothesis.given(a=_arrays(max_dims=2), b=_arrays(max_dims=2), std=st.sampled_from(
+    [("any_order", {}), ("any_order", {"compute": "float64"}), ("mma:sm90", {"outer": "any"}), ("blocked:4", {"inner": "any"})]))
+def test_property_matmul_exact_is_covered(a, b, std):
+    try:
+        ref = er.matmul(a, b)
+    except (TypeError, ValueError) as e:
+        assert isinstance(e, ExactrefError) or str(e).startswith("exactref"), repr(e)
+        return
+    exact = ref.exact("float32")
+    try:
+        res = ref.covers(exact, standard=std[0], **std[1])
+    except ValueError as e:
+        assert isinstance(e, ExactrefError) or str(e).startswith("exactref"), repr(e)
+        return
+    if std[0] == "any_order":
+        assert res, res.report
+    assert res.counts["exact"] + res.counts["covered"] + res.counts["overflow"] + res.n_failed == exact.size
+
+
+# ---- reproduce lines run as printed, in a fresh process ----
+
+KERNEL_MODULE = '''
+import numpy as np
+
+def mm_reversed(A, B):
+    """fp32 products added from the last to the first: correct in any order, not the sequential order"""
+    a, b = A.astype(np.float32), B.astype(np.float32)
+    out = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for k in range(a.shape[1] - 1, -1, -1):
+        out += a[:, k:k + 1] * b[k:k + 1, :]
+    return out
+'''
+
+
+def test_reproduce_line_runs_as_printed(tmp_path, monkeypatch):
+    """A kernel defined in a file fails check() under a stated standard; the printed line, run with python -c in a
+    fresh process from the same directory, loads the kernel from its file, keeps the standard, and fails the same
+    way (without the standard the case would pass: the any-order set holds the reversed order)."""
+    import subprocess
+    import sys
+    (tmp_path / "kern.py").write_text(KERNEL_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import kern
+    std = dict(standard="sequential", fma="never", compute="float32")
+    rec = er.testing.check(kern.mm_reversed, "matmul", families=("normal",), standard=std, record=False)
+    assert not rec.passed
+    line = rec.minimal["reproduce"]
+    assert line.startswith("exactref.testing.reproduce('kern.py:mm_reversed', op='matmul'") and "sequential" in line
+    env = dict(__import__("os").environ, PYTHONPATH=__import__("os").path.dirname(__import__("os").path.dirname(er.__file__)))
+    r = subprocess.run([sys.executable, "-c", "import exactref.testing; " + line], capture_output=True, text=True,
+                       cwd=str(tmp_path), env=env)
+    assert r.returncode != 0 and "AssertionError" in r.stderr and "not covered" in r.stderr, r.stderr[-2000:]
+    m = rec.minimal
+    assert er.testing.reproduce(kern.mm_reversed, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"],
+                                op="matmul")   # under the default standard the same case passes
+    # a kernel the line cannot name (a local) keeps the name, which this process resolves
+    def local_mm(A, B):
+        return kern.mm_reversed(A, B)
+    rec2 = er.testing.check(local_mm, "matmul", families=("normal",), standard=std, record=False)
+    assert rec2.minimal["reproduce"].startswith("exactref.testing.reproduce('local_mm'")
+    assert not er.testing.reproduce("local_mm", tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"])
