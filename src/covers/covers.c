@@ -403,8 +403,17 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         double worst = -1;
         for (int t = 0; t < sk.nt && st == ER_OK && outs[o]; t++)
             er_merge(&reps[o], &worst, &sk.part[t * no + o], sk.sink[t * no + o].worst_dist);
-        if (st != ER_OK) er_report_clear(&reps[o]);
     }
+    /* every element classified once: a module that skipped some would pass them silently */
+    for (int o = 0; o < no && st == ER_OK && !flags; o++) {
+        if (!outs[o]) continue;
+        int64_t tot = 0;
+        for (int c = 0; c < ER_CLASS_COUNT; c++) tot += reps[o].counts[c];
+        if (tot != reps[o].n)
+            st = er__fail(ER_ERR_INTERNAL, "%s classified %lld of the %lld elements of its output %s", er__op_name(ref),
+                          (long long)tot, (long long)reps[o].n, m->out_names[o]);
+    }
+    for (int o = 0; o < no && st != ER_OK; o++) er_report_clear(&reps[o]);
     free(sk.sink);
     free(sk.part);
     return st;

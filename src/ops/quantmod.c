@@ -38,7 +38,12 @@ static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_form
     r->recipe = recipe;
     r->block = granularity == ER_GRAN_BLOCK ? block : 0;
     r->cols = r->shape[ndim - 1];
-    int64_t rows = r->cols ? r->n / r->cols : 0;
+    int64_t rows = 1; /* the leading dimensions' product: rows of no column are still groups (amax 0) */
+    for (int i = 0; i < ndim - 1; i++)
+        if (!er__mul_ok(rows, shape[i], &rows)) {
+            free(r);
+            return er__fail(ER_ERR_SIZE, "x's leading dimensions hold more rows than an int64 counts");
+        }
     r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols ? (r->cols - 1) / block + 1 : 0) : 1; /* ceil without overflow */
     r->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * r->gpr;
     *out = *made = r;
@@ -402,8 +407,10 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
         if (!seen[g]) { q->av.lo = least; q->av.hi = most; seen[g] = 1; }
         else { q->av.lo = fmax(q->av.lo, least); q->av.hi = fmax(q->av.hi, most); }
     }
-    for (int64_t g = 0; g < G; g++) /* an element with no finite value leaves amax none */
-        if (!fin[g] || !seen[g]) { gi[g].av.lo = INFINITY; gi[g].av.hi = -INFINITY; }
+    for (int64_t g = 0; g < G; g++) {
+        if (!fin[g]) { gi[g].av.lo = INFINITY; gi[g].av.hi = -INFINITY; } /* an element with no finite value: none */
+        else if (!seen[g]) gi[g].av.lo = gi[g].av.hi = 0; /* no element: max |x| over nothing, 0 (aexact too) */
+    }
     free(seen);
     free(fin);
     if (!ref->base) return ER_OK;

@@ -315,6 +315,28 @@ START_TEST(fuzz_findings) {
     ER_REQUIRE(!er_report_all(&rep), "an all-zero q passed");
     er_report_clear(&rep);
     er_ref_free(ref);
+
+    /* groups of no element (fuzz_quantize): rows of 0 columns, and a tensor of none: amax is 0, max |x| over
+     * nothing (the set held no value at all), and the scale the recipes' 1 */
+    for (int gran = 0; gran < 2; gran++) {
+        float am4[4] = {0, 0, 0, 0}, sc4[4] = {1, 1, 1, 1};
+        er_tensor te, tqe, tae, tse;
+        er_tensor_view(&te, ER_FP32, 2, (int64_t[]){4, 0}, NULL, x);
+        er_tensor_view(&tqe, ER_FP8_E4M3FN, 2, (int64_t[]){4, 0}, NULL, q);
+        er_tensor_view(&tae, ER_FP32, 1, (int64_t[]){gran ? 4 : 1}, NULL, am4);
+        er_tensor_view(&tse, ER_FP32, 1, (int64_t[]){gran ? 4 : 1}, NULL, sc4);
+        ck_assert_int_eq(er_quantize(&ref, &te, ER_FP8_E4M3FN, (er_granularity)gran, 0, ER_RECIPE_AMAX), ER_OK);
+        const er_tensor *eo[3] = {&tqe, &tae, &tse};
+        ck_assert_int_eq(er_covers_outputs(reps, ref, eo, 3, &std), ER_OK);
+        for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "empty groups (granularity %d): output %d", gran, k);
+        ck_assert_int_eq(reps[1].counts[ER_CLASS_EXACT], (gran ? 4 : 1));
+        clear3(reps);
+        am4[0] = 1;
+        ck_assert_int_eq(er_covers_outputs(reps, ref, eo, 3, &std), ER_OK);
+        ER_REQUIRE(!er_report_all(&reps[1]), "an amax of 1 over no element passed");
+        clear3(reps);
+        er_ref_free(ref);
+    }
 }
 END_TEST
 
