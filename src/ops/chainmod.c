@@ -609,8 +609,25 @@ static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, con
     er_cval_join(v, &fused);
 }
 
-/* The stages applied exactly to x (element idx): add and mul at enough bits, relu; a cast is the kernel's storage
- * rounding, not part of the real function. */
+/* The most bits an exact intermediate value keeps (chains.md, Lemma C14): every value within the formats' reach
+ * needs far fewer (a sum of fp64 products spans about 4400 bits, a product of two such 8800); past it (exp2 of a
+ * large argument, then an addition: 66666 bits, or 2^30 where MPFR's exponents allow) the value is kept rounded to
+ * odd at the cap, so that its later roundings to any format come out as the exact value's, in bounded time and
+ * stack (GMP's multiplications at 66666 bits overflowed a 1 MiB stack). */
+#define ER_CHAIN_PREC_CAP 16384
+
+/* x after an operation rounded toward zero with ternary value t: rounded to odd (an inexact result's last bit set). */
+static void er_round_odd(mpfr_ptr x, int t) {
+    if (t != 0 && mpfr_regular_p(x) && mpfr_min_prec(x) < mpfr_get_prec(x)) {
+        if (mpfr_sgn(x) > 0) mpfr_nextabove(x);
+        else mpfr_nextbelow(x);
+    }
+}
+
+static mpfr_prec_t er_prec_capped(mpfr_prec_t p) { return p > ER_CHAIN_PREC_CAP ? ER_CHAIN_PREC_CAP : p; }
+
+/* The stages applied exactly to x (element idx): add and mul at enough bits (up to the cap, then rounded to odd),
+ * relu; a cast is the kernel's storage rounding, not part of the real function. */
 static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
     for (int i = 0; i < ref->nstages; i++) {
         const er_stage *s = &ref->stages[i];
@@ -672,14 +689,15 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
             mpfr_t w;
             mpfr_init2(w, 64);
             if (er_ref_exact_mpfr(w, s->ref, index) != ER_OK) mpfr_set_nan(w);
-            mpfr_prec_t p = mpfr_get_prec(x) + mpfr_get_prec(w) + 2;
+            mpfr_prec_t p = er_prec_capped(mpfr_get_prec(x) + mpfr_get_prec(w) + 2);
             if (s->kind == ER_STAGE_ADD && mpfr_regular_p(x) && mpfr_regular_p(w)) {
                 long dx = mpfr_get_exp(x) - mpfr_get_exp(w);
-                p += (mpfr_prec_t)(dx < 0 ? -dx : dx);
+                p = er_prec_capped(p + (mpfr_prec_t)(dx < 0 ? (dx < -ER_CHAIN_PREC_CAP ? ER_CHAIN_PREC_CAP : -dx)
+                                                                : (dx > ER_CHAIN_PREC_CAP ? ER_CHAIN_PREC_CAP : dx)));
             }
             mpfr_t r;
             mpfr_init2(r, p);
-            if (s->kind == ER_STAGE_ADD) mpfr_add(r, x, w, MPFR_RNDN); else mpfr_mul(r, x, w, MPFR_RNDN);
+            er_round_odd(r, s->kind == ER_STAGE_ADD ? mpfr_add(r, x, w, MPFR_RNDZ) : mpfr_mul(r, x, w, MPFR_RNDZ));
             mpfr_set_prec(x, p);
             mpfr_set(x, r, MPFR_RNDN);
             mpfr_clears(r, w, (mpfr_ptr)0);
@@ -693,11 +711,11 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
                 frexp(b, &eb);
                 long top = mpfr_get_exp(x) > eb ? mpfr_get_exp(x) : eb, low = mpfr_get_exp(x) - (long)mpfr_get_prec(x);
                 if (eb - 53 < low) low = eb - 53;
-                p = (mpfr_prec_t)(top - low + 2);
+                p = top - low + 2 > ER_CHAIN_PREC_CAP ? ER_CHAIN_PREC_CAP : (mpfr_prec_t)(top - low + 2);
             }
-            mpfr_prec_round(x, p > mpfr_get_prec(x) ? p : mpfr_get_prec(x), MPFR_RNDN);
-            if (s->kind == ER_STAGE_ADD) mpfr_add_d(x, x, b, MPFR_RNDN);
-            else mpfr_mul_d(x, x, b, MPFR_RNDN);
+            p = er_prec_capped(p);
+            mpfr_prec_round(x, p > mpfr_get_prec(x) ? p : mpfr_get_prec(x), MPFR_RNDN); /* exact: more bits */
+            er_round_odd(x, s->kind == ER_STAGE_ADD ? mpfr_add_d(x, x, b, MPFR_RNDZ) : mpfr_mul_d(x, x, b, MPFR_RNDZ));
         }
     }
 }

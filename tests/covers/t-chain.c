@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <mpfr.h>
 #include <exactref/mpfr.h>
+#include <pthread.h>
 #include "../common/er_test.h"
 
 enum { M = 12, K = 96, N = 10 };
@@ -773,6 +774,52 @@ START_TEST(bad_chains_are_refused) {
 }
 END_TEST
 
+/* Exact values far outside every format (fuzz_ops): exp2 of 66312 or of 10^6, plus 1, then rsqrt. The exact
+ * intermediate 2^66312 + 1 needs 66313 bits, and MPFR's rsqrt there overflowed a 1 MiB stack (GMP's multiplications
+ * allocate on it; 10^6 bits took 13 s an element); kept rounded to odd at 16384 bits (chains.md, Lemma C14) the
+ * check runs on a thread with a 1 MiB stack, and the exact result, about 2^-33156, rounds to 0 as it must. */
+typedef struct far_job { er_status st; int pass; int64_t exact; } far_job;
+static void *far_run(void *arg) {
+    far_job *j = arg;
+    static float xs[3] = {66312.0f, 1e6f, 130.0f}, out[3] = {0, 0, 0};
+    er_tensor X, O;
+    er_tensor_view(&X, ER_FP32, 1, (int64_t[]){3}, NULL, xs);
+    er_tensor_view(&O, ER_FP32, 1, (int64_t[]){3}, NULL, out);
+    er_ref *base, *ch;
+    er_stage st[3] = {{ER_STAGE_EXP2, NULL, 0, ER_FP32, NULL}, {ER_STAGE_ADD, NULL, 1.0, ER_FP32, NULL},
+                      {ER_STAGE_RSQRT, NULL, 0, ER_FP32, NULL}};
+    j->st = er_tensor_ref(&base, &X);
+    if (j->st != ER_OK) return NULL;
+    j->st = er_chain(&ch, base, st, 3);
+    if (j->st == ER_OK) {
+        er_standard std;
+        er_report rep;
+        er_standard_parse(&std, "any_order", NULL);
+        j->st = er_covers(&rep, ch, &O, &std);
+        j->pass = er_report_all(&rep);
+        j->exact = rep.counts[ER_CLASS_EXACT];
+        er_report_clear(&rep);
+        er_ref_free(ch);
+    }
+    er_ref_free(base);
+    return NULL;
+}
+
+START_TEST(far_beyond_every_format) {
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 1024 * 1024);
+    pthread_t th;
+    far_job j = {ER_ERR_INTERNAL, 0, 0};
+    ck_assert_int_eq(pthread_create(&th, &at, far_run, &j), 0);
+    pthread_join(th, NULL);
+    pthread_attr_destroy(&at);
+    ck_assert_int_eq(j.st, ER_OK);
+    ck_assert(j.pass);
+    ck_assert_int_eq(j.exact, 2); /* the third, rsqrt(2^130 + 1) = 2^-65 (1 - 2^-131 ...), rounds to 2^-65, not 0 */
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("chain");
     TCase *tc = tcase_create("chain");
@@ -790,6 +837,7 @@ int main(void) {
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, nan_operand);
     tcase_add_test(tc, bad_chains_are_refused);
+    tcase_add_test(tc, far_beyond_every_format);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
