@@ -8,11 +8,11 @@ SAN_BUILD ?= build-san
 FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := standard ops report
+FUZZ_TARGETS := standard ops report quantize attention
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check zlib1g-dev binutils python3 python3-pip \
                 clang libclang-rt-14-dev
-PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools
+PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools hypothesis
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -27,7 +27,7 @@ deps:
 	  echo "make: installing missing packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import numpy, pytest, ml_dtypes, wheel, setuptools" 2>/dev/null || { \
+	@$(PYTHON) -c "import numpy, pytest, ml_dtypes, wheel, setuptools, hypothesis" 2>/dev/null || { \
 	  echo "make: installing missing Python packages: $(PY_PACKAGES)"; \
 	  $(PYTHON) -m pip install -q $(PY_PACKAGES) 2>/dev/null || \
 	  $(PYTHON) -m pip install -q --break-system-packages $(PY_PACKAGES); }
@@ -68,7 +68,7 @@ fuzz-build: deps
 # Each target a fixed number of runs from its seed corpus (new inputs go to a temporary folder), and the share of its
 # inputs that reach a call of the code it is for held to the stated minimum (TARGET:RUNS:MIN_PERCENT;
 # tests/fuzz/smoke.sh, docs/reliability.md): part of `make test`.
-FUZZ_SMOKE := standard:100000:90 ops:30000:50 report:3000:90
+FUZZ_SMOKE := standard:100000:90 ops:30000:50 report:3000:90 quantize:20000:70 attention:5000:90
 
 fuzz-smoke: fuzz-build
 	@tests/fuzz/smoke.sh $(FUZZ_BUILD) $(FUZZ_SMOKE)
@@ -77,7 +77,7 @@ fuzz-smoke: fuzz-build
 fuzz: fuzz-build
 	@mkdir -p fuzz-findings; fail=0; for t in $(FUZZ_TARGETS); do \
 	  tmp=$$(mktemp -d); \
-	  ./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=512 -artifact_prefix=fuzz-findings/$$t- \
+	  ./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -artifact_prefix=fuzz-findings/$$t- \
 	    $$tmp tests/fuzz/corpus/$$t 2>&1 | grep -E "^#[0-9]+ +DONE|Done|ERROR|SUMMARY" || true; \
 	  ls fuzz-findings/$$t-* >/dev/null 2>&1 && fail=1; rm -rf $$tmp; \
 	done; exit $$fail

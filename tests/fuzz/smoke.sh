@@ -9,7 +9,7 @@ fail=0; passed=0
 for spec in "$@"; do
   IFS=: read -r t runs min <<<"$spec"
   tmp=$(mktemp -d)
-  if ! ER_FUZZ_REACH=$tmp/reach "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len=512 -artifact_prefix="$tmp/" \
+  if ! ER_FUZZ_REACH=$tmp/reach "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len=1024 -artifact_prefix="$tmp/" \
        "$tmp" "tests/fuzz/corpus/$t" > "$tmp/log" 2>&1; then
     echo "fuzz_$t: FINDING"; tail -30 "$tmp/log"; fail=1; rm -rf "$tmp"; continue
   fi

@@ -1,0 +1,145 @@
+/* fuzz_quantize.c: any bytes as a quantisation: x's format (fp32, bf16, fp16), shape and values (every bit pattern:
+ * NaN, inf, subnormals, ties of the fp8 grid), q's format (any value, valid or not), the granularity (tensor, row,
+ * blocks of any size up to INT64_MAX, or an invalid value) and the recipe (amax, pow2, inverse, or invalid). What is
+ * accepted must cover the outputs of a kernel written here from docs/algorithms/quantize.md alone (amax = max |x|
+ * exact, the scale correctly rounded in fp32, q = RN_q(RN_fp32(x scale)) saturated), with each output's shape from
+ * er_ref_output_shape; what is refused writes nothing. */
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <exactref/exactref.h>
+#include "reach.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static const char *const kinds[] = {"amax", "pow2", "inverse"};
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    reach_init(kinds, 3);
+    return 0;
+}
+
+/* A library call's status: ER_ERR_INTERNAL is a broken invariant of the library (a bug), never a refusal. */
+static er_status nobug(er_status st) {
+    if (st == ER_ERR_INTERNAL) abort();
+    return st;
+}
+
+typedef struct rd { const uint8_t *p; size_t n; } rd;
+static unsigned byte(rd *r) { if (!r->n) return 0; r->n--; return *r->p++; }
+
+static double rn(er_format f, double v, er_overflow ov) {
+    double r;
+    if (er_round_double(&r, f, v, ER_ROUND_NEAREST, ov) != ER_OK) abort();
+    return r;
+}
+/* v, a value of f already (x's with its infinities: IEEE; q's, saturated: either rule) */
+static void store(void *buf, er_format f, int64_t i, double v, er_overflow ov) {
+    uint64_t bits;
+    if (er_encode(&bits, f, v, ER_ROUND_NEAREST, ov) != ER_OK) abort();
+    switch (er_format_storage_bits(f)) {
+    case 8: ((uint8_t *)buf)[i] = (uint8_t)bits; break;
+    case 16: ((uint16_t *)buf)[i] = (uint16_t)bits; break;
+    default: ((uint32_t *)buf)[i] = (uint32_t)bits; break;
+    }
+}
+
+enum { MAXN = 256 };
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    rd r = {data, size};
+    reach_input();
+    static const er_format xfmts[3] = {ER_FP32, ER_BF16, ER_FP16};
+    er_format xf = xfmts[byte(&r) % 3], qf = (er_format)(byte(&r) % 9);
+    int rows = 1 + (int)(byte(&r) % 6), cols = (int)(byte(&r) % 40);
+    unsigned g = byte(&r), rb = byte(&r);
+    er_granularity gran = (er_granularity)(g % 4); /* 3: refused */
+    int64_t block = (g >> 2) % 8 == 7 ? INT64_MAX : (g >> 2) % 8 == 6 ? 0 : 1 + (int64_t)((g >> 2) % 8) * 3;
+    er_scale_recipe recipe = (er_scale_recipe)(rb % 4); /* 3: refused */
+    int64_t n = (int64_t)rows * cols;
+    static uint32_t xb[MAXN];
+    static double xv[MAXN];
+    for (int64_t i = 0; i < n; i++) {
+        unsigned a = byte(&r), b = byte(&r);
+        uint32_t bits = (uint32_t)a << 8 | b;
+        if (xf == ER_FP32) bits = bits << 16 | (uint32_t)(a ^ b) << 4;
+        double v;
+        if (er_decode(&v, xf, bits) != ER_OK) abort();
+        if (rb & 0x80) v = ldexp((double)((int)(a % 17) - 8), (int)(b % 7) - 3); /* small integers: fp8 grid ties */
+        xv[i] = rn(xf, v, ER_OVERFLOW_IEEE);
+        store(xb, xf, i, xv[i], ER_OVERFLOW_IEEE);
+    }
+    er_tensor X;
+    if (er_tensor_view(&X, xf, 2, (int64_t[]){rows, cols}, NULL, xb) != ER_OK) abort();
+    er_ref *ref = NULL;
+    if ((unsigned)recipe < 3) reach_call((int)recipe);
+    er_status st = er_quantize(&ref, &X, qf, gran, block, recipe);
+    if (st != ER_OK) {
+        if (ref) abort();
+        return 0;
+    }
+    if ((unsigned)gran > 2 || (unsigned)recipe > 2 || (gran == ER_GRAN_BLOCK && block < 1)) abort(); /* must refuse */
+    reach_accept((int)recipe);
+    int nd;
+    int64_t gs[ER_MAX_DIMS];
+    if (er_ref_output_shape(ref, 1, &nd, gs) != ER_OK) abort();
+    int64_t ngroups = 1;
+    for (int i = 0; i < nd; i++) ngroups *= gs[i];
+    int64_t gpr = gran == ER_GRAN_BLOCK ? (cols ? (cols - 1) / block + 1 : 0) : 1;
+    if (ngroups != (gran == ER_GRAN_TENSOR ? 1 : gran == ER_GRAN_ROW ? rows : rows * gpr)) abort();
+    /* the kernel */
+    double qmax = er_format_max(qf);
+    static float amax[MAXN], scale[MAXN];
+    static uint8_t q[4 * MAXN];
+    for (int64_t k = 0; k < ngroups; k++) amax[k] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t row = i / (cols ? cols : 1), c = i % (cols ? cols : 1);
+        int64_t k = gran == ER_GRAN_TENSOR ? 0 : gran == ER_GRAN_ROW ? row : row * gpr + c / block;
+        double a = fabs(xv[i]);
+        if (isnan(a) || isnan(amax[k])) amax[k] = NAN;
+        else if (a > amax[k]) amax[k] = (float)a;
+    }
+    for (int64_t k = 0; k < ngroups; k++) {
+        double a = amax[k];
+        double s = recipe == ER_RECIPE_INV ? a / qmax : qmax / a;
+        if (a == 0 || !isfinite(a)) s = recipe == ER_RECIPE_INV && a == 0 ? 1.0 : 1.0; /* the recipes' scale 1 */
+        s = rn(ER_FP32, s, ER_OVERFLOW_IEEE);
+        if (recipe == ER_RECIPE_POW2 && s > 0 && isfinite(s)) { int e; frexp(s, &e); s = ldexp(1.0, e - 1); }
+        scale[k] = (float)s;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t row = i / (cols ? cols : 1), c = i % (cols ? cols : 1);
+        int64_t k = gran == ER_GRAN_TENSOR ? 0 : gran == ER_GRAN_ROW ? row : row * gpr + c / block;
+        double v = recipe == ER_RECIPE_INV ? rn(ER_FP32, xv[i] / (double)scale[k], ER_OVERFLOW_IEEE)
+                                           : rn(ER_FP32, xv[i] * (double)scale[k], ER_OVERFLOW_IEEE);
+        store(q, qf, i, rn(qf, v, ER_OVERFLOW_SATURATE), ER_OVERFLOW_SATURATE);
+    }
+    er_tensor Q, A, S;
+    er_standard std;
+    if (er_tensor_view(&Q, qf, 2, (int64_t[]){rows, cols}, NULL, q) != ER_OK ||
+        er_tensor_view(&A, ER_FP32, nd, gs, NULL, amax) != ER_OK || er_tensor_view(&S, ER_FP32, nd, gs, NULL, scale) != ER_OK ||
+        er_standard_parse(&std, "any_order", NULL) != ER_OK)
+        abort();
+    const er_tensor *outs[3] = {&Q, &A, &S};
+    er_report reps[3];
+    st = nobug(er_covers_outputs(reps, ref, outs, 3, &std));
+    if (st == ER_OK) {
+        /* a correct kernel is never outside; NaN x makes NaN amax and scale, whose q the set may or may not hold */
+        int any_nan = 0;
+        for (int64_t i = 0; i < n; i++) any_nan |= isnan(xv[i]);
+        for (int o = 0; o < 3 && !any_nan; o++)
+            if (!er_report_all(&reps[o])) {
+                if (getenv("ER_FUZZ_VERBOSE")) for (int k = 0; k < 3; k++) er_report_fprint(stderr, &reps[k]);
+                abort();
+            }
+    } else {
+        for (int o = 0; o < 3; o++) if (er_report_all(&reps[o])) abort();
+    }
+    for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
+    er_ref_free(ref);
+    return 0;
+}
