@@ -177,7 +177,7 @@ def _shows_output(doc, example):
     block = text.split("<!-- output of: %s -->" % example, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", example)],
                        env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python")),
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, cwd=ROOT)  # run from the repository, as the docs say
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip("\n") == block.rstrip("\n")
 
