@@ -127,6 +127,11 @@ ER_API er_status er_tensor_ref(er_ref **out, const er_tensor *x);
  * to the stages' references. base, the stages' views and references must outlive the chain (the views themselves
  * are copied). */
 ER_API er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages);
+/* For FFI binding writers: a stage kind's name ("add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log",
+ * "tanh", "sigmoid", "erf", "rsqrt", "gelu_tanh"; NULL for a value that is no kind) and sizeof(er_stage), so that
+ * bindings check the values and the layout they copy instead of trusting them. */
+ER_API const char *er_stage_kind_name(er_stage_kind kind);
+ER_API size_t er_stage_sizeof(void);
 
 /* ---- quantisation with an amax (docs/algorithms/quantize.md) ---- */
 typedef enum er_granularity { ER_GRAN_TENSOR = 0, ER_GRAN_ROW = 1, ER_GRAN_BLOCK = 2 } er_granularity;
@@ -164,6 +169,8 @@ typedef struct er_attention_opts {
  * er_covers. q, k and v must outlive the reference. */
 ER_API er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
                               const er_attention_opts *opts);
+/* sizeof(er_attention_opts), for bindings that lay the struct out themselves. */
+ER_API size_t er_attention_opts_sizeof(void);
 /* The same with x the output of a reference of one output with exact values (a matmul, a reduction, a tensor, a
  * chain: a GEMM whose epilogue quantises its accumulator): x's values are any the base's standard allows in the
  * compute format (its enclosure), amax's set is every max |x| they give, the scale follows the kernel's amax and q

@@ -12,6 +12,8 @@
 #include "enclose/ival.h"
 #include "enclose/mma.h"
 
+size_t er_attention_opts_sizeof(void) { return sizeof(er_attention_opts); }
+
 er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v, const er_attention_opts *opts) {
     er__ok();
     ER_CHECK_NULL(out, "out");

@@ -16,6 +16,14 @@
 #include "enclose/approx.h"
 
 /* The unary functions, ER_STAGE_EXP to ER_STAGE_RSQRT, and the activations: gelu (both forms) and silu. */
+const char *er_stage_kind_name(er_stage_kind kind) {
+    static const char *const names[] = {NULL, "add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log", "tanh",
+                                        "sigmoid", "erf", "rsqrt", "gelu_tanh"};
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : NULL;
+}
+
+size_t er_stage_sizeof(void) { return sizeof(er_stage); }
+
 static int er_is_unary(er_stage_kind k) { return k >= ER_STAGE_EXP && k <= ER_STAGE_RSQRT; }
 static int er_is_activation(er_stage_kind k) { return k == ER_STAGE_GELU || k == ER_STAGE_SILU || k == ER_STAGE_GELU_TANH; }
 

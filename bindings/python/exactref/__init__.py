@@ -649,6 +649,9 @@ class _Stage(ctypes.Structure):
                 ("ref", ctypes.c_void_p)]
 
 
+_lib.check_copy("er_stage size", ctypes.sizeof(_Stage), _lib.lib.er_stage_sizeof())
+
+
 class ChainReference(Reference):
     """A reduction (matmul, scaled_matmul or sum) followed by elementwise stages (er_chain): built by add, mul, relu
     and cast on a reference; covers() takes the standard of the reduction, and the stages compute in its compute
@@ -656,6 +659,7 @@ class ChainReference(Reference):
 
     _KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4, "gelu": 5, "silu": 6, "exp": 7, "exp2": 8, "log": 9, "tanh": 10,
               "sigmoid": 11, "erf": 12, "rsqrt": 13, "gelu_tanh": 14}
+
     _UNARY = ("gelu", "gelu_tanh", "silu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
 
     @classmethod
@@ -702,6 +706,10 @@ class ChainReference(Reference):
 
     def emulate(self, standard, dtype="float32", options=None, **kwargs):
         raise NotImplementedError("exactref: a chain is not emulated in this version")
+
+
+for _kind, _code in ChainReference._KINDS.items():
+    _lib.check_copy("stage kind %d" % _code, _kind, (_lib.lib.er_stage_kind_name(_code) or b"").decode())
 
 
 class _MultiOutputReference(Reference):
@@ -772,6 +780,9 @@ class AttentionReference(_MultiOutputReference):
 class _AttentionOpts(ctypes.Structure):
     _fields_ = [("scale", ctypes.c_double), ("causal", ctypes.c_int), ("bottom_right", ctypes.c_int), ("window", ctypes.c_int),
                 ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64), ("enable_gqa", ctypes.c_int)]
+
+
+_lib.check_copy("er_attention_opts size", ctypes.sizeof(_AttentionOpts), _lib.lib.er_attention_opts_sizeof())
 
 
 def attention(q, k, v, scale=None, causal=False, causal_alignment="top_left", window=None, enable_gqa=False):

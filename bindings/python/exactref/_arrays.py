@@ -14,6 +14,9 @@ _BY_NAME = {"float64": FP64, "float32": FP32, "float16": FP16, "bfloat16": BF16,
             "float8_e4m3fn": E4M3FN, "float8_e5m2": E5M2}
 _STORAGE = {FP64: np.uint64, FP32: np.uint32, FP16: np.uint16, BF16: np.uint16, E4M3FN: np.uint8, E5M2: np.uint8}
 SUPPORTED = "float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2"
+for _name, _c in (("float64", "fp64"), ("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"),
+                  ("float8_e4m3fn", "fp8_e4m3fn"), ("float8_e5m2", "fp8_e5m2")):
+    _lib.check_copy("format code of %s" % _name, _c, (_lib.lib.er_format_name(_BY_NAME[_name]) or b"").decode())
 
 
 def _ml_dtype(name):

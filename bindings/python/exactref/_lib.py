@@ -89,6 +89,10 @@ _sig = {
     "er_attention": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.c_void_p]),
     "er_chain": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]),
+    "er_stage_kind_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_stage_sizeof": (ctypes.c_size_t, []),
+    "er_attention_opts_sizeof": (ctypes.c_size_t, []),
+    "er_format_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_ref_enclosure": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                                         ctypes.c_void_p, ctypes.c_void_p]),
     "er_format_precision": (ctypes.c_int, [ctypes.c_int]),
@@ -121,6 +125,21 @@ for _name, (_res, _args) in _sig.items():
 
 MAX_DIMS = 8
 CLASS_COUNT = 8
+
+
+def check_copy(what, ours, theirs):
+    """A layout or a value the bindings copy from the C headers, against the library's own: a mismatch (a library
+    of another version) is an ImportError here, never a struct the library reads wrongly."""
+    if ours != theirs:
+        raise ImportError("exactref: the bindings' %s is %r but the library %s (%s) says %r: the package and the "
+                          "library do not match; reinstall the package from the same source tree" % (what, ours, path,
+                                                                                                   lib.er_version().decode(),
+                                                                                                   theirs))
+
+
+_names = [lib.er_class_name(i) for i in range(CLASS_COUNT + 1)]
+check_copy("class count", CLASS_COUNT, next((i for i in range(CLASS_COUNT + 1) if _names[i] in _names[:i] or
+                                             _names[i] in (None, b"invalid", b"unknown")), CLASS_COUNT + 1))
 TENSOR_SIZE = lib.er_tensor_sizeof()
 STANDARD_SIZE = lib.er_standard_sizeof()
 REPORT_SIZE = lib.er_report_sizeof()

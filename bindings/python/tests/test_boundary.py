@@ -352,3 +352,21 @@ def test_reproduce_line_runs_as_printed(tmp_path, monkeypatch):
     rec2 = er.testing.check(local_mm, "matmul", families=("normal",), standard=std, record=False)
     assert rec2.minimal["reproduce"].startswith("exactref.testing.reproduce('local_mm'")
     assert not er.testing.reproduce("local_mm", tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"])
+
+
+def test_copied_layouts_and_codes_match_the_library():
+    """The struct layouts and enum values the bindings copy from the headers are checked against the library at
+    import (a package and a library of different versions fail there, not inside a C call); the check itself
+    refuses a mismatch."""
+    import ctypes
+    from exactref import _lib
+    assert ctypes.sizeof(er._Stage) == _lib.lib.er_stage_sizeof()
+    assert ctypes.sizeof(er._AttentionOpts) == _lib.lib.er_attention_opts_sizeof()
+    assert [_lib.lib.er_stage_kind_name(v).decode() for v in er.ChainReference._KINDS.values()] == list(er.ChainReference._KINDS)
+    assert _lib.lib.er_stage_kind_name(0) is None and _lib.lib.er_stage_kind_name(15) is None
+    assert [_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT)] == list(er.CLASSES)
+
+    class Wider(ctypes.Structure):
+        _fields_ = er._Stage._fields_ + [("extra", ctypes.c_int64)]
+    with pytest.raises(ImportError, match="er_stage size"):
+        _lib.check_copy("er_stage size", ctypes.sizeof(Wider), _lib.lib.er_stage_sizeof())
