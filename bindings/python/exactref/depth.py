@@ -6,14 +6,15 @@
 """
 import ctypes
 
-from . import _lib
+from . import _check, _lib
 from ._errors import ExactrefTypeError, check
 
+_INT_MAX = 2 ** 31 - 1
 
-def _ints(**args):
-    for name, v in args.items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: %s must be an int, not %s" % (name, type(v).__name__))
+
+def _ints(where, hi=_check.INT64_MAX, **args):
+    """The arguments as Python ints in [0, hi] (the C helper's int or int64_t), never wrapped by ctypes."""
+    return [_check.integer(v, "depth." + where, name, 0, hi) for name, v in args.items()]
 
 
 def _call(fn, *args):
@@ -40,10 +41,16 @@ def triton(block, num_warps=4, version=None):
         try:
             major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
         except ValueError:
-            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: version %r: expected 'major.minor'" % version) from None
+            raise ExactrefTypeError("ER_ERR_INVALID", "exactref: depth.triton: version %r: expected 'major.minor'"
+                                    % version) from None
+    elif isinstance(version, tuple) and len(version) >= 2:
+        major, minor = version[0], version[1]
     else:
-        major, minor = int(version[0]), int(version[1])
-    _ints(block=block, num_warps=num_warps)
+        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: depth.triton: version must be 'major.minor', (major, minor) "
+                                "or None; got %r (%s)" % (version, type(version).__name__))
+    major, minor = _ints("triton", _INT_MAX, version_major=major, version_minor=minor)
+    block, = _ints("triton", block=block)
+    num_warps, = _ints("triton", _INT_MAX, num_warps=num_warps)
     return _call("er_depth_triton", block, num_warps, major, minor)
 
 
@@ -52,7 +59,7 @@ def torch_softmax(n):
     to 1024) each of W = min(P, 32) lanes chains its P / W elements (P: n rounded up to a power of two), then a
     log2(W)-level butterfly; on its block path (n above 1024) each of 1024 threads chains its elements, then two
     5-level shuffle trees (er_depth_torch_softmax)."""
-    _ints(n=n)
+    n, = _ints("torch_softmax", n=n)
     return _call("er_depth_torch_softmax", n)
 
 
@@ -60,7 +67,7 @@ def torch_layer_norm(n):
     """The depth of torch's CUDA layer_norm Welford tree over rows of n elements (er_depth_torch_layer_norm), for
     covers(..., variance="welford" or "either", depth=...): the deeper of its vectorized kernel (128 threads' chains
     of 4 ceil(n / 512) elements, then 7 combine levels) and its rowwise one (512 threads, then 10 levels)."""
-    _ints(n=n)
+    n, = _ints("torch_layer_norm", n=n)
     return _call("er_depth_torch_layer_norm", n)
 
 
@@ -70,7 +77,7 @@ def torch_layer_norm_combines(n):
 
         er.layer_norm(x, n).covers((y, mean, rstd), variance="either", depth=er.depth.torch_layer_norm(n),
                                    combine_depth=er.depth.torch_layer_norm_combines(n))"""
-    _ints(n=n)
+    n, = _ints("torch_layer_norm_combines", n=n)
     return _call("er_combine_depth_torch_layer_norm", n)
 
 
@@ -78,5 +85,6 @@ def cub_block_reduce(items_per_thread, block_threads):
     """The depth of CUB's BlockReduce Sum (BLOCK_REDUCE_WARP_REDUCTIONS, its default) over `block_threads` threads of
     `items_per_thread` fp32 or fp64 items: each thread's items in a chain, a shuffle-down tree in each warp, the warp
     totals in a chain: (items_per_thread - 1) + ceil(log2(min(block_threads, 32))) + (warps - 1)."""
-    _ints(items_per_thread=items_per_thread, block_threads=block_threads)
+    items_per_thread, block_threads = _ints("cub_block_reduce", _INT_MAX, items_per_thread=items_per_thread,
+                                            block_threads=block_threads)
     return _call("er_depth_cub_block_reduce", items_per_thread, block_threads)

@@ -105,6 +105,8 @@ _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh
 
 
 def _op_family(op):
+    if not isinstance(op, str):
+        raise TypeError("exactref: op must be a string such as 'matmul' or 'softmax', not %r (%s)" % (op, type(op).__name__))
     if op in ("matmul", "bmm"):
         return op
     if op in _ROW_OPS:
@@ -124,7 +126,7 @@ def shapes(op, tier="fast"):
     elementwise: the tensor's shape; attention, attention_causal and attention_causal_bottom_right: (batch, heads,
     kv heads, Sq, Sk, D)."""
     tiers = _TIERS[_op_family(op)]
-    if tier not in tiers:
+    if not isinstance(tier, str) or tier not in tiers:
         raise ValueError("exactref: tier %r: expected 'fast', 'exhaustive' or 'canonical'" % (tier,))
     return list(tiers[tier]())
 
@@ -331,13 +333,27 @@ def _place(a, layout, device):
     return t
 
 
+def _names(v, name, allowed=None):
+    """A string or a sequence of strings (each one of `allowed` where given), as a tuple."""
+    vals = (v,) if isinstance(v, str) else v
+    if isinstance(vals, (bytes, dict)) or not hasattr(vals, "__iter__"):
+        raise TypeError("exactref: %s must be a string or a sequence of strings, not %r (%s)" % (name, v, type(v).__name__))
+    vals = tuple(vals)
+    for x in vals:
+        if not isinstance(x, str) or (allowed is not None and x not in allowed):
+            raise ValueError("exactref: %s: %r is not %s" % (name, x, "one of " + ", ".join(allowed) if allowed else "a string"))
+    return vals
+
+
 def cases(op, tier="fast", dtypes=("float32",), families=None, seed=0):
     """The cases of a tier: every shape of the tier, dtype and family (default: the op family's usual ones), each
     shape's layout the tier's rotation (contiguous, contiguous, transposed, strided), each case's seed a hash of
     (seed, op, shape, dtype, family, layout)."""
-    fams = tuple(families) if families is not None else _DEFAULT_FAMILIES[_op_family(op)]
-    if isinstance(dtypes, str):
-        dtypes = (dtypes,)
+    fams = _names(families, "families", FAMILIES) if families is not None else _DEFAULT_FAMILIES[_op_family(op)]
+    dtypes = _names(dtypes, "dtypes")
+    for dt in dtypes:
+        numpy_dtype(dt)  # an unsupported dtype is refused here, not in the first case's inputs
+    seed = _check.integer(seed, "cases", "seed", 0, _check.UINT64_MAX)
     out = []
     for i, shp in enumerate(shapes(op, tier)):
         layout = _LAYOUTS[i % len(_LAYOUTS)] if tier != "canonical" else "contiguous"

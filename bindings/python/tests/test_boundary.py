@@ -166,6 +166,27 @@ def _calls():
         (er.gelu, dict(x=x, ulps=2, approximate="tanh")), (er.silu, dict(x=x, ulps=2)), (er.exp, dict(x=x, ulps=2)),
         (er.tanh, dict(x=x, ulps=3)), (er.rsqrt, dict(x=np.abs(x) + 1, ulps=2)),
         (er.testing.family, dict(name="normal", shape=(3, 4), dtype="float32", seed=5)),
+        (er.testing.shapes, dict(op="matmul", tier="fast")),
+        (er.testing.cases, dict(op="softmax", tier="fast", dtypes=("float32",), families=("normal",), seed=3)),
+        (er.depth.triton, dict(block=1024, num_warps=4, version="3.6")), (er.depth.torch_softmax, dict(n=1024)),
+        (er.depth.torch_layer_norm, dict(n=1024)), (er.depth.torch_layer_norm_combines, dict(n=1024)),
+        (er.depth.cub_block_reduce, dict(items_per_thread=4, block_threads=256)),
+    ] + _method_calls(A, B, x)
+
+
+def _method_calls(A, B, x):
+    """The references' methods, on a matmul and a quantize reference."""
+    ref = er.matmul(A, B)
+    out = ref.exact("float32")
+    q = er.quantize(x, "float8_e4m3fn", "row")
+    return [
+        (ref.covers, dict(out=out, standard="any_order", options="compute=fp32")),
+        (ref.enclosure, dict(standard="any_order", dtype="float32", output=0)),
+        (ref.emulate, dict(standard="sequential", dtype="float32", options="fma=never")), (ref.exact, dict(dtype="float16")),
+        (ref.quantize, dict(dtype="float8_e5m2", granularity="row", recipe="pow2")),
+        (ref.cast, dict(dtype="float16")), (ref.gelu, dict(ulps=2, approximate="none")), (ref.silu, dict(ulps=1)),
+        (ref.add, dict(other=1.5)), (ref.mul, dict(other=2.0)),
+        (q.enclosure, dict(standard="any_order", dtype="float32", output="amax")),
     ]
 
 
@@ -187,6 +208,11 @@ def _valid(fn, name, value):
         return math.isfinite(value) and value >= 0
     if name == "seed" and isinstance(value, int) and not isinstance(value, bool):
         return 0 <= value < 2 ** 64
+    if name == "other":   # add, mul: a finite number, or an array (a list) broadcasting to the result
+        return isinstance(value, list) or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                           and math.isfinite(value))
+    if name == "version" and isinstance(value, str):
+        return value.split(".")[0].isdigit()    # "7" is Triton 7.0
     if name == "shape" and isinstance(value, list):
         return all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
     return False
@@ -208,10 +234,10 @@ def test_every_parameter_refuses_bad_values_by_name():
                     fn(**call)
                 except (TypeError, ValueError) as e:
                     msg = str(e)
-                    label = {"x": "x", "normalized_shape": "normalized_shape", "granularity": "granularity"}.get(name, name)
-                    assert label in msg or (name == "dtype" and "dtype" in msg) or \
-                        (name == "granularity" and "block size" in msg) or (name == "window" and "window" in msg) or \
-                        (name == "name" and "famil" in msg), "%s(%s=%s): %s" % (fn.__name__, name, what, msg)
+                    assert name in msg or name.rstrip("s") in msg or (name == "granularity" and "block size" in msg) or \
+                        (name == "name" and "famil" in msg) or (name == "other" and fn.__name__ in msg) or \
+                        (name in ("standard", "options") and getattr(e, "status", "") == "ER_ERR_STANDARD"), \
+                        "%s(%s=%s): %s" % (fn.__name__, name, what, msg)
                     continue
                 assert _valid(fn, name, value), "%s(%s=%s) was accepted" % (fn.__name__, name, what)
     assert seen > 150
