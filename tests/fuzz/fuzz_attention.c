@@ -9,21 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <exactref/exactref.h>
-#include "reach.h"
+#include "harness.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const char *const kinds[] = {"no_mask", "causal", "causal_bottom_right", "window", "gqa"};
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    reach_init(kinds, 5);
-    return 0;
-}
+REACH_TARGET(kinds)
 
-typedef struct rd { const uint8_t *p; size_t n; } rd;
-static unsigned byte(rd *r) { if (!r->n) return 0; r->n--; return *r->p++; }
 
 enum { MAXE = 2 * 4 * 9 * 8 };
 static uint32_t qb[MAXE], kb[MAXE], vb[MAXE];

@@ -11,32 +11,18 @@
 #include <mpfr.h>
 #include <exactref/exactref.h>
 #include <exactref/mpfr.h>
-#include "reach.h"
+#include "harness.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-/* The kinds of call counted (reach.h): the ops by their number in the input, then the chain and the quantised
+/* The kinds of call counted (harness.h): the ops by their number in the input, then the chain and the quantised
  * reference built over an accepted op. */
 enum { KIND_CHAIN = 12, KIND_QUANTIZE_REF = 13 };
 static const char *const kinds[] = {"matmul", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm",
                                     "layernorm", "tensor", "quantize", "attention", "chain", "quantize_ref"};
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    reach_init(kinds, (int)(sizeof kinds / sizeof kinds[0]));
-    return 0;
-}
+REACH_TARGET(kinds)
 
-/* A library call's status: ER_ERR_INTERNAL is a broken invariant of the library (a bug), never a refusal. */
-static er_status nobug(er_status st) {
-    if (st == ER_ERR_INTERNAL) abort();
-    return st;
-}
-
-typedef struct rd { const uint8_t *p; size_t n; } rd;
-static unsigned byte(rd *r) { if (!r->n) return 0; r->n--; return *r->p++; }
 
 #define SLOTS 4096
 static uint64_t pool[3][SLOTS]; /* operand A (or x), operand B (or weight), bias; 8 bytes a slot */

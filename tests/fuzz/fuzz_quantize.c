@@ -10,27 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <exactref/exactref.h>
-#include "reach.h"
+#include "harness.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const char *const kinds[] = {"amax", "pow2", "inverse"};
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    reach_init(kinds, 3);
-    return 0;
-}
+REACH_TARGET(kinds)
 
-/* A library call's status: ER_ERR_INTERNAL is a broken invariant of the library (a bug), never a refusal. */
-static er_status nobug(er_status st) {
-    if (st == ER_ERR_INTERNAL) abort();
-    return st;
-}
-
-typedef struct rd { const uint8_t *p; size_t n; } rd;
-static unsigned byte(rd *r) { if (!r->n) return 0; r->n--; return *r->p++; }
 
 static double rn(er_format f, double v, er_overflow ov) {
     double r;

@@ -6,18 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <exactref/exactref.h>
-#include "reach.h"
+#include "harness.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const char *const kinds[] = {"covers", "refused"};
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    reach_init(kinds, 2);
-    return 0;
-}
+REACH_TARGET(kinds)
 
 static void every_size(er_status (*render)(const er_report *, char *, size_t, size_t *), const er_report *rep) {
     size_t need = 0;

@@ -5,18 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <exactref/exactref.h>
-#include "reach.h"
+#include "harness.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const char *const kinds[] = {"parse"};
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    reach_init(kinds, 1);
-    return 0;
-}
+REACH_TARGET(kinds)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reach_input();

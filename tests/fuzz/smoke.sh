@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fuzz smoke of `make test`: each target a fixed number of runs from its seed corpus (new inputs go to a
-# temporary folder), then its reach (tests/fuzz/reach.h) held against the shares stated here: a target fails when
+# temporary folder), then its reach (tests/fuzz/harness.h) held against the shares stated here: a target fails when
 # fewer than MIN_CALLED percent of its inputs reach a call of the code it is for, or when a kind of call is never
 # accepted. usage: smoke.sh BUILD_DIR TARGET:RUNS:MIN_CALLED ...
 set -u
