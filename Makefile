@@ -16,7 +16,7 @@ PY_PACKAGES := numpy pytest ml_dtypes wheel setuptools hypothesis
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo san tsan test test-fast bench clean fuzz-build fuzz-smoke fuzz
+.PHONY: all deps build demo san tsan test test-fast bench clean fuzz-build fuzz-smoke fuzz pytest-san
 
 all: build
 
@@ -57,7 +57,15 @@ test: build san tsan fuzz-build
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
 	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^t-format$$'
 	$(MAKE) --no-print-directory fuzz-smoke
+	$(MAKE) --no-print-directory pytest-san
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
+
+# The Python boundary's tests against the ASan+UBSan library (Python's allocator off, so that AddressSanitizer sees
+# the buffers the package hands to C).
+pytest-san: san
+	PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 \
+	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  EXACTREF_LIBRARY=$(CURDIR)/$(SAN_BUILD)/libexactref.so $(PYTHON) -m pytest -q -p no:cacheprovider bindings/python/tests/test_boundary.py
 
 # libFuzzer targets (tests/fuzz): built with clang, AddressSanitizer and UndefinedBehaviorSanitizer.
 fuzz-build: deps
