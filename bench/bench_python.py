@@ -11,7 +11,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 import exactref as er
-from exactref import _lib
+from exactref import _ffi as _lib
 from exactref._arrays import View
 
 

@@ -20,7 +20,7 @@ cd "$work"
 "$work/venv/bin/python" - <<'EOP'
 import os, numpy as np
 import exactref as er
-from exactref import _lib
+from exactref import _ffi as _lib
 site = os.path.dirname(os.path.dirname(er.__file__))
 assert "venv" in er.__file__ and _lib.path.startswith(os.path.dirname(er.__file__)), (er.__file__, _lib.path)
 A = np.arange(12, dtype=np.float32).reshape(3, 4) - 5

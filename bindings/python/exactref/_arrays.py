@@ -1,12 +1,9 @@
 """Arrays in, tensor views out: numpy arrays, torch tensors (CUDA ones copied back) and ml_dtypes arrays
 become exactref tensor views over the same memory whenever the layout allows (non-negative strides that are
 whole elements); otherwise a contiguous copy is viewed."""
-import ctypes
-
 import numpy as np
 
-from . import _lib
-from ._errors import check
+from . import _ffi
 
 # exactref format codes (exactref/format.h)
 FP64, FP32, TF32, BF16, FP16, E4M3FN, E5M2 = 1, 2, 3, 4, 5, 6, 7
@@ -14,9 +11,6 @@ _BY_NAME = {"float64": FP64, "float32": FP32, "float16": FP16, "bfloat16": BF16,
             "float8_e4m3fn": E4M3FN, "float8_e5m2": E5M2}
 _STORAGE = {FP64: np.uint64, FP32: np.uint32, FP16: np.uint16, BF16: np.uint16, E4M3FN: np.uint8, E5M2: np.uint8}
 SUPPORTED = "float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2"
-for _name, _c in (("float64", "fp64"), ("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"),
-                  ("float8_e4m3fn", "fp8_e4m3fn"), ("float8_e5m2", "fp8_e5m2")):
-    _lib.check_copy("format code of %s" % _name, _c, (_lib.lib.er_format_name(_BY_NAME[_name]) or b"").decode())
 
 
 def _ml_dtype(name):
@@ -107,8 +101,8 @@ class View:
     """An exactref tensor view over a numpy array (kept alive with the view)."""
 
     def __init__(self, arr, name, writable=False):
-        if arr.ndim < 1 or arr.ndim > _lib.MAX_DIMS:
-            raise ValueError("exactref: %s has %d dimensions; exactref takes 1 to %d" % (name, arr.ndim, _lib.MAX_DIMS))
+        if arr.ndim < 1 or arr.ndim > _ffi.MAX_DIMS:
+            raise ValueError("exactref: %s has %d dimensions; exactref takes 1 to %d" % (name, arr.ndim, _ffi.MAX_DIMS))
         fmt = format_of(arr.dtype)
         isz = arr.dtype.itemsize
         # a dimension of one element addresses nothing through its stride, whatever numpy keeps there (a reversed
@@ -121,11 +115,7 @@ class View:
             steps = [0 if n == 1 else s for n, s in zip(arr.shape, arr.strides)]
         self.array = arr
         self.format = fmt
-        shape = (ctypes.c_int64 * arr.ndim)(*arr.shape)
-        strides = (ctypes.c_int64 * arr.ndim)(*[s // isz for s in steps])
-        self.buf = ctypes.create_string_buffer(_lib.TENSOR_SIZE)
-        data = arr.ctypes.data if arr.size else None
-        check(_lib.lib.er_tensor_view(self.buf, fmt, arr.ndim, shape, strides, data))
+        self.buf = _ffi.tensor_view(fmt, arr.shape, [s // isz for s in steps], arr.ctypes.data if arr.size else None)
 
 
 class DeviceView:
@@ -140,11 +130,8 @@ class DeviceView:
         fmt = names.get(t.dtype)
         if fmt is None:
             raise TypeError("exactref: %s has dtype %s (supported: %s)" % (name, t.dtype, SUPPORTED))
-        if t.dim() < 1 or t.dim() > _lib.MAX_DIMS:
-            raise ValueError("exactref: %s has %d dimensions; exactref takes 1 to %d" % (name, t.dim(), _lib.MAX_DIMS))
+        if t.dim() < 1 or t.dim() > _ffi.MAX_DIMS:
+            raise ValueError("exactref: %s has %d dimensions; exactref takes 1 to %d" % (name, t.dim(), _ffi.MAX_DIMS))
         self.tensor = t
         self.format = fmt
-        shape = (ctypes.c_int64 * t.dim())(*t.shape)
-        strides = (ctypes.c_int64 * t.dim())(*t.stride())
-        self.buf = ctypes.create_string_buffer(_lib.TENSOR_SIZE)
-        check(_lib.lib.er_tensor_view(self.buf, fmt, t.dim(), shape, strides, t.data_ptr() if t.numel() else None))
+        self.buf = _ffi.tensor_view(fmt, tuple(t.shape), tuple(t.stride()), t.data_ptr() if t.numel() else None)

@@ -1,5 +1,5 @@
-"""Exceptions: a C status becomes one of these, carrying the status name and the library's message."""
-from . import _lib
+"""Exceptions: a C status becomes one of these (_ffi.check), carrying the status name and the library's message;
+the argument checks (_check.py) raise them too."""
 
 
 class ExactrefError(Exception):
@@ -33,10 +33,6 @@ class ExactrefInternalError(ExactrefError, RuntimeError):
 _BY_STATUS = {-1: ExactrefTypeError, -8: ExactrefMemoryError, -9: ExactrefNotImplementedError, -11: ExactrefInternalError}
 
 
-def check(status):
-    """Raises the exception of a nonzero C status with the thread's last error message."""
-    if status == 0:
-        return
-    name = _lib.lib.er_status_name(status).decode()
-    msg = _lib.lib.er_last_error().decode() or name
-    raise _BY_STATUS.get(status, ExactrefValueError)(name, msg)
+def error_class(status):
+    """The exception class of a C status."""
+    return _BY_STATUS.get(status, ExactrefValueError)

@@ -4,10 +4,8 @@
     d = er.depth.triton(block=4096, num_warps=4, version="3.6")      # 38: a chain per thread, then butterflies
     er.layer_norm(x, (4096,)).covers((y, mean, rstd), variance="two_pass", depth=d)
 """
-import ctypes
-
-from . import _check, _lib
-from ._errors import ExactrefTypeError, check
+from . import _check, _ffi
+from ._errors import ExactrefTypeError
 
 _INT_MAX = 2 ** 31 - 1
 
@@ -19,9 +17,7 @@ def _ints(where, hi=_check.INT64_MAX, **args):
 
 def _call(fn, *args):
     """The int64 the C helper fn writes through its first argument, its other arguments args."""
-    out = ctypes.c_int64(0)
-    check(getattr(_lib.lib, fn)(ctypes.byref(out), *args))
-    return out.value
+    return _ffi.depth(fn[3:], *args)
 
 
 def triton(block, num_warps=4, version=None):

@@ -7,13 +7,11 @@
 The values come from the C library (er_fill), so a (family, shape, dtype, seed) gives the same bits in Python, in
 C and on every machine.
 """
-import ctypes
-
 import numpy as np
 
-from . import _check, _lib
+from . import _api as er
+from . import _check, _ffi
 from ._arrays import View, numpy_dtype
-from ._errors import check as _status
 
 #: The families, in er_family order.
 FAMILIES = ("normal", "positive", "cancellation", "wide", "near_max", "subnormal", "ties", "specials", "offset",
@@ -27,16 +25,15 @@ def family(name, shape, dtype="float32", seed=0):
     "ties" (signed powers of two whose exact sums land on rounding midpoints), "specials" (inf and NaN sprinkled),
     "offset" (2^ceil(p/2) + N(0, 1)), "integers" (small integers, mostly zero) or "masked" (rows whose tail is -inf).
     bfloat16 and the fp8 formats come as ml_dtypes arrays."""
-    fam = ctypes.c_int()
     if not isinstance(name, str):
         raise TypeError("exactref: family name must be a str, not %s" % type(name).__name__)
-    _status(_lib.lib.er_family_parse(ctypes.byref(fam), name.encode()))
+    fam = _ffi.family_code(name)
     shape = _check.shape(shape, "family")
     seed = _check.integer(seed, "family", "seed", 0, _check.UINT64_MAX)
     out = np.empty(shape, numpy_dtype(dtype))
     if out.size:
         view = View(out, "out", writable=True)
-        _status(_lib.lib.er_fill(view.buf, fam.value, ctypes.c_uint64(int(seed))))
+        _ffi.fill(view.buf, fam, seed)
     return out
 
 
@@ -138,11 +135,6 @@ _DEFAULT_FAMILIES = {"matmul": ("normal", "cancellation", "ties", "integers"), "
 
 # ---- cases ----
 
-def _package():
-    import importlib
-    return importlib.import_module(__package__)
-
-
 _LAYOUTS = ("contiguous", "contiguous", "transposed", "strided")
 
 
@@ -190,7 +182,6 @@ class Case:
 
     def reference(self, inputs):
         """The op's exactref reference for these inputs."""
-        er = _package()
         if self.op in ("matmul", "bmm"):
             return er.matmul(inputs[0], inputs[1])
         if self.op in _ATTENTION:
@@ -417,7 +408,7 @@ class CheckRecord:
 
     def to_dict(self):
         import datetime
-        return {"library_version": _package().version(), "kernel": self.name, "op": self.op, "standard": self.standard,
+        return {"library_version": er.version(), "kernel": self.name, "op": self.op, "standard": self.standard,
                 "tier": self.tier, "device": _device_name(self.device), "seed": self.seed,
                 "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "passed": self.passed, "n_cases": len(self.cases), "n_failed": len(self.failed()),

@@ -385,14 +385,14 @@ def test_copied_layouts_and_codes_match_the_library():
     import (a package and a library of different versions fail there, not inside a C call); the check itself
     refuses a mismatch."""
     import ctypes
-    from exactref import _lib
-    assert ctypes.sizeof(er._Stage) == _lib.lib.er_stage_sizeof()
-    assert ctypes.sizeof(er._AttentionOpts) == _lib.lib.er_attention_opts_sizeof()
+    from exactref import _ffi as _lib
+    assert ctypes.sizeof(_lib._Stage) == _lib.lib.er_stage_sizeof()
+    assert ctypes.sizeof(_lib._AttentionOpts) == _lib.lib.er_attention_opts_sizeof()
     assert [_lib.lib.er_stage_kind_name(v).decode() for v in er.ChainReference._KINDS.values()] == list(er.ChainReference._KINDS)
     assert _lib.lib.er_stage_kind_name(0) is None and _lib.lib.er_stage_kind_name(15) is None
     assert [_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT)] == list(er.CLASSES)
 
     class Wider(ctypes.Structure):
-        _fields_ = er._Stage._fields_ + [("extra", ctypes.c_int64)]
+        _fields_ = _lib._Stage._fields_ + [("extra", ctypes.c_int64)]
     with pytest.raises(ImportError, match="er_stage size"):
         _lib.check_copy("er_stage size", ctypes.sizeof(Wider), _lib.lib.er_stage_sizeof())

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import exactref as er
-from exactref import _lib
+from exactref import _ffi as _lib
 
 from conftest import ROOT, arrays, captures
 

@@ -1,0 +1,797 @@
+"""The user API: references of the ops, their covers(), emulate() and enclosures, and the verdicts. Over the FFI layer
+(_ffi.py, the only module that touches ctypes) and the argument checks (_check.py); exactref.testing builds on this
+module, and the package's __init__ re-exports it."""
+import json
+
+import numpy as np
+
+from . import _check, _ffi
+from ._arrays import DeviceView, View, format_of, format_of_name, numpy_dtype, to_numpy
+from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
+                      ExactrefTypeError, ExactrefValueError)
+
+CLASSES = _ffi.CLASSES
+PASSING = ("exact", "covered", "overflow")
+
+
+def version():
+    """The C library's version string."""
+    return _ffi.version()
+
+
+def _dtype_name(v):
+    """The name of a numpy or torch dtype (or numpy scalar type) given as an option value, else None."""
+    if type(v).__module__.startswith("torch") and type(v).__name__ == "dtype":
+        return str(v).replace("torch.", "")
+    try:
+        if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+            return np.dtype(v).name
+    except TypeError:
+        return None
+    return None
+
+
+def _option_value(key, v):
+    """An option value as the C grammar reads it: strings as given, numbers in decimal, dtypes by name; anything
+    else is refused with the key named (a bool means always/never for fma and nothing for the other keys)."""
+    if isinstance(v, str):
+        text = v
+    elif isinstance(v, bool) and key == "fma":
+        text = "always" if v else "never"
+    elif isinstance(v, bool) or v is None:
+        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: option %s=%r: give a string, such as %s='any' or %s='always'"
+                                % (key, v, key, key))
+    elif isinstance(v, (int, float, np.integer, np.floating)):
+        text = repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v))
+    else:
+        text = _dtype_name(v)
+        if text is None:
+            raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: option %s=%r: expected a string, a number or a dtype, "
+                                    "not %s" % (key, v, type(v).__name__))
+    if "\0" in text or "\0" in key:
+        raise ExactrefValueError("ER_ERR_STANDARD", "exactref: option %s holds a NUL byte" % key)
+    return text
+
+
+def _options(options, kwargs):
+    if options is not None and not isinstance(options, str):
+        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: options must be a string such as 'compute=fp32 fma=never', "
+                                "not %s" % type(options).__name__)
+    parts = [options] if options else []
+    for k, v in kwargs.items():
+        parts.append("%s=%s" % (k, _option_value(k, v)))
+    text = " ".join(parts)
+    if "\0" in text:
+        raise ExactrefValueError("ER_ERR_STANDARD", "exactref: the options hold a NUL byte")
+    return text
+
+
+def _standard(standard, options, kwargs):
+    """The C standard for 'mma:sm90 outer=any'-style strings (options may follow the order, as the docs write
+    them) plus options and keyword options."""
+    if not isinstance(standard, str):
+        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: standard must be a string such as 'any_order' or "
+                                "'blocked:32', not %s" % type(standard).__name__)
+    if "\0" in standard:
+        raise ExactrefValueError("ER_ERR_STANDARD", "exactref: the standard holds a NUL byte")
+    return _ffi.standard(standard, _options(options, kwargs))
+
+
+class Result:
+    """The verdict of covers(): per-element classes, counts, the worst element, and the report; `lo`, `hi` and
+    `slack`, each element's set and how far inside it the output lies (for a matmul on the fast path, and a chain
+    over one or over a tensor, computed on first use by a second pass)."""
+
+    def __init__(self, rep, shape, out=None, sets=None):
+        """rep: the report it reads (an _ffi.Report: the text and the JSON rendered on first use); sets: (lo, hi,
+        slack) arrays, or a function computing them on first use."""
+        self._out = out
+        self._rep, self._text, self._json = rep, None, None
+        self._lohi, self._sets = (sets, None) if isinstance(sets, tuple) else (None, sets)
+        self.classes = rep.classes().reshape(shape)
+        self.counts = {name: rep.count(c) for c, name in enumerate(CLASSES)}
+        self.n_failed = rep.failed()
+
+    @property
+    def report(self):
+        """The report's text (er_report_text)."""
+        if self._text is None:
+            self._text = self._rep.text()
+        return self._text
+
+    @property
+    def json(self):
+        """The report as a dict (er_report_json)."""
+        if self._json is None:
+            self._json = json.loads(self._rep.json_text())
+        return self._json
+
+    @property
+    def worst(self):
+        """The worst element (a dict as in the JSON), or None."""
+        return self.json["worst"]
+
+    @property
+    def first_failing(self):
+        """The first failing elements (dicts as in the JSON)."""
+        return self.json["first_failing"]
+
+    def _bounds(self):
+        if self._lohi is None:
+            if self._sets is None:
+                raise ValueError("exactref: this result has no sets to give")
+            self._lohi = self._sets()
+        return self._lohi
+
+    @property
+    def lo(self):
+        """float64 array of out's shape: the least finite value each element's set allows (NaN where none)."""
+        return self._bounds()[0]
+
+    @property
+    def hi(self):
+        """float64 array of out's shape: the greatest finite value each element's set allows (NaN where none)."""
+        return self._bounds()[1]
+
+    @property
+    def slack(self):
+        """float64 array of out's shape: the distance from each output to the nearer edge of its set, in ulps of the
+        output format at the output (negative when outside; NaN for a non-finite output or a set without finite
+        values)."""
+        return self._bounds()[2]
+
+    def widest(self):
+        """(index, relative width): the element whose set is widest relative to its size, (hi - lo) / max(|lo|,
+        |hi|), among those with a finite set away from 0: how loose a passing check may be."""
+        lo, hi = self._bounds()[:2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = (hi - lo) / np.maximum(np.abs(lo), np.abs(hi))
+        rel = np.where(np.isfinite(rel), rel, -1.0)
+        i = int(np.argmax(rel))
+        return np.unravel_index(i, lo.shape), float(rel.flat[i])
+
+    def all(self):
+        """True when every element passes (exact, covered, or an overflow some allowed order produces)."""
+        return self.n_failed == 0
+
+    def __bool__(self):
+        """The verdict, as all(): `assert ref.covers(out)` fails when an element fails."""
+        return self.all()
+
+    def assert_all(self):
+        """Raises AssertionError with the report when an element fails (for pytest)."""
+        if self.n_failed:
+            raise AssertionError("exactref: kernel output not covered\n" + self.report)
+
+    def __str__(self):
+        return self.report
+
+    def __repr__(self):
+        return "<exactref.Result %s: %s>" % ("pass" if self.all() else "FAIL",
+                                              ", ".join("%s %d" % kv for kv in self.counts.items() if kv[1]))
+
+
+class Enclosure:
+    """The set of every element of an output under a standard (Reference.enclosure): `lo` and `hi` (float64 arrays
+    of the output's shape: the least and greatest finite values allowed, NaN where none), `flags` (uint8: bit 1 NaN
+    allowed, 2 NaN required, 4 +inf allowed, 8 -inf allowed) and the output format `dtype`."""
+
+    NAN, NAN_ONLY, PINF, NINF = 1, 2, 4, 8
+
+    def __init__(self, lo, hi, flags, dtype):
+        self.lo, self.hi, self.flags, self.dtype = lo, hi, flags, dtype
+
+    @property
+    def nan_allowed(self):
+        return (self.flags & self.NAN) != 0
+
+    @property
+    def nan_required(self):
+        return (self.flags & self.NAN_ONLY) != 0
+
+    @property
+    def pinf_allowed(self):
+        return (self.flags & self.PINF) != 0
+
+    @property
+    def ninf_allowed(self):
+        return (self.flags & self.NINF) != 0
+
+    def contains(self, out):
+        """Boolean array: which elements of `out` (of the output's shape) the sets contain, which is which elements
+        covers() passes."""
+        y = to_numpy(out, "out").astype(np.float64).reshape(self.lo.shape)
+        with np.errstate(invalid="ignore"):
+            finite = (y >= self.lo) & (y <= self.hi) & ~self.nan_required
+        return np.where(np.isnan(y), self.nan_allowed,
+                        np.where(np.isposinf(y), self.pinf_allowed & ~self.nan_required,
+                                 np.where(np.isneginf(y), self.ninf_allowed & ~self.nan_required, finite)))
+
+    def __repr__(self):
+        return "<exactref.Enclosure %s of %s>" % (self.lo.shape, np.dtype(self.dtype).name)
+
+
+class Reference:
+    """The exact reference of an op on given inputs (it keeps them alive: do not modify them while it is used)."""
+
+    def __init__(self, ptr, keep, shape, op):
+        self._ptr = ptr
+        self._keep = keep
+        self.shape = shape      # numpy's result shape
+        self.op = op
+
+    def __del__(self):
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr:
+            _ffi.ref_free(ptr)
+
+    def __bool__(self):
+        raise TypeError("exactref: a Reference has no truth value (it is not a verdict): assert ref.covers(out) or "
+                        "ref.covers(out).assert_all()")
+
+    def _c_shape(self, output=0):
+        """Output `output`'s shape as the library counts it (er_ref_output_shape): the one source of every output's
+        size, never recomputed here."""
+        return _ffi.ref_output_shape(self._ptr, output)
+
+    def _out_view(self, arr, name, writable=False):
+        if tuple(arr.shape) != tuple(self.shape):
+            raise ValueError("exactref: %s has shape %s but %s produces %s" % (name, tuple(arr.shape), self.op, tuple(self.shape)))
+        c_shape = self._c_shape()
+        if arr.shape != c_shape:
+            arr = arr.reshape(c_shape)  # a view: only unit dimensions were added
+        return View(arr, name, writable)
+
+    def covers(self, out, standard="any_order", options=None, **kwargs):
+        """Classifies every element of the kernel output `out` against the set the standard allows."""
+        arr = to_numpy(out, "out")
+        std = _standard(standard, options, kwargs)
+        view = self._out_view(arr, "out")
+        shape = tuple(self.shape)
+
+        def sets_and_report():
+            # one block, its pages touched here: the pass's threads faulting in fresh pages together wait on each other
+            block = np.empty((3,) + shape, np.float64)
+            block.fill(np.nan)
+            arrays = tuple(block[i, ...] for i in range(3))
+            return arrays, _ffi.covers_sets(self._ptr, view.buf, std, *arrays)
+
+        def sets():
+            arrays, again = sets_and_report()
+            _ffi.clear(again)
+            return arrays
+        if _ffi.ref_fast(self._ptr):
+            # the fast path's decisions need no sets: they come from a second pass when asked for
+            return Result(_ffi.covers(self._ptr, view.buf, std), shape, arr, sets)
+        arrays, rep = sets_and_report()
+        return Result(rep, shape, arr, arrays)
+
+    OUTPUTS = ("out",)
+
+    def _index(self, output):
+        """The index of an output given by number or name."""
+        if isinstance(output, str) and output in self.OUTPUTS:
+            return self.OUTPUTS.index(output)
+        if _check.is_integer(output) and 0 <= output < len(self.OUTPUTS):
+            return int(output)
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: %s's outputs are %s (or 0 to %d); got output=%r"
+                                 % (self.op, ", ".join(self.OUTPUTS), len(self.OUTPUTS) - 1, output))
+
+    def _output_shape(self, output):
+        """Output `output`'s shape: the first output's as numpy gives the op's result (matmul of vectors drops their
+        dimensions), the others' as the library counts them."""
+        index = self._index(output)
+        if index == 0:
+            return tuple(self.shape)
+        return self._c_shape(index)
+
+    def enclosure(self, standard="any_order", dtype="float32", options=None, output=0, **kwargs):
+        """The set of every element of the output under a standard, for an output of `dtype`, without an output to
+        check (er_ref_enclosure): an Enclosure with lo, hi and flags arrays of the output's shape."""
+        std = _standard(standard, options, kwargs)
+        dt = numpy_dtype(dtype)
+        index = self._index(output)
+        shape = self._output_shape(index)
+        n = int(np.prod(self._c_shape(index), dtype=np.int64))  # the count the library writes
+        if int(np.prod(shape, dtype=np.int64)) != n:
+            raise ExactrefInternalError("ER_ERR_INTERNAL", "exactref: %s's output %d: %s elements here, %d in the library"
+                                        % (self.op, index, shape, n))
+        lo, hi, flags = np.empty(n), np.empty(n), np.empty(n, np.uint8)
+        _ffi.enclosure(self._ptr, index, std, format_of(dt), lo, hi, flags)
+        return Enclosure(lo.reshape(shape), hi.reshape(shape), flags.reshape(shape), dt)
+
+    # ---- chains: elementwise stages after the op, as a fused kernel evaluates them (docs/algorithms/chains.md) ----
+
+    def add(self, other):
+        """This result plus `other` (a number, an array broadcasting to the result's shape, or another Reference of the
+        same shape: any value its standard allows, as a second accumulator or a residual), each addition rounded once
+        in the compute format of the standard given at covers(): a chain."""
+        return ChainReference._extend(self, ("add", other))
+
+    def mul(self, other):
+        """This result times `other` (a number, a broadcasting array or another Reference: SwiGLU's
+        er.matmul(x, W1).silu().mul(er.matmul(x, W3))), each product rounded once in the compute format: a chain."""
+        return ChainReference._extend(self, ("mul", other))
+
+    def relu(self):
+        """max(x, 0), exact (a NaN may stay NaN or become 0, as max instructions do): a chain."""
+        return ChainReference._extend(self, ("relu", None))
+
+    def cast(self, dtype):
+        """A storage rounding: the value rounded to nearest even into `dtype` (as the kernel stores it): a chain."""
+        return ChainReference._extend(self, ("cast", numpy_dtype(dtype)))
+
+    def gelu(self, ulps=None, approximate="none"):
+        """gelu as torch's CUDA kernel evaluates it in the compute format: approximate="none", (x / 2)(1 + erf(x
+        fl(1/sqrt 2))), erf within `ulps` (default 2, CUDA's erff); approximate="tanh", (x / 2)(1 + tanh(fl(sqrt(2/pi))
+        (x + fl(0.044715) x^3))), the cube in any of its evaluation orders and the sum fused or not, tanh within
+        `ulps`: a chain."""
+        if approximate not in ("none", "tanh"):
+            raise ValueError("exactref: gelu(approximate=%r): expected 'none' or 'tanh'" % (approximate,))
+        return ChainReference._extend(self, ("gelu" if approximate == "none" else "gelu_tanh", ulps))
+
+    def silu(self, ulps=None):
+        """silu as x / (1 + exp(-x)) or x * sigmoid(x) in the compute format (either form), exp within `ulps` (default
+        2, CUDA's expf; tl.exp with math="triton"): a chain."""
+        return ChainReference._extend(self, ("silu", ulps))
+
+    def exp(self, ulps=None):
+        """exp of this result, within `ulps` (default 2, CUDA's expf; with math=triton, ex2.approx of the rounded
+        product x fl(log2 e), as Triton's tl.exp): a chain."""
+        return ChainReference._extend(self, ("exp", ulps))
+
+    def exp2(self, ulps=None):
+        """2^x within `ulps` (default 2, exp2f; ex2.approx): a chain."""
+        return ChainReference._extend(self, ("exp2", ulps))
+
+    def log(self, ulps=None):
+        """log(x) within `ulps` (default 1, logf; with math=triton a subnormal x is flushed to 0 first): a chain."""
+        return ChainReference._extend(self, ("log", ulps))
+
+    def tanh(self, ulps=None):
+        """tanh(x) within `ulps` (default 2, tanhf): a chain."""
+        return ChainReference._extend(self, ("tanh", ulps))
+
+    def sigmoid(self, ulps=None):
+        """1 / (1 + exp(-x)) in the compute format, exp within `ulps` (default 2); the division correctly rounded, or
+        within 2 ulps with math=triton: a chain."""
+        return ChainReference._extend(self, ("sigmoid", ulps))
+
+    def erf(self, ulps=None):
+        """erf(x) within `ulps` (default 2, erff): a chain."""
+        return ChainReference._extend(self, ("erf", ulps))
+
+    def rsqrt(self, ulps=None):
+        """1 / sqrt(x) within `ulps` (default 2, rsqrtf; with math=triton rsqrt.approx.ftz, a subnormal x giving +inf):
+        a chain."""
+        return ChainReference._extend(self, ("rsqrt", ulps))
+
+    def quantize(self, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
+        """This result quantised with an amax, as a kernel whose epilogue quantises its accumulator does (er_quantize_ref;
+        exactref.quantize for the arguments): three outputs, q, amax and scale, checked together by covers() under
+        this reference's standard."""
+        qf, gran, block, rec = _quant_args(dtype, granularity, recipe)
+        return QuantizeReference(_ffi.quantize_ref(self._ptr, qf, gran, block, rec), (self,), tuple(self.shape), "quantize")
+
+    def exact(self, dtype="float32"):
+        """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max;
+        attention's O)."""
+        out = np.empty(self.shape, dtype=numpy_dtype(dtype))
+        view = self._out_view(out, "the exact output", writable=True)
+        _ffi.rounded(view.buf, self._ptr)
+        return out
+
+    def emulate(self, standard, dtype="float32", options=None, **kwargs):
+        """The exact output a correct implementation of a fully fixed standard produces, as an array of dtype."""
+        std = _standard(standard, options, kwargs)
+        out = np.empty(self.shape, dtype=numpy_dtype(dtype))
+        view = self._out_view(out, "the emulated output", writable=True)
+        _ffi.emulate(self._ptr, view.buf, std)
+        return out
+
+
+def tensor(x):
+    """The reference of x's own values (er_tensor_ref): exact, so covers() accepts x rounded to nearest into the
+    output's dtype; the base of elementwise chains: er.tensor(x).gelu().cast("float16")."""
+    a = to_numpy(x, "x")
+    va = View(a, "x")
+    return Reference(_ffi.tensor_ref(va.buf), (va, x), a.shape, "tensor")
+
+
+def gelu(x, ulps=None, approximate="none"):
+    """gelu of each element of x as torch's CUDA kernel computes it in the compute format (er.tensor(x).gelu())."""
+    return tensor(x).gelu(ulps, approximate)
+
+
+def silu(x, ulps=None):
+    """silu of each element of x, x / (1 + exp(-x)) in the compute format (er.tensor(x).silu())."""
+    return tensor(x).silu(ulps)
+
+
+def relu(x):
+    """max(x, 0) of each element of x (er.tensor(x).relu())."""
+    return tensor(x).relu()
+
+
+def _unary(name):
+    def fn(x, ulps=None):
+        return getattr(tensor(x), name)(ulps)
+    fn.__name__ = name
+    fn.__doc__ = "%s of each element of x in the compute format (er.tensor(x).%s(ulps); see Reference.%s)." % (name, name, name)
+    return fn
+
+
+exp, exp2, log, tanh, sigmoid, erf, rsqrt = (_unary(n) for n in ("exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt"))
+
+
+def matmul(A, B):
+    """The exact reference of A @ B (numpy matmul semantics, 1-D operands included; batch dims broadcast)."""
+    return _matmul(A, B, None)
+
+
+def cuda_available():
+    """True when the library was built with the CUDA runtime (the device entry points work)."""
+    return _ffi.cuda_available()
+
+
+def matmul_covers_device(A, B, out, standard="any_order", options=None, stream=None, **kwargs):
+    """covers() of out = A @ B with A, B and out CUDA torch tensors (2-D, or batched with the same or broadcast batch
+    dimensions), the reference computed on the GPU where they are (er_matmul_covers_device): an fp64 GEMM and the
+    fast path's certified decisions there, the undecided elements exactly on the host. Outside the GPU path's scope
+    (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
+    er.matmul(A, B).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current stream)."""
+    va, vb, vo = DeviceView(A, "A"), DeviceView(B, "B"), DeviceView(out, "out")
+    if va.tensor.dim() < 2 or vb.tensor.dim() < 2:
+        raise ValueError("exactref: matmul_covers_device: A and B need at least 2 dimensions")
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(va.tensor.device)
+    std = _standard(standard, options, kwargs)
+    rep = _ffi.matmul_covers_device(va.buf, vb.buf, vo.buf, std, stream.cuda_stream)
+    return Result(rep, tuple(vo.tensor.shape))
+
+
+def scaled_matmul(A, B, scale_a, scale_b):
+    """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
+    on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False)."""
+    return _matmul(A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b")))
+
+
+def _matmul(A, B, scales):
+    a, b = to_numpy(A, "A"), to_numpy(B, "B")
+    for x, name in ((a, "A"), (b, "B")):
+        format_of(x.dtype)  # TypeError for an unsupported dtype, before anything else
+        if x.ndim == 0:
+            raise ValueError("exactref: matmul: %s is a scalar; it needs at least 1 dimension" % name)
+    a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError("exactref: matmul: A has %d columns but B has %d rows (shapes %s and %s)"
+                         % (a2.shape[-1], b2.shape[-2], a.shape, b.shape))
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError("exactref: matmul: batch dimensions %s and %s do not broadcast" % (a.shape[:-2], b.shape[:-2])) from None
+    res_shape = tuple(batch) + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
+    va, vb = View(a2, "A"), View(b2, "B")
+    ptr = _ffi.matmul(va.buf, vb.buf) if scales is None else _ffi.scaled_matmul(va.buf, vb.buf, scales[0], scales[1])
+    return Reference(ptr, (va, vb, A, B), res_shape, "matmul" if scales is None else "scaled_matmul")
+
+
+def _reduce(name, x, dim):
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    if a.ndim == 0:
+        raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % name)
+    d = _check.dim(dim, name, a.ndim)
+    if a.ndim > _ffi.MAX_DIMS - 1:
+        raise ValueError("exactref: %s takes at most %d dimensions (x has %d)" % (name, _ffi.MAX_DIMS - 1, a.ndim))
+    if name == "max" and a.shape[d] == 0:
+        raise ValueError("exactref: max over an empty dimension has no value")
+    shape = a.shape[:d] + a.shape[d + 1:]
+    va = View(a, "x")
+    return Reference(_ffi.along(name, va.buf, d), (va, x), shape, name)
+
+
+def sum(x, dim=-1):  # noqa: A001 - the op's name
+    """The exact reference of x summed over dimension dim (every standard of a matmul applies)."""
+    return _reduce("sum", x, dim)
+
+
+def mean(x, dim=-1):
+    """The exact reference of the mean of x over dim (option mean="divide"|"reciprocal"|"either")."""
+    return _reduce("mean", x, dim)
+
+
+def max(x, dim=-1):  # noqa: A001
+    """The exact reference of the maximum of x over dim (exact: NaN if any element is NaN)."""
+    return _reduce("max", x, dim)
+
+
+def _softmax_like(name, x, dim):
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    if a.ndim == 0:
+        raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % name)
+    d = _check.dim(dim, name, a.ndim)
+    va = View(a, "x")
+    return Reference(_ffi.along(name, va.buf, d), (va, x), a.shape, name)
+
+
+def softmax(x, dim=-1):
+    """The exact reference of softmax(x) along dim (options exp_ulps=..., div="divide"|"reciprocal"|"either")."""
+    return _softmax_like("softmax", x, dim)
+
+
+def log_softmax(x, dim=-1):
+    """The exact reference of log_softmax(x) along dim (options exp_ulps=..., log_ulps=...)."""
+    return _softmax_like("log_softmax", x, dim)
+
+
+def rmsnorm(x, weight=None, eps=1e-6):
+    """The exact reference of rmsnorm over x's last dimension (options mean=..., rsqrt_ulps=...)."""
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    eps = _check.real(eps, "rmsnorm", "eps", lo=0)
+    if a.ndim == 0:
+        raise ValueError("exactref: rmsnorm of a scalar: x needs at least 1 dimension")
+    va = View(a, "x")
+    keep = [va, x]
+    wbuf = None
+    if weight is not None:
+        w = to_numpy(weight, "weight")
+        if w.ndim != 1 or w.shape[0] != a.shape[-1]:
+            raise ValueError("exactref: rmsnorm: weight must be a vector of length %d, not of shape %s" % (a.shape[-1], w.shape))
+        vw = View(w, "weight")
+        keep += [vw, weight]
+        wbuf = vw.buf
+    return Reference(_ffi.rmsnorm(va.buf, wbuf, eps), tuple(keep), a.shape, "rmsnorm")
+
+
+class Results:
+    """The verdicts of a multi-output op (layernorm): one Result per checked output, by name."""
+
+    def __init__(self, results):
+        self.results = results  # {"y": Result, "mean": Result, "rstd": Result}, checked outputs only
+        for name, r in results.items():
+            setattr(self, name, r)
+
+    def all(self):
+        """True when every checked output passes."""
+        return all(r.all() for r in self.results.values())
+
+    def __bool__(self):
+        """The verdict, as all(): `assert ref.covers((y, mean, rstd))` fails when an element of any output fails."""
+        return self.all()
+
+    def assert_all(self):
+        """Raises AssertionError with the failing outputs' reports."""
+        bad = [r.report for r in self.results.values() if not r.all()]
+        if bad:
+            raise AssertionError("exactref: kernel output not covered\n" + "\n".join(bad))
+
+    def __str__(self):
+        return "\n".join(r.report for r in self.results.values())
+
+    def __repr__(self):
+        return "<exactref.Results %s: %s>" % ("pass" if self.all() else "FAIL",
+                                               ", ".join("%s %s" % (k, "pass" if r.all() else "FAIL")
+                                                         for k, r in self.results.items()))
+
+
+class ChainReference(Reference):
+    """A reduction (matmul, scaled_matmul or sum) followed by elementwise stages (er_chain): built by add, mul, relu
+    and cast on a reference; covers() takes the standard of the reduction, and the stages compute in its compute
+    format (float32 by default)."""
+
+    _KINDS = _ffi.STAGE_KINDS
+
+    _UNARY = ("gelu", "gelu_tanh", "silu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
+
+    @classmethod
+    def _extend(cls, ref, stage):
+        base, stages = (ref._base, ref._stages) if isinstance(ref, ChainReference) else (ref, ())
+        return cls(base, stages + (stage,))
+
+    def __init__(self, base, stages):
+        c_shape = base._c_shape()
+        keep, c_stages = [base], []
+        for kind, arg in stages:
+            view, scalar, fmt, ref = None, 0.0, 0, None
+            if kind == "cast":
+                fmt = format_of(arg)
+            elif kind in self._UNARY:
+                scalar = _check.ulps(arg, kind)
+            elif kind in ("add", "mul") and isinstance(arg, Reference):
+                if tuple(arg.shape) != tuple(base.shape):
+                    raise ValueError("exactref: the %s operand's output has shape %s, not the result's %s" % (kind, tuple(arg.shape),
+                                                                                                    tuple(base.shape)))
+                ref = arg._ptr
+                keep.append(arg)
+            elif kind in ("add", "mul"):
+                if isinstance(arg, bool) or not isinstance(arg, (int, float, np.ndarray, np.generic)) and \
+                        not type(arg).__module__.startswith("torch"):
+                    raise TypeError("exactref: %s takes a number or an array, not %s" % (kind, type(arg).__name__))
+                if isinstance(arg, (int, float, np.generic)):
+                    scalar = _check.real(arg, kind, "the %s operand" % kind)
+                else:
+                    a = to_numpy(arg, "the %s operand" % kind)
+                    try:
+                        b = np.broadcast_to(a, base.shape).reshape(c_shape)
+                    except ValueError:
+                        raise ValueError("exactref: the %s operand of shape %s does not broadcast to the result's shape %s"
+                                         % (kind, a.shape, tuple(base.shape))) from None
+                    v = View(b, "the %s operand" % kind)
+                    keep += [v, arg]
+                    view = v.buf
+            c_stages.append((kind, view, scalar, fmt, ref))
+        super().__init__(_ffi.chain(base._ptr, c_stages), tuple(keep), base.shape, "chain")
+        self._base, self._stages = base, tuple(stages)
+
+    def emulate(self, standard, dtype="float32", options=None, **kwargs):
+        raise NotImplementedError("exactref: a chain is not emulated in this version")
+
+
+class _MultiOutputReference(Reference):
+    """An op with several outputs (OUTPUTS), checked together by covers()."""
+
+    OUTPUTS = ()
+
+    def covers(self, out, standard="any_order", options=None, **kwargs):
+        """Classifies the outputs against their sets. `out` is the first output, or a tuple of every output where any
+        may be None (not checked). Returns Results for a tuple, a Result for the first output alone."""
+        nout = len(self.OUTPUTS)
+        single = not isinstance(out, (tuple, list))
+        outs = (out,) + (None,) * (nout - 1) if single else tuple(out)
+        if len(outs) != nout:
+            raise ValueError("exactref: %s has %d outputs (%s); got %d" % (self.op, nout, ", ".join(self.OUTPUTS), len(outs)))
+        std = _standard(standard, options, kwargs)
+        bufs = [None] * nout
+        arrs, views = [None] * nout, []
+        for i, (o, name) in enumerate(zip(outs, self.OUTPUTS)):
+            if o is None:
+                continue
+            arr = to_numpy(o, name)
+            if arr.ndim == 0:
+                arr = arr.reshape(1)   # a 0-d output (torch's amax of a whole tensor) as its one element
+            arrs[i] = arr
+            v = self._out_view(arr, name) if i == 0 else View(arr, name)
+            views.append(v)
+            bufs[i] = v.buf
+        if not views:
+            raise ValueError("exactref: %s: every output is None" % self.op)
+        shapes = [tuple(self.shape) if i == 0 else (None if a is None else tuple(a.shape)) for i, a in enumerate(arrs)]
+        cache = {i: tuple(np.empty(shapes[i], np.float64) for _ in range(3)) for i in range(nout) if arrs[i] is not None}
+        owned = _ffi.covers_outputs_sets(self._ptr, bufs, std, [cache.get(i) for i in range(nout)])
+        results = {name: Result(owned[i], shapes[i], arrs[i], cache[i]) for i, name in enumerate(self.OUTPUTS)
+                   if outs[i] is not None}
+        return results[self.OUTPUTS[0]] if single else Results(results)
+
+
+class LayerNormReference(_MultiOutputReference):
+    """layernorm's reference: three outputs, y (x's shape), mean and rstd (x's leading dimensions; (1,) when every
+    dimension is normalised)."""
+
+    OUTPUTS = ("y", "mean", "rstd")
+
+
+class QuantizeReference(_MultiOutputReference):
+    """quantize's reference: three outputs, q (x's shape), and each group's amax and scale (one element per group,
+    as the library counts the groups)."""
+
+    OUTPUTS = ("q", "amax", "scale")
+
+
+class AttentionReference(_MultiOutputReference):
+    """attention's reference: two outputs, out (q's shape with v's head dimension last) and lse (out's shape without
+    its last dimension)."""
+
+    OUTPUTS = ("out", "lse")
+
+
+def attention(q, k, v, scale=None, causal=False, causal_alignment="top_left", window=None, enable_gqa=False):
+    """The reference of scaled dot-product attention (torch's scaled_dot_product_attention, flash attention): q
+    [..., H, Sq, D], k and v [..., Hkv, Sk, D] and [..., Hkv, Sk, Dv]; two outputs, out = softmax(scale q k^T + mask) v
+    ([..., H, Sq, Dv]) and lse ([..., H, Sq], the natural log of each row's sum of exp(scale q k^T) over its unmasked
+    keys). scale defaults to 1/sqrt(D) (the real number). causal masks key j for query i when j > i + offset, offset
+    0 for causal_alignment "top_left" (torch's is_causal) or Sk - Sq for "bottom_right" (FlashAttention 2.1 and
+    later); window=(left, right) masks keys outside [i + offset - left, i + offset + right] (None or -1: unbounded on
+    that side). enable_gqa lets H be a multiple of Hkv (query head h reads kv head h // (H // Hkv)). A fully masked
+    row's exact out is 0 and its lse -inf (NaN accepted in both, and +inf in lse). covers((out, lse)) checks both,
+    covers(out) out alone; options exp_ulps=, log_ulps=, kv_block= (docs/algorithms/attention.md)."""
+    arrs = [to_numpy(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
+    for a in arrs:
+        format_of(a.dtype)
+    _check.choice(causal_alignment, "attention", "causal_alignment", ("top_left", "bottom_right"))
+    c_scale = 0.0  # the real 1/sqrt(D)
+    if scale is not None:
+        c_scale = _check.real(scale, "attention", "scale")
+        if c_scale == 0:
+            raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: scale=0 is not supported (every key would "
+                                     "weigh the same; pass q = 0)")
+    c_causal = int(_check.flag(causal, "attention", "causal"))
+    sides = None
+    if window is not None:
+        if not isinstance(window, (tuple, list)) or len(window) != 2:
+            raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: window must be (left, right), not %r" % (window,))
+        sides = []
+        for w, side in zip(window, ("left", "right")):
+            if w is None or (_check.is_integer(w) and w == -1):
+                sides.append(_check.INT64_MAX)  # unbounded: every key on that side
+            elif _check.is_integer(w) and 0 <= w <= _check.INT64_MAX:
+                sides.append(int(w))
+            else:
+                raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: window sides are integers in [0, 2^63), -1 "
+                                         "or None; the %s side got %r" % (side, w))
+    c_gqa = int(_check.flag(enable_gqa, "attention", "enable_gqa"))
+    views = [View(a, name) for a, name in zip(arrs, ("q", "k", "v"))]
+    ptr = _ffi.attention(views[0].buf, views[1].buf, views[2].buf, c_scale, c_causal,
+                         int(causal_alignment == "bottom_right"), sides, c_gqa)
+    shape = tuple(arrs[0].shape[:-1]) + (arrs[2].shape[-1],)
+    return AttentionReference(ptr, tuple(views) + (q, k, v), shape, "attention")
+
+
+_QUANT_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _quant_args(dtype, granularity, recipe):
+    """quantize's arguments as the C call takes them (the groups are counted by the library: er_ref_output_shape)."""
+    qf = format_of_name(dtype)
+    if qf not in [format_of_name(n) for n in _QUANT_FORMATS]:
+        raise ExactrefValueError("ER_ERR_FORMAT", "exactref: quantize: dtype %r: q's format must be one of %s"
+                                 % (dtype, ", ".join(_QUANT_FORMATS)))
+    grans = {"tensor": 0, "row": 1}
+    block = 0
+    if isinstance(granularity, tuple) and len(granularity) == 2 and granularity[0] == "block":
+        gran, block = 2, _check.integer(granularity[1], "quantize", "the block size", 1)
+    elif isinstance(granularity, str) and granularity in grans:
+        gran = grans[granularity]
+    else:
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: quantize: granularity %r: expected 'tensor', 'row' or "
+                                 "('block', n)" % (granularity,))
+    recipes = {"amax": 0, "pow2": 1, "inverse": 2}
+    return qf, gran, block, recipes[_check.choice(recipe, "quantize", "recipe", tuple(recipes))]
+
+
+def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
+    """The reference of quantising x to `dtype` with an amax, as Transformer Engine and torch fp8 recipes do: three
+    outputs, q (x's shape), amax and scale (one per group): granularity "tensor" (one group; amax and scale of shape
+    (1,) or 0-d), "row" (each row along the last dimension: x's leading shape) or ("block", n) (blocks of n along the
+    last dimension: x's leading shape and ceil(cols / n)). amax = max |x|; scale = qmax / amax (recipe "amax") or the
+    power of two at or below it ("pow2"), within div_ulps (default 2) in the compute format; q = RN(x scale) in dtype.
+    Recipe "inverse" (DeepSeek-style blockwise kernels): the scale output is scale_inv = amax / qmax and q = RN(x /
+    scale_inv), each division within div_ulps.
+    covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
+    (docs/algorithms/quantize.md)."""
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    qf, gran, block, rec = _quant_args(dtype, granularity, recipe)
+    va = View(a, "x")
+    return QuantizeReference(_ffi.quantize(va.buf, qf, gran, block, rec), (va, x), a.shape, "quantize")
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The exact reference of layernorm over x's trailing `normalized_shape` (an int or a tuple, as in torch), with
+    the biased variance; outputs y, mean and rstd (options variance="two_pass"|"welford"|"either", mean=...,
+    rsqrt_ulps=...)."""
+    a = to_numpy(x, "x")
+    format_of(a.dtype)
+    ns = _check.shape(normalized_shape, "layer_norm", "normalized_shape")
+    eps = _check.real(eps, "layer_norm", "eps", lo=0)
+    k = len(ns)
+    if k < 1 or k > a.ndim or tuple(a.shape[a.ndim - k:]) != ns:
+        raise ValueError("exactref: layer_norm: normalized_shape %s is not the end of x's shape %s" % (ns, a.shape))
+    va = View(a, "x")
+    keep = [va, x]
+    bufs = []
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if t is None:
+            bufs.append(None)
+            continue
+        arr = to_numpy(t, name)
+        if tuple(arr.shape) != ns:
+            raise ValueError("exactref: layer_norm: %s has shape %s, not the normalized shape %s" % (name, arr.shape, ns))
+        v = View(arr, name)
+        keep += [v, t]
+        bufs.append(v.buf)
+    return LayerNormReference(_ffi.layernorm(va.buf, k, bufs[0], bufs[1], eps), tuple(keep), a.shape, "layernorm")

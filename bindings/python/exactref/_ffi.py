@@ -1,0 +1,424 @@
+"""The foreign-function layer: the only module of the package that imports ctypes. It loads libexactref, declares
+the C functions the bindings call (the public C API only), checks the codes and struct layouts it copies from the
+headers against the library, and marshals every call: the modules above it pass Python ints, floats, strings and
+numpy arrays, and get back opaque handles (a reference's address as an int; a view, a standard or reports as a buffer
+they only hand back here). Every argument reaches these functions checked already (_check.py); their C status is
+turned into an exception here."""
+import ctypes
+import ctypes.util
+import glob
+import os
+
+from ._errors import error_class
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates(tried):
+    """The places to load from, in order; each one not even present is noted in `tried`."""
+    env = os.environ.get("EXACTREF_LIBRARY")
+    if env:
+        yield env
+        return  # an explicit choice that fails is an error, not a hint to look elsewhere
+    tried.append("EXACTREF_LIBRARY: not set")
+    beside = sorted(glob.glob(os.path.join(_HERE, "libexactref.so*")))
+    if not beside:
+        tried.append("%s: no libexactref.so* beside the package" % os.path.join(_HERE, "libexactref.so*"))
+    for path in beside:
+        yield path
+    found = ctypes.util.find_library("exactref")
+    if found:
+        yield found
+    else:
+        tried.append("ctypes.util.find_library('exactref'): not found")
+    yield "libexactref.so.0"
+
+
+def _load():
+    tried = []
+    for path in _candidates(tried):
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s: %s" % (path, e))
+    raise ImportError(
+        "exactref: cannot load libexactref. Tried, in order:\n  " + "\n  ".join(tried) + "\n"
+        "Fixes: install the package from the source tree (pip install ./bindings/python builds the library with CMake "
+        "and ships it inside the package); or point EXACTREF_LIBRARY at a built library (make, then "
+        "EXACTREF_LIBRARY=$PWD/build/libexactref.so); or add the library's folder to LD_LIBRARY_PATH, or install it "
+        "(cmake --install build) where the system's loader finds it; or copy libexactref.so* beside the package (%s)."
+        % _HERE)
+
+
+lib, path = _load()
+
+c_int64_p = ctypes.POINTER(ctypes.c_int64)
+_sig = {
+    "er_version": (ctypes.c_char_p, []),
+    "er_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_last_error": (ctypes.c_char_p, []),
+    "er_format_from_name": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
+    "er_tensor_sizeof": (ctypes.c_size_t, []),
+    "er_tensor_view": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, c_int64_p, c_int64_p, ctypes.c_void_p]),
+    "er_standard_sizeof": (ctypes.c_size_t, []),
+    "er_standard_parse": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]),
+    "er_standard_format": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_matmul": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p]),
+    "er_ref_free": (None, [ctypes.c_void_p]),
+    "er_sum": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
+    "er_mean": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
+    "er_max": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
+    "er_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
+    "er_log_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
+    "er_rmsnorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
+    "er_scaled_matmul": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double,
+                                        ctypes.c_double]),
+    "er_layernorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_double]),
+    "er_covers_outputs": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                                         ctypes.c_void_p]),
+    "er_ref_shape": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), c_int64_p]),
+    "er_ref_output_shape": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int), c_int64_p]),
+    "er_covers": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    "er_covers_sets": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                      ctypes.c_void_p, ctypes.c_void_p]),
+    "er_covers_outputs_sets": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
+                                              ctypes.POINTER(ctypes.c_void_p)]),
+    "er_ref_fast": (ctypes.c_int, [ctypes.c_void_p]),
+    "er_fill": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]),
+    "er_family_parse": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
+    "er_tensor_ref": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]),
+    "er_quantize": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_int64, ctypes.c_int]),
+    "er_quantize_ref": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_int64, ctypes.c_int]),
+    "er_attention": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_void_p]),
+    "er_chain": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]),
+    "er_stage_kind_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_stage_sizeof": (ctypes.c_size_t, []),
+    "er_attention_opts_sizeof": (ctypes.c_size_t, []),
+    "er_format_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_ref_enclosure": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.c_void_p, ctypes.c_void_p]),
+    "er_format_precision": (ctypes.c_int, [ctypes.c_int]),
+    "er_format_min_normal": (ctypes.c_double, [ctypes.c_int]),
+    "er_format_min_subnormal": (ctypes.c_double, [ctypes.c_int]),
+    "er_emulate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    "er_ref_rounded": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
+    "er_report_sizeof": (ctypes.c_size_t, []),
+    "er_report_clear": (None, [ctypes.c_void_p]),
+    "er_report_text": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_report_json": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_report_numel": (ctypes.c_int64, [ctypes.c_void_p]),
+    "er_report_count": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int]),
+    "er_report_failed": (ctypes.c_int64, [ctypes.c_void_p]),
+    "er_report_classes": (ctypes.POINTER(ctypes.c_uint8), [ctypes.c_void_p]),
+    "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_cuda_available": (ctypes.c_int, []),
+    "er_depth_triton": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]),
+    "er_depth_torch_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
+    "er_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
+    "er_combine_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
+    "er_depth_cub_block_reduce": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int]),
+    "er_matmul_covers_device": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_void_p]),
+}
+for _name, (_res, _args) in _sig.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+MAX_DIMS = 8
+CLASS_COUNT = 8
+
+
+def check_copy(what, ours, theirs):
+    """A layout or a value the bindings copy from the C headers, against the library's own: a mismatch (a library
+    of another version) is an ImportError here, never a struct the library reads wrongly."""
+    if ours != theirs:
+        raise ImportError("exactref: the bindings' %s is %r but the library %s (%s) says %r: the package and the "
+                          "library do not match; reinstall the package from the same source tree" % (what, ours, path,
+                                                                                                   lib.er_version().decode(),
+                                                                                                   theirs))
+
+
+def check(status):
+    """Raises the exception of a nonzero C status with the thread's last error message."""
+    if status == 0:
+        return
+    name = lib.er_status_name(status).decode()
+    msg = lib.er_last_error().decode() or name
+    raise error_class(status)(name, msg)
+
+
+_names = [lib.er_class_name(i) for i in range(CLASS_COUNT + 1)]
+check_copy("class count", CLASS_COUNT, next((i for i in range(CLASS_COUNT + 1) if _names[i] in _names[:i] or
+                                             _names[i] in (None, b"invalid", b"unknown")), CLASS_COUNT + 1))
+TENSOR_SIZE = lib.er_tensor_sizeof()
+STANDARD_SIZE = lib.er_standard_sizeof()
+REPORT_SIZE = lib.er_report_sizeof()
+
+CLASSES = tuple(lib.er_class_name(i).decode() for i in range(CLASS_COUNT))
+for _name, _code in (("fp64", 1), ("fp32", 2), ("tf32", 3), ("bf16", 4), ("fp16", 5), ("fp8_e4m3fn", 6), ("fp8_e5m2", 7)):
+    check_copy("format code of %s" % _name, _name, (lib.er_format_name(_code) or b"").decode())
+
+
+def version():
+    return lib.er_version().decode()
+
+
+def cuda_available():
+    return bool(lib.er_cuda_available())
+
+
+def _out_ptr():
+    return ctypes.c_void_p()
+
+
+def _made(ptr):
+    """A new reference's address (an int), which Reference owns and frees with ref_free."""
+    return ptr.value
+
+
+# ---- views, standards, reports ----
+
+def tensor_view(fmt, shape, strides, data):
+    """A view (er_tensor) of `data` (an address, or None for no element) as a buffer the other calls take."""
+    buf = ctypes.create_string_buffer(TENSOR_SIZE)
+    nd = len(shape)
+    check(lib.er_tensor_view(buf, fmt, nd, (ctypes.c_int64 * nd)(*shape), (ctypes.c_int64 * nd)(*strides), data))
+    return buf
+
+
+def standard(order, options):
+    """A parsed standard (er_standard_parse) as a buffer."""
+    buf = ctypes.create_string_buffer(STANDARD_SIZE)
+    check(lib.er_standard_parse(buf, order.encode(), options.encode()))
+    return buf
+
+
+class Reports:
+    """n C reports in one buffer, each cleared (its classes array freed) when the last Report reading it goes."""
+
+    def __init__(self, n):
+        self.buf = ctypes.create_string_buffer(REPORT_SIZE * n)
+        self.n = n
+
+    def at(self, i):
+        return Report(self, i)
+
+
+class Report:
+    """One filled report of a Reports block: the getters the Result reads (er_report_*), and its renderings."""
+
+    def __init__(self, block, i=0):
+        self._block = block
+        self.ptr = ctypes.byref(block.buf, REPORT_SIZE * i)
+
+    def __del__(self):
+        try:
+            lib.er_report_clear(self.ptr)
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+    def numel(self):
+        return int(lib.er_report_numel(self.ptr))
+
+    def classes(self):
+        """The classes as a new uint8 numpy array (None for an empty report)."""
+        import numpy as np
+        n = self.numel()
+        if not n:
+            return np.zeros(0, np.uint8)
+        return np.ctypeslib.as_array(lib.er_report_classes(self.ptr), shape=(n,)).copy()
+
+    def count(self, c):
+        return int(lib.er_report_count(self.ptr, c))
+
+    def failed(self):
+        return int(lib.er_report_failed(self.ptr))
+
+    def _render(self, fn):
+        need = ctypes.c_size_t(0)
+        fn(self.ptr, None, 0, ctypes.byref(need))
+        out = ctypes.create_string_buffer(need.value + 1)
+        check(fn(self.ptr, out, need.value + 1, None))
+        return out.value.decode()
+
+    def text(self):
+        return self._render(lib.er_report_text)
+
+    def json_text(self):
+        return self._render(lib.er_report_json)
+
+
+def clear(rep):
+    """Frees a Report's classes now (a report that is only a step towards others)."""
+    lib.er_report_clear(rep.ptr)
+
+
+# ---- references ----
+
+def ref_free(ptr):
+    lib.er_ref_free(ptr)
+
+
+def ref_fast(ptr):
+    return bool(lib.er_ref_fast(ptr))
+
+
+def ref_output_shape(ptr, output):
+    nd = ctypes.c_int(0)
+    shp = (ctypes.c_int64 * MAX_DIMS)()
+    check(lib.er_ref_output_shape(ptr, output, ctypes.byref(nd), shp))
+    return tuple(shp[i] for i in range(nd.value))
+
+
+def _new(fn, *args):
+    ptr = _out_ptr()
+    check(fn(ctypes.byref(ptr), *args))
+    return _made(ptr)
+
+
+def matmul(va, vb):
+    return _new(lib.er_matmul, va, vb)
+
+
+def scaled_matmul(va, vb, scale_a, scale_b):
+    return _new(lib.er_scaled_matmul, va, vb, scale_a, scale_b)
+
+
+def along(op, vx, dim):
+    """sum, mean, max, softmax or log_softmax of a view along dim."""
+    return _new({"sum": lib.er_sum, "mean": lib.er_mean, "max": lib.er_max, "softmax": lib.er_softmax,
+                 "log_softmax": lib.er_log_softmax}[op], vx, dim)
+
+
+def rmsnorm(vx, vw, eps):
+    return _new(lib.er_rmsnorm, vx, vw, eps)
+
+
+def layernorm(vx, k, vw, vb, eps):
+    return _new(lib.er_layernorm, vx, k, vw, vb, eps)
+
+
+def tensor_ref(vx):
+    return _new(lib.er_tensor_ref, vx)
+
+
+def quantize(vx, fmt, gran, block, recipe):
+    return _new(lib.er_quantize, vx, fmt, gran, block, recipe)
+
+
+def quantize_ref(base, fmt, gran, block, recipe):
+    return _new(lib.er_quantize_ref, base, fmt, gran, block, recipe)
+
+
+class _Stage(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("t", ctypes.c_void_p), ("scalar", ctypes.c_double), ("format", ctypes.c_int),
+                ("ref", ctypes.c_void_p)]
+
+
+check_copy("er_stage size", ctypes.sizeof(_Stage), lib.er_stage_sizeof())
+
+STAGE_KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4, "gelu": 5, "silu": 6, "exp": 7, "exp2": 8, "log": 9, "tanh": 10,
+               "sigmoid": 11, "erf": 12, "rsqrt": 13, "gelu_tanh": 14}
+for _kind, _code in STAGE_KINDS.items():
+    check_copy("stage kind %d" % _code, _kind, (lib.er_stage_kind_name(_code) or b"").decode())
+
+
+def chain(base, stages):
+    """er_chain over base; stages: (kind, view or None, scalar, format, reference or None) each."""
+    arr = (_Stage * (len(stages) or 1))()
+    for i, (kind, view, scalar, fmt, ref) in enumerate(stages):
+        arr[i].kind = STAGE_KINDS[kind]
+        arr[i].t = ctypes.addressof(view) if view is not None else None
+        arr[i].scalar = scalar
+        arr[i].format = fmt
+        arr[i].ref = ref
+    return _new(lib.er_chain, base, arr, len(stages))
+
+
+class _AttentionOpts(ctypes.Structure):
+    _fields_ = [("scale", ctypes.c_double), ("causal", ctypes.c_int), ("bottom_right", ctypes.c_int), ("window", ctypes.c_int),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64), ("enable_gqa", ctypes.c_int)]
+
+
+check_copy("er_attention_opts size", ctypes.sizeof(_AttentionOpts), lib.er_attention_opts_sizeof())
+
+
+def attention(vq, vk, vv, scale, causal, bottom_right, window, enable_gqa):
+    """er_attention; window None (no window) or (left, right) in [0, 2^63)."""
+    o = _AttentionOpts()
+    o.scale, o.causal, o.bottom_right, o.enable_gqa = scale, causal, bottom_right, enable_gqa
+    if window is not None:
+        o.window, o.window_left, o.window_right = 1, window[0], window[1]
+    return _new(lib.er_attention, vq, vk, vv, ctypes.byref(o))
+
+
+# ---- covers, sets, exact values ----
+
+def covers(ptr, view, std):
+    block = Reports(1)
+    check(lib.er_covers(block.buf, ptr, view, std))
+    return block.at(0)
+
+
+def covers_sets(ptr, view, std, lo, hi, slack, into=None):
+    """er_covers_sets into the float64 arrays lo, hi, slack (a new report, or `into`'s storage)."""
+    block = into or Reports(1)
+    check(lib.er_covers_sets(block.buf, ptr, view, std, lo.ctypes.data, hi.ctypes.data, slack.ctypes.data))
+    return block.at(0)
+
+
+def covers_outputs_sets(ptr, views, std, arrays):
+    """er_covers_outputs_sets: views[i] a view or None (not checked), arrays[i] (lo, hi, slack) float64 arrays or None."""
+    n = len(views)
+    bufs = (ctypes.c_void_p * n)(*[ctypes.addressof(v) if v is not None else None for v in views])
+    ptrs = [(ctypes.c_void_p * n)() for _ in range(3)]
+    for i, a in enumerate(arrays):
+        if a is not None:
+            for k in range(3):
+                ptrs[k][i] = a[k].ctypes.data
+    block = Reports(n)
+    check(lib.er_covers_outputs_sets(block.buf, ptr, bufs, n, std, *ptrs))
+    return [block.at(i) for i in range(n)]
+
+
+def enclosure(ptr, output, std, fmt, lo, hi, flags):
+    check(lib.er_ref_enclosure(ptr, output, std, fmt, lo.ctypes.data, hi.ctypes.data, flags.ctypes.data))
+
+
+def rounded(view, ptr):
+    check(lib.er_ref_rounded(view, ptr))
+
+
+def emulate(ptr, view, std):
+    check(lib.er_emulate(ptr, view, std))
+
+
+def matmul_covers_device(va, vb, vo, std, stream_handle):
+    block = Reports(1)
+    check(lib.er_matmul_covers_device(block.buf, va, vb, vo, std, ctypes.c_void_p(stream_handle)))
+    return block.at(0)
+
+
+# ---- inputs and depths ----
+
+def family_code(name):
+    fam = ctypes.c_int()
+    check(lib.er_family_parse(ctypes.byref(fam), name.encode()))
+    return fam.value
+
+
+def fill(view, family, seed):
+    check(lib.er_fill(view, family, ctypes.c_uint64(seed)))
+
+
+def depth(fn, *args):
+    """The int64 the C helper er_<fn> writes through its first argument."""
+    out = ctypes.c_int64(0)
+    check(getattr(lib, "er_" + fn)(ctypes.byref(out), *args))
+    return out.value

@@ -1,0 +1,33 @@
+"""The package's layers: _ffi is the only module that imports ctypes; the user API (_api, re-exported by __init__)
+sits on it, and testing on the user API, with no import through importlib to get round a cycle; the public
+namespace is what __all__ lists."""
+import ast
+import os
+
+import exactref as er
+
+PKG = os.path.dirname(er.__file__)
+
+
+def _imports(path):
+    tree = ast.parse(open(path).read())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_only_the_ffi_module_imports_ctypes():
+    files = sorted(f for f in os.listdir(PKG) if f.endswith(".py"))
+    assert "_ffi.py" in files and "_api.py" in files
+    users = [f for f in files if "ctypes" in _imports(os.path.join(PKG, f))]
+    assert users == ["_ffi.py"], users
+    assert "import_module(" not in open(os.path.join(PKG, "testing.py")).read()
+
+
+def test_public_namespace_is_all():
+    public = {n for n in dir(er) if not n.startswith("_")}
+    assert public == set(er.__all__), public ^ set(er.__all__)
