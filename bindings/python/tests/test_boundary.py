@@ -1,7 +1,8 @@
 """The Python boundary: every argument typed and range-checked before it crosses into C (ctypes wraps 2**64 + 4 to 4
 and truncates 0.9 to 0), arrays read in the machine's byte order, every output's shape asked of the library, and a
 verdict that cannot pass by accident. The reproducers of docs/reliability.md, a sweep of every parameter of every
-public function through bad values, and a Hypothesis property over shapes, strides, dtypes and options."""
+public function through bad values, and reproduce lines run in a fresh process (the Hypothesis properties over
+shapes, strides, dtypes and options are in test_properties.py)."""
 import inspect
 import math
 
@@ -249,90 +250,6 @@ def test_c_status_errors_are_exactref_errors():
         er.matmul(A, B).covers(np.zeros((5, 3), np.float32), standard="no_such_order")
     with pytest.raises(ExactrefError):
         er.matmul(A, B).enclosure(output=1)
-
-
-# ---- the property: refused cleanly, or a correct output is never outside ----
-
-hypothesis = pytest.importorskip("hypothesis")
-st = hypothesis.strategies
-
-DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-
-
-@st.composite
-def _arrays(draw, max_dims=3):
-    nd = draw(st.integers(1, max_dims))
-    shape = tuple(draw(st.integers(0, 6)) for _ in range(nd))
-    dt = draw(st.sampled_from(sorted(DTYPES)))
-    layout = draw(st.sampled_from(["c", "f", "strided", "reversed", "broadcast"]))
-    n = int(np.prod(shape))
-    vals = draw(st.lists(st.floats(-1e4, 1e4, allow_nan=False, width=16), min_size=n, max_size=n))
-    base = np.array(vals, np.float64).reshape(shape).astype(DTYPES[dt])
-    if layout == "f":
-        base = np.asfortranarray(base)
-    elif layout == "strided" and nd:
-        wide = np.zeros(shape[:-1] + (2 * shape[-1],), base.dtype)
-        wide[..., ::2] = base
-        base = wide[..., ::2]
-    elif layout == "reversed":
-        base = base[..., ::-1]
-    elif layout == "broadcast" and n:
-        base = np.broadcast_to(base[..., :1], shape)
-    return base
-
-
-def _correct(op, a, dim):
-    """A correct implementation of the op on a's values in float64, rounded once to float32."""
-    x = a.astype(np.float64)
-    if x.size == 0:
-        return np.zeros(x.sum(dim).shape if op in ("sum", "max") else x.shape, np.float32)
-    if op == "sum":
-        return x.sum(dim).astype(np.float32)
-    if op == "max":
-        return x.max(dim).astype(np.float32)
-    if op == "softmax":
-        e = np.exp(x - x.max(dim, keepdims=True))
-        return (e / e.sum(dim, keepdims=True)).astype(np.float32)
-    if op == "log_softmax":
-        m = x.max(dim, keepdims=True)
-        return (x - m - np.log(np.exp(x - m).sum(dim, keepdims=True))).astype(np.float32)
-    raise AssertionError(op)
-
-
-@hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
-@hypothesis.given(a=_arrays(), op=st.sampled_from(["sum", "max", "softmax", "log_softmax"]),
-                  dim=st.one_of(st.integers(-4, 4), st.floats(-3, 3), st.booleans(), st.none()))
-def test_property_refused_or_covered(a, op, dim):
-    try:
-        ref = getattr(er, op)(a, dim=dim)
-    except (TypeError, ValueError) as e:
-        assert isinstance(e, ExactrefError) or str(e).startswith("exactref"), repr(e)
-        return
-    assert isinstance(dim, int) and not isinstance(dim, bool)
-    with np.errstate(all="ignore"):
-        out = _correct(op, a, dim)
-    res = ref.covers(out)
-    assert res, "%s(dim=%d) of %s %s: %s" % (op, dim, a.dtype, a.shape, res.report)
-
-
-@hypothesis.settings(max_examples=150, deadline=None, derandomize=True)
-@hypothesis.given(a=_arrays(max_dims=2), b=_arrays(max_dims=2), std=st.sampled_from(
-    [("any_order", {}), ("any_order", {"compute": "float64"}), ("mma:sm90", {"outer": "any"}), ("blocked:4", {"inner": "any"})]))
-def test_property_matmul_exact_is_covered(a, b, std):
-    try:
-        ref = er.matmul(a, b)
-    except (TypeError, ValueError) as e:
-        assert isinstance(e, ExactrefError) or str(e).startswith("exactref"), repr(e)
-        return
-    exact = ref.exact("float32")
-    try:
-        res = ref.covers(exact, standard=std[0], **std[1])
-    except ValueError as e:
-        assert isinstance(e, ExactrefError) or str(e).startswith("exactref"), repr(e)
-        return
-    if std[0] == "any_order":
-        assert res, res.report
-    assert res.counts["exact"] + res.counts["covered"] + res.counts["overflow"] + res.n_failed == exact.size
 
 
 # ---- reproduce lines run as printed, in a fresh process ----
