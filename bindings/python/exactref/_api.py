@@ -1,20 +1,30 @@
 """The user API: references of the ops, their covers(), emulate() and enclosures, and the verdicts. Over the FFI layer
 (_ffi.py, the only module that touches ctypes) and the argument checks (_check.py); exactref.testing builds on this
 module, and the package's __init__ re-exports it."""
+from __future__ import annotations
+
 import json
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _check, _ffi
 from ._arrays import DeviceView, View, format_of, format_of_name, numpy_dtype, to_numpy
-from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
-                      ExactrefTypeError, ExactrefValueError)
+from ._errors import ExactrefInternalError, ExactrefTypeError, ExactrefValueError
+
+#: What the API takes as an array: a numpy array (ml_dtypes' low-precision dtypes included), a torch tensor, or what
+#: numpy.asarray takes.
+ArrayLike = Any
+#: A dtype: a name ("float16", "bfloat16", "bf16", "float8_e4m3fn", ...), a numpy, ml_dtypes or torch dtype.
+DType = Any
+#: quantize's granularity: "tensor", "row" or ("block", n).
+Granularity = Union[str, Tuple[str, int]]
 
 CLASSES = _ffi.CLASSES
 PASSING = ("exact", "covered", "overflow")
 
 
-def version():
+def version() -> str:
     """The C library's version string."""
     return _ffi.version()
 
@@ -93,26 +103,26 @@ class Result:
         self.n_failed = rep.failed()
 
     @property
-    def report(self):
+    def report(self) -> str:
         """The report's text (er_report_text)."""
         if self._text is None:
             self._text = self._rep.text()
         return self._text
 
     @property
-    def json(self):
+    def json(self) -> Dict[str, Any]:
         """The report as a dict (er_report_json)."""
         if self._json is None:
             self._json = json.loads(self._rep.json_text())
         return self._json
 
     @property
-    def worst(self):
+    def worst(self) -> Optional[Dict[str, Any]]:
         """The worst element (a dict as in the JSON), or None."""
         return self.json["worst"]
 
     @property
-    def first_failing(self):
+    def first_failing(self) -> List[Dict[str, Any]]:
         """The first failing elements (dicts as in the JSON)."""
         return self.json["first_failing"]
 
@@ -124,23 +134,23 @@ class Result:
         return self._lohi
 
     @property
-    def lo(self):
+    def lo(self) -> np.ndarray:
         """float64 array of out's shape: the least finite value each element's set allows (NaN where none)."""
         return self._bounds()[0]
 
     @property
-    def hi(self):
+    def hi(self) -> np.ndarray:
         """float64 array of out's shape: the greatest finite value each element's set allows (NaN where none)."""
         return self._bounds()[1]
 
     @property
-    def slack(self):
+    def slack(self) -> np.ndarray:
         """float64 array of out's shape: the distance from each output to the nearer edge of its set, in ulps of the
         output format at the output (negative when outside; NaN for a non-finite output or a set without finite
         values)."""
         return self._bounds()[2]
 
-    def widest(self):
+    def widest(self) -> Tuple[Tuple[int, ...], float]:
         """(index, relative width): the element whose set is widest relative to its size, (hi - lo) / max(|lo|,
         |hi|), among those with a finite set away from 0: how loose a passing check may be."""
         lo, hi = self._bounds()[:2]
@@ -150,7 +160,7 @@ class Result:
         i = int(np.argmax(rel))
         return np.unravel_index(i, lo.shape), float(rel.flat[i])
 
-    def all(self):
+    def all(self) -> bool:
         """True when every element passes (exact, covered, or an overflow some allowed order produces)."""
         return self.n_failed == 0
 
@@ -158,7 +168,7 @@ class Result:
         """The verdict, as all(): `assert ref.covers(out)` fails when an element fails."""
         return self.all()
 
-    def assert_all(self):
+    def assert_all(self) -> None:
         """Raises AssertionError with the report when an element fails (for pytest)."""
         if self.n_failed:
             raise AssertionError("exactref: kernel output not covered\n" + self.report)
@@ -182,22 +192,22 @@ class Enclosure:
         self.lo, self.hi, self.flags, self.dtype = lo, hi, flags, dtype
 
     @property
-    def nan_allowed(self):
+    def nan_allowed(self) -> np.ndarray:
         return (self.flags & self.NAN) != 0
 
     @property
-    def nan_required(self):
+    def nan_required(self) -> np.ndarray:
         return (self.flags & self.NAN_ONLY) != 0
 
     @property
-    def pinf_allowed(self):
+    def pinf_allowed(self) -> np.ndarray:
         return (self.flags & self.PINF) != 0
 
     @property
-    def ninf_allowed(self):
+    def ninf_allowed(self) -> np.ndarray:
         return (self.flags & self.NINF) != 0
 
-    def contains(self, out):
+    def contains(self, out: ArrayLike) -> np.ndarray:
         """Boolean array: which elements of `out` (of the output's shape) the sets contain, which is which elements
         covers() passes."""
         y = to_numpy(out, "out").astype(np.float64).reshape(self.lo.shape)
@@ -242,7 +252,7 @@ class Reference:
             arr = arr.reshape(c_shape)  # a view: only unit dimensions were added
         return View(arr, name, writable)
 
-    def covers(self, out, standard="any_order", options=None, **kwargs):
+    def covers(self, out: ArrayLike, standard: str = "any_order", options: Optional[str] = None, **kwargs: Any) -> Result:
         """Classifies every element of the kernel output `out` against the set the standard allows."""
         arr = to_numpy(out, "out")
         std = _standard(standard, options, kwargs)
@@ -285,7 +295,8 @@ class Reference:
             return tuple(self.shape)
         return self._c_shape(index)
 
-    def enclosure(self, standard="any_order", dtype="float32", options=None, output=0, **kwargs):
+    def enclosure(self, standard: str = "any_order", dtype: DType = "float32", options: Optional[str] = None,
+                  output: Union[int, str] = 0, **kwargs: Any) -> Enclosure:
         """The set of every element of the output under a standard, for an output of `dtype`, without an output to
         check (er_ref_enclosure): an Enclosure with lo, hi and flags arrays of the output's shape."""
         std = _standard(standard, options, kwargs)
@@ -302,26 +313,26 @@ class Reference:
 
     # ---- chains: elementwise stages after the op, as a fused kernel evaluates them (docs/algorithms/chains.md) ----
 
-    def add(self, other):
+    def add(self, other: Union[float, ArrayLike, Reference]) -> ChainReference:
         """This result plus `other` (a number, an array broadcasting to the result's shape, or another Reference of the
         same shape: any value its standard allows, as a second accumulator or a residual), each addition rounded once
         in the compute format of the standard given at covers(): a chain."""
         return ChainReference._extend(self, ("add", other))
 
-    def mul(self, other):
+    def mul(self, other: Union[float, ArrayLike, Reference]) -> ChainReference:
         """This result times `other` (a number, a broadcasting array or another Reference: SwiGLU's
         er.matmul(x, W1).silu().mul(er.matmul(x, W3))), each product rounded once in the compute format: a chain."""
         return ChainReference._extend(self, ("mul", other))
 
-    def relu(self):
+    def relu(self) -> ChainReference:
         """max(x, 0), exact (a NaN may stay NaN or become 0, as max instructions do): a chain."""
         return ChainReference._extend(self, ("relu", None))
 
-    def cast(self, dtype):
+    def cast(self, dtype: DType) -> ChainReference:
         """A storage rounding: the value rounded to nearest even into `dtype` (as the kernel stores it): a chain."""
         return ChainReference._extend(self, ("cast", numpy_dtype(dtype)))
 
-    def gelu(self, ulps=None, approximate="none"):
+    def gelu(self, ulps: Optional[float] = None, approximate: str = "none") -> ChainReference:
         """gelu as torch's CUDA kernel evaluates it in the compute format: approximate="none", (x / 2)(1 + erf(x
         fl(1/sqrt 2))), erf within `ulps` (default 2, CUDA's erff); approximate="tanh", (x / 2)(1 + tanh(fl(sqrt(2/pi))
         (x + fl(0.044715) x^3))), the cube in any of its evaluation orders and the sum fused or not, tanh within
@@ -330,50 +341,51 @@ class Reference:
             raise ValueError("exactref: gelu(approximate=%r): expected 'none' or 'tanh'" % (approximate,))
         return ChainReference._extend(self, ("gelu" if approximate == "none" else "gelu_tanh", ulps))
 
-    def silu(self, ulps=None):
+    def silu(self, ulps: Optional[float] = None) -> ChainReference:
         """silu as x / (1 + exp(-x)) or x * sigmoid(x) in the compute format (either form), exp within `ulps` (default
         2, CUDA's expf; tl.exp with math="triton"): a chain."""
         return ChainReference._extend(self, ("silu", ulps))
 
-    def exp(self, ulps=None):
+    def exp(self, ulps: Optional[float] = None) -> ChainReference:
         """exp of this result, within `ulps` (default 2, CUDA's expf; with math=triton, ex2.approx of the rounded
         product x fl(log2 e), as Triton's tl.exp): a chain."""
         return ChainReference._extend(self, ("exp", ulps))
 
-    def exp2(self, ulps=None):
+    def exp2(self, ulps: Optional[float] = None) -> ChainReference:
         """2^x within `ulps` (default 2, exp2f; ex2.approx): a chain."""
         return ChainReference._extend(self, ("exp2", ulps))
 
-    def log(self, ulps=None):
+    def log(self, ulps: Optional[float] = None) -> ChainReference:
         """log(x) within `ulps` (default 1, logf; with math=triton a subnormal x is flushed to 0 first): a chain."""
         return ChainReference._extend(self, ("log", ulps))
 
-    def tanh(self, ulps=None):
+    def tanh(self, ulps: Optional[float] = None) -> ChainReference:
         """tanh(x) within `ulps` (default 2, tanhf): a chain."""
         return ChainReference._extend(self, ("tanh", ulps))
 
-    def sigmoid(self, ulps=None):
+    def sigmoid(self, ulps: Optional[float] = None) -> ChainReference:
         """1 / (1 + exp(-x)) in the compute format, exp within `ulps` (default 2); the division correctly rounded, or
         within 2 ulps with math=triton: a chain."""
         return ChainReference._extend(self, ("sigmoid", ulps))
 
-    def erf(self, ulps=None):
+    def erf(self, ulps: Optional[float] = None) -> ChainReference:
         """erf(x) within `ulps` (default 2, erff): a chain."""
         return ChainReference._extend(self, ("erf", ulps))
 
-    def rsqrt(self, ulps=None):
+    def rsqrt(self, ulps: Optional[float] = None) -> ChainReference:
         """1 / sqrt(x) within `ulps` (default 2, rsqrtf; with math=triton rsqrt.approx.ftz, a subnormal x giving +inf):
         a chain."""
         return ChainReference._extend(self, ("rsqrt", ulps))
 
-    def quantize(self, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
+    def quantize(self, dtype: DType = "float8_e4m3fn", granularity: Granularity = "tensor",
+                 recipe: str = "amax") -> QuantizeReference:
         """This result quantised with an amax, as a kernel whose epilogue quantises its accumulator does (er_quantize_ref;
         exactref.quantize for the arguments): three outputs, q, amax and scale, checked together by covers() under
         this reference's standard."""
         qf, gran, block, rec = _quant_args(dtype, granularity, recipe)
         return QuantizeReference(_ffi.quantize_ref(self._ptr, qf, gran, block, rec), (self,), tuple(self.shape), "quantize")
 
-    def exact(self, dtype="float32"):
+    def exact(self, dtype: DType = "float32") -> np.ndarray:
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max;
         attention's O)."""
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
@@ -381,7 +393,7 @@ class Reference:
         _ffi.rounded(view.buf, self._ptr)
         return out
 
-    def emulate(self, standard, dtype="float32", options=None, **kwargs):
+    def emulate(self, standard: str, dtype: DType = "float32", options: Optional[str] = None, **kwargs: Any) -> np.ndarray:
         """The exact output a correct implementation of a fully fixed standard produces, as an array of dtype."""
         std = _standard(standard, options, kwargs)
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
@@ -390,7 +402,7 @@ class Reference:
         return out
 
 
-def tensor(x):
+def tensor(x: ArrayLike) -> Reference:
     """The reference of x's own values (er_tensor_ref): exact, so covers() accepts x rounded to nearest into the
     output's dtype; the base of elementwise chains: er.tensor(x).gelu().cast("float16")."""
     a = to_numpy(x, "x")
@@ -398,23 +410,23 @@ def tensor(x):
     return Reference(_ffi.tensor_ref(va.buf), (va, x), a.shape, "tensor")
 
 
-def gelu(x, ulps=None, approximate="none"):
+def gelu(x: ArrayLike, ulps: Optional[float] = None, approximate: str = "none") -> ChainReference:
     """gelu of each element of x as torch's CUDA kernel computes it in the compute format (er.tensor(x).gelu())."""
     return tensor(x).gelu(ulps, approximate)
 
 
-def silu(x, ulps=None):
+def silu(x: ArrayLike, ulps: Optional[float] = None) -> ChainReference:
     """silu of each element of x, x / (1 + exp(-x)) in the compute format (er.tensor(x).silu())."""
     return tensor(x).silu(ulps)
 
 
-def relu(x):
+def relu(x: ArrayLike) -> ChainReference:
     """max(x, 0) of each element of x (er.tensor(x).relu())."""
     return tensor(x).relu()
 
 
 def _unary(name):
-    def fn(x, ulps=None):
+    def fn(x: ArrayLike, ulps: Optional[float] = None) -> ChainReference:
         return getattr(tensor(x), name)(ulps)
     fn.__name__ = name
     fn.__doc__ = "%s of each element of x in the compute format (er.tensor(x).%s(ulps); see Reference.%s)." % (name, name, name)
@@ -424,17 +436,18 @@ def _unary(name):
 exp, exp2, log, tanh, sigmoid, erf, rsqrt = (_unary(n) for n in ("exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt"))
 
 
-def matmul(A, B):
+def matmul(A: ArrayLike, B: ArrayLike) -> Reference:
     """The exact reference of A @ B (numpy matmul semantics, 1-D operands included; batch dims broadcast)."""
     return _matmul(A, B, None)
 
 
-def cuda_available():
+def cuda_available() -> bool:
     """True when the library was built with the CUDA runtime (the device entry points work)."""
     return _ffi.cuda_available()
 
 
-def matmul_covers_device(A, B, out, standard="any_order", options=None, stream=None, **kwargs):
+def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", options: Optional[str] = None,
+                         stream: Any = None, **kwargs: Any) -> Result:
     """covers() of out = A @ B with A, B and out CUDA torch tensors (2-D, or batched with the same or broadcast batch
     dimensions), the reference computed on the GPU where they are (er_matmul_covers_device): an fp64 GEMM and the
     fast path's certified decisions there, the undecided elements exactly on the host. Outside the GPU path's scope
@@ -451,7 +464,7 @@ def matmul_covers_device(A, B, out, standard="any_order", options=None, stream=N
     return Result(rep, tuple(vo.tensor.shape))
 
 
-def scaled_matmul(A, B, scale_a, scale_b):
+def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a: float, scale_b: float) -> Reference:
     """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
     on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False)."""
     return _matmul(A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b")))
@@ -493,17 +506,17 @@ def _reduce(name, x, dim):
     return Reference(_ffi.along(name, va.buf, d), (va, x), shape, name)
 
 
-def sum(x, dim=-1):  # noqa: A001 - the op's name
+def sum(x: ArrayLike, dim: int = -1) -> Reference:  # noqa: A001 - the op's name
     """The exact reference of x summed over dimension dim (every standard of a matmul applies)."""
     return _reduce("sum", x, dim)
 
 
-def mean(x, dim=-1):
+def mean(x: ArrayLike, dim: int = -1) -> Reference:
     """The exact reference of the mean of x over dim (option mean="divide"|"reciprocal"|"either")."""
     return _reduce("mean", x, dim)
 
 
-def max(x, dim=-1):  # noqa: A001
+def max(x: ArrayLike, dim: int = -1) -> Reference:  # noqa: A001
     """The exact reference of the maximum of x over dim (exact: NaN if any element is NaN)."""
     return _reduce("max", x, dim)
 
@@ -518,17 +531,17 @@ def _softmax_like(name, x, dim):
     return Reference(_ffi.along(name, va.buf, d), (va, x), a.shape, name)
 
 
-def softmax(x, dim=-1):
+def softmax(x: ArrayLike, dim: int = -1) -> Reference:
     """The exact reference of softmax(x) along dim (options exp_ulps=..., div="divide"|"reciprocal"|"either")."""
     return _softmax_like("softmax", x, dim)
 
 
-def log_softmax(x, dim=-1):
+def log_softmax(x: ArrayLike, dim: int = -1) -> Reference:
     """The exact reference of log_softmax(x) along dim (options exp_ulps=..., log_ulps=...)."""
     return _softmax_like("log_softmax", x, dim)
 
 
-def rmsnorm(x, weight=None, eps=1e-6):
+def rmsnorm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-6) -> Reference:
     """The exact reference of rmsnorm over x's last dimension (options mean=..., rsqrt_ulps=...)."""
     a = to_numpy(x, "x")
     format_of(a.dtype)
@@ -556,7 +569,7 @@ class Results:
         for name, r in results.items():
             setattr(self, name, r)
 
-    def all(self):
+    def all(self) -> bool:
         """True when every checked output passes."""
         return all(r.all() for r in self.results.values())
 
@@ -564,7 +577,7 @@ class Results:
         """The verdict, as all(): `assert ref.covers((y, mean, rstd))` fails when an element of any output fails."""
         return self.all()
 
-    def assert_all(self):
+    def assert_all(self) -> None:
         """Raises AssertionError with the failing outputs' reports."""
         bad = [r.report for r in self.results.values() if not r.all()]
         if bad:
@@ -628,7 +641,7 @@ class ChainReference(Reference):
         super().__init__(_ffi.chain(base._ptr, c_stages), tuple(keep), base.shape, "chain")
         self._base, self._stages = base, tuple(stages)
 
-    def emulate(self, standard, dtype="float32", options=None, **kwargs):
+    def emulate(self, standard: str, dtype: DType = "float32", options: Optional[str] = None, **kwargs: Any) -> np.ndarray:
         raise NotImplementedError("exactref: a chain is not emulated in this version")
 
 
@@ -637,7 +650,8 @@ class _MultiOutputReference(Reference):
 
     OUTPUTS = ()
 
-    def covers(self, out, standard="any_order", options=None, **kwargs):
+    def covers(self, out: Union[ArrayLike, Sequence[Optional[ArrayLike]]], standard: str = "any_order",
+               options: Optional[str] = None, **kwargs: Any) -> Union[Result, Results]:
         """Classifies the outputs against their sets. `out` is the first output, or a tuple of every output where any
         may be None (not checked). Returns Results for a tuple, a Result for the first output alone."""
         nout = len(self.OUTPUTS)
@@ -689,7 +703,9 @@ class AttentionReference(_MultiOutputReference):
     OUTPUTS = ("out", "lse")
 
 
-def attention(q, k, v, scale=None, causal=False, causal_alignment="top_left", window=None, enable_gqa=False):
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: Optional[float] = None, causal: bool = False,
+              causal_alignment: str = "top_left", window: Optional[Tuple[Optional[int], Optional[int]]] = None,
+              enable_gqa: bool = False) -> AttentionReference:
     """The reference of scaled dot-product attention (torch's scaled_dot_product_attention, flash attention): q
     [..., H, Sq, D], k and v [..., Hkv, Sk, D] and [..., Hkv, Sk, Dv]; two outputs, out = softmax(scale q k^T + mask) v
     ([..., H, Sq, Dv]) and lse ([..., H, Sq], the natural log of each row's sum of exp(scale q k^T) over its unmasked
@@ -753,7 +769,8 @@ def _quant_args(dtype, granularity, recipe):
     return qf, gran, block, recipes[_check.choice(recipe, "quantize", "recipe", tuple(recipes))]
 
 
-def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
+def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granularity = "tensor",
+             recipe: str = "amax") -> QuantizeReference:
     """The reference of quantising x to `dtype` with an amax, as Transformer Engine and torch fp8 recipes do: three
     outputs, q (x's shape), amax and scale (one per group): granularity "tensor" (one group; amax and scale of shape
     (1,) or 0-d), "row" (each row along the last dimension: x's leading shape) or ("block", n) (blocks of n along the
@@ -770,7 +787,8 @@ def quantize(x, dtype="float8_e4m3fn", granularity="tensor", recipe="amax"):
     return QuantizeReference(_ffi.quantize(va.buf, qf, gran, block, rec), (va, x), a.shape, "quantize")
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight: Optional[ArrayLike] = None,
+               bias: Optional[ArrayLike] = None, eps: float = 1e-5) -> LayerNormReference:
     """The exact reference of layernorm over x's trailing `normalized_shape` (an int or a tuple, as in torch), with
     the biased variance; outputs y, mean and rstd (options variance="two_pass"|"welford"|"either", mean=...,
     rsqrt_ulps=...)."""
