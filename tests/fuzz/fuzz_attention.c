@@ -11,8 +11,6 @@
 #include <exactref/exactref.h>
 #include "harness.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static const char *const kinds[] = {"no_mask", "causal", "causal_bottom_right", "window", "gqa"};
 REACH_TARGET(kinds)
 

@@ -13,8 +13,6 @@
 #include <exactref/mpfr.h>
 #include "harness.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 /* The kinds of call counted (harness.h): the ops by their number in the input, then the chain and the quantised
  * reference built over an accepted op. */
 enum { KIND_CHAIN = 12, KIND_QUANTIZE_REF = 13 };

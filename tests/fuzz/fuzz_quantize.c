@@ -12,8 +12,6 @@
 #include <exactref/exactref.h>
 #include "harness.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static const char *const kinds[] = {"amax", "pow2", "inverse"};
 REACH_TARGET(kinds)
 

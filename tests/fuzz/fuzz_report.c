@@ -8,8 +8,6 @@
 #include <exactref/exactref.h>
 #include "harness.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static const char *const kinds[] = {"covers", "refused"};
 REACH_TARGET(kinds)
 

@@ -7,8 +7,6 @@
 #include <exactref/exactref.h>
 #include "harness.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static const char *const kinds[] = {"parse"};
 REACH_TARGET(kinds)
 

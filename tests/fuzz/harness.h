@@ -52,6 +52,8 @@ static inline void reach_accept(int kind) {
     if (kind >= 0 && kind < reach_nkinds_) reach_kind_accepted_[kind]++;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 /* The input as a stream of bytes: 0 past its end. */
 typedef struct rd { const uint8_t *p; size_t n; } rd;
 static inline unsigned byte(rd *r) {
