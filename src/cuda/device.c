@@ -29,7 +29,7 @@ er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int n
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
     int64_t extent = 0, n = er_tensor_numel(&v);
-    for (int i = 0; i < v.ndim; i++) extent += (v.shape[i] - 1) * v.strides[i];
+    for (int i = 0; n > 0 && i < v.ndim; i++) extent += (v.shape[i] - 1) * v.strides[i]; /* an empty view spans nothing */
     size_t bytes = n ? (size_t)(extent + 1) * (size_t)(er_format_storage_bits(f) / 8) : 0;
     void *h = malloc(bytes ? bytes : 1);
     if (!h) return er__fail(ER_ERR_NOMEM, "cannot allocate %zu bytes for the host copy", bytes);

@@ -86,8 +86,9 @@ size_t er_tensor_sizeof(void) { return sizeof(er_tensor); }
 
 void er__view_bytes(const er_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     int64_t mn = 0, mx = 0;
-    for (int i = 0; i < t->ndim; i++) {
+    for (int i = 0; i < t->ndim; i++) /* no element: no byte, whatever the strides (checked only for views with elements) */
         if (t->shape[i] == 0) { *lo = *hi = (uintptr_t)t->data; return; }
+    for (int i = 0; i < t->ndim; i++) {
         int64_t reach = (t->shape[i] - 1) * t->strides[i]; /* checked not to overflow by er__tensor_check */
         if (reach < 0) mn += reach; else mx += reach;
     }

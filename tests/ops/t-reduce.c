@@ -210,6 +210,18 @@ START_TEST(empty_and_refused) {
         ck_assert_int_eq(rep.counts[ER_CLASS_EXACT], 80);
         er_report_clear(&rep);
         er_ref_free(r);
+        /* the same for the bytes a view spans, summed over its dimensions before its empty one is seen (fuzz_ops:
+         * a softmax input {4, 3, 3, 0}, its first stride INT64_MAX / 3, checked against an output written) */
+        er_tensor e2, oe;
+        ck_assert_int_eq(er_tensor_view(&e2, ER_FP8_E4M3FN, 4, (int64_t[]){4, 3, 3, 0}, (int64_t[]){INT64_MAX / 3, 0, 5, 3}, x),
+                         ER_OK);
+        ck_assert_int_eq(er_tensor_view(&oe, ER_FP32, 4, (int64_t[]){4, 3, 3, 0}, NULL, z), ER_OK);
+        ck_assert_int_eq(er_softmax(&r, &e2, -1), ER_OK);
+        ck_assert_int_eq(er_ref_rounded(&oe, r), ER_ERR_UNSUPPORTED);
+        ck_assert_int_eq(er_covers(&rep, r, &oe, &std), ER_OK);
+        ck_assert_int_eq(er_report_numel(&rep), 0);
+        er_report_clear(&rep);
+        er_ref_free(r);
     }
     ck_assert_int_eq(er_sum(&r, &t, 2), ER_ERR_INVALID);
     ck_assert_int_eq(er_sum(&r, &t, -3), ER_ERR_INVALID);
