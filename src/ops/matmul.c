@@ -476,6 +476,7 @@ er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx) {
 void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t *offb_out) {
     const er_tensor *A = &r->A, *B = &r->B;
     const er_mm_plan *pl = &r->plan;
+    if (pl->K == 0) { *offa_out = *offb_out = 0; return; } /* no product: nothing read, and empty operands' strides unchecked */
     int64_t M = pl->M, N = pl->N;
     int64_t j = idx % N, i = (idx / N) % M, bi = idx / (M * N);
     int nb = pl->nb, nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;

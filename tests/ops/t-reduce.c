@@ -222,6 +222,26 @@ START_TEST(empty_and_refused) {
         ck_assert_int_eq(er_report_numel(&rep), 0);
         er_report_clear(&rep);
         er_ref_free(r);
+        /* and for an element's operand offsets: a matmul over K = 0 whose B has a batch stride near INT64_MAX / 3
+         * (fuzz_ops: its exact value asked for through a quantised reference) is 0, no offset computed */
+        er_tensor a0, b0, q0;
+        static uint8_t qz[48];
+        ck_assert_int_eq(er_tensor_view(&a0, ER_FP32, 3, (int64_t[]){4, 3, 0}, NULL, x), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&b0, ER_FP32, 3, (int64_t[]){4, 0, 4}, (int64_t[]){INT64_MAX / 3, 1, 2}, x), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&q0, ER_FP8_E4M3FN, 3, (int64_t[]){4, 3, 4}, NULL, qz), ER_OK);
+        er_ref *mm0, *qr;
+        ck_assert_int_eq(er_matmul(&mm0, &a0, &b0), ER_OK);
+        ck_assert_int_eq(er_quantize_ref(&qr, mm0, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+        mpfr_t e0;
+        mpfr_init2(e0, 16);
+        ck_assert_int_eq(er_ref_exact_mpfr(e0, mm0, (int64_t[]){3, 2, 3}), ER_OK);
+        ck_assert(mpfr_zero_p(e0));
+        mpfr_clear(e0);
+        ck_assert_int_eq(er_covers(&rep, qr, &q0, &std), ER_OK);
+        ER_REQUIRE_PASS(&rep, "q of an empty sum");
+        er_report_clear(&rep);
+        er_ref_free(qr);
+        er_ref_free(mm0);
     }
     ck_assert_int_eq(er_sum(&r, &t, 2), ER_ERR_INVALID);
     ck_assert_int_eq(er_sum(&r, &t, -3), ER_ERR_INVALID);
