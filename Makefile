@@ -85,7 +85,7 @@ fuzz-smoke: fuzz-build
 fuzz: fuzz-build
 	@mkdir -p fuzz-findings; fail=0; for t in $(FUZZ_TARGETS); do \
 	  tmp=$$(mktemp -d); \
-	  ./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -artifact_prefix=fuzz-findings/$$t- \
+	  ./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -timeout=10 -artifact_prefix=fuzz-findings/$$t- \
 	    $$tmp tests/fuzz/corpus/$$t 2>&1 | grep -E "^#[0-9]+ +DONE|Done|ERROR|SUMMARY" || true; \
 	  ls fuzz-findings/$$t-* >/dev/null 2>&1 && fail=1; rm -rf $$tmp; \
 	done; exit $$fail

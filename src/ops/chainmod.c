@@ -680,16 +680,19 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
         } else if (er_is_unary(s->kind)) {
             /* at 256 bits: f(x) at a dyadic x != 0 is a dyadic (then exact here) or irrational, so no exact result
              * is a rounding boundary of the output that this value misses (chains.md, Lemma C8) */
-            mpfr_prec_round(x, mpfr_get_prec(x) > 256 ? mpfr_get_prec(x) : 256, MPFR_RNDN);
+            mpfr_t y; /* f of the exact x into 256 bits, whatever x's own precision (MPFR's cost follows the result's) */
+            mpfr_init2(y, 256);
             if (s->kind == ER_STAGE_SIGMOID) {
-                mpfr_neg(x, x, MPFR_RNDN);
-                mpfr_exp(x, x, MPFR_RNDN);
-                mpfr_add_ui(x, x, 1, MPFR_RNDN);
-                mpfr_ui_div(x, 1, x, MPFR_RNDN);
+                mpfr_neg(x, x, MPFR_RNDN); /* exact */
+                mpfr_exp(y, x, MPFR_RNDN);
+                mpfr_add_ui(y, y, 1, MPFR_RNDN);
+                mpfr_ui_div(y, 1, y, MPFR_RNDN);
             } else {
                 static const int fns[] = {ER_FN_EXP, ER_FN_EXP2, ER_FN_LOG, ER_FN_TANH, 0, ER_FN_ERF, ER_FN_RSQRT};
-                er_mpfr_fn(fns[s->kind - ER_STAGE_EXP], x, x, MPFR_RNDN);
+                er_mpfr_fn(fns[s->kind - ER_STAGE_EXP], y, x, MPFR_RNDN);
             }
+            mpfr_swap(x, y);
+            mpfr_clear(y);
         } else if ((s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) && s->ref) {
             /* the other reference's exact value, added or multiplied exactly (enough bits for both) */
             int64_t index[ER_MAX_DIMS];

@@ -2,14 +2,14 @@
 # The fuzz smoke of `make test`: each target a fixed number of runs from its seed corpus (new inputs go to a
 # temporary folder), then its reach (tests/fuzz/harness.h) held against the shares stated here: a target fails when
 # fewer than MIN_CALLED percent of its inputs reach a call of the code it is for, or when a kind of call is never
-# accepted. usage: smoke.sh BUILD_DIR TARGET:RUNS:MIN_CALLED ...
+# accepted; an input that runs 10 s or more (under the sanitizers) is a finding. usage: smoke.sh BUILD_DIR TARGET:RUNS:MIN_CALLED ...
 set -u
 build=$1; shift
 fail=0; passed=0
 for spec in "$@"; do
   IFS=: read -r t runs min <<<"$spec"
   tmp=$(mktemp -d)
-  if ! ER_FUZZ_REACH=$tmp/reach "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len=1024 -artifact_prefix="$tmp/" \
+  if ! ER_FUZZ_REACH=$tmp/reach "$build/tests/fuzz/fuzz_$t" -runs="$runs" -max_len=1024 -timeout=10 -artifact_prefix="$tmp/" \
        "$tmp" "tests/fuzz/corpus/$t" > "$tmp/log" 2>&1; then
     echo "fuzz_$t: FINDING"; tail -30 "$tmp/log"; fail=1; rm -rf "$tmp"; continue
   fi
