@@ -67,7 +67,7 @@ er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, con
                         (long long)o.window_left, (long long)o.window_right);
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = ER_OP_ATTENTION;
+    r->mod = &er__attention_module;
     r->A = *q;
     r->B = *k;
     r->C = *v;

@@ -33,7 +33,7 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
     ER_CHECK_NULL(base, "base");
     if (nstages < 0 || nstages > 12) return er__fail(ER_ERR_INVALID, "nstages %d: expected 0 to 12", nstages);
     if (nstages && !stages) return er__fail(ER_ERR_NULL, "stages is NULL with %d stages", nstages);
-    if (!((base->op == ER_OP_MATMUL && !base->b_is_one) || base->op == ER_OP_SUM || base->op == ER_OP_TENSOR))
+    if (!((base->mod == &er__matmul_module && !base->b_is_one) || base->mod == &er__sum_module || base->mod == &er__tensor_module))
         return er__fail(ER_ERR_UNSUPPORTED, "a chain starts from a matmul, a scaled matmul, a sum or a tensor (er_tensor_ref) "
                         "in this version (not %s)", er__op_name(base));
     for (int i = 0; i < nstages; i++) {
@@ -81,7 +81,7 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
         st[i] = stages[i];
         if (stages[i].t) { views[i] = *stages[i].t; st[i].t = &views[i]; }
     }
-    r->op = ER_OP_CHAIN;
+    r->mod = &er__chain_module;
     r->base = base;
     r->stages = st;
     r->views = views;

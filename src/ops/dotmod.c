@@ -167,7 +167,7 @@ static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_
 /* The set and exact result of one element from its summary and, for fixed orders, its accumulator set v. */
 static void er_finish(er_dot_ctx *cx, er_cset *c, er_cval *v, const er_dotsum *sm, int64_t idx) {
     double exact, rounded;
-    if (cx->ref->op == ER_OP_MEAN) {
+    if (cx->ref->mod == &er__mean_module) {
         er_mean_cval(cx, v, cx->ref->K);
         er_exact_of_mean(cx, sm, idx, &exact, &rounded);
     } else if (cx->ref->scaled) {
@@ -237,7 +237,7 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
     cx->ov_out = er__overflow_rule(cx->O, std->out_overflow);
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
-    if (ref->op == ER_OP_SOFTMAX || ref->op == ER_OP_LOG_SOFTMAX || ref->op == ER_OP_RMSNORM || ref->op == ER_OP_LAYERNORM)
+    if (ref->mod == &er__softmax_module || ref->mod == &er__log_softmax_module || ref->mod == &er__rmsnorm_module || ref->mod == &er__layernorm_module)
         return ER_OK;
     const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
     const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
@@ -286,7 +286,7 @@ static void er_record(er_dot_ctx *cx, int64_t idx, const er_cset *c) { er__sink_
  * operands). */
 er_status er__dot_element_set(er_dot_ctx *cx, const er_dot_env *env, int64_t idx, const double *a,
                                 const double *b, int64_t K, int special, er_cset *c) {
-    if (cx->ref->op == ER_OP_MAX) { er_max_set(cx, c, a, K); return ER_OK; }
+    if (cx->ref->mod == &er__max_module) { er_max_set(cx, c, a, K); return ER_OK; }
     if (!cx->have_acc) {
         ER_RETURN_IF_ERROR(er__acc_init(&cx->acc, env->base, env->top));
         cx->have_acc = 1;
@@ -653,7 +653,7 @@ static er_status er_run_ranges(er_dot_ctx *cx, int nt, int64_t n, void *(*fn)(vo
  * two conversions of tf32=nearest, or the walk over the operands; one context per share of the sinks. */
 static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    int cached = any_set && std->compute != ER_TF32 && ref->op != ER_OP_MAX;
+    int cached = any_set && std->compute != ER_TF32 && ref->mod != &er__max_module;
     /* the fast path decides an element in about the time of 32 products, a cached summary's set in about 256 */
     int nt = er__num_threads(ref->n * (cached && ref->fast ? 32 : cached ? 256 : ref->K + 64));
     ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
@@ -736,7 +736,7 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
                                int64_t K, int special) {
     er_dot_ctx *cx = vcx;
     er_cset c;
-    if (cx->ref->op == ER_OP_MAX) ER_RETURN_IF_ERROR(er__dot_element_set(cx, env, idx, a, b, K, special, &c));
+    if (cx->ref->mod == &er__max_module) ER_RETURN_IF_ERROR(er__dot_element_set(cx, env, idx, a, b, K, special, &c));
     else {
         /* the set of the fixed order alone: the exact summary, which only covers needs, is not computed */
         er_cval w;
@@ -747,7 +747,7 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
             const er_fmt_info *G;
             ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &w, &G));
         }
-        if (cx->ref->op == ER_OP_MEAN) er_mean_cval(cx, &w, cx->ref->K);
+        if (cx->ref->mod == &er__mean_module) er_mean_cval(cx, &w, cx->ref->K);
         er_cset_build(&c, cx, &w, NAN, NAN);
     }
     double v;
@@ -777,16 +777,16 @@ static er_status er_emulate_tile_cb(void *vcx, int64_t idx0, const float *vals, 
 }
 
 static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
-    int fixed = ref->op == ER_OP_MAX ||
+    int fixed = ref->mod == &er__max_module ||
                 (er__standard_is_fixed_info(std, er__fmt(ref->A.format), ref->b_is_one ? er__fmt_one() : er__fmt(ref->B.format)) &&
-                 (ref->op != ER_OP_MEAN || std->mean != 0));
+                 (ref->mod != &er__mean_module || std->mean != 0));
     if (!fixed) {
         char name[160];
         er_standard_format(std, name, sizeof name, NULL);
         const char *why = std->order == ER_ORDER_ANY ? "any_order leaves the order free"
                         : std->rounding != ER_RND_NEAREST ? "faithful rounding leaves each rounding free"
                         : (std->inner == ER_SUB_ANY || std->outer == ER_SUB_ANY) ? "inner=any or outer=any leaves an order free"
-                        : (ref->op == ER_OP_MEAN && std->mean == 0) ? "mean=either leaves the division free (state mean=divide or mean=reciprocal)"
+                        : (ref->mod == &er__mean_module && std->mean == 0) ? "mean=either leaves the division free (state mean=divide or mean=reciprocal)"
                         : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
     }
@@ -804,7 +804,7 @@ static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_stan
         ctxs[t] = &cx[t];
     }
     int conv = er_operand_conv(std), outer = 0;
-    int64_t block = st == ER_OK && ref->op == ER_OP_MATMUL && cx[0].have_plan && !cx[0].mma_chain
+    int64_t block = st == ER_OK && ref->mod == &er__matmul_module && cx[0].have_plan && !cx[0].mma_chain
                         ? er__dot_order_tile_block(&cx[0].plan, ref->K, &outer) : 0;
     if (st == ER_OK && block > 0) st = er__matmul_foreach_tile(ref, conv, block, outer, er_emulate_tile_cb, ctxs, nt);
     else if (st == ER_OK) st = er__matmul_foreach_n(ref, conv, er_emulate_cb, ctxs, nt);
@@ -827,7 +827,7 @@ static void er_rounded_of_sum(const er_fmt_info *O, const er_dotsum *sm, double 
 /* er_ref_exact of element idx. */
 static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info *O, double *exact, double *rounded) {
     double e, rd;
-    if (ref->op == ER_OP_MAX) {
+    if (ref->mod == &er__max_module) {
         int64_t offa, offb;
         er__matmul_offsets(ref, idx, &offa, &offb);
         const er_tensor *A = &ref->A;
@@ -837,7 +837,7 @@ static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info 
             if (isnan(v) || v > e) e = v;
         }
         rd = er__round_double(O, e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
-    } else if (ref->op == ER_OP_MEAN) {
+    } else if (ref->mod == &er__mean_module) {
         mpfr_t x, q;
         mpfr_init2(x, 2);
         ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, x));
@@ -892,7 +892,7 @@ static er_status er_dot_rounded(const er_ref *ref, er_tensor *out) {
 
 /* er_ref_exact_mpfr of element idx: matmul and sum. */
 static er_status er_dot_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out) {
-    if (ref->op != ER_OP_MATMUL && ref->op != ER_OP_SUM)
+    if (ref->mod != &er__matmul_module && ref->mod != &er__sum_module)
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul and sum values (this is a %s)", er__op_name(ref));
     ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, out));
     if (ref->scaled && mpfr_number_p(out)) {
@@ -929,8 +929,8 @@ static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, dou
 /* matmul: the tensor-core models, tf32 and depth=; sum: depth=; mean: depth= and mean=; max: none (it adds
  * nothing). */
 static er_status er_dot_check(const er_ref *ref, const er_standard *std) {
-    unsigned takes = ref->op == ER_OP_MATMUL ? ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH
-                   : ref->op == ER_OP_MEAN ? ER_TAKES_DEPTH | ER_TAKES_MEAN : ref->op == ER_OP_SUM ? ER_TAKES_DEPTH : 0;
+    unsigned takes = ref->mod == &er__matmul_module ? ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH
+                   : ref->mod == &er__mean_module ? ER_TAKES_DEPTH | ER_TAKES_MEAN : ref->mod == &er__sum_module ? ER_TAKES_DEPTH : 0;
     return er__standard_takes(ref, std, takes);
 }
 
@@ -959,7 +959,7 @@ static void er_dot_cursor_close(void *p) {
 
 static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const er_fmt_info *E) {
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    if (ref->op != ER_OP_MATMUL || !ref->fast || ref->scaled || !any_set || std->compute == ER_TF32) return NULL;
+    if (ref->mod != &er__matmul_module || !ref->fast || ref->scaled || !any_set || std->compute == ER_TF32) return NULL;
     er_dot_cursor *c = calloc(1, sizeof *c);
     int64_t K = ref->K > 0 ? ref->K : 1;
     if (!c) return NULL;
@@ -1024,9 +1024,12 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
     return er__dot_element_set(&c->cx, &ref->env, idx, c->va, c->vb, ref->plan.K, 0, out);
 }
 
-const er_op_module er__dot_module = {.name = "matmul", .nout = 1, .out_names = er_dot_names, .out_shape = er__out_shape_same,
-                                     .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate,
-                                     .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,
-                                     .bracket = er_dot_bracket, .cursor_open = er_dot_cursor_open,
-                                     .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,
-                                     .cursor_close = er_dot_cursor_close};
+/* matmul, sum, mean and max share one module's functions (a reduction is a matmul by a vector of ones). */
+#define ER_DOT_MODULE(op) {.name = op, .nout = 1, .out_names = er_dot_names, .out_shape = er__out_shape_same,\
+                                     .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate,\
+                                     .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,\
+                                     .bracket = er_dot_bracket, .cursor_open = er_dot_cursor_open,\
+                                     .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,\
+                                     .cursor_close = er_dot_cursor_close}
+const er_op_module er__matmul_module = ER_DOT_MODULE("matmul"), er__sum_module = ER_DOT_MODULE("sum"),
+                   er__mean_module = ER_DOT_MODULE("mean"), er__max_module = ER_DOT_MODULE("max");

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <gmp.h>
 #include <mpfr.h>
+#include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "enclose/dotorder.h"
 #include "tensor/tensor_internal.h"
@@ -386,7 +387,7 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
     if (fast >= 0) ER_RETURN_IF_ERROR(er__mem_check(32.0 * (double)n + 12.0 * inputs, "the matmul reference"));
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n);
-    r->op = ER_OP_MATMUL;
+    r->mod = &er__matmul_module;
     r->A = *A;
     r->B = *B;
     r->ndim = pl.nb + 2;
@@ -429,10 +430,10 @@ er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
 }
 
 int er_ref_fast(const er_ref *r) {
-    if (r && r->op == ER_OP_CHAIN) {
+    if (r && r->mod == &er__chain_module) {
         /* a chain decides on its fast path where its base and reference operands give single sets (chains.md) */
-        int fast = er_ref_fast(r->base) || r->base->op == ER_OP_TENSOR;
-        for (int i = 0; i < r->nstages && fast; i++) fast = !r->stages[i].ref || er_ref_fast(r->stages[i].ref) || r->stages[i].ref->op == ER_OP_TENSOR;
+        int fast = er_ref_fast(r->base) || r->base->mod == &er__tensor_module;
+        for (int i = 0; i < r->nstages && fast; i++) fast = !r->stages[i].ref || er_ref_fast(r->stages[i].ref) || r->stages[i].ref->mod == &er__tensor_module;
         return fast;
     }
     return r ? r->fast : 0;

@@ -45,8 +45,12 @@ ER_INTERNAL er_status er__out_shape_fits(const er_ref *ref, int o, const er_tens
  * NaN, and ER_OK, where an op gives no finite one). */
 ER_INTERNAL er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid, double *lo, double *hi);
 
-/* The modules of the table (er__module_of). */
-extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__dot_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module,
+/* The modules of the table (er__modules, src/ops/modules.c); a module is named here only where another module's code
+ * asks which op a reference is. */
+extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__matmul_module, er__sum_module,
+    er__mean_module, er__max_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module,
     er__attention_module;
+/* The table itself, ending in NULL. */
+extern const er_op_module *const er__modules[];
 
 #endif

@@ -6,19 +6,14 @@
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 
-const er_op_module *er__module_of(const er_ref *ref) {
-    switch (ref->op) {
-    case ER_OP_SOFTMAX: return &er__softmax_module;
-    case ER_OP_LOG_SOFTMAX: return &er__log_softmax_module;
-    case ER_OP_RMSNORM: return &er__rmsnorm_module;
-    case ER_OP_LAYERNORM: return &er__layernorm_module;
-    case ER_OP_CHAIN: return &er__chain_module;
-    case ER_OP_TENSOR: return &er__tensor_module;
-    case ER_OP_QUANTIZE: return &er__quantize_module;
-    case ER_OP_ATTENTION: return &er__attention_module;
-    default: return &er__dot_module; /* matmul, sum, mean, max */
-    }
-}
+/* Every op module; an op is added by adding its module here (docs/design.md). */
+const er_op_module *const er__modules[] = {&er__matmul_module, &er__sum_module,       &er__mean_module,
+                                           &er__max_module,    &er__softmax_module,   &er__log_softmax_module,
+                                           &er__rmsnorm_module, &er__layernorm_module, &er__chain_module,
+                                           &er__tensor_module, &er__quantize_module,  &er__attention_module,
+                                           NULL};
+
+const er_op_module *er__module_of(const er_ref *ref) { return ref->mod; }
 
 /* Maps one endpoint v of the compute set through the output conversion. Returns 0 when the whole finite part
  * is gone (every value on the far side overflows); sets flags for infinities and NaN the conversion makes. */

@@ -29,7 +29,7 @@ static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_form
                            er_scale_recipe recipe, er_ref **made) {
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = ER_OP_QUANTIZE;
+    r->mod = &er__quantize_module;
     r->ndim = ndim;
     r->n = 1;
     for (int i = 0; i < ndim; i++) { r->shape[i] = shape[i]; r->n *= shape[i]; }

@@ -6,33 +6,19 @@
  * max selects, and rounds nothing but the output conversion. */
 #include <stdio.h>
 #include "ops/module.h"
+#include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
 static const uint8_t er_one_e4m3 = 0x38; /* 1.0 in fp8 e4m3fn */
 
-const char *er__op_name(const er_ref *r) {
-    switch (r->op) {
-    case ER_OP_SUM: return "sum";
-    case ER_OP_MEAN: return "mean";
-    case ER_OP_MAX: return "max";
-    case ER_OP_SOFTMAX: return "softmax";
-    case ER_OP_LOG_SOFTMAX: return "log_softmax";
-    case ER_OP_RMSNORM: return "rmsnorm";
-    case ER_OP_LAYERNORM: return "layernorm";
-    case ER_OP_CHAIN: return r->chain_name;
-    case ER_OP_TENSOR: return "tensor";
-    case ER_OP_QUANTIZE: return "quantize";
-    case ER_OP_ATTENTION: return "attention";
-    default: return "matmul";
-    }
-}
+const char *er__op_name(const er_ref *r) { return r->mod == &er__chain_module ? r->chain_name : r->mod->name; }
 
 int64_t er__ref_numel(const er_ref *r) { return r->n; }
 
 int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
-    if (r->op == ER_OP_QUANTIZE && r->base) return er__ref_inputs(r->base, views, names, cap);
-    if (r->op == ER_OP_CHAIN) {
+    if (r->mod == &er__quantize_module && r->base) return er__ref_inputs(r->base, views, names, cap);
+    if (r->mod == &er__chain_module) {
         int n = er__ref_inputs(r->base, views, names, cap);
         for (int i = 0; i < r->nstages && n < cap; i++) {
             if (r->stages[i].t) { names[n] = "a stage's tensor"; views[n++] = r->stages[i].t; }
@@ -42,14 +28,14 @@ int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names,
     }
     const er_op_module *m = er__module_of(r);
     if (m->inputs) return m->inputs(r, views, names, cap);
-    int n = 0, mm = r->op == ER_OP_MATMUL && !r->b_is_one;
+    int n = 0, mm = r->mod == &er__matmul_module && !r->b_is_one;
     names[n] = mm ? "operand A" : "the input x";
     views[n++] = &r->A;
-    if (mm || ((r->op == ER_OP_RMSNORM || r->op == ER_OP_LAYERNORM) && r->has_weight)) {
+    if (mm || ((r->mod == &er__rmsnorm_module || r->mod == &er__layernorm_module) && r->has_weight)) {
         names[n] = mm ? "operand B" : "the weight";
         views[n++] = &r->B;
     }
-    if (r->op == ER_OP_LAYERNORM && r->has_bias) { names[n] = "the bias"; views[n++] = &r->C; }
+    if (r->mod == &er__layernorm_module && r->has_bias) { names[n] = "the bias"; views[n++] = &r->C; }
     return n;
 }
 
@@ -62,13 +48,13 @@ er_status er__check_dim(const er_tensor *x, int *dim) {
     return ER_OK;
 }
 
-static er_status er_reduce(er_ref **out, const er_tensor *x, int dim, er_op op) {
+static er_status er_reduce(er_ref **out, const er_tensor *x, int dim, const er_op_module *op) {
     er__ok();
     ER_CHECK_NULL(out, "out");
     ER_RETURN_IF_ERROR(er__check_dim(x, &dim));
     int nd = x->ndim;
     if (nd + 1 > ER_MAX_DIMS) return er__fail(ER_ERR_SIZE, "a reduction takes at most %d dimensions (x has %d)", ER_MAX_DIMS - 1, nd);
-    if (op == ER_OP_MAX && x->shape[dim] == 0) return er__fail(ER_ERR_SHAPE, "max over an empty dimension (%d) has no value", dim);
+    if (op == &er__max_module && x->shape[dim] == 0) return er__fail(ER_ERR_SHAPE, "max over an empty dimension (%d) has no value", dim);
     /* A: [other dims..., 1, K]; B: [K, 1] of ones */
     er_tensor A = *x, B;
     int j = 0;
@@ -85,7 +71,7 @@ static er_status er_reduce(er_ref **out, const er_tensor *x, int dim, er_op op) 
     B.data = &er_one_e4m3;
     er_ref *r;
     ER_RETURN_IF_ERROR(er__matmul_build(&r, &A, &B));
-    r->op = op;
+    r->mod = op;
     r->b_is_one = 1;
     r->ndim = nd - 1;
     for (int i = 0, k = 0; i < nd; i++) if (i != dim) r->shape[k++] = x->shape[i];
@@ -94,6 +80,6 @@ static er_status er_reduce(er_ref **out, const er_tensor *x, int dim, er_op op) 
     return ER_OK;
 }
 
-er_status er_sum(er_ref **out, const er_tensor *x, int dim) { return er_reduce(out, x, dim, ER_OP_SUM); }
-er_status er_mean(er_ref **out, const er_tensor *x, int dim) { return er_reduce(out, x, dim, ER_OP_MEAN); }
-er_status er_max(er_ref **out, const er_tensor *x, int dim) { return er_reduce(out, x, dim, ER_OP_MAX); }
+er_status er_sum(er_ref **out, const er_tensor *x, int dim) { return er_reduce(out, x, dim, &er__sum_module); }
+er_status er_mean(er_ref **out, const er_tensor *x, int dim) { return er_reduce(out, x, dim, &er__mean_module); }
+er_status er_max(er_ref **out, const er_tensor *x, int dim) { return er_reduce(out, x, dim, &er__max_module); }

@@ -4,10 +4,8 @@
 
 #include "core/internal.h"
 #include "exact/accum.h"
+#include "ops/module.h"
 
-typedef enum er_op { ER_OP_MATMUL = 1, ER_OP_SUM = 2, ER_OP_MEAN = 3, ER_OP_MAX = 4, ER_OP_SOFTMAX = 5, ER_OP_LOG_SOFTMAX = 6, ER_OP_RMSNORM = 7,
-               ER_OP_LAYERNORM = 8, ER_OP_CHAIN = 9, ER_OP_TENSOR = 10, ER_OP_QUANTIZE = 11,
-               ER_OP_ATTENTION = 12 } er_op;
 
 /* The shape bookkeeping of a matmul. */
 typedef struct er_mm_plan {
@@ -18,7 +16,7 @@ typedef struct er_mm_plan {
 } er_mm_plan;
 
 struct er_ref {
-    er_op op;
+    const er_op_module *mod; /* the op's module (its entry in the table of src/ops/modules.c) */
     er_mm_plan plan;
     er_tensor A, B;     /* the operands' views (not copies) */
     int ndim;           /* the op's output shape, as the user sees it */

@@ -33,7 +33,7 @@ static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, i
     er_row_job *j = v;
     const er_standard *sd = j->std;
     er_softmax_plan pl = {er__fmt(sd->compute), j->sk->O, j->sk->ov, sd->exp_ulps ? sd->exp_ulps : 2.0, sd->div,
-                          j->ref->op == ER_OP_LOG_SOFTMAX, sd->log_ulps ? sd->log_ulps : sd->fast_math == 1 ? 3.0 : 1.0,
+                          j->ref->mod == &er__log_softmax_module, sd->log_ulps ? sd->log_ulps : sd->fast_math == 1 ? 3.0 : 1.0,
                           sd->exp_fast || (sd->fast_math == 1 && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
                           sd->max_optional, sd->online, sd->fast_math == 2, sd->subnormals == ER_SUBNORMALS_FLUSH, sd->depth};
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
@@ -102,7 +102,7 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
 
 static void *er_row_run(void *arg) {
     er_row_job *j = arg;
-    if (j->ref->op == ER_OP_RMSNORM) j->st = er_rmsnorm_rows(j);
+    if (j->ref->mod == &er__rmsnorm_module) j->st = er_rmsnorm_rows(j);
     else j->st = er__softmax_foreach_range(j->ref, j->r0, j->r1, er_softmax_cb, j);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
@@ -111,7 +111,7 @@ static void *er_row_run(void *arg) {
 /* Rows along the last dimension are contiguous in the output: threads take contiguous runs of them (softmax along
  * another dimension: one thread). */
 static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
-    int row_par = ref->op == ER_OP_RMSNORM || ref->dim == ref->ndim - 1;
+    int row_par = ref->mod == &er__rmsnorm_module || ref->dim == ref->ndim - 1;
     int64_t rows = ref->K ? ref->n / ref->K : 0;
     int nt = row_par ? er__num_threads(ref->n * 256) : 1;
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
@@ -129,8 +129,8 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
  * rsqrt, math=triton, mean=. */
 static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
     unsigned takes = ER_TAKES_DEPTH | ER_TAKES_TRITON;
-    if (ref->op == ER_OP_RMSNORM) takes |= ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE;
-    else takes |= ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_FLUSH | (ref->op == ER_OP_SOFTMAX ? ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE : 0);
+    if (ref->mod == &er__rmsnorm_module) takes |= ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE;
+    else takes |= ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_FLUSH | (ref->mod == &er__softmax_module ? ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE : 0);
     ER_RETURN_IF_ERROR(er__standard_takes(ref, std, takes));
     if (std->depth && std->online)
         return er__fail(ER_ERR_UNSUPPORTED, "depth= with online= is not modelled in this version");
@@ -138,9 +138,9 @@ static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
         return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
     if (std->online && std->max_optional)
         return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
-    if (ref->op == ER_OP_SOFTMAX && std->log_ulps != 0)
+    if (ref->mod == &er__softmax_module && std->log_ulps != 0)
         return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
-    if (ref->op == ER_OP_LOG_SOFTMAX && std->div != 0)
+    if (ref->mod == &er__log_softmax_module && std->div != 0)
         return er__fail(ER_ERR_STANDARD, "div= applies to softmax, not to log_softmax (it divides nothing)");
     return er__rows_standard(ref, std);
 }

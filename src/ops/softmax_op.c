@@ -1,16 +1,17 @@
 /* softmax_op.c: the softmax reference: validation and the walk over rows (the set is src/enclose/softmax.c). */
 #include <math.h>
 #include <stdlib.h>
+#include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
-static er_status er_softmax_like(er_ref **out, const er_tensor *x, int dim, er_op op) {
+static er_status er_softmax_like(er_ref **out, const er_tensor *x, int dim, const er_op_module *op) {
     ER_CHECK_NULL(out, "out");
     ER_RETURN_IF_ERROR(er__check_dim(x, &dim));
     int nd = x->ndim;
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = op;
+    r->mod = op;
     r->A = *x;
     r->dim = dim;
     r->ndim = nd;
@@ -23,12 +24,12 @@ static er_status er_softmax_like(er_ref **out, const er_tensor *x, int dim, er_o
 
 er_status er_softmax(er_ref **out, const er_tensor *x, int dim) {
     er__ok();
-    return er_softmax_like(out, x, dim, ER_OP_SOFTMAX);
+    return er_softmax_like(out, x, dim, &er__softmax_module);
 }
 
 er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim) {
     er__ok();
-    return er_softmax_like(out, x, dim, ER_OP_LOG_SOFTMAX);
+    return er_softmax_like(out, x, dim, &er__log_softmax_module);
 }
 
 er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps) {
@@ -45,7 +46,7 @@ er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, 
             return er__fail(ER_ERR_SHAPE, "weight must be a vector of the normalised length %lld", (long long)n);
     }
     er_ref *r = NULL;
-    ER_RETURN_IF_ERROR(er_softmax_like(&r, x, -1, ER_OP_RMSNORM));
+    ER_RETURN_IF_ERROR(er_softmax_like(&r, x, -1, &er__rmsnorm_module));
     if (weight) { r->B = *weight; r->has_weight = 1; }
     r->eps = eps;
     *out = r;
@@ -76,7 +77,7 @@ er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, co
     }
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = ER_OP_LAYERNORM;
+    r->mod = &er__layernorm_module;
     r->A = *x;
     r->ndim = nd;
     for (int i = 0; i < nd; i++) r->shape[i] = x->shape[i];

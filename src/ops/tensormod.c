@@ -16,7 +16,7 @@ er_status er_tensor_ref(er_ref **out, const er_tensor *x) {
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
     er_ref *r = calloc(1, sizeof *r);
     if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->op = ER_OP_TENSOR;
+    r->mod = &er__tensor_module;
     r->A = *x;
     r->a_row_major = er__row_major(x);
     r->ndim = x->ndim;
