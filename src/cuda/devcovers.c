@@ -156,7 +156,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     const er_tensor *A = arg->A, *B = arg->B, *out = arg->out;
     void *stream = arg->stream;
     er_status st = ER_OK;
-    const er_mm_plan *pl = &ref->plan;
+    const er_mm_plan *pl = &er__dot(ref)->plan;
     const er_fmt_info *fa = er__fmt(A->format), *fb = er__fmt(B->format), *fo = er__fmt(out->format);
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     int loadable_a = fa->p <= 24 && (fa->bits <= 16 || A->format == ER_FP32), loadable_b = fb->p <= 24 && (fb->bits <= 16 || B->format == ER_FP32);
@@ -284,7 +284,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
             if (e == cudaSuccess) e = cudaMemcpyAsync(dpend, hp, sizeof(int64_t) * (size_t)np, cudaMemcpyHostToDevice, s);
         }
         er__matmul_env(ref, -1, &(er_dense_stats){hst[0].emin_lsb, hst[0].emin, hst[0].emax, hst[0].qmin, hst[0].any_nonzero},
-                       &(er_dense_stats){hst[1].emin_lsb, hst[1].emin, hst[1].emax, hst[1].qmin, hst[1].any_nonzero}, &arg->ref->env);
+                       &(er_dense_stats){hst[1].emin_lsb, hst[1].emin, hst[1].emax, hst[1].qmin, hst[1].any_nonzero}, &er__dot(arg->ref)->env);
         int share = 0;
         for (int64_t c0 = 0; c0 < np && st == ER_OK && e == cudaSuccess; c0 += chunk) {
             int64_t cn = np - c0 < chunk ? np - c0 : chunk;
@@ -304,7 +304,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
                 st = er__dot_ctx_init(&cx[t], ref, out, std);
                 if (st != ER_OK) break;
                 cx[t].sk = er__sinks_at(sks, share + t, 0);
-                jobs[t] = (er_devrest_job){&cx[t], &ref->env, hp + c0, rows, ys, cn * t / nt, cn * (t + 1) / nt, K, ER_OK};
+                jobs[t] = (er_devrest_job){&cx[t], &er__dot(ref)->env, hp + c0, rows, ys, cn * t / nt, cn * (t + 1) / nt, K, ER_OK};
             }
             if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_devrest_run);
             for (int t = 0; t < made; t++) {
@@ -329,7 +329,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
             if (st == ER_OK && e == cudaSuccess) st = er__dot_ctx_init(&cw, ref, out, std);
             if (st == ER_OK && e == cudaSuccess) {
                 cw.sk = s0;
-                er_devrest_job job = {&cw, &ref->env, &gidx, one, &y, 0, 1, K, ER_OK};
+                er_devrest_job job = {&cw, &er__dot(ref)->env, &gidx, one, &y, 0, 1, K, ER_OK};
                 er_devrest_widest(&job);
                 st = job.st;
                 er__dot_ctx_clear(&cw);

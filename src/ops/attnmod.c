@@ -12,6 +12,17 @@
 #include "enclose/ival.h"
 #include "enclose/mma.h"
 
+/* The state of an attention reference: q, k and v (views, not copies); heads, sequence lengths, head dimensions and
+ * batches; rows = nbatch * heads * sq (the LSE's elements), K = sk; the scale (0: 1/sqrt(dh)) and the mask. */
+typedef struct er_attn_state {
+    er_tensor q, k, v;
+    int64_t heads, kv_heads, sq, sk, dh, dv, nbatch, rows, K;
+    double scale;
+    int causal, bottom_right, window;
+    int64_t win_l, win_r;
+} er_attn_state;
+static er_attn_state *er__attn(const er_ref *r) { return (er_attn_state *)r->priv; }
+
 size_t er_attention_opts_sizeof(void) { return sizeof(er_attention_opts); }
 
 er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v, const er_attention_opts *opts) {
@@ -65,33 +76,32 @@ er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, con
     if (o.window && (o.window_left < 0 || o.window_right < 0))
         return er__fail(ER_ERR_INVALID, "the window's left and right sizes must be nonnegative (got %lld and %lld)",
                         (long long)o.window_left, (long long)o.window_right);
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->mod = &er__attention_module;
-    r->A = *q;
-    r->B = *k;
-    r->C = *v;
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__attention_module));
+    er__attn(r)->q = *q;
+    er__attn(r)->k = *k;
+    er__attn(r)->v = *v;
     r->ndim = nd;
     int64_t nb = 1;
     for (int i = 0; i < nd; i++) r->shape[i] = q->shape[i];
     for (int i = 0; i < nl; i++) nb *= q->shape[i];
     r->shape[nd - 1] = Dv;
-    r->heads = H;
-    r->kv_heads = Hkv;
-    r->sq = Sq;
-    r->sk = Sk;
-    r->dh = D;
-    r->dv = Dv;
-    r->nbatch = nb;
-    r->rows = nb * H * Sq;
-    r->n = r->rows * Dv;
-    r->K = Sk;
-    r->scale = o.scale;
-    r->causal = o.causal;
-    r->bottom_right = o.bottom_right;
-    r->window = o.window;
-    r->win_l = o.window_left;
-    r->win_r = o.window_right;
+    er__attn(r)->heads = H;
+    er__attn(r)->kv_heads = Hkv;
+    er__attn(r)->sq = Sq;
+    er__attn(r)->sk = Sk;
+    er__attn(r)->dh = D;
+    er__attn(r)->dv = Dv;
+    er__attn(r)->nbatch = nb;
+    er__attn(r)->rows = nb * H * Sq;
+    r->n = er__attn(r)->rows * Dv;
+    er__attn(r)->K = Sk;
+    er__attn(r)->scale = o.scale;
+    er__attn(r)->causal = o.causal;
+    er__attn(r)->bottom_right = o.bottom_right;
+    er__attn(r)->window = o.window;
+    er__attn(r)->win_l = o.window_left;
+    er__attn(r)->win_r = o.window_right;
     *out = r;
     return ER_OK;
 }
@@ -114,7 +124,7 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
         /* per product: rounding to nearest in any order, 1 (each product rounded at most once, each addition once);
          * the tensor cores of sm80 and later, (beta + u) / k: fp16 and bf16 1.5 (sm80: k = 8, beta + u = 12u), tf32 2
          * (k = 4, 8u). fp32 operands reach tensor cores only as tf32 (compute=tf32); fp8 ones are not held (mma:) */
-        const er_fmt_info *ops[3] = {er__fmt(ref->A.format), er__fmt(ref->B.format), er__fmt(ref->C.format)};
+        const er_fmt_info *ops[3] = {er__fmt(er__attn(ref)->q.format), er__fmt(er__attn(ref)->k.format), er__fmt(er__attn(ref)->v.format)};
         *cp = 1;
         for (int i = 0; i < 3; i++) {
             double c = tf ? 2.0 : ops[i]->p <= 4 ? 2.0 : ops[i]->p <= 11 ? 1.5 * (1 + 0x1p-20) : 1.0;
@@ -122,8 +132,8 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
         }
         return ER_OK;
     }
-    const er_fmt_info *fq = er__fmt(tf ? ER_TF32 : ref->A.format), *fk = er__fmt(tf ? ER_TF32 : ref->B.format),
-                      *fv = er__fmt(tf ? ER_TF32 : ref->C.format);
+    const er_fmt_info *fq = er__fmt(tf ? ER_TF32 : er__attn(ref)->q.format), *fk = er__fmt(tf ? ER_TF32 : er__attn(ref)->k.format),
+                      *fv = er__fmt(tf ? ER_TF32 : er__attn(ref)->v.format);
     er_mma_params a, b;
     ER_RETURN_IF_ERROR(er__mma_params(std->mma_arch, fq, fk, 0, &a));
     ER_RETURN_IF_ERROR(er__mma_params(std->mma_arch, fv, fv, 0, &b));
@@ -177,9 +187,9 @@ static int64_t er_attn_base(const er_tensor *t, int64_t b, int64_t h) {
 
 /* Decodes kv head (b, g): k, v, the keys' norm bounds and the prefix counts of keys with a value not finite. */
 static void er_attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, double *kn, int64_t *bad) {
-    const er_tensor *K = &r->B, *V = &r->C;
+    const er_tensor *K = &er__attn(r)->k, *V = &er__attn(r)->v;
     int nd = K->ndim;
-    int64_t D = r->dh, Dv = r->dv, Sk = r->sk;
+    int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
     int64_t ko = er_attn_base(K, b, g), vo = er_attn_base(V, b, g);
     bad[0] = 0;
     for (int64_t j = 0; j < Sk; j++) {
@@ -216,7 +226,7 @@ typedef struct er_attn_rowctx {
 /* The plan for the standard (sets) and the output formats O and L (exact values), and the row buffers. */
 static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_standard *std, const er_fmt_info *O,
                                   er_overflow ov_o, const er_fmt_info *L, er_overflow ov_l) {
-    int64_t D = r->dh, Dv = r->dv, Sk = r->sk;
+    int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
     memset(c, 0, sizeof *c);
     c->r = r;
     c->cur_b = c->cur_g = -1;
@@ -227,7 +237,7 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
     pl->L = L;
     pl->ov_l = ov_l;
     pl->u = 0x1p-24;
-    const er_fmt_info *Vf = er__fmt(r->C.format);
+    const er_fmt_info *Vf = er__fmt(er__attn(r)->v.format);
     pl->uv = ldexp(1.0, -Vf->p);
     pl->etav = Vf->min_sub;
     pl->uin = std->compute == ER_TF32 ? 0x1p-11 : 0.0;
@@ -241,15 +251,15 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
     pl->kv_block = std->kv_block ? std->kv_block : 16;
     pl->psum_fp32 = std->p_sum == 1;
     if (std->qk_scale == 1) {
-        const er_fmt_info *Qf = er__fmt(r->A.format), *Kf = er__fmt(r->B.format);
+        const er_fmt_info *Qf = er__fmt(er__attn(r)->q.format), *Kf = er__fmt(er__attn(r)->k.format);
         pl->uq = ldexp(1.0, -Qf->p);
         pl->uk = ldexp(1.0, -Kf->p);
         pl->etaq = Qf->min_sub;
         pl->etak = Kf->min_sub;
         pl->qkmax = Qf->max < Kf->max ? Qf->max : Kf->max;
     }
-    pl->sc_default = r->scale == 0;
-    pl->sc = r->scale != 0 ? r->scale : 1.0 / sqrt((double)D);
+    pl->sc_default = er__attn(r)->scale == 0;
+    pl->sc = er__attn(r)->scale != 0 ? er__attn(r)->scale : 1.0 / sqrt((double)D);
     c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));
     c->bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
     c->ocv = malloc(sizeof(er_cval) * (size_t)(Dv + 1));
@@ -277,24 +287,24 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
 /* Row `row`'s sets and exact results (ocv, oex, ord; lcv, lex, lrd). */
 static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     const er_ref *r = c->r;
-    int64_t D = r->dh, Sk = r->sk, Sq = r->sq, H = r->heads, grp = r->heads / r->kv_heads;
+    int64_t D = er__attn(r)->dh, Sk = er__attn(r)->sk, Sq = er__attn(r)->sq, H = er__attn(r)->heads, grp = er__attn(r)->heads / er__attn(r)->kv_heads;
     int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H), g = h / grp;
     if (b != c->cur_b || g != c->cur_g) {
         er_attn_load_kv(r, b, g, c->kb, c->vb, c->kn, c->bad);
         c->cur_b = b;
         c->cur_g = g;
     }
-    const er_tensor *Q = &r->A;
+    const er_tensor *Q = &er__attn(r)->q;
     int nd = Q->ndim;
     int64_t qo = er_attn_base(Q, b, h) + i * Q->strides[nd - 2];
     for (int64_t d = 0; d < D; d++) c->qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
     /* the unmasked keys: j0 .. j1 */
-    int64_t ii = i + (r->bottom_right ? Sk - Sq : 0), j0 = 0, j1 = Sk - 1;
-    if (r->causal && ii < j1) j1 = ii;
-    if (r->window) {
+    int64_t ii = i + (er__attn(r)->bottom_right ? Sk - Sq : 0), j0 = 0, j1 = Sk - 1;
+    if (er__attn(r)->causal && ii < j1) j1 = ii;
+    if (er__attn(r)->window) {
         /* compared as distances from the query (small), so a window of up to INT64_MAX keys never overflows */
-        if (ii - j0 > r->win_l) j0 = ii - r->win_l;
-        if (j1 - ii > r->win_r) j1 = ii + r->win_r;
+        if (ii - j0 > er__attn(r)->win_l) j0 = ii - er__attn(r)->win_l;
+        if (j1 - ii > er__attn(r)->win_r) j1 = ii + er__attn(r)->win_r;
     }
     int64_t n = j1 >= j0 ? j1 - j0 + 1 : 0;
     return er__attn_row(&c->pl, &c->kv, c->qr, n ? j0 : 0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
@@ -305,7 +315,7 @@ static er_status er_attn_rows(er_attn_job *j) {
     const er_fmt_info *F32 = er__fmt(ER_FP32);
     er_status st = er_attn_ctx_open(&c, j->ref, j->std, j->so ? j->so->O : F32, j->so ? j->so->ov : ER_OVERFLOW_IEEE,
                                     j->sl ? j->sl->O : F32, j->sl ? j->sl->ov : ER_OVERFLOW_IEEE);
-    int64_t Dv = j->ref->dv;
+    int64_t Dv = er__attn(j->ref)->dv;
     for (int64_t row = j->r0; row < j->r1 && st == ER_OK; row++) {
         st = er_attn_ctx_row(&c, row);
         if (st != ER_OK) break;
@@ -331,10 +341,10 @@ static er_status er_attn_exact(const er_ref *ref, int64_t idx, const er_fmt_info
     ER_RETURN_IF_ERROR(er_standard_init(&std));
     er_attn_rowctx c;
     er_status st = er_attn_ctx_open(&c, ref, &std, f, ER_OVERFLOW_DEFAULT, er__fmt(ER_FP32), ER_OVERFLOW_IEEE);
-    if (st == ER_OK) st = er_attn_ctx_row(&c, idx / ref->dv);
+    if (st == ER_OK) st = er_attn_ctx_row(&c, idx / er__attn(ref)->dv);
     if (st == ER_OK) {
-        if (exact) *exact = c.oex[idx % ref->dv];
-        if (rounded) *rounded = c.ord[idx % ref->dv];
+        if (exact) *exact = c.oex[idx % er__attn(ref)->dv];
+        if (rounded) *rounded = c.ord[idx % er__attn(ref)->dv];
     }
     er_attn_ctx_close(&c);
     return st;
@@ -346,9 +356,9 @@ static er_status er_attn_rounded(const er_ref *ref, er_tensor *out) {
     ER_RETURN_IF_ERROR(er_standard_init(&std));
     er_attn_rowctx c;
     er_status st = er_attn_ctx_open(&c, ref, &std, er__fmt(out->format), ER_OVERFLOW_DEFAULT, er__fmt(ER_FP32), ER_OVERFLOW_IEEE);
-    for (int64_t row = 0; row < ref->rows && st == ER_OK; row++) {
+    for (int64_t row = 0; row < er__attn(ref)->rows && st == ER_OK; row++) {
         st = er_attn_ctx_row(&c, row);
-        for (int64_t d = 0; d < ref->dv && st == ER_OK; d++) er__store_value(out, row * ref->dv + d, c.ord[d], ER_OVERFLOW_DEFAULT);
+        for (int64_t d = 0; d < er__attn(ref)->dv && st == ER_OK; d++) er__store_value(out, row * er__attn(ref)->dv + d, c.ord[d], ER_OVERFLOW_DEFAULT);
     }
     er_attn_ctx_close(&c);
     return st;
@@ -362,11 +372,11 @@ static void *er_attn_run(void *arg) {
 }
 
 static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
-    int64_t rows = ref->rows, per = ref->sk * (ref->dh + 2 * ref->dv + 4);
+    int64_t rows = er__attn(ref)->rows, per = er__attn(ref)->sk * (er__attn(ref)->dh + 2 * er__attn(ref)->dv + 4);
     int nt = er__num_threads(rows * (per > 0 ? per : 1));
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
     /* each thread's kv head and row: about 8 bytes per key and dimension, 100 per key and column of scratch */
-    ER_RETURN_IF_ERROR(er__mem_check((8.0 * (double)ref->sk * (double)(ref->dh + ref->dv + 8) + 100.0 * (double)(ref->dv + 1)) * nt,
+    ER_RETURN_IF_ERROR(er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + er__attn(ref)->dv + 8) + 100.0 * (double)(er__attn(ref)->dv + 1)) * nt,
                                      "the attention heads' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_attn_job jobs[ER_MAX_THREADS];
@@ -380,7 +390,7 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
 /* q, k and v, for the report's input checks (er__ref_inputs). */
 static int er_attn_inputs(const er_ref *ref, const er_tensor **views, const char **names, int cap) {
     static const char *const qkv[3] = {"q", "k", "v"};
-    const er_tensor *t[3] = {&ref->A, &ref->B, &ref->C};
+    const er_tensor *t[3] = {&er__attn(ref)->q, &er__attn(ref)->k, &er__attn(ref)->v};
     int n = cap < 3 ? cap : 3;
     for (int i = 0; i < n; i++) { names[i] = qkv[i]; views[i] = t[i]; }
     return n;
@@ -389,5 +399,6 @@ static int er_attn_inputs(const er_ref *ref, const er_tensor **views, const char
 static const char *const er_attn_names[2] = {"out", "lse"};
 
 const er_op_module er__attention_module = {.name = "attention", .nout = 2, .out_names = er_attn_names, .out_shape = er_attn_out_shape,
+                                           .priv_size = sizeof(er_attn_state),
                                            .check = er_attn_check, .covers = er_attn_covers, .exact = er_attn_exact,
                                            .rounded = er_attn_rounded, .inputs = er_attn_inputs};

@@ -27,13 +27,44 @@ size_t er_stage_sizeof(void) { return sizeof(er_stage); }
 static int er_is_unary(er_stage_kind k) { return k >= ER_STAGE_EXP && k <= ER_STAGE_RSQRT; }
 static int er_is_activation(er_stage_kind k) { return k == ER_STAGE_GELU || k == ER_STAGE_SILU || k == ER_STAGE_GELU_TANH; }
 
+/* The state of a chain: the base reference (not owned) and the stages, their tensors' views copied into views[]. */
+#define ER_CHAIN_MAX 12
+typedef struct er_chain_state {
+    const er_ref *base;
+    er_stage stages[ER_CHAIN_MAX];
+    er_tensor views[ER_CHAIN_MAX];
+    int nstages;
+    char chain_name[32]; /* the base's name and the stages', as reports show them: "matmul+add+relu+cast" */
+} er_chain_state;
+static er_chain_state *er__chain(const er_ref *r) { return (er_chain_state *)r->priv; }
+
+/* The base's inputs, then each stage's tensor or reference's inputs. */
+static int er_chain_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    const er_chain_state *c = er__chain(r);
+    int n = er__ref_inputs(c->base, views, names, cap);
+    for (int i = 0; i < c->nstages && n < cap; i++) {
+        if (c->stages[i].t) { names[n] = "a stage's tensor"; views[n++] = c->stages[i].t; }
+        if (c->stages[i].ref) n += er__ref_inputs(c->stages[i].ref, views + n, names + n, cap - n);
+    }
+    return n;
+}
+
+/* A chain decides on its fast path where its base and reference operands give single sets (chains.md). */
+static int er_chain_fast(const er_ref *r) {
+    const er_chain_state *c = er__chain(r);
+    int fast = er_ref_fast(c->base) || c->base->mod == &er__tensor_module;
+    for (int i = 0; i < c->nstages && fast; i++)
+        fast = !c->stages[i].ref || er_ref_fast(c->stages[i].ref) || c->stages[i].ref->mod == &er__tensor_module;
+    return fast;
+}
+
 er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int nstages) {
     er__ok();
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(base, "base");
-    if (nstages < 0 || nstages > 12) return er__fail(ER_ERR_INVALID, "nstages %d: expected 0 to 12", nstages);
+    if (nstages < 0 || nstages > ER_CHAIN_MAX) return er__fail(ER_ERR_INVALID, "nstages %d: expected 0 to %d", nstages, ER_CHAIN_MAX);
     if (nstages && !stages) return er__fail(ER_ERR_NULL, "stages is NULL with %d stages", nstages);
-    if (!((base->mod == &er__matmul_module && !base->b_is_one) || base->mod == &er__sum_module || base->mod == &er__tensor_module))
+    if (!((base->mod == &er__matmul_module && !er__dot(base)->b_is_one) || base->mod == &er__sum_module || base->mod == &er__tensor_module))
         return er__fail(ER_ERR_UNSUPPORTED, "a chain starts from a matmul, a scaled matmul, a sum or a tensor (er_tensor_ref) "
                         "in this version (not %s)", er__op_name(base));
     for (int i = 0; i < nstages; i++) {
@@ -70,38 +101,31 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
             return er__fail(ER_ERR_INVALID, "stage %d: unknown kind %d", i, (int)s->kind);
         }
     }
-    er_ref *r = calloc(1, sizeof *r);
-    er_stage *st = calloc((size_t)(nstages ? nstages : 1), sizeof *st);
-    er_tensor *views = calloc((size_t)(nstages ? nstages : 1), sizeof *views);
-    if (!r || !st || !views) {
-        free(r); free(st); free(views);
-        return er__fail(ER_ERR_NOMEM, "cannot allocate a chain of %d stages", nstages);
-    }
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__chain_module));
+    er_stage *st = er__chain(r)->stages;
     for (int i = 0; i < nstages; i++) {
         st[i] = stages[i];
-        if (stages[i].t) { views[i] = *stages[i].t; st[i].t = &views[i]; }
+        if (stages[i].t) { er__chain(r)->views[i] = *stages[i].t; st[i].t = &er__chain(r)->views[i]; }
     }
-    r->mod = &er__chain_module;
-    r->base = base;
-    r->stages = st;
-    r->views = views;
-    r->nstages = nstages;
+    er__chain(r)->base = base;
+    er__chain(r)->nstages = nstages;
     static const char *const kinds[15] = {"", "add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log", "tanh",
                                           "sigmoid", "erf", "rsqrt", "gelu_tanh"};
-    int len = snprintf(r->chain_name, sizeof r->chain_name, "%s", er__op_name(base));
-    for (int i = 0; i < nstages && len < (int)sizeof r->chain_name; i++)
-        len += snprintf(r->chain_name + len, sizeof r->chain_name - (size_t)len, "+%s", kinds[stages[i].kind]);
+    int len = snprintf(er__chain(r)->chain_name, sizeof er__chain(r)->chain_name, "%s", er__op_name(base));
+    for (int i = 0; i < nstages && len < (int)sizeof er__chain(r)->chain_name; i++)
+        len += snprintf(er__chain(r)->chain_name + len, sizeof er__chain(r)->chain_name - (size_t)len, "+%s", kinds[stages[i].kind]);
     r->ndim = base->ndim;
     memcpy(r->shape, base->shape, sizeof r->shape);
     r->n = base->n;
-    r->K = base->K;
+    r->name = er__chain(r)->chain_name;
     *out = r;
     return ER_OK;
 }
 
 /* The standard applies to the base; the stages compute in its compute format, and no cast is wider than it. */
 static er_status er_chain_check(const er_ref *ref, const er_standard *std) {
-    const er_ref *base = ref->base;
+    const er_ref *base = er__chain(ref)->base;
     /* math=triton is the stages' (Triton's fp32 lowering of exp, exp2, log, rsqrt, sigmoid); the base's standard
      * is the rest */
     if (std->fast_math == 1)
@@ -111,13 +135,13 @@ static er_status er_chain_check(const er_ref *ref, const er_standard *std) {
     er_standard bs = *std;
     bs.fast_math = 0;
     ER_RETURN_IF_ERROR(er__module_of(base)->check(base, &bs));
-    for (int i = 0; i < ref->nstages; i++)
-        if (ref->stages[i].ref) ER_RETURN_IF_ERROR(er__module_of(ref->stages[i].ref)->check(ref->stages[i].ref, &bs));
+    for (int i = 0; i < er__chain(ref)->nstages; i++)
+        if (er__chain(ref)->stages[i].ref) ER_RETURN_IF_ERROR(er__module_of(er__chain(ref)->stages[i].ref)->check(er__chain(ref)->stages[i].ref, &bs));
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
-    for (int i = 0; i < ref->nstages; i++)
-        if (ref->stages[i].kind == ER_STAGE_CAST && er__fmt(ref->stages[i].format)->p > E->p)
+    for (int i = 0; i < er__chain(ref)->nstages; i++)
+        if (er__chain(ref)->stages[i].kind == ER_STAGE_CAST && er__fmt(er__chain(ref)->stages[i].format)->p > E->p)
             return er__fail(ER_ERR_STANDARD, "stage %d casts to %s, wider than the compute format %s the stages run in", i,
-                            er__fmt(ref->stages[i].format)->name, E->name);
+                            er__fmt(er__chain(ref)->stages[i].format)->name, E->name);
     return ER_OK;
 }
 
@@ -637,8 +661,8 @@ static mpfr_prec_t er_prec_capped(mpfr_prec_t p) { return p > ER_CHAIN_PREC_CAP 
 /* The stages applied exactly to x (element idx): add and mul at enough bits (up to the cap, then rounded to odd),
  * relu; a cast is the kernel's storage rounding, not part of the real function. */
 static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
-    for (int i = 0; i < ref->nstages; i++) {
-        const er_stage *s = &ref->stages[i];
+    for (int i = 0; i < er__chain(ref)->nstages; i++) {
+        const er_stage *s = &er__chain(ref)->stages[i];
         if (s->kind == ER_STAGE_RELU) {
             if (mpfr_sgn(x) < 0) mpfr_set_zero(x, 1);
         } else if (er_is_activation(s->kind)) {
@@ -756,8 +780,8 @@ static double er_unary_double(er_stage_kind kind, double x) {
  * function. 0 where a value is not finite. */
 static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h, const double *opl, const double *oph) {
     double a = *l, b = *h;
-    for (int i = 0; i < ref->nstages && isfinite(a) && isfinite(b); i++) {
-        const er_stage *s = &ref->stages[i];
+    for (int i = 0; i < er__chain(ref)->nstages && isfinite(a) && isfinite(b); i++) {
+        const er_stage *s = &er__chain(ref)->stages[i];
         if (s->kind == ER_STAGE_RELU) { a = a > 0 ? a : 0.0; b = b > 0 ? b : 0.0; continue; }
         if (er_is_activation(s->kind)) {
             /* not monotone: the values at the ends (libm's erf, exp, within a few double ulps), widened by the
@@ -816,7 +840,7 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
     int64_t index[ER_MAX_DIMS];
     er__index_of(ref, idx, index);
     double e, lo, hi;
-    ER_RETURN_IF_ERROR(er__ref_bracket(ref->base, idx, &e, &lo, &hi));
+    ER_RETURN_IF_ERROR(er__ref_bracket(er__chain(ref)->base, idx, &e, &lo, &hi));
     if (isfinite(e) && isfinite(lo) && isfinite(hi)) {
         /* first in double: the chain over the bracket, widened outward at each stage; where both ends round alike
          * in the output, that is the correctly rounded result (the chain is monotone in S) */
@@ -830,7 +854,7 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
             }
         }
         int monotone = 1;
-        for (int i = 0; i < ref->nstages; i++) monotone &= !er_is_activation(ref->stages[i].kind);
+        for (int i = 0; i < er__chain(ref)->nstages; i++) monotone &= !er_is_activation(er__chain(ref)->stages[i].kind);
         double r[3] = {0, 1, 0};
         for (int k = 0; k < 3 && monotone; k++) {
             mpfr_set_prec(x, 64);
@@ -842,7 +866,7 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
         if (monotone && (r[0] == r[1] || (isnan(r[0]) && isnan(r[1])))) { *rounded = r[0]; return ER_OK; }
     }
     mpfr_set_prec(x, 64);
-    ER_RETURN_IF_ERROR(er_ref_exact_mpfr(x, ref->base, index));
+    ER_RETURN_IF_ERROR(er_ref_exact_mpfr(x, er__chain(ref)->base, index));
     er_chain_stages_mpfr(ref, idx, x);
     *exact = mpfr_get_d(x, MPFR_RNDN);
     *rounded = er__round_mpfr(sk->O, x, ER_ROUND_NEAREST, sk->ov);
@@ -875,10 +899,10 @@ static void er_cval_of_cset(er_cval *v, const er_cset *c) {
 /* Stage i applied to v (with the next, where a mul then add may be fused): the index of the stage after them. */
 static int er_chain_step(const er_ref *ref, const er_standard *std, const er_fmt_info *E, int64_t idx, int i, er_cval *v,
                          const er_cval *w) {
-    const er_stage *s = &ref->stages[i];
+    const er_stage *s = &er__chain(ref)->stages[i];
     const er_cval *wi = s->ref ? &w[i] : NULL;
-    if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
-        er_mul_add(v, s, &ref->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS, wi, ref->stages[i + 1].ref ? &w[i + 1] : NULL);
+    if (s->kind == ER_STAGE_MUL && i + 1 < er__chain(ref)->nstages && er__chain(ref)->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
+        er_mul_add(v, s, &er__chain(ref)->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS, wi, er__chain(ref)->stages[i + 1].ref ? &w[i + 1] : NULL);
         return i + 2;
     }
     er_stage_apply(v, s, E, idx, std->fast_math == 2, wi);
@@ -887,7 +911,7 @@ static int er_chain_step(const er_ref *ref, const er_standard *std, const er_fmt
 
 static er_status er_chain_cset(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk, int64_t idx,
                                er_cval *v, const er_cval *w, const double *bl, const double *bh, mpfr_t x, er_cset *c) {
-    for (int i = 0; i < ref->nstages;) i = er_chain_step(ref, std, E, idx, i, v, w);
+    for (int i = 0; i < er__chain(ref)->nstages;) i = er_chain_step(ref, std, E, idx, i, v, w);
     double exact = NAN, rounded = NAN;
     ER_RETURN_IF_ERROR(er_chain_exact(ref, idx, sk, x, &exact, &rounded, bl, bh));
     er__cset_build(c, sk->O, sk->ov, 1, v, exact, rounded);
@@ -901,7 +925,7 @@ static int er_chain_trace(const er_ref *ref, const er_standard *std, const er_fm
                           const er_cval *v0, const er_cval *w, double y) {
     er_cval v = *v0;
     int found = -1;
-    for (int i = 0; i < ref->nstages && isfinite(y);) {
+    for (int i = 0; i < er__chain(ref)->nstages && isfinite(y);) {
         er_cset c;
         er__cset_build(&c, sk->O, sk->ov, 0, &v, NAN, NAN);
         if (y >= c.lo && y <= c.hi && !c.nan_req) found = i;
@@ -933,8 +957,8 @@ static void *er_chain_run(void *arg) {
         er_cval v, w[12];
         double bl[12], bh[12];
         er__cval_of_enclosure(&v, j->lo[idx], j->hi[idx], j->fl[idx]);
-        for (int i = 0; i < ref->nstages; i++) {
-            if (!ref->stages[i].ref) continue;
+        for (int i = 0; i < er__chain(ref)->nstages; i++) {
+            if (!er__chain(ref)->stages[i].ref) continue;
             bl[i] = j->obl[i][idx];
             bh[i] = j->obh[i][idx];
             er__cval_of_enclosure(&w[i], j->olo[i][idx], j->ohi[i][idx], j->ofl[i][idx]);
@@ -978,14 +1002,14 @@ static int er_chain_witness(const er_ref *ref, const er_standard *std, const er_
                             const double *opw, double *out) {
     int tri = std->fast_math == 2;
     float x = (float)x0;
-    for (int i = 0; i < ref->nstages && isfinite(x); i++) {
-        const er_stage *s = &ref->stages[i];
+    for (int i = 0; i < er__chain(ref)->nstages && isfinite(x); i++) {
+        const er_stage *s = &er__chain(ref)->stages[i];
         switch (s->kind) {
         case ER_STAGE_ADD:
         case ER_STAGE_MUL: {
             float b = (float)(s->ref ? opw[i] : er_stage_operand(s, E, idx));
-            if (s->kind == ER_STAGE_MUL && i + 1 < ref->nstages && ref->stages[i + 1].kind == ER_STAGE_ADD && std->fma == ER_FMA_ALWAYS) {
-                const er_stage *a = &ref->stages[++i];
+            if (s->kind == ER_STAGE_MUL && i + 1 < er__chain(ref)->nstages && er__chain(ref)->stages[i + 1].kind == ER_STAGE_ADD && std->fma == ER_FMA_ALWAYS) {
+                const er_stage *a = &er__chain(ref)->stages[++i];
                 x = fmaf(x, b, (float)(a->ref ? opw[i] : er_stage_operand(a, E, idx)));
             } else {
                 x = s->kind == ER_STAGE_ADD ? x + b : x * b;
@@ -1050,8 +1074,8 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         double l, h, ol[12], oh[12], w1, w2;
         if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h, &a, &b)) continue;
         int ok = 1;
-        for (int i = 0; i < ref->nstages && ok; i++)
-            if (ref->stages[i].ref) ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
+        for (int i = 0; i < er__chain(ref)->nstages && ok; i++)
+            if (er__chain(ref)->stages[i].ref) ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
         if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, &w1)) continue;
         double o1 = er__round_double(O, w1, ER_ROUND_NEAREST, ov);
         if (!isfinite(o1)) continue;
@@ -1107,11 +1131,11 @@ static er_status er_chain_fast_inputs(const er_chain_fast_job *j, int64_t idx, e
     double m;
     ER_RETURN_IF_ERROR(j->mod[0]->cursor_set(j->cur[0], idx, &c));
     er_cval_of_cset(v, &c);
-    for (int i = 0; i < ref->nstages; i++) {
-        if (!ref->stages[i].ref) continue;
+    for (int i = 0; i < er__chain(ref)->nstages; i++) {
+        if (!er__chain(ref)->stages[i].ref) continue;
         ER_RETURN_IF_ERROR(j->mod[i + 1]->cursor_set(j->cur[i + 1], idx, &c));
         er_cval_of_cset(&w[i], &c);
-        if (er__ref_bracket(ref->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) { bl[i] = bh[i] = NAN; er__ok(); }
+        if (er__ref_bracket(er__chain(ref)->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) { bl[i] = bh[i] = NAN; er__ok(); }
     }
     return ER_OK;
 }
@@ -1157,8 +1181,8 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         j->next = &next;
         j->begin = ref->n * t / nt;
         j->end = ref->n * (t + 1) / nt;
-        for (int i = -1; i < ref->nstages; i++) {
-            const er_ref *o = i < 0 ? ref->base : ref->stages[i].ref;
+        for (int i = -1; i < er__chain(ref)->nstages; i++) {
+            const er_ref *o = i < 0 ? er__chain(ref)->base : er__chain(ref)->stages[i].ref;
             if (!o) continue;
             const er_op_module *m = er__module_of(o);
             j->mod[i + 1] = m;
@@ -1194,7 +1218,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         *done = 1;
     }
     for (int t = 0; t < nt; t++)
-        for (int i = 0; i <= ref->nstages; i++)
+        for (int i = 0; i <= er__chain(ref)->nstages; i++)
             if (jobs[t].cur[i]) jobs[t].mod[i]->cursor_close(jobs[t].cur[i]);
     return st;
 }
@@ -1215,12 +1239,12 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
     /* the base's sets in the compute format, then each element through the stages, threads on contiguous runs */
     er_standard bs = *std; /* math= is the stages' (er_chain_check) */
     bs.fast_math = 0;
-    if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, lo, hi, fl);
+    if (st == ER_OK) st = er_ref_enclosure(er__chain(ref)->base, 0, &bs, E->id, lo, hi, fl);
     /* each reference operand's sets in the compute format (the same standard) and exact values in double */
     er_chain_job j0;
     memset(&j0, 0, sizeof j0);
-    for (int i = 0; i < ref->nstages && st == ER_OK; i++) {
-        const er_ref *o = ref->stages[i].ref;
+    for (int i = 0; i < er__chain(ref)->nstages && st == ER_OK; i++) {
+        const er_ref *o = er__chain(ref)->stages[i].ref;
         if (!o) continue;
         st = er__mem_check(25.0 * (double)n, "a stage's reference sets");
         if (st != ER_OK) break;
@@ -1268,7 +1292,7 @@ static er_status er_chain_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr ou
     int64_t index[ER_MAX_DIMS];
     er__index_of(ref, idx, index);
     mpfr_set_prec(out, 64);
-    ER_RETURN_IF_ERROR(er_ref_exact_mpfr(out, ref->base, index));
+    ER_RETURN_IF_ERROR(er_ref_exact_mpfr(out, er__chain(ref)->base, index));
     er_chain_stages_mpfr(ref, idx, out);
     return ER_OK;
 }
@@ -1290,9 +1314,9 @@ static er_status er_chain_exact_value(const er_ref *ref, int64_t idx, const er_f
  * the operands' brackets likewise), else the exact value in MPFR and the doubles next to it. */
 static er_status er_chain_bracket(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi) {
     double e, m, a, b, bl[12], bh[12];
-    for (int i = 0; i < ref->nstages; i++)
-        if (ref->stages[i].ref) ER_RETURN_IF_ERROR(er__ref_bracket(ref->stages[i].ref, idx, &m, &bl[i], &bh[i]));
-    ER_RETURN_IF_ERROR(er__ref_bracket(ref->base, idx, &e, &a, &b));
+    for (int i = 0; i < er__chain(ref)->nstages; i++)
+        if (er__chain(ref)->stages[i].ref) ER_RETURN_IF_ERROR(er__ref_bracket(er__chain(ref)->stages[i].ref, idx, &m, &bl[i], &bh[i]));
+    ER_RETURN_IF_ERROR(er__ref_bracket(er__chain(ref)->base, idx, &e, &a, &b));
     double ea = e, eb = e;
     if (isfinite(a) && isfinite(b) && er_chain_stages_double(ref, idx, &a, &b, bl, bh) && er_chain_stages_double(ref, idx, &ea, &eb, bl, bh)) {
         *lo = a;
@@ -1310,5 +1334,6 @@ static er_status er_chain_bracket(const er_ref *ref, int64_t idx, double *mid, d
 static const char *const er_chain_names[1] = {"out"};
 
 const er_op_module er__chain_module = {.name = "chain", .nout = 1, .out_names = er_chain_names, .out_shape = er__out_shape_same,
+                                       .priv_size = sizeof(er_chain_state), .inputs = er_chain_inputs, .fast = er_chain_fast,
                                        .check = er_chain_check, .covers = er_chain_covers, .exact = er_chain_exact_value,
                                        .exact_mpfr = er_chain_exact_mpfr, .bracket = er_chain_bracket};

@@ -65,7 +65,7 @@ static void er_mean_cval(const er_dot_ctx *cx, er_cval *v, int64_t n) {
 /* The exact mean S/n correctly rounded; S comes from the summary, recomputed exactly where its 64 bits do not
  * decide the rounding. */
 static void er_exact_of_mean(const er_dot_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
-    int64_t n = cx->ref->K;
+    int64_t n = er__dot(cx->ref)->K;
     if (n == 0) { *exact = *rounded = NAN; return; }
     er_exact_of_sum(cx, sm, exact, rounded);
     if (isnan(*exact) || isinf(*exact) || sm->special) {
@@ -105,7 +105,7 @@ static void er_exact_of_mean(const er_dot_ctx *cx, const er_dotsum *sm, int64_t 
  * monotone in acc (scaled-matmul section of docs/hardware/mma.md). */
 static void er_scale_one(const er_dot_ctx *cx, double acc, double out[2]) {
     const er_fmt_info *F = cx->F;
-    double sa = cx->ref->sa, sb = cx->ref->sb;
+    double sa = er__dot(cx->ref)->sa, sb = er__dot(cx->ref)->sb;
     out[0] = er__round_prod(F, er__round_prod(F, acc, sa, 1, ER_ROUND_NEAREST), sb, 1, ER_ROUND_NEAREST);
     out[1] = er__round_prod(F, acc, er__round_prod(F, sa, sb, 1, ER_ROUND_NEAREST), 1, ER_ROUND_NEAREST);
 }
@@ -136,7 +136,7 @@ static void er_scale_cval(const er_dot_ctx *cx, er_cval *v) {
 static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
     double e0, r0;
     er_exact_of_sum(cx, sm, &e0, &r0);
-    if (!isfinite(e0)) { *exact = e0 * cx->ref->sa * cx->ref->sb; *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out); return; }
+    if (!isfinite(e0)) { *exact = e0 * er__dot(cx->ref)->sa * er__dot(cx->ref)->sb; *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out); return; }
     mpfr_t s, b;
     mpfr_inits2(200, s, b, (mpfr_ptr)0);
     double rr[2];
@@ -144,8 +144,8 @@ static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_
         mpfr_set_uj_2exp(s, sm->m, sm->e, MPFR_RNDN);
         if (up && sm->sticky) { mpfr_set_ui_2exp(b, 1, sm->e, MPFR_RNDN); mpfr_add(s, s, b, MPFR_RNDN); }
         if (sm->neg) mpfr_neg(s, s, MPFR_RNDN);
-        mpfr_mul_d(s, s, cx->ref->sa, MPFR_RNDN); /* exact: 65 + 24 bits */
-        mpfr_mul_d(s, s, cx->ref->sb, MPFR_RNDN);
+        mpfr_mul_d(s, s, er__dot(cx->ref)->sa, MPFR_RNDN); /* exact: 65 + 24 bits */
+        mpfr_mul_d(s, s, er__dot(cx->ref)->sb, MPFR_RNDN);
         rr[up] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
         if (!up) *exact = mpfr_get_d(s, MPFR_RNDN);
     }
@@ -154,8 +154,8 @@ static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_
         mpfr_init2(x, 2);
         if (er__matmul_exact_mpfr(cx->ref, idx, x) == ER_OK) {
             mpfr_set_prec(s, mpfr_get_prec(x) + 64);
-            mpfr_mul_d(s, x, cx->ref->sa, MPFR_RNDN);
-            mpfr_mul_d(s, s, cx->ref->sb, MPFR_RNDN);
+            mpfr_mul_d(s, x, er__dot(cx->ref)->sa, MPFR_RNDN);
+            mpfr_mul_d(s, s, er__dot(cx->ref)->sb, MPFR_RNDN);
             rr[0] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
         }
         mpfr_clear(x);
@@ -168,9 +168,9 @@ static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_
 static void er_finish(er_dot_ctx *cx, er_cset *c, er_cval *v, const er_dotsum *sm, int64_t idx) {
     double exact, rounded;
     if (cx->ref->mod == &er__mean_module) {
-        er_mean_cval(cx, v, cx->ref->K);
+        er_mean_cval(cx, v, er__dot(cx->ref)->K);
         er_exact_of_mean(cx, sm, idx, &exact, &rounded);
-    } else if (cx->ref->scaled) {
+    } else if (er__dot(cx->ref)->scaled) {
         er_scale_cval(cx, v);
         er_exact_of_scaled(cx, sm, idx, &exact, &rounded);
     } else {
@@ -239,14 +239,14 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
     er__edge_scratch_init(&cx->w);
     if (ref->mod == &er__softmax_module || ref->mod == &er__log_softmax_module || ref->mod == &er__rmsnorm_module || ref->mod == &er__layernorm_module)
         return ER_OK;
-    const er_fmt_info *fa = er__fmt(er__operand_format(ref->A.format, conv));
-    const er_fmt_info *fb = ref->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(ref->B.format, conv));
+    const er_fmt_info *fa = er__fmt(er__operand_format(er__dot(ref)->A.format, conv));
+    const er_fmt_info *fb = er__dot(ref)->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(er__dot(ref)->B.format, conv));
     if (std->order == ER_ORDER_MMA) {
         er_status st = er__mma_params(std->mma_arch, fa, fb, std->compute == ER_FP16, &cx->mma);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
         int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
         /* tf32x3: three chains of blocks, each dot's K padded to whole blocks */
-        int64_t Kb = x3 ? 3 * cx->mma.k * ((ref->K + cx->mma.k - 1) / cx->mma.k) : ref->K;
+        int64_t Kb = x3 ? 3 * cx->mma.k * ((er__dot(ref)->K + cx->mma.k - 1) / cx->mma.k) : er__dot(ref)->K;
         if (cx->any) {
             er__mma_bound(&cx->bd, &cx->mma, Kb, std->promote);
             if (x3) er_x3_widen(&cx->bd);
@@ -258,15 +258,15 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
         } else cx->mma_chain = 1;
     } else if (cx->any) {
         int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
-        er_status st = er__anyorder_bound_depth(&cx->bd, fa, fb, cx->F, x3 ? 3 * ref->K : ref->K, std->depth,
+        er_status st = er__anyorder_bound_depth(&cx->bd, fa, fb, cx->F, x3 ? 3 * er__dot(ref)->K : er__dot(ref)->K, std->depth,
                                                 std->rounding == ER_RND_FAITHFUL);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
         if (x3) er_x3_widen(&cx->bd);
     } else {
-        if (std->order == ER_ORDER_TRITON && ref->K > std->triton_block) {
+        if (std->order == ER_ORDER_TRITON && er__dot(ref)->K > std->triton_block) {
             er__edge_scratch_clear(&cx->w);
             return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer", (long long)std->triton_block,
-                            (long long)ref->K);
+                            (long long)er__dot(ref)->K);
         }
         er__order_plan_init(&cx->plan, std, fa, fb);
         cx->have_plan = 1;
@@ -353,8 +353,8 @@ static void *er_cached_range(void *arg) {
     for (int64_t idx = j->begin; idx < j->end; idx++) {
         er_cval v;
         er_cset c;
-        er__anyorder_cval(&v, &cx->bd, cx->F, &ref->sums[idx], &cx->w);
-        er_finish(cx, &c, &v, &ref->sums[idx], idx);
+        er__anyorder_cval(&v, &cx->bd, cx->F, &er__dot(ref)->sums[idx], &cx->w);
+        er_finish(cx, &c, &v, &er__dot(ref)->sums[idx], idx);
         er_record(cx, idx, &c);
     }
     return NULL;
@@ -369,7 +369,7 @@ _Static_assert(ER_CLASS_EXACT == 0 && ER_CLASS_COVERED == 1, "the fast path comp
 /* The constants of the decision (fastdecide.h) for the context's K, bound and formats. */
 void er__dot_fast_consts(er_fast_consts *fc, const er_dot_ctx *cx) {
     const er_anyorder_bound *bd = &cx->bd;
-    double K = (double)cx->ref->K;
+    double K = (double)er__dot(cx->ref)->K;
     fc->gK = K * 0x1p-52 * ER_FAST_UP;                 /* (1 + 2^-53)^K - 1 <= K 2^-52: fp64 sums of exact products */
     double eng = (1.0 + 4.0 * K * 0x1p-52) * ER_FAST_UP; /* the engine's bound of sum |p| is within this factor of P */
     fc->c1lo = bd->c1 * ER_FAST_DN;
@@ -474,7 +474,7 @@ static void *er_fast_decide_run(void *arg) {
     er_fast_job *fj = arg;
     er_dot_ctx *cx = fj->cx;
     const er_ref *ref = cx->ref;
-    const er_mm_plan *pl = &ref->plan;
+    const er_mm_plan *pl = &er__dot(ref)->plan;
     const er_tensor *out = cx->out;
     uint8_t *classes = er__sink_classes(cx->sk);
     er_fast_consts fc;
@@ -499,11 +499,11 @@ static void *er_fast_decide_run(void *arg) {
             if (yf32) { float yv; memcpy(&yv, yb + 4 * idx, 4); y = yv; } /* a view's data need not be aligned */
             else y = er__load(out, cx->out_contig ? idx : er__offset(out, idx));
             if (bi != cur_bi) { er__matmul_batch_of(ref, bi, &ia, &ib); cur_bi = bi; }
-            double Sh = ref->fs[idx];
+            double Sh = er__dot(ref)->fs[idx];
             int cls = ER_PENDING;
             er_fast_bracket b;
             double Plo, Phi;
-            if (fabs(y) < INFINITY && !ref->scaled) {
+            if (fabs(y) < INFINITY && !er__dot(ref)->scaled) {
                 int want_set = sets;
                 double r1 = 0, r2 = 0;
                 if (fj->P) {
@@ -512,14 +512,14 @@ static void *er_fast_decide_run(void *arg) {
                 } else {
                     /* Cauchy-Schwarz above, |S| below; then, if that does not decide (or the set may be the widest and
                      * is not decided by it), P from the floats */
-                    er_fast_stage1(&fc, Sh, ref->an[ia * pl->M + i], ref->bn[ib * pl->N + jj], &Plo, &Phi);
+                    er_fast_stage1(&fc, Sh, er__dot(ref)->an[ia * pl->M + i], er__dot(ref)->bn[ib * pl->N + jj], &Plo, &Phi);
                     if (!er_fast_bracket_of(&fc, Sh, Plo, Phi, &b)) { classes[idx] = ER_PENDING; continue; }
                     r1 = er_fast_rn(&fc, cx, b.slo);
                     r2 = er_fast_rn(&fc, cx, b.shi);
                     want_set = want_set || er_fast_may_be_widest(&fc, cx, &b, r1, r2, wrel);
                     if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
                     if (want_set || cls == ER_PENDING) {
-                        double P = er_abs_dot(ref->af + (ia * pl->M + i) * K, ref->bt + (ib * pl->N + jj) * K, K);
+                        double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K, er__dot(ref)->bt + (ib * pl->N + jj) * K, K);
                         double lo = P * plo_f, hi = P * phi_f;
                         if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) { classes[idx] = ER_PENDING; continue; }
                         if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
@@ -569,7 +569,7 @@ static void *er_fast_enclose_run(void *arg) {
     for (int64_t idx = j->begin; idx < j->end; idx++) {
         er_fast_bracket b;
         double lo, hi;
-        int ok = j->P && er_fast_bracket_of(&fc, ref->fs[idx], j->P[idx] * pg_lo, j->P[idx] * pg_hi, &b);
+        int ok = j->P && er_fast_bracket_of(&fc, er__dot(ref)->fs[idx], j->P[idx] * pg_lo, j->P[idx] * pg_hi, &b);
         if (ok) ok = er_fast_set(&fc, cx, &b, er_fast_rn(&fc, cx, b.slo), er_fast_rn(&fc, cx, b.shi), &lo, &hi);
         if (!ok) { classes[idx] = ER_PENDING; continue; }
         er_cset c;
@@ -589,7 +589,7 @@ static void *er_fast_rest(void *arg) {
     er_range_job *j = arg;
     er_dot_ctx *cx = j->cx;
     const er_ref *ref = cx->ref;
-    const er_mm_plan *pl = &ref->plan;
+    const er_mm_plan *pl = &er__dot(ref)->plan;
     int64_t K = pl->K, MN = pl->M * pl->N;
     double *va = NULL, *vb = NULL;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
@@ -601,9 +601,9 @@ static void *er_fast_rest(void *arg) {
         }
         int64_t ia, ib;
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = ref->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = ref->bt + (ib * pl->N + idx % pl->N) * K;
+        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
         for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
-        j->st = er_covers_cb(cx, &ref->env, idx, va, vb, K, 0);
+        j->st = er_covers_cb(cx, &er__dot(ref)->env, idx, va, vb, K, 0);
     }
     free(va);
     free(vb);
@@ -614,16 +614,16 @@ static void *er_fast_rest(void *arg) {
  * engine (from the kept operands) as the share's candidate for the report's widest set. */
 static er_status er_fast_widest(er_dot_ctx *cx, int64_t idx) {
     const er_ref *ref = cx->ref;
-    const er_mm_plan *pl = &ref->plan;
+    const er_mm_plan *pl = &er__dot(ref)->plan;
     int64_t K = pl->K, MN = pl->M * pl->N, ia, ib;
     double *va = malloc(sizeof(double) * (size_t)(K ? K : 1)), *vb = malloc(sizeof(double) * (size_t)(K ? K : 1));
     er_status st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
     if (st == ER_OK) {
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = ref->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = ref->bt + (ib * pl->N + idx % pl->N) * K;
+        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
         for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
         er_cset c;
-        st = er__dot_element_set(cx, &ref->env, idx, va, vb, K, 0, &c);
+        st = er__dot_element_set(cx, &er__dot(ref)->env, idx, va, vb, K, 0, &c);
         if (st == ER_OK) er__sink_widest(cx->sk, idx, &c, er__load(cx->out, cx->out_contig ? idx : er__offset(cx->out, idx)));
     }
     free(va);
@@ -655,7 +655,7 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     int cached = any_set && std->compute != ER_TF32 && ref->mod != &er__max_module;
     /* the fast path decides an element in about the time of 32 products, a cached summary's set in about 256 */
-    int nt = er__num_threads(ref->n * (cached && ref->fast ? 32 : cached ? 256 : ref->K + 64));
+    int nt = er__num_threads(ref->n * (cached && er__dot(ref)->fast ? 32 : cached ? 256 : er__dot(ref)->K + 64));
     ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
     /* one context per share; the classes array is shared (each element written once) */
     er_dot_ctx cx[ER_MAX_THREADS];
@@ -672,11 +672,11 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
         ctxs[t] = &cx[t];
     }
     if (st == ER_OK) {
-        if (cached && ref->fast && !er__sink_reads_output(cx[0].sk)) {
+        if (cached && er__dot(ref)->fast && !er__sink_reads_output(cx[0].sk)) {
             /* an enclosure: no output to decide from; each set from the bracket where it decides it (P from one
              * more GEMM), the rest by the exact engine from the kept operands */
             memset(er__sink_classes(cx[0].sk), ER_PENDING, (size_t)ref->n);
-            if (ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
+            if (er__dot(ref)->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
             else {
                 double *absprod = er__fast_absprod(ref);
                 er_fast_enc_job ej[ER_MAX_THREADS];
@@ -685,13 +685,13 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
                 free(absprod);
                 st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
             }
-        } else if (cached && ref->fast) {
+        } else if (cached && er__dot(ref)->fast) {
             /* pass 1: the fast decisions (counts, the widest set, the sets if wanted); pass 2: the rest exactly, in
              * contiguous ranges (a scaled matmul's rest through the exact engine's walk) */
             er_fast_job fj[ER_MAX_THREADS];
             int64_t next = 0;
             /* with the sets, every element needs P: one GEMM of the absolute values (when memory allows) */
-            double *absprod = sets && !ref->scaled ? er__fast_absprod(ref) : NULL;
+            double *absprod = sets && !er__dot(ref)->scaled ? er__fast_absprod(ref) : NULL;
             for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, absprod, {0, 0}, -1, -1};
             er__run_jobs(fj, sizeof fj[0], nt, er_fast_decide_run);
             free(absprod);
@@ -706,9 +706,9 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
             int64_t pending = 0;
             const uint8_t *classes = er__sink_classes(cx[0].sk);
             for (int64_t i = 0; i < ref->n; i++) pending += classes[i] == ER_PENDING;
-            if (pending && ref->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
+            if (pending && er__dot(ref)->scaled) st = er__matmul_foreach_n(ref, -1, er_pending_cb, ctxs, nt);
             else if (pending) st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
-        } else if (cached && !ref->fast) {
+        } else if (cached && !er__dot(ref)->fast) {
             /* the reference's cached exact summaries are those of this standard */
             st = er_run_ranges(cx, nt, ref->n, er_cached_range);
         } else if (std->compute == ER_TF32 && std->tf32 == ER_TF32_NEAREST) {
@@ -747,7 +747,7 @@ static er_status er_emulate_cb(void *vcx, const er_dot_env *env, int64_t idx, co
             const er_fmt_info *G;
             ER_RETURN_IF_ERROR(er__dot_order(&cx->plan, env, a, b, K, special, &w, &G));
         }
-        if (cx->ref->mod == &er__mean_module) er_mean_cval(cx, &w, cx->ref->K);
+        if (cx->ref->mod == &er__mean_module) er_mean_cval(cx, &w, er__dot(cx->ref)->K);
         er_cset_build(&c, cx, &w, NAN, NAN);
     }
     double v;
@@ -778,7 +778,7 @@ static er_status er_emulate_tile_cb(void *vcx, int64_t idx0, const float *vals, 
 
 static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
     int fixed = ref->mod == &er__max_module ||
-                (er__standard_is_fixed_info(std, er__fmt(ref->A.format), ref->b_is_one ? er__fmt_one() : er__fmt(ref->B.format)) &&
+                (er__standard_is_fixed_info(std, er__fmt(er__dot(ref)->A.format), er__dot(ref)->b_is_one ? er__fmt_one() : er__fmt(er__dot(ref)->B.format)) &&
                  (ref->mod != &er__mean_module || std->mean != 0));
     if (!fixed) {
         char name[160];
@@ -790,10 +790,10 @@ static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_stan
                         : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
     }
-    if (ref->scaled)
+    if (er__dot(ref)->scaled)
         return er__fail(ER_ERR_UNSUPPORTED, "emulate does not apply to a scaled matmul: the scaling's association is left free");
     ER_RETURN_IF_ERROR(er__check_distinct(out));
-    int nt = er__num_threads(ref->n * (ref->K + 64)), made = 0;
+    int nt = er__num_threads(ref->n * (er__dot(ref)->K + 64)), made = 0;
     er_dot_ctx cx[ER_MAX_THREADS];
     void *ctxs[ER_MAX_THREADS] = {0};
     er_status st = ER_OK;
@@ -805,7 +805,7 @@ static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_stan
     }
     int conv = er_operand_conv(std), outer = 0;
     int64_t block = st == ER_OK && ref->mod == &er__matmul_module && cx[0].have_plan && !cx[0].mma_chain
-                        ? er__dot_order_tile_block(&cx[0].plan, ref->K, &outer) : 0;
+                        ? er__dot_order_tile_block(&cx[0].plan, er__dot(ref)->K, &outer) : 0;
     if (st == ER_OK && block > 0) st = er__matmul_foreach_tile(ref, conv, block, outer, er_emulate_tile_cb, ctxs, nt);
     else if (st == ER_OK) st = er__matmul_foreach_n(ref, conv, er_emulate_cb, ctxs, nt);
     for (int t = 0; t < made; t++) er__dot_ctx_clear(&cx[t]);
@@ -830,9 +830,9 @@ static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info 
     if (ref->mod == &er__max_module) {
         int64_t offa, offb;
         er__matmul_offsets(ref, idx, &offa, &offb);
-        const er_tensor *A = &ref->A;
+        const er_tensor *A = &er__dot(ref)->A;
         e = er__load(A, offa);
-        for (int64_t k = 0; k < ref->K && !isnan(e); k++) {
+        for (int64_t k = 0; k < er__dot(ref)->K && !isnan(e); k++) {
             double v = er__load(A, offa + k * A->strides[A->ndim - 1]);
             if (isnan(v) || v > e) e = v;
         }
@@ -842,25 +842,25 @@ static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info 
         mpfr_init2(x, 2);
         ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, x));
         mpfr_init2(q, mpfr_get_prec(x) + 64);
-        int inex = ref->K ? mpfr_div_ui(q, x, (unsigned long)ref->K, MPFR_RNDZ) : (mpfr_set_nan(q), 0);
+        int inex = er__dot(ref)->K ? mpfr_div_ui(q, x, (unsigned long)er__dot(ref)->K, MPFR_RNDZ) : (mpfr_set_nan(q), 0);
         e = mpfr_get_d(q, MPFR_RNDN);
         rd = er__round_mpfr_sticky(O, q, inex != 0, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         mpfr_clears(x, q, (mpfr_ptr)0);
-    } else if (ref->scaled) {
+    } else if (er__dot(ref)->scaled) {
         mpfr_t x;
         mpfr_init2(x, 2);
         er_status st = er__matmul_exact_mpfr(ref, idx, x);
         if (st != ER_OK) { mpfr_clear(x); return st; }
         mpfr_prec_round(x, mpfr_get_prec(x) + 50, MPFR_RNDN); /* exact: more bits */
-        mpfr_mul_d(x, x, ref->sa, MPFR_RNDN);                  /* exact: 24 more bits each */
-        mpfr_mul_d(x, x, ref->sb, MPFR_RNDN);
+        mpfr_mul_d(x, x, er__dot(ref)->sa, MPFR_RNDN);                  /* exact: 24 more bits each */
+        mpfr_mul_d(x, x, er__dot(ref)->sb, MPFR_RNDN);
         e = mpfr_get_d(x, MPFR_RNDN);
         rd = er__round_mpfr(O, x, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         mpfr_clear(x);
     } else {
         er_dotsum one;
         const er_dotsum *sm = &one;
-        if (ref->sums) sm = &ref->sums[idx];
+        if (er__dot(ref)->sums) sm = &er__dot(ref)->sums[idx];
         else ER_RETURN_IF_ERROR(er__matmul_elem_summary(ref, idx, &one)); /* a fast-path reference */
         er_rounded_of_sum(O, sm, &e, &rd);
     }
@@ -871,7 +871,7 @@ static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info 
 
 /* er_ref_rounded: on the fast path every summary at once, as the reference keeps none; else element by element. */
 static er_status er_dot_rounded(const er_ref *ref, er_tensor *out) {
-    if (ref->fast && !ref->scaled) { /* a fast-path reference keeps no summaries: compute them all at once */
+    if (er__dot(ref)->fast && !er__dot(ref)->scaled) { /* a fast-path reference keeps no summaries: compute them all at once */
         er_dotsum *sums;
         ER_RETURN_IF_ERROR(er__matmul_all_sums(ref, &sums));
         for (int64_t idx = 0; idx < ref->n; idx++) {
@@ -895,10 +895,10 @@ static er_status er_dot_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out)
     if (ref->mod != &er__matmul_module && ref->mod != &er__sum_module)
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul and sum values (this is a %s)", er__op_name(ref));
     ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, out));
-    if (ref->scaled && mpfr_number_p(out)) {
+    if (er__dot(ref)->scaled && mpfr_number_p(out)) {
         mpfr_prec_round(out, mpfr_get_prec(out) + 50, MPFR_RNDN); /* exact: more bits */
-        mpfr_mul_d(out, out, ref->sa, MPFR_RNDN);
-        mpfr_mul_d(out, out, ref->sb, MPFR_RNDN);
+        mpfr_mul_d(out, out, er__dot(ref)->sa, MPFR_RNDN);
+        mpfr_mul_d(out, out, er__dot(ref)->sb, MPFR_RNDN);
     }
     return ER_OK;
 }
@@ -907,12 +907,12 @@ static er_status er_dot_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out)
  * item 1), with no exact engine; else the exact double and its neighbours. */
 static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi) {
     double e;
-    if (ref->fast && !ref->scaled) {
-        const er_mm_plan *pl = &ref->plan;
+    if (er__dot(ref)->fast && !er__dot(ref)->scaled) {
+        const er_mm_plan *pl = &er__dot(ref)->plan;
         int64_t MN = pl->M * pl->N, ia, ib;
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        double d = (double)pl->K * 0x1p-52 * (1.0 + 0x1p-40) * ref->an[ia * pl->M + (idx % MN) / pl->N] * ref->bn[ib * pl->N + idx % pl->N];
-        e = ref->fs[idx];
+        double d = (double)pl->K * 0x1p-52 * (1.0 + 0x1p-40) * er__dot(ref)->an[ia * pl->M + (idx % MN) / pl->N] * er__dot(ref)->bn[ib * pl->N + idx % pl->N];
+        e = er__dot(ref)->fs[idx];
         d = nextafter(d * (1.0 + 0x1p-40), INFINITY);
         *mid = e;
         *lo = nextafter(e - d, -INFINITY);
@@ -959,13 +959,13 @@ static void er_dot_cursor_close(void *p) {
 
 static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const er_fmt_info *E) {
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    if (ref->mod != &er__matmul_module || !ref->fast || ref->scaled || !any_set || std->compute == ER_TF32) return NULL;
+    if (ref->mod != &er__matmul_module || !er__dot(ref)->fast || er__dot(ref)->scaled || !any_set || std->compute == ER_TF32) return NULL;
     er_dot_cursor *c = calloc(1, sizeof *c);
-    int64_t K = ref->K > 0 ? ref->K : 1;
+    int64_t K = er__dot(ref)->K > 0 ? er__dot(ref)->K : 1;
     if (!c) return NULL;
     c->va = malloc(sizeof(double) * (size_t)K);
     c->vb = malloc(sizeof(double) * (size_t)K);
-    if (!c->va || !c->vb || er_tensor_view(&c->view, E->id, ref->ndim, ref->shape, NULL, ref->fs) != ER_OK ||
+    if (!c->va || !c->vb || er_tensor_view(&c->view, E->id, ref->ndim, ref->shape, NULL, er__dot(ref)->fs) != ER_OK ||
         er__dot_ctx_init(&c->cx, ref, &c->view, std) != ER_OK) {
         free(c->va);
         free(c->vb);
@@ -974,7 +974,7 @@ static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const
         return NULL;
     }
     er__dot_fast_consts(&c->fc, &c->cx);
-    double Kd = (double)ref->K;
+    double Kd = (double)er__dot(ref)->K;
     c->plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN;
     c->phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP;
     return c;
@@ -983,13 +983,13 @@ static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const
 /* Element idx's operand rows: A's row and B's column as kept floats. */
 static void er_dot_cursor_rows(const er_ref *ref, int64_t idx, const float **arow, const float **bcol, int64_t *ia, int64_t *ib,
                                int64_t *i, int64_t *j) {
-    const er_mm_plan *pl = &ref->plan;
+    const er_mm_plan *pl = &er__dot(ref)->plan;
     int64_t MN = pl->M * pl->N;
     er__matmul_batch_of(ref, idx / MN, ia, ib);
     *i = (idx % MN) / pl->N;
     *j = idx % pl->N;
-    *arow = ref->af + (*ia * pl->M + *i) * pl->K;
-    *bcol = ref->bt + (*ib * pl->N + *j) * pl->K;
+    *arow = er__dot(ref)->af + (*ia * pl->M + *i) * pl->K;
+    *bcol = er__dot(ref)->bt + (*ib * pl->N + *j) * pl->K;
 }
 
 static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi, double *blo, double *bhi) {
@@ -998,10 +998,10 @@ static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, dou
     const float *arow, *bcol;
     int64_t ia, ib, i, j;
     er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
-    double Sh = ref->fs[idx], Plo, Phi;
-    er_fast_stage1(&c->fc, Sh, ref->an[ia * ref->plan.M + i], ref->bn[ib * ref->plan.N + j], &Plo, &Phi);
+    double Sh = er__dot(ref)->fs[idx], Plo, Phi;
+    er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i], er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
     if (effort > 0) {
-        double P = er_abs_dot(arow, bcol, ref->plan.K), l = P * c->plo_f, h = P * c->phi_f;
+        double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K), l = P * c->plo_f, h = P * c->phi_f;
         Plo = l > Plo ? l : Plo;
         Phi = h < Phi ? h : Phi;
     }
@@ -1020,12 +1020,13 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
     const float *arow, *bcol;
     int64_t ia, ib, i, j;
     er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
-    for (int64_t k = 0; k < ref->plan.K; k++) { c->va[k] = arow[k]; c->vb[k] = bcol[k]; }
-    return er__dot_element_set(&c->cx, &ref->env, idx, c->va, c->vb, ref->plan.K, 0, out);
+    for (int64_t k = 0; k < er__dot(ref)->plan.K; k++) { c->va[k] = arow[k]; c->vb[k] = bcol[k]; }
+    return er__dot_element_set(&c->cx, &er__dot(ref)->env, idx, c->va, c->vb, er__dot(ref)->plan.K, 0, out);
 }
 
 /* matmul, sum, mean and max share one module's functions (a reduction is a matmul by a vector of ones). */
-#define ER_DOT_MODULE(op) {.name = op, .nout = 1, .out_names = er_dot_names, .out_shape = er__out_shape_same,\
+#define ER_DOT_MODULE(op) {.name = op, .nout = 1, .out_names = er_dot_names, .priv_size = sizeof(er_dot_state),\
+                           .destroy = er__dot_destroy, .inputs = er__dot_inputs, .fast = er__dot_fast, .out_shape = er__out_shape_same,\
                                      .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate,\
                                      .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,\
                                      .bracket = er_dot_bracket, .cursor_open = er_dot_cursor_open,\

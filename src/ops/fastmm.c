@@ -178,22 +178,22 @@ int er__fast_enabled(int64_t products) {
 }
 
 er_status er__fast_build(er_ref *r) {
-    r->fast = 0;
+    er__dot(r)->fast = 0;
 #ifdef ER_HAVE_BLAS
-    const er_mm_plan *pl = &r->plan;
-    const er_fmt_info *fa = er__fmt(r->A.format), *fb = er__fmt(r->B.format);
+    const er_mm_plan *pl = &er__dot(r)->plan;
+    const er_fmt_info *fa = er__fmt(er__dot(r)->A.format), *fb = er__fmt(er__dot(r)->B.format);
     if (!er__fast_enabled(r->n * pl->K) || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1) return ER_OK;
     if (pl->M >= INT32_MAX || pl->N >= INT32_MAX || pl->K >= INT32_MAX) return ER_OK;
     int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = r->n;
     int nt = er__num_threads(na + nbv);
     double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nbv);
-    double *fs = malloc(sizeof(double) * (size_t)n), *lut_a = er_lut(&r->A, na), *lut_b = er_lut(&r->B, nbv);
+    double *fs = malloc(sizeof(double) * (size_t)n), *lut_a = er_lut(&er__dot(r)->A, na), *lut_b = er_lut(&er__dot(r)->B, nbv);
     float *af = NULL, *bt = NULL;
     double *an = NULL, *bn = NULL;
     er_dense_stats sa, sb;
     int ok = A && B && fs;
-    if (ok) ok = er_fjobs((er_fjob){&r->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, {0}, 1}, pl->a_batches * pl->M, nt, er_fjob_load, &sa);
-    if (ok) ok = er_fjobs((er_fjob){&r->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, {0}, 1}, pl->b_batches * pl->K, nt, er_fjob_load, &sb);
+    if (ok) ok = er_fjobs((er_fjob){&er__dot(r)->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, {0}, 1}, pl->a_batches * pl->M, nt, er_fjob_load, &sa);
+    if (ok) ok = er_fjobs((er_fjob){&er__dot(r)->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, {0}, 1}, pl->b_batches * pl->K, nt, er_fjob_load, &sb);
     free(lut_a);
     free(lut_b);
     int64_t MN = pl->M * pl->N;
@@ -219,28 +219,28 @@ er_status er__fast_build(er_ref *r) {
     }
     free(B);
     if (!ok) { free(fs); free(af); free(bt); free(an); free(bn); return ER_OK; } /* no memory or a special value: exact path */
-    r->fs = fs;
-    r->af = af;
-    r->bt = bt;
-    r->an = an;
-    r->bn = bn;
-    er__matmul_env(r, -1, &sa, &sb, &r->env);
-    r->fast = 1;
+    er__dot(r)->fs = fs;
+    er__dot(r)->af = af;
+    er__dot(r)->bt = bt;
+    er__dot(r)->an = an;
+    er__dot(r)->bn = bn;
+    er__matmul_env(r, -1, &sa, &sb, &er__dot(r)->env);
+    er__dot(r)->fast = 1;
 #endif
     return ER_OK;
 }
 
 double *er__fast_absprod(const er_ref *r) {
 #ifdef ER_HAVE_BLAS
-    const er_mm_plan *pl = &r->plan;
-    if (!r->fast) return NULL;
+    const er_mm_plan *pl = &er__dot(r)->plan;
+    if (!er__dot(r)->fast) return NULL;
     int64_t na = pl->a_batches * pl->M * pl->K, nb = pl->b_batches * pl->N * pl->K, MN = pl->M * pl->N;
     if (!er__mem_fits(8.0 * ((double)na + (double)nb + (double)r->n))) return NULL; /* P from the floats instead */
     double *A = malloc(sizeof(double) * (size_t)(na ? na : 1)), *B = malloc(sizeof(double) * (size_t)(nb ? nb : 1));
     double *P = malloc(sizeof(double) * (size_t)(r->n ? r->n : 1));
     if (!A || !B || !P) { free(A); free(B); free(P); return NULL; }
-    for (int64_t i = 0; i < na; i++) A[i] = fabs((double)r->af[i]);
-    for (int64_t i = 0; i < nb; i++) B[i] = fabs((double)r->bt[i]); /* B's columns: [b_batches][N][K] */
+    for (int64_t i = 0; i < na; i++) A[i] = fabs((double)er__dot(r)->af[i]);
+    for (int64_t i = 0; i < nb; i++) B[i] = fabs((double)er__dot(r)->bt[i]); /* B's columns: [b_batches][N][K] */
     for (int64_t bi = 0; bi < pl->nbatch; bi++) {
         int64_t ia, ib;
         er__matmul_batch_of(r, bi, &ia, &ib);

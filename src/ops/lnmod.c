@@ -13,7 +13,7 @@ static const char *const er_ln_names[3] = {"y", "mean", "rstd"};
  * (torch keeps them) are accepted, and [1] when every dimension is normalised. */
 static er_status er_ln_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
     if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
-    int lead = ref->ndim - ref->nnorm;
+    int lead = ref->ndim - er__rows(ref)->nnorm;
     *ndim = lead ? lead : 1;
     for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
     if (!lead) shape[0] = 1;
@@ -54,25 +54,25 @@ static void *er_ln_run(void *arg) {
 }
 
 static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
-    int64_t n = ref->K, rows = n ? ref->n / n : 0;
+    int64_t n = er__rows(ref)->K, rows = n ? ref->n / n : 0;
     int nt = er__num_threads(ref->n * 256);
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
     /* each thread's row: its values, sets and exact results, about 256 bytes per element at most */
     ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)n * nt, "the rows' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_ln_ctx *lc = calloc((size_t)nt, sizeof *lc);
-    double *w = ref->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL, *b = ref->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
+    double *w = er__rows(ref)->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL, *b = er__rows(ref)->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
     er_status st = lc ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %d thread contexts", nt);
-    if (st == ER_OK && ((ref->has_weight && !w) || (ref->has_bias && !b))) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
-    if (st == ER_OK && w) er__decode_rowmajor(&ref->B, w);
-    if (st == ER_OK && b) er__decode_rowmajor(&ref->C, b);
+    if (st == ER_OK && ((er__rows(ref)->has_weight && !w) || (er__rows(ref)->has_bias && !b))) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+    if (st == ER_OK && w) er__decode_rowmajor(&er__rows(ref)->B, w);
+    if (st == ER_OK && b) er__decode_rowmajor(&er__rows(ref)->C, b);
     for (int t = 0; t < nt && st == ER_OK; t++) {
         er_ln_ctx *l = &lc[t];
         l->w = w;
         l->b = b;
         l->pl.F = er__fmt(std->compute);
-        l->pl.X = er__fmt(ref->A.format);
-        l->pl.eps = er__round_double(l->pl.F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+        l->pl.X = er__fmt(er__rows(ref)->A.format);
+        l->pl.eps = er__round_double(l->pl.F, er__rows(ref)->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
         l->pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
         l->pl.rsqrt_ftz = std->fast_math == 2;
         l->pl.mean = std->mean;
@@ -122,4 +122,5 @@ static er_status er_ln_check(const er_ref *ref, const er_standard *std) {
 }
 
 const er_op_module er__layernorm_module = {.name = "layernorm", .nout = 3, .out_names = er_ln_names, .out_shape = er_ln_out_shape,
-                                           .check = er_ln_check, .covers = er_ln_covers};
+                                           .check = er_ln_check, .covers = er_ln_covers,
+    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};

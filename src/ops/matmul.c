@@ -133,8 +133,8 @@ er_format er__operand_format(er_format f, int conv) {
 }
 
 void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib) {
-    const er_mm_plan *pl = &r->plan;
-    const er_tensor *A = &r->A, *B = &r->B;
+    const er_mm_plan *pl = &er__dot(r)->plan;
+    const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     int nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
     int64_t rem = bi, sa = 1, sb = 1;
     *ia = *ib = 0;
@@ -160,7 +160,7 @@ typedef struct er_walk {
 
 static void *er_walk_run(void *arg) {
     er_walk *w = arg;
-    const er_mm_plan *pl = &w->r->plan;
+    const er_mm_plan *pl = &er__dot(w->r)->plan;
     int64_t MN = pl->M * pl->N, cur_bi = -1, ia = 0, ib = 0;
     w->st = ER_OK;
     for (int64_t idx = w->begin; idx < w->end && w->st == ER_OK; idx++) {
@@ -176,7 +176,7 @@ static void *er_walk_run(void *arg) {
 }
 
 void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *da, const er_dense_stats *db, er_dot_env *env) {
-    const er_tensor *A = &r->A, *B = &r->B;
+    const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     memset(env, 0, sizeof *env);
     env->wide = er__operand_format(A->format, conv) == ER_FP64 || er__operand_format(B->format, conv) == ER_FP64;
     env->base = 0;
@@ -185,13 +185,13 @@ void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *da, const e
         /* Non-wide: a product is an exact double whose ulp exponent is >= emin_a + emin_b - 52.
          * Wide: the 106-bit product's last bit is at >= lsb_a + lsb_b. */
         env->base = env->wide ? (int64_t)da->emin_lsb + db->emin_lsb : (int64_t)da->emin + db->emin - 52;
-        env->top = (int64_t)da->emax + db->emax + 2 + er_bitlen(r->plan.K) + 1;
+        env->top = (int64_t)da->emax + db->emax + 2 + er_bitlen(er__dot(r)->plan.K) + 1;
     }
     env->ipath = er__dot_ipath(er__fmt(er__operand_format(A->format, conv)),
-                               r->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), r->plan.K, &env->qa, &env->qb);
+                               er__dot(r)->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), er__dot(r)->plan.K, &env->qa, &env->qb);
     /* the same 128-bit path when the data (not only the format) allows it: every value an integer times 2^qmin below
      * 2^40, so products are below 2^80 and K <= 2^47 of them sum exactly (bf16 and fp32 data of narrow range) */
-    if (!env->ipath && !env->wide && !r->b_is_one && da->any_nonzero && db->any_nonzero && r->plan.K <= (INT64_C(1) << 47) &&
+    if (!env->ipath && !env->wide && !er__dot(r)->b_is_one && da->any_nonzero && db->any_nonzero && er__dot(r)->plan.K <= (INT64_C(1) << 47) &&
         (int64_t)da->emax + 1 - da->qmin <= 40 && (int64_t)db->emax + 1 - db->qmin <= 40) {
         env->ipath = 1;
         env->qa = da->qmin;
@@ -200,8 +200,8 @@ void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *da, const e
 }
 
 er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *const *ctxs, int nthreads) {
-    const er_mm_plan *pl = &r->plan;
-    const er_tensor *A = &r->A, *B = &r->B;
+    const er_mm_plan *pl = &er__dot(r)->plan;
+    const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     er_dense da, db;
     ER_RETURN_IF_ERROR(er_densify(&da, A, A->ndim - 2, A->ndim - 1, pl->a_batches, pl->M, pl->K, conv));
     er_status st = er_densify(&db, B, B->ndim - 1, B->ndim - 2, pl->b_batches, pl->N, pl->K, conv);
@@ -235,7 +235,7 @@ typedef struct er_tile_walk {
 
 static void *er_tile_run(void *arg) {
     er_tile_walk *w = arg;
-    const er_mm_plan *pl = &w->r->plan;
+    const er_mm_plan *pl = &er__dot(w->r)->plan;
     int64_t K = pl->K, MN = pl->M * pl->N, ntile = (pl->N + 15) / 16;
     float *tile = malloc(sizeof(float) * (size_t)(16 * K)), vals[16];
     if (!tile) { w->st = er__fail(ER_ERR_NOMEM, "cannot allocate a tile of %lld x 16", (long long)K); return NULL; }
@@ -259,10 +259,10 @@ static void *er_tile_run(void *arg) {
 
 er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t block, int outer, er_tile_fn fn, void *const *ctxs,
                                   int nthreads) {
-    const er_mm_plan *pl = &r->plan;
+    const er_mm_plan *pl = &er__dot(r)->plan;
     er_dense da, db;
-    ER_RETURN_IF_ERROR(er_densify(&da, &r->A, r->A.ndim - 2, r->A.ndim - 1, pl->a_batches, pl->M, pl->K, conv));
-    er_status st = er_densify(&db, &r->B, r->B.ndim - 1, r->B.ndim - 2, pl->b_batches, pl->N, pl->K, conv);
+    ER_RETURN_IF_ERROR(er_densify(&da, &er__dot(r)->A, er__dot(r)->A.ndim - 2, er__dot(r)->A.ndim - 1, pl->a_batches, pl->M, pl->K, conv));
+    er_status st = er_densify(&db, &er__dot(r)->B, er__dot(r)->B.ndim - 1, er__dot(r)->B.ndim - 2, pl->b_batches, pl->N, pl->K, conv);
     if (st != ER_OK) { er_dense_free(&da); return st; }
     int64_t na = pl->a_batches * pl->M * pl->K;
     float *af = malloc(sizeof(float) * (size_t)(na ? na : 1));
@@ -323,19 +323,19 @@ er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B,
         return er__fail(ER_ERR_INVALID, "the scales are per-tensor fp32 values: %.17g or %.17g is not a value of fp32", scale_a, scale_b);
     er_ref *r;
     ER_RETURN_IF_ERROR(er_matmul(&r, A, B));
-    r->scaled = 1;
-    r->sa = scale_a;
-    r->sb = scale_b;
+    er__dot(r)->scaled = 1;
+    er__dot(r)->sa = scale_a;
+    er__dot(r)->sb = scale_b;
     *out = r;
     return ER_OK;
 }
 
 er_status er__matmul_elem_summary(const er_ref *r, int64_t idx, er_dotsum *sm) {
-    int64_t K = r->K, offa, offb;
+    int64_t K = er__dot(r)->K, offa, offb;
     er__matmul_offsets(r, idx, &offa, &offb);
     double *a = malloc(sizeof(double) * (size_t)(K ? 2 * K : 2)), *b = a ? a + (K ? K : 1) : NULL;
     if (!a) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld operand values", (long long)K);
-    const er_tensor *A = &r->A, *B = &r->B;
+    const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     int special = 0, any = 0, emin = INT32_MAX, emax = INT32_MIN, lmin = INT32_MAX;
     for (int pass = 0; pass < 2; pass++) {
         double *v = pass ? b : a;
@@ -385,25 +385,24 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
      * are less) and the operands decoded, 12 bytes per input element at most */
     double inputs = (double)pl.a_batches * (double)pl.M * (double)pl.K + (double)pl.b_batches * (double)pl.K * (double)pl.N;
     if (fast >= 0) ER_RETURN_IF_ERROR(er__mem_check(32.0 * (double)n + 12.0 * inputs, "the matmul reference"));
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate the reference of %lld elements", (long long)n);
-    r->mod = &er__matmul_module;
-    r->A = *A;
-    r->B = *B;
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__matmul_module));
+    er__dot(r)->A = *A;
+    er__dot(r)->B = *B;
     r->ndim = pl.nb + 2;
     for (int i = 0; i < pl.nb; i++) r->shape[i] = pl.bshape[i];
     r->shape[pl.nb] = pl.M;
     r->shape[pl.nb + 1] = pl.N;
     r->n = n;
-    r->K = pl.K;
-    r->plan = pl;
+    er__dot(r)->K = pl.K;
+    er__dot(r)->plan = pl;
     if (fast < 0) { *out = r; return ER_OK; }
     if (fast) {
         er_status st = er__fast_build(r);
         if (st != ER_OK) { er_ref_free(r); return st; }
-        if (r->fast) { *out = r; return ER_OK; }
+        if (er__dot(r)->fast) { *out = r; return ER_OK; }
     }
-    er_status st = er__matmul_all_sums(r, &r->sums);
+    er_status st = er__matmul_all_sums(r, &er__dot(r)->sums);
     if (st != ER_OK) { er_ref_free(r); return st; }
     *out = r;
     return ER_OK;
@@ -418,7 +417,7 @@ er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
     er_dotsum *sums = malloc((size_t)(n ? n : 1) * sizeof *sums);
     if (!sums) return er__fail(ER_ERR_NOMEM, "cannot allocate the summaries of %lld elements", (long long)n);
     /* the summaries are independent per element: threads share them out, and no result depends on how */
-    int nt = er__num_threads(n * (r->K ? r->K : 1));
+    int nt = er__num_threads(n * (er__dot(r)->K ? er__dot(r)->K : 1));
     er_sum_ctx cx[ER_MAX_THREADS];
     void *ctxs[ER_MAX_THREADS] = {0};
     for (int t = 0; t < nt; t++) { cx[t] = (er_sum_ctx){sums, {0}, 0}; ctxs[t] = &cx[t]; }
@@ -429,54 +428,21 @@ er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
     return ER_OK;
 }
 
-int er_ref_fast(const er_ref *r) {
-    if (r && r->mod == &er__chain_module) {
-        /* a chain decides on its fast path where its base and reference operands give single sets (chains.md) */
-        int fast = er_ref_fast(r->base) || r->base->mod == &er__tensor_module;
-        for (int i = 0; i < r->nstages && fast; i++) fast = !r->stages[i].ref || er_ref_fast(r->stages[i].ref) || r->stages[i].ref->mod == &er__tensor_module;
-        return fast;
-    }
-    return r ? r->fast : 0;
-}
+int er__dot_fast(const er_ref *r) { return er__dot(r)->fast; }
 
-void er_ref_free(er_ref *r) {
-    if (!r) return;
-    free(r->sums);
-    free(r->fs);
-    free(r->af);
-    free(r->bt);
-    free(r->an);
-    free(r->bn);
-    free(r->stages);
-    free(r->views);
-    free(r);
-}
-
-er_status er_ref_shape(const er_ref *r, int *ndim, int64_t *shape) {
-    er__ok();
-    ER_CHECK_NULL(r, "ref");
-    ER_CHECK_NULL(ndim, "ndim");
-    ER_CHECK_NULL(shape, "shape");
-    *ndim = r->ndim;
-    for (int i = 0; i < r->ndim; i++) shape[i] = r->shape[i];
-    return ER_OK;
-}
-
-er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx) {
-    int64_t v = 0;
-    for (int i = 0; i < r->ndim; i++) {
-        if (index[i] < 0 || index[i] >= r->shape[i])
-            return er__fail(ER_ERR_INVALID, "index %lld is out of range [0, %lld) in dimension %d",
-                            (long long)index[i], (long long)r->shape[i], i);
-        v = v * r->shape[i] + index[i];
-    }
-    *idx = v;
-    return ER_OK;
+void er__dot_destroy(er_ref *r) {
+    er_dot_state *d = er__dot(r);
+    free(d->sums);
+    free(d->fs);
+    free(d->af);
+    free(d->bt);
+    free(d->an);
+    free(d->bn);
 }
 
 void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t *offb_out) {
-    const er_tensor *A = &r->A, *B = &r->B;
-    const er_mm_plan *pl = &r->plan;
+    const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
+    const er_mm_plan *pl = &er__dot(r)->plan;
     if (pl->K == 0) { *offa_out = *offb_out = 0; return; } /* no product: nothing read, and empty operands' strides unchecked */
     int64_t M = pl->M, N = pl->N;
     int64_t j = idx % N, i = (idx / N) % M, bi = idx / (M * N);
@@ -498,8 +464,8 @@ void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t
  * whole span of the terms that rounding is exact. */
 er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     mpfr_ptr out = mpfr_out;
-    const er_tensor *A = &r->A, *B = &r->B;
-    int64_t K = r->K, offa, offb;
+    const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
+    int64_t K = er__dot(r)->K, offa, offb;
     er__matmul_offsets(r, idx, &offa, &offb);
     mpfr_t *terms = malloc((size_t)(K ? K : 1) * sizeof *terms);
     mpfr_ptr *ptrs = malloc((size_t)(K ? K : 1) * sizeof *ptrs);

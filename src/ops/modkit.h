@@ -27,9 +27,6 @@ ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov
 #define ER_TAKES_MEAN 0x800u     /* mean= */
 #define ER_TAKES_ATTN 0x1000u     /* attention's kv_block=, p_sum=, qk_scale= */
 ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned takes);
-/* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
- * compute format holding the input's values. */
-ER_INTERNAL er_status er__rows_standard(const er_ref *ref, const er_standard *std);
 /* A set as an enclosure's lo, hi (NaN: no finite part) and flags (ER_ENCLOSURE_*) give it. */
 ER_INTERNAL void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t flags);
 /* The output shape of an op with one output of the reference's shape (out NULL: the shape alone). */

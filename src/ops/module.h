@@ -85,6 +85,10 @@ typedef struct er_op_module {
     const char *name;
     int nout;                              /* its outputs */
     const char *const *out_names;          /* their names ("out" for one) */
+    size_t priv_size;                      /* its state's bytes (er_ref.priv, zeroed when the reference is made) */
+    /* Releases what the state holds (not the state itself, which er_ref_free frees with the reference); NULL: the
+     * state holds nothing of its own. Called on partly built references too (their fields zero where not set). */
+    void (*destroy)(er_ref *ref);
     /* Output o's shape for the view out (which it may accept with extra unit dimensions); ER_ERR_OUTPUT with a
      * message naming both shapes when the view does not fit. out NULL: the shape alone (er_ref_output_shape). */
     er_status (*out_shape)(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);
@@ -117,9 +121,10 @@ typedef struct er_op_module {
     /* Element idx's set, the one er_ref_enclosure gives (its exact and rounded values left NaN). */
     er_status (*cursor_set)(void *cur, int64_t idx, er_cset *c);
     void (*cursor_close)(void *cur);
-    /* The reference's input views and their names, at most cap (er__ref_inputs). NULL: the engine's rule for the
-     * first round's ops (x or A, B, the bias; a chain's base's and stages'). */
+    /* The reference's input views and their names, at most cap (er__ref_inputs): every view it reads. */
     int (*inputs)(const er_ref *ref, const er_tensor **views, const char **names, int cap);
+    /* er_ref_fast: whether the reference decides its elements on a fast path. NULL: never. */
+    int (*fast)(const er_ref *ref);
 } er_op_module;
 
 /* The module of a reference's op (every op has one). */

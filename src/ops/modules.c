@@ -1,6 +1,9 @@
-/* modules.c: the table of op modules and what they share (src/ops/module.h; docs/design.md): the output set through
- * the output conversion, the options each op takes, the output shape of single-output ops. */
+/* modules.c: the table of op modules and what they share (src/ops/module.h; docs/design.md): a reference's making,
+ * release, shape and inputs through its module; the output set through the output conversion, the options each op
+ * takes, the output shape of single-output ops. */
 #include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include "ops/modkit.h"
@@ -14,6 +17,51 @@ const er_op_module *const er__modules[] = {&er__matmul_module, &er__sum_module, 
                                            NULL};
 
 const er_op_module *er__module_of(const er_ref *ref) { return ref->mod; }
+
+er_status er__ref_alloc(er_ref **out, const er_op_module *m) {
+    /* the state follows the reference, at an offset aligned for any type */
+    size_t head = (sizeof(er_ref) + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
+    er_ref *r = calloc(1, head + m->priv_size);
+    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
+    r->mod = m;
+    r->priv = (char *)r + head;
+    *out = r;
+    return ER_OK;
+}
+
+void er_ref_free(er_ref *r) {
+    if (!r) return;
+    if (r->mod->destroy) r->mod->destroy(r);
+    free(r);
+}
+
+int er_ref_fast(const er_ref *r) { return r && r->mod->fast ? r->mod->fast(r) : 0; }
+
+er_status er_ref_shape(const er_ref *r, int *ndim, int64_t *shape) {
+    er__ok();
+    ER_CHECK_NULL(r, "ref");
+    ER_CHECK_NULL(ndim, "ndim");
+    ER_CHECK_NULL(shape, "shape");
+    *ndim = r->ndim;
+    for (int i = 0; i < r->ndim; i++) shape[i] = r->shape[i];
+    return ER_OK;
+}
+
+er_status er__ref_index(const er_ref *r, const int64_t *index, int64_t *idx) {
+    int64_t v = 0;
+    for (int i = 0; i < r->ndim; i++) {
+        if (index[i] < 0 || index[i] >= r->shape[i])
+            return er__fail(ER_ERR_INVALID, "index %lld is out of range [0, %lld) in dimension %d",
+                            (long long)index[i], (long long)r->shape[i], i);
+        v = v * r->shape[i] + index[i];
+    }
+    *idx = v;
+    return ER_OK;
+}
+
+int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    return cap > 0 ? r->mod->inputs(r, views, names, cap) : 0;
+}
 
 /* Maps one endpoint v of the compute set through the output conversion. Returns 0 when the whole finite part
  * is gone (every value on the far side overflows); sets flags for infinities and NaN the conversion makes. */
@@ -90,18 +138,6 @@ er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned
         return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", op);
     if (!(takes & ER_TAKES_ATTN) && (std->kv_block != 0 || std->p_sum != 0 || std->qk_scale != 0))
         return er__fail(ER_ERR_STANDARD, "kv_block=, p_sum= and qk_scale= apply to attention, not to %s", op);
-    return ER_OK;
-}
-
-er_status er__rows_standard(const er_ref *ref, const er_standard *std) {
-    const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
-    if (std->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
-    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
-    if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
-        return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
-                        er__op_name(ref), X->name, F->name);
     return ER_OK;
 }
 

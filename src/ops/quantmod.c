@@ -14,6 +14,25 @@
 #include "tensor/tensor_internal.h"
 #include "enclose/approx.h"
 
+/* The state of a quantize reference: x (a tensor's view) or the base reference whose output is quantised (not owned);
+ * the format of q, the groups (cols: the last dimension; gpr groups per row), the recipe of the scale. */
+typedef struct er_quant_state {
+    er_tensor A;
+    const er_ref *base;
+    er_format qfmt;
+    int gran, recipe;
+    int64_t block, cols, gpr, groups;
+} er_quant_state;
+static er_quant_state *er__quant(const er_ref *r) { return (er_quant_state *)r->priv; }
+
+/* x, or the base's inputs. */
+static int er_q_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    if (er__quant(r)->base) return er__ref_inputs(er__quant(r)->base, views, names, cap);
+    names[0] = "the input x";
+    views[0] = &er__quant(r)->A;
+    return 1;
+}
+
 /* The arguments both constructors check. */
 static er_status er_q_args(er_format q, er_granularity granularity, int64_t block, er_scale_recipe recipe) {
     if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
@@ -27,25 +46,24 @@ static er_status er_q_args(er_format q, er_granularity granularity, int64_t bloc
 /* A quantize reference of the given output shape: its groups. */
 static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_format q, er_granularity granularity, int64_t block,
                            er_scale_recipe recipe, er_ref **made) {
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->mod = &er__quantize_module;
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__quantize_module));
     r->ndim = ndim;
     r->n = 1;
     for (int i = 0; i < ndim; i++) { r->shape[i] = shape[i]; r->n *= shape[i]; }
-    r->qfmt = q;
-    r->gran = granularity;
-    r->recipe = recipe;
-    r->block = granularity == ER_GRAN_BLOCK ? block : 0;
-    r->cols = r->shape[ndim - 1];
+    er__quant(r)->qfmt = q;
+    er__quant(r)->gran = granularity;
+    er__quant(r)->recipe = recipe;
+    er__quant(r)->block = granularity == ER_GRAN_BLOCK ? block : 0;
+    er__quant(r)->cols = r->shape[ndim - 1];
     int64_t rows = 1; /* the leading dimensions' product: rows of no column are still groups (amax 0) */
     for (int i = 0; i < ndim - 1; i++)
         if (!er__mul_ok(rows, shape[i], &rows)) {
             free(r);
             return er__fail(ER_ERR_SIZE, "x's leading dimensions hold more rows than an int64 counts");
         }
-    r->gpr = granularity == ER_GRAN_BLOCK ? (r->cols ? (r->cols - 1) / block + 1 : 0) : 1; /* ceil without overflow */
-    r->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * r->gpr;
+    er__quant(r)->gpr = granularity == ER_GRAN_BLOCK ? (er__quant(r)->cols ? (er__quant(r)->cols - 1) / block + 1 : 0) : 1; /* ceil without overflow */
+    er__quant(r)->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * er__quant(r)->gpr;
     *out = *made = r;
     return ER_OK;
 }
@@ -59,7 +77,7 @@ er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granular
     ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
     er_ref *r;
     ER_RETURN_IF_ERROR(er_q_make(out, x->ndim, x->shape, q, granularity, block, recipe, &r));
-    r->A = *x;
+    er__quant(r)->A = *x;
     return ER_OK;
 }
 
@@ -77,7 +95,7 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
     ER_RETURN_IF_ERROR(er_ref_shape(base, &nd, shape));
     er_ref *r;
     ER_RETURN_IF_ERROR(er_q_make(out, nd, shape, q, granularity, block, recipe, &r));
-    r->base = base;
+    er__quant(r)->base = base;
     return ER_OK;
 }
 
@@ -87,27 +105,27 @@ static const char *const er_q_names[3] = {"q", "amax", "scale"};
  * number of blocks last for blocks); trailing dimensions of size 1 are accepted. */
 static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
     if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
-    int lead = ref->gran == ER_GRAN_TENSOR ? 0 : ref->ndim - 1;
+    int lead = er__quant(ref)->gran == ER_GRAN_TENSOR ? 0 : ref->ndim - 1;
     for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
-    if (ref->gran == ER_GRAN_BLOCK) shape[lead++] = ref->gpr;
+    if (er__quant(ref)->gran == ER_GRAN_BLOCK) shape[lead++] = er__quant(ref)->gpr;
     *ndim = lead ? lead : 1;
     if (!lead) shape[0] = 1;
     return er__out_shape_fits(ref, o, out, *ndim, shape);
 }
 
 static er_status er_q_check(const er_ref *ref, const er_standard *std) {
-    const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute), *Q = er__fmt(ref->qfmt);
-    if (ref->base) {
+    const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute), *Q = er__fmt(er__quant(ref)->qfmt);
+    if (er__quant(ref)->base) {
         /* a reference's output: its standard is the base's (div_ulps the scale's), the compute format the kernel's
          * accumulator's */
         er_standard bs = *std;
         bs.div_ulps = 0;
-        ER_RETURN_IF_ERROR(er__module_of(ref->base)->check(ref->base, &bs));
+        ER_RETURN_IF_ERROR(er__module_of(er__quant(ref)->base)->check(er__quant(ref)->base, &bs));
         if (Q->p >= E->p)
             return er__fail(ER_ERR_STANDARD, "quantize to %s needs a wider compute format than %s", Q->name, E->name);
         return ER_OK;
     }
-    const er_fmt_info *X = er__fmt(ref->A.format);
+    const er_fmt_info *X = er__fmt(er__quant(ref)->A.format);
     if (std->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "quantize sums nothing: give any_order (its options set the scale's division)");
     if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
@@ -120,12 +138,12 @@ static er_status er_q_check(const er_ref *ref, const er_standard *std) {
 }
 
 static int64_t er_q_group(const er_ref *r, int64_t idx) {
-    if (r->gran == ER_GRAN_TENSOR) return 0;
-    if (r->gran == ER_GRAN_ROW) return idx / r->cols;
-    return (idx / r->cols) * r->gpr + (idx % r->cols) / r->block;
+    if (er__quant(r)->gran == ER_GRAN_TENSOR) return 0;
+    if (er__quant(r)->gran == ER_GRAN_ROW) return idx / er__quant(r)->cols;
+    return (idx / er__quant(r)->cols) * er__quant(r)->gpr + (idx % er__quant(r)->cols) / er__quant(r)->block;
 }
 
-static double er_q_x(const er_ref *r, int64_t idx) { return er__load(&r->A, er__offset(&r->A, idx)); }
+static double er_q_x(const er_ref *r, int64_t idx) { return er__load(&er__quant(r)->A, er__offset(&er__quant(r)->A, idx)); }
 
 /* Adds the value w (finite, an infinity or NaN) to v. */
 static void er_q_put(er_cval *v, double w) {
@@ -334,7 +352,7 @@ typedef struct er_q_job {
 /* Element idx's set: a tensor's value, or the base's enclosure. */
 static void er_q_xset(const er_q_job *j, int64_t idx, er_cval *xv) {
     er_q_empty(xv);
-    if (!j->ref->base) {
+    if (!er__quant(j->ref)->base) {
         double x = er_q_x(j->ref, idx);
         if (isnan(x)) xv->nan = xv->nan_req = 1;
         else er_q_put(xv, x);
@@ -353,15 +371,15 @@ static void *er_q_run(void *arg) {
         const er_q_group_info *gi = &j->gi[g];
         er_cval xv, v;
         er_q_xset(j, idx, &xv);
-        er_q_value_set(j->E, j->Q, &xv, gi, ref->recipe == ER_RECIPE_INV, j->U, &v);
-        double exact, rounded, x = ref->base ? 0.0 : er_q_x(ref, idx);
+        er_q_value_set(j->E, j->Q, &xv, gi, er__quant(ref)->recipe == ER_RECIPE_INV, j->U, &v);
+        double exact, rounded, x = er__quant(ref)->base ? 0.0 : er_q_x(ref, idx);
         /* the exact S and amax within their brackets (a tensor's: exact) */
-        double sl = ref->base ? j->xbl[idx] : x, sh = ref->base ? j->xbh[idx] : x;
-        double al = ref->base ? gi->abl : gi->aexact, ah = ref->base ? gi->abh : gi->aexact;
+        double sl = er__quant(ref)->base ? j->xbl[idx] : x, sh = er__quant(ref)->base ? j->xbh[idx] : x;
+        double al = er__quant(ref)->base ? gi->abl : gi->aexact, ah = er__quant(ref)->base ? gi->abh : gi->aexact;
         if (!er_q_exact_bracket(j->sk->O, j->sk->ov, sl, sh, j->qmax, al, ah, &exact, &rounded)) {
             int64_t index[ER_MAX_DIMS];
             er__index_of(ref, idx, index);
-            j->st = er_ref_exact_mpfr(S, ref->base, index);
+            j->st = er_ref_exact_mpfr(S, er__quant(ref)->base, index);
             if (j->st != ER_OK) break;
             int one = mpfr_zero_p(j->amp[g]); /* amax 0: scale 1 */
             rounded = one ? er__round_mpfr(j->sk->O, S, ER_ROUND_NEAREST, j->sk->ov) : er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
@@ -380,7 +398,7 @@ static void *er_q_run(void *arg) {
  * its exact values (the greatest of each element's least and greatest |x|; the exact amax found in MPFR among the
  * elements whose bracket reaches the greatest of the brackets' least |S|). */
 static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi, mpfr_t *amp) {
-    int64_t n = ref->n, G = ref->groups;
+    int64_t n = ref->n, G = er__quant(ref)->groups;
     uint8_t *seen = calloc((size_t)(G ? G : 1), 1), *fin = calloc((size_t)(G ? G : 1), 1);
     if (!seen || !fin) { free(seen); free(fin); return er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G); }
     for (int64_t g = 0; g < G; g++) { er_q_empty(&gi[g].av); gi[g].aexact = gi[g].abl = gi[g].abh = 0; fin[g] = 1; }
@@ -389,11 +407,11 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
         er_q_group_info *q = &gi[g];
         er_cval xv;
         er_q_xset(j0, idx, &xv);
-        double e = ref->base ? j0->xm[idx] : er_q_x(ref, idx);
+        double e = er__quant(ref)->base ? j0->xm[idx] : er_q_x(ref, idx);
         if (isnan(e) || isnan(q->aexact)) q->aexact = q->abl = q->abh = NAN;
         else {
             q->aexact = fmax(q->aexact, fabs(e));
-            if (ref->base) {
+            if (er__quant(ref)->base) {
                 double bl = j0->xbl[idx], bh = j0->xbh[idx];
                 q->abl = fmax(q->abl, bl > 0 ? bl : bh < 0 ? -bh : 0.0);
                 q->abh = fmax(q->abh, fmax(fabs(bl), fabs(bh)));
@@ -413,7 +431,7 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
     }
     free(seen);
     free(fin);
-    if (!ref->base) return ER_OK;
+    if (!er__quant(ref)->base) return ER_OK;
     /* the exact amax in MPFR: among the elements whose bracket reaches the greatest least |S| */
     for (int64_t idx = 0; idx < n; idx++) {
         int64_t g = er_q_group(ref, idx);
@@ -423,7 +441,7 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
         er__index_of(ref, idx, index);
         mpfr_t t;
         mpfr_init2(t, 64);
-        er_status st = er_ref_exact_mpfr(t, ref->base, index);
+        er_status st = er_ref_exact_mpfr(t, er__quant(ref)->base, index);
         if (st != ER_OK) { mpfr_clear(t); return st; }
         mpfr_abs(t, t, MPFR_RNDN);
         if (mpfr_cmp(t, amp[g]) > 0) { mpfr_set_prec(amp[g], mpfr_get_prec(t)); mpfr_set(amp[g], t, MPFR_RNDN); }
@@ -433,21 +451,21 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
 }
 
 static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
-    const er_fmt_info *E = er__fmt(std->compute), *Q = er__fmt(ref->qfmt);
+    const er_fmt_info *E = er__fmt(std->compute), *Q = er__fmt(er__quant(ref)->qfmt);
     double U = std->div_ulps ? std->div_ulps : 2.0, qmax = Q->max;
-    int64_t G = ref->groups, n = ref->n;
+    int64_t G = er__quant(ref)->groups, n = ref->n;
     int nt = er__num_threads(n * 64);
     if (nt > n) nt = n > 0 ? (int)n : 1;
-    ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(er_q_group_info) * (double)G + (ref->base ? 25.0 * (double)n : 0.0),
+    ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(er_q_group_info) * (double)G + (er__quant(ref)->base ? 25.0 * (double)n : 0.0),
                                      "the groups' amax and scale"));
     ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
     er_q_group_info *gi = calloc((size_t)(G ? G : 1), sizeof *gi);
-    mpfr_t *amp = ref->base ? calloc((size_t)(G ? G : 1), sizeof *amp) : NULL;
+    mpfr_t *amp = er__quant(ref)->base ? calloc((size_t)(G ? G : 1), sizeof *amp) : NULL;
     double *xl = NULL, *xh = NULL, *xm = NULL, *xbl = NULL, *xbh = NULL;
     uint8_t *xf = NULL;
-    er_status st = gi && (!ref->base || amp) ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
+    er_status st = gi && (!er__quant(ref)->base || amp) ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
     for (int64_t g = 0; amp && g < G; g++) { mpfr_init2(amp[g], 64); mpfr_set_zero(amp[g], 1); }
-    if (st == ER_OK && ref->base) {
+    if (st == ER_OK && er__quant(ref)->base) {
         /* the base's sets in the compute format (the kernel's accumulator) and brackets of its exact values */
         size_t m = (size_t)(n ? n : 1);
         xl = malloc(sizeof(double) * m); xh = malloc(sizeof(double) * m); xf = malloc(m);
@@ -455,8 +473,8 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         if (!xl || !xh || !xf || !xm || !xbl || !xbh) st = er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
         er_standard bs = *std; /* div_ulps is the scale's */
         bs.div_ulps = 0;
-        if (st == ER_OK) st = er_ref_enclosure(ref->base, 0, &bs, E->id, xl, xh, xf);
-        for (int64_t idx = 0; idx < n && st == ER_OK; idx++) st = er__ref_bracket(ref->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
+        if (st == ER_OK) st = er_ref_enclosure(er__quant(ref)->base, 0, &bs, E->id, xl, xh, xf);
+        for (int64_t idx = 0; idx < n && st == ER_OK; idx++) st = er__ref_bracket(er__quant(ref)->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
     }
     er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, NULL, 0, 0, ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
@@ -467,7 +485,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         if (sa) {
             er_cset c;
             double ra = er__round_double(sa->O, a, ER_ROUND_NEAREST, sa->ov);
-            if (ref->base && isfinite(a)) ra = er__round_mpfr(sa->O, amp[g], ER_ROUND_NEAREST, sa->ov);
+            if (er__quant(ref)->base && isfinite(a)) ra = er__round_mpfr(sa->O, amp[g], ER_ROUND_NEAREST, sa->ov);
             er__cset_build(&c, sa->O, sa->ov, 0, &q->av, a, ra);
             er__sink_put(sa, g, &c);
             q->ka = er__load(sa->out, er__offset(sa->out, g));
@@ -476,13 +494,13 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         /* the scale from the kernel's amax where that is in its set */
         er_cval av = q->av;
         if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
-        er_q_scale_set(E, U, qmax, ref->recipe, &av, &q->sv);
-        int inv = ref->recipe == ER_RECIPE_INV;
+        er_q_scale_set(E, U, qmax, er__quant(ref)->recipe, &av, &q->sv);
+        int inv = er__quant(ref)->recipe == ER_RECIPE_INV;
         q->sexact = a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
         if (ss) {
             double rounded = q->sexact;
             if (a > 0 && isfinite(a)) {
-                if (!ref->base) rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov) : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
+                if (!er__quant(ref)->base) rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov) : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
                 else {
                     mpfr_t one;
                     mpfr_init2(one, 16);
@@ -519,4 +537,5 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
 }
 
 const er_op_module er__quantize_module = {.name = "quantize", .nout = 3, .out_names = er_q_names, .out_shape = er_q_out_shape,
+                                          .priv_size = sizeof(er_quant_state), .inputs = er_q_inputs,
                                           .check = er_q_check, .covers = er_q_covers};

@@ -12,31 +12,18 @@
 
 static const uint8_t er_one_e4m3 = 0x38; /* 1.0 in fp8 e4m3fn */
 
-const char *er__op_name(const er_ref *r) { return r->mod == &er__chain_module ? r->chain_name : r->mod->name; }
+const char *er__op_name(const er_ref *r) { return r->name ? r->name : r->mod->name; }
 
 int64_t er__ref_numel(const er_ref *r) { return r->n; }
 
-int er__ref_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
-    if (r->mod == &er__quantize_module && r->base) return er__ref_inputs(r->base, views, names, cap);
-    if (r->mod == &er__chain_module) {
-        int n = er__ref_inputs(r->base, views, names, cap);
-        for (int i = 0; i < r->nstages && n < cap; i++) {
-            if (r->stages[i].t) { names[n] = "a stage's tensor"; views[n++] = r->stages[i].t; }
-            if (r->stages[i].ref) n += er__ref_inputs(r->stages[i].ref, views + n, names + n, cap - n);
-        }
-        return n;
-    }
-    const er_op_module *m = er__module_of(r);
-    if (m->inputs) return m->inputs(r, views, names, cap);
-    int n = 0, mm = r->mod == &er__matmul_module && !r->b_is_one;
-    names[n] = mm ? "operand A" : "the input x";
-    views[n++] = &r->A;
-    if (mm || ((r->mod == &er__rmsnorm_module || r->mod == &er__layernorm_module) && r->has_weight)) {
-        names[n] = mm ? "operand B" : "the weight";
-        views[n++] = &r->B;
-    }
-    if (r->mod == &er__layernorm_module && r->has_bias) { names[n] = "the bias"; views[n++] = &r->C; }
-    return n;
+int er__dot_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    const er_dot_state *d = er__dot(r);
+    names[0] = d->b_is_one ? "the input x" : "operand A";
+    views[0] = &d->A;
+    if (d->b_is_one || cap < 2) return 1;
+    names[1] = "operand B";
+    views[1] = &d->B;
+    return 2;
 }
 
 er_status er__check_dim(const er_tensor *x, int *dim) {
@@ -72,7 +59,7 @@ static er_status er_reduce(er_ref **out, const er_tensor *x, int dim, const er_o
     er_ref *r;
     ER_RETURN_IF_ERROR(er__matmul_build(&r, &A, &B));
     r->mod = op;
-    r->b_is_one = 1;
+    er__dot(r)->b_is_one = 1;
     r->ndim = nd - 1;
     for (int i = 0, k = 0; i < nd; i++) if (i != dim) r->shape[k++] = x->shape[i];
     if (r->ndim == 0) { r->ndim = 1; r->shape[0] = 1; } /* a full reduction of a vector: one element */

@@ -15,26 +15,30 @@ typedef struct er_mm_plan {
     int64_t a_batches, b_batches;
 } er_mm_plan;
 
+/* A reference: what every op shares (what the engine reads) and the op's own state, which only its module reads. */
 struct er_ref {
     const er_op_module *mod; /* the op's module (its entry in the table of src/ops/modules.c) */
-    er_mm_plan plan;
-    er_tensor A, B;     /* the operands' views (not copies) */
-    int ndim;           /* the op's output shape, as the user sees it */
+    const char *name;        /* the op's name in reports when not the module's (a chain's: "matmul+add+relu+cast") */
+    int ndim;                /* the first output's shape, as the user sees it, and its elements */
     int64_t shape[ER_MAX_DIMS];
-    int b_is_one;       /* reductions: B is the constant 1 (stride 0), analysed as er__fmt_one() */
-    int dim;            /* softmax, rmsnorm: the dimension they normalise */
-    int has_weight;     /* rmsnorm: B is the weight vector */
-    double eps;         /* rmsnorm, layernorm */
-    er_tensor C;        /* layernorm: the bias */
-    int has_bias;       /* layernorm */
-    int nnorm;          /* layernorm: the trailing dimensions normalised together (K elements per row) */
-    int64_t rows;       /* layernorm: rows (the mean's and rstd's elements) */
-    int scaled;         /* scaled matmul: the products' sum times sa and sb */
-    int a_row_major;    /* a tensor's own values (er_tensor_ref): A is row-major contiguous */
-    double sa, sb;
-    int64_t n;          /* output elements */
+    int64_t n;
+    void *priv;              /* the module's state: priv_size bytes, zeroed at er__ref_alloc, released by its destroy */
+};
+
+/* A new reference of module m (its state zeroed); ER_ERR_NOMEM with a message when memory is short. er_ref_free
+ * calls m->destroy and frees both. */
+ER_INTERNAL er_status er__ref_alloc(er_ref **out, const er_op_module *m);
+
+/* The state of the dot modules (matmul, sum, mean, max: src/ops/matmul.c, dotmod.c, fastmm.c, reduce.c and the GPU
+ * path's src/cuda/devcovers.c). */
+typedef struct er_dot_state {
+    er_tensor A, B;     /* the operands' views (not copies) */
+    er_mm_plan plan;
     int64_t K;          /* products per element */
-    er_dotsum *sums;       /* n summaries, row-major (NULL on the fast path) */
+    int b_is_one;       /* reductions: B is the constant 1 (stride 0), analysed as er__fmt_one() */
+    int scaled;         /* scaled matmul: the products' sum times sa and sb */
+    double sa, sb;
+    er_dotsum *sums;    /* n summaries, row-major (NULL on the fast path) */
     /* the fast path (src/ops/fastmm.c): fs = A B in fp64; the operands as floats, A as [a_batches][M][K] and B
      * transposed as [b_batches][N][K]; upper bounds of their vectors' 2-norms; the exact engine's dot env */
     int fast;
@@ -42,24 +46,29 @@ struct er_ref {
     float *af, *bt;
     double *an, *bn;
     er_dot_env env;
-    /* a chain (src/ops/chainmod.c): the base reference and the stages, their views copied into views[] */
-    const er_ref *base;
-    er_stage *stages;
-    er_tensor *views;
-    int nstages;
-    char chain_name[32];    /* the base's name and the stages', as reports show them: "matmul+add+relu+cast" */
-    /* quantize (src/ops/quantmod.c): the format of q, the groups (cols: the last dimension; groups per row), the
-     * recipe of the scale */
-    er_format qfmt;
-    int gran, recipe;
-    int64_t block, cols, gpr, groups;
-    /* attention (src/ops/attnmod.c): q = A, k = B, v = C; heads, sequence lengths, head dims, batches; the scale
-     * (0: 1/sqrt(dh)) and the mask */
-    int64_t heads, kv_heads, sq, sk, dh, dv, nbatch;
-    double scale;
-    int causal, bottom_right, window;
-    int64_t win_l, win_r;
-};
+} er_dot_state;
+static inline er_dot_state *er__dot(const er_ref *r) { return (er_dot_state *)r->priv; }
+/* The dot modules' inputs (A and B; a reduction's x), fast path and release of their state. */
+ER_INTERNAL int er__dot_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);
+ER_INTERNAL int er__dot_fast(const er_ref *r);
+ER_INTERNAL void er__dot_destroy(er_ref *r);
+
+/* The state of the row modules (softmax, log_softmax, rmsnorm, layernorm: src/ops/rowref.c, rowmods.c, lnmod.c). */
+typedef struct er_rows_state {
+    er_tensor A, B, C;  /* x, the weight (has_weight), the bias (has_bias) */
+    int dim;            /* the dimension normalised (layernorm: the last of the nnorm trailing ones) */
+    int has_weight, has_bias;
+    double eps;         /* rmsnorm, layernorm */
+    int nnorm;          /* layernorm: the trailing dimensions normalised together (K elements per row) */
+    int64_t rows;       /* layernorm: rows (the mean's and rstd's elements) */
+    int64_t K;          /* elements per row */
+} er_rows_state;
+static inline er_rows_state *er__rows(const er_ref *r) { return (er_rows_state *)r->priv; }
+/* The row modules' inputs: x, then the weight and the bias where given. */
+ER_INTERNAL int er__rows_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);
+/* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
+ * compute format holding the input's values. */
+ER_INTERNAL er_status er__rows_standard(const er_ref *ref, const er_standard *std);
 
 /* The exponent range of an operand's nonzero finite values (as the exact engine's walk finds it). */
 typedef struct er_dense_stats {

@@ -68,7 +68,7 @@ static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64
 static er_status er_rmsnorm_rows(er_row_job *j) {
     const er_ref *ref = j->ref;
     const er_standard *std = j->std;
-    const er_fmt_info *X = er__fmt(ref->A.format), *F = er__fmt(std->compute);
+    const er_fmt_info *X = er__fmt(er__rows(ref)->A.format), *F = er__fmt(std->compute);
     er_rms_ctx rc;
     memset(&rc, 0, sizeof rc);
     rc.j = j;
@@ -76,7 +76,7 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
     rc.pl.O = j->sk->O;
     rc.pl.X = X;
     rc.pl.ov_out = j->sk->ov;
-    rc.pl.eps = er__round_double(F, ref->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+    rc.pl.eps = er__round_double(F, er__rows(ref)->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
     rc.pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
     rc.pl.rsqrt_ftz = std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
     rc.pl.depth = std->depth;
@@ -84,10 +84,10 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
     rc.pl.combine_depth = std->combine_depth;
     rc.pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
     rc.pl.mean = std->mean;
-    int64_t n = ref->K;
+    int64_t n = er__rows(ref)->K;
     rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (!rc.w) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
-    for (int64_t k = 0; k < n; k++) rc.w[k] = ref->has_weight ? er__load(&ref->B, k * ref->B.strides[0]) : 1.0;
+    for (int64_t k = 0; k < n; k++) rc.w[k] = er__rows(ref)->has_weight ? er__load(&er__rows(ref)->B, k * er__rows(ref)->B.strides[0]) : 1.0;
     /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
     rc.env.wide = X->p > 26;
     int lsb = X->emin - X->p + 1;
@@ -111,12 +111,12 @@ static void *er_row_run(void *arg) {
 /* Rows along the last dimension are contiguous in the output: threads take contiguous runs of them (softmax along
  * another dimension: one thread). */
 static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
-    int row_par = ref->mod == &er__rmsnorm_module || ref->dim == ref->ndim - 1;
-    int64_t rows = ref->K ? ref->n / ref->K : 0;
+    int row_par = ref->mod == &er__rmsnorm_module || er__rows(ref)->dim == ref->ndim - 1;
+    int64_t rows = er__rows(ref)->K ? ref->n / er__rows(ref)->K : 0;
     int nt = row_par ? er__num_threads(ref->n * 256) : 1;
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
     /* each thread's row: its values, sets and exact results, about 256 bytes per element at most */
-    ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)ref->K * nt, "the rows' working sets"));
+    ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)er__rows(ref)->K * nt, "the rows' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_row_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK};
@@ -148,8 +148,11 @@ static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
 static const char *const er_one_out[1] = {"out"};
 
 const er_op_module er__softmax_module = {.name = "softmax", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
-                                         .check = er_rows_check, .covers = er_rows_covers};
+                                         .check = er_rows_check, .covers = er_rows_covers,
+    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
 const er_op_module er__log_softmax_module = {.name = "log_softmax", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
-                                             .check = er_rows_check, .covers = er_rows_covers};
+                                             .check = er_rows_check, .covers = er_rows_covers,
+    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
 const er_op_module er__rmsnorm_module = {.name = "rmsnorm", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
-                                         .check = er_rows_check, .covers = er_rows_covers};
+                                         .check = er_rows_check, .covers = er_rows_covers,
+    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};

@@ -9,16 +9,29 @@
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
+/* A tensor's view and whether it is row-major contiguous (then element idx is at offset idx). */
+typedef struct er_tensor_state {
+    er_tensor A;
+    int a_row_major;
+} er_tensor_state;
+static er_tensor_state *er__tensor(const er_ref *r) { return (er_tensor_state *)r->priv; }
+
+static int er_tensor_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    (void)cap;
+    names[0] = "the input x";
+    views[0] = &er__tensor(r)->A;
+    return 1;
+}
+
 er_status er_tensor_ref(er_ref **out, const er_tensor *x) {
     er__ok();
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(x, "x");
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->mod = &er__tensor_module;
-    r->A = *x;
-    r->a_row_major = er__row_major(x);
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__tensor_module));
+    er__tensor(r)->A = *x;
+    er__tensor(r)->a_row_major = er__row_major(x);
     r->ndim = x->ndim;
     r->n = 1;
     for (int i = 0; i < x->ndim; i++) { r->shape[i] = x->shape[i]; r->n *= x->shape[i]; }
@@ -27,7 +40,7 @@ er_status er_tensor_ref(er_ref **out, const er_tensor *x) {
 }
 
 static double er_tensor_value(const er_ref *ref, int64_t idx) {
-    return er__load(&ref->A, ref->a_row_major ? idx : er__offset(&ref->A, idx));
+    return er__load(&er__tensor(ref)->A, er__tensor(ref)->a_row_major ? idx : er__offset(&er__tensor(ref)->A, idx));
 }
 
 /* No reduction: only standards that say nothing of one's order apply (any_order, its options for the output). */
@@ -112,6 +125,7 @@ static er_status er_tensor_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr o
 static const char *const er_tensor_names[1] = {"out"};
 
 const er_op_module er__tensor_module = {.name = "tensor", .nout = 1, .out_names = er_tensor_names, .out_shape = er__out_shape_same,
+                                        .priv_size = sizeof(er_tensor_state), .inputs = er_tensor_inputs,
                                         .check = er_tensor_check, .covers = er_tensor_covers, .exact = er_tensor_exact,
                                         .exact_mpfr = er_tensor_exact_mpfr, .bracket = er_tensor_bracket,
                                         .cursor_open = er_tensor_cursor_open,

@@ -1,4 +1,5 @@
-/* softmax_op.c: the softmax reference: validation and the walk over rows (the set is src/enclose/softmax.c). */
+/* rowref.c: the row ops' references (softmax, log_softmax, rmsnorm, layernorm): validation, their state, the
+ * standards they share and the walk over rows (the sets are src/enclose/softmax.c, rmsnorm.c and layernorm.c). */
 #include <math.h>
 #include <stdlib.h>
 #include "ops/modkit.h"
@@ -9,16 +10,37 @@ static er_status er_softmax_like(er_ref **out, const er_tensor *x, int dim, cons
     ER_CHECK_NULL(out, "out");
     ER_RETURN_IF_ERROR(er__check_dim(x, &dim));
     int nd = x->ndim;
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->mod = op;
-    r->A = *x;
-    r->dim = dim;
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, op));
+    er__rows(r)->A = *x;
+    er__rows(r)->dim = dim;
     r->ndim = nd;
     r->n = 1;
     for (int i = 0; i < nd; i++) { r->shape[i] = x->shape[i]; r->n *= x->shape[i]; }
-    r->K = x->shape[dim];
+    er__rows(r)->K = x->shape[dim];
     *out = r;
+    return ER_OK;
+}
+
+int er__rows_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    const er_rows_state *w = er__rows(r);
+    int n = 0;
+    names[n] = "the input x";
+    views[n++] = &w->A;
+    if (w->has_weight && n < cap) { names[n] = "the weight"; views[n++] = &w->B; }
+    if (w->has_bias && n < cap) { names[n] = "the bias"; views[n++] = &w->C; }
+    return n;
+}
+
+er_status er__rows_standard(const er_ref *ref, const er_standard *std) {
+    const er_fmt_info *X = er__fmt(er__rows(ref)->A.format), *F = er__fmt(std->compute);
+    if (std->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
+    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
+    if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+        return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
+                        er__op_name(ref), X->name, F->name);
     return ER_OK;
 }
 
@@ -47,8 +69,8 @@ er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, 
     }
     er_ref *r = NULL;
     ER_RETURN_IF_ERROR(er_softmax_like(&r, x, -1, &er__rmsnorm_module));
-    if (weight) { r->B = *weight; r->has_weight = 1; }
-    r->eps = eps;
+    if (weight) { er__rows(r)->B = *weight; er__rows(r)->has_weight = 1; }
+    er__rows(r)->eps = eps;
     *out = r;
     return ER_OK;
 }
@@ -75,20 +97,19 @@ er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, co
         for (int i = 0; same && i < k; i++) same = aff[a]->shape[i] == x->shape[nd - k + i];
         if (!same) return er__fail(ER_ERR_SHAPE, "%s must have the normalised shape (x's last %d dimensions)", names[a], k);
     }
-    er_ref *r = calloc(1, sizeof *r);
-    if (!r) return er__fail(ER_ERR_NOMEM, "cannot allocate a reference");
-    r->mod = &er__layernorm_module;
-    r->A = *x;
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__layernorm_module));
+    er__rows(r)->A = *x;
     r->ndim = nd;
     for (int i = 0; i < nd; i++) r->shape[i] = x->shape[i];
     r->n = numel;
-    r->K = n;
-    r->nnorm = k;
-    r->rows = numel / n;
-    r->dim = nd - 1;
-    if (weight) { r->B = *weight; r->has_weight = 1; }
-    if (bias) { r->C = *bias; r->has_bias = 1; }
-    r->eps = eps;
+    er__rows(r)->K = n;
+    er__rows(r)->nnorm = k;
+    er__rows(r)->rows = numel / n;
+    er__rows(r)->dim = nd - 1;
+    if (weight) { er__rows(r)->B = *weight; er__rows(r)->has_weight = 1; }
+    if (bias) { er__rows(r)->C = *bias; er__rows(r)->has_bias = 1; }
+    er__rows(r)->eps = eps;
     *out = r;
     return ER_OK;
 }
@@ -111,18 +132,18 @@ void er__decode_rowmajor(const er_tensor *t, double *dst) {
 }
 
 er_status er__layernorm_foreach(const er_ref *r, er_lnrow_fn fn, void *ctx) {
-    return er__layernorm_foreach_range(r, 0, r->rows, fn, ctx);
+    return er__layernorm_foreach_range(r, 0, er__rows(r)->rows, fn, ctx);
 }
 
 er_status er__layernorm_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_lnrow_fn fn, void *ctx) {
-    const er_tensor *x = &r->A;
-    int nd = x->ndim, lead = nd - r->nnorm;
-    int64_t n = r->K;
+    const er_tensor *x = &er__rows(r)->A;
+    int nd = x->ndim, lead = nd - er__rows(r)->nnorm;
+    int64_t n = er__rows(r)->K;
     double *row = malloc(sizeof(double) * (size_t)n);
     if (!row) return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
     er_tensor tail = *x; /* the row as a tensor of the trailing dimensions */
-    tail.ndim = r->nnorm;
-    for (int i = 0; i < r->nnorm; i++) { tail.shape[i] = x->shape[lead + i]; tail.strides[i] = x->strides[lead + i]; }
+    tail.ndim = er__rows(r)->nnorm;
+    for (int i = 0; i < er__rows(r)->nnorm; i++) { tail.shape[i] = x->shape[lead + i]; tail.strides[i] = x->strides[lead + i]; }
     er_status s = ER_OK;
     for (int64_t rr = r0; rr < r1 && s == ER_OK; rr++) {
         int64_t rem = rr, off = 0;
@@ -136,13 +157,13 @@ er_status er__layernorm_foreach_range(const er_ref *r, int64_t r0, int64_t r1, e
 }
 
 er_status er__softmax_foreach(const er_ref *r, er_row_fn fn, void *ctx) {
-    int64_t K = r->A.shape[r->dim];
+    int64_t K = er__rows(r)->A.shape[er__rows(r)->dim];
     return er__softmax_foreach_range(r, 0, K ? r->n / K : 0, fn, ctx);
 }
 
 er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_row_fn fn, void *ctx) {
-    const er_tensor *x = &r->A;
-    int nd = x->ndim, d = r->dim;
+    const er_tensor *x = &er__rows(r)->A;
+    int nd = x->ndim, d = er__rows(r)->dim;
     int64_t K = x->shape[d], rows = K ? r->n / K : 0;
     double *row = malloc(sizeof(double) * (size_t)(K ? K : 1));
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)(K ? K : 1));
