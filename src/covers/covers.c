@@ -265,14 +265,22 @@ er_status er_ref_output_shape(const er_ref *ref, int output, int *ndim, int64_t 
 
 /* ---- the engine of the op modules (src/ops/module.h): sinks, checks, reports ---- */
 
+/* What one check reads and writes of each output of a module's op (m->nout of them). */
+typedef struct er_out_args {
+    const er_tensor *out;           /* the kernel's output; NULL: not checked */
+    double *lo, *hi, *slack;        /* where its sets go (NULL: not wanted) */
+    uint8_t *flags;                 /* er_ref_enclosure's: the sets alone (no output read, nothing classified) */
+    int nd;                         /* its shape, as the module gives it */
+    int64_t sh[ER_MAX_DIMS];
+} er_out_args;
+
 struct er_sinks {
     const er_op_module *m;
     const er_standard *std;
-    const er_tensor *const *outs;   /* m->nout views, NULL where not checked */
+    const er_out_args *oa;          /* m->nout */
     er_report *reps;                /* the check's reports, begun */
-    double *const *lo, *const *hi, *const *slack;
     void *arg;                      /* er__covers_module's */
-    uint8_t *const *flags;          /* er_ref_enclosure's: set, the sets alone (no output read, nothing classified) */
+    int enclose;                    /* er_ref_enclosure */
     int nt;
     er_sink *sink;                  /* [nt][nout] */
     er_report *part;                /* [nt][nout]: each share's partial reports */
@@ -289,7 +297,8 @@ er_status er__sinks_open(er_sinks *sk, int nt) {
     sk->nt = nt;
     for (int t = 0; t < nt; t++)
         for (int o = 0; o < no; o++) {
-            const er_tensor *out = sk->outs[o];
+            const er_out_args *a = &sk->oa[o];
+            const er_tensor *out = a->out;
             if (!out) continue;
             er_sink *s = &sk->sink[t * no + o];
             s->out = out;
@@ -297,14 +306,14 @@ er_status er__sinks_open(er_sinks *sk, int nt) {
             s->O = er__fmt(out->format);
             s->ov = er__overflow_rule(s->O, sk->std->out_overflow);
             s->worst_dist = -1;
-            if (sk->lo && sk->lo[o]) {
-                s->set_lo = sk->lo[o];
-                s->set_hi = sk->hi[o];
-                s->set_slack = sk->slack ? sk->slack[o] : NULL;
+            if (a->lo) {
+                s->set_lo = a->lo;
+                s->set_hi = a->hi;
+                s->set_slack = a->slack;
             }
-            if (sk->flags) {
+            if (sk->enclose) {
                 s->enclose = 1;
-                s->set_flags = sk->flags[o];
+                s->set_flags = a->flags;
             }
             er_part_begin_sink(&sk->part[t * no + o], &sk->reps[o], s);
         }
@@ -312,7 +321,7 @@ er_status er__sinks_open(er_sinks *sk, int nt) {
 }
 
 er_sink *er__sinks_at(er_sinks *sk, int t, int o) {
-    return t >= 0 && t < sk->nt && o >= 0 && o < sk->m->nout && sk->outs[o] ? &sk->sink[t * sk->m->nout + o] : NULL;
+    return t >= 0 && t < sk->nt && o >= 0 && o < sk->m->nout && sk->oa[o].out ? &sk->sink[t * sk->m->nout + o] : NULL;
 }
 
 /* One output of a module's op: the arguments, its shape, the standard. */
@@ -356,57 +365,59 @@ static er_status er_check_arrays(const er_ref *ref, const er_tensor *out, int n,
 }
 
 /* er_covers_sets' arrays (lo, hi, slack; count doubles each). */
-static er_status er_check_set_arrays(const er_ref *ref, const er_tensor *out, double *const arrays[3], int64_t count) {
+static er_status er_check_set_arrays(const er_ref *ref, const er_out_args *a, int64_t count) {
     static const char *const names[3] = {"lo", "hi", "slack"};
     size_t b = sizeof(double) * (size_t)count, bytes[3] = {b, b, b};
-    const void *p[3] = {arrays[0], arrays[1], arrays[2]};
-    return er_check_arrays(ref, out, 3, p, names, bytes);
+    const void *p[3] = {a->lo, a->hi, a->slack};
+    return er_check_arrays(ref, a->out, 3, p, names, bytes);
+}
+
+/* The outputs' arguments (each output's shape and arrays checked); ER_ERR_NULL when none is checked. */
+static er_status er_check_outputs(const er_op_module *m, const er_ref *ref, er_out_args *oa, const er_standard *std) {
+    int no = m->nout, any = 0;
+    for (int o = 0; o < no; o++) {
+        er_out_args *a = &oa[o];
+        if (!a->out) continue;
+        any = 1;
+        ER_RETURN_IF_ERROR(er_check_module_args(m, ref, o, a->out, std, &a->nd, a->sh));
+        if (a->lo && !a->flags) {
+            int64_t count = 1;
+            for (int i = 0; i < a->nd; i++) count *= a->sh[i];
+            ER_RETURN_IF_ERROR(er_check_set_arrays(ref, a, count));
+        }
+    }
+    if (any) return ER_OK;
+    char names[256];
+    int k = 0;
+    for (int o = 0; o < no && k >= 0 && (size_t)k < sizeof names; o++)
+        k += snprintf(names + k, sizeof names - (size_t)k, "%s%s", o == 0 ? "" : o == no - 1 ? " or " : ", ", m->out_names[o]);
+    return er__fail(ER_ERR_NULL, "every output is NULL: give %s", names);
 }
 
 /* covers through a module: its sets into per-share sinks, classified and merged in element order into one report
- * per checked output (reps[o] untouched where outs[o] is NULL). */
-static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, const er_tensor *const *outs,
-                                  const er_standard *std, double *const *lo, double *const *hi, double *const *slack, void *arg,
-                                  uint8_t *const *flags) {
-    int no = m->nout, nd[3];
-    int64_t sh[3][ER_MAX_DIMS];
-    int any = 0;
-    for (int o = 0; o < no; o++) {
-        if (!outs[o]) continue;
-        any = 1;
-        ER_RETURN_IF_ERROR(er_check_module_args(m, ref, o, outs[o], std, &nd[o], sh[o]));
-        if (lo && lo[o] && !flags) {
-            int64_t count = 1;
-            for (int i = 0; i < nd[o]; i++) count *= sh[o][i];
-            double *const arrays[3] = {lo[o], hi[o], slack ? slack[o] : NULL};
-            ER_RETURN_IF_ERROR(er_check_set_arrays(ref, outs[o], arrays, count));
-        }
-    }
-    if (!any) {
-        char names[96];
-        int k = 0;
-        for (int o = 0; o < no; o++)
-            k += snprintf(names + k, sizeof names - (size_t)k, "%s%s", o == 0 ? "" : o == no - 1 ? " or " : ", ", m->out_names[o]);
-        return er__fail(ER_ERR_NULL, "every output is NULL: give %s", names);
-    }
+ * per checked output (reps[o] zeroed where oa[o].out is NULL); oa has m->nout entries. */
+static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, er_out_args *oa, const er_standard *std,
+                                  void *arg, int enclose) {
+    int no = m->nout;
+    ER_RETURN_IF_ERROR(er_check_outputs(m, ref, oa, std));
     memset(reps, 0, (size_t)no * sizeof *reps);
     er_status st = ER_OK;
     for (int o = 0; o < no && st == ER_OK; o++) {
-        if (!outs[o]) continue;
+        if (!oa[o].out) continue;
         char suffix[24] = "";
         if (o) snprintf(suffix, sizeof suffix, ".%s", m->out_names[o]);
-        st = er_report_begin(&reps[o], er__op_name(ref), suffix, nd[o], sh[o], outs[o], std);
+        st = er_report_begin(&reps[o], er__op_name(ref), suffix, oa[o].nd, oa[o].sh, oa[o].out, std);
     }
-    er_sinks sk = {m, std, outs, reps, lo, hi, slack, arg, flags, 0, NULL, NULL};
+    er_sinks sk = {m, std, oa, reps, arg, enclose, 0, NULL, NULL};
     if (st == ER_OK) st = m->covers(ref, std, &sk);
     for (int o = 0; o < no; o++) {
         double worst = -1;
-        for (int t = 0; t < sk.nt && st == ER_OK && outs[o]; t++)
+        for (int t = 0; t < sk.nt && st == ER_OK && oa[o].out; t++)
             er_merge(&reps[o], &worst, &sk.part[t * no + o], sk.sink[t * no + o].worst_dist);
     }
     /* every element classified once: a module that skipped some would pass them silently */
-    for (int o = 0; o < no && st == ER_OK && !flags; o++) {
-        if (!outs[o]) continue;
+    for (int o = 0; o < no && st == ER_OK && !enclose; o++) {
+        if (!oa[o].out) continue;
         int64_t tot = 0;
         for (int c = 0; c < ER_CLASS_COUNT; c++) tot += reps[o].counts[c];
         if (tot != reps[o].n)
@@ -417,6 +428,25 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
     free(sk.sink);
     free(sk.part);
     return st;
+}
+
+/* A check of the module's outputs with arguments oa (m->nout of them) whose reports the caller does not keep but
+ * output `keep`'s (into *rep; NULL: none kept). */
+static er_status er_module_covers_one(er_report *rep, int keep, const er_op_module *m, const er_ref *ref, er_out_args *oa,
+                                      const er_standard *std, void *arg, int enclose) {
+    er_report *reps = calloc((size_t)m->nout, sizeof *reps);
+    if (!reps) return er__fail(ER_ERR_NOMEM, "cannot allocate %d reports", m->nout);
+    er_status st = er_module_covers(reps, m, ref, oa, std, arg, enclose);
+    if (st == ER_OK && rep) *rep = reps[keep];
+    else if (st == ER_OK) er_report_clear(&reps[keep]);
+    free(reps);
+    return st;
+}
+
+/* Every output's arguments, zeroed (m->nout of them; free with free()). */
+static er_status er_out_args_new(const er_op_module *m, er_out_args **oa) {
+    *oa = calloc((size_t)m->nout, sizeof **oa);
+    return *oa ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the arguments of %d outputs", m->nout);
 }
 
 static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
@@ -438,15 +468,29 @@ static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const
                                   set_slack ? set_slack[0] : NULL);
     }
     ER_CHECK_NULL(std, "standard");
-    er_report tmp[3];
-    ER_RETURN_IF_ERROR(er_module_covers(tmp, m, ref, outs, std, set_lo, set_hi, set_slack, NULL, NULL));
-    memcpy(reps, tmp, (size_t)nout * sizeof *tmp);
-    return ER_OK;
+    er_out_args *oa;
+    ER_RETURN_IF_ERROR(er_out_args_new(m, &oa));
+    er_report *tmp = calloc((size_t)nout, sizeof *tmp);
+    er_status st = tmp ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the reports of %d outputs", nout);
+    for (int o = 0; st == ER_OK && o < nout; o++)
+        oa[o] = (er_out_args){.out = outs[o], .lo = set_lo ? set_lo[o] : NULL, .hi = set_hi ? set_hi[o] : NULL,
+                              .slack = set_slack ? set_slack[o] : NULL};
+    if (st == ER_OK) st = er_module_covers(tmp, m, ref, oa, std, NULL, 0);
+    if (st == ER_OK) memcpy(reps, tmp, (size_t)nout * sizeof *tmp); /* reps untouched on refusal until finished */
+    free(tmp);
+    free(oa);
+    return st;
+}
+
+/* How many of a caller's nout reports a call finishes: its op's outputs at most (the array holds nout). */
+static int er_reports_written(const er_ref *ref, int nout) {
+    int want = er_ref_num_outputs(ref);
+    return nout < want ? nout : want;
 }
 
 er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
     er_status st = er_covers_outputs_run(reps, ref, outs, nout, std, NULL, NULL, NULL);
-    for (int i = 0; reps && i < nout && i < 3; i++) er__report_finish(&reps[i], st);
+    for (int i = 0, k = er_reports_written(ref, nout); reps && i < k; i++) er__report_finish(&reps[i], st);
     return st;
 }
 
@@ -468,10 +512,10 @@ er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_te
                                  double *const *lo, double *const *hi, double *const *slack) {
     er__ok();
     er_status st = lo && hi ? ER_OK : er__fail(ER_ERR_NULL, "lo and hi must not be NULL (their entries may be)");
-    for (int i = 0; st == ER_OK && i < nout && i < 3; i++)
+    for (int i = 0, k = er_reports_written(ref, nout); st == ER_OK && i < k; i++)
         if (!lo[i] != !hi[i]) st = er__fail(ER_ERR_NULL, "lo[%d] and hi[%d] are both given or both NULL", i, i);
     if (st == ER_OK) st = er_covers_outputs_run(reps, ref, outs, nout, std, lo, hi, slack);
-    for (int i = 0; reps && i < nout && i < 3; i++) er__report_finish(&reps[i], st);
+    for (int i = 0, k = er_reports_written(ref, nout); reps && i < k; i++) er__report_finish(&reps[i], st);
     return st;
 }
 
@@ -485,22 +529,24 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
     /* the op's first output (the others unchecked) */
-    const er_tensor *outs[3] = {out, NULL, NULL};
-    er_report reps[3];
-    double *const los[3] = {set_lo, NULL, NULL}, *const his[3] = {set_hi, NULL, NULL}, *const sls[3] = {set_slack, NULL, NULL};
-    ER_RETURN_IF_ERROR(er_module_covers(reps, er__module_of(ref), ref, outs, std, set_lo ? los : NULL, set_lo ? his : NULL, sls, NULL, NULL));
-    *rep = reps[0];
-    return ER_OK;
+    const er_op_module *m = er__module_of(ref);
+    er_out_args *oa;
+    ER_RETURN_IF_ERROR(er_out_args_new(m, &oa));
+    oa[0] = (er_out_args){.out = out, .lo = set_lo, .hi = set_lo ? set_hi : NULL, .slack = set_lo ? set_slack : NULL};
+    er_status st = er_module_covers_one(rep, 0, m, ref, oa, std, NULL, 0);
+    free(oa);
+    return st;
 }
 
 er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref *ref, const er_tensor *out, const er_standard *std,
                             void *arg) {
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
-    const er_tensor *outs[3] = {out, NULL, NULL};
-    er_report reps[3];
-    ER_RETURN_IF_ERROR(er_module_covers(reps, m, ref, outs, std, NULL, NULL, NULL, arg, NULL));
-    *rep = reps[0];
-    return ER_OK;
+    er_out_args *oa;
+    ER_RETURN_IF_ERROR(er_out_args_new(m, &oa));
+    oa[0].out = out;
+    er_status st = er_module_covers_one(rep, 0, m, ref, oa, std, arg, 0);
+    free(oa);
+    return st;
 }
 
 er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std, er_format format, double *lo, double *hi,
@@ -531,17 +577,12 @@ er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std
     const void *arrays[3] = {lo, hi, flags};
     size_t bytes[3] = {sizeof(double) * (size_t)count, sizeof(double) * (size_t)count, (size_t)count};
     ER_RETURN_IF_ERROR(er_check_arrays(ref, NULL, 3, arrays, names, bytes));
-    const er_tensor *outs[3] = {NULL, NULL, NULL};
-    outs[output] = &view;
-    double *los[3] = {NULL, NULL, NULL}, *his[3] = {NULL, NULL, NULL};
-    uint8_t *fls[3] = {NULL, NULL, NULL};
-    los[output] = lo;
-    his[output] = hi;
-    fls[output] = flags;
-    er_report reps[3];
-    ER_RETURN_IF_ERROR(er_module_covers(reps, m, ref, outs, std, los, his, NULL, NULL, fls));
-    er_report_clear(&reps[output]);
-    return ER_OK;
+    er_out_args *oa;
+    ER_RETURN_IF_ERROR(er_out_args_new(m, &oa));
+    oa[output] = (er_out_args){.out = &view, .lo = lo, .hi = hi, .flags = flags};
+    er_status st = er_module_covers_one(NULL, output, m, ref, oa, std, NULL, 1);
+    free(oa);
+    return st;
 }
 
 er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
