@@ -1,5 +1,6 @@
 /* standard.c: the standard value: defaults, parsing from strings, validation and rendering. */
 #include <ctype.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <strings.h>
 #include <stdlib.h>
@@ -161,19 +162,103 @@ int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *ia, cons
     return er__products_exact(fa, fb, acc);
 }
 
+/* ---- the options: one table (name, kind, field, values, range), one parser ---- */
+
+/* A value an option's word sets ("never" -> ER_FMA_NEVER); aliases are further entries of the same value. */
+typedef struct er_opt_word {
+    const char *word;
+    int value;
+} er_opt_word;
+
+typedef enum er_opt_kind {
+    ER_OPT_WORDS,   /* one of the words (an int or enum field) */
+    ER_OPT_FORMAT,  /* a format's name (an er_format field) */
+    ER_OPT_ULPS,    /* an accuracy in ulps, 0.5 to 1e6 (a double field) */
+    ER_OPT_COUNT,   /* a decimal integer in [1, hi] (an int64_t field, or an int one where hi fits) */
+    ER_OPT_POW2     /* a power of two in [1, hi] (an int field), for triton:BLOCK only */
+} er_opt_kind;
+
+typedef struct er_opt_def {
+    const char *name;
+    er_opt_kind kind;
+    size_t field;               /* offsetof(er_standard, ...) */
+    int is64;                   /* ER_OPT_COUNT: the field is an int64_t */
+    const er_opt_word *words;   /* ER_OPT_WORDS: ending in {NULL, 0} */
+    int64_t hi;                 /* ER_OPT_COUNT, ER_OPT_POW2: the largest value */
+    const char *expect;         /* what the refusal of a bad value says is expected */
+} er_opt_def;
+
+static const er_opt_word er_w_fma[] = {{"either", ER_FMA_EITHER}, {"never", ER_FMA_NEVER}, {"false", ER_FMA_NEVER},
+                                       {"no", ER_FMA_NEVER}, {"always", ER_FMA_ALWAYS}, {"true", ER_FMA_ALWAYS},
+                                       {"yes", ER_FMA_ALWAYS}, {NULL, 0}};
+static const er_opt_word er_w_rounding[] = {{"nearest", ER_RND_NEAREST}, {"faithful", ER_RND_FAITHFUL}, {NULL, 0}};
+static const er_opt_word er_w_subnormals[] = {{"gradual", ER_SUBNORMALS_GRADUAL}, {"flush", ER_SUBNORMALS_FLUSH}, {NULL, 0}};
+static const er_opt_word er_w_overflow[] = {{"default", ER_OVERFLOW_DEFAULT}, {"ieee", ER_OVERFLOW_IEEE}, {"inf", ER_OVERFLOW_IEEE},
+                                            {"saturate", ER_OVERFLOW_SATURATE}, {"nan", ER_OVERFLOW_NAN}, {NULL, 0}};
+static const er_opt_word er_w_sub[] = {{"sequential", ER_SUB_SEQUENTIAL}, {"seq", ER_SUB_SEQUENTIAL}, {"any", ER_SUB_ANY},
+                                       {"any_order", ER_SUB_ANY}, {NULL, 0}};
+static const er_opt_word er_w_max[] = {{"required", 0}, {"optional", 1}, {NULL, 0}};
+static const er_opt_word er_w_yesno[] = {{"yes", 1}, {"no", 0}, {NULL, 0}};
+static const er_opt_word er_w_init[] = {{"zero", 0}, {"first", 1}, {NULL, 0}};
+static const er_opt_word er_w_qk_scale[] = {{"fp32", 0}, {"input", 1}, {NULL, 0}};
+static const er_opt_word er_w_p_sum[] = {{"either", 0}, {"fp32", 1}, {NULL, 0}};
+static const er_opt_word er_w_math[] = {{"fast", 1}, {"precise", 0}, {"triton", 2}, {NULL, 0}};
+static const er_opt_word er_w_division[] = {{"either", 0}, {"divide", 1}, {"reciprocal", 2}, {NULL, 0}};
+/* variance=either is 3, stated: rmsnorm's default (0) is the sum of squares alone */
+static const er_opt_word er_w_variance[] = {{"either", 3}, {"two_pass", 1}, {"two-pass", 1}, {"welford", 2}, {NULL, 0}};
+static const er_opt_word er_w_carry[] = {{"fused", 1}, {"separate", 0}, {NULL, 0}};
+static const er_opt_word er_w_tf32[] = {{"truncate", ER_TF32_TRUNCATE}, {"trunc", ER_TF32_TRUNCATE}, {"rna", ER_TF32_RNA},
+                                        {"rne", ER_TF32_RNE}, {"nearest", ER_TF32_NEAREST}, {NULL, 0}};
+
+#define ER_OFF(f) offsetof(er_standard, f)
+#define ER_WORDS(n, f, w, e) {n, ER_OPT_WORDS, ER_OFF(f), 0, w, 0, e}
+#define ER_ULPS(n, f) {n, ER_OPT_ULPS, ER_OFF(f), 0, NULL, 0, "a number of ulps between 0.5 and 1e6"}
+/* Every option of the standard string (docs/reference/standard.md). compute and exp_ulps also take a word beyond
+ * their kind's values (tf32x3, fast): er_opt_special reads those. Adding an option is one line here (and its field,
+ * its validation and its documentation). */
+static const er_opt_def er_options[] = {
+    {"compute", ER_OPT_FORMAT, ER_OFF(compute), 0, NULL, 0, NULL},
+    ER_WORDS("fma", fma, er_w_fma, "either, never or always"),
+    ER_WORDS("rounding", rounding, er_w_rounding, "nearest or faithful"),
+    ER_WORDS("subnormals", subnormals, er_w_subnormals, "gradual or flush"),
+    ER_WORDS("overflow", out_overflow, er_w_overflow, "default, ieee, saturate or nan"),
+    ER_WORDS("inner", inner, er_w_sub, "sequential or any"),
+    ER_WORDS("outer", outer, er_w_sub, "sequential or any"),
+    {"partial", ER_OPT_FORMAT, ER_OFF(partial), 0, NULL, 0, NULL},
+    ER_WORDS("tf32", tf32, er_w_tf32, "truncate, rna, rne or nearest"),
+    ER_WORDS("carry", carry_fused, er_w_carry, "separate or fused"),
+    ER_WORDS("mean", mean, er_w_division, "either, divide or reciprocal"),
+    ER_ULPS("exp_ulps", exp_ulps),
+    ER_ULPS("log_ulps", log_ulps),
+    ER_ULPS("rsqrt_ulps", rsqrt_ulps),
+    ER_WORDS("div", div, er_w_division, "either, divide or reciprocal"),
+    ER_ULPS("div_ulps", div_ulps),
+    ER_WORDS("variance", variance, er_w_variance, "either, two_pass or welford"),
+    ER_WORDS("max", max_optional, er_w_max, "required or optional"),
+    ER_WORDS("online", online, er_w_yesno, "yes or no"),
+    ER_WORDS("math", fast_math, er_w_math, "precise, fast or triton"),
+    {"promote", ER_OPT_COUNT, ER_OFF(promote), 0, NULL, 1000000, "a number of blocks from 1 to 1000000"},
+    {"depth", ER_OPT_COUNT, ER_OFF(depth), 1, NULL, INT64_C(1) << 40, "a number of additions from 1"},
+    {"combine_depth", ER_OPT_COUNT, ER_OFF(combine_depth), 1, NULL, INT64_C(1) << 40, "a number of combines from 1"},
+    ER_WORDS("init", init_first, er_w_init, "zero or first"),
+    {"kv_block", ER_OPT_COUNT, ER_OFF(kv_block), 1, NULL, INT64_C(1) << 40, "a number of keys from 1"},
+    ER_WORDS("p_sum", p_sum, er_w_p_sum, "fp32 or either"),
+    ER_WORDS("qk_scale", qk_scale, er_w_qk_scale, "fp32 or input"),
+    {"warps", ER_OPT_POW2, ER_OFF(warps), 0, NULL, 32, "a power of two"},
+    {"vec", ER_OPT_POW2, ER_OFF(vec), 0, NULL, 32, "a power of two"},
+};
+#define ER_NOPTIONS ((int)(sizeof er_options / sizeof er_options[0]))
+_Static_assert(ER_NOPTIONS <= 64, "the parser marks the options seen in 64 bits");
+
 /* The known option closest to key (at most two edits, one for keys under 6 characters, or key a prefix of it), or
  * NULL: for the unknown-option message. */
 static const char *er_nearest_option(const char *key) {
-    static const char *const known[] = {"compute", "fma", "rounding", "subnormals", "overflow", "inner", "outer", "partial",
-                                        "tf32", "carry", "mean", "exp_ulps", "log_ulps", "rsqrt_ulps", "div", "div_ulps",
-                                        "variance", "max", "online", "math", "promote", "depth", "combine_depth", "init",
-                                        "kv_block", "p_sum", "qk_scale", "warps", "vec"};
     const char *best = NULL;
     size_t kl = strlen(key);
     int bestd = kl >= 6 ? 3 : 2; /* up to two edits for longer keys, one for short ones */
     if (kl > 32) return NULL;
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        const char *w = known[i];
+    for (int i = 0; i < ER_NOPTIONS; i++) {
+        const char *w = er_options[i].name;
         size_t wl = strlen(w);
         if (kl >= 2 && kl < wl && strncmp(key, w, kl) == 0) return w;
         int d[34][34]; /* Levenshtein distance, rows over key, columns over w */
@@ -211,29 +296,113 @@ static er_status er_parse_count(const char *order, const char *num, int64_t *out
     return ER_OK;
 }
 
-static er_status er_parse_sub(const char *key, const char *val, er_suborder *out) {
-    if (strcmp(val, "sequential") == 0 || strcmp(val, "seq") == 0) *out = ER_SUB_SEQUENTIAL;
-    else if (strcmp(val, "any") == 0 || strcmp(val, "any_order") == 0) *out = ER_SUB_ANY;
-    else return er__fail(ER_ERR_STANDARD, "%s=%s: expected sequential or any", key, val);
+/* Sets option o from its value val in s (ER_ERR_STANDARD naming what is expected when val is not one). */
+static er_status er_opt_set(const er_opt_def *o, const char *val, er_standard *s) {
+    char *field = (char *)s + o->field, *end;
+    switch (o->kind) {
+    case ER_OPT_WORDS:
+        for (const er_opt_word *w = o->words; w->word; w++)
+            if (strcmp(val, w->word) == 0) { memcpy(field, &w->value, sizeof(int)); return ER_OK; }
+        break;
+    case ER_OPT_FORMAT: {
+        er_format f;
+        if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "%s=%s: unknown format", o->name, val);
+        memcpy(field, &f, sizeof f);
+        return ER_OK;
+    }
+    case ER_OPT_ULPS: {
+        double u = strtod(val, &end);
+        if (*end || !(u >= 0.5 && u <= 1e6)) break;
+        memcpy(field, &u, sizeof u);
+        return ER_OK;
+    }
+    case ER_OPT_COUNT:
+    case ER_OPT_POW2: {
+        long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
+        if (v < 1 || v > o->hi || *end || (o->kind == ER_OPT_POW2 && (v & (v - 1)))) break;
+        if (o->is64) { int64_t w = v; memcpy(field, &w, sizeof w); }
+        else { int w = (int)v; memcpy(field, &w, sizeof w); }
+        return ER_OK;
+    }
+    }
+    return er__fail(ER_ERR_STANDARD, "%s=%s: expected %s", o->name, val, o->expect);
+}
+
+/* The values an option's kind does not hold: compute=tf32x3 (x3 set) and exp_ulps=fast. 1 when val was one. */
+static int er_opt_special(const er_opt_def *o, const char *val, er_standard *s, int *x3) {
+    if (strcmp(o->name, "compute") == 0 && strcmp(val, "tf32x3") == 0) { s->compute = ER_TF32; *x3 = 1; return 1; }
+    if (strcmp(o->name, "exp_ulps") == 0 && strcmp(val, "fast") == 0) { s->exp_fast = 1; return 1; }
+    return 0;
+}
+
+/* The bit of the option named name in the parser's mask of those seen. */
+static uint64_t er_opt_bit(const char *name) {
+    for (int i = 0; i < ER_NOPTIONS; i++)
+        if (strcmp(er_options[i].name, name) == 0) return UINT64_C(1) << i;
+    return 0;
+}
+
+/* The order part of a standard ("blocked:32", "mma:sm90") into s. */
+static er_status er_parse_order(const char *order, er_standard *s) {
+    if (strcasecmp(order, "any_order") == 0 || strcasecmp(order, "any") == 0) s->order = ER_ORDER_ANY;
+    else if (strcasecmp(order, "sequential") == 0) s->order = ER_ORDER_SEQUENTIAL;
+    else if (strcasecmp(order, "pairwise") == 0) s->order = ER_ORDER_PAIRWISE;
+    else if (strncasecmp(order, "mma:", 4) == 0) {
+        const char *a = order + 4;
+        if (strncasecmp(a, "sm", 2) == 0) a += 2;
+        char *end;
+        long v = strtol(a, &end, 10);
+        if (end == a || *end || v < 0 || v > 1000) return er__fail(ER_ERR_STANDARD, "'%s': expected mma:sm70, sm80, sm89, sm90 or sm100", order);
+        s->order = ER_ORDER_MMA;
+        s->mma_arch = (int)v;
+    } else if (strncasecmp(order, "blocked:", 8) == 0) {
+        s->order = ER_ORDER_BLOCKED;
+        ER_RETURN_IF_ERROR(er_parse_count(order, order + 8, &s->block));
+    } else if (strncasecmp(order, "triton:", 7) == 0) {
+        s->order = ER_ORDER_TRITON;
+        ER_RETURN_IF_ERROR(er_parse_count(order, order + 7, &s->triton_block));
+        s->warps = 4;
+    } else if (strncasecmp(order, "split:", 6) == 0) {
+        s->order = ER_ORDER_SPLIT;
+        ER_RETURN_IF_ERROR(er_parse_count(order, order + 6, &s->split));
+    } else
+        return er__fail(ER_ERR_STANDARD, "unknown order '%.24s' (known: any_order (alias any), sequential, blocked:B, split:S, "
+                        "pairwise, mma:smNN (NN: 70, 80, 89, 90, 100), triton:BLOCK; options may follow, as in 'mma:sm90 outer=any')", order);
     return ER_OK;
 }
 
-/* "2", "0.5": an accuracy in ulps. */
-static er_status er_parse_ulps(const char *key, const char *val, double *out) {
-    char *end;
-    double u = strtod(val, &end);
-    if (*end || !(u >= 0.5 && u <= 1e6))
-        return er__fail(ER_ERR_STANDARD, "%s=%s: expected a number of ulps between 0.5 and 1e6", key, val);
-    *out = u;
-    return ER_OK;
-}
-
-/* either | divide | reciprocal */
-static er_status er_parse_division(const char *key, const char *val, int *out) {
-    if (strcmp(val, "either") == 0) *out = 0;
-    else if (strcmp(val, "divide") == 0) *out = 1;
-    else if (strcmp(val, "reciprocal") == 0) *out = 2;
-    else return er__fail(ER_ERR_STANDARD, "%s=%s: expected either, divide or reciprocal", key, val);
+/* The options string into s (its order parsed already): each key=value through the table, once each. */
+static er_status er_parse_options(const char *p, er_standard *s) {
+    uint64_t seen = 0;
+    int x3 = 0; /* compute=tf32x3 */
+    char tok[128];
+    while (*p) {
+        while (*p == ',' || isspace((unsigned char)*p)) p++;
+        if (!*p) break;
+        int too_long;
+        p = er_next_token(p, tok, sizeof tok, &too_long);
+        if (too_long) return er__fail(ER_ERR_STANDARD, "option '%.40s...' is too long", tok);
+        char *eq = strchr(tok, '=');
+        if (!eq) return er__fail(ER_ERR_STANDARD, "option '%s' is not of the form key=value", tok);
+        *eq = '\0';
+        const char *key = tok, *val = eq + 1;
+        int i = 0;
+        while (i < ER_NOPTIONS && strcmp(key, er_options[i].name) != 0) i++;
+        if (i == ER_NOPTIONS) {
+            const char *near = er_nearest_option(key);
+            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'%s%s%s (every option: docs/reference/standard.md)", key,
+                            near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+        }
+        const er_opt_def *o = &er_options[i];
+        if (!er_opt_special(o, val, s, &x3)) ER_RETURN_IF_ERROR(er_opt_set(o, val, s));
+        if (o->kind == ER_OPT_POW2 && s->order != ER_ORDER_TRITON)
+            return er__fail(ER_ERR_STANDARD, "%s= applies to triton:BLOCK only", key);
+        if (seen & (UINT64_C(1) << i)) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
+        seen |= UINT64_C(1) << i;
+        if (x3 && (seen & er_opt_bit("tf32")))
+            return er__fail(ER_ERR_STANDARD, "compute=tf32x3 splits the operands itself: tf32= does not apply");
+    }
+    if (x3) s->tf32 = ER_TF32_X3;
     return ER_OK;
 }
 
@@ -256,196 +425,8 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
     }
     er_standard s;
     er_standard_init(&s);
-    if (strcasecmp(order, "any_order") == 0 || strcasecmp(order, "any") == 0) s.order = ER_ORDER_ANY;
-    else if (strcasecmp(order, "sequential") == 0) s.order = ER_ORDER_SEQUENTIAL;
-    else if (strcasecmp(order, "pairwise") == 0) s.order = ER_ORDER_PAIRWISE;
-    else if (strncasecmp(order, "mma:", 4) == 0) {
-        const char *a = order + 4;
-        if (strncasecmp(a, "sm", 2) == 0) a += 2;
-        char *end;
-        long v = strtol(a, &end, 10);
-        if (end == a || *end || v < 0 || v > 1000) return er__fail(ER_ERR_STANDARD, "'%s': expected mma:sm70, sm80, sm89, sm90 or sm100", order);
-        s.order = ER_ORDER_MMA;
-        s.mma_arch = (int)v;
-    }
-    else if (strncasecmp(order, "blocked:", 8) == 0) {
-        s.order = ER_ORDER_BLOCKED;
-        ER_RETURN_IF_ERROR(er_parse_count(order, order + 8, &s.block));
-    } else if (strncasecmp(order, "triton:", 7) == 0) {
-        s.order = ER_ORDER_TRITON;
-        ER_RETURN_IF_ERROR(er_parse_count(order, order + 7, &s.triton_block));
-        s.warps = 4;
-    } else if (strncasecmp(order, "split:", 6) == 0) {
-        s.order = ER_ORDER_SPLIT;
-        ER_RETURN_IF_ERROR(er_parse_count(order, order + 6, &s.split));
-    } else
-        return er__fail(ER_ERR_STANDARD, "unknown order '%.24s' (known: any_order (alias any), sequential, blocked:B, split:S, "
-                        "pairwise, mma:smNN (NN: 70, 80, 89, 90, 100), triton:BLOCK; options may follow, as in 'mma:sm90 outer=any')", order);
-    unsigned seen = 0;
-    int x3 = 0; /* compute=tf32x3 */
-    const char *p = options ? options : "";
-    char tok[128];
-    while (*p) {
-        while (*p == ',' || isspace((unsigned char)*p)) p++;
-        if (!*p) break;
-        int too_long;
-        p = er_next_token(p, tok, sizeof tok, &too_long);
-        if (too_long) return er__fail(ER_ERR_STANDARD, "option '%.40s...' is too long", tok);
-        char *eq = strchr(tok, '=');
-        if (!eq) return er__fail(ER_ERR_STANDARD, "option '%s' is not of the form key=value", tok);
-        *eq = '\0';
-        const char *key = tok, *val = eq + 1;
-        unsigned bit;
-        if (strcmp(key, "compute") == 0) {
-            bit = 1;
-            er_format f;
-            if (strcmp(val, "tf32x3") == 0) { s.compute = ER_TF32; x3 = 1; }
-            else if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "compute=%s: unknown format", val);
-            else s.compute = f;
-        } else if (strcmp(key, "fma") == 0) {
-            bit = 2;
-            if (strcmp(val, "either") == 0) s.fma = ER_FMA_EITHER;
-            else if (strcmp(val, "never") == 0 || strcmp(val, "false") == 0 || strcmp(val, "no") == 0) s.fma = ER_FMA_NEVER;
-            else if (strcmp(val, "always") == 0 || strcmp(val, "true") == 0 || strcmp(val, "yes") == 0) s.fma = ER_FMA_ALWAYS;
-            else return er__fail(ER_ERR_STANDARD, "fma=%s: expected either, never or always", val);
-        } else if (strcmp(key, "rounding") == 0) {
-            bit = 4;
-            if (strcmp(val, "nearest") == 0) s.rounding = ER_RND_NEAREST;
-            else if (strcmp(val, "faithful") == 0) s.rounding = ER_RND_FAITHFUL;
-            else return er__fail(ER_ERR_STANDARD, "rounding=%s: expected nearest or faithful", val);
-        } else if (strcmp(key, "subnormals") == 0) {
-            bit = 8;
-            if (strcmp(val, "gradual") == 0) s.subnormals = ER_SUBNORMALS_GRADUAL;
-            else if (strcmp(val, "flush") == 0) s.subnormals = ER_SUBNORMALS_FLUSH;
-            else return er__fail(ER_ERR_STANDARD, "subnormals=%s: expected gradual or flush", val);
-        } else if (strcmp(key, "overflow") == 0) {
-            bit = 16;
-            if (strcmp(val, "default") == 0) s.out_overflow = ER_OVERFLOW_DEFAULT;
-            else if (strcmp(val, "ieee") == 0 || strcmp(val, "inf") == 0) s.out_overflow = ER_OVERFLOW_IEEE;
-            else if (strcmp(val, "saturate") == 0) s.out_overflow = ER_OVERFLOW_SATURATE;
-            else if (strcmp(val, "nan") == 0) s.out_overflow = ER_OVERFLOW_NAN;
-            else return er__fail(ER_ERR_STANDARD, "overflow=%s: expected default, ieee, saturate or nan", val);
-        } else if (strcmp(key, "inner") == 0) {
-            bit = 32;
-            ER_RETURN_IF_ERROR(er_parse_sub(key, val, &s.inner));
-        } else if (strcmp(key, "outer") == 0) {
-            bit = 64;
-            ER_RETURN_IF_ERROR(er_parse_sub(key, val, &s.outer));
-        } else if (strcmp(key, "partial") == 0) {
-            bit = 128;
-            er_format f;
-            if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "partial=%s: unknown format", val);
-            s.partial = f;
-        } else if (strcmp(key, "exp_ulps") == 0) {
-            bit = 2048;
-            if (strcmp(val, "fast") == 0) s.exp_fast = 1;
-            else ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.exp_ulps));
-        } else if (strcmp(key, "div_ulps") == 0) {
-            bit = 65536;
-            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.div_ulps));
-        } else if (strcmp(key, "max") == 0) {
-            bit = 131072;
-            if (strcmp(val, "required") == 0) s.max_optional = 0;
-            else if (strcmp(val, "optional") == 0) s.max_optional = 1;
-            else return er__fail(ER_ERR_STANDARD, "max=%s: expected required or optional", val);
-        } else if (strcmp(key, "online") == 0) {
-            bit = 262144;
-            if (strcmp(val, "yes") == 0) s.online = 1;
-            else if (strcmp(val, "no") == 0) s.online = 0;
-            else return er__fail(ER_ERR_STANDARD, "online=%s: expected yes or no", val);
-        } else if (strcmp(key, "init") == 0) {
-            bit = 4194304;
-            if (strcmp(val, "zero") == 0) s.init_first = 0;
-            else if (strcmp(val, "first") == 0) s.init_first = 1;
-            else return er__fail(ER_ERR_STANDARD, "init=%s: expected zero or first", val);
-        } else if (strcmp(key, "depth") == 0) {
-            bit = 2097152;
-            char *end;
-            long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
-            if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "depth=%s: expected a number of additions from 1", val);
-            s.depth = v;
-        } else if (strcmp(key, "warps") == 0 || strcmp(key, "vec") == 0) {
-            int w = key[0] == 'w';
-            bit = w ? 134217728u : 268435456u;
-            char *end;
-            long v = isdigit((unsigned char)*val) ? strtol(val, &end, 10) : -1;
-            if (v < 1 || v > 32 || *end || (v & (v - 1))) return er__fail(ER_ERR_STANDARD, "%s=%s: expected a power of two", key, val);
-            if (s.order != ER_ORDER_TRITON) return er__fail(ER_ERR_STANDARD, "%s= applies to triton:BLOCK only", key);
-            if (w) s.warps = (int)v; else s.vec = (int)v;
-        } else if (strcmp(key, "combine_depth") == 0) {
-            bit = 67108864;
-            char *end;
-            long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
-            if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "combine_depth=%s: expected a number of combines from 1", val);
-            s.combine_depth = v;
-        } else if (strcmp(key, "qk_scale") == 0) {
-            bit = 33554432;
-            if (strcmp(val, "fp32") == 0) s.qk_scale = 0;
-            else if (strcmp(val, "input") == 0) s.qk_scale = 1;
-            else return er__fail(ER_ERR_STANDARD, "qk_scale=%s: expected fp32 or input", val);
-        } else if (strcmp(key, "p_sum") == 0) {
-            bit = 16777216;
-            if (strcmp(val, "either") == 0) s.p_sum = 0;
-            else if (strcmp(val, "fp32") == 0) s.p_sum = 1;
-            else return er__fail(ER_ERR_STANDARD, "p_sum=%s: expected fp32 or either", val);
-        } else if (strcmp(key, "kv_block") == 0) {
-            bit = 8388608;
-            char *end;
-            long long v = isdigit((unsigned char)*val) ? strtoll(val, &end, 10) : -1;
-            if (v < 1 || v > (1LL << 40) || *end) return er__fail(ER_ERR_STANDARD, "kv_block=%s: expected a number of keys from 1", val);
-            s.kv_block = v;
-        } else if (strcmp(key, "promote") == 0) {
-            bit = 1048576;
-            char *end;
-            long v = isdigit((unsigned char)*val) ? strtol(val, &end, 10) : -1;
-            if (v < 1 || v > 1000000 || *end) return er__fail(ER_ERR_STANDARD, "promote=%s: expected a number of blocks from 1 to 1000000", val);
-            s.promote = (int)v;
-        } else if (strcmp(key, "math") == 0) {
-            bit = 524288;
-            if (strcmp(val, "fast") == 0) s.fast_math = 1;
-            else if (strcmp(val, "precise") == 0) s.fast_math = 0;
-            else if (strcmp(val, "triton") == 0) s.fast_math = 2;
-            else return er__fail(ER_ERR_STANDARD, "math=%s: expected precise, fast or triton", val);
-        } else if (strcmp(key, "rsqrt_ulps") == 0) {
-            bit = 16384;
-            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.rsqrt_ulps));
-        } else if (strcmp(key, "log_ulps") == 0) {
-            bit = 8192;
-            ER_RETURN_IF_ERROR(er_parse_ulps(key, val, &s.log_ulps));
-        } else if (strcmp(key, "div") == 0) {
-            bit = 4096;
-            ER_RETURN_IF_ERROR(er_parse_division(key, val, &s.div));
-        } else if (strcmp(key, "mean") == 0) {
-            bit = 1024;
-            ER_RETURN_IF_ERROR(er_parse_division(key, val, &s.mean));
-        } else if (strcmp(key, "variance") == 0) {
-            bit = 32768;
-            if (strcmp(val, "either") == 0) s.variance = 3; /* stated: rmsnorm's default (0) is the sum of squares alone */
-            else if (strcmp(val, "two_pass") == 0 || strcmp(val, "two-pass") == 0) s.variance = 1;
-            else if (strcmp(val, "welford") == 0) s.variance = 2;
-            else return er__fail(ER_ERR_STANDARD, "variance=%s: expected either, two_pass or welford", val);
-        } else if (strcmp(key, "carry") == 0) {
-            bit = 512;
-            if (strcmp(val, "fused") == 0) s.carry_fused = 1;
-            else if (strcmp(val, "separate") == 0) s.carry_fused = 0;
-            else return er__fail(ER_ERR_STANDARD, "carry=%s: expected separate or fused", val);
-        } else if (strcmp(key, "tf32") == 0) {
-            bit = 256;
-            if (strcmp(val, "truncate") == 0 || strcmp(val, "trunc") == 0) s.tf32 = ER_TF32_TRUNCATE;
-            else if (strcmp(val, "rna") == 0) s.tf32 = ER_TF32_RNA;
-            else if (strcmp(val, "rne") == 0) s.tf32 = ER_TF32_RNE;
-            else if (strcmp(val, "nearest") == 0) s.tf32 = ER_TF32_NEAREST;
-            else return er__fail(ER_ERR_STANDARD, "tf32=%s: expected truncate, rna, rne or nearest", val);
-        } else {
-            const char *near = er_nearest_option(key);
-            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'%s%s%s (every option: docs/reference/standard.md)", key,
-                            near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
-        }
-        if (seen & bit) return er__fail(ER_ERR_STANDARD, "option '%s' is given twice", key);
-        seen |= bit;
-        if (x3 && (seen & 256)) return er__fail(ER_ERR_STANDARD, "compute=tf32x3 splits the operands itself: tf32= does not apply");
-    }
-    if (x3) s.tf32 = ER_TF32_X3;
+    ER_RETURN_IF_ERROR(er_parse_order(order, &s));
+    ER_RETURN_IF_ERROR(er_parse_options(options ? options : "", &s));
     ER_RETURN_IF_ERROR(er_standard_validate(&s));
     *out = s;
     return ER_OK;
