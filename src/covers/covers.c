@@ -644,24 +644,3 @@ er_status er_ref_exact_mpfr(mpfr_ptr out, const er_ref *ref, const int64_t *inde
         return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul, sum, tensor and chain values (this is a %s)", er__op_name(ref));
     return m->exact_mpfr(ref, idx, out);
 }
-
-static er_status er_matmul_covers_run(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,
-                                      const char *standard, const char *options) {
-    er__ok();
-    ER_CHECK_NULL(rep, "report");
-    ER_CHECK_NULL(C, "C");
-    er_standard std;
-    ER_RETURN_IF_ERROR(er_standard_parse(&std, standard ? standard : "any_order", options));
-    er_ref *ref;
-    ER_RETURN_IF_ERROR(er_matmul(&ref, A, B));
-    er_status st = er__covers_run(rep, ref, C, &std);
-    er_ref_free(ref);
-    return st;
-}
-
-er_status er_matmul_covers(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *C,
-                           const char *standard, const char *options) {
-    er_status st = er_matmul_covers_run(rep, A, B, C, standard, options);
-    er__report_finish(rep, st);
-    return st;
-}

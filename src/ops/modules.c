@@ -9,16 +9,16 @@
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 
-/* Every op module; an op is added by adding its module here (docs/design.md). */
-const er_op_module *const er__modules[] = {&er__matmul_module, &er__sum_module,       &er__mean_module,
-                                           &er__max_module,    &er__softmax_module,   &er__log_softmax_module,
-                                           &er__rmsnorm_module, &er__layernorm_module, &er__chain_module,
-                                           &er__tensor_module, &er__quantize_module,  &er__attention_module,
-                                           NULL};
-
 const er_op_module *er__module_of(const er_ref *ref) { return ref->mod; }
 
+const char *er__op_name(const er_ref *r) { return r->name ? r->name : r->mod->name; }
+
+int64_t er__ref_numel(const er_ref *r) { return r->n; }
+
 er_status er__ref_alloc(er_ref **out, const er_op_module *m) {
+    const er_op_module *const *t = er__modules;
+    while (*t && *t != m) t++;
+    if (!*t) return er__fail(ER_ERR_INTERNAL, "op module %s is not in the table of modules (src/ops/table.c)", m->name);
     /* the state follows the reference, at an offset aligned for any type */
     size_t head = (sizeof(er_ref) + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
     er_ref *r = calloc(1, head + m->priv_size);

@@ -12,10 +12,6 @@
 
 static const uint8_t er_one_e4m3 = 0x38; /* 1.0 in fp8 e4m3fn */
 
-const char *er__op_name(const er_ref *r) { return r->name ? r->name : r->mod->name; }
-
-int64_t er__ref_numel(const er_ref *r) { return r->n; }
-
 int er__dot_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
     const er_dot_state *d = er__dot(r);
     names[0] = d->b_is_one ? "the input x" : "operand A";

@@ -25,8 +25,8 @@ struct er_ref {
     void *priv;              /* the module's state: priv_size bytes, zeroed at er__ref_alloc, released by its destroy */
 };
 
-/* A new reference of module m (its state zeroed); ER_ERR_NOMEM with a message when memory is short. er_ref_free
- * calls m->destroy and frees both. */
+/* A new reference of module m (its state zeroed); ER_ERR_NOMEM with a message when memory is short, ER_ERR_INTERNAL
+ * when m is not in the table of modules (er__modules). er_ref_free calls m->destroy and frees both. */
 ER_INTERNAL er_status er__ref_alloc(er_ref **out, const er_op_module *m);
 
 /* The state of the dot modules (matmul, sum, mean, max: src/ops/matmul.c, dotmod.c, fastmm.c, reduce.c and the GPU
