@@ -107,7 +107,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
 static const char *const er_dev_names[1] = {"out"};
 /* The host matmul's options: the tensor-core models, tf32 and depth=. */
 static er_status er_dev_check(const er_ref *ref, const er_standard *std) {
-    return er__standard_takes(ref, std, ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH);
+    return er__standard_takes(ref, std);
 }
 static const er_op_module er_dev_module = {.name = "matmul", .nout = 1, .out_names = er_dev_names, .out_shape = er__out_shape_same,
                                            .check = er_dev_check, .covers = er_dev_covers};

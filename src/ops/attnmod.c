@@ -150,7 +150,8 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
 
 /* any_order in fp32 (or tf32 operands), the functions' accuracies and kv_block. */
 static er_status er_attn_check(const er_ref *ref, const er_standard *std) {
-    ER_RETURN_IF_ERROR(er__standard_takes(ref, std, ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_ATTN));
+    if (std->div != 0) return er__fail(ER_ERR_STANDARD, "div= does not apply to attention: its set holds both a division and a reciprocal");
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
     if (std->order != ER_ORDER_ANY && std->order != ER_ORDER_MMA)
         return er__fail(ER_ERR_UNSUPPORTED, "attention takes any_order (every flash-style evaluation) or mma:<arch> (its products "
                         "on that architecture's tensor cores) in this version");
@@ -164,7 +165,6 @@ static er_status er_attn_check(const er_ref *ref, const er_standard *std) {
     if (std->compute == ER_TF32 && std->tf32 == ER_TF32_X3)
         return er__fail(ER_ERR_UNSUPPORTED, "attention with compute=tf32x3 is not modelled in this version");
     if (std->rounding != ER_RND_NEAREST) return er__fail(ER_ERR_STANDARD, "attention takes rounding=nearest");
-    if (std->div != 0) return er__fail(ER_ERR_STANDARD, "div= does not apply to attention: its set holds both a division and a reciprocal");
     return ER_OK;
 }
 
@@ -398,7 +398,8 @@ static int er_attn_inputs(const er_ref *ref, const er_tensor **views, const char
 
 static const char *const er_attn_names[2] = {"out", "lse"};
 
-const er_op_module er__attention_module = {.name = "attention", .nout = 2, .out_names = er_attn_names, .out_shape = er_attn_out_shape,
+const er_op_module er__attention_module = {.name = "attention", .takes = ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_EXP | ER_TAKES_LOG |
+                                           ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_ATTN, .nout = 2, .out_names = er_attn_names, .out_shape = er_attn_out_shape,
                                            .priv_size = sizeof(er_attn_state),
                                            .check = er_attn_check, .covers = er_attn_covers, .exact = er_attn_exact,
                                            .rounded = er_attn_rounded, .inputs = er_attn_inputs};

@@ -1333,7 +1333,8 @@ static er_status er_chain_bracket(const er_ref *ref, int64_t idx, double *mid, d
 
 static const char *const er_chain_names[1] = {"out"};
 
-const er_op_module er__chain_module = {.name = "chain", .nout = 1, .out_names = er_chain_names, .out_shape = er__out_shape_same,
+/* a chain takes math=triton for its stages (er_chain_check); its base's module judges the rest */
+const er_op_module er__chain_module = {.name = "chain", .takes = ER_TAKES_TRITON, .nout = 1, .out_names = er_chain_names, .out_shape = er__out_shape_same,
                                        .priv_size = sizeof(er_chain_state), .inputs = er_chain_inputs, .fast = er_chain_fast,
                                        .check = er_chain_check, .covers = er_chain_covers, .exact = er_chain_exact_value,
                                        .exact_mpfr = er_chain_exact_mpfr, .bracket = er_chain_bracket};

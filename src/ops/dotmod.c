@@ -929,9 +929,7 @@ static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, dou
 /* matmul: the tensor-core models, tf32 and depth=; sum: depth=; mean: depth= and mean=; max: none (it adds
  * nothing). */
 static er_status er_dot_check(const er_ref *ref, const er_standard *std) {
-    unsigned takes = ref->mod == &er__matmul_module ? ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH
-                   : ref->mod == &er__mean_module ? ER_TAKES_DEPTH | ER_TAKES_MEAN : ref->mod == &er__sum_module ? ER_TAKES_DEPTH : 0;
-    return er__standard_takes(ref, std, takes);
+    return er__standard_takes(ref, std);
 }
 
 static const char *const er_dot_names[1] = {"out"};
@@ -1025,12 +1023,14 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
 }
 
 /* matmul, sum, mean and max share one module's functions (a reduction is a matmul by a vector of ones). */
-#define ER_DOT_MODULE(op) {.name = op, .nout = 1, .out_names = er_dot_names, .priv_size = sizeof(er_dot_state),\
+#define ER_DOT_MODULE(op, t) {.name = op, .takes = t, .nout = 1, .out_names = er_dot_names, .priv_size = sizeof(er_dot_state),\
                            .destroy = er__dot_destroy, .inputs = er__dot_inputs, .fast = er__dot_fast, .out_shape = er__out_shape_same,\
                                      .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate,\
                                      .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,\
                                      .bracket = er_dot_bracket, .cursor_open = er_dot_cursor_open,\
                                      .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,\
                                      .cursor_close = er_dot_cursor_close}
-const er_op_module er__matmul_module = ER_DOT_MODULE("matmul"), er__sum_module = ER_DOT_MODULE("sum"),
-                   er__mean_module = ER_DOT_MODULE("mean"), er__max_module = ER_DOT_MODULE("max");
+const er_op_module er__matmul_module = ER_DOT_MODULE("matmul", ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH),
+                   er__sum_module = ER_DOT_MODULE("sum", ER_TAKES_DEPTH),
+                   er__mean_module = ER_DOT_MODULE("mean", ER_TAKES_DEPTH | ER_TAKES_MEAN),
+                   er__max_module = ER_DOT_MODULE("max", 0);

@@ -114,13 +114,14 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
 
 /* layernorm: its rsqrt, variance=, mean=, math=triton (two-pass only). */
 static er_status er_ln_check(const er_ref *ref, const er_standard *std) {
-    ER_RETURN_IF_ERROR(er__standard_takes(ref, std, ER_TAKES_RSQRT | ER_TAKES_VARIANCE | ER_TAKES_TRITON | ER_TAKES_MEAN | ER_TAKES_DEPTH));
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
     if (std->fast_math == 2 && std->variance != 1)
         return er__fail(ER_ERR_UNSUPPORTED, "math=triton models Triton's two-pass layernorm (its divisions approximate): "
                         "state variance=two_pass");
     return er__rows_standard(ref, std);
 }
 
-const er_op_module er__layernorm_module = {.name = "layernorm", .nout = 3, .out_names = er_ln_names, .out_shape = er_ln_out_shape,
+const er_op_module er__layernorm_module = {.name = "layernorm",
+                                           .takes = ER_TAKES_RSQRT | ER_TAKES_VARIANCE | ER_TAKES_TRITON | ER_TAKES_MEAN | ER_TAKES_DEPTH, .nout = 3, .out_names = er_ln_names, .out_shape = er_ln_out_shape,
                                            .check = er_ln_check, .covers = er_ln_covers,
     .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};

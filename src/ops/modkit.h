@@ -10,14 +10,14 @@
  * any = 1 (an any-order set) the correctly rounded exact result joins it. */
 ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact,
                                 double rounded);
-/* The options of the standard beyond the order and the formats that an op takes: each module's check names its
- * own, and er__standard_takes refuses every other option set in the standard (ER_ERR_STANDARD or
- * ER_ERR_UNSUPPORTED, the message naming the ops that take it). */
+/* The options of the standard beyond the order and the formats that only some ops take, for a module's `takes`:
+ * er__standard_takes refuses every one set in the standard that the reference's module does not take
+ * (ER_ERR_STANDARD or ER_ERR_UNSUPPORTED), the message naming the ops of the table that take it. */
 #define ER_TAKES_MMA 0x001u      /* mma:<arch> orders */
 #define ER_TAKES_TF32 0x002u     /* compute=tf32 */
 #define ER_TAKES_RSQRT 0x004u    /* rsqrt_ulps= */
-#define ER_TAKES_VARIANCE 0x008u /* variance= */
-#define ER_TAKES_FNS 0x010u      /* exp_ulps=, log_ulps=, div= (the module refuses those of them it lacks) */
+#define ER_TAKES_VARIANCE 0x008u /* variance=, combine_depth= */
+#define ER_TAKES_EXP 0x010u      /* exp_ulps= */
 #define ER_TAKES_FAST 0x020u     /* exp_ulps=fast, math=fast */
 #define ER_TAKES_TRITON 0x040u   /* math=triton */
 #define ER_TAKES_FLUSH 0x080u    /* subnormals=flush */
@@ -25,8 +25,10 @@ ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov
 #define ER_TAKES_ONLINE 0x200u   /* max=, online= */
 #define ER_TAKES_DEPTH 0x400u    /* depth= */
 #define ER_TAKES_MEAN 0x800u     /* mean= */
-#define ER_TAKES_ATTN 0x1000u     /* attention's kv_block=, p_sum=, qk_scale= */
-ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned takes);
+#define ER_TAKES_ATTN 0x1000u    /* attention's kv_block=, p_sum=, qk_scale= */
+#define ER_TAKES_LOG 0x2000u     /* log_ulps= */
+#define ER_TAKES_DIV 0x4000u     /* div= */
+ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std);
 /* A set as an enclosure's lo, hi (NaN: no finite part) and flags (ER_ENCLOSURE_*) give it. */
 ER_INTERNAL void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t flags);
 /* The output shape of an op with one output of the reference's shape (out NULL: the shape alone). */

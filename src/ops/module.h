@@ -89,6 +89,7 @@ typedef struct er_op_module {
     /* Releases what the state holds (not the state itself, which er_ref_free frees with the reference); NULL: the
      * state holds nothing of its own. Called on partly built references too (their fields zero where not set). */
     void (*destroy)(er_ref *ref);
+    unsigned takes;                        /* the options only some ops take that it takes (ER_TAKES_* of modkit.h) */
     /* Output o's shape for the view out (which it may accept with extra unit dimensions); ER_ERR_OUTPUT with a
      * message naming both shapes when the view does not fit. out NULL: the shape alone (er_ref_output_shape). */
     er_status (*out_shape)(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape);

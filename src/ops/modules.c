@@ -106,38 +106,77 @@ void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, c
     else { if (c->rounded < c->lo) c->lo = c->rounded; if (c->rounded > c->hi) c->hi = c->rounded; }
 }
 
-er_status er__standard_takes(const er_ref *ref, const er_standard *std, unsigned takes) {
-    const char *op = er__op_name(ref);
-    if (!(takes & ER_TAKES_MMA) && std->order == ER_ORDER_MMA)
-        return er__fail(ER_ERR_STANDARD, "mma standards model tensor-core matmuls; they do not apply to %s", op);
-    if (!(takes & ER_TAKES_TF32) && std->compute == ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "compute=tf32 converts matmul operands; it does not apply to %s", op);
-    if (!(takes & ER_TAKES_RSQRT) && std->rsqrt_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps= applies to rmsnorm and layernorm, not to %s", op);
-    if (!(takes & ER_TAKES_VARIANCE) && std->variance != 0)
-        return er__fail(ER_ERR_STANDARD, "variance= applies to layernorm and rmsnorm, not to %s", op);
-    if (!(takes & ER_TAKES_VARIANCE) && std->combine_depth != 0)
-        return er__fail(ER_ERR_STANDARD, "combine_depth= bounds a Welford tree (layernorm, rmsnorm), not %s", op);
-    if (!(takes & ER_TAKES_FNS) && (std->exp_ulps != 0 || std->log_ulps != 0 || std->div != 0))
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=, log_ulps= and div= apply to softmax and log_softmax, not to %s", op);
-    if (!(takes & ER_TAKES_FAST) && (std->exp_fast || std->fast_math == 1))
-        return er__fail(ER_ERR_STANDARD, "exp_ulps=fast and math=fast apply to softmax and log_softmax, not to %s", op);
-    if (!(takes & ER_TAKES_TRITON) && std->fast_math == 2)
-        return er__fail(ER_ERR_STANDARD, "math=triton applies to softmax, log_softmax, rmsnorm, layernorm and chains' stages, not to %s", op);
-    if (!(takes & ER_TAKES_FLUSH) && std->subnormals == ER_SUBNORMALS_FLUSH)
-        return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush is modelled for softmax and log_softmax in this version, not for %s", op);
+/* The options and values only some ops take: the bit a module's `takes` holds for them, whether a standard sets them,
+ * and the refusal, whose first %s is the ops that take them (from the table of modules), the second the op. */
+typedef struct er_takes_rule {
+    unsigned bit;
+    er_status status;
+    int (*set)(const er_standard *s);
+    const char *fmt;
+} er_takes_rule;
+
+static int er_set_mma(const er_standard *s) { return s->order == ER_ORDER_MMA; }
+static int er_set_tf32(const er_standard *s) { return s->compute == ER_TF32; }
+static int er_set_rsqrt(const er_standard *s) { return s->rsqrt_ulps != 0; }
+static int er_set_variance(const er_standard *s) { return s->variance != 0; }
+static int er_set_combine(const er_standard *s) { return s->combine_depth != 0; }
+static int er_set_exp(const er_standard *s) { return s->exp_ulps != 0; }
+static int er_set_log(const er_standard *s) { return s->log_ulps != 0; }
+static int er_set_div(const er_standard *s) { return s->div != 0; }
+static int er_set_fast(const er_standard *s) { return s->exp_fast || s->fast_math == 1; }
+static int er_set_triton(const er_standard *s) { return s->fast_math == 2; }
+static int er_set_flush(const er_standard *s) { return s->subnormals == ER_SUBNORMALS_FLUSH; }
+static int er_set_div_ulps(const er_standard *s) { return s->div_ulps != 0; }
+static int er_set_online(const er_standard *s) { return s->max_optional || s->online; }
+static int er_set_depth(const er_standard *s) { return s->depth != 0; }
+static int er_set_mean(const er_standard *s) { return s->mean != 0; }
+static int er_set_attn(const er_standard *s) { return s->kv_block != 0 || s->p_sum != 0 || s->qk_scale != 0; }
+
+static const er_takes_rule er_takes_rules[] = {
+    {ER_TAKES_MMA, ER_ERR_STANDARD, er_set_mma, "mma standards model tensor-core products; they apply to %s, not to %s"},
+    {ER_TAKES_TF32, ER_ERR_STANDARD, er_set_tf32, "compute=tf32 converts operands of products; it applies to %s, not to %s"},
+    {ER_TAKES_RSQRT, ER_ERR_STANDARD, er_set_rsqrt, "rsqrt_ulps= applies to %s, not to %s"},
+    {ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_variance, "variance= applies to %s, not to %s"},
+    {ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_combine, "combine_depth= bounds a Welford tree (%s), not %s"},
+    {ER_TAKES_EXP, ER_ERR_STANDARD, er_set_exp, "exp_ulps= applies to %s, not to %s"},
+    {ER_TAKES_LOG, ER_ERR_STANDARD, er_set_log, "log_ulps= applies to %s, not to %s"},
+    {ER_TAKES_DIV, ER_ERR_STANDARD, er_set_div, "div= applies to %s, not to %s"},
+    {ER_TAKES_FAST, ER_ERR_STANDARD, er_set_fast, "exp_ulps=fast and math=fast apply to %s, not to %s"},
+    {ER_TAKES_TRITON, ER_ERR_STANDARD, er_set_triton, "math=triton applies to %s, not to %s"},
+    {ER_TAKES_FLUSH, ER_ERR_UNSUPPORTED, er_set_flush, "subnormals=flush is modelled for %s in this version, not for %s"},
+    {ER_TAKES_DIV_ULPS, ER_ERR_STANDARD, er_set_div_ulps, "div_ulps= applies to %s, not to %s"},
+    {ER_TAKES_ONLINE, ER_ERR_STANDARD, er_set_online, "max= and online= apply to %s, not to %s"},
+    {ER_TAKES_DEPTH, ER_ERR_STANDARD, er_set_depth, "depth= bounds additions; it applies to %s, not to %s"},
+    {ER_TAKES_MEAN, ER_ERR_STANDARD, er_set_mean, "mean= applies to %s, not to %s"},
+    {ER_TAKES_ATTN, ER_ERR_STANDARD, er_set_attn, "kv_block=, p_sum= and qk_scale= apply to %s, not to %s"},
+};
+
+/* The names of the table's ops whose modules take bit, as "a, b and c", into buf. */
+static const char *er_ops_taking(unsigned bit, char *buf, size_t cap) {
+    int n = 0, total = 0;
+    for (const er_op_module *const *m = er__modules; *m; m++) total += ((*m)->takes & bit) != 0;
+    buf[0] = '\0';
+    size_t len = 0;
+    for (const er_op_module *const *m = er__modules; *m && len < cap; m++) {
+        if (!((*m)->takes & bit)) continue;
+        n++;
+        int w = snprintf(buf + len, cap - len, "%s%s", n == 1 ? "" : n == total ? " and " : ", ", (*m)->name);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+    return buf;
+}
+
+er_status er__standard_takes(const er_ref *ref, const er_standard *std) {
+    unsigned takes = ref->mod->takes;
+    for (size_t i = 0; i < sizeof er_takes_rules / sizeof er_takes_rules[0]; i++) {
+        const er_takes_rule *t = &er_takes_rules[i];
+        if ((takes & t->bit) || !t->set(std)) continue;
+        char ops[256];
+        return er__fail(t->status, t->fmt, er_ops_taking(t->bit, ops, sizeof ops), er__op_name(ref));
+    }
     if (std->fast_math == 2 && std->compute != ER_FP32)
         return er__fail(ER_ERR_STANDARD, "math=triton models Triton's fp32 lowering: it takes compute=fp32");
-    if (!(takes & ER_TAKES_DIV_ULPS) && std->div_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "div_ulps= applies to softmax and quantize, not to %s", op);
-    if (!(takes & ER_TAKES_ONLINE) && (std->max_optional || std->online))
-        return er__fail(ER_ERR_STANDARD, "max= and online= apply to softmax, not to %s", op);
-    if (!(takes & ER_TAKES_DEPTH) && std->depth)
-        return er__fail(ER_ERR_STANDARD, "depth= bounds additions; %s adds nothing", op);
-    if (!(takes & ER_TAKES_MEAN) && std->mean != 0)
-        return er__fail(ER_ERR_STANDARD, "mean= applies to mean, rmsnorm and layernorm, not to %s", op);
-    if (!(takes & ER_TAKES_ATTN) && (std->kv_block != 0 || std->p_sum != 0 || std->qk_scale != 0))
-        return er__fail(ER_ERR_STANDARD, "kv_block=, p_sum= and qk_scale= apply to attention, not to %s", op);
     return ER_OK;
 }
 

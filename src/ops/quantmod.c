@@ -134,7 +134,7 @@ static er_status er_q_check(const er_ref *ref, const er_standard *std) {
         return er__fail(ER_ERR_STANDARD, "quantize of %s inputs needs a compute format holding them (compute=%s does not)", X->name, E->name);
     if (Q->p >= E->p)
         return er__fail(ER_ERR_STANDARD, "quantize to %s needs a wider compute format than compute=%s", Q->name, E->name);
-    return er__standard_takes(ref, std, ER_TAKES_DIV_ULPS | ER_TAKES_DEPTH);
+    return er__standard_takes(ref, std);
 }
 
 static int64_t er_q_group(const er_ref *r, int64_t idx) {
@@ -536,6 +536,6 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
     return st;
 }
 
-const er_op_module er__quantize_module = {.name = "quantize", .nout = 3, .out_names = er_q_names, .out_shape = er_q_out_shape,
+const er_op_module er__quantize_module = {.name = "quantize", .takes = ER_TAKES_DIV_ULPS | ER_TAKES_DEPTH, .nout = 3, .out_names = er_q_names, .out_shape = er_q_out_shape,
                                           .priv_size = sizeof(er_quant_state), .inputs = er_q_inputs,
                                           .check = er_q_check, .covers = er_q_covers};

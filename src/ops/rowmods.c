@@ -128,31 +128,27 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
 /* softmax: its functions, math models, flushing, div_ulps, online and max=; log_softmax: no division; rmsnorm: its
  * rsqrt, math=triton, mean=. */
 static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
-    unsigned takes = ER_TAKES_DEPTH | ER_TAKES_TRITON;
-    if (ref->mod == &er__rmsnorm_module) takes |= ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE;
-    else takes |= ER_TAKES_FNS | ER_TAKES_FAST | ER_TAKES_FLUSH | (ref->mod == &er__softmax_module ? ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE : 0);
-    ER_RETURN_IF_ERROR(er__standard_takes(ref, std, takes));
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
     if (std->depth && std->online)
         return er__fail(ER_ERR_UNSUPPORTED, "depth= with online= is not modelled in this version");
     if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
         return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
     if (std->online && std->max_optional)
         return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
-    if (ref->mod == &er__softmax_module && std->log_ulps != 0)
-        return er__fail(ER_ERR_STANDARD, "log_ulps= applies to log_softmax, not to softmax");
-    if (ref->mod == &er__log_softmax_module && std->div != 0)
-        return er__fail(ER_ERR_STANDARD, "div= applies to softmax, not to log_softmax (it divides nothing)");
     return er__rows_standard(ref, std);
 }
 
 static const char *const er_one_out[1] = {"out"};
 
-const er_op_module er__softmax_module = {.name = "softmax", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
+#define ER_ROWS_TAKES (ER_TAKES_DEPTH | ER_TAKES_TRITON)
+const er_op_module er__softmax_module = {.name = "softmax", .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_DIV | ER_TAKES_FAST |
+                                                                     ER_TAKES_FLUSH | ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE, .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
                                          .check = er_rows_check, .covers = er_rows_covers,
     .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
-const er_op_module er__log_softmax_module = {.name = "log_softmax", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
+const er_op_module er__log_softmax_module = {.name = "log_softmax",
+                                             .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_LOG | ER_TAKES_FAST | ER_TAKES_FLUSH, .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
                                              .check = er_rows_check, .covers = er_rows_covers,
     .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
-const er_op_module er__rmsnorm_module = {.name = "rmsnorm", .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
+const er_op_module er__rmsnorm_module = {.name = "rmsnorm", .takes = ER_ROWS_TAKES | ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE, .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
                                          .check = er_rows_check, .covers = er_rows_covers,
     .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};

@@ -48,7 +48,7 @@ static er_status er_tensor_check(const er_ref *ref, const er_standard *std) {
     if (std->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "a tensor's values are exact: give any_order (its compute format is the elementwise "
                         "stages' when it starts a chain)");
-    return er__standard_takes(ref, std, ER_TAKES_DEPTH);
+    return er__standard_takes(ref, std);
 }
 
 /* Element idx's set in format O (overflow rule ov): its value rounded to nearest. */
@@ -124,7 +124,7 @@ static er_status er_tensor_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr o
 
 static const char *const er_tensor_names[1] = {"out"};
 
-const er_op_module er__tensor_module = {.name = "tensor", .nout = 1, .out_names = er_tensor_names, .out_shape = er__out_shape_same,
+const er_op_module er__tensor_module = {.name = "tensor", .takes = ER_TAKES_DEPTH, .nout = 1, .out_names = er_tensor_names, .out_shape = er__out_shape_same,
                                         .priv_size = sizeof(er_tensor_state), .inputs = er_tensor_inputs,
                                         .check = er_tensor_check, .covers = er_tensor_covers, .exact = er_tensor_exact,
                                         .exact_mpfr = er_tensor_exact_mpfr, .bracket = er_tensor_bracket,

@@ -89,7 +89,7 @@ static void reset(void) {
     X(covers_standard_null, ER_ERR_NULL, "standard is NULL", er_covers(&o.rep, mm, &o.C, NULL))                     \
     X(covers_shape, ER_ERR_OUTPUT, "the output has shape [3, 4] but the matmul produces [3, 3]", er_covers(&o.rep, mm, &o.Cwide, &any)) \
     X(covers_fp8_ieee, ER_ERR_STANDARD, "no infinity", er_matmul_covers(&o.rep, &A, &B, &C8, "any_order", "overflow=ieee")) \
-    X(covers_softmax_option, ER_ERR_STANDARD, "apply to softmax and log_softmax, not to matmul",                    \
+    X(covers_softmax_option, ER_ERR_STANDARD, "applies to softmax, log_softmax and attention, not to matmul",      \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "exp_ulps=2"))                                              \
     X(covers_accumulator, ER_ERR_STANDARD, "is not an accumulator format",                                         \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "compute=fp8_e4m3fn"))                                      \
@@ -102,7 +102,7 @@ static void reset(void) {
       er_matmul_covers(&o.rep, &A, &B, &o.C, "sequential", "vec=4"))                                                  \
     X(covers_combine_depth_zero, ER_ERR_STANDARD, "combine_depth=0",                                              \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "combine_depth=0"))                                         \
-    X(covers_combine_depth_matmul, ER_ERR_STANDARD, "combine_depth= bounds a Welford tree (layernorm, rmsnorm), not matmul",   \
+    X(covers_combine_depth_matmul, ER_ERR_STANDARD, "combine_depth= bounds a Welford tree (rmsnorm and layernorm), not matmul",\
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "combine_depth=4"))                                         \
     X(covers_combine_depth_two_pass, ER_ERR_STANDARD, "variance=two_pass has none",                                 \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "variance=two_pass combine_depth=4"))                       \

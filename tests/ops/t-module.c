@@ -32,7 +32,7 @@ static int toy_inputs(const er_ref *r, const er_tensor **views, const char **nam
 
 static er_status toy_check(const er_ref *ref, const er_standard *std) {
     if (std->order != ER_ORDER_ANY) return er__fail(ER_ERR_STANDARD, "%s takes any_order", er__op_name(ref));
-    return er__standard_takes(ref, std, 0);
+    return er__standard_takes(ref, std);
 }
 
 /* Two shares, each a contiguous half of the elements, as a threaded module splits its work. */
