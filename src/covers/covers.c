@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <mpfr.h>
 #include <exactref/mpfr.h>
+#include "format/format.h"
 #include "ops/module.h"
 #include "tensor/tensor_internal.h"
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "core/internal.h"
+#include "ops/module.h"
 
 void er_report_init(er_report *rep) {
     if (rep) memset(rep, 0, sizeof *rep);

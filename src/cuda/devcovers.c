@@ -9,6 +9,7 @@
 #include <string.h>
 #include <mpfr.h>
 #include <exactref/cuda.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/dotmod.h"
 #include "ops/ref_internal.h"

@@ -1,6 +1,7 @@
 /* device.c: copying device tensors back to the host through the CUDA runtime (when built with it). */
 #include <stdlib.h>
 #include "core/internal.h"
+#include "ops/module.h"
 #include "tensor/tensor_internal.h"
 #include <exactref/cuda.h>
 #ifdef ER_HAVE_CUDA

@@ -3,16 +3,8 @@
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <mpfr.h>
+#include "format/format.h"
 #include "enclose/anyorder.h"
-
-int er__products_exact(const er_fmt_info *fa, const er_fmt_info *fb, const er_fmt_info *F) {
-    /* Lemma 3: a*b = Ma Mb 2^(ea+eb) with Ma Mb < 2^(pa+pb) and 2^(ea+eb) >= eta_a eta_b. It is a value of F
-     * when pa + pb <= pF, eta_a eta_b is a multiple of eta_F, and |a b| <= max_F. */
-    if (fa->p + fb->p > F->p) return 0;
-    if (fa->min_sub * fb->min_sub < F->min_sub) return 0;
-    if (fa->max * fb->max > F->max) return 0; /* products of maxima are exact in double: no rounding here */
-    return 1;
-}
 
 /* depth: every term passes through at most depth additions (0: any tree, depth n - 1); Theorem 7. */
 static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth, int exact, int faithful) {

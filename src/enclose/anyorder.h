@@ -5,6 +5,7 @@
 #include <stdint.h> /* before mpfr.h */
 #include <mpfr.h>
 #include "core/internal.h"
+#include "format/format.h"
 #include "exact/accum.h"
 
 typedef struct er_anyorder_bound {
@@ -46,7 +47,5 @@ ER_INTERNAL void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, cons
                                    er_edge_scratch *w);
 /* An extended interval [lo, hi] (endpoints may be infinite) and a NaN flag, as a set of values of F. */
 ER_INTERNAL void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_fmt_info *F);
-/* 1 when every product of a value of fa and a value of fb is a value of F (Lemma 3). */
-ER_INTERNAL int er__products_exact(const er_fmt_info *fa, const er_fmt_info *fb, const er_fmt_info *F);
 
 #endif

@@ -4,6 +4,7 @@
  * two (the spacing doubles there); so its least value over [a, b] is at a or at the least power of two in (a, b]
  * (Lemma U1). The upper end is the mirror image: x + U ulp(x) = -g(-x). */
 #include <math.h>
+#include "format/format.h"
 #include "enclose/approx.h"
 #include "enclose/ival.h"
 

@@ -3,6 +3,7 @@
 #define ER_APPROX_H
 
 #include "core/internal.h"
+#include "format/format.h"
 
 /* [*lo, *hi]: values of F covering every value of F that lies within U ulps of f(v), for every argument v whose
  * exact f(v) is in [a, b] (a <= b, bounds of the exact values; -inf and +inf allowed). Both readings of "within U

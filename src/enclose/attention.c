@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <mpfr.h>
+#include "format/format.h"
 #include "enclose/attention.h"
 #include "enclose/ival.h"
 

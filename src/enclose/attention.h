@@ -2,6 +2,7 @@
 #ifndef ER_ATTENTION_H
 #define ER_ATTENTION_H
 
+#include "format/format.h"
 #include "enclose/anyorder.h"
 
 typedef struct er_attn_plan {

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include "format/format.h"
 #include "enclose/dotorder.h"
 
 er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, const er_fmt_info *fa, const er_fmt_info *fb) {

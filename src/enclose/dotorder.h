@@ -2,6 +2,7 @@
 #ifndef ER_DOTORDER_H
 #define ER_DOTORDER_H
 
+#include "format/format.h"
 #include "enclose/anyorder.h"
 
 /* An extended interval with a NaN flag: the state of the emulation. */

@@ -2,6 +2,7 @@
  * Lemmas C5 to C11). */
 #include <math.h>
 #include <string.h>
+#include "format/format.h"
 #include "enclose/elementwise.h"
 #include "enclose/approx.h"
 

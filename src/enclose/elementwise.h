@@ -7,6 +7,7 @@
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
 #include <mpfr.h>
 #include "core/internal.h"
+#include "format/format.h"
 #include "enclose/anyorder.h" /* er_cval */
 
 /* The functions whose exact values the sets and the exact results need. */

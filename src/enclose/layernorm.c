@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "format/format.h"
 #include "enclose/ival.h"
 #include "enclose/layernorm.h"
 #include "enclose/rmsnorm.h"

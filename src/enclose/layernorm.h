@@ -2,6 +2,7 @@
 #ifndef ER_LAYERNORM_H
 #define ER_LAYERNORM_H
 
+#include "format/format.h"
 #include "enclose/anyorder.h"
 
 typedef struct er_layernorm_plan {

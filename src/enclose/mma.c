@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <mpfr.h>
+#include "format/format.h"
 #include "enclose/mma.h"
 
 er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb, int fp16_acc, er_mma_params *out) {

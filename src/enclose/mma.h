@@ -2,6 +2,7 @@
 #ifndef ER_MMA_H
 #define ER_MMA_H
 
+#include "format/format.h"
 #include "enclose/anyorder.h"
 
 /* One architecture's MMA for one operand type: k products per block, F fraction bits kept below the block's

@@ -2,6 +2,7 @@
 #ifndef ER_RMSNORM_H
 #define ER_RMSNORM_H
 
+#include "format/format.h"
 #include "enclose/anyorder.h"
 
 typedef struct er_rmsnorm_plan {

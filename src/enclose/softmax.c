@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "format/format.h"
 #include "enclose/approx.h"
 #include "enclose/ival.h"
 #include "enclose/softmax.h"

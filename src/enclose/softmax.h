@@ -2,6 +2,7 @@
 #ifndef ER_SOFTMAX_H
 #define ER_SOFTMAX_H
 
+#include "format/format.h"
 #include "enclose/anyorder.h"
 
 typedef struct er_softmax_plan {

@@ -7,6 +7,7 @@
 #define ER_ACCUM_H
 
 #include "core/internal.h"
+#include "format/format.h"
 
 typedef struct er_acc {
     int64_t *d;

@@ -3,6 +3,7 @@
  * Lemma 4). Products of two non-fp64 values are exact doubles (precision 2*24 <= 53, exponents within
  * [-298, 256]); fp64 operands take a 106-bit integer path. */
 #include <math.h>
+#include "format/format.h"
 #include "exact/accum.h"
 
 /* Adds a*b (finite, nonzero) exactly as a 106-bit integer product: the fp64 path. */

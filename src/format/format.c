@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 #include "core/internal.h"
+#include "format/format.h"
 
 #define P2(e) (ldexp(1.0, (e)))
 
@@ -161,4 +162,13 @@ double er_format_ulp(er_format f, double x) {
     int ex;
     frexp(a, &ex);
     return ldexp(1.0, ex - 1 - fi->p + 1);
+}
+
+int er__products_exact(const er_fmt_info *fa, const er_fmt_info *fb, const er_fmt_info *F) {
+    /* Lemma 3: a*b = Ma Mb 2^(ea+eb) with Ma Mb < 2^(pa+pb) and 2^(ea+eb) >= eta_a eta_b. It is a value of F
+     * when pa + pb <= pF, eta_a eta_b is a multiple of eta_F, and |a b| <= max_F. */
+    if (fa->p + fb->p > F->p) return 0;
+    if (fa->min_sub * fb->min_sub < F->min_sub) return 0;
+    if (fa->max * fb->max > F->max) return 0; /* products of maxima are exact in double: no rounding here */
+    return 1;
 }

@@ -8,6 +8,7 @@
 #include <gmp.h>
 #include <mpfr.h>
 #include "core/internal.h"
+#include "format/format.h"
 #include <exactref/mpfr.h>
 
 static double er_overflowed(const er_fmt_info *fi, int neg, er_round mode, er_overflow ov) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <mpfr.h>
 #include <exactref/mpfr.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "enclose/elementwise.h"
 #include "ops/ref_internal.h"

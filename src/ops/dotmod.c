@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <mpfr.h>
+#include "format/format.h"
+#include "standard/standard.h"
 #include "ops/modkit.h"
 #include "ops/dotmod.h"
 #include "ops/fastdecide.h"

@@ -3,6 +3,7 @@
 #ifndef ER_DOTMOD_H
 #define ER_DOTMOD_H
 
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/fastdecide.h"
 #include "ops/ref_internal.h"

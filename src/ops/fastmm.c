@@ -8,6 +8,7 @@
  * floats. */
 #include <math.h>
 #include <stdlib.h>
+#include "format/format.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 

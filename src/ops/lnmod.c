@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "enclose/layernorm.h"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <gmp.h>
 #include <mpfr.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "enclose/dotorder.h"

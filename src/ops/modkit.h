@@ -3,6 +3,7 @@
 #ifndef ER_MODKIT_H
 #define ER_MODKIT_H
 
+#include "format/format.h"
 #include "ops/module.h"
 #include "enclose/anyorder.h" /* er_cval */
 

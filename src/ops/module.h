@@ -13,6 +13,7 @@
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
 #include <mpfr.h>
 #include "core/internal.h"
+#include "format/format.h"
 #include "core/setwidth.h"
 
 /* The covering set of one output element (docs/reference/classes.md). */
@@ -134,6 +135,14 @@ ER_INTERNAL const er_op_module *er__module_of(const er_ref *ref);
  * with an argument for its covers (er__sinks_arg). */
 ER_INTERNAL er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref *ref, const er_tensor *out,
                                         const er_standard *std, void *arg);
+
+/* The engine's services to the calls built on it (src/covers/). A report after its call: refused (zeroed, failing, with the status and the last error's message) when st is an
+ * error, else marked filled. Every public call that fills a report ends with it (report.c). */
+ER_INTERNAL void er__report_finish(er_report *rep, er_status st);
+/* The guard of a report whose classes array the library allocated (er_report_clear frees only such arrays). */
+ER_INTERNAL uint64_t er__report_guard(const uint8_t *classes);
+/* er_covers without er__report_finish, for the calls built on it (covers.c). */
+ER_INTERNAL er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
 
 /* What the engine reads of a reference: its op's name, its number of elements, and the row-major position of an
  * index (ER_ERR_INDEX where it is out of range). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 

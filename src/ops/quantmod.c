@@ -9,6 +9,7 @@
 #include <string.h>
 #include <mpfr.h>
 #include <exactref/mpfr.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"

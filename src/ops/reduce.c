@@ -5,6 +5,7 @@
  * constant analysed as an exact 1 (er__fmt_one). mean divides the sum by K at covers time (src/ops/dotmod.c);
  * max selects, and rounds nothing but the output conversion. */
 #include <stdio.h>
+#include "format/format.h"
 #include "ops/module.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"

@@ -3,6 +3,7 @@
 #define ER_REF_INTERNAL_H
 
 #include "core/internal.h"
+#include "format/format.h"
 #include "exact/accum.h"
 #include "ops/module.h"
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <mpfr.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"

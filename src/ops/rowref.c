@@ -2,6 +2,7 @@
  * standards they share and the walk over rows (the sets are src/enclose/softmax.c, rmsnorm.c and layernorm.c). */
 #include <math.h>
 #include <stdlib.h>
+#include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"

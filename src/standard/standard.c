@@ -5,7 +5,8 @@
 #include <strings.h>
 #include <stdlib.h>
 #include "core/internal.h"
-#include "enclose/anyorder.h"
+#include "format/format.h"
+#include "standard/standard.h"
 
 er_status er_standard_init(er_standard *s) {
     er__ok();

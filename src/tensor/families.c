@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "core/internal.h"
+#include "format/format.h"
 #include "tensor/tensor_internal.h"
 
 static const char *const er_family_names[ER_FAMILY_COUNT] = {"normal", "positive", "cancellation", "wide", "near_max",

@@ -1,5 +1,6 @@
 /* tensor.c: validation of tensor views and element access through strides. */
 #include "core/internal.h"
+#include "format/format.h"
 #include "tensor/tensor_internal.h"
 
 er_status er_tensor_view(er_tensor *t, er_format f, int ndim, const int64_t *shape, const int64_t *strides,

@@ -3,6 +3,7 @@
 #define ER_TENSOR_INTERNAL_H
 
 #include "core/internal.h"
+#include "format/format.h"
 
 /* Validates a view filled by hand (the caller may bypass er_tensor_view); `name` goes into the message. */
 ER_INTERNAL er_status er__tensor_check(const er_tensor *t, const char *name);

@@ -1,0 +1,77 @@
+/* format.h: the format descriptors, exact decoding and correctly rounded conversion (src/format/format.c, round.c). */
+#ifndef ER_FORMAT_H
+#define ER_FORMAT_H
+
+#include "core/internal.h"
+
+typedef struct er_fmt_info {
+    er_format id;
+    const char *name;
+    int bits;        /* storage bits */
+    int ebits, mbits;/* exponent and stored fraction bits */
+    int bias;
+    int p;           /* precision, implicit bit included */
+    int emin, emax;  /* exponents of the smallest normal and the largest finite values */
+    int has_inf;
+    int e4m3fn;      /* no infinity; NaN only when exponent and fraction are all ones */
+    double max, min_normal, min_sub;
+    er_overflow ov_default;
+} er_fmt_info;
+
+/* NULL for an invalid format. */
+ER_INTERNAL const er_fmt_info *er__fmt(er_format f);
+/* The pseudo-format of the constant 1 a reduction multiplies by: precision 0, so that x * 1 counts as exact in
+ * an accumulator exactly when x's format fits in it (any-order.md, Lemma 3). Used only in the analysis. */
+ER_INTERNAL const er_fmt_info *er__fmt_one(void);
+
+/* Rounds (-1)^neg * (m + sticky*tiny) * 2^e to the format, where `sticky` says that bits below m's last bit
+ * are nonzero. Resolves ER_OVERFLOW_DEFAULT first with er__overflow_rule. */
+ER_INTERNAL double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int sticky,
+                                  er_round mode, er_overflow ov);
+ER_INTERNAL er_overflow er__overflow_rule(const er_fmt_info *fi, er_overflow ov);
+ER_INTERNAL double er__decode(const er_fmt_info *fi, uint64_t bits);
+/* x correctly rounded to the format (er__round_double's general case: every format, mode, rule and value). */
+ER_INTERNAL double er__round_double_general(const er_fmt_info *fi, double x, er_round mode, er_overflow ov);
+/* x (an mpfr_srcptr) correctly rounded to the format; with `sticky`, x stands for a value just beyond it (away
+ * from zero): x was truncated from it. */
+ER_INTERNAL double er__round_mpfr(const er_fmt_info *fi, const void *x, er_round mode, er_overflow ov);
+ER_INTERNAL double er__round_mpfr_sticky(const er_fmt_info *fi, const void *x, int sticky, er_round mode, er_overflow ov);
+/* x / n correctly rounded to the format (x a double, n > 0). */
+ER_INTERNAL double er__round_quotient(const er_fmt_info *fi, double x, int64_t n, er_round mode);
+
+/* x + y, a*b and a*b + y rounded once to the format (src/format/round.c); `wide` says a*b may not be an exact
+ * double. Infinite operands follow IEEE (inf - inf is NaN). */
+ER_INTERNAL double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode);
+ER_INTERNAL double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode);
+ER_INTERNAL double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode);
+
+/* x correctly rounded to the format. Inline for the common cases (a finite double is a value of fp64; fp32 within
+ * its range by the hardware conversion, to nearest, then one step outward where that went the wrong way for a
+ * directed mode), the general case in round.c. */
+static inline double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
+    if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
+    if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX && mode != ER_ROUND_ZERO && mode != ER_ROUND_NEAREST_AWAY) {
+        float f = (float)x;
+        if (mode == ER_ROUND_UP && (double)f < x) f = er__f32_step(f, 1);
+        if (mode == ER_ROUND_DOWN && (double)f > x) f = er__f32_step(f, -1);
+        return f;
+    }
+    if (fi->id == ER_FP16 && mode == ER_ROUND_NEAREST && fabs(x) <= 65504.0) {
+        /* x + c for c = 1.5 2^(q + 52), q = x's fp16 ulp exponent (at least -24): the sum lies in c's binade, whose
+         * ulp is 2^q, so it is rounded once to a multiple of 2^q, ties to even; subtracting c is exact */
+        uint64_t u;
+        memcpy(&u, &x, 8);
+        int q = (int)((u >> 52) & 0x7ff) - 1023 - 10;
+        if (q < -24) q = -24;
+        uint64_t cu = ((uint64_t)(q + 52 + 1023) << 52) | (UINT64_C(1) << 51);
+        double c;
+        memcpy(&c, &cu, 8);
+        return copysign((x + c) - c, x);
+    }
+    return er__round_double_general(fi, x, mode, ov);
+}
+
+/* Whether every product of a value of fa and one of fb is a value of F (any-order.md, Lemma 3). */
+ER_INTERNAL int er__products_exact(const er_fmt_info *fa, const er_fmt_info *fb, const er_fmt_info *F);
+
+#endif
