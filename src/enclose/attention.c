@@ -174,25 +174,21 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     free(pr); free(wl); free(wh); free(pp); free(rl);
 }
 
-er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
-    int64_t D = pl->D, Dv = pl->Dv;
-    if (n <= 0) {
-        /* a fully masked row: O = 0 (exact) or NaN; LSE = -inf (exact), +inf or NaN */
-        for (int64_t d = 0; d < Dv; d++) {
-            er__cval_from_interval(&ocv[d], 0.0, 0.0, 1, er__fmt(ER_FP32));
-            oex[d] = ord[d] = 0.0;
-        }
-        er__cval_from_interval(lcv, INFINITY, -INFINITY, 1, er__fmt(ER_FP32));
-        lcv->pinf = lcv->ninf = 1;
-        *lex = -INFINITY;
-        *lrd = er__round_double(pl->L, -INFINITY, ER_ROUND_NEAREST, pl->ov_l);
-        return ER_OK;
-    }
+/* The row's quantities its bounds share: the scores' bounds (Lemma A1) and Theorem A2's score error. */
+typedef struct er_attn_rowq {
+    double u, uin, qn, Mt, smin, smax, numax, errmax, kmax, delta, Mabs;
+    double Llo, Lhi, rho; /* the weights' sum's bounds and their largest relative width */
+} er_attn_rowq;
+
+/* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
+ * where the row claims nothing (a special value, or bounds whose premises fail). */
+static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n, er_attn_work *w,
+                          er_attn_rowq *rq) {
+    int64_t D = pl->D;
     double qss = 0;
     int bad = kv->bad[j0 + n] - kv->bad[j0] > 0;
     for (int64_t d = 0; d < D; d++) { bad |= !isfinite(q[d]); qss += q[d] * q[d]; }
-    if (bad) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    if (bad) return 0;
     /* Lemma A1: the scores. q^2 and q k are exact in double (at most 24-bit values); each sum of D of them is
      * within (D + 2) 2^-53 of the sum of their magnitudes */
     double qn = er__up(sqrt(er__up(qss * (1 + (double)(D + 2) * 0x1p-52))));
@@ -233,16 +229,23 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         /* scaled operands or scores that may overflow their format: the row claims nothing */
         double smag = fmax(fabs(smin), fabs(smax)) + delta;
         if (!(fmax(qn, kmax) * c < 0.5 * pl->qkmax) || !(smag < 0.5 * pl->qkmax)) {
-            er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
-            return ER_OK;
+            return 0;
         }
     }
     double Mabs = fmax(fabs(smin), fabs(smax));
     /* beyond these the fp32 scores may overflow, or the bounds' premises fail: the row claims nothing */
     if (!(errmax <= 0.25) || !(delta <= 0.25) || !(Mabs <= 0x1p60) || !(numax * asc <= 0x1p100) || !(numax <= 0x1p120)) {
-        er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
-        return ER_OK;
+        return 0;
     }
+    *rq = (er_attn_rowq){.u = u, .uin = uin, .qn = qn, .Mt = Mt, .smin = smin, .smax = smax, .numax = numax,
+                         .errmax = errmax, .kmax = kmax, .delta = delta, .Mabs = Mabs};
+    return 1;
+}
+
+/* The weights exp(s_j - Mt) (wlo, whi), their sum's bounds and width (rq), and per value dimension N, A and B. */
+static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w, er_attn_rowq *rq) {
+    int64_t Dv = pl->Dv;
+    double Mt = rq->Mt;
     /* the weights exp(s_j - Mt) and their sum */
     er_fxsum Ls = {0, 0};
     double rho = 0;
@@ -270,6 +273,33 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
             B[d] += av;
         }
     }
+    rq->Llo = Llo;
+    rq->Lhi = Lhi;
+    rq->rho = rho;
+}
+
+/* A fully masked row: O = 0 (exact) or NaN; LSE = -inf (exact), +inf or NaN. */
+static void er_attn_masked(const er_attn_plan *pl, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
+    int64_t Dv = pl->Dv;
+    for (int64_t d = 0; d < Dv; d++) {
+        er__cval_from_interval(&ocv[d], 0.0, 0.0, 1, er__fmt(ER_FP32));
+        oex[d] = ord[d] = 0.0;
+    }
+    er__cval_from_interval(lcv, INFINITY, -INFINITY, 1, er__fmt(ER_FP32));
+    lcv->pinf = lcv->ninf = 1;
+    *lex = -INFINITY;
+    *lrd = er__round_double(pl->L, -INFINITY, ER_ROUND_NEAREST, pl->ov_l);
+}
+
+er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
+    int64_t Dv = pl->Dv;
+    if (n <= 0) { er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    er_attn_rowq rq;
+    if (!er_attn_scores(pl, kv, q, j0, n, w, &rq)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    er_attn_weights(pl, kv, j0, n, w, &rq);
+    double u = rq.u, uin = rq.uin, Mt = rq.Mt, smin = rq.smin, smax = rq.smax, delta = rq.delta, Mabs = rq.Mabs;
+    double Llo = rq.Llo, Lhi = rq.Lhi, rho = rq.rho;
     double gn = (double)(n + 2) * 0x1p-53 * (1 + 0x1p-40);
 
     /* Theorem A2: how far a flash-style kernel may move each key's weight (Theta, in the exponent) and the sums */

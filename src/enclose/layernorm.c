@@ -111,6 +111,86 @@ static void er_welford_l8(int64_t n, int64_t H, int64_t cdepth, double A, double
     mpfr_clears(al, be, lc, t, s, r, Mt, (mpfr_ptr)0);
 }
 
+/* Theorem L4's per-node constants: a = max((1+u)(g3 R + eta/2) + u X, g4 X + (1+u) eta) and
+ * b = max((1+u) 2 g3 + u, g4), rounded upward (a2, b2 and t are scratch). */
+static void er_welford_ab(mpfr_t a, mpfr_t b, mpfr_t a2, mpfr_t b2, mpfr_t t, mpfr_srcptr u, mpfr_srcptr eta, mpfr_srcptr g3,
+                          mpfr_srcptr g4, double R, double X) {
+    /* a1 = (1+u)(g3 R + eta/2) + u X; a2 = g4 X + (1+u) eta */
+    mpfr_mul_d(a, g3, R, MPFR_RNDU);
+    mpfr_div_2ui(t, eta, 1, MPFR_RNDU);
+    mpfr_add(a, a, t, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(a, a, t, MPFR_RNDU);
+    mpfr_mul_d(t, u, X, MPFR_RNDU);
+    mpfr_add(a, a, t, MPFR_RNDU);
+    mpfr_mul_d(a2, g4, X, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(t, t, eta, MPFR_RNDU);
+    mpfr_add(a2, a2, t, MPFR_RNDU);
+    mpfr_max(a, a, a2, MPFR_RNDU);
+    /* b1 = (1+u) 2 g3 + u; b2 = g4 */
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(b, t, g3, MPFR_RNDU);
+    mpfr_mul_2ui(b, b, 1, MPFR_RNDU);
+    mpfr_add(b, b, u, MPFR_RNDU);
+    mpfr_set(b2, g4, MPFR_RNDU);
+    mpfr_max(b, b, b2, MPFR_RNDU);
+}
+
+/* The first-order part of Welford's M2 error into F1 (initialised by the caller), the least of the valid bounds of
+ * Theorems L4 and L7 (at depth dd > 0 also their bounded-depth forms); t0 = 1 - D b rounded down, M = Mt, bl = bitlen(n),
+ * t scratch. */
+static void er_welford_first(mpfr_t F1, mpfr_t t, int64_t n, int64_t dd, int bl, double R, double Thi, mpfr_srcptr a,
+                             mpfr_srcptr D, mpfr_srcptr t0, mpfr_srcptr M) {
+    mpfr_set_si(F1, n, MPFR_RNDN);
+    mpfr_mul_si(F1, F1, n - 1, MPFR_RNDU);
+    mpfr_add(F1, F1, M, MPFR_RNDU);                /* + (n/2) bitlen(n) + n */
+    mpfr_add_si(F1, F1, n, MPFR_RNDU);
+    mpfr_mul(F1, F1, a, MPFR_RNDU);
+    mpfr_div(F1, F1, t0, MPFR_RNDU);              /* times kappa */
+    mpfr_mul_d(F1, F1, 2.0 * R, MPFR_RNDU);       /* 2R is exact */
+    if (dd) {
+        /* at bounded depth every subtree's mean is within kappa a D: 4 R kappa a D M instead, when smaller */
+        mpfr_t F2;
+        mpfr_init2(F2, 64);
+        mpfr_mul(F2, a, D, MPFR_RNDU);
+        mpfr_div(F2, F2, t0, MPFR_RNDU);
+        mpfr_mul_d(F2, F2, 4.0 * R, MPFR_RNDU);
+        mpfr_mul(F2, F2, M, MPFR_RNDU);
+        mpfr_min(F1, F1, F2, MPFR_RNDU);
+        mpfr_clear(F2);
+    }
+    /* Theorem L7 (Cauchy-Schwarz over the nodes, weights m_v: sum_v m_v Delta_v^2 = T): the first-order part is
+     * at most sqrt(T) kappa a sqrt(2 (n + 2) (n(n-1) + n bitlen(n) + 3(n - 1))), and at depth D at most
+     * sqrt(T) 4 kappa a D sqrt(Mt); the least of the valid bounds is kept */
+    mpfr_t F3, rt;
+    mpfr_inits2(64, F3, rt, (mpfr_ptr)0);
+    mpfr_set_d(rt, Thi, MPFR_RNDU);
+    mpfr_sqrt(rt, rt, MPFR_RNDU);                   /* sqrt(T) */
+    mpfr_set_si(F3, n, MPFR_RNDN);
+    mpfr_mul_si(F3, F3, n - 1, MPFR_RNDU);
+    mpfr_set_si(t, n, MPFR_RNDN);
+    mpfr_mul_si(t, t, bl, MPFR_RNDU);
+    mpfr_add(F3, F3, t, MPFR_RNDU);
+    mpfr_add_si(F3, F3, 3 * (n - 1), MPFR_RNDU);    /* S2 */
+    mpfr_mul_si(F3, F3, 2 * (n + 2), MPFR_RNDU);
+    mpfr_sqrt(F3, F3, MPFR_RNDU);
+    mpfr_mul(F3, F3, a, MPFR_RNDU);
+    mpfr_div(F3, F3, t0, MPFR_RNDU);                /* times kappa */
+    mpfr_mul(F3, F3, rt, MPFR_RNDU);
+    mpfr_min(F1, F1, F3, MPFR_RNDU);
+    if (dd) {
+        mpfr_sqrt(t, M, MPFR_RNDU);                 /* sqrt(Mt) */
+        mpfr_mul(F3, a, D, MPFR_RNDU);
+        mpfr_div(F3, F3, t0, MPFR_RNDU);
+        mpfr_mul_2ui(F3, F3, 2, MPFR_RNDU);         /* 4 kappa a D */
+        mpfr_mul(F3, F3, t, MPFR_RNDU);
+        mpfr_mul(F3, F3, rt, MPFR_RNDU);
+        mpfr_min(F1, F1, F3, MPFR_RNDU);
+    }
+    mpfr_clears(F3, rt, (mpfr_ptr)0);
+}
+
 /* Theorems L3 and L4: Welford's mean is within *EM of the exact mean and its M2 within *ES of T, for any tree
  * of updates and combines over n values with max |x| <= X, range R and T <= Thi. +inf when n is too large for
  * the bound (or for counts exact in F). */
@@ -136,26 +216,7 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, in
     mpfr_add_si(D, D, n - 1, MPFR_RNDU);
     mpfr_div_si(D, D, n, MPFR_RNDU);
     if (dd && mpfr_cmp_si(D, dd) > 0) mpfr_set_si(D, dd, MPFR_RNDU); /* sum_v n_v <= n depth */
-    /* a1 = (1+u)(g3 R + eta/2) + u X; a2 = g4 X + (1+u) eta */
-    mpfr_mul_d(a, g3, R, MPFR_RNDU);
-    mpfr_div_2ui(t, eta, 1, MPFR_RNDU);
-    mpfr_add(a, a, t, MPFR_RNDU);
-    mpfr_add_ui(t, u, 1, MPFR_RNDU);
-    mpfr_mul(a, a, t, MPFR_RNDU);
-    mpfr_mul_d(t, u, X, MPFR_RNDU);
-    mpfr_add(a, a, t, MPFR_RNDU);
-    mpfr_mul_d(a2, g4, X, MPFR_RNDU);
-    mpfr_add_ui(t, u, 1, MPFR_RNDU);
-    mpfr_mul(t, t, eta, MPFR_RNDU);
-    mpfr_add(a2, a2, t, MPFR_RNDU);
-    mpfr_max(a, a, a2, MPFR_RNDU);
-    /* b1 = (1+u) 2 g3 + u; b2 = g4 */
-    mpfr_add_ui(t, u, 1, MPFR_RNDU);
-    mpfr_mul(b, t, g3, MPFR_RNDU);
-    mpfr_mul_2ui(b, b, 1, MPFR_RNDU);
-    mpfr_add(b, b, u, MPFR_RNDU);
-    mpfr_set(b2, g4, MPFR_RNDU);
-    mpfr_max(b, b, b2, MPFR_RNDU);
+    er_welford_ab(a, b, a2, b2, t, u, eta, g3, g4, R, X);
     /* E = D a / (1 - D b) */
     mpfr_t t0;
     mpfr_init2(t0, 64);
@@ -182,53 +243,7 @@ static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, in
         /* the first-order part: 2 R kappa a (n(n-1) + (n/2) bitlen(n) + 2n), kappa = 1/(1 - D b) (Theorem L4) */
         mpfr_t F1;
         mpfr_init2(F1, 64);
-        mpfr_set_si(F1, n, MPFR_RNDN);
-        mpfr_mul_si(F1, F1, n - 1, MPFR_RNDU);
-        mpfr_add(F1, F1, M, MPFR_RNDU);                /* + (n/2) bitlen(n) + n */
-        mpfr_add_si(F1, F1, n, MPFR_RNDU);
-        mpfr_mul(F1, F1, a, MPFR_RNDU);
-        mpfr_div(F1, F1, t0, MPFR_RNDU);              /* times kappa */
-        mpfr_mul_d(F1, F1, 2.0 * R, MPFR_RNDU);       /* 2R is exact */
-        if (dd) {
-            /* at bounded depth every subtree's mean is within kappa a D: 4 R kappa a D M instead, when smaller */
-            mpfr_t F2;
-            mpfr_init2(F2, 64);
-            mpfr_mul(F2, a, D, MPFR_RNDU);
-            mpfr_div(F2, F2, t0, MPFR_RNDU);
-            mpfr_mul_d(F2, F2, 4.0 * R, MPFR_RNDU);
-            mpfr_mul(F2, F2, M, MPFR_RNDU);
-            mpfr_min(F1, F1, F2, MPFR_RNDU);
-            mpfr_clear(F2);
-        }
-        /* Theorem L7 (Cauchy-Schwarz over the nodes, weights m_v: sum_v m_v Delta_v^2 = T): the first-order part is
-         * at most sqrt(T) kappa a sqrt(2 (n + 2) (n(n-1) + n bitlen(n) + 3(n - 1))), and at depth D at most
-         * sqrt(T) 4 kappa a D sqrt(Mt); the least of the valid bounds is kept */
-        mpfr_t F3, rt;
-        mpfr_inits2(64, F3, rt, (mpfr_ptr)0);
-        mpfr_set_d(rt, Thi, MPFR_RNDU);
-        mpfr_sqrt(rt, rt, MPFR_RNDU);                   /* sqrt(T) */
-        mpfr_set_si(F3, n, MPFR_RNDN);
-        mpfr_mul_si(F3, F3, n - 1, MPFR_RNDU);
-        mpfr_set_si(t, n, MPFR_RNDN);
-        mpfr_mul_si(t, t, bl, MPFR_RNDU);
-        mpfr_add(F3, F3, t, MPFR_RNDU);
-        mpfr_add_si(F3, F3, 3 * (n - 1), MPFR_RNDU);    /* S2 */
-        mpfr_mul_si(F3, F3, 2 * (n + 2), MPFR_RNDU);
-        mpfr_sqrt(F3, F3, MPFR_RNDU);
-        mpfr_mul(F3, F3, a, MPFR_RNDU);
-        mpfr_div(F3, F3, t0, MPFR_RNDU);                /* times kappa */
-        mpfr_mul(F3, F3, rt, MPFR_RNDU);
-        mpfr_min(F1, F1, F3, MPFR_RNDU);
-        if (dd) {
-            mpfr_sqrt(t, M, MPFR_RNDU);                 /* sqrt(Mt) */
-            mpfr_mul(F3, a, D, MPFR_RNDU);
-            mpfr_div(F3, F3, t0, MPFR_RNDU);
-            mpfr_mul_2ui(F3, F3, 2, MPFR_RNDU);         /* 4 kappa a D */
-            mpfr_mul(F3, F3, t, MPFR_RNDU);
-            mpfr_mul(F3, F3, rt, MPFR_RNDU);
-            mpfr_min(F1, F1, F3, MPFR_RNDU);
-        }
-        mpfr_clears(F3, rt, (mpfr_ptr)0);
+        er_welford_first(F1, t, n, dd, bl, R, Thi, a, D, t0, M);
         er_welford_l8(n, dd ? dd : n - 1, cdepth, A, R, Thi, u, eta, a, b, E, g3, g7, F1, B);
         mpfr_add(B, B, F1, MPFR_RNDU);
         mpfr_clear(F1);
