@@ -37,8 +37,8 @@ typedef enum er_round {
 
 /* What a conversion does with a value beyond the format's largest finite number. */
 typedef enum er_overflow {
-    ER_OVERFLOW_DEFAULT = 0,  /* the format's own rule: IEEE formats follow IEEE 754, e4m3fn saturates */
-    ER_OVERFLOW_IEEE = 1,     /* IEEE 754: infinity, or the largest finite number where the rounding direction says so */
+    ER_OVERFLOW_DEFAULT = 0, /* the format's own rule: IEEE formats follow IEEE 754, e4m3fn saturates */
+    ER_OVERFLOW_IEEE = 1,    /* IEEE 754: infinity, or the largest finite number where the rounding direction says so */
     ER_OVERFLOW_SATURATE = 2, /* clamp to the largest finite number (PTX cvt .satfinite); NaN stays NaN */
     ER_OVERFLOW_NAN = 3       /* NaN (PyTorch's CPU cast to float8_e4m3fn) */
 } er_overflow;

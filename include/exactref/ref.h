@@ -56,7 +56,8 @@ ER_API er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_n
                               const er_tensor *bias, double eps);
 ER_API void er_ref_free(er_ref *ref);
 /* 1 when the matmul reference took the fast path (OpenBLAS present, at least 2^18 products or EXACTREF_FAST=1,
- * operands of at most 24 significant bits, all finite, EXACTREF_FAST not 0): covers() then decides most elements from two GEMMs and recomputes the rest
+ * operands of at most 24 significant bits, all finite, EXACTREF_FAST not 0): covers() then decides most elements from
+ * two GEMMs and recomputes the rest
  * exactly, with reports identical to the exact engine's (docs/algorithms/fast-path.md). For a chain (er_chain), 1 when
  * its base and its stages' references are such matmuls or tensors (er_tensor_ref): covers() then decides most
  * elements from witnesses without their sets (docs/algorithms/chains.md, The fast decision). 0 otherwise. */
@@ -92,17 +93,31 @@ ER_API er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_
 /* er_covers, and each element's set: lo[i] and hi[i] (n doubles each, row-major over the output) get the least and
  * greatest finite values of the output format the set allows, NaN and NaN where it allows none (only infinities or
  * NaN); slack[i] (slack may be NULL) the distance from the output to the nearer of them in ulps of the output format
- * at the output, negative outside, NaN for a non-finite output or a set without finite values. ER_ERR_NULL for a NULL lo
- * or hi; ER_ERR_OUTPUT where an array shares memory with an input, the output or another array. */
-ER_API er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo,
-                                double *hi, double *slack);
+ * at the output, negative outside, NaN for a non-finite output or a set without finite values. ER_ERR_NULL for a NULL
+ * lo or hi; ER_ERR_OUTPUT where an array shares memory with an input, the output or another array. */
+ER_API er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
+                                double *lo, double *hi, double *slack);
 /* ---- chains: elementwise stages after an op, as fused kernels evaluate them (docs/algorithms/chains.md) ---- */
-typedef enum er_stage_kind { ER_STAGE_ADD = 1, ER_STAGE_MUL = 2, ER_STAGE_RELU = 3, ER_STAGE_CAST = 4, ER_STAGE_GELU = 5,
-                             ER_STAGE_SILU = 6, ER_STAGE_EXP = 7, ER_STAGE_EXP2 = 8, ER_STAGE_LOG = 9, ER_STAGE_TANH = 10,
-                             ER_STAGE_SIGMOID = 11, ER_STAGE_ERF = 12, ER_STAGE_RSQRT = 13, ER_STAGE_GELU_TANH = 14 } er_stage_kind;
+typedef enum er_stage_kind {
+    ER_STAGE_ADD = 1,
+    ER_STAGE_MUL = 2,
+    ER_STAGE_RELU = 3,
+    ER_STAGE_CAST = 4,
+    ER_STAGE_GELU = 5,
+    ER_STAGE_SILU = 6,
+    ER_STAGE_EXP = 7,
+    ER_STAGE_EXP2 = 8,
+    ER_STAGE_LOG = 9,
+    ER_STAGE_TANH = 10,
+    ER_STAGE_SIGMOID = 11,
+    ER_STAGE_ERF = 12,
+    ER_STAGE_RSQRT = 13,
+    ER_STAGE_GELU_TANH = 14
+} er_stage_kind;
 typedef struct er_stage {
     er_stage_kind kind;
-    const er_tensor *t; /* add, mul: a view of the op's output shape (stride 0 over broadcast dimensions); NULL: scalar */
+    /* add, mul: a view of the op's output shape (stride 0 over broadcast dimensions); NULL: scalar */
+    const er_tensor *t;
     double scalar;      /* add, mul with t NULL; gelu, gelu_tanh, silu: the ulps of erf, tanh or exp (0: 2); exp
                          * to rsqrt: the function's ulps (0: CUDA's table, 1 for log, 2 for the others) */
     er_format format;   /* cast: the storage format, rounded to nearest even */
@@ -176,8 +191,8 @@ ER_API size_t er_attention_opts_sizeof(void);
  * compute format (its enclosure), amax's set is every max |x| they give, the scale follows the kernel's amax and q
  * the kernel's scale where each is in its set. covers() takes the base's standard, with div_ulps for the scale.
  * base must outlive the reference. */
-ER_API er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_granularity granularity, int64_t block,
-                                 er_scale_recipe recipe);
+ER_API er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_granularity granularity,
+                                 int64_t block, er_scale_recipe recipe);
 
 /* The enclosure of a reference under a standard: each element's set for output `output` (0 for one-output ops; y,
  * mean, rstd for layernorm) of format `format`, materialised without an output to check. lo[i] and hi[i] (n doubles
@@ -190,12 +205,13 @@ ER_API er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, 
 #define ER_ENCLOSURE_NAN_ONLY 2u
 #define ER_ENCLOSURE_PINF 4u
 #define ER_ENCLOSURE_NINF 8u
-ER_API er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std, er_format format, double *lo, double *hi,
-                                  uint8_t *flags);
-/* er_covers_outputs with each output's sets: lo[i], hi[i] (both NULL: not wanted) and slack[i] (slack or its entries may be
- * NULL) sized as output i. */
+ER_API er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std, er_format format, double *lo,
+                                  double *hi, uint8_t *flags);
+/* er_covers_outputs with each output's sets: lo[i], hi[i] (both NULL: not wanted) and slack[i] (slack or its entries
+ * may be NULL) sized as output i. */
 ER_API er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
-                                        const er_standard *std, double *const *lo, double *const *hi, double *const *slack);
+                                        const er_standard *std, double *const *lo, double *const *hi,
+                                        double *const *slack);
 /* The exact output a correct implementation of a fully fixed standard produces (er_standard_is_fixed), written
  * into `out` (the op's output shape, any format and strides; out->data must be writable and its elements
  * distinct). covers() under the same standard accepts exactly these values. ER_ERR_STANDARD for a standard

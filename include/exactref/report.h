@@ -72,7 +72,7 @@ typedef struct er_report {
     er_element widest;             /* the element whose set is widest relative to its size (the earliest of equals) */
     er_status status;              /* ER_OK, or the status of the call that refused */
     char message[256];             /* the refusal's message ("" otherwise) */
-    uint64_t guard;                /* the library's: er_report_clear frees classes only where this says it allocated them */
+    uint64_t guard; /* the library's: er_report_clear frees classes only where this says it allocated them */
 } er_report;
 
 /* Zeroes *rep: an unfilled report, which fails (er_report_all is 0) until a call fills it (`er_report rep = {0};`

@@ -131,15 +131,17 @@ typedef struct er_standard {
  * the output format's own overflow rule. */
 ER_API er_status er_standard_init(er_standard *s);
 /* Parses an order and options. Orders: "any_order" (alias "any"), "sequential", "blocked:B", "split:S",
- * "pairwise", "mma:smNN" (sm70, sm80, sm89, sm90, sm100), "triton:BLOCK". Options, a comma- or space-separated list of key=value:
+ * "pairwise", "mma:smNN" (sm70, sm80, sm89, sm90, sm100), "triton:BLOCK". Options, a comma- or space-separated list
+ * of key=value:
  *   compute=fp32|fp16|bf16|fp64|tf32 (format names as er_format_from_name), fma=either|never|always,
  *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,
  *   inner=sequential|any and outer=sequential|any (blocked, split), partial=FORMAT (split),
  *   tf32=truncate|rna (compute=tf32), carry=separate|fused (blocked), mean=either|divide|reciprocal (mean),
  *   exp_ulps=U and div=either|divide|reciprocal (softmax), exp_ulps=U and log_ulps=U (log_softmax),
  *   rsqrt_ulps=U (rmsnorm, layernorm), variance=either|two_pass|welford and combine_depth=C (layernorm, rmsnorm),
- *   exp_ulps=fast (softmax, log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax), math=precise|fast (softmax,
- *   log_softmax: the fast-math preset), promote=N (mma outer=any), warps=W and vec=S (triton).
+ *   exp_ulps=fast (softmax, log_softmax), div_ulps=U, max=required|optional and online=yes|no (softmax),
+ *   math=precise|fast (softmax, log_softmax: the fast-math preset), promote=N (mma outer=any), warps=W and vec=S
+ *   (triton).
  * options may be NULL or "". An unknown order, key or value, or a repeated key, is ER_ERR_STANDARD with a
  * message naming it. On refusal *s is untouched. */
 ER_API er_status er_standard_parse(er_standard *s, const char *order, const char *options);

@@ -29,8 +29,13 @@ ER_INTERNAL void er__ok(void);
 #define ER_CHECK_NULL(p, name) do { if ((p) == NULL) return er__fail(ER_ERR_NULL, "%s is NULL", (name)); } while (0)
 
 /* An always-on assertion for broken internal invariants: it never aborts, it makes the call fail. */
-#define ER_ASSERT_OR_FAIL(cond) do { if (!(cond)) return er__fail(ER_ERR_INTERNAL, \
-    "internal invariant '%s' failed at %s:%d; please report this with the inputs", #cond, __FILE__, __LINE__); } while (0)
+#define ER_ASSERT_OR_FAIL(cond)                                                                                   \
+    do {                                                                                                          \
+        if (!(cond))                                                                                              \
+            return er__fail(ER_ERR_INTERNAL,                                                                      \
+                            "internal invariant '%s' failed at %s:%d; please report this with the inputs", #cond, \
+                            __FILE__, __LINE__);                                                                  \
+    } while (0)
 
 /* Bits of a double and back. */
 static inline uint64_t er__bits(double x) { uint64_t b; memcpy(&b, &x, 8); return b; }
@@ -70,7 +75,8 @@ ER_INTERNAL int er__mem_fits(double bytes);
 /* Threads for `work` products: EXACTREF_THREADS, else the online processors; fewer for small work. */
 ER_INTERNAL int er__num_threads(int64_t work);
 /* Runs fn on n jobs (an array of n elements of `size` bytes, n <= ER_MAX_THREADS): job 0 in the calling thread, the
- * others in threads of their own, and a job whose thread cannot start in the calling thread too (src/core/threads.c). */
+ * others in threads of their own, and a job whose thread cannot start in the calling thread too
+ * (src/core/threads.c). */
 ER_INTERNAL void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
 
 /* Checked int64 arithmetic: 0 on overflow. */

@@ -43,8 +43,8 @@ er_status er__mem_check(double bytes, const char *what) {
     double cap;
     const char *bad;
     if (!er_mem_cap(&cap, &bad))
-        return er__fail(ER_ERR_INVALID, "EXACTREF_MAX_BYTES='%.40s': expected a number of bytes, with an optional K, M, G or T",
-                        bad);
+        return er__fail(ER_ERR_INVALID,
+                        "EXACTREF_MAX_BYTES='%.40s': expected a number of bytes, with an optional K, M, G or T", bad);
     if (bytes <= cap) return ER_OK;
     return er__fail(ER_ERR_NOMEM, "%s needs about %.3g bytes, more than the cap of %.3g bytes (EXACTREF_MAX_BYTES; by "
                     "default half the machine's memory)", what, bytes, cap);

@@ -36,7 +36,8 @@ int er_class_passes(er_class c) {
  * the recording of every element: the common case (finite, inside the set) first. */
 static inline er_class er_classify(const er_cset *c, double y, er_format out, double *dist) {
     *dist = 0;
-    if (y >= c->lo && y <= c->hi && !c->nan_req) return y == c->rounded ? ER_CLASS_EXACT : ER_CLASS_COVERED; /* +0 == -0 */
+    if (y >= c->lo && y <= c->hi && !c->nan_req)
+        return y == c->rounded ? ER_CLASS_EXACT : ER_CLASS_COVERED; /* +0 == -0 */
     if (isnan(y)) {
         if (!c->nan_req && !c->nan_ok) return ER_CLASS_NAN_UNEXPECTED;
         return c->nan_req || isnan(c->rounded) ? ER_CLASS_EXACT : ER_CLASS_OVERFLOW;
@@ -46,7 +47,8 @@ static inline er_class er_classify(const er_cset *c, double y, er_format out, do
         if (!(y > 0 ? c->pinf_ok : c->ninf_ok)) return ER_CLASS_INF_UNEXPECTED;
         return y == c->rounded ? ER_CLASS_EXACT : ER_CLASS_OVERFLOW;
     }
-    if (c->lo > c->hi) return c->pinf_ok || c->ninf_ok ? ER_CLASS_INF_MISSING : ER_CLASS_NAN_MISSING; /* no finite value */
+    if (c->lo > c->hi)
+        return c->pinf_ok || c->ninf_ok ? ER_CLASS_INF_MISSING : ER_CLASS_NAN_MISSING; /* no finite value */
     double edge = y > c->hi ? c->hi : c->lo;
     *dist = fabs(y - edge) / er_format_ulp(out, edge);
     return ER_CLASS_OUTSIDE;
@@ -57,7 +59,10 @@ static void er_fill_element(er_element *el, const er_report *r, int64_t idx, er_
     memset(el, 0, sizeof *el);
     el->index = idx;
     int64_t rem = idx;
-    for (int i = r->ndim - 1; i >= 0; i--) { el->coord[i] = r->shape[i] ? rem % r->shape[i] : 0; rem = r->shape[i] ? rem / r->shape[i] : 0; }
+    for (int i = r->ndim - 1; i >= 0; i--) {
+        el->coord[i] = r->shape[i] ? rem % r->shape[i] : 0;
+        rem = r->shape[i] ? rem / r->shape[i] : 0;
+    }
     el->cls = cls;
     el->value = y;
     el->lo = c->lo;
@@ -78,8 +83,8 @@ static er_status er_check_out_shape(const er_ref *ref, const er_tensor *out) {
     return er__module_of(ref)->out_shape(ref, 0, out, &nd, sh);
 }
 
-static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, int o, const er_tensor *out, const er_standard *std,
-                                      int *ndim, int64_t *shape);
+static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, int o, const er_tensor *out,
+                                      const er_standard *std, int *ndim, int64_t *shape);
 
 /* The arguments of a check of the op's first output. */
 static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, const er_standard *std) {
@@ -139,7 +144,8 @@ static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y)
     if (er_class_passes(cls)) return;
     r->n_failed++;
     if (r->n_first < ER_REPORT_FIRST) er_fill_element(&r->first[r->n_first++], r, idx, cls, y, c, dist);
-    int better = !r->has_worst || (cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || dist > sk->worst_dist));
+    int better =
+        !r->has_worst || (cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || dist > sk->worst_dist));
     if (better) {
         er_fill_element(&r->worst, r, idx, cls, y, c, dist);
         r->has_worst = 1;
@@ -211,8 +217,8 @@ static void er_merge(er_report *r, double *worst_dist, const er_report *part, do
         r->widest_rel = part->widest_rel;
         r->has_widest = 1;
     }
-    if (part->has_worst &&
-        (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE && (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
+    if (part->has_worst && (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE &&
+                                              (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
         r->worst = part->worst;
         r->has_worst = 1;
         *worst_dist = part_dist;
@@ -254,8 +260,8 @@ er_status er_ref_output_shape(const er_ref *ref, int output, int *ndim, int64_t 
     ER_CHECK_NULL(shape, "shape");
     int nout = er_ref_num_outputs(ref);
     if (output < 0 || output >= nout)
-        return er__fail(ER_ERR_INVALID, "output %d is out of range: the %s has %d output%s", output, er__op_name(ref), nout,
-                        nout == 1 ? "" : "s");
+        return er__fail(ER_ERR_INVALID, "output %d is out of range: the %s has %d output%s", output, er__op_name(ref),
+                        nout, nout == 1 ? "" : "s");
     int nd;
     int64_t sh[ER_MAX_DIMS];
     ER_RETURN_IF_ERROR(er__module_of(ref)->out_shape(ref, output, NULL, &nd, sh));
@@ -326,15 +332,16 @@ er_sink *er__sinks_at(er_sinks *sk, int t, int o) {
 }
 
 /* One output of a module's op: the arguments, its shape, the standard. */
-static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, int o, const er_tensor *out, const er_standard *std,
-                                      int *ndim, int64_t *shape) {
+static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, int o, const er_tensor *out,
+                                      const er_standard *std, int *ndim, int64_t *shape) {
     ER_RETURN_IF_ERROR(er_standard_validate(std));
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
     ER_RETURN_IF_ERROR(m->out_shape(ref, o, out, ndim, shape));
     ER_RETURN_IF_ERROR(m->check(ref, std));
     const er_fmt_info *O = er__fmt(out->format);
     if (std->out_overflow == ER_OVERFLOW_IEEE && !O->has_inf)
-        return er__fail(ER_ERR_STANDARD, "overflow=ieee does not apply to output format %s, which has no infinity", O->name);
+        return er__fail(ER_ERR_STANDARD, "overflow=ieee does not apply to output format %s, which has no infinity",
+                        O->name);
     return ER_OK;
 }
 
@@ -351,15 +358,16 @@ static er_status er_check_written(const er_ref *ref, const er_tensor *w, const c
 
 /* The arrays a call writes (n of them, NULL ones skipped, bytes[k] each): each apart from the inputs, the output
  * (NULL: none read) and the other arrays. */
-static er_status er_check_arrays(const er_ref *ref, const er_tensor *out, int n, const void *const *p, const char *const *names,
-                                 const size_t *bytes) {
+static er_status er_check_arrays(const er_ref *ref, const er_tensor *out, int n, const void *const *p,
+                                 const char *const *names, const size_t *bytes) {
     for (int k = 0; k < n; k++) {
         if (!p[k]) continue;
         ER_RETURN_IF_ERROR(er_check_written(ref, NULL, names[k], p[k], bytes[k], out));
         for (int j = 0; j < k; j++) {
             uintptr_t a = (uintptr_t)p[k], b = (uintptr_t)p[j];
             if (p[j] && bytes[k] && bytes[j] && a < b + bytes[j] && b < a + bytes[k])
-                return er__fail(ER_ERR_OUTPUT, "%s shares memory with %s: give each array memory of its own", names[k], names[j]);
+                return er__fail(ER_ERR_OUTPUT, "%s shares memory with %s: give each array memory of its own", names[k],
+                                names[j]);
         }
     }
     return ER_OK;
@@ -391,14 +399,18 @@ static er_status er_check_outputs(const er_op_module *m, const er_ref *ref, er_o
     char names[256];
     int k = 0;
     for (int o = 0; o < no && k >= 0 && (size_t)k < sizeof names; o++)
-        k += snprintf(names + k, sizeof names - (size_t)k, "%s%s", o == 0 ? "" : o == no - 1 ? " or " : ", ", m->out_names[o]);
+        k += snprintf(names + k, sizeof names - (size_t)k, "%s%s",
+                      o == 0        ? ""
+                      : o == no - 1 ? " or "
+                                    : ", ",
+                      m->out_names[o]);
     return er__fail(ER_ERR_NULL, "every output is NULL: give %s", names);
 }
 
 /* covers through a module: its sets into per-share sinks, classified and merged in element order into one report
  * per checked output (reps[o] zeroed where oa[o].out is NULL); oa has m->nout entries. */
-static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, er_out_args *oa, const er_standard *std,
-                                  void *arg, int enclose) {
+static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, er_out_args *oa,
+                                  const er_standard *std, void *arg, int enclose) {
     int no = m->nout;
     ER_RETURN_IF_ERROR(er_check_outputs(m, ref, oa, std));
     memset(reps, 0, (size_t)no * sizeof *reps);
@@ -433,8 +445,8 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
 
 /* A check of the module's outputs with arguments oa (m->nout of them) whose reports the caller does not keep but
  * output `keep`'s (into *rep; NULL: none kept). */
-static er_status er_module_covers_one(er_report *rep, int keep, const er_op_module *m, const er_ref *ref, er_out_args *oa,
-                                      const er_standard *std, void *arg, int enclose) {
+static er_status er_module_covers_one(er_report *rep, int keep, const er_op_module *m, const er_ref *ref,
+                                      er_out_args *oa, const er_standard *std, void *arg, int enclose) {
     er_report *reps = calloc((size_t)m->nout, sizeof *reps);
     if (!reps) return er__fail(ER_ERR_NOMEM, "cannot allocate %d reports", m->nout);
     er_status st = er_module_covers(reps, m, ref, oa, std, arg, enclose);
@@ -450,18 +462,20 @@ static er_status er_out_args_new(const er_op_module *m, er_out_args **oa) {
     return *oa ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the arguments of %d outputs", m->nout);
 }
 
-static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
-                                    double *set_hi, double *set_slack);
+static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
+                                    double *set_lo, double *set_hi, double *set_slack);
 
-static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std,
-                                       double *const *set_lo, double *const *set_hi, double *const *set_slack) {
+static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
+                                       const er_standard *std, double *const *set_lo, double *const *set_hi,
+                                       double *const *set_slack) {
     er__ok();
     ER_CHECK_NULL(reps, "reports");
     ER_CHECK_NULL(ref, "ref");
     ER_CHECK_NULL(outs, "outs");
     int want = er_ref_num_outputs(ref);
     if (nout != want)
-        return er__fail(ER_ERR_OUTPUT, "%s has %d output%s (got %d)", er__op_name(ref), want, want == 1 ? "" : "s", nout);
+        return er__fail(ER_ERR_OUTPUT, "%s has %d output%s (got %d)", er__op_name(ref), want, want == 1 ? "" : "s",
+                        nout);
     const er_op_module *m = er__module_of(ref);
     if (nout == 1) {
         ER_CHECK_NULL(outs[0], "outs[0]");
@@ -489,7 +503,8 @@ static int er_reports_written(const er_ref *ref, int nout) {
     return nout < want ? nout : want;
 }
 
-er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std) {
+er_status er_covers_outputs(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
+                            const er_standard *std) {
     er_status st = er_covers_outputs_run(reps, ref, outs, nout, std, NULL, NULL, NULL);
     for (int i = 0, k = er_reports_written(ref, nout); reps && i < k; i++) er__report_finish(&reps[i], st);
     return st;
@@ -501,16 +516,17 @@ er_status er_covers(er_report *rep, const er_ref *ref, const er_tensor *out, con
     return st;
 }
 
-er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo, double *hi,
-                         double *slack) {
+er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *lo,
+                         double *hi, double *slack) {
     er__ok();
-    er_status st = lo && hi ? er_covers_sets_run(rep, ref, out, std, lo, hi, slack) : er__fail(ER_ERR_NULL, "lo and hi must not be NULL");
+    er_status st = lo && hi ? er_covers_sets_run(rep, ref, out, std, lo, hi, slack)
+                            : er__fail(ER_ERR_NULL, "lo and hi must not be NULL");
     er__report_finish(rep, st);
     return st;
 }
 
-er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout, const er_standard *std,
-                                 double *const *lo, double *const *hi, double *const *slack) {
+er_status er_covers_outputs_sets(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
+                                 const er_standard *std, double *const *lo, double *const *hi, double *const *slack) {
     er__ok();
     er_status st = lo && hi ? ER_OK : er__fail(ER_ERR_NULL, "lo and hi must not be NULL (their entries may be)");
     for (int i = 0, k = er_reports_written(ref, nout); st == ER_OK && i < k; i++)
@@ -524,8 +540,8 @@ er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out
     return er_covers_sets_run(rep, ref, out, std, NULL, NULL, NULL);
 }
 
-static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std, double *set_lo,
-                                    double *set_hi, double *set_slack) {
+static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
+                                    double *set_lo, double *set_hi, double *set_slack) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
@@ -539,8 +555,8 @@ static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_
     return st;
 }
 
-er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref *ref, const er_tensor *out, const er_standard *std,
-                            void *arg) {
+er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref *ref, const er_tensor *out,
+                            const er_standard *std, void *arg) {
     ER_RETURN_IF_ERROR(er_check_covers_args(ref, out, std));
     er_out_args *oa;
     ER_RETURN_IF_ERROR(er_out_args_new(m, &oa));
@@ -550,8 +566,8 @@ er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref 
     return st;
 }
 
-er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std, er_format format, double *lo, double *hi,
-                           uint8_t *flags) {
+er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std, er_format format, double *lo,
+                           double *hi, uint8_t *flags) {
     er__ok();
     ER_CHECK_NULL(ref, "ref");
     ER_CHECK_NULL(std, "standard");
@@ -560,7 +576,8 @@ er_status er_ref_enclosure(const er_ref *ref, int output, const er_standard *std
     ER_CHECK_NULL(flags, "flags");
     const er_op_module *m = er__module_of(ref);
     if (output < 0 || output >= m->nout)
-        return er__fail(ER_ERR_INVALID, "output %d: %s has %d output%s", output, er__op_name(ref), m->nout, m->nout == 1 ? "" : "s");
+        return er__fail(ER_ERR_INVALID, "output %d: %s has %d output%s", output, er__op_name(ref), m->nout,
+                        m->nout == 1 ? "" : "s");
     if (!er__fmt(format)) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)format);
     /* the output's shape (a view of no dimensions never fits, and the module names the shape it wants) */
     er_tensor probe;
@@ -607,8 +624,8 @@ er_status er_ref_exact(const er_ref *ref, const int64_t *index, er_format f, dou
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
     const er_op_module *m = er__module_of(ref);
     if (!m->exact)
-        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact does not give %s values in this version (covers reports them)",
-                        er__op_name(ref));
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "er_ref_exact does not give %s values in this version (covers reports them)", er__op_name(ref));
     return m->exact(ref, idx, O, exact, rounded);
 }
 
@@ -642,6 +659,8 @@ er_status er_ref_exact_mpfr(mpfr_ptr out, const er_ref *ref, const int64_t *inde
     ER_RETURN_IF_ERROR(er__ref_index(ref, index, &idx));
     const er_op_module *m = er__module_of(ref);
     if (!m->exact_mpfr)
-        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul, sum, tensor and chain values (this is a %s)", er__op_name(ref));
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "er_ref_exact_mpfr gives matmul, sum, tensor and chain values (this is a %s)",
+                        er__op_name(ref));
     return m->exact_mpfr(ref, idx, out);
 }

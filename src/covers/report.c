@@ -10,7 +10,9 @@ void er_report_init(er_report *rep) {
     if (rep) memset(rep, 0, sizeof *rep);
 }
 
-uint64_t er__report_guard(const uint8_t *classes) { return (uint64_t)(uintptr_t)classes ^ UINT64_C(0x6578616374726566); }
+uint64_t er__report_guard(const uint8_t *classes) {
+    return (uint64_t)(uintptr_t)classes ^ UINT64_C(0x6578616374726566);
+}
 
 void er_report_clear(er_report *rep) {
     if (!rep) return;
@@ -229,7 +231,8 @@ static void er_sb_element_json(er_sb *b, const er_report *r, const er_element *e
         er_sb_printf(b, ", \"lo\": null, \"hi\": null");
     }
     er_sb_printf(b, ", \"nan_allowed\": %s, \"pinf_allowed\": %s, \"ninf_allowed\": %s, \"exact\": ",
-                 e->nan_allowed ? "true" : "false", e->pinf_allowed ? "true" : "false", e->ninf_allowed ? "true" : "false");
+                 e->nan_allowed ? "true" : "false", e->pinf_allowed ? "true" : "false",
+                 e->ninf_allowed ? "true" : "false");
     er_sb_num(b, e->exact, 17, 1);
     er_sb_printf(b, ", \"rounded\": ");
     er_sb_num(b, e->rounded, 17, 1);

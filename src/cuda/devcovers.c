@@ -32,7 +32,8 @@ static er_status er_mm_covers_host(er_report *rep, const er_tensor *A, const er_
     void *pa = NULL, *pb = NULL, *po = NULL;
     er_status st = er_tensor_from_device(&hA, &pa, A->format, A->ndim, A->shape, A->strides, A->data, stream);
     if (st == ER_OK) st = er_tensor_from_device(&hB, &pb, B->format, B->ndim, B->shape, B->strides, B->data, stream);
-    if (st == ER_OK) st = er_tensor_from_device(&hO, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
+    if (st == ER_OK)
+        st = er_tensor_from_device(&hO, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
     er_ref *ref = NULL;
     if (st == ER_OK) st = er_matmul(&ref, &hA, &hB);
     if (st == ER_OK) st = er_covers(rep, ref, &hO, std);
@@ -110,12 +111,16 @@ static const char *const er_dev_names[1] = {"out"};
 static er_status er_dev_check(const er_ref *ref, const er_standard *std) {
     return er__standard_takes(ref, std);
 }
-static const er_op_module er_dev_module = {.name = "matmul", .nout = 1, .out_names = er_dev_names, .out_shape = er__out_shape_same,
-                                           .check = er_dev_check, .covers = er_dev_covers};
+static const er_op_module er_dev_module = { .name = "matmul",
+                                            .nout = 1,
+                                            .out_names = er_dev_names,
+                                            .out_shape = er__out_shape_same,
+                                            .check = er_dev_check,
+                                            .covers = er_dev_covers };
 #endif
 
-static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
-                                             const er_standard *std, void *stream);
+static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A, const er_tensor *B,
+                                             const er_tensor *out, const er_standard *std, void *stream);
 
 er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
                                   const er_standard *std, void *stream) {
@@ -124,8 +129,8 @@ er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_t
     return st;
 }
 
-static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
-                                             const er_standard *std, void *stream) {
+static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A, const er_tensor *B,
+                                             const er_tensor *out, const er_standard *std, void *stream) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(A, "A");
@@ -160,10 +165,11 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     const er_mm_plan *pl = &er__dot(ref)->plan;
     const er_fmt_info *fa = er__fmt(A->format), *fb = er__fmt(B->format), *fo = er__fmt(out->format);
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    int loadable_a = fa->p <= 24 && (fa->bits <= 16 || A->format == ER_FP32), loadable_b = fb->p <= 24 && (fb->bits <= 16 || B->format == ER_FP32);
+    int loadable_a = fa->p <= 24 && (fa->bits <= 16 || A->format == ER_FP32),
+        loadable_b = fb->p <= 24 && (fb->bits <= 16 || B->format == ER_FP32);
     int ok = any_set && std->compute == ER_FP32 && loadable_a && loadable_b && er__row_major(A) && er__row_major(B) &&
-             er__row_major(out) && (fo->id == ER_FP32 || fo->id == ER_FP16 || fo->id == ER_BF16) && pl->K >= 1 && ref->n > 0 &&
-             pl->M < INT32_MAX && pl->N < INT32_MAX && pl->K < INT32_MAX;
+             er__row_major(out) && (fo->id == ER_FP32 || fo->id == ER_FP16 || fo->id == ER_BF16) && pl->K >= 1 &&
+             ref->n > 0 && pl->M < INT32_MAX && pl->N < INT32_MAX && pl->K < INT32_MAX;
     if (!ok) { arg->fallback = 1; return ER_OK; }
     cudaStream_t s = (cudaStream_t)stream;
     int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = ref->n, K = pl->K;
@@ -186,12 +192,15 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
         if (e == cudaSuccess) e = cudaMemcpyAsync(dlut[o], luts[o], sizeof(double) * cnt, cudaMemcpyHostToDevice, s);
     }
     /* decode; the statistics decide whether the GPU path applies (no NaN or infinity) */
-    double *Ad = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e), *Bd = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
+    double *Ad = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e),
+           *Bd = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
     er_dev_stats *dst = er_dev_alloc(&db, 2 * sizeof(er_dev_stats), s, &e), hst[2];
-    int64_t *dia = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e), *dib = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e);
+    int64_t *dia = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e),
+            *dib = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e);
     if (st == ER_OK && e == cudaSuccess) {
         e = cudaMemcpyAsync(dia, hia, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
-        if (e == cudaSuccess) e = cudaMemcpyAsync(dib, hib, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(dib, hib, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
         if (e == cudaSuccess) ec = er__devmm_stats_init(dst, s);
         if (!ec) ec = er__devmm_stats_init(dst + 1, s);
         if (!ec) ec = er__devmm_decode(A->data, fa->bits, dlut[0], fa->p, na, Ad, dst, s);
@@ -202,7 +211,8 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
         fallback = e == cudaSuccess && (hst[0].nonfinite || hst[1].nonfinite); /* NaN or inf: the exact engine's */
     }
     /* norms, the GEMM, the decisions */
-    unsigned long long hcnt[4] = {0, 0, 0, 0}, hw[2] = {0, ULLONG_MAX}; /* hw: the widest decided set's width bits and element */
+    unsigned long long hcnt[4] = { 0, 0, 0, 0 },
+                       hw[2] = { 0, ULLONG_MAX }; /* hw: the widest decided set's width bits and element */
     int64_t *dpend = NULL;
     uint8_t *dcl = NULL; /* the classes the GPU decided */
     double *Bt = NULL; /* B transposed: its columns contiguous */
@@ -212,16 +222,20 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
         double *bnv = er_dev_alloc(&db, sizeof(double) * (size_t)(pl->b_batches * pl->N), s, &e);
         Bt = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
         if (e == cudaSuccess) ec = er__devmm_transpose(Bd, pl->b_batches, K, pl->N, Bt, s);
-        if (!ec && e == cudaSuccess) ec = er__devmm_norms(Ad, pl->a_batches * pl->M, Bt, pl->b_batches * pl->N, K, an, bnv, s);
+        if (!ec && e == cudaSuccess)
+            ec = er__devmm_norms(Ad, pl->a_batches * pl->M, Bt, pl->b_batches * pl->N, K, an, bnv, s);
         if (ec) e = (cudaError_t)ec;
         if (e == cudaSuccess) {
             int g = er__devmm_dgemm(Ad, Bd, S, hia, hib, pl->nbatch, pl->M, pl->N, K, s);
             if (g == -1) fallback = 1; /* no cuBLAS: the host path */
-            else if (g) st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M, (long long)K, (long long)pl->N);
+            else if (g)
+                st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
+                              (long long)K, (long long)pl->N);
         }
         if (st == ER_OK && e == cudaSuccess && !fallback) {
             er_dot_ctx cx0;
-            st = er__dot_ctx_init(&cx0, ref, out, std); /* the constants (out's format and layout only; its data stay on the GPU) */
+            st = er__dot_ctx_init(&cx0, ref, out,
+                                  std); /* the constants (out's format and layout only; its data stay on the GPU) */
             er_fast_consts fc;
             if (st == ER_OK) { er__dot_fast_consts(&fc, &cx0); er__dot_ctx_clear(&cx0); }
             dcl = er_dev_alloc(&db, (size_t)n, s, &e);
@@ -230,21 +244,28 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
             dpend = er_dev_alloc(&db, sizeof(int64_t) * (size_t)n, s, &e);
             if (st == ER_OK && e == cudaSuccess) e = cudaMemsetAsync(dcnt, 0, 4 * sizeof(unsigned long long), s);
             if (st == ER_OK && e == cudaSuccess)
-                ec = er__devmm_decide(out->data, S, Ad, Bt, an, bnv, dia, dib, pl->nbatch, pl->M, pl->N, K, fc, dcl, dcnt, dcand, dpend, s);
+                ec = er__devmm_decide(out->data, S, Ad, Bt, an, bnv, dia, dib, pl->nbatch, pl->M, pl->N, K, fc, dcl,
+                                      dcnt, dcand, dpend, s);
             if (ec) e = (cudaError_t)ec;
             /* the widest set among the decided elements, with P = fl64(|A| |B|) (fast-path.md, On the GPU) */
-            double *Aabs = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e), *Babs = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
-            double *Pd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e), *Rd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e);
+            double *Aabs = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e),
+                   *Babs = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
+            double *Pd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e),
+                   *Rd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e);
             unsigned long long *dw = er_dev_alloc(&db, sizeof hw, s, &e);
             if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(dw, hw, sizeof hw, cudaMemcpyHostToDevice, s);
             if (st == ER_OK && e == cudaSuccess) ec = er__devmm_abs(Ad, na, Aabs, s);
             if (!ec && st == ER_OK && e == cudaSuccess) ec = er__devmm_abs(Bd, nbv, Babs, s);
-            if (!ec && st == ER_OK && e == cudaSuccess && er__devmm_dgemm(Aabs, Babs, Pd, hia, hib, pl->nbatch, pl->M, pl->N, K, s))
-                st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M, (long long)K, (long long)pl->N);
-            if (!ec && st == ER_OK && e == cudaSuccess) ec = er__devmm_widest(S, Pd, n, fc, dcl, dcnt, dpend, Rd, dw, s);
+            if (!ec && st == ER_OK && e == cudaSuccess &&
+                er__devmm_dgemm(Aabs, Babs, Pd, hia, hib, pl->nbatch, pl->M, pl->N, K, s))
+                st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
+                              (long long)K, (long long)pl->N);
+            if (!ec && st == ER_OK && e == cudaSuccess)
+                ec = er__devmm_widest(S, Pd, n, fc, dcl, dcnt, dpend, Rd, dw, s);
             if (ec) e = (cudaError_t)ec;
             if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(hw, dw, sizeof hw, cudaMemcpyDeviceToHost, s);
-            if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(hcnt, dcnt, sizeof hcnt, cudaMemcpyDeviceToHost, s);
+            if (st == ER_OK && e == cudaSuccess)
+                e = cudaMemcpyAsync(hcnt, dcnt, sizeof hcnt, cudaMemcpyDeviceToHost, s);
             if (st == ER_OK && e == cudaSuccess) e = cudaStreamSynchronize(s);
         }
     }
@@ -274,7 +295,8 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
         int64_t *hp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1));
         float *rows = NULL;
         double *ys = malloc(sizeof(double) * (size_t)chunk);
-        if (np && e == cudaSuccess) e = cudaMallocHost((void **)&rows, sizeof(float) * (size_t)(2 * chunk * K)); /* pinned: full-speed copies */
+        if (np && e == cudaSuccess)
+            e = cudaMallocHost((void **)&rows, sizeof(float) * (size_t)(2 * chunk * K)); /* pinned: full-speed copies */
         float *drows = er_dev_alloc(&db, sizeof(float) * (size_t)(2 * chunk * K), s, &e);
         double *dys = er_dev_alloc(&db, sizeof(double) * (size_t)chunk, s, &e);
         if (!hp || !ys) st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
@@ -282,15 +304,21 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
             e = cudaMemcpyAsync(hp, dpend, sizeof(int64_t) * (size_t)np, cudaMemcpyDeviceToHost, s);
             if (e == cudaSuccess) e = cudaStreamSynchronize(s);
             qsort(hp, (size_t)np, sizeof(int64_t), er_cmp_i64);
-            if (e == cudaSuccess) e = cudaMemcpyAsync(dpend, hp, sizeof(int64_t) * (size_t)np, cudaMemcpyHostToDevice, s);
+            if (e == cudaSuccess)
+                e = cudaMemcpyAsync(dpend, hp, sizeof(int64_t) * (size_t)np, cudaMemcpyHostToDevice, s);
         }
-        er__matmul_env(ref, -1, &(er_dense_stats){hst[0].emin_lsb, hst[0].emin, hst[0].emax, hst[0].qmin, hst[0].any_nonzero},
-                       &(er_dense_stats){hst[1].emin_lsb, hst[1].emin, hst[1].emax, hst[1].qmin, hst[1].any_nonzero}, &er__dot(arg->ref)->env);
+        er__matmul_env(ref, -1,
+                       &(er_dense_stats){ hst[0].emin_lsb, hst[0].emin, hst[0].emax, hst[0].qmin, hst[0].any_nonzero },
+                       &(er_dense_stats){ hst[1].emin_lsb, hst[1].emin, hst[1].emax, hst[1].qmin, hst[1].any_nonzero },
+                       &er__dot(arg->ref)->env);
         int share = 0;
         for (int64_t c0 = 0; c0 < np && st == ER_OK && e == cudaSuccess; c0 += chunk) {
             int64_t cn = np - c0 < chunk ? np - c0 : chunk;
-            ec = er__devmm_gather(dpend + c0, cn, out->data, fo->id == ER_FP32 ? 0 : fo->id == ER_FP16 ? 1 : 2, Ad, Bt, dia, dib, pl->M,
-                                  pl->N, K, drows, dys, s);
+            ec = er__devmm_gather(dpend + c0, cn, out->data,
+                                  fo->id == ER_FP32   ? 0
+                                  : fo->id == ER_FP16 ? 1
+                                                      : 2,
+                                  Ad, Bt, dia, dib, pl->M, pl->N, K, drows, dys, s);
             if (ec) { e = (cudaError_t)ec; break; }
             e = cudaMemcpyAsync(rows, drows, sizeof(float) * (size_t)(2 * cn * K), cudaMemcpyDeviceToHost, s);
             if (e == cudaSuccess) e = cudaMemcpyAsync(ys, dys, sizeof(double) * (size_t)cn, cudaMemcpyDeviceToHost, s);
@@ -305,7 +333,8 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
                 st = er__dot_ctx_init(&cx[t], ref, out, std);
                 if (st != ER_OK) break;
                 cx[t].sk = er__sinks_at(sks, share + t, 0);
-                jobs[t] = (er_devrest_job){&cx[t], &er__dot(ref)->env, hp + c0, rows, ys, cn * t / nt, cn * (t + 1) / nt, K, ER_OK};
+                jobs[t] = (er_devrest_job){ &cx[t],      &er__dot(ref)->env, hp + c0, rows, ys,
+                                            cn * t / nt, cn * (t + 1) / nt,  K,       ER_OK };
             }
             if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_devrest_run);
             for (int t = 0; t < made; t++) {
@@ -320,9 +349,14 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
             float *one = malloc(sizeof(float) * (size_t)(2 * K));
             double y;
             e = cudaMemcpyAsync(dpend, &gidx, sizeof gidx, cudaMemcpyHostToDevice, s);
-            if (e == cudaSuccess) e = (cudaError_t)er__devmm_gather(dpend, 1, out->data, fo->id == ER_FP32 ? 0 : fo->id == ER_FP16 ? 1 : 2,
-                                                                    Ad, Bt, dia, dib, pl->M, pl->N, K, drows, dys, s);
-            if (e == cudaSuccess && one) e = cudaMemcpyAsync(one, drows, sizeof(float) * (size_t)(2 * K), cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess)
+                e = (cudaError_t)er__devmm_gather(dpend, 1, out->data,
+                                                  fo->id == ER_FP32   ? 0
+                                                  : fo->id == ER_FP16 ? 1
+                                                                      : 2,
+                                                  Ad, Bt, dia, dib, pl->M, pl->N, K, drows, dys, s);
+            if (e == cudaSuccess && one)
+                e = cudaMemcpyAsync(one, drows, sizeof(float) * (size_t)(2 * K), cudaMemcpyDeviceToHost, s);
             if (e == cudaSuccess) e = cudaMemcpyAsync(&y, dys, sizeof y, cudaMemcpyDeviceToHost, s);
             if (e == cudaSuccess) e = cudaStreamSynchronize(s);
             if (!one) st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
@@ -349,7 +383,8 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     free(luts[0]);
     free(luts[1]);
     if (st == ER_OK && e != cudaSuccess)
-        st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU matmul path failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU matmul path failed: %s (%s)", cudaGetErrorString(e),
+                      cudaGetErrorName(e));
     if (st == ER_OK && fallback) arg->fallback = 1;
     return st;
 }

@@ -1,7 +1,7 @@
 // devmm.cu: the matmul fast path on the GPU (docs/algorithms/fast-path.md, On the GPU): decoding the operands, the
 // bounds of their norms, the decisions of every output element in two stages, gathering what is left for the exact
-// engine, and the fp64 GEMM through cuBLAS, loaded on first use. Built with -fmad=false: every double operation rounds once, as
-// the decision's margins assume.
+// engine, and the fp64 GEMM through cuBLAS, loaded on first use. Built with -fmad=false: every double operation rounds
+// once, as the decision's margins assume.
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -25,7 +25,8 @@ __global__ void er_k_stats_init(er_dev_stats *st) {
     st->any_nonzero = st->nonfinite = 0;
 }
 
-__global__ void er_k_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st) {
+__global__ void er_k_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d,
+                            er_dev_stats *st) {
     int lmin = INT_MAX, emn = INT_MAX, emx = INT_MIN, qmn = INT_MAX, nz = 0, nf = 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double x;
@@ -124,13 +125,14 @@ __device__ static int er_decide(const er_fast_consts &c, double y, double Sh, do
     er_fast_bracket b;
     if (!er_fast_bracket_of(&c, Sh, Plo, Phi, &b)) return ER_PENDING;
     if (c.out_fmt == 0) return er_fast_class(y, b.tlo, b.thi, __double2float_rn(b.slo), __double2float_rn(b.shi));
-    return er_fast_class(y, er_edge_out(b.tlo, 1, c.out_fmt), er_edge_out(b.thi, -1, c.out_fmt), er_round_out(b.slo, c.out_fmt),
-                         er_round_out(b.shi, c.out_fmt));
+    return er_fast_class(y, er_edge_out(b.tlo, 1, c.out_fmt), er_edge_out(b.thi, -1, c.out_fmt),
+                         er_round_out(b.slo, c.out_fmt), er_round_out(b.shi, c.out_fmt));
 }
 
 __device__ static double er_load_out(const void *out, int fmt, int64_t idx) {
-    return fmt == 0 ? (double)((const float *)out)[idx]
-         : fmt == 1 ? (double)__half2float(((const __half *)out)[idx]) : (double)__bfloat162float(((const __nv_bfloat16 *)out)[idx]);
+    return fmt == 0   ? (double)((const float *)out)[idx]
+           : fmt == 1 ? (double)__half2float(((const __half *)out)[idx])
+                      : (double)__bfloat162float(((const __nv_bfloat16 *)out)[idx]);
 }
 
 // Stage 1: P between |S| and the norms' product. Undecided elements become candidates for stage 2; NaN or infinite
@@ -141,7 +143,8 @@ __global__ void er_k_decide(const void *out, const double *S, const double *an, 
                             unsigned long long *npending) {
     int64_t n = nbatch * M * N, MN = M * N;
     unsigned long long ce = 0, cc = 0;
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (int64_t)gridDim.x * blockDim.x) {
         double y = er_load_out(out, c.out_fmt, idx);
         int64_t bi = idx / MN, i = (idx % MN) / N, j = idx % N;
         double Sh = S[idx];
@@ -177,7 +180,8 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
                             unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
     int64_t nc = (int64_t)*ncand, MN = M * N;
     int lane = threadIdx.x & 31;
-    for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w < nc; w += ((int64_t)gridDim.x * blockDim.x) / 32) {
+    for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w < nc;
+         w += ((int64_t)gridDim.x * blockDim.x) / 32) {
         int64_t idx = cand[w], bi = idx / MN, i = (idx % MN) / N, j = idx % N;
         const double *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
         double pl = 0, ph = 0;
@@ -204,18 +208,20 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
 
 // |x| for n values.
 __global__ void er_k_abs(const double *x, int64_t n, double *y) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) y[i] = fabs(x[i]);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = fabs(x[i]);
 }
 
 // The sets of the decided elements (fast-path.md, The sets; On the GPU): with P from fl64(|A| |B|), each decided
 // element's set where the bracket decides it, its relative width into R (-1 where none counts) and the largest into
 // *maxrel (the bits of a non-negative double, which order as its values). Where the bracket does not decide the set,
 // R holds -2 - ub, ub an upper bound of the width (er_k_widest_idx decides whether the element may be the widest).
-__global__ void er_k_widest(const double *S, const double *P, int64_t n, er_fast_consts c, const uint8_t *classes, double *R,
-                            unsigned long long *maxrel) {
+__global__ void er_k_widest(const double *S, const double *P, int64_t n, er_fast_consts c, const uint8_t *classes,
+                            double *R, unsigned long long *maxrel) {
     const double pg_lo = (1.0 - c.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * c.gK) * ER_FAST_UP;
     unsigned long long best = 0;
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (int64_t)gridDim.x * blockDim.x) {
         double rel = -1;
         int cls = classes[idx];
         if (cls == 0 || cls == 1) {
@@ -236,7 +242,8 @@ __global__ void er_k_widest(const double *S, const double *P, int64_t n, er_fast
             }
         }
         R[idx] = rel;
-        if (rel >= 0 && (unsigned long long)__double_as_longlong(rel) > best) best = (unsigned long long)__double_as_longlong(rel);
+        if (rel >= 0 && (unsigned long long)__double_as_longlong(rel) > best)
+            best = (unsigned long long)__double_as_longlong(rel);
     }
     for (int off = 16; off; off >>= 1) {
         unsigned long long o = __shfl_down_sync(0xffffffffu, best, off);
@@ -248,10 +255,12 @@ __global__ void er_k_widest(const double *S, const double *P, int64_t n, er_fast
 // The first element whose R is the largest, into *widx (starting at ULLONG_MAX); a decided element whose set may be
 // as wide (er_fast_rel_ub) but is not decided becomes pending, for the exact engine.
 __global__ void er_k_widest_idx(const double *R, int64_t n, const unsigned long long *maxrel, unsigned long long *widx,
-                                uint8_t *classes, unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
+                                uint8_t *classes, unsigned long long *counts, int64_t *pending,
+                                unsigned long long *npending) {
     unsigned long long m = *maxrel;
     double best = __longlong_as_double((long long)m);
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (int64_t)gridDim.x * blockDim.x) {
         double r = R[idx];
         if (r >= 0 && (unsigned long long)__double_as_longlong(r) == m) atomicMin(widx, (unsigned long long)idx);
         if (r <= -2 && -2 - r >= best) {
@@ -264,8 +273,9 @@ __global__ void er_k_widest_idx(const double *R, int64_t n, const unsigned long 
 
 // For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], and its
 // output value.
-__global__ void er_k_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
-                            const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys) {
+__global__ void er_k_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A,
+                            const double *Bt, const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K,
+                            float *rows, double *ys) {
     for (int64_t p = blockIdx.x; p < n; p += gridDim.x) {
         int64_t idx = pending[p], MN = M * N, bi = idx / MN, i = (idx % MN) / N, j = idx % N;
         const double *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
@@ -281,8 +291,8 @@ __global__ void er_k_gather(const int64_t *pending, int64_t n, const void *out, 
 
 typedef int (*er_cublas_create)(void **);
 typedef int (*er_cublas_set_stream)(void *, cudaStream_t);
-typedef int (*er_cublas_dgemm)(void *, int, int, int, int, int, const double *, const double *, int, const double *, int,
-                               const double *, double *, int);
+typedef int (*er_cublas_dgemm)(void *, int, int, int, int, int, const double *, const double *, int, const double *,
+                               int, const double *, double *, int);
 static pthread_mutex_t er_cublas_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *er_cublas_handle;
 static er_cublas_set_stream er_set_stream;
@@ -308,7 +318,8 @@ int er__devmm_stats_init(er_dev_stats *st, void *stream) {
     return (int)cudaGetLastError();
 }
 
-int er__devmm_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st, void *stream) {
+int er__devmm_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st,
+                     void *stream) {
     if (n == 0) return 0;
     er_k_decode<<<er_grid(n, 256), 256, 0, (cudaStream_t)stream>>>(src, bits, lut, prec, n, d, st);
     return (int)cudaGetLastError();
@@ -328,15 +339,17 @@ int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t br
     return (int)cudaGetLastError();
 }
 
-int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an, const double *bn,
-                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_fast_consts c,
-                     uint8_t *classes, unsigned long long *counts, int64_t *cand, int64_t *pending, void *stream) {
+int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an,
+                     const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N,
+                     int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts, int64_t *cand,
+                     int64_t *pending, void *stream) {
     int64_t n = nbatch * M * N;
     if (n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand, counts + 2,
-                                                pending, counts + 3);
-    er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts, pending, counts + 3);
+    er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand,
+                                                counts + 2, pending, counts + 3);
+    er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts,
+                                     pending, counts + 3);
     return (int)cudaGetLastError();
 }
 
@@ -345,8 +358,8 @@ int er__devmm_abs(const double *x, int64_t n, double *y, void *stream) {
     return (int)cudaGetLastError();
 }
 
-int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
-                     int64_t *pending, double *R, unsigned long long *w, void *stream) {
+int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes,
+                     unsigned long long *counts, int64_t *pending, double *R, unsigned long long *w, void *stream) {
     if (n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     er_k_widest<<<er_grid(n, 256), 256, 0, s>>>(S, P, n, c, classes, R, w);
@@ -355,10 +368,11 @@ int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts
 }
 
 int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
-                     const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys, void *stream) {
+                     const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys,
+                     void *stream) {
     if (n == 0) return 0;
-    er_k_gather<<<(unsigned)(n < 65535 ? n : 65535), 128, 0, (cudaStream_t)stream>>>(pending, n, out, out_fmt, A, Bt, ia, ib, M, N, K,
-                                                                                   rows, ys);
+    er_k_gather<<<(unsigned)(n < 65535 ? n : 65535), 128, 0, (cudaStream_t)stream>>>(pending, n, out, out_fmt, A, Bt,
+                                                                                     ia, ib, M, N, K, rows, ys);
     return (int)cudaGetLastError();
 }
 

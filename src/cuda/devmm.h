@@ -17,7 +17,8 @@ typedef struct er_dev_stats { int emin_lsb, emin, emax, qmin, any_nonzero, nonfi
 /* Decodes n contiguous values of `bits` storage bits (fp32 when lut is NULL, else through the device table lut of
  * 2^bits doubles) of a format of precision prec into doubles d; notes the statistics into *st (device memory,
  * initialised by er__devmm_stats_init). */
-int er__devmm_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st, void *stream);
+int er__devmm_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st,
+                     void *stream);
 /* The initial statistics (device memory). */
 int er__devmm_stats_init(er_dev_stats *st, void *stream);
 /* B [batches][K][N] transposed into Bt [batches][N][K]. */
@@ -29,21 +30,23 @@ int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t br
  * exact and covered ones decided, counts[2] the candidates of the second stage (their indices in cand[]), counts[3]
  * the pending elements (their indices in pending[], in no order). counts must start at zero. ia, ib: each output
  * batch's operand batches; c: the decision's constants, with out_fmt 0, 1 or 2. */
-int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an, const double *bn,
-                     const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, int64_t K, er_fast_consts c,
-                     uint8_t *classes, unsigned long long *counts, int64_t *cand, int64_t *pending, void *stream);
+int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an,
+                     const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N,
+                     int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts, int64_t *cand,
+                     int64_t *pending, void *stream);
 /* y = |x| for n values. */
 int er__devmm_abs(const double *x, int64_t n, double *y, void *stream);
 /* After er__devmm_decide, with P = fl64(|A| |B|): the relative width of each decided element's set into R (n
  * doubles of scratch), the largest into w[0] (the bits of a non-negative double; 0: none) and its first element into
  * w[1] (ULLONG_MAX: none); w must start at {0, ULLONG_MAX}. A decided element whose set the bracket does not decide,
  * and may be as wide, becomes pending (counts and pending as er__devmm_decide's). */
-int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
-                     int64_t *pending, double *R, unsigned long long *w, void *stream);
-/* For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], its output
- * into ys. */
+int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes,
+                     unsigned long long *counts, int64_t *pending, double *R, unsigned long long *w, void *stream);
+/* For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K],
+ * its output into ys. */
 int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
-                     const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys, void *stream);
+                     const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys,
+                     void *stream);
 /* S = A B per output batch in fp64 through cuBLAS (loaded on first use): 0, or a negative value when cuBLAS is
  * missing (-1) or fails (-2). */
 int er__devmm_dgemm(const double *A, const double *B, double *S, const int64_t *ia_host, const int64_t *ib_host,

@@ -7,10 +7,12 @@
 #include "enclose/anyorder.h"
 
 /* depth: every term passes through at most depth additions (0: any tree, depth n - 1); Theorem 7. */
-static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth, int exact, int faithful) {
+static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth, int exact,
+                          int faithful) {
     if (n < 0) return er__fail(ER_ERR_INTERNAL, "negative reduction length");
     if (depth > 0 && depth < 62 && n > (INT64_C(1) << depth))
-        return er__fail(ER_ERR_STANDARD, "depth=%lld cannot add %lld terms: a tree of that depth has at most 2^%lld leaves",
+        return er__fail(ER_ERR_STANDARD,
+                        "depth=%lld cannot add %lld terms: a tree of that depth has at most 2^%lld leaves",
                         (long long)depth, (long long)n, (long long)depth);
     int64_t d = n > 0 ? n - 1 : 0; /* the additions a term passes through */
     if (depth > 0 && depth < d) d = depth;
@@ -48,8 +50,8 @@ er_status er__anyorder_bound(er_anyorder_bound *b, const er_fmt_info *fa, const 
     return er_bound(b, F, n, 0, er__products_exact(fa, fb, F), faithful);
 }
 
-er_status er__anyorder_bound_depth(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb, const er_fmt_info *F,
-                                   int64_t n, int64_t depth, int faithful) {
+er_status er__anyorder_bound_depth(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb,
+                                   const er_fmt_info *F, int64_t n, int64_t depth, int faithful) {
     return er_bound(b, F, n, depth, er__products_exact(fa, fb, F), faithful);
 }
 
@@ -57,7 +59,8 @@ er_status er__anyorder_bound_terms(er_anyorder_bound *b, const er_fmt_info *F, i
     return er_bound(b, F, n, 0, 1, faithful);
 }
 
-er_status er__anyorder_bound_terms_depth(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth, int faithful) {
+er_status er__anyorder_bound_terms_depth(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth,
+                                         int faithful) {
     return er_bound(b, F, n, depth, 1, faithful);
 }
 

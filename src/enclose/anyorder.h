@@ -26,8 +26,8 @@ ER_INTERNAL er_status er__anyorder_bound_terms(er_anyorder_bound *b, const er_fm
  * ER_ERR_STANDARD when no such tree adds n terms (n > 2^depth). */
 ER_INTERNAL er_status er__anyorder_bound_depth(er_anyorder_bound *b, const er_fmt_info *fa, const er_fmt_info *fb,
                                                const er_fmt_info *F, int64_t n, int64_t depth, int faithful);
-ER_INTERNAL er_status er__anyorder_bound_terms_depth(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth,
-                                                     int faithful);
+ER_INTERNAL er_status er__anyorder_bound_terms_depth(er_anyorder_bound *b, const er_fmt_info *F, int64_t n,
+                                                     int64_t depth, int faithful);
 
 /* A set of values of a format: a finite interval [lo, hi] (empty when lo > hi) and the specials. */
 typedef struct er_cval {

@@ -80,8 +80,8 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
 /* The correctly rounded values that the double enclosure left open (w->open[d], and the LSE when *lse_open),
  * from enclosures in MPFR at 64, 256, 1024 and 4096 bits; an element still open at 4096 bits gets its lower end's
  * rounding (the set only grows by it). */
-static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n, double Mt,
-                         er_attn_work *w, double *oex, double *ord, int lse_open, double *lex, double *lrd) {
+static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                         double Mt, er_attn_work *w, double *oex, double *ord, int lse_open, double *lex, double *lrd) {
     int64_t D = pl->D, Dv = pl->Dv;
     mpfr_t *pr = malloc(sizeof(mpfr_t) * (size_t)D), *wl = malloc(sizeof(mpfr_t) * (size_t)n),
            *wh = malloc(sizeof(mpfr_t) * (size_t)n);
@@ -89,7 +89,8 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     double *rl = malloc(sizeof(double) * (size_t)(Dv + 1));
     if (!pr || !wl || !wh || !pp || !rl) { /* no memory: the lower ends of the double enclosure decide */
         free(pr); free(wl); free(wh); free(pp); free(rl);
-        for (int64_t d = 0; d < Dv; d++) if (w->open[d]) ord[d] = er__round_double(pl->O, oex[d], ER_ROUND_NEAREST, pl->ov_o);
+        for (int64_t d = 0; d < Dv; d++)
+            if (w->open[d]) ord[d] = er__round_double(pl->O, oex[d], ER_ROUND_NEAREST, pl->ov_o);
         if (lse_open) *lrd = er__round_double(pl->L, *lex, ER_ROUND_NEAREST, pl->ov_l);
         return;
     }
@@ -182,8 +183,8 @@ typedef struct er_attn_rowq {
 
 /* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
  * where the row claims nothing (a special value, or bounds whose premises fail). */
-static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n, er_attn_work *w,
-                          er_attn_rowq *rq) {
+static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                          er_attn_work *w, er_attn_rowq *rq) {
     int64_t D = pl->D;
     double qss = 0;
     int bad = kv->bad[j0 + n] - kv->bad[j0] > 0;
@@ -221,10 +222,11 @@ static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const do
          * eta_q) / 2 + eta_q eta_k / 4; the sums of |k_jd| and |q_d| are at most sqrt(D) times their 2-norms. The
          * score may then be rounded to q's format (torch's math path in fp16 and bf16): one more (1 + u_q), and an
          * absolute eta_q / 2 */
-        double rel = (1 + pl->uq) * (1 + pl->uq) * (1 + pl->uk) * (1 + u) * (1 + u) * (1 + 0x1p-40) - 1; /* and S in q's format */
+        double rel = (1 + pl->uq) * (1 + pl->uq) * (1 + pl->uk) * (1 + u) * (1 + u) * (1 + 0x1p-40) -
+                     1; /* and S in q's format */
         double c = sqrt(asc) * (1 + 0x1p-20), l1 = sqrt((double)D) * (1 + 0x1p-40);
-        double ab = pl->etaq * 0.5 * kmax * l1 * c + pl->etak * 0.5 * qn * l1 * c + pl->etaq * pl->etak * 0.25 * (double)D +
-                    pl->etaq * 0.5;
+        double ab = pl->etaq * 0.5 * kmax * l1 * c + pl->etak * 0.5 * qn * l1 * c +
+                    pl->etaq * pl->etak * 0.25 * (double)D + pl->etaq * 0.5;
         delta = er__up(delta + asc * numax * rel * (1 + 0x1p-40) + ab * (1 + 0x1p-30));
         /* scaled operands or scores that may overflow their format: the row claims nothing */
         double smag = fmax(fabs(smin), fabs(smax)) + delta;
@@ -234,7 +236,8 @@ static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const do
     }
     double Mabs = fmax(fabs(smin), fabs(smax));
     /* beyond these the fp32 scores may overflow, or the bounds' premises fail: the row claims nothing */
-    if (!(errmax <= 0.25) || !(delta <= 0.25) || !(Mabs <= 0x1p60) || !(numax * asc <= 0x1p100) || !(numax <= 0x1p120)) {
+    if (!(errmax <= 0.25) || !(delta <= 0.25) || !(Mabs <= 0x1p60) || !(numax * asc <= 0x1p100) ||
+        !(numax <= 0x1p120)) {
         return 0;
     }
     *rq = (er_attn_rowq){.u = u, .uin = uin, .qn = qn, .Mt = Mt, .smin = smin, .smax = smax, .numax = numax,
@@ -243,7 +246,8 @@ static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const do
 }
 
 /* The weights exp(s_j - Mt) (wlo, whi), their sum's bounds and width (rq), and per value dimension N, A and B. */
-static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w, er_attn_rowq *rq) {
+static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w,
+                            er_attn_rowq *rq) {
     int64_t Dv = pl->Dv;
     double Mt = rq->Mt;
     /* the weights exp(s_j - Mt) and their sum */
@@ -279,7 +283,8 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
 }
 
 /* A fully masked row: O = 0 (exact) or NaN; LSE = -inf (exact), +inf or NaN. */
-static void er_attn_masked(const er_attn_plan *pl, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
+static void er_attn_masked(const er_attn_plan *pl, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                           double *lrd) {
     int64_t Dv = pl->Dv;
     for (int64_t d = 0; d < Dv; d++) {
         er__cval_from_interval(&ocv[d], 0.0, 0.0, 1, er__fmt(ER_FP32));
@@ -292,7 +297,8 @@ static void er_attn_masked(const er_attn_plan *pl, er_cval *ocv, double *oex, do
 }
 
 er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
+                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                       double *lrd) {
     int64_t Dv = pl->Dv;
     if (n <= 0) { er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
     er_attn_rowq rq;
@@ -304,14 +310,15 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
 
     /* Theorem A2: how far a flash-style kernel may move each key's weight (Theta, in the exponent) and the sums */
     double ulog = 2 * u * fmax(pl->Ulog, 4.0);
-    double G = (double)((pl->Sk + pl->kv_block - 1) / pl->kv_block) + 2, T = pl->cp * (double)n + 2 * pl->cg + 2 * G + 4;
+    double G = (double)((pl->Sk + pl->kv_block - 1) / pl->kv_block) + 2,
+           T = pl->cp * (double)n + 2 * pl->cg + 2 * G + 4;
     double R = er__up(smax - smin), lnn = log((double)n) + 1;
     /* every exp argument is at most R + 2 delta in magnitude (up to its rounding) */
     double U = pl->exp_fast ? fmax(pl->U, 2 + 1.173 * (R + 2 * delta + 1)) : pl->U;
     double Uc = fmax(U, 2 + 1.173 * (R + lnn + 2 * delta + 1));
     double th_arg = 8 * u * (R + Mabs + 3 * delta);
-    double th_split = 0x1p-20 + ulog * (lnn + delta) + 2 * u * (Mabs + lnn + 2 + delta) + u * (R + lnn + 2 + 2 * delta) +
-                      2 * u * (Uc + 0.5) + 10 * u;
+    double th_split = 0x1p-20 + ulog * (lnn + delta) + 2 * u * (Mabs + lnn + 2 + delta) +
+                      u * (R + lnn + 2 + 2 * delta) + 2 * u * (Uc + 0.5) + 10 * u;
     double theta = delta + th_arg + (G + 2) * (2 * u * (U + 0.5) * (1 + 2 * u) + u) + 6 * u + th_split;
     /* (1 - b) >= exp(-b (1 + b)) and b <= u_V for every relative factor: the (1 + u_V) covers the lower side. The
      * numerator's terms meet P's rounding (and tf32's of v); the denominator's only when it may sum the rounded P */
@@ -330,16 +337,19 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         double E = er__up((rho + gn) * Aup * (1 + 0x1p-40) + (double)n * 0x1p-1074);
         double Nlo = er__dn(w->N[d] - E), Nhi = er__up(w->N[d] + E);
         /* the exact O between xlo and xhi */
-        double xlo = Nlo >= 0 ? er__dn(Nlo / Lhi) : er__dn(Nlo / Llo), xhi = Nhi >= 0 ? er__up(Nhi / Llo) : er__up(Nhi / Lhi);
+        double xlo = Nlo >= 0 ? er__dn(Nlo / Lhi) : er__dn(Nlo / Llo),
+               xhi = Nhi >= 0 ? er__up(Nhi / Llo) : er__up(Nhi / Lhi);
         /* the kernel's */
         double wide = er__up(er__up(eps * Aup) + er__up(2 * Bup * abs1 * (1 + 0x1p-40) + abs0));
         double Nklo = er__dn(Nlo - wide), Nkhi = er__up(Nhi + wide);
-        double klo = Nklo >= 0 ? er__dn(Nklo / Lkhi) : er__dn(Nklo / Lklo), khi = Nkhi >= 0 ? er__up(Nkhi / Lklo) : er__up(Nkhi / Lkhi);
+        double klo = Nklo >= 0 ? er__dn(Nklo / Lkhi) : er__dn(Nklo / Lklo),
+               khi = Nkhi >= 0 ? er__up(Nkhi / Lklo) : er__up(Nkhi / Lkhi);
         klo = er__dn(er__dn(klo - er__up(fabs(klo) * 6 * u)) - 0x1p-125);
         khi = er__up(er__up(khi + er__up(fabs(khi) * 6 * u)) + 0x1p-125);
         er__cval_from_interval(&ocv[d], klo, khi, 0, er__fmt(ER_FP32));
         oex[d] = w->N[d] / Lmid;
-        double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o), rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
+        double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o),
+               rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
         w->open[d] = !(rl == rh);
         if (rl == 0) rl = copysign(0.0, w->N[d]); /* both ends round to a zero: the sign of the estimate (+0 for 0) */
         ord[d] = w->open[d] ? NAN : rl;
@@ -347,12 +357,14 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     }
 
     /* Theorem A3: LSE = Mt + log L, and the kernel's within eps of L and Els of its own roundings */
-    double Els = er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * (Uc + 0.5));
+    double Els =
+        er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * (Uc + 0.5));
     double xlo = er__dn(Mt + er_log_dir(Llo, 0)), xhi = er__up(Mt + er_log_dir(Lhi, 1));
     double klo = er__dn(er__dn(Mt + er_log_dir(Lklo, 0)) - Els), khi = er__up(er__up(Mt + er_log_dir(Lkhi, 1)) + Els);
     er__cval_from_interval(lcv, klo, khi, 0, er__fmt(ER_FP32));
     *lex = Mt + log(Lmid);
-    double rl = er__round_double(pl->L, xlo, ER_ROUND_NEAREST, pl->ov_l), rh = er__round_double(pl->L, xhi, ER_ROUND_NEAREST, pl->ov_l);
+    double rl = er__round_double(pl->L, xlo, ER_ROUND_NEAREST, pl->ov_l),
+           rh = er__round_double(pl->L, xhi, ER_ROUND_NEAREST, pl->ov_l);
     int lse_open = !(rl == rh);
     *lrd = lse_open ? NAN : rl;
     if (open || lse_open) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, oex, ord, lse_open, lex, lrd);

@@ -73,7 +73,8 @@ static void er_step(const er_order_plan *pl, int wide, er_iv *acc, double a, dou
     if (pl->fma_always) {
         /* only an infinite operand makes an infinite product; a finite one is exact inside the fma */
         double p = (isinf(a) || isinf(b)) ? a * b : 0.0;
-        double l = er__round_fma(F, a, b, acc->lo, wide, pl->lo_mode), h = er__round_fma(F, a, b, acc->hi, wide, pl->hi_mode);
+        double l = er__round_fma(F, a, b, acc->lo, wide, pl->lo_mode),
+               h = er__round_fma(F, a, b, acc->hi, wide, pl->hi_mode);
         nan |= isinf(p) && er_may_nan(acc->lo, acc->hi, p, p);
         certain &= isnan(l) && isnan(h);
         if (isnan(l) || isnan(h) || isnan(lo) || isnan(hi)) {
@@ -99,7 +100,8 @@ static void er_iv_add(const er_order_plan *pl, const er_fmt_info *G, er_iv *x, c
 static er_status er_bound_for(er_order_plan *pl, int64_t n, const er_anyorder_bound **out) {
     for (int i = 0; i < 2; i++) if (pl->bound_n[i] == n) { *out = &pl->bound[i]; return ER_OK; }
     int slot = pl->bound_n[0] < 0 ? 0 : 1;
-    ER_RETURN_IF_ERROR(er__anyorder_bound(&pl->bound[slot], pl->fa, pl->fb, pl->F, n, pl->std.rounding == ER_RND_FAITHFUL));
+    ER_RETURN_IF_ERROR(
+        er__anyorder_bound(&pl->bound[slot], pl->fa, pl->fb, pl->F, n, pl->std.rounding == ER_RND_FAITHFUL));
     pl->bound_n[slot] = n;
     *out = &pl->bound[slot];
     return ER_OK;
@@ -133,7 +135,9 @@ static er_status er_block_summary(er_order_plan *pl, const er_dot_env *env, cons
 static er_status er_subsum(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t n,
                            int any, er_iv *out) {
     if (!any && pl->lo_mode == ER_ROUND_NEAREST && pl->hi_mode == ER_ROUND_NEAREST && pl->fma_never != pl->fma_always &&
-        !env->wide && ((pl->F->id == ER_FP32 && pl->fa->p <= 24 && pl->fb->p <= 24) || (pl->F->id == ER_FP64 && pl->fa->p <= 26 && pl->fb->p <= 26))) {
+        !env->wide &&
+        ((pl->F->id == ER_FP32 && pl->fa->p <= 24 && pl->fb->p <= 24) ||
+         (pl->F->id == ER_FP64 && pl->fa->p <= 26 && pl->fb->p <= 26))) {
         /* one fixed order rounding to nearest in fp32 or fp64 with operands whose products are exact doubles: the
          * hardware's operations are the exact single roundings er_step makes (IEEE specials included), so the
          * interval stays one value; run them directly */
@@ -324,8 +328,8 @@ static er_iv er_pairwise(const er_order_plan *pl, int wide, const double *a, con
 /* Triton's tl.sum over one block (docs/algorithms/orders.md, Triton's tl.sum): B = triton_block elements, the first K
  * loaded and the rest +0, held S to a vector by 32 W threads; E = B / S vectors, Ld = min(32, E) lanes and
  * Wd = min(W, E / 32) warps hold distinct ones (the others copies). Thread t = 32 w + l chains its elements
- * r S 32 W + t S + s (r outer, s inner) from the first; each warp's Ld lanes are halved pairwise (a butterfly of offsets
- * Ld/2 .. 1, whose lane 0 adds lane o at offset o), then the Wd warps' totals the same way. */
+ * r S 32 W + t S + s (r outer, s inner) from the first; each warp's Ld lanes are halved pairwise (a butterfly of
+ * offsets Ld/2 .. 1, whose lane 0 adds lane o at offset o), then the Wd warps' totals the same way. */
 int er__triton_vec(const er_standard *s, int64_t K, int a_bytes) {
     if (s->vec) return s->vec;
     int64_t v = K % 16 == 0 ? 16 / (a_bytes < 16 ? a_bytes : 16) : 1, cap = s->triton_block / (32 * (int64_t)s->warps);
@@ -381,7 +385,8 @@ er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *
         break;
     case ER_ORDER_TRITON:
         if (K > s->triton_block)
-            return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer", (long long)s->triton_block, (long long)K);
+            return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer",
+                            (long long)s->triton_block, (long long)K);
         ER_RETURN_IF_ERROR(er_triton_sum(pl, env->wide, a, b, K, &r));
         break;
     case ER_ORDER_BLOCKED:

@@ -44,6 +44,7 @@ ER_INTERNAL int64_t er__dot_order_tile_block(const er_order_plan *pl, int64_t K,
 /* out[t] (t < T <= 16): the sum of a[k] * tile[k * T + t] over k < K in that order: products rounded to fp32, partial
  * sums of `block` products from zero, each added in order to a total from +0 (outer) or the one sum itself. The
  * hardware's float operations are the single roundings of the interval emulation's steps (no contraction). */
-ER_INTERNAL void er__dot_order_tile(int64_t block, int outer, const float *a, const float *tile, int64_t K, int T, float *out);
+ER_INTERNAL void er__dot_order_tile(int64_t block, int outer, const float *a, const float *tile, int64_t K, int T,
+                                    float *out);
 
 #endif

@@ -89,7 +89,8 @@ void er__cval_join(er_cval *v, const er_cval *w) {
  * f(p) below and b of f(q) above. From libm's brackets where they decide the ends: the true ends lie between those
  * over the outer values [a, b] and those over the inner ones (Lemma C10), and where these agree they are the true
  * ends; else from MPFR's. */
-static void er_fn_approx(const er_fmt_info *E, int fn, double U, double p, double q, double *lo, double *hi, double *a, double *b) {
+static void er_fn_approx(const er_fmt_info *E, int fn, double U, double p, double q, double *lo, double *hi, double *a,
+                         double *b) {
     double a2, b1;
     for (int pass = 0; pass < 2; pass++) {
         const er_fmt_info *G = pass ? er__fmt(ER_FP64) : E; /* pass 1: MPFR (er_exact_fn takes libm below 25 bits) */
@@ -112,7 +113,8 @@ static void er_fn_approx(const er_fmt_info *E, int fn, double U, double p, doubl
 }
 
 /* The hull of RN_E(p q) over p in [p0, p1], q in [q0, q1] (a bilinear function: its extremes are at corners). */
-static void er_prod_hull(const er_fmt_info *E, double p0, double p1, double q0, double q1, int div, double *lo, double *hi) {
+static void er_prod_hull(const er_fmt_info *E, double p0, double p1, double q0, double q1, int div, double *lo,
+                         double *hi) {
     double c[4] = {div ? p0 / q0 : p0 * q0, div ? p0 / q1 : p0 * q1, div ? p1 / q0 : p1 * q0, div ? p1 / q1 : p1 * q1};
     double mn = c[0], mx = c[0];
     for (int k = 1; k < 4; k++) { if (c[k] < mn) mn = c[k]; if (c[k] > mx) mx = c[k]; }
@@ -217,11 +219,12 @@ static double er_gelu_tanh_arg(const er_fmt_info *E, double x, int upper, double
     const er_round N = ER_ROUND_NEAREST;
     double b = er__round_double(E, c, N, ER_OVERFLOW_IEEE), k = er__round_double(E, 0.044715, N, ER_OVERFLOW_IEEE);
     double xx = er__round_prod(E, x, x, 1, N), kx = er__round_prod(E, k, x, 1, N);
-    double cube = er__round_prod(E, xx, x, 1, N), kxx = er__round_prod(E, kx, x, 1, N), k_xx = er__round_prod(E, k, xx, 1, N);
+    double cube = er__round_prod(E, xx, x, 1, N), kxx = er__round_prod(E, kx, x, 1, N),
+           k_xx = er__round_prod(E, k, xx, 1, N);
     double s[6] = {
-        er__round_sum(E, x, er__round_prod(E, k, cube, 1, N), N), er__round_fma(E, k, cube, x, 1, N),   /* k (x x x) */
-        er__round_sum(E, x, er__round_prod(E, kxx, x, 1, N), N), er__round_fma(E, kxx, x, x, 1, N),     /* ((k x) x) x */
-        er__round_sum(E, x, er__round_prod(E, k_xx, x, 1, N), N), er__round_fma(E, k_xx, x, x, 1, N),   /* (k (x x)) x */
+        er__round_sum(E, x, er__round_prod(E, k, cube, 1, N), N), er__round_fma(E, k, cube, x, 1, N), /* k (x x x) */
+        er__round_sum(E, x, er__round_prod(E, kxx, x, 1, N), N),  er__round_fma(E, kxx, x, x, 1, N),  /* ((k x) x) x */
+        er__round_sum(E, x, er__round_prod(E, k_xx, x, 1, N), N), er__round_fma(E, k_xx, x, x, 1, N), /* (k (x x)) x */
     };
     double m = s[0];
     for (int i = 1; i < 6; i++) m = upper ? fmax(m, s[i]) : fmin(m, s[i]);
@@ -233,7 +236,8 @@ static double er_gelu_tanh_arg(const er_fmt_info *E, double x, int upper, double
  * is both x / d and x RN(1 / d), d = RN(1 + exp~(-x)), joined. */
 /* x sigmoid(z) for x in [l, h] and z in [z0, z1]: x / d and x RN(1 / d), d = RN(1 + exp~(-z)), joined, over the box
  * (silu: z = x). */
-static void er_x_sigmoid(const er_fmt_info *E, int tri, double U, double l, double h, double z0, double z1, double *lo, double *hi) {
+static void er_x_sigmoid(const er_fmt_info *E, int tri, double U, double l, double h, double z0, double z1, double *lo,
+                         double *hi) {
     double d0, d1, q0, q1, lo2, hi2;
     er_denominator(E, tri, U, z0, z1, &d0, &d1);
     /* x / d: the exact quotients lie between the corners (a box of constant signs in d > 0) */
@@ -247,7 +251,8 @@ static void er_x_sigmoid(const er_fmt_info *E, int tri, double U, double l, doub
     *hi = fmax(*hi, hi2);
 }
 
-void er__act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, double U, double l, double h, double *lo, double *hi) {
+void er__act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, double U, double l, double h, double *lo,
+                      double *hi) {
     if (kind == ER_STAGE_SILU) { er_x_sigmoid(E, tri, U, l, h, l, h, lo, hi); return; }
     double t0, t1, a, b, e0, e1;
     int fn = kind == ER_STAGE_GELU ? ER_FN_ERF : ER_FN_TANH;

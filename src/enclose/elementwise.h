@@ -25,8 +25,8 @@ ER_INTERNAL void er__cval_put(er_cval *v, double w);
 /* v's finite part given as the images l <= h of its ends (values of E or infinities from overflow). */
 ER_INTERNAL void er__set_ends(er_cval *v, const er_fmt_info *E, double l, double h);
 /* gelu (both forms) and silu over the finite interval [l, h] (Lemmas C5 and C9): [*lo, *hi]. */
-ER_INTERNAL void er__act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, double U, double l, double h, double *lo,
-                                  double *hi);
+ER_INTERNAL void er__act_interval(const er_fmt_info *E, er_stage_kind kind, int tri, double U, double l, double h,
+                                  double *lo, double *hi);
 /* A unary function's (exp, exp2, log, tanh, sigmoid, erf, rsqrt) image of the set v, within ulps (0: CUDA's
  * default), its special values included (Lemmas C6 and C7). */
 ER_INTERNAL void er__unary_image(er_cval *v, er_stage_kind kind, double ulps, const er_fmt_info *E, int tri);

@@ -62,8 +62,8 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
     *hi = er__scale2(er__exp_thi[j] * (p + 0x1p-46), q, 1);
 }
 
-/* Sums of n values in [0, 2] (+0 included, -0 not): exact sums of each term rounded down (lo) and up (hi) to a multiple of 2^-90,
- * returned as doubles below and above them (Lemma D2). n < 2^37. */
+/* Sums of n values in [0, 2] (+0 included, -0 not): exact sums of each term rounded down (lo) and up (hi) to a multiple
+ * of 2^-90, returned as doubles below and above them (Lemma D2). n < 2^37. */
 typedef struct er_fxsum { unsigned __int128 lo, hi; } er_fxsum;
 static inline void er__fxsum_add(er_fxsum *s, double lo, double hi) {
     /* lo, hi in [0, 2]: m 2^e with m < 2^53 */

@@ -64,7 +64,8 @@ static void er_welford_l8(int64_t n, int64_t H, int64_t cdepth, double A, double
     mpfr_mul(be, be, t, MPFR_RNDU);
     mpfr_mul(lc, b, E, MPFR_RNDU);
     mpfr_add(lc, lc, a, MPFR_RNDU);
-    /* F = 2 [(alpha H1 + L_c C1) sqrt(n T) + u H1 T + beta sqrt(0.645 n H1 T)] + sqrt(2 (n - 1) T) (alpha + u R + beta/2) */
+    /* F = 2 [(alpha H1 + L_c C1) sqrt(n T) + u H1 T + beta sqrt(0.645 n H1 T)]
+     *     + sqrt(2 (n - 1) T) (alpha + u R + beta/2) */
     mpfr_set_d(r, Thi, MPFR_RNDU);
     mpfr_mul_si(r, r, n, MPFR_RNDU);
     mpfr_sqrt(r, r, MPFR_RNDU);                               /* sqrt(n T) */
@@ -113,8 +114,8 @@ static void er_welford_l8(int64_t n, int64_t H, int64_t cdepth, double A, double
 
 /* Theorem L4's per-node constants: a = max((1+u)(g3 R + eta/2) + u X, g4 X + (1+u) eta) and
  * b = max((1+u) 2 g3 + u, g4), rounded upward (a2, b2 and t are scratch). */
-static void er_welford_ab(mpfr_t a, mpfr_t b, mpfr_t a2, mpfr_t b2, mpfr_t t, mpfr_srcptr u, mpfr_srcptr eta, mpfr_srcptr g3,
-                          mpfr_srcptr g4, double R, double X) {
+static void er_welford_ab(mpfr_t a, mpfr_t b, mpfr_t a2, mpfr_t b2, mpfr_t t, mpfr_srcptr u, mpfr_srcptr eta,
+                          mpfr_srcptr g3, mpfr_srcptr g4, double R, double X) {
     /* a1 = (1+u)(g3 R + eta/2) + u X; a2 = g4 X + (1+u) eta */
     mpfr_mul_d(a, g3, R, MPFR_RNDU);
     mpfr_div_2ui(t, eta, 1, MPFR_RNDU);
@@ -138,8 +139,8 @@ static void er_welford_ab(mpfr_t a, mpfr_t b, mpfr_t a2, mpfr_t b2, mpfr_t t, mp
 }
 
 /* The first-order part of Welford's M2 error into F1 (initialised by the caller), the least of the valid bounds of
- * Theorems L4 and L7 (at depth dd > 0 also their bounded-depth forms); t0 = 1 - D b rounded down, M = Mt, bl = bitlen(n),
- * t scratch. */
+ * Theorems L4 and L7 (at depth dd > 0 also their bounded-depth forms); t0 = 1 - D b rounded down, M = Mt, bl =
+ * bitlen(n), t scratch. */
 static void er_welford_first(mpfr_t F1, mpfr_t t, int64_t n, int64_t dd, int bl, double R, double Thi, mpfr_srcptr a,
                              mpfr_srcptr D, mpfr_srcptr t0, mpfr_srcptr M) {
     mpfr_set_si(F1, n, MPFR_RNDN);
@@ -196,8 +197,8 @@ static void er_welford_first(mpfr_t F1, mpfr_t t, int64_t n, int64_t dd, int bl,
  * the bound (or for counts exact in F). */
 /* depth > 0: every leaf of the tree passes through at most depth inner nodes (Theorems L3 and L4 at bounded depth);
  * cdepth > 0: at most cdepth of them are combines (Theorem L8); A >= |mu|, the exact mean's magnitude. */
-static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, int64_t cdepth, double A, double X, double R,
-                              double Thi, double *EM, double *ES) {
+static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, int64_t cdepth, double A, double X,
+                              double R, double Thi, double *EM, double *ES) {
     int p = F->p;
     int64_t dd = depth > 0 && depth < n - 1 ? depth : 0;
     if (n >= (INT64_C(1) << (p - 1))) { *EM = *ES = INFINITY; return; }
@@ -291,7 +292,10 @@ static void er_ln_y_plain_f32(const double *x, int64_t n, float mlo, float mhi, 
          * end of r */
         float xi = (float)x[i], d0 = xi - mlo, d1 = xi - mhi;
         float t0 = d0 * rlo, t1 = d0 * rhi, t2 = d1 * rlo, t3 = d1 * rhi;
-        if (t0 != t0 || t1 != t1 || t2 != t2 || t3 != t3) { er__cval_from_interval(&cv[i], -INFINITY, INFINITY, 1, F); continue; }
+        if (t0 != t0 || t1 != t1 || t2 != t2 || t3 != t3) {
+            er__cval_from_interval(&cv[i], -INFINITY, INFINITY, 1, F);
+            continue;
+        }
         float lo = t2 < t3 ? t2 : t3, hi = t0 > t1 ? t0 : t1;
         if (lo >= -FLT_MAX && hi <= FLT_MAX) { /* er__cval_from_interval for a finite interval */
             memset(&cv[i], 0, sizeof cv[i]);
@@ -516,7 +520,8 @@ static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, mpfr_t m0, mpfr_t m1
             yh = er__up(c * wi);
         }
         if (b) { yl = er__dn(yl + b[i]); yh = er__up(yh + b[i]); }
-        double lo = er__round_double(O, yl, ER_ROUND_NEAREST, pl->ov[LN_Y]), hi = er__round_double(O, yh, ER_ROUND_NEAREST, pl->ov[LN_Y]);
+        double lo = er__round_double(O, yl, ER_ROUND_NEAREST, pl->ov[LN_Y]),
+               hi = er__round_double(O, yh, ER_ROUND_NEAREST, pl->ov[LN_Y]);
         if (lo != hi || lo != lo) continue;
         oy->exact[i] = 0.5 * yl + 0.5 * yh;
         oy->rounded[i] = lo;
@@ -526,8 +531,9 @@ static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, mpfr_t m0, mpfr_t m1
     return decided;
 }
 
-static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x, const double *w,
-                                     const double *b, int64_t n, const er_ln_out out[3], char *done, int dbl) {
+static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x,
+                                     const double *w, const double *b, int64_t n, const er_ln_out out[3], char *done,
+                                     int dbl) {
     /* the row's statistics once per precision; each output at the next precision only while its enclosure's ends
      * round apart (a value within 2^-pr of a midpoint). done: y elements, then mean and rstd, already decided. dbl:
      * y first in double from the 128-bit statistics */
@@ -571,7 +577,9 @@ static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_ex
 }
 
 /* A value of F at or above (up) / at or below (down) the real x. */
-static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode) { return er__round_mpfr(F, x, mode, ER_OVERFLOW_IEEE); }
+static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode) {
+    return er__round_mpfr(F, x, mode, ER_OVERFLOW_IEEE);
+}
 
 er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n) {
     /* two_pass's sums S and Q: any tree, or one of depth at most pl->depth (any-order.md, Theorem 7) */
@@ -612,7 +620,9 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         }
         for (int64_t i = 0; pl->O[LN_Y] && i < n; i++) {
             if (nan) er__cval_from_interval(&out[LN_Y].cv[i], NAN, NAN, 1, F);
-            else er__cval_from_interval(&out[LN_Y].cv[i], -INFINITY, INFINITY, 1, F), out[LN_Y].cv[i].lo = INFINITY, out[LN_Y].cv[i].hi = -INFINITY;
+            else
+                er__cval_from_interval(&out[LN_Y].cv[i], -INFINITY, INFINITY, 1, F), out[LN_Y].cv[i].lo = INFINITY,
+                                                                                     out[LN_Y].cv[i].hi = -INFINITY;
             out[LN_Y].exact[i] = out[LN_Y].rounded[i] = NAN;
         }
         return ER_OK;
@@ -697,8 +707,8 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         /* Theorems L3, L4: Welford in any tree */
         double R = er__next_up(xmax - xmin), EM, ES;
         mpfr_div_si(t, ex.S, (long)n, MPFR_RNDA);
-        er_welford_bounds(F, n, pl->depth, pl->combine_depth, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU),
-                          &EM, &ES);
+        er_welford_bounds(F, n, pl->depth, pl->combine_depth, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R,
+                          mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
         if (isinf(EM) || isinf(ES)) unbounded = 1;
         else {
             mpfr_div_si(t, ex.S, (long)n, MPFR_RNDD);
@@ -723,7 +733,8 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (unbounded) {
         for (int o = 0; o < 3; o++) {
             if (!pl->O[o]) continue;
-            for (int64_t i = 0; i < (o == LN_Y ? n : 1); i++) er__cval_from_interval(&out[o].cv[i], -INFINITY, INFINITY, 1, F);
+            for (int64_t i = 0; i < (o == LN_Y ? n : 1); i++)
+                er__cval_from_interval(&out[o].cv[i], -INFINITY, INFINITY, 1, F);
         }
         return ER_OK;
     }
@@ -736,7 +747,8 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (pl->O[LN_RSTD]) er__cval_from_interval(out[LN_RSTD].cv, rlo, rhi, rnan, F);
     /* fp32 with every operand a float: the compositions as float operations (m, r are values of F; x, w, b checked) */
     int f32 = F->id == ER_FP32 && pl->O[LN_Y] && !rnan && !wide;
-    for (int64_t i = 0; f32 && i < n; i++) f32 = er__is_float(x[i]) && (!w || er__is_float(w[i])) && (!b || er__is_float(b[i]));
+    for (int64_t i = 0; f32 && i < n; i++)
+        f32 = er__is_float(x[i]) && (!w || er__is_float(w[i])) && (!b || er__is_float(b[i]));
     if (f32 && !w && !b) er_ln_y_plain_f32(x, n, (float)mlo, (float)mhi, (float)rlo, (float)rhi, out[LN_Y].cv, F);
     for (int64_t i = 0; pl->O[LN_Y] && !(f32 && !w && !b) && i < n; i++) {
         double wi = w ? w[i] : 1.0, bi = b ? b[i] : 0.0, lo = INFINITY, hi = -INFINITY, ys[4];

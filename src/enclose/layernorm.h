@@ -12,7 +12,7 @@ typedef struct er_layernorm_plan {
     double eps;                /* eps as a value of F */
     double U;                  /* rsqrt accuracy in ulps of F */
     int rsqrt_ftz;             /* rsqrt flushes a subnormal argument to 0 (math=triton) */
-    double Udiv_n;             /* two_pass's divisions by n within this many ulps (div.full.f32: math=triton), 0: rounded */
+    double Udiv_n; /* two_pass's divisions by n within this many ulps (div.full.f32: math=triton), 0: rounded */
     int64_t depth;             /* the sums' and the Welford tree's depth bound (0: any tree) */
     int64_t combine_depth;     /* welford: the most combines on a leaf's path (0: depth's bound) */
     int mean;                  /* the two divisions by n: 0 either, 1 divide, 2 reciprocal */

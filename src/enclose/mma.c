@@ -16,20 +16,59 @@ er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb,
     int tf32 = a == ER_TF32 && b == ER_TF32;
     int fp8 = (a == ER_FP8_E4M3FN || a == ER_FP8_E5M2) && (b == ER_FP8_E4M3FN || b == ER_FP8_E5M2);
     if (!half && !tf32 && !fp8)
-        return er__fail(ER_ERR_STANDARD, "mma:sm%d takes fp16 x fp16, bf16 x bf16, tf32 (fp32 operands with compute=tf32) or "
-                        "fp8 operands, not %s x %s", arch, fa->name, fb->name);
+        return er__fail(ER_ERR_STANDARD,
+                        "mma:sm%d takes fp16 x fp16, bf16 x bf16, tf32 (fp32 operands with compute=tf32) or "
+                        "fp8 operands, not %s x %s",
+                        arch, fa->name, fb->name);
     *out = (er_mma_params){0, 0, 24, fp16_acc, fp8};
     if (fp16_acc && !(a == ER_FP16 && b == ER_FP16))
-        return er__fail(ER_ERR_STANDARD, "an fp16 accumulator (compute=fp16) takes fp16 x fp16 operands, not %s x %s", fa->name, fb->name);
+        return er__fail(ER_ERR_STANDARD, "an fp16 accumulator (compute=fp16) takes fp16 x fp16 operands, not %s x %s",
+                        fa->name, fb->name);
     switch (arch) {
     case 70: if (half && a == ER_FP16) { out->k = 4; out->F = 23; } break;
     case 80: if (half) { out->k = 8; out->F = 24; } else if (tf32) { out->k = 4; out->F = 24; } break;
-    case 89: if (half) { out->k = 8; out->F = 24; } else if (tf32) { out->k = 4; out->F = 24; } else { out->k = 16; out->F = 13; } break;
-    case 90: if (half) { out->k = 16; out->F = 25; } else if (tf32) { out->k = 8; out->F = 25; } else { out->k = 32; out->F = 13; out->acc_p = 14; } break;
-    case 100: if (half) { out->k = 16; out->F = 25; } else if (tf32) { out->k = 8; out->F = 25; } else { out->k = 32; out->F = 25; } break;
-    default: return er__fail(ER_ERR_STANDARD, "mma:sm%d: known architectures are sm70, sm80, sm89, sm90 and sm100", arch);
+    case 89:
+        if (half) {
+            out->k = 8;
+            out->F = 24;
+        } else if (tf32) {
+            out->k = 4;
+            out->F = 24;
+        } else {
+            out->k = 16;
+            out->F = 13;
+        }
+        break;
+    case 90:
+        if (half) {
+            out->k = 16;
+            out->F = 25;
+        } else if (tf32) {
+            out->k = 8;
+            out->F = 25;
+        } else {
+            out->k = 32;
+            out->F = 13;
+            out->acc_p = 14;
+        }
+        break;
+    case 100:
+        if (half) {
+            out->k = 16;
+            out->F = 25;
+        } else if (tf32) {
+            out->k = 8;
+            out->F = 25;
+        } else {
+            out->k = 32;
+            out->F = 25;
+        }
+        break;
+    default:
+        return er__fail(ER_ERR_STANDARD, "mma:sm%d: known architectures are sm70, sm80, sm89, sm90 and sm100", arch);
     }
-    if (!out->k) return er__fail(ER_ERR_STANDARD, "mma:sm%d has no tensor-core MMA for %s x %s", arch, fa->name, fb->name);
+    if (!out->k)
+        return er__fail(ER_ERR_STANDARD, "mma:sm%d has no tensor-core MMA for %s x %s", arch, fa->name, fb->name);
     return ER_OK;
 }
 

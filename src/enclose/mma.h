@@ -15,7 +15,8 @@ typedef struct er_mma_params {
 
 /* The parameters of arch (70, 80, 89, 90, 100) for operands of formats fa and fb (after the tf32 conversion);
  * ER_ERR_STANDARD with a message naming what is not supported. */
-ER_INTERNAL er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb, int fp16_acc, er_mma_params *out);
+ER_INTERNAL er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb, int fp16_acc,
+                                     er_mma_params *out);
 /* d = the block FMA of the accumulator c (a value of fp32) and the n <= k products a[j] b[j] (exact as doubles). */
 ER_INTERNAL double er__mma_block(const er_mma_params *mp, double c, const double *a, const double *b, int64_t n);
 /* The chain over K in order: c = 0; c = block(c, next k products), the last block shorter. */

@@ -17,7 +17,8 @@
 
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1, 2; 0 either) for q in [qlo, qhi]: both are monotone in q. With Udiv > 0 the
  * quotient may also be any value within Udiv ulps of q / n (Lemma U1 over [qlo / n, qhi / n]). */
-void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv, double *lo, double *hi) {
+void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv, double *lo,
+                   double *hi) {
     double rn = er__round_quotient(F, 1.0, n, ER_ROUND_NEAREST);
     double a = er__round_quotient(F, qlo, n, ER_ROUND_NEAREST), b = er__round_prod(F, qlo, rn, 1, ER_ROUND_NEAREST);
     double c = er__round_quotient(F, qhi, n, ER_ROUND_NEAREST), d = er__round_prod(F, qhi, rn, 1, ER_ROUND_NEAREST);
@@ -203,7 +204,8 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
             double p = x[i] * wi, pl_ = er__dn(p), ph = er__up(p);
             double a0 = pl_ * r_lo, a1 = pl_ * r_hi, b0 = ph * r_lo, b1 = ph * r_hi;
             double yl = er__dn(a0 < a1 ? a0 : a1), yh = er__up(b0 > b1 ? b0 : b1);
-            double ol = er__round_double(pl->O, yl, ER_ROUND_NEAREST, pl->ov_out), oh = er__round_double(pl->O, yh, ER_ROUND_NEAREST, pl->ov_out);
+            double ol = er__round_double(pl->O, yl, ER_ROUND_NEAREST, pl->ov_out),
+                   oh = er__round_double(pl->O, yh, ER_ROUND_NEAREST, pl->ov_out);
             if (ol == oh) {
                 exact[i] = 0.5 * yl + 0.5 * yh;
                 rounded[i] = ol;

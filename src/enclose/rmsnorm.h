@@ -25,10 +25,11 @@ ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, co
 
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1 divide, 2 reciprocal, 0 either) over q in [qlo, qhi]; with Udiv > 0 the
  * division may instead be within Udiv ulps (div.full.f32: math=triton). */
-ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv, double *lo,
-                               double *hi);
+ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv,
+                               double *lo, double *hi);
 /* The values rsqrt(v) within U ulps of F takes for v in [vlo, vhi] (values of F): [*rlo, *rhi]; with ftz a
  * subnormal v is taken as 0 (rsqrt +inf). */
-ER_INTERNAL void er__rsqrt_set(const er_fmt_info *F, double U, int ftz, double vlo, double vhi, double *rlo, double *rhi);
+ER_INTERNAL void er__rsqrt_set(const er_fmt_info *F, double U, int ftz, double vlo, double vhi, double *rlo,
+                               double *rhi);
 
 #endif

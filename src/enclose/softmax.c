@@ -74,7 +74,11 @@ static void er_exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
 static er_status er_exact_row(const er_softmax_plan *pl, const double *x, int64_t n, double m, double *exact,
                               double *rounded, char *done, int64_t todo) {
     mpfr_t *lo = malloc(sizeof(mpfr_t) * (size_t)n), *hi = malloc(sizeof(mpfr_t) * (size_t)n);
-    if (!lo || !hi) { free(lo); free(hi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
+    if (!lo || !hi) {
+        free(lo);
+        free(hi);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    }
     mpfr_t d, sl, sh, q;
     for (mpfr_prec_t p = 64; p <= 8192 && todo > 0; p *= 4) {
         mpfr_init2(d, 2200);
@@ -138,7 +142,9 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
                         er_cval *cv) {
     const er_fmt_info *F = pl->F;
     /* flushed partial sums lose less than the least normal each (Theorem S6) */
-    if (pl->flush && s_lo > 0) s_lo = er__round_double(F, er__dn(s_lo - er__mul_up((double)(n - 1), F->min_normal)), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    if (pl->flush && s_lo > 0)
+        s_lo = er__round_double(F, er__dn(s_lo - er__mul_up((double)(n - 1), F->min_normal)), ER_ROUND_DOWN,
+                                ER_OVERFLOW_IEEE);
     /* the exact logs lie in [log(s_lo), log(s_hi)]; the computed one within Ulog ulps of them (Lemma U1) */
     mpfr_t a;
     mpfr_init2(a, 128);
@@ -227,17 +233,13 @@ static void er_online_sum(const er_softmax_plan *pl, const double *x, int64_t n,
     mpfr_clears(t, e, f, g, (mpfr_ptr)0);
 }
 
-/* The sets of a row for the maximum m subtracted (m = 0: left out). */
-static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, er_cval *cv) {
+/* Each e_j's bounds into elo[j], ehi[j] (row x, maximum m subtracted) and their exact sums added into sl and sh. */
+static void er_softmax_exps(const er_softmax_plan *pl, const double *x, int64_t n, double m, double *elo, double *ehi,
+                            mpfr_t sl, mpfr_t sh) {
     const er_fmt_info *F = pl->F;
-    double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
-    if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
-    mpfr_t t, z, zl, zh, sl, sh, a, b;
+    mpfr_t t, z, zl, zh;
     mpfr_inits2(64, t, z, (mpfr_ptr)0);
-    mpfr_inits2(128, zl, zh, a, b, (mpfr_ptr)0);
-    mpfr_inits2(1400, sl, sh, (mpfr_ptr)0); /* values of F from 2^-1074 to 2^2: every sum of them is exact */
-    mpfr_set_zero(sl, 1);
-    mpfr_set_zero(sh, 1);
+    mpfr_inits2(128, zl, zh, (mpfr_ptr)0);
     double c2 = pl->exp2_triton ? er_log2e(F) : 0;
     /* e_j = exp(d_j) within U ulps (Lemma U1), never below 0, and 0 where a subnormal result may be flushed (every
      * exp: CUDA's expf and ex2.approx flush them, measured on the H200); math=triton: 2^fl(d_j fl(log2 e)) instead */
@@ -253,20 +255,39 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         mpfr_nextabove(z);
         mpfr_nextabove(z);
         mpfr_set(zh, z, MPFR_RNDN);
-        double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
+        double Uj =
+            pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
         er__approx_ends(F, Uj, mpfr_get_d(zl, MPFR_RNDD), mpfr_get_d(zh, MPFR_RNDU), &elo[j], &ehi[j]);
         if (!(elo[j] >= F->min_normal)) elo[j] = 0; /* never below 0; a subnormal result may be flushed */
         mpfr_add_d(sl, sl, elo[j], MPFR_RNDN);
         mpfr_add_d(sh, sh, ehi[j], MPFR_RNDN);
     }
+    mpfr_clears(t, z, zl, zh, (mpfr_ptr)0);
+}
+
+/* The sets of a row for the maximum m subtracted (m = 0: left out). */
+static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, er_cval *cv) {
+    const er_fmt_info *F = pl->F;
+    double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
+    if (!elo || !ehi) {
+        free(elo);
+        free(ehi);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    }
+    mpfr_t sl, sh, a, b;
+    mpfr_inits2(128, a, b, (mpfr_ptr)0);
+    mpfr_inits2(1400, sl, sh, (mpfr_ptr)0); /* values of F from 2^-1074 to 2^2: every sum of them is exact */
+    mpfr_set_zero(sl, 1);
+    mpfr_set_zero(sh, 1);
+    er_softmax_exps(pl, x, n, m, elo, ehi, sl, sh);
     er_anyorder_bound bd;
     er_status st = er__anyorder_bound_terms_depth(&bd, F, n, pl->depth, 0);
     /* s may overflow F only if its terms' sum can reach the threshold: then y = e/inf = 0 is possible */
     int sum_may_overflow = er__mul_up(bd.g, mpfr_get_d(sh, MPFR_RNDU)) >= bd.thr;
     double u = ldexp(1.0, -F->p);
     if (pl->log && st == ER_OK) {
-        /* s in [RU_F(L (1 - c1)), RD_F(H (1 + c1))]; l = log(s) within Ulog ulps; y = fl(d_i - l) or fl(x_i - fl(m + l)),
-         * both decreasing in l (softmax.md, Theorem S2) */
+        /* s in [RU_F(L (1 - c1)), RD_F(H (1 + c1))]; l = log(s) within Ulog ulps; y = fl(d_i - l) or fl(x_i - fl(m +
+         * l)), both decreasing in l (softmax.md, Theorem S2) */
         double one_minus = nextafter(1.0 - bd.c1, 0.0);
         mpfr_set_d(b, bd.c1, MPFR_RNDN);
         mpfr_add_ui(b, b, 1, MPFR_RNDU);
@@ -316,7 +337,8 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         double ql, qh;
         if (pl->Udiv > 0) {
             /* e / s within Udiv ulps of the quotient in [a, b] (Lemma U1); 0 / s is 0 */
-            er__approx_ends(F, pl->Udiv, zlo ? 0.0 : mpfr_get_d(a, MPFR_RNDD), inf_hi ? INFINITY : mpfr_get_d(b, MPFR_RNDU), &ql, &qh);
+            er__approx_ends(F, pl->Udiv, zlo ? 0.0 : mpfr_get_d(a, MPFR_RNDD),
+                            inf_hi ? INFINITY : mpfr_get_d(b, MPFR_RNDU), &ql, &qh);
             if (!(ql > 0)) ql = 0;
             if (ehi[i] == 0) qh = 0;
         } else {
@@ -339,7 +361,7 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
     }
     mpfr_clears(olo, ohi, (mpfr_ptr)0);
-    mpfr_clears(t, z, zl, zh, a, b, sl, sh, (mpfr_ptr)0);
+    mpfr_clears(a, b, sl, sh, (mpfr_ptr)0);
     free(elo);
     free(ehi);
     return st;
@@ -352,7 +374,11 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
                                      er_cval *cv) {
     const er_fmt_info *F = pl->F;
     double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
-    if (!elo || !ehi) { free(elo); free(ehi); return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n); }
+    if (!elo || !ehi) {
+        free(elo);
+        free(ehi);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    }
     /* e_j's bounds from the enclosure [zl, zh] of exp(d_j) (Lemma U1); the sums to nearest, widened once per row
      * (Lemma D4). */
     double sl = 0, sh = 0;
@@ -361,7 +387,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
         if (dj == ex->t[j] && ex->e[j] == 0) { zl = ex->lo[j]; zh = ex->hi[j]; }
         else er__exp_bounds(dj, &zl, &zh);
-        double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
+        double Uj =
+            pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U; /* __expf: 2 + floor(1.173 |d|) */
         er__approx_ends(F, Uj, zl, zh, &elo[j], &ehi[j]);
         if (!(elo[j] >= F->min_normal)) elo[j] = 0; /* a subnormal result may be flushed (Theorem S6) */
         sl += elo[j];
@@ -379,7 +406,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
     double one_minus = er__dn(1.0 - bd.c1), one_plus = er__up(1.0 + bd.c1);
     if (pl->log && st == ER_OK) {
         double s_hi = er__round_double(F, er__up(sh * one_plus), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-        double s_lo = er__round_double(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)), ER_ROUND_UP, ER_OVERFLOW_IEEE);
+        double s_lo =
+            er__round_double(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)), ER_ROUND_UP, ER_OVERFLOW_IEEE);
         if (sum_may_overflow) s_hi = INFINITY;
         er_log_sets(pl, x, n, m, s_lo, s_hi, cv);
     }
@@ -400,7 +428,9 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         for (int64_t i = 0; i < n; i++) {
             double ql = 0, qh = 0;
             int inf_hi = 0;
-            if (elo[i] != 0) ql = er__round_double(F, (elo[i] / (((sh - ehi[i]) + elo[i]) * one_plus)) * klo, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (elo[i] != 0)
+                ql = er__round_double(F, (elo[i] / (((sh - ehi[i]) + elo[i]) * one_plus)) * klo, ER_ROUND_NEAREST,
+                                      ER_OVERFLOW_IEEE);
             if (ehi[i] != 0) {
                 double den = ((sl - elo[i]) + ehi[i]) * one_minus;
                 if (!(den > 0)) inf_hi = 1;
@@ -414,7 +444,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
             if (qh == INFINITY) cv[i].hi = F->max;
         }
     }
-    for (int64_t i = 0; i < n && st == ER_OK && !pl->log && (pl->online || pl->Udiv > 0 || pl->flush || pl->exp2_triton); i++) {
+    for (int64_t i = 0;
+         i < n && st == ER_OK && !pl->log && (pl->online || pl->Udiv > 0 || pl->flush || pl->exp2_triton); i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         /* the quotient e_i / s: a at its lowest (e_i low, the others high), b at its highest */
         int zlo = elo[i] == 0, inf_hi = 0;
@@ -440,7 +471,10 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
             if (zlo) ql = 0;
             else ql = er__round_double(F, pl->div != 1 ? er__dn(a * (1.0 - u)) : a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
             if (inf_hi) qh = INFINITY;
-            else qh = ehi[i] == 0 ? 0.0 : er__round_double(F, pl->div != 1 ? er__up(b * (1.0 + u)) : b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            else
+                qh = ehi[i] == 0 ? 0.0
+                                 : er__round_double(F, pl->div != 1 ? er__up(b * (1.0 + u)) : b, ER_ROUND_NEAREST,
+                                                    ER_OVERFLOW_IEEE);
         }
         if (sum_may_overflow) ql = 0;
         if (pl->flush || pl->exp2_triton) er_flush_join(F, &ql, &qh); /* a subnormal quotient may be flushed */
@@ -495,7 +529,8 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
             ql = ex->lo[i] * rl;
             qh = ex->hi[i] * rh;
         }
-        double ol = er__round_double(pl->O, ql, ER_ROUND_NEAREST, pl->ov_out), oh = er__round_double(pl->O, qh, ER_ROUND_NEAREST, pl->ov_out);
+        double ol = er__round_double(pl->O, ql, ER_ROUND_NEAREST, pl->ov_out),
+               oh = er__round_double(pl->O, qh, ER_ROUND_NEAREST, pl->ov_out);
         exact[i] = 0.5 * ql + 0.5 * qh;
         rounded[i] = ol;
         done[i] = ol == oh;

@@ -7,7 +7,8 @@
 er_status er__acc_init(er_acc *a, int64_t base, int64_t top) {
     if (top < base) top = base;
     int64_t span = top - base;
-    if (span > (INT64_C(1) << 20)) return er__fail(ER_ERR_NOMEM, "exact accumulator span of %lld bits is too large", (long long)span);
+    if (span > (INT64_C(1) << 20))
+        return er__fail(ER_ERR_NOMEM, "exact accumulator span of %lld bits is too large", (long long)span);
     int nd = (int)(span / 32) + 8;
     int64_t *d = calloc(2 * (size_t)nd, sizeof *d);
     if (!d) return er__fail(ER_ERR_NOMEM, "cannot allocate an exact accumulator of %d digits", nd);

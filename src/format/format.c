@@ -1,5 +1,6 @@
 /* format.c: format descriptors, exact decoding and encoding of stored patterns.
- * The field layouts are those of IEEE 754 and the OCP 8-bit floating point specification (docs/reference/formats.md). */
+ * The field layouts are those of IEEE 754 and the OCP 8-bit floating point specification
+ * (docs/reference/formats.md). */
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -11,16 +12,23 @@
 /* Built once at first use would need a lock; a constant table needs none. Values are exact powers of two
  * or sums of them, written as hexadecimal floating constants. */
 static const er_fmt_info er_formats[ER_FORMAT_COUNT] = {
-    [ER_FP64] = {ER_FP64, "fp64", 64, 11, 52, 1023, 53, -1022, 1023, 1, 0, 0x1.fffffffffffffp+1023, 0x1p-1022, 0x1p-1074, ER_OVERFLOW_IEEE},
-    [ER_FP32] = {ER_FP32, "fp32", 32, 8, 23, 127, 24, -126, 127, 1, 0, 0x1.fffffep+127, 0x1p-126, 0x1p-149, ER_OVERFLOW_IEEE},
-    [ER_TF32] = {ER_TF32, "tf32", 32, 8, 10, 127, 11, -126, 127, 1, 0, 0x1.ffcp+127, 0x1p-126, 0x1p-136, ER_OVERFLOW_IEEE},
-    [ER_BF16] = {ER_BF16, "bf16", 16, 8, 7, 127, 8, -126, 127, 1, 0, 0x1.fep+127, 0x1p-126, 0x1p-133, ER_OVERFLOW_IEEE},
-    [ER_FP16] = {ER_FP16, "fp16", 16, 5, 10, 15, 11, -14, 15, 1, 0, 0x1.ffcp+15, 0x1p-14, 0x1p-24, ER_OVERFLOW_IEEE},
-    [ER_FP8_E4M3FN] = {ER_FP8_E4M3FN, "fp8_e4m3fn", 8, 4, 3, 7, 4, -6, 8, 0, 1, 0x1.cp+8, 0x1p-6, 0x1p-9, ER_OVERFLOW_SATURATE},
-    [ER_FP8_E5M2] = {ER_FP8_E5M2, "fp8_e5m2", 8, 5, 2, 15, 3, -14, 15, 1, 0, 0x1.cp+15, 0x1p-14, 0x1p-16, ER_OVERFLOW_IEEE},
+    [ER_FP64] = { ER_FP64, "fp64", 64, 11, 52, 1023, 53, -1022, 1023, 1, 0, 0x1.fffffffffffffp+1023, 0x1p-1022,
+                  0x1p-1074, ER_OVERFLOW_IEEE },
+    [ER_FP32] = { ER_FP32, "fp32", 32, 8, 23, 127, 24, -126, 127, 1, 0, 0x1.fffffep+127, 0x1p-126, 0x1p-149,
+                  ER_OVERFLOW_IEEE },
+    [ER_TF32] = { ER_TF32, "tf32", 32, 8, 10, 127, 11, -126, 127, 1, 0, 0x1.ffcp+127, 0x1p-126, 0x1p-136,
+                  ER_OVERFLOW_IEEE },
+    [ER_BF16] = { ER_BF16, "bf16", 16, 8, 7, 127, 8, -126, 127, 1, 0, 0x1.fep+127, 0x1p-126, 0x1p-133,
+                  ER_OVERFLOW_IEEE },
+    [ER_FP16] = { ER_FP16, "fp16", 16, 5, 10, 15, 11, -14, 15, 1, 0, 0x1.ffcp+15, 0x1p-14, 0x1p-24, ER_OVERFLOW_IEEE },
+    [ER_FP8_E4M3FN] = { ER_FP8_E4M3FN, "fp8_e4m3fn", 8, 4, 3, 7, 4, -6, 8, 0, 1, 0x1.cp+8, 0x1p-6, 0x1p-9,
+                        ER_OVERFLOW_SATURATE },
+    [ER_FP8_E5M2] = { ER_FP8_E5M2, "fp8_e5m2", 8, 5, 2, 15, 3, -14, 15, 1, 0, 0x1.cp+15, 0x1p-14, 0x1p-16,
+                      ER_OVERFLOW_IEEE },
 };
 
-static const er_fmt_info er_one = {ER_FORMAT_INVALID, "one", 8, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0, 1.0, ER_OVERFLOW_SATURATE};
+static const er_fmt_info er_one = { ER_FORMAT_INVALID,   "one", 8, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0, 1.0,
+                                    ER_OVERFLOW_SATURATE };
 const er_fmt_info *er__fmt_one(void) { return &er_one; }
 
 const er_fmt_info *er__fmt(er_format f) {
@@ -57,7 +65,8 @@ er_status er_format_from_name(er_format *out, const char *name) {
     if (strncmp(s, "torch.", 6) == 0) s += 6;
     for (size_t i = 0; i < sizeof er_format_names / sizeof er_format_names[0]; i++)
         if (strcasecmp(s, er_format_names[i].name) == 0) { *out = er_format_names[i].f; return ER_OK; }
-    return er__fail(ER_ERR_FORMAT, "unknown format name '%s' (known: fp64, fp32, tf32, bf16, fp16, fp8_e4m3fn, fp8_e5m2)", name);
+    return er__fail(ER_ERR_FORMAT,
+                    "unknown format name '%s' (known: fp64, fp32, tf32, bf16, fp16, fp8_e4m3fn, fp8_e5m2)", name);
 }
 
 /* The fraction field of tf32 sits in the top 10 of binary32's 23 fraction bits. */

@@ -35,7 +35,8 @@ ER_INTERNAL double er__round_double_general(const er_fmt_info *fi, double x, er_
 /* x (an mpfr_srcptr) correctly rounded to the format; with `sticky`, x stands for a value just beyond it (away
  * from zero): x was truncated from it. */
 ER_INTERNAL double er__round_mpfr(const er_fmt_info *fi, const void *x, er_round mode, er_overflow ov);
-ER_INTERNAL double er__round_mpfr_sticky(const er_fmt_info *fi, const void *x, int sticky, er_round mode, er_overflow ov);
+ER_INTERNAL double er__round_mpfr_sticky(const er_fmt_info *fi, const void *x, int sticky, er_round mode,
+                                         er_overflow ov);
 /* x / n correctly rounded to the format (x a double, n > 0). */
 ER_INTERNAL double er__round_quotient(const er_fmt_info *fi, double x, int64_t n, er_round mode);
 

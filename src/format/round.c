@@ -18,7 +18,8 @@ static double er_overflowed(const er_fmt_info *fi, int neg, er_round mode, er_ov
         big = fi->max;
     } else {
         /* IEEE 754: to nearest and away-from-zero directions give infinity, the others the largest finite. */
-        int to_inf = mode == ER_ROUND_NEAREST || mode == ER_ROUND_NEAREST_AWAY || (mode == ER_ROUND_UP && !neg) || (mode == ER_ROUND_DOWN && neg);
+        int to_inf = mode == ER_ROUND_NEAREST || mode == ER_ROUND_NEAREST_AWAY || (mode == ER_ROUND_UP && !neg) ||
+                     (mode == ER_ROUND_DOWN && neg);
         big = to_inf ? INFINITY : fi->max;
     }
     return neg ? -big : big;
@@ -65,7 +66,8 @@ double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int
     kept += (uint64_t)inc;
     if (kept == 0) return neg ? -0.0 : 0.0;
     /* kept <= 2^53 is exact as a double, and so is kept 2^q: with q a normal exponent the product is normal */
-    double v = q >= -1022 && q <= 1023 ? (double)kept * er__from_bits((uint64_t)(q + 1023) << 52) : ldexp((double)kept, (int)q);
+    double v = q >= -1022 && q <= 1023 ? (double)kept * er__from_bits((uint64_t)(q + 1023) << 52)
+                                       : ldexp((double)kept, (int)q);
     if (v > fi->max) return er_overflowed(fi, neg, mode, ov);
     return neg ? -v : v;
 }
@@ -206,7 +208,8 @@ double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_ro
 double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode) {
     if (mode == ER_ROUND_NEAREST) {
         if (fi->id == ER_FP64) return fma(a, b, y);
-        if (fi->id == ER_FP32 && er__is_float(a) && er__is_float(b) && er__is_float(y)) return (double)fmaf((float)a, (float)b, (float)y);
+        if (fi->id == ER_FP32 && er__is_float(a) && er__is_float(b) && er__is_float(y))
+            return (double)fmaf((float)a, (float)b, (float)y);
     }
     double p = a * b;
     /* IEEE 754 fma: a finite product (however large) plus an infinity is that infinity */

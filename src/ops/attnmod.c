@@ -26,7 +26,8 @@ static er_attn_state *er__attn(const er_ref *r) { return (er_attn_state *)r->pri
 
 size_t er_attention_opts_sizeof(void) { return sizeof(er_attention_opts); }
 
-er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v, const er_attention_opts *opts) {
+er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                       const er_attention_opts *opts) {
     er__ok();
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(q, "q");
@@ -38,17 +39,22 @@ er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, con
         ER_RETURN_IF_ERROR(er__tensor_check(t[i], names[i]));
         const er_fmt_info *f = er__fmt(t[i]->format);
         if (f->p > 24)
-            return er__fail(ER_ERR_UNSUPPORTED, "attention takes q, k and v of at most 24 significant bits (fp32, bf16, fp16, "
-                            "fp8); %s is %s", names[i], f->name);
+            return er__fail(ER_ERR_UNSUPPORTED,
+                            "attention takes q, k and v of at most 24 significant bits (fp32, bf16, fp16, "
+                            "fp8); %s is %s",
+                            names[i], f->name);
     }
     int nd = q->ndim;
     if (nd < 2 || k->ndim != nd || v->ndim != nd)
-        return er__fail(ER_ERR_SHAPE, "attention takes q, k and v of the same number of dimensions, at least 2 ([..., H, S, D]); "
-                        "got %d, %d and %d", q->ndim, k->ndim, v->ndim);
+        return er__fail(ER_ERR_SHAPE,
+                        "attention takes q, k and v of the same number of dimensions, at least 2 ([..., H, S, D]); "
+                        "got %d, %d and %d",
+                        q->ndim, k->ndim, v->ndim);
     int nl = nd >= 3 ? nd - 3 : 0;
     for (int i = 0; i < nl; i++)
         if (k->shape[i] != q->shape[i] || v->shape[i] != q->shape[i])
-            return er__fail(ER_ERR_SHAPE, "q, k and v must have the same leading dimensions (dimension %d: %lld, %lld, %lld)", i,
+            return er__fail(ER_ERR_SHAPE,
+                            "q, k and v must have the same leading dimensions (dimension %d: %lld, %lld, %lld)", i,
                             (long long)q->shape[i], (long long)k->shape[i], (long long)v->shape[i]);
     int64_t H = nd >= 3 ? q->shape[nd - 3] : 1, Hkv = nd >= 3 ? k->shape[nd - 3] : 1;
     int64_t Sq = q->shape[nd - 2], D = q->shape[nd - 1], Sk = k->shape[nd - 2], Dv = v->shape[nd - 1];
@@ -61,15 +67,19 @@ er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, con
     if (v->shape[nd - 2] != Sk)
         return er__fail(ER_ERR_SHAPE, "k and v must have the same number of keys (%lld and %lld)", (long long)Sk,
                         (long long)v->shape[nd - 2]);
-    if (D < 1 || D > 4096) return er__fail(ER_ERR_UNSUPPORTED, "attention takes a head dimension from 1 to 4096 (got %lld)", (long long)D);
-    if (Sk > (INT64_C(1) << 31)) return er__fail(ER_ERR_UNSUPPORTED, "attention takes at most 2^31 keys (got %lld)", (long long)Sk);
+    if (D < 1 || D > 4096)
+        return er__fail(ER_ERR_UNSUPPORTED, "attention takes a head dimension from 1 to 4096 (got %lld)", (long long)D);
+    if (Sk > (INT64_C(1) << 31))
+        return er__fail(ER_ERR_UNSUPPORTED, "attention takes at most 2^31 keys (got %lld)", (long long)Sk);
     er_attention_opts o = {0};
     if (opts) o = *opts;
     if (H != Hkv) {
         if (!o.enable_gqa)
-            return er__fail(ER_ERR_SHAPE, "q has %lld heads and k and v %lld: set enable_gqa to share kv heads", (long long)H, (long long)Hkv);
+            return er__fail(ER_ERR_SHAPE, "q has %lld heads and k and v %lld: set enable_gqa to share kv heads",
+                            (long long)H, (long long)Hkv);
         if (Hkv < 1 || H % Hkv != 0)
-            return er__fail(ER_ERR_SHAPE, "with enable_gqa, k and v's %lld heads must divide q's %lld", (long long)Hkv, (long long)H);
+            return er__fail(ER_ERR_SHAPE, "with enable_gqa, k and v's %lld heads must divide q's %lld", (long long)Hkv,
+                            (long long)H);
     }
     if (!isfinite(o.scale)) return er__fail(ER_ERR_INVALID, "the scale must be finite (got %g)", o.scale);
     if ((unsigned)o.causal > 1 || (unsigned)o.bottom_right > 1 || (unsigned)o.window > 1 || (unsigned)o.enable_gqa > 1)
@@ -125,7 +135,8 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
         /* per product: rounding to nearest in any order, 1 (each product rounded at most once, each addition once);
          * the tensor cores of sm80 and later, (beta + u) / k: fp16 and bf16 1.5 (sm80: k = 8, beta + u = 12u), tf32 2
          * (k = 4, 8u). fp32 operands reach tensor cores only as tf32 (compute=tf32); fp8 ones are not held (mma:) */
-        const er_fmt_info *ops[3] = {er__fmt(er__attn(ref)->q.format), er__fmt(er__attn(ref)->k.format), er__fmt(er__attn(ref)->v.format)};
+        const er_fmt_info *ops[3] = { er__fmt(er__attn(ref)->q.format), er__fmt(er__attn(ref)->k.format),
+                                      er__fmt(er__attn(ref)->v.format) };
         *cp = 1;
         for (int i = 0; i < 3; i++) {
             double c = tf ? 2.0 : ops[i]->p <= 4 ? 2.0 : ops[i]->p <= 11 ? 1.5 * (1 + 0x1p-20) : 1.0;
@@ -133,7 +144,8 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
         }
         return ER_OK;
     }
-    const er_fmt_info *fq = er__fmt(tf ? ER_TF32 : er__attn(ref)->q.format), *fk = er__fmt(tf ? ER_TF32 : er__attn(ref)->k.format),
+    const er_fmt_info *fq = er__fmt(tf ? ER_TF32 : er__attn(ref)->q.format),
+                      *fk = er__fmt(tf ? ER_TF32 : er__attn(ref)->k.format),
                       *fv = er__fmt(tf ? ER_TF32 : er__attn(ref)->v.format);
     er_mma_params a, b;
     ER_RETURN_IF_ERROR(er__mma_params(std->mma_arch, fq, fk, 0, &a));
@@ -141,7 +153,8 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
     *cp = *cg = 0;
     const er_mma_params *mp[2] = {&a, &b};
     for (int i = 0; i < 2; i++) {
-        double F = ldexp(1.0, -mp[i]->F), beta = (mp[i]->k + 1) * F + ldexp(1.0, 1 - mp[i]->acc_p) * (1 + (mp[i]->k + 1) * F);
+        double F = ldexp(1.0, -mp[i]->F),
+               beta = (mp[i]->k + 1) * F + ldexp(1.0, 1 - mp[i]->acc_p) * (1 + (mp[i]->k + 1) * F);
         double g = (beta + 0x1p-24) / 0x1p-24 * (1 + 0x1p-40);
         if (g / mp[i]->k > *cp) *cp = g / mp[i]->k;
         if (g > *cg) *cg = g;
@@ -151,17 +164,21 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
 
 /* any_order in fp32 (or tf32 operands), the functions' accuracies and kv_block. */
 static er_status er_attn_check(const er_ref *ref, const er_standard *std) {
-    if (std->div != 0) return er__fail(ER_ERR_STANDARD, "div= does not apply to attention: its set holds both a division and a reciprocal");
+    if (std->div != 0)
+        return er__fail(ER_ERR_STANDARD,
+                        "div= does not apply to attention: its set holds both a division and a reciprocal");
     ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
     if (std->order != ER_ORDER_ANY && std->order != ER_ORDER_MMA)
-        return er__fail(ER_ERR_UNSUPPORTED, "attention takes any_order (every flash-style evaluation) or mma:<arch> (its products "
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "attention takes any_order (every flash-style evaluation) or mma:<arch> (its products "
                         "on that architecture's tensor cores) in this version");
     if (std->order == ER_ORDER_MMA) {
         double cp, cg;
         ER_RETURN_IF_ERROR(er_attn_sums(ref, std, &cp, &cg));
     }
     if (std->compute != ER_FP32 && std->compute != ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "attention accumulates in fp32: compute=fp32, or tf32 for kernels that feed tensor cores "
+        return er__fail(ER_ERR_STANDARD,
+                        "attention accumulates in fp32: compute=fp32, or tf32 for kernels that feed tensor cores "
                         "tf32 operands");
     if (std->compute == ER_TF32 && std->tf32 == ER_TF32_X3)
         return er__fail(ER_ERR_UNSUPPORTED, "attention with compute=tf32x3 is not modelled in this version");
@@ -288,7 +305,8 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
 /* Row `row`'s sets and exact results (ocv, oex, ord; lcv, lex, lrd). */
 static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     const er_ref *r = c->r;
-    int64_t D = er__attn(r)->dh, Sk = er__attn(r)->sk, Sq = er__attn(r)->sq, H = er__attn(r)->heads, grp = er__attn(r)->heads / er__attn(r)->kv_heads;
+    int64_t D = er__attn(r)->dh, Sk = er__attn(r)->sk, Sq = er__attn(r)->sq, H = er__attn(r)->heads,
+            grp = er__attn(r)->heads / er__attn(r)->kv_heads;
     int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H), g = h / grp;
     if (b != c->cur_b || g != c->cur_g) {
         er_attn_load_kv(r, b, g, c->kb, c->vb, c->kn, c->bad);
@@ -356,10 +374,12 @@ static er_status er_attn_rounded(const er_ref *ref, er_tensor *out) {
     er_standard std;
     ER_RETURN_IF_ERROR(er_standard_init(&std));
     er_attn_rowctx c;
-    er_status st = er_attn_ctx_open(&c, ref, &std, er__fmt(out->format), ER_OVERFLOW_DEFAULT, er__fmt(ER_FP32), ER_OVERFLOW_IEEE);
+    er_status st =
+        er_attn_ctx_open(&c, ref, &std, er__fmt(out->format), ER_OVERFLOW_DEFAULT, er__fmt(ER_FP32), ER_OVERFLOW_IEEE);
     for (int64_t row = 0; row < er__attn(ref)->rows && st == ER_OK; row++) {
         st = er_attn_ctx_row(&c, row);
-        for (int64_t d = 0; d < er__attn(ref)->dv && st == ER_OK; d++) er__store_value(out, row * er__attn(ref)->dv + d, c.ord[d], ER_OVERFLOW_DEFAULT);
+        for (int64_t d = 0; d < er__attn(ref)->dv && st == ER_OK; d++)
+            er__store_value(out, row * er__attn(ref)->dv + d, c.ord[d], ER_OVERFLOW_DEFAULT);
     }
     er_attn_ctx_close(&c);
     return st;
@@ -377,12 +397,17 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
     int nt = er__num_threads(rows * (per > 0 ? per : 1));
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
     /* each thread's kv head and row: about 8 bytes per key and dimension, 100 per key and column of scratch */
-    ER_RETURN_IF_ERROR(er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + er__attn(ref)->dv + 8) + 100.0 * (double)(er__attn(ref)->dv + 1)) * nt,
-                                     "the attention heads' working sets"));
+    ER_RETURN_IF_ERROR(
+        er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + er__attn(ref)->dv + 8) +
+                       100.0 * (double)(er__attn(ref)->dv + 1)) *
+                          nt,
+                      "the attention heads' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_attn_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++)
-        jobs[t] = (er_attn_job){ref, std, er__sinks_at(sk, t, 0), er__sinks_at(sk, t, 1), rows * t / nt, rows * (t + 1) / nt, ER_OK};
+        jobs[t] = (er_attn_job){
+            ref, std, er__sinks_at(sk, t, 0), er__sinks_at(sk, t, 1), rows * t / nt, rows * (t + 1) / nt, ER_OK
+        };
     er__run_jobs(jobs, sizeof jobs[0], nt, er_attn_run);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;
@@ -399,8 +424,15 @@ static int er_attn_inputs(const er_ref *ref, const er_tensor **views, const char
 
 static const char *const er_attn_names[2] = {"out", "lse"};
 
-const er_op_module er__attention_module = {.name = "attention", .takes = ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_EXP | ER_TAKES_LOG |
-                                           ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_ATTN, .nout = 2, .out_names = er_attn_names, .out_shape = er_attn_out_shape,
-                                           .priv_size = sizeof(er_attn_state),
-                                           .check = er_attn_check, .covers = er_attn_covers, .exact = er_attn_exact,
-                                           .rounded = er_attn_rounded, .inputs = er_attn_inputs};
+const er_op_module er__attention_module = { .name = "attention",
+                                            .takes = ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_EXP | ER_TAKES_LOG |
+                                                     ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_ATTN,
+                                            .nout = 2,
+                                            .out_names = er_attn_names,
+                                            .out_shape = er_attn_out_shape,
+                                            .priv_size = sizeof(er_attn_state),
+                                            .check = er_attn_check,
+                                            .covers = er_attn_covers,
+                                            .exact = er_attn_exact,
+                                            .rounded = er_attn_rounded,
+                                            .inputs = er_attn_inputs };

@@ -19,15 +19,17 @@
 
 /* The unary functions, ER_STAGE_EXP to ER_STAGE_RSQRT, and the activations: gelu (both forms) and silu. */
 const char *er_stage_kind_name(er_stage_kind kind) {
-    static const char *const names[] = {NULL, "add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log", "tanh",
-                                        "sigmoid", "erf", "rsqrt", "gelu_tanh"};
+    static const char *const names[] = { NULL,   "add", "mul",  "relu",    "cast", "gelu",  "silu",     "exp",
+                                         "exp2", "log", "tanh", "sigmoid", "erf",  "rsqrt", "gelu_tanh" };
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : NULL;
 }
 
 size_t er_stage_sizeof(void) { return sizeof(er_stage); }
 
 static int er_is_unary(er_stage_kind k) { return k >= ER_STAGE_EXP && k <= ER_STAGE_RSQRT; }
-static int er_is_activation(er_stage_kind k) { return k == ER_STAGE_GELU || k == ER_STAGE_SILU || k == ER_STAGE_GELU_TANH; }
+static int er_is_activation(er_stage_kind k) {
+    return k == ER_STAGE_GELU || k == ER_STAGE_SILU || k == ER_STAGE_GELU_TANH;
+}
 
 /* The state of a chain: the base reference (not owned) and the stages, their tensors' views copied into views[]. */
 #define ER_CHAIN_MAX 12
@@ -64,11 +66,15 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
     er__ok();
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(base, "base");
-    if (nstages < 0 || nstages > ER_CHAIN_MAX) return er__fail(ER_ERR_INVALID, "nstages %d: expected 0 to %d", nstages, ER_CHAIN_MAX);
+    if (nstages < 0 || nstages > ER_CHAIN_MAX)
+        return er__fail(ER_ERR_INVALID, "nstages %d: expected 0 to %d", nstages, ER_CHAIN_MAX);
     if (nstages && !stages) return er__fail(ER_ERR_NULL, "stages is NULL with %d stages", nstages);
-    if (!((base->mod == &er__matmul_module && !er__dot(base)->b_is_one) || base->mod == &er__sum_module || base->mod == &er__tensor_module))
-        return er__fail(ER_ERR_UNSUPPORTED, "a chain starts from a matmul, a scaled matmul, a sum or a tensor (er_tensor_ref) "
-                        "in this version (not %s)", er__op_name(base));
+    if (!((base->mod == &er__matmul_module && !er__dot(base)->b_is_one) || base->mod == &er__sum_module ||
+          base->mod == &er__tensor_module))
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "a chain starts from a matmul, a scaled matmul, a sum or a tensor (er_tensor_ref) "
+                        "in this version (not %s)",
+                        er__op_name(base));
     for (int i = 0; i < nstages; i++) {
         const er_stage *s = &stages[i];
         if ((s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) && s->ref) {
@@ -76,7 +82,8 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
             int nd;
             int64_t sh[ER_MAX_DIMS];
             if (er_ref_num_outputs(s->ref) != 1 || er_ref_shape(s->ref, &nd, sh) != ER_OK)
-                return er__fail(ER_ERR_UNSUPPORTED, "stage %d: its reference must have one output (not %s)", i, er__op_name(s->ref));
+                return er__fail(ER_ERR_UNSUPPORTED, "stage %d: its reference must have one output (not %s)", i,
+                                er__op_name(s->ref));
             int same = nd == base->ndim;
             for (int d = 0; same && d < nd; d++) same = sh[d] == base->shape[d];
             if (!same) return er__fail(ER_ERR_SHAPE, "stage %d: its reference's output must have the base's shape", i);
@@ -85,20 +92,26 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
         if (s->kind == ER_STAGE_ADD || s->kind == ER_STAGE_MUL) {
             if (!s->t) {
                 if (isnan(s->scalar) || isinf(s->scalar))
-                    return er__fail(ER_ERR_INVALID, "stage %d: the scalar %g is not finite (give a tensor for special values)", i, s->scalar);
+                    return er__fail(ER_ERR_INVALID,
+                                    "stage %d: the scalar %g is not finite (give a tensor for special values)", i,
+                                    s->scalar);
                 continue;
             }
             ER_RETURN_IF_ERROR(er__tensor_check(s->t, "a stage's tensor"));
             int same = s->t->ndim == base->ndim;
             for (int d = 0; same && d < base->ndim; d++) same = s->t->shape[d] == base->shape[d];
             if (!same)
-                return er__fail(ER_ERR_SHAPE, "stage %d: its tensor must have the output's shape (%d dimensions; stride 0 where it "
-                                "broadcasts)", i, base->ndim);
+                return er__fail(ER_ERR_SHAPE,
+                                "stage %d: its tensor must have the output's shape (%d dimensions; stride 0 where it "
+                                "broadcasts)",
+                                i, base->ndim);
         } else if (s->kind == ER_STAGE_CAST) {
-            if (!er__fmt(s->format)) return er__fail(ER_ERR_FORMAT, "stage %d: invalid format value %d", i, (int)s->format);
+            if (!er__fmt(s->format))
+                return er__fail(ER_ERR_FORMAT, "stage %d: invalid format value %d", i, (int)s->format);
         } else if (er_is_activation(s->kind) || er_is_unary(s->kind)) {
             if (!(s->scalar >= 0 && s->scalar <= 64))
-                return er__fail(ER_ERR_INVALID, "stage %d: %g ulps: expected 0 (the function's default) to 64", i, s->scalar);
+                return er__fail(ER_ERR_INVALID, "stage %d: %g ulps: expected 0 (the function's default) to 64", i,
+                                s->scalar);
         } else if (s->kind != ER_STAGE_RELU) {
             return er__fail(ER_ERR_INVALID, "stage %d: unknown kind %d", i, (int)s->kind);
         }
@@ -112,11 +125,12 @@ er_status er_chain(er_ref **out, const er_ref *base, const er_stage *stages, int
     }
     er__chain(r)->base = base;
     er__chain(r)->nstages = nstages;
-    static const char *const kinds[15] = {"", "add", "mul", "relu", "cast", "gelu", "silu", "exp", "exp2", "log", "tanh",
-                                          "sigmoid", "erf", "rsqrt", "gelu_tanh"};
+    static const char *const kinds[15] = { "",     "add", "mul",  "relu",    "cast", "gelu",  "silu",     "exp",
+                                           "exp2", "log", "tanh", "sigmoid", "erf",  "rsqrt", "gelu_tanh" };
     int len = snprintf(er__chain(r)->chain_name, sizeof er__chain(r)->chain_name, "%s", er__op_name(base));
     for (int i = 0; i < nstages && len < (int)sizeof er__chain(r)->chain_name; i++)
-        len += snprintf(er__chain(r)->chain_name + len, sizeof er__chain(r)->chain_name - (size_t)len, "+%s", kinds[stages[i].kind]);
+        len += snprintf(er__chain(r)->chain_name + len, sizeof er__chain(r)->chain_name - (size_t)len, "+%s",
+                        kinds[stages[i].kind]);
     r->ndim = base->ndim;
     memcpy(r->shape, base->shape, sizeof r->shape);
     r->n = base->n;
@@ -138,12 +152,13 @@ static er_status er_chain_check(const er_ref *ref, const er_standard *std) {
     bs.fast_math = 0;
     ER_RETURN_IF_ERROR(er__module_of(base)->check(base, &bs));
     for (int i = 0; i < er__chain(ref)->nstages; i++)
-        if (er__chain(ref)->stages[i].ref) ER_RETURN_IF_ERROR(er__module_of(er__chain(ref)->stages[i].ref)->check(er__chain(ref)->stages[i].ref, &bs));
+        if (er__chain(ref)->stages[i].ref)
+            ER_RETURN_IF_ERROR(er__module_of(er__chain(ref)->stages[i].ref)->check(er__chain(ref)->stages[i].ref, &bs));
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute);
     for (int i = 0; i < er__chain(ref)->nstages; i++)
         if (er__chain(ref)->stages[i].kind == ER_STAGE_CAST && er__fmt(er__chain(ref)->stages[i].format)->p > E->p)
-            return er__fail(ER_ERR_STANDARD, "stage %d casts to %s, wider than the compute format %s the stages run in", i,
-                            er__fmt(er__chain(ref)->stages[i].format)->name, E->name);
+            return er__fail(ER_ERR_STANDARD, "stage %d casts to %s, wider than the compute format %s the stages run in",
+                            i, er__fmt(er__chain(ref)->stages[i].format)->name, E->name);
     return ER_OK;
 }
 
@@ -154,7 +169,8 @@ static double er_stage_operand(const er_stage *s, const er_fmt_info *E, int64_t 
 }
 
 /* The set after stage s, of the set v before it (values of E), at element idx. */
-static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int64_t idx, int tri, const er_cval *w) {
+static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, int64_t idx, int tri,
+                           const er_cval *w) {
     if (v->nan_req && s->kind != ER_STAGE_RELU) return; /* NaN in, NaN out */
     if (er_is_unary(s->kind)) { er__unary_image(v, s->kind, s->scalar, E, tri); return; }
     if (w) { er__set_op(v, w, s->kind == ER_STAGE_MUL, E); return; }
@@ -187,7 +203,8 @@ static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, 
         int pinf = v->pinf, ninf = v->ninf;
         v->pinf = v->ninf = 0;
         if (finite) {
-            double l = er__round_double(G, v->lo, ER_ROUND_NEAREST, ov), h = er__round_double(G, v->hi, ER_ROUND_NEAREST, ov);
+            double l = er__round_double(G, v->lo, ER_ROUND_NEAREST, ov),
+                   h = er__round_double(G, v->hi, ER_ROUND_NEAREST, ov);
             /* an end that overflows to NaN (a format without infinities): NaN possible, and every value beyond it
              * overflows too; the others end at the largest finite value */
             int empty = 0;
@@ -220,7 +237,9 @@ static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, 
         }
         v->pinf = (uint8_t)pinf;
         v->ninf = (uint8_t)ninf;
-        if (finite) er__set_ends(v, E, er__round_sum(E, v->lo, b, ER_ROUND_NEAREST), er__round_sum(E, v->hi, b, ER_ROUND_NEAREST));
+        if (finite)
+            er__set_ends(v, E, er__round_sum(E, v->lo, b, ER_ROUND_NEAREST),
+                         er__round_sum(E, v->hi, b, ER_ROUND_NEAREST));
         return;
     }
     /* mul: increasing in x for b > 0, decreasing for b < 0; b = 0 gives 0 for finite x and NaN for infinities */
@@ -250,8 +269,8 @@ static void er_stage_apply(er_cval *v, const er_stage *s, const er_fmt_info *E, 
 /* A mul stage (by m) followed by an add stage (of b), which a compiler may contract into one fused multiply-add:
  * RN(x m + b) for every x of v, monotone in x as the separate roundings are (docs/algorithms/chains.md, Lemma C3).
  * always: the fused evaluation alone; else either, joined. */
-static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, const er_fmt_info *E, int64_t idx, int always,
-                       const er_cval *wm, const er_cval *wa) {
+static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, const er_fmt_info *E, int64_t idx,
+                       int always, const er_cval *wm, const er_cval *wa) {
     er_cval sep = *v, fused = *v;
     er_stage_apply(&sep, mul, E, idx, 0, wm);
     er_stage_apply(&sep, add, E, idx, 0, wa);
@@ -267,7 +286,8 @@ static void er_mul_add(er_cval *v, const er_stage *mul, const er_stage *add, con
         if (v->lo <= v->hi && pm.lo <= pm.hi && pa.lo <= pa.hi && !v->nan_req) {
             double mn = INFINITY, mx = -INFINITY;
             for (int k = 0; k < 8; k++) {
-                double f = er__round_fma(E, k & 1 ? v->hi : v->lo, k & 2 ? pm.hi : pm.lo, k & 4 ? pa.hi : pa.lo, 1, ER_ROUND_NEAREST);
+                double f = er__round_fma(E, k & 1 ? v->hi : v->lo, k & 2 ? pm.hi : pm.lo, k & 4 ? pa.hi : pa.lo, 1,
+                                         ER_ROUND_NEAREST);
                 mn = fmin(mn, f);
                 mx = fmax(mx, f);
             }
@@ -361,7 +381,8 @@ static void er_chain_stages_mpfr(const er_ref *ref, int64_t idx, mpfr_t x) {
         } else if (er_is_unary(s->kind)) {
             /* at 256 bits: f(x) at a dyadic x != 0 is a dyadic (then exact here) or irrational, so no exact result
              * is a rounding boundary of the output that this value misses (chains.md, Lemma C8) */
-            mpfr_t y; /* f of the exact x into 256 bits, whatever x's own precision (MPFR's cost follows the result's) */
+            mpfr_t
+                y; /* f of the exact x into 256 bits, whatever x's own precision (MPFR's cost follows the result's) */
             mpfr_init2(y, 256);
             if (s->kind == ER_STAGE_SIGMOID) {
                 mpfr_neg(x, x, MPFR_RNDN); /* exact */
@@ -435,7 +456,8 @@ static double er_unary_double(er_stage_kind kind, double x) {
 /* The stages applied to the real interval [*l, *h] (doubles), the result widened outward to doubles again: each
  * add and mul rounded to nearest then stepped one double outward, relu exact; a cast is not part of the real
  * function. 0 where a value is not finite. */
-static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h, const double *opl, const double *oph) {
+static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, double *h, const double *opl,
+                                  const double *oph) {
     double a = *l, b = *h;
     for (int i = 0; i < er__chain(ref)->nstages && isfinite(a) && isfinite(b); i++) {
         const er_stage *s = &er__chain(ref)->stages[i];
@@ -492,8 +514,8 @@ static int er_chain_stages_double(const er_ref *ref, int64_t idx, double *l, dou
  * on the fast path within K 2^-52 |a|_2 |b|_2 of fl64(A B). Where the chain's values at the bracket's ends round
  * alike (enclosed in doubles first, then in MPFR), that is the rounding, and *exact the chain at e (enclosed within
  * a few double ulps by the first way); else S itself, summed in MPFR. */
-static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact, double *rounded,
-                                const double *opl, const double *oph) {
+static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *sk, mpfr_t x, double *exact,
+                                double *rounded, const double *opl, const double *oph) {
     int64_t index[ER_MAX_DIMS];
     er__index_of(ref, idx, index);
     double e, lo, hi;
@@ -502,8 +524,10 @@ static er_status er_chain_exact(const er_ref *ref, int64_t idx, const er_sink *s
         /* first in double: the chain over the bracket, widened outward at each stage; where both ends round alike
          * in the output, that is the correctly rounded result (the chain is monotone in S) */
         double a = lo, b = hi, ea = e, eb = e;
-        if (er_chain_stages_double(ref, idx, &a, &b, opl, oph) && er_chain_stages_double(ref, idx, &ea, &eb, opl, oph)) {
-            double ra = er__round_double(sk->O, a, ER_ROUND_NEAREST, sk->ov), rb = er__round_double(sk->O, b, ER_ROUND_NEAREST, sk->ov);
+        if (er_chain_stages_double(ref, idx, &a, &b, opl, oph) &&
+            er_chain_stages_double(ref, idx, &ea, &eb, opl, oph)) {
+            double ra = er__round_double(sk->O, a, ER_ROUND_NEAREST, sk->ov),
+                   rb = er__round_double(sk->O, b, ER_ROUND_NEAREST, sk->ov);
             if (ra == rb && ea <= eb) {
                 *rounded = ra;
                 *exact = ea == eb ? ea : ea + (eb - ea) / 2; /* within the interval of the chain at e */
@@ -554,20 +578,23 @@ static void er_cval_of_cset(er_cval *v, const er_cset *c) {
 /* Element idx's output set from its base's set v (changed) and its reference operands' sets w and brackets [bl, bh]
  * (stage i's at i), with its exact values. */
 /* Stage i applied to v (with the next, where a mul then add may be fused): the index of the stage after them. */
-static int er_chain_step(const er_ref *ref, const er_standard *std, const er_fmt_info *E, int64_t idx, int i, er_cval *v,
-                         const er_cval *w) {
+static int er_chain_step(const er_ref *ref, const er_standard *std, const er_fmt_info *E, int64_t idx, int i,
+                         er_cval *v, const er_cval *w) {
     const er_stage *s = &er__chain(ref)->stages[i];
     const er_cval *wi = s->ref ? &w[i] : NULL;
-    if (s->kind == ER_STAGE_MUL && i + 1 < er__chain(ref)->nstages && er__chain(ref)->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
-        er_mul_add(v, s, &er__chain(ref)->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS, wi, er__chain(ref)->stages[i + 1].ref ? &w[i + 1] : NULL);
+    if (s->kind == ER_STAGE_MUL && i + 1 < er__chain(ref)->nstages &&
+        er__chain(ref)->stages[i + 1].kind == ER_STAGE_ADD && std->fma != ER_FMA_NEVER) {
+        er_mul_add(v, s, &er__chain(ref)->stages[i + 1], E, idx, std->fma == ER_FMA_ALWAYS, wi,
+                   er__chain(ref)->stages[i + 1].ref ? &w[i + 1] : NULL);
         return i + 2;
     }
     er_stage_apply(v, s, E, idx, std->fast_math == 2, wi);
     return i + 1;
 }
 
-static er_status er_chain_cset(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk, int64_t idx,
-                               er_cval *v, const er_cval *w, const double *bl, const double *bh, mpfr_t x, er_cset *c) {
+static er_status er_chain_cset(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk,
+                               int64_t idx, er_cval *v, const er_cval *w, const double *bl, const double *bh, mpfr_t x,
+                               er_cset *c) {
     for (int i = 0; i < er__chain(ref)->nstages;) i = er_chain_step(ref, std, E, idx, i, v, w);
     double exact = NAN, rounded = NAN;
     ER_RETURN_IF_ERROR(er_chain_exact(ref, idx, sk, x, &exact, &rounded, bl, bh));
@@ -578,8 +605,8 @@ static er_status er_chain_cset(const er_ref *ref, const er_standard *std, const 
 /* For a failing element with output y: the most leading stages whose set, rounded to the output, holds y (0: the
  * base's alone; er_element's stage), from the base's set v0 and the operands' w; -1 where none does. A mul and the
  * add fused with it count as one step. */
-static int er_chain_trace(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk, int64_t idx,
-                          const er_cval *v0, const er_cval *w, double y) {
+static int er_chain_trace(const er_ref *ref, const er_standard *std, const er_fmt_info *E, const er_sink *sk,
+                          int64_t idx, const er_cval *v0, const er_cval *w, double y) {
     er_cval v = *v0;
     int found = -1;
     for (int i = 0; i < er__chain(ref)->nstages && isfinite(y);) {
@@ -600,7 +627,8 @@ static er_status er_chain_put(const er_ref *ref, const er_standard *std, const e
     ER_RETURN_IF_ERROR(er_chain_cset(ref, std, E, sk, idx, &v, w, bl, bh, x, &c));
     er__sink_put(sk, idx, &c);
     if (er__sink_reads_output(sk) && !er_class_passes((er_class)er__sink_classes(sk)[idx]))
-        er__sink_stage(sk, idx, er_chain_trace(ref, std, E, sk, idx, v0, w, er__load(sk->out, er__offset(sk->out, idx))));
+        er__sink_stage(sk, idx,
+                       er_chain_trace(ref, std, E, sk, idx, v0, w, er__load(sk->out, er__offset(sk->out, idx))));
     return ER_OK;
 }
 
@@ -638,9 +666,13 @@ static void *er_chain_run(void *arg) {
 
 /* f(x) correctly rounded to fp32 where the bounds of Lemma C10 decide it; NAN where they do not. */
 static double er_cr32(int fn, double x) {
-    if (x == 0) return fn == ER_FN_EXP || fn == ER_FN_EXP2 ? 1.0 : fn == ER_FN_TANH || fn == ER_FN_ERF ? x : NAN; /* exact, no MPFR */
+    if (x == 0)
+        return fn == ER_FN_EXP || fn == ER_FN_EXP2   ? 1.0
+               : fn == ER_FN_TANH || fn == ER_FN_ERF ? x
+                                                     : NAN; /* exact, no MPFR */
     double dn, up;
-    er__exact_fn(er__fmt(ER_FP32), fn, x, &dn, &up); /* the bounds the sets use: libm's within its margin, else MPFR's */
+    er__exact_fn(er__fmt(ER_FP32), fn, x, &dn,
+                 &up); /* the bounds the sets use: libm's within its margin, else MPFR's */
     float a = (float)dn, b = (float)up;
     return a == b ? a : NAN;
 }
@@ -665,7 +697,8 @@ static int er_chain_witness(const er_ref *ref, const er_standard *std, const er_
         case ER_STAGE_ADD:
         case ER_STAGE_MUL: {
             float b = (float)(s->ref ? opw[i] : er_stage_operand(s, E, idx));
-            if (s->kind == ER_STAGE_MUL && i + 1 < er__chain(ref)->nstages && er__chain(ref)->stages[i + 1].kind == ER_STAGE_ADD && std->fma == ER_FMA_ALWAYS) {
+            if (s->kind == ER_STAGE_MUL && i + 1 < er__chain(ref)->nstages &&
+                er__chain(ref)->stages[i + 1].kind == ER_STAGE_ADD && std->fma == ER_FMA_ALWAYS) {
                 const er_stage *a = &er__chain(ref)->stages[++i];
                 x = fmaf(x, b, (float)(a->ref ? opw[i] : er_stage_operand(a, E, idx)));
             } else {
@@ -732,7 +765,8 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h, &a, &b)) continue;
         int ok = 1;
         for (int i = 0; i < er__chain(ref)->nstages && ok; i++)
-            if (er__chain(ref)->stages[i].ref) ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
+            if (er__chain(ref)->stages[i].ref)
+                ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
         if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, &w1)) continue;
         double o1 = er__round_double(O, w1, ER_ROUND_NEAREST, ov);
         if (!isfinite(o1)) continue;
@@ -777,12 +811,14 @@ static void *er_chain_fast_run(void *arg) {
     j->counts[1] = counts[1];
     j->wrel = wrel;
     j->widx = widx;
-    if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: what a witness's MPFR bounds cached */
+    if (j->begin > 0)
+        mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: what a witness's MPFR bounds cached */
     return NULL;
 }
 
 /* Element idx's base set v, its operands' sets w and brackets [bl, bh], from its modules' single sets. */
-static er_status er_chain_fast_inputs(const er_chain_fast_job *j, int64_t idx, er_cval *v, er_cval *w, double *bl, double *bh) {
+static er_status er_chain_fast_inputs(const er_chain_fast_job *j, int64_t idx, er_cval *v, er_cval *w, double *bl,
+                                      double *bh) {
     const er_ref *ref = j->ref;
     er_cset c;
     double m;
@@ -792,7 +828,10 @@ static er_status er_chain_fast_inputs(const er_chain_fast_job *j, int64_t idx, e
         if (!er__chain(ref)->stages[i].ref) continue;
         ER_RETURN_IF_ERROR(j->mod[i + 1]->cursor_set(j->cur[i + 1], idx, &c));
         er_cval_of_cset(&w[i], &c);
-        if (er__ref_bracket(er__chain(ref)->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) { bl[i] = bh[i] = NAN; er__ok(); }
+        if (er__ref_bracket(er__chain(ref)->stages[i].ref, idx, &m, &bl[i], &bh[i]) != ER_OK) {
+            bl[i] = bh[i] = NAN;
+            er__ok();
+        }
     }
     return ER_OK;
 }
@@ -821,7 +860,8 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
     *done = 0;
     er_sink *sk0 = er__sinks_at(sks, 0, 0);
     const char *env = getenv("EXACTREF_FAST");
-    if ((env && env[0] == '0') || !er__sink_reads_output(sk0) || sk0->set_lo || std->compute != ER_FP32 || std->fast_math == 1)
+    if ((env && env[0] == '0') || !er__sink_reads_output(sk0) || sk0->set_lo || std->compute != ER_FP32 ||
+        std->fast_math == 1)
         return ER_OK;
     er_standard bs = *std; /* math= is the stages' (er_chain_check) */
     bs.fast_math = 0;
@@ -855,7 +895,10 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         for (int t = 0; t < nt; t++) {
             er__sink_count(jobs[t].sk, ER_CLASS_EXACT, jobs[t].counts[0]);
             er__sink_count(jobs[t].sk, ER_CLASS_COVERED, jobs[t].counts[1]);
-            if (jobs[t].wrel > wrel || (jobs[t].wrel == wrel && jobs[t].wrel >= 0 && jobs[t].widx < widx)) { wrel = jobs[t].wrel; widx = jobs[t].widx; }
+            if (jobs[t].wrel > wrel || (jobs[t].wrel == wrel && jobs[t].wrel >= 0 && jobs[t].widx < widx)) {
+                wrel = jobs[t].wrel;
+                widx = jobs[t].widx;
+            }
         }
         er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_rest);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
@@ -892,7 +935,8 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
     ER_RETURN_IF_ERROR(er__mem_check(17.0 * (double)n, "a chain's base sets"));
     double *lo = malloc(sizeof(double) * (size_t)(n ? n : 1)), *hi = malloc(sizeof(double) * (size_t)(n ? n : 1));
     uint8_t *fl = malloc((size_t)(n ? n : 1));
-    er_status st = lo && hi && fl ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
+    er_status st =
+        lo && hi && fl ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
     /* the base's sets in the compute format, then each element through the stages, threads on contiguous runs */
     er_standard bs = *std; /* math= is the stages' (er_chain_check) */
     bs.fast_math = 0;
@@ -911,11 +955,17 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
         j0.obl[i] = malloc(sizeof(double) * m);
         j0.obh[i] = malloc(sizeof(double) * m);
         j0.ofl[i] = malloc(m);
-        if (!j0.olo[i] || !j0.ohi[i] || !j0.obl[i] || !j0.obh[i] || !j0.ofl[i]) { st = er__fail(ER_ERR_NOMEM, "cannot allocate a stage's sets"); break; }
+        if (!j0.olo[i] || !j0.ohi[i] || !j0.obl[i] || !j0.obh[i] || !j0.ofl[i]) {
+            st = er__fail(ER_ERR_NOMEM, "cannot allocate a stage's sets");
+            break;
+        }
         st = er_ref_enclosure(o, 0, &bs, E->id, j0.olo[i], j0.ohi[i], j0.ofl[i]);
         for (int64_t idx = 0; idx < n && st == ER_OK; idx++) {
             double mid;
-            if (er__ref_bracket(o, idx, &mid, &j0.obl[i][idx], &j0.obh[i][idx]) != ER_OK) { j0.obl[i][idx] = j0.obh[i][idx] = NAN; er__ok(); }
+            if (er__ref_bracket(o, idx, &mid, &j0.obl[i][idx], &j0.obh[i][idx]) != ER_OK) {
+                j0.obl[i][idx] = j0.obh[i][idx] = NAN;
+                er__ok();
+            }
         }
     }
     if (st == ER_OK) {
@@ -936,7 +986,13 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
         er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_run);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
-    for (int i = 0; i < 12; i++) { free(j0.olo[i]); free(j0.ohi[i]); free(j0.obl[i]); free(j0.obh[i]); free(j0.ofl[i]); }
+    for (int i = 0; i < 12; i++) {
+        free(j0.olo[i]);
+        free(j0.ohi[i]);
+        free(j0.obl[i]);
+        free(j0.obh[i]);
+        free(j0.ofl[i]);
+    }
     free(lo);
     free(hi);
     free(fl);
@@ -955,7 +1011,8 @@ static er_status er_chain_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr ou
 }
 
 /* er_ref_exact: the same, to double and correctly rounded to f. */
-static er_status er_chain_exact_value(const er_ref *ref, int64_t idx, const er_fmt_info *f, double *exact, double *rounded) {
+static er_status er_chain_exact_value(const er_ref *ref, int64_t idx, const er_fmt_info *f, double *exact,
+                                      double *rounded) {
     mpfr_t x;
     mpfr_init2(x, 64);
     er_status st = er_chain_exact_mpfr(ref, idx, x);
@@ -972,10 +1029,12 @@ static er_status er_chain_exact_value(const er_ref *ref, int64_t idx, const er_f
 static er_status er_chain_bracket(const er_ref *ref, int64_t idx, double *mid, double *lo, double *hi) {
     double e, m, a, b, bl[12], bh[12];
     for (int i = 0; i < er__chain(ref)->nstages; i++)
-        if (er__chain(ref)->stages[i].ref) ER_RETURN_IF_ERROR(er__ref_bracket(er__chain(ref)->stages[i].ref, idx, &m, &bl[i], &bh[i]));
+        if (er__chain(ref)->stages[i].ref)
+            ER_RETURN_IF_ERROR(er__ref_bracket(er__chain(ref)->stages[i].ref, idx, &m, &bl[i], &bh[i]));
     ER_RETURN_IF_ERROR(er__ref_bracket(er__chain(ref)->base, idx, &e, &a, &b));
     double ea = e, eb = e;
-    if (isfinite(a) && isfinite(b) && er_chain_stages_double(ref, idx, &a, &b, bl, bh) && er_chain_stages_double(ref, idx, &ea, &eb, bl, bh)) {
+    if (isfinite(a) && isfinite(b) && er_chain_stages_double(ref, idx, &a, &b, bl, bh) &&
+        er_chain_stages_double(ref, idx, &ea, &eb, bl, bh)) {
         *lo = a;
         *hi = b;
         *mid = fmin(fmax(ea + (eb - ea) / 2, a), b);
@@ -991,7 +1050,16 @@ static er_status er_chain_bracket(const er_ref *ref, int64_t idx, double *mid, d
 static const char *const er_chain_names[1] = {"out"};
 
 /* a chain takes math=triton for its stages (er_chain_check); its base's module judges the rest */
-const er_op_module er__chain_module = {.name = "chain", .takes = ER_TAKES_TRITON, .nout = 1, .out_names = er_chain_names, .out_shape = er__out_shape_same,
-                                       .priv_size = sizeof(er_chain_state), .inputs = er_chain_inputs, .fast = er_chain_fast,
-                                       .check = er_chain_check, .covers = er_chain_covers, .exact = er_chain_exact_value,
-                                       .exact_mpfr = er_chain_exact_mpfr, .bracket = er_chain_bracket};
+const er_op_module er__chain_module = { .name = "chain",
+                                        .takes = ER_TAKES_TRITON,
+                                        .nout = 1,
+                                        .out_names = er_chain_names,
+                                        .out_shape = er__out_shape_same,
+                                        .priv_size = sizeof(er_chain_state),
+                                        .inputs = er_chain_inputs,
+                                        .fast = er_chain_fast,
+                                        .check = er_chain_check,
+                                        .covers = er_chain_covers,
+                                        .exact = er_chain_exact_value,
+                                        .exact_mpfr = er_chain_exact_mpfr,
+                                        .bracket = er_chain_bracket };

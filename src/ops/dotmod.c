@@ -31,7 +31,8 @@ static void er_exact_of_sum(const er_dot_ctx *cx, const er_dotsum *sm, double *e
         *exact = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
         *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out);
     } else {
-        *exact = er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        *exact =
+            er__round_core(er__fmt(ER_FP64), sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
         *rounded = er__round_core(cx->O, sm->neg, sm->m, sm->e, sm->sticky, ER_ROUND_NEAREST, cx->ov_out);
     }
 }
@@ -56,7 +57,8 @@ static void er_mean_cval(const er_dot_ctx *cx, er_cval *v, int64_t n) {
     }
     if (cx->std->mean != 1) {
         double rl = er__round_quotient(F, 1.0, n, lo_m), rh = er__round_quotient(F, 1.0, n, hi_m);
-        double l = er__round_prod(F, v->lo, v->lo < 0 ? rh : rl, 1, lo_m), h = er__round_prod(F, v->hi, v->hi < 0 ? rl : rh, 1, hi_m);
+        double l = er__round_prod(F, v->lo, v->lo < 0 ? rh : rl, 1, lo_m),
+               h = er__round_prod(F, v->hi, v->hi < 0 ? rl : rh, 1, hi_m);
         if (l < lo) lo = l;
         if (h > hi) hi = h;
     }
@@ -138,7 +140,11 @@ static void er_scale_cval(const er_dot_ctx *cx, er_cval *v) {
 static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
     double e0, r0;
     er_exact_of_sum(cx, sm, &e0, &r0);
-    if (!isfinite(e0)) { *exact = e0 * er__dot(cx->ref)->sa * er__dot(cx->ref)->sb; *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out); return; }
+    if (!isfinite(e0)) {
+        *exact = e0 * er__dot(cx->ref)->sa * er__dot(cx->ref)->sb;
+        *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out);
+        return;
+    }
     mpfr_t s, b;
     mpfr_inits2(200, s, b, (mpfr_ptr)0);
     double rr[2];
@@ -239,10 +245,12 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
     cx->ov_out = er__overflow_rule(cx->O, std->out_overflow);
     int conv = std->compute == ER_TF32 ? (int)std->tf32 : -1;
     er__edge_scratch_init(&cx->w);
-    if (ref->mod == &er__softmax_module || ref->mod == &er__log_softmax_module || ref->mod == &er__rmsnorm_module || ref->mod == &er__layernorm_module)
+    if (ref->mod == &er__softmax_module || ref->mod == &er__log_softmax_module || ref->mod == &er__rmsnorm_module ||
+        ref->mod == &er__layernorm_module)
         return ER_OK;
     const er_fmt_info *fa = er__fmt(er__operand_format(er__dot(ref)->A.format, conv));
-    const er_fmt_info *fb = er__dot(ref)->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(er__dot(ref)->B.format, conv));
+    const er_fmt_info *fb =
+        er__dot(ref)->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(er__dot(ref)->B.format, conv));
     if (std->order == ER_ORDER_MMA) {
         er_status st = er__mma_params(std->mma_arch, fa, fb, std->compute == ER_FP16, &cx->mma);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
@@ -253,22 +261,25 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
             er__mma_bound(&cx->bd, &cx->mma, Kb, std->promote);
             if (x3) er_x3_widen(&cx->bd);
         } else if (cx->mma.fp8) {
-            /* Triton's fp8 tl.dot on the H200 is not this chain (docs/hardware/mma.md): no fixed fp8 chain is claimed */
+            /* Triton's fp8 tl.dot on the H200 is not this chain (docs/hardware/mma.md): no fixed fp8 chain is
+             * claimed */
             er__edge_scratch_clear(&cx->w);
-            return er__fail(ER_ERR_UNSUPPORTED, "mma:sm%d has no established fixed chain for fp8 operands; use outer=any "
-                            "(with promote=N where the kernel adds into fp32 every N blocks)", std->mma_arch);
+            return er__fail(ER_ERR_UNSUPPORTED,
+                            "mma:sm%d has no established fixed chain for fp8 operands; use outer=any "
+                            "(with promote=N where the kernel adds into fp32 every N blocks)",
+                            std->mma_arch);
         } else cx->mma_chain = 1;
     } else if (cx->any) {
         int x3 = std->compute == ER_TF32 && std->tf32 == ER_TF32_X3;
-        er_status st = er__anyorder_bound_depth(&cx->bd, fa, fb, cx->F, x3 ? 3 * er__dot(ref)->K : er__dot(ref)->K, std->depth,
-                                                std->rounding == ER_RND_FAITHFUL);
+        er_status st = er__anyorder_bound_depth(&cx->bd, fa, fb, cx->F, x3 ? 3 * er__dot(ref)->K : er__dot(ref)->K,
+                                                std->depth, std->rounding == ER_RND_FAITHFUL);
         if (st != ER_OK) { er__edge_scratch_clear(&cx->w); return st; }
         if (x3) er_x3_widen(&cx->bd);
     } else {
         if (std->order == ER_ORDER_TRITON && er__dot(ref)->K > std->triton_block) {
             er__edge_scratch_clear(&cx->w);
-            return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer", (long long)std->triton_block,
-                            (long long)er__dot(ref)->K);
+            return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer",
+                            (long long)std->triton_block, (long long)er__dot(ref)->K);
         }
         er__order_plan_init(&cx->plan, std, fa, fb);
         cx->have_plan = 1;
@@ -385,7 +396,8 @@ void er__dot_fast_consts(er_fast_consts *fc, const er_dot_ctx *cx) {
 }
 
 /* The lower edge RN_O(RU_F(t)) (upper = 0) or the upper edge RN_O(RD_F(t)) of a set through the compute format F and
- * the output format O, for t below the overflow limit. A float f is RU_F(t) when it is (float)t, unless that is below t. */
+ * the output format O, for t below the overflow limit. A float f is RU_F(t) when it is (float)t, unless that is
+ * below t. */
 static inline double er_fast_edge(const er_fast_consts *fc, const er_dot_ctx *cx, double t, int upper) {
     if (fc->out_fmt == 0) {
         /* without a branch on the rounding's direction (taken half of the time): one step toward t where the float
@@ -410,17 +422,20 @@ static inline double er_fast_rn(const er_fast_consts *fc, const er_dot_ctx *cx, 
 /* The class of output y from S_hat and P in [Plo, Phi], or ER_PENDING when some S or bound the exact engine could
  * hold gives another class (or overflow is possible). */
 static inline int er_fast_decide(const er_fast_consts *fc, const er_dot_ctx *cx, double y, const er_fast_bracket *b) {
-    if (fc->out_fmt == 0) return er_fast_class(y, b->tlo, b->thi, (float)b->slo, (float)b->shi); /* no overflow below lim */
-    return er_fast_class(y, er_fast_edge(fc, cx, b->tlo, 0), er_fast_edge(fc, cx, b->thi, 1), er_fast_rn(fc, cx, b->slo),
-                         er_fast_rn(fc, cx, b->shi));
+    if (fc->out_fmt == 0)
+        return er_fast_class(y, b->tlo, b->thi, (float)b->slo, (float)b->shi); /* no overflow below lim */
+    return er_fast_class(y, er_fast_edge(fc, cx, b->tlo, 0), er_fast_edge(fc, cx, b->thi, 1),
+                         er_fast_rn(fc, cx, b->slo), er_fast_rn(fc, cx, b->shi));
 }
 
 /* The engine's set of the element whose bracket is b, where b decides it (er_fast_join): its finite ends lo, hi. */
-static inline int er_fast_set(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b, double r1, double r2,
-                              double *lo, double *hi) {
+static inline int er_fast_set(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b, double r1,
+                              double r2, double *lo, double *hi) {
     double l = er_fast_edge(fc, cx, b->ulo, 0), h = er_fast_edge(fc, cx, b->uhi, 1);
-    /* for fp32 in and out, RU_F(tlo) = l = RU_F(ulo) exactly when tlo <= l (ulo <= tlo), and RD_F(thi) = h when thi >= h */
-    int same = fc->out_fmt == 0 ? b->tlo <= l && b->thi >= h : l == er_fast_edge(fc, cx, b->tlo, 0) && h == er_fast_edge(fc, cx, b->thi, 1);
+    /* for fp32 in and out, RU_F(tlo) = l = RU_F(ulo) exactly when tlo <= l (ulo <= tlo), and RD_F(thi) = h when
+     * thi >= h */
+    int same = fc->out_fmt == 0 ? b->tlo <= l && b->thi >= h
+                                : l == er_fast_edge(fc, cx, b->tlo, 0) && h == er_fast_edge(fc, cx, b->thi, 1);
     return er_fast_join(same, l, h, r1, r2, lo, hi);
 }
 
@@ -428,10 +443,11 @@ static inline int er_fast_set(const er_fast_consts *fc, const er_dot_ctx *cx, co
  * upper bound of its er_set_rel is at most best (er_fast_rel_ub). lo = min(edge, r) lies in [min(E_lo(ulo), r1),
  * min(E_lo(tlo), r2)] and hi in [max(E_hi(thi), r1), max(E_hi(uhi), r2)]. First a cheaper test on the outer ends
  * (for fp32 in and out ulo <= RU_F(ulo) and RD_F(uhi) <= uhi), then these. */
-static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b, double r1,
-                                        double r2, double best) {
+static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b,
+                                        double r1, double r2, double best) {
     if (best < 0) return 1;
-    double l = fc->out_fmt == 0 ? b->ulo : er_fast_edge(fc, cx, b->ulo, 0), h = fc->out_fmt == 0 ? b->uhi : er_fast_edge(fc, cx, b->uhi, 1);
+    double l = fc->out_fmt == 0 ? b->ulo : er_fast_edge(fc, cx, b->ulo, 0),
+           h = fc->out_fmt == 0 ? b->uhi : er_fast_edge(fc, cx, b->uhi, 1);
     double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2, al = fabs(L1), ah = fabs(H2);
     /* without a division nor a branch on the sign: rel <= w / m, w = H2 - L1, m = min(|L1|, |H2|) where [L1, H2]
      * lies on one side of 0 (m bounds max(|lo|, |hi|) below); on both sides, w >= 2 m while rel <= 2. If
@@ -482,7 +498,8 @@ static void *er_fast_decide_run(void *arg) {
     er_fast_consts fc;
     er__dot_fast_consts(&fc, cx);
     int64_t K = pl->K, MN = pl->M * pl->N, n = ref->n;
-    double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN, phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP; /* Lemma D4 */
+    double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN,
+           phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP; /* Lemma D4 */
     double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
     const char *yb = out->data;
     int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->sk->set_lo != NULL;
@@ -509,21 +526,30 @@ static void *er_fast_decide_run(void *arg) {
                 int want_set = sets;
                 double r1 = 0, r2 = 0;
                 if (fj->P) {
-                    /* fl64(|A| |B|) is within gK of P (Theorem 2, exact terms): P_hat (1 - gK) <= P <= P_hat (1 + 2 gK) */
-                    if (!er_fast_bracket_of(&fc, Sh, fj->P[idx] * pg_lo, fj->P[idx] * pg_hi, &b)) { classes[idx] = ER_PENDING; continue; }
+                    /* fl64(|A| |B|) is within gK of P (Theorem 2, exact terms):
+                     * P_hat (1 - gK) <= P <= P_hat (1 + 2 gK) */
+                    if (!er_fast_bracket_of(&fc, Sh, fj->P[idx] * pg_lo, fj->P[idx] * pg_hi, &b)) {
+                        classes[idx] = ER_PENDING;
+                        continue;
+                    }
                 } else {
                     /* Cauchy-Schwarz above, |S| below; then, if that does not decide (or the set may be the widest and
                      * is not decided by it), P from the floats */
-                    er_fast_stage1(&fc, Sh, er__dot(ref)->an[ia * pl->M + i], er__dot(ref)->bn[ib * pl->N + jj], &Plo, &Phi);
+                    er_fast_stage1(&fc, Sh, er__dot(ref)->an[ia * pl->M + i], er__dot(ref)->bn[ib * pl->N + jj], &Plo,
+                                   &Phi);
                     if (!er_fast_bracket_of(&fc, Sh, Plo, Phi, &b)) { classes[idx] = ER_PENDING; continue; }
                     r1 = er_fast_rn(&fc, cx, b.slo);
                     r2 = er_fast_rn(&fc, cx, b.shi);
                     want_set = want_set || er_fast_may_be_widest(&fc, cx, &b, r1, r2, wrel);
                     if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
                     if (want_set || cls == ER_PENDING) {
-                        double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K, er__dot(ref)->bt + (ib * pl->N + jj) * K, K);
+                        double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K,
+                                              er__dot(ref)->bt + (ib * pl->N + jj) * K, K);
                         double lo = P * plo_f, hi = P * phi_f;
-                        if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) { classes[idx] = ER_PENDING; continue; }
+                        if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) {
+                            classes[idx] = ER_PENDING;
+                            continue;
+                        }
                         if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
                     }
                 }
@@ -599,11 +625,15 @@ static void *er_fast_rest(void *arg) {
         if (!va) {
             va = malloc(sizeof(double) * (size_t)K);
             vb = malloc(sizeof(double) * (size_t)K);
-            if (!va || !vb) { j->st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K); break; }
+            if (!va || !vb) {
+                j->st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
+                break;
+            }
         }
         int64_t ia, ib;
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
+        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K,
+                    *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
         for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
         j->st = er_covers_cb(cx, &er__dot(ref)->env, idx, va, vb, K, 0);
     }
@@ -622,11 +652,13 @@ static er_status er_fast_widest(er_dot_ctx *cx, int64_t idx) {
     er_status st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
     if (st == ER_OK) {
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K, *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
+        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K,
+                    *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
         for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
         er_cset c;
         st = er__dot_element_set(cx, &er__dot(ref)->env, idx, va, vb, K, 0, &c);
-        if (st == ER_OK) er__sink_widest(cx->sk, idx, &c, er__load(cx->out, cx->out_contig ? idx : er__offset(cx->out, idx)));
+        if (st == ER_OK)
+            er__sink_widest(cx->sk, idx, &c, er__load(cx->out, cx->out_contig ? idx : er__offset(cx->out, idx)));
     }
     free(va);
     free(vb);
@@ -682,7 +714,8 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
             else {
                 double *absprod = er__fast_absprod(ref);
                 er_fast_enc_job ej[ER_MAX_THREADS];
-                for (int t = 0; t < nt; t++) ej[t] = (er_fast_enc_job){&cx[t], absprod, ref->n * t / nt, ref->n * (t + 1) / nt};
+                for (int t = 0; t < nt; t++)
+                    ej[t] = (er_fast_enc_job){ &cx[t], absprod, ref->n * t / nt, ref->n * (t + 1) / nt };
                 er__run_jobs(ej, sizeof ej[0], nt, er_fast_enclose_run);
                 free(absprod);
                 st = er_run_ranges(cx, nt, ref->n, er_fast_rest);
@@ -717,7 +750,8 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
             /* either tie rule, one for the whole kernel: the sets under each conversion, joined (orders.md) */
             st = er__mem_check((double)sizeof(er_cset) * (double)ref->n, "tf32=nearest's sets of the first conversion");
             er_cset *keep = st == ER_OK ? malloc(sizeof *keep * (size_t)(ref->n ? ref->n : 1)) : NULL;
-            if (!keep && st == ER_OK) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld element sets", (long long)ref->n);
+            if (!keep && st == ER_OK)
+                st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld element sets", (long long)ref->n);
             for (int pass = 1; pass <= 2 && st == ER_OK; pass++) {
                 for (int t = 0; t < nt; t++) { cx[t].keep = keep; cx[t].keep_pass = pass; }
                 st = er__matmul_foreach_n(ref, pass == 1 ? ER_TF32_RNE : ER_TF32_RNA, er_covers_cb, ctxs, nt);
@@ -780,20 +814,24 @@ static er_status er_emulate_tile_cb(void *vcx, int64_t idx0, const float *vals, 
 
 static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) {
     int fixed = ref->mod == &er__max_module ||
-                (er__standard_is_fixed_info(std, er__fmt(er__dot(ref)->A.format), er__dot(ref)->b_is_one ? er__fmt_one() : er__fmt(er__dot(ref)->B.format)) &&
+                (er__standard_is_fixed_info(std, er__fmt(er__dot(ref)->A.format),
+                                            er__dot(ref)->b_is_one ? er__fmt_one() : er__fmt(er__dot(ref)->B.format)) &&
                  (ref->mod != &er__mean_module || std->mean != 0));
     if (!fixed) {
         char name[160];
         er_standard_format(std, name, sizeof name, NULL);
-        const char *why = std->order == ER_ORDER_ANY ? "any_order leaves the order free"
-                        : std->rounding != ER_RND_NEAREST ? "faithful rounding leaves each rounding free"
-                        : (std->inner == ER_SUB_ANY || std->outer == ER_SUB_ANY) ? "inner=any or outer=any leaves an order free"
-                        : (ref->mod == &er__mean_module && std->mean == 0) ? "mean=either leaves the division free (state mean=divide or mean=reciprocal)"
-                        : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
+        const char *why = std->order == ER_ORDER_ANY        ? "any_order leaves the order free"
+                          : std->rounding != ER_RND_NEAREST ? "faithful rounding leaves each rounding free"
+                          : (std->inner == ER_SUB_ANY || std->outer == ER_SUB_ANY)
+                              ? "inner=any or outer=any leaves an order free"
+                          : (ref->mod == &er__mean_module && std->mean == 0)
+                              ? "mean=either leaves the division free (state mean=divide or mean=reciprocal)"
+                              : "fma=either leaves the fusing of each product free (state fma=never or fma=always)";
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; '%s' is not: %s", name, why);
     }
     if (er__dot(ref)->scaled)
-        return er__fail(ER_ERR_UNSUPPORTED, "emulate does not apply to a scaled matmul: the scaling's association is left free");
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "emulate does not apply to a scaled matmul: the scaling's association is left free");
     ER_RETURN_IF_ERROR(er__check_distinct(out));
     int nt = er__num_threads(ref->n * (er__dot(ref)->K + 64)), made = 0;
     er_dot_ctx cx[ER_MAX_THREADS];
@@ -816,7 +854,8 @@ static er_status er_dot_emulate(const er_ref *ref, er_tensor *out, const er_stan
 
 /* The exact sum of a summary rounded to double and correctly rounded to O (its default overflow rule). */
 static void er_rounded_of_sum(const er_fmt_info *O, const er_dotsum *sm, double *e, double *rd) {
-    if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF)) *e = *rd = NAN;
+    if ((sm->special & ER_SPECIAL_NAN) || (sm->special & ER_SPECIAL_PINF && sm->special & ER_SPECIAL_NINF))
+        *e = *rd = NAN;
     else if (sm->special & (ER_SPECIAL_PINF | ER_SPECIAL_NINF)) {
         *e = sm->special & ER_SPECIAL_PINF ? INFINITY : -INFINITY;
         *rd = er__round_double(O, *e, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
@@ -844,7 +883,8 @@ static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info 
         mpfr_init2(x, 2);
         ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, x));
         mpfr_init2(q, mpfr_get_prec(x) + 64);
-        int inex = er__dot(ref)->K ? mpfr_div_ui(q, x, (unsigned long)er__dot(ref)->K, MPFR_RNDZ) : (mpfr_set_nan(q), 0);
+        int inex =
+            er__dot(ref)->K ? mpfr_div_ui(q, x, (unsigned long)er__dot(ref)->K, MPFR_RNDZ) : (mpfr_set_nan(q), 0);
         e = mpfr_get_d(q, MPFR_RNDN);
         rd = er__round_mpfr_sticky(O, q, inex != 0, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         mpfr_clears(x, q, (mpfr_ptr)0);
@@ -873,7 +913,8 @@ static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info 
 
 /* er_ref_rounded: on the fast path every summary at once, as the reference keeps none; else element by element. */
 static er_status er_dot_rounded(const er_ref *ref, er_tensor *out) {
-    if (er__dot(ref)->fast && !er__dot(ref)->scaled) { /* a fast-path reference keeps no summaries: compute them all at once */
+    if (er__dot(ref)->fast &&
+        !er__dot(ref)->scaled) { /* a fast-path reference keeps no summaries: compute them all at once */
         er_dotsum *sums;
         ER_RETURN_IF_ERROR(er__matmul_all_sums(ref, &sums));
         for (int64_t idx = 0; idx < ref->n; idx++) {
@@ -895,7 +936,8 @@ static er_status er_dot_rounded(const er_ref *ref, er_tensor *out) {
 /* er_ref_exact_mpfr of element idx: matmul and sum. */
 static er_status er_dot_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out) {
     if (ref->mod != &er__matmul_module && ref->mod != &er__sum_module)
-        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul and sum values (this is a %s)", er__op_name(ref));
+        return er__fail(ER_ERR_UNSUPPORTED, "er_ref_exact_mpfr gives matmul and sum values (this is a %s)",
+                        er__op_name(ref));
     ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, out));
     if (er__dot(ref)->scaled && mpfr_number_p(out)) {
         mpfr_prec_round(out, mpfr_get_prec(out) + 50, MPFR_RNDN); /* exact: more bits */
@@ -913,7 +955,8 @@ static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, dou
         const er_mm_plan *pl = &er__dot(ref)->plan;
         int64_t MN = pl->M * pl->N, ia, ib;
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        double d = (double)pl->K * 0x1p-52 * (1.0 + 0x1p-40) * er__dot(ref)->an[ia * pl->M + (idx % MN) / pl->N] * er__dot(ref)->bn[ib * pl->N + idx % pl->N];
+        double d = (double)pl->K * 0x1p-52 * (1.0 + 0x1p-40) * er__dot(ref)->an[ia * pl->M + (idx % MN) / pl->N] *
+                   er__dot(ref)->bn[ib * pl->N + idx % pl->N];
         e = er__dot(ref)->fs[idx];
         d = nextafter(d * (1.0 + 0x1p-40), INFINITY);
         *mid = e;
@@ -959,7 +1002,9 @@ static void er_dot_cursor_close(void *p) {
 
 static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const er_fmt_info *E) {
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    if (ref->mod != &er__matmul_module || !er__dot(ref)->fast || er__dot(ref)->scaled || !any_set || std->compute == ER_TF32) return NULL;
+    if (ref->mod != &er__matmul_module || !er__dot(ref)->fast || er__dot(ref)->scaled || !any_set ||
+        std->compute == ER_TF32)
+        return NULL;
     er_dot_cursor *c = calloc(1, sizeof *c);
     int64_t K = er__dot(ref)->K > 0 ? er__dot(ref)->K : 1;
     if (!c) return NULL;
@@ -981,8 +1026,8 @@ static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const
 }
 
 /* Element idx's operand rows: A's row and B's column as kept floats. */
-static void er_dot_cursor_rows(const er_ref *ref, int64_t idx, const float **arow, const float **bcol, int64_t *ia, int64_t *ib,
-                               int64_t *i, int64_t *j) {
+static void er_dot_cursor_rows(const er_ref *ref, int64_t idx, const float **arow, const float **bcol, int64_t *ia,
+                               int64_t *ib, int64_t *i, int64_t *j) {
     const er_mm_plan *pl = &er__dot(ref)->plan;
     int64_t MN = pl->M * pl->N;
     er__matmul_batch_of(ref, idx / MN, ia, ib);
@@ -999,7 +1044,8 @@ static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, dou
     int64_t ia, ib, i, j;
     er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
     double Sh = er__dot(ref)->fs[idx], Plo, Phi;
-    er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i], er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
+    er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i],
+                   er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
     if (effort > 0) {
         double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K), l = P * c->plo_f, h = P * c->phi_f;
         Plo = l > Plo ? l : Plo;
@@ -1025,13 +1071,15 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
 }
 
 /* matmul, sum, mean and max share one module's functions (a reduction is a matmul by a vector of ones). */
-#define ER_DOT_MODULE(op, t) {.name = op, .takes = t, .nout = 1, .out_names = er_dot_names, .priv_size = sizeof(er_dot_state),\
-                           .destroy = er__dot_destroy, .inputs = er__dot_inputs, .fast = er__dot_fast, .out_shape = er__out_shape_same,\
-                                     .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate,\
-                                     .exact = er_dot_exact, .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr,\
-                                     .bracket = er_dot_bracket, .cursor_open = er_dot_cursor_open,\
-                                     .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,\
-                                     .cursor_close = er_dot_cursor_close}
+#define ER_DOT_MODULE(op, t)                                                                                         \
+    {                                                                                                                \
+        .name = op, .takes = t, .nout = 1, .out_names = er_dot_names, .priv_size = sizeof(er_dot_state),             \
+        .destroy = er__dot_destroy, .inputs = er__dot_inputs, .fast = er__dot_fast, .out_shape = er__out_shape_same, \
+        .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate, .exact = er_dot_exact,            \
+        .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr, .bracket = er_dot_bracket,                       \
+        .cursor_open = er_dot_cursor_open, .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,     \
+        .cursor_close = er_dot_cursor_close                                                                          \
+    }
 const er_op_module er__matmul_module = ER_DOT_MODULE("matmul", ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH),
                    er__sum_module = ER_DOT_MODULE("sum", ER_TAKES_DEPTH),
                    er__mean_module = ER_DOT_MODULE("mean", ER_TAKES_DEPTH | ER_TAKES_MEAN),

@@ -41,8 +41,8 @@ typedef struct er_dot_ctx {
 ER_INTERNAL er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *out, const er_standard *std);
 ER_INTERNAL void er__dot_ctx_clear(er_dot_ctx *cx);
 /* The output set of element idx from its operand vectors a and b (K values each; special: one is NaN or infinite). */
-ER_INTERNAL er_status er__dot_element_set(er_dot_ctx *cx, const er_dot_env *env, int64_t idx, const double *a, const double *b,
-                                          int64_t K, int special, er_cset *c);
+ER_INTERNAL er_status er__dot_element_set(er_dot_ctx *cx, const er_dot_env *env, int64_t idx, const double *a,
+                                          const double *b, int64_t K, int special, er_cset *c);
 /* The constants of the fast path's decision (fastdecide.h) for the context's K, bound and formats. */
 ER_INTERNAL void er__dot_fast_consts(er_fast_consts *fc, const er_dot_ctx *cx);
 

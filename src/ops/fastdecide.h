@@ -27,7 +27,8 @@ typedef struct er_fast_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int o
 
 /* Stage 1's bracket of P = sum |a_k b_k| for the output S_hat = Sh and the rows' norm bounds an, bn: at most an bn
  * (Cauchy-Schwarz), at least |Sh| less Sh's error bound. */
-ER_HD static inline void er_fast_stage1(const er_fast_consts *fc, double Sh, double an, double bn, double *Plo, double *Phi) {
+ER_HD static inline void er_fast_stage1(const er_fast_consts *fc, double Sh, double an, double bn, double *Plo,
+                                        double *Phi) {
     double hi = an * bn * ER_FAST_UP, lo = (fabs(Sh) - fc->gK * hi * ER_FAST_UP) * ER_FAST_DN;
     *Phi = hi;
     *Plo = lo > 0 ? lo : 0.0;
@@ -38,7 +39,8 @@ ER_HD static inline void er_fast_stage1(const er_fast_consts *fc, double Sh, dou
  * whatever S and bound B the exact engine holds. 0 when overflow is possible (the element is then pending). */
 typedef struct er_fast_bracket { double slo, shi, tlo, thi, ulo, uhi; } er_fast_bracket;
 
-ER_HD static inline int er_fast_bracket_of(const er_fast_consts *fc, double Sh, double Plo, double Phi, er_fast_bracket *b) {
+ER_HD static inline int er_fast_bracket_of(const er_fast_consts *fc, double Sh, double Plo, double Phi,
+                                           er_fast_bracket *b) {
     double d = fc->gK * Phi;
     d = (d + 0x1p-61 * (fabs(Sh) + d)) * ER_FAST_UP; /* with the engine's 64-bit bracket of S */
     double Blo = fc->c1lo * Plo + fc->c2lo, Bhi = (fc->c1hi * Phi + fc->c2hi) * ER_FAST_UP;

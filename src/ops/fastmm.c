@@ -15,8 +15,8 @@
 #ifdef ER_HAVE_BLAS
 /* The CBLAS interface (row-major = 101, no transpose = 111, transpose = 112), 32-bit integers as OpenBLAS builds it
  * by default. */
-void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, const double *A, int lda, const double *B,
-                 int ldb, double beta, double *C, int ldc);
+void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, const double *A, int lda,
+                 const double *B, int ldb, double beta, double *C, int ldc);
 
 /* One thread's share of the operand work: rows [r0, r1) of the [batches * R] rows of C values. */
 typedef struct er_fjob {
@@ -92,7 +92,12 @@ static void *er_fjob_rows(void *arg) {
         float *y = j->f + r * j->C;
         double s0 = 0, s1 = 0;
         int64_t k = 0;
-        for (; k + 1 < j->C; k += 2) { y[k] = (float)x[k]; y[k + 1] = (float)x[k + 1]; s0 += x[k] * x[k]; s1 += x[k + 1] * x[k + 1]; }
+        for (; k + 1 < j->C; k += 2) {
+            y[k] = (float)x[k];
+            y[k + 1] = (float)x[k + 1];
+            s0 += x[k] * x[k];
+            s1 += x[k + 1] * x[k + 1];
+        }
         for (; k < j->C; k++) { y[k] = (float)x[k]; s0 += x[k] * x[k]; }
         j->norm[r] = er_norm_up(s0 + s1, j->C);
     }
@@ -183,18 +188,24 @@ er_status er__fast_build(er_ref *r) {
 #ifdef ER_HAVE_BLAS
     const er_mm_plan *pl = &er__dot(r)->plan;
     const er_fmt_info *fa = er__fmt(er__dot(r)->A.format), *fb = er__fmt(er__dot(r)->B.format);
-    if (!er__fast_enabled(r->n * pl->K) || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1) return ER_OK;
+    if (!er__fast_enabled(r->n * pl->K) || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1)
+        return ER_OK;
     if (pl->M >= INT32_MAX || pl->N >= INT32_MAX || pl->K >= INT32_MAX) return ER_OK;
     int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = r->n;
     int nt = er__num_threads(na + nbv);
     double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nbv);
-    double *fs = malloc(sizeof(double) * (size_t)n), *lut_a = er_lut(&er__dot(r)->A, na), *lut_b = er_lut(&er__dot(r)->B, nbv);
+    double *fs = malloc(sizeof(double) * (size_t)n), *lut_a = er_lut(&er__dot(r)->A, na),
+           *lut_b = er_lut(&er__dot(r)->B, nbv);
     float *af = NULL, *bt = NULL;
     double *an = NULL, *bn = NULL;
     er_dense_stats sa, sb;
     int ok = A && B && fs;
-    if (ok) ok = er_fjobs((er_fjob){&er__dot(r)->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, {0}, 1}, pl->a_batches * pl->M, nt, er_fjob_load, &sa);
-    if (ok) ok = er_fjobs((er_fjob){&er__dot(r)->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, {0}, 1}, pl->b_batches * pl->K, nt, er_fjob_load, &sb);
+    if (ok)
+        ok = er_fjobs((er_fjob){ &er__dot(r)->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, { 0 }, 1 },
+                      pl->a_batches * pl->M, nt, er_fjob_load, &sa);
+    if (ok)
+        ok = er_fjobs((er_fjob){ &er__dot(r)->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, { 0 }, 1 },
+                      pl->b_batches * pl->K, nt, er_fjob_load, &sb);
     free(lut_a);
     free(lut_b);
     int64_t MN = pl->M * pl->N;
@@ -209,17 +220,28 @@ er_status er__fast_build(er_ref *r) {
         af = malloc(sizeof(float) * (size_t)na);
         an = malloc(sizeof(double) * (size_t)(pl->a_batches * pl->M));
         ok = af && an;
-        if (ok) er_fjobs((er_fjob){NULL, NULL, pl->M, pl->K, 0, 0, A, af, an, {0}, 1}, pl->a_batches * pl->M, nt, er_fjob_rows, NULL);
+        if (ok)
+            er_fjobs((er_fjob){ NULL, NULL, pl->M, pl->K, 0, 0, A, af, an, { 0 }, 1 }, pl->a_batches * pl->M, nt,
+                     er_fjob_rows, NULL);
     }
     free(A);
     if (ok) {
         bt = malloc(sizeof(float) * (size_t)nbv);
         bn = malloc(sizeof(double) * (size_t)(pl->b_batches * pl->N));
         ok = bt && bn;
-        if (ok) er_fjobs((er_fjob){NULL, NULL, pl->K, pl->N, 0, 0, B, bt, bn, {0}, 1}, pl->b_batches * pl->N, nt, er_fjob_cols, NULL);
+        if (ok)
+            er_fjobs((er_fjob){ NULL, NULL, pl->K, pl->N, 0, 0, B, bt, bn, { 0 }, 1 }, pl->b_batches * pl->N, nt,
+                     er_fjob_cols, NULL);
     }
     free(B);
-    if (!ok) { free(fs); free(af); free(bt); free(an); free(bn); return ER_OK; } /* no memory or a special value: exact path */
+    if (!ok) {
+        free(fs);
+        free(af);
+        free(bt);
+        free(an);
+        free(bn);
+        return ER_OK;
+    } /* no memory or a special value: exact path */
     er__dot(r)->fs = fs;
     er__dot(r)->af = af;
     er__dot(r)->bt = bt;

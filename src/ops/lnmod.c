@@ -62,9 +62,11 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
     ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)n * nt, "the rows' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_ln_ctx *lc = calloc((size_t)nt, sizeof *lc);
-    double *w = er__rows(ref)->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL, *b = er__rows(ref)->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
+    double *w = er__rows(ref)->has_weight ? malloc(sizeof(double) * (size_t)n) : NULL,
+           *b = er__rows(ref)->has_bias ? malloc(sizeof(double) * (size_t)n) : NULL;
     er_status st = lc ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %d thread contexts", nt);
-    if (st == ER_OK && ((er__rows(ref)->has_weight && !w) || (er__rows(ref)->has_bias && !b))) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+    if (st == ER_OK && ((er__rows(ref)->has_weight && !w) || (er__rows(ref)->has_bias && !b)))
+        st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
     if (st == ER_OK && w) er__decode_rowmajor(&er__rows(ref)->B, w);
     if (st == ER_OK && b) er__decode_rowmajor(&er__rows(ref)->C, b);
     for (int t = 0; t < nt && st == ER_OK; t++) {
@@ -73,7 +75,8 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
         l->b = b;
         l->pl.F = er__fmt(std->compute);
         l->pl.X = er__fmt(er__rows(ref)->A.format);
-        l->pl.eps = er__round_double(l->pl.F, er__rows(ref)->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+        l->pl.eps = er__round_double(l->pl.F, er__rows(ref)->eps, ER_ROUND_NEAREST,
+                                     ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
         l->pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
         l->pl.rsqrt_ftz = std->fast_math == 2;
         l->pl.mean = std->mean;
@@ -92,7 +95,8 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
             l->o[o].cv = malloc(sizeof(er_cval) * (size_t)cnt);
             l->o[o].exact = malloc(sizeof(double) * (size_t)cnt);
             l->o[o].rounded = malloc(sizeof(double) * (size_t)cnt);
-            if (!l->o[o].cv || !l->o[o].exact || !l->o[o].rounded) st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+            if (!l->o[o].cv || !l->o[o].exact || !l->o[o].rounded)
+                st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
         }
     }
     if (st == ER_OK) {
@@ -117,12 +121,19 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
 static er_status er_ln_check(const er_ref *ref, const er_standard *std) {
     ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
     if (std->fast_math == 2 && std->variance != 1)
-        return er__fail(ER_ERR_UNSUPPORTED, "math=triton models Triton's two-pass layernorm (its divisions approximate): "
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "math=triton models Triton's two-pass layernorm (its divisions approximate): "
                         "state variance=two_pass");
     return er__rows_standard(ref, std);
 }
 
-const er_op_module er__layernorm_module = {.name = "layernorm",
-                                           .takes = ER_TAKES_RSQRT | ER_TAKES_VARIANCE | ER_TAKES_TRITON | ER_TAKES_MEAN | ER_TAKES_DEPTH, .nout = 3, .out_names = er_ln_names, .out_shape = er_ln_out_shape,
-                                           .check = er_ln_check, .covers = er_ln_covers,
-    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
+const er_op_module er__layernorm_module = { .name = "layernorm",
+                                            .takes = ER_TAKES_RSQRT | ER_TAKES_VARIANCE | ER_TAKES_TRITON |
+                                                     ER_TAKES_MEAN | ER_TAKES_DEPTH,
+                                            .nout = 3,
+                                            .out_names = er_ln_names,
+                                            .out_shape = er_ln_out_shape,
+                                            .check = er_ln_check,
+                                            .covers = er_ln_covers,
+                                            .priv_size = sizeof(er_rows_state),
+                                            .inputs = er__rows_inputs };

@@ -31,9 +31,11 @@ static er_status er_mm_shapes(er_mm_plan *pl, const er_tensor *A, const er_tenso
     pl->K = A->shape[A->ndim - 1];
     pl->N = B->shape[B->ndim - 1];
     if (B->shape[B->ndim - 2] != pl->K)
-        return er__fail(ER_ERR_SHAPE, "A is [..., %lld, %lld] and B is [..., %lld, %lld]: A's columns (%lld) must equal B's rows (%lld)",
-                        (long long)pl->M, (long long)pl->K, (long long)B->shape[B->ndim - 2], (long long)pl->N,
-                        (long long)pl->K, (long long)B->shape[B->ndim - 2]);
+        return er__fail(
+            ER_ERR_SHAPE,
+            "A is [..., %lld, %lld] and B is [..., %lld, %lld]: A's columns (%lld) must equal B's rows (%lld)",
+            (long long)pl->M, (long long)pl->K, (long long)B->shape[B->ndim - 2], (long long)pl->N, (long long)pl->K,
+            (long long)B->shape[B->ndim - 2]);
     int ba = A->ndim - 2, bb = B->ndim - 2;
     pl->nb = ba > bb ? ba : bb;
     pl->nbatch = 1;
@@ -50,7 +52,8 @@ static er_status er_mm_shapes(er_mm_plan *pl, const er_tensor *A, const er_tenso
     int64_t n;
     if (!er__mul_ok(pl->nbatch, pl->M, &n) || !er__mul_ok(n, pl->N, &n))
         return er__fail(ER_ERR_SIZE, "the output has more elements than an int64 can count");
-    if (pl->nb + 2 > ER_MAX_DIMS) return er__fail(ER_ERR_SIZE, "the output would have more than %d dimensions", ER_MAX_DIMS);
+    if (pl->nb + 2 > ER_MAX_DIMS)
+        return er__fail(ER_ERR_SIZE, "the output would have more than %d dimensions", ER_MAX_DIMS);
     if (pl->K > (INT64_C(1) << 52))
         return er__fail(ER_ERR_SIZE, "reduction length K = %lld exceeds 2^52", (long long)pl->K);
     pl->a_batches = 1;
@@ -73,7 +76,9 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
                             int64_t batches, int64_t R, int64_t K, int conv) {
     const er_fmt_info *tf = er__fmt(ER_TF32);
     int convert = er__operand_format(t->format, conv) != t->format;
-    er_round cmode = conv == ER_TF32_RNA ? ER_ROUND_NEAREST_AWAY : conv == ER_TF32_RNE ? ER_ROUND_NEAREST : ER_ROUND_ZERO;
+    er_round cmode = conv == ER_TF32_RNA   ? ER_ROUND_NEAREST_AWAY
+                     : conv == ER_TF32_RNE ? ER_ROUND_NEAREST
+                                           : ER_ROUND_ZERO;
     int64_t total;
     if (!er__mul_ok(batches, R, &total) || !er__mul_ok(total, K, &total) || total > (INT64_C(1) << 40))
         return er__fail(ER_ERR_NOMEM, "an operand of %lld x %lld x %lld elements is too large", (long long)batches,
@@ -109,7 +114,8 @@ static er_status er_densify(er_dense *d, const er_tensor *t, int64_t rows_dim, i
             int64_t off = base + r * t->strides[rows_dim];
             uint8_t sp = 0;
             for (int64_t k = 0; k < K; k++, off += t->strides[k_dim]) {
-                double x = !lut ? er__load(t, off) : lut[er__load_bits(t, off)]; /* memcpy loads: data may be unaligned */
+                double x =
+                    !lut ? er__load(t, off) : lut[er__load_bits(t, off)]; /* memcpy loads: data may be unaligned */
                 if (convert) x = er__round_double(tf, x, cmode, ER_OVERFLOW_IEEE);
                 row[k] = x;
                 if (!isfinite(x)) { sp = 1; continue; }
@@ -171,7 +177,8 @@ static void *er_walk_run(void *arg) {
             cur_bi = bi;
         }
         const double *arow = w->da->v + (ia * pl->M + i) * pl->K, *bcol = w->db->v + (ib * pl->N + j) * pl->K;
-        w->st = w->fn(w->ctx, w->env, idx, arow, bcol, pl->K, w->da->special[ia * pl->M + i] | w->db->special[ib * pl->N + j]);
+        w->st = w->fn(w->ctx, w->env, idx, arow, bcol, pl->K,
+                      w->da->special[ia * pl->M + i] | w->db->special[ib * pl->N + j]);
     }
     return NULL;
 }
@@ -189,11 +196,13 @@ void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *da, const e
         env->top = (int64_t)da->emax + db->emax + 2 + er_bitlen(er__dot(r)->plan.K) + 1;
     }
     env->ipath = er__dot_ipath(er__fmt(er__operand_format(A->format, conv)),
-                               er__dot(r)->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)), er__dot(r)->plan.K, &env->qa, &env->qb);
+                               er__dot(r)->b_is_one ? er__fmt_one() : er__fmt(er__operand_format(B->format, conv)),
+                               er__dot(r)->plan.K, &env->qa, &env->qb);
     /* the same 128-bit path when the data (not only the format) allows it: every value an integer times 2^qmin below
      * 2^40, so products are below 2^80 and K <= 2^47 of them sum exactly (bf16 and fp32 data of narrow range) */
-    if (!env->ipath && !env->wide && !er__dot(r)->b_is_one && da->any_nonzero && db->any_nonzero && er__dot(r)->plan.K <= (INT64_C(1) << 47) &&
-        (int64_t)da->emax + 1 - da->qmin <= 40 && (int64_t)db->emax + 1 - db->qmin <= 40) {
+    if (!env->ipath && !env->wide && !er__dot(r)->b_is_one && da->any_nonzero && db->any_nonzero &&
+        er__dot(r)->plan.K <= (INT64_C(1) << 47) && (int64_t)da->emax + 1 - da->qmin <= 40 &&
+        (int64_t)db->emax + 1 - db->qmin <= 40) {
         env->ipath = 1;
         env->qa = da->qmin;
         env->qb = db->qmin;
@@ -213,7 +222,8 @@ er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *c
     if (nthreads < 1) nthreads = 1;
     if (nthreads > n) nthreads = n > 0 ? (int)n : 1;
     er_walk w[ER_MAX_THREADS];
-    for (int t = 0; t < nthreads; t++) w[t] = (er_walk){r, &da, &db, &env, fn, ctxs[t], n * t / nthreads, n * (t + 1) / nthreads, ER_OK};
+    for (int t = 0; t < nthreads; t++)
+        w[t] = (er_walk){ r, &da, &db, &env, fn, ctxs[t], n * t / nthreads, n * (t + 1) / nthreads, ER_OK };
     er__run_jobs(w, sizeof w[0], nthreads, er_walk_run);
     for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
     er_dense_free(&da);
@@ -262,8 +272,10 @@ er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t block, int 
                                   int nthreads) {
     const er_mm_plan *pl = &er__dot(r)->plan;
     er_dense da, db;
-    ER_RETURN_IF_ERROR(er_densify(&da, &er__dot(r)->A, er__dot(r)->A.ndim - 2, er__dot(r)->A.ndim - 1, pl->a_batches, pl->M, pl->K, conv));
-    er_status st = er_densify(&db, &er__dot(r)->B, er__dot(r)->B.ndim - 1, er__dot(r)->B.ndim - 2, pl->b_batches, pl->N, pl->K, conv);
+    ER_RETURN_IF_ERROR(er_densify(&da, &er__dot(r)->A, er__dot(r)->A.ndim - 2, er__dot(r)->A.ndim - 1, pl->a_batches,
+                                  pl->M, pl->K, conv));
+    er_status st = er_densify(&db, &er__dot(r)->B, er__dot(r)->B.ndim - 1, er__dot(r)->B.ndim - 2, pl->b_batches, pl->N,
+                              pl->K, conv);
     if (st != ER_OK) { er_dense_free(&da); return st; }
     int64_t na = pl->a_batches * pl->M * pl->K;
     float *af = malloc(sizeof(float) * (size_t)(na ? na : 1));
@@ -276,7 +288,9 @@ er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t block, int 
     if (st == ER_OK) {
         er_tile_walk w[ER_MAX_THREADS];
         for (int t = 0; t < nthreads; t++)
-            w[t] = (er_tile_walk){r, af, &db, block, outer, fn, ctxs[t], units * t / nthreads, units * (t + 1) / nthreads, ER_OK};
+            w[t] = (er_tile_walk){
+                r, af, &db, block, outer, fn, ctxs[t], units * t / nthreads, units * (t + 1) / nthreads, ER_OK
+            };
         er__run_jobs(w, sizeof w[0], nthreads, er_tile_run);
         for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
     }
@@ -321,7 +335,8 @@ er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B,
     if (!isfinite(scale_a) || !isfinite(scale_b))
         return er__fail(ER_ERR_INVALID, "the scales must be finite (got %g and %g)", scale_a, scale_b);
     if ((double)(float)scale_a != scale_a || (double)(float)scale_b != scale_b)
-        return er__fail(ER_ERR_INVALID, "the scales are per-tensor fp32 values: %.17g or %.17g is not a value of fp32", scale_a, scale_b);
+        return er__fail(ER_ERR_INVALID, "the scales are per-tensor fp32 values: %.17g or %.17g is not a value of fp32",
+                        scale_a, scale_b);
     er_ref *r;
     ER_RETURN_IF_ERROR(er_matmul(&r, A, B));
     er__dot(r)->scaled = 1;
@@ -342,7 +357,8 @@ er_status er__matmul_elem_summary(const er_ref *r, int64_t idx, er_dotsum *sm) {
         double *v = pass ? b : a;
         int emn = INT32_MAX, emx = INT32_MIN, lsb = INT32_MAX, nz = 0;
         for (int64_t k = 0; k < K; k++) {
-            double x = pass ? er__load(B, offb + k * B->strides[B->ndim - 2]) : er__load(A, offa + k * A->strides[A->ndim - 1]);
+            double x = pass ? er__load(B, offb + k * B->strides[B->ndim - 2])
+                            : er__load(A, offa + k * A->strides[A->ndim - 1]);
             v[k] = x;
             if (!isfinite(x)) { special = 1; continue; }
             if (x == 0) continue;
@@ -384,7 +400,8 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
         return er__fail(ER_ERR_NOMEM, "an output of %lld elements is too large for one reference", (long long)n);
     /* the peak of a build: 32 bytes per output element (the summaries; the fast path's GEMM output and kept floats
      * are less) and the operands decoded, 12 bytes per input element at most */
-    double inputs = (double)pl.a_batches * (double)pl.M * (double)pl.K + (double)pl.b_batches * (double)pl.K * (double)pl.N;
+    double inputs =
+        (double)pl.a_batches * (double)pl.M * (double)pl.K + (double)pl.b_batches * (double)pl.K * (double)pl.N;
     if (fast >= 0) ER_RETURN_IF_ERROR(er__mem_check(32.0 * (double)n + 12.0 * inputs, "the matmul reference"));
     er_ref *r;
     ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__matmul_module));
@@ -409,9 +426,13 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
     return ER_OK;
 }
 
-er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) { return er_matmul_make(out, A, B, 0); }
+er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) {
+    return er_matmul_make(out, A, B, 0);
+}
 
-er_status er__matmul_shape_ref(er_ref **out, const er_tensor *A, const er_tensor *B) { return er_matmul_make(out, A, B, -1); }
+er_status er__matmul_shape_ref(er_ref **out, const er_tensor *A, const er_tensor *B) {
+    return er_matmul_make(out, A, B, -1);
+}
 
 er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
     int64_t n = r->n;
@@ -444,7 +465,10 @@ void er__dot_destroy(er_ref *r) {
 void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t *offb_out) {
     const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     const er_mm_plan *pl = &er__dot(r)->plan;
-    if (pl->K == 0) { *offa_out = *offb_out = 0; return; } /* no product: nothing read, and empty operands' strides unchecked */
+    if (pl->K == 0) {
+        *offa_out = *offb_out = 0;
+        return;
+    } /* no product: nothing read, and empty operands' strides unchecked */
     int64_t M = pl->M, N = pl->N;
     int64_t j = idx % N, i = (idx / N) % M, bi = idx / (M * N);
     int nb = pl->nb, nbd_a = A->ndim - 2, nbd_b = B->ndim - 2;
@@ -470,7 +494,11 @@ er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     er__matmul_offsets(r, idx, &offa, &offb);
     mpfr_t *terms = malloc((size_t)(K ? K : 1) * sizeof *terms);
     mpfr_ptr *ptrs = malloc((size_t)(K ? K : 1) * sizeof *ptrs);
-    if (!terms || !ptrs) { free(terms); free(ptrs); return er__fail(ER_ERR_NOMEM, "cannot allocate %lld terms", (long long)K); }
+    if (!terms || !ptrs) {
+        free(terms);
+        free(ptrs);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate %lld terms", (long long)K);
+    }
     mpfr_exp_t emax = MPFR_EMIN_MIN, emin = MPFR_EMAX_MAX;
     int nan = 0, pinf = 0, ninf = 0;
     for (int64_t k = 0; k < K; k++) {

@@ -9,8 +9,8 @@
 
 /* The output set from a compute-format set v through the output conversion (O, ov), with the exact result; with
  * any = 1 (an any-order set) the correctly rounded exact result joins it. */
-ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact,
-                                double rounded);
+ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v,
+                                double exact, double rounded);
 /* The options of the standard beyond the order and the formats that only some ops take, for a module's `takes`:
  * er__standard_takes refuses every one set in the standard that the reference's module does not take
  * (ER_ERR_STANDARD or ER_ERR_UNSUPPORTED), the message naming the ops of the table that take it. */
@@ -48,8 +48,8 @@ ER_INTERNAL er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid,
 /* The modules of the table (er__modules, src/ops/modules.c); a module is named here only where another module's code
  * asks which op a reference is. */
 extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__matmul_module, er__sum_module,
-    er__mean_module, er__max_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module, er__layernorm_module,
-    er__attention_module;
+    er__mean_module, er__max_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module,
+    er__layernorm_module, er__attention_module;
 /* The table itself, ending in NULL. */
 extern const er_op_module *const er__modules[];
 

@@ -42,7 +42,8 @@ typedef struct er_sink {
 /* The special values of set c as er_ref_enclosure's flags give them (ER_ENCLOSURE_*; NaN required: NaN alone). */
 static inline uint8_t er__cset_flags(const er_cset *c) {
     return (uint8_t)((c->nan_ok || c->nan_req ? ER_ENCLOSURE_NAN : 0) | (c->nan_req ? ER_ENCLOSURE_NAN_ONLY : 0) |
-                     (c->pinf_ok && !c->nan_req ? ER_ENCLOSURE_PINF : 0) | (c->ninf_ok && !c->nan_req ? ER_ENCLOSURE_NINF : 0));
+                     (c->pinf_ok && !c->nan_req ? ER_ENCLOSURE_PINF : 0) |
+                     (c->ninf_ok && !c->nan_req ? ER_ENCLOSURE_NINF : 0));
 }
 
 /* Element idx's set (row-major index in the output); the engine reads the output there. The elements of one sink
@@ -136,7 +137,8 @@ ER_INTERNAL const er_op_module *er__module_of(const er_ref *ref);
 ER_INTERNAL er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref *ref, const er_tensor *out,
                                         const er_standard *std, void *arg);
 
-/* The engine's services to the calls built on it (src/covers/). A report after its call: refused (zeroed, failing, with the status and the last error's message) when st is an
+/* The engine's services to the calls built on it (src/covers/). A report after its call: refused (zeroed, failing,
+ * with the status and the last error's message) when st is an
  * error, else marked filled. Every public call that fills a report ends with it (report.c). */
 ER_INTERNAL void er__report_finish(er_report *rep, er_status st);
 /* The guard of a report whose classes array the library allocated (er_report_clear frees only such arrays). */

@@ -84,7 +84,8 @@ static void er_map_inf(er_cset *c, const er_fmt_info *O, er_overflow ov, double 
     if (r > c->hi) c->hi = r;
 }
 
-void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact, double rounded) {
+void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, const er_cval *v, double exact,
+                    double rounded) {
     memset(c, 0, sizeof *c);
     c->lo = INFINITY;
     c->hi = -INFINITY;
@@ -134,22 +135,25 @@ static int er_set_mean(const er_standard *s) { return s->mean != 0; }
 static int er_set_attn(const er_standard *s) { return s->kv_block != 0 || s->p_sum != 0 || s->qk_scale != 0; }
 
 static const er_takes_rule er_takes_rules[] = {
-    {ER_TAKES_MMA, ER_ERR_STANDARD, er_set_mma, "mma standards model tensor-core products; they apply to %s, not to %s"},
-    {ER_TAKES_TF32, ER_ERR_STANDARD, er_set_tf32, "compute=tf32 converts operands of products; it applies to %s, not to %s"},
-    {ER_TAKES_RSQRT, ER_ERR_STANDARD, er_set_rsqrt, "rsqrt_ulps= applies to %s, not to %s"},
-    {ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_variance, "variance= applies to %s, not to %s"},
-    {ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_combine, "combine_depth= bounds a Welford tree (%s), not %s"},
-    {ER_TAKES_EXP, ER_ERR_STANDARD, er_set_exp, "exp_ulps= applies to %s, not to %s"},
-    {ER_TAKES_LOG, ER_ERR_STANDARD, er_set_log, "log_ulps= applies to %s, not to %s"},
-    {ER_TAKES_DIV, ER_ERR_STANDARD, er_set_div, "div= applies to %s, not to %s"},
-    {ER_TAKES_FAST, ER_ERR_STANDARD, er_set_fast, "exp_ulps=fast and math=fast apply to %s, not to %s"},
-    {ER_TAKES_TRITON, ER_ERR_STANDARD, er_set_triton, "math=triton applies to %s, not to %s"},
-    {ER_TAKES_FLUSH, ER_ERR_UNSUPPORTED, er_set_flush, "subnormals=flush is modelled for %s in this version, not for %s"},
-    {ER_TAKES_DIV_ULPS, ER_ERR_STANDARD, er_set_div_ulps, "div_ulps= applies to %s, not to %s"},
-    {ER_TAKES_ONLINE, ER_ERR_STANDARD, er_set_online, "max= and online= apply to %s, not to %s"},
-    {ER_TAKES_DEPTH, ER_ERR_STANDARD, er_set_depth, "depth= bounds additions; it applies to %s, not to %s"},
-    {ER_TAKES_MEAN, ER_ERR_STANDARD, er_set_mean, "mean= applies to %s, not to %s"},
-    {ER_TAKES_ATTN, ER_ERR_STANDARD, er_set_attn, "kv_block=, p_sum= and qk_scale= apply to %s, not to %s"},
+    { ER_TAKES_MMA, ER_ERR_STANDARD, er_set_mma,
+      "mma standards model tensor-core products; they apply to %s, not to %s" },
+    { ER_TAKES_TF32, ER_ERR_STANDARD, er_set_tf32,
+      "compute=tf32 converts operands of products; it applies to %s, not to %s" },
+    { ER_TAKES_RSQRT, ER_ERR_STANDARD, er_set_rsqrt, "rsqrt_ulps= applies to %s, not to %s" },
+    { ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_variance, "variance= applies to %s, not to %s" },
+    { ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_combine, "combine_depth= bounds a Welford tree (%s), not %s" },
+    { ER_TAKES_EXP, ER_ERR_STANDARD, er_set_exp, "exp_ulps= applies to %s, not to %s" },
+    { ER_TAKES_LOG, ER_ERR_STANDARD, er_set_log, "log_ulps= applies to %s, not to %s" },
+    { ER_TAKES_DIV, ER_ERR_STANDARD, er_set_div, "div= applies to %s, not to %s" },
+    { ER_TAKES_FAST, ER_ERR_STANDARD, er_set_fast, "exp_ulps=fast and math=fast apply to %s, not to %s" },
+    { ER_TAKES_TRITON, ER_ERR_STANDARD, er_set_triton, "math=triton applies to %s, not to %s" },
+    { ER_TAKES_FLUSH, ER_ERR_UNSUPPORTED, er_set_flush,
+      "subnormals=flush is modelled for %s in this version, not for %s" },
+    { ER_TAKES_DIV_ULPS, ER_ERR_STANDARD, er_set_div_ulps, "div_ulps= applies to %s, not to %s" },
+    { ER_TAKES_ONLINE, ER_ERR_STANDARD, er_set_online, "max= and online= apply to %s, not to %s" },
+    { ER_TAKES_DEPTH, ER_ERR_STANDARD, er_set_depth, "depth= bounds additions; it applies to %s, not to %s" },
+    { ER_TAKES_MEAN, ER_ERR_STANDARD, er_set_mean, "mean= applies to %s, not to %s" },
+    { ER_TAKES_ATTN, ER_ERR_STANDARD, er_set_attn, "kv_block=, p_sum= and qk_scale= apply to %s, not to %s" },
 };
 
 /* The names of the table's ops whose modules take bit, as "a, b and c", into buf. */
@@ -223,8 +227,8 @@ er_status er__out_shape_fits(const er_ref *ref, int o, const er_tensor *out, int
     for (int i = 0; same && i < od; i++) same = out->shape[i] == shape[i];
     if (same) return ER_OK;
     char a[200], b[200];
-    return er__fail(ER_ERR_OUTPUT, "%s's %s must have shape %s (trailing size-1 dimensions allowed); got %s", er__op_name(ref),
-                    er_ref_output_name(ref, o), er_shape_text(b, sizeof b, nd, shape),
+    return er__fail(ER_ERR_OUTPUT, "%s's %s must have shape %s (trailing size-1 dimensions allowed); got %s",
+                    er__op_name(ref), er_ref_output_name(ref, o), er_shape_text(b, sizeof b, nd, shape),
                     er_shape_text(a, sizeof a, out->ndim, out->shape));
 }
 
@@ -237,7 +241,8 @@ er_status er__out_shape_same(const er_ref *ref, int o, const er_tensor *out, int
     for (int i = 0; same && i < ref->ndim; i++) same = out->shape[i] == ref->shape[i];
     if (same) return ER_OK;
     char a[200], b[200];
-    return er__fail(ER_ERR_OUTPUT, "the output has shape %s but the %s produces %s", er_shape_text(a, sizeof a, out->ndim, out->shape),
-                    er__op_name(ref), er_shape_text(b, sizeof b, ref->ndim, ref->shape));
+    return er__fail(ER_ERR_OUTPUT, "the output has shape %s but the %s produces %s",
+                    er_shape_text(a, sizeof a, out->ndim, out->shape), er__op_name(ref),
+                    er_shape_text(b, sizeof b, ref->ndim, ref->shape));
 }
 

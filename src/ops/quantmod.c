@@ -38,15 +38,18 @@ static int er_q_inputs(const er_ref *r, const er_tensor **views, const char **na
 static er_status er_q_args(er_format q, er_granularity granularity, int64_t block, er_scale_recipe recipe) {
     if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
         return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
-    if ((unsigned)granularity > ER_GRAN_BLOCK) return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
-    if (granularity == ER_GRAN_BLOCK && block < 1) return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
-    if ((unsigned)recipe > ER_RECIPE_INV) return er__fail(ER_ERR_INVALID, "recipe %d: expected amax, pow2 or inv", (int)recipe);
+    if ((unsigned)granularity > ER_GRAN_BLOCK)
+        return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
+    if (granularity == ER_GRAN_BLOCK && block < 1)
+        return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
+    if ((unsigned)recipe > ER_RECIPE_INV)
+        return er__fail(ER_ERR_INVALID, "recipe %d: expected amax, pow2 or inv", (int)recipe);
     return ER_OK;
 }
 
 /* A quantize reference of the given output shape: its groups. */
-static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_format q, er_granularity granularity, int64_t block,
-                           er_scale_recipe recipe, er_ref **made) {
+static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_format q, er_granularity granularity,
+                           int64_t block, er_scale_recipe recipe, er_ref **made) {
     er_ref *r;
     ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__quantize_module));
     r->ndim = ndim;
@@ -63,7 +66,8 @@ static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_form
             free(r);
             return er__fail(ER_ERR_SIZE, "x's leading dimensions hold more rows than an int64 counts");
         }
-    er__quant(r)->gpr = granularity == ER_GRAN_BLOCK ? (er__quant(r)->cols ? (er__quant(r)->cols - 1) / block + 1 : 0) : 1; /* ceil without overflow */
+    er__quant(r)->gpr = granularity == ER_GRAN_BLOCK ? (er__quant(r)->cols ? (er__quant(r)->cols - 1) / block + 1 : 0)
+                                                     : 1; /* ceil without overflow */
     er__quant(r)->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * er__quant(r)->gpr;
     *out = *made = r;
     return ER_OK;
@@ -88,8 +92,10 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(base, "base");
     if (er_ref_num_outputs(base) != 1 || !er__module_of(base)->exact)
-        return er__fail(ER_ERR_UNSUPPORTED, "quantize takes a reference of one output with exact values (a matmul, a reduction, "
-                        "a tensor, a chain), not %s, in this version", er__op_name(base));
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "quantize takes a reference of one output with exact values (a matmul, a reduction, "
+                        "a tensor, a chain), not %s, in this version",
+                        er__op_name(base));
     ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
     int nd;
     int64_t shape[ER_MAX_DIMS];
@@ -115,7 +121,8 @@ static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, 
 }
 
 static er_status er_q_check(const er_ref *ref, const er_standard *std) {
-    const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute), *Q = er__fmt(er__quant(ref)->qfmt);
+    const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute),
+                      *Q = er__fmt(er__quant(ref)->qfmt);
     if (er__quant(ref)->base) {
         /* a reference's output: its standard is the base's (div_ulps the scale's), the compute format the kernel's
          * accumulator's */
@@ -128,13 +135,17 @@ static er_status er_q_check(const er_ref *ref, const er_standard *std) {
     }
     const er_fmt_info *X = er__fmt(er__quant(ref)->A.format);
     if (std->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_STANDARD, "quantize sums nothing: give any_order (its options set the scale's division)");
+        return er__fail(ER_ERR_STANDARD,
+                        "quantize sums nothing: give any_order (its options set the scale's division)");
     if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD, "quantize takes rounding=nearest and compute fp64, fp32, fp16 or bf16");
     if (X->p > E->p || X->min_sub < E->min_sub || X->max > E->max)
-        return er__fail(ER_ERR_STANDARD, "quantize of %s inputs needs a compute format holding them (compute=%s does not)", X->name, E->name);
+        return er__fail(ER_ERR_STANDARD,
+                        "quantize of %s inputs needs a compute format holding them (compute=%s does not)", X->name,
+                        E->name);
     if (Q->p >= E->p)
-        return er__fail(ER_ERR_STANDARD, "quantize to %s needs a wider compute format than compute=%s", Q->name, E->name);
+        return er__fail(ER_ERR_STANDARD, "quantize to %s needs a wider compute format than compute=%s", Q->name,
+                        E->name);
     return er__standard_takes(ref, std);
 }
 
@@ -144,7 +155,9 @@ static int64_t er_q_group(const er_ref *r, int64_t idx) {
     return (idx / er__quant(r)->cols) * er__quant(r)->gpr + (idx % er__quant(r)->cols) / er__quant(r)->block;
 }
 
-static double er_q_x(const er_ref *r, int64_t idx) { return er__load(&er__quant(r)->A, er__offset(&er__quant(r)->A, idx)); }
+static double er_q_x(const er_ref *r, int64_t idx) {
+    return er__load(&er__quant(r)->A, er__offset(&er__quant(r)->A, idx));
+}
 
 /* Adds the value w (finite, an infinity or NaN) to v. */
 static void er_q_put(er_cval *v, double w) {
@@ -194,7 +207,8 @@ typedef struct er_q_group_info {
 /* The scale's set for amax in [alo, ahi] (finite, 0 <= alo <= ahi; quantize.md, Lemma Q1): within U ulps of qmax / a
  * (Lemma U1 over the quotients, decreasing in a), or the powers of two at or below those values; amax 0 or not
  * finite: 1 (Transformer Engine keeps its scale, 1 at first) or the plain quotient (qmax / 0 = inf, qmax / inf = 0). */
-static void er_q_scale_range(er_cval *sv, const er_fmt_info *E, double U, double qmax, int pow2, double alo, double ahi) {
+static void er_q_scale_range(er_cval *sv, const er_fmt_info *E, double U, double qmax, int pow2, double alo,
+                             double ahi) {
     if (alo == 0) { er_q_put(sv, 1.0); er_q_put(sv, INFINITY); }
     if (ahi == 0) return;
     double qa = nextafter(qmax / ahi, 0.0), qb = alo > 0 ? nextafter(qmax / alo, INFINITY) : INFINITY, lo, hi;
@@ -225,7 +239,8 @@ static void er_q_scale_inv_range(er_cval *sv, const er_fmt_info *E, double U, do
 }
 
 /* The scale's set for amax's set av under the recipe. */
-static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, er_scale_recipe recipe, const er_cval *av, er_cval *sv) {
+static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, er_scale_recipe recipe, const er_cval *av,
+                           er_cval *sv) {
     er_q_empty(sv);
     int inv = recipe == ER_RECIPE_INV;
     if (av->lo <= av->hi) {
@@ -255,12 +270,16 @@ static void er_q_put_rounded(er_cval *v, const er_fmt_info *Q, double p) {
 
 /* q's values for x and a scale s: RN_Q(RN_E(x s)), or (the inverse recipe, inv = 1) RN_Q of x / s within U ulps
  * (quantize.md, Lemma Q4: both ends of that division; a division of 0, by 0 or by an infinity as IEEE 754 has it). */
-static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info *Q, double x, double s, int inv, double U) {
+static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info *Q, double x, double s, int inv,
+                            double U) {
     if (!inv) { er_q_put_rounded(v, Q, er__round_prod(E, x, s, 1, ER_ROUND_NEAREST)); return; }
     if (x == 0 || s == 0 || isinf(s) || isinf(x) || isnan(s)) { er_q_put_rounded(v, Q, x / s); return; }
     double d = x / s, lo, hi;
     er__approx_ends(E, U, nextafter(d, -INFINITY), nextafter(d, INFINITY), &lo, &hi);
-    if (d > -E->min_normal && d < E->min_normal) { lo = fmin(lo, 0.0); hi = fmax(hi, 0.0); } /* a subnormal quotient may be flushed */
+    if (d > -E->min_normal && d < E->min_normal) {
+        lo = fmin(lo, 0.0);
+        hi = fmax(hi, 0.0);
+    } /* a subnormal quotient may be flushed */
     er_q_put_rounded(v, Q, lo);
     er_q_put_rounded(v, Q, hi);
 }
@@ -269,8 +288,8 @@ static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info 
  * its set, else every scale of the set. RN_Q(RN_E(x s)) is monotone in x for a fixed s >= 0 and in s for a fixed
  * x: over a box (x's interval cut at 0, the scales' finite part) its extremes are at corners; the special values of
  * either join. */
-static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_cval *xv, const er_q_group_info *gi, int inv, double U,
-                           er_cval *v) {
+static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_cval *xv, const er_q_group_info *gi,
+                           int inv, double U, er_cval *v) {
     er_q_empty(v);
     if (xv->nan_req) { v->nan = v->nan_req = 1; return; }
     if (xv->nan) v->nan = 1;
@@ -301,8 +320,8 @@ static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_
 /* q's exact result S qmax / amax (S where amax is 0 or not finite, scale 1), to double and correctly rounded, for S
  * in [sl, sh] (the exact value's bracket; a point for a tensor) and amax in [al, ah]: where the quotient's bracket
  * rounds to one value that is the rounding; else MPFR from the exact values (mp, the element's exact S; amp amax). */
-static int er_q_exact_bracket(const er_fmt_info *O, er_overflow ov, double sl, double sh, double qmax, double al, double ah,
-                              double *exact, double *rounded) {
+static int er_q_exact_bracket(const er_fmt_info *O, er_overflow ov, double sl, double sh, double qmax, double al,
+                              double ah, double *exact, double *rounded) {
     if (isnan(al) || isnan(ah) || ah == 0 || isinf(ah) || !isfinite(sl) || !isfinite(sh)) {
         *exact = sl;
         *rounded = er__round_double(O, sl, ER_ROUND_NEAREST, ov);
@@ -383,8 +402,10 @@ static void *er_q_run(void *arg) {
             j->st = er_ref_exact_mpfr(S, er__quant(ref)->base, index);
             if (j->st != ER_OK) break;
             int one = mpfr_zero_p(j->amp[g]); /* amax 0: scale 1 */
-            rounded = one ? er__round_mpfr(j->sk->O, S, ER_ROUND_NEAREST, j->sk->ov) : er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
-            exact = one ? mpfr_get_d(S, MPFR_RNDN) : mpfr_get_d(S, MPFR_RNDN) * j->qmax / mpfr_get_d(j->amp[g], MPFR_RNDN);
+            rounded = one ? er__round_mpfr(j->sk->O, S, ER_ROUND_NEAREST, j->sk->ov)
+                          : er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
+            exact =
+                one ? mpfr_get_d(S, MPFR_RNDN) : mpfr_get_d(S, MPFR_RNDN) * j->qmax / mpfr_get_d(j->amp[g], MPFR_RNDN);
         }
         er_cset c;
         er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
@@ -401,7 +422,11 @@ static void *er_q_run(void *arg) {
 static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi, mpfr_t *amp) {
     int64_t n = ref->n, G = er__quant(ref)->groups;
     uint8_t *seen = calloc((size_t)(G ? G : 1), 1), *fin = calloc((size_t)(G ? G : 1), 1);
-    if (!seen || !fin) { free(seen); free(fin); return er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G); }
+    if (!seen || !fin) {
+        free(seen);
+        free(fin);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
+    }
     for (int64_t g = 0; g < G; g++) { er_q_empty(&gi[g].av); gi[g].aexact = gi[g].abl = gi[g].abh = 0; fin[g] = 1; }
     for (int64_t idx = 0; idx < n; idx++) {
         int64_t g = er_q_group(ref, idx);
@@ -457,25 +482,30 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
     int64_t G = er__quant(ref)->groups, n = ref->n;
     int nt = er__num_threads(n * 64);
     if (nt > n) nt = n > 0 ? (int)n : 1;
-    ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(er_q_group_info) * (double)G + (er__quant(ref)->base ? 25.0 * (double)n : 0.0),
-                                     "the groups' amax and scale"));
+    ER_RETURN_IF_ERROR(
+        er__mem_check((double)sizeof(er_q_group_info) * (double)G + (er__quant(ref)->base ? 25.0 * (double)n : 0.0),
+                      "the groups' amax and scale"));
     ER_RETURN_IF_ERROR(er__sinks_open(sks, nt));
     er_q_group_info *gi = calloc((size_t)(G ? G : 1), sizeof *gi);
     mpfr_t *amp = er__quant(ref)->base ? calloc((size_t)(G ? G : 1), sizeof *amp) : NULL;
     double *xl = NULL, *xh = NULL, *xm = NULL, *xbl = NULL, *xbh = NULL;
     uint8_t *xf = NULL;
-    er_status st = gi && (!er__quant(ref)->base || amp) ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
+    er_status st = gi && (!er__quant(ref)->base || amp)
+                       ? ER_OK
+                       : er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
     for (int64_t g = 0; amp && g < G; g++) { mpfr_init2(amp[g], 64); mpfr_set_zero(amp[g], 1); }
     if (st == ER_OK && er__quant(ref)->base) {
         /* the base's sets in the compute format (the kernel's accumulator) and brackets of its exact values */
         size_t m = (size_t)(n ? n : 1);
         xl = malloc(sizeof(double) * m); xh = malloc(sizeof(double) * m); xf = malloc(m);
         xm = malloc(sizeof(double) * m); xbl = malloc(sizeof(double) * m); xbh = malloc(sizeof(double) * m);
-        if (!xl || !xh || !xf || !xm || !xbl || !xbh) st = er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
+        if (!xl || !xh || !xf || !xm || !xbl || !xbh)
+            st = er__fail(ER_ERR_NOMEM, "cannot allocate the base sets of %lld elements", (long long)n);
         er_standard bs = *std; /* div_ulps is the scale's */
         bs.div_ulps = 0;
         if (st == ER_OK) st = er_ref_enclosure(er__quant(ref)->base, 0, &bs, E->id, xl, xh, xf);
-        for (int64_t idx = 0; idx < n && st == ER_OK; idx++) st = er__ref_bracket(er__quant(ref)->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
+        for (int64_t idx = 0; idx < n && st == ER_OK; idx++)
+            st = er__ref_bracket(er__quant(ref)->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
     }
     er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, NULL, 0, 0, ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
@@ -501,13 +531,16 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         if (ss) {
             double rounded = q->sexact;
             if (a > 0 && isfinite(a)) {
-                if (!er__quant(ref)->base) rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov) : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
+                if (!er__quant(ref)->base)
+                    rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov)
+                                  : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
                 else {
                     mpfr_t one;
                     mpfr_init2(one, 16);
                     mpfr_set_ui(one, 1, MPFR_RNDN);
                     if (inv) mpfr_set_d(one, qmax, MPFR_RNDN); /* exact: qmax has at most 3 significant bits */
-                    rounded = inv ? er_q_exact_mpfr(ss->O, ss->ov, amp[g], 1.0, one) : er_q_exact_mpfr(ss->O, ss->ov, one, qmax, amp[g]);
+                    rounded = inv ? er_q_exact_mpfr(ss->O, ss->ov, amp[g], 1.0, one)
+                                  : er_q_exact_mpfr(ss->O, ss->ov, one, qmax, amp[g]);
                     mpfr_clear(one);
                 }
             }
@@ -537,6 +570,12 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
     return st;
 }
 
-const er_op_module er__quantize_module = {.name = "quantize", .takes = ER_TAKES_DIV_ULPS | ER_TAKES_DEPTH, .nout = 3, .out_names = er_q_names, .out_shape = er_q_out_shape,
-                                          .priv_size = sizeof(er_quant_state), .inputs = er_q_inputs,
-                                          .check = er_q_check, .covers = er_q_covers};
+const er_op_module er__quantize_module = { .name = "quantize",
+                                           .takes = ER_TAKES_DIV_ULPS | ER_TAKES_DEPTH,
+                                           .nout = 3,
+                                           .out_names = er_q_names,
+                                           .out_shape = er_q_out_shape,
+                                           .priv_size = sizeof(er_quant_state),
+                                           .inputs = er_q_inputs,
+                                           .check = er_q_check,
+                                           .covers = er_q_covers };

@@ -27,7 +27,8 @@ er_status er__check_dim(const er_tensor *x, int *dim) {
     ER_CHECK_NULL(x, "x");
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
     int nd = x->ndim;
-    if (*dim < -nd || *dim >= nd) return er__fail(ER_ERR_INVALID, "dim %d is out of range for a tensor of %d dimensions", *dim, nd);
+    if (*dim < -nd || *dim >= nd)
+        return er__fail(ER_ERR_INVALID, "dim %d is out of range for a tensor of %d dimensions", *dim, nd);
     if (*dim < 0) *dim += nd;
     return ER_OK;
 }
@@ -37,8 +38,10 @@ static er_status er_reduce(er_ref **out, const er_tensor *x, int dim, const er_o
     ER_CHECK_NULL(out, "out");
     ER_RETURN_IF_ERROR(er__check_dim(x, &dim));
     int nd = x->ndim;
-    if (nd + 1 > ER_MAX_DIMS) return er__fail(ER_ERR_SIZE, "a reduction takes at most %d dimensions (x has %d)", ER_MAX_DIMS - 1, nd);
-    if (op == &er__max_module && x->shape[dim] == 0) return er__fail(ER_ERR_SHAPE, "max over an empty dimension (%d) has no value", dim);
+    if (nd + 1 > ER_MAX_DIMS)
+        return er__fail(ER_ERR_SIZE, "a reduction takes at most %d dimensions (x has %d)", ER_MAX_DIMS - 1, nd);
+    if (op == &er__max_module && x->shape[dim] == 0)
+        return er__fail(ER_ERR_SHAPE, "max over an empty dimension (%d) has no value", dim);
     /* A: [other dims..., 1, K]; B: [K, 1] of ones */
     er_tensor A = *x, B;
     int j = 0;

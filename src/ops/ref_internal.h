@@ -98,7 +98,8 @@ static inline void er__dense_stats_add(er_dense_stats *s, double x, int prec) {
     if (e > s->emax) s->emax = e;
 }
 /* The exact engine's accumulator range and integer path for the operands' statistics (conv as for the walk). */
-ER_INTERNAL void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *sa, const er_dense_stats *sb, er_dot_env *env);
+ER_INTERNAL void er__matmul_env(const er_ref *r, int conv, const er_dense_stats *sa, const er_dense_stats *sb,
+                                er_dot_env *env);
 
 /* Visits every output element in row-major order with its two operand vectors along K (decoded, and
  * converted to tf32 when conv >= 0: ER_TF32_TRUNCATE or ER_TF32_RNA applied to operands wider than tf32).

@@ -21,7 +21,8 @@ typedef struct er_row_job {
 } er_row_job;
 
 /* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink. */
-static void er_row_put(er_sink *sk, const int64_t *idx, int64_t n, const er_cval *cv, const double *ex, const double *rd) {
+static void er_row_put(er_sink *sk, const int64_t *idx, int64_t n, const er_cval *cv, const double *ex,
+                       const double *rd) {
     for (int64_t k = 0; k < n; k++) {
         er_cset c;
         er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
@@ -33,10 +34,24 @@ static void er_row_put(er_sink *sk, const int64_t *idx, int64_t n, const er_cval
 static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
     er_row_job *j = v;
     const er_standard *sd = j->std;
-    er_softmax_plan pl = {er__fmt(sd->compute), j->sk->O, j->sk->ov, sd->exp_ulps ? sd->exp_ulps : 2.0, sd->div,
-                          j->ref->mod == &er__log_softmax_module, sd->log_ulps ? sd->log_ulps : sd->fast_math == 1 ? 3.0 : 1.0,
-                          sd->exp_fast || (sd->fast_math == 1 && sd->exp_ulps == 0), sd->div_ulps ? sd->div_ulps : sd->fast_math && !sd->div ? 2.0 : 0.0,
-                          sd->max_optional, sd->online, sd->fast_math == 2, sd->subnormals == ER_SUBNORMALS_FLUSH, sd->depth};
+    er_softmax_plan pl = { er__fmt(sd->compute),
+                           j->sk->O,
+                           j->sk->ov,
+                           sd->exp_ulps ? sd->exp_ulps : 2.0,
+                           sd->div,
+                           j->ref->mod == &er__log_softmax_module,
+                           sd->log_ulps         ? sd->log_ulps
+                           : sd->fast_math == 1 ? 3.0
+                                                : 1.0,
+                           sd->exp_fast || (sd->fast_math == 1 && sd->exp_ulps == 0),
+                           sd->div_ulps                ? sd->div_ulps
+                           : sd->fast_math && !sd->div ? 2.0
+                                                       : 0.0,
+                           sd->max_optional,
+                           sd->online,
+                           sd->fast_math == 2,
+                           sd->subnormals == ER_SUBNORMALS_FLUSH,
+                           sd->depth };
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
@@ -77,7 +92,8 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
     rc.pl.O = j->sk->O;
     rc.pl.X = X;
     rc.pl.ov_out = j->sk->ov;
-    rc.pl.eps = er__round_double(F, er__rows(ref)->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+    rc.pl.eps =
+        er__round_double(F, er__rows(ref)->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
     rc.pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
     rc.pl.rsqrt_ftz = std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
     rc.pl.depth = std->depth;
@@ -88,7 +104,8 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
     int64_t n = er__rows(ref)->K;
     rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (!rc.w) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
-    for (int64_t k = 0; k < n; k++) rc.w[k] = er__rows(ref)->has_weight ? er__load(&er__rows(ref)->B, k * er__rows(ref)->B.strides[0]) : 1.0;
+    for (int64_t k = 0; k < n; k++)
+        rc.w[k] = er__rows(ref)->has_weight ? er__load(&er__rows(ref)->B, k * er__rows(ref)->B.strides[0]) : 1.0;
     /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
     rc.env.wide = X->p > 26;
     int lsb = X->emin - X->p + 1;
@@ -120,7 +137,8 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
     ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)er__rows(ref)->K * nt, "the rows' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_row_job jobs[ER_MAX_THREADS];
-    for (int t = 0; t < nt; t++) jobs[t] = (er_row_job){ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK};
+    for (int t = 0; t < nt; t++)
+        jobs[t] = (er_row_job){ ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK };
     er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;
@@ -142,14 +160,32 @@ static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
 static const char *const er_one_out[1] = {"out"};
 
 #define ER_ROWS_TAKES (ER_TAKES_DEPTH | ER_TAKES_TRITON)
-const er_op_module er__softmax_module = {.name = "softmax", .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_DIV | ER_TAKES_FAST |
-                                                                     ER_TAKES_FLUSH | ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE, .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
-                                         .check = er_rows_check, .covers = er_rows_covers,
-    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
-const er_op_module er__log_softmax_module = {.name = "log_softmax",
-                                             .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_LOG | ER_TAKES_FAST | ER_TAKES_FLUSH, .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
-                                             .check = er_rows_check, .covers = er_rows_covers,
-    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
-const er_op_module er__rmsnorm_module = {.name = "rmsnorm", .takes = ER_ROWS_TAKES | ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE, .nout = 1, .out_names = er_one_out, .out_shape = er__out_shape_same,
-                                         .check = er_rows_check, .covers = er_rows_covers,
-    .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs};
+const er_op_module er__softmax_module = { .name = "softmax",
+                                          .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_DIV | ER_TAKES_FAST |
+                                                   ER_TAKES_FLUSH | ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE,
+                                          .nout = 1,
+                                          .out_names = er_one_out,
+                                          .out_shape = er__out_shape_same,
+                                          .check = er_rows_check,
+                                          .covers = er_rows_covers,
+                                          .priv_size = sizeof(er_rows_state),
+                                          .inputs = er__rows_inputs };
+const er_op_module er__log_softmax_module = { .name = "log_softmax",
+                                              .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_LOG | ER_TAKES_FAST |
+                                                       ER_TAKES_FLUSH,
+                                              .nout = 1,
+                                              .out_names = er_one_out,
+                                              .out_shape = er__out_shape_same,
+                                              .check = er_rows_check,
+                                              .covers = er_rows_covers,
+                                              .priv_size = sizeof(er_rows_state),
+                                              .inputs = er__rows_inputs };
+const er_op_module er__rmsnorm_module = { .name = "rmsnorm",
+                                          .takes = ER_ROWS_TAKES | ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE,
+                                          .nout = 1,
+                                          .out_names = er_one_out,
+                                          .out_shape = er__out_shape_same,
+                                          .check = er_rows_check,
+                                          .covers = er_rows_covers,
+                                          .priv_size = sizeof(er_rows_state),
+                                          .inputs = er__rows_inputs };

@@ -36,9 +36,11 @@ int er__rows_inputs(const er_ref *r, const er_tensor **views, const char **names
 er_status er__rows_standard(const er_ref *ref, const er_standard *std) {
     const er_fmt_info *X = er__fmt(er__rows(ref)->A.format), *F = er__fmt(std->compute);
     if (std->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
+        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sum in any order)",
+                        er__op_name(ref));
     if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
+        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16",
+                        er__op_name(ref));
     if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
         return er__fail(ER_ERR_STANDARD, "%s of %s inputs needs a compute format holding them (compute=%s does not)",
                         er__op_name(ref), X->name, F->name);
@@ -62,7 +64,9 @@ er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, 
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
     if (!(eps >= 0) || isinf(eps)) return er__fail(ER_ERR_INVALID, "eps must be finite and nonnegative (got %g)", eps);
     int64_t n = x->shape[x->ndim - 1];
-    if (n == 0) return er__fail(ER_ERR_SHAPE, "rmsnorm over an empty last dimension has no mean square (as layernorm refuses it)");
+    if (n == 0)
+        return er__fail(ER_ERR_SHAPE,
+                        "rmsnorm over an empty last dimension has no mean square (as layernorm refuses it)");
     if (weight) {
         ER_RETURN_IF_ERROR(er__tensor_check(weight, "weight"));
         if (weight->ndim != 1 || weight->shape[0] != n)
@@ -96,7 +100,8 @@ er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, co
         ER_RETURN_IF_ERROR(er__tensor_check(aff[a], names[a]));
         int same = aff[a]->ndim == k;
         for (int i = 0; same && i < k; i++) same = aff[a]->shape[i] == x->shape[nd - k + i];
-        if (!same) return er__fail(ER_ERR_SHAPE, "%s must have the normalised shape (x's last %d dimensions)", names[a], k);
+        if (!same)
+            return er__fail(ER_ERR_SHAPE, "%s must have the normalised shape (x's last %d dimensions)", names[a], k);
     }
     er_ref *r;
     ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__layernorm_module));
@@ -144,7 +149,10 @@ er_status er__layernorm_foreach_range(const er_ref *r, int64_t r0, int64_t r1, e
     if (!row) return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
     er_tensor tail = *x; /* the row as a tensor of the trailing dimensions */
     tail.ndim = er__rows(r)->nnorm;
-    for (int i = 0; i < er__rows(r)->nnorm; i++) { tail.shape[i] = x->shape[lead + i]; tail.strides[i] = x->strides[lead + i]; }
+    for (int i = 0; i < er__rows(r)->nnorm; i++) {
+        tail.shape[i] = x->shape[lead + i];
+        tail.strides[i] = x->strides[lead + i];
+    }
     er_status s = ER_OK;
     for (int64_t rr = r0; rr < r1 && s == ER_OK; rr++) {
         int64_t rem = rr, off = 0;
@@ -168,7 +176,11 @@ er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_
     int64_t K = x->shape[d], rows = K ? r->n / K : 0;
     double *row = malloc(sizeof(double) * (size_t)(K ? K : 1));
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)(K ? K : 1));
-    if (!row || !idx) { free(row); free(idx); return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)K); }
+    if (!row || !idx) {
+        free(row);
+        free(idx);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)K);
+    }
     /* row-major strides of the output (same shape as x), for the report's element indices */
     int64_t ostride[ER_MAX_DIMS], st = 1;
     for (int i = nd - 1; i >= 0; i--) { ostride[i] = st; st *= x->shape[i]; }

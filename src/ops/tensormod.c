@@ -47,7 +47,8 @@ static double er_tensor_value(const er_ref *ref, int64_t idx) {
 /* No reduction: only standards that say nothing of one's order apply (any_order, its options for the output). */
 static er_status er_tensor_check(const er_ref *ref, const er_standard *std) {
     if (std->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_STANDARD, "a tensor's values are exact: give any_order (its compute format is the elementwise "
+        return er__fail(ER_ERR_STANDARD,
+                        "a tensor's values are exact: give any_order (its compute format is the elementwise "
                         "stages' when it starts a chain)");
     return er__standard_takes(ref, std);
 }
@@ -125,10 +126,19 @@ static er_status er_tensor_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr o
 
 static const char *const er_tensor_names[1] = {"out"};
 
-const er_op_module er__tensor_module = {.name = "tensor", .takes = ER_TAKES_DEPTH, .nout = 1, .out_names = er_tensor_names, .out_shape = er__out_shape_same,
-                                        .priv_size = sizeof(er_tensor_state), .inputs = er_tensor_inputs,
-                                        .check = er_tensor_check, .covers = er_tensor_covers, .exact = er_tensor_exact,
-                                        .exact_mpfr = er_tensor_exact_mpfr, .bracket = er_tensor_bracket,
-                                        .cursor_open = er_tensor_cursor_open,
-                                        .cursor_inner = er_tensor_cursor_inner, .cursor_set = er_tensor_cursor_set,
-                                        .cursor_close = free};
+const er_op_module er__tensor_module = { .name = "tensor",
+                                         .takes = ER_TAKES_DEPTH,
+                                         .nout = 1,
+                                         .out_names = er_tensor_names,
+                                         .out_shape = er__out_shape_same,
+                                         .priv_size = sizeof(er_tensor_state),
+                                         .inputs = er_tensor_inputs,
+                                         .check = er_tensor_check,
+                                         .covers = er_tensor_covers,
+                                         .exact = er_tensor_exact,
+                                         .exact_mpfr = er_tensor_exact_mpfr,
+                                         .bracket = er_tensor_bracket,
+                                         .cursor_open = er_tensor_cursor_open,
+                                         .cursor_inner = er_tensor_cursor_inner,
+                                         .cursor_set = er_tensor_cursor_set,
+                                         .cursor_close = free };

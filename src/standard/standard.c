@@ -38,32 +38,47 @@ static const char *er_order_name(er_order o) {
     return "?";
 }
 
-er_status er_standard_validate(const er_standard *s) {
-    ER_CHECK_NULL(s, "standard");
+/* The fields' values: each within its enum's range, the compute format an accumulator. */
+static er_status er_validate_fields(const er_standard *s) {
     if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_TRITON)
         return er__fail(ER_ERR_STANDARD, "unknown order value %d", (int)s->order);
     const er_fmt_info *fi = er__fmt(s->compute);
     if (!fi) return er__fail(ER_ERR_STANDARD, "invalid compute format value %d", (int)s->compute);
-    if (s->compute != ER_FP32 && s->compute != ER_FP16 && s->compute != ER_BF16 && s->compute != ER_FP64 && s->compute != ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "compute=%s is not an accumulator format (use fp64, fp32, tf32, fp16 or bf16)", fi->name);
+    if (s->compute != ER_FP32 && s->compute != ER_FP16 && s->compute != ER_BF16 && s->compute != ER_FP64 &&
+        s->compute != ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "compute=%s is not an accumulator format (use fp64, fp32, tf32, fp16 or bf16)",
+                        fi->name);
     if ((int)s->fma < 0 || (int)s->fma > 2) return er__fail(ER_ERR_STANDARD, "invalid fma value %d", (int)s->fma);
-    if ((int)s->rounding < 0 || (int)s->rounding > 1) return er__fail(ER_ERR_STANDARD, "invalid rounding value %d", (int)s->rounding);
-    if ((unsigned)s->subnormals > ER_SUBNORMALS_FLUSH) return er__fail(ER_ERR_STANDARD, "invalid subnormals value %d", (int)s->subnormals);
+    if ((int)s->rounding < 0 || (int)s->rounding > 1)
+        return er__fail(ER_ERR_STANDARD, "invalid rounding value %d", (int)s->rounding);
+    if ((unsigned)s->subnormals > ER_SUBNORMALS_FLUSH)
+        return er__fail(ER_ERR_STANDARD, "invalid subnormals value %d", (int)s->subnormals);
     if ((int)s->out_overflow < 0 || (int)s->out_overflow > 3)
         return er__fail(ER_ERR_STANDARD, "invalid output overflow rule %d", (int)s->out_overflow);
     if ((int)s->inner < 0 || (int)s->inner > 1 || (int)s->outer < 0 || (int)s->outer > 1)
         return er__fail(ER_ERR_STANDARD, "invalid inner or outer order value");
-    if ((int)s->tf32 < 0 || (int)s->tf32 > ER_TF32_X3) return er__fail(ER_ERR_STANDARD, "invalid tf32 conversion value %d", (int)s->tf32);
+    if ((int)s->tf32 < 0 || (int)s->tf32 > ER_TF32_X3)
+        return er__fail(ER_ERR_STANDARD, "invalid tf32 conversion value %d", (int)s->tf32);
+    return ER_OK;
+}
+
+/* The order's parameters and the options that apply to some orders only. */
+static er_status er_validate_order(const er_standard *s) {
     int blocked = s->order == ER_ORDER_BLOCKED, split = s->order == ER_ORDER_SPLIT;
-    if (blocked && s->block < 1) return er__fail(ER_ERR_STANDARD, "blocked needs a block size of at least 1 (got %lld)", (long long)s->block);
-    if (split && s->split < 1) return er__fail(ER_ERR_STANDARD, "split needs at least 1 chunk (got %lld)", (long long)s->split);
-    if (!blocked && s->block != 0) return er__fail(ER_ERR_STANDARD, "a block size applies to blocked only, not to %s", er_order_name(s->order));
-    if (!split && s->split != 0) return er__fail(ER_ERR_STANDARD, "a split count applies to split only, not to %s", er_order_name(s->order));
+    if (blocked && s->block < 1)
+        return er__fail(ER_ERR_STANDARD, "blocked needs a block size of at least 1 (got %lld)", (long long)s->block);
+    if (split && s->split < 1)
+        return er__fail(ER_ERR_STANDARD, "split needs at least 1 chunk (got %lld)", (long long)s->split);
+    if (!blocked && s->block != 0)
+        return er__fail(ER_ERR_STANDARD, "a block size applies to blocked only, not to %s", er_order_name(s->order));
+    if (!split && s->split != 0)
+        return er__fail(ER_ERR_STANDARD, "a split count applies to split only, not to %s", er_order_name(s->order));
     int triton = s->order == ER_ORDER_TRITON;
     if (triton) {
         int64_t b = s->triton_block;
         if (b < 1 || b > (INT64_C(1) << 30) || (b & (b - 1)))
-            return er__fail(ER_ERR_STANDARD, "triton needs a block that is a power of two up to 2^30 (got %lld)", (long long)b);
+            return er__fail(ER_ERR_STANDARD, "triton needs a block that is a power of two up to 2^30 (got %lld)",
+                            (long long)b);
         if (s->warps < 1 || s->warps > 32 || (s->warps & (s->warps - 1)))
             return er__fail(ER_ERR_STANDARD, "warps=%d: expected a power of two from 1 to 32", s->warps);
         if (s->vec < 0 || s->vec > 16 || (s->vec & (s->vec - 1)) || s->vec > b)
@@ -71,76 +86,113 @@ er_status er_standard_validate(const er_standard *s) {
         if (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL)
             return er__fail(ER_ERR_STANDARD, "triton fixes its own tree: inner= and outer= do not apply");
     } else if (s->triton_block != 0 || s->warps != 0 || s->vec != 0) {
-        return er__fail(ER_ERR_STANDARD, "warps= and vec= apply to triton:BLOCK only, not to %s", er_order_name(s->order));
+        return er__fail(ER_ERR_STANDARD, "warps= and vec= apply to triton:BLOCK only, not to %s",
+                        er_order_name(s->order));
     }
     int mma = s->order == ER_ORDER_MMA;
     if (mma) {
         if (s->mma_arch != 70 && s->mma_arch != 80 && s->mma_arch != 89 && s->mma_arch != 90 && s->mma_arch != 100)
-            return er__fail(ER_ERR_STANDARD, "mma:sm%d: known architectures are sm70, sm80, sm89, sm90 and sm100", s->mma_arch);
+            return er__fail(ER_ERR_STANDARD, "mma:sm%d: known architectures are sm70, sm80, sm89, sm90 and sm100",
+                            s->mma_arch);
         if (s->compute != ER_FP32 && s->compute != ER_TF32 && s->compute != ER_FP16)
-            return er__fail(ER_ERR_STANDARD, "mma accumulates in fp32 or fp16: compute=%s does not apply (fp32, fp16, or tf32 for fp32 "
-                            "operands)", er_format_name(s->compute));
+            return er__fail(ER_ERR_STANDARD,
+                            "mma accumulates in fp32 or fp16: compute=%s does not apply (fp32, fp16, or tf32 for fp32 "
+                            "operands)",
+                            er_format_name(s->compute));
         if (s->fma != ER_FMA_EITHER || s->rounding != ER_RND_NEAREST || s->inner != ER_SUB_SEQUENTIAL)
             return er__fail(ER_ERR_STANDARD, "mma fixes its own arithmetic: fma=, rounding= and inner= do not apply");
         if (s->promote < 0) return er__fail(ER_ERR_STANDARD, "promote must be at least 1 block");
-        if (s->promote && s->outer != ER_SUB_ANY) return er__fail(ER_ERR_STANDARD, "promote= applies to mma with outer=any");
+        if (s->promote && s->outer != ER_SUB_ANY)
+            return er__fail(ER_ERR_STANDARD, "promote= applies to mma with outer=any");
     } else if (s->promote != 0) {
         return er__fail(ER_ERR_STANDARD, "promote= applies to mma only, not to %s", er_order_name(s->order));
     } else if (s->mma_arch != 0) {
         return er__fail(ER_ERR_STANDARD, "an mma architecture applies to mma only, not to %s", er_order_name(s->order));
     }
     if ((unsigned)s->init_first > 1) return er__fail(ER_ERR_STANDARD, "init_first is 0 or 1");
-    if (s->init_first && !(s->order == ER_ORDER_SEQUENTIAL || s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT))
-        return er__fail(ER_ERR_STANDARD, "init= applies to sequential, blocked and split (the sign of a zero result), not to %s",
+    if (s->init_first &&
+        !(s->order == ER_ORDER_SEQUENTIAL || s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT))
+        return er__fail(ER_ERR_STANDARD,
+                        "init= applies to sequential, blocked and split (the sign of a zero result), not to %s",
                         er_order_name(s->order));
     if (s->depth < 0) return er__fail(ER_ERR_STANDARD, "depth must be at least 1");
     if (s->kv_block < 0) return er__fail(ER_ERR_STANDARD, "kv_block must be at least 1");
     if (s->combine_depth < 0) return er__fail(ER_ERR_STANDARD, "combine_depth must be at least 1");
     if (s->combine_depth && s->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_STANDARD, "combine_depth= bounds the Welford tree of any_order, not %s", er_order_name(s->order));
+        return er__fail(ER_ERR_STANDARD, "combine_depth= bounds the Welford tree of any_order, not %s",
+                        er_order_name(s->order));
     if (s->combine_depth && s->variance == 1)
         return er__fail(ER_ERR_STANDARD, "combine_depth= bounds a Welford tree; variance=two_pass has none");
     if ((unsigned)s->p_sum > 1) return er__fail(ER_ERR_STANDARD, "p_sum is 0 (either) or 1 (fp32)");
     if ((unsigned)s->qk_scale > 1) return er__fail(ER_ERR_STANDARD, "qk_scale is 0 (fp32) or 1 (input)");
     if (s->depth && s->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_STANDARD, "depth= bounds the tree of any_order; %s fixes its own", er_order_name(s->order));
+        return er__fail(ER_ERR_STANDARD, "depth= bounds the tree of any_order; %s fixes its own",
+                        er_order_name(s->order));
     if (s->depth && s->compute == ER_TF32 && s->tf32 == ER_TF32_X3)
         return er__fail(ER_ERR_UNSUPPORTED, "depth= with compute=tf32x3 is not modelled in this version");
     if (!blocked && !split && !mma && (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL))
-        return er__fail(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only, not to %s", er_order_name(s->order));
+        return er__fail(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only, not to %s",
+                        er_order_name(s->order));
     if (s->partial != ER_FORMAT_INVALID) {
-        if (!split) return er__fail(ER_ERR_STANDARD, "partial= applies to split only, not to %s", er_order_name(s->order));
+        if (!split)
+            return er__fail(ER_ERR_STANDARD, "partial= applies to split only, not to %s", er_order_name(s->order));
         const er_fmt_info *pf = er__fmt(s->partial);
         if (!pf || s->partial == ER_TF32 || !pf->has_inf || pf->p < 8)
-            return er__fail(ER_ERR_STANDARD, "partial=%s: partials are kept in fp64, fp32, fp16 or bf16", pf ? pf->name : "?");
+            return er__fail(ER_ERR_STANDARD, "partial=%s: partials are kept in fp64, fp32, fp16 or bf16",
+                            pf ? pf->name : "?");
     }
     if (s->order == ER_ORDER_PAIRWISE && s->fma == ER_FMA_ALWAYS)
         return er__fail(ER_ERR_STANDARD, "pairwise adds finished products: fma=always does not apply");
-    if (s->compute == ER_TF32 && s->tf32 == ER_TF32_X3 && !(s->order == ER_ORDER_ANY || (s->order == ER_ORDER_MMA && s->outer == ER_SUB_ANY)))
-        return er__fail(ER_ERR_STANDARD, "compute=tf32x3 is modelled for any_order and mma outer=any (its three products in any order)");
+    if (s->compute == ER_TF32 && s->tf32 == ER_TF32_X3 &&
+        !(s->order == ER_ORDER_ANY || (s->order == ER_ORDER_MMA && s->outer == ER_SUB_ANY)))
+        return er__fail(ER_ERR_STANDARD,
+                        "compute=tf32x3 is modelled for any_order and mma outer=any (its three products in any order)");
     if (s->compute != ER_TF32 && s->tf32 != ER_TF32_TRUNCATE)
         return er__fail(ER_ERR_STANDARD, "tf32= applies to compute=tf32 only");
-    if (!(s->exp_ulps >= 0 && s->exp_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "exp_ulps must be between 0 and 1e6");
+    return ER_OK;
+}
+
+/* The elementary functions' options (softmax, the norms) and blocked's carry. */
+static er_status er_validate_functions(const er_standard *s) {
+    int blocked = s->order == ER_ORDER_BLOCKED;
+    if (!(s->exp_ulps >= 0 && s->exp_ulps <= 1e6))
+        return er__fail(ER_ERR_STANDARD, "exp_ulps must be between 0 and 1e6");
     if (s->div < 0 || s->div > 2) return er__fail(ER_ERR_STANDARD, "invalid div value %d", s->div);
-    if (!(s->log_ulps >= 0 && s->log_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "log_ulps must be between 0 and 1e6");
-    if (!(s->rsqrt_ulps >= 0 && s->rsqrt_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "rsqrt_ulps must be between 0 and 1e6");
+    if (!(s->log_ulps >= 0 && s->log_ulps <= 1e6))
+        return er__fail(ER_ERR_STANDARD, "log_ulps must be between 0 and 1e6");
+    if (!(s->rsqrt_ulps >= 0 && s->rsqrt_ulps <= 1e6))
+        return er__fail(ER_ERR_STANDARD, "rsqrt_ulps must be between 0 and 1e6");
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
-    if (!(s->div_ulps >= 0 && s->div_ulps <= 1e6)) return er__fail(ER_ERR_STANDARD, "div_ulps must be between 0 and 1e6");
-    if ((unsigned)s->exp_fast > 1 || (unsigned)s->max_optional > 1 || (unsigned)s->online > 1 || (unsigned)s->fast_math > 2)
+    if (!(s->div_ulps >= 0 && s->div_ulps <= 1e6))
+        return er__fail(ER_ERR_STANDARD, "div_ulps must be between 0 and 1e6");
+    if ((unsigned)s->exp_fast > 1 || (unsigned)s->max_optional > 1 || (unsigned)s->online > 1 ||
+        (unsigned)s->fast_math > 2)
         return er__fail(ER_ERR_STANDARD, "exp_fast, max_optional and online are 0 or 1, fast_math 0, 1 or 2");
     if (s->fast_math == 2 && s->exp_fast)
-        return er__fail(ER_ERR_STANDARD, "math=triton states its exp (ex2.approx of a rounded product): exp_ulps=fast contradicts it");
+        return er__fail(ER_ERR_STANDARD,
+                        "math=triton states its exp (ex2.approx of a rounded product): exp_ulps=fast contradicts it");
     if (s->fast_math == 2 && (s->online || s->max_optional))
         return er__fail(ER_ERR_UNSUPPORTED, "math=triton with online= or max= is not modelled in this version");
-    if (s->exp_fast && s->exp_ulps != 0) return er__fail(ER_ERR_STANDARD, "exp_ulps is either a number or fast, not both");
-    if (s->div_ulps != 0 && s->div != 0) return er__fail(ER_ERR_STANDARD, "div_ulps= bounds any division: it contradicts div=%s",
-                                                         s->div == 1 ? "divide" : "reciprocal");
+    if (s->exp_fast && s->exp_ulps != 0)
+        return er__fail(ER_ERR_STANDARD, "exp_ulps is either a number or fast, not both");
+    if (s->div_ulps != 0 && s->div != 0)
+        return er__fail(ER_ERR_STANDARD, "div_ulps= bounds any division: it contradicts div=%s",
+                        s->div == 1 ? "divide" : "reciprocal");
     if (s->variance < 0 || s->variance > 3) return er__fail(ER_ERR_STANDARD, "invalid variance value %d", s->variance);
-    if (s->carry_fused != 0 && s->carry_fused != 1) return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
-    if (s->carry_fused && !blocked) return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
+    if (s->carry_fused != 0 && s->carry_fused != 1)
+        return er__fail(ER_ERR_STANDARD, "invalid carry value %d", s->carry_fused);
+    if (s->carry_fused && !blocked)
+        return er__fail(ER_ERR_STANDARD, "carry= applies to blocked only, not to %s", er_order_name(s->order));
     if (s->carry_fused && s->outer == ER_SUB_ANY)
         return er__fail(ER_ERR_STANDARD, "carry=fused chains the blocks in order: outer=any contradicts it");
     return ER_OK;
+}
+
+er_status er_standard_validate(const er_standard *s) {
+    ER_CHECK_NULL(s, "standard");
+    ER_RETURN_IF_ERROR(er_validate_fields(s));
+    ER_RETURN_IF_ERROR(er_validate_order(s));
+    return er_validate_functions(s);
 }
 
 int er_standard_is_fixed(const er_standard *s, er_format a, er_format b) {
@@ -151,9 +203,12 @@ int er_standard_is_fixed(const er_standard *s, er_format a, er_format b) {
 int er__standard_is_fixed_info(const er_standard *s, const er_fmt_info *ia, const er_fmt_info *ib) {
     if (!s || er_standard_validate(s) != ER_OK) return 0;
     if (s->order == ER_ORDER_ANY || s->rounding != ER_RND_NEAREST) return 0;
-    if (s->compute == ER_TF32 && s->tf32 >= ER_TF32_NEAREST) return 0; /* two conversions, or three products: not fixed */
+    if (s->compute == ER_TF32 && s->tf32 >= ER_TF32_NEAREST)
+        return 0; /* two conversions, or three products: not fixed */
     if (s->order == ER_ORDER_MMA) return s->outer == ER_SUB_SEQUENTIAL;
-    if ((s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) && (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY)) return 0;
+    if ((s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT) &&
+        (s->inner == ER_SUB_ANY || s->outer == ER_SUB_ANY))
+        return 0;
     if (s->fma != ER_FMA_EITHER || s->order == ER_ORDER_PAIRWISE) return 1;
     /* fma=either is fixed when fusing changes nothing: every product is a value of the accumulator format */
     const er_fmt_info *acc = er__fmt(s->compute == ER_TF32 ? ER_FP32 : s->compute);
@@ -193,11 +248,17 @@ static const er_opt_word er_w_fma[] = {{"either", ER_FMA_EITHER}, {"never", ER_F
                                        {"no", ER_FMA_NEVER}, {"always", ER_FMA_ALWAYS}, {"true", ER_FMA_ALWAYS},
                                        {"yes", ER_FMA_ALWAYS}, {NULL, 0}};
 static const er_opt_word er_w_rounding[] = {{"nearest", ER_RND_NEAREST}, {"faithful", ER_RND_FAITHFUL}, {NULL, 0}};
-static const er_opt_word er_w_subnormals[] = {{"gradual", ER_SUBNORMALS_GRADUAL}, {"flush", ER_SUBNORMALS_FLUSH}, {NULL, 0}};
-static const er_opt_word er_w_overflow[] = {{"default", ER_OVERFLOW_DEFAULT}, {"ieee", ER_OVERFLOW_IEEE}, {"inf", ER_OVERFLOW_IEEE},
-                                            {"saturate", ER_OVERFLOW_SATURATE}, {"nan", ER_OVERFLOW_NAN}, {NULL, 0}};
-static const er_opt_word er_w_sub[] = {{"sequential", ER_SUB_SEQUENTIAL}, {"seq", ER_SUB_SEQUENTIAL}, {"any", ER_SUB_ANY},
-                                       {"any_order", ER_SUB_ANY}, {NULL, 0}};
+static const er_opt_word er_w_subnormals[] = { { "gradual", ER_SUBNORMALS_GRADUAL },
+                                               { "flush", ER_SUBNORMALS_FLUSH },
+                                               { NULL, 0 } };
+static const er_opt_word er_w_overflow[] = { { "default", ER_OVERFLOW_DEFAULT }, { "ieee", ER_OVERFLOW_IEEE },
+                                             { "inf", ER_OVERFLOW_IEEE },        { "saturate", ER_OVERFLOW_SATURATE },
+                                             { "nan", ER_OVERFLOW_NAN },         { NULL, 0 } };
+static const er_opt_word er_w_sub[] = { { "sequential", ER_SUB_SEQUENTIAL },
+                                        { "seq", ER_SUB_SEQUENTIAL },
+                                        { "any", ER_SUB_ANY },
+                                        { "any_order", ER_SUB_ANY },
+                                        { NULL, 0 } };
 static const er_opt_word er_w_max[] = {{"required", 0}, {"optional", 1}, {NULL, 0}};
 static const er_opt_word er_w_yesno[] = {{"yes", 1}, {"no", 0}, {NULL, 0}};
 static const er_opt_word er_w_init[] = {{"zero", 0}, {"first", 1}, {NULL, 0}};
@@ -208,8 +269,9 @@ static const er_opt_word er_w_division[] = {{"either", 0}, {"divide", 1}, {"reci
 /* variance=either is 3, stated: rmsnorm's default (0) is the sum of squares alone */
 static const er_opt_word er_w_variance[] = {{"either", 3}, {"two_pass", 1}, {"two-pass", 1}, {"welford", 2}, {NULL, 0}};
 static const er_opt_word er_w_carry[] = {{"fused", 1}, {"separate", 0}, {NULL, 0}};
-static const er_opt_word er_w_tf32[] = {{"truncate", ER_TF32_TRUNCATE}, {"trunc", ER_TF32_TRUNCATE}, {"rna", ER_TF32_RNA},
-                                        {"rne", ER_TF32_RNE}, {"nearest", ER_TF32_NEAREST}, {NULL, 0}};
+static const er_opt_word er_w_tf32[] = { { "truncate", ER_TF32_TRUNCATE }, { "trunc", ER_TF32_TRUNCATE },
+                                         { "rna", ER_TF32_RNA },           { "rne", ER_TF32_RNE },
+                                         { "nearest", ER_TF32_NEAREST },   { NULL, 0 } };
 
 #define ER_OFF(f) offsetof(er_standard, f)
 #define ER_WORDS(n, f, w, e) {n, ER_OPT_WORDS, ER_OFF(f), 0, w, 0, e}
@@ -290,9 +352,11 @@ static const char *er_next_token(const char *p, char *buf, size_t cap, int *too_
 /* "blocked:32" -> 32; refuses anything but a positive decimal integer. */
 static er_status er_parse_count(const char *order, const char *num, int64_t *out) {
     char *end;
-    if (!*num || !isdigit((unsigned char)*num)) return er__fail(ER_ERR_STANDARD, "'%s': expected a positive integer after ':'", order);
+    if (!*num || !isdigit((unsigned char)*num))
+        return er__fail(ER_ERR_STANDARD, "'%s': expected a positive integer after ':'", order);
     long long v = strtoll(num, &end, 10);
-    if (*end || v < 1 || v > (INT64_C(1) << 40)) return er__fail(ER_ERR_STANDARD, "'%s': expected a positive integer after ':'", order);
+    if (*end || v < 1 || v > (INT64_C(1) << 40))
+        return er__fail(ER_ERR_STANDARD, "'%s': expected a positive integer after ':'", order);
     *out = v;
     return ER_OK;
 }
@@ -307,7 +371,8 @@ static er_status er_opt_set(const er_opt_def *o, const char *val, er_standard *s
         break;
     case ER_OPT_FORMAT: {
         er_format f;
-        if (er_format_from_name(&f, val) != ER_OK) return er__fail(ER_ERR_STANDARD, "%s=%s: unknown format", o->name, val);
+        if (er_format_from_name(&f, val) != ER_OK)
+            return er__fail(ER_ERR_STANDARD, "%s=%s: unknown format", o->name, val);
         memcpy(field, &f, sizeof f);
         return ER_OK;
     }
@@ -353,7 +418,8 @@ static er_status er_parse_order(const char *order, er_standard *s) {
         if (strncasecmp(a, "sm", 2) == 0) a += 2;
         char *end;
         long v = strtol(a, &end, 10);
-        if (end == a || *end || v < 0 || v > 1000) return er__fail(ER_ERR_STANDARD, "'%s': expected mma:sm70, sm80, sm89, sm90 or sm100", order);
+        if (end == a || *end || v < 0 || v > 1000)
+            return er__fail(ER_ERR_STANDARD, "'%s': expected mma:sm70, sm80, sm89, sm90 or sm100", order);
         s->order = ER_ORDER_MMA;
         s->mma_arch = (int)v;
     } else if (strncasecmp(order, "blocked:", 8) == 0) {
@@ -367,8 +433,11 @@ static er_status er_parse_order(const char *order, er_standard *s) {
         s->order = ER_ORDER_SPLIT;
         ER_RETURN_IF_ERROR(er_parse_count(order, order + 6, &s->split));
     } else
-        return er__fail(ER_ERR_STANDARD, "unknown order '%.24s' (known: any_order (alias any), sequential, blocked:B, split:S, "
-                        "pairwise, mma:smNN (NN: 70, 80, 89, 90, 100), triton:BLOCK; options may follow, as in 'mma:sm90 outer=any')", order);
+        return er__fail(ER_ERR_STANDARD,
+                        "unknown order '%.24s' (known: any_order (alias any), sequential, blocked:B, split:S, "
+                        "pairwise, mma:smNN (NN: 70, 80, 89, 90, 100), triton:BLOCK; options may follow, as in "
+                        "'mma:sm90 outer=any')",
+                        order);
     return ER_OK;
 }
 
@@ -391,8 +460,8 @@ static er_status er_parse_options(const char *p, er_standard *s) {
         while (i < ER_NOPTIONS && strcmp(key, er_options[i].name) != 0) i++;
         if (i == ER_NOPTIONS) {
             const char *near = er_nearest_option(key);
-            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'%s%s%s (every option: docs/reference/standard.md)", key,
-                            near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+            return er__fail(ER_ERR_STANDARD, "unknown option '%.24s'%s%s%s (every option: docs/reference/standard.md)",
+                            key, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
         const er_opt_def *o = &er_options[i];
         if (!er_opt_special(o, val, s, &x3)) ER_RETURN_IF_ERROR(er_opt_set(o, val, s));
@@ -420,7 +489,8 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
         memcpy(ord, order, olen);
         ord[olen] = '\0';
         int w = snprintf(opts, sizeof opts, "%s %s", rest, options ? options : "");
-        if (w < 0 || (size_t)w >= sizeof opts) return er__fail(ER_ERR_STANDARD, "the standard's options are longer than %zu bytes", sizeof opts - 1);
+        if (w < 0 || (size_t)w >= sizeof opts)
+            return er__fail(ER_ERR_STANDARD, "the standard's options are longer than %zu bytes", sizeof opts - 1);
         order = ord;
         options = opts;
     }
@@ -444,8 +514,10 @@ er_status er_depth_triton(int64_t *depth, int64_t block, int num_warps, int majo
     er__ok();
     ER_CHECK_NULL(depth, "depth");
     int lb = er_log2_exact(block), lw = er_log2_exact(num_warps);
-    if (lb < 0 || lb > 40) return er__fail(ER_ERR_INVALID, "block %lld: expected a power of two up to 2^40", (long long)block);
-    if (lw < 0 || lw > 10) return er__fail(ER_ERR_INVALID, "num_warps %d: expected a power of two up to 1024", num_warps);
+    if (lb < 0 || lb > 40)
+        return er__fail(ER_ERR_INVALID, "block %lld: expected a power of two up to 2^40", (long long)block);
+    if (lw < 0 || lw > 10)
+        return er__fail(ER_ERR_INVALID, "num_warps %d: expected a power of two up to 1024", num_warps);
     if (major < 2 || minor < 0) return er__fail(ER_ERR_INVALID, "Triton %d.%d: expected 2.0 or later", major, minor);
     int64_t r = block >> (5 + lw);
     if (r < 1) r = 1;
@@ -459,7 +531,8 @@ er_status er_depth_cub_block_reduce(int64_t *depth, int items_per_thread, int bl
     ER_CHECK_NULL(depth, "depth");
     if (items_per_thread < 1 || items_per_thread > 1 << 16)
         return er__fail(ER_ERR_INVALID, "items_per_thread %d: expected 1 to 65536", items_per_thread);
-    if (block_threads < 1 || block_threads > 1024) return er__fail(ER_ERR_INVALID, "block_threads %d: expected 1 to 1024", block_threads);
+    if (block_threads < 1 || block_threads > 1024)
+        return er__fail(ER_ERR_INVALID, "block_threads %d: expected 1 to 1024", block_threads);
     int lanes = block_threads < 32 ? block_threads : 32, levels = 0, warps = (block_threads + 31) / 32;
     while ((1 << levels) < lanes) levels++;
     *depth = (items_per_thread - 1) + levels + (warps - 1);
@@ -471,7 +544,8 @@ er_status er_depth_torch_softmax(int64_t *depth, int64_t n) {
     er__ok();
     ER_CHECK_NULL(depth, "depth");
     if (n < 1 || n > (INT64_C(1) << 31))
-        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's softmax depth is given for rows of 1 to 2^31 elements", (long long)n);
+        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's softmax depth is given for rows of 1 to 2^31 elements",
+                        (long long)n);
     if (n > 1024) {
         /* the block path (SoftMax.cu): 1024 threads, each a chain from zero, then two 5-level shfl_down trees. A
          * thread's chain: ilpReduce's at most ceil((n + 7) / 1024) elements (one before the vectors where the row
@@ -500,7 +574,8 @@ er_status er_depth_torch_layer_norm(int64_t *depth, int64_t n) {
     er__ok();
     ER_CHECK_NULL(depth, "depth");
     if (n < 1 || n > (INT64_C(1) << 31))
-        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's layer_norm depth is given for rows of 1 to 2^31 elements", (long long)n);
+        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's layer_norm depth is given for rows of 1 to 2^31 elements",
+                        (long long)n);
     /* RowwiseMomentsCUDAKernel: 512 threads' Welford chains of ceil(n / 512), then two 5-level trees */
     int64_t d = (n + 511) / 512 - 1 + 10;
     if (n % 4 == 0 && n <= (INT64_C(1) << 24)) {
@@ -517,7 +592,8 @@ er_status er_combine_depth_torch_layer_norm(int64_t *combine_depth, int64_t n) {
     er__ok();
     ER_CHECK_NULL(combine_depth, "combine_depth");
     if (n < 1 || n > (INT64_C(1) << 31))
-        return er__fail(ER_ERR_UNSUPPORTED, "n %lld: torch's layer_norm combine depth is given for rows of 1 to 2^31 elements",
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "n %lld: torch's layer_norm combine depth is given for rows of 1 to 2^31 elements",
                         (long long)n);
     /* the vectorized kernel's 5 + 2 combine levels, the rowwise kernel's 5 + 5: the larger */
     *combine_depth = 10;
@@ -528,7 +604,10 @@ static const char *er_fma_name(er_fma f) {
     return f == ER_FMA_NEVER ? "never" : f == ER_FMA_ALWAYS ? "always" : "either";
 }
 static const char *er_ov_name(er_overflow o) {
-    return o == ER_OVERFLOW_IEEE ? "ieee" : o == ER_OVERFLOW_SATURATE ? "saturate" : o == ER_OVERFLOW_NAN ? "nan" : "default";
+    return o == ER_OVERFLOW_IEEE       ? "ieee"
+           : o == ER_OVERFLOW_SATURATE ? "saturate"
+           : o == ER_OVERFLOW_NAN      ? "nan"
+                                       : "default";
 }
 
 er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t *needed) {
@@ -561,7 +640,8 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->qk_scale == 1) ER_PUT(" qk_scale=input");
     if (s->init_first) ER_PUT(" init=first");
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
-        ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential", s->outer == ER_SUB_ANY ? "any" : "sequential");
+        ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential",
+               s->outer == ER_SUB_ANY ? "any" : "sequential");
     if (s->carry_fused) ER_PUT(" carry=fused");
     if (s->mean) ER_PUT(" mean=%s", s->mean == 1 ? "divide" : "reciprocal");
     if (s->fast_math) ER_PUT(" math=%s", s->fast_math == 2 ? "triton" : "fast");

@@ -23,8 +23,10 @@ er_status er_family_parse(er_family *family, const char *name) {
     ER_CHECK_NULL(name, "name");
     for (int f = 0; f < ER_FAMILY_COUNT; f++)
         if (!strcmp(name, er_family_names[f])) { *family = (er_family)f; return ER_OK; }
-    return er__fail(ER_ERR_INVALID, "unknown family '%s': expected normal, positive, cancellation, wide, near_max, subnormal, "
-                    "ties, specials, offset, integers or masked", name);
+    return er__fail(ER_ERR_INVALID,
+                    "unknown family '%s': expected normal, positive, cancellation, wide, near_max, subnormal, "
+                    "ties, specials, offset, integers or masked",
+                    name);
 }
 
 /* splitmix64's finaliser. */

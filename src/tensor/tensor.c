@@ -39,10 +39,12 @@ er_status er__tensor_check(const er_tensor *t, const char *name) {
     int64_t numel = 1, extent = 0, bytes;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] < 0)
-            return er__fail(ER_ERR_SIZE, "%s has a negative size %lld in dimension %d", name, (long long)t->shape[i], i);
+            return er__fail(ER_ERR_SIZE, "%s has a negative size %lld in dimension %d", name, (long long)t->shape[i],
+                            i);
         if (t->strides[i] < 0)
-            return er__fail(ER_ERR_SIZE, "%s has a negative stride %lld in dimension %d (negative strides are not supported)",
-                            name, (long long)t->strides[i], i);
+            return er__fail(ER_ERR_SIZE,
+                            "%s has a negative stride %lld in dimension %d (negative strides are not supported)", name,
+                            (long long)t->strides[i], i);
         if (!er__mul_ok(numel, t->shape[i], &numel))
             return er__fail(ER_ERR_SIZE, "%s has more elements than an int64 can count", name);
     }
@@ -50,12 +52,14 @@ er_status er__tensor_check(const er_tensor *t, const char *name) {
     for (int i = 0; i < t->ndim; i++) {
         int64_t reach;
         if (!er__mul_ok(t->shape[i] - 1, t->strides[i], &reach) || !er__add_ok(extent, reach, &extent))
-            return er__fail(ER_ERR_SIZE, "%s: the strides reach beyond what an int64 can address (dimension %d)", name, i);
+            return er__fail(ER_ERR_SIZE, "%s: the strides reach beyond what an int64 can address (dimension %d)", name,
+                            i);
     }
     int64_t count;
     if (!er__add_ok(extent, 1, &count) || !er__mul_ok(count, fi->bits / 8, &bytes))
         return er__fail(ER_ERR_SIZE, "%s spans more bytes than an int64 can count", name);
-    if (!t->data) return er__fail(ER_ERR_NULL, "%s has %lld elements but its data pointer is NULL", name, (long long)numel);
+    if (!t->data)
+        return er__fail(ER_ERR_NULL, "%s has %lld elements but its data pointer is NULL", name, (long long)numel);
     return ER_OK;
 }
 
@@ -87,7 +91,8 @@ size_t er_tensor_sizeof(void) { return sizeof(er_tensor); }
 
 void er__view_bytes(const er_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     int64_t mn = 0, mx = 0;
-    for (int i = 0; i < t->ndim; i++) /* no element: no byte, whatever the strides (checked only for views with elements) */
+    for (int i = 0; i < t->ndim;
+         i++) /* no element: no byte, whatever the strides (checked only for views with elements) */
         if (t->shape[i] == 0) { *lo = *hi = (uintptr_t)t->data; return; }
     for (int i = 0; i < t->ndim; i++) {
         int64_t reach = (t->shape[i] - 1) * t->strides[i]; /* checked not to overflow by er__tensor_check */
@@ -105,7 +110,8 @@ er_status er__check_disjoint(const er_tensor *w, const char *wname, const void *
     else { a0 = (uintptr_t)p; a1 = a0 + bytes; }
     er__view_bytes(t, &b0, &b1);
     if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
-        return er__fail(ER_ERR_OUTPUT, "%s shares memory with %s, which the call reads: give it memory of its own", wname, tname);
+        return er__fail(ER_ERR_OUTPUT, "%s shares memory with %s, which the call reads: give it memory of its own",
+                        wname, tname);
     return ER_OK;
 }
 

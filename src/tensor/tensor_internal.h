@@ -19,7 +19,11 @@ static inline uint64_t er__load_bits(const er_tensor *t, int64_t off) {
 }
 
 static inline double er__load(const er_tensor *t, int64_t off) {
-    if (t->format == ER_FP32) { float f; memcpy(&f, (const char *)t->data + 4 * off, 4); return f; } /* a float is its value */
+    if (t->format == ER_FP32) {
+        float f;
+        memcpy(&f, (const char *)t->data + 4 * off, 4);
+        return f;
+    } /* a float is its value */
     if (t->format == ER_FP16) {
         uint16_t h;
         memcpy(&h, (const char *)t->data + 2 * off, 2);
@@ -56,8 +60,8 @@ static inline int64_t er__offset(const er_tensor *t, int64_t idx) {
 ER_INTERNAL void er__view_bytes(const er_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* A view that is written must not share memory with a view read in the same call: ER_ERR_OUTPUT naming both when
  * their spans overlap (`bytes`: a plain array of that many bytes at p instead of a view, when t is NULL). */
-ER_INTERNAL er_status er__check_disjoint(const er_tensor *w, const char *wname, const void *p, size_t bytes, const er_tensor *t,
-                                         const char *tname);
+ER_INTERNAL er_status er__check_disjoint(const er_tensor *w, const char *wname, const void *p, size_t bytes,
+                                         const er_tensor *t, const char *tname);
 /* A view that is written must not repeat elements (a zero stride over a dimension longer than 1). */
 ER_INTERNAL er_status er__check_distinct(const er_tensor *out);
 /* Encodes v (rounded to nearest under the overflow rule ov) into element idx (row-major) of a writable view. */
