@@ -64,21 +64,34 @@ def main():
         assert _lib.lib.er_covers(rep, sm._ptr, yview.buf, std_sm) == 0
         _lib.lib.er_report_clear(rep)
     for name, plain, with_sets, base in (
-            ("softmax", sm_c, lambda: sm.covers(y).slack, "er_covers without sets through ctypes"),
-            ("matmul_fast_path", lambda: ref.covers(out, compute="float32"), lambda: ref.covers(out, compute="float32").slack,
-             "covers() without lo, hi and slack")):
+        ("softmax", sm_c, lambda: sm.covers(y).slack, "er_covers without sets through ctypes"),
+        (
+            "matmul_fast_path",
+            lambda: ref.covers(out, compute="float32"),
+            lambda: ref.covers(out, compute="float32").slack,
+            "covers() without lo, hi and slack",
+        ),
+    ):
         plain(); with_sets()
         t0, t1 = best(plain), best(with_sets)
-        print("python_covers_slack_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: %s)" % (name, M, N, t1, t0, t1 / t0, base))
+        print(
+            "python_covers_slack_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: %s)"
+            % (name, M, N, t1, t0, t1 / t0, base)
+        )
     # at K = 1024 the sets' GEMM of |A| |B| costs what the reference's own GEMM does
     A2 = rng.uniform(-1, 1, (M, 1024)).astype(np.float16)
     B2 = rng.uniform(-1, 1, (1024, N)).astype(np.float16)
     out2 = A2.astype(np.float32) @ B2.astype(np.float32)
     ref2 = er.matmul(A2, B2)
     ref2.covers(out2, compute="float32").slack
-    t0, t1 = best(lambda: ref2.covers(out2, compute="float32")), best(lambda: ref2.covers(out2, compute="float32").slack)
-    print("python_covers_slack_matmul_fast_path_%dx%dx1024: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() without "
-          "lo, hi and slack)" % (M, N, t1, t0, t1 / t0))
+    t0, t1 = (
+        best(lambda: ref2.covers(out2, compute="float32")),
+        best(lambda: ref2.covers(out2, compute="float32").slack),
+    )
+    print(
+        "python_covers_slack_matmul_fast_path_%dx%dx1024: %.4f s vs baseline %.4f s = %.2fx  "
+        "(baseline: covers() without lo, hi and slack)" % (M, N, t1, t0, t1 / t0)
+    )
     del ref2, A2, B2, out2
     arrays = [np.empty((M, N)) for _ in range(3)]
 
@@ -87,8 +100,10 @@ def main():
         _lib.lib.er_report_clear(rep)
     mm_sets()
     t0, t1 = best(c_call), best(mm_sets)
-    print("er_covers_sets_matmul_fast_path_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: er_covers, both through "
-          "ctypes)" % (M, N, t1, t0, t1 / t0))
+    print(
+        "er_covers_sets_matmul_fast_path_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: er_covers, both through "
+        "ctypes)" % (M, N, t1, t0, t1 / t0)
+    )
 
     # a GEMM epilogue as a chain (bias, relu, fp16 store) against the matmul's covers alone, on the same output
     bias = rng.standard_normal(N).astype(np.float16)
@@ -96,8 +111,10 @@ def main():
     chain = ref.add(bias).relu().cast("float16")
     chain.covers(y16)
     t0, t1 = best(lambda: ref.covers(out, compute="float32")), best(lambda: chain.covers(y16))
-    print("python_covers_chain_bias_relu_fp16_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the matmul "
-          "alone)" % (M, N, t1, t0, t1 / t0))
+    print(
+        "python_covers_chain_bias_relu_fp16_%dx%d: %.4f s vs baseline %.4f s = %.2fx  "
+        "(baseline: covers() of the matmul alone)" % (M, N, t1, t0, t1 / t0)
+    )
 
 
 def epilogue():
@@ -111,7 +128,9 @@ def epilogue():
     acc = A.astype(np.float32) @ B.astype(np.float32)
     bias = rng.standard_normal(N).astype(np.float16)
     g = acc + bias.astype(np.float32)
-    y = (np.float32(0.5) * g * (np.float32(1) + np.tanh(np.float32(0.7978846) * (g + np.float32(0.044715) * g * g * g)))).astype(np.float16)
+    y = (
+        np.float32(0.5) * g * (np.float32(1) + np.tanh(np.float32(0.7978846) * (g + np.float32(0.044715) * g * g * g)))
+    ).astype(np.float16)
     std = dict(standard="mma:sm90", outer="any")
 
     def mm():
@@ -125,8 +144,10 @@ def epilogue():
     ref = er.matmul(A, B)
     ch = ref.add(bias).gelu(approximate="tanh").cast("float16")
     t0, t1 = best(lambda: ref.covers(acc, **std), 3), best(lambda: ch.covers(y, **std), 3)
-    print("python_covers_epilogue_gelu_tanh_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the "
-          "matmul alone, references built before)" % (M, N, K, t1, t0, t1 / t0))
+    print(
+        "python_covers_epilogue_gelu_tanh_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the "
+        "matmul alone, references built before)" % (M, N, K, t1, t0, t1 / t0)
+    )
 
 
 def elementwise():
@@ -209,8 +230,10 @@ def harness():
         _lib.lib.er_report_clear(rep)
         _lib.lib.er_ref_free(p)
     t2 = best(c_only, 300)
-    print("python_small_check_64x64x64: %.1f us vs baseline %.1f us = %.2fx  (baseline: numpy float64 matmul plus "
-          "np.allclose; er_matmul and er_covers alone through ctypes: %.1f us)" % (t1 * 1e6, t0 * 1e6, t1 / t0, t2 * 1e6))
+    print(
+        "python_small_check_64x64x64: %.1f us vs baseline %.1f us = %.2fx  (baseline: numpy float64 matmul plus "
+        "np.allclose; er_matmul and er_covers alone through ctypes: %.1f us)" % (t1 * 1e6, t0 * 1e6, t1 / t0, t2 * 1e6)
+    )
 
 
 def attention():

@@ -2,7 +2,9 @@
 
 The kernel is a numpy stand-in for a Triton or CUDA one: fp32 arithmetic, key blocks of 32, the running maximum
 and the rescaling, exp2 of the folded scale, P rounded to fp16 before P V. Its inputs are multiples of 1/8, so that
-its scores come out the same on every machine. Run: PYTHONPATH=bindings/python python3 examples/python/attention_check.py"""
+its scores come out the same on every machine.
+Run: PYTHONPATH=bindings/python python3 examples/python/attention_check.py"""
+
 import numpy as np
 
 import exactref as er

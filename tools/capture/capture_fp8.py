@@ -2,7 +2,6 @@
 mma:sm90 model (k = 32, F = 13, e8m13 accumulator). Writes OUT/fp8.npz and OUT/fp8.txt, one case a line:
 id  kernel  K  BLOCK_K  max_num_imprecise_acc  dist.  Run: OUT=/some/dir python3 capture_fp8.py"""
 import os
-import numpy as np
 import torch
 import triton
 import triton.language as tl

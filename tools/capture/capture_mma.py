@@ -11,7 +11,6 @@ many small ones. Writes OUT/mma.npz and OUT/mma.txt, one case a line:  id  kerne
 Run: OUT=/some/dir python3 capture_mma.py
 """
 import os
-import numpy as np
 import torch
 import triton
 import triton.language as tl

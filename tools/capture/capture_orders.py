@@ -7,7 +7,7 @@ line:  id  kernel  covered-order  covered-options  not-covered-order  not-covere
 
 Run on a machine with an NVIDIA GPU, torch, Triton and CuPy:  OUT=/some/dir python3 capture_orders.py
 """
-import os, sys
+import os
 import numpy as np
 import torch
 from capture_common import store_case, write_case_files

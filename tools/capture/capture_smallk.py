@@ -3,7 +3,6 @@ on inputs built so that round-toward-zero and round-to-nearest differ: per outpu
 small products whose sum falls just above half an fp32 ulp of it. Writes OUT/smallk.npz and OUT/smallk.txt
 (id kernel K). Run: OUT=/some/dir python3 capture_smallk.py"""
 import os
-import numpy as np
 import torch
 import triton
 import triton.language as tl

@@ -14,7 +14,6 @@ Run on a machine with an NVIDIA GPU, torch and Triton:  OUT=/some/dir python3 ca
 import os
 import re
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl

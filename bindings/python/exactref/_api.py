@@ -49,15 +49,19 @@ def _option_value(key, v):
     elif isinstance(v, bool) and key == "fma":
         text = "always" if v else "never"
     elif isinstance(v, bool) or v is None:
-        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: option %s=%r: give a string, such as %s='any' or %s='always'"
-                                % (key, v, key, key))
+        raise ExactrefTypeError(
+            "ER_ERR_STANDARD",
+            "exactref: option %s=%r: give a string, such as %s='any' or %s='always'" % (key, v, key, key),
+        )
     elif isinstance(v, (int, float, np.integer, np.floating)):
         text = repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v))
     else:
         text = _dtype_name(v)
         if text is None:
-            raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: option %s=%r: expected a string, a number or a dtype, "
-                                    "not %s" % (key, v, type(v).__name__))
+            raise ExactrefTypeError(
+                "ER_ERR_STANDARD",
+                "exactref: option %s=%r: expected a string, a number or a dtype, not %s" % (key, v, type(v).__name__),
+            )
     if "\0" in text or "\0" in key:
         raise ExactrefValueError("ER_ERR_STANDARD", "exactref: option %s holds a NUL byte" % key)
     return text
@@ -65,8 +69,10 @@ def _option_value(key, v):
 
 def _options(options, kwargs):
     if options is not None and not isinstance(options, str):
-        raise ExactrefTypeError("ER_ERR_STANDARD", "exactref: options must be a string such as 'compute=fp32 fma=never', "
-                                "not %s" % type(options).__name__)
+        raise ExactrefTypeError(
+            "ER_ERR_STANDARD",
+            "exactref: options must be a string such as 'compute=fp32 fma=never', not %s" % type(options).__name__,
+        )
     parts = [options] if options else []
     for k, v in kwargs.items():
         parts.append("%s=%s" % (k, _option_value(k, v)))
@@ -246,13 +252,17 @@ class Reference:
 
     def _out_view(self, arr, name, writable=False):
         if tuple(arr.shape) != tuple(self.shape):
-            raise ValueError("exactref: %s has shape %s but %s produces %s" % (name, tuple(arr.shape), self.op, tuple(self.shape)))
+            raise ValueError(
+                "exactref: %s has shape %s but %s produces %s" % (name, tuple(arr.shape), self.op, tuple(self.shape))
+            )
         c_shape = self._c_shape()
         if arr.shape != c_shape:
             arr = arr.reshape(c_shape)  # a view: only unit dimensions were added
         return View(arr, name, writable)
 
-    def covers(self, out: ArrayLike, standard: str = "any_order", options: Optional[str] = None, **kwargs: Any) -> Result:
+    def covers(
+        self, out: ArrayLike, standard: str = "any_order", options: Optional[str] = None, **kwargs: Any
+    ) -> Result:
         """Classifies every element of the kernel output `out` against the set the standard allows."""
         arr = to_numpy(out, "out")
         std = _standard(standard, options, kwargs)
@@ -305,8 +315,10 @@ class Reference:
         shape = self._output_shape(index)
         n = int(np.prod(self._c_shape(index), dtype=np.int64))  # the count the library writes
         if int(np.prod(shape, dtype=np.int64)) != n:
-            raise ExactrefInternalError("ER_ERR_INTERNAL", "exactref: %s's output %d: %s elements here, %d in the library"
-                                        % (self.op, index, shape, n))
+            raise ExactrefInternalError(
+                "ER_ERR_INTERNAL",
+                "exactref: %s's output %d: %s elements here, %d in the library" % (self.op, index, shape, n),
+            )
         lo, hi, flags = np.empty(n), np.empty(n), np.empty(n, np.uint8)
         _ffi.enclosure(self._ptr, index, std, format_of(dt), lo, hi, flags)
         return Enclosure(lo.reshape(shape), hi.reshape(shape), flags.reshape(shape), dt)
@@ -379,11 +391,13 @@ class Reference:
 
     def quantize(self, dtype: DType = "float8_e4m3fn", granularity: Granularity = "tensor",
                  recipe: str = "amax") -> QuantizeReference:
-        """This result quantised with an amax, as a kernel whose epilogue quantises its accumulator does (er_quantize_ref;
-        exactref.quantize for the arguments): three outputs, q, amax and scale, checked together by covers() under
-        this reference's standard."""
+        """This result quantised with an amax, as a kernel whose epilogue quantises its accumulator does
+        (er_quantize_ref; exactref.quantize for the arguments): three outputs, q, amax and scale, checked together by
+        covers() under this reference's standard."""
         qf, gran, block, rec = _quant_args(dtype, granularity, recipe)
-        return QuantizeReference(_ffi.quantize_ref(self._ptr, qf, gran, block, rec), (self,), tuple(self.shape), "quantize")
+        return QuantizeReference(
+            _ffi.quantize_ref(self._ptr, qf, gran, block, rec), (self,), tuple(self.shape), "quantize"
+        )
 
     def exact(self, dtype: DType = "float32") -> np.ndarray:
         """The exact result correctly rounded to dtype, as an array of the result's shape (matmul, sum, mean, max;
@@ -393,7 +407,9 @@ class Reference:
         _ffi.rounded(view.buf, self._ptr)
         return out
 
-    def emulate(self, standard: str, dtype: DType = "float32", options: Optional[str] = None, **kwargs: Any) -> np.ndarray:
+    def emulate(
+        self, standard: str, dtype: DType = "float32", options: Optional[str] = None, **kwargs: Any
+    ) -> np.ndarray:
         """The exact output a correct implementation of a fully fixed standard produces, as an array of dtype."""
         std = _standard(standard, options, kwargs)
         out = np.empty(self.shape, dtype=numpy_dtype(dtype))
@@ -429,11 +445,17 @@ def _unary(name):
     def fn(x: ArrayLike, ulps: Optional[float] = None) -> ChainReference:
         return getattr(tensor(x), name)(ulps)
     fn.__name__ = name
-    fn.__doc__ = "%s of each element of x in the compute format (er.tensor(x).%s(ulps); see Reference.%s)." % (name, name, name)
+    fn.__doc__ = "%s of each element of x in the compute format (er.tensor(x).%s(ulps); see Reference.%s)." % (
+        name,
+        name,
+        name,
+    )
     return fn
 
 
-exp, exp2, log, tanh, sigmoid, erf, rsqrt = (_unary(n) for n in ("exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt"))
+exp, exp2, log, tanh, sigmoid, erf, rsqrt = (
+    _unary(n) for n in ("exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
+)
 
 
 def matmul(A: ArrayLike, B: ArrayLike) -> Reference:
@@ -467,7 +489,9 @@ def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", 
 def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a: float, scale_b: float) -> Reference:
     """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
     on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False)."""
-    return _matmul(A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b")))
+    return _matmul(
+        A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b"))
+    )
 
 
 def _matmul(A, B, scales):
@@ -484,7 +508,9 @@ def _matmul(A, B, scales):
     try:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     except ValueError:
-        raise ValueError("exactref: matmul: batch dimensions %s and %s do not broadcast" % (a.shape[:-2], b.shape[:-2])) from None
+        raise ValueError(
+            "exactref: matmul: batch dimensions %s and %s do not broadcast" % (a.shape[:-2], b.shape[:-2])
+        ) from None
     res_shape = tuple(batch) + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
     va, vb = View(a2, "A"), View(b2, "B")
     ptr = _ffi.matmul(va.buf, vb.buf) if scales is None else _ffi.scaled_matmul(va.buf, vb.buf, scales[0], scales[1])
@@ -554,7 +580,9 @@ def rmsnorm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-6)
     if weight is not None:
         w = to_numpy(weight, "weight")
         if w.ndim != 1 or w.shape[0] != a.shape[-1]:
-            raise ValueError("exactref: rmsnorm: weight must be a vector of length %d, not of shape %s" % (a.shape[-1], w.shape))
+            raise ValueError(
+                "exactref: rmsnorm: weight must be a vector of length %d, not of shape %s" % (a.shape[-1], w.shape)
+            )
         vw = View(w, "weight")
         keep += [vw, weight]
         wbuf = vw.buf
@@ -617,8 +645,10 @@ class ChainReference(Reference):
                 scalar = _check.ulps(arg, kind)
             elif kind in ("add", "mul") and isinstance(arg, Reference):
                 if tuple(arg.shape) != tuple(base.shape):
-                    raise ValueError("exactref: the %s operand's output has shape %s, not the result's %s" % (kind, tuple(arg.shape),
-                                                                                                    tuple(base.shape)))
+                    raise ValueError(
+                        "exactref: the %s operand's output has shape %s, not the result's %s"
+                        % (kind, tuple(arg.shape), tuple(base.shape))
+                    )
                 ref = arg._ptr
                 keep.append(arg)
             elif kind in ("add", "mul"):
@@ -632,8 +662,10 @@ class ChainReference(Reference):
                     try:
                         b = np.broadcast_to(a, base.shape).reshape(c_shape)
                     except ValueError:
-                        raise ValueError("exactref: the %s operand of shape %s does not broadcast to the result's shape %s"
-                                         % (kind, a.shape, tuple(base.shape))) from None
+                        raise ValueError(
+                            "exactref: the %s operand of shape %s does not broadcast to the result's shape %s"
+                            % (kind, a.shape, tuple(base.shape))
+                        ) from None
                     v = View(b, "the %s operand" % kind)
                     keep += [v, arg]
                     view = v.buf
@@ -641,7 +673,9 @@ class ChainReference(Reference):
         super().__init__(_ffi.chain(base._ptr, c_stages), tuple(keep), base.shape, "chain")
         self._base, self._stages = base, tuple(stages)
 
-    def emulate(self, standard: str, dtype: DType = "float32", options: Optional[str] = None, **kwargs: Any) -> np.ndarray:
+    def emulate(
+        self, standard: str, dtype: DType = "float32", options: Optional[str] = None, **kwargs: Any
+    ) -> np.ndarray:
         raise NotImplementedError("exactref: a chain is not emulated in this version")
 
 
@@ -658,7 +692,9 @@ class _MultiOutputReference(Reference):
         single = not isinstance(out, (tuple, list))
         outs = (out,) + (None,) * (nout - 1) if single else tuple(out)
         if len(outs) != nout:
-            raise ValueError("exactref: %s has %d outputs (%s); got %d" % (self.op, nout, ", ".join(self.OUTPUTS), len(outs)))
+            raise ValueError(
+                "exactref: %s has %d outputs (%s); got %d" % (self.op, nout, ", ".join(self.OUTPUTS), len(outs))
+            )
         std = _standard(standard, options, kwargs)
         bufs = [None] * nout
         arrs, views = [None] * nout, []
@@ -675,7 +711,9 @@ class _MultiOutputReference(Reference):
         if not views:
             raise ValueError("exactref: %s: every output is None" % self.op)
         shapes = [tuple(self.shape) if i == 0 else (None if a is None else tuple(a.shape)) for i, a in enumerate(arrs)]
-        cache = {i: tuple(np.empty(shapes[i], np.float64) for _ in range(3)) for i in range(nout) if arrs[i] is not None}
+        cache = {
+            i: tuple(np.empty(shapes[i], np.float64) for _ in range(3)) for i in range(nout) if arrs[i] is not None
+        }
         owned = _ffi.covers_outputs_sets(self._ptr, bufs, std, [cache.get(i) for i in range(nout)])
         results = {name: Result(owned[i], shapes[i], arrs[i], cache[i]) for i, name in enumerate(self.OUTPUTS)
                    if outs[i] is not None}
@@ -729,7 +767,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: Optional[float] =
     sides = None
     if window is not None:
         if not isinstance(window, (tuple, list)) or len(window) != 2:
-            raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: window must be (left, right), not %r" % (window,))
+            raise ExactrefValueError(
+                "ER_ERR_INVALID", "exactref: attention: window must be (left, right), not %r" % (window,)
+            )
         sides = []
         for w, side in zip(window, ("left", "right")):
             if w is None or (_check.is_integer(w) and w == -1):
@@ -737,8 +777,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: Optional[float] =
             elif _check.is_integer(w) and 0 <= w <= _check.INT64_MAX:
                 sides.append(int(w))
             else:
-                raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: window sides are integers in [0, 2^63), -1 "
-                                         "or None; the %s side got %r" % (side, w))
+                raise ExactrefValueError(
+                    "ER_ERR_INVALID",
+                    "exactref: attention: window sides are integers in [0, 2^63), -1 "
+                    "or None; the %s side got %r" % (side, w),
+                )
     c_gqa = int(_check.flag(enable_gqa, "attention", "enable_gqa"))
     views = [View(a, name) for a, name in zip(arrs, ("q", "k", "v"))]
     ptr = _ffi.attention(views[0].buf, views[1].buf, views[2].buf, c_scale, c_causal,
@@ -808,7 +851,9 @@ def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight
             continue
         arr = to_numpy(t, name)
         if tuple(arr.shape) != ns:
-            raise ValueError("exactref: layer_norm: %s has shape %s, not the normalized shape %s" % (name, arr.shape, ns))
+            raise ValueError(
+                "exactref: layer_norm: %s has shape %s, not the normalized shape %s" % (name, arr.shape, ns)
+            )
         v = View(arr, name)
         keep += [v, t]
         bufs.append(v.buf)

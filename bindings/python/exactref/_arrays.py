@@ -110,7 +110,10 @@ class View:
         steps = [0 if n == 1 else s for n, s in zip(arr.shape, arr.strides)]
         if any(s < 0 or s % isz for s in steps):
             if writable:
-                raise ValueError("exactref: %s has a layout exactref cannot write through (negative or partial-element strides)" % name)
+                raise ValueError(
+                    "exactref: %s has a layout exactref cannot write through (negative or partial-element strides)"
+                    % name
+                )
             arr = np.array(arr, order="C", copy=True)
             steps = [0 if n == 1 else s for n, s in zip(arr.shape, arr.strides)]
         self.array = arr

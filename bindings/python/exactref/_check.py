@@ -80,8 +80,11 @@ def dim(v, where, ndim, name="dim"):
     """A dimension of an array of ndim dimensions as a nonnegative int (negative counts from the end)."""
     d = integer(v, where, name)
     if not -ndim <= d < ndim:
-        raise ExactrefValueError("ER_ERR_INVALID", "exactref: %s: %s=%d is out of range for %d dimension%s (takes %d to %d)"
-                                 % (where, name, d, ndim, "" if ndim == 1 else "s", -ndim, ndim - 1))
+        raise ExactrefValueError(
+            "ER_ERR_INVALID",
+            "exactref: %s: %s=%d is out of range for %d dimension%s (takes %d to %d)"
+            % (where, name, d, ndim, "" if ndim == 1 else "s", -ndim, ndim - 1),
+        )
     return d % ndim
 
 

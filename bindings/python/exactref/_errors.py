@@ -30,7 +30,12 @@ class ExactrefInternalError(ExactrefError, RuntimeError):
     """A broken internal invariant: a bug in exactref."""
 
 
-_BY_STATUS = {-1: ExactrefTypeError, -8: ExactrefMemoryError, -9: ExactrefNotImplementedError, -11: ExactrefInternalError}
+_BY_STATUS = {
+    -1: ExactrefTypeError,
+    -8: ExactrefMemoryError,
+    -9: ExactrefNotImplementedError,
+    -11: ExactrefInternalError,
+}
 
 
 def error_class(status):

@@ -59,10 +59,16 @@ _sig = {
     "er_last_error": (ctypes.c_char_p, []),
     "er_format_from_name": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
     "er_tensor_sizeof": (ctypes.c_size_t, []),
-    "er_tensor_view": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, c_int64_p, c_int64_p, ctypes.c_void_p]),
+    "er_tensor_view": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, c_int64_p, c_int64_p, ctypes.c_void_p],
+    ),
     "er_standard_sizeof": (ctypes.c_size_t, []),
     "er_standard_parse": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]),
-    "er_standard_format": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_standard_format": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
     "er_matmul": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p]),
     "er_ref_free": (None, [ctypes.c_void_p]),
     "er_sum": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
@@ -71,37 +77,86 @@ _sig = {
     "er_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
     "er_log_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
     "er_rmsnorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
-    "er_scaled_matmul": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double,
-                                        ctypes.c_double]),
-    "er_layernorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                    ctypes.c_void_p, ctypes.c_double]),
-    "er_covers_outputs": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
-                                         ctypes.c_void_p]),
+    "er_scaled_matmul": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_double],
+    ),
+    "er_layernorm": (
+        ctypes.c_int,
+        [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_double,
+        ],
+    ),
+    "er_covers_outputs": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_void_p],
+    ),
     "er_ref_shape": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), c_int64_p]),
     "er_ref_output_shape": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int), c_int64_p]),
     "er_covers": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
-    "er_covers_sets": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                      ctypes.c_void_p, ctypes.c_void_p]),
-    "er_covers_outputs_sets": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
-                                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
-                                              ctypes.POINTER(ctypes.c_void_p)]),
+    "er_covers_sets": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ],
+    ),
+    "er_covers_outputs_sets": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_void_p),
+        ],
+    ),
     "er_ref_fast": (ctypes.c_int, [ctypes.c_void_p]),
     "er_fill": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]),
     "er_family_parse": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
     "er_tensor_ref": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]),
-    "er_quantize": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                                   ctypes.c_int64, ctypes.c_int]),
-    "er_quantize_ref": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                                       ctypes.c_int64, ctypes.c_int]),
-    "er_attention": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                    ctypes.c_void_p]),
+    "er_quantize": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int],
+    ),
+    "er_quantize_ref": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int],
+    ),
+    "er_attention": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
     "er_chain": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]),
     "er_stage_kind_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_stage_sizeof": (ctypes.c_size_t, []),
     "er_attention_opts_sizeof": (ctypes.c_size_t, []),
     "er_format_name": (ctypes.c_char_p, [ctypes.c_int]),
-    "er_ref_enclosure": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                        ctypes.c_void_p, ctypes.c_void_p]),
+    "er_ref_enclosure": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ],
+    ),
     "er_format_precision": (ctypes.c_int, [ctypes.c_int]),
     "er_format_min_normal": (ctypes.c_double, [ctypes.c_int]),
     "er_format_min_subnormal": (ctypes.c_double, [ctypes.c_int]),
@@ -109,21 +164,32 @@ _sig = {
     "er_ref_rounded": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
     "er_report_sizeof": (ctypes.c_size_t, []),
     "er_report_clear": (None, [ctypes.c_void_p]),
-    "er_report_text": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
-    "er_report_json": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "er_report_text": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "er_report_json": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
     "er_report_numel": (ctypes.c_int64, [ctypes.c_void_p]),
     "er_report_count": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int]),
     "er_report_failed": (ctypes.c_int64, [ctypes.c_void_p]),
     "er_report_classes": (ctypes.POINTER(ctypes.c_uint8), [ctypes.c_void_p]),
     "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_cuda_available": (ctypes.c_int, []),
-    "er_depth_triton": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]),
+    "er_depth_triton": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int],
+    ),
     "er_depth_torch_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_combine_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_depth_cub_block_reduce": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int]),
-    "er_matmul_covers_device": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                               ctypes.c_void_p]),
+    "er_matmul_covers_device": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
@@ -161,7 +227,15 @@ STANDARD_SIZE = lib.er_standard_sizeof()
 REPORT_SIZE = lib.er_report_sizeof()
 
 CLASSES = tuple(lib.er_class_name(i).decode() for i in range(CLASS_COUNT))
-for _name, _code in (("fp64", 1), ("fp32", 2), ("tf32", 3), ("bf16", 4), ("fp16", 5), ("fp8_e4m3fn", 6), ("fp8_e5m2", 7)):
+for _name, _code in (
+    ("fp64", 1),
+    ("fp32", 2),
+    ("tf32", 3),
+    ("bf16", 4),
+    ("fp16", 5),
+    ("fp8_e4m3fn", 6),
+    ("fp8_e5m2", 7),
+):
     check_copy("format code of %s" % _name, _name, (lib.er_format_name(_code) or b"").decode())
 
 
@@ -323,8 +397,22 @@ class _Stage(ctypes.Structure):
 
 check_copy("er_stage size", ctypes.sizeof(_Stage), lib.er_stage_sizeof())
 
-STAGE_KINDS = {"add": 1, "mul": 2, "relu": 3, "cast": 4, "gelu": 5, "silu": 6, "exp": 7, "exp2": 8, "log": 9, "tanh": 10,
-               "sigmoid": 11, "erf": 12, "rsqrt": 13, "gelu_tanh": 14}
+STAGE_KINDS = {
+    "add": 1,
+    "mul": 2,
+    "relu": 3,
+    "cast": 4,
+    "gelu": 5,
+    "silu": 6,
+    "exp": 7,
+    "exp2": 8,
+    "log": 9,
+    "tanh": 10,
+    "sigmoid": 11,
+    "erf": 12,
+    "rsqrt": 13,
+    "gelu_tanh": 14,
+}
 for _kind, _code in STAGE_KINDS.items():
     check_copy("stage kind %d" % _code, _kind, (lib.er_stage_kind_name(_code) or b"").decode())
 
@@ -342,8 +430,15 @@ def chain(base, stages):
 
 
 class _AttentionOpts(ctypes.Structure):
-    _fields_ = [("scale", ctypes.c_double), ("causal", ctypes.c_int), ("bottom_right", ctypes.c_int), ("window", ctypes.c_int),
-                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64), ("enable_gqa", ctypes.c_int)]
+    _fields_ = [
+        ("scale", ctypes.c_double),
+        ("causal", ctypes.c_int),
+        ("bottom_right", ctypes.c_int),
+        ("window", ctypes.c_int),
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
+        ("enable_gqa", ctypes.c_int),
+    ]
 
 
 check_copy("er_attention_opts size", ctypes.sizeof(_AttentionOpts), lib.er_attention_opts_sizeof())
@@ -374,7 +469,8 @@ def covers_sets(ptr, view, std, lo, hi, slack, into=None):
 
 
 def covers_outputs_sets(ptr, views, std, arrays):
-    """er_covers_outputs_sets: views[i] a view or None (not checked), arrays[i] (lo, hi, slack) float64 arrays or None."""
+    """er_covers_outputs_sets: views[i] a view or None (not checked), arrays[i] (lo, hi, slack) float64 arrays or
+    None."""
     n = len(views)
     bufs = (ctypes.c_void_p * n)(*[ctypes.addressof(v) if v is not None else None for v in views])
     ptrs = [(ctypes.c_void_p * n)() for _ in range(3)]

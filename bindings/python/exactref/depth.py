@@ -42,8 +42,11 @@ def triton(block, num_warps=4, version=None):
     elif isinstance(version, tuple) and len(version) >= 2:
         major, minor = version[0], version[1]
     else:
-        raise ExactrefTypeError("ER_ERR_INVALID", "exactref: depth.triton: version must be 'major.minor', (major, minor) "
-                                "or None; got %r (%s)" % (version, type(version).__name__))
+        raise ExactrefTypeError(
+            "ER_ERR_INVALID",
+            "exactref: depth.triton: version must be 'major.minor', (major, minor) "
+            "or None; got %r (%s)" % (version, type(version).__name__),
+        )
     major, minor = _ints("triton", _INT_MAX, version_major=major, version_minor=minor)
     block, = _ints("triton", block=block)
     num_warps, = _ints("triton", _INT_MAX, num_warps=num_warps)

@@ -58,22 +58,84 @@ def _matmul_exhaustive():
 
 
 _TIERS = {
-    "matmul": {"fast": _matmul_fast, "exhaustive": _matmul_exhaustive,
-               "canonical": lambda: [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)]},
-    "bmm": {"fast": lambda: [(1, 1, 1, 1), (3, 17, 65, 9), (2, 33, 129, 1), (5, 1, 257, 16), (4, 64, 64, 64), (7, 13, 1025, 3),
-                             (2, 129, 31, 17), (1, 2, 2049, 2), (3, 65, 16, 65), (9, 5, 7, 11), (2, 1, 1, 257), (6, 31, 33, 35),
-                             (2, 16, 4097, 2), (1, 127, 129, 1), (4, 3, 3, 3), (2, 97, 97, 97)],
-            "exhaustive": lambda: [(b,) + s for b in (1, 2, 5) for s in _matmul_exhaustive()[:20]],
-            "canonical": lambda: [(8, 512, 512, 512), (16, 1024, 1024, 128)]},
-    "rows": {"fast": lambda: [(1, 1), (1, 17), (3, 1025), (17, 33), (5, 4097), (2, 8193), (64, 65), (1, 1024), (9, 255),
-                              (33, 129), (7, 2049), (128, 16), (2, 3), (11, 31), (4, 4096), (1, 16385)],
-             "exhaustive": lambda: [(r, n) for r in (1, 3, 17, 64) for n in (1, 2, 15, 16, 17, 255, 256, 257, 1023, 1025, 2049, 4097, 8193, 16385, 32769)],
-             "canonical": lambda: [(4096, 1024), (1024, 4096), (256, 16384)]},
-    "elementwise": {"fast": lambda: [(1,), (17,), (1025,), (3, 33), (65, 129), (4097,), (2, 3, 5), (1, 65537), (16, 16), (257, 3),
-                                     (31,), (7, 11, 13), (1024,), (2, 1023), (5, 4096), (33, 65)],
-                    "exhaustive": lambda: [(n,) for n in (1, 2, 15, 16, 17, 255, 256, 257, 1023, 1025, 4097, 65537)] +
-                    [(r, c) for r in (1, 3, 17, 64) for c in (1, 16, 17, 1025)],
-                    "canonical": lambda: [(1 << 20,), (1 << 24,)]},
+    "matmul": {
+        "fast": _matmul_fast,
+        "exhaustive": _matmul_exhaustive,
+        "canonical": lambda: [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048)],
+    },
+    "bmm": {
+        "fast": lambda: [
+            (1, 1, 1, 1),
+            (3, 17, 65, 9),
+            (2, 33, 129, 1),
+            (5, 1, 257, 16),
+            (4, 64, 64, 64),
+            (7, 13, 1025, 3),
+            (2, 129, 31, 17),
+            (1, 2, 2049, 2),
+            (3, 65, 16, 65),
+            (9, 5, 7, 11),
+            (2, 1, 1, 257),
+            (6, 31, 33, 35),
+            (2, 16, 4097, 2),
+            (1, 127, 129, 1),
+            (4, 3, 3, 3),
+            (2, 97, 97, 97),
+        ],
+        "exhaustive": lambda: [(b,) + s for b in (1, 2, 5) for s in _matmul_exhaustive()[:20]],
+        "canonical": lambda: [(8, 512, 512, 512), (16, 1024, 1024, 128)],
+    },
+    "rows": {
+        "fast": lambda: [
+            (1, 1),
+            (1, 17),
+            (3, 1025),
+            (17, 33),
+            (5, 4097),
+            (2, 8193),
+            (64, 65),
+            (1, 1024),
+            (9, 255),
+            (33, 129),
+            (7, 2049),
+            (128, 16),
+            (2, 3),
+            (11, 31),
+            (4, 4096),
+            (1, 16385),
+        ],
+        "exhaustive": lambda: [
+            (r, n)
+            for r in (1, 3, 17, 64)
+            for n in (1, 2, 15, 16, 17, 255, 256, 257, 1023, 1025, 2049, 4097, 8193, 16385, 32769)
+        ],
+        "canonical": lambda: [(4096, 1024), (1024, 4096), (256, 16384)],
+    },
+    "elementwise": {
+        "fast": lambda: [
+            (1,),
+            (17,),
+            (1025,),
+            (3, 33),
+            (65, 129),
+            (4097,),
+            (2, 3, 5),
+            (1, 65537),
+            (16, 16),
+            (257, 3),
+            (31,),
+            (7, 11, 13),
+            (1024,),
+            (2, 1023),
+            (5, 4096),
+            (33, 65),
+        ],
+        "exhaustive": lambda: (
+            [(n,) for n in (1, 2, 15, 16, 17, 255, 256, 257, 1023, 1025, 4097, 65537)]
+            + [(r, c) for r in (1, 3, 17, 64) for c in (1, 16, 17, 1025)]
+        ),
+        "canonical": lambda: [(1 << 20,), (1 << 24,)],
+    },
 }
 
 def _attention_exhaustive():
@@ -103,7 +165,9 @@ _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh
 
 def _op_family(op):
     if not isinstance(op, str):
-        raise TypeError("exactref: op must be a string such as 'matmul' or 'softmax', not %r (%s)" % (op, type(op).__name__))
+        raise TypeError(
+            "exactref: op must be a string such as 'matmul' or 'softmax', not %r (%s)" % (op, type(op).__name__)
+        )
     if op in ("matmul", "bmm"):
         return op
     if op in _ROW_OPS:
@@ -112,8 +176,10 @@ def _op_family(op):
         return "elementwise"
     if op in _ATTENTION:
         return "attention"
-    raise ValueError("exactref: op %r: expected matmul, bmm, %s, %s or %s" % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE),
-                                                                             ", ".join(_ATTENTION)))
+    raise ValueError(
+        "exactref: op %r: expected matmul, bmm, %s, %s or %s"
+        % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE), ", ".join(_ATTENTION))
+    )
 
 
 def shapes(op, tier="fast"):
@@ -128,9 +194,13 @@ def shapes(op, tier="fast"):
     return list(tiers[tier]())
 
 
-_DEFAULT_FAMILIES = {"matmul": ("normal", "cancellation", "ties", "integers"), "bmm": ("normal", "cancellation", "ties"),
-                     "rows": ("normal", "offset", "ties"), "elementwise": ("normal", "wide", "subnormal", "specials"),
-                     "attention": ("normal", "ties", "cancellation")}
+_DEFAULT_FAMILIES = {
+    "matmul": ("normal", "cancellation", "ties", "integers"),
+    "bmm": ("normal", "cancellation", "ties"),
+    "rows": ("normal", "offset", "ties"),
+    "elementwise": ("normal", "wide", "subnormal", "specials"),
+    "attention": ("normal", "ties", "cancellation"),
+}
 
 
 # ---- cases ----
@@ -328,11 +398,15 @@ def _names(v, name, allowed=None):
     """A string or a sequence of strings (each one of `allowed` where given), as a tuple."""
     vals = (v,) if isinstance(v, str) else v
     if isinstance(vals, (bytes, dict)) or not hasattr(vals, "__iter__"):
-        raise TypeError("exactref: %s must be a string or a sequence of strings, not %r (%s)" % (name, v, type(v).__name__))
+        raise TypeError(
+            "exactref: %s must be a string or a sequence of strings, not %r (%s)" % (name, v, type(v).__name__)
+        )
     vals = tuple(vals)
     for x in vals:
         if not isinstance(x, str) or (allowed is not None and x not in allowed):
-            raise ValueError("exactref: %s: %r is not %s" % (name, x, "one of " + ", ".join(allowed) if allowed else "a string"))
+            raise ValueError(
+                "exactref: %s: %r is not %s" % (name, x, "one of " + ", ".join(allowed) if allowed else "a string")
+            )
     return vals
 
 
@@ -419,11 +493,19 @@ class CheckRecord:
         if not bad:
             return "PASS  %s    %d/%d cases" % (self.name, n, n)
         m = self.minimal
-        lines = ["FAIL  %s    %d/%d cases" % (self.name, bad, n),
-                 "      minimal failing case: %s %s %s%s seed=%d%s" % (tuple(m["shape"]), m["dtype"], m["family"],
-                                                                      "" if m["layout"] == "contiguous" else " " + m["layout"],
-                                                                      m["seed"], " config " + m["config"] if "config" in m else ""),
-                 "      reproduce: %s" % m["reproduce"]]
+        lines = [
+            "FAIL  %s    %d/%d cases" % (self.name, bad, n),
+            "      minimal failing case: %s %s %s%s seed=%d%s"
+            % (
+                tuple(m["shape"]),
+                m["dtype"],
+                m["family"],
+                "" if m["layout"] == "contiguous" else " " + m["layout"],
+                m["seed"],
+                " config " + m["config"] if "config" in m else "",
+            ),
+            "      reproduce: %s" % m["reproduce"],
+        ]
         return "\n".join(lines)
 
     def assert_passed(self):
@@ -440,7 +522,9 @@ def configs(kernel):
         return list(kernel.configs)
     if hasattr(kernel, "constexprs") and hasattr(kernel, "arg_names"):
         return [kernel.arg_names[i] for i in kernel.constexprs]
-    raise TypeError("exactref: configs: expected an @triton.autotune or @triton.jit kernel, not %s" % type(kernel).__name__)
+    raise TypeError(
+        "exactref: configs: expected an @triton.autotune or @triton.jit kernel, not %s" % type(kernel).__name__
+    )
 
 
 def _config_text(cfg):
@@ -476,16 +560,16 @@ class _Pinned:
 def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, standard=None, seed=0, device=None,
           name=None, runs_dir=None, record=True, timing=False, configs=None):
     """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (q, k, v) for attention, (x,) otherwise;
-    returning the output, for layer_norm (y, mean, rstd) or y, for attention (O, LSE) or O) on every case of the tier (cases()), checks each output against the op's
-    reference under `standard` (a string, or a dict of covers() keywords such as dict(standard="mma:sm90",
-    outer="any")), and returns a CheckRecord. Inputs are numpy arrays (device None) or torch tensors on `device`.
-    A case whose kernel raises is recorded as "error". The minimal failing case is the failing case of the fewest
-    elements among those run (no smaller shape is searched for), with a reproduce() call that re-runs it. The record
-    is written as JSON under runs_dir (default $EXACTREF_RUNS or ~/.exactref/runs) unless record=False. With
-    timing=True and every case passed, the kernel is timed on the tier "canonical" (first dtype, normal inputs).
-    configs: an @triton.autotune kernel that `kernel` launches: every case runs under each of its configs in turn
-    (the autotuner restricted to that one config), so a config the autotuner picks only for other shapes is tested
-    too; each case's record names its config."""
+    returning the output, for layer_norm (y, mean, rstd) or y, for attention (O, LSE) or O) on every case of the tier
+    (cases()), checks each output against the op's reference under `standard` (a string, or a dict of covers() keywords
+    such as dict(standard="mma:sm90", outer="any")), and returns a CheckRecord. Inputs are numpy arrays (device None) or
+    torch tensors on `device`. A case whose kernel raises is recorded as "error". The minimal failing case is the
+    failing case of the fewest elements among those run (no smaller shape is searched for), with a reproduce() call that
+    re-runs it. The record is written as JSON under runs_dir (default $EXACTREF_RUNS or ~/.exactref/runs) unless
+    record=False. With timing=True and every case passed, the kernel is timed on the tier "canonical" (first dtype,
+    normal inputs). configs: an @triton.autotune kernel that `kernel` launches: every case runs under each of its
+    configs in turn (the autotuner restricted to that one config), so a config the autotuner picks only for other shapes
+    is tested too; each case's record names its config."""
     import os
     from collections.abc import Mapping
     if not callable(kernel):
@@ -517,7 +601,9 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
                 continue
             res = c.check(out, [_to_host(i) for i in ins], std)
             ok = res.all()
-            entry.update(verdict="pass" if ok else "FAIL", n_failed=_n_failed(res), counts=_counts(res), worst=_worst(res))
+            entry.update(
+                verdict="pass" if ok else "FAIL", n_failed=_n_failed(res), counts=_counts(res), worst=_worst(res)
+            )
             if not ok:
                 entry["report"] = str(res)
             rec.cases.append(entry)
@@ -532,7 +618,9 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
         import datetime
         import json
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        rec.path = os.path.join(d, "%s-%s.json" % (stamp, "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)))
+        rec.path = os.path.join(
+            d, "%s-%s.json" % (stamp, "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name))
+        )
         with open(rec.path, "w") as f:
             json.dump(rec.to_dict(), f, indent=1)
     return rec

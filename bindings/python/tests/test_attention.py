@@ -225,7 +225,9 @@ def test_harness_attention():
     for e in rec.cases:
         b, h, hkv, sq, sk, d = e["shape"]
         assert (e["verdict"] == "pass") == (sq == sk or sk == 1 and sq == 1), e
-    rec = testing.check(_batched(True, False, bug="causal_off_by_one"), "attention_causal", dtypes=("float16",), record=False)
+    rec = testing.check(
+        _batched(True, False, bug="causal_off_by_one"), "attention_causal", dtypes=("float16",), record=False
+    )
     for e in rec.cases:
         b, h, hkv, sq, sk, d = e["shape"]
         assert (e["verdict"] == "pass") == (sk == 1), e  # with one key no query has a later one

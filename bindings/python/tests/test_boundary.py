@@ -183,16 +183,28 @@ def _method_calls(A, B, x):
     return [
         (ref.covers, dict(out=out, standard="any_order", options="compute=fp32")),
         (ref.enclosure, dict(standard="any_order", dtype="float32", output=0)),
-        (ref.emulate, dict(standard="sequential", dtype="float32", options="fma=never")), (ref.exact, dict(dtype="float16")),
+        (ref.emulate, dict(standard="sequential", dtype="float32", options="fma=never")),
+        (ref.exact, dict(dtype="float16")),
         (ref.quantize, dict(dtype="float8_e5m2", granularity="row", recipe="pow2")),
-        (ref.cast, dict(dtype="float16")), (ref.gelu, dict(ulps=2, approximate="none")), (ref.silu, dict(ulps=1)),
-        (ref.add, dict(other=1.5)), (ref.mul, dict(other=2.0)),
+        (ref.cast, dict(dtype="float16")),
+        (ref.gelu, dict(ulps=2, approximate="none")),
+        (ref.silu, dict(ulps=1)),
+        (ref.add, dict(other=1.5)),
+        (ref.mul, dict(other=2.0)),
         (q.enclosure, dict(standard="any_order", dtype="float32", output="amax")),
     ]
 
 
-BAD = [("a float", 0.5), ("a bool", True), ("a negative", -3), ("2**63", 2 ** 63), ("2**64", 2 ** 64), ("NaN", math.nan),
-       ("a string", "7"), ("a list", [1])]
+BAD = [
+    ("a float", 0.5),
+    ("a bool", True),
+    ("a negative", -3),
+    ("2**63", 2**63),
+    ("2**64", 2**64),
+    ("NaN", math.nan),
+    ("a string", "7"),
+    ("a list", [1]),
+]
 
 
 def _valid(fn, name, value):
@@ -235,10 +247,14 @@ def test_every_parameter_refuses_bad_values_by_name():
                     fn(**call)
                 except (TypeError, ValueError) as e:
                     msg = str(e)
-                    assert name in msg or name.rstrip("s") in msg or (name == "granularity" and "block size" in msg) or \
-                        (name == "name" and "famil" in msg) or (name == "other" and fn.__name__ in msg) or \
-                        (name in ("standard", "options") and getattr(e, "status", "") == "ER_ERR_STANDARD"), \
-                        "%s(%s=%s): %s" % (fn.__name__, name, what, msg)
+                    assert (
+                        name in msg
+                        or name.rstrip("s") in msg
+                        or (name == "granularity" and "block size" in msg)
+                        or (name == "name" and "famil" in msg)
+                        or (name == "other" and fn.__name__ in msg)
+                        or (name in ("standard", "options") and getattr(e, "status", "") == "ER_ERR_STANDARD")
+                    ), "%s(%s=%s): %s" % (fn.__name__, name, what, msg)
                     continue
                 assert _valid(fn, name, value), "%s(%s=%s) was accepted" % (fn.__name__, name, what)
     assert seen > 150
@@ -282,7 +298,9 @@ def test_reproduce_line_runs_as_printed(tmp_path, monkeypatch):
     assert not rec.passed
     line = rec.minimal["reproduce"]
     assert line.startswith("exactref.testing.reproduce('kern.py:mm_reversed', op='matmul'") and "sequential" in line
-    env = dict(__import__("os").environ, PYTHONPATH=__import__("os").path.dirname(__import__("os").path.dirname(er.__file__)))
+    env = dict(
+        __import__("os").environ, PYTHONPATH=__import__("os").path.dirname(__import__("os").path.dirname(er.__file__))
+    )
     r = subprocess.run([sys.executable, "-c", "import exactref.testing; " + line], capture_output=True, text=True,
                        cwd=str(tmp_path), env=env)
     assert r.returncode != 0 and "AssertionError" in r.stderr and "not covered" in r.stderr, r.stderr[-2000:]
@@ -305,7 +323,9 @@ def test_copied_layouts_and_codes_match_the_library():
     from exactref import _ffi as _lib
     assert ctypes.sizeof(_lib._Stage) == _lib.lib.er_stage_sizeof()
     assert ctypes.sizeof(_lib._AttentionOpts) == _lib.lib.er_attention_opts_sizeof()
-    assert [_lib.lib.er_stage_kind_name(v).decode() for v in er.ChainReference._KINDS.values()] == list(er.ChainReference._KINDS)
+    assert [_lib.lib.er_stage_kind_name(v).decode() for v in er.ChainReference._KINDS.values()] == list(
+        er.ChainReference._KINDS
+    )
     assert _lib.lib.er_stage_kind_name(0) is None and _lib.lib.er_stage_kind_name(15) is None
     assert [_lib.lib.er_class_name(i).decode() for i in range(_lib.CLASS_COUNT)] == list(er.CLASSES)
 

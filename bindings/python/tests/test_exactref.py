@@ -308,7 +308,9 @@ def test_exact_output():
     want = A.astype(np.float64) @ B.astype(np.float64)        # small integers: exact in float64
     assert np.array_equal(ref.exact("float64"), want)
     got = ref.exact("bfloat16")
-    assert got.dtype.name == "bfloat16" and np.array_equal(got.astype(np.float64), want.astype(got.dtype).astype(np.float64))
+    assert got.dtype.name == "bfloat16" and np.array_equal(
+        got.astype(np.float64), want.astype(got.dtype).astype(np.float64)
+    )
     assert ref.covers(ref.exact("float32")).counts["exact"] == 15
     x = rng.standard_normal((4, 9)).astype(np.float32)
     assert np.array_equal(er.max(x, 1).exact("float32"), x.max(axis=1))
@@ -321,8 +323,11 @@ def test_matmul_covers_device_equals_host():
     if not torch.cuda.is_available() or not er.cuda_available():
         pytest.skip("needs a CUDA device and an exactref built with CUDA")
     gen = torch.Generator(device="cpu").manual_seed(5)
-    for dtype, shape_a, shape_b in ((torch.float16, (64, 300), (300, 48)), (torch.bfloat16, (2, 1, 33, 70), (3, 70, 17)),
-                                    (torch.float32, (40, 129), (129, 40))):
+    for dtype, shape_a, shape_b in (
+        (torch.float16, (64, 300), (300, 48)),
+        (torch.bfloat16, (2, 1, 33, 70), (3, 70, 17)),
+        (torch.float32, (40, 129), (129, 40)),
+    ):
         A = torch.randn(shape_a, generator=gen).to(dtype).cuda()
         B = torch.randn(shape_b, generator=gen).to(dtype).cuda()
         out = torch.matmul(A.float(), B.float())        # an fp32 GEMM on the GPU
@@ -348,7 +353,11 @@ def test_standard_as_the_docs_write_it_and_option_types():
     ref = er.matmul(A, B)
     assert ref.covers(out, standard="mma:sm90 outer=any").all()
     assert ref.covers(out, standard="any_order", compute=np.float32).all()
-    assert ref.covers(out, standard="any_order", compute=np.dtype("float32")).json["standard"].startswith("any_order compute=fp32")
+    assert (
+        ref.covers(out, standard="any_order", compute=np.dtype("float32"))
+        .json["standard"]
+        .startswith("any_order compute=fp32")
+    )
     sm = er.softmax(np.float32([[0.0, 1.0, 2.0]]))
     assert sm.covers(np.float32([[0.09003057, 0.24472848, 0.66524094]]), exp_ulps=3).all()
     with pytest.raises(er.ExactrefValueError):
@@ -390,7 +399,9 @@ def test_depth_of_triton_sum():
     n = 4096
     xl = np.random.default_rng(3).standard_normal((4, n)).astype(np.float32)
     x64 = xl.astype(np.float64)
-    opts = dict(variance="either", depth=er.depth.torch_layer_norm(n), combine_depth=er.depth.torch_layer_norm_combines(n))
+    opts = dict(
+        variance="either", depth=er.depth.torch_layer_norm(n), combine_depth=er.depth.torch_layer_norm_combines(n)
+    )
     ln = er.layer_norm(xl, n)
     for ddof, ok in ((0, True), (1, False)):
         rstd = (1 / np.sqrt(x64.var(1, ddof=ddof) + 1e-5)).astype(np.float32)
@@ -512,10 +523,10 @@ def test_chains():
 def test_chain_captures():
     """H200 captures (tools/capture/capture_chains.py: Triton GEMMs with the epilogue fused, torch unfused and addmm,
     fp16 and bf16, K = 256, 1000, 2051, and exact ties of the store at K = 8): every correct kernel covered (on the
-    ties, every element decided exact), every planted bug caught (a store rounding toward zero among them). torch.addmm in
-    bf16 at K = 2051 gives outputs consistent with partial results rounded to bf16 inside cuBLAS (82% of them equal
-    RN(RN_bf16(S) + bias)),
-    which the fp32-accumulator chain does not allow; it is checked with bf16 accumulation (docs/hardware/toolchains.md)."""
+    ties, every element decided exact), every planted bug caught (a store rounding toward zero among them).
+    torch.addmm in bf16 at K = 2051 gives outputs consistent with partial results rounded to bf16 inside cuBLAS (82%
+    of them equal RN(RN_bf16(S) + bias)), which the fp32-accumulator chain does not allow; it is checked with bf16
+    accumulation (docs/hardware/toolchains.md)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     z, rows = captures("chains")
 
@@ -645,7 +656,9 @@ def test_unary_ops():
     A = rng.standard_normal((8, 16)).astype(np.float16)
     B = rng.standard_normal((16, 4)).astype(np.float16)
     acc = A.astype(np.float32) @ B.astype(np.float32)
-    er.matmul(A, B).sigmoid().cast("float16").covers((1 / (1 + np.exp(-acc.astype(np.float64)))).astype(np.float16)).assert_all()
+    er.matmul(A, B).sigmoid().cast("float16").covers(
+        (1 / (1 + np.exp(-acc.astype(np.float64)))).astype(np.float16)
+    ).assert_all()
     er.exp(x).covers(np.exp(x.astype(np.float64)).astype(np.float32), math="triton").assert_all()
     with pytest.raises(TypeError):
         er.exp(x, ulps="2")
@@ -733,7 +746,9 @@ def test_fused_form_captures():
                 res = ch.covers(y, standard="mma:sm90 outer=any", math=m)
                 assert res.all() != kind.startswith("bug"), "%s %s %s K=%s: %s" % (cid, kind, dt, K, res)
                 if "relu" in kind:
-                    assert res.worst["stage"] == 1 and "the output lies in the set after matmul+add (stage 1)" in str(res)
+                    assert res.worst["stage"] == 1 and "the output lies in the set after matmul+add (stage 1)" in str(
+                        res
+                    )
         seen += 1
     assert seen == 33
 
@@ -755,7 +770,11 @@ def test_quantize():
     sc = (np.float32(448) / am).astype(np.float32)
     er.quantize(x, "float8_e4m3fn", "row").covers((np.clip(x * sc[:, None], -448, 448).astype(f8), am, sc)).assert_all()
     inv = (am / np.float32(448)).astype(np.float32)
-    assert not er.quantize(x, "float8_e4m3fn", "row").covers((np.clip(x * inv[:, None], -448, 448).astype(f8), am, inv)).all()
+    assert (
+        not er.quantize(x, "float8_e4m3fn", "row")
+        .covers((np.clip(x * inv[:, None], -448, 448).astype(f8), am, inv))
+        .all()
+    )
     amb = np.abs(x.reshape(16, 3, 32)).max(axis=2)
     scb = (np.float32(448) / amb).astype(np.float32)
     qb = np.clip(x.reshape(16, 3, 32) * scb[:, :, None], -448, 448).astype(f8).reshape(16, 96)
@@ -811,8 +830,13 @@ def test_gemm_quantize_captures():
             res = er.matmul(A, B).quantize("float8_e4m3fn", "row").covers(outs, standard="mma:sm90 outer=any")
         assert res.all() != kind.startswith("bug"), "%s %s K=%s: %s" % (cid, kind, K, res)
         seen += 1
-        if kind == "torch_unfused":   # the whole pipeline from A and B: the fp16 product, then the recipe
-            res = er.matmul(A, B).cast("float16").quantize("float8_e4m3fn", "row").covers(outs, standard="mma:sm90 outer=any")
+        if kind == "torch_unfused":  # the whole pipeline from A and B: the fp16 product, then the recipe
+            res = (
+                er.matmul(A, B)
+                .cast("float16")
+                .quantize("float8_e4m3fn", "row")
+                .covers(outs, standard="mma:sm90 outer=any")
+            )
             assert res.all(), "%s %s K=%s as a chain: %s" % (cid, kind, K, res)
     assert seen == 12
     with pytest.raises(er.ExactrefNotImplementedError):
@@ -947,7 +971,9 @@ def test_check_harness(tmp_path):
     assert "reproduce: exactref.testing.reproduce('mm_tail'" in str(bad)
     m = bad.minimal
     assert not er.testing.reproduce("mm_tail", tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"]).all()
-    assert er.testing.reproduce(mm, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"], op="matmul").all()
+    assert er.testing.reproduce(
+        mm, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"], op="matmul"
+    ).all()
     assert er.testing.check(softmax, "softmax", record=False).passed
     short = er.testing.check(softmax_short, "softmax", record=False)
     assert not short.passed and short.minimal["shape"] == [2, 3]   # the smallest shape with more than one lane
@@ -981,7 +1007,10 @@ def test_check_triton_configs_on_gpu():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     import importlib.util
-    spec = importlib.util.spec_from_file_location("autotune_configs", os.path.join(ROOT, "examples", "python", "autotune_configs.py"))
+
+    spec = importlib.util.spec_from_file_location(
+        "autotune_configs", os.path.join(ROOT, "examples", "python", "autotune_configs.py")
+    )
     ex = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ex)   # the example's kernel (its checks run only as a script)
     mm_kernel, my_mm = ex.mm_kernel, ex.my_mm
@@ -1036,7 +1065,9 @@ def test_check_catches_kernel_bugs():
         return (e / e.sum(axis=-1, keepdims=True))[..., :n]
 
     for tier in ("fast", "exhaustive"):
-        rec = er.testing.check(blocked, "matmul", dtypes=("float16",), tier=tier, families=("normal", "cancellation"), record=False)
+        rec = er.testing.check(
+            blocked, "matmul", dtypes=("float16",), tier=tier, families=("normal", "cancellation"), record=False
+        )
         assert rec.passed, str(rec)
     bugs = (
         ("tail", lambda A, B: A[:, :-1].astype(np.float32) @ B[:-1].astype(np.float32) if A.shape[1] > 1024

@@ -76,8 +76,9 @@ def _row_op(op, x, dim):
 
 
 @settings
-@hypothesis.given(a=arrays(), op=st.sampled_from(["sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm"]),
-                  dim=DIMS)
+@hypothesis.given(
+    a=arrays(), op=st.sampled_from(["sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm"]), dim=DIMS
+)
 def test_rows_refused_or_covered(a, op, dim):
     try:
         if op == "rmsnorm":
@@ -137,7 +138,9 @@ def _quantize(x, fmt, gran, block):
     amax = np.zeros(ng, np.float32)
     np.maximum.at(amax, groups.ravel(), np.abs(rows).ravel())
     with np.errstate(divide="ignore"):
-        scale = np.where(amax > 0, np.float32(qmax) / np.where(amax > 0, amax, np.float32(1)), np.float32(1)).astype(np.float32)
+        scale = np.where(amax > 0, np.float32(qmax) / np.where(amax > 0, amax, np.float32(1)), np.float32(1)).astype(
+            np.float32
+        )
     prod = (rows * scale[groups]).astype(np.float32)
     q = np.clip(prod, -qmax, qmax).astype(qdt).reshape(x.shape)
     return q, amax, scale
@@ -163,12 +166,23 @@ def test_quantize_refused_or_covered(a, fmt, gran, block):
 
 
 @settings
-@hypothesis.given(b=st.integers(1, 2), hkv=st.integers(1, 2), rep=st.integers(1, 2), sq=st.integers(0, 5),
-                  sk=st.integers(0, 5), d=st.integers(1, 4), dt=st.sampled_from(sorted(DTYPES)),
-                  causal=st.one_of(st.booleans(), st.integers(0, 1)), align=st.sampled_from(["top_left", "bottom_right", "x"]),
-                  window=st.one_of(st.none(), st.tuples(st.one_of(st.integers(-2, 6), st.none(), st.just(2 ** 64)),
-                                                        st.one_of(st.integers(-2, 6), st.none()))),
-                  gqa=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
+@hypothesis.given(
+    b=st.integers(1, 2),
+    hkv=st.integers(1, 2),
+    rep=st.integers(1, 2),
+    sq=st.integers(0, 5),
+    sk=st.integers(0, 5),
+    d=st.integers(1, 4),
+    dt=st.sampled_from(sorted(DTYPES)),
+    causal=st.one_of(st.booleans(), st.integers(0, 1)),
+    align=st.sampled_from(["top_left", "bottom_right", "x"]),
+    window=st.one_of(
+        st.none(),
+        st.tuples(st.one_of(st.integers(-2, 6), st.none(), st.just(2**64)), st.one_of(st.integers(-2, 6), st.none())),
+    ),
+    gqa=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_attention_refused_or_covered(b, hkv, rep, sq, sk, d, dt, causal, align, window, gqa, seed):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((b, hkv * rep, sq, d)).astype(DTYPES[dt])
@@ -193,9 +207,11 @@ OPTION_VALUES = {"compute": ["float32", "float64", "float16", "bogus", 3, True, 
 
 
 @settings
-@hypothesis.given(a=arrays(max_dims=2, lo=-10, hi=10), order=st.sampled_from(["any_order", "sequential", "pairwise", "mma:sm90",
-                                                                             "blocked:4", "bogus", "split:0"]),
-                  opts=st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.integers(0, 7), max_size=3))
+@hypothesis.given(
+    a=arrays(max_dims=2, lo=-10, hi=10),
+    order=st.sampled_from(["any_order", "sequential", "pairwise", "mma:sm90", "blocked:4", "bogus", "split:0"]),
+    opts=st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.integers(0, 7), max_size=3),
+)
 def test_softmax_options_refused_or_classified(a, order, opts):
     kwargs = {k: OPTION_VALUES[k][i % len(OPTION_VALUES[k])] for k, i in opts.items()}
     try:
@@ -212,8 +228,18 @@ def test_softmax_options_refused_or_classified(a, order, opts):
 
 
 @settings
-@hypothesis.given(a=arrays(max_dims=2), b=arrays(max_dims=2), std=st.sampled_from(
-    [("any_order", {}), ("any_order", {"compute": "float64"}), ("mma:sm90", {"outer": "any"}), ("blocked:4", {"inner": "any"})]))
+@hypothesis.given(
+    a=arrays(max_dims=2),
+    b=arrays(max_dims=2),
+    std=st.sampled_from(
+        [
+            ("any_order", {}),
+            ("any_order", {"compute": "float64"}),
+            ("mma:sm90", {"outer": "any"}),
+            ("blocked:4", {"inner": "any"}),
+        ]
+    ),
+)
 def test_matmul_exact_is_covered(a, b, std):
     try:
         ref = er.matmul(a, b)
