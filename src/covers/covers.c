@@ -288,12 +288,15 @@ struct er_sinks {
     er_report *reps;                /* the check's reports, begun */
     void *arg;                      /* er__covers_module's */
     int enclose;                    /* er_ref_enclosure */
+    int declined;                   /* er__sinks_decline */
     int nt;
     er_sink *sink;                  /* [nt][nout] */
     er_report *part;                /* [nt][nout]: each share's partial reports */
 };
 
 void *er__sinks_arg(er_sinks *sk) { return sk->arg; }
+
+void er__sinks_decline(er_sinks *sk) { sk->declined = 1; }
 
 er_status er__sinks_open(er_sinks *sk, int nt) {
     int no = sk->m->nout;
@@ -421,8 +424,17 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         if (o) snprintf(suffix, sizeof suffix, ".%s", m->out_names[o]);
         st = er_report_begin(&reps[o], er__op_name(ref), suffix, oa[o].nd, oa[o].sh, oa[o].out, std);
     }
-    er_sinks sk = {m, std, oa, reps, arg, enclose, 0, NULL, NULL};
+    er_sinks sk = {m, std, oa, reps, arg, enclose, 0, 0, NULL, NULL};
     if (st == ER_OK) st = m->covers(ref, std, &sk);
+    if (st == ER_OK && sk.declined) {
+        /* nothing put: the caller checks another way; only er__covers_module's modules may decline */
+        if (sk.nt || !arg) st = er__fail(ER_ERR_INTERNAL, "%s declined its check %s", er__op_name(ref),
+                                         sk.nt ? "after opening its sinks" : "outside er__covers_module");
+        for (int o = 0; o < no; o++) er_report_clear(&reps[o]);
+        free(sk.sink);
+        free(sk.part);
+        return st;
+    }
     for (int o = 0; o < no; o++) {
         double worst = -1;
         for (int t = 0; t < sk.nt && st == ER_OK && oa[o].out; t++)

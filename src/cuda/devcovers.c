@@ -155,123 +155,209 @@ static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A,
 }
 
 #ifdef ER_HAVE_CUDA
-/* The GPU path's covers: the decisions on the GPU; the elements left, in element order, by the exact engine on the
- * host's threads, each chunk's elements in contiguous shares. */
-static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
-    er_dev_arg *arg = er__sinks_arg(sks);
-    const er_tensor *A = arg->A, *B = arg->B, *out = arg->out;
-    void *stream = arg->stream;
-    er_status st = ER_OK;
-    const er_mm_plan *pl = &er__dot(ref)->plan;
-    const er_fmt_info *fa = er__fmt(A->format), *fb = er__fmt(B->format), *fo = er__fmt(out->format);
-    int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    int loadable_a = fa->p <= 24 && (fa->bits <= 16 || A->format == ER_FP32),
-        loadable_b = fb->p <= 24 && (fb->bits <= 16 || B->format == ER_FP32);
-    int ok = any_set && std->compute == ER_FP32 && loadable_a && loadable_b && er__row_major(A) && er__row_major(B) &&
-             er__row_major(out) && (fo->id == ER_FP32 || fo->id == ER_FP16 || fo->id == ER_BF16) && pl->K >= 1 &&
-             ref->n > 0 && pl->M < INT32_MAX && pl->N < INT32_MAX && pl->K < INT32_MAX;
-    if (!ok) { arg->fallback = 1; return ER_OK; }
-    cudaStream_t s = (cudaStream_t)stream;
-    int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = ref->n, K = pl->K;
-    er_devbufs db = {{0}, 0};
-    cudaError_t e = cudaSuccess;
-    int ec = 0, fallback = 0;
-    /* the tables of 8- and 16-bit formats, and each output batch's operand batches */
-    double *luts[2] = {NULL, NULL}, *dlut[2] = {NULL, NULL};
-    int64_t *hia = malloc(sizeof(int64_t) * (size_t)pl->nbatch), *hib = malloc(sizeof(int64_t) * (size_t)pl->nbatch);
-    if (!hia || !hib) st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld batch numbers", (long long)pl->nbatch);
-    for (int64_t bi = 0; st == ER_OK && bi < pl->nbatch; bi++) er__matmul_batch_of(ref, bi, &hia[bi], &hib[bi]);
-    const er_fmt_info *fis[2] = {fa, fb};
-    for (int o = 0; o < 2 && st == ER_OK; o++) {
+/* One GPU check's state: its arguments, the device buffers, the host copies and what the GPU decided. */
+typedef struct er_dev_run {
+    const er_ref *ref;
+    const er_standard *std;
+    er_dev_arg *arg;
+    const er_tensor *A, *B, *out;
+    cudaStream_t s;
+    const er_mm_plan *pl;
+    const er_fmt_info *fa, *fb, *fo;
+    int64_t na, nbv, n, K;
+    er_devbufs db;
+    cudaError_t e;
+    er_status st;
+    int fallback;
+    double *luts[2], *dlut[2];           /* the tables of 8- and 16-bit formats */
+    int64_t *hia, *hib, *dia, *dib;       /* each output batch's operand batches */
+    double *Ad, *Bd, *Bt;                 /* the operands decoded; B transposed: its columns contiguous */
+    er_dev_stats *dst, hst[2];
+    unsigned long long hcnt[4], hw[2];    /* the counts; the widest decided set's width bits and element */
+    int64_t *dpend;                       /* the elements the GPU left */
+    uint8_t *dcl;                         /* the classes the GPU decided */
+} er_dev_run;
+
+/* Whether the run may go on: no refusal, no CUDA error, no fallback to the host. */
+static int er_dev_going(const er_dev_run *r) { return r->st == ER_OK && r->e == cudaSuccess && !r->fallback; }
+
+/* The decoding tables and batch numbers, the operands decoded on the GPU; their statistics decide whether the GPU
+ * path applies (no NaN or infinity). */
+static void er_dev_decode(er_dev_run *r) {
+    const er_mm_plan *pl = r->pl;
+    cudaStream_t s = r->s;
+    int ec = 0;
+    r->hia = malloc(sizeof(int64_t) * (size_t)pl->nbatch);
+    r->hib = malloc(sizeof(int64_t) * (size_t)pl->nbatch);
+    if (!r->hia || !r->hib) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld batch numbers", (long long)pl->nbatch);
+    for (int64_t bi = 0; r->st == ER_OK && bi < pl->nbatch; bi++)
+        er__matmul_batch_of(r->ref, bi, &r->hia[bi], &r->hib[bi]);
+    const er_fmt_info *fis[2] = {r->fa, r->fb};
+    for (int o = 0; o < 2 && r->st == ER_OK; o++) {
         if (fis[o]->bits > 16) continue;
         size_t cnt = (size_t)1 << fis[o]->bits;
-        luts[o] = malloc(sizeof(double) * cnt);
-        if (!luts[o]) { st = er__fail(ER_ERR_NOMEM, "cannot allocate a decoding table"); break; }
-        for (size_t i = 0; i < cnt; i++) luts[o][i] = er__decode(fis[o], i);
-        dlut[o] = er_dev_alloc(&db, sizeof(double) * cnt, s, &e);
-        if (e == cudaSuccess) e = cudaMemcpyAsync(dlut[o], luts[o], sizeof(double) * cnt, cudaMemcpyHostToDevice, s);
-    }
-    /* decode; the statistics decide whether the GPU path applies (no NaN or infinity) */
-    double *Ad = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e),
-           *Bd = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
-    er_dev_stats *dst = er_dev_alloc(&db, 2 * sizeof(er_dev_stats), s, &e), hst[2];
-    int64_t *dia = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e),
-            *dib = er_dev_alloc(&db, sizeof(int64_t) * (size_t)pl->nbatch, s, &e);
-    if (st == ER_OK && e == cudaSuccess) {
-        e = cudaMemcpyAsync(dia, hia, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync(dib, hib, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
-        if (e == cudaSuccess) ec = er__devmm_stats_init(dst, s);
-        if (!ec) ec = er__devmm_stats_init(dst + 1, s);
-        if (!ec) ec = er__devmm_decode(A->data, fa->bits, dlut[0], fa->p, na, Ad, dst, s);
-        if (!ec) ec = er__devmm_decode(B->data, fb->bits, dlut[1], fb->p, nbv, Bd, dst + 1, s);
-        if (ec) e = (cudaError_t)ec;
-        if (e == cudaSuccess) e = cudaMemcpyAsync(hst, dst, sizeof hst, cudaMemcpyDeviceToHost, s);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-        fallback = e == cudaSuccess && (hst[0].nonfinite || hst[1].nonfinite); /* NaN or inf: the exact engine's */
-    }
-    /* norms, the GEMM, the decisions */
-    unsigned long long hcnt[4] = { 0, 0, 0, 0 },
-                       hw[2] = { 0, ULLONG_MAX }; /* hw: the widest decided set's width bits and element */
-    int64_t *dpend = NULL;
-    uint8_t *dcl = NULL; /* the classes the GPU decided */
-    double *Bt = NULL; /* B transposed: its columns contiguous */
-    if (st == ER_OK && e == cudaSuccess && !fallback) {
-        double *S = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e);
-        double *an = er_dev_alloc(&db, sizeof(double) * (size_t)(pl->a_batches * pl->M), s, &e);
-        double *bnv = er_dev_alloc(&db, sizeof(double) * (size_t)(pl->b_batches * pl->N), s, &e);
-        Bt = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
-        if (e == cudaSuccess) ec = er__devmm_transpose(Bd, pl->b_batches, K, pl->N, Bt, s);
-        if (!ec && e == cudaSuccess)
-            ec = er__devmm_norms(Ad, pl->a_batches * pl->M, Bt, pl->b_batches * pl->N, K, an, bnv, s);
-        if (ec) e = (cudaError_t)ec;
-        if (e == cudaSuccess) {
-            int g = er__devmm_dgemm(Ad, Bd, S, hia, hib, pl->nbatch, pl->M, pl->N, K, s);
-            if (g == -1) fallback = 1; /* no cuBLAS: the host path */
-            else if (g)
-                st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
-                              (long long)K, (long long)pl->N);
+        r->luts[o] = malloc(sizeof(double) * cnt);
+        if (!r->luts[o]) {
+            r->st = er__fail(ER_ERR_NOMEM, "cannot allocate a decoding table");
+            break;
         }
-        if (st == ER_OK && e == cudaSuccess && !fallback) {
-            er_dot_ctx cx0;
-            st = er__dot_ctx_init(&cx0, ref, out,
-                                  std); /* the constants (out's format and layout only; its data stay on the GPU) */
-            er_fast_consts fc;
-            if (st == ER_OK) { er__dot_fast_consts(&fc, &cx0); er__dot_ctx_clear(&cx0); }
-            dcl = er_dev_alloc(&db, (size_t)n, s, &e);
-            unsigned long long *dcnt = er_dev_alloc(&db, 4 * sizeof(unsigned long long), s, &e);
-            int64_t *dcand = er_dev_alloc(&db, sizeof(int64_t) * (size_t)n, s, &e);
-            dpend = er_dev_alloc(&db, sizeof(int64_t) * (size_t)n, s, &e);
-            if (st == ER_OK && e == cudaSuccess) e = cudaMemsetAsync(dcnt, 0, 4 * sizeof(unsigned long long), s);
-            if (st == ER_OK && e == cudaSuccess)
-                ec = er__devmm_decide(out->data, S, Ad, Bt, an, bnv, dia, dib, pl->nbatch, pl->M, pl->N, K, fc, dcl,
-                                      dcnt, dcand, dpend, s);
-            if (ec) e = (cudaError_t)ec;
-            /* the widest set among the decided elements, with P = fl64(|A| |B|) (fast-path.md, On the GPU) */
-            double *Aabs = er_dev_alloc(&db, sizeof(double) * (size_t)na, s, &e),
-                   *Babs = er_dev_alloc(&db, sizeof(double) * (size_t)nbv, s, &e);
-            double *Pd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e),
-                   *Rd = er_dev_alloc(&db, sizeof(double) * (size_t)n, s, &e);
-            unsigned long long *dw = er_dev_alloc(&db, sizeof hw, s, &e);
-            if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(dw, hw, sizeof hw, cudaMemcpyHostToDevice, s);
-            if (st == ER_OK && e == cudaSuccess) ec = er__devmm_abs(Ad, na, Aabs, s);
-            if (!ec && st == ER_OK && e == cudaSuccess) ec = er__devmm_abs(Bd, nbv, Babs, s);
-            if (!ec && st == ER_OK && e == cudaSuccess &&
-                er__devmm_dgemm(Aabs, Babs, Pd, hia, hib, pl->nbatch, pl->M, pl->N, K, s))
-                st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
-                              (long long)K, (long long)pl->N);
-            if (!ec && st == ER_OK && e == cudaSuccess)
-                ec = er__devmm_widest(S, Pd, n, fc, dcl, dcnt, dpend, Rd, dw, s);
-            if (ec) e = (cudaError_t)ec;
-            if (st == ER_OK && e == cudaSuccess) e = cudaMemcpyAsync(hw, dw, sizeof hw, cudaMemcpyDeviceToHost, s);
-            if (st == ER_OK && e == cudaSuccess)
-                e = cudaMemcpyAsync(hcnt, dcnt, sizeof hcnt, cudaMemcpyDeviceToHost, s);
-            if (st == ER_OK && e == cudaSuccess) e = cudaStreamSynchronize(s);
-        }
+        for (size_t i = 0; i < cnt; i++) r->luts[o][i] = er__decode(fis[o], i);
+        r->dlut[o] = er_dev_alloc(&r->db, sizeof(double) * cnt, s, &r->e);
+        if (r->e == cudaSuccess)
+            r->e = cudaMemcpyAsync(r->dlut[o], r->luts[o], sizeof(double) * cnt, cudaMemcpyHostToDevice, s);
     }
-    /* the elements left, in element order, in chunks: their vectors gathered on the GPU, the exact engine on the host's
-     * threads, each on a contiguous share of the chunk (one share of the sinks each, in element order) */
-    int64_t np = (int64_t)hcnt[3];
+    r->Ad = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->na, s, &r->e);
+    r->Bd = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, s, &r->e);
+    r->dst = er_dev_alloc(&r->db, 2 * sizeof(er_dev_stats), s, &r->e);
+    r->dia = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)pl->nbatch, s, &r->e);
+    r->dib = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)pl->nbatch, s, &r->e);
+    if (r->st != ER_OK || r->e != cudaSuccess) return;
+    cudaError_t e = cudaMemcpyAsync(r->dia, r->hia, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(r->dib, r->hib, sizeof(int64_t) * (size_t)pl->nbatch, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess) ec = er__devmm_stats_init(r->dst, s);
+    if (!ec) ec = er__devmm_stats_init(r->dst + 1, s);
+    if (!ec) ec = er__devmm_decode(r->A->data, r->fa->bits, r->dlut[0], r->fa->p, r->na, r->Ad, r->dst, s);
+    if (!ec) ec = er__devmm_decode(r->B->data, r->fb->bits, r->dlut[1], r->fb->p, r->nbv, r->Bd, r->dst + 1, s);
+    if (ec) e = (cudaError_t)ec;
+    if (e == cudaSuccess) e = cudaMemcpyAsync(r->hst, r->dst, sizeof r->hst, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    r->e = e;
+    r->fallback = e == cudaSuccess && (r->hst[0].nonfinite || r->hst[1].nonfinite); /* NaN or inf: the exact engine's */
+}
+
+/* The widest set among the decided elements, with P = fl64(|A| |B|) (fast-path.md, On the GPU); S the GEMM's output,
+ * dcnt the counts on the GPU. */
+static void er_dev_widest_decided(er_dev_run *r, const double *S, er_fast_consts fc, unsigned long long *dcnt) {
+    const er_mm_plan *pl = r->pl;
+    cudaStream_t s = r->s;
+    int ec = 0;
+    double *Aabs = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->na, s, &r->e);
+    double *Babs = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, s, &r->e);
+    double *Pd = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->n, s, &r->e);
+    double *Rd = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->n, s, &r->e);
+    unsigned long long *dw = er_dev_alloc(&r->db, sizeof r->hw, s, &r->e);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(dw, r->hw, sizeof r->hw, cudaMemcpyHostToDevice, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) ec = er__devmm_abs(r->Ad, r->na, Aabs, s);
+    if (!ec && r->st == ER_OK && r->e == cudaSuccess) ec = er__devmm_abs(r->Bd, r->nbv, Babs, s);
+    if (!ec && r->st == ER_OK && r->e == cudaSuccess &&
+        er__devmm_dgemm(Aabs, Babs, Pd, r->hia, r->hib, pl->nbatch, pl->M, pl->N, r->K, s))
+        r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
+                         (long long)r->K, (long long)pl->N);
+    if (!ec && r->st == ER_OK && r->e == cudaSuccess)
+        ec = er__devmm_widest(S, Pd, r->n, fc, r->dcl, dcnt, r->dpend, Rd, dw, s);
+    if (ec) r->e = (cudaError_t)ec;
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(r->hw, dw, sizeof r->hw, cudaMemcpyDeviceToHost, s);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(r->hcnt, dcnt, sizeof r->hcnt, cudaMemcpyDeviceToHost, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+}
+
+/* The norms, the GEMM and the decisions on the GPU, then the widest decided set. */
+static void er_dev_decide(er_dev_run *r) {
+    const er_mm_plan *pl = r->pl;
+    cudaStream_t s = r->s;
+    int64_t K = r->K, n = r->n;
+    int ec = 0;
+    double *S = er_dev_alloc(&r->db, sizeof(double) * (size_t)n, s, &r->e);
+    double *an = er_dev_alloc(&r->db, sizeof(double) * (size_t)(pl->a_batches * pl->M), s, &r->e);
+    double *bnv = er_dev_alloc(&r->db, sizeof(double) * (size_t)(pl->b_batches * pl->N), s, &r->e);
+    r->Bt = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, s, &r->e);
+    if (r->e == cudaSuccess) ec = er__devmm_transpose(r->Bd, pl->b_batches, K, pl->N, r->Bt, s);
+    if (!ec && r->e == cudaSuccess)
+        ec = er__devmm_norms(r->Ad, pl->a_batches * pl->M, r->Bt, pl->b_batches * pl->N, K, an, bnv, s);
+    if (ec) r->e = (cudaError_t)ec;
+    if (r->e == cudaSuccess) {
+        int g = er__devmm_dgemm(r->Ad, r->Bd, S, r->hia, r->hib, pl->nbatch, pl->M, pl->N, K, s);
+        if (g == -1) r->fallback = 1; /* no cuBLAS: the host path */
+        else if (g)
+            r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
+                             (long long)K, (long long)pl->N);
+    }
+    if (!er_dev_going(r)) return;
+    er_dot_ctx cx0;
+    /* the constants (out's format and layout only; its data stay on the GPU) */
+    r->st = er__dot_ctx_init(&cx0, r->ref, r->out, r->std);
+    er_fast_consts fc;
+    if (r->st == ER_OK) {
+        er__dot_fast_consts(&fc, &cx0);
+        er__dot_ctx_clear(&cx0);
+    }
+    r->dcl = er_dev_alloc(&r->db, (size_t)n, s, &r->e);
+    unsigned long long *dcnt = er_dev_alloc(&r->db, 4 * sizeof(unsigned long long), s, &r->e);
+    int64_t *dcand = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
+    r->dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dcnt, 0, 4 * sizeof(unsigned long long), s);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        ec = er__devmm_decide(r->out->data, S, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K, fc,
+                              r->dcl, dcnt, dcand, r->dpend, s);
+    if (ec) r->e = (cudaError_t)ec;
+    er_dev_widest_decided(r, S, fc, dcnt);
+}
+
+/* The elements' vectors of dpend[0 .. cn) gathered on the GPU into rows and their outputs into ys (host). */
+static void er_dev_gather(er_dev_run *r, const int64_t *dpend, int64_t cn, float *drows, double *dys, float *rows,
+                          double *ys) {
+    int ec = er__devmm_gather(dpend, cn, r->out->data, r->fo->id == ER_FP32 ? 0 : r->fo->id == ER_FP16 ? 1 : 2, r->Ad,
+                              r->Bt, r->dia, r->dib, r->pl->M, r->pl->N, r->K, drows, dys, r->s);
+    if (ec) { r->e = (cudaError_t)ec; return; }
+    r->e = cudaMemcpyAsync(rows, drows, sizeof(float) * (size_t)(2 * cn * r->K), cudaMemcpyDeviceToHost, r->s);
+    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(ys, dys, sizeof(double) * (size_t)cn, cudaMemcpyDeviceToHost, r->s);
+    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(r->s);
+}
+
+/* The widest set the GPU decided: its whole set from the exact engine, the candidate for the report's. */
+static void er_dev_widest_entry(er_dev_run *r, er_sink *s0, float *drows, double *dys) {
+    int64_t gidx = (int64_t)r->hw[1], K = r->K;
+    float *one = malloc(sizeof(float) * (size_t)(2 * K));
+    double y;
+    if (!one) { r->st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K); return; }
+    r->e = cudaMemcpyAsync(r->dpend, &gidx, sizeof gidx, cudaMemcpyHostToDevice, r->s);
+    if (r->e == cudaSuccess) er_dev_gather(r, r->dpend, 1, drows, dys, one, &y);
+    er_dot_ctx cw;
+    if (r->st == ER_OK && r->e == cudaSuccess) r->st = er__dot_ctx_init(&cw, r->ref, r->out, r->std);
+    if (r->st == ER_OK && r->e == cudaSuccess) {
+        cw.sk = s0;
+        er_devrest_job job = {&cw, &er__dot(r->ref)->env, &gidx, one, &y, 0, 1, K, ER_OK};
+        er_devrest_widest(&job);
+        r->st = job.st;
+        er__dot_ctx_clear(&cw);
+    }
+    free(one);
+}
+
+/* One chunk's elements (hp[0 .. cn), their vectors rows and outputs ys) by the exact engine on the host's threads,
+ * each on a contiguous share, the sinks' shares from `share` on. Returns the shares used. */
+static int er_dev_chunk(er_dev_run *r, er_sinks *sks, int share, const int64_t *hp, int64_t cn, const float *rows,
+                        const double *ys) {
+    int nt = er__num_threads(cn * r->K * 16);
+    if (nt > cn) nt = (int)cn;
+    er_dot_ctx cx[ER_MAX_THREADS];
+    er_devrest_job jobs[ER_MAX_THREADS];
+    int made = 0;
+    for (int t = 0; t < nt && r->st == ER_OK; t++, made++) {
+        r->st = er__dot_ctx_init(&cx[t], r->ref, r->out, r->std);
+        if (r->st != ER_OK) break;
+        cx[t].sk = er__sinks_at(sks, share + t, 0);
+        jobs[t] = (er_devrest_job){ &cx[t],      &er__dot(r->ref)->env, hp,   rows, ys,
+                                    cn * t / nt, cn * (t + 1) / nt,     r->K, ER_OK };
+    }
+    if (r->st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_devrest_run);
+    for (int t = 0; t < made; t++) {
+        if (r->st == ER_OK) r->st = jobs[t].st;
+        er__dot_ctx_clear(&cx[t]);
+    }
+    return nt;
+}
+
+/* The GPU's classes into the report, then the elements left, in element order, in chunks: their vectors gathered on
+ * the GPU, the exact engine on the host's threads, each on a contiguous share of the chunk (one share of the sinks
+ * each, in element order); then the widest decided set's entry. */
+static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
+    cudaStream_t s = r->s;
+    int64_t K = r->K, n = r->n, np = (int64_t)r->hcnt[3];
     int64_t chunk = (INT64_C(1) << 21) / K > 0 ? (INT64_C(1) << 21) / K : 1; /* 16 MiB of vectors at a time */
     if (chunk > np) chunk = np > 0 ? np : 1;
     int shares = 0;
@@ -280,112 +366,105 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
         int nt = er__num_threads(cn * K * 16);
         shares += nt > cn ? (int)cn : nt;
     }
-    if (st == ER_OK && e == cudaSuccess && !fallback) st = er__sinks_open(sks, shares ? shares : 1);
-    if (st == ER_OK && e == cudaSuccess && !fallback) {
-        /* the classes straight into the report's array, registered with CUDA for the copy when that works */
-        er_sink *s0 = er__sinks_at(sks, 0, 0);
-        uint8_t *classes = er__sink_classes(s0);
-        int reg = cudaHostRegister(classes, (size_t)n, cudaHostRegisterDefault) == cudaSuccess;
-        if (!reg) (void)cudaGetLastError();
-        e = cudaMemcpyAsync(classes, dcl, (size_t)n, cudaMemcpyDeviceToHost, s);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-        if (reg) cudaHostUnregister(classes);
-        er__sink_count(s0, ER_CLASS_EXACT, (int64_t)hcnt[0]);
-        er__sink_count(s0, ER_CLASS_COVERED, (int64_t)hcnt[1]);
-        int64_t *hp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1));
-        float *rows = NULL;
-        double *ys = malloc(sizeof(double) * (size_t)chunk);
-        if (np && e == cudaSuccess)
-            e = cudaMallocHost((void **)&rows, sizeof(float) * (size_t)(2 * chunk * K)); /* pinned: full-speed copies */
-        float *drows = er_dev_alloc(&db, sizeof(float) * (size_t)(2 * chunk * K), s, &e);
-        double *dys = er_dev_alloc(&db, sizeof(double) * (size_t)chunk, s, &e);
-        if (!hp || !ys) st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
-        if (st == ER_OK && e == cudaSuccess && np) {
-            e = cudaMemcpyAsync(hp, dpend, sizeof(int64_t) * (size_t)np, cudaMemcpyDeviceToHost, s);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-            qsort(hp, (size_t)np, sizeof(int64_t), er_cmp_i64);
-            if (e == cudaSuccess)
-                e = cudaMemcpyAsync(dpend, hp, sizeof(int64_t) * (size_t)np, cudaMemcpyHostToDevice, s);
-        }
-        er__matmul_env(ref, -1,
-                       &(er_dense_stats){ hst[0].emin_lsb, hst[0].emin, hst[0].emax, hst[0].qmin, hst[0].any_nonzero },
-                       &(er_dense_stats){ hst[1].emin_lsb, hst[1].emin, hst[1].emax, hst[1].qmin, hst[1].any_nonzero },
-                       &er__dot(arg->ref)->env);
-        int share = 0;
-        for (int64_t c0 = 0; c0 < np && st == ER_OK && e == cudaSuccess; c0 += chunk) {
-            int64_t cn = np - c0 < chunk ? np - c0 : chunk;
-            ec = er__devmm_gather(dpend + c0, cn, out->data,
-                                  fo->id == ER_FP32   ? 0
-                                  : fo->id == ER_FP16 ? 1
-                                                      : 2,
-                                  Ad, Bt, dia, dib, pl->M, pl->N, K, drows, dys, s);
-            if (ec) { e = (cudaError_t)ec; break; }
-            e = cudaMemcpyAsync(rows, drows, sizeof(float) * (size_t)(2 * cn * K), cudaMemcpyDeviceToHost, s);
-            if (e == cudaSuccess) e = cudaMemcpyAsync(ys, dys, sizeof(double) * (size_t)cn, cudaMemcpyDeviceToHost, s);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-            if (e != cudaSuccess) break;
-            int nt = er__num_threads(cn * K * 16);
-            if (nt > cn) nt = (int)cn;
-            er_dot_ctx cx[ER_MAX_THREADS];
-            er_devrest_job jobs[ER_MAX_THREADS];
-            int made = 0;
-            for (int t = 0; t < nt && st == ER_OK; t++, made++) {
-                st = er__dot_ctx_init(&cx[t], ref, out, std);
-                if (st != ER_OK) break;
-                cx[t].sk = er__sinks_at(sks, share + t, 0);
-                jobs[t] = (er_devrest_job){ &cx[t],      &er__dot(ref)->env, hp + c0, rows, ys,
-                                            cn * t / nt, cn * (t + 1) / nt,  K,       ER_OK };
-            }
-            if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_devrest_run);
-            for (int t = 0; t < made; t++) {
-                if (st == ER_OK) st = jobs[t].st;
-                er__dot_ctx_clear(&cx[t]);
-            }
-            share += nt;
-        }
-        /* the widest set the GPU decided: its whole set from the exact engine, the candidate for the report's */
-        int64_t gidx = (int64_t)hw[1];
-        if (st == ER_OK && e == cudaSuccess && hw[0] && hw[1] != ULLONG_MAX) {
-            float *one = malloc(sizeof(float) * (size_t)(2 * K));
-            double y;
-            e = cudaMemcpyAsync(dpend, &gidx, sizeof gidx, cudaMemcpyHostToDevice, s);
-            if (e == cudaSuccess)
-                e = (cudaError_t)er__devmm_gather(dpend, 1, out->data,
-                                                  fo->id == ER_FP32   ? 0
-                                                  : fo->id == ER_FP16 ? 1
-                                                                      : 2,
-                                                  Ad, Bt, dia, dib, pl->M, pl->N, K, drows, dys, s);
-            if (e == cudaSuccess && one)
-                e = cudaMemcpyAsync(one, drows, sizeof(float) * (size_t)(2 * K), cudaMemcpyDeviceToHost, s);
-            if (e == cudaSuccess) e = cudaMemcpyAsync(&y, dys, sizeof y, cudaMemcpyDeviceToHost, s);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-            if (!one) st = er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
-            er_dot_ctx cw;
-            if (st == ER_OK && e == cudaSuccess) st = er__dot_ctx_init(&cw, ref, out, std);
-            if (st == ER_OK && e == cudaSuccess) {
-                cw.sk = s0;
-                er_devrest_job job = {&cw, &er__dot(ref)->env, &gidx, one, &y, 0, 1, K, ER_OK};
-                er_devrest_widest(&job);
-                st = job.st;
-                er__dot_ctx_clear(&cw);
-            }
-            free(one);
-        }
-        free(hp);
-        if (rows) cudaFreeHost(rows);
-        free(ys);
+    r->st = er__sinks_open(sks, shares ? shares : 1);
+    if (r->st != ER_OK) return;
+    /* the classes straight into the report's array, registered with CUDA for the copy when that works */
+    er_sink *s0 = er__sinks_at(sks, 0, 0);
+    uint8_t *classes = er__sink_classes(s0);
+    int reg = cudaHostRegister(classes, (size_t)n, cudaHostRegisterDefault) == cudaSuccess;
+    if (!reg) (void)cudaGetLastError();
+    r->e = cudaMemcpyAsync(classes, r->dcl, (size_t)n, cudaMemcpyDeviceToHost, s);
+    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+    if (reg) cudaHostUnregister(classes);
+    er__sink_count(s0, ER_CLASS_EXACT, (int64_t)r->hcnt[0]);
+    er__sink_count(s0, ER_CLASS_COVERED, (int64_t)r->hcnt[1]);
+    int64_t *hp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1));
+    float *rows = NULL;
+    double *ys = malloc(sizeof(double) * (size_t)chunk);
+    if (np && r->e == cudaSuccess) /* pinned: full-speed copies */
+        r->e = cudaMallocHost((void **)&rows, sizeof(float) * (size_t)(2 * chunk * K));
+    float *drows = er_dev_alloc(&r->db, sizeof(float) * (size_t)(2 * chunk * K), s, &r->e);
+    double *dys = er_dev_alloc(&r->db, sizeof(double) * (size_t)chunk, s, &r->e);
+    if (!hp || !ys) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
+    if (r->st == ER_OK && r->e == cudaSuccess && np) {
+        r->e = cudaMemcpyAsync(hp, r->dpend, sizeof(int64_t) * (size_t)np, cudaMemcpyDeviceToHost, s);
+        if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+        qsort(hp, (size_t)np, sizeof(int64_t), er_cmp_i64);
+        if (r->e == cudaSuccess)
+            r->e = cudaMemcpyAsync(r->dpend, hp, sizeof(int64_t) * (size_t)np, cudaMemcpyHostToDevice, s);
     }
-    for (int i = 0; i < db.n; i++) cudaFreeAsync(db.p[i], s);
-    cudaError_t e2 = cudaStreamSynchronize(s);
-    if (e == cudaSuccess) e = e2;
-    free(hia);
-    free(hib);
-    free(luts[0]);
-    free(luts[1]);
-    if (st == ER_OK && e != cudaSuccess)
-        st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU matmul path failed: %s (%s)", cudaGetErrorString(e),
-                      cudaGetErrorName(e));
-    if (st == ER_OK && fallback) arg->fallback = 1;
+    const er_dev_stats *h = r->hst;
+    er__matmul_env(r->ref, -1, &(er_dense_stats){h[0].emin_lsb, h[0].emin, h[0].emax, h[0].qmin, h[0].any_nonzero},
+                   &(er_dense_stats){h[1].emin_lsb, h[1].emin, h[1].emax, h[1].qmin, h[1].any_nonzero},
+                   &er__dot(r->arg->ref)->env);
+    int share = 0;
+    for (int64_t c0 = 0; c0 < np && r->st == ER_OK && r->e == cudaSuccess; c0 += chunk) {
+        int64_t cn = np - c0 < chunk ? np - c0 : chunk;
+        er_dev_gather(r, r->dpend + c0, cn, drows, dys, rows, ys);
+        if (r->e != cudaSuccess) break;
+        share += er_dev_chunk(r, sks, share, hp + c0, cn, rows, ys);
+    }
+    if (r->st == ER_OK && r->e == cudaSuccess && r->hw[0] && r->hw[1] != ULLONG_MAX)
+        er_dev_widest_entry(r, s0, drows, dys);
+    free(hp);
+    if (rows) cudaFreeHost(rows);
+    free(ys);
+}
+
+/* The GPU path's covers: the decisions on the GPU; the elements left, in element order, by the exact engine on the
+ * host's threads, each chunk's elements in contiguous shares. */
+static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
+    er_dev_arg *arg = er__sinks_arg(sks);
+    er_dev_run r;
+    memset(&r, 0, sizeof r);
+    r.ref = ref;
+    r.std = std;
+    r.arg = arg;
+    r.A = arg->A;
+    r.B = arg->B;
+    r.out = arg->out;
+    r.s = (cudaStream_t)arg->stream;
+    r.pl = &er__dot(ref)->plan;
+    r.fa = er__fmt(r.A->format);
+    r.fb = er__fmt(r.B->format);
+    r.fo = er__fmt(r.out->format);
+    r.e = cudaSuccess;
+    r.hw[1] = ULLONG_MAX;
+    const er_mm_plan *pl = r.pl;
+    int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
+    int loadable_a = r.fa->p <= 24 && (r.fa->bits <= 16 || r.A->format == ER_FP32);
+    int loadable_b = r.fb->p <= 24 && (r.fb->bits <= 16 || r.B->format == ER_FP32);
+    int ok = any_set && std->compute == ER_FP32 && loadable_a && loadable_b && er__row_major(r.A) &&
+             er__row_major(r.B) && er__row_major(r.out) &&
+             (r.fo->id == ER_FP32 || r.fo->id == ER_FP16 || r.fo->id == ER_BF16) && pl->K >= 1 && ref->n > 0 &&
+             pl->M < INT32_MAX && pl->N < INT32_MAX && pl->K < INT32_MAX;
+    if (!ok) {
+        arg->fallback = 1;
+        er__sinks_decline(sks);
+        return ER_OK;
+    }
+    r.na = pl->a_batches * pl->M * pl->K;
+    r.nbv = pl->b_batches * pl->K * pl->N;
+    r.n = ref->n;
+    r.K = pl->K;
+    er_dev_decode(&r);
+    if (er_dev_going(&r)) er_dev_decide(&r);
+    if (er_dev_going(&r)) er_dev_rest(&r, sks);
+    for (int i = 0; i < r.db.n; i++) cudaFreeAsync(r.db.p[i], r.s);
+    cudaError_t e2 = cudaStreamSynchronize(r.s);
+    if (r.e == cudaSuccess) r.e = e2;
+    free(r.hia);
+    free(r.hib);
+    free(r.luts[0]);
+    free(r.luts[1]);
+    er_status st = r.st;
+    if (st == ER_OK && r.e != cudaSuccess)
+        st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU matmul path failed: %s (%s)", cudaGetErrorString(r.e),
+                      cudaGetErrorName(r.e));
+    if (st == ER_OK && r.fallback) {
+        arg->fallback = 1;
+        er__sinks_decline(sks);
+    }
     return st;
 }
 #endif

@@ -81,6 +81,10 @@ ER_INTERNAL er_status er__sinks_open(er_sinks *sk, int nt);
 ER_INTERNAL er_sink *er__sinks_at(er_sinks *sk, int t, int o);
 /* The argument given to er__covers_module (NULL for the modules of the table). */
 ER_INTERNAL void *er__sinks_arg(er_sinks *sk);
+/* A module run through er__covers_module declines the check (the GPU path, for what it does not take): it puts no
+ * element, and its caller checks another way. A module of the table may not decline: the call is then refused with
+ * ER_ERR_INTERNAL, as for any element it does not put. */
+ER_INTERNAL void er__sinks_decline(er_sinks *sk);
 
 /* An op module. */
 typedef struct er_op_module {

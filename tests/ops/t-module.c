@@ -14,6 +14,7 @@
 typedef struct toy_state {
     er_tensor x;
     int skip_last; /* a faulty module: never puts the last element */
+    int decline;   /* a module that declines the check (as the GPU path does for what it does not take) */
 } toy_state;
 static toy_state *toy(const er_ref *r) { return (toy_state *)r->priv; }
 
@@ -40,6 +41,10 @@ static er_status toy_covers(const er_ref *ref, const er_standard *std, er_sinks 
     (void)std;
     const toy_state *s = toy(ref);
     int64_t n = ref->n, end = s->skip_last ? n - 1 : n;
+    if (s->decline) {
+        er__sinks_decline(sk);
+        return ER_OK;
+    }
     ER_RETURN_IF_ERROR(er__sinks_open(sk, 2));
     for (int t = 0; t < 2; t++)
         for (int o = 0; o < ref->mod->nout; o++) {
@@ -57,9 +62,11 @@ static er_status toy_covers(const er_ref *ref, const er_standard *std, er_sinks 
 }
 
 static const char *const toy_names[5] = {"out", "plus1", "plus2", "plus3", "plus4"};
-#define TOY_MODULE(op, n)                                                                                                  \
-    {.name = op, .nout = n, .out_names = toy_names, .priv_size = sizeof(toy_state), .destroy = toy_destroy,              \
-     .out_shape = er__out_shape_same, .check = toy_check, .covers = toy_covers, .inputs = toy_inputs}
+#define TOY_MODULE(op, n)                                                                                      \
+    {                                                                                                          \
+        .name = op, .nout = n, .out_names = toy_names, .priv_size = sizeof(toy_state), .destroy = toy_destroy, \
+        .out_shape = er__out_shape_same, .check = toy_check, .covers = toy_covers, .inputs = toy_inputs        \
+    }
 static const er_op_module toy_one_module = TOY_MODULE("toy_one", 1), toy_five_module = TOY_MODULE("toy_five", 5),
                           toy_unlisted_module = TOY_MODULE("toy_unlisted", 1);
 
@@ -159,6 +166,31 @@ START_TEST(an_element_never_put_is_an_internal_error) {
 }
 END_TEST
 
+START_TEST(declining_only_through_covers_module) {
+    fill();
+    er_tensor x, out;
+    ck_assert_int_eq(er_tensor_view(&x, ER_FP32, 2, shape, NULL, xs), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&out, ER_FP32, 2, shape, NULL, outs[0]), ER_OK);
+    er_ref *r = toy_ref(&toy_one_module, &x, 0);
+    toy(r)->decline = 1;
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    er_report rep;
+    er_report_init(&rep);
+    /* a module of the table may not decline: the elements would pass unchecked */
+    ck_assert_int_eq(er_covers(&rep, r, &out, &std), ER_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "toy_one declined its check outside er__covers_module"));
+    er_report_clear(&rep);
+    /* through er__covers_module (the GPU path's way) it may: nothing classified, an empty report, and the caller
+     * checks another way */
+    int flag = 0;
+    ck_assert_int_eq(er__covers_module(&rep, &toy_one_module, r, &out, &std, &flag), ER_OK);
+    ck_assert_int_eq(er_report_numel(&rep), 0);
+    er_report_clear(&rep);
+    er_ref_free(r);
+}
+END_TEST
+
 /* Every module of the table: a name of its own, at least one output, each named, and the callbacks the engine calls
  * without asking; a module outside the table makes no reference. */
 START_TEST(table_keeps_the_contract) {
@@ -186,6 +218,7 @@ int main(void) {
     tcase_add_test(tc, five_outputs_each_judged_alone);
     tcase_add_test(tc, state_released_once);
     tcase_add_test(tc, an_element_never_put_is_an_internal_error);
+    tcase_add_test(tc, declining_only_through_covers_module);
     tcase_add_test(tc, table_keeps_the_contract);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
