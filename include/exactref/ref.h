@@ -55,6 +55,14 @@ ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *w
 ER_API er_status er_layernorm(er_ref **out, const er_tensor *x, int normalized_ndim, const er_tensor *weight,
                               const er_tensor *bias, double eps);
 ER_API void er_ref_free(er_ref *ref);
+/* The ops (the table of op modules): how many, and op i's name ("matmul", "softmax", ...; NULL out of range). */
+ER_API int er_op_count(void);
+ER_API const char *er_op_name(int i);
+/* The options and values of the standard that only some ops take which the op `name` takes, as a list such as
+ * "depth=, mean=" (mean), from its module: the standard's other options apply to every op (their rules are the
+ * order's). ER_ERR_INVALID for an unknown op; ER_ERR_BUFFER with a NUL-terminated prefix when cap is too small,
+ * *needed (may be NULL) getting the full length. */
+ER_API er_status er_op_options(const char *name, char *buf, size_t cap, size_t *needed);
 /* 1 when the matmul reference took the fast path (OpenBLAS present, at least 2^18 products or EXACTREF_FAST=1,
  * operands of at most 24 significant bits, all finite, EXACTREF_FAST not 0): covers() then decides most elements from
  * two GEMMs and recomputes the rest

@@ -156,6 +156,12 @@ ER_API int er_standard_is_fixed(const er_standard *s, er_format a, er_format b);
  * (if not NULL) receives the length without the NUL. ER_ERR_BUFFER if it did not fit. */
 ER_API er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t *needed);
 ER_API size_t er_standard_sizeof(void);
+/* The options er_standard_parse reads, from its own table: how many, option i's name ("fma") and the values it takes
+ * ("either, never or always"); NULL for i out of range. Which op takes the options only some ops take:
+ * er_op_options. */
+ER_API int er_standard_option_count(void);
+ER_API const char *er_standard_option_name(int i);
+ER_API const char *er_standard_option_values(int i);
 
 /* The depth (additions a term passes through at most) of Triton's tl.sum / tl.reduce over a block of `block`
  * elements (a power of two) with `num_warps` warps (a power of two), for Triton major.minor: each thread combines

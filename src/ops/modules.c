@@ -115,6 +115,7 @@ typedef struct er_takes_rule {
     er_status status;
     int (*set)(const er_standard *s);
     const char *fmt;
+    const char *label; /* the options or values, as er_op_options lists them */
 } er_takes_rule;
 
 static int er_set_mma(const er_standard *s) { return s->order == ER_ORDER_MMA; }
@@ -135,25 +136,28 @@ static int er_set_mean(const er_standard *s) { return s->mean != 0; }
 static int er_set_attn(const er_standard *s) { return s->kv_block != 0 || s->p_sum != 0 || s->qk_scale != 0; }
 
 static const er_takes_rule er_takes_rules[] = {
-    { ER_TAKES_MMA, ER_ERR_STANDARD, er_set_mma,
-      "mma standards model tensor-core products; they apply to %s, not to %s" },
-    { ER_TAKES_TF32, ER_ERR_STANDARD, er_set_tf32,
-      "compute=tf32 converts operands of products; it applies to %s, not to %s" },
-    { ER_TAKES_RSQRT, ER_ERR_STANDARD, er_set_rsqrt, "rsqrt_ulps= applies to %s, not to %s" },
-    { ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_variance, "variance= applies to %s, not to %s" },
-    { ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_combine, "combine_depth= bounds a Welford tree (%s), not %s" },
-    { ER_TAKES_EXP, ER_ERR_STANDARD, er_set_exp, "exp_ulps= applies to %s, not to %s" },
-    { ER_TAKES_LOG, ER_ERR_STANDARD, er_set_log, "log_ulps= applies to %s, not to %s" },
-    { ER_TAKES_DIV, ER_ERR_STANDARD, er_set_div, "div= applies to %s, not to %s" },
-    { ER_TAKES_FAST, ER_ERR_STANDARD, er_set_fast, "exp_ulps=fast and math=fast apply to %s, not to %s" },
-    { ER_TAKES_TRITON, ER_ERR_STANDARD, er_set_triton, "math=triton applies to %s, not to %s" },
-    { ER_TAKES_FLUSH, ER_ERR_UNSUPPORTED, er_set_flush,
-      "subnormals=flush is modelled for %s in this version, not for %s" },
-    { ER_TAKES_DIV_ULPS, ER_ERR_STANDARD, er_set_div_ulps, "div_ulps= applies to %s, not to %s" },
-    { ER_TAKES_ONLINE, ER_ERR_STANDARD, er_set_online, "max= and online= apply to %s, not to %s" },
-    { ER_TAKES_DEPTH, ER_ERR_STANDARD, er_set_depth, "depth= bounds additions; it applies to %s, not to %s" },
-    { ER_TAKES_MEAN, ER_ERR_STANDARD, er_set_mean, "mean= applies to %s, not to %s" },
-    { ER_TAKES_ATTN, ER_ERR_STANDARD, er_set_attn, "kv_block=, p_sum= and qk_scale= apply to %s, not to %s" },
+    {ER_TAKES_MMA, ER_ERR_STANDARD, er_set_mma, "mma standards model tensor-core products; they apply to %s, not to %s",
+     "mma:<arch>"},
+    {ER_TAKES_TF32, ER_ERR_STANDARD, er_set_tf32,
+     "compute=tf32 converts operands of products; it applies to %s, not to %s", "compute=tf32"},
+    {ER_TAKES_RSQRT, ER_ERR_STANDARD, er_set_rsqrt, "rsqrt_ulps= applies to %s, not to %s", "rsqrt_ulps="},
+    {ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_variance, "variance= applies to %s, not to %s", "variance="},
+    {ER_TAKES_VARIANCE, ER_ERR_STANDARD, er_set_combine, "combine_depth= bounds a Welford tree (%s), not %s",
+     "combine_depth="},
+    {ER_TAKES_EXP, ER_ERR_STANDARD, er_set_exp, "exp_ulps= applies to %s, not to %s", "exp_ulps="},
+    {ER_TAKES_LOG, ER_ERR_STANDARD, er_set_log, "log_ulps= applies to %s, not to %s", "log_ulps="},
+    {ER_TAKES_DIV, ER_ERR_STANDARD, er_set_div, "div= applies to %s, not to %s", "div="},
+    {ER_TAKES_FAST, ER_ERR_STANDARD, er_set_fast, "exp_ulps=fast and math=fast apply to %s, not to %s",
+     "exp_ulps=fast, math=fast"},
+    {ER_TAKES_TRITON, ER_ERR_STANDARD, er_set_triton, "math=triton applies to %s, not to %s", "math=triton"},
+    {ER_TAKES_FLUSH, ER_ERR_UNSUPPORTED, er_set_flush,
+     "subnormals=flush is modelled for %s in this version, not for %s", "subnormals=flush"},
+    {ER_TAKES_DIV_ULPS, ER_ERR_STANDARD, er_set_div_ulps, "div_ulps= applies to %s, not to %s", "div_ulps="},
+    {ER_TAKES_ONLINE, ER_ERR_STANDARD, er_set_online, "max= and online= apply to %s, not to %s", "max=, online="},
+    {ER_TAKES_DEPTH, ER_ERR_STANDARD, er_set_depth, "depth= bounds additions; it applies to %s, not to %s", "depth="},
+    {ER_TAKES_MEAN, ER_ERR_STANDARD, er_set_mean, "mean= applies to %s, not to %s", "mean="},
+    {ER_TAKES_ATTN, ER_ERR_STANDARD, er_set_attn, "kv_block=, p_sum= and qk_scale= apply to %s, not to %s",
+     "kv_block=, p_sum=, qk_scale="},
 };
 
 /* The names of the table's ops whose modules take bit, as "a, b and c", into buf. */
@@ -170,6 +174,39 @@ static const char *er_ops_taking(unsigned bit, char *buf, size_t cap) {
         len += (size_t)w;
     }
     return buf;
+}
+
+int er_op_count(void) {
+    int n = 0;
+    while (er__modules[n]) n++;
+    return n;
+}
+
+const char *er_op_name(int i) { return i >= 0 && i < er_op_count() ? er__modules[i]->name : NULL; }
+
+er_status er_op_options(const char *name, char *buf, size_t cap, size_t *needed) {
+    er__ok();
+    ER_CHECK_NULL(name, "name");
+    if (!buf && cap) return er__fail(ER_ERR_NULL, "buf is NULL but cap is %zu", cap);
+    const er_op_module *const *m = er__modules;
+    while (*m && strcmp((*m)->name, name) != 0) m++;
+    if (!*m) return er__fail(ER_ERR_INVALID, "unknown op '%.40s' (er_op_name lists them)", name);
+    char tmp[512];
+    size_t len = 0;
+    tmp[0] = '\0';
+    for (size_t i = 0; i < sizeof er_takes_rules / sizeof er_takes_rules[0]; i++)
+        if ((*m)->takes & er_takes_rules[i].bit) {
+            int w = snprintf(tmp + len, sizeof tmp - len, "%s%s", len ? ", " : "", er_takes_rules[i].label);
+            if (w > 0 && (size_t)w < sizeof tmp - len) len += (size_t)w;
+        }
+    if (needed) *needed = len;
+    if (cap) {
+        size_t k = len < cap - 1 ? len : cap - 1;
+        memcpy(buf, tmp, k);
+        buf[k] = '\0';
+    }
+    if (len >= cap) return er__fail(ER_ERR_BUFFER, "the options of %s need %zu bytes (cap %zu)", name, len + 1, cap);
+    return ER_OK;
 }
 
 er_status er__standard_takes(const er_ref *ref, const er_standard *std) {

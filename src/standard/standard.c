@@ -401,6 +401,20 @@ static int er_opt_special(const er_opt_def *o, const char *val, er_standard *s, 
     return 0;
 }
 
+int er_standard_option_count(void) { return ER_NOPTIONS; }
+
+const char *er_standard_option_name(int i) { return i >= 0 && i < ER_NOPTIONS ? er_options[i].name : NULL; }
+
+const char *er_standard_option_values(int i) {
+    if (i < 0 || i >= ER_NOPTIONS) return NULL;
+    const er_opt_def *o = &er_options[i];
+    if (strcmp(o->name, "compute") == 0) return "fp64, fp32, tf32, tf32x3, fp16 or bf16";
+    if (strcmp(o->name, "exp_ulps") == 0) return "a number of ulps between 0.5 and 1e6, or fast";
+    if (o->kind == ER_OPT_FORMAT) return "a format's name";
+    if (o->kind == ER_OPT_POW2) return "a power of two from 1 to 32";
+    return o->expect;
+}
+
 /* The bit of the option named name in the parser's mask of those seen. */
 static uint64_t er_opt_bit(const char *name) {
     for (int i = 0; i < ER_NOPTIONS; i++)

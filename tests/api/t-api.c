@@ -228,6 +228,46 @@ START_TEST(standards) {
 }
 END_TEST
 
+/* The option table and each op's options, as the library states them for bindings and documentation. */
+START_TEST(option_tables) {
+    int n = er_standard_option_count();
+    ck_assert_int_eq(n, 29);
+    ck_assert_str_eq(er_standard_option_name(0), "compute");
+    ck_assert_str_eq(er_standard_option_values(1), "either, never or always");
+    ck_assert_ptr_null(er_standard_option_name(n));
+    ck_assert_ptr_null(er_standard_option_values(-1));
+    er_standard s;
+    for (int i = 0; i < n; i++) {
+        /* every option the table names is the parser's: a bad value is refused as a value, never as an unknown key */
+        char opt[64];
+        snprintf(opt, sizeof opt, "%s=@", er_standard_option_name(i));
+        ck_assert_int_eq(er_standard_parse(&s, "triton:64", opt), ER_ERR_STANDARD);
+        ck_assert_ptr_null(strstr(er_last_error(), "unknown option"));
+    }
+    ck_assert_int_eq(er_op_count(), 12);
+    ck_assert_str_eq(er_op_name(0), "matmul");
+    ck_assert_ptr_null(er_op_name(12));
+    char buf[128];
+    size_t need = 0;
+    ck_assert_int_eq(er_op_options("mean", buf, sizeof buf, &need), ER_OK);
+    ck_assert_str_eq(buf, "depth=, mean=");
+    ck_assert_int_eq((int)need, 13);
+    ck_assert_int_eq(er_op_options("max", buf, sizeof buf, NULL), ER_OK);
+    ck_assert_str_eq(buf, "");
+    ck_assert_int_eq(er_op_options("mean", buf, 6, &need), ER_ERR_BUFFER);
+    ck_assert_str_eq(buf, "depth");
+    ck_assert_int_eq((int)need, 13);
+    ck_assert_int_eq(er_op_options("conv2d", buf, sizeof buf, NULL), ER_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "unknown op 'conv2d'"));
+    ck_assert_int_eq(er_op_options(NULL, buf, sizeof buf, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_op_options("mean", NULL, 4, NULL), ER_ERR_NULL);
+    /* what each op's options say is what its check does: an option it takes passes the op-option rule */
+    ck_assert_int_eq(er_op_options("softmax", buf, sizeof buf, NULL), ER_OK);
+    ck_assert_ptr_nonnull(strstr(buf, "exp_ulps="));
+    ck_assert_ptr_null(strstr(buf, "rsqrt_ulps="));
+}
+END_TEST
+
 START_TEST(statuses_and_version) {
     static const er_status all[] = {ER_OK, ER_ERR_NULL, ER_ERR_INVALID, ER_ERR_FORMAT, ER_ERR_SHAPE, ER_ERR_SIZE,
                                     ER_ERR_STANDARD, ER_ERR_OUTPUT, ER_ERR_NOMEM, ER_ERR_UNSUPPORTED, ER_ERR_BUFFER,
@@ -375,6 +415,7 @@ int main(void) {
     tcase_add_test(tc, standards);
     tcase_add_test(tc, covers_sets);
     tcase_add_test(tc, statuses_and_version);
+    tcase_add_test(tc, option_tables);
     tcase_add_test(tc, clear_unfilled_reports);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

@@ -858,3 +858,33 @@ def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight
         keep += [v, t]
         bufs.append(v.buf)
     return LayerNormReference(_ffi.layernorm(va.buf, k, bufs[0], bufs[1], eps), tuple(keep), a.shape, "layernorm")
+
+
+# ---- docstrings from the library's tables: the standard's options and which op takes which ----
+
+_ORDERS = "any_order, sequential, blocked:B, split:S, pairwise, mma:smNN, triton:BLOCK"
+
+
+def _document():
+    import textwrap
+
+    options = _ffi.standard_options()
+    listing = "\n".join("        %s=: %s" % (name, values) for name, values in options)
+    text = textwrap.fill(
+        "`standard` is an order (%s); options follow it in the string or come as `options` and keywords. The options"
+        " (docs/reference/standard.md, from the library's own table), with the values each takes:" % _ORDERS,
+        width=116, initial_indent="        ", subsequent_indent="        ")
+    for method in (Reference.covers, _MultiOutputReference.covers):
+        method.__doc__ = (method.__doc__ or "").rstrip() + "\n\n" + text + "\n" + listing
+    ops = {matmul: "matmul", scaled_matmul: "matmul", sum: "sum", mean: "mean", max: "max", softmax: "softmax",
+           log_softmax: "log_softmax", rmsnorm: "rmsnorm", layer_norm: "layernorm", quantize: "quantize",
+           attention: "attention", tensor: "tensor"}
+    for fn, op in ops.items():
+        own = _ffi.op_options(op)
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n" + textwrap.fill(
+            "Standards: covers() takes the orders and options Reference.covers lists, where they apply to the op; of"
+            " the options only some ops take, %s takes %s." % (op, ", ".join(own) if own else "none"),
+            width=116, initial_indent="    ", subsequent_indent="    ")
+
+
+_document()

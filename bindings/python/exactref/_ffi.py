@@ -64,6 +64,15 @@ _sig = {
         [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, c_int64_p, c_int64_p, ctypes.c_void_p],
     ),
     "er_standard_sizeof": (ctypes.c_size_t, []),
+    "er_standard_option_count": (ctypes.c_int, []),
+    "er_standard_option_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_standard_option_values": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_op_count": (ctypes.c_int, []),
+    "er_op_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "er_op_options": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
     "er_standard_parse": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]),
     "er_standard_format": (
         ctypes.c_int,
@@ -241,6 +250,24 @@ for _name, _code in (
 
 def version():
     return lib.er_version().decode()
+
+
+def standard_options():
+    """The options of the standard string, from the parser's table: (name, the values it takes) in its order."""
+    return tuple(
+        (lib.er_standard_option_name(i).decode(), lib.er_standard_option_values(i).decode())
+        for i in range(lib.er_standard_option_count())
+    )
+
+
+def op_options(op):
+    """The options only some ops take that op (the library's name: "matmul", "layernorm") takes, from its module."""
+    buf = ctypes.create_string_buffer(512)
+    check(lib.er_op_options(op.encode(), buf, len(buf), None))
+    return tuple(x for x in buf.value.decode().split(", ") if x)
+
+
+OPS = tuple(lib.er_op_name(i).decode() for i in range(lib.er_op_count()))
 
 
 def cuda_available():

@@ -31,3 +31,20 @@ def test_only_the_ffi_module_imports_ctypes():
 def test_public_namespace_is_all():
     public = {n for n in dir(er) if not n.startswith("_")}
     assert public == set(er.__all__), public ^ set(er.__all__)
+
+
+def test_docstrings_come_from_the_library_tables():
+    from exactref import _ffi
+
+    names = [name for name, _ in _ffi.standard_options()]
+    assert len(names) == 29 and names[0] == "compute"
+    for name, values in _ffi.standard_options():
+        assert "%s=: %s" % (name, values) in er.Reference.covers.__doc__
+        assert "%s=: %s" % (name, values) in er.AttentionReference.covers.__doc__
+    assert set(_ffi.OPS) >= {"matmul", "softmax", "layernorm", "attention", "quantize"}
+    flat = {fn: " ".join(fn.__doc__.split()) for fn in (er.softmax, er.matmul, er.max, er.layer_norm)}
+    assert "softmax takes exp_ulps=, div=," in flat[er.softmax]
+    assert "rsqrt_ulps" not in flat[er.softmax].split("takes")[-1]
+    assert "matmul takes mma:<arch>, compute=tf32, depth=." in flat[er.matmul]
+    assert "max takes none." in flat[er.max]
+    assert "layernorm takes " + ", ".join(_ffi.op_options("layernorm")) + "." in flat[er.layer_norm]
