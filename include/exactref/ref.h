@@ -43,6 +43,12 @@ ER_API er_status er_softmax(er_ref **out, const er_tensor *x, int dim);
 /* log_softmax of x along `dim`: (x_i - max) - log(sum_j exp(x_j - max)); options exp_ulps (default 2) and
  * log_ulps (default 1, CUDA's bound for logf). */
 ER_API er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim);
+/* softmax's backward pass along dim: dx = y (dy - sum_j dy_j y_j), from the kernel's saved output y and the gradient
+ * dy (the same shape, any formats), as torch's _softmax_backward_data. One output, dx, of y's shape. Standard:
+ * any_order in a compute format holding dy's and y's values (depth= bounds the sum's tree); the set holds every
+ * result of the sum in any order in that format, its products rounded or fused, then dx as y (dy - D), dy y - y D,
+ * or either with a fused multiply-add (docs/algorithms/softmax-backward.md). dy and y must outlive the reference. */
+ER_API er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim);
 /* rmsnorm over x's last dimension: x_i w_i / sqrt(mean_j x_j^2 + eps), weight NULL (none) or a vector of that
  * length. Options: compute (it must hold x's values), mean (divide, reciprocal, either), rsqrt_ulps (default 2). */
 ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps);

@@ -85,6 +85,10 @@ _sig = {
     "er_max": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
     "er_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
     "er_log_softmax": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]),
+    "er_softmax_backward": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int],
+    ),
     "er_rmsnorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
     "er_scaled_matmul": (
         ctypes.c_int,
@@ -399,6 +403,10 @@ def along(op, vx, dim):
 
 def rmsnorm(vx, vw, eps):
     return _new(lib.er_rmsnorm, vx, vw, eps)
+
+
+def softmax_backward(vdy, vy, dim):
+    return _new(lib.er_softmax_backward, vdy, vy, dim)
 
 
 def layernorm(vx, k, vw, vb, eps):

@@ -1,0 +1,140 @@
+/* softmax_bwd.c: the sets of softmax's backward pass (src/enclose/softmax_bwd.h; docs/algorithms/softmax-backward.md).
+ *
+ * A kernel computes D~, the sum of the products dy_j y_j in F in some order (each product rounded or fused into its
+ * addition), then each dx_i in one of the forms of Lemma B2, each monotone in D~: the set of dx_i is within the least
+ * and the greatest of the forms' values at the ends of D~'s any-order set (Theorem B1). The exact D is summed with
+ * MPFR at a precision that holds it exactly, and dx_i's exact value from it. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h> /* before mpfr.h: the intmax_t functions */
+#include <string.h>
+#include <mpfr.h>
+#include "enclose/softmax_bwd.h"
+
+/* Every value of F and the specials: the set of a row whose inputs hold a NaN or an infinity, or whose forms meet
+ * an overflow (no claim beyond "anything"). */
+static void er_sbwd_anything(er_cval *c, const er_fmt_info *F) {
+    memset(c, 0, sizeof *c);
+    c->lo = -F->max;
+    c->hi = F->max;
+    c->nan = c->pinf = c->ninf = 1;
+}
+
+/* The forms of Lemma B2 at D~ = d, for dy and y (values of F): their least and greatest into *lo, *hi; 0 when one of
+ * them is not finite. */
+static int er_sbwd_forms(const er_fmt_info *F, double dy, double y, double d, int wide, double *lo, double *hi) {
+    const er_round N = ER_ROUND_NEAREST;
+    double a = er__round_prod(F, dy, y, wide, N), b = er__round_prod(F, y, d, wide, N);
+    double f[4] = {
+        er__round_prod(F, y, er__round_sum(F, dy, -d, N), wide, N), /* y (dy - D) */
+        er__round_sum(F, a, -b, N),                                 /* dy y - y D */
+        er__round_fma(F, -y, d, a, wide, N),                        /* fma(-y, D, dy y) */
+        er__round_fma(F, dy, y, -b, wide, N),                       /* fma(dy, y, -y D) */
+    };
+    for (int k = 0; k < 4; k++) {
+        if (!isfinite(f[k])) return 0;
+        if (f[k] < *lo) *lo = f[k];
+        if (f[k] > *hi) *hi = f[k];
+    }
+    return 1;
+}
+
+/* D = sum_j dy_j y_j exactly into D (initialised here; the caller clears it), and the row's summary for the
+ * any-order set. */
+static void er_sbwd_sum(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, mpfr_t D, er_dotsum *sm) {
+    long emax = LONG_MIN, lsb = LONG_MAX;
+    double pos = 0, negs = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double p = dy[j] * y[j];
+        if (dy[j] == 0 || y[j] == 0) continue;
+        long ea = ilogb(dy[j]), eb = ilogb(y[j]);
+        if (ea + eb + 2 > emax) emax = ea + eb + 2;
+        if (ea - (pl->Fdy->p - 1) + eb - (pl->Fy->p - 1) < lsb) lsb = ea - (pl->Fdy->p - 1) + eb - (pl->Fy->p - 1);
+        /* sums of the positive products and of the negative ones' magnitudes, rounded up (|p| within 2^-53 of the
+         * exact product, which may be below double's range: its bound is the least subnormal) */
+        double m = er__next_up(fabs(p)) + 4.9406564584124654e-324;
+        if ((dy[j] < 0) == (y[j] < 0)) pos = er__add_up(pos, m);
+        else negs = er__add_up(negs, m);
+    }
+    int lg = 0;
+    while ((INT64_C(1) << lg) <= n && lg < 62) lg++;
+    mpfr_prec_t P = emax == LONG_MIN ? 2 : (mpfr_prec_t)(emax - lsb + lg + 2);
+    mpfr_init2(D, P);
+    mpfr_set_zero(D, 1);
+    mpfr_t a, t;
+    mpfr_inits2(128, a, t, (mpfr_ptr)0);
+    for (int64_t j = 0; j < n; j++) {
+        if (dy[j] == 0 || y[j] == 0) continue;
+        mpfr_set_d(a, dy[j], MPFR_RNDN);
+        mpfr_mul_d(t, a, y[j], MPFR_RNDN); /* exact: 106 bits at most */
+        mpfr_add(D, D, t, MPFR_RNDN);      /* exact: P holds every partial sum */
+    }
+    memset(sm, 0, sizeof *sm);
+    sm->pos = pos;
+    sm->negs = negs;
+    if (!mpfr_zero_p(D)) {
+        mpfr_t m64;
+        mpfr_init2(m64, 64);
+        sm->neg = mpfr_sgn(D) < 0;
+        sm->sticky = mpfr_abs(m64, D, MPFR_RNDZ) != 0;
+        sm->e = (int32_t)(mpfr_get_exp(m64) - 64);
+        mpfr_mul_2si(m64, m64, -(long)sm->e, MPFR_RNDN); /* exact: an integer of 64 bits */
+        sm->m = (uint64_t)mpfr_get_uj(m64, MPFR_RNDZ);
+        mpfr_clear(m64);
+    }
+    mpfr_clears(a, t, (mpfr_ptr)0);
+}
+
+er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, er_cval *cv, double *ex,
+                       double *rd) {
+    const er_fmt_info *F = pl->F;
+    for (int64_t j = 0; j < n; j++)
+        if (!isfinite(dy[j]) || !isfinite(y[j])) {
+            for (int64_t i = 0; i < n; i++) {
+                er_sbwd_anything(&cv[i], F);
+                ex[i] = rd[i] = NAN;
+            }
+            return ER_OK;
+        }
+    er_anyorder_bound bd;
+    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->Fdy, pl->Fy, F, n, pl->depth, 0));
+    mpfr_t D, x;
+    er_dotsum sm;
+    er_sbwd_sum(pl, dy, y, n, D, &sm);
+    er_edge_scratch w;
+    er__edge_scratch_init(&w);
+    er_cval dset;
+    er__anyorder_cval(&dset, &bd, F, &sm, &w);
+    er__edge_scratch_clear(&w);
+    int dfin = !dset.nan && !dset.nan_req && !dset.pinf && !dset.ninf && dset.lo <= dset.hi;
+    int wide = F->p > 26;
+    mpfr_init2(x, 2);
+    for (int64_t i = 0; i < n; i++) {
+        double lo = INFINITY, hi = -INFINITY;
+        if (dfin && er_sbwd_forms(F, dy[i], y[i], dset.lo, wide, &lo, &hi) &&
+            er_sbwd_forms(F, dy[i], y[i], dset.hi, wide, &lo, &hi)) {
+            memset(&cv[i], 0, sizeof cv[i]);
+            cv[i].lo = lo;
+            cv[i].hi = hi;
+        } else {
+            er_sbwd_anything(&cv[i], F);
+        }
+        /* the exact dx_i = y_i (dy_i - D), at a precision that holds it */
+        long top = mpfr_zero_p(D) ? LONG_MIN : (long)mpfr_get_exp(D);
+        long low = top == LONG_MIN ? LONG_MAX : top - (long)mpfr_get_prec(D);
+        if (dy[i] != 0) {
+            long e = ilogb(dy[i]) + 1;
+            if (e > top) top = e;
+            if (e - 1 - (pl->Fdy->p - 1) < low) low = e - 1 - (pl->Fdy->p - 1);
+        }
+        mpfr_prec_t pt = top == LONG_MIN ? 2 : (mpfr_prec_t)(top - low + 2);
+        mpfr_set_prec(x, pt + 64);
+        mpfr_set_d(x, dy[i], MPFR_RNDN);
+        mpfr_sub(x, x, D, MPFR_RNDN); /* exact */
+        mpfr_mul_d(x, x, y[i], MPFR_RNDN); /* exact: y has at most 53 significant bits */
+        ex[i] = mpfr_get_d(x, MPFR_RNDN);
+        rd[i] = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov);
+    }
+    mpfr_clears(D, x, (mpfr_ptr)0);
+    return ER_OK;
+}

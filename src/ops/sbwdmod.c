@@ -1,0 +1,155 @@
+/* sbwdmod.c: softmax's backward pass and its op module (src/ops/module.h): dx = y (dy - sum_j dy_j y_j) along dim,
+ * from the kernel's saved softmax output y and the incoming gradient dy; one output, dx. The sets are
+ * src/enclose/softmax_bwd.c's (docs/algorithms/softmax-backward.md). Rows along the last dimension run in contiguous
+ * runs, one per thread; rows along another dimension are computed first and put in element order. */
+#include <stdlib.h>
+#include <string.h>
+#include "format/format.h"
+#include "ops/modkit.h"
+#include "ops/ref_internal.h"
+#include "tensor/tensor_internal.h"
+#include "enclose/softmax_bwd.h"
+
+/* The views of dy and y (not copies), the dimension of the rows, the rows' length K, and the elements after dim in
+ * row-major order (inner: a row's stride in element numbers). */
+typedef struct er_sbwd_state {
+    er_tensor dy, y;
+    int dim;
+    int64_t K, inner, rows;
+} er_sbwd_state;
+static er_sbwd_state *er__sbwd(const er_ref *r) { return (er_sbwd_state *)r->priv; }
+
+static int er_sbwd_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    names[0] = "dy";
+    views[0] = &er__sbwd(r)->dy;
+    if (cap < 2) return 1;
+    names[1] = "y";
+    views[1] = &er__sbwd(r)->y;
+    return 2;
+}
+
+er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(dy, "dy");
+    ER_CHECK_NULL(y, "y");
+    ER_RETURN_IF_ERROR(er__tensor_check(dy, "dy"));
+    ER_RETURN_IF_ERROR(er__check_dim(y, &dim));
+    int same = dy->ndim == y->ndim;
+    for (int i = 0; same && i < y->ndim; i++) same = dy->shape[i] == y->shape[i];
+    if (!same) return er__fail(ER_ERR_SHAPE, "dy and y must have the same shape");
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__softmax_backward_module));
+    er_sbwd_state *s = er__sbwd(r);
+    s->dy = *dy;
+    s->y = *y;
+    s->dim = dim;
+    s->K = y->shape[dim];
+    s->inner = 1;
+    for (int i = dim + 1; i < y->ndim; i++) s->inner *= y->shape[i];
+    r->ndim = y->ndim;
+    r->n = 1;
+    for (int i = 0; i < y->ndim; i++) {
+        r->shape[i] = y->shape[i];
+        r->n *= y->shape[i];
+    }
+    s->rows = s->K ? r->n / s->K : 0;
+    *out = r;
+    return ER_OK;
+}
+
+/* any_order in a compute format holding dy's and y's values, rounding to nearest; depth= bounds D's tree. */
+static er_status er_sbwd_check(const er_ref *ref, const er_standard *std) {
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
+    const er_sbwd_state *s = er__sbwd(ref);
+    if (std->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "softmax_backward takes order any_order in this version (its sum in any order)");
+    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD,
+                        "softmax_backward takes rounding=nearest and compute fp64, fp32, fp16 or bf16");
+    const er_fmt_info *F = er__fmt(std->compute);
+    const er_tensor *t[2] = {&s->dy, &s->y};
+    for (int k = 0; k < 2; k++) {
+        const er_fmt_info *X = er__fmt(t[k]->format);
+        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+            return er__fail(ER_ERR_STANDARD, "softmax_backward of %s %s needs a compute format holding it (compute=%s "
+                            "does not)", k ? "y" : "dy", X->name, F->name);
+    }
+    return ER_OK;
+}
+
+/* One thread's run of rows [r0, r1). */
+typedef struct er_sbwd_job {
+    const er_ref *ref;
+    er_sbwd_plan pl;
+    er_sink *sk;            /* rows along the last dimension: their sets straight into the sink */
+    er_cset *all;           /* else: every element's set, put in element order afterwards */
+    int64_t r0, r1;
+    er_status st;
+} er_sbwd_job;
+
+static void *er_sbwd_run(void *arg) {
+    er_sbwd_job *j = arg;
+    const er_sbwd_state *s = er__sbwd(j->ref);
+    int64_t K = s->K;
+    double *buf = malloc(sizeof(double) * (size_t)(4 * K));
+    er_cval *cv = malloc(sizeof *cv * (size_t)K);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)K);
+    j->st = buf && cv && idx ? ER_OK
+                             : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)K);
+    double *dy = buf, *y = buf + K, *ex = buf + 2 * K, *rd = buf + 3 * K;
+    for (int64_t r = j->r0; r < j->r1 && j->st == ER_OK; r++) {
+        int64_t o = r / s->inner, in = r % s->inner;
+        for (int64_t k = 0; k < K; k++) {
+            idx[k] = (o * K + k) * s->inner + in;
+            dy[k] = er__load(&s->dy, er__offset(&s->dy, idx[k]));
+            y[k] = er__load(&s->y, er__offset(&s->y, idx[k]));
+        }
+        j->st = er__sbwd_row(&j->pl, dy, y, K, cv, ex, rd);
+        for (int64_t k = 0; k < K && j->st == ER_OK; k++) {
+            er_cset c;
+            er__cset_build(&c, j->pl.O, j->pl.ov, 1, &cv[k], ex[k], rd[k]);
+            if (j->sk) er__sink_put(j->sk, idx[k], &c);
+            else j->all[idx[k]] = c;
+        }
+    }
+    free(buf);
+    free(cv);
+    free(idx);
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread (job 0 runs in the calling one) */
+    return NULL;
+}
+
+static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
+    const er_sbwd_state *s = er__sbwd(ref);
+    int last = s->inner == 1;
+    int nt = last ? er__num_threads(ref->n * 16) : 1;
+    if (nt > s->rows) nt = s->rows > 0 ? (int)s->rows : 1;
+    ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
+    er_sink *s0 = er__sinks_at(sk, 0, 0);
+    er_sbwd_plan pl = {er__fmt(std->compute), er__fmt(s->dy.format), er__fmt(s->y.format), s0->O, s0->ov, std->depth};
+    er_cset *all = NULL;
+    if (!last) {
+        ER_RETURN_IF_ERROR(er__mem_check((double)sizeof *all * (double)ref->n, "softmax_backward's sets"));
+        all = malloc(sizeof *all * (size_t)(ref->n ? ref->n : 1));
+        if (!all) return er__fail(ER_ERR_NOMEM, "cannot allocate the sets of %lld elements", (long long)ref->n);
+    }
+    er_status st = ER_OK;
+    er_sbwd_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt && st == ER_OK; t++)
+        jobs[t] = (er_sbwd_job){ref, pl, last ? er__sinks_at(sk, t, 0) : NULL, all, s->rows * t / nt,
+                                s->rows * (t + 1) / nt, ER_OK};
+    if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_sbwd_run);
+    for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+    for (int64_t i = 0; st == ER_OK && !last && i < ref->n; i++) er__sink_put(s0, i, &all[i]);
+    free(all);
+    return st;
+}
+
+static const char *const er_sbwd_names[1] = {"dx"};
+
+const er_op_module er__softmax_backward_module = {.name = "softmax_backward", .nout = 1, .out_names = er_sbwd_names,
+                                                  .priv_size = sizeof(er_sbwd_state), .takes = ER_TAKES_DEPTH,
+                                                  .inputs = er_sbwd_inputs, .out_shape = er__out_shape_same,
+                                                  .check = er_sbwd_check, .covers = er_sbwd_covers};
