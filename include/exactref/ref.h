@@ -49,6 +49,11 @@ ER_API er_status er_log_softmax(er_ref **out, const er_tensor *x, int dim);
  * result of the sum in any order in that format, its products rounded or fused, then dx as y (dy - D), dy y - y D,
  * or either with a fused multiply-add (docs/algorithms/softmax-backward.md). dy and y must outlive the reference. */
 ER_API er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim);
+/* log_softmax's backward pass along dim: dx = dy - exp(y) sum_j dy_j, from the kernel's saved log_softmax output y
+ * and the gradient dy, as torch's _log_softmax_backward_data. One output, dx. Standard: any_order with compute (it
+ * must hold dy's and y's values), exp_ulps= (default 2, or fast) and depth=; dx as dy - exp(y) S or with a fused
+ * multiply-add (docs/algorithms/softmax-backward.md, Theorem B2). */
+ER_API er_status er_log_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim);
 /* rmsnorm over x's last dimension: x_i w_i / sqrt(mean_j x_j^2 + eps), weight NULL (none) or a vector of that
  * length. Options: compute (it must hold x's values), mean (divide, reciprocal, either), rsqrt_ulps (default 2). */
 ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps);

@@ -1,5 +1,5 @@
-/* softmax_bwd.h: the sets of softmax's backward pass, dx = y (dy - sum_j dy_j y_j) along a row
- * (docs/algorithms/softmax-backward.md). */
+/* softmax_bwd.h: the sets of softmax's and log_softmax's backward passes along a row, dx = y (dy - sum_j dy_j y_j)
+ * and dx = dy - exp(y) sum_j dy_j (docs/algorithms/softmax-backward.md). */
 #ifndef ER_ENCLOSE_SOFTMAX_BWD_H
 #define ER_ENCLOSE_SOFTMAX_BWD_H
 
@@ -13,11 +13,18 @@ typedef struct er_sbwd_plan {
     const er_fmt_info *F, *Fdy, *Fy, *O;
     er_overflow ov;
     int64_t depth;
+    double U;      /* log_softmax: exp's accuracy in ulps */
+    int exp_fast;  /* log_softmax: exp within 2 + floor(1.173 |y|) ulps (__expf) */
 } er_sbwd_plan;
 
 /* The n elements of a row (dy[j], y[j] decoded): each dx_j's set in F (cv), its exact value to double (ex) and
  * correctly rounded into O (rd). */
 ER_INTERNAL er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, er_cval *cv,
                                    double *ex, double *rd);
+
+/* log_softmax's backward pass, dx = dy - exp(y) sum_j dy_j, from the saved log_softmax output y: as er__sbwd_row. A
+ * row holding a NaN, an infinity in dy, +inf or a value above 2^10 in y (no log_softmax output) claims nothing. */
+ER_INTERNAL er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, er_cval *cv,
+                                    double *ex, double *rd);
 
 #endif

@@ -1,5 +1,6 @@
-/* sbwdmod.c: softmax's backward pass and its op module (src/ops/module.h): dx = y (dy - sum_j dy_j y_j) along dim,
- * from the kernel's saved softmax output y and the incoming gradient dy; one output, dx. The sets are
+/* sbwdmod.c: softmax's and log_softmax's backward passes and their op modules (src/ops/module.h): dx = y (dy - sum_j
+ * dy_j y_j) and dx = dy - exp(y) sum_j dy_j along dim, from the kernel's saved output y and the incoming gradient dy;
+ * one output, dx. The sets are
  * src/enclose/softmax_bwd.c's (docs/algorithms/softmax-backward.md). Rows along the last dimension run in contiguous
  * runs, one per thread; rows along another dimension are computed first and put in element order. */
 #include <stdlib.h>
@@ -28,8 +29,8 @@ static int er_sbwd_inputs(const er_ref *r, const er_tensor **views, const char *
     return 2;
 }
 
-er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim) {
-    er__ok();
+/* softmax_backward and log_softmax_backward: the same arguments and state. */
+static er_status er_bwd_make(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim, const er_op_module *m) {
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(dy, "dy");
     ER_CHECK_NULL(y, "y");
@@ -39,7 +40,7 @@ er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor
     for (int i = 0; same && i < y->ndim; i++) same = dy->shape[i] == y->shape[i];
     if (!same) return er__fail(ER_ERR_SHAPE, "dy and y must have the same shape");
     er_ref *r;
-    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__softmax_backward_module));
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, m));
     er_sbwd_state *s = er__sbwd(r);
     s->dy = *dy;
     s->y = *y;
@@ -58,23 +59,33 @@ er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor
     return ER_OK;
 }
 
+er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim) {
+    er__ok();
+    return er_bwd_make(out, dy, y, dim, &er__softmax_backward_module);
+}
+
+er_status er_log_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim) {
+    er__ok();
+    return er_bwd_make(out, dy, y, dim, &er__log_softmax_backward_module);
+}
+
 /* any_order in a compute format holding dy's and y's values, rounding to nearest; depth= bounds D's tree. */
 static er_status er_sbwd_check(const er_ref *ref, const er_standard *std) {
     ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
     const er_sbwd_state *s = er__sbwd(ref);
     if (std->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_UNSUPPORTED,
-                        "softmax_backward takes order any_order in this version (its sum in any order)");
+                        "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
     if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
         return er__fail(ER_ERR_STANDARD,
-                        "softmax_backward takes rounding=nearest and compute fp64, fp32, fp16 or bf16");
+                        "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
     const er_fmt_info *F = er__fmt(std->compute);
     const er_tensor *t[2] = {&s->dy, &s->y};
     for (int k = 0; k < 2; k++) {
         const er_fmt_info *X = er__fmt(t[k]->format);
         if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
-            return er__fail(ER_ERR_STANDARD, "softmax_backward of %s %s needs a compute format holding it (compute=%s "
-                            "does not)", k ? "y" : "dy", X->name, F->name);
+            return er__fail(ER_ERR_STANDARD, "%s of %s %s needs a compute format holding it (compute=%s does not)",
+                            er__op_name(ref), k ? "y" : "dy", X->name, F->name);
     }
     return ER_OK;
 }
@@ -106,7 +117,8 @@ static void *er_sbwd_run(void *arg) {
             dy[k] = er__load(&s->dy, er__offset(&s->dy, idx[k]));
             y[k] = er__load(&s->y, er__offset(&s->y, idx[k]));
         }
-        j->st = er__sbwd_row(&j->pl, dy, y, K, cv, ex, rd);
+        j->st = j->ref->mod == &er__log_softmax_backward_module ? er__lsbwd_row(&j->pl, dy, y, K, cv, ex, rd)
+                                                                 : er__sbwd_row(&j->pl, dy, y, K, cv, ex, rd);
         for (int64_t k = 0; k < K && j->st == ER_OK; k++) {
             er_cset c;
             er__cset_build(&c, j->pl.O, j->pl.ov, 1, &cv[k], ex[k], rd[k]);
@@ -128,7 +140,8 @@ static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_si
     if (nt > s->rows) nt = s->rows > 0 ? (int)s->rows : 1;
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_sink *s0 = er__sinks_at(sk, 0, 0);
-    er_sbwd_plan pl = {er__fmt(std->compute), er__fmt(s->dy.format), er__fmt(s->y.format), s0->O, s0->ov, std->depth};
+    er_sbwd_plan pl = {er__fmt(std->compute), er__fmt(s->dy.format), er__fmt(s->y.format), s0->O, s0->ov, std->depth,
+                       std->exp_ulps ? std->exp_ulps : 2.0, std->exp_fast || std->fast_math == 1};
     er_cset *all = NULL;
     if (!last) {
         ER_RETURN_IF_ERROR(er__mem_check((double)sizeof *all * (double)ref->n, "softmax_backward's sets"));
@@ -149,7 +162,11 @@ static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_si
 
 static const char *const er_sbwd_names[1] = {"dx"};
 
-const er_op_module er__softmax_backward_module = {.name = "softmax_backward", .nout = 1, .out_names = er_sbwd_names,
-                                                  .priv_size = sizeof(er_sbwd_state), .takes = ER_TAKES_DEPTH,
-                                                  .inputs = er_sbwd_inputs, .out_shape = er__out_shape_same,
-                                                  .check = er_sbwd_check, .covers = er_sbwd_covers};
+#define ER_BWD_MODULE(op, t)                                                                                        \
+    {                                                                                                               \
+        .name = op, .nout = 1, .out_names = er_sbwd_names, .priv_size = sizeof(er_sbwd_state), .takes = t,          \
+        .inputs = er_sbwd_inputs, .out_shape = er__out_shape_same, .check = er_sbwd_check, .covers = er_sbwd_covers \
+    }
+const er_op_module er__softmax_backward_module = ER_BWD_MODULE("softmax_backward", ER_TAKES_DEPTH),
+                   er__log_softmax_backward_module = ER_BWD_MODULE("log_softmax_backward",
+                                                                   ER_TAKES_DEPTH | ER_TAKES_EXP | ER_TAKES_FAST);

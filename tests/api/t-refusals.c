@@ -89,7 +89,7 @@ static void reset(void) {
     X(covers_standard_null, ER_ERR_NULL, "standard is NULL", er_covers(&o.rep, mm, &o.C, NULL))                     \
     X(covers_shape, ER_ERR_OUTPUT, "the output has shape [3, 4] but the matmul produces [3, 3]", er_covers(&o.rep, mm, &o.Cwide, &any)) \
     X(covers_fp8_ieee, ER_ERR_STANDARD, "no infinity", er_matmul_covers(&o.rep, &A, &B, &C8, "any_order", "overflow=ieee")) \
-    X(covers_softmax_option, ER_ERR_STANDARD, "applies to softmax, log_softmax and attention, not to matmul",      \
+    X(covers_softmax_option, ER_ERR_STANDARD, "exp_ulps= applies to softmax, log_softmax, attention",             \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "exp_ulps=2"))                                              \
     X(covers_accumulator, ER_ERR_STANDARD, "is not an accumulator format",                                         \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "compute=fp8_e4m3fn"))                                      \

@@ -2,7 +2,10 @@
  * (y (dy - D), dy y - y D, and both with a fused multiply-add), each with its sum D in a sequential, reverse,
  * pairwise, random-tree or fused order, stored to fp32, fp16 or bf16, on rows built to push the sets to their edges
  * (cancellation of dy_i against D, zeros of y, wide exponents, ties), are covered; the correctly rounded exact result
- * (an MPFR oracle at 3000 bits, independent of the library's) is classified exact; planted bugs are caught. */
+ * (an MPFR oracle at 3000 bits, independent of the library's) is classified exact; planted bugs are caught.
+ * log_softmax_backward: fp32 kernels with exp at the edges of its 2-ulp budget (one and two ulps below, two above
+ * the correctly rounded exp, and libm's expf), the sum in four orders, plain or fused, covered; the exact result
+ * (MPFR at 1000 bits) exact; bugs caught. */
 #include "../common/er_gen.h"
 
 /* ---- the inputs ---- */
@@ -273,6 +276,148 @@ START_TEST(softmax_backward_dims_and_refusals) {
 }
 END_TEST
 
+/* ---- log_softmax_backward ---- */
+
+/* A log_softmax output row y (fp32) and a gradient row dy. */
+static void lsb_row(int64_t K, float *y, float *dy) {
+    double *x = malloc(sizeof(double) * (size_t)K), m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < K; j++) { x[j] = er_rand_normal() * 3; m = x[j] > m ? x[j] : m; }
+    for (int64_t j = 0; j < K; j++) s += exp(x[j] - m);
+    for (int64_t j = 0; j < K; j++) {
+        y[j] = (float)(x[j] - m - log(s));
+        dy[j] = (float)er_rand_normal();
+    }
+    free(x);
+}
+
+/* exp(y) as a kernel's expf may return it: the correctly rounded value moved k ulps (k in -2..2), or libm's. */
+static float lsb_exp(float y, int k) {
+    if (k == 3) return expf(y);
+    float e = (float)er_oracle_round_d(ER_FP32, exp((double)y)); /* exp in double is within 2^-52: the float is
+                                                                    its correct rounding but at rare ties */
+    for (int i = 0; i < (k < 0 ? -k : k); i++) e = nextafterf(e, k < 0 ? 0.0f : INFINITY);
+    return e;
+}
+
+static void lsb_check(er_report *rep, const float *dy, const float *y, int64_t R, int64_t K, const double *dx,
+                      er_format fo) {
+    uint64_t *C = malloc(8 * (size_t)(R * K));
+    for (int64_t e = 0; e < R * K; e++) er_store(C, fo, e, dx[e]);
+    er_tensor tdy, ty, tdx;
+    ck_assert_int_eq(er_tensor_view(&tdy, ER_FP32, 2, (int64_t[]){R, K}, NULL, dy), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, K}, NULL, y), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&tdx, fo, 2, (int64_t[]){R, K}, NULL, C), ER_OK);
+    er_ref *ref;
+    ck_assert_int_eq(er_log_softmax_backward(&ref, &tdy, &ty, -1), ER_OK);
+    er_standard std;
+    er_standard_init(&std);
+    ck_assert_msg(er_covers(rep, ref, &tdx, &std) == ER_OK, "%s", er_last_error());
+    er_ref_free(ref);
+    free(C);
+}
+
+START_TEST(log_softmax_backward_covered_and_exact) {
+    er_test_reseed(1105);
+    long trials = (long)(12 * er_test_multiplier()), exact = 0, elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t K = sb_lens[er_rand64() % (sizeof sb_lens / sizeof sb_lens[0])], R = 2;
+        er_format fo = tr % 3 == 0 ? ER_FP16 : ER_FP32;
+        float *y = malloc(sizeof(float) * (size_t)(R * K)), *dy = malloc(sizeof(float) * (size_t)(R * K));
+        float *scratch = malloc(sizeof(float) * (size_t)K), ones[1] = {1.0f};
+        double *dx = malloc(sizeof(double) * (size_t)(R * K));
+        for (int64_t r = 0; r < R; r++) lsb_row(K, y + r * K, dy + r * K);
+        for (int order = 0; order < SUM_COUNT - 1; order++)
+            for (int k = -2; k <= 3; k += k == 0 ? 2 : 1) /* -2, -1, 0, 2, 3: the budget's edges, libm */
+                for (int fused = 0; fused < 2; fused++) {
+                    for (int64_t r = 0; r < R; r++) {
+                        const float *g = dy + r * K, *p = y + r * K;
+                        float *ys = malloc(sizeof(float) * (size_t)K);
+                        for (int64_t j = 0; j < K; j++) ys[j] = ones[0];
+                        float S = sb_sum(order, g, ys, K, scratch); /* sum dy in that order (products by 1: exact) */
+                        free(ys);
+                        for (int64_t i = 0; i < K; i++) {
+                            float e = lsb_exp(p[i], k);
+                            dx[r * K + i] = fused ? fmaf(-e, S, g[i]) : g[i] - e * S;
+                        }
+                    }
+                    er_report rep;
+                    lsb_check(&rep, dy, y, R, K, dx, fo);
+                    ER_REQUIRE_PASS(&rep, "trial %ld (K = %lld, sum %d, exp %+d ulps, fused %d, out %s) " ER_SEED_MSG_FMT
+                                    ":", tr, (long long)K, order, k, fused, er_format_name(fo), ER_SEED_ARGS);
+                    er_report_clear(&rep);
+                }
+        /* the exact result, from MPFR at 3000 bits */
+        for (int64_t r = 0; r < R; r++) {
+            mpfr_t S, t, x;
+            mpfr_inits2(1000, S, t, x, (mpfr_ptr)0); /* S exact; dx far closer than fp32's rounding needs */
+            mpfr_set_zero(S, 1);
+            for (int64_t j = 0; j < K; j++) mpfr_add_d(S, S, dy[r * K + j], MPFR_RNDN);
+            for (int64_t i = 0; i < K; i++) {
+                mpfr_set_flt(t, y[r * K + i], MPFR_RNDN);
+                mpfr_exp(t, t, MPFR_RNDN);
+                mpfr_mul(t, t, S, MPFR_RNDN);
+                mpfr_set_flt(x, dy[r * K + i], MPFR_RNDN);
+                mpfr_sub(x, x, t, MPFR_RNDN);
+                dx[r * K + i] = er_oracle_round(fo, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+            }
+            mpfr_clears(S, t, x, (mpfr_ptr)0);
+        }
+        er_report rep;
+        lsb_check(&rep, dy, y, R, K, dx, fo);
+        ck_assert_msg(rep.counts[ER_CLASS_EXACT] == R * K, "trial %ld: %lld of %lld exact", tr,
+                      (long long)rep.counts[ER_CLASS_EXACT], (long long)(R * K));
+        exact += rep.counts[ER_CLASS_EXACT];
+        elems += R * K;
+        er_report_clear(&rep);
+        free(y); free(dy); free(scratch); free(dx);
+    }
+    printf("t-backward: log_softmax_backward: %ld trials of 4 orders x 5 exps x 2 forms covered; %ld of %ld exact\n",
+           trials, exact, elems);
+}
+END_TEST
+
+enum { LBUG_SOFTMAX, LBUG_NO_EXP, LBUG_NO_S, LBUG_FP16_SUM, LBUG_COUNT };
+static const char *const lbug_names[LBUG_COUNT] = {"softmax's formula", "exp dropped (dy - y S)", "S dropped (dy)",
+                                                   "S summed in fp16"};
+
+START_TEST(log_softmax_backward_bugs_caught) {
+    er_test_reseed(1106);
+    long trials = (long)(20 * er_test_multiplier()), caught[LBUG_COUNT] = {0};
+    int64_t K = 500, R = 2;
+    for (long tr = 0; tr < trials; tr++) {
+        float *y = malloc(sizeof(float) * (size_t)(R * K)), *dy = malloc(sizeof(float) * (size_t)(R * K));
+        double *dx = malloc(sizeof(double) * (size_t)(R * K));
+        for (int64_t r = 0; r < R; r++) lsb_row(K, y + r * K, dy + r * K);
+        for (int bug = 0; bug < LBUG_COUNT; bug++) {
+            for (int64_t r = 0; r < R; r++) {
+                const float *g = dy + r * K, *p = y + r * K;
+                float S = 0.0f;
+                for (int64_t j = 0; j < K; j++)
+                    S = bug == LBUG_FP16_SUM ? (float)er_oracle_round_d(ER_FP16, S + g[j]) : S + g[j];
+                for (int64_t i = 0; i < K; i++) {
+                    float e = expf(p[i]);
+                    dx[r * K + i] = bug == LBUG_SOFTMAX ? e * (g[i] - S)
+                                    : bug == LBUG_NO_EXP ? g[i] - p[i] * S
+                                    : bug == LBUG_NO_S   ? g[i]
+                                                         : g[i] - e * S;
+                }
+            }
+            er_report rep;
+            lsb_check(&rep, dy, y, R, K, dx, ER_FP32);
+            caught[bug] += !er_report_all(&rep);
+            er_report_clear(&rep);
+        }
+        free(y); free(dy); free(dx);
+    }
+    for (int bug = 0; bug < LBUG_COUNT; bug++) {
+        printf("t-backward: log_softmax_backward bug '%s' caught in %ld of %ld trials\n", lbug_names[bug], caught[bug],
+               trials);
+        ck_assert_msg(caught[bug] == trials, "bug '%s' passed in %ld of %ld trials", lbug_names[bug],
+                      trials - caught[bug], trials);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("backward");
     TCase *tc = tcase_create("softmax_backward");
@@ -281,6 +426,8 @@ int main(void) {
     tcase_add_test(tc, softmax_backward_depth);
     tcase_add_test(tc, softmax_backward_bugs_caught);
     tcase_add_test(tc, softmax_backward_dims_and_refusals);
+    tcase_add_test(tc, log_softmax_backward_covered_and_exact);
+    tcase_add_test(tc, log_softmax_backward_bugs_caught);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -567,23 +567,33 @@ def log_softmax(x: ArrayLike, dim: int = -1) -> Reference:
     return _softmax_like("log_softmax", x, dim)
 
 
+def _backward(name, dy, y, dim):
+    g, a = to_numpy(dy, "dy"), to_numpy(y, "y")
+    format_of(g.dtype)
+    format_of(a.dtype)
+    if a.ndim == 0:
+        raise ValueError("exactref: %s of a scalar: y needs at least 1 dimension" % name)
+    if g.shape != a.shape:
+        raise ValueError("exactref: %s: dy has shape %s and y %s; they must be the same" % (name, g.shape, a.shape))
+    d = _check.dim(dim, name, a.ndim)
+    vg, va = View(g, "dy"), View(a, "y")
+    ptr = _ffi.softmax_backward(vg.buf, va.buf, d, log=name.startswith("log"))
+    return Reference(ptr, (vg, dy, va, y), a.shape, name)
+
+
 def softmax_backward(dy: ArrayLike, y: ArrayLike, dim: int = -1) -> Reference:
     """The exact reference of softmax's backward pass along dim, dx = y (dy - sum(dy * y, dim)), from the kernel's
     saved softmax output y and the gradient dy of the same shape (torch's _softmax_backward_data): covers(dx). The
     set holds every result of the sum in any order in the compute format, its products rounded or fused, then dx as
     y (dy - D), dy y - y D, or either with a fused multiply-add (docs/algorithms/softmax-backward.md)."""
-    g, a = to_numpy(dy, "dy"), to_numpy(y, "y")
-    format_of(g.dtype)
-    format_of(a.dtype)
-    if a.ndim == 0:
-        raise ValueError("exactref: softmax_backward of a scalar: y needs at least 1 dimension")
-    if g.shape != a.shape:
-        raise ValueError(
-            "exactref: softmax_backward: dy has shape %s and y %s; they must be the same" % (g.shape, a.shape)
-        )
-    d = _check.dim(dim, "softmax_backward", a.ndim)
-    vg, va = View(g, "dy"), View(a, "y")
-    return Reference(_ffi.softmax_backward(vg.buf, va.buf, d), (vg, dy, va, y), a.shape, "softmax_backward")
+    return _backward("softmax_backward", dy, y, dim)
+
+
+def log_softmax_backward(dy: ArrayLike, y: ArrayLike, dim: int = -1) -> Reference:
+    """The exact reference of log_softmax's backward pass along dim, dx = dy - exp(y) sum(dy, dim), from the kernel's
+    saved log_softmax output y and the gradient dy (torch's _log_softmax_backward_data): covers(dx), exp within
+    exp_ulps (default 2) and the sum in any order (docs/algorithms/softmax-backward.md, Theorem B2)."""
+    return _backward("log_softmax_backward", dy, y, dim)
 
 
 def rmsnorm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-6) -> Reference:
@@ -896,7 +906,8 @@ def _document():
     for method in (Reference.covers, _MultiOutputReference.covers):
         method.__doc__ = (method.__doc__ or "").rstrip() + "\n\n" + text + "\n" + listing
     ops = {matmul: "matmul", scaled_matmul: "matmul", sum: "sum", mean: "mean", max: "max", softmax: "softmax",
-           log_softmax: "log_softmax", softmax_backward: "softmax_backward", rmsnorm: "rmsnorm",
+           log_softmax: "log_softmax", softmax_backward: "softmax_backward",
+           log_softmax_backward: "log_softmax_backward", rmsnorm: "rmsnorm",
            layer_norm: "layernorm", quantize: "quantize", attention: "attention", tensor: "tensor"}
     for fn, op in ops.items():
         own = _ffi.op_options(op)

@@ -89,6 +89,10 @@ _sig = {
         ctypes.c_int,
         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int],
     ),
+    "er_log_softmax_backward": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int],
+    ),
     "er_rmsnorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
     "er_scaled_matmul": (
         ctypes.c_int,
@@ -405,8 +409,8 @@ def rmsnorm(vx, vw, eps):
     return _new(lib.er_rmsnorm, vx, vw, eps)
 
 
-def softmax_backward(vdy, vy, dim):
-    return _new(lib.er_softmax_backward, vdy, vy, dim)
+def softmax_backward(vdy, vy, dim, log=False):
+    return _new(lib.er_log_softmax_backward if log else lib.er_softmax_backward, vdy, vy, dim)
 
 
 def layernorm(vx, k, vw, vb, eps):

@@ -47,3 +47,22 @@ def test_softmax_backward():
     with pytest.raises(er.ExactrefError, match="not to softmax_backward"):
         ref.covers(kernel(dy, y, False, False), exp_ulps=2)
     assert "softmax_backward takes depth=." in " ".join(er.softmax_backward.__doc__.split())
+
+
+def test_log_softmax_backward():
+    rng = np.random.default_rng(12)
+    f = np.float32
+    x = rng.standard_normal((3, 200)).astype(np.float32) * 3
+    m = x.max(1, keepdims=True)
+    y = (x - m - np.log(np.exp(x - m).sum(1, keepdims=True))).astype(np.float32)
+    dy = rng.standard_normal((3, 200)).astype(np.float32)
+    S = np.array([np.float32(np.sum(row, dtype=np.float32)) for row in dy])  # numpy's pairwise order
+    dx = (dy - (np.exp(y).astype(f) * S[:, None]).astype(f)).astype(f)
+    ref = er.log_softmax_backward(dy, y)
+    assert ref.op == "log_softmax_backward"
+    res = ref.covers(dx)
+    assert res.all() and res.counts["exact"] > 0, str(res)
+    assert ref.covers(dx, exp_ulps="fast").all()
+    assert not ref.covers((np.exp(y) * (dy - S[:, None])).astype(f)).all()  # softmax's formula
+    with pytest.raises(er.ExactrefError, match="not to log_softmax_backward"):
+        ref.covers(dx, rsqrt_ulps=2)
