@@ -10,6 +10,11 @@
 #include "format/format.h"
 #include "enclose/mma.h"
 
+static void er_mma_kf(er_mma_params *o, int k, int F) {
+    o->k = k;
+    o->F = F;
+}
+
 er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb, int fp16_acc, er_mma_params *out) {
     er_format a = fa->id, b = fb->id;
     int half = (a == ER_FP16 && b == ER_FP16) || (a == ER_BF16 && b == ER_BF16);
@@ -24,45 +29,20 @@ er_status er__mma_params(int arch, const er_fmt_info *fa, const er_fmt_info *fb,
     if (fp16_acc && !(a == ER_FP16 && b == ER_FP16))
         return er__fail(ER_ERR_STANDARD, "an fp16 accumulator (compute=fp16) takes fp16 x fp16 operands, not %s x %s",
                         fa->name, fb->name);
+    /* products per block (k) and the block sum's bits (F): docs/hardware/mma.md's table */
     switch (arch) {
-    case 70: if (half && a == ER_FP16) { out->k = 4; out->F = 23; } break;
-    case 80: if (half) { out->k = 8; out->F = 24; } else if (tf32) { out->k = 4; out->F = 24; } break;
-    case 89:
-        if (half) {
-            out->k = 8;
-            out->F = 24;
-        } else if (tf32) {
-            out->k = 4;
-            out->F = 24;
-        } else {
-            out->k = 16;
-            out->F = 13;
-        }
-        break;
+    case 70: if (half && a == ER_FP16) er_mma_kf(out, 4, 23); break;
+    case 80: if (half) er_mma_kf(out, 8, 24); else if (tf32) er_mma_kf(out, 4, 24); break;
+    case 89: if (half) er_mma_kf(out, 8, 24); else if (tf32) er_mma_kf(out, 4, 24); else er_mma_kf(out, 16, 13); break;
     case 90:
-        if (half) {
-            out->k = 16;
-            out->F = 25;
-        } else if (tf32) {
-            out->k = 8;
-            out->F = 25;
-        } else {
-            out->k = 32;
-            out->F = 13;
-            out->acc_p = 14;
-        }
+        if (half) er_mma_kf(out, 16, 25);
+        else if (tf32) er_mma_kf(out, 8, 25);
+        else { er_mma_kf(out, 32, 13); out->acc_p = 14; }
         break;
     case 100:
-        if (half) {
-            out->k = 16;
-            out->F = 25;
-        } else if (tf32) {
-            out->k = 8;
-            out->F = 25;
-        } else {
-            out->k = 32;
-            out->F = 25;
-        }
+        if (half) er_mma_kf(out, 16, 25);
+        else if (tf32) er_mma_kf(out, 8, 25);
+        else er_mma_kf(out, 32, 25);
         break;
     default:
         return er__fail(ER_ERR_STANDARD, "mma:sm%d: known architectures are sm70, sm80, sm89, sm90 and sm100", arch);

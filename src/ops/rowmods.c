@@ -159,33 +159,14 @@ static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
 
 static const char *const er_one_out[1] = {"out"};
 
-#define ER_ROWS_TAKES (ER_TAKES_DEPTH | ER_TAKES_TRITON)
-const er_op_module er__softmax_module = { .name = "softmax",
-                                          .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_DIV | ER_TAKES_FAST |
-                                                   ER_TAKES_FLUSH | ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE,
-                                          .nout = 1,
-                                          .out_names = er_one_out,
-                                          .out_shape = er__out_shape_same,
-                                          .check = er_rows_check,
-                                          .covers = er_rows_covers,
-                                          .priv_size = sizeof(er_rows_state),
-                                          .inputs = er__rows_inputs };
-const er_op_module er__log_softmax_module = { .name = "log_softmax",
-                                              .takes = ER_ROWS_TAKES | ER_TAKES_EXP | ER_TAKES_LOG | ER_TAKES_FAST |
-                                                       ER_TAKES_FLUSH,
-                                              .nout = 1,
-                                              .out_names = er_one_out,
-                                              .out_shape = er__out_shape_same,
-                                              .check = er_rows_check,
-                                              .covers = er_rows_covers,
-                                              .priv_size = sizeof(er_rows_state),
-                                              .inputs = er__rows_inputs };
-const er_op_module er__rmsnorm_module = { .name = "rmsnorm",
-                                          .takes = ER_ROWS_TAKES | ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE,
-                                          .nout = 1,
-                                          .out_names = er_one_out,
-                                          .out_shape = er__out_shape_same,
-                                          .check = er_rows_check,
-                                          .covers = er_rows_covers,
-                                          .priv_size = sizeof(er_rows_state),
-                                          .inputs = er__rows_inputs };
+/* softmax, log_softmax and rmsnorm share the row modules' functions and state; each takes its own options. */
+#define ER_ROWS_MODULE(op, t)                                                                                          \
+    {.name = op, .takes = ER_TAKES_DEPTH | ER_TAKES_TRITON | (t), .nout = 1, .out_names = er_one_out,                  \
+     .out_shape = er__out_shape_same, .check = er_rows_check, .covers = er_rows_covers,                                \
+     .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs}
+#define ER_SOFTMAX_TAKES                                                                                               \
+    (ER_TAKES_EXP | ER_TAKES_DIV | ER_TAKES_FAST | ER_TAKES_FLUSH | ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE)
+const er_op_module er__softmax_module = ER_ROWS_MODULE("softmax", ER_SOFTMAX_TAKES),
+                   er__log_softmax_module =
+                       ER_ROWS_MODULE("log_softmax", ER_TAKES_EXP | ER_TAKES_LOG | ER_TAKES_FAST | ER_TAKES_FLUSH),
+                   er__rmsnorm_module = ER_ROWS_MODULE("rmsnorm", ER_TAKES_RSQRT | ER_TAKES_MEAN | ER_TAKES_VARIANCE);
