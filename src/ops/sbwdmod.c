@@ -104,9 +104,10 @@ static void *er_sbwd_run(void *arg) {
     er_sbwd_job *j = arg;
     const er_sbwd_state *s = er__sbwd(j->ref);
     int64_t K = s->K;
-    double *buf = malloc(sizeof(double) * (size_t)(4 * K));
-    er_cval *cv = malloc(sizeof *cv * (size_t)K);
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)K);
+    size_t k1 = (size_t)(K ? K : 1); /* an empty dimension has no rows, and malloc(0) may return NULL */
+    double *buf = malloc(sizeof(double) * 4 * k1);
+    er_cval *cv = malloc(sizeof *cv * k1);
+    int64_t *idx = malloc(sizeof(int64_t) * k1);
     j->st = buf && cv && idx ? ER_OK
                              : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)K);
     double *dy = buf, *y = buf + K, *ex = buf + 2 * K, *rd = buf + 3 * K;

@@ -15,9 +15,11 @@
 
 /* The kinds of call counted (harness.h): the ops by their number in the input, then the chain and the quantised
  * reference built over an accepted op. */
-enum { KIND_CHAIN = 12, KIND_QUANTIZE_REF = 13 };
-static const char *const kinds[] = {"matmul", "scaled_matmul", "sum", "mean", "max", "softmax", "log_softmax", "rmsnorm",
-                                    "layernorm", "tensor", "quantize", "attention", "chain", "quantize_ref"};
+enum { KIND_CHAIN = 14, KIND_QUANTIZE_REF = 15 };
+static const char *const kinds[] = {"matmul",    "scaled_matmul", "sum",       "mean",
+                                    "max",       "softmax",       "log_softmax", "rmsnorm",
+                                    "layernorm", "tensor",        "quantize",  "attention",
+                                    "softmax_backward", "log_softmax_backward", "chain", "quantize_ref"};
 
 REACH_TARGET(kinds)
 
@@ -74,7 +76,7 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size};
     reach_input();
-    int op = (int)(byte(&r) % 12);
+    int op = (int)(byte(&r) % 14);
     er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
     int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
     unsigned sidx = byte(&r) % (sizeof standards / sizeof standards[0]);
@@ -119,6 +121,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 6: st = er_log_softmax(&ref, &A, dim); break;
     case 7: st = er_rmsnorm(&ref, &A, vb > 0 ? &B : NULL, eps); break;
     case 9: st = er_tensor_ref(&ref, &A); break;
+    case 12: /* dy = A or B (another shape: refused), y = A */
+        st = er_softmax_backward(&ref, vb > 0 && (byte(&r) & 1) ? &B : &A, &A, dim);
+        break;
+    case 13: st = er_log_softmax_backward(&ref, vb > 0 && (byte(&r) & 1) ? &B : &A, &A, dim); break;
     case 10: /* granularity 3, recipe 3 and blocks below 1 are refused */
         st = er_quantize(&ref, &A, fo, (er_granularity)((dim + 3) % 4), (int64_t)dim + 2, (er_scale_recipe)(byte(&r) % 4));
         break;
