@@ -125,6 +125,9 @@ typedef struct er_standard {
     int64_t combine_depth;    /* layernorm's Welford trees: at most this many of a leaf's inner nodes are combines
                                  (nodes other than an update, which adds one value x as M + fl(x - M)/n); 0: no bound
                                  beyond depth */
+    int products;             /* softmax_backward: 0 either (default): the products dy y may first be rounded to the
+                                 inputs' format (torch's CUDA kernel computes grad * output in the input dtype), or
+                                 not; 1 compute: rounded in the compute format only, or fused (products=compute) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
+#include <stdlib.h>
 #include <string.h>
 #include <mpfr.h>
 #include "enclose/softmax_bwd.h"
@@ -22,18 +23,22 @@ static void er_sbwd_anything(er_cval *c, const er_fmt_info *F) {
     c->nan = c->pinf = c->ninf = 1;
 }
 
-/* The forms of Lemma B2 at D~ = d, for dy and y (values of F): their least and greatest into *lo, *hi; 0 when one of
- * them is not finite. */
-static int er_sbwd_forms(const er_fmt_info *F, double dy, double y, double d, int wide, double *lo, double *hi) {
+/* The forms of Lemma B2 at D~ = d, for dy and y (values of F), and with t the product dy y rounded to the inputs'
+ * format (NaN: not rounded), the forms of Theorem B1's products=either: their least and greatest into *lo, *hi; 0
+ * when one of them is not finite. */
+static int er_sbwd_forms(const er_fmt_info *F, double dy, double y, double t, double d, int wide, double *lo,
+                         double *hi) {
     const er_round N = ER_ROUND_NEAREST;
     double a = er__round_prod(F, dy, y, wide, N), b = er__round_prod(F, y, d, wide, N);
-    double f[4] = {
+    double f[6] = {
         er__round_prod(F, y, er__round_sum(F, dy, -d, N), wide, N), /* y (dy - D) */
         er__round_sum(F, a, -b, N),                                 /* dy y - y D */
         er__round_fma(F, -y, d, a, wide, N),                        /* fma(-y, D, dy y) */
         er__round_fma(F, dy, y, -b, wide, N),                       /* fma(dy, y, -y D) */
+        t == t ? er__round_sum(F, t, -b, N) : NAN,                  /* t - y D, t = RN_P(dy y) */
+        t == t ? er__round_fma(F, -y, d, t, wide, N) : NAN,         /* fma(-y, D, t) */
     };
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < (t == t ? 6 : 4); k++) {
         if (!isfinite(f[k])) return 0;
         if (f[k] < *lo) *lo = f[k];
         if (f[k] > *hi) *hi = f[k];
@@ -107,14 +112,42 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
     er__edge_scratch_init(&w);
     er_cval dset;
     er__anyorder_cval(&dset, &bd, F, &sm, &w);
-    er__edge_scratch_clear(&w);
     int dfin = !dset.nan && !dset.nan_req && !dset.pinf && !dset.ninf && dset.lo <= dset.hi;
     int wide = F->p > 26;
+    /* products=either: the products may first be rounded to the inputs' format P (where narrower than F), then
+     * summed in any order in F (terms of F: Lemma 3 of any-order.md): the union with that sum's set */
+    const er_fmt_info *P = pl->Fdy->p >= pl->Fy->p ? pl->Fdy : pl->Fy;
+    double *t = !pl->products_compute && P->p < F->p ? malloc(sizeof(double) * (size_t)(n ? n : 1)) : NULL;
+    if (t) {
+        for (int64_t j = 0; j < n; j++) t[j] = er__round_prod(P, dy[j], y[j], wide, ER_ROUND_NEAREST);
+        er_sbwd_plan pp = *pl;
+        pp.Fdy = P;
+        mpfr_t D2;
+        er_dotsum sm2;
+        er_anyorder_bound bd2;
+        er_cval d2;
+        er_sbwd_sum(&pp, t, NULL, n, D2, &sm2);
+        mpfr_clear(D2);
+        er_status st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
+        if (st == ER_OK) er__anyorder_cval(&d2, &bd2, F, &sm2, &w);
+        int fin2 = st == ER_OK && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
+        for (int64_t j = 0; j < n && fin2; j++) fin2 = isfinite(t[j]);
+        dfin = dfin && fin2;
+        if (dfin) {
+            dset.lo = fmin(dset.lo, d2.lo);
+            dset.hi = fmax(dset.hi, d2.hi);
+        }
+    } else if (!pl->products_compute && P->p < F->p) {
+        er__edge_scratch_clear(&w);
+        mpfr_clear(D);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)n);
+    }
+    er__edge_scratch_clear(&w);
     mpfr_init2(x, 2);
     for (int64_t i = 0; i < n; i++) {
-        double lo = INFINITY, hi = -INFINITY;
-        if (dfin && er_sbwd_forms(F, dy[i], y[i], dset.lo, wide, &lo, &hi) &&
-            er_sbwd_forms(F, dy[i], y[i], dset.hi, wide, &lo, &hi)) {
+        double lo = INFINITY, hi = -INFINITY, ti = t ? t[i] : NAN;
+        if (dfin && er_sbwd_forms(F, dy[i], y[i], ti, dset.lo, wide, &lo, &hi) &&
+            er_sbwd_forms(F, dy[i], y[i], ti, dset.hi, wide, &lo, &hi)) {
             memset(&cv[i], 0, sizeof cv[i]);
             cv[i].lo = lo;
             cv[i].hi = hi;
@@ -137,6 +170,7 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
         ex[i] = mpfr_get_d(x, MPFR_RNDN);
         rd[i] = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov);
     }
+    free(t);
     mpfr_clears(D, x, (mpfr_ptr)0);
     return ER_OK;
 }

@@ -15,6 +15,8 @@ typedef struct er_sbwd_plan {
     int64_t depth;
     double U;      /* log_softmax: exp's accuracy in ulps */
     int exp_fast;  /* log_softmax: exp within 2 + floor(1.173 |y|) ulps (__expf) */
+    int products_compute; /* softmax: the products rounded in F only (products=compute), not first to the inputs'
+                             format */
 } er_sbwd_plan;
 
 /* The n elements of a row (dy[j], y[j] decoded): each dx_j's set in F (cv), its exact value to double (ex) and

@@ -29,6 +29,7 @@ ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov
 #define ER_TAKES_ATTN 0x1000u    /* attention's kv_block=, p_sum=, qk_scale= */
 #define ER_TAKES_LOG 0x2000u     /* log_ulps= */
 #define ER_TAKES_DIV 0x4000u     /* div= */
+#define ER_TAKES_PRODUCTS 0x8000u /* products= */
 ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std);
 /* A set as an enclosure's lo, hi (NaN: no finite part) and flags (ER_ENCLOSURE_*) give it. */
 ER_INTERNAL void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t flags);

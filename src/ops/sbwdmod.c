@@ -142,7 +142,7 @@ static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_si
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_sink *s0 = er__sinks_at(sk, 0, 0);
     er_sbwd_plan pl = {er__fmt(std->compute), er__fmt(s->dy.format), er__fmt(s->y.format), s0->O, s0->ov, std->depth,
-                       std->exp_ulps ? std->exp_ulps : 2.0, std->exp_fast || std->fast_math == 1};
+                       std->exp_ulps ? std->exp_ulps : 2.0, std->exp_fast || std->fast_math == 1, std->products == 1};
     er_cset *all = NULL;
     if (!last) {
         ER_RETURN_IF_ERROR(er__mem_check((double)sizeof *all * (double)ref->n, "softmax_backward's sets"));
@@ -168,6 +168,6 @@ static const char *const er_sbwd_names[1] = {"dx"};
         .name = op, .nout = 1, .out_names = er_sbwd_names, .priv_size = sizeof(er_sbwd_state), .takes = t,          \
         .inputs = er_sbwd_inputs, .out_shape = er__out_shape_same, .check = er_sbwd_check, .covers = er_sbwd_covers \
     }
-const er_op_module er__softmax_backward_module = ER_BWD_MODULE("softmax_backward", ER_TAKES_DEPTH),
+const er_op_module er__softmax_backward_module = ER_BWD_MODULE("softmax_backward", ER_TAKES_DEPTH | ER_TAKES_PRODUCTS),
                    er__log_softmax_backward_module = ER_BWD_MODULE("log_softmax_backward",
                                                                    ER_TAKES_DEPTH | ER_TAKES_EXP | ER_TAKES_FAST);

@@ -125,6 +125,7 @@ static er_status er_validate_order(const er_standard *s) {
         return er__fail(ER_ERR_STANDARD, "combine_depth= bounds a Welford tree; variance=two_pass has none");
     if ((unsigned)s->p_sum > 1) return er__fail(ER_ERR_STANDARD, "p_sum is 0 (either) or 1 (fp32)");
     if ((unsigned)s->qk_scale > 1) return er__fail(ER_ERR_STANDARD, "qk_scale is 0 (fp32) or 1 (input)");
+    if ((unsigned)s->products > 1) return er__fail(ER_ERR_STANDARD, "products is 0 (either) or 1 (compute)");
     if (s->depth && s->order != ER_ORDER_ANY)
         return er__fail(ER_ERR_STANDARD, "depth= bounds the tree of any_order; %s fixes its own",
                         er_order_name(s->order));
@@ -269,6 +270,7 @@ static const er_opt_word er_w_division[] = {{"either", 0}, {"divide", 1}, {"reci
 /* variance=either is 3, stated: rmsnorm's default (0) is the sum of squares alone */
 static const er_opt_word er_w_variance[] = {{"either", 3}, {"two_pass", 1}, {"two-pass", 1}, {"welford", 2}, {NULL, 0}};
 static const er_opt_word er_w_carry[] = {{"fused", 1}, {"separate", 0}, {NULL, 0}};
+static const er_opt_word er_w_products[] = {{"either", 0}, {"compute", 1}, {NULL, 0}};
 static const er_opt_word er_w_tf32[] = { { "truncate", ER_TF32_TRUNCATE }, { "trunc", ER_TF32_TRUNCATE },
                                          { "rna", ER_TF32_RNA },           { "rne", ER_TF32_RNE },
                                          { "nearest", ER_TF32_NEAREST },   { NULL, 0 } };
@@ -309,6 +311,7 @@ static const er_opt_def er_options[] = {
     ER_WORDS("qk_scale", qk_scale, er_w_qk_scale, "fp32 or input"),
     {"warps", ER_OPT_POW2, ER_OFF(warps), 0, NULL, 32, "a power of two"},
     {"vec", ER_OPT_POW2, ER_OFF(vec), 0, NULL, 32, "a power of two"},
+    ER_WORDS("products", products, er_w_products, "either or compute"),
 };
 #define ER_NOPTIONS ((int)(sizeof er_options / sizeof er_options[0]))
 _Static_assert(ER_NOPTIONS <= 64, "the parser marks the options seen in 64 bits");
@@ -652,6 +655,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->vec) ER_PUT(" vec=%d", s->vec);
     if (s->p_sum == 1) ER_PUT(" p_sum=fp32");
     if (s->qk_scale == 1) ER_PUT(" qk_scale=input");
+    if (s->products == 1) ER_PUT(" products=compute");
     if (s->init_first) ER_PUT(" init=first");
     if (s->order == ER_ORDER_BLOCKED || s->order == ER_ORDER_SPLIT)
         ER_PUT(" inner=%s outer=%s", s->inner == ER_SUB_ANY ? "any" : "sequential",

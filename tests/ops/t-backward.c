@@ -162,6 +162,60 @@ START_TEST(softmax_backward_correct_kernels_covered) {
 }
 END_TEST
 
+/* torch's CUDA kernel for fp16 and bf16 (as measured on the H200: tools/capture/capture_softmax_backward.py): the
+ * products dy y rounded to the inputs' format by a separate multiplication, their sum in fp32, dx = t - y S in fp32,
+ * stored to the inputs' format. Covered under the default products=either; products=compute excludes it. */
+START_TEST(softmax_backward_products_in_the_input_format) {
+    er_test_reseed(1107);
+    static const er_format fmts[] = {ER_FP16, ER_BF16};
+    long excluded = 0, trials = (long)(16 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fi = fmts[tr % 2];
+        int64_t K = tr % 4 < 2 ? 128 : 1000, R = 3;
+        float *y = malloc(sizeof(float) * (size_t)(R * K)), *dy = malloc(sizeof(float) * (size_t)(R * K));
+        double *dx = malloc(sizeof(double) * (size_t)(R * K));
+        uint64_t *Y = malloc(8 * (size_t)(R * K)), *G = malloc(8 * (size_t)(R * K)), *C = malloc(8 * (size_t)(R * K));
+        for (int64_t r = 0; r < R; r++) sb_row(SB_NORMAL, K, y + r * K, dy + r * K, fi);
+        for (int64_t e = 0; e < R * K; e++) y[e] = (float)er_oracle_round_d(fi, y[e]); /* the saved y, in fi */
+        for (int64_t r = 0; r < R; r++) {
+            float S = 0.0f;
+            for (int64_t j = 0; j < K; j++) S = S + (float)er_oracle_round_d(fi, (double)dy[r * K + j] * y[r * K + j]);
+            for (int64_t i = 0; i < K; i++) {
+                float t = (float)er_oracle_round_d(fi, (double)dy[r * K + i] * y[r * K + i]);
+                dx[r * K + i] = t - y[r * K + i] * S;
+            }
+        }
+        for (int64_t e = 0; e < R * K; e++) {
+            er_store(Y, fi, e, y[e]);
+            er_store(G, fi, e, dy[e]);
+            er_store(C, fi, e, dx[e]);
+        }
+        er_tensor ty, tg, tc;
+        ck_assert_int_eq(er_tensor_view(&ty, fi, 2, (int64_t[]){R, K}, NULL, Y), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&tg, fi, 2, (int64_t[]){R, K}, NULL, G), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&tc, fi, 2, (int64_t[]){R, K}, NULL, C), ER_OK);
+        er_ref *ref;
+        ck_assert_int_eq(er_softmax_backward(&ref, &tg, &ty, -1), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        er_report rep;
+        ck_assert_int_eq(er_covers(&rep, ref, &tc, &std), ER_OK);
+        ER_REQUIRE_PASS(&rep, "trial %ld (%s, K = %lld) " ER_SEED_MSG_FMT ":", tr, er_format_name(fi), (long long)K,
+                        ER_SEED_ARGS);
+        er_report_clear(&rep);
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", "products=compute"), ER_OK);
+        ck_assert_int_eq(er_covers(&rep, ref, &tc, &std), ER_OK);
+        excluded += !er_report_all(&rep);
+        er_report_clear(&rep);
+        er_ref_free(ref);
+        free(y); free(dy); free(dx); free(Y); free(G); free(C);
+    }
+    printf("t-backward: softmax_backward: torch's fp16/bf16 form covered in %ld trials; products=compute excludes it in %ld\n",
+           trials, excluded);
+    ck_assert_int_gt(excluded, 0);
+}
+END_TEST
+
 /* A pairwise tree of depth ceil(log2 K) is covered under depth= of that depth. */
 START_TEST(softmax_backward_depth) {
     er_test_reseed(1102);
@@ -424,6 +478,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, softmax_backward_correct_kernels_covered);
     tcase_add_test(tc, softmax_backward_depth);
+    tcase_add_test(tc, softmax_backward_products_in_the_input_format);
     tcase_add_test(tc, softmax_backward_bugs_caught);
     tcase_add_test(tc, softmax_backward_dims_and_refusals);
     tcase_add_test(tc, log_softmax_backward_covered_and_exact);

@@ -46,7 +46,7 @@ def test_softmax_backward():
         er.softmax_backward(dy, y, dim=2)
     with pytest.raises(er.ExactrefError, match="not to softmax_backward"):
         ref.covers(kernel(dy, y, False, False), exp_ulps=2)
-    assert "softmax_backward takes depth=." in " ".join(er.softmax_backward.__doc__.split())
+    assert "softmax_backward takes depth=, products=." in " ".join(er.softmax_backward.__doc__.split())
 
 
 def test_log_softmax_backward():
