@@ -118,20 +118,9 @@ ER_API er_status er_covers_sets(er_report *rep, const er_ref *ref, const er_tens
                                 double *lo, double *hi, double *slack);
 /* ---- chains: elementwise stages after an op, as fused kernels evaluate them (docs/algorithms/chains.md) ---- */
 typedef enum er_stage_kind {
-    ER_STAGE_ADD = 1,
-    ER_STAGE_MUL = 2,
-    ER_STAGE_RELU = 3,
-    ER_STAGE_CAST = 4,
-    ER_STAGE_GELU = 5,
-    ER_STAGE_SILU = 6,
-    ER_STAGE_EXP = 7,
-    ER_STAGE_EXP2 = 8,
-    ER_STAGE_LOG = 9,
-    ER_STAGE_TANH = 10,
-    ER_STAGE_SIGMOID = 11,
-    ER_STAGE_ERF = 12,
-    ER_STAGE_RSQRT = 13,
-    ER_STAGE_GELU_TANH = 14
+    ER_STAGE_ADD = 1, ER_STAGE_MUL = 2, ER_STAGE_RELU = 3, ER_STAGE_CAST = 4, ER_STAGE_GELU = 5, ER_STAGE_SILU = 6,
+    ER_STAGE_EXP = 7, ER_STAGE_EXP2 = 8, ER_STAGE_LOG = 9, ER_STAGE_TANH = 10, ER_STAGE_SIGMOID = 11, ER_STAGE_ERF = 12,
+    ER_STAGE_RSQRT = 13, ER_STAGE_GELU_TANH = 14
 } er_stage_kind;
 typedef struct er_stage {
     er_stage_kind kind;
