@@ -79,7 +79,7 @@ static void er_sbwd_sum(const er_sbwd_plan *pl, const double *dy, const double *
     memset(sm, 0, sizeof *sm);
     sm->pos = pos;
     sm->negs = negs;
-    if (!mpfr_zero_p(D)) {
+    if (mpfr_regular_p(D)) { /* terms are finite here (the callers' checks): D is a number */
         mpfr_t m64;
         mpfr_init2(m64, 64);
         sm->neg = mpfr_sgn(D) < 0;
@@ -119,19 +119,24 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
     const er_fmt_info *P = pl->Fdy->p >= pl->Fy->p ? pl->Fdy : pl->Fy;
     double *t = !pl->products_compute && P->p < F->p ? malloc(sizeof(double) * (size_t)(n ? n : 1)) : NULL;
     if (t) {
-        for (int64_t j = 0; j < n; j++) t[j] = er__round_prod(P, dy[j], y[j], wide, ER_ROUND_NEAREST);
-        er_sbwd_plan pp = *pl;
-        pp.Fdy = P;
-        mpfr_t D2;
-        er_dotsum sm2;
-        er_anyorder_bound bd2;
-        er_cval d2;
-        er_sbwd_sum(&pp, t, NULL, n, D2, &sm2);
-        mpfr_clear(D2);
-        er_status st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
-        if (st == ER_OK) er__anyorder_cval(&d2, &bd2, F, &sm2, &w);
-        int fin2 = st == ER_OK && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
-        for (int64_t j = 0; j < n && fin2; j++) fin2 = isfinite(t[j]);
+        int fin2 = 1; /* a product beyond P's range: no claim (every value and the specials) */
+        for (int64_t j = 0; j < n; j++) {
+            t[j] = er__round_prod(P, dy[j], y[j], wide, ER_ROUND_NEAREST);
+            fin2 = fin2 && isfinite(t[j]);
+        }
+        er_cval d2 = {0};
+        if (fin2) {
+            er_sbwd_plan pp = *pl;
+            pp.Fdy = P;
+            mpfr_t D2;
+            er_dotsum sm2;
+            er_anyorder_bound bd2;
+            er_sbwd_sum(&pp, t, NULL, n, D2, &sm2);
+            mpfr_clear(D2);
+            er_status st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
+            if (st == ER_OK) er__anyorder_cval(&d2, &bd2, F, &sm2, &w);
+            fin2 = st == ER_OK && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
+        }
         dfin = dfin && fin2;
         if (dfin) {
             dset.lo = fmin(dset.lo, d2.lo);

@@ -326,6 +326,25 @@ START_TEST(softmax_backward_dims_and_refusals) {
     ck_assert_ptr_nonnull(strstr(er_last_error(), "not to softmax_backward"));
     er_report_clear(&rep);
     er_ref_free(ref);
+    /* products beyond the inputs' format (fp16: 60000 x 2): that path claims nothing, and nothing breaks (fuzz_ops
+     * found its sum's summary taken of an infinity) */
+    uint64_t g16[2], y16[2], o16[2]; /* room for any format, as er_store writes */
+    double gv[2] = {60000, 1}, yv[2] = {2, 0.5}, ov[2] = {-3, 7};
+    for (int i = 0; i < 2; i++) {
+        er_store(g16, ER_FP16, i, gv[i]);
+        er_store(y16, ER_FP16, i, yv[i]);
+        er_store(o16, ER_FP16, i, ov[i]);
+    }
+    er_tensor vg, vy, vo;
+    ck_assert_int_eq(er_tensor_view(&vg, ER_FP16, 1, (int64_t[]){2}, NULL, g16), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&vy, ER_FP16, 1, (int64_t[]){2}, NULL, y16), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&vo, ER_FP16, 1, (int64_t[]){2}, NULL, o16), ER_OK);
+    ck_assert_int_eq(er_softmax_backward(&ref, &vg, &vy, 0), ER_OK);
+    er_standard_init(&std);
+    ck_assert_int_eq(er_covers(&rep, ref, &vo, &std), ER_OK);
+    ck_assert(er_report_all(&rep));
+    er_report_clear(&rep);
+    er_ref_free(ref);
     er_tensor small;
     ck_assert_int_eq(er_tensor_view(&small, ER_FP32, 2, (int64_t[]){K, R - 1}, NULL, yt), ER_OK);
     ck_assert_int_eq(er_softmax_backward(&ref, &tdy, &small, 0), ER_ERR_SHAPE);
