@@ -33,7 +33,8 @@ static void sb_row(int fam, int64_t K, float *y, float *dy, er_format fmt_dy) {
         D += (double)dy[j] * y[j];
     }
     if (fam == SB_CANCEL) /* dy_j within a few ulps of D: dy - D cancels */
-        for (int64_t j = 0; j < K; j++) dy[j] = (float)er_oracle_round_d(fmt_dy, D * (1 + (double)er_rand_int(-4, 4) * 0x1p-23));
+        for (int64_t j = 0; j < K; j++)
+            dy[j] = (float)er_oracle_round_d(fmt_dy, D * (1 + (double)er_rand_int(-4, 4) * 0x1p-23));
     free(x);
 }
 
@@ -102,9 +103,11 @@ static void sb_exact_rounded(const float *dy, const float *y, int64_t K, er_form
     mpfr_clears(D, t, x, (mpfr_ptr)0);
 }
 
-/* Covers dx (K values, stored to fo) against softmax_backward of (dy, y) under `options`: the report. */
-static void sb_check(er_report *rep, const float *dy, const float *y, int64_t R, int64_t K, const double *dx, er_format fo,
-                     const char *options) {
+/* Covers dx (R rows of K values, stored to fo) against the backward pass `make` of (dy, y) under `options`: the
+ * report. */
+typedef er_status (*bwd_make_fn)(er_ref **, const er_tensor *, const er_tensor *, int);
+static void bwd_check(bwd_make_fn make, er_report *rep, const float *dy, const float *y, int64_t R, int64_t K,
+                      const double *dx, er_format fo, const char *options) {
     uint64_t *C = malloc(8 * (size_t)(R * K));
     for (int64_t e = 0; e < R * K; e++) er_store(C, fo, e, dx[e]);
     er_tensor tdy, ty, tdx;
@@ -112,12 +115,17 @@ static void sb_check(er_report *rep, const float *dy, const float *y, int64_t R,
     ck_assert_int_eq(er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, K}, NULL, y), ER_OK);
     ck_assert_int_eq(er_tensor_view(&tdx, fo, 2, (int64_t[]){R, K}, NULL, C), ER_OK);
     er_ref *ref;
-    ck_assert_int_eq(er_softmax_backward(&ref, &tdy, &ty, -1), ER_OK);
+    ck_assert_int_eq(make(&ref, &tdy, &ty, -1), ER_OK);
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", options), ER_OK);
     ck_assert_msg(er_covers(rep, ref, &tdx, &std) == ER_OK, "%s", er_last_error());
     er_ref_free(ref);
     free(C);
+}
+
+static void sb_check(er_report *rep, const float *dy, const float *y, int64_t R, int64_t K, const double *dx,
+                     er_format fo, const char *options) {
+    bwd_check(er_softmax_backward, rep, dy, y, R, K, dx, fo, options);
 }
 
 static const int64_t sb_lens[] = {1, 2, 3, 17, 128, 1000, 4097};
@@ -215,7 +223,8 @@ START_TEST(softmax_backward_products_in_the_input_format) {
         er_ref_free(ref);
         free(y); free(dy); free(dx); free(Y); free(G); free(C);
     }
-    printf("t-backward: softmax_backward: torch's fp16/bf16 form covered in %ld trials; products=compute excludes it in %ld\n",
+    printf("t-backward: softmax_backward: torch's fp16/bf16 form covered in %ld trials; products=compute excludes it "
+           "in %ld\n",
            trials, excluded);
     ck_assert_int_gt(excluded, 0);
 }
@@ -242,8 +251,8 @@ START_TEST(softmax_backward_depth) {
 END_TEST
 
 enum { BUG_NO_D, BUG_NO_Y, BUG_SUM_DY, BUG_FP16_SUM, BUG_LAST_ZERO, BUG_COUNT };
-static const char *const bug_names[BUG_COUNT] = {"D dropped (y dy)", "y dropped (dy - D)", "D = sum dy", "D summed in fp16",
-                                                 "last element never stored"};
+static const char *const bug_names[BUG_COUNT] = { "D dropped (y dy)", "y dropped (dy - D)", "D = sum dy",
+                                                  "D summed in fp16", "last element never stored" };
 
 START_TEST(softmax_backward_bugs_caught) {
     er_test_reseed(1103);
@@ -276,7 +285,8 @@ START_TEST(softmax_backward_bugs_caught) {
         free(y); free(dy); free(dx);
     }
     for (int bug = 0; bug < BUG_COUNT; bug++) {
-        printf("t-backward: softmax_backward bug '%s' caught in %ld of %ld trials\n", bug_names[bug], caught[bug], tried[bug]);
+        printf("t-backward: softmax_backward bug '%s' caught in %ld of %ld trials\n", bug_names[bug], caught[bug],
+               tried[bug]);
         ck_assert_msg(caught[bug] == tried[bug], "bug '%s' passed in %ld of %ld trials", bug_names[bug],
                       tried[bug] - caught[bug], tried[bug]);
     }
@@ -379,19 +389,7 @@ static float lsb_exp(float y, int k) {
 
 static void lsb_check(er_report *rep, const float *dy, const float *y, int64_t R, int64_t K, const double *dx,
                       er_format fo) {
-    uint64_t *C = malloc(8 * (size_t)(R * K));
-    for (int64_t e = 0; e < R * K; e++) er_store(C, fo, e, dx[e]);
-    er_tensor tdy, ty, tdx;
-    ck_assert_int_eq(er_tensor_view(&tdy, ER_FP32, 2, (int64_t[]){R, K}, NULL, dy), ER_OK);
-    ck_assert_int_eq(er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, K}, NULL, y), ER_OK);
-    ck_assert_int_eq(er_tensor_view(&tdx, fo, 2, (int64_t[]){R, K}, NULL, C), ER_OK);
-    er_ref *ref;
-    ck_assert_int_eq(er_log_softmax_backward(&ref, &tdy, &ty, -1), ER_OK);
-    er_standard std;
-    er_standard_init(&std);
-    ck_assert_msg(er_covers(rep, ref, &tdx, &std) == ER_OK, "%s", er_last_error());
-    er_ref_free(ref);
-    free(C);
+    bwd_check(er_log_softmax_backward, rep, dy, y, R, K, dx, fo, NULL);
 }
 
 START_TEST(log_softmax_backward_covered_and_exact) {
@@ -420,8 +418,9 @@ START_TEST(log_softmax_backward_covered_and_exact) {
                     }
                     er_report rep;
                     lsb_check(&rep, dy, y, R, K, dx, fo);
-                    ER_REQUIRE_PASS(&rep, "trial %ld (K = %lld, sum %d, exp %+d ulps, fused %d, out %s) " ER_SEED_MSG_FMT
-                                    ":", tr, (long long)K, order, k, fused, er_format_name(fo), ER_SEED_ARGS);
+                    ER_REQUIRE_PASS(&rep,
+                                    "trial %ld (K = %lld, sum %d, exp %+d ulps, fused %d, out %s) " ER_SEED_MSG_FMT ":",
+                                    tr, (long long)K, order, k, fused, er_format_name(fo), ER_SEED_ARGS);
                     er_report_clear(&rep);
                 }
         /* the exact result, from MPFR at 3000 bits */
