@@ -45,10 +45,11 @@ def test_bool_of_a_verdict_is_the_verdict():
 
 def test_floats_and_bools_are_not_dimensions():
     x = RNG.standard_normal((3, 5)).astype(np.float32)
-    for fn in (er.softmax, er.log_softmax, er.sum, er.mean, er.max):
+    for fn in (er.softmax, er.log_softmax, er.sum, er.mean, er.max, er.softmax_backward, er.log_softmax_backward):
+        args = (x, x) if "backward" in fn.__name__ else (x,)
         for dim in (0.9, np.float64(-0.5), True, np.bool_(False), "1", None, 2 ** 64, -2 ** 63 - 1, 2):
             with pytest.raises((TypeError, ValueError), match="dim"):
-                fn(x, dim=dim)
+                fn(*args, dim=dim)
     assert er.softmax(x, dim=np.int64(-1)).covers(_softmax(x))
 
 
@@ -159,13 +160,15 @@ def _calls():
     return [
         (er.sum, dict(x=x, dim=-1)), (er.mean, dict(x=x, dim=0)), (er.max, dict(x=x, dim=1)),
         (er.softmax, dict(x=x, dim=-1)), (er.log_softmax, dict(x=x, dim=-1)),
+        (er.softmax_backward, dict(dy=x, y=x, dim=-1)), (er.log_softmax_backward, dict(dy=x, y=x, dim=0)),
         (er.rmsnorm, dict(x=x, weight=w, eps=1e-6)), (er.layer_norm, dict(x=x, normalized_shape=8, eps=1e-5)),
         (er.scaled_matmul, dict(A=A, B=B, scale_a=0.5, scale_b=2.0)),
         (er.quantize, dict(x=x, dtype="float8_e4m3fn", granularity=("block", 4), recipe="amax")),
         (er.attention, dict(q=q, k=q, v=q, scale=0.25, causal=True, causal_alignment="bottom_right", window=(2, 1),
                             enable_gqa=False)),
         (er.gelu, dict(x=x, ulps=2, approximate="tanh")), (er.silu, dict(x=x, ulps=2)), (er.exp, dict(x=x, ulps=2)),
-        (er.tanh, dict(x=x, ulps=3)), (er.rsqrt, dict(x=np.abs(x) + 1, ulps=2)),
+        (er.tanh, dict(x=x, ulps=3)), (er.rsqrt, dict(x=np.abs(x) + 1, ulps=2)), (er.exp2, dict(x=x, ulps=2)),
+        (er.log, dict(x=np.abs(x) + 1, ulps=1)), (er.sigmoid, dict(x=x, ulps=2)), (er.erf, dict(x=x, ulps=2)),
         (er.testing.family, dict(name="normal", shape=(3, 4), dtype="float32", seed=5)),
         (er.testing.shapes, dict(op="matmul", tier="fast")),
         (er.testing.cases, dict(op="softmax", tier="fast", dtypes=("float32",), families=("normal",), seed=3)),
@@ -229,6 +232,25 @@ def _valid(fn, name, value):
     if name == "shape" and isinstance(value, list):
         return all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
     return False
+
+
+ARRAYS = {"x", "A", "B", "q", "k", "v", "dy", "y", "out", "weight", "bias", "kernel", "op_or_reference"}
+
+
+def test_the_sweep_holds_every_public_function():
+    """Every public function that takes an argument other than an array is in the sweep below, so a new one is
+    checked or this fails."""
+    swept = {fn for fn, _ in _calls()}
+    swept.add(er.matmul_covers_device)  # CUDA tensors only: test_exactref's test on a CUDA device checks its arguments
+    missing = []
+    for name in er.__all__:
+        fn = getattr(er, name)
+        if not inspect.isfunction(fn):
+            continue
+        params = set(inspect.signature(fn).parameters) - ARRAYS
+        if params and fn not in swept:
+            missing.append(name)
+    assert not missing, missing
 
 
 def test_every_parameter_refuses_bad_values_by_name():
