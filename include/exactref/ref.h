@@ -54,6 +54,21 @@ ER_API er_status er_softmax_backward(er_ref **out, const er_tensor *dy, const er
  * must hold dy's and y's values), exp_ulps= (default 2, or fast) and depth=; dx as dy - exp(y) S or with a fused
  * multiply-add (docs/algorithms/softmax-backward.md, Theorem B2). */
 ER_API er_status er_log_softmax_backward(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim);
+/* layer_norm's backward pass over x's last `normalized_ndim` dimensions (n elements per row), from the incoming
+ * gradient dy (x's shape), the forward input x, the forward pass's saved mean and rstd (one value per row: x's
+ * leading shape, size-1 dimensions aside) and the weight (NULL: none; the normalised shape), as torch's
+ * native_layer_norm_backward: dx = r (g - sum_j g_j / n - xhat sum_j g_j xhat_j / n) with g = w dy,
+ * xhat = (x - mean) r; dweight = sum over rows of dy xhat; dbias = sum over rows of dy. Three outputs: dx (x's
+ * shape), dweight and dbias (the normalised shape). Standard: any_order in a compute format holding every input's
+ * values (depth= bounds the sums' trees); the set holds every evaluation of those formulas in any association, each
+ * operation rounded to nearest or fused (docs/algorithms/norm-backward.md). The views must outlive the reference. */
+ER_API er_status er_layer_norm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, int normalized_ndim,
+                                        const er_tensor *mean, const er_tensor *rstd, const er_tensor *weight);
+/* rmsnorm's backward pass over x's last dimension, from dy, x, the saved rstd (one per row) and the weight (NULL:
+ * none): dx = r (g - xhat sum_j g_j xhat_j / n) with g = w dy, xhat = x r; dweight = sum over rows of dy xhat. Two
+ * outputs, dx and dweight; the standard as er_layer_norm_backward's. */
+ER_API er_status er_rmsnorm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, const er_tensor *rstd,
+                                     const er_tensor *weight);
 /* rmsnorm over x's last dimension: x_i w_i / sqrt(mean_j x_j^2 + eps), weight NULL (none) or a vector of that
  * length. Options: compute (it must hold x's values), mean (divide, reciprocal, either), rsqrt_ulps (default 2). */
 ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps);

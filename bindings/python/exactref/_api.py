@@ -859,6 +859,93 @@ def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granular
     return QuantizeReference(_ffi.quantize(va.buf, qf, gran, block, rec), (va, x), a.shape, "quantize")
 
 
+class LayerNormBackwardReference(_MultiOutputReference):
+    """layer_norm_backward's reference: three outputs, dx (x's shape), dweight and dbias (the normalised shape)."""
+
+    OUTPUTS = ("dx", "dweight", "dbias")
+
+
+class RmsNormBackwardReference(_MultiOutputReference):
+    """rmsnorm_backward's reference: two outputs, dx (x's shape) and dweight (x's last dimension)."""
+
+    OUTPUTS = ("dx", "dweight")
+
+
+def _norm_backward(op, dy, x, stats, weight, bias, normalized_shape):
+    g, a = to_numpy(dy, "dy"), to_numpy(x, "x")
+    format_of(g.dtype)
+    format_of(a.dtype)
+    if a.ndim == 0:
+        raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % op)
+    if g.shape != a.shape:
+        raise ValueError("exactref: %s: dy has shape %s and x %s; they must be the same" % (op, g.shape, a.shape))
+    keep = []
+    affine = {}
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if t is not None:
+            affine[name] = to_numpy(t, name)
+            format_of(affine[name].dtype)
+    if normalized_shape is not None:
+        ns, said = _check.shape(normalized_shape, op, "normalized_shape"), "normalized_shape"
+    elif affine:
+        said = next(iter(affine))
+        ns, said = tuple(affine[said].shape), "%s's shape" % said
+    else:
+        ns, said = (a.shape[-1],), "x's last dimension"
+    k = len(ns)
+    if k < 1 or k > a.ndim or tuple(a.shape[a.ndim - k:]) != ns:
+        raise ValueError("exactref: %s: %s %s is not the end of x's shape %s" % (op, said, ns, a.shape))
+    for name, arr in affine.items():
+        if tuple(arr.shape) != ns:
+            raise ValueError("exactref: %s: %s has shape %s, not the normalized shape %s" % (op, name, arr.shape, ns))
+    views = {}
+    for t, name in [(dy, "dy"), (x, "x")] + [(t, name) for t, name in stats] + [(weight, "weight")]:
+        if t is None:
+            views[name] = None
+            continue
+        arr = {"dy": g, "x": a}.get(name)
+        arr = to_numpy(t, name) if arr is None else arr
+        format_of(arr.dtype)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        v = View(arr, name)
+        keep += [v, t]
+        views[name] = v.buf
+    if bias is not None:
+        keep.append(bias)
+    ptr = _ffi.norm_backward(views["dy"], views["x"], k, views.get("mean"), views["rstd"], views["weight"])
+    cls = LayerNormBackwardReference if "mean" in views else RmsNormBackwardReference
+    return cls(ptr, tuple(keep), a.shape, op)
+
+
+def layer_norm_backward(dy: ArrayLike, x: ArrayLike, mean: ArrayLike, rstd: ArrayLike,
+                        weight: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
+                        normalized_shape: Optional[Union[int, Sequence[int]]] = None) -> LayerNormBackwardReference:
+    """The exact reference of layer_norm's backward pass (torch's native_layer_norm_backward) from the gradient dy, the
+    forward input x and the forward pass's saved mean and rstd (one value per row: x's leading shape, size-1
+    dimensions aside): three outputs, dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = weight dy and xhat =
+    (x - mean) rstd (x's shape), dweight = the sum over rows of dy xhat and dbias = the sum over rows of dy (the
+    normalised shape). The normalised shape is normalized_shape, else weight's or bias's shape, else x's last
+    dimension; bias enters no gradient (only its shape is checked). covers((dx, dweight, dbias)) checks all three,
+    covers(dx) dx alone. The set holds every evaluation of these formulas in any association and order of the sums,
+    each operation rounded to nearest in the compute format or fused (docs/algorithms/norm-backward.md)."""
+    return _norm_backward("layer_norm_backward", dy, x, [(mean, "mean"), (rstd, "rstd")], weight, bias,
+                          normalized_shape)
+
+
+def rmsnorm_backward(dy: ArrayLike, x: ArrayLike, rstd: ArrayLike,
+                     weight: Optional[ArrayLike] = None) -> RmsNormBackwardReference:
+    """The exact reference of rmsnorm's backward pass over x's last dimension from the gradient dy, the forward input
+    x and the forward pass's saved rstd (one value per row): two outputs, dx = rstd (g - xhat mean(g xhat)) with
+    g = weight dy, xhat = x rstd, and dweight = the sum over rows of dy xhat. The set as layer_norm_backward's
+    (docs/algorithms/norm-backward.md)."""
+    if weight is not None:
+        w = to_numpy(weight, "weight")
+        if w.ndim != 1:
+            raise ValueError("exactref: rmsnorm_backward: weight must be a vector, not of shape %s" % (w.shape,))
+    return _norm_backward("rmsnorm_backward", dy, x, [(rstd, "rstd")], weight, None, None)
+
+
 def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight: Optional[ArrayLike] = None,
                bias: Optional[ArrayLike] = None, eps: float = 1e-5) -> LayerNormReference:
     """The exact reference of layernorm over x's trailing `normalized_shape` (an int or a tuple, as in torch), with
@@ -908,6 +995,7 @@ def _document():
     ops = {matmul: "matmul", scaled_matmul: "matmul", sum: "sum", mean: "mean", max: "max", softmax: "softmax",
            log_softmax: "log_softmax", softmax_backward: "softmax_backward",
            log_softmax_backward: "log_softmax_backward", rmsnorm: "rmsnorm",
+           layer_norm_backward: "layer_norm_backward", rmsnorm_backward: "rmsnorm_backward",
            layer_norm: "layernorm", quantize: "quantize", attention: "attention", tensor: "tensor"}
     for fn, op in ops.items():
         own = _ffi.op_options(op)

@@ -93,6 +93,15 @@ _sig = {
         ctypes.c_int,
         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int],
     ),
+    "er_layer_norm_backward": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+         ctypes.c_void_p, ctypes.c_void_p],
+    ),
+    "er_rmsnorm_backward": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
     "er_rmsnorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
     "er_scaled_matmul": (
         ctypes.c_int,
@@ -411,6 +420,13 @@ def rmsnorm(vx, vw, eps):
 
 def softmax_backward(vdy, vy, dim, log=False):
     return _new(lib.er_log_softmax_backward if log else lib.er_softmax_backward, vdy, vy, dim)
+
+
+def norm_backward(vdy, vx, k, vmean, vrstd, vw):
+    """layer_norm_backward (vmean a view) or rmsnorm_backward (vmean None, k 1)."""
+    if vmean is None:
+        return _new(lib.er_rmsnorm_backward, vdy, vx, vrstd, vw)
+    return _new(lib.er_layer_norm_backward, vdy, vx, k, vmean, vrstd, vw)
 
 
 def layernorm(vx, k, vw, vb, eps):

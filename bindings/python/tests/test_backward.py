@@ -66,3 +66,101 @@ def test_log_softmax_backward():
     assert not ref.covers((np.exp(y) * (dy - S[:, None])).astype(f)).all()  # softmax's formula
     with pytest.raises(er.ExactrefError, match="not to log_softmax_backward"):
         ref.covers(dx, rsqrt_ulps=2)
+
+
+def layer_norm_case(rng, R, n, dtype=np.float32, centered=True):
+    x = rng.standard_normal((R, n)).astype(dtype)
+    dy = rng.standard_normal((R, n)).astype(dtype)
+    w = (1 + 0.3 * rng.standard_normal(n)).astype(dtype)
+    xf = x.astype(np.float32)
+    m = xf.mean(1, dtype=np.float32) if centered else np.zeros(R, np.float32)
+    v = ((xf - m[:, None]) ** 2).mean(1, dtype=np.float32)
+    r = (np.float32(1) / np.sqrt(v + np.float32(1e-5))).astype(np.float32)
+    return x, dy, w, m, r
+
+
+def norm_kernel(x, dy, w, m, r, centered=True, order=1):
+    """dx, dweight, dbias as Triton's tutorial computes them in fp32 (the sums in numpy's pairwise order, or
+    sequentially with order=-1 over the reversed row)."""
+    f = np.float32
+    xf, dyf = x.astype(f), dy.astype(f)
+    xh = ((xf - m[:, None]).astype(f) * r[:, None]).astype(f)
+    g = (dyf * w.astype(f)).astype(f)
+    n = f(x.shape[1])
+
+    def rowsum(a):
+        if order == 1:
+            return a.sum(1, dtype=f)
+        out = np.zeros(a.shape[0], f)
+        for j in range(a.shape[1] - 1, -1, -1):
+            out = (out + a[:, j]).astype(f)
+        return out
+
+    c1 = (rowsum((xh * g).astype(f)) / n).astype(f)
+    c2 = (rowsum(g) / n).astype(f) if centered else np.zeros_like(c1)
+    dx = ((g - ((xh * c1[:, None]).astype(f) + c2[:, None]).astype(f)).astype(f) * r[:, None]).astype(f)
+    dw = (dyf * xh).astype(f).sum(0, dtype=f)
+    db = dyf.sum(0, dtype=f)
+    return dx, dw, db
+
+
+def test_layer_norm_backward():
+    rng = np.random.default_rng(13)
+    for R, n in ((3, 1), (4, 37), (50, 300)):
+        x, dy, w, m, r = layer_norm_case(rng, R, n)
+        ref = er.layer_norm_backward(dy, x, m, r, w)
+        assert ref.op == "layer_norm_backward" and ref.OUTPUTS == ("dx", "dweight", "dbias")
+        for order in (1, -1):
+            dx, dw, db = norm_kernel(x, dy, w, m, r, order=order)
+            res = ref.covers((dx, dw, db))
+            assert res.all(), str(res)
+            assert ref.covers((dx.astype(np.float16), None, db.astype(np.float16))).all()
+        # torch's saved statistics keep the normalised dimension: [R, 1]
+        assert er.layer_norm_backward(dy, x, m[:, None], r[:, None], w).covers(dx).all()
+        if n > 1:
+            bad = dx.copy()
+            bad[R // 2, n // 2] *= np.float32(1.001)
+            assert not ref.covers(bad).all()  # one element moved by 0.1%
+            assert not ref.covers((dx, (dy * x).sum(0, dtype=np.float32), db)).all()  # dweight from x, not xhat
+    # bf16-like inputs: fp16 x, dy and weight, outputs rounded to fp16
+    x, dy, w, m, r = layer_norm_case(rng, 8, 64, np.float16)
+    dx, dw, db = norm_kernel(x, dy, w, m, r)
+    res = er.layer_norm_backward(dy, x, m, r, w).covers(tuple(a.astype(np.float16) for a in (dx, dw, db)))
+    assert res.all(), str(res)
+
+
+def test_rmsnorm_backward():
+    rng = np.random.default_rng(14)
+    x, dy, w, m, r = layer_norm_case(rng, 6, 200, centered=False)
+    ref = er.rmsnorm_backward(dy, x, r, w)
+    assert ref.OUTPUTS == ("dx", "dweight")
+    dx, dw, _ = norm_kernel(x, dy, w, m, r, centered=False)
+    res = ref.covers((dx, dw))
+    assert res.all(), str(res)
+    ldx = norm_kernel(x, dy, w, x.mean(1, dtype=np.float32), r)[0]  # layer_norm's formula: the mean subtracted
+    assert not ref.covers(ldx).all()
+    assert er.rmsnorm_backward(dy, x, r).covers(norm_kernel(x, dy, np.ones_like(w), m, r, centered=False)[0]).all()
+
+
+def test_norm_backward_arguments():
+    rng = np.random.default_rng(15)
+    x, dy, w, m, r = layer_norm_case(rng, 4, 16)
+    with pytest.raises(ValueError, match="same"):
+        er.layer_norm_backward(dy[:, :-1], x, m, r, w)
+    with pytest.raises(ValueError, match="weight's shape"):
+        er.layer_norm_backward(dy, x, m, r, w[:-1])
+    with pytest.raises(ValueError, match="bias has shape"):
+        er.layer_norm_backward(dy, x, m, r, w, bias=w[:-1])
+    with pytest.raises(er.ExactrefError, match="mean must hold one value per row"):
+        er.layer_norm_backward(dy, x, m[:-1], r, w)
+    with pytest.raises(er.ExactrefError, match="rstd must hold one value per row"):
+        er.rmsnorm_backward(dy, x, r[:2], w)
+    with pytest.raises(ValueError, match="normalized_shape"):
+        er.layer_norm_backward(dy, x, m, r, normalized_shape=(5,))
+    with pytest.raises(ValueError, match="has 3 outputs"):
+        er.layer_norm_backward(dy, x, m, r, w).covers((dy, dy))
+    with pytest.raises(er.ExactrefError, match="needs a compute format holding it"):
+        er.layer_norm_backward(dy, x, m.astype(np.float64), r, w).covers(dy)
+    with pytest.raises(er.ExactrefError, match="not to layer_norm_backward"):
+        er.layer_norm_backward(dy, x, m, r, w).covers(dy, exp_ulps=2)
+    assert "layer_norm_backward takes depth=." in " ".join(er.layer_norm_backward.__doc__.split())

@@ -1,0 +1,294 @@
+/* norm_bwd.c: the sets of layer_norm's and rmsnorm's backward passes (src/enclose/norm_bwd.h;
+ * docs/algorithms/norm-backward.md).
+ *
+ * Every kernel of the model computes dx as the expansion r g_i - sum_j r g_j / n - sum_j r^3 d_i g_j d_j / n (g =
+ * w dy, d = x - m) with each monomial perturbed by the roundings on its path (Lemma N1): its set is the exact value
+ * plus and minus gamma(k) times the sum of the monomials' magnitudes, k the roundings a monomial may pass through.
+ * The sums are computed exactly with MPFR, the bounds in double rounded outward. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h> /* before mpfr.h: the intmax_t functions */
+#include <stdlib.h>
+#include <string.h>
+#include <mpfr.h>
+#include "enclose/norm_bwd.h"
+#include "enclose/ival.h"
+
+/* Every value of F and the specials: no claim. */
+static void er_nbwd_anything(er_cval *c, const er_fmt_info *F) {
+    memset(c, 0, sizeof *c);
+    c->lo = -F->max;
+    c->hi = F->max;
+    c->nan = c->pinf = c->ninf = 1;
+}
+
+/* gamma(k) = k u / (1 - k u) >= (1 + u)^k - 1, rounded up (u = 2^-p, F's unit roundoff); +inf when k u >= 1/2. */
+static double er_gamma(const er_fmt_info *F, double k) {
+    double ku = er__mul_up(k, ldexp(1.0, -F->p));
+    if (!(ku < 0.5)) return INFINITY;
+    return er__up(ku / er__dn(1.0 - ku));
+}
+
+/* t = a (x - m) c exactly: x - m spans at most max - min + 54 bits of the two exponents, each product 53 more. */
+static void er_term(mpfr_t t, double a, double x, double m, double c) {
+    if (a == 0 || c == 0 || x == m) {
+        mpfr_set_prec(t, 2);
+        mpfr_set_zero(t, 1);
+        return;
+    }
+    long pd = 55;
+    if (x != 0 && m != 0) {
+        long ex = ilogb(x), em = ilogb(m);
+        pd = (ex > em ? ex - em : em - ex) + 55;
+    }
+    mpfr_set_prec(t, (mpfr_prec_t)(pd + 106));
+    mpfr_set_d(t, x, MPFR_RNDN);
+    mpfr_sub_d(t, t, m, MPFR_RNDN); /* exact: the precision spans both */
+    mpfr_mul_d(t, t, a, MPFR_RNDN); /* exact */
+    mpfr_mul_d(t, t, c, MPFR_RNDN); /* exact */
+}
+
+/* The exact sum of the n numbers t (any precisions) into s, at a precision that holds it. */
+static void er_exact_sum(mpfr_t s, mpfr_t *t, mpfr_ptr *p, int64_t n) {
+    long top = LONG_MIN, low = LONG_MAX;
+    int64_t k = 0;
+    for (int64_t j = 0; j < n; j++) {
+        if (mpfr_zero_p(t[j])) continue;
+        long e = (long)mpfr_get_exp(t[j]);
+        if (e > top) top = e;
+        if (e - (long)mpfr_get_prec(t[j]) < low) low = e - (long)mpfr_get_prec(t[j]);
+        p[k++] = t[j];
+    }
+    int lg = 0;
+    while ((INT64_C(1) << lg) <= k && lg < 62) lg++;
+    mpfr_set_prec(s, k ? (mpfr_prec_t)(top - low + lg + 2) : 2);
+    if (k) mpfr_sum(s, p, (unsigned long)k, MPFR_RNDN); /* exact: the precision holds the sum */
+    else mpfr_set_zero(s, 1);
+}
+
+/* Terms' scratch: n numbers and their pointers. */
+typedef struct er_terms {
+    mpfr_t *t;
+    mpfr_ptr *p;
+    int64_t n;
+} er_terms;
+
+static er_status er_terms_init(er_terms *T, int64_t n) {
+    size_t k = (size_t)(n ? n : 1);
+    T->t = malloc(sizeof(mpfr_t) * k);
+    T->p = malloc(sizeof(mpfr_ptr) * k);
+    T->n = 0;
+    if (!T->t || !T->p) {
+        free(T->t);
+        free(T->p);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate the exact terms of a row of %lld", (long long)n);
+    }
+    for (int64_t j = 0; j < n; j++) mpfr_init2(T->t[j], 2);
+    T->n = n;
+    return ER_OK;
+}
+
+static void er_terms_clear(er_terms *T) {
+    for (int64_t j = 0; j < T->n; j++) mpfr_clear(T->t[j]);
+    free(T->t);
+    free(T->p);
+}
+
+/* The values of F in [lo, hi] (lo, hi doubles), as a set; no claim where an end is beyond F's range or NaN. */
+static void er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) {
+    if (!(lo >= -F->max && hi <= F->max)) {
+        er_nbwd_anything(c, F);
+        return;
+    }
+    memset(c, 0, sizeof *c);
+    c->lo = er__round_double(F, lo, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    c->hi = er__round_double(F, hi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    if (c->lo > c->hi) { /* no value of F between them: the outward neighbours (never reached by the bound) */
+        c->lo = er__round_double(F, lo, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        c->hi = er__round_double(F, hi, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    }
+}
+
+/* An interval of reals with double ends, and its operations rounded outward (ival.h's bounds). */
+typedef struct er_iv {
+    double lo, hi;
+} er_iv;
+static er_iv er_iv_sub(er_iv a, er_iv b) { return (er_iv){ er__dn(a.lo - b.hi), er__up(a.hi - b.lo) }; }
+static er_iv er_iv_mul(er_iv a, er_iv b) {
+    double p[4] = { a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi }, lo = p[0], hi = p[0];
+    for (int k = 1; k < 4; k++) {
+        lo = fmin(lo, p[k]);
+        hi = fmax(hi, p[k]);
+    }
+    return (er_iv){ er__dn(lo), er__up(hi) };
+}
+static er_iv er_iv_mpfr(mpfr_srcptr x) { return (er_iv){ mpfr_get_d(x, MPFR_RNDD), mpfr_get_d(x, MPFR_RNDU) }; }
+static double er_max1(double a) { return a > 1 ? a : 1; }
+
+/* A row's exact sums and bounds: B = sum g_j, C = sum g_j d_j exactly; sums of |g_j| and |g_j d_j| and the largest
+ * |g|, |d|, |w|, |dy|, all rounded up. */
+typedef struct er_nbwd_rowsum {
+    mpfr_t B, C;
+    double sb, sc, gm, dm, wm, ym;
+} er_nbwd_rowsum;
+
+static void er_nbwd_rowsums(const er_nbwd_plan *pl, er_terms *T, const double *dy, const double *x, const double *w,
+                            double m, int64_t n, er_nbwd_rowsum *rs) {
+    rs->sb = rs->sc = rs->gm = rs->dm = rs->wm = rs->ym = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double wj = w ? w[j] : 1.0, g = er__up(fabs(wj * dy[j])), d = er__up(fabs(x[j] - m));
+        rs->sb = er__add_up(rs->sb, g);
+        rs->sc = er__add_up(rs->sc, er__mul_up(g, d));
+        rs->gm = fmax(rs->gm, g);
+        rs->dm = fmax(rs->dm, d);
+        rs->wm = fmax(rs->wm, fabs(wj));
+        rs->ym = fmax(rs->ym, fabs(dy[j]));
+        if (pl->centered) er_term(T->t[j], wj, dy[j], 0.0, 1.0);
+    }
+    mpfr_inits2(2, rs->B, rs->C, (mpfr_ptr)0);
+    if (pl->centered) er_exact_sum(rs->B, T->t, T->p, n);
+    else mpfr_set_zero(rs->B, 1);
+    for (int64_t j = 0; j < n; j++) er_term(T->t[j], dy[j], x[j], m, w ? w[j] : 1.0);
+    er_exact_sum(rs->C, T->t, T->p, n);
+}
+
+/* dx_i's exact value n dx_i = r (n g_i - B) - r^3 d_i C, divided by n: Ziv's loop on the quotient's directed
+ * roundings (exact at once when n is a power of two; else the quotient is not a midpoint of O, so the two ends
+ * round alike at some precision). */
+static void er_nbwd_exact(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, double dy, double x, double w, double m,
+                          double r, int64_t n, double *ex, double *rd) {
+    mpfr_t t[3], y, q[2];
+    mpfr_ptr p[3];
+    for (int k = 0; k < 3; k++) mpfr_init2(t[k], 2);
+    er_term(t[0], w, dy, 0.0, r); /* r g_i */
+    mpfr_prec_round(t[0], mpfr_get_prec(t[0]) + 64, MPFR_RNDN);
+    mpfr_mul_si(t[0], t[0], (long)n, MPFR_RNDN); /* exact: n < 2^63 */
+    mpfr_set_prec(t[1], mpfr_get_prec(rs->B) + 54);
+    mpfr_mul_d(t[1], rs->B, -r, MPFR_RNDN); /* exact */
+    er_term(t[2], r, x, m, r);              /* r^2 d_i */
+    mpfr_prec_round(t[2], mpfr_get_prec(t[2]) + 54 + mpfr_get_prec(rs->C), MPFR_RNDN);
+    mpfr_mul_d(t[2], t[2], -r, MPFR_RNDN);  /* exact */
+    mpfr_mul(t[2], t[2], rs->C, MPFR_RNDN); /* exact: the precision holds both factors */
+    mpfr_init2(y, 2);
+    er_exact_sum(y, t, p, 3);
+    for (mpfr_prec_t pr = pl->O->p + 64;; pr *= 2) {
+        mpfr_inits2(pr, q[0], q[1], (mpfr_ptr)0);
+        mpfr_div_si(q[0], y, (long)n, MPFR_RNDD);
+        mpfr_div_si(q[1], y, (long)n, MPFR_RNDU);
+        double a = er__round_mpfr(pl->O, q[0], ER_ROUND_NEAREST, pl->ov),
+               b = er__round_mpfr(pl->O, q[1], ER_ROUND_NEAREST, pl->ov);
+        double da = mpfr_get_d(q[0], MPFR_RNDN), db = mpfr_get_d(q[1], MPFR_RNDN);
+        mpfr_clears(q[0], q[1], (mpfr_ptr)0);
+        if ((a == b && da == db && signbit(a) == signbit(b)) || pr > 65536) {
+            *rd = a;
+            *ex = da;
+            break;
+        }
+    }
+    for (int k = 0; k < 3; k++) mpfr_clear(t[k]);
+    mpfr_clear(y);
+}
+
+er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m, double r,
+                       int64_t n, er_cval *cv, double *ex, double *rd) {
+    const er_fmt_info *F = pl->F;
+    if (!pl->centered) m = 0;
+    int ok = isfinite(m) && isfinite(r);
+    for (int64_t j = 0; j < n && ok; j++) ok = isfinite(dy[j]) && isfinite(x[j]) && (!w || isfinite(w[j]));
+    if (!ok) {
+        for (int64_t i = 0; i < n; i++) {
+            er_nbwd_anything(&cv[i], F);
+            ex[i] = rd[i] = NAN;
+        }
+        return ER_OK;
+    }
+    er_terms T;
+    ER_RETURN_IF_ERROR(er_terms_init(&T, n));
+    er_nbwd_rowsum rs;
+    er_nbwd_rowsums(pl, &T, dy, x, w, m, n, &rs);
+    er_terms_clear(&T);
+    double nd = (double)n, ar = fabs(r), r3 = er__mul_up(er__mul_up(ar, ar), ar);
+    double g0 = er_gamma(F, ER_NBWD_DX_ROUNDINGS),
+           gs = er_gamma(F, ER_NBWD_DX_ROUNDINGS + (double)(pl->depth ? pl->depth : n - 1));
+    /* the half-widths' row parts: gamma(16 + s) r sum|g| / n and gamma(16 + s) r^3 sum|g d| / n */
+    double wb = pl->centered ? er__mul_up(gs, er__up(er__mul_up(ar, rs.sb) / nd)) : 0.0,
+           wc = er__mul_up(gs, er__up(er__mul_up(r3, rs.sc) / nd));
+    /* underflow (Lemma N1's eta terms): at most 4 (n + 16) roundings may underflow, each by eta/2, then multiplied by
+     * at most 2^10 M: M = n r^4 d^2 |g| |w| |dy| sum|g| sum|g d| (each at least 1), 2 per multiplier's growth */
+    double M = 1024.0 * nd;
+    double fac[9] = {ar, ar, ar, ar, rs.dm, rs.dm, rs.gm, rs.wm, rs.ym};
+    for (int k = 0; k < 9; k++) M = er__mul_up(M, er_max1(fac[k]));
+    M = er__mul_up(er__mul_up(M, er_max1(rs.sb)), er_max1(rs.sc));
+    double H = er__mul_up(er__mul_up(2.0 * (nd + ER_NBWD_DX_ROUNDINGS), F->min_sub), M);
+    /* every intermediate of the model's forms below F's largest value (no overflow) */
+    double big = fmax(
+        er__add_up(er__add_up(er__mul_up(nd, rs.gm), rs.sb), er__mul_up(er__mul_up(rs.dm, er__mul_up(ar, ar)), rs.sc)),
+        er__mul_up(er__mul_up(r3, er_max1(rs.sc)), er_max1(rs.dm)));
+    int fin = isfinite(H) && isfinite(wb) && isfinite(wc) && er__mul_up(4.0, big) <= F->max;
+    er_iv invn = { er__dn(1.0 / nd), er__up(1.0 / nd) }, riv = { r, r };
+    er_iv bn = er_iv_mul(er_iv_mpfr(rs.B), invn);
+    er_iv rc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(riv, riv), riv), er_iv_mpfr(rs.C)), invn); /* r^3 C / n */
+    for (int64_t i = 0; i < n; i++) {
+        double wi = w ? w[i] : 1.0, g = wi * dy[i], dd = x[i] - m;
+        er_iv giv = { er__dn(g), er__up(g) }, div = { er__dn(dd), er__up(dd) };
+        er_iv e = er_iv_sub(er_iv_mul(riv, er_iv_sub(giv, bn)), er_iv_mul(div, rc)); /* the exact dx_i */
+        if (fin) {
+            double hw = er__add_up(er__add_up(er__mul_up(g0, er__mul_up(ar, fmax(fabs(giv.lo), fabs(giv.hi)))), wb),
+                                   er__add_up(er__mul_up(wc, fmax(fabs(div.lo), fabs(div.hi))), H));
+            er_nbwd_set(&cv[i], F, er__dn(e.lo - hw), er__up(e.hi + hw));
+        } else {
+            er_nbwd_anything(&cv[i], F);
+        }
+        /* the exact result: from e where both ends round alike into O, else exactly */
+        double a = er__round_double(pl->O, e.lo, ER_ROUND_NEAREST, pl->ov),
+               b = er__round_double(pl->O, e.hi, ER_ROUND_NEAREST, pl->ov);
+        if (isfinite(e.lo) && isfinite(e.hi) && a == b && (e.lo > 0 || e.hi < 0)) {
+            rd[i] = a;
+            ex[i] = 0.5 * e.lo + 0.5 * e.hi;
+        } else {
+            er_nbwd_exact(pl, &rs, dy[i], x[i], wi, m, r, n, &ex[i], &rd[i]);
+        }
+    }
+    mpfr_clears(rs.B, rs.C, (mpfr_ptr)0);
+    return ER_OK;
+}
+
+er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
+                       const double *r, int64_t rows, er_cval *cv, double *ex, double *rd) {
+    const er_fmt_info *F = pl->F;
+    int ok = 1;
+    for (int64_t i = 0; i < rows && ok; i++)
+        ok = isfinite(dy[i]) && (bias || (isfinite(x[i]) && isfinite(r[i]) && (!m || isfinite(m[i]))));
+    if (!ok) {
+        er_nbwd_anything(cv, F);
+        *ex = *rd = NAN;
+        return ER_OK;
+    }
+    er_terms T;
+    ER_RETURN_IF_ERROR(er_terms_init(&T, rows));
+    double sa = 0, mul = 1.0;
+    for (int64_t i = 0; i < rows; i++) {
+        double mi = m ? m[i] : 0.0, d = bias ? 1.0 : er__up(fabs(x[i] - mi)), ri = bias ? 1.0 : fabs(r[i]);
+        sa = er__add_up(sa, er__mul_up(er__mul_up(fabs(dy[i]), d), ri));
+        mul = fmax(mul, er__mul_up(er__mul_up(er_max1(fabs(dy[i])), er_max1(d)), er__mul_up(er_max1(ri), er_max1(ri))));
+        if (bias) er_term(T.t[i], 1.0, dy[i], 0.0, 1.0);
+        else er_term(T.t[i], dy[i], x[i], mi, r[i]);
+    }
+    mpfr_t s;
+    mpfr_init2(s, 2);
+    er_exact_sum(s, T.t, T.p, rows);
+    er_terms_clear(&T);
+    double k = bias ? 0 : ER_NBWD_DW_ROUNDINGS, sd = (double)(pl->depth ? pl->depth : (rows ? rows - 1 : 0));
+    /* dbias: terms of F added in F, no underflow error; dweight: 2 rows products may underflow by eta/2, each then
+     * multiplied by at most 2 |r|: (rows + 4) eta 16 mul bounds it */
+    double H = bias ? 0 : er__mul_up(er__mul_up((double)rows + k, F->min_sub), er__mul_up(16.0, mul));
+    double hw = er__add_up(er__mul_up(er_gamma(F, k + sd), sa), H);
+    er_iv e = er_iv_mpfr(s);
+    if (isfinite(hw) && er__mul_up(4.0, er__add_up(sa, hw)) <= F->max)
+        er_nbwd_set(cv, F, er__dn(e.lo - hw), er__up(e.hi + hw));
+    else er_nbwd_anything(cv, F);
+    *ex = mpfr_get_d(s, MPFR_RNDN);
+    *rd = er__round_mpfr(pl->O, s, ER_ROUND_NEAREST, pl->ov);
+    mpfr_clear(s);
+    return ER_OK;
+}

@@ -1,0 +1,37 @@
+/* norm_bwd.h: the sets of layer_norm's and rmsnorm's backward passes from the forward pass's saved statistics,
+ * dx = r (g - sum_j g_j / n - xhat sum_j g_j xhat_j / n) with g = w dy, xhat = (x - m) r, and the column sums
+ * dweight = sum_rows dy xhat and dbias = sum_rows dy (docs/algorithms/norm-backward.md). */
+#ifndef ER_ENCLOSE_NORM_BWD_H
+#define ER_ENCLOSE_NORM_BWD_H
+
+#include "core/internal.h"
+#include "format/format.h"
+#include "enclose/anyorder.h" /* er_cval */
+
+/* The standard of one output: the compute format F (holding every input's values), the output format O and its
+ * overflow rule, the sums' depth bound (0: any tree); centered: layer_norm (d = x - m and the term sum_j g_j),
+ * else rmsnorm (d = x). */
+typedef struct er_nbwd_plan {
+    const er_fmt_info *F, *O;
+    er_overflow ov;
+    int64_t depth;
+    int centered;
+} er_nbwd_plan;
+
+/* Roundings a monomial of the model may pass through outside the sums' additions: dx's (Theorem N1) and dweight's
+ * terms' (Theorem N2). */
+#define ER_NBWD_DX_ROUNDINGS 16
+#define ER_NBWD_DW_ROUNDINGS 4
+
+/* dx along one row of n: dy, x and w (NULL: no weight) decoded, the row's saved mean m (unused for rmsnorm) and rstd
+ * r: each element's set in F (cv), its exact value to double (ex) and correctly rounded into O (rd). A row holding
+ * a NaN or an infinity, or whose intermediate values may overflow F, claims nothing. */
+ER_INTERNAL er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
+                                   double r, int64_t n, er_cval *cv, double *ex, double *rd);
+
+/* One element of dweight (bias 0: sum_i dy_i (x_i - m_i) r_i, m NULL for rmsnorm) or of dbias (bias 1: sum_i dy_i)
+ * over `rows` rows: its set in F, exact value and correct rounding into O. */
+ER_INTERNAL er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
+                                   const double *r, int64_t rows, er_cval *cv, double *ex, double *rd);
+
+#endif

@@ -1,0 +1,280 @@
+/* nbwdmod.c: the op modules of layer_norm's and rmsnorm's backward passes (src/ops/module.h): from the incoming
+ * gradient dy, the forward input x, the forward pass's saved mean (layer_norm) and rstd per row and the weight,
+ * the outputs dx (x's shape), dweight and, for layer_norm, dbias (the normalised shape). The sets are
+ * src/enclose/norm_bwd.c's (docs/algorithms/norm-backward.md). Share t of the work takes a run of rows for dx and a
+ * run of columns for the column sums. */
+#include <stdlib.h>
+#include <string.h>
+#include "format/format.h"
+#include "ops/modkit.h"
+#include "ops/ref_internal.h"
+#include "tensor/tensor_internal.h"
+#include "enclose/norm_bwd.h"
+
+/* The views (not copies), the normalised dimensions' count and size n, and the rows. */
+typedef struct er_nbwd_state {
+    er_tensor dy, x, mean, rstd, weight;
+    int has_weight, centered, nnorm;
+    int64_t n, rows;
+} er_nbwd_state;
+static er_nbwd_state *er__nbwd(const er_ref *r) { return (er_nbwd_state *)r->priv; }
+
+static int er_nbwd_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
+    er_nbwd_state *s = er__nbwd(r);
+    const er_tensor *t[5] = { &s->dy, &s->x, s->centered ? &s->mean : NULL, &s->rstd,
+                              s->has_weight ? &s->weight : NULL };
+    static const char *const nm[5] = { "dy", "x", "mean", "rstd", "weight" };
+    int k = 0;
+    for (int i = 0; i < 5; i++) {
+        if (!t[i]) continue;
+        if (k < cap) {
+            views[k] = t[i];
+            names[k] = nm[i];
+        }
+        k++;
+    }
+    return k;
+}
+
+/* A per-row statistic (mean, rstd): one value per row, its shape x's leading dimensions up to dimensions of size 1
+ * (torch keeps the normalised ones as 1). */
+static er_status er_nbwd_stat_check(const er_tensor *t, const char *name, const er_tensor *x, int lead) {
+    ER_RETURN_IF_ERROR(er__tensor_check(t, name));
+    int i = 0, k = 0;
+    while (i < t->ndim || k < lead) {
+        if (i < t->ndim && t->shape[i] == 1) {
+            i++;
+            continue;
+        }
+        if (k < lead && x->shape[k] == 1) {
+            k++;
+            continue;
+        }
+        if (i >= t->ndim || k >= lead || t->shape[i] != x->shape[k])
+            return er__fail(ER_ERR_SHAPE,
+                            "%s must hold one value per row: x's leading %d dimension%s (size-1 "
+                            "dimensions aside)",
+                            name, lead, lead == 1 ? "" : "s");
+        i++;
+        k++;
+    }
+    return ER_OK;
+}
+
+static er_status er_nbwd_make(er_ref **out, const er_tensor *dy, const er_tensor *x, int nnorm, const er_tensor *mean,
+                              const er_tensor *rstd, const er_tensor *weight, const er_op_module *m) {
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(dy, "dy");
+    ER_CHECK_NULL(x, "x");
+    if (m == &er__layer_norm_backward_module) ER_CHECK_NULL(mean, "mean");
+    ER_CHECK_NULL(rstd, "rstd");
+    ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
+    ER_RETURN_IF_ERROR(er__tensor_check(dy, "dy"));
+    int nd = x->ndim;
+    if (nnorm < 1 || nnorm > nd)
+        return er__fail(ER_ERR_SHAPE, "normalized_ndim must be between 1 and x's %d dimensions (got %d)", nd, nnorm);
+    int same = dy->ndim == nd;
+    for (int i = 0; same && i < nd; i++) same = dy->shape[i] == x->shape[i];
+    if (!same) return er__fail(ER_ERR_SHAPE, "dy and x must have the same shape");
+    int64_t n = 1, numel = 1;
+    for (int i = 0; i < nd; i++) {
+        numel *= x->shape[i];
+        if (i >= nd - nnorm) n *= x->shape[i];
+    }
+    if (n == 0) return er__fail(ER_ERR_SHAPE, "%s over an empty normalised shape has no rows to normalise", m->name);
+    if (mean) ER_RETURN_IF_ERROR(er_nbwd_stat_check(mean, "mean", x, nd - nnorm));
+    ER_RETURN_IF_ERROR(er_nbwd_stat_check(rstd, "rstd", x, nd - nnorm));
+    if (weight) {
+        ER_RETURN_IF_ERROR(er__tensor_check(weight, "weight"));
+        same = weight->ndim == nnorm;
+        for (int i = 0; same && i < nnorm; i++) same = weight->shape[i] == x->shape[nd - nnorm + i];
+        if (!same)
+            return er__fail(ER_ERR_SHAPE, "weight must have the normalised shape (x's last %d dimension%s)", nnorm,
+                            nnorm == 1 ? "" : "s");
+    }
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, m));
+    er_nbwd_state *s = er__nbwd(r);
+    s->dy = *dy;
+    s->x = *x;
+    if (mean) s->mean = *mean;
+    s->rstd = *rstd;
+    if (weight) s->weight = *weight;
+    s->has_weight = weight != NULL;
+    s->centered = m == &er__layer_norm_backward_module;
+    s->nnorm = nnorm;
+    s->n = n;
+    s->rows = numel / n;
+    r->ndim = nd;
+    r->n = numel;
+    for (int i = 0; i < nd; i++) r->shape[i] = x->shape[i];
+    *out = r;
+    return ER_OK;
+}
+
+er_status er_layer_norm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, int normalized_ndim,
+                                 const er_tensor *mean, const er_tensor *rstd, const er_tensor *weight) {
+    er__ok();
+    return er_nbwd_make(out, dy, x, normalized_ndim, mean, rstd, weight, &er__layer_norm_backward_module);
+}
+
+er_status er_rmsnorm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, const er_tensor *rstd,
+                              const er_tensor *weight) {
+    er__ok();
+    return er_nbwd_make(out, dy, x, 1, NULL, rstd, weight, &er__rmsnorm_backward_module);
+}
+
+/* dx has x's shape; dweight and dbias the normalised shape. */
+static er_status er_nbwd_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
+    if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
+    const er_nbwd_state *s = er__nbwd(ref);
+    *ndim = s->nnorm;
+    for (int i = 0; i < s->nnorm; i++) shape[i] = ref->shape[ref->ndim - s->nnorm + i];
+    return er__out_shape_fits(ref, o, out, *ndim, shape);
+}
+
+/* any_order in a compute format holding every input's values, rounding to nearest; depth= bounds the sums. */
+static er_status er_nbwd_check(const er_ref *ref, const er_standard *std) {
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
+    if (std->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sums in any order)",
+                        er__op_name(ref));
+    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16",
+                        er__op_name(ref));
+    const er_fmt_info *F = er__fmt(std->compute);
+    const er_tensor *views[5];
+    const char *names[5];
+    int k = er_nbwd_inputs(ref, views, names, 5);
+    for (int i = 0; i < k; i++) {
+        const er_fmt_info *X = er__fmt(views[i]->format);
+        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+            return er__fail(ER_ERR_STANDARD, "%s of %s %s needs a compute format holding it (compute=%s does not)",
+                            er__op_name(ref), names[i], X->name, F->name);
+    }
+    return ER_OK;
+}
+
+/* One share: rows [r0, r1) of dx, columns [c0, c1) of dweight and dbias. m, rs: every row's mean and rstd; w: the
+ * weight (NULL: none), decoded. */
+typedef struct er_nbwd_job {
+    const er_ref *ref;
+    er_sink *sk[3];
+    er_nbwd_plan pl[3];
+    const double *m, *rs, *w;
+    int64_t r0, r1, c0, c1;
+    int t; /* the share's number: 0 runs in the calling thread */
+    er_status st;
+} er_nbwd_job;
+
+static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv) {
+    const er_nbwd_state *s = er__nbwd(j->ref);
+    int64_t n = s->n;
+    double *dy = buf, *x = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n;
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        for (int64_t k = 0; k < n; k++) {
+            dy[k] = er__load(&s->dy, er__offset(&s->dy, r * n + k));
+            x[k] = er__load(&s->x, er__offset(&s->x, r * n + k));
+        }
+        ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rs[r], n, cv, ex, rd));
+        for (int64_t k = 0; k < n; k++) {
+            er_cset c;
+            er__cset_build(&c, j->pl[0].O, j->pl[0].ov, 1, &cv[k], ex[k], rd[k]);
+            er__sink_put(j->sk[0], r * n + k, &c);
+        }
+    }
+    return ER_OK;
+}
+
+static er_status er_nbwd_cols(er_nbwd_job *j, double *dy, double *x) {
+    const er_nbwd_state *s = er__nbwd(j->ref);
+    int64_t n = s->n;
+    for (int64_t c = j->c0; c < j->c1; c++) {
+        for (int64_t r = 0; r < s->rows; r++) {
+            dy[r] = er__load(&s->dy, er__offset(&s->dy, r * n + c));
+            x[r] = er__load(&s->x, er__offset(&s->x, r * n + c));
+        }
+        for (int o = 1; o < 3; o++) {
+            if (!j->sk[o]) continue;
+            er_cval cv;
+            double ex, rd;
+            ER_RETURN_IF_ERROR(
+                er__nbwd_col(&j->pl[o], o == 2, dy, x, s->centered ? j->m : NULL, j->rs, s->rows, &cv, &ex, &rd));
+            er_cset cs;
+            er__cset_build(&cs, j->pl[o].O, j->pl[o].ov, 1, &cv, ex, rd);
+            er__sink_put(j->sk[o], c, &cs);
+        }
+    }
+    return ER_OK;
+}
+
+static void *er_nbwd_run(void *arg) {
+    er_nbwd_job *j = arg;
+    const er_nbwd_state *s = er__nbwd(j->ref);
+    int64_t len = s->n > s->rows ? s->n : s->rows;
+    size_t k1 = (size_t)(len ? len : 1);
+    double *buf = malloc(sizeof(double) * 4 * k1);
+    er_cval *cv = malloc(sizeof *cv * k1);
+    j->st = buf && cv ? ER_OK
+                      : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
+                                 (long long)len);
+    if (j->st == ER_OK && j->sk[0]) j->st = er_nbwd_rows(j, buf, cv);
+    if (j->st == ER_OK && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j, buf, buf + k1);
+    free(buf);
+    free(cv);
+    if (j->t > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
+    return NULL;
+}
+
+static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
+    const er_nbwd_state *s = er__nbwd(ref);
+    int64_t most = s->rows > s->n ? s->rows : s->n;
+    int nt = er__num_threads(ref->n * 64);
+    if (nt > most) nt = most > 0 ? (int)most : 1;
+    ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(double) * (double)(2 * s->rows + s->n) +
+                                         (48.0 + 4 * sizeof(double)) * (double)most * nt,
+                                     "the rows' statistics and working rows"));
+    ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
+    size_t nr = (size_t)(s->rows ? s->rows : 1);
+    double *m = malloc(sizeof(double) * nr), *rs = malloc(sizeof(double) * nr),
+           *w = s->has_weight ? malloc(sizeof(double) * (size_t)s->n) : NULL;
+    er_status st = m && rs && (w || !s->has_weight)
+                       ? ER_OK
+                       : er__fail(ER_ERR_NOMEM, "cannot allocate the statistics of %lld rows", (long long)s->rows);
+    if (st == ER_OK) {
+        if (s->centered) er__decode_rowmajor(&s->mean, m);
+        er__decode_rowmajor(&s->rstd, rs);
+        if (w) er__decode_rowmajor(&s->weight, w);
+        er_nbwd_job jobs[ER_MAX_THREADS];
+        for (int t = 0; t < nt; t++) {
+            er_nbwd_job *j = &jobs[t];
+            *j = (er_nbwd_job){
+                ref,           { NULL, NULL, NULL }, { { 0 } }, m,    rs, w, s->rows * t / nt, s->rows * (t + 1) / nt,
+                s->n * t / nt, s->n * (t + 1) / nt,  t,         ER_OK
+            };
+            for (int o = 0; o < ref->mod->nout; o++) {
+                j->sk[o] = er__sinks_at(sk, t, o);
+                if (j->sk[o])
+                    j->pl[o] =
+                        (er_nbwd_plan){ er__fmt(std->compute), j->sk[o]->O, j->sk[o]->ov, std->depth, s->centered };
+            }
+        }
+        er__run_jobs(jobs, sizeof jobs[0], nt, er_nbwd_run);
+        for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+    }
+    free(m);
+    free(rs);
+    free(w);
+    return st;
+}
+
+static const char *const er_nbwd_names[3] = { "dx", "dweight", "dbias" };
+
+#define ER_NBWD_MODULE(op, k)                                                                                      \
+    {                                                                                                              \
+        .name = op, .nout = k, .out_names = er_nbwd_names, .priv_size = sizeof(er_nbwd_state),                     \
+        .takes = ER_TAKES_DEPTH, .inputs = er_nbwd_inputs, .out_shape = er_nbwd_out_shape, .check = er_nbwd_check, \
+        .covers = er_nbwd_covers                                                                                   \
+    }
+const er_op_module er__layer_norm_backward_module = ER_NBWD_MODULE("layer_norm_backward", 3),
+                   er__rmsnorm_backward_module = ER_NBWD_MODULE("rmsnorm_backward", 2);
