@@ -15,11 +15,12 @@
 
 /* The kinds of call counted (harness.h): the ops by their number in the input, then the chain and the quantised
  * reference built over an accepted op. */
-enum { KIND_CHAIN = 14, KIND_QUANTIZE_REF = 15 };
+enum { NOPS = 16, KIND_CHAIN = NOPS, KIND_QUANTIZE_REF = NOPS + 1 };
 static const char *const kinds[] = {"matmul",    "scaled_matmul", "sum",       "mean",
                                     "max",       "softmax",       "log_softmax", "rmsnorm",
                                     "layernorm", "tensor",        "quantize",  "attention",
-                                    "softmax_backward", "log_softmax_backward", "chain", "quantize_ref"};
+                                    "softmax_backward", "log_softmax_backward", "layer_norm_backward",
+                                    "rmsnorm_backward", "chain", "quantize_ref"};
 
 REACH_TARGET(kinds)
 
@@ -76,7 +77,7 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size};
     reach_input();
-    int op = (int)(byte(&r) % 14);
+    int op = (int)(byte(&r) % NOPS);
     er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
     int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
     unsigned sidx = byte(&r) % (sizeof standards / sizeof standards[0]);
@@ -138,6 +139,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         st = vb > 0 ? er_attention(&ref, &A, &B, &B, (fl >> 6) ? &ao : NULL) : ER_ERR_INVALID;
         break;
     }
+    case 14: case 15: { /* dy = A or B (another shape: refused), x = A, mean and rstd one per row over pool[2] (or a
+                         * shape from the input), weight B or none */
+        int k = op == 15 || nda == 0 ? 1 : 1 + (dim + 3) % nda, lead = nda - k > 0 ? nda - k : 0;
+        int64_t one = 1, sh[ER_MAX_DIMS];
+        for (int i = 0; i < lead; i++) sh[i] = sha[i];
+        if (byte(&r) % 8 == 0 && lead > 0) sh[0] = byte(&r) % 6; /* another number of rows: refused unless equal */
+        static uint64_t stats[2][256];
+        for (int w = 0; w < 2; w++) memcpy(stats[w], pool[2] + 128 * w, sizeof stats[w]);
+        er_tensor M, Rs;
+        int ok = er_tensor_view(&M, (er_format)(byte(&r) % 9), lead ? lead : 1, lead ? sh : &one, NULL, stats[0]) ==
+                     ER_OK &&
+                 er_tensor_view(&Rs, ER_FP32, lead ? lead : 1, lead ? sh : &one, NULL, stats[1]) == ER_OK;
+        const er_tensor *dy = vb > 0 && (byte(&r) & 1) ? &B : &A, *w = vb > 0 && (byte(&r) & 1) ? &B : NULL;
+        if (!ok) st = ER_ERR_INVALID;
+        else if (op == 14) st = er_layer_norm_backward(&ref, dy, &A, k, byte(&r) % 16 ? &M : NULL, &Rs, w);
+        else st = er_rmsnorm_backward(&ref, dy, &A, &Rs, w);
+        break;
+    }
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
     }
     if (st != ER_OK) { if (ref) abort(); return 0; }
@@ -154,28 +173,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             er_standard s;
             if (er_standard_parse(&s, standards[sidx][0], standards[sidx][1]) == ER_OK) {
                 er_report rep[3];
-                if (er_ref_num_outputs(ref) == 3) {
-                    /* mean and rstd: one per row, the leading shape */
-                    static uint64_t mo[1024], ro[1024];
-                    er_tensor M, Rs;
-                    int lead = nd - (dim < 0 ? -dim : dim);
-                    int64_t rows = 1;
-                    for (int i = 0; i < lead && i < nd; i++) rows *= shape[i];
+                int nout = er_ref_num_outputs(ref);
+                if (nout == 3 || (nout == 2 && op != 11)) {
+                    /* the other outputs at the shapes the library states (layernorm's mean and rstd, quantize's amax
+                     * and scale, the backward passes' dweight and dbias), contents from the pools, each checked or
+                     * not */
+                    static uint64_t more[2][1024];
+                    er_tensor M[2];
                     const er_tensor *outs[3] = {&O, NULL, NULL};
-                    if (lead >= 1 && er_tensor_view(&M, ER_FP32, lead, shape, NULL, mo) == ER_OK &&
-                        er_tensor_view(&Rs, ER_FP32, lead, shape, NULL, ro) == ER_OK && rows <= 1024) {
-                        memcpy(mo, pool[1], sizeof mo);
-                        memcpy(ro, pool[0], sizeof ro);
-                        outs[1] = &M;
-                        outs[2] = &Rs;
+                    for (int o = 1; o < nout; o++) {
+                        int ndo;
+                        int64_t sho[ER_MAX_DIMS], cnt = 1;
+                        if (er_ref_output_shape(ref, o, &ndo, sho) != ER_OK) abort();
+                        for (int i = 0; i < ndo; i++) cnt *= sho[i];
+                        memcpy(more[o - 1], pool[o - 1], sizeof more[o - 1]);
+                        if (cnt <= 1024 && byte(&r) % 4 &&
+                            er_tensor_view(&M[o - 1], ER_FP32, ndo, sho, NULL, more[o - 1]) == ER_OK)
+                            outs[o] = &M[o - 1];
                     }
-                    if (nobug(er_covers_outputs(rep, ref, outs, 3, &s)) == ER_OK) {
-                        for (int o = 0; o < 3; o++) {
+                    if (nobug(er_covers_outputs(rep, ref, outs, nout, &s)) == ER_OK) {
+                        for (int o = 0; o < nout; o++) {
                             if (rep[o].classes == NULL && rep[o].n > 0) abort();
                             er_report_clear(&rep[o]);
                         }
                     } else {
-                        for (int o = 0; o < 3; o++) if (er_report_all(&rep[o])) abort(); /* a refusal never passes */
+                        for (int o = 0; o < nout; o++) if (er_report_all(&rep[o])) abort(); /* a refusal never passes */
                     }
                 } else if (nobug(er_covers(&rep[0], ref, &O, &s)) == ER_OK) {
                     int64_t tot = 0;
