@@ -53,8 +53,8 @@ tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 
 test: build san tsan fuzz-build
-	cd $(BUILD) && ctest --output-on-failure
-	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^t-format$$'
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory pytest-san
@@ -91,7 +91,7 @@ fuzz: fuzz-build
 	done; exit $$fail
 
 test-fast: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
 
 bench: build

@@ -340,6 +340,35 @@ class Reference:
         """max(x, 0), exact (a NaN may stay NaN or become 0, as max instructions do): a chain."""
         return ChainReference._extend(self, ("relu", None))
 
+    def backward(self, dC: ArrayLike) -> Tuple["Reference", "Reference"]:
+        """For a matmul reference C = A @ B: the references of its gradients (dA, dB) = (dC @ B^T, A^T @ dC), each a
+        matmul of the same operands (B^T and A^T as strided views). Where one operand is shared by a batch (A of shape
+        [batch..., M, K] with a 2-D B, or the reverse), its gradient sums over the batch: the batch is folded into
+        the reduction (dB = A'^T dC' with A' = A as [batch M, K]), so that a wgrad kernel reducing the batch in
+        separate partial sums is a split of that reduction (standard `split:S`, or `any_order`). dC has C's shape.
+        Operands of one dimension are refused."""
+        if self.op != "matmul":
+            raise ValueError("exactref: backward() applies to a matmul reference, not to %s" % self.op)
+        A, B = (to_numpy(t, name) for t, name in ((self._keep[2], "A"), (self._keep[3], "B")))
+        if A.ndim < 2 or B.ndim < 2:
+            raise ValueError("exactref: backward(): A and B need at least 2 dimensions (shapes %s and %s)"
+                             % (A.shape, B.shape))
+        g = to_numpy(dC, "dC")
+        format_of(g.dtype)
+        if g.shape != tuple(self.shape):
+            raise ValueError("exactref: backward(): dC has shape %s, not C's %s" % (g.shape, tuple(self.shape)))
+        M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]
+        At, Bt = np.swapaxes(A, -1, -2), np.swapaxes(B, -1, -2)
+        if A.shape[:-2] == B.shape[:-2]:
+            return matmul(g, Bt), matmul(At, g)
+        if B.ndim == 2:  # B shared by the batch: dB = sum over the batch of A_b^T dC_b
+            return matmul(g, Bt), matmul(A.reshape(-1, K).T, g.reshape(-1, N))
+        if A.ndim == 2:  # A shared: dA = sum over the batch of dC_b B_b^T
+            gm = np.moveaxis(g, -2, 0).reshape(M, -1)      # [M, batch N]
+            return matmul(gm, Bt.reshape(-1, K)), matmul(At, g)
+        raise ValueError("exactref: backward(): batch shapes %s and %s: only equal batches or a 2-D operand are "
+                         "supported" % (A.shape[:-2], B.shape[:-2]))
+
     def cast(self, dtype: DType) -> ChainReference:
         """A storage rounding: the value rounded to nearest even into `dtype` (as the kernel stores it): a chain."""
         return ChainReference._extend(self, ("cast", numpy_dtype(dtype)))

@@ -164,3 +164,32 @@ def test_norm_backward_arguments():
     with pytest.raises(er.ExactrefError, match="not to layer_norm_backward"):
         er.layer_norm_backward(dy, x, m, r, w).covers(dy, exp_ulps=2)
     assert "layer_norm_backward takes depth=." in " ".join(er.layer_norm_backward.__doc__.split())
+
+
+def test_matmul_backward():
+    rng = np.random.default_rng(16)
+    f = np.float32
+    A = rng.standard_normal((3, 4, 5)).astype(f)
+    B = rng.standard_normal((5, 6)).astype(f)
+    dC = rng.standard_normal((3, 4, 6)).astype(f)
+    dA_ref, dB_ref = er.matmul(A, B).backward(dC)
+    assert dA_ref.shape == (3, 4, 5) and dB_ref.shape == (5, 6)
+    assert dA_ref.covers((dC @ B.T).astype(f)).all()
+    parts = [(A[b].T @ dC[b]).astype(f) for b in range(3)]  # a wgrad kernel: one partial per batch, then summed
+    dB = ((parts[0] + parts[1]).astype(f) + parts[2]).astype(f)
+    res = dB_ref.covers(dB)
+    assert res.all(), str(res)
+    assert not dB_ref.covers(((parts[0] + parts[1])).astype(f)).all()  # the last batch's partial lost
+    # A shared by a batched B; equal batches
+    A2, B3, dC3 = A[0], rng.standard_normal((3, 5, 6)).astype(f), dC
+    dA2, dB3 = er.matmul(A2, B3).backward(dC3)
+    assert dA2.covers(sum((dC3[b] @ B3[b].T).astype(f) for b in range(3)).astype(f)).all()
+    assert dB3.covers(np.einsum("mk,bmn->bkn", A2, dC3).astype(f)).all()
+    dA, dB = er.matmul(A, B3).backward(dC)
+    assert dA.covers((dC @ np.swapaxes(B3, 1, 2)).astype(f)).all() and dB.covers((np.swapaxes(A, 1, 2) @ dC)).all()
+    with pytest.raises(ValueError, match="dC has shape"):
+        er.matmul(A, B).backward(dC[:, :, :-1])
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        er.matmul(A[0, 0], B).backward(dC[0, 0])
+    with pytest.raises(ValueError, match="applies to a matmul"):
+        er.softmax(A).backward(A)
