@@ -3,7 +3,9 @@
  * er_covers_outputs (y, mean, rstd) next to a float64 layernorm of the same rows, and rows through torch's Welford tree
  * checked at its depth and combine depth next to the default standard.
  * Also er_rmsnorm (fp32 weights) + er_covers next to a float64 rmsnorm. Prints `name: X s vs baseline Y s = Rx`.
- * Usage: bench_softmax [softmax|layernorm|rmsnorm] [N ...] (default all three, 1024 and 4096), N x N inputs. */
+ * And er_layer_norm_backward + er_covers_outputs next to a float64 layer_norm backward (run_layernorm_backward).
+ * Usage: bench_softmax [softmax|layernorm|rmsnorm|layer_norm_backward] [N ...] (default all four, 1024 and 4096), N x N
+ * inputs. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -226,12 +228,96 @@ static void run_rmsnorm(int n) {
     free(x); free(y); free(w); free(d);
 }
 
+/* er_layer_norm_backward + er_covers_outputs (dx, dweight, dbias) of an fp32 kernel's gradients next to a float64
+ * layer_norm backward of the same rows (dx, dweight, dbias from the saved mean and rstd): one untimed pass of each
+ * first, then three alternating rounds, medians. Both on one thread unless EXACTREF_THREADS says otherwise (the line
+ * says how many exactref used). */
+static void lnb_baseline(int n, const float *x, const float *dy, const float *w, const float *mean, const float *rstd,
+                         double *dx, double *dw, double *db) {
+    for (int j = 0; j < n; j++) dw[j] = db[j] = 0;
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * n, *gr = dy + (size_t)r * n;
+        double b = 0, c = 0, m = mean[r], rs = rstd[r];
+        for (int j = 0; j < n; j++) {
+            double g = (double)gr[j] * w[j], xh = (xr[j] - m) * rs;
+            b += g;
+            c += g * xh;
+            dw[j] += gr[j] * xh;
+            db[j] += gr[j];
+        }
+        b /= n;
+        c /= n;
+        for (int j = 0; j < n; j++) dx[(size_t)r * n + j] = rs * ((double)gr[j] * w[j] - b - (xr[j] - m) * rs * c);
+    }
+}
+
+static void run_layernorm_backward(int n) {
+    size_t nn = (size_t)n * n;
+    float *x = calloc(nn, sizeof(float)), *dy = calloc(nn, sizeof(float)), *w = calloc((size_t)n, sizeof(float));
+    float *mean = calloc((size_t)n, sizeof(float)), *rstd = calloc((size_t)n, sizeof(float));
+    float *dxf = malloc(sizeof(float) * nn), *dwf = malloc(sizeof(float) * (size_t)n),
+          *dbf = malloc(sizeof(float) * (size_t)n);
+    double *dx = malloc(sizeof(double) * nn), *dw = malloc(sizeof(double) * (size_t)n),
+           *db = malloc(sizeof(double) * (size_t)n);
+    for (size_t i = 0; i < nn; i++) { x[i] = (float)normalish(); dy[i] = (float)normalish(); }
+    for (int j = 0; j < n; j++) w[j] = (float)(1.0 + normalish() / 8);
+    for (int r = 0; r < n; r++) { /* the forward's statistics in fp32, two-pass */
+        const float *xr = x + (size_t)r * n;
+        float s = 0, q = 0;
+        for (int j = 0; j < n; j++) s += xr[j];
+        mean[r] = s / (float)n;
+        for (int j = 0; j < n; j++) q += (xr[j] - mean[r]) * (xr[j] - mean[r]);
+        rstd[r] = 1.0f / sqrtf(q / (float)n + 1e-5f);
+    }
+    lnb_baseline(n, x, dy, w, mean, rstd, dx, dw, db); /* the kernel under test: the same in fp64, stored to fp32 */
+    for (size_t i = 0; i < nn; i++) dxf[i] = (float)dx[i];
+    for (int j = 0; j < n; j++) { dwf[j] = (float)dw[j]; dbf[j] = (float)db[j]; }
+    er_tensor tx, tdy, tw, tm, tr, tdx, tdw, tdb;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){n, n}, NULL, x);
+    er_tensor_view(&tdy, ER_FP32, 2, (int64_t[]){n, n}, NULL, dy);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, w);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){n}, NULL, mean);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){n}, NULL, rstd);
+    er_tensor_view(&tdx, ER_FP32, 2, (int64_t[]){n, n}, NULL, dxf);
+    er_tensor_view(&tdw, ER_FP32, 1, (int64_t[]){n}, NULL, dwf);
+    er_tensor_view(&tdb, ER_FP32, 1, (int64_t[]){n}, NULL, dbf);
+    const er_tensor *outs[3] = {&tdx, &tdw, &tdb};
+    er_standard std;
+    er_standard_init(&std);
+    double te[3], tb[3];
+    int ok = 1;
+    for (int rnd = -1; rnd < 3; rnd++) { /* round -1: warm, untimed */
+        double t0 = now();
+        lnb_baseline(n, x, dy, w, mean, rstd, dx, dw, db);
+        double t1 = now();
+        er_ref *ref;
+        er_report reps[3];
+        if (er_layer_norm_backward(&ref, &tdy, &tx, 1, &tm, &tr, &tw) != ER_OK ||
+            er_covers_outputs(reps, ref, outs, 3, &std) != ER_OK) {
+            fprintf(stderr, "%s\n", er_last_error());
+            exit(1);
+        }
+        double t2 = now();
+        for (int o = 0; o < 3; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
+        er_ref_free(ref);
+        if (rnd >= 0) { tb[rnd] = t1 - t0; te[rnd] = t2 - t1; }
+    }
+    const char *th = getenv("EXACTREF_THREADS");
+    char on[64];
+    snprintf(on, sizeof on, th ? "EXACTREF_THREADS=%s" : "every core", th);
+    printf("layer_norm_backward_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 layer_norm backward "
+           "of the same rows, one thread; exactref on %s; medians of 3 alternating rounds after a warm one; verdict "
+           "%s)\n", n, n, median3(te), median3(tb), median3(te) / median3(tb), on, ok ? "pass" : "FAIL");
+    free(x); free(dy); free(w); free(mean); free(rstd); free(dxf); free(dwf); free(dbf); free(dx); free(dw); free(db);
+}
+
 int main(int argc, char **argv) {
     /* optional first argument: softmax, layernorm or rmsnorm alone */
-    int which = 7, first = 1;
+    int which = 15, first = 1;
     if (argc > 1 && strcmp(argv[1], "softmax") == 0) { which = 1; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "layernorm") == 0) { which = 2; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "rmsnorm") == 0) { which = 4; first = 2; }
+    else if (argc > 1 && strcmp(argv[1], "layer_norm_backward") == 0) { which = 8; first = 2; }
     int sizes[16], ns = 0;
     for (int i = first; i < argc && ns < 16; i++) sizes[ns++] = atoi(argv[i]);
     if (ns == 0) { sizes[0] = 1024; sizes[1] = 4096; ns = 2; }
@@ -239,6 +325,7 @@ int main(int argc, char **argv) {
         if (which & 1) run(sizes[i]);
         if (which & 2) run_layernorm(sizes[i]);
         if (which & 4) run_rmsnorm(sizes[i]);
+        if (which & 8) run_layernorm_backward(sizes[i]);
     }
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <mpfr.h>
 #include "enclose/norm_bwd.h"
 #include "enclose/ival.h"
+#include "exact/accum.h"
 
 /* Every value of F and the specials: no claim. */
 static void er_nbwd_anything(er_cval *c, const er_fmt_info *F) {
@@ -113,28 +114,93 @@ static void er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) 
 typedef struct er_iv {
     double lo, hi;
 } er_iv;
-static er_iv er_iv_sub(er_iv a, er_iv b) { return (er_iv){ er__dn(a.lo - b.hi), er__up(a.hi - b.lo) }; }
-static er_iv er_iv_mul(er_iv a, er_iv b) {
-    double p[4] = { a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi }, lo = p[0], hi = p[0];
-    for (int k = 1; k < 4; k++) {
-        lo = fmin(lo, p[k]);
-        hi = fmax(hi, p[k]);
-    }
-    return (er_iv){ er__dn(lo), er__up(hi) };
+static inline er_iv er_iv_sub(er_iv a, er_iv b) { return (er_iv){er__dn(a.lo - b.hi), er__up(a.hi - b.lo)}; }
+static inline double er_lo2(double a, double b) { return a < b ? a : b; } /* finite operands: no NaN rule */
+static inline double er_hi2(double a, double b) { return a > b ? a : b; }
+static inline er_iv er_iv_mul(er_iv a, er_iv b) {
+    double p0 = a.lo * b.lo, p1 = a.lo * b.hi, p2 = a.hi * b.lo, p3 = a.hi * b.hi;
+    return (er_iv){er__dn(er_lo2(er_lo2(p0, p1), er_lo2(p2, p3))), er__up(er_hi2(er_hi2(p0, p1), er_hi2(p2, p3)))};
 }
 static er_iv er_iv_mpfr(mpfr_srcptr x) { return (er_iv){ mpfr_get_d(x, MPFR_RNDD), mpfr_get_d(x, MPFR_RNDU) }; }
 static double er_max1(double a) { return a > 1 ? a : 1; }
 
-/* A row's exact sums and bounds: B = sum g_j, C = sum g_j d_j exactly; sums of |g_j| and |g_j d_j| and the largest
+/* A row's sums B = sum g_j and C = sum g_j d_j: enclosures (B, C: within 2^-63 of the exact sums, or their directed
+ * roundings), the exact values when computed (exact: Bx, Cx), and the sums of |g_j| and |g_j d_j| and the largest
  * |g|, |d|, |w|, |dy|, all rounded up. */
 typedef struct er_nbwd_rowsum {
-    mpfr_t B, C;
+    er_iv B, C;
+    int exact;
+    mpfr_t Bx, Cx;
     double sb, sc, gm, dm, wm, ym;
 } er_nbwd_rowsum;
 
-static void er_nbwd_rowsums(const er_nbwd_plan *pl, er_terms *T, const double *dy, const double *x, const double *w,
-                            double m, int64_t n, er_nbwd_rowsum *rs) {
+/* The accumulator for sums of products of up to three values of F (F of at most 26 bits: a product of two is a
+ * double): every such product is a multiple of 2^(3 q), q = F's least exponent of a last bit, and below
+ * 2^(3 (emax + 2)). */
+static er_status er_nbwd_acc(er_acc *a, const er_fmt_info *F) {
+    int64_t q = F->emin - F->p + 1;
+    return er__acc_init(a, 3 * q - 64, 3 * (int64_t)(F->emax + 2) + 128);
+}
+
+/* Adds a b exactly (doubles whose product's last bit is at least the accumulator's base): the 106-bit product of
+ * their significands. */
+static void er_acc_add_prod(er_acc *acc, double a, double b) {
+    if (a == 0 || b == 0) return;
+    uint64_t ba = er__bits(a), bb = er__bits(b);
+    int64_t ea = (int64_t)((ba >> 52) & 0x7ff), eb = (int64_t)((bb >> 52) & 0x7ff);
+    uint64_t ma = (ba & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(ea != 0) << 52),
+             mb = (bb & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(eb != 0) << 52);
+    er__acc_add_u128(acc, (int)((ba ^ bb) >> 63), (unsigned __int128)ma * mb,
+                     (ea ? ea : 1) - 1075 + (eb ? eb : 1) - 1075);
+}
+
+/* x - m as hi + lo exactly (Knuth's two-sum; no overflow for values of F). */
+static void er_two_diff(double x, double m, double *hi, double *lo) {
+    double s = x - m, bb = s - x;
+    *hi = s;
+    *lo = (x - (s - bb)) + (-m - bb);
+}
+
+/* The accumulator's exact sum as an enclosure in double (its summary: 64 bits and a sticky bit); *xs, when not NULL,
+ * gets the 64 bits as a number of MPFR (initialised here) and *st the sticky bit. */
+static er_iv er_acc_iv(er_acc *acc, mpfr_t *xs, int *st) {
+    int neg, sticky;
+    uint64_t m;
+    int64_t e;
+    er__acc_summary(acc, &neg, &m, &e, &sticky);
+    er__acc_reset(acc);
+    if (xs) {
+        mpfr_init2(*xs, 64);
+        mpfr_set_uj_2exp(*xs, m, (intmax_t)e, MPFR_RNDN); /* exact */
+        if (neg) mpfr_neg(*xs, *xs, MPFR_RNDN);
+        *st = sticky;
+    }
+    double lo = er__dn(ldexp((double)m, (int)e)), hi = er__up(ldexp((double)m + (double)sticky, (int)e));
+    if (m == 0) lo = hi = 0;
+    return neg ? (er_iv){-hi, -lo} : (er_iv){lo, hi};
+}
+
+/* The exact B and C with MPFR (the fallback: fp64 data, or an element whose rounding the enclosures leave open). */
+static er_status er_nbwd_exact_sums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w,
+                                    double m, int64_t n, er_nbwd_rowsum *rs) {
+    er_terms T;
+    ER_RETURN_IF_ERROR(er_terms_init(&T, n));
+    mpfr_inits2(2, rs->Bx, rs->Cx, (mpfr_ptr)0);
+    for (int64_t j = 0; j < n && pl->centered; j++) er_term(T.t[j], w ? w[j] : 1.0, dy[j], 0.0, 1.0);
+    if (pl->centered) er_exact_sum(rs->Bx, T.t, T.p, n);
+    else mpfr_set_zero(rs->Bx, 1);
+    for (int64_t j = 0; j < n; j++) er_term(T.t[j], dy[j], x[j], m, w ? w[j] : 1.0);
+    er_exact_sum(rs->Cx, T.t, T.p, n);
+    er_terms_clear(&T);
+    rs->exact = 1;
+    return ER_OK;
+}
+
+/* The row's bounds, and B's and C's enclosures: from the accumulator for F of at most 26 bits, else exactly. */
+static er_status er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w,
+                                 double m, int64_t n, er_nbwd_rowsum *rs) {
     rs->sb = rs->sc = rs->gm = rs->dm = rs->wm = rs->ym = 0;
+    rs->exact = 0;
     for (int64_t j = 0; j < n; j++) {
         double wj = w ? w[j] : 1.0, g = er__up(fabs(wj * dy[j])), d = er__up(fabs(x[j] - m));
         rs->sb = er__add_up(rs->sb, g);
@@ -143,13 +209,26 @@ static void er_nbwd_rowsums(const er_nbwd_plan *pl, er_terms *T, const double *d
         rs->dm = fmax(rs->dm, d);
         rs->wm = fmax(rs->wm, fabs(wj));
         rs->ym = fmax(rs->ym, fabs(dy[j]));
-        if (pl->centered) er_term(T->t[j], wj, dy[j], 0.0, 1.0);
     }
-    mpfr_inits2(2, rs->B, rs->C, (mpfr_ptr)0);
-    if (pl->centered) er_exact_sum(rs->B, T->t, T->p, n);
-    else mpfr_set_zero(rs->B, 1);
-    for (int64_t j = 0; j < n; j++) er_term(T->t[j], dy[j], x[j], m, w ? w[j] : 1.0);
-    er_exact_sum(rs->C, T->t, T->p, n);
+    if (pl->F->p > 26) {
+        ER_RETURN_IF_ERROR(er_nbwd_exact_sums(pl, dy, x, w, m, n, rs));
+        rs->B = er_iv_mpfr(rs->Bx);
+        rs->C = er_iv_mpfr(rs->Cx);
+        return ER_OK;
+    }
+    er_acc acc;
+    ER_RETURN_IF_ERROR(er_nbwd_acc(&acc, pl->F));
+    for (int64_t j = 0; j < n && pl->centered; j++) er_acc_add_prod(&acc, w ? w[j] : 1.0, dy[j]);
+    rs->B = er_acc_iv(&acc, NULL, NULL);
+    for (int64_t j = 0; j < n; j++) {
+        double hi, lo, g = (w ? w[j] : 1.0) * dy[j]; /* exact: two values of at most 26 bits */
+        er_two_diff(x[j], m, &hi, &lo);
+        er_acc_add_prod(&acc, g, hi);
+        er_acc_add_prod(&acc, g, lo);
+    }
+    rs->C = er_acc_iv(&acc, NULL, NULL);
+    er__acc_free(&acc);
+    return ER_OK;
 }
 
 /* dx_i's exact value n dx_i = r (n g_i - B) - r^3 d_i C, divided by n: Ziv's loop on the quotient's directed
@@ -163,12 +242,12 @@ static void er_nbwd_exact(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, doub
     er_term(t[0], w, dy, 0.0, r); /* r g_i */
     mpfr_prec_round(t[0], mpfr_get_prec(t[0]) + 64, MPFR_RNDN);
     mpfr_mul_si(t[0], t[0], (long)n, MPFR_RNDN); /* exact: n < 2^63 */
-    mpfr_set_prec(t[1], mpfr_get_prec(rs->B) + 54);
-    mpfr_mul_d(t[1], rs->B, -r, MPFR_RNDN); /* exact */
+    mpfr_set_prec(t[1], mpfr_get_prec(rs->Bx) + 54);
+    mpfr_mul_d(t[1], rs->Bx, -r, MPFR_RNDN); /* exact */
     er_term(t[2], r, x, m, r);              /* r^2 d_i */
-    mpfr_prec_round(t[2], mpfr_get_prec(t[2]) + 54 + mpfr_get_prec(rs->C), MPFR_RNDN);
+    mpfr_prec_round(t[2], mpfr_get_prec(t[2]) + 54 + mpfr_get_prec(rs->Cx), MPFR_RNDN);
     mpfr_mul_d(t[2], t[2], -r, MPFR_RNDN);  /* exact */
-    mpfr_mul(t[2], t[2], rs->C, MPFR_RNDN); /* exact: the precision holds both factors */
+    mpfr_mul(t[2], t[2], rs->Cx, MPFR_RNDN); /* exact: the precision holds both factors */
     mpfr_init2(y, 2);
     er_exact_sum(y, t, p, 3);
     for (mpfr_prec_t pr = pl->O->p + 64;; pr *= 2) {
@@ -202,11 +281,8 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
         }
         return ER_OK;
     }
-    er_terms T;
-    ER_RETURN_IF_ERROR(er_terms_init(&T, n));
     er_nbwd_rowsum rs;
-    er_nbwd_rowsums(pl, &T, dy, x, w, m, n, &rs);
-    er_terms_clear(&T);
+    ER_RETURN_IF_ERROR(er_nbwd_rowsums(pl, dy, x, w, m, n, &rs));
     double nd = (double)n, ar = fabs(r), r3 = er__mul_up(er__mul_up(ar, ar), ar);
     double g0 = er_gamma(F, ER_NBWD_DX_ROUNDINGS),
            gs = er_gamma(F, ER_NBWD_DX_ROUNDINGS + (double)(pl->depth ? pl->depth : n - 1));
@@ -226,8 +302,9 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
         er__mul_up(er__mul_up(r3, er_max1(rs.sc)), er_max1(rs.dm)));
     int fin = isfinite(H) && isfinite(wb) && isfinite(wc) && er__mul_up(4.0, big) <= F->max;
     er_iv invn = { er__dn(1.0 / nd), er__up(1.0 / nd) }, riv = { r, r };
-    er_iv bn = er_iv_mul(er_iv_mpfr(rs.B), invn);
-    er_iv rc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(riv, riv), riv), er_iv_mpfr(rs.C)), invn); /* r^3 C / n */
+    er_iv bn = er_iv_mul(rs.B, invn);
+    er_iv rc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(riv, riv), riv), rs.C), invn); /* r^3 C / n */
+    er_status st = ER_OK;
     for (int64_t i = 0; i < n; i++) {
         double wi = w ? w[i] : 1.0, g = wi * dy[i], dd = x[i] - m;
         er_iv giv = { er__dn(g), er__up(g) }, div = { er__dn(dd), er__up(dd) };
@@ -246,11 +323,12 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
             rd[i] = a;
             ex[i] = 0.5 * e.lo + 0.5 * e.hi;
         } else {
+            if (!rs.exact && (st = er_nbwd_exact_sums(pl, dy, x, w, m, n, &rs)) != ER_OK) break;
             er_nbwd_exact(pl, &rs, dy[i], x[i], wi, m, r, n, &ex[i], &rd[i]);
         }
     }
-    mpfr_clears(rs.B, rs.C, (mpfr_ptr)0);
-    return ER_OK;
+    if (rs.exact) mpfr_clears(rs.Bx, rs.Cx, (mpfr_ptr)0);
+    return st;
 }
 
 er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
@@ -264,31 +342,54 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         *ex = *rd = NAN;
         return ER_OK;
     }
-    er_terms T;
-    ER_RETURN_IF_ERROR(er_terms_init(&T, rows));
     double sa = 0, mul = 1.0;
     for (int64_t i = 0; i < rows; i++) {
         double mi = m ? m[i] : 0.0, d = bias ? 1.0 : er__up(fabs(x[i] - mi)), ri = bias ? 1.0 : fabs(r[i]);
         sa = er__add_up(sa, er__mul_up(er__mul_up(fabs(dy[i]), d), ri));
         mul = fmax(mul, er__mul_up(er__mul_up(er_max1(fabs(dy[i])), er_max1(d)), er__mul_up(er_max1(ri), er_max1(ri))));
-        if (bias) er_term(T.t[i], 1.0, dy[i], 0.0, 1.0);
-        else er_term(T.t[i], dy[i], x[i], mi, r[i]);
     }
+    /* the exact sum: in the accumulator for F of at most 26 bits (its 64 leading bits and sticky bit round exactly
+     * into any format of at most 53), else with MPFR */
     mpfr_t s;
-    mpfr_init2(s, 2);
-    er_exact_sum(s, T.t, T.p, rows);
-    er_terms_clear(&T);
+    int sticky = 0;
+    er_iv e;
+    if (F->p <= 26) {
+        er_acc acc;
+        ER_RETURN_IF_ERROR(er_nbwd_acc(&acc, F));
+        for (int64_t i = 0; i < rows; i++) {
+            if (bias) {
+                er__acc_add_double(&acc, dy[i]);
+                continue;
+            }
+            double hi, lo, q = dy[i] * r[i]; /* exact: two values of at most 26 bits */
+            er_two_diff(x[i], m ? m[i] : 0.0, &hi, &lo);
+            er_acc_add_prod(&acc, q, hi);
+            er_acc_add_prod(&acc, q, lo);
+        }
+        e = er_acc_iv(&acc, &s, &sticky);
+        er__acc_free(&acc);
+    } else {
+        er_terms T;
+        ER_RETURN_IF_ERROR(er_terms_init(&T, rows));
+        for (int64_t i = 0; i < rows; i++) {
+            if (bias) er_term(T.t[i], 1.0, dy[i], 0.0, 1.0);
+            else er_term(T.t[i], dy[i], x[i], m ? m[i] : 0.0, r[i]);
+        }
+        mpfr_init2(s, 2);
+        er_exact_sum(s, T.t, T.p, rows);
+        er_terms_clear(&T);
+        e = er_iv_mpfr(s);
+    }
     double k = bias ? 0 : ER_NBWD_DW_ROUNDINGS, sd = (double)(pl->depth ? pl->depth : (rows ? rows - 1 : 0));
     /* dbias: terms of F added in F, no underflow error; dweight: 2 rows products may underflow by eta/2, each then
      * multiplied by at most 2 |r|: (rows + 4) eta 16 mul bounds it */
     double H = bias ? 0 : er__mul_up(er__mul_up((double)rows + k, F->min_sub), er__mul_up(16.0, mul));
     double hw = er__add_up(er__mul_up(er_gamma(F, k + sd), sa), H);
-    er_iv e = er_iv_mpfr(s);
     if (isfinite(hw) && er__mul_up(4.0, er__add_up(sa, hw)) <= F->max)
         er_nbwd_set(cv, F, er__dn(e.lo - hw), er__up(e.hi + hw));
     else er_nbwd_anything(cv, F);
-    *ex = mpfr_get_d(s, MPFR_RNDN);
-    *rd = er__round_mpfr(pl->O, s, ER_ROUND_NEAREST, pl->ov);
+    *ex = er__round_mpfr_sticky(er__fmt(ER_FP64), s, sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    *rd = er__round_mpfr_sticky(pl->O, s, sticky, ER_ROUND_NEAREST, pl->ov);
     mpfr_clear(s);
     return ER_OK;
 }

@@ -186,32 +186,44 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv) {
     return ER_OK;
 }
 
-static er_status er_nbwd_cols(er_nbwd_job *j, double *dy, double *x) {
+/* The column sums of columns [c0, c1): blocks of up to 32 columns read row by row (contiguous in a row-major input),
+ * at most 2^20 values of each input a block. */
+static er_status er_nbwd_cols(er_nbwd_job *j) {
     const er_nbwd_state *s = er__nbwd(j->ref);
-    int64_t n = s->n;
-    for (int64_t c = j->c0; c < j->c1; c++) {
-        for (int64_t r = 0; r < s->rows; r++) {
-            dy[r] = er__load(&s->dy, er__offset(&s->dy, r * n + c));
-            x[r] = er__load(&s->x, er__offset(&s->x, r * n + c));
-        }
-        for (int o = 1; o < 3; o++) {
-            if (!j->sk[o]) continue;
-            er_cval cv;
-            double ex, rd;
-            ER_RETURN_IF_ERROR(
-                er__nbwd_col(&j->pl[o], o == 2, dy, x, s->centered ? j->m : NULL, j->rs, s->rows, &cv, &ex, &rd));
-            er_cset cs;
-            er__cset_build(&cs, j->pl[o].O, j->pl[o].ov, 1, &cv, ex, rd);
-            er__sink_put(j->sk[o], c, &cs);
-        }
+    int64_t n = s->n, R = s->rows, nb = R ? (INT64_C(1) << 20) / R : 32;
+    nb = nb < 1 ? 1 : nb > 32 ? 32 : nb;
+    double *blk = malloc(sizeof(double) * 2 * (size_t)nb * (size_t)(R ? R : 1));
+    if (!blk) return er__fail(ER_ERR_NOMEM, "cannot allocate %s's column block of %lld rows", er__op_name(j->ref),
+                              (long long)R);
+    er_status st = ER_OK;
+    for (int64_t c0 = j->c0; c0 < j->c1 && st == ER_OK; c0 += nb) {
+        int64_t k = j->c1 - c0 < nb ? j->c1 - c0 : nb;
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t q = 0; q < k; q++) {
+                blk[q * R + r] = er__load(&s->dy, er__offset(&s->dy, r * n + c0 + q));
+                blk[(nb + q) * R + r] = er__load(&s->x, er__offset(&s->x, r * n + c0 + q));
+            }
+        for (int64_t q = 0; q < k && st == ER_OK; q++)
+            for (int o = 1; o < 3 && st == ER_OK; o++) {
+                if (!j->sk[o]) continue;
+                er_cval cv;
+                double ex, rd;
+                st = er__nbwd_col(&j->pl[o], o == 2, blk + q * R, blk + (nb + q) * R, s->centered ? j->m : NULL, j->rs,
+                                  R, &cv, &ex, &rd);
+                if (st != ER_OK) break;
+                er_cset cs;
+                er__cset_build(&cs, j->pl[o].O, j->pl[o].ov, 1, &cv, ex, rd);
+                er__sink_put(j->sk[o], c0 + q, &cs);
+            }
     }
-    return ER_OK;
+    free(blk);
+    return st;
 }
 
 static void *er_nbwd_run(void *arg) {
     er_nbwd_job *j = arg;
     const er_nbwd_state *s = er__nbwd(j->ref);
-    int64_t len = s->n > s->rows ? s->n : s->rows;
+    int64_t len = s->n;
     size_t k1 = (size_t)(len ? len : 1);
     double *buf = malloc(sizeof(double) * 4 * k1);
     er_cval *cv = malloc(sizeof *cv * k1);
@@ -219,7 +231,7 @@ static void *er_nbwd_run(void *arg) {
                       : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
                                  (long long)len);
     if (j->st == ER_OK && j->sk[0]) j->st = er_nbwd_rows(j, buf, cv);
-    if (j->st == ER_OK && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j, buf, buf + k1);
+    if (j->st == ER_OK && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j);
     free(buf);
     free(cv);
     if (j->t > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
@@ -231,8 +243,12 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
     int64_t most = s->rows > s->n ? s->rows : s->n;
     int nt = er__num_threads(ref->n * 64);
     if (nt > most) nt = most > 0 ? (int)most : 1;
+    /* per share: a row's values, sets and exact terms (up to 160 bytes an element with the exact fallback's), and a
+     * column block (2 values of at most 32 columns, up to 2^20 values unless one column is longer) */
+    double blk = 32.0 * (double)s->rows;
+    blk = blk < 1048576.0 ? blk : (double)s->rows > 1048576.0 ? (double)s->rows : 1048576.0;
     ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(double) * (double)(2 * s->rows + s->n) +
-                                         (48.0 + 4 * sizeof(double)) * (double)most * nt,
+                                         (160.0 * (double)s->n + 16.0 * blk) * nt,
                                      "the rows' statistics and working rows"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     size_t nr = (size_t)(s->rows ? s->rows : 1);

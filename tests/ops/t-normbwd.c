@@ -368,6 +368,55 @@ START_TEST(norm_backward_bugs_caught) {
 }
 END_TEST
 
+/* compute=fp64 (the sums exact with MPFR, not in the accumulator): a kernel computing in double, stored to fp32, is
+ * covered and the exact results are exact. */
+START_TEST(norm_backward_compute_fp64) {
+    er_test_reseed(1204);
+    for (int tr = 0; tr < 6; tr++) {
+        nb_case c;
+        int64_t R = 3, n = tr % 2 ? 300 : 17;
+        nb_make(&c, tr % NB_FAMS, R, n, tr < 3, ER_FP32);
+        double *dx = malloc(sizeof(double) * (size_t)(R * n)), *dw = malloc(sizeof(double) * (size_t)n),
+               *db = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < R; i++) { /* Triton's form in double, sums sequential */
+            double b = 0, s2 = 0, m = c.m[i], r = c.r[i];
+            for (int64_t j = 0; j < n; j++) {
+                int64_t e = i * n + j;
+                double g = (double)c.dy[e] * c.w[j];
+                b += c.centered ? g : 0;
+                s2 += ((c.x[e] - m) * r) * g;
+            }
+            for (int64_t j = 0; j < n; j++) {
+                int64_t e = i * n + j;
+                double g = (double)c.dy[e] * c.w[j], xh = ((double)c.x[e] - m) * r;
+                dx[e] = (g - (xh * (s2 / (double)n) + b / (double)n)) * r;
+            }
+        }
+        for (int64_t j = 0; j < n; j++) {
+            double sw = 0, sb = 0;
+            for (int64_t i = 0; i < R; i++) {
+                sw += (double)c.dy[i * n + j] * (((double)c.x[i * n + j] - c.m[i]) * c.r[i]);
+                sb += c.dy[i * n + j];
+            }
+            dw[j] = sw;
+            db[j] = sb;
+        }
+        er_report reps[3];
+        nb_check(&c, dx, dw, db, ER_FP32, "compute=fp64", reps);
+        for (int o = 0; o < 2 + c.centered; o++) ER_REQUIRE_PASS(&reps[o], "compute=fp64 trial %d output %d:", tr, o);
+        nb_clear(reps, 3);
+        nb_exact(&c, ER_FP32, dx, dw, db);
+        nb_check(&c, dx, dw, db, ER_FP32, "compute=fp64", reps);
+        for (int o = 0; o < 2 + c.centered; o++)
+            ck_assert_msg(reps[o].counts[ER_CLASS_EXACT] == (o ? n : R * n), "compute=fp64 trial %d output %d: %lld "
+                          "exact", tr, o, (long long)reps[o].counts[ER_CLASS_EXACT]);
+        nb_clear(reps, 3);
+        free(dx); free(dw); free(db);
+        nb_free(&c);
+    }
+}
+END_TEST
+
 /* A depth-10 pairwise tree over 1000 elements is covered under depth=10; arguments refused with their messages. */
 START_TEST(norm_backward_depth_and_refusals) {
     er_test_reseed(1203);
@@ -422,6 +471,7 @@ int main(void) {
     tcase_add_test(tc, norm_backward_correct_kernels_covered);
     tcase_add_test(tc, norm_backward_bugs_caught);
     tcase_add_test(tc, norm_backward_depth_and_refusals);
+    tcase_add_test(tc, norm_backward_compute_fp64);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
