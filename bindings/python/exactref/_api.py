@@ -596,14 +596,23 @@ def log_softmax(x: ArrayLike, dim: int = -1) -> Reference:
     return _softmax_like("log_softmax", x, dim)
 
 
-def _backward(name, dy, y, dim):
-    g, a = to_numpy(dy, "dy"), to_numpy(y, "y")
+def _gradient_and(op, dy, t, name):
+    """dy and the array t (named name) of a backward pass as numpy arrays, checked: supported dtypes, t not a scalar,
+    the same shape."""
+    g, a = to_numpy(dy, "dy"), to_numpy(t, name)
     format_of(g.dtype)
     format_of(a.dtype)
     if a.ndim == 0:
-        raise ValueError("exactref: %s of a scalar: y needs at least 1 dimension" % name)
+        raise ValueError("exactref: %s of a scalar: %s needs at least 1 dimension" % (op, name))
     if g.shape != a.shape:
-        raise ValueError("exactref: %s: dy has shape %s and y %s; they must be the same" % (name, g.shape, a.shape))
+        raise ValueError(
+            "exactref: %s: dy has shape %s and %s %s; they must be the same" % (op, g.shape, name, a.shape)
+        )
+    return g, a
+
+
+def _backward(name, dy, y, dim):
+    g, a = _gradient_and(name, dy, y, "y")
     d = _check.dim(dim, name, a.ndim)
     vg, va = View(g, "dy"), View(a, "y")
     ptr = _ffi.softmax_backward(vg.buf, va.buf, d, log=name.startswith("log"))
@@ -901,13 +910,7 @@ class RmsNormBackwardReference(_MultiOutputReference):
 
 
 def _norm_backward(op, dy, x, stats, weight, bias, normalized_shape):
-    g, a = to_numpy(dy, "dy"), to_numpy(x, "x")
-    format_of(g.dtype)
-    format_of(a.dtype)
-    if a.ndim == 0:
-        raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % op)
-    if g.shape != a.shape:
-        raise ValueError("exactref: %s: dy has shape %s and x %s; they must be the same" % (op, g.shape, a.shape))
+    g, a = _gradient_and(op, dy, x, "x")
     keep = []
     affine = {}
     for t, name in ((weight, "weight"), (bias, "bias")):
