@@ -358,7 +358,7 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         ER_RETURN_IF_ERROR(er_nbwd_acc(&acc, F));
         for (int64_t i = 0; i < rows; i++) {
             if (bias) {
-                er__acc_add_double(&acc, dy[i]);
+                if (dy[i] != 0) er__acc_add_double(&acc, dy[i]); /* a zero has no ulp position in range */
                 continue;
             }
             double hi, lo, q = dy[i] * r[i]; /* exact: two values of at most 26 bits */
