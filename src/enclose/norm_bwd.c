@@ -4,7 +4,8 @@
  * Every kernel of the model computes dx as the expansion r g_i - sum_j r g_j / n - sum_j r^3 d_i g_j d_j / n (g =
  * w dy, d = x - m) with each monomial perturbed by the roundings on its path (Lemma N1): its set is the exact value
  * plus and minus gamma(k) times the sum of the monomials' magnitudes, k the roundings a monomial may pass through.
- * The sums are computed exactly with MPFR, the bounds in double rounded outward. */
+ * The sums are exact in the fixed-point accumulator (compute formats of at most 26 bits) or with MPFR, the bounds
+ * in double rounded outward. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
