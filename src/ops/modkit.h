@@ -31,6 +31,10 @@ ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov
 #define ER_TAKES_DIV 0x4000u     /* div= */
 #define ER_TAKES_PRODUCTS 0x8000u /* products= */
 ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std);
+/* The standard of a backward pass: the options its module takes, order any_order (else ER_ERR_UNSUPPORTED naming
+ * `sums`, "its sum"), rounding to nearest in a compute format other than tf32 that holds every input's values (the
+ * module's inputs, by name). */
+ER_INTERNAL er_status er__standard_backward(const er_ref *ref, const er_standard *std, const char *sums);
 /* A set as an enclosure's lo, hi (NaN: no finite part) and flags (ER_ENCLOSURE_*) give it. */
 ER_INTERNAL void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t flags);
 /* The output shape of an op with one output of the reference's shape (out NULL: the shape alone). */

@@ -224,6 +224,27 @@ er_status er__standard_takes(const er_ref *ref, const er_standard *std) {
     return ER_OK;
 }
 
+er_status er__standard_backward(const er_ref *ref, const er_standard *std, const char *sums) {
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
+    if (std->order != ER_ORDER_ANY)
+        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (%s in any order)",
+                        er__op_name(ref), sums);
+    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
+        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16",
+                        er__op_name(ref));
+    const er_fmt_info *F = er__fmt(std->compute);
+    const er_tensor *views[8];
+    const char *names[8];
+    int k = ref->mod->inputs(ref, views, names, 8);
+    for (int i = 0; i < k && i < 8; i++) {
+        const er_fmt_info *X = er__fmt(views[i]->format);
+        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+            return er__fail(ER_ERR_STANDARD, "%s of %s %s needs a compute format holding it (compute=%s does not)",
+                            er__op_name(ref), names[i], X->name, F->name);
+    }
+    return ER_OK;
+}
+
 void er__cval_of_enclosure(er_cval *v, double lo, double hi, uint8_t f) {
     memset(v, 0, sizeof *v);
     v->lo = isnan(lo) ? INFINITY : lo;

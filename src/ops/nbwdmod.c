@@ -135,24 +135,7 @@ static er_status er_nbwd_out_shape(const er_ref *ref, int o, const er_tensor *ou
 
 /* any_order in a compute format holding every input's values, rounding to nearest; depth= bounds the sums. */
 static er_status er_nbwd_check(const er_ref *ref, const er_standard *std) {
-    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
-    if (std->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_UNSUPPORTED, "%s takes order any_order in this version (its sums in any order)",
-                        er__op_name(ref));
-    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
-        return er__fail(ER_ERR_STANDARD, "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16",
-                        er__op_name(ref));
-    const er_fmt_info *F = er__fmt(std->compute);
-    const er_tensor *views[5];
-    const char *names[5];
-    int k = er_nbwd_inputs(ref, views, names, 5);
-    for (int i = 0; i < k; i++) {
-        const er_fmt_info *X = er__fmt(views[i]->format);
-        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
-            return er__fail(ER_ERR_STANDARD, "%s of %s %s needs a compute format holding it (compute=%s does not)",
-                            er__op_name(ref), names[i], X->name, F->name);
-    }
-    return ER_OK;
+    return er__standard_backward(ref, std, "its sums");
 }
 
 /* One share: rows [r0, r1) of dx, columns [c0, c1) of dweight and dbias. m, rs: every row's mean and rstd; w: the

@@ -71,23 +71,7 @@ er_status er_log_softmax_backward(er_ref **out, const er_tensor *dy, const er_te
 
 /* any_order in a compute format holding dy's and y's values, rounding to nearest; depth= bounds D's tree. */
 static er_status er_sbwd_check(const er_ref *ref, const er_standard *std) {
-    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
-    const er_sbwd_state *s = er__sbwd(ref);
-    if (std->order != ER_ORDER_ANY)
-        return er__fail(ER_ERR_UNSUPPORTED,
-                        "%s takes order any_order in this version (its sum in any order)", er__op_name(ref));
-    if (std->rounding != ER_RND_NEAREST || std->compute == ER_TF32)
-        return er__fail(ER_ERR_STANDARD,
-                        "%s takes rounding=nearest and compute fp64, fp32, fp16 or bf16", er__op_name(ref));
-    const er_fmt_info *F = er__fmt(std->compute);
-    const er_tensor *t[2] = {&s->dy, &s->y};
-    for (int k = 0; k < 2; k++) {
-        const er_fmt_info *X = er__fmt(t[k]->format);
-        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
-            return er__fail(ER_ERR_STANDARD, "%s of %s %s needs a compute format holding it (compute=%s does not)",
-                            er__op_name(ref), k ? "y" : "dy", X->name, F->name);
-    }
-    return ER_OK;
+    return er__standard_backward(ref, std, "its sum");
 }
 
 /* One thread's run of rows [r0, r1). */
