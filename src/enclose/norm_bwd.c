@@ -115,12 +115,12 @@ static void er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) 
 typedef struct er_iv {
     double lo, hi;
 } er_iv;
-static inline er_iv er_iv_sub(er_iv a, er_iv b) { return (er_iv){er__dn(a.lo - b.hi), er__up(a.hi - b.lo)}; }
+static inline er_iv er_iv_sub(er_iv a, er_iv b) { return (er_iv){ er__dn(a.lo - b.hi), er__up(a.hi - b.lo) }; }
 static inline double er_lo2(double a, double b) { return a < b ? a : b; } /* finite operands: no NaN rule */
 static inline double er_hi2(double a, double b) { return a > b ? a : b; }
 static inline er_iv er_iv_mul(er_iv a, er_iv b) {
     double p0 = a.lo * b.lo, p1 = a.lo * b.hi, p2 = a.hi * b.lo, p3 = a.hi * b.hi;
-    return (er_iv){er__dn(er_lo2(er_lo2(p0, p1), er_lo2(p2, p3))), er__up(er_hi2(er_hi2(p0, p1), er_hi2(p2, p3)))};
+    return (er_iv){ er__dn(er_lo2(er_lo2(p0, p1), er_lo2(p2, p3))), er__up(er_hi2(er_hi2(p0, p1), er_hi2(p2, p3))) };
 }
 static er_iv er_iv_mpfr(mpfr_srcptr x) { return (er_iv){ mpfr_get_d(x, MPFR_RNDD), mpfr_get_d(x, MPFR_RNDU) }; }
 static double er_max1(double a) { return a > 1 ? a : 1; }
@@ -178,7 +178,7 @@ static er_iv er_acc_iv(er_acc *acc, mpfr_t *xs, int *st) {
     }
     double lo = er__dn(ldexp((double)m, (int)e)), hi = er__up(ldexp((double)m + (double)sticky, (int)e));
     if (m == 0) lo = hi = 0;
-    return neg ? (er_iv){-hi, -lo} : (er_iv){lo, hi};
+    return neg ? (er_iv){ -hi, -lo } : (er_iv){ lo, hi };
 }
 
 /* The exact B and C with MPFR (the fallback: fp64 data, or an element whose rounding the enclosures leave open). */
@@ -198,8 +198,8 @@ static er_status er_nbwd_exact_sums(const er_nbwd_plan *pl, const double *dy, co
 }
 
 /* The row's bounds, and B's and C's enclosures: from the accumulator for F of at most 26 bits, else exactly. */
-static er_status er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w,
-                                 double m, int64_t n, er_nbwd_rowsum *rs) {
+static er_status er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
+                                 int64_t n, er_nbwd_rowsum *rs) {
     rs->sb = rs->sc = rs->gm = rs->dm = rs->wm = rs->ym = 0;
     rs->exact = 0;
     for (int64_t j = 0; j < n; j++) {
@@ -245,9 +245,9 @@ static void er_nbwd_exact(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, doub
     mpfr_mul_si(t[0], t[0], (long)n, MPFR_RNDN); /* exact: n < 2^63 */
     mpfr_set_prec(t[1], mpfr_get_prec(rs->Bx) + 54);
     mpfr_mul_d(t[1], rs->Bx, -r, MPFR_RNDN); /* exact */
-    er_term(t[2], r, x, m, r);              /* r^2 d_i */
+    er_term(t[2], r, x, m, r);               /* r^2 d_i */
     mpfr_prec_round(t[2], mpfr_get_prec(t[2]) + 54 + mpfr_get_prec(rs->Cx), MPFR_RNDN);
-    mpfr_mul_d(t[2], t[2], -r, MPFR_RNDN);  /* exact */
+    mpfr_mul_d(t[2], t[2], -r, MPFR_RNDN);   /* exact */
     mpfr_mul(t[2], t[2], rs->Cx, MPFR_RNDN); /* exact: the precision holds both factors */
     mpfr_init2(y, 2);
     er_exact_sum(y, t, p, 3);
@@ -290,13 +290,18 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
     /* the half-widths' row parts: gamma(16 + s) r sum|g| / n and gamma(16 + s) r^3 sum|g d| / n */
     double wb = pl->centered ? er__mul_up(gs, er__up(er__mul_up(ar, rs.sb) / nd)) : 0.0,
            wc = er__mul_up(gs, er__up(er__mul_up(r3, rs.sc) / nd));
-    /* underflow (Lemma N1's eta terms): at most 4 (n + 16) roundings may underflow, each by eta/2, then multiplied by
-     * at most 2^10 M: M = n r^4 d^2 |g| |w| |dy| sum|g| sum|g d| (each at least 1), 2 per multiplier's growth */
-    double M = 1024.0 * nd;
-    double fac[9] = {ar, ar, ar, ar, rs.dm, rs.dm, rs.gm, rs.wm, rs.ym};
-    for (int k = 0; k < 9; k++) M = er__mul_up(M, er_max1(fac[k]));
-    M = er__mul_up(er__mul_up(M, er_max1(rs.sb)), er_max1(rs.sc));
-    double H = er__mul_up(er__mul_up(2.0 * (nd + ER_NBWD_DX_ROUNDINGS), F->min_sub), M);
+    /* underflow (Lemma N1's eta terms, Theorem N1): at most 5 n roundings inside the sums and 48 outside may
+     * underflow, each by at most eta/2, then multiplied by a cofactor: some of r (up to five times), d (twice), g, w,
+     * dy (Pt) and, outside the sums, B~, C~ and n with 1/n (Pe), each computed value within (1 + gamma_{16+s}) of
+     * its bound, thirteen such factors at most */
+    double grow = 1.0, g1 = er__add_up(1.0, gs), neta = er__mul_up(nd, F->min_sub);
+    for (int k = 0; k < 13; k++) grow = er__mul_up(grow, g1);
+    double Pt = 1.0, fac[9] = { ar, ar, ar, ar, rs.dm, rs.dm, rs.gm, rs.wm, rs.ym };
+    for (int k = 0; k < 9; k++) Pt = er__mul_up(Pt, er_max1(fac[k]));
+    double Pe = er__mul_up(er__mul_up(Pt, er_max1(ar)), er_max1(er__add_up(rs.sb, neta)));
+    Pe = er__mul_up(Pe, er_max1(er__mul_up(er__add_up(rs.sc, neta), er_max1(ar))));
+    double H =
+        er__mul_up(er__mul_up(0.5 * F->min_sub, grow), er__add_up(er__mul_up(5.0 * nd, Pt), er__mul_up(96.0, Pe)));
     /* every intermediate of the model's forms below F's largest value (no overflow) */
     double big = fmax(
         er__add_up(er__add_up(er__mul_up(nd, rs.gm), rs.sb), er__mul_up(er__mul_up(rs.dm, er__mul_up(ar, ar)), rs.sc)),

@@ -6,9 +6,9 @@
  * results (an MPFR oracle at 4000 bits, written here) are classified exact; planted bugs are caught. */
 #include "../common/er_gen.h"
 
-enum { NB_NORMAL, NB_CANCEL, NB_OFFSET, NB_WIDE, NB_TIES, NB_POSITIVE, NB_ALIGNED, NB_FAMS };
+enum { NB_NORMAL, NB_CANCEL, NB_OFFSET, NB_WIDE, NB_TIES, NB_POSITIVE, NB_ALIGNED, NB_SUBNORMAL, NB_FAMS };
 static const char *const nb_fams[NB_FAMS] = {"normal", "cancellation", "mean far from 0", "wide exponents", "ties",
-                                             "dy positive", "dy of xhat's sign"};
+                                             "dy positive", "dy of xhat's sign", "subnormal dy"};
 
 /* A case: R rows of n, the inputs as fp32 values (x and dy values of fx), the saved statistics in fp32. */
 typedef struct nb_case {
@@ -55,6 +55,8 @@ static void nb_make(nb_case *c, int fam, int64_t R, int64_t n, int centered, er_
         if (fam == NB_WIDE) { x = ldexp(x, (int)er_rand_int(-10, 10)); g = ldexp(g, (int)er_rand_int(-20, 20)); }
         if (fam == NB_TIES) { x = (double)er_rand_int(-16, 16) / 4; g = (double)er_rand_int(-8, 8) / 8; }
         c->x[e] = (float)er_oracle_round_d(fx, x);
+        if (fam == NB_SUBNORMAL) /* deep in fp32's subnormals (a few bits): the products and sums underflow */
+            g = ldexp(g, fx == ER_FP32 ? -140 : -128);
         if (fam == NB_POSITIVE) g = 1 + fabs(g); /* every sum g_j and column sum of dy of one sign: the sums' errors
                                                       grow as the partial sums, to the bound's order */
         c->dy[e] = (float)er_oracle_round_d(fx, g);
@@ -368,6 +370,60 @@ START_TEST(norm_backward_bugs_caught) {
 }
 END_TEST
 
+/* Gradients in fp32's subnormal range, at 2^-128 (the products underflow) and at 2^-140 (a few bits left: the
+ * underflow term of Theorem N1 decides; with it set to 0 correct kernels fail there): every form covered and the exact
+ * results exact; at 2^-128 the sum of g dropped is caught (the underflow term does not swallow it). */
+START_TEST(norm_backward_subnormal_gradients) {
+    er_test_reseed(1205);
+    long caught = 0, trials = 8;
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t R = 4, n = tr % 4 < 2 ? 256 : 33;
+        int deep = (int)(tr % 2);
+        nb_case c;
+        nb_make(&c, NB_NORMAL, R, n, 1, ER_FP32);
+        for (int64_t e = 0; e < R * n; e++)
+            c.dy[e] = (float)er_oracle_round_d(ER_FP32, ldexp(c.dy[e], deep ? -140 : -128));
+        float *scratch = malloc(sizeof(float) * (size_t)n);
+        double *dx = malloc(sizeof(double) * (size_t)(R * n)), *dw = malloc(sizeof(double) * (size_t)n),
+               *db = malloc(sizeof(double) * (size_t)n);
+        er_report reps[3];
+        for (int k = 0; k < K_COUNT; k++) {
+            for (int64_t i = 0; i < R; i++) nb_dx(&c, k, (int)(tr % SUM_COUNT), i, scratch, dx + i * n);
+            for (int64_t j = 0; j < n; j++) {
+                dw[j] = nb_col(&c, 0, SUM_SEQ, j, scratch);
+                db[j] = nb_col(&c, 1, SUM_SEQ, j, scratch);
+            }
+            nb_check(&c, dx, dw, db, ER_FP32, NULL, reps);
+            for (int o = 0; o < 3; o++)
+                ER_REQUIRE_PASS(&reps[o], "subnormal trial %ld, kernel %s, output %d:", tr, k_names[k], o);
+            nb_clear(reps, 3);
+        }
+        for (int64_t i = 0; i < R; i++) { /* the sum of g dropped */
+            float m = c.m[i], r = c.r[i], s2 = 0;
+            for (int64_t j = 0; j < n; j++) s2 += (c.x[i * n + j] - m) * r * c.dy[i * n + j] * c.w[j];
+            for (int64_t j = 0; j < n; j++)
+                dx[i * n + j] = (c.dy[i * n + j] * c.w[j] - (c.x[i * n + j] - m) * r * (s2 / (float)n)) * r;
+        }
+        nb_check(&c, dx, dw, db, ER_FP32, NULL, reps);
+        caught += !deep && !er_report_all(&reps[0]);
+        nb_clear(reps, 3);
+        nb_exact(&c, ER_FP32, dx, dw, db);
+        nb_check(&c, dx, dw, db, ER_FP32, NULL, reps);
+        for (int o = 0; o < 3; o++)
+            ck_assert_msg(reps[o].counts[ER_CLASS_EXACT] == (o ? n : R * n),
+                          "subnormal trial %ld output %d: %lld exact", tr, o,
+                          (long long)reps[o].counts[ER_CLASS_EXACT]);
+        nb_clear(reps, 3);
+        free(scratch); free(dx); free(dw); free(db);
+        nb_free(&c);
+    }
+    printf("t-normbwd: subnormal gradients: every form covered; the sum of g dropped caught in %ld of %ld trials at "
+           "2^-128\n", caught, trials / 2);
+    ck_assert_msg(caught == trials / 2, "the sum of g dropped passed in %ld of %ld subnormal trials",
+                  trials / 2 - caught, trials / 2);
+}
+END_TEST
+
 /* compute=fp64 (the sums exact with MPFR, not in the accumulator): a kernel computing in double, stored to fp32, is
  * covered and the exact results are exact. */
 START_TEST(norm_backward_compute_fp64) {
@@ -472,6 +528,7 @@ int main(void) {
     tcase_add_test(tc, norm_backward_bugs_caught);
     tcase_add_test(tc, norm_backward_depth_and_refusals);
     tcase_add_test(tc, norm_backward_compute_fp64);
+    tcase_add_test(tc, norm_backward_subnormal_gradients);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
