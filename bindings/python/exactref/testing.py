@@ -161,6 +161,9 @@ _ATTENTION = {"attention": (False, "top_left"), "attention_causal": (True, "top_
               "attention_causal_bottom_right": (True, "bottom_right")}
 _ROW_OPS = ("sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm")
 _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
+#: Backward passes along rows: their inputs are the gradient dy and what the forward pass saved (derived from a
+#: forward input x of the case's family).
+_BACKWARD = ("softmax_backward", "log_softmax_backward", "layer_norm_backward", "rmsnorm_backward")
 
 
 def _op_family(op):
@@ -176,10 +179,17 @@ def _op_family(op):
         return "elementwise"
     if op in _ATTENTION:
         return "attention"
+    if op in _BACKWARD:
+        return "backward"
     raise ValueError(
-        "exactref: op %r: expected matmul, bmm, %s, %s or %s"
-        % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE), ", ".join(_ATTENTION))
+        "exactref: op %r: expected matmul, bmm, %s, %s, %s or %s"
+        % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE), ", ".join(_ATTENTION), ", ".join(_BACKWARD))
     )
+
+
+def _tiers(op):
+    fam = _op_family(op)
+    return _TIERS["rows" if fam == "backward" else fam]
 
 
 def shapes(op, tier="fast"):
@@ -187,8 +197,9 @@ def shapes(op, tier="fast"):
     and awkward pairs), "exhaustive" (about 60) or "canonical" (a few aligned shapes, for timing only). matmul:
     (M, K, N); bmm: (batch, M, K, N); the row ops (reduced or normalised along the last dimension): (rows, n);
     elementwise: the tensor's shape; attention, attention_causal and attention_causal_bottom_right: (batch, heads,
-    kv heads, Sq, Sk, D)."""
-    tiers = _TIERS[_op_family(op)]
+    kv heads, Sq, Sk, D); the backward passes (softmax_backward, log_softmax_backward, layer_norm_backward,
+    rmsnorm_backward): (rows, n), as the row ops."""
+    tiers = _tiers(op)
     if not isinstance(tier, str) or tier not in tiers:
         raise ValueError("exactref: tier %r: expected 'fast', 'exhaustive' or 'canonical'" % (tier,))
     return list(tiers[tier]())
@@ -200,6 +211,7 @@ _DEFAULT_FAMILIES = {
     "rows": ("normal", "offset", "ties"),
     "elementwise": ("normal", "wide", "subnormal", "specials"),
     "attention": ("normal", "ties", "cancellation"),
+    "backward": ("normal", "cancellation", "wide", "ties"),
 }
 
 
@@ -243,12 +255,44 @@ class Case:
 
     def inputs(self, device=None):
         """The inputs as numpy arrays (device None), or torch tensors on `device` ("cpu", "cuda"), in the case's
-        layout."""
+        layout. A backward pass's inputs are the kernel's: (dy, y) for softmax_backward and log_softmax_backward,
+        (dy, x, mean, rstd, weight) for layer_norm_backward, (dy, x, rstd, weight) for rmsnorm_backward."""
+        if self.op in _BACKWARD:
+            return [_place(a, self.layout if a.ndim > 1 else "contiguous", device) for a in self._backward_inputs()]
         out = []
         for k, shp in enumerate(self.input_shapes()):
             a = family(self.family, shp, self.dtype, seed=_hash64(self.seed, k))
             out.append(_place(a, self.layout, device))
         return out
+
+    def _backward_inputs(self):
+        """x and dy of the case's family (dy "normal" for the families of logits, "masked" and "specials"), then what
+        the forward pass saves, from x in float64: y = softmax(x) or log_softmax(x) in the case's dtype; layer_norm's
+        mean and rstd = 1/sqrt(var + 1e-5) in float32, rmsnorm's rstd = 1/sqrt(mean(x^2) + 1e-6); a weight 1 + N(0,
+        1)/4 in the dtype."""
+        dt = numpy_dtype(self.dtype)
+        x = family(self.family, self.shape, self.dtype, seed=_hash64(self.seed, 0))
+        gfam = "normal" if self.family in ("masked", "specials") else self.family
+        dy = family(gfam, self.shape, self.dtype, seed=_hash64(self.seed, 1))
+        xd = x.astype(np.float64)
+        if self.op in ("softmax_backward", "log_softmax_backward"):
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                m = xd.max(-1, keepdims=True)
+                m = np.where(np.isfinite(m), m, 0.0)
+                e = np.exp(xd - m)
+                if self.op == "softmax_backward":
+                    y = e / e.sum(-1, keepdims=True)
+                else:
+                    y = (xd - m) - np.log(e.sum(-1, keepdims=True))
+            return [dy, y.astype(dt)]
+        w = (1 + family("normal", self.shape[-1:], "float64", seed=_hash64(self.seed, 2)) / 4).astype(dt)
+        f32 = np.float32
+        if self.op == "layer_norm_backward":
+            mean = xd.mean(-1)
+            rstd = 1 / np.sqrt(((xd - mean[:, None]) ** 2).mean(-1) + 1e-5)
+            return [dy, x, mean.astype(f32), rstd.astype(f32), w]
+        rstd = 1 / np.sqrt((xd ** 2).mean(-1) + 1e-6)
+        return [dy, x, rstd.astype(f32), w]
 
     def reference(self, inputs):
         """The op's exactref reference for these inputs."""
@@ -258,6 +302,12 @@ class Case:
             causal, align = _ATTENTION[self.op]
             return er.attention(inputs[0], inputs[1], inputs[2], causal=causal, causal_alignment=align,
                                 enable_gqa=self.shape[1] != self.shape[2])
+        if self.op in ("softmax_backward", "log_softmax_backward"):
+            return getattr(er, self.op)(inputs[0], inputs[1])
+        if self.op == "layer_norm_backward":
+            return er.layer_norm_backward(*inputs)
+        if self.op == "rmsnorm_backward":
+            return er.rmsnorm_backward(*inputs)
         x = inputs[0]
         if self.op == "rmsnorm":
             return er.rmsnorm(x)
@@ -275,8 +325,8 @@ class Case:
         ins = inputs if inputs is not None else self.inputs()
         ref = self.reference(ins)
         kw = {"standard": standard} if isinstance(standard, str) else dict(standard or {})
-        if self.op == "layer_norm" and not isinstance(out, (tuple, list)):
-            out = (out, None, None)
+        if self.op in ("layer_norm", "layer_norm_backward", "rmsnorm_backward") and not isinstance(out, (tuple, list)):
+            out = (out,) + (None,) * (len(ref.OUTPUTS) - 1)
         return ref.covers(tuple(out) if isinstance(out, list) else out, **kw)
 
     def reproduce_call(self, name, config=None, kernel=None, standard=None, device=None, configs=None):
@@ -559,8 +609,10 @@ class _Pinned:
 
 def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, standard=None, seed=0, device=None,
           name=None, runs_dir=None, record=True, timing=False, configs=None):
-    """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (q, k, v) for attention, (x,) otherwise;
-    returning the output, for layer_norm (y, mean, rstd) or y, for attention (O, LSE) or O) on every case of the tier
+    """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (q, k, v) for attention, a backward
+    pass's as Case.inputs lists them, (x,) otherwise; returning the output, for layer_norm (y, mean, rstd) or y, for
+    attention (O, LSE) or O, for layer_norm_backward (dx, dweight, dbias) or dx, for rmsnorm_backward (dx, dweight) or
+    dx) on every case of the tier
     (cases()), checks each output against the op's reference under `standard` (a string, or a dict of covers() keywords
     such as dict(standard="mma:sm90", outer="any")), and returns a CheckRecord. Inputs are numpy arrays (device None) or
     torch tensors on `device`. A case whose kernel raises is recorded as "error". The minimal failing case is the

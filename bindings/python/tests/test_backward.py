@@ -193,3 +193,50 @@ def test_matmul_backward():
         er.matmul(A[0, 0], B).backward(dC[0, 0])
     with pytest.raises(ValueError, match="applies to a matmul"):
         er.softmax(A).backward(A)
+
+
+def _tk_layer_norm(dy, x, mean, rstd, w, centered=True):
+    """Triton's tutorial's layer_norm backward in fp32 numpy, stored in dy's and w's dtypes."""
+    f = np.float32
+    dyf, xf, wf = dy.astype(f), x.astype(f), w.astype(f)
+    xh = ((xf - mean[:, None]).astype(f) * rstd[:, None]).astype(f)
+    g, n = (dyf * wf).astype(f), f(x.shape[1])
+    c1 = ((xh * g).astype(f).sum(1, dtype=f) / n).astype(f)
+    c2 = (g.sum(1, dtype=f) / n).astype(f) * f(centered)
+    dx = ((g - ((xh * c1[:, None]).astype(f) + c2[:, None]).astype(f)).astype(f) * rstd[:, None]).astype(f)
+    return (dx.astype(dy.dtype), (dyf * xh).astype(f).sum(0, dtype=f).astype(w.dtype),
+            dyf.sum(0, dtype=f).astype(w.dtype))
+
+
+def _tk_rmsnorm(dy, x, rstd, w):
+    return _tk_layer_norm(dy, x, np.zeros_like(rstd), rstd, w, centered=False)[:2]
+
+
+def _tk_softmax(dy, y):
+    f = np.float32
+    dyf, yf = dy.astype(f), y.astype(f)
+    D = (dyf * yf).astype(f).sum(-1, dtype=f)
+    return (yf * (dyf - D[:, None]).astype(f)).astype(dy.dtype)
+
+
+def _tk_rmsnorm_as_layer_norm(dy, x, rstd, w):  # a bug: rmsnorm's gradient with layer_norm's mean term
+    return _tk_layer_norm(dy, x, np.zeros_like(rstd), rstd, w)[:2]
+
+
+def test_testing_backward_ops():
+    et = er.testing
+    c = et.cases("layer_norm_backward", dtypes=("bfloat16",))[2]
+    dy, x, mean, rstd, w = c.inputs()
+    assert dy.shape == x.shape == c.shape and mean.shape == rstd.shape == (c.shape[0],) and w.shape == (c.shape[1],)
+    assert mean.dtype == np.float32 and str(w.dtype) == "bfloat16"
+    assert len(et.cases("softmax_backward")[0].inputs()) == 2 and len(et.cases("rmsnorm_backward")[0].inputs()) == 4
+    assert et.shapes("rmsnorm_backward") == et.shapes("rmsnorm")
+    fams = ("normal", "wide", "ties")
+    for kernel, op in ((_tk_layer_norm, "layer_norm_backward"), (_tk_rmsnorm, "rmsnorm_backward"),
+                       (_tk_softmax, "softmax_backward")):
+        rec = et.check(kernel, op=op, families=fams, record=False)
+        assert rec.passed, str(rec) + "\n" + str(rec.minimal)
+    rec = et.check(_tk_rmsnorm_as_layer_norm, op="rmsnorm_backward", families=fams, record=False)
+    assert not rec.passed and "rmsnorm_backward" in rec.minimal["reproduce"]
+    with pytest.raises(ValueError, match="rmsnorm_backward"):
+        et.shapes("conv_backward")
