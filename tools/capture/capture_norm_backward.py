@@ -3,8 +3,9 @@
 compiled by torch.compile (Inductor decomposes them), a Triton kernel written as Triton's layer-norm tutorial writes
 its backward (xhat = (x - mean) rstd, c1 = sum(xhat wdy) / N, c2 = sum(wdy) / N, dx = (wdy - (xhat c1 + c2)) rstd;
 dweight and dbias summed by torch), and planted bugs (c2 dropped; dweight without rstd), in fp32, fp16 and bf16, rows
-of 1 to 5000 and columns of up to 1000 rows, on four families: normal; offset (x = 100 + noise: the mean far from
-0); wide (x and dy over many binades); ties (integers and eighths). The saved mean and rstd are the forward kernel's
+of 1 to 5000 and columns of up to 1000 rows, on six families: normal; offset (x = 100 + noise: the mean far from
+0); wide (x and dy over many binades); ties (integers and eighths); masked (a third of dy zero, a quarter of the rows
+constant: rstd = 1/sqrt(eps)); subnormal (dy at the bottom of its format). The saved mean and rstd are the forward kernel's
 own (aten.native_layer_norm, aten._fused_rms_norm). With EXACTREF_LIBRARY set it checks every case (dx, dweight,
 dbias) and prints the verdicts by op, kernel and family; cases that fail are written to OUT/norm_backward.npz
 (cid__in__dy, __in__x, __in__mean, __in__rstd, __in__weight, __out__dx, __out__dweight, __out__dbias; bfloat16 as
@@ -126,6 +127,15 @@ def inputs(family, rows, cols, dtype):
         x = torch.randint(-6, 7, (rows, cols), device="cuda").float()
         dy = torch.randint(-16, 17, (rows, cols), device="cuda").float() / 8
         w = torch.randint(1, 9, (cols,), device="cuda").float() / 4
+    elif family == "masked":
+        # padded positions: a third of dy zero; a quarter of the rows constant (variance 0: rstd = 1/sqrt(eps))
+        dy = dy.masked_fill(torch.rand(rows, cols, device="cuda") < 1 / 3, 0.0)
+        const = torch.rand(rows, 1, device="cuda") < 1 / 4
+        x = torch.where(const, torch.full_like(x, 0.75), x)
+    elif family == "subnormal":
+        # gradients at the bottom of dy's format: subnormal products and sums
+        tiny = {torch.float32: 2.0 ** -128, torch.float16: 2.0 ** -20, torch.bfloat16: 2.0 ** -128}[dtype]
+        dy = dy * tiny
     return x.to(dtype), dy.to(dtype), w.to(dtype)
 
 
@@ -151,7 +161,7 @@ def main():
     for op in ("layer_norm", "rmsnorm"):
         ks = kernels(op)
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            for family in ("normal", "offset", "wide", "ties"):
+            for family in ("normal", "offset", "wide", "ties", "masked", "subnormal"):
                 for rows, cols in ((4, 1), (3, 7), (8, 128), (32, 1000), (4, 5000), (1000, 64)):
                     x, dy, w = inputs(family, rows, cols, dtype)
                     mean, rstd = forward_stats(op, x, w)
