@@ -240,3 +240,9 @@ def test_testing_backward_ops():
     assert not rec.passed and "rmsnorm_backward" in rec.minimal["reproduce"]
     with pytest.raises(ValueError, match="rmsnorm_backward"):
         et.shapes("conv_backward")
+
+
+def test_guide_output():
+    """docs/guides/check-a-backward-kernel.md shows what examples/python/norm_backward_check.py prints."""
+    from test_exactref import _shows_output
+    _shows_output("guides/check-a-backward-kernel.md", "norm_backward_check.py")
