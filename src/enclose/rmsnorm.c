@@ -124,12 +124,12 @@ static void er_rms_exact_mpfr(const er_rmsnorm_plan *pl, const double *xs, int64
     *rounded = rr[0]; /* rr[0] == rr[1] but for a value within 2^-4096 of a midpoint (never seen) */
 }
 
-er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
-                          const double *w, int64_t n, er_cval *cv, double *exact, double *rounded) {
+er_status er__rmsnorm_rstd_set(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
+                               int64_t n, er_dotsum *smp, int *qspecial, double *rlo, double *rhi) {
     const er_fmt_info *F = pl->F;
-    if (n == 0) return ER_OK;
     er_dotsum sm;
     er__dot_summary(&sm, acc, x, x, n, env, env->special);
+    *smp = sm;
     /* q's set (any order), then ms = q/n, v = fl(ms + eps) */
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->X, pl->X, F, n, pl->depth, 0));
@@ -140,6 +140,7 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
     er__edge_scratch_clear(&ws);
     double vlo, vhi;
     int special = q.nan || q.nan_req || q.lo > q.hi;
+    *qspecial = special;
     if (!special) {
         double mlo, mhi;
         er__div_n_set(F, q.lo, q.hi, n, pl->mean, pl->Udiv_n, &mlo, &mhi);
@@ -160,8 +161,17 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         vlo = 0;
         vhi = INFINITY;
     }
+    er__rsqrt_set(F, pl->U, pl->rsqrt_ftz, vlo, vhi, rlo, rhi);
+    return ER_OK;
+}
+
+er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
+                          const double *w, int64_t n, er_cval *cv, double *exact, double *rounded) {
+    if (n == 0) return ER_OK;
+    er_dotsum sm;
     double rlo, rhi;
-    er__rsqrt_set(F, pl->U, pl->rsqrt_ftz, vlo, vhi, &rlo, &rhi);
+    int special;
+    ER_RETURN_IF_ERROR(er__rmsnorm_rstd_set(pl, acc, env, x, n, &sm, &special, &rlo, &rhi));
     /* the row's 1/sqrt(S/n + eps) at the two ends of S's bracket, at 256 bits (rz: the radicand is 0) */
     mpfr_t rs[2], re;
     int rz[2] = {0, 0};

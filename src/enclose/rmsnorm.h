@@ -23,6 +23,12 @@ typedef struct er_rmsnorm_plan {
 ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                                       const double *w, int64_t n, er_cval *cv, double *exact, double *rounded);
 
+/* The set [*rlo, *rhi] of the rstd a kernel of the model computes for row x[0..n) (rmsnorm.md: the sum of squares in
+ * any order, the division by n, eps, rsqrt within U ulps), the sum of squares' exact summary (*sm), and whether its
+ * set held a NaN or was empty (*qspecial: then [0, +inf]). */
+ER_INTERNAL er_status er__rmsnorm_rstd_set(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env,
+                                           const double *x, int64_t n, er_dotsum *sm, int *qspecial, double *rlo,
+                                           double *rhi);
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1 divide, 2 reciprocal, 0 either) over q in [qlo, qhi]; with Udiv > 0 the
  * division may instead be within Udiv ulps (div.full.f32: math=triton). */
 ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv,
