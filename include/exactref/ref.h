@@ -66,9 +66,12 @@ ER_API er_status er_layer_norm_backward(er_ref **out, const er_tensor *dy, const
                                         const er_tensor *mean, const er_tensor *rstd, const er_tensor *weight);
 /* rmsnorm's backward pass over x's last dimension, from dy, x, the saved rstd (one per row) and the weight (NULL:
  * none): dx = r (g - xhat sum_j g_j xhat_j / n) with g = w dy, xhat = x r; dweight = sum over rows of dy xhat. Two
- * outputs, dx and dweight; the standard as er_layer_norm_backward's. */
+ * outputs, dx and dweight; the standard as er_layer_norm_backward's. rstd NULL: the kernel computed its own rstd,
+ * any value rmsnorm's forward standard allows with this eps (options rsqrt_ulps=, mean=, variance=, math=triton, as
+ * er_rmsnorm's; compute formats of at most 26 bits), the exact result taking the exact 1/sqrt(mean(x^2) + eps);
+ * eps is used only then, and must be finite and nonnegative (ER_ERR_INVALID). */
 ER_API er_status er_rmsnorm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, const er_tensor *rstd,
-                                     const er_tensor *weight);
+                                     const er_tensor *weight, double eps);
 /* rmsnorm over x's last dimension: x_i w_i / sqrt(mean_j x_j^2 + eps), weight NULL (none) or a vector of that
  * length. Options: compute (it must hold x's values), mean (divide, reciprocal, either), rsqrt_ulps (default 2). */
 ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps);

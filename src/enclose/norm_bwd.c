@@ -269,11 +269,123 @@ static void er_nbwd_exact(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, doub
     mpfr_clear(y);
 }
 
-er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m, double r,
-                       int64_t n, er_cval *cv, double *ex, double *rd) {
+er_status er__nbwd_own_rstd(const double *x, int64_t n, double eps, mpfr_t S, double *lo, double *hi) {
+    er_terms T;
+    mpfr_init2(S, 2);
+    mpfr_set_zero(S, 1);
+    *lo = 0;
+    *hi = INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        if (!isfinite(x[j])) return ER_OK; /* no exact value (the row claims nothing) */
+    ER_RETURN_IF_ERROR(er_terms_init(&T, n));
+    for (int64_t j = 0; j < n; j++) er_term(T.t[j], x[j], x[j], 0.0, 1.0);
+    er_exact_sum(S, T.t, T.p, n);
+    er_terms_clear(&T);
+    mpfr_t v;
+    mpfr_init2(v, 128);
+    for (int up = 0; up < 2; up++) { /* rsqrt decreases in v: the upper end from v rounded down */
+        mpfr_div_si(v, S, (long)(n ? n : 1), up ? MPFR_RNDD : MPFR_RNDU);
+        mpfr_add_d(v, v, eps, up ? MPFR_RNDD : MPFR_RNDU);
+        if (mpfr_zero_p(v)) {
+            *hi = INFINITY;
+            continue;
+        }
+        mpfr_rec_sqrt(v, v, up ? MPFR_RNDU : MPFR_RNDD);
+        if (up) *hi = mpfr_get_d(v, MPFR_RNDU);
+        else *lo = mpfr_get_d(v, MPFR_RNDD);
+    }
+    mpfr_clear(v);
+    return ER_OK;
+}
+
+/* rstd = 1/sqrt(S/n + eps) at precision p enclosed in [lo, hi] (MPFR numbers initialised by the caller; S/n + eps
+ * > 0). */
+static void er_own_r_at(const mpfr_t S, int64_t n, double eps, mpfr_prec_t p, mpfr_t lo, mpfr_t hi) {
+    mpfr_set_prec(lo, p);
+    mpfr_set_prec(hi, p);
+    mpfr_div_si(lo, S, (long)n, MPFR_RNDU);
+    mpfr_add_d(lo, lo, eps, MPFR_RNDU);
+    mpfr_rec_sqrt(lo, lo, MPFR_RNDD);
+    mpfr_div_si(hi, S, (long)n, MPFR_RNDD);
+    mpfr_add_d(hi, hi, eps, MPFR_RNDD);
+    mpfr_rec_sqrt(hi, hi, MPFR_RNDU);
+}
+
+/* Rounds [lo, hi] into O; 1 (and *rd, *ex) when both ends round alike. */
+static int er_ends_alike(const er_nbwd_plan *pl, const mpfr_t lo, const mpfr_t hi, double *ex, double *rd) {
+    double a = er__round_mpfr(pl->O, lo, ER_ROUND_NEAREST, pl->ov),
+           b = er__round_mpfr(pl->O, hi, ER_ROUND_NEAREST, pl->ov);
+    double da = mpfr_get_d(lo, MPFR_RNDN), db = mpfr_get_d(hi, MPFR_RNDN);
+    *rd = a;
+    *ex = da;
+    return a == b && da == db && signbit(a) == signbit(b);
+}
+
+/* rmsnorm's own-rstd dx_i exactly: dx = r^3 Q / n with Q = g (S + n eps) - x C exact (r^2 = 1/v, v = S/n + eps);
+ * Q = 0 is an exact zero, else Ziv's loop on rstd's enclosures (an irrational r never ties; a rational one is exact
+ * at some precision). */
+static void er_nbwd_exact_own(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, const mpfr_t S, double dy, double x,
+                              double w, int64_t n, double *ex, double *rd) {
+    if (mpfr_zero_p(S) && pl->eps == 0) { /* rstd = 1/0: no exact value */
+        *ex = *rd = NAN;
+        return;
+    }
+    mpfr_t t[2], q, ne, lo, hi;
+    mpfr_ptr p[2];
+    mpfr_inits2(2, t[0], t[1], q, (mpfr_ptr)0);
+    mpfr_init2(ne, 64 + 64);
+    mpfr_set_d(ne, pl->eps, MPFR_RNDN);
+    mpfr_mul_si(ne, ne, (long)n, MPFR_RNDN); /* exact: 53 + 63 bits */
+    mpfr_t tt[2];
+    mpfr_ptr tp[2];
+    mpfr_init2(tt[0], mpfr_get_prec(S));
+    mpfr_set(tt[0], S, MPFR_RNDN);
+    mpfr_init2(tt[1], mpfr_get_prec(ne));
+    mpfr_set(tt[1], ne, MPFR_RNDN);
+    mpfr_t T;
+    mpfr_init2(T, 2);
+    er_exact_sum(T, tt, tp, 2);     /* S + n eps */
+    er_term(t[0], w, dy, 0.0, 1.0); /* g */
+    mpfr_prec_round(t[0], mpfr_get_prec(t[0]) + mpfr_get_prec(T), MPFR_RNDN);
+    mpfr_mul(t[0], t[0], T, MPFR_RNDN); /* exact */
+    mpfr_set_prec(t[1], mpfr_get_prec(rs->Cx) + 54);
+    mpfr_mul_d(t[1], rs->Cx, -x, MPFR_RNDN); /* exact */
+    er_exact_sum(q, t, p, 2);
+    if (mpfr_zero_p(q)) {
+        *ex = 0.0;
+        *rd = er__round_double(pl->O, 0.0, ER_ROUND_NEAREST, pl->ov);
+    } else {
+        mpfr_inits2(2, lo, hi, (mpfr_ptr)0);
+        mpfr_t a, b;
+        for (mpfr_prec_t pr = pl->O->p + 64;; pr *= 2) {
+            er_own_r_at(S, n, pl->eps, pr, lo, hi);
+            mpfr_inits2(pr + 8, a, b, (mpfr_ptr)0);
+            mpfr_pow_ui(a, lo, 3, MPFR_RNDD);
+            mpfr_pow_ui(b, hi, 3, MPFR_RNDU);
+            if (mpfr_sgn(q) > 0) { /* Q a <= n dx <= Q b */
+                mpfr_mul(a, a, q, MPFR_RNDD);
+                mpfr_mul(b, b, q, MPFR_RNDU);
+            } else { /* Q b <= n dx <= Q a */
+                mpfr_mul(a, a, q, MPFR_RNDU);
+                mpfr_mul(b, b, q, MPFR_RNDD);
+                mpfr_swap(a, b);
+            }
+            mpfr_div_si(a, a, (long)n, MPFR_RNDD);
+            mpfr_div_si(b, b, (long)n, MPFR_RNDU);
+            int done = er_ends_alike(pl, a, b, ex, rd) || pr > 65536;
+            mpfr_clears(a, b, (mpfr_ptr)0);
+            if (done) break;
+        }
+        mpfr_clears(lo, hi, (mpfr_ptr)0);
+    }
+    mpfr_clears(t[0], t[1], q, ne, tt[0], tt[1], T, (mpfr_ptr)0);
+}
+
+er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m, double rlo,
+                       double rhi, int64_t n, er_cval *cv, double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
     if (!pl->centered) m = 0;
-    int ok = isfinite(m) && isfinite(r);
+    int ok = isfinite(m) && isfinite(rlo) && isfinite(rhi);
     for (int64_t j = 0; j < n && ok; j++) ok = isfinite(dy[j]) && isfinite(x[j]) && (!w || isfinite(w[j]));
     if (!ok) {
         for (int64_t i = 0; i < n; i++) {
@@ -284,7 +396,7 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
     }
     er_nbwd_rowsum rs;
     ER_RETURN_IF_ERROR(er_nbwd_rowsums(pl, dy, x, w, m, n, &rs));
-    double nd = (double)n, ar = fabs(r), r3 = er__mul_up(er__mul_up(ar, ar), ar);
+    double nd = (double)n, ar = fmax(fabs(rlo), fabs(rhi)), r3 = er__mul_up(er__mul_up(ar, ar), ar);
     double g0 = er_gamma(F, ER_NBWD_DX_ROUNDINGS),
            gs = er_gamma(F, ER_NBWD_DX_ROUNDINGS + (double)(pl->depth ? pl->depth : n - 1));
     /* the half-widths' row parts: gamma(16 + s) r sum|g| / n and gamma(16 + s) r^3 sum|g d| / n */
@@ -307,14 +419,21 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
         er__add_up(er__add_up(er__mul_up(nd, rs.gm), rs.sb), er__mul_up(er__mul_up(rs.dm, er__mul_up(ar, ar)), rs.sc)),
         er__mul_up(er__mul_up(r3, er_max1(rs.sc)), er_max1(rs.dm)));
     int fin = isfinite(H) && isfinite(wb) && isfinite(wc) && er__mul_up(4.0, big) <= F->max;
-    er_iv invn = { er__dn(1.0 / nd), er__up(1.0 / nd) }, riv = { r, r };
+    er_iv invn = { er__dn(1.0 / nd), er__up(1.0 / nd) }, riv = { rlo, rhi };
     er_iv bn = er_iv_mul(rs.B, invn);
     er_iv rc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(riv, riv), riv), rs.C), invn); /* r^3 C / n */
     er_status st = ER_OK;
-    for (int64_t i = 0; i < n; i++) {
+    /* own rstd: the exact rstd's enclosure (the sets above hold every r of the forward model's set) */
+    mpfr_t S;
+    er_iv rx = riv, rxc = rc;
+    if (pl->own) {
+        st = er__nbwd_own_rstd(x, n, pl->eps, S, &rx.lo, &rx.hi);
+        rxc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(rx, rx), rx), rs.C), invn);
+    }
+    for (int64_t i = 0; i < n && st == ER_OK; i++) {
         double wi = w ? w[i] : 1.0, g = wi * dy[i], dd = x[i] - m;
         er_iv giv = { er__dn(g), er__up(g) }, div = { er__dn(dd), er__up(dd) };
-        er_iv e = er_iv_sub(er_iv_mul(riv, er_iv_sub(giv, bn)), er_iv_mul(div, rc)); /* the exact dx_i */
+        er_iv e = er_iv_sub(er_iv_mul(riv, er_iv_sub(giv, bn)), er_iv_mul(div, rc)); /* dx_i over r's set */
         if (fin) {
             double hw = er__add_up(er__add_up(er__mul_up(g0, er__mul_up(ar, fmax(fabs(giv.lo), fabs(giv.hi)))), wb),
                                    er__add_up(er__mul_up(wc, fmax(fabs(div.lo), fabs(div.hi))), H));
@@ -322,32 +441,121 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
         } else {
             er_nbwd_anything(&cv[i], F);
         }
-        /* the exact result: from e where both ends round alike into O, else exactly */
+        /* the exact result: from its enclosure where both ends round alike into O, else exactly */
+        if (pl->own) e = er_iv_sub(er_iv_mul(rx, er_iv_sub(giv, bn)), er_iv_mul(div, rxc));
         double a = er__round_double(pl->O, e.lo, ER_ROUND_NEAREST, pl->ov),
                b = er__round_double(pl->O, e.hi, ER_ROUND_NEAREST, pl->ov);
         if (isfinite(e.lo) && isfinite(e.hi) && a == b && (e.lo > 0 || e.hi < 0)) {
             rd[i] = a;
             ex[i] = 0.5 * e.lo + 0.5 * e.hi;
         } else {
-            if (!rs.exact && (st = er_nbwd_exact_sums(pl, dy, x, w, m, n, &rs)) != ER_OK) break;
-            er_nbwd_exact(pl, &rs, dy[i], x[i], wi, m, r, n, &ex[i], &rd[i]);
+            if (st == ER_OK && !rs.exact) st = er_nbwd_exact_sums(pl, dy, x, w, m, n, &rs);
+            if (st != ER_OK) break;
+            if (pl->own) er_nbwd_exact_own(pl, &rs, S, dy[i], x[i], wi, n, &ex[i], &rd[i]);
+            else er_nbwd_exact(pl, &rs, dy[i], x[i], wi, m, rlo, n, &ex[i], &rd[i]);
         }
     }
+    if (pl->own) mpfr_clear(S);
     if (rs.exact) mpfr_clears(rs.Bx, rs.Cx, (mpfr_ptr)0);
     return st;
 }
 
-er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
-                       const double *r, int64_t rows, er_cval *cv, double *ex, double *rd) {
+/* rmsnorm's dweight without a saved rstd: sum_i dy_i x_i r_i with r_i anywhere in [rlo_i, rhi_i] (Theorem N3): the
+ * least and greatest exact sums over those boxes, widened by Theorem N2's bound at the largest r; the exact value from
+ * the rows' exact rstd, enclosed in double (rxl, rxh), else at growing precision from their exact sums of squares. */
+static er_status er_nbwd_col_own(const er_nbwd_plan *pl, const double *dy, const double *x, const double *rlo,
+                                 const double *rhi, int64_t rows, er_cval *cv, double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
+    double sa = 0, mul = 1.0;
+    er_acc acc[4]; /* the set's lower and upper ends; the exact value's lower and upper enclosures */
+    int na = 0;
+    er_status st = ER_OK;
+    for (; na < 4 && st == ER_OK; na++) st = er_nbwd_acc(&acc[na], F);
+    if (st != ER_OK) na--;
+    for (int64_t i = 0; i < rows && st == ER_OK; i++) {
+        double q = dy[i] * x[i]; /* exact: two values of at most 26 bits */
+        sa = er__add_up(sa, er__mul_up(fabs(q), rhi[i]));
+        mul = fmax(mul, er__mul_up(er__mul_up(er_max1(fabs(dy[i])), er_max1(fabs(x[i]))),
+                                   er__mul_up(er_max1(rhi[i]), er_max1(rhi[i]))));
+        int neg = q < 0;
+        er_acc_add_prod(&acc[0], q, neg ? rhi[i] : rlo[i]);
+        er_acc_add_prod(&acc[1], q, neg ? rlo[i] : rhi[i]);
+        er_acc_add_prod(&acc[2], q, neg ? pl->rxh[i] : pl->rxl[i]);
+        er_acc_add_prod(&acc[3], q, neg ? pl->rxl[i] : pl->rxh[i]);
+    }
+    if (st != ER_OK) {
+        for (int k = 0; k < na; k++) er__acc_free(&acc[k]);
+        return st;
+    }
+    er_iv lo = er_acc_iv(&acc[0], NULL, NULL), hi = er_acc_iv(&acc[1], NULL, NULL);
+    mpfr_t xs[2];
+    int sticky[2];
+    er_acc_iv(&acc[2], &xs[0], &sticky[0]);
+    er_acc_iv(&acc[3], &xs[1], &sticky[1]);
+    for (int k = 0; k < 4; k++) er__acc_free(&acc[k]);
+    double sd = (double)(pl->depth ? pl->depth : (rows ? rows - 1 : 0));
+    double H = er__mul_up(er__mul_up((double)rows + ER_NBWD_DW_ROUNDINGS, F->min_sub), er__mul_up(16.0, mul));
+    double hw = er__add_up(er__mul_up(er_gamma(F, ER_NBWD_DW_ROUNDINGS + sd), sa), H);
+    if (isfinite(hw) && er__mul_up(4.0, er__add_up(sa, hw)) <= F->max)
+        er_nbwd_set(cv, F, er__dn(lo.lo - hw), er__up(hi.hi + hw));
+    else er_nbwd_anything(cv, F);
+    /* the exact value */
+    double a = er__round_mpfr_sticky(pl->O, xs[0], sticky[0], ER_ROUND_NEAREST, pl->ov),
+           b = er__round_mpfr_sticky(pl->O, xs[1], sticky[1], ER_ROUND_NEAREST, pl->ov);
+    *ex = er__round_mpfr_sticky(er__fmt(ER_FP64), xs[0], sticky[0], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    double exh = er__round_mpfr_sticky(er__fmt(ER_FP64), xs[1], sticky[1], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    *rd = a;
+    mpfr_clears(xs[0], xs[1], (mpfr_ptr)0);
+    int lg = 0;
+    while ((INT64_C(1) << lg) <= rows && lg < 62) lg++;
+    for (mpfr_prec_t pr = 128; (a != b || *ex != exh || signbit(a) != signbit(b)) && pr <= 65536; pr *= 2) {
+        mpfr_t sl, sh, rl, rh, t;
+        mpfr_inits2(pr + lg + 64, sl, sh, t, (mpfr_ptr)0);
+        mpfr_inits2(2, rl, rh, (mpfr_ptr)0);
+        mpfr_set_zero(sl, 1);
+        mpfr_set_zero(sh, 1);
+        for (int64_t i = 0; i < rows; i++) {
+            double q = dy[i] * x[i];
+            if (q == 0) continue;
+            if (mpfr_zero_p(pl->Sx[i]) && pl->eps == 0) {
+                a = b = NAN;
+                break;
+            }
+            er_own_r_at(pl->Sx[i], pl->n, pl->eps, pr, rl, rh);
+            mpfr_mul_d(t, q > 0 ? rl : rh, q, MPFR_RNDD);
+            mpfr_add(sl, sl, t, MPFR_RNDD);
+            mpfr_mul_d(t, q > 0 ? rh : rl, q, MPFR_RNDU);
+            mpfr_add(sh, sh, t, MPFR_RNDU);
+        }
+        if (!isnan(a)) {
+            int alike = er_ends_alike(pl, sl, sh, ex, rd);
+            a = *rd;
+            b = alike ? a : NAN;
+            exh = *ex;
+        }
+        mpfr_clears(sl, sh, rl, rh, t, (mpfr_ptr)0);
+        if (isnan(a)) {
+            *ex = *rd = NAN;
+            break;
+        }
+    }
+    return ER_OK;
+}
+
+er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
+                       const double *rlo, const double *rhi, int64_t rows, er_cval *cv, double *ex, double *rd) {
+    const er_fmt_info *F = pl->F;
+    const double *r = rlo;
     int ok = 1;
     for (int64_t i = 0; i < rows && ok; i++)
-        ok = isfinite(dy[i]) && (bias || (isfinite(x[i]) && isfinite(r[i]) && (!m || isfinite(m[i]))));
+        ok = isfinite(dy[i]) &&
+             (bias || (isfinite(x[i]) && isfinite(rlo[i]) && isfinite(rhi[i]) && (!m || isfinite(m[i]))));
     if (!ok) {
         er_nbwd_anything(cv, F);
         *ex = *rd = NAN;
         return ER_OK;
     }
+    if (pl->own && !bias) return er_nbwd_col_own(pl, dy, x, rlo, rhi, rows, cv, ex, rd);
     double sa = 0, mul = 1.0;
     for (int64_t i = 0; i < rows; i++) {
         double mi = m ? m[i] : 0.0, d = bias ? 1.0 : er__up(fabs(x[i] - mi)), ri = bias ? 1.0 : fabs(r[i]);

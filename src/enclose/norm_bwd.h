@@ -6,6 +6,8 @@
 
 #include "core/internal.h"
 #include "format/format.h"
+#include <stdint.h> /* before mpfr.h: the intmax_t functions */
+#include <mpfr.h>
 #include "enclose/anyorder.h" /* er_cval */
 
 /* The standard of one output: the compute format F (holding every input's values), the output format O and its
@@ -16,7 +18,19 @@ typedef struct er_nbwd_plan {
     er_overflow ov;
     int64_t depth;
     int centered;
+    /* rmsnorm without a saved rstd (own): the kernel's rstd is any value of the forward model's set, the exact one
+     * 1/sqrt(S/n + eps) with S the row's exact sum of squares and eps as F holds it; the columns read each row's
+     * exact S (Sx, MPFR numbers) and its rstd's enclosure in double (rxl, rxh) */
+    int own;
+    double eps;
+    int64_t n; /* own: the rows' length */
+    const double *rxl, *rxh;
+    const mpfr_t *Sx;
 } er_nbwd_plan;
+
+/* Row x's exact sum of squares into S (initialised here, also on failure) and 1/sqrt(S/n + eps) enclosed in doubles
+ * [*lo, *hi] (+inf above where S/n + eps may be 0). */
+ER_INTERNAL er_status er__nbwd_own_rstd(const double *x, int64_t n, double eps, mpfr_t S, double *lo, double *hi);
 
 /* Roundings a monomial of the model may pass through outside the sums' additions: dx's (Theorem N1) and dweight's
  * terms' (Theorem N2). */
@@ -24,14 +38,17 @@ typedef struct er_nbwd_plan {
 #define ER_NBWD_DW_ROUNDINGS 4
 
 /* dx along one row of n: dy, x and w (NULL: no weight) decoded, the row's saved mean m (unused for rmsnorm) and rstd
- * r: each element's set in F (cv), its exact value to double (ex) and correctly rounded into O (rd). A row holding
- * a NaN or an infinity, or whose intermediate values may overflow F, claims nothing. */
+ * in [rlo, rhi] (the saved value: rlo = rhi; own: the forward model's set): each element's set in F (cv), its exact
+ * value to double (ex) and correctly rounded into O (rd). A row holding a NaN or an infinity, or whose intermediate
+ * values may overflow F, claims nothing. */
 ER_INTERNAL er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
-                                   double r, int64_t n, er_cval *cv, double *ex, double *rd);
+                                   double rlo, double rhi, int64_t n, er_cval *cv, double *ex, double *rd);
 
 /* One element of dweight (bias 0: sum_i dy_i (x_i - m_i) r_i, m NULL for rmsnorm) or of dbias (bias 1: sum_i dy_i)
- * over `rows` rows: its set in F, exact value and correct rounding into O. */
+ * over `rows` rows, r_i in [rlo_i, rhi_i] (equal for saved values): its set in F, exact value and correct rounding
+ * into O. */
 ER_INTERNAL er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
-                                   const double *r, int64_t rows, er_cval *cv, double *ex, double *rd);
+                                   const double *rlo, const double *rhi, int64_t rows, er_cval *cv, double *ex,
+                                   double *rd);
 
 #endif

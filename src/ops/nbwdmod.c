@@ -3,6 +3,7 @@
  * the outputs dx (x's shape), dweight and, for layer_norm, dbias (the normalised shape). The sets are
  * src/enclose/norm_bwd.c's (docs/algorithms/norm-backward.md). Share t of the work takes a run of rows for dx and a
  * run of columns for the column sums. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "format/format.h"
@@ -10,18 +11,22 @@
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 #include "enclose/norm_bwd.h"
+#include "enclose/rmsnorm.h"
+#include "exact/accum.h"
 
 /* The views (not copies), the normalised dimensions' count and size n, and the rows. */
 typedef struct er_nbwd_state {
     er_tensor dy, x, mean, rstd, weight;
     int has_weight, centered, nnorm;
+    int own;    /* rmsnorm without a saved rstd: the kernel's own, any value of the forward model's set */
+    double eps; /* its eps */
     int64_t n, rows;
 } er_nbwd_state;
 static er_nbwd_state *er__nbwd(const er_ref *r) { return (er_nbwd_state *)r->priv; }
 
 static int er_nbwd_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
     er_nbwd_state *s = er__nbwd(r);
-    const er_tensor *t[5] = { &s->dy, &s->x, s->centered ? &s->mean : NULL, &s->rstd,
+    const er_tensor *t[5] = { &s->dy, &s->x, s->centered ? &s->mean : NULL, s->own ? NULL : &s->rstd,
                               s->has_weight ? &s->weight : NULL };
     static const char *const nm[5] = { "dy", "x", "mean", "rstd", "weight" };
     int k = 0;
@@ -62,12 +67,15 @@ static er_status er_nbwd_stat_check(const er_tensor *t, const char *name, const 
 }
 
 static er_status er_nbwd_make(er_ref **out, const er_tensor *dy, const er_tensor *x, int nnorm, const er_tensor *mean,
-                              const er_tensor *rstd, const er_tensor *weight, const er_op_module *m) {
+                              const er_tensor *rstd, const er_tensor *weight, double eps, const er_op_module *m) {
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(dy, "dy");
     ER_CHECK_NULL(x, "x");
-    if (m == &er__layer_norm_backward_module) ER_CHECK_NULL(mean, "mean");
-    ER_CHECK_NULL(rstd, "rstd");
+    if (m == &er__layer_norm_backward_module) {
+        ER_CHECK_NULL(mean, "mean");
+        ER_CHECK_NULL(rstd, "rstd");
+    }
+    if (!(eps >= 0) || isinf(eps)) return er__fail(ER_ERR_INVALID, "eps must be finite and nonnegative (got %g)", eps);
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
     ER_RETURN_IF_ERROR(er__tensor_check(dy, "dy"));
     int nd = x->ndim;
@@ -83,7 +91,7 @@ static er_status er_nbwd_make(er_ref **out, const er_tensor *dy, const er_tensor
     }
     if (n == 0) return er__fail(ER_ERR_SHAPE, "%s over an empty normalised shape has no rows to normalise", m->name);
     if (mean) ER_RETURN_IF_ERROR(er_nbwd_stat_check(mean, "mean", x, nd - nnorm));
-    ER_RETURN_IF_ERROR(er_nbwd_stat_check(rstd, "rstd", x, nd - nnorm));
+    if (rstd) ER_RETURN_IF_ERROR(er_nbwd_stat_check(rstd, "rstd", x, nd - nnorm));
     if (weight) {
         ER_RETURN_IF_ERROR(er__tensor_check(weight, "weight"));
         same = weight->ndim == nnorm;
@@ -98,7 +106,9 @@ static er_status er_nbwd_make(er_ref **out, const er_tensor *dy, const er_tensor
     s->dy = *dy;
     s->x = *x;
     if (mean) s->mean = *mean;
-    s->rstd = *rstd;
+    if (rstd) s->rstd = *rstd;
+    s->own = rstd == NULL;
+    s->eps = eps;
     if (weight) s->weight = *weight;
     s->has_weight = weight != NULL;
     s->centered = m == &er__layer_norm_backward_module;
@@ -115,13 +125,13 @@ static er_status er_nbwd_make(er_ref **out, const er_tensor *dy, const er_tensor
 er_status er_layer_norm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, int normalized_ndim,
                                  const er_tensor *mean, const er_tensor *rstd, const er_tensor *weight) {
     er__ok();
-    return er_nbwd_make(out, dy, x, normalized_ndim, mean, rstd, weight, &er__layer_norm_backward_module);
+    return er_nbwd_make(out, dy, x, normalized_ndim, mean, rstd, weight, 0.0, &er__layer_norm_backward_module);
 }
 
 er_status er_rmsnorm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, const er_tensor *rstd,
-                              const er_tensor *weight) {
+                              const er_tensor *weight, double eps) {
     er__ok();
-    return er_nbwd_make(out, dy, x, 1, NULL, rstd, weight, &er__rmsnorm_backward_module);
+    return er_nbwd_make(out, dy, x, 1, NULL, rstd, weight, eps, &er__rmsnorm_backward_module);
 }
 
 /* dx has x's shape; dweight and dbias the normalised shape. */
@@ -135,7 +145,19 @@ static er_status er_nbwd_out_shape(const er_ref *ref, int o, const er_tensor *ou
 
 /* any_order in a compute format holding every input's values, rounding to nearest; depth= bounds the sums. */
 static er_status er_nbwd_check(const er_ref *ref, const er_standard *std) {
-    return er__standard_backward(ref, std, "its sums");
+    ER_RETURN_IF_ERROR(er__standard_backward(ref, std, "its sums"));
+    const er_nbwd_state *s = er__nbwd(ref);
+    if (!s->own && (std->rsqrt_ulps || std->mean || std->variance || std->fast_math == 2))
+        return er__fail(ER_ERR_STANDARD,
+                        "rsqrt_ulps=, mean=, variance= and math=triton describe the kernel's own "
+                        "rstd: they apply to %s without a saved rstd (rstd NULL), not with one",
+                        er__op_name(ref));
+    if (s->own && er__fmt(std->compute)->p > 26)
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "%s without a saved rstd takes a compute format of at most 26 bits (fp32, "
+                        "fp16, bf16) in this version",
+                        er__op_name(ref));
+    return ER_OK;
 }
 
 /* One share: rows [r0, r1) of dx, columns [c0, c1) of dweight and dbias. m, rs: every row's mean and rstd; w: the
@@ -144,7 +166,7 @@ typedef struct er_nbwd_job {
     const er_ref *ref;
     er_sink *sk[3];
     er_nbwd_plan pl[3];
-    const double *m, *rs, *w;
+    const double *m, *rlo, *rhi, *w; /* rstd in [rlo, rhi] per row (the saved value: equal) */
     int64_t r0, r1, c0, c1;
     int t; /* the share's number: 0 runs in the calling thread */
     er_status st;
@@ -159,7 +181,8 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv) {
             dy[k] = er__load(&s->dy, er__offset(&s->dy, r * n + k));
             x[k] = er__load(&s->x, er__offset(&s->x, r * n + k));
         }
-        ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rs[r], n, cv, ex, rd));
+        ER_RETURN_IF_ERROR(
+            er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r], n, cv, ex, rd));
         for (int64_t k = 0; k < n; k++) {
             er_cset c;
             er__cset_build(&c, j->pl[0].O, j->pl[0].ov, 1, &cv[k], ex[k], rd[k]);
@@ -176,8 +199,9 @@ static er_status er_nbwd_cols(er_nbwd_job *j) {
     int64_t n = s->n, R = s->rows, nb = R ? (INT64_C(1) << 20) / R : 32;
     nb = nb < 1 ? 1 : nb > 32 ? 32 : nb;
     double *blk = malloc(sizeof(double) * 2 * (size_t)nb * (size_t)(R ? R : 1));
-    if (!blk) return er__fail(ER_ERR_NOMEM, "cannot allocate %s's column block of %lld rows", er__op_name(j->ref),
-                              (long long)R);
+    if (!blk)
+        return er__fail(ER_ERR_NOMEM, "cannot allocate %s's column block of %lld rows", er__op_name(j->ref),
+                        (long long)R);
     er_status st = ER_OK;
     for (int64_t c0 = j->c0; c0 < j->c1 && st == ER_OK; c0 += nb) {
         int64_t k = j->c1 - c0 < nb ? j->c1 - c0 : nb;
@@ -191,8 +215,8 @@ static er_status er_nbwd_cols(er_nbwd_job *j) {
                 if (!j->sk[o]) continue;
                 er_cval cv;
                 double ex, rd;
-                st = er__nbwd_col(&j->pl[o], o == 2, blk + q * R, blk + (nb + q) * R, s->centered ? j->m : NULL, j->rs,
-                                  R, &cv, &ex, &rd);
+                st = er__nbwd_col(&j->pl[o], o == 2, blk + q * R, blk + (nb + q) * R, s->centered ? j->m : NULL, j->rlo,
+                                  j->rhi, R, &cv, &ex, &rd);
                 if (st != ER_OK) break;
                 er_cset cs;
                 er__cset_build(&cs, j->pl[o].O, j->pl[o].ov, 1, &cv, ex, rd);
@@ -221,59 +245,141 @@ static void *er_nbwd_run(void *arg) {
     return NULL;
 }
 
+/* rmsnorm without a saved rstd: each row's rstd set under the standard (the forward model's, rmsnorm.md) into
+ * [rlo, rhi], its exact sum of squares (Sx) and exact rstd's enclosure [rxl, rxh]. */
+static er_status er_nbwd_own_rows(const er_ref *ref, const er_standard *std, double *rlo, double *rhi, double *rxl,
+                                  double *rxh, mpfr_t *Sx) {
+    const er_nbwd_state *s = er__nbwd(ref);
+    const er_fmt_info *X = er__fmt(s->x.format), *F = er__fmt(std->compute);
+    er_rmsnorm_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.F = F;
+    pl.O = F;
+    pl.X = X;
+    pl.eps = er__round_double(F, s->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+    pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+    pl.rsqrt_ftz = std->fast_math == 2;
+    pl.depth = std->depth;
+    pl.variance = std->variance;
+    pl.combine_depth = std->combine_depth;
+    pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
+    pl.mean = std->mean;
+    er_dot_env env;
+    memset(&env, 0, sizeof env);
+    env.wide = X->p > 26;
+    int lsb = X->emin - X->p + 1;
+    env.base = env.wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
+    env.top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
+    er_acc acc;
+    ER_RETURN_IF_ERROR(er__acc_init(&acc, env.base, env.top));
+    double *x = malloc(sizeof(double) * (size_t)(s->n ? s->n : 1));
+    er_status st = x ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)s->n);
+    for (int64_t r = 0; r < s->rows && st == ER_OK; r++) {
+        env.special = 0;
+        for (int64_t k = 0; k < s->n; k++) {
+            x[k] = er__load(&s->x, er__offset(&s->x, r * s->n + k));
+            env.special |= !isfinite(x[k]);
+        }
+        er_dotsum sm;
+        int qs;
+        st = er__rmsnorm_rstd_set(&pl, &acc, &env, x, s->n, &sm, &qs, &rlo[r], &rhi[r]);
+        er_status s2 = er__nbwd_own_rstd(x, s->n, pl.eps, Sx[r], &rxl[r], &rxh[r]);
+        if (st == ER_OK) st = s2;
+        if (env.special) rhi[r] = INFINITY; /* no claim for the row (its dx and dweight's sets: everything) */
+    }
+    free(x);
+    er__acc_free(&acc);
+    return st;
+}
+
 static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
     const er_nbwd_state *s = er__nbwd(ref);
     int64_t most = s->rows > s->n ? s->rows : s->n;
     int nt = er__num_threads(ref->n * 64);
     if (nt > most) nt = most > 0 ? (int)most : 1;
     /* per share: a row's values, sets and exact terms (up to 160 bytes an element with the exact fallback's), and a
-     * column block (2 values of at most 32 columns, up to 2^20 values unless one column is longer) */
+     * column block (2 values of at most 32 columns, up to 2^20 values unless one column is longer); own rstd: four
+     * values and an exact sum of squares (up to 1200 bytes) a row */
     double blk = 32.0 * (double)s->rows;
     blk = blk < 1048576.0 ? blk : (double)s->rows > 1048576.0 ? (double)s->rows : 1048576.0;
     ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(double) * (double)(2 * s->rows + s->n) +
+                                         (s->own ? 1232.0 * (double)s->rows : 0.0) +
                                          (160.0 * (double)s->n + 16.0 * blk) * nt,
                                      "the rows' statistics and working rows"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     size_t nr = (size_t)(s->rows ? s->rows : 1);
-    double *m = malloc(sizeof(double) * nr), *rs = malloc(sizeof(double) * nr),
+    double *m = malloc(sizeof(double) * nr), *rlo = malloc(sizeof(double) * nr),
+           *rhi = s->own ? malloc(sizeof(double) * nr) : rlo, *rxl = s->own ? malloc(sizeof(double) * nr) : NULL,
+           *rxh = s->own ? malloc(sizeof(double) * nr) : NULL,
            *w = s->has_weight ? malloc(sizeof(double) * (size_t)s->n) : NULL;
-    er_status st = m && rs && (w || !s->has_weight)
+    mpfr_t *Sx = s->own ? calloc(nr, sizeof(mpfr_t)) : NULL;
+    er_status st = m && rlo && rhi && (w || !s->has_weight) && (!s->own || (rxl && rxh && Sx))
                        ? ER_OK
                        : er__fail(ER_ERR_NOMEM, "cannot allocate the statistics of %lld rows", (long long)s->rows);
+    int64_t nsx = 0; /* the exact sums initialised */
+    if (st == ER_OK && s->own) {
+        st = er_nbwd_own_rows(ref, std, rlo, rhi, rxl, rxh, Sx);
+        nsx = s->rows;
+    }
     if (st == ER_OK) {
         if (s->centered) er__decode_rowmajor(&s->mean, m);
-        er__decode_rowmajor(&s->rstd, rs);
+        if (!s->own) er__decode_rowmajor(&s->rstd, rlo);
         if (w) er__decode_rowmajor(&s->weight, w);
         er_nbwd_job jobs[ER_MAX_THREADS];
         for (int t = 0; t < nt; t++) {
             er_nbwd_job *j = &jobs[t];
-            *j = (er_nbwd_job){
-                ref,           { NULL, NULL, NULL }, { { 0 } }, m,    rs, w, s->rows * t / nt, s->rows * (t + 1) / nt,
-                s->n * t / nt, s->n * (t + 1) / nt,  t,         ER_OK
-            };
+            *j = (er_nbwd_job){ ref,
+                                { NULL, NULL, NULL },
+                                { { 0 } },
+                                m,
+                                rlo,
+                                rhi,
+                                w,
+                                s->rows * t / nt,
+                                s->rows * (t + 1) / nt,
+                                s->n * t / nt,
+                                s->n * (t + 1) / nt,
+                                t,
+                                ER_OK };
             for (int o = 0; o < ref->mod->nout; o++) {
                 j->sk[o] = er__sinks_at(sk, t, o);
-                if (j->sk[o])
-                    j->pl[o] =
-                        (er_nbwd_plan){ er__fmt(std->compute), j->sk[o]->O, j->sk[o]->ov, std->depth, s->centered };
+                if (!j->sk[o]) continue;
+                const er_fmt_info *F = er__fmt(std->compute);
+                j->pl[o] = (er_nbwd_plan){ F,
+                                           j->sk[o]->O,
+                                           j->sk[o]->ov,
+                                           std->depth,
+                                           s->centered,
+                                           s->own,
+                                           er__round_double(F, s->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
+                                           s->n,
+                                           rxl,
+                                           rxh,
+                                           (const mpfr_t *)Sx };
             }
         }
         er__run_jobs(jobs, sizeof jobs[0], nt, er_nbwd_run);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
+    for (int64_t r = 0; r < nsx; r++) mpfr_clear(Sx[r]);
+    free(Sx);
     free(m);
-    free(rs);
+    if (rhi != rlo) free(rhi);
+    free(rlo);
+    free(rxl);
+    free(rxh);
     free(w);
     return st;
 }
 
 static const char *const er_nbwd_names[3] = { "dx", "dweight", "dbias" };
 
-#define ER_NBWD_MODULE(op, k)                                                                                      \
+#define ER_NBWD_MODULE(op, k, t)                                                                                   \
     {                                                                                                              \
-        .name = op, .nout = k, .out_names = er_nbwd_names, .priv_size = sizeof(er_nbwd_state),                     \
-        .takes = ER_TAKES_DEPTH, .inputs = er_nbwd_inputs, .out_shape = er_nbwd_out_shape, .check = er_nbwd_check, \
-        .covers = er_nbwd_covers                                                                                   \
+        .name = op, .nout = k, .out_names = er_nbwd_names, .priv_size = sizeof(er_nbwd_state), .takes = t,         \
+        .inputs = er_nbwd_inputs, .out_shape = er_nbwd_out_shape, .check = er_nbwd_check, .covers = er_nbwd_covers \
     }
-const er_op_module er__layer_norm_backward_module = ER_NBWD_MODULE("layer_norm_backward", 3),
-                   er__rmsnorm_backward_module = ER_NBWD_MODULE("rmsnorm_backward", 2);
+const er_op_module er__layer_norm_backward_module = ER_NBWD_MODULE("layer_norm_backward", 3, ER_TAKES_DEPTH),
+                   er__rmsnorm_backward_module = ER_NBWD_MODULE("rmsnorm_backward", 2,
+                                                                ER_TAKES_DEPTH | ER_TAKES_RSQRT | ER_TAKES_MEAN |
+                                                                    ER_TAKES_VARIANCE | ER_TAKES_TRITON);

@@ -102,7 +102,7 @@ static void reset(void) {
       er_matmul_covers(&o.rep, &A, &B, &o.C, "sequential", "vec=4"))                                                  \
     X(covers_combine_depth_zero, ER_ERR_STANDARD, "combine_depth=0",                                              \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "combine_depth=0"))                                         \
-    X(covers_combine_depth_matmul, ER_ERR_STANDARD, "combine_depth= bounds a Welford tree (rmsnorm and layernorm), not matmul",\
+    X(covers_combine_depth_matmul, ER_ERR_STANDARD, "combine_depth= bounds a Welford tree (rmsnorm, layernorm and rmsnorm_backward), not matmul",\
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "combine_depth=4"))                                         \
     X(covers_combine_depth_two_pass, ER_ERR_STANDARD, "variance=two_pass has none",                                 \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "variance=two_pass combine_depth=4"))                       \

@@ -154,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const er_tensor *dy = vb > 0 && (byte(&r) & 1) ? &B : &A, *w = vb > 0 && (byte(&r) & 1) ? &B : NULL;
         if (!ok) st = ER_ERR_INVALID;
         else if (op == 14) st = er_layer_norm_backward(&ref, dy, &A, k, byte(&r) % 16 ? &M : NULL, &Rs, w);
-        else st = er_rmsnorm_backward(&ref, dy, &A, &Rs, w);
+        else st = er_rmsnorm_backward(&ref, dy, &A, byte(&r) % 4 ? &Rs : NULL, w, eps);
         break;
     }
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;

@@ -198,6 +198,9 @@ static void nb_exact(const nb_case *c, er_format fo, double *dx, double *dw, dou
 
 /* ---- the check ---- */
 
+/* rmsnorm_backward without the saved rstd (the kernel's own, eps 1e-6): nb_check passes rstd NULL. */
+static int nb_own;
+
 /* Covers (dx, dweight, dbias) stored to fo against the backward pass of case c: the reports of the outputs. */
 static void nb_check(const nb_case *c, const double *dx, const double *dw, const double *db, er_format fo,
                      const char *options, er_report reps[3]) {
@@ -220,7 +223,7 @@ static void nb_check(const nb_case *c, const double *dx, const double *dw, const
     er_ref *ref;
     const er_tensor *w = c->has_w ? &tw : NULL;
     if (c->centered) ck_assert_int_eq(er_layer_norm_backward(&ref, &tdy, &tx, 1, &tm, &tr, w), ER_OK);
-    else ck_assert_int_eq(er_rmsnorm_backward(&ref, &tdy, &tx, &tr, w), ER_OK);
+    else ck_assert_int_eq(er_rmsnorm_backward(&ref, &tdy, &tx, nb_own ? NULL : &tr, w, 1e-6), ER_OK);
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", options), ER_OK);
     const er_tensor *outs[3] = {&tdx, &tdw, &tdb};
@@ -424,6 +427,119 @@ START_TEST(norm_backward_subnormal_gradients) {
 }
 END_TEST
 
+/* The exact dx and dweight of rmsnorm with the exact rstd 1/sqrt(sum x^2 / n + eps), eps = 1e-6 as fp32 holds it
+ * (MPFR at 4000 bits). */
+static void nb_exact_own(const nb_case *c, er_format fo, double *dx, double *dw) {
+    int64_t n = c->n, R = c->R;
+    mpfr_t *r = malloc(sizeof(mpfr_t) * (size_t)R), C, t, v;
+    mpfr_inits2(4000, C, t, v, (mpfr_ptr)0);
+    for (int64_t i = 0; i < R; i++) {
+        mpfr_init2(r[i], 4000);
+        mpfr_set_zero(r[i], 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_set_flt(t, c->x[i * n + j], MPFR_RNDN);
+            mpfr_sqr(t, t, MPFR_RNDN);
+            mpfr_add(r[i], r[i], t, MPFR_RNDN);
+        }
+        mpfr_div_si(r[i], r[i], (long)n, MPFR_RNDN);
+        mpfr_add_d(r[i], r[i], (double)1e-6f, MPFR_RNDN);
+        mpfr_rec_sqrt(r[i], r[i], MPFR_RNDN);
+        mpfr_set_zero(C, 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_set_flt(t, c->dy[i * n + j], MPFR_RNDN);
+            mpfr_mul_d(t, t, (double)c->w[j] * c->x[i * n + j], MPFR_RNDN);
+            mpfr_add(C, C, t, MPFR_RNDN); /* sum g x */
+        }
+        for (int64_t j = 0; j < n; j++) { /* r g - r^3 x C / n */
+            mpfr_pow_ui(v, r[i], 3, MPFR_RNDN);
+            mpfr_mul(v, v, C, MPFR_RNDN);
+            mpfr_mul_d(v, v, c->x[i * n + j], MPFR_RNDN);
+            mpfr_div_si(v, v, (long)n, MPFR_RNDN);
+            mpfr_set_flt(t, c->dy[i * n + j], MPFR_RNDN);
+            mpfr_mul_d(t, t, c->w[j], MPFR_RNDN);
+            mpfr_mul(t, t, r[i], MPFR_RNDN);
+            mpfr_sub(v, t, v, MPFR_RNDN);
+            dx[i * n + j] = er_oracle_round(fo, v, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+        }
+    }
+    for (int64_t j = 0; j < n; j++) {
+        mpfr_set_zero(C, 1);
+        for (int64_t i = 0; i < R; i++) {
+            mpfr_set_flt(t, c->dy[i * n + j], MPFR_RNDN);
+            mpfr_mul_d(t, t, c->x[i * n + j], MPFR_RNDN);
+            mpfr_mul(t, t, r[i], MPFR_RNDN);
+            mpfr_add(C, C, t, MPFR_RNDN);
+        }
+        dw[j] = er_oracle_round(fo, C, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+    }
+    for (int64_t i = 0; i < R; i++) mpfr_clear(r[i]);
+    free(r);
+    mpfr_clears(C, t, v, (mpfr_ptr)0);
+}
+
+/* rmsnorm_backward without a saved rstd: fp32 kernels that compute their own rstd (the sum of squares in four orders,
+ * divided by n or multiplied by fl(1/n), plus eps, 1/sqrtf, moved by -2 to 2 ulps: rsqrt's budget) and dx and
+ * dweight from it are covered; the exact results (MPFR at 4000 bits, with the exact rstd) are exact; a kernel whose
+ * rstd comes from the unbiased variance is caught. */
+START_TEST(rmsnorm_backward_own_rstd) {
+    er_test_reseed(1206);
+    static const int64_t lens[] = {1, 7, 64, 1000};
+    long trials = (long)(12 * er_test_multiplier()), caught = 0, tried = 0, exact = 0, elems = 0;
+    nb_own = 1;
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t n = lens[tr % 4], R = n <= 7 ? 200 : 4;
+        int fam = (int)(tr / 4 % 3 == 0 ? NB_NORMAL : tr / 4 % 3 == 1 ? NB_WIDE : NB_TIES);
+        nb_case c;
+        nb_make(&c, fam, R, n, 0, ER_FP32);
+        float *scratch = malloc(sizeof(float) * (size_t)(R > n ? R : n));
+        double *dx = malloc(sizeof(double) * (size_t)(R * n)), *dw = malloc(sizeof(double) * (size_t)n),
+               *db = calloc((size_t)n, sizeof(double));
+        for (int v = 0; v < 6; v++) {
+            int order = v % SUM_COUNT, unbiased = v == 5 && n >= 64;
+            for (int64_t i = 0; i < R; i++) { /* the kernel's own rstd */
+                for (int64_t j = 0; j < n; j++) scratch[j] = c.x[i * n + j] * c.x[i * n + j];
+                float q = nb_sum(order, scratch, n);
+                float ms = unbiased ? q / (float)(n - 1) : v % 2 ? q * (1.0f / (float)n) : q / (float)n;
+                float r = 1.0f / sqrtf(ms + 1e-6f);
+                for (int k = (int)(er_rand64() % 5) - 2; k != 0; k += k > 0 ? -1 : 1)
+                    r = nextafterf(r, k > 0 ? INFINITY : 0); /* rsqrt within 2 ulps */
+                c.r[i] = r;
+            }
+            for (int64_t i = 0; i < R; i++) nb_dx(&c, v % 2 ? K_TORCH : K_TRITON, order, i, scratch, dx + i * n);
+            for (int64_t j = 0; j < n; j++) dw[j] = nb_col(&c, 0, order, j, scratch);
+            er_report reps[3];
+            nb_check(&c, dx, dw, db, ER_FP32, NULL, reps);
+            if (unbiased) {
+                tried++;
+                caught += !er_report_all(&reps[0]);
+            } else {
+                for (int o = 0; o < 2; o++)
+                    ER_REQUIRE_PASS(&reps[o], "own rstd trial %ld variant %d output %d (n = %lld, %s) " ER_SEED_MSG_FMT
+                                    ":", tr, v, o, (long long)n, nb_fams[fam], ER_SEED_ARGS);
+            }
+            nb_clear(reps, 3);
+        }
+        nb_exact_own(&c, ER_FP32, dx, dw);
+        er_report reps[3];
+        nb_check(&c, dx, dw, db, ER_FP32, NULL, reps);
+        for (int o = 0; o < 2; o++) {
+            int64_t want = o ? n : R * n;
+            ck_assert_msg(reps[o].counts[ER_CLASS_EXACT] == want, "own rstd trial %ld output %d: %lld of %lld exact",
+                          tr, o, (long long)reps[o].counts[ER_CLASS_EXACT], (long long)want);
+            exact += (long)want;
+            elems += (long)want;
+        }
+        nb_clear(reps, 3);
+        free(scratch); free(dx); free(dw); free(db);
+        nb_free(&c);
+    }
+    nb_own = 0;
+    printf("t-normbwd: rmsnorm_backward without rstd: %ld trials covered, %ld of %ld exact results exact; the unbiased "
+           "rstd caught in %ld of %ld\n", trials, exact, elems, caught, tried);
+    ck_assert_msg(caught == tried && tried > 0, "the unbiased rstd passed in %ld of %ld", tried - caught, tried);
+}
+END_TEST
+
 /* compute=fp64 (the sums exact with MPFR, not in the accumulator): a kernel computing in double, stored to fp32, is
  * covered and the exact results are exact. */
 START_TEST(norm_backward_compute_fp64) {
@@ -501,7 +617,7 @@ START_TEST(norm_backward_depth_and_refusals) {
     ck_assert_ptr_nonnull(strstr(er_last_error(), "mean must hold one value per row"));
     ck_assert_int_eq(er_layer_norm_backward(&ref, &tdy, &tx, 1, NULL, &tr, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_layer_norm_backward(&ref, &tdy, &tx, 3, &tm, &tr, NULL), ER_ERR_SHAPE);
-    ck_assert_int_eq(er_rmsnorm_backward(&ref, &tdy, &tx, &tr, &tbad), ER_ERR_SHAPE);
+    ck_assert_int_eq(er_rmsnorm_backward(&ref, &tdy, &tx, &tr, &tbad, 1e-6), ER_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(er_last_error(), "weight must have the normalised shape"));
     ck_assert_ptr_null(ref);
     ck_assert_int_eq(er_layer_norm_backward(&ref, &tdy, &tx, 1, &tm, &tr, NULL), ER_OK);
@@ -529,6 +645,7 @@ int main(void) {
     tcase_add_test(tc, norm_backward_depth_and_refusals);
     tcase_add_test(tc, norm_backward_compute_fp64);
     tcase_add_test(tc, norm_backward_subnormal_gradients);
+    tcase_add_test(tc, rmsnorm_backward_own_rstd);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

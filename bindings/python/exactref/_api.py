@@ -909,7 +909,7 @@ class RmsNormBackwardReference(_MultiOutputReference):
     OUTPUTS = ("dx", "dweight")
 
 
-def _norm_backward(op, dy, x, stats, weight, bias, normalized_shape):
+def _norm_backward(op, dy, x, stats, weight, bias, normalized_shape, eps=0.0):
     g, a = _gradient_and(op, dy, x, "x")
     keep = []
     affine = {}
@@ -937,7 +937,7 @@ def _norm_backward(op, dy, x, stats, weight, bias, normalized_shape):
             continue
         arr = {"dy": g, "x": a}.get(name)
         arr = to_numpy(t, name) if arr is None else arr
-        format_of(arr.dtype)
+        format_of(arr.dtype, name)
         if arr.ndim == 0:
             arr = arr.reshape(1)
         v = View(arr, name)
@@ -945,8 +945,9 @@ def _norm_backward(op, dy, x, stats, weight, bias, normalized_shape):
         views[name] = v.buf
     if bias is not None:
         keep.append(bias)
-    ptr = _ffi.norm_backward(views["dy"], views["x"], k, views.get("mean"), views["rstd"], views["weight"])
-    cls = LayerNormBackwardReference if "mean" in views else RmsNormBackwardReference
+    rms = "mean" not in views
+    ptr = _ffi.norm_backward(views["dy"], views["x"], k, views.get("mean"), views["rstd"], views["weight"], eps, rms)
+    cls = RmsNormBackwardReference if rms else LayerNormBackwardReference
     return cls(ptr, tuple(keep), a.shape, op)
 
 
@@ -965,17 +966,20 @@ def layer_norm_backward(dy: ArrayLike, x: ArrayLike, mean: ArrayLike, rstd: Arra
                           normalized_shape)
 
 
-def rmsnorm_backward(dy: ArrayLike, x: ArrayLike, rstd: ArrayLike,
-                     weight: Optional[ArrayLike] = None) -> RmsNormBackwardReference:
+def rmsnorm_backward(dy: ArrayLike, x: ArrayLike, rstd: Optional[ArrayLike] = None,
+                     weight: Optional[ArrayLike] = None, eps: float = 1e-6) -> RmsNormBackwardReference:
     """The exact reference of rmsnorm's backward pass over x's last dimension from the gradient dy, the forward input
     x and the forward pass's saved rstd (one value per row): two outputs, dx = rstd (g - xhat mean(g xhat)) with
     g = weight dy, xhat = x rstd, and dweight = the sum over rows of dy xhat. The set as layer_norm_backward's
-    (docs/algorithms/norm-backward.md)."""
+    (docs/algorithms/norm-backward.md). rstd=None: the kernel computed its own rstd with `eps`, any value rmsnorm's
+    forward standard allows (options rsqrt_ulps=, mean=, variance=, math=triton as for rmsnorm); the exact results
+    take the exact 1/sqrt(mean(x^2) + eps)."""
+    eps = _check.real(eps, "rmsnorm_backward", "eps", lo=0)
     if weight is not None:
         w = to_numpy(weight, "weight")
         if w.ndim != 1:
             raise ValueError("exactref: rmsnorm_backward: weight must be a vector, not of shape %s" % (w.shape,))
-    return _norm_backward("rmsnorm_backward", dy, x, [(rstd, "rstd")], weight, None, None)
+    return _norm_backward("rmsnorm_backward", dy, x, [(rstd, "rstd")], weight, None, None, eps)
 
 
 def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight: Optional[ArrayLike] = None,

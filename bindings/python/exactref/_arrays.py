@@ -55,13 +55,15 @@ def numpy_dtype(name):
 _FMT_OF_DTYPE = {}  # dtype -> format, filled as dtypes are seen (np.dtype(...).name is slow on a hot path)
 
 
-def format_of(dtype):
+def format_of(dtype, name=None):
+    """The format of an array's dtype; TypeError for an unsupported one (naming the argument `name` where given)."""
     fmt = _FMT_OF_DTYPE.get(dtype)
     if fmt is not None:
         return fmt
     fmt = _BY_NAME.get(np.dtype(dtype).name)
     if fmt is None:
-        raise TypeError("exactref: unsupported dtype %s (supported: %s)" % (np.dtype(dtype).name, SUPPORTED))
+        raise TypeError("exactref: %sunsupported dtype %s (supported: %s)"
+                        % ("%s has " % name if name else "", np.dtype(dtype).name, SUPPORTED))
     if isinstance(dtype, np.dtype):
         _FMT_OF_DTYPE[dtype] = fmt
     return fmt

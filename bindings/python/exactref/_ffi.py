@@ -100,7 +100,8 @@ _sig = {
     ),
     "er_rmsnorm_backward": (
         ctypes.c_int,
-        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+         ctypes.c_double],
     ),
     "er_rmsnorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
     "er_scaled_matmul": (
@@ -422,10 +423,10 @@ def softmax_backward(vdy, vy, dim, log=False):
     return _new(lib.er_log_softmax_backward if log else lib.er_softmax_backward, vdy, vy, dim)
 
 
-def norm_backward(vdy, vx, k, vmean, vrstd, vw):
-    """layer_norm_backward (vmean a view) or rmsnorm_backward (vmean None, k 1)."""
-    if vmean is None:
-        return _new(lib.er_rmsnorm_backward, vdy, vx, vrstd, vw)
+def norm_backward(vdy, vx, k, vmean, vrstd, vw, eps=0.0, rms=False):
+    """layer_norm_backward, or rmsnorm_backward (rms; vrstd None: the kernel's own rstd with eps)."""
+    if rms:
+        return _new(lib.er_rmsnorm_backward, vdy, vx, vrstd, vw, eps)
     return _new(lib.er_layer_norm_backward, vdy, vx, k, vmean, vrstd, vw)
 
 

@@ -142,6 +142,25 @@ def test_rmsnorm_backward():
     assert er.rmsnorm_backward(dy, x, r).covers(norm_kernel(x, dy, np.ones_like(w), m, r, centered=False)[0]).all()
 
 
+def test_rmsnorm_backward_own_rstd():
+    """rstd=None: a kernel that computes its own rstd (fp32, numpy's pairwise sum of squares) is covered, and one
+    whose rstd comes from the unbiased mean square is not; the options of the forward's rstd apply only then."""
+    rng = np.random.default_rng(17)
+    f = np.float32
+    x, dy, w, _, _ = layer_norm_case(rng, 6, 300, centered=False)
+    own = (f(1) / np.sqrt((x * x).sum(1, dtype=f) / f(300) + f(1e-6))).astype(f)
+    ref = er.rmsnorm_backward(dy, x, weight=w, eps=1e-6)
+    res = ref.covers(norm_kernel(x, dy, w, np.zeros(6, f), own, centered=False)[:2])
+    assert res.all(), str(res)
+    assert ref.covers(norm_kernel(x, dy, w, np.zeros(6, f), own, centered=False)[0], rsqrt_ulps=4).all()
+    unbiased = (f(1) / np.sqrt((x * x).sum(1, dtype=f) / f(299) + f(1e-6))).astype(f)
+    assert not ref.covers(norm_kernel(x, dy, w, np.zeros(6, f), unbiased, centered=False)[:2]).all()
+    with pytest.raises(er.ExactrefError, match="without a saved rstd"):
+        er.rmsnorm_backward(dy, x, own, w).covers(dy, rsqrt_ulps=4)
+    with pytest.raises(ValueError, match="eps"):
+        er.rmsnorm_backward(dy, x, weight=w, eps=-1.0)
+
+
 def test_norm_backward_arguments():
     rng = np.random.default_rng(15)
     x, dy, w, m, r = layer_norm_case(rng, 4, 16)

@@ -164,6 +164,7 @@ def _calls():
         (er.rmsnorm, dict(x=x, weight=w, eps=1e-6)), (er.layer_norm, dict(x=x, normalized_shape=8, eps=1e-5)),
         (er.layer_norm_backward, dict(dy=x, x=x, mean=x.mean(-1), rstd=np.ones(x.shape[:-1], np.float32), weight=w,
                                       normalized_shape=8)),
+        (er.rmsnorm_backward, dict(dy=x, x=x, rstd=None, weight=w, eps=1e-6)),
         (er.scaled_matmul, dict(A=A, B=B, scale_a=0.5, scale_b=2.0)),
         (er.quantize, dict(x=x, dtype="float8_e4m3fn", granularity=("block", 4), recipe="amax")),
         (er.attention, dict(q=q, k=q, v=q, scale=0.25, causal=True, causal_alignment="bottom_right", window=(2, 1),
