@@ -7,7 +7,7 @@ of 1 to 5000 and columns of up to 1000 rows, on six families: normal; offset (x 
 0); wide (x and dy over many binades); ties (integers and eighths); masked (a third of dy zero, a quarter of the rows
 constant: rstd = 1/sqrt(eps)); subnormal (dy at the bottom of its format). The saved mean and rstd are the forward kernel's
 own (aten.native_layer_norm, aten._fused_rms_norm). With EXACTREF_LIBRARY set it checks every case (dx, dweight,
-dbias) and prints the verdicts by op, kernel and family; cases that fail are written to OUT/norm_backward.npz
+dbias; rmsnorm's also without the saved rstd, rstd=None) and prints the verdicts by op, kernel and family; cases that fail are written to OUT/norm_backward.npz
 (cid__in__dy, __in__x, __in__mean, __in__rstd, __in__weight, __out__dx, __out__dweight, __out__dbias; bfloat16 as
 uint16) with OUT/norm_backward.txt (id op kernel dtype family rows cols). Run: OUT=/some/dir python3
 capture_norm_backward.py"""
@@ -186,6 +186,10 @@ def main():
                         ok, res = judge(er, op, view["dy"], view["x"], view.get("mean"), view["rstd"], view["weight"],
                                         outv)
                         verdicts.setdefault((op, name, family), []).append(all(ok))
+                        if op == "rmsnorm":  # judged again without the saved rstd: the forward's set of rstd
+                            own = er.rmsnorm_backward(view["dy"], view["x"], None, view["weight"], eps=EPS)
+                            verdicts.setdefault((op + "(rstd=None)", name, family), []).append(
+                                bool(own.covers(tuple(outv), compute="float32").all()))
                         if not name.startswith("bug"):
                             for o, r in res.results.items():
                                 c = counts.setdefault((op, name, o), {"exact": 0, "elements": 0})
