@@ -271,7 +271,7 @@ static void er_nbwd_exact(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, doub
 
 er_status er__nbwd_own_rstd(const double *x, int64_t n, double eps, mpfr_t S, double *lo, double *hi) {
     er_terms T;
-    mpfr_init2(S, 2);
+    mpfr_set_prec(S, 2);
     mpfr_set_zero(S, 1);
     *lo = 0;
     *hi = INFINITY;
@@ -427,6 +427,7 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
     mpfr_t S;
     er_iv rx = riv, rxc = rc;
     if (pl->own) {
+        mpfr_init2(S, 2);
         st = er__nbwd_own_rstd(x, n, pl->eps, S, &rx.lo, &rx.hi);
         rxc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(rx, rx), rx), rs.C), invn);
     }

@@ -28,8 +28,8 @@ typedef struct er_nbwd_plan {
     const mpfr_t *Sx;
 } er_nbwd_plan;
 
-/* Row x's exact sum of squares into S (initialised here, also on failure) and 1/sqrt(S/n + eps) enclosed in doubles
- * [*lo, *hi] (+inf above where S/n + eps may be 0). */
+/* Row x's exact sum of squares into S (an initialised MPFR number; 0 for a row holding a NaN or an infinity) and
+ * 1/sqrt(S/n + eps) enclosed in doubles [*lo, *hi] (+inf above where S/n + eps may be 0). */
 ER_INTERNAL er_status er__nbwd_own_rstd(const double *x, int64_t n, double eps, mpfr_t S, double *lo, double *hi);
 
 /* Roundings a monomial of the model may pass through outside the sums' additions: dx's (Theorem N1) and dweight's

@@ -250,28 +250,10 @@ static void *er_nbwd_run(void *arg) {
 static er_status er_nbwd_own_rows(const er_ref *ref, const er_standard *std, double *rlo, double *rhi, double *rxl,
                                   double *rxh, mpfr_t *Sx) {
     const er_nbwd_state *s = er__nbwd(ref);
-    const er_fmt_info *X = er__fmt(s->x.format), *F = er__fmt(std->compute);
     er_rmsnorm_plan pl;
-    memset(&pl, 0, sizeof pl);
-    pl.F = F;
-    pl.O = F;
-    pl.X = X;
-    pl.eps = er__round_double(F, s->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
-    pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
-    pl.rsqrt_ftz = std->fast_math == 2;
-    pl.depth = std->depth;
-    pl.variance = std->variance;
-    pl.combine_depth = std->combine_depth;
-    pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
-    pl.mean = std->mean;
     er_dot_env env;
-    memset(&env, 0, sizeof env);
-    env.wide = X->p > 26;
-    int lsb = X->emin - X->p + 1;
-    env.base = env.wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
-    env.top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
     er_acc acc;
-    ER_RETURN_IF_ERROR(er__acc_init(&acc, env.base, env.top));
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, er__fmt(s->x.format), s->eps));
     double *x = malloc(sizeof(double) * (size_t)(s->n ? s->n : 1));
     er_status st = x ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)s->n);
     for (int64_t r = 0; r < s->rows && st == ER_OK; r++) {
@@ -318,8 +300,8 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
                        : er__fail(ER_ERR_NOMEM, "cannot allocate the statistics of %lld rows", (long long)s->rows);
     int64_t nsx = 0; /* the exact sums initialised */
     if (st == ER_OK && s->own) {
+        for (; nsx < s->rows; nsx++) mpfr_init2(Sx[nsx], 2);
         st = er_nbwd_own_rows(ref, std, rlo, rhi, rxl, rxh, Sx);
-        nsx = s->rows;
     }
     if (st == ER_OK) {
         if (s->centered) er__decode_rowmajor(&s->mean, m);

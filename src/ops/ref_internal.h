@@ -67,6 +67,12 @@ typedef struct er_rows_state {
 static inline er_rows_state *er__rows(const er_ref *r) { return (er_rows_state *)r->priv; }
 /* The row modules' inputs: x, then the weight and the bias where given. */
 ER_INTERNAL int er__rows_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);
+/* rmsnorm's plan of the standard (compute, rsqrt_ulps=, mean=, variance=, combine_depth=, depth=, math=triton) for
+ * inputs of format X and this eps, with the sum of squares' accumulator (initialised; free it) and range; the
+ * plan's output is F until the caller sets it. Shared by the forward rows and the backward pass's own rstd. */
+struct er_rmsnorm_plan; /* enclose/rmsnorm.h */
+ER_INTERNAL er_status er__rmsnorm_setup(struct er_rmsnorm_plan *pl, er_acc *acc, er_dot_env *env,
+                                        const er_standard *std, const er_fmt_info *X, double eps);
 /* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
  * compute format holding the input's values. */
 ER_INTERNAL er_status er__rows_standard(const er_ref *ref, const er_standard *std);

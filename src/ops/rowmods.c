@@ -81,38 +81,49 @@ static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64
     return st;
 }
 
+er_status er__rmsnorm_setup(er_rmsnorm_plan *pl, er_acc *acc, er_dot_env *env, const er_standard *std,
+                            const er_fmt_info *X, double eps) {
+    const er_fmt_info *F = er__fmt(std->compute);
+    memset(pl, 0, sizeof *pl);
+    pl->F = F;
+    pl->O = F;
+    pl->X = X;
+    pl->eps = er__round_double(F, eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+    pl->U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+    pl->rsqrt_ftz = std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
+    pl->depth = std->depth;
+    pl->variance = std->variance;
+    pl->combine_depth = std->combine_depth;
+    pl->Udiv_n = std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
+    pl->mean = std->mean;
+    /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
+    memset(env, 0, sizeof *env);
+    env->wide = X->p > 26;
+    int lsb = X->emin - X->p + 1;
+    env->base = env->wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
+    env->top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
+    return er__acc_init(acc, env->base, env->top);
+}
+
 static er_status er_rmsnorm_rows(er_row_job *j) {
     const er_ref *ref = j->ref;
     const er_standard *std = j->std;
-    const er_fmt_info *X = er__fmt(er__rows(ref)->A.format), *F = er__fmt(std->compute);
+    const er_fmt_info *X = er__fmt(er__rows(ref)->A.format);
     er_rms_ctx rc;
     memset(&rc, 0, sizeof rc);
     rc.j = j;
-    rc.pl.F = F;
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&rc.pl, &rc.acc, &rc.env, std, X, er__rows(ref)->eps));
     rc.pl.O = j->sk->O;
-    rc.pl.X = X;
     rc.pl.ov_out = j->sk->ov;
-    rc.pl.eps =
-        er__round_double(F, er__rows(ref)->eps, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
-    rc.pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
-    rc.pl.rsqrt_ftz = std->fast_math == 2; /* rsqrt.approx.ftz: a subnormal argument is 0, its rsqrt +inf */
-    rc.pl.depth = std->depth;
-    rc.pl.variance = std->variance;
-    rc.pl.combine_depth = std->combine_depth;
-    rc.pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
-    rc.pl.mean = std->mean;
     int64_t n = er__rows(ref)->K;
     rc.w = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!rc.w) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+    if (!rc.w) {
+        er__acc_free(&rc.acc);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
+    }
     for (int64_t k = 0; k < n; k++)
         rc.w[k] = er__rows(ref)->has_weight ? er__load(&er__rows(ref)->B, k * er__rows(ref)->B.strides[0]) : 1.0;
-    /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
-    rc.env.wide = X->p > 26;
-    int lsb = X->emin - X->p + 1;
-    rc.env.base = rc.env.wide ? 2 * (int64_t)lsb : 2 * (int64_t)lsb - 52;
-    rc.env.top = 2 * (int64_t)(X->emax + 1) + 2 + 64;
-    er_status st = er__acc_init(&rc.acc, rc.env.base, rc.env.top);
-    if (st == ER_OK) st = er__softmax_foreach_range(ref, j->r0, j->r1, er_rms_cb, &rc);
+    er_status st = er__softmax_foreach_range(ref, j->r0, j->r1, er_rms_cb, &rc);
     er__acc_free(&rc.acc);
     free(rc.w);
     return st;
