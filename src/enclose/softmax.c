@@ -44,11 +44,8 @@ static void er_flush_join(const er_fmt_info *F, double *lo, double *hi) {
     if (*hi < 0) *hi = 0;
 }
 
-/* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and
- * e its error (t + e = x_j - m exactly, by TwoSum). */
-typedef struct er_exps { double *lo, *hi, *t, *e; } er_exps;
-
-static void er_exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
+/* softmax.h. */
+void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
     for (int64_t j = 0; j < n; j++) {
         if (x[j] == -INFINITY) { ex->lo[j] = ex->hi[j] = 0; ex->t[j] = -INFINITY; ex->e[j] = 0; continue; }
         double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
@@ -161,6 +158,11 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
     }
     mpfr_clear(a);
     er__approx_ends(F, pl->Ulog, la, lb, &l_lo, &l_hi);
+    if (pl->lse) { /* the computed log-sum-exp m + l, before any rounding of the sum, joins pl->lse */
+        double e0 = er__dn(m + l_lo), e1 = er__up(m + l_hi);
+        if (!(e0 >= pl->lse[0])) pl->lse[0] = e0;
+        if (!(e1 <= pl->lse[1])) pl->lse[1] = e1;
+    }
     for (int64_t i = 0; i < n; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         if (x[i] == -INFINITY) { cv[i].lo = INFINITY; cv[i].hi = -INFINITY; cv[i].ninf = 1; continue; }
@@ -296,6 +298,11 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
         mpfr_mul_d(a, sl, one_minus > 0 ? one_minus : 0.0, MPFR_RNDD);
         double s_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
         if (sum_may_overflow) s_hi = INFINITY;
+        if (pl->online) { /* the online sum's bounds instead (Theorem S3) */
+            er_online_sum(pl, x, n, m, NULL, a, b);
+            s_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+            s_hi = er__round_mpfr(F, b, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        }
         er_log_sets(pl, x, n, m, s_lo, s_hi, cv);
     }
     mpfr_t olo, ohi;
@@ -409,6 +416,14 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         double s_lo =
             er__round_double(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)), ER_ROUND_UP, ER_OVERFLOW_IEEE);
         if (sum_may_overflow) s_hi = INFINITY;
+        if (pl->online) { /* the online sum's bounds instead (Theorem S3) */
+            mpfr_t a, b;
+            mpfr_inits2(64, a, b, (mpfr_ptr)0);
+            er_online_sum(pl, x, n, m, ex, a, b);
+            s_lo = er__round_mpfr(F, a, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+            s_hi = er__round_mpfr(F, b, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+            mpfr_clears(a, b, (mpfr_ptr)0);
+        }
         er_log_sets(pl, x, n, m, s_lo, s_hi, cv);
     }
     double olo = 0, ohi = INFINITY;
@@ -543,7 +558,7 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
 static er_status er_sets(const er_softmax_plan *pl, int dbl, const double *x, int64_t n, double m, er_exps *ex,
                          er_cval *cv) {
     if (!dbl) return er_softmax_sets(pl, x, n, m, cv);
-    er_exps_fill(ex, x, n, m);
+    er__exps_fill(ex, x, n, m);
     /* math=triton's exps are 2^fl(d fl(log2 e)): the MPFR sets (the double ones enclose exp(d)) */
     return pl->exp2_triton ? er_softmax_sets(pl, x, n, m, cv) : er_softmax_sets_dbl(pl, x, n, m, ex, cv);
 }

@@ -73,6 +73,15 @@ ER_INTERNAL int er__rows_inputs(const er_ref *r, const er_tensor **views, const 
 struct er_rmsnorm_plan; /* enclose/rmsnorm.h */
 ER_INTERNAL er_status er__rmsnorm_setup(struct er_rmsnorm_plan *pl, er_acc *acc, er_dot_env *env,
                                         const er_standard *std, const er_fmt_info *X, double eps);
+/* softmax's plan of the standard (compute, exp_ulps=, log_ulps=, div=, div_ulps=, math=, max=, online=,
+ * subnormals=, depth=) with output O (ov), for softmax (log 0) or log_softmax (log 1); shared by the softmax rows and
+ * cross_entropy. */
+struct er_softmax_plan; /* enclose/softmax.h */
+ER_INTERNAL struct er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O, er_overflow ov,
+                                                       int log);
+/* The combinations of softmax's options that are not modelled (depth= with online=, subnormals=flush with online= or
+ * max=) or contradict each other (online= with max=optional): ER_ERR_UNSUPPORTED or ER_ERR_STANDARD. */
+ER_INTERNAL er_status er__softmax_standard(const er_standard *std);
 /* The row ops' (softmax, log_softmax, rmsnorm, layernorm) common rule: order any_order, rounding to nearest, and a
  * compute format holding the input's values. */
 ER_INTERNAL er_status er__rows_standard(const er_ref *ref, const er_standard *std);

@@ -30,16 +30,13 @@ static void er_row_put(er_sink *sk, const int64_t *idx, int64_t n, const er_cval
     }
 }
 
-/* softmax and log_softmax rows. */
-static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
-    er_row_job *j = v;
-    const er_standard *sd = j->std;
+er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O, er_overflow ov, int log) {
     er_softmax_plan pl = { er__fmt(sd->compute),
-                           j->sk->O,
-                           j->sk->ov,
+                           O,
+                           ov,
                            sd->exp_ulps ? sd->exp_ulps : 2.0,
                            sd->div,
-                           j->ref->mod == &er__log_softmax_module,
+                           log,
                            sd->log_ulps         ? sd->log_ulps
                            : sd->fast_math == 1 ? 3.0
                                                 : 1.0,
@@ -51,7 +48,15 @@ static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, i
                            sd->online,
                            sd->fast_math == 2,
                            sd->subnormals == ER_SUBNORMALS_FLUSH,
-                           sd->depth };
+                           sd->depth,
+                           NULL };
+    return pl;
+}
+
+/* softmax and log_softmax rows. */
+static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
+    er_row_job *j = v;
+    er_softmax_plan pl = er__softmax_plan_of(j->std, j->sk->O, j->sk->ov, j->ref->mod == &er__log_softmax_module);
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
@@ -159,13 +164,18 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
  * rsqrt, math=triton, mean=. */
 static er_status er_rows_check(const er_ref *ref, const er_standard *std) {
     ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
+    ER_RETURN_IF_ERROR(er__softmax_standard(std));
+    return er__rows_standard(ref, std);
+}
+
+er_status er__softmax_standard(const er_standard *std) {
     if (std->depth && std->online)
         return er__fail(ER_ERR_UNSUPPORTED, "depth= with online= is not modelled in this version");
     if (std->subnormals == ER_SUBNORMALS_FLUSH && (std->online || std->max_optional))
         return er__fail(ER_ERR_UNSUPPORTED, "subnormals=flush with online= or max= is not modelled in this version");
     if (std->online && std->max_optional)
         return er__fail(ER_ERR_STANDARD, "online=yes rescales by the running maximum: max=optional contradicts it");
-    return er__rows_standard(ref, std);
+    return ER_OK;
 }
 
 static const char *const er_one_out[1] = {"out"};
