@@ -5,6 +5,7 @@
 #include <mpfr.h>
 #include "format/format.h"
 #include "enclose/anyorder.h"
+#include "enclose/ival.h"
 
 /* depth: every term passes through at most depth additions (0: any tree, depth n - 1); Theorem 7. */
 static er_status er_bound(er_anyorder_bound *b, const er_fmt_info *F, int64_t n, int64_t depth, int exact,
@@ -142,4 +143,17 @@ void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_inf
         c->hi = hi;
     }
     if (c->pinf && c->ninf) c->nan = 1;
+}
+
+void er__cval_anything(er_cval *c, const er_fmt_info *F) {
+    memset(c, 0, sizeof *c);
+    c->lo = -F->max;
+    c->hi = F->max;
+    c->nan = c->pinf = c->ninf = 1;
+}
+
+double er__gamma(const er_fmt_info *F, double k) {
+    double ku = er__mul_up(k, ldexp(1.0, -F->p));
+    if (!(ku < 0.5)) return INFINITY;
+    return er__up(ku / er__dn(1.0 - ku));
 }

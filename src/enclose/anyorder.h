@@ -45,6 +45,11 @@ ER_INTERNAL void er__edge_scratch_clear(er_edge_scratch *w);
 /* The any-order set in F of the reduction summarised by sm (Theorems 2, 3 and 5, special terms). */
 ER_INTERNAL void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_dotsum *sm,
                                    er_edge_scratch *w);
+/* Every value of F, NaN and both infinities: the set of an element about which nothing is claimed. */
+ER_INTERNAL void er__cval_anything(er_cval *c, const er_fmt_info *F);
+/* gamma(k) = k u / (1 - k u) >= (1 + u)^k - 1 (Higham, Lemma 3.1), rounded up (u = 2^-p, F's unit roundoff); +inf
+ * when k u >= 1/2. */
+ER_INTERNAL double er__gamma(const er_fmt_info *F, double k);
 /* An extended interval [lo, hi] (endpoints may be infinite) and a NaN flag, as a set of values of F. */
 ER_INTERNAL void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_fmt_info *F);
 

@@ -17,20 +17,6 @@
 #include "exact/accum.h"
 
 /* Every value of F and the specials: no claim. */
-static void er_nbwd_anything(er_cval *c, const er_fmt_info *F) {
-    memset(c, 0, sizeof *c);
-    c->lo = -F->max;
-    c->hi = F->max;
-    c->nan = c->pinf = c->ninf = 1;
-}
-
-/* gamma(k) = k u / (1 - k u) >= (1 + u)^k - 1, rounded up (u = 2^-p, F's unit roundoff); +inf when k u >= 1/2. */
-static double er_gamma(const er_fmt_info *F, double k) {
-    double ku = er__mul_up(k, ldexp(1.0, -F->p));
-    if (!(ku < 0.5)) return INFINITY;
-    return er__up(ku / er__dn(1.0 - ku));
-}
-
 /* t = a (x - m) c exactly: x - m spans at most max - min + 54 bits of the two exponents, each product 53 more. */
 static void er_term(mpfr_t t, double a, double x, double m, double c) {
     if (a == 0 || c == 0 || x == m) {
@@ -99,7 +85,7 @@ static void er_terms_clear(er_terms *T) {
 /* The values of F in [lo, hi] (lo, hi doubles), as a set; no claim where an end is beyond F's range or NaN. */
 static void er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) {
     if (!(lo >= -F->max && hi <= F->max)) {
-        er_nbwd_anything(c, F);
+        er__cval_anything(c, F);
         return;
     }
     memset(c, 0, sizeof *c);
@@ -389,7 +375,7 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
     for (int64_t j = 0; j < n && ok; j++) ok = isfinite(dy[j]) && isfinite(x[j]) && (!w || isfinite(w[j]));
     if (!ok) {
         for (int64_t i = 0; i < n; i++) {
-            er_nbwd_anything(&cv[i], F);
+            er__cval_anything(&cv[i], F);
             ex[i] = rd[i] = NAN;
         }
         return ER_OK;
@@ -397,8 +383,8 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
     er_nbwd_rowsum rs;
     ER_RETURN_IF_ERROR(er_nbwd_rowsums(pl, dy, x, w, m, n, &rs));
     double nd = (double)n, ar = fmax(fabs(rlo), fabs(rhi)), r3 = er__mul_up(er__mul_up(ar, ar), ar);
-    double g0 = er_gamma(F, ER_NBWD_DX_ROUNDINGS),
-           gs = er_gamma(F, ER_NBWD_DX_ROUNDINGS + (double)(pl->depth ? pl->depth : n - 1));
+    double g0 = er__gamma(F, ER_NBWD_DX_ROUNDINGS),
+           gs = er__gamma(F, ER_NBWD_DX_ROUNDINGS + (double)(pl->depth ? pl->depth : n - 1));
     /* the half-widths' row parts: gamma(16 + s) r sum|g| / n and gamma(16 + s) r^3 sum|g d| / n */
     double wb = pl->centered ? er__mul_up(gs, er__up(er__mul_up(ar, rs.sb) / nd)) : 0.0,
            wc = er__mul_up(gs, er__up(er__mul_up(r3, rs.sc) / nd));
@@ -440,7 +426,7 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
                                    er__add_up(er__mul_up(wc, fmax(fabs(div.lo), fabs(div.hi))), H));
             er_nbwd_set(&cv[i], F, er__dn(e.lo - hw), er__up(e.hi + hw));
         } else {
-            er_nbwd_anything(&cv[i], F);
+            er__cval_anything(&cv[i], F);
         }
         /* the exact result: from its enclosure where both ends round alike into O, else exactly */
         if (pl->own) e = er_iv_sub(er_iv_mul(rx, er_iv_sub(giv, bn)), er_iv_mul(div, rxc));
@@ -496,10 +482,10 @@ static er_status er_nbwd_col_own(const er_nbwd_plan *pl, const double *dy, const
     for (int k = 0; k < 4; k++) er__acc_free(&acc[k]);
     double sd = (double)(pl->depth ? pl->depth : (rows ? rows - 1 : 0));
     double H = er__mul_up(er__mul_up((double)rows + ER_NBWD_DW_ROUNDINGS, F->min_sub), er__mul_up(16.0, mul));
-    double hw = er__add_up(er__mul_up(er_gamma(F, ER_NBWD_DW_ROUNDINGS + sd), sa), H);
+    double hw = er__add_up(er__mul_up(er__gamma(F, ER_NBWD_DW_ROUNDINGS + sd), sa), H);
     if (isfinite(hw) && er__mul_up(4.0, er__add_up(sa, hw)) <= F->max)
         er_nbwd_set(cv, F, er__dn(lo.lo - hw), er__up(hi.hi + hw));
-    else er_nbwd_anything(cv, F);
+    else er__cval_anything(cv, F);
     /* the exact value */
     double a = er__round_mpfr_sticky(pl->O, xs[0], sticky[0], ER_ROUND_NEAREST, pl->ov),
            b = er__round_mpfr_sticky(pl->O, xs[1], sticky[1], ER_ROUND_NEAREST, pl->ov);
@@ -552,7 +538,7 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         ok = isfinite(dy[i]) &&
              (bias || (isfinite(x[i]) && isfinite(rlo[i]) && isfinite(rhi[i]) && (!m || isfinite(m[i]))));
     if (!ok) {
-        er_nbwd_anything(cv, F);
+        er__cval_anything(cv, F);
         *ex = *rd = NAN;
         return ER_OK;
     }
@@ -599,10 +585,10 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
     /* dbias: terms of F added in F, no underflow error; dweight: 2 rows products may underflow by eta/2, each then
      * multiplied by at most 2 |r|: (rows + 4) eta 16 mul bounds it */
     double H = bias ? 0 : er__mul_up(er__mul_up((double)rows + k, F->min_sub), er__mul_up(16.0, mul));
-    double hw = er__add_up(er__mul_up(er_gamma(F, k + sd), sa), H);
+    double hw = er__add_up(er__mul_up(er__gamma(F, k + sd), sa), H);
     if (isfinite(hw) && er__mul_up(4.0, er__add_up(sa, hw)) <= F->max)
         er_nbwd_set(cv, F, er__dn(e.lo - hw), er__up(e.hi + hw));
-    else er_nbwd_anything(cv, F);
+    else er__cval_anything(cv, F);
     *ex = er__round_mpfr_sticky(er__fmt(ER_FP64), s, sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
     *rd = er__round_mpfr_sticky(pl->O, s, sticky, ER_ROUND_NEAREST, pl->ov);
     mpfr_clear(s);
