@@ -72,6 +72,26 @@ ER_API er_status er_layer_norm_backward(er_ref **out, const er_tensor *dy, const
  * eps is used only then, and must be finite and nonnegative (ER_ERR_INVALID). */
 ER_API er_status er_rmsnorm_backward(er_ref **out, const er_tensor *dy, const er_tensor *x, const er_tensor *rstd,
                                      const er_tensor *weight, double eps);
+/* How cross_entropy reduces the row losses (torch's reduction=). */
+typedef enum er_reduction {
+    ER_REDUCTION_MEAN = 0, /* their sum over the rows not ignored (0 / 0 = NaN when every row is ignored) */
+    ER_REDUCTION_SUM = 1,  /* their sum */
+    ER_REDUCTION_NONE = 2  /* one loss per row (0 for an ignored row) */
+} er_reduction;
+/* Cross-entropy of logits (N x C, or one row of C) against target classes (ntarget = N integers, each in [0, C) or
+ * equal to ignore_index), with label smoothing eps in [0, 1], as torch's F.cross_entropy and fused cross-entropy
+ * kernels compute it: row loss L - (1 - eps) x_t - (eps / C) sum_j x_j with L = log sum_j exp(x_j), reduced as
+ * `reduction` says, and its gradient dlogits = (softmax(x) - (1 - eps) onehot(t) - eps / C) / W (W: the rows not
+ * ignored for ER_REDUCTION_MEAN, else 1; an ignored row's gradient is 0). Two outputs: loss ((1), or (N) for
+ * ER_REDUCTION_NONE) and dlogits (the logits' shape). Standard: any_order in a compute format holding the logits'
+ * values, with softmax's options (exp_ulps=, log_ulps=, div=, div_ulps=, math=fast|triton, online=, max=,
+ * subnormals=flush) and depth= bounding every sum's tree; the set holds every kernel whose probabilities and
+ * log-sum-exp lie in softmax's and log_softmax's sets and that combines them with at most 8 roundings in the
+ * compute format and 3 in the logits' format on each term's path (docs/algorithms/cross-entropy.md). The targets are
+ * copied; the logits must outlive the reference. ER_ERR_INVALID for a target out of range, a reduction or an eps
+ * outside theirs. */
+ER_API er_status er_cross_entropy(er_ref **out, const er_tensor *logits, const int64_t *target, int64_t ntarget,
+                                  int reduction, int64_t ignore_index, double label_smoothing);
 /* rmsnorm over x's last dimension: x_i w_i / sqrt(mean_j x_j^2 + eps), weight NULL (none) or a vector of that
  * length. Options: compute (it must hold x's values), mean (divide, reciprocal, either), rsqrt_ulps (default 2). */
 ER_API er_status er_rmsnorm(er_ref **out, const er_tensor *x, const er_tensor *weight, double eps);

@@ -16,7 +16,6 @@
 #include "enclose/ival.h"
 #include "exact/accum.h"
 
-/* Every value of F and the specials: no claim. */
 /* t = a (x - m) c exactly: x - m spans at most max - min + 54 bits of the two exponents, each product 53 more. */
 static void er_term(mpfr_t t, double a, double x, double m, double c) {
     if (a == 0 || c == 0 || x == m) {

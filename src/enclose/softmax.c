@@ -26,8 +26,8 @@ static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
     }
 }
 
-/* fl(log2 e) in F, the constant Triton multiplies by before ex2 (0x3FB8AA3B in fp32). */
-static double er_log2e(const er_fmt_info *F) {
+/* softmax.h. */
+double er__log2e(const er_fmt_info *F) {
     mpfr_t c;
     mpfr_init2(c, 200);
     mpfr_const_log2(c, MPFR_RNDN);
@@ -158,10 +158,12 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
     }
     mpfr_clear(a);
     er__approx_ends(F, pl->Ulog, la, lb, &l_lo, &l_hi);
-    if (pl->lse) { /* the computed log-sum-exp m + l, before any rounding of the sum, joins pl->lse */
-        double e0 = er__dn(m + l_lo), e1 = er__up(m + l_hi);
-        if (!(e0 >= pl->lse[0])) pl->lse[0] = e0;
-        if (!(e1 <= pl->lse[1])) pl->lse[1] = e1;
+    if (pl->lse) { /* the computed log-sum-exp m + l, before any rounding of the sum, and l join pl->lse */
+        double e[4] = { er__dn(m + l_lo), er__up(m + l_hi), l_lo, l_hi };
+        for (int k = 0; k < 4; k += 2) {
+            if (!(e[k] >= pl->lse[k])) pl->lse[k] = e[k];
+            if (!(e[k + 1] <= pl->lse[k + 1])) pl->lse[k + 1] = e[k + 1];
+        }
     }
     for (int64_t i = 0; i < n; i++) {
         memset(&cv[i], 0, sizeof cv[i]);
@@ -242,7 +244,7 @@ static void er_softmax_exps(const er_softmax_plan *pl, const double *x, int64_t 
     mpfr_t t, z, zl, zh;
     mpfr_inits2(64, t, z, (mpfr_ptr)0);
     mpfr_inits2(128, zl, zh, (mpfr_ptr)0);
-    double c2 = pl->exp2_triton ? er_log2e(F) : 0;
+    double c2 = pl->exp2_triton ? er__log2e(F) : 0;
     /* e_j = exp(d_j) within U ulps (Lemma U1), never below 0, and 0 where a subnormal result may be flushed (every
      * exp: CUDA's expf and ex2.approx flush them, measured on the H200); math=triton: 2^fl(d_j fl(log2 e)) instead */
     for (int64_t j = 0; j < n; j++) {

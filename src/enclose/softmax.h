@@ -21,13 +21,15 @@ typedef struct er_softmax_plan {
                                and the quotient (div.full.f32) may flush a subnormal result (Theorem S5) */
     int flush;              /* subnormals=flush: any result below the least normal may be a zero (Theorem S6) */
     int64_t depth;          /* the sum's tree depth bound (0: any tree; any-order.md Theorem 7) */
-    double *lse;            /* log_softmax: where the bounds of the computed m + log(s) join (its hull with [lse[0],
-                               lse[1]]; NULL: not wanted) */
+    double *lse;            /* log_softmax: where the bounds of the computed m + log(s) and of log(s) join (their
+                               hulls with [lse[0], lse[1]] and [lse[2], lse[3]]; NULL: not wanted) */
 } er_softmax_plan;
 
 /* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and e its
  * error (t + e = x_j - m exactly, by TwoSum). */
 typedef struct er_exps { double *lo, *hi, *t, *e; } er_exps;
+/* fl(log2 e) in F, the constant Triton multiplies by before ex2 (0x3FB8AA3B in fp32). */
+ER_INTERNAL double er__log2e(const er_fmt_info *F);
 ER_INTERNAL void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m);
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and

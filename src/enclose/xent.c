@@ -1,0 +1,383 @@
+/* xent.c: the sets of cross-entropy's loss and gradient (src/enclose/xent.h; docs/algorithms/cross-entropy.md).
+ *
+ * A kernel's probabilities lie in softmax's set, or are exp of a log-probability in log_softmax's set (rounded to the
+ * logits' format or not); its log-sum-exp in log_softmax's computed m + log(s). The loss and the gradient are then
+ * expansions into monomials of those leaves, each perturbed by the roundings on its path (Lemma N1 of
+ * norm-backward.md): the set is the range of the expansion over the leaves, plus and minus gamma(k) times the
+ * monomials' magnitudes and the underflow term. The exact results are enclosed in double (exp by Theorem D1, the sums
+ * in fixed point, the logs with MPFR) and, where that cannot decide a rounding, with MPFR at growing precision. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "enclose/xent.h"
+#include "enclose/approx.h"
+#include "enclose/ival.h"
+
+/* Interval arithmetic on doubles, each end rounded outward (Lemma D0). */
+static void er_imul(double al, double ah, double bl, double bh, double *lo, double *hi) {
+    double p[4] = { al * bl, al * bh, ah * bl, ah * bh };
+    *lo = *hi = p[0];
+    for (int i = 1; i < 4; i++) {
+        if (p[i] < *lo) *lo = p[i];
+        if (p[i] > *hi) *hi = p[i];
+    }
+    *lo = er__dn(*lo);
+    *hi = er__up(*hi);
+}
+
+/* log(v) or log1p(v) rounded down (dir < 0) or up at 64 bits, as a double on the same side; v >= 0. */
+static double er_log_dir(double v, int one_p, int dir) {
+    mpfr_t a;
+    mpfr_init2(a, 64);
+    mpfr_rnd_t r = dir < 0 ? MPFR_RNDD : MPFR_RNDU;
+    mpfr_set_d(a, v, MPFR_RNDN);
+    if (one_p) mpfr_log1p(a, a, r);
+    else mpfr_log(a, a, r);
+    double d = mpfr_get_d(a, r);
+    mpfr_clear(a);
+    return d;
+}
+
+/* The values of F within the exp model's ulps of exp(v) (or 2^fl(v fl(log2 e)) under math=triton) for every v in
+ * [a, b]; 0 joins below F's least normal (every exp may flush, softmax.md Theorem S6). */
+static void er_exp_set(const er_xent_plan *pl, double a, double b, double *lo, double *hi) {
+    const er_fmt_info *F = pl->F;
+    if (b == -INFINITY) { *lo = *hi = 0; return; }
+    double al, ah, bl, bh;
+    double U = pl->sm.exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(a))) : pl->sm.U; /* __expf at the widest */
+    if (pl->sm.exp2_triton) {
+        /* t = fl(v c2) is monotone in v; 2^t = exp(t ln 2), ln 2 between two doubles */
+        static const double ln2_lo = 0x1.62e42fefa39efp-1, ln2_hi = 0x1.62e42fefa39f0p-1;
+        double c2 = er__log2e(F);
+        double ta = a == -INFINITY ? -INFINITY : er__round_double(F, a * c2, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        double tb = er__round_double(F, b * c2, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        double x1, x2;
+        er_imul(ta, ta, ln2_lo, ln2_hi, &x1, &x2);
+        a = x1;
+        er_imul(tb, tb, ln2_lo, ln2_hi, &x1, &x2);
+        b = x2;
+    }
+    er__exp_bounds(a, &al, &ah);
+    er__exp_bounds(b, &bl, &bh);
+    er__approx_ends(F, U, al, bh, lo, hi);
+    if (!(*lo >= F->min_normal)) *lo = 0;
+}
+
+/* The row sums in double: S and R (every term but t's) of exp(x_j - m) enclosed, sum x_j and sum |x_j| bounded. */
+typedef struct er_xent_sums { double Sl, Sh, Rl, Rh, sxl, sxh, sabs, xmax; } er_xent_sums;
+
+static void er_xent_sums_fill(const er_exps *ex, const double *x, int64_t C, int64_t t, er_xent_sums *z) {
+    er_fxsum S = { 0, 0 }, R = { 0, 0 };
+    double sl = 0, sh = 0, sa = 0, xm = 0;
+    for (int64_t j = 0; j < C; j++) {
+        er__fxsum_add(&S, ex->lo[j], ex->hi[j]);
+        if (j != t) er__fxsum_add(&R, ex->lo[j], ex->hi[j]);
+        sl = er__dn(sl + x[j]);
+        sh = er__up(sh + x[j]);
+        sa = er__up(sa + fabs(x[j]));
+        if (fabs(x[j]) > xm) xm = fabs(x[j]);
+    }
+    *z = (er_xent_sums){ er__fxsum_lo(&S), er__fxsum_hi(&S), er__fxsum_lo(&R), er__fxsum_hi(&R), sl, sh, sa, xm };
+}
+
+/* The exact row loss (1 - eps) A + eps B with A = log(S / e_t) = log1p(R / e_t) and B = log S + m - sum x / C,
+ * enclosed in double. */
+static void er_xent_exact_loss(const er_xent_plan *pl, const er_exps *ex, const er_xent_sums *z, const double *x,
+                               int64_t t, double m, double *lo, double *hi) {
+    double Al, Ah;
+    if (ex->lo[t] > 0) {
+        Al = er_log_dir(er__dn(z->Rl / ex->hi[t]), 1, -1);
+        Ah = er_log_dir(er__up(z->Rh / ex->lo[t]), 1, 1);
+    } else { /* e_t may underflow double: A = (m - x_t) + log S */
+        Al = er__dn(er__dn(m - x[t]) + er_log_dir(z->Sl, 0, -1));
+        Ah = er__up(er__up(m - x[t]) + er_log_dir(z->Sh, 0, 1));
+    }
+    double eps = pl->eps, oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
+    er_imul(oml, omh, Al, Ah, lo, hi);
+    if (eps == 0) return;
+    double C = (double)pl->C;
+    double Bl = er__dn(er__dn(er_log_dir(z->Sl, 0, -1) + m) - er__up(z->sxh / C));
+    double Bh = er__up(er__up(er_log_dir(z->Sh, 0, 1) + m) - er__dn(z->sxl / C));
+    double bl, bh;
+    er_imul(eps, eps, Bl, Bh, &bl, &bh);
+    *lo = er__dn(*lo + bl);
+    *hi = er__up(*hi + bh);
+}
+
+/* gamma of k roundings in F and kS in S: (1 + gamma_k(F)) (1 + gamma_kS(S)) - 1, rounded up. */
+static double er_gamma2(const er_xent_plan *pl, double k, double kS) {
+    double g = er__gamma(pl->F, k), gs = kS > 0 ? er__gamma(pl->S, kS) : 0.0;
+    return er__up(er__up(er__up(1.0 + g) * er__up(1.0 + gs)) - 1.0);
+}
+
+/* The underflow term: every rounding's eta (half F's least subnormal, F's least normal under flush, half S's least
+ * subnormal) for at most 12 roundings on each of the C + 3 kinds of monomial, times at most 11 multipliers of at
+ * most 4 x mult each (Theorems X1, X2). */
+static double er_xent_eta(const er_xent_plan *pl, double mult) {
+    double e = pl->sm.flush ? pl->F->min_normal : pl->F->min_sub / 2;
+    if (pl->S->min_sub / 2 > e) e = pl->S->min_sub / 2;
+    return er__mul_up(er__mul_up(e * 12.0 * 0x1p22, (double)pl->C + 3.0), mult > 1 ? mult : 1.0);
+}
+
+/* The loss set of a finite row (Theorem X2): the expansion l + m - (1 - eps) x_t - (eps / C) sum x over the leaves l
+ * (the computed log of the sum), m and x_j. lse: the bounds of m + l and of l. */
+static void er_xent_loss_set(const er_xent_plan *pl, const double *x, int64_t t, double m, const double *lse,
+                             const er_xent_sums *z, er_xent_loss *ls) {
+    const er_fmt_info *F = pl->F, *S = pl->S;
+    double eps = pl->eps, C = (double)pl->C, oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
+    double ecl = er__dn(eps / C), ech = er__up(eps / C);
+    double k = ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0) + (double)pl->dN;
+    double g = er_gamma2(pl, k, S->p < F->p ? ER_XENT_LOSS_ROUNDINGS_S : 0);
+    double Bl, Bh, sl, sh;
+    er_imul(oml, omh, x[t], x[t], &Bl, &Bh);
+    if (eps > 0) {
+        er_imul(ecl, ech, z->sxl, z->sxh, &sl, &sh);
+        Bl = er__dn(Bl + sl);
+        Bh = er__up(Bh + sh);
+    }
+    /* the monomials' magnitudes: l and m (1 + 2 eps times: (1 - eps) l, eps l), x_t (1 + eps times), x_j eps / C */
+    double lm = er__up(fabs(m) + (fabs(lse[2]) > fabs(lse[3]) ? fabs(lse[2]) : fabs(lse[3])));
+    double mag = er__up(er__mul_up(er__up(1.0 + 2.0 * eps), lm) +
+                        er__up(er__mul_up(er__up(1.0 + eps), fabs(x[t])) + er__mul_up(ech, z->sabs)));
+    double hw = er__up(er__mul_up(g, mag) + er_xent_eta(pl, lm > z->xmax ? lm : z->xmax));
+    ls->lo = er__dn(er__dn(lse[0] - Bh) - hw);
+    ls->hi = er__up(er__up(lse[1] - Bl) + hw);
+    if (isnan(ls->lo) || isnan(ls->hi)) { ls->lo = -INFINITY; ls->hi = INFINITY; }
+}
+
+/* MPFR scratch of a row at one precision: the sums S and R of exp(x_j - m) enclosed, sum x exact. */
+typedef struct er_xent_mp { mpfr_t t, el, eh, Sl, Sh, Rl, Rh, sx, a, b, c; } er_xent_mp;
+
+static void er_xent_mp_init(er_xent_mp *z, mpfr_prec_t prec) {
+    mpfr_init2(z->t, 2200); /* x_j - m exactly for doubles */
+    mpfr_init2(z->sx, 2300); /* sum x exactly for fewer than 2^90 doubles */
+    mpfr_inits2(prec, z->el, z->eh, z->Sl, z->Sh, z->Rl, z->Rh, z->a, z->b, z->c, (mpfr_ptr)0);
+}
+
+static void er_xent_mp_clear(er_xent_mp *z) {
+    mpfr_clears(z->t, z->sx, z->el, z->eh, z->Sl, z->Sh, z->Rl, z->Rh, z->a, z->b, z->c, (mpfr_ptr)0);
+}
+
+/* exp(x_j - m) into [el, eh]. */
+static void er_xent_mp_exp(er_xent_mp *z, double xj, double m) {
+    if (xj == -INFINITY) { mpfr_set_zero(z->el, 1); mpfr_set_zero(z->eh, 1); return; }
+    mpfr_set_d(z->t, xj, MPFR_RNDN);
+    mpfr_sub_d(z->t, z->t, m, MPFR_RNDN);
+    mpfr_exp(z->el, z->t, MPFR_RNDD);
+    mpfr_exp(z->eh, z->t, MPFR_RNDU);
+}
+
+static void er_xent_mp_row(er_xent_mp *z, const double *x, int64_t C, int64_t t, double m) {
+    mpfr_set_zero(z->Sl, 1);
+    mpfr_set_zero(z->Sh, 1);
+    mpfr_set_zero(z->Rl, 1);
+    mpfr_set_zero(z->Rh, 1);
+    mpfr_set_zero(z->sx, 1);
+    for (int64_t j = 0; j < C; j++) {
+        er_xent_mp_exp(z, x[j], m);
+        mpfr_add(z->Sl, z->Sl, z->el, MPFR_RNDD);
+        mpfr_add(z->Sh, z->Sh, z->eh, MPFR_RNDU);
+        if (j != t) {
+            mpfr_add(z->Rl, z->Rl, z->el, MPFR_RNDD);
+            mpfr_add(z->Rh, z->Rh, z->eh, MPFR_RNDU);
+        }
+        mpfr_add_d(z->sx, z->sx, x[j], MPFR_RNDN);
+    }
+}
+
+/* Gradient element j's exact value enclosed into [a, b] (the row's sums set). */
+static void er_xent_mp_grad(const er_xent_plan *pl, er_xent_mp *z, const double *x, int64_t j, int64_t t, double m) {
+    double C = (double)pl->C;
+    if (j == t) { /* (eps (C - 1) / C - R / S) / W */
+        mpfr_div(z->a, z->Rh, z->Sl, MPFR_RNDU);
+        mpfr_div(z->b, z->Rl, z->Sh, MPFR_RNDD);
+        mpfr_set_d(z->c, pl->eps, MPFR_RNDN);
+        mpfr_mul_d(z->el, z->c, C - 1.0, MPFR_RNDD);
+        mpfr_div_d(z->el, z->el, C, MPFR_RNDD);
+        mpfr_mul_d(z->eh, z->c, C - 1.0, MPFR_RNDU);
+        mpfr_div_d(z->eh, z->eh, C, MPFR_RNDU);
+        mpfr_sub(z->a, z->el, z->a, MPFR_RNDD);
+        mpfr_sub(z->b, z->eh, z->b, MPFR_RNDU);
+    } else { /* (e_j / S - eps / C) / W */
+        er_xent_mp_exp(z, x[j], m);
+        mpfr_div(z->a, z->el, z->Sh, MPFR_RNDD);
+        mpfr_div(z->b, z->eh, z->Sl, MPFR_RNDU);
+        mpfr_set_d(z->c, pl->eps, MPFR_RNDN);
+        mpfr_div_d(z->el, z->c, C, MPFR_RNDU);
+        mpfr_div_d(z->eh, z->c, C, MPFR_RNDD);
+        mpfr_sub(z->a, z->a, z->el, MPFR_RNDD);
+        mpfr_sub(z->b, z->b, z->eh, MPFR_RNDU);
+    }
+    mpfr_div_d(z->a, z->a, pl->W, MPFR_RNDD);
+    mpfr_div_d(z->b, z->b, pl->W, MPFR_RNDU);
+}
+
+static double er_xent_max(const double *x, int64_t C) {
+    double m = -INFINITY;
+    for (int64_t j = 0; j < C; j++) if (x[j] > m) m = x[j];
+    return m;
+}
+
+void er__xent_loss_mp(const er_xent_plan *pl, const double *x, int64_t t, mpfr_prec_t prec, mpfr_t lo, mpfr_t hi) {
+    double m = er_xent_max(x, pl->C);
+    er_xent_mp z;
+    er_xent_mp_init(&z, prec);
+    er_xent_mp_row(&z, x, pl->C, t, m);
+    /* A = log1p(R / e_t) */
+    er_xent_mp_exp(&z, x[t], m);
+    mpfr_div(z.a, z.Rl, z.eh, MPFR_RNDD);
+    mpfr_log1p(z.a, z.a, MPFR_RNDD);
+    mpfr_div(z.b, z.Rh, z.el, MPFR_RNDU);
+    mpfr_log1p(z.b, z.b, MPFR_RNDU);
+    mpfr_t om;
+    mpfr_init2(om, 1100);
+    mpfr_set_d(om, pl->eps, MPFR_RNDN);
+    mpfr_ui_sub(om, 1, om, MPFR_RNDN); /* 1 - eps exactly at 1100 bits */
+    mpfr_mul(lo, z.a, om, MPFR_RNDD);
+    mpfr_mul(hi, z.b, om, MPFR_RNDU);
+    mpfr_clear(om);
+    if (pl->eps > 0) { /* + eps (log S + m - sum x / C) */
+        mpfr_div_d(z.el, z.sx, (double)pl->C, MPFR_RNDU);
+        mpfr_div_d(z.eh, z.sx, (double)pl->C, MPFR_RNDD);
+        mpfr_log(z.a, z.Sl, MPFR_RNDD);
+        mpfr_add_d(z.a, z.a, m, MPFR_RNDD);
+        mpfr_sub(z.a, z.a, z.el, MPFR_RNDD);
+        mpfr_mul_d(z.a, z.a, pl->eps, MPFR_RNDD);
+        mpfr_add(lo, lo, z.a, MPFR_RNDD);
+        mpfr_log(z.b, z.Sh, MPFR_RNDU);
+        mpfr_add_d(z.b, z.b, m, MPFR_RNDU);
+        mpfr_sub(z.b, z.b, z.eh, MPFR_RNDU);
+        mpfr_mul_d(z.b, z.b, pl->eps, MPFR_RNDU);
+        mpfr_add(hi, hi, z.b, MPFR_RNDU);
+    }
+    er_xent_mp_clear(&z);
+}
+
+/* The gradient's elements not decided in double (done[j] == 0): MPFR at 128, 512 and 2048 bits; an element still
+ * undecided takes its lower end's rounding (the set only grows by it). */
+static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, double m, char *done, double *gex,
+                            double *grd) {
+    for (mpfr_prec_t prec = 128; prec <= 2048; prec *= 4) {
+        er_xent_mp z;
+        er_xent_mp_init(&z, prec);
+        er_xent_mp_row(&z, x, pl->C, t, m);
+        for (int64_t j = 0; j < pl->C; j++) {
+            if (done[j]) continue;
+            er_xent_mp_grad(pl, &z, x, j, t, m);
+            double r1 = er__round_mpfr(pl->G, z.a, ER_ROUND_NEAREST, pl->gov),
+                   r2 = er__round_mpfr(pl->G, z.b, ER_ROUND_NEAREST, pl->gov);
+            gex[j] = mpfr_get_d(z.a, MPFR_RNDN);
+            grd[j] = r1;
+            done[j] = r1 == r2 || prec == 2048;
+        }
+        er_xent_mp_clear(&z);
+    }
+}
+
+/* Gradient sets and exact values of a finite row (Theorem X1). */
+static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, double m, const er_exps *ex,
+                         const er_xent_sums *z, const er_cval *cv, const er_cval *lcv, char *done, er_cval *gcv,
+                         double *gex, double *grd) {
+    const er_fmt_info *F = pl->F, *S = pl->S;
+    double eps = pl->eps, C = (double)pl->C, W = pl->W;
+    double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
+    double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
+                         S->p < F->p ? ER_XENT_GRAD_ROUNDINGS_S : 0);
+    double H = er_xent_eta(pl, 1.0);
+    /* the exact target element: (eps (C - 1) / C - R / S) / W */
+    double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
+    int64_t todo = 0;
+    for (int64_t j = 0; j < pl->C; j++) {
+        /* P: softmax's set, exp of log_softmax's set, exp of its rounding to S */
+        double a = lcv[j].lo, b = lcv[j].hi, pl1, ph1, pl2, ph2;
+        if (lcv[j].ninf && a > b) a = b = -INFINITY;
+        er_exp_set(pl, a, b, &pl1, &ph1);
+        er_exp_set(pl, er__round_double(S, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
+                   er__round_double(S, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), &pl2, &ph2);
+        double Pl = cv[j].lo, Ph = cv[j].hi;
+        if (pl1 < Pl) Pl = pl1;
+        if (pl2 < Pl) Pl = pl2;
+        if (ph1 > Ph) Ph = ph1;
+        if (ph2 > Ph) Ph = ph2;
+        int tj = j == t;
+        double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech;
+        if (cv[j].nan || cv[j].pinf || lcv[j].nan || lcv[j].pinf || !(Ph <= 2.0) || isinf(g)) {
+            er__cval_anything(&gcv[j], F);
+        } else {
+            double mag = er__up(er__up(er__mul_up(Ph, 1.0 + 2.0 * eps) + (tj ? 1.0 + eps : 0.0)) + ech) / W;
+            double hw = er__up(er__mul_up(g, er__up(mag)) + H);
+            double lo = er__dn(er__dn(er__dn(Pl - ch) / W) - hw), hi = er__up(er__up(er__up(Ph - cl) / W) + hw);
+            er__cval_from_interval(&gcv[j], er__round_double(F, lo, ER_ROUND_UP, ER_OVERFLOW_IEEE),
+                                   er__round_double(F, hi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), 0, F);
+        }
+        /* the exact value */
+        double el, eh;
+        if (tj) {
+            el = er__dn(er__dn(e1l - er__up(z->Rh / z->Sl)) / W);
+            eh = er__up(er__up(e1h - er__dn(z->Rl / z->Sh)) / W);
+        } else {
+            el = er__dn(er__dn(er__dn(ex->lo[j] / z->Sh) - ech) / W);
+            eh = er__up(er__up(er__up(ex->hi[j] / z->Sl) - ecl) / W);
+        }
+        double r1 = er__round_double(pl->G, el, ER_ROUND_NEAREST, pl->gov),
+               r2 = er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
+        gex[j] = el + (eh - el) / 2;
+        grd[j] = r1;
+        done[j] = r1 == r2 && !pl->mp_only;
+        todo += !done[j];
+    }
+    if (todo) er_xent_grad_mp(pl, x, t, m, done, gex, grd);
+}
+
+er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xent_work *w, er_xent_loss *ls,
+                       er_cval *gcv, double *gex, double *grd) {
+    int64_t C = pl->C;
+    const er_fmt_info *F = pl->F;
+    memset(ls, 0, sizeof *ls);
+    int nan = 0, ninf = 0;
+    for (int64_t j = 0; j < C; j++) {
+        nan |= isnan(x[j]) || x[j] == INFINITY;
+        ninf |= x[j] == -INFINITY;
+    }
+    double m = er_xent_max(x, C);
+    if (nan || m == -INFINITY) { /* softmax's NaN rows: every output NaN */
+        ls->special = 1;
+        ls->lo = ls->elo = INFINITY;
+        ls->hi = ls->ehi = -INFINITY;
+        for (int64_t j = 0; pl->G && j < C; j++) {
+            er__cval_from_interval(&gcv[j], NAN, NAN, 1, F);
+            gex[j] = grd[j] = NAN;
+        }
+        return ER_OK;
+    }
+    double *d = w->d;
+    er_exps ex = { d, d + C, d + 2 * C, d + 3 * C };
+    double *ex0 = d + 4 * C, *rd0 = d + 5 * C;
+    er_cval *cv = w->cv, *lcv = w->cv + C;
+    er_softmax_plan sp = pl->sm, lp = pl->sm;
+    double lse[4] = { INFINITY, -INFINITY, INFINITY, -INFINITY };
+    lp.log = 1;
+    lp.lse = lse;
+    sp.lse = NULL;
+    er_status st = pl->G ? er__softmax_row(&sp, x, C, cv, ex0, rd0) : ER_OK;
+    if (st == ER_OK) st = er__softmax_row(&lp, x, C, lcv, ex0, rd0);
+    if (st != ER_OK) return st;
+    er__exp_init();
+    er__exps_fill(&ex, x, C, m);
+    er_xent_sums z;
+    er_xent_sums_fill(&ex, x, C, t, &z);
+    if (x[t] == -INFINITY || (ninf && pl->eps > 0)) { /* the exact row loss is +inf */
+        ls->special = 2;
+        ls->lo = ls->elo = ls->hi = ls->ehi = INFINITY;
+    } else {
+        er_xent_loss_set(pl, x, t, m, lse, &z, ls);
+        er_xent_exact_loss(pl, &ex, &z, x, t, m, &ls->elo, &ls->ehi);
+    }
+    if (pl->G) {
+        char *done = malloc((size_t)C);
+        if (!done) return er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);
+        er_xent_grad(pl, x, t, m, &ex, &z, cv, lcv, done, gcv, gex, grd);
+        free(done);
+    }
+    return ER_OK;
+}

@@ -1,0 +1,51 @@
+/* xent.h: the sets of cross-entropy's loss and gradient from the logits (docs/algorithms/cross-entropy.md): for a row
+ * x of C logits with target t and label smoothing eps, the row loss L - (1 - eps) x_t - (eps / C) sum_j x_j with
+ * L = log sum_j exp(x_j), and the gradient (p_j - (1 - eps) [j = t] - eps / C) / W with p = softmax(x), W the
+ * reduction's divisor (the rows not ignored for "mean", 1 else). */
+#ifndef ER_ENCLOSE_XENT_H
+#define ER_ENCLOSE_XENT_H
+
+#include "core/internal.h"
+#include "format/format.h"
+#include <stdint.h> /* before mpfr.h: the intmax_t functions */
+#include <mpfr.h>
+#include "enclose/anyorder.h" /* er_cval */
+#include "enclose/softmax.h"
+
+/* Roundings a monomial of the model may pass through outside the sums: in the compute format, and in the logits'
+ * format where it is narrower, on the gradient's paths and on the loss's (Theorems X1, X2). */
+#define ER_XENT_ROUNDINGS 8
+#define ER_XENT_GRAD_ROUNDINGS_S 3
+#define ER_XENT_LOSS_ROUNDINGS_S 6
+
+typedef struct er_xent_plan {
+    er_softmax_plan sm;        /* softmax's plan of the standard, output F (its log_softmax plan sets log and lse) */
+    const er_fmt_info *F, *S;  /* the compute format and the logits' format */
+    const er_fmt_info *G;      /* the gradient's output format (NULL: the gradient is not wanted) */
+    er_overflow gov;           /* its overflow rule */
+    double eps;                /* label smoothing, in [0, 1] */
+    int64_t C;                 /* classes */
+    int64_t dC, dN;            /* additions on a term's path in a sum over the classes and over the rows (0: none) */
+    double W;                  /* the gradient's divisor (rows not ignored for "mean", else 1) */
+    int mp_only;               /* the exact results by MPFR alone (EXACTREF_FAST=0), not first in double */
+} er_xent_plan;
+
+/* A row's loss: its set before the reduction ([lo, hi], real bounds, the reduction's roundings counted in), the exact
+ * row loss enclosed in [elo, ehi], and special: 0 finite, 1 NaN (a row holding a NaN or +inf, or every logit -inf),
+ * 2 +inf (a -inf logit at the target, or anywhere with eps > 0). */
+typedef struct er_xent_loss { double lo, hi, elo, ehi; int special; } er_xent_loss;
+
+/* Scratch of a row of C: 6 C doubles and 2 C sets. */
+typedef struct er_xent_work { double *d; er_cval *cv; } er_xent_work;
+
+/* Row x (C logits, values of S) with target t in [0, C): its loss (ls) and, where pl->G is set, each gradient
+ * element's set in F (gcv), exact value rounded to double (gex) and correctly rounded into G (grd). */
+ER_INTERNAL er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xent_work *w,
+                                   er_xent_loss *ls, er_cval *gcv, double *gex, double *grd);
+
+/* The exact row loss enclosed at precision prec into [lo, hi] (initialised MPFR numbers), for a row whose double
+ * enclosure cannot decide a rounding; special rows (er_xent_loss.special) are the caller's. */
+ER_INTERNAL void er__xent_loss_mp(const er_xent_plan *pl, const double *x, int64_t t, mpfr_prec_t prec, mpfr_t lo,
+                                  mpfr_t hi);
+
+#endif
