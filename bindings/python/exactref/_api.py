@@ -982,6 +982,61 @@ def rmsnorm_backward(dy: ArrayLike, x: ArrayLike, rstd: Optional[ArrayLike] = No
     return _norm_backward("rmsnorm_backward", dy, x, [(rstd, "rstd")], weight, None, None, eps)
 
 
+class CrossEntropyReference(_MultiOutputReference):
+    """cross_entropy's reference: two outputs, loss ((1,) or a 0-d tensor for "mean" and "sum", one per row for
+    "none") and dlogits (the logits' shape)."""
+
+    OUTPUTS = ("loss", "dlogits")
+
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _targets(target, rows):
+    """The targets as a C-contiguous native int64 array of `rows` entries: integer arrays only (class-probability
+    targets, floats and bools refused, never truncated)."""
+    t = to_numpy(target, "target")
+    if t.dtype.kind not in "iu":
+        raise TypeError("exactref: cross_entropy: target must hold integer class indices (torch.long), not %s; "
+                        "class-probability targets are not supported" % t.dtype)
+    if t.ndim > 1 or t.size != rows:
+        raise ValueError("exactref: cross_entropy: target must hold one class per row: %d rows, target of shape %s"
+                         % (rows, t.shape))
+    if t.dtype.kind == "u" and t.size and int(t.max()) > _check.INT64_MAX:
+        raise ValueError("exactref: cross_entropy: target %d is beyond int64" % int(t.max()))
+    return np.ascontiguousarray(t.reshape(rows), dtype=np.int64)
+
+
+def cross_entropy(logits: ArrayLike, target: ArrayLike, reduction: str = "mean", ignore_index: int = -100,
+                  label_smoothing: float = 0.0) -> CrossEntropyReference:
+    """The exact reference of cross-entropy (torch's F.cross_entropy and its backward; fused cross-entropy kernels):
+    logits N x C (or one row of C with a 0-d target), target one integer class per row in [0, C) or ignore_index.
+    Two outputs: loss, from the row losses log sum_j exp(x_j) - (1 - eps) x_t - (eps / C) sum_j x_j (eps =
+    label_smoothing), their mean over the rows not ignored ("mean"), sum ("sum") or each row's ("none", 0 on an
+    ignored row); and dlogits = (softmax(x) - (1 - eps) onehot(t) - eps / C) / W, the gradient of that loss (W the
+    rows not ignored for "mean", else 1; 0 on an ignored row). covers((loss, dlogits)) checks both, covers(loss) the
+    loss alone. The set holds every kernel whose probabilities and log-sum-exp lie in softmax's and log_softmax's
+    sets (their options apply: exp_ulps=, log_ulps=, div=, math=, online=yes for an online log-sum-exp) and that
+    combines them with at most 8 roundings in the compute format and 3 (gradient) or 6 (loss) in the logits' format
+    on each term's path (docs/algorithms/cross-entropy.md)."""
+    a = to_numpy(logits, "logits")
+    format_of(a.dtype, "logits")
+    if a.ndim not in (1, 2):
+        raise ValueError("exactref: cross_entropy: logits must be N x C or one row of C, not of shape %s" % (a.shape,))
+    red = _REDUCTIONS.index(_check.choice(reduction, "cross_entropy", "reduction", _REDUCTIONS))
+    ign = _check.integer(ignore_index, "cross_entropy", "ignore_index")
+    eps = _check.real(label_smoothing, "cross_entropy", "label_smoothing", lo=0)
+    if eps > 1:
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: cross_entropy: label_smoothing must be in [0, 1], not %r"
+                                 % (label_smoothing,))
+    rows = a.shape[0] if a.ndim == 2 else 1
+    t = _targets(target, rows)
+    va = View(a, "logits")
+    ptr = _ffi.cross_entropy(va.buf, t, red, ign, eps)
+    shape = (rows,) if red == 2 else (1,)
+    return CrossEntropyReference(ptr, (va, logits, t), shape, "cross_entropy")
+
+
 def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight: Optional[ArrayLike] = None,
                bias: Optional[ArrayLike] = None, eps: float = 1e-5) -> LayerNormReference:
     """The exact reference of layernorm over x's trailing `normalized_shape` (an int or a tuple, as in torch), with
@@ -1032,6 +1087,7 @@ def _document():
            log_softmax: "log_softmax", softmax_backward: "softmax_backward",
            log_softmax_backward: "log_softmax_backward", rmsnorm: "rmsnorm",
            layer_norm_backward: "layer_norm_backward", rmsnorm_backward: "rmsnorm_backward",
+           cross_entropy: "cross_entropy",
            layer_norm: "layernorm", quantize: "quantize", attention: "attention", tensor: "tensor"}
     for fn, op in ops.items():
         own = _ffi.op_options(op)

@@ -103,6 +103,11 @@ _sig = {
         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
          ctypes.c_double],
     ),
+    "er_cross_entropy": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+         ctypes.c_int, ctypes.c_int64, ctypes.c_double],
+    ),
     "er_rmsnorm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
     "er_scaled_matmul": (
         ctypes.c_int,
@@ -428,6 +433,12 @@ def norm_backward(vdy, vx, k, vmean, vrstd, vw, eps=0.0, rms=False):
     if rms:
         return _new(lib.er_rmsnorm_backward, vdy, vx, vrstd, vw, eps)
     return _new(lib.er_layer_norm_backward, vdy, vx, k, vmean, vrstd, vw)
+
+
+def cross_entropy(vx, target, reduction, ignore_index, eps):
+    """er_cross_entropy; target a C-contiguous int64 numpy array in native byte order (the library copies it)."""
+    ptr = target.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+    return _new(lib.er_cross_entropy, vx, ptr, target.size, reduction, ignore_index, eps)
 
 
 def layernorm(vx, k, vw, vb, eps):

@@ -163,7 +163,7 @@ _ROW_OPS = ("sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_no
 _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
 #: Backward passes along rows: their inputs are the gradient dy and what the forward pass saved (derived from a
 #: forward input x of the case's family).
-_BACKWARD = ("softmax_backward", "log_softmax_backward", "layer_norm_backward", "rmsnorm_backward")
+_BACKWARD = ("softmax_backward", "log_softmax_backward", "layer_norm_backward", "rmsnorm_backward", "cross_entropy")
 
 
 def _op_family(op):
@@ -198,7 +198,7 @@ def shapes(op, tier="fast"):
     (M, K, N); bmm: (batch, M, K, N); the row ops (reduced or normalised along the last dimension): (rows, n);
     elementwise: the tensor's shape; attention, attention_causal and attention_causal_bottom_right: (batch, heads,
     kv heads, Sq, Sk, D); the backward passes (softmax_backward, log_softmax_backward, layer_norm_backward,
-    rmsnorm_backward): (rows, n), as the row ops."""
+    rmsnorm_backward) and cross_entropy (rows of n logits): (rows, n), as the row ops."""
     tiers = _tiers(op)
     if not isinstance(tier, str) or tier not in tiers:
         raise ValueError("exactref: tier %r: expected 'fast', 'exhaustive' or 'canonical'" % (tier,))
@@ -256,7 +256,8 @@ class Case:
     def inputs(self, device=None):
         """The inputs as numpy arrays (device None), or torch tensors on `device` ("cpu", "cuda"), in the case's
         layout. A backward pass's inputs are the kernel's: (dy, y) for softmax_backward and log_softmax_backward,
-        (dy, x, mean, rstd, weight) for layer_norm_backward, (dy, x, rstd, weight) for rmsnorm_backward."""
+        (dy, x, mean, rstd, weight) for layer_norm_backward, (dy, x, rstd, weight) for rmsnorm_backward, (logits,
+        target) for cross_entropy."""
         if self.op in _BACKWARD:
             return [_place(a, self.layout if a.ndim > 1 else "contiguous", device) for a in self._backward_inputs()]
         out = []
@@ -272,6 +273,11 @@ class Case:
         1)/4 in the dtype."""
         dt = numpy_dtype(self.dtype)
         x = family(self.family, self.shape, self.dtype, seed=_hash64(self.seed, 0))
+        if self.op == "cross_entropy":  # targets uniform over the classes; every fifth row ignored (-100)
+            rows, n = self.shape
+            t = np.random.default_rng(_hash64(self.seed, 1)).integers(0, n, rows)
+            t[4::5] = -100
+            return [x, t]
         gfam = "normal" if self.family in ("masked", "specials") else self.family
         dy = family(gfam, self.shape, self.dtype, seed=_hash64(self.seed, 1))
         xd = x.astype(np.float64)
@@ -308,6 +314,8 @@ class Case:
             return er.layer_norm_backward(*inputs)
         if self.op == "rmsnorm_backward":
             return er.rmsnorm_backward(*inputs)
+        if self.op == "cross_entropy":
+            return er.cross_entropy(inputs[0], inputs[1])
         x = inputs[0]
         if self.op == "rmsnorm":
             return er.rmsnorm(x)
@@ -325,7 +333,8 @@ class Case:
         ins = inputs if inputs is not None else self.inputs()
         ref = self.reference(ins)
         kw = {"standard": standard} if isinstance(standard, str) else dict(standard or {})
-        if self.op in ("layer_norm", "layer_norm_backward", "rmsnorm_backward") and not isinstance(out, (tuple, list)):
+        if self.op in ("layer_norm", "layer_norm_backward", "rmsnorm_backward", "cross_entropy") and not isinstance(
+                out, (tuple, list)):
             out = (out,) + (None,) * (len(ref.OUTPUTS) - 1)
         return ref.covers(tuple(out) if isinstance(out, list) else out, **kw)
 
@@ -427,7 +436,7 @@ def _place(a, layout, device):
         return a
     import torch
     names = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-             "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+             "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2, "int64": torch.int64}
     td = names[np.dtype(a.dtype).name]
     raw = np.ascontiguousarray(a)
     if td in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
@@ -612,7 +621,7 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
     """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (q, k, v) for attention, a backward
     pass's as Case.inputs lists them, (x,) otherwise; returning the output, for layer_norm (y, mean, rstd) or y, for
     attention (O, LSE) or O, for layer_norm_backward (dx, dweight, dbias) or dx, for rmsnorm_backward (dx, dweight) or
-    dx) on every case of the tier
+    dx, for cross_entropy (loss, dlogits) or loss) on every case of the tier
     (cases()), checks each output against the op's reference under `standard` (a string, or a dict of covers() keywords
     such as dict(standard="mma:sm90", outer="any")), and returns a CheckRecord. Inputs are numpy arrays (device None) or
     torch tensors on `device`. A case whose kernel raises is recorded as "error". The minimal failing case is the

@@ -185,6 +185,78 @@ def test_norm_backward_arguments():
     assert "layer_norm_backward takes depth=." in " ".join(er.layer_norm_backward.__doc__.split())
 
 
+def ce_kernel(x, t, eps, reduction, divide=True, ignore=-100):
+    """A fused cross-entropy kernel in fp32 (Liger's formulas): lse = m + log(sum exp(x - m)); the row loss
+    (1 - eps)(lse - x_t) + eps lse - sum (eps / C) x; the gradient (p - eps / C) / W, minus (1 - eps) / W at t."""
+    f = np.float32
+    N, C = x.shape
+    keep = t != ignore
+    W = f(keep.sum()) if reduction == "mean" and divide else f(1)
+    Wl = f(keep.sum()) if reduction == "mean" else f(1)
+    m = x.max(1, keepdims=True)
+    e = np.exp(x - m).astype(f)
+    d = e.sum(1, dtype=f, keepdims=True)
+    lse = (m + np.log(d).astype(f)).astype(f)[:, 0]
+    tt = np.where(keep, t, 0)
+    xt = x[np.arange(N), tt]
+    loss = (lse - xt).astype(f)
+    if eps:
+        loss = (loss * f(1 - eps) + (eps * lse).astype(f) - (f(eps / C) * x).sum(1, dtype=f)).astype(f)
+    loss = np.where(keep, loss, f(0))
+    g = ((e / d).astype(f) - f(eps / C)) / W
+    g[np.arange(N), tt] -= f(1 - eps) / W
+    g[~keep] = 0
+    if reduction == "none":
+        return loss.astype(f), g.astype(f)
+    return np.array([(loss / Wl).astype(f).sum(dtype=f)]), g.astype(f)
+
+
+def test_cross_entropy():
+    rng = np.random.default_rng(5)
+    for C in (1, 10, 1000):
+        x = (3 * rng.standard_normal((6, C))).astype(np.float32)
+        t = rng.integers(0, C, 6)
+        t[2] = -100
+        for reduction in ("mean", "sum", "none"):
+            for eps in (0.0, 0.1):
+                ref = er.cross_entropy(x, t, reduction=reduction, label_smoothing=eps)
+                assert ref.op == "cross_entropy" and ref.shape == ((6,) if reduction == "none" else (1,))
+                loss, g = ce_kernel(x, t, eps, reduction)
+                res = ref.covers((loss, g))
+                assert res.all(), str(res)
+                assert ref.covers(loss).all()
+                if reduction == "mean" and C > 1:   # the gradient not divided by W
+                    assert not ref.covers((None, ce_kernel(x, t, eps, reduction, divide=False)[1])).all()
+    # one row of C with a 0-d target; torch's 0-d loss
+    ref = er.cross_entropy(x[0], np.int64(3), reduction="sum")
+    loss, g = ce_kernel(x[:1], np.array([3]), 0.0, "sum")
+    assert ref.covers((loss.reshape(()), g[0])).all()
+
+
+def test_cross_entropy_arguments():
+    x = np.zeros((3, 4), np.float32)
+    with pytest.raises(TypeError, match="integer class indices"):
+        er.cross_entropy(x, np.array([0.0, 1.0, 2.0]))
+    with pytest.raises(TypeError, match="integer class indices"):
+        er.cross_entropy(x, np.array([True, False, True]))
+    with pytest.raises(ValueError, match="one class per row"):
+        er.cross_entropy(x, np.array([0, 1]))
+    with pytest.raises(er.ExactrefValueError, match=r"target\[1\] = 4 is outside \[0, 4\)"):
+        er.cross_entropy(x, np.array([0, 4, 1]))
+    with pytest.raises(ValueError, match="beyond int64"):
+        er.cross_entropy(x, np.array([0, 2 ** 64 - 1, 1], np.uint64))
+    with pytest.raises(ValueError, match="N x C"):
+        er.cross_entropy(np.zeros((2, 3, 4), np.float32), np.array([0, 1]))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        er.cross_entropy(x, np.array([0, 1, 2]), label_smoothing=1.5)
+    # targets by value, whatever their byte order or width
+    xs = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    loss, g = ce_kernel(xs, np.array([0, 3, 1]), 0.0, "mean")
+    for t in (np.array([0, 3, 1], ">i8"), np.array([0, 3, 1], np.uint8), np.array([0, 3, 1], np.int16)):
+        assert er.cross_entropy(xs, t).covers((loss, g)).all()
+    assert not er.cross_entropy(xs, np.array([0, 2, 1])).covers((loss, g)).all()
+
+
 def test_matmul_backward():
     rng = np.random.default_rng(16)
     f = np.float32
@@ -255,6 +327,14 @@ def test_testing_backward_ops():
                        (_tk_softmax, "softmax_backward")):
         rec = et.check(kernel, op=op, families=fams, record=False)
         assert rec.passed, str(rec) + "\n" + str(rec.minimal)
+    ce = et.cases("cross_entropy")[3]
+    logits, t = ce.inputs()
+    assert logits.shape == ce.shape and t.shape == (ce.shape[0],) and t.dtype == np.int64
+    rec = et.check(lambda x, t: ce_kernel(x, t, 0.0, "mean"), op="cross_entropy", families=fams, record=False)
+    assert rec.passed, str(rec) + "\n" + str(rec.minimal)
+    rec = et.check(lambda x, t: ce_kernel(x, t, 0.0, "mean", divide=False), op="cross_entropy", families=fams,
+                   record=False)
+    assert not rec.passed
     rec = et.check(_tk_rmsnorm_as_layer_norm, op="rmsnorm_backward", families=fams, record=False)
     assert not rec.passed and "rmsnorm_backward" in rec.minimal["reproduce"]
     with pytest.raises(ValueError, match="rmsnorm_backward"):

@@ -165,6 +165,8 @@ def _calls():
         (er.layer_norm_backward, dict(dy=x, x=x, mean=x.mean(-1), rstd=np.ones(x.shape[:-1], np.float32), weight=w,
                                       normalized_shape=8)),
         (er.rmsnorm_backward, dict(dy=x, x=x, rstd=None, weight=w, eps=1e-6)),
+        (er.cross_entropy, dict(logits=x, target=np.array([0, 7, 3]), reduction="sum", ignore_index=-100,
+                                label_smoothing=0.1)),
         (er.scaled_matmul, dict(A=A, B=B, scale_a=0.5, scale_b=2.0)),
         (er.quantize, dict(x=x, dtype="float8_e4m3fn", granularity=("block", 4), recipe="amax")),
         (er.attention, dict(q=q, k=q, v=q, scale=0.25, causal=True, causal_alignment="bottom_right", window=(2, 1),
@@ -225,6 +227,10 @@ def _valid(fn, name, value):
         return 0 < value <= 64
     if name == "eps" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return math.isfinite(value) and value >= 0
+    if name == "ignore_index" and isinstance(value, int) and not isinstance(value, bool):
+        return -2 ** 63 <= value < 2 ** 63
+    if name == "label_smoothing" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return 0 <= value <= 1
     if name == "seed" and isinstance(value, int) and not isinstance(value, bool):
         return 0 <= value < 2 ** 64
     if name == "other":   # add, mul: a finite number, or an array (a list) broadcasting to the result
@@ -238,7 +244,7 @@ def _valid(fn, name, value):
 
 
 ARRAYS = {"x", "A", "B", "q", "k", "v", "dy", "y", "out", "weight", "bias", "mean", "rstd", "kernel",
-          "op_or_reference"}
+          "op_or_reference", "logits", "target"}
 
 
 def test_the_sweep_holds_every_public_function():
