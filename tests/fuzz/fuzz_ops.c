@@ -15,12 +15,12 @@
 
 /* The kinds of call counted (harness.h): the ops by their number in the input, then the chain and the quantised
  * reference built over an accepted op. */
-enum { NOPS = 16, KIND_CHAIN = NOPS, KIND_QUANTIZE_REF = NOPS + 1 };
+enum { NOPS = 17, KIND_CHAIN = NOPS, KIND_QUANTIZE_REF = NOPS + 1 };
 static const char *const kinds[] = {"matmul",    "scaled_matmul", "sum",       "mean",
                                     "max",       "softmax",       "log_softmax", "rmsnorm",
                                     "layernorm", "tensor",        "quantize",  "attention",
                                     "softmax_backward", "log_softmax_backward", "layer_norm_backward",
-                                    "rmsnorm_backward", "chain", "quantize_ref"};
+                                    "rmsnorm_backward", "cross_entropy", "chain", "quantize_ref"};
 
 REACH_TARGET(kinds)
 
@@ -99,6 +99,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (nda >= 3 && (byte(&r) & 1) && sha[nda - 3] % 2 == 0) shk[nda - 3] = sha[nda - 3] / 2;
         vb = er_tensor_view(&B, fb, nda, shk, NULL, pool[1]) == ER_OK;
     }
+    if (op == 16 && va > 0 && nda > 2 && (byte(&r) & 3)) {
+        /* cross_entropy takes one or two dimensions: most logits of more are viewed as their first and last */
+        int64_t sh2[2] = {sha[0], sha[nda - 1]};
+        va = er_tensor_view(&A, fa, 2, sh2, NULL, pool[0]) == ER_OK;
+        nda = 2;
+        sha[1] = sh2[1];
+    }
     (void)make_view(&r, &C, 2, fb, 1, shb);
     if (va <= 0) return 0;
     unsigned fill = byte(&r);
@@ -155,6 +162,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!ok) st = ER_ERR_INVALID;
         else if (op == 14) st = er_layer_norm_backward(&ref, dy, &A, k, byte(&r) % 16 ? &M : NULL, &Rs, w);
         else st = er_rmsnorm_backward(&ref, dy, &A, byte(&r) % 4 ? &Rs : NULL, w, eps);
+        break;
+    }
+    case 16: { /* logits A, a target per row (or one more or fewer: refused) from the input, one in sixteen -1 or C
+                * (out of range unless it is ignore_index), reduction 0..2 or 3 (refused), eps in [0, 1] or not */
+        static int64_t tg[16];
+        int64_t rows = nda == 2 ? sha[0] : 1, ncls = nda >= 1 ? sha[nda - 1] : 0;
+        unsigned nb = byte(&r);
+        int64_t nt = rows + (nb % 16 == 0) - (nb % 16 == 1 && rows > 0);
+        int64_t ign = byte(&r) % 3 == 0 ? -1 : -100;
+        for (int64_t i = 0; i < nt && i < 16; i++) {
+            unsigned b = byte(&r);
+            tg[i] = b % 16 == 0 ? (b & 16 ? -1 : ncls) : ncls ? (int64_t)(b / 16 % (unsigned)ncls) : 0;
+        }
+        static const double smooth[] = {0.0, 0.1, 1.0, 0.5, 1e-40, NAN, -1.0, 2.0};
+        unsigned rb = byte(&r);
+        st = nt <= 16 ? er_cross_entropy(&ref, &A, tg, nt, (int)(rb % 8 < 7 ? rb % 3 : 3), ign, smooth[rb / 8 % 8])
+                      : ER_ERR_INVALID;
         break;
     }
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
