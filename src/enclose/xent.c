@@ -146,25 +146,25 @@ static void er_xent_loss_set(const er_xent_plan *pl, const double *x, int64_t t,
 }
 
 /* MPFR scratch of a row at one precision: the sums S and R of exp(x_j - m) enclosed, sum x exact. */
-typedef struct er_xent_mp { mpfr_t t, el, eh, Sl, Sh, Rl, Rh, sx, a, b, c; } er_xent_mp;
+typedef struct er_xent_mp { mpfr_t tl, th, el, eh, Sl, Sh, Rl, Rh, sx, a, b, c; } er_xent_mp;
 
 static void er_xent_mp_init(er_xent_mp *z, mpfr_prec_t prec) {
-    mpfr_init2(z->t, 2200); /* x_j - m exactly for doubles */
     mpfr_init2(z->sx, 2300); /* sum x exactly for fewer than 2^90 doubles */
-    mpfr_inits2(prec, z->el, z->eh, z->Sl, z->Sh, z->Rl, z->Rh, z->a, z->b, z->c, (mpfr_ptr)0);
+    mpfr_inits2(prec, z->tl, z->th, z->el, z->eh, z->Sl, z->Sh, z->Rl, z->Rh, z->a, z->b, z->c, (mpfr_ptr)0);
 }
 
 static void er_xent_mp_clear(er_xent_mp *z) {
-    mpfr_clears(z->t, z->sx, z->el, z->eh, z->Sl, z->Sh, z->Rl, z->Rh, z->a, z->b, z->c, (mpfr_ptr)0);
+    mpfr_clears(z->tl, z->th, z->sx, z->el, z->eh, z->Sl, z->Sh, z->Rl, z->Rh, z->a, z->b, z->c, (mpfr_ptr)0);
 }
 
-/* exp(x_j - m) into [el, eh]. */
+/* exp(x_j - m) into [el, eh]: the difference rounded down and up, exp monotone. */
 static void er_xent_mp_exp(er_xent_mp *z, double xj, double m) {
     if (xj == -INFINITY) { mpfr_set_zero(z->el, 1); mpfr_set_zero(z->eh, 1); return; }
-    mpfr_set_d(z->t, xj, MPFR_RNDN);
-    mpfr_sub_d(z->t, z->t, m, MPFR_RNDN);
-    mpfr_exp(z->el, z->t, MPFR_RNDD);
-    mpfr_exp(z->eh, z->t, MPFR_RNDU);
+    mpfr_set_d(z->tl, xj, MPFR_RNDN); /* exact: the precision is at least 128 bits */
+    mpfr_sub_d(z->th, z->tl, m, MPFR_RNDU);
+    mpfr_sub_d(z->tl, z->tl, m, MPFR_RNDD);
+    mpfr_exp(z->el, z->tl, MPFR_RNDD);
+    mpfr_exp(z->eh, z->th, MPFR_RNDU);
 }
 
 static void er_xent_mp_row(er_xent_mp *z, const double *x, int64_t C, int64_t t, double m) {
@@ -257,10 +257,12 @@ void er__xent_loss_mp(const er_xent_plan *pl, const double *x, int64_t t, mpfr_p
  * undecided takes its lower end's rounding (the set only grows by it). */
 static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, double m, char *done, double *gex,
                             double *grd) {
-    for (mpfr_prec_t prec = 128; prec <= 2048; prec *= 4) {
+    int64_t todo = 1;
+    for (mpfr_prec_t prec = 128; prec <= 2048 && todo; prec *= 4) {
         er_xent_mp z;
         er_xent_mp_init(&z, prec);
         er_xent_mp_row(&z, x, pl->C, t, m);
+        todo = 0;
         for (int64_t j = 0; j < pl->C; j++) {
             if (done[j]) continue;
             er_xent_mp_grad(pl, &z, x, j, t, m);
@@ -269,6 +271,7 @@ static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, 
             gex[j] = mpfr_get_d(z.a, MPFR_RNDN);
             grd[j] = r1;
             done[j] = r1 == r2 || prec == 2048;
+            todo += !done[j];
         }
         er_xent_mp_clear(&z);
     }
