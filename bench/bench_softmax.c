@@ -4,8 +4,9 @@
  * checked at its depth and combine depth next to the default standard.
  * Also er_rmsnorm (fp32 weights) + er_covers next to a float64 rmsnorm. Prints `name: X s vs baseline Y s = Rx`.
  * And er_layer_norm_backward + er_covers_outputs next to a float64 layer_norm backward (run_layernorm_backward).
- * Usage: bench_softmax [softmax|layernorm|rmsnorm|layer_norm_backward] [N ...] (default all four, 1024 and 4096), N x N
- * inputs. */
+ * And er_cross_entropy + er_covers_outputs next to a float64 cross-entropy forward and backward (run_cross_entropy).
+ * Usage: bench_softmax [softmax|layernorm|rmsnorm|layer_norm_backward] [N ...] (default the first four, 1024 and
+ * 4096), N x N inputs; bench_softmax cross_entropy [ROWS C] (default 256 x 32000). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -311,6 +312,69 @@ static void run_layernorm_backward(int n) {
     free(x); free(dy); free(w); free(mean); free(rstd); free(dxf); free(dwf); free(dbf); free(dx); free(dw); free(db);
 }
 
+/* er_cross_entropy + er_covers_outputs (loss, dlogits) of an fp32 kernel's mean loss and gradient next to a float64
+ * cross-entropy forward and backward of the same logits (lse, the row losses' mean, the gradient (p - onehot) / N):
+ * one untimed pass of each first, then three alternating rounds, medians. The baseline on one thread, exactref on
+ * every core unless EXACTREF_THREADS says otherwise (the line says which). */
+static double ce_baseline(int rows, int C, const float *x, const int64_t *t, double *g) {
+    double loss = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * C;
+        double *gr = g + (size_t)r * C, m = -INFINITY, s = 0;
+        for (int j = 0; j < C; j++) m = fmax(m, xr[j]);
+        for (int j = 0; j < C; j++) s += (gr[j] = exp(xr[j] - m));
+        double lse = m + log(s);
+        loss += lse - xr[t[r]];
+        for (int j = 0; j < C; j++) gr[j] = gr[j] / s / rows;
+        gr[t[r]] -= 1.0 / rows;
+    }
+    return loss / rows;
+}
+
+static void run_cross_entropy(int rows, int C) {
+    size_t nn = (size_t)rows * C;
+    float *x = calloc(nn, sizeof(float)), *gf = malloc(sizeof(float) * nn), lf;
+    double *g = malloc(sizeof(double) * nn);
+    int64_t *t = calloc((size_t)rows, sizeof(int64_t));
+    if (!x || !gf || !g || !t) { fprintf(stderr, "cannot allocate %d x %d\n", rows, C); exit(1); }
+    for (size_t i = 0; i < nn; i++) x[i] = (float)(2 * normalish());
+    for (int r = 0; r < rows; r++) t[r] = (int64_t)((uint64_t)r * 2654435761u % (uint64_t)C);
+    lf = (float)ce_baseline(rows, C, x, t, g); /* the kernel under test: the same in fp64, stored to fp32 */
+    for (size_t i = 0; i < nn; i++) gf[i] = (float)g[i];
+    er_tensor tx, tl, tg;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, C}, NULL, x);
+    er_tensor_view(&tl, ER_FP32, 1, (int64_t[]){1}, NULL, &lf);
+    er_tensor_view(&tg, ER_FP32, 2, (int64_t[]){rows, C}, NULL, gf);
+    const er_tensor *outs[2] = {&tl, &tg};
+    er_standard std;
+    er_standard_init(&std);
+    double te[3], tb[3];
+    int ok = 1;
+    for (int rnd = -1; rnd < 3; rnd++) { /* round -1: warm, untimed */
+        double t0 = now();
+        ce_baseline(rows, C, x, t, g);
+        double t1 = now();
+        er_ref *ref;
+        er_report reps[2];
+        if (er_cross_entropy(&ref, &tx, t, rows, ER_REDUCTION_MEAN, -100, 0.0) != ER_OK ||
+            er_covers_outputs(reps, ref, outs, 2, &std) != ER_OK) {
+            fprintf(stderr, "%s\n", er_last_error());
+            exit(1);
+        }
+        double t2 = now();
+        for (int o = 0; o < 2; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
+        er_ref_free(ref);
+        if (rnd >= 0) { tb[rnd] = t1 - t0; te[rnd] = t2 - t1; }
+    }
+    const char *th = getenv("EXACTREF_THREADS");
+    char on[64];
+    snprintf(on, sizeof on, th ? "EXACTREF_THREADS=%s" : "every core", th);
+    printf("cross_entropy_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 cross-entropy forward and "
+           "backward of the same logits, one thread; exactref on %s; medians of 3 alternating rounds after a warm one; "
+           "verdict %s)\n", rows, C, median3(te), median3(tb), median3(te) / median3(tb), on, ok ? "pass" : "FAIL");
+    free(x); free(gf); free(g); free(t);
+}
+
 int main(int argc, char **argv) {
     /* optional first argument: softmax, layernorm or rmsnorm alone */
     int which = 15, first = 1;
@@ -318,6 +382,10 @@ int main(int argc, char **argv) {
     else if (argc > 1 && strcmp(argv[1], "layernorm") == 0) { which = 2; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "rmsnorm") == 0) { which = 4; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "layer_norm_backward") == 0) { which = 8; first = 2; }
+    else if (argc > 1 && strcmp(argv[1], "cross_entropy") == 0) { /* cross_entropy ROWS C (default 256 32000) */
+        run_cross_entropy(argc > 2 ? atoi(argv[2]) : 256, argc > 3 ? atoi(argv[3]) : 32000);
+        return 0;
+    }
     int sizes[16], ns = 0;
     for (int i = first; i < argc && ns < 16; i++) sizes[ns++] = atoi(argv[i]);
     if (ns == 0) { sizes[0] = 1024; sizes[1] = 4096; ns = 2; }

@@ -608,7 +608,7 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         cv[i].nan |= c0[i].nan;
         cv[i].nan_req &= c0[i].nan_req;
     }
-    if (st == ER_OK) {
+    if (st == ER_OK && !pl->sets_only) {
         int64_t todo = dbl ? er_exact_row_dbl(pl, x, n, &ex, exact, rounded, done) : n;
         if (todo > 0) st = er_exact_row(pl, x, n, m, exact, rounded, done, todo);
     }

@@ -21,6 +21,7 @@ typedef struct er_softmax_plan {
                                and the quotient (div.full.f32) may flush a subnormal result (Theorem S5) */
     int flush;              /* subnormals=flush: any result below the least normal may be a zero (Theorem S6) */
     int64_t depth;          /* the sum's tree depth bound (0: any tree; any-order.md Theorem 7) */
+    int sets_only;          /* the sets alone: exact and rounded are not written */
     double *lse;            /* log_softmax: where the bounds of the computed m + log(s) and of log(s) join (their
                                hulls with [lse[0], lse[1]] and [lse[2], lse[3]]; NULL: not wanted) */
 } er_softmax_plan;
@@ -33,7 +34,7 @@ ER_INTERNAL double er__log2e(const er_fmt_info *F);
 ER_INTERNAL void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m);
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and
- * correctly rounded to the output format. */
+ * correctly rounded to the output format (not written under sets_only). */
 ER_INTERNAL er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv,
                                       double *exact, double *rounded);
 

@@ -295,8 +295,10 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
         double a = lcv[j].lo, b = lcv[j].hi, pl1, ph1, pl2, ph2;
         if (lcv[j].ninf && a > b) a = b = -INFINITY;
         er_exp_set(pl, a, b, &pl1, &ph1);
-        er_exp_set(pl, er__round_double(S, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
-                   er__round_double(S, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), &pl2, &ph2);
+        pl2 = pl1, ph2 = ph1;
+        if (S->p < F->p) /* the log-probability stored in the logits' narrower format */
+            er_exp_set(pl, er__round_double(S, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
+                       er__round_double(S, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), &pl2, &ph2);
         double Pl = cv[j].lo, Ph = cv[j].hi;
         if (pl1 < Pl) Pl = pl1;
         if (pl2 < Pl) Pl = pl2;
@@ -362,6 +364,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
     lp.log = 1;
     lp.lse = lse;
     sp.lse = NULL;
+    sp.sets_only = lp.sets_only = 1; /* their exact results are not this op's */
     er_status st = pl->G ? er__softmax_row(&sp, x, C, cv, ex0, rd0) : ER_OK;
     if (st == ER_OK) st = er__softmax_row(&lp, x, C, lcv, ex0, rd0);
     if (st != ER_OK) return st;
