@@ -56,11 +56,11 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 typedef struct klass { const char *name, *trigger; int bug, attn; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
        K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, K_LN_WELFORD_TORCH,
-       N_CORRECT };
+       K_CE_FUSED, K_CE_TORCH, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC,
        B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, B_UNBIASED_WELFORD,
-       N_KLASS };
+       B_CE_NOW, B_CE_EPS, B_CE_TAIL, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -72,6 +72,8 @@ static klass KL[N_KLASS] = {
     {.name = "attention flash (fp16, blocks of 64)", .trigger = "", .attn = 1}, {.name = "attention split-KV (3 splits)", .trigger = "", .attn = 1},
     {.name = "softmax, torch's trees (at depth)", .trigger = ""},
     {.name = "layernorm Welford, torch's tree (at depth)", .trigger = ""},
+    {.name = "cross-entropy fused (Liger's form), fp32", .trigger = ""},
+    {.name = "cross-entropy, torch's composition, fp32", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -97,6 +99,9 @@ static klass KL[N_KLASS] = {
     {.name = "softmax sum misses its last element", .trigger = "an output moves by more than (n + 16) 2^-23 relative", .bug = 1},
     {.name = "the same, torch's trees (at depth)", .trigger = "an output moves by more than (D + 16) 2^-23 relative", .bug = 1},
     {.name = "unbiased var., torch's Welford (at depth)", .trigger = "rstd moves beyond the two-pass margin at depth D", .bug = 1},
+    {.name = "cross-entropy: gradient not divided by W", .trigger = "a dlogits element moves beyond W_ce", .bug = 1},
+    {.name = "cross-entropy: smoothing eps, not eps / C", .trigger = "a dlogits element moves beyond W_ce", .bug = 1},
+    {.name = "cross-entropy: sum misses its last class", .trigger = "a dlogits element moves beyond W_ce", .bug = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -849,6 +854,92 @@ static void attn_case(int kl, int Sq, int Sk, int D, int causal) {
     free(q); free(k); free(v); free(qb); free(kb); free(vb); free(ob); free(o); free(r); free(lo); free(lse);
 }
 
+/* ---------------------------------------------------------------- cross-entropy (fp32 logits, reduction mean) */
+/* rows x C logits (2 gauss), targets uniform, the last row ignored when there are more than two; label smoothing eps.
+ * The kernels in fp32: the fused form (m, s = sum expf(x - m), lse = m + logf(s), the row loss with its smoothing
+ * terms over W; the gradient (e / s - eps / C) / W, minus (1 - eps) / W at the target) or torch's composition
+ * (lp = (x - m) - log s; g = -(1 - eps) / W at the target plus -(eps / C) / W; dx = g - expf(lp) sum g), and the
+ * bugs on the fused form. The peers compare the loss and dlogits with a float64 cross-entropy. */
+static void ce_case(int kl, int rows, int C, double eps) {
+    size_t nn = (size_t)rows * C;
+    float *x = calloc(nn, sizeof(float)), *g = calloc(nn, sizeof(float)), loss = 0;
+    double *y = calloc(nn + 1, sizeof(double)), *r = calloc(nn + 1, sizeof(double));
+    int64_t *t = calloc((size_t)rows, sizeof(int64_t));
+    for (size_t i = 0; i < nn; i++) x[i] = (float)(2 * gauss());
+    int W = 0, trig = 0;
+    for (int i = 0; i < rows; i++) {
+        t[i] = i == rows - 1 && rows > 2 ? -100 : (int64_t)(unif() * C) % C;
+        W += t[i] != -100;
+    }
+    float epsf = (float)eps, epsC = (float)(kl == B_CE_EPS ? eps : eps / C), om = 1.0f - epsf;
+    float Wg = kl == B_CE_NOW ? 1.0f : (float)W;
+    double loss64 = 0;
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * C;
+        float *gr = g + (size_t)i * C;
+        double *rr = r + 1 + (size_t)i * C;
+        if (t[i] == -100) continue; /* an ignored row: zeros */
+        int ti = (int)t[i], Cs = kl == B_CE_TAIL ? C - 1 : C;
+        float m = -INFINITY, s = 0;
+        for (int j = 0; j < C; j++) m = fmaxf(m, xr[j]);
+        for (int j = 0; j < Cs; j++) s += expf(xr[j] - m);
+        float l = logf(s), lse = m + l, lo = lse - xr[ti];
+        if (eps > 0) {
+            float sx = 0;
+            for (int j = 0; j < C; j++) sx += -epsC * xr[j];
+            lo = lo * om + (sx + epsf * lse);
+        }
+        loss += lo / (float)W;
+        if (kl == K_CE_TORCH) {
+            float gt = -om / Wg, gs = -epsC / Wg, sg = 0;
+            for (int j = 0; j < C; j++) sg += (j == ti ? gt : 0.0f) + gs;
+            for (int j = 0; j < C; j++) gr[j] = ((j == ti ? gt : 0.0f) + gs) - expf((xr[j] - m) - l) * sg;
+        } else {
+            for (int j = 0; j < C; j++) {
+                float v = (expf(xr[j] - m) / s - epsC) / Wg;
+                gr[j] = j == ti ? v - om / Wg : v;
+            }
+        }
+        /* float64 */
+        double md = -INFINITY, sd = 0, sxd = 0;
+        for (int j = 0; j < C; j++) { md = fmax(md, xr[j]); sxd += xr[j]; }
+        for (int j = 0; j < C; j++) sd += exp((double)xr[j] - md);
+        double lse64 = md + log(sd);
+        loss64 += (lse64 - (1 - eps) * xr[ti] - eps / C * sxd) / W;
+        for (int j = 0; j < C; j++) {
+            double p = exp(xr[j] - lse64), v = (p - eps / C - (j == ti ? 1 - eps : 0)) / W;
+            rr[j] = v;
+            /* the trigger: beyond the set's half-width (Theorem X1: P within 1% of p for C <= 1000, gamma M within
+             * (C + 16) 2^-23 (1.2 p + eps / C) / W), an ulp of fp32 and the underflow term */
+            double wce = (0.01 * p + (C + 16) * 0x1p-23 * (1.2 * p + eps / C)) / W + 0x1p-22 * fabs(v) + 1e-30;
+            if (j != ti && fabs((double)gr[j] - v) > wce) trig = 1;
+        }
+    }
+    r[0] = loss64;
+    y[0] = loss;
+    for (size_t i = 0; i < nn; i++) y[1 + i] = g[i];
+    er_tensor tx, tl, tg;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, C}, NULL, x);
+    er_tensor_view(&tl, ER_FP32, 1, (int64_t[]){1}, NULL, &loss);
+    er_tensor_view(&tg, ER_FP32, 2, (int64_t[]){rows, C}, NULL, g);
+    er_ref *ref;
+    er_standard st;
+    er_standard_init(&st);
+    er_report rep[2];
+    const er_tensor *outs[2] = {&tl, &tg};
+    int flags[R_COUNT];
+    if (er_cross_entropy(&ref, &tx, t, rows, ER_REDUCTION_MEAN, -100, eps) != ER_OK ||
+        er_covers_outputs(rep, ref, outs, 2, &st) != ER_OK) {
+        fprintf(stderr, "%s\n", er_last_error());
+        exit(2);
+    }
+    flags[R_EXACTREF] = !all_pass(rep, 2);
+    peer_rules(y, r, (int64_t)nn + 1, ER_FP32, C, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+    free(x); free(g); free(y); free(r); free(t);
+}
+
 int main(int argc, char **argv) {
     int quick = 0;
     const char *json = NULL;
@@ -870,7 +961,7 @@ int main(int argc, char **argv) {
                 for (int kl = 0; kl < N_KLASS; kl++) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
                         kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH ||
-                        kl == K_LN_WELFORD_TORCH) continue;
+                        kl == K_LN_WELFORD_TORCH || kl == K_CE_FUSED || kl == K_CE_TORCH) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -933,6 +1024,15 @@ int main(int argc, char **argv) {
             norm_case(K_LN_WELFORD_TORCH, welfn[s][0], welfn[s][1], rep & 1);
             norm_case(B_UNBIASED_WELFORD, welfn[s][0], welfn[s][1], 0);
         }
+    /* cross-entropy, last for the same reason */
+    static const int cen[][2] = {{4, 100}, {8, 1000}, {3, 517}};
+    for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+        for (int s = 0; s < 3; s++)
+            for (int e = 0; e < 2; e++)
+                for (int kl = K_CE_FUSED; kl <= B_CE_TAIL; kl = kl == K_CE_TORCH ? B_CE_NOW : kl + 1) {
+                    if (kl == B_CE_EPS && e == 0) continue; /* the bug needs smoothing */
+                    ce_case(kl, cen[s][0], cen[s][1], e ? 0.1 : 0.0);
+                }
     /* the table */
     printf("%-42s %6s %6s", "class", "cases", "trig");
     for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
