@@ -119,15 +119,19 @@ static double er_xent_eta(const er_xent_plan *pl, double mult) {
     return er__mul_up(er__mul_up(e * 12.0 * 0x1p22, (double)pl->C + 3.0), mult > 1 ? mult : 1.0);
 }
 
-/* The loss set of a finite row (Theorem X2): the expansion l + m - (1 - eps) x_t - (eps / C) sum x over the leaves l
- * (the computed log of the sum), m and x_j. lse: the bounds of m + l and of l. */
+/* The loss set of a finite row (Theorem X2): the hull of form I, the expansion l + m - (1 - eps) x_t - (eps / C) sum x
+ * over the leaves l (the computed log of the sum), m and x_j, rounded in F alone, and form II, -(1 - eps) lp_t - (eps /
+ * C) sum lp over the leaves lp_j in log_softmax's set or its rounding to S (lcv), rounded in F and S. lse: the bounds
+ * of m + l and of l. In both, the monomials eps / C times a leaf may pass the sum over the classes too; the others
+ * (1 - eps times a leaf, and eps l where it is kept apart) the row's roundings and the sum over the rows only. */
 static void er_xent_loss_set(const er_xent_plan *pl, const double *x, int64_t t, double m, const double *lse,
-                             const er_xent_sums *z, er_xent_loss *ls) {
+                             const er_cval *lcv, const er_xent_sums *z, er_xent_loss *ls) {
     const er_fmt_info *F = pl->F, *S = pl->S;
     double eps = pl->eps, C = (double)pl->C, oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
     double ecl = er__dn(eps / C), ech = er__up(eps / C);
-    double k = ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0) + (double)pl->dN;
-    double g = er_gamma2(pl, k, S->p < F->p ? ER_XENT_LOSS_ROUNDINGS_S : 0);
+    double k0 = ER_XENT_ROUNDINGS + (double)pl->dN, kC = k0 + (eps > 0 ? (double)pl->dC : 0.0);
+    double kS = S->p < F->p && !pl->compute_only ? ER_XENT_LOSS_ROUNDINGS_S : 0;
+    /* form I */
     double Bl, Bh, sl, sh;
     er_imul(oml, omh, x[t], x[t], &Bl, &Bh);
     if (eps > 0) {
@@ -135,13 +139,44 @@ static void er_xent_loss_set(const er_xent_plan *pl, const double *x, int64_t t,
         Bl = er__dn(Bl + sl);
         Bh = er__up(Bh + sh);
     }
-    /* the monomials' magnitudes: l and m (1 + 2 eps times: (1 - eps) l, eps l), x_t (1 + eps times), x_j eps / C */
+    /* l and m 1 + eps times ((1 - eps) expanded) and eps times (C copies of eps / C, or eps lse), x_t 1 + eps times,
+     * x_j eps / C */
     double lm = er__up(fabs(m) + (fabs(lse[2]) > fabs(lse[3]) ? fabs(lse[2]) : fabs(lse[3])));
-    double mag = er__up(er__mul_up(er__up(1.0 + 2.0 * eps), lm) +
-                        er__up(er__mul_up(er__up(1.0 + eps), fabs(x[t])) + er__mul_up(ech, z->sabs)));
-    double hw = er__up(er__mul_up(g, mag) + er_xent_eta(pl, lm > z->xmax ? lm : z->xmax));
-    ls->lo = er__dn(er__dn(lse[0] - Bh) - hw);
-    ls->hi = er__up(er__up(lse[1] - Bl) + hw);
+    double mag0 = er__up(er__mul_up(er__up(1.0 + eps), lm) + er__mul_up(er__up(1.0 + eps), fabs(x[t])));
+    double magC = er__up(er__mul_up(eps, lm) + er__mul_up(ech, z->sabs));
+    double w1 = er__up(er__up(er__mul_up(er_gamma2(pl, k0, 0), mag0) + er__mul_up(er_gamma2(pl, kC, 0), magC)) +
+                       er_xent_eta(pl, lm > z->xmax ? lm : z->xmax));
+    double a1 = er__dn(er__dn(lse[0] - Bh) - w1), b1 = er__up(er__up(lse[1] - Bl) + w1);
+    /* form II */
+    double lpmax = 0, Tl = 0, Th = 0, mt = 0, ma = 0;
+    for (int64_t j = 0; j < pl->C; j++) {
+        if (eps == 0 && j != t) continue;
+        double a = lcv[j].lo, b = lcv[j].hi, l, h;
+        double as = er__round_double(S, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
+               bs = er__round_double(S, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        if (as < a && !pl->compute_only) a = as;
+        if (bs > b && !pl->compute_only) b = bs;
+        double mg = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+        if (mg > lpmax) lpmax = mg;
+        if (j == t) {
+            er_imul(oml, omh, -b, -a, &l, &h);
+            Tl = er__dn(Tl + l);
+            Th = er__up(Th + h);
+            mt = mg;
+        }
+        if (eps > 0) {
+            er_imul(ecl, ech, -b, -a, &l, &h);
+            Tl = er__dn(Tl + l);
+            Th = er__up(Th + h);
+            ma = er__up(ma + mg);
+        }
+    }
+    double w2 = er__up(er__up(er__mul_up(er_gamma2(pl, k0, kS), er__mul_up(er__up(1.0 + eps), mt)) +
+                              er__mul_up(er_gamma2(pl, kC, kS), er__mul_up(ech, ma))) +
+                       er_xent_eta(pl, lpmax));
+    double a2 = er__dn(Tl - w2), b2 = er__up(Th + w2);
+    ls->lo = a1 < a2 ? a1 : a2;
+    ls->hi = b1 > b2 ? b1 : b2;
     if (isnan(ls->lo) || isnan(ls->hi)) { ls->lo = -INFINITY; ls->hi = INFINITY; }
 }
 
@@ -285,7 +320,7 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
     double eps = pl->eps, C = (double)pl->C, W = pl->W;
     double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
     double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
-                         S->p < F->p ? ER_XENT_GRAD_ROUNDINGS_S : 0);
+                         S->p < F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
     double H = er_xent_eta(pl, 1.0);
     /* the exact target element: (eps (C - 1) / C - R / S) / W */
     double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
@@ -296,7 +331,7 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
         if (lcv[j].ninf && a > b) a = b = -INFINITY;
         er_exp_set(pl, a, b, &pl1, &ph1);
         pl2 = pl1, ph2 = ph1;
-        if (S->p < F->p) /* the log-probability stored in the logits' narrower format */
+        if (S->p < F->p && !pl->compute_only) /* the log-probability stored in the logits' narrower format */
             er_exp_set(pl, er__round_double(S, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
                        er__round_double(S, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), &pl2, &ph2);
         double Pl = cv[j].lo, Ph = cv[j].hi;
@@ -376,7 +411,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
         ls->special = 2;
         ls->lo = ls->elo = ls->hi = ls->ehi = INFINITY;
     } else {
-        er_xent_loss_set(pl, x, t, m, lse, &z, ls);
+        er_xent_loss_set(pl, x, t, m, lse, lcv, &z, ls);
         er_xent_exact_loss(pl, &ex, &z, x, t, m, &ls->elo, &ls->ehi);
     }
     if (pl->G) {

@@ -13,10 +13,11 @@
 #include "enclose/softmax.h"
 
 /* Roundings a monomial of the model may pass through outside the sums: in the compute format, and in the logits'
- * format where it is narrower, on the gradient's paths and on the loss's (Theorems X1, X2). */
+ * format where it is narrower, on the gradient's paths and on the loss's after its stored log-probabilities (Theorems
+ * X1, X2). */
 #define ER_XENT_ROUNDINGS 8
 #define ER_XENT_GRAD_ROUNDINGS_S 3
-#define ER_XENT_LOSS_ROUNDINGS_S 6
+#define ER_XENT_LOSS_ROUNDINGS_S 4
 
 typedef struct er_xent_plan {
     er_softmax_plan sm;        /* softmax's plan of the standard, output F (its log_softmax plan sets log and lse) */
@@ -28,6 +29,7 @@ typedef struct er_xent_plan {
     int64_t dC, dN;            /* additions on a term's path in a sum over the classes and over the rows (0: none) */
     double W;                  /* the gradient's divisor (rows not ignored for "mean", else 1) */
     int mp_only;               /* the exact results by MPFR alone (EXACTREF_FAST=0), not first in double */
+    int compute_only;          /* products=compute: no value rounded to the logits' format (fused kernels) */
 } er_xent_plan;
 
 /* A row's loss: its set before the reduction ([lo, hi], real bounds, the reduction's roundings counted in), the exact

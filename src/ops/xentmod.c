@@ -18,7 +18,7 @@ typedef struct er_xent_state {
     int64_t *target; /* a copy of the targets, one per row */
     int64_t N, C, W; /* rows, classes, rows not ignored */
     int64_t ignore;
-    int reduction;   /* er_reduction */
+    int reduction; /* er_reduction */
     double eps;
 } er_xent_state;
 static er_xent_state *er__xent(const er_ref *r) { return (er_xent_state *)r->priv; }
@@ -276,7 +276,8 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
         jobs[t] = (er_xent_job){ ref,
                                  { er__softmax_plan_of(std, F, ER_OVERFLOW_IEEE, 0), F, er__fmt(s->x.format),
                                    sg ? sg->O : NULL, sg ? sg->ov : ER_OVERFLOW_IEEE, s->eps, C, dC, dN,
-                                   s->reduction == ER_REDUCTION_MEAN && s->W > 0 ? (double)s->W : 1.0, mp_only },
+                                   s->reduction == ER_REDUCTION_MEAN && s->W > 0 ? (double)s->W : 1.0, mp_only,
+                                   std->products == 1 },
                                  reduced ? NULL : er__sinks_at(sk, t, 0),
                                  sg,
                                  rows,
@@ -301,7 +302,7 @@ const er_op_module er__cross_entropy_module = {
     .priv_size = sizeof(er_xent_state),
     .destroy = er_xent_destroy,
     .takes = ER_TAKES_DEPTH | ER_TAKES_EXP | ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_DIV_ULPS |
-             ER_TAKES_ONLINE | ER_TAKES_LOG | ER_TAKES_DIV,
+             ER_TAKES_ONLINE | ER_TAKES_LOG | ER_TAKES_DIV | ER_TAKES_PRODUCTS,
     .inputs = er_xent_inputs,
     .out_shape = er_xent_out_shape,
     .check = er_xent_check,
