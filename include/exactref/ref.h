@@ -87,7 +87,9 @@ typedef enum er_reduction {
  * values, with softmax's options (exp_ulps=, log_ulps=, div=, div_ulps=, math=fast|triton, online=, max=,
  * subnormals=flush) and depth= bounding every sum's tree; the set holds every kernel whose probabilities and
  * log-sum-exp lie in softmax's and log_softmax's sets and that combines them with at most 8 roundings in the
- * compute format and 3 in the logits' format on each term's path (docs/algorithms/cross-entropy.md). The targets are
+ * compute format and, as torch's composition does, 3 (gradient) or 4 (loss) in the logits' format on each term's
+ * path; products=compute states a kernel that rounds nothing to the logits' format (fused kernels)
+ * (docs/algorithms/cross-entropy.md). The targets are
  * copied; the logits must outlive the reference. ER_ERR_INVALID for a target out of range, a reduction or an eps
  * outside theirs. */
 ER_API er_status er_cross_entropy(er_ref **out, const er_tensor *logits, const int64_t *target, int64_t ntarget,

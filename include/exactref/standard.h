@@ -127,7 +127,8 @@ typedef struct er_standard {
                                  beyond depth */
     int products;             /* softmax_backward: 0 either (default): the products dy y may first be rounded to the
                                  inputs' format (torch's CUDA kernel computes grad * output in the input dtype), or
-                                 not; 1 compute: rounded in the compute format only, or fused (products=compute) */
+                                 not; 1 compute: rounded in the compute format only, or fused (products=compute).
+                                 cross_entropy: 1 compute: no value rounded to the logits' format (fused kernels) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,

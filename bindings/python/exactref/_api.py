@@ -1017,8 +1017,9 @@ def cross_entropy(logits: ArrayLike, target: ArrayLike, reduction: str = "mean",
     rows not ignored for "mean", else 1; 0 on an ignored row). covers((loss, dlogits)) checks both, covers(loss) the
     loss alone. The set holds every kernel whose probabilities and log-sum-exp lie in softmax's and log_softmax's
     sets (their options apply: exp_ulps=, log_ulps=, div=, math=, online=yes for an online log-sum-exp) and that
-    combines them with at most 8 roundings in the compute format and 3 (gradient) or 6 (loss) in the logits' format
-    on each term's path (docs/algorithms/cross-entropy.md)."""
+    combines them with at most 8 roundings in the compute format and, as torch's composition does, 3 (gradient) or 4
+    (loss, after its stored log-probabilities) in the logits' format on each term's path; products="compute" states a
+    fused kernel that rounds nothing to the logits' format (docs/algorithms/cross-entropy.md)."""
     a = to_numpy(logits, "logits")
     format_of(a.dtype, "logits")
     if a.ndim not in (1, 2):
