@@ -229,6 +229,47 @@ static void run_rmsnorm(int n) {
     free(x); free(y); free(w); free(d);
 }
 
+/* A backward op's check next to its float64 baseline: one untimed round of each, then three alternating rounds of
+ * baseline(ctx) and of make(ctx) (the reference) with er_covers_outputs of outs under the default standard; prints
+ * `name: X s vs baseline Y s = Rx (baseline: what, one thread; exactref on ...)` with the medians and the verdict of
+ * the last round. */
+typedef struct bw_bench {
+    void (*baseline)(void *ctx);
+    er_status (*make)(void *ctx, er_ref **ref);
+    void *ctx;
+    const er_tensor *const *outs;
+    int nout;
+} bw_bench;
+
+static void time_backward(const bw_bench *b, const char *name, const char *what) {
+    er_standard std;
+    er_standard_init(&std);
+    double te[3], tb[3];
+    int ok = 1;
+    for (int rnd = -1; rnd < 3; rnd++) { /* round -1: warm, untimed */
+        double t0 = now();
+        b->baseline(b->ctx);
+        double t1 = now();
+        er_ref *ref;
+        er_report reps[3];
+        if (b->make(b->ctx, &ref) != ER_OK || er_covers_outputs(reps, ref, b->outs, b->nout, &std) != ER_OK) {
+            fprintf(stderr, "%s\n", er_last_error());
+            exit(1);
+        }
+        double t2 = now();
+        ok = 1;
+        for (int o = 0; o < b->nout; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
+        er_ref_free(ref);
+        if (rnd >= 0) { tb[rnd] = t1 - t0; te[rnd] = t2 - t1; }
+    }
+    const char *th = getenv("EXACTREF_THREADS");
+    char on[64];
+    snprintf(on, sizeof on, th ? "EXACTREF_THREADS=%s" : "every core", th);
+    printf("%s: %.3f s vs baseline %.3f s = %.1fx  (baseline: %s, one thread; exactref on %s; medians of 3 alternating "
+           "rounds after a warm one; verdict %s)\n", name, median3(te), median3(tb), median3(te) / median3(tb), what, on,
+           ok ? "pass" : "FAIL");
+}
+
 /* er_layer_norm_backward + er_covers_outputs (dx, dweight, dbias) of an fp32 kernel's gradients next to a float64
  * layer_norm backward of the same rows (dx, dweight, dbias from the saved mean and rstd): one untimed pass of each
  * first, then three alternating rounds, medians. Both on one thread unless EXACTREF_THREADS says otherwise (the line
@@ -250,6 +291,21 @@ static void lnb_baseline(int n, const float *x, const float *dy, const float *w,
         c /= n;
         for (int j = 0; j < n; j++) dx[(size_t)r * n + j] = rs * ((double)gr[j] * w[j] - b - (xr[j] - m) * rs * c);
     }
+}
+
+typedef struct lnb_ctx {
+    int n;
+    const float *x, *dy, *w, *mean, *rstd;
+    double *dx, *dw, *db;
+    const er_tensor *tdy, *tx, *tm, *tr, *tw;
+} lnb_ctx;
+static void lnb_run_baseline(void *v) {
+    lnb_ctx *c = v;
+    lnb_baseline(c->n, c->x, c->dy, c->w, c->mean, c->rstd, c->dx, c->dw, c->db);
+}
+static er_status lnb_make(void *v, er_ref **ref) {
+    lnb_ctx *c = v;
+    return er_layer_norm_backward(ref, c->tdy, c->tx, 1, c->tm, c->tr, c->tw);
 }
 
 static void run_layernorm_backward(int n) {
@@ -283,32 +339,11 @@ static void run_layernorm_backward(int n) {
     er_tensor_view(&tdw, ER_FP32, 1, (int64_t[]){n}, NULL, dwf);
     er_tensor_view(&tdb, ER_FP32, 1, (int64_t[]){n}, NULL, dbf);
     const er_tensor *outs[3] = {&tdx, &tdw, &tdb};
-    er_standard std;
-    er_standard_init(&std);
-    double te[3], tb[3];
-    int ok = 1;
-    for (int rnd = -1; rnd < 3; rnd++) { /* round -1: warm, untimed */
-        double t0 = now();
-        lnb_baseline(n, x, dy, w, mean, rstd, dx, dw, db);
-        double t1 = now();
-        er_ref *ref;
-        er_report reps[3];
-        if (er_layer_norm_backward(&ref, &tdy, &tx, 1, &tm, &tr, &tw) != ER_OK ||
-            er_covers_outputs(reps, ref, outs, 3, &std) != ER_OK) {
-            fprintf(stderr, "%s\n", er_last_error());
-            exit(1);
-        }
-        double t2 = now();
-        for (int o = 0; o < 3; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
-        er_ref_free(ref);
-        if (rnd >= 0) { tb[rnd] = t1 - t0; te[rnd] = t2 - t1; }
-    }
-    const char *th = getenv("EXACTREF_THREADS");
-    char on[64];
-    snprintf(on, sizeof on, th ? "EXACTREF_THREADS=%s" : "every core", th);
-    printf("layer_norm_backward_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 layer_norm backward "
-           "of the same rows, one thread; exactref on %s; medians of 3 alternating rounds after a warm one; verdict "
-           "%s)\n", n, n, median3(te), median3(tb), median3(te) / median3(tb), on, ok ? "pass" : "FAIL");
+    lnb_ctx c = {n, x, dy, w, mean, rstd, dx, dw, db, &tdy, &tx, &tm, &tr, &tw};
+    bw_bench bb = {lnb_run_baseline, lnb_make, &c, outs, 3};
+    char name[64];
+    snprintf(name, sizeof name, "layer_norm_backward_covers_%dx%d", n, n);
+    time_backward(&bb, name, "float64 layer_norm backward of the same rows");
     free(x); free(dy); free(w); free(mean); free(rstd); free(dxf); free(dwf); free(dbf); free(dx); free(dw); free(db);
 }
 
@@ -331,6 +366,22 @@ static double ce_baseline(int rows, int C, const float *x, const int64_t *t, dou
     return loss / rows;
 }
 
+typedef struct ce_ctx {
+    int rows, C;
+    const float *x;
+    const int64_t *t;
+    double *g;
+    const er_tensor *tx;
+} ce_ctx;
+static void ce_run_baseline(void *v) {
+    ce_ctx *c = v;
+    ce_baseline(c->rows, c->C, c->x, c->t, c->g);
+}
+static er_status ce_make(void *v, er_ref **ref) {
+    ce_ctx *c = v;
+    return er_cross_entropy(ref, c->tx, c->t, c->rows, ER_REDUCTION_MEAN, -100, 0.0);
+}
+
 static void run_cross_entropy(int rows, int C) {
     size_t nn = (size_t)rows * C;
     float *x = calloc(nn, sizeof(float)), *gf = malloc(sizeof(float) * nn), lf;
@@ -346,32 +397,11 @@ static void run_cross_entropy(int rows, int C) {
     er_tensor_view(&tl, ER_FP32, 1, (int64_t[]){1}, NULL, &lf);
     er_tensor_view(&tg, ER_FP32, 2, (int64_t[]){rows, C}, NULL, gf);
     const er_tensor *outs[2] = {&tl, &tg};
-    er_standard std;
-    er_standard_init(&std);
-    double te[3], tb[3];
-    int ok = 1;
-    for (int rnd = -1; rnd < 3; rnd++) { /* round -1: warm, untimed */
-        double t0 = now();
-        ce_baseline(rows, C, x, t, g);
-        double t1 = now();
-        er_ref *ref;
-        er_report reps[2];
-        if (er_cross_entropy(&ref, &tx, t, rows, ER_REDUCTION_MEAN, -100, 0.0) != ER_OK ||
-            er_covers_outputs(reps, ref, outs, 2, &std) != ER_OK) {
-            fprintf(stderr, "%s\n", er_last_error());
-            exit(1);
-        }
-        double t2 = now();
-        for (int o = 0; o < 2; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
-        er_ref_free(ref);
-        if (rnd >= 0) { tb[rnd] = t1 - t0; te[rnd] = t2 - t1; }
-    }
-    const char *th = getenv("EXACTREF_THREADS");
-    char on[64];
-    snprintf(on, sizeof on, th ? "EXACTREF_THREADS=%s" : "every core", th);
-    printf("cross_entropy_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 cross-entropy forward and "
-           "backward of the same logits, one thread; exactref on %s; medians of 3 alternating rounds after a warm one; "
-           "verdict %s)\n", rows, C, median3(te), median3(tb), median3(te) / median3(tb), on, ok ? "pass" : "FAIL");
+    ce_ctx c = {rows, C, x, t, g, &tx};
+    bw_bench bb = {ce_run_baseline, ce_make, &c, outs, 2};
+    char name[64];
+    snprintf(name, sizeof name, "cross_entropy_covers_%dx%d", rows, C);
+    time_backward(&bb, name, "float64 cross-entropy forward and backward of the same logits");
     free(x); free(gf); free(g); free(t);
 }
 
