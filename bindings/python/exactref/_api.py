@@ -993,8 +993,10 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 def _targets(target, rows):
-    """The targets as a C-contiguous native int64 array of `rows` entries: integer arrays only (class-probability
-    targets, floats and bools refused, never truncated)."""
+    """The targets as a C-contiguous native int64 array of `rows` entries: integer arrays, or one integer for one row
+    (class-probability targets, floats and bools refused, never truncated)."""
+    if _check.is_integer(target):  # one row's class as a number
+        target = np.array([_check.integer(target, "cross_entropy", "target")], np.int64)
     t = to_numpy(target, "target")
     if t.dtype.kind not in "iu":
         raise TypeError("exactref: cross_entropy: target must hold integer class indices (torch.long), not %s; "

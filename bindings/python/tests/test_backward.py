@@ -255,6 +255,13 @@ def test_cross_entropy_arguments():
     for t in (np.array([0, 3, 1], ">i8"), np.array([0, 3, 1], np.uint8), np.array([0, 3, 1], np.int16)):
         assert er.cross_entropy(xs, t).covers((loss, g)).all()
     assert not er.cross_entropy(xs, np.array([0, 2, 1])).covers((loss, g)).all()
+    # one row's class as a number, not a bool, not beyond int64
+    l1, g1 = ce_kernel(xs[:1], np.array([3]), 0.0, "sum")
+    assert er.cross_entropy(xs[0], 3, reduction="sum").covers((l1, g1[0])).all()
+    with pytest.raises(TypeError):
+        er.cross_entropy(xs[0], True)
+    with pytest.raises(ValueError, match="target"):
+        er.cross_entropy(xs[0], 2 ** 64)
 
 
 def test_matmul_backward():
