@@ -6,6 +6,7 @@
  * norm-backward.md): the set is the range of the expansion over the leaves, plus and minus gamma(k) times the
  * monomials' magnitudes and the underflow term. The exact results are enclosed in double (exp by Theorem D1, the sums
  * in fixed point, the logs with MPFR) and, where that cannot decide a rounding, with MPFR at growing precision. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,8 +315,8 @@ static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, 
 
 /* Gradient sets and exact values of a finite row (Theorem X1). */
 static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, double m, const er_exps *ex,
-                         const er_xent_sums *z, const er_cval *cv, const er_cval *lcv, char *done, er_cval *gcv,
-                         double *gex, double *grd) {
+                         const er_xent_sums *z, const er_cval *cv, const er_cval *lcv, const uint8_t *cls, char *done,
+                         er_cval *gcv, double *gex, double *grd) {
     const er_fmt_info *F = pl->F, *S = pl->S;
     double eps = pl->eps, C = (double)pl->C, W = pl->W;
     double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
@@ -326,6 +327,8 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
     double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
     int64_t todo = 0;
     for (int64_t j = 0; j < pl->C; j++) {
+        done[j] = cls[j] != ER_PENDING; /* decided by er_xent_grad_fast */
+        if (done[j]) continue;
         /* P: softmax's set, exp of log_softmax's set, exp of its rounding to S */
         double a = lcv[j].lo, b = lcv[j].hi, pl1, ph1, pl2, ph2;
         if (lcv[j].ninf && a > b) a = b = -INFINITY;
@@ -369,8 +372,68 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
     if (todo) er_xent_grad_mp(pl, x, t, m, done, gex, grd);
 }
 
+int er__xent_fast_ok(const er_xent_plan *pl) {
+    const er_fmt_info *F = pl->F, *G = pl->G;
+    return G && F->p == 24 && F->max == (double)FLT_MAX && F->min_sub == 0x1p-149 && G->p <= F->p &&
+           G->max <= F->max && G->min_sub >= F->min_sub && !pl->sm.exp2_triton && !pl->sm.online && !pl->sm.depth &&
+           (pl->sm.U >= 1 || pl->sm.exp_fast) && !pl->mp_only;
+}
+
+/* The fast decision of a finite row's gradient (Theorem X3): a witness kernel in fp32 (d = fl(x - m), e = RN(exp d),
+ * s = e summed in order, p = fl(e / s) or fl(e fl(1 / s))) gives a value p_w of softmax's set, and the interval of
+ * Theorem X1 built on p_w alone lies inside the element's set. y: the kernel's outputs; cls: EXACT where y is the
+ * correct rounding, COVERED where y lies in that interval, ER_PENDING else (and where the double enclosure cannot
+ * decide the rounding). Returns the elements left pending. */
+static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, int64_t t, double m, const er_exps *ex,
+                                 const er_xent_sums *z, const double *y, uint8_t *cls, double *gex, double *grd) {
+    const er_fmt_info *S = pl->S;
+    double eps = pl->eps, C = (double)pl->C, W = pl->W;
+    double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
+    double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
+                         S->p < pl->F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
+    double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
+    float mf = (float)m, s = 0;
+    for (int64_t j = 0; j < pl->C; j++) { /* e_j within an ulp of exp(d_j): RN of a bound 2^-44 from it */
+        double lo, hi;
+        er__exp_bounds((double)((float)x[j] - mf), &lo, &hi);
+        gex[j] = (float)lo;
+        s += (float)gex[j];
+    }
+    float inv = 1.0f / s;
+    int64_t pending = 0;
+    for (int64_t j = 0; j < pl->C; j++) {
+        float p = pl->sm.div == 2 ? (float)gex[j] * inv : (float)gex[j] / s;
+        int tj = j == t;
+        double el, eh; /* the exact value, as er_xent_grad encloses it */
+        if (tj) {
+            el = er__dn(er__dn(e1l - er__up(z->Rh / z->Sl)) / W);
+            eh = er__up(er__up(e1h - er__dn(z->Rl / z->Sh)) / W);
+        } else {
+            el = er__dn(er__dn(er__dn(ex->lo[j] / z->Sh) - ech) / W);
+            eh = er__up(er__up(er__up(ex->hi[j] / z->Sl) - ecl) / W);
+        }
+        double r1 = er__round_double(pl->G, el, ER_ROUND_NEAREST, pl->gov),
+               r2 = er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
+        gex[j] = el + (eh - el) / 2;
+        grd[j] = r1;
+        cls[j] = ER_PENDING;
+        if (r1 == r2 && y[j] == r1) cls[j] = ER_CLASS_EXACT;
+        else if (r1 == r2) {
+            /* the interval of Theorem X1 over P = {p}: inside [lo, hi] of the set, ends rounded inward */
+            double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech;
+            double mw = er__dn(er__dn(er__dn((double)p * (1.0 + 2.0 * eps)) + (tj ? 1.0 + eps : 0.0)) + ecl) / W;
+            double B = er__dn(g * er__dn(mw));
+            double lo = er__up(er__up(er__up((double)p - ch) / W) - B),
+                   hi = er__dn(er__dn(er__dn((double)p - cl) / W) + B);
+            if (y[j] >= lo && y[j] <= hi) cls[j] = ER_CLASS_COVERED;
+        }
+        pending += cls[j] == ER_PENDING;
+    }
+    return pending;
+}
+
 er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xent_work *w, er_xent_loss *ls,
-                       er_cval *gcv, double *gex, double *grd) {
+                       const double *y, uint8_t *cls, er_cval *gcv, double *gex, double *grd) {
     int64_t C = pl->C;
     const er_fmt_info *F = pl->F;
     memset(ls, 0, sizeof *ls);
@@ -387,6 +450,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
         for (int64_t j = 0; pl->G && j < C; j++) {
             er__cval_from_interval(&gcv[j], NAN, NAN, 1, F);
             gex[j] = grd[j] = NAN;
+            cls[j] = ER_PENDING;
         }
         return ER_OK;
     }
@@ -400,24 +464,29 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
     lp.lse = lse;
     sp.lse = NULL;
     sp.sets_only = lp.sets_only = 1; /* their exact results are not this op's */
-    er_status st = pl->G ? er__softmax_row(&sp, x, C, cv, ex0, rd0) : ER_OK;
-    if (st == ER_OK) st = er__softmax_row(&lp, x, C, lcv, ex0, rd0);
-    if (st != ER_OK) return st;
     er__exp_init();
     er__exps_fill(&ex, x, C, m);
     er_xent_sums z;
     er_xent_sums_fill(&ex, x, C, t, &z);
+    int64_t pending = C;
+    if (pl->G && y && !ninf && er__xent_fast_ok(pl))
+        pending = er_xent_grad_fast(pl, x, t, m, &ex, &z, y, cls, gex, grd);
+    else if (pl->G) memset(cls, ER_PENDING, (size_t)C);
+    int grads = pl->G && pending > 0;
+    er_status st = grads ? er__softmax_row(&sp, x, C, cv, ex0, rd0) : ER_OK;
+    if (st == ER_OK && (grads || pl->want_loss)) st = er__softmax_row(&lp, x, C, lcv, ex0, rd0);
+    if (st != ER_OK) return st;
     if (x[t] == -INFINITY || (ninf && pl->eps > 0)) { /* the exact row loss is +inf */
         ls->special = 2;
         ls->lo = ls->elo = ls->hi = ls->ehi = INFINITY;
-    } else {
+    } else if (pl->want_loss) {
         er_xent_loss_set(pl, x, t, m, lse, lcv, &z, ls);
         er_xent_exact_loss(pl, &ex, &z, x, t, m, &ls->elo, &ls->ehi);
     }
-    if (pl->G) {
+    if (grads) {
         char *done = malloc((size_t)C);
         if (!done) return er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);
-        er_xent_grad(pl, x, t, m, &ex, &z, cv, lcv, done, gcv, gex, grd);
+        er_xent_grad(pl, x, t, m, &ex, &z, cv, lcv, cls, done, gcv, gex, grd);
         free(done);
     }
     return ER_OK;

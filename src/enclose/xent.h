@@ -12,6 +12,11 @@
 #include "enclose/anyorder.h" /* er_cval */
 #include "enclose/softmax.h"
 
+/* An element the fast decision leaves to its set (the engine's value, src/ops/module.h). */
+#ifndef ER_PENDING
+#define ER_PENDING 0xFF
+#endif
+
 /* Roundings a monomial of the model may pass through outside the sums: in the compute format, and in the logits'
  * format where it is narrower, on the gradient's paths and on the loss's after its stored log-probabilities (Theorems
  * X1, X2). */
@@ -30,6 +35,7 @@ typedef struct er_xent_plan {
     double W;                  /* the gradient's divisor (rows not ignored for "mean", else 1) */
     int mp_only;               /* the exact results by MPFR alone (EXACTREF_FAST=0), not first in double */
     int compute_only;          /* products=compute: no value rounded to the logits' format (fused kernels) */
+    int want_loss;             /* the loss is checked (else its set and exact value are not computed) */
 } er_xent_plan;
 
 /* A row's loss: its set before the reduction ([lo, hi], real bounds, the reduction's roundings counted in), the exact
@@ -40,10 +46,16 @@ typedef struct er_xent_loss { double lo, hi, elo, ehi; int special; } er_xent_lo
 /* Scratch of a row of C: 6 C doubles and 2 C sets. */
 typedef struct er_xent_work { double *d; er_cval *cv; } er_xent_work;
 
-/* Row x (C logits, values of S) with target t in [0, C): its loss (ls) and, where pl->G is set, each gradient
- * element's set in F (gcv), exact value rounded to double (gex) and correctly rounded into G (grd). */
+/* Row x (C logits, values of S) with target t in [0, C): its loss (ls, where pl->want_loss) and, where pl->G is set,
+ * each gradient element's class decided on the fast path (cls: ER_CLASS_EXACT or ER_CLASS_COVERED from the kernel's
+ * outputs y, where y is given and er__xent_fast_ok; ER_PENDING else) and, for the pending ones, its set in F (gcv),
+ * exact value rounded to double (gex) and correctly rounded into G (grd). */
 ER_INTERNAL er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xent_work *w,
-                                   er_xent_loss *ls, er_cval *gcv, double *gex, double *grd);
+                                   er_xent_loss *ls, const double *y, uint8_t *cls, er_cval *gcv, double *gex,
+                                   double *grd);
+/* Whether the plan allows the gradient's fast decision (Theorem X3): compute fp32, an output format within it, exp
+ * within at least an ulp, no math=triton, online= or depth=, exact results not forced through MPFR. */
+ER_INTERNAL int er__xent_fast_ok(const er_xent_plan *pl);
 
 /* The exact row loss enclosed at precision prec into [lo, hi] (initialised MPFR numbers), for a row whose double
  * enclosure cannot decide a rounding; special rows (er_xent_loss.special) are the caller's. */

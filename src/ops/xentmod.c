@@ -106,6 +106,7 @@ typedef struct er_xent_job {
     const er_ref *ref;
     er_xent_plan pl;
     er_sink *sl, *sg;     /* the loss's sink (reduction none) and dlogits' (NULL: not checked) */
+    int fast;             /* dlogits decided on the fast path where it can (Theorem X3) */
     er_xent_loss *rows;   /* every row's loss (reductions mean and sum) */
     int64_t r0, r1;
     er_status st;
@@ -180,22 +181,28 @@ static void *er_xent_run(void *arg) {
     const er_xent_state *s = er__xent(j->ref);
     int64_t C = s->C;
     size_t c1 = (size_t)C;
-    double *x = malloc(sizeof(double) * 9 * c1);
+    double *x = malloc(sizeof(double) * 10 * c1);
     er_cval *cv = malloc(sizeof *cv * 3 * c1);
-    j->st = x && cv ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);
+    uint8_t *cls = malloc(c1);
+    j->st = x && cv && cls ? ER_OK
+                           : er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);
     er_xent_work w = { x + C, cv + C };
-    double *gex = x + 7 * C, *grd = x + 8 * C;
+    double *gex = x + 7 * C, *grd = x + 8 * C, *y = j->fast ? x + 9 * C : NULL;
+    uint8_t *classes = j->fast ? er__sink_classes(j->sg) : NULL;
+    int64_t counts[2] = { 0, 0 };
     for (int64_t r = j->r0; r < j->r1 && j->st == ER_OK; r++) {
         int64_t t = s->target[r];
         er_xent_loss ls = { 0, 0, 0, 0, 0 };
+        for (int64_t k = 0; y && k < C; k++) y[k] = er__load(j->sg->out, er__offset(j->sg->out, r * C + k));
         if (t == s->ignore) { /* an ignored row: loss 0, gradient 0 */
             for (int64_t k = 0; j->sg && k < C; k++) {
                 er__cval_from_interval(&cv[k], 0.0, 0.0, 0, j->pl.F);
                 gex[k] = grd[k] = 0;
+                cls[k] = y && y[k] == 0 ? ER_CLASS_EXACT : ER_PENDING;
             }
         } else {
             for (int64_t k = 0; k < C; k++) x[k] = er__load(&s->x, er__offset(&s->x, r * C + k));
-            j->st = er__xent_row(&j->pl, x, t, &w, &ls, cv, gex, grd);
+            j->st = er__xent_row(&j->pl, x, t, &w, &ls, y, cls, cv, gex, grd);
         }
         if (j->st != ER_OK) break;
         if (j->rows) j->rows[r] = ls;
@@ -207,13 +214,25 @@ static void *er_xent_run(void *arg) {
             er_xent_put_loss(j->sl, j->pl.F, r, ls.lo, ls.hi, ex, rd, t == s->ignore ? 0 : ls.special);
         }
         for (int64_t k = 0; j->sg && k < C; k++) {
+            if (classes) { /* decided on the fast path, or put below */
+                classes[r * C + k] = cls[k];
+                if (cls[k] != ER_PENDING) {
+                    counts[cls[k] == ER_CLASS_COVERED]++;
+                    continue;
+                }
+            }
             er_cset c;
             er__cset_build(&c, j->sg->O, j->sg->ov, 1, &cv[k], gex[k], grd[k]);
             er__sink_put(j->sg, r * C + k, &c);
         }
     }
+    if (classes) {
+        er__sink_count(j->sg, ER_CLASS_EXACT, counts[0]);
+        er__sink_count(j->sg, ER_CLASS_COVERED, counts[1]);
+    }
     free(x);
     free(cv);
+    free(cls);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread (job 0 runs in the calling one) */
     return NULL;
 }
@@ -277,13 +296,20 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
                                  { er__softmax_plan_of(std, F, ER_OVERFLOW_IEEE, 0), F, er__fmt(s->x.format),
                                    sg ? sg->O : NULL, sg ? sg->ov : ER_OVERFLOW_IEEE, s->eps, C, dC, dN,
                                    s->reduction == ER_REDUCTION_MEAN && s->W > 0 ? (double)s->W : 1.0, mp_only,
-                                   std->products == 1 },
+                                   std->products == 1, loss0 != NULL },
                                  reduced ? NULL : er__sinks_at(sk, t, 0),
                                  sg,
+                                 0,
                                  rows,
                                  N * t / nt,
                                  N * (t + 1) / nt,
                                  ER_OK };
+    }
+    for (int t = 0; t < nt; t++) {
+        er_xent_job *j = &jobs[t];
+        /* the fast decision reads the output and writes classes: not for er_ref_enclosure nor where the sets are
+         * asked for */
+        j->fast = j->sg && er__sink_reads_output(j->sg) && !j->sg->set_lo && er__xent_fast_ok(&j->pl);
     }
     er__run_jobs(jobs, sizeof jobs[0], nt, er_xent_run);
     er_status st = ER_OK;

@@ -418,6 +418,44 @@ START_TEST(cross_entropy_bugs_caught) {
 }
 END_TEST
 
+/* The fast decision of dlogits (Theorem X3) classes every element as the sets do (EXACTREF_FAST=0 builds every set):
+ * correct kernels of every form and planted bugs, fp32 and bf16 outputs. */
+START_TEST(cross_entropy_fast_same_classes) {
+    er_test_reseed(1304);
+    long trials = (long)(40 * er_test_multiplier()), elems = 0, failing = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int fam = (int)(tr % XF_FAMS), form = (int)(er_rand64() % 3), red = (int)(er_rand64() % 3);
+        int bug = tr % 3 == 2 ? 1 + (int)(er_rand64() % (XB_COUNT - 1)) : XB_NONE;
+        int64_t C = xe_lens[1 + er_rand64() % 5], N = 2 + (int64_t)(er_rand64() % 6);
+        xe_case c;
+        xe_make(&c, fam, N, C, er_rand64() % 2 ? ER_BF16 : ER_FP32, er_rand64() % 2 ? 0.0 : 0.1, red);
+        int64_t nl = red == ER_REDUCTION_NONE ? N : 1;
+        double *loss = malloc(sizeof(double) * (size_t)nl), *dx = malloc(sizeof(double) * (size_t)(N * C));
+        xe_kernel(&c, form, bug, loss, dx);
+        er_report a[2], b[2];
+        xe_check(&c, loss, dx, NULL, a);
+        setenv("EXACTREF_FAST", "0", 1);
+        xe_check(&c, loss, dx, NULL, b);
+        unsetenv("EXACTREF_FAST");
+        for (int o = 0; o < 2; o++) {
+            for (int k = 0; k < ER_CLASS_COUNT; k++)
+                ck_assert_msg(a[o].counts[k] == b[o].counts[k], "trial %ld output %d class %d: %lld fast, %lld not", tr,
+                              o, k, (long long)a[o].counts[k], (long long)b[o].counts[k]);
+            ck_assert_int_eq(memcmp(a[o].classes, b[o].classes, (size_t)a[o].n), 0);
+            elems += a[o].n;
+            failing += er_report_failed(&a[o]);
+            er_report_clear(&a[o]);
+            er_report_clear(&b[o]);
+        }
+        free(loss);
+        free(dx);
+        xe_free(&c);
+    }
+    printf("cross_entropy: the fast decision classes %ld elements as the sets do (%ld failing)\n", elems, failing);
+    ck_assert_int_gt(failing, 0);
+}
+END_TEST
+
 START_TEST(cross_entropy_refusals) {
     double x[6] = { 1, 2, 3, 4, 5, 6 };
     int64_t t[2] = { 0, 2 }, bad[2] = { 0, 3 };
@@ -516,6 +554,7 @@ int main(void) {
     tcase_add_test(tc, cross_entropy_exact_results_exact);
     tcase_add_test(tc, cross_entropy_exact_tie);
     tcase_add_test(tc, cross_entropy_bugs_caught);
+    tcase_add_test(tc, cross_entropy_fast_same_classes);
     tcase_add_test(tc, cross_entropy_refusals);
     tcase_add_test(tc, cross_entropy_special_rows);
     suite_add_tcase(s, tc);
