@@ -313,6 +313,26 @@ static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, 
     }
 }
 
+/* Gradient element j's exact value enclosed in double: (e_j / S - eps / C) / W, at the target (eps (C - 1) / C - R / S)
+ * / W; its midpoint into *ex and its lower end's rounding into G into *rd; whether both ends round alike. */
+static int er_xent_exact_grad(const er_xent_plan *pl, const er_exps *ex, const er_xent_sums *z, int64_t j, int64_t t,
+                              double *exv, double *rd) {
+    double eps = pl->eps, C = (double)pl->C, W = pl->W, el, eh;
+    if (j == t) {
+        double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
+        el = er__dn(er__dn(e1l - er__up(z->Rh / z->Sl)) / W);
+        eh = er__up(er__up(e1h - er__dn(z->Rl / z->Sh)) / W);
+    } else {
+        el = er__dn(er__dn(er__dn(ex->lo[j] / z->Sh) - er__up(eps / C)) / W);
+        eh = er__up(er__up(er__up(ex->hi[j] / z->Sl) - er__dn(eps / C)) / W);
+    }
+    double r1 = er__round_double(pl->G, el, ER_ROUND_NEAREST, pl->gov),
+           r2 = er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
+    *exv = el + (eh - el) / 2;
+    *rd = r1;
+    return r1 == r2;
+}
+
 /* Gradient sets and exact values of a finite row (Theorem X1). */
 static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, double m, const er_exps *ex,
                          const er_xent_sums *z, const er_cval *cv, const er_cval *lcv, const uint8_t *cls, char *done,
@@ -323,8 +343,6 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
     double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
                          S->p < F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
     double H = er_xent_eta(pl, 1.0);
-    /* the exact target element: (eps (C - 1) / C - R / S) / W */
-    double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
     int64_t todo = 0;
     for (int64_t j = 0; j < pl->C; j++) {
         done[j] = cls[j] != ER_PENDING; /* decided by er_xent_grad_fast */
@@ -353,20 +371,7 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
             er__cval_from_interval(&gcv[j], er__round_double(F, lo, ER_ROUND_UP, ER_OVERFLOW_IEEE),
                                    er__round_double(F, hi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE), 0, F);
         }
-        /* the exact value */
-        double el, eh;
-        if (tj) {
-            el = er__dn(er__dn(e1l - er__up(z->Rh / z->Sl)) / W);
-            eh = er__up(er__up(e1h - er__dn(z->Rl / z->Sh)) / W);
-        } else {
-            el = er__dn(er__dn(er__dn(ex->lo[j] / z->Sh) - ech) / W);
-            eh = er__up(er__up(er__up(ex->hi[j] / z->Sl) - ecl) / W);
-        }
-        double r1 = er__round_double(pl->G, el, ER_ROUND_NEAREST, pl->gov),
-               r2 = er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
-        gex[j] = el + (eh - el) / 2;
-        grd[j] = r1;
-        done[j] = r1 == r2 && !pl->mp_only;
+        done[j] = er_xent_exact_grad(pl, ex, z, j, t, &gex[j], &grd[j]) && !pl->mp_only;
         todo += !done[j];
     }
     if (todo) er_xent_grad_mp(pl, x, t, m, done, gex, grd);
@@ -391,7 +396,6 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, int64_
     double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
     double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
                          S->p < pl->F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
-    double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
     float mf = (float)m, s = 0;
     for (int64_t j = 0; j < pl->C; j++) { /* e_j within an ulp of exp(d_j): RN of a bound 2^-44 from it */
         double lo, hi;
@@ -404,21 +408,10 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, int64_
     for (int64_t j = 0; j < pl->C; j++) {
         float p = pl->sm.div == 2 ? (float)gex[j] * inv : (float)gex[j] / s;
         int tj = j == t;
-        double el, eh; /* the exact value, as er_xent_grad encloses it */
-        if (tj) {
-            el = er__dn(er__dn(e1l - er__up(z->Rh / z->Sl)) / W);
-            eh = er__up(er__up(e1h - er__dn(z->Rl / z->Sh)) / W);
-        } else {
-            el = er__dn(er__dn(er__dn(ex->lo[j] / z->Sh) - ech) / W);
-            eh = er__up(er__up(er__up(ex->hi[j] / z->Sl) - ecl) / W);
-        }
-        double r1 = er__round_double(pl->G, el, ER_ROUND_NEAREST, pl->gov),
-               r2 = er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
-        gex[j] = el + (eh - el) / 2;
-        grd[j] = r1;
+        int decided = er_xent_exact_grad(pl, ex, z, j, t, &gex[j], &grd[j]);
         cls[j] = ER_PENDING;
-        if (r1 == r2 && y[j] == r1) cls[j] = ER_CLASS_EXACT;
-        else if (r1 == r2) {
+        if (decided && y[j] == grd[j]) cls[j] = ER_CLASS_EXACT;
+        else if (decided) {
             /* the interval of Theorem X1 over P = {p}: inside [lo, hi] of the set, ends rounded inward */
             double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech;
             double mw = er__dn(er__dn(er__dn((double)p * (1.0 + 2.0 * eps)) + (tj ? 1.0 + eps : 0.0)) + ecl) / W;
