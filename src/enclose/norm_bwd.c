@@ -128,16 +128,18 @@ static er_status er_nbwd_acc(er_acc *a, const er_fmt_info *F) {
     return er__acc_init(a, 3 * q - 64, 3 * (int64_t)(F->emax + 2) + 128);
 }
 
-/* Adds a b exactly (doubles whose product's last bit is at least the accumulator's base): the 106-bit product of
- * their significands. */
+/* Adds a b exactly (doubles whose product's last set bit is at least the accumulator's base): the 106-bit product
+ * of their significands, its trailing zeros shifted out (the significands' unit lies up to 52 bits below their last
+ * set bit each, which may be below the base). */
 static void er_acc_add_prod(er_acc *acc, double a, double b) {
     if (a == 0 || b == 0) return;
     uint64_t ba = er__bits(a), bb = er__bits(b);
     int64_t ea = (int64_t)((ba >> 52) & 0x7ff), eb = (int64_t)((bb >> 52) & 0x7ff);
     uint64_t ma = (ba & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(ea != 0) << 52),
              mb = (bb & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(eb != 0) << 52);
-    er__acc_add_u128(acc, (int)((ba ^ bb) >> 63), (unsigned __int128)ma * mb,
-                     (ea ? ea : 1) - 1075 + (eb ? eb : 1) - 1075);
+    int za = __builtin_ctzll(ma), zb = __builtin_ctzll(mb);
+    er__acc_add_u128(acc, (int)((ba ^ bb) >> 63), (unsigned __int128)(ma >> za) * (mb >> zb),
+                     (ea ? ea : 1) - 1075 + za + (eb ? eb : 1) - 1075 + zb);
 }
 
 /* x - m as hi + lo exactly (Knuth's two-sum; no overflow for values of F). */
