@@ -175,16 +175,10 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     free(pr); free(wl); free(wh); free(pp); free(rl);
 }
 
-/* The row's quantities its bounds share: the scores' bounds (Lemma A1) and Theorem A2's score error. */
-typedef struct er_attn_rowq {
-    double u, uin, qn, Mt, smin, smax, numax, errmax, kmax, delta, Mabs;
-    double Llo, Lhi, rho; /* the weights' sum's bounds and their largest relative width */
-} er_attn_rowq;
-
 /* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
  * where the row claims nothing (a special value, or bounds whose premises fail). */
-static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                          er_attn_work *w, er_attn_rowq *rq) {
+int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                      er_attn_work *w, er_attn_rowq *rq) {
     int64_t D = pl->D;
     double qss = 0;
     int bad = kv->bad[j0 + n] - kv->bad[j0] > 0;
@@ -247,7 +241,7 @@ static int er_attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const do
 
 /* The weights exp(s_j - Mt) (wlo, whi), their sum's bounds and width (rq), and per value dimension N, A and B. */
 static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w,
-                            er_attn_rowq *rq) {
+                            er_attn_rowq *rq, int values) {
     int64_t Dv = pl->Dv;
     double Mt = rq->Mt;
     /* the weights exp(s_j - Mt) and their sum */
@@ -264,6 +258,10 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     }
     rho = er__up(rho * (1 + 0x1p-50));
     double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
+    rq->Llo = Llo;
+    rq->Lhi = Lhi;
+    rq->rho = rho;
+    if (!values) return;
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
     for (int64_t d = 0; d < Dv; d++) w->N[d] = w->A[d] = w->B[d] = 0;
     for (int64_t t = 0; t < n; t++) {
@@ -277,9 +275,6 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
             B[d] += av;
         }
     }
-    rq->Llo = Llo;
-    rq->Lhi = Lhi;
-    rq->rho = rho;
 }
 
 /* A fully masked row: O = 0 (exact) or NaN; LSE = -inf (exact), +inf or NaN. */
@@ -296,18 +291,16 @@ static void er_attn_masked(const er_attn_plan *pl, er_cval *ocv, double *oex, do
     *lrd = er__round_double(pl->L, -INFINITY, ER_ROUND_NEAREST, pl->ov_l);
 }
 
-er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
-                       double *lrd) {
-    int64_t Dv = pl->Dv;
-    if (n <= 0) { er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
-    er_attn_rowq rq;
-    if (!er_attn_scores(pl, kv, q, j0, n, w, &rq)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
-    er_attn_weights(pl, kv, j0, n, w, &rq);
-    double u = rq.u, uin = rq.uin, Mt = rq.Mt, smin = rq.smin, smax = rq.smax, delta = rq.delta, Mabs = rq.Mabs;
-    double Llo = rq.Llo, Lhi = rq.Lhi, rho = rq.rho;
-    double gn = (double)(n + 2) * 0x1p-53 * (1 + 0x1p-40);
+/* Theorem A2's and A3's widths of a row of n keys: how far a flash-style kernel may move each key's weight and the
+ * sums (eps; the denominator's [Lklo, Lkhi]; the absolute parts abs1 per key, abs0 per element) and its LSE's own
+ * roundings (Els). 0 where the denominator's lower bound is not positive (the row claims nothing). */
+typedef struct er_attn_wide {
+    double eps, abs1, abs0, Lklo, Lkhi, Els;
+} er_attn_wide;
 
+static int er_attn_widen(const er_attn_plan *pl, int64_t n, const er_attn_rowq *rq, er_attn_wide *wd) {
+    double u = rq->u, uin = rq->uin, smin = rq->smin, smax = rq->smax, delta = rq->delta, Mabs = rq->Mabs;
+    double Llo = rq->Llo, Lhi = rq->Lhi;
     /* Theorem A2: how far a flash-style kernel may move each key's weight (Theta, in the exponent) and the sums */
     double ulog = 2 * u * fmax(pl->Ulog, 4.0);
     double G = (double)((pl->Sk + pl->kv_block - 1) / pl->kv_block) + 2,
@@ -328,7 +321,26 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     double absl = pl->psum_fp32 ? (G + 2) * (U + 2) * 0x1p-126 : abs1;
     double EL = er__up(2 * (double)n * absl * (1 + 0x1p-40) + abs0);
     double Lklo = er__dn(er__dn(Llo * er__dn(1 - epsl)) - EL), Lkhi = er__up(er__up(Lhi * er__up(1 + epsl)) + EL);
-    if (!(Lklo > 0)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    /* Theorem A3: the kernel's LSE within eps of L and Els of its own roundings */
+    double Els =
+        er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * (Uc + 0.5));
+    *wd = (er_attn_wide){eps, abs1, abs0, Lklo, Lkhi, Els};
+    return Lklo > 0;
+}
+
+er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                       double *lrd) {
+    int64_t Dv = pl->Dv;
+    if (n <= 0) { er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    er_attn_rowq rq;
+    if (!er__attn_scores(pl, kv, q, j0, n, w, &rq)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    er_attn_weights(pl, kv, j0, n, w, &rq, 1);
+    double u = rq.u, Mt = rq.Mt, Llo = rq.Llo, Lhi = rq.Lhi, rho = rq.rho;
+    double gn = (double)(n + 2) * 0x1p-53 * (1 + 0x1p-40);
+    er_attn_wide wd;
+    if (!er_attn_widen(pl, n, &rq, &wd)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    double eps = wd.eps, abs1 = wd.abs1, abs0 = wd.abs0, Lklo = wd.Lklo, Lkhi = wd.Lkhi;
 
     int open = 0;
     double Lmid = 0.5 * (Llo + Lhi);
@@ -356,9 +368,8 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         open |= w->open[d];
     }
 
-    /* Theorem A3: LSE = Mt + log L, and the kernel's within eps of L and Els of its own roundings */
-    double Els =
-        er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * (Uc + 0.5));
+    /* Theorem A3: LSE = Mt + log L */
+    double Els = wd.Els;
     double xlo = er__dn(Mt + er_log_dir(Llo, 0)), xhi = er__up(Mt + er_log_dir(Lhi, 1));
     double klo = er__dn(er__dn(Mt + er_log_dir(Lklo, 0)) - Els), khi = er__up(er__up(Mt + er_log_dir(Lkhi, 1)) + Els);
     er__cval_from_interval(lcv, klo, khi, 0, er__fmt(ER_FP32));
@@ -369,4 +380,18 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     *lrd = lse_open ? NAN : rl;
     if (open || lse_open) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, oex, ord, lse_open, lex, lrd);
     return ER_OK;
+}
+
+int er__attn_lse_bounds(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                        er_attn_work *w, double b[4]) {
+    er_attn_rowq rq;
+    er_attn_wide wd;
+    if (n <= 0 || !er__attn_scores(pl, kv, q, j0, n, w, &rq)) return 0;
+    er_attn_weights(pl, kv, j0, n, w, &rq, 0);
+    if (!er_attn_widen(pl, n, &rq, &wd)) return 0;
+    b[0] = er__dn(rq.Mt + er_log_dir(rq.Llo, 0));
+    b[1] = er__up(rq.Mt + er_log_dir(rq.Lhi, 1));
+    b[2] = er__dn(er__dn(rq.Mt + er_log_dir(wd.Lklo, 0)) - wd.Els);
+    b[3] = er__up(er__up(rq.Mt + er_log_dir(wd.Lkhi, 1)) + wd.Els);
+    return 1;
 }

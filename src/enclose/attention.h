@@ -41,6 +41,22 @@ typedef struct er_attn_work {
 ER_INTERNAL er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv);
 ER_INTERNAL void er__attn_work_free(er_attn_work *w);
 
+/* The row's quantities its bounds share: the scores' bounds (Lemma A1) and Theorem A2's score error. */
+typedef struct er_attn_rowq {
+    double u, uin, qn, Mt, smin, smax, numax, errmax, kmax, delta, Mabs;
+    double Llo, Lhi, rho; /* the weights' sum's bounds and their largest relative width */
+} er_attn_rowq;
+
+/* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi: Lemma A1) and the row's quantities
+ * into rq (Theorem A2's score error delta among them); 0 where the row claims nothing (a special value, or bounds
+ * whose premises fail). */
+ER_INTERNAL int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                                er_attn_work *w, er_attn_rowq *rq);
+/* The LSE of query row q against keys j0 .. j0 + n - 1 (n >= 1): the exact one in [b[0], b[1]] (Lemma A1), every
+ * flash-style kernel's (Theorem A3, before its rounding to fp32) in [b[2], b[3]]; 0 where the row claims nothing. */
+ER_INTERNAL int er__attn_lse_bounds(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
+                                    int64_t n, er_attn_work *w, double b[4]);
+
 /* The sets of query row q (D values) against keys j0 .. j0 + n - 1 (n = 0: a fully masked row): O's Dv sets (ocv,
  * with the exact results rounded to double and correctly rounded to O) and LSE's (lcv, lex, lrd). */
 ER_INTERNAL er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,

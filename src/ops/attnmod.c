@@ -12,24 +12,12 @@
 #include "enclose/attention.h"
 #include "enclose/ival.h"
 #include "enclose/mma.h"
-
-/* The state of an attention reference: q, k and v (views, not copies); heads, sequence lengths, head dimensions and
- * batches; rows = nbatch * heads * sq (the LSE's elements), K = sk; the scale (0: 1/sqrt(dh)) and the mask. */
-typedef struct er_attn_state {
-    er_tensor q, k, v;
-    int64_t heads, kv_heads, sq, sk, dh, dv, nbatch, rows, K;
-    double scale;
-    int causal, bottom_right, window;
-    int64_t win_l, win_r;
-} er_attn_state;
-static er_attn_state *er__attn(const er_ref *r) { return (er_attn_state *)r->priv; }
+#include "ops/attn_internal.h"
 
 size_t er_attention_opts_sizeof(void) { return sizeof(er_attention_opts); }
 
-er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
-                       const er_attention_opts *opts) {
-    er__ok();
-    ER_CHECK_NULL(out, "out");
+er_status er__attn_make(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                        const er_attention_opts *opts, const er_op_module *m) {
     ER_CHECK_NULL(q, "q");
     ER_CHECK_NULL(k, "k");
     ER_CHECK_NULL(v, "v");
@@ -88,7 +76,7 @@ er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, con
         return er__fail(ER_ERR_INVALID, "the window's left and right sizes must be nonnegative (got %lld and %lld)",
                         (long long)o.window_left, (long long)o.window_right);
     er_ref *r;
-    ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__attention_module));
+    ER_RETURN_IF_ERROR(er__ref_alloc(&r, m));
     er__attn(r)->q = *q;
     er__attn(r)->k = *k;
     er__attn(r)->v = *v;
@@ -117,6 +105,13 @@ er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, con
     return ER_OK;
 }
 
+er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                       const er_attention_opts *opts) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    return er__attn_make(out, q, k, v, opts, &er__attention_module);
+}
+
 /* O has q's shape with v's head dimension last; LSE O's shape without it (trailing size-1 dimensions accepted). */
 static er_status er_attn_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
     if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
@@ -128,7 +123,7 @@ static er_status er_attn_out_shape(const er_ref *ref, int o, const er_tensor *ou
 /* The constants of Lemma A2 for the standard's sums of products: any_order, cg = 12 and cp by the operands (rounding
  * to nearest in any order, and every tensor core of sm80 and later for fp16, bf16 and tf32 operands); mma:<arch>,
  * that architecture's blocks of k products (docs/hardware/mma.md, Theorem M1): beta + u per block. */
-static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double *cp, double *cg) {
+er_status er__attn_sums(const er_ref *ref, const er_standard *std, double *cp, double *cg) {
     int tf = std->compute == ER_TF32;
     *cg = 12;
     if (std->order != ER_ORDER_MMA) {
@@ -163,7 +158,7 @@ static er_status er_attn_sums(const er_ref *ref, const er_standard *std, double 
 }
 
 /* any_order in fp32 (or tf32 operands), the functions' accuracies and kv_block. */
-static er_status er_attn_check(const er_ref *ref, const er_standard *std) {
+er_status er__attn_check(const er_ref *ref, const er_standard *std) {
     if (std->div != 0)
         return er__fail(ER_ERR_STANDARD,
                         "div= does not apply to attention: its set holds both a division and a reciprocal");
@@ -174,7 +169,7 @@ static er_status er_attn_check(const er_ref *ref, const er_standard *std) {
                         "on that architecture's tensor cores) in this version");
     if (std->order == ER_ORDER_MMA) {
         double cp, cg;
-        ER_RETURN_IF_ERROR(er_attn_sums(ref, std, &cp, &cg));
+        ER_RETURN_IF_ERROR(er__attn_sums(ref, std, &cp, &cg));
     }
     if (std->compute != ER_FP32 && std->compute != ER_TF32)
         return er__fail(ER_ERR_STANDARD,
@@ -196,7 +191,7 @@ typedef struct er_attn_job {
 } er_attn_job;
 
 /* The element offset of t's [b (over the leading dimensions), h, 0, 0]. */
-static int64_t er_attn_base(const er_tensor *t, int64_t b, int64_t h) {
+int64_t er__attn_base(const er_tensor *t, int64_t b, int64_t h) {
     int nd = t->ndim, nl = nd >= 3 ? nd - 3 : 0;
     int64_t off = nd >= 3 ? h * t->strides[nd - 3] : 0;
     for (int i = nl - 1; i >= 0; i--) { off += (b % t->shape[i]) * t->strides[i]; b /= t->shape[i]; }
@@ -204,11 +199,11 @@ static int64_t er_attn_base(const er_tensor *t, int64_t b, int64_t h) {
 }
 
 /* Decodes kv head (b, g): k, v, the keys' norm bounds and the prefix counts of keys with a value not finite. */
-static void er_attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, double *kn, int64_t *bad) {
+void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, double *kn, int64_t *bad) {
     const er_tensor *K = &er__attn(r)->k, *V = &er__attn(r)->v;
     int nd = K->ndim;
     int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
-    int64_t ko = er_attn_base(K, b, g), vo = er_attn_base(V, b, g);
+    int64_t ko = er__attn_base(K, b, g), vo = er__attn_base(V, b, g);
     bad[0] = 0;
     for (int64_t j = 0; j < Sk; j++) {
         double ss = 0;
@@ -241,15 +236,12 @@ typedef struct er_attn_rowctx {
     er_cval *ocv, lcv;
 } er_attn_rowctx;
 
-/* The plan for the standard (sets) and the output formats O and L (exact values), and the row buffers. */
-static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_standard *std, const er_fmt_info *O,
-                                  er_overflow ov_o, const er_fmt_info *L, er_overflow ov_l) {
+/* The plan of the forward's sets for the standard (Theorems A2 and A3) with the output formats O and L. */
+er_status er__attn_plan_init(er_attn_plan *pl, const er_ref *r, const er_standard *std, const er_fmt_info *O,
+                             er_overflow ov_o, const er_fmt_info *L, er_overflow ov_l) {
     int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
-    memset(c, 0, sizeof *c);
-    c->r = r;
-    c->cur_b = c->cur_g = -1;
     er__exp_init();
-    er_attn_plan *pl = &c->pl;
+    memset(pl, 0, sizeof *pl);
     pl->O = O;
     pl->ov_o = ov_o;
     pl->L = L;
@@ -259,7 +251,7 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
     pl->uv = ldexp(1.0, -Vf->p);
     pl->etav = Vf->min_sub;
     pl->uin = std->compute == ER_TF32 ? 0x1p-11 : 0.0;
-    ER_RETURN_IF_ERROR(er_attn_sums(r, std, &pl->cp, &pl->cg));
+    ER_RETURN_IF_ERROR(er__attn_sums(r, std, &pl->cp, &pl->cg));
     pl->U = std->exp_ulps ? std->exp_ulps : 2.0;
     pl->exp_fast = std->exp_fast || (std->fast_math == 1 && std->exp_ulps == 0);
     pl->Ulog = std->log_ulps ? std->log_ulps : 1.0;
@@ -278,6 +270,31 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
     }
     pl->sc_default = er__attn(r)->scale == 0;
     pl->sc = er__attn(r)->scale != 0 ? er__attn(r)->scale : 1.0 / sqrt((double)D);
+    return ER_OK;
+}
+
+/* The unmasked keys of query i: *j0 .. *j0 + *n - 1 (n = 0: none). */
+void er__attn_keys(const er_ref *r, int64_t i, int64_t *j0, int64_t *n) {
+    int64_t Sk = er__attn(r)->sk, Sq = er__attn(r)->sq;
+    int64_t ii = i + (er__attn(r)->bottom_right ? Sk - Sq : 0), a = 0, b = Sk - 1;
+    if (er__attn(r)->causal && ii < b) b = ii;
+    if (er__attn(r)->window) {
+        /* compared as distances from the query (small), so a window of up to INT64_MAX keys never overflows */
+        if (ii - a > er__attn(r)->win_l) a = ii - er__attn(r)->win_l;
+        if (b - ii > er__attn(r)->win_r) b = ii + er__attn(r)->win_r;
+    }
+    *n = b >= a ? b - a + 1 : 0;
+    *j0 = *n ? a : 0;
+}
+
+/* The plan for the standard (sets) and the output formats O and L (exact values), and the row buffers. */
+static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_standard *std, const er_fmt_info *O,
+                                  er_overflow ov_o, const er_fmt_info *L, er_overflow ov_l) {
+    int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
+    memset(c, 0, sizeof *c);
+    c->r = r;
+    c->cur_b = c->cur_g = -1;
+    ER_RETURN_IF_ERROR(er__attn_plan_init(&c->pl, r, std, O, ov_o, L, ov_l));
     c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));
     c->bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
     c->ocv = malloc(sizeof(er_cval) * (size_t)(Dv + 1));
@@ -305,28 +322,21 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
 /* Row `row`'s sets and exact results (ocv, oex, ord; lcv, lex, lrd). */
 static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     const er_ref *r = c->r;
-    int64_t D = er__attn(r)->dh, Sk = er__attn(r)->sk, Sq = er__attn(r)->sq, H = er__attn(r)->heads,
+    int64_t D = er__attn(r)->dh, Sq = er__attn(r)->sq, H = er__attn(r)->heads,
             grp = er__attn(r)->heads / er__attn(r)->kv_heads;
     int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H), g = h / grp;
     if (b != c->cur_b || g != c->cur_g) {
-        er_attn_load_kv(r, b, g, c->kb, c->vb, c->kn, c->bad);
+        er__attn_load_kv(r, b, g, c->kb, c->vb, c->kn, c->bad);
         c->cur_b = b;
         c->cur_g = g;
     }
     const er_tensor *Q = &er__attn(r)->q;
     int nd = Q->ndim;
-    int64_t qo = er_attn_base(Q, b, h) + i * Q->strides[nd - 2];
+    int64_t qo = er__attn_base(Q, b, h) + i * Q->strides[nd - 2];
     for (int64_t d = 0; d < D; d++) c->qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
-    /* the unmasked keys: j0 .. j1 */
-    int64_t ii = i + (er__attn(r)->bottom_right ? Sk - Sq : 0), j0 = 0, j1 = Sk - 1;
-    if (er__attn(r)->causal && ii < j1) j1 = ii;
-    if (er__attn(r)->window) {
-        /* compared as distances from the query (small), so a window of up to INT64_MAX keys never overflows */
-        if (ii - j0 > er__attn(r)->win_l) j0 = ii - er__attn(r)->win_l;
-        if (j1 - ii > er__attn(r)->win_r) j1 = ii + er__attn(r)->win_r;
-    }
-    int64_t n = j1 >= j0 ? j1 - j0 + 1 : 0;
-    return er__attn_row(&c->pl, &c->kv, c->qr, n ? j0 : 0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
+    int64_t j0, n;
+    er__attn_keys(r, i, &j0, &n);
+    return er__attn_row(&c->pl, &c->kv, c->qr, j0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
 }
 
 static er_status er_attn_rows(er_attn_job *j) {
@@ -431,7 +441,7 @@ const er_op_module er__attention_module = { .name = "attention",
                                             .out_names = er_attn_names,
                                             .out_shape = er_attn_out_shape,
                                             .priv_size = sizeof(er_attn_state),
-                                            .check = er_attn_check,
+                                            .check = er__attn_check,
                                             .covers = er_attn_covers,
                                             .exact = er_attn_exact,
                                             .rounded = er_attn_rounded,
