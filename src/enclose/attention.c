@@ -334,7 +334,10 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     int64_t Dv = pl->Dv;
     if (n <= 0) { er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
     er_attn_rowq rq;
-    if (!er__attn_scores(pl, kv, q, j0, n, w, &rq)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    if (!er__attn_scores(pl, kv, q, j0, n, w, &rq)) {
+        er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
+        return ER_OK;
+    }
     er_attn_weights(pl, kv, j0, n, w, &rq, 1);
     double u = rq.u, Mt = rq.Mt, Llo = rq.Llo, Lhi = rq.Lhi, rho = rq.rho;
     double gn = (double)(n + 2) * 0x1p-53 * (1 + 0x1p-40);
