@@ -234,6 +234,17 @@ ER_API er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor 
                               const er_attention_opts *opts);
 /* sizeof(er_attention_opts), for bindings that lay the struct out themselves. */
 ER_API size_t er_attention_opts_sizeof(void);
+/* Attention's backward pass (FlashAttention-2/3's backward, torch SDPA's): q, k, v as er_attention takes them, o
+ * [..., H, Sq, Dv] and lse [..., H, Sq] the forward's saved outputs as the backward kernel read them (lse NULL: a
+ * kernel that recomputes it, any value Theorem A3's set allows), dout (O's shape) the gradient of O. Three outputs:
+ * dq (q's shape), dk (k's) and dv (v's): with P = exp(scale q k^T - lse) over the unmasked keys (the exact softmax
+ * when lse is NULL), D = rowsum(dout o) (the exact O's when lse is NULL), dS = P (dout v^T - D): dq = scale dS k,
+ * dk = scale dS^T q, dv = P^T dout, GQA's kv heads summed over their query heads. A fully masked row gives zero
+ * gradients. Standard any_order or mma:<arch> in fp32 (or compute=tf32) with exp_ulps, qk_scale=input
+ * and products=compute as for attention (docs/algorithms/attention-backward.md). The tensors must outlive the reference. */
+ER_API er_status er_attention_backward(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                                       const er_tensor *o, const er_tensor *lse, const er_tensor *dout,
+                                       const er_attention_opts *opts);
 /* The same with x the output of a reference of one output with exact values (a matmul, a reduction, a tensor, a
  * chain: a GEMM whose epilogue quantises its accumulator): x's values are any the base's standard allows in the
  * compute format (its enclosure), amax's set is every max |x| they give, the scale follows the kernel's amax and q

@@ -40,8 +40,7 @@ void er__attn_work_free(er_attn_work *w) {
     memset(w, 0, sizeof *w);
 }
 
-/* A dot product in double in four independent chains (any order: the bound of Lemma A1 holds for every order). */
-static double er_dot(const double *a, const double *b, int64_t n) {
+double er__attn_dot(const double *a, const double *b, int64_t n) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -190,7 +189,7 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
     double gD = (double)(D + 2) * 0x1p-53 * (1 + 0x1p-40), asc = fabs(pl->sc), screl = pl->sc_default ? 0x1.1p-52 : 0.0;
     double Mt = -INFINITY, smin = INFINITY, smax = -INFINITY, numax = 0, errmax = 0, kmax = 0;
     for (int64_t t = 0; t < n; t++) {
-        double S = er_dot(q, kv->k + (j0 + t) * D, D);
+        double S = er__attn_dot(q, kv->k + (j0 + t) * D, D);
         double nu = er__up(qn * kv->kn[j0 + t]);                    /* >= sum_d |q_d k_jd| (Cauchy-Schwarz) */
         double e = gD * nu * (1 + 0x1p-50);
         double err = (e + (fabs(S) + e) * screl + fabs(S) * 0x1p-52) * asc * (1 + 0x1p-40);

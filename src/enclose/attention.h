@@ -47,6 +47,9 @@ typedef struct er_attn_rowq {
     double Llo, Lhi, rho; /* the weights' sum's bounds and their largest relative width */
 } er_attn_rowq;
 
+/* sum_i a_i b_i in double in four independent chains (any order: the bound of Lemma A1 holds for every order). */
+ER_INTERNAL double er__attn_dot(const double *a, const double *b, int64_t n);
+
 /* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi: Lemma A1) and the row's quantities
  * into rq (Theorem A2's score error delta among them); 0 where the row claims nothing (a special value, or bounds
  * whose premises fail). */

@@ -4,6 +4,7 @@
 #define ER_ATTN_INTERNAL_H
 
 #include "ops/modkit.h"
+#include "ops/ref_internal.h"
 #include "enclose/attention.h"
 
 /* The state of an attention reference: q, k and v (views, not copies); heads, sequence lengths, head dimensions and

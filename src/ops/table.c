@@ -8,6 +8,6 @@ const er_op_module *const er__modules[] = {&er__matmul_module, &er__sum_module, 
                                            &er__tensor_module, &er__quantize_module,  &er__attention_module,
                                            &er__softmax_backward_module, &er__log_softmax_backward_module,
                                            &er__layer_norm_backward_module, &er__rmsnorm_backward_module,
-                                           &er__cross_entropy_module,
+                                           &er__cross_entropy_module, &er__attention_backward_module,
                                            NULL};
 
