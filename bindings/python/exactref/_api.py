@@ -801,6 +801,41 @@ class QuantizeReference(_MultiOutputReference):
     OUTPUTS = ("q", "amax", "scale")
 
 
+def _attention_args(op, arrs, scale, causal, causal_alignment, window, enable_gqa):
+    """attention's options as the C call takes them (scale 0 for the real 1/sqrt(D), the window's sides), each
+    checked; arrs' formats checked."""
+    for a in arrs:
+        format_of(a.dtype)
+    _check.choice(causal_alignment, op, "causal_alignment", ("top_left", "bottom_right"))
+    c_scale = 0.0  # the real 1/sqrt(D)
+    if scale is not None:
+        c_scale = _check.real(scale, op, "scale")
+        if c_scale == 0:
+            raise ExactrefValueError("ER_ERR_INVALID", "exactref: %s: scale=0 is not supported (every key would "
+                                     "weigh the same; pass q = 0)" % op)
+    c_causal = int(_check.flag(causal, op, "causal"))
+    sides = None
+    if window is not None:
+        if not isinstance(window, (tuple, list)) or len(window) != 2:
+            raise ExactrefValueError(
+                "ER_ERR_INVALID", "exactref: %s: window must be (left, right), not %r" % (op, window)
+            )
+        sides = []
+        for w, side in zip(window, ("left", "right")):
+            if w is None or (_check.is_integer(w) and w == -1):
+                sides.append(_check.INT64_MAX)  # unbounded: every key on that side
+            elif _check.is_integer(w) and 0 <= w <= _check.INT64_MAX:
+                sides.append(int(w))
+            else:
+                raise ExactrefValueError(
+                    "ER_ERR_INVALID",
+                    "exactref: %s: window sides are integers in [0, 2^63), -1 "
+                    "or None; the %s side got %r" % (op, side, w),
+                )
+    c_gqa = int(_check.flag(enable_gqa, op, "enable_gqa"))
+    return c_scale, c_causal, sides, c_gqa
+
+
 class AttentionReference(_MultiOutputReference):
     """attention's reference: two outputs, out (q's shape with v's head dimension last) and lse (out's shape without
     its last dimension)."""
@@ -821,40 +856,53 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: Optional[float] =
     row's exact out is 0 and its lse -inf (NaN accepted in both, and +inf in lse). covers((out, lse)) checks both,
     covers(out) out alone; options exp_ulps=, log_ulps=, kv_block= (docs/algorithms/attention.md)."""
     arrs = [to_numpy(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
-    for a in arrs:
-        format_of(a.dtype)
-    _check.choice(causal_alignment, "attention", "causal_alignment", ("top_left", "bottom_right"))
-    c_scale = 0.0  # the real 1/sqrt(D)
-    if scale is not None:
-        c_scale = _check.real(scale, "attention", "scale")
-        if c_scale == 0:
-            raise ExactrefValueError("ER_ERR_INVALID", "exactref: attention: scale=0 is not supported (every key would "
-                                     "weigh the same; pass q = 0)")
-    c_causal = int(_check.flag(causal, "attention", "causal"))
-    sides = None
-    if window is not None:
-        if not isinstance(window, (tuple, list)) or len(window) != 2:
-            raise ExactrefValueError(
-                "ER_ERR_INVALID", "exactref: attention: window must be (left, right), not %r" % (window,)
-            )
-        sides = []
-        for w, side in zip(window, ("left", "right")):
-            if w is None or (_check.is_integer(w) and w == -1):
-                sides.append(_check.INT64_MAX)  # unbounded: every key on that side
-            elif _check.is_integer(w) and 0 <= w <= _check.INT64_MAX:
-                sides.append(int(w))
-            else:
-                raise ExactrefValueError(
-                    "ER_ERR_INVALID",
-                    "exactref: attention: window sides are integers in [0, 2^63), -1 "
-                    "or None; the %s side got %r" % (side, w),
-                )
-    c_gqa = int(_check.flag(enable_gqa, "attention", "enable_gqa"))
+    c_scale, c_causal, sides, c_gqa = _attention_args("attention", arrs, scale, causal, causal_alignment, window,
+                                                      enable_gqa)
     views = [View(a, name) for a, name in zip(arrs, ("q", "k", "v"))]
     ptr = _ffi.attention(views[0].buf, views[1].buf, views[2].buf, c_scale, c_causal,
                          int(causal_alignment == "bottom_right"), sides, c_gqa)
     shape = tuple(arrs[0].shape[:-1]) + (arrs[2].shape[-1],)
     return AttentionReference(ptr, tuple(views) + (q, k, v), shape, "attention")
+
+
+class AttentionBackwardReference(_MultiOutputReference):
+    """attention_backward's reference: three outputs, dq (q's shape), dk (k's) and dv (v's)."""
+
+    OUTPUTS = ("dq", "dk", "dv")
+
+
+def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, o: ArrayLike, lse: Optional[ArrayLike],
+                       do: ArrayLike, scale: Optional[float] = None, causal: bool = False,
+                       causal_alignment: str = "top_left",
+                       window: Optional[Tuple[Optional[int], Optional[int]]] = None,
+                       enable_gqa: bool = False) -> AttentionBackwardReference:
+    """The reference of attention's backward pass (FlashAttention-2/3's backward, torch SDPA's): q, k, v and the
+    options as attention() takes them; o ([..., H, Sq, Dv]) and lse ([..., H, Sq], natural log) the forward's outputs
+    as the backward kernel read them, do the gradient of o. lse=None: a kernel that recomputes it (torch's math and
+    cudnn paths through autograd): any LSE attention's set allows, and D from the saved o or from its own P and dP.
+    Three outputs: dq = scale dS k, dk = scale dS^T q, dv = P^T do, with P = exp(scale q k^T - lse) over the unmasked
+    keys, D = rowsum(do o) and dS = P (do v^T - D); GQA's kv heads summed over their query heads; a fully masked
+    row's gradients are 0. covers((dq, dk, dv)) checks all three; options exp_ulps=, qk_scale=input,
+    products=compute (docs/algorithms/attention-backward.md)."""
+    arrs = [to_numpy(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
+    c_scale, c_causal, sides, c_gqa = _attention_args("attention_backward", arrs, scale, causal, causal_alignment,
+                                                      window, enable_gqa)
+    more = [to_numpy(t, name) for t, name in ((o, "o"), (do, "do"))]
+    for a, name in zip(more, ("o", "do")):
+        format_of(a.dtype, name)
+    views = [View(a, name) for a, name in zip(arrs + more, ("q", "k", "v", "o", "do"))]
+    keep = list(views)
+    vlse = None
+    if lse is not None:
+        la = to_numpy(lse, "lse")
+        format_of(la.dtype, "lse")
+        vl = View(la, "lse")
+        keep.append(vl)
+        vlse = vl.buf
+    ptr = _ffi.attention_backward(views[0].buf, views[1].buf, views[2].buf, views[3].buf, vlse, views[4].buf, c_scale,
+                                  c_causal, int(causal_alignment == "bottom_right"), sides, c_gqa)
+    return AttentionBackwardReference(ptr, tuple(keep) + (q, k, v, o, lse, do), tuple(arrs[0].shape),
+                                      "attention_backward")
 
 
 _QUANT_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")

@@ -172,6 +172,10 @@ _sig = {
         ctypes.c_int,
         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
     ),
+    "er_attention_backward": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_void_p] * 7,
+    ),
     "er_chain": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]),
     "er_stage_kind_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_stage_sizeof": (ctypes.c_size_t, []),
@@ -513,11 +517,22 @@ check_copy("er_attention_opts size", ctypes.sizeof(_AttentionOpts), lib.er_atten
 
 def attention(vq, vk, vv, scale, causal, bottom_right, window, enable_gqa):
     """er_attention; window None (no window) or (left, right) in [0, 2^63)."""
+    o = _attention_opts(scale, causal, bottom_right, window, enable_gqa)
+    return _new(lib.er_attention, vq, vk, vv, ctypes.byref(o))
+
+
+def _attention_opts(scale, causal, bottom_right, window, enable_gqa):
     o = _AttentionOpts()
     o.scale, o.causal, o.bottom_right, o.enable_gqa = scale, causal, bottom_right, enable_gqa
     if window is not None:
         o.window, o.window_left, o.window_right = 1, window[0], window[1]
-    return _new(lib.er_attention, vq, vk, vv, ctypes.byref(o))
+    return o
+
+
+def attention_backward(vq, vk, vv, vo, vlse, vdo, scale, causal, bottom_right, window, enable_gqa):
+    """er_attention_backward; vlse None: the kernel's own LSE is not given."""
+    o = _attention_opts(scale, causal, bottom_right, window, enable_gqa)
+    return _new(lib.er_attention_backward, vq, vk, vv, vo, vlse, vdo, ctypes.byref(o))
 
 
 # ---- covers, sets, exact values ----

@@ -171,6 +171,8 @@ def _calls():
         (er.quantize, dict(x=x, dtype="float8_e4m3fn", granularity=("block", 4), recipe="amax")),
         (er.attention, dict(q=q, k=q, v=q, scale=0.25, causal=True, causal_alignment="bottom_right", window=(2, 1),
                             enable_gqa=False)),
+        (er.attention_backward, dict(q=q, k=q, v=q, o=q, lse=q[..., 0], do=q, scale=0.25, causal=True,
+                                     causal_alignment="bottom_right", window=(2, 1), enable_gqa=False)),
         (er.gelu, dict(x=x, ulps=2, approximate="tanh")), (er.silu, dict(x=x, ulps=2)), (er.exp, dict(x=x, ulps=2)),
         (er.tanh, dict(x=x, ulps=3)), (er.rsqrt, dict(x=np.abs(x) + 1, ulps=2)), (er.exp2, dict(x=x, ulps=2)),
         (er.log, dict(x=np.abs(x) + 1, ulps=1)), (er.sigmoid, dict(x=x, ulps=2)), (er.erf, dict(x=x, ulps=2)),
@@ -244,7 +246,7 @@ def _valid(fn, name, value):
 
 
 ARRAYS = {"x", "A", "B", "q", "k", "v", "dy", "y", "out", "weight", "bias", "mean", "rstd", "kernel",
-          "op_or_reference", "logits", "target"}
+          "op_or_reference", "logits", "target", "o", "lse", "do"}
 
 
 def test_the_sweep_holds_every_public_function():
