@@ -218,7 +218,8 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
         double rel = (1 + pl->uq) * (1 + pl->uq) * (1 + pl->uk) * (1 + u) * (1 + u) * (1 + 0x1p-40) -
                      1; /* and S in q's format */
         double c = sqrt(asc) * (1 + 0x1p-20), l1 = sqrt((double)D) * (1 + 0x1p-40);
-        double ab = pl->etaq * 0.5 * kmax * l1 * c + pl->etak * 0.5 * qn * l1 * c +
+        double ca = pl->qk_cabs > 0 ? fmax(c, pl->qk_cabs) : c; /* a pre-scaled operand's rounding, in score units */
+        double ab = pl->etaq * 0.5 * kmax * l1 * ca + pl->etak * 0.5 * qn * l1 * ca +
                     pl->etaq * pl->etak * 0.25 * (double)D + pl->etaq * 0.5;
         delta = er__up(delta + asc * numax * rel * (1 + 0x1p-40) + ab * (1 + 0x1p-30));
         /* scaled operands or scores that may overflow their format: the row claims nothing */

@@ -19,6 +19,8 @@ typedef struct er_attn_plan {
     int psum_fp32;             /* the denominator sums p before its rounding to v's format (p_sum=fp32) */
     double uq, uk, etaq, etak; /* qk_scale=input: q's and k's unit roundoffs and subnormal spacings (else 0) */
     double qkmax;              /* qk_scale=input: the smaller of q's and k's largest finite values */
+    double qk_cabs;            /* qk_scale=input: a bound of scale / c for an operand pre-scaled by c alone, when above
+                                  sqrt(|scale|) (0: both operands by c = fl(sqrt(scale)), the forward's) */
     int64_t D, Dv, Sk, kv_block;
     double sc;                 /* the scale as a double */
     int sc_default;            /* the scale is the real number 1/sqrt(D) (sc its rounding; else sc is exact) */

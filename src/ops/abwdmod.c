@@ -106,6 +106,9 @@ static er_status er_abwd_plan_init(er_abwd_plan *pl, const er_ref *r, const er_s
         pl->etap = fmax(pl->etap, f->min_sub);
     }
     if (std->qk_scale == 1) {
+        /* an operand pre-scaled by c >= min(scale, sqrt(scale)) alone (Triton's tutorial: k by scale / ln 2): its
+         * rounding's absolute part is scale / c <= max(1, sqrt(scale)) times eta / 2 in the scores */
+        pl->fwd.qk_cabs = 1.0;
         pl->uqs = pl->fwd.uq;
         pl->uks = pl->fwd.uk;
         pl->etaqs = pl->fwd.etaq;
