@@ -110,9 +110,13 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
         double xr = er__up(er__up(exdp[t] + Dr) + er__up(fabs(xc) * 0x1p-52));
         double xa = er__up(fabs(xc) + xr);
         double ex = er__up(edp[t] + ED), ex1 = er__up(ex + er__up(u * er__up(xa + ex) * (1 + 0x1p-40)));
+        /* P as the kernel multiplies x by it: P, or P rounded to the inputs' format (a kernel reusing the P it
+         * rounded for dV: within rp of P*, at most pka) */
         double pk = er__up(ph * (1 + kappa) + alpha);
-        double m1 = er__up(pk * er__up(xa + ex1));
-        double R = er__up(((kappa * ph + alpha) * xa + pk * ex1 + (u + up * (1 + u)) * m1 + hs) * (1 + 0x1p-40));
+        double rp = er__up((kappa * ph + alpha + up * pk + hp) * (1 + 0x1p-40)),
+               pka = er__up((pk * (1 + up) + hp) * (1 + 0x1p-40));
+        double m1 = er__up(pka * er__up(xa + ex1));
+        double R = er__up((rp * xa + pka * ex1 + (u + up * (1 + u)) * m1 + hs) * (1 + 0x1p-40));
         double ds = pmt * xc;
         double rex = er__up((pr * xa + pmt * xr + fabs(ds) * 0x1p-52) * (1 + 0x1p-40) + 0x1p-1060);
         double dsa = er__up(ph * xa + R);
@@ -120,8 +124,6 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
         out->dsa[t] = dsa;
         out->ex[t] = er__up((rex + pl->gd * fabs(ds)) * (1 + 0x1p-40));
         out->w[t] = fmax(er__up(R + pl->gS * dsa * (1 + 0x1p-40)), 0x1p20 * out->ex[t]);
-        double rp = er__up((kappa * ph + alpha + up * pk + hp) * (1 + 0x1p-40)),
-               pka = er__up((pk * (1 + up) + hp) * (1 + 0x1p-40));
         out->exv[t] = er__up((pr + pl->gd * pmt) * (1 + 0x1p-40));
         out->wv[t] = fmax(er__up(rp + pl->gV * pka * (1 + 0x1p-40)), 0x1p20 * out->exv[t]);
     }

@@ -3,7 +3,7 @@
  * exp2(fma(S, sc log2 e, -lse log2 e)), Triton's tutorial (k pre-scaled by fl(sc / ln 2) and rounded to its format,
  * exp2 of the base-2 LSE, dq times ln 2 at the end) or torch's math path (softmax recomputed, D = sum P dP, no saved
  * lse); every exp at either edge of its 2-ulp budget or at a random edge; D = rowsum(dO o) forward or reversed; P
- * and dS rounded to the inputs' format or not; dQ summed over key blocks of 1 to 64 and dK, dV over query blocks
+ * and dS rounded to the inputs' format or not, dS from the rounded P or not; dQ summed over key blocks of 1 to 64 and dK, dV over query blocks
  * (across GQA's heads) in forward, reverse or shuffled order (atomics); the scale on dS or on the sums; fma or not.
  * Causal masks in both alignments, windows, GQA, fully masked rows. None may fall outside; planted bugs are caught;
  * the exact results are the MPFR oracle's; bad calls are refused. */
@@ -27,6 +27,7 @@ typedef struct bcfg {
     int edge;    /* each exp: 0 nearest, 1 two ulps up, -1 two down, 2 either at random */
     int pround;  /* P rounded to the inputs' format before dV */
     int dsround; /* dS rounded to it before dQ and dK */
+    int preuse;  /* with pround: dS computed from the rounded P (torch's efficient backend, measured on the H200) */
     int block;   /* keys per dQ partial sum, rows per dK and dV partial sum */
     int order;   /* the partial sums' order: 0 forward, 1 reverse, 2 shuffled */
     int drev;    /* D summed in reverse */
@@ -143,6 +144,7 @@ static void kernel_p_ds(const bcfg *c) {
             for (int j = j0; j <= j1; j++) {
                 float dp = 0;
                 for (int d = 0; d < Dv; d++) dp = fmad(c, dp, (float)gg[d], (float)vd[(g * Sk + j) * Dv + d]);
+                if (c->pround && c->preuse) Pk[h][i][j] = (float)rnd(PF, Pk[h][i][j]);
                 float ds = Pk[h][i][j] * (dp - Dd);
                 if (c->scale_ds && c->mode != 2) ds *= sc;
                 dSk[h][i][j] = c->dsround ? (float)rnd(PF, ds) : ds;
@@ -291,6 +293,7 @@ static bcfg random_kernel(void) {
     c.edge = (int)er_rand_int(-1, 2);
     c.pround = (int)er_rand_int(0, 1);
     c.dsround = (int)er_rand_int(0, 1);
+    c.preuse = (int)er_rand_int(0, 1);
     c.block = blocks[er_rand_int(0, 4)];
     c.order = (int)er_rand_int(0, 2);
     c.drev = (int)er_rand_int(0, 1);
