@@ -4,9 +4,9 @@
  * Theorem B1 bounds how far a FlashAttention-style backward kernel's dS (and the P it multiplies dO by) may lie from
  * them: R per key, from the score's error, the exp's ulps, the saved LSE (or the forward's LSE set), the dots dP and
  * D in the compute format, their difference's and the product's roundings and the rounding of P and dS to the
- * inputs' format. The module (src/ops/abwdmod.c) sums these per element: a centre and a weight, the set the centre
- * plus or minus the weight's sum. Each weight is at least 2^20 times the exact enclosure's radius, so that one sum
- * serves both (Lemma B2). */
+ * inputs' format. The module (src/ops/abwdmod.c) sums these per element: a centre, the exact enclosure's weights
+ * and the kernel's, the exact value within the first sum of the centre and the kernel's within the second of the
+ * exact value (Lemma B2). */
 #include <math.h>
 #include <stdlib.h>
 #include "enclose/attn_bwd.h"
@@ -123,9 +123,9 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
         out->ds[t] = ds;
         out->dsa[t] = dsa;
         out->ex[t] = er__up((rex + pl->gd * fabs(ds)) * (1 + 0x1p-40));
-        out->w[t] = fmax(er__up(R + pl->gS * dsa * (1 + 0x1p-40)), 0x1p20 * out->ex[t]);
+        out->w[t] = er__up(R + pl->gS * dsa * (1 + 0x1p-40));
         out->exv[t] = er__up((pr + pl->gd * pmt) * (1 + 0x1p-40));
-        out->wv[t] = fmax(er__up(rp + pl->gV * pka * (1 + 0x1p-40)), 0x1p20 * out->exv[t]);
+        out->wv[t] = er__up(rp + pl->gV * pka * (1 + 0x1p-40));
     }
     return 1;
 }

@@ -29,7 +29,7 @@ typedef struct er_abwd_row {
 
 /* A row's values per key t = 0 .. n - 1 (arrays of at least Sk): pm, P's centre; wv, dV's weight (times |g_d|);
  * ds, dS's centre; w, dQ's and dK's weight (times |k_jd| or |q_d|); dsa, a bound of |dS| (qk_scale=input's
- * absolute part); ex and exv, the exact enclosure's weights of dQ and dK, and of dV (at most 2^-20 w and wv). */
+ * absolute part); ex and exv, the exact enclosure's weights of dQ and dK, and of dV. */
 typedef struct er_abwd_keys {
     double *pm, *wv, *ds, *w, *dsa, *ex, *exv;
 } er_abwd_keys;

@@ -276,9 +276,9 @@ static double er_abwd_mpfr(er_abwd_ctx *c, const er_sink *s, int which, int64_t 
     return out;
 }
 
-/* An element's set, centre cen plus or minus rad (the sums' weights) and ab (absolute parts), and its exact value
- * (within exr of cen, or exr < 0: within rad 2^-20, Lemma B2), into sink s. state 1: the element claims nothing; 2:
- * a fully masked row's dQ (0, or NaN). */
+/* An element's set and exact value into sink s: the exact value within exr of cen, the kernel's within rad (the
+ * sums' weights) and ab (absolute parts) of it (Lemma B2). state 1: the element claims nothing; 2: a fully masked
+ * row's dQ (0, or NaN). */
 static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_t d, int64_t idx, double cen,
                         double rad, double exr, double ab, int state, int nan_ok, int mp_only) {
     const er_fmt_info *F32 = er__fmt(ER_FP32);
@@ -290,9 +290,8 @@ static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_
         er__cval_from_interval(&cv, 0.0, 0.0, 1, F32);
         ex = rd = 0.0;
     } else {
-        double R = er__up(rad + ab);
+        double e = er__up(exr * (1 + 0x1p-40) + 0x1p-1000), R = er__up(er__up(rad + e) + ab);
         er__cval_from_interval(&cv, er__dn(cen - R), er__up(cen + R), nan_ok, F32);
-        double e = er__up((exr >= 0 ? exr : rad * 0x1p-20) * (1 + 0x1p-20) + 0x1p-1000);
         double rl = er__round_double(s->O, er__dn(cen - e), ER_ROUND_NEAREST, s->ov),
                rh = er__round_double(s->O, er__up(cen + e), ER_ROUND_NEAREST, s->ov);
         ex = cen;
@@ -312,10 +311,6 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
     int64_t D = a->dh, Dv = a->dv, Sk = a->sk, Sq = a->sq, grp = a->heads / a->kv_heads;
     double sc = pl->fwd.sc, asc = fabs(sc), msc = fmax(1.0, asc);
     er_abwd_load(c, hk);
-    /* the exact enclosures' own weights, where 2^-20 of the set's leave too many of a fine format's elements open */
-    const er_sink *outs[3] = {j->sq, j->sk, j->sv};
-    int eacc[3];
-    for (int o = 0; o < 3; o++) eacc[o] = outs[o] && outs[o]->O->p > 11;
     int masked = 0;
     for (int64_t row = 0; row < c->nr; row++) {
         const er_abwd_row *rw = &c->rows[row];
@@ -340,15 +335,14 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
                         c->cq[d] += x * kj[d];
                         c->rq[d] += y * fabs(kj[d]);
                     }
-                    if (eacc[0])
-                        for (int64_t d = 0; d < D; d++) c->eq[d] += z * fabs(kj[d]);
+                    for (int64_t d = 0; d < D; d++) c->eq[d] += z * fabs(kj[d]);
                     sa += dsa[t];
                 }
             }
             double g1 = 1 + (double)(n + 2) * 0x1p-53, ab = msc * ((double)(n + 8) * 0x1p-126 + pl->etaks * 0.5 * sa);
             for (int64_t d = 0; d < D; d++)
                 er_abwd_put(c, j->sq, 0, row, d, base + d, ok ? sc * c->cq[d] : 0, ok ? asc * c->rq[d] * g1 : 0,
-                            eacc[0] ? asc * c->eq[d] * g1 : -1, ab, n == 0 ? 2 : ok ? 0 : 1, 0, mp_only);
+                            ok ? asc * c->eq[d] * g1 : 0, ab, n == 0 ? 2 : ok ? 0 : 1, 0, mp_only);
         }
         if (!ok || (!j->sk && !j->sv)) continue;
         for (int64_t d = 0; d < D; d++) c->aq[d] = fabs(rw->q[d]);
@@ -365,10 +359,8 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
                 vc[d] += p * rw->g[d];
                 vw[d] += z * c->ag[d];
             }
-            if (eacc[1])
-                for (int64_t d = 0; d < D; d++) c->dke[jj * D + d] += xe * c->aq[d];
-            if (eacc[2])
-                for (int64_t d = 0; d < Dv; d++) c->dve[jj * Dv + d] += ze * c->ag[d];
+            for (int64_t d = 0; d < D; d++) c->dke[jj * D + d] += xe * c->aq[d];
+            for (int64_t d = 0; d < Dv; d++) c->dve[jj * Dv + d] += ze * c->ag[d];
             c->dka[jj] += dsa[t];
         }
     }
@@ -382,7 +374,7 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
         if (j->sk)
             for (int64_t d = 0; d < D; d++)
                 er_abwd_put(c, j->sk, 1, jj, d, (hk * Sk + jj) * D + d, sc * c->dkc[jj * D + d],
-                            asc * c->dkw[jj * D + d] * gk, eacc[1] ? asc * c->dke[jj * D + d] * gk : -1,
+                            asc * c->dkw[jj * D + d] * gk, asc * c->dke[jj * D + d] * gk,
                             msc * ((double)(pl->nk + 8) * 0x1p-126 + pl->etaqs * 0.5 * c->dka[jj]), bad > 0, nan_ok,
                             mp_only);
     }
@@ -391,7 +383,7 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
         bad += c->rbadd[jj];
         for (int64_t d = 0; d < Dv; d++)
             er_abwd_put(c, j->sv, 2, jj, d, (hk * Sk + jj) * Dv + d, c->dvc[jj * Dv + d], c->dvw[jj * Dv + d] * gk,
-                        eacc[2] ? c->dve[jj * Dv + d] * gk : -1, (double)(pl->nk + 4) * 0x1p-126, bad > 0, nan_ok,
+                        c->dve[jj * Dv + d] * gk, (double)(pl->nk + 4) * 0x1p-126, bad > 0, nan_ok,
                         mp_only);
     }
 }
