@@ -240,8 +240,8 @@ ER_API size_t er_attention_opts_sizeof(void);
  * dq (q's shape), dk (k's) and dv (v's): with P = exp(scale q k^T - lse) over the unmasked keys (the exact softmax
  * when lse is NULL), D = rowsum(dout o) (the exact O's when lse is NULL), dS = P (dout v^T - D): dq = scale dS k,
  * dk = scale dS^T q, dv = P^T dout, GQA's kv heads summed over their query heads. A fully masked row gives zero
- * gradients. Standard any_order or mma:<arch> in fp32 (or compute=tf32) with exp_ulps, qk_scale=input
- * and products=compute as for attention (docs/algorithms/attention-backward.md). The tensors must outlive the reference. */
+ * gradients. Standard any_order or mma:<arch> in fp32 (or compute=tf32) with exp_ulps, qk_scale=input and
+ * products=compute (docs/algorithms/attention-backward.md). The tensors must outlive the reference. */
 ER_API er_status er_attention_backward(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
                                        const er_tensor *o, const er_tensor *lse, const er_tensor *dout,
                                        const er_attention_opts *opts);
