@@ -256,6 +256,33 @@ def attention():
     print("python_attention_1x8x4096x4096x128_fp16: %.4f s (numpy float64 attention %.4f s): %.2fx" % (t1, t0, t1 / t0))
 
 
+def attention_backward():
+    """er.attention_backward at B = 1, H = 8, Sq = Sk = 2048, D = 128, fp16 (the reference and covers of dQ, dK and
+    dV from the saved o and lse) against a float64 numpy backward of the same shape (scores, P from the lse, dP, D,
+    dS and the three products) on the same cores."""
+    rng = np.random.default_rng(6)
+    q, k, v, do = (rng.standard_normal((1, 8, 2048, 128)).astype(np.float16) for _ in range(4))
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    s = q64 @ np.swapaxes(k64, -1, -2) / np.sqrt(128.0)
+    m = s.max(-1, keepdims=True)
+    w = np.exp(s - m)
+    lse = (m + np.log(w.sum(-1, keepdims=True)))[..., 0].astype(np.float32)
+    o = ((w / w.sum(-1, keepdims=True)) @ v64).astype(np.float16)
+    del s, w
+
+    def numpy_backward():
+        q64, k64, v64, o64, g64 = (x.astype(np.float64) for x in (q, k, v, o, do))
+        p = np.exp(q64 @ np.swapaxes(k64, -1, -2) / np.sqrt(128.0) - lse[..., None])
+        dp = g64 @ np.swapaxes(v64, -1, -2)
+        ds = p * (dp - (g64 * o64).sum(-1)[..., None])
+        return ds @ k64 / np.sqrt(128.0), np.swapaxes(ds, -1, -2) @ q64 / np.sqrt(128.0), np.swapaxes(p, -1, -2) @ g64
+    grads = tuple(x.astype(np.float16) for x in numpy_backward())
+    t0 = best(numpy_backward, 3)
+    t1 = best(lambda: er.attention_backward(q, k, v, o, lse, do).covers(grads).all(), 3)
+    print("python_attention_backward_1x8x2048x2048x128_fp16: %.4f s (numpy float64 backward %.4f s): %.2fx"
+          % (t1, t0, t1 / t0))
+
+
 if __name__ == "__main__":
     main()
     epilogue()
@@ -263,3 +290,4 @@ if __name__ == "__main__":
     references()
     harness()
     attention()
+    attention_backward()
