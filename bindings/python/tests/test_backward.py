@@ -349,8 +349,9 @@ def test_testing_backward_ops():
 
 
 def test_guide_output():
-    """docs/guides/check-a-backward-kernel.md shows what examples/python/norm_backward_check.py and
-    cross_entropy_check.py print."""
+    """docs/guides/check-a-backward-kernel.md shows what examples/python/norm_backward_check.py,
+    cross_entropy_check.py and attention_backward_check.py print."""
     from test_exactref import _shows_output
     _shows_output("guides/check-a-backward-kernel.md", "norm_backward_check.py")
     _shows_output("guides/check-a-backward-kernel.md", "cross_entropy_check.py")
+    _shows_output("guides/check-a-backward-kernel.md", "attention_backward_check.py")
