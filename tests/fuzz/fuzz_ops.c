@@ -15,12 +15,13 @@
 
 /* The kinds of call counted (harness.h): the ops by their number in the input, then the chain and the quantised
  * reference built over an accepted op. */
-enum { NOPS = 17, KIND_CHAIN = NOPS, KIND_QUANTIZE_REF = NOPS + 1 };
+enum { NOPS = 18, KIND_CHAIN = NOPS, KIND_QUANTIZE_REF = NOPS + 1 };
 static const char *const kinds[] = {"matmul",    "scaled_matmul", "sum",       "mean",
                                     "max",       "softmax",       "log_softmax", "rmsnorm",
                                     "layernorm", "tensor",        "quantize",  "attention",
                                     "softmax_backward", "log_softmax_backward", "layer_norm_backward",
-                                    "rmsnorm_backward", "cross_entropy", "chain", "quantize_ref"};
+                                    "rmsnorm_backward", "cross_entropy", "attention_backward", "chain",
+                                    "quantize_ref"};
 
 REACH_TARGET(kinds)
 
@@ -77,7 +78,9 @@ static int make_view(rd *r, er_tensor *t, int which, er_format f, int nd, int64_
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rd r = {data, size};
     reach_input();
-    int op = (int)(byte(&r) % NOPS);
+    /* the op: the first byte modulo 17 below 238 (the numbering inputs had before attention_backward), 17 above */
+    unsigned ob = byte(&r);
+    int op = ob >= 238 ? 17 : (int)(ob % 17);
     er_format fa = (er_format)(byte(&r) % 9), fb = (er_format)(byte(&r) % 9), fo = (er_format)(byte(&r) % 9);
     int nda = (int)(byte(&r) % 5), ndb = (int)(byte(&r) % 5);
     unsigned sidx = byte(&r) % (sizeof standards / sizeof standards[0]);
@@ -90,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     er_tensor A, B, C;
     int64_t sha[ER_MAX_DIMS], shb[ER_MAX_DIMS];
     int va = make_view(&r, &A, 0, fa, nda, sha), vb = make_view(&r, &B, 1, fb, ndb, shb);
-    if (op == 11 && va > 0 && nda >= 2) {
+    if ((op == 11 || op == 17) && va > 0 && nda >= 2) {
         /* attention: k = v shaped as q but for the number of keys (and the heads, for GQA), so that shapes that fit
          * are common; contiguous in pool[1] */
         int64_t shk[ER_MAX_DIMS];
@@ -179,6 +182,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         unsigned rb = byte(&r);
         st = nt <= 16 ? er_cross_entropy(&ref, &A, tg, nt, (int)(rb % 8 < 7 ? rb % 3 : 3), ign, smooth[rb / 8 % 8])
                       : ER_ERR_INVALID;
+        break;
+    }
+    case 17: { /* attention_backward: q = A, k = v = B as for attention; o = A or a view of A's shape over pool[2];
+                * dout the other; lse one per row over pool[2]'s tail (fp32 or another format), of another shape
+                * (refused), or none */
+        unsigned fl = byte(&r);
+        er_attention_opts ao = {sa, (int)(fl & 1), (int)((fl >> 1) & 1), 0, 0, 0, (int)((fl >> 2) & 1)};
+        er_tensor O2, L;
+        int64_t shl[ER_MAX_DIMS];
+        for (int i = 0; i + 1 < nda; i++) shl[i] = sha[i];
+        if (nda >= 2 && (fl >> 3) % 8 == 0) shl[nda - 2] += 1;
+        static uint64_t lse_slots[256];
+        memcpy(lse_slots, pool[2] + SLOTS - 256, sizeof lse_slots);
+        int ok = vb > 0 && nda >= 2 && er_tensor_view(&O2, fa, nda, sha, NULL, pool[2]) == ER_OK &&
+                 er_tensor_view(&L, (fl >> 6) ? ER_FP32 : (er_format)(byte(&r) % 9), nda - 1, shl, NULL,
+                                lse_slots) == ER_OK;
+        const er_tensor *o = (fl >> 4) & 1 ? &A : &O2, *dout = o == &A ? &O2 : &A;
+        st = ok ? er_attention_backward(&ref, &A, &B, &B, o, (fl >> 5) & 1 ? &L : NULL, dout, &ao) : ER_ERR_INVALID;
         break;
     }
     default: st = er_layernorm(&ref, &A, dim < 0 ? -dim : dim, vb > 0 ? &B : NULL, NULL, eps); break;
