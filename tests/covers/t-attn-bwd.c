@@ -27,7 +27,7 @@ typedef struct bcfg {
     int edge;    /* each exp: 0 nearest, 1 two ulps up, -1 two down, 2 either at random */
     int pround;  /* P rounded to the inputs' format before dV */
     int dsround; /* dS rounded to it before dQ and dK */
-    int preuse;  /* with pround: dS computed from the rounded P (torch's efficient backend, measured on the H200) */
+    int preuse;  /* with pround: dS computed from the rounded P (what torch's efficient backend's bf16 outputs need) */
     int block;   /* keys per dQ partial sum, rows per dK and dV partial sum */
     int order;   /* the partial sums' order: 0 forward, 1 reverse, 2 shuffled */
     int drev;    /* D summed in reverse */
