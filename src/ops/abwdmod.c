@@ -20,6 +20,8 @@ typedef struct er_abwd_state {
     int has_lse;
 } er_abwd_state;
 static er_abwd_state *er__abwd(const er_ref *r) { return (er_abwd_state *)r->priv; }
+/* Query heads per kv head (0 where there are no heads: every output is then empty). */
+static int64_t er_abwd_grp(const er_attn_state *a) { return a->kv_heads ? a->heads / a->kv_heads : 0; }
 
 /* Whether t has exactly the shape nd, shape. */
 static int er_abwd_shape_is(const er_tensor *t, int nd, const int64_t *shape) {
@@ -116,7 +118,7 @@ static er_status er_abwd_plan_init(er_abwd_plan *pl, const er_ref *r, const er_s
     }
     double cp = pl->fwd.cp, cg = pl->fwd.cg, tf = 2 * uin + uin * uin;
     pl->nq = s->a.sk;
-    pl->nk = s->a.heads / s->a.kv_heads * s->a.sq;
+    pl->nk = er_abwd_grp(&s->a) * s->a.sq;
     double N = (double)(pl->nq > pl->nk ? pl->nq : pl->nk);
     pl->gP = ((cp * (double)s->a.dv + cg + 8) * u * (1 + 0x1p-10) * (1 + uin) * (1 + uin) + tf) * (1 + 0x1p-40);
     pl->gS = ((cp * N + 2 * cg) * u * (1 + 0x1p-20) + 8 * u + fmax(pl->uqs, pl->uks) * (1 + u) + tf) * (1 + 0x1p-40);
@@ -159,7 +161,7 @@ static void er_abwd_ctx_close(er_abwd_ctx *c) {
 
 static er_status er_abwd_ctx_open(er_abwd_ctx *c, const er_ref *r, const er_standard *std) {
     const er_attn_state *a = &er__abwd(r)->a;
-    int64_t D = a->dh, Dv = a->dv, Sk = a->sk, nr = a->heads / a->kv_heads * a->sq;
+    int64_t D = a->dh, Dv = a->dv, Sk = a->sk, nr = er_abwd_grp(a) * a->sq;
     memset(c, 0, sizeof *c);
     c->r = r;
     c->nr = nr;
@@ -228,7 +230,7 @@ static void er_abwd_load(er_abwd_ctx *c, int64_t hk) {
     const er_ref *r = c->r;
     const er_abwd_state *s = er__abwd(r);
     const er_attn_state *a = &s->a;
-    int64_t D = a->dh, Dv = a->dv, Sk = a->sk, Sq = a->sq, grp = a->heads / a->kv_heads;
+    int64_t D = a->dh, Dv = a->dv, Sk = a->sk, Sq = a->sq, grp = er_abwd_grp(a);
     int64_t b = hk / a->kv_heads, g = hk % a->kv_heads;
     int qnd = a->q.ndim;
     er__attn_load_kv(r, b, g, c->kb, c->vb, c->kn, c->kbad);
@@ -308,7 +310,7 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
     const er_abwd_state *s = er__abwd(c->r);
     const er_attn_state *a = &s->a;
     const er_abwd_plan *pl = &c->pl;
-    int64_t D = a->dh, Dv = a->dv, Sk = a->sk, Sq = a->sq, grp = a->heads / a->kv_heads;
+    int64_t D = a->dh, Dv = a->dv, Sk = a->sk, Sq = a->sq, grp = er_abwd_grp(a);
     double sc = pl->fwd.sc, asc = fabs(sc), msc = fmax(1.0, asc);
     er_abwd_load(c, hk);
     int masked = 0;
@@ -404,7 +406,7 @@ static void *er_abwd_run(void *arg) {
 
 static er_status er_abwd_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
     const er_attn_state *a = &er__abwd(ref)->a;
-    int64_t nh = a->nbatch * a->kv_heads, nr = a->heads / a->kv_heads * a->sq;
+    int64_t nh = a->nbatch * a->kv_heads, nr = er_abwd_grp(a) * a->sq;
     int nt = er__num_threads(nh * nr * a->sk * (a->dh + a->dv + 8));
     if (nt > nh) nt = nh > 0 ? (int)nh : 1;
     ER_RETURN_IF_ERROR(er__mem_check(8.0 *
