@@ -158,7 +158,8 @@ _TIERS["attention"] = {
     "exhaustive": _attention_exhaustive,
     "canonical": lambda: [(1, 8, 8, 4096, 4096, 128), (4, 16, 16, 1024, 1024, 64)]}
 _ATTENTION = {"attention": (False, "top_left"), "attention_causal": (True, "top_left"),
-              "attention_causal_bottom_right": (True, "bottom_right")}
+              "attention_causal_bottom_right": (True, "bottom_right"),
+              "attention_backward": (False, "top_left"), "attention_backward_causal": (True, "top_left")}
 _ROW_OPS = ("sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm")
 _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
 #: Backward passes along rows: their inputs are the gradient dy and what the forward pass saved (derived from a
@@ -196,9 +197,10 @@ def shapes(op, tier="fast"):
     """The shapes of a tier for an op: "fast" (16 per op family: tile boundaries, size-1 dimensions, primes, skinny
     and awkward pairs), "exhaustive" (about 60) or "canonical" (a few aligned shapes, for timing only). matmul:
     (M, K, N); bmm: (batch, M, K, N); the row ops (reduced or normalised along the last dimension): (rows, n);
-    elementwise: the tensor's shape; attention, attention_causal and attention_causal_bottom_right: (batch, heads,
-    kv heads, Sq, Sk, D); the backward passes (softmax_backward, log_softmax_backward, layer_norm_backward,
-    rmsnorm_backward) and cross_entropy (rows of n logits): (rows, n), as the row ops."""
+    elementwise: the tensor's shape; attention, attention_causal, attention_causal_bottom_right, attention_backward
+    and attention_backward_causal: (batch, heads, kv heads, Sq, Sk, D); the backward passes (softmax_backward,
+    log_softmax_backward, layer_norm_backward, rmsnorm_backward) and cross_entropy (rows of n logits): (rows, n), as
+    the row ops."""
     tiers = _tiers(op)
     if not isinstance(tier, str) or tier not in tiers:
         raise ValueError("exactref: tier %r: expected 'fast', 'exhaustive' or 'canonical'" % (tier,))
@@ -257,7 +259,10 @@ class Case:
         """The inputs as numpy arrays (device None), or torch tensors on `device` ("cpu", "cuda"), in the case's
         layout. A backward pass's inputs are the kernel's: (dy, y) for softmax_backward and log_softmax_backward,
         (dy, x, mean, rstd, weight) for layer_norm_backward, (dy, x, rstd, weight) for rmsnorm_backward, (logits,
-        target) for cross_entropy."""
+        target) for cross_entropy; (q, k, v, o, lse, do) for attention_backward and attention_backward_causal (o and
+        lse the forward's, from a float64 forward, in the dtype and in float32)."""
+        if self.op.startswith("attention_backward"):
+            return [_place(a, self.layout if a.ndim > 1 else "contiguous", device) for a in self._attn_bwd_inputs()]
         if self.op in _BACKWARD:
             return [_place(a, self.layout if a.ndim > 1 else "contiguous", device) for a in self._backward_inputs()]
         out = []
@@ -300,8 +305,34 @@ class Case:
         rstd = 1 / np.sqrt((xd ** 2).mean(-1) + 1e-6)
         return [dy, x, rstd.astype(f32), w]
 
+    def _attn_bwd_inputs(self):
+        """q, k, v and do of the case's family, and the saved o and lse of a float64 forward (o in the dtype, lse in
+        float32; a row with no key: o 0, lse +inf, as FlashAttention writes them)."""
+        b, h, hkv, sq, sk, d = self.shape
+        causal, align = _ATTENTION[self.op]
+        shp = [(b, h, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, h, sq, d)]
+        q, k, v, do = (family(self.family, s_, self.dtype, seed=_hash64(self.seed, i)) for i, s_ in enumerate(shp))
+        rep = h // hkv
+        kd, vd = (np.repeat(t.astype(np.float64), rep, 1) for t in (k, v))
+        s64 = q.astype(np.float64) @ np.swapaxes(kd, -1, -2) / np.sqrt(d)
+        if causal:
+            off = sk - sq if align == "bottom_right" else 0
+            s64 = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + off, s64, -np.inf)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = s64.max(-1, keepdims=True)
+            e = np.exp(s64 - np.where(np.isfinite(m), m, 0.0))
+            lsum = e.sum(-1, keepdims=True)
+            o = np.where(lsum > 0, (e @ vd) / np.where(lsum > 0, lsum, 1.0), 0.0)
+            lse = np.where(lsum[..., 0] > 0, m[..., 0] + np.log(np.where(lsum > 0, lsum, 1.0))[..., 0], np.inf)
+        dt = numpy_dtype(self.dtype)
+        return [q, k, v, o.astype(dt), lse.astype(np.float32), do]
+
     def reference(self, inputs):
         """The op's exactref reference for these inputs."""
+        if self.op.startswith("attention_backward"):
+            causal, align = _ATTENTION[self.op]
+            return er.attention_backward(*inputs, causal=causal, causal_alignment=align,
+                                         enable_gqa=self.shape[1] != self.shape[2])
         if self.op in ("matmul", "bmm"):
             return er.matmul(inputs[0], inputs[1])
         if self.op in _ATTENTION:
@@ -333,8 +364,8 @@ class Case:
         ins = inputs if inputs is not None else self.inputs()
         ref = self.reference(ins)
         kw = {"standard": standard} if isinstance(standard, str) else dict(standard or {})
-        if self.op in ("layer_norm", "layer_norm_backward", "rmsnorm_backward", "cross_entropy") and not isinstance(
-                out, (tuple, list)):
+        if self.op in ("layer_norm", "layer_norm_backward", "rmsnorm_backward", "cross_entropy", "attention_backward",
+                       "attention_backward_causal") and not isinstance(out, (tuple, list)):
             out = (out,) + (None,) * (len(ref.OUTPUTS) - 1)
         return ref.covers(tuple(out) if isinstance(out, list) else out, **kw)
 
@@ -619,9 +650,10 @@ class _Pinned:
 def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, standard=None, seed=0, device=None,
           name=None, runs_dir=None, record=True, timing=False, configs=None):
     """Runs `kernel` (called with the op's inputs: (A, B) for matmul and bmm, (q, k, v) for attention, a backward
-    pass's as Case.inputs lists them, (x,) otherwise; returning the output, for layer_norm (y, mean, rstd) or y, for
-    attention (O, LSE) or O, for layer_norm_backward (dx, dweight, dbias) or dx, for rmsnorm_backward (dx, dweight) or
-    dx, for cross_entropy (loss, dlogits) or loss) on every case of the tier
+    pass's as Case.inputs lists them (attention_backward's (q, k, v, o, lse, do)), (x,) otherwise; returning the
+    output, for layer_norm (y, mean, rstd) or y, for attention (O, LSE) or O, for layer_norm_backward (dx, dweight,
+    dbias) or dx, for rmsnorm_backward (dx, dweight) or dx, for cross_entropy (loss, dlogits) or loss, for
+    attention_backward (dq, dk, dv) or dq) on every case of the tier
     (cases()), checks each output against the op's reference under `standard` (a string, or a dict of covers() keywords
     such as dict(standard="mma:sm90", outer="any")), and returns a CheckRecord. Inputs are numpy arrays (device None) or
     torch tensors on `device`. A case whose kernel raises is recorded as "error". The minimal failing case is the

@@ -115,3 +115,39 @@ def test_bad_arguments_are_refused_by_name():
         er.attention_backward(q, k[:1], v[:1], o, lse, do)
     with pytest.raises(ExactrefError):
         _ref(pb).covers(flash_backward(pb), options="depth=4")
+
+
+def _np_backward(q, k, v, o, lse, do, causal):
+    """A fp32 backward of [B, H, S, D] arrays (GQA's kv heads repeated, top-left causal mask), P and dS rounded to
+    the inputs' dtype for their products, the gradients in that dtype."""
+    f, dt = np.float32, q.dtype
+    B, H, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    rep = H // Hkv
+    kk, vv = (np.repeat(np.ascontiguousarray(t).astype(f), rep, 1) for t in (k, v))
+    s = (np.ascontiguousarray(q).astype(f) @ np.swapaxes(kk, -1, -2)) * f(1 / np.sqrt(D))
+    if causal:
+        s = np.where(np.arange(Sk)[None, :] <= np.arange(Sq)[:, None], s, f(-np.inf))
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - np.asarray(lse, f)[..., None])
+    p = np.where(np.isfinite(p), p, f(0))
+    g = np.ascontiguousarray(do).astype(f)
+    ds = p * (g @ np.swapaxes(vv, -1, -2) - (g * np.ascontiguousarray(o).astype(f)).sum(-1)[..., None])
+    pr, dsr = p.astype(dt).astype(f), ds.astype(dt).astype(f)
+    sc = f(1 / np.sqrt(D))
+    dq = dsr @ kk * sc
+    dk = (np.swapaxes(dsr, -1, -2) @ np.ascontiguousarray(q).astype(f) * sc).reshape(B, Hkv, rep, Sk, D).sum(2)
+    dv = (np.swapaxes(pr, -1, -2) @ g).reshape(B, Hkv, rep, Sk, D).sum(2)
+    return dq.astype(dt), dk.astype(dt), dv.astype(dt)
+
+
+@pytest.mark.parametrize("op", ["attention_backward", "attention_backward_causal"])
+def test_testing_cases_of_attention_backward(op):
+    import exactref.testing as et
+    n = 0
+    for case in et.cases(op, tier="fast", dtypes=("float16",), families=("normal", "cancellation")):
+        ins = case.inputs()
+        res = case.check(_np_backward(*ins, causal=op.endswith("causal")), ins)
+        assert res, "%s: %s" % (case.id, res)
+        n += 1
+    assert n == 32
