@@ -8,6 +8,7 @@
  * windows, GQA, fully masked rows. Inputs: normal data and scores on integers of log2 units (every p a power of two,
  * then pushed off it). None may fall outside; planted bugs are caught; bad calls are refused. */
 #include "../common/er_test.h"
+#include "../common/attn_kernel.h"
 
 enum { MAXH = 4, MAXS = 1024, MAXD = 48 };
 static int H, Hkv, Sq, Sk, D, Dv;
@@ -42,27 +43,13 @@ static double rnd(er_format f, double v) { double r; er_round_double(&r, f, v, E
 
 /* exp (base2 = 0) or exp2 of x as a U-ulp function at the edge dir of its budget: U ulps from the correctly rounded
  * value, as CUDA's table counts them (up to U + 1/2 ulps from the exact value). */
-static float fexp(double x, int base2, int dir) {
-    double e = base2 ? exp2(x) : exp(x);
-    if (dir == 2) dir = (er_rand64() & 1) ? 1 : -1;
-    float f = (float)e;
-    if (dir == 0 || f == 0) return f;
-    for (int k = 0; k < (int)kU; k++) f = nextafterf(f, dir > 0 ? INFINITY : 0.0f);
-    return f;
-}
+static float fexp(double x, int base2, int dir) { return er_test_fexp(x, base2, dir, (int)kU); }
 
 static float fadd(const kcfg *c, float acc, float a, float b) { return c->fma ? fmaf(a, b, acc) : acc + a * b; }
 
 /* The keys of query i: [*j0, *j1] (empty when j1 < j0). */
 static void keys_of(int i, int *j0, int *j1, int off_by_one) {
-    int ii = i + (bottom_right ? Sk - Sq : 0);
-    *j0 = 0;
-    *j1 = Sk - 1;
-    if (causal && ii + off_by_one < *j1) *j1 = ii + off_by_one;
-    if (window) {
-        if (ii - wl > *j0) *j0 = ii - wl;
-        if (ii + wr < *j1) *j1 = ii + wr;
-    }
+    er_test_keys_of(i, Sq, Sk, causal, bottom_right, window, wl, wr, off_by_one, j0, j1);
 }
 
 /* One row (query i of head h) over keys [j0, j1] as one split: the running state m (in the mode's units), l and acc. */

@@ -9,6 +9,7 @@
  * the exact results are the MPFR oracle's; bad calls are refused. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "../common/er_test.h"
+#include "../common/attn_kernel.h"
 
 enum { MAXH = 4, MAXS = 96, MAXD = 32 };
 static int H, Hkv, Sq, Sk, D, Dv, causal, bottom_right, window, wl, wr;
@@ -45,25 +46,12 @@ static double rnd(er_format f, double v) {
 }
 
 /* exp or exp2 of x two ulps from its correctly rounded value in direction dir (2: at random). */
-static float fexp(double x, int base2, int dir) {
-    float f = (float)(base2 ? exp2(x) : exp(x));
-    if (dir == 2) dir = (er_rand64() & 1) ? 1 : -1;
-    if (dir == 0 || f == 0) return f;
-    for (int k = 0; k < 2; k++) f = nextafterf(f, dir > 0 ? INFINITY : 0.0f);
-    return f;
-}
+static float fexp(double x, int base2, int dir) { return er_test_fexp(x, base2, dir, 2); }
 
 static float fmad(const bcfg *c, float acc, float a, float b) { return c->fma ? fmaf(a, b, acc) : acc + a * b; }
 
 static void keys_of(int i, int *j0, int *j1, int off) {
-    int ii = i + (bottom_right ? Sk - Sq : 0);
-    *j0 = 0;
-    *j1 = Sk - 1;
-    if (causal && ii + off < *j1) *j1 = ii + off;
-    if (window) {
-        if (ii - wl > *j0) *j0 = ii - wl;
-        if (ii + wr < *j1) *j1 = ii + wr;
-    }
+    er_test_keys_of(i, Sq, Sk, causal, bottom_right, window, wl, wr, off, j0, j1);
 }
 
 static double scale_of(void) { return user_scale != 0 ? user_scale : 1.0 / sqrt((double)D); }
