@@ -52,13 +52,15 @@ er_status er_attention_backward(er_ref **out, const er_tensor *q, const er_tenso
     er_ref *r;
     ER_RETURN_IF_ERROR(er__attn_make(&r, q, k, v, opts, &er__attention_backward_module));
     /* o and dout have O's shape ([..., H, Sq, Dv], r's now); lse O's without its last dimension (or with it 1) */
+    /* the message's sizes read before the reference is freed */
+    long long H = (long long)er__abwd(r)->a.heads, Sq = (long long)er__abwd(r)->a.sq, Dv = (long long)er__abwd(r)->a.dv;
+    int nd = r->ndim;
     if (!er_abwd_shape_is(o, r->ndim, r->shape) || !er_abwd_shape_is(dout, r->ndim, r->shape)) {
         er_ref_free(r);
         return er__fail(ER_ERR_SHAPE,
                         "o and dout must have the forward output's shape [..., H, Sq, Dv] (H = %lld, Sq = %lld, "
                         "Dv = %lld, %d dimensions)",
-                        (long long)er__abwd(r)->a.heads, (long long)er__abwd(r)->a.sq, (long long)er__abwd(r)->a.dv,
-                        r->ndim);
+                        H, Sq, Dv, nd);
     }
     if (lse) {
         int64_t ls[ER_MAX_DIMS];
@@ -68,7 +70,7 @@ er_status er_attention_backward(er_ref **out, const er_tensor *q, const er_tenso
             er_ref_free(r);
             return er__fail(ER_ERR_SHAPE,
                             "lse must have the forward's LSE shape [..., H, Sq] (H = %lld, Sq = %lld, %d dimensions)",
-                            (long long)er__abwd(r)->a.heads, (long long)er__abwd(r)->a.sq, r->ndim - 1);
+                            H, Sq, nd - 1);
         }
     }
     er_abwd_state *s = er__abwd(r);

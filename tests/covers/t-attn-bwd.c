@@ -320,7 +320,7 @@ static int64_t run_case(const bcfg *c, const char *extra) {
 START_TEST(backward_kernels_are_covered) {
     er_test_reseed(71);
     static const er_format fmts[3] = {ER_FP16, ER_BF16, ER_FP32};
-    int n = (int)(60 * er_test_multiplier());
+    int n = (int)(40 * er_test_multiplier());
     int64_t bad = 0, runs = 0;
     for (int t = 0; t < n; t++) {
         IF = fmts[er_rand_int(0, 2)];
