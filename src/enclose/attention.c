@@ -386,10 +386,11 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
 }
 
 int er__attn_lse_bounds(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                        er_attn_work *w, double b[4]) {
+                        er_attn_work *w, double b[4], er_attn_rowq *rqo) {
     er_attn_rowq rq;
     er_attn_wide wd;
     if (n <= 0 || !er__attn_scores(pl, kv, q, j0, n, w, &rq)) return 0;
+    if (rqo) *rqo = rq;
     er_attn_weights(pl, kv, j0, n, w, &rq, 0);
     if (!er_attn_widen(pl, n, &rq, &wd)) return 0;
     b[0] = er__dn(rq.Mt + er_log_dir(rq.Llo, 0));

@@ -58,9 +58,10 @@ ER_INTERNAL double er__attn_dot(const double *a, const double *b, int64_t n);
 ER_INTERNAL int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                                 er_attn_work *w, er_attn_rowq *rq);
 /* The LSE of query row q against keys j0 .. j0 + n - 1 (n >= 1): the exact one in [b[0], b[1]] (Lemma A1), every
- * flash-style kernel's (Theorem A3, before its rounding to fp32) in [b[2], b[3]]; 0 where the row claims nothing. */
+ * flash-style kernel's (Theorem A3, before its rounding to fp32) in [b[2], b[3]]; 0 where the row claims nothing.
+ * The scores stay in w and their quantities go to *rq (er__attn_scores's; rq may be NULL). */
 ER_INTERNAL int er__attn_lse_bounds(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
-                                    int64_t n, er_attn_work *w, double b[4]);
+                                    int64_t n, er_attn_work *w, double b[4], er_attn_rowq *rq);
 
 /* The sets of query row q (D values) against keys j0 .. j0 + n - 1 (n = 0: a fully masked row): O's Dv sets (ocv,
  * with the exact results rounded to double and correctly rounded to O) and LSE's (lcv, lex, lrd). */

@@ -29,19 +29,19 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
     double gn = er_norm_up(g, Dv), on = er_norm_up(o, Dv);
     /* the exact LSE in [X0, X1]; the kernel's in [L0, L1] */
     double X0, X1, L0, L1;
+    er_attn_rowq rq;
     if (pl->has_lse) {
         X0 = X1 = L0 = L1 = row->lse;
+        if (!er__attn_scores(&pl->fwd, kv, row->q, j0, n, w, &rq)) return 0;
     } else {
         double b[4];
-        if (!er__attn_lse_bounds(&pl->fwd, kv, row->q, j0, n, w, b)) return 0;
+        if (!er__attn_lse_bounds(&pl->fwd, kv, row->q, j0, n, w, b, &rq)) return 0; /* the scores with it */
         X0 = b[0];
         X1 = b[1];
         /* Theorem A3's set before the rounding to fp32, and that rounding: half an ulp of fp32 */
         L0 = er__dn(b[2] - er__up(fabs(b[2]) * 0x1p-23 + 0x1p-149));
         L1 = er__up(b[3] + er__up(fabs(b[3]) * 0x1p-23 + 0x1p-149));
     }
-    er_attn_rowq rq;
-    if (!er__attn_scores(&pl->fwd, kv, row->q, j0, n, w, &rq)) return 0;
     double delta = rq.delta, lab = fmax(fabs(L0), fabs(L1)), vmax = 0;
     for (int64_t t = 0; t < n; t++) vmax = fmax(vmax, vn[j0 + t]);
     /* Theorem B1 (i): the exp's argument, its roundings and the exp's ulps. The argument is s - lambda (lambda the
