@@ -115,6 +115,23 @@ er_status er__check_disjoint(const er_tensor *w, const char *wname, const void *
     return ER_OK;
 }
 
+void er__load_run(const er_tensor *t, int64_t idx, int64_t n, double *dst) {
+    if (!er__row_major(t)) {
+        for (int64_t k = 0; k < n; k++) dst[k] = er__load(t, er__offset(t, idx + k));
+        return;
+    }
+    if (t->format == ER_FP32) {
+        const char *p = (const char *)t->data + 4 * idx;
+        for (int64_t k = 0; k < n; k++) {
+            float f;
+            memcpy(&f, p + 4 * k, 4);
+            dst[k] = f;
+        }
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) dst[k] = er__load(t, idx + k);
+}
+
 er_status er__check_distinct(const er_tensor *out) {
     for (int i = 0; i < out->ndim; i++)
         if (out->shape[i] == 0) return ER_OK; /* no element, none repeated (numpy gives empty arrays stride 0) */

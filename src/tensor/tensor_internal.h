@@ -56,6 +56,10 @@ static inline int64_t er__offset(const er_tensor *t, int64_t idx) {
     return off;
 }
 
+/* Decodes the n elements at row-major positions idx .. idx + n - 1 into dst (a row-major view reads them in one
+ * pass; a strided one element by element). */
+ER_INTERNAL void er__load_run(const er_tensor *t, int64_t idx, int64_t n, double *dst);
+
 /* The bytes a view spans, [*lo, *hi) (empty for a view of no elements). */
 ER_INTERNAL void er__view_bytes(const er_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* A view that is written must not share memory with a view read in the same call: ER_ERR_OUTPUT naming both when
