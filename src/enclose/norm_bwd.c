@@ -81,11 +81,12 @@ static void er_terms_clear(er_terms *T) {
     free(T->p);
 }
 
-/* The values of F in [lo, hi] (lo, hi doubles), as a set; no claim where an end is beyond F's range or NaN. */
-static void er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) {
+/* The values of F in [lo, hi] (lo, hi doubles), as a set; no claim where an end is beyond F's range or NaN (0
+ * then, else 1). */
+static int er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) {
     if (!(lo >= -F->max && hi <= F->max)) {
         er__cval_anything(c, F);
-        return;
+        return 0;
     }
     memset(c, 0, sizeof *c);
     c->lo = er__round_double(F, lo, ER_ROUND_UP, ER_OVERFLOW_IEEE);
@@ -94,6 +95,7 @@ static void er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) 
         c->lo = er__round_double(F, lo, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
         c->hi = er__round_double(F, hi, ER_ROUND_UP, ER_OVERFLOW_IEEE);
     }
+    return 1;
 }
 
 /* An interval of reals with double ends, and its operations rounded outward (ival.h's bounds). */
@@ -110,15 +112,22 @@ static inline er_iv er_iv_mul(er_iv a, er_iv b) {
 static er_iv er_iv_mpfr(mpfr_srcptr x) { return (er_iv){ mpfr_get_d(x, MPFR_RNDD), mpfr_get_d(x, MPFR_RNDU) }; }
 static double er_max1(double a) { return a > 1 ? a : 1; }
 
-/* A row's sums B = sum g_j and C = sum g_j d_j: enclosures (B, C: within 2^-63 of the exact sums, or their directed
- * roundings), the exact values when computed (exact: Bx, Cx), and the sums of |g_j| and |g_j d_j| and the largest
- * |g|, |d|, |w|, |dy|, all rounded up. */
+/* A row's sums B = sum g_j and C = sum g_j d_j: enclosures (from sums in double, Lemma N4; `tight`: from the exact
+ * accumulator, within 2^-63; `exact`: from the exact values Bx, Cx), the same as centres and radii (|B - B0| <= Bk),
+ * and the sums of |g_j| and |g_j d_j| and the largest |g|, |d|, |w|, |dy|, all rounded up. */
 typedef struct er_nbwd_rowsum {
     er_iv B, C;
-    int exact;
+    double B0, Bk, C0, Ck;
+    int tight, exact;
     mpfr_t Bx, Cx;
     double sb, sc, gm, dm, wm, ym;
 } er_nbwd_rowsum;
+
+/* An interval as a centre c (its midpoint in double) and a radius k >= max(c - lo, hi - c). */
+static void er_iv_cr(er_iv a, double *c, double *k) {
+    *c = 0.5 * a.lo + 0.5 * a.hi;
+    *k = er_hi2(er__up(*c - a.lo), er__up(a.hi - *c));
+}
 
 /* The accumulator for sums of products of up to three values of F (F of at most 26 bits: a product of two is a
  * double): every such product is a multiple of 2^(3 q), q = F's least exponent of a last bit, and below
@@ -184,38 +193,68 @@ static er_status er_nbwd_exact_sums(const er_nbwd_plan *pl, const double *dy, co
     return ER_OK;
 }
 
-/* The row's bounds, and B's and C's enclosures: from the accumulator for F of at most 26 bits, else exactly. */
-static er_status er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
-                                 int64_t n, er_nbwd_rowsum *rs) {
-    rs->sb = rs->sc = rs->gm = rs->dm = rs->wm = rs->ym = 0;
-    rs->exact = 0;
+/* The row's bounds, and B's and C's enclosures from sums in double (Lemma N4): each term passes through at most
+ * n + 2 roundings to nearest (g, d, g d and n - 1 additions), so the sums are within gamma_{n+2} of the sums of the
+ * magnitudes, and gamma_{n+2} <= K = (n + 4) 2^-52. */
+static void er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
+                            int64_t n, er_nbwd_rowsum *rs) {
+    double B0 = 0, C0 = 0, sb = 0, sc = 0, gm = 0, dm = 0, wm = 0, ym = 0;
     for (int64_t j = 0; j < n; j++) {
-        double wj = w ? w[j] : 1.0, g = er__up(fabs(wj * dy[j])), d = er__up(fabs(x[j] - m));
-        rs->sb = er__add_up(rs->sb, g);
-        rs->sc = er__add_up(rs->sc, er__mul_up(g, d));
-        rs->gm = fmax(rs->gm, g);
-        rs->dm = fmax(rs->dm, d);
-        rs->wm = fmax(rs->wm, fabs(wj));
-        rs->ym = fmax(rs->ym, fabs(dy[j]));
+        double wj = w ? w[j] : 1.0, g = wj * dy[j], d = x[j] - m, gd = g * d;
+        double ag = fabs(g), ad = fabs(d), aw = fabs(wj), ay = fabs(dy[j]);
+        B0 += g;
+        C0 += gd;
+        sb += ag;
+        sc += fabs(gd);
+        gm = ag > gm ? ag : gm;
+        dm = ad > dm ? ad : dm;
+        wm = aw > wm ? aw : wm;
+        ym = ay > ym ? ay : ym;
     }
+    /* an underflowing product (g, g d: a compute format wider than 26 bits) is off by at most 2^-1075 more, g's then
+     * multiplied by d */
+    double K = (double)(n + 4) * 0x1p-52;
+    rs->dm = er__up(dm * (1.0 + 0x1p-52));
+    double U = er__mul_up((double)n * 0x1p-1073, er__add_up(1.0, rs->dm));
+    rs->sb = er__add_up(er__up(sb * (1.0 + K)), U);
+    rs->sc = er__add_up(er__up(sc * (1.0 + K)), U);
+    rs->gm = er__add_up(er__up(gm * (1.0 + 0x1p-52)), 0x1p-1074); /* g and d rounded once each */
+    rs->wm = wm;
+    rs->ym = ym;
+    rs->B0 = pl->centered ? B0 : 0.0;
+    rs->Bk = pl->centered ? er__add_up(er__mul_up(K, rs->sb), U) : 0.0;
+    rs->C0 = C0;
+    rs->Ck = er__add_up(er__mul_up(K, rs->sc), U);
+    rs->B = (er_iv){ er__dn(rs->B0 - rs->Bk), er__up(rs->B0 + rs->Bk) };
+    rs->C = (er_iv){ er__dn(rs->C0 - rs->Ck), er__up(rs->C0 + rs->Ck) };
+    rs->tight = rs->exact = 0;
+}
+
+/* B's and C's enclosures narrowed for the exact results: from the exact accumulator for F of at most 26 bits (within
+ * 2^-63), else from the exact sums. */
+static er_status er_nbwd_tighten(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
+                                 int64_t n, er_nbwd_rowsum *rs) {
+    rs->tight = 1;
     if (pl->F->p > 26) {
-        ER_RETURN_IF_ERROR(er_nbwd_exact_sums(pl, dy, x, w, m, n, rs));
+        if (!rs->exact) ER_RETURN_IF_ERROR(er_nbwd_exact_sums(pl, dy, x, w, m, n, rs));
         rs->B = er_iv_mpfr(rs->Bx);
         rs->C = er_iv_mpfr(rs->Cx);
-        return ER_OK;
+    } else {
+        er_acc acc;
+        ER_RETURN_IF_ERROR(er_nbwd_acc(&acc, pl->F));
+        for (int64_t j = 0; j < n && pl->centered; j++) er_acc_add_prod(&acc, w ? w[j] : 1.0, dy[j]);
+        rs->B = er_acc_iv(&acc, NULL, NULL);
+        for (int64_t j = 0; j < n; j++) {
+            double hi, lo, g = (w ? w[j] : 1.0) * dy[j]; /* exact: two values of at most 26 bits */
+            er_two_diff(x[j], m, &hi, &lo);
+            er_acc_add_prod(&acc, g, hi);
+            er_acc_add_prod(&acc, g, lo);
+        }
+        rs->C = er_acc_iv(&acc, NULL, NULL);
+        er__acc_free(&acc);
     }
-    er_acc acc;
-    ER_RETURN_IF_ERROR(er_nbwd_acc(&acc, pl->F));
-    for (int64_t j = 0; j < n && pl->centered; j++) er_acc_add_prod(&acc, w ? w[j] : 1.0, dy[j]);
-    rs->B = er_acc_iv(&acc, NULL, NULL);
-    for (int64_t j = 0; j < n; j++) {
-        double hi, lo, g = (w ? w[j] : 1.0) * dy[j]; /* exact: two values of at most 26 bits */
-        er_two_diff(x[j], m, &hi, &lo);
-        er_acc_add_prod(&acc, g, hi);
-        er_acc_add_prod(&acc, g, lo);
-    }
-    rs->C = er_acc_iv(&acc, NULL, NULL);
-    er__acc_free(&acc);
+    er_iv_cr(rs->B, &rs->B0, &rs->Bk);
+    er_iv_cr(rs->C, &rs->C0, &rs->Ck);
     return ER_OK;
 }
 
@@ -368,9 +407,167 @@ static void er_nbwd_exact_own(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, 
     mpfr_clears(t[0], t[1], q, ne, tt[0], tt[1], T, (mpfr_ptr)0);
 }
 
-er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m, double rlo,
-                       double rhi, int64_t n, er_cval *cv, double *ex, double *rd) {
+/* Theorem N1's half-width of a row, W_i = g0 |r g_i| + wb + wc |d_i| + H: its row parts for |r| <= ar; 0 when the
+ * row claims nothing (a bound not finite, or an intermediate that may overflow F). */
+typedef struct er_nbwd_width {
+    double g0, wb, wc, H;
+} er_nbwd_width;
+
+static int er_nbwd_width_of(const er_nbwd_plan *pl, const er_nbwd_rowsum *rs, double ar, int64_t n, er_nbwd_width *W) {
     const er_fmt_info *F = pl->F;
+    double nd = (double)n, r3 = er__mul_up(er__mul_up(ar, ar), ar);
+    double gs = er__gamma(F, ER_NBWD_DX_ROUNDINGS + (double)(pl->depth ? pl->depth : n - 1));
+    W->g0 = er__gamma(F, ER_NBWD_DX_ROUNDINGS);
+    /* the half-widths' row parts: gamma(16 + s) r sum|g| / n and gamma(16 + s) r^3 sum|g d| / n */
+    W->wb = pl->centered ? er__mul_up(gs, er__up(er__mul_up(ar, rs->sb) / nd)) : 0.0;
+    W->wc = er__mul_up(gs, er__up(er__mul_up(r3, rs->sc) / nd));
+    /* underflow (Lemma N1's eta terms, Theorem N1): at most 5 n roundings inside the sums and 48 outside may
+     * underflow, each by at most eta/2, then multiplied by a cofactor: some of r (up to five times), d (twice), g, w,
+     * dy (Pt) and, outside the sums, B~, C~ and n with 1/n (Pe), each computed value within (1 + gamma_{16+s}) of
+     * its bound, thirteen such factors at most */
+    double grow = 1.0, g1 = er__add_up(1.0, gs), neta = er__mul_up(nd, F->min_sub);
+    for (int k = 0; k < 13; k++) grow = er__mul_up(grow, g1);
+    double Pt = 1.0, fac[9] = { ar, ar, ar, ar, rs->dm, rs->dm, rs->gm, rs->wm, rs->ym };
+    for (int k = 0; k < 9; k++) Pt = er__mul_up(Pt, er_max1(fac[k]));
+    double Pe = er__mul_up(er__mul_up(Pt, er_max1(ar)), er_max1(er__add_up(rs->sb, neta)));
+    Pe = er__mul_up(Pe, er_max1(er__mul_up(er__add_up(rs->sc, neta), er_max1(ar))));
+    W->H = er__mul_up(er__mul_up(0.5 * F->min_sub, grow), er__add_up(er__mul_up(5.0 * nd, Pt), er__mul_up(96.0, Pe)));
+    /* every intermediate of the model's forms below F's largest value (no overflow) */
+    double big1 = er__add_up(er__add_up(er__mul_up(nd, rs->gm), rs->sb),
+                             er__mul_up(er__mul_up(rs->dm, er__mul_up(ar, ar)), rs->sc)),
+           big = fmax(big1, er__mul_up(er__mul_up(r3, er_max1(rs->sc)), er_max1(rs->dm)));
+    return isfinite(W->H) && isfinite(W->wb) && isfinite(W->wc) && er__mul_up(4.0, big) <= F->max;
+}
+
+/* A row with a saved rstd r: B/n and r^3 C/n as centres and radii, and the coefficients of E_i = a |g_i| + b |d_i| +
+ * c, which bounds |c_i - dx_i| for the centre c_i = r (g_i - B/n~) - d_i (r^3 C/n)~ computed in double (Lemma N5). */
+typedef struct er_nbwd_ctr {
+    double bnm, rcm, a, b, c;
+} er_nbwd_ctr;
+
+#define ER_NBWD_INFLATE (1.0 + 0x1p-48) /* a coefficient's margin over the roundings of the sum it enters */
+
+static void er_nbwd_ctr_of(const er_nbwd_rowsum *rs, double r, int64_t n, er_nbwd_ctr *k) {
+    er_iv invn = { er__dn(1.0 / (double)n), er__up(1.0 / (double)n) }, riv = { r, r };
+    double bnr, rcr, ar = fabs(r);
+    er_iv_cr(er_iv_mul(rs->B, invn), &k->bnm, &bnr);
+    er_iv_cr(er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(riv, riv), riv), rs->C), invn), &k->rcm, &rcr);
+    k->a = er__mul_up(er__mul_up(0x1p-50, ar), ER_NBWD_INFLATE);
+    k->b = er__mul_up(er__add_up(er__mul_up(rcr, 1.0 + 0x1p-52), er__mul_up(0x1p-51, fabs(k->rcm))), ER_NBWD_INFLATE);
+    k->c = er__add_up(
+        er__mul_up(er__add_up(er__mul_up(ar, bnr), er__mul_up(er__mul_up(0x1p-51, ar), fabs(k->bnm))), ER_NBWD_INFLATE),
+        er__add_up(0x1p-1068, er__mul_up(ar, 0x1p-1073)));
+}
+
+/* The exact result from its enclosure [lo, hi] where both ends round alike into O (and it holds no zero); 0 when
+ * they do not. */
+static int er_nbwd_decided(const er_nbwd_plan *pl, double lo, double hi, double *ex, double *rd) {
+    double a = er__round_double(pl->O, lo, ER_ROUND_NEAREST, pl->ov),
+           b = er__round_double(pl->O, hi, ER_ROUND_NEAREST, pl->ov);
+    if (!(isfinite(lo) && isfinite(hi) && a == b && (lo > 0 || hi < 0))) return 0;
+    *rd = a;
+    *ex = 0.5 * lo + 0.5 * hi;
+    return 1;
+}
+
+/* dx of a row with a saved rstd r: each element's set [c_i - T_i, c_i + T_i], T_i = E_i + W_i (Lemma N5, Theorem
+ * N1), and its exact value from [c_i - E_i, c_i + E_i], else from B's and C's narrower enclosures, else exactly. */
+static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, const double *dy, const double *x,
+                                   const double *w, double m, double r, int64_t n, const double *y, uint8_t *cls,
+                                   er_cval *cv, double *ex, double *rd) {
+    const er_fmt_info *F = pl->F;
+    er_nbwd_width W;
+    er_nbwd_ctr k, kx; /* the sets' constants; the exact values' (narrowed when a row needs it) */
+    double ar = fabs(r);
+    int fin = er_nbwd_width_of(pl, rs, ar, n, &W);
+    er_nbwd_ctr_of(rs, r, n, &k);
+    kx = k;
+    /* T_i = A1 |g_i| + A2 |d_i| + A3: E_i's coefficients with W_i's (|g| and |d| exact within a rounding) */
+    double A1 = er__mul_up(er__add_up(k.a, er__mul_up(er__mul_up(W.g0, ar), 1.0 + 0x1p-52)), ER_NBWD_INFLATE),
+           A2 = er__mul_up(er__add_up(k.b, er__mul_up(W.wc, 1.0 + 0x1p-52)), ER_NBWD_INFLATE),
+           A3 = er__add_up(er__mul_up(er__add_up(k.c, er__add_up(W.wb, W.H)), ER_NBWD_INFLATE), 0x1p-1068);
+    er_status st = ER_OK;
+    for (int64_t i = 0; i < n && st == ER_OK; i++) {
+        double wi = w ? w[i] : 1.0, g = wi * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
+        double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3, lo = er__dn(c - T), hi = er__up(c + T);
+        int finite = fin ? er_nbwd_set(&cv[i], F, lo, hi) : (er__cval_anything(&cv[i], F), 0);
+        double E = k.a * ag + k.b * ad + k.c;
+        if (!er_nbwd_decided(pl, er__dn(c - E), er__up(c + E), &ex[i], &rd[i])) {
+            if (!rs->tight) {
+                st = er_nbwd_tighten(pl, dy, x, w, m, n, rs);
+                er_nbwd_ctr_of(rs, r, n, &kx);
+            }
+            double cx = r * (g - kx.bnm) - d * kx.rcm, Ex = kx.a * ag + kx.b * ad + kx.c;
+            if (st == ER_OK && !er_nbwd_decided(pl, er__dn(cx - Ex), er__up(cx + Ex), &ex[i], &rd[i])) {
+                if (!rs->exact) st = er_nbwd_exact_sums(pl, dy, x, w, m, n, rs);
+                if (st == ER_OK) er_nbwd_exact(pl, rs, dy[i], x[i], wi, m, r, n, &ex[i], &rd[i]);
+            }
+        }
+        /* the output's class where the set decides it: the output set is [lo, hi]'s values of O joined with rd, O's
+         * values being F's */
+        if (cls)
+            cls[i] = !finite || !(y[i] == y[i]) ? ER_NBWD_PENDING
+                     : y[i] == rd[i]              ? 0
+                     : y[i] >= lo && y[i] <= hi   ? 1
+                                                  : ER_NBWD_PENDING;
+    }
+    return st;
+}
+
+/* dx of a row without a saved rstd (rmsnorm, Theorem N3): r anywhere in [rlo, rhi], the sets by interval arithmetic
+ * over it; the exact values from the exact rstd's enclosure, else exactly. */
+static er_status er_nbwd_row_own(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, const double *dy, const double *x,
+                                 const double *w, double rlo, double rhi, int64_t n, er_cval *cv, double *ex,
+                                 double *rd) {
+    const er_fmt_info *F = pl->F;
+    er_nbwd_width W;
+    double ar = fmax(fabs(rlo), fabs(rhi));
+    int fin = er_nbwd_width_of(pl, rs, ar, n, &W);
+    er_iv invn = { er__dn(1.0 / (double)n), er__up(1.0 / (double)n) }, riv = { rlo, rhi };
+    er_iv rc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(riv, riv), riv), rs->C), invn); /* r^3 C / n */
+    /* the exact rstd's enclosure (the sets above hold every r of the forward model's set) */
+    mpfr_t S;
+    er_iv rx;
+    mpfr_init2(S, 2);
+    er_status st = er__nbwd_own_rstd(x, n, pl->eps, S, &rx.lo, &rx.hi);
+    er_iv rxc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(rx, rx), rx), rs->C), invn);
+    for (int64_t i = 0; i < n && st == ER_OK; i++) {
+        double wi = w ? w[i] : 1.0, g = wi * dy[i], dd = x[i];
+        er_iv giv = { er__dn(g), er__up(g) }, div = { dd, dd };
+        er_iv e = er_iv_sub(er_iv_mul(riv, giv), er_iv_mul(div, rc)); /* dx_i over r's set */
+        if (fin) {
+            double hw = er__add_up(er__add_up(er__mul_up(W.g0, er__mul_up(ar, fmax(fabs(giv.lo), fabs(giv.hi)))), W.wb),
+                                   er__add_up(er__mul_up(W.wc, fabs(dd)), W.H));
+            er_nbwd_set(&cv[i], F, er__dn(e.lo - hw), er__up(e.hi + hw));
+        } else {
+            er__cval_anything(&cv[i], F);
+        }
+        /* the exact result: from its enclosure where both ends round alike into O, else exactly */
+        e = er_iv_sub(er_iv_mul(rx, giv), er_iv_mul(div, rxc));
+        if (er_nbwd_decided(pl, e.lo, e.hi, &ex[i], &rd[i])) continue;
+        if (!rs->tight) {
+            st = er_nbwd_tighten(pl, dy, x, w, 0.0, n, rs);
+            rxc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(rx, rx), rx), rs->C), invn);
+            e = er_iv_sub(er_iv_mul(rx, giv), er_iv_mul(div, rxc));
+            if (st != ER_OK || er_nbwd_decided(pl, e.lo, e.hi, &ex[i], &rd[i])) continue;
+        }
+        if (!rs->exact) st = er_nbwd_exact_sums(pl, dy, x, w, 0.0, n, rs);
+        if (st == ER_OK) er_nbwd_exact_own(pl, rs, S, dy[i], x[i], wi, n, &ex[i], &rd[i]);
+    }
+    mpfr_clear(S);
+    return st;
+}
+
+int er__nbwd_decides(const er_nbwd_plan *pl) {
+    const er_fmt_info *F = pl->F, *O = pl->O;
+    return !pl->own && O->p <= F->p && O->emax <= F->emax && O->emin - O->p >= F->emin - F->p;
+}
+
+er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m, double rlo,
+                       double rhi, int64_t n, const double *y, uint8_t *cls, er_cval *cv, double *ex, double *rd) {
+    const er_fmt_info *F = pl->F;
+    if (cls) memset(cls, ER_NBWD_PENDING, (size_t)n);
+    if (!er__nbwd_decides(pl)) cls = NULL;
     if (!pl->centered) m = 0;
     int ok = isfinite(m) && isfinite(rlo) && isfinite(rhi);
     for (int64_t j = 0; j < n && ok; j++) ok = isfinite(dy[j]) && isfinite(x[j]) && (!w || isfinite(w[j]));
@@ -382,68 +579,9 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
         return ER_OK;
     }
     er_nbwd_rowsum rs;
-    ER_RETURN_IF_ERROR(er_nbwd_rowsums(pl, dy, x, w, m, n, &rs));
-    double nd = (double)n, ar = fmax(fabs(rlo), fabs(rhi)), r3 = er__mul_up(er__mul_up(ar, ar), ar);
-    double g0 = er__gamma(F, ER_NBWD_DX_ROUNDINGS),
-           gs = er__gamma(F, ER_NBWD_DX_ROUNDINGS + (double)(pl->depth ? pl->depth : n - 1));
-    /* the half-widths' row parts: gamma(16 + s) r sum|g| / n and gamma(16 + s) r^3 sum|g d| / n */
-    double wb = pl->centered ? er__mul_up(gs, er__up(er__mul_up(ar, rs.sb) / nd)) : 0.0,
-           wc = er__mul_up(gs, er__up(er__mul_up(r3, rs.sc) / nd));
-    /* underflow (Lemma N1's eta terms, Theorem N1): at most 5 n roundings inside the sums and 48 outside may
-     * underflow, each by at most eta/2, then multiplied by a cofactor: some of r (up to five times), d (twice), g, w,
-     * dy (Pt) and, outside the sums, B~, C~ and n with 1/n (Pe), each computed value within (1 + gamma_{16+s}) of
-     * its bound, thirteen such factors at most */
-    double grow = 1.0, g1 = er__add_up(1.0, gs), neta = er__mul_up(nd, F->min_sub);
-    for (int k = 0; k < 13; k++) grow = er__mul_up(grow, g1);
-    double Pt = 1.0, fac[9] = { ar, ar, ar, ar, rs.dm, rs.dm, rs.gm, rs.wm, rs.ym };
-    for (int k = 0; k < 9; k++) Pt = er__mul_up(Pt, er_max1(fac[k]));
-    double Pe = er__mul_up(er__mul_up(Pt, er_max1(ar)), er_max1(er__add_up(rs.sb, neta)));
-    Pe = er__mul_up(Pe, er_max1(er__mul_up(er__add_up(rs.sc, neta), er_max1(ar))));
-    double H =
-        er__mul_up(er__mul_up(0.5 * F->min_sub, grow), er__add_up(er__mul_up(5.0 * nd, Pt), er__mul_up(96.0, Pe)));
-    /* every intermediate of the model's forms below F's largest value (no overflow) */
-    double big = fmax(
-        er__add_up(er__add_up(er__mul_up(nd, rs.gm), rs.sb), er__mul_up(er__mul_up(rs.dm, er__mul_up(ar, ar)), rs.sc)),
-        er__mul_up(er__mul_up(r3, er_max1(rs.sc)), er_max1(rs.dm)));
-    int fin = isfinite(H) && isfinite(wb) && isfinite(wc) && er__mul_up(4.0, big) <= F->max;
-    er_iv invn = { er__dn(1.0 / nd), er__up(1.0 / nd) }, riv = { rlo, rhi };
-    er_iv bn = er_iv_mul(rs.B, invn);
-    er_iv rc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(riv, riv), riv), rs.C), invn); /* r^3 C / n */
-    er_status st = ER_OK;
-    /* own rstd: the exact rstd's enclosure (the sets above hold every r of the forward model's set) */
-    mpfr_t S;
-    er_iv rx = riv, rxc = rc;
-    if (pl->own) {
-        mpfr_init2(S, 2);
-        st = er__nbwd_own_rstd(x, n, pl->eps, S, &rx.lo, &rx.hi);
-        rxc = er_iv_mul(er_iv_mul(er_iv_mul(er_iv_mul(rx, rx), rx), rs.C), invn);
-    }
-    for (int64_t i = 0; i < n && st == ER_OK; i++) {
-        double wi = w ? w[i] : 1.0, g = wi * dy[i], dd = x[i] - m;
-        er_iv giv = { er__dn(g), er__up(g) }, div = { er__dn(dd), er__up(dd) };
-        er_iv e = er_iv_sub(er_iv_mul(riv, er_iv_sub(giv, bn)), er_iv_mul(div, rc)); /* dx_i over r's set */
-        if (fin) {
-            double hw = er__add_up(er__add_up(er__mul_up(g0, er__mul_up(ar, fmax(fabs(giv.lo), fabs(giv.hi)))), wb),
-                                   er__add_up(er__mul_up(wc, fmax(fabs(div.lo), fabs(div.hi))), H));
-            er_nbwd_set(&cv[i], F, er__dn(e.lo - hw), er__up(e.hi + hw));
-        } else {
-            er__cval_anything(&cv[i], F);
-        }
-        /* the exact result: from its enclosure where both ends round alike into O, else exactly */
-        if (pl->own) e = er_iv_sub(er_iv_mul(rx, er_iv_sub(giv, bn)), er_iv_mul(div, rxc));
-        double a = er__round_double(pl->O, e.lo, ER_ROUND_NEAREST, pl->ov),
-               b = er__round_double(pl->O, e.hi, ER_ROUND_NEAREST, pl->ov);
-        if (isfinite(e.lo) && isfinite(e.hi) && a == b && (e.lo > 0 || e.hi < 0)) {
-            rd[i] = a;
-            ex[i] = 0.5 * e.lo + 0.5 * e.hi;
-        } else {
-            if (st == ER_OK && !rs.exact) st = er_nbwd_exact_sums(pl, dy, x, w, m, n, &rs);
-            if (st != ER_OK) break;
-            if (pl->own) er_nbwd_exact_own(pl, &rs, S, dy[i], x[i], wi, n, &ex[i], &rd[i]);
-            else er_nbwd_exact(pl, &rs, dy[i], x[i], wi, m, rlo, n, &ex[i], &rd[i]);
-        }
-    }
-    if (pl->own) mpfr_clear(S);
+    er_nbwd_rowsums(pl, dy, x, w, m, n, &rs);
+    er_status st = pl->own ? er_nbwd_row_own(pl, &rs, dy, x, w, rlo, rhi, n, cv, ex, rd)
+                           : er_nbwd_row_saved(pl, &rs, dy, x, w, m, rlo, n, y, cls, cv, ex, rd);
     if (rs.exact) mpfr_clears(rs.Bx, rs.Cx, (mpfr_ptr)0);
     return st;
 }
@@ -530,6 +668,44 @@ static er_status er_nbwd_col_own(const er_nbwd_plan *pl, const double *dy, const
     return ER_OK;
 }
 
+/* A column sum's exact value: in the accumulator for F of at most 26 bits (its 64 leading bits and sticky bit round
+ * exactly into any format of at most 53), else with MPFR; *ex rounded to double, *rd into O. */
+static er_status er_nbwd_col_exact(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
+                                   const double *r, int64_t rows, double *ex, double *rd) {
+    mpfr_t s;
+    int sticky = 0;
+    if (pl->F->p <= 26) {
+        er_acc acc;
+        ER_RETURN_IF_ERROR(er_nbwd_acc(&acc, pl->F));
+        for (int64_t i = 0; i < rows; i++) {
+            if (bias) {
+                if (dy[i] != 0) er__acc_add_double(&acc, dy[i]); /* a zero has no ulp position in range */
+                continue;
+            }
+            double hi, lo, q = dy[i] * r[i]; /* exact: two values of at most 26 bits */
+            er_two_diff(x[i], m ? m[i] : 0.0, &hi, &lo);
+            er_acc_add_prod(&acc, q, hi);
+            er_acc_add_prod(&acc, q, lo);
+        }
+        er_acc_iv(&acc, &s, &sticky);
+        er__acc_free(&acc);
+    } else {
+        er_terms T;
+        ER_RETURN_IF_ERROR(er_terms_init(&T, rows));
+        for (int64_t i = 0; i < rows; i++) {
+            if (bias) er_term(T.t[i], 1.0, dy[i], 0.0, 1.0);
+            else er_term(T.t[i], dy[i], x[i], m ? m[i] : 0.0, r[i]);
+        }
+        mpfr_init2(s, 2);
+        er_exact_sum(s, T.t, T.p, rows);
+        er_terms_clear(&T);
+    }
+    *ex = er__round_mpfr_sticky(er__fmt(ER_FP64), s, sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    *rd = er__round_mpfr_sticky(pl->O, s, sticky, ER_ROUND_NEAREST, pl->ov);
+    mpfr_clear(s);
+    return ER_OK;
+}
+
 er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
                        const double *rlo, const double *rhi, int64_t rows, er_cval *cv, double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
@@ -544,54 +720,39 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         return ER_OK;
     }
     if (pl->own && !bias) return er_nbwd_col_own(pl, dy, x, rlo, rhi, rows, cv, ex, rd);
-    double sa = 0, mul = 1.0;
-    for (int64_t i = 0; i < rows; i++) {
-        double mi = m ? m[i] : 0.0, d = bias ? 1.0 : er__up(fabs(x[i] - mi)), ri = bias ? 1.0 : fabs(r[i]);
-        sa = er__add_up(sa, er__mul_up(er__mul_up(fabs(dy[i]), d), ri));
-        mul = fmax(mul, er__mul_up(er__mul_up(er_max1(fabs(dy[i])), er_max1(d)), er__mul_up(er_max1(ri), er_max1(ri))));
-    }
-    /* the exact sum: in the accumulator for F of at most 26 bits (its 64 leading bits and sticky bit round exactly
-     * into any format of at most 53), else with MPFR */
-    mpfr_t s;
-    int sticky = 0;
-    er_iv e;
-    if (F->p <= 26) {
-        er_acc acc;
-        ER_RETURN_IF_ERROR(er_nbwd_acc(&acc, F));
+    /* the sum in double and the sum of the terms' magnitudes (Lemma N4: each term t_i = dy_i r_i d_i passes through
+     * at most rows + 2 roundings, dy r, d, the product and the additions), and the largest max(1,|dy|) max(1,|d|)
+     * max(1,|r|)^2 (four roundings, d's included) */
+    double S0 = 0, sa = 0, mul = 1.0;
+    if (bias) {
         for (int64_t i = 0; i < rows; i++) {
-            if (bias) {
-                if (dy[i] != 0) er__acc_add_double(&acc, dy[i]); /* a zero has no ulp position in range */
-                continue;
-            }
-            double hi, lo, q = dy[i] * r[i]; /* exact: two values of at most 26 bits */
-            er_two_diff(x[i], m ? m[i] : 0.0, &hi, &lo);
-            er_acc_add_prod(&acc, q, hi);
-            er_acc_add_prod(&acc, q, lo);
+            S0 += dy[i];
+            sa += fabs(dy[i]);
         }
-        e = er_acc_iv(&acc, &s, &sticky);
-        er__acc_free(&acc);
     } else {
-        er_terms T;
-        ER_RETURN_IF_ERROR(er_terms_init(&T, rows));
         for (int64_t i = 0; i < rows; i++) {
-            if (bias) er_term(T.t[i], 1.0, dy[i], 0.0, 1.0);
-            else er_term(T.t[i], dy[i], x[i], m ? m[i] : 0.0, r[i]);
+            double d = x[i] - (m ? m[i] : 0.0), t = dy[i] * r[i] * d, ad = fabs(d), ay = fabs(dy[i]),
+                   ar = fabs(r[i]);
+            double f = (ay > 1 ? ay : 1) * (ad > 1 ? ad : 1) * (ar > 1 ? ar * ar : 1);
+            S0 += t;
+            sa += fabs(t);
+            mul = f > mul ? f : mul;
         }
-        mpfr_init2(s, 2);
-        er_exact_sum(s, T.t, T.p, rows);
-        er_terms_clear(&T);
-        e = er_iv_mpfr(s);
     }
+    mul = er__up(mul * (1.0 + 0x1p-50));
+    /* an underflowing product (dy r, the term: a compute format wider than 26 bits) is off by at most 2^-1075 more,
+     * dy r's then multiplied by d: at most rows 2^-1074 (1 + |d|) <= rows 2^-1073 mul in all */
+    double K = (double)(rows + 4) * 0x1p-52, U = er__mul_up((double)rows * 0x1p-1073, mul),
+           sau = er__add_up(er__up(sa * (1.0 + K)), U), Sk = er__add_up(er__mul_up(K, sau), U);
+    er_iv e = { er__dn(S0 - Sk), er__up(S0 + Sk) };
     double k = bias ? 0 : ER_NBWD_DW_ROUNDINGS, sd = (double)(pl->depth ? pl->depth : (rows ? rows - 1 : 0));
     /* dbias: terms of F added in F, no underflow error; dweight: 2 rows products may underflow by eta/2, each then
      * multiplied by at most 2 |r|: (rows + 4) eta 16 mul bounds it */
     double H = bias ? 0 : er__mul_up(er__mul_up((double)rows + k, F->min_sub), er__mul_up(16.0, mul));
-    double hw = er__add_up(er__mul_up(er__gamma(F, k + sd), sa), H);
-    if (isfinite(hw) && er__mul_up(4.0, er__add_up(sa, hw)) <= F->max)
+    double hw = er__add_up(er__mul_up(er__gamma(F, k + sd), sau), H);
+    if (isfinite(hw) && er__mul_up(4.0, er__add_up(sau, hw)) <= F->max)
         er_nbwd_set(cv, F, er__dn(e.lo - hw), er__up(e.hi + hw));
     else er__cval_anything(cv, F);
-    *ex = er__round_mpfr_sticky(er__fmt(ER_FP64), s, sticky, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-    *rd = er__round_mpfr_sticky(pl->O, s, sticky, ER_ROUND_NEAREST, pl->ov);
-    mpfr_clear(s);
-    return ER_OK;
+    if (er_nbwd_decided(pl, e.lo, e.hi, ex, rd)) return ER_OK;
+    return er_nbwd_col_exact(pl, bias, dy, x, m, r, rows, ex, rd);
 }

@@ -37,12 +37,22 @@ ER_INTERNAL er_status er__nbwd_own_rstd(const double *x, int64_t n, double eps, 
 #define ER_NBWD_DX_ROUNDINGS 16
 #define ER_NBWD_DW_ROUNDINGS 4
 
+/* The class er__nbwd_row leaves to the output set (cls). */
+#define ER_NBWD_PENDING 0xFF
+
 /* dx along one row of n: dy, x and w (NULL: no weight) decoded, the row's saved mean m (unused for rmsnorm) and rstd
  * in [rlo, rhi] (the saved value: rlo = rhi; own: the forward model's set): each element's set in F (cv), its exact
  * value to double (ex) and correctly rounded into O (rd). A row holding a NaN or an infinity, or whose intermediate
- * values may overflow F, claims nothing. */
+ * values may overflow F, claims nothing. cls (NULL: none) gets the class of the kernel's output y (decoded) where
+ * the set decides it without its output conversion: 0 exact, 1 covered, ER_NBWD_PENDING else (always where
+ * er__nbwd_decides is 0); the output set of every element is then er__cset_build's of cv, ex, rd as for any other
+ * set. */
 ER_INTERNAL er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
-                                   double rlo, double rhi, int64_t n, er_cval *cv, double *ex, double *rd);
+                                   double rlo, double rhi, int64_t n, const double *y, uint8_t *cls, er_cval *cv,
+                                   double *ex, double *rd);
+/* Whether er__nbwd_row decides classes under the plan: a saved rstd and every value of O a value of F (the output
+ * conversion then keeps the set's ends). */
+ER_INTERNAL int er__nbwd_decides(const er_nbwd_plan *pl);
 
 /* One element of dweight (bias 0: sum_i dy_i (x_i - m_i) r_i, m NULL for rmsnorm) or of dbias (bias 1: sum_i dy_i)
  * over `rows` rows, r_i in [rlo_i, rhi_i] (equal for saved values): its set in F, exact value and correct rounding

@@ -172,22 +172,49 @@ typedef struct er_nbwd_job {
     er_status st;
 } er_nbwd_job;
 
-static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv) {
+/* dx's rows [r0, r1). Where the module decides classes (the engine reads the output, no sets are asked for and the
+ * rows' sets decide them: er__nbwd_decides), a decided element is counted and offered as the widest set here, the
+ * others put. */
+static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t *cls) {
     const er_nbwd_state *s = er__nbwd(j->ref);
-    int64_t n = s->n;
-    double *dy = buf, *x = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n;
+    er_sink *sk = j->sk[0];
+    int64_t n = s->n, counts[2] = { 0, 0 };
+    double *dy = buf, *x = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n, *y = buf + 4 * n, wide = -1;
+    int fast = er__sink_reads_output(sk) && !sk->set_lo && er__nbwd_decides(&j->pl[0]);
+    uint8_t *classes = fast ? er__sink_classes(sk) : NULL;
     for (int64_t r = j->r0; r < j->r1; r++) {
-        for (int64_t k = 0; k < n; k++) {
-            dy[k] = er__load(&s->dy, er__offset(&s->dy, r * n + k));
-            x[k] = er__load(&s->x, er__offset(&s->x, r * n + k));
-        }
-        ER_RETURN_IF_ERROR(
-            er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r], n, cv, ex, rd));
+        er__load_run(&s->dy, r * n, n, dy);
+        er__load_run(&s->x, r * n, n, x);
+        if (fast) er__load_run(sk->out, r * n, n, y);
+        ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r], n,
+                                        fast ? y : NULL, fast ? cls : NULL, cv, ex, rd));
         for (int64_t k = 0; k < n; k++) {
             er_cset c;
-            er__cset_build(&c, j->pl[0].O, j->pl[0].ov, 1, &cv[k], ex[k], rd[k]);
-            er__sink_put(j->sk[0], r * n + k, &c);
+            if (fast && cls[k] != ER_NBWD_PENDING) {
+                classes[r * n + k] = cls[k];
+                counts[cls[k]]++;
+                /* the widest set: its relative width from the output set's ends (the set's own where O is F) */
+                double lo = cv[k].lo < rd[k] ? cv[k].lo : rd[k], hi = cv[k].hi > rd[k] ? cv[k].hi : rd[k];
+                if (sk->O != j->pl[0].F) {
+                    er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
+                    lo = c.lo;
+                    hi = c.hi;
+                }
+                double rel = er_set_rel(lo, hi);
+                if (rel > wide) {
+                    er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
+                    er__sink_widest(sk, r * n + k, &c, y[k]);
+                    wide = rel;
+                }
+                continue;
+            }
+            er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
+            er__sink_put(sk, r * n + k, &c);
         }
+    }
+    if (fast) {
+        er__sink_count(sk, ER_CLASS_EXACT, counts[0]);
+        er__sink_count(sk, ER_CLASS_COVERED, counts[1]);
     }
     return ER_OK;
 }
@@ -198,18 +225,21 @@ static er_status er_nbwd_cols(er_nbwd_job *j) {
     const er_nbwd_state *s = er__nbwd(j->ref);
     int64_t n = s->n, R = s->rows, nb = R ? (INT64_C(1) << 20) / R : 32;
     nb = nb < 1 ? 1 : nb > 32 ? 32 : nb;
-    double *blk = malloc(sizeof(double) * 2 * (size_t)nb * (size_t)(R ? R : 1));
+    double *blk = malloc(sizeof(double) * 2 * (size_t)nb * (size_t)(R ? R : 1)), seg[2][32];
     if (!blk)
         return er__fail(ER_ERR_NOMEM, "cannot allocate %s's column block of %lld rows", er__op_name(j->ref),
                         (long long)R);
     er_status st = ER_OK;
     for (int64_t c0 = j->c0; c0 < j->c1 && st == ER_OK; c0 += nb) {
         int64_t k = j->c1 - c0 < nb ? j->c1 - c0 : nb;
-        for (int64_t r = 0; r < R; r++)
+        for (int64_t r = 0; r < R; r++) {
+            er__load_run(&s->dy, r * n + c0, k, seg[0]);
+            er__load_run(&s->x, r * n + c0, k, seg[1]);
             for (int64_t q = 0; q < k; q++) {
-                blk[q * R + r] = er__load(&s->dy, er__offset(&s->dy, r * n + c0 + q));
-                blk[(nb + q) * R + r] = er__load(&s->x, er__offset(&s->x, r * n + c0 + q));
+                blk[q * R + r] = seg[0][q];
+                blk[(nb + q) * R + r] = seg[1][q];
             }
+        }
         for (int64_t q = 0; q < k && st == ER_OK; q++)
             for (int o = 1; o < 3 && st == ER_OK; o++) {
                 if (!j->sk[o]) continue;
@@ -232,15 +262,17 @@ static void *er_nbwd_run(void *arg) {
     const er_nbwd_state *s = er__nbwd(j->ref);
     int64_t len = s->n;
     size_t k1 = (size_t)(len ? len : 1);
-    double *buf = malloc(sizeof(double) * 4 * k1);
+    double *buf = malloc(sizeof(double) * 5 * k1);
     er_cval *cv = malloc(sizeof *cv * k1);
-    j->st = buf && cv ? ER_OK
-                      : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
-                                 (long long)len);
-    if (j->st == ER_OK && j->sk[0]) j->st = er_nbwd_rows(j, buf, cv);
+    uint8_t *cls = malloc(k1);
+    j->st = buf && cv && cls ? ER_OK
+                             : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
+                                        (long long)len);
+    if (j->st == ER_OK && j->sk[0]) j->st = er_nbwd_rows(j, buf, cv, cls);
     if (j->st == ER_OK && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j);
     free(buf);
     free(cv);
+    free(cls);
     if (j->t > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
     return NULL;
 }
@@ -279,14 +311,14 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
     int64_t most = s->rows > s->n ? s->rows : s->n;
     int nt = er__num_threads(ref->n * 64);
     if (nt > most) nt = most > 0 ? (int)most : 1;
-    /* per share: a row's values, sets and exact terms (up to 160 bytes an element with the exact fallback's), and a
-     * column block (2 values of at most 32 columns, up to 2^20 values unless one column is longer); own rstd: four
-     * values and an exact sum of squares (up to 1200 bytes) a row */
+    /* per share: a row's values, sets, classes and exact terms (up to 176 bytes an element with the exact
+     * fallback's), and a column block (2 values of at most 32 columns, up to 2^20 values unless one column is
+     * longer); own rstd: four values and an exact sum of squares (up to 1200 bytes) a row */
     double blk = 32.0 * (double)s->rows;
     blk = blk < 1048576.0 ? blk : (double)s->rows > 1048576.0 ? (double)s->rows : 1048576.0;
     ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(double) * (double)(2 * s->rows + s->n) +
                                          (s->own ? 1232.0 * (double)s->rows : 0.0) +
-                                         (160.0 * (double)s->n + 16.0 * blk) * nt,
+                                         (176.0 * (double)s->n + 16.0 * blk) * nt,
                                      "the rows' statistics and working rows"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     size_t nr = (size_t)(s->rows ? s->rows : 1);

@@ -230,6 +230,22 @@ static void nb_check(const nb_case *c, const double *dx, const double *dw, const
     int k = er_ref_num_outputs(ref);
     ck_assert_int_eq(k, c->centered ? 3 : 2);
     ck_assert_msg(er_covers_outputs(reps, ref, outs, k, &std) == ER_OK, "%s", er_last_error());
+    /* asked for the sets too, the module puts every element (no class decided before its output set): the same
+     * reports */
+    double *lo[3], *hi[3];
+    int64_t sz[3] = {R * n, n, n};
+    for (int o = 0; o < k; o++) {
+        lo[o] = malloc(sizeof(double) * (size_t)sz[o]);
+        hi[o] = malloc(sizeof(double) * (size_t)sz[o]);
+    }
+    er_report sets[3];
+    ck_assert_msg(er_covers_outputs_sets(sets, ref, outs, k, &std, lo, hi, NULL) == ER_OK, "%s", er_last_error());
+    for (int o = 0; o < k; o++) {
+        er_require_same_report(&reps[o], &sets[o], "dx, dweight, dbias with and without their sets");
+        er_report_clear(&sets[o]);
+        free(lo[o]);
+        free(hi[o]);
+    }
     if (k == 2) memset(&reps[2], 0, sizeof reps[2]);
     er_ref_free(ref);
     free(X); free(W); free(Bb);
