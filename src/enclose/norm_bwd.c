@@ -6,6 +6,7 @@
  * plus and minus gamma(k) times the sum of the monomials' magnitudes, k the roundings a monomial may pass through.
  * The sums are exact in the fixed-point accumulator (compute formats of at most 26 bits) or with MPFR, the bounds
  * in double rounded outward. */
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
@@ -706,20 +707,28 @@ static er_status er_nbwd_col_exact(const er_nbwd_plan *pl, int bias, const doubl
     return ER_OK;
 }
 
-er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
-                       const double *rlo, const double *rhi, int64_t rows, er_cval *cv, double *ex, double *rd) {
-    const er_fmt_info *F = pl->F;
-    const double *r = rlo;
+/* Whether a column's inputs are finite. */
+static int er_nbwd_col_finite(int bias, const double *dy, const double *x, const double *m, const double *rlo,
+                              const double *rhi, int64_t rows) {
     int ok = 1;
     for (int64_t i = 0; i < rows && ok; i++)
         ok = isfinite(dy[i]) &&
              (bias || (isfinite(x[i]) && isfinite(rlo[i]) && isfinite(rhi[i]) && (!m || isfinite(m[i]))));
-    if (!ok) {
-        er__cval_anything(cv, F);
-        *ex = *rd = NAN;
-        return ER_OK;
+    return ok;
+}
+
+er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
+                       const double *rlo, const double *rhi, int64_t rows, er_cval *cv, double *ex, double *rd) {
+    const er_fmt_info *F = pl->F;
+    const double *r = rlo;
+    if (pl->own && !bias) {
+        if (!er_nbwd_col_finite(bias, dy, x, m, rlo, rhi, rows)) {
+            er__cval_anything(cv, F);
+            *ex = *rd = NAN;
+            return ER_OK;
+        }
+        return er_nbwd_col_own(pl, dy, x, rlo, rhi, rows, cv, ex, rd);
     }
-    if (pl->own && !bias) return er_nbwd_col_own(pl, dy, x, rlo, rhi, rows, cv, ex, rd);
     /* the sum in double and the sum of the terms' magnitudes (Lemma N4: each term t_i = dy_i r_i d_i passes through
      * at most rows + 2 roundings, dy r, d, the product and the additions), and the largest max(1,|dy|) max(1,|d|)
      * max(1,|r|)^2 (four roundings, d's included) */
@@ -733,11 +742,20 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         for (int64_t i = 0; i < rows; i++) {
             double d = x[i] - (m ? m[i] : 0.0), t = dy[i] * r[i] * d, ad = fabs(d), ay = fabs(dy[i]),
                    ar = fabs(r[i]);
-            double f = (ay > 1 ? ay : 1) * (ad > 1 ? ad : 1) * (ar > 1 ? ar * ar : 1);
+            ad = ad > 1.0 ? ad : 1.0;
+            ay = ay > 1.0 ? ay : 1.0;
+            ar = ar > 1.0 ? ar : 1.0;
+            double f = ay * ad * (ar * ar);
             S0 += t;
             sa += fabs(t);
             mul = f > mul ? f : mul;
         }
+    }
+    /* a NaN or an infinity among the inputs reaches sa (or an overflow of a wider compute format's products) */
+    if (!(sa <= DBL_MAX && mul <= DBL_MAX) && !er_nbwd_col_finite(bias, dy, x, m, rlo, rhi, rows)) {
+        er__cval_anything(cv, F);
+        *ex = *rd = NAN;
+        return ER_OK;
     }
     mul = er__up(mul * (1.0 + 0x1p-50));
     /* an underflowing product (dy r, the term: a compute format wider than 26 bits) is off by at most 2^-1075 more,
