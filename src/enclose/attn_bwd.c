@@ -178,9 +178,11 @@ static void er_mi_dot(er_mi *r, const double *a, const double *b, int64_t n, mpf
     mpfr_sum(r->hi, pp, (unsigned long)n, MPFR_RNDU);
 }
 
-/* A row's exact quantities at one precision: the LSE, D and the scale. */
+/* A row's exact quantities at one precision: the LSE, D and the scale; uniform: a row without a saved LSE whose
+ * scores are all equal, where P = 1/n exactly (pn), not exp of a difference of enclosures. */
 typedef struct er_mrow {
-    er_mi lam, D, sc, s, p, x, t;
+    er_mi lam, D, sc, s, p, x, t, pn;
+    int uniform;
     mpfr_t tmp;
     mpfr_t *pr;
     mpfr_ptr *pp;
@@ -189,6 +191,11 @@ typedef struct er_mrow {
 /* P_j = exp(scale q . k_j - lam) of key j into m->p. */
 static void er_mrow_p(const er_abwd_plan *pl, const er_attn_kv *kv, const double *q, int64_t j, er_mrow *m) {
     int64_t D = pl->fwd.D;
+    if (m->uniform) {
+        mpfr_set(m->p.lo, m->pn.lo, MPFR_RNDD);
+        mpfr_set(m->p.hi, m->pn.hi, MPFR_RNDU);
+        return;
+    }
     er_mi_dot(&m->t, q, kv->k + j * D, D, m->pr, m->pp);
     er_mi_mul(&m->s, &m->t, &m->sc, m->tmp);
     er_mi_sub(&m->s, &m->s, &m->lam);
@@ -199,10 +206,26 @@ static void er_mrow_p(const er_abwd_plan *pl, const er_attn_kv *kv, const double
 /* The row's LSE (m->lam) and D (m->D). */
 static void er_mrow_start(const er_abwd_plan *pl, const er_attn_kv *kv, const er_abwd_row *rw, er_mrow *m) {
     int64_t Dv = pl->fwd.Dv;
+    m->uniform = 0;
     if (pl->has_lse) {
         er_mi_set_d(&m->lam, rw->lse);
         er_mi_dot(&m->D, rw->g, rw->o, Dv, m->pr, m->pp);
         return;
+    }
+    /* every score equal (each dot exact and the same): P = 1/n exactly (P_j = 1 / sum_k exp(s_k - s_j)), a rational
+     * number, where exp of an enclosure of -log n would never be exact */
+    int64_t D = pl->fwd.D;
+    er_mi_dot(&m->x, rw->q, kv->k + rw->j0 * D, D, m->pr, m->pp);
+    m->uniform = rw->n > 0 && mpfr_equal_p(m->x.lo, m->x.hi);
+    for (int64_t t = 1; t < rw->n && m->uniform; t++) {
+        er_mi_dot(&m->t, rw->q, kv->k + (rw->j0 + t) * D, D, m->pr, m->pp);
+        m->uniform = mpfr_equal_p(m->t.lo, m->x.lo) && mpfr_equal_p(m->t.hi, m->x.lo);
+    }
+    if (m->uniform) {
+        mpfr_set_ui(m->pn.lo, 1, MPFR_RNDN);
+        mpfr_set_ui(m->pn.hi, 1, MPFR_RNDN);
+        mpfr_div_ui(m->pn.lo, m->pn.lo, (unsigned long)rw->n, MPFR_RNDD);
+        mpfr_div_ui(m->pn.hi, m->pn.hi, (unsigned long)rw->n, MPFR_RNDU);
     }
     /* lam = c + log sum_j exp(s_j - c), c the first key's score rounded (exp's arguments stay moderate) */
     er_mi_dot(&m->t, rw->q, kv->k + rw->j0 * pl->fwd.D, pl->fwd.D, m->pr, m->pp);
@@ -251,8 +274,9 @@ void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, int whi
     int64_t D = pl->fwd.D, Dv = pl->fwd.Dv, nmax = D > Dv ? D : Dv;
     er_mrow m;
     mpfr_prec_t pw = p + 64;
-    er_mi *iv[7] = {&m.lam, &m.D, &m.sc, &m.s, &m.p, &m.x, &m.t};
-    for (int i = 0; i < 7; i++) er_mi_init(iv[i], pw);
+    er_mi *iv[8] = {&m.lam, &m.D, &m.sc, &m.s, &m.p, &m.x, &m.t, &m.pn};
+    for (int i = 0; i < 8; i++) er_mi_init(iv[i], pw);
+    m.uniform = 0;
     mpfr_init2(m.tmp, pw);
     m.pr = malloc(sizeof(mpfr_t) * (size_t)nmax);
     m.pp = malloc(sizeof(mpfr_ptr) * (size_t)nmax);
@@ -305,6 +329,6 @@ done:
     free(m.pr);
     free(m.pp);
     er_mi_clear(&acc);
-    for (int i = 0; i < 7; i++) er_mi_clear(iv[i]);
+    for (int i = 0; i < 8; i++) er_mi_clear(iv[i]);
     mpfr_clear(m.tmp);
 }

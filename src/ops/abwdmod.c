@@ -261,23 +261,23 @@ static void er_abwd_load(er_abwd_ctx *c, int64_t hk) {
     memset(c->rbadd, 0, sizeof(int64_t) * (size_t)(Sk + 1));
 }
 
-/* The correctly rounded exact value of element (which, a, d) from MPFR enclosures at 128, 512 and 2048 bits (the
- * lower end's rounding where 2048 bits leave it open); *ex its exact value rounded to double. */
-static double er_abwd_mpfr(er_abwd_ctx *c, const er_sink *s, int which, int64_t a, int64_t d, double *ex) {
+/* The correctly rounded exact value of element (which, a, d) from MPFR enclosures at 128, 512 and 2048 bits; *ex
+ * its exact value rounded to double. Where 2048 bits leave it open (an exact value on a rounding boundary, which
+ * only a rational one can be), 0 with both candidates in *l and *h: the element is then never called exact. */
+static int er_abwd_mpfr(er_abwd_ctx *c, const er_sink *s, int which, int64_t a, int64_t d, double *ex, double *l,
+                        double *h) {
     er_abwd_head hd = {c->rows, c->nr, &c->kv};
-    double out = NAN;
     for (mpfr_prec_t p = 128; p <= 2048; p *= 4) {
         mpfr_t lo, hi;
         mpfr_inits2(p + 64, lo, hi, (mpfr_ptr)0);
         er__abwd_exact_mpfr(&c->pl, &hd, which, a, d, p, lo, hi);
-        double l = er__round_mpfr(s->O, lo, ER_ROUND_NEAREST, s->ov), h = er__round_mpfr(s->O, hi, ER_ROUND_NEAREST,
-                                                                                       s->ov);
+        *l = er__round_mpfr(s->O, lo, ER_ROUND_NEAREST, s->ov);
+        *h = er__round_mpfr(s->O, hi, ER_ROUND_NEAREST, s->ov);
         *ex = mpfr_get_d(lo, MPFR_RNDN);
         mpfr_clears(lo, hi, (mpfr_ptr)0);
-        out = l;
-        if (l == h) break;
+        if (*l == *h) return 1;
     }
-    return out;
+    return 0;
 }
 
 /* An element's set and exact value into sink s: the exact value within exr of cen, the kernel's within rad (the
@@ -287,7 +287,8 @@ static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_
                         double rad, double exr, double ab, int state, int nan_ok, int mp_only) {
     const er_fmt_info *F32 = er__fmt(ER_FP32);
     er_cval cv;
-    double ex = NAN, rd = NAN;
+    double ex = NAN, rd = NAN, l = NAN, h = NAN;
+    int open = 0; /* the exact value's rounding left open: l and h join the set, no output is exact */
     if (state == 1) {
         er__cval_anything(&cv, F32);
     } else if (state == 2) {
@@ -300,10 +301,16 @@ static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_
                rh = er__round_double(s->O, er__up(cen + e), ER_ROUND_NEAREST, s->ov);
         ex = cen;
         if (rl == rh && !mp_only) rd = rl == 0 ? copysign(0.0, cen) : rl;
-        else rd = er_abwd_mpfr(c, s, which, a, d, &ex);
+        else if (er_abwd_mpfr(c, s, which, a, d, &ex, &l, &h)) rd = l;
+        else open = 1;
     }
     er_cset cs;
-    er__cset_build(&cs, s->O, s->ov, 1, &cv, ex, rd);
+    er__cset_build(&cs, s->O, s->ov, !open, &cv, ex, rd);
+    if (open) {
+        if (cs.lo > cs.hi) cs.lo = cs.hi = l;
+        cs.lo = fmin(cs.lo, fmin(l, h));
+        cs.hi = fmax(cs.hi, fmax(l, h));
+    }
     er__sink_put(s, idx, &cs);
 }
 

@@ -458,6 +458,42 @@ START_TEST(mpfr_oracle_is_exact) {
 }
 END_TEST
 
+/* Rows whose scores are all equal (q = 0) with no saved LSE: P = 1/n exactly, so dV = (1/n) sum_i dO_i is rational
+ * and may be an exact midpoint of bf16 (here 1 + 3 2^-8, between 1 + 2^-7 and 1 + 2^-6, which ties to even round up).
+ * With n = 4 keys the exact result is decided (1 + 2^-6 exact, 1 + 2^-7 covered); with n = 3, 1/n has no finite
+ * binary expansion and no enclosure decides the tie: no output is called exact, both neighbours are covered. */
+START_TEST(uniform_rows_ties) {
+    for (int n = 3; n <= 4; n++) {
+        problem(ER_BF16, 1, 1, 2, n, 16, 8);
+        er_test_reseed(75);
+        gen_family(1.0, 2);
+        for (int d = 0; d < Dv; d++) {
+            gd[d] = n; /* (n + 3 2^-8 n) / n = 1 + 3 2^-8 */
+            gd[Dv + d] = 3 * 0x1p-8 * n;
+        }
+        store_inputs();
+        for (int x = 0; x < H * Sq * D; x++) er_store(dqb, IF, x, 0.0);
+        for (int x = 0; x < Hkv * Sk * D; x++) er_store(dkb, IF, x, 0.0);
+        for (int x = 0; x < Hkv * Sk * Dv; x++) er_store(dvb, IF, x, x % 2 ? 1 + 0x1p-7 : 1 + 0x1p-6);
+        for (int mp = 0; mp < 2; mp++) {
+            if (mp) setenv("EXACTREF_FAST", "0", 1);
+            er_report reps[3] = {0};
+            er_status st = check_outputs(0, IF, "", reps);
+            unsetenv("EXACTREF_FAST");
+            ER_REQUIRE(st == ER_OK, "%s", er_last_error());
+            int64_t ex = er_report_count(&reps[2], ER_CLASS_EXACT), cov = er_report_count(&reps[2], ER_CLASS_COVERED);
+            ER_REQUIRE(er_report_all(&reps[2]), "n = %d: dV's tie neighbours covered: %s", n, er_report_message(&reps[2]));
+            if (n == 4)
+                ER_REQUIRE(ex == Sk * Dv / 2 && cov == Sk * Dv / 2, "n = 4 (mpfr %d): %lld exact, %lld covered, want %d each",
+                           mp, (long long)ex, (long long)cov, Sk * Dv / 2);
+            else ER_REQUIRE(ex == 0, "n = 3 (mpfr %d): %lld elements called exact where the tie is undecided", mp, (long long)ex);
+            ER_REQUIRE(er_report_count(&reps[1], ER_CLASS_EXACT) == Sk * D, "dK = 0 exactly (q = 0)");
+            for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
+        }
+    }
+}
+END_TEST
+
 START_TEST(fully_masked_rows) {
     er_test_reseed(74);
     problem(ER_FP16, 2, 2, 16, 8, 16, 16);
@@ -529,6 +565,7 @@ int main(void) {
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, mpfr_oracle_is_exact);
     tcase_add_test(tc, fully_masked_rows);
+    tcase_add_test(tc, uniform_rows_ties);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
