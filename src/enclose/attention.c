@@ -19,7 +19,7 @@ er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     size_t n = (size_t)(Sk > 0 ? Sk : 1), d = (size_t)(Dv > 0 ? Dv : 1);
     w->s = malloc(5 * n * sizeof(double));
     w->N = malloc(3 * d * sizeof(double));
-    w->open = malloc(d);
+    w->open = malloc(d + 1);
     if (!w->s || !w->N || !w->open) {
         er__attn_work_free(w);
         return er__fail(ER_ERR_NOMEM, "cannot allocate an attention row of %lld keys", (long long)Sk);
@@ -76,21 +76,42 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
     *lex = *lrd = NAN;
 }
 
-/* The correctly rounded values that the double enclosure left open (w->open[d], and the LSE when *lse_open),
- * from enclosures in MPFR at 64, 256, 1024 and 4096 bits; an element still open at 4096 bits gets its lower end's
- * rounding (the set only grows by it). */
+/* Joins the values a and b to set c (a set whose exact result's rounding is open holds both candidates). */
+static void er_attn_join(er_cval *c, double a, double b) {
+    double lo = fmin(a, b), hi = fmax(a, b);
+    if (c->lo > c->hi) {
+        c->lo = lo;
+        c->hi = hi;
+    }
+    c->lo = fmin(c->lo, lo);
+    c->hi = fmax(c->hi, hi);
+}
+
+/* The correctly rounded values that the double enclosure left open (w->open[d], and the LSE when w->open[Dv]),
+ * from enclosures in MPFR at 64, 256, 1024 and 4096 bits. An element still open at 4096 bits (an exact value on a
+ * rounding boundary, which only a rational one can be) keeps w->open set, its lower candidate in ord, and both
+ * candidates join its set: it is never called exact. */
 static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                         double Mt, er_attn_work *w, double *oex, double *ord, int lse_open, double *lex, double *lrd) {
+                         double Mt, er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv,
+                         double *lex, double *lrd) {
+    int lse_open = w->open[pl->Dv];
     int64_t D = pl->D, Dv = pl->Dv;
     mpfr_t *pr = malloc(sizeof(mpfr_t) * (size_t)D), *wl = malloc(sizeof(mpfr_t) * (size_t)n),
            *wh = malloc(sizeof(mpfr_t) * (size_t)n);
     mpfr_ptr *pp = malloc(sizeof(mpfr_ptr) * (size_t)D);
     double *rl = malloc(sizeof(double) * (size_t)(Dv + 1));
-    if (!pr || !wl || !wh || !pp || !rl) { /* no memory: the lower ends of the double enclosure decide */
-        free(pr); free(wl); free(wh); free(pp); free(rl);
+    double *rh = rl ? malloc(sizeof(double) * (size_t)(Dv + 1)) : NULL;
+    if (!pr || !wl || !wh || !pp || !rl || !rh) { /* no memory: left open, the estimates' roundings join the sets */
+        free(pr); free(wl); free(wh); free(pp); free(rl); free(rh);
         for (int64_t d = 0; d < Dv; d++)
-            if (w->open[d]) ord[d] = er__round_double(pl->O, oex[d], ER_ROUND_NEAREST, pl->ov_o);
-        if (lse_open) *lrd = er__round_double(pl->L, *lex, ER_ROUND_NEAREST, pl->ov_l);
+            if (w->open[d]) {
+                ord[d] = er__round_double(pl->O, oex[d], ER_ROUND_NEAREST, pl->ov_o);
+                er_attn_join(&ocv[d], ord[d], ord[d]);
+            }
+        if (lse_open) {
+            *lrd = er__round_double(pl->L, *lex, ER_ROUND_NEAREST, pl->ov_l);
+            er_attn_join(lcv, *lrd, *lrd);
+        }
         return;
     }
     for (int64_t d = 0; d < D; d++) { mpfr_init2(pr[d], 53); pp[d] = pr[d]; }
@@ -152,6 +173,7 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
             mpfr_div(x, Nh, mpfr_sgn(Nh) >= 0 ? Ll : Lh, MPFR_RNDU);
             double hi = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
             rl[d] = lo;
+            rh[d] = hi;
             if (lo == hi) { ord[d] = lo; w->open[d] = 0; todo--; }
         }
         if (lse_open) {
@@ -163,15 +185,23 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
             mpfr_add_d(x, x, Mt, MPFR_RNDU);
             double hi = er__round_mpfr(pl->L, x, ER_ROUND_NEAREST, pl->ov_l);
             rl[Dv] = lo;
-            if (lo == hi) { *lrd = lo; lse_open = 0; todo--; }
+            rh[Dv] = hi;
+            if (lo == hi) { *lrd = lo; lse_open = w->open[Dv] = 0; todo--; }
         }
         for (int64_t t = 0; t < n; t++) mpfr_clears(wl[t], wh[t], (mpfr_ptr)0);
         mpfr_clears(Sl, Sh, c0, c1, t0, t1, sl, sh, x, Ll, Lh, Nl, Nh, (mpfr_ptr)0);
     }
-    for (int64_t d = 0; d < Dv; d++) if (w->open[d]) { ord[d] = rl[d]; w->open[d] = 0; }
-    if (lse_open) *lrd = rl[Dv];
+    for (int64_t d = 0; d < Dv; d++)
+        if (w->open[d]) {
+            ord[d] = rl[d];
+            er_attn_join(&ocv[d], rl[d], rh[d]);
+        }
+    if (lse_open) {
+        *lrd = rl[Dv];
+        er_attn_join(lcv, rl[Dv], rh[Dv]);
+    }
     for (int64_t d = 0; d < D; d++) mpfr_clear(pr[d]);
-    free(pr); free(wl); free(wh); free(pp); free(rl);
+    free(pr); free(wl); free(wh); free(pp); free(rl); free(rh);
 }
 
 /* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
@@ -331,6 +361,7 @@ static int er_attn_widen(const er_attn_plan *pl, int64_t n, const er_attn_rowq *
 er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                        er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
                        double *lrd) {
+    memset(w->open, 0, (size_t)pl->Dv + 1); /* no rounding left open (er_attn_mpfr sets those it leaves) */
     int64_t Dv = pl->Dv;
     if (n <= 0) { er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
     er_attn_rowq rq;
@@ -381,7 +412,8 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
            rh = er__round_double(pl->L, xhi, ER_ROUND_NEAREST, pl->ov_l);
     int lse_open = !(rl == rh);
     *lrd = lse_open ? NAN : rl;
-    if (open || lse_open) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, oex, ord, lse_open, lex, lrd);
+    w->open[Dv] = (uint8_t)lse_open;
+    if (open || lse_open) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
     return ER_OK;
 }
 

@@ -38,7 +38,7 @@ typedef struct er_attn_kv {
 typedef struct er_attn_work {
     double *s, *slo, *shi, *wlo, *whi;
     double *N, *A, *B;
-    uint8_t *open;
+    uint8_t *open; /* Dv + 1 flags (er__attn_row) */
 } er_attn_work;
 ER_INTERNAL er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv);
 ER_INTERNAL void er__attn_work_free(er_attn_work *w);
@@ -64,7 +64,9 @@ ER_INTERNAL int er__attn_lse_bounds(const er_attn_plan *pl, const er_attn_kv *kv
                                     int64_t n, er_attn_work *w, double b[4], er_attn_rowq *rq);
 
 /* The sets of query row q (D values) against keys j0 .. j0 + n - 1 (n = 0: a fully masked row): O's Dv sets (ocv,
- * with the exact results rounded to double and correctly rounded to O) and LSE's (lcv, lex, lrd). */
+ * with the exact results rounded to double and correctly rounded to O) and LSE's (lcv, lex, lrd). w->open[d] (d = Dv:
+ * the LSE) says where the correct rounding is left open: ord (lrd) then holds the lower candidate and the set both
+ * candidates, and no output may be called exact. */
 ER_INTERNAL er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                                    er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
                                    double *lrd);

@@ -351,12 +351,15 @@ static er_status er_attn_rows(er_attn_job *j) {
         if (j->so)
             for (int64_t d = 0; d < Dv; d++) {
                 er_cset cs;
-                er__cset_build(&cs, j->so->O, j->so->ov, 1, &c.ocv[d], c.oex[d], c.ord[d]);
+                /* a rounding left open: its candidates are in the set, none is the exact one */
+                int open = c.w.open[d];
+                er__cset_build(&cs, j->so->O, j->so->ov, !open, &c.ocv[d], c.oex[d], open ? NAN : c.ord[d]);
                 er__sink_put(j->so, row * Dv + d, &cs);
             }
         if (j->sl) {
             er_cset cs;
-            er__cset_build(&cs, j->sl->O, j->sl->ov, 1, &c.lcv, c.lex, c.lrd);
+            int open = c.w.open[Dv];
+            er__cset_build(&cs, j->sl->O, j->sl->ov, !open, &c.lcv, c.lex, open ? NAN : c.lrd);
             er__sink_put(j->sl, row, &cs);
         }
     }

@@ -122,6 +122,22 @@ def test_exact_output():
     assert ref.covers(y).counts["exact"] == y.size
 
 
+def test_open_tie_never_exact():
+    """Equal scores through an irrational scale (D = 2, scale 1/sqrt(2)): P = 1/3 exactly, but each weight is exp of
+    an enclosure, which no precision makes a point, and O = (3 + 9 2^-8 + 0) / 3 = 1 + 3 2^-8 is a bf16 midpoint
+    (ties to even: 1 + 2^-6). The rounding stays open: both neighbours are covered and neither is called exact (an
+    earlier version called the lower one, 1 + 2^-7, exact)."""
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    q = np.array([[[1.0, 0.0]]], dtype=bf)
+    k = np.array([[[1.0, 0.0]] * 3], dtype=bf)
+    v = np.array([[[3.0], [9 * 2.0 ** -8], [0.0]]], dtype=bf)
+    ref = er.attention(q, k, v)
+    for y in (1 + 2.0 ** -7, 1 + 2.0 ** -6):
+        r = ref.covers(np.full((1, 1, 1), y, dtype=bf))
+        assert r.all() and r.counts["exact"] == 0, (y, r)
+
+
 def test_lse_alone_and_results():
     rng = np.random.default_rng(10)
     q, k, v = qkv(rng)
