@@ -289,10 +289,11 @@ void er__xent_loss_mp(const er_xent_plan *pl, const double *x, int64_t t, mpfr_p
     er_xent_mp_clear(&z);
 }
 
-/* The gradient's elements not decided in double (done[j] == 0): MPFR at 128, 512 and 2048 bits; an element still
- * undecided takes its lower end's rounding (the set only grows by it). */
+/* The gradient's elements not decided in double (done[j] == 0): MPFR at 128, 512 and 2048 bits. An element still
+ * undecided (an exact value on a rounding boundary, which only a rational one can be: equal logits, P = 1/C) gets
+ * its lower candidate in grd, both candidates in its set gcv and cls ER_XENT_OPEN: it is never called exact. */
 static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, double m, char *done, double *gex,
-                            double *grd) {
+                            double *grd, er_cval *gcv, uint8_t *cls) {
     int64_t todo = 1;
     for (mpfr_prec_t prec = 128; prec <= 2048 && todo; prec *= 4) {
         er_xent_mp z;
@@ -308,6 +309,12 @@ static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, 
             grd[j] = r1;
             done[j] = r1 == r2 || prec == 2048;
             todo += !done[j];
+            if (r1 != r2 && prec == 2048) {
+                cls[j] = ER_XENT_OPEN;
+                if (gcv[j].lo > gcv[j].hi) gcv[j].lo = gcv[j].hi = r1;
+                gcv[j].lo = fmin(gcv[j].lo, fmin(r1, r2));
+                gcv[j].hi = fmax(gcv[j].hi, fmax(r1, r2));
+            }
         }
         er_xent_mp_clear(&z);
     }
@@ -335,7 +342,7 @@ static int er_xent_exact_grad(const er_xent_plan *pl, const er_exps *ex, const e
 
 /* Gradient sets and exact values of a finite row (Theorem X1). */
 static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, double m, const er_exps *ex,
-                         const er_xent_sums *z, const er_cval *cv, const er_cval *lcv, const uint8_t *cls, char *done,
+                         const er_xent_sums *z, const er_cval *cv, const er_cval *lcv, uint8_t *cls, char *done,
                          er_cval *gcv, double *gex, double *grd) {
     const er_fmt_info *F = pl->F, *S = pl->S;
     double eps = pl->eps, C = (double)pl->C, W = pl->W;
@@ -374,7 +381,7 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
         done[j] = er_xent_exact_grad(pl, ex, z, j, t, &gex[j], &grd[j]) && !pl->mp_only;
         todo += !done[j];
     }
-    if (todo) er_xent_grad_mp(pl, x, t, m, done, gex, grd);
+    if (todo) er_xent_grad_mp(pl, x, t, m, done, gex, grd, gcv, cls);
 }
 
 int er__xent_fast_ok(const er_xent_plan *pl) {

@@ -214,15 +214,16 @@ static void *er_xent_run(void *arg) {
             er_xent_put_loss(j->sl, j->pl.F, r, ls.lo, ls.hi, ex, rd, t == s->ignore ? 0 : ls.special);
         }
         for (int64_t k = 0; j->sg && k < C; k++) {
+            int open = cls[k] == ER_XENT_OPEN; /* its candidates in the set, none the exact one */
             if (classes) { /* decided on the fast path, or put below */
-                classes[r * C + k] = cls[k];
-                if (cls[k] != ER_PENDING) {
+                classes[r * C + k] = open ? ER_PENDING : cls[k];
+                if (cls[k] == ER_CLASS_EXACT || cls[k] == ER_CLASS_COVERED) {
                     counts[cls[k] == ER_CLASS_COVERED]++;
                     continue;
                 }
             }
             er_cset c;
-            er__cset_build(&c, j->sg->O, j->sg->ov, 1, &cv[k], gex[k], grd[k]);
+            er__cset_build(&c, j->sg->O, j->sg->ov, !open, &cv[k], gex[k], open ? NAN : grd[k]);
             er__sink_put(j->sg, r * C + k, &c);
         }
     }

@@ -233,6 +233,20 @@ def test_cross_entropy():
     assert ref.covers((loss.reshape(()), g[0])).all()
 
 
+def test_cross_entropy_open_tie_never_exact():
+    """Equal logits: P = 1/3 exactly, but 1/S of an enclosure of S is never a point, and with label_smoothing =
+    55/1024 the gradient (1 - eps)/3 = 0.3154296875 is a bf16 midpoint (ties to even: 0.31640625). The rounding
+    stays open: both neighbours are covered and neither is called exact (an earlier version called the lower one,
+    0.314453125, exact)."""
+    import ml_dtypes
+    x = np.zeros((1, 3), np.float32)
+    ref = er.cross_entropy(x, np.array([0]), reduction="none", label_smoothing=55 / 1024)
+    for y in (0.314453125, 0.31640625):
+        g = np.array([[-2 * y, y, y]], dtype=ml_dtypes.bfloat16)
+        r = ref.covers((None, g)).results["dlogits"]
+        assert r.classes[0, 1:].tolist() == [1, 1], (y, r)
+
+
 def test_cross_entropy_arguments():
     x = np.zeros((3, 4), np.float32)
     with pytest.raises(TypeError, match="integer class indices"):
