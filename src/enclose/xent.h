@@ -46,13 +46,13 @@ typedef struct er_xent_loss { double lo, hi, elo, ehi; int special; } er_xent_lo
 /* Scratch of a row of C: 6 C doubles and 2 C sets. */
 typedef struct er_xent_work { double *d; er_cval *cv; } er_xent_work;
 
-/* Row x (C logits, values of S) with target t in [0, C): its loss (ls, where pl->want_loss) and, where pl->G is set,
- * each gradient element's class decided on the fast path (cls: ER_CLASS_EXACT or ER_CLASS_COVERED from the kernel's
- * outputs y, where y is given and er__xent_fast_ok; ER_PENDING or ER_XENT_OPEN else) and, for the pending ones, its set in F (gcv),
- * exact value rounded to double (gex) and correctly rounded into G (grd). */
 /* cls of a pending gradient element whose correct rounding is left open: grd holds the lower candidate, gcv both;
  * no output may be called exact. */
 #define ER_XENT_OPEN 0xFE
+/* Row x (C logits, values of S) with target t in [0, C): its loss (ls, where pl->want_loss) and, where pl->G is set,
+ * each gradient element's class decided on the fast path (cls: ER_CLASS_EXACT or ER_CLASS_COVERED from the kernel's
+ * outputs y, where y is given and er__xent_fast_ok; ER_PENDING or ER_XENT_OPEN else) and, for the pending ones, its
+ * set in F (gcv), exact value rounded to double (gex) and correctly rounded into G (grd). */
 ER_INTERNAL er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xent_work *w,
                                    er_xent_loss *ls, const double *y, uint8_t *cls, er_cval *gcv, double *gex,
                                    double *grd);
