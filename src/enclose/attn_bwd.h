@@ -11,6 +11,7 @@ typedef struct er_abwd_plan {
     int has_lse;           /* the kernel's own LSE is given (else it is any of Theorem A3's set) */
     double u, uin;         /* the compute format's unit roundoff (fp32); tf32 operands' (2^-11) or 0 */
     double up, etap;       /* P and dS rounded to the inputs' format: its unit roundoff and least subnormal */
+    double pmax;           /* and its largest value (+inf where they stay in the compute format) */
     double uqs, uks;       /* qk_scale=input: q and k pre-scaled and rounded to their formats (unit roundoffs) or 0 */
     double etaqs, etaks;   /* and their least subnormals (0 without qk_scale=input) */
     double gP;             /* a dot of Dv products in the compute format errs by at most gP times their magnitudes */

@@ -104,10 +104,12 @@ static er_status er_abwd_plan_init(er_abwd_plan *pl, const er_ref *r, const er_s
     pl->has_lse = s->has_lse;
     double u = pl->u = 0x1p-24, uin = pl->uin = pl->fwd.uin;
     const er_tensor *ins[4] = {&s->a.q, &s->a.k, &s->a.v, &s->dout};
+    pl->pmax = INFINITY;
     for (int i = 0; i < 4 && std->products != 1; i++) { /* products=compute: P and dS stay in fp32 */
         const er_fmt_info *f = er__fmt(ins[i]->format);
         pl->up = fmax(pl->up, ldexp(1.0, -f->p));
         pl->etap = fmax(pl->etap, f->min_sub);
+        pl->pmax = fmin(pl->pmax, f->max);
     }
     if (std->qk_scale == 1) {
         /* an operand pre-scaled by c >= min(scale, sqrt(scale)) alone (Triton's tutorial: k by scale / ln 2): its

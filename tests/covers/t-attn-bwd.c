@@ -494,6 +494,35 @@ START_TEST(uniform_rows_ties) {
 }
 END_TEST
 
+/* A saved LSE 30 below the scores' (a forward that lost a block): P reaches e^30 and dS ~ 10^13, which rounded to
+ * fp16 overflows; a kernel in the standard's form (dS rounded to the inputs' format for dQ and dK) then sums
+ * infinities of both signs into NaN. Those rows claim nothing (an earlier version allowed +-inf there but not NaN,
+ * as an H200 capture of the Triton tutorial's backward on a broken LSE showed). */
+START_TEST(ds_overflowing_the_inputs_format) {
+    er_test_reseed(76);
+    problem(ER_FP16, 2, 2, 16, 16, 16, 16);
+    gen(1.0);
+    for (int x = 0; x < H * Sq; x++) {
+        lsed[x] = (double)(float)(lsed[x] - 30);
+        er_store(lb, ER_FP32, x, lsed[x]);
+    }
+    bcfg c = {0};
+    c.block = 4;
+    c.pround = c.dsround = 1;
+    kernel(&c, IF);
+    int nonfinite = 0;
+    for (int x = 0; x < H * Sq * D; x++) nonfinite += !isfinite(er_load(dqb, IF, x));
+    ER_REQUIRE(nonfinite > 0, "the kernel's dQ overflows (%d elements not finite)", nonfinite);
+    er_report reps[3] = {0};
+    ER_REQUIRE(check_outputs(1, IF, "", reps) == ER_OK, "%s", er_last_error());
+    for (int o = 0; o < 3; o++) {
+        ER_REQUIRE(er_report_all(&reps[o]), "output %d (%d of dQ not finite): %s", o, nonfinite,
+                   er_report_message(&reps[o]));
+        er_report_clear(&reps[o]);
+    }
+}
+END_TEST
+
 START_TEST(fully_masked_rows) {
     er_test_reseed(74);
     problem(ER_FP16, 2, 2, 16, 8, 16, 16);
@@ -566,6 +595,7 @@ int main(void) {
     tcase_add_test(tc, mpfr_oracle_is_exact);
     tcase_add_test(tc, fully_masked_rows);
     tcase_add_test(tc, uniform_rows_ties);
+    tcase_add_test(tc, ds_overflowing_the_inputs_format);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
