@@ -9,7 +9,11 @@ inputs' format for their tl.dot products, dQ times ln 2 and dK times the scale a
 planted bugs: dK without its scale, D from the unrounded O (the fp32 output of the same forward), one key block's dQ
 contribution lost, the causal mask off by one. fp16 and bf16, causal or not, Sq = Sk and Sq != Sk, D = 64 and 128,
 GQA; families: normal (randn), peaked (q and k of 3 randn: near one-hot P), cancel (value rows near one common row,
-so dP - D cancels).
+so dP - D cancels), zeroq (q = 0: every score 0, P uniform, exact ties), tinydo (dO of 2^-20 randn: subnormal in
+fp16, products and dS near underflow), large (q and k of 4 randn: scores in the tens). Causal masks top-left (torch's
+is_causal, Sq != Sk too) and bottom-right (flex_attention's mask and the Triton kernel with flex's O and LSE; Sq > Sk
+leaves the first rows with no key: dQ 0). Env AB_DTYPES (float16,bfloat16), AB_FAMILIES, AB_SHAPES (BxHxHkvxSqxSkxD),
+AB_BUDGET (seconds, then the rest is left out and said).
 
 With EXACTREF_LIBRARY set it judges every case and prints the verdicts by kernel; cases that fail are written to
 OUT/attention_backward.npz (cid__in__q, k, v, o, lse, do; cid__out__dq, dk, dv; bfloat16 as uint16) with
@@ -110,8 +114,9 @@ def _bwd_dq(Q, KS, V, DO, M2, DELTA, DQ, Sq, Sk, off, GRP: tl.constexpr, D: tl.c
     tl.store(DQ + h * Sq * D + offs_m[:, None] * D + d[None, :], dq.to(DQ.dtype.element_ty), mask=mm)
 
 
-def triton_backward(q, k, v, o, lse, do, causal, bug=None, o_unrounded=None):
-    """The tutorial-form backward: q, o, do [H, Sq, D], k, v [Hkv, Sk, D], lse [H, Sq] natural (fp32)."""
+def triton_backward(q, k, v, o, lse, do, causal, bug=None, o_unrounded=None, off=0):
+    """The tutorial-form backward: q, o, do [H, Sq, D], k, v [Hkv, Sk, D], lse [H, Sq] natural (fp32); off: the
+    causal mask's diagonal offset (key j of query i when j <= i + off: 0 top-left, Sk - Sq bottom-right)."""
     H, Sq, D = q.shape
     Hkv, Sk = k.shape[0], k.shape[1]
     sc = D ** -0.5
@@ -123,9 +128,9 @@ def triton_backward(q, k, v, o, lse, do, causal, bug=None, o_unrounded=None):
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     shift = 1 if bug == "causal_off_by_one" else 0
     BM, BN = 32, 32
-    _bwd_dkdv[(triton.cdiv(Sk, BN), Hkv)](q, ks, v, do, m2, delta, dk, dv, sc, Sq, Sk, 0, GRP=H // Hkv, D=D, BM=BM,
+    _bwd_dkdv[(triton.cdiv(Sk, BN), Hkv)](q, ks, v, do, m2, delta, dk, dv, sc, Sq, Sk, off, GRP=H // Hkv, D=D, BM=BM,
                                           BN=BN, CAUSAL=causal, SHIFT=shift, KSCALE=bug != "dk_without_scale")
-    _bwd_dq[(triton.cdiv(Sq, BM), H)](q, ks, v, do, m2, delta, dq, Sq, Sk, 0, GRP=H // Hkv, D=D, BM=BM, BN=BN,
+    _bwd_dq[(triton.cdiv(Sq, BM), H)](q, ks, v, do, m2, delta, dq, Sq, Sk, off, GRP=H // Hkv, D=D, BM=BM, BN=BN,
                                       CAUSAL=causal, SHIFT=shift, LOST=bug == "dq_block_lost")
     return dq, dk, dv
 
@@ -158,14 +163,14 @@ def autograd_backward(be, q, k, v, do, causal, gqa):
 _FLEX = {}
 
 
-def flex_backward(q, k, v, do, causal):
+def flex_backward(q, k, v, do, causal, align="top_left"):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     if "fn" not in _FLEX:
         _FLEX["fn"] = torch.compile(flex_attention)
     Sq, Sk = q.shape[2], k.shape[2]
-    bm = None
+    bm, sh = None, (Sk - Sq if align == "bottom_right" else 0)
     if causal:
-        bm = create_block_mask(lambda b, h, i, j: j <= i, None, None, Sq, Sk, device=q.device)
+        bm = create_block_mask(lambda b, h, i, j: j <= i + sh, None, None, Sq, Sk, device=q.device)
     qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
     o, lse = _FLEX["fn"](qq, kk, vv, block_mask=bm, return_lse=True)
     o.backward(do)
@@ -175,13 +180,15 @@ def flex_backward(q, k, v, do, causal):
 def inputs(family, B, H, Hkv, Sq, Sk, D, dtype):
     def g(*s):
         return torch.randn(*s, device="cuda", dtype=torch.float32)
-    sq = 3.0 if family == "peaked" else 1.0
+    sq = {"peaked": 3.0, "large": 4.0}.get(family, 1.0)
     q, k = (g(B, H, Sq, D) * sq).to(dtype), (g(B, Hkv, Sk, D) * sq).to(dtype)
+    if family == "zeroq":
+        q = torch.zeros_like(q)
     if family == "cancel":
         v = (16 * g(1, 1, 1, D) + g(B, Hkv, Sk, D) / 512).to(dtype)
     else:
         v = g(B, Hkv, Sk, D).to(dtype)
-    do = g(B, H, Sq, D).to(dtype)
+    do = (g(B, H, Sq, D) * (2.0 ** -20 if family == "tinydo" else 1.0)).to(dtype)
     return q, k, v, do
 
 
@@ -208,7 +215,7 @@ def main():
     def view(a):
         return a.view(ml_dtypes.bfloat16) if a.dtype == np.uint16 else a
 
-    def judge(name, family, dtype, shp, causal, ins, lse, outs, visible=True, options=None):
+    def judge(name, family, dtype, shp, causal, ins, lse, outs, visible=True, options=None, align="top_left"):
         nonlocal cid, total
         total += 1
         if er is None:
@@ -216,10 +223,14 @@ def main():
         q, k, v, o, do = (stored(t) for t in ins)
         gq = q.shape[-3] != k.shape[-3]
         lh = None if lse is None else stored(lse)
-        ref = er.attention_backward(view(q), view(k), view(v), view(o), lh, view(do), causal=causal,
-                                    enable_gqa=gq)
         oh = [stored(t) for t in outs]
-        res = ref.covers(tuple(view(a) for a in oh), options=options)
+        try:
+            ref = er.attention_backward(view(q), view(k), view(v), view(o), lh, view(do), causal=causal,
+                                        causal_alignment=align, enable_gqa=gq)
+            res = ref.covers(tuple(view(a) for a in oh), options=options)
+        except Exception as e:  # said, never a verdict
+            print("REFUSED %s %s %s causal=%s: %s" % (name, family, shp, align if causal else 0, e), flush=True)
+            return
         ok = tuple(bool(res.results[n].all()) for n in ("dq", "dk", "dv"))
         if visible:
             verdicts.setdefault(name, []).append(ok)
@@ -228,7 +239,8 @@ def main():
                 c = counts.setdefault((name, n), [0, 0])
                 c[0] += r.counts["exact"]
                 c[1] += r.classes.size
-        print("%s %s %s %s causal=%d lse=%s: %s%s (%.0f s)" % (name, str(dtype).split(".")[1], family, shp, causal,
+        print("%s %s %s %s causal=%s lse=%s: %s%s (%.0f s)" % (name, str(dtype).split(".")[1], family, shp,
+              align if causal else 0,
               "yes" if lse is not None else "no", " ".join(str(int(x)) for x in ok),
               "" if visible else " (invisible)", time.time() - t0), flush=True)
         if not name.startswith("bug") and not all(ok):
@@ -241,17 +253,16 @@ def main():
                 arrays[key + "__in__lse"] = lh
             for n, a in zip(("dq", "dk", "dv"), oh):
                 arrays[key + "__out__" + n] = a
-            lines.append("%s %s %s %s %s %d" % (key, name, str(dtype).split(".")[1], family, "x".join(map(str, shp)),
-                                              causal))
+            lines.append("%s %s %s %s %s %s" % (key, name, str(dtype).split(".")[1], family, "x".join(map(str, shp)),
+                                              align if causal else "0"))
             cid += 1
 
-    for dtype in (torch.float16, torch.bfloat16):
+    dtypes = [getattr(torch, n) for n in env("AB_DTYPES", "float16,bfloat16").split(",")]
+    for dtype in dtypes:
         for family in families:
             for shp in shapes:
                 B, H, Hkv, Sq, Sk, D = shp
                 for causal in (False, True):
-                    if causal and Sq != Sk:
-                        continue
                     if time.time() - t0 > float(env("AB_BUDGET", "1e9")):  # the rest left out, said below
                         print("budget spent: %s %s %s causal=%d and after not run" % (dtype, family, shp, causal))
                         continue
@@ -296,6 +307,20 @@ def main():
                             vis = not all(torch.equal(a, c) for a, c in zip(outs, good))
                             judge("bug_" + bug, family, dtype, shp, causal, ins, lse, outs, visible=vis,
                                   options="qk_scale=input")
+                    if causal and not gqa and Sq != Sk:  # bottom-right: flex's mask, and the Triton kernel on flex's O and LSE
+                        try:
+                            o, lse, dq, dk, dv = flex_backward(q, k, v, do, True, "bottom_right")
+                            judge("flex", family, dtype, shp, True, (q, k, v, o, do), lse, (dq, dk, dv),
+                                  align="bottom_right")
+                        except Exception as e:
+                            print("skip flex bottom_right %s %s: %s" % (dtype, shp, str(e).splitlines()[0][:120]))
+                            continue
+                        for b in range(B):
+                            qb, kb, vb, dob = (t[b].contiguous() for t in (q, k, v, do))
+                            ob, lb = o[b].contiguous(), lse[b].contiguous()
+                            good = triton_backward(qb, kb, vb, ob, lb, dob, True, off=Sk - Sq)
+                            judge("triton", family, dtype, shp, True, (qb, kb, vb, ob, dob), lb, good,
+                                  options="qk_scale=input", align="bottom_right")
     print("ran %d cases" % total)
     if lines:
         write_case_files(out, "attention_backward", arrays, lines, "# id kernel dtype family B_H_Hkv_Sq_Sk_D causal")
