@@ -126,6 +126,7 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
         out->w[t] = er__up(R + pl->gS * dsa * (1 + 0x1p-40));
         out->exv[t] = er__up((pr + pl->gd * pmt) * (1 + 0x1p-40));
         out->wv[t] = er__up(rp + pl->gV * pka * (1 + 0x1p-40));
+        out->pa[t] = pka;
         /* dS (scaled or not) rounded to the inputs' format may overflow it: its infinities may meet in the sums (NaN),
          * and the row claims nothing */
         if (!(er__mul_up(dsa, fmax(1.0, fabs(pl->fwd.sc))) < pl->pmax)) return 0;

@@ -32,7 +32,7 @@ typedef struct er_abwd_row {
  * ds, dS's centre; w, dQ's and dK's weight (times |k_jd| or |q_d|); dsa, a bound of |dS| (qk_scale=input's
  * absolute part); ex and exv, the exact enclosure's weights of dQ and dK, and of dV. */
 typedef struct er_abwd_keys {
-    double *pm, *wv, *ds, *w, *dsa, *ex, *exv;
+    double *pm, *wv, *ds, *w, *dsa, *ex, *exv, *pa; /* pa: a bound of |P| as the kernel multiplies dO by it */
 } er_abwd_keys;
 
 /* Theorem B1 for one row: the centres and weights of its keys into out; 0 where the row claims nothing (a value not

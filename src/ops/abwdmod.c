@@ -147,7 +147,8 @@ typedef struct er_abwd_ctx {
     er_attn_work w;
     er_attn_kv kv;
     er_abwd_keys keys;
-    double *kb, *vb, *kn, *vn, *qb, *ob, *gb, *dkc, *dkw, *dvc, *dvw, *dka, *dke, *dve, *cq, *rq, *eq, *aq, *ag, *kbuf;
+    double *kb, *vb, *kn, *vn, *qb, *ob, *gb, *dkc, *dkw, *dvc, *dvw, *dka, *dke, *dve, *dkm, *dvm, *cq, *rq, *eq, *aq,
+        *ag, *kbuf;
     int64_t *kbad, *rbadd;
     er_abwd_row *rows;
     uint8_t *rowok;
@@ -170,7 +171,7 @@ static er_status er_abwd_ctx_open(er_abwd_ctx *c, const er_ref *r, const er_stan
     c->r = r;
     c->nr = nr;
     ER_RETURN_IF_ERROR(er_abwd_plan_init(&c->pl, r, std));
-    size_t nk = (size_t)Sk, nd = (size_t)(nr * D + 2 * nr * Dv + 4 * Sk * D + 4 * Sk * Dv + 10 * Sk + 4 * D + Dv + 8);
+    size_t nk = (size_t)Sk, nd = (size_t)(nr * D + 2 * nr * Dv + 5 * Sk * D + 5 * Sk * Dv + 11 * Sk + 4 * D + Dv + 8);
     c->kbuf = malloc(sizeof(double) * nd);
     c->kbad = malloc(sizeof(int64_t) * (nk + 1));
     c->rbadd = malloc(sizeof(int64_t) * (nk + 1));
@@ -199,7 +200,10 @@ static er_status er_abwd_ctx_open(er_abwd_ctx *c, const er_ref *r, const er_stan
     c->dka = p; p += Sk;
     c->dke = p; p += Sk * D;
     c->dve = p; p += Sk * Dv;
+    c->dkm = p; p += Sk * D;
+    c->dvm = p; p += Sk * Dv;
     c->keys.pm = p; p += Sk;
+    c->keys.pa = p; p += Sk;
     c->keys.wv = p; p += Sk;
     c->keys.ds = p; p += Sk;
     c->keys.w = p; p += Sk;
@@ -259,7 +263,7 @@ static void er_abwd_load(er_abwd_ctx *c, int64_t hk) {
             double lse = s->has_lse ? er__load(&s->lse, er_abwd_off(&s->lse, qnd, b, h, i)) : NAN;
             c->rows[row] = (er_abwd_row){q, o, dout, lse, j0, n};
         }
-    memset(c->dkc, 0, sizeof(double) * (size_t)(3 * Sk * D + 3 * Sk * Dv + Sk));
+    memset(c->dkc, 0, sizeof(double) * (size_t)(4 * Sk * D + 4 * Sk * Dv + Sk));
     memset(c->rbadd, 0, sizeof(int64_t) * (size_t)(Sk + 1));
 }
 
@@ -375,8 +379,25 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
             for (int64_t d = 0; d < D; d++) c->dke[jj * D + d] += xe * c->aq[d];
             for (int64_t d = 0; d < Dv; d++) c->dve[jj * Dv + d] += ze * c->ag[d];
             c->dka[jj] += dsa[t];
+            if (grp < 2) continue;
+            double pa = c->keys.pa[t], xa = dsa[t];
+            for (int64_t d = 0; d < D; d++) c->dkm[jj * D + d] += xa * c->aq[d];
+            for (int64_t d = 0; d < Dv; d++) c->dvm[jj * Dv + d] += pa * c->ag[d];
         }
     }
+    /* GQA: each query head's dK and dV may be rounded to the output format before the group's sum, which may run in
+     * that format (torch's SDPA): grp roundings of at most u_O times the sum of magnitudes and eta_O / 2 each, and
+     * the sums' own errors grown by 1 + u_O (Lemma B3) */
+    double uk = 0, ek = 0, uv = 0, ev = 0;
+    if (grp > 1 && j->sk) {
+        uk = ldexp(1.0, -j->sk->O->p);
+        ek = (double)grp * j->sk->O->min_sub;
+    }
+    if (grp > 1 && j->sv) {
+        uv = ldexp(1.0, -j->sv->O->p);
+        ev = (double)grp * j->sv->O->min_sub;
+    }
+    double ggk = (double)grp * uk * (1 + 0x1p-20), ggv = (double)grp * uv * (1 + 0x1p-20);
     /* dK and dV: a key seen by a row that claims nothing claims nothing; without a saved LSE a fully masked row may
      * give NaN everywhere (torch's math path) */
     double gk = 1 + (double)(pl->nk + 2) * 0x1p-53;
@@ -387,17 +408,18 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
         if (j->sk)
             for (int64_t d = 0; d < D; d++)
                 er_abwd_put(c, j->sk, 1, jj, d, (hk * Sk + jj) * D + d, sc * c->dkc[jj * D + d],
-                            asc * c->dkw[jj * D + d] * gk, asc * c->dke[jj * D + d] * gk,
-                            msc * ((double)(pl->nk + 8) * 0x1p-126 + pl->etaqs * 0.5 * c->dka[jj]), bad > 0, nan_ok,
-                            mp_only);
+                            asc * (c->dkw[jj * D + d] * gk * (1 + uk) + ggk * c->dkm[jj * D + d]),
+                            asc * c->dke[jj * D + d] * gk,
+                            msc * ((double)(pl->nk + 8) * 0x1p-126 + pl->etaqs * 0.5 * c->dka[jj]) + ek, bad > 0,
+                            nan_ok, mp_only);
     }
     bad = 0;
     for (int64_t jj = 0; jj < Sk && j->sv; jj++) {
         bad += c->rbadd[jj];
         for (int64_t d = 0; d < Dv; d++)
-            er_abwd_put(c, j->sv, 2, jj, d, (hk * Sk + jj) * Dv + d, c->dvc[jj * Dv + d], c->dvw[jj * Dv + d] * gk,
-                        c->dve[jj * Dv + d] * gk, (double)(pl->nk + 4) * 0x1p-126, bad > 0, nan_ok,
-                        mp_only);
+            er_abwd_put(c, j->sv, 2, jj, d, (hk * Sk + jj) * Dv + d, c->dvc[jj * Dv + d],
+                        c->dvw[jj * Dv + d] * gk * (1 + uv) + ggv * c->dvm[jj * Dv + d], c->dve[jj * Dv + d] * gk,
+                        (double)(pl->nk + 4) * 0x1p-126 + ev, bad > 0, nan_ok, mp_only);
     }
 }
 

@@ -34,6 +34,8 @@ typedef struct bcfg {
     int drev;    /* D summed in reverse */
     int scale_ds; /* the scale applied to dS (else to the sums) */
     int fma;
+    int headround; /* GQA: each query head's dK and dV rounded to the output format before the group's sum (torch's
+                      SDPA), which then runs in fp32 (1) or in the output format (2) */
     int bug;     /* 1 dK without its scale; 2 D from the unrounded O; 3 one key block's dQ lost; 4 causal off by one;
                     5 GQA's dK and dV from the first query head only; 6 P without the LSE's rounding to fp32 undone:
                     exp(s - lse) with lse in base 2 */
@@ -189,7 +191,7 @@ static void kernel(const bcfg *c, er_format OF) {
             shuffle(ord, np, c->order);
             for (int which = 0; which < 2; which++)
                 for (int d = 0; d < (which ? Dv : D); d++) {
-                    float acc = 0;
+                    float acc = 0, hacc[MAXH] = {0};
                     for (int pi = 0; pi < np; pi++) {
                         int h = g * grp + ord[pi] / nqb, i0 = (ord[pi] % nqb) * c->block;
                         float part = 0;
@@ -201,8 +203,18 @@ static void kernel(const bcfg *c, er_format OF) {
                             else part = fmad(c, part, Pk[h][i][j], (float)gd[(h * Sq + i) * Dv + d]);
                         }
                         acc += part;
+                        hacc[h - g * grp] += part;
                     }
-                    if (which == 0) er_store(dkb, OF, (g * Sk + j) * D + d, rnd(OF, acc * postk));
+                    float pk = which == 0 ? postk : 1.0f;
+                    if (c->headround && grp > 1) { /* the heads' partials rounded to OF, then their sum */
+                        acc = 0;
+                        for (int hh = 0; hh < grp; hh++) {
+                            acc += (float)rnd(OF, hacc[hh] * pk);
+                            if (c->headround == 2) acc = (float)rnd(OF, acc);
+                        }
+                        pk = 1.0f;
+                    }
+                    if (which == 0) er_store(dkb, OF, (g * Sk + j) * D + d, rnd(OF, acc * pk));
                     else er_store(dvb, OF, (g * Sk + j) * Dv + d, rnd(OF, acc));
                 }
         }
@@ -291,6 +303,7 @@ static bcfg random_kernel(void) {
     c.drev = (int)er_rand_int(0, 1);
     c.scale_ds = (int)er_rand_int(0, 1);
     c.fma = (int)er_rand_int(0, 1);
+    c.headround = (int)er_rand_int(0, 2);
     return c;
 }
 
