@@ -56,11 +56,11 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 typedef struct klass { const char *name, *trigger; int bug, attn; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
        K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, K_LN_WELFORD_TORCH,
-       K_CE_FUSED, K_CE_TORCH, N_CORRECT };
+       K_CE_FUSED, K_CE_TORCH, K_LNB_TORCH, K_LNB_TRITON, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC,
        B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, B_UNBIASED_WELFORD,
-       B_CE_NOW, B_CE_EPS, B_CE_TAIL, N_KLASS };
+       B_CE_NOW, B_CE_EPS, B_CE_TAIL, B_LNB_NOMEAN, B_LNB_RSTD2, B_LNB_DW_NORSTD, B_LNB_DB_LAST, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -74,6 +74,8 @@ static klass KL[N_KLASS] = {
     {.name = "layernorm Welford, torch's tree (at depth)", .trigger = ""},
     {.name = "cross-entropy fused (Liger's form), fp32", .trigger = ""},
     {.name = "cross-entropy, torch's composition, fp32", .trigger = ""},
+    {.name = "layer_norm backward, torch's CUDA form, fp32", .trigger = ""},
+    {.name = "layer_norm backward, Triton tutorial's form", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -102,6 +104,10 @@ static klass KL[N_KLASS] = {
     {.name = "cross-entropy: gradient not divided by W", .trigger = "a dlogits element moves beyond W_ce", .bug = 1},
     {.name = "cross-entropy: smoothing eps, not eps / C", .trigger = "a dlogits element moves beyond W_ce", .bug = 1},
     {.name = "cross-entropy: sum misses its last class", .trigger = "a dlogits element moves beyond W_ce", .bug = 1},
+    {.name = "layer_norm bwd: dx without its mean term", .trigger = "an output moves beyond W_lnb", .bug = 1},
+    {.name = "layer_norm bwd: rstd applied twice", .trigger = "an output moves beyond W_lnb", .bug = 1},
+    {.name = "layer_norm bwd: dweight without rstd", .trigger = "an output moves beyond W_lnb", .bug = 1},
+    {.name = "layer_norm bwd: dbias misses its last row", .trigger = "an output moves beyond W_lnb", .bug = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -940,6 +946,109 @@ static void ce_case(int kl, int rows, int C, double eps) {
     free(x); free(g); free(y); free(r); free(t);
 }
 
+/* ---------------------------------------------------------------- layer_norm backward (fp32) */
+/* rows x n inputs (x = 1 + gauss, dy gauss, weight 1 + gauss / 4) with the forward's saved mean and rstd in fp32. The
+ * kernels in fp32: torch's CUDA form (s1 = sum dy w, s2 = sum dy w (x - m) r; dx = (n w dy - (x - m) r s2 - s1) (r /
+ * n)) or Triton's tutorial (xhat = (x - m) r, c1 = sum xhat w dy / n, c2 = sum w dy / n; dx = (w dy - (xhat c1 +
+ * c2)) r); dweight = sum dy xhat and dbias = sum dy over the rows in order; the bugs on the Triton form. The peers
+ * compare dx, dweight and dbias with a float64 backward of the same saved statistics. The trigger W_lnb: an element
+ * beyond (n + 16) 2^-23 times its terms' magnitudes (dx: |r g| + r sum|g| / n + r |xhat| sum|g xhat| / n; a column:
+ * sum |terms|) plus an ulp of fp32, about the set's half-width. */
+static void lnb_case(int kl, int rows, int n) {
+    size_t nn = (size_t)rows * n, no = nn + 2 * (size_t)n;
+    float *x = calloc(nn, sizeof(float)), *dy = calloc(nn, sizeof(float)), *w = calloc((size_t)n, sizeof(float));
+    float *m = calloc((size_t)rows, sizeof(float)), *rs_ = calloc((size_t)rows, sizeof(float));
+    float *out = calloc(no, sizeof(float));
+    double *y = calloc(no, sizeof(double)), *r = calloc(no, sizeof(double));
+    for (size_t i = 0; i < nn; i++) { x[i] = (float)(1 + gauss()); dy[i] = (float)gauss(); }
+    for (int j = 0; j < n; j++) w[j] = (float)(1 + gauss() / 4);
+    int trig = 0;
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * n, *gr = dy + (size_t)i * n;
+        float s = 0, q = 0;
+        for (int j = 0; j < n; j++) s += xr[j];
+        float mi = s / (float)n;
+        for (int j = 0; j < n; j++) q += (xr[j] - mi) * (xr[j] - mi);
+        float ri = 1.0f / sqrtf(q / (float)n + 1e-5f);
+        m[i] = mi;
+        rs_[i] = ri;
+        float s1 = 0, s2 = 0, c1 = 0, c2 = 0;
+        for (int j = 0; j < n; j++) {
+            float g = gr[j] * w[j], xh = (xr[j] - mi) * ri;
+            s1 += g;
+            s2 += g * (xr[j] - mi) * ri;
+            c1 += xh * g;
+            c2 += g;
+        }
+        c1 /= (float)n;
+        c2 /= (float)n;
+        double B = 0, C = 0, aB = 0, aC = 0;
+        for (int j = 0; j < n; j++) {
+            double g = (double)gr[j] * w[j], d = (double)xr[j] - mi;
+            B += g; C += g * d * ri; aB += fabs(g); aC += fabs(g * d * ri);
+        }
+        for (int j = 0; j < n; j++) {
+            float g = gr[j] * w[j], xh = (xr[j] - mi) * ri, v;
+            if (kl == K_LNB_TORCH) v = ((float)n * w[j] * gr[j] - (xr[j] - mi) * ri * s2 - s1) * (ri / (float)n);
+            else if (kl == B_LNB_NOMEAN) v = (g - xh * c1) * ri;
+            else if (kl == B_LNB_RSTD2) v = (g - (xh * c1 + c2)) * ri * ri;
+            else v = (g - (xh * c1 + c2)) * ri;
+            double gd = (double)gr[j] * w[j], xd = ((double)xr[j] - mi) * ri;
+            double e = ri * (gd - B / n - xd * C / n);
+            size_t k = (size_t)i * n + j;
+            out[k] = v;
+            r[k] = e;
+            double W = (n + 16) * 0x1p-23 * (ri * fabs(gd) + ri * aB / n + ri * fabs(xd) * aC / n) + 0x1p-23 * fabs(e);
+            if (fabs(v - e) > W) trig = 1;
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        float sw = 0, sb = 0;
+        double ew = 0, eb = 0, aw = 0, ab = 0;
+        for (int i = 0; i < rows; i++) {
+            size_t k = (size_t)i * n + j;
+            float xh = (x[k] - m[i]) * rs_[i];
+            sw += dy[k] * (kl == B_LNB_DW_NORSTD ? x[k] - m[i] : xh);
+            if (!(kl == B_LNB_DB_LAST && i == rows - 1)) sb += dy[k];
+            double t = (double)dy[k] * ((double)x[k] - m[i]) * rs_[i];
+            ew += t; aw += fabs(t); eb += dy[k]; ab += fabs(dy[k]);
+        }
+        out[nn + j] = sw;
+        out[nn + n + j] = sb;
+        r[nn + j] = ew;
+        r[nn + n + j] = eb;
+        if (fabs(sw - ew) > (rows + 4) * 0x1p-23 * aw + 0x1p-23 * fabs(ew) ||
+            fabs(sb - eb) > (rows + 4) * 0x1p-23 * ab + 0x1p-23 * fabs(eb))
+            trig = 1;
+    }
+    for (size_t k = 0; k < no; k++) y[k] = out[k];
+    er_tensor tdy, tx, tm, tr, tw, tdx, tdw, tdb;
+    er_tensor_view(&tdy, ER_FP32, 2, (int64_t[]){rows, n}, NULL, dy);
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, x);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){rows}, NULL, m);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){rows}, NULL, rs_);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, w);
+    er_tensor_view(&tdx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, out);
+    er_tensor_view(&tdw, ER_FP32, 1, (int64_t[]){n}, NULL, out + nn);
+    er_tensor_view(&tdb, ER_FP32, 1, (int64_t[]){n}, NULL, out + nn + n);
+    er_ref *ref;
+    er_standard st;
+    er_standard_init(&st);
+    er_report rep[3];
+    const er_tensor *outs[3] = {&tdx, &tdw, &tdb};
+    int flags[R_COUNT];
+    if (er_layer_norm_backward(&ref, &tdy, &tx, 1, &tm, &tr, &tw) != ER_OK ||
+        er_covers_outputs(rep, ref, outs, 3, &st) != ER_OK) {
+        fprintf(stderr, "%s\n", er_last_error());
+        exit(2);
+    }
+    flags[R_EXACTREF] = !all_pass(rep, 3);
+    peer_rules(y, r, (int64_t)no, ER_FP32, n, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+    free(x); free(dy); free(w); free(m); free(rs_); free(out); free(y); free(r);
+}
+
 int main(int argc, char **argv) {
     int quick = 0;
     const char *json = NULL;
@@ -961,7 +1070,8 @@ int main(int argc, char **argv) {
                 for (int kl = 0; kl < N_KLASS; kl++) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
                         kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH ||
-                        kl == K_LN_WELFORD_TORCH || kl == K_CE_FUSED || kl == K_CE_TORCH) continue;
+                        kl == K_LN_WELFORD_TORCH || kl == K_CE_FUSED || kl == K_CE_TORCH || kl == K_LNB_TORCH ||
+                        kl == K_LNB_TRITON) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -1033,6 +1143,12 @@ int main(int argc, char **argv) {
                     if (kl == B_CE_EPS && e == 0) continue; /* the bug needs smoothing */
                     ce_case(kl, cen[s][0], cen[s][1], e ? 0.1 : 0.0);
                 }
+    /* layer_norm backward, after the others (their inputs unchanged) */
+    static const int lnbn[][2] = {{4, 100}, {16, 1000}, {3, 4099}};
+    for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+        for (int sh = 0; sh < 3; sh++)
+            for (int kl = K_LNB_TORCH; kl <= B_LNB_DB_LAST; kl = kl == K_LNB_TRITON ? B_LNB_NOMEAN : kl + 1)
+                lnb_case(kl, lnbn[sh][0], lnbn[sh][1]);
     /* the table */
     printf("%-42s %6s %6s", "class", "cases", "trig");
     for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
