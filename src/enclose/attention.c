@@ -13,6 +13,7 @@
 #include "format/format.h"
 #include "enclose/attention.h"
 #include "enclose/ival.h"
+#include "enclose/elementwise.h"
 
 er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     memset(w, 0, sizeof *w);
@@ -76,17 +77,6 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
     *lex = *lrd = NAN;
 }
 
-/* Joins the values a and b to set c (a set whose exact result's rounding is open holds both candidates). */
-static void er_attn_join(er_cval *c, double a, double b) {
-    double lo = fmin(a, b), hi = fmax(a, b);
-    if (c->lo > c->hi) {
-        c->lo = lo;
-        c->hi = hi;
-    }
-    c->lo = fmin(c->lo, lo);
-    c->hi = fmax(c->hi, hi);
-}
-
 /* The correctly rounded values that the double enclosure left open (w->open[d], and the LSE when w->open[Dv]),
  * from enclosures in MPFR at 64, 256, 1024 and 4096 bits. An element still open at 4096 bits (an exact value on a
  * rounding boundary, which only a rational one can be) keeps w->open set, its lower candidate in ord, and both
@@ -106,11 +96,11 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
         for (int64_t d = 0; d < Dv; d++)
             if (w->open[d]) {
                 ord[d] = er__round_double(pl->O, oex[d], ER_ROUND_NEAREST, pl->ov_o);
-                er_attn_join(&ocv[d], ord[d], ord[d]);
+                er__cval_put(&ocv[d], ord[d]);
             }
         if (lse_open) {
             *lrd = er__round_double(pl->L, *lex, ER_ROUND_NEAREST, pl->ov_l);
-            er_attn_join(lcv, *lrd, *lrd);
+            er__cval_put(lcv, *lrd);
         }
         return;
     }
@@ -194,11 +184,13 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     for (int64_t d = 0; d < Dv; d++)
         if (w->open[d]) {
             ord[d] = rl[d];
-            er_attn_join(&ocv[d], rl[d], rh[d]);
+            er__cval_put(&ocv[d], rl[d]);
+            er__cval_put(&ocv[d], rh[d]);
         }
     if (lse_open) {
         *lrd = rl[Dv];
-        er_attn_join(lcv, rl[Dv], rh[Dv]);
+        er__cval_put(lcv, rl[Dv]);
+        er__cval_put(lcv, rh[Dv]);
     }
     for (int64_t d = 0; d < D; d++) mpfr_clear(pr[d]);
     free(pr); free(wl); free(wh); free(pp); free(rl); free(rh);

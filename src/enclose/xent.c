@@ -13,6 +13,7 @@
 #include "enclose/xent.h"
 #include "enclose/approx.h"
 #include "enclose/ival.h"
+#include "enclose/elementwise.h"
 
 /* Interval arithmetic on doubles, each end rounded outward (Lemma D0). */
 static void er_imul(double al, double ah, double bl, double bh, double *lo, double *hi) {
@@ -311,9 +312,8 @@ static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, 
             todo += !done[j];
             if (r1 != r2 && prec == 2048) {
                 cls[j] = ER_XENT_OPEN;
-                if (gcv[j].lo > gcv[j].hi) gcv[j].lo = gcv[j].hi = r1;
-                gcv[j].lo = fmin(gcv[j].lo, fmin(r1, r2));
-                gcv[j].hi = fmax(gcv[j].hi, fmax(r1, r2));
+                er__cval_put(&gcv[j], r1);
+                er__cval_put(&gcv[j], r2);
             }
         }
         er_xent_mp_clear(&z);

@@ -13,6 +13,7 @@
 #include "tensor/tensor_internal.h"
 #include "enclose/attn_bwd.h"
 #include "enclose/ival.h"
+#include "enclose/elementwise.h"
 
 typedef struct er_abwd_state {
     er_attn_state a; /* q, k, v, the mask and the scale: first, so that attention's helpers read it */
@@ -310,13 +311,12 @@ static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_
         else if (er_abwd_mpfr(c, s, which, a, d, &ex, &l, &h)) rd = l;
         else open = 1;
     }
+    if (open) { /* both candidates in the set */
+        er__cval_put(&cv, l);
+        er__cval_put(&cv, h);
+    }
     er_cset cs;
     er__cset_build(&cs, s->O, s->ov, !open, &cv, ex, rd);
-    if (open) {
-        if (cs.lo > cs.hi) cs.lo = cs.hi = l;
-        cs.lo = fmin(cs.lo, fmin(l, h));
-        cs.hi = fmax(cs.hi, fmax(l, h));
-    }
     er__sink_put(s, idx, &cs);
 }
 
