@@ -345,6 +345,8 @@ static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, 
     if (std->out_overflow == ER_OVERFLOW_IEEE && !O->has_inf)
         return er__fail(ER_ERR_STANDARD, "overflow=ieee does not apply to output format %s, which has no infinity",
                         O->name);
+    if (std->out_overflow == ER_OVERFLOW_NAN && O->no_nan)
+        return er__fail(ER_ERR_STANDARD, "overflow=nan does not apply to output format %s, which has no NaN", O->name);
     return ER_OK;
 }
 
@@ -356,6 +358,18 @@ static er_status er_check_written(const er_ref *ref, const er_tensor *w, const c
     int n = er__ref_inputs(ref, in, names, 16);
     for (int i = 0; i < n; i++) ER_RETURN_IF_ERROR(er__check_disjoint(w, wname, p, bytes, in[i], names[i]));
     if (out) ER_RETURN_IF_ERROR(er__check_disjoint(w, wname, p, bytes, out, "the output"));
+    return ER_OK;
+}
+
+/* An output a call writes values into: every result needs a pattern, which NaN has not in fp4 or fp6, nor a
+ * negative value or zero in e8m0. */
+static er_status er_check_storable(const er_tensor *out) {
+    const er_fmt_info *O = er__fmt(out->format);
+    if (O->no_nan || O->e8m0)
+        return er__fail(ER_ERR_FORMAT,
+                        "writes no %s output: a result without a pattern there (%s) would be lost; write fp32 and "
+                        "convert",
+                        O->name, O->e8m0 ? "zero, a negative value, NaN" : "NaN");
     return ER_OK;
 }
 
@@ -622,6 +636,7 @@ er_status er_emulate(const er_ref *ref, er_tensor *out, const er_standard *std) 
     if (!m->emulate)
         return er__fail(ER_ERR_STANDARD, "emulate needs a fully fixed standard; %s's elementary functions leave its "
                         "results free", er__op_name(ref));
+    ER_RETURN_IF_ERROR(er_check_storable(out));
     ER_RETURN_IF_ERROR(er_check_written(ref, out, "the output", NULL, 0, NULL));
     return m->emulate(ref, out, std);
 }
@@ -648,6 +663,7 @@ er_status er_ref_rounded(er_tensor *out, const er_ref *ref) {
     ER_RETURN_IF_ERROR(er__tensor_check(out, "out"));
     ER_RETURN_IF_ERROR(er_check_out_shape(ref, out));
     ER_RETURN_IF_ERROR(er__check_distinct(out));
+    ER_RETURN_IF_ERROR(er_check_storable(out));
     ER_RETURN_IF_ERROR(er_check_written(ref, out, "the output", NULL, 0, NULL));
     const er_op_module *m = er__module_of(ref);
     if (!m->exact)

@@ -13,22 +13,32 @@
  * or sums of them, written as hexadecimal floating constants. */
 static const er_fmt_info er_formats[ER_FORMAT_COUNT] = {
     [ER_FP64] = { ER_FP64, "fp64", 64, 11, 52, 1023, 53, -1022, 1023, 1, 0, 0x1.fffffffffffffp+1023, 0x1p-1022,
-                  0x1p-1074, ER_OVERFLOW_IEEE },
+                  0x1p-1074, ER_OVERFLOW_IEEE, 64, 0, 0 },
     [ER_FP32] = { ER_FP32, "fp32", 32, 8, 23, 127, 24, -126, 127, 1, 0, 0x1.fffffep+127, 0x1p-126, 0x1p-149,
-                  ER_OVERFLOW_IEEE },
+                  ER_OVERFLOW_IEEE, 32, 0, 0 },
     [ER_TF32] = { ER_TF32, "tf32", 32, 8, 10, 127, 11, -126, 127, 1, 0, 0x1.ffcp+127, 0x1p-126, 0x1p-136,
-                  ER_OVERFLOW_IEEE },
+                  ER_OVERFLOW_IEEE, 32, 0, 0 },
     [ER_BF16] = { ER_BF16, "bf16", 16, 8, 7, 127, 8, -126, 127, 1, 0, 0x1.fep+127, 0x1p-126, 0x1p-133,
-                  ER_OVERFLOW_IEEE },
-    [ER_FP16] = { ER_FP16, "fp16", 16, 5, 10, 15, 11, -14, 15, 1, 0, 0x1.ffcp+15, 0x1p-14, 0x1p-24, ER_OVERFLOW_IEEE },
+                  ER_OVERFLOW_IEEE, 16, 0, 0 },
+    [ER_FP16] = { ER_FP16, "fp16", 16, 5, 10, 15, 11, -14, 15, 1, 0, 0x1.ffcp+15, 0x1p-14, 0x1p-24, ER_OVERFLOW_IEEE,
+                  16, 0, 0 },
     [ER_FP8_E4M3FN] = { ER_FP8_E4M3FN, "fp8_e4m3fn", 8, 4, 3, 7, 4, -6, 8, 0, 1, 0x1.cp+8, 0x1p-6, 0x1p-9,
-                        ER_OVERFLOW_SATURATE },
+                        ER_OVERFLOW_SATURATE, 8, 0, 0 },
     [ER_FP8_E5M2] = { ER_FP8_E5M2, "fp8_e5m2", 8, 5, 2, 15, 3, -14, 15, 1, 0, 0x1.cp+15, 0x1p-14, 0x1p-16,
-                      ER_OVERFLOW_IEEE },
+                      ER_OVERFLOW_IEEE, 8, 0, 0 },
+    [ER_FP4_E2M1FN] = { ER_FP4_E2M1FN, "fp4_e2m1fn", 8, 2, 1, 1, 2, 0, 2, 0, 0, 0x1.8p+2, 0x1p+0, 0x1p-1,
+                        ER_OVERFLOW_SATURATE, 4, 1, 0 },
+    [ER_FP6_E2M3FN] = { ER_FP6_E2M3FN, "fp6_e2m3fn", 8, 2, 3, 1, 4, 0, 2, 0, 0, 0x1.ep+2, 0x1p+0, 0x1p-3,
+                        ER_OVERFLOW_SATURATE, 6, 1, 0 },
+    [ER_FP6_E3M2FN] = { ER_FP6_E3M2FN, "fp6_e3m2fn", 8, 3, 2, 3, 3, -2, 4, 0, 0, 0x1.cp+4, 0x1p-2, 0x1p-4,
+                        ER_OVERFLOW_SATURATE, 6, 1, 0 },
+    /* no subnormals: with p = 1 the least value 2^-127 is emin's, and 2^(emin - p + 1) too */
+    [ER_FP8_E8M0FNU] = { ER_FP8_E8M0FNU, "fp8_e8m0fnu", 8, 8, 0, 127, 1, -127, 127, 0, 0, 0x1p+127, 0x1p-127,
+                         0x1p-127, ER_OVERFLOW_NAN, 8, 0, 1 },
 };
 
 static const er_fmt_info er_one = { ER_FORMAT_INVALID,   "one", 8, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 1.0, 1.0,
-                                    ER_OVERFLOW_SATURATE };
+                                    ER_OVERFLOW_SATURATE, 8, 0, 0 };
 const er_fmt_info *er__fmt_one(void) { return &er_one; }
 
 const er_fmt_info *er__fmt(er_format f) {
@@ -38,6 +48,7 @@ const er_fmt_info *er__fmt(er_format f) {
 
 const char *er_format_name(er_format f) { const er_fmt_info *fi = er__fmt(f); return fi ? fi->name : NULL; }
 int er_format_storage_bits(er_format f) { const er_fmt_info *fi = er__fmt(f); return fi ? fi->bits : 0; }
+int er_format_value_bits(er_format f) { const er_fmt_info *fi = er__fmt(f); return fi ? fi->vbits : 0; }
 int er_format_precision(er_format f) { const er_fmt_info *fi = er__fmt(f); return fi ? fi->p : 0; }
 int er_format_emin(er_format f) { const er_fmt_info *fi = er__fmt(f); return fi ? fi->emin : 0; }
 int er_format_emax(er_format f) { const er_fmt_info *fi = er__fmt(f); return fi ? fi->emax : 0; }
@@ -55,6 +66,10 @@ static const struct { const char *name; er_format f; } er_format_names[] = {
     {"fp16", ER_FP16}, {"float16", ER_FP16}, {"half", ER_FP16},
     {"fp8_e4m3fn", ER_FP8_E4M3FN}, {"e4m3fn", ER_FP8_E4M3FN}, {"float8_e4m3fn", ER_FP8_E4M3FN}, {"e4m3", ER_FP8_E4M3FN},
     {"fp8_e5m2", ER_FP8_E5M2}, {"e5m2", ER_FP8_E5M2}, {"float8_e5m2", ER_FP8_E5M2},
+    {"fp4_e2m1fn", ER_FP4_E2M1FN}, {"float4_e2m1fn", ER_FP4_E2M1FN}, {"e2m1", ER_FP4_E2M1FN},
+    {"fp6_e2m3fn", ER_FP6_E2M3FN}, {"float6_e2m3fn", ER_FP6_E2M3FN}, {"e2m3", ER_FP6_E2M3FN},
+    {"fp6_e3m2fn", ER_FP6_E3M2FN}, {"float6_e3m2fn", ER_FP6_E3M2FN}, {"e3m2", ER_FP6_E3M2FN},
+    {"fp8_e8m0fnu", ER_FP8_E8M0FNU}, {"float8_e8m0fnu", ER_FP8_E8M0FNU}, {"e8m0", ER_FP8_E8M0FNU},
 };
 
 er_status er_format_from_name(er_format *out, const char *name) {
@@ -66,22 +81,28 @@ er_status er_format_from_name(er_format *out, const char *name) {
     for (size_t i = 0; i < sizeof er_format_names / sizeof er_format_names[0]; i++)
         if (strcasecmp(s, er_format_names[i].name) == 0) { *out = er_format_names[i].f; return ER_OK; }
     return er__fail(ER_ERR_FORMAT,
-                    "unknown format name '%s' (known: fp64, fp32, tf32, bf16, fp16, fp8_e4m3fn, fp8_e5m2)", name);
+                    "unknown format name '%s' (known: fp64, fp32, tf32, bf16, fp16, fp8_e4m3fn, fp8_e5m2, "
+                    "fp4_e2m1fn, fp6_e2m3fn, fp6_e3m2fn, fp8_e8m0fnu)",
+                    name);
 }
 
 /* The fraction field of tf32 sits in the top 10 of binary32's 23 fraction bits. */
 static int er_frac_shift(const er_fmt_info *fi) { return fi == &er_formats[ER_TF32] ? 13 : 0; }
 
 double er__decode(const er_fmt_info *fi, uint64_t bits) {
+    if (fi->e8m0) {
+        unsigned E = (unsigned)(bits & 0xFF);
+        return E == 0xFF ? NAN : ldexp(1.0, (int)E - 127);
+    }
     int shift = er_frac_shift(fi);
     int mfield = fi->mbits + shift;
-    uint64_t sign = (bits >> (fi->bits - 1)) & 1;
+    uint64_t sign = (bits >> (fi->vbits - 1)) & 1;
     uint64_t E = (bits >> mfield) & ((1u << fi->ebits) - 1);
     uint64_t M = (bits >> shift) & ((UINT64_C(1) << fi->mbits) - 1);
     uint64_t Eall = (1u << fi->ebits) - 1;
     double v;
     if (fi->e4m3fn && E == Eall && M == (UINT64_C(1) << fi->mbits) - 1) return NAN;
-    if (!fi->e4m3fn && E == Eall) {
+    if (!fi->e4m3fn && !fi->no_nan && E == Eall) {
         if (M != 0) return NAN;
         v = INFINITY;
     } else if (E == 0) {
@@ -98,9 +119,9 @@ er_status er_decode(double *out, er_format f, uint64_t bits) {
     ER_CHECK_NULL(out, "out");
     const er_fmt_info *fi = er__fmt(f);
     if (!fi) return er__fail(ER_ERR_FORMAT, "invalid format value %d", (int)f);
-    if (fi->bits < 64 && (bits >> fi->bits) != 0)
-        return er__fail(ER_ERR_INVALID, "pattern 0x%llx has bits above the %d storage bits of %s",
-                        (unsigned long long)bits, fi->bits, fi->name);
+    if (fi->vbits < 64 && (bits >> fi->vbits) != 0)
+        return er__fail(ER_ERR_INVALID, "pattern 0x%llx has bits above the %d value bits of %s",
+                        (unsigned long long)bits, fi->vbits, fi->name);
     *out = er__decode(fi, bits);
     return ER_OK;
 }
@@ -110,7 +131,13 @@ static uint64_t er_encode_value(const er_fmt_info *fi, double v) {
     int shift = er_frac_shift(fi);
     int mfield = fi->mbits + shift;
     uint64_t Eall = (1u << fi->ebits) - 1;
-    uint64_t sign = (uint64_t)(signbit(v) ? 1 : 0) << (fi->bits - 1);
+    if (fi->e8m0) { /* a value of e8m0 is 2^k, -127 <= k <= 127 */
+        if (isnan(v)) return 0xFF;
+        int ex;
+        frexp(v, &ex);
+        return (uint64_t)(ex - 1 + 127);
+    }
+    uint64_t sign = (uint64_t)(signbit(v) ? 1 : 0) << (fi->vbits - 1);
     if (isnan(v)) {
         if (fi->e4m3fn) return 0x7F;
         return (Eall << mfield) | (UINT64_C(1) << (mfield - 1));
@@ -141,7 +168,10 @@ static er_status er_check_round_args(const er_fmt_info *fi, er_format f, er_roun
     if ((int)mode < 0 || (int)mode > 4) return er__fail(ER_ERR_INVALID, "invalid rounding mode %d", (int)mode);
     if ((int)ov < 0 || (int)ov > 3) return er__fail(ER_ERR_INVALID, "invalid overflow rule %d", (int)ov);
     if (ov == ER_OVERFLOW_IEEE && !fi->has_inf)
-        return er__fail(ER_ERR_INVALID, "%s has no infinity: its overflow rule is saturate or nan, not ieee", fi->name);
+        return er__fail(ER_ERR_INVALID, "%s has no infinity: its overflow rule is %s, not ieee", fi->name,
+                        fi->no_nan ? "saturate" : "saturate or nan");
+    if (ov == ER_OVERFLOW_NAN && fi->no_nan)
+        return er__fail(ER_ERR_INVALID, "%s has no NaN: its overflow rule is saturate, not nan", fi->name);
     return ER_OK;
 }
 
@@ -159,7 +189,9 @@ er_status er_encode(uint64_t *bits, er_format f, double x, er_round mode, er_ove
     ER_CHECK_NULL(bits, "bits");
     const er_fmt_info *fi = er__fmt(f);
     ER_RETURN_IF_ERROR(er_check_round_args(fi, f, mode, ov));
-    *bits = er_encode_value(fi, er__round_double(fi, x, mode, ov));
+    double v = er__round_double(fi, x, mode, ov);
+    if (isnan(v) && fi->no_nan) return er__fail(ER_ERR_INVALID, "%s has no NaN to encode %g as", fi->name, x);
+    *bits = er_encode_value(fi, v);
     return ER_OK;
 }
 

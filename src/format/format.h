@@ -7,7 +7,7 @@
 typedef struct er_fmt_info {
     er_format id;
     const char *name;
-    int bits;        /* storage bits */
+    int bits;        /* storage bits (8 for the MX formats: one element per byte) */
     int ebits, mbits;/* exponent and stored fraction bits */
     int bias;
     int p;           /* precision, implicit bit included */
@@ -16,6 +16,9 @@ typedef struct er_fmt_info {
     int e4m3fn;      /* no infinity; NaN only when exponent and fraction are all ones */
     double max, min_normal, min_sub;
     er_overflow ov_default;
+    int vbits;       /* the pattern's bits (4 for fp4, 6 for fp6, else the storage bits) */
+    int no_nan;      /* fp4, fp6: every pattern is a finite value */
+    int e8m0;        /* the MX scale: unsigned powers of two 2^-127 .. 2^127, NaN 0xFF, no zero */
 } er_fmt_info;
 
 /* NULL for an invalid format. */

@@ -28,6 +28,7 @@ static double er_overflowed(const er_fmt_info *fi, int neg, er_round mode, er_ov
 double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int sticky, er_round mode,
                       er_overflow ov) {
     ov = er__overflow_rule(fi, ov);
+    if (fi->e8m0 && (neg || (m == 0 && !sticky))) return NAN; /* e8m0 holds positive values only */
     if (m == 0) {
         if (!sticky) return neg ? -0.0 : 0.0;
         /* Only the sticky part: a positive value below any representable bit: treat as m=1 far below. */
@@ -64,7 +65,7 @@ double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int
     default: inc = 0; break;
     }
     kept += (uint64_t)inc;
-    if (kept == 0) return neg ? -0.0 : 0.0;
+    if (kept == 0) return fi->e8m0 ? fi->min_sub : neg ? -0.0 : 0.0; /* e8m0 has no zero: its least value */
     /* kept <= 2^53 is exact as a double, and so is kept 2^q: with q a normal exponent the product is normal */
     double v = q >= -1022 && q <= 1023 ? (double)kept * er__from_bits((uint64_t)(q + 1023) << 52)
                                        : ldexp((double)kept, (int)q);
@@ -73,7 +74,7 @@ double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int
 }
 
 double er__round_double_general(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
-    if (isnan(x)) return NAN;
+    if (isnan(x) || (fi->e8m0 && !(x > 0))) return NAN;
     if (isinf(x)) {
         er_overflow rule = er__overflow_rule(fi, ov);
         if (rule == ER_OVERFLOW_NAN) return NAN;
@@ -97,7 +98,7 @@ double er__round_mpfr_sticky(const er_fmt_info *fi, const void *xv, int sticky, 
     mpfr_srcptr x = xv;
     if (mpfr_nan_p(x)) return NAN;
     if (mpfr_inf_p(x)) return er__round_double(fi, mpfr_sgn(x) < 0 ? -INFINITY : INFINITY, mode, ov);
-    if (mpfr_zero_p(x)) return mpfr_signbit(x) ? -0.0 : 0.0;
+    if (mpfr_zero_p(x)) return fi->e8m0 ? NAN : mpfr_signbit(x) ? -0.0 : 0.0;
     /* The top 64 bits toward zero, and whether anything was dropped. */
     mpfr_t t;
     mpz_t z;

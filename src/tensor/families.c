@@ -106,6 +106,11 @@ er_status er_fill(const er_tensor *t, er_family family, uint64_t seed) {
     const er_fmt_info *F = er__fmt(t->format);
     if (family == ER_FAMILY_MASKED && !F->has_inf)
         return er__fail(ER_ERR_FORMAT, "masked rows need -inf, which %s does not have", F->name);
+    if (family == ER_FAMILY_SPECIALS && F->no_nan)
+        return er__fail(ER_ERR_FORMAT, "specials need NaN, which %s does not have", F->name);
+    if (F->e8m0)
+        return er__fail(ER_ERR_FORMAT, "%s holds scales (positive powers of two), not a family's values: write them "
+                        "with er_encode", F->name);
     ER_RETURN_IF_ERROR(er__check_distinct(t));
     int64_t count = er_tensor_numel(t), n = t->shape[t->ndim - 1];
     er_draws d = {er_mix(seed ^ ((uint64_t)family << 56))};

@@ -144,7 +144,7 @@ er_status er__check_distinct(const er_tensor *out) {
 void er__store_value(const er_tensor *t, int64_t idx, double v, er_overflow ov) {
     const er_fmt_info *fi = er__fmt(t->format);
     if (ov == ER_OVERFLOW_IEEE && !fi->has_inf) ov = ER_OVERFLOW_SATURATE;
-    uint64_t bits;
+    uint64_t bits = 0; /* a value with no pattern (NaN in fp4) writes 0; the callers store none */
     er_encode(&bits, t->format, v, ER_ROUND_NEAREST, ov);
     char *p = (char *)(uintptr_t)t->data + er__offset(t, idx) * (fi->bits / 8);
     switch (fi->bits) {

@@ -8,10 +8,11 @@
 /* Validates a view filled by hand (the caller may bypass er_tensor_view); `name` goes into the message. */
 ER_INTERNAL er_status er__tensor_check(const er_tensor *t, const char *name);
 
-/* The raw pattern of the element at element offset `off`. */
+/* The raw pattern of the element at element offset `off` (fp4 and fp6: the byte's low bits, the rest ignored). */
 static inline uint64_t er__load_bits(const er_tensor *t, int64_t off) {
-    switch (er__fmt(t->format)->bits) {
-    case 8: return ((const uint8_t *)t->data)[off];
+    const er_fmt_info *fi = er__fmt(t->format);
+    switch (fi->bits) {
+    case 8: return ((const uint8_t *)t->data)[off] & ((1u << fi->vbits) - 1);
     case 16: { uint16_t v; memcpy(&v, (const char *)t->data + 2 * off, 2); return v; }
     case 32: { uint32_t v; memcpy(&v, (const char *)t->data + 4 * off, 4); return v; }
     default: { uint64_t v; memcpy(&v, (const char *)t->data + 8 * off, 8); return v; }

@@ -86,7 +86,10 @@ static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd,
     mpfr_set_emin(old_emin);
     mpfr_set_emax(old_emax);
     mpfr_clear(y);
-    if (ov == ER_OVERFLOW_DEFAULT) ov = f == ER_FP8_E4M3FN ? ER_OVERFLOW_SATURATE : ER_OVERFLOW_IEEE;
+    if (ov == ER_OVERFLOW_DEFAULT) /* the formats without an infinity saturate (OCP fp8 e4m3fn and MX) */
+        ov = f == ER_FP8_E4M3FN || f == ER_FP4_E2M1FN || f == ER_FP6_E2M3FN || f == ER_FP6_E3M2FN
+                 ? ER_OVERFLOW_SATURATE
+                 : ER_OVERFLOW_IEEE;
     if (mpfr_inf_p(x)) { /* an infinity converts to itself where the format has one, else by the rule */
         if (ov == ER_OVERFLOW_NAN) return NAN;
         if (ov == ER_OVERFLOW_SATURATE || !er_format_has_inf(f)) return r < 0 ? -max : max;

@@ -1,10 +1,12 @@
-/* t-format.c: formats against MPFR: every 8- and 16-bit pattern (and every tf32 pattern) decoded and
+/* t-format.c: formats against MPFR: every 4-, 6-, 8- and 16-bit pattern (and every tf32 pattern) decoded and
  * re-encoded; rounding of every neighbourhood of every value (the values, the midpoints, just off the
  * midpoints, beyond the largest finite) in all five rounding modes and all overflow rules; fp32 and fp64 at
- * random and at their edges. */
+ * random and at their edges; the e8m0 scale format against its own rules. */
 #include "../common/er_test.h"
 
-static const er_format small_formats[] = {ER_FP16, ER_BF16, ER_FP8_E4M3FN, ER_FP8_E5M2, ER_TF32};
+static const er_format small_formats[] = {ER_FP16,       ER_BF16,       ER_FP8_E4M3FN, ER_FP8_E5M2,
+                                          ER_TF32,       ER_FP4_E2M1FN, ER_FP6_E2M3FN, ER_FP6_E3M2FN};
+#define N_SMALL ((int)(sizeof small_formats / sizeof small_formats[0]))
 static const er_overflow rules[] = {ER_OVERFLOW_DEFAULT, ER_OVERFLOW_IEEE, ER_OVERFLOW_SATURATE, ER_OVERFLOW_NAN};
 
 /* The layout facts an independent decoder needs: exponent and fraction widths, and tf32's container. */
@@ -16,9 +18,15 @@ static void layout(er_format f, int *ebits, int *mbits, int *bias, int *shift, i
     case ER_FP8_E4M3FN: *ebits = 4; *mbits = 3; *bias = 7; *npat_bits = 8; break;
     case ER_FP8_E5M2: *ebits = 5; *mbits = 2; *bias = 15; *npat_bits = 8; break;
     case ER_TF32: *ebits = 8; *mbits = 10; *bias = 127; *shift = 13; *npat_bits = 19; break;
+    case ER_FP4_E2M1FN: *ebits = 2; *mbits = 1; *bias = 1; *npat_bits = 4; break;
+    case ER_FP6_E2M3FN: *ebits = 2; *mbits = 3; *bias = 1; *npat_bits = 6; break;
+    case ER_FP6_E3M2FN: *ebits = 3; *mbits = 2; *bias = 3; *npat_bits = 6; break;
     default: *ebits = 11; *mbits = 52; *bias = 1023; *npat_bits = 64; break;
     }
 }
+
+/* The OCP MX element formats: every pattern a finite value (no infinity, no NaN). */
+static int finite_only(er_format f) { return f == ER_FP4_E2M1FN || f == ER_FP6_E2M3FN || f == ER_FP6_E3M2FN; }
 
 /* Decodes a pattern with MPFR, field by field. Returns 0 for NaN, 1 otherwise (value in v, +-inf allowed). */
 static int oracle_decode(er_format f, uint32_t pat, mpfr_t v) {
@@ -28,7 +36,7 @@ static int oracle_decode(er_format f, uint32_t pat, mpfr_t v) {
     uint32_t Eall = (1u << eb) - 1;
     if (f == ER_FP8_E4M3FN) {
         if (E == Eall && M == (1u << mb) - 1) return 0;
-    } else if (E == Eall) {
+    } else if (E == Eall && !finite_only(f)) {
         if (M) return 0;
         mpfr_set_inf(v, s ? -1 : 1);
         return 1;
@@ -60,6 +68,10 @@ START_TEST(decode_every_pattern) {
         ER_REQUIRE(er_encode(&back, f, d, ER_ROUND_NEAREST, er_format_has_inf(f) ? ER_OVERFLOW_IEEE : ER_OVERFLOW_SATURATE) == ER_OK, "encode");
         ER_REQUIRE(back == stored, "%s: 0x%x encodes back as 0x%llx", er_format_name(f), pat, (unsigned long long)back);
     }
+    /* a pattern with a bit above the value bits is refused, whatever the format's storage */
+    double d = 7;
+    ck_assert_int_eq(er_decode(&d, f, (uint64_t)1 << (nb + shift)), ER_ERR_INVALID);
+    ck_assert_int_eq(er_format_value_bits(f), f == ER_TF32 ? 32 : nb);
     /* tf32 ignores the 13 low bits of its container. */
     if (f == ER_TF32) {
         double a, b;
@@ -77,6 +89,11 @@ static void check_round_all(er_format f, mpfr_srcptr x) {
         for (int r = 0; r < 4; r++) {
             if (rules[r] == ER_OVERFLOW_IEEE && !er_format_has_inf(f)) continue;
             double got;
+            if (rules[r] == ER_OVERFLOW_NAN && finite_only(f)) { /* no NaN to overflow to: refused */
+                ER_REQUIRE(er_round_mpfr(&got, f, x, (er_round)m, rules[r]) == ER_ERR_INVALID, "nan rule on %s",
+                           er_format_name(f));
+                continue;
+            }
             ER_REQUIRE(er_round_mpfr(&got, f, x, (er_round)m, rules[r]) == ER_OK, "round_mpfr");
             double want = er_oracle_round(f, x, er_mpfr_rnd((er_round)m), rules[r]);
             if (!er_same(got, want))
@@ -157,13 +174,16 @@ static void random_mpfr(mpfr_t x, int bits, long elo, long ehi) {
     if (er_rand64() & 1) mpfr_neg(x, x, MPFR_RNDN);
 }
 
+static const er_format all[] = {ER_FP64,       ER_FP32,       ER_TF32,       ER_BF16,      ER_FP16,
+                                ER_FP8_E4M3FN, ER_FP8_E5M2,   ER_FP4_E2M1FN, ER_FP6_E2M3FN, ER_FP6_E3M2FN};
+#define N_ALL ((int)(sizeof all / sizeof all[0]))
+
 START_TEST(round_random_wide) {
-    static const er_format all[] = {ER_FP64, ER_FP32, ER_TF32, ER_BF16, ER_FP16, ER_FP8_E4M3FN, ER_FP8_E5M2};
     er_test_reseed(11);
     mpfr_t x;
     mpfr_init2(x, 160);
     long n = (long)(20000 * er_test_multiplier());
-    for (int fi = 0; fi < 7; fi++) {
+    for (int fi = 0; fi < N_ALL; fi++) {
         er_format f = all[fi];
         int emin = er_format_emin(f), emax = er_format_emax(f), p = er_format_precision(f);
         for (long i = 0; i < n; i++) {
@@ -180,7 +200,6 @@ END_TEST
 
 START_TEST(round_random_doubles) {
     er_test_reseed(12);
-    static const er_format all[] = {ER_FP64, ER_FP32, ER_TF32, ER_BF16, ER_FP16, ER_FP8_E4M3FN, ER_FP8_E5M2};
     mpfr_t x;
     mpfr_init2(x, 53);
     long n = (long)(100000 * er_test_multiplier());
@@ -188,7 +207,7 @@ START_TEST(round_random_doubles) {
         double d = er__from_bits_test(er_rand64());
         if (isnan(d)) continue;
         mpfr_set_d(x, d, MPFR_RNDN);
-        check_round_all(all[i % 7], x);
+        check_round_all(all[i % N_ALL], x);
     }
     mpfr_clear(x);
 }
@@ -249,6 +268,96 @@ START_TEST(descriptors_and_names) {
     ck_assert_uint_eq(bits, 0x7F);
     ck_assert(er_format_ulp(ER_FP16, 1.0) == 0x1p-10);
     ck_assert(er_format_ulp(ER_FP16, 0x1p-20) == 0x1p-24);
+    /* the MX formats: names, one byte each, no NaN in fp4 or fp6 */
+    ck_assert_int_eq(er_format_from_name(&f, "float4_e2m1fn"), ER_OK);
+    ck_assert_int_eq(f, ER_FP4_E2M1FN);
+    ck_assert_int_eq(er_format_from_name(&f, "torch.float8_e8m0fnu"), ER_OK);
+    ck_assert_int_eq(f, ER_FP8_E8M0FNU);
+    ck_assert_int_eq(er_format_from_name(&f, "e3m2"), ER_OK);
+    ck_assert_int_eq(f, ER_FP6_E3M2FN);
+    ck_assert(er_format_max(ER_FP4_E2M1FN) == 6.0 && er_format_max(ER_FP6_E2M3FN) == 7.5 &&
+              er_format_max(ER_FP6_E3M2FN) == 28.0 && er_format_max(ER_FP8_E8M0FNU) == 0x1p127);
+    ck_assert_int_eq(er_format_storage_bits(ER_FP4_E2M1FN), 8);
+    ck_assert_int_eq(er_format_value_bits(ER_FP6_E2M3FN), 6);
+    bits = 5;
+    ck_assert_int_eq(er_encode(&bits, ER_FP4_E2M1FN, NAN, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT), ER_ERR_INVALID);
+    ck_assert_uint_eq(bits, 5);
+    ck_assert(strstr(er_last_error(), "no NaN") != NULL);
+    ck_assert_int_eq(er_round_double(&d, ER_FP4_E2M1FN, 100.0, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT), ER_OK);
+    ck_assert(d == 6.0); /* saturates by default */
+}
+END_TEST
+
+/* e8m0 (the MX scale) by its own rules: pattern E is 2^(E - 127), 0xFF NaN; a positive x rounds as a 1-bit
+ * significand does (MPFR at precision 1: ties to the greater power), a value below 2^-127 gives 2^-127 in every
+ * mode (no zero), zero, a negative value and NaN give NaN, and overflow gives NaN (the default) or 2^127. */
+static double e8m0_oracle(mpfr_srcptr x, er_round m, er_overflow ov) {
+    if (mpfr_nan_p(x) || mpfr_sgn(x) <= 0) return NAN;
+    if (mpfr_inf_p(x)) return ov == ER_OVERFLOW_SATURATE ? 0x1p127 : NAN;
+    mpfr_t y;
+    mpfr_init2(y, 1);
+    /* MPFR's exponent range holds every x tried; x > 0, so ties away from zero are MPFR's ties at precision 1 */
+    mpfr_set(y, x, m == ER_ROUND_NEAREST_AWAY ? MPFR_RNDN : er_mpfr_rnd(m));
+    double r = mpfr_get_d(y, MPFR_RNDN);
+    mpfr_clear(y);
+    if (r < 0x1p-127) r = 0x1p-127;
+    if (r > 0x1p127) r = ov == ER_OVERFLOW_SATURATE ? 0x1p127 : NAN;
+    return r;
+}
+
+START_TEST(e8m0_every_pattern_and_rounding) {
+    const er_format f = ER_FP8_E8M0FNU;
+    mpfr_t x;
+    mpfr_init2(x, 64);
+    for (uint32_t pat = 0; pat < 256; pat++) {
+        double d;
+        ER_REQUIRE(er_decode(&d, f, pat) == ER_OK, "decode");
+        if (pat == 0xFF) { ck_assert(isnan(d)); continue; }
+        ER_REQUIRE(d == ldexp(1.0, (int)pat - 127), "e8m0 0x%x decodes to %a", pat, d);
+        uint64_t back;
+        ER_REQUIRE(er_encode(&back, f, d, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT) == ER_OK && back == pat,
+                   "e8m0 0x%x encodes back as 0x%llx", pat, (unsigned long long)back);
+        /* the value, the midpoint to the next power and just off it, a quarter and three quarters of the way */
+        static const double at[] = {1.0, 1.5, 1.25, 1.75};
+        for (int k = 0; k < 4; k++)
+            for (int off = -1; off <= 1; off++) {
+                mpfr_set_d(x, ldexp(at[k], (int)pat - 127), MPFR_RNDN);
+                if (off < 0) mpfr_nextbelow(x);
+                if (off > 0) mpfr_nextabove(x);
+                for (int m = 0; m < 5; m++)
+                    for (int r = 0; r < 4; r++) {
+                        double got = 7;
+                        er_status st = er_round_mpfr(&got, f, x, (er_round)m, rules[r]);
+                        if (rules[r] == ER_OVERFLOW_IEEE) { ER_REQUIRE(st == ER_ERR_INVALID, "ieee on e8m0"); continue; }
+                        ER_REQUIRE(st == ER_OK, "round");
+                        double want = e8m0_oracle(x, (er_round)m, rules[r]);
+                        ER_REQUIRE(er_same(got, want), "e8m0 mode %d rule %d: %a rounds to %a, oracle %a", m, r,
+                                   mpfr_get_d(x, MPFR_RNDN), got, want);
+                    }
+            }
+    }
+    static const double special[] = {0.0, -0.0, -1.0, 0x1p-200, 0x1p-128, 0x1.8p-128, 0x1p128, 0x1.7p127, 0x1.8p127,
+                                     INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+        mpfr_set_d(x, special[i], MPFR_RNDN);
+        for (int m = 0; m < 5; m++)
+            for (int r = 0; r < 4; r++) {
+                if (rules[r] == ER_OVERFLOW_IEEE) continue;
+                double got, g2;
+                ER_REQUIRE(er_round_mpfr(&got, f, x, (er_round)m, rules[r]) == ER_OK, "round");
+                ER_REQUIRE(er_round_double(&g2, f, special[i], (er_round)m, rules[r]) == ER_OK, "round");
+                double want = e8m0_oracle(x, (er_round)m, rules[r]);
+                ER_REQUIRE(er_same(got, want) && er_same(g2, want), "e8m0 mode %d rule %d: %a rounds to %a / %a, oracle %a",
+                           m, r, special[i], got, g2, want);
+            }
+    }
+    /* NaN encodes as 0xFF; a pattern above 8 bits is refused */
+    uint64_t bits = 0;
+    ck_assert_int_eq(er_encode(&bits, f, -2.0, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT), ER_OK);
+    ck_assert_uint_eq(bits, 0xFF);
+    double d;
+    ck_assert_int_eq(er_decode(&d, f, 0x100), ER_ERR_INVALID);
+    mpfr_clear(x);
 }
 END_TEST
 
@@ -256,8 +365,9 @@ int main(void) {
     Suite *s = suite_create("format");
     TCase *tc = tcase_create("format");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, decode_every_pattern, 0, 5);
-    tcase_add_loop_test(tc, round_every_neighbourhood, 0, 5);
+    tcase_add_loop_test(tc, decode_every_pattern, 0, N_SMALL);
+    tcase_add_loop_test(tc, round_every_neighbourhood, 0, N_SMALL);
+    tcase_add_test(tc, e8m0_every_pattern_and_rounding);
     tcase_add_test(tc, round_random_wide);
     tcase_add_test(tc, round_random_doubles);
     tcase_add_test(tc, edges_fp32_fp64);

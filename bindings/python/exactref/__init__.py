@@ -62,6 +62,7 @@ from ._api import (
     tensor,
     version,
 )
+from ._arrays import unpack_fp4
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError)
 
@@ -87,6 +88,7 @@ __all__ = [
     "matmul_covers_device",
     "cuda_available",
     "scaled_matmul",
+    "unpack_fp4",
     "sum",
     "mean",
     "max",

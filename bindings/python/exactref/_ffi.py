@@ -271,6 +271,10 @@ for _name, _code in (
     ("fp16", 5),
     ("fp8_e4m3fn", 6),
     ("fp8_e5m2", 7),
+    ("fp4_e2m1fn", 8),
+    ("fp6_e2m3fn", 9),
+    ("fp6_e3m2fn", 10),
+    ("fp8_e8m0fnu", 11),
 ):
     check_copy("format code of %s" % _name, _name, (lib.er_format_name(_code) or b"").decode())
 

@@ -169,6 +169,7 @@ def _calls():
                                 label_smoothing=0.1)),
         (er.scaled_matmul, dict(A=A, B=B, scale_a=0.5, scale_b=2.0)),
         (er.quantize, dict(x=x, dtype="float8_e4m3fn", granularity=("block", 4), recipe="amax")),
+        (er.unpack_fp4, dict(x=np.zeros((2, 2), np.uint8), first="low")),
         (er.attention, dict(q=q, k=q, v=q, scale=0.25, causal=True, causal_alignment="bottom_right", window=(2, 1),
                             enable_gqa=False)),
         (er.attention_backward, dict(q=q, k=q, v=q, o=q, lse=q[..., 0], do=q, scale=0.25, causal=True,
