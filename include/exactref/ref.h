@@ -198,7 +198,19 @@ ER_API size_t er_stage_sizeof(void);
 
 /* ---- quantisation with an amax (docs/algorithms/quantize.md) ---- */
 typedef enum er_granularity { ER_GRAN_TENSOR = 0, ER_GRAN_ROW = 1, ER_GRAN_BLOCK = 2 } er_granularity;
-typedef enum er_scale_recipe { ER_RECIPE_AMAX = 0, ER_RECIPE_POW2 = 1, ER_RECIPE_INV = 2 } er_scale_recipe;
+typedef enum er_scale_recipe {
+    ER_RECIPE_AMAX = 0,
+    ER_RECIPE_POW2 = 1,
+    ER_RECIPE_INV = 2,
+    /* OCP Microscaling (MX v1.0): the scale output is X = 2^e, q = RN_q(x / X) saturated. The shared exponent e is
+     * floor(log2 amax) - emax_q (the spec's, MX), ceil(log2 amax) - emax_q (MX_CEIL), floor(log2 amax rounded to q's
+     * precision, ties up) - emax_q (MX_EVEN), or ceil(log2(amax / qmax)) from a division within div_ulps (MX_RCEIL:
+     * cuBLAS and cvt.rp.ue8m0), each held to e8m0's range (docs/algorithms/quantize.md, Lemma Q5). */
+    ER_RECIPE_MX = 3,
+    ER_RECIPE_MX_CEIL = 4,
+    ER_RECIPE_MX_EVEN = 5,
+    ER_RECIPE_MX_RCEIL = 6
+} er_scale_recipe;
 /* The reference of quantising x to format q (fp8, or any float format narrower than the compute format), as
  * Transformer Engine and torch recipes do: three outputs, q (x's shape), amax and scale, one per group (the whole
  * tensor: shape [1]; each row along the last dimension: x's leading shape; blocks of `block` elements along the last
@@ -207,9 +219,11 @@ typedef enum er_scale_recipe { ER_RECIPE_AMAX = 0, ER_RECIPE_POW2 = 1, ER_RECIPE
  * div_ulps (default 2: a correctly rounded division, a reciprocal then a product, div.full.f32); amax 0 or not finite
  * gives scale 1 or the plain quotient; q = RN_q(RN(x scale)), saturated or with q's overflow rule. ER_RECIPE_INV:
  * the scale output is scale_inv = amax / qmax (0 or 1 where amax is 0) and q = RN_q(x / scale_inv), each division
- * within div_ulps (DeepSeek-style blockwise kernels). Checked together
+ * within div_ulps (DeepSeek-style blockwise kernels). The MX recipes: the scale output is the power of two X (an
+ * e8m0 tensor, or any format holding it) and q = RN_q(x / X) saturated; an all-zero group allows every X, a group
+ * holding an infinity or NaN requires X = NaN and leaves q free (the spec's NaN block). Checked together
  * (er_covers_outputs), q is judged against the kernel's own scale where that scale is in its set. x must outlive
- * the reference. */
+ * the reference; er_quantize_ref takes the MX recipes not yet (ER_ERR_UNSUPPORTED). */
 ER_API er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,
                              er_scale_recipe recipe);
 /* Scaled dot-product attention (er_attention): the mask and the scale. A zero-initialised struct (or NULL) asks for

@@ -42,10 +42,14 @@ static er_status er_q_args(er_format q, er_granularity granularity, int64_t bloc
         return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
     if (granularity == ER_GRAN_BLOCK && block < 1)
         return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
-    if ((unsigned)recipe > ER_RECIPE_INV)
-        return er__fail(ER_ERR_INVALID, "recipe %d: expected amax, pow2 or inv", (int)recipe);
+    if ((unsigned)recipe > ER_RECIPE_MX_RCEIL)
+        return er__fail(ER_ERR_INVALID, "recipe %d: expected amax, pow2, inv, mx, mx_ceil, mx_even or mx_rceil",
+                        (int)recipe);
     return ER_OK;
 }
+
+/* The MX recipes (quantize.md, Lemma Q5): the scale is a power of two X and q = RN_q(x / X), saturated. */
+static int er_q_mx(er_scale_recipe recipe) { return recipe >= ER_RECIPE_MX; }
 
 /* A quantize reference of the given output shape: its groups. */
 static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_format q, er_granularity granularity,
@@ -97,6 +101,9 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
                         "a tensor, a chain), not %s, in this version",
                         er__op_name(base));
     ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
+    if (er_q_mx(recipe))
+        return er__fail(ER_ERR_UNSUPPORTED, "quantize of a reference's output takes the amax, pow2 and inv recipes, "
+                                            "not an MX recipe, in this version");
     int nd;
     int64_t shape[ER_MAX_DIMS];
     ER_RETURN_IF_ERROR(er_ref_shape(base, &nd, shape));
@@ -238,10 +245,86 @@ static void er_q_scale_inv_range(er_cval *sv, const er_fmt_info *E, double U, do
     er_q_put(sv, hi);
 }
 
+/* 2^e held to e8m0's range: below 2^-127 the least value (every recipe clamps there), above 2^127 NaN (e8m0's
+ * overflow) or 2^127 (a saturating conversion). */
+static void er_q_put_mx_pow2(er_cval *v, long e) {
+    if (e > 127) { v->nan = 1; er_q_put(v, 0x1p127); return; }
+    er_q_put(v, ldexp(1.0, e < -127 ? -127 : (int)e));
+}
+
+/* The exponent e of an MX recipe's scale X = 2^e for a finite amax a > 0 (quantize.md, Lemma Q5; not for MX_RCEIL,
+ * which goes through a division): floor(log2 a) - emax_q, its ceiling, or the floor of a rounded to q's precision
+ * with ties up (the exponent steps up where a >= 2^k (2 - 2^(1-p))). Each is non-decreasing in a. */
+static long er_q_mx_exponent(er_scale_recipe recipe, const er_fmt_info *Q, double a) {
+    int ex;
+    double m = frexp(a, &ex); /* a = m 2^ex, m in [1/2, 1): floor(log2 a) = ex - 1 */
+    long k = ex - 1;
+    if (recipe == ER_RECIPE_MX_CEIL && m != 0.5) k++;
+    if (recipe == ER_RECIPE_MX_EVEN && m >= 1.0 - ldexp(1.0, -(Q->p + 1))) k++;
+    return k - Q->emax;
+}
+
+/* 2^ceil(log2 d), at least 2^-127 (cvt.rp.ue8m0 and cuBLAS: a descale at or below 2^-127, 0 included, gives
+ * 2^-127); d finite and >= 0. */
+static long er_q_rceil_exponent(double d) {
+    if (!(d > 0x1p-127)) return -127;
+    int ex;
+    double m = frexp(d, &ex);
+    return m == 0.5 ? ex - 1 : ex;
+}
+
+/* The MX scale's set for amax in [alo, ahi] (finite, 0 <= alo <= ahi): the recipe's power of two at each end (it
+ * is non-decreasing in amax); for MX_RCEIL over the descales within U ulps of a / qmax (Lemma Q4's set, which a
+ * flush may take to 0). An all-zero group allows every scale: q is 0 under each. */
+static void er_q_mx_scale_range(er_cval *sv, const er_fmt_info *E, const er_fmt_info *Q, double U,
+                                er_scale_recipe recipe, double alo, double ahi) {
+    if (alo == 0) { er_q_put(sv, 0x1p-127); er_q_put(sv, 0x1p127); }
+    if (ahi == 0) return;
+    double lo = alo > 0 ? alo : ldexp(1.0, -1074);
+    if (recipe == ER_RECIPE_MX_RCEIL) {
+        er_cval d;
+        er_q_empty(&d);
+        er_q_scale_inv_range(&d, E, U, Q->max, lo, ahi);
+        er_q_put_mx_pow2(sv, er_q_rceil_exponent(fmax(d.lo, 0.0)));
+        er_q_put_mx_pow2(sv, er_q_rceil_exponent(d.hi));
+        return;
+    }
+    er_q_put_mx_pow2(sv, er_q_mx_exponent(recipe, Q, lo));
+    er_q_put_mx_pow2(sv, er_q_mx_exponent(recipe, Q, ahi));
+}
+
+/* The MX scale's exact value: the recipe's power of two from the exact amax a (MX_RCEIL from the exact a / qmax);
+ * 2^-127 for a = 0 (every implementation's clamp of log2 0); NaN where a is NaN or infinite (the spec's NaN block)
+ * or the power lies beyond e8m0's range. */
+static double er_q_mx_exact(er_scale_recipe recipe, const er_fmt_info *Q, double a) {
+    if (!isfinite(a)) return NAN;
+    if (a == 0) return 0x1p-127;
+    long e;
+    if (recipe == ER_RECIPE_MX_RCEIL) {
+        mpfr_t t; /* a / qmax rounded up: its power of two above is the exact quotient's (a quotient is a power of
+                     two only where exact, and rounding up never passes the power above an inexact one) */
+        mpfr_init2(t, 64);
+        mpfr_set_d(t, a, MPFR_RNDN);
+        mpfr_div_d(t, t, Q->max, MPFR_RNDU);
+        double d = mpfr_get_d(t, MPFR_RNDU);
+        mpfr_clear(t);
+        e = er_q_rceil_exponent(d);
+    } else e = er_q_mx_exponent(recipe, Q, a);
+    if (e > 127) return NAN;
+    return ldexp(1.0, e < -127 ? -127 : (int)e);
+}
+
 /* The scale's set for amax's set av under the recipe. */
-static void er_q_scale_set(const er_fmt_info *E, double U, double qmax, er_scale_recipe recipe, const er_cval *av,
-                           er_cval *sv) {
+static void er_q_scale_set(const er_fmt_info *E, const er_fmt_info *Q, double U, er_scale_recipe recipe,
+                           const er_cval *av, er_cval *sv) {
     er_q_empty(sv);
+    double qmax = Q->max;
+    if (er_q_mx(recipe)) {
+        /* the spec's NaN block: an infinite or NaN element makes X NaN */
+        if (av->lo <= av->hi) er_q_mx_scale_range(sv, E, Q, U, recipe, av->lo, av->hi);
+        if (av->pinf || av->nan || av->nan_req) { sv->nan = 1; sv->nan_req = !(av->lo <= av->hi); }
+        return;
+    }
     int inv = recipe == ER_RECIPE_INV;
     if (av->lo <= av->hi) {
         if (inv) er_q_scale_inv_range(sv, E, U, qmax, av->lo, av->hi);
@@ -268,11 +351,33 @@ static void er_q_put_rounded(er_cval *v, const er_fmt_info *Q, double p) {
     if (Q->id == ER_FP8_E4M3FN) er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_NAN));
 }
 
-/* q's values for x and a scale s: RN_Q(RN_E(x s)), or (the inverse recipe, inv = 1) RN_Q of x / s within U ulps
- * (quantize.md, Lemma Q4: both ends of that division; a division of 0, by 0 or by an infinity as IEEE 754 has it). */
-static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info *Q, double x, double s, int inv,
+/* Every value of Q: what q may hold where the MX scale is NaN (the block decodes to NaN whatever q is). */
+static void er_q_put_any(er_cval *v, const er_fmt_info *Q) {
+    er_q_put(v, -Q->max);
+    er_q_put(v, Q->max);
+    v->nan = 1;
+    v->pinf = v->ninf = (uint8_t)Q->has_inf;
+}
+
+/* How q comes from x and the scale: RN_Q(RN_E(x s)) (the amax and pow2 recipes), RN_Q of x / s within U ulps (the
+ * inverse recipe), or RN_Q(RN_E(x / X)) saturated for a power of two X (the MX recipes). */
+enum { ER_Q_MUL = 0, ER_Q_DIV = 1, ER_Q_MX = 2 };
+static int er_q_form(er_scale_recipe recipe) {
+    return er_q_mx(recipe) ? ER_Q_MX : recipe == ER_RECIPE_INV ? ER_Q_DIV : ER_Q_MUL;
+}
+
+/* q's values for x and a scale s (quantize.md, Lemmas Q2, Q4 and Q5; for the division, both ends of its U ulps; a
+ * division of 0, by 0 or by an infinity as IEEE 754 has it). */
+static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info *Q, double x, double s, int form,
                             double U) {
-    if (!inv) { er_q_put_rounded(v, Q, er__round_prod(E, x, s, 1, ER_ROUND_NEAREST)); return; }
+    if (form == ER_Q_MUL) { er_q_put_rounded(v, Q, er__round_prod(E, x, s, 1, ER_ROUND_NEAREST)); return; }
+    if (form == ER_Q_MX) {
+        if (isnan(s) || isnan(x)) { er_q_put_any(v, Q); return; }
+        /* 1 / X is a power of two of double's range: x / X in E is one rounding of the exact quotient */
+        er_q_put(v, er__round_double(Q, er__round_prod(E, x, 1.0 / s, 1, ER_ROUND_NEAREST), ER_ROUND_NEAREST,
+                                     ER_OVERFLOW_SATURATE));
+        return;
+    }
     if (x == 0 || s == 0 || isinf(s) || isinf(x) || isnan(s)) { er_q_put_rounded(v, Q, x / s); return; }
     double d = x / s, lo, hi;
     er__approx_ends(E, U, nextafter(d, -INFINITY), nextafter(d, INFINITY), &lo, &hi);
@@ -289,8 +394,10 @@ static void er_q_put_scaled(er_cval *v, const er_fmt_info *E, const er_fmt_info 
  * x: over a box (x's interval cut at 0, the scales' finite part) its extremes are at corners; the special values of
  * either join. */
 static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_cval *xv, const er_q_group_info *gi,
-                           int inv, double U, er_cval *v) {
+                           int form, double U, er_cval *v) {
     er_q_empty(v);
+    int snan = gi->have_k ? isnan(gi->k) : gi->sv.nan || gi->sv.nan_req;
+    if (form == ER_Q_MX && snan) { er_q_put_any(v, Q); return; } /* a NaN scale: the block is NaN, q free */
     if (xv->nan_req) { v->nan = v->nan_req = 1; return; }
     if (xv->nan) v->nan = 1;
     double sp[4];
@@ -312,8 +419,8 @@ static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_
     if (xv->pinf) xp[nx++] = INFINITY;
     if (xv->ninf) xp[nx++] = -INFINITY;
     for (int i = 0; i < nx; i++) {
-        for (int j = 0; j < ns; j++) er_q_put_scaled(v, E, Q, xp[i], sp[j], inv, U);
-        if (sinf) er_q_put_scaled(v, E, Q, xp[i], INFINITY, inv, U);
+        for (int j = 0; j < ns; j++) er_q_put_scaled(v, E, Q, xp[i], sp[j], form, U);
+        if (sinf) er_q_put_scaled(v, E, Q, xp[i], INFINITY, form, U);
     }
 }
 
@@ -391,8 +498,16 @@ static void *er_q_run(void *arg) {
         const er_q_group_info *gi = &j->gi[g];
         er_cval xv, v;
         er_q_xset(j, idx, &xv);
-        er_q_value_set(j->E, j->Q, &xv, gi, er__quant(ref)->recipe == ER_RECIPE_INV, j->U, &v);
+        er_q_value_set(j->E, j->Q, &xv, gi, er_q_form(er__quant(ref)->recipe), j->U, &v);
         double exact, rounded, x = er__quant(ref)->base ? 0.0 : er_q_x(ref, idx);
+        if (er_q_mx(er__quant(ref)->recipe)) { /* a tensor's x over the exact scale: exact in double */
+            exact = x / gi->sexact;
+            rounded = er__round_double(j->sk->O, exact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            er_cset c;
+            er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
+            er__sink_put(j->sk, idx, &c);
+            continue;
+        }
         /* the exact S and amax within their brackets (a tensor's: exact) */
         double sl = er__quant(ref)->base ? j->xbl[idx] : x, sh = er__quant(ref)->base ? j->xbh[idx] : x;
         double al = er__quant(ref)->base ? gi->abl : gi->aexact, ah = er__quant(ref)->base ? gi->abh : gi->aexact;
@@ -525,12 +640,14 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         /* the scale from the kernel's amax where that is in its set */
         er_cval av = q->av;
         if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
-        er_q_scale_set(E, U, qmax, er__quant(ref)->recipe, &av, &q->sv);
-        int inv = er__quant(ref)->recipe == ER_RECIPE_INV;
-        q->sexact = a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
+        er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, &q->sv);
+        int inv = er__quant(ref)->recipe == ER_RECIPE_INV, mx = er_q_mx(er__quant(ref)->recipe);
+        q->sexact = mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)
+                  : a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
         if (ss) {
             double rounded = q->sexact;
-            if (a > 0 && isfinite(a)) {
+            if (mx) rounded = er__round_double(ss->O, q->sexact, ER_ROUND_NEAREST, ss->ov);
+            else if (a > 0 && isfinite(a)) {
                 if (!er__quant(ref)->base)
                     rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov)
                                   : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);

@@ -244,7 +244,7 @@ START_TEST(refusals) {
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP64, ER_GRAN_TENSOR, 0, ER_RECIPE_AMAX), ER_ERR_FORMAT);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_BLOCK, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, (er_granularity)3, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
-    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, (er_scale_recipe)3), ER_ERR_INVALID);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, (er_scale_recipe)7), ER_ERR_INVALID);
     ck_assert_int_eq(er_quantize(&ref, NULL, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_ERR_NULL);
     ck_assert(ref == NULL);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP16, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
@@ -270,6 +270,66 @@ START_TEST(refusals) {
     ck_assert(!er_report_all(&reps[1]));
     clear3(reps);
     er_ref_free(ref);
+}
+END_TEST
+
+/* The MX recipe through the C API (the spec's kernel in C: X = 2^(floor(log2 amax) - 2) stored as e8m0 bytes, q =
+ * RN_e2m1(x / X) saturated, one byte per element): covered, and q exact; the ceiling's scale (a kernel rounding the
+ * shared exponent up) caught; MX on a reference's output refused. test_mx.py has the full families. */
+START_TEST(mx_recipe_in_c) {
+    enum { MR = 3, MC = 64, MB = 32 };
+    float xs[MR * MC];
+    uint8_t qb[MR * MC], sb[2][MR * MC / MB];
+    er_test_reseed(31);
+    for (int i = 0; i < MR * MC; i++) xs[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-30, 30)));
+    for (int g = 0; g < MR * MC / MB; g++) {
+        double a = 0;
+        for (int i = 0; i < MB; i++) a = fmax(a, fabs(xs[g * MB + i]));
+        int ex;
+        double m = frexp(a, &ex);
+        for (int up = 0; up < 2; up++) {
+            int e = ex - 1 + (up && m != 0.5) - 2; /* e2m1: emax 2 */
+            uint64_t bits;
+            ck_assert_int_eq(er_encode(&bits, ER_FP8_E8M0FNU, ldexp(1.0, e), ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT),
+                             ER_OK);
+            sb[up][g] = (uint8_t)bits;
+            if (up) continue;
+            for (int i = 0; i < MB; i++) {
+                ck_assert_int_eq(er_encode(&bits, ER_FP4_E2M1FN, ldexp(xs[g * MB + i], -e), ER_ROUND_NEAREST,
+                                           ER_OVERFLOW_SATURATE),
+                                 ER_OK);
+                qb[g * MB + i] = (uint8_t)bits;
+            }
+        }
+    }
+    er_tensor tx, tq, ts;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){MR, MC}, NULL, xs);
+    er_tensor_view(&tq, ER_FP4_E2M1FN, 2, (int64_t[]){MR, MC}, NULL, qb);
+    er_ref *ref;
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP4_E2M1FN, ER_GRAN_BLOCK, MB, ER_RECIPE_MX), ER_OK);
+    er_standard std;
+    er_standard_init(&std);
+    for (int up = 0; up < 2; up++) {
+        er_tensor_view(&ts, ER_FP8_E8M0FNU, 2, (int64_t[]){MR, MC / MB}, NULL, sb[up]);
+        const er_tensor *outs[3] = {&tq, NULL, &ts};
+        er_report reps[3];
+        ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+        if (!up) {
+            ck_assert(er_report_all(&reps[0]) && er_report_all(&reps[2]));
+            ck_assert_int_eq(reps[0].counts[ER_CLASS_EXACT], MR * MC);
+        } else ck_assert(!er_report_all(&reps[2]));
+        clear3(reps);
+    }
+    er_ref_free(ref);
+    /* MX on a reference's output: not in this version */
+    er_ref *mm = NULL, *qr = NULL;
+    er_tensor ta, tb;
+    er_tensor_view(&ta, ER_FP32, 2, (int64_t[]){2, 4}, NULL, xs);
+    er_tensor_view(&tb, ER_FP32, 2, (int64_t[]){4, 2}, NULL, xs);
+    ck_assert_int_eq(er_matmul(&mm, &ta, &tb), ER_OK);
+    ck_assert_int_eq(er_quantize_ref(&qr, mm, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_MX), ER_ERR_UNSUPPORTED);
+    ck_assert(qr == NULL);
+    er_ref_free(mm);
 }
 END_TEST
 
@@ -350,6 +410,7 @@ int main(void) {
     tcase_add_test(tc, planted_bugs_are_caught);
     tcase_add_test(tc, gemm_epilogue_quantize);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, mx_recipe_in_c);
     tcase_add_test(tc, fuzz_findings);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

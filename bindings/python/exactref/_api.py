@@ -905,7 +905,8 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, o: ArrayLike, l
                                       "attention_backward")
 
 
-_QUANT_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+_QUANT_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float6_e2m3fn",
+                  "float6_e3m2fn")
 
 
 def _quant_args(dtype, granularity, recipe):
@@ -923,7 +924,7 @@ def _quant_args(dtype, granularity, recipe):
     else:
         raise ExactrefValueError("ER_ERR_INVALID", "exactref: quantize: granularity %r: expected 'tensor', 'row' or "
                                  "('block', n)" % (granularity,))
-    recipes = {"amax": 0, "pow2": 1, "inverse": 2}
+    recipes = {"amax": 0, "pow2": 1, "inverse": 2, "mx": 3, "mx_ceil": 4, "mx_even": 5, "mx_rceil": 6}
     return qf, gran, block, recipes[_check.choice(recipe, "quantize", "recipe", tuple(recipes))]
 
 
@@ -936,6 +937,12 @@ def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granular
     power of two at or below it ("pow2"), within div_ulps (default 2) in the compute format; q = RN(x scale) in dtype.
     Recipe "inverse" (DeepSeek-style blockwise kernels): the scale output is scale_inv = amax / qmax and q = RN(x /
     scale_inv), each division within div_ulps.
+    The OCP Microscaling recipes (usually with ("block", 32) and an fp8, fp6 or fp4 dtype): the scale output is the
+    power of two X, stored as float8_e8m0fnu (or any dtype holding it), and q = RN(x / X) saturated. "mx" takes
+    the spec's shared exponent floor(log2 amax) - emax of dtype; "mx_ceil" its ceiling; "mx_even" the floor after
+    rounding amax to dtype's precision (torchao's EVEN); "mx_rceil" ceil(log2(amax / qmax)) with the quotient within
+    div_ulps (cuBLAS, cvt.rp.ue8m0, torchao's RCEIL). An all-zero block allows every scale; a block holding an
+    infinity or NaN requires a NaN scale and leaves q free. MX kernels store no amax: covers((q, None, scale)).
     covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
     (docs/algorithms/quantize.md)."""
     a = to_numpy(x, "x")

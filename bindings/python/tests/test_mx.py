@@ -1,0 +1,192 @@
+"""The OCP Microscaling formats and recipes: fp4 e2m1, fp6 e2m3 / e3m2 and the e8m0 scale as inputs and outputs, and
+quantize's MX recipes judged against an implementation written here from the OCP MX v1.0 spec and torchao's scale
+modes (numpy and ml_dtypes only: no code shared with the library). docs/algorithms/quantize.md, Lemma Q5."""
+import numpy as np
+import pytest
+
+import exactref as er
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+E8M0 = ml_dtypes.float8_e8m0fnu
+ELEMS = ("float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
+BLOCK = 32
+
+
+def _dt(name):
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def _emax(name):
+    """The exponent of the element format's largest power of two (8, 15, 2, 4, 2)."""
+    return int(np.floor(np.log2(float(ml_dtypes.finfo(_dt(name)).max))))
+
+
+def spec_mx(x, elem, mode="floor", block=BLOCK, saturate=True, wrong_block=False, scale_off=0):
+    """MX quantisation of fp32 x along its last dimension, from the spec: X = 2^(floor(log2 amax) - emax_elem) held
+    to e8m0's range (2^-127 for an all-zero block), NaN for a block holding an infinity or NaN; P = RN(x / X),
+    saturated. mode "ceil" / "even" / "rceil" are torchao's other scale modes. The planted bugs: no saturation, the
+    next block's scale, a scale exponent off by scale_off (q computed with the right one)."""
+    qmax = float(ml_dtypes.finfo(_dt(elem)).max)
+    xb = x.astype(np.float64).reshape(x.shape[:-1] + (-1, block))
+    a = np.abs(xb).max(-1)
+    finite = np.isfinite(a)
+    a_safe = np.where(finite & (a > 0), a, 1.0)
+    m, ex = np.frexp(a_safe)  # a = m 2^ex, m in [1/2, 1)
+    k = ex - 1
+    if mode == "ceil":
+        k = k + (m != 0.5)
+    elif mode == "even":  # amax rounded to the element's precision, ties up, before the floor
+        p = int(ml_dtypes.finfo(_dt(elem)).nmant) + 1
+        k = k + (m >= 1 - 2.0 ** -(p + 1))
+    if mode == "rceil":  # torchao's RCEIL: descale = amax * (1 / qmax) in fp32, rounded up to a power of two
+        d = (np.float32(a_safe) * np.float32(1.0 / qmax)).astype(np.float64)
+        dm, dex = np.frexp(d)
+        e = np.where(d <= 2.0 ** -127, -127, np.where(dm == 0.5, dex - 1, dex))
+    else:
+        e = k - _emax(elem)
+    e = np.where(a == 0, -127, np.clip(e, -127, 127))
+    if wrong_block:
+        e = np.roll(e, 1, axis=-1)
+    X = np.where(finite, np.exp2(e.astype(np.float64)), np.nan)
+    v = xb / X[..., None]
+    if saturate:
+        v = np.clip(v, -qmax, qmax)
+    q = v.astype(np.float32).astype(_dt(elem)).reshape(x.shape)
+    Xs = np.where(finite, np.exp2((e + scale_off).astype(np.float64)), np.nan)
+    return q, Xs.astype(E8M0)
+
+
+def family(kind, rows=6, cols=4 * BLOCK, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-20, 20, (rows, cols // BLOCK)).repeat(BLOCK, -1))
+    if kind == "zero_blocks":
+        x[::2, :BLOCK] = 0
+    elif kind == "huge":  # one element per block far above the rest
+        x[:, ::BLOCK] *= 2.0 ** 12
+    elif kind == "midpoints":  # x / X on the grid's midpoints (for e2m1: 0.25, 0.75, 1.25, 2.5, 3.5, 5): ties to even
+        mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -2.5, -5.0, -0.75])
+        x = rng.choice(mids, (rows, cols))
+        x[:, ::BLOCK] = 6.0  # amax 6: X = 1 for e2m1
+    elif kind == "subnormal":
+        x = rng.standard_normal((rows, cols)) * 2.0 ** -140
+    elif kind == "max_mantissa":  # block maxima just below a power of two: floor, ceil and even part ways
+        x = rng.standard_normal((rows, cols))
+        x[:, ::BLOCK] = 1.9990234375 * np.exp2(rng.integers(-8, 8, (rows, cols // BLOCK)))
+    return x.astype(np.float32)
+
+
+FAMILIES = ("normal", "zero_blocks", "huge", "midpoints", "subnormal", "max_mantissa")
+RECIPES = {"floor": "mx", "ceil": "mx_ceil", "even": "mx_even", "rceil": "mx_rceil"}
+
+
+@pytest.mark.parametrize("elem", ELEMS)
+@pytest.mark.parametrize("mode", tuple(RECIPES))
+def test_mx_spec_covered(elem, mode):
+    for fam in FAMILIES:
+        x = family(fam, seed=len(fam))
+        q, X = spec_mx(x, elem, mode)
+        res = er.quantize(x, elem, ("block", BLOCK), recipe=RECIPES[mode]).covers((q, None, X))
+        assert res, (elem, mode, fam, res)
+        # q is decided by the kernel's scale: every element the correct rounding, and the scale the exact one
+        assert res.q.counts["exact"] == q.size, (elem, mode, fam)
+        assert res.scale.counts["exact"] == X.size, (elem, mode, fam)
+
+
+@pytest.mark.parametrize("elem", ELEMS)
+def test_mx_bugs_caught(elem):
+    x = family("max_mantissa", seed=3)
+    ref = er.quantize(x, elem, ("block", BLOCK), recipe="mx")
+    for bug in (dict(mode="ceil"), dict(wrong_block=True), dict(scale_off=1), dict(scale_off=-1)):
+        q, X = spec_mx(x, elem, **bug)
+        assert not ref.covers((q, None, X)), (elem, bug)
+    # the spec's floor is not covered as rceil or ceil either where they differ
+    q, X = spec_mx(x, elem)
+    assert not er.quantize(x, elem, ("block", BLOCK), recipe="mx_ceil").covers((q, None, X))
+
+
+@pytest.mark.parametrize("elem", ("float8_e4m3fn", "float8_e5m2"))
+def test_mx_saturation_skipped_caught(elem):
+    x = family("max_mantissa", seed=4)
+    q, X = spec_mx(x, elem, saturate=False)
+    bad = ~np.isfinite(q.astype(np.float64))
+    assert bad.any()  # the family reaches the values beyond the element's largest
+    res = er.quantize(x, elem, ("block", BLOCK), recipe="mx").covers((q, None, X))
+    assert not res and res.q.counts["exact"] + res.q.counts["covered"] == q.size - bad.sum()
+
+
+def test_mx_ties_round_to_even():
+    x = family("midpoints", seed=5)
+    q, X = spec_mx(x, "float4_e2m1fn")
+    assert np.all(X.astype(np.float64) == 1.0)
+    ref = er.quantize(x, "float4_e2m1fn", ("block", BLOCK), recipe="mx")
+    assert ref.covers((q, None, X))
+    # ties away from zero: 0.25 -> 0.5, 2.5 -> 3, 5 -> 6 (never the spec's rounding)
+    away = (np.sign(x) * np.floor(np.abs(x) * 2 + 0.5) / 2).astype(np.float32)
+    away = np.where(np.abs(away) > 4, np.sign(away) * np.minimum(np.round(np.abs(x) / 2 + 0.25) * 2, 6), away)
+    qa = away.astype(np.float32).astype(_dt("float4_e2m1fn"))
+    differs = qa.astype(np.float64) != q.astype(np.float64)
+    assert differs.any()
+    res = ref.covers((qa, None, X))
+    assert res.q.counts["outside"] == differs.sum()
+
+
+def test_mx_nan_block_and_zero_block():
+    x = family("normal", rows=2, seed=6)
+    x[0, 3] = np.nan
+    x[1, BLOCK + 1] = np.inf
+    x[1, 2 * BLOCK:3 * BLOCK] = 0
+    q, X = spec_mx(x, "float8_e4m3fn")
+    ref = er.quantize(x, "float8_e4m3fn", ("block", BLOCK), recipe="mx")
+    assert ref.covers((q, None, X))
+    Xf = X.astype(np.float64)
+    assert np.isnan(Xf[0, 0]) and np.isnan(Xf[1, 1]) and Xf[1, 2] == 2.0 ** -127
+    # a NaN block leaves q free; its scale must be NaN
+    q2 = q.copy()
+    q2[0, :BLOCK] = 0
+    assert ref.covers((q2, None, X))
+    X2 = X.copy()
+    X2[0, 0] = 1.0
+    assert not ref.covers((q, None, X2))
+    # an all-zero block: every scale holds its zeros
+    X3 = X.copy()
+    X3[1, 2] = 2.0 ** 40
+    assert ref.covers((q, None, X3))
+
+
+def test_mx_scale_in_fp32_and_refusals():
+    x = family("normal", rows=2, seed=7)
+    q, X = spec_mx(x, "float6_e3m2fn")
+    ref = er.quantize(x, "float6_e3m2fn", ("block", BLOCK), recipe="mx")
+    assert ref.covers((q, None, X.astype(np.float32)))
+    with pytest.raises(ValueError, match="recipe"):
+        er.quantize(x, "float6_e3m2fn", ("block", BLOCK), recipe="mx_round")
+    with pytest.raises(er.ExactrefError, match="MX recipe"):
+        er.matmul(x[:, :8], x[:, :8].T.copy()).quantize("float8_e4m3fn", ("block", 4), recipe="mx")
+
+
+def test_block_formats_as_inputs():
+    rng = np.random.default_rng(8)
+    for name in ("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn"):
+        A = (rng.standard_normal((5, 48)) * 3).astype(_dt(name))
+        B = (rng.standard_normal((48, 4)) * 3).astype(_dt(name))
+        C = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+        res = er.matmul(A, B).covers(C)
+        assert res and res.counts["exact"] == C.size, name
+    # a load reads the low 4 bits of an fp4 byte: bytes with the high bits set hold the same values
+    clean = rng.integers(0, 16, (3, 40)).astype(np.uint8)
+    dirty = clean | (rng.integers(1, 16, clean.shape).astype(np.uint8) << 4)
+    want = clean.view(_dt("float4_e2m1fn")).astype(np.float64).sum(-1).astype(np.float32)
+    assert er.sum(dirty.view(_dt("float4_e2m1fn")), dim=-1).covers(want)
+    # e8m0 values: powers of two, checked as an input
+    s = np.exp2(rng.integers(-127, 128, 16).astype(np.float64)).astype(E8M0)
+    assert er.max(s, dim=0).covers(np.array(s.astype(np.float64).max(), np.float32))
+
+
+def test_unpack_fp4_orders():
+    b = np.array([[0x21, 0xF3]], np.uint8)  # nibbles: 1 = 0.5, 2 = 1, 3 = 1.5, 0xF = -6
+    assert er.unpack_fp4(b, first="low").astype(np.float64).tolist() == [[0.5, 1.0, 1.5, -6.0]]
+    assert er.unpack_fp4(b, first="high").astype(np.float64).tolist() == [[1.0, 0.5, -6.0, 1.5]]
+    with pytest.raises(ValueError, match="first"):
+        er.unpack_fp4(b, first=None)
+    with pytest.raises(TypeError, match="uint8"):
+        er.unpack_fp4(b.astype(np.int16), first="low")
