@@ -221,7 +221,8 @@ typedef enum er_scale_recipe {
  * the scale output is scale_inv = amax / qmax (0 or 1 where amax is 0) and q = RN_q(x / scale_inv), each division
  * within div_ulps (DeepSeek-style blockwise kernels). The MX recipes: the scale output is the power of two X (an
  * e8m0 tensor, or any format holding it) and q = RN_q(x / X) saturated; an all-zero group allows every X, a group
- * holding an infinity or NaN requires X = NaN and leaves q free (the spec's NaN block). Checked together
+ * holding an infinity or NaN requires X = NaN and leaves q free (the spec's NaN block), and one holding a NaN but no
+ * infinity also allows the other elements' X (a max that skips NaN), a NaN element's q free. Checked together
  * (er_covers_outputs), q is judged against the kernel's own scale where that scale is in its set. x must outlive
  * the reference; er_quantize_ref takes the MX recipes not yet (ER_ERR_UNSUPPORTED). */
 ER_API er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,

@@ -209,6 +209,7 @@ typedef struct er_q_group_info {
     double sexact;           /* qmax / amax (1 where amax is 0 or not finite: the recipes' rule) */
     int have_ka, have_k;     /* the kernel's amax, scale are in their sets */
     double ka, k;
+    double anon;             /* max |x| over the elements that are not NaN (a tensor's: a max that skips NaN) */
 } er_q_group_info;
 
 /* The scale's set for amax in [alo, ahi] (finite, 0 <= alo <= ahi; quantize.md, Lemma Q1): within U ulps of qmax / a
@@ -314,15 +315,17 @@ static double er_q_mx_exact(er_scale_recipe recipe, const er_fmt_info *Q, double
     return ldexp(1.0, e < -127 ? -127 : (int)e);
 }
 
-/* The scale's set for amax's set av under the recipe. */
+/* The scale's set for amax's set av under the recipe; anon (MX only) the max over the elements that are not NaN. */
 static void er_q_scale_set(const er_fmt_info *E, const er_fmt_info *Q, double U, er_scale_recipe recipe,
-                           const er_cval *av, er_cval *sv) {
+                           const er_cval *av, double anon, er_cval *sv) {
     er_q_empty(sv);
     double qmax = Q->max;
     if (er_q_mx(recipe)) {
-        /* the spec's NaN block: an infinite or NaN element makes X NaN */
+        /* the spec's NaN block: an infinite or NaN element makes X NaN; a max that skips NaN (tl.max, fmaxf) gives
+         * the scale of the other elements, unless one of them is infinite */
         if (av->lo <= av->hi) er_q_mx_scale_range(sv, E, Q, U, recipe, av->lo, av->hi);
-        if (av->pinf || av->nan || av->nan_req) { sv->nan = 1; sv->nan_req = !(av->lo <= av->hi); }
+        if ((av->nan || av->nan_req) && isfinite(anon)) er_q_mx_scale_range(sv, E, Q, U, recipe, anon, anon);
+        if (av->pinf || av->nan || av->nan_req) { sv->nan = 1; sv->nan_req = !(sv->lo <= sv->hi); }
         return;
     }
     int inv = recipe == ER_RECIPE_INV;
@@ -397,7 +400,8 @@ static void er_q_value_set(const er_fmt_info *E, const er_fmt_info *Q, const er_
                            int form, double U, er_cval *v) {
     er_q_empty(v);
     int snan = gi->have_k ? isnan(gi->k) : gi->sv.nan || gi->sv.nan_req;
-    if (form == ER_Q_MX && snan) { er_q_put_any(v, Q); return; } /* a NaN scale: the block is NaN, q free */
+    /* a NaN scale: the block is NaN, q free; so is the q of a NaN element (fp4 and fp6 have no NaN to give) */
+    if (form == ER_Q_MX && (snan || xv->nan || xv->nan_req)) { er_q_put_any(v, Q); return; }
     if (xv->nan_req) { v->nan = v->nan_req = 1; return; }
     if (xv->nan) v->nan = 1;
     double sp[4];
@@ -542,13 +546,18 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
         free(fin);
         return er__fail(ER_ERR_NOMEM, "cannot allocate %lld groups", (long long)G);
     }
-    for (int64_t g = 0; g < G; g++) { er_q_empty(&gi[g].av); gi[g].aexact = gi[g].abl = gi[g].abh = 0; fin[g] = 1; }
+    for (int64_t g = 0; g < G; g++) {
+        er_q_empty(&gi[g].av);
+        gi[g].aexact = gi[g].abl = gi[g].abh = gi[g].anon = 0;
+        fin[g] = 1;
+    }
     for (int64_t idx = 0; idx < n; idx++) {
         int64_t g = er_q_group(ref, idx);
         er_q_group_info *q = &gi[g];
         er_cval xv;
         er_q_xset(j0, idx, &xv);
         double e = er__quant(ref)->base ? j0->xm[idx] : er_q_x(ref, idx);
+        if (!isnan(e)) q->anon = fmax(q->anon, fabs(e));
         if (isnan(e) || isnan(q->aexact)) q->aexact = q->abl = q->abh = NAN;
         else {
             q->aexact = fmax(q->aexact, fabs(e));
@@ -640,7 +649,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         /* the scale from the kernel's amax where that is in its set */
         er_cval av = q->av;
         if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
-        er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, &q->sv);
+        er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, &q->sv);
         int inv = er__quant(ref)->recipe == ER_RECIPE_INV, mx = er_q_mx(er__quant(ref)->recipe);
         q->sexact = mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)
                   : a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;

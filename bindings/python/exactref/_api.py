@@ -942,7 +942,8 @@ def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granular
     the spec's shared exponent floor(log2 amax) - emax of dtype; "mx_ceil" its ceiling; "mx_even" the floor after
     rounding amax to dtype's precision (torchao's EVEN); "mx_rceil" ceil(log2(amax / qmax)) with the quotient within
     div_ulps (cuBLAS, cvt.rp.ue8m0, torchao's RCEIL). An all-zero block allows every scale; a block holding an
-    infinity or NaN requires a NaN scale and leaves q free. MX kernels store no amax: covers((q, None, scale)).
+    infinity or NaN requires a NaN scale and leaves q free (with a NaN and no infinity, the scale of the other
+    elements too: a max that skips NaN, as tl.max does). MX kernels store no amax: covers((q, None, scale)).
     covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
     (docs/algorithms/quantize.md)."""
     a = to_numpy(x, "x")

@@ -190,3 +190,33 @@ def test_unpack_fp4_orders():
         er.unpack_fp4(b, first=None)
     with pytest.raises(TypeError, match="uint8"):
         er.unpack_fp4(b.astype(np.int16), first="low")
+
+
+def test_mx_captures():
+    """H200 captures (tools/capture/capture_mx.py): a Triton MXFP8 kernel (floor and ceiling exponents, saturating
+    conversions) and torch implementations of torchao's four scale modes for every MX element format, fp32 and bf16
+    inputs with an all-zero block, block maxima just below a power of two, fp32 subnormals, a NaN and an infinity:
+    covered; the ceiling claimed as the floor, the next block's scale, an exponent off by one and e4m3 without
+    saturation caught."""
+    from conftest import captures
+    z, rows = captures("mx")
+    seen = bugs = 0
+    for cid, kind, mode, elem, r, c, gid in rows:
+        x = z[gid + "__in__x"]
+        qs = z[cid + "__out__q"]
+        if qs.dtype == np.uint8:
+            q = qs.view(_dt(elem))
+        else:  # fp4 and fp6 as fp32 values: each a value of the format, or NaN / inf inside a NaN block
+            q = qs.astype(_dt(elem))
+            fin = np.isfinite(qs)
+            assert np.array_equal(q.astype(np.float32)[fin], qs[fin]), cid
+        X = z[cid + "__out__scale"].view(E8M0)
+        res = er.quantize(x, elem, ("block", BLOCK), recipe=RECIPES[mode]).covers((q, None, X))
+        assert res.all() != kind.startswith("bug"), "%s %s %s %s: %s" % (cid, kind, mode, elem, res)
+        if not kind.startswith("bug"):  # the recipe in fp32: every q outside a NaN block and every scale exact
+            nan_blocks = int((~np.isfinite(x.reshape(-1, BLOCK))).any(-1).sum())
+            assert res.q.counts["exact"] >= q.size - BLOCK * nan_blocks, (cid, kind, mode, elem)
+            assert res.scale.counts["exact"] >= X.size - nan_blocks, (cid, kind, mode, elem)
+        seen += 1
+        bugs += kind.startswith("bug")
+    assert seen == 82 and bugs == 34, (seen, bugs)
