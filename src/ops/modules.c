@@ -100,6 +100,13 @@ void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov, int any, c
     if (v->ninf) er_map_inf(c, O, ov, -INFINITY);
     c->exact = exact;
     c->rounded = rounded;
+    if (O->no_nan && (c->nan_req || c->nan_ok)) {
+        /* fp4 and fp6 have no NaN: what a kernel's conversion of a NaN result gives is its own, any value */
+        c->nan_req = c->nan_ok = 0;
+        c->lo = -O->max;
+        c->hi = O->max;
+        return;
+    }
     if (!any || c->nan_req) return;
     /* any_order: the correctly rounded exact result belongs to the set (a kernel returning it is never wrong) */
     if (isnan(c->rounded)) c->nan_ok = 1;

@@ -36,8 +36,8 @@ static int er_q_inputs(const er_ref *r, const er_tensor **views, const char **na
 
 /* The arguments both constructors check. */
 static er_status er_q_args(er_format q, er_granularity granularity, int64_t block, er_scale_recipe recipe) {
-    if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32)
-        return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16 or an fp8 format", (int)q);
+    if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32 || q == ER_FP8_E8M0FNU)
+        return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16, an fp8, fp6 or fp4 format", (int)q);
     if ((unsigned)granularity > ER_GRAN_BLOCK)
         return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
     if (granularity == ER_GRAN_BLOCK && block < 1)

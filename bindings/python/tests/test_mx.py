@@ -220,3 +220,17 @@ def test_mx_captures():
         seen += 1
         bugs += kind.startswith("bug")
     assert seen == 82 and bugs == 34, (seen, bugs)
+
+
+def test_nan_result_in_a_format_without_nan():
+    """fp4 and fp6 have no NaN: where the exact result is NaN (a NaN x under the amax recipe, whose scale is NaN), the
+    kernel's conversion gives a value of its own, and every value is in the set (fuzz_quantize found q sets that
+    required NaN in fp6)."""
+    x = np.ones((2, 8), np.float32)
+    x[0, 3] = np.nan
+    ref = er.quantize(x, "float6_e3m2fn", "row", recipe="amax")
+    q = np.full(x.shape, 28.0).astype(_dt("float6_e3m2fn"))
+    q[0, :] = 7.0  # the NaN row: whatever the conversion made of NaN times the scale
+    res = ref.covers((q, None, np.array([np.nan, 28.0], np.float32)))
+    assert res, res
+    assert res.q.counts["covered"] == 8 and res.q.counts["exact"] == 8
