@@ -515,12 +515,53 @@ def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", 
     return Result(rep, tuple(vo.tensor.shape))
 
 
-def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a: float, scale_b: float) -> Reference:
+def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[int] = None) -> Reference:
     """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
-    on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False)."""
-    return _matmul(
-        A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b"))
-    )
+    on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False).
+
+    With block=n, a block-scaled matmul (MX: n = 32 with float8_e8m0fnu scales; NVFP4: n = 16 with float8_e4m3fn
+    scales): A (M x K) and B (K x N) in fp8, fp6 or fp4, scale_a an array of shape (M, ceil(K / n)) (one scale per
+    block of n along each row of A), scale_b of shape (ceil(K / n), N) (along each column of B). The result is
+    sum_k (a_ik sa_i,k/n)(b_kj sb_k/n,j): each operand times its block's scale is exact (a few significant bits
+    times a power of two, or times an e4m3 value), so the reference is er.matmul of the scaled operands, held exactly
+    in float32 where every value fits and in float64 otherwise; judge a kernel that adds the products in fp32 under
+    the default any_order (docs/algorithms/quantize.md, "Block-scaled matmul")."""
+    if block is None:
+        return _matmul(
+            A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b"))
+        )
+    n = _check.integer(block, "scaled_matmul", "block", 1)
+    a, b = to_numpy(A, "A"), to_numpy(B, "B")
+    format_of(a.dtype, "A")
+    format_of(b.dtype, "B")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError("exactref: scaled_matmul with block: A and B must be matrices (shapes %s and %s)"
+                         % (a.shape, b.shape))
+    M, K = a.shape
+    if b.shape[0] != K:
+        raise ValueError("exactref: scaled_matmul: A has %d columns but B has %d rows" % (K, b.shape[0]))
+    nb = -(-K // n)
+    scaled = []
+    for x, s, name, want, axis in ((a, scale_a, "scale_a", (M, nb), 1), (b, scale_b, "scale_b", (nb, b.shape[1]), 0)):
+        if not (isinstance(s, np.ndarray) or type(s).__module__.startswith("torch")):
+            raise TypeError("exactref: scaled_matmul: with block=%d, %s must be an array of per-block scales of "
+                            "shape %s, not %s" % (n, name, want, type(s).__name__))
+        sv = to_numpy(s, name)
+        format_of(sv.dtype, name)
+        if np.float64 in (x.dtype, sv.dtype):  # then x times its scale may need more than a double's 53 bits
+            raise TypeError("exactref: scaled_matmul with block: %s and its operand take formats of at most fp32, "
+                            "not float64" % name)
+        if sv.shape != want:
+            raise ValueError("exactref: scaled_matmul: %s has shape %s; with block=%d it must be %s"
+                             % (name, sv.shape, n, want))
+        full = np.repeat(sv.astype(np.float64), n, axis=axis)[:M, :K] if axis == 1 else \
+            np.repeat(sv.astype(np.float64), n, axis=0)[:K, :]
+        with np.errstate(invalid="ignore", over="ignore"):
+            v = x.astype(np.float64) * full  # exact: at most 4 + 4 significant bits times a scale of double's range
+        v32 = v.astype(np.float32)
+        fits = bool(np.all((v32.astype(np.float64) == v) | np.isnan(v)))
+        scaled.append(v32 if fits else v)
+    return _matmul(scaled[0], scaled[1], None)
 
 
 def _matmul(A, B, scales):

@@ -168,6 +168,8 @@ def _calls():
         (er.cross_entropy, dict(logits=x, target=np.array([0, 7, 3]), reduction="sum", ignore_index=-100,
                                 label_smoothing=0.1)),
         (er.scaled_matmul, dict(A=A, B=B, scale_a=0.5, scale_b=2.0)),
+        (er.scaled_matmul, dict(A=A, B=B, scale_a=np.ones((A.shape[0], 1), np.float32),
+                                scale_b=np.ones((1, B.shape[1]), np.float32), block=A.shape[1])),
         (er.quantize, dict(x=x, dtype="float8_e4m3fn", granularity=("block", 4), recipe="amax")),
         (er.unpack_fp4, dict(x=np.zeros((2, 2), np.uint8), first="low")),
         (er.attention, dict(q=q, k=q, v=q, scale=0.25, causal=True, causal_alignment="bottom_right", window=(2, 1),

@@ -234,3 +234,53 @@ def test_nan_result_in_a_format_without_nan():
     res = ref.covers((q, None, np.array([np.nan, 28.0], np.float32)))
     assert res, res
     assert res.q.counts["covered"] == 8 and res.q.counts["exact"] == 8
+
+
+def _mx_operand(x, elem, axis):
+    """x quantised with the spec's MX recipe in blocks of 32 along `axis` (1: A's rows, 0: B's columns)."""
+    xt = x if axis == 1 else x.T
+    q, X = spec_mx(np.ascontiguousarray(xt), elem)
+    return (q, X) if axis == 1 else (np.ascontiguousarray(q.T), np.ascontiguousarray(X.T))
+
+
+def _mx_gemm(qa, sa, qb, sb, rng, bug=None):
+    """An MX GEMM in fp32 as a Hopper kernel emulates one: each block's operands dequantised (exact), the products
+    added in fp32 in a shuffled order per element; bugs: the next block's A scale, one block's B scale doubled, the
+    last block dropped."""
+    a = qa.astype(np.float64) * np.repeat(sa.astype(np.float64), BLOCK, axis=1)
+    b = qb.astype(np.float64) * np.repeat(sb.astype(np.float64), BLOCK, axis=0)
+    if bug == "next_block":
+        a = qa.astype(np.float64) * np.repeat(np.roll(sa.astype(np.float64), 1, axis=1), BLOCK, axis=1)
+    if bug == "b_scale_twice":
+        b[:BLOCK, 0] *= 2
+    K = a.shape[1]
+    if bug == "last_block_dropped":
+        K -= BLOCK
+    out = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            acc = np.float32(0)
+            for k in rng.permutation(K):
+                acc = np.float32(acc + np.float32(a[i, k] * b[k, j]))
+            out[i, j] = acc
+    return out
+
+
+@pytest.mark.parametrize("elem", ("float8_e4m3fn", "float4_e2m1fn"))
+def test_block_scaled_matmul(elem):
+    rng = np.random.default_rng(9)
+    A = (rng.standard_normal((6, 4 * BLOCK)) * np.exp2(rng.integers(-6, 6, (6, 4)).repeat(BLOCK, 1))).astype(np.float32)
+    B = rng.standard_normal((4 * BLOCK, 5)).astype(np.float32)
+    qa, sa = _mx_operand(A, elem, 1)
+    qb, sb = _mx_operand(B, elem, 0)
+    assert sa.shape == (6, 4) and sb.shape == (4, 5)
+    ref = er.scaled_matmul(qa, qb, sa, sb, block=BLOCK)
+    assert ref.covers(_mx_gemm(qa, sa, qb, sb, rng))
+    for bug in ("next_block", "b_scale_twice", "last_block_dropped"):
+        assert not ref.covers(_mx_gemm(qa, sa, qb, sb, rng, bug)), (elem, bug)
+    with pytest.raises(ValueError, match="scale_a"):
+        er.scaled_matmul(qa, qb, sa[:, :3], sb, block=BLOCK)
+    with pytest.raises(TypeError, match="scale_b"):
+        er.scaled_matmul(qa, qb, sa, 2.0, block=BLOCK)
+    with pytest.raises(TypeError, match="float64"):
+        er.scaled_matmul(qa, qb, sa.astype(np.float64), sb, block=BLOCK)
