@@ -129,6 +129,9 @@ typedef struct er_standard {
                                  inputs' format (torch's CUDA kernel computes grad * output in the input dtype), or
                                  not; 1 compute: rounded in the compute format only, or fused (products=compute).
                                  cross_entropy: 1 compute: no value rounded to the logits' format (fused kernels) */
+    double amax_floor;        /* quantize (amax, pow2, inverse recipes): the kernel divides by max(amax, amax_floor)
+                                 (torchao: qmax / clamp(amax, 1e-12)); 0: no floor (an amax of 0 gives the recipes'
+                                 scale 1 or the plain quotient) */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,

@@ -30,6 +30,7 @@ ER_INTERNAL void er__cset_build(er_cset *c, const er_fmt_info *O, er_overflow ov
 #define ER_TAKES_LOG 0x2000u     /* log_ulps= */
 #define ER_TAKES_DIV 0x4000u     /* div= */
 #define ER_TAKES_PRODUCTS 0x8000u /* products= */
+#define ER_TAKES_AMAX_FLOOR 0x10000u /* amax_floor= */
 ER_INTERNAL er_status er__standard_takes(const er_ref *ref, const er_standard *std);
 /* The standard of a backward pass: the options its module takes, order any_order (else ER_ERR_UNSUPPORTED naming
  * `sums`, "its sum"), rounding to nearest in a compute format other than tf32 that holds every input's values (the

@@ -142,6 +142,7 @@ static int er_set_depth(const er_standard *s) { return s->depth != 0; }
 static int er_set_mean(const er_standard *s) { return s->mean != 0; }
 static int er_set_attn(const er_standard *s) { return s->kv_block != 0 || s->p_sum != 0 || s->qk_scale != 0; }
 static int er_set_products(const er_standard *s) { return s->products != 0; }
+static int er_set_amax_floor(const er_standard *s) { return s->amax_floor != 0; }
 
 static const er_takes_rule er_takes_rules[] = {
     {ER_TAKES_MMA, ER_ERR_STANDARD, er_set_mma, "mma standards model tensor-core products; they apply to %s, not to %s",
@@ -167,6 +168,7 @@ static const er_takes_rule er_takes_rules[] = {
     {ER_TAKES_ATTN, ER_ERR_STANDARD, er_set_attn, "kv_block=, p_sum= and qk_scale= apply to %s, not to %s",
      "kv_block=, p_sum=, qk_scale="},
     {ER_TAKES_PRODUCTS, ER_ERR_STANDARD, er_set_products, "products= applies to %s, not to %s", "products="},
+    {ER_TAKES_AMAX_FLOOR, ER_ERR_STANDARD, er_set_amax_floor, "amax_floor= applies to %s, not to %s", "amax_floor="},
 };
 
 /* The names of the table's ops whose modules take bit, as "a, b and c", into buf. */

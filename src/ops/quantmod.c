@@ -128,6 +128,11 @@ static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, 
 }
 
 static er_status er_q_check(const er_ref *ref, const er_standard *std) {
+    if (std->amax_floor != 0 && er_q_mx(er__quant(ref)->recipe))
+        return er__fail(ER_ERR_STANDARD, "amax_floor= applies to the amax, pow2 and inverse recipes; an MX scale "
+                                         "comes from amax's exponent");
+    if (std->amax_floor != 0 && er__quant(ref)->base)
+        return er__fail(ER_ERR_UNSUPPORTED, "amax_floor= on a reference's output is not modelled in this version");
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute),
                       *Q = er__fmt(er__quant(ref)->qfmt);
     if (er__quant(ref)->base) {
@@ -315,9 +320,10 @@ static double er_q_mx_exact(er_scale_recipe recipe, const er_fmt_info *Q, double
     return ldexp(1.0, e < -127 ? -127 : (int)e);
 }
 
-/* The scale's set for amax's set av under the recipe; anon (MX only) the max over the elements that are not NaN. */
+/* The scale's set for amax's set av under the recipe; anon (MX only) the max over the elements that are not NaN;
+ * floor (amax_floor=, 0: none) the least amax the kernel divides by. */
 static void er_q_scale_set(const er_fmt_info *E, const er_fmt_info *Q, double U, er_scale_recipe recipe,
-                           const er_cval *av, double anon, er_cval *sv) {
+                           const er_cval *av, double anon, double floor, er_cval *sv) {
     er_q_empty(sv);
     double qmax = Q->max;
     if (er_q_mx(recipe)) {
@@ -330,8 +336,10 @@ static void er_q_scale_set(const er_fmt_info *E, const er_fmt_info *Q, double U,
     }
     int inv = recipe == ER_RECIPE_INV;
     if (av->lo <= av->hi) {
-        if (inv) er_q_scale_inv_range(sv, E, U, qmax, av->lo, av->hi);
-        else er_q_scale_range(sv, E, U, qmax, recipe == ER_RECIPE_POW2, av->lo, av->hi);
+        /* the kernel divides by max(amax, floor): non-decreasing in amax, so the ends move to it */
+        double lo = fmax(av->lo, floor), hi = fmax(av->hi, floor);
+        if (inv) er_q_scale_inv_range(sv, E, U, qmax, lo, hi);
+        else er_q_scale_range(sv, E, U, qmax, recipe == ER_RECIPE_POW2, lo, hi);
     }
     if (av->pinf) { er_q_put(sv, 1.0); if (inv) sv->pinf = 1; else er_q_put(sv, 0.0); }
     if (av->nan || av->nan_req) { er_q_put(sv, 1.0); sv->nan = 1; }
@@ -474,7 +482,7 @@ typedef struct er_q_job {
     const double *xm, *xbl, *xbh; /* a base's exact values: near each (mid) and a bracket of each */
     const uint8_t *xf;
     const mpfr_t *amp;           /* each group's exact amax (a base's) */
-    double qmax, U;              /* q's largest value; the divisions' ulps */
+    double qmax, U, floor;       /* q's largest value; the divisions' ulps; amax_floor (0: none) */
     er_sink *sk;
     int64_t begin, end;
     er_status st;
@@ -514,7 +522,9 @@ static void *er_q_run(void *arg) {
         }
         /* the exact S and amax within their brackets (a tensor's: exact) */
         double sl = er__quant(ref)->base ? j->xbl[idx] : x, sh = er__quant(ref)->base ? j->xbh[idx] : x;
-        double al = er__quant(ref)->base ? gi->abl : gi->aexact, ah = er__quant(ref)->base ? gi->abh : gi->aexact;
+        double al = er__quant(ref)->base ? gi->abl : fmax(gi->aexact, j->floor), /* a tensor's: exact (NaN stays) */
+            ah = er__quant(ref)->base ? gi->abh : fmax(gi->aexact, j->floor);
+        if (isnan(gi->aexact)) al = ah = NAN;
         if (!er_q_exact_bracket(j->sk->O, j->sk->ov, sl, sh, j->qmax, al, ah, &exact, &rounded)) {
             int64_t index[ER_MAX_DIMS];
             er__index_of(ref, idx, index);
@@ -631,7 +641,8 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         for (int64_t idx = 0; idx < n && st == ER_OK; idx++)
             st = er__ref_bracket(er__quant(ref)->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
     }
-    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, NULL, 0, 0, ER_OK};
+    double floor = std->amax_floor;
+    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, floor, NULL, 0, 0, ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
     er_sink *sa = er__sinks_at(sks, 0, 1), *ss = er__sinks_at(sks, 0, 2), *sq;
     for (int64_t g = 0; g < G && st == ER_OK; g++) {
@@ -649,8 +660,9 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         /* the scale from the kernel's amax where that is in its set */
         er_cval av = q->av;
         if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
-        er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, &q->sv);
+        er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, floor, &q->sv);
         int inv = er__quant(ref)->recipe == ER_RECIPE_INV, mx = er_q_mx(er__quant(ref)->recipe);
+        if (isfinite(a)) a = fmax(a, floor); /* the amax divided by (a tensor's: the base refuses a floor) */
         q->sexact = mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)
                   : a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
         if (ss) {
@@ -697,7 +709,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
 }
 
 const er_op_module er__quantize_module = { .name = "quantize",
-                                           .takes = ER_TAKES_DIV_ULPS | ER_TAKES_DEPTH,
+                                           .takes = ER_TAKES_DIV_ULPS | ER_TAKES_DEPTH | ER_TAKES_AMAX_FLOOR,
                                            .nout = 3,
                                            .out_names = er_q_names,
                                            .out_shape = er_q_out_shape,

@@ -166,6 +166,8 @@ static er_status er_validate_functions(const er_standard *s) {
     if (s->mean < 0 || s->mean > 2) return er__fail(ER_ERR_STANDARD, "invalid mean value %d", s->mean);
     if (!(s->div_ulps >= 0 && s->div_ulps <= 1e6))
         return er__fail(ER_ERR_STANDARD, "div_ulps must be between 0 and 1e6");
+    if (!(s->amax_floor >= 0 && s->amax_floor <= DBL_MAX))
+        return er__fail(ER_ERR_STANDARD, "amax_floor must be 0 (none) or a positive finite number");
     if ((unsigned)s->exp_fast > 1 || (unsigned)s->max_optional > 1 || (unsigned)s->online > 1 ||
         (unsigned)s->fast_math > 2)
         return er__fail(ER_ERR_STANDARD, "exp_fast, max_optional and online are 0 or 1, fast_math 0, 1 or 2");
@@ -232,7 +234,8 @@ typedef enum er_opt_kind {
     ER_OPT_FORMAT,  /* a format's name (an er_format field) */
     ER_OPT_ULPS,    /* an accuracy in ulps, 0.5 to 1e6 (a double field) */
     ER_OPT_COUNT,   /* a decimal integer in [1, hi] (an int64_t field, or an int one where hi fits) */
-    ER_OPT_POW2     /* a power of two in [1, hi] (an int field), for triton:BLOCK only */
+    ER_OPT_POW2,    /* a power of two in [1, hi] (an int field), for triton:BLOCK only */
+    ER_OPT_REAL     /* a positive finite number (a double field) */
 } er_opt_kind;
 
 typedef struct er_opt_def {
@@ -312,6 +315,7 @@ static const er_opt_def er_options[] = {
     {"warps", ER_OPT_POW2, ER_OFF(warps), 0, NULL, 32, "a power of two"},
     {"vec", ER_OPT_POW2, ER_OFF(vec), 0, NULL, 32, "a power of two"},
     ER_WORDS("products", products, er_w_products, "either or compute"),
+    {"amax_floor", ER_OPT_REAL, ER_OFF(amax_floor), 0, NULL, 0, "a positive finite number"},
 };
 #define ER_NOPTIONS ((int)(sizeof er_options / sizeof er_options[0]))
 _Static_assert(ER_NOPTIONS <= 64, "the parser marks the options seen in 64 bits");
@@ -382,6 +386,12 @@ static er_status er_opt_set(const er_opt_def *o, const char *val, er_standard *s
     case ER_OPT_ULPS: {
         double u = strtod(val, &end);
         if (*end || !(u >= 0.5 && u <= 1e6)) break;
+        memcpy(field, &u, sizeof u);
+        return ER_OK;
+    }
+    case ER_OPT_REAL: {
+        double u = strtod(val, &end);
+        if (end == val || *end || !(u > 0 && u <= DBL_MAX)) break;
         memcpy(field, &u, sizeof u);
         return ER_OK;
     }
@@ -667,6 +677,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->exp_ulps) ER_PUT(" exp_ulps=%g", s->exp_ulps);
     if (s->exp_fast) ER_PUT(" exp_ulps=fast");
     if (s->div_ulps) ER_PUT(" div_ulps=%g", s->div_ulps);
+    if (s->amax_floor) ER_PUT(" amax_floor=%.17g", s->amax_floor);
     if (s->max_optional) ER_PUT(" max=optional");
     if (s->online) ER_PUT(" online=yes");
     if (s->log_ulps) ER_PUT(" log_ulps=%g", s->log_ulps);

@@ -231,7 +231,7 @@ END_TEST
 /* The option table and each op's options, as the library states them for bindings and documentation. */
 START_TEST(option_tables) {
     int n = er_standard_option_count();
-    ck_assert_int_eq(n, 30);
+    ck_assert_int_eq(n, 31);
     ck_assert_str_eq(er_standard_option_name(0), "compute");
     ck_assert_str_eq(er_standard_option_values(1), "either, never or always");
     ck_assert_ptr_null(er_standard_option_name(n));

@@ -37,7 +37,7 @@ def test_docstrings_come_from_the_library_tables():
     from exactref import _ffi
 
     names = [name for name, _ in _ffi.standard_options()]
-    assert len(names) == 30 and names[0] == "compute"
+    assert len(names) == 31 and names[0] == "compute"
     for name, values in _ffi.standard_options():
         assert "%s=: %s" % (name, values) in er.Reference.covers.__doc__
         assert "%s=: %s" % (name, values) in er.AttentionReference.covers.__doc__

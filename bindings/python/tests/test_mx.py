@@ -284,3 +284,28 @@ def test_block_scaled_matmul(elem):
         er.scaled_matmul(qa, qb, sa, 2.0, block=BLOCK)
     with pytest.raises(TypeError, match="float64"):
         er.scaled_matmul(qa, qb, sa.astype(np.float64), sb, block=BLOCK)
+
+
+def test_amax_floor_torchao_zero_rows():
+    """torchao's float8 recipes divide by clamp(amax, 1e-12) in fp32, so an all-zero row has scale 448 / 1e-12:
+    refused without amax_floor (the recipes' 1 or the plain quotient), covered with it, and exact with the floor as
+    the kernel holds it (1e-12 rounded to fp32)."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    x[1] = 0
+    x[2] *= np.float32(1e-15)  # amax below the floor
+    f32 = np.float32(1e-12)
+    amax = np.abs(x).max(-1)
+    scale = np.float32(448.0) / np.maximum(amax, f32)
+    q = np.clip(x * scale[:, None], -448, 448).astype(_dt("float8_e4m3fn"))
+    ref = er.quantize(x, "float8_e4m3fn", "row")
+    assert not ref.covers((q, amax, scale))
+    assert ref.covers((q, amax, scale), amax_floor=1e-12)
+    res = ref.covers((q, amax, scale), amax_floor=float(f32))
+    assert res and res.scale.counts["exact"] == 4 and res.q.counts["exact"] == x.size
+    # a floor of the wrong size is caught in the rows it governs
+    assert not ref.covers((q, amax, scale), amax_floor=1e-10)
+    with pytest.raises(er.ExactrefError, match="amax_floor"):
+        er.quantize(x, "float8_e4m3fn", ("block", 32), recipe="mx").covers((q, None, None), amax_floor=1e-12)
+    with pytest.raises(er.ExactrefError, match="amax_floor"):
+        er.softmax(x).covers(x, amax_floor=1e-12)
