@@ -984,7 +984,8 @@ def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granular
     rounding amax to dtype's precision (torchao's EVEN); "mx_rceil" ceil(log2(amax / qmax)) with the quotient within
     div_ulps (cuBLAS, cvt.rp.ue8m0, torchao's RCEIL). An all-zero block allows every scale; a block holding an
     infinity or NaN requires a NaN scale and leaves q free (with a NaN and no infinity, the scale of the other
-    elements too: a max that skips NaN, as tl.max does). MX kernels store no amax: covers((q, None, scale)).
+    elements too: a max that skips NaN, as tl.max does). torchao's float8 recipes divide by clamp(amax, 1e-12):
+    covers(..., amax_floor=1e-12); div_ulps=0.5 states a correctly rounded division (CUDA C's and torch's /). MX kernels store no amax: covers((q, None, scale)).
     covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
     (docs/algorithms/quantize.md)."""
     a = to_numpy(x, "x")
