@@ -209,7 +209,11 @@ typedef enum er_scale_recipe {
     ER_RECIPE_MX = 3,
     ER_RECIPE_MX_CEIL = 4,
     ER_RECIPE_MX_EVEN = 5,
-    ER_RECIPE_MX_RCEIL = 6
+    ER_RECIPE_MX_RCEIL = 6,
+    /* NVFP4 (blocks, usually of 16, of an fp4 q): the scale output is each block's e4m3 decode scale
+     * RN_e4m3(amax_b S / qmax) for the tensor's encode scale S = 448 qmax / max |x|, and q = RN_q(x S / scale)
+     * saturated, each product and quotient in fp32 as Transformer Engine and torchao compute them (Lemma Q7). */
+    ER_RECIPE_NVFP4 = 7
 } er_scale_recipe;
 /* The reference of quantising x to format q (fp8, or any float format narrower than the compute format), as
  * Transformer Engine and torch recipes do: three outputs, q (x's shape), amax and scale, one per group (the whole

@@ -42,14 +42,17 @@ static er_status er_q_args(er_format q, er_granularity granularity, int64_t bloc
         return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
     if (granularity == ER_GRAN_BLOCK && block < 1)
         return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
-    if ((unsigned)recipe > ER_RECIPE_MX_RCEIL)
-        return er__fail(ER_ERR_INVALID, "recipe %d: expected amax, pow2, inv, mx, mx_ceil, mx_even or mx_rceil",
-                        (int)recipe);
+    if ((unsigned)recipe > ER_RECIPE_NVFP4)
+        return er__fail(ER_ERR_INVALID,
+                        "recipe %d: expected amax, pow2, inv, mx, mx_ceil, mx_even, mx_rceil or nvfp4", (int)recipe);
+    if (recipe == ER_RECIPE_NVFP4 && granularity != ER_GRAN_BLOCK)
+        return er__fail(ER_ERR_INVALID, "the nvfp4 recipe scales blocks (of 16): granularity block, not %s",
+                        granularity == ER_GRAN_ROW ? "row" : "tensor");
     return ER_OK;
 }
 
 /* The MX recipes (quantize.md, Lemma Q5): the scale is a power of two X and q = RN_q(x / X), saturated. */
-static int er_q_mx(er_scale_recipe recipe) { return recipe >= ER_RECIPE_MX; }
+static int er_q_mx(er_scale_recipe recipe) { return recipe >= ER_RECIPE_MX && recipe <= ER_RECIPE_MX_RCEIL; }
 
 /* A quantize reference of the given output shape: its groups. */
 static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_format q, er_granularity granularity,
@@ -101,9 +104,9 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
                         "a tensor, a chain), not %s, in this version",
                         er__op_name(base));
     ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
-    if (er_q_mx(recipe))
+    if (er_q_mx(recipe) || recipe == ER_RECIPE_NVFP4)
         return er__fail(ER_ERR_UNSUPPORTED, "quantize of a reference's output takes the amax, pow2 and inv recipes, "
-                                            "not an MX recipe, in this version");
+                                            "not an MX or NVFP4 recipe, in this version");
     int nd;
     int64_t shape[ER_MAX_DIMS];
     ER_RETURN_IF_ERROR(er_ref_shape(base, &nd, shape));
@@ -128,9 +131,9 @@ static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, 
 }
 
 static er_status er_q_check(const er_ref *ref, const er_standard *std) {
-    if (std->amax_floor != 0 && er_q_mx(er__quant(ref)->recipe))
-        return er__fail(ER_ERR_STANDARD, "amax_floor= applies to the amax, pow2 and inverse recipes; an MX scale "
-                                         "comes from amax's exponent");
+    if (std->amax_floor != 0 && er__quant(ref)->recipe >= ER_RECIPE_MX)
+        return er__fail(ER_ERR_STANDARD, "amax_floor= applies to the amax, pow2 and inverse recipes, not to MX or "
+                                         "NVFP4");
     if (std->amax_floor != 0 && er__quant(ref)->base)
         return er__fail(ER_ERR_UNSUPPORTED, "amax_floor= on a reference's output is not modelled in this version");
     const er_fmt_info *E = er__fmt(std->compute == ER_TF32 ? ER_FP32 : std->compute),
@@ -320,6 +323,59 @@ static double er_q_mx_exact(er_scale_recipe recipe, const er_fmt_info *Q, double
     return ldexp(1.0, e < -127 ? -127 : (int)e);
 }
 
+/* NVFP4 (quantize.md, Lemma Q7): the tensor's encode scale S = 448 qmax / G (G = max |x|; 1 where G is 0) as the
+ * kernel holds it, within U ulps of fp32 either as a quotient or as the reciprocal of G / (448 qmax), at most
+ * FLT_MAX: [slo, shi]; free (no claim on any scale or q) where G is not finite. */
+typedef struct er_q_nv { int free; double G, slo, shi; } er_q_nv;
+static void er_q_put_any(er_cval *v, const er_fmt_info *Q);
+
+#define ER_NV_SMAX 448.0 /* the block scales' format: e4m3 */
+
+static void er_q_nv_init(er_q_nv *nv, const er_fmt_info *Q, double U, double G) {
+    nv->G = G;
+    nv->free = !isfinite(G);
+    if (nv->free) return;
+    if (G == 0) { nv->slo = nv->shi = 1.0; return; }
+    double S = ER_NV_SMAX * Q->max / G, e = U * 0x1p-23 + 0x1p-50; /* S in double: within 2^-53 */
+    nv->slo = fmin(S * (1 - e), FLT_MAX);
+    nv->shi = fmin(S / (1 - e), FLT_MAX);
+}
+
+/* 3 and 4 roundings to nearest in fp32, relative (normal results), with a margin for the double arithmetic */
+#define ER_NV_R3 (3 * 0x1p-24 + 0x1p-45)
+#define ER_NV_R4 (4 * 0x1p-24 + 0x1p-45)
+
+/* A block's decode scale for its amax a (finite, >= 0): D = a S / qmax in fp32 (a times fl(S fl(1 / qmax)), or
+ * fl(a / qmax) times S, or divided by G / (448 qmax): three roundings; an underflow's absolute 2^-149), at most
+ * FLT_MAX, then RN_e4m3 saturated; torchao clamps it to e4m3's least normal 2^-6 first. */
+static void er_q_nv_scale_range(er_cval *sv, const er_fmt_info *Q, const er_q_nv *nv, double a) {
+    const er_fmt_info *S8 = er__fmt(ER_FP8_E4M3FN);
+    double dlo = fmax(a * nv->slo / Q->max * (1 - ER_NV_R3) - 0x1p-149, 0.0),
+           dhi = fmin(a * nv->shi / Q->max * (1 + ER_NV_R3) + 0x1p-149, FLT_MAX);
+    double lo = er__round_double(S8, dlo, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE),
+           hi = er__round_double(S8, dhi, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    er_q_put(sv, lo);
+    er_q_put(sv, hi);
+    if (lo < 0x1p-6) er_q_put(sv, 0x1p-6);
+}
+
+/* q's values for x and a block scale s: RN_q(x S / s) saturated, x S / s in fp32 with up to four roundings (S / s,
+ * or the reciprocal of s fl(1 / S); then times x; or x / P then / s), free where s is 0 or not finite (the block
+ * decodes to 0 or NaN whatever q holds) or where S / s may leave fp32's normal range. */
+static void er_q_nv_put(er_cval *v, const er_fmt_info *Q, const er_q_nv *nv, double x, double s) {
+    if (nv->free || !(s > 0) || !isfinite(s) || isnan(x) || nv->shi > 0x1p125 || nv->shi / s > 0x1p120) {
+        er_q_put_any(v, Q);
+        return;
+    }
+    if (isinf(x)) { er_q_put(v, x > 0 ? Q->max : -Q->max); return; }
+    double m = fabs(x), vlo = fmax(m * nv->slo / s * (1 - ER_NV_R4) - 0x1p-149, 0.0),
+           vhi = m * nv->shi / s * (1 + ER_NV_R4) + 0x1p-149;
+    double a = er__round_double(Q, vlo, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE),
+           b = er__round_double(Q, vhi, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    er_q_put(v, x < 0 ? -a : a);
+    er_q_put(v, x < 0 ? -b : b);
+}
+
 /* The scale's set for amax's set av under the recipe; anon (MX only) the max over the elements that are not NaN;
  * floor (amax_floor=, 0: none) the least amax the kernel divides by. */
 static void er_q_scale_set(const er_fmt_info *E, const er_fmt_info *Q, double U, er_scale_recipe recipe,
@@ -483,6 +539,7 @@ typedef struct er_q_job {
     const uint8_t *xf;
     const mpfr_t *amp;           /* each group's exact amax (a base's) */
     double qmax, U, floor;       /* q's largest value; the divisions' ulps; amax_floor (0: none) */
+    const er_q_nv *nv;           /* NVFP4's encode scale */
     er_sink *sk;
     int64_t begin, end;
     er_status st;
@@ -512,6 +569,25 @@ static void *er_q_run(void *arg) {
         er_q_xset(j, idx, &xv);
         er_q_value_set(j->E, j->Q, &xv, gi, er_q_form(er__quant(ref)->recipe), j->U, &v);
         double exact, rounded, x = er__quant(ref)->base ? 0.0 : er_q_x(ref, idx);
+        if (er__quant(ref)->recipe == ER_RECIPE_NVFP4) { /* Lemma Q7: the kernel's scale, else the set's ends */
+            const er_q_nv *nv = j->nv;
+            er_q_empty(&v);
+            const er_cval *s = &gi->sv;
+            if (gi->have_k) er_q_nv_put(&v, j->Q, nv, x, gi->k);
+            else if (s->nan || s->nan_req || s->pinf || s->ninf || !(s->lo > 0)) er_q_put_any(&v, j->Q);
+            else { er_q_nv_put(&v, j->Q, nv, x, s->lo); er_q_nv_put(&v, j->Q, nv, x, s->hi); }
+            double sr = er__round_double(er__fmt(ER_FP8_E4M3FN), gi->sexact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            exact = rounded = NAN; /* a scale of 0 or NaN: q is free, never exact */
+            if (nv->G == 0 || x == 0) exact = rounded = 0; /* 0 under every finite encode scale */
+            else if (!nv->free && sr > 0 && !isnan(x)) {
+                exact = x * (ER_NV_SMAX * j->qmax) / (nv->G * sr);
+                rounded = er_q_round_quotient(j->sk->O, x, ER_NV_SMAX * j->qmax, nv->G * sr, ER_OVERFLOW_SATURATE);
+            }
+            er_cset c;
+            er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
+            er__sink_put(j->sk, idx, &c);
+            continue;
+        }
         if (er_q_mx(er__quant(ref)->recipe)) { /* a tensor's x over the exact scale: exact in double */
             exact = x / gi->sexact;
             rounded = er__round_double(j->sk->O, exact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
@@ -642,8 +718,16 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
             st = er__ref_bracket(er__quant(ref)->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
     }
     double floor = std->amax_floor;
-    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, floor, NULL, 0, 0, ER_OK};
+    er_q_nv nv = {0, 0, 1, 1};
+    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, floor, &nv, NULL, 0, 0,
+                   ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
+    int nvfp4 = er__quant(ref)->recipe == ER_RECIPE_NVFP4;
+    if (nvfp4 && st == ER_OK) { /* the tensor's max |x|: NaN where an element is NaN */
+        double gmax = 0;
+        for (int64_t g = 0; g < G; g++) gmax = isnan(gi[g].aexact) || isnan(gmax) ? NAN : fmax(gmax, gi[g].aexact);
+        er_q_nv_init(&nv, Q, U, gmax);
+    }
     er_sink *sa = er__sinks_at(sks, 0, 1), *ss = er__sinks_at(sks, 0, 2), *sq;
     for (int64_t g = 0; g < G && st == ER_OK; g++) {
         er_q_group_info *q = &gi[g];
@@ -661,6 +745,22 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         er_cval av = q->av;
         if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
         er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, floor, &q->sv);
+        if (nvfp4) { /* Lemma Q7: the block's decode scale from its exact amax and the tensor's encode scale */
+            er_q_empty(&q->sv);
+            if (nv.free || !isfinite(a)) er_q_put_any(&q->sv, er__fmt(ER_FP32));
+            else er_q_nv_scale_range(&q->sv, Q, &nv, a);
+            q->sexact = nv.free || !isfinite(a) ? NAN : nv.G == 0 ? 0.0 : a * ER_NV_SMAX / nv.G;
+            if (ss) {
+                double rounded = nv.free || !isfinite(a) ? NAN
+                               : nv.G == 0 ? 0.0 : er_q_round_quotient(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
+                er_cset c;
+                er__cset_build(&c, ss->O, ss->ov, 0, &q->sv, q->sexact, rounded);
+                er__sink_put(ss, g, &c);
+                q->k = er__load(ss->out, er__offset(ss->out, g));
+                q->have_k = er_q_in(&c, q->k);
+            }
+            continue;
+        }
         int inv = er__quant(ref)->recipe == ER_RECIPE_INV, mx = er_q_mx(er__quant(ref)->recipe);
         if (isfinite(a)) a = fmax(a, floor); /* the amax divided by (a tensor's: the base refuses a floor) */
         q->sexact = mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)

@@ -244,7 +244,8 @@ START_TEST(refusals) {
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP64, ER_GRAN_TENSOR, 0, ER_RECIPE_AMAX), ER_ERR_FORMAT);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_BLOCK, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, (er_granularity)3, 0, ER_RECIPE_AMAX), ER_ERR_INVALID);
-    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, (er_scale_recipe)7), ER_ERR_INVALID);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, (er_scale_recipe)8), ER_ERR_INVALID);
+    ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP4_E2M1FN, ER_GRAN_ROW, 0, ER_RECIPE_NVFP4), ER_ERR_INVALID);
     ck_assert_int_eq(er_quantize(&ref, NULL, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_ERR_NULL);
     ck_assert(ref == NULL);
     ck_assert_int_eq(er_quantize(&ref, &tx, ER_FP16, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);

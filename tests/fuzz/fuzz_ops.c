@@ -140,8 +140,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         st = er_softmax_backward(&ref, vb > 0 && (byte(&r) & 1) ? &B : &A, &A, dim);
         break;
     case 13: st = er_log_softmax_backward(&ref, vb > 0 && (byte(&r) & 1) ? &B : &A, &A, dim); break;
-    case 10: /* granularity 3, recipe 7 and blocks below 1 are refused (recipes 3 to 6 are MX's) */
-        st = er_quantize(&ref, &A, fo, (er_granularity)((dim + 3) % 4), (int64_t)dim + 2, (er_scale_recipe)(byte(&r) % 8));
+    case 10: /* granularity 3, recipe 8 and blocks below 1 are refused (3 to 6 are MX's, 7 NVFP4's) */
+        st = er_quantize(&ref, &A, fo, (er_granularity)((dim + 3) % 4), (int64_t)dim + 2, (er_scale_recipe)(byte(&r) % 9));
         break;
     case 11: { /* attention: q = A, k = v = B; the mask's flags and sizes from the input (values other than 0 and 1,
                 * negative windows and scales that are not finite are refused) */

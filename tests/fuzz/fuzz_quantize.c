@@ -5,6 +5,7 @@
  * alone (amax = max |x| exact, the scale correctly rounded in fp32, q = RN_q(RN_fp32(x scale)) saturated; MX: the
  * recipe's power of two from amax's exponent, stored as e8m0, q = RN_q(RN_fp32(x 2^-e)) saturated, 0 in a NaN block),
  * with each output's shape from er_ref_output_shape; what is refused writes nothing. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -13,7 +14,7 @@
 #include <exactref/exactref.h>
 #include "harness.h"
 
-static const char *const kinds[] = {"amax", "pow2", "inverse", "mx", "mx_ceil", "mx_even", "mx_rceil"};
+static const char *const kinds[] = {"amax", "pow2", "inverse", "mx", "mx_ceil", "mx_even", "mx_rceil", "nvfp4"};
 REACH_TARGET(kinds)
 
 
@@ -45,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned g = byte(&r), rb = byte(&r);
     er_granularity gran = (er_granularity)(g % 4); /* 3: refused */
     int64_t block = (g >> 2) % 8 == 7 ? INT64_MAX : (g >> 2) % 8 == 6 ? 0 : 1 + (int64_t)((g >> 2) % 8) * 3;
-    er_scale_recipe recipe = (er_scale_recipe)(rb % 8); /* 7: refused */
+    er_scale_recipe recipe = (er_scale_recipe)(rb % 9); /* 8: refused */
     int mx = recipe >= ER_RECIPE_MX && recipe <= ER_RECIPE_MX_RCEIL;
     int64_t n = (int64_t)rows * cols;
     static uint32_t xb[MAXN];
@@ -63,13 +64,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     er_tensor X;
     if (er_tensor_view(&X, xf, 2, (int64_t[]){rows, cols}, NULL, xb) != ER_OK) abort();
     er_ref *ref = NULL;
-    if ((unsigned)recipe < 7) reach_call((int)recipe);
+    if ((unsigned)recipe < 8) reach_call((int)recipe);
     er_status st = er_quantize(&ref, &X, qf, gran, block, recipe);
     if (st != ER_OK) {
         if (ref) abort();
         return 0;
     }
-    if ((unsigned)gran > 2 || (unsigned)recipe > 6 || (gran == ER_GRAN_BLOCK && block < 1) || qf == ER_FP8_E8M0FNU)
+    if ((unsigned)gran > 2 || (unsigned)recipe > 7 || (gran == ER_GRAN_BLOCK && block < 1) || qf == ER_FP8_E8M0FNU ||
+        (recipe == ER_RECIPE_NVFP4 && gran != ER_GRAN_BLOCK))
         abort(); /* must refuse */
     reach_accept((int)recipe);
     int nd;
@@ -109,7 +111,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         scale[k] = e > 127 ? NAN : (float)ldexp(1.0, e < -127 ? -127 : e);
     }
-    for (int64_t k = 0; k < ngroups && !mx; k++) {
+    /* NVFP4, as Transformer Engine computes it in fp32: S = 448 qmax / G (1 where G is 0), each block's e4m3 scale
+     * RN(amax_b (S RN(1 / qmax))) saturated, q = RN_q(x RN(1 / (scale RN(1 / S)))) saturated (x times FLT_MAX where
+     * the scale is 0) */
+    int nv = recipe == ER_RECIPE_NVFP4;
+    double G = 0, Senc = 1;
+    for (int64_t k = 0; k < ngroups && nv; k++) G = isnan(amax[k]) || isnan(G) ? NAN : fmax(G, amax[k]);
+    if (nv && G > 0) Senc = fmin(rn(ER_FP32, 448.0 * qmax / G, ER_OVERFLOW_IEEE), FLT_MAX);
+    if (nv && Senc == 0) Senc = 1;
+    for (int64_t k = 0; k < ngroups && nv; k++) {
+        double d = rn(ER_FP32, amax[k] * rn(ER_FP32, Senc * rn(ER_FP32, 1.0 / qmax, ER_OVERFLOW_IEEE), ER_OVERFLOW_IEEE),
+                      ER_OVERFLOW_IEEE);
+        scale[k] = (float)rn(ER_FP8_E4M3FN, fmin(d, FLT_MAX), ER_OVERFLOW_SATURATE);
+    }
+    for (int64_t k = 0; k < ngroups && !mx && !nv; k++) {
         double a = amax[k];
         double s = recipe == ER_RECIPE_INV ? a / qmax : qmax / a;
         if (a == 0 || !isfinite(a)) s = recipe == ER_RECIPE_INV && a == 0 ? 1.0 : 1.0; /* the recipes' scale 1 */
@@ -120,10 +135,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int64_t i = 0; i < n; i++) {
         int64_t row = i / (cols ? cols : 1), c = i % (cols ? cols : 1);
         int64_t k = gran == ER_GRAN_TENSOR ? 0 : gran == ER_GRAN_ROW ? row : row * gpr + c / block;
-        double v = recipe == ER_RECIPE_INV ? rn(ER_FP32, xv[i] / (double)scale[k], ER_OVERFLOW_IEEE)
+        double enc = nv ? (scale[k] > 0 ? rn(ER_FP32, 1.0 / rn(ER_FP32, scale[k] * rn(ER_FP32, 1.0 / Senc, ER_OVERFLOW_IEEE),
+                                                                 ER_OVERFLOW_IEEE), ER_OVERFLOW_IEEE)
+                                         : FLT_MAX)
+                        : 0;
+        if (nv) enc = fmin(enc, FLT_MAX);
+        double v = nv                      ? rn(ER_FP32, xv[i] * enc, ER_OVERFLOW_IEEE)
+                 : recipe == ER_RECIPE_INV ? rn(ER_FP32, xv[i] / (double)scale[k], ER_OVERFLOW_IEEE)
                    : mx                    ? rn(ER_FP32, xv[i] * (1.0 / (double)scale[k]), ER_OVERFLOW_IEEE)
                                            : rn(ER_FP32, xv[i] * (double)scale[k], ER_OVERFLOW_IEEE);
-        if (mx && isnan(v)) v = 0; /* a NaN block (or element): q is free, and fp4 and fp6 have no NaN */
+        if ((mx || nv) && isnan(v)) v = 0; /* a NaN block (or element): q is free, and fp4 and fp6 have no NaN */
         store(q, qf, i, rn(qf, v, ER_OVERFLOW_SATURATE), ER_OVERFLOW_SATURATE);
     }
     static uint8_t sbytes[MAXN]; /* the MX scales as e8m0 */
@@ -145,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st == ER_OK) {
         /* a correct kernel is never outside; NaN x makes NaN amax and scale, whose q the set may or may not hold */
         int any_nan = 0;
-        for (int64_t i = 0; i < n && !mx; i++) any_nan |= isnan(xv[i]); /* MX: a NaN block is covered too */
+        for (int64_t i = 0; i < n && !mx && !nv; i++) any_nan |= isnan(xv[i]); /* MX, NVFP4: NaN blocks too */
         for (int o = 0; o < 3 && !any_nan; o++)
             if (!er_report_all(&reps[o])) {
                 if (getenv("ER_FUZZ_VERBOSE")) for (int k = 0; k < 3; k++) er_report_fprint(stderr, &reps[k]);

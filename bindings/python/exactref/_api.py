@@ -965,7 +965,7 @@ def _quant_args(dtype, granularity, recipe):
     else:
         raise ExactrefValueError("ER_ERR_INVALID", "exactref: quantize: granularity %r: expected 'tensor', 'row' or "
                                  "('block', n)" % (granularity,))
-    recipes = {"amax": 0, "pow2": 1, "inverse": 2, "mx": 3, "mx_ceil": 4, "mx_even": 5, "mx_rceil": 6}
+    recipes = {"amax": 0, "pow2": 1, "inverse": 2, "mx": 3, "mx_ceil": 4, "mx_even": 5, "mx_rceil": 6, "nvfp4": 7}
     return qf, gran, block, recipes[_check.choice(recipe, "quantize", "recipe", tuple(recipes))]
 
 
@@ -985,7 +985,11 @@ def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granular
     div_ulps (cuBLAS, cvt.rp.ue8m0, torchao's RCEIL). An all-zero block allows every scale; a block holding an
     infinity or NaN requires a NaN scale and leaves q free (with a NaN and no infinity, the scale of the other
     elements too: a max that skips NaN, as tl.max does). torchao's float8 recipes divide by clamp(amax, 1e-12):
-    covers(..., amax_floor=1e-12); div_ulps=0.5 states a correctly rounded division (CUDA C's and torch's /). MX kernels store no amax: covers((q, None, scale)).
+    covers(..., amax_floor=1e-12); div_ulps=0.5 states a correctly rounded division (CUDA C's and torch's /).
+    Recipe "nvfp4" (("block", 16), float4_e2m1fn): the tensor's encode scale S = 448 * 6 / max|x| (1 where that is
+    0), each block's scale the e4m3 value RN(amax_b S / 6) and q = RN(x S / scale) saturated, as Transformer Engine
+    and torchao compute them in fp32 (a scale output as float8_e4m3fn). MX and NVFP4 kernels store no amax:
+    covers((q, None, scale)).
     covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
     (docs/algorithms/quantize.md)."""
     a = to_numpy(x, "x")
