@@ -17,6 +17,7 @@
  * Usage: verdicts [--quick] [--json FILE] [--seed N]. --quick (the version `make test` runs) exits 1 when exactref
  * raises a false alarm, misses a triggered bug, or a bug class is never triggered. */
 #define _POSIX_C_SOURCE 200809L
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,11 +57,12 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 typedef struct klass { const char *name, *trigger; int bug, attn; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
        K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, K_LN_WELFORD_TORCH,
-       K_CE_FUSED, K_CE_TORCH, K_LNB_TORCH, K_LNB_TRITON, N_CORRECT };
+       K_CE_FUSED, K_CE_TORCH, K_LNB_TORCH, K_LNB_TRITON, K_MX, K_NVFP4, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC,
        B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, B_UNBIASED_WELFORD,
-       B_CE_NOW, B_CE_EPS, B_CE_TAIL, B_LNB_NOMEAN, B_LNB_RSTD2, B_LNB_DW_NORSTD, B_LNB_DB_LAST, N_KLASS };
+       B_CE_NOW, B_CE_EPS, B_CE_TAIL, B_LNB_NOMEAN, B_LNB_RSTD2, B_LNB_DW_NORSTD, B_LNB_DB_LAST, B_MX_CEIL, B_MX_NEXT,
+       B_NV_UNROUNDED, B_NV_NOGLOBAL, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -76,6 +78,8 @@ static klass KL[N_KLASS] = {
     {.name = "cross-entropy, torch's composition, fp32", .trigger = ""},
     {.name = "layer_norm backward, torch's CUDA form, fp32", .trigger = ""},
     {.name = "layer_norm backward, Triton tutorial's form", .trigger = ""},
+    {.name = "MXFP8 quantize (the OCP spec's recipe), fp32", .trigger = ""},
+    {.name = "NVFP4 quantize (Transformer Engine's form)", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -108,6 +112,10 @@ static klass KL[N_KLASS] = {
     {.name = "layer_norm bwd: rstd applied twice", .trigger = "an output moves beyond W_lnb", .bug = 1},
     {.name = "layer_norm bwd: dweight without rstd", .trigger = "an output moves beyond W_lnb", .bug = 1},
     {.name = "layer_norm bwd: dbias misses its last row", .trigger = "an output moves beyond W_lnb", .bug = 1},
+    {.name = "MXFP8: shared exponent rounded up", .trigger = "a scale differs from the spec's", .bug = 1},
+    {.name = "MXFP8: the next block's scale", .trigger = "a scale differs from the spec's", .bug = 1},
+    {.name = "NVFP4: q from the unrounded block scale", .trigger = "a q differs from TE's", .bug = 1},
+    {.name = "NVFP4: per-tensor scale left out", .trigger = "a q or scale differs from TE's", .bug = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -705,6 +713,96 @@ static void quant_case(int kl, int rows, int cols, int dist) {
     free(x); free(am); free(sc); free(Q); free(y); free(ref);
 }
 
+/* ---------------------------------------------------------------- MX and NVFP4 */
+/* MXFP8: blocks of 32 along each row, X = 2^(floor(log2 amax) - 8) held to [2^-127, 2^127] (the ceiling for
+ * B_MX_CEIL, the next block's for B_MX_NEXT), q = RN_e4m3(x / X) saturated, the scale stored as e8m0. NVFP4
+ * (Transformer Engine's fp32 form): S = 2688 / max |x|, each block of 16's e4m3 scale RN(amax_b (S RN(1/6))), q =
+ * RN_e2m1(x RN(1 / (scale RN(1 / S)))) saturated (q from amax_b S / 6 unrounded for B_NV_UNROUNDED, S = 1 for
+ * B_NV_NOGLOBAL). Peers compare q with the recipe computed in double. */
+static double q_rn(er_format f, double v) { double y; er_round_double(&y, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE); return y; }
+static float rn32(double v) { return (float)v; }
+
+static void mx_case(int kl, int rows, int cols, int dist) {
+    int nv = kl == K_NVFP4 || kl == B_NV_UNROUNDED || kl == B_NV_NOGLOBAL, bs = nv ? 16 : 32, nb = cols / bs;
+    er_format qf = nv ? ER_FP4_E2M1FN : ER_FP8_E4M3FN, sf = nv ? ER_FP8_E4M3FN : ER_FP8_E8M0FNU;
+    size_t n = (size_t)rows * cols;
+    float *x = malloc(sizeof(float) * n);
+    uint8_t *Q = malloc(n), *Sb = malloc((size_t)rows * nb);
+    double *y = malloc(sizeof(double) * n), *ref = malloc(sizeof(double) * n), *sc = malloc(sizeof(double) * rows * nb);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(draw(dist, ER_FP32, (int)(i % cols), cols) * ldexp(1.0, (int)(unif() * 16) - 8 + (int)(i / bs % 5)));
+    double G = 0;
+    for (size_t i = 0; i < n; i++) G = fmax(G, fabs((double)x[i]));
+    float S = G > 0 ? rn32(2688.0 / G) : 1.0f;
+    if (kl == B_NV_NOGLOBAL) S = 1.0f;
+    int trig = 0;
+    for (int b = 0; b < rows * nb; b++) { /* each block's scale, as the kernel computes and stores it */
+        double a = 0;
+        for (int j = 0; j < bs; j++) a = fmax(a, fabs((double)x[(size_t)b * bs + j]));
+        if (nv) { sc[b] = q_rn(ER_FP8_E4M3FN, rn32((double)rn32(a) * (double)rn32((double)S * (double)rn32(1.0 / 6.0)))); continue; }
+        int ex;
+        double m = frexp(a, &ex);
+        int e = a > 0 ? ex - 1 - 8 + (kl == B_MX_CEIL && m != 0.5) : -127;
+        sc[b] = ldexp(1.0, e < -127 ? -127 : e > 127 ? 127 : e);
+        double espec = a > 0 ? ex - 1 - 8 : -127;
+        if (sc[b] != ldexp(1.0, espec < -127 ? -127 : (int)espec)) trig = 1;
+    }
+    if (kl == B_MX_NEXT) { /* block b takes block b + 1's scale (the last its own) */
+        for (int b = 0; b + 1 < rows * nb; b++) { if (sc[b] != sc[b + 1]) trig = 1; sc[b] = sc[b + 1]; }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int b = (int)(i / bs);
+        double a = 0;
+        for (int j = 0; j < bs; j++) a = fmax(a, fabs((double)x[(size_t)b * bs + j]));
+        if (nv) {
+            double s = kl == B_NV_UNROUNDED ? (double)rn32((double)rn32(a) * (double)rn32((double)S / 6.0)) : sc[b];
+            float enc = s > 0 ? rn32(1.0 / (double)rn32(s * (double)rn32(1.0 / (double)S))) : FLT_MAX;
+            y[i] = q_rn(qf, rn32((double)x[i] * (double)enc));
+            /* the recipe in double, with the rounded block scale (for peers and the trigger) */
+            double Sd = G > 0 ? 2688.0 / G : 1.0, sd = q_rn(ER_FP8_E4M3FN, a * Sd / 6.0);
+            ref[i] = sd > 0 ? q_rn(qf, x[i] * Sd / sd) : 0.0;
+            double sk = q_rn(ER_FP8_E4M3FN, rn32((double)rn32(a) * (double)rn32((double)rn32(2688.0 / G) * (double)rn32(1.0 / 6.0))));
+            float enck = sk > 0 ? rn32(1.0 / (double)rn32(sk * (double)rn32(1.0 / (double)rn32(2688.0 / G)))) : FLT_MAX;
+            if (y[i] != q_rn(qf, rn32((double)x[i] * (double)enck)) || (kl == B_NV_NOGLOBAL && sc[b] != sk)) trig = 1;
+        } else {
+            y[i] = q_rn(qf, (double)x[i] / sc[b]);
+            int ex;
+            frexp(a, &ex);
+            ref[i] = a > 0 ? q_rn(qf, ldexp((double)x[i], -(ex - 1 - 8 < -127 ? -127 : ex - 1 - 8))) : 0.0;
+        }
+        uint64_t bits;
+        er_encode(&bits, qf, y[i], ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        Q[i] = (uint8_t)bits;
+    }
+    for (int b = 0; b < rows * nb; b++) {
+        uint64_t bits;
+        er_encode(&bits, sf, sc[b] > 0 || !nv ? sc[b] : 0.0, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        Sb[b] = (uint8_t)bits;
+    }
+    er_tensor tx, tq, ts;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, cols}, NULL, x);
+    er_tensor_view(&tq, qf, 2, (int64_t[]){rows, cols}, NULL, Q);
+    er_tensor_view(&ts, sf, 2, (int64_t[]){rows, nb}, NULL, Sb);
+    er_ref *r;
+    if (er_quantize(&r, &tx, qf, ER_GRAN_BLOCK, bs, nv ? ER_RECIPE_NVFP4 : ER_RECIPE_MX) != ER_OK) {
+        fprintf(stderr, "%s\n", er_last_error());
+        exit(2);
+    }
+    const er_tensor *outs[3] = {&tq, NULL, &ts};
+    er_standard std;
+    er_standard_parse(&std, "any_order", NULL);
+    er_report rp[3];
+    if (er_covers_outputs(rp, r, outs, 3, &std) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !er_report_all(&rp[0]) || !er_report_all(&rp[2]);
+    er_report_clear(&rp[0]);
+    er_report_clear(&rp[2]);
+    peer_rules(y, ref, (int64_t)n, qf, 1, flags);
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(r);
+    free(x); free(Q); free(Sb); free(y); free(ref); free(sc);
+}
+
 /* ---------------------------------------------------------------- attention */
 /* A flash-attention forward over H = 4 query heads and Hkv = 2 kv heads, fp16 inputs, in fp32: key blocks of 64
  * (K_ATT) or 3 splits of blocks of 32 combined through their LSEs (K_ATT_SPLIT); the scale folded into exp2's
@@ -1071,7 +1169,7 @@ int main(int argc, char **argv) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
                         kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH ||
                         kl == K_LN_WELFORD_TORCH || kl == K_CE_FUSED || kl == K_CE_TORCH || kl == K_LNB_TORCH ||
-                        kl == K_LNB_TRITON) continue;
+                        kl == K_LNB_TRITON || kl == K_MX || kl == K_NVFP4) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -1149,6 +1247,13 @@ int main(int argc, char **argv) {
         for (int sh = 0; sh < 3; sh++)
             for (int kl = K_LNB_TORCH; kl <= B_LNB_DB_LAST; kl = kl == K_LNB_TRITON ? B_LNB_NOMEAN : kl + 1)
                 lnb_case(kl, lnbn[sh][0], lnbn[sh][1]);
+    /* MX and NVFP4 quantisation, after the others */
+    static const int mxn[][2] = {{4, 64}, {8, 256}, {3, 1024}};
+    for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+        for (int sh = 0; sh < 3; sh++)
+            for (int d = 0; d < 3; d++) /* normal, all-positive, cancellation */
+                for (int kl = K_MX; kl <= B_NV_NOGLOBAL; kl = kl == K_NVFP4 ? B_MX_CEIL : kl + 1)
+                    mx_case(kl, mxn[sh][0], mxn[sh][1], d);
     /* the table */
     printf("%-42s %6s %6s", "class", "cases", "trig");
     for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
