@@ -16,6 +16,32 @@ from ._arrays import View, numpy_dtype
 #: The families, in er_family order.
 FAMILIES = ("normal", "positive", "cancellation", "wide", "near_max", "subnormal", "ties", "specials", "offset",
             "integers", "masked")
+#: The block formats' families (blocks of 32 along the last dimension, drawn here rather than by er_fill).
+BLOCK_FAMILIES = ("zero_blocks", "huge_in_block", "e2m1_midpoints", "subnormal_blocks")
+
+
+def _block_family(name, shape, dtype, seed):
+    """A block family's values: N(0, 1) blocks of 32 at magnitudes 2^-20 to 2^20, and "zero_blocks": every third
+    block all zero; "huge_in_block": each block's first element 2^12 times the rest; "e2m1_midpoints": values on
+    e2m1's midpoints (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5) with each block's first element 6, so that the MX and
+    NVFP4 scales are 1 and every element is a tie; "subnormal_blocks": every other block 2^-130 times N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    n = shape[-1] if shape else 1
+    nb = -(-n // 32) if n else 0
+    mag = np.repeat(np.exp2(rng.integers(-20, 21, tuple(shape[:-1]) + (nb,)).astype(np.float64)), 32, -1)[..., :n]
+    x = rng.standard_normal(shape) * mag
+    col = np.arange(n)
+    if name == "zero_blocks":
+        x = np.where((col // 32) % 3 == 0, 0.0, x)
+    elif name == "huge_in_block":
+        x = np.where(col % 32 == 0, x * 2.0 ** 12, x)
+    elif name == "e2m1_midpoints":
+        mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+        x = rng.choice(mids, shape) * rng.choice([-1.0, 1.0], shape)
+        x = np.where(col % 32 == 0, 6.0, x)
+    else:  # subnormal_blocks
+        x = np.where((col // 32) % 2 == 1, rng.standard_normal(shape) * 2.0 ** -130, x)
+    return np.asarray(x).astype(numpy_dtype(dtype))
 
 
 def family(name, shape, dtype="float32", seed=0):
@@ -27,6 +53,9 @@ def family(name, shape, dtype="float32", seed=0):
     bfloat16 and the fp8 formats come as ml_dtypes arrays."""
     if not isinstance(name, str):
         raise TypeError("exactref: family name must be a str, not %s" % type(name).__name__)
+    if name in BLOCK_FAMILIES:
+        return _block_family(name, _check.shape(shape, "family"), dtype,
+                             _check.integer(seed, "family", "seed", 0, _check.UINT64_MAX))
     fam = _ffi.family_code(name)
     shape = _check.shape(shape, "family")
     seed = _check.integer(seed, "family", "seed", 0, _check.UINT64_MAX)
@@ -165,6 +194,9 @@ _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh
 #: Backward passes along rows: their inputs are the gradient dy and what the forward pass saved (derived from a
 #: forward input x of the case's family).
 _BACKWARD = ("softmax_backward", "log_softmax_backward", "layer_norm_backward", "rmsnorm_backward", "cross_entropy")
+#: Block-scaled quantisation: the element format, the block and the recipe; the kernel returns (q, scale).
+_QUANT = {"mxfp8": ("float8_e4m3fn", 32, "mx"), "mxfp6": ("float6_e2m3fn", 32, "mx"),
+          "mxfp4": ("float4_e2m1fn", 32, "mx"), "nvfp4": ("float4_e2m1fn", 16, "nvfp4")}
 
 
 def _op_family(op):
@@ -182,15 +214,18 @@ def _op_family(op):
         return "attention"
     if op in _BACKWARD:
         return "backward"
+    if op in _QUANT:
+        return "quantize"
     raise ValueError(
-        "exactref: op %r: expected matmul, bmm, %s, %s, %s or %s"
-        % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE), ", ".join(_ATTENTION), ", ".join(_BACKWARD))
+        "exactref: op %r: expected matmul, bmm, %s, %s, %s, %s or %s"
+        % (op, ", ".join(_ROW_OPS), ", ".join(_ELEMENTWISE), ", ".join(_ATTENTION), ", ".join(_BACKWARD),
+           ", ".join(_QUANT))
     )
 
 
 def _tiers(op):
     fam = _op_family(op)
-    return _TIERS["rows" if fam == "backward" else fam]
+    return _TIERS["rows" if fam in ("backward", "quantize") else fam]
 
 
 def shapes(op, tier="fast"):
@@ -214,6 +249,7 @@ _DEFAULT_FAMILIES = {
     "elementwise": ("normal", "wide", "subnormal", "specials"),
     "attention": ("normal", "ties", "cancellation"),
     "backward": ("normal", "cancellation", "wide", "ties"),
+    "quantize": ("normal", "zero_blocks", "huge_in_block", "e2m1_midpoints", "subnormal_blocks"),
 }
 
 
@@ -327,8 +363,12 @@ class Case:
         dt = numpy_dtype(self.dtype)
         return [q, k, v, o.astype(dt), lse.astype(np.float32), do]
 
-    def reference(self, inputs):
-        """The op's exactref reference for these inputs."""
+    def reference(self, inputs, recipe=None):
+        """The op's exactref reference for these inputs (a block-scaled quantisation's recipe may be another of its
+        family: "mx_rceil" for "mxfp8", ...)."""
+        if self.op in _QUANT:
+            elem, block, rec = _QUANT[self.op]
+            return er.quantize(inputs[0], elem, ("block", block), recipe=recipe or rec)
         if self.op.startswith("attention_backward"):
             causal, align = _ATTENTION[self.op]
             return er.attention_backward(*inputs, causal=causal, causal_alignment=align,
@@ -362,8 +402,11 @@ class Case:
         """The verdict (Result, or Results for layer_norm and for attention's (O, LSE)) of the kernel output `out` for
         this case's inputs (rebuilt if not given) under `standard` (a string, or a dict of covers() keywords)."""
         ins = inputs if inputs is not None else self.inputs()
-        ref = self.reference(ins)
         kw = {"standard": standard} if isinstance(standard, str) else dict(standard or {})
+        ref = self.reference(ins, kw.pop("recipe", None)) if self.op in _QUANT else self.reference(ins)
+        if self.op in _QUANT:  # the kernel returns (q, scale): block-scaled kernels store no amax
+            q, scale = out
+            return ref.covers((q, None, scale), **kw)
         if self.op in ("layer_norm", "layer_norm_backward", "rmsnorm_backward", "cross_entropy", "attention_backward",
                        "attention_backward_causal") and not isinstance(out, (tuple, list)):
             out = (out,) + (None,) * (len(ref.OUTPUTS) - 1)
@@ -504,7 +547,8 @@ def cases(op, tier="fast", dtypes=("float32",), families=None, seed=0):
     """The cases of a tier: every shape of the tier, dtype and family (default: the op family's usual ones), each
     shape's layout the tier's rotation (contiguous, contiguous, transposed, strided), each case's seed a hash of
     (seed, op, shape, dtype, family, layout)."""
-    fams = _names(families, "families", FAMILIES) if families is not None else _DEFAULT_FAMILIES[_op_family(op)]
+    fams = (_names(families, "families", FAMILIES + BLOCK_FAMILIES) if families is not None
+            else _DEFAULT_FAMILIES[_op_family(op)])
     dtypes = _names(dtypes, "dtypes")
     for dt in dtypes:
         numpy_dtype(dt)  # an unsupported dtype is refused here, not in the first case's inputs

@@ -409,3 +409,36 @@ def test_nvfp4_refusals():
         er.quantize(x, "float4_e2m1fn", "row", recipe="nvfp4")
     with pytest.raises(er.ExactrefError, match="NVFP4"):
         er.matmul(x[:, :16], x[:, :16].T.copy()).quantize("float4_e2m1fn", ("block", 16), recipe="nvfp4")
+
+
+def _mxfp8(x, mode):
+    """The spec's MXFP8 recipe in numpy (fp32 x or bfloat16 x), any row length (a last partial block)."""
+    xf = np.asarray(x, np.float32)
+    n = xf.shape[-1]
+    pad = (-n) % BLOCK
+    xp = np.concatenate([xf, np.zeros(xf.shape[:-1] + (pad,), np.float32)], -1)
+    q, X = spec_mx(xp.reshape(-1, xp.shape[-1]), "float8_e4m3fn", mode=mode)
+    return q.reshape(xp.shape)[..., :n], X.reshape(xf.shape[:-1] + (-1,))
+
+
+def _mxfp8_kernel(x):
+    return _mxfp8(x, "floor")
+
+
+def _mxfp8_ceil_kernel(x):
+    return _mxfp8(x, "ceil")
+
+
+def test_testing_mx_ops_and_block_families(tmp_path):
+    """exactref.testing's block-scaled ops: the spec's kernel passes every case of the fast tier over the block
+    families; a kernel rounding the exponent up fails, and the rceil recipe named in the standard dict is used."""
+    rec = er.testing.check(_mxfp8_kernel, op="mxfp8", runs_dir=str(tmp_path))
+    assert not rec.failed() and len(rec.cases) == 16 * 5, [c.get("report") for c in rec.failed()][:1]
+    bad = er.testing.check(_mxfp8_ceil_kernel, op="mxfp8", families=("normal",), runs_dir=str(tmp_path))
+    assert len(bad.failed()) == 16 and all(c["verdict"] == "FAIL" for c in bad.failed())
+    x = er.testing.family("e2m1_midpoints", (2, 64), "float32", seed=1)
+    assert (x[:, ::32] == 6).all() and np.isin(np.abs(x[:, 1:32]), [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]).all()
+    case = er.testing.cases("mxfp8", families=("zero_blocks",))[3]
+    q, X = _mxfp8_kernel(case.inputs()[0])
+    assert case.check((q, X), standard=dict(recipe="mx")).all()
+    assert "huge_in_block" in er.testing.BLOCK_FAMILIES
