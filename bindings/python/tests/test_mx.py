@@ -442,3 +442,9 @@ def test_testing_mx_ops_and_block_families(tmp_path):
     q, X = _mxfp8_kernel(case.inputs()[0])
     assert case.check((q, X), standard=dict(recipe="mx")).all()
     assert "huge_in_block" in er.testing.BLOCK_FAMILIES
+
+
+def test_guide_output():
+    """check-low-precision-kernels.md shows what examples/python/mx_check.py prints."""
+    from test_exactref import _shows_output
+    _shows_output("guides/check-low-precision-kernels.md", "mx_check.py")
