@@ -326,13 +326,14 @@ static double er_q_mx_exact(er_scale_recipe recipe, const er_fmt_info *Q, double
 /* NVFP4 (quantize.md, Lemma Q7): the tensor's encode scale S = 448 qmax / G (G = max |x|; 1 where G is 0) as the
  * kernel holds it, within U ulps of fp32 either as a quotient or as the reciprocal of G / (448 qmax), at most
  * FLT_MAX: [slo, shi]; free (no claim on any scale or q) where G is not finite. */
-typedef struct er_q_nv { int free; double G, slo, shi; } er_q_nv;
+typedef struct er_q_nv { int free; double G, slo, shi, U; } er_q_nv;
 static void er_q_put_any(er_cval *v, const er_fmt_info *Q);
 
 #define ER_NV_SMAX 448.0 /* the block scales' format: e4m3 */
 
 static void er_q_nv_init(er_q_nv *nv, const er_fmt_info *Q, double U, double G) {
     nv->G = G;
+    nv->U = U;
     nv->free = !isfinite(G);
     if (nv->free) return;
     if (G == 0) { nv->slo = nv->shi = 1.0; return; }
@@ -341,17 +342,17 @@ static void er_q_nv_init(er_q_nv *nv, const er_fmt_info *Q, double U, double G) 
     nv->shi = fmin(S / (1 - e), FLT_MAX);
 }
 
-/* 3 and 4 roundings to nearest in fp32, relative (normal results), with a margin for the double arithmetic */
-#define ER_NV_R3 (3 * 0x1p-24 + 0x1p-45)
-#define ER_NV_R4 (4 * 0x1p-24 + 0x1p-45)
+/* n steps of fp32 arithmetic, each a rounding to nearest or a division within U ulps (Triton's div.full): each
+ * within max(U, 1/2) 2^-23 relative for a normal result; with a margin for the double arithmetic */
+static double er_nv_r(double U, int n) { return n * fmax(U, 0.5) * 0x1p-23 * (1 + 0x1p-20) + 0x1p-45; }
 
 /* A block's decode scale for its amax a (finite, >= 0): D = a S / qmax in fp32 (a times fl(S fl(1 / qmax)), or
  * fl(a / qmax) times S, or divided by G / (448 qmax): three roundings; an underflow's absolute 2^-149), at most
  * FLT_MAX, then RN_e4m3 saturated; torchao clamps it to e4m3's least normal 2^-6 first. */
 static void er_q_nv_scale_range(er_cval *sv, const er_fmt_info *Q, const er_q_nv *nv, double a) {
     const er_fmt_info *S8 = er__fmt(ER_FP8_E4M3FN);
-    double dlo = fmax(a * nv->slo / Q->max * (1 - ER_NV_R3) - 0x1p-149, 0.0),
-           dhi = fmin(a * nv->shi / Q->max * (1 + ER_NV_R3) + 0x1p-149, FLT_MAX);
+    double r = er_nv_r(nv->U, 3), dlo = fmax(a * nv->slo / Q->max * (1 - r) - 0x1p-149, 0.0),
+           dhi = fmin(a * nv->shi / Q->max * (1 + r) + 0x1p-149, FLT_MAX);
     double lo = er__round_double(S8, dlo, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE),
            hi = er__round_double(S8, dhi, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
     er_q_put(sv, lo);
@@ -368,8 +369,8 @@ static void er_q_nv_put(er_cval *v, const er_fmt_info *Q, const er_q_nv *nv, dou
         return;
     }
     if (isinf(x)) { er_q_put(v, x > 0 ? Q->max : -Q->max); return; }
-    double m = fabs(x), vlo = fmax(m * nv->slo / s * (1 - ER_NV_R4) - 0x1p-149, 0.0),
-           vhi = m * nv->shi / s * (1 + ER_NV_R4) + 0x1p-149;
+    double r = er_nv_r(nv->U, 4), m = fabs(x), vlo = fmax(m * nv->slo / s * (1 - r) - 0x1p-149, 0.0),
+           vhi = m * nv->shi / s * (1 + r) + 0x1p-149;
     double a = er__round_double(Q, vlo, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE),
            b = er__round_double(Q, vhi, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
     er_q_put(v, x < 0 ? -a : a);
@@ -718,7 +719,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
             st = er__ref_bracket(er__quant(ref)->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
     }
     double floor = std->amax_floor;
-    er_q_nv nv = {0, 0, 1, 1};
+    er_q_nv nv = {0, 0, 1, 1, 2};
     er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, floor, &nv, NULL, 0, 0,
                    ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);

@@ -6,7 +6,9 @@ ceil, even, rceil: amax * (1 / qmax) in fp32 rounded up to a power of two) for e
 rounded to nearest even on their grids with torch ops. Inputs fp32 and bf16, 64 x 512: blocks 2^-20 to 2^20 apart,
 an all-zero block, block maxima just below a power of two, fp32 subnormals, a NaN in one block and an infinity in
 another. Planted bugs: the ceiling's exponent claimed as the spec's floor, the next block's scale, an exponent off by
-one (q from the right one), e4m3 without saturation where torch's cast then differs. Writes OUT/mx.npz (gNN__in__x;
+one (q from the right one), e4m3 without saturation where torch's cast then differs. NVFP4 (blocks of 16): Transformer
+Engine's and torchao's forms in torch fp32 and a Triton kernel whose divisions are div.full.f32; bugs: the per-tensor
+scale left out, q from the unrounded block scale (torch and Triton). Writes OUT/mx.npz (gNN__in__x;
 cNNNN__out__q as uint8 patterns for fp8 and fp32 values for fp4 and fp6, cNNNN__out__scale as e8m0 bytes) and
 OUT/mx.txt (id kernel recipe qdtype rows cols group). Run: OUT=/some/dir python3 capture_mx.py"""
 import os
@@ -102,6 +104,48 @@ def torch_mx(x, elem, mode, bug=None):
     return q, ebyte.to(torch.uint8)
 
 
+@triton.jit
+def nvfp4_triton(X, V, S, G, UNROUNDED: tl.constexpr):
+    """NVFP4 in Triton's fp32: S = 2688 / amax and amax_b S / 6 with Triton's `/` (div.full.f32), the e4m3 block scale
+    by .to(tl.float8e4nv) (saturating), v = x (S / scale) (the bug: the unrounded scale); v is stored and rounded to
+    e2m1 on the host's grid (Triton has no e2m1 conversion on sm90)."""
+    b = tl.program_id(0)
+    i = tl.arange(0, 16)
+    x = tl.load(X + b * 16 + i).to(tl.float32)
+    g = tl.load(G)
+    s_enc = 2688.0 / g
+    s_enc = tl.where(g == 0.0, 1.0, s_enc)
+    dec = tl.max(tl.abs(x), axis=0) * s_enc / 6.0
+    sf8 = tl.minimum(dec, 448.0).to(tl.float8e4nv)
+    sf = dec if UNROUNDED else sf8.to(tl.float32)
+    enc = tl.where(sf > 0.0, s_enc / sf, 3.4028234663852886e38)
+    tl.store(V + b * 16 + i, x * enc)
+    tl.store(S + b, sf8)
+
+
+def te_nvfp4(x, bug=None):
+    """Transformer Engine's reference form in torch fp32: S = 2688 / amax, the block scale RN_e4m3(amax_b (S * (1 /
+    6))) clamped at 448, q = RN_e2m1(x * (1 / (scale * (1 / S)))) saturated; torchao's form with bug="torchao"
+    (P = amax / 2688, the scale from amax_b / 6 / P clamped to [2^-6, 448], q from x / P / scale)."""
+    xb = x.float().reshape(x.shape[0], -1, 16)
+    g = x.float().abs().amax()
+    ab = xb.abs().amax(-1)
+    if bug == "torchao":
+        p = g / 2688.0
+        sf = ((ab / 6.0) / p).clamp(2.0 ** -6, 448.0).to(torch.float8_e4m3fn)
+        q = grid_round((xb / p) / sf.float()[..., None], 2, 1, 1, 6.0)
+        return q.reshape(x.shape), sf.view(torch.uint8)
+    s_enc = torch.where(g > 0, 2688.0 / g, torch.ones_like(g)).clamp(max=3.4028234663852886e38)
+    if bug == "no_global":
+        s_enc = torch.ones_like(s_enc)
+    dec = (ab * (s_enc * (1.0 / 6.0))).clamp(max=448.0)
+    sf = dec.to(torch.float8_e4m3fn)
+    use = dec if bug == "unrounded" else sf.float()
+    enc = torch.where(use > 0, 1.0 / (use * (1.0 / s_enc)), torch.full_like(use, 3.4028234663852886e38))
+    q = grid_round(xb * enc[..., None], 2, 1, 1, 6.0)
+    return q.reshape(x.shape), sf.view(torch.uint8)
+
+
 def add(kind, recipe, elem, x, q, s):
     cid = "c%04d" % len(lines)
     store_case(arrays, cid, {}, {"q": q, "scale": s})
@@ -142,5 +186,31 @@ for xdt in (torch.float32, torch.bfloat16):
                 mx_fp8[(R * C // 32,)](x, q, s, EMAX=emax, E5=elem == "float8_e5m2", CEIL=ceil)
                 torch.cuda.synchronize()
                 add("triton", "ceil" if ceil else "floor", elem, x, q.view(torch.uint8), s)
+# NVFP4: blocks of 16, fp4 elements, e4m3 block scales (fp32 and bf16 x; an all-zero block, blocks 2^-20 below
+# the tensor's amax, e2m1 midpoints once scaled)
+for xdt in (torch.float32, torch.bfloat16):
+    x = torch.randn(R, C, device="cuda", generator=g)
+    x *= torch.exp2(torch.randint(-6, 7, (R, C // 16), device="cuda", generator=g).float()).repeat_interleave(16, 1)
+    x[1, 16:48] = 0.0
+    x[3:6] *= 2.0 ** -20
+    mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device="cuda")
+    amax = float(x.float().abs().max())
+    sfv = 0.5  # rows 6 and 7: block scale 0.5 exactly, x S / scale on the midpoints
+    x[6:8] = (mids[torch.randint(0, 7, (2, C), device="cuda", generator=g)] * sfv * amax / 2688.0)
+    x[6:8, ::16] = 6 * sfv * amax / 2688.0
+    x = x.to(xdt)
+    gid = new_group(arrays, {"x": x.float()})
+    for kind, bug in (("torch_te", None), ("torch_torchao", "torchao"), ("bug_no_global", "no_global"),
+                      ("bug_unrounded", "unrounded")):
+        q, s = te_nvfp4(x, bug)
+        add(kind, "nvfp4", "float4_e2m1fn", x, q, s)
+    for unrounded in (0, 1):
+        v = torch.empty(R, C, device="cuda")
+        s = torch.empty(R, C // 16, device="cuda", dtype=torch.float8_e4m3fn)
+        gmax = x.float().abs().amax().reshape(1)
+        nvfp4_triton[(R * C // 16,)](x, v, s, gmax, UNROUNDED=unrounded)
+        torch.cuda.synchronize()
+        add("bug_triton_unrounded" if unrounded else "triton", "nvfp4", "float4_e2m1fn", x, grid_round(v, 2, 1, 1, 6.0),
+            s.view(torch.uint8))
 write_case_files(OUT, "mx", arrays, lines, torch_header(), compressed=True)
 print("captured %d cases" % len(lines))

@@ -197,7 +197,8 @@ def test_mx_captures():
     conversions) and torch implementations of torchao's four scale modes for every MX element format, fp32 and bf16
     inputs with an all-zero block, block maxima just below a power of two, fp32 subnormals, a NaN and an infinity:
     covered; the ceiling claimed as the floor, the next block's scale, an exponent off by one and e4m3 without
-    saturation caught."""
+    saturation caught. NVFP4: Transformer Engine's and torchao's forms in torch and a Triton kernel dividing with
+    div.full.f32, covered; the per-tensor scale left out and q from the unrounded block scale caught."""
     from conftest import captures
     z, rows = captures("mx")
     seen = bugs = 0
@@ -210,8 +211,15 @@ def test_mx_captures():
             q = qs.astype(_dt(elem))
             fin = np.isfinite(qs)
             assert np.array_equal(q.astype(np.float32)[fin], qs[fin]), cid
-        X = z[cid + "__out__scale"].view(E8M0)
-        res = er.quantize(x, elem, ("block", BLOCK), recipe=RECIPES[mode]).covers((q, None, X))
+        nv = mode == "nvfp4"
+        X = z[cid + "__out__scale"].view(E4M3 if nv else E8M0)
+        recipe, block = ("nvfp4", 16) if nv else (RECIPES[mode], BLOCK)
+        res = er.quantize(x, elem, ("block", block), recipe=recipe).covers((q, None, X))
+        if nv:  # NVFP4's decode scales of 0 (blocks far below the tensor's amax) leave q free: covered, not exact
+            seen += 1
+            bugs += kind.startswith("bug")
+            assert res.all() != kind.startswith("bug"), "%s %s %s: %s" % (cid, kind, mode, res)
+            continue
         assert res.all() != kind.startswith("bug"), "%s %s %s %s: %s" % (cid, kind, mode, elem, res)
         if not kind.startswith("bug"):  # the recipe in fp32: every q outside a NaN block and every scale exact
             nan_blocks = int((~np.isfinite(x.reshape(-1, BLOCK))).any(-1).sum())
@@ -219,7 +227,7 @@ def test_mx_captures():
             assert res.scale.counts["exact"] >= X.size - nan_blocks, (cid, kind, mode, elem)
         seen += 1
         bugs += kind.startswith("bug")
-    assert seen == 82 and bugs == 34, (seen, bugs)
+    assert seen == 94 and bugs == 40, (seen, bugs)
 
 
 def test_nan_result_in_a_format_without_nan():
@@ -365,15 +373,19 @@ def nv_family(kind, seed):
         x[0, 0] = 2.0 ** 30
     elif kind == "zeros":
         x[:] = 0
-    elif kind == "near_midpoints":  # x S / scale within 3 fp32 ulps of e2m1's midpoints, where the fp32 chain decides
+    elif kind in ("near_midpoints", "near_midpoints_wide"):  # x S / scale within 3 (wide: 7) fp32 ulps of e2m1's
+        # midpoints, where the fp32 chain decides
         x = np.zeros((8, 128))
-        x[0, 0] = 1.0  # the tensor's amax: S = 2688
-        sf = np.array([0.5, 0.625, 0.75, 1.0, 1.5, 2.0, 3.5, 0.4375])  # exact e4m3 decode scales, one per row
+        wide = kind == "near_midpoints_wide"
+        # the tensor's amax G: S = 2688 / G, for "wide" just above a power of two (2048 (1 + 2^-22)), where an ulp of S
+        # is 2^-23 of it; the decode scales exact in e4m3, one per row (powers of two for "wide": S / scale too)
+        G = float(np.float32(1.3125 / (1 + 2.0 ** -22))) if wide else 1.0
+        sf = np.array([0.5, 1.0, 2.0, 0.25, 0.5, 1.0, 2.0, 4.0] if wide else [0.5, 0.625, 0.75, 1.0, 1.5, 2.0, 3.5, 0.4375])
         mids = rng.choice([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], (8, 128)) * rng.choice([-1, 1], (8, 128))
-        k = rng.integers(-3, 4, (8, 128))
-        x[:, :] = mids * sf[:, None] / 2688 * (1 + k * 2.0 ** -23)
-        x[:, ::16] = 6 * sf[:, None] / 2688  # each block's amax: its decode scale sf exactly
-        x[0, 0] = 1.0
+        k = rng.uniform(-7, 7, (8, 128)) if wide else rng.integers(-3, 4, (8, 128))
+        x[:, :] = mids * sf[:, None] * G / 2688 * (1 + k * 2.0 ** -23)
+        x[:, ::16] = 6 * sf[:, None] * G / 2688  # each block's amax: its decode scale sf exactly
+        x[0, 0] = G
     return x.astype(F32)
 
 
@@ -448,3 +460,33 @@ def test_guide_output():
     """check-low-precision-kernels.md shows what examples/python/mx_check.py prints."""
     from test_exactref import _shows_output
     _shows_output("guides/check-low-precision-kernels.md", "mx_check.py")
+
+
+def _div_edge(a, b, up):
+    """a / b in fp32 moved 2 ulps toward +inf (up) or -inf: div.full.f32 at the edge of its budget."""
+    q = (np.float32(a) / np.float32(b)).astype(F32)
+    to = np.float32(np.inf if up else -np.inf)
+    return np.nextafter(np.nextafter(q, to), to)
+
+
+def triton_edge_nvfp4(x, up):
+    """NVFP4 as a Triton kernel computes it (S = 2688 / amax, amax_b S / 6, S / scale with Triton's `/`), each
+    division 2 ulps off in one direction."""
+    xb = x.reshape(x.shape[0], -1, 16)
+    s_enc = _div_edge(2688.0, np.abs(x).max(), up)
+    dec = _div_edge((np.abs(xb).max(-1) * s_enc).astype(F32), 6.0, up)
+    sf = np.minimum(dec, F32(448)).astype(E4M3)
+    with np.errstate(divide="ignore"):
+        enc = np.where(sf.astype(F32) > 0, _div_edge(s_enc, sf.astype(F32), up), np.finfo(F32).max).astype(F32)
+    with np.errstate(over="ignore"):
+        q = _fp4((xb * enc[..., None]).astype(F32)).reshape(x.shape)
+    return q, sf
+
+
+@pytest.mark.parametrize("up", (False, True))
+def test_nvfp4_divisions_at_their_ulp_edge(up):
+    """Triton's divisions (div.full.f32, 2 ulps) at the edge of their budget, near e2m1's midpoints: covered under the
+    default div_ulps=2, each of the three divisions allowed its 2 ulps (not the half ulp of a correct rounding)."""
+    x = nv_family("near_midpoints_wide", 15)
+    q, sf = triton_edge_nvfp4(x, up)
+    assert er.quantize(x, "float4_e2m1fn", ("block", 16), recipe="nvfp4").covers((q, None, sf))
