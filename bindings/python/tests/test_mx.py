@@ -380,7 +380,8 @@ def nv_family(kind, seed):
         # the tensor's amax G: S = 2688 / G, for "wide" just above a power of two (2048 (1 + 2^-22)), where an ulp of S
         # is 2^-23 of it; the decode scales exact in e4m3, one per row (powers of two for "wide": S / scale too)
         G = float(np.float32(1.3125 / (1 + 2.0 ** -22))) if wide else 1.0
-        sf = np.array([0.5, 1.0, 2.0, 0.25, 0.5, 1.0, 2.0, 4.0] if wide else [0.5, 0.625, 0.75, 1.0, 1.5, 2.0, 3.5, 0.4375])
+        sf = np.array([0.5, 1.0, 2.0, 0.25, 0.5, 1.0, 2.0, 4.0] if wide
+                      else [0.5, 0.625, 0.75, 1.0, 1.5, 2.0, 3.5, 0.4375])
         mids = rng.choice([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], (8, 128)) * rng.choice([-1, 1], (8, 128))
         k = rng.uniform(-7, 7, (8, 128)) if wide else rng.integers(-3, 4, (8, 128))
         x[:, :] = mids * sf[:, None] * G / 2688 * (1 + k * 2.0 ** -23)
