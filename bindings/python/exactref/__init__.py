@@ -66,6 +66,9 @@ from ._arrays import unpack_fp4
 from ._errors import (ExactrefError, ExactrefInternalError, ExactrefMemoryError, ExactrefNotImplementedError,
                       ExactrefTypeError, ExactrefValueError)
 
+#: The library's version (er_version), which the package's matches.
+__version__ = version()
+
 __all__ = [
     "ChainReference",
     "Enclosure",

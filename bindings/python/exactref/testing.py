@@ -12,6 +12,7 @@ import numpy as np
 from . import _api as er
 from . import _check, _ffi
 from ._arrays import View, numpy_dtype
+from ._errors import ExactrefError
 
 #: The families, in er_family order.
 FAMILIES = ("normal", "positive", "cancellation", "wide", "near_max", "subnormal", "ties", "specials", "offset",
@@ -625,10 +626,12 @@ class CheckRecord:
     def __str__(self):
         n, bad = len(self.cases), len(self.failed())
         if not bad:
-            return "PASS  %s    %d/%d cases" % (self.name, n, n)
+            return "PASS  %s    %d of %d cases passed" % (self.name, n, n)
         m = self.minimal
+        errors = [c for c in self.cases if c["verdict"] == "error"]
         lines = [
-            "FAIL  %s    %d/%d cases" % (self.name, bad, n),
+            "FAIL  %s    %d of %d cases failed%s" % (self.name, bad, n,
+                                                    " (%d raised in the kernel)" % len(errors) if errors else ""),
             "      minimal failing case: %s %s %s%s seed=%d%s"
             % (
                 tuple(m["shape"]),
@@ -640,6 +643,12 @@ class CheckRecord:
             ),
             "      reproduce: %s" % m["reproduce"],
         ]
+        if "error" in m:
+            lines.insert(2, "      %s: %s" % ("raised" if m["verdict"] == "error" else "its output", m["error"]))
+        if errors and errors[0] is not m:
+            e = errors[0]
+            lines.append("      first kernel error: %s %s %s: %s"
+                         % (tuple(e["shape"]), e["dtype"], e["family"], e["error"]))
         return "\n".join(lines)
 
     def assert_passed(self):
@@ -736,7 +745,14 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
                 entry.update(verdict="error", error="%s: %s" % (type(e).__name__, e))
                 rec.cases.append(entry)
                 continue
-            res = c.check(out, [_to_host(i) for i in ins], std)
+            try:
+                res = c.check(out, [_to_host(i) for i in ins], std)
+            except (TypeError, ValueError) as e:  # the output's shape or type: the case fails, the run goes on
+                if isinstance(e, ExactrefError):  # the library refused the standard or the op: the caller's error
+                    raise
+                entry.update(verdict="FAIL", error="%s: %s" % (type(e).__name__, e))
+                rec.cases.append(entry)
+                continue
             ok = res.all()
             entry.update(
                 verdict="pass" if ok else "FAIL", n_failed=_n_failed(res), counts=_counts(res), worst=_worst(res)

@@ -963,7 +963,8 @@ def test_check_harness(tmp_path):
         raise RuntimeError("launch failed")
 
     ok = er.testing.check(mm, "matmul", dtypes=("float16",), runs_dir=str(tmp_path), timing=True)
-    assert ok.passed and len(ok.cases) == 64 and ok.minimal is None and str(ok).startswith("PASS  mm    64/64")
+    assert ok.passed and len(ok.cases) == 64 and ok.minimal is None
+    assert str(ok) == "PASS  mm    64 of 64 cases passed"
     assert ok.timing and all(t["median_s"] > 0 for t in ok.timing)
     rec = json.load(open(ok.path))
     assert rec["library_version"] == er.version() and rec["n_cases"] == 64 and rec["passed"] and rec["timestamp"]
@@ -984,6 +985,19 @@ def test_check_harness(tmp_path):
     assert er.testing.check(exp, "exp", record=False).passed
     err = er.testing.check(broken, "matmul", families=("normal",), record=False)
     assert not err.passed and all(c["verdict"] == "error" and "launch failed" in c["error"] for c in err.cases)
+    assert str(err).startswith("FAIL  broken    16 of 16 cases failed (16 raised in the kernel)")
+    assert "      raised: RuntimeError: launch failed" in str(err)
+
+    def mm_transposed(A, B):  # the output's shape is wrong wherever M != N: those cases fail, the run goes on
+        return (A.astype(np.float32) @ B.astype(np.float32)).T.copy()
+
+    tr = er.testing.check(mm_transposed, "matmul", families=("normal",), runs_dir=str(tmp_path))
+    wrong = [c for c in tr.failed() if "error" in c]
+    assert tr.path and wrong and all("produces" in c["error"] and c["verdict"] == "FAIL" for c in wrong)
+    assert str(tr).startswith("FAIL  mm_transposed    %d of 16 cases failed" % len(tr.failed()))
+    assert "its output: ValueError: exactref: out has shape" in str(tr)
+    with pytest.raises(er.ExactrefError):  # a standard the library refuses is the caller's error, not the kernel's
+        er.testing.check(mm, "matmul", families=("normal",), standard="no_such_order", record=False)
     mark = er.testing.parametrize("matmul", dtypes=("float16",), families=("ties",))
     ids = mark.kwargs["ids"]
     assert len(ids) == 16 and ids[2] == "(17,1025,9)-float16-ties-transposed" and ids[3].endswith("-strided")

@@ -48,3 +48,11 @@ def test_docstrings_come_from_the_library_tables():
     assert "matmul takes mma:<arch>, compute=tf32, depth=." in flat[er.matmul]
     assert "max takes none." in flat[er.max]
     assert "layernorm takes " + ", ".join(_ffi.op_options("layernorm")) + "." in flat[er.layer_norm]
+
+
+def test_version_matches_the_library_and_the_package():
+    """exactref.__version__ is the library's er_version, and the package's metadata says the same."""
+    import re
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    meta = open(os.path.join(root, "pyproject.toml")).read()
+    assert er.__version__ == er.version() == re.search(r'^version = "([^"]+)"', meta, re.M).group(1)
