@@ -132,7 +132,7 @@ static er_status er_validate_order(const er_standard *s) {
     if (s->depth && s->compute == ER_TF32 && s->tf32 == ER_TF32_X3)
         return er__fail(ER_ERR_UNSUPPORTED, "depth= with compute=tf32x3 is not modelled in this version");
     if (!blocked && !split && !mma && (s->inner != ER_SUB_SEQUENTIAL || s->outer != ER_SUB_SEQUENTIAL))
-        return er__fail(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only, not to %s",
+        return er__fail(ER_ERR_STANDARD, "inner= and outer= apply to blocked, split and (outer=) mma, not to %s",
                         er_order_name(s->order));
     if (s->partial != ER_FORMAT_INVALID) {
         if (!split)
@@ -286,7 +286,7 @@ static const er_opt_word er_w_tf32[] = { { "truncate", ER_TF32_TRUNCATE }, { "tr
  * its validation and its documentation). */
 static const er_opt_def er_options[] = {
     {"compute", ER_OPT_FORMAT, ER_OFF(compute), 0, NULL, 0, NULL},
-    ER_WORDS("fma", fma, er_w_fma, "either, never or always"),
+    ER_WORDS("fma", fma, er_w_fma, "either, never (no, false) or always (yes, true)"),
     ER_WORDS("rounding", rounding, er_w_rounding, "nearest or faithful"),
     ER_WORDS("subnormals", subnormals, er_w_subnormals, "gradual or flush"),
     ER_WORDS("overflow", out_overflow, er_w_overflow, "default, ieee, saturate or nan"),

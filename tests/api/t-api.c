@@ -74,7 +74,8 @@ START_TEST(bad_matmul_inputs) {
     refused(ER_ERR_STANDARD, "'blocked:0': expected a positive integer", &A, &B, &C, "blocked:0", NULL);
     refused(ER_ERR_STANDARD, "'split:x'", &A, &B, &C, "split:x", NULL);
     refused(ER_ERR_STANDARD, "'blocked:4x'", &A, &B, &C, "blocked:4x", NULL);
-    refused(ER_ERR_STANDARD, "inner= and outer= apply to blocked and split only", &A, &B, &C, "sequential", "inner=any");
+    refused(ER_ERR_STANDARD, "inner= and outer= apply to blocked, split and (outer=) mma", &A, &B, &C, "sequential",
+            "inner=any");
     refused(ER_ERR_STANDARD, "partial= applies to split only", &A, &B, &C, "blocked:8", "partial=fp16");
     refused(ER_ERR_STANDARD, "partial=fp8_e4m3fn", &A, &B, &C, "split:2", "partial=e4m3fn");
     refused(ER_ERR_STANDARD, "fma=always does not apply", &A, &B, &C, "pairwise", "fma=always");
@@ -233,7 +234,7 @@ START_TEST(option_tables) {
     int n = er_standard_option_count();
     ck_assert_int_eq(n, 31);
     ck_assert_str_eq(er_standard_option_name(0), "compute");
-    ck_assert_str_eq(er_standard_option_values(1), "either, never or always");
+    ck_assert_str_eq(er_standard_option_values(1), "either, never (no, false) or always (yes, true)");
     ck_assert_ptr_null(er_standard_option_name(n));
     ck_assert_ptr_null(er_standard_option_values(-1));
     er_standard s;
