@@ -29,6 +29,11 @@ ER_API er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B)
  * e5m2). The accumulator follows the standard (any_order, mma:sm90 outer=any with or without promote=N, ...); the
  * scaling is fl(fl(acc scale_a) scale_b) or fl(acc fl(scale_a scale_b)) in fp32, then the output conversion. */
 ER_API er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B, double scale_a, double scale_b);
+/* The same with rowwise scales (torch._scaled_mm's rowwise fp8 recipe): scale_a one fp32 value per row of A (M
+ * values, shape [M] or [M, 1]), scale_b one per column of B (shape [N] or [1, N]); element (i, j) is the accumulator
+ * times scale_a[i] and scale_b[j], associated as above. A and B are matrices. The scales are copied. */
+ER_API er_status er_scaled_matmul_rowwise(er_ref **out, const er_tensor *A, const er_tensor *B, const er_tensor *scale_a,
+                                          const er_tensor *scale_b);
 /* Reductions of x over dimension `dim` (negative counts from the end): the output has x's shape without that
  * dimension ([1] when x is a vector). x has at most 7 dimensions. sum and mean take every standard of a
  * matmul (the products are x times an exact 1); mean divides by the length at the end (standard option

@@ -107,14 +107,15 @@ static void er_exact_of_mean(const er_dot_ctx *cx, const er_dotsum *sm, int64_t 
 
 /* Scaled matmul: the accumulator's set v (values of F) through y = fl(fl(acc sa) sb) or fl(acc fl(sa sb)), both
  * monotone in acc (scaled-matmul section of docs/hardware/mma.md). */
-static void er_scale_one(const er_dot_ctx *cx, double acc, double out[2]) {
+static void er_scale_one(const er_dot_ctx *cx, int64_t idx, double acc, double out[2]) {
     const er_fmt_info *F = cx->F;
-    double sa = er__dot(cx->ref)->sa, sb = er__dot(cx->ref)->sb;
+    double sa, sb;
+    er__dot_scales(cx->ref, idx, &sa, &sb);
     out[0] = er__round_prod(F, er__round_prod(F, acc, sa, 1, ER_ROUND_NEAREST), sb, 1, ER_ROUND_NEAREST);
     out[1] = er__round_prod(F, acc, er__round_prod(F, sa, sb, 1, ER_ROUND_NEAREST), 1, ER_ROUND_NEAREST);
 }
 
-static void er_scale_cval(const er_dot_ctx *cx, er_cval *v) {
+static void er_scale_cval(const er_dot_ctx *cx, int64_t idx, er_cval *v) {
     if (v->nan_req) return; /* NaN times a scale is NaN */
     double lo = INFINITY, hi = -INFINITY, r[2], ends[4];
     int nan = v->nan, ne = 0, any = 0;
@@ -122,7 +123,7 @@ static void er_scale_cval(const er_dot_ctx *cx, er_cval *v) {
     if (v->pinf) ends[ne++] = INFINITY;
     if (v->ninf) ends[ne++] = -INFINITY;
     for (int i = 0; i < ne; i++) {
-        er_scale_one(cx, ends[i], r);
+        er_scale_one(cx, idx, ends[i], r);
         for (int j = 0; j < 2; j++) {
             if (isnan(r[j])) { nan = 1; continue; } /* inf times a zero scale */
             if (r[j] < lo) lo = r[j];
@@ -138,10 +139,11 @@ static void er_scale_cval(const er_dot_ctx *cx, er_cval *v) {
 /* The exact scaled result S sa sb, from the summary's bracket of S (128 bits) or, when that does not decide the
  * rounding, from the exact sum. */
 static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_t idx, double *exact, double *rounded) {
-    double e0, r0;
+    double e0, r0, sa, sb;
+    er__dot_scales(cx->ref, idx, &sa, &sb);
     er_exact_of_sum(cx, sm, &e0, &r0);
     if (!isfinite(e0)) {
-        *exact = e0 * er__dot(cx->ref)->sa * er__dot(cx->ref)->sb;
+        *exact = e0 * sa * sb;
         *rounded = er__round_double(cx->O, *exact, ER_ROUND_NEAREST, cx->ov_out);
         return;
     }
@@ -152,8 +154,8 @@ static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_
         mpfr_set_uj_2exp(s, sm->m, sm->e, MPFR_RNDN);
         if (up && sm->sticky) { mpfr_set_ui_2exp(b, 1, sm->e, MPFR_RNDN); mpfr_add(s, s, b, MPFR_RNDN); }
         if (sm->neg) mpfr_neg(s, s, MPFR_RNDN);
-        mpfr_mul_d(s, s, er__dot(cx->ref)->sa, MPFR_RNDN); /* exact: 65 + 24 bits */
-        mpfr_mul_d(s, s, er__dot(cx->ref)->sb, MPFR_RNDN);
+        mpfr_mul_d(s, s, sa, MPFR_RNDN); /* exact: 65 + 24 bits */
+        mpfr_mul_d(s, s, sb, MPFR_RNDN);
         rr[up] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
         if (!up) *exact = mpfr_get_d(s, MPFR_RNDN);
     }
@@ -162,8 +164,8 @@ static void er_exact_of_scaled(const er_dot_ctx *cx, const er_dotsum *sm, int64_
         mpfr_init2(x, 2);
         if (er__matmul_exact_mpfr(cx->ref, idx, x) == ER_OK) {
             mpfr_set_prec(s, mpfr_get_prec(x) + 64);
-            mpfr_mul_d(s, x, er__dot(cx->ref)->sa, MPFR_RNDN);
-            mpfr_mul_d(s, s, er__dot(cx->ref)->sb, MPFR_RNDN);
+            mpfr_mul_d(s, x, sa, MPFR_RNDN);
+            mpfr_mul_d(s, s, sb, MPFR_RNDN);
             rr[0] = er__round_mpfr(cx->O, s, ER_ROUND_NEAREST, cx->ov_out);
         }
         mpfr_clear(x);
@@ -179,7 +181,7 @@ static void er_finish(er_dot_ctx *cx, er_cset *c, er_cval *v, const er_dotsum *s
         er_mean_cval(cx, v, er__dot(cx->ref)->K);
         er_exact_of_mean(cx, sm, idx, &exact, &rounded);
     } else if (er__dot(cx->ref)->scaled) {
-        er_scale_cval(cx, v);
+        er_scale_cval(cx, idx, v);
         er_exact_of_scaled(cx, sm, idx, &exact, &rounded);
     } else {
         er_exact_of_sum(cx, sm, &exact, &rounded);
@@ -893,9 +895,11 @@ static er_status er_dot_exact(const er_ref *ref, int64_t idx, const er_fmt_info 
         mpfr_init2(x, 2);
         er_status st = er__matmul_exact_mpfr(ref, idx, x);
         if (st != ER_OK) { mpfr_clear(x); return st; }
+        double sa, sb;
+        er__dot_scales(ref, idx, &sa, &sb);
         mpfr_prec_round(x, mpfr_get_prec(x) + 50, MPFR_RNDN); /* exact: more bits */
-        mpfr_mul_d(x, x, er__dot(ref)->sa, MPFR_RNDN);                  /* exact: 24 more bits each */
-        mpfr_mul_d(x, x, er__dot(ref)->sb, MPFR_RNDN);
+        mpfr_mul_d(x, x, sa, MPFR_RNDN);                      /* exact: 24 more bits each */
+        mpfr_mul_d(x, x, sb, MPFR_RNDN);
         e = mpfr_get_d(x, MPFR_RNDN);
         rd = er__round_mpfr(O, x, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
         mpfr_clear(x);
@@ -940,9 +944,11 @@ static er_status er_dot_exact_mpfr(const er_ref *ref, int64_t idx, mpfr_ptr out)
                         er__op_name(ref));
     ER_RETURN_IF_ERROR(er__matmul_exact_mpfr(ref, idx, out));
     if (er__dot(ref)->scaled && mpfr_number_p(out)) {
+        double sa, sb;
+        er__dot_scales(ref, idx, &sa, &sb);
         mpfr_prec_round(out, mpfr_get_prec(out) + 50, MPFR_RNDN); /* exact: more bits */
-        mpfr_mul_d(out, out, er__dot(ref)->sa, MPFR_RNDN);
-        mpfr_mul_d(out, out, er__dot(ref)->sb, MPFR_RNDN);
+        mpfr_mul_d(out, out, sa, MPFR_RNDN);
+        mpfr_mul_d(out, out, sb, MPFR_RNDN);
     }
     return ER_OK;
 }

@@ -346,6 +346,58 @@ er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B,
     return ER_OK;
 }
 
+/* A rowwise scale tensor's values (fp32 values of n elements, finite) into a new array. */
+static er_status er_scale_vector(const er_tensor *s, const char *name, int64_t n, double **out) {
+    ER_RETURN_IF_ERROR(er__tensor_check(s, name));
+    if (er_tensor_numel(s) != n || (s->ndim == 2 && s->shape[0] != 1 && s->shape[1] != 1) || s->ndim > 2)
+        return er__fail(ER_ERR_SHAPE, "%s holds %lld scales; it needs %lld, one per %s", name,
+                        (long long)er_tensor_numel(s), (long long)n, name[6] == 'a' ? "row of A" : "column of B");
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!v) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld scales", (long long)n);
+    for (int64_t i = 0; i < n; i++) { /* [n], [n, 1], [1, n]: element i is row-major element i */
+        double x = er__load(s, er__offset(s, i));
+        if (!isfinite(x) || (double)(float)x != x) {
+            free(v);
+            return er__fail(ER_ERR_INVALID, "%s[%lld] = %.17g: the scales are finite fp32 values", name, (long long)i,
+                            x);
+        }
+        v[i] = x;
+    }
+    *out = v;
+    return ER_OK;
+}
+
+er_status er_scaled_matmul_rowwise(er_ref **out, const er_tensor *A, const er_tensor *B, const er_tensor *scale_a,
+                                   const er_tensor *scale_b) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(A, "A");
+    ER_CHECK_NULL(B, "B");
+    ER_CHECK_NULL(scale_a, "scale_a");
+    ER_CHECK_NULL(scale_b, "scale_b");
+    ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
+    ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
+    if (A->ndim != 2 || B->ndim != 2)
+        return er__fail(ER_ERR_SHAPE, "rowwise scales take matrices A and B (%d and %d dimensions given)", A->ndim,
+                        B->ndim);
+    double *sav = NULL, *sbv = NULL;
+    ER_RETURN_IF_ERROR(er_scale_vector(scale_a, "scale_a", A->shape[0], &sav));
+    er_status st = er_scale_vector(scale_b, "scale_b", B->shape[1], &sbv);
+    er_ref *r = NULL;
+    if (st == ER_OK) st = er_matmul(&r, A, B);
+    if (st != ER_OK) {
+        free(sav);
+        free(sbv);
+        return st;
+    }
+    er__dot(r)->scaled = 1;
+    er__dot(r)->sa = er__dot(r)->sb = 1;
+    er__dot(r)->sav = sav;
+    er__dot(r)->sbv = sbv;
+    *out = r;
+    return ER_OK;
+}
+
 er_status er__matmul_elem_summary(const er_ref *r, int64_t idx, er_dotsum *sm) {
     int64_t K = er__dot(r)->K, offa, offb;
     er__matmul_offsets(r, idx, &offa, &offb);
@@ -460,6 +512,8 @@ void er__dot_destroy(er_ref *r) {
     free(d->bt);
     free(d->an);
     free(d->bn);
+    free(d->sav);
+    free(d->sbv);
 }
 
 void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t *offb_out) {

@@ -39,6 +39,7 @@ typedef struct er_dot_state {
     int b_is_one;       /* reductions: B is the constant 1 (stride 0), analysed as er__fmt_one() */
     int scaled;         /* scaled matmul: the products' sum times sa and sb */
     double sa, sb;
+    double *sav, *sbv;  /* rowwise: sa per row of A, sb per column of B (owned; NULL: sa, sb per tensor) */
     er_dotsum *sums;    /* n summaries, row-major (NULL on the fast path) */
     /* the fast path (src/ops/fastmm.c): fs = A B in fp64; the operands as floats, A as [a_batches][M][K] and B
      * transposed as [b_batches][N][K]; upper bounds of their vectors' 2-norms; the exact engine's dot env */
@@ -49,6 +50,12 @@ typedef struct er_dot_state {
     er_dot_env env;
 } er_dot_state;
 static inline er_dot_state *er__dot(const er_ref *r) { return (er_dot_state *)r->priv; }
+/* A scaled matmul's two scales for element idx: per tensor, or (rowwise, a 2-D product) its row's and its column's. */
+static inline void er__dot_scales(const er_ref *r, int64_t idx, double *sa, double *sb) {
+    const er_dot_state *d = er__dot(r);
+    *sa = d->sav ? d->sav[idx / d->plan.N] : d->sa;
+    *sb = d->sbv ? d->sbv[idx % d->plan.N] : d->sb;
+}
 /* The dot modules' inputs (A and B; a reduction's x), fast path and release of their state. */
 ER_INTERNAL int er__dot_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);
 ER_INTERNAL int er__dot_fast(const er_ref *r);

@@ -67,6 +67,9 @@ static void reset(void) {
     X(matmul_vector, ER_ERR_SHAPE, "at least 2 dimensions", er_matmul(&o.ref, &V1, &B))                             \
     X(scaled_nan, ER_ERR_INVALID, "the scales must be finite (got nan and 1)", er_scaled_matmul(&o.ref, &A, &B, NAN, 1)) \
     X(scaled_inf, ER_ERR_INVALID, "the scales must be finite (got 1 and inf)", er_scaled_matmul(&o.ref, &A, &B, 1, INFINITY)) \
+    X(rowwise_sa_null, ER_ERR_NULL, "scale_a is NULL", er_scaled_matmul_rowwise(&o.ref, &A, &B, NULL, &W5)) \
+    X(rowwise_sa_count, ER_ERR_SHAPE, "scale_a holds 5 scales; it needs 3, one per row of A", \
+      er_scaled_matmul_rowwise(&o.ref, &A, &B, &W5, &W5)) \
     X(sum_x_null, ER_ERR_NULL, "x is NULL", er_sum(&o.ref, NULL, 0))                                                \
     X(sum_dim, ER_ERR_INVALID, "dim 5 is out of range for a tensor of 2 dimensions", er_sum(&o.ref, &A, 5))        \
     X(mean_dim, ER_ERR_INVALID, "dim -3 is out of range", er_mean(&o.ref, &A, -3))                                  \

@@ -525,7 +525,37 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
     sum_k (a_ik sa_i,k/n)(b_kj sb_k/n,j): each operand times its block's scale is exact (a few significant bits
     times a power of two, or times an e4m3 value), so the reference is er.matmul of the scaled operands, held exactly
     in float32 where every value fits and in float64 otherwise; judge a kernel that adds the products in fp32 under
-    the default any_order (docs/algorithms/quantize.md, "Block-scaled matmul")."""
+    the default any_order (docs/algorithms/quantize.md, "Block-scaled matmul").
+
+    With arrays for both scales and no block, rowwise scales as torch._scaled_mm's rowwise fp8 recipe takes them:
+    scale_a one fp32 value per row of A (shape (M,) or (M, 1)), scale_b one per column of B ((N,) or (1, N)); element
+    (i, j) is the accumulator times scale_a[i] and scale_b[j] (er_scaled_matmul_rowwise)."""
+    arrays = [isinstance(s, np.ndarray) or type(s).__module__.startswith("torch") for s in (scale_a, scale_b)]
+    if block is None and any(arrays):
+        for s, name, is_array in ((scale_a, "scale_a", arrays[0]), (scale_b, "scale_b", arrays[1])):
+            if not is_array:
+                raise TypeError("exactref: scaled_matmul: rowwise scales take arrays for both scale_a and scale_b; "
+                                "%s is %s" % (name, type(s).__name__))
+        a, b = to_numpy(A, "A"), to_numpy(B, "B")
+        format_of(a.dtype, "A")
+        format_of(b.dtype, "B")
+        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+            raise ValueError("exactref: scaled_matmul: rowwise scales take matrices A (M x K) and B (K x N), not "
+                             "shapes %s and %s" % (a.shape, b.shape))
+        views = [View(a, "A"), View(b, "B")]
+        for s, name, n, shapes in ((scale_a, "scale_a", a.shape[0], [(a.shape[0],), (a.shape[0], 1)]),
+                                   (scale_b, "scale_b", b.shape[1], [(b.shape[1],), (1, b.shape[1])])):
+            sv = to_numpy(s, name)
+            if sv.dtype != np.float32:
+                raise TypeError("exactref: scaled_matmul: %s holds fp32 scales (float32), not %s" % (name, sv.dtype))
+            if sv.shape not in shapes:
+                raise ValueError("exactref: scaled_matmul: %s has shape %s; rowwise it must be %s or %s"
+                                 % (name, sv.shape, shapes[0], shapes[1]))
+            if not np.all(np.isfinite(sv)):
+                raise ValueError("exactref: scaled_matmul: %s holds a value that is not finite" % name)
+            views.append(View(sv, name))
+        ptr = _ffi.scaled_matmul_rowwise(*(v.buf for v in views))
+        return Reference(ptr, tuple(views) + (A, B), (a.shape[0], b.shape[1]), "scaled_matmul")
     if block is None:
         return _matmul(
             A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b"))

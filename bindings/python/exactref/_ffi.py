@@ -113,6 +113,10 @@ _sig = {
         ctypes.c_int,
         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_double],
     ),
+    "er_scaled_matmul_rowwise": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
     "er_layernorm": (
         ctypes.c_int,
         [
@@ -420,6 +424,10 @@ def matmul(va, vb):
 
 def scaled_matmul(va, vb, scale_a, scale_b):
     return _new(lib.er_scaled_matmul, va, vb, scale_a, scale_b)
+
+
+def scaled_matmul_rowwise(va, vb, vsa, vsb):
+    return _new(lib.er_scaled_matmul_rowwise, va, vb, vsa, vsb)
 
 
 def along(op, vx, dim):

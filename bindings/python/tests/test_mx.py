@@ -491,3 +491,45 @@ def test_nvfp4_divisions_at_their_ulp_edge(up):
     x = nv_family("near_midpoints_wide", 15)
     q, sf = triton_edge_nvfp4(x, up)
     assert er.quantize(x, "float4_e2m1fn", ("block", 16), recipe="nvfp4").covers((q, None, sf))
+
+
+def test_scaled_mm_rowwise_captures():
+    """H200 captures (tools/capture/capture_scaled_rowwise.py): torch._scaled_mm with rowwise scales (A per row, B per
+    column, e4m3, scale amax / 448), bf16 and fp32 outputs, use_fast_accum True and False, K 32 to 4096: all 16
+    covered as er.scaled_matmul(A, B, sa, sb) under mma:sm90 outer=any (promote=4 without fast accumulation); scale_b
+    reversed caught in 16 of 16, scale_a applied twice in 14 of 16 (the two left: fast accumulation at K = 4096, whose
+    set without promotion spans the smaller value)."""
+    from conftest import captures
+    z, rows = captures("scaled_rowwise")
+    seen, caught = 0, {}
+    for cid, kind, M, K, N, odt, fast in rows:
+        A, B = z[cid + "__in__A"].view(E4M3), z[cid + "__in__B"].view(E4M3)
+        sa, sb = z[cid + "__in__sa"].reshape(-1, 1), z[cid + "__in__sb"].reshape(1, -1)
+        C = z[cid + "__out__C"]
+        if odt == "bfloat16":
+            C = C.view(ml_dtypes.bfloat16)
+        std = dict(standard="mma:sm90", outer="any")
+        if fast == "0":
+            std["promote"] = 4
+        ok = er.scaled_matmul(A, B, sa, sb).covers(C, **std).all()
+        if kind == "torch":
+            assert ok, (cid, M, K, N, odt, fast)
+        else:
+            caught[kind] = caught.get(kind, 0) + (not ok)
+        seen += 1
+    assert seen == 48 and caught == {"bug_sb_reversed": 16, "bug_sa_twice": 14}, caught
+
+
+def test_scaled_matmul_rowwise_refusals():
+    A = np.ones((3, 4), np.float32)
+    B = np.ones((4, 2), np.float32)
+    sa, sb = np.ones((3, 1), np.float32), np.ones((1, 2), np.float32)
+    assert er.scaled_matmul(A, B, sa, sb).covers(A @ B)
+    with pytest.raises(ValueError, match="scale_a"):
+        er.scaled_matmul(A, B, np.ones((2, 1), np.float32), sb)
+    with pytest.raises(TypeError, match="scale_b"):
+        er.scaled_matmul(A, B, sa, sb.astype(np.float64))
+    with pytest.raises(TypeError, match="scale_b"):
+        er.scaled_matmul(A, B, sa, 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        er.scaled_matmul(A, B, np.full((3, 1), np.inf, np.float32), sb)
