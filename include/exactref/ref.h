@@ -32,8 +32,8 @@ ER_API er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_ten
 /* The same with rowwise scales (torch._scaled_mm's rowwise fp8 recipe): scale_a one fp32 value per row of A (M
  * values, shape [M] or [M, 1]), scale_b one per column of B (shape [N] or [1, N]); element (i, j) is the accumulator
  * times scale_a[i] and scale_b[j], associated as above. A and B are matrices. The scales are copied. */
-ER_API er_status er_scaled_matmul_rowwise(er_ref **out, const er_tensor *A, const er_tensor *B, const er_tensor *scale_a,
-                                          const er_tensor *scale_b);
+ER_API er_status er_scaled_matmul_rowwise(er_ref **out, const er_tensor *A, const er_tensor *B,
+                                          const er_tensor *scale_a, const er_tensor *scale_b);
 /* Reductions of x over dimension `dim` (negative counts from the end): the output has x's shape without that
  * dimension ([1] when x is a vector). x has at most 7 dimensions. sum and mean take every standard of a
  * matmul (the products are x times an exact 1); mean divides by the length at the end (standard option
