@@ -15,13 +15,13 @@
 
 /* The kinds of call counted (harness.h): the ops by their number in the input, then the chain and the quantised
  * reference built over an accepted op. */
-enum { NOPS = 18, KIND_CHAIN = NOPS, KIND_QUANTIZE_REF = NOPS + 1 };
+enum { NOPS = 18, KIND_CHAIN = NOPS, KIND_QUANTIZE_REF = NOPS + 1, KIND_ROWWISE = NOPS + 2 };
 static const char *const kinds[] = {"matmul",    "scaled_matmul", "sum",       "mean",
                                     "max",       "softmax",       "log_softmax", "rmsnorm",
                                     "layernorm", "tensor",        "quantize",  "attention",
                                     "softmax_backward", "log_softmax_backward", "layer_norm_backward",
                                     "rmsnorm_backward", "cross_entropy", "attention_backward", "chain",
-                                    "quantize_ref"};
+                                    "quantize_ref", "scaled_matmul_rowwise"};
 
 REACH_TARGET(kinds)
 
@@ -128,7 +128,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reach_call(op);
     switch (op) {
     case 0: st = vb > 0 ? er_matmul(&ref, &A, &B) : ER_ERR_INVALID; break;
-    case 1: st = vb > 0 ? er_scaled_matmul(&ref, &A, &B, sa, sb) : ER_ERR_INVALID; break;
+    case 1: /* with eps NaN (one input in 8), rowwise scales from the third view (refused unless it holds M = N
+             * finite fp32 values) */
+        st = vb <= 0      ? ER_ERR_INVALID
+           : isnan(eps) ? er_scaled_matmul_rowwise(&ref, &A, &B, &C, &C)
+                        : er_scaled_matmul(&ref, &A, &B, sa, sb);
+        if (isnan(eps) && vb > 0) reach_call(KIND_ROWWISE);
+        if (isnan(eps) && st == ER_OK) reach_accept(KIND_ROWWISE);
+        break;
     case 2: st = er_sum(&ref, &A, dim); break;
     case 3: st = er_mean(&ref, &A, dim); break;
     case 4: st = er_max(&ref, &A, dim); break;
