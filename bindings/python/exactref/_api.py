@@ -524,8 +524,8 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
     block of n along each row of A), scale_b of shape (ceil(K / n), N) (along each column of B). The result is
     sum_k (a_ik sa_i,k/n)(b_kj sb_k/n,j): each operand times its block's scale is exact (a few significant bits
     times a power of two, or times an e4m3 value), so the reference is er.matmul of the scaled operands, held exactly
-    in float32 where every value fits and in float64 otherwise; judge a kernel that adds the products in fp32 under
-    the default any_order (docs/algorithms/quantize.md, "Block-scaled matmul").
+    in float16 where every value fits (its products are exact in fp32), else float32, else float64; judge a kernel
+    that adds the products in fp32 under the default any_order (docs/algorithms/quantize.md, "Block-scaled matmul").
 
     With arrays for both scales and no block, rowwise scales as torch._scaled_mm's rowwise fp8 recipe takes them:
     scale_a one fp32 value per row of A (shape (M,) or (M, 1)), scale_b one per column of B ((N,) or (1, N)); element
@@ -588,9 +588,13 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
             np.repeat(sv.astype(np.float64), n, axis=0)[:K, :]
         with np.errstate(invalid="ignore", over="ignore"):
             v = x.astype(np.float64) * full  # exact: at most 4 + 4 significant bits times a scale of double's range
-        v32 = v.astype(np.float32)
-        fits = bool(np.all((v32.astype(np.float64) == v) | np.isnan(v)))
-        scaled.append(v32 if fits else v)
+            # the narrowest of float16, float32 and float64 that holds every value (float16's products are exact in
+            # fp32: the any-order set then rounds no product)
+            for dt in (np.float16, np.float32, np.float64):
+                c = v.astype(dt)
+                if dt is np.float64 or bool(np.all((c.astype(np.float64) == v) | np.isnan(v))):
+                    break
+        scaled.append(c)
     return _matmul(scaled[0], scaled[1], None)
 
 
