@@ -533,3 +533,21 @@ def test_scaled_matmul_rowwise_refusals():
         er.scaled_matmul(A, B, sa, 1.0)
     with pytest.raises(ValueError, match="finite"):
         er.scaled_matmul(A, B, np.full((3, 1), np.inf, np.float32), sb)
+
+
+def test_div_ulps_half_catches_truncation_on_midpoints():
+    """The inverse recipe (q = x / scale_inv) on exact e4m3 midpoints: a q truncated toward zero passes under the
+    default div_ulps=2 (a 2-ulp division may land on either side of a midpoint) and is caught under div_ulps=0.5 (a
+    correctly rounded division: q is one value)."""
+    mids = np.array([1.0625, 1.1875, 2.375, 3.25, 13.0, 26.0, 208.0, 416.0])  # midpoints of e4m3's grid
+    x = np.concatenate([[448.0], mids, -mids]).astype(np.float32).reshape(1, -1)  # amax 448: scale_inv = 1
+    s = np.array([1.0], np.float32)
+    q_rn = x.astype(_dt("float8_e4m3fn"))  # ties to even
+    trunc = (np.sign(x) * np.floor(np.abs(x) * 8 / np.exp2(np.floor(np.log2(np.abs(x))))) *
+             np.exp2(np.floor(np.log2(np.abs(x)))) / 8).astype(np.float32)
+    q_tr = trunc.astype(_dt("float8_e4m3fn"))
+    assert (q_tr.astype(np.float64) != q_rn.astype(np.float64)).any()
+    ref = er.quantize(x, "float8_e4m3fn", "tensor", recipe="inverse")
+    assert ref.covers((q_rn, None, s), div_ulps=0.5)
+    assert ref.covers((q_tr, None, s))  # the default lets it through
+    assert not ref.covers((q_tr, None, s), div_ulps=0.5)
