@@ -52,13 +52,27 @@ tsan: deps
 	  -DEXACTREF_BUILD_EXAMPLES=OFF -DEXACTREF_CUDA=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 
+# Each suite's last line is kept in $(BUILD)/suites.txt (tee, with bash's pipefail: a failing suite still stops the
+# run) and printed together at the end, one line per suite.
+SUMMARY = $(CURDIR)/$(BUILD)/suites.txt
+KEEP = bash -o pipefail -c '{ "$$@"; } 2>&1 | tee $(CURDIR)/$(BUILD)/suite.log' _
+LAST = { printf '%-24s ' "$(1)"; grep -E "$(2)" $(CURDIR)/$(BUILD)/suite.log | tail -1; } >> $(SUMMARY)
+
 test: build san tsan fuzz-build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
-	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^t-format$$'
-	$(MAKE) --no-print-directory fuzz-smoke
-	$(MAKE) --no-print-directory pytest-san
-	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(PYTHON) -m pytest -q bindings/python/tests
+	@rm -f $(SUMMARY)
+	cd $(BUILD) && $(KEEP) ctest --output-on-failure -j $(JOBS)
+	@$(call LAST,C suites,tests passed)
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(KEEP) ctest --output-on-failure -j $(JOBS)
+	@$(call LAST,C suites (ASan+UBSan),tests passed)
+	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 $(KEEP) ctest --output-on-failure -j $(JOBS) -E '^t-format$$'
+	@$(call LAST,C suites (TSan),tests passed)
+	$(KEEP) $(MAKE) --no-print-directory fuzz-smoke
+	@$(call LAST,fuzz smoke,^fuzz smoke:)
+	$(KEEP) $(MAKE) --no-print-directory pytest-san
+	@$(call LAST,pytest (boundary; ASan),passed)
+	EXACTREF_LIBRARY=$(CURDIR)/$(BUILD)/libexactref.so $(KEEP) $(PYTHON) -m pytest -q bindings/python/tests
+	@$(call LAST,pytest,passed)
+	@echo; echo "make test: every suite passed"; cat $(SUMMARY)
 
 # The Python boundary's tests against the ASan+UBSan library (Python's allocator off, so that AddressSanitizer sees
 # the buffers the package hands to C).
