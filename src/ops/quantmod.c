@@ -558,60 +558,62 @@ static void er_q_xset(const er_q_job *j, int64_t idx, er_cval *xv) {
     er__cval_of_enclosure(xv, j->xl[idx], j->xh[idx], j->xf[idx]);
 }
 
+/* An NVFP4 element's set (Lemma Q7: against the kernel's block scale where it is in its set, else the set's ends),
+ * its exact value and correct rounding: x 448 qmax / (G sf) for the correctly rounded decode scale sf; 0 where x or
+ * G is 0; none (NaN, never exact) where sf is 0 or the set claims nothing. */
+static void er_q_nv_element(const er_q_job *j, const er_q_group_info *gi, double x, er_cval *v, double *exact,
+                            double *rounded) {
+    const er_q_nv *nv = j->nv;
+    const er_cval *s = &gi->sv;
+    er_q_empty(v);
+    if (gi->have_k) er_q_nv_put(v, j->Q, nv, x, gi->k);
+    else if (s->nan || s->nan_req || s->pinf || s->ninf || !(s->lo > 0)) er_q_put_any(v, j->Q);
+    else { er_q_nv_put(v, j->Q, nv, x, s->lo); er_q_nv_put(v, j->Q, nv, x, s->hi); }
+    double sr = er__round_double(er__fmt(ER_FP8_E4M3FN), gi->sexact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    *exact = *rounded = NAN;
+    if (nv->G == 0 || x == 0) *exact = *rounded = 0; /* 0 under every finite encode scale */
+    else if (!nv->free && sr > 0 && !isnan(x)) {
+        *exact = x * (ER_NV_SMAX * j->qmax) / (nv->G * sr);
+        *rounded = er_q_round_quotient(j->sk->O, x, ER_NV_SMAX * j->qmax, nv->G * sr, ER_OVERFLOW_SATURATE);
+    }
+}
+
 static void *er_q_run(void *arg) {
     er_q_job *j = arg;
     const er_ref *ref = j->ref;
+    const er_scale_recipe recipe = er__quant(ref)->recipe;
     mpfr_t S;
     mpfr_init2(S, 64);
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
         int64_t g = er_q_group(ref, idx);
         const er_q_group_info *gi = &j->gi[g];
         er_cval xv, v;
-        er_q_xset(j, idx, &xv);
-        er_q_value_set(j->E, j->Q, &xv, gi, er_q_form(er__quant(ref)->recipe), j->U, &v);
         double exact, rounded, x = er__quant(ref)->base ? 0.0 : er_q_x(ref, idx);
-        if (er__quant(ref)->recipe == ER_RECIPE_NVFP4) { /* Lemma Q7: the kernel's scale, else the set's ends */
-            const er_q_nv *nv = j->nv;
-            er_q_empty(&v);
-            const er_cval *s = &gi->sv;
-            if (gi->have_k) er_q_nv_put(&v, j->Q, nv, x, gi->k);
-            else if (s->nan || s->nan_req || s->pinf || s->ninf || !(s->lo > 0)) er_q_put_any(&v, j->Q);
-            else { er_q_nv_put(&v, j->Q, nv, x, s->lo); er_q_nv_put(&v, j->Q, nv, x, s->hi); }
-            double sr = er__round_double(er__fmt(ER_FP8_E4M3FN), gi->sexact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
-            exact = rounded = NAN; /* a scale of 0 or NaN: q is free, never exact */
-            if (nv->G == 0 || x == 0) exact = rounded = 0; /* 0 under every finite encode scale */
-            else if (!nv->free && sr > 0 && !isnan(x)) {
-                exact = x * (ER_NV_SMAX * j->qmax) / (nv->G * sr);
-                rounded = er_q_round_quotient(j->sk->O, x, ER_NV_SMAX * j->qmax, nv->G * sr, ER_OVERFLOW_SATURATE);
-            }
-            er_cset c;
-            er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
-            er__sink_put(j->sk, idx, &c);
-            continue;
+        if (recipe == ER_RECIPE_NVFP4) er_q_nv_element(j, gi, x, &v, &exact, &rounded);
+        else {
+            er_q_xset(j, idx, &xv);
+            er_q_value_set(j->E, j->Q, &xv, gi, er_q_form(recipe), j->U, &v);
         }
-        if (er_q_mx(er__quant(ref)->recipe)) { /* a tensor's x over the exact scale: exact in double */
+        if (er_q_mx(recipe)) { /* a tensor's x over the exact scale: exact in double */
             exact = x / gi->sexact;
             rounded = er__round_double(j->sk->O, exact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
-            er_cset c;
-            er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
-            er__sink_put(j->sk, idx, &c);
-            continue;
-        }
-        /* the exact S and amax within their brackets (a tensor's: exact) */
-        double sl = er__quant(ref)->base ? j->xbl[idx] : x, sh = er__quant(ref)->base ? j->xbh[idx] : x;
-        double al = er__quant(ref)->base ? gi->abl : fmax(gi->aexact, j->floor), /* a tensor's: exact (NaN stays) */
-            ah = er__quant(ref)->base ? gi->abh : fmax(gi->aexact, j->floor);
-        if (isnan(gi->aexact)) al = ah = NAN;
-        if (!er_q_exact_bracket(j->sk->O, j->sk->ov, sl, sh, j->qmax, al, ah, &exact, &rounded)) {
-            int64_t index[ER_MAX_DIMS];
-            er__index_of(ref, idx, index);
-            j->st = er_ref_exact_mpfr(S, er__quant(ref)->base, index);
-            if (j->st != ER_OK) break;
-            int one = mpfr_zero_p(j->amp[g]); /* amax 0: scale 1 */
-            rounded = one ? er__round_mpfr(j->sk->O, S, ER_ROUND_NEAREST, j->sk->ov)
-                          : er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
-            exact =
-                one ? mpfr_get_d(S, MPFR_RNDN) : mpfr_get_d(S, MPFR_RNDN) * j->qmax / mpfr_get_d(j->amp[g], MPFR_RNDN);
+        } else if (recipe != ER_RECIPE_NVFP4) {
+            /* the exact S and amax within their brackets (a tensor's: exact, at least the floor; NaN stays) */
+            int base = er__quant(ref)->base != NULL;
+            double sl = base ? j->xbl[idx] : x, sh = base ? j->xbh[idx] : x;
+            double al = base ? gi->abl : fmax(gi->aexact, j->floor), ah = base ? gi->abh : fmax(gi->aexact, j->floor);
+            if (isnan(gi->aexact)) al = ah = NAN;
+            if (!er_q_exact_bracket(j->sk->O, j->sk->ov, sl, sh, j->qmax, al, ah, &exact, &rounded)) {
+                int64_t index[ER_MAX_DIMS];
+                er__index_of(ref, idx, index);
+                j->st = er_ref_exact_mpfr(S, er__quant(ref)->base, index);
+                if (j->st != ER_OK) break;
+                int one = mpfr_zero_p(j->amp[g]); /* amax 0: scale 1 */
+                double Sd = mpfr_get_d(S, MPFR_RNDN);
+                rounded = one ? er__round_mpfr(j->sk->O, S, ER_ROUND_NEAREST, j->sk->ov)
+                              : er_q_exact_mpfr(j->sk->O, j->sk->ov, S, j->qmax, j->amp[g]);
+                exact = one ? Sd : Sd * j->qmax / mpfr_get_d(j->amp[g], MPFR_RNDN);
+            }
         }
         er_cset c;
         er__cset_build(&c, j->sk->O, j->sk->ov, 0, &v, exact, rounded);
@@ -745,31 +747,24 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         /* the scale from the kernel's amax where that is in its set */
         er_cval av = q->av;
         if (q->have_ka) { er_q_empty(&av); er_q_put(&av, q->ka); av.nan_req = (uint8_t)isnan(q->ka); }
-        er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, floor, &q->sv);
-        if (nvfp4) { /* Lemma Q7: the block's decode scale from its exact amax and the tensor's encode scale */
-            er_q_empty(&q->sv);
-            if (nv.free || !isfinite(a)) er_q_put_any(&q->sv, er__fmt(ER_FP32));
-            else er_q_nv_scale_range(&q->sv, Q, &nv, a);
-            q->sexact = nv.free || !isfinite(a) ? NAN : nv.G == 0 ? 0.0 : a * ER_NV_SMAX / nv.G;
-            if (ss) {
-                double rounded = nv.free || !isfinite(a) ? NAN
-                               : nv.G == 0 ? 0.0 : er_q_round_quotient(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
-                er_cset c;
-                er__cset_build(&c, ss->O, ss->ov, 0, &q->sv, q->sexact, rounded);
-                er__sink_put(ss, g, &c);
-                q->k = er__load(ss->out, er__offset(ss->out, g));
-                q->have_k = er_q_in(&c, q->k);
-            }
-            continue;
-        }
+        /* the scale's set, its exact value and (with a scale output) its correct rounding */
         int inv = er__quant(ref)->recipe == ER_RECIPE_INV, mx = er_q_mx(er__quant(ref)->recipe);
-        if (isfinite(a)) a = fmax(a, floor); /* the amax divided by (a tensor's: the base refuses a floor) */
-        q->sexact = mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)
-                  : a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
-        if (ss) {
-            double rounded = q->sexact;
-            if (mx) rounded = er__round_double(ss->O, q->sexact, ER_ROUND_NEAREST, ss->ov);
-            else if (a > 0 && isfinite(a)) {
+        double rounded = NAN;
+        if (nvfp4) { /* Lemma Q7: the block's decode scale from its exact amax and the tensor's encode scale */
+            int none = nv.free || !isfinite(a);
+            er_q_empty(&q->sv);
+            if (none) er_q_put_any(&q->sv, er__fmt(ER_FP32));
+            else er_q_nv_scale_range(&q->sv, Q, &nv, a);
+            q->sexact = none ? NAN : nv.G == 0 ? 0.0 : a * ER_NV_SMAX / nv.G;
+            if (ss && !none) rounded = nv.G == 0 ? 0.0 : er_q_round_quotient(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
+        } else {
+            er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, floor, &q->sv);
+            if (isfinite(a)) a = fmax(a, floor); /* the amax divided by (a tensor's: the base refuses a floor) */
+            q->sexact = mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)
+                      : a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
+            rounded = q->sexact;
+            if (ss && mx) rounded = er__round_double(ss->O, q->sexact, ER_ROUND_NEAREST, ss->ov);
+            else if (ss && a > 0 && isfinite(a)) {
                 if (!er__quant(ref)->base)
                     rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov)
                                   : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
@@ -783,6 +778,8 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
                     mpfr_clear(one);
                 }
             }
+        }
+        if (ss) {
             er_cset c;
             er__cset_build(&c, ss->O, ss->ov, 0, &q->sv, q->sexact, rounded);
             er__sink_put(ss, g, &c);
