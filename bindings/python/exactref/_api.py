@@ -530,53 +530,51 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
     With arrays for both scales and no block, rowwise scales as torch._scaled_mm's rowwise fp8 recipe takes them:
     scale_a one fp32 value per row of A (shape (M,) or (M, 1)), scale_b one per column of B ((N,) or (1, N)); element
     (i, j) is the accumulator times scale_a[i] and scale_b[j] (er_scaled_matmul_rowwise)."""
-    arrays = [isinstance(s, np.ndarray) or type(s).__module__.startswith("torch") for s in (scale_a, scale_b)]
-    if block is None and any(arrays):
-        for s, name, is_array in ((scale_a, "scale_a", arrays[0]), (scale_b, "scale_b", arrays[1])):
-            if not is_array:
-                raise TypeError("exactref: scaled_matmul: rowwise scales take arrays for both scale_a and scale_b; "
-                                "%s is %s" % (name, type(s).__name__))
-        a, b = to_numpy(A, "A"), to_numpy(B, "B")
-        format_of(a.dtype, "A")
-        format_of(b.dtype, "B")
-        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-            raise ValueError("exactref: scaled_matmul: rowwise scales take matrices A (M x K) and B (K x N), not "
-                             "shapes %s and %s" % (a.shape, b.shape))
-        views = [View(a, "A"), View(b, "B")]
-        for s, name, n, shapes in ((scale_a, "scale_a", a.shape[0], [(a.shape[0],), (a.shape[0], 1)]),
-                                   (scale_b, "scale_b", b.shape[1], [(b.shape[1],), (1, b.shape[1])])):
-            sv = to_numpy(s, name)
-            if sv.dtype != np.float32:
-                raise TypeError("exactref: scaled_matmul: %s holds fp32 scales (float32), not %s" % (name, sv.dtype))
-            if sv.shape not in shapes:
-                raise ValueError("exactref: scaled_matmul: %s has shape %s; rowwise it must be %s or %s"
-                                 % (name, sv.shape, shapes[0], shapes[1]))
-            if not np.all(np.isfinite(sv)):
-                raise ValueError("exactref: scaled_matmul: %s holds a value that is not finite" % name)
-            views.append(View(sv, name))
-        ptr = _ffi.scaled_matmul_rowwise(*(v.buf for v in views))
-        return Reference(ptr, tuple(views) + (A, B), (a.shape[0], b.shape[1]), "scaled_matmul")
-    if block is None:
+    arrays = [isinstance(sc, np.ndarray) or type(sc).__module__.startswith("torch") for sc in (scale_a, scale_b)]
+    if block is None and not any(arrays):
         return _matmul(
             A, B, (_check.real(scale_a, "scaled_matmul", "scale_a"), _check.real(scale_b, "scaled_matmul", "scale_b"))
         )
-    n = _check.integer(block, "scaled_matmul", "block", 1)
+    n = None if block is None else _check.integer(block, "scaled_matmul", "block", 1)
+    for sc, name, is_array in ((scale_a, "scale_a", arrays[0]), (scale_b, "scale_b", arrays[1])):
+        if not is_array:
+            raise TypeError("exactref: scaled_matmul: %s scales take arrays for both scale_a and scale_b; %s is %s"
+                            % ("rowwise" if n is None else "block", name, type(sc).__name__))
     a, b = to_numpy(A, "A"), to_numpy(B, "B")
     format_of(a.dtype, "A")
     format_of(b.dtype, "B")
-    if a.ndim != 2 or b.ndim != 2:
-        raise ValueError("exactref: scaled_matmul with block: A and B must be matrices (shapes %s and %s)"
-                         % (a.shape, b.shape))
-    M, K = a.shape
-    if b.shape[0] != K:
-        raise ValueError("exactref: scaled_matmul: A has %d columns but B has %d rows" % (K, b.shape[0]))
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError("exactref: scaled_matmul: %s scales take matrices A (M x K) and B (K x N), not shapes %s and "
+                         "%s" % ("rowwise" if n is None else "block", a.shape, b.shape))
+    sa, sb = to_numpy(scale_a, "scale_a"), to_numpy(scale_b, "scale_b")
+    return _scaled_rowwise(A, B, a, b, sa, sb) if n is None else _scaled_blocks(a, b, sa, sb, n)
+
+
+def _scaled_rowwise(A, B, a, b, sa, sb):
+    """scaled_matmul with one fp32 scale per row of A and per column of B (er_scaled_matmul_rowwise)."""
+    views = [View(a, "A"), View(b, "B")]
+    for sv, name, n in ((sa, "scale_a", a.shape[0]), (sb, "scale_b", b.shape[1])):
+        shapes = [(n,), (n, 1) if name == "scale_a" else (1, n)]
+        if sv.dtype != np.float32:
+            raise TypeError("exactref: scaled_matmul: %s holds fp32 scales (float32), not %s" % (name, sv.dtype))
+        if sv.shape not in shapes:
+            raise ValueError("exactref: scaled_matmul: %s has shape %s; rowwise it must be %s or %s"
+                             % (name, sv.shape, shapes[0], shapes[1]))
+        if not np.all(np.isfinite(sv)):
+            raise ValueError("exactref: scaled_matmul: %s holds a value that is not finite" % name)
+        views.append(View(sv, name))
+    ptr = _ffi.scaled_matmul_rowwise(*(v.buf for v in views))
+    return Reference(ptr, tuple(views) + (A, B), (a.shape[0], b.shape[1]), "scaled_matmul")
+
+
+def _scaled_blocks(a, b, sa, sb, n):
+    """scaled_matmul with a scale per block of n along K (quantize.md, Lemma Q6): er.matmul of the operands times their
+    blocks' scales, exact in the narrowest of float16, float32 and float64 that holds every value (float16's
+    products are exact in fp32: the any-order set then rounds no product)."""
+    (M, K), N = a.shape, b.shape[1]
     nb = -(-K // n)
     scaled = []
-    for x, s, name, want, axis in ((a, scale_a, "scale_a", (M, nb), 1), (b, scale_b, "scale_b", (nb, b.shape[1]), 0)):
-        if not (isinstance(s, np.ndarray) or type(s).__module__.startswith("torch")):
-            raise TypeError("exactref: scaled_matmul: with block=%d, %s must be an array of per-block scales of "
-                            "shape %s, not %s" % (n, name, want, type(s).__name__))
-        sv = to_numpy(s, name)
+    for x, sv, name, want, axis in ((a, sa, "scale_a", (M, nb), 1), (b, sb, "scale_b", (nb, N), 0)):
         format_of(sv.dtype, name)
         if np.float64 in (x.dtype, sv.dtype):  # then x times its scale may need more than a double's 53 bits
             raise TypeError("exactref: scaled_matmul with block: %s and its operand take formats of at most fp32, "
@@ -587,9 +585,7 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
         full = np.repeat(sv.astype(np.float64), n, axis=axis)[:M, :K] if axis == 1 else \
             np.repeat(sv.astype(np.float64), n, axis=0)[:K, :]
         with np.errstate(invalid="ignore", over="ignore"):
-            v = x.astype(np.float64) * full  # exact: at most 4 + 4 significant bits times a scale of double's range
-            # the narrowest of float16, float32 and float64 that holds every value (float16's products are exact in
-            # fp32: the any-order set then rounds no product)
+            v = x.astype(np.float64) * full  # exact: at most 24 + 24 significant bits, within double's range
             for dt in (np.float16, np.float32, np.float64):
                 c = v.astype(dt)
                 if dt is np.float64 or bool(np.all((c.astype(np.float64) == v) | np.isnan(v))):
