@@ -4,11 +4,15 @@
  * 128 bits, then rounded to fp32; timed on at most 64 rows and scaled, as the line says). Also prints the peak
  * memory exactref added, in bytes per output element. Against the GEMM: three rounds, each the GEMM then exactref,
  * and the medians. Prints `name: X s vs baseline Y s = Rx`.
- * Usage: bench_matmul [N ...] (default 512 1024 2048), N x N x N. */
+ * Usage: bench_matmul [N ...] (default 512 1024 2048), N x N x N.
+ *        bench_matmul --kscan: M = N = 1024 fp16 at K = 256, 1024 and 4096, er_covers's time per output element at
+ *        each K and its ratio to the time at K = 256 (flat in K is the target: the decision is O(1) per element after
+ *        the GEMM). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <sys/resource.h>
 #include <mpfr.h>
@@ -55,8 +59,35 @@ static long maxrss_kb(void) {
     return ru.ru_maxrss;
 }
 
-static void run(int n, er_format fmt) {
-    int M = n, K = n, N = n;
+/* The peak resident memory from a clean high-water mark: Linux resets VmHWM when "5" is written to
+ * /proc/self/clear_refs; then VmHWM is read from /proc/self/status. Returns -1 where either is unavailable (the peak
+ * is then measured against getrusage's lifetime maximum, which an earlier allocation may already have raised). */
+static void peak_reset(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) { fputs("5", f); fclose(f); }
+}
+static long peak_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
+static long rss_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
+
+/* One shape: the kernel's fp32 output, then three rounds of the baseline and exactref. Returns er_covers's median. */
+static double run_shape(int M, int K, int N, er_format fmt, int verbose) {
+    int n = M == K && K == N ? M : 0;
     const char *fname = fmt == ER_FP16 ? "fp16" : "bf16";
     uint16_t *A = malloc(sizeof *A * (size_t)M * K), *B = malloc(sizeof *B * (size_t)K * N);
     double *ad = malloc(sizeof *ad * (size_t)M * K), *bd = malloc(sizeof *bd * (size_t)K * N);
@@ -101,7 +132,9 @@ static void run(int n, er_format fmt) {
      * kernel's GEMM, whose BLAS threads keep spinning a while) */
     double tx = 0, tb = 0, txs[3], tms[3], tcs[3], tbs[3];
     char info[256] = "";
-    long rss0 = maxrss_kb();
+    long rss0 = rss_kb(), clean = rss0 >= 0 && peak_kb() >= 0;
+    if (clean) peak_reset();
+    else rss0 = maxrss_kb();
     for (int round = 0; round < 3; round++) {
 #ifdef BENCH_HAVE_BLAS
         double *cd = malloc(sizeof(double) * (size_t)M * N);
@@ -125,9 +158,10 @@ static void run(int n, er_format fmt) {
         tms[round] = tm - t0;
         tcs[round] = t1 - tm;
         if (round == 0) {
-            double bytes = (double)(maxrss_kb() - rss0) * 1024.0 / ((double)M * N);
-            snprintf(info, sizeof info, "fast path %s, peak %.1f bytes per output element; verdict %s, exact %lld, covered %lld",
-                     er_ref_fast(ref) ? "yes" : "no", bytes, er_report_all(&rep) ? "pass" : "FAIL",
+            double bytes = (double)((clean ? peak_kb() : maxrss_kb()) - rss0) * 1024.0 / ((double)M * N);
+            snprintf(info, sizeof info, "fast path %s, peak %.1f bytes per output element (%s); verdict %s, exact %lld, "
+                     "covered %lld", er_ref_fast(ref) ? "yes" : "no", bytes,
+                     clean ? "from a clean high-water mark" : "lifetime maximum", er_report_all(&rep) ? "pass" : "FAIL",
                      (long long)rep.counts[ER_CLASS_EXACT], (long long)rep.counts[ER_CLASS_COVERED]);
         }
         er_report_clear(&rep);
@@ -135,13 +169,17 @@ static void run(int n, er_format fmt) {
     }
     tx = median3(txs);
     tb = median3(tbs);
+    if (!verbose) {
+        free(A); free(B); free(ad); free(bd); free(C);
+        return median3(tcs);
+    }
     char full[400];
     snprintf(full, sizeof full, "er_matmul %.3f s, er_covers %.3f s (medians of 3), %s", median3(tms), median3(tcs), info);
 #ifdef BENCH_HAVE_BLAS
     printf("matmul_covers_%s_%dx%dx%d: %.3f s vs baseline %.3f s = %.2fx  (baseline: fp64 GEMM of the same shape, "
            "OpenBLAS dgemm; medians of 3 alternating rounds; %s)\n", fname, M, K, N, tx, tb, tx / tb, full);
 #endif
-    if (n <= 1024) {
+    if (n && n <= 1024) {
         int rows = M < 64 ? M : 64;
         double t3 = now();
         naive_mpfr(ad, bd, C, rows, K, N);
@@ -150,9 +188,27 @@ static void run(int n, er_format fmt) {
                "%d of %d rows timed and scaled; %s)\n", fname, M, K, N, tx, tb, tx / tb, rows, M, full);
     }
     free(A); free(B); free(ad); free(bd); free(C);
+    return median3(tcs);
+}
+
+static void run(int n, er_format fmt) { run_shape(n, n, n, fmt, 1); }
+
+/* er_covers per output element at M = N = 1024 and K = 256, 1024, 4096, each against K = 256's in the same run: three
+ * passes over the three shapes (each pass's value the median of its three rounds), and the median of the passes. */
+static void kscan(void) {
+    static const int Ks[3] = {256, 1024, 4096};
+    double t[3], v[3][3];
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < 3; i++) v[i][pass] = run_shape(1024, Ks[i], 1024, ER_FP16, 0);
+    for (int i = 0; i < 3; i++) t[i] = median3(v[i]);
+    for (int i = 0; i < 3; i++)
+        printf("matmul_covers_per_element_fp16_1024x%dx1024: %.2f ns vs baseline %.2f ns = %.2fx  (er_covers only, "
+               "median of 3 interleaved passes; baseline: the same at K = 256; flat in K is the target)\n", Ks[i],
+               t[i] * 1e9 / (1024.0 * 1024), t[0] * 1e9 / (1024.0 * 1024), t[i] / t[0]);
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--kscan")) { kscan(); return 0; }
     if (argc > 1) for (int i = 1; i < argc; i++) { run(atoi(argv[i]), ER_FP16); run(atoi(argv[i]), ER_BF16); }
     else { run(512, ER_FP16); run(1024, ER_FP16); run(2048, ER_FP16); run(2048, ER_BF16); }
     return 0;
