@@ -393,6 +393,10 @@ void er__dot_fast_consts(er_fast_consts *fc, const er_dot_ctx *cx) {
     fc->c2hi = bd->c2 * ER_FAST_UP;
     fc->g = bd->g * ER_FAST_UP;
     fc->lim = fmin(bd->thr, cx->O->max) / 4;
+    /* Lemma F1: RN_O(RU_F(t)), RN_O(RD_F(t)) and RN_O(t) are within eps |t| + eta of t (no overflow below lim) */
+    int p = cx->F->p < cx->O->p ? cx->F->p : cx->O->p;
+    fc->eps = ldexp(1.0, 2 - p) + 0x1p-120;
+    fc->eta = 2.0 * (cx->F->min_sub + cx->O->min_sub);
     er_format o = cx->O->id;
     fc->out_fmt = cx->F->id != ER_FP32 ? -1 : o == ER_FP32 ? 0 : o == ER_FP16 ? 1 : o == ER_BF16 ? 2 : -1;
 }
@@ -448,6 +452,7 @@ static inline int er_fast_set(const er_fast_consts *fc, const er_dot_ctx *cx, co
 static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b,
                                         double r1, double r2, double best) {
     if (best < 0) return 1;
+    if (er_fast_rel_ub_shared(fc, b) <= best) return 0;
     double l = fc->out_fmt == 0 ? b->ulo : er_fast_edge(fc, cx, b->ulo, 0),
            h = fc->out_fmt == 0 ? b->uhi : er_fast_edge(fc, cx, b->uhi, 1);
     double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2, al = fabs(L1), ah = fabs(H2);

@@ -23,7 +23,7 @@
 /* The constants of the decision for an element count K and the standard's bound (er__dot_fast_consts in dotmod.c),
  * and the formats: out_fmt 0 for an fp32 compute format and fp32 output, 1 fp32 and fp16, 2 fp32 and bf16, -1 any
  * other pair (the host's general rounding). */
-typedef struct er_fast_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim; int out_fmt; } er_fast_consts;
+typedef struct er_fast_consts { double gK, c1lo, c1hi, c2lo, c2hi, g, lim, eps, eta; int out_fmt; } er_fast_consts;
 
 /* Stage 1's bracket of P = sum |a_k b_k| for the output S_hat = Sh and the rows' norm bounds an, bn: at most an bn
  * (Cauchy-Schwarz), at least |Sh| less Sh's error bound. */
@@ -37,7 +37,7 @@ ER_HD static inline void er_fast_stage1(const er_fast_consts *fc, double Sh, dou
 /* For P in [Plo, Phi]: S lies in [slo, shi], and the engine's set edges RN_O(RU_F(S - B)), RN_O(RD_F(S + B)) are at
  * most RN_O(RU_F(tlo)) and at least RN_O(RD_F(thi)), and at least RN_O(RU_F(ulo)) and at most RN_O(RD_F(uhi)),
  * whatever S and bound B the exact engine holds. 0 when overflow is possible (the element is then pending). */
-typedef struct er_fast_bracket { double slo, shi, tlo, thi, ulo, uhi; } er_fast_bracket;
+typedef struct er_fast_bracket { double slo, shi, tlo, thi, ulo, uhi, blo, bhi; } er_fast_bracket;
 
 ER_HD static inline int er_fast_bracket_of(const er_fast_consts *fc, double Sh, double Plo, double Phi,
                                            er_fast_bracket *b) {
@@ -52,6 +52,8 @@ ER_HD static inline int er_fast_bracket_of(const er_fast_consts *fc, double Sh, 
     double tlo = shi - Blo, thi = slo + Blo, ulo = slo - Bhi, uhi = shi + Bhi;
     b->slo = slo;
     b->shi = shi;
+    b->blo = Blo;
+    b->bhi = Bhi;
     b->tlo = tlo + (fabs(tlo) * 0x1p-50 + 0x1p-1070);
     b->thi = thi - (fabs(thi) * 0x1p-50 + 0x1p-1070);
     b->ulo = ulo - (fabs(ulo) * 0x1p-50 + 0x1p-1070);
@@ -76,6 +78,24 @@ ER_HD static inline int er_fast_class(double y, double elo, double ehi, double r
 ER_HD static inline double er_fast_rel_ub(double L1, double L2, double H1, double H2) {
     double mlo = L1 > 0 ? L1 : L2 < 0 ? -L2 : 0, mhi = H1 > 0 ? H1 : H2 < 0 ? -H2 : 0, d = mlo > mhi ? mlo : mhi;
     double q = d > 0 ? (H2 - L1) / d : 2.0;
+    return q < 2.0 ? q : 2.0;
+}
+
+/* An upper bound of the engine's er_set_rel for the element whose bracket is b, from the one bound B both edges
+ * share (fast-path.md, Lemma F1): with m the least |S| over [slo, shi] and w = shi - slo, the set's rel is at most
+ * f(B) = (2 B + w + 2 dl) / (m + B - dl), dl = eps Z + eta for every magnitude Z of the set's values, and f is
+ * monotone in B, so at most the larger of f(blo) and f(bhi) (and 2). Every sum and product below rounds to nearest
+ * once and is moved by 2^-40 (the numerators up, the denominators down); the denominator's difference is taken
+ * from a smaller minuend and a larger subtrahend, so its rounding cannot lift it above m + B - dl. */
+ER_HD static inline double er_fast_rel_ub_shared(const er_fast_consts *fc, const er_fast_bracket *b) {
+    double m = b->slo > 0 ? b->slo : b->shi < 0 ? -b->shi : 0.0;
+    double as = fabs(b->slo) > fabs(b->shi) ? fabs(b->slo) : fabs(b->shi);
+    double dl = (fc->eps * ((as + b->bhi) * ER_FAST_UP) + fc->eta) * ER_FAST_UP;
+    double w2 = ((b->shi - b->slo) + 2.0 * dl) * ER_FAST_UP;
+    double dlo = ((m + b->blo) * ER_FAST_DN - dl) * ER_FAST_DN, dhi = ((m + b->bhi) * ER_FAST_DN - dl) * ER_FAST_DN;
+    if (!(dlo > 0)) return 2.0;
+    double qlo = (2.0 * b->blo + w2) * ER_FAST_UP / dlo, qhi = (2.0 * b->bhi + w2) * ER_FAST_UP / dhi;
+    double q = qlo > qhi ? qlo : qhi;
     return q < 2.0 ? q : 2.0;
 }
 
