@@ -873,3 +873,6 @@ def reproduce(kernel, shape, dtype, family, seed, layout="contiguous", op=None, 
         with _Pinned(configs, configs.configs[config]):
             out = kernel(*ins)
     return c.check(_to_host(out), [_to_host(i) for i in ins], standard)
+
+
+from ._reveal import Order, reveal_order  # noqa: E402,F401 - the order-revealing probes (docs/algorithms/reveal.md)

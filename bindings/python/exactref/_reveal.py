@@ -1,0 +1,355 @@
+"""Revealing a kernel's summation order from outside (docs/algorithms/reveal.md): exactref.testing.reveal_order.
+
+A probe puts +M on element i, -M on element j and a unit u on every other element, M so large that u and any
+count of units vanish against it in the accumulator. Every addition below the lowest common ancestor of i and j
+swamps its units into +-M; there the two cancel exactly, and every unit outside that subtree survives. So the
+kernel returns (n - L) u, L the number of leaves under the ancestor (Lemma V1). The leaves j that meet a fixed leaf
+a at the same L are one sibling subtree of a's path, the subtrees are revealed the same way, one batch of rows per
+level of the tree, and every answer is checked against the binary-tree structure it must have.
+"""
+import numpy as np
+
+from . import _api as er
+from . import _check
+from ._arrays import numpy_dtype
+from ._errors import ExactrefError
+
+_OPS = ("sum", "matmul")
+#: The precision of the accumulator the probes must swamp, by name.
+_ACCUMULATORS = {"float32": 24, "float64": 53}
+
+
+class Order:
+    """What reveal_order found. `standard`: the covers() keywords to check the kernel under (a fixed order where the
+    probes pinned one down and exactref names it, else any_order with the tree's depth, else any_order alone);
+    `fixed`: whether that standard is fully fixed (then emulate() reproduces the kernel); `depth`: the revealed
+    tree's depth (None where none was revealed); `tree`: the tree as nested pairs of element indices (n <= 64);
+    `leaf_depths`: each element's number of additions; `reason`: why the order was not revealed or not named (None
+    when it was); `calls` and `probes`: the kernel calls and probe rows spent; `rows`: the rows of every call."""
+
+    def __init__(self, op, n, dtype):
+        self.op, self.n, self.dtype = op, n, dtype
+        self.standard = {"standard": "any_order"}
+        self.fixed, self.depth, self.tree, self.leaf_depths, self.reason = False, None, None, None, None
+        self.family_matches = []
+        self.calls = self.probes = self.rows = 0
+
+    def to_dict(self):
+        return {"op": self.op, "n": self.n, "rows": self.rows, "dtype": self.dtype, "standard": dict(self.standard),
+                "fixed": self.fixed, "depth": self.depth, "reason": self.reason, "calls": self.calls,
+                "probes": self.probes}
+
+    def __str__(self):
+        std = " ".join("%s=%s" % (k, v) for k, v in self.standard.items() if k != "standard")
+        head = "%s n=%d %s (%d rows a call): %s%s" % (self.op, self.n, self.dtype, self.rows, self.standard["standard"], " " + std if std else "")
+        what = "fixed" if self.fixed else ("depth %d" % self.depth if self.depth is not None else "not revealed")
+        line = "%s (%s; %d kernel calls, %d probes)" % (head, what, self.calls, self.probes)
+        return line if self.reason is None else line + "\n  " + self.reason
+
+    __repr__ = __str__
+
+
+class _Unrevealed(Exception):
+    """The probes contradict every binary tree of round-to-nearest additions: the reason is the message."""
+
+
+def _finfo(dtype):
+    dt = np.dtype(numpy_dtype(dtype))
+    if dt.name in ("float16", "float32", "float64"):
+        return np.finfo(dt)
+    import ml_dtypes  # numpy_dtype has already required it for the other formats
+    return ml_dtypes.finfo(dt)
+
+
+def _units(dtype, n, p_acc):
+    """The unit u and the big value M = 2^E for rows of n elements of dtype swamped in a p_acc-bit accumulator:
+    n u < 2^(E - p_acc - 2) (Lemma V1), both values of dtype, u as large as the format allows."""
+    fi = _finfo(dtype)
+    u = 1.0
+    need = p_acc + 2 + int(np.ceil(np.log2(n)))  # E - log2(u)
+    emax = int(np.log2(float(fi.max)))
+    if need > emax:  # the unit goes below 1: down to the least subnormal
+        u = 2.0 ** (emax - need)
+        if u < float(fi.smallest_subnormal):
+            raise ExactrefError(
+                "ER_ERR_UNSUPPORTED",
+                "exactref: reveal_order: %s cannot hold both a unit and a value that swamps %d of them in a %d-bit "
+                "accumulator (n <= %d for this dtype)" % (dtype, n, p_acc,
+                                                           2 ** max(0, int(np.log2(float(fi.max) /
+                                                                    float(fi.smallest_subnormal))) - p_acc - 2)))
+    return u, u * 2.0 ** need
+
+
+class _Prober:
+    """Runs batches of probes (i, j) through the kernel: L(i, j) for each, checked to be a count."""
+
+    def __init__(self, kernel, op, n, dtype, ncols, device, rows, p_acc, order):
+        self.kernel, self.op, self.n, self.dtype, self.ncols, self.device = kernel, op, n, dtype, ncols, device
+        self.rows = rows
+        self.u, self.M = _units(dtype, n, p_acc)
+        self.order = order
+        self.out_dtype = None
+
+    def _call(self, X):
+        from .testing import _place, _to_host
+        self.order.calls += 1
+        x = _place(X.astype(numpy_dtype(self.dtype)), "contiguous", self.device)
+        if self.op == "sum":
+            out = _to_host(self.kernel(x))
+            want = (X.shape[0],)
+        else:
+            B = _place(np.ones((self.n, self.ncols), numpy_dtype(self.dtype)), "contiguous", self.device)
+            out = _to_host(self.kernel(x, B))
+            want = (X.shape[0], self.ncols)
+        if tuple(out.shape) != want:
+            raise ExactrefError("ER_ERR_SHAPE", "exactref: reveal_order: the kernel returned shape %s for %s input "
+                                "rows; expected %s" % (tuple(out.shape), X.shape[0], want))
+        self.out_dtype = out.dtype
+        v = out.astype(np.float64)
+        if self.op == "matmul":
+            if not np.array_equal(v, np.repeat(v[:, :1], self.ncols, axis=1), equal_nan=True):
+                raise _Unrevealed("the kernel's columns differ on a probe whose columns are all alike: its order "
+                                  "depends on the column")
+            v = v[:, 0]
+        return v
+
+    def counts(self, pairs, swap=False):
+        """L(i, j) for each pair, in batches of at most self.rows rows."""
+        res = np.empty(len(pairs), np.int64)
+        for s in range(0, len(pairs), self.rows):
+            chunk = pairs[s:s + self.rows]
+            # every call has the same rows (the last probe repeated): a kernel may pick its order by shape
+            full = chunk + [chunk[-1]] * (self.rows - len(chunk))
+            X = np.full((self.rows, self.n), self.u)
+            r = np.arange(self.rows)
+            ii, jj = np.array([p[0] for p in full]), np.array([p[1] for p in full])
+            X[r, ii], X[r, jj] = (-self.M, self.M) if swap else (self.M, -self.M)
+            v = (self._call(X) / self.u)[:len(chunk)]
+            self.order.probes += len(chunk)
+            bad = ~((v == np.round(v)) & (v >= 0) & (v <= self.n - 2))
+            if bad.any():
+                k = int(np.argmax(bad))
+                raise _Unrevealed(
+                    "probe (%d, %d): the kernel returned %r, not a count of units times %g: it does not add every "
+                    "element once in round-to-nearest additions (it may drop or repeat an element, or add more than "
+                    "two terms at once)" % (chunk[k][0], chunk[k][1], float(v[k] * self.u), self.u))
+            res[s:s + len(chunk)] = self.n - v.astype(np.int64)
+        return res
+
+
+def _reveal_tree(prober, n, rng):
+    """The binary tree the probes show: (leaf depths, clusters as a set of (size, hash), children per task for
+    building the tree). Raises _Unrevealed where an answer contradicts every binary tree."""
+    keys = rng.integers(0, 2 ** 63, n, dtype=np.int64).astype(np.uint64)
+    depth = np.zeros(n, np.int64)
+    clusters = set()
+    tasks = [(np.arange(n), 0, None)]  # (leaves, base depth, slot of the parent's list to fill)
+    root = []
+    while tasks:
+        pairs = [(int(t[0][0]), int(j)) for t in tasks for j in t[0][1:]]
+        L = prober.counts(pairs)
+        if tasks[0][2] is None and len(pairs) > 1 and (L == 2).all():
+            raise _Unrevealed("every pair met in a subtree of 2 elements: no probe's units were swamped, so the kernel "
+                              "accumulates wider than the probes assumed (pass accumulate=\"float64\" for a kernel "
+                              "that adds in double)")
+        # a sample again, with the signs swapped and the rows in another order: the same answers
+        if len(pairs):
+            pick = rng.choice(len(pairs), size=min(32, len(pairs)), replace=False)[::-1]
+            again = prober.counts([(pairs[k][1], pairs[k][0]) for k in pick], swap=False)
+            if not np.array_equal(again, L[pick]):
+                k = int(pick[int(np.argmax(again != L[pick]))])
+                raise _Unrevealed("probe (%d, %d) answered %d and, repeated with i and j exchanged in another row, %d: "
+                                  "the kernel's order changes with the data or the row" % (
+                                      pairs[k][0], pairs[k][1], L[k], again[int(np.argmax(again != L[pick]))]))
+        nxt, pos = [], 0
+        for leaves, base, slot in tasks:
+            a, rest = int(leaves[0]), leaves[1:]
+            vals = L[pos:pos + len(rest)]
+            pos += len(rest)
+            order = np.argsort(vals, kind="stable")
+            sv, sr = vals[order], rest[order]
+            cuts = np.flatnonzero(np.diff(sv)) + 1
+            groups = np.split(sr, cuts)
+            gvals = [int(sv[0])] + [int(sv[c]) for c in cuts] if len(sv) else []
+            size, h = 1, int(keys[a])
+            k = len(groups)
+            depth[a] = base + k
+            built = []
+            for m, (g, val) in enumerate(zip(groups, gvals)):
+                size += len(g)
+                if val != size:
+                    raise _Unrevealed(
+                        "elements %d and %d meet in a subtree of %d elements, where a binary tree of the other "
+                        "answers has %d: the kernel adds more than two terms at once (a tensor-core MMA, a multi-"
+                        "operand adder) or its order is not one tree" % (a, int(g[0]), val, size))
+                h = (h + int(keys[g].sum(dtype=np.uint64))) % 2 ** 64
+                clusters.add((size, h))
+                gbase = base + k - m
+                if len(g) == 1:
+                    depth[int(g[0])] = gbase
+                    built.append(int(g[0]))
+                else:
+                    child = []
+                    built.append(child)
+                    nxt.append((np.sort(g), gbase, child))
+            if size != len(leaves):
+                raise _Unrevealed("the answers for element %d cover %d of the %d elements of its subtree" % (
+                    a, size, len(leaves)))
+            (root if slot is None else slot).append((a, built))
+        tasks = nxt
+    return depth, clusters, root
+
+
+def _build(root):
+    """Nested pairs from the tasks' chains: leaf a joined with each sibling subtree in turn."""
+    def chain(item):
+        a, built = item
+        node = a
+        for b in built:
+            node = (node, chain(b[0]) if isinstance(b, list) else b)
+        return node
+    return chain(root[0])
+
+
+def _candidates(op, n, dtype):
+    """Fully fixed standards exactref can emulate that a kernel of this op and n may follow."""
+    c = ["sequential", "pairwise"]
+    b = 1
+    while b < n:
+        b *= 2
+    if op == "sum":
+        for blk in (b, 2 * b, 4 * b):
+            for w in (1, 2, 4, 8, 16, 32):
+                if blk >= 32 * w:
+                    c.append("triton:%d warps=%d" % (blk, w))
+    bb = 2
+    while bb < n:
+        c.append("blocked:%d" % bb)
+        bb *= 2
+    return c
+
+
+def _emulate(op, X, std, out_dtype, ncols):
+    """The candidate's output on rows X (a matmul's against columns of ones: exact products, so fma=never stands
+    for every fusion)."""
+    head, _, opts = std.partition(" ")
+    if op == "sum":
+        return er.sum(X).emulate(head, dtype=out_dtype, options=opts or None)
+    opts = (opts + " fma=never").strip() if head != "pairwise" else opts
+    return er.matmul(X, np.ones((X.shape[1], ncols), X.dtype)).emulate(head, dtype=out_dtype, options=opts or None)
+
+
+def _matmul_fma(order, kernel, A, n, ncols, dtype, device, out_dtype, seed):
+    """The probes' products are exact (B is all ones), so they cannot show whether each product is fused into its
+    addition: random operands do. Where exactly one of fma=never and fma=always reproduces the kernel, that is the
+    standard; else fma stays "either" and the standard is not fully fixed."""
+    from .testing import _place, _to_host, family
+    B = family("wide", (n, ncols), dtype, seed=seed + 1)
+    got = _to_host(kernel(_place(A, "contiguous", device), _place(B, "contiguous", device)))
+    order.calls += 1
+    ref = er.matmul(A, B)
+    same = []
+    for fma in ("never", "always"):
+        try:
+            em = ref.emulate(order.standard["standard"], dtype=out_dtype, options="fma=%s" % fma)
+        except ExactrefError:
+            continue
+        if np.array_equal(em.view(np.uint8), np.ascontiguousarray(got).view(np.uint8)):
+            same.append(fma)
+    if len(same) == 1:
+        order.standard["fma"] = same[0]
+    else:
+        order.fixed = False
+        order.reason = ("the order is revealed; whether each product is fused into its addition is not (%s): "
+                        "checked with fma=either" % ("both fma=never and fma=always reproduce the kernel" if same
+                                                     else "neither fma=never nor fma=always reproduces the kernel"))
+
+
+def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None, device=None, accumulate="float32",
+                 max_elements=1 << 22, seed=0):
+    """Reveals the order in which `kernel` adds, from its outputs on probe inputs (docs/algorithms/reveal.md):
+    op "sum" (kernel(x) for x of shape (rows, n), the sums along the last dimension) or "matmul" (kernel(A, B) for
+    A (rows, n) and B (n, ncols), each output a dot product of length n). Returns an Order: its `standard` holds the
+    covers() keywords to check this kernel at this n under (a fixed order exactref names, where the probes pin the
+    tree down and exactref's emulation of it reproduces the kernel bit for bit on random rows; else any_order with
+    the revealed tree's depth; else any_order, with the reason). The kernel may take numpy arrays (device None) or
+    torch tensors on `device`, always with `rows` rows (default n - 1, at most max_elements / n: a kernel may choose
+    its order by shape, so the order found is the order at that shape). `accumulate`: the accumulator the probes
+    must swamp ("float32", or "float64" for kernels that add in double)."""
+    if op not in _OPS:
+        raise ValueError("exactref: reveal_order: op %r: expected %s" % (op, " or ".join(_OPS)))
+    if not callable(kernel):
+        raise TypeError("exactref: reveal_order: kernel must be callable, not %s" % type(kernel).__name__)
+    n = _check.integer(n, "reveal_order", "n", 2, 1 << 24)
+    ncols = _check.integer(ncols, "reveal_order", "ncols", 1, 1 << 16)
+    max_elements = _check.integer(max_elements, "reveal_order", "max_elements", 1, 1 << 31)
+    seed = _check.integer(seed, "reveal_order", "seed", 0, 2 ** 63 - 1)
+    if accumulate not in _ACCUMULATORS:
+        raise ValueError("exactref: reveal_order: accumulate %r: expected %s" % (accumulate,
+                                                                                 " or ".join(_ACCUMULATORS)))
+    dtype = np.dtype(numpy_dtype(dtype)).name
+    order = Order(op, n, dtype)
+    rows = max(1, min(n - 1, max_elements // n)) if rows is None else _check.integer(rows, "reveal_order", "rows", 1,
+                                                                                          1 << 31)
+    order.rows = rows
+    prober = _Prober(kernel, op, n, dtype, ncols, device, rows, _ACCUMULATORS[accumulate], order)
+    rng = np.random.default_rng(seed)
+    try:
+        depth, clusters, root = _reveal_tree(prober, n, rng)
+    except _Unrevealed as e:
+        order.reason = "not revealed: " + str(e) + "; checked under any_order"
+        return order
+    order.depth = int(depth.max())
+    order.leaf_depths = depth
+    order.standard = {"standard": "any_order", "depth": order.depth}
+    if n <= 64:
+        order.tree = _build(root)
+    # a named fixed order: the same outputs on random rows, then the same tree through exactref's own emulation
+    from .testing import _place, _to_host, family
+    X = family("wide", (rows, n), dtype, seed=seed)
+    x = _place(X, "contiguous", device)
+    if op == "sum":
+        got = _to_host(kernel(x))
+    else:
+        got = _to_host(kernel(x, _place(np.ones((n, ncols), X.dtype), "contiguous", device)))
+    order.calls += 1
+    out_dtype = np.dtype(got.dtype).name
+    for std in _candidates(op, n, dtype):
+        try:
+            em = _emulate(op, X, std, out_dtype, ncols)
+        except ExactrefError:
+            continue
+        if not np.array_equal(em.view(np.uint8), np.ascontiguousarray(got).view(np.uint8)):
+            continue
+        order.family_matches.append(std)
+        twin = _Prober(lambda a, *b: _emulate(op, a, std, out_dtype, ncols), op, n, dtype, ncols, None,
+                       rows, _ACCUMULATORS[accumulate], Order(op, n, dtype))
+        try:
+            _, cl2, _ = _reveal_tree(twin, n, np.random.default_rng(seed))
+        except _Unrevealed:
+            continue
+        if cl2 == clusters:
+            head, _, opts = std.partition(" ")
+            order.standard = {"standard": head}
+            for kv in opts.split():
+                k, _, v = kv.partition("=")
+                order.standard[k] = int(v) if v.isdigit() else v
+            order.fixed = True
+            if op == "matmul":
+                _matmul_fma(order, kernel, X, n, ncols, dtype, device, out_dtype, seed)
+            return order
+    # the depth's set must hold the kernel's own outputs on the random rows (a kernel that is no such tree, one that
+    # compensates its sums or adds more than two terms at once where the probes could not see it, fails here)
+    ref = er.sum(X) if op == "sum" else er.matmul(X, np.ones((n, ncols), X.dtype))
+    res = ref.covers(got, **order.standard)
+    if not res.all():
+        order.reason = ("not revealed: the probes show a tree of depth %d, but the kernel's outputs on random rows lie "
+                        "outside that depth's set (%s): it is not a tree of round-to-nearest additions; checked under "
+                        "any_order" % (order.depth, repr(res)))
+        order.standard = {"standard": "any_order"}
+        order.depth = None
+        return order
+    order.reason = ("the tree is not one exactref names (%s); checked under any_order with its depth"
+                    % (", ".join(order.family_matches) + " gave the same outputs on random rows but another tree"
+                       if order.family_matches else "no fixed order reproduces its outputs on random rows"))
+    return order

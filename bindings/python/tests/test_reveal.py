@@ -1,0 +1,152 @@
+"""exactref.testing.reveal_order: kernels written here in float32 numpy, each adding in a known order, revealed from
+their outputs alone (docs/algorithms/reveal.md)."""
+import numpy as np
+import pytest
+
+import exactref as er
+from exactref.testing import reveal_order, family
+
+
+def f32(v):
+    return np.asarray(v, np.float32)
+
+
+def sequential(x):
+    acc = np.zeros(x.shape[0], np.float32)
+    for k in range(x.shape[1]):
+        acc = f32(acc + x[:, k])
+    return acc
+
+
+def numpy_pairwise(x):
+    return np.add.reduce(x, axis=-1, dtype=np.float32)
+
+
+def balanced(x):
+    v = [x[:, k] for k in range(x.shape[1])]
+    while len(v) > 1:
+        w = [f32(v[i] + v[i + 1]) for i in range(0, len(v) - 1, 2)]
+        v = w + [v[-1]] if len(v) % 2 else w
+    return v[0]
+
+
+def triton_like(block, warps):
+    """Triton 3.6's tl.sum over one block (orders.md): each of 32 warps threads chains its elements t, t + 32 warps,
+    ... (one element per load: n not a multiple of 16), masked ones as +0; a butterfly over each warp's lanes, then
+    over the warps. Written from the model, not from exactref's emulation."""
+    def kernel(x):
+        rows, n = x.shape
+        full = np.zeros((rows, block), np.float32)
+        full[:, :n] = x
+        T = 32 * warps
+        part = [None] * T
+        for t in range(T):
+            acc = full[:, t]
+            for r in range(t + T, block, T):
+                acc = f32(acc + full[:, r])
+            part[t] = acc
+        for w in range(warps):
+            lanes = part[32 * w:32 * w + 32]
+            o = 16
+            while o:
+                lanes = [f32(lanes[i] + lanes[i + o]) if i < o else lanes[i] for i in range(32)]
+                o //= 2
+            part[w] = lanes[0]
+        tot = part[:warps]
+        o = warps // 2
+        while o:
+            tot = [f32(tot[i] + tot[i + o]) if i < o else tot[i] for i in range(len(tot))]
+            o //= 2
+        return tot[0]
+    return kernel
+
+
+def test_sequential_is_named_and_emulated_bit_for_bit():
+    o = reveal_order(sequential, "sum", n=100)
+    assert o.standard == {"standard": "sequential"} and o.fixed and o.depth == 99 and o.reason is None
+    x = family("wide", (16, 100), "float32", seed=9)
+    assert np.array_equal(er.sum(x).emulate(**o.standard), sequential(x))
+
+
+@pytest.mark.parametrize("n, name", [(7, "sequential"), (128, "pairwise"), (1000, "pairwise")])
+def test_numpy_pairwise_is_named(n, name):
+    o = reveal_order(numpy_pairwise, "sum", n=n)  # below 8 elements numpy's pairwise sum is a loop
+    assert o.standard == {"standard": name} and o.fixed, str(o)
+
+
+def test_triton_block_sum_with_a_masked_tail():
+    o = reveal_order(triton_like(256, 2), "sum", n=200)
+    assert o.standard == {"standard": "triton:256", "warps": 2} and o.fixed, str(o)
+    # another warp count is another tree
+    o4 = reveal_order(triton_like(256, 4), "sum", n=200)
+    assert o4.standard == {"standard": "triton:256", "warps": 4}, str(o4)
+
+
+def test_balanced_tree_gives_its_depth_and_catches_what_any_order_lets_through():
+    n = 4096
+    o = reveal_order(balanced, "sum", n=n)
+    assert o.standard == {"standard": "any_order", "depth": 12} and not o.fixed, str(o)
+    assert o.leaf_depths.min() == 12 and "not one exactref names" in o.reason
+    x = np.abs(family("normal", (32, n), "float32", seed=4))
+    good = balanced(x)
+    assert er.sum(x).covers(good, **o.standard).all()
+    bad = f32(good * (1 + 2.0 ** -17))  # 2^-17 relative: inside any order's set, outside depth 12's
+    assert er.sum(x).covers(bad).all()
+    assert not er.sum(x).covers(bad, **o.standard).all()
+
+
+def test_small_tree_is_shown():
+    o = reveal_order(balanced, "sum", n=10)
+    assert o.tree == ((((0, 1), (2, 3)), ((4, 5), (6, 7))), (8, 9))
+    assert list(o.leaf_depths) == [4] * 8 + [2, 2]
+
+
+def test_matmul_order_and_fusion():
+    def seq_mm(A, B):
+        acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
+        for k in range(A.shape[1]):
+            acc = f32(acc + f32(A[:, k:k + 1] * B[k:k + 1, :]))
+        return acc
+    o = reveal_order(seq_mm, "matmul", n=64)
+    assert o.standard == {"standard": "sequential", "fma": "never"} and o.fixed, str(o)
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (lambda x: sequential(x[:, :-1]), "drop or repeat an element"),
+    (lambda x: sequential(np.take_along_axis(x, np.argsort(np.abs(x), axis=-1), -1)), "not one tree"),
+    (lambda x: f32(x.astype(np.float64).sum(-1)), 'accumulate="float64"'),
+])
+def test_what_is_no_tree_is_reported_never_guessed(kernel, words):
+    o = reveal_order(kernel, "sum", n=50)
+    assert o.standard == {"standard": "any_order"} and o.depth is None and not o.fixed
+    assert words in o.reason, o.reason
+
+
+def test_a_kernel_adding_in_double():
+    o = reveal_order(lambda x: f32(x.astype(np.float64).sum(-1)), "sum", n=50, accumulate="float64")
+    assert o.depth is not None, str(o)
+
+
+def test_arguments_checked_before_any_call():
+    calls = []
+
+    def k(x):
+        calls.append(1)
+        return sequential(x)
+    for bad, exc in [(dict(op="mean", n=8), ValueError), (dict(n=8.0), TypeError), (dict(n=1), ValueError),
+                     (dict(n=8, accumulate="float16"), ValueError), (dict(n=8, ncols=0), ValueError),
+                     (dict(n=8, max_elements=2 ** 40), ValueError),
+                     (dict(n=8, rows=0), ValueError), (dict(n=8, rows=2.5), TypeError)]:
+        with pytest.raises(exc):
+            reveal_order(k, **bad)
+    with pytest.raises(TypeError):
+        reveal_order(None, n=8)
+    assert not calls
+    with pytest.raises(er.ExactrefError, match="float16 cannot hold"):
+        reveal_order(k, n=1 << 15, dtype="float16")
+    assert not calls
+
+
+def test_wrong_shape_is_an_error():
+    with pytest.raises(er.ExactrefError, match="returned shape"):
+        reveal_order(lambda x: x, "sum", n=8)
