@@ -66,24 +66,19 @@ static void peak_reset(void) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (f) { fputs("5", f); fclose(f); }
 }
-static long peak_kb(void) {
+/* A "Key: N kB" line of /proc/self/status (VmHWM, VmRSS), or -1. */
+static long status_kb(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long kb = -1;
+    size_t n = strlen(key);
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %ld", &kb) == 1) break;
+        if (!strncmp(line, key, n) && line[n] == ':' && sscanf(line + n + 1, "%ld", &kb) == 1) break;
     if (f) fclose(f);
     return kb;
 }
-static long rss_kb(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kb) == 1) break;
-    if (f) fclose(f);
-    return kb;
-}
+static long peak_kb(void) { return status_kb("VmHWM"); }
+static long rss_kb(void) { return status_kb("VmRSS"); }
 
 /* One shape: the kernel's fp32 output, then three rounds of the baseline and exactref. Returns er_covers's median. */
 static double run_shape(int M, int K, int N, er_format fmt, int verbose) {
