@@ -12,7 +12,7 @@ import numpy as np
 from . import _api as er
 from . import _check
 from ._arrays import numpy_dtype
-from ._errors import ExactrefError
+from ._errors import ExactrefError, ExactrefNotImplementedError, ExactrefValueError
 
 _OPS = ("sum", "matmul")
 #: The precision of the accumulator the probes must swamp, by name.
@@ -41,7 +41,8 @@ class Order:
 
     def __str__(self):
         std = " ".join("%s=%s" % (k, v) for k, v in self.standard.items() if k != "standard")
-        head = "%s n=%d %s (%d rows a call): %s%s" % (self.op, self.n, self.dtype, self.rows, self.standard["standard"], " " + std if std else "")
+        head = "%s n=%d %s (%d rows a call): %s%s" % (
+            self.op, self.n, self.dtype, self.rows, self.standard["standard"], " " + std if std else "")
         what = "fixed" if self.fixed else ("depth %d" % self.depth if self.depth is not None else "not revealed")
         line = "%s (%s; %d kernel calls, %d probes)" % (head, what, self.calls, self.probes)
         return line if self.reason is None else line + "\n  " + self.reason
@@ -71,7 +72,7 @@ def _units(dtype, n, p_acc):
     if need > emax:  # the unit goes below 1: down to the least subnormal
         u = 2.0 ** (emax - need)
         if u < float(fi.smallest_subnormal):
-            raise ExactrefError(
+            raise ExactrefNotImplementedError(
                 "ER_ERR_UNSUPPORTED",
                 "exactref: reveal_order: %s cannot hold both a unit and a value that swamps %d of them in a %d-bit "
                 "accumulator (n <= %d for this dtype)" % (dtype, n, p_acc,
@@ -89,9 +90,13 @@ class _Prober:
         self.u, self.M = _units(dtype, n, p_acc)
         self.order = order
         self.out_dtype = None
+        self.max_calls = None
 
     def _call(self, X):
         from .testing import _place, _to_host
+        if self.max_calls is not None and self.order.calls >= self.max_calls:
+            raise _Unrevealed("revealing the order at %d rows of %d takes more than max_calls=%d kernel calls (about "
+                              "n log2(n) / (2 rows) for a balanced tree)" % (self.rows, self.n, self.max_calls))
         self.order.calls += 1
         x = _place(X.astype(numpy_dtype(self.dtype)), "contiguous", self.device)
         if self.op == "sum":
@@ -102,8 +107,8 @@ class _Prober:
             out = _to_host(self.kernel(x, B))
             want = (X.shape[0], self.ncols)
         if tuple(out.shape) != want:
-            raise ExactrefError("ER_ERR_SHAPE", "exactref: reveal_order: the kernel returned shape %s for %s input "
-                                "rows; expected %s" % (tuple(out.shape), X.shape[0], want))
+            raise ExactrefValueError("ER_ERR_SHAPE", "exactref: reveal_order: the kernel returned shape %s for %s "
+                                     "input rows; expected %s" % (tuple(out.shape), X.shape[0], want))
         self.out_dtype = out.dtype
         v = out.astype(np.float64)
         if self.op == "matmul":
@@ -211,6 +216,21 @@ def _build(root):
     return chain(root[0])
 
 
+def _random_rows(kernel, op, n, rows, ncols, dtype, device, seed):
+    """Rows of the `wide` family and the kernel's outputs on them (against columns of ones for a matmul)."""
+    from .testing import _place, _to_host, family
+    X = family("wide", (rows, n), dtype, seed=seed)
+    x = _place(X, "contiguous", device)
+    if op == "sum":
+        return X, _to_host(kernel(x))
+    return X, _to_host(kernel(x, _place(np.ones((n, ncols), X.dtype), "contiguous", device)))
+
+
+def _covers(op, X, got, standard, ncols):
+    ref = er.sum(X) if op == "sum" else er.matmul(X, np.ones((X.shape[1], ncols), X.dtype))
+    return ref.covers(got, **standard)
+
+
 def _candidates(op, n, dtype):
     """Fully fixed standards exactref can emulate that a kernel of this op and n may follow."""
     c = ["sequential", "pairwise"]
@@ -266,7 +286,7 @@ def _matmul_fma(order, kernel, A, n, ncols, dtype, device, out_dtype, seed):
 
 
 def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None, device=None, accumulate="float32",
-                 max_elements=1 << 22, seed=0):
+                 max_elements=1 << 22, seed=0, max_calls=None):
     """Reveals the order in which `kernel` adds, from its outputs on probe inputs (docs/algorithms/reveal.md):
     op "sum" (kernel(x) for x of shape (rows, n), the sums along the last dimension) or "matmul" (kernel(A, B) for
     A (rows, n) and B (n, ncols), each output a dot product of length n). Returns an Order: its `standard` holds the
@@ -275,7 +295,8 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     the revealed tree's depth; else any_order, with the reason). The kernel may take numpy arrays (device None) or
     torch tensors on `device`, always with `rows` rows (default n - 1, at most max_elements / n: a kernel may choose
     its order by shape, so the order found is the order at that shape). `accumulate`: the accumulator the probes
-    must swamp ("float32", or "float64" for kernels that add in double)."""
+    must swamp ("float32", or "float64" for kernels that add in double). `max_calls`: past that many kernel calls
+    the order is reported as not revealed (a shape of few long rows takes many)."""
     if op not in _OPS:
         raise ValueError("exactref: reveal_order: op %r: expected %s" % (op, " or ".join(_OPS)))
     if not callable(kernel):
@@ -293,6 +314,8 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
                                                                                           1 << 31)
     order.rows = rows
     prober = _Prober(kernel, op, n, dtype, ncols, device, rows, _ACCUMULATORS[accumulate], order)
+    prober.max_calls = None if max_calls is None else _check.integer(max_calls, "reveal_order", "max_calls", 1,
+                                                                     1 << 62)
     rng = np.random.default_rng(seed)
     try:
         depth, clusters, root = _reveal_tree(prober, n, rng)
@@ -305,21 +328,16 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     if n <= 64:
         order.tree = _build(root)
     # a named fixed order: the same outputs on random rows, then the same tree through exactref's own emulation
-    from .testing import _place, _to_host, family
-    X = family("wide", (rows, n), dtype, seed=seed)
-    x = _place(X, "contiguous", device)
-    if op == "sum":
-        got = _to_host(kernel(x))
-    else:
-        got = _to_host(kernel(x, _place(np.ones((n, ncols), X.dtype), "contiguous", device)))
+    X, got = _random_rows(kernel, op, n, rows, ncols, dtype, device, seed)
     order.calls += 1
     out_dtype = np.dtype(got.dtype).name
+    got = np.ascontiguousarray(got)
     for std in _candidates(op, n, dtype):
-        try:
-            em = _emulate(op, X, std, out_dtype, ncols)
+        try:  # 8 rows first, then every row
+            if not all(np.array_equal(_emulate(op, X[:k], std, out_dtype, ncols).view(np.uint8), got[:k].view(np.uint8))
+                       for k in (min(8, rows), rows)):
+                continue
         except ExactrefError:
-            continue
-        if not np.array_equal(em.view(np.uint8), np.ascontiguousarray(got).view(np.uint8)):
             continue
         order.family_matches.append(std)
         twin = _Prober(lambda a, *b: _emulate(op, a, std, out_dtype, ncols), op, n, dtype, ncols, None,
@@ -340,8 +358,7 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
             return order
     # the depth's set must hold the kernel's own outputs on the random rows (a kernel that is no such tree, one that
     # compensates its sums or adds more than two terms at once where the probes could not see it, fails here)
-    ref = er.sum(X) if op == "sum" else er.matmul(X, np.ones((n, ncols), X.dtype))
-    res = ref.covers(got, **order.standard)
+    res = _covers(op, X, got, order.standard, ncols)
     if not res.all():
         order.reason = ("not revealed: the probes show a tree of depth %d, but the kernel's outputs on random rows lie "
                         "outside that depth's set (%s): it is not a tree of round-to-nearest additions; checked under "

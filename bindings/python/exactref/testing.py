@@ -12,7 +12,7 @@ import numpy as np
 from . import _api as er
 from . import _check, _ffi
 from ._arrays import View, numpy_dtype
-from ._errors import ExactrefError
+from ._errors import ExactrefError, ExactrefNotImplementedError
 
 #: The families, in er_family order.
 FAMILIES = ("normal", "positive", "cancellation", "wide", "near_max", "subnormal", "ties", "specials", "offset",
@@ -724,8 +724,12 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
         raise TypeError("exactref: check: standard must be a string such as 'mma:sm90' or a dict of covers() keywords "
                         "such as dict(standard='mma:sm90', outer='any'), not %s" % type(standard).__name__)
     seed = _check.integer(seed, "check", "seed", 0, _check.UINT64_MAX)
+    if standard == "reveal" and op not in ("sum", "matmul"):
+        raise ValueError("exactref: check: standard='reveal' reveals the order of 'sum' and 'matmul' kernels; op %r "
+                         "is not one" % (op,))
     name = name or getattr(kernel, "__name__", "kernel")
     std = standard if isinstance(standard, (str, type(None))) else dict(standard)
+    revealed = {}
     rec = CheckRecord(name, op, std, tier, device, seed)
     _KERNELS[name] = (kernel, op, std, device, configs)
     for ci, cfg in enumerate(list(configs.configs) if configs is not None else [None]):
@@ -735,7 +739,21 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
             if cfg is not None:
                 entry["config"] = _config_text(cfg)
             ins = c.inputs(device)
+            cstd = std
             try:
+                if std == "reveal":  # the order at this shape (and config), revealed once
+                    key = (c.shape, c.dtype, ci)
+                    if key not in revealed:
+                        if cfg is None:
+                            revealed[key] = _reveal_case(kernel, c, device)
+                        else:
+                            with _Pinned(configs, cfg):
+                                revealed[key] = _reveal_case(kernel, c, device)
+                    cstd = dict(revealed[key].standard)
+                    entry["standard"] = cstd
+                    entry["revealed"] = str(revealed[key])
+                    entry["reproduce"] = c.reproduce_call(name, None if cfg is None else ci, kernel, cstd, device,
+                                                          configs)
                 if cfg is None:
                     out = _to_host(kernel(*ins))
                 else:
@@ -746,7 +764,7 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
                 rec.cases.append(entry)
                 continue
             try:
-                res = c.check(out, [_to_host(i) for i in ins], std)
+                res = c.check(out, [_to_host(i) for i in ins], cstd)
             except (TypeError, ValueError) as e:  # the output's shape or type: the case fails, the run goes on
                 if isinstance(e, ExactrefError):  # the library refused the standard or the op: the caller's error
                     raise
@@ -777,6 +795,24 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
         with open(rec.path, "w") as f:
             json.dump(rec.to_dict(), f, indent=1)
     return rec
+
+
+def _reveal_case(kernel, case, device):
+    """The Order of kernel at this case's shape: rows of n for a sum, (M, K) against (K, N) for a matmul."""
+    rows, n, ncols = (case.shape[0], case.shape[-1], 16) if case.op == "sum" else case.shape
+    o = Order(case.op, n, case.dtype)
+    o.rows = rows
+    if n < 2:  # one term: every order is the same
+        o.reason = "one term: nothing to reveal"
+        return o
+    # at the case's own rows: a kernel may pick its order by shape, and an order revealed at another shape would
+    # not be evidence for this one (a few long rows take many calls: past 2000 the case is checked under any_order)
+    try:
+        return reveal_order(kernel, case.op, n=n, dtype=case.dtype, ncols=ncols, rows=rows, device=device,
+                            max_calls=2000)
+    except ExactrefNotImplementedError as e:  # the dtype cannot hold the probes at this n: any order, said why
+        o.reason = "not revealed: %s; checked under any_order" % e
+        return o
 
 
 def _results(res):

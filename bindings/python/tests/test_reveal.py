@@ -30,6 +30,22 @@ def balanced(x):
     return v[0]
 
 
+def halving(x):
+    """A balanced tree in numpy's vector operations: the row padded with +0 to a power of two, then halved (adding +0
+    is exact, so the tree over the real elements is a balanced one's)."""
+    n = 1 << (x.shape[1] - 1).bit_length()
+    v = np.zeros((x.shape[0], n), np.float32)
+    v[:, :x.shape[1]] = x
+    while v.shape[1] > 1:
+        v = f32(v[:, 0::2] + v[:, 1::2])
+    return v[:, 0]
+
+
+def cumulative(x):
+    """A loop, through numpy's cumulative sum (which adds in order)."""
+    return np.cumsum(x, axis=-1, dtype=np.float32)[:, -1]
+
+
 def triton_like(block, warps):
     """Triton 3.6's tl.sum over one block (orders.md): each of 32 warps threads chains its elements t, t + 32 warps,
     ... (one element per load: n not a multiple of 16), masked ones as +0; a butterfly over each warp's lanes, then
@@ -84,11 +100,11 @@ def test_triton_block_sum_with_a_masked_tail():
 
 def test_balanced_tree_gives_its_depth_and_catches_what_any_order_lets_through():
     n = 4096
-    o = reveal_order(balanced, "sum", n=n)
+    o = reveal_order(halving, "sum", n=n)
     assert o.standard == {"standard": "any_order", "depth": 12} and not o.fixed, str(o)
     assert o.leaf_depths.min() == 12 and "not one exactref names" in o.reason
     x = np.abs(family("normal", (32, n), "float32", seed=4))
-    good = balanced(x)
+    good = halving(x)
     assert er.sum(x).covers(good, **o.standard).all()
     bad = f32(good * (1 + 2.0 ** -17))  # 2^-17 relative: inside any order's set, outside depth 12's
     assert er.sum(x).covers(bad).all()
@@ -150,3 +166,30 @@ def test_arguments_checked_before_any_call():
 def test_wrong_shape_is_an_error():
     with pytest.raises(er.ExactrefError, match="returned shape"):
         reveal_order(lambda x: x, "sum", n=8)
+
+
+def test_check_reveals_each_shape(tmp_path):
+    rec = er.testing.check(halving, "sum", standard="reveal", record=False)
+    assert rec.passed, str(rec)
+    by_shape = {tuple(c["shape"]): c for c in rec.cases}
+    assert by_shape[(3, 1025)]["standard"] == {"standard": "any_order", "depth": 11}
+    assert by_shape[(2, 3)]["standard"] == {"standard": "sequential"}  # ((0, 1), 2) is a loop's tree
+    assert "standard={'standard': 'any_order', 'depth': 11}" in by_shape[(3, 1025)]["reproduce"]
+
+
+def test_check_reveal_sees_an_order_chosen_by_shape():
+    def by_rows(x):  # a loop for few rows, a balanced tree for many (as kernels that pick a config by shape)
+        return cumulative(x) if x.shape[0] < 4 else halving(x)
+    rec = er.testing.check(by_rows, "sum", standard="reveal", record=False)
+    assert rec.passed, str(rec)
+    by_shape = {tuple(c["shape"]): c for c in rec.cases}
+    assert by_shape[(3, 1025)]["standard"] == {"standard": "sequential"}, by_shape[(3, 1025)]["revealed"]
+    assert by_shape[(17, 33)]["standard"] == {"standard": "any_order", "depth": 6}
+    # a few long rows would take n log2(n) / (2 rows) calls: past 2000 the case is checked under any_order
+    assert by_shape[(5, 4097)]["standard"] == {"standard": "any_order"}
+    assert "max_calls=2000" in by_shape[(5, 4097)]["revealed"]
+
+
+def test_check_reveal_refuses_other_ops():
+    with pytest.raises(ValueError, match="'sum' and 'matmul'"):
+        er.testing.check(balanced, "softmax", standard="reveal", record=False)
