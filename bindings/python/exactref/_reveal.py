@@ -118,7 +118,7 @@ class _Prober:
             v = v[:, 0]
         return v
 
-    def counts(self, pairs, swap=False):
+    def counts(self, pairs):
         """L(i, j) for each pair, in batches of at most self.rows rows."""
         res = np.empty(len(pairs), np.int64)
         for s in range(0, len(pairs), self.rows):
@@ -128,7 +128,7 @@ class _Prober:
             X = np.full((self.rows, self.n), self.u)
             r = np.arange(self.rows)
             ii, jj = np.array([p[0] for p in full]), np.array([p[1] for p in full])
-            X[r, ii], X[r, jj] = (-self.M, self.M) if swap else (self.M, -self.M)
+            X[r, ii], X[r, jj] = self.M, -self.M
             v = (self._call(X) / self.u)[:len(chunk)]
             self.order.probes += len(chunk)
             bad = ~((v == np.round(v)) & (v >= 0) & (v <= self.n - 2))
@@ -157,10 +157,10 @@ def _reveal_tree(prober, n, rng):
             raise _Unrevealed("every pair met in a subtree of 2 elements: no probe's units were swamped, so the kernel "
                               "accumulates wider than the probes assumed (pass accumulate=\"float64\" for a kernel "
                               "that adds in double)")
-        # a sample again, with the signs swapped and the rows in another order: the same answers
+        # a sample again, with i and j exchanged (so the signs too) and in other rows: the same answers
         if len(pairs):
             pick = rng.choice(len(pairs), size=min(32, len(pairs)), replace=False)[::-1]
-            again = prober.counts([(pairs[k][1], pairs[k][0]) for k in pick], swap=False)
+            again = prober.counts([(pairs[k][1], pairs[k][0]) for k in pick])
             if not np.array_equal(again, L[pick]):
                 k = int(pick[int(np.argmax(again != L[pick]))])
                 raise _Unrevealed("probe (%d, %d) answered %d and, repeated with i and j exchanged in another row, %d: "
