@@ -452,7 +452,6 @@ static inline int er_fast_set(const er_fast_consts *fc, const er_dot_ctx *cx, co
 static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_ctx *cx, const er_fast_bracket *b,
                                         double r1, double r2, double best) {
     if (best < 0) return 1;
-    if (er_fast_rel_ub_shared(fc, b) <= best) return 0;
     double l = fc->out_fmt == 0 ? b->ulo : er_fast_edge(fc, cx, b->ulo, 0),
            h = fc->out_fmt == 0 ? b->uhi : er_fast_edge(fc, cx, b->uhi, 1);
     double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2, al = fabs(L1), ah = fabs(H2);
@@ -460,6 +459,8 @@ static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_c
      * lies on one side of 0 (m bounds max(|lo|, |hi|) below); on both sides, w >= 2 m while rel <= 2. If
      * fl(w / m) >= best, then w >= best m (1 - 2^-53) > fl(fl(best (1 - 2^-50)) m). */
     if (H2 - L1 < best * (1.0 - 0x1p-50) * (al < ah ? al : ah)) return 0;
+    /* the sets that may reach 0, which the test above cannot rule out: Lemma F1 */
+    if (er_fast_rel_ub_shared(fc, b) <= best) return 0;
     double lt = er_fast_edge(fc, cx, b->tlo, 0), ht = er_fast_edge(fc, cx, b->thi, 1);
     /* strictly wider only: a thread meets its elements in increasing order, so one of equal width comes after the
      * widest so far and never replaces it (the earliest of equals is kept) */
