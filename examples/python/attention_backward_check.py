@@ -1,5 +1,6 @@
 """A FlashAttention-style backward checked by exactref (docs/guides/check-a-backward-kernel.md): a numpy stand-in
-for a fused backward kernel (fp16 q, k, v, o and dO; fp32 arithmetic: P = exp(scale q k^T - lse) from the saved LSE,
+for a fused backward kernel (fp16 q, k, v, o and dO; fp32 arithmetic, each product, row sum and exp rounded once to
+fp32 from float64, so that it prints the same under every numpy and BLAS: P = exp(scale q k^T - lse) from the saved LSE,
 D = rowsum(dO o) from the saved o, dS = P (dP - D), dQ accumulated over key blocks of 64, P and dS kept in fp32 and
 the gradients returned in fp32), run correct and with three bugs, each judged by exactref (products="compute": the
 kernel rounds neither P nor dS to fp16) and by FlashAttention's own test rule (each gradient's largest error against
@@ -23,23 +24,28 @@ o = O.astype(f16)
 lse = (m + np.log(w.sum(-1, keepdims=True)))[..., 0].astype(f32)
 
 
+def mm(a, b, dt):
+    """a @ b in float64, rounded once to dt."""
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(dt)
+
+
 def backward(dt, bug=None):
     """The backward in dt (float32: the kernel and the fp32 reference; float64: the reference)."""
     qf, kf, vf, gf = (x.astype(dt) for x in (q, k, v, do))
     of = O.astype(dt) if bug == "D from the unrounded O" else o.astype(dt)
-    s = np.where(causal, qf @ kf.transpose(0, 2, 1) * dt(scale), -np.inf).astype(dt)
-    p = np.exp(s - lse[..., None].astype(dt))
-    dp = gf @ vf.transpose(0, 2, 1)
-    ds = p * (dp - (gf * of).sum(-1, dtype=dt)[..., None])
+    s = np.where(causal, mm(qf, kf.transpose(0, 2, 1), dt) * dt(scale), -np.inf).astype(dt)
+    p = np.exp((s - lse[..., None].astype(dt)).astype(np.float64)).astype(dt)
+    dp = mm(gf, vf.transpose(0, 2, 1), dt)
+    ds = p * (dp - (gf * of).astype(np.float64).sum(-1).astype(dt)[..., None])
     dq = np.zeros_like(qf)
     for j0 in range(0, S, 64):  # dQ over key blocks, as the kernel's atomics add them
         if bug == "one key block's dQ lost" and j0 == 64:
             continue
-        dq += ds[..., j0:j0 + 64] @ kf[:, j0:j0 + 64]
-    dk = ds.transpose(0, 2, 1) @ qf
+        dq += mm(ds[..., j0:j0 + 64], kf[:, j0:j0 + 64], dt)
+    dk = mm(ds.transpose(0, 2, 1), qf, dt)
     if bug != "dK without its scale":
         dk = dk * dt(scale)
-    return dq * dt(scale), dk, p.transpose(0, 2, 1) @ gf
+    return dq * dt(scale), dk, mm(p.transpose(0, 2, 1), gf, dt)
 
 
 ref64, pt = backward(np.float64), backward(f32)
