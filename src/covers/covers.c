@@ -330,6 +330,8 @@ er_status er__sinks_open(er_sinks *sk, int nt) {
     return ER_OK;
 }
 
+int er__sinks_checks(const er_sinks *sk, int o) { return o >= 0 && o < sk->m->nout && sk->oa[o].out != NULL; }
+
 er_sink *er__sinks_at(er_sinks *sk, int t, int o) {
     return t >= 0 && t < sk->nt && o >= 0 && o < sk->m->nout && sk->oa[o].out ? &sk->sink[t * sk->m->nout + o] : NULL;
 }

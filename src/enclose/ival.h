@@ -19,6 +19,11 @@ static inline double er__up(double x) {
     return er__from_bits(b + (uint64_t)(1 | ((int64_t)b >> 63)));        /* +1 unit above 0, -1 below: no branch */
 }
 static inline double er__dn(double x) { return -er__up(-x); }
+/* Bounds like er__up and er__dn for finite x without a branch: x moved by |x| 2^-52 + 2^-1074, at least an ulp of
+ * x (the scaling is exact above the subnormals, and 2^-1074 covers its rounding there), so the sum rounds at least
+ * one step beyond x; up to two steps, and an infinity beyond DBL_MAX. */
+static inline double er__up_wide(double x) { return x + (fabs(x) * 0x1p-52 + 0x1p-1074); }
+static inline double er__dn_wide(double x) { return x - (fabs(x) * 0x1p-52 + 0x1p-1074); }
 
 /* The constants of er__exp_bounds (ival.c), set once by er__exp_init from MPFR. */
 ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll;

@@ -15,6 +15,7 @@
 #include <mpfr.h>
 #include "enclose/norm_bwd.h"
 #include "enclose/ival.h"
+#include "enclose/compsum.h"
 #include "exact/accum.h"
 
 /* t = a (x - m) c exactly: x - m spans at most max - min + 54 bits of the two exponents, each product 53 more. */
@@ -196,21 +197,38 @@ static er_status er_nbwd_exact_sums(const er_nbwd_plan *pl, const double *dy, co
 
 /* The row's bounds, and B's and C's enclosures from sums in double (Lemma N4): each term passes through at most
  * n + 2 roundings to nearest (g, d, g d and n - 1 additions), so the sums are within gamma_{n+2} of the sums of the
- * magnitudes, and gamma_{n+2} <= K = (n + 4) 2^-52. */
+ * magnitudes, and gamma_{n+2} <= K = (n + 4) 2^-52. For F of at most 26 bits (g = w dy exact, every part of
+ * g (x - m) at least 2^-900) the centres are compensated sums with Lemma N6's radii, far narrower. */
 static void er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
                             int64_t n, er_nbwd_rowsum *rs) {
     double B0 = 0, C0 = 0, sb = 0, sc = 0, gm = 0, dm = 0, wm = 0, ym = 0;
-    for (int64_t j = 0; j < n; j++) {
-        double wj = w ? w[j] : 1.0, g = wj * dy[j], d = x[j] - m, gd = g * d;
-        double ag = fabs(g), ad = fabs(d), aw = fabs(wj), ay = fabs(dy[j]);
-        B0 += g;
-        C0 += gd;
-        sb += ag;
-        sc += fabs(gd);
-        gm = ag > gm ? ag : gm;
-        dm = ad > dm ? ad : dm;
-        wm = aw > wm ? aw : wm;
-        ym = ay > ym ? ay : ym;
+    er_csum Bc = { 0, 0 }, Cc = { 0, 0 };
+    int comp = pl->F->p <= 26 && pl->F->emin - pl->F->p >= -300;
+    if (comp) {
+        for (int64_t j = 0; j < n; j++) {
+            double wj = w ? w[j] : 1.0, g = wj * dy[j], ad = fabs(x[j] - m), ag = fabs(g), aw = fabs(wj),
+                   ay = fabs(dy[j]);
+            er__csum_add(&Bc, g, 0.0);
+            sc += fabs(er__csum_add_prod(&Cc, g, x[j], m));
+            sb += ag;
+            gm = ag > gm ? ag : gm;
+            dm = ad > dm ? ad : dm;
+            wm = aw > wm ? aw : wm;
+            ym = ay > ym ? ay : ym;
+        }
+    } else {
+        for (int64_t j = 0; j < n; j++) {
+            double wj = w ? w[j] : 1.0, g = wj * dy[j], d = x[j] - m, gd = g * d;
+            double ag = fabs(g), ad = fabs(d), aw = fabs(wj), ay = fabs(dy[j]);
+            B0 += g;
+            C0 += gd;
+            sb += ag;
+            sc += fabs(gd);
+            gm = ag > gm ? ag : gm;
+            dm = ad > dm ? ad : dm;
+            wm = aw > wm ? aw : wm;
+            ym = ay > ym ? ay : ym;
+        }
     }
     /* an underflowing product (g, g d: a compute format wider than 26 bits) is off by at most 2^-1075 more, g's then
      * multiplied by d */
@@ -222,10 +240,18 @@ static void er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const doub
     rs->gm = er__add_up(er__up(gm * (1.0 + 0x1p-52)), 0x1p-1074); /* g and d rounded once each */
     rs->wm = wm;
     rs->ym = ym;
+    if (comp) { /* Lemma N6: B's terms exact (no companion), C's by er__csum_add_prod */
+        B0 = Bc.s + Bc.b;
+        C0 = Cc.s + Cc.b;
+        rs->Bk = er__csum_radius(n, 2, 0.0, rs->sb, B0);
+        rs->Ck = er__csum_radius(n, 3, 0x1p-50, rs->sc, C0);
+    } else {
+        rs->Bk = er__add_up(er__mul_up(K, rs->sb), U);
+        rs->Ck = er__add_up(er__mul_up(K, rs->sc), U);
+    }
     rs->B0 = pl->centered ? B0 : 0.0;
-    rs->Bk = pl->centered ? er__add_up(er__mul_up(K, rs->sb), U) : 0.0;
+    rs->Bk = pl->centered ? rs->Bk : 0.0;
     rs->C0 = C0;
-    rs->Ck = er__add_up(er__mul_up(K, rs->sc), U);
     rs->B = (er_iv){ er__dn(rs->B0 - rs->Bk), er__up(rs->B0 + rs->Bk) };
     rs->C = (er_iv){ er__dn(rs->C0 - rs->Ck), er__up(rs->C0 + rs->Ck) };
     rs->tight = rs->exact = 0;
@@ -488,7 +514,35 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
            A2 = er__mul_up(er__add_up(k.b, er__mul_up(W.wc, 1.0 + 0x1p-52)), ER_NBWD_INFLATE),
            A3 = er__add_up(er__mul_up(er__add_up(k.c, er__add_up(W.wb, W.H)), ER_NBWD_INFLATE), 0x1p-1068);
     er_status st = ER_OK;
+    /* fp32 sets and outputs: every element whose set is within fp32's range and whose exact value its double
+     * enclosure decides, without a call or a branch on the data; the others (ex NaN) in the loop below */
+    int f32 = fin && F->id == ER_FP32 && pl->O->id == ER_FP32;
+    for (int64_t i = 0; i < n && f32; i++) {
+        double wi = w ? w[i] : 1.0, g = wi * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
+        double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3;
+        double lo = er__dn_wide(c - T), hi = er__up_wide(c + T);
+        double E = k.a * ag + k.b * ad + k.c, el = er__dn_wide(c - E), eh = er__up_wide(c + E);
+        int ok = (fabs(lo) <= FLT_MAX) & (fabs(hi) <= FLT_MAX);
+        lo = ok ? lo : 0.0; /* out of range: decided below */
+        hi = ok ? hi : 0.0;
+        el = ok ? el : 0.0;
+        eh = ok ? eh : 0.0;
+        double a = er__round_f32(el, ER_ROUND_NEAREST), b = er__round_f32(eh, ER_ROUND_NEAREST);
+        ok &= (a == b) & ((el > 0) | (eh < 0));
+        double clo = er__round_f32(lo, ER_ROUND_UP), chi = er__round_f32(hi, ER_ROUND_DOWN);
+        double olo = er__round_f32(lo, ER_ROUND_DOWN), ohi = er__round_f32(hi, ER_ROUND_UP);
+        int in = clo <= chi; /* else as er_nbwd_set: the outward neighbours */
+        cv[i] = (er_cval){ .lo = in ? clo : olo, .hi = in ? chi : ohi };
+        rd[i] = a;
+        ex[i] = ok ? 0.5 * el + 0.5 * eh : NAN;
+        if (cls) {
+            double yi = y[i];
+            int e0 = ok & (yi == a), e1 = ok & (yi >= lo) & (yi <= hi);
+            cls[i] = e0 ? 0 : e1 ? 1 : ER_NBWD_PENDING;
+        }
+    }
     for (int64_t i = 0; i < n && st == ER_OK; i++) {
+        if (f32 && ex[i] == ex[i]) continue;
         double wi = w ? w[i] : 1.0, g = wi * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
         double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3, lo = er__dn(c - T), hi = er__up(c + T);
         int finite = fin ? er_nbwd_set(&cv[i], F, lo, hi) : (er__cval_anything(&cv[i], F), 0);
@@ -508,9 +562,9 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
          * values being F's */
         if (cls)
             cls[i] = !finite || !(y[i] == y[i]) ? ER_NBWD_PENDING
-                     : y[i] == rd[i]              ? 0
-                     : y[i] >= lo && y[i] <= hi   ? 1
-                                                  : ER_NBWD_PENDING;
+                     : y[i] == rd[i]            ? 0
+                     : y[i] >= lo && y[i] <= hi ? 1
+                                                : ER_NBWD_PENDING;
     }
     return st;
 }
@@ -671,8 +725,8 @@ static er_status er_nbwd_col_own(const er_nbwd_plan *pl, const double *dy, const
 
 /* A column sum's exact value: in the accumulator for F of at most 26 bits (its 64 leading bits and sticky bit round
  * exactly into any format of at most 53), else with MPFR; *ex rounded to double, *rd into O. */
-static er_status er_nbwd_col_exact(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
-                                   const double *r, int64_t rows, double *ex, double *rd) {
+er_status er__nbwd_col_exact(const er_nbwd_plan *pl, int bias, const double *dy, const double *x, const double *m,
+                             const double *r, int64_t rows, double *ex, double *rd) {
     mpfr_t s;
     int sticky = 0;
     if (pl->F->p <= 26) {
@@ -740,8 +794,7 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         }
     } else {
         for (int64_t i = 0; i < rows; i++) {
-            double d = x[i] - (m ? m[i] : 0.0), t = dy[i] * r[i] * d, ad = fabs(d), ay = fabs(dy[i]),
-                   ar = fabs(r[i]);
+            double d = x[i] - (m ? m[i] : 0.0), t = dy[i] * r[i] * d, ad = fabs(d), ay = fabs(dy[i]), ar = fabs(r[i]);
             ad = ad > 1.0 ? ad : 1.0;
             ay = ay > 1.0 ? ay : 1.0;
             ar = ar > 1.0 ? ar : 1.0;
@@ -757,6 +810,17 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         *ex = *rd = NAN;
         return ER_OK;
     }
+    if (er__nbwd_col_sums(pl, bias, S0, sa, bias ? 1.0 : mul, rows, cv, ex, rd) == 2) return ER_OK;
+    return er__nbwd_col_exact(pl, bias, dy, x, m, r, rows, ex, rd);
+}
+
+int er__nbwd_col_sums(const er_nbwd_plan *pl, int bias, double S0, double sa, double mul, int64_t rows, er_cval *cv,
+                      double *ex, double *rd) {
+    const er_fmt_info *F = pl->F;
+    if (!(sa <= DBL_MAX && mul <= DBL_MAX)) {
+        er__cval_anything(cv, F);
+        return 0;
+    }
     mul = er__up(mul * (1.0 + 0x1p-50));
     /* an underflowing product (dy r, the term: a compute format wider than 26 bits) is off by at most 2^-1075 more,
      * dy r's then multiplied by d: at most rows 2^-1074 (1 + |d|) <= rows 2^-1073 mul in all */
@@ -771,6 +835,5 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
     if (isfinite(hw) && er__mul_up(4.0, er__add_up(sau, hw)) <= F->max)
         er_nbwd_set(cv, F, er__dn(e.lo - hw), er__up(e.hi + hw));
     else er__cval_anything(cv, F);
-    if (er_nbwd_decided(pl, e.lo, e.hi, ex, rd)) return ER_OK;
-    return er_nbwd_col_exact(pl, bias, dy, x, m, r, rows, ex, rd);
+    return er_nbwd_decided(pl, e.lo, e.hi, ex, rd) ? 2 : 1;
 }

@@ -61,4 +61,15 @@ ER_INTERNAL er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const doubl
                                    const double *rlo, const double *rhi, int64_t rows, er_cval *cv, double *ex,
                                    double *rd);
 
+/* The same element's set from its sums in double (Lemma N4, any order): S0 the sum of its terms, sa the sum of their
+ * magnitudes, mul (dweight) a bound on max(1,|dy|) max(1,|x - m|) max(1,|r|)^2 over the rows; 2 when the exact value
+ * is decided too (*ex, *rd), 1 when er__nbwd_col_exact must give it, 0 when a sum is not finite (cv then claims
+ * nothing, and er__nbwd_col on the column's values gives the element). */
+ER_INTERNAL int er__nbwd_col_sums(const er_nbwd_plan *pl, int bias, double S0, double sa, double mul, int64_t rows,
+                                  er_cval *cv, double *ex, double *rd);
+/* The element's exact value (*ex, rounded to double) and its correct rounding into O (*rd), from its column's values
+ * (r: the rows' saved rstd). */
+ER_INTERNAL er_status er__nbwd_col_exact(const er_nbwd_plan *pl, int bias, const double *dy, const double *x,
+                                         const double *m, const double *r, int64_t rows, double *ex, double *rd);
+
 #endif

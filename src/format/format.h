@@ -49,23 +49,27 @@ ER_INTERNAL double er__round_sum(const er_fmt_info *fi, double x, double y, er_r
 ER_INTERNAL double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode);
 ER_INTERNAL double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode);
 
+/* x (|x| <= FLT_MAX) rounded to fp32 to nearest, up or down: the hardware conversion to nearest, then one step
+ * toward the mode where nearest went the other way, without a branch on the data (the steps are random in a set's
+ * ends): +1 on the bits of a positive float (-1 of a negative one) goes up; a zero never needs the step that would
+ * cross its sign (nearest keeps the sign of x). */
+static inline double er__round_f32(double x, er_round mode) {
+    float f = (float)x;
+    if (mode == ER_ROUND_NEAREST) return f;
+    uint32_t b, up = mode == ER_ROUND_UP, step = up ? (double)f < x : (double)f > x;
+    memcpy(&b, &f, 4);
+    b += step * (((b >> 31) ^ up) ? 1u : (uint32_t)-1);
+    memcpy(&f, &b, 4);
+    return f;
+}
+
 /* x correctly rounded to the format. Inline for the common cases (a finite double is a value of fp64; fp32 within
  * its range by the hardware conversion, to nearest, then one step where that went the wrong way for a directed
  * mode), the general case in round.c. */
 static inline double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
     if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
-    if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX && mode != ER_ROUND_ZERO && mode != ER_ROUND_NEAREST_AWAY) {
-        float f = (float)x;
-        if (mode == ER_ROUND_NEAREST) return f;
-        /* one step toward the mode where nearest went the other way, without a branch on the data (the steps are
-         * random in a set's ends): +1 on the bits of a positive float (-1 of a negative one) goes up; a zero never
-         * needs the step that would cross its sign (nearest keeps the sign of x) */
-        uint32_t b, up = mode == ER_ROUND_UP, step = up ? (double)f < x : (double)f > x;
-        memcpy(&b, &f, 4);
-        b += step * (((b >> 31) ^ up) ? 1u : (uint32_t)-1);
-        memcpy(&f, &b, 4);
-        return f;
-    }
+    if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX && mode != ER_ROUND_ZERO && mode != ER_ROUND_NEAREST_AWAY)
+        return er__round_f32(x, mode);
     if (fi->id == ER_FP16 && mode == ER_ROUND_NEAREST && fabs(x) <= 65504.0) {
         /* x + c for c = 1.5 2^(q + 52), q = x's fp16 ulp exponent (at least -24): the sum lies in c's binade, whose
          * ulp is 2^q, so it is rounded once to a multiple of 2^q, ties to even; subtracting c is exact */

@@ -79,6 +79,8 @@ typedef struct er_sinks er_sinks;
 ER_INTERNAL er_status er__sinks_open(er_sinks *sk, int nt);
 /* Share t's sink of output o; NULL when output o is not checked (the module need not compute its sets). */
 ER_INTERNAL er_sink *er__sinks_at(er_sinks *sk, int t, int o);
+/* Whether output o is checked (before the sinks are open too). */
+ER_INTERNAL int er__sinks_checks(const er_sinks *sk, int o);
 /* The argument given to er__covers_module (NULL for the modules of the table). */
 ER_INTERNAL void *er__sinks_arg(er_sinks *sk);
 /* A module run through er__covers_module declines the check (the GPU path, for what it does not take): it puts no

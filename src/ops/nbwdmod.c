@@ -160,63 +160,139 @@ static er_status er_nbwd_check(const er_ref *ref, const er_standard *std) {
     return ER_OK;
 }
 
-/* One share: rows [r0, r1) of dx, columns [c0, c1) of dweight and dbias. m, rs: every row's mean and rstd; w: the
- * weight (NULL: none), decoded. */
+/* The column sums' partial sums over fixed chunks of rows (their count depends on the rows alone, so that the
+ * sets do not depend on the thread count): per chunk and column, dweight's sum of terms, sum of magnitudes and
+ * largest |x - m|, and dbias's sum of dy, sum of magnitudes and largest |dy|. */
+#define ER_NBWD_CHUNKS 32
+enum { ER_PW_SUM, ER_PW_ABS, ER_PW_DMAX, ER_PB_SUM, ER_PB_ABS, ER_PB_YMAX, ER_P_N };
+static int64_t er_nbwd_chunks(int64_t rows) { return rows < ER_NBWD_CHUNKS ? rows : ER_NBWD_CHUNKS; }
+
+/* One share: the row chunks [k0, k1) of dx and of the column sums' partials, then columns [c0, c1) of dweight and
+ * dbias. m, rs: every row's mean and rstd; w: the weight (NULL: none), decoded. */
 typedef struct er_nbwd_job {
     const er_ref *ref;
     er_sink *sk[3];
     er_nbwd_plan pl[3];
     const double *m, *rlo, *rhi, *w; /* rstd in [rlo, rhi] per row (the saved value: equal) */
-    int64_t r0, r1, c0, c1;
+    double *part;                    /* the partials (NULL: the column sums read their columns themselves) */
+    int64_t nc, k0, k1, c0, c1;
     int t; /* the share's number: 0 runs in the calling thread */
     er_status st;
 } er_nbwd_job;
 
-/* dx's rows [r0, r1). Where the module decides classes (the engine reads the output, no sets are asked for and the
- * rows' sets decide them: er__nbwd_decides), a decided element is counted and offered as the widest set here, the
- * others put. */
+/* Adds row r's terms to its chunk's partials P (ER_P_N runs of n): t = (dy r) (x - m) and dy, the columns' sums in
+ * row order (Lemma N4 takes any order). */
+static void er_nbwd_part_row(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
+    double *sw = P, *aw = P + n, *dm = P + 2 * n, *sb = P + 3 * n, *ab = P + 4 * n, *ym = P + 5 * n;
+    for (int64_t q = 0; q < n; q++) {
+        double d = x[q] - m, t = dy[q] * r * d, ad = fabs(d), ay = fabs(dy[q]);
+        sw[q] += t;
+        aw[q] += fabs(t);
+        dm[q] = ad > dm[q] ? ad : dm[q];
+        sb[q] += dy[q];
+        ab[q] += ay;
+        ym[q] = ay > ym[q] ? ay : ym[q];
+    }
+}
+
+/* The rows of chunks [k0, k1): dx where its sink is open, and the column sums' partials where they are kept. Where
+ * the module decides dx's classes (the engine reads the output, no sets are asked for and the rows' sets decide
+ * them: er__nbwd_decides), a decided element is counted and offered as the widest set here, the others put. */
 static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t *cls) {
     const er_nbwd_state *s = er__nbwd(j->ref);
     er_sink *sk = j->sk[0];
     int64_t n = s->n, counts[2] = { 0, 0 };
     double *dy = buf, *x = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n, *y = buf + 4 * n, wide = -1;
-    int fast = er__sink_reads_output(sk) && !sk->set_lo && er__nbwd_decides(&j->pl[0]);
+    int fast = sk && er__sink_reads_output(sk) && !sk->set_lo && er__nbwd_decides(&j->pl[0]);
     uint8_t *classes = fast ? er__sink_classes(sk) : NULL;
-    for (int64_t r = j->r0; r < j->r1; r++) {
-        er__load_run(&s->dy, r * n, n, dy);
-        er__load_run(&s->x, r * n, n, x);
-        if (fast) er__load_run(sk->out, r * n, n, y);
-        ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r], n,
-                                        fast ? y : NULL, fast ? cls : NULL, cv, ex, rd));
-        for (int64_t k = 0; k < n; k++) {
-            er_cset c;
-            if (fast && cls[k] != ER_NBWD_PENDING) {
-                classes[r * n + k] = cls[k];
-                counts[cls[k]]++;
-                /* the widest set: its relative width from the output set's ends (the set's own where O is F) */
-                double lo = cv[k].lo < rd[k] ? cv[k].lo : rd[k], hi = cv[k].hi > rd[k] ? cv[k].hi : rd[k];
-                if (sk->O != j->pl[0].F) {
-                    er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
-                    lo = c.lo;
-                    hi = c.hi;
+    for (int64_t k = j->k0; k < j->k1; k++)
+        for (int64_t r = s->rows * k / j->nc; r < s->rows * (k + 1) / j->nc; r++) {
+            er__load_run(&s->dy, r * n, n, dy);
+            er__load_run(&s->x, r * n, n, x);
+            if (j->part) er_nbwd_part_row(j->part + k * ER_P_N * n, n, dy, x, s->centered ? j->m[r] : 0.0, j->rlo[r]);
+            if (!sk) continue;
+            if (fast) er__load_run(sk->out, r * n, n, y);
+            ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r],
+                                            n, fast ? y : NULL, fast ? cls : NULL, cv, ex, rd));
+            for (int64_t q = 0; q < n; q++) {
+                er_cset c;
+                if (fast && cls[q] != ER_NBWD_PENDING) {
+                    classes[r * n + q] = cls[q];
+                    counts[cls[q]]++;
+                    /* the widest set: its relative width from the output set's ends (the set's own where O is F) */
+                    double lo = cv[q].lo < rd[q] ? cv[q].lo : rd[q], hi = cv[q].hi > rd[q] ? cv[q].hi : rd[q];
+                    if (sk->O != j->pl[0].F) {
+                        er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
+                        lo = c.lo;
+                        hi = c.hi;
+                    }
+                    double rel = er_set_rel(lo, hi);
+                    if (rel > wide) {
+                        er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
+                        er__sink_widest(sk, r * n + q, &c, y[q]);
+                        wide = rel;
+                    }
+                    continue;
                 }
-                double rel = er_set_rel(lo, hi);
-                if (rel > wide) {
-                    er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
-                    er__sink_widest(sk, r * n + k, &c, y[k]);
-                    wide = rel;
-                }
-                continue;
+                er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
+                er__sink_put(sk, r * n + q, &c);
             }
-            er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
-            er__sink_put(sk, r * n + k, &c);
         }
-    }
     if (fast) {
         er__sink_count(sk, ER_CLASS_EXACT, counts[0]);
         er__sink_count(sk, ER_CLASS_COVERED, counts[1]);
     }
     return ER_OK;
+}
+
+/* Column c of a (dy or x) over every row, decoded into v. */
+static void er_nbwd_column(const er_tensor *a, int64_t n, int64_t rows, int64_t c, double *v) {
+    for (int64_t r = 0; r < rows; r++) v[r] = er__load(a, er__offset(a, r * n + c));
+}
+
+/* dweight's and dbias's columns [c0, c1) from the chunks' partials, added in chunk order; a column they leave open
+ * (its exact value undecided, or a sum not finite) reads its column and is summed again there. */
+static er_status er_nbwd_colsums(er_nbwd_job *j, double *buf) {
+    const er_nbwd_state *s = er__nbwd(j->ref);
+    int64_t n = s->n, R = s->rows;
+    double rm = 1.0; /* the largest max(1, |r|) */
+    for (int64_t r = 0; r < R; r++) rm = fabs(j->rlo[r]) > rm ? fabs(j->rlo[r]) : rm;
+    er_status st = ER_OK;
+    for (int64_t c = j->c0; c < j->c1 && st == ER_OK; c++)
+        for (int o = 1; o < 3 && st == ER_OK; o++) {
+            if (!j->sk[o]) continue;
+            int bias = o == 2, a0 = bias ? ER_PB_SUM : ER_PW_SUM;
+            double S0 = 0, sa = 0, mx = 0;
+            for (int64_t k = 0; k < j->nc; k++) {
+                const double *P = j->part + k * ER_P_N * n;
+                S0 += P[a0 * n + c];
+                sa += P[(a0 + 1) * n + c];
+                mx = P[(a0 + 2) * n + c] > mx ? P[(a0 + 2) * n + c] : mx;
+            }
+            /* dweight: max(1,|dy|) max(1,|d|) max(1,|r|)^2 over the rows, bounded by the product of the maxima */
+            double ym = 1.0, mul = 1.0;
+            for (int64_t k = 0; k < j->nc && !bias; k++) {
+                double v = j->part[k * ER_P_N * n + ER_PB_YMAX * n + c];
+                ym = v > ym ? v : ym;
+            }
+            if (!bias) mul = er__mul_up(er__mul_up(ym, mx > 1 ? mx : 1.0), er__mul_up(rm, rm));
+            er_cval cv;
+            double ex, rd;
+            int done = er__nbwd_col_sums(&j->pl[o], bias, S0, sa, mul, R, &cv, &ex, &rd);
+            if (done < 2) {
+                double *dy = buf, *x = buf + R;
+                er_nbwd_column(&s->dy, n, R, c, dy);
+                er_nbwd_column(&s->x, n, R, c, x);
+                st = done ? er__nbwd_col_exact(&j->pl[o], bias, dy, x, s->centered ? j->m : NULL, j->rlo, R, &ex, &rd)
+                          : er__nbwd_col(&j->pl[o], bias, dy, x, s->centered ? j->m : NULL, j->rlo, j->rhi, R, &cv, &ex,
+                                         &rd);
+                if (st != ER_OK) break;
+            }
+            er_cset cs;
+            er__cset_build(&cs, j->pl[o].O, j->pl[o].ov, 1, &cv, ex, rd);
+            er__sink_put(j->sk[o], c, &cs);
+        }
+    return st;
 }
 
 /* The column sums of columns [c0, c1): blocks of up to 32 columns read row by row (contiguous in a row-major input),
@@ -257,7 +333,8 @@ static er_status er_nbwd_cols(er_nbwd_job *j) {
     return st;
 }
 
-static void *er_nbwd_run(void *arg) {
+/* The first pass of a share: its rows (dx and the partials); without partials (rmsnorm's own rstd), its columns. */
+static void *er_nbwd_run_rows(void *arg) {
     er_nbwd_job *j = arg;
     const er_nbwd_state *s = er__nbwd(j->ref);
     int64_t len = s->n;
@@ -268,12 +345,25 @@ static void *er_nbwd_run(void *arg) {
     j->st = buf && cv && cls ? ER_OK
                              : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
                                         (long long)len);
-    if (j->st == ER_OK && j->sk[0]) j->st = er_nbwd_rows(j, buf, cv, cls);
-    if (j->st == ER_OK && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j);
+    if (j->st == ER_OK && (j->sk[0] || j->part)) j->st = er_nbwd_rows(j, buf, cv, cls);
+    if (j->st == ER_OK && !j->part && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j);
     free(buf);
     free(cv);
     free(cls);
     if (j->t > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
+    return NULL;
+}
+
+/* The second pass of a share: its columns from every chunk's partials. */
+static void *er_nbwd_run_cols(void *arg) {
+    er_nbwd_job *j = arg;
+    const er_nbwd_state *s = er__nbwd(j->ref);
+    double *buf = malloc(sizeof(double) * 2 * (size_t)(s->rows ? s->rows : 1));
+    j->st =
+        buf ? er_nbwd_colsums(j, buf)
+            : er__fail(ER_ERR_NOMEM, "cannot allocate %s's columns of %lld", er__op_name(j->ref), (long long)s->rows);
+    free(buf);
+    if (j->t > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     return NULL;
 }
 
@@ -311,23 +401,28 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
     int64_t most = s->rows > s->n ? s->rows : s->n;
     int nt = er__num_threads(ref->n * 64);
     if (nt > most) nt = most > 0 ? (int)most : 1;
+    /* the column sums from the rows' pass (partials) unless the rows' rstd is a set (own) */
+    int cols = er__sinks_checks(sk, 1) || er__sinks_checks(sk, 2);
+    int64_t nc = cols && !s->own ? er_nbwd_chunks(s->rows) : 0;
     /* per share: a row's values, sets, classes and exact terms (up to 176 bytes an element with the exact
-     * fallback's), and a column block (2 values of at most 32 columns, up to 2^20 values unless one column is
-     * longer); own rstd: four values and an exact sum of squares (up to 1200 bytes) a row */
-    double blk = 32.0 * (double)s->rows;
-    blk = blk < 1048576.0 ? blk : (double)s->rows > 1048576.0 ? (double)s->rows : 1048576.0;
-    ER_RETURN_IF_ERROR(er__mem_check((double)sizeof(double) * (double)(2 * s->rows + s->n) +
-                                         (s->own ? 1232.0 * (double)s->rows : 0.0) +
-                                         (176.0 * (double)s->n + 16.0 * blk) * nt,
-                                     "the rows' statistics and working rows"));
+     * fallback's), and a column block (own: 2 values of at most 32 columns, up to 2^20 values unless one column is
+     * longer; else 2 columns); own rstd: four values and an exact sum of squares (up to 1200 bytes) a row; the
+     * partials: ER_P_N values a column and chunk */
+    double blk = s->own ? 32.0 * (double)s->rows : 2.0 * (double)s->rows;
+    blk = blk < 1048576.0 || !s->own ? blk : (double)s->rows > 1048576.0 ? (double)s->rows : 1048576.0;
+    ER_RETURN_IF_ERROR(er__mem_check(
+        (double)sizeof(double) * (double)(2 * s->rows + s->n) + (s->own ? 1232.0 * (double)s->rows : 0.0) +
+            8.0 * ER_P_N * (double)nc * (double)s->n + (176.0 * (double)s->n + 16.0 * blk) * nt,
+        "the rows' statistics and working rows"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     size_t nr = (size_t)(s->rows ? s->rows : 1);
     double *m = malloc(sizeof(double) * nr), *rlo = malloc(sizeof(double) * nr),
            *rhi = s->own ? malloc(sizeof(double) * nr) : rlo, *rxl = s->own ? malloc(sizeof(double) * nr) : NULL,
            *rxh = s->own ? malloc(sizeof(double) * nr) : NULL,
-           *w = s->has_weight ? malloc(sizeof(double) * (size_t)s->n) : NULL;
+           *w = s->has_weight ? malloc(sizeof(double) * (size_t)s->n) : NULL,
+           *part = nc ? calloc((size_t)(ER_P_N * nc * s->n), sizeof(double)) : NULL;
     mpfr_t *Sx = s->own ? calloc(nr, sizeof(mpfr_t)) : NULL;
-    er_status st = m && rlo && rhi && (w || !s->has_weight) && (!s->own || (rxl && rxh && Sx))
+    er_status st = m && rlo && rhi && (w || !s->has_weight) && (!s->own || (rxl && rxh && Sx)) && (part || !nc)
                        ? ER_OK
                        : er__fail(ER_ERR_NOMEM, "cannot allocate the statistics of %lld rows", (long long)s->rows);
     int64_t nsx = 0; /* the exact sums initialised */
@@ -340,21 +435,22 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
         if (!s->own) er__decode_rowmajor(&s->rstd, rlo);
         if (w) er__decode_rowmajor(&s->weight, w);
         er_nbwd_job jobs[ER_MAX_THREADS];
+        int64_t nk = nc ? nc : s->rows; /* the rows' pass goes by chunks (without partials: a chunk a row) */
         for (int t = 0; t < nt; t++) {
             er_nbwd_job *j = &jobs[t];
-            *j = (er_nbwd_job){ ref,
-                                { NULL, NULL, NULL },
-                                { { 0 } },
-                                m,
-                                rlo,
-                                rhi,
-                                w,
-                                s->rows * t / nt,
-                                s->rows * (t + 1) / nt,
-                                s->n * t / nt,
-                                s->n * (t + 1) / nt,
-                                t,
-                                ER_OK };
+            *j = (er_nbwd_job){ .ref = ref,
+                                .m = m,
+                                .rlo = rlo,
+                                .rhi = rhi,
+                                .w = w,
+                                .part = part,
+                                .nc = nk,
+                                .k0 = nk * t / nt,
+                                .k1 = nk * (t + 1) / nt,
+                                .c0 = s->n * t / nt,
+                                .c1 = s->n * (t + 1) / nt,
+                                .t = t,
+                                .st = ER_OK };
             for (int o = 0; o < ref->mod->nout; o++) {
                 j->sk[o] = er__sinks_at(sk, t, o);
                 if (!j->sk[o]) continue;
@@ -372,8 +468,12 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
                                            (const mpfr_t *)Sx };
             }
         }
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_nbwd_run);
+        er__run_jobs(jobs, sizeof jobs[0], nt, er_nbwd_run_rows);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+        if (st == ER_OK && part) {
+            er__run_jobs(jobs, sizeof jobs[0], nt, er_nbwd_run_cols);
+            for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+        }
     }
     for (int64_t r = 0; r < nsx; r++) mpfr_clear(Sx[r]);
     free(Sx);
@@ -383,6 +483,7 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
     free(rxl);
     free(rxh);
     free(w);
+    free(part);
     return st;
 }
 

@@ -1,10 +1,12 @@
 /* t-ival.c: the double bounds of src/enclose/ival.c against MPFR (docs/algorithms/double-bounds.md).
  * exp(t) lies in er__exp_bounds's [lo, hi] and hi <= lo (1 + 2^-44) where the theorem says so, for random t over
  * the whole range, the reduction's boundaries (odd multiples of ln 2 / 128), integers, tiny and subnormal t and
- * the ends of the range; the fixed-point sums bound the exact sums of their terms. Compiled with the library's
- * internal source. */
+ * the ends of the range; the fixed-point sums bound the exact sums of their terms; the compensated sums' radii
+ * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values.
+ * Compiled with the library's internal source. */
 #include "../common/er_test.h"
 #include "enclose/ival.h"
+#include "enclose/compsum.h"
 
 static mpfr_t E;
 
@@ -91,12 +93,71 @@ START_TEST(fixed_sums_bound_the_exact_sum) {
 }
 END_TEST
 
+/* A random fp32 value of exponent in [lo, hi], of either sign. */
+static double f32_at(int lo, int hi) {
+    return (double)(float)ldexp((er_rand64() & 1 ? -1.0 : 1.0) * (1.0 + er_rand_unit()), (int)er_rand_int(lo, hi));
+}
+
+/* Lemma N6: sum g_j and sum g_j (x_j - m) of fp32 values (g = w dy, a product of two) lie within er__csum_radius
+ * of fl(s + b), on sums built to cancel (each term followed, now and then, by its negation moved by a few ulps:
+ * condition numbers to 2^60 and beyond), x and m of far-apart exponents (x - m not a double: its companion g dl
+ * counts), and exact zeros. The radius is also at most n^2 2^-98 of the magnitudes plus 2^-51 of the result. */
+START_TEST(compensated_sums_bound_the_exact_sum) {
+    er_test_reseed(73);
+    mpfr_t ex, t;
+    mpfr_inits2(2400, ex, t, (mpfr_ptr)0);
+    long trials = (long)(4000 * er_test_multiplier());
+    for (long tr = 0; tr < trials; tr++) {
+        int n = (int)er_rand_int(1, 600), dot = (int)(tr & 1), span = (int)er_rand_int(0, 60);
+        double m = tr % 3 == 0 ? 0.0 : f32_at(-span - 40, span);
+        er_csum c = { 0, 0 };
+        double sabs = 0, pg = 0, px = 0;
+        mpfr_set_zero(ex, 1);
+        for (int j = 0; j < n; j++) {
+            double g, x;
+            if (j > 0 && er_rand64() % 2) { /* the previous term's negation, moved */
+                g = -pg;
+                x = (double)nextafterf((float)px, er_rand64() & 1 ? INFINITY : -INFINITY);
+                if (er_rand64() % 4 == 0) x = px;
+            } else {
+                g = f32_at(-span, span) * f32_at(-20, 20);
+                x = f32_at(-span, span);
+            }
+            pg = g;
+            px = x;
+            if (dot) {
+                sabs += fabs(er__csum_add_prod(&c, g, x, m));
+                mpfr_set_d(t, x, MPFR_RNDN);
+                mpfr_sub_d(t, t, m, MPFR_RNDN); /* exact at 2400 bits */
+                mpfr_mul_d(t, t, g, MPFR_RNDN);
+            } else {
+                er__csum_add(&c, g, 0.0);
+                sabs += fabs(g);
+                mpfr_set_d(t, g, MPFR_RNDN);
+            }
+            mpfr_add(ex, ex, t, MPFR_RNDN); /* exact */
+        }
+        double K = (double)(n + 4) * 0x1p-52, sa = er__up(sabs * (1.0 + K)), centre = c.s + c.b;
+        double R = dot ? er__csum_radius(n, 3, 0x1p-50, sa, centre) : er__csum_radius(n, 2, 0.0, sa, centre);
+        mpfr_sub_d(t, ex, centre, MPFR_RNDN); /* exact */
+        mpfr_abs(t, t, MPFR_RNDN);
+        ER_REQUIRE(mpfr_cmp_d(t, R) <= 0, "trial %ld (n %d, %s): |exact - %a| = %a above the radius %a", tr, n,
+                   dot ? "dot" : "sum", centre, mpfr_get_d(t, MPFR_RNDU), R);
+        ER_REQUIRE(R <= (double)n * n * 0x1p-98 * sa + 0x1p-51 * fabs(centre) + 0x1p-1000,
+                   "trial %ld: radius %a wide", tr, R);
+    }
+    printf("compensated sums: %ld ill-conditioned sums and dot products within their radii\n", trials);
+    mpfr_clears(ex, t, (mpfr_ptr)0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, exp_bounds_hold);
     tcase_add_test(tc, fixed_sums_bound_the_exact_sum);
+    tcase_add_test(tc, compensated_sums_bound_the_exact_sum);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
