@@ -57,12 +57,12 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 typedef struct klass { const char *name, *trigger; int bug, attn; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
        K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, K_LN_WELFORD_TORCH,
-       K_CE_FUSED, K_CE_TORCH, K_LNB_TORCH, K_LNB_TRITON, K_MX, K_NVFP4, N_CORRECT };
+       K_CE_FUSED, K_CE_TORCH, K_LNB_TORCH, K_LNB_TRITON, K_MX, K_NVFP4, K_ABWD_FA2, K_ABWD_FP32, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC,
        B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, B_UNBIASED_WELFORD,
        B_CE_NOW, B_CE_EPS, B_CE_TAIL, B_LNB_NOMEAN, B_LNB_RSTD2, B_LNB_DW_NORSTD, B_LNB_DB_LAST, B_MX_CEIL, B_MX_NEXT,
-       B_NV_UNROUNDED, B_NV_NOGLOBAL, N_KLASS };
+       B_NV_UNROUNDED, B_NV_NOGLOBAL, B_ABWD_DK_SCALE, B_ABWD_DQ_BLOCK, B_ABWD_D_ZERO, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -80,6 +80,8 @@ static klass KL[N_KLASS] = {
     {.name = "layer_norm backward, Triton tutorial's form", .trigger = ""},
     {.name = "MXFP8 quantize (the OCP spec's recipe), fp32", .trigger = ""},
     {.name = "NVFP4 quantize (Transformer Engine's form)", .trigger = ""},
+    {.name = "attention bwd, FA2 (P, dS to fp16), fp16", .trigger = "", .attn = 1},
+    {.name = "attention bwd, P and dS in fp32, fp16", .trigger = "", .attn = 1},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -116,6 +118,9 @@ static klass KL[N_KLASS] = {
     {.name = "MXFP8: the next block's scale", .trigger = "a scale differs from the spec's", .bug = 1},
     {.name = "NVFP4: q from the unrounded block scale", .trigger = "a q differs from TE's", .bug = 1},
     {.name = "NVFP4: per-tensor scale left out", .trigger = "a q or scale differs from TE's", .bug = 1},
+    {.name = "attention bwd: dK without its scale", .trigger = "a gradient moves beyond W_ab", .bug = 1, .attn = 1},
+    {.name = "attention bwd: one key block's dQ lost", .trigger = "a gradient moves beyond W_ab", .bug = 1, .attn = 1},
+    {.name = "attention bwd: D left out of dS", .trigger = "a gradient moves beyond W_ab", .bug = 1, .attn = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -1148,6 +1153,161 @@ static void lnb_case(int kl, int rows, int n) {
     free(x); free(dy); free(w); free(m); free(rs_); free(out); free(y); free(r);
 }
 
+/* ---------------------------------------------------------------- attention backward (fp16 inputs) */
+/* H = 4 query heads over Hkv = 2 kv heads, fp16 q, k, v, dO, the saved o (the float64 forward's O rounded to fp16)
+ * and LSE (to fp32). The kernels in fp32: D = sum dO o in order; per key, s = q . k in order, P = expf(scale s - lse),
+ * dP = dO . v in order, dS = P (dP - D); FA2 rounds P and dS to fp16 for its products, the other keeps them in fp32
+ * (checked under products=compute); dV = sum P dO and dK = scale sum dS q over the queries and the group's heads in
+ * order, dQ = scale sum dS k over key blocks of 64 taken last block first (as atomics may arrive); the gradients
+ * stored in fp16. The bugs change the FA2 form. The peers compare the three gradients with a float64 backward of the
+ * same saved tensors; FlashAttention's rule with twice the error of an fp16 backward (scores, P, dP, D, dS and each
+ * gradient rounded to fp16, the sums in fp32). The trigger W_ab: an element beyond 2^-7 times its terms' magnitudes
+ * (dQ, dK: scale sum P (|dP| + |D| + ||dO|| ||v||) |k| or |q|; dV: sum P |dO|) plus two ulps of fp16, above the
+ * set's half-width (Theorem B1 and Lemma B2 of docs/algorithms/attention-backward.md: P's and dS's fp16 roundings,
+ * 2^-11 each, dominate it). */
+static double f16v(double x) { return to_fmt(ER_FP16, x); }
+static uint16_t f16b(double x) { uint64_t b; er_encode(&b, ER_FP16, x, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return (uint16_t)b; }
+
+static void abwd_case(int kl, int Sq, int Sk, int D, int causal) {
+    enum { G = AH / AHKV };
+    size_t nq = (size_t)AH * Sq * D, nk = (size_t)AHKV * Sk * D, no = nq + 2 * nk;
+    double *q = malloc(sizeof(double) * nq), *k = malloc(sizeof(double) * nk), *v = malloc(sizeof(double) * nk),
+           *g = malloc(sizeof(double) * nq), *o = malloc(sizeof(double) * nq);
+    float *lse = malloc(sizeof(float) * AH * Sq), *acc = calloc(no, sizeof(float)), *lacc = calloc(no, sizeof(float));
+    double *y = malloc(sizeof(double) * no), *r = calloc(no, sizeof(double)), *yl = malloc(sizeof(double) * no),
+           *W = calloc(no, sizeof(double)), *P = malloc(sizeof(double) * Sk);
+    uint16_t *bits = malloc(2 * (2 * nq + 2 * nk + nq + no));
+    double sc = 1.0 / sqrt((double)D);
+    float scf = (float)sc;
+    for (size_t i = 0; i < nq; i++) { q[i] = f16v(gauss()); g[i] = f16v(gauss()); }
+    for (size_t i = 0; i < nk; i++) { k[i] = f16v(gauss()); v[i] = f16v(gauss()); }
+    float *dq = acc, *dk = acc + nq, *dv = acc + nq + nk, *lq = lacc, *lk = lacc + nq, *lv = lacc + nq + nk;
+    double *rq = r, *rk = r + nq, *rv = r + nq + nk, *Wq = W, *Wk = W + nq, *Wv = W + nq + nk;
+    for (int h = 0; h < AH; h++) {
+        int hk = h / G;
+        const double *kh = k + (size_t)hk * Sk * D, *vh = v + (size_t)hk * Sk * D;
+        for (int i = 0; i < Sq; i++) {
+            const double *qi = q + ((size_t)h * Sq + i) * D, *gi = g + ((size_t)h * Sq + i) * D;
+            double *oi = o + ((size_t)h * Sq + i) * D;
+            int j1 = causal ? (i < Sk - 1 ? i : Sk - 1) : Sk - 1;
+            /* the forward in double: o rounded to fp16, lse to fp32 */
+            double mx = -INFINITY, l = 0, gn = 0;
+            for (int j = 0; j <= j1; j++) {
+                double s = 0;
+                for (int d = 0; d < D; d++) s += qi[d] * kh[(size_t)j * D + d];
+                P[j] = s * sc;
+                mx = fmax(mx, P[j]);
+            }
+            for (int j = 0; j <= j1; j++) l += exp(P[j] - mx);
+            for (int d = 0; d < D; d++) {
+                double x = 0;
+                for (int j = 0; j <= j1; j++) x += exp(P[j] - mx) * vh[(size_t)j * D + d];
+                oi[d] = f16v(x / l);
+                gn += gi[d] * gi[d];
+            }
+            lse[h * Sq + i] = (float)(mx + log(l));
+            gn = sqrt(gn);
+            /* the kernel's D, the float64 one, the fp16 one */
+            float Dk = 0;
+            double D64 = 0, Dl;
+            for (int d = 0; d < D; d++) { Dk += (float)gi[d] * (float)oi[d]; D64 += gi[d] * oi[d]; }
+            Dl = f16v(Dk);
+            if (kl == B_ABWD_D_ZERO) Dk = 0;
+            float dqrow[128] = {0};
+            int nb = (j1 + 64) / 64;
+            for (int b = nb - 1; b >= 0; b--) { /* dQ's key blocks, last first */
+                float part[128] = {0};
+                for (int j = 64 * b; j <= j1 && j < 64 * b + 64; j++) {
+                    const double *kj = kh + (size_t)j * D, *vj = vh + (size_t)j * D;
+                    float s = 0, dp = 0;
+                    double s64 = 0, vn = 0;
+                    for (int d = 0; d < D; d++) {
+                        s += (float)qi[d] * (float)kj[d];
+                        dp += (float)gi[d] * (float)vj[d];
+                        s64 += qi[d] * kj[d];
+                        vn += vj[d] * vj[d];
+                    }
+                    float p = expf(s * scf - lse[h * Sq + i]), ds = p * (dp - Dk);
+                    float pr = kl == K_ABWD_FP32 ? p : (float)f16v(p), dsr = kl == K_ABWD_FP32 ? ds : (float)f16v(ds);
+                    double p64 = exp(s64 * sc - (double)lse[h * Sq + i]), dp64 = 0;
+                    for (int d = 0; d < D; d++) dp64 += gi[d] * vj[d];
+                    double ds64 = p64 * (dp64 - D64), mag = p64 * (fabs(dp64) + fabs(D64) + gn * sqrt(vn));
+                    /* the fp16 backward of FlashAttention's rule */
+                    float pl = (float)f16v(expf((float)f16v(s) * scf - lse[h * Sq + i])), dpl = (float)f16v(dp);
+                    float dsl = (float)f16v(pl * (dpl - (float)Dl));
+                    for (int d = 0; d < D; d++) {
+                        size_t ek = ((size_t)hk * Sk + j) * D + d, eq = ((size_t)h * Sq + i) * D + d;
+                        part[d] += dsr * (float)kj[d];
+                        dk[ek] += dsr * (float)qi[d];
+                        dv[ek] += pr * (float)gi[d];
+                        lq[eq] += dsl * (float)kj[d];
+                        lk[ek] += dsl * (float)qi[d];
+                        lv[ek] += pl * (float)gi[d];
+                        rq[eq] += sc * ds64 * kj[d];
+                        rk[ek] += sc * ds64 * qi[d];
+                        rv[ek] += p64 * gi[d];
+                        Wq[eq] += 0x1p-7 * sc * mag * fabs(kj[d]);
+                        Wk[ek] += 0x1p-7 * sc * mag * fabs(qi[d]);
+                        Wv[ek] += 0x1p-7 * p64 * fabs(gi[d]);
+                    }
+                }
+                if (kl == B_ABWD_DQ_BLOCK && b == 1) continue;
+                for (int d = 0; d < D; d++) dqrow[d] += part[d];
+            }
+            for (int d = 0; d < D; d++) dq[((size_t)h * Sq + i) * D + d] = dqrow[d] * scf;
+        }
+    }
+    for (size_t e = 0; e < nk; e++) if (kl != B_ABWD_DK_SCALE) dk[e] *= scf;
+    for (size_t e = 0; e < no; e++) {
+        y[e] = f16v(acc[e]);
+        yl[e] = f16v(e < nq + nk ? lacc[e] * scf : lacc[e]);
+    }
+    int trig = 0;
+    for (size_t e = 0; e < no; e++)
+        if (fabs(y[e] - r[e]) > W[e] + 2 * er_format_ulp(ER_FP16, fabs(r[e]) + W[e])) trig = 1;
+    /* the tensors: q, k, v, o, dO, then the gradients */
+    uint16_t *qb = bits, *kb = qb + nq, *vb = kb + nk, *ob = vb + nk, *gb = ob + nq, *yb = gb + nq;
+    for (size_t i = 0; i < nq; i++) { qb[i] = f16b(q[i]); ob[i] = f16b(o[i]); gb[i] = f16b(g[i]); }
+    for (size_t i = 0; i < nk; i++) { kb[i] = f16b(k[i]); vb[i] = f16b(v[i]); }
+    for (size_t e = 0; e < no; e++) yb[e] = f16b(y[e]);
+    er_tensor tq, tk, tv, to, tl, tg, tdq, tdk, tdv;
+    er_tensor_view(&tq, ER_FP16, 3, (int64_t[]){AH, Sq, D}, NULL, qb);
+    er_tensor_view(&tk, ER_FP16, 3, (int64_t[]){AHKV, Sk, D}, NULL, kb);
+    er_tensor_view(&tv, ER_FP16, 3, (int64_t[]){AHKV, Sk, D}, NULL, vb);
+    er_tensor_view(&to, ER_FP16, 3, (int64_t[]){AH, Sq, D}, NULL, ob);
+    er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){AH, Sq}, NULL, lse);
+    er_tensor_view(&tg, ER_FP16, 3, (int64_t[]){AH, Sq, D}, NULL, gb);
+    er_tensor_view(&tdq, ER_FP16, 3, (int64_t[]){AH, Sq, D}, NULL, yb);
+    er_tensor_view(&tdk, ER_FP16, 3, (int64_t[]){AHKV, Sk, D}, NULL, yb + nq);
+    er_tensor_view(&tdv, ER_FP16, 3, (int64_t[]){AHKV, Sk, D}, NULL, yb + nq + nk);
+    er_attention_opts ao = {0, causal, 0, 0, 0, 0, 1};
+    er_ref *ref;
+    er_standard std;
+    er_report rep[3];
+    const er_tensor *outs[3] = {&tdq, &tdk, &tdv};
+    if (er_attention_backward(&ref, &tq, &tk, &tv, &to, &tl, &tg, &ao) != ER_OK ||
+        er_standard_parse(&std, kl == K_ABWD_FP32 ? "any_order,products=compute" : "any_order", NULL) != ER_OK ||
+        er_covers_outputs(rep, ref, outs, 3, &std) != ER_OK) {
+        fprintf(stderr, "%s\n", er_last_error());
+        exit(2);
+    }
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(rep, 3);
+    peer_rules(y, r, (int64_t)no, ER_FP16, Sk, flags);
+    int fa_ok = 1; /* per gradient: the largest error at most twice the fp16 backward's */
+    size_t lo3[3] = {0, nq, nq + nk}, hi3[3] = {nq, nq + nk, no};
+    for (int t = 0; t < 3; t++) {
+        double err = 0, errl = 0;
+        for (size_t e = lo3[t]; e < hi3[t]; e++) { err = fmax(err, fabs(y[e] - r[e])); errl = fmax(errl, fabs(yl[e] - r[e])); }
+        fa_ok &= err <= 2 * errl;
+    }
+    flags[R_FA2X] = !fa_ok;
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+    free(q); free(k); free(v); free(g); free(o); free(lse); free(acc); free(lacc); free(y); free(r); free(yl); free(W);
+    free(P); free(bits);
+}
+
 int main(int argc, char **argv) {
     int quick = 0;
     const char *json = NULL;
@@ -1170,7 +1330,7 @@ int main(int argc, char **argv) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
                         kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH ||
                         kl == K_LN_WELFORD_TORCH || kl == K_CE_FUSED || kl == K_CE_TORCH || kl == K_LNB_TORCH ||
-                        kl == K_LNB_TRITON || kl == K_MX || kl == K_NVFP4) continue;
+                        kl == K_LNB_TRITON || kl == K_MX || kl == K_NVFP4 || kl == K_ABWD_FA2 || kl == K_ABWD_FP32) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -1255,6 +1415,12 @@ int main(int argc, char **argv) {
             for (int d = 0; d < 3; d++) /* normal, all-positive, cancellation */
                 for (int kl = K_MX; kl <= B_NV_NOGLOBAL; kl = kl == K_NVFP4 ? B_MX_CEIL : kl + 1)
                     mx_case(kl, mxn[sh][0], mxn[sh][1], d);
+    /* attention backward, after the others */
+    static const int abn[][4] = {{64, 64, 64, 0}, {100, 200, 64, 0}, {96, 96, 64, 1}, {16, 300, 128, 0}};
+    for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+        for (int sh = 0; sh < (quick ? 3 : 4); sh++)
+            for (int kl = K_ABWD_FA2; kl <= B_ABWD_D_ZERO; kl = kl == K_ABWD_FP32 ? B_ABWD_DK_SCALE : kl + 1)
+                abwd_case(kl, abn[sh][0], abn[sh][1], abn[sh][2], abn[sh][3]);
     /* the table */
     printf("%-42s %6s %6s", "class", "cases", "trig");
     for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
