@@ -986,7 +986,10 @@ static er_status er_dot_bracket(const er_ref *ref, int64_t idx, double *mid, dou
 /* matmul: the tensor-core models, tf32 and depth=; sum: depth=; mean: depth= and mean=; max: none (it adds
  * nothing). */
 static er_status er_dot_check(const er_ref *ref, const er_standard *std) {
-    return er__standard_takes(ref, std);
+    ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
+    if (ref->mod == &er__max_module && (std->compute != ER_FP32 || std->fma != ER_FMA_EITHER))
+        return er__fail(ER_ERR_STANDARD, "max adds and multiplies nothing: compute= and fma= do not apply to it");
+    return ER_OK;
 }
 
 static const char *const er_dot_names[1] = {"out"};

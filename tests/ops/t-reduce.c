@@ -273,6 +273,15 @@ START_TEST(empty_and_refused) {
     out[0] = 2; out[1] = 0; out[2] = 6;
     ck_assert_int_eq(er_emulate(r, &o, &std), ER_OK);
     ck_assert(out[0] == 2 && isnan(out[1]) && out[2] == 6);
+    /* max adds nothing: an accumulator or an fma rule is refused, not ignored, and the output is untouched */
+    static const char *const arith[] = {"compute=fp16", "compute=fp64", "fma=never", "fma=always"};
+    for (int i = 0; i < 4; i++) {
+        er_standard_parse(&std, "any_order", arith[i]);
+        ck_assert_int_eq(er_covers(&rep, r, &o, &std), ER_ERR_STANDARD);
+        ck_assert_ptr_nonnull(strstr(er_last_error(), "compute= and fma= do not apply to it"));
+        ck_assert_int_eq(er_emulate(r, &o, &std), ER_ERR_STANDARD);
+        ck_assert(out[0] == 2 && isnan(out[1]) && out[2] == 6);
+    }
     er_ref_free(r);
 }
 END_TEST

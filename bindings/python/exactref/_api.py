@@ -4,6 +4,7 @@ module, and the package's __init__ re-exports it."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -629,7 +630,36 @@ def _reduce(name, x, dim):
         raise ValueError("exactref: max over an empty dimension has no value")
     shape = a.shape[:d] + a.shape[d + 1:]
     va = View(a, "x")
-    return Reference(_ffi.along(name, va.buf, d), (va, x), shape, name)
+    return (_MaxReference if name == "max" else Reference)(_ffi.along(name, va.buf, d), (va, x), shape, name)
+
+
+class _MaxReference(Reference):
+    """max's reference: it adds and multiplies nothing, so an accumulator or an fma rule given to it is refused, not
+    ignored (the library refuses the values other than the defaults; here any value given)."""
+
+    @staticmethod
+    def _no_arithmetic(standard, options, kwargs):
+        text = " ".join(t for t in (standard, options) if isinstance(t, str))
+        given = [k for k in ("compute", "fma") if k in kwargs or re.search(r"(^|[\s,:])%s=" % k, text)]
+        if given:
+            raise ExactrefValueError("ER_ERR_STANDARD", "exactref: max adds and multiplies nothing: %s %s not apply "
+                                     "to it (it takes overflow= alone)"
+                                     % (" and ".join(k + "=" for k in given), "does" if len(given) == 1 else "do"))
+
+    def covers(self, out: ArrayLike, standard: str = "any_order", options: Optional[str] = None,
+               **kwargs: Any) -> Result:
+        self._no_arithmetic(standard, options, kwargs)
+        return super().covers(out, standard, options, **kwargs)
+
+    def enclosure(self, standard: str = "any_order", dtype: DType = "float32", options: Optional[str] = None,
+                  output: Union[int, str] = 0, **kwargs: Any) -> Enclosure:
+        self._no_arithmetic(standard, options, kwargs)
+        return super().enclosure(standard, dtype, options, output, **kwargs)
+
+    def emulate(self, standard: str, dtype: DType = "float32", options: Optional[str] = None,
+                **kwargs: Any) -> np.ndarray:
+        self._no_arithmetic(standard, options, kwargs)
+        return super().emulate(standard, dtype, options, **kwargs)
 
 
 def sum(x: ArrayLike, dim: int = -1) -> Reference:  # noqa: A001 - the op's name

@@ -209,6 +209,22 @@ def test_reductions():
         ref.covers(acc, mean="divide")
 
 
+def test_max_refuses_arithmetic_options():
+    """max adds and multiplies nothing: compute= and fma= are refused in every form they may be given (the default
+    values too), and overflow= is taken."""
+    x = np.random.default_rng(4).standard_normal((5, 7)).astype(np.float32)
+    m = er.max(x, 1)
+    assert m.covers(x.max(axis=1), overflow="ieee").all()
+    for kw in ({"compute": "fp32"}, {"compute": "fp16"}, {"fma": "either"}, {"fma": "never"},
+               {"options": "compute=fp32"}, {"standard": "any_order fma=always"}):
+        with pytest.raises(er.ExactrefValueError, match="max adds and multiplies nothing"):
+            m.covers(x.max(axis=1), **kw)
+        with pytest.raises(er.ExactrefValueError, match="max adds and multiplies nothing"):
+            m.enclosure(**kw)
+    with pytest.raises(er.ExactrefValueError, match="max adds and multiplies nothing"):
+        m.emulate("any_order", compute="fp32")
+
+
 def test_softmax():
     rng = np.random.default_rng(7)
     x = (rng.standard_normal((4, 50)) * 3).astype(np.float16)
