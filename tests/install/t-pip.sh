@@ -1,6 +1,7 @@
 #!/bin/sh
 # t-pip.sh: `pip install ./bindings/python` into a fresh virtual environment ships libexactref inside the package:
-# `import exactref` works there with no environment variable, from the installed copy, and checks a matmul.
+# `import exactref` works there with no environment variable, from the installed copy, and checks a matmul; the
+# pytest plugin is registered (pytest11) and pytest loads it.
 # Usage: t-pip.sh SOURCE_DIR PYTHON
 set -eu
 src=$1
@@ -27,5 +28,11 @@ A = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
 B = np.arange(8, dtype=np.float32).reshape(4, 2) - 3
 er.matmul(A, B).covers(A @ B).assert_all()
 print("imported exactref %s from %s" % (er.version(), _lib.path))
+from importlib.metadata import entry_points
+eps = entry_points()
+eps = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
+assert [e.value for e in eps if e.name == "exactref"] == ["exactref.pytest_plugin"], list(eps)
 EOP
+# the installed plugin loads by itself: its options are in pytest's help
+"$work/venv/bin/python" -m pytest --help | grep -q -- "--exactref-records" || { echo "pytest did not load exactref's plugin"; exit 1; }
 echo "pip: 1 passed, 0 failed"
