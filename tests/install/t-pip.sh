@@ -1,7 +1,7 @@
 #!/bin/sh
 # t-pip.sh: `pip install ./bindings/python` into a fresh virtual environment ships libexactref inside the package:
 # `import exactref` works there with no environment variable, from the installed copy, and checks a matmul; the
-# pytest plugin is registered (pytest11) and pytest loads it.
+# `exactref` command runs, and the pytest plugin is registered (pytest11) and pytest loads it.
 # Usage: t-pip.sh SOURCE_DIR PYTHON
 set -eu
 src=$1
@@ -33,6 +33,8 @@ eps = entry_points()
 eps = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
 assert [e.value for e in eps if e.name == "exactref"] == ["exactref.pytest_plugin"], list(eps)
 EOP
+# the command is installed
+"$work/venv/bin/exactref" --version | grep -q "^exactref " || { echo "the exactref command did not run"; exit 1; }
 # the installed plugin loads by itself: its options are in pytest's help
 "$work/venv/bin/python" -m pytest --help | grep -q -- "--exactref-records" || { echo "pytest did not load exactref's plugin"; exit 1; }
 echo "pip: 1 passed, 0 failed"
