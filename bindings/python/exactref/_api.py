@@ -171,6 +171,19 @@ class Result:
         """True when every element passes (exact, covered, or an overflow some allowed order produces)."""
         return self.n_failed == 0
 
+    def plot(self, path: Optional[str] = None, tiles: Optional[Tuple[int, int]] = None, title: Optional[str] = None,
+             max_panels: int = 16):
+        """An image of the output's elements by class: exact, covered, an allowed overflow, outside by how far (under
+        2 ulps, 2 to 16, beyond; from `slack` where the result has sets), NaN or inf where not allowed, and missing.
+        A 2-D output is one image (rows down, columns across), a 1-D one a row, a batched one small multiples over
+        its leading indices (the first max_panels); tiles=(rows, cols) outlines a kernel's tiles. Returns the
+        matplotlib Figure, saved to path when given. Needs matplotlib (pip install 'exactref[plot]')."""
+        from . import _plot
+        max_panels = _check.integer(max_panels, "plot", "max_panels", 1, 1 << 20)
+        if title is not None and not isinstance(title, str):
+            raise TypeError("exactref: plot: title must be a string, not %s" % type(title).__name__)
+        return _plot.plot(self, path, tiles, title, max_panels)
+
     def __bool__(self):
         """The verdict, as all(): `assert ref.covers(out)` fails when an element fails."""
         return self.all()
@@ -772,6 +785,13 @@ class Results:
     def __bool__(self):
         """The verdict, as all(): `assert ref.covers((y, mean, rstd))` fails when an element of any output fails."""
         return self.all()
+
+    def plot(self, output: str, path: Optional[str] = None, **kwargs: Any):
+        """Result.plot of one checked output, by name."""
+        if output not in self.results:
+            raise ExactrefValueError("ER_ERR_INVALID", "exactref: plot: the checked outputs are %s; got %r"
+                                     % (", ".join(self.results), output))
+        return self.results[output].plot(path, **kwargs)
 
     def assert_all(self) -> None:
         """Raises AssertionError with the failing outputs' reports."""
