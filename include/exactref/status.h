@@ -25,7 +25,8 @@ typedef enum er_status {
     ER_ERR_UNSUPPORTED = -9, /* a valid request this version does not implement */
     ER_ERR_BUFFER = -10,     /* a caller buffer is too small; the needed size was returned */
     ER_ERR_INTERNAL = -11,   /* a broken internal invariant: please report it */
-    ER_ERR_DEVICE = -12      /* a CUDA runtime call failed */
+    ER_ERR_DEVICE = -12,     /* a CUDA runtime call failed */
+    ER_ERR_CANCELLED = -13   /* er_cancel asked the call to stop; it stopped, freeing what it held */
 } er_status;
 
 /* "ER_ERR_SHAPE" etc.; "ER_UNKNOWN_STATUS" for a value that is not a status. Never NULL. */
@@ -35,6 +36,18 @@ ER_API const char *er_strerror(er_status status);
 /* The detailed message of the most recent refusal in the calling thread, or "" if none yet. The text stays
  * valid until the next exactref call in this thread. */
 ER_API const char *er_last_error(void);
+
+/* Cancellation, for an interactive user's Ctrl-C. er_cancel() asks every running exactref call to stop: matmul's,
+ * sum's, mean's and max's covers, sets and emulation poll the request at least every 4096 elements (and every
+ * element whose sum is long) and return ER_ERR_CANCELLED, their report recording it as a refusal's does (an
+ * emulation's output may hold part of its values), having freed what they hold; the other ops finish their call.
+ * The request stays until er_cancel_reset(): a call that starts while it stands is cancelled at its first poll.
+ * er_cancel_on_signal(sig) is er_cancel for a signal handler (async-signal-safe: one atomic store).
+ * er_cancel_requested() says whether a request stands. */
+ER_API void er_cancel(void);
+ER_API void er_cancel_on_signal(int sig);
+ER_API void er_cancel_reset(void);
+ER_API int er_cancel_requested(void);
 
 #ifdef __cplusplus
 }

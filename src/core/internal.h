@@ -78,6 +78,10 @@ ER_INTERNAL int er__num_threads(int64_t work);
  * others in threads of their own, and a job whose thread cannot start in the calling thread too
  * (src/core/threads.c). */
 ER_INTERNAL void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
+/* Whether er_cancel asked the running calls to stop (a relaxed atomic load: poll it in long loops). */
+ER_INTERNAL int er__cancelled(void);
+/* ER_ERR_CANCELLED with its message (for the calling thread: the workers' messages are their own). */
+#define ER_CANCELLED() er__fail(ER_ERR_CANCELLED, "the call was cancelled (er_cancel)")
 
 /* Checked int64 arithmetic: 0 on overflow. */
 static inline int er__mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }

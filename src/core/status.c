@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <mpfr.h>
 #include "core/internal.h"
+#include <stdatomic.h>
 
 static _Thread_local char er_last_msg[512];
 
@@ -35,6 +36,7 @@ const char *er_status_name(er_status s) {
     case ER_ERR_BUFFER: return "ER_ERR_BUFFER";
     case ER_ERR_INTERNAL: return "ER_ERR_INTERNAL";
     case ER_ERR_DEVICE: return "ER_ERR_DEVICE";
+    case ER_ERR_CANCELLED: return "ER_ERR_CANCELLED";
     }
     return "ER_UNKNOWN_STATUS";
 }
@@ -54,6 +56,7 @@ const char *er_strerror(er_status s) {
     case ER_ERR_BUFFER: return "caller buffer too small";
     case ER_ERR_INTERNAL: return "internal invariant broken (a bug in exactref; please report it)";
     case ER_ERR_DEVICE: return "a CUDA runtime call failed";
+    case ER_ERR_CANCELLED: return "cancelled by er_cancel";
     }
     return "unknown status code";
 }
@@ -61,3 +64,15 @@ const char *er_strerror(er_status s) {
 const char *er_version(void) { return ER_VERSION_STRING; }
 
 int er_mpfr_thread_safe(void) { return mpfr_buildopt_tls_p() != 0; }
+
+/* The standing cancellation request (er_cancel), polled by the long loops (er__cancelled). */
+static atomic_int er_cancel_flag;
+
+void er_cancel(void) { atomic_store(&er_cancel_flag, 1); }
+void er_cancel_on_signal(int sig) {
+    (void)sig;
+    atomic_store(&er_cancel_flag, 1);
+}
+void er_cancel_reset(void) { atomic_store(&er_cancel_flag, 0); }
+int er_cancel_requested(void) { return atomic_load(&er_cancel_flag); }
+int er__cancelled(void) { return atomic_load_explicit(&er_cancel_flag, memory_order_relaxed); }

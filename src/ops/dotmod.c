@@ -366,6 +366,10 @@ static void *er_cached_range(void *arg) {
     er_dot_ctx *cx = j->cx;
     const er_ref *ref = cx->ref;
     for (int64_t idx = j->begin; idx < j->end; idx++) {
+        if ((idx & 4095) == 0 && er__cancelled()) {
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         er_cval v;
         er_cset c;
         er__anyorder_cval(&v, &cx->bd, cx->F, &er__dot(ref)->sums[idx], &cx->w);
@@ -630,6 +634,10 @@ static void *er_fast_rest(void *arg) {
     double *va = NULL, *vb = NULL;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
         if (er__sink_classes(cx->sk)[idx] != ER_PENDING) continue;
+        if (er__cancelled()) { /* a pending element is O(K): polled every one */
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         if (!va) {
             va = malloc(sizeof(double) * (size_t)K);
             vb = malloc(sizeof(double) * (size_t)K);
@@ -687,7 +695,10 @@ static er_status er_run_ranges(er_dot_ctx *cx, int nt, int64_t n, void *(*fn)(vo
     er_range_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++) jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt, ER_OK};
     er__run_jobs(jobs, sizeof jobs[0], nt, fn);
-    for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
+    for (int t = 0; t < nt; t++) {
+        if (jobs[t].st == ER_ERR_CANCELLED) return ER_CANCELLED();
+        ER_RETURN_IF_ERROR(jobs[t].st);
+    }
     return ER_OK;
 }
 

@@ -171,6 +171,10 @@ static void *er_walk_run(void *arg) {
     int64_t MN = pl->M * pl->N, cur_bi = -1, ia = 0, ib = 0;
     w->st = ER_OK;
     for (int64_t idx = w->begin; idx < w->end && w->st == ER_OK; idx++) {
+        if (er__cancelled()) { /* an element is O(K): polled every one */
+            w->st = ER_ERR_CANCELLED;
+            break;
+        }
         int64_t bi = idx / MN, i = (idx % MN) / pl->N, j = idx % pl->N;
         if (bi != cur_bi) {
             er__matmul_batch_of(w->r, bi, &ia, &ib);
@@ -226,6 +230,7 @@ er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *c
         w[t] = (er_walk){ r, &da, &db, &env, fn, ctxs[t], n * t / nthreads, n * (t + 1) / nthreads, ER_OK };
     er__run_jobs(w, sizeof w[0], nthreads, er_walk_run);
     for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
+    if (st == ER_ERR_CANCELLED) ER_CANCELLED();
     er_dense_free(&da);
     er_dense_free(&db);
     return st;
@@ -260,6 +265,10 @@ static void *er_tile_run(void *arg) {
             for (int64_t k = 0; k < K; k++) tile[k * T + t] = (float)bc[k]; /* exact: at most 24 bits */
         }
         for (int64_t i = 0; i < pl->M && w->st == ER_OK; i++) {
+            if (er__cancelled()) {
+                w->st = ER_ERR_CANCELLED;
+                break;
+            }
             er__dot_order_tile(w->block, w->outer, w->af + (ia * pl->M + i) * K, tile, K, T, vals);
             w->st = w->fn(w->ctx, bi * MN + i * pl->N + j0, vals, T);
         }
@@ -293,6 +302,7 @@ er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t block, int 
             };
         er__run_jobs(w, sizeof w[0], nthreads, er_tile_run);
         for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
+        if (st == ER_ERR_CANCELLED) ER_CANCELLED();
     }
     free(af);
     er_dense_free(&db);

@@ -57,6 +57,9 @@ _sig = {
     "er_version": (ctypes.c_char_p, []),
     "er_status_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_last_error": (ctypes.c_char_p, []),
+    "er_cancel_reset": (None, []),
+    "er_cancel_requested": (ctypes.c_int, []),
+    "er_cancel_on_signal": (None, [ctypes.c_int]),
     "er_format_from_name": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
     "er_tensor_sizeof": (ctypes.c_size_t, []),
     "er_tensor_view": (
@@ -248,6 +251,52 @@ def check_copy(what, ours, theirs):
                           "library do not match; reinstall the package from the same source tree" % (what, ours, path,
                                                                                                    lib.er_version().decode(),
                                                                                                    theirs))
+
+
+# ---- Ctrl-C: the library's er_cancel_on_signal handles SIGINT during a long call ----
+
+def _sigaction():
+    """libc's sigaction (Linux), or None."""
+    import sys
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        f = ctypes.CDLL(None, use_errno=True).sigaction
+    except (OSError, AttributeError):
+        return None
+    f.restype, f.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    return f
+
+
+_SIGACTION = _sigaction()
+_ON_SIGNAL = ctypes.cast(lib.er_cancel_on_signal, ctypes.c_void_p).value
+
+
+def interruptible(call):
+    """Runs call() (a C call; its result returned) so that Ctrl-C stops it. In the main thread, where SIGINT has
+    Python's default handler, the library's er_cancel_on_signal takes SIGINT for the call (a struct sigaction of
+    that handler alone; the one it replaces is restored exactly afterwards): the long loops stop at their next poll
+    and return ER_ERR_CANCELLED. A request that arrived during the call (cancelled or finished) is reset and raised
+    as KeyboardInterrupt, so a Ctrl-C is never lost. Elsewhere the call runs as it is."""
+    import signal
+    import threading
+    if (_SIGACTION is None or threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        return call()
+    new, old = ctypes.create_string_buffer(512), ctypes.create_string_buffer(512)  # >= sizeof(struct sigaction)
+    ctypes.c_void_p.from_buffer(new).value = _ON_SIGNAL  # sa_handler first; no flags, an empty mask
+    if _SIGACTION(signal.SIGINT, new, old) != 0:
+        return call()
+    try:
+        result = call()
+    finally:
+        _SIGACTION(signal.SIGINT, old, None)
+        cancelled = lib.er_cancel_requested()
+        if cancelled:
+            lib.er_cancel_reset()
+    if cancelled:
+        raise KeyboardInterrupt
+    return result
 
 
 def check(status):
@@ -551,14 +600,15 @@ def attention_backward(vq, vk, vv, vo, vlse, vdo, scale, causal, bottom_right, w
 
 def covers(ptr, view, std):
     block = Reports(1)
-    check(lib.er_covers(block.buf, ptr, view, std))
+    check(interruptible(lambda: lib.er_covers(block.buf, ptr, view, std)))
     return block.at(0)
 
 
 def covers_sets(ptr, view, std, lo, hi, slack, into=None):
     """er_covers_sets into the float64 arrays lo, hi, slack (a new report, or `into`'s storage)."""
     block = into or Reports(1)
-    check(lib.er_covers_sets(block.buf, ptr, view, std, lo.ctypes.data, hi.ctypes.data, slack.ctypes.data))
+    check(interruptible(lambda: lib.er_covers_sets(block.buf, ptr, view, std, lo.ctypes.data, hi.ctypes.data,
+                                                   slack.ctypes.data)))
     return block.at(0)
 
 
@@ -573,20 +623,21 @@ def covers_outputs_sets(ptr, views, std, arrays):
             for k in range(3):
                 ptrs[k][i] = a[k].ctypes.data
     block = Reports(n)
-    check(lib.er_covers_outputs_sets(block.buf, ptr, bufs, n, std, *ptrs))
+    check(interruptible(lambda: lib.er_covers_outputs_sets(block.buf, ptr, bufs, n, std, *ptrs)))
     return [block.at(i) for i in range(n)]
 
 
 def enclosure(ptr, output, std, fmt, lo, hi, flags):
-    check(lib.er_ref_enclosure(ptr, output, std, fmt, lo.ctypes.data, hi.ctypes.data, flags.ctypes.data))
+    check(interruptible(lambda: lib.er_ref_enclosure(ptr, output, std, fmt, lo.ctypes.data, hi.ctypes.data,
+                                                     flags.ctypes.data)))
 
 
 def rounded(view, ptr):
-    check(lib.er_ref_rounded(view, ptr))
+    check(interruptible(lambda: lib.er_ref_rounded(view, ptr)))
 
 
 def emulate(ptr, view, std):
-    check(lib.er_emulate(ptr, view, std))
+    check(interruptible(lambda: lib.er_emulate(ptr, view, std)))
 
 
 def matmul_covers_device(va, vb, vo, std, stream_handle):
