@@ -6,6 +6,7 @@
 #ifndef EXACTREF_STATUS_H
 #define EXACTREF_STATUS_H
 
+#include <stdint.h>
 #include <exactref/export.h>
 
 #ifdef __cplusplus
@@ -44,6 +45,14 @@ ER_API const char *er_last_error(void);
  * The request stays until er_cancel_reset(): a call that starts while it stands is cancelled at its first poll.
  * er_cancel_on_signal(sig) is er_cancel for a signal handler (async-signal-safe: one atomic store).
  * er_cancel_requested() says whether a request stands. */
+/* Progress of long calls, for a user watching. fn(done, total, user) is called from the element loops that poll
+ * cancellation (possibly from any of the call's worker threads, one call at a time) once the call has run delay_s
+ * seconds, then at most every quarter second, and once more with done == total at the call's end if it was called
+ * at all; done and total count output elements. fn NULL turns it off. A process-wide setting: calls running at once
+ * from several threads report on the same counters. */
+typedef void (*er_progress_fn)(int64_t done, int64_t total, void *user);
+ER_API void er_set_progress(er_progress_fn fn, void *user, double delay_s);
+
 ER_API void er_cancel(void);
 ER_API void er_cancel_on_signal(int sig);
 ER_API void er_cancel_reset(void);

@@ -82,6 +82,10 @@ ER_INTERNAL void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *
 ER_INTERNAL int er__cancelled(void);
 /* ER_ERR_CANCELLED with its message (for the calling thread: the workers' messages are their own). */
 #define ER_CANCELLED() er__fail(ER_ERR_CANCELLED, "the call was cancelled (er_cancel)")
+/* Progress (er_set_progress): a call's element count, k more elements done (from any thread), its end. */
+ER_INTERNAL void er__progress_begin(int64_t total);
+ER_INTERNAL void er__progress_step(int64_t k);
+ER_INTERNAL void er__progress_end(void);
 
 /* Checked int64 arithmetic: 0 on overflow. */
 static inline int er__mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }

@@ -1,9 +1,11 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /* status.c: status names and messages, and the per-thread detailed message of the latest refusal. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <mpfr.h>
 #include "core/internal.h"
 #include <stdatomic.h>
+#include <time.h>
 
 static _Thread_local char er_last_msg[512];
 
@@ -76,3 +78,50 @@ void er_cancel_on_signal(int sig) {
 void er_cancel_reset(void) { atomic_store(&er_cancel_flag, 0); }
 int er_cancel_requested(void) { return atomic_load(&er_cancel_flag); }
 int er__cancelled(void) { return atomic_load_explicit(&er_cancel_flag, memory_order_relaxed); }
+
+/* Progress (er_set_progress): the counters of the running calls and when the callback last ran (ns). */
+static er_progress_fn er_prog_fn;
+static void *er_prog_user;
+static atomic_llong er_prog_delay_ns, er_prog_start_ns, er_prog_last_ns, er_prog_done, er_prog_total;
+static atomic_int er_prog_called;
+
+static long long er_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void er_set_progress(er_progress_fn fn, void *user, double delay_s) {
+    er_prog_user = user;
+    er_prog_fn = fn;
+    atomic_store(&er_prog_delay_ns, delay_s > 0 && delay_s < 1e9 ? (long long)(delay_s * 1e9) : 0);
+}
+
+void er__progress_begin(int64_t total) {
+    if (!er_prog_fn) return;
+    long long t = er_now_ns();
+    atomic_store(&er_prog_total, (long long)total);
+    atomic_store(&er_prog_done, 0);
+    atomic_store(&er_prog_start_ns, t);
+    atomic_store(&er_prog_last_ns, t);
+    atomic_store(&er_prog_called, 0);
+}
+
+void er__progress_step(int64_t k) {
+    er_progress_fn fn = er_prog_fn;
+    if (!fn) return;
+    long long done = atomic_fetch_add_explicit(&er_prog_done, (long long)k, memory_order_relaxed) + k;
+    long long t = er_now_ns(), last = atomic_load_explicit(&er_prog_last_ns, memory_order_relaxed);
+    if (t - atomic_load_explicit(&er_prog_start_ns, memory_order_relaxed) < atomic_load(&er_prog_delay_ns) ||
+        t - last < 250000000LL || !atomic_compare_exchange_strong(&er_prog_last_ns, &last, t))
+        return;
+    atomic_store(&er_prog_called, 1);
+    fn((int64_t)done, (int64_t)atomic_load(&er_prog_total), er_prog_user);
+}
+
+void er__progress_end(void) {
+    er_progress_fn fn = er_prog_fn;
+    if (!fn || !atomic_exchange(&er_prog_called, 0)) return;
+    int64_t total = (int64_t)atomic_load(&er_prog_total);
+    fn(total, total, er_prog_user);
+}

@@ -366,9 +366,12 @@ static void *er_cached_range(void *arg) {
     er_dot_ctx *cx = j->cx;
     const er_ref *ref = cx->ref;
     for (int64_t idx = j->begin; idx < j->end; idx++) {
-        if ((idx & 4095) == 0 && er__cancelled()) {
-            j->st = ER_ERR_CANCELLED;
-            break;
+        if ((idx & 4095) == 0) {
+            if (er__cancelled()) {
+                j->st = ER_ERR_CANCELLED;
+                break;
+            }
+            if (idx > j->begin) er__progress_step(4096);
         }
         er_cval v;
         er_cset c;
@@ -638,6 +641,7 @@ static void *er_fast_rest(void *arg) {
             j->st = ER_ERR_CANCELLED;
             break;
         }
+        er__progress_step(1);
         if (!va) {
             va = malloc(sizeof(double) * (size_t)K);
             vb = malloc(sizeof(double) * (size_t)K);
@@ -694,7 +698,9 @@ static er_status er_pending_cb(void *vcx, const er_dot_env *env, int64_t idx, co
 static er_status er_run_ranges(er_dot_ctx *cx, int nt, int64_t n, void *(*fn)(void *)) {
     er_range_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++) jobs[t] = (er_range_job){&cx[t], n * t / nt, n * (t + 1) / nt, ER_OK};
+    er__progress_begin(n);
     er__run_jobs(jobs, sizeof jobs[0], nt, fn);
+    er__progress_end();
     for (int t = 0; t < nt; t++) {
         if (jobs[t].st == ER_ERR_CANCELLED) return ER_CANCELLED();
         ER_RETURN_IF_ERROR(jobs[t].st);

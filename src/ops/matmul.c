@@ -175,6 +175,7 @@ static void *er_walk_run(void *arg) {
             w->st = ER_ERR_CANCELLED;
             break;
         }
+        if ((idx & 63) == 63) er__progress_step(64);
         int64_t bi = idx / MN, i = (idx % MN) / pl->N, j = idx % pl->N;
         if (bi != cur_bi) {
             er__matmul_batch_of(w->r, bi, &ia, &ib);
@@ -228,7 +229,9 @@ er_status er__matmul_foreach_n(const er_ref *r, int conv, er_elem_fn fn, void *c
     er_walk w[ER_MAX_THREADS];
     for (int t = 0; t < nthreads; t++)
         w[t] = (er_walk){ r, &da, &db, &env, fn, ctxs[t], n * t / nthreads, n * (t + 1) / nthreads, ER_OK };
+    er__progress_begin(n);
     er__run_jobs(w, sizeof w[0], nthreads, er_walk_run);
+    er__progress_end();
     for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
     if (st == ER_ERR_CANCELLED) ER_CANCELLED();
     er_dense_free(&da);
@@ -269,6 +272,7 @@ static void *er_tile_run(void *arg) {
                 w->st = ER_ERR_CANCELLED;
                 break;
             }
+            er__progress_step(T);
             er__dot_order_tile(w->block, w->outer, w->af + (ia * pl->M + i) * K, tile, K, T, vals);
             w->st = w->fn(w->ctx, bi * MN + i * pl->N + j0, vals, T);
         }
@@ -300,7 +304,9 @@ er_status er__matmul_foreach_tile(const er_ref *r, int conv, int64_t block, int 
             w[t] = (er_tile_walk){
                 r, af, &db, block, outer, fn, ctxs[t], units * t / nthreads, units * (t + 1) / nthreads, ER_OK
             };
+        er__progress_begin(pl->nbatch * pl->M * pl->N);
         er__run_jobs(w, sizeof w[0], nthreads, er_tile_run);
+        er__progress_end();
         for (int t = 0; t < nthreads && st == ER_OK; t++) st = w[t].st;
         if (st == ER_ERR_CANCELLED) ER_CANCELLED();
     }

@@ -376,6 +376,56 @@ START_TEST(cancel_stops_a_long_check) {
 }
 END_TEST
 
+/* er_set_progress: on a 0.4-second check (blocked:64 on 128 x 2048 x 128) with a delay of 0.05 s, the callback runs
+ * (from any of the workers, one at a time), done grows and stays within total, and the last call has done == total;
+ * with the delay beyond the call's length it never runs; turned off, never. */
+typedef struct prog { int calls, bad; int64_t last, total; } prog;
+static void on_progress(int64_t done, int64_t total, void *user) {
+    prog *p = user;
+    p->bad += done < p->last || done > total || total != 128 * 128;
+    p->calls++;
+    p->last = done;
+    p->total = total;
+}
+
+START_TEST(progress_of_a_long_check) {
+    enum { PM = 128, PK = 2048, PN = 128 };
+    uint16_t *a = malloc(2 * PM * PK), *b = malloc(2 * PK * PN);
+    float *c = calloc(PM * PN, sizeof(float));
+    er_test_reseed(92);
+    for (int i = 0; i < PM * PK; i++) a[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
+    for (int i = 0; i < PK * PN; i++) b[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
+    er_tensor tA, tB, tC;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){PM, PK}, NULL, a);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){PK, PN}, NULL, b);
+    er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){PM, PN}, NULL, c);
+    er_ref *r;
+    ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+    er_standard blocked;
+    er_standard_parse(&blocked, "blocked:64", NULL);
+    static const double delays[3] = {0.05, 1000.0, -1.0}; /* -1: turned off */
+    for (int k = 0; k < 3; k++) {
+        prog p = {0, 0, 0, 0};
+        if (delays[k] < 0) er_set_progress(NULL, NULL, 0);
+        else er_set_progress(on_progress, &p, delays[k]);
+        er_report rep;
+        ck_assert_int_eq(er_covers(&rep, r, &tC, &blocked), ER_OK);
+        er_report_clear(&rep);
+        if (k == 0) {
+            ck_assert_msg(p.calls >= 2 && p.bad == 0 && p.last == PM * PN && p.total == PM * PN,
+                          "calls %d, bad %d, last %lld of %lld", p.calls, p.bad, (long long)p.last, (long long)p.total);
+        } else {
+            ck_assert_int_eq(p.calls, 0);
+        }
+    }
+    er_set_progress(NULL, NULL, 0);
+    er_ref_free(r);
+    free(a);
+    free(b);
+    free(c);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     TCase *tc = tcase_create("threads");
@@ -384,6 +434,7 @@ int main(void) {
     tcase_add_test(tc, same_results_for_any_thread_count);
     tcase_add_test(tc, every_op_same_for_any_thread_count);
     tcase_add_test(tc, cancel_stops_a_long_check);
+    tcase_add_test(tc, progress_of_a_long_check);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

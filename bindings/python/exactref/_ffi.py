@@ -60,6 +60,7 @@ _sig = {
     "er_cancel_reset": (None, []),
     "er_cancel_requested": (ctypes.c_int, []),
     "er_cancel_on_signal": (None, [ctypes.c_int]),
+    "er_set_progress": (None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double]),
     "er_format_from_name": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]),
     "er_tensor_sizeof": (ctypes.c_size_t, []),
     "er_tensor_view": (
@@ -297,6 +298,62 @@ def interruptible(call):
     if cancelled:
         raise KeyboardInterrupt
     return result
+
+
+# ---- progress of long calls (er_set_progress) on standard error ----
+
+_PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+_bar = {}
+
+
+def _show_progress(done, total, user):
+    """The library's progress callback: a tqdm bar where tqdm is installed, else one line rewritten in place."""
+    try:
+        import sys
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            tqdm = None
+        if tqdm is not None:
+            bar = _bar.get("tqdm")
+            if bar is None or bar.total != total:
+                bar = _bar["tqdm"] = tqdm(total=total, unit="el", desc="exactref", leave=False)
+            bar.update(done - bar.n)
+            if done >= total:
+                bar.close()
+                _bar.pop("tqdm", None)
+            return
+        end = "\n" if done >= total else ""
+        sys.stderr.write("\rexactref: %3d%% (%d of %d elements)%s" % (100 * done // max(total, 1), done, total, end))
+        sys.stderr.flush()
+    except Exception:  # a callback must not raise into C
+        pass
+
+
+_PROGRESS = _PROGRESS_FN(_show_progress)
+
+
+def _progress_setting():
+    """EXACTREF_PROGRESS: 0 off, 1 on after 2 s of a call, a number of seconds on after that long; unset: on after
+    2 s where standard error is a terminal."""
+    import sys
+    v = os.environ.get("EXACTREF_PROGRESS", "").strip()
+    if v == "":
+        return 2.0 if hasattr(sys.stderr, "isatty") and sys.stderr.isatty() else None
+    try:
+        x = float(v)
+    except ValueError:
+        raise ImportError("exactref: EXACTREF_PROGRESS=%r: expected 0 (off), 1 (on after 2 s) or a number of seconds"
+                          % v) from None
+    if not (x >= 0 and x < 1e9):
+        raise ImportError("exactref: EXACTREF_PROGRESS=%r: expected 0 (off), 1 (on after 2 s) or a number of "
+                          "seconds" % v)
+    return None if x == 0 else 2.0 if x == 1 else x
+
+
+_delay = _progress_setting()
+if _delay is not None:
+    lib.er_set_progress(ctypes.cast(_PROGRESS, ctypes.c_void_p), None, _delay)
 
 
 def check(status):
