@@ -12,6 +12,7 @@ record that exactref.testing.check wrote, a line per case; `report` writes it as
 bad argument or file exits 2 with a message, without a traceback.
 """
 import argparse
+import base64
 import html
 import json
 import os
@@ -164,6 +165,21 @@ _CSS = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}t
         "pre{background:#f6f6f6;padding:8px;overflow-x:auto}")
 
 
+def _picture(record, case):
+    """The case's picture (Result.plot, drawn by check() beside its record) as an <img> holding the PNG itself, or ""
+    where there is none."""
+    name = case.get("picture")
+    if not isinstance(name, str) or os.path.basename(name) != name:
+        return ""
+    path = os.path.join(os.path.dirname(os.path.abspath(record)), name)
+    try:
+        with open(path, "rb") as f:
+            data = base64.b64encode(f.read()).decode("ascii")
+    except OSError:
+        return "<p>(picture %s not found)</p>" % html.escape(name)
+    return '<p><img alt="the classes of case %s" src="data:image/png;base64,%s"></p>' % (html.escape(name), data)
+
+
 def cmd_report(a):
     r = _record(a.record)
     e = html.escape
@@ -175,8 +191,9 @@ def cmd_report(a):
         rows.append('<tr class="%s"><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
                     % (e(v), i, e(v), e(where), e(std), e(what)))
         if v != "pass" and (c.get("report") or c.get("error")):
-            details.append('<h3 id="case%d">case %d: %s</h3><pre>%s</pre><p>reproduce: <code>%s</code></p>'
-                           % (i, i, e(where), e(c.get("report") or c.get("error")), e(c.get("reproduce", ""))))
+            details.append('<h3 id="case%d">case %d: %s</h3>%s<pre>%s</pre><p>reproduce: <code>%s</code></p>'
+                           % (i, i, e(where), _picture(a.record, c), e(c.get("report") or c.get("error")),
+                              e(c.get("reproduce", ""))))
     n, bad = r.get("n_cases", len(r["cases"])), r.get("n_failed", 0)
     kernel = e(str(r["kernel"]))
     head = ('<!DOCTYPE html><html><head><meta charset="utf-8"><title>exactref: %s</title><style>%s</style></head>'

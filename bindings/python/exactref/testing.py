@@ -7,6 +7,8 @@
 The values come from the C library (er_fill), so a (family, shape, dtype, seed) gives the same bits in Python, in
 C and on every machine.
 """
+import os
+
 import numpy as np
 
 from . import _api as er
@@ -730,6 +732,7 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
     name = name or getattr(kernel, "__name__", "kernel")
     std = standard if isinstance(standard, (str, type(None))) else dict(standard)
     revealed = {}
+    pictures = []  # the failing cases' results, drawn beside the record
     rec = CheckRecord(name, op, std, tier, device, seed)
     _KERNELS[name] = (kernel, op, std, device, configs)
     for ci, cfg in enumerate(list(configs.configs) if configs is not None else [None]):
@@ -777,6 +780,8 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
             )
             if not ok:
                 entry["report"] = str(res)
+                if record:
+                    pictures.append((entry, res))
             rec.cases.append(entry)
     bad = rec.failed()
     if bad:
@@ -792,9 +797,29 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
         rec.path = os.path.join(
             d, "%s-%s.json" % (stamp, "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name))
         )
+        _draw(rec, pictures)
         with open(rec.path, "w") as f:
             json.dump(rec.to_dict(), f, indent=1)
     return rec
+
+
+def _draw(rec, pictures, most=16):
+    """The first `most` failing cases' pictures (Result.plot of the first failing output), written beside the record
+    as <record>-case<k>.png and named in the case's entry ("picture"); none without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    base = os.path.splitext(rec.path)[0]
+    for entry, res in pictures[:most]:
+        k = rec.cases.index(entry)
+        r = next(x for x in _results(res) if not x.all())
+        path = "%s-case%d.png" % (base, k)
+        fig = r.plot(path, title="%s: %s %s %s" % (rec.name, tuple(entry["shape"]), entry["dtype"], entry["family"]))
+        plt.close(fig)
+        entry["picture"] = os.path.basename(path)
 
 
 def _reveal_case(kernel, case, device):

@@ -96,11 +96,13 @@ class _Page(html.parser.HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.stack, self.verdicts, self.pre = [], [], 0
+        self.stack, self.verdicts, self.pre, self.images = [], [], 0, []
 
     def handle_starttag(self, tag, attrs):
-        if tag not in ("meta", "br"):
+        if tag not in ("meta", "br", "img"):
             self.stack.append(tag)
+        if tag == "img":
+            self.images.append(dict(attrs).get("src", ""))
         if tag == "tr" and dict(attrs).get("class"):
             self.verdicts.append(dict(attrs)["class"])
         self.pre += tag == "pre"
@@ -127,6 +129,11 @@ def test_show_and_report_a_record(tmp_path):
     page.feed(out.read_text())
     assert not page.stack
     assert page.verdicts == [c["verdict"] for c in rec.cases] and page.pre == bad
+    # the failing cases' pictures (the first 16), drawn by check() beside the record, embedded in the page
+    drawn = [c for c in rec.cases if "picture" in c]
+    assert len(drawn) == min(16, bad) and all(c["verdict"] != "pass" for c in drawn)
+    assert all(os.path.isfile(os.path.join(os.path.dirname(rec.path), c["picture"])) for c in drawn)
+    assert len(page.images) == len(drawn) and all(i.startswith("data:image/png;base64,iVBOR") for i in page.images)
     # the default path: the record's, .html
     r = run("report", rec.path)
     assert r.returncode == 0 and os.path.isfile(os.path.splitext(rec.path)[0] + ".html")
