@@ -301,6 +301,31 @@ START_TEST(every_op_same_for_any_thread_count) {
 }
 END_TEST
 
+/* A long fp16 matmul check's inputs: rows x inner and inner x cols operands of fp16 values in [2^-3, 2^-1) of either sign, an
+ * fp32 output of zeros (not covered: the check runs every element), and the reference. */
+typedef struct long_mm { uint16_t *a, *b; float *c; er_tensor C; er_ref *r; } long_mm;
+
+static void long_mm_make(long_mm *m, int rows, int inner, int cols, uint64_t seed) {
+    m->a = malloc(2 * (size_t)rows * inner);
+    m->b = malloc(2 * (size_t)inner * cols);
+    m->c = calloc((size_t)rows * cols, sizeof(float));
+    er_test_reseed(seed);
+    for (int i = 0; i < rows * inner; i++) m->a[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
+    for (int i = 0; i < inner * cols; i++) m->b[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
+    er_tensor tA, tB;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){rows, inner}, NULL, m->a);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){inner, cols}, NULL, m->b);
+    er_tensor_view(&m->C, ER_FP32, 2, (int64_t[]){rows, cols}, NULL, m->c);
+    ck_assert_int_eq(er_matmul(&m->r, &tA, &tB), ER_OK);
+}
+
+static void long_mm_free(long_mm *m) {
+    er_ref_free(m->r);
+    free(m->a);
+    free(m->b);
+    free(m->c);
+}
+
 /* er_cancel from another thread stops a long check (blocked:64 on 256 x 4096 x 256, about 2.5 s on 2 cores) within
  * a poll, and a long emulation (mma:sm90, about 1.6 s): ER_ERR_CANCELLED, its message, a report recording it as a refusal's does; a request that stands cancels a new
  * call at once; after er_cancel_reset the same calls run to the end. Nothing leaks (the ASan build). */
@@ -318,18 +343,12 @@ static double now_s(void) {
 }
 
 START_TEST(cancel_stops_a_long_check) {
-    enum { CM = 256, CK = 4096, CN = 256 };
-    uint16_t *a = malloc(2 * CM * CK), *b = malloc(2 * CK * CN);
-    float *c = calloc(CM * CN, sizeof(float));
-    er_test_reseed(91);
-    for (int i = 0; i < CM * CK; i++) a[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
-    for (int i = 0; i < CK * CN; i++) b[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
-    er_tensor tA, tB, tC;
-    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){CM, CK}, NULL, a);
-    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){CK, CN}, NULL, b);
-    er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){CM, CN}, NULL, c);
-    er_ref *r;
-    ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+    long_mm lm;
+    long_mm_make(&lm, 256, 4096, 256, 91);
+    er_ref *r = lm.r;
+    er_tensor tC = lm.C;
+    uint16_t *a = lm.a, *b = lm.b;
+    float *c = lm.c;
     er_standard blocked, fixed;
     er_standard_parse(&blocked, "blocked:64", NULL);
     er_standard_parse(&fixed, "mma:sm90", NULL); /* the emulated tensor-core chain: about 1.6 s here */
@@ -369,10 +388,7 @@ START_TEST(cancel_stops_a_long_check) {
     ck_assert_int_eq(rep.n_failed, 0);
     er_report_clear(&rep);
     er_ref_free(small);
-    er_ref_free(r);
-    free(a);
-    free(b);
-    free(c);
+    long_mm_free(&lm);
 }
 END_TEST
 
@@ -389,18 +405,11 @@ static void on_progress(int64_t done, int64_t total, void *user) {
 }
 
 START_TEST(progress_of_a_long_check) {
-    enum { PM = 128, PK = 2048, PN = 128 };
-    uint16_t *a = malloc(2 * PM * PK), *b = malloc(2 * PK * PN);
-    float *c = calloc(PM * PN, sizeof(float));
-    er_test_reseed(92);
-    for (int i = 0; i < PM * PK; i++) a[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
-    for (int i = 0; i < PK * PN; i++) b[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x0fff)) | (uint16_t)(er_rand64() & 0x8000);
-    er_tensor tA, tB, tC;
-    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){PM, PK}, NULL, a);
-    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){PK, PN}, NULL, b);
-    er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){PM, PN}, NULL, c);
-    er_ref *r;
-    ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
+    enum { PM = 128, PN = 128 };
+    long_mm lm;
+    long_mm_make(&lm, PM, 2048, PN, 92);
+    er_ref *r = lm.r;
+    er_tensor tC = lm.C;
     er_standard blocked;
     er_standard_parse(&blocked, "blocked:64", NULL);
     static const double delays[3] = {0.05, 1000.0, -1.0}; /* -1: turned off */
@@ -419,10 +428,7 @@ START_TEST(progress_of_a_long_check) {
         }
     }
     er_set_progress(NULL, NULL, 0);
-    er_ref_free(r);
-    free(a);
-    free(b);
-    free(c);
+    long_mm_free(&lm);
 }
 END_TEST
 
