@@ -442,6 +442,7 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
     }
     er_sinks sk = {m, std, oa, reps, arg, enclose, 0, 0, NULL, NULL};
     if (st == ER_OK) st = m->covers(ref, std, &sk);
+    if (st == ER_ERR_CANCELLED) ER_CANCELLED(); /* the message in this thread, whichever worker stopped */
     if (st == ER_OK && sk.declined) {
         /* nothing put: the caller checks another way; only er__covers_module's modules may decline */
         if (sk.nt || !arg) st = er__fail(ER_ERR_INTERNAL, "%s declined its check %s", er__op_name(ref),

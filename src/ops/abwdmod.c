@@ -430,7 +430,13 @@ static void *er_abwd_run(void *arg) {
     int mp_only = fast && fast[0] == '0';
     j->st = er_abwd_ctx_open(&c, j->ref, j->std);
     if (j->st == ER_OK) {
-        for (int64_t hk = j->h0; hk < j->h1; hk++) er_abwd_head_run(&c, j, hk, mp_only);
+        for (int64_t hk = j->h0; hk < j->h1; hk++) {
+            if (er__cancelled()) {
+                j->st = ER_ERR_CANCELLED;
+                break;
+            }
+            er_abwd_head_run(&c, j, hk, mp_only);
+        }
         er_abwd_ctx_close(&c);
     }
     if (j->h0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */

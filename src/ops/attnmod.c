@@ -346,6 +346,10 @@ static er_status er_attn_rows(er_attn_job *j) {
                                     j->sl ? j->sl->O : F32, j->sl ? j->sl->ov : ER_OVERFLOW_IEEE);
     int64_t Dv = er__attn(j->ref)->dv;
     for (int64_t row = j->r0; row < j->r1 && st == ER_OK; row++) {
+        if (er__cancelled()) {
+            st = ER_ERR_CANCELLED;
+            break;
+        }
         st = er_attn_ctx_row(&c, row);
         if (st != ER_OK) break;
         if (j->so)

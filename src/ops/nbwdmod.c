@@ -207,6 +207,7 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t 
     uint8_t *classes = fast ? er__sink_classes(sk) : NULL;
     for (int64_t k = j->k0; k < j->k1; k++)
         for (int64_t r = s->rows * k / j->nc; r < s->rows * (k + 1) / j->nc; r++) {
+            if (er__cancelled()) return ER_ERR_CANCELLED;
             er__load_run(&s->dy, r * n, n, dy);
             er__load_run(&s->x, r * n, n, x);
             if (j->part) er_nbwd_part_row(j->part + k * ER_P_N * n, n, dy, x, s->centered ? j->m[r] : 0.0, j->rlo[r]);

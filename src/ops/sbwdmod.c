@@ -96,6 +96,10 @@ static void *er_sbwd_run(void *arg) {
                              : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)K);
     double *dy = buf, *y = buf + K, *ex = buf + 2 * K, *rd = buf + 3 * K;
     for (int64_t r = j->r0; r < j->r1 && j->st == ER_OK; r++) {
+        if (er__cancelled()) {
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         int64_t o = r / s->inner, in = r % s->inner;
         for (int64_t k = 0; k < K; k++) {
             idx[k] = (o * K + k) * s->inner + in;

@@ -191,6 +191,10 @@ static void *er_xent_run(void *arg) {
     uint8_t *classes = j->fast ? er__sink_classes(j->sg) : NULL;
     int64_t counts[2] = { 0, 0 };
     for (int64_t r = j->r0; r < j->r1 && j->st == ER_OK; r++) {
+        if (er__cancelled()) {
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         int64_t t = s->target[r];
         er_xent_loss ls = { 0, 0, 0, 0, 0 };
         for (int64_t k = 0; y && k < C; k++) y[k] = er__load(j->sg->out, er__offset(j->sg->out, r * C + k));

@@ -432,6 +432,63 @@ START_TEST(progress_of_a_long_check) {
 }
 END_TEST
 
+/* A standing er_cancel request stops the row loops of attention, attention_backward, cross_entropy, softmax_backward
+ * and layer_norm_backward at their first poll (each refused with ER_ERR_CANCELLED and its message), and after the
+ * reset the same checks run. */
+START_TEST(cancel_polled_by_the_row_ops) {
+    enum { R = 4, NC = 16 };
+    float x[R * NC], y[R * NC], g[R * NC], m[R], rs[R], w[NC], o32[R * NC], l32[R], loss[1];
+    uint16_t q[R * NC];
+    int64_t tgt[R] = {0, 3, 5, 15};
+    er_test_reseed(93);
+    for (int i = 0; i < R * NC; i++) {
+        x[i] = (float)(er_rand_unit() - 0.5);
+        g[i] = (float)(er_rand_unit() - 0.5);
+        y[i] = 1.0f / NC;
+        q[i] = (uint16_t)(0x3000 + er_rand_int(0, 0x03ff));
+        o32[i] = 0;
+    }
+    for (int i = 0; i < R; i++) { m[i] = 0; rs[i] = 1; l32[i] = 0; }
+    for (int i = 0; i < NC; i++) w[i] = 1;
+    er_tensor tx, ty, tg, tm, tr, tw, tq, to, tl, tloss, tdq;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, NC}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, NC}, NULL, y);
+    er_tensor_view(&tg, ER_FP32, 2, (int64_t[]){R, NC}, NULL, g);
+    er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){R}, NULL, m);
+    er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){R}, NULL, rs);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){NC}, NULL, w);
+    er_tensor_view(&tq, ER_FP16, 2, (int64_t[]){R, NC}, NULL, q);
+    er_tensor_view(&to, ER_FP32, 2, (int64_t[]){R, NC}, NULL, o32);
+    er_tensor_view(&tl, ER_FP32, 1, (int64_t[]){R}, NULL, l32);
+    er_tensor_view(&tloss, ER_FP32, 1, (int64_t[]){1}, NULL, loss);
+    er_tensor_view(&tdq, ER_FP32, 2, (int64_t[]){R, NC}, NULL, o32);
+    er_attention_opts ao = {0};
+    er_ref *refs[5];
+    ck_assert_int_eq(er_attention(&refs[0], &tq, &tq, &tq, &ao), ER_OK);
+    ck_assert_int_eq(er_attention_backward(&refs[1], &tq, &tq, &tq, &tq, &tl, &tq, &ao), ER_OK);
+    ck_assert_int_eq(er_cross_entropy(&refs[2], &tx, tgt, R, ER_REDUCTION_MEAN, -100, 0.0), ER_OK);
+    ck_assert_int_eq(er_softmax_backward(&refs[3], &tg, &ty, 1), ER_OK);
+    ck_assert_int_eq(er_layer_norm_backward(&refs[4], &tg, &tx, 1, &tm, &tr, &tw), ER_OK);
+    const er_tensor *outs[5][3] = {{&to, &tl, NULL}, {&tdq, NULL, NULL}, {&tloss, &tdq, NULL}, {&tdq, NULL, NULL},
+                                   {&tdq, NULL, NULL}};
+    const int nout[5] = {2, 3, 2, 1, 3};
+    er_standard std;
+    er_standard_init(&std);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0) er_cancel();
+        for (int k = 0; k < 5; k++) {
+            er_report reps[3];
+            er_status st = er_covers_outputs(reps, refs[k], outs[k], nout[k], &std);
+            ck_assert_msg(st == (pass ? ER_OK : ER_ERR_CANCELLED), "op %d pass %d: %s", k, pass, er_last_error());
+            if (pass == 0) ck_assert_ptr_nonnull(strstr(er_last_error(), "cancelled (er_cancel)"));
+            for (int o = 0; o < nout[k]; o++) er_report_clear(&reps[o]);
+        }
+        er_cancel_reset();
+    }
+    for (int k = 0; k < 5; k++) er_ref_free(refs[k]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     TCase *tc = tcase_create("threads");
@@ -441,6 +498,7 @@ int main(void) {
     tcase_add_test(tc, every_op_same_for_any_thread_count);
     tcase_add_test(tc, cancel_stops_a_long_check);
     tcase_add_test(tc, progress_of_a_long_check);
+    tcase_add_test(tc, cancel_polled_by_the_row_ops);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
