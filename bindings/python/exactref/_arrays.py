@@ -105,7 +105,11 @@ def to_numpy(x, name):
         if t.dtype in special:
             dname, raw = special[t.dtype]
             return t.view(raw).numpy().view(_ml_dtype(dname))
-        return t.numpy()
+        try:
+            return t.numpy()
+        except TypeError:  # a dtype numpy has no equivalent of (float8_e4m3fnuz, ...): exactref's list, not torch's
+            raise TypeError("exactref: %s has unsupported dtype %s (supported: %s)"
+                            % (name, str(t.dtype).replace("torch.", ""), SUPPORTED)) from None
     if isinstance(x, np.ndarray):
         return _native(x)
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):

@@ -137,6 +137,11 @@ def test_torch_tensors():
     exact = (A.double() @ B.double()).float()
     assert er.matmul(A, B).covers(exact).counts["exact"] == 6
     assert er.matmul(A.t().contiguous().t(), B).covers(exact.to(torch.float16)).all()
+    # a dtype numpy has no equivalent of: exactref's list of formats, not torch's own error
+    for dt in ("float8_e4m3fnuz", "float8_e5m2fnuz"):
+        if hasattr(torch, dt):
+            with pytest.raises(TypeError, match="A has unsupported dtype %s \\(supported: float64, float32" % dt):
+                er.matmul(A.to(getattr(torch, dt)), B)
 
 
 def test_library_errors_are_clear():
