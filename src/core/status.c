@@ -84,6 +84,7 @@ static er_progress_fn er_prog_fn;
 static void *er_prog_user;
 static atomic_llong er_prog_delay_ns, er_prog_start_ns, er_prog_last_ns, er_prog_done, er_prog_total;
 static atomic_int er_prog_called;
+static atomic_flag er_prog_busy = ATOMIC_FLAG_INIT; /* held while fn runs: one call at a time, each after the last */
 
 static long long er_now_ns(void) {
     struct timespec ts;
@@ -113,15 +114,20 @@ void er__progress_step(int64_t k) {
     long long done = atomic_fetch_add_explicit(&er_prog_done, (long long)k, memory_order_relaxed) + k;
     long long t = er_now_ns(), last = atomic_load_explicit(&er_prog_last_ns, memory_order_relaxed);
     if (t - atomic_load_explicit(&er_prog_start_ns, memory_order_relaxed) < atomic_load(&er_prog_delay_ns) ||
-        t - last < 250000000LL || !atomic_compare_exchange_strong(&er_prog_last_ns, &last, t))
+        t - last < 250000000LL || !atomic_compare_exchange_strong(&er_prog_last_ns, &last, t) ||
+        atomic_flag_test_and_set_explicit(&er_prog_busy, memory_order_acquire))
         return;
     atomic_store(&er_prog_called, 1);
     fn((int64_t)done, (int64_t)atomic_load(&er_prog_total), er_prog_user);
+    atomic_flag_clear_explicit(&er_prog_busy, memory_order_release);
 }
 
 void er__progress_end(void) {
     er_progress_fn fn = er_prog_fn;
     if (!fn || !atomic_exchange(&er_prog_called, 0)) return;
     int64_t total = (int64_t)atomic_load(&er_prog_total);
+    while (atomic_flag_test_and_set_explicit(&er_prog_busy, memory_order_acquire)) {
+    } /* the workers are joined: only a finished call's flag can be seen, never one held for long */
     fn(total, total, er_prog_user);
+    atomic_flag_clear_explicit(&er_prog_busy, memory_order_release);
 }
