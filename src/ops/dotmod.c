@@ -1006,6 +1006,21 @@ static er_status er_dot_check(const er_ref *ref, const er_standard *std) {
     ER_RETURN_IF_ERROR(er__standard_takes(ref, std));
     if (ref->mod == &er__max_module && (std->compute != ER_FP32 || std->fma != ER_FMA_EITHER))
         return er__fail(ER_ERR_STANDARD, "max adds and multiplies nothing: compute= and fma= do not apply to it");
+    /* inputs wider than the accumulator: a kernel converts them first, which no order models (the check would judge
+     * it on values it never read); compute=tf32 and tf32x3 convert operands by their definition */
+    if (ref->mod == &er__max_module || std->compute == ER_TF32) return ER_OK;
+    const er_fmt_info *F = er__fmt(std->compute);
+    const er_tensor *views[2];
+    const char *names[2];
+    int k = er__dot_inputs(ref, views, names, 2);
+    for (int i = 0; i < k && i < 2; i++) {
+        const er_fmt_info *X = er__fmt(views[i]->format);
+        if (X->p > F->p || X->min_sub < F->min_sub || X->max > F->max)
+            return er__fail(ER_ERR_STANDARD,
+                            "%s of %s %s needs a compute format holding it (compute=%s does not): pass the values "
+                            "the kernel read (converted to its input format), or compute=%s",
+                            er__op_name(ref), names[i], X->name, F->name, X->id == ER_FP64 ? "fp64" : "fp32");
+    }
     return ER_OK;
 }
 

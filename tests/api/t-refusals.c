@@ -97,6 +97,8 @@ static void reset(void) {
     X(covers_accumulator, ER_ERR_STANDARD, "is not an accumulator format",                                         \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "compute=fp8_e4m3fn"))                                      \
     X(covers_depth_zero, ER_ERR_STANDARD, "depth=0", er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "depth=0"))\
+    X(covers_inputs_wider, ER_ERR_STANDARD, "matmul of operand A fp32 needs a compute format holding it (compute=fp16", \
+      er_matmul_covers(&o.rep, &A, &B, &o.C, "any_order", "compute=fp16"))                                          \
     X(covers_triton_short_block, ER_ERR_STANDARD, "triton:2 sums one block; K = 4 is longer",                      \
       er_matmul_covers(&o.rep, &A, &B, &o.C, "triton:2", NULL))                                                        \
     X(covers_triton_block, ER_ERR_STANDARD, "power of two", er_matmul_covers(&o.rep, &A, &B, &o.C, "triton:6", NULL))  \

@@ -237,4 +237,12 @@ static inline void gen_outputs_near(const er_ref *ref, er_format fo, int64_t nc,
     }
 }
 
+
+/* Whether every value of format x is one of acc (the accumulator holds the inputs: matmul, sum and mean refuse
+ * inputs it does not hold, as a kernel converts them first). */
+static inline int er_gen_held(er_format x, er_format acc) {
+    return er_format_precision(x) <= er_format_precision(acc) && er_format_max(x) <= er_format_max(acc) &&
+           er_format_min_subnormal(x) >= er_format_min_subnormal(acc);
+}
+
 #endif

@@ -21,6 +21,10 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
         draw(&t, 1);
         if (er_standard_validate(&t.std) != ER_OK) ck_abort_msg("drew an invalid standard: %s", er_last_error());
         er_format fa = inputs[er_rand64() % 5], fb = inputs[er_rand64() % 5];
+        if (t.std.compute != ER_TF32) { /* inputs the accumulator holds: a wider one is refused */
+            if (!er_gen_held(fa, t.acc)) fa = er_gen_held(ER_FP16, t.acc) ? ER_FP16 : ER_FP8_E4M3FN;
+            if (!er_gen_held(fb, t.acc)) fb = er_gen_held(ER_FP16, t.acc) ? ER_FP16 : ER_FP8_E4M3FN;
+        }
         er_format fo = er_rand64() % 2 ? t.acc : outputs[er_rand64() % 4];
         int fam = (int)(er_rand64() % FAM_COUNT);
         int K = er_rand64() % 6 == 0 ? (int)er_rand_int(129, 400) : (int)er_rand_int(1, 80);
@@ -102,10 +106,11 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
 END_TEST
 
 /* IEEE fma: a finite product, however far beyond double's range, plus an infinity is that infinity (not NaN).
- * fp16 accumulation takes the exact-rounding path; the accumulator overflows to +inf, then a product of about
- * -1e400 is fused into it. */
+ * The fp64 accumulator overflows to +inf on products of 1e310, then a product of about -1e400 is fused into it.
+ * (An fp16 accumulator over these fp64 operands, which reached the same sum by the exact-rounding path, is refused:
+ * it does not hold them.) */
 START_TEST(fma_of_a_huge_product_into_an_infinity) {
-    double a[3] = {60000, 60000, 1e200}, b[3] = {1, 1, -1e200};
+    double a[3] = {1e300, 1e300, 1e200}, b[3] = {1e10, 1e10, -1e200};
     uint64_t A[3], B[3], E[1];
     for (int k = 0; k < 3; k++) { er_store(A, ER_FP64, k, a[k]); er_store(B, ER_FP64, k, b[k]); }
     er_tensor tA, tB, tE;
@@ -116,6 +121,9 @@ START_TEST(fma_of_a_huge_product_into_an_infinity) {
     ck_assert_int_eq(er_matmul(&r, &tA, &tB), ER_OK);
     er_standard st;
     ck_assert_int_eq(er_standard_parse(&st, "sequential", "compute=fp16 fma=always"), ER_OK);
+    ck_assert_int_eq(er_emulate(r, &tE, &st), ER_ERR_STANDARD);
+    ck_assert_ptr_nonnull(strstr(er_last_error(), "needs a compute format holding it (compute=fp16 does not"));
+    ck_assert_int_eq(er_standard_parse(&st, "sequential", "compute=fp64 fma=always"), ER_OK);
     ck_assert_int_eq(er_emulate(r, &tE, &st), ER_OK);
     double y = er_load(E, ER_FP64, 0);
     ck_assert_msg(y == INFINITY, "emulate gave %g, IEEE fma gives +inf", y);

@@ -52,11 +52,31 @@ def test_dtypes_exact(din, dout):
     exact = A64 @ B64  # exact: small integers
     dt_in = np.dtype(getattr(ml_dtypes, din)) if din in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else np.dtype(din)
     dt_out = np.dtype(getattr(ml_dtypes, dout)) if dout == "bfloat16" else np.dtype(dout)
-    res = er.matmul(A64.astype(dt_in), B64.astype(dt_in)).covers(exact.astype(dt_out))
+    opts = {"compute": "fp64"} if din == "float64" else {}  # fp32 does not hold float64 inputs
+    res = er.matmul(A64.astype(dt_in), B64.astype(dt_in)).covers(exact.astype(dt_out), **opts)
     assert res.counts["exact"] == 12, str(res)
     wrong = exact.copy()
     wrong[0, 0] += 1
-    assert not er.matmul(A64.astype(dt_in), B64.astype(dt_in)).covers(wrong.astype(dt_out)).all()
+    assert not er.matmul(A64.astype(dt_in), B64.astype(dt_in)).covers(wrong.astype(dt_out), **opts).all()
+
+
+def test_inputs_wider_than_the_accumulator_refused():
+    """float64 arrays for a kernel that computes in fp32 (it read float32 values): the check refuses them and says
+    what to pass, rather than judging the kernel on values it never read (a correct kernel then fails)."""
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((8, 300))
+    B = rng.standard_normal((300, 6))
+    out = A.astype(np.float32) @ B.astype(np.float32)  # a correct fp32 kernel on the converted inputs
+    for op, args in (("matmul", (A, B)), ("sum", (A,)), ("mean", (A,))):
+        ref = getattr(er, op)(*args)
+        with pytest.raises(er.ExactrefValueError,
+                           match=r"of (operand A|the input x) fp64 needs a compute format holding it \(compute=fp32 "
+                                 r"does not\): pass the values the kernel read"):
+            ref.covers(out if op == "matmul" else out[:, 0])
+    assert er.matmul(A.astype(np.float32), B.astype(np.float32)).covers(out).all()
+    assert er.matmul(A, B).covers((A @ B).astype(np.float32), compute="fp64").all()
+    with pytest.raises(er.ExactrefValueError, match="bf16 needs a compute format holding it \\(compute=fp16"):
+        er.matmul(A.astype(ml_dtypes.bfloat16), B.astype(ml_dtypes.bfloat16)).covers(out, compute="fp16")
 
 
 def test_layouts_zero_copy_and_strided():
