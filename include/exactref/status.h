@@ -40,9 +40,10 @@ ER_API const char *er_last_error(void);
 
 /* Cancellation, for an interactive user's Ctrl-C. er_cancel() asks every running exactref call to stop: matmul's,
  * sum's, mean's and max's covers, sets and emulation poll the request at least every 4096 elements (and every
- * element whose sum is long), attention, cross_entropy and the softmax and layer_norm backward passes every row,
- * attention_backward every kv head; they return ER_ERR_CANCELLED, their report recording it as a refusal's does (an
- * emulation's output may hold part of its values), having freed what they hold. The other ops finish their call.
+ * element whose sum is long), the row ops (softmax, layernorm, rmsnorm, attention, cross_entropy, the backward
+ * passes) every row, attention_backward every kv head, quantize and chains every 1024 elements; they return
+ * ER_ERR_CANCELLED, their report recording it as a refusal's does (an emulation's output may hold part of its
+ * values), having freed what they hold.
  * The request stays until er_cancel_reset(): a call that starts while it stands is cancelled at its first poll.
  * er_cancel_on_signal(sig) is er_cancel for a signal handler (async-signal-safe: one atomic store).
  * er_cancel_requested() says whether a request stands. */

@@ -639,6 +639,10 @@ static void *er_chain_run(void *arg) {
     mpfr_init2(x, 64);
     j->st = ER_OK;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
+        if ((idx & 1023) == 0 && er__cancelled()) {
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         er_cval v, w[12];
         double bl[12], bh[12];
         er__cval_of_enclosure(&v, j->lo[idx], j->hi[idx], j->fl[idx]);
@@ -796,6 +800,10 @@ static void *er_chain_fast_run(void *arg) {
     for (;;) {
         int64_t begin = __atomic_fetch_add(j->next, 4096, __ATOMIC_RELAXED);
         if (begin >= n) break;
+        if (er__cancelled()) {
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         int64_t end = begin + 4096 < n ? begin + 4096 : n;
         for (int64_t idx = begin; idx < end; idx++) {
             double y = er__load(out, contig ? idx : er__offset(out, idx)), lo, hi;
@@ -844,6 +852,10 @@ static void *er_chain_fast_rest(void *arg) {
     j->st = ER_OK;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
         if (classes[idx] != ER_PENDING) continue;
+        if (er__cancelled()) {
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         er_cval v, w[12];
         double bl[12], bh[12];
         j->st = er_chain_fast_inputs(j, idx, &v, w, bl, bh);
@@ -890,6 +902,8 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
     er_status st = ER_OK;
     if (ok) {
         er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_run);
+        for (int t = 0; t < nt; t++)
+            if (jobs[t].st == ER_ERR_CANCELLED) st = ER_ERR_CANCELLED; /* the classes are not all written */
         int64_t widx = -1;
         double wrel = -1;
         for (int t = 0; t < nt; t++) {
@@ -900,7 +914,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
                 widx = jobs[t].widx;
             }
         }
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_rest);
+        if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_rest);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
         if (st == ER_OK && widx >= 0) {
             /* the decided element whose witnesses lie furthest apart: its whole set, a candidate for the widest */

@@ -585,6 +585,10 @@ static void *er_q_run(void *arg) {
     mpfr_t S;
     mpfr_init2(S, 64);
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
+        if ((idx & 1023) == 0 && er__cancelled()) {
+            j->st = ER_ERR_CANCELLED;
+            break;
+        }
         int64_t g = er_q_group(ref, idx);
         const er_q_group_info *gi = &j->gi[g];
         er_cval xv, v;

@@ -155,6 +155,10 @@ er_status er__layernorm_foreach_range(const er_ref *r, int64_t r0, int64_t r1, e
     }
     er_status s = ER_OK;
     for (int64_t rr = r0; rr < r1 && s == ER_OK; rr++) {
+        if (er__cancelled()) {
+            s = ER_ERR_CANCELLED;
+            break;
+        }
         int64_t rem = rr, off = 0;
         for (int i = lead - 1; i >= 0; i--) { off += (rem % x->shape[i]) * x->strides[i]; rem /= x->shape[i]; }
         tail.data = (const char *)x->data + off * (er__fmt(x->format)->bits / 8);
@@ -187,6 +191,10 @@ er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_
     er_status s = ER_OK;
     (void)rows;
     for (int64_t rr = r0; rr < r1 && s == ER_OK; rr++) {
+        if (er__cancelled()) {
+            s = ER_ERR_CANCELLED;
+            break;
+        }
         int64_t rem = rr, off = 0, base = 0;
         for (int i = nd - 1; i >= 0; i--) {
             if (i == d) continue;

@@ -432,8 +432,8 @@ START_TEST(progress_of_a_long_check) {
 }
 END_TEST
 
-/* A standing er_cancel request stops the row loops of attention, attention_backward, cross_entropy, softmax_backward
- * and layer_norm_backward at their first poll (each refused with ER_ERR_CANCELLED and its message), and after the
+/* A standing er_cancel request stops the row loops of attention, attention_backward, cross_entropy, softmax_backward,
+ * layer_norm_backward, softmax, layernorm, rmsnorm, quantize and a chain at their first poll (each refused with ER_ERR_CANCELLED and its message), and after the
  * reset the same checks run. */
 START_TEST(cancel_polled_by_the_row_ops) {
     enum { R = 4, NC = 16 };
@@ -463,20 +463,37 @@ START_TEST(cancel_polled_by_the_row_ops) {
     er_tensor_view(&tloss, ER_FP32, 1, (int64_t[]){1}, NULL, loss);
     er_tensor_view(&tdq, ER_FP32, 2, (int64_t[]){R, NC}, NULL, o32);
     er_attention_opts ao = {0};
-    er_ref *refs[5];
+    uint8_t q8[R * NC];
+    float amax[R], scl[R];
+    er_tensor tq8, tam, tsc;
+    er_tensor_view(&tq8, ER_FP8_E4M3FN, 2, (int64_t[]){R, NC}, NULL, q8);
+    er_tensor_view(&tam, ER_FP32, 1, (int64_t[]){R}, NULL, amax);
+    er_tensor_view(&tsc, ER_FP32, 1, (int64_t[]){R}, NULL, scl);
+    memset(q8, 0, sizeof q8);
+    for (int i = 0; i < R; i++) amax[i] = scl[i] = 1;
+    er_ref *refs[10], *base;
     ck_assert_int_eq(er_attention(&refs[0], &tq, &tq, &tq, &ao), ER_OK);
     ck_assert_int_eq(er_attention_backward(&refs[1], &tq, &tq, &tq, &tq, &tl, &tq, &ao), ER_OK);
     ck_assert_int_eq(er_cross_entropy(&refs[2], &tx, tgt, R, ER_REDUCTION_MEAN, -100, 0.0), ER_OK);
     ck_assert_int_eq(er_softmax_backward(&refs[3], &tg, &ty, 1), ER_OK);
     ck_assert_int_eq(er_layer_norm_backward(&refs[4], &tg, &tx, 1, &tm, &tr, &tw), ER_OK);
-    const er_tensor *outs[5][3] = {{&to, &tl, NULL}, {&tdq, NULL, NULL}, {&tloss, &tdq, NULL}, {&tdq, NULL, NULL},
-                                   {&tdq, NULL, NULL}};
-    const int nout[5] = {2, 3, 2, 1, 3};
+    ck_assert_int_eq(er_softmax(&refs[5], &tx, 1), ER_OK);
+    ck_assert_int_eq(er_layernorm(&refs[6], &tx, 1, NULL, NULL, 1e-5), ER_OK);
+    ck_assert_int_eq(er_rmsnorm(&refs[7], &tx, NULL, 1e-6), ER_OK);
+    ck_assert_int_eq(er_quantize(&refs[8], &tx, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+    er_stage ex = {0};
+    ex.kind = ER_STAGE_EXP;
+    ck_assert_int_eq(er_tensor_ref(&base, &tx), ER_OK);
+    ck_assert_int_eq(er_chain(&refs[9], base, &ex, 1), ER_OK);
+    const er_tensor *outs[10][3] = {{&to, &tl, NULL}, {&tdq, NULL, NULL}, {&tloss, &tdq, NULL}, {&tdq, NULL, NULL},
+                                    {&tdq, NULL, NULL}, {&tdq, NULL, NULL}, {&tdq, NULL, NULL}, {&tdq, NULL, NULL},
+                                    {&tq8, &tam, &tsc}, {&tdq, NULL, NULL}};
+    const int nout[10] = {2, 3, 2, 1, 3, 1, 3, 1, 3, 1};
     er_standard std;
     er_standard_init(&std);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 0) er_cancel();
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 10; k++) {
             er_report reps[3];
             er_status st = er_covers_outputs(reps, refs[k], outs[k], nout[k], &std);
             ck_assert_msg(st == (pass ? ER_OK : ER_ERR_CANCELLED), "op %d pass %d: %s", k, pass, er_last_error());
@@ -485,7 +502,8 @@ START_TEST(cancel_polled_by_the_row_ops) {
         }
         er_cancel_reset();
     }
-    for (int k = 0; k < 5; k++) er_ref_free(refs[k]);
+    for (int k = 0; k < 10; k++) er_ref_free(refs[k]);
+    er_ref_free(base);
 }
 END_TEST
 
