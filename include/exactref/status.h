@@ -47,8 +47,8 @@ ER_API const char *er_last_error(void);
  * The request stays until er_cancel_reset(): a call that starts while it stands is cancelled at its first poll.
  * er_cancel_on_signal(sig) is er_cancel for a signal handler (async-signal-safe: one atomic store).
  * er_cancel_requested() says whether a request stands. */
-/* Progress of long calls, for a user watching. fn(done, total, user) is called from the element loops that poll
- * cancellation (possibly from any of the call's worker threads, one call at a time) once the call has run delay_s
+/* Progress of long calls, for a user watching. fn(done, total, user) is called from the element loops of matmul's,
+ * sum's, mean's and max's covers, sets and emulation (possibly from any of the call's worker threads, one at a time) once the call has run delay_s
  * seconds, then at most every quarter second, and once more with done == total at the call's end if it was called
  * at all; done and total count output elements. fn NULL turns it off. A process-wide setting: calls running at once
  * from several threads report on the same counters. */
