@@ -47,11 +47,12 @@ ER_API const char *er_last_error(void);
  * The request stays until er_cancel_reset(): a call that starts while it stands is cancelled at its first poll.
  * er_cancel_on_signal(sig) is er_cancel for a signal handler (async-signal-safe: one atomic store).
  * er_cancel_requested() says whether a request stands. */
-/* Progress of long calls, for a user watching. fn(done, total, user) is called from the element loops of matmul's,
- * sum's, mean's and max's covers, sets and emulation (possibly from any of the call's worker threads, one at a
- * time) once the call has run delay_s seconds, then at most every quarter second, and once more with done == total
- * at the call's end if it was called at all; done and total count output elements. fn NULL turns it off. A
- * process-wide setting: calls running at once from several threads report on the same counters. */
+/* Progress of long calls, for a user watching. fn(done, total, user) is called from the loops that poll cancellation
+ * (possibly from any of the call's worker threads, one at a time) once the call has run delay_s seconds, then at
+ * most every quarter second, and once more with done == total at the call's end if it was called at all. done and
+ * total count output elements (matmul, sum, mean, max, quantize, chains), rows (the row ops and their backward
+ * passes, cross_entropy, attention) or kv heads (attention_backward). fn NULL turns it off. A process-wide setting:
+ * calls running at once from several threads report on the same counters. */
 typedef void (*er_progress_fn)(int64_t done, int64_t total, void *user);
 ER_API void er_set_progress(er_progress_fn fn, void *user, double delay_s);
 

@@ -86,6 +86,8 @@ ER_INTERNAL int er__cancelled(void);
 ER_INTERNAL void er__progress_begin(int64_t total);
 ER_INTERNAL void er__progress_step(int64_t k);
 ER_INTERNAL void er__progress_end(void);
+/* er__run_jobs between er__progress_begin(total) and er__progress_end(). */
+ER_INTERNAL void er__run_jobs_progress(void *jobs, size_t size, int n, void *(*fn)(void *), int64_t total);
 
 /* Checked int64 arithmetic: 0 on overflow. */
 static inline int er__mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }

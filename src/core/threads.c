@@ -25,3 +25,9 @@ void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *)) {
         else fn(j + (size_t)t * size);
     }
 }
+
+void er__run_jobs_progress(void *jobs, size_t size, int n, void *(*fn)(void *), int64_t total) {
+    er__progress_begin(total);
+    er__run_jobs(jobs, size, n, fn);
+    er__progress_end();
+}

@@ -436,6 +436,7 @@ static void *er_abwd_run(void *arg) {
                 break;
             }
             er_abwd_head_run(&c, j, hk, mp_only);
+            er__progress_step(1);
         }
         er_abwd_ctx_close(&c);
     }
@@ -458,7 +459,7 @@ static er_status er_abwd_covers(const er_ref *ref, const er_standard *std, er_si
     for (int t = 0; t < nt; t++)
         jobs[t] = (er_abwd_job){ref, std, er__sinks_at(sk, t, 0), er__sinks_at(sk, t, 1), er__sinks_at(sk, t, 2),
                                 nh * t / nt, nh * (t + 1) / nt, ER_OK};
-    er__run_jobs(jobs, sizeof jobs[0], nt, er_abwd_run);
+    er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_abwd_run, nh);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;
 }

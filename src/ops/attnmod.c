@@ -350,6 +350,7 @@ static er_status er_attn_rows(er_attn_job *j) {
             st = ER_ERR_CANCELLED;
             break;
         }
+        er__progress_step(1);
         st = er_attn_ctx_row(&c, row);
         if (st != ER_OK) break;
         if (j->so)
@@ -425,7 +426,7 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
         jobs[t] = (er_attn_job){
             ref, std, er__sinks_at(sk, t, 0), er__sinks_at(sk, t, 1), rows * t / nt, rows * (t + 1) / nt, ER_OK
         };
-    er__run_jobs(jobs, sizeof jobs[0], nt, er_attn_run);
+    er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_attn_run, rows);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;
 }

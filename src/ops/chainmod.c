@@ -639,9 +639,12 @@ static void *er_chain_run(void *arg) {
     mpfr_init2(x, 64);
     j->st = ER_OK;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
-        if ((idx & 1023) == 0 && er__cancelled()) {
-            j->st = ER_ERR_CANCELLED;
-            break;
+        if ((idx & 1023) == 0) {
+            if (er__cancelled()) {
+                j->st = ER_ERR_CANCELLED;
+                break;
+            }
+            if (idx > j->begin) er__progress_step(1024);
         }
         er_cval v, w[12];
         double bl[12], bh[12];
@@ -805,6 +808,7 @@ static void *er_chain_fast_run(void *arg) {
             break;
         }
         int64_t end = begin + 4096 < n ? begin + 4096 : n;
+        er__progress_step(end - begin);
         for (int64_t idx = begin; idx < end; idx++) {
             double y = er__load(out, contig ? idx : er__offset(out, idx)), lo, hi;
             int cls = isfinite(y) ? er_chain_fast_class(j, idx, y, &lo, &hi) : ER_PENDING;
@@ -901,7 +905,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
     }
     er_status st = ER_OK;
     if (ok) {
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_run);
+        er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_chain_fast_run, ref->n);
         for (int t = 0; t < nt; t++)
             if (jobs[t].st == ER_ERR_CANCELLED) st = ER_ERR_CANCELLED; /* the classes are not all written */
         int64_t widx = -1;
@@ -997,7 +1001,7 @@ static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_s
             jobs[t].end = n * (t + 1) / nt;
             jobs[t].st = ER_OK;
         }
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_run);
+        er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_chain_run, n);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
     for (int i = 0; i < 12; i++) {

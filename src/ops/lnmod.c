@@ -102,7 +102,7 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
     if (st == ER_OK) {
         er_ln_job jobs[ER_MAX_THREADS];
         for (int t = 0; t < nt; t++) jobs[t] = (er_ln_job){&lc[t], ref, rows * t / nt, rows * (t + 1) / nt, ER_OK};
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_ln_run);
+        er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_ln_run, rows);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
     for (int t = 0; t < nt && lc; t++)

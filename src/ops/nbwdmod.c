@@ -208,6 +208,7 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t 
     for (int64_t k = j->k0; k < j->k1; k++)
         for (int64_t r = s->rows * k / j->nc; r < s->rows * (k + 1) / j->nc; r++) {
             if (er__cancelled()) return ER_ERR_CANCELLED;
+            er__progress_step(1);
             er__load_run(&s->dy, r * n, n, dy);
             er__load_run(&s->x, r * n, n, x);
             if (j->part) er_nbwd_part_row(j->part + k * ER_P_N * n, n, dy, x, s->centered ? j->m[r] : 0.0, j->rlo[r]);
@@ -469,7 +470,7 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
                                            (const mpfr_t *)Sx };
             }
         }
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_nbwd_run_rows);
+        er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_nbwd_run_rows, s->rows);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
         if (st == ER_OK && part) {
             er__run_jobs(jobs, sizeof jobs[0], nt, er_nbwd_run_cols);

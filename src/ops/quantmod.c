@@ -585,9 +585,12 @@ static void *er_q_run(void *arg) {
     mpfr_t S;
     mpfr_init2(S, 64);
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
-        if ((idx & 1023) == 0 && er__cancelled()) {
-            j->st = ER_ERR_CANCELLED;
-            break;
+        if ((idx & 1023) == 0) {
+            if (er__cancelled()) {
+                j->st = ER_ERR_CANCELLED;
+                break;
+            }
+            if (idx > j->begin) er__progress_step(1024);
         }
         int64_t g = er_q_group(ref, idx);
         const er_q_group_info *gi = &j->gi[g];
@@ -800,7 +803,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
             jobs[t].begin = n * t / nt;
             jobs[t].end = n * (t + 1) / nt;
         }
-        er__run_jobs(jobs, sizeof jobs[0], nt, er_q_run);
+        er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_q_run, n);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
     for (int64_t g = 0; amp && g < G; g++) mpfr_clear(amp[g]);

@@ -156,7 +156,7 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
     er_row_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++)
         jobs[t] = (er_row_job){ ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK };
-    er__run_jobs(jobs, sizeof jobs[0], nt, er_row_run);
+    er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_row_run, rows);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;
 }

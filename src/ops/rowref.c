@@ -159,6 +159,7 @@ er_status er__layernorm_foreach_range(const er_ref *r, int64_t r0, int64_t r1, e
             s = ER_ERR_CANCELLED;
             break;
         }
+        er__progress_step(1);
         int64_t rem = rr, off = 0;
         for (int i = lead - 1; i >= 0; i--) { off += (rem % x->shape[i]) * x->strides[i]; rem /= x->shape[i]; }
         tail.data = (const char *)x->data + off * (er__fmt(x->format)->bits / 8);
@@ -195,6 +196,7 @@ er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_
             s = ER_ERR_CANCELLED;
             break;
         }
+        er__progress_step(1);
         int64_t rem = rr, off = 0, base = 0;
         for (int i = nd - 1; i >= 0; i--) {
             if (i == d) continue;

@@ -100,6 +100,7 @@ static void *er_sbwd_run(void *arg) {
             j->st = ER_ERR_CANCELLED;
             break;
         }
+        er__progress_step(1);
         int64_t o = r / s->inner, in = r % s->inner;
         for (int64_t k = 0; k < K; k++) {
             idx[k] = (o * K + k) * s->inner + in;
@@ -142,7 +143,7 @@ static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_si
     for (int t = 0; t < nt && st == ER_OK; t++)
         jobs[t] = (er_sbwd_job){ref, pl, last ? er__sinks_at(sk, t, 0) : NULL, all, s->rows * t / nt,
                                 s->rows * (t + 1) / nt, ER_OK};
-    if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_sbwd_run);
+    if (st == ER_OK) er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_sbwd_run, s->rows);
     for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     for (int64_t i = 0; st == ER_OK && !last && i < ref->n; i++) er__sink_put(s0, i, &all[i]);
     free(all);

@@ -195,6 +195,7 @@ static void *er_xent_run(void *arg) {
             j->st = ER_ERR_CANCELLED;
             break;
         }
+        er__progress_step(1);
         int64_t t = s->target[r];
         er_xent_loss ls = { 0, 0, 0, 0, 0 };
         for (int64_t k = 0; y && k < C; k++) y[k] = er__load(j->sg->out, er__offset(j->sg->out, r * C + k));
@@ -316,7 +317,7 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
          * asked for */
         j->fast = j->sg && er__sink_reads_output(j->sg) && !j->sg->set_lo && er__xent_fast_ok(&j->pl);
     }
-    er__run_jobs(jobs, sizeof jobs[0], nt, er_xent_run);
+    er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_xent_run, N);
     er_status st = ER_OK;
     for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     if (st == ER_OK && rows) er_xent_reduce(ref, &jobs[0].pl, loss0, rows);

@@ -394,11 +394,11 @@ END_TEST
 
 /* er_set_progress: on a 0.4-second check (blocked:64 on 128 x 2048 x 128) with a delay of 0.05 s, the callback runs
  * (from any of the workers, one at a time), done grows and stays within total, and the last call has done == total;
- * with the delay beyond the call's length it never runs; turned off, never. */
-typedef struct prog { int calls, bad; int64_t last, total; } prog;
+ * with the delay beyond the call's length it never runs; turned off, never. A row op (softmax) reports its rows. */
+typedef struct prog { int calls, bad; int64_t last, total, want; } prog;
 static void on_progress(int64_t done, int64_t total, void *user) {
     prog *p = user;
-    p->bad += done < p->last || done > total || total != 128 * 128;
+    p->bad += done < p->last || done > total || total != p->want;
     p->calls++;
     p->last = done;
     p->total = total;
@@ -414,7 +414,7 @@ START_TEST(progress_of_a_long_check) {
     er_standard_parse(&blocked, "blocked:64", NULL);
     static const double delays[3] = {0.05, 1000.0, -1.0}; /* -1: turned off */
     for (int k = 0; k < 3; k++) {
-        prog p = {0, 0, 0, 0};
+        prog p = {0, 0, 0, 0, PM * PN};
         if (delays[k] < 0) er_set_progress(NULL, NULL, 0);
         else er_set_progress(on_progress, &p, delays[k]);
         er_report rep;
@@ -427,6 +427,28 @@ START_TEST(progress_of_a_long_check) {
             ck_assert_int_eq(p.calls, 0);
         }
     }
+    /* a row op reports rows: softmax over 4096 rows of 4096 (about 0.6 s on 2 cores) */
+    enum { SR = 4096, SN = 4096 };
+    float *x = malloc(sizeof(float) * SR * SN), *y = malloc(sizeof(float) * SR * SN);
+    for (int i = 0; i < SR * SN; i++) { x[i] = (float)(4 * er_rand_unit() - 2); y[i] = 1.0f / SN; }
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){SR, SN}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){SR, SN}, NULL, y);
+    er_ref *sm;
+    ck_assert_int_eq(er_softmax(&sm, &tx, 1), ER_OK);
+    prog p = {0, 0, 0, 0, SR};
+    er_set_progress(on_progress, &p, 0.01);
+    er_standard any;
+    er_standard_init(&any);
+    er_report rep;
+    ck_assert_int_eq(er_covers(&rep, sm, &ty, &any), ER_OK);
+    er_report_clear(&rep);
+    ck_assert_msg(p.calls >= 2 && p.bad == 0 && p.last == SR && p.total == SR,
+                  "softmax: calls %d, bad %d, last %lld of %lld", p.calls, p.bad, (long long)p.last,
+                  (long long)p.total);
+    er_ref_free(sm);
+    free(x);
+    free(y);
     er_set_progress(NULL, NULL, 0);
     long_mm_free(&lm);
 }

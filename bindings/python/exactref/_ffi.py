@@ -317,14 +317,14 @@ def _show_progress(done, total, user):
         if tqdm is not None:
             bar = _bar.get("tqdm")
             if bar is None or bar.total != total:
-                bar = _bar["tqdm"] = tqdm(total=total, unit="el", desc="exactref", leave=False)
+                bar = _bar["tqdm"] = tqdm(total=total, desc="exactref", leave=False)
             bar.update(done - bar.n)
             if done >= total:
                 bar.close()
                 _bar.pop("tqdm", None)
             return
         end = "\n" if done >= total else ""
-        sys.stderr.write("\rexactref: %3d%% (%d of %d elements)%s" % (100 * done // max(total, 1), done, total, end))
+        sys.stderr.write("\rexactref: %3d%% (%d of %d)%s" % (100 * done // max(total, 1), done, total, end))
         sys.stderr.flush()
     except Exception:  # a callback must not raise into C
         pass

@@ -86,7 +86,7 @@ def test_progress_on_standard_error():
         assert "exactref" in r.stderr
     except ImportError:
         steps = r.stderr.split("\r")[1:]
-        assert len(steps) >= 2 and steps[-1] == "exactref: 100% (16384 of 16384 elements)\n", r.stderr
+        assert len(steps) >= 2 and steps[-1] == "exactref: 100% (16384 of 16384)\n", r.stderr
         pct = [int(x.split("%")[0].split()[-1]) for x in steps]
         assert pct == sorted(pct) and all(x.startswith("exactref: ") for x in steps)
     r = run_progress("0")
