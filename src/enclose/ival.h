@@ -21,7 +21,7 @@ static inline double er__up(double x) {
 static inline double er__dn(double x) { return -er__up(-x); }
 /* Bounds like er__up and er__dn for finite x without a branch: x moved by |x| 2^-52 + 2^-1074, at least an ulp of
  * x (the scaling is exact above the subnormals, and 2^-1074 covers its rounding there), so the sum rounds at least
- * one step beyond x; up to two steps, and an infinity beyond DBL_MAX. */
+ * one step beyond x; up to three (two but near the subnormals, t-ival), and an infinity beyond DBL_MAX. */
 static inline double er__up_wide(double x) { return x + (fabs(x) * 0x1p-52 + 0x1p-1074); }
 static inline double er__dn_wide(double x) { return x - (fabs(x) * 0x1p-52 + 0x1p-1074); }
 

@@ -264,20 +264,17 @@ static er_status er_nbwd_colsums(er_nbwd_job *j, double *buf) {
         for (int o = 1; o < 3 && st == ER_OK; o++) {
             if (!j->sk[o]) continue;
             int bias = o == 2, a0 = bias ? ER_PB_SUM : ER_PW_SUM;
-            double S0 = 0, sa = 0, mx = 0;
+            /* the chunks in order; dweight's mul: max(1,|dy|) max(1,|d|) max(1,|r|)^2 over the rows, bounded by
+             * the product of the maxima */
+            double S0 = 0, sa = 0, dm = 1.0, ym = 1.0, mul = 1.0;
             for (int64_t k = 0; k < j->nc; k++) {
                 const double *P = j->part + k * ER_P_N * n;
                 S0 += P[a0 * n + c];
                 sa += P[(a0 + 1) * n + c];
-                mx = P[(a0 + 2) * n + c] > mx ? P[(a0 + 2) * n + c] : mx;
+                dm = P[ER_PW_DMAX * n + c] > dm ? P[ER_PW_DMAX * n + c] : dm;
+                ym = P[ER_PB_YMAX * n + c] > ym ? P[ER_PB_YMAX * n + c] : ym;
             }
-            /* dweight: max(1,|dy|) max(1,|d|) max(1,|r|)^2 over the rows, bounded by the product of the maxima */
-            double ym = 1.0, mul = 1.0;
-            for (int64_t k = 0; k < j->nc && !bias; k++) {
-                double v = j->part[k * ER_P_N * n + ER_PB_YMAX * n + c];
-                ym = v > ym ? v : ym;
-            }
-            if (!bias) mul = er__mul_up(er__mul_up(ym, mx > 1 ? mx : 1.0), er__mul_up(rm, rm));
+            if (!bias) mul = er__mul_up(er__mul_up(ym, dm), er__mul_up(rm, rm));
             er_cval cv;
             double ex, rd;
             int done = er__nbwd_col_sums(&j->pl[o], bias, S0, sa, mul, R, &cv, &ex, &rd);

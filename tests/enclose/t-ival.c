@@ -2,7 +2,8 @@
  * exp(t) lies in er__exp_bounds's [lo, hi] and hi <= lo (1 + 2^-44) where the theorem says so, for random t over
  * the whole range, the reduction's boundaries (odd multiples of ln 2 / 128), integers, tiny and subnormal t and
  * the ends of the range; the fixed-point sums bound the exact sums of their terms; the compensated sums' radii
- * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values.
+ * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values; the
+ * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward.
  * Compiled with the library's internal source. */
 #include "../common/er_test.h"
 #include "enclose/ival.h"
@@ -151,6 +152,36 @@ START_TEST(compensated_sums_bound_the_exact_sum) {
 }
 END_TEST
 
+/* er__up_wide and er__dn_wide move every finite double at least one step outward (strictly beyond x, and beyond
+ * nextafter's neighbour or equal to it) and at most three: at powers of two and their neighbours, subnormals, 0,
+ * both signs, and random doubles over the whole range; an infinity only beyond DBL_MAX's neighbourhood. */
+START_TEST(wide_steps_move_outward) {
+    er_test_reseed(74);
+    long trials = (long)(200000 * er_test_multiplier()), n = 0;
+    for (long tr = 0; tr < trials + 2 * 2100; tr++, n++) {
+        double x;
+        if (tr < 2 * 2100) { /* 2^e for e in [-1074, 1023] and its two neighbours */
+            double p = ldexp(1.0, (int)(tr / 2) - 1074 < 1024 ? (int)(tr / 2) - 1074 : 1023);
+            x = tr % 2 ? p : nextafter(p, 0.0);
+        } else if (tr % 3 == 0) {
+            x = ldexp(er_rand_unit(), -(int)er_rand_int(0, 1080));
+        } else {
+            x = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-1074, 1023));
+        }
+        if (er_rand64() & 1) x = -x;
+        double u = er__up_wide(x), d = er__dn_wide(x);
+        ER_REQUIRE(u > x && u >= nextafter(x, INFINITY), "up_wide(%a) = %a", x, u);
+        ER_REQUIRE(d < x && d <= nextafter(x, -INFINITY), "dn_wide(%a) = %a", x, d);
+        if (fabs(x) < 0x1p1020)
+            ER_REQUIRE(u <= nextafter(nextafter(nextafter(x, INFINITY), INFINITY), INFINITY) &&
+                           d >= nextafter(nextafter(nextafter(x, -INFINITY), -INFINITY), -INFINITY),
+                       "%a moved by more than three steps: [%a, %a]", x, d, u);
+    }
+    ck_assert(er__up_wide(0.0) > 0 && er__dn_wide(0.0) < 0 && er__up_wide(-0.0) > 0);
+    printf("wide steps: %ld doubles moved outward\n", n);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -158,6 +189,7 @@ int main(void) {
     tcase_add_test(tc, exp_bounds_hold);
     tcase_add_test(tc, fixed_sums_bound_the_exact_sum);
     tcase_add_test(tc, compensated_sums_bound_the_exact_sum);
+    tcase_add_test(tc, wide_steps_move_outward);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
