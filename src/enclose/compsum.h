@@ -13,10 +13,17 @@ typedef struct er_csum {
     double s, b;
 } er_csum;
 
+/* Knuth's two-sum: *s + *e = a + b exactly (no overflow), *s = fl(a + b). */
+static inline void er__two_sum(double a, double b, double *s, double *e) {
+    double t = a + b, bb = t - a;
+    *s = t;
+    *e = (a - (t - bb)) + (b - bb);
+}
+
 /* Adds a main term a and its companion small (their sum stands for the exact term). */
 static inline void er__csum_add(er_csum *c, double a, double small) {
-    double t = c->s + a, bb = t - c->s, e = (c->s - (t - bb)) + (a - bb); /* t + e = s + a exactly */
-    c->s = t;
+    double e;
+    er__two_sum(c->s, a, &c->s, &e);
     c->b += e + small;
 }
 
@@ -25,7 +32,9 @@ static inline void er__csum_add(er_csum *c, double a, double small) {
  * g d = a + fma's error exactly, and g dl rounded once (|g dl| <= 2^-53 |g d|). Returns a = fl(g d), the main term
  * (its magnitudes' sum is the caller's to keep). */
 static inline double er__csum_add_prod(er_csum *c, double g, double x, double m) {
-    double d = x - m, bb = d - x, dl = (x - (d - bb)) + (-m - bb), a = g * d;
+    double d, dl;
+    er__two_sum(x, -m, &d, &dl);
+    double a = g * d;
     er__csum_add(c, a, fma(g, d, -a) + g * dl);
     return a;
 }

@@ -153,12 +153,6 @@ static void er_acc_add_prod(er_acc *acc, double a, double b) {
                      (ea ? ea : 1) - 1075 + za + (eb ? eb : 1) - 1075 + zb);
 }
 
-/* x - m as hi + lo exactly (Knuth's two-sum; no overflow for values of F). */
-static void er_two_diff(double x, double m, double *hi, double *lo) {
-    double s = x - m, bb = s - x;
-    *hi = s;
-    *lo = (x - (s - bb)) + (-m - bb);
-}
 
 /* The accumulator's exact sum as an enclosure in double (its summary: 64 bits and a sticky bit); *xs, when not NULL,
  * gets the 64 bits as a number of MPFR (initialised here) and *st the sticky bit. */
@@ -273,7 +267,7 @@ static er_status er_nbwd_tighten(const er_nbwd_plan *pl, const double *dy, const
         rs->B = er_acc_iv(&acc, NULL, NULL);
         for (int64_t j = 0; j < n; j++) {
             double hi, lo, g = (w ? w[j] : 1.0) * dy[j]; /* exact: two values of at most 26 bits */
-            er_two_diff(x[j], m, &hi, &lo);
+            er__two_sum(x[j], -m, &hi, &lo); /* x - m = hi + lo exactly */
             er_acc_add_prod(&acc, g, hi);
             er_acc_add_prod(&acc, g, lo);
         }
@@ -738,7 +732,7 @@ er_status er__nbwd_col_exact(const er_nbwd_plan *pl, int bias, const double *dy,
                 continue;
             }
             double hi, lo, q = dy[i] * r[i]; /* exact: two values of at most 26 bits */
-            er_two_diff(x[i], m ? m[i] : 0.0, &hi, &lo);
+            er__two_sum(x[i], m ? -m[i] : 0.0, &hi, &lo); /* x - m = hi + lo exactly */
             er_acc_add_prod(&acc, q, hi);
             er_acc_add_prod(&acc, q, lo);
         }
