@@ -12,7 +12,7 @@ FUZZ_TARGETS := standard ops report quantize attention chain
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check zlib1g-dev binutils python3 python3-pip \
                 clang libclang-rt-14-dev
-PY_PACKAGES := numpy pytest pytest-xdist ml_dtypes matplotlib wheel setuptools hypothesis ruff
+PY_PACKAGES := numpy pytest pytest-xdist ml_dtypes matplotlib wheel setuptools hypothesis ruff torch
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -27,7 +27,7 @@ deps:
 	  echo "make: installing missing packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import numpy, pytest, xdist, ml_dtypes, matplotlib, wheel, setuptools, hypothesis, ruff" 2>/dev/null || { \
+	@$(PYTHON) -c "import numpy, pytest, xdist, ml_dtypes, matplotlib, wheel, setuptools, hypothesis, ruff, torch" 2>/dev/null || { \
 	  echo "make: installing missing Python packages: $(PY_PACKAGES)"; \
 	  $(PYTHON) -m pip install -q $(PY_PACKAGES) 2>/dev/null || \
 	  $(PYTHON) -m pip install -q --break-system-packages $(PY_PACKAGES); }
