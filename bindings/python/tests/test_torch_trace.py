@@ -426,3 +426,18 @@ def test_attention_captures_through_torch_references():
             assert res.all(), (cid, kind)
         seen += 1
     assert seen > 60
+
+
+def test_supported_ops_table_in_the_docs():
+    """docs/reference/python.md's table of what traces is supported_ops(), row for row."""
+    import os
+    from conftest import ROOT
+    text = open(os.path.join(ROOT, "docs", "reference", "python.md")).read()
+    rows = text.split("<!-- supported_ops -->", 1)[1].split("|---|---|\n", 1)[1].split("\n\n", 1)[0].split("\n")
+    assert rows == ["| `%s` | %s |" % kv for kv in ert.supported_ops().items()]
+
+
+def test_guide_output():
+    """docs/guides/from-a-torch-reference.md shows what examples/python/torch_reference_check.py prints."""
+    from test_exactref import _shows_output
+    _shows_output("guides/from-a-torch-reference.md", "torch_reference_check.py")
