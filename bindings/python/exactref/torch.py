@@ -37,6 +37,8 @@ from ._errors import ExactrefNotImplementedError, ExactrefTypeError, ExactrefVal
 __all__ = ["reference", "assert_close", "supported_ops", "TracedFunction", "TracedReference", "UnsupportedOpError"]
 
 _INTERMEDIATES = ("compute", "stored")
+# make_fx's keyword for tracing with fake tensors while fn captures real ones (torch 2.x); without it, real tracing
+_FAKE_WITH_CAPTURES = "_allow_non_fake_inputs" in inspect.signature(_proxy.make_fx).parameters
 
 
 class UnsupportedOpError(ExactrefNotImplementedError):
@@ -711,7 +713,8 @@ class TracedFunction:
         if t is None:
             t = _Trace(self.fn, inputs)
             _Reader(t, False, self.intermediates, self.ulps).run(inputs)
-            self._traces[key] = t
+            if t.fake:   # a real trace may hold a branch taken on these inputs' values: not reused
+                self._traces[key] = t
         return t
 
     def graph(self, *inputs) -> str:
@@ -736,8 +739,24 @@ class _Trace:
         # each input its own tensor object: the tracer maps a tensor to the last input that is it, so a trace of
         # f(q, q) would read one input for both, wrong for a later f(q, k) of the same signature
         inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
+        # fake tensors: nothing is computed (a real trace runs fn once: 0.5 s for a 2048^3 fp16 GEMM on the CPU), the
+        # tensors fn captures (a module's parameters) stay real in the graph, and control flow on the values is an
+        # error instead of the branch of the first inputs. Where torch lacks the keyword, a real trace each call.
+        self.fake = _FAKE_WITH_CAPTURES
         with torch.no_grad():
-            self.gm = _proxy.make_fx(traced, pre_dispatch=True, tracing_mode="real")(*inputs)
+            if not self.fake:
+                self.gm = _proxy.make_fx(traced, pre_dispatch=True, tracing_mode="real")(*inputs)
+            else:
+                try:
+                    self.gm = _proxy.make_fx(traced, pre_dispatch=True, tracing_mode="fake",
+                                             _allow_non_fake_inputs=True)(*inputs)
+                except Exception as e:
+                    if "data-dependent" not in str(e) and "DataDependent" not in type(e).__name__:
+                        raise
+                    raise ExactrefNotImplementedError(
+                        "ER_ERR_UNSUPPORTED", "exactref.torch: fn's control flow or an op's shape depends on the "
+                        "values of its inputs (%s); a reference is traced once per signature, so write the branch "
+                        "outside fn" % str(e).split("\n", 1)[0]) from e
         self.graph = self.gm.graph
         self.places = place.places
         self.names = _input_names(fn, len(inputs))

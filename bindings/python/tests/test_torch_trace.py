@@ -441,3 +441,14 @@ def test_guide_output():
     """docs/guides/from-a-torch-reference.md shows what examples/python/torch_reference_check.py prints."""
     from test_exactref import _shows_output
     _shows_output("guides/from-a-torch-reference.md", "torch_reference_check.py")
+
+
+def test_control_flow_on_values_refused():
+    """A function that branches on its inputs' values is refused: a trace is reused for every input of the same
+    signature, so it must not hold the branch the first inputs took."""
+    def fn(x):
+        if x.sum() > 0:
+            return x * 2
+        return x * 4
+    with pytest.raises(er.ExactrefNotImplementedError, match="depends on the values of its inputs"):
+        ert.reference(fn)(A)
