@@ -60,7 +60,7 @@ _VIEWS = {  # a bijective rearrangement: a view of a reference's output too
     "aten.unflatten": "a view", "aten.unsqueeze": "a view", "aten.squeeze": "a view", "aten.t": "a view",
     "aten.transpose": "a view", "aten.permute": "a view", "aten.numpy_T": "a view", "aten.mT": "a view",
     "aten.contiguous": "the same values", "aten.clone": "the same values", "aten.alias": "the same values",
-    "aten.detach": "the same values", "aten.lift_fresh_copy": "the same values",
+    "aten.detach": "the same values", "aten.detach_": "the same values", "aten.lift_fresh_copy": "the same values",
 }
 _SELECTS = {  # of an input's values only: a reference is checked whole
     "aten.expand": "a broadcast view of an input", "aten.slice": "a slice of an input",
@@ -314,6 +314,8 @@ class _Reader:
             return self.unary(node, op, _bind(node, env))
         if op in _BINARY:
             return self.binary(node, op, _bind(node, env))
+        if op.endswith("_") and not op.endswith("__"):
+            self.fail(node, "an in-place op: write it out of place (y = y + b for y += b), and exactref traces it")
         self.fail(node, "exactref has no set for this op")
 
     def view(self, node, op, env):
@@ -427,7 +429,7 @@ class _Reader:
         if dims and dims != list(range(dims[0], dims[-1] + 1)):
             self.fail(node, "%s over dimensions %s that are not adjacent" % (op.split(".")[1], dims))
         if a.get("dtype") is not None and op != "aten.amax":
-            x = _Concrete(x.t.to(a["dtype"]) if self.build else None, x.expr)
+            x = _Concrete(x.t.to(a["dtype"]) if self.build else None, "%s.to(%s)" % (x.expr, _dtype_name(a["dtype"])))
         merged = src[:dims[0]] + (int(np.prod([src[d] for d in dims])),) + src[dims[-1] + 1:] if dims else (1,)
         d0 = dims[0] if dims else 0
         base_shape = merged[:d0] + merged[d0 + 1:]

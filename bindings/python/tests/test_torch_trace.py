@@ -488,3 +488,16 @@ def test_cuda_tensors():
     y2[3, 4] = y2[3, 4] * 2 + 1
     assert not traced.covers(y2).all()
     print("cuda_available", er.cuda_available())
+
+
+def test_constants_and_in_place_ops():
+    """A tensor constant made inside fn is read as a value; an in-place op is refused with what to write instead."""
+    fn = lambda x: (x @ x.T) * torch.tensor(2.0)  # noqa: E731
+    r = ert.reference(fn)(A)
+    assert r.covers(fn(A)).all() and not r.covers(A @ A.T).all()
+
+    def in_place(x, w):
+        y = x @ w
+        y += 1
+        return y
+    _raises(in_place, (A, B), "aten.add_.*in-place op: write it out of place")
