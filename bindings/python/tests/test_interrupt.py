@@ -41,8 +41,10 @@ except KeyboardInterrupt:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the SIGINT handover is Linux's sigaction")
 def test_ctrl_c_stops_a_long_check():
     env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # SIGINT at its default in the child, as under a terminal: a test run started in the background of a shell
+    # without job control inherits SIGINT ignored, and Python then installs no handler for the library to take over
     p = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env)
+                         env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert p.stdout.readline().strip() == "start"
         time.sleep(1.0)
