@@ -134,16 +134,20 @@ class _Ref:
     (op, args) rearrangements applied to the reference's output, in order; chainable: elementwise stages may follow
     (a matmul, sum or tensor base, or a chain)."""
 
-    def __init__(self, ref, expr, base_shape, chainable, views=(), casts=()):
+    def __init__(self, ref, expr, base_shape, chainable, views=(), casts=(), pending=None):
         self.ref = ref
         self.expr = expr
         self.base_shape = tuple(base_shape)
         self.chainable = chainable
         self.views = tuple(views)
         self.casts = tuple(casts)   # the roundings after a value that is not chainable (folded into the output's)
+        # a chain's cast not yet made a stage: made one when a stage follows; a last cast to the output's dtype is
+        # the output's own rounding, so that covers()'s overflow= applies to it (torch's CPU .to(float8_e4m3fn)
+        # saturates, where a cast stage would give e4m3fn's NaN)
+        self.pending = pending
 
     def but(self, **kw):
-        v = _Ref(self.ref, self.expr, self.base_shape, self.chainable, self.views, self.casts)
+        v = _Ref(self.ref, self.expr, self.base_shape, self.chainable, self.views, self.casts, self.pending)
         for k, x in kw.items():
             setattr(v, k, x)
         return v
@@ -282,7 +286,14 @@ class _Reader:
             return r
         if not r.chainable:
             return r.but(casts=r.casts + (dt,))
-        return r.but(ref=self.make(lambda: r.ref.cast(_dtype_name(dt))), expr="%s.cast(%r)" % (r.expr, _dtype_name(dt)))
+        return self.settled(r).but(pending=dt, expr="%s.cast(%r)" % (r.expr, _dtype_name(dt)))
+
+    def settled(self, r):
+        """r with its pending cast made a stage."""
+        if r.pending is None:
+            return r
+        name = _dtype_name(r.pending)
+        return r.but(ref=self.make(lambda: r.ref.cast(name)), pending=None)
 
     def as_chain_base(self, node, v):
         """v as a value elementwise stages may follow: a chainable reference, or a known tensor as er.tensor()
@@ -291,7 +302,7 @@ class _Reader:
             if not v.chainable:
                 self.fail(node, "an elementwise op after %s: exactref chains elementwise stages after a matmul, "
                                 "linear, addmm, bmm, sum or an input, not after this op" % v.expr)
-            return v
+            return self.settled(v)
         shape = tuple(self.meta(node).shape)
         expr = "er.tensor(%s)" % v.expr
         ref = self.make(lambda: _api.tensor(np.broadcast_to(self.array(v), shape) if shape else
@@ -352,8 +363,7 @@ class _Reader:
         if not src.chainable:
             return src.but(casts=src.casts + (dt,))
         if _narrow(dt):   # elementwise: it commutes with the views
-            return src.but(ref=self.make(lambda: src.ref.cast(_dtype_name(dt))),
-                           expr="%s.cast(%r)" % (src.expr, _dtype_name(dt)))
+            return self.settled(src).but(pending=dt, expr="%s.cast(%r)" % (src.expr, _dtype_name(dt)))
         return src   # a widening: the value is already held in the compute format
 
     def operands(self, x, y):
@@ -575,13 +585,18 @@ class _Reader:
                 v = _Ref(self.make(lambda arr=arr: _api.tensor(arr if arr.ndim else arr.reshape(1))),
                          "er.tensor(%s)" % v.expr, tuple(meta.shape) or (1,), True,
                          views=() if meta.dim() else (("reshape", ((),), {}),))
+            if v.pending is not None and v.pending != meta.dtype:
+                v = self.settled(v)
             for c in v.casts:
                 if c.itemsize < meta.dtype.itemsize:
                     raise UnsupportedOpError("aten.to", None, "output %d is rounded to %s, then widened to %s after "
                                                               "%s: the widened output's set would not hold the "
                                                               "rounding" % (i, _dtype_name(c), _dtype_name(meta.dtype),
                                                                             v.expr))
-            vals.append(TracedReference(v, meta, self.t) if self.build else None)
+            overflow = None
+            if v.pending is not None and meta.dtype == torch.float8_e4m3fn and self.build:
+                overflow = _e4m3fn_overflow(self.t.device)
+            vals.append(TracedReference(v, meta, self.t, overflow) if self.build else None)
         return tuple(vals) if many else vals[0]
 
 
@@ -622,11 +637,14 @@ class TracedReference:
     """One output of a traced function: the exactref reference built from the trace (`reference`), the exactref
     expression it stands for (`expr`), and covers() taking the kernel's output in the function's shape and dtype."""
 
-    def __init__(self, v, meta, traced):
+    def __init__(self, v, meta, traced, overflow=None):
         self.reference = v.ref
         self.expr = v.expr
         self.shape = tuple(meta.shape)
         self.dtype = meta.dtype
+        #: the overflow rule of the function's last cast where it is to float8_e4m3fn: torch's own on the inputs'
+        #: device ("saturate" in torch 2.15, "nan" where .to() returns NaN beyond 448), covers()'s default then
+        self.overflow = overflow
         self._v = v
         self._traced = traced
         self._device_matmul = None
@@ -667,6 +685,8 @@ class TracedReference:
         """Classifies the kernel's output (a torch tensor or an array of the function's shape and dtype) against the
         set of the traced reference under `standard` and its options (as Reference.covers). The result's elements
         are in the reference op's own shape where the function rearranged its output (a transpose, a reshape)."""
+        if self.overflow and "overflow" not in kwargs and "overflow" not in (options or "") + standard:
+            kwargs = dict(kwargs, overflow=self.overflow)
         device = self._device_matmul
         if device is not None and isinstance(out, torch.Tensor) and out.is_cuda and _api.cuda_available():
             return _api.matmul_covers_device(device[0], device[1], out, standard, options, **kwargs)
@@ -761,6 +781,7 @@ class _Trace:
                         "outside fn" % str(e).split("\n", 1)[0]) from e
         self.graph = self.gm.graph
         self.places = place.places
+        self.device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
         self.names = _input_names(fn, len(inputs))
 
 
@@ -777,6 +798,18 @@ def _input_names(fn, n):
         elif p.kind == p.VAR_POSITIONAL:
             names += ["%s[%d]" % (p.name, i) for i in range(n - len(names))]
     return (names + ["x%d" % i for i in range(len(names), n)])[:n]
+
+
+_E4M3FN_OVERFLOW = {}
+
+
+def _e4m3fn_overflow(device):
+    """What torch's .to(float8_e4m3fn) does beyond 448 on a device: "saturate" (448) or "nan", asked once."""
+    rule = _E4M3FN_OVERFLOW.get(device)
+    if rule is None:
+        v = torch.tensor([1000.0], device=device).to(torch.float8_e4m3fn).float().item()
+        rule = _E4M3FN_OVERFLOW[device] = "nan" if math.isnan(v) else "saturate"
+    return rule
 
 
 def _device_operands(t, r, inputs):

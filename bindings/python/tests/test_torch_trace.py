@@ -501,3 +501,25 @@ def test_constants_and_in_place_ops():
         y += 1
         return y
     _raises(in_place, (A, B), "aten.add_.*in-place op: write it out of place")
+
+
+def test_a_last_cast_is_the_outputs_rounding():
+    """A last .to(dtype) is the output's own rounding, so covers()'s overflow= applies to it; for float8_e4m3fn its
+    default is what torch's .to() does beyond 448 on the inputs' device (torch 2.15 saturates: 1000 becomes 448;
+    earlier versions return NaN), and the other rule calls torch's output wrong. An earlier cast is a stage (fp16,
+    then widened: the fp32 output holds fp16 values)."""
+    fn = lambda x, w: ((x.float() @ w.float()) * 64).to(torch.float8_e4m3fn)  # noqa: E731
+    x, w = A16, B16
+    r = ert.reference(fn)(x, w)
+    assert r.expr == "er.matmul(x, w).mul(64.0).cast('float8_e4m3fn')"
+    out = fn(x, w)
+    over = ((x.float() @ w.float()) * 64).abs() >= 480
+    assert over.any()
+    sat = bool((out.float()[over].abs() == 448).all())
+    assert sat or bool(out.float()[over].isnan().all())
+    assert r.overflow == ("saturate" if sat else "nan")
+    assert r.covers(out).all()
+    assert not r.covers(out, overflow="nan" if sat else "saturate").all()
+    back = ert.reference(lambda x, w: (x @ w).half().float())(A, B)
+    y = (A @ B).half().float()
+    assert back.covers(y).all() and not back.covers(A @ B).all()
