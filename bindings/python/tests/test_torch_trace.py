@@ -2,6 +2,7 @@
 against the hand-written exactref reference of the same computation on the same outputs (the same class for every
 element), on torch CPU outputs nudged by an ulp and by much more, and on the H200 captures of tests/data."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -523,3 +524,36 @@ def test_a_last_cast_is_the_outputs_rounding():
     back = ert.reference(lambda x, w: (x @ w).half().float())(A, B)
     y = (A @ B).half().float()
     assert back.covers(y).all() and not back.covers(A @ B).all()
+
+
+def test_norm_captures_through_torch_references():
+    """torch's CUDA softmax, log_softmax, layer_norm and rms_norm captured on the H200 (tests/data/norm.npz): the
+    traced F.softmax / F.log_softmax / F.layer_norm / F.rms_norm give the hand-written references' classes on every
+    output, and cover each (as the C suites find with the hand-written ones)."""
+    from conftest import ROOT, arrays
+    pytest.importorskip("ml_dtypes")
+    z = np.load(os.path.join(ROOT, "tests", "data", "norm.npz"))
+    with open(os.path.join(ROOT, "tests", "data", "norm_cases.txt")) as f:
+        rows = [ln.split() for ln in f if ln.strip() and not ln.startswith("#")]
+    seen = 0
+    for cid, op, dt, _ in rows:
+        x, y = arrays(z, dt, cid + "__in__x", cid + "__out__y")
+        if op in ("softmax", "log_softmax"):
+            fn = (lambda x: F.softmax(x, -1)) if op == "softmax" else (lambda x: F.log_softmax(x, -1))
+            hand = (er.softmax if op == "softmax" else er.log_softmax)(x, -1)
+            inputs = (t(x),)
+        elif op == "layernorm":
+            w, b = (arrays(z, dt, cid + k)[0] if cid + k in z else None for k in ("__in__weight", "__in__bias"))
+            fn = lambda x, *wb: F.layer_norm(x, x.shape[-1:], *wb, eps=1e-5)  # noqa: E731
+            hand = er.layer_norm(x, x.shape[-1], w, b, 1e-5)
+            inputs = (t(x),) + tuple(t(v) for v in (w, b) if v is not None)
+            assert (w is None) == (b is None), cid
+        else:
+            w = arrays(z, dt, cid + "__in__weight")[0] if cid + "__in__weight" in z else None
+            fn = lambda x, *w: F.rms_norm(x, x.shape[-1:], *w, eps=1e-6)  # noqa: E731
+            hand = er.rmsnorm(x, w, 1e-6)
+            inputs = (t(x),) + (() if w is None else (t(w),))
+        res = _same_judgment(fn, inputs, hand, t(y), {})
+        assert res.all(), (cid, op, dt)
+        seen += 1
+    assert seen == len(rows) == 90
