@@ -318,7 +318,7 @@ def torch_reference():
         assert traced(x, w, b).covers(y).all()
     th, tf, tc = best(hand, 5), best(first, 5), best(cached, 5)
     print("python_torch_reference_4ops_512x512x512_fp16: traced %.4f s (first call), %.4f s (trace reused) vs "
-          "hand-written %.4f s: +%.1f ms, +%.1f ms  (the process's first trace: %.3f s)"
+          "hand-written %.4f s: %+.1f ms, %+.1f ms  (the process's first trace: %.3f s)"
           % (tf, tc, th, (tf - th) * 1e3, (tc - th) * 1e3, cold))
 
 
