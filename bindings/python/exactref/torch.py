@@ -29,9 +29,10 @@ try:
 except ImportError:  # pragma: no cover - the message is the point
     raise ImportError("exactref.torch needs torch (pip install torch)") from None
 
-from . import _api
+from . import _api, _check
 from ._api import Result, Results
-from ._arrays import to_numpy
+from ._api import _dtype_name
+from ._arrays import numpy_dtype, to_numpy
 from ._errors import ExactrefNotImplementedError, ExactrefTypeError, ExactrefValueError
 
 __all__ = ["reference", "assert_close", "supported_ops", "TracedFunction", "TracedReference", "UnsupportedOpError"]
@@ -178,10 +179,6 @@ def _bind(node, env):
         else:
             bound[arg.name] = None
     return bound
-
-
-def _dtype_name(dt):
-    return str(dt).replace("torch.", "")
 
 
 def _narrow(dt):
@@ -648,6 +645,7 @@ class TracedReference:
         self._v = v
         self._traced = traced
         self._device_matmul = None
+        self._index = None
 
     def __bool__(self):
         raise TypeError("exactref.torch: a TracedReference has no truth value (it is not a verdict): assert "
@@ -665,8 +663,7 @@ class TracedReference:
             arr = to_numpy(out, "out")
         else:
             arr = to_numpy(out, "out")
-            want = np.dtype(to_numpy(torch.empty(0, dtype=self.dtype), "dtype").dtype)
-            if arr.dtype != want:
+            if arr.dtype != numpy_dtype(_dtype_name(self.dtype)):
                 raise ExactrefValueError("ER_ERR_FORMAT", "exactref.torch: the output is %s but the function returns "
                                                           "%s" % (arr.dtype, _dtype_name(self.dtype)))
         if tuple(arr.shape) != self.shape:
@@ -675,9 +672,11 @@ class TracedReference:
         v = self._v
         if not v.views:
             return arr
-        idx = _index_map(v)
+        if self._index is None:    # once: a check repeated on new outputs rearranges them the same way
+            self._index = _index_map(v).ravel()
+        idx = self._index
         base = np.empty(idx.size, arr.dtype)
-        base[idx.ravel()] = arr.ravel()
+        base[idx] = arr.ravel()
         return base.reshape(self.reference.shape)
 
     def covers(self, out: Any, standard: str = "any_order", options: Optional[str] = None,
@@ -710,6 +709,7 @@ class TracedFunction:
             if k not in _UNARY.values() or k == "relu":
                 raise ExactrefValueError("ER_ERR_INVALID", "exactref.torch.reference: ulps takes %s; got %r"
                                          % (", ".join(s for s in _UNARY.values() if s != "relu"), k))
+            _check.ulps(u, "exactref.torch.reference", "ulps[%r]" % k)
         self.fn = fn
         self.intermediates = intermediates
         self.ulps = ulps

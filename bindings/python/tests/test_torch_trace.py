@@ -242,6 +242,8 @@ def test_ulps_option():
     assert wide.covers(out).widest()[1] > ert.reference(fn)(A, B).covers(out).widest()[1]
     with pytest.raises(er.ExactrefValueError, match="ulps takes"):
         ert.reference(fn, ulps={"cumsum": 1})
+    with pytest.raises(er.ExactrefValueError, match="None or a number in"):
+        ert.reference(fn, ulps={"exp": 100})     # refused when given, not when a reference is first built
 
 
 def test_assert_close():
