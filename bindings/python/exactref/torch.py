@@ -529,24 +529,21 @@ class _Reader:
 
     def stage(self, node, r, kind, y, negate):
         """r.add(y) or r.mul(y) (y negated first for a subtraction), y a number, known values or a reference."""
+        shape = tuple(self.meta(node).shape)
+        if shape != tuple(_views_shape(r) if r.views else r.base_shape):
+            self.fail(node, "a broadcast of a reference's output to %s" % (shape,))
         if isinstance(y, _Ref):
             other = self.as_chain_base(node, y)
             if other.views != r.views or other.base_shape != r.base_shape:
                 self.fail(node, "%s of %s and %s, whose elements are arranged differently" % (kind, r.expr, y.expr))
-            if tuple(self.meta(node).shape) != tuple(self.shape_of(r, node)):
-                self.fail(node, "a broadcast of a reference's output")
             if negate:
                 other = self.negated(node, other)
             out = r.but(ref=self.make(lambda: getattr(r.ref, kind)(other.ref)),
                         expr="%s.%s(%s)" % (r.expr, kind, other.expr))
         elif isinstance(y, _Concrete):
-            if tuple(self.meta(node).shape) != tuple(self.shape_of(r, node)):
-                self.fail(node, "a broadcast of a reference's output to %s" % (tuple(self.meta(node).shape),))
-
             def operand():
                 arr = self.array(y)
-                arr = -arr if negate else arr
-                return self.to_base(r, arr, tuple(self.meta(node).shape))
+                return self.to_base(r, -arr if negate else arr, shape)
             out = r.but(ref=self.make(lambda: getattr(r.ref, kind)(operand())),
                         expr="%s.%s(%s%s)" % (r.expr, kind, "-" if negate else "", y.expr))
         else:
@@ -554,10 +551,6 @@ class _Reader:
             c = -c if negate else c
             out = r.but(ref=self.make(lambda: getattr(r.ref, kind)(c)), expr="%s.%s(%r)" % (r.expr, kind, c))
         return self.cast_after(node, out)
-
-    def shape_of(self, r, node):
-        """The shape of r's value as the function sees it (its views applied)."""
-        return _views_shape(r) if r.views else r.base_shape
 
     def to_base(self, r, arr, shape):
         """An operand broadcast to the function's shape, rearranged into the reference's own order."""
@@ -593,7 +586,7 @@ class _Reader:
             overflow = None
             if v.pending is not None and meta.dtype == torch.float8_e4m3fn and self.build:
                 overflow = _e4m3fn_overflow(self.t.device)
-            vals.append(TracedReference(v, meta, self.t, overflow) if self.build else None)
+            vals.append(TracedReference(v, meta, overflow) if self.build else None)
         return tuple(vals) if many else vals[0]
 
 
@@ -634,7 +627,7 @@ class TracedReference:
     """One output of a traced function: the exactref reference built from the trace (`reference`), the exactref
     expression it stands for (`expr`), and covers() taking the kernel's output in the function's shape and dtype."""
 
-    def __init__(self, v, meta, traced, overflow=None):
+    def __init__(self, v, meta, overflow=None):
         self.reference = v.ref
         self.expr = v.expr
         self.shape = tuple(meta.shape)
@@ -643,7 +636,6 @@ class TracedReference:
         #: device ("saturate" in torch 2.15, "nan" where .to() returns NaN beyond 448), covers()'s default then
         self.overflow = overflow
         self._v = v
-        self._traced = traced
         self._device_matmul = None
         self._index = None
 
