@@ -2,6 +2,7 @@
 version, and each bad argument refused with exit status 2 and one line, no traceback."""
 import html.parser
 import os
+import shutil
 import subprocess
 import sys
 
@@ -139,15 +140,26 @@ def test_show_and_report_a_record(tmp_path):
     assert r.returncode == 0 and os.path.isfile(os.path.splitext(rec.path)[0] + ".html")
 
 
+def _chromium(p):
+    """Playwright's own Chromium, else the system's (Debian's `chromium` package)."""
+    try:
+        return p.chromium.launch()
+    except Exception:
+        system = shutil.which("chromium") or shutil.which("chromium-browser")
+        if system is None:
+            raise
+        return p.chromium.launch(executable_path=system)
+
+
 def test_report_in_a_browser(tmp_path):
-    """The page opened in a real headless browser (skipped where Playwright and its Chromium are not installed)."""
+    """The page opened in a real headless browser (skipped where Playwright and no Chromium are installed)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     rec = er.testing.check(dropped_last, "sum", runs_dir=tmp_path)
     out = tmp_path / "page.html"
     assert run("report", rec.path, "-o", out).returncode == 0
     try:
         with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch()
+            browser = _chromium(p)
             pg = browser.new_page()
             pg.goto(out.as_uri())
             rows = pg.locator("tr.FAIL").count()
