@@ -171,13 +171,15 @@ class Result:
         """True when every element passes (exact, covered, or an overflow some allowed order produces)."""
         return self.n_failed == 0
 
-    def plot(self, path: Optional[str] = None, tiles: Optional[Tuple[int, int]] = None, title: Optional[str] = None,
+    def plot(self, path: Optional[str] = None, tiles: Any = None, title: Optional[str] = None,
              max_panels: int = 16):
         """An image of the output's elements by class: exact, covered, an allowed overflow, outside by how far (under
         2 ulps, 2 to 16, beyond; from `slack` where the result has sets), NaN or inf where not allowed, and missing.
         A 2-D output is one image (rows down, columns across), a 1-D one a row, a batched one small multiples over
-        its leading indices (the first max_panels); tiles=(rows, cols) outlines a kernel's tiles. Returns the
-        matplotlib Figure, saved to path when given. Needs matplotlib (pip install 'exactref[plot]')."""
+        its leading indices (the first max_panels); tiles=(rows, cols) outlines a kernel's tiles, and tiles=config
+        reads them from a triton.Config or a dict of meta-parameters (BLOCK_M, BLOCK_SIZE_M, BM, TILE_M, BLOCK_ROWS or
+        XBLOCK for rows; the N names for columns; one of the two is enough). Returns the matplotlib Figure, saved to
+        path when given. Needs matplotlib (pip install 'exactref[plot]')."""
         from . import _plot
         max_panels = _check.integer(max_panels, "plot", "max_panels", 1, 1 << 20)
         if title is not None and not isinstance(title, str):

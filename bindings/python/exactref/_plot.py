@@ -40,6 +40,53 @@ def _grid(a):
     return panels, labels
 
 
+#: The meta-parameters that name an output tile's rows and columns in kernel configs (Triton's tutorials, CUTLASS-style
+#: and Inductor's names), looked up without regard to case, first match wins.
+TILE_ROWS = ("BLOCK_M", "BLOCK_SIZE_M", "BM", "TILE_M", "BLOCK_ROWS", "XBLOCK")
+TILE_COLS = ("BLOCK_N", "BLOCK_SIZE_N", "BN", "TILE_N", "BLOCK_COLS", "YBLOCK")
+
+
+def tiles_of(config, cols=True):
+    """(rows, cols) of the output tile a kernel config sets: from a triton.Config (its kwargs) or a dict of
+    meta-parameters; None for an axis it does not tile (cols=False: only rows, as for attention, whose BLOCK_N tiles
+    the keys, not the output)."""
+    from collections.abc import Mapping
+    kw = config if isinstance(config, Mapping) else getattr(config, "kwargs", None)
+    if not isinstance(kw, Mapping):
+        raise TypeError("exactref: plot: tiles must be (rows, cols), a triton.Config or a dict of meta-parameters, "
+                        "not %s" % type(config).__name__)
+    upper = {str(k).upper(): v for k, v in kw.items()}
+
+    def pick(names):
+        for n in names:
+            if n in upper:
+                v = upper[n]
+                if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+                    raise ValueError("exactref: plot: the config's %s is %r; a tile's size must be a positive "
+                                     "integer" % (n, v))
+                return int(v)
+        return None
+
+    return pick(TILE_ROWS), pick(TILE_COLS) if cols else None
+
+
+def _tiles(tiles):
+    """plot's tiles= as (rows or None, cols or None)."""
+    if isinstance(tiles, (tuple, list)):
+        if len(tiles) != 2 or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t > 0
+                                      for t in tiles):
+            raise ValueError("exactref: plot: tiles must be two positive integers (rows, cols), not %r" % (tiles,))
+        return int(tiles[0]), int(tiles[1])
+    if isinstance(tiles, (str, bytes, int, float)):
+        raise ValueError("exactref: plot: tiles must be two positive integers (rows, cols), not %r" % (tiles,))
+    t = tiles_of(tiles)
+    if t == (None, None):
+        kw = tiles if isinstance(tiles, dict) else tiles.kwargs
+        raise ValueError("exactref: plot: the config names no output tile (looked for %s or %s among its "
+                         "meta-parameters %s)" % ("/".join(TILE_ROWS), "/".join(TILE_COLS), sorted(map(str, kw))))
+    return t
+
+
 def plot(result, path=None, tiles=None, title=None, max_panels=16):
     """The figure (matplotlib), saved to path when given."""
     try:
@@ -53,9 +100,7 @@ def plot(result, path=None, tiles=None, title=None, max_panels=16):
         raise ImportError("exactref: Result.plot needs matplotlib: pip install 'exactref[plot]' (or pip install "
                           "matplotlib)") from None
     if tiles is not None:
-        if (not isinstance(tiles, (tuple, list)) or len(tiles) != 2
-                or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t > 0 for t in tiles)):
-            raise ValueError("exactref: plot: tiles must be two positive integers (rows, cols), not %r" % (tiles,))
+        tiles = _tiles(tiles)
     try:
         slack = result.slack
     except ValueError:  # a result without sets: classes alone
@@ -76,9 +121,9 @@ def plot(result, path=None, tiles=None, title=None, max_panels=16):
         ax.set_title(labels[k], fontsize=8)
         ax.tick_params(labelsize=7)
         if tiles is not None:
-            for y in np.arange(tiles[0], img.shape[0], tiles[0]):
+            for y in np.arange(tiles[0], img.shape[0], tiles[0]) if tiles[0] else ():
                 ax.axhline(y - 0.5, color="k", linewidth=0.4)
-            for x in np.arange(tiles[1], img.shape[1], tiles[1]):
+            for x in np.arange(tiles[1], img.shape[1], tiles[1]) if tiles[1] else ():
                 ax.axvline(x - 0.5, color="k", linewidth=0.4)
     present = sorted(set(np.unique(panels[:n]).tolist()))
     fig.legend(handles=[Patch(color=COLORS[c], label=CODES[c]) for c in present], loc="lower center",

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import _api as er
-from . import _check, _ffi
+from . import _check, _ffi, _plot
 from ._arrays import View, numpy_dtype
 from ._errors import ExactrefError, ExactrefNotImplementedError
 
@@ -781,7 +781,7 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
             if not ok:
                 entry["report"] = str(res)
                 if record:
-                    pictures.append((entry, res))
+                    pictures.append((entry, res, _output_tiles(op, cfg)))
             rec.cases.append(entry)
     bad = rec.failed()
     if bad:
@@ -813,13 +813,28 @@ def _draw(rec, pictures, most=16):
     except ImportError:
         return
     base = os.path.splitext(rec.path)[0]
-    for entry, res in pictures[:most]:
+    for entry, res, tiles in pictures[:most]:
         k = rec.cases.index(entry)
         r = next(x for x in _results(res) if not x.all())
         path = "%s-case%d.png" % (base, k)
-        fig = r.plot(path, title="%s: %s %s %s" % (rec.name, tuple(entry["shape"]), entry["dtype"], entry["family"]))
+        fig = r.plot(path, tiles=tiles,
+                     title="%s: %s %s %s" % (rec.name, tuple(entry["shape"]), entry["dtype"], entry["family"]))
         plt.close(fig)
         entry["picture"] = os.path.basename(path)
+        if tiles is not None:
+            entry["tiles"] = list(tiles)
+
+
+def _output_tiles(op, cfg):
+    """The output tile a case's config sets, for the picture: (BLOCK_M, BLOCK_N) of a matmul's output, BLOCK_M rows of
+    an attention output (its BLOCK_N tiles the keys); None without a config or where the config names none."""
+    if cfg is None or not (op in ("matmul", "bmm") or op in _ATTENTION and "backward" not in op):
+        return None
+    try:
+        t = _plot.tiles_of(cfg, cols=op in ("matmul", "bmm"))
+    except (TypeError, ValueError):  # a config whose tile names hold no sizes: the picture goes without tiles
+        return None
+    return None if t == (None, None) else t
 
 
 def _reveal_case(kernel, case, device):

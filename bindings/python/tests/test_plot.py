@@ -90,3 +90,88 @@ def test_plot_refusals(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"pip install 'exactref\[plot\]'"):
         res.plot()
+
+
+def test_plot_reads_tiles_from_a_config():
+    """tiles= a kernel config: BLOCK_M-style names give the rows, BLOCK_N-style the columns, either alone one axis;
+    a config naming neither is refused with the names looked for."""
+    A, B, C = matmul_case()
+    res = er.matmul(A, B).covers(C)
+
+    def lines(fig):  # ("h", y) for a horizontal outline, ("v", x) for a vertical one
+        out = []
+        for ln in fig.axes[0].lines:
+            (x0, y0), (x1, y1) = ln.get_xydata()[:2]
+            out.append(("h", y0) if y0 == y1 else ("v", x0))
+        return sorted(out)
+
+    both = res.plot(tiles={"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 8, "GROUP_SIZE_M": 8})
+    assert lines(both) == sorted([("h", 15.5), ("h", 31.5), ("v", 7.5), ("v", 15.5)])
+    rows = res.plot(tiles={"bm": 32, "BK": 64})  # names without regard to case; K blocks are not output tiles
+    assert lines(rows) == [("h", 31.5)]
+    with pytest.raises(ValueError, match=r"names no output tile .*BLOCK_M.*\['BK', 'num_stages'\]"):
+        res.plot(tiles={"BK": 64, "num_stages": 3})
+    with pytest.raises(ValueError, match="the config's BLOCK_M is 0; a tile's size must be a positive integer"):
+        res.plot(tiles={"BLOCK_M": 0})
+    triton = pytest.importorskip("triton")
+    cfg = triton.Config({"BLOCK_M": 8, "BLOCK_N": 16}, num_warps=4)
+    assert lines(res.plot(tiles=cfg)) == sorted([("h", 7.5), ("h", 15.5), ("h", 23.5), ("h", 31.5), ("v", 15.5)])
+
+
+def _tile_edge_kernel(triton, tl):
+    """An autotuned Triton matmul (run by Triton's interpreter on the CPU) whose second config doubles the last
+    column of each output tile (a planted tile-edge bug)."""
+    @triton.autotune(configs=[triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "EDGE": 1}),
+                              triton.Config({"BLOCK_M": 32, "BLOCK_N": 16, "EDGE": 0})], key=["M", "N", "K"])
+    @triton.jit
+    def mm_kernel(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EDGE: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+        rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        a = tl.load(A + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(B + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, input_precision="ieee")
+        if EDGE == 0:
+            acc = tl.where((tl.arange(0, BLOCK_N) == BLOCK_N - 1)[None, :], acc * 2, acc)
+        tl.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    return mm_kernel
+
+
+def test_check_outlines_the_tiles_of_each_config(tmp_path, monkeypatch):
+    """check(configs=) draws each failing case with its config's output tiles (BLOCK_M x BLOCK_N) and records them;
+    the planted bug's failures lie on the tiles' last columns."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+    mm_kernel = _tile_edge_kernel(triton, tl)
+
+    def my_mm(A, B):
+        M, K = A.shape
+        N = B.shape[1]
+        C = torch.empty(M, N, dtype=torch.float32)
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
+        mm_kernel[grid](A.contiguous(), B.contiguous(), C, M, N, K, BLOCK_K=triton.next_power_of_2(K))
+        return C
+
+    rec = er.testing.check(my_mm, "matmul", families=("normal",), standard="any_order", device="cpu",
+                           runs_dir=str(tmp_path), configs=mm_kernel)
+    bad = rec.failed()
+    assert bad and all("EDGE=0" in c["config"] for c in bad)
+    assert [c["shape"][2] >= 16 for c in rec.cases if "EDGE=0" in c["config"]] == \
+        [c["verdict"] == "FAIL" for c in rec.cases if "EDGE=0" in c["config"]]
+    assert all(c["tiles"] == [32, 16] and (tmp_path / c["picture"]).is_file() for c in bad)
+    m = rec.minimal
+    res = er.testing.reproduce(my_mm, tuple(m["shape"]), m["dtype"], m["family"], m["seed"], m["layout"],
+                               op="matmul", standard="any_order", device="cpu", config=1, configs=mm_kernel)
+    # the picture check() drew is this result's, with the tiles outlined
+    import matplotlib.image as mpimg
+    import matplotlib.pyplot as plt
+    title = "%s: %s %s %s" % (rec.name, tuple(m["shape"]), m["dtype"], m["family"])
+    for tiles, same in (((32, 16), True), (None, False)):
+        plt.close(res.plot(tmp_path / "again.png", tiles=tiles, title=title))
+        assert np.array_equal(mpimg.imread(tmp_path / m["picture"]), mpimg.imread(tmp_path / "again.png")) == same
+    outside = np.asarray(res.classes) == er.CLASSES.index("outside")
+    cols = np.nonzero(outside.any(axis=0))[0]
+    assert list(cols) == list(range(15, m["shape"][2], 16))
