@@ -6,11 +6,13 @@ Installed with the package, pytest loads it through the ``pytest11`` entry point
 - the marker ``@pytest.mark.exactref(op, dtypes=..., families=..., tier=..., seed=...)``: the test's ``case``
   argument runs over ``exactref.testing.cases(...)``, one test id per case (as ``exactref.testing.parametrize``);
 - the fixture ``exactref_check``: ``exactref_check(kernel, op, **options)`` runs ``exactref.testing.check`` with the
-  session's tier and records folder, fails the test with the summary and the minimal failing case's report, and
+  session's tier and records folder, fails the test with the summary and the minimal failing case's report (and,
+  with records and matplotlib, its picture's path, also kept as the test's ``exactref_picture`` property), and
   returns the ``CheckRecord``;
 - the options ``--exactref-tier`` (fast, exhaustive or canonical: every marker's and check's tier in the session) and
   ``--exactref-records DIR`` (each check's JSON record under DIR; under pytest-xdist each worker writes under
-  DIR/<worker>, and the session's end merges every record's summary into DIR/index.json);
+  DIR/<worker>, and the session's end merges every record's summary into DIR/index.json; a marked test's failing
+  case draws its picture under DIR/pictures and names it in the failure);
 - a line per check in the terminal summary.
 """
 import glob
@@ -76,6 +78,9 @@ def pytest_generate_tests(metafunc):
                                 "families, tier, seed)" % ("s" if len(unknown) > 1 else "", ", ".join(unknown)))
     kw["tier"] = metafunc.config.getoption("exactref_tier") or kw.get("tier", "fast")
     cs = cases(**kw)
+    d = _records_dir(metafunc.config)
+    for c in cs:  # a failing case's picture beside the records
+        c.pictures = None if d is None else os.path.join(d, "pictures")
     metafunc.parametrize("case", cs, ids=[c.id for c in cs])
 
 
@@ -100,6 +105,8 @@ def exactref_check(request):
         getattr(config, "_" + _STASH).append((request.node.nodeid, str(rec).splitlines()[0]))
         if rec.path:
             request.node.user_properties.append(("exactref_record", rec.path))
+        if rec.picture():
+            request.node.user_properties.append(("exactref_picture", rec.picture()))
         rec.assert_passed()
         return rec
 

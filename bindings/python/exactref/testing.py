@@ -275,6 +275,9 @@ class Case:
         _op_family(op)
         self.op, self.shape, self.dtype, self.family = op, tuple(int(d) for d in shape), dtype, family_name
         self.seed, self.layout = int(seed), layout
+        #: A folder where assert_covers draws a failing output's picture (the pytest plugin sets it to
+        #: --exactref-records' folder); None draws nothing.
+        self.pictures = None
 
     @property
     def id(self):
@@ -442,8 +445,14 @@ class Case:
         that produced out, defined at a module's top level) the call runs as printed in a fresh process."""
         res = self.check(out, standard=standard)
         if not res.all():
-            raise AssertionError("exactref: %s failed on %s\n%s\nreproduce: %s" % (
-                name, self.id, res, self.reproduce_call(name, kernel=kernel, standard=standard)))
+            picture = ""
+            if self.pictures is not None:
+                os.makedirs(self.pictures, exist_ok=True)
+                path = os.path.join(self.pictures, "%s-%s-%s.png" % (_file_name(name), self.op, _file_name(self.id)))
+                if _picture(res, path, "%s: %s %s" % (name, self.op, self.id)):
+                    picture = "\npicture: %s" % path
+            raise AssertionError("exactref: %s failed on %s\n%s\nreproduce: %s%s" % (
+                name, self.id, res, self.reproduce_call(name, kernel=kernel, standard=standard), picture))
         return res
 
 
@@ -653,11 +662,19 @@ class CheckRecord:
                          % (tuple(e["shape"]), e["dtype"], e["family"], e["error"]))
         return "\n".join(lines)
 
+    def picture(self, entry=None):
+        """The path of a case's picture (default the minimal failing case's), or None where none was drawn."""
+        entry = self.minimal if entry is None else entry
+        if not self.path or not entry or "picture" not in entry:
+            return None
+        return os.path.join(os.path.dirname(os.path.abspath(self.path)), entry["picture"])
+
     def assert_passed(self):
-        """Raises AssertionError with the summary and the minimal failing case's report."""
+        """Raises AssertionError with the summary, the minimal failing case's report and its picture's path."""
         if not self.passed:
             rep = self.minimal.get("report") or self.minimal.get("error", "")
-            raise AssertionError("%s\n%s" % (self, rep))
+            pic = self.picture()
+            raise AssertionError("%s\n%s%s" % (self, rep, "\npicture: %s" % pic if pic else ""))
 
 
 def configs(kernel):
@@ -794,32 +811,42 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
         import datetime
         import json
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        rec.path = os.path.join(
-            d, "%s-%s.json" % (stamp, "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name))
-        )
+        rec.path = os.path.join(d, "%s-%s.json" % (stamp, _file_name(name)))
         _draw(rec, pictures)
         with open(rec.path, "w") as f:
             json.dump(rec.to_dict(), f, indent=1)
     return rec
 
 
-def _draw(rec, pictures, most=16):
-    """The first `most` failing cases' pictures (Result.plot of the first failing output), written beside the record
-    as <record>-case<k>.png and named in the case's entry ("picture"); none without matplotlib."""
+def _file_name(text):
+    """text with every character other than letters, digits, '-' and '_' as '_'."""
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)
+
+
+def _picture(res, path, title, tiles=None):
+    """Draws res's first failing output (Result.plot) to path; False without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
     except ImportError:
-        return
+        return False
+    r = next(x for x in _results(res) if not x.all())
+    plt.close(r.plot(path, tiles=tiles, title=title))
+    return True
+
+
+def _draw(rec, pictures, most=16):
+    """The pictures of the first `most` failing cases and of the minimal one, written beside the record as
+    <record>-case<k>.png and named in the case's entry ("picture"); none without matplotlib."""
     base = os.path.splitext(rec.path)[0]
-    for entry, res, tiles in pictures[:most]:
+    chosen = pictures[:most] + [p for p in pictures[most:] if p[0] is rec.minimal]
+    for entry, res, tiles in chosen:
         k = rec.cases.index(entry)
-        r = next(x for x in _results(res) if not x.all())
         path = "%s-case%d.png" % (base, k)
-        fig = r.plot(path, tiles=tiles,
-                     title="%s: %s %s %s" % (rec.name, tuple(entry["shape"]), entry["dtype"], entry["family"]))
-        plt.close(fig)
+        if not _picture(res, path, "%s: %s %s %s" % (rec.name, tuple(entry["shape"]), entry["dtype"], entry["family"]),
+                        tiles):
+            return
         entry["picture"] = os.path.basename(path)
         if tiles is not None:
             entry["tiles"] = list(tiles)

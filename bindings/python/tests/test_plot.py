@@ -1,6 +1,8 @@
 """Result.plot: the class grid drawn is the Result's classes (read back from the figure's images), outside
 elements shaded by their distance, small multiples for a batch, tiles outlined, a file written, and a clear refusal
 without matplotlib."""
+import os
+import re
 import sys
 
 import numpy as np
@@ -175,3 +177,20 @@ def test_check_outlines_the_tiles_of_each_config(tmp_path, monkeypatch):
     outside = np.asarray(res.classes) == er.CLASSES.index("outside")
     cols = np.nonzero(outside.any(axis=0))[0]
     assert list(cols) == list(range(15, m["shape"][2], 16))
+
+
+def test_check_draws_the_minimal_case_beyond_the_first_sixteen(tmp_path):
+    """check() draws the first 16 failing cases and the minimal one wherever it comes; assert_passed names its
+    picture."""
+    def bad_sum(x):  # wrong on every case over 100 elements, and on the 2 x 3 rows, which the tier holds late
+        y = x.sum(-1, dtype=np.float32)
+        return y * np.float32(2) if x.size > 100 or x.shape == (2, 3) else y
+
+    rec = er.testing.check(bad_sum, "sum", runs_dir=str(tmp_path))
+    bad = rec.failed()
+    drawn = [c for c in bad if "picture" in c]
+    assert len(bad) > 17 and bad.index(rec.minimal) >= 16 and rec.minimal["shape"] == [2, 3]
+    assert drawn == bad[:16] + [rec.minimal]
+    assert rec.picture() == str(tmp_path / rec.minimal["picture"]) and os.path.isfile(rec.picture())
+    with pytest.raises(AssertionError, match="picture: %s" % re.escape(rec.picture())):
+        rec.assert_passed()

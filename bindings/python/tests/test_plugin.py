@@ -3,6 +3,7 @@ exactref_check fixture fails a buggy kernel with its summary and report, --exact
 and under pytest-xdist the workers' records are merged into one index."""
 import json
 import os
+import re
 
 import pytest
 
@@ -60,6 +61,37 @@ def test_bad(case):
     # the session's tier overrides the marker's default
     r = plugged.runpytest("-p", "exactref.pytest_plugin", "-q", "--exactref-tier", "canonical", "-k", "good")
     assert r.parseoutcomes()["passed"] == len(testing.cases("sum", "canonical"))
+
+
+def test_failures_name_their_pictures(plugged, tmp_path):
+    """With --exactref-records (and matplotlib), a failing marked case and a failing exactref_check name the failing
+    output's picture in the failure; the check's picture is its minimal case's, also a test property."""
+    pytest.importorskip("matplotlib")
+    plugged.makepyfile(KERNELS + '''
+
+@pytest.mark.exactref("sum", families=("normal",))
+def test_bad(case):
+    x, = case.inputs()
+    case.assert_covers(bad_sum(x), name="bad_sum")
+
+
+def test_check_bad(exactref_check, record_property):
+    exactref_check(bad_sum, "sum")
+''')
+    d = tmp_path / "records"
+    r = plugged.runpytest("-p", "exactref.pytest_plugin", "-q", "--exactref-records", str(d), "--junitxml",
+                          str(tmp_path / "junit.xml"))
+    named = [ln.split("picture: ", 1)[1].strip() for ln in r.outlines if re.match(r"E\s+picture: ", ln)]
+    assert r.parseoutcomes()["failed"] == len(named) >= 2 and all(os.path.isfile(p) for p in named)
+    marked = [p for p in named if os.path.dirname(p) == str(d / "pictures")]
+    assert len(marked) == len(named) - 1 and all(os.path.basename(p).startswith("bad_sum-sum-_") for p in marked)
+    rec = json.loads(next(d.glob("*bad_sum.json")).read_text())
+    pic = [p for p in named if p not in marked][0]
+    assert os.path.basename(pic) == rec["minimal_failing_case"]["picture"]
+    assert 'name="exactref_picture" value="%s"' % pic in (tmp_path / "junit.xml").read_text()
+    # without records nothing is drawn
+    r = plugged.runpytest("-p", "exactref.pytest_plugin", "-q")
+    assert r.parseoutcomes()["failed"] >= 2 and not any(re.match(r"E\s+picture: ", ln) for ln in r.outlines)
 
 
 def test_marker_misuse_is_an_error(plugged):
