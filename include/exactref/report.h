@@ -70,6 +70,17 @@ typedef struct er_report {
     int has_widest;                /* whether widest is set: some element's set was computed, finite and away from 0 */
     double widest_rel;             /* its relative width (hi - lo) / max(|lo|, |hi|): how loose the check is */
     er_element widest;             /* the element whose set is widest relative to its size (the earliest of equals) */
+    /* The resolution (docs/reference/classes.md): over the computed sets that lie away from 0 (finite, of one sign),
+     * the largest and the least relative width; n_unseen counts the elements a fast path decided without their
+     * sets (er_report_resolution is then not known). */
+    int64_t n_away;
+    double coarsest_rel, finest_rel;
+    int64_t n_unseen;
+    /* An op with a classic bug of a known relative size (the row ops: a variance or mean square divided by n - 1, a
+     * softmax denominator missing a term) whose every set here is at least that wide: the bug's size and what it is
+     * (the text's note that such a bug may pass); 0 and "" otherwise. */
+    double blind_rel;
+    char blind_bug[96];
     er_status status;              /* ER_OK, or the status of the call that refused */
     char message[256];             /* the refusal's message ("" otherwise) */
     uint64_t guard; /* the library's: er_report_clear frees classes only where this says it allocated them */
@@ -97,6 +108,10 @@ ER_API er_status er_report_fprint(FILE *stream, const er_report *rep);
 ER_API int64_t er_report_numel(const er_report *rep);
 ER_API int64_t er_report_count(const er_report *rep, er_class c);   /* -1 for an invalid class */
 ER_API int64_t er_report_failed(const er_report *rep);
+/* The resolution: r = c / (1 - c) for the largest relative width c among the sets away from 0, so that an output
+ * farther than r |v| from any value v its set allows fails at every such element; NaN where no set lies away from 0,
+ * where a fast path decided elements without their sets, for a refused or unfilled report, and for NULL. */
+ER_API double er_report_resolution(const er_report *rep);
 ER_API const uint8_t *er_report_classes(const er_report *rep);     /* NULL for an empty report */
 ER_API size_t er_report_sizeof(void);
 ER_API size_t er_element_sizeof(void);

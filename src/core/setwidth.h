@@ -18,4 +18,11 @@ ER_SW_HD static inline double er_set_rel(double lo, double hi) {
     return lo < hi && m > 0 && rel <= 1.7976931348623157e308 ? rel : -1;
 }
 
+/* The relative width (hi - lo) / max(|lo|, |hi|) of a finite set of one sign, away from 0 (a single value: 0), which
+ * the resolution counts; -1 for an empty set, one holding 0, or one with an end not finite. */
+ER_SW_HD static inline double er_set_away_rel(double lo, double hi) {
+    double al = fabs(lo), ah = fabs(hi), m = al > ah ? al : ah;
+    return lo <= hi && (lo > 0 || hi < 0) && m <= 1.7976931348623157e308 ? (hi - lo) / m : -1;
+}
+
 #endif

@@ -139,6 +139,12 @@ static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y)
             r->has_widest = 1;
         }
     }
+    double away = c->nan_req ? -1 : er_set_away_rel(c->lo, c->hi);
+    if (away >= 0) {
+        if (!r->n_away || away > r->coarsest_rel) r->coarsest_rel = away;
+        if (!r->n_away || away < r->finest_rel) r->finest_rel = away;
+        r->n_away++;
+    }
     if (sk->set_lo) er_store_set(sk, idx, c->lo <= c->hi && !c->nan_req, c->lo, c->hi, y);
     r->counts[cls]++;
     if (er_class_passes(cls)) return;
@@ -179,7 +185,10 @@ void er__sink_stage(er_sink *sk, int64_t idx, int stage) {
     if (r->has_worst && r->worst.index == idx) r->worst.stage = stage;
 }
 
-void er__sink_count(er_sink *sk, int cls, int64_t n) { sk->rep->counts[cls] += n; }
+void er__sink_count(er_sink *sk, int cls, int64_t n) {
+    sk->rep->counts[cls] += n;
+    sk->rep->n_unseen += n;
+}
 
 void er__sink_set(er_sink *sk, int64_t idx, double lo, double hi, double y) {
     if (sk->set_lo) er_store_set(sk, idx, 1, lo, hi, y);
@@ -217,6 +226,12 @@ static void er_merge(er_report *r, double *worst_dist, const er_report *part, do
         r->widest_rel = part->widest_rel;
         r->has_widest = 1;
     }
+    if (part->n_away) {
+        if (!r->n_away || part->coarsest_rel > r->coarsest_rel) r->coarsest_rel = part->coarsest_rel;
+        if (!r->n_away || part->finest_rel < r->finest_rel) r->finest_rel = part->finest_rel;
+        r->n_away += part->n_away;
+    }
+    r->n_unseen += part->n_unseen;
     if (part->has_worst && (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE &&
                                               (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
         r->worst = part->worst;
@@ -456,6 +471,16 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         double worst = -1;
         for (int t = 0; t < sk.nt && st == ER_OK && oa[o].out; t++)
             er_merge(&reps[o], &worst, &sk.part[t * no + o], sk.sink[t * no + o].worst_dist);
+    }
+    /* an op's classic bug that every set is at least as wide as: the report says such a bug may pass */
+    for (int o = 0; o < no && st == ER_OK && !enclose && m->classic_bug; o++) {
+        er_report *r = &reps[o];
+        const char *what = NULL;
+        double t = oa[o].out ? m->classic_bug(ref, o, &what) : 0;
+        if (t > 0 && what && r->n_away && !r->n_unseen && r->finest_rel >= t) {
+            r->blind_rel = t;
+            snprintf(r->blind_bug, sizeof r->blind_bug, "%s", what);
+        }
     }
     /* every element classified once: a module that skipped some would pass them silently */
     for (int o = 0; o < no && st == ER_OK && !enclose; o++) {

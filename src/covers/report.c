@@ -41,6 +41,11 @@ int64_t er_report_count(const er_report *rep, er_class c) {
     return rep->counts[c];
 }
 int64_t er_report_failed(const er_report *rep) { return rep ? rep->n_failed : 0; }
+
+double er_report_resolution(const er_report *rep) {
+    if (!rep || !rep->filled || rep->status != ER_OK || !rep->n_away || rep->n_unseen) return NAN;
+    return rep->coarsest_rel / (1 - rep->coarsest_rel);
+}
 const uint8_t *er_report_classes(const er_report *rep) { return rep ? rep->classes : NULL; }
 size_t er_element_sizeof(void) { return sizeof(er_element); }
 
@@ -170,6 +175,18 @@ static void er_report_render_text(er_sb *b, const er_report *r) {
         er_sb_set(b, &r->widest, er_digits(r->out_format));
         er_sb_printf(b, ", %.3g of its size\n", r->widest_rel);
     }
+    double res = er_report_resolution(r);
+    if (res == res) {
+        er_sb_printf(b, "  resolution %.3g: an output off by more than that, relative to any value its set allows, "
+                        "fails (", res);
+        if (r->n_away == r->n) er_sb_printf(b, "every set lies away from 0)\n");
+        else er_sb_printf(b, "at the %lld of %lld elements whose sets lie away from 0)\n", (long long)r->n_away,
+                          (long long)r->n);
+    }
+    if (r->blind_rel > 0)
+        er_sb_printf(b, "  note: every set is at least %.3g of its size, more than the %.3g %s moves an element by: "
+                        "such a bug may pass; a stated order (depth=, a fixed tree) narrows the sets\n",
+                     r->finest_rel, r->blind_rel, r->blind_bug);
     if (r->n_failed) {
         er_sb_printf(b, "  %lld failing; worst: ", (long long)r->n_failed);
         er_sb_element_text(b, r, &r->worst);
@@ -267,6 +284,23 @@ er_status er_report_json(const er_report *rep, char *buf, size_t cap, size_t *ne
         er_sb_num(&b, r->widest_rel, 17, 1);
         er_sb_printf(&b, ", \"element\": ");
         er_sb_element_json(&b, r, &r->widest);
+        er_sb_printf(&b, "}");
+    } else {
+        er_sb_printf(&b, "null");
+    }
+    double res = er_report_resolution(r);
+    er_sb_printf(&b, ", \"resolution\": ");
+    if (res == res) er_sb_num(&b, res, 17, 1); else er_sb_printf(&b, "null");
+    er_sb_printf(&b, ", \"sets_away_from_0\": ");
+    if (r->n_unseen) er_sb_printf(&b, "null"); else er_sb_printf(&b, "%lld", (long long)r->n_away);
+    er_sb_printf(&b, ", \"finest\": ");
+    if (r->n_away && !r->n_unseen) er_sb_num(&b, r->finest_rel, 17, 1); else er_sb_printf(&b, "null");
+    er_sb_printf(&b, ", \"may_pass\": ");
+    if (r->blind_rel > 0) {
+        er_sb_printf(&b, "{\"bug\": ");
+        er_sb_json_string(&b, r->blind_bug);
+        er_sb_printf(&b, ", \"relative_error\": ");
+        er_sb_num(&b, r->blind_rel, 17, 1);
         er_sb_printf(&b, "}");
     } else {
         er_sb_printf(&b, "null");

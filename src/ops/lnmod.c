@@ -136,4 +136,5 @@ const er_op_module er__layernorm_module = { .name = "layernorm",
                                             .check = er_ln_check,
                                             .covers = er_ln_covers,
                                             .priv_size = sizeof(er_rows_state),
-                                            .inputs = er__rows_inputs };
+                                            .inputs = er__rows_inputs,
+                                            .classic_bug = er__rows_classic_bug };

@@ -134,6 +134,10 @@ typedef struct er_op_module {
     int (*inputs)(const er_ref *ref, const er_tensor **views, const char **names, int cap);
     /* er_ref_fast: whether the reference decides its elements on a fast path. NULL: never. */
     int (*fast)(const er_ref *ref);
+    /* The relative size of the op's classic bug in output o (its effect on every element of a row), with what the
+     * bug is in *what (static text); 0 where it names none. The engine notes in the report that such a bug may pass
+     * where every set of the output is at least that wide (er_report's blind_rel). NULL: none. */
+    double (*classic_bug)(const er_ref *ref, int o, const char **what);
 } er_op_module;
 
 /* The module of a reference's op (every op has one). */

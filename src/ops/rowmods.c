@@ -185,7 +185,7 @@ static const char *const er_one_out[1] = {"out"};
 #define ER_ROWS_MODULE(op, t)                                                                                          \
     {.name = op, .takes = ER_TAKES_DEPTH | ER_TAKES_TRITON | (t), .nout = 1, .out_names = er_one_out,                  \
      .out_shape = er__out_shape_same, .check = er_rows_check, .covers = er_rows_covers,                                \
-     .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs}
+     .priv_size = sizeof(er_rows_state), .inputs = er__rows_inputs, .classic_bug = er__rows_classic_bug}
 #define ER_SOFTMAX_TAKES                                                                                               \
     (ER_TAKES_EXP | ER_TAKES_DIV | ER_TAKES_FAST | ER_TAKES_FLUSH | ER_TAKES_DIV_ULPS | ER_TAKES_ONLINE)
 const er_op_module er__softmax_module = ER_ROWS_MODULE("softmax", ER_SOFTMAX_TAKES),

@@ -215,3 +215,17 @@ er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_
     free(idx);
     return s;
 }
+
+double er__rows_classic_bug(const er_ref *ref, int o, const char **what) {
+    double n = (double)er__rows(ref)->K;
+    if (n < 2) return 0;
+    if (ref->mod == &er__softmax_module) {
+        *what = "a denominator missing one of n equal terms";
+        return 1 / (n - 1);
+    }
+    if (ref->mod == &er__rmsnorm_module || (ref->mod == &er__layernorm_module && o != 1)) {
+        *what = ref->mod == &er__rmsnorm_module ? "a mean square divided by n - 1" : "a variance divided by n - 1";
+        return 1 / n / (1 + sqrt(1 - 1 / n));  /* 1 - sqrt((n - 1)/n) */
+    }
+    return 0;
+}

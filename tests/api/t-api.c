@@ -373,6 +373,92 @@ START_TEST(covers_sets) {
 }
 END_TEST
 
+/* The resolution r: from the largest relative width c among the sets away from 0, r = c / (1 - c), read from the
+ * sets er_covers_sets gives; an output farther than r |v| from an end v of its set, in either direction, is outside
+ * at every such element; NaN on the fast path (elements decided without their sets), for NULL, an unfilled and a
+ * refused report; the text's line and the JSON's field. */
+START_TEST(resolution) {
+    enum { M = 24, K = 200, N = 20 };
+    static float a[M * K], b[K * N], c[M * N], y[M * N];
+    static double lo[M * N], hi[M * N];
+    er_test_reseed(78);
+    for (int i = 0; i < M * K; i++) a[i] = i < K ? 0 : (float)er_rand_normal(); /* row 0: sets {0}, not away */
+    for (int i = 0; i < K * N; i++) b[i] = (float)er_rand_normal();
+    for (int i = 0; i < M * N; i++) {
+        double s = 0;
+        for (int k = 0; k < K; k++) s += (double)a[i / N * K + k] * b[k * N + i % N];
+        c[i] = (float)s;
+    }
+    er_tensor tA, tB, tC, tY;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){M, K}, NULL, a);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){K, N}, NULL, b);
+    er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){M, N}, NULL, c);
+    er_tensor_view(&tY, ER_FP32, 2, (int64_t[]){M, N}, NULL, y);
+    er_standard std;
+    er_standard_init(&std);
+    er_report rep;
+    setenv("EXACTREF_FAST", "0", 1);
+    er_ref *ref;
+    ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+    unsetenv("EXACTREF_FAST");
+    ck_assert_int_eq(er_covers_sets(&rep, ref, &tC, &std, lo, hi, NULL), ER_OK);
+    double cmax = -1;
+    int64_t away = 0;
+    for (int i = 0; i < M * N; i++)
+        if (lo[i] <= hi[i] && (lo[i] > 0 || hi[i] < 0)) {
+            away++;
+            cmax = fmax(cmax, (hi[i] - lo[i]) / fmax(fabs(lo[i]), fabs(hi[i])));
+        }
+    double r = er_report_resolution(&rep);
+    ck_assert_msg(away > M * N / 2 && away < M * N && rep.n_away == away && !rep.n_unseen, "%lld sets away from 0",
+                  (long long)away);
+    ck_assert_msg(cmax > 0 && r == cmax / (1 - cmax), "resolution %.17g, sets' %.17g", r, cmax / (1 - cmax));
+    char text[2048];
+    ck_assert_int_eq(er_report_text(&rep, text, sizeof text, NULL), ER_OK);
+    char line[160];
+    snprintf(line, sizeof line, "  resolution %.3g: an output off by more than that, relative to any value its set "
+                                "allows, fails (at the %lld of %d elements", r, (long long)away, M * N);
+    ck_assert_msg(strstr(text, line) != NULL, "%s", text);
+    ck_assert_int_eq(er_report_json(&rep, text, sizeof text, NULL), ER_OK);
+    ck_assert_msg(strstr(text, "\"resolution\": ") && !strstr(text, "\"resolution\": null"), "%s", text);
+    er_report_clear(&rep);
+    /* beyond r from either end, in either direction: outside wherever the set lies away from 0 */
+    for (int end = 0; end < 2; end++)
+        for (int dir = -1; dir <= 1; dir += 2) {
+            for (int i = 0; i < M * N; i++) {
+                double v = end ? hi[i] : lo[i];
+                if (!(lo[i] <= hi[i] && (lo[i] > 0 || hi[i] < 0))) { y[i] = c[i]; continue; }
+                float t = (float)(v + dir * r * fabs(v));
+                y[i] = nextafterf(nextafterf(t, dir * INFINITY), dir * INFINITY);
+            }
+            ck_assert_int_eq(er_covers(&rep, ref, &tY, &std), ER_OK);
+            for (int i = 0; i < M * N; i++)
+                if (lo[i] <= hi[i] && (lo[i] > 0 || hi[i] < 0))
+                    ck_assert_msg(rep.classes[i] == ER_CLASS_OUTSIDE, "element %d: %a from %a (r %g) is %s", i, (double)y[i],
+                                  end ? hi[i] : lo[i], r, er_class_name((er_class)rep.classes[i]));
+            er_report_clear(&rep);
+        }
+    er_ref_free(ref);
+    /* the fast path decides elements without their sets: not known there */
+    setenv("EXACTREF_FAST", "1", 1);
+    ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+    unsetenv("EXACTREF_FAST");
+    ck_assert_int_eq(er_covers(&rep, ref, &tC, &std), ER_OK);
+    if (er_ref_fast(ref)) {
+        ck_assert(isnan(er_report_resolution(&rep)) && rep.n_unseen > 0);
+        ck_assert_int_eq(er_report_text(&rep, text, sizeof text, NULL), ER_OK);
+        ck_assert_msg(strstr(text, "resolution") == NULL, "%s", text);
+    }
+    er_report_clear(&rep);
+    ck_assert_int_eq(er_matmul_covers(&rep, &tA, &tB, &tC, "mma:sm_90", NULL), ER_ERR_STANDARD);
+    ck_assert(isnan(er_report_resolution(&rep)) && isnan(er_report_resolution(NULL)));
+    er_report_clear(&rep);
+    er_report_init(&rep);
+    ck_assert(isnan(er_report_resolution(&rep)));
+    er_ref_free(ref);
+}
+END_TEST
+
 /* er_report_clear on a report no call has filled: zeroed (er_report_init, or = {0}) it frees nothing; holding
  * whatever bytes the stack left (a report declared and cleared on an early exit) it frees nothing either, since it
  * frees the classes array only where the report's guard says the library allocated it. A filled report is freed
@@ -418,6 +504,7 @@ int main(void) {
     tcase_add_test(tc, statuses_and_version);
     tcase_add_test(tc, option_tables);
     tcase_add_test(tc, clear_unfilled_reports);
+    tcase_add_test(tc, resolution);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

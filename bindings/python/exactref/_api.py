@@ -167,6 +167,23 @@ class Result:
         i = int(np.argmax(rel))
         return np.unravel_index(i, lo.shape), float(rel.flat[i])
 
+    @property
+    def resolution(self) -> float:
+        """The smallest relative error sure to fail the check: r = c / (1 - c) for the largest relative width c among
+        the sets that lie away from 0, so that an output farther than r |v| from any value v its set allows fails,
+        wherever it lands among those elements (docs/reference/classes.md). From the report where it saw every set;
+        on a fast path, from the sets (a second pass, as for lo and hi). NaN where no set lies away from 0."""
+        r = self._rep.resolution()
+        if r == r:
+            return r
+        lo, hi = self._bounds()[:2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            away = (lo <= hi) & ((lo > 0) | (hi < 0)) & np.isfinite(lo) & np.isfinite(hi)
+            if not away.any():
+                return float("nan")
+            c = float(np.max((hi[away] - lo[away]) / np.maximum(np.abs(lo[away]), np.abs(hi[away]))))
+        return c / (1 - c)
+
     def all(self) -> bool:
         """True when every element passes (exact, covered, or an overflow some allowed order produces)."""
         return self.n_failed == 0

@@ -219,6 +219,7 @@ _sig = {
     "er_report_numel": (ctypes.c_int64, [ctypes.c_void_p]),
     "er_report_count": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int]),
     "er_report_failed": (ctypes.c_int64, [ctypes.c_void_p]),
+    "er_report_resolution": (ctypes.c_double, [ctypes.c_void_p]),
     "er_report_classes": (ctypes.POINTER(ctypes.c_uint8), [ctypes.c_void_p]),
     "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_cuda_available": (ctypes.c_int, []),
@@ -481,6 +482,9 @@ class Report:
 
     def failed(self):
         return int(lib.er_report_failed(self.ptr))
+
+    def resolution(self):
+        return float(lib.er_report_resolution(self.ptr))
 
     def _render(self, fn):
         need = ctypes.c_size_t(0)

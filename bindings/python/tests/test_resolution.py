@@ -1,0 +1,126 @@
+"""Result.resolution (docs/reference/classes.md, "Resolution"): from the report where it saw every set, from the sets
+on the matmul fast path, the same either way; and the row ops' note that their classic bug may pass, given where every
+set is at least as wide as the bug moves an element (the n - 1 variance at n = 4096 under the default standard) and
+not where a set is finer (n = 256, or a stated tree)."""
+import numpy as np
+import pytest
+
+import exactref as er
+from exactref import _ffi
+
+
+def from_sets(res):
+    """The resolution written out from the Result's sets: c / (1 - c) for the widest relative set away from 0."""
+    lo, hi = res.lo, res.hi
+    away = (lo <= hi) & ((lo > 0) | (hi < 0))
+    c = np.max((hi[away] - lo[away]) / np.maximum(np.abs(lo[away]), np.abs(hi[away])))
+    return c / (1 - c)
+
+
+def rows(n, r=32, seed=0):
+    return np.random.default_rng(seed).standard_normal((r, n)).astype(np.float32)
+
+
+def softmax64(x, drop_last=False):
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    return (e / (e[:, :-1] if drop_last else e).sum(-1, keepdims=True)).astype(np.float32)
+
+
+def layer_norm64(x, ddof=0):
+    x64 = x.astype(np.float64)
+    rstd = 1 / np.sqrt(x64.var(-1, ddof=ddof, keepdims=True) + 1e-5)
+    return ((x64 - x64.mean(-1, keepdims=True)) * rstd).astype(np.float32), rstd.ravel().astype(np.float32)
+
+
+def rmsnorm64(x, ddof=0):
+    x64 = x.astype(np.float64)
+    ms = (x64 * x64).sum(-1, keepdims=True) / (x.shape[-1] - ddof)
+    return (x64 / np.sqrt(ms + 1e-6)).astype(np.float32)
+
+
+def test_resolution_from_the_report_is_the_sets():
+    x = rows(1000)
+    res = er.softmax(x).covers(softmax64(x))
+    assert res.resolution == from_sets(res) and res.json["resolution"] == res.resolution
+    y, rstd = layer_norm64(x)
+    ln = er.layer_norm(x, 1000).covers((y, None, rstd))
+    for r in (ln.y, ln.rstd):
+        assert r.resolution == from_sets(r) and r.json["sets_away_from_0"] == np.sum((r.lo > 0) | (r.hi < 0))
+    assert "  resolution %.3g: an output off by more than that" % ln.rstd.resolution in str(ln.rstd)
+
+
+def test_resolution_on_the_fast_path_is_the_exact_paths(monkeypatch):
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((48, 300)).astype(np.float16)
+    B = rng.standard_normal((300, 40)).astype(np.float16)
+    C = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+    got = {}
+    for fast in ("0", "1"):
+        monkeypatch.setenv("EXACTREF_FAST", fast)
+        ref = er.matmul(A, B)
+        res = ref.covers(C)
+        if fast == "1" and not _ffi.ref_fast(ref._ptr):
+            pytest.skip("no fast path in this build (no BLAS)")
+        assert (res.json["resolution"] is None) == (fast == "1")  # the report saw every set only off the fast path
+        got[fast] = res.resolution
+    assert got["0"] == got["1"] > 0
+
+
+@pytest.mark.parametrize("n, note", [(256, False), (4096, True)])
+def test_row_ops_say_when_their_classic_bug_may_pass(n, note):
+    x = rows(n)
+    y, rstd = layer_norm64(x)
+    yb, rstdb = layer_norm64(x, ddof=1)  # the variance divided by n - 1
+    ref = er.layer_norm(x, n)
+    mean = x.astype(np.float64).mean(-1).astype(np.float32)
+    ok, bug = ref.covers((y, mean, rstd)), ref.covers((yb, mean, rstdb))
+    assert ok.y.all() and ok.rstd.all()
+    for good, bad in ((ok.y, bug.y), (ok.rstd, bug.rstd)):
+        said = good.json["may_pass"]
+        assert (said is not None) == note and ("  note: every set is at least" in str(good)) == note
+        if note:
+            assert said["bug"] == "a variance divided by n - 1"
+            assert said["relative_error"] == pytest.approx(1 - np.sqrt((n - 1) / n), rel=1e-12)
+            assert good.json["finest"] >= said["relative_error"]
+        assert bad.all() == note  # the bug passes exactly where the note says it may (here)
+    assert ok.mean.json["may_pass"] is None  # the mean has no classic bug named
+    sm = er.softmax(x).covers(softmax64(x))
+    assert (sm.json["may_pass"] is not None) == note
+    if note:
+        assert sm.json["may_pass"]["relative_error"] == pytest.approx(1 / (n - 1), rel=1e-15)
+    else:
+        assert not er.softmax(x).covers(softmax64(x, drop_last=True)).all()
+    rm = er.rmsnorm(x).covers(rmsnorm64(x))
+    assert rm.all() and (rm.json["may_pass"] is not None) == note
+    assert (rm.json["may_pass"] or {}).get("bug", "a mean square divided by n - 1") == "a mean square divided by n - 1"
+    assert er.rmsnorm(x).covers(rmsnorm64(x, ddof=1)).all() == note
+    x64 = x.astype(np.float64)
+    lsm = (x64 - x64.max(-1, keepdims=True))
+    lsm = (lsm - np.log(np.exp(lsm).sum(-1, keepdims=True))).astype(np.float32)
+    assert er.log_softmax(x).covers(lsm).json["may_pass"] is None  # log_softmax names no classic bug
+
+
+def test_a_stated_tree_narrows_the_sets_and_drops_the_note():
+    n = 4096
+    x = rows(n)
+    yb, rstdb = layer_norm64(x, ddof=1)
+    y, rstd = layer_norm64(x)
+    opts = dict(depth=12, variance="two_pass")
+    ref = er.layer_norm(x, n)
+    ok = ref.covers((y, None, rstd), **opts)
+    assert ok.y.all() and ok.y.json["may_pass"] is None and ok.rstd.json["may_pass"] is None
+    bad = ref.covers((yb, None, rstdb), **opts)
+    assert not bad.y.all() and not bad.rstd.all()
+
+
+def test_the_reports_classes_md_shows():
+    """docs/reference/classes.md's two reports under "Resolution", produced here."""
+    import os
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "reference", "classes.md")).read()
+    x = rows(4096, 16)
+    sm = str(er.softmax(x).covers(softmax64(x))).strip()
+    x = rows(4096, 64)
+    y, _ = layer_norm64(x)
+    ln = str(er.layer_norm(x, 4096).covers((y, None, None)).y).strip()
+    for text in (sm, ln):
+        assert "```text\n%s\n```" % text in doc, text
