@@ -124,3 +124,23 @@ def test_the_reports_classes_md_shows():
     ln = str(er.layer_norm(x, 4096).covers((y, None, None)).y).strip()
     for text in (sm, ln):
         assert "```text\n%s\n```" % text in doc, text
+
+
+def test_check_notes_the_cases_where_a_classic_bug_may_pass():
+    """check() keeps each case's may_pass and its summary counts them, passing or failing: on the fast tier, every case
+    where the n - 1 variance passed (n > 1, where it moves anything) is one the correct kernel's record notes."""
+    def ln(x, ddof=0):
+        x64 = x.astype(np.float64)
+        v = x64.var(-1, ddof=ddof if x.shape[-1] > 1 else 0, keepdims=True)
+        r = 1 / np.sqrt(v + 1e-5)
+        return ((x64 - x64.mean(-1, keepdims=True)) * r).astype(np.float32), \
+            x64.mean(-1).astype(np.float32), r.ravel().astype(np.float32)
+
+    good = er.testing.check(ln, "layer_norm", record=False)
+    bug = er.testing.check(lambda x: ln(x, 1), "layer_norm", name="ln_n1", record=False)
+    noted = [bool(c.get("may_pass")) for c in good.cases]
+    assert good.passed and 0 < sum(noted) < len(noted)
+    missed = [c["verdict"] == "pass" and c["shape"][-1] > 1 for c in bug.cases]
+    assert any(missed) and all(n for n, m in zip(noted, missed) if m)
+    line = "      note: a variance divided by n - 1 may pass in %d of %d cases" % (sum(noted), len(noted))
+    assert line in str(good) and line in str(bug) and str(bug).startswith("FAIL")
