@@ -104,9 +104,9 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
                         "a tensor, a chain), not %s, in this version",
                         er__op_name(base));
     ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
-    if (er_q_mx(recipe) || recipe == ER_RECIPE_NVFP4)
-        return er__fail(ER_ERR_UNSUPPORTED, "quantize of a reference's output takes the amax, pow2 and inv recipes, "
-                                            "not an MX or NVFP4 recipe, in this version");
+    if (recipe == ER_RECIPE_NVFP4)
+        return er__fail(ER_ERR_UNSUPPORTED, "quantize of a reference's output takes the amax, pow2, inv and MX "
+                                            "recipes, not NVFP4, in this version");
     int nd;
     int64_t shape[ER_MAX_DIMS];
     ER_RETURN_IF_ERROR(er_ref_shape(base, &nd, shape));
@@ -321,6 +321,22 @@ static double er_q_mx_exact(er_scale_recipe recipe, const er_fmt_info *Q, double
     } else e = er_q_mx_exponent(recipe, Q, a);
     if (e > 127) return NAN;
     return ldexp(1.0, e < -127 ? -127 : (int)e);
+}
+
+/* er_q_mx_exact for an exact amax held in MPFR (a base's, finite): the recipe's exponent of a equals that of a double
+ * rounded toward it (quantize.md, Lemma Q8): down for the floor and even recipes (their steps are at doubles, which
+ * rounding down never passes), up for the ceiling; MX_RCEIL from a / qmax rounded up in MPFR. */
+static double er_q_mx_exact_mp(er_scale_recipe recipe, const er_fmt_info *Q, mpfr_srcptr a) {
+    if (mpfr_zero_p(a)) return 0x1p-127;
+    if (recipe != ER_RECIPE_MX_RCEIL)
+        return er_q_mx_exact(recipe, Q, mpfr_get_d(a, recipe == ER_RECIPE_MX_CEIL ? MPFR_RNDU : MPFR_RNDD));
+    mpfr_t t;
+    mpfr_init2(t, 64);
+    mpfr_div_d(t, a, Q->max, MPFR_RNDU);
+    double d = mpfr_get_d(t, MPFR_RNDU);
+    mpfr_clear(t);
+    long e = er_q_rceil_exponent(d);
+    return e > 127 ? NAN : ldexp(1.0, e < -127 ? -127 : (int)e);
 }
 
 /* NVFP4 (quantize.md, Lemma Q7): the tensor's encode scale S = 448 qmax / G (G = max |x|; 1 where G is 0) as the
@@ -601,7 +617,28 @@ static void *er_q_run(void *arg) {
             er_q_xset(j, idx, &xv);
             er_q_value_set(j->E, j->Q, &xv, gi, er_q_form(recipe), j->U, &v);
         }
-        if (er_q_mx(recipe)) { /* a tensor's x over the exact scale: exact in double */
+        if (er_q_mx(recipe) && er__quant(ref)->base) {
+            /* a base's exact S over the exact power of two: from S's bracket where both ends round alike, else
+             * S in MPFR (Lemma Q8) */
+            double X = gi->sexact;
+            exact = rounded = NAN;
+            if (!isnan(X)) {
+                exact = j->xm[idx] / X;
+                rounded = er__round_double(j->sk->O, j->xbl[idx] / X, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+                if (rounded != er__round_double(j->sk->O, j->xbh[idx] / X, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE) ||
+                    !isfinite(j->xbl[idx]) || !isfinite(j->xbh[idx])) {
+                    int64_t index[ER_MAX_DIMS];
+                    er__index_of(ref, idx, index);
+                    j->st = er_ref_exact_mpfr(S, er__quant(ref)->base, index);
+                    if (j->st != ER_OK) break;
+                    int ex;
+                    frexp(X, &ex);
+                    mpfr_div_2si(S, S, ex - 1, MPFR_RNDN); /* X = 2^(ex - 1): exact */
+                    exact = mpfr_get_d(S, MPFR_RNDN);
+                    rounded = er__round_mpfr(j->sk->O, S, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+                }
+            }
+        } else if (er_q_mx(recipe)) { /* a tensor's x over the exact scale: exact in double */
             exact = x / gi->sexact;
             rounded = er__round_double(j->sk->O, exact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
         } else if (recipe != ER_RECIPE_NVFP4) {
@@ -765,9 +802,17 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
             q->sexact = none ? NAN : nv.G == 0 ? 0.0 : a * ER_NV_SMAX / nv.G;
             if (ss && !none) rounded = nv.G == 0 ? 0.0 : er_q_round_quotient(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
         } else {
-            er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, floor, &q->sv);
+            int base = er__quant(ref)->base != NULL;
+            if (mx && base && (av.nan || av.nan_req || av.pinf)) {
+                /* a base whose set allows an infinity or NaN in the group: every scale, q free (Lemma Q8) */
+                er_q_empty(&q->sv);
+                er_q_put(&q->sv, 0x1p-127);
+                er_q_put(&q->sv, 0x1p127);
+                q->sv.nan = 1;
+            } else er_q_scale_set(E, Q, U, er__quant(ref)->recipe, &av, q->anon, floor, &q->sv);
             if (isfinite(a)) a = fmax(a, floor); /* the amax divided by (a tensor's: the base refuses a floor) */
-            q->sexact = mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)
+            q->sexact = mx && base ? (isfinite(a) ? er_q_mx_exact_mp(er__quant(ref)->recipe, Q, amp[g]) : NAN)
+                      : mx ? er_q_mx_exact(er__quant(ref)->recipe, Q, a)
                       : a > 0 && isfinite(a) ? (inv ? a / qmax : qmax / a) : inv && a == 0 ? 0.0 : 1.0;
             rounded = q->sexact;
             if (ss && mx) rounded = er__round_double(ss->O, q->sexact, ER_ROUND_NEAREST, ss->ov);

@@ -299,7 +299,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             er_ref *qr = NULL;
             const er_ref *qbase = chain && byte(&r) % 2 ? chain : ref;
             reach_call(KIND_QUANTIZE_REF);
-            if (er_quantize_ref(&qr, qbase, fo, (er_granularity)(byte(&r) % 4), (int64_t)(byte(&r) % 5), (er_scale_recipe)(byte(&r) % 4)) == ER_OK) {
+            if (er_quantize_ref(&qr, qbase, fo, (er_granularity)(byte(&r) % 4), (int64_t)(byte(&r) % 5), (er_scale_recipe)(byte(&r) % 8)) == ER_OK) {
                 reach_accept(KIND_QUANTIZE_REF);
                 static uint64_t qo[1024], ao[1024], so[1024];
                 er_standard sq;

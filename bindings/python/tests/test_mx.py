@@ -160,8 +160,9 @@ def test_mx_scale_in_fp32_and_refusals():
     assert ref.covers((q, None, X.astype(np.float32)))
     with pytest.raises(ValueError, match="recipe"):
         er.quantize(x, "float6_e3m2fn", ("block", BLOCK), recipe="mx_round")
-    with pytest.raises(er.ExactrefError, match="MX"):
-        er.matmul(x[:, :8], x[:, :8].T.copy()).quantize("float8_e4m3fn", ("block", 4), recipe="mx")
+    # a reference's output takes the MX recipes (test_mx_of_a_gemm_output), not NVFP4
+    with pytest.raises(er.ExactrefError, match="not NVFP4"):
+        er.matmul(x[:, :8], x[:, :8].T.copy()).quantize("float4_e2m1fn", ("block", 16), recipe="nvfp4")
 
 
 def test_block_formats_as_inputs():
@@ -551,3 +552,86 @@ def test_div_ulps_half_catches_truncation_on_midpoints():
     assert ref.covers((q_rn, None, s), div_ulps=0.5)
     assert ref.covers((q_tr, None, s))  # the default lets it through
     assert not ref.covers((q_tr, None, s), div_ulps=0.5)
+
+
+def _gemm_fp32(A, B, order):
+    """A kernel's fp32 GEMM of fp16 operands: products exact in fp32, added over k in the given order of k."""
+    prods = A.astype(np.float32)[:, :, None] * B.astype(np.float32)[None, :, :]  # exact: 11-bit times 11-bit
+    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    for k in order:
+        acc = acc + prods[:, k, :]
+    return acc
+
+
+def _mx_gemm_case(seed):
+    """fp16 operands whose products meet at block maxima on either side of 1: row r's first column adds 1,
+    2^-25 and -2^-24 (exact sum 1 - 2^-25), which one order rounds to 1 - 2^-24 and another to 1 (the tie goes to
+    even), so the MX exponent of the block differs between correct kernels; the other columns are small."""
+    rng = np.random.default_rng(seed)
+    K, N = 3, 2 * BLOCK
+    A = (rng.standard_normal((4, K)) * 2.0 ** -3).astype(np.float16)
+    B = (rng.standard_normal((K, N)) * 2.0 ** -3).astype(np.float16)
+    A[:, :] = np.array([1.0, 2.0 ** -12, -2.0 ** -12], np.float16)
+    B[:, 0] = np.array([1.0, 2.0 ** -13, 2.0 ** -12], np.float16)
+    B[:, BLOCK] = np.array([0.5, 2.0 ** -13, 2.0 ** -13], np.float16)
+    return A, B
+
+
+@pytest.mark.parametrize("elem", ELEMS)
+@pytest.mark.parametrize("mode", tuple(RECIPES))
+def test_mx_of_a_gemm_output(elem, mode):
+    """MX quantisation in a GEMM's epilogue (quantize.md, Lemma Q8): the spec's q and X from the fp32 accumulators of
+    kernels adding in different orders are covered, where those orders put a block's maximum on either side of a
+    power of two (two exponents); the planted bugs are caught."""
+    A, B = _mx_gemm_case(1)
+    ref = er.matmul(A, B).quantize(elem, ("block", BLOCK), recipe=RECIPES[mode])
+    scales = set()
+    for order in ((0, 1, 2), (0, 2, 1), (2, 1, 0)):
+        C = _gemm_fp32(A, B, order)
+        q, X = spec_mx(C, elem, mode)
+        scales.add(float(X.astype(np.float64)[0, 0]))
+        res = ref.covers((q, None, X))
+        assert res, (elem, mode, order, res)
+    # the orders' block maxima 1 - 2^-24 and 1: two exponents under the spec's floor, one under the others
+    assert len(scales) == (2 if mode == "floor" else 1)
+    rng = np.random.default_rng(2)
+    A = (rng.standard_normal((8, 64)) * np.exp2(rng.integers(-6, 6, (8, 1)))).astype(np.float16)
+    B = rng.standard_normal((64, 4 * BLOCK)).astype(np.float16)
+    C = _gemm_fp32(A, B, range(64))
+    ref = er.matmul(A, B).quantize(elem, ("block", BLOCK), recipe=RECIPES[mode])
+    q, X = spec_mx(C, elem, mode)
+    res = ref.covers((q, None, X))
+    assert res and res.scale.counts["exact"] == X.size
+    for bug in (dict(wrong_block=True), dict(scale_off=1), dict(scale_off=-1)):
+        qb, Xb = spec_mx(C, elem, mode, **bug)
+        assert not ref.covers((qb, None, Xb)), (elem, mode, bug)
+
+
+def test_mx_of_a_gemm_output_exact_classes():
+    """Where the kernel's accumulators are the exact results (few products, exact in fp32), its q and X are the
+    exact ones: each element classed exact."""
+    rng = np.random.default_rng(5)
+    A = rng.integers(-8, 8, (6, 4)).astype(np.float16)
+    B = rng.integers(-8, 8, (4, 2 * BLOCK)).astype(np.float16)
+    C = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)  # exact: small integers
+    for elem in ELEMS:
+        q, X = spec_mx(C, elem)
+        res = er.matmul(A, B).quantize(elem, ("block", BLOCK), recipe="mx").covers((q, None, X))
+        assert res.q.counts["exact"] == q.size and res.scale.counts["exact"] == X.size, elem
+
+
+@pytest.mark.parametrize("mode, sign", [("floor", -1), ("ceil", 1)])
+def test_mx_of_a_gemm_output_exact_scale_beyond_double(mode, sign):
+    """A block maximum 2^30 + sign 2^-48 (79 bits: no double holds it) whose every fp32 accumulation is 2^30: the
+    kernel's scale, from 2^30, is in the set but is not the exact scale, whose exponent is that of the exact amax
+    (floor(log2) 29 below 2^30, ceil 31 above): covered, never exact."""
+    A = np.zeros((2, 2), np.float16)
+    A[:, 0], A[:, 1] = 2.0 ** 15, sign * 2.0 ** -24
+    B = np.full((2, BLOCK), 2.0 ** -10, np.float16)
+    B[:, 0] = [2.0 ** 15, 2.0 ** -24]
+    C = _gemm_fp32(A, B, (0, 1))
+    assert C[0, 0] == 2.0 ** 30
+    q, X = spec_mx(C, "float8_e4m3fn", mode)
+    res = er.matmul(A, B).quantize("float8_e4m3fn", ("block", BLOCK), recipe=RECIPES[mode]).covers((q, None, X))
+    assert res.all()
+    assert [er.CLASSES[c] for c in np.asarray(res.scale.classes).ravel()] == ["covered", "covered"]
