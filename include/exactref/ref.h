@@ -233,7 +233,7 @@ typedef enum er_scale_recipe {
  * holding an infinity or NaN requires X = NaN and leaves q free (the spec's NaN block), and one holding a NaN but no
  * infinity also allows the other elements' X (a max that skips NaN), a NaN element's q free. Checked together
  * (er_covers_outputs), q is judged against the kernel's own scale where that scale is in its set. x must outlive
- * the reference; er_quantize_ref takes the MX recipes too (quantize.md, Lemma Q8), not NVFP4 (ER_ERR_UNSUPPORTED). */
+ * the reference; er_quantize_ref takes the MX and NVFP4 recipes too (quantize.md, Lemmas Q8 and Q9). */
 ER_API er_status er_quantize(er_ref **out, const er_tensor *x, er_format q, er_granularity granularity, int64_t block,
                              er_scale_recipe recipe);
 /* Scaled dot-product attention (er_attention): the mask and the scale. A zero-initialised struct (or NULL) asks for
@@ -273,8 +273,8 @@ ER_API er_status er_attention_backward(er_ref **out, const er_tensor *q, const e
  * chain: a GEMM whose epilogue quantises its accumulator): x's values are any the base's standard allows in the
  * compute format (its enclosure), amax's set is every max |x| they give, the scale follows the kernel's amax and q
  * the kernel's scale where each is in its set. covers() takes the base's standard, with div_ulps for the scale.
- * The amax, pow2, inv and MX recipes (an MX block whose base set allows an infinity or NaN: every scale, q free);
- * NVFP4 is ER_ERR_UNSUPPORTED. base must outlive the reference. */
+ * Every recipe (an MX block, or an NVFP4 tensor, whose base set allows an infinity or NaN: every scale, q free).
+ * base must outlive the reference. */
 ER_API er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_granularity granularity,
                                  int64_t block, er_scale_recipe recipe);
 

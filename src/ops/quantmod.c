@@ -104,9 +104,6 @@ er_status er_quantize_ref(er_ref **out, const er_ref *base, er_format q, er_gran
                         "a tensor, a chain), not %s, in this version",
                         er__op_name(base));
     ER_RETURN_IF_ERROR(er_q_args(q, granularity, block, recipe));
-    if (recipe == ER_RECIPE_NVFP4)
-        return er__fail(ER_ERR_UNSUPPORTED, "quantize of a reference's output takes the amax, pow2, inv and MX "
-                                            "recipes, not NVFP4, in this version");
     int nd;
     int64_t shape[ER_MAX_DIMS];
     ER_RETURN_IF_ERROR(er_ref_shape(base, &nd, shape));
@@ -215,6 +212,7 @@ typedef struct er_q_group_info {
     double arounded;         /* ... correctly rounded to amax's output format */
     er_cval sv;              /* the scale's set */
     double sexact;           /* qmax / amax (1 where amax is 0 or not finite: the recipes' rule) */
+    double srnd;             /* NVFP4: the exact decode scale correctly rounded to e4m3 (NaN: none) */
     int have_ka, have_k;     /* the kernel's amax, scale are in their sets */
     double ka, k;
     double anon;             /* max |x| over the elements that are not NaN (a tensor's: a max that skips NaN) */
@@ -342,33 +340,37 @@ static double er_q_mx_exact_mp(er_scale_recipe recipe, const er_fmt_info *Q, mpf
 /* NVFP4 (quantize.md, Lemma Q7): the tensor's encode scale S = 448 qmax / G (G = max |x|; 1 where G is 0) as the
  * kernel holds it, within U ulps of fp32 either as a quotient or as the reciprocal of G / (448 qmax), at most
  * FLT_MAX: [slo, shi]; free (no claim on any scale or q) where G is not finite. */
-typedef struct er_q_nv { int free; double G, slo, shi, U; } er_q_nv;
+typedef struct er_q_nv { int free; double G, slo, shi, U; } er_q_nv; /* G: the exact G, to double */
 static void er_q_put_any(er_cval *v, const er_fmt_info *Q);
 
 #define ER_NV_SMAX 448.0 /* the block scales' format: e4m3 */
 
-static void er_q_nv_init(er_q_nv *nv, const er_fmt_info *Q, double U, double G) {
+/* The encode scale's range for G in [Gl, Gh] (a tensor's: one point; a base's: Lemma Q9): S is decreasing in G,
+ * so its least value comes from Gh and its greatest from Gl; 1 where G may be 0. */
+static void er_q_nv_init(er_q_nv *nv, const er_fmt_info *Q, double U, double G, double Gl, double Gh) {
     nv->G = G;
     nv->U = U;
-    nv->free = !isfinite(G);
+    nv->free = !isfinite(Gh) || isnan(G) || isnan(Gl);
     if (nv->free) return;
-    if (G == 0) { nv->slo = nv->shi = 1.0; return; }
-    double S = ER_NV_SMAX * Q->max / G, e = U * 0x1p-23 + 0x1p-50; /* S in double: within 2^-53 */
-    nv->slo = fmin(S * (1 - e), FLT_MAX);
-    nv->shi = fmin(S / (1 - e), FLT_MAX);
+    if (Gh == 0) { nv->slo = nv->shi = 1.0; return; }
+    double e = U * 0x1p-23 + 0x1p-50; /* S in double: within 2^-53 */
+    nv->slo = fmin(ER_NV_SMAX * Q->max / Gh * (1 - e), FLT_MAX);
+    nv->shi = Gl > 0 ? fmin(ER_NV_SMAX * Q->max / Gl / (1 - e), FLT_MAX) : FLT_MAX;
+    if (Gl == 0) nv->slo = fmin(nv->slo, 1.0);
 }
 
 /* n steps of fp32 arithmetic, each a rounding to nearest or a division within U ulps (Triton's div.full): each
  * within max(U, 1/2) 2^-23 relative for a normal result; with a margin for the double arithmetic */
 static double er_nv_r(double U, int n) { return n * fmax(U, 0.5) * 0x1p-23 * (1 + 0x1p-20) + 0x1p-45; }
 
-/* A block's decode scale for its amax a (finite, >= 0): D = a S / qmax in fp32 (a times fl(S fl(1 / qmax)), or
- * fl(a / qmax) times S, or divided by G / (448 qmax): three roundings; an underflow's absolute 2^-149), at most
- * FLT_MAX, then RN_e4m3 saturated; torchao clamps it to e4m3's least normal 2^-6 first. */
-static void er_q_nv_scale_range(er_cval *sv, const er_fmt_info *Q, const er_q_nv *nv, double a) {
+/* A block's decode scale for its amax a in [alo, ahi] (finite, >= 0; a tensor's: one point): D = a S / qmax in fp32
+ * (a times fl(S fl(1 / qmax)), or fl(a / qmax) times S, or divided by G / (448 qmax): three roundings; an underflow's
+ * absolute 2^-149), at most FLT_MAX, then RN_e4m3 saturated; torchao clamps it to e4m3's least normal 2^-6 first.
+ * Non-decreasing in a and S: the ends from alo, slo and ahi, shi. */
+static void er_q_nv_scale_range(er_cval *sv, const er_fmt_info *Q, const er_q_nv *nv, double alo, double ahi) {
     const er_fmt_info *S8 = er__fmt(ER_FP8_E4M3FN);
-    double r = er_nv_r(nv->U, 3), dlo = fmax(a * nv->slo / Q->max * (1 - r) - 0x1p-149, 0.0),
-           dhi = fmin(a * nv->shi / Q->max * (1 + r) + 0x1p-149, FLT_MAX);
+    double r = er_nv_r(nv->U, 3), dlo = fmax(alo * nv->slo / Q->max * (1 - r) - 0x1p-149, 0.0),
+           dhi = fmin(ahi * nv->shi / Q->max * (1 + r) + 0x1p-149, FLT_MAX);
     double lo = er__round_double(S8, dlo, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE),
            hi = er__round_double(S8, dhi, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
     er_q_put(sv, lo);
@@ -557,6 +559,7 @@ typedef struct er_q_job {
     const mpfr_t *amp;           /* each group's exact amax (a base's) */
     double qmax, U, floor;       /* q's largest value; the divisions' ulps; amax_floor (0: none) */
     const er_q_nv *nv;           /* NVFP4's encode scale */
+    mpfr_srcptr Gm;              /* NVFP4 of a base: the exact G */
     er_sink *sk;
     int64_t begin, end;
     er_status st;
@@ -585,13 +588,68 @@ static void er_q_nv_element(const er_q_job *j, const er_q_group_info *gi, double
     if (gi->have_k) er_q_nv_put(v, j->Q, nv, x, gi->k);
     else if (s->nan || s->nan_req || s->pinf || s->ninf || !(s->lo > 0)) er_q_put_any(v, j->Q);
     else { er_q_nv_put(v, j->Q, nv, x, s->lo); er_q_nv_put(v, j->Q, nv, x, s->hi); }
-    double sr = er__round_double(er__fmt(ER_FP8_E4M3FN), gi->sexact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    double sr = gi->srnd;
     *exact = *rounded = NAN;
     if (nv->G == 0 || x == 0) *exact = *rounded = 0; /* 0 under every finite encode scale */
     else if (!nv->free && sr > 0 && !isnan(x)) {
         *exact = x * (ER_NV_SMAX * j->qmax) / (nv->G * sr);
         *rounded = er_q_round_quotient(j->sk->O, x, ER_NV_SMAX * j->qmax, nv->G * sr, ER_OVERFLOW_SATURATE);
     }
+}
+
+/* The same for element idx of a base (Lemma Q9): q's set over x's interval (its ends, and 0 between them: q is
+ * monotone in x for a fixed decode scale); the exact q S_i 448 qmax / (G sf) from S_i's bracket where both ends
+ * round alike (the factor within 2^-50 of its double), else in MPFR. */
+static er_status er_q_nv_base_element(const er_q_job *j, const er_q_group_info *gi, int64_t idx, er_cval *v,
+                                      double *exact, double *rounded) {
+    er_cval xv, w;
+    er_q_xset(j, idx, &xv);
+    er_q_empty(v);
+    double xs[3];
+    int nx = 0;
+    if (xv.lo <= xv.hi) {
+        xs[nx++] = xv.lo;
+        xs[nx++] = xv.hi;
+        if (xv.lo < 0 && xv.hi > 0) xs[nx++] = 0.0;
+    }
+    if (xv.nan || xv.nan_req || xv.pinf || xv.ninf || !nx) er_q_put_any(v, j->Q); /* the tensor's G is free then */
+    for (int i = 0; i < nx; i++) {
+        er_q_nv_element(j, gi, xs[i], &w, exact, rounded);
+        er_q_put(v, w.lo);
+        er_q_put(v, w.hi);
+        v->nan |= w.nan;
+        v->pinf |= w.pinf;
+        v->ninf |= w.ninf;
+    }
+    const er_q_nv *nv = j->nv;
+    double sr = gi->srnd, bl = j->xbl[idx], bh = j->xbh[idx];
+    *exact = *rounded = NAN;
+    if (nv->free || isnan(sr)) return ER_OK;
+    if (nv->G == 0 || (bl == 0 && bh == 0)) { *exact = *rounded = 0; return ER_OK; }
+    if (!(sr > 0)) return ER_OK;
+    double c = ER_NV_SMAX * j->qmax / (nv->G * sr), clo = c * (1 - 0x1p-50), chi = c * (1 + 0x1p-50);
+    const er_fmt_info *O = j->sk->O;
+    double p[4] = {bl * clo, bl * chi, bh * clo, bh * chi}, plo = p[0], phi = p[0];
+    for (int k = 1; k < 4; k++) { plo = fmin(plo, p[k]); phi = fmax(phi, p[k]); }
+    *exact = j->xm[idx] * c;
+    *rounded = er__round_double(O, plo, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    if (isfinite(plo) && isfinite(phi) &&
+        *rounded == er__round_double(O, phi, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE))
+        return ER_OK;
+    int64_t index[ER_MAX_DIMS];
+    er__index_of(j->ref, idx, index);
+    mpfr_t S, d;
+    mpfr_init2(S, 64);
+    mpfr_init2(d, mpfr_get_prec(j->Gm) + 64);
+    er_status st = er_ref_exact_mpfr(S, er__quant(j->ref)->base, index);
+    if (st == ER_OK) {
+        mpfr_mul_d(d, j->Gm, sr, MPFR_RNDN); /* exact: sr has 4 significant bits */
+        *exact = mpfr_get_d(S, MPFR_RNDN) * c;
+        *rounded = mpfr_zero_p(S) ? 0.0 : er_q_exact_mpfr(O, ER_OVERFLOW_SATURATE, S, ER_NV_SMAX * j->qmax, d);
+    }
+    mpfr_clear(S);
+    mpfr_clear(d);
+    return st;
 }
 
 static void *er_q_run(void *arg) {
@@ -612,7 +670,10 @@ static void *er_q_run(void *arg) {
         const er_q_group_info *gi = &j->gi[g];
         er_cval xv, v;
         double exact, rounded, x = er__quant(ref)->base ? 0.0 : er_q_x(ref, idx);
-        if (recipe == ER_RECIPE_NVFP4) er_q_nv_element(j, gi, x, &v, &exact, &rounded);
+        if (recipe == ER_RECIPE_NVFP4 && er__quant(ref)->base) {
+            j->st = er_q_nv_base_element(j, gi, idx, &v, &exact, &rounded);
+            if (j->st != ER_OK) break;
+        } else if (recipe == ER_RECIPE_NVFP4) er_q_nv_element(j, gi, x, &v, &exact, &rounded);
         else {
             er_q_xset(j, idx, &xv);
             er_q_value_set(j->E, j->Q, &xv, gi, er_q_form(recipe), j->U, &v);
@@ -766,14 +827,30 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
     }
     double floor = std->amax_floor;
     er_q_nv nv = {0, 0, 1, 1, 2};
-    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, floor, &nv, NULL, 0, 0,
+    mpfr_t Gm;
+    mpfr_init2(Gm, 64);
+    mpfr_set_zero(Gm, 1);
+    er_q_job j0 = {ref, E, Q, gi, xl, xh, xm, xbl, xbh, xf, (const mpfr_t *)amp, qmax, U, floor, &nv, Gm, NULL, 0, 0,
                    ER_OK};
     if (st == ER_OK) st = er_q_amax(ref, &j0, gi, amp);
-    int nvfp4 = er__quant(ref)->recipe == ER_RECIPE_NVFP4;
-    if (nvfp4 && st == ER_OK) { /* the tensor's max |x|: NaN where an element is NaN */
-        double gmax = 0;
-        for (int64_t g = 0; g < G; g++) gmax = isnan(gi[g].aexact) || isnan(gmax) ? NAN : fmax(gmax, gi[g].aexact);
-        er_q_nv_init(&nv, Q, U, gmax);
+    int nvfp4 = er__quant(ref)->recipe == ER_RECIPE_NVFP4, base = er__quant(ref)->base != NULL;
+    if (nvfp4 && st == ER_OK) {
+        /* the tensor's max |x|: NaN where an element is NaN; a base's over its groups' amax sets (an element that may
+         * be infinite or NaN: none), and its exact G in MPFR */
+        double gmax = 0, gl = 0, gh = 0;
+        for (int64_t g = 0; g < G; g++) {
+            gmax = isnan(gi[g].aexact) || isnan(gmax) ? NAN : fmax(gmax, gi[g].aexact);
+            const er_cval *av = &gi[g].av;
+            if (av->nan || av->nan_req || av->pinf || !(av->lo <= av->hi)) gh = INFINITY;
+            else { gl = fmax(gl, av->lo); gh = fmax(gh, av->hi); }
+            if (base && mpfr_cmp(amp[g], Gm) > 0) {
+                mpfr_set_prec(Gm, mpfr_get_prec(amp[g]));
+                mpfr_set(Gm, amp[g], MPFR_RNDN);
+            }
+        }
+        if (base) gmax = isfinite(gh) ? mpfr_get_d(Gm, MPFR_RNDN) : NAN;
+        if (!base) gl = gh = gmax;
+        er_q_nv_init(&nv, Q, U, gmax, gl, gh);
     }
     er_sink *sa = er__sinks_at(sks, 0, 1), *ss = er__sinks_at(sks, 0, 2), *sq;
     for (int64_t g = 0; g < G && st == ER_OK; g++) {
@@ -794,15 +871,24 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         /* the scale's set, its exact value and (with a scale output) its correct rounding */
         int inv = er__quant(ref)->recipe == ER_RECIPE_INV, mx = er_q_mx(er__quant(ref)->recipe);
         double rounded = NAN;
-        if (nvfp4) { /* Lemma Q7: the block's decode scale from its exact amax and the tensor's encode scale */
+        if (nvfp4) {
+            /* Lemma Q7: the block's decode scale from its exact amax and the tensor's encode scale; a base's over
+             * its amax set (Lemma Q9), its exact value and correct roundings from the MPFR amax and G */
             int none = nv.free || !isfinite(a);
             er_q_empty(&q->sv);
             if (none) er_q_put_any(&q->sv, er__fmt(ER_FP32));
-            else er_q_nv_scale_range(&q->sv, Q, &nv, a);
+            else if (base) er_q_nv_scale_range(&q->sv, Q, &nv, av.lo, av.hi);
+            else er_q_nv_scale_range(&q->sv, Q, &nv, a, a);
             q->sexact = none ? NAN : nv.G == 0 ? 0.0 : a * ER_NV_SMAX / nv.G;
-            if (ss && !none) rounded = nv.G == 0 ? 0.0 : er_q_round_quotient(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
+            const er_fmt_info *S8 = er__fmt(ER_FP8_E4M3FN);
+            q->srnd = none ? NAN : nv.G == 0 ? 0.0
+                    : base ? er_q_exact_mpfr(S8, ER_OVERFLOW_SATURATE, amp[g], ER_NV_SMAX, Gm)
+                           : er__round_double(S8, q->sexact, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (ss && !none)
+                rounded = nv.G == 0 ? 0.0
+                        : base ? er_q_exact_mpfr(ss->O, ss->ov, amp[g], ER_NV_SMAX, Gm)
+                               : er_q_round_quotient(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
         } else {
-            int base = er__quant(ref)->base != NULL;
             if (mx && base && (av.nan || av.nan_req || av.pinf)) {
                 /* a base whose set allows an infinity or NaN in the group: every scale, q free (Lemma Q8) */
                 er_q_empty(&q->sv);
@@ -852,6 +938,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
     for (int64_t g = 0; amp && g < G; g++) mpfr_clear(amp[g]);
+    mpfr_clear(Gm);
     free(amp);
     free(gi);
     free(xl); free(xh); free(xf); free(xm); free(xbl); free(xbh);

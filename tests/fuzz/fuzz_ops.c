@@ -299,7 +299,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             er_ref *qr = NULL;
             const er_ref *qbase = chain && byte(&r) % 2 ? chain : ref;
             reach_call(KIND_QUANTIZE_REF);
-            if (er_quantize_ref(&qr, qbase, fo, (er_granularity)(byte(&r) % 4), (int64_t)(byte(&r) % 5), (er_scale_recipe)(byte(&r) % 8)) == ER_OK) {
+            /* NVFP4 takes fp4 blocks of 16 (anything else is refused at once): drawn as such, so its sets are reached */
+            er_scale_recipe qrc = (er_scale_recipe)(byte(&r) % 8);
+            er_format qfo = qrc == ER_RECIPE_NVFP4 ? ER_FP4_E2M1FN : fo;
+            er_granularity qgr = qrc == ER_RECIPE_NVFP4 ? ER_GRAN_BLOCK : (er_granularity)(byte(&r) % 4);
+            int64_t qbl = qrc == ER_RECIPE_NVFP4 ? 16 : (int64_t)(byte(&r) % 5);
+            if (er_quantize_ref(&qr, qbase, qfo, qgr, qbl, qrc) == ER_OK) {
                 reach_accept(KIND_QUANTIZE_REF);
                 static uint64_t qo[1024], ao[1024], so[1024];
                 er_standard sq;
@@ -309,7 +314,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 memcpy(ao, pool[1], sizeof ao);
                 memcpy(so, pool[0], sizeof so);
                 if (er_standard_parse(&sq, standards[sidx][0], standards[sidx][1]) == ER_OK &&
-                    er_tensor_view(&Q, fo, nd, shape, NULL, qo) == ER_OK && er_tensor_view(&Am, ER_FP32, 1, &one, NULL, ao) == ER_OK &&
+                    er_tensor_view(&Q, qfo, nd, shape, NULL, qo) == ER_OK && er_tensor_view(&Am, ER_FP32, 1, &one, NULL, ao) == ER_OK &&
                     er_tensor_view(&Sc, ER_FP32, 1, &one, NULL, so) == ER_OK) {
                     const er_tensor *outs[3] = {&Q, byte(&r) % 2 ? &Am : NULL, byte(&r) % 2 ? &Sc : NULL};
                     er_report rq[3];

@@ -454,8 +454,8 @@ class Reference:
     def quantize(self, dtype: DType = "float8_e4m3fn", granularity: Granularity = "tensor",
                  recipe: str = "amax") -> QuantizeReference:
         """This result quantised with an amax, as a kernel whose epilogue quantises its accumulator does
-        (er_quantize_ref; exactref.quantize for the arguments): three outputs, q, amax and scale, checked together by
-        covers() under this reference's standard."""
+        (er_quantize_ref; exactref.quantize for the arguments and recipes, MX and NVFP4 included): three outputs, q,
+        amax and scale, checked together by covers() under this reference's standard."""
         qf, gran, block, rec = _quant_args(dtype, granularity, recipe)
         return QuantizeReference(
             _ffi.quantize_ref(self._ptr, qf, gran, block, rec), (self,), tuple(self.shape), "quantize"

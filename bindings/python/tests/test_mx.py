@@ -160,9 +160,6 @@ def test_mx_scale_in_fp32_and_refusals():
     assert ref.covers((q, None, X.astype(np.float32)))
     with pytest.raises(ValueError, match="recipe"):
         er.quantize(x, "float6_e3m2fn", ("block", BLOCK), recipe="mx_round")
-    # a reference's output takes the MX recipes (test_mx_of_a_gemm_output), not NVFP4
-    with pytest.raises(er.ExactrefError, match="not NVFP4"):
-        er.matmul(x[:, :8], x[:, :8].T.copy()).quantize("float4_e2m1fn", ("block", 16), recipe="nvfp4")
 
 
 def test_block_formats_as_inputs():
@@ -421,8 +418,9 @@ def test_nvfp4_refusals():
     x = nv_family("normal", 14)
     with pytest.raises(er.ExactrefError, match="block"):
         er.quantize(x, "float4_e2m1fn", "row", recipe="nvfp4")
-    with pytest.raises(er.ExactrefError, match="NVFP4"):
-        er.matmul(x[:, :16], x[:, :16].T.copy()).quantize("float4_e2m1fn", ("block", 16), recipe="nvfp4")
+    with pytest.raises(er.ExactrefError, match="block"):
+        er.matmul(x[:, :16], x[:, :16].T.copy()).quantize("float4_e2m1fn", "row", recipe="nvfp4").covers(
+            (np.zeros((8, 8), _dt("float4_e2m1fn")), None, np.zeros((8, 1), E4M3)))
 
 
 def _mxfp8(x, mode):
@@ -635,3 +633,73 @@ def test_mx_of_a_gemm_output_exact_scale_beyond_double(mode, sign):
     res = er.matmul(A, B).quantize("float8_e4m3fn", ("block", BLOCK), recipe=RECIPES[mode]).covers((q, None, X))
     assert res.all()
     assert [er.CLASSES[c] for c in np.asarray(res.scale.classes).ravel()] == ["covered", "covered"]
+
+
+def _nv_gemm_case(seed, kind="normal"):
+    """fp16 operands of a GEMM whose fp32 output is NVFP4-quantised: rows and blocks of varied magnitudes; "tie":
+    the tensor's maximum, 1 + 2^-25 - 2^-24 (exact 1 - 2^-25), lands on 1 - 2^-24 or 1 by the order of its adds;
+    "cancel": it is 1 or 0 by the order (the tensor's G and the block's amax move by more than the fp32 slack);
+    "cancel_block": that element is a block's maximum or not, the tensor's G fixed at 64, above its set."""
+    rng = np.random.default_rng(seed)
+    A = (rng.standard_normal((8, 48)) * np.exp2(rng.integers(-4, 4, (8, 1)))).astype(np.float16)
+    B = (rng.standard_normal((48, 64)) * np.exp2(rng.integers(-3, 3, (1, 64)))).astype(np.float16)
+    if kind == "cancel":  # row 0, column 0: 2^25 - 2^25 + 1, which fp32 orders make 1 or 0 (the rest below 1)
+        A = (rng.standard_normal((8, 3)) * 2.0 ** -3).astype(np.float16)
+        B = (rng.standard_normal((3, 64)) * 2.0 ** -2).astype(np.float16)
+        A[0] = [2.0 ** 13, -2.0 ** 13, 1.0]
+        B[:2] = 0  # row 0's other outputs: its third product alone
+        A[1:, :2] = 0  # column 0's other outputs too
+        B[:, 0] = [2.0 ** 12, 2.0 ** 12, 1.0]
+    if kind == "cancel_block":  # the same element in a block below the tensor's maximum, 64 in every order
+        A, B = _nv_gemm_case(seed, "cancel")
+        A[1, 2], B[2, 20] = 64.0, 1.0
+    if kind == "tie":
+        A = np.zeros((8, 3), np.float16)
+        B = (rng.standard_normal((3, 64)) * 2.0 ** -6).astype(np.float16)
+        A[:, :] = (rng.standard_normal((8, 3)) * 2.0 ** -3).astype(np.float16)
+        A[0] = [1.0, 2.0 ** -12, -2.0 ** -12]
+        B[:, 0] = [1.0, 2.0 ** -13, 2.0 ** -12]
+    return A, B
+
+
+@pytest.mark.parametrize("kind", ("normal", "tie", "cancel", "cancel_block"))
+def test_nvfp4_of_a_gemm_output(kind):
+    """NVFP4 in a GEMM's epilogue (quantize.md, Lemma Q9): TE's and torchao's forms on the fp32 accumulators of
+    kernels adding in different orders are covered, the tensor's maximum on either side of a power of two among
+    them; the planted bugs are caught."""
+    A, B = _nv_gemm_case(3, kind)
+    ref = er.matmul(A, B).quantize("float4_e2m1fn", ("block", 16), recipe="nvfp4")
+    K = A.shape[1]
+    maxima = set()
+    for order in (range(K), range(K - 1, -1, -1), [i for i in range(K) if i % 2] + [i for i in range(K) if not i % 2]):
+        C = _gemm_fp32(A, B, list(order))
+        maxima.add(float(np.abs(C).max()))
+        for impl in (te_nvfp4, torchao_nvfp4):
+            q, sf = impl(C)
+            res = ref.covers((q, None, sf))
+            assert res, (kind, impl.__name__, res)
+    if kind == "tie":
+        assert maxima == {1 - 2.0 ** -24, 1.0}
+    if kind == "cancel":
+        assert len(maxima) == 2 and 1.0 in maxima
+    if kind == "cancel_block":
+        assert maxima == {64.0}
+    if kind.startswith("cancel"):
+        return  # a set wide enough for both orders' G (1 or 0.3) holds these bugs' outputs too
+    C = _gemm_fp32(A, B, range(K))
+    for bug in ("no_global", "unrounded_scale", "next_block"):
+        q, sf = te_nvfp4(C, bug)
+        assert not ref.covers((q, None, sf)), (kind, bug)
+
+
+def test_nvfp4_of_a_gemm_output_exact_classes():
+    """Exact accumulators (small integers): TE's form gives every decode scale and q the exact ones."""
+    rng = np.random.default_rng(6)
+    A = rng.integers(-8, 8, (8, 4)).astype(np.float16)
+    B = rng.integers(-8, 8, (4, 64)).astype(np.float16)
+    C = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+    q, sf = te_nvfp4(C)
+    res = er.matmul(A, B).quantize("float4_e2m1fn", ("block", 16), recipe="nvfp4").covers((q, None, sf))
+    assert res.all() and res.scale.counts["exact"] == sf.size
+    direct = er.quantize(C, "float4_e2m1fn", ("block", 16), recipe="nvfp4").covers((q, None, sf))
+    assert res.q.counts == direct.q.counts  # the same classes as the tensor's own check of the same values
