@@ -202,7 +202,14 @@ ER_API const char *er_stage_kind_name(er_stage_kind kind);
 ER_API size_t er_stage_sizeof(void);
 
 /* ---- quantisation with an amax (docs/algorithms/quantize.md) ---- */
-typedef enum er_granularity { ER_GRAN_TENSOR = 0, ER_GRAN_ROW = 1, ER_GRAN_BLOCK = 2 } er_granularity;
+/* ER_GRAN_TILE: square tiles of block x block elements over the last two dimensions (Transformer Engine's 2-D
+ * NVFP4 weights: 16 x 16). */
+typedef enum er_granularity {
+    ER_GRAN_TENSOR = 0,
+    ER_GRAN_ROW = 1,
+    ER_GRAN_BLOCK = 2,
+    ER_GRAN_TILE = 3
+} er_granularity;
 typedef enum er_scale_recipe {
     ER_RECIPE_AMAX = 0,
     ER_RECIPE_POW2 = 1,
@@ -223,9 +230,11 @@ typedef enum er_scale_recipe {
 /* The reference of quantising x to format q (fp8, or any float format narrower than the compute format), as
  * Transformer Engine and torch recipes do: three outputs, q (x's shape), amax and scale, one per group (the whole
  * tensor: shape [1]; each row along the last dimension: x's leading shape; blocks of `block` elements along the last
- * dimension: x's leading shape and ceil(cols / block)). amax = max |x| over the group, exact; scale = qmax / amax
- * (ER_RECIPE_AMAX) or the power of two at or below it (ER_RECIPE_POW2), computed in the compute format within
- * div_ulps (default 2: a correctly rounded division, a reciprocal then a product, div.full.f32); amax 0 or not finite
+ * dimension: x's leading shape and ceil(cols / block); tiles of block x block over the last two dimensions, x of 2 or
+ * more dimensions: its shape but the last two, then ceil(rows / block) and ceil(cols / block)). amax = max |x| over
+ * the group, exact; scale = qmax / amax (ER_RECIPE_AMAX) or the power of two at or below it (ER_RECIPE_POW2),
+ * computed in the compute format within div_ulps (default 2: a correctly rounded division, a reciprocal then a
+ * product, div.full.f32); amax 0 or not finite
  * gives scale 1 or the plain quotient; q = RN_q(RN(x scale)), saturated or with q's overflow rule. ER_RECIPE_INV:
  * the scale output is scale_inv = amax / qmax (0 or 1 where amax is 0) and q = RN_q(x / scale_inv), each division
  * within div_ulps (DeepSeek-style blockwise kernels). The MX recipes: the scale output is the power of two X (an

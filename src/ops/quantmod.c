@@ -16,13 +16,14 @@
 #include "enclose/approx.h"
 
 /* The state of a quantize reference: x (a tensor's view) or the base reference whose output is quantised (not owned);
- * the format of q, the groups (cols: the last dimension; gpr groups per row), the recipe of the scale. */
+ * the format of q, the groups (cols: the last dimension; gpr groups per row, or tiles across; tiles: rowsz the second
+ * last dimension and tpr the tiles down it), the recipe of the scale. */
 typedef struct er_quant_state {
     er_tensor A;
     const er_ref *base;
     er_format qfmt;
     int gran, recipe;
-    int64_t block, cols, gpr, groups;
+    int64_t block, cols, gpr, groups, rowsz, tpr;
 } er_quant_state;
 static er_quant_state *er__quant(const er_ref *r) { return (er_quant_state *)r->priv; }
 
@@ -38,16 +39,16 @@ static int er_q_inputs(const er_ref *r, const er_tensor **views, const char **na
 static er_status er_q_args(er_format q, er_granularity granularity, int64_t block, er_scale_recipe recipe) {
     if (!er__fmt(q) || q == ER_FP64 || q == ER_TF32 || q == ER_FP8_E8M0FNU)
         return er__fail(ER_ERR_FORMAT, "q's format %d: expected fp32, fp16, bf16, an fp8, fp6 or fp4 format", (int)q);
-    if ((unsigned)granularity > ER_GRAN_BLOCK)
-        return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row or block", (int)granularity);
-    if (granularity == ER_GRAN_BLOCK && block < 1)
+    if ((unsigned)granularity > ER_GRAN_TILE)
+        return er__fail(ER_ERR_INVALID, "granularity %d: expected tensor, row, block or tile", (int)granularity);
+    if ((granularity == ER_GRAN_BLOCK || granularity == ER_GRAN_TILE) && block < 1)
         return er__fail(ER_ERR_INVALID, "block %lld: expected 1 or more elements", (long long)block);
     if ((unsigned)recipe > ER_RECIPE_NVFP4)
         return er__fail(ER_ERR_INVALID,
                         "recipe %d: expected amax, pow2, inv, mx, mx_ceil, mx_even, mx_rceil or nvfp4", (int)recipe);
-    if (recipe == ER_RECIPE_NVFP4 && granularity != ER_GRAN_BLOCK)
-        return er__fail(ER_ERR_INVALID, "the nvfp4 recipe scales blocks (of 16): granularity block, not %s",
-                        granularity == ER_GRAN_ROW ? "row" : "tensor");
+    if (recipe == ER_RECIPE_NVFP4 && granularity != ER_GRAN_BLOCK && granularity != ER_GRAN_TILE)
+        return er__fail(ER_ERR_INVALID, "the nvfp4 recipe scales blocks (of 16) or tiles (16 x 16): granularity block "
+                                        "or tile, not %s", granularity == ER_GRAN_ROW ? "row" : "tensor");
     return ER_OK;
 }
 
@@ -57,6 +58,8 @@ static int er_q_mx(er_scale_recipe recipe) { return recipe >= ER_RECIPE_MX && re
 /* A quantize reference of the given output shape: its groups. */
 static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_format q, er_granularity granularity,
                            int64_t block, er_scale_recipe recipe, er_ref **made) {
+    if (granularity == ER_GRAN_TILE && ndim < 2)
+        return er__fail(ER_ERR_INVALID, "tile granularity takes x of 2 or more dimensions, not %d", ndim);
     er_ref *r;
     ER_RETURN_IF_ERROR(er__ref_alloc(&r, &er__quantize_module));
     r->ndim = ndim;
@@ -65,7 +68,8 @@ static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_form
     er__quant(r)->qfmt = q;
     er__quant(r)->gran = granularity;
     er__quant(r)->recipe = recipe;
-    er__quant(r)->block = granularity == ER_GRAN_BLOCK ? block : 0;
+    int blocks = granularity == ER_GRAN_BLOCK || granularity == ER_GRAN_TILE;
+    er__quant(r)->block = blocks ? block : 0;
     er__quant(r)->cols = r->shape[ndim - 1];
     int64_t rows = 1; /* the leading dimensions' product: rows of no column are still groups (amax 0) */
     for (int i = 0; i < ndim - 1; i++)
@@ -73,9 +77,15 @@ static er_status er_q_make(er_ref **out, int ndim, const int64_t *shape, er_form
             free(r);
             return er__fail(ER_ERR_SIZE, "x's leading dimensions hold more rows than an int64 counts");
         }
-    er__quant(r)->gpr = granularity == ER_GRAN_BLOCK ? (er__quant(r)->cols ? (er__quant(r)->cols - 1) / block + 1 : 0)
-                                                     : 1; /* ceil without overflow */
+    er__quant(r)->gpr = blocks ? (er__quant(r)->cols ? (er__quant(r)->cols - 1) / block + 1 : 0)
+                               : 1; /* ceil without overflow */
     er__quant(r)->groups = granularity == ER_GRAN_TENSOR ? 1 : rows * er__quant(r)->gpr;
+    if (granularity == ER_GRAN_TILE) { /* rows / R leading matrices of R rows, each ceil(R / block) tiles down */
+        int64_t R = shape[ndim - 2];
+        er__quant(r)->rowsz = R;
+        er__quant(r)->tpr = R ? (R - 1) / block + 1 : 0;
+        er__quant(r)->groups = (R ? rows / R : 0) * er__quant(r)->tpr * er__quant(r)->gpr;
+    }
     *out = *made = r;
     return ER_OK;
 }
@@ -119,9 +129,11 @@ static const char *const er_q_names[3] = {"q", "amax", "scale"};
  * number of blocks last for blocks); trailing dimensions of size 1 are accepted. */
 static er_status er_q_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
     if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
-    int lead = er__quant(ref)->gran == ER_GRAN_TENSOR ? 0 : ref->ndim - 1;
+    int tile = er__quant(ref)->gran == ER_GRAN_TILE;
+    int lead = er__quant(ref)->gran == ER_GRAN_TENSOR ? 0 : ref->ndim - 1 - tile;
     for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
-    if (er__quant(ref)->gran == ER_GRAN_BLOCK) shape[lead++] = er__quant(ref)->gpr;
+    if (tile) shape[lead++] = er__quant(ref)->tpr;
+    if (er__quant(ref)->gran == ER_GRAN_BLOCK || tile) shape[lead++] = er__quant(ref)->gpr;
     *ndim = lead ? lead : 1;
     if (!lead) shape[0] = 1;
     return er__out_shape_fits(ref, o, out, *ndim, shape);
@@ -164,7 +176,12 @@ static er_status er_q_check(const er_ref *ref, const er_standard *std) {
 static int64_t er_q_group(const er_ref *r, int64_t idx) {
     if (er__quant(r)->gran == ER_GRAN_TENSOR) return 0;
     if (er__quant(r)->gran == ER_GRAN_ROW) return idx / er__quant(r)->cols;
-    return (idx / er__quant(r)->cols) * er__quant(r)->gpr + (idx % er__quant(r)->cols) / er__quant(r)->block;
+    const er_quant_state *s = er__quant(r);
+    if (s->gran == ER_GRAN_TILE) { /* matrix m, row i, column j: tile (m, i / block, j / block) */
+        int64_t row = idx / s->cols, m = row / s->rowsz, i = row % s->rowsz;
+        return (m * s->tpr + i / s->block) * s->gpr + (idx % s->cols) / s->block;
+    }
+    return (idx / s->cols) * s->gpr + (idx % s->cols) / s->block;
 }
 
 static double er_q_x(const er_ref *r, int64_t idx) {

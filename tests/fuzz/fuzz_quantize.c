@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     er_format xf = xfmts[byte(&r) % 3], qf = (er_format)(byte(&r) % 13);
     int rows = 1 + (int)(byte(&r) % 6), cols = (int)(byte(&r) % 40);
     unsigned g = byte(&r), rb = byte(&r);
-    er_granularity gran = (er_granularity)(g % 4); /* 3: refused */
+    er_granularity gran = (er_granularity)(g % 5); /* 4: refused */
     int64_t block = (g >> 2) % 8 == 7 ? INT64_MAX : (g >> 2) % 8 == 6 ? 0 : 1 + (int64_t)((g >> 2) % 8) * 3;
     er_scale_recipe recipe = (er_scale_recipe)(rb % 9); /* 8: refused */
     int mx = recipe >= ER_RECIPE_MX && recipe <= ER_RECIPE_MX_RCEIL;
@@ -70,8 +70,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (ref) abort();
         return 0;
     }
-    if ((unsigned)gran > 2 || (unsigned)recipe > 7 || (gran == ER_GRAN_BLOCK && block < 1) || qf == ER_FP8_E8M0FNU ||
-        (recipe == ER_RECIPE_NVFP4 && gran != ER_GRAN_BLOCK))
+    int tiled = gran == ER_GRAN_BLOCK || gran == ER_GRAN_TILE;
+    if ((unsigned)gran > 3 || (unsigned)recipe > 7 || (tiled && block < 1) || qf == ER_FP8_E8M0FNU ||
+        (recipe == ER_RECIPE_NVFP4 && !tiled))
         abort(); /* must refuse */
     reach_accept((int)recipe);
     int nd;
@@ -79,8 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (er_ref_output_shape(ref, 1, &nd, gs) != ER_OK) abort();
     int64_t ngroups = 1;
     for (int i = 0; i < nd; i++) ngroups *= gs[i];
-    int64_t gpr = gran == ER_GRAN_BLOCK ? (cols ? (cols - 1) / block + 1 : 0) : 1;
-    if (ngroups != (gran == ER_GRAN_TENSOR ? 1 : gran == ER_GRAN_ROW ? rows : rows * gpr)) abort();
+    int64_t gpr = tiled ? (cols ? (cols - 1) / block + 1 : 0) : 1, tpr = tiled ? (rows - 1) / block + 1 : 1;
+    if (ngroups != (gran == ER_GRAN_TENSOR ? 1 : gran == ER_GRAN_ROW ? rows : gran == ER_GRAN_TILE ? tpr * gpr
+                                                                                                   : rows * gpr))
+        abort();
     /* the kernel */
     double qmax = er_format_max(qf);
     static float amax[MAXN], scale[MAXN];
@@ -88,7 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int64_t k = 0; k < ngroups; k++) amax[k] = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t row = i / (cols ? cols : 1), c = i % (cols ? cols : 1);
-        int64_t k = gran == ER_GRAN_TENSOR ? 0 : gran == ER_GRAN_ROW ? row : row * gpr + c / block;
+        int64_t k = gran == ER_GRAN_TENSOR ? 0 : gran == ER_GRAN_ROW ? row
+                  : gran == ER_GRAN_TILE ? (row / block) * gpr + c / block : row * gpr + c / block;
         double a = fabs(xv[i]);
         if (isnan(a) || isnan(amax[k])) amax[k] = NAN;
         else if (a > amax[k]) amax[k] = (float)a;
@@ -134,7 +138,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (int64_t i = 0; i < n; i++) {
         int64_t row = i / (cols ? cols : 1), c = i % (cols ? cols : 1);
-        int64_t k = gran == ER_GRAN_TENSOR ? 0 : gran == ER_GRAN_ROW ? row : row * gpr + c / block;
+        int64_t k = gran == ER_GRAN_TENSOR ? 0 : gran == ER_GRAN_ROW ? row
+                  : gran == ER_GRAN_TILE ? (row / block) * gpr + c / block : row * gpr + c / block;
         double enc = nv ? (scale[k] > 0 ? rn(ER_FP32, 1.0 / rn(ER_FP32, scale[k] * rn(ER_FP32, 1.0 / Senc, ER_OVERFLOW_IEEE),
                                                                  ER_OVERFLOW_IEEE), ER_OVERFLOW_IEEE)
                                          : FLT_MAX)

@@ -1057,13 +1057,14 @@ def _quant_args(dtype, granularity, recipe):
                                  % (dtype, ", ".join(_QUANT_FORMATS)))
     grans = {"tensor": 0, "row": 1}
     block = 0
-    if isinstance(granularity, tuple) and len(granularity) == 2 and granularity[0] == "block":
-        gran, block = 2, _check.integer(granularity[1], "quantize", "the block size", 1)
+    if isinstance(granularity, tuple) and len(granularity) == 2 and granularity[0] in ("block", "tile"):
+        gran = 2 if granularity[0] == "block" else 3
+        block = _check.integer(granularity[1], "quantize", "the %s size" % granularity[0], 1)
     elif isinstance(granularity, str) and granularity in grans:
         gran = grans[granularity]
     else:
-        raise ExactrefValueError("ER_ERR_INVALID", "exactref: quantize: granularity %r: expected 'tensor', 'row' or "
-                                 "('block', n)" % (granularity,))
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: quantize: granularity %r: expected 'tensor', 'row', "
+                                 "('block', n) or ('tile', n)" % (granularity,))
     recipes = {"amax": 0, "pow2": 1, "inverse": 2, "mx": 3, "mx_ceil": 4, "mx_even": 5, "mx_rceil": 6, "nvfp4": 7}
     return qf, gran, block, recipes[_check.choice(recipe, "quantize", "recipe", tuple(recipes))]
 
@@ -1072,9 +1073,11 @@ def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granular
              recipe: str = "amax") -> QuantizeReference:
     """The reference of quantising x to `dtype` with an amax, as Transformer Engine and torch fp8 recipes do: three
     outputs, q (x's shape), amax and scale (one per group): granularity "tensor" (one group; amax and scale of shape
-    (1,) or 0-d), "row" (each row along the last dimension: x's leading shape) or ("block", n) (blocks of n along the
-    last dimension: x's leading shape and ceil(cols / n)). amax = max |x|; scale = qmax / amax (recipe "amax") or the
-    power of two at or below it ("pow2"), within div_ulps (default 2) in the compute format; q = RN(x scale) in dtype.
+    (1,) or 0-d), "row" (each row along the last dimension: x's leading shape), ("block", n) (blocks of n along the
+    last dimension: x's leading shape and ceil(cols / n)) or ("tile", n) (n x n tiles over the last two dimensions,
+    as Transformer Engine's 2-D NVFP4 weights: x's shape but the last two, then ceil(rows / n), ceil(cols / n)).
+    amax = max |x|; scale = qmax / amax (recipe "amax") or the power of two at or below it ("pow2"), within div_ulps
+    (default 2) in the compute format; q = RN(x scale) in dtype.
     Recipe "inverse" (DeepSeek-style blockwise kernels): the scale output is scale_inv = amax / qmax and q = RN(x /
     scale_inv), each division within div_ulps.
     The OCP Microscaling recipes (usually with ("block", 32) and an fp8, fp6 or fp4 dtype): the scale output is the
@@ -1085,10 +1088,10 @@ def quantize(x: ArrayLike, dtype: DType = "float8_e4m3fn", granularity: Granular
     infinity or NaN requires a NaN scale and leaves q free (with a NaN and no infinity, the scale of the other
     elements too: a max that skips NaN, as tl.max does). torchao's float8 recipes divide by clamp(amax, 1e-12):
     covers(..., amax_floor=1e-12); div_ulps=0.5 states a correctly rounded division (CUDA C's and torch's /).
-    Recipe "nvfp4" (("block", 16), float4_e2m1fn): the tensor's encode scale S = 448 * 6 / max|x| (1 where that is
-    0), each block's scale the e4m3 value RN(amax_b S / 6) and q = RN(x S / scale) saturated, as Transformer Engine
-    and torchao compute them in fp32 (a scale output as float8_e4m3fn). MX and NVFP4 kernels store no amax:
-    covers((q, None, scale)).
+    Recipe "nvfp4" (("block", 16) or ("tile", 16), float4_e2m1fn): the tensor's encode scale S = 448 * 6 /
+    max|x| (1 where that is 0), each block's scale the e4m3 value RN(amax_b S / 6) and q = RN(x S / scale)
+    saturated, as Transformer Engine and torchao compute them in fp32 (a scale output as float8_e4m3fn). MX and
+    NVFP4 kernels store no amax: covers((q, None, scale)).
     covers((q, amax, scale)) judges q against the kernel's own scale where that scale is in its set
     (docs/algorithms/quantize.md)."""
     a = to_numpy(x, "x")

@@ -703,3 +703,73 @@ def test_nvfp4_of_a_gemm_output_exact_classes():
     assert res.all() and res.scale.counts["exact"] == sf.size
     direct = er.quantize(C, "float4_e2m1fn", ("block", 16), recipe="nvfp4").covers((q, None, sf))
     assert res.q.counts == direct.q.counts  # the same classes as the tensor's own check of the same values
+
+
+def te_nvfp4_2d(x, bug=None, t=16):
+    """Transformer Engine's 2-D NVFP4 (weights): one e4m3 decode scale per t x t tile, the encode scale from the
+    tensor's amax, in fp32 as te_nvfp4; x 2-D of any shape (partial tiles at the edges). bug "rows": 1 x t blocks
+    instead of tiles; "tile_transposed": the scale grid read transposed."""
+    R, C = x.shape
+    tr, tc = -(-R // t), -(-C // t)
+    g = F32(np.abs(x).max())
+    s_enc = F32(min(F32(448.0 * 6.0) / g if g > 0 else F32(1.0), np.finfo(F32).max))
+    pad = np.zeros((tr * t, tc * t), F32)
+    pad[:R, :C] = np.abs(x)
+    amax_t = pad.reshape(tr, t, tc, t).max(axis=(1, 3))
+    if bug == "rows":
+        amax_t = pad.reshape(tr * t, tc, t).max(-1)[::t]  # the tile's first row alone
+    sf = np.minimum((amax_t * (s_enc * F32(1.0 / 6.0))).astype(F32), F32(448)).astype(E4M3)
+    sff = sf.astype(F32)
+    if bug == "tile_transposed":
+        sff = sff.T.copy() if sff.shape[0] == sff.shape[1] else sff[::-1]
+    with np.errstate(divide="ignore"):
+        enc = np.where(sff > 0, F32(1.0) / (sff * (F32(1.0) / s_enc)), np.finfo(F32).max).astype(F32)
+    encx = np.repeat(np.repeat(enc, t, 0), t, 1)[:R, :C]
+    with np.errstate(over="ignore"):
+        q = _fp4((x * encx).astype(F32))
+    return q, sf
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (40, 72), (16, 16), (3, 5)])
+def test_nvfp4_2d_tiles(shape):
+    """granularity ("tile", 16): TE's 2-D NVFP4 recipe covered (partial tiles at the edges), its scale grid of shape
+    (ceil(R / 16), ceil(C / 16)), every scale exact; 1 x 16 blocks and a transposed scale grid caught; a batch of
+    matrices tiles each matrix; x of one dimension refused."""
+    rng = np.random.default_rng(sum(shape))
+    R, C = shape
+    x = (rng.standard_normal((R, C)) * np.exp2(rng.integers(-6, 6, (R, 1)))).astype(F32)
+    ref = er.quantize(x, "float4_e2m1fn", ("tile", 16), recipe="nvfp4")
+    q, sf = te_nvfp4_2d(x)
+    assert sf.shape == (-(-R // 16), -(-C // 16))
+    res = ref.covers((q, None, sf))
+    assert res and res.scale.counts["exact"] == sf.size, res
+    for bug in ("rows", "tile_transposed"):
+        qb, sb = te_nvfp4_2d(x, bug)
+        if np.array_equal(sb.astype(F32), sf.astype(F32)):
+            continue  # the bug changes nothing on this x (one tile)
+        assert not ref.covers((qb, None, sb)), (shape, bug)
+    if shape == (40, 72):  # two matrices of 40 rows: each tiled on its own, no tile across them
+        xs = np.stack([x, x[::-1] * 2])
+
+        def amax_tiles(m):  # the amax recipe per 16 x 16 tile of each matrix of m (3-D), in fp32
+            out = []
+            for a in m:
+                pad = np.zeros((48, 80), F32)
+                pad[:40, :72] = np.abs(a)
+                am = pad.reshape(3, 16, 5, 16).max(axis=(1, 3))
+                sc = (F32(448.0) / am).astype(F32)
+                out.append((np.clip(a * np.repeat(np.repeat(sc, 16, 0), 16, 1)[:40, :72], -448, 448).astype(E4M3),
+                            am, sc))
+            return [np.stack(v) for v in zip(*out)]
+
+        qs, am, sc = amax_tiles(xs)
+        tiled = er.quantize(xs, "float8_e4m3fn", ("tile", 16), recipe="amax").covers((qs, am, sc))
+        assert tiled and tiled.amax.counts["exact"] == am.size
+        assert tiled.amax.classes.shape == (2, 3, 5)
+        am_bad = am.copy()
+        am_bad[0, 2], am_bad[1, 0] = np.maximum(am[0, 2], am[1, 0]), np.maximum(am[0, 2], am[1, 0])  # a tile across
+        assert not er.quantize(xs, "float8_e4m3fn", ("tile", 16), recipe="amax").covers((qs, am_bad, sc)).amax.all()
+    with pytest.raises(er.ExactrefError, match="2 or more dimensions"):
+        er.quantize(x[0], "float4_e2m1fn", ("tile", 16), recipe="nvfp4")
+    with pytest.raises(ValueError, match="tile size"):
+        er.quantize(x, "float4_e2m1fn", ("tile", 0), recipe="nvfp4")
