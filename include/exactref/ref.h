@@ -31,7 +31,9 @@ ER_API er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B)
 ER_API er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B, double scale_a, double scale_b);
 /* The same with rowwise scales (torch._scaled_mm's rowwise fp8 recipe): scale_a one fp32 value per row of A (M
  * values, shape [M] or [M, 1]), scale_b one per column of B (shape [N] or [1, N]); element (i, j) is the accumulator
- * times scale_a[i] and scale_b[j], associated as above. A and B are matrices. The scales are copied. */
+ * times scale_a[i] and scale_b[j], associated as above. A and B are matrices, or batches of them (broadcasting as
+ * er_matmul's) with scales per matrix: scale_a of A's batch shape then [M] or [M, 1], scale_b of B's batch shape then
+ * [N] or [1, N]. The scales are copied. */
 ER_API er_status er_scaled_matmul_rowwise(er_ref **out, const er_tensor *A, const er_tensor *B,
                                           const er_tensor *scale_a, const er_tensor *scale_b);
 /* Reductions of x over dimension `dim` (negative counts from the end): the output has x's shape without that

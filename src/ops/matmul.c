@@ -362,12 +362,28 @@ er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B,
     return ER_OK;
 }
 
-/* A rowwise scale tensor's values (fp32 values of n elements, finite) into a new array. */
-static er_status er_scale_vector(const er_tensor *s, const char *name, int64_t n, double **out) {
+/* A rowwise scale tensor's values (fp32 values of n elements, finite) into a new array. For matrices: [n], [n, 1]
+ * or [1, n]; for a batched operand X (batch dims b...): [b..., n], or [b..., n, 1] for A's rows and [b..., 1, n]
+ * for B's columns, in row-major order (batch, then row or column). */
+static er_status er_scale_vector(const er_tensor *s, const char *name, const er_tensor *X, int64_t n, double **out) {
     ER_RETURN_IF_ERROR(er__tensor_check(s, name));
-    if (er_tensor_numel(s) != n || (s->ndim == 2 && s->shape[0] != 1 && s->shape[1] != 1) || s->ndim > 2)
+    int isa = name[6] == 'a', nb = X->ndim - 2, ok;
+    if (nb == 0) ok = er_tensor_numel(s) == n && s->ndim <= 2 && (s->ndim < 2 || s->shape[0] == 1 || s->shape[1] == 1);
+    else {
+        ok = s->ndim == nb + 1 || s->ndim == nb + 2;
+        for (int i = 0; i < nb && ok; i++) ok = s->shape[i] == X->shape[i];
+        if (ok && s->ndim == nb + 1) ok = s->shape[nb] == n;
+        if (ok && s->ndim == nb + 2) ok = isa ? s->shape[nb] == n && s->shape[nb + 1] == 1
+                                             : s->shape[nb] == 1 && s->shape[nb + 1] == n;
+        n = er_tensor_numel(s);
+    }
+    if (!ok && !nb)
         return er__fail(ER_ERR_SHAPE, "%s holds %lld scales; it needs %lld, one per %s", name,
-                        (long long)er_tensor_numel(s), (long long)n, name[6] == 'a' ? "row of A" : "column of B");
+                        (long long)er_tensor_numel(s), (long long)n, isa ? "row of A" : "column of B");
+    if (!ok)
+        return er__fail(ER_ERR_SHAPE, "%s has %d dimensions and %lld scales; it needs one per %s: %s", name, s->ndim,
+                        (long long)er_tensor_numel(s), isa ? "row of A" : "column of B",
+                        isa ? "A's batch shape, then [M] or [M, 1]" : "B's batch shape, then [N] or [1, N]");
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (!v) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld scales", (long long)n);
     for (int64_t i = 0; i < n; i++) { /* [n], [n, 1], [1, n]: element i is row-major element i */
@@ -393,12 +409,12 @@ er_status er_scaled_matmul_rowwise(er_ref **out, const er_tensor *A, const er_te
     ER_CHECK_NULL(scale_b, "scale_b");
     ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
     ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
-    if (A->ndim != 2 || B->ndim != 2)
-        return er__fail(ER_ERR_SHAPE, "rowwise scales take matrices A and B (%d and %d dimensions given)", A->ndim,
-                        B->ndim);
+    if (A->ndim < 2 || B->ndim < 2)
+        return er__fail(ER_ERR_SHAPE, "rowwise scales take matrices or batches of them (%d and %d dimensions given)",
+                        A->ndim, B->ndim);
     double *sav = NULL, *sbv = NULL;
-    ER_RETURN_IF_ERROR(er_scale_vector(scale_a, "scale_a", A->shape[0], &sav));
-    er_status st = er_scale_vector(scale_b, "scale_b", B->shape[1], &sbv);
+    ER_RETURN_IF_ERROR(er_scale_vector(scale_a, "scale_a", A, A->shape[A->ndim - 2], &sav));
+    er_status st = er_scale_vector(scale_b, "scale_b", B, B->shape[B->ndim - 1], &sbv);
     er_ref *r = NULL;
     if (st == ER_OK) st = er_matmul(&r, A, B);
     if (st != ER_OK) {

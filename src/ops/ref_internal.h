@@ -50,11 +50,15 @@ typedef struct er_dot_state {
     er_dot_env env;
 } er_dot_state;
 static inline er_dot_state *er__dot(const er_ref *r) { return (er_dot_state *)r->priv; }
-/* A scaled matmul's two scales for element idx: per tensor, or (rowwise, a 2-D product) its row's and its column's. */
+ER_INTERNAL void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib);
+/* A scaled matmul's two scales for element idx: per tensor, or rowwise its row's (of its batch of A) and its
+ * column's (of its batch of B). */
 static inline void er__dot_scales(const er_ref *r, int64_t idx, double *sa, double *sb) {
     const er_dot_state *d = er__dot(r);
-    *sa = d->sav ? d->sav[idx / d->plan.N] : d->sa;
-    *sb = d->sbv ? d->sbv[idx % d->plan.N] : d->sb;
+    int64_t M = d->plan.M, N = d->plan.N, ia = 0, ib = 0;
+    if ((d->sav || d->sbv) && d->plan.nbatch > 1) er__matmul_batch_of(r, idx / (M * N), &ia, &ib);
+    *sa = d->sav ? d->sav[ia * M + idx / N % M] : d->sa;
+    *sb = d->sbv ? d->sbv[ib * N + idx % N] : d->sb;
 }
 /* The dot modules' inputs (A and B; a reduction's x), fast path and release of their state. */
 ER_INTERNAL int er__dot_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);

@@ -10,7 +10,7 @@
 
 /* The inputs, built once: A [3,4], B [4,3], a matmul and a softmax reference, an any_order standard. */
 static float a[12], b[12], w5[5];
-static er_tensor A, B, V1, W5, C8, CoverA, CoverB, E40; /* E40: [4, 0], rows of no element */ /* CoverA, CoverB: [3, 3] outputs over A's and B's memory */
+static er_tensor A, B, V1, W5, C8, CoverA, CoverB, E40, A3; /* A3: [2, 3, 2], a batch of two matrices */ /* E40: [4, 0], rows of no element */ /* CoverA, CoverB: [3, 3] outputs over A's and B's memory */
 static er_ref *mm, *sm;
 static er_standard any, fixed, seq; /* seq: fully fixed (sequential, fma=never) */
 static uint8_t c8[9];
@@ -70,6 +70,8 @@ static void reset(void) {
     X(rowwise_sa_null, ER_ERR_NULL, "scale_a is NULL", er_scaled_matmul_rowwise(&o.ref, &A, &B, NULL, &W5)) \
     X(rowwise_sa_count, ER_ERR_SHAPE, "scale_a holds 5 scales; it needs 3, one per row of A", \
       er_scaled_matmul_rowwise(&o.ref, &A, &B, &W5, &W5)) \
+    X(rowwise_sa_batched, ER_ERR_SHAPE, "scale_a has 1 dimensions and 5 scales; it needs one per row of A: A's batch " \
+      "shape, then [M] or [M, 1]", er_scaled_matmul_rowwise(&o.ref, &A3, &A3, &W5, &W5)) \
     X(sum_x_null, ER_ERR_NULL, "x is NULL", er_sum(&o.ref, NULL, 0))                                                \
     X(sum_dim, ER_ERR_INVALID, "dim 5 is out of range for a tensor of 2 dimensions", er_sum(&o.ref, &A, 5))        \
     X(mean_dim, ER_ERR_INVALID, "dim -3 is out of range", er_mean(&o.ref, &A, -3))                                  \
@@ -169,6 +171,7 @@ static void setup(void) {
     er_tensor_view(&V1, ER_FP32, 1, (int64_t[]){4}, NULL, a);
     er_tensor_view(&E40, ER_FP32, 2, (int64_t[]){4, 0}, NULL, a);
     er_tensor_view(&W5, ER_FP32, 1, (int64_t[]){5}, NULL, w5);
+    er_tensor_view(&A3, ER_FP32, 3, (int64_t[]){2, 3, 2}, NULL, a);
     er_tensor_view(&C8, ER_FP8_E4M3FN, 2, (int64_t[]){3, 3}, NULL, c8);
     er_tensor_view(&CoverA, ER_FP32, 2, (int64_t[]){3, 3}, NULL, a + 2);
     er_tensor_view(&CoverB, ER_FP32, 2, (int64_t[]){3, 3}, NULL, b + 3);

@@ -562,7 +562,9 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
 
     With arrays for both scales and no block, rowwise scales as torch._scaled_mm's rowwise fp8 recipe takes them:
     scale_a one fp32 value per row of A (shape (M,) or (M, 1)), scale_b one per column of B ((N,) or (1, N)); element
-    (i, j) is the accumulator times scale_a[i] and scale_b[j] (er_scaled_matmul_rowwise)."""
+    (i, j) is the accumulator times scale_a[i] and scale_b[j] (er_scaled_matmul_rowwise). Batched operands (A of
+    shape (..., M, K), B (..., K, N), their batch dimensions broadcasting as numpy's matmul) take scales per matrix:
+    scale_a of A's batch shape then (M,) or (M, 1), scale_b of B's batch shape then (N,) or (1, N)."""
     arrays = [isinstance(sc, np.ndarray) or type(sc).__module__.startswith("torch") for sc in (scale_a, scale_b)]
     if block is None and not any(arrays):
         return _matmul(
@@ -576,9 +578,12 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
     a, b = to_numpy(A, "A"), to_numpy(B, "B")
     format_of(a.dtype, "A")
     format_of(b.dtype, "B")
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError("exactref: scaled_matmul: %s scales take matrices A (M x K) and B (K x N), not shapes %s and "
-                         "%s" % ("rowwise" if n is None else "block", a.shape, b.shape))
+    if n is not None and (a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]):
+        raise ValueError("exactref: scaled_matmul: block scales take matrices A (M x K) and B (K x N), not shapes %s "
+                         "and %s" % (a.shape, b.shape))
+    if n is None and (a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]):
+        raise ValueError("exactref: scaled_matmul: rowwise scales take matrices A (..., M, K) and B (..., K, N), not "
+                         "shapes %s and %s" % (a.shape, b.shape))
     sa, sb = to_numpy(scale_a, "scale_a"), to_numpy(scale_b, "scale_b")
     return _scaled_rowwise(A, B, a, b, sa, sb) if n is None else _scaled_blocks(a, b, sa, sb, n)
 
@@ -586,8 +591,8 @@ def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[
 def _scaled_rowwise(A, B, a, b, sa, sb):
     """scaled_matmul with one fp32 scale per row of A and per column of B (er_scaled_matmul_rowwise)."""
     views = [View(a, "A"), View(b, "B")]
-    for sv, name, n in ((sa, "scale_a", a.shape[0]), (sb, "scale_b", b.shape[1])):
-        shapes = [(n,), (n, 1) if name == "scale_a" else (1, n)]
+    for sv, name, n, lead in ((sa, "scale_a", a.shape[-2], a.shape[:-2]), (sb, "scale_b", b.shape[-1], b.shape[:-2])):
+        shapes = [lead + (n,), lead + ((n, 1) if name == "scale_a" else (1, n))]
         if sv.dtype != np.float32:
             raise TypeError("exactref: scaled_matmul: %s holds fp32 scales (float32), not %s" % (name, sv.dtype))
         if sv.shape not in shapes:
@@ -597,7 +602,8 @@ def _scaled_rowwise(A, B, a, b, sa, sb):
             raise ValueError("exactref: scaled_matmul: %s holds a value that is not finite" % name)
         views.append(View(sv, name))
     ptr = _ffi.scaled_matmul_rowwise(*(v.buf for v in views))
-    return Reference(ptr, tuple(views) + (A, B), (a.shape[0], b.shape[1]), "scaled_matmul")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return Reference(ptr, tuple(views) + (A, B), tuple(batch) + (a.shape[-2], b.shape[-1]), "scaled_matmul")
 
 
 def _scaled_blocks(a, b, sa, sb, n):

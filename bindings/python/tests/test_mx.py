@@ -773,3 +773,32 @@ def test_nvfp4_2d_tiles(shape):
         er.quantize(x[0], "float4_e2m1fn", ("tile", 16), recipe="nvfp4")
     with pytest.raises(ValueError, match="tile size"):
         er.quantize(x, "float4_e2m1fn", ("tile", 0), recipe="nvfp4")
+
+
+def test_scaled_matmul_rowwise_batched():
+    """Rowwise scales on batched operands (a grouped fp8 GEMM): scale_a per row of each matrix of A, scale_b per
+    column of each of B, B broadcast over A's batch or not; each batch's classes are those of its own 2-D reference;
+    a scale taken from the next batch is caught; shapes that do not follow the operands' are refused."""
+    rng = np.random.default_rng(21)
+    A = (rng.standard_normal((3, 2, 8, 40)) * 4).astype(E4M3)
+    for B, lead_b in (((rng.standard_normal((3, 2, 40, 6)) * 4).astype(E4M3), (3, 2)),
+                      ((rng.standard_normal((40, 6)) * 4).astype(E4M3), ())):
+        sa = np.exp2(rng.integers(-6, 6, (3, 2, 8))).astype(F32) * F32(1.25)
+        sb = np.exp2(rng.integers(-6, 6, lead_b + (1, 6))).astype(F32) * F32(0.75)
+        acc = (A.astype(np.float64) @ B.astype(np.float64)).astype(F32)  # exact products, one rounding
+        sbb = np.broadcast_to(sb, (3, 2, 1, 6))
+        C = ((acc * sa[..., None]).astype(F32) * sbb).astype(F32)
+        ref = er.scaled_matmul(A, B, sa, sb)
+        res = ref.covers(C)
+        assert res and res.classes.shape == (3, 2, 8, 6)
+        for i in range(3):
+            for j in range(2):
+                Bij = B[i, j] if lead_b else B
+                one = er.scaled_matmul(A[i, j], Bij, sa[i, j], sbb[i, j]).covers(C[i, j])
+                assert np.array_equal(np.asarray(one.classes), np.asarray(res.classes)[i, j])
+        Cbad = ((acc * np.roll(sa, 1, axis=0)[..., None]).astype(F32) * sbb).astype(F32)
+        assert not ref.covers(Cbad)
+    with pytest.raises(ValueError, match="scale_a"):
+        er.scaled_matmul(A, B, np.ones((3, 8), F32), np.ones((1, 6), F32))  # A's batch shape is (3, 2)
+    with pytest.raises(ValueError, match="scale_b"):
+        er.scaled_matmul(A, A.swapaxes(-1, -2).copy(), np.ones((3, 2, 8), F32), np.ones((3, 2, 8, 1), F32))
