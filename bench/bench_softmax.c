@@ -1,5 +1,6 @@
 /* bench_softmax.c: er_softmax + er_covers (fp32 inputs and output, default standard) next to a float64
- * softmax of the same rows computed in the same run (max, exp, sum, divide in double); and er_layernorm +
+ * softmax of the same rows computed in the same run (max, exp, sum, divide in double), every baseline's rows on as
+ * many threads as exactref uses (EXACTREF_THREADS, else every core), one untimed round then three alternating; and er_layernorm +
  * er_covers_outputs (y, mean, rstd) next to a float64 layernorm of the same rows, and rows through torch's Welford tree
  * checked at its depth and combine depth next to the default standard.
  * Also er_rmsnorm (fp32 weights) + er_covers next to a float64 rmsnorm. Prints `name: X s vs baseline Y s = Rx`.
@@ -43,6 +44,108 @@ static void time_two_standards(er_ref *ref, const er_tensor **outs, int nout, co
     *tb = median3(t[1]);
 }
 
+/* A check next to its float64 baseline: one untimed round of each, then three alternating rounds of each, medians.
+ * The baseline's rows run on exactref's threads (bench_threads: EXACTREF_THREADS, else every core), as exactref's do.
+ * Prints `name: X s vs baseline Y s = Rx (baseline: what, on N threads as exactref; ...)` with the verdict of the
+ * last round. */
+typedef struct check_bench {
+    bench_rows_fn baseline; /* one share of the baseline's rows (thread t of bench_threads()) */
+    int64_t rows;
+    void *ctx;
+    er_status (*make)(void *ctx, er_ref **ref);
+    const er_tensor *const *outs;
+    int nout;
+} check_bench;
+
+/* The forward baselines' context: x (n x n), the weight, the float64 outputs and statistics, the views. */
+typedef struct rows_ctx {
+    int n;
+    const float *x, *w;
+    double *d, *dm, *dr;
+    const er_tensor *tx, *tw;
+} rows_ctx;
+
+/* ... with finish(ctx) after the baseline's rows, inside its time (the threads' partials added; NULL: none). */
+static void time_check_fin(const check_bench *b, const char *name, const char *what, void (*finish)(void *ctx)) {
+    er_standard std;
+    er_standard_init(&std);
+    double te[3], tb[3];
+    int ok = 1, nt = bench_threads();
+    for (int rnd = -1; rnd < 3; rnd++) { /* round -1: warm, untimed */
+        double t0 = now();
+        bench_rows(nt, b->rows, b->baseline, b->ctx);
+        if (finish) finish(b->ctx);
+        double t1 = now();
+        er_ref *ref;
+        er_report reps[3];
+        if (b->make(b->ctx, &ref) != ER_OK || er_covers_outputs(reps, ref, b->outs, b->nout, &std) != ER_OK) {
+            fprintf(stderr, "%s\n", er_last_error());
+            exit(1);
+        }
+        double t2 = now();
+        ok = 1;
+        for (int o = 0; o < b->nout; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
+        er_ref_free(ref);
+        if (rnd >= 0) { tb[rnd] = t1 - t0; te[rnd] = t2 - t1; }
+    }
+    const char *th = getenv("EXACTREF_THREADS");
+    printf("%s: %.4f s vs baseline %.4f s = %.1fx  (baseline: %s, on %d thread%s as exactref (%s); medians of 3 "
+           "alternating rounds after a warm one; verdict %s)\n", name, median3(te), median3(tb), median3(te) / median3(tb),
+           what, nt, nt > 1 ? "s" : "", th ? "EXACTREF_THREADS" : "every core", ok ? "pass" : "FAIL");
+}
+static void time_check(const check_bench *b, const char *name, const char *what) { time_check_fin(b, name, what, NULL); }
+
+/* The forward baselines, a share of rows each: float64 softmax, layernorm, rmsnorm. */
+static void softmax_rows(void *v, int64_t r0, int64_t r1, int t) {
+    const rows_ctx *c = v;
+    int n = c->n;
+    (void)t;
+    for (int64_t r = r0; r < r1; r++) {
+        double m = -INFINITY, s = 0;
+        const float *xr = c->x + (size_t)r * n;
+        double *dr = c->d + (size_t)r * n;
+        for (int j = 0; j < n; j++) m = fmax(m, xr[j]);
+        for (int j = 0; j < n; j++) s += (dr[j] = exp(xr[j] - m));
+        for (int j = 0; j < n; j++) dr[j] /= s;
+    }
+}
+static er_status softmax_make(void *v, er_ref **ref) { return er_softmax(ref, ((rows_ctx *)v)->tx, 1); }
+static void layernorm_rows(void *v, int64_t r0, int64_t r1, int t) {
+    const rows_ctx *c = v;
+    int n = c->n;
+    (void)t;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = c->x + (size_t)r * n;
+        double s = 0, q = 0;
+        for (int j = 0; j < n; j++) s += xr[j];
+        double m = s / n;
+        for (int j = 0; j < n; j++) q += (xr[j] - m) * (xr[j] - m);
+        double rs = 1.0 / sqrt(q / n + 1e-5);
+        for (int j = 0; j < n; j++) c->d[(size_t)r * n + j] = (xr[j] - m) * rs;
+        c->dm[r] = m;
+        c->dr[r] = rs;
+    }
+}
+static er_status layernorm_make(void *v, er_ref **ref) {
+    return er_layernorm(ref, ((rows_ctx *)v)->tx, 1, NULL, NULL, 1e-5);
+}
+static void rmsnorm_rows(void *v, int64_t r0, int64_t r1, int t) {
+    const rows_ctx *c = v;
+    int n = c->n;
+    (void)t;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = c->x + (size_t)r * n;
+        double q = 0;
+        for (int j = 0; j < n; j++) q += (double)xr[j] * xr[j];
+        double rs = 1.0 / sqrt(q / n + 1e-6);
+        for (int j = 0; j < n; j++) c->d[(size_t)r * n + j] = xr[j] * rs * c->w[j];
+    }
+}
+static er_status rmsnorm_make(void *v, er_ref **ref) {
+    rows_ctx *c = v;
+    return er_rmsnorm(ref, c->tx, c->tw, 1e-6);
+}
+
 static void run(int n) {
     float *x = malloc(sizeof(float) * (size_t)n * n), *y = malloc(sizeof(float) * (size_t)n * n);
     double *d = malloc(sizeof(double) * (size_t)n * n);
@@ -54,28 +157,19 @@ static void run(int n) {
         for (int j = 0; j < n; j++) s += expf(x[(size_t)r * n + j] - m);
         for (int j = 0; j < n; j++) y[(size_t)r * n + j] = expf(x[(size_t)r * n + j] - m) / s;
     }
-    double t0 = now();
-    for (int r = 0; r < n; r++) { /* the baseline: float64 softmax */
-        double m = -INFINITY, s = 0;
-        const float *xr = x + (size_t)r * n;
-        double *dr = d + (size_t)r * n;
-        for (int j = 0; j < n; j++) m = fmax(m, xr[j]);
-        for (int j = 0; j < n; j++) s += (dr[j] = exp(xr[j] - m));
-        for (int j = 0; j < n; j++) dr[j] /= s;
-    }
-    double t1 = now();
     er_tensor tx, ty;
     er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){n, n}, NULL, x);
     er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){n, n}, NULL, y);
+    const er_tensor *outs[1] = {&ty};
+    rows_ctx c = {n, x, NULL, d, NULL, NULL, &tx, NULL};
+    check_bench bb = {softmax_rows, n, &c, softmax_make, outs, 1};
+    char name[64];
+    snprintf(name, sizeof name, "softmax_covers_%dx%d", n, n);
+    time_check(&bb, name, "float64 softmax of the same rows");
     er_ref *ref;
     er_standard std;
     er_standard_init(&std);
-    er_report rep;
-    if (er_softmax(&ref, &tx, 1) != ER_OK || er_covers(&rep, ref, &ty, &std) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
-    double t2 = now();
-    printf("softmax_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 softmax of the same rows; verdict %s)\n",
-           n, n, t2 - t1, t1 - t0, (t2 - t1) / (t1 - t0), er_report_all(&rep) ? "pass" : "FAIL");
-    er_report_clear(&rep);
+    if (er_softmax(&ref, &tx, 1) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
     /* depth=: the same rows summed by a balanced tree (depth ceil(log2 n)), checked under depth= that depth and under
      * any order, alternating, medians of 3 */
     float *v = malloc(sizeof(float) * (size_t)n);
@@ -98,7 +192,6 @@ static void run(int n) {
     snprintf(opt, sizeof opt, "depth=%d", lg);
     er_standard sd;
     if (er_standard_parse(&sd, "any_order", opt) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
-    const er_tensor *outs[1] = {&ty};
     double md, ma;
     int pass_d, pass_a;
     time_two_standards(ref, outs, 1, &sd, &std, &md, &ma, &pass_d, &pass_a);
@@ -127,38 +220,21 @@ static void run_layernorm(int n) {
         mean[r] = m;
         rstd[r] = rs;
     }
-    double t0 = now();
-    for (int r = 0; r < n; r++) { /* the baseline: float64 layernorm */
-        const float *xr = x + (size_t)r * n;
-        double s = 0, q = 0;
-        for (int j = 0; j < n; j++) s += xr[j];
-        double m = s / n;
-        for (int j = 0; j < n; j++) q += (xr[j] - m) * (xr[j] - m);
-        double rs = 1.0 / sqrt(q / n + 1e-5);
-        for (int j = 0; j < n; j++) d[(size_t)r * n + j] = (xr[j] - m) * rs;
-        dm[r] = m;
-        dr[r] = rs;
-    }
-    double t1 = now();
     er_tensor tx, ty, tm, tr;
     er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){n, n}, NULL, x);
     er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){n, n}, NULL, y);
     er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){n}, NULL, mean);
     er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){n}, NULL, rstd);
     const er_tensor *outs[3] = {&ty, &tm, &tr};
+    rows_ctx c = {n, x, NULL, d, dm, dr, &tx, NULL};
+    check_bench bb = {layernorm_rows, n, &c, layernorm_make, outs, 3};
+    char name[64];
+    snprintf(name, sizeof name, "layernorm_covers_%dx%d", n, n);
+    time_check(&bb, name, "float64 layernorm of the same rows");
     er_ref *ref;
     er_standard std;
     er_standard_init(&std);
-    er_report reps[3];
-    if (er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5) != ER_OK || er_covers_outputs(reps, ref, outs, 3, &std) != ER_OK) {
-        fprintf(stderr, "%s\n", er_last_error());
-        exit(1);
-    }
-    double t2 = now();
-    int ok = er_report_all(&reps[0]) && er_report_all(&reps[1]) && er_report_all(&reps[2]);
-    printf("layernorm_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 layernorm of the same rows; verdict %s)\n",
-           n, n, t2 - t1, t1 - t0, (t2 - t1) / (t1 - t0), ok ? "pass" : "FAIL");
-    for (int o = 0; o < 3; o++) er_report_clear(&reps[o]);
+    if (er_layernorm(&ref, &tx, 1, NULL, NULL, 1e-5) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
     /* depth=: the same rows through torch's Welford tree (n a multiple of 4), checked under variance=either at torch's
      * depth and combine depth and under the default, alternating, medians of 3 */
     if (n % 4 == 0) {
@@ -203,81 +279,27 @@ static void run_rmsnorm(int n) {
         float rs = 1.0f / sqrtf(q / (float)n + 1e-6f);
         for (int j = 0; j < n; j++) y[(size_t)r * n + j] = xr[j] * rs * w[j];
     }
-    double t0 = now();
-    for (int r = 0; r < n; r++) { /* the baseline: float64 rmsnorm */
-        const float *xr = x + (size_t)r * n;
-        double q = 0;
-        for (int j = 0; j < n; j++) q += (double)xr[j] * xr[j];
-        double rs = 1.0 / sqrt(q / n + 1e-6);
-        for (int j = 0; j < n; j++) d[(size_t)r * n + j] = xr[j] * rs * w[j];
-    }
-    double t1 = now();
     er_tensor tx, ty, tw;
     er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){n, n}, NULL, x);
     er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){n, n}, NULL, y);
     er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, w);
-    er_ref *ref;
-    er_standard std;
-    er_standard_init(&std);
-    er_report rep;
-    if (er_rmsnorm(&ref, &tx, &tw, 1e-6) != ER_OK || er_covers(&rep, ref, &ty, &std) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
-    double t2 = now();
-    printf("rmsnorm_covers_%dx%d: %.3f s vs baseline %.3f s = %.1fx  (baseline: float64 rmsnorm of the same rows; verdict %s)\n",
-           n, n, t2 - t1, t1 - t0, (t2 - t1) / (t1 - t0), er_report_all(&rep) ? "pass" : "FAIL");
-    er_report_clear(&rep);
-    er_ref_free(ref);
+    const er_tensor *outs[1] = {&ty};
+    rows_ctx c = {n, x, w, d, NULL, NULL, &tx, &tw};
+    check_bench bb = {rmsnorm_rows, n, &c, rmsnorm_make, outs, 1};
+    char name[64];
+    snprintf(name, sizeof name, "rmsnorm_covers_%dx%d", n, n);
+    time_check(&bb, name, "float64 rmsnorm of the same rows");
     free(x); free(y); free(w); free(d);
-}
-
-/* A backward op's check next to its float64 baseline: one untimed round of each, then three alternating rounds of
- * baseline(ctx) and of make(ctx) (the reference) with er_covers_outputs of outs under the default standard; prints
- * `name: X s vs baseline Y s = Rx (baseline: what, one thread; exactref on ...)` with the medians and the verdict of
- * the last round. */
-typedef struct bw_bench {
-    void (*baseline)(void *ctx);
-    er_status (*make)(void *ctx, er_ref **ref);
-    void *ctx;
-    const er_tensor *const *outs;
-    int nout;
-} bw_bench;
-
-static void time_backward(const bw_bench *b, const char *name, const char *what) {
-    er_standard std;
-    er_standard_init(&std);
-    double te[3], tb[3];
-    int ok = 1;
-    for (int rnd = -1; rnd < 3; rnd++) { /* round -1: warm, untimed */
-        double t0 = now();
-        b->baseline(b->ctx);
-        double t1 = now();
-        er_ref *ref;
-        er_report reps[3];
-        if (b->make(b->ctx, &ref) != ER_OK || er_covers_outputs(reps, ref, b->outs, b->nout, &std) != ER_OK) {
-            fprintf(stderr, "%s\n", er_last_error());
-            exit(1);
-        }
-        double t2 = now();
-        ok = 1;
-        for (int o = 0; o < b->nout; o++) { ok &= er_report_all(&reps[o]); er_report_clear(&reps[o]); }
-        er_ref_free(ref);
-        if (rnd >= 0) { tb[rnd] = t1 - t0; te[rnd] = t2 - t1; }
-    }
-    const char *th = getenv("EXACTREF_THREADS");
-    char on[64];
-    snprintf(on, sizeof on, th ? "EXACTREF_THREADS=%s" : "every core", th);
-    printf("%s: %.3f s vs baseline %.3f s = %.1fx  (baseline: %s, one thread; exactref on %s; medians of 3 alternating "
-           "rounds after a warm one; verdict %s)\n", name, median3(te), median3(tb), median3(te) / median3(tb), what, on,
-           ok ? "pass" : "FAIL");
 }
 
 /* er_layer_norm_backward + er_covers_outputs (dx, dweight, dbias) of an fp32 kernel's gradients next to a float64
  * layer_norm backward of the same rows (dx, dweight, dbias from the saved mean and rstd): one untimed pass of each
- * first, then three alternating rounds, medians. Both on one thread unless EXACTREF_THREADS says otherwise (the line
- * says how many exactref used). */
-static void lnb_baseline(int n, const float *x, const float *dy, const float *w, const float *mean, const float *rstd,
-                         double *dx, double *dw, double *db) {
+ * first, then three alternating rounds, medians (time_check: the baseline's rows on exactref's threads, each with its
+ * own column partials, added after). */
+static void lnb_baseline(int n, int64_t r0, int64_t r1, const float *x, const float *dy, const float *w,
+                         const float *mean, const float *rstd, double *dx, double *dw, double *db) {
     for (int j = 0; j < n; j++) dw[j] = db[j] = 0;
-    for (int r = 0; r < n; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + (size_t)r * n, *gr = dy + (size_t)r * n;
         double b = 0, c = 0, m = mean[r], rs = rstd[r];
         for (int j = 0; j < n; j++) {
@@ -296,12 +318,21 @@ static void lnb_baseline(int n, const float *x, const float *dy, const float *w,
 typedef struct lnb_ctx {
     int n;
     const float *x, *dy, *w, *mean, *rstd;
-    double *dx, *dw, *db;
+    double *dx, *dw, *db; /* dw and db: each thread's column partials, 64 x n */
     const er_tensor *tdy, *tx, *tm, *tr, *tw;
 } lnb_ctx;
-static void lnb_run_baseline(void *v) {
+static void lnb_rows(void *v, int64_t r0, int64_t r1, int t) {
     lnb_ctx *c = v;
-    lnb_baseline(c->n, c->x, c->dy, c->w, c->mean, c->rstd, c->dx, c->dw, c->db);
+    lnb_baseline(c->n, r0, r1, c->x, c->dy, c->w, c->mean, c->rstd, c->dx, c->dw + (size_t)t * c->n,
+                 c->db + (size_t)t * c->n);
+}
+static void lnb_finish(void *v) { /* the threads' column partials added into the first's */
+    lnb_ctx *c = v;
+    for (int t = 1; t < bench_threads(); t++)
+        for (int j = 0; j < c->n; j++) {
+            c->dw[j] += c->dw[(size_t)t * c->n + j];
+            c->db[j] += c->db[(size_t)t * c->n + j];
+        }
 }
 static er_status lnb_make(void *v, er_ref **ref) {
     lnb_ctx *c = v;
@@ -314,8 +345,8 @@ static void run_layernorm_backward(int n) {
     float *mean = calloc((size_t)n, sizeof(float)), *rstd = calloc((size_t)n, sizeof(float));
     float *dxf = malloc(sizeof(float) * nn), *dwf = malloc(sizeof(float) * (size_t)n),
           *dbf = malloc(sizeof(float) * (size_t)n);
-    double *dx = malloc(sizeof(double) * nn), *dw = malloc(sizeof(double) * (size_t)n),
-           *db = malloc(sizeof(double) * (size_t)n);
+    double *dx = malloc(sizeof(double) * nn), *dw = malloc(sizeof(double) * 64 * (size_t)n),
+           *db = malloc(sizeof(double) * 64 * (size_t)n);
     for (size_t i = 0; i < nn; i++) { x[i] = (float)normalish(); dy[i] = (float)normalish(); }
     for (int j = 0; j < n; j++) w[j] = (float)(1.0 + normalish() / 8);
     for (int r = 0; r < n; r++) { /* the forward's statistics in fp32, two-pass */
@@ -326,7 +357,7 @@ static void run_layernorm_backward(int n) {
         for (int j = 0; j < n; j++) q += (xr[j] - mean[r]) * (xr[j] - mean[r]);
         rstd[r] = 1.0f / sqrtf(q / (float)n + 1e-5f);
     }
-    lnb_baseline(n, x, dy, w, mean, rstd, dx, dw, db); /* the kernel under test: the same in fp64, stored to fp32 */
+    lnb_baseline(n, 0, n, x, dy, w, mean, rstd, dx, dw, db); /* the kernel under test: the same in fp64, to fp32 */
     for (size_t i = 0; i < nn; i++) dxf[i] = (float)dx[i];
     for (int j = 0; j < n; j++) { dwf[j] = (float)dw[j]; dbf[j] = (float)db[j]; }
     er_tensor tx, tdy, tw, tm, tr, tdx, tdw, tdb;
@@ -340,20 +371,20 @@ static void run_layernorm_backward(int n) {
     er_tensor_view(&tdb, ER_FP32, 1, (int64_t[]){n}, NULL, dbf);
     const er_tensor *outs[3] = {&tdx, &tdw, &tdb};
     lnb_ctx c = {n, x, dy, w, mean, rstd, dx, dw, db, &tdy, &tx, &tm, &tr, &tw};
-    bw_bench bb = {lnb_run_baseline, lnb_make, &c, outs, 3};
+    check_bench bb = {lnb_rows, n, &c, lnb_make, outs, 3};
     char name[64];
     snprintf(name, sizeof name, "layer_norm_backward_covers_%dx%d", n, n);
-    time_backward(&bb, name, "float64 layer_norm backward of the same rows");
+    time_check_fin(&bb, name, "float64 layer_norm backward of the same rows", lnb_finish);
     free(x); free(dy); free(w); free(mean); free(rstd); free(dxf); free(dwf); free(dbf); free(dx); free(dw); free(db);
 }
 
 /* er_cross_entropy + er_covers_outputs (loss, dlogits) of an fp32 kernel's mean loss and gradient next to a float64
  * cross-entropy forward and backward of the same logits (lse, the row losses' mean, the gradient (p - onehot) / N):
- * one untimed pass of each first, then three alternating rounds, medians. The baseline on one thread, exactref on
- * every core unless EXACTREF_THREADS says otherwise (the line says which). */
-static double ce_baseline(int rows, int C, const float *x, const int64_t *t, double *g) {
+ * one untimed pass of each first, then three alternating rounds, medians (time_check: the baseline's rows on
+ * exactref's threads, the mean loss from their parts). */
+static double ce_baseline(int rows, int64_t r0, int64_t r1, int C, const float *x, const int64_t *t, double *g) {
     double loss = 0;
-    for (int r = 0; r < rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + (size_t)r * C;
         double *gr = g + (size_t)r * C, m = -INFINITY, s = 0;
         for (int j = 0; j < C; j++) m = fmax(m, xr[j]);
@@ -363,7 +394,7 @@ static double ce_baseline(int rows, int C, const float *x, const int64_t *t, dou
         for (int j = 0; j < C; j++) gr[j] = gr[j] / s / rows;
         gr[t[r]] -= 1.0 / rows;
     }
-    return loss / rows;
+    return loss / rows; /* this share's part of the mean */
 }
 
 typedef struct ce_ctx {
@@ -372,10 +403,16 @@ typedef struct ce_ctx {
     const int64_t *t;
     double *g;
     const er_tensor *tx;
+    double part[64], loss; /* each thread's part of the mean loss, and their sum */
 } ce_ctx;
-static void ce_run_baseline(void *v) {
+static void ce_rows(void *v, int64_t r0, int64_t r1, int t) {
     ce_ctx *c = v;
-    ce_baseline(c->rows, c->C, c->x, c->t, c->g);
+    c->part[t] = ce_baseline(c->rows, r0, r1, c->C, c->x, c->t, c->g);
+}
+static void ce_finish(void *v) {
+    ce_ctx *c = v;
+    c->loss = 0;
+    for (int t = 0; t < bench_threads(); t++) c->loss += c->part[t];
 }
 static er_status ce_make(void *v, er_ref **ref) {
     ce_ctx *c = v;
@@ -390,18 +427,18 @@ static void run_cross_entropy(int rows, int C) {
     if (!x || !gf || !g || !t) { fprintf(stderr, "cannot allocate %d x %d\n", rows, C); exit(1); }
     for (size_t i = 0; i < nn; i++) x[i] = (float)(2 * normalish());
     for (int r = 0; r < rows; r++) t[r] = (int64_t)((uint64_t)r * 2654435761u % (uint64_t)C);
-    lf = (float)ce_baseline(rows, C, x, t, g); /* the kernel under test: the same in fp64, stored to fp32 */
+    lf = (float)ce_baseline(rows, 0, rows, C, x, t, g); /* the kernel under test: the same in fp64, to fp32 */
     for (size_t i = 0; i < nn; i++) gf[i] = (float)g[i];
     er_tensor tx, tl, tg;
     er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, C}, NULL, x);
     er_tensor_view(&tl, ER_FP32, 1, (int64_t[]){1}, NULL, &lf);
     er_tensor_view(&tg, ER_FP32, 2, (int64_t[]){rows, C}, NULL, gf);
     const er_tensor *outs[2] = {&tl, &tg};
-    ce_ctx c = {rows, C, x, t, g, &tx};
-    bw_bench bb = {ce_run_baseline, ce_make, &c, outs, 2};
+    ce_ctx c = {rows, C, x, t, g, &tx, {0}, 0};
+    check_bench bb = {ce_rows, rows, &c, ce_make, outs, 2};
     char name[64];
     snprintf(name, sizeof name, "cross_entropy_covers_%dx%d", rows, C);
-    time_backward(&bb, name, "float64 cross-entropy forward and backward of the same logits");
+    time_check_fin(&bb, name, "float64 cross-entropy forward and backward of the same logits", ce_finish);
     free(x); free(gf); free(g); free(t);
 }
 

@@ -1,9 +1,13 @@
-/* bench_util.h: what the bench programs share: a monotonic clock, the median of three timings, and torch's layer_norm
- * statistics in fp32. */
+/* bench_util.h: what the bench programs share: a monotonic clock, the median of three timings, a baseline's rows on
+ * exactref's thread count, and torch's layer_norm statistics in fp32. */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double now(void) {
     struct timespec ts;
@@ -14,6 +18,34 @@ static inline double now(void) {
 static inline double median3(const double *v) {
     double a = v[0], b = v[1], c = v[2];
     return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+}
+
+/* The threads a baseline runs on: exactref's (EXACTREF_THREADS, else every online core), at most 64. */
+static inline int bench_threads(void) {
+    const char *e = getenv("EXACTREF_THREADS");
+    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* fn(ctx, r0, r1, t) on nt threads, thread t taking rows [rows t / nt, rows (t + 1) / nt). */
+typedef void (*bench_rows_fn)(void *ctx, int64_t r0, int64_t r1, int t);
+typedef struct bench_rows_job { bench_rows_fn fn; void *ctx; int64_t r0, r1; int t; } bench_rows_job;
+static inline void *bench_rows_run(void *v) {
+    bench_rows_job *j = v;
+    j->fn(j->ctx, j->r0, j->r1, j->t);
+    return NULL;
+}
+static inline void bench_rows(int nt, int64_t rows, bench_rows_fn fn, void *ctx) {
+    pthread_t th[64];
+    bench_rows_job jobs[64];
+    int started[64] = {0};
+    for (int t = 0; t < nt; t++) jobs[t] = (bench_rows_job){fn, ctx, rows * t / nt, rows * (t + 1) / nt, t};
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, bench_rows_run, &jobs[t]) == 0;
+    bench_rows_run(&jobs[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else bench_rows_run(&jobs[t]);
+    }
 }
 
 /* torch's vectorized CUDA layer_norm statistics in fp32 (n a multiple of 4): 128 threads, thread t updating its Welford
