@@ -144,3 +144,23 @@ def test_check_notes_the_cases_where_a_classic_bug_may_pass():
     assert any(missed) and all(n for n, m in zip(noted, missed) if m)
     line = "      note: a variance divided by n - 1 may pass in %d of %d cases" % (sum(noted), len(noted))
     assert line in str(good) and line in str(bug) and str(bug).startswith("FAIL")
+
+
+def test_inductor_layer_norm_captures():
+    """H200 captures (tools/capture/capture_ln_blind.py): layer_norm compiled by Inductor (F.layer_norm and a two-pass
+    decomposition) covered under the default standard; the variance over n - 1, compiled the same way, passes that
+    standard at n = 768 to 8192, and in every such case the report of the same rows says it may (no silent pass)."""
+    from conftest import captures
+    z, rows = captures("ln_blind")
+    noted = {}
+    for cid, kind, family, n, gid in rows:
+        x, y = z[gid + "__in__x"], z[cid + "__out__y"]
+        res = er.layer_norm(x, int(n)).covers((y, None, None)).y
+        if kind.startswith("bug"):
+            if res.all():  # the bug passed: the report must say such a bug may pass
+                assert res.json["may_pass"]["bug"] == "a variance divided by n - 1", (cid, n, family)
+                noted[gid] = True
+        else:
+            assert res.all(), (cid, kind, family, n, res)
+            assert (res.json["may_pass"] is not None) == (res.json["finest"] >= 1 - np.sqrt((int(n) - 1) / int(n)))
+    assert len(noted) == 6  # every bug passed here, each one noted
