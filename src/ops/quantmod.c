@@ -596,7 +596,7 @@ static void er_q_xset(const er_q_job *j, int64_t idx, er_cval *xv) {
 
 /* An NVFP4 element's set (Lemma Q7: against the kernel's block scale where it is in its set, else the set's ends),
  * its exact value and correct rounding: x 448 qmax / (G sf) for the correctly rounded decode scale sf; 0 where x or
- * G is 0; none (NaN, never exact) where sf is 0 or the set claims nothing. */
+ * G is 0; none (NaN, never exact) where sf is 0 or the set claims nothing. exact NULL: the set alone. */
 static void er_q_nv_element(const er_q_job *j, const er_q_group_info *gi, double x, er_cval *v, double *exact,
                             double *rounded) {
     const er_q_nv *nv = j->nv;
@@ -605,6 +605,7 @@ static void er_q_nv_element(const er_q_job *j, const er_q_group_info *gi, double
     if (gi->have_k) er_q_nv_put(v, j->Q, nv, x, gi->k);
     else if (s->nan || s->nan_req || s->pinf || s->ninf || !(s->lo > 0)) er_q_put_any(v, j->Q);
     else { er_q_nv_put(v, j->Q, nv, x, s->lo); er_q_nv_put(v, j->Q, nv, x, s->hi); }
+    if (!exact) return;
     double sr = gi->srnd;
     *exact = *rounded = NAN;
     if (nv->G == 0 || x == 0) *exact = *rounded = 0; /* 0 under every finite encode scale */
@@ -631,7 +632,7 @@ static er_status er_q_nv_base_element(const er_q_job *j, const er_q_group_info *
     }
     if (xv.nan || xv.nan_req || xv.pinf || xv.ninf || !nx) er_q_put_any(v, j->Q); /* the tensor's G is free then */
     for (int i = 0; i < nx; i++) {
-        er_q_nv_element(j, gi, xs[i], &w, exact, rounded);
+        er_q_nv_element(j, gi, xs[i], &w, NULL, NULL);
         er_q_put(v, w.lo);
         er_q_put(v, w.hi);
         v->nan |= w.nan;
