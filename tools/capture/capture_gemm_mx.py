@@ -4,7 +4,9 @@ epilogue in the kernel (each block of 32 accumulators: X = 2^(floor(log2 amax) -
 (acc / X) saturated and converted to e4m3 by the hardware's cvt), and the same GEMM storing its fp32 accumulators
 (kept as cNNNN__out__acc, for the recipes applied on the host), and cuBLAS's fp32 SGEMM of the same fp16 values (TF32
 off; kept as acc). Families: normal (N(0, 1 / K) rows), cancel (two columns of A at +-2^10 on rows of B that
-nearly cancel: accumulators that move with the order of the adds). Planted bug: the fused kernel's exponent one higher. Writes
+nearly cancel: accumulators that move with the order of the adds), ties (small integers: exact accumulators in the
+hundreds, many of them on e4m3's midpoints once scaled, and every third row of A zero: all-zero blocks), tiny (fp16
+subnormal operands: accumulators near 2^-40). Planted bug: the fused kernel's exponent one higher. Writes
 OUT/gemm_mx.npz (each group's A and B once, gNN__in__A/B) and OUT/gemm_mx.txt (id kernel family M N K group).
 Run: OUT=/some/dir python3 capture_gemm_mx.py"""
 import os
@@ -52,6 +54,15 @@ def gemm_store(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.cons
 def inputs(g, family, M, N, K):
     A = torch.randn(M, K, device="cuda", generator=g) / K ** 0.5
     B = torch.randn(K, N, device="cuda", generator=g)
+    if family == "ties":  # integers |a| <= 8, |b| <= 8: exact sums, |acc| up to a few hundred
+        A = torch.randint(-8, 9, (M, K), device="cuda", generator=g).float()
+        B = torch.randint(-8, 9, (K, N), device="cuda", generator=g).float()
+        A[::3] = 0
+        if K > 64:
+            A[:, 64:] = 0  # at most 64 terms: |acc| <= 4096, exact in fp32 and in any order
+    if family == "tiny":  # fp16 subnormals (multiples of 2^-24 below 2^-14)
+        A = torch.randint(-1023, 1024, (M, K), device="cuda", generator=g).float() * 2.0 ** -24
+        B = torch.randint(-1023, 1024, (K, N), device="cuda", generator=g).float() * 2.0 ** -24
     if family == "cancel":  # columns 0 and 1 of A cancel on B's rows 0 and 1: 2^10 (b0 - b1) with b0 = b1 + tiny
         A[:, 0], A[:, 1] = 2.0 ** 10, -2.0 ** 10
         B[1] = B[0] + torch.randn(N, device="cuda", generator=g) * 2.0 ** -9
@@ -60,7 +71,7 @@ def inputs(g, family, M, N, K):
 
 torch.backends.cuda.matmul.allow_tf32 = False
 g = torch.Generator(device="cuda").manual_seed(31)
-for family in ("normal", "cancel"):
+for family in ("normal", "cancel", "ties", "tiny"):
     for M, N, K in ((64, 128, 256), (48, 96, 1000), (40, 64, 77)):
         A, B = inputs(g, family, M, N, K)
         gid = new_group(arrays, {"A": A, "B": B})

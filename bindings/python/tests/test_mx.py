@@ -804,16 +804,31 @@ def test_scaled_matmul_rowwise_batched():
         er.scaled_matmul(A, A.swapaxes(-1, -2).copy(), np.ones((3, 2, 8), F32), np.ones((3, 2, 8, 1), F32))
 
 
+def _e4m3_ties_away(v):
+    """v (float64) rounded to nearest onto e4m3's grid (saturated) with ties away from zero, and whether it lies on a
+    midpoint of the grid."""
+    grid = np.unique(np.abs(np.arange(256, dtype=np.uint8).view(E4M3).astype(np.float64)))
+    grid = grid[np.isfinite(grid)]
+    a = np.minimum(np.abs(v), 448.0)
+    k = np.searchsorted(grid, a, side="right") - 1
+    lo, hi = grid[k], grid[np.minimum(k + 1, len(grid) - 1)]
+    return np.sign(v) * np.where(a - lo >= hi - a, hi, lo), (a > lo) & (a - lo == hi - a)
+
+
 def test_gemm_mx_captures():
     """H200 captures (tools/capture/capture_gemm_mx.py): a Triton GEMM (tl.dot on the tensor cores) with an MXFP8
     epilogue, its q and e8m0 scale checked as er.matmul(A, B).quantize("float8_e4m3fn", ("block", 32), "mx") under
     mma:sm90 outer=any; the same GEMM's fp32 accumulators and cuBLAS's SGEMM of the same values, each quantised on the
     host by the spec's MX recipes (every element format) and by TE's and torchao's NVFP4, checked over the reference
-    (any_order for the SGEMM); on the normal and the cancelling families. The exponent one higher is caught. (The
-    two GEMMs' accumulators differ in 29,776 of 30,720 elements, no block's exponent between them.)"""
+    (any_order for the SGEMM). Families: normal, cancelling, ties (exact integer accumulators in the hundreds, on
+    e4m3's midpoints once scaled, and all-zero blocks) and tiny (fp16 subnormal operands). The exponent one higher is
+    caught; on the ties family, q with ties away from zero is caught on the stored accumulators exactly where that is
+    not to even, and is inside the set over the reference, whose sums are enclosed by an error bound. (In the normal
+    and cancelling families the two GEMMs' accumulators differ in 29,776 of 30,720 elements, no block's exponent
+    between them.)"""
     from conftest import captures
     z, rows = captures("gemm_mx")
-    seen = {}
+    seen, ties = {}, 0
     for cid, kind, family, M, N, K, gid in rows:
         A, B = z[gid + "__in__A"], z[gid + "__in__B"]
         ref = er.matmul(A, B)
@@ -832,5 +847,20 @@ def test_gemm_mx_captures():
                 q, sf = impl(C)
                 res = ref.quantize("float4_e2m1fn", ("block", 16), recipe="nvfp4").covers((q, None, sf), standard=std)
                 assert res, (cid, kind, family, impl.__name__, res)
-        seen[kind] = seen.get(kind, 0) + 1
-    assert seen == {"triton_mxfp8": 6, "bug_exponent_up": 6, "triton_acc": 6, "cublas_sgemm": 6}
+            if family == "ties":  # exact accumulators: q is one value, so ties away from zero fail where not even
+                q, X = spec_mx(C, "float8_e4m3fn")
+                Xf = np.repeat(X.astype(np.float64), BLOCK, axis=-1)
+                aw, mid = _e4m3_ties_away(C.astype(np.float64) / Xf)
+                aw = aw.astype(np.float32).astype(E4M3)
+                moved = aw.astype(np.float64) != q.astype(np.float64)
+                ties += int(mid.sum())
+                assert moved.any() and not (moved & ~mid).any(), (cid, kind)
+                # on the stored accumulators (er.quantize of C) q is one value: caught exactly where it moved
+                res = er.quantize(C, "float8_e4m3fn", ("block", BLOCK), recipe="mx").covers((aw, None, X))
+                assert res.q.n_failed == moved.sum(), (cid, kind, res)
+                # over the reference, x's set is the sum's enclosure (an error bound, though every order of these
+                # small integers is exact): both neighbours of a midpoint are in q's set
+                res = ref.quantize("float8_e4m3fn", ("block", BLOCK), recipe="mx").covers((aw, None, X), standard=std)
+                assert res.all(), (cid, kind, res)
+        seen[(kind, family)] = seen.get((kind, family), 0) + 1
+    assert len(seen) == 16 and set(seen.values()) == {3} and ties > 100, (seen, ties)
