@@ -320,6 +320,15 @@ static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_
     er__sink_put(s, idx, &cs);
 }
 
+/* y[d] += a x[d] and y[d] += a |x[d]| for d < n: each d on its own, so the compiler may vectorise over d without
+ * reordering any sum (y and x never overlap). */
+static inline void er_axpy(double *restrict y, double a, const double *restrict x, int64_t n) {
+    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
+}
+static inline void er_axpy_abs(double *restrict y, double a, const double *restrict x, int64_t n) {
+    for (int64_t d = 0; d < n; d++) y[d] += a * fabs(x[d]);
+}
+
 /* Kv head hk: every row's dQ into j->sq, the sums of dK and dV, then theirs into j->sk and j->sv. */
 static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, int mp_only) {
     const er_abwd_state *s = er__abwd(c->r);
@@ -347,12 +356,9 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
                 for (int64_t d = 0; d < D; d++) c->cq[d] = c->rq[d] = c->eq[d] = 0;
                 for (int64_t t = 0; t < n; t++) {
                     const double *kj = c->kb + (j0 + t) * D;
-                    double x = ds[t], y = w[t], z = c->keys.ex[t];
-                    for (int64_t d = 0; d < D; d++) {
-                        c->cq[d] += x * kj[d];
-                        c->rq[d] += y * fabs(kj[d]);
-                    }
-                    for (int64_t d = 0; d < D; d++) c->eq[d] += z * fabs(kj[d]);
+                    er_axpy(c->cq, ds[t], kj, D);
+                    er_axpy_abs(c->rq, w[t], kj, D);
+                    er_axpy_abs(c->eq, c->keys.ex[t], kj, D);
                     sa += dsa[t];
                 }
             }
@@ -366,23 +372,16 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
         for (int64_t d = 0; d < Dv; d++) c->ag[d] = fabs(rw->g[d]);
         for (int64_t t = 0; t < n; t++) {
             int64_t jj = j0 + t;
-            double *kc = c->dkc + jj * D, *kw = c->dkw + jj * D, *vc = c->dvc + jj * Dv, *vw = c->dvw + jj * Dv;
-            double x = ds[t], y = w[t], p = pm[t], z = wv[t], xe = c->keys.ex[t], ze = c->keys.exv[t];
-            for (int64_t d = 0; d < D; d++) {
-                kc[d] += x * rw->q[d];
-                kw[d] += y * c->aq[d];
-            }
-            for (int64_t d = 0; d < Dv; d++) {
-                vc[d] += p * rw->g[d];
-                vw[d] += z * c->ag[d];
-            }
-            for (int64_t d = 0; d < D; d++) c->dke[jj * D + d] += xe * c->aq[d];
-            for (int64_t d = 0; d < Dv; d++) c->dve[jj * Dv + d] += ze * c->ag[d];
+            er_axpy(c->dkc + jj * D, ds[t], rw->q, D);
+            er_axpy(c->dkw + jj * D, w[t], c->aq, D);
+            er_axpy(c->dke + jj * D, c->keys.ex[t], c->aq, D);
+            er_axpy(c->dvc + jj * Dv, pm[t], rw->g, Dv);
+            er_axpy(c->dvw + jj * Dv, wv[t], c->ag, Dv);
+            er_axpy(c->dve + jj * Dv, c->keys.exv[t], c->ag, Dv);
             c->dka[jj] += dsa[t];
             if (grp < 2) continue;
-            double pa = c->keys.pa[t], xa = dsa[t];
-            for (int64_t d = 0; d < D; d++) c->dkm[jj * D + d] += xa * c->aq[d];
-            for (int64_t d = 0; d < Dv; d++) c->dvm[jj * Dv + d] += pa * c->ag[d];
+            er_axpy(c->dkm + jj * D, dsa[t], c->aq, D);
+            er_axpy(c->dvm + jj * Dv, c->keys.pa[t], c->ag, Dv);
         }
     }
     /* GQA: each query head's dK and dV may be rounded to the output format before the group's sum, which may run in
