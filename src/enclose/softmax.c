@@ -165,7 +165,7 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
             if (!(e[k + 1] <= pl->lse[k + 1])) pl->lse[k + 1] = e[k + 1];
         }
     }
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = pl->only ? *pl->only : 0; i < (pl->only ? *pl->only + 1 : n); i++) {
         memset(&cv[i], 0, sizeof cv[i]);
         if (x[i] == -INFINITY) { cv[i].lo = INFINITY; cv[i].hi = -INFINITY; cv[i].ninf = 1; continue; }
         double d = er__round_sum(F, x[i], -m, ER_ROUND_NEAREST);

@@ -24,6 +24,7 @@ typedef struct er_softmax_plan {
     int sets_only;          /* the sets alone: exact and rounded are not written */
     double *lse;            /* log_softmax: where the bounds of the computed m + log(s) and of log(s) join (their
                                hulls with [lse[0], lse[1]] and [lse[2], lse[3]]; NULL: not wanted) */
+    const int64_t *only;    /* log_softmax: the set of this element alone is written (NULL: every element's) */
 } er_softmax_plan;
 
 /* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and e its

@@ -194,12 +194,20 @@ static void er_xent_mp_clear(er_xent_mp *z) {
     mpfr_clears(z->tl, z->th, z->sx, z->el, z->eh, z->Sl, z->Sh, z->Rl, z->Rh, z->a, z->b, z->c, (mpfr_ptr)0);
 }
 
-/* exp(x_j - m) into [el, eh]: the difference rounded down and up, exp monotone. */
+/* exp(x_j - m) into [el, eh]: the difference rounded down and up, exp monotone. Where the difference is exact, one
+ * exp rounded to nearest and its neighbour on the side its ternary value names: the exact value lies between them. */
 static void er_xent_mp_exp(er_xent_mp *z, double xj, double m) {
     if (xj == -INFINITY) { mpfr_set_zero(z->el, 1); mpfr_set_zero(z->eh, 1); return; }
     mpfr_set_d(z->tl, xj, MPFR_RNDN); /* exact: the precision is at least 128 bits */
-    mpfr_sub_d(z->th, z->tl, m, MPFR_RNDU);
-    mpfr_sub_d(z->tl, z->tl, m, MPFR_RNDD);
+    if (mpfr_sub_d(z->tl, z->tl, m, MPFR_RNDD) == 0) {
+        int t = mpfr_exp(z->el, z->tl, MPFR_RNDN);
+        mpfr_set(z->eh, z->el, MPFR_RNDN);
+        if (t > 0) mpfr_nextbelow(z->el);
+        else if (t < 0) mpfr_nextabove(z->eh);
+        return;
+    }
+    mpfr_set_d(z->th, xj, MPFR_RNDN);
+    mpfr_sub_d(z->th, z->th, m, MPFR_RNDU);
     mpfr_exp(z->el, z->tl, MPFR_RNDD);
     mpfr_exp(z->eh, z->th, MPFR_RNDU);
 }
@@ -473,6 +481,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
         pending = er_xent_grad_fast(pl, x, t, m, &ex, &z, y, cls, gex, grd);
     else if (pl->G) memset(cls, ER_PENDING, (size_t)C);
     int grads = pl->G && pending > 0;
+    if (!grads && pl->eps == 0) lp.only = &t; /* the loss reads the target's log-probability alone */
     er_status st = grads ? er__softmax_row(&sp, x, C, cv, ex0, rd0) : ER_OK;
     if (st == ER_OK && (grads || pl->want_loss)) st = er__softmax_row(&lp, x, C, lcv, ex0, rd0);
     if (st != ER_OK) return st;

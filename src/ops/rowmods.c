@@ -50,6 +50,7 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
                            sd->subnormals == ER_SUBNORMALS_FLUSH,
                            sd->depth,
                            0,
+                           NULL,
                            NULL };
     return pl;
 }
