@@ -35,7 +35,8 @@ from ._api import _dtype_name
 from ._arrays import numpy_dtype, to_numpy
 from ._errors import ExactrefNotImplementedError, ExactrefTypeError, ExactrefValueError
 
-__all__ = ["reference", "assert_close", "supported_ops", "TracedFunction", "TracedReference", "UnsupportedOpError"]
+__all__ = ["reference", "assert_close", "standard_for", "supported_ops", "TracedFunction", "TracedReference",
+           "UnsupportedOpError"]
 
 _INTERMEDIATES = ("compute", "stored")
 # make_fx's keyword for tracing with fake tensors while fn captures real ones (torch 2.x); without it, real tracing
@@ -855,6 +856,66 @@ def assert_close(actual: Any, fn: Callable[..., Any], *inputs: Any, standard: st
     if failed:
         raise AssertionError("exactref: the kernel's output is not covered by the traced reference under %s\n%s"
                              % (standard, "\n".join(failed)))
+
+
+_REVEAL_DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+                  torch.bfloat16: "bfloat16"}
+
+
+def standard_for(fn: Callable[..., Any], *example_args: Any, op: Optional[str] = None,
+                 accumulate: Optional[str] = None, max_calls: Optional[int] = None, seed: int = 0):
+    """Reveals the order in which the torch function `fn` adds, where it runs: on the device, dtype and shape of
+    `example_args` (eager, torch.compile'd or a custom op alike; exactref.testing.reveal_order's probes,
+    docs/algorithms/reveal.md). One 2-D tensor x (rows, n): fn(x) is its row sums (op "sum"); two, A (M, K) and
+    B (K, N): fn(A, B) is their product (op "matmul"). Returns an Order whose `standard` holds the covers() keywords
+    for fn's outputs at that shape: a fixed order where the probes pin one exactref names, else any_order with the
+    revealed tree's depth, else any_order with the reason. Every call has the example's shape, since a kernel may
+    pick its order by shape. `accumulate`: the accumulator the probes must swamp ("float32"; "float64" for float64
+    inputs by default)."""
+    where = "exactref.torch.standard_for"
+    if not callable(fn):
+        raise ExactrefTypeError("ER_ERR_INVALID", "%s: fn must be callable, not %s" % (where, type(fn).__name__))
+    if op is None:
+        op = {1: "sum", 2: "matmul"}.get(len(example_args))
+    if op not in ("sum", "matmul") or len(example_args) != (1 if op == "sum" else 2):
+        raise ExactrefValueError("ER_ERR_INVALID", "%s: expected one example tensor (rows, n) for op 'sum' or two, "
+                                 "(M, K) and (K, N), for op 'matmul'; got %d argument(s) and op %r"
+                                 % (where, len(example_args), op))
+    for i, t in enumerate(example_args):
+        if not isinstance(t, torch.Tensor):
+            raise ExactrefTypeError("ER_ERR_INVALID", "%s: example argument %d must be a torch.Tensor, not %s"
+                                    % (where, i, type(t).__name__))
+        if t.dim() != 2:
+            raise ExactrefValueError("ER_ERR_SHAPE", "%s: example argument %d must be 2-D; got shape %s"
+                                     % (where, i, tuple(t.shape)))
+        if t.dtype not in _REVEAL_DTYPES:
+            raise ExactrefValueError("ER_ERR_FORMAT", "%s: example argument %d has dtype %s; the probes take %s"
+                                     % (where, i, t.dtype, ", ".join(str(d) for d in _REVEAL_DTYPES)))
+    x = example_args[0]
+    if op == "matmul":
+        b = example_args[1]
+        if b.shape[0] != x.shape[1] or b.dtype != x.dtype or b.device != x.device:
+            raise ExactrefValueError("ER_ERR_SHAPE", "%s: A %s %s on %s and B %s %s on %s: expected B (K, N) of A's "
+                                     "dtype and device for A (M, K)" % (where, tuple(x.shape), x.dtype, x.device,
+                                                                        tuple(b.shape), b.dtype, b.device))
+    rows, n = int(x.shape[0]), int(x.shape[1])
+    if n < 2 or rows < 1:
+        raise ExactrefValueError("ER_ERR_SHAPE", "%s: the example's rows (%d) must hold at least two terms (n = %d)"
+                                 % (where, rows, n))
+    dtype = _REVEAL_DTYPES[x.dtype]
+    if accumulate is None:
+        accumulate = "float64" if dtype == "float64" else "float32"
+
+    def kernel(*a):
+        with torch.no_grad():
+            out = fn(*a)
+        if op == "sum" and isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[1] == 1:
+            out = out[:, 0]  # keepdim=True
+        return out
+
+    from ._reveal import reveal_order
+    return reveal_order(kernel, op, n=n, dtype=dtype, ncols=int(example_args[1].shape[1]) if op == "matmul" else 16,
+                        rows=rows, device=str(x.device), accumulate=accumulate, max_calls=max_calls, seed=seed)
 
 
 _TRACED = {}

@@ -193,3 +193,84 @@ def test_check_reveal_sees_an_order_chosen_by_shape():
 def test_check_reveal_refuses_other_ops():
     with pytest.raises(ValueError, match="'sum' and 'matmul'"):
         er.testing.check(balanced, "softmax", standard="reveal", record=False)
+
+
+# exactref.torch.standard_for: a torch function's order, revealed where it runs (the CPU here)
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def test_standard_for_a_known_tree():
+    """Adjacent pairs halved in torch ops: a balanced tree of depth 6 at n = 64, with keepdim undone, at the
+    example's own rows; its set holds the function's outputs on fresh rows."""
+    torch = _torch()
+    import exactref.torch as ert
+
+    def adjacent(x):
+        while x.shape[-1] > 1:
+            x = x[:, 0::2] + x[:, 1::2]
+        return x
+
+    o = ert.standard_for(adjacent, torch.zeros(31, 64))
+    assert o.op == "sum" and o.rows == 31 and o.depth == 6 and not o.fixed
+    assert o.standard == {"standard": "any_order", "depth": 6} and set(o.leaf_depths.tolist()) == {6}
+    X = family("normal", (31, 64), "float32", seed=3)
+    assert er.sum(X).covers(adjacent(torch.from_numpy(X))[:, 0].numpy(), **o.standard).all()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_standard_for_torch_sum(compiled):
+    """torch's own row sum, eager and torch.compile'd (Inductor's C++ on the CPU): an order is revealed at the
+    example's shape and the function's outputs on random rows lie in its set."""
+    torch = _torch()
+    import exactref.torch as ert
+    fn = lambda x: x.sum(-1)  # noqa: E731
+    if compiled:
+        try:
+            fn = torch.compile(fn)
+            fn(torch.ones(4, 8))
+        except Exception as e:  # pragma: no cover - a machine without a C++ compiler for Inductor
+            pytest.skip("torch.compile does not run here: %s" % e)
+    o = ert.standard_for(fn, torch.zeros(255, 256))
+    assert o.rows == 255 and o.depth is not None and o.calls > 0, str(o)
+    for seed in range(3):
+        X = family("wide", (255, 256), "float32", seed=seed)
+        assert er.sum(X).covers(fn(torch.from_numpy(X)).numpy(), **o.standard).all()
+
+
+def test_standard_for_matmul():
+    """torch.matmul on the CPU: the order found holds its outputs on random operands, and where it is fixed,
+    exactref's emulation is the product bit for bit."""
+    torch = _torch()
+    import exactref.torch as ert
+    o = ert.standard_for(torch.matmul, torch.zeros(63, 64), torch.zeros(64, 16))
+    assert o.op == "matmul" and o.n == 64 and o.rows == 63
+    A = family("normal", (63, 64), "float32", seed=1)
+    B = family("normal", (64, 16), "float32", seed=2)
+    got = torch.matmul(torch.from_numpy(A), torch.from_numpy(B)).numpy()
+    assert er.matmul(A, B).covers(got, **o.standard).all()
+    if o.fixed:
+        assert np.array_equal(er.matmul(A, B).emulate(**o.standard).view(np.uint32), got.view(np.uint32))
+
+
+def test_standard_for_refuses_before_any_call():
+    torch = _torch()
+    import exactref.torch as ert
+    calls = []
+
+    def fn(*a):
+        calls.append(1)
+        return a[0].sum(-1)
+    for args, err in (((np.zeros((4, 8), np.float32),), TypeError),
+                      ((torch.zeros(2, 4, 8),), ValueError),
+                      ((torch.zeros(4, 8, dtype=torch.int32),), ValueError),
+                      ((torch.zeros(4, 1),), ValueError),
+                      ((torch.zeros(4, 8), torch.zeros(7, 2)), ValueError),
+                      ((torch.zeros(4, 8), torch.zeros(8, 2, dtype=torch.float16)), ValueError),
+                      ((torch.zeros(4, 8),) * 3, ValueError)):
+        with pytest.raises(err):
+            ert.standard_for(fn, *args)
+    with pytest.raises(TypeError):
+        ert.standard_for(None, torch.zeros(4, 8))
+    assert not calls
