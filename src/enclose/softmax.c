@@ -560,7 +560,7 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
 static er_status er_sets(const er_softmax_plan *pl, int dbl, const double *x, int64_t n, double m, er_exps *ex,
                          er_cval *cv) {
     if (!dbl) return er_softmax_sets(pl, x, n, m, cv);
-    er__exps_fill(ex, x, n, m);
+    if (ex != pl->pre) er__exps_fill(ex, x, n, m);
     /* math=triton's exps are 2^fl(d fl(log2 e)): the MPFR sets (the double ones enclose exp(d)) */
     return pl->exp2_triton ? er_softmax_sets(pl, x, n, m, cv) : er_softmax_sets_dbl(pl, x, n, m, ex, cv);
 }
@@ -599,7 +599,8 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
             if (wild) er__cval_from_interval(&c0[i], -INFINITY, INFINITY, 1, F);
         }
     }
-    if (st == ER_OK) st = er_sets(pl, dbl, x, n, m, &ex, cv); /* last: ex keeps the exps of x_j - m */
+    /* last: ex keeps the exps of x_j - m (the caller's, where it gave them for the sets alone) */
+    if (st == ER_OK) st = er_sets(pl, dbl, x, n, m, pl->pre && pl->sets_only ? (er_exps *)pl->pre : &ex, cv);
     for (int64_t i = 0; c0 && i < n && st == ER_OK; i++) {
         if (c0[i].lo < cv[i].lo) cv[i].lo = c0[i].lo;
         if (c0[i].hi > cv[i].hi) cv[i].hi = c0[i].hi;

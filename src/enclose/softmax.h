@@ -25,6 +25,8 @@ typedef struct er_softmax_plan {
     double *lse;            /* log_softmax: where the bounds of the computed m + log(s) and of log(s) join (their
                                hulls with [lse[0], lse[1]] and [lse[2], lse[3]]; NULL: not wanted) */
     const int64_t *only;    /* log_softmax: the set of this element alone is written (NULL: every element's) */
+    const struct er_exps *pre; /* the exps of x_j - m for this row's maximum m, filled by the caller (NULL: filled
+                                  here); read for the sets only, so only with sets_only */
 } er_softmax_plan;
 
 /* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and e its

@@ -472,6 +472,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
     lp.lse = lse;
     sp.lse = NULL;
     sp.sets_only = lp.sets_only = 1; /* their exact results are not this op's */
+    sp.pre = lp.pre = &ex;           /* the exps of x_j - m, filled below */
     er__exp_init();
     er__exps_fill(&ex, x, C, m);
     er_xent_sums z;

@@ -51,6 +51,7 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
                            sd->depth,
                            0,
                            NULL,
+                           NULL,
                            NULL };
     return pl;
 }
