@@ -311,6 +311,10 @@ struct er_sinks {
 
 void *er__sinks_arg(er_sinks *sk) { return sk->arg; }
 
+uint8_t *er__sinks_classes(er_sinks *sk, int o) {
+    return o >= 0 && o < sk->m->nout && sk->oa[o].out ? sk->reps[o].classes : NULL;
+}
+
 void er__sinks_decline(er_sinks *sk) { sk->declined = 1; }
 
 er_status er__sinks_open(er_sinks *sk, int nt) {

@@ -176,6 +176,8 @@ typedef struct er_dev_run {
     unsigned long long hcnt[4], hw[2];    /* the counts; the widest decided set's width bits and element */
     int64_t *dpend;                       /* the elements the GPU left */
     uint8_t *dcl;                         /* the classes the GPU decided */
+    uint8_t *classes;                     /* the report's classes array (host) */
+    int pinned;                           /* classes is registered with CUDA */
 } er_dev_run;
 
 /* Whether the run may go on: no refusal, no CUDA error, no fallback to the host. */
@@ -226,26 +228,34 @@ static void er_dev_decode(er_dev_run *r) {
     r->fallback = e == cudaSuccess && (r->hst[0].nonfinite || r->hst[1].nonfinite); /* NaN or inf: the exact engine's */
 }
 
-/* The widest set among the decided elements, with P = fl64(|A| |B|) (fast-path.md, On the GPU); S the GEMM's output,
- * dcnt the counts on the GPU. */
-static void er_dev_widest_decided(er_dev_run *r, const double *S, er_fast_consts fc, unsigned long long *dcnt) {
+/* P_hat = fl64(|A| |B|) into Pd (fast-path.md, On the GPU): it narrows the decisions' bracket of sum |a_k b_k| and
+ * gives the widest set. */
+static void er_dev_abs_gemm(er_dev_run *r, double *Pd) {
     const er_mm_plan *pl = r->pl;
     cudaStream_t s = r->s;
     int ec = 0;
     double *Aabs = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->na, s, &r->e);
     double *Babs = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, s, &r->e);
-    double *Pd = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->n, s, &r->e);
+    if (r->st == ER_OK && r->e == cudaSuccess) ec = er__devmm_abs(r->Ad, r->na, Aabs, s);
+    if (!ec && r->st == ER_OK && r->e == cudaSuccess) ec = er__devmm_abs(r->Bd, r->nbv, Babs, s);
+    if (ec) r->e = (cudaError_t)ec;
+    if (r->st == ER_OK && r->e == cudaSuccess &&
+        er__devmm_dgemm(Aabs, Babs, Pd, r->hia, r->hib, pl->nbatch, pl->M, pl->N, r->K, s))
+        r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
+                         (long long)r->K, (long long)pl->N);
+}
+
+/* The widest set among the decided elements, with P_hat in Pd (fast-path.md, On the GPU); S the GEMM's output, dcnt
+ * the counts on the GPU. */
+static void er_dev_widest_decided(er_dev_run *r, const double *S, const double *Pd, er_fast_consts fc,
+                                  unsigned long long *dcnt) {
+    cudaStream_t s = r->s;
+    int ec = 0;
     double *Rd = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->n, s, &r->e);
     unsigned long long *dw = er_dev_alloc(&r->db, sizeof r->hw, s, &r->e);
     if (r->st == ER_OK && r->e == cudaSuccess)
         r->e = cudaMemcpyAsync(dw, r->hw, sizeof r->hw, cudaMemcpyHostToDevice, s);
-    if (r->st == ER_OK && r->e == cudaSuccess) ec = er__devmm_abs(r->Ad, r->na, Aabs, s);
-    if (!ec && r->st == ER_OK && r->e == cudaSuccess) ec = er__devmm_abs(r->Bd, r->nbv, Babs, s);
-    if (!ec && r->st == ER_OK && r->e == cudaSuccess &&
-        er__devmm_dgemm(Aabs, Babs, Pd, r->hia, r->hib, pl->nbatch, pl->M, pl->N, r->K, s))
-        r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
-                         (long long)r->K, (long long)pl->N);
-    if (!ec && r->st == ER_OK && r->e == cudaSuccess)
+    if (r->st == ER_OK && r->e == cudaSuccess)
         ec = er__devmm_widest(S, Pd, r->n, fc, r->dcl, dcnt, r->dpend, Rd, dw, s);
     if (ec) r->e = (cudaError_t)ec;
     if (r->st == ER_OK && r->e == cudaSuccess)
@@ -255,7 +265,16 @@ static void er_dev_widest_decided(er_dev_run *r, const double *S, er_fast_consts
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
 }
 
-/* The norms, the GEMM and the decisions on the GPU, then the widest decided set. */
+/* The report's classes array registered with CUDA (page-locked) for their copy from the GPU, while the GPU works on
+ * the decisions: the host's page locking then overlaps the GPU's work. Where that fails the copy goes through
+ * pageable memory. */
+static void er_dev_pin_classes(er_dev_run *r) {
+    if (r->pinned || !r->classes || r->n < 1) return;
+    r->pinned = cudaHostRegister(r->classes, (size_t)r->n, cudaHostRegisterDefault) == cudaSuccess;
+    if (!r->pinned) (void)cudaGetLastError();
+}
+
+/* The norms, the GEMMs (A B, and |A| |B|) and the decisions on the GPU, then the widest decided set. */
 static void er_dev_decide(er_dev_run *r) {
     const er_mm_plan *pl = r->pl;
     cudaStream_t s = r->s;
@@ -276,6 +295,8 @@ static void er_dev_decide(er_dev_run *r) {
             r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
                              (long long)K, (long long)pl->N);
     }
+    double *Pd = er_dev_alloc(&r->db, sizeof(double) * (size_t)n, s, &r->e);
+    if (er_dev_going(r)) er_dev_abs_gemm(r, Pd);
     if (!er_dev_going(r)) return;
     er_dot_ctx cx0;
     /* the constants (out's format and layout only; its data stay on the GPU) */
@@ -291,10 +312,11 @@ static void er_dev_decide(er_dev_run *r) {
     r->dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dcnt, 0, 4 * sizeof(unsigned long long), s);
     if (r->st == ER_OK && r->e == cudaSuccess)
-        ec = er__devmm_decide(r->out->data, S, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K, fc,
-                              r->dcl, dcnt, dcand, r->dpend, s);
+        ec = er__devmm_decide(r->out->data, S, Pd, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K,
+                              fc, r->dcl, dcnt, dcand, r->dpend, s);
     if (ec) r->e = (cudaError_t)ec;
-    er_dev_widest_decided(r, S, fc, dcnt);
+    er_dev_pin_classes(r);
+    er_dev_widest_decided(r, S, Pd, fc, dcnt);
 }
 
 /* The elements' vectors of dpend[0 .. cn) gathered on the GPU into rows and their outputs into ys (host). */
@@ -368,14 +390,11 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     }
     r->st = er__sinks_open(sks, shares ? shares : 1);
     if (r->st != ER_OK) return;
-    /* the classes straight into the report's array, registered with CUDA for the copy when that works */
+    /* the classes straight into the report's array (registered with CUDA by er_dev_pin_classes where that works) */
     er_sink *s0 = er__sinks_at(sks, 0, 0);
     uint8_t *classes = er__sink_classes(s0);
-    int reg = cudaHostRegister(classes, (size_t)n, cudaHostRegisterDefault) == cudaSuccess;
-    if (!reg) (void)cudaGetLastError();
     r->e = cudaMemcpyAsync(classes, r->dcl, (size_t)n, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
-    if (reg) cudaHostUnregister(classes);
     er__sink_count(s0, ER_CLASS_EXACT, (int64_t)r->hcnt[0]);
     er__sink_count(s0, ER_CLASS_COVERED, (int64_t)r->hcnt[1]);
     int64_t *hp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1));
@@ -447,11 +466,13 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     r.nbv = pl->b_batches * pl->K * pl->N;
     r.n = ref->n;
     r.K = pl->K;
+    r.classes = er__sinks_classes(sks, 0);
     er_dev_decode(&r);
     if (er_dev_going(&r)) er_dev_decide(&r);
     if (er_dev_going(&r)) er_dev_rest(&r, sks);
     for (int i = 0; i < r.db.n; i++) cudaFreeAsync(r.db.p[i], r.s);
     cudaError_t e2 = cudaStreamSynchronize(r.s);
+    if (r.pinned) cudaHostUnregister(r.classes);
     if (r.e == cudaSuccess) r.e = e2;
     free(r.hia);
     free(r.hib);

@@ -135,9 +135,18 @@ __device__ static double er_load_out(const void *out, int fmt, int64_t idx) {
                       : (double)__bfloat162float(((const __nv_bfloat16 *)out)[idx]);
 }
 
-// Stage 1: P between |S| and the norms' product. Undecided elements become candidates for stage 2; NaN or infinite
-// outputs go straight to the exact engine.
-__global__ void er_k_decide(const void *out, const double *S, const double *an, const double *bn, const int64_t *ia,
+// P's bracket from P_hat = fl64(|A| |B|) (any order: every product is exact in fp64): (1 - gK) P_hat <= P <=
+// (1 + 2 gK) P_hat, each end moved outward by the decision's 2^-40 (fast-path.md, On the GPU).
+__device__ static void er_p_hat_bracket(const er_fast_consts &c, double Ph, double *Plo, double *Phi) {
+    double lo = Ph * ((1.0 - c.gK) * ER_FAST_DN), hi = Ph * ((1.0 + 2.0 * c.gK) * ER_FAST_UP);
+    if (lo > *Plo) *Plo = lo;
+    if (hi < *Phi) *Phi = hi;
+}
+
+// Stage 1: P between |S| and the norms' product, narrowed by P_hat. Undecided elements become candidates for stage
+// 2; NaN or infinite outputs go straight to the exact engine.
+__global__ void er_k_decide(const void *out, const double *S, const double *P, const double *an, const double *bn,
+                            const int64_t *ia,
                             const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, er_fast_consts c, uint8_t *classes,
                             unsigned long long *counts, int64_t *cand, unsigned long long *ncand, int64_t *pending,
                             unsigned long long *npending) {
@@ -152,6 +161,7 @@ __global__ void er_k_decide(const void *out, const double *S, const double *an, 
         if (fabs(y) < INFINITY) {
             double Plo, Phi;
             er_fast_stage1(&c, Sh, an[ia[bi] * M + i], bn[ib[bi] * N + j], &Plo, &Phi);
+            er_p_hat_bracket(c, P[idx], &Plo, &Phi);
             cls = er_decide(c, y, Sh, Plo, Phi);
             if (cls == ER_PENDING) cand[atomicAdd(ncand, 1ULL)] = idx;
         } else {
@@ -339,14 +349,14 @@ int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t br
     return (int)cudaGetLastError();
 }
 
-int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an,
-                     const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N,
-                     int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts, int64_t *cand,
-                     int64_t *pending, void *stream) {
+int er__devmm_decide(const void *out, const double *S, const double *P, const double *A, const double *Bt,
+                     const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
+                     int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
+                     int64_t *cand, int64_t *pending, void *stream) {
     int64_t n = nbatch * M * N;
     if (n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand,
+    er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, P, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand,
                                                 counts + 2, pending, counts + 3);
     er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts,
                                      pending, counts + 3);

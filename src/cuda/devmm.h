@@ -28,12 +28,13 @@ int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t br
                     void *stream);
 /* The decisions for every output element: classes (0 exact, 1 covered, 0xFF pending); counts[0], counts[1] the
  * exact and covered ones decided, counts[2] the candidates of the second stage (their indices in cand[]), counts[3]
- * the pending elements (their indices in pending[], in no order). counts must start at zero. ia, ib: each output
- * batch's operand batches; c: the decision's constants, with out_fmt 0, 1 or 2. */
-int er__devmm_decide(const void *out, const double *S, const double *A, const double *Bt, const double *an,
-                     const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N,
-                     int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts, int64_t *cand,
-                     int64_t *pending, void *stream);
+ * the pending elements (their indices in pending[], in no order). counts must start at zero. P: fl64(|A| |B|), which
+ * narrows stage 1's bracket of sum |a_k b_k|. ia, ib: each output batch's operand batches; c: the decision's
+ * constants, with out_fmt 0, 1 or 2. */
+int er__devmm_decide(const void *out, const double *S, const double *P, const double *A, const double *Bt,
+                     const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
+                     int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
+                     int64_t *cand, int64_t *pending, void *stream);
 /* y = |x| for n values. */
 int er__devmm_abs(const double *x, int64_t n, double *y, void *stream);
 /* After er__devmm_decide, with P = fl64(|A| |B|): the relative width of each decided element's set into R (n

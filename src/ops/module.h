@@ -83,6 +83,9 @@ ER_INTERNAL er_sink *er__sinks_at(er_sinks *sk, int t, int o);
 ER_INTERNAL int er__sinks_checks(const er_sinks *sk, int o);
 /* The argument given to er__covers_module (NULL for the modules of the table). */
 ER_INTERNAL void *er__sinks_arg(er_sinks *sk);
+/* Output o's classes array in its report (one byte per element; NULL when output o is not checked), before the sinks
+ * are open too: the GPU path registers it with CUDA while the GPU works. */
+ER_INTERNAL uint8_t *er__sinks_classes(er_sinks *sk, int o);
 /* A module run through er__covers_module declines the check (the GPU path, for what it does not take): it puts no
  * element, and its caller checks another way. A module of the table may not decline: the call is then refused with
  * ER_ERR_INTERNAL, as for any element it does not put. */
