@@ -110,6 +110,14 @@ class _Prober:
             raise ExactrefValueError("ER_ERR_SHAPE", "exactref: reveal_order: the kernel returned shape %s for %s "
                                      "input rows; expected %s" % (tuple(out.shape), X.shape[0], want))
         self.out_dtype = out.dtype
+        if out.dtype.kind == "f" or np.dtype(out.dtype).name.startswith(("bfloat", "float8", "float6", "float4")):
+            # an answer is (n - L) u with 2 <= L <= n: every one is exact only where the output's precision holds
+            # n - 2; a rounded answer could still fit some tree, so none is trusted
+            p_out = int(_finfo(np.dtype(out.dtype).name).nmant) + 1
+            if self.n - 2 > 2 ** p_out:
+                raise _Unrevealed("the kernel's output format (%s, %d bits) holds whole counts of units only up to "
+                                  "%d, and the probes' answers reach n - 2 = %d: they could be rounded"
+                                  % (np.dtype(out.dtype).name, p_out, 2 ** p_out, self.n - 2))
         v = out.astype(np.float64)
         if self.op == "matmul":
             if not np.array_equal(v, np.repeat(v[:, :1], self.ncols, axis=1), equal_nan=True):

@@ -274,3 +274,16 @@ def test_standard_for_refuses_before_any_call():
     with pytest.raises(TypeError):
         ert.standard_for(None, torch.zeros(4, 8))
     assert not calls
+
+
+def test_an_output_format_too_narrow_for_the_counts_is_named():
+    """A kernel that adds in float32 and stores float16 (torch's fp16 sum on CUDA): its answers at n = 4096 reach
+    4094 units, which float16 does not hold; the reason says so, and at n = 1024 the order is revealed."""
+    def stored_half(x):
+        with np.errstate(over="ignore"):  # the wide family's sums pass float16's range, as a kernel's would
+            return balanced(x).astype(np.float16)
+    o = reveal_order(stored_half, "sum", n=4096, rows=63)
+    assert o.depth is None and o.standard == {"standard": "any_order"}
+    assert "float16" in o.reason and "4094" in o.reason and o.calls == 1, o.reason
+    o = reveal_order(stored_half, "sum", n=1024, rows=63)
+    assert o.depth == 10, str(o)
