@@ -77,10 +77,14 @@ typedef struct er_report {
     double coarsest_rel, finest_rel;
     int64_t n_unseen;
     /* An op with a classic bug of a known relative size (the row ops: a variance or mean square divided by n - 1, a
-     * softmax denominator missing a term) whose every set here is at least that wide: the bug's size and what it is
-     * (the text's note that such a bug may pass); 0 and "" otherwise. */
+     * softmax denominator missing a term) that may pass here: every set is at least that wide, or the output the bug
+     * gives (each element's exact value moved by that factor, rounded to the output format) lies in every set. The
+     * bug's size and what it is (the text's note that such a bug may pass); 0 and "" otherwise. */
     double blind_rel;
     char blind_bug[96];
+    /* For such an op: the elements whose set and exact value were computed (n_bug_tried), and those among them where
+     * the bug's output would lie outside the set (n_bug_seen: the elements that would catch it). 0 otherwise. */
+    int64_t n_bug_tried, n_bug_seen;
     er_status status;              /* ER_OK, or the status of the call that refused */
     char message[256];             /* the refusal's message ("" otherwise) */
     uint64_t guard; /* the library's: er_report_clear frees classes only where this says it allocated them */

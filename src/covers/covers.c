@@ -139,6 +139,12 @@ static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y)
             r->has_widest = 1;
         }
     }
+    if (sk->bug != 0 && !c->nan_req && c->lo <= c->hi && isfinite(c->exact)) {
+        /* the op's classic bug: this element's exact value moved by it, rounded to the output format */
+        double yb = er__round_double(sk->O, c->exact * (1 + sk->bug), ER_ROUND_NEAREST, sk->ov);
+        r->n_bug_tried++;
+        r->n_bug_seen += !(yb >= c->lo && yb <= c->hi);
+    }
     double away = c->nan_req ? -1 : er_set_away_rel(c->lo, c->hi);
     if (away >= 0) {
         if (!r->n_away || away > r->coarsest_rel) r->coarsest_rel = away;
@@ -232,6 +238,8 @@ static void er_merge(er_report *r, double *worst_dist, const er_report *part, do
         r->n_away += part->n_away;
     }
     r->n_unseen += part->n_unseen;
+    r->n_bug_tried += part->n_bug_tried;
+    r->n_bug_seen += part->n_bug_seen;
     if (part->has_worst && (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE &&
                                               (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
         r->worst = part->worst;
@@ -298,6 +306,7 @@ typedef struct er_out_args {
 
 struct er_sinks {
     const er_op_module *m;
+    const er_ref *ref;
     const er_standard *std;
     const er_out_args *oa;          /* m->nout */
     er_report *reps;                /* the check's reports, begun */
@@ -335,6 +344,8 @@ er_status er__sinks_open(er_sinks *sk, int nt) {
             s->O = er__fmt(out->format);
             s->ov = er__overflow_rule(s->O, sk->std->out_overflow);
             s->worst_dist = -1;
+            const char *what = NULL;
+            s->bug = sk->m->classic_bug && !sk->enclose ? sk->m->classic_bug(sk->ref, o, &what) : 0;
             if (a->lo) {
                 s->set_lo = a->lo;
                 s->set_hi = a->hi;
@@ -459,7 +470,7 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         if (o) snprintf(suffix, sizeof suffix, ".%s", m->out_names[o]);
         st = er_report_begin(&reps[o], er__op_name(ref), suffix, oa[o].nd, oa[o].sh, oa[o].out, std);
     }
-    er_sinks sk = {m, std, oa, reps, arg, enclose, 0, 0, NULL, NULL};
+    er_sinks sk = {m, ref, std, oa, reps, arg, enclose, 0, 0, NULL, NULL};
     if (st == ER_OK) st = m->covers(ref, std, &sk);
     if (st == ER_ERR_CANCELLED) ER_CANCELLED(); /* the message in this thread, whichever worker stopped */
     if (st == ER_OK && sk.declined) {
@@ -476,12 +487,14 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         for (int t = 0; t < sk.nt && st == ER_OK && oa[o].out; t++)
             er_merge(&reps[o], &worst, &sk.part[t * no + o], sk.sink[t * no + o].worst_dist);
     }
-    /* an op's classic bug that every set is at least as wide as: the report says such a bug may pass */
+    /* an op's classic bug that every set is at least as wide as, or whose output every set holds: the report says
+     * such a bug may pass */
     for (int o = 0; o < no && st == ER_OK && !enclose && m->classic_bug; o++) {
         er_report *r = &reps[o];
         const char *what = NULL;
-        double t = oa[o].out ? m->classic_bug(ref, o, &what) : 0;
-        if (t > 0 && what && r->n_away && !r->n_unseen && r->finest_rel >= t) {
+        double t = oa[o].out ? fabs(m->classic_bug(ref, o, &what)) : 0;
+        int wide = r->n_away && r->finest_rel >= t, held = r->n_bug_tried > 0 && r->n_bug_seen == 0;
+        if (t > 0 && what && !r->n_unseen && (wide || held)) {
             r->blind_rel = t;
             snprintf(r->blind_bug, sizeof r->blind_bug, "%s", what);
         }

@@ -183,10 +183,15 @@ static void er_report_render_text(er_sb *b, const er_report *r) {
         else er_sb_printf(b, "at the %lld of %lld elements whose sets lie away from 0)\n", (long long)r->n_away,
                           (long long)r->n);
     }
-    if (r->blind_rel > 0)
+    if (r->blind_rel > 0 && r->n_away && r->finest_rel >= r->blind_rel)
         er_sb_printf(b, "  note: every set is at least %.3g of its size, more than the %.3g %s moves an element by: "
                         "such a bug may pass; a stated order (depth=, a fixed tree) narrows the sets\n",
                      r->finest_rel, r->blind_rel, r->blind_bug);
+    else if (r->blind_rel > 0)
+        er_sb_printf(b, "  note: every element's set holds its exact value moved by the %.3g %s moves it by, rounded "
+                        "to the output's format: such a bug may pass; a stated order (depth=, a fixed tree) narrows "
+                        "the sets\n",
+                     r->blind_rel, r->blind_bug);
     if (r->n_failed) {
         er_sb_printf(b, "  %lld failing; worst: ", (long long)r->n_failed);
         er_sb_element_text(b, r, &r->worst);

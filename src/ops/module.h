@@ -32,6 +32,7 @@ typedef struct er_sink {
     er_overflow ov;                 /* the standard's overflow rule for it */
     /* the engine's */
     int enclose;                    /* er_ref_enclosure: no output to read; the sets only */
+    double bug;                     /* the op's classic bug's relative move in this output (0: none) */
     uint8_t *set_flags;             /* er_ref_enclosure: each element's special values */
     int out_contig;
     er_report *rep;                 /* this share's partial report */
@@ -137,9 +138,11 @@ typedef struct er_op_module {
     int (*inputs)(const er_ref *ref, const er_tensor **views, const char **names, int cap);
     /* er_ref_fast: whether the reference decides its elements on a fast path. NULL: never. */
     int (*fast)(const er_ref *ref);
-    /* The relative size of the op's classic bug in output o (its effect on every element of a row), with what the
-     * bug is in *what (static text); 0 where it names none. The engine notes in the report that such a bug may pass
-     * where every set of the output is at least that wide (er_report's blind_rel). NULL: none. */
+    /* The relative move of the op's classic bug in output o (its effect on every element of a row: each output
+     * becomes its value times 1 + the move, so positive where the bug enlarges the outputs), with what the bug is in
+     * *what (static text); 0 where it names none. The engine gives each element's set that output too, and notes
+     * in the report that such a bug may pass where every set of the output is at least that wide or holds it at
+     * every element (er_report's blind_rel, n_bug_seen). NULL: none. */
     double (*classic_bug)(const er_ref *ref, int o, const char **what);
 } er_op_module;
 

@@ -77,8 +77,9 @@ typedef struct er_rows_state {
 } er_rows_state;
 static inline er_rows_state *er__rows(const er_ref *r) { return (er_rows_state *)r->priv; }
 /* The row modules' classic bugs (er_op_module's classic_bug): softmax's denominator missing one of n equal terms
- * (1/(n - 1)), and rmsnorm's mean square and layernorm's variance divided by n - 1 (1 - sqrt((n - 1)/n), eps
- * aside), in their normalised outputs and layernorm's rstd; none for log_softmax and layernorm's mean. */
+ * (outputs moved by 1/(n - 1)), and rmsnorm's mean square and layernorm's variance divided by n - 1 (by
+ * sqrt((n - 1)/n) - 1, eps aside), in their normalised outputs and layernorm's rstd; none for log_softmax and
+ * layernorm's mean. */
 ER_INTERNAL double er__rows_classic_bug(const er_ref *ref, int o, const char **what);
 /* The row modules' inputs: x, then the weight and the bias where given. */
 ER_INTERNAL int er__rows_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap);

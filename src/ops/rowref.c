@@ -219,13 +219,14 @@ er_status er__softmax_foreach_range(const er_ref *r, int64_t r0, int64_t r1, er_
 double er__rows_classic_bug(const er_ref *ref, int o, const char **what) {
     double n = (double)er__rows(ref)->K;
     if (n < 2) return 0;
-    if (ref->mod == &er__softmax_module) {
+    if (ref->mod == &er__softmax_module) { /* the denominator (n - 1)/n of its value: the outputs n/(n - 1) times */
         *what = "a denominator missing one of n equal terms";
         return 1 / (n - 1);
     }
     if (ref->mod == &er__rmsnorm_module || (ref->mod == &er__layernorm_module && o != 1)) {
+        /* the mean square or variance n/(n - 1) times its value: y and rstd sqrt((n - 1)/n) times */
         *what = ref->mod == &er__rmsnorm_module ? "a mean square divided by n - 1" : "a variance divided by n - 1";
-        return 1 / n / (1 + sqrt(1 - 1 / n));  /* 1 - sqrt((n - 1)/n) */
+        return -1 / n / (1 + sqrt(1 - 1 / n)); /* sqrt((n - 1)/n) - 1 */
     }
     return 0;
 }

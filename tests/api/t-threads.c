@@ -163,10 +163,12 @@ static void require_same_for_threads(const er_ref *r, const er_tensor *out, cons
     /* the resolution's counts and widths, and the classic bug's note, merged from the threads' shares */
     const er_report *a = &rep[0], *b = &rep[1];
     ER_REQUIRE(a->n_away == b->n_away && a->n_unseen == b->n_unseen && (!a->n_away || (a->coarsest_rel == b->coarsest_rel &&
-               a->finest_rel == b->finest_rel)) && a->blind_rel == b->blind_rel && strcmp(a->blind_bug, b->blind_bug) == 0,
-               "%s: resolution differs (%lld away, %lld unseen, %.17g to %.17g; against %lld, %lld, %.17g to %.17g)", what,
-               (long long)a->n_away, (long long)a->n_unseen, a->finest_rel, a->coarsest_rel, (long long)b->n_away,
-               (long long)b->n_unseen, b->finest_rel, b->coarsest_rel);
+               a->finest_rel == b->finest_rel)) && a->blind_rel == b->blind_rel && strcmp(a->blind_bug, b->blind_bug) == 0 &&
+               a->n_bug_tried == b->n_bug_tried && a->n_bug_seen == b->n_bug_seen,
+               "%s: resolution differs (%lld away, %lld unseen, %.17g to %.17g, bug seen at %lld of %lld; against %lld, %lld, "
+               "%.17g to %.17g, %lld of %lld)", what, (long long)a->n_away, (long long)a->n_unseen, a->finest_rel,
+               a->coarsest_rel, (long long)a->n_bug_seen, (long long)a->n_bug_tried, (long long)b->n_away,
+               (long long)b->n_unseen, b->finest_rel, b->coarsest_rel, (long long)b->n_bug_seen, (long long)b->n_bug_tried);
     for (int k = 0; k < 3; k++)
         for (int64_t i = 0; i < n; i++)
             ER_REQUIRE(s[0][k][i] == s[1][k][i] || (isnan(s[0][k][i]) && isnan(s[1][k][i])), "%s: set %d of element %lld differs", what, k,

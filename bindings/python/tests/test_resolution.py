@@ -164,3 +164,28 @@ def test_inductor_layer_norm_captures():
             assert res.all(), (cid, kind, family, n, res)
             assert (res.json["may_pass"] is not None) == (res.json["finest"] >= 1 - np.sqrt((int(n) - 1) / int(n)))
     assert len(noted) == 6  # every bug passed here, each one noted
+
+
+def test_inductor_row_op_captures():
+    """H200 captures (tools/capture/capture_inductor_rows.py): softmax, log_softmax and rms_norm compiled by Inductor,
+    fp32 and bf16, 8 rows of 1024 and 8192, covered under the default standard; the planted bugs compiled the same way
+    (softmax's denominator without its last term, rms_norm's mean square over n - 1) are caught, or pass with a report
+    that says such a bug may (never silently)."""
+    from conftest import arrays, captures
+    z, rows = captures("inductor_rows")
+    caught = passed_noted = 0
+    for cid, kind, dtype, nrows, n, gid in rows:
+        x, = arrays(z, dtype, gid + "__in__x")
+        y, = arrays(z, dtype, cid + "__out__y")
+        ref = er.log_softmax(x) if kind == "log_softmax" else er.softmax(x) if "softmax" in kind else er.rmsnorm(x)
+        res = ref.covers(y)
+        if not kind.startswith("bug"):
+            assert res.all(), (cid, kind, dtype, n, res)
+        elif res.all():
+            assert res.json["may_pass"] is not None, (cid, kind, dtype, n)
+            if dtype == "bfloat16":  # single-valued sets: the note of the bug's own output, element by element
+                assert "every element's set holds its exact value moved by" in res.report, res.report
+            passed_noted += 1
+        else:
+            caught += 1
+    assert len(rows) == 20 and caught + passed_noted == 8 and caught >= 4, (caught, passed_noted)
