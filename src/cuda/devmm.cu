@@ -182,33 +182,51 @@ __global__ void er_k_decide(const void *out, const double *S, const double *P, c
     }
 }
 
+// hi + lo += a + b: hi's sum by TwoSum (exact; no fused operation under -fmad=false), its error and b into lo, each
+// addition rounded to nearest (fast-path.md, Lemma F2).
+__device__ static void er_two_sum_acc(double *hi, double *lo, double a, double b) {
+    double s = *hi + a, bb = s - *hi, e = (*hi - (s - bb)) + (a - bb);
+    *hi = s;
+    *lo = *lo + b + e;
+}
+
 // Stage 2, one warp per candidate: P bracketed by directed sums of the exact products |a_k b_k| (in any order, each
 // addition rounded down for the lower end and up for the upper), then the decision again; the rest pending.
 __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand, const void *out, const double *S,
                             const double *A, const double *Bt, const double *an, const double *bn, const int64_t *ia,
                             const int64_t *ib, int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes,
-                            unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
+                            unsigned long long *counts, int64_t *pending, unsigned long long *npending,
+                            double gK2) {
     int64_t nc = (int64_t)*ncand, MN = M * N;
     int lane = threadIdx.x & 31;
     for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w < nc;
          w += ((int64_t)gridDim.x * blockDim.x) / 32) {
         int64_t idx = cand[w], bi = idx / MN, i = (idx % MN) / N, j = idx % N;
         const double *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
-        double pl = 0, ph = 0;
+        double pl = 0, ph = 0, hi = 0, lo = 0;
         for (int64_t k = lane; k < K; k += 32) {
-            double p = fabs(ar[k] * bc[k]); // exact: two values of at most 24 bits
+            double q = ar[k] * bc[k], p = fabs(q); // exact: two values of at most 24 bits
             pl = __dadd_rd(pl, p);
             ph = __dadd_ru(ph, p);
+            er_two_sum_acc(&hi, &lo, q, 0.0);
         }
         for (int off = 16; off; off >>= 1) {
             pl = __dadd_rd(pl, __shfl_down_sync(0xffffffffu, pl, off));
             ph = __dadd_ru(ph, __shfl_down_sync(0xffffffffu, ph, off));
+            er_two_sum_acc(&hi, &lo, __shfl_down_sync(0xffffffffu, hi, off), __shfl_down_sync(0xffffffffu, lo, off));
         }
         if (lane == 0) {
             double y = er_load_out(out, c.out_fmt, idx), Sh = S[idx];
             double Plo, Phi;
             er_fast_stage1(&c, Sh, an[ia[bi] * M + i], bn[ib[bi] * N + j], &Plo, &Phi);
-            int cls = er_decide(c, y, Sh, pl > Plo ? pl : Plo, ph < Phi ? ph : Phi);
+            Plo = pl > Plo ? pl : Plo;
+            Phi = ph < Phi ? ph : Phi;
+            int cls = er_decide(c, y, Sh, Plo, Phi);
+            if (cls == ER_PENDING) { // again with S in double-double: within gK2 P of the exact sum (Lemma F2)
+                er_fast_consts c2 = c;
+                c2.gK = gK2;
+                cls = er_decide(c2, y, hi + lo, Plo, Phi);
+            }
             classes[idx] = (uint8_t)cls;
             if (cls == ER_PENDING) pending[atomicAdd(npending, 1ULL)] = idx;
             else atomicAdd(&counts[cls], 1ULL);
@@ -358,8 +376,11 @@ int er__devmm_decide(const void *out, const double *S, const double *P, const do
     cudaStream_t s = (cudaStream_t)stream;
     er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, P, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand,
                                                 counts + 2, pending, counts + 3);
+    // Lemma F2: |fl(hi + lo) - S| <= (u (1 + 2^-40) + 4 m^2 u^2) P, u = 2^-53, m = K + 32 TwoSums at most (a lane's
+    // K / 32 and the 31 of the lanes' reduction, with room), inflated as the decision's constants
+    double m = (double)K + 32.0, gK2 = (0x1p-53 * (1.0 + 0x1p-40) + 4.0 * m * m * 0x1p-106) * ER_FAST_UP;
     er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts,
-                                     pending, counts + 3);
+                                     pending, counts + 3, gK2);
     return (int)cudaGetLastError();
 }
 
