@@ -45,7 +45,15 @@ ER_INTERNAL double er__round_quotient(const er_fmt_info *fi, double x, int64_t n
 
 /* x + y, a*b and a*b + y rounded once to the format (src/format/round.c); `wide` says a*b may not be an exact
  * double. Infinite operands follow IEEE (inf - inf is NaN). */
-ER_INTERNAL double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode);
+ER_INTERNAL double er__round_sum_general(const er_fmt_info *fi, double x, double y, er_round mode);
+/* er__round_sum's common cases inline (to nearest in fp64, and in fp32 for two floats: the hardware's sum, one
+ * rounding), the rest in round.c. */
+static inline double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
+    if (mode == ER_ROUND_NEAREST && fi->id == ER_FP64) return x + y;
+    if (mode == ER_ROUND_NEAREST && fi->id == ER_FP32 && er__is_float(x) && er__is_float(y))
+        return (double)((float)x + (float)y);
+    return er__round_sum_general(fi, x, y, mode);
+}
 ER_INTERNAL double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_round mode);
 ER_INTERNAL double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wide, er_round mode);
 

@@ -180,11 +180,8 @@ static double er_round_pair(const er_fmt_info *fi, double s, double t, er_round 
 
 /* Round to nearest in fp32 or fp64 on operands of that format: the hardware operation (IEEE 754, the default
  * environment, no contraction) is the exact single rounding. */
-double er__round_sum(const er_fmt_info *fi, double x, double y, er_round mode) {
-    if (mode == ER_ROUND_NEAREST) {
-        if (fi->id == ER_FP64) return x + y;
-        if (fi->id == ER_FP32 && er__is_float(x) && er__is_float(y)) return (double)((float)x + (float)y);
-    }
+double er__round_sum_general(const er_fmt_info *fi, double x, double y, er_round mode) {
+    if (mode == ER_ROUND_NEAREST && fi->id == ER_FP64) return x + y;
     if (!isfinite(x) || !isfinite(y)) return er__round_double(fi, x + y, mode, ER_OVERFLOW_IEEE);
     double s = x + y;
     if (!isfinite(s)) return er_round_exact_mpfr(fi, x, 0, y, 0, mode);
