@@ -124,6 +124,91 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
+/* Products that cancel in pairs across a warp's lanes (k and k + 16 of each 32: the same a, opposite b), of
+ * exponents -8 to 14 and full fp16 mantissas, then 32 small products (about 2^-9 each) that make S: P / |S| in the
+ * millions, where S_hat's bound cannot settle S's rounding and the double-double sum can (on an H200, a sum moved
+ * by 2^-22 of itself in that step changed 19 of one case's exact elements to covered). */
+static void gen_lane_pairs(int M, int K, int N, double *a, double *b) {
+    int Kb = K - 32;
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            int q = k < Kb ? k / 32 * 16 + k % 16 : k;
+            double m = (double)(1024 + (int)((i * 131 + q * 977) % 1024));
+            a[(int64_t)i * K + k] = k < Kb ? ldexp(m, (int)((i * 7 + q * 5) % 12) - 4 - 10) : ldexp(m, -10);
+        }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < N; j++) {
+            int q = k < Kb ? k / 32 * 16 + k % 16 : k;
+            double m = (double)(1024 + (int)((j * 337 + q * 613) % 1024));
+            double sg = k < Kb && k % 32 >= 16 ? -1.0 : 1.0;
+            b[(int64_t)k * N + j] = k < Kb ? sg * ldexp(m, (int)((j * 3 + q * 11) % 12) - 4 - 10) : ldexp(m, -20);
+        }
+}
+
+/* Long sums (K = 2048 to 8192), where S_hat's error bound (K 2^-52 P) leaves outputs at rounding boundaries to
+ * stage 2's double-double sum (fast-path.md, Lemma F2): small M and N, outputs next to the exact result, the
+ * report the host's; every other trial of lane pairs (gen_lane_pairs). */
+START_TEST(long_sums_on_the_gpu_equal_the_host) {
+    er_test_reseed(711);
+    long trials = (long)(12 * er_test_multiplier());
+    static const int fams[] = {FAM_CANCEL, FAM_NORMAL, FAM_TIES};
+    long device_elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = tr % 2 ? ER_BF16 : ER_FP16, fo = tr % 3 == 2 ? ER_FP16 : ER_FP32;
+        int fam = fams[tr % 3], M = (int)er_rand_int(4, 16), N = (int)er_rand_int(4, 16), K = (int)er_rand_int(2048, 8192);
+        int64_t na = (int64_t)M * K, nb = (int64_t)K * N, nc = (int64_t)M * N;
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
+        uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb), *C = malloc(8 * (size_t)nc);
+        int pairs = tr % 2 == 0;
+        if (pairs) {
+            fx = ER_FP16;
+            K = K / 32 * 32 + 32;
+            na = (int64_t)M * K;
+            nb = (int64_t)K * N;
+            a = realloc(a, sizeof(double) * (size_t)na);
+            b = realloc(b, sizeof(double) * (size_t)nb);
+            A = realloc(A, 8 * (size_t)na);
+            B = realloc(B, 8 * (size_t)nb);
+            gen_lane_pairs(M, K, N, a, b);
+        } else {
+            gen_batched(fam, fx, 1, 1, M, K, N, a, b);
+        }
+        for (int64_t i = 0; i < na; i++) er_store(A, fx, i, a[i]);
+        for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
+        er_tensor tA, tB, tC;
+        view_batched(&tA, &tB, &tC, fx, fo, 0, 1, 1, M, K, N, A, B, C);
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+        gen_outputs_near(ref, fo, nc, 1, C);
+        int bx = er_format_storage_bits(fx) / 8, bo = er_format_storage_bits(fo) / 8;
+        void *dA = to_device(A, (size_t)(na * bx)), *dB = to_device(B, (size_t)(nb * bx)), *dC = to_device(C, (size_t)(nc * bo));
+        er_tensor vA = tA, vB = tB, vC = tC;
+        vA.data = dA;
+        vB.data = dB;
+        vC.data = dC;
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+        er_report rh, rd;
+        ER_REQUIRE(er_covers(&rh, ref, &tC, &std) == ER_OK, "host: %s", er_last_error());
+        ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, &std, NULL) == ER_OK, "device: %s", er_last_error());
+        char what[160];
+        snprintf(what, sizeof what, "long trial %ld (%s -> %s, %d x %d x %d, %s)", tr, er_format_name(fx),
+                 er_format_name(fo), M, K, N, pairs ? "lane pairs" : fam_names[fam]);
+        er_require_same_report(&rh, &rd, what);
+        device_elems += nc;
+        er_report_clear(&rh);
+        er_report_clear(&rd);
+        er_ref_free(ref);
+        cudaFree(dA);
+        cudaFree(dB);
+        cudaFree(dC);
+        free(a); free(b); free(A); free(B); free(C);
+    }
+    printf("t-cuda: long sums: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials,
+           device_elems);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -153,6 +238,7 @@ int main(void) {
     int have = er_cuda_available() && splitk_device_count() > 0;
     if (have) tcase_add_test(tc, splitk_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);
