@@ -57,6 +57,28 @@ static void *to_device(const void *h, size_t bytes) {
     return d;
 }
 
+/* The host's report of ref on host views tA, tB, tC under std against er_matmul_covers_device's on device copies of
+ * their data (ab and c bytes per operand element and output storage, na, nb and nc elements stored): the same. */
+static void require_device_equals_host(const er_ref *ref, const er_tensor *tA, const er_tensor *tB,
+                                       const er_tensor *tC, int64_t na, int64_t nb, int64_t nc, int ab, int c,
+                                       const er_standard *std, const char *what) {
+    void *dA = to_device(tA->data, (size_t)(na * ab)), *dB = to_device(tB->data, (size_t)(nb * ab)),
+         *dC = to_device(tC->data, (size_t)(nc * c));
+    er_tensor vA = *tA, vB = *tB, vC = *tC;
+    vA.data = dA;
+    vB.data = dB;
+    vC.data = dC;
+    er_report rh, rd;
+    ER_REQUIRE(er_covers(&rh, ref, tC, std) == ER_OK, "host: %s", er_last_error());
+    ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, std, NULL) == ER_OK, "device: %s", er_last_error());
+    er_require_same_report(&rh, &rd, what);
+    er_report_clear(&rh);
+    er_report_clear(&rd);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+}
+
 /* The GPU path against the host: every input family, fp16, bf16, fp32 and fp8 operands, fp32, fp16 and bf16
  * outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite), broadcast batches,
  * sizes up to a few hundred, the any-order (also with faithful rounding) and mma outer=any standards; and paths it
@@ -93,31 +115,18 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
             C = P;
             er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, (int64_t[]){ld, 1}, C);
         }
-        void *dA = to_device(A, (size_t)(na * bx)), *dB = to_device(B, (size_t)(nb * bx)), *dC = to_device(C, (size_t)(nstore * bo));
-        er_tensor vA = tA, vB = tB, vC = tC;
-        vA.data = dA;
-        vB.data = dB;
-        vC.data = dC;
         static const char *const stds[][2] = {{"any_order", ""}, {"mma:sm90", "outer=any"}, {"any_order", "compute=tf32"}, {"any_order", "rounding=faithful"}};
         int si = (int)(er_rand64() % 4);
         if (si == 1 && fx == ER_FP32) si = 0; /* fp32 operands need compute=tf32 for mma */
         er_standard std;
         ck_assert_int_eq(er_standard_parse(&std, stds[si][0], stds[si][1]), ER_OK);
-        er_report rh, rd;
-        ER_REQUIRE(er_covers(&rh, ref, &tC, &std) == ER_OK, "host: %s", er_last_error());
-        ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, &std, NULL) == ER_OK, "device: %s", er_last_error());
         char what[200];
         snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d%s, %s, '%s %s'%s%s)", tr, er_format_name(fx), er_format_name(fo), M, K,
                  N, batched ? ", batched" : "", fam_names[fam], stds[si][0], stds[si][1], nan_case ? ", a NaN operand" : "",
                  padded ? ", padded rows" : "");
-        er_require_same_report(&rh, &rd, what);
+        require_device_equals_host(ref, &tA, &tB, &tC, na, nb, nstore, bx, bo, &std, what);
         device_elems += nc;
-        er_report_clear(&rh);
-        er_report_clear(&rd);
         er_ref_free(ref);
-        cudaFree(dA);
-        cudaFree(dB);
-        cudaFree(dC);
         free(a); free(b); free(A); free(B); free(C);
     }
     printf("t-cuda: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials, device_elems);
@@ -181,27 +190,14 @@ START_TEST(long_sums_on_the_gpu_equal_the_host) {
         ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
         gen_outputs_near(ref, fo, nc, 1, C);
         int bx = er_format_storage_bits(fx) / 8, bo = er_format_storage_bits(fo) / 8;
-        void *dA = to_device(A, (size_t)(na * bx)), *dB = to_device(B, (size_t)(nb * bx)), *dC = to_device(C, (size_t)(nc * bo));
-        er_tensor vA = tA, vB = tB, vC = tC;
-        vA.data = dA;
-        vB.data = dB;
-        vC.data = dC;
         er_standard std;
         ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
-        er_report rh, rd;
-        ER_REQUIRE(er_covers(&rh, ref, &tC, &std) == ER_OK, "host: %s", er_last_error());
-        ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, &std, NULL) == ER_OK, "device: %s", er_last_error());
         char what[160];
         snprintf(what, sizeof what, "long trial %ld (%s -> %s, %d x %d x %d, %s)", tr, er_format_name(fx),
                  er_format_name(fo), M, K, N, pairs ? "lane pairs" : fam_names[fam]);
-        er_require_same_report(&rh, &rd, what);
+        require_device_equals_host(ref, &tA, &tB, &tC, na, nb, nc, bx, bo, &std, what);
         device_elems += nc;
-        er_report_clear(&rh);
-        er_report_clear(&rd);
         er_ref_free(ref);
-        cudaFree(dA);
-        cudaFree(dB);
-        cudaFree(dC);
         free(a); free(b); free(A); free(B); free(C);
     }
     printf("t-cuda: long sums: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials,
