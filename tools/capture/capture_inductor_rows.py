@@ -5,7 +5,8 @@ fp32 at 2 x 131072 (past the length where Inductor splits a reduction or loops o
 here under the default standard and, for softmax, under online=yes, math=triton and exp_ulps=fast (log_softmax: the
 last two), and the verdicts are printed;
 the cases of up to 8192 are written to OUT/inductor_rows.npz (each group's x once, gNN__in__x; each case's y) and
-OUT/inductor_rows.txt (id kernel dtype rows n group), which test_layers.py reads.
+OUT/inductor_rows.txt (id kernel dtype rows n group family), which test_resolution.py reads. At 8 x 1024 also
+the wide, masked and subnormal families (family_rows).
 Run: OUT=/some/dir EXACTREF_LIBRARY=... python3 capture_inductor_rows.py"""
 import os
 
@@ -56,14 +57,34 @@ def as_numpy(t):
     return a
 
 
+def family_rows(fam, rows, n, g):
+    """normal: N(0, 1) times 3; wide: times 100 (exps that underflow, |x| in the hundreds); masked: normal with a
+    quarter of the lanes -inf (never the last); subnormal: N(0, 1) times 2^-130 (fp32's and bf16's subnormals)."""
+    x = torch.randn(rows, n, device="cuda", generator=g)
+    if fam == "wide":
+        return x * 100
+    if fam == "subnormal":
+        return x * 2.0 ** -130
+    x = x * 3
+    if fam == "masked":
+        drop = torch.rand(rows, n, device="cuda", generator=g) < 0.25
+        drop[:, -1] = False
+        x = x.masked_fill(drop, float("-inf"))
+    return x
+
+
 g = torch.Generator(device="cuda").manual_seed(43)
-for rows, n, dtypes in ((8, 1024, ("float32", "bfloat16")), (8, 8192, ("float32", "bfloat16")),
-                        (2, 131072, ("float32",))):
+CASES = [("normal", 8, 1024, ("float32", "bfloat16")), ("normal", 8, 8192, ("float32", "bfloat16")),
+         ("normal", 2, 131072, ("float32",))] + [(f, 8, 1024, ("float32", "bfloat16"))
+                                               for f in ("wide", "masked", "subnormal")]
+for fam, rows, n, dtypes in CASES:
     for dt in dtypes:
-        x = (torch.randn(rows, n, device="cuda", generator=g) * 3).to(getattr(torch, dt))
+        x = family_rows(fam, rows, n, g).to(getattr(torch, dt))
         keep = n <= 8192
         gid = new_group(arrays, {"x": x}) if keep else None
         for kind, fn in kernels.items():
+            if fam == "masked" and "rms" in kind:
+                continue  # -inf lanes are softmax's masks
             y = fn(x)
             torch.cuda.synchronize()
             xs, ys = as_numpy(x), as_numpy(y)
@@ -73,10 +94,10 @@ for rows, n, dtypes in ((8, 1024, ("float32", "bfloat16")), (8, 8192, ("float32"
                     continue  # options those ops refuse
                 ok = reference(kind, xs, n).covers(ys, **opts).all()
                 verdicts.append("%s %s" % (name, "covered" if ok else "OUTSIDE"))
-            print("%-26s %-8s %d x %-6d %s" % (kind, dt, rows, n, "; ".join(verdicts)), flush=True)
+            print("%-26s %-8s %-9s %d x %-6d %s" % (kind, dt, fam, rows, n, "; ".join(verdicts)), flush=True)
             if keep:
                 cid = "c%04d" % len(lines)
                 store_case(arrays, cid, {}, {"y": y})
-                lines.append("%s %s %s %d %d %s" % (cid, kind, dt, rows, n, gid))
+                lines.append("%s %s %s %d %d %s %s" % (cid, kind, dt, rows, n, gid, fam))
 write_case_files(OUT, "inductor_rows", arrays, lines, torch_header(), compressed=True)
 print("captured %d cases" % len(lines))
