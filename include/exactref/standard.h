@@ -28,10 +28,12 @@ typedef enum er_order {
     ER_ORDER_MMA = 6,        /* tensor-core MMA blocks of `mma_arch` (docs/hardware/mma.md): outer=sequential, one
                                 chain over K in order (acc += dot, as Triton's tl.dot); outer=any, the blocks in any
                                 order and any number of chains added in fp32 (cuBLAS, split-K) */
-    ER_ORDER_TRITON = 7      /* Triton's tl.sum over one block of `triton_block` elements (K of them loaded, the rest
+    ER_ORDER_TRITON = 7,     /* Triton's tl.sum over one block of `triton_block` elements (K of them loaded, the rest
                                 masked to +0) with `warps` warps and `vec` elements per thread and vector: each thread
                                 chains its elements, then a butterfly over the lanes and one over the warps
                                 (docs/algorithms/orders.md, Triton's tl.sum) */
+    ER_ORDER_TREE = 8        /* one written binary tree over the K products (`tree`: docs/reference/standard.md,
+                                Trees), each inner node one addition */
 } er_order;
 
 /* The order inside a block or chunk (inner) or between partials (outer). */
@@ -132,13 +134,16 @@ typedef struct er_standard {
     double amax_floor;        /* quantize (amax, pow2, inverse recipes): the kernel divides by max(amax, amax_floor)
                                  (torchao: qmax / clamp(amax, 1e-12)); 0: no floor (an amax of 0 gives the recipes'
                                  scale 1 or the plain quotient) */
+    const char *tree;         /* ER_ORDER_TREE: the tree's text (what follows "tree:"), borrowed, not copied: it must
+                                 outlive every use of the standard; NULL for every other order */
 } er_standard;
 
 /* The default standard: any_order, compute fp32, FMA either, round to nearest, gradual underflow,
  * the output format's own overflow rule. */
 ER_API er_status er_standard_init(er_standard *s);
 /* Parses an order and options. Orders: "any_order" (alias "any"), "sequential", "blocked:B", "split:S",
- * "pairwise", "mma:smNN" (sm70, sm80, sm89, sm90, sm100), "triton:BLOCK". Options, a comma- or space-separated list
+ * "pairwise", "mma:smNN" (sm70, sm80, sm89, sm90, sm100), "triton:BLOCK", "tree:TEXT" (s->tree then points into
+ * order: order must outlive s's uses). Options, a comma- or space-separated list
  * of key=value:
  *   compute=fp32|fp16|bf16|fp64|tf32 (format names as er_format_from_name), fma=either|never|always,
  *   rounding=nearest|faithful, subnormals=gradual, overflow=default|ieee|inf|saturate|nan,

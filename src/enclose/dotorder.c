@@ -37,12 +37,23 @@ er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, const e
     return ER_OK;
 }
 
+er_status er__order_plan_set_tree(er_order_plan *pl, const int32_t *post, int64_t npost, int64_t leaves) {
+    int32_t *p = realloc(pl->tleaf, sizeof *p * (size_t)(leaves > 0 ? leaves : 1));
+    if (!p) return er__fail(ER_ERR_NOMEM, "cannot allocate a tree's stack of %lld", (long long)leaves);
+    pl->tleaf = p;
+    pl->tpost = post;
+    pl->tnpost = npost;
+    pl->tleaves = leaves;
+    return ER_OK;
+}
+
 void er__order_plan_clear(er_order_plan *pl) {
     if (pl->have_acc) er__acc_free(&pl->acc);
     er__edge_scratch_clear(&pl->w);
     mpfr_clear(pl->sl);
     mpfr_clear(pl->sh);
     free(pl->parts);
+    free(pl->tleaf);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -369,6 +380,64 @@ static er_status er_triton_sum(er_order_plan *pl, int wide, const double *a, con
     return ER_OK;
 }
 
+/* The hull of two intervals. */
+static er_iv er_iv_hull(er_iv x, const er_iv *y) {
+    if (isnan(x.lo) || isnan(y->lo)) {
+        if (!(isnan(x.lo) && isnan(y->lo))) { x.lo = -INFINITY; x.hi = INFINITY; x.nan = 1; }
+    } else {
+        if (y->lo < x.lo) x.lo = y->lo;
+        if (y->hi > x.hi) x.hi = y->hi;
+    }
+    x.nan |= y->nan;
+    return x;
+}
+
+/* tree: the postfix program on intervals. An addition of a product and a subtree is acc + a*b (er_step: rounded
+ * then added, or fused, as fma= allows); of two products, the lower element's product rounded and the other's added
+ * or fused (fma=either also the other way round); of two subtrees, a rounded sum. */
+static er_status er_tree_sum(er_order_plan *pl, int wide, const double *a, const double *b, int64_t K, er_iv *res) {
+    if (!pl->tpost || K != pl->tleaves)
+        return er__fail(ER_ERR_STANDARD, "the tree has %lld elements; the reduction has K = %lld",
+                        (long long)pl->tleaves, (long long)K);
+    ER_RETURN_IF_ERROR(er_grow(pl, K));
+    er_iv *st = pl->parts;
+    int32_t *leaf = pl->tleaf;
+    int64_t top = 0;
+    for (int64_t i = 0; i < pl->tnpost; i++) {
+        int32_t e = pl->tpost[i];
+        if (e >= 0) {
+            leaf[top] = e;
+            st[top] = er_prod_iv(pl, wide, a[e], b[e]);
+            er_iv_widen_if_nan(&st[top++]);
+            continue;
+        }
+        top--;
+        er_iv *x = &st[top - 1], *y = &st[top];
+        int32_t lx = leaf[top - 1], ly = leaf[top];
+        if (lx >= 0 && ly >= 0) {
+            int32_t lo = lx < ly ? lx : ly, hi = lx < ly ? ly : lx;
+            er_iv r = er_prod_iv(pl, wide, a[lo], b[lo]);
+            er_step(pl, wide, &r, a[hi], b[hi]);
+            if (pl->fma_never && pl->fma_always) { /* either: the lower product fused instead */
+                er_iv r2 = er_prod_iv(pl, wide, a[hi], b[hi]);
+                er_step(pl, wide, &r2, a[lo], b[lo]);
+                r = er_iv_hull(r, &r2);
+            }
+            *x = r;
+        } else if (lx >= 0 || ly >= 0) {
+            int32_t e2 = lx >= 0 ? lx : ly;
+            er_iv acc = lx >= 0 ? *y : *x;
+            er_step(pl, wide, &acc, a[e2], b[e2]);
+            *x = acc;
+        } else {
+            er_iv_add(pl, pl->F, x, y);
+        }
+        leaf[top - 1] = -1;
+    }
+    *res = st[0];
+    return ER_OK;
+}
+
 er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *a, const double *b, int64_t K,
                         int special, er_cval *out, const er_fmt_info **fmt) {
     (void)special; /* infinities and NaN travel through the emulation by IEEE rules */
@@ -388,6 +457,9 @@ er_status er__dot_order(er_order_plan *pl, const er_dot_env *env, const double *
             return er__fail(ER_ERR_STANDARD, "triton:%lld sums one block; K = %lld is longer",
                             (long long)s->triton_block, (long long)K);
         ER_RETURN_IF_ERROR(er_triton_sum(pl, env->wide, a, b, K, &r));
+        break;
+    case ER_ORDER_TREE:
+        ER_RETURN_IF_ERROR(er_tree_sum(pl, env->wide, a, b, K, &r));
         break;
     case ER_ORDER_BLOCKED:
     case ER_ORDER_SPLIT: {

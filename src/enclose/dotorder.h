@@ -24,12 +24,20 @@ typedef struct er_order_plan {
     er_iv *parts;                  /* partial intervals */
     int64_t tcap;
     int a_bytes;                   /* A's storage bytes (triton's default vector width) */
+    const int32_t *tpost;          /* tree: the postfix program (an element's index, or a negative entry: an addition),
+                                      borrowed from the caller (er__order_plan_set_tree) */
+    int64_t tnpost, tleaves;
+    int32_t *tleaf;                /* tree: the element each stack entry is, or -1 for a sum */
 } er_order_plan;
 
-/* fa, fb: the operands' format descriptors (er__fmt_one() for the constant 1 of a reduction). */
+/* fa, fb: the operands' format descriptors (er__fmt_one() for the constant 1 of a reduction). A tree: plan needs
+ * er__order_plan_set_tree before its first sum. */
 ER_INTERNAL er_status er__order_plan_init(er_order_plan *pl, const er_standard *std, const er_fmt_info *fa,
                                           const er_fmt_info *fb);
 ER_INTERNAL void er__order_plan_clear(er_order_plan *pl);
+/* The tree of a tree: plan: its postfix program of npost entries over `leaves` elements, which must outlive the
+ * plan. ER_ERR_NOMEM possible. */
+ER_INTERNAL er_status er__order_plan_set_tree(er_order_plan *pl, const int32_t *post, int64_t npost, int64_t leaves);
 /* The vector width of triton:BLOCK for a reduction of K elements of a format of a_bytes bytes: vec= if set, else
  * Triton's choice (16 bytes' worth where K is a multiple of 16, else 1, at most block / (32 warps), at least 1). */
 ER_INTERNAL int er__triton_vec(const er_standard *s, int64_t K, int a_bytes);

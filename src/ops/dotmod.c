@@ -285,6 +285,14 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
         }
         er__order_plan_init(&cx->plan, std, fa, fb);
         cx->have_plan = 1;
+        if (std->order == ER_ORDER_TREE) {
+            er_status st = er__tree_parse(std->tree, &cx->tree, NULL);
+            if (st == ER_OK && cx->tree.leaves != er__dot(ref)->K)
+                st = er__fail(ER_ERR_STANDARD, "the tree has %lld elements; the reduction has K = %lld",
+                              (long long)cx->tree.leaves, (long long)er__dot(ref)->K);
+            if (st == ER_OK) st = er__order_plan_set_tree(&cx->plan, cx->tree.post, cx->tree.npost, cx->tree.leaves);
+            if (st != ER_OK) { er__dot_ctx_clear(cx); return st; }
+        }
     }
     return ER_OK;
 }
@@ -292,6 +300,7 @@ er_status er__dot_ctx_init(er_dot_ctx *cx, const er_ref *ref, const er_tensor *o
 void er__dot_ctx_clear(er_dot_ctx *cx) {
     er__edge_scratch_clear(&cx->w);
     if (cx->have_plan) er__order_plan_clear(&cx->plan);
+    er__tree_free(&cx->tree);
     if (cx->have_acc) er__acc_free(&cx->acc);
 }
 

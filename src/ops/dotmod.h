@@ -10,6 +10,7 @@
 #include "enclose/anyorder.h"
 #include "enclose/dotorder.h"
 #include "enclose/mma.h"
+#include "standard/tree.h"
 
 /* The state of one thread of covers or emulate. */
 typedef struct er_dot_ctx {
@@ -21,6 +22,7 @@ typedef struct er_dot_ctx {
     er_anyorder_bound bd;           /* order any */
     er_edge_scratch w;
     er_order_plan plan;             /* fixed orders */
+    er_tree tree;                   /* tree: the standard's tree, which plan borrows */
     int have_plan;
     er_acc acc;                     /* order any over converted operands */
     int have_acc;

@@ -7,6 +7,7 @@
 #include "core/internal.h"
 #include "format/format.h"
 #include "standard/standard.h"
+#include "standard/tree.h"
 
 er_status er_standard_init(er_standard *s) {
     er__ok();
@@ -34,13 +35,14 @@ static const char *er_order_name(er_order o) {
     case ER_ORDER_PAIRWISE: return "pairwise";
     case ER_ORDER_MMA: return "mma";
     case ER_ORDER_TRITON: return "triton";
+    case ER_ORDER_TREE: return "tree";
     }
     return "?";
 }
 
 /* The fields' values: each within its enum's range, the compute format an accumulator. */
 static er_status er_validate_fields(const er_standard *s) {
-    if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_TRITON)
+    if ((int)s->order < ER_ORDER_ANY || (int)s->order > ER_ORDER_TREE)
         return er__fail(ER_ERR_STANDARD, "unknown order value %d", (int)s->order);
     const er_fmt_info *fi = er__fmt(s->compute);
     if (!fi) return er__fail(ER_ERR_STANDARD, "invalid compute format value %d", (int)s->compute);
@@ -65,6 +67,12 @@ static er_status er_validate_fields(const er_standard *s) {
 /* The order's parameters and the options that apply to some orders only. */
 static er_status er_validate_order(const er_standard *s) {
     int blocked = s->order == ER_ORDER_BLOCKED, split = s->order == ER_ORDER_SPLIT;
+    if (s->order == ER_ORDER_TREE) {
+        if (!s->tree) return er__fail(ER_ERR_STANDARD, "tree: needs its text (the standard's tree is NULL)");
+        ER_RETURN_IF_ERROR(er__tree_parse(s->tree, NULL, NULL));
+    } else if (s->tree) {
+        return er__fail(ER_ERR_STANDARD, "a tree's text applies to tree: only, not to %s", er_order_name(s->order));
+    }
     if (blocked && s->block < 1)
         return er__fail(ER_ERR_STANDARD, "blocked needs a block size of at least 1 (got %lld)", (long long)s->block);
     if (split && s->split < 1)
@@ -462,8 +470,8 @@ static er_status er_parse_order(const char *order, er_standard *s) {
     } else
         return er__fail(ER_ERR_STANDARD,
                         "unknown order '%.24s' (known: any_order (alias any), sequential, blocked:B, split:S, "
-                        "pairwise, mma:smNN (NN: 70, 80, 89, 90, 100), triton:BLOCK; options may follow, as in "
-                        "'mma:sm90 outer=any')",
+                        "pairwise, mma:smNN (NN: 70, 80, 89, 90, 100), triton:BLOCK, tree:TEXT; options may follow, "
+                        "as in 'mma:sm90 outer=any')",
                         order);
     return ER_OK;
 }
@@ -509,21 +517,36 @@ er_status er_standard_parse(er_standard *out, const char *order, const char *opt
     ER_CHECK_NULL(order, "order");
     /* "mma:sm90 outer=any": options may follow the order in one string, as the docs write standards */
     char ord[64], opts[1024];
+    const char *tree = NULL, *rest = NULL;
     size_t olen = strcspn(order, " \t\r\n,");
-    if (order[olen]) {
-        const char *rest = order + olen;
+    if (strncasecmp(order, "tree:", 5) == 0) {
+        /* the tree's text holds spaces and commas of its own: it ends where its outermost node does */
+        ER_RETURN_IF_ERROR(er__tree_parse(order + 5, NULL, &rest));
+        if (*rest && !isspace((unsigned char)*rest) && *rest != ',')
+            return er__fail(ER_ERR_STANDARD, "tree: at character %lld ('%.12s'): the tree ends before it",
+                            (long long)(rest - (order + 5)), rest);
+        tree = order + 5;
+    } else if (order[olen]) {
         if (olen >= sizeof ord) return er__fail(ER_ERR_STANDARD, "unknown order '%.*s'", (int)olen, order);
         memcpy(ord, order, olen);
         ord[olen] = '\0';
+        rest = order + olen;
+        order = ord;
+    }
+    if (rest) {
         int w = snprintf(opts, sizeof opts, "%s %s", rest, options ? options : "");
         if (w < 0 || (size_t)w >= sizeof opts)
             return er__fail(ER_ERR_STANDARD, "the standard's options are longer than %zu bytes", sizeof opts - 1);
-        order = ord;
         options = opts;
     }
     er_standard s;
     er_standard_init(&s);
-    ER_RETURN_IF_ERROR(er_parse_order(order, &s));
+    if (tree) {
+        s.order = ER_ORDER_TREE;
+        s.tree = tree;
+    } else {
+        ER_RETURN_IF_ERROR(er_parse_order(order, &s));
+    }
     ER_RETURN_IF_ERROR(er_parse_options(options ? options : "", &s));
     ER_RETURN_IF_ERROR(er_standard_validate(&s));
     *out = s;
@@ -649,7 +672,7 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     else if (s->order == ER_ORDER_SPLIT) ER_PUT("split:%lld", (long long)s->split);
     else if (s->order == ER_ORDER_MMA) ER_PUT("mma:sm%d", s->mma_arch);
     else if (s->order == ER_ORDER_TRITON) ER_PUT("triton:%lld warps=%d", (long long)s->triton_block, s->warps);
-    else ER_PUT("%s", er_order_name(s->order));
+    else if (s->order != ER_ORDER_TREE) ER_PUT("%s", er_order_name(s->order));
     if (s->compute == ER_TF32 && s->tf32 == ER_TF32_X3) ER_PUT(" compute=tf32x3");
     else ER_PUT(" compute=%s", er_format_name(s->compute));
     if (s->compute == ER_TF32 && s->tf32 != ER_TF32_X3) {
@@ -688,9 +711,21 @@ er_status er_standard_format(const er_standard *s, char *buf, size_t cap, size_t
     if (s->rounding == ER_RND_FAITHFUL) ER_PUT(" rounding=faithful");
     if (s->out_overflow != ER_OVERFLOW_DEFAULT) ER_PUT(" overflow=%s", er_ov_name(s->out_overflow));
 #undef ER_PUT
-    if (needed) *needed = (size_t)n;
-    if (cap) snprintf(buf, cap, "%s", tmp);
-    if ((size_t)n + 1 > cap) return er__fail(ER_ERR_BUFFER, "standard needs %d bytes, buffer has %zu", n + 1, cap);
+    /* a tree's canonical text comes first, "tree:(...)" before the options (tmp starts with their space) */
+    char *text = NULL;
+    size_t tlen = 0, total = (size_t)n;
+    if (s->order == ER_ORDER_TREE) {
+        er_tree t;
+        ER_RETURN_IF_ERROR(er__tree_parse(s->tree, &t, NULL));
+        er_status st = er__tree_render(&t, &text, &tlen);
+        er__tree_free(&t);
+        if (st != ER_OK) return st;
+        total += 5 + tlen;
+    }
+    if (needed) *needed = total;
+    if (cap) snprintf(buf, cap, "%s%s%s", text ? "tree:" : "", text ? text : "", tmp);
+    free(text);
+    if (total + 1 > cap) return er__fail(ER_ERR_BUFFER, "standard needs %zu bytes, buffer has %zu", total + 1, cap);
     return ER_OK;
 }
 

@@ -206,7 +206,7 @@ START_TEST(standards) {
     ck_assert_int_eq(er_standard_parse(&s, "mma:sm90 outer=any", "outer=sequential"), ER_ERR_STANDARD); /* given twice */
     ck_assert_int_eq(er_standard_parse(&s, "mma:sm_90", NULL), ER_ERR_STANDARD);
     ck_assert_ptr_nonnull(strstr(er_last_error(), "sm70"));
-    ck_assert_int_eq(er_standard_parse(&s, "tree:4", NULL), ER_ERR_STANDARD);
+    ck_assert_int_eq(er_standard_parse(&s, "forest:4", NULL), ER_ERR_STANDARD);
     ck_assert_ptr_nonnull(strstr(er_last_error(), "mma:smNN"));
     /* toolchain options: Triton's lowering, flush to zero, tf32x3 (rendered as written) */
     ck_assert_int_eq(er_standard_parse(&s, "any_order", "math=triton subnormals=flush"), ER_OK);

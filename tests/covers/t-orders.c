@@ -1279,6 +1279,202 @@ START_TEST(zero_sign_conventions) {
 }
 END_TEST
 
+
+/* ---- tree: a written tree against the kernel's own float arithmetic ---- */
+
+typedef struct { int l, r; } tnode; /* node ids: 0 .. K - 1 the elements, K + j the j-th addition */
+
+/* A tree over the elements perm[lo .. hi): shape 0 random splits, 1 a chain, 2 a chain from the far end, 3 balanced;
+ * each addition's operands in a random order. Returns its root's id. */
+static int tree_build(tnode *nd, int *nn, int K, const int *perm, int lo, int hi, int shape) {
+    if (hi - lo == 1) return perm[lo];
+    int k = shape == 1 ? hi - 1 : shape == 2 ? lo + 1 : shape == 3 ? lo + (hi - lo) / 2 : (int)er_rand_int(lo + 1, hi - 1);
+    int a = tree_build(nd, nn, K, perm, lo, k, shape), b = tree_build(nd, nn, K, perm, k, hi, shape);
+    int j = (*nn)++;
+    if (er_rand64() & 1) { nd[j].l = a; nd[j].r = b; } else { nd[j].l = b; nd[j].r = a; }
+    return K + j;
+}
+
+static void tree_text(const tnode *nd, int K, int v, char *buf, size_t *len) {
+    if (v < K) { *len += (size_t)sprintf(buf + *len, "%d", v); return; }
+    buf[(*len)++] = '(';
+    tree_text(nd, K, nd[v - K].l, buf, len);
+    buf[(*len)++] = (er_rand64() & 1) ? ' ' : ',';
+    tree_text(nd, K, nd[v - K].r, buf, len);
+    buf[(*len)++] = ')';
+    buf[*len] = '\0';
+}
+
+/* The tree's value in float: mode 0 a sum of x (b NULL), 1 products rounded then added, 2 fused by tree:'s rule (an
+ * addition of a product and a subtree fuses the product; of two products, the lower element's is rounded and the
+ * other fused). */
+static float tree_eval(const tnode *nd, int K, int v, const float *a, const float *b, int mode) {
+    if (v < K) return b ? (float)((double)a[v] * b[v]) : a[v];
+    int l = nd[v - K].l, r = nd[v - K].r;
+    if (mode == 2 && (l < K || r < K)) {
+        if (l < K && r < K) {
+            int lo = l < r ? l : r, hi = l < r ? r : l;
+            return fmaf(a[hi], b[hi], (float)((double)a[lo] * b[lo]));
+        }
+        int e = l < K ? l : r;
+        return fmaf(a[e], b[e], tree_eval(nd, K, l < K ? r : l, a, b, mode));
+    }
+    volatile float x = tree_eval(nd, K, l, a, b, mode), y = tree_eval(nd, K, r, a, b, mode);
+    return x + y;
+}
+
+/* The one output of a row's sum (mode 0, shape [1]) or of a 1 x K by K x 1 matmul ([1, 1]). */
+static void out_view(er_tensor *t, int mode, float *y) {
+    if (mode) er_tensor_view(t, ER_FP32, 2, (int64_t[]){1, 1}, NULL, y);
+    else er_tensor_view(t, ER_FP32, 1, (int64_t[]){1}, NULL, y);
+}
+
+/* Random trees over 1 to 300 elements (random splits, chains both ways, balanced; elements permuted), written out:
+ * er_emulate gives the float loop's sum bit for bit, and the matmul's dot product under fma=never and fma=always; under
+ * fma=either both are covered; the next float up is not covered; the canonical rendering parses back to the same
+ * outputs, and a chain renders as (0*K+1) and emulates as sequential does. */
+START_TEST(tree_order_matches_a_float_loop) {
+    er_test_reseed(347);
+    enum { KMAX = 300 };
+    static tnode nd[KMAX];
+    static int perm[KMAX];
+    static float a[KMAX], b[KMAX];
+    static char text[16 * KMAX + 16], order[16 * KMAX + 32], canon[16 * KMAX + 128];
+    long trials = (long)(400 * er_test_multiplier()), shapes[4] = {0};
+    for (long tr = 0; tr < trials; tr++) {
+        int K = (int)er_rand_int(1, tr % 7 == 0 ? KMAX : 40), shape = (int)(er_rand64() % 4), nn = 0;
+        for (int i = 0; i < K; i++) perm[i] = i;
+        if (er_rand64() % 3)
+            for (int i = K - 1; i > 0; i--) { int j = (int)er_rand_int(0, i), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+        int root = tree_build(nd, &nn, K, perm, 0, K, shape);
+        shapes[shape]++;
+        size_t len = 0;
+        text[0] = '\0';
+        tree_text(nd, K, root, text, &len);
+        snprintf(order, sizeof order, "tree:%s", text);
+        for (int i = 0; i < K; i++) {
+            a[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-20, 20)));
+            b[i] = (float)(er_rand_normal() * ldexp(1.0, (int)er_rand_int(-8, 8)));
+        }
+        er_tensor tx, tA, tB, to;
+        float got, want;
+        er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, K}, NULL, a);
+        er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){1, K}, NULL, a);
+        er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){K, 1}, NULL, b);
+        er_ref *sum, *mm;
+        ck_assert_int_eq(er_sum(&sum, &tx, 1), ER_OK);
+        ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+        er_standard st;
+        for (int mode = 0; mode < 3; mode++) {
+            er_ref *ref = mode ? mm : sum;
+            want = tree_eval(nd, K, root, a, mode ? b : NULL, mode);
+            ER_REQUIRE(er_standard_parse(&st, order, mode == 2 ? "fma=always" : "fma=never") == ER_OK, "%s: %s", order,
+                       er_last_error());
+            out_view(&to, mode, &got);
+            ER_REQUIRE(er_emulate(ref, &to, &st) == ER_OK, "%s", er_last_error());
+            ER_REQUIRE(memcmp(&got, &want, 4) == 0, "trial %ld mode %d, %s: emulated %a, the loop %a" ER_SEED_MSG_FMT, tr,
+                       mode, order, (double)got, (double)want, ER_SEED_ARGS);
+            /* the canonical text names the same tree */
+            size_t need;
+            ck_assert_int_eq(er_standard_format(&st, canon, sizeof canon, &need), ER_OK);
+            er_standard st2;
+            ER_REQUIRE(er_standard_parse(&st2, canon, NULL) == ER_OK, "%s: %s", canon, er_last_error());
+            ck_assert_int_eq(er_emulate(ref, &to, &st2), ER_OK);
+            ER_REQUIRE(memcmp(&got, &want, 4) == 0, "trial %ld: %s renders as %s, which emulates %a, not %a", tr, order,
+                       canon, (double)got, (double)want);
+            /* the kernel's output is covered under fma=either, its neighbour is not under its own fma */
+            float outs[2] = {want, nextafterf(want, INFINITY)};
+            out_view(&to, mode, outs);
+            er_report rep;
+            ck_assert_int_eq(er_standard_parse(&st2, order, "fma=either"), ER_OK);
+            ck_assert_int_eq(er_covers(&rep, ref, &to, &st2), ER_OK);
+            ER_REQUIRE(er_report_all(&rep), "trial %ld mode %d: %s fma=either does not cover %a", tr, mode, order,
+                       (double)want);
+            er_report_clear(&rep);
+            out_view(&to, mode, outs + 1);
+            ck_assert_int_eq(er_covers(&rep, ref, &to, &st), ER_OK);
+            ER_REQUIRE(!er_report_all(&rep), "trial %ld mode %d: %s covers %a beside the kernel's %a", tr, mode, order,
+                       (double)outs[1], (double)want);
+            er_report_clear(&rep);
+        }
+        if (shape == 1 && perm[0] == 0 && K > 2) { /* unpermuted chains: (0*K+1), as sequential adds */
+            int sorted = 1;
+            for (int i = 0; i < K; i++) sorted &= perm[i] == i;
+            char want_text[64];
+            snprintf(want_text, sizeof want_text, "tree:(0*%d+1) ", K);
+            ck_assert_int_eq(er_standard_format(&st, canon, sizeof canon, NULL), ER_OK);
+            if (sorted) {
+                ER_REQUIRE(strncmp(canon, want_text, strlen(want_text)) == 0, "%s renders as %s", order, canon);
+                float seq;
+                er_standard sq;
+                ck_assert_int_eq(er_standard_parse(&sq, "sequential", "fma=never"), ER_OK);
+                out_view(&to, 0, &seq);
+                ck_assert_int_eq(er_emulate(sum, &to, &sq), ER_OK);
+                want = tree_eval(nd, K, root, a, NULL, 0);
+                ER_REQUIRE(memcmp(&seq, &want, 4) == 0, "%s and sequential differ", canon);
+            }
+        }
+        er_ref_free(sum);
+        er_ref_free(mm);
+    }
+    printf("tree: %ld trees (%ld random, %ld chains, %ld reversed chains, %ld balanced) emulated bit for bit\n", trials,
+           shapes[0], shapes[1], shapes[2], shapes[3]);
+    for (int k = 0; k < 4; k++) ck_assert_int_gt(shapes[k], 0);
+}
+END_TEST
+
+/* A tree's text: what it refuses, and where. */
+START_TEST(tree_refusals) {
+    static const char *const bad[][2] = {
+        {"tree:(0)", "two items or more"},
+        {"tree:(0 0)", "named twice"},
+        {"tree:(0 2)", "element 2 named, but the tree has 2"},
+        {"tree:0*2+1", "inside ( )"},
+        {"tree:(0 1", "expected an element's index"},
+        {"tree:(0 1)x", "ends before it"},
+        {"tree:(0*3)", "sign is missing"},
+        {"tree:(0*0+1)", "a count from 1"},
+        {"tree:(0*2000000+1)", "a count from 1"},
+        {"tree:((0*512+1)*513+512)", "more than 2^18 elements"},
+        {"tree:(1*2-2)", "out of 0 .. 2^18 - 1"},
+        {"tree:(0 1) init=first", "init= applies"},
+        {"tree:(0 1) depth=2", "depth= bounds the tree of any_order"},
+        {"tree:", "expected an element's index or '('"},
+        {"tree:(9999999 1)", "at most 2^18 - 1"},
+    };
+    er_standard st, keep;
+    memset(&st, 0x5c, sizeof st);
+    keep = st;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(er_standard_parse(&st, bad[i][0], NULL), ER_ERR_STANDARD);
+        ER_REQUIRE(strstr(er_last_error(), bad[i][1]) != NULL, "%s: '%s' does not say '%s'", bad[i][0], er_last_error(),
+                   bad[i][1]);
+        ck_assert_int_eq(memcmp(&st, &keep, sizeof st), 0);
+    }
+    /* a tree of K elements against a reduction of another length */
+    float x[5] = {1, 2, 3, 4, 5}, y;
+    er_tensor tx, to;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 5}, NULL, x);
+    er_tensor_view(&to, ER_FP32, 1, (int64_t[]){1}, NULL, &y);
+    er_ref *ref;
+    ck_assert_int_eq(er_sum(&ref, &tx, 1), ER_OK);
+    ck_assert_int_eq(er_standard_parse(&st, "tree:(0*4+1)", NULL), ER_OK);
+    ck_assert_int_eq(er_emulate(ref, &to, &st), ER_ERR_STANDARD);
+    ER_REQUIRE(strstr(er_last_error(), "the tree has 4 elements; the reduction has K = 5") != NULL, "%s", er_last_error());
+    /* a hand-built standard: the text is required for tree: and refused elsewhere */
+    ck_assert_int_eq(er_standard_init(&st), ER_OK);
+    st.order = ER_ORDER_TREE;
+    ck_assert_int_eq(er_standard_validate(&st), ER_ERR_STANDARD);
+    st.tree = "(0*5+1)";
+    ck_assert_int_eq(er_standard_validate(&st), ER_OK);
+    ck_assert_int_eq(er_emulate(ref, &to, &st), ER_OK);
+    ck_assert(y == 15.0f);
+    st.order = ER_ORDER_SEQUENTIAL;
+    ck_assert_int_eq(er_standard_validate(&st), ER_ERR_STANDARD);
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("orders");
     TCase *tc = tcase_create("orders");
@@ -1300,6 +1496,8 @@ int main(void) {
     tcase_add_test(tc, triton_order_matches_a_float_loop);
     tcase_add_test(tc, rmsnorm_welford_form);
     tcase_add_test(tc, cub_block_reduce_depth);
+    tcase_add_test(tc, tree_order_matches_a_float_loop);
+    tcase_add_test(tc, tree_refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

@@ -1282,7 +1282,7 @@ def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight
 
 # ---- docstrings from the library's tables: the standard's options and which op takes which ----
 
-_ORDERS = "any_order, sequential, blocked:B, split:S, pairwise, mma:smNN, triton:BLOCK"
+_ORDERS = "any_order, sequential, blocked:B, split:S, pairwise, mma:smNN, triton:BLOCK, tree:TEXT"
 
 
 def _document():

@@ -436,9 +436,12 @@ def tensor_view(fmt, shape, strides, data):
 
 
 def standard(order, options):
-    """A parsed standard (er_standard_parse) as a buffer."""
+    """A parsed standard (er_standard_parse) as a buffer. A tree: standard points into its order's text, which the
+    buffer keeps."""
     buf = ctypes.create_string_buffer(STANDARD_SIZE)
-    check(lib.er_standard_parse(buf, order.encode(), options.encode()))
+    text = ctypes.create_string_buffer(order.encode())
+    check(lib.er_standard_parse(buf, text, options.encode()))
+    buf._order_text = text
     return buf
 
 
@@ -486,18 +489,20 @@ class Report:
     def resolution(self):
         return float(lib.er_report_resolution(self.ptr))
 
-    def _render(self, fn):
-        need = ctypes.c_size_t(0)
-        fn(self.ptr, None, 0, ctypes.byref(need))
-        out = ctypes.create_string_buffer(need.value + 1)
-        check(fn(self.ptr, out, need.value + 1, None))
-        return out.value.decode()
-
     def text(self):
-        return self._render(lib.er_report_text)
+        return rendered(lib.er_report_text, self.ptr)
 
     def json_text(self):
-        return self._render(lib.er_report_json)
+        return rendered(lib.er_report_json, self.ptr)
+
+
+def rendered(fn, ptr):
+    """A C rendering (er_report_text, er_standard_format) of the object at ptr: asked for its length, then written."""
+    need = ctypes.c_size_t(0)
+    fn(ptr, None, 0, ctypes.byref(need))
+    out = ctypes.create_string_buffer(need.value + 1)
+    check(fn(ptr, out, need.value + 1, None))
+    return out.value.decode()
 
 
 def clear(rep):

@@ -411,7 +411,7 @@ def test_standard_as_the_docs_write_it_and_option_types():
     with pytest.raises(er.ExactrefValueError, match="NUL"):
         ref.covers(out, compute="fp32\0fma=never")
     with pytest.raises(er.ExactrefValueError, match="mma:smNN"):
-        ref.covers(out, standard="tree:4")
+        ref.covers(out, standard="forest:4")
 
 
 def test_depth_of_triton_sum():
