@@ -1,7 +1,8 @@
 """Reveals the summation orders of real GPU kernels with exactref.testing.reveal_order and prints what it found:
 Triton's tl.sum over one block, torch.sum on CUDA, a torch.compile'd (Inductor) sum, and cuBLAS matmuls in fp32
 (TF32 off) and fp16 (tensor cores). Each line is the Order; where a standard was found, the kernel's outputs on fresh
-random rows are checked under it (reveal_order has already checked them on its own rows). Needs a CUDA device,
+random rows of the probes' shape are checked under it (reveal_order has already checked them on its own rows), and
+where it is fixed (a named order or the tree written out), its emulation is compared with them bit for bit. Needs a CUDA device,
 torch and Triton; run with EXACTREF_LIBRARY pointing at a built library.
 
     python3 tools/capture/reveal_orders.py > reveal.txt
@@ -55,7 +56,7 @@ def main():
             continue
         line = "%s, n=%d: %s" % (name, n, o)
         if o.depth is not None or o.fixed:
-            x = family("normal", (64, n), dtype, seed=11)
+            x = family("normal", (o.rows, n), dtype, seed=11)  # the probes' shape: the kernel may pick its order by it
             xt = torch.from_numpy(x.view(np.uint16) if dtype == "float16" else x).view(
                 torch.float16 if dtype == "float16" else torch.float32).cuda()
             if op == "sum":
@@ -66,6 +67,11 @@ def main():
                 out, ref = kernel(xt, bt).cpu().numpy(), er.matmul(x, bm)
             line += "\n  fresh rows under it: %r; under any_order: %r" % (ref.covers(out, **o.standard),
                                                                        ref.covers(out))
+            if o.fixed:
+                em = ref.emulate(**o.standard, dtype=np.dtype(out.dtype).name)
+                same = np.array_equal(em.view(np.uint8), np.ascontiguousarray(out).view(np.uint8))
+                line += "\n  emulated under it: %s" % ("bit for bit" if same else "DIFFERENT in %d of %d" % (
+                    int((em != out).sum()), out.size))
         print(line)
         sys.stdout.flush()
 

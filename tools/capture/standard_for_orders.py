@@ -1,6 +1,7 @@
 """exactref.torch.standard_for on an H200: the orders of torch's CUDA row sum and of the same sum compiled by
 torch.compile (Inductor), revealed at the example's shape; each line is the Order, then the function's outputs on
-fresh rows of the `normal` and `wide` families checked under its standard. Needs a CUDA device and torch; run with
+fresh rows of the `normal` and `wide` families checked under its standard, and, where it is fixed (a named order or
+the tree written out), compared bit for bit with its emulation. Needs a CUDA device and torch; run with
 EXACTREF_LIBRARY pointing at a built library.
 
     python3 tools/capture/standard_for_orders.py > standard_for.txt
@@ -36,8 +37,14 @@ def main():
                 raw = x.view(np.uint16) if dt != "float32" else x
                 xt = torch.from_numpy(raw).view(dtypes[dt]).cuda()
                 got = fn(xt).float().cpu().numpy()
-                res = er.sum(x).covers(got.astype(x.dtype) if dt != "float32" else got, **o.standard)
+                got = got.astype(x.dtype) if dt != "float32" else got
+                res = er.sum(x).covers(got, **o.standard)
                 verdicts.append("%s %s" % (fam, "covered" if res.all() else "NOT COVERED (%s)" % res.counts))
+                if o.fixed:
+                    em = er.sum(x).emulate(**o.standard, dtype=dt)
+                    same = np.array_equal(em.view(np.uint8), np.ascontiguousarray(got).view(np.uint8))
+                    verdicts[-1] += ", emulated %s" % ("bit for bit" if same else "DIFFERENTLY in %d of %d" % (
+                        int((em != got).sum()), got.size))
             print("%s %d x %d %s: %s\n  %.1f s; fresh rows: %s" % (name, rows, n, dt, o, spent, ", ".join(verdicts)),
                   flush=True)
 

@@ -11,17 +11,21 @@ import numpy as np
 
 from . import _api as er
 from . import _check
+from . import _ffi
 from ._arrays import numpy_dtype
 from ._errors import ExactrefError, ExactrefNotImplementedError, ExactrefValueError
 
 _OPS = ("sum", "matmul")
+#: The most elements a tree: standard may have (src/standard/tree.h).
+_TREE_MAX = 1 << 18
 #: The precision of the accumulator the probes must swamp, by name.
 _ACCUMULATORS = {"float32": 24, "float64": 53}
 
 
 class Order:
     """What reveal_order found. `standard`: the covers() keywords to check the kernel under (a fixed order where the
-    probes pinned one down and exactref names it, else any_order with the tree's depth, else any_order alone);
+    probes pinned one down: a family exactref names, else the tree itself as tree:TEXT; else any_order with the
+    tree's depth, else any_order alone);
     `fixed`: whether that standard is fully fixed (then emulate() reproduces the kernel); `depth`: the revealed
     tree's depth (None where none was revealed); `tree`: the tree as nested pairs of element indices (n <= 64);
     `leaf_depths`: each element's number of additions; `reason`: why the order was not revealed or not named (None
@@ -224,6 +228,42 @@ def _build(root):
     return chain(root[0])
 
 
+def _tree_text(root):
+    """The revealed tree as the text of a tree: standard: each task's first element, then its sibling subtrees in
+    turn, "(a g1 g2 ...)", the chain ((a + g1) + g2) + ... (built without recursion: a chain's tasks nest deep)."""
+    out, stack = [], [root[0]]
+    while stack:
+        it = stack.pop()
+        if isinstance(it, str):
+            out.append(it)
+        elif isinstance(it, (int, np.integer)):
+            out.append(str(int(it)))
+        else:
+            a, built = it
+            if not built:
+                out.append(str(a))
+                continue
+            stack.append(")")
+            stack.extend(b[0] if isinstance(b, list) else b for b in reversed(built))
+            stack.append(a)
+            stack.append("(")
+    return " ".join(out)
+
+
+def _canonical_tree(text):
+    """The tree: standard's canonical text for a tree's text (er_standard_format): short for the trees kernels use."""
+    return _ffi.rendered(_ffi.lib.er_standard_format, _ffi.standard("tree:" + text, "")).split(" ", 1)[0]
+
+
+def _same_outputs(op, X, got, std, out_dtype, ncols, rows):
+    """Whether std's emulation reproduces the kernel's outputs bit for bit: on 8 rows first, then on every row."""
+    try:
+        return all(np.array_equal(_emulate(op, X[:k], std, out_dtype, ncols).view(np.uint8), got[:k].view(np.uint8))
+                   for k in (min(8, rows), rows))
+    except ExactrefError:
+        return False
+
+
 def _random_rows(kernel, op, n, rows, ncols, dtype, device, seed):
     """Rows of the `wide` family and the kernel's outputs on them (against columns of ones for a matmul)."""
     from .testing import _place, _to_host, family
@@ -298,9 +338,10 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     """Reveals the order in which `kernel` adds, from its outputs on probe inputs (docs/algorithms/reveal.md):
     op "sum" (kernel(x) for x of shape (rows, n), the sums along the last dimension) or "matmul" (kernel(A, B) for
     A (rows, n) and B (n, ncols), each output a dot product of length n). Returns an Order: its `standard` holds the
-    covers() keywords to check this kernel at this n under (a fixed order exactref names, where the probes pin the
-    tree down and exactref's emulation of it reproduces the kernel bit for bit on random rows; else any_order with
-    the revealed tree's depth; else any_order, with the reason). The kernel may take numpy arrays (device None) or
+    covers() keywords to check this kernel at this n under (a fixed order, where the probes pin the tree down and
+    exactref's emulation of it reproduces the kernel bit for bit on random rows: a family exactref names, else the
+    revealed tree written out as tree:TEXT; else any_order with the revealed tree's depth; else any_order, with the
+    reason). The kernel may take numpy arrays (device None) or
     torch tensors on `device`, always with `rows` rows (default n - 1, at most max_elements / n: a kernel may choose
     its order by shape, so the order found is the order at that shape). `accumulate`: the accumulator the probes
     must swamp ("float32", or "float64" for kernels that add in double). `max_calls`: past that many kernel calls
@@ -340,14 +381,13 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     order.calls += 1
     out_dtype = np.dtype(got.dtype).name
     got = np.ascontiguousarray(got)
-    for std in _candidates(op, n, dtype):
-        try:  # 8 rows first, then every row
-            if not all(np.array_equal(_emulate(op, X[:k], std, out_dtype, ncols).view(np.uint8), got[:k].view(np.uint8))
-                       for k in (min(8, rows), rows)):
-                continue
-        except ExactrefError:
+    # the families exactref names first; then the revealed tree itself, written out as a tree: standard
+    tree = _canonical_tree(_tree_text(root)) if n <= _TREE_MAX else None
+    for std in _candidates(op, n, dtype) + ([tree] if tree else []):
+        if not _same_outputs(op, X, got, std, out_dtype, ncols, rows):
             continue
-        order.family_matches.append(std)
+        if std != tree:
+            order.family_matches.append(std)
         twin = _Prober(lambda a, *b: _emulate(op, a, std, out_dtype, ncols), op, n, dtype, ncols, None,
                        rows, _ACCUMULATORS[accumulate], Order(op, n, dtype))
         try:
@@ -374,7 +414,13 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
         order.standard = {"standard": "any_order"}
         order.depth = None
         return order
-    order.reason = ("the tree is not one exactref names (%s); checked under any_order with its depth"
-                    % (", ".join(order.family_matches) + " gave the same outputs on random rows but another tree"
-                       if order.family_matches else "no fixed order reproduces its outputs on random rows"))
+    others = (", ".join(order.family_matches) + " gave the same outputs but another tree" if order.family_matches
+              else "no order exactref names reproduces them")
+    if tree:
+        order.reason = ("the revealed tree, written out as %s, does not reproduce the kernel's outputs on random rows "
+                        "(%s): checked under any_order with its depth"
+                        % (tree if len(tree) <= 80 else tree[:77] + "...", others))
+    else:
+        order.reason = ("the revealed tree has more than the %d elements a tree: standard holds (%s): checked under "
+                        "any_order with its depth" % (_TREE_MAX, others))
     return order

@@ -98,17 +98,69 @@ def test_triton_block_sum_with_a_masked_tail():
     assert o4.standard == {"standard": "triton:256", "warps": 4}, str(o4)
 
 
-def test_balanced_tree_gives_its_depth_and_catches_what_any_order_lets_through():
+def test_balanced_tree_is_written_out_and_catches_what_any_order_lets_through():
     n = 4096
     o = reveal_order(halving, "sum", n=n)
-    assert o.standard == {"standard": "any_order", "depth": 12} and not o.fixed, str(o)
-    assert o.leaf_depths.min() == 12 and "not one exactref names" in o.reason
+    pairs = "(0,1)"
+    for s in range(1, 12):
+        pairs = "(%s*2+%d)" % (pairs, 2 ** s)
+    assert o.standard == {"standard": "tree:" + pairs} and o.fixed and o.depth == 12 and o.reason is None, str(o)
+    assert o.leaf_depths.min() == 12
     x = np.abs(family("normal", (32, n), "float32", seed=4))
     good = halving(x)
-    assert er.sum(x).covers(good, **o.standard).all()
-    bad = f32(good * (1 + 2.0 ** -17))  # 2^-17 relative: inside any order's set, outside depth 12's
+    assert np.array_equal(er.sum(x).emulate(**o.standard), good)
+    bad = f32(good * (1 + 2.0 ** -17))  # 2^-17 relative: inside any order's set and depth 12's, outside the tree's
     assert er.sum(x).covers(bad).all()
+    assert er.sum(x).covers(good, standard="any_order", depth=o.depth).all()
+    assert not er.sum(x).covers(bad, standard="any_order", depth=o.depth).all()
     assert not er.sum(x).covers(bad, **o.standard).all()
+    assert not er.sum(x).covers(np.nextafter(good, np.float32(np.inf)), **o.standard).all()
+
+
+def random_tree(n, seed):
+    """A binary tree over n elements exactref names no family for: random splits, operands in random order, the
+    elements permuted; as nested pairs."""
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+
+    def build(lo, hi):
+        if hi - lo == 1:
+            return int(perm[lo])
+        k = int(rng.integers(lo + 1, hi))
+        a, b = build(lo, k), build(k, hi)
+        return (a, b) if rng.integers(2) else (b, a)
+    return build(0, n)
+
+
+def tree_kernel(tree, product=None):
+    """The sum of each row in that tree in float32 (a matmul's with B: each product rounded, then added)."""
+    def value(node, x):
+        if isinstance(node, int):
+            return x[:, node]
+        return f32(value(node[0], x) + value(node[1], x))
+
+    if product is None:
+        return lambda x: value(tree, x)
+    return lambda A, B: np.stack([value(tree, f32(A * B[:, j])) for j in range(B.shape[1])], axis=1)
+
+
+def test_a_tree_no_family_names_is_written_out_and_emulated_bit_for_bit():
+    n = 300
+    tree = random_tree(n, 5)
+    o = reveal_order(tree_kernel(tree), "sum", n=n)
+    assert o.fixed and o.standard["standard"].startswith("tree:") and o.reason is None, str(o)
+    x = family("wide", (64, n), "float32", seed=11)
+    want = tree_kernel(tree)(x)
+    assert np.array_equal(er.sum(x).emulate(**o.standard).view(np.uint32), want.view(np.uint32))
+    assert er.sum(x).covers(want, **o.standard).all()
+    # another tree over the same elements, and an element dropped: each caught where any_order lets it pass
+    other = tree_kernel(random_tree(n, 6))(x)
+    assert er.sum(x).covers(other).all() and not er.sum(x).covers(other, **o.standard).all()
+    dropped = tree_kernel(tree)(np.where(np.arange(n) == 7, np.float32(0), x))
+    assert not er.sum(x).covers(dropped, **o.standard).all()
+    # a matmul kernel adding its rounded products in a tree: the tree and fma=never
+    om = reveal_order(tree_kernel(random_tree(40, 7), product=True), "matmul", n=40)
+    assert om.fixed and om.standard["standard"].startswith("tree:") and om.standard["fma"] == "never", str(om)
 
 
 def test_small_tree_is_shown():
@@ -172,9 +224,14 @@ def test_check_reveals_each_shape(tmp_path):
     rec = er.testing.check(halving, "sum", standard="reveal", record=False)
     assert rec.passed, str(rec)
     by_shape = {tuple(c["shape"]): c for c in rec.cases}
-    assert by_shape[(3, 1025)]["standard"] == {"standard": "any_order", "depth": 11}
+    # a balanced tree of 1024, then element 1024 (the padding's +0 additions are exact): written out
+    pairs = "(0,1)"
+    for s in range(1, 9):
+        pairs = "(%s*2+%d)" % (pairs, 2 ** s)
+    tree = "tree:(%s*2+512,1024)" % pairs
+    assert by_shape[(3, 1025)]["standard"] == {"standard": tree}
     assert by_shape[(2, 3)]["standard"] == {"standard": "sequential"}  # ((0, 1), 2) is a loop's tree
-    assert "standard={'standard': 'any_order', 'depth': 11}" in by_shape[(3, 1025)]["reproduce"]
+    assert "standard={'standard': '%s'}" % tree in by_shape[(3, 1025)]["reproduce"]
 
 
 def test_check_reveal_sees_an_order_chosen_by_shape():
@@ -184,7 +241,7 @@ def test_check_reveal_sees_an_order_chosen_by_shape():
     assert rec.passed, str(rec)
     by_shape = {tuple(c["shape"]): c for c in rec.cases}
     assert by_shape[(3, 1025)]["standard"] == {"standard": "sequential"}, by_shape[(3, 1025)]["revealed"]
-    assert by_shape[(17, 33)]["standard"] == {"standard": "any_order", "depth": 6}
+    assert by_shape[(17, 33)]["standard"] == {"standard": "tree:(((((0,1)*2+2)*2+4)*2+8)*2+16,32)"}
     # a few long rows would take n log2(n) / (2 rows) calls: past 2000 the case is checked under any_order
     assert by_shape[(5, 4097)]["standard"] == {"standard": "any_order"}
     assert "max_calls=2000" in by_shape[(5, 4097)]["revealed"]
@@ -213,10 +270,13 @@ def test_standard_for_a_known_tree():
         return x
 
     o = ert.standard_for(adjacent, torch.zeros(31, 64))
-    assert o.op == "sum" and o.rows == 31 and o.depth == 6 and not o.fixed
-    assert o.standard == {"standard": "any_order", "depth": 6} and set(o.leaf_depths.tolist()) == {6}
+    assert o.op == "sum" and o.rows == 31 and o.depth == 6 and o.fixed
+    assert o.standard == {"standard": "tree:((((((0,1)*2+2)*2+4)*2+8)*2+16)*2+32)"}
+    assert set(o.leaf_depths.tolist()) == {6}
     X = family("normal", (31, 64), "float32", seed=3)
-    assert er.sum(X).covers(adjacent(torch.from_numpy(X))[:, 0].numpy(), **o.standard).all()
+    want = adjacent(torch.from_numpy(X))[:, 0].numpy()
+    assert er.sum(X).covers(want, **o.standard).all()
+    assert np.array_equal(er.sum(X).emulate(**o.standard), want)
 
 
 @pytest.mark.parametrize("compiled", [False, True])
