@@ -28,6 +28,7 @@ START_TEST(fixed_orders_are_sound_and_emulated) {
         er_format fo = er_rand64() % 2 ? t.acc : outputs[er_rand64() % 4];
         int fam = (int)(er_rand64() % FAM_COUNT);
         int K = er_rand64() % 6 == 0 ? (int)er_rand_int(129, 400) : (int)er_rand_int(1, 80);
+        draw_tree(&t, K);
         double *a = malloc(sizeof(double) * (size_t)K), *b = malloc(sizeof(double) * (size_t)K);
         double *ca = malloc(sizeof(double) * (size_t)K), *cb = malloc(sizeof(double) * (size_t)K);
         gen_vectors(fam, fa, fb, t.acc, K, a, b);
@@ -1281,29 +1282,6 @@ END_TEST
 
 
 /* ---- tree: a written tree against the kernel's own float arithmetic ---- */
-
-typedef struct { int l, r; } tnode; /* node ids: 0 .. K - 1 the elements, K + j the j-th addition */
-
-/* A tree over the elements perm[lo .. hi): shape 0 random splits, 1 a chain, 2 a chain from the far end, 3 balanced;
- * each addition's operands in a random order. Returns its root's id. */
-static int tree_build(tnode *nd, int *nn, int K, const int *perm, int lo, int hi, int shape) {
-    if (hi - lo == 1) return perm[lo];
-    int k = shape == 1 ? hi - 1 : shape == 2 ? lo + 1 : shape == 3 ? lo + (hi - lo) / 2 : (int)er_rand_int(lo + 1, hi - 1);
-    int a = tree_build(nd, nn, K, perm, lo, k, shape), b = tree_build(nd, nn, K, perm, k, hi, shape);
-    int j = (*nn)++;
-    if (er_rand64() & 1) { nd[j].l = a; nd[j].r = b; } else { nd[j].l = b; nd[j].r = a; }
-    return K + j;
-}
-
-static void tree_text(const tnode *nd, int K, int v, char *buf, size_t *len) {
-    if (v < K) { *len += (size_t)sprintf(buf + *len, "%d", v); return; }
-    buf[(*len)++] = '(';
-    tree_text(nd, K, nd[v - K].l, buf, len);
-    buf[(*len)++] = (er_rand64() & 1) ? ' ' : ',';
-    tree_text(nd, K, nd[v - K].r, buf, len);
-    buf[(*len)++] = ')';
-    buf[*len] = '\0';
-}
 
 /* The tree's value in float: mode 0 a sum of x (b NULL), 1 products rounded then added, 2 fused by tree:'s rule (an
  * addition of a product and a subtree fuses the product; of two products, the lower element's is rounded and the

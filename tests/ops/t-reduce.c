@@ -126,6 +126,7 @@ START_TEST(reductions_are_sound_and_emulated) {
         if (t.std.compute != ER_TF32 && !er_gen_held(fx, t.acc)) /* the accumulator holds its inputs */
             fx = er_gen_held(ER_FP16, t.acc) ? ER_FP16 : ER_FP8_E4M3FN;
         int fam = (int)(er_rand64() % FAM_COUNT), K = (int)er_rand_int(1, 300);
+        draw_tree(&t, K);
         double *x = malloc(sizeof(double) * (size_t)K), *one = malloc(sizeof(double) * (size_t)K);
         gen_vectors(fam, fx, fx, t.acc, K, x, one);
         for (int k = 0; k < K; k++) one[k] = 1.0;
