@@ -269,6 +269,26 @@ ER_API er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor 
                               const er_attention_opts *opts);
 /* sizeof(er_attention_opts), for bindings that lay the struct out themselves. */
 ER_API size_t er_attention_opts_sizeof(void);
+/* fp8 attention's scales (er_attention_fp8), as cuDNN's and FlashAttention-3's fp8 kernels take them. A zero field is
+ * 1 (descale_s: 1 / scale_s, the real number); every other value must be positive and finite. */
+typedef struct er_attention_fp8_scales {
+    double descale_q, descale_k; /* the scores are scale descale_q descale_k (q . k) */
+    double descale_v;            /* O is descale_v softmax(s) v */
+    double scale_s;              /* P is quantised to v's format as RN(p scale_s) before P V ... */
+    double descale_s;            /* ... and P V is multiplied by descale_s (0: exactly 1 / scale_s) */
+    double scale_o;              /* the output is O scale_o in O's format (the amax_o is of O before it) */
+} er_attention_fp8_scales;
+/* fp8 attention forward (cuDNN's fp8 SDPA, FlashAttention-3's fp8 path): q, k, v and opts as er_attention takes them
+ * (typically fp8 e4m3), with the scales above. Four outputs: O [..., H, Sq, Dv] = scale_o descale_v softmax(scale
+ * descale_q descale_k q k^T + mask) v, LSE [..., H, Sq] of those scores, amax_s [1] (the largest P before scale_s,
+ * normalised by the row's sum or not: either is in the set) and amax_o [1] (max |descale_v softmax(s) v| before
+ * scale_o); the amax outputs are never called exact. Standards and options as er_attention's; P rounded to v's format
+ * after its scale_s, the kernel's descales each rounded in fp32 (docs/algorithms/attention.md, Theorem A4). A
+ * scale_s that could take P past v's largest value is refused. q, k and v must outlive the reference. */
+ER_API er_status er_attention_fp8(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                                  const er_attention_opts *opts, const er_attention_fp8_scales *scales);
+/* sizeof(er_attention_fp8_scales), for bindings. */
+ER_API size_t er_attention_fp8_scales_sizeof(void);
 /* Attention's backward pass (FlashAttention-2/3's backward, torch SDPA's): q, k, v as er_attention takes them, o
  * [..., H, Sq, Dv] and lse [..., H, Sq] the forward's saved outputs as the backward kernel read them (lse NULL: a
  * kernel that recomputes it, any value Theorem A3's set allows), dout (O's shape) the gradient of O. Three outputs:

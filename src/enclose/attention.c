@@ -118,8 +118,14 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
             mpfr_rec_sqrt(c0, x, MPFR_RNDD);
             mpfr_rec_sqrt(c1, x, MPFR_RNDU);
         } else {
-            mpfr_set_d(c0, pl->sc, MPFR_RNDN);
-            mpfr_set_d(c1, pl->sc, MPFR_RNDN);
+            mpfr_set_d(c0, pl->fp8 ? pl->sbase : pl->sc, MPFR_RNDN);
+            mpfr_set_d(c1, pl->fp8 ? pl->sbase : pl->sc, MPFR_RNDN);
+        }
+        if (pl->fp8) { /* times descale_q descale_k (positive), rounded outward */
+            mpfr_mul_d(c0, c0, pl->dq, MPFR_RNDD);
+            mpfr_mul_d(c0, c0, pl->dk, MPFR_RNDD);
+            mpfr_mul_d(c1, c1, pl->dq, MPFR_RNDU);
+            mpfr_mul_d(c1, c1, pl->dk, MPFR_RNDU);
         }
         mpfr_set_zero(Ll, 1);
         mpfr_set_zero(Lh, 1);
@@ -158,9 +164,11 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
                 mpfr_add(Nh, Nh, x, MPFR_RNDU);
             }
             mpfr_div(x, Nl, mpfr_sgn(Nl) >= 0 ? Lh : Ll, MPFR_RNDD);
+            if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDD); mpfr_mul_d(x, x, pl->so, MPFR_RNDD); }
             double lo = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
             oex[d] = mpfr_get_d(x, MPFR_RNDN);
             mpfr_div(x, Nh, mpfr_sgn(Nh) >= 0 ? Ll : Lh, MPFR_RNDU);
+            if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDU); mpfr_mul_d(x, x, pl->so, MPFR_RNDU); }
             double hi = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
             rl[d] = lo;
             rh[d] = hi;
@@ -208,7 +216,8 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
     /* Lemma A1: the scores. q^2 and q k are exact in double (at most 24-bit values); each sum of D of them is
      * within (D + 2) 2^-53 of the sum of their magnitudes */
     double qn = er__up(sqrt(er__up(qss * (1 + (double)(D + 2) * 0x1p-52))));
-    double gD = (double)(D + 2) * 0x1p-53 * (1 + 0x1p-40), asc = fabs(pl->sc), screl = pl->sc_default ? 0x1.1p-52 : 0.0;
+    double gD = (double)(D + 2) * 0x1p-53 * (1 + 0x1p-40), asc = fabs(pl->sc),
+           screl = (pl->sc_default ? 0x1.1p-52 : 0.0) + (pl->fp8 ? 0x1.1p-52 : 0.0); /* fp8: fl(fl(sbase dq) dk) */
     double Mt = -INFINITY, smin = INFINITY, smax = -INFINITY, numax = 0, errmax = 0, kmax = 0;
     for (int64_t t = 0; t < n; t++) {
         double S = er__attn_dot(q, kv->k + (j0 + t) * D, D);
@@ -228,7 +237,9 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
     }
     double u = pl->u, uin = pl->uin;
     /* Theorem A2's score error: the kernel's dot in the compute format, its scale, tf32 operands */
-    double gq = (pl->cp * (double)D + pl->cg + 8) * u * (1 + 0x1p-10) * (1 + uin) * (1 + uin) + 2 * uin + uin * uin;
+    /* fp8: the kernel's constant takes descale_q and descale_k, two roundings more */
+    double gq = (pl->cp * (double)D + pl->cg + 8 + (pl->fp8 ? 2 : 0)) * u * (1 + 0x1p-10) * (1 + uin) * (1 + uin) +
+                2 * uin + uin * uin;
     double delta = er__up(asc * numax * gq * (1 + 0x1p-40));
     if (pl->uq > 0) {
         /* qk_scale=input: q_d c and k_jd c (c = sqrt(scale) in fp32) each rounded to its format, relative u_q and u_k
@@ -318,6 +329,7 @@ static void er_attn_masked(const er_attn_plan *pl, er_cval *ocv, double *oex, do
  * roundings (Els). 0 where the denominator's lower bound is not positive (the row claims nothing). */
 typedef struct er_attn_wide {
     double eps, abs1, abs0, Lklo, Lkhi, Els;
+    double th_arg, U; /* the arguments' error (in the exponent) and the exps' ulps */
 } er_attn_wide;
 
 static int er_attn_widen(const er_attn_plan *pl, int64_t n, const er_attn_rowq *rq, er_attn_wide *wd) {
@@ -346,27 +358,102 @@ static int er_attn_widen(const er_attn_plan *pl, int64_t n, const er_attn_rowq *
     /* Theorem A3: the kernel's LSE within eps of L and Els of its own roundings */
     double Els =
         er__up(2 * (0x1p-20 + ulog * (lnn + 2 * delta + 1)) + 8 * u * (Mabs + delta + lnn + 2) + 4 * u * (Uc + 0.5));
-    *wd = (er_attn_wide){eps, abs1, abs0, Lklo, Lkhi, Els};
+    *wd = (er_attn_wide){eps, abs1, abs0, Lklo, Lkhi, Els, th_arg, U};
     return Lklo > 0;
+}
+
+/* a x for a positive x in [flo, fhi]: the lower (up = 0) or upper end, rounded outward. */
+static double er_scale_end(double a, double flo, double fhi, int up) {
+    return up ? er__up(a * (a >= 0 ? fhi : flo)) : er__dn(a * (a >= 0 ? flo : fhi));
+}
+
+/* fp8 (Theorem A4): the kernel's O in [klo, khi] and the exact one in [xlo, xhi], both in softmax(s) v's units, become
+ * the output's, times descale_v and scale_o: the kernel's with its descales' roundings (o_rel) and scale_o's (u) on
+ * the way; the row's |O dv| bounds go to w->am for amax_o. */
+static void er_attn_fp8_out(const er_attn_plan *pl, er_attn_work *w, double *klo, double *khi, double *xlo,
+                            double *xhi, double *ex) {
+    double u = pl->u, rel = er__up(pl->o_rel * (1 + 0x1p-40));
+    double alo = er_scale_end(*klo, pl->dv, pl->dv, 0), ahi = er_scale_end(*khi, pl->dv, pl->dv, 1);
+    alo = er__dn(er__dn(alo - er__up(fabs(alo) * rel)) - 0x1p-125);
+    ahi = er__up(er__up(ahi + er__up(fabs(ahi) * rel)) + 0x1p-125);
+    double mlo = alo > 0 ? alo : ahi < 0 ? -ahi : 0.0, mhi = fmax(fabs(alo), fabs(ahi));
+    if (mlo > w->am.o_lo) w->am.o_lo = mlo;
+    if (mhi > w->am.o_hi) w->am.o_hi = mhi;
+    if (fabs(*ex * pl->dv) > w->am.o_ex) w->am.o_ex = fabs(*ex * pl->dv);
+    double blo = er_scale_end(alo, pl->so, pl->so, 0), bhi = er_scale_end(ahi, pl->so, pl->so, 1);
+    *klo = er__dn(er__dn(blo - er__up(fabs(blo) * u * (1 + 0x1p-40))) - 0x1p-125);
+    *khi = er__up(er__up(bhi + er__up(fabs(bhi) * u * (1 + 0x1p-40))) + 0x1p-125);
+    *xlo = er_scale_end(*xlo, pl->of_lo, pl->of_hi, 0);
+    *xhi = er_scale_end(*xhi, pl->of_lo, pl->of_hi, 1);
+    *ex *= pl->dv * pl->so;
+}
+
+/* The largest unnormalised p of a row (the key at its block's running maximum: exp of an argument within th_arg of
+ * 0, within U ulps): between *lo and *hi. */
+static void er_attn_pmax(const er_attn_wide *wd, double *lo, double *hi) {
+    double th = er__up(wd->th_arg * (1 + 0x1p-20)), e = er__up((wd->U + 1) * 0x1p-23);
+    *lo = er__dn(er__dn(1 - e) * er__dn(exp(-th) * (1 - 0x1p-50)));
+    *hi = er__up(er__up(1 + e) * er__up(exp(th) * (1 + 0x1p-50)));
+}
+
+/* fp8 (Theorem A4): the row's largest P, normalised (the largest weight over the kernel's denominator) or not (the
+ * weight of the key at its block's running maximum, exp of an argument within th_arg of 0), into w->am. */
+static void er_attn_amax_s(const er_attn_plan *pl, int64_t n, er_attn_work *w, const er_attn_rowq *rq,
+                           const er_attn_wide *wd) {
+    double wl = 0, wh = 0;
+    for (int64_t t = 0; t < n; t++) {
+        if (w->wlo[t] > wl) wl = w->wlo[t];
+        if (w->whi[t] > wh) wh = w->whi[t];
+    }
+    double u = pl->u, ab = er__up(2 * wd->abs1 * (1 + 0x1p-40));
+    double nlo = er__dn(er__dn(er__dn(wl * er__dn(1 - wd->eps)) - ab) / wd->Lkhi);
+    double nhi = er__up(er__up(er__up(wh * er__up(1 + wd->eps)) + ab) / wd->Lklo);
+    nlo = er__dn(nlo * er__dn(1 - 4 * u));
+    nhi = er__up(nhi * er__up(1 + 4 * u));
+    double ulo, uhi;
+    er_attn_pmax(wd, &ulo, &uhi);
+    w->am.s_lo = fmin(nlo > 0 ? nlo : 0.0, ulo);
+    w->am.s_hi = fmax(nhi, uhi);
+    w->am.s_ex = wl / (0.5 * (rq->Llo + rq->Lhi));
 }
 
 er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                        er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
                        double *lrd) {
     memset(w->open, 0, (size_t)pl->Dv + 1); /* no rounding left open (er_attn_mpfr sets those it leaves) */
+    memset(&w->am, 0, sizeof w->am);
     int64_t Dv = pl->Dv;
-    if (n <= 0) { er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    if (n <= 0) { /* O = 0 or NaN; every P 0 */
+        er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd);
+        w->am.nan = 1;
+        return ER_OK;
+    }
     er_attn_rowq rq;
     if (!er__attn_scores(pl, kv, q, j0, n, w, &rq)) {
         er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
+        w->am.any = 1;
         return ER_OK;
     }
     er_attn_weights(pl, kv, j0, n, w, &rq, 1);
     double u = rq.u, Mt = rq.Mt, Llo = rq.Llo, Lhi = rq.Lhi, rho = rq.rho;
     double gn = (double)(n + 2) * 0x1p-53 * (1 + 0x1p-40);
     er_attn_wide wd;
-    if (!er_attn_widen(pl, n, &rq, &wd)) { er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd); return ER_OK; }
+    if (!er_attn_widen(pl, n, &rq, &wd)) {
+        er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
+        w->am.any = 1;
+        return ER_OK;
+    }
     double eps = wd.eps, abs1 = wd.abs1, abs0 = wd.abs0, Lklo = wd.Lklo, Lkhi = wd.Lkhi;
+    if (pl->fp8) {
+        double plo, phi;
+        er_attn_pmax(&wd, &plo, &phi);
+        if (!(er__up(phi * pl->ss) < pl->vmax)) { /* p scale_s may saturate: not modelled, the row claims nothing */
+            er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
+            w->am.any = 1;
+            return ER_OK;
+        }
+    }
+    if (pl->amax) er_attn_amax_s(pl, n, w, &rq, &wd);
 
     int open = 0;
     double Lmid = 0.5 * (Llo + Lhi);
@@ -384,8 +471,9 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
                khi = Nkhi >= 0 ? er__up(Nkhi / Lklo) : er__up(Nkhi / Lkhi);
         klo = er__dn(er__dn(klo - er__up(fabs(klo) * 6 * u)) - 0x1p-125);
         khi = er__up(er__up(khi + er__up(fabs(khi) * 6 * u)) + 0x1p-125);
-        er__cval_from_interval(&ocv[d], klo, khi, 0, er__fmt(ER_FP32));
         oex[d] = w->N[d] / Lmid;
+        if (pl->fp8) er_attn_fp8_out(pl, w, &klo, &khi, &xlo, &xhi, &oex[d]);
+        er__cval_from_interval(&ocv[d], klo, khi, 0, er__fmt(ER_FP32));
         double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o),
                rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
         w->open[d] = !(rl == rh);

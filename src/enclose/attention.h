@@ -24,7 +24,24 @@ typedef struct er_attn_plan {
     int64_t D, Dv, Sk, kv_block;
     double sc;                 /* the scale as a double */
     int sc_default;            /* the scale is the real number 1/sqrt(D) (sc its rounding; else sc is exact) */
+    /* fp8 attention (er_attention_fp8; docs/algorithms/attention.md, Theorem A4). fp8 = 0: none of these apply */
+    int fp8;
+    double sbase;              /* the scale before the descales: the double, or 1/sqrt(D) rounded (sc_default) */
+    double dq, dk;             /* descale_q and descale_k: sc is fl(fl(sbase dq) dk) */
+    double dv, so;             /* descale_v and scale_o: the output is RN_O(O dv scale_o) */
+    double of_lo, of_hi;       /* doubles below and above the real dv so */
+    double o_rel;              /* the kernel's extra relative error on O dv before scale_o (its descales' roundings) */
+    double ss, vmax;           /* scale_s, and v's largest value plus half its spacing there: a row whose p scale_s
+                                  may reach it claims nothing */
+    int amax;                  /* the rows' amax bounds are wanted (w->am) */
 } er_attn_plan;
+
+/* One row's bounds of what a kernel's amax outputs may take from it (fp8 attention): max |O dv| over the row (amax_o)
+ * and max P (amax_s, normalised or not); any: the row claims nothing; nan: NaN possible. */
+typedef struct er_attn_amax {
+    double o_lo, o_hi, s_lo, s_hi, o_ex, s_ex;
+    int any, nan;
+} er_attn_amax;
 
 /* One kv head, decoded. */
 typedef struct er_attn_kv {
@@ -39,6 +56,7 @@ typedef struct er_attn_work {
     double *s, *slo, *shi, *wlo, *whi;
     double *N, *A, *B;
     uint8_t *open; /* Dv + 1 flags (er__attn_row) */
+    er_attn_amax am; /* the row's amax bounds (er__attn_row, where the plan's amax is set) */
 } er_attn_work;
 ER_INTERNAL er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv);
 ER_INTERNAL void er__attn_work_free(er_attn_work *w);

@@ -16,6 +16,9 @@ typedef struct er_attn_state {
     double scale;
     int causal, bottom_right, window;
     int64_t win_l, win_r;
+    /* fp8 attention (er_attention_fp8): its scales, each positive; fp8 = 0 for the other modules */
+    int fp8;
+    double dsc_q, dsc_k, dsc_v, sc_s, dsc_s, sc_o; /* descale_q, _k, _v, scale_s, descale_s (0: none given), scale_o */
 } er_attn_state;
 static inline er_attn_state *er__attn(const er_ref *r) { return (er_attn_state *)r->priv; }
 

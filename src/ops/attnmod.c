@@ -112,11 +112,40 @@ er_status er_attention(er_ref **out, const er_tensor *q, const er_tensor *k, con
     return er__attn_make(out, q, k, v, opts, &er__attention_module);
 }
 
+size_t er_attention_fp8_scales_sizeof(void) { return sizeof(er_attention_fp8_scales); }
+
+er_status er_attention_fp8(er_ref **out, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                           const er_attention_opts *opts, const er_attention_fp8_scales *scales) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(scales, "scales");
+    static const char *const names[6] = {"descale_q", "descale_k", "descale_v", "scale_s", "descale_s", "scale_o"};
+    const double f[6] = {scales->descale_q, scales->descale_k, scales->descale_v,
+                         scales->scale_s,   scales->descale_s, scales->scale_o};
+    for (int i = 0; i < 6; i++)
+        if (!(f[i] >= 0 && f[i] <= 0x1p126))
+            return er__fail(ER_ERR_INVALID,
+                            "%s must be positive and finite, at most 2^126, or 0 for its default (got %g)", names[i],
+                            f[i]);
+    er_ref *r;
+    ER_RETURN_IF_ERROR(er__attn_make(&r, q, k, v, opts, &er__attention_fp8_module));
+    er_attn_state *a = er__attn(r);
+    a->fp8 = 1;
+    a->dsc_q = f[0] ? f[0] : 1;
+    a->dsc_k = f[1] ? f[1] : 1;
+    a->dsc_v = f[2] ? f[2] : 1;
+    a->sc_s = f[3] ? f[3] : 1;
+    a->dsc_s = f[4];
+    a->sc_o = f[5] ? f[5] : 1;
+    *out = r;
+    return ER_OK;
+}
+
 /* O has q's shape with v's head dimension last; LSE O's shape without it (trailing size-1 dimensions accepted). */
 static er_status er_attn_out_shape(const er_ref *ref, int o, const er_tensor *out, int *ndim, int64_t *shape) {
     if (o == 0) return er__out_shape_same(ref, o, out, ndim, shape);
-    *ndim = ref->ndim - 1;
-    for (int i = 0; i < *ndim; i++) shape[i] = ref->shape[i];
+    *ndim = o == 1 ? ref->ndim - 1 : 1; /* fp8's amax_s and amax_o: one value */
+    for (int i = 0; i < *ndim; i++) shape[i] = o == 1 ? ref->shape[i] : 1;
     return er__out_shape_fits(ref, o, out, *ndim, shape);
 }
 
@@ -188,6 +217,7 @@ typedef struct er_attn_job {
     er_sink *so, *sl;
     int64_t r0, r1;
     er_status st;
+    er_attn_amax am; /* fp8: the run's amax bounds (the largest of its rows') */
 } er_attn_job;
 
 /* The element offset of t's [b (over the leading dimensions), h, 0, 0]. */
@@ -237,6 +267,41 @@ typedef struct er_attn_rowctx {
 } er_attn_rowctx;
 
 /* The plan of the forward's sets for the standard (Theorems A2 and A3) with the output formats O and L. */
+/* fp8 attention's plan (Theorem A4): the scale with its descales; P quantised as RN_V(fl(p scale_s)) and multiplied
+ * back by descale_s: per key a relative (1 + u_V)(1 + u)(1 + m), m = |scale_s descale_s - 1|, and an absolute
+ * eta_V / scale_s; the kernel's descale_s, descale_v and their product, three roundings of O. */
+static er_status er_attn_plan_fp8(er_attn_plan *pl, const er_attn_state *a, const er_fmt_info *Vf) {
+    double u = pl->u;
+    pl->fp8 = 1;
+    pl->sbase = pl->sc;
+    pl->dq = a->dsc_q;
+    pl->dk = a->dsc_k;
+    pl->sc = pl->sbase * a->dsc_q * a->dsc_k;
+    pl->dv = a->dsc_v;
+    pl->so = a->sc_o;
+    pl->of_lo = er__dn(a->dsc_v * a->sc_o);
+    pl->of_hi = er__up(a->dsc_v * a->sc_o);
+    double m;
+    if (a->dsc_s) m = er__up(fabs(er__dn(a->sc_s * a->dsc_s) - 1) + fabs(er__up(a->sc_s * a->dsc_s) - 1));
+    else m = frexp(a->sc_s, &(int){0}) == 0.5 ? 0.0 : u; /* a power of two's reciprocal is exact; else fl(1/scale_s) */
+    pl->uv = er__up(((1 + pl->uv) * (1 + u) * (1 + m) - 1) * (1 + 0x1p-40));
+    pl->etav = er__up(er__up(Vf->min_sub / a->sc_s) * (1 + m) * (1 + 0x1p-40));
+    pl->o_rel = er__up(3 * u * (1 + 0x1p-20));
+    pl->ss = a->sc_s;
+    /* P scale_s below v's largest value plus half its spacing there rounds to at most that value */
+    pl->vmax = Vf->max + ldexp(1.0, ilogb(Vf->max) - Vf->p);
+    /* every p is at least as large as an exp of 0 may be, 1 + (U + 2) 2^-23, at its row's maximum (rows whose
+     * arguments' roundings allow more are checked by er__attn_row) */
+    double U = pl->exp_fast ? 3.0 : pl->U, pmax = er__up(a->sc_s * (1 + (U + 2) * 0x1p-23) * (1 + 0x1p-20));
+    if (!(pmax < pl->vmax))
+        return er__fail(ER_ERR_UNSUPPORTED,
+                        "scale_s = %g could round P past %s's largest value %g (saturation is not modelled): a scale_s "
+                        "below %g",
+                        a->sc_s, Vf->name, Vf->max, pl->vmax / (1 + (U + 2) * 0x1p-23) / (1 + 0x1p-19));
+    pl->amax = 1;
+    return ER_OK;
+}
+
 er_status er__attn_plan_init(er_attn_plan *pl, const er_ref *r, const er_standard *std, const er_fmt_info *O,
                              er_overflow ov_o, const er_fmt_info *L, er_overflow ov_l) {
     int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
@@ -270,6 +335,7 @@ er_status er__attn_plan_init(er_attn_plan *pl, const er_ref *r, const er_standar
     }
     pl->sc_default = er__attn(r)->scale == 0;
     pl->sc = er__attn(r)->scale != 0 ? er__attn(r)->scale : 1.0 / sqrt((double)D);
+    if (er__attn(r)->fp8) ER_RETURN_IF_ERROR(er_attn_plan_fp8(pl, er__attn(r), Vf));
     return ER_OK;
 }
 
@@ -339,6 +405,31 @@ static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     return er__attn_row(&c->pl, &c->kv, c->qr, j0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
 }
 
+/* The larger of two runs' (or rows') amax bounds, into a. */
+static void er_attn_amax_merge(er_attn_amax *a, const er_attn_amax *b) {
+    a->any |= b->any;
+    a->nan |= b->nan;
+    a->o_lo = fmax(a->o_lo, b->o_lo);
+    a->o_hi = fmax(a->o_hi, b->o_hi);
+    a->s_lo = fmax(a->s_lo, b->s_lo);
+    a->s_hi = fmax(a->s_hi, b->s_hi);
+    a->o_ex = fmax(a->o_ex, b->o_ex);
+    a->s_ex = fmax(a->s_ex, b->s_ex);
+}
+
+/* An amax output's set (fp8: amax_s, amax_o) into sink s: [lo, hi] of fp32 computed values (the kernel's max is
+ * exact), NaN where an element may be NaN, everything where a row claims nothing; never called exact. */
+static void er_attn_amax_put(er_sink *s, const er_attn_amax *a, double lo, double hi, double ex) {
+    er_cval v;
+    const er_fmt_info *F = er__fmt(ER_FP32);
+    if (a->any) er__cval_anything(&v, F);
+    else er__cval_from_interval(&v, er__round_double(F, lo, ER_ROUND_DOWN, ER_OVERFLOW_IEEE),
+                                er__round_double(F, hi, ER_ROUND_UP, ER_OVERFLOW_IEEE), a->nan, F);
+    er_cset cs;
+    er__cset_build(&cs, s->O, s->ov, 0, &v, a->any ? NAN : ex, NAN);
+    er__sink_put(s, 0, &cs);
+}
+
 static er_status er_attn_rows(er_attn_job *j) {
     er_attn_rowctx c;
     const er_fmt_info *F32 = er__fmt(ER_FP32);
@@ -367,6 +458,7 @@ static er_status er_attn_rows(er_attn_job *j) {
             er__cset_build(&cs, j->sl->O, j->sl->ov, !open, &c.lcv, c.lex, open ? NAN : c.lrd);
             er__sink_put(j->sl, row, &cs);
         }
+        if (c.pl.amax) er_attn_amax_merge(&j->am, &c.w.am);
     }
     er_attn_ctx_close(&c);
     return st;
@@ -422,12 +514,24 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
                       "the attention heads' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_attn_job jobs[ER_MAX_THREADS];
-    for (int t = 0; t < nt; t++)
-        jobs[t] = (er_attn_job){
-            ref, std, er__sinks_at(sk, t, 0), er__sinks_at(sk, t, 1), rows * t / nt, rows * (t + 1) / nt, ER_OK
-        };
+    for (int t = 0; t < nt; t++) {
+        memset(&jobs[t], 0, sizeof jobs[t]);
+        jobs[t].ref = ref;
+        jobs[t].std = std;
+        jobs[t].so = er__sinks_at(sk, t, 0);
+        jobs[t].sl = er__sinks_at(sk, t, 1);
+        jobs[t].r0 = rows * t / nt;
+        jobs[t].r1 = rows * (t + 1) / nt;
+    }
     er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_attn_run, rows);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
+    if (er__attn(ref)->fp8) { /* amax_s and amax_o: the largest of every row's bounds (no rows: 0) */
+        er_attn_amax am;
+        memset(&am, 0, sizeof am);
+        for (int t = 0; t < nt; t++) er_attn_amax_merge(&am, &jobs[t].am);
+        if (er__sinks_at(sk, 0, 2)) er_attn_amax_put(er__sinks_at(sk, 0, 2), &am, am.s_lo, am.s_hi, am.s_ex);
+        if (er__sinks_at(sk, 0, 3)) er_attn_amax_put(er__sinks_at(sk, 0, 3), &am, am.o_lo, am.o_hi, am.o_ex);
+    }
     return ER_OK;
 }
 
@@ -440,17 +544,17 @@ static int er_attn_inputs(const er_ref *ref, const er_tensor **views, const char
     return n;
 }
 
-static const char *const er_attn_names[2] = {"out", "lse"};
+static const char *const er_attn_names[4] = {"out", "lse", "amax_s", "amax_o"};
 
-const er_op_module er__attention_module = { .name = "attention",
-                                            .takes = ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_EXP | ER_TAKES_LOG |
-                                                     ER_TAKES_FAST | ER_TAKES_TRITON | ER_TAKES_FLUSH | ER_TAKES_ATTN,
-                                            .nout = 2,
-                                            .out_names = er_attn_names,
-                                            .out_shape = er_attn_out_shape,
-                                            .priv_size = sizeof(er_attn_state),
-                                            .check = er__attn_check,
-                                            .covers = er_attn_covers,
-                                            .exact = er_attn_exact,
-                                            .rounded = er_attn_rounded,
-                                            .inputs = er_attn_inputs };
+/* The forward's module fields, shared by the plain and the fp8 module. */
+#define ER_ATTN_MODULE_COMMON \
+    .takes = ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_EXP | ER_TAKES_LOG | ER_TAKES_FAST | ER_TAKES_TRITON | \
+             ER_TAKES_FLUSH | ER_TAKES_ATTN, \
+    .out_names = er_attn_names, .out_shape = er_attn_out_shape, .priv_size = sizeof(er_attn_state), \
+    .check = er__attn_check, .covers = er_attn_covers, .exact = er_attn_exact, .rounded = er_attn_rounded, \
+    .inputs = er_attn_inputs
+
+const er_op_module er__attention_module = {.name = "attention", .nout = 2, ER_ATTN_MODULE_COMMON};
+
+/* fp8 attention: the forward's rows with its scales (Theorem A4), and two one-value outputs, amax_s and amax_o. */
+const er_op_module er__attention_fp8_module = {.name = "attention_fp8", .nout = 4, ER_ATTN_MODULE_COMMON};

@@ -55,9 +55,9 @@ ER_INTERNAL er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid,
  * asks which op a reference is. */
 extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__matmul_module, er__sum_module,
     er__mean_module, er__max_module, er__softmax_module, er__log_softmax_module, er__rmsnorm_module,
-    er__layernorm_module, er__attention_module, er__softmax_backward_module, er__log_softmax_backward_module,
-    er__layer_norm_backward_module, er__rmsnorm_backward_module, er__cross_entropy_module,
-    er__attention_backward_module;
+    er__layernorm_module, er__attention_module, er__attention_fp8_module, er__softmax_backward_module,
+    er__log_softmax_backward_module, er__layer_norm_backward_module, er__rmsnorm_backward_module,
+    er__cross_entropy_module, er__attention_backward_module;
 /* The table itself, ending in NULL. */
 extern const er_op_module *const er__modules[];
 

@@ -9,5 +9,6 @@ const er_op_module *const er__modules[] = {&er__matmul_module, &er__sum_module, 
                                            &er__softmax_backward_module, &er__log_softmax_backward_module,
                                            &er__layer_norm_backward_module, &er__rmsnorm_backward_module,
                                            &er__cross_entropy_module, &er__attention_backward_module,
+                                           &er__attention_fp8_module,
                                            NULL};
 

@@ -245,7 +245,7 @@ START_TEST(option_tables) {
         ck_assert_int_eq(er_standard_parse(&s, "triton:64", opt), ER_ERR_STANDARD);
         ck_assert_ptr_null(strstr(er_last_error(), "unknown option"));
     }
-    ck_assert_int_eq(er_op_count(), 18);
+    ck_assert_int_eq(er_op_count(), 19);
     ck_assert_str_eq(er_op_name(0), "matmul");
     ck_assert_ptr_null(er_op_name(er_op_count()));
     char buf[128];

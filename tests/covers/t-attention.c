@@ -18,6 +18,14 @@ static uint16_t qb[MAXH * MAXS * MAXD], kb[MAXH * MAXS * MAXD], vb[MAXH * MAXS *
 static float qf[MAXH * MAXS * MAXD], kf[MAXH * MAXS * MAXD], vf[MAXH * MAXS * MAXD], of[MAXH * MAXS * MAXD], outl[MAXH * MAXS];
 static double user_scale; /* 0: 1/sqrt(D) */
 static int causal, bottom_right, window, wl, wr;
+/* fp8 attention (er_attention_fp8): the kernels' scales and what they write besides O and LSE */
+static int fp8, amax_norm;   /* amax_norm: amax_s of P normalised by the row's sum, else of p as computed */
+static int fp8_bug;          /* 1 amax_o written 0, 2 descale_v left out, 3 P quantised without scale_s, 4 amax_s after
+                                scale_s, 5 descale_q left out */
+static double f8q, f8k, f8v, f8s, f8ds, f8o; /* descale_q, _k, _v, scale_s, descale_s (0: 1/scale_s), scale_o */
+static er_format OF8;        /* O's format in fp8 trials */
+static float amax_s_out[1], amax_o_out[1], row_pmax, row_dsv;
+static const char *fp8_order = "mma:sm90"; /* the order fp8 trials are checked under */
 
 typedef struct kcfg {
     int block;     /* keys per block */
@@ -39,7 +47,7 @@ typedef struct kcfg {
 
 static double kU = 2.0; /* the exps' ulps as the kernels use them (2: at the edge of the standard's budget) */
 
-static double rnd(er_format f, double v) { double r; er_round_double(&r, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return r; }
+static double rnd(er_format f, double v) { double r; er_round_double(&r, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT); return r; }
 
 /* exp (base2 = 0) or exp2 of x as a U-ulp function at the edge dir of its budget: U ulps from the correctly rounded
  * value, as CUDA's table counts them (up to U + 1/2 ulps from the exact value). */
@@ -59,6 +67,12 @@ static void run_split(const kcfg *c, int h, int i, int j0, int j1, float *m_out,
     if (c->bug == 1) sc = (float)(1.0 / D);
     float l2e = (float)1.4426950408889634, sl2 = (float)((user_scale != 0 ? user_scale : 1.0 / sqrt((double)D)) * 1.4426950408889634);
     if (c->bug == 1) sl2 = (float)(1.4426950408889634 / D);
+    if (fp8) { /* the descales folded into the constant in fp32, one rounding each */
+        sc = sc * (float)f8q;
+        if (fp8_bug != 5) sc = sc * (float)f8k;
+        sl2 = sc * l2e;
+    }
+    float ssf = (float)f8s, dsf = f8ds != 0 ? (float)f8ds : 1.0f / (float)f8s;
     float qs = sc * l2e; /* Triton's qk_scale */
     if (c->mode == 2 && c->bug == 1) qs = (float)(1.0 / D) * l2e;
     float m = -INFINITY, l = 0;
@@ -94,7 +108,13 @@ static void run_split(const kcfg *c, int h, int i, int j0, int j1, float *m_out,
             else p[j - b0] = fexp((double)(x - mn), 1, c->edge);
             float pr = c->pround ? (float)rnd(er_format_precision(IF) == 8 ? ER_BF16 : ER_FP16, p[j - b0]) : p[j - b0];
             if (er_format_precision(IF) == 24) pr = p[j - b0];
-            bl += c->lround ? pr : p[j - b0];
+            if (fp8) { /* P times scale_s in fp32, then to v's format; the denominator descaled where it sums it */
+                if (p[j - b0] > row_pmax) row_pmax = p[j - b0];
+                float ps = fp8_bug == 3 ? p[j - b0] : p[j - b0] * ssf;
+                pr = c->pround ? (float)rnd(IF, ps) : ps;
+                if (fp8_bug == 3) pr = pr * ssf;
+            }
+            bl += c->lround ? (fp8 ? pr * dsf : pr) : p[j - b0];
             for (int d = 0; d < Dv; d++) {
                 float vv = j <= j1 && j < Sk ? (float)vd[(g * Sk + j) * Dv + d] : 0.0f;
                 pv[d] = fadd(c, pv[d], pr, vv);
@@ -120,6 +140,7 @@ static void kernel_row(const kcfg *c, int h, int i, float *o, float *lse) {
         return;
     }
     float ln2 = (float)0.6931471805599453, sc = (float)(user_scale != 0 ? user_scale : 1.0 / sqrt((double)D));
+    if (fp8) sc = sc * (float)f8q * (float)f8k; /* as run_split's constant */
     if (c->mathpath) { /* torch's math path: scores, softmax, then P V */
         int g = h / (H / Hkv);
         float t[MAXS], m = -INFINITY, l = 0;
@@ -146,12 +167,18 @@ static void kernel_row(const kcfg *c, int h, int i, float *o, float *lse) {
         return;
     }
     int ns = c->splits < n ? c->splits : n;
-    float Os[4][MAXD], Ls[4], acc[MAXD];
+    float Os[4][MAXD], Ls[4], Lsn[4], acc[MAXD];
     for (int sp = 0; sp < ns; sp++) {
         float m, l;
         run_split(c, h, i, j0 + n * sp / ns, j0 + n * (sp + 1) / ns - 1, &m, &l, acc);
         float rl = 1.0f / l;
         for (int d = 0; d < Dv; d++) Os[sp][d] = c->recip ? acc[d] * rl : acc[d] / l;
+        if (fp8) { /* descale_s and descale_v: as one fp32 constant, or one after the other */
+            float dsf = f8ds != 0 ? (float)f8ds : 1.0f / (float)f8s, dvf = fp8_bug == 2 ? 1.0f : (float)f8v;
+            float both = dsf * dvf;
+            for (int d = 0; d < Dv; d++) Os[sp][d] = c->fma ? Os[sp][d] * both : (Os[sp][d] * dsf) * dvf;
+            Lsn[sp] = 1.0f / l; /* the largest normalised P of the split: its maximum's p (1) over l */
+        }
         if (c->mode == 0) Ls[sp] = (c->bug == 7 ? 0.0f : m) + logf(l);
         else if (c->mode == 1) Ls[sp] = (c->bug == 7 ? 0.0f : m * sc) + logf(l);
         else Ls[sp] = c->bug == 5 ? m + log2f(l) : ((c->bug == 7 ? 0.0f : m) + log2f(l)) * ln2;
@@ -159,11 +186,16 @@ static void kernel_row(const kcfg *c, int h, int i, float *o, float *lse) {
     if (ns == 1) {
         for (int d = 0; d < Dv; d++) o[d] = Os[0][d];
         *lse = Ls[0];
+        if (fp8) row_dsv = Lsn[0];
         return;
     }
     float lmax = -INFINITY, den = 0, w[4];
     for (int sp = 0; sp < ns; sp++) if (Ls[sp] > lmax) lmax = Ls[sp];
     for (int sp = 0; sp < ns; sp++) { w[sp] = fexp((double)(Ls[sp] - lmax), 0, c->edge); den += w[sp]; }
+    if (fp8) { /* the largest normalised P: a split's maximum's weight in the combined sum */
+        row_dsv = 0;
+        for (int sp = 0; sp < ns; sp++) row_dsv = fmaxf(row_dsv, Lsn[sp] * (w[sp] / den));
+    }
     for (int d = 0; d < Dv; d++) {
         float a = 0;
         for (int sp = 0; sp < ns; sp++) a = fadd(c, a, w[sp], Os[sp][d]);
@@ -185,7 +217,7 @@ static void store_inputs(void) {
         for (int x = 0; x < cnt[t]; x++) {
             a[t][x] = rnd(IF, a[t][x]);
             uint64_t bits = 0;
-            er_encode(&bits, IF, a[t][x], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            er_encode(&bits, IF, a[t][x], ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
             b[t][x] = (uint16_t)bits;
             f[t][x] = (float)a[t][x];
         }
@@ -200,47 +232,69 @@ static void gen(int kind, double mag) {
     store_inputs();
 }
 
-static er_format out_format(void) { return IF == ER_FP32 ? ER_FP32 : IF; }
+static er_format out_format(void) { return fp8 ? OF8 : IF == ER_FP32 ? ER_FP32 : IF; }
 
 /* Writes element at of O (the kernel's value o rounded to O's format, in both storages). */
 static void put_output(int at, double o) {
     er_format OF = out_format();
     uint64_t bits = 0;
     of[at] = (float)rnd(OF, o);
-    er_encode(&bits, OF, o, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    er_encode(&bits, OF, o, ER_ROUND_NEAREST, ER_OVERFLOW_DEFAULT);
     ob[at] = (uint16_t)bits;
 }
 
-/* Checks the stored (O, LSE) against the reference of the stored inputs under any_order with opts; reps must be
- * cleared. */
-static er_status check_outputs(const char *opts, er_report reps[2]) {
+/* Checks the stored (O, LSE) against the reference of the stored inputs under any_order with opts (fp8 trials: the
+ * four outputs of er_attention_fp8 under mma:sm90); reps (2, or 4 in fp8 trials) must be cleared. */
+static er_status check_outputs(const char *opts, er_report *reps) {
     int fp32 = IF == ER_FP32;
     er_tensor tq, tk, tv, to, tl;
-    er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, fp32 ? (void *)qf : (void *)qb);
-    er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, fp32 ? (void *)kf : (void *)kb);
-    er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, fp32 ? (void *)vf : (void *)vb);
-    er_tensor_view(&to, out_format(), 3, (int64_t[]){H, Sq, Dv}, NULL, fp32 ? (void *)of : (void *)ob);
+    /* one-byte formats (fp8) from the 16-bit storage's low bytes */
+    static uint8_t q8[MAXH * MAXS * MAXD], k8[MAXH * MAXS * MAXD], v8[MAXH * MAXS * MAXD], o8[MAXH * MAXS * MAXD];
+    const uint16_t *src[4] = {qb, kb, vb, ob};
+    uint8_t *dst[4] = {q8, k8, v8, o8};
+    int cnt[4] = {H * Sq * D, Hkv * Sk * D, Hkv * Sk * Dv, H * Sq * Dv};
+    for (int t = 0; t < 4; t++)
+        if ((t < 3 ? IF : out_format()) == ER_FP8_E4M3FN)
+            for (int x = 0; x < cnt[t]; x++) dst[t][x] = (uint8_t)src[t][x];
+    int b8 = IF == ER_FP8_E4M3FN, o1 = out_format() == ER_FP8_E4M3FN;
+    er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, fp32 ? (void *)qf : b8 ? (void *)q8 : (void *)qb);
+    er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, fp32 ? (void *)kf : b8 ? (void *)k8 : (void *)kb);
+    er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, fp32 ? (void *)vf : b8 ? (void *)v8 : (void *)vb);
+    er_tensor_view(&to, out_format(), 3, (int64_t[]){H, Sq, Dv}, NULL,
+                   out_format() == ER_FP32 ? (void *)of : o1 ? (void *)o8 : (void *)ob);
     er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){H, Sq}, NULL, outl);
     er_attention_opts ao = {user_scale, causal, bottom_right, window, wl, wr, H != Hkv};
     er_ref *ref = NULL;
-    er_status st = er_attention(&ref, &tq, &tk, &tv, &ao);
+    er_tensor tas, tao;
+    er_tensor_view(&tas, ER_FP32, 1, (int64_t[]){1}, NULL, amax_s_out);
+    er_tensor_view(&tao, ER_FP32, 4, (int64_t[]){1, 1, 1, 1}, NULL, amax_o_out); /* cuDNN's shape */
+    er_attention_fp8_scales sc = {f8q, f8k, f8v, f8s, f8ds, f8o};
+    er_status st = fp8 ? er_attention_fp8(&ref, &tq, &tk, &tv, &ao, &sc) : er_attention(&ref, &tq, &tk, &tv, &ao);
     if (st != ER_OK) return st;
     er_standard std;
-    st = er_standard_parse(&std, "any_order", opts);
-    const er_tensor *outs[2] = {&to, &tl};
-    if (st == ER_OK) st = er_covers_outputs(reps, ref, outs, 2, &std);
+    st = er_standard_parse(&std, fp8 ? fp8_order : "any_order", opts);
+    const er_tensor *outs[4] = {&to, &tl, &tas, &tao};
+    if (st == ER_OK) st = er_covers_outputs(reps, ref, outs, fp8 ? 4 : 2, &std);
     er_ref_free(ref);
     return st;
 }
 
 /* Runs kernel c over every row and checks (O, LSE) under the standard's options; reps must be cleared. */
-static er_status run_and_check(const kcfg *c, const char *opts, er_report reps[2]) {
+static er_status run_and_check(const kcfg *c, const char *opts, er_report *reps) {
+    float amo = 0, ams = 0;
     for (int h = 0; h < H; h++)
         for (int i = 0; i < Sq; i++) {
             float o[MAXD];
+            row_pmax = row_dsv = 0;
             kernel_row(c, h, i, o, &outl[h * Sq + i]);
-            for (int d = 0; d < Dv; d++) put_output((h * Sq + i) * Dv + d, o[d]);
+            for (int d = 0; d < Dv; d++) {
+                if (fp8) amo = fmaxf(amo, fabsf(o[d])), o[d] = o[d] * (float)f8o; /* amax_o before scale_o */
+                put_output((h * Sq + i) * Dv + d, o[d]);
+            }
+            ams = fmaxf(ams, amax_norm ? row_dsv : row_pmax);
         }
+    amax_o_out[0] = fp8_bug == 1 ? 0.0f : amo;
+    amax_s_out[0] = fp8_bug == 4 ? ams * (float)f8s : ams;
     return check_outputs(opts, reps);
 }
 
@@ -655,6 +709,134 @@ START_TEST(mpfr_oracle_is_exact) {
 }
 END_TEST
 
+/* fp8 attention: the scales of a random fp8 problem (descales of fp8 data around their ranges, scale_s a power of two
+ * or not up to 448, descale_s given or not, scale_o), O in fp8 e4m3 or bf16, amax_s of normalised or raw P. */
+static void fp8_problem(void) {
+    random_problem();
+    IF = ER_FP8_E4M3FN;
+    fp8 = 1;
+    fp8_bug = 0;
+    OF8 = er_rand_int(0, 1) ? ER_FP8_E4M3FN : ER_BF16;
+    f8q = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-6, 1));
+    f8k = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-6, 1));
+    f8v = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-8, 2));
+    int sk = (int)er_rand_int(0, 2);
+    f8s = sk == 0 ? 448.0 : sk == 1 ? ldexp(1.0, (int)er_rand_int(0, 8)) : 1.0 + 446.0 * er_rand_unit();
+    f8ds = er_rand_int(0, 1) ? (double)(1.0f / (float)f8s) : 0.0;
+    f8o = er_rand_int(0, 1) ? 1.0 : ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-2, 6));
+    amax_norm = (int)er_rand_int(0, 1);
+}
+
+/* Flash-style kernels on fp8 q, k, v with their scales (P quantised after scale_s, O descaled and scaled, amax_s and
+ * amax_o written): all four outputs covered. */
+START_TEST(fp8_kernels_are_covered) {
+    er_test_reseed(1610);
+    int trials = (int)(120 * er_test_multiplier());
+    int64_t cls[ER_CLASS_COUNT] = {0};
+    for (int tr = 0; tr < trials; tr++) {
+        fp8_problem();
+        kcfg c = random_kernel();
+        c.mathpath = c.qkin = 0;
+        int kind = (int)er_rand_int(0, 2);
+        gen(kind == 2 ? 0 : kind, kind == 2 ? 3.0 : 1.0);
+        char opts[64] = "";
+        if (c.block < 16) snprintf(opts, sizeof opts, "kv_block=%d", c.block);
+        er_report reps[4];
+        er_status st = run_and_check(&c, opts, reps);
+        ER_REQUIRE(st == ER_OK, "trial %d: status %d: %s", tr, (int)st, er_last_error());
+        for (int o = 0; o < 4; o++)
+            ER_REQUIRE_PASS(&reps[o], "fp8 trial %d (H %d/%d, Sq %d, Sk %d, D %d, causal %d/%d, window %d; block %d order %d "
+                            "mode %d edge %d pround %d lround %d splits %d recip %d fma %d; data %d; descales %g %g %g, "
+                            "scale_s %g descale_s %g scale_o %g, O %s, amax_s %s): output %d",
+                            tr, H, Hkv, Sq, Sk, D, causal, bottom_right, window, c.block, c.order, c.mode, c.edge,
+                            c.pround, c.lround, c.splits, c.recip, c.fma, kind, f8q, f8k, f8v, f8s, f8ds, f8o,
+                            er_format_name(OF8), amax_norm ? "normalised" : "raw", o);
+        for (int k = 0; k < ER_CLASS_COUNT; k++) cls[k] += reps[0].counts[k];
+        for (int o = 0; o < 4; o++) er_report_clear(&reps[o]);
+    }
+    fp8 = 0;
+    printf("fp8 attention: %d kernels covered (O: exact %lld, covered %lld)\n", trials, (long long)cls[ER_CLASS_EXACT],
+           (long long)cls[ER_CLASS_COVERED]);
+    ER_REQUIRE(cls[ER_CLASS_EXACT] > 0 && cls[ER_CLASS_COVERED] > 0, "both classes seen");
+}
+END_TEST
+
+/* fp8 bugs on inputs that show them: amax_o written 0 (the cuDNN harness's months-long miss), descale_v left out, P
+ * quantised without scale_s (rows of many small weights, most of them below e4m3's normal range unscaled), amax_s
+ * after scale_s, descale_q left out: each caught in some output, the same kernel without it passing. */
+START_TEST(fp8_bugs_are_caught) {
+    er_test_reseed(1611);
+    static const char *const names[6] = {"", "amax_o written 0", "descale_v left out", "P without scale_s",
+                                         "amax_s after scale_s", "descale_k left out"};
+    /* the kernel adds in fp32 and sums p before quantising it: any_order p_sum=fp32 holds it, and is narrower than
+     * mma:sm90's fp8 tensor cores (which let O move by about a third here) */
+    fp8_order = "any_order";
+    for (int bug = 1; bug <= 5; bug++) {
+        problem(ER_FP8_E4M3FN, 2, 2, 16, 512, 32, 16);
+        fp8 = 1;
+        OF8 = ER_BF16;
+        f8q = 1.0, f8k = bug == 5 ? 0.125 : 1.0, f8v = 0.75, f8s = 448.0, f8ds = 0.0, f8o = 1.0;
+        amax_norm = 0;
+        /* q is e_0, so a score is scale descale_q descale_k k_j0: keys spread over -10 to 0 in natural units. For
+         * the unscaled P: one key at 0 and the rest at -32 with descale_q 1.0298, so each of them has p = 0.002946,
+         * 1.508 of e4m3's least subnormal: unscaled it rounds to 2 of them (+36%), scaled by 448 to 1.375 (+4%) */
+        user_scale = 0.0;
+        if (bug == 3) f8q = 1.0298;
+        for (int x = 0; x < H * Sq * D; x++) qd[x] = x % D == 0 ? 1.0 : 0.0;
+        for (int x = 0; x < Hkv * Sk * D; x++)
+            kd[x] = x % D != 0 ? 0.0 : bug != 3 ? -56.0 * er_rand_unit() / f8k : (x / D) % Sk == 0 ? 0.0 : -32.0;
+        for (int x = 0; x < Hkv * Sk * Dv; x++)
+            vd[x] = bug != 3 ? 1.0 + 0.25 * er_rand_unit() : (x / Dv) % Sk == 0 ? 1.0 : 1.25;
+        store_inputs();
+        kcfg c = plain_kernel(64, 1, 1);
+        c.pround = 1;
+        er_report reps[4], good[4];
+        fp8_bug = bug;
+        ck_assert_int_eq(run_and_check(&c, "p_sum=fp32", reps), ER_OK);
+        int caught = 0;
+        for (int o = 0; o < 4; o++) caught |= !er_report_all(&reps[o]);
+        if (!caught) {
+            char text[4096];
+            er_report_text(&reps[0], text, sizeof text, NULL);
+            ck_abort_msg("fp8 bug '%s' not caught: O %s", names[bug], text);
+        }
+        fp8_bug = 0;
+        ck_assert_int_eq(run_and_check(&c, "p_sum=fp32", good), ER_OK);
+        for (int o = 0; o < 4; o++) ER_REQUIRE_PASS(&good[o], "fp8 bug '%s' fixed: output %d", names[bug], o);
+        for (int o = 0; o < 4; o++) { er_report_clear(&reps[o]); er_report_clear(&good[o]); }
+    }
+    fp8 = 0;
+    fp8_order = "mma:sm90";
+    /* refusals: a scale_s that may round P past 448, a negative descale; nothing made */
+    problem(ER_FP8_E4M3FN, 1, 1, 4, 8, 16, 16);
+    gen(0, 1.0);
+    er_tensor tq, tk, tv;
+    er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, qb);
+    er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, kb);
+    er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, vb);
+    er_ref *ref = NULL;
+    er_attention_fp8_scales bad = {-1, 0, 0, 0, 0, 0};
+    ck_assert_int_eq(er_attention_fp8(&ref, &tq, &tk, &tv, NULL, &bad), ER_ERR_INVALID);
+    ck_assert_ptr_null(ref);
+    er_attention_fp8_scales big = {0, 0, 0, 470.0, 0, 0};
+    ck_assert_int_eq(er_attention_fp8(&ref, &tq, &tk, &tv, NULL, &big), ER_OK);
+    float o[4 * 16], l[4], as[1], ao[1];
+    er_tensor to, tl, tas, tao;
+    er_tensor_view(&to, ER_FP32, 3, (int64_t[]){1, 4, 16}, NULL, o);
+    er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){1, 4}, NULL, l);
+    er_tensor_view(&tas, ER_FP32, 1, (int64_t[]){1}, NULL, as);
+    er_tensor_view(&tao, ER_FP32, 1, (int64_t[]){1}, NULL, ao);
+    const er_tensor *outs[4] = {&to, &tl, &tas, &tao};
+    er_report r4[4];
+    er_standard std;
+    er_standard_init(&std);
+    ck_assert_int_eq(er_covers_outputs(r4, ref, outs, 4, &std), ER_ERR_UNSUPPORTED);
+    ER_REQUIRE(strstr(er_last_error(), "scale_s = 470") != NULL, "%s", er_last_error());
+    for (int x = 0; x < 4; x++) er_report_clear(&r4[x]);
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("attention");
@@ -667,6 +849,8 @@ int main(void) {
     tcase_add_test(tc, mpfr_oracle_is_exact);
     tcase_add_test(tc, qk_scale_input);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, fp8_kernels_are_covered);
+    tcase_add_test(tc, fp8_bugs_are_caught);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

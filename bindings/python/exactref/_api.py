@@ -4,6 +4,7 @@ module, and the package's __init__ re-exports it."""
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -989,9 +990,38 @@ class AttentionReference(_MultiOutputReference):
     OUTPUTS = ("out", "lse")
 
 
+class AttentionFp8Reference(_MultiOutputReference):
+    """fp8 attention's reference: four outputs, out, lse, amax_s and amax_o (one value each)."""
+
+    OUTPUTS = ("out", "lse", "amax_s", "amax_o")
+
+
+_FP8_SCALES = ("descale_q", "descale_k", "descale_v", "scale_s", "descale_s", "scale_o")
+
+
+def _fp8_scale(v, op, name):
+    """A scale given as a number or a one-element array or tensor (cuDNN's and torch's descale tensors): a positive
+    finite float of at most 2^126."""
+    if hasattr(v, "shape") and not isinstance(v, (numbers.Real, np.generic)):
+        a = to_numpy(v, name)
+        if a.size != 1:
+            raise ExactrefValueError("ER_ERR_INVALID", "exactref: %s: %s must be one value, not an array of shape %s"
+                                     % (op, name, tuple(a.shape)))
+        v = a.reshape(-1)[0]
+        if not np.issubdtype(np.asarray(v).dtype, np.floating) and not np.issubdtype(np.asarray(v).dtype,
+                                                                                       np.integer):
+            v = np.float64(np.asarray(v).astype(np.float32))  # fp8 and bfloat16 one-element tensors
+    f = _check.real(v, op, name)
+    if not 0 < f <= 2.0 ** 126:
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: %s: %s must be positive, at most 2^126 (got %r)"
+                                 % (op, name, v))
+    return f
+
+
 def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: Optional[float] = None, causal: bool = False,
               causal_alignment: str = "top_left", window: Optional[Tuple[Optional[int], Optional[int]]] = None,
-              enable_gqa: bool = False) -> AttentionReference:
+              enable_gqa: bool = False, descale_q=None, descale_k=None, descale_v=None, scale_s=None,
+              descale_s=None, scale_o=None) -> AttentionReference:
     """The reference of scaled dot-product attention (torch's scaled_dot_product_attention, flash attention): q
     [..., H, Sq, D], k and v [..., Hkv, Sk, D] and [..., Hkv, Sk, Dv]; two outputs, out = softmax(scale q k^T + mask) v
     ([..., H, Sq, Dv]) and lse ([..., H, Sq], the natural log of each row's sum of exp(scale q k^T) over its unmasked
@@ -1000,14 +1030,28 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: Optional[float] =
     later); window=(left, right) masks keys outside [i + offset - left, i + offset + right] (None or -1: unbounded on
     that side). enable_gqa lets H be a multiple of Hkv (query head h reads kv head h // (H // Hkv)). A fully masked
     row's exact out is 0 and its lse -inf (NaN accepted in both, and +inf in lse). covers((out, lse)) checks both,
-    covers(out) out alone; options exp_ulps=, log_ulps=, kv_block= (docs/algorithms/attention.md)."""
+    covers(out) out alone; options exp_ulps=, log_ulps=, kv_block= (docs/algorithms/attention.md).
+
+    fp8 attention (cuDNN's fp8 SDPA, FlashAttention-3's fp8 path): any of descale_q, descale_k, descale_v,
+    scale_s, descale_s, scale_o (numbers, or one-element arrays or tensors; positive) makes it the fp8 reference
+    with four outputs: out = scale_o descale_v softmax(scale descale_q descale_k q k^T + mask) v, lse of those
+    scores, amax_s (the largest P before scale_s, normalised or not) and amax_o (max |out| before scale_o), the
+    last two one value each and never called exact. P is quantised to v's format as RN(p scale_s) and P V
+    multiplied by descale_s (default 1 / scale_s). covers((out, lse, amax_s, amax_o)), None for one not stored
+    (Theorem A4)."""
     arrs = [to_numpy(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
     c_scale, c_causal, sides, c_gqa = _attention_args("attention", arrs, scale, causal, causal_alignment, window,
                                                       enable_gqa)
+    given = dict(zip(_FP8_SCALES, (descale_q, descale_k, descale_v, scale_s, descale_s, scale_o)))
+    scales = {n: (0.0 if val is None else _fp8_scale(val, "attention", n)) for n, val in given.items()}
     views = [View(a, name) for a, name in zip(arrs, ("q", "k", "v"))]
+    shape = tuple(arrs[0].shape[:-1]) + (arrs[2].shape[-1],)
+    if any(val is not None for val in given.values()):
+        ptr = _ffi.attention_fp8(views[0].buf, views[1].buf, views[2].buf, c_scale, c_causal,
+                                 int(causal_alignment == "bottom_right"), sides, c_gqa, scales)
+        return AttentionFp8Reference(ptr, tuple(views) + (q, k, v), shape, "attention")
     ptr = _ffi.attention(views[0].buf, views[1].buf, views[2].buf, c_scale, c_causal,
                          int(causal_alignment == "bottom_right"), sides, c_gqa)
-    shape = tuple(arrs[0].shape[:-1]) + (arrs[2].shape[-1],)
     return AttentionReference(ptr, tuple(views) + (q, k, v), shape, "attention")
 
 

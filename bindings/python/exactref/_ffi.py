@@ -180,6 +180,12 @@ _sig = {
         ctypes.c_int,
         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
     ),
+    "er_attention_fp8": (
+        ctypes.c_int,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+         ctypes.c_void_p],
+    ),
+    "er_attention_fp8_scales_sizeof": (ctypes.c_size_t, []),
     "er_attention_backward": (
         ctypes.c_int,
         [ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_void_p] * 7,
@@ -642,6 +648,14 @@ class _AttentionOpts(ctypes.Structure):
 check_copy("er_attention_opts size", ctypes.sizeof(_AttentionOpts), lib.er_attention_opts_sizeof())
 
 
+class _AttentionFp8Scales(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_double) for name in ("descale_q", "descale_k", "descale_v", "scale_s", "descale_s",
+                                                      "scale_o")]
+
+
+check_copy("er_attention_fp8_scales size", ctypes.sizeof(_AttentionFp8Scales), lib.er_attention_fp8_scales_sizeof())
+
+
 def attention(vq, vk, vv, scale, causal, bottom_right, window, enable_gqa):
     """er_attention; window None (no window) or (left, right) in [0, 2^63)."""
     o = _attention_opts(scale, causal, bottom_right, window, enable_gqa)
@@ -654,6 +668,13 @@ def _attention_opts(scale, causal, bottom_right, window, enable_gqa):
     if window is not None:
         o.window, o.window_left, o.window_right = 1, window[0], window[1]
     return o
+
+
+def attention_fp8(vq, vk, vv, scale, causal, bottom_right, window, enable_gqa, scales):
+    """er_attention_fp8; scales a dict of the six fields (0 for a default), each checked already."""
+    o = _attention_opts(scale, causal, bottom_right, window, enable_gqa)
+    sc = _AttentionFp8Scales(**scales)
+    return _new(lib.er_attention_fp8, vq, vk, vv, ctypes.byref(o), ctypes.byref(sc))
 
 
 def attention_backward(vq, vk, vv, vo, vlse, vdo, scale, causal, bottom_right, window, enable_gqa):
