@@ -85,6 +85,10 @@ typedef struct er_report {
     /* For such an op: the elements whose set and exact value were computed (n_bug_tried), and those among them where
      * the bug's output would lie outside the set (n_bug_seen: the elements that would catch it). 0 otherwise. */
     int64_t n_bug_tried, n_bug_seen;
+    /* The elements whose set holds every finite value of the output's format (where an op's bounds claim nothing: an
+     * attention row whose scores pass its theorem's premises, inputs that are not finite): they pass whatever the
+     * kernel wrote, and the text says how many. */
+    int64_t n_unbounded;
     er_status status;              /* ER_OK, or the status of the call that refused */
     char message[256];             /* the refusal's message ("" otherwise) */
     uint64_t guard; /* the library's: er_report_clear frees classes only where this says it allocated them */

@@ -145,6 +145,7 @@ static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y)
         r->n_bug_tried++;
         r->n_bug_seen += !(yb >= c->lo && yb <= c->hi);
     }
+    if (!c->nan_req && c->lo <= -sk->O->max && c->hi >= sk->O->max) r->n_unbounded++;
     double away = c->nan_req ? -1 : er_set_away_rel(c->lo, c->hi);
     if (away >= 0) {
         if (!r->n_away || away > r->coarsest_rel) r->coarsest_rel = away;
@@ -240,6 +241,7 @@ static void er_merge(er_report *r, double *worst_dist, const er_report *part, do
     r->n_unseen += part->n_unseen;
     r->n_bug_tried += part->n_bug_tried;
     r->n_bug_seen += part->n_bug_seen;
+    r->n_unbounded += part->n_unbounded;
     if (part->has_worst && (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE &&
                                               (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
         r->worst = part->worst;

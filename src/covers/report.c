@@ -183,6 +183,10 @@ static void er_report_render_text(er_sb *b, const er_report *r) {
         else er_sb_printf(b, "at the %lld of %lld elements whose sets lie away from 0)\n", (long long)r->n_away,
                           (long long)r->n);
     }
+    if (r->n_unbounded)
+        er_sb_printf(b, "  note: %lld of %lld elements' sets hold every value of the output's format (the op's bounds "
+                        "claim nothing there): they pass whatever the kernel wrote\n",
+                     (long long)r->n_unbounded, (long long)r->n);
     if (r->blind_rel > 0 && r->n_away && r->finest_rel >= r->blind_rel)
         er_sb_printf(b, "  note: every set is at least %.3g of its size, more than the %.3g %s moves an element by: "
                         "such a bug may pass; a stated order (depth=, a fixed tree) narrows the sets\n",
@@ -300,6 +304,7 @@ er_status er_report_json(const er_report *rep, char *buf, size_t cap, size_t *ne
     if (r->n_unseen) er_sb_printf(&b, "null"); else er_sb_printf(&b, "%lld", (long long)r->n_away);
     er_sb_printf(&b, ", \"finest\": ");
     if (r->n_away && !r->n_unseen) er_sb_num(&b, r->finest_rel, 17, 1); else er_sb_printf(&b, "null");
+    er_sb_printf(&b, ", \"unbounded\": %lld", (long long)r->n_unbounded);
     er_sb_printf(&b, ", \"may_pass\": ");
     if (r->blind_rel > 0) {
         er_sb_printf(&b, "{\"bug\": ");

@@ -837,6 +837,25 @@ START_TEST(fp8_bugs_are_caught) {
 }
 END_TEST
 
+/* A row that claims nothing (a q holding inf) is counted and named in the report: its Dv sets hold every value. */
+START_TEST(rows_that_claim_nothing_are_counted) {
+    er_test_reseed(1612);
+    problem(ER_FP16, 1, 1, 4, 16, 16, 16);
+    gen(0, 1.0);
+    qd[2 * D + 3] = INFINITY; /* row 2 */
+    store_inputs();
+    kcfg c = plain_kernel(16, 0, 1);
+    er_report reps[2];
+    ck_assert_int_eq(run_and_check(&c, NULL, reps), ER_OK);
+    ck_assert_int_eq(reps[0].n_unbounded, Dv);
+    ck_assert_int_eq(reps[1].n_unbounded, 1);
+    char text[2048];
+    er_report_text(&reps[0], text, sizeof text, NULL);
+    ER_REQUIRE(strstr(text, "16 of 64 elements' sets hold every value of the output's format") != NULL, "%s", text);
+    for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("attention");
@@ -851,6 +870,7 @@ int main(void) {
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, fp8_kernels_are_covered);
     tcase_add_test(tc, fp8_bugs_are_caught);
+    tcase_add_test(tc, rows_that_claim_nothing_are_counted);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }

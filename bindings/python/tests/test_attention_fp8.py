@@ -113,3 +113,36 @@ def test_fp8_refusals():
     ref = er.attention(q, k, v, scale_s=470.0)  # may round P past e4m3's 448: refused when checked
     with pytest.raises(er.ExactrefError, match="scale_s = 470"):
         ref.covers((np.zeros((2, 4, 16), f32), None, None, None))
+
+
+def test_attention_fp8_captures():
+    """H200 captures (tools/capture/capture_attention_fp8.py): a Triton fp8 flash-attention forward (fp8 tensor cores
+    for Q K^T and P V, descales folded into exp2's constant, P times scale_s to e4m3, amax_s and amax_o by atomics) on
+    three shapes, O in bf16 or e4m3 (times scale_o 64), scale_s 448 or 1, and the same kernel with planted bugs. Every
+    correct case passes under mma:sm90. A bug is caught, or passes with a report that says why: where fp8's
+    tensor-core bound lets a row claim nothing (head dimension 128 and scores of a few units: delta past 1/4), every
+    set holds every value and the note says so; P quantised without scale_s moves O by less than mma:sm90's fp8
+    resolution, which the report states."""
+    from conftest import captures
+    z, rows = captures("attention_fp8")
+    caught = noted = within = 0
+    for cid, gid, bug, H, Sq, Sk, D, odt, dq, dk, dv, ss, so in rows:
+        q, k, v = (z[gid + "__in__" + n].view(E4M3) for n in "qkv")
+        o = z[cid + "__out__o"].view(ml_dtypes.bfloat16 if odt == "bfloat16" else E4M3)
+        lse, ams, amo = (z[cid + "__out__" + n] for n in ("lse", "amax_s", "amax_o"))
+        ref = er.attention(q, k, v, descale_q=float(dq), descale_k=float(dk), descale_v=float(dv),
+                           scale_s=float(ss), scale_o=float(so))
+        res = ref.covers((o, lse, ams, amo), standard="mma:sm90")
+        unbounded = sum(r.json["unbounded"] for r in res.results.values())
+        if bug == "none":
+            assert res.all(), "%s: %s" % (cid, res)
+            continue
+        if not res.all():
+            caught += 1
+        elif unbounded:
+            assert "hold every value of the output's format" in res.out.report
+            noted += 1
+        else:
+            assert bug == "no_scale_s" and res.out.json["resolution"] is not None, "%s %s passed silently" % (cid, bug)
+            within += 1
+    assert (caught, noted, within) == (18, 11, 4)
