@@ -57,12 +57,13 @@ static const char *const rnames[R_COUNT] = {"exactref", "torch.assert_close", "T
 typedef struct klass { const char *name, *trigger; int bug, attn; long cases, triggered, flagged[R_COUNT], trig_caught_exactref; } klass;
 enum { K_SEQ, K_FMA, K_BLOCKED, K_SPLITK, K_TREE, K_MMA, K_TF32_RNE, K_TF32_TRUNC, K_TF32X3, K_SOFTMAX, K_SOFTMAX_TRITON,
        K_ONLINE, K_LN_TWO, K_LN_TREE, K_LN_WELFORD, K_RMS, K_EPI_GELU, K_QUANT, K_ATT, K_ATT_SPLIT, K_SOFTMAX_TORCH, K_LN_WELFORD_TORCH,
-       K_CE_FUSED, K_CE_TORCH, K_LNB_TORCH, K_LNB_TRITON, K_MX, K_NVFP4, K_ABWD_FA2, K_ABWD_FP32, N_CORRECT };
+       K_CE_FUSED, K_CE_TORCH, K_LNB_TORCH, K_LNB_TRITON, K_MX, K_NVFP4, K_ABWD_FA2, K_ABWD_FP32, K_ATT8, N_CORRECT };
 enum { B_TAIL = N_CORRECT, B_OFF1, B_ROW, B_COL, B_FP16ACC, B_TF32, B_SCALE2, B_NORESET, B_SPLITLOST, B_BIAS2, B_PAD, B_NOMAX,
        B_UNBIASED, B_ONEPASS, B_UNBIASED_TREE, B_EPS_TREE, B_RSQRT, B_CAUSAL, B_ACT_FIRST, B_QSCALE_INV, B_QAMAX_AXIS, B_QTRUNC,
        B_ATT_CAUSAL, B_ATT_PAD, B_ATT_NORESCALE, B_ATT_LSE2, B_ATT_SCALE, B_ATT_GQA, B_DROP_ANY, B_DROP_DEPTH, B_UNBIASED_WELFORD,
        B_CE_NOW, B_CE_EPS, B_CE_TAIL, B_LNB_NOMEAN, B_LNB_RSTD2, B_LNB_DW_NORSTD, B_LNB_DB_LAST, B_MX_CEIL, B_MX_NEXT,
-       B_NV_UNROUNDED, B_NV_NOGLOBAL, B_ABWD_DK_SCALE, B_ABWD_DQ_BLOCK, B_ABWD_D_ZERO, N_KLASS };
+       B_NV_UNROUNDED, B_NV_NOGLOBAL, B_ABWD_DK_SCALE, B_ABWD_DQ_BLOCK, B_ABWD_D_ZERO, B_ATT8_AMAX0, B_ATT8_AMAX_SCALED,
+       B_ATT8_NOSS, N_KLASS };
 static klass KL[N_KLASS] = {
     {.name = "matmul fp32 sequential", .trigger = ""}, {.name = "matmul fp32 sequential, fma", .trigger = ""}, {.name = "matmul fp32 blocked (32)", .trigger = ""},
     {.name = "matmul fp32 split-K (4)", .trigger = ""}, {.name = "matmul fp32 random tree", .trigger = ""}, {.name = "matmul tensor-core chain (sm90)", .trigger = ""},
@@ -82,6 +83,7 @@ static klass KL[N_KLASS] = {
     {.name = "NVFP4 quantize (Transformer Engine's form)", .trigger = ""},
     {.name = "attention bwd, FA2 (P, dS to fp16), fp16", .trigger = "", .attn = 1},
     {.name = "attention bwd, P and dS in fp32, fp16", .trigger = "", .attn = 1},
+    {.name = "fp8 attention (e4m3, descales, scale_s 448)", .trigger = ""},
     {.name = "dropped K tail", .trigger = "an element moves by more than W", .bug = 1}, {.name = "off-by-one K", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "last row never stored", .trigger = "an element moves by more than W", .bug = 1}, {.name = "last column never stored", .trigger = "an element moves by more than W", .bug = 1},
     {.name = "fp16 accumulation, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1}, {.name = "tf32 inputs, fp32 claimed", .trigger = "an element moves by more than W", .bug = 1},
@@ -121,6 +123,9 @@ static klass KL[N_KLASS] = {
     {.name = "attention bwd: dK without its scale", .trigger = "a gradient moves beyond W_ab", .bug = 1, .attn = 1},
     {.name = "attention bwd: one key block's dQ lost", .trigger = "a gradient moves beyond W_ab", .bug = 1, .attn = 1},
     {.name = "attention bwd: D left out of dS", .trigger = "a gradient moves beyond W_ab", .bug = 1, .attn = 1},
+    {.name = "fp8 attention: amax_o written 0", .trigger = "O is not all 0", .bug = 1},
+    {.name = "fp8 attention: amax_o after scale_o", .trigger = "scale_o is not 1", .bug = 1},
+    {.name = "fp8 attention: P without scale_s", .trigger = "O moves beyond W_8", .bug = 1},
 };
 
 /* Peer rules on outputs y against references r (n elements, K the reduction length). */
@@ -964,6 +969,137 @@ static void attn_case(int kl, int Sq, int Sk, int D, int causal) {
     free(q); free(k); free(v); free(qb); free(kb); free(vb); free(ob); free(o); free(r); free(lo); free(lse);
 }
 
+/* ---------------------------------------------------------------- fp8 attention (cuDNN's and FlashAttention-3's form) */
+/* q, k, v gaussian (k spread by 3, so that many p are small) quantised to e4m3 with per-tensor descales amax / 448;
+ * a flash kernel in fp32 (blocks of 64, exp2 of the folded constant fl(fl(fl(1/sqrt(D)) dq) dk) log2 e, P times
+ * scale_s 448 to e4m3 before P V, l from the fp32 p, O = acc / l (descale_s descale_v), stored in bf16 after scale_o
+ * 16), LSE, amax_s of p and amax_o of |O| before scale_o; the bugs change one thing. The peers compare the stored O
+ * divided by scale_o with the float64 attention (and Transformer Engine's rule also amax_o, with its rtol and atol);
+ * cuDNN's harnesses compare O alone. exactref checks all four outputs under any_order p_sum=fp32 (the kernel adds in fp32 and sums p
+ * before its quantisation). P without scale_s gets rows built to show it: most of their weights at 1.5 of e4m3's least
+ * subnormal step, which unscaled round up by a third. */
+static void attn8_case(int kl, int Sq, int Sk, int D) {
+    const int H = 2;
+    const double ss = 448.0, so = 16.0;
+    size_t nq = (size_t)H * Sq * D, nk = (size_t)H * Sk * D;
+    double *a[3], dsc[3], amx[3] = {0, 0, 0};
+    uint8_t *b[3];
+    size_t cnt[3] = {nq, nk, nk};
+    for (int t = 0; t < 3; t++) {
+        a[t] = malloc(sizeof(double) * cnt[t]);
+        b[t] = malloc(cnt[t]);
+        for (size_t i = 0; i < cnt[t]; i++) {
+            a[t][i] = gauss() * (t == 1 ? 3.0 : 1.0);
+            if (kl == B_ATT8_NOSS) { /* q e_0; key 0 at score 0 and the rest at -5.827, p = 1.51 e4m3 subnormal steps */
+                size_t j = (i / (size_t)D) % (size_t)(t ? Sk : Sq);
+                a[t][i] = t == 0 ? (i % (size_t)D == 0) : t == 1 ? (i % (size_t)D == 0 && j ? -5.827 * sqrt((double)D) : 0.0)
+                                                        : (j ? 1.25 : 1.0);
+            }
+            amx[t] = fmax(amx[t], fabs(a[t][i]));
+        }
+        dsc[t] = (double)(float)(amx[t] / 448.0);
+        for (size_t i = 0; i < cnt[t]; i++) {
+            uint64_t bits;
+            a[t][i] = to_fmt(ER_FP8_E4M3FN, a[t][i] / dsc[t]);
+            er_encode(&bits, ER_FP8_E4M3FN, a[t][i], ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            b[t][i] = (uint8_t)bits;
+        }
+    }
+    const double *q = a[0], *k = a[1], *v = a[2];
+    double *y = malloc(sizeof(double) * nq), *r = malloc(sizeof(double) * nq);
+    uint16_t *ob = malloc(2 * nq);
+    float *lse = malloc(sizeof(float) * H * Sq), amax_s = 0, amax_o = 0;
+    double sc = 1.0 / sqrt((double)D), amax64 = 0;
+    float c = (float)((float)((float)sc * (float)dsc[0]) * (float)dsc[1]) * (float)1.4426950408889634;
+    float ssf = (float)ss, dsdv = (1.0f / ssf) * (float)dsc[2];
+    int trig = kl == B_ATT8_AMAX_SCALED; /* scale_o is 16 */
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Sq; i++) {
+            const double *qi = q + ((size_t)h * Sq + i) * D;
+            const double *kh = k + (size_t)h * Sk * D, *vh = v + (size_t)h * Sk * D;
+            float m = -INFINITY, l = 0, acc[128] = {0};
+            for (int b0 = 0; b0 < Sk; b0 += 64) {
+                int nb = Sk - b0 < 64 ? Sk - b0 : 64;
+                float t[64], mb = m;
+                for (int x = 0; x < nb; x++) {
+                    float s = 0;
+                    for (int d = 0; d < D; d++) s += (float)qi[d] * (float)kh[(size_t)(b0 + x) * D + d];
+                    t[x] = s * c;
+                    mb = fmaxf(mb, t[x]);
+                }
+                float alpha = m == -INFINITY ? 0.0f : exp2f(m - mb), bs = 0, pv[128] = {0};
+                for (int x = 0; x < nb; x++) {
+                    float p = exp2f(t[x] - mb);
+                    amax_s = fmaxf(amax_s, p);
+                    bs += p;
+                    float pr = kl == B_ATT8_NOSS ? (float)to_fmt(ER_FP8_E4M3FN, p) * ssf : (float)to_fmt(ER_FP8_E4M3FN, p * ssf);
+                    for (int d = 0; d < D; d++) pv[d] += pr * (float)vh[(size_t)(b0 + x) * D + d];
+                }
+                l = l * alpha + bs;
+                for (int d = 0; d < D; d++) acc[d] = acc[d] * alpha + pv[d];
+                m = mb;
+            }
+            lse[h * Sq + i] = (m + log2f(l)) * 0.6931472f;
+            /* the float64 attention of the row, and W_8: P's rounding to e4m3 (2^-4 relative) on every term */
+            double s64[4096], mx = -INFINITY, sum = 0;
+            for (int j = 0; j < Sk; j++) {
+                double s = 0;
+                for (int d = 0; d < D; d++) s += qi[d] * kh[(size_t)j * D + d];
+                s64[j] = s * sc * dsc[0] * dsc[1];
+                mx = fmax(mx, s64[j]);
+            }
+            for (int j = 0; j < Sk; j++) sum += exp(s64[j] - mx);
+            for (int d = 0; d < D; d++) {
+                double x = 0, A = 0, B = 0;
+                for (int j = 0; j < Sk; j++) {
+                    double w = exp(s64[j] - mx) / sum, vj = vh[(size_t)j * D + d] * dsc[2];
+                    x += w * vj;
+                    A += w * fabs(vj);
+                    B += fabs(vj) / sum;
+                }
+                size_t e = ((size_t)h * Sq + i) * D + d;
+                float o = acc[d] / l * dsdv;
+                amax_o = fmaxf(amax_o, fabsf(kl == B_ATT8_AMAX_SCALED ? o * (float)so : o));
+                amax64 = fmax(amax64, fabs(x));
+                r[e] = x * so;
+                y[e] = to_out(ER_BF16, (double)(o * (float)so));
+                uint64_t bits;
+                er_encode(&bits, ER_BF16, y[e], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+                ob[e] = (uint16_t)bits;
+                /* every P rounded to e4m3 after scale_s: 2^-4 relative, or half e4m3's least subnormal 2^-9 over
+                 * scale_s absolute, on each term */
+                double W8 = 1.25 * (0x1p-4 * A + 0x1p-10 / ss * B) * so + 2 * er_format_ulp(ER_BF16, fabs(r[e]));
+                if (kl == B_ATT8_NOSS && fabs(y[e] - r[e]) > W8) trig = 1;
+            }
+        }
+    if (kl == B_ATT8_AMAX0) { amax_o = 0; trig = amax64 > 0; }
+    er_tensor tq, tk, tv, to, tl, tas, tao;
+    er_tensor_view(&tq, ER_FP8_E4M3FN, 3, (int64_t[]){H, Sq, D}, NULL, b[0]);
+    er_tensor_view(&tk, ER_FP8_E4M3FN, 3, (int64_t[]){H, Sk, D}, NULL, b[1]);
+    er_tensor_view(&tv, ER_FP8_E4M3FN, 3, (int64_t[]){H, Sk, D}, NULL, b[2]);
+    er_tensor_view(&to, ER_BF16, 3, (int64_t[]){H, Sq, D}, NULL, ob);
+    er_tensor_view(&tl, ER_FP32, 2, (int64_t[]){H, Sq}, NULL, lse);
+    er_tensor_view(&tas, ER_FP32, 1, (int64_t[]){1}, NULL, &amax_s);
+    er_tensor_view(&tao, ER_FP32, 1, (int64_t[]){1}, NULL, &amax_o);
+    er_attention_fp8_scales f8 = {dsc[0], dsc[1], dsc[2], ss, 0, so};
+    er_ref *ref;
+    if (er_attention_fp8(&ref, &tq, &tk, &tv, NULL, &f8) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    const er_tensor *outs[4] = {&to, &tl, &tas, &tao};
+    er_standard std;
+    er_standard_parse(&std, "any_order", "p_sum=fp32");
+    er_report rep[4];
+    if (er_covers_outputs(rep, ref, outs, 4, &std) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(2); }
+    int flags[R_COUNT];
+    flags[R_EXACTREF] = !all_pass(rep, 4);
+    for (size_t e = 0; e < nq; e++) { y[e] /= so; r[e] /= so; } /* the peers compare the dequantised O */
+    peer_rules(y, r, (int64_t)nq, ER_BF16, D, flags);
+    if (fabs(amax_o - amax64) > 0.0675 + 0.125 * amax64) flags[R_TE] = 1; /* Transformer Engine compares amax too */
+    record(kl, flags, KL[kl].bug && trig);
+    er_ref_free(ref);
+    for (int t = 0; t < 3; t++) { free(a[t]); free(b[t]); }
+    free(y); free(r); free(ob); free(lse);
+}
+
 /* ---------------------------------------------------------------- cross-entropy (fp32 logits, reduction mean) */
 /* rows x C logits (2 gauss), targets uniform, the last row ignored when there are more than two; label smoothing eps.
  * The kernels in fp32: the fused form (m, s = sum expf(x - m), lse = m + logf(s), the row loss with its smoothing
@@ -1330,7 +1466,7 @@ int main(int argc, char **argv) {
                     if (kl == K_SOFTMAX || kl == K_SOFTMAX_TRITON || kl == K_ONLINE || kl >= B_PAD || kl == K_LN_TWO || kl == K_LN_TREE ||
                         kl == K_LN_WELFORD || kl == K_RMS || kl == K_EPI_GELU || kl == K_QUANT || kl == K_ATT || kl == K_ATT_SPLIT || kl == K_SOFTMAX_TORCH ||
                         kl == K_LN_WELFORD_TORCH || kl == K_CE_FUSED || kl == K_CE_TORCH || kl == K_LNB_TORCH ||
-                        kl == K_LNB_TRITON || kl == K_MX || kl == K_NVFP4 || kl == K_ABWD_FA2 || kl == K_ABWD_FP32) continue;
+                        kl == K_LNB_TRITON || kl == K_MX || kl == K_NVFP4 || kl == K_ABWD_FA2 || kl == K_ABWD_FP32 || kl == K_ATT8) continue;
                     if (kl == B_TF32 || kl == K_TF32_RNE || kl == K_TF32_TRUNC || kl == K_TF32X3) {
                         matmul_case(kl, sh[0], sh[1], sh[2], ER_FP32, ER_FP32, d);
                         continue;
@@ -1421,6 +1557,12 @@ int main(int argc, char **argv) {
         for (int sh = 0; sh < (quick ? 3 : 4); sh++)
             for (int kl = K_ABWD_FA2; kl <= B_ABWD_D_ZERO; kl = kl == K_ABWD_FP32 ? B_ABWD_DK_SCALE : kl + 1)
                 abwd_case(kl, abn[sh][0], abn[sh][1], abn[sh][2], abn[sh][3]);
+    /* fp8 attention, after the others */
+    static const int a8n[][3] = {{32, 256, 64}, {16, 500, 64}, {8, 1024, 128}};
+    for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+        for (int sh = 0; sh < 3; sh++)
+            for (int kl = K_ATT8; kl <= B_ATT8_NOSS; kl = kl == K_ATT8 ? B_ATT8_AMAX0 : kl + 1)
+                attn8_case(kl, a8n[sh][0], a8n[sh][1], a8n[sh][2]);
     /* the table */
     printf("%-42s %6s %6s", "class", "cases", "trig");
     for (int r = 0; r < R_COUNT; r++) printf(" %18s", rnames[r]);
