@@ -15,7 +15,7 @@ from . import _ffi
 from ._arrays import numpy_dtype
 from ._errors import ExactrefError, ExactrefNotImplementedError, ExactrefValueError
 
-_OPS = ("sum", "matmul")
+_OPS = ("sum", "matmul", "layer_norm")
 #: The most elements a tree: standard may have (src/standard/tree.h).
 _TREE_MAX = 1 << 18
 #: The precision of the accumulator the probes must swamp, by name.
@@ -103,6 +103,8 @@ class _Prober:
                               "n log2(n) / (2 rows) for a balanced tree)" % (self.rows, self.n, self.max_calls))
         self.order.calls += 1
         x = _place(X.astype(numpy_dtype(self.dtype)), "contiguous", self.device)
+        if self.op == "layer_norm":
+            return self._layer_norm_sums(X, self.kernel(x))
         if self.op == "sum":
             out = _to_host(self.kernel(x))
             want = (X.shape[0],)
@@ -130,6 +132,50 @@ class _Prober:
             v = v[:, 0]
         return v
 
+    def _layer_norm_sums(self, X, res):
+        """A layer_norm kernel's row sums S = (n - L) u on probe rows (Lemma V1 for its mean's sum), from the mean it
+        returns (n mean) or, without one, from y: the unit elements' (u - mean) rstd over +M's (M - mean) rstd is
+        L u / (n M) up to a few roundings. An answer further than 1/4 from a whole count is not one."""
+        from .testing import _to_host
+        outs = res if isinstance(res, (tuple, list)) else (res,)
+        y = _to_host(outs[0])
+        mean = _to_host(outs[1]) if len(outs) > 1 and outs[1] is not None else None
+        if tuple(y.shape) != tuple(X.shape) or (mean is not None and mean.size != X.shape[0]):
+            raise ExactrefValueError("ER_ERR_SHAPE", "exactref: reveal_order: the layer_norm kernel returned shapes "
+                                     "%s%s for input rows of shape %s; expected y of that shape (and a mean per row)"
+                                     % (tuple(y.shape), "" if mean is None else " and %s" % (tuple(mean.shape),),
+                                        tuple(X.shape)))
+        src = y if mean is None else mean
+        self.out_dtype = src.dtype
+        if np.dtype(src.dtype).name not in ("float32", "float64"):
+            raise _Unrevealed("the layer_norm kernel's %s is %s: its rounding could hide a count (reveal_order reads "
+                              "a float32 or float64 y, or mean)" % ("y" if mean is None else "mean",
+                                                                     np.dtype(src.dtype).name))
+        u, M, n = self.u, self.M, self.n
+        if n > (1 << (21 if mean is not None else 19)):
+            raise _Unrevealed("a layer_norm row of %d: the count is read within 1/4 from %s only up to %s (reveal.md, "
+                              "Lemma V2)" % (n, "the mean" if mean is not None else "y", "2^21" if mean is not None
+                                             else "2^19"))
+        if mean is not None:
+            S = mean.reshape(-1).astype(np.float64) * n / u
+        else:
+            y = y.astype(np.float64)
+            big = np.argmax(X == M, axis=1)
+            r = np.arange(X.shape[0])
+            unit = X == u
+            yk = np.where(unit, y, np.nan)
+            lo, hi = np.nanmin(yk, axis=1), np.nanmax(yk, axis=1)
+            if not np.array_equal(lo, hi):
+                raise _Unrevealed("the layer_norm kernel's outputs differ between equal elements of a probe row")
+            S = n - n * (lo / y[r, big]) * (M / u)
+        k = np.round(S)
+        bad = ~(np.abs(S - k) <= 0.25)
+        if bad.any():
+            raise _Unrevealed("the layer_norm kernel's %s on a probe row gives a sum %.4g units, not a whole count: "
+                              "its mean is not one tree of round-to-nearest additions (a Welford mean, or a sum in "
+                              "another accumulator)" % ("mean" if mean is not None else "y", float(S[np.argmax(bad)])))
+        return k * u
+
     def counts(self, pairs):
         """L(i, j) for each pair, in batches of at most self.rows rows."""
         res = np.empty(len(pairs), np.int64)
@@ -149,7 +195,9 @@ class _Prober:
                 raise _Unrevealed(
                     "probe (%d, %d): the kernel returned %r, not a count of units times %g: it does not add every "
                     "element once in round-to-nearest additions (it may drop or repeat an element, or add more than "
-                    "two terms at once)" % (chunk[k][0], chunk[k][1], float(v[k] * self.u), self.u))
+                    "two terms at once%s)" % (chunk[k][0], chunk[k][1], float(v[k] * self.u), self.u,
+                                              "; a layer_norm's mean may be Welford's, no tree of additions"
+                                              if self.op == "layer_norm" else ""))
             res[s:s + len(chunk)] = self.n - v.astype(np.int64)
         return res
 
@@ -267,14 +315,20 @@ def _same_outputs(op, X, got, std, out_dtype, ncols, rows):
 def _random_rows(kernel, op, n, rows, ncols, dtype, device, seed):
     """Rows of the `wide` family and the kernel's outputs on them (against columns of ones for a matmul)."""
     from .testing import _place, _to_host, family
-    X = family("wide", (rows, n), dtype, seed=seed)
+    X = family("normal" if op == "layer_norm" else "wide", (rows, n), dtype, seed=seed)
     x = _place(X, "contiguous", device)
+    if op == "layer_norm":
+        res = kernel(x)
+        return X, tuple(_to_host(t) for t in res) if isinstance(res, (tuple, list)) else _to_host(res)
     if op == "sum":
         return X, _to_host(kernel(x))
     return X, _to_host(kernel(x, _place(np.ones((n, ncols), X.dtype), "contiguous", device)))
 
 
 def _covers(op, X, got, standard, ncols):
+    if op == "layer_norm":  # the outputs the kernel gave: y, or (y, mean, rstd)
+        ref = er.layer_norm(X, X.shape[1])
+        return ref.covers(tuple(got) + (None,) * (3 - len(got)) if isinstance(got, tuple) else got, **standard)
     ref = er.sum(X) if op == "sum" else er.matmul(X, np.ones((X.shape[1], ncols), X.dtype))
     return ref.covers(got, **standard)
 
@@ -333,11 +387,27 @@ def _matmul_fma(order, kernel, A, n, ncols, dtype, device, out_dtype, seed):
                                                      else "neither fma=never nor fma=always reproduces the kernel"))
 
 
+def _layer_norm_depth(order, X, got, ncols):
+    """layer_norm's standard from its mean's tree: depth D for both of its sums (the variance's taken to be added in
+    the mean's tree, as two-pass kernels do), after the kernel's outputs on random rows were checked under it."""
+    res = _covers("layer_norm", X, got, order.standard, ncols)
+    if not res.all():
+        order.reason = ("not revealed: the probes show a tree of depth %d for the mean, but the kernel's outputs on "
+                        "random rows lie outside that depth's set (%s): its variance may be added in another tree, or "
+                        "it is not a two-pass kernel; checked under any_order" % (order.depth, repr(res)))
+        order.standard = {"standard": "any_order"}
+        order.depth = None
+    return order
+
+
 def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None, device=None, accumulate="float32",
                  max_elements=1 << 22, seed=0, max_calls=None):
     """Reveals the order in which `kernel` adds, from its outputs on probe inputs (docs/algorithms/reveal.md):
     op "sum" (kernel(x) for x of shape (rows, n), the sums along the last dimension) or "matmul" (kernel(A, B) for
-    A (rows, n) and B (n, ncols), each output a dot product of length n). Returns an Order: its `standard` holds the
+    A (rows, n) and B (n, ncols), each output a dot product of length n) or "layer_norm" (kernel(x) returning y, or
+    (y, mean, rstd), of each row normalised with weight 1 and bias 0: the tree of its mean's sum, read from the mean
+    or from y, gives depth= for both of its sums; a Welford kernel is reported as not revealed). Returns an Order:
+    its `standard` holds the
     covers() keywords to check this kernel at this n under (a fixed order, where the probes pin the tree down and
     exactref's emulation of it reproduces the kernel bit for bit on random rows: a family exactref names, else the
     revealed tree written out as tree:TEXT; else any_order with the revealed tree's depth; else any_order, with the
@@ -379,6 +449,8 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     # a named fixed order: the same outputs on random rows, then the same tree through exactref's own emulation
     X, got = _random_rows(kernel, op, n, rows, ncols, dtype, device, seed)
     order.calls += 1
+    if op == "layer_norm":
+        return _layer_norm_depth(order, X, got, ncols)
     out_dtype = np.dtype(got.dtype).name
     got = np.ascontiguousarray(got)
     # the families exactref names first; then the revealed tree itself, written out as a tree: standard

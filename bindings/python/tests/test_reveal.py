@@ -347,3 +347,50 @@ def test_an_output_format_too_narrow_for_the_counts_is_named():
     assert "float16" in o.reason and "4094" in o.reason and o.calls == 1, o.reason
     o = reveal_order(stored_half, "sum", n=1024, rows=63)
     assert o.depth == 10, str(o)
+
+
+# layer_norm: the tree of its mean's sum, read from its outputs
+
+def two_pass_layer_norm(x, n_minus_1=False, stats=False):
+    """A two-pass layer_norm in float32 whose sums are `halving`'s balanced tree: the mean, then the variance of the
+    centred row (over n, or n - 1 as a planted bug); weight 1, bias 0, eps 1e-5."""
+    n = x.shape[1]
+    mean = f32(halving(x) / f32(n))
+    d = f32(x - mean[:, None])
+    var = f32(halving(f32(d * d)) / f32(n - 1 if n_minus_1 else n))
+    rstd = f32(f32(1) / np.sqrt(f32(var + f32(1e-5))))
+    y = f32(d * rstd[:, None])
+    return (y, mean, rstd) if stats else y
+
+
+def welford_layer_norm(x):
+    """The same normalisation with Welford's running mean (one update per element, in order)."""
+    m = np.zeros(x.shape[0], np.float32)
+    s = np.zeros(x.shape[0], np.float32)
+    for k in range(x.shape[1]):
+        d = f32(x[:, k] - m)
+        m = f32(m + d / f32(k + 1))
+        s = f32(s + d * f32(x[:, k] - m))
+    rstd = f32(f32(1) / np.sqrt(f32(s / f32(x.shape[1]) + f32(1e-5))))
+    return f32(f32(x - m[:, None]) * rstd[:, None])
+
+
+@pytest.mark.parametrize("stats", [False, True])
+def test_layer_norm_mean_tree_catches_the_unbiased_variance(stats):
+    """n = 4096: the variance over n - 1 passes the default standard; the depth revealed from the kernel's outputs
+    (y alone, or its mean) catches it, and the correct kernel passes under it."""
+    n = 4096
+    o = reveal_order(lambda x: two_pass_layer_norm(x, stats=stats), "layer_norm", n=n)
+    assert o.standard == {"standard": "any_order", "depth": 12} and o.reason is None, str(o)
+    x = family("normal", (16, n), "float32", seed=3)
+    ref = er.layer_norm(x, n)
+    good, bad = two_pass_layer_norm(x), two_pass_layer_norm(x, n_minus_1=True)
+    assert ref.covers(good).all() and ref.covers(bad).all()  # the default set is too wide to see the bug
+    assert ref.covers(good, **o.standard).all()
+    assert not ref.covers(bad, **o.standard).all()
+
+
+def test_layer_norm_welford_mean_is_not_revealed():
+    o = reveal_order(welford_layer_norm, "layer_norm", n=256)
+    assert o.standard == {"standard": "any_order"} and o.depth is None
+    assert "Welford" in o.reason, o.reason
