@@ -388,15 +388,16 @@ def _matmul_fma(order, kernel, A, n, ncols, dtype, device, out_dtype, seed):
 
 
 def _layer_norm_depth(order, X, got, ncols):
-    """layer_norm's standard from its mean's tree: depth D for both of its sums (the variance's taken to be added in
-    the mean's tree, as two-pass kernels do), after the kernel's outputs on random rows were checked under it."""
+    """layer_norm's standard from its mean's tree: depth D for both of its sums (the variance taken to be added in
+    the mean's tree, as two-pass kernels do). The kernel's outputs on random rows are checked under it; where they
+    fail, the depth is kept and the reason says so: a wrong kernel (a variance over n - 1) fails there, and so would
+    one that adds its variance in a deeper tree than its mean, which the probes cannot see."""
     res = _covers("layer_norm", X, got, order.standard, ncols)
     if not res.all():
-        order.reason = ("not revealed: the probes show a tree of depth %d for the mean, but the kernel's outputs on "
-                        "random rows lie outside that depth's set (%s): its variance may be added in another tree, or "
-                        "it is not a two-pass kernel; checked under any_order" % (order.depth, repr(res)))
-        order.standard = {"standard": "any_order"}
-        order.depth = None
+        order.reason = ("the probes show a tree of depth %d for the mean, and the kernel's outputs on random rows lie "
+                        "outside that depth's set (%s): a wrong kernel (a variance over n - 1, a wrong mean), or one "
+                        "whose variance is added in a deeper tree than its mean; checked under the depth"
+                        % (order.depth, repr(res)))
     return order
 
 

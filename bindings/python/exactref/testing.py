@@ -641,7 +641,7 @@ class CheckRecord:
             for b in c.get("may_pass", ()):
                 bugs[b] = bugs.get(b, 0) + 1
         return "".join("\n      note: %s may pass in %d of %d cases (every set at least as wide as it moves an "
-                       "element); state the kernel's order (depth=, or standard='reveal' for sum and matmul)"
+                       "element); state the kernel's order (depth=, or standard='reveal' for sum, matmul and layer_norm)"
                        % (b, k, len(self.cases)) for b, k in bugs.items())
 
     def __str__(self):
@@ -753,9 +753,9 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
         raise TypeError("exactref: check: standard must be a string such as 'mma:sm90' or a dict of covers() keywords "
                         "such as dict(standard='mma:sm90', outer='any'), not %s" % type(standard).__name__)
     seed = _check.integer(seed, "check", "seed", 0, _check.UINT64_MAX)
-    if standard == "reveal" and op not in ("sum", "matmul"):
-        raise ValueError("exactref: check: standard='reveal' reveals the order of 'sum' and 'matmul' kernels; op %r "
-                         "is not one" % (op,))
+    if standard == "reveal" and op not in ("sum", "matmul", "layer_norm"):
+        raise ValueError("exactref: check: standard='reveal' reveals the order of 'sum', 'matmul' and 'layer_norm' "
+                         "kernels; op %r is not one" % (op,))
     name = name or getattr(kernel, "__name__", "kernel")
     std = standard if isinstance(standard, (str, type(None))) else dict(standard)
     revealed = {}
@@ -878,8 +878,9 @@ def _output_tiles(op, cfg):
 
 
 def _reveal_case(kernel, case, device):
-    """The Order of kernel at this case's shape: rows of n for a sum, (M, K) against (K, N) for a matmul."""
-    rows, n, ncols = (case.shape[0], case.shape[-1], 16) if case.op == "sum" else case.shape
+    """The Order of kernel at this case's shape: rows of n for a sum or a layer_norm, (M, K) against (K, N) for a
+    matmul."""
+    rows, n, ncols = (case.shape[0], case.shape[-1], 16) if case.op != "matmul" else case.shape
     o = Order(case.op, n, case.dtype)
     o.rows = rows
     if n < 2:  # one term: every order is the same

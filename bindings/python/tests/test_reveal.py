@@ -248,7 +248,7 @@ def test_check_reveal_sees_an_order_chosen_by_shape():
 
 
 def test_check_reveal_refuses_other_ops():
-    with pytest.raises(ValueError, match="'sum' and 'matmul'"):
+    with pytest.raises(ValueError, match="'sum', 'matmul' and 'layer_norm'"):
         er.testing.check(balanced, "softmax", standard="reveal", record=False)
 
 
@@ -394,3 +394,20 @@ def test_layer_norm_welford_mean_is_not_revealed():
     o = reveal_order(welford_layer_norm, "layer_norm", n=256)
     assert o.standard == {"standard": "any_order"} and o.depth is None
     assert "Welford" in o.reason, o.reason
+
+
+def test_check_reveals_layer_norm():
+    """check(standard="reveal") on layer_norm kernels: the correct two-pass kernel passes every case; its variance
+    over n - 1 fails cases at n of 129 to 2049 that the default standard passes (a few long rows are left to
+    any_order: past max_calls)."""
+    good = er.testing.check(lambda x: two_pass_layer_norm(x, stats=True), "layer_norm", standard="reveal",
+                            record=False)
+    assert good.passed, str(good)
+    bug = lambda x: two_pass_layer_norm(x, n_minus_1=True, stats=True)  # noqa: E731
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rev = er.testing.check(bug, "layer_norm", standard="reveal", record=False)
+        dflt = er.testing.check(bug, "layer_norm", record=False)
+    fr = {(tuple(c["shape"]), c["seed"]) for c in rev.failed()}
+    fd = {(tuple(c["shape"]), c["seed"]) for c in dflt.failed()}
+    assert fd < fr, (sorted(fr - fd), sorted(fd - fr))
+    assert all(1 < s[1] <= 2049 for s, _ in fr - fd)
