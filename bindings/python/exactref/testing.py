@@ -641,8 +641,8 @@ class CheckRecord:
             for b in c.get("may_pass", ()):
                 bugs[b] = bugs.get(b, 0) + 1
         return "".join("\n      note: %s may pass in %d of %d cases (every set at least as wide as it moves an "
-                       "element); state the kernel's order (depth=, or standard='reveal' for sum, matmul and layer_norm)"
-                       % (b, k, len(self.cases)) for b, k in bugs.items())
+                       "element); state the kernel's order (depth=, or standard='reveal' for sum, matmul and "
+                       "layer_norm)" % (b, k, len(self.cases)) for b, k in bugs.items())
 
     def __str__(self):
         n, bad = len(self.cases), len(self.failed())
