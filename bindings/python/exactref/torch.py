@@ -867,7 +867,9 @@ def standard_for(fn: Callable[..., Any], *example_args: Any, op: Optional[str] =
     """Reveals the order in which the torch function `fn` adds, where it runs: on the device, dtype and shape of
     `example_args` (eager, torch.compile'd or a custom op alike; exactref.testing.reveal_order's probes,
     docs/algorithms/reveal.md). One 2-D tensor x (rows, n): fn(x) is its row sums (op "sum"); two, A (M, K) and
-    B (K, N): fn(A, B) is their product (op "matmul"). Returns an Order whose `standard` holds the covers() keywords
+    B (K, N): fn(A, B) is their product (op "matmul"); op="layer_norm" with one 2-D tensor: fn(x) is x normalised
+    along its rows with weight 1 and bias 0, y or (y, mean, rstd) (its mean's tree gives depth= for both of its
+    sums; a Welford mean is reported as not revealed). Returns an Order whose `standard` holds the covers() keywords
     for fn's outputs at that shape: a fixed order where the probes pin one exactref names, else any_order with the
     revealed tree's depth, else any_order with the reason. Every call has the example's shape, since a kernel may
     pick its order by shape. `accumulate`: the accumulator the probes must swamp ("float32"; "float64" for float64
@@ -877,10 +879,10 @@ def standard_for(fn: Callable[..., Any], *example_args: Any, op: Optional[str] =
         raise ExactrefTypeError("ER_ERR_INVALID", "%s: fn must be callable, not %s" % (where, type(fn).__name__))
     if op is None:
         op = {1: "sum", 2: "matmul"}.get(len(example_args))
-    if op not in ("sum", "matmul") or len(example_args) != (1 if op == "sum" else 2):
-        raise ExactrefValueError("ER_ERR_INVALID", "%s: expected one example tensor (rows, n) for op 'sum' or two, "
-                                 "(M, K) and (K, N), for op 'matmul'; got %d argument(s) and op %r"
-                                 % (where, len(example_args), op))
+    if op not in ("sum", "matmul", "layer_norm") or len(example_args) != (2 if op == "matmul" else 1):
+        raise ExactrefValueError("ER_ERR_INVALID", "%s: expected one example tensor (rows, n) for op 'sum' or "
+                                 "'layer_norm', or two, (M, K) and (K, N), for op 'matmul'; got %d argument(s) and op "
+                                 "%r" % (where, len(example_args), op))
     for i, t in enumerate(example_args):
         if not isinstance(t, torch.Tensor):
             raise ExactrefTypeError("ER_ERR_INVALID", "%s: example argument %d must be a torch.Tensor, not %s"

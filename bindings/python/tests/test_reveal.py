@@ -411,3 +411,29 @@ def test_check_reveals_layer_norm():
     fd = {(tuple(c["shape"]), c["seed"]) for c in dflt.failed()}
     assert fd < fr, (sorted(fr - fd), sorted(fd - fr))
     assert all(1 < s[1] <= 2049 for s, _ in fr - fd)
+
+
+def test_standard_for_layer_norm():
+    """A two-pass layer_norm in torch ops (halving sums): depth 6 at n = 64, from its mean; torch's own F.layer_norm
+    on the CPU (a Welford mean) not revealed."""
+    torch = _torch()
+    import exactref.torch as ert
+
+    def halve(t):
+        while t.shape[-1] > 1:
+            t = t[:, 0::2] + t[:, 1::2]
+        return t[:, 0]
+
+    def two_pass(x, nm1=False):
+        n = x.shape[1]
+        mean = halve(x) / n
+        d = x - mean[:, None]
+        rstd = torch.rsqrt(halve(d * d) / (n - 1 if nm1 else n) + 1e-5)
+        return d * rstd[:, None], mean, rstd
+
+    assert two_pass(torch.ones(2, 4))[0].shape == (2, 4)
+    o = ert.standard_for(two_pass, torch.zeros(63, 64), op="layer_norm")
+    assert o.standard == {"standard": "any_order", "depth": 6} and o.reason is None, str(o)
+    w = ert.standard_for(lambda x: torch.nn.functional.layer_norm(x, (x.shape[1],)), torch.zeros(63, 64),
+                         op="layer_norm")
+    assert w.depth is None and w.standard == {"standard": "any_order"}, str(w)
