@@ -400,6 +400,23 @@ static er_status er_tree_sum(er_order_plan *pl, int wide, const double *a, const
         return er__fail(ER_ERR_STANDARD, "the tree has %lld elements; the reduction has K = %lld",
                         (long long)pl->tleaves, (long long)K);
     ER_RETURN_IF_ERROR(er_grow(pl, K));
+    if (pl->F->id == ER_FP32 && pl->lo_mode == ER_ROUND_NEAREST && pl->hi_mode == ER_ROUND_NEAREST &&
+        pl->fa->p <= 24 && pl->fb->p <= 24 && (!pl->fma_always || er__products_exact(pl->fa, pl->fb, pl->F))) {
+        /* one run in float arithmetic (Theorem O1's emulation): each product of operands of at most 24 bits is exact
+         * in double and rounded once to float, each addition one float addition (no contraction: -ffp-contract=off);
+         * a fused product changes nothing where products are exact */
+        float *fs = (float *)(void *)pl->parts;
+        int64_t top = 0;
+        for (int64_t i = 0; i < pl->tnpost; i++) {
+            int32_t e = pl->tpost[i];
+            if (e >= 0) fs[top++] = (float)(a[e] * b[e]);
+            else { top--; fs[top - 1] = fs[top - 1] + fs[top]; }
+        }
+        res->lo = res->hi = fs[0];
+        res->nan = isnan(fs[0]);
+        (void)wide;
+        return ER_OK;
+    }
     er_iv *st = pl->parts;
     int32_t *leaf = pl->tleaf;
     int64_t top = 0;
