@@ -68,6 +68,24 @@ START_TEST(decode_every_pattern) {
         ER_REQUIRE(er_encode(&back, f, d, ER_ROUND_NEAREST, er_format_has_inf(f) ? ER_OVERFLOW_IEEE : ER_OVERFLOW_SATURATE) == ER_OK, "encode");
         ER_REQUIRE(back == stored, "%s: 0x%x encodes back as 0x%llx", er_format_name(f), pat, (unsigned long long)back);
     }
+    if (f == ER_FP16) { /* a tensor's loads (er__load's own fp16 path) give every finite pattern's value too */
+        static uint16_t all[65536];
+        for (uint32_t pat = 0; pat < 65536; pat++) all[pat] = (uint16_t)pat;
+        er_tensor tv;
+        er_ref *ref;
+        ck_assert_int_eq(er_tensor_view(&tv, ER_FP16, 1, (int64_t[]){65536}, NULL, all), ER_OK);
+        ck_assert_int_eq(er_tensor_ref(&ref, &tv), ER_OK);
+        for (uint32_t pat = 0; pat < 65536; pat++) {
+            if (!oracle_decode(f, pat, v)) continue;
+            double ex, dd;
+            er_decode(&dd, f, pat);
+            if (!isfinite(dd)) continue;
+            ER_REQUIRE(er_ref_exact(ref, (int64_t[]){pat}, ER_FP64, &ex, NULL) == ER_OK, "exact: %s", er_last_error());
+            ER_REQUIRE(mpfr_cmp_d(v, ex) == 0 && (signbit(ex) != 0) == (signbit(dd) != 0),
+                       "fp16 pattern 0x%x loads as %a, not %a", pat, ex, dd);
+        }
+        er_ref_free(ref);
+    }
     /* a pattern with a bit above the value bits is refused, whatever the format's storage */
     double d = 7;
     ck_assert_int_eq(er_decode(&d, f, (uint64_t)1 << (nb + shift)), ER_ERR_INVALID);
