@@ -2,12 +2,14 @@
 two-pass kernel: mean and variance by tl.sum over one block), the same kernel dividing the variance by n - 1 (a
 planted bug), torch.compile'd F.layer_norm (Inductor) and torch's CUDA F.layer_norm. Each line is the Order, then
 the kernel's outputs on fresh rows of the probes' shape checked under the default standard and under the revealed
-one. Needs a CUDA device, torch and Triton; run with EXACTREF_LIBRARY pointing at a built library.
+one. Then capture_ln_blind.py's Inductor kernels (F.layer_norm, a two-pass formula over n and over n - 1, compiled)
+at 16 rows of 768, 2048 and 8192, normal and shifted by 3: the order each reveals and its fresh rows' verdicts. Needs a CUDA device, torch and Triton; run with EXACTREF_LIBRARY pointing at a built library.
 
     python3 tools/capture/reveal_layer_norm.py > reveal_layer_norm.txt
 """
 import sys
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -71,5 +73,37 @@ def main():
             sys.stdout.flush()
 
 
+
+def two_pass(x, ddof):
+    m = x.mean(-1, keepdim=True)
+    v = ((x - m) ** 2).sum(-1, keepdim=True) / (x.shape[-1] - ddof)
+    return (x - m) * torch.rsqrt(v + 1e-5)
+
+
+def inductor_blind():
+    kernels = {"inductor F.layer_norm": torch.compile(lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],))),
+               "inductor two-pass": torch.compile(lambda x: two_pass(x, 0)),
+               "inductor two-pass over n - 1 (bug)": torch.compile(lambda x: two_pass(x, 1))}
+    for n in (768, 2048, 8192):
+        for name, kernel in kernels.items():
+            try:
+                o = reveal_order(kernel, "layer_norm", n=n, rows=16, device="cuda", max_calls=6000)
+            except Exception as e:
+                print("%s, n=%d: %s: %s" % (name, n, type(e).__name__, e))
+                continue
+            verdicts = []
+            for fam, shift in (("normal", 0.0), ("shifted", 3.0)):
+                x = (family("normal", (16, n), "float32", seed=7) + np.float32(shift)).astype(np.float32)
+                y = kernel(torch.from_numpy(x).cuda()).cpu().numpy()
+                ref = er.layer_norm(x, n)
+                d = ref.covers((y, None, None)).all()
+                r = ref.covers((y, None, None), **o.standard).all() if o.depth is not None else None
+                verdicts.append("%s: default %s%s" % (fam, "pass" if d else "FAIL",
+                                                       "" if r is None else ", revealed %s" % ("pass" if r else "FAIL")))
+            print("%s, n=%d: %s\n  %s" % (name, n, o, "; ".join(verdicts)))
+            sys.stdout.flush()
+
+
 if __name__ == "__main__":
     main()
+    inductor_blind()
