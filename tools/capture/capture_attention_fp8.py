@@ -2,7 +2,8 @@
 fp8 e4m3 with their descales folded into the exp2 constant, the online softmax in fp32, P times scale_s converted to
 e4m3 for the P V product on fp8 tensor cores, P V times descale_s and descale_v, O times scale_o stored in e4m3 or
 bf16, LSE, and amax_s (the largest p before scale_s) and amax_o (max |O| before scale_o) reduced by atomics), and the
-same kernel with planted bugs. Writes OUT/attention_fp8.npz and .txt for test_attention_fp8.py's
+same kernel with planted bugs; then q = 0 (exact ties) and scores in the hundreds over mostly subnormal v with a
+masked tail. Writes OUT/attention_fp8.npz and .txt for test_attention_fp8.py's
 test_attention_fp8_captures. Needs a CUDA device, torch and Triton.
 
     python3 tools/capture/capture_attention_fp8.py OUT
@@ -66,8 +67,10 @@ def _fwd(Q, K, V, O, LSE, AMS, AMO, qk_scale, dv, ss, ds, so, Sq, Sk, D: tl.cons
 
 def quantise(x):
     """x (fp32) to e4m3 with a per-tensor descale amax / 448, as Transformer Engine's current scaling does."""
-    d = x.abs().max().float() / 448.0
-    return (x / d).to(torch.float8_e4m3fn), float(d)
+    d = float(x.abs().max().float() / 448.0)
+    if d == 0:  # an all-zero tensor: its descale is 1
+        return x.to(torch.float8_e4m3fn), 1.0
+    return (x / d).to(torch.float8_e4m3fn), d
 
 
 def run(q8, k8, v8, dq, dk, dv, ss, so, out_dtype, bug):
@@ -109,6 +112,29 @@ def main(out):
                 odt = "bfloat16" if out_dtype == torch.bfloat16 else "float8_e4m3fn"
                 lines.append("%s %s %s %d %d %d %d %s %r %r %r %r %r" % (cid, gid, bug, H, Sq, Sk, D, odt, dq, dk, dv,
                                                                          ss, so))
+    # inputs that tell the models apart: q = 0 (every weight exactly 1, O the mean of small-integer v: exact ties of
+    # the output), and scores in the hundreds (k times 40) over v of exponents 2^-10 .. 1 (many e4m3 subnormals) with a
+    # masked tail (200 keys); the correct kernel and two bugs each
+    edge = (("ties", 2, 64, 256, 64), ("wide_subnormal", 2, 64, 200, 64))
+    for kind, H, Sq, Sk, D in edge:
+        if kind == "ties":
+            q = torch.zeros(H, Sq, D, device="cuda")
+            k = torch.randn(H, Sk, D, device="cuda")
+            v = torch.randint(-8, 9, (H, Sk, D), device="cuda").float()
+        else:
+            q = torch.randn(H, Sq, D, device="cuda")
+            k = torch.randn(H, Sk, D, device="cuda") * 40
+            v = torch.randn(H, Sk, D, device="cuda") * torch.exp2(-torch.randint(0, 11, (H, Sk, D), device="cuda").float())
+        q8, dq = quantise(q)
+        k8, dk = quantise(k)
+        v8, dv = quantise(v)
+        gid = new_group(arrays, {"q": q8, "k": k8, "v": v8})
+        for bug in ("none", "amax_o_zero", "no_descale_v"):
+            o, lse, ams, amo = run(q8, k8, v8, dq, dk, dv, 448.0, 1.0, torch.bfloat16, BUGS[bug])
+            cid = "c%03d" % len(lines)
+            store_case(arrays, cid, {}, {"o": o, "lse": lse, "amax_s": ams, "amax_o": amo})
+            lines.append("%s %s %s %d %d %d %d %s %r %r %r %r %r" % (cid, gid, bug, H, Sq, Sk, D, "bfloat16", dq, dk, dv,
+                                                                     448.0, 1.0))
     write_case_files(out, "attention_fp8", arrays, lines,
                      "id group bug H Sq Sk D out_dtype descale_q descale_k descale_v scale_s scale_o (Triton %s, torch %s, %s)"
                      % (triton.__version__, torch.__version__, torch.cuda.get_device_name()))
