@@ -2,7 +2,8 @@
 a numpy float32 loop that adds the products in the same order (vectorised over the output) in the same run; and a
 written tree (`tree:`, a balanced tree of 4096) on 1024 rows of fp32, emulated and checked, next to numpy's
 float32 halving of the same rows and to covers under `any_order depth=12`. Prints `name: X s vs baseline Y s =
-Rx`. Run: make bench."""
+Rx`. And reveal_order on row ops of 8192 (exactref.testing; numpy float32 kernels whose sums halve the row): the
+time exactref spends beside the kernel's own calls, measured in the same run. Run: make bench."""
 import time
 
 import numpy as np
@@ -65,6 +66,47 @@ def tree(rows=1024, n=4096):
              "pass" if rd.all() else "FAIL"))
 
 
+def _halve(v):
+    while v.shape[1] > 1:
+        v = v[:, 0::2] + v[:, 1::2]
+    return v[:, 0]
+
+
+def _row_kernels():
+    """softmax, rmsnorm and a two-pass layer_norm in numpy float32, each sum halving the row."""
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / _halve(e)[:, None]
+
+    def rmsnorm(x):
+        return x / np.sqrt(_halve(x * x) / np.float32(x.shape[1]) + np.float32(1e-6))[:, None]
+
+    def layer_norm(x):
+        d = x - (_halve(x) / np.float32(x.shape[1]))[:, None]
+        return d / np.sqrt(_halve(d * d) / np.float32(x.shape[1]) + np.float32(1e-5))[:, None]
+    return {"softmax": softmax, "rmsnorm": rmsnorm, "layer_norm": layer_norm}
+
+
+def reveal(n=8192):
+    """reveal_order on each row op at n: the whole call's time less the kernel's calls' time, against the latter."""
+    from exactref.testing import reveal_order
+    for op, fn in _row_kernels().items():
+        spent = [0.0]
+
+        def kernel(x, fn=fn):
+            t = time.perf_counter()
+            y = fn(x)
+            spent[0] += time.perf_counter() - t
+            return y
+        t0 = time.perf_counter()
+        o = reveal_order(kernel, op, n=n)
+        total = time.perf_counter() - t0
+        print("reveal_%s_%d: exactref %.3f s vs the kernel's calls %.3f s = %.2fx  (depth %s; %d calls of %d rows, "
+              "%d probes)" % (op, n, total - spent[0], spent[0], (total - spent[0]) / spent[0], o.depth, o.calls,
+                              o.rows, o.probes))
+
+
 if __name__ == "__main__":
     main()
     tree()
+    reveal()

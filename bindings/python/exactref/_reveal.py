@@ -15,7 +15,9 @@ from . import _ffi
 from ._arrays import numpy_dtype
 from ._errors import ExactrefError, ExactrefNotImplementedError, ExactrefValueError
 
-_OPS = ("sum", "matmul", "layer_norm")
+#: Row ops whose sum has positive terms only (exps, squares): revealed by triplet probes (reveal.md, Lemma V3).
+_POSITIVE_OPS = ("softmax", "log_softmax", "rmsnorm")
+_OPS = ("sum", "matmul", "layer_norm") + _POSITIVE_OPS
 #: The most elements a tree: standard may have (src/standard/tree.h).
 _TREE_MAX = 1 << 18
 #: The precision of the accumulator the probes must swamp, by name.
@@ -29,19 +31,22 @@ class Order:
     `fixed`: whether that standard is fully fixed (then emulate() reproduces the kernel); `depth`: the revealed
     tree's depth (None where none was revealed); `tree`: the tree as nested pairs of element indices (n <= 64);
     `leaf_depths`: each element's number of additions; `reason`: why the order was not revealed or not named (None
-    when it was); `calls` and `probes`: the kernel calls and probe rows spent; `rows`: the rows of every call."""
+    when it was); `calls` and `probes`: the kernel calls and probe rows spent; `rows`: the rows of every call;
+    `wrong`: where the probes stopped at outputs no correct kernel gives (softmax, log_softmax, and rmsnorm with eps
+    stated), the Result of those probe rows under the default standard, which fails; else None."""
 
     def __init__(self, op, n, dtype):
         self.op, self.n, self.dtype = op, n, dtype
         self.standard = {"standard": "any_order"}
         self.fixed, self.depth, self.tree, self.leaf_depths, self.reason = False, None, None, None, None
+        self.wrong = None
         self.family_matches = []
         self.calls = self.probes = self.rows = 0
 
     def to_dict(self):
         return {"op": self.op, "n": self.n, "rows": self.rows, "dtype": self.dtype, "standard": dict(self.standard),
                 "fixed": self.fixed, "depth": self.depth, "reason": self.reason, "calls": self.calls,
-                "probes": self.probes}
+                "probes": self.probes, "wrong": self.wrong is not None}
 
     def __str__(self):
         std = " ".join("%s=%s" % (k, v) for k, v in self.standard.items() if k != "standard")
@@ -102,7 +107,7 @@ class _Prober:
             raise _Unrevealed("revealing the order at %d rows of %d takes more than max_calls=%d kernel calls (about "
                               "n log2(n) / (2 rows) for a balanced tree)" % (self.rows, self.n, self.max_calls))
         self.order.calls += 1
-        x = _place(X.astype(numpy_dtype(self.dtype)), "contiguous", self.device)
+        x = _place(X, "contiguous", self.device)
         if self.op == "layer_norm":
             return self._layer_norm_sums(X, self.kernel(x))
         if self.op == "sum":
@@ -158,16 +163,18 @@ class _Prober:
                                              else "2^19"))
         if mean is not None:
             S = mean.reshape(-1).astype(np.float64) * n / u
+        elif n < 3:  # +M and -M alone: one tree, and no unit for y to show a count by
+            return np.zeros(X.shape[0])
         else:
-            y = y.astype(np.float64)
-            big = np.argmax(X == M, axis=1)
+            big, neg = self.ij  # the rows' +M and -M
             r = np.arange(X.shape[0])
-            unit = X == u
-            yk = np.where(unit, y, np.nan)
-            lo, hi = np.nanmin(yk, axis=1), np.nanmax(yk, axis=1)
+            ref = np.where((big != 0) & (neg != 0), 0, np.where((big != 1) & (neg != 1), 1, 2))  # a unit per row
+            yy = np.array(y)
+            yy[r, big] = yy[r, neg] = yy[r, ref]  # the row's units alone decide its least and greatest output
+            lo, hi = yy.min(axis=1).astype(np.float64), yy.max(axis=1).astype(np.float64)
             if not np.array_equal(lo, hi):
                 raise _Unrevealed("the layer_norm kernel's outputs differ between equal elements of a probe row")
-            S = n - n * (lo / y[r, big]) * (M / u)
+            S = n - n * (lo / y[r, big].astype(np.float64)) * (M / u)
         k = np.round(S)
         bad = ~(np.abs(S - k) <= 0.25)
         if bad.any():
@@ -183,10 +190,11 @@ class _Prober:
             chunk = pairs[s:s + self.rows]
             # every call has the same rows (the last probe repeated): a kernel may pick its order by shape
             full = chunk + [chunk[-1]] * (self.rows - len(chunk))
-            X = np.full((self.rows, self.n), self.u)
+            X = np.full((self.rows, self.n), self.u, numpy_dtype(self.dtype))  # u and M are values of the dtype
             r = np.arange(self.rows)
             ii, jj = np.array([p[0] for p in full]), np.array([p[1] for p in full])
             X[r, ii], X[r, jj] = self.M, -self.M
+            self.ij = (ii, jj)
             v = (self._call(X) / self.u)[:len(chunk)]
             self.order.probes += len(chunk)
             bad = ~((v == np.round(v)) & (v >= 0) & (v <= self.n - 2))
@@ -200,6 +208,219 @@ class _Prober:
                                               if self.op == "layer_norm" else ""))
             res[s:s + len(chunk)] = self.n - v.astype(np.int64)
         return res
+
+
+class _TripletProber:
+    """Triplet probes (b; x, y) through a row op whose sum has positive terms only (softmax's and log_softmax's exps,
+    rmsnorm's squares): the anchor's term T at b, a unit of about 3/8 of ulp(T) at x and at y, zero elsewhere. The
+    row's sum is T + ulp(T) where x and y meet before either meets b, else T (Lemma V3); the anchor's output shows
+    which, once calibrated on rows whose sum is known whatever the tree."""
+
+    def __init__(self, kernel, op, n, dtype, device, rows, p_acc, order, rng):
+        self.kernel, self.op, self.n, self.dtype, self.device = kernel, op, n, dtype, device
+        self.rows, self.p_acc, self.order, self.rng = rows, p_acc, order, rng
+        self.max_calls = None
+        self.out_dtype = None
+        self.lo = self.hi = self.last = None
+        ulp1 = 2.0 ** (1 - p_acc)  # the accumulator's spacing above 1
+        if op == "rmsnorm":
+            # anchors A with A^2 exact and A^2 + 2 ulp(A^2) below the next power of two; 0 for the zero terms
+            self.zero = 0.0
+            cands = [1.0 + k / 64.0 for k in (0, 21, 37, 53, 11, 29, 45, 61, 5, 17)]
+            self.anchors = [(a, self._square_units(a, ulp1)) for a in cands]
+        else:
+            # exp(0) = 1 at the anchor (it is the row's maximum); exp(-10000) = 0 elsewhere
+            self.zero = float(np.array(-1e4, numpy_dtype(dtype)).astype(np.float64))
+            cast = lambda v: float(np.array(v, numpy_dtype(dtype)).astype(np.float64))  # noqa: E731
+            unit, double = cast(np.log(0.375 * ulp1)), cast(np.log(0.75 * ulp1))
+            self.anchors = [(0.0, (unit, double, np.exp(unit) / ulp1, np.exp(double) / ulp1))]
+        self.anchors = [(a, u) for a, u in self.anchors
+                        if 0.3 <= u[2] <= 0.45 and 0.6 <= u[3] <= 0.9]  # Lemma V3's margins, after the cast
+        self.anchor = self.unit = None
+
+    def _square_units(self, a, ulp1):
+        """The unit and double unit for anchor a of rmsnorm: x with x^2 about 3/8 and 3/4 of ulp(a^2), in the input
+        format, and their squares in ulps of a^2."""
+        ulp = ulp1 * 2.0 ** np.floor(np.log2(a * a))
+        cast = lambda v: float(np.array(v, numpy_dtype(self.dtype)).astype(np.float64))  # noqa: E731
+        u, d = cast(np.sqrt(0.375 * ulp)), cast(np.sqrt(0.75 * ulp))
+        return u, d, u * u / ulp, d * d / ulp
+
+    def _call(self, X, anchors):
+        """The kernel's output at each row's anchor."""
+        from .testing import _place, _to_host
+        if self.max_calls is not None and self.order.calls >= self.max_calls:
+            raise _Unrevealed("revealing the order at %d rows of %d takes more than max_calls=%d kernel calls"
+                              % (self.rows, self.n, self.max_calls))
+        self.order.calls += 1
+        res = self.kernel(_place(X, "contiguous", self.device))
+        y = _to_host(res[0] if isinstance(res, (tuple, list)) else res)
+        if tuple(y.shape) != X.shape:
+            raise ExactrefValueError("ER_ERR_SHAPE", "exactref: reveal_order: the %s kernel returned shape %s for "
+                                     "input rows of shape %s; expected y of that shape"
+                                     % (self.op, tuple(y.shape), X.shape))
+        self.out_dtype = y.dtype
+        self.last = (X, y)
+        return np.asarray(y[np.arange(X.shape[0]), anchors], np.float64)
+
+    def _rows(self, rows):
+        """Runs rows given as (anchor, [(index, value), ...]), in calls of exactly self.rows rows (the last row
+        repeated: a kernel may pick its order by shape); the anchor's output of each."""
+        out = np.empty(len(rows))
+        dt = numpy_dtype(self.dtype)
+        for s in range(0, len(rows), self.rows):
+            chunk = rows[s:s + self.rows]
+            full = chunk + [chunk[-1]] * (self.rows - len(chunk))
+            X = np.full((self.rows, self.n), self.zero, dt)  # every value already one of dt's
+            b = np.array([r[0] for r in full])
+            X[np.arange(self.rows), b] = self.anchor
+            ii = [i for i, (_, extra) in enumerate(full) for _ in extra]
+            if ii:
+                kk, vv = zip(*[kv for _, extra in full for kv in extra])
+                X[ii, list(kk)] = np.array(vv).astype(dt)
+            out[s:s + len(chunk)] = self._call(X, b)[:len(chunk)]
+        return out
+
+    def calibrate(self):
+        """Picks an anchor whose output tells the row sum T from T + ulp(T): rows of the anchor alone (sum T), with
+        one unit (sum T: the unit is swamped in any tree) and with one double unit (sum T + ulp(T) in any tree), at
+        four places; the same output at every place, alone and with a unit, another with the double unit."""
+        if not self.anchors:
+            raise _Unrevealed("%s cannot hold units small enough for the probes in a %d-bit accumulator"
+                              % (self.dtype, self.p_acc))
+        places = sorted({0, self.n - 1, self.n // 2, int(self.rng.integers(self.n))})
+        rows = []
+        for a, (unit, double, _, _) in self.anchors:
+            for b in places:
+                k = (b + 1 + int(self.rng.integers(self.n - 1))) % self.n
+                rows += [(b, []), (b, [(k, unit)]), (b, [(k, double)])]
+        for i, (a, (unit, double, _, _)) in enumerate(self.anchors):
+            self.anchor = a
+            got = self._rows(rows[3 * len(places) * i:3 * len(places) * (i + 1)]).reshape(len(places), 3)
+            if not (got == got[0]).all():
+                raise _Unrevealed("the kernel's output at the anchor differs between rows that differ only in where "
+                                  "the anchor is (%s)" % ", ".join("%.9g" % v for v in got[:, 0]))
+            if got[0, 0] == got[0, 1] and got[0, 0] != got[0, 2]:
+                self.lo, self.hi, self.unit = got[0, 0], got[0, 2], unit
+                return
+            if got[0, 0] != got[0, 1]:
+                raise _Unrevealed("one term of 3/8 of an ulp changed the %s kernel's output: its sum is not swamped "
+                                  "as a %d-bit accumulator's would be (pass accumulate=\"float64\" for a kernel "
+                                  "that adds in double)" % (self.op, self.p_acc))
+        raise _Unrevealed("the %s kernel's output (%s) does not show a change of one ulp in its %s: its %s cannot "
+                          "tell the probes' two answers apart" % (
+                              self.op, np.dtype(self.out_dtype).name,
+                              "sum of squares" if self.op == "rmsnorm" else "denominator",
+                              "precision" if self.op != "rmsnorm" else "rounding of the mean and rsqrt"))
+
+    def bits(self, triples):
+        """For each (b, x, y): whether x and y meet before either meets b."""
+        if len(triples) == 0:
+            return np.zeros(0, bool)
+        v = self._rows([(b, [(x, self.unit), (y, self.unit)]) for b, x, y in triples])
+        self.order.probes += len(triples)
+        bad = (v != self.lo) & (v != self.hi)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise _Unrevealed("probe (%d; %d, %d): the kernel's output at the anchor is %.9g, neither %.9g (a sum of "
+                              "the anchor's term) nor %.9g (one ulp more): its sum is not one tree of round-to-nearest "
+                              "additions" % (triples[k] + (v[k], self.lo, self.hi)))
+        return v == self.hi
+
+
+def _reveal_tree_triplets(prober, n, rng):
+    """The binary tree triplet probes show, in _reveal_tree's form (leaf depths, None, the tasks' chains). A task is
+    a subtree and its first leaf a; its other leaves fall into groups, the sibling subtrees that meet a's path one
+    after another, sorted by a three-way quicksort: against a pivot p, k is in p's group when k and p meet before
+    either meets a (probe (a; k, p)) and in a group met earlier when a and k meet before either meets p (probe
+    (p; a, k)); all of a level's tasks and buckets go in one batch a round. Raises _Unrevealed where the answers fit
+    no binary tree."""
+    depth = np.zeros(n, np.int64)
+    tasks = [(np.arange(n), 0, None)]
+    root = []
+    path = [[] for _ in range(n)]  # per leaf: (task id, place) down the tasks; place 0 the task's first leaf
+    uid = 0
+    while tasks:
+        asked = []  # (triple, answer) of this level, for the sample asked again
+        # each task's buckets in the order they meet its first leaf's path: (leaves, resolved as one group)
+        buckets = [[(t[0][1:], False)] if len(t[0]) > 1 else [] for t in tasks]
+        while any(not done for bs in buckets for _, done in bs):
+            trip, work = [], []
+            for ti, bs in enumerate(buckets):
+                a = int(tasks[ti][0][0])
+                for bi, (leaves, done) in enumerate(bs):
+                    if done:
+                        continue
+                    if len(leaves) == 1:
+                        bs[bi] = (leaves, True)
+                        continue
+                    p = int(leaves[int(rng.integers(len(leaves)))])
+                    others = leaves[leaves != p]
+                    work.append((ti, bi, p, others, len(trip)))
+                    trip += [(a, int(k), p) for k in others] + [(p, a, int(k)) for k in others]
+            ans = prober.bits(trip)
+            asked += list(zip(trip, ans))
+            for ti, bi, p, others, s in reversed(work):  # from the back: a bucket's index stays valid
+                m = len(others)
+                same, early = ans[s:s + m], ans[s + m:s + 2 * m]
+                if (same & early).any():
+                    k = int(others[int(np.argmax(same & early))])
+                    raise _Unrevealed("element %d is in element %d's group of element %d's subtree and also meets %d "
+                                      "before it: the answers fit no binary tree (the kernel adds more than two "
+                                      "terms at once, or its order is not one tree)" % (k, p, int(tasks[ti][0][0]), p))
+                parts = [(others[early], False), (np.sort(np.concatenate(([p], others[same]))), True),
+                         (others[~same & ~early], False)]
+                buckets[ti][bi:bi + 1] = [q for q in parts if len(q[0])]
+        nxt = []
+        for ti, (leaves, base, slot) in enumerate(tasks):
+            gs = [g for g, _ in buckets[ti]]
+            k, a = len(gs), int(leaves[0])
+            depth[a] = base + k
+            path[a].append((uid, 0))
+            built = []
+            for m, g in enumerate(gs):
+                for leaf in g:
+                    path[int(leaf)].append((uid, m + 1))
+                gbase = base + k - m
+                if len(g) == 1:
+                    depth[int(g[0])] = gbase
+                    built.append(int(g[0]))
+                else:
+                    child = []
+                    built.append(child)
+                    nxt.append((g, gbase, child))
+            (root if slot is None else slot).append((a, built))
+            uid += 1
+        tasks = nxt
+        if asked:  # a sample of this level's probes again, the two units exchanged and in other rows
+            pick = rng.choice(len(asked), size=min(32, len(asked)), replace=False)
+            was = np.array([asked[k][1] for k in pick], bool)
+            again = prober.bits([(asked[k][0][0], asked[k][0][2], asked[k][0][1]) for k in pick])
+            if not np.array_equal(again, was):
+                k = pick[int(np.argmax(again != was))]
+                raise _Unrevealed("probe %s answered %s and, repeated with its units exchanged in another row, the "
+                                  "opposite: the kernel's order changes with the data or the row"
+                                  % (asked[k][0], bool(asked[k][1])))
+    # the tree, asked about triplets it was not built from: every answer as it predicts
+    trip = [tuple(int(v) for v in rng.choice(n, 3, replace=False)) for _ in range(64)] if n >= 3 else []
+    want = np.array([_meets_first(path, b, x, y) for b, x, y in trip], bool)
+    got = prober.bits(trip)
+    if not np.array_equal(got, want):
+        k = int(np.argmax(got != want))
+        raise _Unrevealed("probe %s answered %s where the tree the other probes show says %s: the order is not one "
+                          "tree" % (trip[k], bool(got[k]), bool(want[k])))
+    return depth, None, root
+
+
+def _meets_first(path, b, x, y):
+    """Whether, in the tree of the tasks' paths, x and y meet strictly below where x meets b."""
+    def node(p, q):  # the node where the leaves of paths p and q meet: (task level, place of the later one)
+        lvl = 0
+        while p[lvl] == q[lvl]:
+            lvl += 1
+        return lvl, max(p[lvl][1], q[lvl][1])
+    lxy, lxb = node(path[x], path[y]), node(path[x], path[b])
+    return lxy[0] > lxb[0] or (lxy[0] == lxb[0] and lxy[1] < lxb[1])
 
 
 def _reveal_tree(prober, n, rng):
@@ -315,20 +536,27 @@ def _same_outputs(op, X, got, std, out_dtype, ncols, rows):
 def _random_rows(kernel, op, n, rows, ncols, dtype, device, seed):
     """Rows of the `wide` family and the kernel's outputs on them (against columns of ones for a matmul)."""
     from .testing import _place, _to_host, family
-    X = family("normal" if op == "layer_norm" else "wide", (rows, n), dtype, seed=seed)
+    X = family("normal" if op == "layer_norm" or op in _POSITIVE_OPS else "wide", (rows, n), dtype, seed=seed)
     x = _place(X, "contiguous", device)
     if op == "layer_norm":
         res = kernel(x)
         return X, tuple(_to_host(t) for t in res) if isinstance(res, (tuple, list)) else _to_host(res)
+    if op in _POSITIVE_OPS:  # y, the first of the outputs
+        res = kernel(x)
+        return X, _to_host(res[0] if isinstance(res, (tuple, list)) else res)
     if op == "sum":
         return X, _to_host(kernel(x))
     return X, _to_host(kernel(x, _place(np.ones((n, ncols), X.dtype), "contiguous", device)))
 
 
-def _covers(op, X, got, standard, ncols):
+def _covers(op, X, got, standard, ncols, eps=None):
     if op == "layer_norm":  # the outputs the kernel gave: y, or (y, mean, rstd)
-        ref = er.layer_norm(X, X.shape[1])
+        ref = er.layer_norm(X, X.shape[1], **({} if eps is None else {"eps": eps}))
         return ref.covers(tuple(got) + (None,) * (3 - len(got)) if isinstance(got, tuple) else got, **standard)
+    if op == "rmsnorm":
+        return er.rmsnorm(X, **({} if eps is None else {"eps": eps})).covers(got, **standard)
+    if op in _POSITIVE_OPS:
+        return getattr(er, op)(X).covers(got, **standard)
     ref = er.sum(X) if op == "sum" else er.matmul(X, np.ones((X.shape[1], ncols), X.dtype))
     return ref.covers(got, **standard)
 
@@ -387,22 +615,29 @@ def _matmul_fma(order, kernel, A, n, ncols, dtype, device, out_dtype, seed):
                                                      else "neither fma=never nor fma=always reproduces the kernel"))
 
 
-def _layer_norm_depth(order, X, got, ncols):
-    """layer_norm's standard from its mean's tree: depth D for both of its sums (the variance taken to be added in
-    the mean's tree, as two-pass kernels do). The kernel's outputs on random rows are checked under it; where they
-    fail, the depth is kept and the reason says so: a wrong kernel (a variance over n - 1) fails there, and so would
-    one that adds its variance in a deeper tree than its mean, which the probes cannot see."""
-    res = _covers("layer_norm", X, got, order.standard, ncols)
+def _row_op_depth(order, X, got, ncols, eps):
+    """A row op's standard from its sum's tree: depth D (for layer_norm, D of its mean's tree for both of its sums,
+    the variance taken to be added in the mean's tree, as two-pass kernels do). The kernel's outputs on random rows
+    are checked under it; where they fail, the depth is kept and the reason says so: a wrong kernel (a variance over
+    n - 1, a denominator short of a term) fails there, and so would one whose other numerics the default standard
+    does not hold (another eps; for layer_norm, a variance added in a deeper tree than its mean, which the probes
+    cannot see)."""
+    res = _covers(order.op, X, got, order.standard, ncols, eps)
     if not res.all():
-        order.reason = ("the probes show a tree of depth %d for the mean, and the kernel's outputs on random rows lie "
-                        "outside that depth's set (%s): a wrong kernel (a variance over n - 1, a wrong mean), or one "
-                        "whose variance is added in a deeper tree than its mean; checked under the depth"
-                        % (order.depth, repr(res)))
+        what = {"layer_norm": "for the mean", "rmsnorm": "for the sum of squares"}.get(order.op, "for the denominator")
+        bugs = {"layer_norm": "a variance over n - 1, a wrong mean), or one whose variance is added in a deeper tree "
+                              "than its mean, or another eps",
+                "rmsnorm": "a mean square over n - 1, eps outside the square root), or one of another eps"}.get(
+                    order.op, "a denominator short of a term), or one whose exp the default standard does not "
+                              "hold (math=triton)")
+        order.reason = ("the probes show a tree of depth %d %s, and the kernel's outputs on random rows lie outside "
+                        "that depth's set (%s): a wrong kernel (%s; checked under the depth"
+                        % (order.depth, what, repr(res), bugs))
     return order
 
 
 def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None, device=None, accumulate="float32",
-                 max_elements=1 << 22, seed=0, max_calls=None):
+                 max_elements=1 << 22, seed=0, max_calls=None, eps=None):
     """Reveals the order in which `kernel` adds, from its outputs on probe inputs (docs/algorithms/reveal.md):
     op "sum" (kernel(x) for x of shape (rows, n), the sums along the last dimension) or "matmul" (kernel(A, B) for
     A (rows, n) and B (n, ncols), each output a dot product of length n) or "layer_norm" (kernel(x) returning y, or
@@ -433,14 +668,30 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     rows = max(1, min(n - 1, max_elements // n)) if rows is None else _check.integer(rows, "reveal_order", "rows", 1,
                                                                                           1 << 31)
     order.rows = rows
-    prober = _Prober(kernel, op, n, dtype, ncols, device, rows, _ACCUMULATORS[accumulate], order)
+    if eps is not None:
+        eps = _check.real(eps, "reveal_order", "eps", lo=0)
+    rng = np.random.default_rng(seed)
+    if op in _POSITIVE_OPS:
+        prober = _TripletProber(kernel, op, n, dtype, device, rows, _ACCUMULATORS[accumulate], order, rng)
+    else:
+        prober = _Prober(kernel, op, n, dtype, ncols, device, rows, _ACCUMULATORS[accumulate], order)
     prober.max_calls = None if max_calls is None else _check.integer(max_calls, "reveal_order", "max_calls", 1,
                                                                      1 << 62)
-    rng = np.random.default_rng(seed)
     try:
-        depth, clusters, root = _reveal_tree(prober, n, rng)
+        if op in _POSITIVE_OPS:
+            prober.calibrate()
+            depth, clusters, root = _reveal_tree_triplets(prober, n, rng)
+        else:
+            depth, clusters, root = _reveal_tree(prober, n, rng)
     except _Unrevealed as e:
         order.reason = "not revealed: " + str(e) + "; checked under any_order"
+        if op in _POSITIVE_OPS and prober.last is not None and (op != "rmsnorm" or eps is not None):
+            # the probe rows are inputs like any other: outputs outside the default standard's set are wrong ones
+            res = _covers(op, prober.last[0], prober.last[1], {"standard": "any_order"}, ncols, eps)
+            if not res.all():
+                order.wrong = res
+                order.reason += ("; and the kernel is wrong: its outputs on the last call's probe rows lie outside "
+                                 "the default standard's set (%s)" % repr(res))
         return order
     order.depth = int(depth.max())
     order.leaf_depths = depth
@@ -450,8 +701,8 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     # a named fixed order: the same outputs on random rows, then the same tree through exactref's own emulation
     X, got = _random_rows(kernel, op, n, rows, ncols, dtype, device, seed)
     order.calls += 1
-    if op == "layer_norm":
-        return _layer_norm_depth(order, X, got, ncols)
+    if op == "layer_norm" or op in _POSITIVE_OPS:
+        return _row_op_depth(order, X, got, ncols, eps)
     out_dtype = np.dtype(got.dtype).name
     got = np.ascontiguousarray(got)
     # the families exactref names first; then the revealed tree itself, written out as a tree: standard

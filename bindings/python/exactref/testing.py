@@ -193,6 +193,8 @@ _ATTENTION = {"attention": (False, "top_left"), "attention_causal": (True, "top_
               "attention_causal_bottom_right": (True, "bottom_right"),
               "attention_backward": (False, "top_left"), "attention_backward_causal": (True, "top_left")}
 _ROW_OPS = ("sum", "mean", "max", "softmax", "log_softmax", "rmsnorm", "layer_norm")
+#: The ops check(standard="reveal") and reveal_order reveal the order of (docs/algorithms/reveal.md).
+from ._reveal import _OPS as _REVEAL_OPS  # noqa: E402
 _ELEMENTWISE = ("gelu", "gelu_tanh", "silu", "relu", "exp", "exp2", "log", "tanh", "sigmoid", "erf", "rsqrt")
 #: Backward passes along rows: their inputs are the gradient dy and what the forward pass saved (derived from a
 #: forward input x of the case's family).
@@ -641,8 +643,8 @@ class CheckRecord:
             for b in c.get("may_pass", ()):
                 bugs[b] = bugs.get(b, 0) + 1
         return "".join("\n      note: %s may pass in %d of %d cases (every set at least as wide as it moves an "
-                       "element); state the kernel's order (depth=, or standard='reveal' for sum, matmul and "
-                       "layer_norm)" % (b, k, len(self.cases)) for b, k in bugs.items())
+                       "element); state the kernel's order (depth=, or standard='reveal' for %s)"
+                       % (b, k, len(self.cases), ", ".join(_REVEAL_OPS)) for b, k in bugs.items())
 
     def __str__(self):
         n, bad = len(self.cases), len(self.failed())
@@ -753,9 +755,9 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
         raise TypeError("exactref: check: standard must be a string such as 'mma:sm90' or a dict of covers() keywords "
                         "such as dict(standard='mma:sm90', outer='any'), not %s" % type(standard).__name__)
     seed = _check.integer(seed, "check", "seed", 0, _check.UINT64_MAX)
-    if standard == "reveal" and op not in ("sum", "matmul", "layer_norm"):
-        raise ValueError("exactref: check: standard='reveal' reveals the order of 'sum', 'matmul' and 'layer_norm' "
-                         "kernels; op %r is not one" % (op,))
+    if standard == "reveal" and op not in _REVEAL_OPS:
+        raise ValueError("exactref: check: standard='reveal' reveals the order of %s kernels; op %r is not one"
+                         % (", ".join("'%s'" % o for o in _REVEAL_OPS), op))
     name = name or getattr(kernel, "__name__", "kernel")
     std = standard if isinstance(standard, (str, type(None))) else dict(standard)
     revealed = {}
@@ -784,6 +786,11 @@ def check(kernel, op="matmul", dtypes=("float32",), tier="fast", families=None, 
                     entry["revealed"] = str(revealed[key])
                     entry["reproduce"] = c.reproduce_call(name, None if cfg is None else ci, kernel, cstd, device,
                                                           configs)
+                    if revealed[key].wrong is not None:  # the probe rows showed outputs no correct kernel gives
+                        entry.update(verdict="FAIL", error="on reveal_order's probe rows at this shape: %s"
+                                     % revealed[key].reason, report=str(revealed[key].wrong))
+                        rec.cases.append(entry)
+                        continue
                 if cfg is None:
                     out = _to_host(kernel(*ins))
                 else:
@@ -890,7 +897,7 @@ def _reveal_case(kernel, case, device):
     # not be evidence for this one (a few long rows take many calls: past 2000 the case is checked under any_order)
     try:
         return reveal_order(kernel, case.op, n=n, dtype=case.dtype, ncols=ncols, rows=rows, device=device,
-                            max_calls=2000)
+                            max_calls=2000, eps=1e-6 if case.op == "rmsnorm" else None)
     except ExactrefNotImplementedError as e:  # the dtype cannot hold the probes at this n: any order, said why
         o.reason = "not revealed: %s; checked under any_order" % e
         return o

@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover - the message is the point
 
 from . import _api, _check
 from ._api import Result, Results
+from ._reveal import _OPS as _REVEAL_OPS
 from ._api import _dtype_name
 from ._arrays import numpy_dtype, to_numpy
 from ._errors import ExactrefNotImplementedError, ExactrefTypeError, ExactrefValueError
@@ -863,13 +864,17 @@ _REVEAL_DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.floa
 
 
 def standard_for(fn: Callable[..., Any], *example_args: Any, op: Optional[str] = None,
-                 accumulate: Optional[str] = None, max_calls: Optional[int] = None, seed: int = 0):
+                 accumulate: Optional[str] = None, max_calls: Optional[int] = None, seed: int = 0,
+                 eps: Optional[float] = None):
     """Reveals the order in which the torch function `fn` adds, where it runs: on the device, dtype and shape of
     `example_args` (eager, torch.compile'd or a custom op alike; exactref.testing.reveal_order's probes,
     docs/algorithms/reveal.md). One 2-D tensor x (rows, n): fn(x) is its row sums (op "sum"); two, A (M, K) and
     B (K, N): fn(A, B) is their product (op "matmul"); op="layer_norm" with one 2-D tensor: fn(x) is x normalised
     along its rows with weight 1 and bias 0, y or (y, mean, rstd) (its mean's tree gives depth= for both of its
-    sums; a Welford mean is reported as not revealed). Returns an Order whose `standard` holds the covers() keywords
+    sums; a Welford mean is reported as not revealed); op="softmax", "log_softmax" or "rmsnorm" with one 2-D tensor:
+    fn(x) is that op along the rows (rmsnorm with weight 1; y, or a tuple whose first element is y), its sum's tree
+    revealed by triplet probes (depth=). `eps`: layer_norm's or rmsnorm's eps, for the check of fn's outputs on
+    random rows (default exactref's: 1e-5 and 1e-6). Returns an Order whose `standard` holds the covers() keywords
     for fn's outputs at that shape: a fixed order where the probes pin one exactref names, else any_order with the
     revealed tree's depth, else any_order with the reason. Every call has the example's shape, since a kernel may
     pick its order by shape. `accumulate`: the accumulator the probes must swamp ("float32"; "float64" for float64
@@ -879,10 +884,11 @@ def standard_for(fn: Callable[..., Any], *example_args: Any, op: Optional[str] =
         raise ExactrefTypeError("ER_ERR_INVALID", "%s: fn must be callable, not %s" % (where, type(fn).__name__))
     if op is None:
         op = {1: "sum", 2: "matmul"}.get(len(example_args))
-    if op not in ("sum", "matmul", "layer_norm") or len(example_args) != (2 if op == "matmul" else 1):
-        raise ExactrefValueError("ER_ERR_INVALID", "%s: expected one example tensor (rows, n) for op 'sum' or "
-                                 "'layer_norm', or two, (M, K) and (K, N), for op 'matmul'; got %d argument(s) and op "
-                                 "%r" % (where, len(example_args), op))
+    if op not in _REVEAL_OPS or len(example_args) != (2 if op == "matmul" else 1):
+        raise ExactrefValueError("ER_ERR_INVALID", "%s: expected one example tensor (rows, n) for op %s, or two, "
+                                 "(M, K) and (K, N), for op 'matmul'; got %d argument(s) and op %r"
+                                 % (where, ", ".join("'%s'" % o for o in _REVEAL_OPS if o != "matmul"),
+                                    len(example_args), op))
     for i, t in enumerate(example_args):
         if not isinstance(t, torch.Tensor):
             raise ExactrefTypeError("ER_ERR_INVALID", "%s: example argument %d must be a torch.Tensor, not %s"
@@ -917,7 +923,8 @@ def standard_for(fn: Callable[..., Any], *example_args: Any, op: Optional[str] =
 
     from ._reveal import reveal_order
     return reveal_order(kernel, op, n=n, dtype=dtype, ncols=int(example_args[1].shape[1]) if op == "matmul" else 16,
-                        rows=rows, device=str(x.device), accumulate=accumulate, max_calls=max_calls, seed=seed)
+                        rows=rows, device=str(x.device), accumulate=accumulate, max_calls=max_calls, seed=seed,
+                        eps=eps)
 
 
 _TRACED = {}

@@ -248,8 +248,9 @@ def test_check_reveal_sees_an_order_chosen_by_shape():
 
 
 def test_check_reveal_refuses_other_ops():
-    with pytest.raises(ValueError, match="'sum', 'matmul' and 'layer_norm'"):
-        er.testing.check(balanced, "softmax", standard="reveal", record=False)
+    with pytest.raises(ValueError, match="'sum', 'matmul', 'layer_norm', 'softmax', 'log_softmax', 'rmsnorm' kernels; "
+                                         "op 'exp' is not one"):
+        er.testing.check(balanced, "exp", standard="reveal", record=False)
 
 
 # exactref.torch.standard_for: a torch function's order, revealed where it runs (the CPU here)
@@ -437,3 +438,127 @@ def test_standard_for_layer_norm():
     w = ert.standard_for(lambda x: torch.nn.functional.layer_norm(x, (x.shape[1],)), torch.zeros(63, 64),
                          op="layer_norm")
     assert w.depth is None and w.standard == {"standard": "any_order"}, str(w)
+
+
+# softmax, log_softmax and rmsnorm: sums of positive terms, revealed by triplet probes (reveal.md, Lemma V3)
+
+def softmax_kernel(sumf, drop_last=False, out=np.float32):
+    """softmax in float32: exp(x - max), its sum by sumf (without the last term: a planted bug), then a division."""
+    def kernel(x):
+        x = x.astype(np.float32)
+        e = np.exp(f32(x - x.max(axis=1, keepdims=True))).astype(np.float32)
+        return f32(e / sumf(e[:, :-1] if drop_last else e)[:, None]).astype(out)
+    return kernel
+
+
+def log_softmax_kernel(sumf):
+    def kernel(x):
+        x = x.astype(np.float32)
+        d = f32(x - x.max(axis=1, keepdims=True))
+        return f32(d - np.log(sumf(np.exp(d).astype(np.float32))).astype(np.float32)[:, None])
+    return kernel
+
+
+def rmsnorm_kernel(sumf, n_minus_1=False, eps=1e-6, stats=False, accumulate=np.float32):
+    """rmsnorm in float32: the sum of squares by sumf over n (or n - 1: a planted bug), eps, 1 / sqrt, a product."""
+    def kernel(x):
+        x = x.astype(np.float32)
+        n = x.shape[1]
+        ms = f32(sumf(f32(x * x).astype(accumulate)) / f32(n - 1 if n_minus_1 else n))
+        r = f32(f32(1) / np.sqrt(f32(ms + f32(eps))))
+        y = f32(x * r[:, None])
+        return (y, r) if stats else y
+    return kernel
+
+
+def leaf_depths(tree, n):
+    """Each element's number of additions in a tree of nested pairs."""
+    d, stack = np.zeros(n, np.int64), [(tree, 0)]
+    while stack:
+        node, k = stack.pop()
+        if isinstance(node, int):
+            d[node] = k
+        else:
+            stack += [(node[0], k + 1), (node[1], k + 1)]
+    return d
+
+
+POSITIVE_KERNELS = {"softmax": softmax_kernel, "log_softmax": log_softmax_kernel,
+                    "rmsnorm": lambda s: rmsnorm_kernel(s, stats=True)}
+
+
+@pytest.mark.parametrize("op", sorted(POSITIVE_KERNELS))
+def test_positive_sums_reveal_the_tree(op):
+    """Random trees of 3 to 200 elements and Triton's tl.sum model: the triplet probes through the row op give each
+    element's depth in the tree its sum adds in, and to 64 elements the tree the +-M probes give through that sum."""
+    rng = np.random.default_rng(1)
+    for seed in range(6):
+        n = int(rng.integers(3, 200)) if seed else 40
+        tree = random_tree(n, seed)
+        o = reveal_order(POSITIVE_KERNELS[op](tree_kernel(tree)), op, n=n, seed=seed)
+        assert o.reason is None and o.standard == {"standard": "any_order", "depth": o.depth}, str(o)
+        assert np.array_equal(o.leaf_depths, leaf_depths(tree, n)), (seed, n)
+        if n <= 64:
+            assert o.tree == reveal_order(tree_kernel(tree), "sum", n=n).tree
+    o = reveal_order(POSITIVE_KERNELS[op](triton_like(1024, 4)), op, n=1000)
+    assert o.depth == reveal_order(triton_like(1024, 4), "sum", n=1000).depth == 14, str(o)
+
+
+def test_rmsnorm_sum_tree_catches_the_mean_over_n_minus_1():
+    """n = 4096, rows of the `wide` family: rmsnorm over n - 1 passes the default standard and fails under the
+    revealed depth; the correct kernel passes under it."""
+    n = 4096
+    o = reveal_order(rmsnorm_kernel(halving), "rmsnorm", n=n)
+    assert o.standard == {"standard": "any_order", "depth": 12} and o.reason is None, str(o)
+    x = family("wide", (32, n), "float32", seed=3)
+    ref = er.rmsnorm(x)
+    good, bad = rmsnorm_kernel(halving)(x), rmsnorm_kernel(halving, n_minus_1=True)(x)
+    assert ref.covers(good).all() and ref.covers(bad).all()
+    assert ref.covers(good, **o.standard).all() and not ref.covers(bad, **o.standard).all()
+
+
+def test_a_denominator_short_of_a_term_is_wrong_on_the_probe_rows():
+    """softmax without the last term of its sum: the probes stop (a row with the anchor last has no sum), and the
+    outputs on those rows fail the default standard: the Order says the kernel is wrong, and check(standard="reveal")
+    fails every case the default standard fails and more."""
+    bug = softmax_kernel(halving, drop_last=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        o = reveal_order(bug, "softmax", n=1024)
+        assert o.depth is None and o.wrong is not None and not o.wrong.all(), str(o)
+        assert "the kernel is wrong" in o.reason, o.reason
+        rev = er.testing.check(bug, "softmax", standard="reveal", record=False)
+        dflt = er.testing.check(bug, "softmax", record=False)
+    fr = {(tuple(c["shape"]), c["seed"]) for c in rev.failed()}
+    fd = {(tuple(c["shape"]), c["seed"]) for c in dflt.failed()}
+    assert fd < fr, (sorted(fr - fd), sorted(fd - fr))
+    good = er.testing.check(softmax_kernel(halving), "softmax", standard="reveal", record=False)
+    assert good.passed, str(good)
+
+
+@pytest.mark.parametrize("kernel, op, kw, words", [
+    (softmax_kernel(halving, out=np.float16), "softmax", {}, "float16"),
+    (log_softmax_kernel(lambda e: e.astype(np.float64).sum(axis=1)), "log_softmax", {}, 'accumulate="float64"'),
+    (softmax_kernel(halving), "softmax", {"accumulate": "float64"}, "does not show a change of one ulp"),
+    (softmax_kernel(lambda e: f32(f32(e[:, 0::3].astype(np.float64) + e[:, 1::3] + e[:, 2::3]).sum(axis=1))),
+     "softmax", {}, "fit no binary tree"),
+])
+def test_what_positive_probes_cannot_read_is_reported(kernel, op, kw, words):
+    """An output too narrow to show one ulp of the denominator, a kernel adding in double (then probes sized for
+    double the output cannot read), and three terms added at once: not revealed, the reason named."""
+    o = reveal_order(kernel, op, n=96, **kw)
+    assert o.depth is None and o.standard == {"standard": "any_order"} and o.wrong is None, str(o)
+    assert words in o.reason, o.reason
+
+
+def test_standard_for_positive_row_ops():
+    """torch's own softmax, log_softmax and rms_norm on the CPU: each revealed (depth), its outputs on random rows
+    covered under it."""
+    torch = _torch()
+    import exactref.torch as ert
+    for op, fn in (("softmax", lambda x: torch.softmax(x, -1)), ("log_softmax", lambda x: torch.log_softmax(x, -1)),
+                   ("rmsnorm", lambda x: torch.nn.functional.rms_norm(x, (x.shape[1],), eps=1e-6))):
+        o = ert.standard_for(fn, torch.zeros(63, 256), op=op)
+        assert o.depth is not None and o.reason is None, str(o)
+        x = family("normal", (8, 256), "float32", seed=2)
+        y = fn(torch.from_numpy(x)).numpy()
+        assert getattr(er, op)(x).covers(y, **o.standard).all()
