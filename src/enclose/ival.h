@@ -67,6 +67,25 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
     *hi = er__scale2(er__exp_thi[j] * (p + 0x1p-46), q, 1);
 }
 
+/* tanh(s) from bounds [elo, ehi] of exp(2 s) (Lemma D6): 1 - 2 / (e + 1), increasing in e, each end with three
+ * roundings (within 2^-49.6 of its value where s >= 1/4, so tanh(s) >= 0.2449) moved outward by 2^-46 of itself.
+ * 0 (and no bounds) for s below 1/4, where the subtraction cancels. */
+static inline int er__tanh_bounds(double s, double elo, double ehi, double *lo, double *hi) {
+    if (!(s >= 0.25)) return 0;
+    double tl = 1.0 - 2.0 / (elo + 1.0), th = 1.0 - 2.0 / (ehi + 1.0);
+    *lo = tl - tl * 0x1p-46;
+    *hi = th + th * 0x1p-46;
+    return 1;
+}
+
+/* c / (1 + e) for e >= 0 in [elo, ehi] and c finite (sigmoid with c = 1, silu with c = x; Lemma D6): monotone in e,
+ * each end with two roundings (within 2^-52 of its value) moved outward by 2^-48 of itself. */
+static inline void er__quot_1p_bounds(double c, double elo, double ehi, double *lo, double *hi) {
+    double q1 = c / (1.0 + elo), q2 = c / (1.0 + ehi), l = q1 < q2 ? q1 : q2, h = q1 < q2 ? q2 : q1;
+    *lo = l - fabs(l) * 0x1p-48;
+    *hi = h + fabs(h) * 0x1p-48;
+}
+
 /* Sums of n values in [0, 2] (+0 included, -0 not): exact sums of each term rounded down (lo) and up (hi) to a multiple
  * of 2^-90, returned as doubles below and above them (Lemma D2). n < 2^37. */
 typedef struct er_fxsum { unsigned __int128 lo, hi; } er_fxsum;

@@ -4,7 +4,9 @@
  * are powers of two, near overflow and underflow, and spread, are covered; so are Triton's lowerings under
  * math=triton (ex2.approx of the rounded product for exp, div.full for sigmoid's quotient, flushed subnormal
  * arguments for log and rsqrt). The correctly rounded result is exact; a result U + 1 ulps out, where no power of
- * two is near, is caught; special values follow IEEE; a flushed subnormal result passes. */
+ * two is near, is caught; special values follow IEEE; a flushed subnormal result passes. The batch pass of one
+ * exp, tanh, sigmoid, silu or relu stage classes every element as the per-element decision does. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <mpfr.h>
 #include <exactref/mpfr.h>
 #include "../common/er_test.h"
@@ -297,6 +299,73 @@ START_TEST(libm_within_the_margin) {
 }
 END_TEST
 
+/* covers of one stage of `kind` on x, y with the batch pass on (batch 1) or off (EXACTREF_BATCH=0): its classes
+ * into cls, its counts of exact and covered elements into counts. */
+static void classes_of(er_stage_kind kind, int batch, uint8_t *cls, int64_t *counts) {
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){L}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){L}, NULL, y);
+    er_ref *t, *ch;
+    ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
+    er_stage st[1] = {{kind, NULL, 0, 0, NULL}};
+    ck_assert_int_eq(er_chain(&ch, t, st, 1), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    if (!batch) setenv("EXACTREF_BATCH", "0", 1);
+    er_report rep;
+    ck_assert_int_eq(er_covers(&rep, ch, &ty, &std), ER_OK);
+    unsetenv("EXACTREF_BATCH");
+    memcpy(cls, er_report_classes(&rep), L);
+    counts[0] = rep.counts[ER_CLASS_EXACT];
+    counts[1] = rep.counts[ER_CLASS_COVERED];
+    er_report_clear(&rep);
+    er_ref_free(ch);
+    er_ref_free(t);
+}
+
+/* The batch pass (chains.md: one exp, tanh, sigmoid, silu or relu stage on fp32, exp's bounds from er__exp_bounds) gives
+ * every element the class the per-element decision gives: on the arguments above (results at and around powers of
+ * two, near overflow and underflow, spread), with outputs correctly rounded, at the edges of the budget in both
+ * readings, and moved 1 to 3 ulps from the correctly rounded value; silu's as x / (1 + e) with e at exp's edges;
+ * tanh's arguments also spread over [-4, 4] and below 1/4 (the pass takes |x| >= 1/4). */
+START_TEST(the_batch_pass_decides_as_each_element_alone) {
+    static const er_stage_kind kinds5[5] = {ER_STAGE_EXP, ER_STAGE_TANH, ER_STAGE_SIGMOID, ER_STAGE_SILU, ER_STAGE_RELU};
+    static uint8_t c1[L], c2[L];
+    int64_t n1[2], n2[2];
+    for (int kk = 0; kk < 5; kk++) {
+        er_stage_kind kind = kinds5[kk];
+        fn_id f = kind == ER_STAGE_EXP ? F_EXP : kind == ER_STAGE_TANH ? F_TANH : F_SIGMOID;
+        arguments(f, x);
+        if (kind == ER_STAGE_RELU)
+            for (int i = 0; i < 64; i++) x[i] = i % 2 ? -0.0f : i % 3 ? 0x1p-140f : -0x1p-149f;
+        if (kind == ER_STAGE_TANH) /* spread over [-4, 4], and small (where the pass leaves tanh alone) */
+            for (int i = 200; i < L; i++)
+                x[i] = i % 2 ? (float)(8 * er_rand_unit() - 4)
+                             : (float)ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(1, 20));
+        for (int variant = 0; variant < 6; variant++) {
+            er_test_reseed(1900 + 10 * (uint64_t)kk + (uint64_t)variant);
+            for (int i = 0; i < L; i++) {
+                int reading = variant & 1, dir = variant < 2 ? 0 : variant < 4 ? -1 : 1;
+                float v;
+                if (kind == ER_STAGE_RELU) v = x[i] > 0 ? x[i] : 0.0f;
+                else if (kind == ER_STAGE_SILU) v = x[i] / (1.0f + impl(F_EXP, -x[i], 0, reading, dir));
+                else v = impl(f, x[i], 0, reading, dir);
+                if (variant >= 2 && i % 3 == 0) /* 1 to 3 ulps from it, either way */
+                    for (int s = (int)er_rand_int(1, 3), d = er_rand_int(0, 1) ? 1 : -1; s > 0; s--)
+                        v = nextafterf(v, d > 0 ? INFINITY : -INFINITY);
+                y[i] = v;
+            }
+            classes_of(kind, 0, c1, n1);
+            classes_of(kind, 1, c2, n2);
+            for (int i = 0; i < L; i++)
+                ER_REQUIRE(c1[i] == c2[i], "%s(%a) = %a: class %d per element, %d in the batch pass",
+                           er_stage_kind_name(kind), x[i], y[i], c1[i], c2[i]);
+            ER_REQUIRE(n1[0] == n2[0] && n1[1] == n2[1], "%s: counts differ", er_stage_kind_name(kind));
+        }
+    }
+}
+END_TEST
+
 START_TEST(refusals) {
     er_tensor tx;
     er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){L}, NULL, x);
@@ -329,6 +398,7 @@ int main(void) {
     tcase_add_test(tc, one_ulp_beyond_is_caught);
     tcase_add_test(tc, special_values_and_flushing);
     tcase_add_test(tc, libm_within_the_margin);
+    tcase_add_test(tc, the_batch_pass_decides_as_each_element_alone);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

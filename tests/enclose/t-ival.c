@@ -1,7 +1,8 @@
 /* t-ival.c: the double bounds of src/enclose/ival.c against MPFR (docs/algorithms/double-bounds.md).
  * exp(t) lies in er__exp_bounds's [lo, hi] and hi <= lo (1 + 2^-44) where the theorem says so, for random t over
  * the whole range, the reduction's boundaries (odd multiples of ln 2 / 128), integers, tiny and subnormal t and
- * the ends of the range; the fixed-point sums bound the exact sums of their terms; the compensated sums' radii
+ * the ends of the range; tanh's and c / (1 + e)'s bounds built on it (Lemma D6) hold; the fixed-point sums bound
+ * the exact sums of their terms; the compensated sums' radii
  * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values; the
  * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward.
  * Compiled with the library's internal source. */
@@ -57,6 +58,54 @@ START_TEST(exp_bounds_hold) {
     ck_assert(lo == 0 && hi == 0);
     mpfr_clear(E);
     printf("exp bounds: %ld random arguments and %zu edges hold\n", trials, sizeof edges / sizeof edges[0] + 2 * 1455);
+}
+END_TEST
+
+/* Lemma D6: er__tanh_bounds and er__quot_1p_bounds, fed er__exp_bounds, hold tanh(s) for s >= 1/4 and c / (1 +
+ * exp(-x)) (sigmoid, silu) against MPFR at 300 bits, on float arguments spread, near 1/4, large, and (for the
+ * quotient) tiny and huge exps; each within its claimed width. */
+START_TEST(tanh_and_quotient_bounds_hold) {
+    er_test_reseed(73);
+    mpfr_init2(E, 300);
+    mpfr_t t;
+    mpfr_init2(t, 300);
+    er__exp_init();
+    long trials = (long)(200000 * er_test_multiplier());
+    for (long i = 0; i < trials; i++) {
+        float s = i % 4 == 0 ? 0.25f + (float)ldexp(er_rand_unit(), -(int)er_rand_int(2, 30))
+                  : i % 4 == 1 ? (float)(0.25 + 20 * er_rand_unit())
+                  : i % 8 == 2 ? (float)ldexp(er_rand_unit(), -(int)er_rand_int(3, 40)) /* below 1/4: refused */
+                               : (float)(0.25 + 400 * er_rand_unit());
+        double elo, ehi, lo, hi;
+        er__exp_bounds(2 * (double)s, &elo, &ehi);
+        int got = er__tanh_bounds(s, elo, ehi, &lo, &hi);
+        ER_REQUIRE(got == (s >= 0.25f), "tanh(%a): bounds %s", (double)s, got ? "given below 1/4" : "refused");
+        if (!got) lo = hi = NAN;
+        mpfr_set_d(E, s, MPFR_RNDN);
+        mpfr_tanh(E, E, MPFR_RNDN);
+        ER_REQUIRE(!got || (mpfr_cmp_d(E, lo) >= 0 && mpfr_cmp_d(E, hi) <= 0), "tanh(%a) outside [%a, %a]", (double)s,
+                   lo, hi);
+        ER_REQUIRE(!got || hi <= lo * (1 + 0x1p-42), "tanh(%a): [%a, %a] wider than 2^-42", (double)s, lo, hi);
+        /* c / (1 + exp(-x)) with c = 1 and c = x, x a float over [-100, 800] */
+        float x = i % 3 == 0 ? (float)(40 * er_rand_unit() - 20) : i % 3 == 1 ? (float)(-100 + 900 * er_rand_unit())
+                                                                             : (float)(er_rand_normal() * 4);
+        er__exp_bounds(-(double)x, &elo, &ehi);
+        for (int cx = 0; cx < 2; cx++) {
+            double c = cx ? (double)x : 1.0;
+            er__quot_1p_bounds(c, elo, ehi, &lo, &hi);
+            mpfr_set_d(E, -(double)x, MPFR_RNDN);
+            mpfr_exp(E, E, MPFR_RNDN);
+            mpfr_add_ui(E, E, 1, MPFR_RNDN);
+            mpfr_set_d(t, c, MPFR_RNDN);
+            mpfr_div(E, t, E, MPFR_RNDN);
+            ER_REQUIRE(mpfr_cmp_d(E, lo) >= 0 && mpfr_cmp_d(E, hi) <= 0, "%a / (1 + exp(-%a)) outside [%a, %a]", c,
+                       (double)x, lo, hi);
+            ER_REQUIRE(c == 0 || fabs(hi - lo) <= fabs(lo) * 0x1p-42 + 0x1p-1000, "%a / (1 + exp(-%a)): [%a, %a] wide",
+                       c, (double)x, lo, hi);
+        }
+    }
+    mpfr_clear(t);
+    mpfr_clear(E);
 }
 END_TEST
 
@@ -187,6 +236,7 @@ int main(void) {
     TCase *tc = tcase_create("ival");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, exp_bounds_hold);
+    tcase_add_test(tc, tanh_and_quotient_bounds_hold);
     tcase_add_test(tc, fixed_sums_bound_the_exact_sum);
     tcase_add_test(tc, compensated_sums_bound_the_exact_sum);
     tcase_add_test(tc, wide_steps_move_outward);
