@@ -328,6 +328,18 @@ class _TripletProber:
         return v == self.hi
 
 
+def _place_group(g, gbase, depth, built, nxt):
+    """A sibling group g of a task's chain, its root at depth gbase: a leaf gets its depth; a subtree becomes a task
+    of the next level, its chain filled into the list appended to built."""
+    if len(g) == 1:
+        depth[int(g[0])] = gbase
+        built.append(int(g[0]))
+    else:
+        child = []
+        built.append(child)
+        nxt.append((g, gbase, child))
+
+
 def _reveal_tree_triplets(prober, n, rng):
     """The binary tree triplet probes show, in _reveal_tree's form (leaf depths, None, the tasks' chains). A task is
     a subtree and its first leaf a; its other leaves fall into groups, the sibling subtrees that meet a's path one
@@ -381,14 +393,7 @@ def _reveal_tree_triplets(prober, n, rng):
             for m, g in enumerate(gs):
                 for leaf in g:
                     path[int(leaf)].append((uid, m + 1))
-                gbase = base + k - m
-                if len(g) == 1:
-                    depth[int(g[0])] = gbase
-                    built.append(int(g[0]))
-                else:
-                    child = []
-                    built.append(child)
-                    nxt.append((g, gbase, child))
+                _place_group(g, base + k - m, depth, built, nxt)
             (root if slot is None else slot).append((a, built))
             uid += 1
         tasks = nxt
@@ -470,14 +475,7 @@ def _reveal_tree(prober, n, rng):
                         "operand adder) or its order is not one tree" % (a, int(g[0]), val, size))
                 h = (h + int(keys[g].sum(dtype=np.uint64))) % 2 ** 64
                 clusters.add((size, h))
-                gbase = base + k - m
-                if len(g) == 1:
-                    depth[int(g[0])] = gbase
-                    built.append(int(g[0]))
-                else:
-                    child = []
-                    built.append(child)
-                    nxt.append((np.sort(g), gbase, child))
+                _place_group(np.sort(g), base + k - m, depth, built, nxt)
             if size != len(leaves):
                 raise _Unrevealed("the answers for element %d cover %d of the %d elements of its subtree" % (
                     a, size, len(leaves)))
