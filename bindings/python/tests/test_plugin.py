@@ -35,6 +35,10 @@ def bad_sum(x):
 @pytest.fixture
 def plugged(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # under `pytest -n`, this test runs in an xdist worker whose variables would make the inner session (in this
+    # process) a worker too: it would write its records per worker and print no summary
+    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(var, raising=False)
     return pytester
 
 
