@@ -562,3 +562,15 @@ def test_standard_for_positive_row_ops():
         x = family("normal", (8, 256), "float32", seed=2)
         y = fn(torch.from_numpy(x)).numpy()
         assert getattr(er, op)(x).covers(y, **o.standard).all()
+
+
+def test_log_softmax_stored_in_bfloat16_is_still_read():
+    """-log S near 0 shows one ulp of S in any format (softmax's 1/S near 1 does not): bfloat16 inputs and outputs,
+    the sum in float32 by halving, revealed at depth 8 for n = 256; the same softmax is not."""
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    o = reveal_order(lambda x: log_softmax_kernel(halving)(x.astype(np.float32)).astype(bf16), "log_softmax", n=256,
+                     dtype="bfloat16")
+    assert o.standard == {"standard": "any_order", "depth": 8} and o.reason is None, str(o)
+    s = reveal_order(lambda x: softmax_kernel(halving)(x.astype(np.float32)).astype(bf16), "softmax", n=256,
+                     dtype="bfloat16")
+    assert s.depth is None and "bfloat16" in s.reason, str(s)
