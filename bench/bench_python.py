@@ -173,14 +173,18 @@ def elementwise():
     n = 1 << 22
     x = (rng.standard_normal(n) * 4).astype(np.float32)
     x64 = x.astype(np.float64)
+    c = np.sqrt(2 / np.pi)
     for name, f64 in (("exp", lambda: np.exp(x64)), ("tanh", lambda: np.tanh(x64)),
-                      ("silu", lambda: x64 / (1 + np.exp(-x64))), ("relu", lambda: np.maximum(x64, 0))):
+                      ("silu", lambda: x64 / (1 + np.exp(-x64))), ("relu", lambda: np.maximum(x64, 0)),
+                      ("gelu_tanh", lambda: 0.5 * x64 * (1 + np.tanh(c * (x64 + 0.044715 * x64 ** 3))))):
         y = f64().astype(np.float32)
-        ref = getattr(er, name)(x)
-        assert ref.covers(y).all()
-        t0, t1 = best(f64, 5), best(lambda: getattr(er, name)(x).covers(y), 3)
+
+        def ref():
+            return er.gelu(x, approximate="tanh") if name == "gelu_tanh" else getattr(er, name)(x)
+        assert ref().covers(y).all()
+        t0, t1 = best(f64, 5), best(lambda: ref().covers(y), 3)
         with one_thread():
-            t2 = best(lambda: getattr(er, name)(x).covers(y), 3)
+            t2 = best(lambda: ref().covers(y), 3)
         print("python_covers_elementwise_%s_%d: %.4f s vs baseline %.4f s = %.1fx  (baseline: numpy evaluating it in "
               "float64, one thread as its ufuncs run; exactref on one thread; on every core %.4f s = %.1fx)"
               % (name, n, t2, t0, t2 / t0, t1, t1 / t0))

@@ -691,16 +691,29 @@ static float er_wit_exp(int tri, float x) {
     return (float)er_cr32(ER_FN_EXP2, x * (float)1.44269504088896340736);
 }
 
+/* A transcendental's correctly rounded value v moved one float up (var 1) or down (var 2), where its budget of U
+ * ulps holds that: U >= 1.5 and v normal (v is within half an ulp of the exact value, the step one ulp of v's
+ * binade, at most 1.5 of the exact value's). Else v (var 0, or a step the budget may not hold). */
+static float er_wit_step(float v, int var, double U) {
+    if ((var != 1 && var != 2) || U < 1.5 || !(fabsf(v) >= 0x1p-126f) || !isfinite(v)) return v;
+    return nextafterf(v, var == 1 ? INFINITY : -INFINITY);
+}
+
 /* The stages evaluated from the base value x0 (of fp32) in fp32, each step rounded to nearest and each function
  * correctly rounded; a reference operand's value at stage i is opw[i]. 0 where no such value is found (a function
  * the margin does not decide, a value that is not finite). Every step is one the stage's set admits: a mul then add
- * fused only under fma=always; x / d for silu and 1 / d for sigmoid correctly rounded. */
+ * fused only under fma=always; x / d for silu and 1 / d for sigmoid correctly rounded. Variants, each as admissible
+ * (chains.md, Lemma C12): var 1 and 2 move every function's value one float up or down (er_wit_step); var 3 and 4
+ * take gelu's tanh form as x sigmoid(2u), x / d and x RN(1 / d) (Lemma C9), and var 4 silu as x RN(1 / d). */
 static int er_chain_witness(const er_ref *ref, const er_standard *std, const er_fmt_info *E, int64_t idx, double x0,
-                            const double *opw, double *out) {
+                            const double *opw, int var, double *out) {
     int tri = std->fast_math == 2;
     float x = (float)x0;
     for (int i = 0; i < er__chain(ref)->nstages && isfinite(x); i++) {
         const er_stage *s = &er__chain(ref)->stages[i];
+        double U = s->scalar > 0 && s->kind != ER_STAGE_ADD && s->kind != ER_STAGE_MUL ? s->scalar
+                   : s->kind == ER_STAGE_LOG                                           ? 1.0
+                                                                                       : 2.0;
         switch (s->kind) {
         case ER_STAGE_ADD:
         case ER_STAGE_MUL: {
@@ -720,22 +733,31 @@ static int er_chain_witness(const er_ref *ref, const er_standard *std, const er_
             x = (float)er__round_double(G, x, ER_ROUND_NEAREST, er__overflow_rule(G, ER_OVERFLOW_DEFAULT));
             break;
         }
-        case ER_STAGE_EXP: x = er_wit_exp(tri, x); break;
-        case ER_STAGE_EXP2: x = (float)er_cr32(ER_FN_EXP2, x); break;
-        case ER_STAGE_LOG: x = x > 0 ? (float)er_cr32(ER_FN_LOG, x) : NAN; break;
-        case ER_STAGE_TANH: x = (float)er_cr32(ER_FN_TANH, x); break;
-        case ER_STAGE_ERF: x = (float)er_cr32(ER_FN_ERF, x); break;
-        case ER_STAGE_RSQRT: x = x > 0 ? (float)er_cr32(ER_FN_RSQRT, x) : NAN; break;
-        case ER_STAGE_SIGMOID: x = 1.0f / (1.0f + er_wit_exp(tri, -x)); break;
-        case ER_STAGE_SILU: x = x / (1.0f + er_wit_exp(tri, -x)); break;
+        case ER_STAGE_EXP: x = er_wit_step(er_wit_exp(tri, x), var, U); break;
+        case ER_STAGE_EXP2: x = er_wit_step((float)er_cr32(ER_FN_EXP2, x), var, U); break;
+        case ER_STAGE_LOG: x = x > 0 ? er_wit_step((float)er_cr32(ER_FN_LOG, x), var, U) : NAN; break;
+        case ER_STAGE_TANH: x = er_wit_step((float)er_cr32(ER_FN_TANH, x), var, U); break;
+        case ER_STAGE_ERF: x = er_wit_step((float)er_cr32(ER_FN_ERF, x), var, U); break;
+        case ER_STAGE_RSQRT: x = x > 0 ? er_wit_step((float)er_cr32(ER_FN_RSQRT, x), var, U) : NAN; break;
+        case ER_STAGE_SIGMOID: x = 1.0f / (1.0f + er_wit_step(er_wit_exp(tri, -x), var, U)); break;
+        case ER_STAGE_SILU: {
+            float d = 1.0f + er_wit_step(er_wit_exp(tri, -x), var, U);
+            x = var == 4 ? x * (1.0f / d) : x / d;
+            break;
+        }
         case ER_STAGE_GELU: {
-            float e = (float)er_cr32(ER_FN_ERF, x * (float)0.70710678118654752440);
+            float e = er_wit_step((float)er_cr32(ER_FN_ERF, x * (float)0.70710678118654752440), var, U);
             x = (x * 0.5f) * (1.0f + e);
             break;
         }
         case ER_STAGE_GELU_TANH: {
             float cube = (x * x) * x, u = (float)0.79788456080286535588 * (x + (float)0.044715 * cube);
-            x = (x * 0.5f) * (1.0f + (float)er_cr32(ER_FN_TANH, u));
+            if (var == 3 || var == 4) { /* x sigmoid(2u): d = 1 + exp(-2u) */
+                float d = 1.0f + er_wit_exp(tri, -2.0f * u);
+                x = var == 3 ? x / d : x * (1.0f / d);
+            } else {
+                x = (x * 0.5f) * (1.0f + er_wit_step((float)er_cr32(ER_FN_TANH, u), var, U));
+            }
             break;
         }
         default: x = NAN;
@@ -758,6 +780,7 @@ typedef struct er_chain_fast_job {
     int64_t counts[2], widx, begin, end;
     double wrel;
     er_status st;
+    int refs, forms;       /* whether a stage has a reference operand; one with a second form (gelu_tanh, silu) */
     er_stage_kind vec;     /* the one stage the batch pass decides (exp, tanh, sigmoid, silu, relu), or 0 */
     double vec_ulps;       /* its exp's ulps budget */
     const float *vx, *vy;  /* its fp32 input and output, row-major */
@@ -778,17 +801,32 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         for (int i = 0; i < er__chain(ref)->nstages && ok; i++)
             if (er__chain(ref)->stages[i].ref)
                 ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
-        if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, &w1)) continue;
+        if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, 0, &w1)) continue;
         double o1 = er__round_double(O, w1, ER_ROUND_NEAREST, ov);
         if (!isfinite(o1)) continue;
         *wlo = *whi = o1;
         if ((found = y == o1)) break; /* the one witness suffices (most outputs are the nearest value to it) */
-        if (!er_chain_witness(ref, j->std, j->E, idx, h, oh, &w2)) continue;
+        if (!er_chain_witness(ref, j->std, j->E, idx, h, oh, 0, &w2)) continue;
         double o2 = er__round_double(O, w2, ER_ROUND_NEAREST, ov);
         if (!isfinite(o2)) continue;
         *wlo = fmin(o1, o2);
         *whi = fmax(o1, o2);
         found = y >= *wlo && y <= *whi;
+        /* the variants at both ends (one where they are the same point): more values the set holds, a wider hull
+         * (an output the kernel's own form of a function gives, a correctly rounded result of gelu or silu, lies in
+         * it far more often) */
+        int ends = l == h && !j->refs ? 1 : 2;
+        for (int var = 1; var <= (j->forms ? 4 : 2) && !found; var++)
+            for (int end = 0; end < ends; end++) {
+                double w, o;
+                if (!er_chain_witness(ref, j->std, j->E, idx, end ? h : l, end ? oh : ol, var, &w)) continue;
+                o = er__round_double(O, w, ER_ROUND_NEAREST, ov);
+                if (!isfinite(o)) continue;
+                *wlo = fmin(*wlo, o);
+                *whi = fmax(*whi, o);
+            }
+        found = y >= *wlo && y <= *whi;
+        if (l == h && a == b && !j->refs) break; /* an exact base value: a second effort gives the same */
     }
     if (!found) return ER_PENDING;
     if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return ER_PENDING;
@@ -908,7 +946,7 @@ static void *er_chain_fast_run(void *arg) {
                 counts[dec[idx - begin]]++;
                 continue;
             }
-            double y = er__load(out, contig ? idx : er__offset(out, idx)), lo, hi;
+            double y = er__load(out, contig ? idx : er__offset(out, idx)), lo = 0, hi = 0;
             int cls = isfinite(y) ? er_chain_fast_class(j, idx, y, &lo, &hi) : ER_PENDING;
             classes[idx] = (uint8_t)cls;
             if (cls == ER_PENDING) continue;
@@ -1009,6 +1047,11 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
     if (vec && vec != ER_STAGE_RELU) er__exp_init();
     for (int t = 0; t < nt; t++) {
         er_chain_fast_job *j = &jobs[t];
+        for (int i = 0; i < er__chain(ref)->nstages; i++) {
+            er_stage_kind k = er__chain(ref)->stages[i].kind;
+            j->refs |= er__chain(ref)->stages[i].ref != NULL;
+            j->forms |= k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU;
+        }
         j->vec = vec;
         j->vec_ulps = vec ? (er__chain(ref)->stages[0].scalar > 0 ? er__chain(ref)->stages[0].scalar : 2.0) : 0;
         j->vx = vx;
