@@ -73,7 +73,8 @@ static inline double er__round_f32(double x, er_round mode) {
 
 /* x correctly rounded to the format. Inline for the common cases (a finite double is a value of fp64; fp32 within
  * its range by the hardware conversion, to nearest, then one step where that went the wrong way for a directed
- * mode), the general case in round.c. */
+ * mode; fp16 and bf16 to nearest within their range by adding and removing a constant), the general case in
+ * round.c. */
 static inline double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
     if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
     if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX && mode != ER_ROUND_ZERO && mode != ER_ROUND_NEAREST_AWAY)
@@ -85,6 +86,17 @@ static inline double er__round_double(const er_fmt_info *fi, double x, er_round 
         memcpy(&u, &x, 8);
         int q = (int)((u >> 52) & 0x7ff) - 1023 - 10;
         if (q < -24) q = -24;
+        uint64_t cu = ((uint64_t)(q + 52 + 1023) << 52) | (UINT64_C(1) << 51);
+        double c;
+        memcpy(&c, &cu, 8);
+        return copysign((x + c) - c, x);
+    }
+    if (fi->id == ER_BF16 && mode == ER_ROUND_NEAREST && fabs(x) <= 3.3895313892515355e38) {
+        /* the same with bf16's ulp exponent q (8 bits of precision, at least -133): no overflow below its largest */
+        uint64_t u;
+        memcpy(&u, &x, 8);
+        int q = (int)((u >> 52) & 0x7ff) - 1023 - 7;
+        if (q < -133) q = -133;
         uint64_t cu = ((uint64_t)(q + 52 + 1023) << 52) | (UINT64_C(1) << 51);
         double c;
         memcpy(&c, &cu, 8);

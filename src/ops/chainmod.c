@@ -783,7 +783,7 @@ typedef struct er_chain_fast_job {
     int refs, forms;       /* whether a stage has a reference operand; one with a second form (gelu_tanh, silu) */
     er_stage_kind vec;     /* the one stage the batch pass decides (exp, tanh, sigmoid, silu, relu), or 0 */
     double vec_ulps;       /* its exp's ulps budget */
-    const float *vx, *vy;  /* its fp32 input and output, row-major */
+    const er_tensor *vxt;  /* its input tensor (fp32, fp16 or bf16, row-major) */
 } er_chain_fast_job;
 
 /* The class of output y (finite) of element idx where the witnesses decide it, with their hull [*wlo, *whi] in the
@@ -837,16 +837,37 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
 
 enum { ER_VEC_CHUNK = 4096, ER_VEC_OPEN = 255 };
 
-/* The batch pass over elements [begin, end) of a one-stage chain on an fp32 tensor, fp32 out (er_chain_vec_kind):
- * dec[i] gets the class the per-element decision (er_chain_fast_class and what follows it) gives where this pass
- * can tell it, else ER_VEC_OPEN. exp's value comes from er__exp_bounds (double-bounds.md, Theorem D1) where the
- * per-element decision calls libm and MPFR: its witness, exp correctly rounded, where both bounds round alike; the
- * exact result's bracket from the same bounds (chains.md, Lemma C12 and "The batch pass"). A set decided here has
- * the hull [y, y] or is left to the per-element decision, so the widest set is found as before. */
+/* Elements [begin, begin + m) of a row-major fp32, fp16 or bf16 tensor as floats (exact). */
+static void er_vec_load(const er_tensor *t, int64_t begin, int64_t m, float *dst) {
+    if (t->format == ER_FP32) {
+        memcpy(dst, (const float *)t->data + begin, sizeof(float) * (size_t)m);
+    } else if (t->format == ER_BF16) {
+        const uint16_t *p = (const uint16_t *)t->data + begin;
+        for (int64_t i = 0; i < m; i++) {
+            uint32_t b = (uint32_t)p[i] << 16;
+            memcpy(&dst[i], &b, sizeof b);
+        }
+    } else {
+        for (int64_t i = 0; i < m; i++) dst[i] = (float)er__load(t, begin + i);
+    }
+}
+
+/* The batch pass over elements [begin, end) of a one-stage chain on a tensor (er_chain_vec_kind): dec[i] gets the
+ * class the per-element decision (er_chain_fast_class and what follows it) gives where this pass can tell it, else
+ * ER_VEC_OPEN. exp's value comes from er__exp_bounds (double-bounds.md, Theorem D1) where the per-element decision
+ * calls libm and MPFR: its witness, exp correctly rounded to fp32, where both bounds round alike; the exact result's
+ * bracket from the same bounds (chains.md, Lemma C12 and "The batch pass"). Each witness and bracket end is rounded
+ * to the output format O (a narrower O: the exact result's rounding from the bracket, never from the witness). A
+ * set decided here has the hull [y, y] or is left to the per-element decision, so the widest set is found as
+ * before. */
 static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64_t end, uint8_t *dec) {
-    const float *xs = j->vx + begin, *ys = j->vy + begin;
+    const er_fmt_info *O = j->sk->O;
+    er_overflow ov = j->sk->ov;
     int64_t m = end - begin;
+    float xs[ER_VEC_CHUNK], ys[ER_VEC_CHUNK];
     double elo[ER_VEC_CHUNK], ehi[ER_VEC_CHUNK];
+    er_vec_load(j->vxt, begin, m, xs);
+    er_vec_load(j->sk->out, begin, m, ys);
     er_stage_kind k = j->vec;
     if (k != ER_STAGE_RELU)
         for (int64_t i = 0; i < m; i++) { /* exp(x), exp(2 |x|) for tanh, or exp(-x) */
@@ -854,69 +875,81 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
             er__exp_bounds(t, &elo[i], &ehi[i]);
         }
     for (int64_t i = 0; i < m; i++) {
-        float x = xs[i], y = ys[i];
+        float x = xs[i];
+        double y = ys[i], lo, hi; /* the exact result's bracket */
         dec[i] = ER_VEC_OPEN;
         if (!isfinite(x) || !isfinite(y)) continue;
-        if (k == ER_STAGE_RELU) {
-            if (y == (x > 0 ? x : 0.0f)) dec[i] = ER_CLASS_EXACT;
+        if (k == ER_STAGE_RELU) { /* x is exact, and so is max(x, 0) */
+            if (y == er__round_double(O, x > 0 ? x : 0.0, ER_ROUND_NEAREST, ov)) dec[i] = ER_CLASS_EXACT;
             continue;
         }
-        if (k == ER_STAGE_TANH) {
-            /* tanh |x| from exp(2 |x|)'s bounds, for |x| >= 1/4 (Lemma D6); tanh is odd */
-            double tl, th;
-            if (!er__tanh_bounds(fabs((double)x), elo[i], ehi[i], &tl, &th)) continue;
-            float ta = (float)(x > 0 ? tl : -th);
-            if (ta == (float)(x > 0 ? th : -tl) && y == ta) dec[i] = ER_CLASS_EXACT;
-            continue;
-        }
-        float a = (float)elo[i]; /* exp correctly rounded to fp32, where both bounds round to it */
-        if (a != (float)ehi[i] || !isfinite(a)) continue;
-        if (k == ER_STAGE_EXP) { /* the set holds a, and a is the exact result rounded */
-            if (y == a) dec[i] = ER_CLASS_EXACT;
-            continue;
-        }
-        float w = k == ER_STAGE_SIGMOID ? 1.0f / (1.0f + a) : x / (1.0f + a); /* the one witness */
-        if (!isfinite(w)) continue;
-        if (y != w) {
-            /* more witnesses: silu's other form, x RN(1 / d); and from exp's neighbours, within 1.5 of its ulps of
-             * exp (a is no power of two, so they share its binade), inside a budget of 2 or more ulps. Every one is
-             * in the set, an interval: so is y between the least and the greatest */
-            float lo = w, hi = w;
-            if (k == ER_STAGE_SILU) {
-                float w2 = x * (1.0f / (1.0f + a));
-                lo = w2 < lo ? w2 : lo;
-                hi = w2 > hi ? w2 : hi;
+        if (k == ER_STAGE_EXP || k == ER_STAGE_TANH) {
+            /* the function's bounds (tanh |x| from exp(2 |x|)'s, for |x| >= 1/4, Lemma D6; tanh is odd); the
+             * witness is its value correctly rounded to fp32, where both bounds round alike */
+            if (k == ER_STAGE_EXP) {
+                lo = elo[i];
+                hi = ehi[i];
+            } else {
+                double tl, th;
+                if (!er__tanh_bounds(fabs((double)x), elo[i], ehi[i], &tl, &th)) continue;
+                lo = x > 0 ? tl : -th;
+                hi = x > 0 ? th : -tl;
             }
-            uint32_t bits;
-            memcpy(&bits, &a, sizeof bits);
-            if (j->vec_ulps >= 2 && a >= 0x1p-126f && (bits & 0x7fffff) != 0) {
-                for (int q = -1; q <= 1; q += 2) {
-                    uint32_t nbits = bits + (uint32_t)q; /* a's neighbour: a is positive and normal */
-                    float nb, d, v1, v2;
-                    memcpy(&nb, &nbits, sizeof nb);
-                    d = 1.0f + nb;
-                    v1 = k == ER_STAGE_SIGMOID ? 1.0f / d : x / d;
-                    v2 = k == ER_STAGE_SILU ? x * (1.0f / d) : v1;
-                    lo = v1 < lo ? v1 : lo;
-                    lo = v2 < lo ? v2 : lo;
-                    hi = v1 > hi ? v1 : hi;
-                    hi = v2 > hi ? v2 : hi;
+            float a = (float)lo;
+            if (a != (float)hi || !isfinite(a) || y != er__round_double(O, a, ER_ROUND_NEAREST, ov)) continue;
+        } else {
+            float a = (float)elo[i]; /* exp(-x) correctly rounded to fp32, where both bounds round to it */
+            if (a != (float)ehi[i] || !isfinite(a)) continue;
+            float w = k == ER_STAGE_SIGMOID ? 1.0f / (1.0f + a) : x / (1.0f + a); /* the one witness */
+            double o1 = er__round_double(O, w, ER_ROUND_NEAREST, ov);
+            if (!isfinite(w) || !isfinite(o1)) continue;
+            if (y != o1) {
+                /* more witnesses: silu's other form, x RN(1 / d); and from exp's neighbours, within 1.5 of its
+                 * ulps of exp (a is no power of two, so they share its binade), inside a budget of 2 or more ulps.
+                 * Every one is in the set, an interval, and so is its rounding to O in the output's: so is y between
+                 * the least and the greatest */
+                float wl = w, wh = w;
+                if (k == ER_STAGE_SILU) {
+                    float w2 = x * (1.0f / (1.0f + a));
+                    wl = w2 < wl ? w2 : wl;
+                    wh = w2 > wh ? w2 : wh;
+                }
+                uint32_t bits;
+                memcpy(&bits, &a, sizeof bits);
+                if (j->vec_ulps >= 2 && a >= 0x1p-126f && (bits & 0x7fffff) != 0) {
+                    for (int q = -1; q <= 1; q += 2) {
+                        uint32_t nbits = bits + (uint32_t)q; /* a's neighbour: a is positive and normal */
+                        float nb, d, v1, v2;
+                        memcpy(&nb, &nbits, sizeof nb);
+                        d = 1.0f + nb;
+                        v1 = k == ER_STAGE_SIGMOID ? 1.0f / d : x / d;
+                        v2 = k == ER_STAGE_SILU ? x * (1.0f / d) : v1;
+                        wl = v1 < wl ? v1 : wl;
+                        wl = v2 < wl ? v2 : wl;
+                        wh = v1 > wh ? v1 : wh;
+                        wh = v2 > wh ? v2 : wh;
+                    }
+                }
+                if (!(y >= er__round_double(O, wl, ER_ROUND_NEAREST, ov) &&
+                      y <= er__round_double(O, wh, ER_ROUND_NEAREST, ov))) {
+                    /* the stage's set at x, which the per-element decision builds (a tensor's value is exact in
+                     * fp32) */
+                    er_cval v;
+                    memset(&v, 0, sizeof v);
+                    v.lo = v.hi = x;
+                    if (k == ER_STAGE_SILU) er__act_interval(j->E, k, 0, j->vec_ulps, x, x, &v.lo, &v.hi);
+                    else er__unary_image(&v, k, er__chain(j->ref)->stages[0].scalar, j->E, 0);
+                    if (!(y >= er__round_double(O, v.lo, ER_ROUND_NEAREST, ov) &&
+                          y <= er__round_double(O, v.hi, ER_ROUND_NEAREST, ov)))
+                        continue;
                 }
             }
-            if (!(y >= lo && y <= hi)) {
-                /* the stage's set at x, which the per-element decision builds (a tensor's value is exact in fp32) */
-                er_cval v;
-                memset(&v, 0, sizeof v);
-                v.lo = v.hi = x;
-                if (k == ER_STAGE_SILU) er__act_interval(j->E, k, 0, j->vec_ulps, x, x, &v.lo, &v.hi);
-                else er__unary_image(&v, k, er__chain(j->ref)->stages[0].scalar, j->E, 0);
-                if (!(y >= v.lo && y <= v.hi)) continue;
-            }
+            /* the exact result's bracket: c / (1 + e) over e in [elo, ehi] (c = 1 or x; Lemma D6) */
+            er__quot_1p_bounds(k == ER_STAGE_SIGMOID ? 1.0 : (double)x, elo[i], ehi[i], &lo, &hi);
         }
-        /* the exact result's bracket: c / (1 + e) over e in [elo, ehi] (c = 1 or x; Lemma D6) */
-        double fl, fh;
-        er__quot_1p_bounds(k == ER_STAGE_SIGMOID ? 1.0 : (double)x, elo[i], ehi[i], &fl, &fh);
-        float ra = (float)fl, rb = (float)fh;
+        /* y is in the set: exact where the bracket rounds to y alone, covered where it rounds to another value
+         * alone or y lies outside its rounding */
+        double ra = er__round_double(O, lo, ER_ROUND_NEAREST, ov), rb = er__round_double(O, hi, ER_ROUND_NEAREST, ov);
         if (ra == rb) dec[i] = y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED;
         else if (y < ra || y > rb) dec[i] = ER_CLASS_COVERED;
     }
@@ -1006,24 +1039,27 @@ static void *er_chain_fast_rest(void *arg) {
     return NULL;
 }
 
-/* The stage the batch pass decides (er_chain_vec_decide), with its input's values in *x: a chain of one exp,
- * tanh, sigmoid, silu or relu stage (exp's not under math=triton) on a tensor of fp32 read row-major, its output
- * fp32 and row-major; 0 where not, or where EXACTREF_BATCH=0 turns the pass off. */
-static er_stage_kind er_chain_vec_kind(const er_ref *ref, const er_standard *std, const er_sink *sk, const float **x) {
+/* The stage the batch pass decides (er_chain_vec_decide), with its input tensor in *x: a chain of one exp, tanh,
+ * sigmoid, silu or relu stage (exp's not under math=triton) on a tensor of fp32, fp16 or bf16, compute fp32, the
+ * output fp32, fp16 or bf16, both row-major; 0 where not, or where EXACTREF_BATCH=0 turns the pass off. */
+static er_stage_kind er_chain_vec_kind(const er_ref *ref, const er_standard *std, const er_sink *sk,
+                                       const er_tensor **x) {
     const er_chain_state *c = er__chain(ref);
     const char *env = getenv("EXACTREF_BATCH");
     if ((env && env[0] == '0') || c->nstages != 1 || c->stages[0].ref || std->fast_math != 0) return 0;
     er_stage_kind k = c->stages[0].kind;
     if (k != ER_STAGE_EXP && k != ER_STAGE_TANH && k != ER_STAGE_SIGMOID && k != ER_STAGE_SILU && k != ER_STAGE_RELU)
         return 0;
-    if (er__module_of(c->base) != &er__tensor_module || sk->O != er__fmt(ER_FP32) || sk->out->format != ER_FP32 ||
-        !er__row_major(sk->out))
+    er_format of = sk->out->format;
+    if (er__module_of(c->base) != &er__tensor_module || (of != ER_FP32 && of != ER_FP16 && of != ER_BF16) ||
+        sk->O != er__fmt(of) || !er__row_major(sk->out))
         return 0;
     const er_tensor *v;
     const char *name;
-    if (er__module_of(c->base)->inputs(c->base, &v, &name, 1) != 1 || v->format != ER_FP32 || !er__row_major(v))
+    if (er__module_of(c->base)->inputs(c->base, &v, &name, 1) != 1 || !er__row_major(v) ||
+        (v->format != ER_FP32 && v->format != ER_FP16 && v->format != ER_BF16))
         return 0;
-    *x = (const float *)v->data;
+    *x = v;
     return k;
 }
 
@@ -1042,7 +1078,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
     memset(jobs, 0, sizeof jobs);
     int64_t next = 0;
     int ok = 1;
-    const float *vx = NULL;
+    const er_tensor *vx = NULL;
     er_stage_kind vec = er_chain_vec_kind(ref, std, sk0, &vx);
     if (vec && vec != ER_STAGE_RELU) er__exp_init();
     for (int t = 0; t < nt; t++) {
@@ -1054,8 +1090,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         }
         j->vec = vec;
         j->vec_ulps = vec ? (er__chain(ref)->stages[0].scalar > 0 ? er__chain(ref)->stages[0].scalar : 2.0) : 0;
-        j->vx = vx;
-        j->vy = vec ? (const float *)sk0->out->data : NULL;
+        j->vxt = vx;
         j->ref = ref;
         j->std = std;
         j->E = er__fmt(ER_FP32);

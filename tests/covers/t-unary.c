@@ -299,12 +299,13 @@ START_TEST(libm_within_the_margin) {
 }
 END_TEST
 
-/* covers of one stage of `kind` on x, y with the batch pass on (batch 1) or off (EXACTREF_BATCH=0): its classes
- * into cls, its counts of exact and covered elements into counts. */
-static void classes_of(er_stage_kind kind, int batch, uint8_t *cls, int64_t *counts) {
+/* covers of one stage of `kind` on the input xs (format fx) and output ys (format fy), with the batch pass on
+ * (batch 1) or off (EXACTREF_BATCH=0): its classes into cls, its counts of exact and covered elements into counts. */
+static void classes_of(er_stage_kind kind, er_format fx, const void *xs, er_format fy, const void *ys, int batch,
+                       uint8_t *cls, int64_t *counts) {
     er_tensor tx, ty;
-    er_tensor_view(&tx, ER_FP32, 1, (int64_t[]){L}, NULL, x);
-    er_tensor_view(&ty, ER_FP32, 1, (int64_t[]){L}, NULL, y);
+    er_tensor_view(&tx, fx, 1, (int64_t[]){L}, NULL, xs);
+    er_tensor_view(&ty, fy, 1, (int64_t[]){L}, NULL, ys);
     er_ref *t, *ch;
     ck_assert_int_eq(er_tensor_ref(&t, &tx), ER_OK);
     er_stage st[1] = {{kind, NULL, 0, 0, NULL}};
@@ -323,46 +324,100 @@ static void classes_of(er_stage_kind kind, int batch, uint8_t *cls, int64_t *cou
     er_ref_free(t);
 }
 
-/* The batch pass (chains.md: one exp, tanh, sigmoid, silu or relu stage on fp32, exp's bounds from er__exp_bounds) gives
+/* v into format f's storage at p[i] (fp32 as is; fp16 and bf16 rounded to nearest); moved `steps` patterns up (a
+ * finite 16-bit value stays finite). */
+static void store(er_format f, void *p, int i, float v, int steps) {
+    if (f == ER_FP32) {
+        for (int s = 0; s < abs(steps); s++) v = nextafterf(v, steps > 0 ? INFINITY : -INFINITY);
+        ((float *)p)[i] = v;
+        return;
+    }
+    uint64_t bits;
+    ck_assert_int_eq(er_encode(&bits, f, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), ER_OK);
+    uint16_t h = (uint16_t)bits, mag = h & 0x7fff, top = f == ER_FP16 ? 0x7bff : 0x7f7f;
+    if (steps && mag > 4 && mag < top - 4) h = (uint16_t)(h + steps);
+    ((uint16_t *)p)[i] = h;
+}
+
+/* Up to `want` fp32 arguments x in [-80, 80] whose exp, correctly rounded to fp32 and then rounded to the 16-bit
+ * format fy, is not exp correctly rounded to fy (double rounding), into xs; how many were found. */
+static int double_rounding_cases(er_format fy, float *xs, int want) {
+    mpfr_t r;
+    mpfr_init2(r, 200);
+    int got = 0;
+    er_test_reseed(1977 + (uint64_t)fy);
+    for (int t = 0; t < (1 << 22) && got < want; t++) {
+        float v = (float)(160 * er_rand_unit() - 80);
+        mpfr_set_flt(r, v, MPFR_RNDN);
+        mpfr_exp(r, r, MPFR_RNDN);
+        uint64_t once, twice;
+        double e = mpfr_get_d(r, MPFR_RNDN); /* within 2^-53 of exp: the 16-bit rounding of e is exp's but at a tie */
+        float a = mpfr_get_flt(r, MPFR_RNDN);
+        ck_assert_int_eq(er_encode(&once, fy, e, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), ER_OK);
+        ck_assert_int_eq(er_encode(&twice, fy, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE), ER_OK);
+        if (once != twice && isfinite(a) && (once & 0x7fff) < (fy == ER_FP16 ? 0x7c00u : 0x7f80u)) xs[got++] = v;
+    }
+    mpfr_clear(r);
+    return got;
+}
+
+/* The batch pass (chains.md: one exp, tanh, sigmoid, silu or relu stage, exp's bounds from er__exp_bounds) gives
  * every element the class the per-element decision gives: on the arguments above (results at and around powers of
  * two, near overflow and underflow, spread), with outputs correctly rounded, at the edges of the budget in both
- * readings, and moved 1 to 3 ulps from the correctly rounded value; silu's as x / (1 + e) with e at exp's edges;
- * tanh's arguments also spread over [-4, 4] and below 1/4 (the pass takes |x| >= 1/4). */
+ * readings, and moved 1 to 3 ulps from those; silu's as x / (1 + e) with e at exp's edges; tanh's arguments also
+ * spread over [-4, 4] and below 1/4 (the pass takes |x| >= 1/4). Inputs and outputs in fp32, and in fp16 and bf16
+ * (the arguments and results rounded to them; a narrower output's exact class from the bracket, not the witness). */
 START_TEST(the_batch_pass_decides_as_each_element_alone) {
     static const er_stage_kind kinds5[5] = {ER_STAGE_EXP, ER_STAGE_TANH, ER_STAGE_SIGMOID, ER_STAGE_SILU, ER_STAGE_RELU};
+    static const er_format fmts[5][2] = {{ER_FP32, ER_FP32}, {ER_BF16, ER_BF16}, {ER_FP16, ER_FP16},
+                                         {ER_FP32, ER_BF16}, {ER_FP16, ER_FP32}};
     static uint8_t c1[L], c2[L];
+    static float xs32[L];
+    static uint16_t xs16[L], ys16[L];
     int64_t n1[2], n2[2];
-    for (int kk = 0; kk < 5; kk++) {
-        er_stage_kind kind = kinds5[kk];
-        fn_id f = kind == ER_STAGE_EXP ? F_EXP : kind == ER_STAGE_TANH ? F_TANH : F_SIGMOID;
-        arguments(f, x);
-        if (kind == ER_STAGE_RELU)
-            for (int i = 0; i < 64; i++) x[i] = i % 2 ? -0.0f : i % 3 ? 0x1p-140f : -0x1p-149f;
-        if (kind == ER_STAGE_TANH) /* spread over [-4, 4], and small (where the pass leaves tanh alone) */
-            for (int i = 200; i < L; i++)
-                x[i] = i % 2 ? (float)(8 * er_rand_unit() - 4)
-                             : (float)ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(1, 20));
-        for (int variant = 0; variant < 6; variant++) {
-            er_test_reseed(1900 + 10 * (uint64_t)kk + (uint64_t)variant);
-            for (int i = 0; i < L; i++) {
-                int reading = variant & 1, dir = variant < 2 ? 0 : variant < 4 ? -1 : 1;
-                float v;
-                if (kind == ER_STAGE_RELU) v = x[i] > 0 ? x[i] : 0.0f;
-                else if (kind == ER_STAGE_SILU) v = x[i] / (1.0f + impl(F_EXP, -x[i], 0, reading, dir));
-                else v = impl(f, x[i], 0, reading, dir);
-                if (variant >= 2 && i % 3 == 0) /* 1 to 3 ulps from it, either way */
-                    for (int s = (int)er_rand_int(1, 3), d = er_rand_int(0, 1) ? 1 : -1; s > 0; s--)
-                        v = nextafterf(v, d > 0 ? INFINITY : -INFINITY);
-                y[i] = v;
+    for (int ff = 0; ff < 5; ff++)
+        for (int kk = 0; kk < 5; kk++) {
+            er_format fx = fmts[ff][0], fy = fmts[ff][1];
+            er_stage_kind kind = kinds5[kk];
+            fn_id f = kind == ER_STAGE_EXP ? F_EXP : kind == ER_STAGE_TANH ? F_TANH : F_SIGMOID;
+            arguments(f, x);
+            if (kind == ER_STAGE_RELU)
+                for (int i = 0; i < 64; i++) x[i] = i % 2 ? -0.0f : i % 3 ? 0x1p-140f : -0x1p-149f;
+            if (kind == ER_STAGE_EXP && fy != ER_FP32) /* where rounding to fp32 first gives another fy value */
+                ER_REQUIRE(double_rounding_cases(fy, x + 200, 8) == 8, "too few double-rounding cases");
+            if (kind == ER_STAGE_TANH) /* spread over [-4, 4], and small (where the pass leaves tanh alone) */
+                for (int i = 200; i < L; i++)
+                    x[i] = i % 2 ? (float)(8 * er_rand_unit() - 4)
+                                 : (float)ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(1, 20));
+            void *xp = fx == ER_FP32 ? (void *)xs32 : (void *)xs16, *yp = fy == ER_FP32 ? (void *)y : (void *)ys16;
+            for (int i = 0; i < L; i++) { /* the arguments as the input format holds them */
+                store(fx, xp, i, x[i], 0);
+                if (fx != ER_FP32) {
+                    double d;
+                    ck_assert_int_eq(er_decode(&d, fx, xs16[i]), ER_OK);
+                    x[i] = (float)d;
+                }
             }
-            classes_of(kind, 0, c1, n1);
-            classes_of(kind, 1, c2, n2);
-            for (int i = 0; i < L; i++)
-                ER_REQUIRE(c1[i] == c2[i], "%s(%a) = %a: class %d per element, %d in the batch pass",
-                           er_stage_kind_name(kind), x[i], y[i], c1[i], c2[i]);
-            ER_REQUIRE(n1[0] == n2[0] && n1[1] == n2[1], "%s: counts differ", er_stage_kind_name(kind));
+            for (int variant = 0; variant < 6; variant++) {
+                er_test_reseed(1900 + 100 * (uint64_t)ff + 10 * (uint64_t)kk + (uint64_t)variant);
+                for (int i = 0; i < L; i++) {
+                    int reading = variant & 1, dir = variant < 2 ? 0 : variant < 4 ? -1 : 1, steps = 0;
+                    float v;
+                    if (kind == ER_STAGE_RELU) v = x[i] > 0 ? x[i] : 0.0f;
+                    else if (kind == ER_STAGE_SILU) v = x[i] / (1.0f + impl(F_EXP, -x[i], 0, reading, dir));
+                    else v = impl(f, x[i], 0, reading, dir);
+                    if (variant >= 2 && i % 3 == 0) /* 1 to 3 ulps from it, either way */
+                        steps = (int)er_rand_int(1, 3) * (er_rand_int(0, 1) ? 1 : -1);
+                    store(fy, yp, i, v, steps);
+                }
+                classes_of(kind, fx, xp, fy, yp, 0, c1, n1);
+                classes_of(kind, fx, xp, fy, yp, 1, c2, n2);
+                for (int i = 0; i < L; i++)
+                    ER_REQUIRE(c1[i] == c2[i], "%s(%a) in %s, out %s: class %d per element, %d in the batch pass",
+                               er_stage_kind_name(kind), x[i], er_format_name(fx), er_format_name(fy), c1[i], c2[i]);
+                ER_REQUIRE(n1[0] == n2[0] && n1[1] == n2[1], "%s: counts differ", er_stage_kind_name(kind));
+            }
         }
-    }
 }
 END_TEST
 
