@@ -167,27 +167,34 @@ def epilogue():
 
 
 def elementwise():
-    """Single elementwise ops on 2^22 fp32 elements: er.<fn>(x).covers(y) against numpy evaluating the same function
-    in float64 on the same array (the issue's yardstick for elementwise covers)."""
+    """Single elementwise ops on 2^22 elements: er.<fn>(x).covers(y) against numpy evaluating the same function in
+    float64 on the same array (the issue's yardstick for elementwise covers): fp32 inputs and outputs, then bf16."""
+    import ml_dtypes
     rng = np.random.default_rng(1)
     n = 1 << 22
-    x = (rng.standard_normal(n) * 4).astype(np.float32)
-    x64 = x.astype(np.float64)
     c = np.sqrt(2 / np.pi)
-    for name, f64 in (("exp", lambda: np.exp(x64)), ("tanh", lambda: np.tanh(x64)),
-                      ("silu", lambda: x64 / (1 + np.exp(-x64))), ("relu", lambda: np.maximum(x64, 0)),
-                      ("gelu_tanh", lambda: 0.5 * x64 * (1 + np.tanh(c * (x64 + 0.044715 * x64 ** 3))))):
-        y = f64().astype(np.float32)
+    fns = (("exp", lambda v: np.exp(v)), ("tanh", lambda v: np.tanh(v)), ("silu", lambda v: v / (1 + np.exp(-v))),
+           ("relu", lambda v: np.maximum(v, 0)),
+           ("gelu_tanh", lambda v: 0.5 * v * (1 + np.tanh(c * (v + 0.044715 * v ** 3)))))
+    base = rng.standard_normal(n) * 4
+    for dt, names in ((np.float32, ("exp", "tanh", "silu", "relu", "gelu_tanh")),
+                      (ml_dtypes.bfloat16, ("exp", "tanh", "silu"))):
+        x = base.astype(dt)
+        x64 = x.astype(np.float64)
+        for name, f in fns:
+            if name not in names:
+                continue
+            y = f(x64).astype(dt)
 
-        def ref():
-            return er.gelu(x, approximate="tanh") if name == "gelu_tanh" else getattr(er, name)(x)
-        assert ref().covers(y).all()
-        t0, t1 = best(f64, 5), best(lambda: ref().covers(y), 3)
-        with one_thread():
-            t2 = best(lambda: ref().covers(y), 3)
-        print("python_covers_elementwise_%s_%d: %.4f s vs baseline %.4f s = %.1fx  (baseline: numpy evaluating it in "
-              "float64, one thread as its ufuncs run; exactref on one thread; on every core %.4f s = %.1fx)"
-              % (name, n, t2, t0, t2 / t0, t1, t1 / t0))
+            def ref():
+                return er.gelu(x, approximate="tanh") if name == "gelu_tanh" else getattr(er, name)(x)
+            assert ref().covers(y).all()
+            t0, t1 = best(lambda: f(x64), 5), best(lambda: ref().covers(y), 3)
+            with one_thread():
+                t2 = best(lambda: ref().covers(y), 3)
+            print("python_covers_elementwise_%s%s_%d: %.4f s vs baseline %.4f s = %.1fx  (baseline: numpy evaluating "
+                  "it in float64, one thread as its ufuncs run; exactref on one thread; on every core %.4f s = %.1fx)"
+                  % (name, "" if dt == np.float32 else "_bf16", n, t2, t0, t2 / t0, t1, t1 / t0))
 
 
 def references():

@@ -864,6 +864,7 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
     const er_fmt_info *O = j->sk->O;
     er_overflow ov = j->sk->ov;
     int64_t m = end - begin;
+    int o32 = O->id == ER_FP32;
     float xs[ER_VEC_CHUNK], ys[ER_VEC_CHUNK];
     double elo[ER_VEC_CHUNK], ehi[ER_VEC_CHUNK];
     er_vec_load(j->vxt, begin, m, xs);
@@ -896,7 +897,12 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
                 hi = x > 0 ? th : -tl;
             }
             float a = (float)lo;
-            if (a != (float)hi || !isfinite(a) || y != er__round_double(O, a, ER_ROUND_NEAREST, ov)) continue;
+            if (a != (float)hi || !isfinite(a)) continue;
+            if (o32) { /* a is the exact result rounded, and the set holds it */
+                if (y == a) dec[i] = ER_CLASS_EXACT;
+                continue;
+            }
+            if (y != er__round_double(O, a, ER_ROUND_NEAREST, ov)) continue;
         } else {
             float a = (float)elo[i]; /* exp(-x) correctly rounded to fp32, where both bounds round to it */
             if (a != (float)ehi[i] || !isfinite(a)) continue;
