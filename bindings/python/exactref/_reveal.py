@@ -640,8 +640,12 @@ def reveal_order(kernel, op="sum", n=None, dtype="float32", ncols=16, rows=None,
     op "sum" (kernel(x) for x of shape (rows, n), the sums along the last dimension) or "matmul" (kernel(A, B) for
     A (rows, n) and B (n, ncols), each output a dot product of length n) or "layer_norm" (kernel(x) returning y, or
     (y, mean, rstd), of each row normalised with weight 1 and bias 0: the tree of its mean's sum, read from the mean
-    or from y, gives depth= for both of its sums; a Welford kernel is reported as not revealed). Returns an Order:
-    its `standard` holds the
+    or from y, gives depth= for both of its sums; a Welford kernel is reported as not revealed) or "softmax",
+    "log_softmax", "rmsnorm" (kernel(x) returning y, or a tuple whose first element is y, of the op along each row,
+    rmsnorm with weight 1: the tree of its sum of exps or squares, by triplet probes (reveal.md, Lemma V3), gives
+    depth=; where the probes stop at outputs outside the default standard's set, Order.wrong holds them). `eps`:
+    layer_norm's or rmsnorm's eps for the check of the kernel's outputs on random rows (default exactref's; with
+    it, rmsnorm's probe rows are checked too). Returns an Order: its `standard` holds the
     covers() keywords to check this kernel at this n under (a fixed order, where the probes pin the tree down and
     exactref's emulation of it reproduces the kernel bit for bit on random rows: a family exactref names, else the
     revealed tree written out as tree:TEXT; else any_order with the revealed tree's depth; else any_order, with the
