@@ -71,6 +71,21 @@ static inline double er__round_f32(double x, er_round mode) {
     return f;
 }
 
+/* x (within the format's range) rounded to nearest, ties to even, in a format of `frac` fraction bits whose least
+ * ulp exponent is qmin (fp16 10 and -24, bf16 7 and -133): x + c for c = 1.5 2^(q + 52), q = x's ulp exponent in
+ * the format (at least qmin): the sum lies in c's binade, whose ulp is 2^q, so it is rounded once to a multiple of
+ * 2^q; subtracting c is exact. */
+static inline double er__round_by_constant(double x, int frac, int qmin) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    int q = (int)((u >> 52) & 0x7ff) - 1023 - frac;
+    if (q < qmin) q = qmin;
+    uint64_t cu = ((uint64_t)(q + 52 + 1023) << 52) | (UINT64_C(1) << 51);
+    double c;
+    memcpy(&c, &cu, 8);
+    return copysign((x + c) - c, x);
+}
+
 /* x correctly rounded to the format. Inline for the common cases (a finite double is a value of fp64; fp32 within
  * its range by the hardware conversion, to nearest, then one step where that went the wrong way for a directed
  * mode; fp16 and bf16 to nearest within their range by adding and removing a constant), the general case in
@@ -79,29 +94,9 @@ static inline double er__round_double(const er_fmt_info *fi, double x, er_round 
     if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
     if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX && mode != ER_ROUND_ZERO && mode != ER_ROUND_NEAREST_AWAY)
         return er__round_f32(x, mode);
-    if (fi->id == ER_FP16 && mode == ER_ROUND_NEAREST && fabs(x) <= 65504.0) {
-        /* x + c for c = 1.5 2^(q + 52), q = x's fp16 ulp exponent (at least -24): the sum lies in c's binade, whose
-         * ulp is 2^q, so it is rounded once to a multiple of 2^q, ties to even; subtracting c is exact */
-        uint64_t u;
-        memcpy(&u, &x, 8);
-        int q = (int)((u >> 52) & 0x7ff) - 1023 - 10;
-        if (q < -24) q = -24;
-        uint64_t cu = ((uint64_t)(q + 52 + 1023) << 52) | (UINT64_C(1) << 51);
-        double c;
-        memcpy(&c, &cu, 8);
-        return copysign((x + c) - c, x);
-    }
-    if (fi->id == ER_BF16 && mode == ER_ROUND_NEAREST && fabs(x) <= 3.3895313892515355e38) {
-        /* the same with bf16's ulp exponent q (8 bits of precision, at least -133): no overflow below its largest */
-        uint64_t u;
-        memcpy(&u, &x, 8);
-        int q = (int)((u >> 52) & 0x7ff) - 1023 - 7;
-        if (q < -133) q = -133;
-        uint64_t cu = ((uint64_t)(q + 52 + 1023) << 52) | (UINT64_C(1) << 51);
-        double c;
-        memcpy(&c, &cu, 8);
-        return copysign((x + c) - c, x);
-    }
+    if (fi->id == ER_FP16 && mode == ER_ROUND_NEAREST && fabs(x) <= 65504.0) return er__round_by_constant(x, 10, -24);
+    if (fi->id == ER_BF16 && mode == ER_ROUND_NEAREST && fabs(x) <= 3.3895313892515355e38)
+        return er__round_by_constant(x, 7, -133);
     return er__round_double_general(fi, x, mode, ov);
 }
 
