@@ -792,15 +792,17 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
     const er_ref *ref = j->ref;
     const er_fmt_info *O = j->sk->O;
     er_overflow ov = j->sk->ov;
-    int found = 0;
+    int found = 0, have = 0; /* have: the last effort's brackets are all there */
     double a = NAN, b = NAN, bl[12], bh[12]; /* brackets of the base's and the operands' exact values */
     for (int effort = 0; effort < 2 && !found; effort++) {
         double l, h, ol[12], oh[12], w1, w2;
+        have = 0;
         if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h, &a, &b)) continue;
         int ok = 1;
         for (int i = 0; i < er__chain(ref)->nstages && ok; i++)
             if (er__chain(ref)->stages[i].ref)
                 ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
+        have = ok;
         if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, 0, &w1)) continue;
         double o1 = er__round_double(O, w1, ER_ROUND_NEAREST, ov);
         if (!isfinite(o1)) continue;
@@ -828,7 +830,16 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         found = y >= *wlo && y <= *whi;
         if (l == h && a == b && !j->refs) break; /* an exact base value: a second effort gives the same */
     }
-    if (!found) return ER_PENDING;
+    if (!found) {
+        /* every chain's set holds the exact result correctly rounded (er__cset_build's any_order rule): an output
+         * equal to it is exact, whatever the witnesses reach */
+        if (!have || !isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh))
+            return ER_PENDING;
+        double ra = er__round_double(O, a, ER_ROUND_NEAREST, ov), rb = er__round_double(O, b, ER_ROUND_NEAREST, ov);
+        if (ra != rb || y != ra) return ER_PENDING;
+        *wlo = *whi = y;
+        return ER_CLASS_EXACT;
+    }
     if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return ER_PENDING;
     double ra = er__round_double(O, a, ER_ROUND_NEAREST, ov), rb = er__round_double(O, b, ER_ROUND_NEAREST, ov);
     if (ra == rb) return y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED;
@@ -902,15 +913,19 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
                 if (y == a) dec[i] = ER_CLASS_EXACT;
                 continue;
             }
-            if (y != er__round_double(O, a, ER_ROUND_NEAREST, ov)) continue;
+            if (y != er__round_double(O, a, ER_ROUND_NEAREST, ov) && y != er__round_double(O, lo, ER_ROUND_NEAREST, ov))
+                continue; /* y is the witness's rounding, or perhaps the exact result's (the bracket decides below) */
         } else {
             float a = (float)elo[i]; /* exp(-x) correctly rounded to fp32, where both bounds round to it */
             if (a != (float)ehi[i] || !isfinite(a)) continue;
             float w = k == ER_STAGE_SIGMOID ? 1.0f / (1.0f + a) : x / (1.0f + a); /* the one witness */
             double o1 = er__round_double(O, w, ER_ROUND_NEAREST, ov);
             if (!isfinite(w) || !isfinite(o1)) continue;
-            if (y != o1) {
-                /* more witnesses: silu's other form, x RN(1 / d); and from exp's neighbours, within 1.5 of its
+            er__quot_1p_bounds(k == ER_STAGE_SIGMOID ? 1.0 : (double)x, elo[i], ehi[i], &lo, &hi);
+            double rl = er__round_double(O, lo, ER_ROUND_NEAREST, ov);
+            if (y != o1 && !(y == rl && rl == er__round_double(O, hi, ER_ROUND_NEAREST, ov))) {
+                /* (an output equal to the exact result correctly rounded is in the set: every chain's set holds it)
+                 * more witnesses: silu's other form, x RN(1 / d); and from exp's neighbours, within 1.5 of its
                  * ulps of exp (a is no power of two, so they share its binade), inside a budget of 2 or more ulps.
                  * Every one is in the set, an interval, and so is its rounding to O in the output's: so is y between
                  * the least and the greatest */
@@ -950,8 +965,7 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
                         continue;
                 }
             }
-            /* the exact result's bracket: c / (1 + e) over e in [elo, ehi] (c = 1 or x; Lemma D6) */
-            er__quot_1p_bounds(k == ER_STAGE_SIGMOID ? 1.0 : (double)x, elo[i], ehi[i], &lo, &hi);
+            /* the exact result's bracket above: c / (1 + e) over e in [elo, ehi] (c = 1 or x; Lemma D6) */
         }
         /* y is in the set: exact where the bracket rounds to y alone, covered where it rounds to another value
          * alone or y lies outside its rounding */
