@@ -788,15 +788,25 @@ typedef struct er_chain_fast_job {
 
 /* The class of output y (finite) of element idx where the witnesses decide it, with their hull [*wlo, *whi] in the
  * output format; ER_PENDING where they do not. */
+/* Whether the chain's double enclosure over the base's bracket [a, b] (and the operands' [bl, bh]) rounds to y
+ * alone in the output's format: y is then the exact result correctly rounded, which every chain's set holds
+ * (er__cset_build's any_order rule), so an exact output, whatever the witnesses reach. */
+static int er_chain_rounds_to(const er_chain_fast_job *j, int64_t idx, double a, double b, const double *bl,
+                              const double *bh, double y) {
+    if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(j->ref, idx, &a, &b, bl, bh)) return 0;
+    double ra = er__round_double(j->sk->O, a, ER_ROUND_NEAREST, j->sk->ov);
+    return ra == y && ra == er__round_double(j->sk->O, b, ER_ROUND_NEAREST, j->sk->ov);
+}
+
 static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y, double *wlo, double *whi) {
     const er_ref *ref = j->ref;
     const er_fmt_info *O = j->sk->O;
     er_overflow ov = j->sk->ov;
-    int found = 0, have = 0; /* have: the last effort's brackets are all there */
+    int found = 0, have = 0, tried = 0; /* the last effort's brackets all there; its rounding tried on y */
     double a = NAN, b = NAN, bl[12], bh[12]; /* brackets of the base's and the operands' exact values */
     for (int effort = 0; effort < 2 && !found; effort++) {
         double l, h, ol[12], oh[12], w1, w2;
-        have = 0;
+        have = tried = 0;
         if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h, &a, &b)) continue;
         int ok = 1;
         for (int i = 0; i < er__chain(ref)->nstages && ok; i++)
@@ -814,6 +824,10 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         *wlo = fmin(o1, o2);
         *whi = fmax(o1, o2);
         found = y >= *wlo && y <= *whi;
+        if (!found && (tried = 1) && er_chain_rounds_to(j, idx, a, b, bl, bh, y)) {
+            *wlo = *whi = y;
+            return ER_CLASS_EXACT;
+        }
         /* the variants at both ends (one where they are the same point): more values the set holds, a wider hull
          * (an output the kernel's own form of a function gives, a correctly rounded result of gelu or silu, lies in
          * it far more often) */
@@ -830,13 +844,8 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         found = y >= *wlo && y <= *whi;
         if (l == h && a == b && !j->refs) break; /* an exact base value: a second effort gives the same */
     }
-    if (!found) {
-        /* every chain's set holds the exact result correctly rounded (er__cset_build's any_order rule): an output
-         * equal to it is exact, whatever the witnesses reach */
-        if (!have || !isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh))
-            return ER_PENDING;
-        double ra = er__round_double(O, a, ER_ROUND_NEAREST, ov), rb = er__round_double(O, b, ER_ROUND_NEAREST, ov);
-        if (ra != rb || y != ra) return ER_PENDING;
+    if (!found) { /* where a witness could not be formed: the correctly rounded output still is exact */
+        if (!have || tried || !er_chain_rounds_to(j, idx, a, b, bl, bh, y)) return ER_PENDING;
         *wlo = *whi = y;
         return ER_CLASS_EXACT;
     }
@@ -925,31 +934,26 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
             double rl = er__round_double(O, lo, ER_ROUND_NEAREST, ov);
             if (y != o1 && !(y == rl && rl == er__round_double(O, hi, ER_ROUND_NEAREST, ov))) {
                 /* (an output equal to the exact result correctly rounded is in the set: every chain's set holds it)
-                 * more witnesses: silu's other form, x RN(1 / d); and from exp's neighbours, within 1.5 of its
-                 * ulps of exp (a is no power of two, so they share its binade), inside a budget of 2 or more ulps.
-                 * Every one is in the set, an interval, and so is its rounding to O in the output's: so is y between
-                 * the least and the greatest */
+                 * more witnesses: silu's other form, x RN(1 / d); and from exp's value a moved one float either
+                 * way, as the per-element decision's variants do (er_wit_step). Every one is in the set, an
+                 * interval, and so is its rounding to O in the output's: so is y between the least and the
+                 * greatest */
                 float wl = w, wh = w;
                 if (k == ER_STAGE_SILU) {
                     float w2 = x * (1.0f / (1.0f + a));
                     wl = w2 < wl ? w2 : wl;
                     wh = w2 > wh ? w2 : wh;
                 }
-                uint32_t bits;
-                memcpy(&bits, &a, sizeof bits);
-                if (j->vec_ulps >= 2 && a >= 0x1p-126f && (bits & 0x7fffff) != 0) {
-                    for (int q = -1; q <= 1; q += 2) {
-                        uint32_t nbits = bits + (uint32_t)q; /* a's neighbour: a is positive and normal */
-                        float nb, d, v1, v2;
-                        memcpy(&nb, &nbits, sizeof nb);
-                        d = 1.0f + nb;
-                        v1 = k == ER_STAGE_SIGMOID ? 1.0f / d : x / d;
-                        v2 = k == ER_STAGE_SILU ? x * (1.0f / d) : v1;
-                        wl = v1 < wl ? v1 : wl;
-                        wl = v2 < wl ? v2 : wl;
-                        wh = v1 > wh ? v1 : wh;
-                        wh = v2 > wh ? v2 : wh;
-                    }
+                for (int var = 1; var <= 2; var++) {
+                    float nb = er_wit_step(a, var, j->vec_ulps), d, v1, v2; /* the variants' step (Lemma C12) */
+                    if (nb == a) continue;
+                    d = 1.0f + nb;
+                    v1 = k == ER_STAGE_SIGMOID ? 1.0f / d : x / d;
+                    v2 = k == ER_STAGE_SILU ? x * (1.0f / d) : v1;
+                    wl = v1 < wl ? v1 : wl;
+                    wl = v2 < wl ? v2 : wl;
+                    wh = v1 > wh ? v1 : wh;
+                    wh = v2 > wh ? v2 : wh;
                 }
                 if (!(y >= er__round_double(O, wl, ER_ROUND_NEAREST, ov) &&
                       y <= er__round_double(O, wh, ER_ROUND_NEAREST, ov))) {
