@@ -52,27 +52,7 @@ static double er_low(const er_fmt_info *F, double U, double a, double b) {
     return mr < m ? mr : m;
 }
 
-void er__approx_ends(const er_fmt_info *F, double U, double a, double b, double *lo, double *hi) {
-    /* The common case: [a, b] positive inside one binade [2^(e-1), 2^e) of normals, and so are RN(a) and RN(b) (RN is
-     * monotone and 2^(e-1) is a value of F): no power of two lies inside, ulp is one spacing s, and the ends are
-     * min(a, RN(a)) - U s and max(b, RN(b)) + U s. */
-    if (a >= 2.0 * F->min_normal && b <= F->max && a >= DBL_MIN) {
-        /* a and b are normal doubles: their binades from the exponent bits (frexp's exponent less one) */
-        uint64_t ea = er__bits(a) >> 52, eb = er__bits(b) >> 52;
-        if (ea == eb && (int64_t)ea >= F->p) {
-            double top = er__from_bits((ea + 1) << 52); /* 2^e */
-            double ca = er__round_double(F, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-            double cb = er__round_double(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-            if (cb < top) {
-                /* the spacing 2^(e - p): a normal double, as the exponent field ea + 1 - p is at least 1 */
-                double sp = er__from_bits((uint64_t)((int64_t)ea + 1 - F->p) << 52);
-                double s = er__mul_up(U, sp), m = ca < a ? ca : a, M = cb > b ? cb : b;
-                *lo = er__round_double(F, er__dn(m - s), ER_ROUND_UP, ER_OVERFLOW_IEEE);
-                *hi = er__round_double(F, er__up(M + s), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-                return;
-            }
-        }
-    }
+void er__approx_ends_general(const er_fmt_info *F, double U, double a, double b, double *lo, double *hi) {
     double L = er_low(F, U, a, b), H = -er_low(F, U, -b, -a);
     *lo = L == -INFINITY ? -INFINITY : er__round_double(F, L, ER_ROUND_UP, ER_OVERFLOW_IEEE);
     *hi = H == INFINITY ? INFINITY : er__round_double(F, H, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);

@@ -67,6 +67,15 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
     *hi = er__scale2(er__exp_thi[j] * (p + 0x1p-46), q, 1);
 }
 
+/* exp(d + v*) from bounds [dl, dh] of exp(d) (dl >= 0), for a double v with |v| <= 2^-18 and |v - v*| <= 2^-60
+ * (Lemma D7): exp(v*) lies within 2^-51 of fl(1 + (v + v^2/2)), so between that value -+ 2^-50; each product
+ * rounded outward. */
+static inline void er__exp_shift(double dl, double dh, double v, double *lo, double *hi) {
+    double p = 1.0 + (v + 0.5 * (v * v));
+    *lo = er__dn(dl * (p - 0x1p-50));
+    *hi = er__up(dh * (p + 0x1p-50));
+}
+
 /* tanh(s) from bounds [elo, ehi] of exp(2 s) (Lemma D6): 1 - 2 / (e + 1), increasing in e, each end with three
  * roundings (within 2^-49.6 of its value where s >= 1/4, so tanh(s) >= 0.2449) moved outward by 2^-46 of itself.
  * 0 (and no bounds) for s below 1/4, where the subtraction cancels. */
@@ -89,18 +98,24 @@ static inline void er__quot_1p_bounds(double c, double elo, double ehi, double *
 /* Sums of n values in [0, 2] (+0 included, -0 not): exact sums of each term rounded down (lo) and up (hi) to a multiple
  * of 2^-90, returned as doubles below and above them (Lemma D2). n < 2^37. */
 typedef struct er_fxsum { unsigned __int128 lo, hi; } er_fxsum;
-static inline void er__fxsum_add(er_fxsum *s, double lo, double hi) {
+/* The terms lo and hi (in [0, 2]) as the sum's lower and upper parts add them: lo 2^90 rounded down, hi 2^90 up. */
+static inline void er__fxsum_terms(double lo, double hi, unsigned __int128 *tl, unsigned __int128 *th) {
     /* lo, hi in [0, 2]: m 2^e with m < 2^53 */
     uint64_t bl = er__bits(lo), bh = er__bits(hi);
     int el = (int)(bl >> 52), eh = (int)(bh >> 52);
     uint64_t ml = (bl & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(el != 0) << 52);
     uint64_t mh = (bh & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(eh != 0) << 52);
     int sl = (el ? el : 1) - 1075 + 90, sh = (eh ? eh : 1) - 1075 + 90; /* value 2^90 = m 2^s */
-    if (sl >= 0) s->lo += (unsigned __int128)ml << sl;
-    else if (sl > -64) s->lo += ml >> -sl;
-    if (sh >= 0) s->hi += (unsigned __int128)mh << sh;
-    else if (sh > -64) s->hi += (mh >> -sh) + ((mh & ((UINT64_C(1) << -sh) - 1)) != 0);
-    else s->hi += mh != 0;
+    *tl = sl >= 0 ? (unsigned __int128)ml << sl : sl > -64 ? ml >> -sl : 0;
+    *th = sh >= 0    ? (unsigned __int128)mh << sh
+          : sh > -64 ? (mh >> -sh) + ((mh & ((UINT64_C(1) << -sh) - 1)) != 0)
+                     : mh != 0;
+}
+static inline void er__fxsum_add(er_fxsum *s, double lo, double hi) {
+    unsigned __int128 tl, th;
+    er__fxsum_terms(lo, hi, &tl, &th);
+    s->lo += tl;
+    s->hi += th;
 }
 static inline double er__fxsum_lo(const er_fxsum *s) { return er__dn(ldexp(er__dn((double)s->lo), -90)); }
 static inline double er__fxsum_hi(const er_fxsum *s) { return er__up(ldexp(er__up((double)s->hi), -90)); }

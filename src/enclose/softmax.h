@@ -30,11 +30,28 @@ typedef struct er_softmax_plan {
 } er_softmax_plan;
 
 /* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and e its
- * error (t + e = x_j - m exactly, by TwoSum). */
-typedef struct er_exps { double *lo, *hi, *t, *e; } er_exps;
+ * error (t + e = x_j - m exactly, by TwoSum). dlo, dhi (NULL: not kept): exp(d_j) enclosed for the kernel's
+ * difference d_j = x_j - m rounded to nearest in the compute format (er__exps_fill_rounded), which the sets in
+ * double read instead of enclosing it again. */
+typedef struct er_exps {
+    double *lo, *hi, *t, *e, *dlo, *dhi;
+    int sums;        /* esl, esh hold the sums (to nearest, in order) of the ends of the kernel's exps of d_j (the
+                        values of F its exp may give, er_softmax_sets_dbl's), which log_softmax's sets read instead */
+    double esl, esh;
+} er_exps;
 /* fl(log2 e) in F, the constant Triton multiplies by before ex2 (0x3FB8AA3B in fp32). */
 ER_INTERNAL double er__log2e(const er_fmt_info *F);
 ER_INTERNAL void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m);
+/* ex->dlo and ex->dhi for the compute format F (after er__exps_fill: [lo, hi] where d_j = x_j - m exactly); 0 where
+ * d_j is -inf. */
+ER_INTERNAL void er__exps_fill_rounded(er_exps *ex, const er_fmt_info *F, const double *x, int64_t n, double m);
+/* Every array of ex at once (those of er__exps_fill and er__exps_fill_rounded for pl->F) and the sums (pl's U or
+ * __expf's bound), exp(x_j - m) enclosed from
+ * exp(d_j)'s bounds where x_j - m is within 2^-17 of d_j (Lemma D7 of double-bounds.md): one exp a term. The
+ * enclosure of exp(x_j - m) may be up to 2^-47 wider than er__exps_fill's, so use it where only exact results read
+ * it (not for the online sum's bounds). */
+ER_INTERNAL void er__exps_fill_kernel(er_exps *ex, const struct er_softmax_plan *pl, const double *x, int64_t n,
+                                      double m);
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and
  * correctly rounded to the output format (not written under sets_only). */

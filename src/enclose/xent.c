@@ -69,17 +69,27 @@ static void er_exp_set(const er_xent_plan *pl, double a, double b, double *lo, d
 typedef struct er_xent_sums { double Sl, Sh, Rl, Rh, sxl, sxh, sabs, xmax; } er_xent_sums;
 
 static void er_xent_sums_fill(const er_exps *ex, const double *x, int64_t C, int64_t t, er_xent_sums *z) {
-    er_fxsum S = { 0, 0 }, R = { 0, 0 };
-    double sl = 0, sh = 0, sa = 0, xm = 0;
+    er_fxsum S = { 0, 0 };
+    double s = 0, sa = 0, xm = 0;
     for (int64_t j = 0; j < C; j++) {
         er__fxsum_add(&S, ex->lo[j], ex->hi[j]);
-        if (j != t) er__fxsum_add(&R, ex->lo[j], ex->hi[j]);
-        sl = er__dn(sl + x[j]);
-        sh = er__up(sh + x[j]);
-        sa = er__up(sa + fabs(x[j]));
-        if (fabs(x[j]) > xm) xm = fabs(x[j]);
+        s += x[j];
+        sa += fabs(x[j]);
+        xm = fabs(x[j]) > xm ? fabs(x[j]) : xm;
     }
-    *z = (er_xent_sums){ er__fxsum_lo(&S), er__fxsum_hi(&S), er__fxsum_lo(&R), er__fxsum_hi(&R), sl, sh, sa, xm };
+    /* R: S less t's parts, which it added exactly */
+    er_fxsum R = S;
+    unsigned __int128 tl, th;
+    er__fxsum_terms(ex->lo[t], ex->hi[t], &tl, &th);
+    R.lo -= tl;
+    R.hi -= th;
+    /* sum x_j and sum |x_j| from their sums in double (Lemma N4 of norm-backward.md, exact terms: K = (C + 4) 2^-52
+     * bounds sum |x| by sa (1 + K) and the sum's error by K times that); a logit that is not finite: no bound */
+    double K = (double)(C + 4) * 0x1p-52, a = er__mul_up(sa, er__up(1.0 + K)), e = er__mul_up(K, a);
+    int fin = isfinite(a) && (double)C <= 0x1p40;
+    *z = (er_xent_sums){ er__fxsum_lo(&S), er__fxsum_hi(&S), er__fxsum_lo(&R), er__fxsum_hi(&R),
+                         fin ? er__dn(s - e) : -INFINITY, fin ? er__up(s + e) : INFINITY,
+                         fin ? a : INFINITY, xm };
 }
 
 /* The exact row loss (1 - eps) A + eps B with A = log(S / e_t) = log1p(R / e_t) and B = log S + m - sum x / C,
@@ -404,35 +414,51 @@ int er__xent_fast_ok(const er_xent_plan *pl) {
  * Theorem X1 built on p_w alone lies inside the element's set. y: the kernel's outputs; cls: EXACT where y is the
  * correct rounding, COVERED where y lies in that interval, ER_PENDING else (and where the double enclosure cannot
  * decide the rounding). Returns the elements left pending. */
-static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, int64_t t, double m, const er_exps *ex,
+static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exps *ex,
                                  const er_xent_sums *z, const double *y, uint8_t *cls, double *gex, double *grd) {
     const er_fmt_info *S = pl->S;
     double eps = pl->eps, C = (double)pl->C, W = pl->W;
     double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
     double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
                          S->p < pl->F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
-    float mf = (float)m, s = 0;
+    float s = 0;
     for (int64_t j = 0; j < pl->C; j++) { /* e_j within an ulp of exp(d_j): RN of a bound 2^-44 from it */
-        double lo, hi;
-        er__exp_bounds((double)((float)x[j] - mf), &lo, &hi);
-        gex[j] = (float)lo;
+        gex[j] = (float)ex->dlo[j]; /* d_j = fl(x_j - m) in fp32, F */
         s += (float)gex[j];
     }
     float inv = 1.0f / s;
+    /* bounds of 1/S and of 1/W (exact where W is a power of two), so that the exact gradient's enclosure and the
+     * interval's ends take products instead of quotients: each product by the bound that keeps its side */
+    double rSl = er__dn(1.0 / z->Sh), rSh = er__up(1.0 / z->Sl), iw = 1.0 / W;
+    int wexact = (er__bits(W) & ((UINT64_C(1) << 52) - 1)) == 0;
+    double rWl = wexact ? iw : er__dn(iw), rWh = wexact ? iw : er__up(iw);
     int64_t pending = 0;
     for (int64_t j = 0; j < pl->C; j++) {
         float p = pl->sm.div == 2 ? (float)gex[j] * inv : (float)gex[j] / s;
-        int tj = j == t;
-        int decided = er_xent_exact_grad(pl, ex, z, j, t, &gex[j], &grd[j]);
+        int tj = j == t, decided = 0;
+        double rdj = 0;
+        if (!tj) { /* (e_j / S - eps / C) / W enclosed (the target's form in er_xent_exact_grad), each bound moved
+                    * outward without a branch (er__dn_wide): an enclosure too wide to decide goes to the exact one */
+            double al = er__dn_wide(er__dn_wide(ex->lo[j] * rSl) - ech),
+                   ah = er__up_wide(er__up_wide(ex->hi[j] * rSh) - ecl);
+            double el = er__dn_wide(al * (al < 0 ? rWh : rWl)), eh = er__up_wide(ah * (ah < 0 ? rWl : rWh));
+            rdj = er__round_double(pl->G, el, ER_ROUND_NEAREST, pl->gov);
+            decided = rdj == er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
+        }
+        if (!decided) decided = er_xent_exact_grad(pl, ex, z, j, t, &gex[j], &rdj);
+        grd[j] = rdj;
         cls[j] = ER_PENDING;
-        if (decided && y[j] == grd[j]) cls[j] = ER_CLASS_EXACT;
+        if (decided && y[j] == rdj) cls[j] = ER_CLASS_EXACT;
         else if (decided) {
             /* the interval of Theorem X1 over P = {p}: inside [lo, hi] of the set, ends rounded inward */
             double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech;
-            double mw = er__dn(er__dn(er__dn((double)p * (1.0 + 2.0 * eps)) + (tj ? 1.0 + eps : 0.0)) + ecl) / W;
-            double B = er__dn(g * er__dn(mw));
-            double lo = er__up(er__up(er__up((double)p - ch) / W) - B),
-                   hi = er__dn(er__dn(er__dn((double)p - cl) / W) + B);
+            double mw = er__dn_wide(
+                er__dn_wide(er__dn_wide(er__dn_wide((double)p * (1.0 + 2.0 * eps)) + (tj ? 1.0 + eps : 0.0)) + ecl) *
+                rWl);
+            double B = er__dn_wide(g * mw);
+            double vl = er__up_wide((double)p - ch), vh = er__dn_wide((double)p - cl);
+            double lo = er__up_wide(er__up_wide(vl * (vl < 0 ? rWl : rWh)) - B),
+                   hi = er__dn_wide(er__dn_wide(vh * (vh < 0 ? rWh : rWl)) + B);
             if (y[j] >= lo && y[j] <= hi) cls[j] = ER_CLASS_COVERED;
         }
         pending += cls[j] == ER_PENDING;
@@ -463,7 +489,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
         return ER_OK;
     }
     double *d = w->d;
-    er_exps ex = { d, d + C, d + 2 * C, d + 3 * C };
+    er_exps ex = { d, d + C, d + 2 * C, d + 3 * C, d + 6 * C, d + 7 * C, 0, 0, 0 };
     double *ex0 = d + 4 * C, *rd0 = d + 5 * C;
     er_cval *cv = w->cv, *lcv = w->cv + C;
     er_softmax_plan sp = pl->sm, lp = pl->sm;
@@ -474,12 +500,17 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
     sp.sets_only = lp.sets_only = 1; /* their exact results are not this op's */
     sp.pre = lp.pre = &ex;           /* the exps of x_j - m, filled below */
     er__exp_init();
-    er__exps_fill(&ex, x, C, m);
+    if (pl->sm.online) { /* the online sum's bounds read the exact exps: Theorem D1's, as softmax's */
+        er__exps_fill(&ex, x, C, m);
+        er__exps_fill_rounded(&ex, pl->sm.F, x, C, m);
+    } else {
+        er__exps_fill_kernel(&ex, &pl->sm, x, C, m); /* the kernel's d_j (the witness's and the sets'), then x_j - m */
+    }
     er_xent_sums z;
     er_xent_sums_fill(&ex, x, C, t, &z);
     int64_t pending = C;
     if (pl->G && y && !ninf && er__xent_fast_ok(pl))
-        pending = er_xent_grad_fast(pl, x, t, m, &ex, &z, y, cls, gex, grd);
+        pending = er_xent_grad_fast(pl, t, &ex, &z, y, cls, gex, grd);
     else if (pl->G) memset(cls, ER_PENDING, (size_t)C);
     int grads = pl->G && pending > 0;
     if (!grads && pl->eps == 0) lp.only = &t; /* the loss reads the target's log-probability alone */

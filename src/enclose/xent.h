@@ -43,7 +43,7 @@ typedef struct er_xent_plan {
  * 2 +inf (a -inf logit at the target, or anywhere with eps > 0). */
 typedef struct er_xent_loss { double lo, hi, elo, ehi; int special; } er_xent_loss;
 
-/* Scratch of a row of C: 6 C doubles and 2 C sets. */
+/* Scratch of a row of C: 8 C doubles and 2 C sets. */
 typedef struct er_xent_work { double *d; er_cval *cv; } er_xent_work;
 
 /* cls of a pending gradient element whose correct rounding is left open: grd holds the lower candidate, gcv both;

@@ -181,13 +181,13 @@ static void *er_xent_run(void *arg) {
     const er_xent_state *s = er__xent(j->ref);
     int64_t C = s->C;
     size_t c1 = (size_t)C;
-    double *x = malloc(sizeof(double) * 10 * c1);
+    double *x = malloc(sizeof(double) * 12 * c1);
     er_cval *cv = malloc(sizeof *cv * 3 * c1);
     uint8_t *cls = malloc(c1);
     j->st = x && cv && cls ? ER_OK
                            : er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);
     er_xent_work w = { x + C, cv + C };
-    double *gex = x + 7 * C, *grd = x + 8 * C, *y = j->fast ? x + 9 * C : NULL;
+    double *gex = x + 9 * C, *grd = x + 10 * C, *y = j->fast ? x + 11 * C : NULL;
     uint8_t *classes = j->fast ? er__sink_classes(j->sg) : NULL;
     int64_t counts[2] = { 0, 0 };
     for (int64_t r = j->r0; r < j->r1 && j->st == ER_OK; r++) {
@@ -198,7 +198,7 @@ static void *er_xent_run(void *arg) {
         er__progress_step(1);
         int64_t t = s->target[r];
         er_xent_loss ls = { 0, 0, 0, 0, 0 };
-        for (int64_t k = 0; y && k < C; k++) y[k] = er__load(j->sg->out, er__offset(j->sg->out, r * C + k));
+        if (y) er__load_run(j->sg->out, r * C, C, y);
         if (t == s->ignore) { /* an ignored row: loss 0, gradient 0 */
             for (int64_t k = 0; j->sg && k < C; k++) {
                 er__cval_from_interval(&cv[k], 0.0, 0.0, 0, j->pl.F);
@@ -206,7 +206,7 @@ static void *er_xent_run(void *arg) {
                 cls[k] = y && y[k] == 0 ? ER_CLASS_EXACT : ER_PENDING;
             }
         } else {
-            for (int64_t k = 0; k < C; k++) x[k] = er__load(&s->x, er__offset(&s->x, r * C + k));
+            er__load_run(&s->x, r * C, C, x);
             j->st = er__xent_row(&j->pl, x, t, &w, &ls, y, cls, cv, gex, grd);
         }
         if (j->st != ER_OK) break;

@@ -9,6 +9,7 @@
 #include "../common/er_test.h"
 #include "enclose/ival.h"
 #include "enclose/compsum.h"
+#include "enclose/approx.h"
 
 static mpfr_t E;
 
@@ -201,6 +202,85 @@ START_TEST(compensated_sums_bound_the_exact_sum) {
 }
 END_TEST
 
+/* Lemma D7: er__exp_shift's [lo, hi] holds c exp(v*) for a point [c, c] and every real v* within 2^-60 of v, |v| <=
+ * 2^-18 (MPFR at 300 bits), at the ends of that range, tiny and subnormal shifts, and the shifts x - m - fl(x - m)
+ * of float differences; each end within 2^-48 of the value. */
+START_TEST(exp_shift_bounds_hold) {
+    er_test_reseed(75);
+    mpfr_t v, e, s;
+    mpfr_inits2(300, v, e, s, (mpfr_ptr)0);
+    long trials = (long)(200000 * er_test_multiplier());
+    for (long i = 0; i < trials; i++) {
+        double vd;
+        switch (i % 4) {
+        case 0: vd = ldexp(2.0 * er_rand_unit() - 1.0, -18); break;
+        case 1: vd = (er_rand64() & 1 ? 1 : -1) * nextafter(0x1p-18, 0.0) * (1.0 - ldexp(er_rand_unit(), -40)); break;
+        case 2: vd = ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(18, 1075)); break;
+        default: { /* a float row's x - m against its rounding to fp32 */
+            double x = (double)(float)(8.0 * er_rand_unit() - 4.0), m = (double)(float)(4.0 + 4.0 * er_rand_unit());
+            vd = (x - m) - (double)(float)(x - m);
+        }
+        }
+        double c = ldexp(1.0 + er_rand_unit(), -(int)er_rand_int(0, 60)), lo, hi;
+        er__exp_shift(c, c, vd, &lo, &hi);
+        for (int k = -1; k <= 1; k++) { /* v* = v + k 2^-60 */
+            mpfr_set_d(v, vd, MPFR_RNDN);
+            mpfr_set_d(s, ldexp((double)k, -60), MPFR_RNDN);
+            mpfr_add(v, v, s, MPFR_RNDN); /* exact at 300 bits */
+            mpfr_exp(e, v, MPFR_RNDD);
+            mpfr_mul_d(e, e, c, MPFR_RNDD);
+            ER_REQUIRE(mpfr_cmp_d(e, lo) >= 0, "exp_shift(%a, v %a%+d 2^-60): lower end %a above", c, vd, k, lo);
+            mpfr_exp(e, v, MPFR_RNDU);
+            mpfr_mul_d(e, e, c, MPFR_RNDU);
+            ER_REQUIRE(mpfr_cmp_d(e, hi) <= 0, "exp_shift(%a, v %a%+d 2^-60): upper end %a below", c, vd, k, hi);
+        }
+        ER_REQUIRE(hi <= lo * (1 + 0x1p-48), "exp_shift(%a, %a): [%a, %a] wider than 2^-48", c, vd, lo, hi);
+    }
+    mpfr_clears(v, e, s, (mpfr_ptr)0);
+    printf("exp shifts: %ld shifts hold\n", trials);
+}
+END_TEST
+
+/* Lemma U2: er__approx_ends's exact ends for an integer U (the common case: a one-binade interval of normals of F,
+ * p <= 26) equal those of Lemma U1's general computation (er__approx_ends_general), for fp32, fp16 and bf16, with
+ * a at values of F, at their midpoints (ties), a few doubles either side of both, and random; b = a or a little above;
+ * U from 0 to 4 and large (below 2^(p-2), within Lemma U1's U < 2^(p-1)). */
+START_TEST(approx_ends_exact_form_agrees) {
+    er_test_reseed(76);
+    static const er_format fs[3] = { ER_FP32, ER_FP16, ER_BF16 };
+    long trials = (long)(300000 * er_test_multiplier()), same = 0, exact = 0;
+    for (long i = 0; i < trials; i++) {
+        const er_fmt_info *F = er__fmt(fs[i % 3]);
+        double base = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-12, 12));
+        double a = er__round_double(F, base, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        int e;
+        frexp(a, &e);
+        double sp = ldexp(1.0, e - F->p), dd = ldexp(1.0, e - 53);
+        switch (er_rand_int(0, 4)) {
+        case 0: break;                                                     /* a value of F */
+        case 1: a += 0.5 * sp; break;                                      /* a midpoint */
+        case 2: a += dd * (double)er_rand_int(-3, 3); break;               /* a few doubles from a value */
+        case 3: a += 0.5 * sp + dd * (double)er_rand_int(-3, 3); break;    /* a few doubles from a midpoint */
+        default: a = base;
+        }
+        double b = er_rand64() & 1 ? a : a * (1.0 + ldexp(1.0, -(int)er_rand_int(20, 52)));
+        double U = (double)(er_rand64() % 7 ? er_rand_int(0, 4) : er_rand_int(5, 3000)); /* the model: U < 2^(p-1) */
+        if (U >= ldexp(1.0, F->p - 2)) U = (double)er_rand_int(0, (int64_t)ldexp(1.0, F->p - 2) - 1);
+        double l1, h1, l2, h2;
+        er__approx_ends(F, U, a, b, &l1, &h1);
+        er__approx_ends_general(F, U, a, b, &l2, &h2);
+        ER_REQUIRE(l1 == l2 && h1 == h2, "format %d, U %g, [%a, %a]: [%a, %a] against the general [%a, %a]", (int)F->id, U,
+                   a, b, l1, h1, l2, h2);
+        same++;
+        uint64_t ea = er__bits(a) >> 52, eb = er__bits(b) >> 52;
+        exact += ea == eb && er__round_double(F, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE) < ldexp(1.0, e) &&
+                 U * sp <= 0.125 * a;
+    }
+    ER_REQUIRE(exact > trials / 2, "the exact form was reached %ld times of %ld", exact, trials);
+    printf("approx ends: %ld intervals agree, %ld of them by the exact form\n", same, exact);
+}
+END_TEST
+
 /* er__up_wide and er__dn_wide move every finite double at least one step outward (strictly beyond x, and beyond
  * nextafter's neighbour or equal to it) and at most three: at powers of two and their neighbours, subnormals, 0,
  * both signs, and random doubles over the whole range; an infinity only beyond DBL_MAX's neighbourhood. */
@@ -240,6 +320,8 @@ int main(void) {
     tcase_add_test(tc, fixed_sums_bound_the_exact_sum);
     tcase_add_test(tc, compensated_sums_bound_the_exact_sum);
     tcase_add_test(tc, wide_steps_move_outward);
+    tcase_add_test(tc, exp_shift_bounds_hold);
+    tcase_add_test(tc, approx_ends_exact_form_agrees);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
