@@ -64,6 +64,22 @@ static inline float er__f32_step(float f, int dir) {
 static inline double er__add_up(double a, double b) { return er__next_up(a + b); }
 static inline double er__mul_up(double a, double b) { return er__next_up(a * b); }
 
+/* ---- vectorised loops ----
+ * A hot loop written to vectorise (no call, no early exit, selects instead of branches) is compiled twice where the
+ * compiler can target AVX2 on x86-64: once for the baseline ISA and once with ER_AVX2 (AVX2 and FMA); er__simd()
+ * picks the second where the processor has both and EXACTREF_SIMD is not 0 (the tests run both). Both compute the
+ * same values: each double operation rounds once either way (no contraction, no reassociation; fma() is exact in
+ * both, a call or an instruction). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ER_HAVE_AVX2 1
+#define ER_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define ER_HAVE_AVX2 0
+#define ER_AVX2
+#endif
+#define ER_ALWAYS_INLINE static inline __attribute__((always_inline))
+ER_INTERNAL int er__simd(void);
+
 /* ---- threads (src/core/threads.c) ---- */
 /* The memory cap (src/core/mem.c): ER_OK when `bytes` planned for `what` fit under EXACTREF_MAX_BYTES (by default
  * half the machine's memory), else ER_ERR_NOMEM naming both (ER_ERR_INVALID for a malformed EXACTREF_MAX_BYTES). */

@@ -1,7 +1,8 @@
 #define _POSIX_C_SOURCE 200809L /* sysconf */
-/* threads.c: how many threads a piece of work gets, and running one job per thread. */
+/* threads.c: how many threads a piece of work gets, running one job per thread, and whether the AVX2 loops run. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "core/internal.h"
 
@@ -12,6 +13,17 @@ int er__num_threads(int64_t work) {
     if (n > ER_MAX_THREADS) n = ER_MAX_THREADS;
     int64_t useful = work / (INT64_C(1) << 18) + 1; /* a thread is worth about 2^18 products */
     return (int)(n < useful ? n : useful);
+}
+
+int er__simd(void) {
+#if ER_HAVE_AVX2
+    const char *e = getenv("EXACTREF_SIMD");
+    if (e && strcmp(e, "0") == 0) return 0;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
 }
 
 void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *)) {
