@@ -83,9 +83,31 @@ static void er_terms_clear(er_terms *T) {
     free(T->p);
 }
 
-/* The values of F in [lo, hi] (lo, hi doubles), as a set; no claim where an end is beyond F's range or NaN (0
- * then, else 1). */
-static int er_nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) {
+/* Whether dy, x and w (NULL: none) hold finite values alone; vectorised (core/internal.h). */
+ER_ALWAYS_INLINE int er_nbwd_finite_body(const double *restrict dy, const double *restrict x,
+                                         const double *restrict w, int64_t n) {
+    int ok = 1;
+    for (int64_t j = 0; j < n; j++) ok &= (fabs(dy[j]) <= DBL_MAX) & (fabs(x[j]) <= DBL_MAX);
+    for (int64_t j = 0; w && j < n; j++) ok &= fabs(w[j]) <= DBL_MAX;
+    return ok;
+}
+static int er_nbwd_finite_base(const double *dy, const double *x, const double *w, int64_t n) {
+    return er_nbwd_finite_body(dy, x, w, n);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static int er_nbwd_finite_avx2(const double *dy, const double *x, const double *w, int64_t n) {
+    return er_nbwd_finite_body(dy, x, w, n);
+}
+#endif
+static int er_nbwd_finite(int simd, const double *dy, const double *x, const double *w, int64_t n) {
+#if ER_HAVE_AVX2
+    if (simd) return er_nbwd_finite_avx2(dy, x, w, n);
+#endif
+    return er_nbwd_finite_base(dy, x, w, n);
+}
+
+/* norm_bwd.h. */
+int er__nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi) {
     if (!(lo >= -F->max && hi <= F->max)) {
         er__cval_anything(c, F);
         return 0;
@@ -189,6 +211,67 @@ static er_status er_nbwd_exact_sums(const er_nbwd_plan *pl, const double *dy, co
     return ER_OK;
 }
 
+/* The compensated sums of a row for F of at most 26 bits (Lemma N6): B's terms g_j = w_j dy_j (exact) and C's
+ * g_j (x_j - m) (er__csum_add_prod), each in four cascades of two-sums over j mod 4 joined by two-sums at the end (a
+ * tree of two-sums, as Lemma N6 allows), with the sums of |g| and of C's main terms' magnitudes and the largest |g|,
+ * |x - m|, |w| and |dy|. Four independent cascades vectorise (core/internal.h). */
+typedef struct er_nbwd_csums {
+    er_csum B, C;
+    double sb, sc, gm, dm, wm, ym;
+} er_nbwd_csums;
+#define ER_NBWD_LANE(l, j)                                                                                            \
+    do {                                                                                                              \
+        double wj = hasw ? w[j] : 1.0, g = wj * dy[j], ad = fabs(x[j] - m), ag = fabs(g), aw = fabs(wj),             \
+               ay = fabs(dy[j]);                                                                                      \
+        er__csum_add(&B[l], g, 0.0);                                                                                  \
+        sc[l] += fabs(er__csum_add_prod(&C[l], g, x[j], m));                                                          \
+        sb[l] += ag;                                                                                                  \
+        gm[l] = ag > gm[l] ? ag : gm[l];                                                                              \
+        dm[l] = ad > dm[l] ? ad : dm[l];                                                                              \
+        wm[l] = aw > wm[l] ? aw : wm[l];                                                                              \
+        ym[l] = ay > ym[l] ? ay : ym[l];                                                                              \
+    } while (0)
+ER_ALWAYS_INLINE void er_nbwd_csum_body(const double *restrict dy, const double *restrict x,
+                                         const double *restrict w, int hasw, double m, int64_t n, er_nbwd_csums *o) {
+    er_csum B[4] = { { 0, 0 } }, C[4] = { { 0, 0 } };
+    double sb[4] = { 0 }, sc[4] = { 0 }, gm[4] = { 0 }, dm[4] = { 0 }, wm[4] = { 0 }, ym[4] = { 0 };
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4)
+        for (int l = 0; l < 4; l++) ER_NBWD_LANE(l, j + l);
+    for (; j < n; j++) ER_NBWD_LANE(0, j);
+    o->B = B[0];
+    o->C = C[0];
+    o->sb = sb[0];
+    o->sc = sc[0];
+    o->gm = gm[0];
+    o->dm = dm[0];
+    o->wm = wm[0];
+    o->ym = ym[0];
+    for (int l = 1; l < 4; l++) {
+        er__csum_add(&o->B, B[l].s, B[l].b);
+        er__csum_add(&o->C, C[l].s, C[l].b);
+        o->sb += sb[l];
+        o->sc += sc[l];
+        o->gm = gm[l] > o->gm ? gm[l] : o->gm;
+        o->dm = dm[l] > o->dm ? dm[l] : o->dm;
+        o->wm = wm[l] > o->wm ? wm[l] : o->wm;
+        o->ym = ym[l] > o->ym ? ym[l] : o->ym;
+    }
+}
+#undef ER_NBWD_LANE
+static void er_nbwd_csum_row(const double *restrict dy, const double *restrict x, const double *restrict w, double m,
+                          int64_t n, er_nbwd_csums *o) {
+    if (w) er_nbwd_csum_body(dy, x, w, 1, m, n, o);
+    else er_nbwd_csum_body(dy, x, w, 0, m, n, o);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_nbwd_csum_row_avx2(const double *restrict dy, const double *restrict x, const double *restrict w,
+                                       double m, int64_t n, er_nbwd_csums *o) {
+    if (w) er_nbwd_csum_body(dy, x, w, 1, m, n, o);
+    else er_nbwd_csum_body(dy, x, w, 0, m, n, o);
+}
+#endif
+
 /* The row's bounds, and B's and C's enclosures from sums in double (Lemma N4): each term passes through at most
  * n + 2 roundings to nearest (g, d, g d and n - 1 additions), so the sums are within gamma_{n+2} of the sums of the
  * magnitudes, and gamma_{n+2} <= K = (n + 4) 2^-52. For F of at most 26 bits (g = w dy exact, every part of
@@ -199,17 +282,20 @@ static void er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const doub
     er_csum Bc = { 0, 0 }, Cc = { 0, 0 };
     int comp = pl->F->p <= 26 && pl->F->emin - pl->F->p >= -300;
     if (comp) {
-        for (int64_t j = 0; j < n; j++) {
-            double wj = w ? w[j] : 1.0, g = wj * dy[j], ad = fabs(x[j] - m), ag = fabs(g), aw = fabs(wj),
-                   ay = fabs(dy[j]);
-            er__csum_add(&Bc, g, 0.0);
-            sc += fabs(er__csum_add_prod(&Cc, g, x[j], m));
-            sb += ag;
-            gm = ag > gm ? ag : gm;
-            dm = ad > dm ? ad : dm;
-            wm = aw > wm ? aw : wm;
-            ym = ay > ym ? ay : ym;
-        }
+        er_nbwd_csums o;
+#if ER_HAVE_AVX2
+        if (pl->simd) er_nbwd_csum_row_avx2(dy, x, w, m, n, &o);
+        else
+#endif
+            er_nbwd_csum_row(dy, x, w, m, n, &o);
+        Bc = o.B;
+        Cc = o.C;
+        sb = o.sb;
+        sc = o.sc;
+        gm = o.gm;
+        dm = o.dm;
+        wm = o.wm;
+        ym = o.ym;
     } else {
         for (int64_t j = 0; j < n; j++) {
             double wj = w ? w[j] : 1.0, g = wj * dy[j], d = x[j] - m, gd = g * d;
@@ -491,11 +577,61 @@ static int er_nbwd_decided(const er_nbwd_plan *pl, double lo, double hi, double 
     return 1;
 }
 
+/* The fp32 pass over a row (sets and outputs fp32, the row's bounds finite): for each element its set's double ends
+ * [lo, hi] (c_i -+ T_i, each moved outward by er__dn_wide and er__up_wide), the rounding rd of its exact value's
+ * enclosure [c_i - E_i, c_i + E_i] and, where that enclosure decides it (both ends round alike, no zero inside) and
+ * the set is within fp32's range, the midpoint in ex (else NaN) and the class of y: 0 where y is rd, 1 where y lies
+ * in [lo, hi], ER_NBWD_PENDING else. Written to vectorise: no call and no branch on the data. */
+ER_ALWAYS_INLINE void er_nbwd_f32_body(int64_t n, const double *restrict dy, const double *restrict x,
+                                       const double *restrict w, int hasw, double m, double r, const er_nbwd_ctr *kp,
+                                       double A1, double A2, double A3, const double *restrict y, int hascls,
+                                       double *restrict lo,
+                                       double *restrict hi, double *restrict ex, double *restrict rd,
+                                       uint8_t *restrict cls) {
+    const er_nbwd_ctr k = *kp;
+    for (int64_t i = 0; i < n; i++) {
+        double g = (hasw ? w[i] : 1.0) * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
+        double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3;
+        double l = er__dn_wide(c - T), h = er__up_wide(c + T);
+        double E = k.a * ag + k.b * ad + k.c, el = er__dn_wide(c - E), eh = er__up_wide(c + E);
+        int ok = (fabs(l) <= FLT_MAX) & (fabs(h) <= FLT_MAX);
+        el = ok ? el : 0.0; /* out of range: left to the loop after the pass (and never converted) */
+        eh = ok ? eh : 0.0;
+        double a = (double)(float)el, b = (double)(float)eh; /* to nearest in fp32: within range */
+        ok &= (a == b) & ((el > 0) | (eh < 0));
+        lo[i] = l;
+        hi[i] = h;
+        rd[i] = a;
+        ex[i] = ok ? 0.5 * el + 0.5 * eh : NAN;
+        if (hascls) {
+            double yi = y[i];
+            int e0 = ok & (yi == a), e1 = ok & (yi >= l) & (yi <= h);
+            cls[i] = e0 ? 0 : e1 ? 1 : ER_NBWD_PENDING;
+        }
+    }
+}
+#define ER_NBWD_F32_ARGS                                                                                              \
+    int64_t n, const double *restrict dy, const double *restrict x, const double *restrict w, double m, double r,     \
+        const er_nbwd_ctr *k, double A1, double A2, double A3, const double *restrict y, double *restrict lo,         \
+        double *restrict hi, double *restrict ex, double *restrict rd, uint8_t *restrict cls
+#define ER_NBWD_F32_CALL(hw, hc) er_nbwd_f32_body(n, dy, x, w, hw, m, r, k, A1, A2, A3, y, hc, lo, hi, ex, rd, cls)
+#define ER_NBWD_F32_BODY                                                                                              \
+    {                                                                                                                 \
+        if (w && cls) ER_NBWD_F32_CALL(1, 1);                                                                         \
+        else if (w) ER_NBWD_F32_CALL(1, 0);                                                                           \
+        else if (cls) ER_NBWD_F32_CALL(0, 1);                                                                         \
+        else ER_NBWD_F32_CALL(0, 0);                                                                                  \
+    }
+static void er_nbwd_f32(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_nbwd_f32_avx2(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
+#endif
+
 /* dx of a row with a saved rstd r: each element's set [c_i - T_i, c_i + T_i], T_i = E_i + W_i (Lemma N5, Theorem
  * N1), and its exact value from [c_i - E_i, c_i + E_i], else from B's and C's narrower enclosures, else exactly. */
 static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, const double *dy, const double *x,
                                    const double *w, double m, double r, int64_t n, const double *y, uint8_t *cls,
-                                   er_cval *cv, double *ex, double *rd) {
+                                   er_cval *cv, double *ex, double *rd, double *lo, double *hi) {
     const er_fmt_info *F = pl->F;
     er_nbwd_width W;
     er_nbwd_ctr k, kx; /* the sets' constants; the exact values' (narrowed when a row needs it) */
@@ -509,37 +645,26 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
            A3 = er__add_up(er__mul_up(er__add_up(k.c, er__add_up(W.wb, W.H)), ER_NBWD_INFLATE), 0x1p-1068);
     er_status st = ER_OK;
     /* fp32 sets and outputs: every element whose set is within fp32's range and whose exact value its double
-     * enclosure decides, without a call or a branch on the data; the others (ex NaN) in the loop below */
+     * enclosure decides, in one pass (er_nbwd_f32); the others (ex NaN) in the loop below. Classes wanted: a decided
+     * element's cv is left to er__nbwd_set on [lo, hi] */
     int f32 = fin && F->id == ER_FP32 && pl->O->id == ER_FP32;
-    for (int64_t i = 0; i < n && f32; i++) {
-        double wi = w ? w[i] : 1.0, g = wi * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
-        double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3;
-        double lo = er__dn_wide(c - T), hi = er__up_wide(c + T);
-        double E = k.a * ag + k.b * ad + k.c, el = er__dn_wide(c - E), eh = er__up_wide(c + E);
-        int ok = (fabs(lo) <= FLT_MAX) & (fabs(hi) <= FLT_MAX);
-        lo = ok ? lo : 0.0; /* out of range: decided below */
-        hi = ok ? hi : 0.0;
-        el = ok ? el : 0.0;
-        eh = ok ? eh : 0.0;
-        double a = er__round_f32(el, ER_ROUND_NEAREST), b = er__round_f32(eh, ER_ROUND_NEAREST);
-        ok &= (a == b) & ((el > 0) | (eh < 0));
-        double clo = er__round_f32(lo, ER_ROUND_UP), chi = er__round_f32(hi, ER_ROUND_DOWN);
-        double olo = er__round_f32(lo, ER_ROUND_DOWN), ohi = er__round_f32(hi, ER_ROUND_UP);
-        int in = clo <= chi; /* else as er_nbwd_set: the outward neighbours */
-        cv[i] = (er_cval){ .lo = in ? clo : olo, .hi = in ? chi : ohi };
-        rd[i] = a;
-        ex[i] = ok ? 0.5 * el + 0.5 * eh : NAN;
-        if (cls) {
-            double yi = y[i];
-            int e0 = ok & (yi == a), e1 = ok & (yi >= lo) & (yi <= hi);
-            cls[i] = e0 ? 0 : e1 ? 1 : ER_NBWD_PENDING;
-        }
+    if (f32) {
+#if ER_HAVE_AVX2
+        if (pl->simd) er_nbwd_f32_avx2(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, cls);
+        else
+#endif
+            er_nbwd_f32(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, cls);
     }
     for (int64_t i = 0; i < n && st == ER_OK; i++) {
-        if (f32 && ex[i] == ex[i]) continue;
+        if (f32 && ex[i] == ex[i]) {
+            if (!cls || cls[i] == ER_NBWD_PENDING) er__nbwd_set(&cv[i], F, lo[i], hi[i]);
+            continue;
+        }
         double wi = w ? w[i] : 1.0, g = wi * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
-        double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3, lo = er__dn(c - T), hi = er__up(c + T);
-        int finite = fin ? er_nbwd_set(&cv[i], F, lo, hi) : (er__cval_anything(&cv[i], F), 0);
+        double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3;
+        lo[i] = er__dn(c - T);
+        hi[i] = er__up(c + T);
+        int finite = fin ? er__nbwd_set(&cv[i], F, lo[i], hi[i]) : (er__cval_anything(&cv[i], F), 0);
         double E = k.a * ag + k.b * ad + k.c;
         if (!er_nbwd_decided(pl, er__dn(c - E), er__up(c + E), &ex[i], &rd[i])) {
             if (!rs->tight) {
@@ -557,8 +682,8 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
         if (cls)
             cls[i] = !finite || !(y[i] == y[i]) ? ER_NBWD_PENDING
                      : y[i] == rd[i]            ? 0
-                     : y[i] >= lo && y[i] <= hi ? 1
-                                                : ER_NBWD_PENDING;
+                     : y[i] >= lo[i] && y[i] <= hi[i] ? 1
+                                                      : ER_NBWD_PENDING;
     }
     return st;
 }
@@ -587,7 +712,7 @@ static er_status er_nbwd_row_own(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, con
         if (fin) {
             double hw = er__add_up(er__add_up(er__mul_up(W.g0, er__mul_up(ar, fmax(fabs(giv.lo), fabs(giv.hi)))), W.wb),
                                    er__add_up(er__mul_up(W.wc, fabs(dd)), W.H));
-            er_nbwd_set(&cv[i], F, er__dn(e.lo - hw), er__up(e.hi + hw));
+            er__nbwd_set(&cv[i], F, er__dn(e.lo - hw), er__up(e.hi + hw));
         } else {
             er__cval_anything(&cv[i], F);
         }
@@ -613,24 +738,26 @@ int er__nbwd_decides(const er_nbwd_plan *pl) {
 }
 
 er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m, double rlo,
-                       double rhi, int64_t n, const double *y, uint8_t *cls, er_cval *cv, double *ex, double *rd) {
+                       double rhi, int64_t n, const double *y, uint8_t *cls, er_cval *cv, double *ex, double *rd,
+                       double *lo, double *hi) {
     const er_fmt_info *F = pl->F;
     if (cls) memset(cls, ER_NBWD_PENDING, (size_t)n);
     if (!er__nbwd_decides(pl)) cls = NULL;
     if (!pl->centered) m = 0;
     int ok = isfinite(m) && isfinite(rlo) && isfinite(rhi);
-    for (int64_t j = 0; j < n && ok; j++) ok = isfinite(dy[j]) && isfinite(x[j]) && (!w || isfinite(w[j]));
+    ok = ok && er_nbwd_finite(pl->simd, dy, x, w, n);
     if (!ok) {
         for (int64_t i = 0; i < n; i++) {
             er__cval_anything(&cv[i], F);
             ex[i] = rd[i] = NAN;
+            lo[i] = hi[i] = 0;
         }
         return ER_OK;
     }
     er_nbwd_rowsum rs;
     er_nbwd_rowsums(pl, dy, x, w, m, n, &rs);
     er_status st = pl->own ? er_nbwd_row_own(pl, &rs, dy, x, w, rlo, rhi, n, cv, ex, rd)
-                           : er_nbwd_row_saved(pl, &rs, dy, x, w, m, rlo, n, y, cls, cv, ex, rd);
+                           : er_nbwd_row_saved(pl, &rs, dy, x, w, m, rlo, n, y, cls, cv, ex, rd, lo, hi);
     if (rs.exact) mpfr_clears(rs.Bx, rs.Cx, (mpfr_ptr)0);
     return st;
 }
@@ -672,7 +799,7 @@ static er_status er_nbwd_col_own(const er_nbwd_plan *pl, const double *dy, const
     double H = er__mul_up(er__mul_up((double)rows + ER_NBWD_DW_ROUNDINGS, F->min_sub), er__mul_up(16.0, mul));
     double hw = er__add_up(er__mul_up(er__gamma(F, ER_NBWD_DW_ROUNDINGS + sd), sa), H);
     if (isfinite(hw) && er__mul_up(4.0, er__add_up(sa, hw)) <= F->max)
-        er_nbwd_set(cv, F, er__dn(lo.lo - hw), er__up(hi.hi + hw));
+        er__nbwd_set(cv, F, er__dn(lo.lo - hw), er__up(hi.hi + hw));
     else er__cval_anything(cv, F);
     /* the exact value */
     double a = er__round_mpfr_sticky(pl->O, xs[0], sticky[0], ER_ROUND_NEAREST, pl->ov),
@@ -827,7 +954,7 @@ int er__nbwd_col_sums(const er_nbwd_plan *pl, int bias, double S0, double sa, do
     double H = bias ? 0 : er__mul_up(er__mul_up((double)rows + k, F->min_sub), er__mul_up(16.0, mul));
     double hw = er__add_up(er__mul_up(er__gamma(F, k + sd), sau), H);
     if (isfinite(hw) && er__mul_up(4.0, er__add_up(sau, hw)) <= F->max)
-        er_nbwd_set(cv, F, er__dn(e.lo - hw), er__up(e.hi + hw));
+        er__nbwd_set(cv, F, er__dn(e.lo - hw), er__up(e.hi + hw));
     else er__cval_anything(cv, F);
     return er_nbwd_decided(pl, e.lo, e.hi, ex, rd) ? 2 : 1;
 }

@@ -26,6 +26,7 @@ typedef struct er_nbwd_plan {
     int64_t n; /* own: the rows' length */
     const double *rxl, *rxh;
     const mpfr_t *Sx;
+    int simd; /* the AVX2 loops (er__simd, read once a call) */
 } er_nbwd_plan;
 
 /* Row x's exact sum of squares into S (an initialised MPFR number; 0 for a row holding a NaN or an infinity) and
@@ -46,10 +47,15 @@ ER_INTERNAL er_status er__nbwd_own_rstd(const double *x, int64_t n, double eps, 
  * values may overflow F, claims nothing. cls (NULL: none) gets the class of the kernel's output y (decoded) where
  * the set decides it without its output conversion: 0 exact, 1 covered, ER_NBWD_PENDING else (always where
  * er__nbwd_decides is 0); the output set of every element is then er__cset_build's of cv, ex, rd as for any other
- * set. */
+ * set. lo, hi (n each): where cls is given and an element's class is 0 or 1, its set is the values of F in
+ * [lo, hi] (er__nbwd_set) and cv is not written; for the other elements of a row with a saved rstd, lo and hi are
+ * the same double ends cv came from. */
 ER_INTERNAL er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
                                    double rlo, double rhi, int64_t n, const double *y, uint8_t *cls, er_cval *cv,
-                                   double *ex, double *rd);
+                                   double *ex, double *rd, double *lo, double *hi);
+/* The values of F in [lo, hi] (lo, hi doubles) into c, as a set (the outward neighbours where none lies inside);
+ * no claim where an end is beyond F's range or NaN (0 then, else 1). */
+ER_INTERNAL int er__nbwd_set(er_cval *c, const er_fmt_info *F, double lo, double hi);
 /* Whether er__nbwd_row decides classes under the plan: a saved rstd and every value of O a value of F (the output
  * conversion then keeps the set's ends). */
 ER_INTERNAL int er__nbwd_decides(const er_nbwd_plan *pl);

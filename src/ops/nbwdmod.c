@@ -176,14 +176,17 @@ typedef struct er_nbwd_job {
     const double *m, *rlo, *rhi, *w; /* rstd in [rlo, rhi] per row (the saved value: equal) */
     double *part;                    /* the partials (NULL: the column sums read their columns themselves) */
     int64_t nc, k0, k1, c0, c1;
-    int t; /* the share's number: 0 runs in the calling thread */
+    int t;    /* the share's number: 0 runs in the calling thread */
+    int simd; /* the AVX2 loops (er__simd) */
     er_status st;
 } er_nbwd_job;
 
 /* Adds row r's terms to its chunk's partials P (ER_P_N runs of n): t = (dy r) (x - m) and dy, the columns' sums in
- * row order (Lemma N4 takes any order). */
-static void er_nbwd_part_row(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
-    double *sw = P, *aw = P + n, *dm = P + 2 * n, *sb = P + 3 * n, *ab = P + 4 * n, *ym = P + 5 * n;
+ * row order (Lemma N4 takes any order). Vectorised over the columns (core/internal.h). */
+ER_ALWAYS_INLINE void er_nbwd_part_body(double *restrict P, int64_t n, const double *restrict dy,
+                                        const double *restrict x, double m, double r) {
+    double *restrict sw = P, *restrict aw = P + n, *restrict dm = P + 2 * n, *restrict sb = P + 3 * n,
+                     *restrict ab = P + 4 * n, *restrict ym = P + 5 * n;
     for (int64_t q = 0; q < n; q++) {
         double d = x[q] - m, t = dy[q] * r * d, ad = fabs(d), ay = fabs(dy[q]);
         sw[q] += t;
@@ -194,41 +197,107 @@ static void er_nbwd_part_row(double *P, int64_t n, const double *dy, const doubl
         ym[q] = ay > ym[q] ? ay : ym[q];
     }
 }
+static void er_nbwd_part(double *restrict P, int64_t n, const double *restrict dy, const double *restrict x, double m,
+                         double r) {
+    er_nbwd_part_body(P, n, dy, x, m, r);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_nbwd_part_avx2(double *restrict P, int64_t n, const double *restrict dy,
+                                      const double *restrict x, double m, double r) {
+    er_nbwd_part_body(P, n, dy, x, m, r);
+}
+#endif
+static void er_nbwd_part_row(int simd, double *P, int64_t n, const double *dy, const double *x, double m, double r) {
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd) {
+        er_nbwd_part_avx2(P, n, dy, x, m, r);
+        return;
+    }
+#endif
+    er_nbwd_part(P, n, dy, x, m, r);
+}
+
+/* A row's decided elements (class 0 or 1) counted into c[0], c[1] and their classes copied into out (the pending ones
+ * get ER_NBWD_PENDING there, until their set is put); mark[q] = 1 for a pending element and for a decided one whose
+ * output set may be wider than `wide`: its set lies in [lo - v, hi + v] joined with rd, v = vrel |end| + vabs (the
+ * rounding into F, then into O), and a one-signed set's relative width grows with its ends (any set's is at most
+ * 2). Vectorised over the row (core/internal.h). */
+#define ER_NBWD_MARK_ARGS                                                                                             \
+    int64_t n, const uint8_t *restrict cls, const double *restrict lo, const double *restrict hi,                     \
+        const double *restrict rd, double vrel, double vabs, double wide, uint8_t *restrict out,                      \
+        uint8_t *restrict mark, int64_t *c
+ER_ALWAYS_INLINE void er_nbwd_mark_body(ER_NBWD_MARK_ARGS) {
+    int64_t c0 = 0, c1 = 0;
+    for (int64_t q = 0; q < n; q++) {
+        uint8_t k = cls[q];
+        double L = lo[q] - (fabs(lo[q]) * vrel + vabs), H = hi[q] + (fabs(hi[q]) * vrel + vabs);
+        L = rd[q] < L ? rd[q] : L;
+        H = rd[q] > H ? rd[q] : H;
+        double M = fabs(L) > fabs(H) ? fabs(L) : fabs(H);
+        int narrow = ((L > 0) | (H < 0)) & ((H - L) * (1.0 + 0x1p-40) < wide * M);
+        out[q] = k;
+        c0 += k == 0;
+        c1 += k == 1;
+        mark[q] = (k == ER_NBWD_PENDING) | !narrow;
+    }
+    c[0] += c0;
+    c[1] += c1;
+}
+static void er_nbwd_mark(ER_NBWD_MARK_ARGS) { er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, out, mark, c); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_nbwd_mark_avx2(ER_NBWD_MARK_ARGS) {
+    er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, out, mark, c);
+}
+#endif
 
 /* The rows of chunks [k0, k1): dx where its sink is open, and the column sums' partials where they are kept. Where
  * the module decides dx's classes (the engine reads the output, no sets are asked for and the rows' sets decide
  * them: er__nbwd_decides), a decided element is counted and offered as the widest set here, the others put. */
-static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t *cls) {
+static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t *cls, uint8_t *mark) {
     const er_nbwd_state *s = er__nbwd(j->ref);
     er_sink *sk = j->sk[0];
     int64_t n = s->n, counts[2] = { 0, 0 };
-    double *dy = buf, *x = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n, *y = buf + 4 * n, wide = -1;
+    double *dy = buf, *x = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n, *y = buf + 4 * n, *lo = buf + 5 * n,
+           *hi = buf + 6 * n, wide = -1;
     int fast = sk && er__sink_reads_output(sk) && !sk->set_lo && er__nbwd_decides(&j->pl[0]);
     uint8_t *classes = fast ? er__sink_classes(sk) : NULL;
+    /* the output set's ends move from [lo, hi] by less than 2^(2 - p) |end| + 2 eta of O (its values of F rounded into
+     * O: O's values are F's, F's spacing at most O's) */
+    double vrel = sk ? ldexp(1.0, 2 - sk->O->p) : 0, vabs = sk ? 2.0 * sk->O->min_sub : 0;
     for (int64_t k = j->k0; k < j->k1; k++)
         for (int64_t r = s->rows * k / j->nc; r < s->rows * (k + 1) / j->nc; r++) {
             if (er__cancelled()) return ER_ERR_CANCELLED;
             er__progress_step(1);
             er__load_run(&s->dy, r * n, n, dy);
             er__load_run(&s->x, r * n, n, x);
-            if (j->part) er_nbwd_part_row(j->part + k * ER_P_N * n, n, dy, x, s->centered ? j->m[r] : 0.0, j->rlo[r]);
+            if (j->part)
+                er_nbwd_part_row(j->simd, j->part + k * ER_P_N * n, n, dy, x, s->centered ? j->m[r] : 0.0, j->rlo[r]);
             if (!sk) continue;
             if (fast) er__load_run(sk->out, r * n, n, y);
             ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r],
-                                            n, fast ? y : NULL, fast ? cls : NULL, cv, ex, rd));
+                                            n, fast ? y : NULL, fast ? cls : NULL, cv, ex, rd, lo, hi));
+            if (fast) { /* the decided elements counted; the pending ones and the widest set's candidates below */
+#if ER_HAVE_AVX2
+                if (j->simd) er_nbwd_mark_avx2(n, cls, lo, hi, rd, vrel, vabs, wide, classes + r * n, mark, counts);
+                else
+#endif
+                    er_nbwd_mark(n, cls, lo, hi, rd, vrel, vabs, wide, classes + r * n, mark, counts);
+            }
             for (int64_t q = 0; q < n; q++) {
                 er_cset c;
+                if (fast && !mark[q]) continue;
                 if (fast && cls[q] != ER_NBWD_PENDING) {
-                    classes[r * n + q] = cls[q];
-                    counts[cls[q]]++;
-                    /* the widest set: its relative width from the output set's ends (the set's own where O is F) */
-                    double lo = cv[q].lo < rd[q] ? cv[q].lo : rd[q], hi = cv[q].hi > rd[q] ? cv[q].hi : rd[q];
+                    /* a candidate for the widest set, tried in order against the widest as it grows: the output
+                     * set's own ends (the set's own where O is F) */
+                    er__nbwd_set(&cv[q], j->pl[0].F, lo[q], hi[q]);
+                    double ol = cv[q].lo < rd[q] ? cv[q].lo : rd[q], oh = cv[q].hi > rd[q] ? cv[q].hi : rd[q];
                     if (sk->O != j->pl[0].F) {
                         er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
-                        lo = c.lo;
-                        hi = c.hi;
+                        ol = c.lo;
+                        oh = c.hi;
                     }
-                    double rel = er_set_rel(lo, hi);
+                    double rel = er_set_rel(ol, oh);
                     if (rel > wide) {
                         er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
                         er__sink_widest(sk, r * n + q, &c, y[q]);
@@ -338,13 +407,13 @@ static void *er_nbwd_run_rows(void *arg) {
     const er_nbwd_state *s = er__nbwd(j->ref);
     int64_t len = s->n;
     size_t k1 = (size_t)(len ? len : 1);
-    double *buf = malloc(sizeof(double) * 5 * k1);
+    double *buf = malloc(sizeof(double) * 7 * k1);
     er_cval *cv = malloc(sizeof *cv * k1);
-    uint8_t *cls = malloc(k1);
+    uint8_t *cls = malloc(2 * k1), *mark = cls + k1;
     j->st = buf && cv && cls ? ER_OK
                              : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
                                         (long long)len);
-    if (j->st == ER_OK && (j->sk[0] || j->part)) j->st = er_nbwd_rows(j, buf, cv, cls);
+    if (j->st == ER_OK && (j->sk[0] || j->part)) j->st = er_nbwd_rows(j, buf, cv, cls, mark);
     if (j->st == ER_OK && !j->part && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j);
     free(buf);
     free(cv);
@@ -403,7 +472,7 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
     /* the column sums from the rows' pass (partials) unless the rows' rstd is a set (own) */
     int cols = er__sinks_checks(sk, 1) || er__sinks_checks(sk, 2);
     int64_t nc = cols && !s->own ? er_nbwd_chunks(s->rows) : 0;
-    /* per share: a row's values, sets, classes and exact terms (up to 176 bytes an element with the exact
+    /* per share: a row's values, sets, classes and exact terms (up to 192 bytes an element with the exact
      * fallback's), and a column block (own: 2 values of at most 32 columns, up to 2^20 values unless one column is
      * longer; else 2 columns); own rstd: four values and an exact sum of squares (up to 1200 bytes) a row; the
      * partials: ER_P_N values a column and chunk */
@@ -411,7 +480,7 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
     blk = blk < 1048576.0 || !s->own ? blk : (double)s->rows > 1048576.0 ? (double)s->rows : 1048576.0;
     ER_RETURN_IF_ERROR(er__mem_check(
         (double)sizeof(double) * (double)(2 * s->rows + s->n) + (s->own ? 1232.0 * (double)s->rows : 0.0) +
-            8.0 * ER_P_N * (double)nc * (double)s->n + (176.0 * (double)s->n + 16.0 * blk) * nt,
+            8.0 * ER_P_N * (double)nc * (double)s->n + (192.0 * (double)s->n + 16.0 * blk) * nt,
         "the rows' statistics and working rows"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     size_t nr = (size_t)(s->rows ? s->rows : 1);
@@ -434,6 +503,7 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
         if (!s->own) er__decode_rowmajor(&s->rstd, rlo);
         if (w) er__decode_rowmajor(&s->weight, w);
         er_nbwd_job jobs[ER_MAX_THREADS];
+        int simd = er__simd();
         int64_t nk = nc ? nc : s->rows; /* the rows' pass goes by chunks (without partials: a chunk a row) */
         for (int t = 0; t < nt; t++) {
             er_nbwd_job *j = &jobs[t];
@@ -449,6 +519,7 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
                                 .c0 = s->n * t / nt,
                                 .c1 = s->n * (t + 1) / nt,
                                 .t = t,
+                                .simd = simd,
                                 .st = ER_OK };
             for (int o = 0; o < ref->mod->nout; o++) {
                 j->sk[o] = er__sinks_at(sk, t, o);
@@ -464,7 +535,8 @@ static er_status er_nbwd_covers(const er_ref *ref, const er_standard *std, er_si
                                            s->n,
                                            rxl,
                                            rxh,
-                                           (const mpfr_t *)Sx };
+                                           (const mpfr_t *)Sx,
+                                           simd };
             }
         }
         er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_nbwd_run_rows, s->rows);
