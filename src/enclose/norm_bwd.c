@@ -221,10 +221,14 @@ typedef struct er_nbwd_csums {
 } er_nbwd_csums;
 #define ER_NBWD_LANE(l, j)                                                                                            \
     do {                                                                                                              \
-        double wj = hasw ? w[j] : 1.0, g = wj * dy[j], ad = fabs(x[j] - m), ag = fabs(g), aw = fabs(wj),             \
-               ay = fabs(dy[j]);                                                                                      \
-        er__csum_add(&B[l], g, 0.0);                                                                                  \
-        sc[l] += fabs(er__csum_add_prod(&C[l], g, x[j], m));                                                          \
+        double wj = hasw ? w[j] : 1.0, g = wj * dy[j], d, dl, e, ag = fabs(g), aw = fabs(wj), ay = fabs(dy[j]);       \
+        er__two_sum(x[j], -m, &d, &dl); /* x - m = d + dl: er__csum_add_prod's terms, in lanes of their own */        \
+        double a = g * d, small = fma(g, d, -a) + g * dl, ad = fabs(d);                                               \
+        er__two_sum(Bs[l], g, &Bs[l], &e);                                                                            \
+        Bb[l] += e + 0.0;                                                                                             \
+        er__two_sum(Cs[l], a, &Cs[l], &e);                                                                            \
+        Cb[l] += e + small;                                                                                           \
+        sc[l] += fabs(a);                                                                                             \
         sb[l] += ag;                                                                                                  \
         gm[l] = ag > gm[l] ? ag : gm[l];                                                                              \
         dm[l] = ad > dm[l] ? ad : dm[l];                                                                              \
@@ -232,15 +236,15 @@ typedef struct er_nbwd_csums {
         ym[l] = ay > ym[l] ? ay : ym[l];                                                                              \
     } while (0)
 ER_ALWAYS_INLINE void er_nbwd_csum_body(const double *restrict dy, const double *restrict x,
-                                         const double *restrict w, int hasw, double m, int64_t n, er_nbwd_csums *o) {
-    er_csum B[4] = { { 0, 0 } }, C[4] = { { 0, 0 } };
+                                        const double *restrict w, int hasw, double m, int64_t n, er_nbwd_csums *o) {
+    double Bs[4] = { 0 }, Bb[4] = { 0 }, Cs[4] = { 0 }, Cb[4] = { 0 };
     double sb[4] = { 0 }, sc[4] = { 0 }, gm[4] = { 0 }, dm[4] = { 0 }, wm[4] = { 0 }, ym[4] = { 0 };
     int64_t j = 0;
     for (; j + 4 <= n; j += 4)
         for (int l = 0; l < 4; l++) ER_NBWD_LANE(l, j + l);
     for (; j < n; j++) ER_NBWD_LANE(0, j);
-    o->B = B[0];
-    o->C = C[0];
+    o->B = (er_csum){ Bs[0], Bb[0] };
+    o->C = (er_csum){ Cs[0], Cb[0] };
     o->sb = sb[0];
     o->sc = sc[0];
     o->gm = gm[0];
@@ -248,8 +252,8 @@ ER_ALWAYS_INLINE void er_nbwd_csum_body(const double *restrict dy, const double 
     o->wm = wm[0];
     o->ym = ym[0];
     for (int l = 1; l < 4; l++) {
-        er__csum_add(&o->B, B[l].s, B[l].b);
-        er__csum_add(&o->C, C[l].s, C[l].b);
+        er__csum_add(&o->B, Bs[l], Bb[l]);
+        er__csum_add(&o->C, Cs[l], Cb[l]);
         o->sb += sb[l];
         o->sc += sc[l];
         o->gm = gm[l] > o->gm ? gm[l] : o->gm;
@@ -648,18 +652,27 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
      * enclosure decides, in one pass (er_nbwd_f32); the others (ex NaN) in the loop below. Classes wanted: a decided
      * element's cv is left to er__nbwd_set on [lo, hi] */
     int f32 = fin && F->id == ER_FP32 && pl->O->id == ER_FP32;
+    int64_t left = n; /* elements the loop below must see: all but the pass's classed ones */
     if (f32) {
 #if ER_HAVE_AVX2
         if (pl->simd) er_nbwd_f32_avx2(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, cls);
         else
 #endif
             er_nbwd_f32(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, cls);
+        if (cls) { /* the pending ones */
+            left = 0;
+            for (int64_t i = 0; i < n; i++) left += cls[i] == ER_NBWD_PENDING;
+        }
     }
-    for (int64_t i = 0; i < n && st == ER_OK; i++) {
+    for (int64_t i = 0; i < n && st == ER_OK && left > 0; i++) {
         if (f32 && ex[i] == ex[i]) {
-            if (!cls || cls[i] == ER_NBWD_PENDING) er__nbwd_set(&cv[i], F, lo[i], hi[i]);
+            if (!cls || cls[i] == ER_NBWD_PENDING) {
+                er__nbwd_set(&cv[i], F, lo[i], hi[i]);
+                left--;
+            }
             continue;
         }
+        left--;
         double wi = w ? w[i] : 1.0, g = wi * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
         double c = r * (g - k.bnm) - d * k.rcm, T = A1 * ag + A2 * ad + A3;
         lo[i] = er__dn(c - T);

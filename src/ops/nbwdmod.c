@@ -183,10 +183,9 @@ typedef struct er_nbwd_job {
 
 /* Adds row r's terms to its chunk's partials P (ER_P_N runs of n): t = (dy r) (x - m) and dy, the columns' sums in
  * row order (Lemma N4 takes any order). Vectorised over the columns (core/internal.h). */
-ER_ALWAYS_INLINE void er_nbwd_part_body(double *restrict P, int64_t n, const double *restrict dy,
-                                        const double *restrict x, double m, double r) {
-    double *restrict sw = P, *restrict aw = P + n, *restrict dm = P + 2 * n, *restrict sb = P + 3 * n,
-                     *restrict ab = P + 4 * n, *restrict ym = P + 5 * n;
+ER_ALWAYS_INLINE void er_nbwd_part_body(double *restrict sw, double *restrict aw, double *restrict dm,
+                                        double *restrict sb, double *restrict ab, double *restrict ym, int64_t n,
+                                        const double *restrict dy, const double *restrict x, double m, double r) {
     for (int64_t q = 0; q < n; q++) {
         double d = x[q] - m, t = dy[q] * r * d, ad = fabs(d), ay = fabs(dy[q]);
         sw[q] += t;
@@ -197,14 +196,13 @@ ER_ALWAYS_INLINE void er_nbwd_part_body(double *restrict P, int64_t n, const dou
         ym[q] = ay > ym[q] ? ay : ym[q];
     }
 }
-static void er_nbwd_part(double *restrict P, int64_t n, const double *restrict dy, const double *restrict x, double m,
-                         double r) {
-    er_nbwd_part_body(P, n, dy, x, m, r);
+#define ER_NBWD_PART_CALL er_nbwd_part_body(P, P + n, P + 2 * n, P + 3 * n, P + 4 * n, P + 5 * n, n, dy, x, m, r)
+static void er_nbwd_part(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
+    ER_NBWD_PART_CALL;
 }
 #if ER_HAVE_AVX2
-ER_AVX2 static void er_nbwd_part_avx2(double *restrict P, int64_t n, const double *restrict dy,
-                                      const double *restrict x, double m, double r) {
-    er_nbwd_part_body(P, n, dy, x, m, r);
+ER_AVX2 static void er_nbwd_part_avx2(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
+    ER_NBWD_PART_CALL;
 }
 #endif
 static void er_nbwd_part_row(int simd, double *P, int64_t n, const double *dy, const double *x, double m, double r) {
