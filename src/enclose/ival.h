@@ -69,10 +69,10 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
 
 /* exp(d + v*) from bounds [dl, dh] of exp(d) (dl >= 0), for a double v with |v| <= 2^-18 and |v - v*| <= 2^-60
  * (Lemma D7): exp(v*) lies within 2^-51 of fl(1 + (v + v^2/2)), so between that value -+ 2^-50; each product
- * rounded outward. */
+ * rounded outward, the lower end no lower than +0 (exp is positive). */
 static inline void er__exp_shift(double dl, double dh, double v, double *lo, double *hi) {
-    double p = 1.0 + (v + 0.5 * (v * v));
-    *lo = er__dn(dl * (p - 0x1p-50));
+    double p = 1.0 + (v + 0.5 * (v * v)), l = er__dn(dl * (p - 0x1p-50));
+    *lo = l > 0 ? l : 0.0;
     *hi = er__up(dh * (p + 0x1p-50));
 }
 

@@ -235,6 +235,8 @@ START_TEST(exp_shift_bounds_hold) {
             ER_REQUIRE(mpfr_cmp_d(e, hi) <= 0, "exp_shift(%a, v %a%+d 2^-60): upper end %a below", c, vd, k, hi);
         }
         ER_REQUIRE(hi <= lo * (1 + 0x1p-48), "exp_shift(%a, %a): [%a, %a] wider than 2^-48", c, vd, lo, hi);
+        er__exp_shift(0.0, 0.0, vd, &lo, &hi); /* exp(d) below double's least subnormal: the ends stay in [0, 2] */
+        ER_REQUIRE(lo == 0 && !signbit(lo) && hi >= 0 && hi <= 0x1p-1070, "exp_shift(0, %a): [%a, %a]", vd, lo, hi);
     }
     mpfr_clears(v, e, s, (mpfr_ptr)0);
     printf("exp shifts: %ld shifts hold\n", trials);
