@@ -38,11 +38,11 @@ static inline double er__scale2(double x, int q, int dir) {
     return y;
 }
 
-/* exp(t) lies in [*lo, *hi] (Theorem D1): for -745 <= t <= 709, hi <= lo (1 + 2^-44); below, [0, 2^-1074] (0 at
- * -inf); above, [2^1022, +inf]; NaN gives NaN. t = k L + r with L = ln 2 / 64, |r| <= 0.0056, exp(t) =
- * 2^q 2^(j/64) exp(r) with k = 64 q + j; exp(r) from a degree-6 Taylor polynomial by Horner's rule. The slack 2^-46
- * on exp(r) covers every rounding of the reduction, the polynomial and the products, so none needs an outward step
- * (double-bounds.md). */
+/* exp(t) lies in [*lo, *hi] (Theorem D1): for -745 <= t <= 709 with a normal result, hi <= lo (1 + 2^-49); below,
+ * [0, 2^-1074] (0 at -inf); above, [2^1022, +inf]; NaN gives NaN. t = k L + r with L = ln 2 / 64, |r| <= 0.0056,
+ * exp(t) = 2^q 2^(j/64) exp(r) with k = 64 q + j; exp(r) from a degree-6 Taylor polynomial by Horner's rule, within
+ * 1.03 2^-53 of it. The slack 2^-51 on exp(r) covers that and the rounding of the product, so neither needs an outward
+ * step (double-bounds.md). */
 static inline void er__exp_bounds(double t, double *lo, double *hi) {
     if (t != t) { *lo = *hi = t; return; }
     if (t < -745.0) {
@@ -61,19 +61,19 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
     p = p * r + 1.0 / 6.0;
     p = p * r + 0.5;
     p = p * r + 1.0;
-    p = p * r + 1.0;                                              /* within 2^-49.2 of exp(t - k L) */
+    p = p * r + 1.0;                                              /* within 1.03 2^-53 of exp(t - k L) */
     int j = k & 63, q = (k - j) / 64;
-    *lo = er__scale2(er__exp_tlo[j] * (p - 0x1p-46), q, -1);
-    *hi = er__scale2(er__exp_thi[j] * (p + 0x1p-46), q, 1);
+    *lo = er__scale2(er__exp_tlo[j] * (p - 0x1p-51), q, -1);
+    *hi = er__scale2(er__exp_thi[j] * (p + 0x1p-51), q, 1);
 }
 
 /* exp(d + v*) from bounds [dl, dh] of exp(d) (dl >= 0), for a double v with |v| <= 2^-18 and |v - v*| <= 2^-60
- * (Lemma D7): exp(v*) lies within 2^-51 of fl(1 + (v + v^2/2)), so between that value -+ 2^-50; each product
- * rounded outward, the lower end no lower than +0 (exp is positive). */
+ * (Lemma D7): exp(v*) lies within 1.1 2^-53 of P = fl(1 + (v + v^2/2)), so between fl(P - 2^-51) and fl(P + 2^-51);
+ * each product rounded outward, the lower end no lower than +0 (exp is positive). */
 static inline void er__exp_shift(double dl, double dh, double v, double *lo, double *hi) {
-    double p = 1.0 + (v + 0.5 * (v * v)), l = er__dn(dl * (p - 0x1p-50));
+    double p = 1.0 + (v + 0.5 * (v * v)), l = er__dn(dl * (p - 0x1p-51));
     *lo = l > 0 ? l : 0.0;
-    *hi = er__up(dh * (p + 0x1p-50));
+    *hi = er__up(dh * (p + 0x1p-51));
 }
 
 /* tanh(s) from bounds [elo, ehi] of exp(2 s) (Lemma D6): 1 - 2 / (e + 1), increasing in e, each end with three

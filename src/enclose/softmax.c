@@ -581,7 +581,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
 static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int64_t n, const er_exps *ex,
                                 double *exact, double *rounded, char *done) {
     double sl = 0, sh = 0;
-    if (n < (INT64_C(1) << 36)) { /* every exp at most 1 (1 + 2^-44): sums exact to 2^-90 per term */
+    if (n < (INT64_C(1) << 36)) { /* every exp at most 1 (1 + 2^-49): sums exact to 2^-90 per term */
         er_fxsum fs = {0, 0};
         for (int64_t j = 0; j < n; j++) er__fxsum_add(&fs, ex->lo[j], ex->hi[j]);
         sl = er__fxsum_lo(&fs);

@@ -422,7 +422,7 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
     double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
                          S->p < pl->F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
     float s = 0;
-    for (int64_t j = 0; j < pl->C; j++) { /* e_j within an ulp of exp(d_j): RN of a bound 2^-44 from it */
+    for (int64_t j = 0; j < pl->C; j++) { /* e_j within an ulp of exp(d_j): RN of a bound 2^-49 from it */
         gex[j] = (float)ex->dlo[j]; /* d_j = fl(x_j - m) in fp32, F */
         s += (float)gex[j];
     }
