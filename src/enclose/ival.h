@@ -43,6 +43,7 @@ static inline double er__scale2(double x, int q, int dir) {
  * exp(t) = 2^q 2^(j/64) exp(r) with k = 64 q + j; exp(r) from a degree-6 Taylor polynomial by Horner's rule, within
  * 1.03 2^-53 of it. The slack 2^-51 on exp(r) covers that and the rounding of the product, so neither needs an outward
  * step (double-bounds.md). */
+static inline void er__exp_core(double t, double *lo, double *hi, int *q);
 static inline void er__exp_bounds(double t, double *lo, double *hi) {
     if (t != t) { *lo = *hi = t; return; }
     if (t < -745.0) {
@@ -51,6 +52,17 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
         return;
     }
     if (t > 709.0) { *lo = 0x1p1022; *hi = INFINITY; return; } /* exp(709) > 2^1022 */
+    int q;
+    double l, h;
+    er__exp_core(t, &l, &h, &q);
+    *lo = er__scale2(l, q, -1);
+    *hi = er__scale2(h, q, 1);
+}
+
+/* Theorem D1 before its scaling, for -745 <= t <= 709: 2^-q exp(t) lies in [*lo, *hi] (both in [0.99, 2]). Without a
+ * branch, so that a loop of it vectorises; a loop that scales by 2^q with one product must keep q >= -1000 and the
+ * result normal (t >= -690 does), where that product is er__scale2's exactly. */
+static inline void er__exp_core(double t, double *lo, double *hi, int *q) {
     /* k: |t - k L| <= L/2 (1 + 2^-30); the nearest integer by adding and removing 1.5 2^52 */
     double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
     int k = (int)kd;
@@ -62,9 +74,10 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;                                              /* within 1.03 2^-53 of exp(t - k L) */
-    int j = k & 63, q = (k - j) / 64;
-    *lo = er__scale2(er__exp_tlo[j] * (p - 0x1p-51), q, -1);
-    *hi = er__scale2(er__exp_thi[j] * (p + 0x1p-51), q, 1);
+    int j = k & 63;
+    *q = (k - j) / 64;
+    *lo = er__exp_tlo[j] * (p - 0x1p-51);
+    *hi = er__exp_thi[j] * (p + 0x1p-51);
 }
 
 /* exp(d + v*) from bounds [dl, dh] of exp(d) (dl >= 0), for a double v with |v| <= 2^-18 and |v - v*| <= 2^-60

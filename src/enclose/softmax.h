@@ -4,6 +4,7 @@
 
 #include "format/format.h"
 #include "enclose/anyorder.h"
+#include "enclose/approx.h"
 
 typedef struct er_softmax_plan {
     const er_fmt_info *F;   /* compute format */
@@ -29,6 +30,14 @@ typedef struct er_softmax_plan {
                                   here); read for the sets only, so only with sets_only */
 } er_softmax_plan;
 
+/* The values of F the kernel's exp of d_j may give, from the enclosure [zl, zh] of exp(d_j) (Lemma U1): within U
+ * ulps, or __expf's 2 + floor(1.173 |d|); a result below the least normal may be flushed (Theorem S6). */
+static inline void er__exp_ends(const er_softmax_plan *pl, double dj, double zl, double zh, double *lo, double *hi) {
+    double Uj = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(dj))) : pl->U;
+    er__approx_ends(pl->F, Uj, zl, zh, lo, hi);
+    if (!(*lo >= pl->F->min_normal)) *lo = 0;
+}
+
 /* exp(x_j - m) enclosed in double for a row (Theorem D1): [lo, hi]; t the difference rounded to nearest and e its
  * error (t + e = x_j - m exactly, by TwoSum). dlo, dhi (NULL: not kept): exp(d_j) enclosed for the kernel's
  * difference d_j = x_j - m rounded to nearest in the compute format (er__exps_fill_rounded), which the sets in
@@ -47,9 +56,9 @@ ER_INTERNAL void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m
 ER_INTERNAL void er__exps_fill_rounded(er_exps *ex, const er_fmt_info *F, const double *x, int64_t n, double m);
 /* Every array of ex at once (those of er__exps_fill and er__exps_fill_rounded for pl->F) and the sums (pl's U or
  * __expf's bound), exp(x_j - m) enclosed from
- * exp(d_j)'s bounds where x_j - m is within 2^-17 of d_j (Lemma D7 of double-bounds.md): one exp a term. The
- * enclosure of exp(x_j - m) may be up to 2^-47 wider than er__exps_fill's, so use it where only exact results read
- * it (not for the online sum's bounds). */
+ * exp(d_j)'s bounds where x_j - m is within 2^-18 of d_j (Lemma D7 of double-bounds.md): one exp a term. The
+ * enclosure of exp(x_j - m) may be up to 2^-49 wider than er__exps_fill's, so use it where only exact results read
+ * it (not for the online sum's bounds). These live in src/enclose/exps.c. */
 ER_INTERNAL void er__exps_fill_kernel(er_exps *ex, const struct er_softmax_plan *pl, const double *x, int64_t n,
                                       double m);
 
