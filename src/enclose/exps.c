@@ -34,46 +34,150 @@ void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
     }
 }
 
-void er__exps_fill_kernel(er_exps *ex, const er_softmax_plan *pl, const double *x, int64_t n, double m) {
-    const er_fmt_info *F = pl->F;
-    double sl = 0, sh = 0;
-    for (int64_t j = 0; j < n; j++) {
-        if (x[j] == -INFINITY) {
-            ex->lo[j] = ex->hi[j] = ex->dlo[j] = ex->dhi[j] = ex->e[j] = 0;
-            ex->t[j] = -INFINITY;
-            continue;
-        }
-        double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
-        double dj = er__round_sum(F, x[j], -m, ER_ROUND_NEAREST), dl, dh, lo, hi;
-        ex->t[j] = t;
-        ex->e[j] = e;
-        if (dj == -INFINITY) {
-            ex->dlo[j] = ex->dhi[j] = 0;
+/* One element of er__exps_fill_kernel (x_j a double or -inf): ex's arrays at j, and the ends of the kernel's exp
+ * of d_j in *el, *eh (0 where d_j is -inf). */
+static void er_exps_kernel_one(er_exps *ex, const er_softmax_plan *pl, const double *x, int64_t j, double m,
+                               double *el, double *eh) {
+    *el = *eh = 0;
+    if (x[j] == -INFINITY) {
+        ex->lo[j] = ex->hi[j] = ex->dlo[j] = ex->dhi[j] = ex->e[j] = 0;
+        ex->t[j] = -INFINITY;
+        return;
+    }
+    double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
+    double dj = er__round_sum(pl->F, x[j], -m, ER_ROUND_NEAREST), dl, dh, lo, hi;
+    ex->t[j] = t;
+    ex->e[j] = e;
+    if (dj == -INFINITY) {
+        ex->dlo[j] = ex->dhi[j] = 0;
+        er__exp_bounds(t, &lo, &hi);
+        er_exps_shift(e, &lo, &hi);
+    } else {
+        er__exp_bounds(dj, &dl, &dh);
+        ex->dlo[j] = dl;
+        ex->dhi[j] = dh;
+        er__exp_ends(pl, dj, dl, dh, el, eh); /* the sets' sums, added as er_softmax_sets_dbl adds them */
+        /* x_j - m = d_j + v* with v* = (t - d_j) + e; the double v below is within 2^-53 (|t - d_j| + |v|) of it
+         * (two roundings), below 2^-60 where |v| <= 2^-18 */
+        double v = (t - dj) + e;
+        if (dj == t && e == 0) {
+            lo = dl;
+            hi = dh;
+        } else if (fabs(v) <= 0x1p-18) {
+            er__exp_shift(dl, dh, v, &lo, &hi);
+        } else {
             er__exp_bounds(t, &lo, &hi);
             er_exps_shift(e, &lo, &hi);
-        } else {
-            er__exp_bounds(dj, &dl, &dh);
-            ex->dlo[j] = dl;
-            ex->dhi[j] = dh;
-            double el, eh; /* the sets' sums, added as er_softmax_sets_dbl adds them */
-            er__exp_ends(pl, dj, dl, dh, &el, &eh);
-            sl += el;
-            sh += eh;
-            /* x_j - m = d_j + v* with v* = (t - d_j) + e; the double v below is within 2^-53 (|t - d_j| + |v|) of it
-             * (two roundings), below 2^-60 where |v| <= 2^-18 */
-            double v = (t - dj) + e;
-            if (dj == t && e == 0) {
-                lo = dl;
-                hi = dh;
-            } else if (fabs(v) <= 0x1p-18) {
-                er__exp_shift(dl, dh, v, &lo, &hi);
-            } else {
-                er__exp_bounds(t, &lo, &hi);
-                er_exps_shift(e, &lo, &hi);
-            }
         }
-        ex->lo[j] = lo;
-        ex->hi[j] = hi;
+    }
+    ex->lo[j] = lo;
+    ex->hi[j] = hi;
+}
+
+/* er_exps_kernel_one's common case in passes that vectorise (no call, no branch): F = fp32, m a float, x_j a float
+ * with d_j >= -690 (exp(d_j)'s scaling one exact product, er__scale2's), the exp within an integer U <= 2^30 ulps
+ * where er__approx_ends takes its common case (Lemma U2), and |v| <= 2^-18 (Lemma D7) or v = 0. The values written
+ * are er_exps_kernel_one's; an element outside that case is marked in slow (its values are then garbage). Runs of
+ * ER_EXPS_RUN: Theorem D1's polynomial, its table read element by element (a gather the compiler does not emit),
+ * then the rest. */
+#define ER_EXPS_RUN 256
+ER_ALWAYS_INLINE int er_exps_f32_ok(double xj, double dj) { return ((double)(float)xj == xj) & (dj >= -690.0); }
+ER_ALWAYS_INLINE void er_exps_f32_poly(int64_t n, const double *restrict x, float mf, double *restrict P,
+                                       int *restrict J, double *restrict Q) {
+    for (int64_t j = 0; j < n; j++) {
+        double xj = x[j], dj = (double)((float)xj + mf); /* er__round_sum's fp32 sum */
+        int jj, q;
+        er__exp_poly(er_exps_f32_ok(xj, dj) ? dj : 0.0, &P[j], &jj, &q);
+        J[j] = jj;
+        Q[j] = er__from_bits((uint64_t)(q + 1023) << 52); /* 2^q */
+    }
+}
+ER_ALWAYS_INLINE void er_exps_f32_rest(int64_t n, const double *restrict x, double m, float mf, double U,
+                                       const double *restrict P, const double *restrict Q,
+                                       const double *restrict TL, const double *restrict TH, double *restrict tt,
+                                       double *restrict ee, double *restrict dlo, double *restrict dhi,
+                                       double *restrict lo, double *restrict hi, double *restrict elo,
+                                       double *restrict ehi, uint8_t *restrict slow) {
+    for (int64_t j = 0; j < n; j++) {
+        double xj = x[j], t = xj - m, bb = t - xj, e = (xj - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
+        double dj = (double)((float)xj + mf);
+        int ok = er_exps_f32_ok(xj, dj);
+        double dl = TL[j] * (P[j] - 0x1p-51) * Q[j], dh = TH[j] * (P[j] + 0x1p-51) * Q[j];
+        /* er__approx_ends in fp32 with an integer U: both ends in one binade of normals, the spacing sp there */
+        uint64_t ea = er__bits(dl) >> 52, eb = er__bits(dh) >> 52;
+        double ca = (float)dl, cb = (float)dh, top = er__from_bits((ea + 1) << 52), sp = er__from_bits((ea - 23) << 52);
+        double ml = ca < dl ? ca : dl, mh = cb > dh ? cb : dh, us = U * sp;
+        ok &= (dl >= 0x1p-125) & (ea == eb) & (cb < top) & (us <= 0.125 * ml);
+        double el = er__round_f32(ml - us, ER_ROUND_UP), eh = er__round_f32(mh + us, ER_ROUND_DOWN);
+        /* er__exp_shift for positive finite ends: its outward steps one unit of the bits, its lower end at least 0 */
+        double v = (t - dj) + e, pv = 1.0 + (v + 0.5 * (v * v));
+        double l = dl * (pv - 0x1p-51), h = dh * (pv + 0x1p-51);
+        l = l > 0 ? er__from_bits(er__bits(l) - 1) : 0.0;
+        h = er__from_bits(er__bits(h) + 1);
+        int same = (dj == t) & (e == 0);
+        ok &= same | (fabs(v) <= 0x1p-18);
+        tt[j] = t;
+        ee[j] = e;
+        dlo[j] = dl;
+        dhi[j] = dh;
+        lo[j] = same ? dl : l;
+        hi[j] = same ? dh : h;
+        elo[j] = el >= 0x1p-126 ? el : 0.0;
+        ehi[j] = eh;
+        slow[j] = (uint8_t)!ok;
+    }
+}
+ER_ALWAYS_INLINE void er_exps_f32_body(int64_t n, const double *restrict x, double m, double U, double *restrict tt,
+                                       double *restrict ee, double *restrict dlo, double *restrict dhi,
+                                       double *restrict lo, double *restrict hi, double *restrict elo,
+                                       double *restrict ehi, uint8_t *restrict slow) {
+    double P[ER_EXPS_RUN], Q[ER_EXPS_RUN], TL[ER_EXPS_RUN], TH[ER_EXPS_RUN];
+    int J[ER_EXPS_RUN];
+    float mf = (float)-m;
+    for (int64_t j0 = 0; j0 < n; j0 += ER_EXPS_RUN) {
+        int64_t k = n - j0 < ER_EXPS_RUN ? n - j0 : ER_EXPS_RUN;
+        er_exps_f32_poly(k, x + j0, mf, P, J, Q);
+        for (int64_t j = 0; j < k; j++) {
+            TL[j] = er__exp_tlo[J[j]];
+            TH[j] = er__exp_thi[J[j]];
+        }
+        er_exps_f32_rest(k, x + j0, m, mf, U, P, Q, TL, TH, tt + j0, ee + j0, dlo + j0, dhi + j0, lo + j0, hi + j0,
+                         elo + j0, ehi + j0, slow + j0);
+    }
+}
+#define ER_EXPS_F32_ARGS                                                                                              \
+    int64_t n, const double *restrict x, double m, double U, double *restrict tt, double *restrict ee,                \
+        double *restrict dlo, double *restrict dhi, double *restrict lo, double *restrict hi, double *restrict elo,   \
+        double *restrict ehi, uint8_t *restrict slow
+#define ER_EXPS_F32_BODY { er_exps_f32_body(n, x, m, U, tt, ee, dlo, dhi, lo, hi, elo, ehi, slow); }
+static void er_exps_f32(ER_EXPS_F32_ARGS) ER_EXPS_F32_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_exps_f32_avx2(ER_EXPS_F32_ARGS) ER_EXPS_F32_BODY
+#endif
+
+void er__exps_fill_kernel(er_exps *ex, const er_softmax_plan *pl, const double *x, int64_t n, double m,
+                          const er_exps_scratch *w) {
+    double U = pl->U;
+    int fast = w && pl->F->id == ER_FP32 && !pl->exp_fast && U >= 0 && U <= 0x1p30 && (double)(int64_t)U == U &&
+               (double)(float)m == m;
+    if (fast) {
+#if ER_HAVE_AVX2
+        if (w->simd) er_exps_f32_avx2(n, x, m, U, ex->t, ex->e, ex->dlo, ex->dhi, ex->lo, ex->hi, w->el, w->eh, w->slow);
+        else
+#endif
+            er_exps_f32(n, x, m, U, ex->t, ex->e, ex->dlo, ex->dhi, ex->lo, ex->hi, w->el, w->eh, w->slow);
+    }
+    double sl = 0, sh = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double el, eh;
+        if (fast && !w->slow[j]) {
+            el = w->el[j];
+            eh = w->eh[j];
+        } else {
+            er_exps_kernel_one(ex, pl, x, j, m, &el, &eh);
+        }
+        sl += el;
+        sh += eh;
     }
     ex->sums = 1;
     ex->esl = sl;

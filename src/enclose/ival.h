@@ -59,23 +59,30 @@ static inline void er__exp_bounds(double t, double *lo, double *hi) {
     *hi = er__scale2(h, q, 1);
 }
 
-/* Theorem D1 before its scaling, for -745 <= t <= 709: 2^-q exp(t) lies in [*lo, *hi] (both in [0.99, 2]). Without a
- * branch, so that a loop of it vectorises; a loop that scales by 2^q with one product must keep q >= -1000 and the
- * result normal (t >= -690 does), where that product is er__scale2's exactly. */
-static inline void er__exp_core(double t, double *lo, double *hi, int *q) {
+/* Theorem D1's reduction and polynomial, for -745 <= t <= 709: exp(t) = 2^q 2^(j/64) exp(r), *p within 1.03 2^-53
+ * of exp(r). Without a branch or a table, so that a loop of it vectorises. */
+static inline void er__exp_poly(double t, double *p, int *j, int *q) {
     /* k: |t - k L| <= L/2 (1 + 2^-30); the nearest integer by adding and removing 1.5 2^52 */
     double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
     int k = (int)kd;
     double r = (t - kd * er__exp_lh) - kd * er__exp_ll;          /* within 2^-59.9 of t - k L */
-    double p = 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;                                              /* within 1.03 2^-53 of exp(t - k L) */
-    int j = k & 63;
-    *q = (k - j) / 64;
+    double c = 1.0 / 720.0;
+    c = c * r + 1.0 / 120.0;
+    c = c * r + 1.0 / 24.0;
+    c = c * r + 1.0 / 6.0;
+    c = c * r + 0.5;
+    c = c * r + 1.0;
+    *p = c * r + 1.0;
+    *j = k & 63;
+    *q = (k - *j) / 64;
+}
+/* Theorem D1 before its scaling, for -745 <= t <= 709: 2^-q exp(t) lies in [*lo, *hi] (both in [0.99, 2]); a loop
+ * that scales by 2^q with one product must keep q >= -1000 and the result normal (t >= -690 does), where that
+ * product is er__scale2's exactly. */
+static inline void er__exp_core(double t, double *lo, double *hi, int *q) {
+    double p;
+    int j;
+    er__exp_poly(t, &p, &j, q);
     *lo = er__exp_tlo[j] * (p - 0x1p-51);
     *hi = er__exp_thi[j] * (p + 0x1p-51);
 }

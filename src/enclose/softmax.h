@@ -59,8 +59,14 @@ ER_INTERNAL void er__exps_fill_rounded(er_exps *ex, const er_fmt_info *F, const 
  * exp(d_j)'s bounds where x_j - m is within 2^-18 of d_j (Lemma D7 of double-bounds.md): one exp a term. The
  * enclosure of exp(x_j - m) may be up to 2^-49 wider than er__exps_fill's, so use it where only exact results read
  * it (not for the online sum's bounds). These live in src/enclose/exps.c. */
+typedef struct er_exps_scratch {
+    double *el, *eh; /* n doubles each */
+    uint8_t *slow;   /* n bytes */
+    int simd;        /* er__simd(): the AVX2 build of the vectorised loop */
+} er_exps_scratch;
+/* w: scratch for the vectorised pass over the common case (the same values; NULL: the scalar loop alone). */
 ER_INTERNAL void er__exps_fill_kernel(er_exps *ex, const struct er_softmax_plan *pl, const double *x, int64_t n,
-                                      double m);
+                                      double m, const er_exps_scratch *w);
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and
  * correctly rounded to the output format (not written under sets_only). */

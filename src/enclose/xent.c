@@ -504,7 +504,9 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
         er__exps_fill(&ex, x, C, m);
         er__exps_fill_rounded(&ex, pl->sm.F, x, C, m);
     } else {
-        er__exps_fill_kernel(&ex, &pl->sm, x, C, m); /* the kernel's d_j (the witness's and the sets'), then x_j - m */
+        /* the kernel's d_j (the witness's and the sets'), then x_j - m; ex0, rd0 and cls serve as scratch */
+        er_exps_scratch sc = { ex0, rd0, cls, pl->simd };
+        er__exps_fill_kernel(&ex, &pl->sm, x, C, m, cls ? &sc : NULL);
     }
     er_xent_sums z;
     er_xent_sums_fill(&ex, x, C, t, &z);

@@ -36,6 +36,7 @@ typedef struct er_xent_plan {
     int mp_only;               /* the exact results by MPFR alone (EXACTREF_FAST=0), not first in double */
     int compute_only;          /* products=compute: no value rounded to the logits' format (fused kernels) */
     int want_loss;             /* the loss is checked (else its set and exact value are not computed) */
+    int simd;                  /* er__simd(): the AVX2 builds of the vectorised loops */
 } er_xent_plan;
 
 /* A row's loss: its set before the reduction ([lo, hi], real bounds, the reduction's roundings counted in), the exact

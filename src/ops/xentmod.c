@@ -294,7 +294,7 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
     int64_t dC = std->depth && std->depth < C - 1 ? std->depth : C - 1;
     int64_t dN = !reduced ? 0 : std->depth && std->depth < s->W - 1 ? std->depth : (s->W > 1 ? s->W - 1 : 0);
     const char *fast = getenv("EXACTREF_FAST"); /* =0: the exact results by MPFR alone, as the tests ask */
-    int mp_only = fast && fast[0] == '0';
+    int mp_only = fast && fast[0] == '0', simd = er__simd();
     er_xent_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++) {
         er_sink *sg = er__sinks_at(sk, t, 1);
@@ -302,7 +302,7 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
                                  { er__softmax_plan_of(std, F, ER_OVERFLOW_IEEE, 0), F, er__fmt(s->x.format),
                                    sg ? sg->O : NULL, sg ? sg->ov : ER_OVERFLOW_IEEE, s->eps, C, dC, dN,
                                    s->reduction == ER_REDUCTION_MEAN && s->W > 0 ? (double)s->W : 1.0, mp_only,
-                                   std->products == 1, loss0 != NULL },
+                                   std->products == 1, loss0 != NULL, simd },
                                  reduced ? NULL : er__sinks_at(sk, t, 0),
                                  sg,
                                  0,

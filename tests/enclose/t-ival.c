@@ -10,6 +10,7 @@
 #include "enclose/ival.h"
 #include "enclose/compsum.h"
 #include "enclose/approx.h"
+#include "enclose/softmax.h"
 
 static mpfr_t E;
 
@@ -313,6 +314,72 @@ START_TEST(wide_steps_move_outward) {
 }
 END_TEST
 
+/* er__exps_fill_kernel's vectorised pass (both builds where the processor runs AVX2) writes the scalar loop's
+ * values bit for bit, and the same sums: rows of fp32 logits (narrow, wide enough that exp(d_j) leaves the normals of
+ * fp32 and of double's scaling, with -inf, with huge values, with d_j next to -k ln 2 so that exp(d_j) rounds to a
+ * power of two in fp32, with tiny values whose difference from m is not exact in double), of doubles that are not
+ * floats, U of 0, 1, 2, 3 and 2^30, __expf's bound (scalar alone), lengths around the pass's runs. Counts the
+ * elements the pass decides and those it leaves to the scalar loop: both must be reached. */
+START_TEST(exps_vector_pass_agrees) {
+    er_test_reseed(77);
+    er__exp_init();
+    enum { NMAX = 1100 };
+    static double x[NMAX], a[10][NMAX], b[10][NMAX], el[NMAX], eh[NMAX];
+    static uint8_t slow[NMAX];
+    static const double Us[5] = { 0, 1, 2, 3, 0x1p30 };
+    long trials = (long)(3000 * er_test_multiplier()), vec = 0, scal = 0;
+    int builds = 1 + er__simd();
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t n = tr % 7 == 0 ? (int64_t)er_rand_int(1, 3) : (int64_t)er_rand_int(200, NMAX);
+        int fam = (int)(tr % 8);
+        double spread = fam == 0 ? 4.0 : fam == 1 ? 40.0 : fam == 2 ? 200.0 : fam == 3 ? 2000.0 : 8.0;
+        for (int64_t j = 0; j < n; j++) {
+            double v = spread * (er_rand_unit() - 0.5);
+            if (fam == 4 && j % 5 == 0) v = (er_rand64() & 1 ? 1 : -1) * ldexp(1.0 + er_rand_unit(), 100);
+            if (fam == 6 && j % 3 == 0) /* d_j next to -k ln 2: exp(d_j) within an ulp of fp32 of a power of two */
+                v = 4.0 + (double)nextafterf((float)(-(double)er_rand_int(1, 40) * 0.6931471805599453),
+                                             er_rand64() & 1 ? INFINITY : -INFINITY);
+            if (fam == 7 && j % 4 == 0) v = ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(40, 140)); /* x - m inexact */
+            x[j] = (double)(float)v;
+            if (fam == 5 && j % 7 == 0) x[j] = v;              /* a double that is (almost surely) not a float */
+            if (j % 97 == 13) x[j] = -INFINITY;
+        }
+        if (fam == 6) x[0] = 4.0;
+        double m = -INFINITY;
+        for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+        if (m == -INFINITY) continue;
+        er_softmax_plan pl = { 0 };
+        pl.F = pl.O = er__fmt(ER_FP32);
+        pl.U = Us[tr % 5];
+        pl.exp_fast = tr % 11 == 3;
+        er_exps R[2];
+        for (int k = 0; k < 2; k++) {
+            double *d = k ? &b[0][0] : &a[0][0];
+            R[k] = (er_exps){ d, d + NMAX, d + 2 * NMAX, d + 3 * NMAX, d + 4 * NMAX, d + 5 * NMAX, 0, 0, 0 };
+        }
+        er__exps_fill_kernel(&R[0], &pl, x, n, m, NULL);
+        for (int simd = 0; simd < builds; simd++) {
+            er_exps_scratch w = { el, eh, slow, simd };
+            er__exps_fill_kernel(&R[1], &pl, x, n, m, &w);
+            for (int64_t j = 0; j < n; j++) {
+                const double *A[6] = { R[0].lo, R[0].hi, R[0].t, R[0].e, R[0].dlo, R[0].dhi };
+                const double *B[6] = { R[1].lo, R[1].hi, R[1].t, R[1].e, R[1].dlo, R[1].dhi };
+                for (int f = 0; f < 6; f++)
+                    ER_REQUIRE(er__bits(A[f][j]) == er__bits(B[f][j]), "row %ld (U %g%s, simd %d): array %d at %lld: "
+                               "%a, the scalar loop's %a (x %a, m %a)", tr, pl.U, pl.exp_fast ? " fast" : "", simd, f,
+                               (long long)j, B[f][j], A[f][j], x[j], m);
+                if (simd == 0 && !pl.exp_fast) *(slow[j] ? &scal : &vec) += 1;
+            }
+            ER_REQUIRE(er__bits(R[0].esl) == er__bits(R[1].esl) && er__bits(R[0].esh) == er__bits(R[1].esh),
+                       "row %ld: sums %a %a, the scalar loop's %a %a", tr, R[1].esl, R[1].esh, R[0].esl, R[0].esh);
+        }
+    }
+    ER_REQUIRE(vec > 100000 && scal > 1000, "the pass decided %ld elements and left %ld", vec, scal);
+    printf("exps pass: %ld elements by the vectorised pass, %ld left to the scalar loop, %d builds agree\n", vec,
+           scal, builds);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -324,6 +391,7 @@ int main(void) {
     tcase_add_test(tc, wide_steps_move_outward);
     tcase_add_test(tc, exp_shift_bounds_hold);
     tcase_add_test(tc, approx_ends_exact_form_agrees);
+    tcase_add_test(tc, exps_vector_pass_agrees);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
