@@ -414,6 +414,48 @@ int er__xent_fast_ok(const er_xent_plan *pl) {
  * Theorem X1 built on p_w alone lies inside the element's set. y: the kernel's outputs; cls: EXACT where y is the
  * correct rounding, COVERED where y lies in that interval, ER_PENDING else (and where the double enclosure cannot
  * decide the rounding). Returns the elements left pending. */
+/* er_xent_grad_fast's loop for a non-target class whose output format G is fp32, in one pass that vectorises (no call,
+ * no branch): the class, and grd, as the scalar step writes them, or ER_XENT_REDO where the enclosure does not decide
+ * the rounding (the scalar step then asks er_xent_exact_grad). */
+#define ER_XENT_REDO 0xFD
+typedef struct er_xent_fastk {
+    float s, inv;                  /* the witness's sum and its reciprocal */
+    int div2;                      /* div=reciprocal */
+    double rSl, rSh, rWl, rWh;     /* bounds of 1/S and 1/W */
+    double ecl, ech, eps, g;       /* eps / C's bounds, eps, gamma */
+} er_xent_fastk;
+ER_ALWAYS_INLINE void er_xent_fast_body(int64_t n, const er_xent_fastk *kp, const double *restrict gex,
+                                        const double *restrict lo, const double *restrict hi,
+                                        const double *restrict y, double *restrict grd, uint8_t *restrict cls) {
+    const er_xent_fastk k = *kp;
+    for (int64_t j = 0; j < n; j++) {
+        float p = k.div2 ? (float)gex[j] * k.inv : (float)gex[j] / k.s;
+        double al = er__dn_wide(er__dn_wide(lo[j] * k.rSl) - k.ech), ah = er__up_wide(er__up_wide(hi[j] * k.rSh) - k.ecl);
+        double el = er__dn_wide(al * (al < 0 ? k.rWh : k.rWl)), eh = er__up_wide(ah * (ah < 0 ? k.rWl : k.rWh));
+        double r1 = (double)(float)el, r2 = (double)(float)eh; /* er__round_double in fp32, to nearest */
+        double mw = er__dn_wide(er__dn_wide(er__dn_wide(er__dn_wide((double)p * (1.0 + 2.0 * k.eps)) + 0.0) + k.ecl) *
+                                k.rWl);
+        double B = er__dn_wide(k.g * mw);
+        double vl = er__up_wide((double)p - k.ech), vh = er__dn_wide((double)p - k.ecl);
+        double il = er__up_wide(er__up_wide(vl * (vl < 0 ? k.rWl : k.rWh)) - B),
+               ih = er__dn_wide(er__dn_wide(vh * (vh < 0 ? k.rWh : k.rWl)) + B);
+        double yj = y[j];
+        grd[j] = r1;
+        cls[j] = r1 != r2     ? ER_XENT_REDO
+                 : yj == r1   ? ER_CLASS_EXACT
+                 : (yj >= il) & (yj <= ih) ? ER_CLASS_COVERED
+                                           : ER_PENDING;
+    }
+}
+#define ER_XENT_FAST_ARGS                                                                                             \
+    int64_t n, const er_xent_fastk *kp, const double *restrict gex, const double *restrict lo,                        \
+        const double *restrict hi, const double *restrict y, double *restrict grd, uint8_t *restrict cls
+#define ER_XENT_FAST_BODY { er_xent_fast_body(n, kp, gex, lo, hi, y, grd, cls); }
+static void er_xent_fast_pass(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_xent_fast_pass_avx2(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
+#endif
+
 static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exps *ex,
                                  const er_xent_sums *z, const double *y, uint8_t *cls, double *gex, double *grd) {
     const er_fmt_info *S = pl->S;
@@ -433,11 +475,24 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
     int wexact = (er__bits(W) & ((UINT64_C(1) << 52) - 1)) == 0;
     double rWl = wexact ? iw : er__dn(iw), rWh = wexact ? iw : er__up(iw);
     int64_t pending = 0;
+    int pass = pl->G->id == ER_FP32; /* the classes but the target's, then the scalar step where it redoes them */
+    if (pass) {
+        er_xent_fastk k = { s, inv, pl->sm.div == 2, rSl, rSh, rWl, rWh, ecl, ech, eps, g };
+#if ER_HAVE_AVX2
+        if (pl->simd) er_xent_fast_pass_avx2(pl->C, &k, gex, ex->lo, ex->hi, y, grd, cls);
+        else
+#endif
+            er_xent_fast_pass(pl->C, &k, gex, ex->lo, ex->hi, y, grd, cls);
+    }
     for (int64_t j = 0; j < pl->C; j++) {
+        if (pass && j != t && cls[j] != ER_XENT_REDO) {
+            pending += cls[j] == ER_PENDING;
+            continue;
+        }
         float p = pl->sm.div == 2 ? (float)gex[j] * inv : (float)gex[j] / s;
         int tj = j == t, decided = 0;
         double rdj = 0;
-        if (!tj) { /* (e_j / S - eps / C) / W enclosed (the target's form in er_xent_exact_grad), each bound moved
+        if (!tj && !pass) { /* (e_j / S - eps / C) / W enclosed (the target's form in er_xent_exact_grad), each bound moved
                     * outward without a branch (er__dn_wide): an enclosure too wide to decide goes to the exact one */
             double al = er__dn_wide(er__dn_wide(ex->lo[j] * rSl) - ech),
                    ah = er__up_wide(er__up_wide(ex->hi[j] * rSh) - ecl);

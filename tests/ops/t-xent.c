@@ -369,6 +369,23 @@ START_TEST(cross_entropy_exact_tie) {
     ck_assert_int_eq(er_report_failed(&reps[1]), 0);
     er_report_clear(&reps[0]);
     er_report_clear(&reps[1]);
+    /* fp32 outputs (the fast decision's vectorised pass): 1/4 - 2^-25/4 is the midpoint of 1/4 - 2^-26 and 1/4, which
+     * no double enclosure decides; the pass leaves it to the exact one */
+    xe_case c32 = c;
+    c32.eps = 0x1p-25;
+    c32.fx = ER_FP32;
+    xe_oracle(&c32, &loss, dx);
+    ck_assert(dx[1] == 0.25 && dx[2] == 0.25);
+    xe_check(&c32, &loss, dx, NULL, reps);
+    ck_assert_int_eq(er_report_count(&reps[1], ER_CLASS_EXACT), 8);
+    er_report_clear(&reps[0]);
+    er_report_clear(&reps[1]);
+    dx[2] = 0.25 - 0x1p-26;
+    xe_check(&c32, &loss, dx, NULL, reps);
+    ck_assert_int_eq(er_report_count(&reps[1], ER_CLASS_EXACT), 7);
+    ck_assert_int_eq(er_report_failed(&reps[1]), 0);
+    er_report_clear(&reps[0]);
+    er_report_clear(&reps[1]);
 }
 END_TEST
 
