@@ -492,8 +492,8 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
         float p = pl->sm.div == 2 ? (float)gex[j] * inv : (float)gex[j] / s;
         int tj = j == t, decided = 0;
         double rdj = 0;
-        /* (e_j / S - eps / C) / W enclosed (the target's form in er_xent_exact_grad), each bound moved outward without a
-         * branch (er__dn_wide): an enclosure too wide to decide goes to the exact one */
+        /* (e_j / S - eps / C) / W enclosed (the target's form in er_xent_exact_grad), each bound moved outward without
+         * a branch (er__dn_wide): an enclosure too wide to decide goes to the exact one */
         if (!tj && !pass) {
             double al = er__dn_wide(er__dn_wide(ex->lo[j] * rSl) - ech),
                    ah = er__up_wide(er__up_wide(ex->hi[j] * rSh) - ecl);
