@@ -430,7 +430,8 @@ ER_ALWAYS_INLINE void er_xent_fast_body(int64_t n, const er_xent_fastk *kp, cons
     const er_xent_fastk k = *kp;
     for (int64_t j = 0; j < n; j++) {
         float p = k.div2 ? (float)gex[j] * k.inv : (float)gex[j] / k.s;
-        double al = er__dn_wide(er__dn_wide(lo[j] * k.rSl) - k.ech), ah = er__up_wide(er__up_wide(hi[j] * k.rSh) - k.ecl);
+        double al = er__dn_wide(er__dn_wide(lo[j] * k.rSl) - k.ech);
+        double ah = er__up_wide(er__up_wide(hi[j] * k.rSh) - k.ecl);
         double el = er__dn_wide(al * (al < 0 ? k.rWh : k.rWl)), eh = er__up_wide(ah * (ah < 0 ? k.rWl : k.rWh));
         double r1 = (double)(float)el, r2 = (double)(float)eh; /* er__round_double in fp32, to nearest */
         double mw = er__dn_wide(er__dn_wide(er__dn_wide(er__dn_wide((double)p * (1.0 + 2.0 * k.eps)) + 0.0) + k.ecl) *
