@@ -162,7 +162,8 @@ void er__exps_fill_kernel(er_exps *ex, const er_softmax_plan *pl, const double *
                (double)(float)m == m;
     if (fast) {
 #if ER_HAVE_AVX2
-        if (w->simd) er_exps_f32_avx2(n, x, m, U, ex->t, ex->e, ex->dlo, ex->dhi, ex->lo, ex->hi, w->el, w->eh, w->slow);
+        if (w->simd)
+            er_exps_f32_avx2(n, x, m, U, ex->t, ex->e, ex->dlo, ex->dhi, ex->lo, ex->hi, w->el, w->eh, w->slow);
         else
 #endif
             er_exps_f32(n, x, m, U, ex->t, ex->e, ex->dlo, ex->dhi, ex->lo, ex->hi, w->el, w->eh, w->slow);
