@@ -339,9 +339,10 @@ static void er_xent_grad_mp(const er_xent_plan *pl, const double *x, int64_t t, 
 }
 
 /* Gradient element j's exact value enclosed in double: (e_j / S - eps / C) / W, at the target (eps (C - 1) / C - R / S)
- * / W; its midpoint into *ex and its lower end's rounding into G into *rd; whether both ends round alike. */
-static int er_xent_exact_grad(const er_xent_plan *pl, const er_exps *ex, const er_xent_sums *z, int64_t j, int64_t t,
-                              double *exv, double *rd) {
+ * / W; its midpoint into *ex and its lower end's rounding into G into *rd (the upper end's into *rd2 unless NULL);
+ * whether both ends round alike. */
+static int er_xent_exact_grad2(const er_xent_plan *pl, const er_exps *ex, const er_xent_sums *z, int64_t j, int64_t t,
+                               double *exv, double *rd, double *rd2) {
     double eps = pl->eps, C = (double)pl->C, W = pl->W, el, eh;
     if (j == t) {
         double e1l = er__dn(er__dn(eps * (C - 1.0)) / C), e1h = er__up(er__up(eps * (C - 1.0)) / C);
@@ -355,7 +356,92 @@ static int er_xent_exact_grad(const er_xent_plan *pl, const er_exps *ex, const e
            r2 = er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
     *exv = el + (eh - el) / 2;
     *rd = r1;
+    if (rd2) *rd2 = r2;
     return r1 == r2;
+}
+static int er_xent_exact_grad(const er_xent_plan *pl, const er_exps *ex, const er_xent_sums *z, int64_t j, int64_t t,
+                              double *exv, double *rd) {
+    return er_xent_exact_grad2(pl, ex, z, j, t, exv, rd, NULL);
+}
+
+/* Lemma X4's fixed-point bounds of a term h + l (Lemma D8's exp, |l| <= 2^-52 h, 2^-996 <= h <= 1) in units of 2^-96:
+ * *L <= (h + l - h 2^-64) 2^96 and *U >= (h + l + h 2^-64) 2^96, the slack covering Lemma D8's 2^-65. */
+static void er_xent_fx_term(double h, double l, __int128 *L, __int128 *U) {
+    double A = h * 0x1p96, fA = floor(A), fr = A - fA, B = l * 0x1p96, c = h * 0x1p32; /* each exact */
+    __int128 I = (__int128)fA;
+    *L = I + (__int128)floor(er__dn(er__dn(fr + B) - c));
+    *U = I + (__int128)ceil(er__up(er__up(fr + B) + c));
+}
+/* I 2^-96 as h + l, below it (up = 0) or above it (up = 1), |l| <= 2^-51.9 h; I in [0, 2^123). */
+static void er_xent_fx_dd(__int128 I, int up, double *h, double *l) {
+    double a = (double)I; /* to nearest; an integer, converted back exactly */
+    double b = (double)(I - (__int128)a);
+    b = up ? er__up(b) : er__dn(b);
+    *h = a * 0x1p-96;
+    *l = b * 0x1p-96;
+}
+/* The sign of a - k s (Lemma X4) for a = ah + al, k = kh + kl, s = sh + sl with ah >= 0, kh, sh > 0, |al| <= 2^-51 ah,
+ * |kl| <= 2^-53 kh, |sl| <= 2^-51 sh: 1 or -1 where the computed difference exceeds its error bound, else 0. */
+static int er_dd_sign(double ah, double al, double kh, double kl, double sh, double sl) {
+    double p1 = kh * sh, p2 = fma(kh, sh, -p1); /* kh sh = p1 + p2 */
+    double c = kh * sl + kl * sh;
+    double d1 = ah - p1, d2 = (al - p2) - c, d = d1 + d2;
+    double err = 0x1p-52 * fabs(d1) + 0x1p-98 * (ah + p1);
+    return er__dn(d) > err ? 1 : er__up(d) < -err ? -1 : 0;
+}
+
+/* The gradients the double enclosures left open in a row without label smoothing, fp32 dlogits and every x_k - m a
+ * double (Lemma X4): exp(x_k - m) to 2^-65 (Lemma D8), S and R summed exactly in fixed point, and for each open
+ * element the side of the midpoint between its two candidates. Marks those it decides done (their rounding in grd);
+ * returns the elements left open. */
+static int64_t er_xent_grad_dd(const er_xent_plan *pl, const er_exps *ex, const er_xent_sums *z, int64_t t,
+                               char *done, double *grd, int64_t todo) {
+    int64_t C = pl->C;
+    if (pl->eps != 0 || pl->G->id != ER_FP32 || C > (INT64_C(1) << 26)) return todo;
+    for (int64_t k = 0; k < C; k++)
+        if (ex->e[k] != 0 || ex->t[k] > 0) return todo;
+    er__exp_init();
+    __int128 SL = 0, SU = 0, tL = 0, tU = 0;
+    for (int64_t k = 0; k < C; k++) {
+        __int128 L = 0, U = 1; /* exp(t) < 2^-995 below -690 (and at -inf) */
+        if (ex->t[k] >= -690.0) {
+            double h, l;
+            er__exp_dd(ex->t[k], &h, &l);
+            er_xent_fx_term(h, l, &L, &U);
+        }
+        SL += L;
+        SU += U;
+        if (k == t) tL = L, tU = U;
+    }
+    double s[4][2]; /* S below and above, R below and above */
+    er_xent_fx_dd(SL, 0, &s[0][0], &s[0][1]);
+    er_xent_fx_dd(SU, 1, &s[1][0], &s[1][1]);
+    er_xent_fx_dd(SL - tL, 0, &s[2][0], &s[2][1]);
+    er_xent_fx_dd(SU - tU, 1, &s[3][0], &s[3][1]);
+    for (int64_t j = 0; j < C; j++) {
+        if (done[j]) continue;
+        double exv, r1, r2;
+        er_xent_exact_grad2(pl, ex, z, j, t, &exv, &r1, &r2);
+        float f1 = (float)r1, f2 = (float)r2;
+        if (!(r1 < r2) || nextafterf(f1, INFINITY) != f2 || !(ex->t[j] >= -690.0)) continue;
+        double mu = 0.5 * (r1 + r2), kh = fabs(mu) * pl->W, kl = fma(fabs(mu), pl->W, -kh); /* |mu| W = kh + kl */
+        int lo, hi;
+        if (j != t) { /* g = e_j / (S W) > mu iff e_j - |mu| W S > 0 */
+            double h, l;
+            er__exp_dd(ex->t[j], &h, &l);
+            lo = er_dd_sign(h, er__dn(l - h * 0x1p-64), kh, kl, s[1][0], s[1][1]);
+            hi = er_dd_sign(h, er__up(l + h * 0x1p-64), kh, kl, s[0][0], s[0][1]);
+        } else { /* g = -R / (S W) > mu iff R - |mu| W S < 0 */
+            lo = -er_dd_sign(s[3][0], s[3][1], kh, kl, s[0][0], s[0][1]);
+            hi = -er_dd_sign(s[2][0], s[2][1], kh, kl, s[1][0], s[1][1]);
+        }
+        if (lo > 0 || hi < 0) {
+            grd[j] = lo > 0 ? r2 : r1;
+            done[j] = 1;
+            todo--;
+        }
+    }
+    return todo;
 }
 
 /* Gradient sets and exact values of a finite row (Theorem X1). */
@@ -399,6 +485,7 @@ static void er_xent_grad(const er_xent_plan *pl, const double *x, int64_t t, dou
         done[j] = er_xent_exact_grad(pl, ex, z, j, t, &gex[j], &grd[j]) && !pl->mp_only;
         todo += !done[j];
     }
+    if (todo && !pl->mp_only) todo = er_xent_grad_dd(pl, ex, z, t, done, grd, todo);
     if (todo) er_xent_grad_mp(pl, x, t, m, done, gex, grd, gcv, cls);
 }
 

@@ -380,6 +380,53 @@ START_TEST(exps_vector_pass_agrees) {
 }
 END_TEST
 
+/* Lemma D8: er__exp_dd's h + l lies within 2^-65 exp(t) of exp(t) (MPFR at 300 bits) and |l| <= 2^-52 |h|, for
+ * random t in [-690, 1], softmax's usual [-30, 0], float arguments, tiny ones, the doubles next to the reduction's
+ * boundaries (k + 1/2) L, every integer and its neighbours in the range. Prints the largest error seen. */
+START_TEST(exp_dd_within_2_65) {
+    er_test_reseed(78);
+    er__exp_init();
+    mpfr_t e, v;
+    mpfr_inits2(300, e, v, (mpfr_ptr)0);
+    long trials = (long)(300000 * er_test_multiplier());
+    double worst = 0;
+    for (long i = 0; i < trials + 2 * 692; i++) {
+        double t;
+        if (i >= trials) {
+            int k = -690 + (int)((i - trials) / 2);
+            t = (i - trials) % 2 ? (double)k : nextafter((double)k, 0.0);
+        } else {
+            switch (i % 5) {
+            case 0: t = -690.0 + 691.0 * er_rand_unit(); break;
+            case 1: t = -30.0 * er_rand_unit(); break;
+            case 2: t = ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(0, 1074)); break;
+            case 3: {
+                double k = (double)er_rand_int(-63700, 90) + 0.5;
+                t = nextafter(k * 0.693147180559945309417232 / 64, er_rand64() & 1 ? INFINITY : -INFINITY);
+                break;
+            }
+            default: t = (double)(float)(-90.0 * er_rand_unit()); break;
+            }
+        }
+        if (!(t >= -690.0 && t <= 1.0)) continue;
+        double h, l;
+        er__exp_dd(t, &h, &l);
+        mpfr_set_d(v, t, MPFR_RNDN);
+        mpfr_exp(e, v, MPFR_RNDN);
+        mpfr_set_d(v, h, MPFR_RNDN);
+        mpfr_add_d(v, v, l, MPFR_RNDN); /* exact at 300 bits */
+        mpfr_sub(v, v, e, MPFR_RNDN);
+        mpfr_div(v, v, e, MPFR_RNDN);
+        double rel = fabs(mpfr_get_d(v, MPFR_RNDN));
+        worst = rel > worst ? rel : worst;
+        ER_REQUIRE(rel <= 0x1p-65, "exp_dd(%a) = %a + %a: relative error %a above 2^-65", t, h, l, rel);
+        ER_REQUIRE(fabs(l) <= 0x1p-52 * fabs(h), "exp_dd(%a) = %a + %a: low part too large", t, h, l);
+    }
+    mpfr_clears(e, v, (mpfr_ptr)0);
+    printf("exp dd: %ld arguments within 2^-65, the largest error 2^%.2f\n", trials, log2(worst));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -392,6 +439,7 @@ int main(void) {
     tcase_add_test(tc, exp_shift_bounds_hold);
     tcase_add_test(tc, approx_ends_exact_form_agrees);
     tcase_add_test(tc, exps_vector_pass_agrees);
+    tcase_add_test(tc, exp_dd_within_2_65);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

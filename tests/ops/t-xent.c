@@ -352,6 +352,103 @@ END_TEST
 
 /* An exact tie: flat rows of 4 bf16 logits with eps = 2^-9 and reduction sum: dlogits' other elements are exactly
  * (1 - 2^-9) / 4, the midpoint of two bf16 values, which the double enclosure cannot decide and MPFR rounds to even. */
+/* Gradients within 2^-49 of a midpoint of fp32, where no double enclosure decides the rounding and the row goes to
+ * Lemma X4's fixed-point sums of Lemma D8's exps: a row of C logits, one element (the target or not) brought to a
+ * midpoint by two knob logits near -12 and -25 (each moved to the float whose exp leaves the sum nearest to what the
+ * midpoint needs, the second's step about 2^-55 of the sum). The kernel outputs the correct roundings, and at the
+ * element either its correct rounding or the neighbour across the midpoint; the classes equal those of the MPFR path
+ * (EXACTREF_FAST=0), the first is exact and the second covered. Counts the rows whose distance lies where Lemma X4
+ * decides (2^-61 to 2^-49): most must. */
+static void xe_near_sum(const double *x, int64_t C, mpfr_t S) {
+    mpfr_t a;
+    mpfr_init2(a, 300);
+    mpfr_set_zero(S, 1);
+    for (int64_t k = 0; k < C; k++) {
+        mpfr_set_d(a, x[k], MPFR_RNDN);
+        mpfr_exp(a, a, MPFR_RNDN);
+        mpfr_add(S, S, a, MPFR_RNDN);
+    }
+    mpfr_clear(a);
+}
+START_TEST(cross_entropy_near_midpoints) {
+    er_test_reseed(1306);
+    long trials = (long)(24 * er_test_multiplier()), inrange = 0;
+    mpfr_t S, e, g, mu, d;
+    mpfr_inits2(300, S, e, g, mu, d, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t C = tr % 3 == 0 ? 64 : 300, j = 5, t = tr % 2 ? 5 : 0;
+        double *x = malloc(sizeof(double) * (size_t)C);
+        for (int64_t k = 0; k < C; k++) x[k] = (double)(float)(-8.0 * er_rand_unit() - (j == t ? 4.0 : 0.0));
+        x[j == t ? j : 0] = 0; /* the maximum; at the target, a probability near 1/2, so that p - 1 keeps its bits */
+        x[1] = (double)(float)(-12.0 + er_rand_unit());
+        x[2] = (double)(float)(-25.0 + er_rand_unit());
+        double m1 = 0, m2 = 0;
+        for (int knob = 1; knob <= 3; knob++) {
+            xe_near_sum(x, C, S);
+            mpfr_set_d(e, x[j], MPFR_RNDN);
+            mpfr_exp(e, e, MPFR_RNDN);
+            mpfr_div(g, e, S, MPFR_RNDN);
+            if (j == t) mpfr_sub_ui(g, g, 1, MPFR_RNDN);
+            float f = mpfr_get_flt(g, MPFR_RNDN), fa = nextafterf(f, -INFINITY), fb = nextafterf(f, INFINITY);
+            m1 = 0.5 * ((double)fa + f), m2 = 0.5 * ((double)f + fb); /* the midpoints either side */
+            mpfr_sub_d(d, g, m1, MPFR_RNDN);
+            mpfr_abs(d, d, MPFR_RNDN);
+            mpfr_sub_d(mu, g, m2, MPFR_RNDN);
+            mpfr_abs(mu, mu, MPFR_RNDN);
+            double mid = mpfr_cmp(d, mu) < 0 ? m1 : m2;
+            if (knob == 3) {
+                mpfr_sub_d(d, g, mid, MPFR_RNDN);
+                mpfr_div_d(d, d, mid, MPFR_RNDN);
+                double rel = fabs(mpfr_get_d(d, MPFR_RNDN));
+                ck_assert_msg(rel < 0x1p-49 && rel > 0, "trial %ld: the element lies 2^%.1f from a midpoint", tr,
+                              log2(rel));
+                inrange += rel > 0x1p-61;
+                m1 = mid;
+                break;
+            }
+            /* the sum the midpoint needs: e_j / mid, or e_t / (mid + 1) at the target; the knob takes the difference */
+            mpfr_set_d(mu, mid, MPFR_RNDN);
+            if (j == t) mpfr_add_ui(mu, mu, 1, MPFR_RNDN);
+            mpfr_div(d, e, mu, MPFR_RNDN);
+            mpfr_sub(d, d, S, MPFR_RNDN);
+            mpfr_set_d(e, x[knob], MPFR_RNDN);
+            mpfr_exp(e, e, MPFR_RNDN);
+            mpfr_add(e, e, d, MPFR_RNDN);
+            mpfr_log(e, e, MPFR_RNDN);
+            x[knob] = (double)mpfr_get_flt(e, MPFR_RNDN);
+        }
+        xe_case c = { 1, C, 1, -100, ER_REDUCTION_SUM, 0.0, ER_FP32, x, (int64_t[]){ t } };
+        double loss, *dx = malloc(sizeof(double) * (size_t)C);
+        xe_oracle(&c, &loss, dx);
+        double other = dx[j] < m1 ? (double)nextafterf((float)dx[j], INFINITY)
+                                  : (double)nextafterf((float)dx[j], -INFINITY);
+        for (int wrong = 0; wrong < 2; wrong++) {
+            double keep = dx[j];
+            if (wrong) dx[j] = other;
+            er_report a[2], b[2];
+            xe_check(&c, &loss, dx, NULL, a);
+            setenv("EXACTREF_FAST", "0", 1);
+            xe_check(&c, &loss, dx, NULL, b);
+            unsetenv("EXACTREF_FAST");
+            ck_assert_msg(memcmp(a[1].classes, b[1].classes, (size_t)C) == 0, "trial %ld (%s): classes differ", tr,
+                          wrong ? "the other neighbour" : "correct");
+            ck_assert_int_eq(a[1].classes[j], wrong ? ER_CLASS_COVERED : ER_CLASS_EXACT);
+            for (int o = 0; o < 2; o++) {
+                er_report_clear(&a[o]);
+                er_report_clear(&b[o]);
+            }
+            dx[j] = keep;
+        }
+        free(dx);
+        free(x);
+    }
+    mpfr_clears(S, e, g, mu, d, (mpfr_ptr)0);
+    printf("cross_entropy: %ld rows with an element within 2^-49 of a midpoint, %ld of them beyond 2^-61\n", trials,
+           inrange);
+    ck_assert_int_ge(inrange, trials * 3 / 4);
+}
+END_TEST
+
 START_TEST(cross_entropy_exact_tie) {
     xe_case c = { 2, 4, 2, -100, ER_REDUCTION_SUM, 0x1p-9, ER_BF16, (double[]){ 1, 1, 1, 1, -3, -3, -3, -3 },
                   (int64_t[]){ 0, 3 } };
@@ -569,6 +666,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, cross_entropy_correct_kernels_covered);
     tcase_add_test(tc, cross_entropy_exact_results_exact);
+    tcase_add_test(tc, cross_entropy_near_midpoints);
     tcase_add_test(tc, cross_entropy_exact_tie);
     tcase_add_test(tc, cross_entropy_bugs_caught);
     tcase_add_test(tc, cross_entropy_fast_same_classes);
