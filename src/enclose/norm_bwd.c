@@ -659,9 +659,14 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
         else
 #endif
             er_nbwd_f32(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, cls);
-        if (cls) { /* the pending ones */
+        if (cls) { /* the pending ones, counted in runs of at most 2^20 so that the count vectorises */
             left = 0;
-            for (int64_t i = 0; i < n; i++) left += cls[i] == ER_NBWD_PENDING;
+            for (int64_t i0 = 0; i0 < n; i0 += INT64_C(1) << 20) {
+                int32_t c = 0;
+                int64_t i1 = n - i0 < (INT64_C(1) << 20) ? n : i0 + (INT64_C(1) << 20);
+                for (int64_t i = i0; i < i1; i++) c += cls[i] == ER_NBWD_PENDING;
+                left += c;
+            }
         }
     }
     for (int64_t i = 0; i < n && st == ER_OK && left > 0; i++) {
