@@ -6,6 +6,7 @@
  * by the norms (Cauchy-Schwarz) or, where that does not decide, by a dot product of the floats. covers() decides
  * from these only what holds for every S and P in the brackets; every other element is recomputed exactly from the
  * floats. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include "format/format.h"
@@ -63,17 +64,30 @@ static void *er_fjob_load(void *arg) {
             if (j->lut && fi->bits == 16) { uint16_t v; memcpy(&v, (const char *)t->data + 2 * off, 2); x = j->lut[v]; }
             else if (j->lut && fi->bits == 8) x = j->lut[((const uint8_t *)t->data)[off]];
             else x = er__load(t, off);
-            if (!isfinite(x)) { j->ok = 0; break; }
             drow[c] = x;
-            er__dense_stats_add(&j->st, x, fi->p);
+        }
+        /* the statistics depend on the exponents alone, which grow with |x|: those of the least and the largest
+         * nonzero magnitudes of the row give them all */
+        double lo = INFINITY, hi = 0;
+        int fin = 1;
+        for (int64_t c = 0; c < j->C; c++) {
+            double a = fabs(drow[c]);
+            fin &= a <= DBL_MAX;
+            hi = a > hi ? a : hi;
+            lo = a > 0 && a < lo ? a : lo;
+        }
+        if (!fin) { j->ok = 0; break; }
+        if (hi > 0) {
+            er__dense_stats_add(&j->st, lo, fi->p);
+            er__dense_stats_add(&j->st, hi, fi->p);
         }
     }
-    for (uint32_t v = 0; seen && v < 65536; v++) {
-        if (!(seen[v >> 6] >> (v & 63) & 1)) continue;
-        double x = j->lut[v];
-        if (!isfinite(x)) { j->ok = 0; break; }
-        er__dense_stats_add(&j->st, x, fi->p);
-    }
+    for (uint32_t wd = 0; seen && wd < 1024 && j->ok; wd++) /* the patterns seen, a word of 64 at a time */
+        for (uint64_t bits = seen[wd]; bits; bits &= bits - 1) {
+            double x = j->lut[(wd << 6) | (uint32_t)__builtin_ctzll(bits)];
+            if (!isfinite(x)) { j->ok = 0; break; }
+            er__dense_stats_add(&j->st, x, fi->p);
+        }
     free(seen);
     return NULL;
 }
