@@ -508,7 +508,52 @@ typedef struct er_fast_job {
     int64_t counts[2];
     double wrel;            /* the widest set decided here: its er_set_rel and element (-1: none) */
     int64_t widx;
+    int simd;               /* er__simd(): the AVX2 build of the first pass */
 } er_fast_job;
+
+/* The common case of er_fast_decide_run's step for a run of elements along a row of C (fp32 compute and output,
+ * neither P nor sets nor scaled operands), in one pass that vectorises: stage 1's bracket, the class
+ * er_fast_decide gives, and the first (cheaper) test of er_fast_may_be_widest against best, the widest so far. An
+ * element whose bracket may overflow, whose set may be the widest, or which its bracket leaves pending is marked
+ * ER_FAST_REDO for the step itself; one whose output is not finite is pending, as the step leaves it. Every class
+ * written is the step's. */
+#define ER_FAST_REDO 0xFD
+typedef float er_fast_f32u __attribute__((aligned(1))); /* a view's data need not be aligned */
+ER_ALWAYS_INLINE void er_fast_pre_body(int64_t n, const er_fast_consts *fcp, const er_fast_f32u *restrict yv,
+                                       const double *restrict fs, double an, const double *restrict bn, double best,
+                                       uint8_t *restrict cls) {
+    const er_fast_consts fc = *fcp;
+    for (int64_t j = 0; j < n; j++) {
+        double y = yv[j], Plo, Phi;
+        er_fast_bracket b;
+        er_fast_stage1(&fc, fs[j], an, bn[j], &Plo, &Phi);
+        int bad = er_fast_bracket_of(&fc, fs[j], Plo, Phi, &b) ^ 1;
+        double r1 = (float)b.slo, r2 = (float)b.shi;
+        double L1 = b.ulo < r1 ? b.ulo : r1, H2 = b.uhi > r2 ? b.uhi : r2, al = fabs(L1), ah = fabs(H2);
+        int cand = (best < 0) | ((H2 - L1 < best * (1.0 - 0x1p-50) * (al < ah ? al : ah)) ^ 1);
+        int in = (y >= b.tlo) & (y <= b.thi), one = r1 == r2, out = (y < r1) | (y > r2);
+        int c = in & one ? (y == r1 ? 0 : 1) : in & out ? 1 : ER_PENDING; /* er_fast_class */
+        int fin = fabs(y) < INFINITY;
+        cls[j] = (uint8_t)(fin ? (bad | cand | (c == ER_PENDING) ? ER_FAST_REDO : c) : ER_PENDING);
+    }
+}
+#define ER_FAST_PRE_ARGS                                                                                              \
+    int64_t n, const er_fast_consts *fcp, const er_fast_f32u *restrict yv, const double *restrict fs, double an,       \
+        const double *restrict bn, double best, uint8_t *restrict cls
+static void er_fast_pre(ER_FAST_PRE_ARGS) { er_fast_pre_body(n, fcp, yv, fs, an, bn, best, cls); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_fast_pre_avx2(ER_FAST_PRE_ARGS) { er_fast_pre_body(n, fcp, yv, fs, an, bn, best, cls); }
+#endif
+static void er_fast_pre_pass(int simd, ER_FAST_PRE_ARGS) {
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd) {
+        er_fast_pre_avx2(n, fcp, yv, fs, an, bn, best, cls);
+        return;
+    }
+#endif
+    er_fast_pre(n, fcp, yv, fs, an, bn, best, cls);
+}
 
 #define ER_FAST_CHUNK 16384
 
@@ -527,6 +572,7 @@ static void *er_fast_decide_run(void *arg) {
     double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
     const char *yb = out->data;
     int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->sk->set_lo != NULL;
+    int pre = yf32 && fc.out_fmt == 0 && !sets && !fj->P && !er__dot(ref)->scaled; /* er_fast_pre_pass first */
     /* counts and the widest in locals, stored once: the jobs lie side by side, and a store per element into one
      * would share its cache line with the other threads' */
     int64_t counts[2] = {0, 0}, widx = -1;
@@ -536,12 +582,23 @@ static void *er_fast_decide_run(void *arg) {
         if (begin >= n) break;
         int64_t end = begin + ER_FAST_CHUNK < n ? begin + ER_FAST_CHUNK : n, cur_bi = -1, ia = 0, ib = 0;
         int64_t bi = begin / MN, i = (begin % MN) / pl->N, jj = begin % pl->N; /* idx's coordinates, stepped */
+        int64_t seg = begin; /* where the first pass's next run (the rest of a row of C) starts */
         for (int64_t idx = begin; idx < end; idx++, jj++) {
             if (jj == pl->N) { jj = 0; if (++i == pl->M) { i = 0; bi++; } }
+            if (bi != cur_bi) { er__matmul_batch_of(ref, bi, &ia, &ib); cur_bi = bi; }
+            if (pre && idx == seg) { /* the common case of the rest of this row, against the widest so far */
+                seg = idx + (pl->N - jj) < end ? idx + (pl->N - jj) : end;
+                er_fast_pre_pass(fj->simd, seg - idx, &fc, (const er_fast_f32u *)(yb + 4 * idx), er__dot(ref)->fs + idx,
+                                 er__dot(ref)->an[ia * pl->M + i], er__dot(ref)->bn + ib * pl->N + jj, wrel,
+                                 classes + idx);
+            }
+            if (pre && classes[idx] != ER_FAST_REDO) {
+                if (classes[idx] != ER_PENDING) counts[classes[idx]]++;
+                continue;
+            }
             double y;
             if (yf32) { float yv; memcpy(&yv, yb + 4 * idx, 4); y = yv; } /* a view's data need not be aligned */
             else y = er__load(out, cx->out_contig ? idx : er__offset(out, idx));
-            if (bi != cur_bi) { er__matmul_batch_of(ref, bi, &ia, &ib); cur_bi = bi; }
             double Sh = er__dot(ref)->fs[idx];
             int cls = ER_PENDING;
             er_fast_bracket b;
@@ -761,7 +818,8 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
             int64_t next = 0;
             /* with the sets, every element needs P: one GEMM of the absolute values (when memory allows) */
             double *absprod = sets && !er__dot(ref)->scaled ? er__fast_absprod(ref) : NULL;
-            for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, absprod, {0, 0}, -1, -1};
+            int simd = er__simd();
+            for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, absprod, {0, 0}, -1, -1, simd};
             er__run_jobs(fj, sizeof fj[0], nt, er_fast_decide_run);
             free(absprod);
             for (int t = 0; t < nt; t++) {
