@@ -42,3 +42,62 @@ static void er_exp_init(void) {
 }
 
 void er__exp_init(void) { pthread_once(&er_exp_once, er_exp_init); }
+
+/* er__exp_bounds_run: runs of ER_EXP_RUN, Theorem D1's polynomial for every t in one loop that vectorises (an
+ * argument outside [-690, 709], or NaN, evaluated at 0 and marked), its table read element by element (a gather the
+ * compiler does not emit), the products in a second vectorised loop (the scaling one exact product, er__scale2's for
+ * q >= -1000 and a normal result), then er__exp_bounds itself for the marked arguments. */
+#define ER_EXP_RUN 256
+ER_ALWAYS_INLINE void er_exp_run_poly(int64_t n, const double *restrict t, double *restrict P, int *restrict J,
+                                      double *restrict Q, uint8_t *restrict out) {
+    for (int64_t i = 0; i < n; i++) {
+        int in = (t[i] >= -690.0) & (t[i] <= 709.0), j, q;
+        er__exp_poly(in ? t[i] : 0.0, &P[i], &j, &q);
+        J[i] = j;
+        Q[i] = er__from_bits((uint64_t)(q + 1023) << 52);
+        out[i] = (uint8_t)(in ^ 1);
+    }
+}
+ER_ALWAYS_INLINE void er_exp_run_mul(int64_t n, const double *restrict P, const double *restrict Q,
+                                     const double *restrict TL, const double *restrict TH, double *restrict lo,
+                                     double *restrict hi) {
+    for (int64_t i = 0; i < n; i++) {
+        lo[i] = TL[i] * (P[i] - 0x1p-51) * Q[i];
+        hi[i] = TH[i] * (P[i] + 0x1p-51) * Q[i];
+    }
+}
+ER_ALWAYS_INLINE void er_exp_run_body(int64_t n, const double *restrict t, double *restrict lo, double *restrict hi) {
+    double P[ER_EXP_RUN], Q[ER_EXP_RUN], TL[ER_EXP_RUN], TH[ER_EXP_RUN];
+    int J[ER_EXP_RUN];
+    uint8_t out[ER_EXP_RUN];
+    for (int64_t i0 = 0; i0 < n; i0 += ER_EXP_RUN) {
+        int64_t k = n - i0 < ER_EXP_RUN ? n - i0 : ER_EXP_RUN;
+        er_exp_run_poly(k, t + i0, P, J, Q, out);
+        for (int64_t i = 0; i < k; i++) {
+            TL[i] = er__exp_tlo[J[i]];
+            TH[i] = er__exp_thi[J[i]];
+        }
+        er_exp_run_mul(k, P, Q, TL, TH, lo + i0, hi + i0);
+        for (int64_t i = 0; i < k; i++)
+            if (out[i]) er__exp_bounds(t[i0 + i], &lo[i0 + i], &hi[i0 + i]);
+    }
+}
+static void er_exp_run(int64_t n, const double *restrict t, double *restrict lo, double *restrict hi) {
+    er_exp_run_body(n, t, lo, hi);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_exp_run_avx2(int64_t n, const double *restrict t, double *restrict lo, double *restrict hi) {
+    er_exp_run_body(n, t, lo, hi);
+}
+#endif
+
+void er__exp_bounds_run(int simd, int64_t n, const double *t, double *lo, double *hi) {
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd) {
+        er_exp_run_avx2(n, t, lo, hi);
+        return;
+    }
+#endif
+    er_exp_run(n, t, lo, hi);
+}

@@ -29,6 +29,9 @@ static inline double er__dn_wide(double x) { return x - (fabs(x) * 0x1p-52 + 0x1
 ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll, er__exp_t1[64], er__exp_t2[64];
 /* Sets them (thread-safe; cheap after the first call). Call before er__exp_bounds. */
 ER_INTERNAL void er__exp_init(void);
+/* er__exp_bounds(t[i], &lo[i], &hi[i]) for i < n, the same values, in loops that vectorise (simd: er__simd()'s AVX2
+ * build); t must not overlap lo or hi. */
+ER_INTERNAL void er__exp_bounds_run(int simd, int64_t n, const double *t, double *lo, double *hi);
 
 /* x 2^q, q >= -1077, as a lower (dir < 0) or upper bound; exact unless the result is subnormal. */
 static inline double er__scale2(double x, int q, int dir) {
@@ -130,13 +133,12 @@ static inline void er__exp_shift(double dl, double dh, double v, double *lo, dou
 
 /* tanh(s) from bounds [elo, ehi] of exp(2 s) (Lemma D6): 1 - 2 / (e + 1), increasing in e, each end with three
  * roundings (within 2^-49.6 of its value where s >= 1/4, so tanh(s) >= 0.2449) moved outward by 2^-46 of itself.
- * 0 (and no bounds) for s below 1/4, where the subtraction cancels. */
+ * 0 for s below 1/4 (or NaN), where the subtraction cancels: the ends written then mean nothing. */
 static inline int er__tanh_bounds(double s, double elo, double ehi, double *lo, double *hi) {
-    if (!(s >= 0.25)) return 0;
-    double tl = 1.0 - 2.0 / (elo + 1.0), th = 1.0 - 2.0 / (ehi + 1.0);
+    double tl = 1.0 - 2.0 / (elo + 1.0), th = 1.0 - 2.0 / (ehi + 1.0); /* written either way: no branch */
     *lo = tl - tl * 0x1p-46;
     *hi = th + th * 0x1p-46;
-    return 1;
+    return s >= 0.25;
 }
 
 /* c / (1 + e) for e >= 0 in [elo, ehi] and c finite (sigmoid with c = 1, silu with c = x; Lemma D6): monotone in e,

@@ -3,6 +3,7 @@
  * stage is monotone in its input, so an interval's image lies between its ends' images; the special values are
  * followed separately), the output conversion; the exact result through the stages in MPFR, each stage exact (a
  * cast is a storage rounding of the kernel, not part of the real function). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
@@ -784,6 +785,7 @@ typedef struct er_chain_fast_job {
     er_stage_kind vec;     /* the one stage the batch pass decides (exp, tanh, sigmoid, silu, relu), or 0 */
     double vec_ulps;       /* its exp's ulps budget */
     const er_tensor *vxt;  /* its input tensor (fp32, fp16 or bf16, row-major) */
+    int simd;              /* er__simd(): the AVX2 build of the exps' loops */
 } er_chain_fast_job;
 
 /* The class of output y (finite) of element idx where the witnesses decide it, with their hull [*wlo, *whi] in the
@@ -880,6 +882,46 @@ static void er_vec_load(const er_tensor *t, int64_t begin, int64_t m, float *dst
  * to the output format O (a narrower O: the exact result's rounding from the bracket, never from the witness). A
  * set decided here has the hull [y, y] or is left to the per-element decision, so the widest set is found as
  * before. */
+/* er_chain_vec_decide's loop for an fp32 output and a relu, exp or tanh stage, without a call or a branch: the
+ * classes the general loop gives (exact, else open). */
+ER_ALWAYS_INLINE void er_chain_vec_f32_body(int64_t m, er_stage_kind k, const float *restrict xs,
+                                            const float *restrict ys, const double *restrict elo,
+                                            const double *restrict ehi, uint8_t *restrict dec) {
+    for (int64_t i = 0; i < m; i++) {
+        double x = xs[i], y = ys[i], lo, hi;
+        int ok = (fabs(x) <= FLT_MAX) & (fabs(y) <= FLT_MAX);
+        if (k == ER_STAGE_RELU) { /* x is exact, and so is max(x, 0) */
+            dec[i] = ok & (y == (x > 0 ? x : 0.0)) ? ER_CLASS_EXACT : ER_VEC_OPEN;
+            continue;
+        }
+        if (k == ER_STAGE_EXP) {
+            lo = elo[i];
+            hi = ehi[i];
+        } else { /* tanh |x| for |x| >= 1/4, tanh being odd */
+            double tl, th;
+            ok &= er__tanh_bounds(fabs(x), elo[i], ehi[i], &tl, &th);
+            lo = x > 0 ? tl : -th;
+            hi = x > 0 ? th : -tl;
+        }
+        float a = (float)lo; /* the exact result rounded to fp32, where both ends round alike: the set holds it */
+        ok &= (a == (float)hi) & (fabs(a) <= FLT_MAX) & (y == a);
+        dec[i] = ok ? ER_CLASS_EXACT : ER_VEC_OPEN;
+    }
+}
+#define ER_CHAIN_VEC_F32_ARGS                                                                                         \
+    int64_t m, er_stage_kind k, const float *restrict xs, const float *restrict ys, const double *restrict elo,      \
+        const double *restrict ehi, uint8_t *restrict dec
+#define ER_CHAIN_VEC_F32_BODY                                                                                         \
+    {                                                                                                                 \
+        if (k == ER_STAGE_RELU) er_chain_vec_f32_body(m, ER_STAGE_RELU, xs, ys, elo, ehi, dec);                      \
+        else if (k == ER_STAGE_EXP) er_chain_vec_f32_body(m, ER_STAGE_EXP, xs, ys, elo, ehi, dec);                   \
+        else er_chain_vec_f32_body(m, ER_STAGE_TANH, xs, ys, elo, ehi, dec);                                         \
+    }
+static void er_chain_vec_f32(ER_CHAIN_VEC_F32_ARGS) ER_CHAIN_VEC_F32_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_chain_vec_f32_avx2(ER_CHAIN_VEC_F32_ARGS) ER_CHAIN_VEC_F32_BODY
+#endif
+
 static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64_t end, uint8_t *dec) {
     const er_fmt_info *O = j->sk->O;
     er_overflow ov = j->sk->ov;
@@ -890,11 +932,22 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
     er_vec_load(j->vxt, begin, m, xs);
     er_vec_load(j->sk->out, begin, m, ys);
     er_stage_kind k = j->vec;
-    if (k != ER_STAGE_RELU)
+    if (k != ER_STAGE_RELU) {
+        double ts[ER_VEC_CHUNK];
         for (int64_t i = 0; i < m; i++) { /* exp(x), exp(2 |x|) for tanh, or exp(-x) */
-            double x = xs[i], t = k == ER_STAGE_EXP ? x : k == ER_STAGE_TANH ? 2 * fabs(x) : -x;
-            er__exp_bounds(t, &elo[i], &ehi[i]);
+            double x = xs[i];
+            ts[i] = k == ER_STAGE_EXP ? x : k == ER_STAGE_TANH ? 2 * fabs(x) : -x;
         }
+        er__exp_bounds_run(j->simd, m, ts, elo, ehi);
+    }
+    if (o32 && (k == ER_STAGE_RELU || k == ER_STAGE_EXP || k == ER_STAGE_TANH)) {
+#if ER_HAVE_AVX2
+        if (j->simd) er_chain_vec_f32_avx2(m, k, xs, ys, elo, ehi, dec);
+        else
+#endif
+            er_chain_vec_f32(m, k, xs, ys, elo, ehi, dec);
+        return;
+    }
     for (int64_t i = 0; i < m; i++) {
         float x = xs[i];
         double y = ys[i], lo, hi; /* the exact result's bracket */
@@ -1105,6 +1158,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
     const er_tensor *vx = NULL;
     er_stage_kind vec = er_chain_vec_kind(ref, std, sk0, &vx);
     if (vec && vec != ER_STAGE_RELU) er__exp_init();
+    int simd = er__simd();
     for (int t = 0; t < nt; t++) {
         er_chain_fast_job *j = &jobs[t];
         for (int i = 0; i < er__chain(ref)->nstages; i++) {
@@ -1115,6 +1169,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         j->vec = vec;
         j->vec_ulps = vec ? (er__chain(ref)->stages[0].scalar > 0 ? er__chain(ref)->stages[0].scalar : 2.0) : 0;
         j->vxt = vx;
+        j->simd = simd;
         j->ref = ref;
         j->std = std;
         j->E = er__fmt(ER_FP32);

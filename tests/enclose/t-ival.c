@@ -427,6 +427,39 @@ START_TEST(exp_dd_within_2_65) {
 }
 END_TEST
 
+/* er__exp_bounds_run gives er__exp_bounds's values bit for bit, in both builds, on runs of arguments over the whole
+ * range and beyond it (the marked ones), the ends of the vectorised range (-690, 709), NaN and the infinities, at
+ * lengths around its runs of 256. */
+START_TEST(exp_bounds_run_agrees) {
+    er_test_reseed(79);
+    er__exp_init();
+    enum { NR = 1000 };
+    static double t[NR], lo[NR], hi[NR];
+    static const double edges[] = { -690.0, 709.0, -745.5, 709.5, NAN, INFINITY, -INFINITY, 0.0, -0.0, 0x1p-1074 };
+    long runs = (long)(600 * er_test_multiplier()), n_el = 0;
+    int builds = 1 + er__simd();
+    for (long r = 0; r < runs; r++) {
+        int64_t n = r % 5 == 0 ? (int64_t)er_rand_int(1, 300) : (int64_t)er_rand_int(250, NR);
+        for (int64_t i = 0; i < n; i++)
+            t[i] = i % 17 == 0 ? edges[er_rand_int(0, 9)]
+                   : i % 3 == 0 ? -750.0 + 1470.0 * er_rand_unit()
+                                : ldexp(2.0 * er_rand_unit() - 1.0, (int)er_rand_int(-60, 9));
+        for (int simd = 0; simd < builds; simd++) {
+            er__exp_bounds_run(simd, n, t, lo, hi);
+            for (int64_t i = 0; i < n; i++) {
+                double l, h;
+                er__exp_bounds(t[i], &l, &h);
+                ER_REQUIRE(er__bits(l) == er__bits(lo[i]) && er__bits(h) == er__bits(hi[i]),
+                           "exp_bounds_run(%a) = [%a, %a] (simd %d), er__exp_bounds [%a, %a]", t[i], lo[i], hi[i],
+                           simd, l, h);
+            }
+        }
+        n_el += n;
+    }
+    printf("exp bounds run: %ld arguments agree in %d builds\n", n_el, builds);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -440,6 +473,7 @@ int main(void) {
     tcase_add_test(tc, approx_ends_exact_form_agrees);
     tcase_add_test(tc, exps_vector_pass_agrees);
     tcase_add_test(tc, exp_dd_within_2_65);
+    tcase_add_test(tc, exp_bounds_run_agrees);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
