@@ -20,18 +20,34 @@ static void er_exps_shift(double e, double *lo, double *hi) {
     }
 }
 
-void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m) {
+/* x_j - m as t + e (TwoSum; t = -inf and e = 0 at a -inf logit), without a branch. */
+ER_ALWAYS_INLINE void er_exps_diff_body(int64_t n, const double *restrict x, double m, double *restrict tt,
+                                        double *restrict ee) {
     for (int64_t j = 0; j < n; j++) {
-        if (x[j] == -INFINITY) { ex->lo[j] = ex->hi[j] = 0; ex->t[j] = -INFINITY; ex->e[j] = 0; continue; }
-        double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
-        double lo, hi;
-        er__exp_bounds(t, &lo, &hi);
-        er_exps_shift(e, &lo, &hi);
-        ex->lo[j] = lo;
-        ex->hi[j] = hi;
-        ex->t[j] = t;
-        ex->e[j] = e;
+        double t = x[j] - m, bb = t - x[j], e = (x[j] - (t - bb)) + (-m - bb);
+        tt[j] = t;
+        ee[j] = x[j] == -INFINITY ? 0.0 : e;
     }
+}
+static void er_exps_diff(int64_t n, const double *restrict x, double m, double *restrict tt, double *restrict ee) {
+    er_exps_diff_body(n, x, m, tt, ee);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_exps_diff_avx2(int64_t n, const double *restrict x, double m, double *restrict tt,
+                                      double *restrict ee) {
+    er_exps_diff_body(n, x, m, tt, ee);
+}
+#endif
+
+void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m, int simd) {
+#if ER_HAVE_AVX2
+    if (simd) er_exps_diff_avx2(n, x, m, ex->t, ex->e);
+    else
+#endif
+        er_exps_diff(n, x, m, ex->t, ex->e);
+    er__exp_bounds_run(simd, n, ex->t, ex->lo, ex->hi); /* [0, 0] at -inf */
+    for (int64_t j = 0; j < n; j++)
+        if (ex->e[j] != 0) er_exps_shift(ex->e[j], &ex->lo[j], &ex->hi[j]);
 }
 
 /* One element of er__exps_fill_kernel (x_j a double or -inf): ex's arrays at j, and the ends of the kernel's exp

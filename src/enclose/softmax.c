@@ -541,7 +541,7 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
 static er_status er_sets(const er_softmax_plan *pl, int dbl, const double *x, int64_t n, double m, er_exps *ex,
                          er_cval *cv) {
     if (!dbl) return er_softmax_sets(pl, x, n, m, cv);
-    if (ex != pl->pre) er__exps_fill(ex, x, n, m);
+    if (ex != pl->pre) er__exps_fill(ex, x, n, m, pl->simd);
     /* math=triton's exps are 2^fl(d fl(log2 e)): the MPFR sets (the double ones enclose exp(d)) */
     return pl->exp2_triton ? er_softmax_sets(pl, x, n, m, cv) : er_softmax_sets_dbl(pl, x, n, m, ex, cv);
 }

@@ -28,6 +28,7 @@ typedef struct er_softmax_plan {
     const int64_t *only;    /* log_softmax: the set of this element alone is written (NULL: every element's) */
     const struct er_exps *pre; /* the exps of x_j - m for this row's maximum m, filled by the caller (NULL: filled
                                   here); read for the sets only, so only with sets_only */
+    int simd;               /* er__simd(): the AVX2 builds of the vectorised loops (0: the baseline ones) */
 } er_softmax_plan;
 
 /* The values of F the kernel's exp of d_j may give, from the enclosure [zl, zh] of exp(d_j) (Lemma U1): within U
@@ -50,7 +51,9 @@ typedef struct er_exps {
 } er_exps;
 /* fl(log2 e) in F, the constant Triton multiplies by before ex2 (0x3FB8AA3B in fp32). */
 ER_INTERNAL double er__log2e(const er_fmt_info *F);
-ER_INTERNAL void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m);
+/* ex->t, ex->e (x_j - m = t + e, TwoSum), ex->lo, ex->hi (exp(x_j - m) enclosed: Theorem D1 and the shift by e);
+ * simd: er__simd()'s AVX2 build of the loops. */
+ER_INTERNAL void er__exps_fill(er_exps *ex, const double *x, int64_t n, double m, int simd);
 /* ex->dlo and ex->dhi for the compute format F (after er__exps_fill: [lo, hi] where d_j = x_j - m exactly); 0 where
  * d_j is -inf. */
 ER_INTERNAL void er__exps_fill_rounded(er_exps *ex, const er_fmt_info *F, const double *x, int64_t n, double m);

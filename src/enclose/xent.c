@@ -645,7 +645,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
     sp.pre = lp.pre = &ex;           /* the exps of x_j - m, filled below */
     er__exp_init();
     if (pl->sm.online) { /* the online sum's bounds read the exact exps: Theorem D1's, as softmax's */
-        er__exps_fill(&ex, x, C, m);
+        er__exps_fill(&ex, x, C, m, pl->simd);
         er__exps_fill_rounded(&ex, pl->sm.F, x, C, m);
     } else {
         /* the kernel's d_j (the witness's and the sets'), then x_j - m; ex0, rd0 and cls serve as scratch */

@@ -18,6 +18,7 @@ typedef struct er_row_job {
     er_sink *sk;
     int64_t r0, r1;
     er_status st;
+    int simd; /* er__simd() */
 } er_row_job;
 
 /* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink. */
@@ -52,7 +53,8 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
                            0,
                            NULL,
                            NULL,
-                           NULL };
+                           NULL,
+                           0 };
     return pl;
 }
 
@@ -60,6 +62,7 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
 static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
     er_row_job *j = v;
     er_softmax_plan pl = er__softmax_plan_of(j->std, j->sk->O, j->sk->ov, j->ref->mod == &er__log_softmax_module);
+    pl.simd = j->simd;
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
@@ -156,8 +159,9 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
     ER_RETURN_IF_ERROR(er__mem_check(256.0 * (double)er__rows(ref)->K * nt, "the rows' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_row_job jobs[ER_MAX_THREADS];
+    int simd = er__simd();
     for (int t = 0; t < nt; t++)
-        jobs[t] = (er_row_job){ ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK };
+        jobs[t] = (er_row_job){ ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK, simd };
     er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_row_run, rows);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;

@@ -313,6 +313,7 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
     }
     for (int t = 0; t < nt; t++) {
         er_xent_job *j = &jobs[t];
+        j->pl.sm.simd = simd;
         /* the fast decision reads the output and writes classes: not for er_ref_enclosure nor where the sets are
          * asked for */
         j->fast = j->sg && er__sink_reads_output(j->sg) && !j->sg->set_lo && er__xent_fast_ok(&j->pl);
