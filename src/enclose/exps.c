@@ -91,34 +91,22 @@ static void er_exps_kernel_one(er_exps *ex, const er_softmax_plan *pl, const dou
 }
 
 /* er_exps_kernel_one's common case in passes that vectorise (no call, no branch): F = fp32, m a float, x_j a float
- * with d_j >= -690 (exp(d_j)'s scaling one exact product, er__scale2's), the exp within an integer U <= 2^30 ulps
- * where er__approx_ends takes its common case (Lemma U2), and |v| <= 2^-18 (Lemma D7) or v = 0. The values written
- * are er_exps_kernel_one's; an element outside that case is marked in slow (its values are then garbage). Runs of
- * ER_EXPS_RUN: Theorem D1's polynomial, its table read element by element (a gather the compiler does not emit),
- * then the rest. */
+ * with d_j >= -690, the exp within an integer U <= 2^30 ulps where er__approx_ends takes its common case (Lemma U2),
+ * and |v| <= 2^-18 (Lemma D7) or v = 0. The values written are er_exps_kernel_one's; an element outside that case is
+ * marked in slow (its values are then garbage). Runs of ER_EXPS_RUN: the kernel's d_j, exp(d_j)'s bounds from
+ * er__exp_bounds_run (Theorem D1, the same values as er__exp_bounds), then the rest. */
 #define ER_EXPS_RUN 256
-ER_ALWAYS_INLINE int er_exps_f32_ok(double xj, double dj) { return ((double)(float)xj == xj) & (dj >= -690.0); }
-ER_ALWAYS_INLINE void er_exps_f32_poly(int64_t n, const double *restrict x, float mf, double *restrict P,
-                                       int *restrict J, double *restrict Q) {
-    for (int64_t j = 0; j < n; j++) {
-        double xj = x[j], dj = (double)((float)xj + mf); /* er__round_sum's fp32 sum */
-        int jj, q;
-        er__exp_poly(er_exps_f32_ok(xj, dj) ? dj : 0.0, &P[j], &jj, &q);
-        J[j] = jj;
-        Q[j] = er__from_bits((uint64_t)(q + 1023) << 52); /* 2^q */
-    }
+ER_ALWAYS_INLINE void er_exps_f32_dj_body(int64_t n, const double *restrict x, float mf, double *restrict d) {
+    for (int64_t j = 0; j < n; j++) d[j] = (double)((float)x[j] + mf); /* er__round_sum's fp32 sum */
 }
-ER_ALWAYS_INLINE void er_exps_f32_rest(int64_t n, const double *restrict x, double m, float mf, double U,
-                                       const double *restrict P, const double *restrict Q,
-                                       const double *restrict TL, const double *restrict TH, double *restrict tt,
-                                       double *restrict ee, double *restrict dlo, double *restrict dhi,
-                                       double *restrict lo, double *restrict hi, double *restrict elo,
-                                       double *restrict ehi, uint8_t *restrict slow) {
+ER_ALWAYS_INLINE void er_exps_f32_rest_body(int64_t n, const double *restrict x, double m, float mf, double U,
+                                            double *restrict tt, double *restrict ee, double *restrict dlo,
+                                            double *restrict dhi, double *restrict lo, double *restrict hi,
+                                            double *restrict elo, double *restrict ehi, uint8_t *restrict slow) {
     for (int64_t j = 0; j < n; j++) {
         double xj = x[j], t = xj - m, bb = t - xj, e = (xj - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
-        double dj = (double)((float)xj + mf);
-        int ok = er_exps_f32_ok(xj, dj);
-        double dl = TL[j] * (P[j] - 0x1p-51) * Q[j], dh = TH[j] * (P[j] + 0x1p-51) * Q[j];
+        double dj = (double)((float)xj + mf), dl = dlo[j], dh = dhi[j];
+        int ok = ((double)(float)xj == xj) & (dj >= -690.0);
         /* er__approx_ends in fp32 with an integer U: both ends in one binade of normals, the spacing sp there */
         uint64_t ea = er__bits(dl) >> 52, eb = er__bits(dh) >> 52;
         double ca = (float)dl, cb = (float)dh, top = er__from_bits((ea + 1) << 52), sp = er__from_bits((ea - 23) << 52);
@@ -134,8 +122,6 @@ ER_ALWAYS_INLINE void er_exps_f32_rest(int64_t n, const double *restrict x, doub
         ok &= same | (fabs(v) <= 0x1p-18);
         tt[j] = t;
         ee[j] = e;
-        dlo[j] = dl;
-        dhi[j] = dh;
         lo[j] = same ? dl : l;
         hi[j] = same ? dh : h;
         elo[j] = el >= 0x1p-126 ? el : 0.0;
@@ -143,47 +129,50 @@ ER_ALWAYS_INLINE void er_exps_f32_rest(int64_t n, const double *restrict x, doub
         slow[j] = (uint8_t)!ok;
     }
 }
-ER_ALWAYS_INLINE void er_exps_f32_body(int64_t n, const double *restrict x, double m, double U, double *restrict tt,
-                                       double *restrict ee, double *restrict dlo, double *restrict dhi,
-                                       double *restrict lo, double *restrict hi, double *restrict elo,
-                                       double *restrict ehi, uint8_t *restrict slow) {
-    double P[ER_EXPS_RUN], Q[ER_EXPS_RUN], TL[ER_EXPS_RUN], TH[ER_EXPS_RUN];
-    int J[ER_EXPS_RUN];
+#define ER_EXPS_REST_ARGS                                                                                             \
+    int64_t n, const double *restrict x, double m, float mf, double U, double *restrict tt, double *restrict ee,      \
+        double *restrict dlo, double *restrict dhi, double *restrict lo, double *restrict hi, double *restrict elo,   \
+        double *restrict ehi, uint8_t *restrict slow
+#define ER_EXPS_REST_CALL er_exps_f32_rest_body(n, x, m, mf, U, tt, ee, dlo, dhi, lo, hi, elo, ehi, slow)
+static void er_exps_f32_dj(int64_t n, const double *restrict x, float mf, double *restrict d) {
+    er_exps_f32_dj_body(n, x, mf, d);
+}
+static void er_exps_f32_rest(ER_EXPS_REST_ARGS) { ER_EXPS_REST_CALL; }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_exps_f32_dj_avx2(int64_t n, const double *restrict x, float mf, double *restrict d) {
+    er_exps_f32_dj_body(n, x, mf, d);
+}
+ER_AVX2 static void er_exps_f32_rest_avx2(ER_EXPS_REST_ARGS) { ER_EXPS_REST_CALL; }
+#endif
+static void er_exps_f32(int simd, int64_t n, const double *x, double m, double U, er_exps *ex,
+                        const er_exps_scratch *w) {
     float mf = (float)-m;
     for (int64_t j0 = 0; j0 < n; j0 += ER_EXPS_RUN) {
         int64_t k = n - j0 < ER_EXPS_RUN ? n - j0 : ER_EXPS_RUN;
-        er_exps_f32_poly(k, x + j0, mf, P, J, Q);
-        for (int64_t j = 0; j < k; j++) {
-            TL[j] = er__exp_tlo[J[j]];
-            TH[j] = er__exp_thi[J[j]];
-        }
-        er_exps_f32_rest(k, x + j0, m, mf, U, P, Q, TL, TH, tt + j0, ee + j0, dlo + j0, dhi + j0, lo + j0, hi + j0,
-                         elo + j0, ehi + j0, slow + j0);
+        double *tt = ex->t + j0, *dl = ex->dlo + j0, *dh = ex->dhi + j0; /* t holds d_j until the rest writes it */
+#if ER_HAVE_AVX2
+        if (simd) er_exps_f32_dj_avx2(k, x + j0, mf, tt);
+        else
+#endif
+            er_exps_f32_dj(k, x + j0, mf, tt);
+        er__exp_bounds_run(simd, k, tt, dl, dh);
+#if ER_HAVE_AVX2
+        if (simd)
+            er_exps_f32_rest_avx2(k, x + j0, m, mf, U, tt, ex->e + j0, dl, dh, ex->lo + j0, ex->hi + j0, w->el + j0,
+                                  w->eh + j0, w->slow + j0);
+        else
+#endif
+            er_exps_f32_rest(k, x + j0, m, mf, U, tt, ex->e + j0, dl, dh, ex->lo + j0, ex->hi + j0, w->el + j0,
+                             w->eh + j0, w->slow + j0);
     }
 }
-#define ER_EXPS_F32_ARGS                                                                                              \
-    int64_t n, const double *restrict x, double m, double U, double *restrict tt, double *restrict ee,                \
-        double *restrict dlo, double *restrict dhi, double *restrict lo, double *restrict hi, double *restrict elo,   \
-        double *restrict ehi, uint8_t *restrict slow
-#define ER_EXPS_F32_BODY { er_exps_f32_body(n, x, m, U, tt, ee, dlo, dhi, lo, hi, elo, ehi, slow); }
-static void er_exps_f32(ER_EXPS_F32_ARGS) ER_EXPS_F32_BODY
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_exps_f32_avx2(ER_EXPS_F32_ARGS) ER_EXPS_F32_BODY
-#endif
 
 void er__exps_fill_kernel(er_exps *ex, const er_softmax_plan *pl, const double *x, int64_t n, double m,
                           const er_exps_scratch *w) {
     double U = pl->U;
     int fast = w && pl->F->id == ER_FP32 && !pl->exp_fast && U >= 0 && U <= 0x1p30 && (double)(int64_t)U == U &&
                (double)(float)m == m;
-    if (fast) {
-#if ER_HAVE_AVX2
-        if (w->simd)
-            er_exps_f32_avx2(n, x, m, U, ex->t, ex->e, ex->dlo, ex->dhi, ex->lo, ex->hi, w->el, w->eh, w->slow);
-        else
-#endif
-            er_exps_f32(n, x, m, U, ex->t, ex->e, ex->dlo, ex->dhi, ex->lo, ex->hi, w->el, w->eh, w->slow);
-    }
+    if (fast) er_exps_f32(w->simd, n, x, m, U, ex, w);
     double sl = 0, sh = 0;
     for (int64_t j = 0; j < n; j++) {
         double el, eh;
