@@ -511,22 +511,35 @@ typedef struct er_xent_fastk {
     double rSl, rSh, rWl, rWh;     /* bounds of 1/S and 1/W */
     double ecl, ech, eps, g;       /* eps / C's bounds, eps, gamma */
 } er_xent_fastk;
+/* Theorem X3's two computations, shared by the pass and the scalar step. A non-target class's exact gradient
+ * (e_j / S - eps / C) / W enclosed in [*el, *eh] from e_j in [lo, hi], each bound moved outward without a branch
+ * (er__dn_wide); an enclosure too wide to decide goes to the exact one. */
+ER_ALWAYS_INLINE void er_xent_fast_encl(const er_xent_fastk *k, double lo, double hi, double *el, double *eh) {
+    double al = er__dn_wide(er__dn_wide(lo * k->rSl) - k->ech);
+    double ah = er__up_wide(er__up_wide(hi * k->rSh) - k->ecl);
+    *el = er__dn_wide(al * (al < 0 ? k->rWh : k->rWl));
+    *eh = er__up_wide(ah * (ah < 0 ? k->rWl : k->rWh));
+}
+/* The interval of Theorem X1 over P = {p} (inside [lo, hi] of the set, ends rounded inward), for c in [cl, ch] and
+ * the target's 1 + eps term tt (0 elsewhere). */
+ER_ALWAYS_INLINE void er_xent_fast_iv(const er_xent_fastk *k, double p, double cl, double ch, double tt, double *il,
+                                      double *ih) {
+    double mw = er__dn_wide(er__dn_wide(er__dn_wide(er__dn_wide(p * (1.0 + 2.0 * k->eps)) + tt) + k->ecl) * k->rWl);
+    double B = er__dn_wide(k->g * mw);
+    double vl = er__up_wide(p - ch), vh = er__dn_wide(p - cl);
+    *il = er__up_wide(er__up_wide(vl * (vl < 0 ? k->rWl : k->rWh)) - B);
+    *ih = er__dn_wide(er__dn_wide(vh * (vh < 0 ? k->rWh : k->rWl)) + B);
+}
 ER_ALWAYS_INLINE void er_xent_fast_body(int64_t n, const er_xent_fastk *kp, const double *restrict gex,
                                         const double *restrict lo, const double *restrict hi,
                                         const double *restrict y, double *restrict grd, uint8_t *restrict cls) {
     const er_xent_fastk k = *kp;
     for (int64_t j = 0; j < n; j++) {
         float p = k.div2 ? (float)gex[j] * k.inv : (float)gex[j] / k.s;
-        double al = er__dn_wide(er__dn_wide(lo[j] * k.rSl) - k.ech);
-        double ah = er__up_wide(er__up_wide(hi[j] * k.rSh) - k.ecl);
-        double el = er__dn_wide(al * (al < 0 ? k.rWh : k.rWl)), eh = er__up_wide(ah * (ah < 0 ? k.rWl : k.rWh));
+        double el, eh, il, ih;
+        er_xent_fast_encl(&k, lo[j], hi[j], &el, &eh);
         double r1 = (double)(float)el, r2 = (double)(float)eh; /* er__round_double in fp32, to nearest */
-        double mw = er__dn_wide(er__dn_wide(er__dn_wide(er__dn_wide((double)p * (1.0 + 2.0 * k.eps)) + 0.0) + k.ecl) *
-                                k.rWl);
-        double B = er__dn_wide(k.g * mw);
-        double vl = er__up_wide((double)p - k.ech), vh = er__dn_wide((double)p - k.ecl);
-        double il = er__up_wide(er__up_wide(vl * (vl < 0 ? k.rWl : k.rWh)) - B),
-               ih = er__dn_wide(er__dn_wide(vh * (vh < 0 ? k.rWh : k.rWl)) + B);
+        er_xent_fast_iv(&k, (double)p, k.ecl, k.ech, 0.0, &il, &ih);
         double yj = y[j];
         grd[j] = r1;
         cls[j] = r1 != r2     ? ER_XENT_REDO
@@ -564,8 +577,8 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
     double rWl = wexact ? iw : er__dn(iw), rWh = wexact ? iw : er__up(iw);
     int64_t pending = 0;
     int pass = pl->G->id == ER_FP32; /* the classes but the target's, then the scalar step where it redoes them */
+    er_xent_fastk k = { s, inv, pl->sm.div == 2, rSl, rSh, rWl, rWh, ecl, ech, eps, g };
     if (pass) {
-        er_xent_fastk k = { s, inv, pl->sm.div == 2, rSl, rSh, rWl, rWh, ecl, ech, eps, g };
 #if ER_HAVE_AVX2
         if (pl->simd) er_xent_fast_pass_avx2(pl->C, &k, gex, ex->lo, ex->hi, y, grd, cls);
         else
@@ -580,12 +593,9 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
         float p = pl->sm.div == 2 ? (float)gex[j] * inv : (float)gex[j] / s;
         int tj = j == t, decided = 0;
         double rdj = 0;
-        /* (e_j / S - eps / C) / W enclosed (the target's form in er_xent_exact_grad), each bound moved outward without
-         * a branch (er__dn_wide): an enclosure too wide to decide goes to the exact one */
-        if (!tj && !pass) {
-            double al = er__dn_wide(er__dn_wide(ex->lo[j] * rSl) - ech),
-                   ah = er__up_wide(er__up_wide(ex->hi[j] * rSh) - ecl);
-            double el = er__dn_wide(al * (al < 0 ? rWh : rWl)), eh = er__up_wide(ah * (ah < 0 ? rWl : rWh));
+        if (!tj && !pass) { /* the target's form is er_xent_exact_grad's */
+            double el, eh;
+            er_xent_fast_encl(&k, ex->lo[j], ex->hi[j], &el, &eh);
             rdj = er__round_double(pl->G, el, ER_ROUND_NEAREST, pl->gov);
             decided = rdj == er__round_double(pl->G, eh, ER_ROUND_NEAREST, pl->gov);
         }
@@ -594,15 +604,8 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
         cls[j] = ER_PENDING;
         if (decided && y[j] == rdj) cls[j] = ER_CLASS_EXACT;
         else if (decided) {
-            /* the interval of Theorem X1 over P = {p}: inside [lo, hi] of the set, ends rounded inward */
-            double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech;
-            double mw = er__dn_wide(
-                er__dn_wide(er__dn_wide(er__dn_wide((double)p * (1.0 + 2.0 * eps)) + (tj ? 1.0 + eps : 0.0)) + ecl) *
-                rWl);
-            double B = er__dn_wide(g * mw);
-            double vl = er__up_wide((double)p - ch), vh = er__dn_wide((double)p - cl);
-            double lo = er__up_wide(er__up_wide(vl * (vl < 0 ? rWl : rWh)) - B),
-                   hi = er__dn_wide(er__dn_wide(vh * (vh < 0 ? rWh : rWl)) + B);
+            double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech, lo, hi;
+            er_xent_fast_iv(&k, (double)p, cl, ch, tj ? 1.0 + eps : 0.0, &lo, &hi);
             if (y[j] >= lo && y[j] <= hi) cls[j] = ER_CLASS_COVERED;
         }
         pending += cls[j] == ER_PENDING;
