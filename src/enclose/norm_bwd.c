@@ -279,12 +279,15 @@ ER_AVX2 static void er_nbwd_csum_row_avx2(const double *restrict dy, const doubl
 /* The row's bounds, and B's and C's enclosures from sums in double (Lemma N4): each term passes through at most
  * n + 2 roundings to nearest (g, d, g d and n - 1 additions), so the sums are within gamma_{n+2} of the sums of the
  * magnitudes, and gamma_{n+2} <= K = (n + 4) 2^-52. For F of at most 26 bits (g = w dy exact, every part of
- * g (x - m) at least 2^-900) the centres are compensated sums with Lemma N6's radii, far narrower. */
-static void er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
+ * g (x - m) at least 2^-900) the centres are compensated sums with Lemma N6's radii, far narrower. Returns whether
+ * dy, x and w hold finite values alone: with compensated sums, whether the sums of |g| and |g d| are finite (a NaN or
+ * an infinity among the inputs makes g or g d one, inf 0 included; finite values of such an F keep every sum below
+ * 2^967); else from the values themselves. */
+static int er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m,
                             int64_t n, er_nbwd_rowsum *rs) {
     double B0 = 0, C0 = 0, sb = 0, sc = 0, gm = 0, dm = 0, wm = 0, ym = 0;
     er_csum Bc = { 0, 0 }, Cc = { 0, 0 };
-    int comp = pl->F->p <= 26 && pl->F->emin - pl->F->p >= -300;
+    int comp = er__nbwd_compensated(pl->F), finite = 1;
     if (comp) {
         er_nbwd_csums o;
 #if ER_HAVE_AVX2
@@ -300,8 +303,10 @@ static void er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const doub
         dm = o.dm;
         wm = o.wm;
         ym = o.ym;
+        finite = (fabs(sb) <= DBL_MAX) & (fabs(sc) <= DBL_MAX);
     } else {
-        for (int64_t j = 0; j < n; j++) {
+        finite = er_nbwd_finite(pl->simd, dy, x, w, n);
+        for (int64_t j = 0; j < n && finite; j++) {
             double wj = w ? w[j] : 1.0, g = wj * dy[j], d = x[j] - m, gd = g * d;
             double ag = fabs(g), ad = fabs(d), aw = fabs(wj), ay = fabs(dy[j]);
             B0 += g;
@@ -339,6 +344,7 @@ static void er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const doub
     rs->B = (er_iv){ er__dn(rs->B0 - rs->Bk), er__up(rs->B0 + rs->Bk) };
     rs->C = (er_iv){ er__dn(rs->C0 - rs->Ck), er__up(rs->C0 + rs->Ck) };
     rs->tight = rs->exact = 0;
+    return finite;
 }
 
 /* B's and C's enclosures narrowed for the exact results: from the exact accumulator for F of at most 26 bits (within
@@ -585,13 +591,16 @@ static int er_nbwd_decided(const er_nbwd_plan *pl, double lo, double hi, double 
  * [lo, hi] (c_i -+ T_i, each moved outward by er__dn_wide and er__up_wide), the rounding rd of its exact value's
  * enclosure [c_i - E_i, c_i + E_i] and, where that enclosure decides it (both ends round alike, no zero inside) and
  * the set is within fp32's range, the midpoint in ex (else NaN) and the class of y: 0 where y is rd, 1 where y lies
- * in [lo, hi], ER_NBWD_PENDING else. Written to vectorise: no call and no branch on the data. */
+ * in [lo, hi], ER_NBWD_PENDING else, plus 256 times the widest-set screen's mark (er__nbwd_wider, for wide), in
+ * code (codes in double: bytes would make GCC take 32 elements a step, their doubles spilled, and integers of
+ * another width keep it from vectorising; er_nbwd_unpack splits them). Written to vectorise: no call and no branch
+ * on the data. */
 ER_ALWAYS_INLINE void er_nbwd_f32_body(int64_t n, const double *restrict dy, const double *restrict x,
                                        const double *restrict w, int hasw, double m, double r, const er_nbwd_ctr *kp,
                                        double A1, double A2, double A3, const double *restrict y, int hascls,
-                                       double *restrict lo,
-                                       double *restrict hi, double *restrict ex, double *restrict rd,
-                                       uint8_t *restrict cls) {
+                                       double *restrict lo, double *restrict hi, double *restrict ex,
+                                       double *restrict rd, double *restrict code, double vrel, double vabs,
+                                       double wide) {
     const er_nbwd_ctr k = *kp;
     for (int64_t i = 0; i < n; i++) {
         double g = (hasw ? w[i] : 1.0) * dy[i], d = x[i] - m, ag = fabs(g), ad = fabs(d);
@@ -609,21 +618,24 @@ ER_ALWAYS_INLINE void er_nbwd_f32_body(int64_t n, const double *restrict dy, con
         ex[i] = ok ? 0.5 * el + 0.5 * eh : NAN;
         if (hascls) {
             double yi = y[i];
-            int e0 = ok & (yi == a), e1 = ok & (yi >= l) & (yi <= h);
-            cls[i] = e0 ? 0 : e1 ? 1 : ER_NBWD_PENDING;
+            /* nested selects on the comparisons (GCC vectorises this form, not ints combined first) */
+            code[i] = (ok ? (yi == a ? 0.0 : (yi >= l) & (yi <= h) ? 1.0 : ER_NBWD_PENDING) : ER_NBWD_PENDING) +
+                      (er__nbwd_wider(l, h, a, vrel, vabs, wide) ? 256.0 : 0.0);
         }
     }
 }
 #define ER_NBWD_F32_ARGS                                                                                              \
     int64_t n, const double *restrict dy, const double *restrict x, const double *restrict w, double m, double r,     \
         const er_nbwd_ctr *k, double A1, double A2, double A3, const double *restrict y, double *restrict lo,         \
-        double *restrict hi, double *restrict ex, double *restrict rd, uint8_t *restrict cls
-#define ER_NBWD_F32_CALL(hw, hc) er_nbwd_f32_body(n, dy, x, w, hw, m, r, k, A1, A2, A3, y, hc, lo, hi, ex, rd, cls)
+        double *restrict hi, double *restrict ex, double *restrict rd, double *restrict code, double vrel,          \
+        double vabs, double wide
+#define ER_NBWD_F32_CALL(hw, hc)                                                                                      \
+    er_nbwd_f32_body(n, dy, x, w, hw, m, r, k, A1, A2, A3, y, hc, lo, hi, ex, rd, code, vrel, vabs, wide)
 #define ER_NBWD_F32_BODY                                                                                              \
     {                                                                                                                 \
-        if (w && cls) ER_NBWD_F32_CALL(1, 1);                                                                         \
+        if (w && code) ER_NBWD_F32_CALL(1, 1);                                                                        \
         else if (w) ER_NBWD_F32_CALL(1, 0);                                                                           \
-        else if (cls) ER_NBWD_F32_CALL(0, 1);                                                                         \
+        else if (code) ER_NBWD_F32_CALL(0, 1);                                                                        \
         else ER_NBWD_F32_CALL(0, 0);                                                                                  \
     }
 static void er_nbwd_f32(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
@@ -631,11 +643,38 @@ static void er_nbwd_f32(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
 ER_AVX2 static void er_nbwd_f32_avx2(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
 #endif
 
+/* The fp32 pass's codes (small integers, exact in double) split into the classes and the marks; returns the count of
+ * pending elements (in runs of at most 2^20, so that the count vectorises). */
+ER_ALWAYS_INLINE int64_t er_nbwd_unpack_body(int64_t n, const double *restrict code, uint8_t *restrict cls,
+                                             uint8_t *restrict mark) {
+    int64_t left = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += INT64_C(1) << 20) {
+        int32_t c = 0;
+        int64_t i1 = n - i0 < (INT64_C(1) << 20) ? n : i0 + (INT64_C(1) << 20);
+        for (int64_t i = i0; i < i1; i++) {
+            int32_t v = (int32_t)code[i], k = v & 0xFF;
+            cls[i] = (uint8_t)k;
+            mark[i] = (uint8_t)(v >> 8);
+            c += k == ER_NBWD_PENDING;
+        }
+        left += c;
+    }
+    return left;
+}
+static int64_t er_nbwd_unpack(int64_t n, const double *code, uint8_t *cls, uint8_t *mark) {
+    return er_nbwd_unpack_body(n, code, cls, mark);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static int64_t er_nbwd_unpack_avx2(int64_t n, const double *code, uint8_t *cls, uint8_t *mark) {
+    return er_nbwd_unpack_body(n, code, cls, mark);
+}
+#endif
+
 /* dx of a row with a saved rstd r: each element's set [c_i - T_i, c_i + T_i], T_i = E_i + W_i (Lemma N5, Theorem
  * N1), and its exact value from [c_i - E_i, c_i + E_i], else from B's and C's narrower enclosures, else exactly. */
 static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, const double *dy, const double *x,
                                    const double *w, double m, double r, int64_t n, const double *y, uint8_t *cls,
-                                   er_cval *cv, double *ex, double *rd, double *lo, double *hi) {
+                                   er_cval *cv, double *ex, double *rd, double *lo, double *hi, er_nbwd_marks *mk) {
     const er_fmt_info *F = pl->F;
     er_nbwd_width W;
     er_nbwd_ctr k, kx; /* the sets' constants; the exact values' (narrowed when a row needs it) */
@@ -654,20 +693,21 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
     int f32 = fin && F->id == ER_FP32 && pl->O->id == ER_FP32;
     int64_t left = n; /* elements the loop below must see: all but the pass's classed ones */
     if (f32) {
+        double vrel = mk ? mk->vrel : 0, vabs = mk ? mk->vabs : 0, wide = mk ? mk->wide : 0;
+        double *code = cls && mk ? mk->code : NULL;
+        if (cls && !(mk && mk->mark && mk->code))
+            return er__fail(ER_ERR_INTERNAL, "the fp32 pass of a row with classes needs its marks");
 #if ER_HAVE_AVX2
-        if (pl->simd) er_nbwd_f32_avx2(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, cls);
-        else
+        if (pl->simd) {
+            er_nbwd_f32_avx2(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
+            if (cls) left = er_nbwd_unpack_avx2(n, code, cls, mk->mark);
+        } else
 #endif
-            er_nbwd_f32(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, cls);
-        if (cls) { /* the pending ones, counted in runs of at most 2^20 so that the count vectorises */
-            left = 0;
-            for (int64_t i0 = 0; i0 < n; i0 += INT64_C(1) << 20) {
-                int32_t c = 0;
-                int64_t i1 = n - i0 < (INT64_C(1) << 20) ? n : i0 + (INT64_C(1) << 20);
-                for (int64_t i = i0; i < i1; i++) c += cls[i] == ER_NBWD_PENDING;
-                left += c;
-            }
+        {
+            er_nbwd_f32(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
+            if (cls) left = er_nbwd_unpack(n, code, cls, mk->mark);
         }
+        if (mk) mk->done = cls != NULL;
     }
     for (int64_t i = 0; i < n && st == ER_OK && left > 0; i++) {
         if (f32 && ex[i] == ex[i]) {
@@ -757,13 +797,14 @@ int er__nbwd_decides(const er_nbwd_plan *pl) {
 
 er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x, const double *w, double m, double rlo,
                        double rhi, int64_t n, const double *y, uint8_t *cls, er_cval *cv, double *ex, double *rd,
-                       double *lo, double *hi) {
+                       double *lo, double *hi, er_nbwd_marks *mk) {
     const er_fmt_info *F = pl->F;
+    if (mk) mk->done = 0;
     if (cls) memset(cls, ER_NBWD_PENDING, (size_t)n);
     if (!er__nbwd_decides(pl)) cls = NULL;
     if (!pl->centered) m = 0;
-    int ok = isfinite(m) && isfinite(rlo) && isfinite(rhi);
-    ok = ok && er_nbwd_finite(pl->simd, dy, x, w, n);
+    er_nbwd_rowsum rs;
+    int ok = isfinite(m) && isfinite(rlo) && isfinite(rhi) && er_nbwd_rowsums(pl, dy, x, w, m, n, &rs);
     if (!ok) {
         for (int64_t i = 0; i < n; i++) {
             er__cval_anything(&cv[i], F);
@@ -772,10 +813,8 @@ er_status er__nbwd_row(const er_nbwd_plan *pl, const double *dy, const double *x
         }
         return ER_OK;
     }
-    er_nbwd_rowsum rs;
-    er_nbwd_rowsums(pl, dy, x, w, m, n, &rs);
     er_status st = pl->own ? er_nbwd_row_own(pl, &rs, dy, x, w, rlo, rhi, n, cv, ex, rd)
-                           : er_nbwd_row_saved(pl, &rs, dy, x, w, m, rlo, n, y, cls, cv, ex, rd, lo, hi);
+                           : er_nbwd_row_saved(pl, &rs, dy, x, w, m, rlo, n, y, cls, cv, ex, rd, lo, hi, mk);
     if (rs.exact) mpfr_clears(rs.Bx, rs.Cx, (mpfr_ptr)0);
     return st;
 }
@@ -949,12 +988,12 @@ er_status er__nbwd_col(const er_nbwd_plan *pl, int bias, const double *dy, const
         *ex = *rd = NAN;
         return ER_OK;
     }
-    if (er__nbwd_col_sums(pl, bias, S0, sa, bias ? 1.0 : mul, rows, cv, ex, rd) == 2) return ER_OK;
+    if (er__nbwd_col_sums(pl, bias, S0, 0.0, -1, sa, bias ? 1.0 : mul, rows, cv, ex, rd) == 2) return ER_OK;
     return er__nbwd_col_exact(pl, bias, dy, x, m, r, rows, ex, rd);
 }
 
-int er__nbwd_col_sums(const er_nbwd_plan *pl, int bias, double S0, double sa, double mul, int64_t rows, er_cval *cv,
-                      double *ex, double *rd) {
+int er__nbwd_col_sums(const er_nbwd_plan *pl, int bias, double S0, double b, int64_t joins, double sa, double mul,
+                      int64_t rows, er_cval *cv, double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
     if (!(sa <= DBL_MAX && mul <= DBL_MAX)) {
         er__cval_anything(cv, F);
@@ -965,6 +1004,10 @@ int er__nbwd_col_sums(const er_nbwd_plan *pl, int bias, double S0, double sa, do
      * dy r's then multiplied by d: at most rows 2^-1074 (1 + |d|) <= rows 2^-1073 mul in all */
     double K = (double)(rows + 4) * 0x1p-52, U = er__mul_up((double)rows * 0x1p-1073, mul),
            sau = er__add_up(er__up(sa * (1.0 + K)), U), Sk = er__add_up(er__mul_up(K, sau), U);
+    if (joins >= 0) { /* Lemma N6: rows main terms and at most `joins` more two-sums, each adding one error to b */
+        S0 += b;
+        Sk = er__csum_radius(rows + joins, bias ? 2 : 3, bias ? 0.0 : 0x1p-50, sau, S0);
+    }
     er_iv e = { er__dn(S0 - Sk), er__up(S0 + Sk) };
     double k = bias ? 0 : ER_NBWD_DW_ROUNDINGS, sd = (double)(pl->depth ? pl->depth : (rows ? rows - 1 : 0));
     /* dbias: terms of F added in F, no underflow error; dweight: 2 rows products may underflow by eta/2, each then

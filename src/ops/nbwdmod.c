@@ -13,6 +13,7 @@
 #include "enclose/norm_bwd.h"
 #include "enclose/rmsnorm.h"
 #include "exact/accum.h"
+#include "enclose/compsum.h"
 
 /* The views (not copies), the normalised dimensions' count and size n, and the rows. */
 typedef struct er_nbwd_state {
@@ -161,10 +162,11 @@ static er_status er_nbwd_check(const er_ref *ref, const er_standard *std) {
 }
 
 /* The column sums' partial sums over fixed chunks of rows (their count depends on the rows alone, so that the
- * sets do not depend on the thread count): per chunk and column, dweight's sum of terms, sum of magnitudes and
- * largest |x - m|, and dbias's sum of dy, sum of magnitudes and largest |dy|. */
+ * sets do not depend on the thread count): per chunk and column, dweight's compensated sum of terms (the main terms'
+ * two-sum cascade and the sum of its errors and the terms' companions: Lemma N6), sum of magnitudes and largest
+ * |x - m|, and dbias's compensated sum of dy, sum of magnitudes and largest |dy|. */
 #define ER_NBWD_CHUNKS 32
-enum { ER_PW_SUM, ER_PW_ABS, ER_PW_DMAX, ER_PB_SUM, ER_PB_ABS, ER_PB_YMAX, ER_P_N };
+enum { ER_PW_SUM, ER_PW_ERR, ER_PW_ABS, ER_PW_DMAX, ER_PB_SUM, ER_PB_ERR, ER_PB_ABS, ER_PB_YMAX, ER_P_N };
 static int64_t er_nbwd_chunks(int64_t rows) { return rows < ER_NBWD_CHUNKS ? rows : ER_NBWD_CHUNKS; }
 
 /* One share: the row chunks [k0, k1) of dx and of the column sums' partials, then columns [c0, c1) of dweight and
@@ -182,21 +184,32 @@ typedef struct er_nbwd_job {
 } er_nbwd_job;
 
 /* Adds row r's terms to its chunk's partials P (ER_P_N runs of n): t = (dy r) (x - m) and dy, the columns' sums in
- * row order (Lemma N4 takes any order). Vectorised over the columns (core/internal.h). */
-ER_ALWAYS_INLINE void er_nbwd_part_body(double *restrict sw, double *restrict aw, double *restrict dm,
-                                        double *restrict sb, double *restrict ab, double *restrict ym, int64_t n,
+ * row order, each a cascade of two-sums (Lemma N6; its main terms' sum is the plain sum in double of Lemma N4, which
+ * takes any order). t's companion (er__csum_add_prod's: x - m = d + dl exactly, (dy r) d = t + fma's error exactly,
+ * (dy r) dl rounded once) is exact in its parts only for a compute format of at most 26 bits; the column sums use the
+ * companions only then. Vectorised over the columns (core/internal.h). */
+ER_ALWAYS_INLINE void er_nbwd_part_body(double *restrict sw, double *restrict ew, double *restrict aw,
+                                        double *restrict dm, double *restrict sb, double *restrict eb,
+                                        double *restrict ab, double *restrict ym, int64_t n,
                                         const double *restrict dy, const double *restrict x, double m, double r) {
     for (int64_t q = 0; q < n; q++) {
-        double d = x[q] - m, t = dy[q] * r * d, ad = fabs(d), ay = fabs(dy[q]);
-        sw[q] += t;
+        double d, dl, e, f, s1, s2, g = dy[q] * r; /* the sums through locals: GCC does not vectorise otherwise */
+        er__two_sum(x[q], -m, &d, &dl);
+        double t = g * d, small = fma(g, d, -t) + g * dl, ad = fabs(d), ay = fabs(dy[q]);
+        er__two_sum(sw[q], t, &s1, &e);
+        sw[q] = s1;
+        ew[q] += e + small;
         aw[q] += fabs(t);
         dm[q] = ad > dm[q] ? ad : dm[q];
-        sb[q] += dy[q];
+        er__two_sum(sb[q], dy[q], &s2, &f);
+        sb[q] = s2;
+        eb[q] += f;
         ab[q] += ay;
         ym[q] = ay > ym[q] ? ay : ym[q];
     }
 }
-#define ER_NBWD_PART_CALL er_nbwd_part_body(P, P + n, P + 2 * n, P + 3 * n, P + 4 * n, P + 5 * n, n, dy, x, m, r)
+#define ER_NBWD_PART_CALL                                                                                             \
+    er_nbwd_part_body(P, P + n, P + 2 * n, P + 3 * n, P + 4 * n, P + 5 * n, P + 6 * n, P + 7 * n, n, dy, x, m, r)
 static void er_nbwd_part(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
     ER_NBWD_PART_CALL;
 }
@@ -216,48 +229,50 @@ static void er_nbwd_part_row(int simd, double *P, int64_t n, const double *dy, c
     er_nbwd_part(P, n, dy, x, m, r);
 }
 
-/* A row's decided elements (class 0 or 1) counted into c[0], c[1] and their classes copied into out (the pending ones
- * get ER_NBWD_PENDING there, until their set is put); mark[q] = 1 for a pending element and for a decided one whose
- * output set may be wider than `wide`: its set lies in [lo - v, hi + v] joined with rd, v = vrel |end| + vabs (the
- * rounding into F, then into O), and a one-signed set's relative width grows with its ends (any set's is at most
- * 2). Vectorised over the row (core/internal.h). */
+/* The widest-set screen of a row whose fp32 pass did not write it (er_nbwd_marks, norm_bwd.h), and the count of its
+ * decided elements (class 0 or 1) into c[0], c[1], in runs of at most 2^20 so that the counts vectorise
+ * (core/internal.h). */
+ER_ALWAYS_INLINE void er_nbwd_mark_body(int64_t n, const uint8_t *restrict cls, const double *restrict lo,
+                                        const double *restrict hi, const double *restrict rd, double vrel, double vabs,
+                                        double wide, uint8_t *restrict mark) {
+    (void)cls;
+    for (int64_t q = 0; q < n; q++) mark[q] = er__nbwd_wider(lo[q], hi[q], rd[q], vrel, vabs, wide);
+}
+ER_ALWAYS_INLINE void er_nbwd_count_body(int64_t n, const uint8_t *restrict cls, int64_t *c) {
+    for (int64_t i0 = 0; i0 < n; i0 += INT64_C(1) << 20) {
+        int32_t c0 = 0, c1 = 0;
+        int64_t i1 = n - i0 < (INT64_C(1) << 20) ? n : i0 + (INT64_C(1) << 20);
+        for (int64_t q = i0; q < i1; q++) {
+            c0 += cls[q] == 0;
+            c1 += cls[q] == 1;
+        }
+        c[0] += c0;
+        c[1] += c1;
+    }
+}
 #define ER_NBWD_MARK_ARGS                                                                                             \
     int64_t n, const uint8_t *restrict cls, const double *restrict lo, const double *restrict hi,                     \
-        const double *restrict rd, double vrel, double vabs, double wide, uint8_t *restrict out,                      \
-        uint8_t *restrict mark, int64_t *c
-ER_ALWAYS_INLINE void er_nbwd_mark_body(ER_NBWD_MARK_ARGS) {
-    int64_t c0 = 0, c1 = 0;
-    for (int64_t q = 0; q < n; q++) {
-        uint8_t k = cls[q];
-        double L = lo[q] - (fabs(lo[q]) * vrel + vabs), H = hi[q] + (fabs(hi[q]) * vrel + vabs);
-        L = rd[q] < L ? rd[q] : L;
-        H = rd[q] > H ? rd[q] : H;
-        double M = fabs(L) > fabs(H) ? fabs(L) : fabs(H);
-        int narrow = ((L > 0) | (H < 0)) & ((H - L) * (1.0 + 0x1p-40) < wide * M);
-        out[q] = k;
-        c0 += k == 0;
-        c1 += k == 1;
-        mark[q] = (k == ER_NBWD_PENDING) | !narrow;
-    }
-    c[0] += c0;
-    c[1] += c1;
-}
-static void er_nbwd_mark(ER_NBWD_MARK_ARGS) { er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, out, mark, c); }
+        const double *restrict rd, double vrel, double vabs, double wide, uint8_t *restrict mark
+static void er_nbwd_mark(ER_NBWD_MARK_ARGS) { er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, mark); }
+static void er_nbwd_count(int64_t n, const uint8_t *cls, int64_t *c) { er_nbwd_count_body(n, cls, c); }
 #if ER_HAVE_AVX2
 ER_AVX2 static void er_nbwd_mark_avx2(ER_NBWD_MARK_ARGS) {
-    er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, out, mark, c);
+    er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, mark);
 }
+ER_AVX2 static void er_nbwd_count_avx2(int64_t n, const uint8_t *cls, int64_t *c) { er_nbwd_count_body(n, cls, c); }
 #endif
+
+_Static_assert((ER_NBWD_PENDING & 0x80) && !(0 & 0x80) && !(1 & 0x80), "the rows' loop skips on the high bits");
 
 /* The rows of chunks [k0, k1): dx where its sink is open, and the column sums' partials where they are kept. Where
  * the module decides dx's classes (the engine reads the output, no sets are asked for and the rows' sets decide
  * them: er__nbwd_decides), a decided element is counted and offered as the widest set here, the others put. */
-static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t *cls, uint8_t *mark) {
+static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t *mark) {
     const er_nbwd_state *s = er__nbwd(j->ref);
     er_sink *sk = j->sk[0];
     int64_t n = s->n, counts[2] = { 0, 0 };
     double *dy = buf, *x = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n, *y = buf + 4 * n, *lo = buf + 5 * n,
-           *hi = buf + 6 * n, wide = -1;
+           *hi = buf + 6 * n, *code = buf + 7 * n, wide = -1;
     int fast = sk && er__sink_reads_output(sk) && !sk->set_lo && er__nbwd_decides(&j->pl[0]);
     uint8_t *classes = fast ? er__sink_classes(sk) : NULL;
     /* the output set's ends move from [lo, hi] by less than 2^(2 - p) |end| + 2 eta of O (its values of F rounded into
@@ -272,27 +287,37 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t 
             if (j->part)
                 er_nbwd_part_row(j->simd, j->part + k * ER_P_N * n, n, dy, x, s->centered ? j->m[r] : 0.0, j->rlo[r]);
             if (!sk) continue;
+            /* where the module decides the classes, the row's go straight into the report's */
+            uint8_t *cls = fast ? classes + r * n : NULL;
+            er_nbwd_marks mk = { vrel, vabs, wide, mark, code, 0 };
             if (fast) er__load_run(sk->out, r * n, n, y);
             ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r],
-                                            n, fast ? y : NULL, fast ? cls : NULL, cv, ex, rd, lo, hi));
+                                            n, fast ? y : NULL, cls, cv, ex, rd, lo, hi, fast ? &mk : NULL));
             if (fast) { /* the decided elements counted; the pending ones and the widest set's candidates below */
 #if ER_HAVE_AVX2
-                if (j->simd) er_nbwd_mark_avx2(n, cls, lo, hi, rd, vrel, vabs, wide, classes + r * n, mark, counts);
-                else
+                if (j->simd) {
+                    if (!mk.done) er_nbwd_mark_avx2(n, cls, lo, hi, rd, vrel, vabs, wide, mark);
+                    er_nbwd_count_avx2(n, cls, counts);
+                } else
 #endif
-                    er_nbwd_mark(n, cls, lo, hi, rd, vrel, vabs, wide, classes + r * n, mark, counts);
+                {
+                    if (!mk.done) er_nbwd_mark(n, cls, lo, hi, rd, vrel, vabs, wide, mark);
+                    er_nbwd_count(n, cls, counts);
+                }
             }
             for (int64_t q = 0; q < n; q++) {
                 er_cset c;
-                if (fast && q + 8 <= n) { /* eight unmarked elements at a time */
-                    uint64_t w8;
+                if (fast && q + 8 <= n) { /* eight at a time: none marked, none pending (classes 0 and 1 have the
+                                             * high bit of ER_NBWD_PENDING clear) */
+                    uint64_t w8, c8;
                     memcpy(&w8, mark + q, 8);
-                    if (w8 == 0) {
+                    memcpy(&c8, cls + q, 8);
+                    if ((w8 | (c8 & UINT64_C(0x8080808080808080))) == 0) {
                         q += 7;
                         continue;
                     }
                 }
-                if (fast && !mark[q]) continue;
+                if (fast && !mark[q] && cls[q] != ER_NBWD_PENDING) continue;
                 if (fast && cls[q] != ER_NBWD_PENDING) {
                     /* a candidate for the widest set, tried in order against the widest as it grows: the output
                      * set's own ends (the set's own where O is F) */
@@ -339,20 +364,23 @@ static er_status er_nbwd_colsums(er_nbwd_job *j, double *buf) {
         for (int o = 1; o < 3 && st == ER_OK; o++) {
             if (!j->sk[o]) continue;
             int bias = o == 2, a0 = bias ? ER_PB_SUM : ER_PW_SUM;
-            /* the chunks in order; dweight's mul: max(1,|dy|) max(1,|d|) max(1,|r|)^2 over the rows, bounded by
-             * the product of the maxima */
-            double S0 = 0, sa = 0, dm = 1.0, ym = 1.0, mul = 1.0;
+            /* the chunks in order, their cascades joined by two-sums (Lemma N6's tree; its companions count where
+             * they are exact); dweight's mul: max(1,|dy|) max(1,|d|) max(1,|r|)^2 over the rows, bounded by the
+             * product of the maxima */
+            er_csum S = { 0, 0 };
+            double sa = 0, dm = 1.0, ym = 1.0, mul = 1.0;
             for (int64_t k = 0; k < j->nc; k++) {
                 const double *P = j->part + k * ER_P_N * n;
-                S0 += P[a0 * n + c];
-                sa += P[(a0 + 1) * n + c];
+                er__csum_add(&S, P[a0 * n + c], P[(a0 + 1) * n + c]);
+                sa += P[(a0 + 2) * n + c];
                 dm = P[ER_PW_DMAX * n + c] > dm ? P[ER_PW_DMAX * n + c] : dm;
                 ym = P[ER_PB_YMAX * n + c] > ym ? P[ER_PB_YMAX * n + c] : ym;
             }
             if (!bias) mul = er__mul_up(er__mul_up(ym, dm), er__mul_up(rm, rm));
             er_cval cv;
             double ex, rd;
-            int done = er__nbwd_col_sums(&j->pl[o], bias, S0, sa, mul, R, &cv, &ex, &rd);
+            int64_t joins = er__nbwd_compensated(j->pl[o].F) ? j->nc : -1;
+            int done = er__nbwd_col_sums(&j->pl[o], bias, S.s, S.b, joins, sa, mul, R, &cv, &ex, &rd);
             if (done < 2) {
                 double *dy = buf, *x = buf + R;
                 er_nbwd_column(&s->dy, n, R, c, dy);
@@ -413,17 +441,17 @@ static void *er_nbwd_run_rows(void *arg) {
     const er_nbwd_state *s = er__nbwd(j->ref);
     int64_t len = s->n;
     size_t k1 = (size_t)(len ? len : 1);
-    double *buf = malloc(sizeof(double) * 7 * k1);
+    double *buf = malloc(sizeof(double) * 8 * k1); /* seven rows of values and the fp32 pass's codes */
     er_cval *cv = malloc(sizeof *cv * k1);
-    uint8_t *cls = malloc(2 * k1), *mark = cls + k1;
-    j->st = buf && cv && cls ? ER_OK
-                             : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
-                                        (long long)len);
-    if (j->st == ER_OK && (j->sk[0] || j->part)) j->st = er_nbwd_rows(j, buf, cv, cls, mark);
+    uint8_t *mark = malloc(k1);
+    j->st = buf && cv && mark ? ER_OK
+                              : er__fail(ER_ERR_NOMEM, "cannot allocate %s's working rows of %lld", er__op_name(j->ref),
+                                         (long long)len);
+    if (j->st == ER_OK && (j->sk[0] || j->part)) j->st = er_nbwd_rows(j, buf, cv, mark);
     if (j->st == ER_OK && !j->part && (j->sk[1] || j->sk[2])) j->st = er_nbwd_cols(j);
     free(buf);
     free(cv);
-    free(cls);
+    free(mark);
     if (j->t > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
     return NULL;
 }

@@ -674,6 +674,102 @@ START_TEST(norm_backward_depth_and_refusals) {
 }
 END_TEST
 
+/* A row holding a NaN or an infinity claims nothing (norm-backward.md, Theorem N1): each special as the only one of
+ * its row (dy infinite, dy NaN, x infinite where dy is 0, x NaN, dy infinite where the weight is 0), then a weight
+ * infinite in a column whose dy is 0 in every row. Every element of such a row allows every value (NaN and both
+ * infinities included), a dx of 0 there is covered, not exact, and the finite row's sets stay finite. */
+START_TEST(norm_backward_nonfinite_rows) {
+    er_test_reseed(1205);
+    for (int run = 0; run < 4; run++) {
+        int centered = run % 2 == 0, wcol = run >= 2;
+        int64_t R = 6, n = 64;
+        nb_case c;
+        nb_make(&c, NB_NORMAL, R, n, centered, ER_FP32);
+        c.has_w = 1;
+        if (wcol) {
+            c.w[13] = INFINITY;
+            for (int64_t i = 0; i < R; i++) c.dy[i * n + 13] = 0.0f;
+        } else {
+            c.dy[0 * n + 5] = INFINITY;
+            c.dy[1 * n + 7] = NAN;
+            c.x[2 * n + 3] = -INFINITY;
+            c.dy[2 * n + 3] = 0.0f;
+            c.x[3 * n + 9] = NAN;
+            c.w[11] = 0.0f;
+            c.dy[4 * n + 11] = INFINITY;
+        }
+        int64_t special = wcol ? R : 5; /* rows 0 .. special - 1 hold a special value */
+        er_tensor tdy, tx, tm, tr, tw, tdx;
+        float *dx = calloc((size_t)(R * n), sizeof(float));
+        ck_assert_int_eq(er_tensor_view(&tdy, ER_FP32, 2, (int64_t[]){R, n}, NULL, c.dy), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, n}, NULL, c.x), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){R}, NULL, c.m), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){R}, NULL, c.r), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, c.w), ER_OK);
+        ck_assert_int_eq(er_tensor_view(&tdx, ER_FP32, 2, (int64_t[]){R, n}, NULL, dx), ER_OK);
+        er_ref *ref;
+        if (centered) ck_assert_int_eq(er_layer_norm_backward(&ref, &tdy, &tx, 1, &tm, &tr, &tw), ER_OK);
+        else ck_assert_int_eq(er_rmsnorm_backward(&ref, &tdy, &tx, &tr, &tw, 1e-6), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        double *lo = malloc(sizeof(double) * (size_t)(R * n)), *hi = malloc(sizeof(double) * (size_t)(R * n));
+        uint8_t *fl = malloc((size_t)(R * n));
+        ck_assert_msg(er_ref_enclosure(ref, 0, &std, ER_FP32, lo, hi, fl) == ER_OK, "%s", er_last_error());
+        const uint8_t all = ER_ENCLOSURE_NAN | ER_ENCLOSURE_PINF | ER_ENCLOSURE_NINF;
+        for (int64_t e = 0; e < R * n; e++) {
+            int sp = e / n < special;
+            ck_assert_msg(sp ? (fl[e] & all) == all : fl[e] == 0 && isfinite(lo[e]) && isfinite(hi[e]),
+                          "run %d, %s, dx element %lld (row %lld): flags %d, set [%g, %g]", run,
+                          centered ? "layer_norm" : "rmsnorm", (long long)e, (long long)(e / n), fl[e], lo[e], hi[e]);
+        }
+        er_report rep;
+        ck_assert_msg(er_covers(&rep, ref, &tdx, &std) == ER_OK, "%s", er_last_error());
+        ck_assert_msg(rep.counts[ER_CLASS_COVERED] >= special * n && rep.counts[ER_CLASS_EXACT] == 0,
+                      "run %d: %lld covered, %lld exact of dx = 0", run, (long long)rep.counts[ER_CLASS_COVERED],
+                      (long long)rep.counts[ER_CLASS_EXACT]);
+        er_report_clear(&rep);
+        er_ref_free(ref);
+        free(lo); free(hi); free(fl); free(dx);
+        nb_free(&c);
+    }
+}
+END_TEST
+
+/* The column sums' compensated enclosures (norm-backward.md, Lemma N6 over the chunks): columns whose sums cancel
+ * down to just above an fp32 midpoint, 1 + 2^-24, by less than their plain sums in double can see. dweight's column 0:
+ * a term dy r x of 72 bits whose rounding error (about 2^-36) is the whole margin, its main part cancelled by three
+ * rows, then 1 + 2^-24 - 2^-37; dbias's column 1: 2^40 + 1 + (2^-24 + 2^-47) - 2^40, where the small term vanishes
+ * from the double sum. Both correct roundings are 1 + 2^-23, and both outputs must be classed exact. */
+START_TEST(norm_backward_column_sums_compensated) {
+    enum { R = 5, N = 2 };
+    const float dy0 = 0x1.9c3e6p+10f, r0 = 0x1.e6a16ap-1f, x0 = 0x1.164d2ep+10f, h1 = 0x1.a9f346p+20f,
+                h2 = 0x1.8ec558p-7f;
+    float dy[R * N] = {dy0, 0x1p40f, -h1, 1.0f, -h2, 0x1p-24f + 0x1p-47f, 1.0f, -0x1p40f, 0x1p-24f - 0x1p-37f, 0.0f};
+    float x[R * N] = {x0, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}, m[R] = {0}, r[R] = {r0, 1, 1, 1, 1};
+    float dx[R * N] = {0}, dw[N] = {1.0f + 0x1p-23f, 0.0f}, db[N] = {0.0f, 1.0f + 0x1p-23f};
+    er_tensor tdy, tx, tm, tr, tdx, tdw, tdb;
+    ck_assert_int_eq(er_tensor_view(&tdy, ER_FP32, 2, (int64_t[]){R, N}, NULL, dy), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, N}, NULL, x), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&tm, ER_FP32, 1, (int64_t[]){R}, NULL, m), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&tr, ER_FP32, 1, (int64_t[]){R}, NULL, r), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&tdx, ER_FP32, 2, (int64_t[]){R, N}, NULL, dx), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&tdw, ER_FP32, 1, (int64_t[]){N}, NULL, dw), ER_OK);
+    ck_assert_int_eq(er_tensor_view(&tdb, ER_FP32, 1, (int64_t[]){N}, NULL, db), ER_OK);
+    er_ref *ref;
+    ck_assert_int_eq(er_layer_norm_backward(&ref, &tdy, &tx, 1, &tm, &tr, NULL), ER_OK);
+    er_standard std;
+    er_standard_init(&std);
+    const er_tensor *outs[3] = {&tdx, &tdw, &tdb};
+    er_report reps[3];
+    ck_assert_msg(er_covers_outputs(reps, ref, outs, 3, &std) == ER_OK, "%s", er_last_error());
+    ck_assert_msg(reps[1].counts[ER_CLASS_EXACT] == 1 && reps[2].counts[ER_CLASS_EXACT] == 1,
+                  "dweight[0] and dbias[1] = 1 + 2^-23: %lld and %lld exact", (long long)reps[1].counts[ER_CLASS_EXACT],
+                  (long long)reps[2].counts[ER_CLASS_EXACT]);
+    nb_clear(reps, 3);
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("normbwd");
     TCase *tc = tcase_create("norm_backward");
@@ -684,6 +780,8 @@ int main(void) {
     tcase_add_test(tc, norm_backward_compute_fp64);
     tcase_add_test(tc, norm_backward_subnormal_gradients);
     tcase_add_test(tc, rmsnorm_backward_own_rstd);
+    tcase_add_test(tc, norm_backward_nonfinite_rows);
+    tcase_add_test(tc, norm_backward_column_sums_compensated);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
