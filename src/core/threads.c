@@ -18,9 +18,13 @@ int er__num_threads(int64_t work) {
 int er__simd(void) {
 #if ER_HAVE_AVX2
     const char *e = getenv("EXACTREF_SIMD");
-    if (e && strcmp(e, "0") == 0) return 0;
+    int cap = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : 2;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int level = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (level && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
+        level = 2;
+    return level < cap ? level : cap;
 #else
     return 0;
 #endif

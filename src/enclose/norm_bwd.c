@@ -274,6 +274,11 @@ ER_AVX2 static void er_nbwd_csum_row_avx2(const double *restrict dy, const doubl
     if (w) er_nbwd_csum_body(dy, x, w, 1, m, n, o);
     else er_nbwd_csum_body(dy, x, w, 0, m, n, o);
 }
+ER_AVX512 static void er_nbwd_csum_row_avx512(const double *restrict dy, const double *restrict x,
+                                           const double *restrict w, double m, int64_t n, er_nbwd_csums *o) {
+    if (w) er_nbwd_csum_body(dy, x, w, 1, m, n, o);
+    else er_nbwd_csum_body(dy, x, w, 0, m, n, o);
+}
 #endif
 
 /* The row's bounds, and B's and C's enclosures from sums in double (Lemma N4): each term passes through at most
@@ -291,7 +296,8 @@ static int er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const doubl
     if (comp) {
         er_nbwd_csums o;
 #if ER_HAVE_AVX2
-        if (pl->simd) er_nbwd_csum_row_avx2(dy, x, w, m, n, &o);
+        if (pl->simd >= 2) er_nbwd_csum_row_avx512(dy, x, w, m, n, &o);
+        else if (pl->simd) er_nbwd_csum_row_avx2(dy, x, w, m, n, &o);
         else
 #endif
             er_nbwd_csum_row(dy, x, w, m, n, &o);
@@ -619,7 +625,7 @@ ER_ALWAYS_INLINE void er_nbwd_f32_body(int64_t n, const double *restrict dy, con
         if (hascls) {
             double yi = y[i];
             /* nested selects on the comparisons (GCC vectorises this form, not ints combined first) */
-            code[i] = (ok ? (yi == a ? 0.0 : (yi >= l) & (yi <= h) ? 1.0 : ER_NBWD_PENDING) : ER_NBWD_PENDING) +
+            code[i] = (ok ? (yi == a ? 0.0 : ((yi >= l) & (yi <= h)) ? 1.0 : ER_NBWD_PENDING) : ER_NBWD_PENDING) +
                       (er__nbwd_wider(l, h, a, vrel, vabs, wide) ? 256.0 : 0.0);
         }
     }
@@ -641,6 +647,7 @@ ER_ALWAYS_INLINE void er_nbwd_f32_body(int64_t n, const double *restrict dy, con
 static void er_nbwd_f32(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
 #if ER_HAVE_AVX2
 ER_AVX2 static void er_nbwd_f32_avx2(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
+ER_AVX512 static void er_nbwd_f32_avx512(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
 #endif
 
 /* The fp32 pass's codes (small integers, exact in double) split into the classes and the marks; returns the count of
@@ -666,6 +673,9 @@ static int64_t er_nbwd_unpack(int64_t n, const double *code, uint8_t *cls, uint8
 }
 #if ER_HAVE_AVX2
 ER_AVX2 static int64_t er_nbwd_unpack_avx2(int64_t n, const double *code, uint8_t *cls, uint8_t *mark) {
+    return er_nbwd_unpack_body(n, code, cls, mark);
+}
+ER_AVX512 static int64_t er_nbwd_unpack_avx512(int64_t n, const double *code, uint8_t *cls, uint8_t *mark) {
     return er_nbwd_unpack_body(n, code, cls, mark);
 }
 #endif
@@ -698,7 +708,10 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
         if (cls && !(mk && mk->mark && mk->code))
             return er__fail(ER_ERR_INTERNAL, "the fp32 pass of a row with classes needs its marks");
 #if ER_HAVE_AVX2
-        if (pl->simd) {
+        if (pl->simd >= 2) {
+            er_nbwd_f32_avx512(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
+            if (cls) left = er_nbwd_unpack_avx512(n, code, cls, mk->mark);
+        } else if (pl->simd) {
             er_nbwd_f32_avx2(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
             if (cls) left = er_nbwd_unpack_avx2(n, code, cls, mk->mark);
         } else

@@ -179,7 +179,7 @@ typedef struct er_nbwd_job {
     double *part;                    /* the partials (NULL: the column sums read their columns themselves) */
     int64_t nc, k0, k1, c0, c1;
     int t;    /* the share's number: 0 runs in the calling thread */
-    int simd; /* the AVX2 loops (er__simd) */
+    int simd; /* the vectorised loops' level (er__simd) */
     er_status st;
 } er_nbwd_job;
 
@@ -217,10 +217,18 @@ static void er_nbwd_part(double *P, int64_t n, const double *dy, const double *x
 ER_AVX2 static void er_nbwd_part_avx2(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
     ER_NBWD_PART_CALL;
 }
+ER_AVX512 static void er_nbwd_part_avx512(double *P, int64_t n, const double *dy, const double *x, double m,
+                                          double r) {
+    ER_NBWD_PART_CALL;
+}
 #endif
 static void er_nbwd_part_row(int simd, double *P, int64_t n, const double *dy, const double *x, double m, double r) {
     (void)simd;
 #if ER_HAVE_AVX2
+    if (simd >= 2) {
+        er_nbwd_part_avx512(P, n, dy, x, m, r);
+        return;
+    }
     if (simd) {
         er_nbwd_part_avx2(P, n, dy, x, m, r);
         return;
