@@ -882,8 +882,9 @@ static void er_vec_load(const er_tensor *t, int64_t begin, int64_t m, float *dst
  * to the output format O (a narrower O: the exact result's rounding from the bracket, never from the witness). A
  * set decided here has the hull [y, y] or is left to the per-element decision, so the widest set is found as
  * before. */
-/* er_chain_vec_decide's loop for an fp32 output and a relu, exp or tanh stage, without a call or a branch: the
- * classes the general loop gives (exact, else open). */
+/* er_chain_vec_decide's loop for an fp32 output and a relu, exp, tanh, sigmoid or silu stage, without a call or a
+ * branch: the classes the general loop gives where it reaches no witness beyond the first (exact, covered, else
+ * open). For fp32, rounding a value within fp32's range into O is its conversion to float. */
 ER_ALWAYS_INLINE void er_chain_vec_f32_body(int64_t m, er_stage_kind k, const float *restrict xs,
                                             const float *restrict ys, const double *restrict elo,
                                             const double *restrict ehi, uint8_t *restrict dec) {
@@ -892,6 +893,26 @@ ER_ALWAYS_INLINE void er_chain_vec_f32_body(int64_t m, er_stage_kind k, const fl
         int ok = (fabs(x) <= FLT_MAX) & (fabs(y) <= FLT_MAX);
         if (k == ER_STAGE_RELU) { /* x is exact, and so is max(x, 0) */
             dec[i] = ok & (y == (x > 0 ? x : 0.0)) ? ER_CLASS_EXACT : ER_VEC_OPEN;
+            continue;
+        }
+        if (k == ER_STAGE_SIGMOID || k == ER_STAGE_SILU) {
+            /* exp(-x) correctly rounded to fp32 where both bounds round to it, the one witness from it, the exact
+             * result's bracket c / (1 + e) over e in [elo, ehi] (c = 1 or x); y must be the witness, or the
+             * bracket's one rounding, for this loop to class it */
+            float a = (float)elo[i];
+            ok &= (a == (float)ehi[i]) & (fabs(a) <= FLT_MAX);
+            a = ok ? a : 0.0f; /* (a value the lanes left open never see) */
+            float c = k == ER_STAGE_SIGMOID ? 1.0f : xs[i], w = c / (1.0f + a);
+            er__quot_1p_bounds(c, elo[i], ehi[i], &lo, &hi);
+            ok &= (fabs(w) <= FLT_MAX) & (fabs(lo) <= FLT_MAX) & (fabs(hi) <= FLT_MAX);
+            lo = ok ? lo : 0.0; /* within range: converted below */
+            hi = ok ? hi : 0.0;
+            double ra = (float)lo, rb = (float)hi;
+            ok &= (y == w) | ((y == ra) & (ra == rb));
+            dec[i] = !ok             ? ER_VEC_OPEN
+                     : ra == rb      ? (y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED)
+                     : (y < ra) | (y > rb) ? ER_CLASS_COVERED
+                                           : ER_VEC_OPEN;
             continue;
         }
         if (k == ER_STAGE_EXP) {
@@ -915,6 +936,8 @@ ER_ALWAYS_INLINE void er_chain_vec_f32_body(int64_t m, er_stage_kind k, const fl
     {                                                                                                                 \
         if (k == ER_STAGE_RELU) er_chain_vec_f32_body(m, ER_STAGE_RELU, xs, ys, elo, ehi, dec);                      \
         else if (k == ER_STAGE_EXP) er_chain_vec_f32_body(m, ER_STAGE_EXP, xs, ys, elo, ehi, dec);                   \
+        else if (k == ER_STAGE_SIGMOID) er_chain_vec_f32_body(m, ER_STAGE_SIGMOID, xs, ys, elo, ehi, dec);           \
+        else if (k == ER_STAGE_SILU) er_chain_vec_f32_body(m, ER_STAGE_SILU, xs, ys, elo, ehi, dec);                 \
         else er_chain_vec_f32_body(m, ER_STAGE_TANH, xs, ys, elo, ehi, dec);                                         \
     }
 static void er_chain_vec_f32(ER_CHAIN_VEC_F32_ARGS) ER_CHAIN_VEC_F32_BODY
@@ -940,7 +963,7 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
         }
         er__exp_bounds_run(j->simd, m, ts, elo, ehi);
     }
-    if (o32 && (k == ER_STAGE_RELU || k == ER_STAGE_EXP || k == ER_STAGE_TANH)) {
+    if (o32) {
 #if ER_HAVE_AVX2
         if (j->simd) er_chain_vec_f32_avx2(m, k, xs, ys, elo, ehi, dec);
         else
