@@ -882,17 +882,41 @@ static void er_vec_load(const er_tensor *t, int64_t begin, int64_t m, float *dst
  * to the output format O (a narrower O: the exact result's rounding from the bracket, never from the witness). A
  * set decided here has the hull [y, y] or is left to the per-element decision, so the widest set is found as
  * before. */
-/* er_chain_vec_decide's loop for an fp32 output and a relu, exp, tanh, sigmoid or silu stage, without a call or a
- * branch: the classes the general loop gives where it reaches no witness beyond the first (exact, covered, else
- * open). For fp32, rounding a value within fp32's range into O is its conversion to float. */
-ER_ALWAYS_INLINE void er_chain_vec_f32_body(int64_t m, er_stage_kind k, const float *restrict xs,
-                                            const float *restrict ys, const double *restrict elo,
-                                            const double *restrict ehi, uint8_t *restrict dec) {
+/* A value v rounded to nearest-even into an output format O for er_chain_vec_body, without a call or a branch: for
+ * fp32 (narrow 0) its conversion to float, *ok where |v| <= FLT_MAX; for fp16 or bf16 (narrow 1) its double's last
+ * `drop` bits (53 - p of O) rounded off, which is O's rounding where v is 0 or a normal of O: *ok where v is 0 or
+ * |v| >= minn (O's least normal) and the result is at most maxv (O's largest value). NaN and infinities are not
+ * ok. */
+ER_ALWAYS_INLINE double er_vec_rn(double v, int narrow, int drop, uint64_t half, uint64_t mask, double minn,
+                                  double maxv, int *ok) {
+    if (!narrow) {
+        int in = fabs(v) <= FLT_MAX;
+        *ok &= in;
+        return (double)(float)(in ? v : 0.0); /* (GCC vectorises the conversion of a value known in range) */
+    }
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    u = (u + half + ((u >> drop) & 1)) & mask;
+    double r;
+    memcpy(&r, &u, sizeof r);
+    *ok &= ((v == 0) | (fabs(v) >= minn)) & (fabs(r) <= maxv);
+    return r;
+}
+
+/* er_chain_vec_decide's loop for a relu, exp, tanh, sigmoid or silu stage, without a call or a branch: the classes
+ * the general loop gives where it reaches no witness beyond the first (exact, covered, else open), every rounding
+ * into O through er_vec_rn (an element whose roundings it cannot give is left open). */
+ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, int drop, double minn, double maxv,
+                                        const float *restrict xs, const float *restrict ys,
+                                        const double *restrict elo, const double *restrict ehi,
+                                        uint8_t *restrict dec) {
+    uint64_t half = narrow ? (UINT64_C(1) << (drop - 1)) - 1 : 0, mask = narrow ? ~((UINT64_C(1) << drop) - 1) : 0;
     for (int64_t i = 0; i < m; i++) {
-        double x = xs[i], y = ys[i], lo, hi;
+        double x = xs[i], y = ys[i], lo, hi, o1;
         int ok = (fabs(x) <= FLT_MAX) & (fabs(y) <= FLT_MAX);
         if (k == ER_STAGE_RELU) { /* x is exact, and so is max(x, 0) */
-            dec[i] = ok & (y == (x > 0 ? x : 0.0)) ? ER_CLASS_EXACT : ER_VEC_OPEN;
+            double r = er_vec_rn(x > 0 ? x : 0.0, narrow, drop, half, mask, minn, maxv, &ok);
+            dec[i] = ok & (y == r) ? ER_CLASS_EXACT : ER_VEC_OPEN;
             continue;
         }
         if (k == ER_STAGE_SIGMOID || k == ER_STAGE_SILU) {
@@ -903,46 +927,59 @@ ER_ALWAYS_INLINE void er_chain_vec_f32_body(int64_t m, er_stage_kind k, const fl
             ok &= (a == (float)ehi[i]) & (fabs(a) <= FLT_MAX);
             a = ok ? a : 0.0f; /* (a value the lanes left open never see) */
             float c = k == ER_STAGE_SIGMOID ? 1.0f : xs[i], w = c / (1.0f + a);
+            ok &= fabs(w) <= FLT_MAX;
+            o1 = narrow ? er_vec_rn(w, narrow, drop, half, mask, minn, maxv, &ok) : w; /* w is fp32's already */
             er__quot_1p_bounds(c, elo[i], ehi[i], &lo, &hi);
-            ok &= (fabs(w) <= FLT_MAX) & (fabs(lo) <= FLT_MAX) & (fabs(hi) <= FLT_MAX);
-            lo = ok ? lo : 0.0; /* within range: converted below */
-            hi = ok ? hi : 0.0;
-            double ra = (float)lo, rb = (float)hi;
-            ok &= (y == w) | ((y == ra) & (ra == rb));
-            dec[i] = !ok             ? ER_VEC_OPEN
-                     : ra == rb      ? (y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED)
-                     : (y < ra) | (y > rb) ? ER_CLASS_COVERED
-                                           : ER_VEC_OPEN;
-            continue;
+        } else {
+            if (k == ER_STAGE_EXP) {
+                lo = elo[i];
+                hi = ehi[i];
+            } else { /* tanh |x| for |x| >= 1/4, tanh being odd */
+                double tl, th;
+                ok &= er__tanh_bounds(fabs(x), elo[i], ehi[i], &tl, &th);
+                lo = x > 0 ? tl : -th;
+                hi = x > 0 ? th : -tl;
+            }
+            /* the exact result rounded to fp32, where both ends round alike: the set holds it */
+            float a = (float)lo;
+            ok &= (a == (float)hi) & (fabs(a) <= FLT_MAX);
+            if (!narrow) { /* a is the exact result rounded into O: exact if y is a, else left open */
+                dec[i] = ok & (y == a) ? ER_CLASS_EXACT : ER_VEC_OPEN;
+                continue;
+            }
+            o1 = er_vec_rn(a, narrow, drop, half, mask, minn, maxv, &ok);
         }
-        if (k == ER_STAGE_EXP) {
-            lo = elo[i];
-            hi = ehi[i];
-        } else { /* tanh |x| for |x| >= 1/4, tanh being odd */
-            double tl, th;
-            ok &= er__tanh_bounds(fabs(x), elo[i], ehi[i], &tl, &th);
-            lo = x > 0 ? tl : -th;
-            hi = x > 0 ? th : -tl;
-        }
-        float a = (float)lo; /* the exact result rounded to fp32, where both ends round alike: the set holds it */
-        ok &= (a == (float)hi) & (fabs(a) <= FLT_MAX) & (y == a);
-        dec[i] = ok ? ER_CLASS_EXACT : ER_VEC_OPEN;
+        double ra = er_vec_rn(lo, narrow, drop, half, mask, minn, maxv, &ok),
+               rb = er_vec_rn(hi, narrow, drop, half, mask, minn, maxv, &ok);
+        /* exp, tanh: y is the witness's rounding or the exact result's (the bracket decides); sigmoid, silu: the
+         * witness's, or the bracket's one rounding */
+        ok &= (y == o1) | ((y == ra) & ((k == ER_STAGE_EXP) | (k == ER_STAGE_TANH) | (ra == rb)));
+        dec[i] = !ok                  ? ER_VEC_OPEN
+                 : ra == rb           ? (y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED)
+                 : (y < ra) | (y > rb) ? ER_CLASS_COVERED
+                                       : ER_VEC_OPEN;
     }
 }
-#define ER_CHAIN_VEC_F32_ARGS                                                                                         \
-    int64_t m, er_stage_kind k, const float *restrict xs, const float *restrict ys, const double *restrict elo,      \
-        const double *restrict ehi, uint8_t *restrict dec
-#define ER_CHAIN_VEC_F32_BODY                                                                                         \
+#define ER_CHAIN_VEC_ARGS                                                                                             \
+    int64_t m, er_stage_kind k, int narrow, int drop, double minn, double maxv, const float *restrict xs,            \
+        const float *restrict ys, const double *restrict elo, const double *restrict ehi, uint8_t *restrict dec
+#define ER_CHAIN_VEC_CALL(kind, nw) er_chain_vec_body(m, kind, nw, drop, minn, maxv, xs, ys, elo, ehi, dec)
+#define ER_CHAIN_VEC_KINDS(nw)                                                                                        \
     {                                                                                                                 \
-        if (k == ER_STAGE_RELU) er_chain_vec_f32_body(m, ER_STAGE_RELU, xs, ys, elo, ehi, dec);                      \
-        else if (k == ER_STAGE_EXP) er_chain_vec_f32_body(m, ER_STAGE_EXP, xs, ys, elo, ehi, dec);                   \
-        else if (k == ER_STAGE_SIGMOID) er_chain_vec_f32_body(m, ER_STAGE_SIGMOID, xs, ys, elo, ehi, dec);           \
-        else if (k == ER_STAGE_SILU) er_chain_vec_f32_body(m, ER_STAGE_SILU, xs, ys, elo, ehi, dec);                 \
-        else er_chain_vec_f32_body(m, ER_STAGE_TANH, xs, ys, elo, ehi, dec);                                         \
+        if (k == ER_STAGE_RELU) ER_CHAIN_VEC_CALL(ER_STAGE_RELU, nw);                                                 \
+        else if (k == ER_STAGE_EXP) ER_CHAIN_VEC_CALL(ER_STAGE_EXP, nw);                                              \
+        else if (k == ER_STAGE_SIGMOID) ER_CHAIN_VEC_CALL(ER_STAGE_SIGMOID, nw);                                      \
+        else if (k == ER_STAGE_SILU) ER_CHAIN_VEC_CALL(ER_STAGE_SILU, nw);                                            \
+        else ER_CHAIN_VEC_CALL(ER_STAGE_TANH, nw);                                                                    \
     }
-static void er_chain_vec_f32(ER_CHAIN_VEC_F32_ARGS) ER_CHAIN_VEC_F32_BODY
+#define ER_CHAIN_VEC_BODY                                                                                             \
+    {                                                                                                                 \
+        if (narrow) ER_CHAIN_VEC_KINDS(1)                                                                             \
+        else ER_CHAIN_VEC_KINDS(0)                                                                                    \
+    }
+static void er_chain_vec(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
 #if ER_HAVE_AVX2
-ER_AVX2 static void er_chain_vec_f32_avx2(ER_CHAIN_VEC_F32_ARGS) ER_CHAIN_VEC_F32_BODY
+ER_AVX2 static void er_chain_vec_avx2(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
 #endif
 
 static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64_t end, uint8_t *dec) {
@@ -963,12 +1000,13 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
         }
         er__exp_bounds_run(j->simd, m, ts, elo, ehi);
     }
-    if (o32) {
+    if (o32 || O->id == ER_BF16 || O->id == ER_FP16) { /* every output er_chain_vec_kind admits */
+        int narrow = !o32, drop = 53 - O->p;
 #if ER_HAVE_AVX2
-        if (j->simd) er_chain_vec_f32_avx2(m, k, xs, ys, elo, ehi, dec);
+        if (j->simd) er_chain_vec_avx2(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
         else
 #endif
-            er_chain_vec_f32(m, k, xs, ys, elo, ehi, dec);
+            er_chain_vec(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
         return;
     }
     for (int64_t i = 0; i < m; i++) {
