@@ -57,7 +57,11 @@ static void *er_fjob_load(void *arg) {
             }
             continue;
         }
-        for (int64_t c = 0; c < j->C; c++) {
+        /* a contiguous row of fp32, fp16 or bf16 in a loop without a call (er__load_contig), else value by value */
+        int done = sc == 1 && !j->lut &&
+                   er__load_contig(t->format, (const char *)t->data + (base + r * sr) * (int64_t)(fi->bits / 8), j->C,
+                                   drow);
+        for (int64_t c = 0; c < j->C && !done; c++) {
             int64_t off = base + r * sr + c * sc;
             double x;
             /* loads through memcpy: a view's data need not be aligned */

@@ -11,6 +11,7 @@
 #include "enclose/compsum.h"
 #include "enclose/approx.h"
 #include "enclose/softmax.h"
+#include "tensor/tensor_internal.h"
 
 static mpfr_t E;
 
@@ -460,6 +461,35 @@ START_TEST(exp_bounds_run_agrees) {
 }
 END_TEST
 
+/* er__load_contig's loops without a call (tensor.c: the fast path's operand loads and every row op's runs) decode
+ * every fp16 and bf16 pattern as er_decode does, bit for bit (NaN as NaN), at an odd address too. */
+START_TEST(contiguous_loads_decode_every_pattern) {
+    static uint16_t pat[65536 + 1];
+    static double got[65536];
+    static const er_format fs[2] = {ER_FP16, ER_BF16};
+    for (int f = 0; f < 2; f++)
+        for (int shift = 0; shift < 2; shift++) {
+            char *p = (char *)pat + shift;
+            for (uint32_t v = 0; v < 65536; v++) {
+                uint16_t h = (uint16_t)v;
+                memcpy(p + 2 * v, &h, 2);
+            }
+            ck_assert_int_eq(er__load_contig(fs[f], p, 65536, got), 1);
+            for (uint32_t v = 0; v < 65536; v++) {
+                double want;
+                ck_assert_int_eq(er_decode(&want, fs[f], v), ER_OK);
+                uint64_t a, b;
+                memcpy(&a, &got[v], 8);
+                memcpy(&b, &want, 8);
+                ck_assert_msg(a == b || (isnan(got[v]) && isnan(want)), "%s pattern 0x%04x: %a, er_decode %a",
+                              er_format_name(fs[f]), v, got[v], want);
+            }
+        }
+    double d;
+    ck_assert_int_eq(er__load_contig(ER_FP8_E5M2, pat, 1, &d), 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -474,6 +504,7 @@ int main(void) {
     tcase_add_test(tc, exps_vector_pass_agrees);
     tcase_add_test(tc, exp_dd_within_2_65);
     tcase_add_test(tc, exp_bounds_run_agrees);
+    tcase_add_test(tc, contiguous_loads_decode_every_pattern);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
