@@ -240,10 +240,9 @@ static void er_nbwd_part_row(int simd, double *P, int64_t n, const double *dy, c
 /* The widest-set screen of a row whose fp32 pass did not write it (er_nbwd_marks, norm_bwd.h), and the count of its
  * decided elements (class 0 or 1) into c[0], c[1], in runs of at most 2^20 so that the counts vectorise
  * (core/internal.h). */
-ER_ALWAYS_INLINE void er_nbwd_mark_body(int64_t n, const uint8_t *restrict cls, const double *restrict lo,
-                                        const double *restrict hi, const double *restrict rd, double vrel, double vabs,
-                                        double wide, uint8_t *restrict mark) {
-    (void)cls;
+ER_ALWAYS_INLINE void er_nbwd_mark_body(int64_t n, const double *restrict lo, const double *restrict hi,
+                                        const double *restrict rd, double vrel, double vabs, double wide,
+                                        uint8_t *restrict mark) {
     for (int64_t q = 0; q < n; q++) mark[q] = er__nbwd_wider(lo[q], hi[q], rd[q], vrel, vabs, wide);
 }
 ER_ALWAYS_INLINE void er_nbwd_count_body(int64_t n, const uint8_t *restrict cls, int64_t *c) {
@@ -259,13 +258,13 @@ ER_ALWAYS_INLINE void er_nbwd_count_body(int64_t n, const uint8_t *restrict cls,
     }
 }
 #define ER_NBWD_MARK_ARGS                                                                                             \
-    int64_t n, const uint8_t *restrict cls, const double *restrict lo, const double *restrict hi,                     \
-        const double *restrict rd, double vrel, double vabs, double wide, uint8_t *restrict mark
-static void er_nbwd_mark(ER_NBWD_MARK_ARGS) { er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, mark); }
+    int64_t n, const double *restrict lo, const double *restrict hi, const double *restrict rd, double vrel,          \
+        double vabs, double wide, uint8_t *restrict mark
+static void er_nbwd_mark(ER_NBWD_MARK_ARGS) { er_nbwd_mark_body(n, lo, hi, rd, vrel, vabs, wide, mark); }
 static void er_nbwd_count(int64_t n, const uint8_t *cls, int64_t *c) { er_nbwd_count_body(n, cls, c); }
 #if ER_HAVE_AVX2
 ER_AVX2 static void er_nbwd_mark_avx2(ER_NBWD_MARK_ARGS) {
-    er_nbwd_mark_body(n, cls, lo, hi, rd, vrel, vabs, wide, mark);
+    er_nbwd_mark_body(n, lo, hi, rd, vrel, vabs, wide, mark);
 }
 ER_AVX2 static void er_nbwd_count_avx2(int64_t n, const uint8_t *cls, int64_t *c) { er_nbwd_count_body(n, cls, c); }
 #endif
@@ -304,12 +303,12 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t 
             if (fast) { /* the decided elements counted; the pending ones and the widest set's candidates below */
 #if ER_HAVE_AVX2
                 if (j->simd) {
-                    if (!mk.done) er_nbwd_mark_avx2(n, cls, lo, hi, rd, vrel, vabs, wide, mark);
+                    if (!mk.done) er_nbwd_mark_avx2(n, lo, hi, rd, vrel, vabs, wide, mark);
                     er_nbwd_count_avx2(n, cls, counts);
                 } else
 #endif
                 {
-                    if (!mk.done) er_nbwd_mark(n, cls, lo, hi, rd, vrel, vabs, wide, mark);
+                    if (!mk.done) er_nbwd_mark(n, lo, hi, rd, vrel, vabs, wide, mark);
                     er_nbwd_count(n, cls, counts);
                 }
             }
