@@ -339,15 +339,27 @@ static void store(er_format f, void *p, int i, float v, int steps) {
     ((uint16_t *)p)[i] = h;
 }
 
+/* Whether the fp32 value c lies halfway between two neighbours in format fy (the overflow threshold among them). */
+static int halfway_in(er_format fy, float c) {
+    if (!isfinite(c) || c == 0) return 0;
+    double u = er_format_ulp(fy, c);
+    return fmod(fabs((double)c), u) == u / 2;
+}
+
 /* Up to `want` fp32 arguments x in [-80, 80] whose exp, correctly rounded to fp32 and then rounded to the 16-bit
- * format fy, is not exp correctly rounded to fy (double rounding), into xs; how many were found. */
+ * format fy, is not exp correctly rounded to fy (double rounding), into xs; how many were found. The two roundings
+ * differ only where exp's fp32 rounding lies halfway between two fy values (fy's halfway points are fp32 values, so
+ * the fp32 rounding keeps exp on the same side of each), and that rounding is libm's exp rounded to fp32 or one of
+ * its neighbours (libm's double exp is within an ulp of double): MPFR's exp decides only those candidates. */
 static int double_rounding_cases(er_format fy, float *xs, int want) {
     mpfr_t r;
     mpfr_init2(r, 200);
     int got = 0;
     er_test_reseed(1977 + (uint64_t)fy);
     for (int t = 0; t < (1 << 22) && got < want; t++) {
-        float v = (float)(160 * er_rand_unit() - 80);
+        float v = (float)(160 * er_rand_unit() - 80), c = (float)exp((double)v);
+        if (!halfway_in(fy, nextafterf(c, 0.0f)) && !halfway_in(fy, c) && !halfway_in(fy, nextafterf(c, INFINITY)))
+            continue;
         mpfr_set_flt(r, v, MPFR_RNDN);
         mpfr_exp(r, r, MPFR_RNDN);
         uint64_t once, twice;
