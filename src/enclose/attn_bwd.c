@@ -9,6 +9,7 @@
  * exact value (Lemma B2). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "enclose/attn_bwd.h"
 #include "enclose/ival.h"
 
@@ -273,26 +274,136 @@ static void er_mrow_term(const er_abwd_plan *pl, const er_attn_kv *kv, const er_
     er_mi_mul(&m->x, &m->p, &m->t, m->tmp);
 }
 
-void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, int which, int64_t a, int64_t d,
-                         mpfr_prec_t p, mpfr_t lo, mpfr_t hi) {
+/* The terms of one sum at one precision: x[t] times the coefficient of column d, summed in t, is the element; the
+ * coefficient of term t is k[key[t] D + d] (which 0) or row[t]'s q[d] (1) or g[d] (2). */
+typedef struct er_abwd_mslot {
+    int valid, which;
+    int64_t a, n, cap;
+    mpfr_prec_t pw;
+    er_mi sc, *x;
+    int64_t *idx; /* the key (which 0) or the row of each term */
+    int failed;   /* no memory for the row's scratch: the element is anything */
+    /* each row's LSE, D and 1/n (er_mrow_start) once enclosed: rstate 0 not yet, 1 enclosed, 2 enclosed and uniform */
+    int64_t nrows;
+    er_mi *rlam, *rD, *rpn;
+    signed char *rstate;
+} er_abwd_mslot;
+
+static void er_mslot_free(er_abwd_mslot *s) {
+    if (!s) return;
+    for (int64_t t = 0; t < s->cap; t++) er_mi_clear(&s->x[t]);
+    free(s->x);
+    free(s->idx);
+    for (int64_t i = 0; i < (s->rstate ? s->nrows : 0); i++) {
+        er_mi_clear(&s->rlam[i]);
+        er_mi_clear(&s->rD[i]);
+        er_mi_clear(&s->rpn[i]);
+    }
+    free(s->rlam);
+    free(s->rD);
+    free(s->rpn);
+    free(s->rstate);
+    er_mi_clear(&s->sc);
+    free(s);
+}
+
+void er__abwd_mcache_forget(er_abwd_mcache *mc) {
+    for (int k = 0; k < 3; k++)
+        if (mc->slot[k]) {
+            mc->slot[k]->valid = 0;
+            if (mc->slot[k]->rstate) memset(mc->slot[k]->rstate, 0, (size_t)mc->slot[k]->nrows);
+        }
+}
+
+/* The row store of s for nrows rows; 0 without memory (the rows are then enclosed afresh each time). */
+static int er_mslot_rows(er_abwd_mslot *s, int64_t nrows) {
+    if (s->rstate) return s->nrows == nrows;
+    size_t n = (size_t)(nrows ? nrows : 1);
+    s->rlam = malloc(sizeof(er_mi) * n);
+    s->rD = malloc(sizeof(er_mi) * n);
+    s->rpn = malloc(sizeof(er_mi) * n);
+    s->rstate = calloc(n, 1);
+    if (!s->rlam || !s->rD || !s->rpn || !s->rstate) {
+        free(s->rlam);
+        free(s->rD);
+        free(s->rpn);
+        free(s->rstate);
+        s->rlam = s->rD = s->rpn = NULL;
+        s->rstate = NULL;
+        return 0;
+    }
+    s->nrows = nrows;
+    for (int64_t i = 0; i < nrows; i++) {
+        er_mi_init(&s->rlam[i], s->pw);
+        er_mi_init(&s->rD[i], s->pw);
+        er_mi_init(&s->rpn[i], s->pw);
+    }
+    return 1;
+}
+
+static void er_mi_copy(er_mi *r, const er_mi *a) {
+    mpfr_set(r->lo, a->lo, MPFR_RNDD);
+    mpfr_set(r->hi, a->hi, MPFR_RNDU);
+}
+
+/* er_mrow_start of row i, from s's row store where it was enclosed before at this precision (the same values). */
+static void er_mslot_start(const er_abwd_plan *pl, const er_attn_kv *kv, const er_abwd_head *hd, int64_t i,
+                           er_abwd_mslot *s, er_mrow *m) {
+    int kept = er_mslot_rows(s, hd->nrows);
+    if (kept && s->rstate[i]) {
+        er_mi_copy(&m->lam, &s->rlam[i]);
+        er_mi_copy(&m->D, &s->rD[i]);
+        er_mi_copy(&m->pn, &s->rpn[i]);
+        m->uniform = s->rstate[i] == 2;
+        return;
+    }
+    er_mrow_start(pl, kv, &hd->rows[i], m);
+    if (!kept) return;
+    er_mi_copy(&s->rlam[i], &m->lam);
+    er_mi_copy(&s->rD[i], &m->D);
+    er_mi_copy(&s->rpn[i], &m->pn);
+    s->rstate[i] = m->uniform ? 2 : 1;
+}
+
+void er__abwd_mcache_free(er_abwd_mcache *mc) {
+    for (int k = 0; k < 3; k++) {
+        er_mslot_free(mc->slot[k]);
+        mc->slot[k] = NULL;
+    }
+}
+
+/* Room for n terms at working precision pw in s (its terms beyond those kept); 0 without memory. */
+static int er_mslot_reserve(er_abwd_mslot *s, int64_t n) {
+    if (n <= s->cap) return 1;
+    int64_t cap = n > 2 * s->cap ? n : 2 * s->cap;
+    er_mi *x = realloc(s->x, sizeof(er_mi) * (size_t)cap);
+    if (!x) return 0;
+    s->x = x;
+    int64_t *idx = realloc(s->idx, sizeof(int64_t) * (size_t)cap);
+    if (!idx) return 0;
+    s->idx = idx;
+    for (int64_t t = s->cap; t < cap; t++) er_mi_init(&s->x[t], s->pw);
+    s->cap = cap;
+    return 1;
+}
+
+/* The terms of element (which, a)'s sum at working precision s->pw into s. */
+static void er_mslot_fill(const er_abwd_plan *pl, const er_abwd_head *hd, int which, int64_t a, er_abwd_mslot *s) {
     int64_t D = pl->fwd.D, Dv = pl->fwd.Dv, nmax = D > Dv ? D : Dv;
+    mpfr_prec_t pw = s->pw;
     er_mrow m;
-    mpfr_prec_t pw = p + 64;
     er_mi *iv[8] = {&m.lam, &m.D, &m.sc, &m.s, &m.p, &m.x, &m.t, &m.pn};
     for (int i = 0; i < 8; i++) er_mi_init(iv[i], pw);
     m.uniform = 0;
     mpfr_init2(m.tmp, pw);
     m.pr = malloc(sizeof(mpfr_t) * (size_t)nmax);
     m.pp = malloc(sizeof(mpfr_ptr) * (size_t)nmax);
-    er_mi acc;
-    er_mi_init(&acc, pw);
-    mpfr_set_zero(acc.lo, 1);
-    mpfr_set_zero(acc.hi, 1);
-    if (!m.pr || !m.pp) { /* no memory: nothing is claimed about the exact value */
-        mpfr_set_inf(lo, -1);
-        mpfr_set_inf(hi, 1);
-        goto done;
-    }
+    s->valid = 1;
+    s->which = which;
+    s->a = a;
+    s->n = 0;
+    s->failed = !m.pr || !m.pp;
+    if (s->failed) goto done;
     for (int64_t i = 0; i < nmax; i++) mpfr_init2(m.pr[i], 64);
     if (pl->fwd.sc_default) {
         mpfr_set_si(m.tmp, (long)D, MPFR_RNDN);
@@ -301,38 +412,104 @@ void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, int whi
     } else {
         er_mi_set_d(&m.sc, pl->fwd.sc);
     }
+    mpfr_set(s->sc.lo, m.sc.lo, MPFR_RNDD);
+    mpfr_set(s->sc.hi, m.sc.hi, MPFR_RNDU);
     const er_attn_kv *kv = hd->kv;
     if (which == 0) {
         const er_abwd_row *rw = &hd->rows[a];
-        er_mrow_start(pl, kv, rw, &m);
+        s->failed = !er_mslot_reserve(s, rw->n);
+        if (s->failed) goto clear;
+        er_mslot_start(pl, kv, hd, a, s, &m);
         for (int64_t t = 0; t < rw->n; t++) {
-            int64_t j = rw->j0 + t;
-            er_mrow_term(pl, kv, rw, j, 0, &m);
-            er_mi_scale(&m.x, kv->k[j * D + d]);
-            er_mi_add(&acc, &acc, &m.x);
+            er_mrow_term(pl, kv, rw, rw->j0 + t, 0, &m);
+            mpfr_set(s->x[t].lo, m.x.lo, MPFR_RNDD);
+            mpfr_set(s->x[t].hi, m.x.hi, MPFR_RNDU);
+            s->idx[t] = rw->j0 + t;
         }
+        s->n = rw->n;
     } else {
         for (int64_t i = 0; i < hd->nrows; i++) {
             const er_abwd_row *rw = &hd->rows[i];
             if (a < rw->j0 || a >= rw->j0 + rw->n) continue;
-            er_mrow_start(pl, kv, rw, &m);
+            s->failed = !er_mslot_reserve(s, s->n + 1);
+            if (s->failed) goto clear;
+            er_mslot_start(pl, kv, hd, i, s, &m);
             er_mrow_term(pl, kv, rw, a, which, &m);
-            er_mi_scale(&m.x, which == 1 ? rw->q[d] : rw->g[d]);
-            er_mi_add(&acc, &acc, &m.x);
+            mpfr_set(s->x[s->n].lo, m.x.lo, MPFR_RNDD);
+            mpfr_set(s->x[s->n].hi, m.x.hi, MPFR_RNDU);
+            s->idx[s->n++] = i;
         }
     }
-    if (which != 2) {
-        er_mi_mul(&m.x, &acc, &m.sc, m.tmp);
-        mpfr_set(acc.lo, m.x.lo, MPFR_RNDD);
-        mpfr_set(acc.hi, m.x.hi, MPFR_RNDU);
-    }
-    mpfr_set(lo, acc.lo, MPFR_RNDD);
-    mpfr_set(hi, acc.hi, MPFR_RNDU);
+clear:
     for (int64_t i = 0; i < nmax; i++) mpfr_clear(m.pr[i]);
 done:
     free(m.pr);
     free(m.pp);
-    er_mi_clear(&acc);
     for (int i = 0; i < 8; i++) er_mi_clear(iv[i]);
     mpfr_clear(m.tmp);
+}
+
+/* A new slot at working precision pw; NULL without memory. */
+static er_abwd_mslot *er_mslot_new(mpfr_prec_t pw) {
+    er_abwd_mslot *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->pw = pw;
+    er_mi_init(&s->sc, pw);
+    return s;
+}
+
+void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, er_abwd_mcache *mc, int which, int64_t a,
+                         int64_t d, mpfr_prec_t p, mpfr_t lo, mpfr_t hi) {
+    mpfr_prec_t pw = p + 64;
+    int k = p <= 128 ? 0 : p <= 512 ? 1 : 2;
+    er_abwd_mslot *s = mc ? mc->slot[k] : NULL;
+    if (s && s->pw != pw) { /* another precision in this slot: start it afresh */
+        er_mslot_free(s);
+        s = mc->slot[k] = NULL;
+    }
+    int own = 0;
+    if (!s) {
+        s = er_mslot_new(pw);
+        if (mc) mc->slot[k] = s;
+        else own = 1;
+    }
+    if (!s) { /* no memory: nothing is claimed about the exact value */
+        mpfr_set_inf(lo, -1);
+        mpfr_set_inf(hi, 1);
+        return;
+    }
+    if (!s->valid || s->which != which || s->a != a) er_mslot_fill(pl, hd, which, a, s);
+    if (s->failed) {
+        mpfr_set_inf(lo, -1);
+        mpfr_set_inf(hi, 1);
+        s->valid = 0;
+    } else {
+        int64_t D = pl->fwd.D;
+        er_mi acc, x;
+        er_mi_init(&acc, pw);
+        er_mi_init(&x, pw);
+        mpfr_set_zero(acc.lo, 1);
+        mpfr_set_zero(acc.hi, 1);
+        for (int64_t t = 0; t < s->n; t++) {
+            const er_abwd_row *rw = which ? &hd->rows[s->idx[t]] : NULL;
+            double coef = which == 0 ? hd->kv->k[s->idx[t] * D + d] : which == 1 ? rw->q[d] : rw->g[d];
+            mpfr_set(x.lo, s->x[t].lo, MPFR_RNDD);
+            mpfr_set(x.hi, s->x[t].hi, MPFR_RNDU);
+            er_mi_scale(&x, coef);
+            er_mi_add(&acc, &acc, &x);
+        }
+        if (which != 2) {
+            mpfr_t tmp;
+            mpfr_init2(tmp, pw);
+            er_mi_mul(&x, &acc, &s->sc, tmp);
+            mpfr_clear(tmp);
+            mpfr_set(acc.lo, x.lo, MPFR_RNDD);
+            mpfr_set(acc.hi, x.hi, MPFR_RNDU);
+        }
+        mpfr_set(lo, acc.lo, MPFR_RNDD);
+        mpfr_set(hi, acc.hi, MPFR_RNDU);
+        er_mi_clear(&acc);
+        er_mi_clear(&x);
+    }
+    if (own) er_mslot_free(s);
 }

@@ -47,9 +47,18 @@ typedef struct er_abwd_head {
     const er_attn_kv *kv;
 } er_abwd_head;
 
+/* The terms of the last sum enclosed at each precision (a dQ row's dS_j, a key's dS_ij or P_ij over its rows), kept
+ * for the next column of the same row or key: every column's sum has the same terms, only their coefficients
+ * differ. Zeroed before the first use; er__abwd_mcache_forget when the head's rows change; er__abwd_mcache_free. */
+typedef struct er_abwd_mcache {
+    struct er_abwd_mslot *slot[3];
+} er_abwd_mcache;
+ER_INTERNAL void er__abwd_mcache_forget(er_abwd_mcache *mc);
+ER_INTERNAL void er__abwd_mcache_free(er_abwd_mcache *mc);
+
 /* The exact dQ of row a, column d (which 0), dK (1) or dV (2) of key a, column d, between lo and hi, enclosed at
- * precision p (lo and hi initialised by the caller). */
-ER_INTERNAL void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, int which, int64_t a, int64_t d,
-                                     mpfr_prec_t p, mpfr_t lo, mpfr_t hi);
+ * precision p (lo and hi initialised by the caller); mc: the terms of the last call at p, or NULL. */
+ER_INTERNAL void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, er_abwd_mcache *mc, int which,
+                                     int64_t a, int64_t d, mpfr_prec_t p, mpfr_t lo, mpfr_t hi);
 
 #endif

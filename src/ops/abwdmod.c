@@ -154,10 +154,12 @@ typedef struct er_abwd_ctx {
     er_abwd_row *rows;
     uint8_t *rowok;
     int64_t nr; /* rows per kv head: H / Hkv Sq */
+    er_abwd_mcache mc; /* the MPFR terms of the last row or key, per precision */
 } er_abwd_ctx;
 
 static void er_abwd_ctx_close(er_abwd_ctx *c) {
     er__attn_work_free(&c->w);
+    er__abwd_mcache_free(&c->mc);
     free(c->kbuf);
     free(c->kbad);
     free(c->rbadd);
@@ -277,7 +279,7 @@ static int er_abwd_mpfr(er_abwd_ctx *c, const er_sink *s, int which, int64_t a, 
     for (mpfr_prec_t p = 128; p <= 2048; p *= 4) {
         mpfr_t lo, hi;
         mpfr_inits2(p + 64, lo, hi, (mpfr_ptr)0);
-        er__abwd_exact_mpfr(&c->pl, &hd, which, a, d, p, lo, hi);
+        er__abwd_exact_mpfr(&c->pl, &hd, &c->mc, which, a, d, p, lo, hi);
         *l = er__round_mpfr(s->O, lo, ER_ROUND_NEAREST, s->ov);
         *h = er__round_mpfr(s->O, hi, ER_ROUND_NEAREST, s->ov);
         *ex = mpfr_get_d(lo, MPFR_RNDN);
@@ -337,6 +339,7 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
     int64_t D = a->dh, Dv = a->dv, Sk = a->sk, Sq = a->sq, grp = er_abwd_grp(a);
     double sc = pl->fwd.sc, asc = fabs(sc), msc = fmax(1.0, asc);
     er_abwd_load(c, hk);
+    er__abwd_mcache_forget(&c->mc);
     int masked = 0;
     for (int64_t row = 0; row < c->nr; row++) {
         const er_abwd_row *rw = &c->rows[row];
