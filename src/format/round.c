@@ -99,20 +99,29 @@ double er__round_mpfr_sticky(const er_fmt_info *fi, const void *xv, int sticky, 
     if (mpfr_nan_p(x)) return NAN;
     if (mpfr_inf_p(x)) return er__round_double(fi, mpfr_sgn(x) < 0 ? -INFINITY : INFINITY, mode, ov);
     if (mpfr_zero_p(x)) return fi->e8m0 ? NAN : mpfr_signbit(x) ? -0.0 : 0.0;
-    /* The top 64 bits toward zero, and whether anything was dropped. */
+    /* The top 64 bits toward zero, and whether anything was dropped: t = 0.m 2^E with m's top bit set, so
+     * |x| >= m 2^(E - 64). t lives on the stack (MPFR_DECL_INIT): no allocation per rounding. */
+#if GMP_NUMB_BITS == 64 && GMP_NAIL_BITS == 0
+    MPFR_DECL_INIT(t, 64);
+    int inexact = mpfr_set(t, x, MPFR_RNDZ);
+    uint64_t m = ((const mp_limb_t *)mpfr_custom_get_significand(t))[0];
+    int64_t e = (int64_t)mpfr_get_exp(t) - 64;
+    int neg = mpfr_signbit(t) != 0;
+#else
     mpfr_t t;
     mpz_t z;
     mpfr_init2(t, 64);
     mpz_init(z);
     int inexact = mpfr_set(t, x, MPFR_RNDZ);
-    mpfr_exp_t e = mpfr_get_z_2exp(z, t);
+    int64_t e = (int64_t)mpfr_get_z_2exp(z, t);
     int neg = mpz_sgn(z) < 0;
     mpz_abs(z, z);
     uint64_t m = 0;
     mpz_export(&m, NULL, -1, sizeof m, 0, 0, z); /* |z| < 2^64 */
     mpz_clear(z);
     mpfr_clear(t);
-    return er__round_core(fi, neg, m, (int64_t)e, inexact != 0 || sticky, mode, ov);
+#endif
+    return er__round_core(fi, neg, m, e, inexact != 0 || sticky, mode, ov);
 }
 
 double er__round_quotient(const er_fmt_info *fi, double x, int64_t n, er_round mode) {
