@@ -52,17 +52,14 @@ static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd,
     double max = er_format_max(f);
     if (mpfr_nan_p(x)) return NAN;
     mpfr_exp_t old_emin = mpfr_get_emin(), old_emax = mpfr_get_emax();
-    mpfr_t y;
-    mpfr_init2(y, p);
+    MPFR_DECL_INIT(y, p); /* on the stack, as below: no allocation per call */
     mpfr_set_emin(emin - p + 2); /* MPFR exponents: x = m 2^E with m in [1/2, 1) */
     if (rnd == MPFR_RNDNA) {
         /* ties away from zero: the neighbours toward zero and away from zero (each with MPFR's subnormal
          * emulation), and the exact midpoint between them decides */
-        mpfr_t z, a, mid;
-        mpfr_inits2(p + 2, z, a, (mpfr_ptr)0);
-        mpfr_init2(mid, mpfr_get_prec(x) + p + 8);
-        mpfr_set_prec(z, p);
-        mpfr_set_prec(a, p);
+        MPFR_DECL_INIT(z, p);
+        MPFR_DECL_INIT(a, p);
+        MPFR_DECL_INIT(mid, mpfr_get_prec(x) + p + 8);
         int iz = mpfr_set(z, x, MPFR_RNDZ);
         iz = mpfr_check_range(z, iz, MPFR_RNDZ);
         mpfr_subnormalize(z, iz, MPFR_RNDZ);
@@ -76,7 +73,6 @@ static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd,
         int c = mpfr_cmpabs(x, mid);
         mpfr_set_emin(lo_emin);
         mpfr_set(y, (mpfr_equal_p(z, a) || c < 0) ? z : a, MPFR_RNDN);
-        mpfr_clears(z, a, mid, (mpfr_ptr)0);
     } else {
         int inex = mpfr_set(y, x, rnd);
         inex = mpfr_check_range(y, inex, rnd);
@@ -85,7 +81,6 @@ static inline double er_oracle_round(er_format f, mpfr_srcptr x, mpfr_rnd_t rnd,
     double r = mpfr_get_d(y, MPFR_RNDN); /* exact: y has <= 53 bits and is within double's range, or inf */
     mpfr_set_emin(old_emin);
     mpfr_set_emax(old_emax);
-    mpfr_clear(y);
     if (ov == ER_OVERFLOW_DEFAULT) /* the formats without an infinity saturate (OCP fp8 e4m3fn and MX) */
         ov = f == ER_FP8_E4M3FN || f == ER_FP4_E2M1FN || f == ER_FP6_E2M3FN || f == ER_FP6_E3M2FN
                  ? ER_OVERFLOW_SATURATE
