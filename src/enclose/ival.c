@@ -89,11 +89,19 @@ static void er_exp_run(int64_t n, const double *restrict t, double *restrict lo,
 ER_AVX2 static void er_exp_run_avx2(int64_t n, const double *restrict t, double *restrict lo, double *restrict hi) {
     er_exp_run_body(n, t, lo, hi);
 }
+ER_AVX512 static void er_exp_run_avx512(int64_t n, const double *restrict t, double *restrict lo,
+                                        double *restrict hi) {
+    er_exp_run_body(n, t, lo, hi);
+}
 #endif
 
 void er__exp_bounds_run(int simd, int64_t n, const double *t, double *lo, double *hi) {
     (void)simd;
 #if ER_HAVE_AVX2
+    if (simd >= 2) {
+        er_exp_run_avx512(n, t, lo, hi);
+        return;
+    }
     if (simd) {
         er_exp_run_avx2(n, t, lo, hi);
         return;

@@ -980,6 +980,7 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
 static void er_chain_vec(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
 #if ER_HAVE_AVX2
 ER_AVX2 static void er_chain_vec_avx2(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
+ER_AVX512 static void er_chain_vec_avx512(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
 #endif
 
 static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64_t end, uint8_t *dec) {
@@ -1003,7 +1004,8 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
     if (o32 || O->id == ER_BF16 || O->id == ER_FP16) { /* every output er_chain_vec_kind admits */
         int narrow = !o32, drop = 53 - O->p;
 #if ER_HAVE_AVX2
-        if (j->simd) er_chain_vec_avx2(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
+        if (j->simd >= 2) er_chain_vec_avx512(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
+        else if (j->simd) er_chain_vec_avx2(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
         else
 #endif
             er_chain_vec(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
@@ -1110,7 +1112,20 @@ static void *er_chain_fast_run(void *arg) {
         int64_t end = begin + ER_VEC_CHUNK < n ? begin + ER_VEC_CHUNK : n;
         er__progress_step(end - begin);
         uint8_t dec[ER_VEC_CHUNK];
-        if (j->vec) er_chain_vec_decide(j, begin, end, dec);
+        if (j->vec) {
+            er_chain_vec_decide(j, begin, end, dec);
+            int64_t m = end - begin, c1 = 0, open = 0; /* decided elements are exact (0) or covered (1) */
+            for (int64_t i = 0; i < m; i++) {
+                c1 += dec[i] == ER_CLASS_COVERED;
+                open += dec[i] == ER_VEC_OPEN;
+            }
+            if (!open) { /* every element decided: the classes as they are */
+                memcpy(classes + begin, dec, (size_t)m);
+                counts[ER_CLASS_EXACT] += m - c1;
+                counts[ER_CLASS_COVERED] += c1;
+                continue;
+            }
+        }
         for (int64_t idx = begin; idx < end; idx++) {
             if (j->vec && dec[idx - begin] != ER_VEC_OPEN) {
                 classes[idx] = dec[idx - begin];
@@ -1162,7 +1177,9 @@ static void *er_chain_fast_rest(void *arg) {
     mpfr_init2(x, 64);
     j->st = ER_OK;
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
-        if (classes[idx] != ER_PENDING) continue;
+        const uint8_t *p = memchr(classes + idx, ER_PENDING, (size_t)(j->end - idx)); /* the next element left */
+        if (!p) break;
+        idx = p - classes;
         if (er__cancelled()) {
             j->st = ER_ERR_CANCELLED;
             break;

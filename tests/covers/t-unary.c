@@ -373,6 +373,37 @@ static int double_rounding_cases(er_format fy, float *xs, int want) {
     return got;
 }
 
+/* A chunk of 4096 elements the batch pass decides whole, whose classes it copies as they are: exp of fp32 arguments
+ * spread over [-4, 4] and the eight double-rounding cases, bf16 outputs from exp's fp32 rounding (exact, but covered
+ * at those eight, where the exact result rounds to another bf16 value). Both decisions give the same classes and
+ * counts, the covered ones among them. */
+START_TEST(the_batch_pass_decides_whole_chunks) {
+    static uint8_t c1[L], c2[L];
+    static float xs32[L];
+    static uint16_t ys16[L];
+    int64_t n1[2], n2[2];
+    er_test_reseed(1950);
+    for (int i = 0; i < L; i++) xs32[i] = (float)(8 * er_rand_unit() - 4);
+    ER_REQUIRE(double_rounding_cases(ER_BF16, xs32 + 100, 8) == 8, "too few double-rounding cases");
+    mpfr_t r;
+    mpfr_init2(r, 200);
+    for (int i = 0; i < L; i++) { /* exp rounded to fp32, then to bf16 */
+        mpfr_set_flt(r, xs32[i], MPFR_RNDN);
+        mpfr_exp(r, r, MPFR_RNDN);
+        store(ER_BF16, ys16, i, mpfr_get_flt(r, MPFR_RNDN), 0);
+    }
+    mpfr_clear(r);
+    classes_of(ER_STAGE_EXP, ER_FP32, xs32, ER_BF16, ys16, 0, c1, n1);
+    classes_of(ER_STAGE_EXP, ER_FP32, xs32, ER_BF16, ys16, 1, c2, n2);
+    for (int i = 0; i < L; i++)
+        ER_REQUIRE(c1[i] == c2[i], "exp(%a) into bf16: class %d per element, %d in the batch pass", xs32[i], c1[i],
+                   c2[i]);
+    ER_REQUIRE(n1[0] == n2[0] && n1[1] == n2[1] && n2[0] + n2[1] == L, "counts %lld %lld, %lld %lld", (long long)n1[0],
+               (long long)n1[1], (long long)n2[0], (long long)n2[1]);
+    ER_REQUIRE(n2[1] == 8, "%lld covered, not the 8 double-rounding cases", (long long)n2[1]);
+}
+END_TEST
+
 /* The batch pass (chains.md: one exp, tanh, sigmoid, silu or relu stage, exp's bounds from er__exp_bounds) gives
  * every element the class the per-element decision gives: on the arguments above (results at and around powers of
  * two, near overflow and underflow, spread), with outputs correctly rounded, at the edges of the budget in both
@@ -466,6 +497,7 @@ int main(void) {
     tcase_add_test(tc, special_values_and_flushing);
     tcase_add_test(tc, libm_within_the_margin);
     tcase_add_test(tc, the_batch_pass_decides_as_each_element_alone);
+    tcase_add_test(tc, the_batch_pass_decides_whole_chunks);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
