@@ -69,8 +69,9 @@ static inline double er__mul_up(double a, double b) { return er__next_up(a * b);
  * compiler can target AVX2 on x86-64: once for the baseline ISA and once with ER_AVX2 (AVX2 and FMA); the hottest
  * (layer_norm's backward rows, exp's bounds, the elementwise batch pass) a third time with ER_AVX512 (AVX-512 F, VL,
  * DQ and BW as well). er__simd() gives the level the processor has, 0 (baseline), 1 (AVX2 and FMA) or 2 (AVX-512
- * too), at most EXACTREF_SIMD's where that is set (the tests run each level). All compute the same values: each double operation rounds once either way (no
- * contraction, no reassociation; fma() is exact in each, a call or an instruction). */
+ * too), at most EXACTREF_SIMD's where that is set (the tests run each level). All compute the same values: each
+ * double operation rounds once either way (no contraction, no reassociation; fma() is exact in each, a call or an
+ * instruction). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define ER_HAVE_AVX2 1
 #define ER_AVX2 __attribute__((target("avx2,fma")))
