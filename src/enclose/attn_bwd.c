@@ -412,8 +412,7 @@ static void er_mslot_fill(const er_abwd_plan *pl, const er_abwd_head *hd, int wh
     } else {
         er_mi_set_d(&m.sc, pl->fwd.sc);
     }
-    mpfr_set(s->sc.lo, m.sc.lo, MPFR_RNDD);
-    mpfr_set(s->sc.hi, m.sc.hi, MPFR_RNDU);
+    er_mi_copy(&s->sc, &m.sc);
     const er_attn_kv *kv = hd->kv;
     if (which == 0) {
         const er_abwd_row *rw = &hd->rows[a];
@@ -422,8 +421,7 @@ static void er_mslot_fill(const er_abwd_plan *pl, const er_abwd_head *hd, int wh
         er_mslot_start(pl, kv, hd, a, s, &m);
         for (int64_t t = 0; t < rw->n; t++) {
             er_mrow_term(pl, kv, rw, rw->j0 + t, 0, &m);
-            mpfr_set(s->x[t].lo, m.x.lo, MPFR_RNDD);
-            mpfr_set(s->x[t].hi, m.x.hi, MPFR_RNDU);
+            er_mi_copy(&s->x[t], &m.x);
             s->idx[t] = rw->j0 + t;
         }
         s->n = rw->n;
@@ -435,8 +433,7 @@ static void er_mslot_fill(const er_abwd_plan *pl, const er_abwd_head *hd, int wh
             if (s->failed) goto clear;
             er_mslot_start(pl, kv, hd, i, s, &m);
             er_mrow_term(pl, kv, rw, a, which, &m);
-            mpfr_set(s->x[s->n].lo, m.x.lo, MPFR_RNDD);
-            mpfr_set(s->x[s->n].hi, m.x.hi, MPFR_RNDU);
+            er_mi_copy(&s->x[s->n], &m.x);
             s->idx[s->n++] = i;
         }
     }
@@ -493,8 +490,7 @@ void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, er_abwd
         for (int64_t t = 0; t < s->n; t++) {
             const er_abwd_row *rw = which ? &hd->rows[s->idx[t]] : NULL;
             double coef = which == 0 ? hd->kv->k[s->idx[t] * D + d] : which == 1 ? rw->q[d] : rw->g[d];
-            mpfr_set(x.lo, s->x[t].lo, MPFR_RNDD);
-            mpfr_set(x.hi, s->x[t].hi, MPFR_RNDU);
+            er_mi_copy(&x, &s->x[t]);
             er_mi_scale(&x, coef);
             er_mi_add(&acc, &acc, &x);
         }
@@ -503,8 +499,7 @@ void er__abwd_exact_mpfr(const er_abwd_plan *pl, const er_abwd_head *hd, er_abwd
             mpfr_init2(tmp, pw);
             er_mi_mul(&x, &acc, &s->sc, tmp);
             mpfr_clear(tmp);
-            mpfr_set(acc.lo, x.lo, MPFR_RNDD);
-            mpfr_set(acc.hi, x.hi, MPFR_RNDU);
+            er_mi_copy(&acc, &x);
         }
         mpfr_set(lo, acc.lo, MPFR_RNDD);
         mpfr_set(hi, acc.hi, MPFR_RNDU);
