@@ -18,6 +18,7 @@
 #ifdef ER_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include "cuda/devmm.h"
+#include "cuda/devbufs.h"
 
 static int er_cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -44,16 +45,6 @@ static er_status er_mm_covers_host(er_report *rep, const er_tensor *A, const er_
     return st;
 }
 
-/* Device buffers of one call, freed together. */
-enum { ER_DEVBUFS = 32 };
-typedef struct er_devbufs { void *p[ER_DEVBUFS]; int n; } er_devbufs;
-static void *er_dev_alloc(er_devbufs *b, size_t bytes, cudaStream_t s, cudaError_t *e) {
-    void *p = NULL;
-    if (*e == cudaSuccess && b->n == ER_DEVBUFS) *e = cudaErrorMemoryAllocation; /* never: the path holds fewer */
-    if (*e == cudaSuccess) *e = cudaMallocAsync(&p, bytes ? bytes : 1, s);
-    if (*e == cudaSuccess) b->p[b->n++] = p;
-    return p;
-}
 #endif
 
 #ifdef ER_HAVE_CUDA
@@ -470,7 +461,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     er_dev_decode(&r);
     if (er_dev_going(&r)) er_dev_decide(&r);
     if (er_dev_going(&r)) er_dev_rest(&r, sks);
-    for (int i = 0; i < r.db.n; i++) cudaFreeAsync(r.db.p[i], r.s);
+    er_dev_free_all(&r.db, r.s);
     cudaError_t e2 = cudaStreamSynchronize(r.s);
     if (r.pinned) cudaHostUnregister(r.classes);
     if (r.e == cudaSuccess) r.e = e2;
