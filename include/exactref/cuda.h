@@ -39,6 +39,16 @@ ER_API er_status er_covers_device(er_report *rep, const er_ref *ref, const er_te
 ER_API er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
                                          const er_standard *std, void *stream);
 
+/* softmax of x along dimension dim and covers of its output, both in device memory, computed on the GPU where it
+ * applies: compute=fp32 with exp_ulps=, div= and depth= as the standard says (not online=, max=optional, div_ulps=,
+ * math=, subnormals=flush), x and out of fp32, fp16 or bf16, row-major and contiguous, dim the last dimension. Every
+ * row's sets are computed on the GPU in double with the operations of the host's; a row whose elements the GPU does
+ * not all decide as exact or covered (an element outside its set, a NaN or infinity, a correct rounding that double
+ * cannot decide) goes to the host's softmax rows. Anything else is copied back and checked on the host. The report is
+ * the one er_softmax and er_covers give on host copies. */
+ER_API er_status er_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
+                                          const er_standard *std, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

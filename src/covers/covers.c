@@ -197,6 +197,20 @@ void er__sink_count(er_sink *sk, int cls, int64_t n) {
     sk->rep->n_unseen += n;
 }
 
+void er__sink_tally(er_sink *sk, const er_sink_tally *t) {
+    er_report *r = sk->rep;
+    r->counts[ER_CLASS_EXACT] += t->exact;
+    r->counts[ER_CLASS_COVERED] += t->covered;
+    if (t->n_away) {
+        if (!r->n_away || t->coarsest > r->coarsest_rel) r->coarsest_rel = t->coarsest;
+        if (!r->n_away || t->finest < r->finest_rel) r->finest_rel = t->finest;
+        r->n_away += t->n_away;
+    }
+    r->n_bug_tried += t->n_bug_tried;
+    r->n_bug_seen += t->n_bug_seen;
+    r->n_unbounded += t->n_unbounded;
+}
+
 void er__sink_set(er_sink *sk, int64_t idx, double lo, double hi, double y) {
     if (sk->set_lo) er_store_set(sk, idx, 1, lo, hi, y);
 }

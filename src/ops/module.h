@@ -67,6 +67,15 @@ ER_INTERNAL void er__sink_count(er_sink *s, int cls, int64_t n);
 ER_INTERNAL void er__sink_set(er_sink *s, int64_t idx, double lo, double hi, double y);
 /* A decided element's whole set (its exact values included) as a candidate for the report's widest set. */
 ER_INTERNAL void er__sink_widest(er_sink *s, int64_t idx, const er_cset *c, double y);
+/* What a fast path records of the elements it decided, where it computed their sets as the module would (the GPU's
+ * softmax rows): their classes' counts and the record er__sink_put would have kept of them (the widest set apart, given
+ * through er__sink_widest). Unlike er__sink_count, the elements count as seen: the report's resolution and classic-bug
+ * notes stand for them. coarsest and finest are read where n_away > 0. */
+typedef struct er_sink_tally {
+    int64_t exact, covered, n_away, n_bug_tried, n_bug_seen, n_unbounded;
+    double coarsest, finest;
+} er_sink_tally;
+ER_INTERNAL void er__sink_tally(er_sink *s, const er_sink_tally *t);
 /* A chain's failing element idx, put already: the most leading stages whose set holds its output (er_element's
  * stage), recorded where the report keeps the element. */
 ER_INTERNAL void er__sink_stage(er_sink *s, int64_t idx, int stage);

@@ -205,6 +205,165 @@ START_TEST(long_sums_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* One softmax row family: x values of row r (n of them) in format fx. */
+static void gen_softmax_rows(int fam, er_format fx, int64_t rows, int64_t n, void *X) {
+    double scale = fam == 1 ? 30.0 : fam == 2 ? 1e-3 : 1.0;
+    for (int64_t r = 0; r < rows; r++) {
+        int masked = fam == 3 && r % 3 == 1, allinf = fam == 3 && r % 7 == 4, nanrow = fam == 4 && r % 5 == 2;
+        for (int64_t j = 0; j < n; j++) {
+            double v = er_rand_normal() * scale;
+            if (fam == 5) v = (double)(er_rand64() % 3); /* ties: many equal maxima, exact exps */
+            if (fam == 6) v = j % 2 ? 3e38 : -3e38;     /* x_j - m beyond fp32: the kernel's exp of -inf */
+            if ((masked && er_rand64() % 2) || allinf) v = -INFINITY;
+            if (nanrow && j == n / 2) v = er_rand64() % 2 ? NAN : INFINITY;
+            er_store(X, fx, r * n + j, v);
+        }
+    }
+}
+
+/* Outputs at and around each element's set under std: in half the rows inside it alone (its ends, its middle, the
+ * softmax in long double rounded to fo), in the others also one to four ulps beyond its ends and rarely 2^20 ulps
+ * off, NaN or +inf. */
+static void gen_softmax_outputs(const er_ref *ref, const er_standard *std, er_format fx, const void *X, er_format fo,
+                                int64_t rows, int64_t n, int all_inside, void *C) {
+    int64_t nc = rows * n;
+    double *lo = malloc(sizeof(double) * (size_t)nc), *hi = malloc(sizeof(double) * (size_t)nc);
+    uint8_t *fl = malloc((size_t)nc);
+    ck_assert_int_eq(er_ref_enclosure(ref, 0, std, fo, lo, hi, fl), ER_OK);
+    free(fl);
+    for (int64_t r = 0; r < rows; r++) {
+        long double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < n; j++) if (er_load(X, fx, r * n + j) > m) m = er_load(X, fx, r * n + j);
+        for (int64_t j = 0; j < n; j++) s += expl((long double)er_load(X, fx, r * n + j) - m);
+        int inside = all_inside || er_rand64() % 2;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t e = r * n + j;
+            double y = (double)(expl((long double)er_load(X, fx, e) - m) / s), l = lo[e], h = hi[e];
+            int pick = (int)(er_rand64() % 16), k = 1 + (int)(er_rand64() % 4);
+            if (inside && pick >= 6 && pick < 10) pick = 10 + pick % 2; /* its middle or the long double */
+            if (l == l && pick < 3) y = l;
+            else if (l == l && pick < 6) y = h;
+            else if (l == l && pick < 8) y = l - k * er_format_ulp(fo, l);
+            else if (l == l && pick < 10) y = h + k * er_format_ulp(fo, h);
+            else if (l == l && pick < 11) y = 0.5 * l + 0.5 * h;
+            else if (pick == 15 && !inside && er_rand64() % 8 == 0)
+                y = er_rand64() % 3 == 0 ? NAN : er_rand64() % 2 ? INFINITY : y + 0x1p20 * er_format_ulp(fo, y);
+            er_round_double(&y, fo, y, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            er_store(C, fo, e, y);
+        }
+    }
+    free(lo);
+    free(hi);
+}
+
+/* softmax on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (spread rows, rows of tiny
+ * or huge exps, masked rows and rows of -inf alone, NaN and +inf, exact ties, differences beyond fp32), fp32, fp16
+ * and bf16 outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite), rows of 1 to a
+ * few thousand; the standards the GPU takes (exp_ulps=, div=, depth=, __expf's bound) and some it hands to the host
+ * (online=, max=optional, subnormals=flush, a softmax along the first dimension). The reports must agree in every
+ * field and in their JSON. */
+START_TEST(softmax_on_the_gpu_equals_the_host) {
+    er_test_reseed(730);
+    long trials = (long)(60 * er_test_multiplier());
+    static const er_format ins[] = {ER_FP32, ER_FP16, ER_BF16}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const opts[] = {"",         "exp_ulps=1",           "exp_ulps=2.5", "div=divide",
+                                       "div=reciprocal", "depth=12",   "math=fast div=divide", "online=yes",
+                                       "max=optional",   "subnormals=flush"};
+    long elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = ins[er_rand64() % 3], fo = outs[er_rand64() % 3];
+        int fam = (int)(er_rand64() % 7), big = tr % 10 == 9, first_dim = tr % 17 == 8, ties = tr % 20 == 3;
+        int64_t rows = big ? er_rand_int(100, 300) : er_rand_int(1, 40);
+        int64_t n = big ? er_rand_int(1000, 3000) : er_rand_int(1, 300), nc = rows * n;
+        if (ties) { /* rows of equal sets inside one GPU thread's elements: the widest set's first element wins */
+            fam = 5;
+            first_dim = 0;
+            n = er_rand_int(600, 900);
+            nc = rows * n;
+        }
+        void *X = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc);
+        gen_softmax_rows(fam, fx, rows, n, X);
+        er_tensor tx, tc;
+        er_tensor_view(&tx, fx, 2, (int64_t[]){rows, n}, NULL, X);
+        er_tensor_view(&tc, fo, 2, (int64_t[]){rows, n}, NULL, C);
+        int dim = first_dim ? 0 : 1;
+        er_ref *ref;
+        ck_assert_int_eq(er_softmax(&ref, &tx, dim), ER_OK);
+        er_standard std;
+        const char *o = opts[er_rand64() % 10];
+        if (strstr(o, "depth") && n > 4096) o = "";
+        if (ties) o = "";
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
+        gen_softmax_outputs(ref, &std, fx, X, fo, rows, n, ties, C);
+        int bx = er_format_storage_bits(fx) / 8, bo = er_format_storage_bits(fo) / 8;
+        void *dx = to_device(X, (size_t)(nc * bx)), *dc = to_device(C, (size_t)(nc * bo));
+        er_tensor vx = tx, vc = tc;
+        vx.data = dx;
+        vc.data = dc;
+        er_report rh, rd;
+        char what[160];
+        snprintf(what, sizeof what, "softmax %lld x %lld (dim %d), family %d, %s -> %s, '%s'", (long long)rows,
+                 (long long)n, dim, fam, er_format_name(fx), er_format_name(fo), o);
+        ER_REQUIRE(er_covers(&rh, ref, &tc, &std) == ER_OK, "host: %s", er_last_error());
+        ER_REQUIRE(er_softmax_covers_device(&rd, &vx, dim, &vc, &std, NULL) == ER_OK, "device: %s", er_last_error());
+        er_require_same_report(&rh, &rd, what);
+        size_t nh = 0, nd = 0;
+        er_report_json(&rh, NULL, 0, &nh);
+        er_report_json(&rd, NULL, 0, &nd);
+        char *jh = malloc(nh + 1), *jd = malloc(nd + 1);
+        ck_assert_int_eq(er_report_json(&rh, jh, nh + 1, NULL), ER_OK);
+        ck_assert_int_eq(er_report_json(&rd, jd, nd + 1, NULL), ER_OK);
+        ER_REQUIRE(strcmp(jh, jd) == 0, "%s: the reports' JSON differ:\n%s\n%s", what, jh, jd);
+        elems += nc;
+        free(jh);
+        free(jd);
+        er_report_clear(&rh);
+        er_report_clear(&rd);
+        er_ref_free(ref);
+        cudaFree(dx);
+        cudaFree(dc);
+        free(X);
+        free(C);
+    }
+    printf("t-cuda: er_softmax_covers_device gave the host's report on %ld softmaxes (%ld elements)\n", trials, elems);
+}
+END_TEST
+
+/* Rows of 2^17 elements, 200 of them: fewer blocks than rows (each block's scratch holds two doubles per element of
+ * its row, at most 256 MiB in all), each block taking several rows in turn. */
+START_TEST(long_softmax_rows_on_the_gpu_equal_the_host) {
+    er_test_reseed(740);
+    int64_t rows = 200, n = INT64_C(1) << 17, nc = rows * n;
+    void *X = malloc(2 * (size_t)nc), *C = malloc(4 * (size_t)nc);
+    gen_softmax_rows(0, ER_FP16, rows, n, X);
+    er_tensor tx, tc;
+    er_tensor_view(&tx, ER_FP16, 2, (int64_t[]){rows, n}, NULL, X);
+    er_tensor_view(&tc, ER_FP32, 2, (int64_t[]){rows, n}, NULL, C);
+    er_ref *ref;
+    ck_assert_int_eq(er_softmax(&ref, &tx, 1), ER_OK);
+    er_standard std;
+    er_standard_init(&std);
+    gen_softmax_outputs(ref, &std, ER_FP16, X, ER_FP32, rows, n, 0, C);
+    void *dx = to_device(X, 2 * (size_t)nc), *dc = to_device(C, 4 * (size_t)nc);
+    er_tensor vx = tx, vc = tc;
+    vx.data = dx;
+    vc.data = dc;
+    er_report rh, rd;
+    ER_REQUIRE(er_covers(&rh, ref, &tc, &std) == ER_OK, "host: %s", er_last_error());
+    ER_REQUIRE(er_softmax_covers_device(&rd, &vx, 1, &vc, &std, NULL) == ER_OK, "device: %s", er_last_error());
+    er_require_same_report(&rh, &rd, "softmax 200 x 131072");
+    printf("t-cuda: long rows: er_softmax_covers_device gave the host's report on %lld rows of %lld\n", (long long)rows,
+           (long long)n);
+    er_report_clear(&rh);
+    er_report_clear(&rd);
+    er_ref_free(ref);
+    cudaFree(dx);
+    cudaFree(dc);
+    free(X);
+    free(C);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -223,6 +382,11 @@ START_TEST(device_api_refusals) {
     er_tensor_view(&b3, ER_FP16, 2, (int64_t[]){3, 2}, NULL, (void *)16);
     ck_assert_int_eq(er_matmul_covers_device(&rep, &a, &b3, &a, &std, NULL), ER_ERR_SHAPE); /* before any device access */
     if (!er_cuda_available()) ck_assert_int_eq(er_matmul_covers_device(&rep, &a, &a, &a, &std, NULL), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_softmax_covers_device(NULL, &a, 1, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 1, NULL, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 2, &a, &std, NULL), ER_ERR_INVALID); /* before any device access */
+    ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 1, &b3, &std, NULL), ER_ERR_OUTPUT);
+    if (!er_cuda_available()) ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 1, &a, &std, NULL), ER_ERR_UNSUPPORTED);
 }
 END_TEST
 
@@ -235,6 +399,8 @@ int main(void) {
     if (have) tcase_add_test(tc, splitk_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);

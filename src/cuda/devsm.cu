@@ -1,0 +1,466 @@
+// devsm.cu: softmax's rows on the GPU (docs/algorithms/softmax.md, On the GPU). Each function below repeats, operation
+// for operation, a host function of the sets in double (src/enclose/ival.h, approx.h, approx.c, exps.c, softmax.c) or
+// of the engine's record (src/ops/modules.c, src/covers/covers.c), so that a row gives the host's bits; t-cuda
+// compares the two on every element. Built with -fmad=false: every double operation rounds once, as on the host
+// (-ffp-contract=off).
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include "cuda/devsm.h"
+#include "core/setwidth.h"
+
+#define ER_SM_THREADS 256
+typedef unsigned __int128 er_u128;
+
+__device__ static inline uint64_t er_bits(double x) { return (uint64_t)__double_as_longlong(x); }
+__device__ static inline double er_from_bits(uint64_t b) { return __longlong_as_double((long long)b); }
+
+// er__up, er__dn and er__next_up (ival.h, internal.h).
+__device__ static inline double er_up(double x) {
+    uint64_t b = er_bits(x);
+    if (x != x || b == 0x7ff0000000000000ULL) return x;
+    if ((b << 1) == 0) return 4.9406564584124654e-324;
+    return er_from_bits(b + (uint64_t)(1 | ((int64_t)b >> 63)));
+}
+__device__ static inline double er_dn(double x) { return -er_up(-x); }
+__device__ static inline double er_mul_up(double a, double b) { return er_up(a * b); }
+
+// fp32 roundings of a double (er__round_double for fp32 with the IEEE rule): the hardware's conversions.
+__device__ static inline double er_f32_rn(double x) { return (double)__double2float_rn(x); }
+__device__ static inline double er_f32_ru(double x) { return (double)__double2float_ru(x); }
+__device__ static inline double er_f32_rd(double x) { return (double)__double2float_rd(x); }
+// er__round_by_constant (format.h): to nearest with frac fraction bits and least exponent qmin.
+__device__ static inline double er_round_by_constant(double x, int frac, int qmin) {
+    int q = (int)((er_bits(x) >> 52) & 0x7ff) - 1023 - frac;
+    if (q < qmin) q = qmin;
+    double c = er_from_bits(((uint64_t)(q + 52 + 1023) << 52) | (1ULL << 51));
+    return copysign((x + c) - c, x);
+}
+// x to nearest in the output format, for |x| <= its largest value (er__round_double's inline cases).
+__device__ static inline double er_out_rn(double x, int fmt) {
+    return fmt == 0 ? er_f32_rn(x) : fmt == 1 ? er_round_by_constant(x, 10, -24) : er_round_by_constant(x, 7, -133);
+}
+
+__device__ static inline double er_load(const void *p, int fmt, int64_t i) {
+    return fmt == 0   ? (double)((const float *)p)[i]
+           : fmt == 1 ? (double)__half2float(((const __half *)p)[i])
+                      : (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+// ---- exp enclosed in double: er__exp_bounds (ival.h, Theorem D1) and the shift of exps.c ----
+
+__device__ static inline double er_scale2(double x, int q, int dir) {
+    if (q < -1000) { x *= 0x1p-64; q += 64; }
+    double y = x * er_from_bits((uint64_t)(q + 1023) << 52);
+    if (y < 0x1p-1022) y = dir < 0 ? er_dn(y) : er_up(y);
+    return y;
+}
+
+__device__ static void er_exp_bounds(const er_devsm_consts &c, double t, double *lo, double *hi) {
+    if (t != t) { *lo = *hi = t; return; }
+    if (t < -745.0) {
+        *lo = 0.0;
+        *hi = t == -INFINITY ? 0.0 : 4.9406564584124654e-324;
+        return;
+    }
+    if (t > 709.0) { *lo = 0x1p1022; *hi = INFINITY; return; }
+    double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
+    int k = (int)kd;
+    double r = (t - kd * c.exp_lh) - kd * c.exp_ll;
+    double p = 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int j = k & 63, q = (k - j) / 64;
+    *lo = er_scale2(c.exp_tlo[j] * (p - 0x1p-51), q, -1);
+    *hi = er_scale2(c.exp_thi[j] * (p + 0x1p-51), q, 1);
+}
+
+// exp(x_j - m) enclosed, with t + e = x_j - m (er__exps_fill: TwoSum, the bounds of exp(t), er_exps_shift by e).
+__device__ static void er_exp_diff(const er_devsm_consts &c, double v, double m, double *lo, double *hi) {
+    if (v == -INFINITY) { *lo = *hi = 0; return; }
+    double t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb);
+    er_exp_bounds(c, t, lo, hi);
+    if (e != 0 && fabs(e) <= 0x1p-30) {
+        *lo = er_dn(*lo * er_dn(1.0 - 2.0 * fabs(e)));
+        *hi = er_up(*hi * er_up(1.0 + 2.0 * fabs(e)));
+        if (*lo < 0) *lo = 0;
+    } else if (e != 0) {
+        *lo = 0;
+        *hi = 4.9406564584124654e-324;
+    }
+}
+
+// ---- an approximate function's ends in fp32 (er__approx_ends, approx.h; its general case, approx.c) ----
+
+#define ER_F32_MIN_NORMAL 0x1p-126
+#define ER_F32_MIN_SUB 0x1p-149
+__device__ static double er_spacing(double x) {
+    double z = fabs(x);
+    if (z < 2.0 * ER_F32_MIN_NORMAL) return ER_F32_MIN_SUB;
+    int ex;
+    frexp(z, &ex);
+    return ldexp(1.0, ex - 24);
+}
+__device__ static double er_g(double U, double x) {
+    double s = er_mul_up(U, er_spacing(x)), r = x - s, bb = r - x, e = (x - (r - bb)) + (-s - bb);
+    return e < 0 ? er_dn(r) : r;
+}
+__device__ static double er_g_min(double U, double a, double b) {
+    double m = er_g(U, a);
+    if (a > 0) {
+        int ex;
+        frexp(a, &ex);
+        double P = ldexp(1.0, ex);
+        if (P <= b) {
+            double gp = er_g(U, P);
+            if (gp < m) m = gp;
+        }
+    }
+    return m;
+}
+__device__ static double er_low(double U, double a, double b) {
+    if (a == -INFINITY) return -INFINITY;
+    if (b == INFINITY) b = DBL_MAX;
+    double ca = er_f32_rn(a), cb = er_f32_rn(b);
+    if (cb == INFINITY) cb = FLT_MAX;
+    double m = er_g_min(U, a, b);
+    if (ca == INFINITY) return m;
+    if (ca == -INFINITY) return -INFINITY;
+    double mr = er_g_min(U, ca, cb);
+    return mr < m ? mr : m;
+}
+__device__ static void er_approx_ends(double U, double a, double b, double *lo, double *hi) {
+    if (a >= 2.0 * ER_F32_MIN_NORMAL && b <= FLT_MAX && a >= DBL_MIN) {
+        uint64_t ea = er_bits(a) >> 52, eb = er_bits(b) >> 52;
+        if (ea == eb && (int64_t)ea >= 24) {
+            double top = er_from_bits((ea + 1) << 52), ca = er_f32_rn(a), cb = er_f32_rn(b);
+            if (cb < top) {
+                double sp = er_from_bits((uint64_t)((int64_t)ea + 1 - 24) << 52), m = ca < a ? ca : a,
+                       M = cb > b ? cb : b, us = U * sp;
+                if (U >= 0 && U <= 0x1p30 && (double)(int64_t)U == U && us <= 0.125 * m) {
+                    *lo = er_f32_ru(m - us);
+                    *hi = er_f32_rd(M + us);
+                    return;
+                }
+                double s = er_mul_up(U, sp);
+                *lo = er_f32_ru(er_dn(m - s));
+                *hi = er_f32_rd(er_up(M + s));
+                return;
+            }
+        }
+    }
+    double L = er_low(U, a, b), H = -er_low(U, -b, -a);
+    *lo = L == -INFINITY ? -INFINITY : er_f32_ru(L);
+    *hi = H == INFINITY ? INFINITY : er_f32_rd(H);
+}
+
+// The kernel's exp of d_j = fl32(x_j - m): the values of fp32 it may give (er__exp_ends, softmax.h); 0 at -inf.
+__device__ static void er_kernel_exp(const er_devsm_consts &c, double v, double m, double *elo, double *ehi) {
+    *elo = *ehi = 0;
+    if (v == -INFINITY) return;
+    double dj = (double)__fadd_rn((float)v, (float)-m), zl, zh;
+    if (dj == -INFINITY) return;
+    er_exp_bounds(c, dj, &zl, &zh);
+    double Uj = c.exp_fast ? 2.0 + floor(er_mul_up(1.1730001, fabs(dj))) : c.U;
+    er_approx_ends(Uj, zl, zh, elo, ehi);
+    if (!(*elo >= ER_F32_MIN_NORMAL)) *elo = 0;
+}
+
+// ---- the exact sum's fixed-point terms (er__fxsum_terms, ival.h) and its double bounds ----
+
+__device__ static void er_fx_terms(double lo, double hi, er_u128 *tl, er_u128 *th) {
+    uint64_t bl = er_bits(lo), bh = er_bits(hi);
+    int el = (int)(bl >> 52), eh = (int)(bh >> 52);
+    uint64_t ml = (bl & ((1ULL << 52) - 1)) | ((uint64_t)(el != 0) << 52);
+    uint64_t mh = (bh & ((1ULL << 52) - 1)) | ((uint64_t)(eh != 0) << 52);
+    int sl = (el ? el : 1) - 1075 + 90, sh = (eh ? eh : 1) - 1075 + 90;
+    *tl = sl >= 0 ? (er_u128)ml << sl : sl > -64 ? (er_u128)(ml >> -sl) : 0;
+    *th = sh >= 0    ? (er_u128)mh << sh
+          : sh > -64 ? (er_u128)((mh >> -sh) + ((mh & ((1ULL << -sh) - 1)) != 0))
+                     : (er_u128)(mh != 0);
+}
+// A 128-bit integer (below 2^127) to the nearest double, ties to even (the host's conversion).
+__device__ static double er_u128_to_double(er_u128 v) {
+    uint64_t H = (uint64_t)(v >> 64), L = (uint64_t)v;
+    if (H == 0) return __ull2double_rn(L);
+    int lz = __clzll((long long)H);
+    if (lz) { H = (H << lz) | (L >> (64 - lz)); L <<= lz; }
+    uint64_t mant = H >> 11, rest = H & 0x7ff;
+    int half = (int)((rest >> 10) & 1), sticky = (rest & 0x3ff) != 0 || L != 0;
+    if (half && (sticky || (mant & 1))) mant++;
+    return ldexp((double)mant, 75 - lz);
+}
+
+// ---- the record of one decided element (er__cset_build with any = 1, er_classify, er_sink_record) ----
+
+struct er_sm_acc {
+    unsigned long long exact, covered, away, tried, seen, unb;
+    double coarse, fine, wrel;
+    long long widx;
+};
+__device__ static void er_acc_init(er_sm_acc &a) {
+    a.exact = a.covered = a.away = a.tried = a.seen = a.unb = 0;
+    a.coarse = -1;
+    a.fine = INFINITY;
+    a.wrel = -1;
+    a.widx = LLONG_MAX;
+}
+__device__ static void er_acc_join(er_sm_acc &a, const er_sm_acc &b) {
+    a.exact += b.exact;
+    a.covered += b.covered;
+    a.away += b.away;
+    a.tried += b.tried;
+    a.seen += b.seen;
+    a.unb += b.unb;
+    if (b.coarse > a.coarse) a.coarse = b.coarse;
+    if (b.fine < a.fine) a.fine = b.fine;
+    if (b.wrel > a.wrel || (b.wrel == a.wrel && b.widx < a.widx)) { a.wrel = b.wrel; a.widx = b.widx; }
+}
+
+// Warp reductions: each lane's value joined with lane + off's (the joins are exact and commutative: any order gives
+// the same result).
+#define ER_FULL 0xffffffffu
+__device__ static er_u128 er_shfl_u128(er_u128 v, int off) {
+    unsigned long long lo = __shfl_down_sync(ER_FULL, (unsigned long long)v, off),
+                       hi = __shfl_down_sync(ER_FULL, (unsigned long long)(v >> 64), off);
+    return ((er_u128)hi << 64) | lo;
+}
+__device__ static void er_acc_shfl(er_sm_acc &a, int off) {
+    er_sm_acc b;
+    b.exact = __shfl_down_sync(ER_FULL, a.exact, off);
+    b.covered = __shfl_down_sync(ER_FULL, a.covered, off);
+    b.away = __shfl_down_sync(ER_FULL, a.away, off);
+    b.tried = __shfl_down_sync(ER_FULL, a.tried, off);
+    b.seen = __shfl_down_sync(ER_FULL, a.seen, off);
+    b.unb = __shfl_down_sync(ER_FULL, a.unb, off);
+    b.coarse = __shfl_down_sync(ER_FULL, a.coarse, off);
+    b.fine = __shfl_down_sync(ER_FULL, a.fine, off);
+    b.wrel = __shfl_down_sync(ER_FULL, a.wrel, off);
+    b.widx = __shfl_down_sync(ER_FULL, a.widx, off);
+    er_acc_join(a, b);
+}
+
+// The row's constants, computed by its first thread.
+struct er_sm_row { double sl, sh, one_minus, one_plus, klo, khi, rl, rh; int overflow; };
+
+// Element i of a row: its set in fp32 (er_softmax_sets_dbl's main case), the output's set and the exact result
+// (er_exact_row_dbl), its class. Returns 0 where the host must take the row (a quotient that may be infinite, an
+// end beyond the output's range, a correct rounding not decided in double, an output outside the set or NaN).
+__device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, double v, double m, double elo,
+                                 double ehi, double y, int64_t idx, uint8_t *cls, er_sm_acc &a) {
+    double lo, hi;
+    er_exp_diff(c, v, m, &lo, &hi);
+    double x1 = lo * w.rl, x2 = hi * w.rh;
+    if (!(fabs(x1) <= c.omax && fabs(x2) <= c.omax)) return 0;
+    double rounded = er_out_rn(x1, c.out_fmt), exact = 0.5 * x1 + 0.5 * x2;
+    if (rounded != er_out_rn(x2, c.out_fmt)) return 0;
+    double ql = 0, qh = 0;
+    if (elo != 0) ql = er_f32_rn((elo / (((w.sh - ehi) + elo) * w.one_plus)) * w.klo);
+    if (ehi != 0) {
+        double den = ((w.sl - elo) + ehi) * w.one_minus;
+        if (!(den > 0)) return 0;
+        qh = er_f32_rn((ehi / den) * w.khi);
+    }
+    if (w.overflow) ql = 0;
+    if (!(fabs(ql) <= c.omax && fabs(qh) <= c.omax)) return 0;
+    double clo = INFINITY, chi = -INFINITY;
+    if (ql <= qh) { clo = er_out_rn(ql, c.out_fmt); chi = er_out_rn(qh, c.out_fmt); }
+    if (clo > chi) clo = chi = rounded;
+    else {
+        if (rounded < clo) clo = rounded;
+        if (rounded > chi) chi = rounded;
+    }
+    if (!(y >= clo && y <= chi)) return 0;
+    int k = y == rounded ? 0 : 1;
+    *cls = (uint8_t)k;
+    if (k == 0) a.exact++;
+    else a.covered++;
+    double rel = er_set_rel(clo, chi);
+    if (rel >= 0 && (rel > a.wrel || (rel == a.wrel && idx < a.widx))) { a.wrel = rel; a.widx = idx; }
+    if (c.bug != 0 && isfinite(exact)) {
+        double yb = exact * (1 + c.bug);
+        if (!(fabs(yb) <= c.omax)) return 0;
+        yb = er_out_rn(yb, c.out_fmt);
+        a.tried++;
+        a.seen += !(yb >= clo && yb <= chi);
+    }
+    if (clo <= -c.omax && chi >= c.omax) a.unb++;
+    double away = er_set_away_rel(clo, chi);
+    if (away >= 0) {
+        a.away++;
+        if (away > a.coarse) a.coarse = away;
+        if (away < a.fine) a.fine = away;
+    }
+    return 1;
+}
+
+__device__ static void er_pend_row(uint8_t *classes, int64_t base, int64_t n, int64_t row, int64_t *pend,
+                                   unsigned long long *npend) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) classes[base + i] = 0xFF;
+    if (threadIdx.x == 0) pend[atomicAdd(npend, 1ULL)] = row;
+}
+
+__global__ void __launch_bounds__(ER_SM_THREADS)
+    er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp,
+                      double *scratch, uint8_t *classes, er_devsm_part *parts, int64_t *pend,
+                      unsigned long long *npend) {
+    __shared__ er_devsm_consts c;
+    __shared__ double shd[ER_SM_THREADS / 32];
+    __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
+    __shared__ er_sm_acc sha[ER_SM_THREADS / 32];
+    __shared__ er_sm_row w;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = ER_SM_THREADS / 32;
+    if (tid == 0) c = *cp;
+    __syncthreads();
+    double *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
+    er_sm_acc tot;
+    er_acc_init(tot);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        int64_t base = row * n;
+        // the maximum; a NaN or +inf makes the row the host's (NaN everywhere), as does a row of -inf alone
+        double m = -INFINITY;
+        int bad = 0;
+        for (int64_t j = tid; j < n; j += blockDim.x) {
+            double v = er_load(x, c.x_fmt, base + j);
+            bad |= (v != v) | (v == INFINITY);
+            if (v > m) m = v;
+        }
+        for (int off = 16; off; off >>= 1) m = fmax(m, __shfl_down_sync(ER_FULL, m, off));
+        if (lane == 0) shd[warp] = m;
+        bad = __syncthreads_or(bad);
+        m = shd[0];
+        for (int k = 1; k < nw; k++) m = fmax(m, shd[k]);
+        if (bad || m == -INFINITY) {
+            er_pend_row(classes, base, n, row, pend, npend);
+            __syncthreads(); // every warp has read shd before the next row writes it
+            continue;
+        }
+        // the kernel's exps (their ends, for the sums in order) and the exact sum's fixed-point parts
+        er_u128 fl = 0, fh = 0;
+        for (int64_t j = tid; j < n; j += blockDim.x) {
+            double v = er_load(x, c.x_fmt, base + j), lo, hi, a, b;
+            er_exp_diff(c, v, m, &lo, &hi);
+            er_u128 tl, th;
+            er_fx_terms(lo, hi, &tl, &th);
+            fl += tl;
+            fh += th;
+            er_kernel_exp(c, v, m, &a, &b);
+            el[j] = a;
+            eh[j] = b;
+        }
+        for (int off = 16; off; off >>= 1) {
+            fl += er_shfl_u128(fl, off);
+            fh += er_shfl_u128(fh, off);
+        }
+        if (lane == 0) { shl[warp] = fl; shh[warp] = fh; }
+        __syncthreads();
+        double sl = 0, sh = 0;
+        if (tid < 32) {
+            // er_softmax_sets_dbl: the sums to nearest in element order (the first warp reads 32 terms at a time and
+            // every lane adds them all, in order, from the lane holding each), widened once (Lemma D4), then Lemma
+            // D5's factors; er_exact_row_dbl: 1/S's bounds from the exact sums
+            double a = tid < n ? el[tid] : 0, b = tid < n ? eh[tid] : 0;
+            for (int64_t j0 = 0; j0 < n; j0 += 32) {
+                int64_t jn = j0 + 32 + tid;
+                double an = jn < n ? el[jn] : 0, bn = jn < n ? eh[jn] : 0; /* the next 32, loaded meanwhile */
+                int cnt = n - j0 < 32 ? (int)(n - j0) : 32;
+                for (int k = 0; k < cnt; k++) {
+                    sl += __shfl_sync(0xffffffffu, a, k);
+                    sh += __shfl_sync(0xffffffffu, b, k);
+                }
+                a = an;
+                b = bn;
+            }
+        }
+        if (tid == 0) {
+            if ((double)n > 0x1p49) { sl = 0; sh = INFINITY; }
+            else {
+                sl = er_dn(sl * er_dn(1.0 - 2.0 * (double)n * 0x1p-53));
+                sh = er_up(sh * er_up(1.0 + 4.0 * (double)n * 0x1p-53));
+            }
+            const double u = 0x1p-24;
+            w.sl = sl;
+            w.sh = sh;
+            w.overflow = er_mul_up(c.g, sh) >= c.thr;
+            w.one_minus = er_dn(1.0 - c.c1);
+            w.one_plus = er_up(1.0 + c.c1);
+            w.klo = c.div != 1 ? er_dn(er_dn(1.0 - u) * er_dn(1.0 - 0x1p-50)) : er_dn(1.0 - 0x1p-50);
+            w.khi = c.div != 1 ? er_up(er_up(1.0 + u) * er_up(1.0 + 0x1p-50)) : er_up(1.0 + 0x1p-50);
+            for (int k = 1; k < nw; k++) { shl[0] += shl[k]; shh[0] += shh[k]; }
+            double Sl = er_dn(ldexp(er_dn(er_u128_to_double(shl[0])), -90));
+            double Sh = er_up(ldexp(er_up(er_u128_to_double(shh[0])), -90));
+            w.rl = er_dn(er_dn(1.0 / Sh) * (1.0 - 0x1p-51));
+            w.rh = er_up(er_up(1.0 / Sl) * (1.0 + 0x1p-51));
+        }
+        __syncthreads();
+        er_sm_acc a;
+        er_acc_init(a);
+        int ok = 1;
+        for (int64_t i = tid; i < n && ok; i += blockDim.x) {
+            double v = er_load(x, c.x_fmt, base + i), y = er_load(out, c.out_fmt, base + i);
+            ok = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a);
+        }
+        if (!__syncthreads_and(ok)) { er_pend_row(classes, base, n, row, pend, npend); continue; }
+        for (int off = 16; off; off >>= 1) er_acc_shfl(a, off);
+        if (lane == 0) sha[warp] = a;
+        __syncthreads();
+        if (tid == 0)
+            for (int k = 0; k < nw; k++) er_acc_join(tot, sha[k]);
+        __syncthreads(); // sha, shd, shl and w are the next row's
+    }
+    if (tid == 0) {
+        er_devsm_part p = { tot.exact, tot.covered, tot.away,   tot.tried, tot.seen,
+                            tot.unb,   tot.coarse,  tot.fine,   tot.wrel,  tot.widx };
+        parts[blockIdx.x] = p;
+    }
+}
+
+__global__ void er_k_sm_gather(const int64_t *rows, int64_t np, const void *x, int xf, const void *out, int of,
+                               int64_t n, double *xs, double *ys) {
+    for (int64_t p = blockIdx.x; p < np; p += gridDim.x)
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            xs[p * n + j] = er_load(x, xf, rows[p] * n + j);
+            ys[p * n + j] = er_load(out, of, rows[p] * n + j);
+        }
+}
+
+extern "C" {
+
+int er__devsm_blocks(int64_t rows) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                  cudaSuccess || sms < 1) {
+        (void)cudaGetLastError();
+        sms = 16;
+    }
+    int64_t b = (int64_t)sms * 8;
+    return (int)(rows < b ? (rows > 0 ? rows : 1) : b);
+}
+
+int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks,
+                   double *scratch, uint8_t *classes, er_devsm_part *parts, int64_t *pend, unsigned long long *npend,
+                   void *stream) {
+    if (rows == 0 || blocks < 1) return 0;
+    er_k_softmax_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(
+        x, out, rows, n, c, scratch, classes, parts, pend, npend);
+    return (int)cudaGetLastError();
+}
+
+int er__devsm_gather(const int64_t *rows, int64_t np, const void *x, int x_fmt, const void *out, int out_fmt,
+                     int64_t n, double *xs, double *ys, void *stream) {
+    if (np == 0) return 0;
+    er_k_sm_gather<<<(unsigned)(np < 65535 ? np : 65535), 256, 0, (cudaStream_t)stream>>>(rows, np, x, x_fmt, out,
+                                                                                          out_fmt, n, xs, ys);
+    return (int)cudaGetLastError();
+}
+
+} // extern "C"
