@@ -549,6 +549,25 @@ def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", 
     return Result(rep, tuple(vo.tensor.shape))
 
 
+def softmax_covers_device(x: Any, out: Any, dim: int = -1, standard: str = "any_order", options: Optional[str] = None,
+                          stream: Any = None, **kwargs: Any) -> Result:
+    """covers() of out = softmax(x, dim) with x and out CUDA torch tensors of the same shape, the sets computed on the
+    GPU where they are (er_softmax_covers_device): each row's sets in double with the host's operations there, the
+    rows the GPU does not decide on the host. Outside the GPU path's scope (docs/reference/cuda.md) the tensors are
+    copied back and checked on the host; the result is the same as er.softmax(x, dim).covers(out) on host copies.
+    stream: a torch.cuda.Stream (default: the current stream)."""
+    vx, vo = DeviceView(x, "x"), DeviceView(out, "out")
+    if vx.tensor.dim() == 0:
+        raise ValueError("exactref: softmax_covers_device of a scalar: x needs at least 1 dimension")
+    dim = _check.dim(dim, "softmax_covers_device", vx.tensor.dim())
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(vx.tensor.device)
+    std = _standard(standard, options, kwargs)
+    rep = _ffi.softmax_covers_device(vx.buf, dim, vo.buf, std, stream.cuda_stream)
+    return Result(rep, tuple(vo.tensor.shape))
+
+
 def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[int] = None) -> Reference:
     """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
     on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False).

@@ -241,6 +241,10 @@ _sig = {
         ctypes.c_int,
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
     ),
+    "er_softmax_covers_device": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
@@ -730,6 +734,12 @@ def emulate(ptr, view, std):
 def matmul_covers_device(va, vb, vo, std, stream_handle):
     block = Reports(1)
     check(lib.er_matmul_covers_device(block.buf, va, vb, vo, std, ctypes.c_void_p(stream_handle)))
+    return block.at(0)
+
+
+def softmax_covers_device(vx, dim, vo, std, stream_handle):
+    block = Reports(1)
+    check(lib.er_softmax_covers_device(block.buf, vx, dim, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 

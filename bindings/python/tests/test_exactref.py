@@ -381,11 +381,35 @@ def test_matmul_covers_device_equals_host():
         assert dev.worst == host.worst
 
 
+def test_softmax_covers_device_equals_host():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(6)
+    for dtype, shape, dim, options in (
+        (torch.float32, (64, 300), -1, {}),
+        (torch.bfloat16, (2, 5, 129), -1, {"div": "divide"}),
+        (torch.float16, (33, 70), 0, {}),               # along the first dimension: the host's path
+        (torch.float32, (16, 40), -1, {"online": "yes"}),  # online=: the host's path
+    ):
+        x = (torch.randn(shape, generator=gen) * 4).to(dtype).cuda()
+        x.view(-1)[3] = float("-inf")                   # a masked element
+        out = torch.softmax(x.float(), dim)             # the GPU's softmax, in fp32
+        out.view(-1)[1] += 0.25                         # one element far outside
+        dev = er.softmax_covers_device(x, out, dim, **options)
+        host = er.softmax(x, dim).covers(out, **options)
+        assert dev.counts == host.counts and dev.n_failed == host.n_failed == 1
+        assert (dev.classes == host.classes).all()
+        assert dev.worst == host.worst and str(dev) == str(host)
+
+
 def test_matmul_covers_device_refuses_host_tensors():
     if not er.cuda_available():
         pytest.skip("exactref built without CUDA")
     with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
         er.matmul_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
 
 
 def test_standard_as_the_docs_write_it_and_option_types():
