@@ -483,12 +483,16 @@ class Report:
         return int(lib.er_report_numel(self.ptr))
 
     def classes(self):
-        """The classes as a new uint8 numpy array (None for an empty report)."""
+        """The classes as a uint8 numpy array over the report's own array, no copy: the array keeps this report alive
+        (its buffer holds it), and er_report_clear runs once neither is referenced."""
         import numpy as np
         n = self.numel()
         if not n:
             return np.zeros(0, np.uint8)
-        return np.ctypeslib.as_array(lib.er_report_classes(self.ptr), shape=(n,)).copy()
+        addr = ctypes.cast(lib.er_report_classes(self.ptr), ctypes.c_void_p).value
+        buf = (ctypes.c_uint8 * n).from_address(addr)
+        buf._report = self  # the report outlives every array over its classes
+        return np.frombuffer(buf, np.uint8)
 
     def count(self, c):
         return int(lib.er_report_count(self.ptr, c))
