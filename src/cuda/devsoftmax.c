@@ -139,6 +139,25 @@ static void er_sm_consts(const er_sm_run *r, const er_anyorder_bound *bd, er_dev
     c->exp_ll = er__exp_ll;
 }
 
+/* The report's classes array written once by the host's threads (each its own run of pages), while the GPU works:
+ * its pages are then in place when the classes arrive, which a single thread's copy into fresh pages would fault in
+ * one by one. */
+typedef struct er_sm_fault_job { uint8_t *p; size_t len; } er_sm_fault_job;
+static void *er_sm_fault_run(void *arg) {
+    er_sm_fault_job *j = arg;
+    memset(j->p, ER_PENDING, j->len);
+    return NULL;
+}
+static void er_sm_prefault(uint8_t *classes, int64_t total) {
+    int nt = er__num_threads(total);
+    er_sm_fault_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++) {
+        int64_t a = total * t / nt, b = total * (t + 1) / nt;
+        jobs[t] = (er_sm_fault_job){ classes + a, (size_t)(b - a) };
+    }
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_sm_fault_run);
+}
+
 /* The rows on the GPU: the classes into the report's array, the blocks' tallies and the rows left into r. */
 static void er_sm_gpu(er_sm_run *r, const er_devsm_consts *hc, uint8_t *classes) {
     cudaStream_t s = r->s;
@@ -156,6 +175,7 @@ static void er_sm_gpu(er_sm_run *r, const er_devsm_consts *hc, uint8_t *classes)
                                 dpend, dn, s);
         if (ec) r->e = (cudaError_t)ec;
     }
+    if (r->e == cudaSuccess) er_sm_prefault(classes, total);
     /* the classes' pages locked while the GPU works, for their copy at full speed */
     int pinned =
         r->e == cudaSuccess && cudaHostRegister(classes, (size_t)total, cudaHostRegisterDefault) == cudaSuccess;
