@@ -12,8 +12,6 @@
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
-#include "enclose/ival.h"
-#include "enclose/softmax.h"
 
 #ifdef ER_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -97,7 +95,7 @@ typedef struct er_sm_run {
     er_devbufs db;
     cudaError_t e;
     er_status st;
-    er_softmax_plan pl;           /* the host rows' plan */
+    const er_standard *std;
     er_devsm_part *parts;         /* the blocks' tallies (host) */
     int64_t *pend, npend;         /* the rows the GPU left (host, sorted) */
 } er_sm_run;
@@ -107,36 +105,33 @@ static int er_cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Whether the GPU path takes the check: softmax's main case in double (er_softmax_sets_dbl) along the last dimension
- * of contiguous views, fp32 compute, inputs and outputs of fp32, fp16 or bf16. */
-static int er_sm_takes(const er_ref *ref, const er_sm_arg *arg, const er_softmax_plan *pl, er_anyorder_bound *bd) {
+/* Whether the GPU path takes the check: softmax's main case in double (er__softmax_dev_plan) along the last dimension
+ * of contiguous views, inputs and outputs of fp32, fp16 or bf16. */
+static int er_sm_takes(const er_ref *ref, const er_sm_arg *arg, const er_standard *std, er_softmax_dev *d) {
     int64_t n = er__rows(ref)->K;
-    return pl->F->id == ER_FP32 && er_sm_fmt(arg->x->format) >= 0 && er_sm_fmt(arg->out->format) >= 0 && !pl->online &&
-           !(pl->Udiv > 0) && !pl->flush && !pl->exp2_triton && !pl->max_optional && !pl->log &&
-           er__rows(ref)->dim == ref->ndim - 1 && er__row_major(arg->x) && er__row_major(arg->out) && n >= 1 &&
-           n < INT32_MAX && ref->n > 0 && er__anyorder_bound_terms_depth(bd, pl->F, n, pl->depth, 0) == ER_OK;
+    return er_sm_fmt(arg->x->format) >= 0 && er_sm_fmt(arg->out->format) >= 0 && er__rows(ref)->dim == ref->ndim - 1 &&
+           er__row_major(arg->x) && er__row_major(arg->out) && n >= 1 && n < INT32_MAX && ref->n > 0 &&
+           er__softmax_dev_plan(std, er__fmt(arg->out->format), n, d);
 }
 
 /* The kernels' constants. */
-static void er_sm_consts(const er_sm_run *r, const er_anyorder_bound *bd, er_devsm_consts *c) {
-    const er_softmax_plan *pl = &r->pl;
+static void er_sm_consts(const er_sm_run *r, const er_softmax_dev *d, er_devsm_consts *c) {
     const char *what = NULL;
     memset(c, 0, sizeof *c);
-    c->U = pl->U;
-    c->exp_fast = pl->exp_fast;
-    c->div = pl->div;
-    c->c1 = bd->c1;
-    c->g = bd->g;
-    c->thr = bd->thr;
+    c->U = d->U;
+    c->exp_fast = d->exp_fast;
+    c->div = d->div;
+    c->c1 = d->c1;
+    c->g = d->g;
+    c->thr = d->thr;
     c->bug = er__rows_classic_bug(r->ref, 0, &what);
     c->x_fmt = er_sm_fmt(r->arg->x->format);
     c->out_fmt = er_sm_fmt(r->arg->out->format);
-    c->omax = pl->O->max;
-    er__exp_init();
-    memcpy(c->exp_tlo, er__exp_tlo, sizeof c->exp_tlo);
-    memcpy(c->exp_thi, er__exp_thi, sizeof c->exp_thi);
-    c->exp_lh = er__exp_lh;
-    c->exp_ll = er__exp_ll;
+    c->omax = er__fmt(r->arg->out->format)->max;
+    memcpy(c->exp_tlo, d->exp_tlo, sizeof c->exp_tlo);
+    memcpy(c->exp_thi, d->exp_thi, sizeof c->exp_thi);
+    c->exp_lh = d->exp_lh;
+    c->exp_ll = d->exp_ll;
 }
 
 /* The report's classes array written once by the host's threads (each its own run of pages), while the GPU works:
@@ -209,23 +204,8 @@ typedef struct er_sm_job {
 static void *er_sm_job_run(void *arg) {
     er_sm_job *j = arg;
     int64_t n = j->r->n;
-    er_cval *cv = malloc(sizeof *cv * (size_t)n);
-    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
-    j->st = cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
-    for (int64_t p = j->p0; p < j->p1 && j->st == ER_OK; p++) {
-        j->st = er__softmax_row(&j->r->pl, j->xs + p * n, n, cv, ex, rd);
-        for (int64_t k = 0; k < n && j->st == ER_OK; k++) {
-            int64_t idx = j->rows[p] * n + k;
-            if (!j->put && idx != j->only) continue;
-            er_cset c;
-            er__cset_build(&c, j->sk->O, j->sk->ov, 1, &cv[k], ex[k], rd[k]);
-            if (j->put) er__sink_put_value(j->sk, idx, &c, j->ys[p * n + k]);
-            else er__sink_widest(j->sk, idx, &c, j->ys[p * n + k]);
-        }
-    }
-    free(cv);
-    free(ex);
-    free(rd);
+    j->st = er__softmax_rows_put(j->r->std, j->sk, j->rows + j->p0, j->p1 - j->p0, n, j->xs + j->p0 * n,
+                                 j->ys + j->p0 * n, j->put ? -1 : j->only);
     if (j->p0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread (job 0 runs in the calling one) */
     return NULL;
 }
@@ -314,9 +294,9 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     r.e = cudaSuccess;
     r.n = er__rows(ref)->K;
     r.rows = r.n ? ref->n / r.n : 0;
-    r.pl = er__softmax_plan_of(std, er__fmt(arg->out->format), ER_OVERFLOW_IEEE, 0);
-    er_anyorder_bound bd;
-    if (!er_sm_takes(ref, arg, &r.pl, &bd)) {
+    r.std = std;
+    er_softmax_dev d;
+    if (!er_sm_takes(ref, arg, std, &d)) {
         arg->fallback = 1;
         er__sinks_decline(sks);
         return ER_OK;
@@ -331,7 +311,7 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
         r.st = er__fail(ER_ERR_NOMEM, "cannot allocate the tallies of %lld rows", (long long)r.rows);
     if (r.st == ER_OK) {
         er_devsm_consts c;
-        er_sm_consts(&r, &bd, &c);
+        er_sm_consts(&r, &d, &c);
         er_sm_gpu(&r, &c, er__sinks_classes(sks, 0));
     }
     /* the shares: one for the GPU's tally and the widest set's entry, then each chunk's threads for the rows left */
@@ -341,8 +321,6 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     if (r.st == ER_OK && r.e == cudaSuccess) r.st = er__sinks_open(sks, shares);
     if (r.st == ER_OK && r.e == cudaSuccess) {
         er_sink *s0 = er__sinks_at(sks, 0, 0);
-        r.pl = er__softmax_plan_of(std, s0->O, s0->ov, 0);
-        r.pl.simd = er__simd();
         int64_t widx = er_sm_tally(&r, s0), wrow = widx / r.n;
         int share = 1;
         er_sm_rows_back(&r, sks, &share, NULL, r.pend, r.npend, 1, -1);

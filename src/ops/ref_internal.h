@@ -95,6 +95,23 @@ ER_INTERNAL er_status er__rmsnorm_setup(struct er_rmsnorm_plan *pl, er_acc *acc,
 struct er_softmax_plan; /* enclose/softmax.h */
 ER_INTERNAL struct er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O, er_overflow ov,
                                                        int log);
+/* softmax's rows on the GPU (src/cuda/devsoftmax.c): what the kernels need of the sets in double for rows of n
+ * elements under std with output format O (er_softmax_sets_dbl's main case, er__exp_bounds' tables), where that
+ * case applies (compute=fp32 without online=, max=optional, an approximate division, math=triton or flushing, and
+ * a tree that adds n terms): 1 and *d filled, else 0. */
+typedef struct er_softmax_dev {
+    double U;          /* exp within U ulps of fp32 */
+    int exp_fast;      /* __expf's bound instead */
+    int div;           /* 0 either, 1 divide, 2 reciprocal */
+    double c1, g, thr; /* the sum's constants (er__anyorder_bound_terms_depth) */
+    double exp_tlo[64], exp_thi[64], exp_lh, exp_ll;
+} er_softmax_dev;
+ER_INTERNAL int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n, er_softmax_dev *d);
+/* The sets of np rows of n elements (rows[p] the row's number, xs its values and ys its outputs, n each) by the
+ * softmax module's row function: each element's set put into sk with its output (only < 0), or the one element
+ * `only` given to sk as the widest set's candidate. */
+ER_INTERNAL er_status er__softmax_rows_put(const er_standard *std, er_sink *sk, const int64_t *rows, int64_t np,
+                                          int64_t n, const double *xs, const double *ys, int64_t only);
 /* The combinations of softmax's options that are not modelled (depth= with online=, subnormals=flush with online= or
  * max=) or contradict each other (online= with max=optional): ER_ERR_UNSUPPORTED or ER_ERR_STANDARD. */
 ER_INTERNAL er_status er__softmax_standard(const er_standard *std);

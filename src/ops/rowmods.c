@@ -3,12 +3,14 @@
  * rows run in contiguous runs, one per thread, when they lie along the output's last dimension. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <mpfr.h>
 #include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 #include "enclose/softmax.h"
+#include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
 
 /* One thread's run of rows [r0, r1) into its sink. */
@@ -56,6 +58,52 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
                            NULL,
                            0 };
     return pl;
+}
+
+int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n, er_softmax_dev *d) {
+    er_softmax_plan pl = er__softmax_plan_of(std, O, ER_OVERFLOW_IEEE, 0);
+    er_anyorder_bound bd;
+    if (pl.F->id != ER_FP32 || pl.online || pl.Udiv > 0 || pl.flush || pl.exp2_triton || pl.max_optional ||
+        er__anyorder_bound_terms_depth(&bd, pl.F, n, pl.depth, 0) != ER_OK)
+        return 0;
+    memset(d, 0, sizeof *d);
+    d->U = pl.U;
+    d->exp_fast = pl.exp_fast;
+    d->div = pl.div;
+    d->c1 = bd.c1;
+    d->g = bd.g;
+    d->thr = bd.thr;
+    er__exp_init();
+    memcpy(d->exp_tlo, er__exp_tlo, sizeof d->exp_tlo);
+    memcpy(d->exp_thi, er__exp_thi, sizeof d->exp_thi);
+    d->exp_lh = er__exp_lh;
+    d->exp_ll = er__exp_ll;
+    return 1;
+}
+
+er_status er__softmax_rows_put(const er_standard *std, er_sink *sk, const int64_t *rows, int64_t np, int64_t n,
+                               const double *xs, const double *ys, int64_t only) {
+    er_softmax_plan pl = er__softmax_plan_of(std, sk->O, sk->ov, 0);
+    pl.simd = er__simd();
+    er_cval *cv = malloc(sizeof *cv * (size_t)(n ? n : 1));
+    double *ex = malloc(sizeof(double) * (size_t)(n ? n : 1)), *rd = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    er_status st =
+        cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    for (int64_t p = 0; p < np && st == ER_OK; p++) {
+        st = er__softmax_row(&pl, xs + p * n, n, cv, ex, rd);
+        for (int64_t k = 0; k < n && st == ER_OK; k++) {
+            int64_t idx = rows[p] * n + k;
+            if (only >= 0 && idx != only) continue;
+            er_cset c;
+            er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
+            if (only < 0) er__sink_put_value(sk, idx, &c, ys[p * n + k]);
+            else er__sink_widest(sk, idx, &c, ys[p * n + k]);
+        }
+    }
+    free(cv);
+    free(ex);
+    free(rd);
+    return st;
 }
 
 /* softmax and log_softmax rows. */
