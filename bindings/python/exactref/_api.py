@@ -297,7 +297,12 @@ class Reference:
     def covers(
         self, out: ArrayLike, standard: str = "any_order", options: Optional[str] = None, **kwargs: Any
     ) -> Result:
-        """Classifies every element of the kernel output `out` against the set the standard allows."""
+        """Classifies every element of the kernel output `out` against the set the standard allows. With `out` and
+        the reference's inputs CUDA torch tensors, a matmul or a softmax is checked where they are (the device
+        paths, docs/reference/cuda.md), with the same result."""
+        dev = self._device_covers(out, standard, options, kwargs)
+        if dev is not None:
+            return dev
         arr = to_numpy(out, "out")
         std = _standard(standard, options, kwargs)
         view = self._out_view(arr, "out")
@@ -319,6 +324,33 @@ class Reference:
             return Result(_ffi.covers(self._ptr, view.buf, std), shape, arr, sets)
         arrays, rep = sets_and_report()
         return Result(rep, shape, arr, arrays)
+
+    def _device_covers(self, out, standard, options, kwargs):
+        """covers() by a device path where one applies (a matmul or softmax whose inputs and output are CUDA torch
+        tensors, the library built with CUDA); else None. Its sets, where asked for, come from the host's pass on
+        copies."""
+        inputs = self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op == "softmax" else ()
+        if not inputs or not all(_on_cuda(t) for t in inputs + (out,)) or not _ffi.cuda_available():
+            return None
+        if tuple(out.shape) != tuple(self.shape):
+            raise ValueError("exactref: out has shape %s but %s produces %s" % (tuple(out.shape), self.op,
+                                                                                 tuple(self.shape)))
+        if self.op == "matmul" and min(t.dim() for t in inputs) < 2:
+            return None  # a vector operand: the host's path
+        std = _standard(standard, options, kwargs)
+        import torch
+        stream = torch.cuda.current_stream(out.device).cuda_stream
+        views = [DeviceView(t, name) for t, name in zip(inputs, ("A", "B") if self.op == "matmul" else ("x",))]
+        vo = DeviceView(out, "out")
+        if self.op == "matmul":
+            rep = _ffi.matmul_covers_device(views[0].buf, views[1].buf, vo.buf, std, stream)
+        else:
+            rep = _ffi.softmax_covers_device(views[0].buf, self._dim, vo.buf, std, stream)
+
+        def sets():
+            host = self.covers(to_numpy(out, "out"), standard, options, **kwargs)
+            return host._bounds()
+        return Result(rep, tuple(self.shape), None, sets)
 
     OUTPUTS = ("out",)
 
@@ -524,6 +556,11 @@ exp, exp2, log, tanh, sigmoid, erf, rsqrt = (
 def matmul(A: ArrayLike, B: ArrayLike) -> Reference:
     """The exact reference of A @ B (numpy matmul semantics, 1-D operands included; batch dims broadcast)."""
     return _matmul(A, B, None)
+
+
+def _on_cuda(t) -> bool:
+    """Whether t is a CUDA torch tensor."""
+    return type(t).__module__.startswith("torch") and getattr(t, "device", None) is not None and t.device.type == "cuda"
 
 
 def cuda_available() -> bool:
@@ -742,7 +779,9 @@ def _softmax_like(name, x, dim):
         raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % name)
     d = _check.dim(dim, name, a.ndim)
     va = View(a, "x")
-    return Reference(_ffi.along(name, va.buf, d), (va, x), a.shape, name)
+    ref = Reference(_ffi.along(name, va.buf, d), (va, x), a.shape, name)
+    ref._dim = d
+    return ref
 
 
 def softmax(x: ArrayLike, dim: int = -1) -> Reference:

@@ -375,10 +375,13 @@ def test_matmul_covers_device_equals_host():
         out = torch.matmul(A.float(), B.float())        # an fp32 GEMM on the GPU
         out.view(-1)[0] += 1.0                          # one element far outside
         dev = er.matmul_covers_device(A, B, out)
-        host = er.matmul(A, B).covers(out)
-        assert dev.counts == host.counts and dev.n_failed == host.n_failed == 1
-        assert (dev.classes == host.classes).all()
-        assert dev.worst == host.worst
+        host = er.matmul(A.cpu(), B.cpu()).covers(out.cpu())
+        auto = er.matmul(A, B).covers(out)              # CUDA tensors: the device path, chosen by covers()
+        for r in (dev, auto):
+            assert r.counts == host.counts and r.n_failed == host.n_failed == 1
+            assert (r.classes == host.classes).all()
+            assert r.worst == host.worst
+        assert np.array_equal(auto.lo, host.lo, equal_nan=True)  # the sets, from the host's pass when asked
 
 
 def test_softmax_covers_device_equals_host():
@@ -397,10 +400,13 @@ def test_softmax_covers_device_equals_host():
         out = torch.softmax(x.float(), dim)             # the GPU's softmax, in fp32
         out.view(-1)[1] += 0.25                         # one element far outside
         dev = er.softmax_covers_device(x, out, dim, **options)
-        host = er.softmax(x, dim).covers(out, **options)
-        assert dev.counts == host.counts and dev.n_failed == host.n_failed == 1
-        assert (dev.classes == host.classes).all()
-        assert dev.worst == host.worst and str(dev) == str(host)
+        host = er.softmax(x.cpu(), dim).covers(out.cpu(), **options)
+        auto = er.softmax(x, dim).covers(out, **options)  # CUDA tensors: the device path, chosen by covers()
+        for r in (dev, auto):
+            assert r.counts == host.counts and r.n_failed == host.n_failed == 1
+            assert (r.classes == host.classes).all()
+            assert r.worst == host.worst and str(r) == str(host)
+        assert np.array_equal(auto.hi, host.hi, equal_nan=True)
 
 
 def test_matmul_covers_device_refuses_host_tensors():
