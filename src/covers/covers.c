@@ -197,10 +197,9 @@ void er__sink_count(er_sink *sk, int cls, int64_t n) {
     sk->rep->n_unseen += n;
 }
 
-void er__sink_tally(er_sink *sk, const er_sink_tally *t) {
-    er_report *r = sk->rep;
-    r->counts[ER_CLASS_EXACT] += t->exact;
-    r->counts[ER_CLASS_COVERED] += t->covered;
+/* Adds to r the record of elements seen elsewhere: the resolution's widths, the classic bug's tests, the unbounded
+ * sets. */
+static void er_add_seen(er_report *r, const er_sink_tally *t) {
     if (t->n_away) {
         if (!r->n_away || t->coarsest > r->coarsest_rel) r->coarsest_rel = t->coarsest;
         if (!r->n_away || t->finest < r->finest_rel) r->finest_rel = t->finest;
@@ -209,6 +208,12 @@ void er__sink_tally(er_sink *sk, const er_sink_tally *t) {
     r->n_bug_tried += t->n_bug_tried;
     r->n_bug_seen += t->n_bug_seen;
     r->n_unbounded += t->n_unbounded;
+}
+
+void er__sink_tally(er_sink *sk, const er_sink_tally *t) {
+    sk->rep->counts[ER_CLASS_EXACT] += t->exact;
+    sk->rep->counts[ER_CLASS_COVERED] += t->covered;
+    er_add_seen(sk->rep, t);
 }
 
 void er__sink_set(er_sink *sk, int64_t idx, double lo, double hi, double y) {
@@ -247,15 +252,13 @@ static void er_merge(er_report *r, double *worst_dist, const er_report *part, do
         r->widest_rel = part->widest_rel;
         r->has_widest = 1;
     }
-    if (part->n_away) {
-        if (!r->n_away || part->coarsest_rel > r->coarsest_rel) r->coarsest_rel = part->coarsest_rel;
-        if (!r->n_away || part->finest_rel < r->finest_rel) r->finest_rel = part->finest_rel;
-        r->n_away += part->n_away;
-    }
+    er_add_seen(r, &(er_sink_tally){ .n_away = part->n_away,
+                                     .n_bug_tried = part->n_bug_tried,
+                                     .n_bug_seen = part->n_bug_seen,
+                                     .n_unbounded = part->n_unbounded,
+                                     .coarsest = part->coarsest_rel,
+                                     .finest = part->finest_rel });
     r->n_unseen += part->n_unseen;
-    r->n_bug_tried += part->n_bug_tried;
-    r->n_bug_seen += part->n_bug_seen;
-    r->n_unbounded += part->n_unbounded;
     if (part->has_worst && (!r->has_worst || (part->worst.cls == ER_CLASS_OUTSIDE &&
                                               (r->worst.cls != ER_CLASS_OUTSIDE || part_dist > *worst_dist)))) {
         r->worst = part->worst;

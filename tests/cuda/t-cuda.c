@@ -256,6 +256,35 @@ static void gen_softmax_outputs(const er_ref *ref, const er_standard *std, er_fo
     free(hi);
 }
 
+/* The host's report of softmax ref (of host views tx, tc) under std against er_softmax_covers_device's on device
+ * copies of their data: the same, field for field and in their JSON. */
+static void require_softmax_device_equals_host(const er_ref *ref, const er_tensor *tx, const er_tensor *tc, int dim,
+                                               const er_standard *std, const char *what) {
+    int64_t nc = er_tensor_numel(tx);
+    void *dx = to_device(tx->data, (size_t)(nc * (er_format_storage_bits(tx->format) / 8)));
+    void *dc = to_device(tc->data, (size_t)(nc * (er_format_storage_bits(tc->format) / 8)));
+    er_tensor vx = *tx, vc = *tc;
+    vx.data = dx;
+    vc.data = dc;
+    er_report rh, rd;
+    ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
+    ER_REQUIRE(er_softmax_covers_device(&rd, &vx, dim, &vc, std, NULL) == ER_OK, "device: %s", er_last_error());
+    er_require_same_report(&rh, &rd, what);
+    size_t nh = 0, nd = 0;
+    er_report_json(&rh, NULL, 0, &nh);
+    er_report_json(&rd, NULL, 0, &nd);
+    char *jh = malloc(nh + 1), *jd = malloc(nd + 1);
+    ck_assert_int_eq(er_report_json(&rh, jh, nh + 1, NULL), ER_OK);
+    ck_assert_int_eq(er_report_json(&rd, jd, nd + 1, NULL), ER_OK);
+    ER_REQUIRE(strcmp(jh, jd) == 0, "%s: the reports' JSON differ:\n%s\n%s", what, jh, jd);
+    free(jh);
+    free(jd);
+    er_report_clear(&rh);
+    er_report_clear(&rd);
+    cudaFree(dx);
+    cudaFree(dc);
+}
+
 /* softmax on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (spread rows, rows of tiny
  * or huge exps, masked rows and rows of -inf alone, NaN and +inf, exact ties, differences beyond fp32), fp32, fp16
  * and bf16 outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite), rows of 1 to a
@@ -295,33 +324,12 @@ START_TEST(softmax_on_the_gpu_equals_the_host) {
         if (ties) o = "";
         ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
         gen_softmax_outputs(ref, &std, fx, X, fo, rows, n, ties, C);
-        int bx = er_format_storage_bits(fx) / 8, bo = er_format_storage_bits(fo) / 8;
-        void *dx = to_device(X, (size_t)(nc * bx)), *dc = to_device(C, (size_t)(nc * bo));
-        er_tensor vx = tx, vc = tc;
-        vx.data = dx;
-        vc.data = dc;
-        er_report rh, rd;
         char what[160];
         snprintf(what, sizeof what, "softmax %lld x %lld (dim %d), family %d, %s -> %s, '%s'", (long long)rows,
                  (long long)n, dim, fam, er_format_name(fx), er_format_name(fo), o);
-        ER_REQUIRE(er_covers(&rh, ref, &tc, &std) == ER_OK, "host: %s", er_last_error());
-        ER_REQUIRE(er_softmax_covers_device(&rd, &vx, dim, &vc, &std, NULL) == ER_OK, "device: %s", er_last_error());
-        er_require_same_report(&rh, &rd, what);
-        size_t nh = 0, nd = 0;
-        er_report_json(&rh, NULL, 0, &nh);
-        er_report_json(&rd, NULL, 0, &nd);
-        char *jh = malloc(nh + 1), *jd = malloc(nd + 1);
-        ck_assert_int_eq(er_report_json(&rh, jh, nh + 1, NULL), ER_OK);
-        ck_assert_int_eq(er_report_json(&rd, jd, nd + 1, NULL), ER_OK);
-        ER_REQUIRE(strcmp(jh, jd) == 0, "%s: the reports' JSON differ:\n%s\n%s", what, jh, jd);
+        require_softmax_device_equals_host(ref, &tx, &tc, dim, &std, what);
         elems += nc;
-        free(jh);
-        free(jd);
-        er_report_clear(&rh);
-        er_report_clear(&rd);
         er_ref_free(ref);
-        cudaFree(dx);
-        cudaFree(dc);
         free(X);
         free(C);
     }
@@ -344,21 +352,10 @@ START_TEST(long_softmax_rows_on_the_gpu_equal_the_host) {
     er_standard std;
     er_standard_init(&std);
     gen_softmax_outputs(ref, &std, ER_FP16, X, ER_FP32, rows, n, 0, C);
-    void *dx = to_device(X, 2 * (size_t)nc), *dc = to_device(C, 4 * (size_t)nc);
-    er_tensor vx = tx, vc = tc;
-    vx.data = dx;
-    vc.data = dc;
-    er_report rh, rd;
-    ER_REQUIRE(er_covers(&rh, ref, &tc, &std) == ER_OK, "host: %s", er_last_error());
-    ER_REQUIRE(er_softmax_covers_device(&rd, &vx, 1, &vc, &std, NULL) == ER_OK, "device: %s", er_last_error());
-    er_require_same_report(&rh, &rd, "softmax 200 x 131072");
+    require_softmax_device_equals_host(ref, &tx, &tc, 1, &std, "softmax 200 x 131072");
     printf("t-cuda: long rows: er_softmax_covers_device gave the host's report on %lld rows of %lld\n", (long long)rows,
            (long long)n);
-    er_report_clear(&rh);
-    er_report_clear(&rd);
     er_ref_free(ref);
-    cudaFree(dx);
-    cudaFree(dc);
     free(X);
     free(C);
 }
