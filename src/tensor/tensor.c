@@ -125,20 +125,39 @@ static void er_f32_run(const char *restrict p, int64_t n, double *restrict dst) 
 }
 
 /* n fp16 values from p, decoded exactly without a call, a table or a branch: (1024 + m) 2^(e - 25) for an exponent
- * field e of 1 to 30, m 2^-24 for 0 (the scale's pattern built from e), infinity or a NaN for 31, then the sign. */
-static void er_f16_run(const char *restrict p, int64_t n, double *restrict dst) {
+ * field e of 1 to 30, m 2^-24 for 0 (the scale's pattern built from e), infinity or a NaN for 31, then the sign. The
+ * significand converts from a 32-bit integer, which vectorises without AVX-512 (a 64-bit one does not); built for
+ * the baseline ISA, AVX2 and AVX-512 (er__simd). */
+ER_ALWAYS_INLINE void er_f16_run_body(const char *restrict p, int64_t n, double *restrict dst) {
     for (int64_t k = 0; k < n; k++) {
         uint16_t v;
         memcpy(&v, p + 2 * k, 2);
         uint64_t e = (v >> 10) & 31, m = v & 1023, sb = ((e + (e == 0)) + 998) << 52, b;
         double scale, a;
         memcpy(&scale, &sb, 8);
-        a = (double)(int64_t)(m | (uint64_t)(e != 0) << 10) * scale;
+        a = (double)(int32_t)(m | (uint64_t)(e != 0) << 10) * scale;
         memcpy(&b, &a, 8);
         b = e == 31 ? UINT64_C(0x7FF0000000000000) | m << 42 : b;
         b |= (uint64_t)(v >> 15) << 63;
         memcpy(&dst[k], &b, 8);
     }
+}
+static void er_f16_run_base(const char *restrict p, int64_t n, double *restrict dst) { er_f16_run_body(p, n, dst); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_f16_run_avx2(const char *restrict p, int64_t n, double *restrict dst) {
+    er_f16_run_body(p, n, dst);
+}
+ER_AVX512 static void er_f16_run_avx512(const char *restrict p, int64_t n, double *restrict dst) {
+    er_f16_run_body(p, n, dst);
+}
+#endif
+static void er_f16_run(const char *restrict p, int64_t n, double *restrict dst) {
+#if ER_HAVE_AVX2
+    int simd = er__simd();
+    if (simd >= 2) { er_f16_run_avx512(p, n, dst); return; }
+    if (simd == 1) { er_f16_run_avx2(p, n, dst); return; }
+#endif
+    er_f16_run_base(p, n, dst);
 }
 
 /* n bf16 values from p: each the upper half of an fp32's pattern. */
