@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <stdlib.h>
+#include <string.h>
 #include <stdio.h>
 #include <mpfr.h>
 #include "format/format.h"
@@ -701,8 +702,12 @@ static void *er_fast_rest(void *arg) {
     const er_mm_plan *pl = &er__dot(ref)->plan;
     int64_t K = pl->K, MN = pl->M * pl->N;
     double *va = NULL, *vb = NULL;
+    const uint8_t *cls = er__sink_classes(cx->sk);
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
-        if (er__sink_classes(cx->sk)[idx] != ER_PENDING) continue;
+        /* the next pending element, found a word at a time */
+        const uint8_t *nx = memchr(cls + idx, ER_PENDING, (size_t)(j->end - idx));
+        if (!nx) break;
+        idx = nx - cls;
         if (er__cancelled()) { /* a pending element is O(K): polled every one */
             j->st = ER_ERR_CANCELLED;
             break;
