@@ -106,9 +106,22 @@ class Result:
         self._out = out
         self._rep, self._text, self._json = rep, None, None
         self._lohi, self._sets = (sets, None) if isinstance(sets, tuple) else (None, sets)
-        self.classes = rep.classes().reshape(shape)
-        self.counts = {name: rep.count(c) for c, name in enumerate(CLASSES)}
+        self._shape, self._classes, self._counts = shape, None, None
         self.n_failed = rep.failed()
+
+    @property
+    def classes(self) -> np.ndarray:
+        """uint8 array of out's shape: each element's class (the report's own array, read on first use)."""
+        if self._classes is None:
+            self._classes = self._rep.classes().reshape(self._shape)
+        return self._classes
+
+    @property
+    def counts(self) -> Dict[str, int]:
+        """The number of elements of each class, by class name (read on first use)."""
+        if self._counts is None:
+            self._counts = {name: self._rep.count(c) for c, name in enumerate(CLASSES)}
+        return self._counts
 
     @property
     def report(self) -> str:
@@ -320,8 +333,10 @@ class Reference:
             _ffi.clear(again)
             return arrays
         if _ffi.ref_fast(self._ptr):
-            # the fast path's decisions need no sets: they come from a second pass when asked for
-            return Result(_ffi.covers(self._ptr, view.buf, std), shape, arr, sets)
+            # the fast path's decisions need no sets: they come from a second pass when asked for; a matmul of at most
+            # 2^20 products is a short call
+            short = self.op == "matmul" and arr.size * self._keep[0].array.shape[-1] <= 1 << 20
+            return Result(_ffi.covers(self._ptr, view.buf, std, short), shape, arr, sets)
         arrays, rep = sets_and_report()
         return Result(rep, shape, arr, arrays)
 

@@ -693,9 +693,12 @@ def attention_backward(vq, vk, vv, vo, vlse, vdo, scale, causal, bottom_right, w
 
 # ---- covers, sets, exact values ----
 
-def covers(ptr, view, std):
+def covers(ptr, view, std, short=False):
+    """er_covers into a new report; short: a call of at most about a millisecond, run without taking SIGINT for it (a
+    Ctrl-C during it is raised by Python once it returns, as for any short call)."""
     block = Reports(1)
-    check(interruptible(lambda: lib.er_covers(block.buf, ptr, view, std)))
+    call = lambda: lib.er_covers(block.buf, ptr, view, std)  # noqa: E731
+    check(call() if short else interruptible(call))
     return block.at(0)
 
 
