@@ -544,7 +544,7 @@ ER_ALWAYS_INLINE void er_xent_fast_body(int64_t n, const er_xent_fastk *kp, cons
         grd[j] = r1;
         cls[j] = r1 != r2     ? ER_XENT_REDO
                  : yj == r1   ? ER_CLASS_EXACT
-                 : (yj >= il) & (yj <= ih) ? ER_CLASS_COVERED
+                 : ((yj >= il) & (yj <= ih)) ? ER_CLASS_COVERED
                                            : ER_PENDING;
     }
 }

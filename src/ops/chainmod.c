@@ -916,7 +916,7 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
         int ok = (fabs(x) <= FLT_MAX) & (fabs(y) <= FLT_MAX);
         if (k == ER_STAGE_RELU) { /* x is exact, and so is max(x, 0) */
             double r = er_vec_rn(x > 0 ? x : 0.0, narrow, drop, half, mask, minn, maxv, &ok);
-            dec[i] = ok & (y == r) ? ER_CLASS_EXACT : ER_VEC_OPEN;
+            dec[i] = (ok & (y == r)) ? ER_CLASS_EXACT : ER_VEC_OPEN;
             continue;
         }
         if (k == ER_STAGE_SIGMOID || k == ER_STAGE_SILU) {
@@ -944,7 +944,7 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
             float a = (float)lo;
             ok &= (a == (float)hi) & (fabs(a) <= FLT_MAX);
             if (!narrow) { /* a is the exact result rounded into O: exact if y is a, else left open */
-                dec[i] = ok & (y == a) ? ER_CLASS_EXACT : ER_VEC_OPEN;
+                dec[i] = (ok & (y == a)) ? ER_CLASS_EXACT : ER_VEC_OPEN;
                 continue;
             }
             o1 = er_vec_rn(a, narrow, drop, half, mask, minn, maxv, &ok);
@@ -956,7 +956,7 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
         ok &= (y == o1) | ((y == ra) & ((k == ER_STAGE_EXP) | (k == ER_STAGE_TANH) | (ra == rb)));
         dec[i] = !ok                  ? ER_VEC_OPEN
                  : ra == rb           ? (y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED)
-                 : (y < ra) | (y > rb) ? ER_CLASS_COVERED
+                 : ((y < ra) | (y > rb)) ? ER_CLASS_COVERED
                                        : ER_VEC_OPEN;
     }
 }

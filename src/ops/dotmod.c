@@ -535,7 +535,7 @@ ER_ALWAYS_INLINE void er_fast_pre_body(int64_t n, const er_fast_consts *fcp, con
         int in = (y >= b.tlo) & (y <= b.thi), one = r1 == r2, out = (y < r1) | (y > r2);
         int c = in & one ? (y == r1 ? 0 : 1) : in & out ? 1 : ER_PENDING; /* er_fast_class */
         int fin = fabs(y) < INFINITY;
-        cls[j] = (uint8_t)(fin ? (bad | cand | (c == ER_PENDING) ? ER_FAST_REDO : c) : ER_PENDING);
+        cls[j] = (uint8_t)(fin ? ((bad | cand | (c == ER_PENDING)) ? ER_FAST_REDO : c) : ER_PENDING);
     }
 }
 #define ER_FAST_PRE_ARGS                                                                                              \
