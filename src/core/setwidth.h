@@ -25,4 +25,11 @@ ER_SW_HD static inline double er_set_away_rel(double lo, double hi) {
     return lo <= hi && (lo > 0 || hi < 0) && m <= 1.7976931348623157e308 ? (hi - lo) / m : -1;
 }
 
+/* Both at once, er_set_rel's into *rel and er_set_away_rel's into *away, from one division (they share it). */
+ER_SW_HD static inline void er_set_rels(double lo, double hi, double *rel, double *away) {
+    double al = fabs(lo), ah = fabs(hi), m = al > ah ? al : ah, w = (hi - lo) / m;
+    *rel = lo < hi && m > 0 && w <= 1.7976931348623157e308 ? w : -1;
+    *away = lo <= hi && (lo > 0 || hi < 0) && m <= 1.7976931348623157e308 ? w : -1;
+}
+
 #endif

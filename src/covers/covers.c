@@ -130,14 +130,14 @@ static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y)
     er_report *r = sk->rep;
     er_class cls = er_classify(c, y, out->format, &dist);
     r->classes[idx] = (uint8_t)cls;
-    if (!c->nan_req) {
-        /* the set's width relative to its size: how much a passing output could have been off */
-        double rel = er_set_rel(c->lo, c->hi);
-        if (rel >= 0 && (!r->has_widest || rel > r->widest_rel)) {
-            er_fill_element(&r->widest, r, idx, cls, y, c, dist);
-            r->widest_rel = rel;
-            r->has_widest = 1;
-        }
+    /* the set's width relative to its size (how much a passing output could have been off), and the same width where
+     * the set lies away from 0 (the resolution's), from one division */
+    double rel = -1, away = -1;
+    if (!c->nan_req) er_set_rels(c->lo, c->hi, &rel, &away);
+    if (rel >= 0 && (!r->has_widest || rel > r->widest_rel)) {
+        er_fill_element(&r->widest, r, idx, cls, y, c, dist);
+        r->widest_rel = rel;
+        r->has_widest = 1;
     }
     if (sk->bug != 0 && !c->nan_req && c->lo <= c->hi && isfinite(c->exact)) {
         /* the op's classic bug: this element's exact value moved by it, rounded to the output format */
@@ -146,7 +146,6 @@ static void er_sink_record(er_sink *sk, int64_t idx, const er_cset *c, double y)
         r->n_bug_seen += !(yb >= c->lo && yb <= c->hi);
     }
     if (!c->nan_req && c->lo <= -sk->O->max && c->hi >= sk->O->max) r->n_unbounded++;
-    double away = c->nan_req ? -1 : er_set_away_rel(c->lo, c->hi);
     if (away >= 0) {
         if (!r->n_away || away > r->coarsest_rel) r->coarsest_rel = away;
         if (!r->n_away || away < r->finest_rel) r->finest_rel = away;
