@@ -590,6 +590,7 @@ def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", 
     fast path's certified decisions there, the undecided elements exactly on the host. Outside the GPU path's scope
     (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
     er.matmul(A, B).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current stream)."""
+    _check_stream(stream, "matmul_covers_device")
     va, vb, vo = DeviceView(A, "A"), DeviceView(B, "B"), DeviceView(out, "out")
     if va.tensor.dim() < 2 or vb.tensor.dim() < 2:
         raise ValueError("exactref: matmul_covers_device: A and B need at least 2 dimensions")
@@ -601,6 +602,17 @@ def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", 
     return Result(rep, tuple(vo.tensor.shape))
 
 
+def _check_stream(stream, fn):
+    """stream: None or a torch.cuda.Stream (an object whose cuda_stream is an integer handle), checked before anything
+    crosses into C."""
+    if stream is None:
+        return
+    handle = getattr(stream, "cuda_stream", None)
+    if not _check.is_integer(handle) or not 0 <= handle < 1 << 64:
+        raise TypeError("exactref: %s: stream must be a torch.cuda.Stream or None, not %s"
+                        % (fn, type(stream).__name__))
+
+
 def softmax_covers_device(x: Any, out: Any, dim: int = -1, standard: str = "any_order", options: Optional[str] = None,
                           stream: Any = None, **kwargs: Any) -> Result:
     """covers() of out = softmax(x, dim) with x and out CUDA torch tensors of the same shape, the sets computed on the
@@ -608,6 +620,7 @@ def softmax_covers_device(x: Any, out: Any, dim: int = -1, standard: str = "any_
     rows the GPU does not decide on the host. Outside the GPU path's scope (docs/reference/cuda.md) the tensors are
     copied back and checked on the host; the result is the same as er.softmax(x, dim).covers(out) on host copies.
     stream: a torch.cuda.Stream (default: the current stream)."""
+    _check_stream(stream, "softmax_covers_device")
     vx, vo = DeviceView(x, "x"), DeviceView(out, "out")
     if vx.tensor.dim() == 0:
         raise ValueError("exactref: softmax_covers_device of a scalar: x needs at least 1 dimension")

@@ -416,6 +416,12 @@ def test_matmul_covers_device_refuses_host_tensors():
         er.matmul_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
     with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
         er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    for bad in (5, "stream", object()):  # checked before the tensors, so without a GPU too
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.matmul_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
+                                    np.ones((2, 2), np.float32), stream=bad)
 
 
 def test_standard_as_the_docs_write_it_and_option_types():
