@@ -1,9 +1,12 @@
-/* devbufs.h: the device buffers of one GPU check, allocated on its stream and freed together (src/cuda/). */
+/* devbufs.h: what the GPU paths of src/cuda/ share: the device buffers of one check, allocated on its stream and
+ * freed together; the kernels' code of an output format; the order of element or row numbers. */
 #ifndef ER_DEVBUFS_H
 #define ER_DEVBUFS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda_runtime_api.h>
+#include <exactref/format.h>
 
 enum { ER_DEVBUFS = 32 };
 typedef struct er_devbufs { void *p[ER_DEVBUFS]; int n; } er_devbufs;
@@ -20,6 +23,15 @@ static inline void *er_dev_alloc(er_devbufs *b, size_t bytes, cudaStream_t s, cu
 static inline void er_dev_free_all(er_devbufs *b, cudaStream_t s) {
     for (int i = 0; i < b->n; i++) cudaFreeAsync(b->p[i], s);
     b->n = 0;
+}
+
+/* The kernels' code of a format they read: 0 fp32, 1 fp16, 2 bf16; -1 another. */
+static inline int er_dev_fmt(er_format f) { return f == ER_FP32 ? 0 : f == ER_FP16 ? 1 : f == ER_BF16 ? 2 : -1; }
+
+/* qsort's comparison of two int64_t. */
+static inline int er_dev_cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
 }
 
 #endif

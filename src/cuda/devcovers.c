@@ -20,11 +20,6 @@
 #include "cuda/devmm.h"
 #include "cuda/devbufs.h"
 
-static int er_cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The whole computation on host copies (operands and output copied back): the path for what the GPU path does not
  * take. */
 static er_status er_mm_covers_host(er_report *rep, const er_tensor *A, const er_tensor *B, const er_tensor *out,
@@ -313,8 +308,8 @@ static void er_dev_decide(er_dev_run *r) {
 /* The elements' vectors of dpend[0 .. cn) gathered on the GPU into rows and their outputs into ys (host). */
 static void er_dev_gather(er_dev_run *r, const int64_t *dpend, int64_t cn, float *drows, double *dys, float *rows,
                           double *ys) {
-    int ec = er__devmm_gather(dpend, cn, r->out->data, r->fo->id == ER_FP32 ? 0 : r->fo->id == ER_FP16 ? 1 : 2, r->Ad,
-                              r->Bt, r->dia, r->dib, r->pl->M, r->pl->N, r->K, drows, dys, r->s);
+    int ec = er__devmm_gather(dpend, cn, r->out->data, er_dev_fmt(r->fo->id), r->Ad, r->Bt, r->dia, r->dib, r->pl->M,
+                              r->pl->N, r->K, drows, dys, r->s);
     if (ec) { r->e = (cudaError_t)ec; return; }
     r->e = cudaMemcpyAsync(rows, drows, sizeof(float) * (size_t)(2 * cn * r->K), cudaMemcpyDeviceToHost, r->s);
     if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(ys, dys, sizeof(double) * (size_t)cn, cudaMemcpyDeviceToHost, r->s);
@@ -399,7 +394,7 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     if (r->st == ER_OK && r->e == cudaSuccess && np) {
         r->e = cudaMemcpyAsync(hp, r->dpend, sizeof(int64_t) * (size_t)np, cudaMemcpyDeviceToHost, s);
         if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
-        qsort(hp, (size_t)np, sizeof(int64_t), er_cmp_i64);
+        qsort(hp, (size_t)np, sizeof(int64_t), er_dev_cmp_i64);
         if (r->e == cudaSuccess)
             r->e = cudaMemcpyAsync(r->dpend, hp, sizeof(int64_t) * (size_t)np, cudaMemcpyHostToDevice, s);
     }

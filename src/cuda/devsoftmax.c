@@ -48,9 +48,6 @@ static const er_op_module er_sm_module = { .name = "softmax",
                                            .check = er_sm_check,
                                            .covers = er_sm_covers,
                                            .classic_bug = er__rows_classic_bug };
-
-/* The formats the kernels read: 0 fp32, 1 fp16, 2 bf16; -1 another. */
-static int er_sm_fmt(er_format f) { return f == ER_FP32 ? 0 : f == ER_FP16 ? 1 : f == ER_BF16 ? 2 : -1; }
 #endif
 
 static er_status er_softmax_covers_device_run(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
@@ -100,18 +97,13 @@ typedef struct er_sm_run {
     int64_t *pend, npend;         /* the rows the GPU left (host, sorted) */
 } er_sm_run;
 
-static int er_cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Whether the GPU path takes the check: softmax's main case in double (er__softmax_dev_plan) along the last dimension
  * of contiguous views, inputs and outputs of fp32, fp16 or bf16. */
 static int er_sm_takes(const er_ref *ref, const er_sm_arg *arg, const er_standard *std, er_softmax_dev *d) {
     int64_t n = er__rows(ref)->K;
-    return er_sm_fmt(arg->x->format) >= 0 && er_sm_fmt(arg->out->format) >= 0 && er__rows(ref)->dim == ref->ndim - 1 &&
-           er__row_major(arg->x) && er__row_major(arg->out) && n >= 1 && n < INT32_MAX && ref->n > 0 &&
-           er__softmax_dev_plan(std, er__fmt(arg->out->format), n, d);
+    return er_dev_fmt(arg->x->format) >= 0 && er_dev_fmt(arg->out->format) >= 0 &&
+           er__rows(ref)->dim == ref->ndim - 1 && er__row_major(arg->x) && er__row_major(arg->out) && n >= 1 &&
+           n < INT32_MAX && ref->n > 0 && er__softmax_dev_plan(std, er__fmt(arg->out->format), n, d);
 }
 
 /* The kernels' constants. */
@@ -125,8 +117,8 @@ static void er_sm_consts(const er_sm_run *r, const er_softmax_dev *d, er_devsm_c
     c->g = d->g;
     c->thr = d->thr;
     c->bug = er__rows_classic_bug(r->ref, 0, &what);
-    c->x_fmt = er_sm_fmt(r->arg->x->format);
-    c->out_fmt = er_sm_fmt(r->arg->out->format);
+    c->x_fmt = er_dev_fmt(r->arg->x->format);
+    c->out_fmt = er_dev_fmt(r->arg->out->format);
     c->omax = er__fmt(r->arg->out->format)->max;
     memcpy(c->exp_tlo, d->exp_tlo, sizeof c->exp_tlo);
     memcpy(c->exp_thi, d->exp_thi, sizeof c->exp_thi);
@@ -185,7 +177,7 @@ static void er_sm_gpu(er_sm_run *r, const er_devsm_consts *hc, uint8_t *classes)
     if (r->e == cudaSuccess && r->npend)
         r->e = cudaMemcpyAsync(r->pend, dpend, sizeof(int64_t) * (size_t)r->npend, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
-    if (r->e == cudaSuccess) qsort(r->pend, (size_t)r->npend, sizeof(int64_t), er_cmp_i64);
+    if (r->e == cudaSuccess) qsort(r->pend, (size_t)r->npend, sizeof(int64_t), er_dev_cmp_i64);
 }
 
 /* One thread's share of a chunk of rows: rows[p0 .. p1) (their values xs and outputs ys, n each) by the module's row
@@ -235,8 +227,8 @@ static void er_sm_rows_back(er_sm_run *r, er_sinks *sks, int *share, er_sink *sk
         size_t bytes = sizeof(double) * (size_t)(cn * n);
         r->e = cudaMemcpyAsync(drows, rows + c0, sizeof(int64_t) * (size_t)cn, cudaMemcpyHostToDevice, r->s);
         if (r->e == cudaSuccess) {
-            int ec = er__devsm_gather(drows, cn, r->arg->x->data, er_sm_fmt(r->arg->x->format), r->arg->out->data,
-                                      er_sm_fmt(r->arg->out->format), n, dx, dy, r->s);
+            int ec = er__devsm_gather(drows, cn, r->arg->x->data, er_dev_fmt(r->arg->x->format), r->arg->out->data,
+                                      er_dev_fmt(r->arg->out->format), n, dx, dy, r->s);
             if (ec) r->e = (cudaError_t)ec;
         }
         if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(xs, dx, bytes, cudaMemcpyDeviceToHost, r->s);
