@@ -126,10 +126,14 @@ static void er_rms_exact_mpfr(const er_rmsnorm_plan *pl, const double *xs, int64
 
 er_status er__rmsnorm_rstd_set(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                                int64_t n, er_dotsum *smp, int *qspecial, double *rlo, double *rhi) {
+    er__dot_summary(smp, acc, x, x, n, env, env->special);
+    return er__rmsnorm_rstd_of(pl, smp, x, n, qspecial, rlo, rhi);
+}
+
+er_status er__rmsnorm_rstd_of(const er_rmsnorm_plan *pl, const er_dotsum *smp, const double *x, int64_t n,
+                              int *qspecial, double *rlo, double *rhi) {
     const er_fmt_info *F = pl->F;
-    er_dotsum sm;
-    er__dot_summary(&sm, acc, x, x, n, env, env->special);
-    *smp = sm;
+    er_dotsum sm = *smp;
     /* q's set (any order), then ms = q/n, v = fl(ms + eps) */
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->X, pl->X, F, n, pl->depth, 0));
@@ -165,6 +169,31 @@ er_status er__rmsnorm_rstd_set(const er_rmsnorm_plan *pl, er_acc *acc, const er_
     return ER_OK;
 }
 
+/* The row's 1/sqrt(S/n + eps) at the two ends of S's bracket from its summary, at 256 bits (rz: the radicand is 0);
+ * for an output of at most 24 bits, their enclosure in doubles [*r_lo, *r_hi], and whether the exact results can be
+ * taken in double (1) or need MPFR (0). */
+static int er_rms_rs(const er_rmsnorm_plan *pl, const er_dotsum *sm, int64_t n, mpfr_t rs[2], int rz[2], double *r_lo,
+                     double *r_hi) {
+    mpfr_t re;
+    mpfr_init2(re, 64);
+    rz[0] = rz[1] = 0;
+    for (int big = 0; big < 2 && !sm->special; big++) {
+        mpfr_set_uj_2exp(rs[big], sm->m, sm->e, MPFR_RNDN);
+        if (big && sm->sticky) { mpfr_set_ui_2exp(re, 1, sm->e, MPFR_RNDN); mpfr_add(rs[big], rs[big], re, MPFR_RNDN); }
+        mpfr_div_ui(rs[big], rs[big], (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
+        mpfr_add_d(rs[big], rs[big], pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
+        if (mpfr_zero_p(rs[big])) { rz[big] = 1; continue; }
+        mpfr_rec_sqrt(rs[big], rs[big], big ? MPFR_RNDD : MPFR_RNDU);
+    }
+    mpfr_clear(re);
+    /* the exact results in double for an output of at most 24 bits (r's enclosure widened to doubles) */
+    int dbl = pl->O->p <= 24 && !sm->special && !rz[0] && !rz[1];
+    *r_lo = dbl ? mpfr_get_d(rs[1], MPFR_RNDD) : 0;
+    *r_hi = dbl ? mpfr_get_d(rs[0], MPFR_RNDU) : 0;
+    if (!(*r_lo > 0) || !(*r_hi < INFINITY)) dbl = 0;
+    return dbl;
+}
+
 er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                           const double *w, int64_t n, er_cval *cv, double *exact, double *rounded) {
     if (n == 0) return ER_OK;
@@ -172,22 +201,11 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
     double rlo, rhi;
     int special;
     ER_RETURN_IF_ERROR(er__rmsnorm_rstd_set(pl, acc, env, x, n, &sm, &special, &rlo, &rhi));
-    /* the row's 1/sqrt(S/n + eps) at the two ends of S's bracket, at 256 bits (rz: the radicand is 0) */
-    mpfr_t rs[2], re;
-    int rz[2] = {0, 0};
-    mpfr_inits2(256, rs[0], rs[1], re, (mpfr_ptr)0);
-    for (int big = 0; big < 2 && !sm.special; big++) {
-        mpfr_set_uj_2exp(rs[big], sm.m, sm.e, MPFR_RNDN);
-        if (big && sm.sticky) { mpfr_set_ui_2exp(re, 1, sm.e, MPFR_RNDN); mpfr_add(rs[big], rs[big], re, MPFR_RNDN); }
-        mpfr_div_ui(rs[big], rs[big], (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
-        mpfr_add_d(rs[big], rs[big], pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
-        if (mpfr_zero_p(rs[big])) { rz[big] = 1; continue; }
-        mpfr_rec_sqrt(rs[big], rs[big], big ? MPFR_RNDD : MPFR_RNDU);
-    }
-    /* the exact results in double for an output of at most 24 bits (r's enclosure widened to doubles) */
-    int dbl = pl->O->p <= 24 && !sm.special && !rz[0] && !rz[1];
-    double r_lo = dbl ? mpfr_get_d(rs[1], MPFR_RNDD) : 0, r_hi = dbl ? mpfr_get_d(rs[0], MPFR_RNDU) : 0;
-    if (!(r_lo > 0) || !(r_hi < INFINITY)) dbl = 0;
+    mpfr_t rs[2];
+    int rz[2];
+    mpfr_inits2(256, rs[0], rs[1], (mpfr_ptr)0);
+    double r_lo, r_hi;
+    int dbl = er_rms_rs(pl, &sm, n, rs, rz, &r_lo, &r_hi);
     for (int64_t i = 0; i < n; i++) {
         double wi = w ? w[i] : 1.0, a[3], b[3];
         er_compose(pl, x[i], rlo, wi, a);
@@ -224,6 +242,19 @@ er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_e
         }
         er_rms_exact_mpfr(pl, x, n, x[i], wi, rs, rz, &exact[i], &rounded[i]);
     }
-    mpfr_clears(rs[0], rs[1], re, (mpfr_ptr)0);
+    mpfr_clears(rs[0], rs[1], (mpfr_ptr)0);
     return ER_OK;
+}
+
+int er__rmsnorm_dev_row(const er_rmsnorm_plan *pl, const er_dotsum *sm, int64_t n, double c[4]) {
+    int special;
+    if (pl->variance >= 2 || sm->special || er__rmsnorm_rstd_of(pl, sm, NULL, n, &special, &c[0], &c[1]) != ER_OK ||
+        special)
+        return 0;
+    mpfr_t rs[2];
+    int rz[2];
+    mpfr_inits2(256, rs[0], rs[1], (mpfr_ptr)0);
+    int dbl = er_rms_rs(pl, sm, n, rs, rz, &c[2], &c[3]);
+    mpfr_clears(rs[0], rs[1], (mpfr_ptr)0);
+    return dbl;
 }

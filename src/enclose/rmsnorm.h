@@ -29,6 +29,14 @@ ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, co
 ER_INTERNAL er_status er__rmsnorm_rstd_set(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env,
                                            const double *x, int64_t n, er_dotsum *sm, int *qspecial, double *rlo,
                                            double *rhi);
+/* er__rmsnorm_rstd_set from the sum of squares' summary sm (x is read only by variance=welford). */
+ER_INTERNAL er_status er__rmsnorm_rstd_of(const er_rmsnorm_plan *pl, const er_dotsum *sm, const double *x, int64_t n,
+                                          int *qspecial, double *rlo, double *rhi);
+/* What er__rmsnorm_row computes once for a row of n values whose sum of squares has the summary sm, where its
+ * elements' sets and exact results then take double arithmetic alone (not variance=welford): rstd's set [c[0], c[1]]
+ * and 1/sqrt(S/n + eps) enclosed in doubles [c[2], c[3]] (1); 0 where the row needs more (no finite rstd set, a
+ * radicand of 0, an exact result in MPFR). */
+ER_INTERNAL int er__rmsnorm_dev_row(const er_rmsnorm_plan *pl, const er_dotsum *sm, int64_t n, double c[4]);
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1 divide, 2 reciprocal, 0 either) over q in [qlo, qhi]; with Udiv > 0 the
  * division may instead be within Udiv ulps (div.full.f32: math=triton). */
 ER_INTERNAL void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int mode, double Udiv,

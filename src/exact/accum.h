@@ -46,6 +46,11 @@ typedef struct er_dot_env {
 /* The summary of sum_k a[k] b[k] (a, b decoded doubles; NaN and infinities allowed when special_path). */
 ER_INTERNAL void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
                                  const er_dot_env *env, int special_path);
+/* The summary's last step from sums in double of the positive products and of the negative ones' magnitudes (pos,
+ * negs: K products, each sum to nearest in some order), the special terms, and the exact sum of the finite products
+ * as er__acc_summary gives it (neg, m, e, sticky). */
+ER_INTERNAL void er__dotsum_finish(er_dotsum *s, double pos, double negs, int64_t K, uint8_t special, int neg,
+                                   uint64_t m, int64_t e, int sticky);
 /* Whether operands of these formats take the 128-bit integer path, and their quanta (log2 of the last bit). */
 ER_INTERNAL int er__dot_ipath(const er_fmt_info *fa, const er_fmt_info *fb, int64_t K, int *qa, int *qb);
 

@@ -120,16 +120,21 @@ void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b
             }
         }
     }
+    int neg, sticky;
+    uint64_t m;
+    int64_t e;
+    er__acc_summary(acc, &neg, &m, &e, &sticky);
+    er__dotsum_finish(s, pos, negs, K, special, neg, m, e, sticky);
+}
+
+void er__dotsum_finish(er_dotsum *s, double pos, double negs, int64_t K, uint8_t special, int neg, uint64_t m,
+                       int64_t e, int sticky) {
     /* pos and negs were summed in double (in some order): the exact sums T satisfy T <= s/(1-(K-1)2^-53)
      * <= s (1 + K 2^-52) for K <= 2^52 (any-order.md, Lemma 4). 1 + K 2^-52 is exact for K < 2^52. */
     double f = 1.0 + (double)K * 0x1p-52;
     s->pos = er__mul_up(pos, f);
     s->negs = er__mul_up(negs, f);
     s->special = special;
-    int neg, sticky;
-    uint64_t m;
-    int64_t e;
-    er__acc_summary(acc, &neg, &m, &e, &sticky);
     s->m = m;
     s->e = (int32_t)e;
     s->neg = (uint8_t)neg;
