@@ -5,7 +5,8 @@
  * the ends of the range; tanh's and c / (1 + e)'s bounds built on it (Lemma D6) hold; the fixed-point sums bound
  * the exact sums of their terms; the compensated sums' radii
  * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values; the
- * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward.
+ * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward; the sum of squares' window
+ * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one.
  * Compiled with the library's internal source. */
 #include "../common/er_test.h"
 #include "enclose/ival.h"
@@ -13,6 +14,8 @@
 #include "enclose/approx.h"
 #include "enclose/softmax.h"
 #include "tensor/tensor_internal.h"
+#include "exact/accum.h"
+#include "core/sqwin.h"
 
 static mpfr_t E;
 
@@ -494,6 +497,75 @@ START_TEST(contiguous_loads_decode_every_pattern) {
 }
 END_TEST
 
+/* The window of core/sqwin.h on rows of fp32, fp16 and bf16 values against er__dot_summary (the accumulator of
+ * rmsnorm's rows): wherever the window decides, the same m, e and sticky. Families: normal values of several scales,
+ * values spread over 2^-120 .. 2^60 (squares far below the window), a few huge values among tiny ones, zeros, rows of
+ * one value, rows of 2^16 values. Then the carry rule at its edge, on constructed windows. */
+START_TEST(square_windows_give_the_summary) {
+    er_test_reseed(79);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    er_acc acc;
+    er_dot_env env;
+    memset(&env, 0, sizeof env);
+    env.base = 2 * (-149) - 52; /* as er__rmsnorm_setup sets it for values of fp32's range */
+    env.top = 2 * 128 + 2 + 64;
+    ck_assert_int_eq(er__acc_init(&acc, env.base, env.top), ER_OK);
+    long trials = (long)(20000 * er_test_multiplier()), decided = 0, tails = 0;
+    double *x = malloc(sizeof(double) * 65536);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *F = er__fmt(fmts[er_rand64() % 3]);
+        int fam = (int)(er_rand64() % 6);
+        int64_t n = fam == 5 ? 65536 : er_rand_int(1, tr % 10 == 0 ? 3000 : 64);
+        double scale = ldexp(1.0, (int)er_rand_int(-20, 20));
+        for (int64_t j = 0; j < n; j++) {
+            double v = er_rand_normal() * scale;
+            if (fam == 1) v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-120, 60)) * (er_rand64() % 2 ? 1 : -1);
+            if (fam == 2) v = j % 17 == 3 ? 1e4 * er_rand_normal() : 1e-30 * er_rand_normal();
+            if (fam == 3 && er_rand64() % 2) v = 0;
+            if (fam == 4) v = j ? x[0] : v;
+            x[j] = er__round_double(F, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (!isfinite(x[j])) x[j] = 0;
+        }
+        double amax = 0;
+        for (int64_t j = 0; j < n; j++) amax = fmax(amax, fabs(x[j]));
+        er_sq_u128 W = 0;
+        int tail = 0, b = amax > 0 ? er_sqwin_base(amax) : 0;
+        for (int64_t j = 0; j < n && amax > 0; j++) W += er_sqwin_term(x[j], b, &tail);
+        uint64_t m;
+        int64_t e;
+        int sticky;
+        tails += tail;
+        er_dotsum sm;
+        er__dot_summary(&sm, &acc, x, x, n, &env, 0);
+        if (!er_sqwin_summary(W, b, tail, n, &m, &e, &sticky)) continue;
+        decided++;
+        ER_REQUIRE(m == sm.m && e == sm.e && sticky == sm.sticky && !sm.neg,
+                   "row %ld (family %d, n %lld, %s): the window gives m %llx e %lld sticky %d, the summary m %llx e %d "
+                   "sticky %d", tr, fam, (long long)n, F->name, (unsigned long long)m, (long long)e, sticky,
+                   (unsigned long long)sm.m, sm.e, sm.sticky);
+    }
+    ER_REQUIRE(decided >= trials - trials / 1000 && tails > trials / 20,
+               "the window decided %ld of %ld rows (%ld with squares below it)", decided, trials, tails);
+    printf("t-ival: the square window decided %ld of %ld rows (%ld with squares below it), each as er__dot_summary\n",
+           decided, trials, tails);
+    free(x);
+    er__acc_free(&acc);
+    /* the carry rule: W's dropped bits all ones and t < n can carry into m for n >= 2, not for n = 1 */
+    uint64_t m;
+    int64_t e;
+    int st;
+    er_sq_u128 W = ((er_sq_u128)1 << 100) - 1;
+    ck_assert(er_sqwin_summary(W, -10, 1, 1, &m, &e, &st) && m == UINT64_MAX && e == -10 + 36 && st == 1);
+    ck_assert(!er_sqwin_summary(W, -10, 1, 2, &m, &e, &st));
+    ck_assert(er_sqwin_summary(W, -10, 0, 2, &m, &e, &st) && m == UINT64_MAX && st == 1);
+    ck_assert(er_sqwin_summary((er_sq_u128)1 << 100, -10, 1, 1000, &m, &e, &st) && m == UINT64_C(1) << 63 && st == 1);
+    ck_assert(!er_sqwin_summary(0, -10, 1, 5, &m, &e, &st));
+    ck_assert(er_sqwin_summary(0, -10, 0, 5, &m, &e, &st) && m == 0 && e == 0 && st == 0);
+    ck_assert(!er_sqwin_summary(3, -10, 1, 5, &m, &e, &st));
+    ck_assert(er_sqwin_summary(3, -10, 0, 5, &m, &e, &st) && m == UINT64_C(3) << 62 && e == -10 - 62 && st == 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -509,6 +581,7 @@ int main(void) {
     tcase_add_test(tc, exp_dd_within_2_65);
     tcase_add_test(tc, exp_bounds_run_agrees);
     tcase_add_test(tc, contiguous_loads_decode_every_pattern);
+    tcase_add_test(tc, square_windows_give_the_summary);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
