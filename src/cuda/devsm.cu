@@ -3,54 +3,11 @@
 // of the engine's record (src/ops/modules.c, src/covers/covers.c), so that a row gives the host's bits; t-cuda
 // compares the two on every element. Built with -fmad=false: every double operation rounds once, as on the host
 // (-ffp-contract=off).
-#include <cfloat>
-#include <climits>
-#include <cmath>
-#include <cstdint>
 #include <cstring>
-#include <cuda_runtime.h>
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
 #include "cuda/devsm.h"
-#include "core/setwidth.h"
+#include "cuda/devrec.cuh"
 
 #define ER_SM_THREADS 256
-typedef unsigned __int128 er_u128;
-
-__device__ static inline uint64_t er_bits(double x) { return (uint64_t)__double_as_longlong(x); }
-__device__ static inline double er_from_bits(uint64_t b) { return __longlong_as_double((long long)b); }
-
-// er__up, er__dn and er__next_up (ival.h, internal.h).
-__device__ static inline double er_up(double x) {
-    uint64_t b = er_bits(x);
-    if (x != x || b == 0x7ff0000000000000ULL) return x;
-    if ((b << 1) == 0) return 4.9406564584124654e-324;
-    return er_from_bits(b + (uint64_t)(1 | ((int64_t)b >> 63)));
-}
-__device__ static inline double er_dn(double x) { return -er_up(-x); }
-__device__ static inline double er_mul_up(double a, double b) { return er_up(a * b); }
-
-// fp32 roundings of a double (er__round_double for fp32 with the IEEE rule): the hardware's conversions.
-__device__ static inline double er_f32_rn(double x) { return (double)__double2float_rn(x); }
-__device__ static inline double er_f32_ru(double x) { return (double)__double2float_ru(x); }
-__device__ static inline double er_f32_rd(double x) { return (double)__double2float_rd(x); }
-// er__round_by_constant (format.h): to nearest with frac fraction bits and least exponent qmin.
-__device__ static inline double er_round_by_constant(double x, int frac, int qmin) {
-    int q = (int)((er_bits(x) >> 52) & 0x7ff) - 1023 - frac;
-    if (q < qmin) q = qmin;
-    double c = er_from_bits(((uint64_t)(q + 52 + 1023) << 52) | (1ULL << 51));
-    return copysign((x + c) - c, x);
-}
-// x to nearest in the output format, for |x| <= its largest value (er__round_double's inline cases).
-__device__ static inline double er_out_rn(double x, int fmt) {
-    return fmt == 0 ? er_f32_rn(x) : fmt == 1 ? er_round_by_constant(x, 10, -24) : er_round_by_constant(x, 7, -133);
-}
-
-__device__ static inline double er_load(const void *p, int fmt, int64_t i) {
-    return fmt == 0   ? (double)((const float *)p)[i]
-           : fmt == 1 ? (double)__half2float(((const __half *)p)[i])
-                      : (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
-}
 
 // ---- exp enclosed in double: er__exp_bounds (ival.h, Theorem D1) and the shift of exps.c ----
 
@@ -188,67 +145,6 @@ __device__ static void er_fx_terms(double lo, double hi, er_u128 *tl, er_u128 *t
           : sh > -64 ? (er_u128)((mh >> -sh) + ((mh & ((1ULL << -sh) - 1)) != 0))
                      : (er_u128)(mh != 0);
 }
-// A 128-bit integer (below 2^127) to the nearest double, ties to even (the host's conversion).
-__device__ static double er_u128_to_double(er_u128 v) {
-    uint64_t H = (uint64_t)(v >> 64), L = (uint64_t)v;
-    if (H == 0) return __ull2double_rn(L);
-    int lz = __clzll((long long)H);
-    if (lz) { H = (H << lz) | (L >> (64 - lz)); L <<= lz; }
-    uint64_t mant = H >> 11, rest = H & 0x7ff;
-    int half = (int)((rest >> 10) & 1), sticky = (rest & 0x3ff) != 0 || L != 0;
-    if (half && (sticky || (mant & 1))) mant++;
-    return ldexp((double)mant, 75 - lz);
-}
-
-// ---- the record of one decided element (er__cset_build with any = 1, er_classify, er_sink_record) ----
-
-struct er_sm_acc {
-    unsigned long long exact, covered, away, tried, seen, unb;
-    double coarse, fine, wrel;
-    long long widx;
-};
-__device__ static void er_acc_init(er_sm_acc &a) {
-    a.exact = a.covered = a.away = a.tried = a.seen = a.unb = 0;
-    a.coarse = -1;
-    a.fine = INFINITY;
-    a.wrel = -1;
-    a.widx = LLONG_MAX;
-}
-__device__ static void er_acc_join(er_sm_acc &a, const er_sm_acc &b) {
-    a.exact += b.exact;
-    a.covered += b.covered;
-    a.away += b.away;
-    a.tried += b.tried;
-    a.seen += b.seen;
-    a.unb += b.unb;
-    if (b.coarse > a.coarse) a.coarse = b.coarse;
-    if (b.fine < a.fine) a.fine = b.fine;
-    if (b.wrel > a.wrel || (b.wrel == a.wrel && b.widx < a.widx)) { a.wrel = b.wrel; a.widx = b.widx; }
-}
-
-// Warp reductions: each lane's value joined with lane + off's (the joins are exact and commutative: any order gives
-// the same result).
-#define ER_FULL 0xffffffffu
-__device__ static er_u128 er_shfl_u128(er_u128 v, int off) {
-    unsigned long long lo = __shfl_down_sync(ER_FULL, (unsigned long long)v, off),
-                       hi = __shfl_down_sync(ER_FULL, (unsigned long long)(v >> 64), off);
-    return ((er_u128)hi << 64) | lo;
-}
-__device__ static void er_acc_shfl(er_sm_acc &a, int off) {
-    er_sm_acc b;
-    b.exact = __shfl_down_sync(ER_FULL, a.exact, off);
-    b.covered = __shfl_down_sync(ER_FULL, a.covered, off);
-    b.away = __shfl_down_sync(ER_FULL, a.away, off);
-    b.tried = __shfl_down_sync(ER_FULL, a.tried, off);
-    b.seen = __shfl_down_sync(ER_FULL, a.seen, off);
-    b.unb = __shfl_down_sync(ER_FULL, a.unb, off);
-    b.coarse = __shfl_down_sync(ER_FULL, a.coarse, off);
-    b.fine = __shfl_down_sync(ER_FULL, a.fine, off);
-    b.wrel = __shfl_down_sync(ER_FULL, a.wrel, off);
-    b.widx = __shfl_down_sync(ER_FULL, a.widx, off);
-    er_acc_join(a, b);
-}
-
 // The row's constants, computed by its first thread.
 struct er_sm_row { double sl, sh, one_minus, one_plus, klo, khi, rl, rh; int overflow; };
 
@@ -256,7 +152,7 @@ struct er_sm_row { double sl, sh, one_minus, one_plus, klo, khi, rl, rh; int ove
 // (er_exact_row_dbl), its class. Returns 0 where the host must take the row (a quotient that may be infinite, an
 // end beyond the output's range, a correct rounding not decided in double, an output outside the set or NaN).
 __device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, double v, double m, double elo,
-                                 double ehi, double y, int64_t idx, uint8_t *cls, er_sm_acc &a) {
+                                 double ehi, double y, int64_t idx, uint8_t *cls, er_rec_acc &a) {
     double lo, hi;
     er_exp_diff(c, v, m, &lo, &hi);
     double x1 = lo * w.rl, x2 = hi * w.rh;
@@ -279,50 +175,24 @@ __device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, d
         if (rounded < clo) clo = rounded;
         if (rounded > chi) chi = rounded;
     }
-    if (!(y >= clo && y <= chi)) return 0;
-    int k = y == rounded ? 0 : 1;
-    *cls = (uint8_t)k;
-    if (k == 0) a.exact++;
-    else a.covered++;
-    double rel = er_set_rel(clo, chi);
-    if (rel >= 0 && (rel > a.wrel || (rel == a.wrel && idx < a.widx))) { a.wrel = rel; a.widx = idx; }
-    if (c.bug != 0 && isfinite(exact)) {
-        double yb = exact * (1 + c.bug);
-        if (!(fabs(yb) <= c.omax)) return 0;
-        yb = er_out_rn(yb, c.out_fmt);
-        a.tried++;
-        a.seen += !(yb >= clo && yb <= chi);
-    }
-    if (clo <= -c.omax && chi >= c.omax) a.unb++;
-    double away = er_set_away_rel(clo, chi);
-    if (away >= 0) {
-        a.away++;
-        if (away > a.coarse) a.coarse = away;
-        if (away < a.fine) a.fine = away;
-    }
-    return 1;
+    return er_record(clo, chi, rounded, exact, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
 }
 
-__device__ static void er_pend_row(uint8_t *classes, int64_t base, int64_t n, int64_t row, int64_t *pend,
-                                   unsigned long long *npend) {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) classes[base + i] = 0xFF;
-    if (threadIdx.x == 0) pend[atomicAdd(npend, 1ULL)] = row;
-}
 
 __global__ void __launch_bounds__(ER_SM_THREADS)
     er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp,
-                      double *scratch, uint8_t *classes, er_devsm_part *parts, int64_t *pend,
+                      double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                       unsigned long long *npend) {
     __shared__ er_devsm_consts c;
     __shared__ double shd[ER_SM_THREADS / 32];
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
-    __shared__ er_sm_acc sha[ER_SM_THREADS / 32];
+    __shared__ er_rec_acc sha[ER_SM_THREADS / 32];
     __shared__ er_sm_row w;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = ER_SM_THREADS / 32;
     if (tid == 0) c = *cp;
     __syncthreads();
     double *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
-    er_sm_acc tot;
+    er_rec_acc tot;
     er_acc_init(tot);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t base = row * n;
@@ -402,7 +272,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
             w.rh = er_up(er_up(1.0 / Sl) * (1.0 + 0x1p-51));
         }
         __syncthreads();
-        er_sm_acc a;
+        er_rec_acc a;
         er_acc_init(a);
         int ok = 1;
         for (int64_t i = tid; i < n && ok; i += blockDim.x) {
@@ -418,9 +288,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
         __syncthreads(); // sha, shd, shl and w are the next row's
     }
     if (tid == 0) {
-        er_devsm_part p = { tot.exact, tot.covered, tot.away,   tot.tried, tot.seen,
-                            tot.unb,   tot.coarse,  tot.fine,   tot.wrel,  tot.widx };
-        parts[blockIdx.x] = p;
+        parts[blockIdx.x] = er_acc_part(tot);
     }
 }
 
@@ -435,7 +303,7 @@ __global__ void er_k_sm_gather(const int64_t *rows, int64_t np, const void *x, i
 
 extern "C" {
 
-int er__devsm_blocks(int64_t rows) {
+int er__dev_blocks(int64_t rows) {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
                                                   cudaSuccess || sms < 1) {
@@ -447,7 +315,7 @@ int er__devsm_blocks(int64_t rows) {
 }
 
 int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks,
-                   double *scratch, uint8_t *classes, er_devsm_part *parts, int64_t *pend, unsigned long long *npend,
+                   double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend,
                    void *stream) {
     if (rows == 0 || blocks < 1) return 0;
     er_k_softmax_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(
@@ -455,7 +323,7 @@ int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, cons
     return (int)cudaGetLastError();
 }
 
-int er__devsm_gather(const int64_t *rows, int64_t np, const void *x, int x_fmt, const void *out, int out_fmt,
+int er__dev_gather(const int64_t *rows, int64_t np, const void *x, int x_fmt, const void *out, int out_fmt,
                      int64_t n, double *xs, double *ys, void *stream) {
     if (np == 0) return 0;
     er_k_sm_gather<<<(unsigned)(np < 65535 ? np : 65535), 256, 0, (cudaStream_t)stream>>>(rows, np, x, x_fmt, out,

@@ -7,6 +7,7 @@
 #define ER_DEVSM_H
 
 #include <stdint.h>
+#include "cuda/devrec.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,26 +26,13 @@ typedef struct er_devsm_consts {
     double exp_tlo[64], exp_thi[64], exp_lh, exp_ll;
 } er_devsm_consts;
 
-/* One block's tally of the rows it decided (the engine's record of their elements, er_sink_record). */
-typedef struct er_devsm_part {
-    unsigned long long exact, covered, n_away, bug_tried, bug_seen, unbounded;
-    double coarsest, finest;   /* over the n_away elements whose sets lie away from 0 */
-    double widest_rel;         /* the widest set's relative width (-1: none) and its element */
-    long long widest_idx;
-} er_devsm_part;
-
-/* The blocks that keep the GPU busy on rows rows (8 per multiprocessor, at most one per row). */
-int er__devsm_blocks(int64_t rows);
 /* The rows of x (rows x n, contiguous, format c->x_fmt) against out (the same, format c->out_fmt), on `blocks` blocks:
  * each decided row's classes (0 exact, 1 covered) into classes[], each other row's ER_PENDING with its number in
  * pend[] (their count in *npend, which must start at zero; in no order), each block's tally into parts[blocks].
  * scratch: 2 n doubles per block; c: the constants in device memory. */
 int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks,
-                   double *scratch, uint8_t *classes, er_devsm_part *parts, int64_t *pend, unsigned long long *npend,
+                   double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend,
                    void *stream);
-/* The np rows listed in rows[] of x and out (as er__devsm_rows reads them) as doubles: xs[np n], ys[np n]. */
-int er__devsm_gather(const int64_t *rows, int64_t np, const void *x, int x_fmt, const void *out, int out_fmt,
-                     int64_t n, double *xs, double *ys, void *stream);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #ifdef ER_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include "cuda/devbufs.h"
+#include "cuda/devrec.h"
 #include "cuda/devsm.h"
 
 /* The whole check on host copies of x and out. */
@@ -93,7 +94,7 @@ typedef struct er_sm_run {
     cudaError_t e;
     er_status st;
     const er_standard *std;
-    er_devsm_part *parts;         /* the blocks' tallies (host) */
+    er_dev_part *parts;         /* the blocks' tallies (host) */
     int64_t *pend, npend;         /* the rows the GPU left (host, sorted) */
 } er_sm_run;
 
@@ -152,7 +153,7 @@ static void er_sm_gpu(er_sm_run *r, const er_devsm_consts *hc, uint8_t *classes)
     er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     double *scratch = er_dev_alloc(&r->db, sizeof(double) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
     uint8_t *dcl = er_dev_alloc(&r->db, (size_t)total, s, &r->e);
-    er_devsm_part *dparts = er_dev_alloc(&r->db, sizeof *dparts * (size_t)r->blocks, s, &r->e);
+    er_dev_part *dparts = er_dev_alloc(&r->db, sizeof *dparts * (size_t)r->blocks, s, &r->e);
     int64_t *dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)r->rows, s, &r->e);
     unsigned long long *dn = er_dev_alloc(&r->db, sizeof *dn, s, &r->e), hn = 0;
     if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, s);
@@ -227,7 +228,7 @@ static void er_sm_rows_back(er_sm_run *r, er_sinks *sks, int *share, er_sink *sk
         size_t bytes = sizeof(double) * (size_t)(cn * n);
         r->e = cudaMemcpyAsync(drows, rows + c0, sizeof(int64_t) * (size_t)cn, cudaMemcpyHostToDevice, r->s);
         if (r->e == cudaSuccess) {
-            int ec = er__devsm_gather(drows, cn, r->arg->x->data, er_dev_fmt(r->arg->x->format), r->arg->out->data,
+            int ec = er__dev_gather(drows, cn, r->arg->x->data, er_dev_fmt(r->arg->x->format), r->arg->out->data,
                                       er_dev_fmt(r->arg->out->format), n, dx, dy, r->s);
             if (ec) r->e = (cudaError_t)ec;
         }
@@ -246,32 +247,6 @@ static void er_sm_rows_back(er_sm_run *r, er_sinks *sks, int *share, er_sink *sk
     }
     free(xs);
     free(ys);
-}
-
-/* The blocks' tallies into the sink, and the widest decided set's element (-1: none). */
-static int64_t er_sm_tally(const er_sm_run *r, er_sink *sk) {
-    er_sink_tally t = {0, 0, 0, 0, 0, 0, 0, 0};
-    double wrel = -1;
-    int64_t widx = -1;
-    for (int b = 0; b < r->blocks; b++) {
-        const er_devsm_part *p = &r->parts[b];
-        t.exact += (int64_t)p->exact;
-        t.covered += (int64_t)p->covered;
-        if (p->n_away) {
-            if (!t.n_away || p->coarsest > t.coarsest) t.coarsest = p->coarsest;
-            if (!t.n_away || p->finest < t.finest) t.finest = p->finest;
-            t.n_away += (int64_t)p->n_away;
-        }
-        t.n_bug_tried += (int64_t)p->bug_tried;
-        t.n_bug_seen += (int64_t)p->bug_seen;
-        t.n_unbounded += (int64_t)p->unbounded;
-        if (p->widest_rel >= 0 && (p->widest_rel > wrel || (p->widest_rel == wrel && p->widest_idx < widx))) {
-            wrel = p->widest_rel;
-            widx = p->widest_idx;
-        }
-    }
-    er__sink_tally(sk, &t);
-    return widx;
 }
 
 /* The GPU path's covers: the rows on the GPU; the rows it leaves, in order, by the module's row function on the host's
@@ -294,7 +269,7 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
         return ER_OK;
     }
     /* at most 256 MiB of scratch (two doubles per element of each block's row) but for one block */
-    r.blocks = er__devsm_blocks(r.rows);
+    r.blocks = er__dev_blocks(r.rows);
     if ((double)r.blocks * 16.0 * (double)r.n > 0x1p28) r.blocks = (int)(0x1p28 / (16.0 * (double)r.n)) + 1;
     if (r.blocks > r.rows) r.blocks = (int)r.rows;
     r.parts = malloc(sizeof *r.parts * (size_t)r.blocks);
@@ -313,7 +288,7 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     if (r.st == ER_OK && r.e == cudaSuccess) r.st = er__sinks_open(sks, shares);
     if (r.st == ER_OK && r.e == cudaSuccess) {
         er_sink *s0 = er__sinks_at(sks, 0, 0);
-        int64_t widx = er_sm_tally(&r, s0), wrow = widx / r.n;
+        int64_t widx = er_dev_tally(r.parts, r.blocks, s0), wrow = widx / r.n;
         int share = 1;
         er_sm_rows_back(&r, sks, &share, NULL, r.pend, r.npend, 1, -1);
         if (widx >= 0 && r.st == ER_OK && r.e == cudaSuccess) er_sm_rows_back(&r, sks, &share, s0, &wrow, 1, 0, widx);

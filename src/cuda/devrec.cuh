@@ -1,0 +1,159 @@
+// devrec.cuh: the device code the row paths on the GPU share (devsm.cu, devrms.cu): doubles' bits and outward steps,
+// the roundings to the output formats, loads, a 128-bit integer to double, and the record of a decided element (the
+// engine's er_classify and er_sink_record for an element whose set holds its output), each repeating a host function
+// operation for operation. Included by .cu files built with -fmad=false.
+#ifndef ER_DEVREC_CUH
+#define ER_DEVREC_CUH
+
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include "cuda/devrec.h"
+#include "core/setwidth.h"
+
+typedef unsigned __int128 er_u128;
+
+__device__ static inline uint64_t er_bits(double x) { return (uint64_t)__double_as_longlong(x); }
+__device__ static inline double er_from_bits(uint64_t b) { return __longlong_as_double((long long)b); }
+
+// er__up, er__dn and er__next_up (ival.h, internal.h).
+__device__ static inline double er_up(double x) {
+    uint64_t b = er_bits(x);
+    if (x != x || b == 0x7ff0000000000000ULL) return x;
+    if ((b << 1) == 0) return 4.9406564584124654e-324;
+    return er_from_bits(b + (uint64_t)(1 | ((int64_t)b >> 63)));
+}
+__device__ static inline double er_dn(double x) { return -er_up(-x); }
+__device__ static inline double er_mul_up(double a, double b) { return er_up(a * b); }
+
+// fp32 roundings of a double (er__round_double for fp32 with the IEEE rule): the hardware's conversions.
+__device__ static inline double er_f32_rn(double x) { return (double)__double2float_rn(x); }
+__device__ static inline double er_f32_ru(double x) { return (double)__double2float_ru(x); }
+__device__ static inline double er_f32_rd(double x) { return (double)__double2float_rd(x); }
+// er__round_by_constant (format.h): to nearest with frac fraction bits and least exponent qmin.
+__device__ static inline double er_round_by_constant(double x, int frac, int qmin) {
+    int q = (int)((er_bits(x) >> 52) & 0x7ff) - 1023 - frac;
+    if (q < qmin) q = qmin;
+    double c = er_from_bits(((uint64_t)(q + 52 + 1023) << 52) | (1ULL << 51));
+    return copysign((x + c) - c, x);
+}
+// x to nearest in the output format, for |x| <= its largest value (er__round_double's inline cases).
+__device__ static inline double er_out_rn(double x, int fmt) {
+    return fmt == 0 ? er_f32_rn(x) : fmt == 1 ? er_round_by_constant(x, 10, -24) : er_round_by_constant(x, 7, -133);
+}
+
+__device__ static inline double er_load(const void *p, int fmt, int64_t i) {
+    return fmt == 0   ? (double)((const float *)p)[i]
+           : fmt == 1 ? (double)__half2float(((const __half *)p)[i])
+                      : (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+// A 128-bit integer (below 2^127) to the nearest double, ties to even (the host's conversion).
+__device__ static double er_u128_to_double(er_u128 v) {
+    uint64_t H = (uint64_t)(v >> 64), L = (uint64_t)v;
+    if (H == 0) return __ull2double_rn(L);
+    int lz = __clzll((long long)H);
+    if (lz) { H = (H << lz) | (L >> (64 - lz)); L <<= lz; }
+    uint64_t mant = H >> 11, rest = H & 0x7ff;
+    int half = (int)((rest >> 10) & 1), sticky = (rest & 0x3ff) != 0 || L != 0;
+    if (half && (sticky || (mant & 1))) mant++;
+    return ldexp((double)mant, 75 - lz);
+}
+
+// ---- the record of decided elements ----
+
+struct er_rec_acc {
+    unsigned long long exact, covered, away, tried, seen, unb;
+    double coarse, fine, wrel;
+    long long widx;
+};
+__device__ static void er_acc_init(er_rec_acc &a) {
+    a.exact = a.covered = a.away = a.tried = a.seen = a.unb = 0;
+    a.coarse = -1;
+    a.fine = INFINITY;
+    a.wrel = -1;
+    a.widx = LLONG_MAX;
+}
+__device__ static void er_acc_join(er_rec_acc &a, const er_rec_acc &b) {
+    a.exact += b.exact;
+    a.covered += b.covered;
+    a.away += b.away;
+    a.tried += b.tried;
+    a.seen += b.seen;
+    a.unb += b.unb;
+    if (b.coarse > a.coarse) a.coarse = b.coarse;
+    if (b.fine < a.fine) a.fine = b.fine;
+    if (b.wrel > a.wrel || (b.wrel == a.wrel && b.widx < a.widx)) { a.wrel = b.wrel; a.widx = b.widx; }
+}
+
+// Warp reductions: each lane's value joined with lane + off's (the joins are exact and commutative: any order gives
+// the same result).
+#define ER_FULL 0xffffffffu
+__device__ static er_u128 er_shfl_u128(er_u128 v, int off) {
+    unsigned long long lo = __shfl_down_sync(ER_FULL, (unsigned long long)v, off),
+                       hi = __shfl_down_sync(ER_FULL, (unsigned long long)(v >> 64), off);
+    return ((er_u128)hi << 64) | lo;
+}
+__device__ static void er_acc_shfl(er_rec_acc &a, int off) {
+    er_rec_acc b;
+    b.exact = __shfl_down_sync(ER_FULL, a.exact, off);
+    b.covered = __shfl_down_sync(ER_FULL, a.covered, off);
+    b.away = __shfl_down_sync(ER_FULL, a.away, off);
+    b.tried = __shfl_down_sync(ER_FULL, a.tried, off);
+    b.seen = __shfl_down_sync(ER_FULL, a.seen, off);
+    b.unb = __shfl_down_sync(ER_FULL, a.unb, off);
+    b.coarse = __shfl_down_sync(ER_FULL, a.coarse, off);
+    b.fine = __shfl_down_sync(ER_FULL, a.fine, off);
+    b.wrel = __shfl_down_sync(ER_FULL, a.wrel, off);
+    b.widx = __shfl_down_sync(ER_FULL, a.widx, off);
+    er_acc_join(a, b);
+}
+
+// The record of an element whose set [clo, chi] (finite, in the output format) and correctly rounded result `rounded`
+// are known, with output y and exact result `exact` (er_classify, er_sink_record): its class (0 exact, 1 covered) into
+// *cls and the tally in a. 0 where the host must take the element: y outside the set or NaN, or the classic bug's
+// value (bug: its relative move, 0 none) beyond the output's range.
+__device__ static int er_record(double clo, double chi, double rounded, double exact, double y, int64_t idx, double bug,
+                                double omax, int out_fmt, uint8_t *cls, er_rec_acc &a) {
+    if (!(y >= clo && y <= chi)) return 0;
+    int k = y == rounded ? 0 : 1;
+    *cls = (uint8_t)k;
+    if (k == 0) a.exact++;
+    else a.covered++;
+    double rel = er_set_rel(clo, chi);
+    if (rel >= 0 && (rel > a.wrel || (rel == a.wrel && idx < a.widx))) { a.wrel = rel; a.widx = idx; }
+    if (bug != 0 && isfinite(exact)) {
+        double yb = exact * (1 + bug);
+        if (!(fabs(yb) <= omax)) return 0;
+        yb = er_out_rn(yb, out_fmt);
+        a.tried++;
+        a.seen += !(yb >= clo && yb <= chi);
+    }
+    if (clo <= -omax && chi >= omax) a.unb++;
+    double away = er_set_away_rel(clo, chi);
+    if (away >= 0) {
+        a.away++;
+        if (away > a.coarse) a.coarse = away;
+        if (away < a.fine) a.fine = away;
+    }
+    return 1;
+}
+
+// Row `row` (elements base .. base + n) left to the host: its classes pending, its number into pend[].
+__device__ static void er_pend_row(uint8_t *classes, int64_t base, int64_t n, int64_t row, int64_t *pend,
+                                   unsigned long long *npend) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) classes[base + i] = 0xFF;
+    if (threadIdx.x == 0) pend[atomicAdd(npend, 1ULL)] = row;
+}
+
+// A block's tally as the host reads it.
+__device__ static er_dev_part er_acc_part(const er_rec_acc &t) {
+    er_dev_part p = { t.exact, t.covered, t.away, t.tried, t.seen, t.unb, t.coarse, t.fine, t.wrel, t.widx };
+    return p;
+}
+
+#endif
