@@ -1,0 +1,50 @@
+/* devrows.h: what the row paths on the GPU (devsoftmax.c, devrmsnorm.c) share on the host: one check's state; the
+ * classes, tallies and rows left coming back from the GPU; the rows left gathered in chunks and run by the op's row
+ * function on the host's threads; the widest decided set's entry. */
+#ifndef ER_DEVROWS_H
+#define ER_DEVROWS_H
+
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#include "ops/module.h"
+#include "tensor/tensor_internal.h"
+#include "cuda/devbufs.h"
+#include "cuda/devrec.h"
+
+typedef struct er_dev_rows er_dev_rows;
+/* The op's row function on the host: rows rows[0 .. np) (values xs and outputs ys, n each) into sk (only < 0), or
+ * the one element `only` given to sk as the widest set's candidate. */
+typedef er_status (*er_dev_rows_put)(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np,
+                                     const double *xs, const double *ys, int64_t only);
+
+/* One check's state. */
+struct er_dev_rows {
+    const er_ref *ref;            /* the shapes (its data pointer the device's) */
+    const er_standard *std;
+    const er_tensor *x, *out;     /* device views: rows x n, contiguous */
+    cudaStream_t s;
+    int64_t rows, n;
+    int blocks;
+    er_devbufs db;
+    cudaError_t e;
+    er_status st;
+    er_dev_part *parts;           /* the blocks' tallies (host) */
+    int64_t *pend, npend;         /* the rows the GPU left (host, sorted) */
+    er_dev_rows_put put;
+    const void *op;               /* what the op's row function reads besides the rows (rmsnorm: its weights) */
+};
+
+/* Starts r for rows of n elements along the last dimension of x and out, on `blocks` blocks (at most the rows); its
+ * tallies' and rows' host arrays allocated (r->st: ER_ERR_NOMEM where not). */
+void er_dev_rows_init(er_dev_rows *r, const er_ref *ref, const er_standard *std, const er_tensor *x,
+                      const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op);
+/* After the kernels are queued, which write the classes into dcl, the tallies into dparts, the rows left into dpend
+ * and their count into *dn (device memory): the classes into the report's array `classes`, the tallies and the rows
+ * left (sorted) into r. */
+void er_dev_rows_back(er_dev_rows *r, const uint8_t *dcl, const er_dev_part *dparts, const int64_t *dpend,
+                      const unsigned long long *dn, uint8_t *classes);
+/* The rest of the check: the sinks opened, the GPU's tally into the first share, the rows left by the op's row
+ * function in order, the widest decided set's entry; the device buffers freed; r's state and errors as a status. */
+er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks);
+
+#endif
