@@ -150,6 +150,21 @@ __device__ static void er_pend_row(uint8_t *classes, int64_t base, int64_t n, in
     if (threadIdx.x == 0) pend[atomicAdd(npend, 1ULL)] = row;
 }
 
+// The end of a row in a block, after each thread has taken its elements (ok: all decided, a: its tally): where every
+// thread's are, the threads' tallies joined into thread 0's tot (sha: one er_rec_acc per warp in shared memory), else
+// the row left to the host. Ends with a barrier, after which shared memory is the next row's.
+__device__ static void er_row_end(int ok, er_rec_acc &a, er_rec_acc *sha, er_rec_acc &tot, uint8_t *classes,
+                                  int64_t base, int64_t n, int64_t row, int64_t *pend, unsigned long long *npend) {
+    if (!__syncthreads_and(ok)) { er_pend_row(classes, base, n, row, pend, npend); return; }
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x / 32;
+    for (int off = 16; off; off >>= 1) er_acc_shfl(a, off);
+    if (lane == 0) sha[warp] = a;
+    __syncthreads();
+    if (tid == 0)
+        for (int k = 0; k < nw; k++) er_acc_join(tot, sha[k]);
+    __syncthreads();
+}
+
 // A block's tally as the host reads it.
 __device__ static er_dev_part er_acc_part(const er_rec_acc &t) {
     er_dev_part p = { t.exact, t.covered, t.away, t.tried, t.seen, t.unb, t.coarse, t.fine, t.wrel, t.widx };

@@ -279,13 +279,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
             double v = er_load(x, c.x_fmt, base + i), y = er_load(out, c.out_fmt, base + i);
             ok = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a);
         }
-        if (!__syncthreads_and(ok)) { er_pend_row(classes, base, n, row, pend, npend); continue; }
-        for (int off = 16; off; off >>= 1) er_acc_shfl(a, off);
-        if (lane == 0) sha[warp] = a;
-        __syncthreads();
-        if (tid == 0)
-            for (int k = 0; k < nw; k++) er_acc_join(tot, sha[k]);
-        __syncthreads(); // sha, shd, shl and w are the next row's
+        er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend); // then sha, shd, shl and w are the next row's
     }
     if (tid == 0) {
         parts[blockIdx.x] = er_acc_part(tot);
