@@ -49,6 +49,18 @@ ER_API er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, con
 ER_API er_status er_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
                                           const er_standard *std, void *stream);
 
+/* rmsnorm of x over its last dimension with weight (NULL: none) and eps, and covers of its output, all in device
+ * memory, computed on the GPU where it applies: compute=fp32 with rsqrt_ulps=, mean=, depth= and math=triton as the
+ * standard says (not variance=welford or either), x, weight and out of fp32, fp16 or bf16, row-major and contiguous.
+ * Each row's sum of squares is summed exactly on the GPU; the host turns it into the row's rstd set and the bounds of
+ * its exact 1/sqrt(mean + eps) (MPFR, one row per thread); every element's set and exact result are computed on the
+ * GPU in double with the operations of the host's. A row whose elements the GPU does not all decide as exact or
+ * covered (an element outside its set, a NaN or infinity, a value beyond the output's range, a correct rounding that
+ * double cannot decide) goes to the host's rmsnorm rows. Anything else is copied back and checked on the host. The
+ * report is the one er_rmsnorm and er_covers give on host copies. */
+ER_API er_status er_rmsnorm_covers_device(er_report *rep, const er_tensor *x, const er_tensor *weight, double eps,
+                                          const er_tensor *out, const er_standard *std, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

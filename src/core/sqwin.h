@@ -17,6 +17,16 @@
 
 typedef unsigned __int128 er_sq_u128;
 
+/* What the GPU hands the host of one row of n values: its window W = wlo + 2^64 whi at last bit b, whether some square
+ * lay below it (tail), the sums to nearest in element order of the squares at even and at odd positions (pe, po: the
+ * two streams of er__dot_summary), and whether the row holds a NaN or an infinity (special: the host's row). */
+typedef struct er_sqwin_row {
+    uint64_t wlo, whi;
+    double pe, po;
+    int32_t b;
+    uint8_t tail, special, pad[2];
+} er_sqwin_row;
+
 /* The window's last bit b for a row whose largest |x_j| is amax (finite, > 0): with amax < 2^k, every square is below
  * 2^(2k) and b = 2k - 96, so a square is below 2^96 units of 2^b and n < 2^31 of them below 2^127. */
 ER_SQ_HD static inline int er_sqwin_base(double amax) {

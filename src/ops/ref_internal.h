@@ -4,6 +4,7 @@
 
 #include "core/internal.h"
 #include "format/format.h"
+#include "core/sqwin.h"
 #include "exact/accum.h"
 #include "ops/module.h"
 
@@ -111,6 +112,18 @@ ER_INTERNAL int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *
  * softmax module's row function: each element's set put into sk with its output (only < 0), or the one element
  * `only` given to sk as the widest set's candidate. */
 ER_INTERNAL er_status er__softmax_rows_put(const er_standard *std, er_sink *sk, const int64_t *rows, int64_t np,
+                                          int64_t n, const double *xs, const double *ys, int64_t only);
+/* rmsnorm on the GPU (docs/algorithms/rmsnorm.md, On the GPU): whether its double case takes the check (compute
+ * fp32, the sum of squares' variance, not Welford's); then each of rows rows' constants from the GPU's windows of its
+ * n squares (win[r]): rc[4 r .. 4 r + 4) rstd's set and 1/sqrt(S/n + eps) in doubles (er__rmsnorm_dev_row), NaN where
+ * the row is the host's (on the host's threads). X: x's format; O: the output's. */
+ER_INTERNAL int er__rmsnorm_dev_takes(const er_standard *std);
+ER_INTERNAL er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standard *std, const er_fmt_info *X,
+                                            const er_fmt_info *O, const er_sqwin_row *win, int64_t rows,
+                                            int64_t n, double *rc);
+/* er__softmax_rows_put for rmsnorm rows of x's format X with weights w (n doubles; NULL: none). */
+ER_INTERNAL er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk,
+                                          const er_fmt_info *X, const double *w, const int64_t *rows, int64_t np,
                                           int64_t n, const double *xs, const double *ys, int64_t only);
 /* The combinations of softmax's options that are not modelled (depth= with online=, subnormals=flush with online= or
  * max=) or contradict each other (online= with max=optional): ER_ERR_UNSUPPORTED or ER_ERR_STANDARD. */

@@ -12,6 +12,7 @@
 #include "enclose/softmax.h"
 #include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
+#include "core/sqwin.h"
 
 /* One thread's run of rows [r0, r1) into its sink. */
 typedef struct er_row_job {
@@ -30,6 +31,20 @@ static void er_row_put(er_sink *sk, const int64_t *idx, int64_t n, const er_cval
         er_cset c;
         er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
         er__sink_put(sk, idx[k], &c);
+    }
+}
+
+/* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
+ * as the widest set's candidate. */
+static void er_row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex, const double *rd,
+                           const double *ys, int64_t only) {
+    for (int64_t k = 0; k < n; k++) {
+        int64_t idx = row * n + k;
+        if (only >= 0 && idx != only) continue;
+        er_cset c;
+        er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
+        if (only < 0) er__sink_put_value(sk, idx, &c, ys[k]);
+        else er__sink_widest(sk, idx, &c, ys[k]);
     }
 }
 
@@ -91,15 +106,82 @@ er_status er__softmax_rows_put(const er_standard *std, er_sink *sk, const int64_
         cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
         st = er__softmax_row(&pl, xs + p * n, n, cv, ex, rd);
-        for (int64_t k = 0; k < n && st == ER_OK; k++) {
-            int64_t idx = rows[p] * n + k;
-            if (only >= 0 && idx != only) continue;
-            er_cset c;
-            er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
-            if (only < 0) er__sink_put_value(sk, idx, &c, ys[p * n + k]);
-            else er__sink_widest(sk, idx, &c, ys[p * n + k]);
-        }
+        if (st == ER_OK) er_row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
     }
+    free(cv);
+    free(ex);
+    free(rd);
+    return st;
+}
+
+int er__rmsnorm_dev_takes(const er_standard *std) { return std->compute == ER_FP32 && std->variance < 2; }
+
+/* One thread's rows [r0, r1) of er__rmsnorm_dev_consts. */
+typedef struct er_rms_dev_job {
+    const er_rmsnorm_plan *pl;
+    const er_sqwin_row *win;
+    int64_t r0, r1, n;
+    double *rc;
+} er_rms_dev_job;
+
+static void *er_rms_dev_run(void *arg) {
+    er_rms_dev_job *j = arg;
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        const er_sqwin_row *w = &j->win[r];
+        double *c = j->rc + 4 * r;
+        uint64_t m;
+        int64_t e;
+        int sticky;
+        er_dotsum sm;
+        c[0] = c[1] = c[2] = c[3] = NAN;
+        if (w->special ||
+            !er_sqwin_summary(((er_sq_u128)w->whi << 64) | w->wlo, w->b, w->tail, j->n, &m, &e, &sticky))
+            continue;
+        /* er__dot_summary's: the two streams' sums added, no negative product, no special term */
+        er__dotsum_finish(&sm, w->pe + w->po, 0.0, j->n, 0, 0, m, e, sticky);
+        if (!er__rmsnorm_dev_row(j->pl, &sm, j->n, c)) c[0] = c[1] = c[2] = c[3] = NAN;
+    }
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
+    return NULL;
+}
+
+er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standard *std, const er_fmt_info *X,
+                                 const er_fmt_info *O, const er_sqwin_row *win, int64_t rows, int64_t n, double *rc) {
+    er_rmsnorm_plan pl;
+    er_acc acc;
+    er_dot_env env;
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, X, er__rows(ref)->eps));
+    er__acc_free(&acc);
+    pl.O = O;
+    pl.ov_out = ER_OVERFLOW_IEEE; /* the GPU takes outputs within O's range alone */
+    int nt = er__num_threads(rows * 4096);
+    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    er_rms_dev_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++) jobs[t] = (er_rms_dev_job){ &pl, win, rows * t / nt, rows * (t + 1) / nt, n, rc };
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_rms_dev_run);
+    return ER_OK;
+}
+
+er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const er_fmt_info *X,
+                               const double *w, const int64_t *rows, int64_t np, int64_t n, const double *xs,
+                               const double *ys, int64_t only) {
+    er_rmsnorm_plan pl;
+    er_acc acc;
+    er_dot_env env;
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, X, er__rows(ref)->eps));
+    pl.O = sk->O;
+    pl.ov_out = sk->ov;
+    er_cval *cv = malloc(sizeof *cv * (size_t)n);
+    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
+    er_status st = cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    for (int64_t p = 0; p < np && st == ER_OK; p++) {
+        const double *row = xs + p * n;
+        env.special = 0;
+        for (int64_t k = 0; k < n; k++) env.special |= !isfinite(row[k]);
+        st = er__rmsnorm_row(&pl, &acc, &env, row, w, n, cv, ex, rd);
+        if (st == ER_OK) er_row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
+    }
+    er__acc_free(&acc);
     free(cv);
     free(ex);
     free(rd);

@@ -222,23 +222,20 @@ static void gen_softmax_rows(int fam, er_format fx, int64_t rows, int64_t n, voi
 }
 
 /* Outputs at and around each element's set under std: in half the rows inside it alone (its ends, its middle, the
- * softmax in long double rounded to fo), in the others also one to four ulps beyond its ends and rarely 2^20 ulps
+ * op in long double, mid[], rounded to fo), in the others also one to four ulps beyond its ends and rarely 2^20 ulps
  * off, NaN or +inf. */
-static void gen_softmax_outputs(const er_ref *ref, const er_standard *std, er_format fx, const void *X, er_format fo,
-                                int64_t rows, int64_t n, int all_inside, void *C) {
+static void gen_outputs_around(const er_ref *ref, const er_standard *std, const double *mid, er_format fo,
+                               int64_t rows, int64_t n, int all_inside, void *C) {
     int64_t nc = rows * n;
     double *lo = malloc(sizeof(double) * (size_t)nc), *hi = malloc(sizeof(double) * (size_t)nc);
     uint8_t *fl = malloc((size_t)nc);
     ck_assert_int_eq(er_ref_enclosure(ref, 0, std, fo, lo, hi, fl), ER_OK);
     free(fl);
     for (int64_t r = 0; r < rows; r++) {
-        long double m = -INFINITY, s = 0;
-        for (int64_t j = 0; j < n; j++) if (er_load(X, fx, r * n + j) > m) m = er_load(X, fx, r * n + j);
-        for (int64_t j = 0; j < n; j++) s += expl((long double)er_load(X, fx, r * n + j) - m);
         int inside = all_inside || er_rand64() % 2;
         for (int64_t j = 0; j < n; j++) {
             int64_t e = r * n + j;
-            double y = (double)(expl((long double)er_load(X, fx, e) - m) / s), l = lo[e], h = hi[e];
+            double y = mid[e], l = lo[e], h = hi[e];
             int pick = (int)(er_rand64() % 16), k = 1 + (int)(er_rand64() % 4);
             if (inside && pick >= 6 && pick < 10) pick = 10 + pick % 2; /* its middle or the long double */
             if (l == l && pick < 3) y = l;
@@ -256,6 +253,40 @@ static void gen_softmax_outputs(const er_ref *ref, const er_standard *std, er_fo
     free(hi);
 }
 
+/* gen_outputs_around softmax's sets, about the softmax in long double. */
+static void gen_softmax_outputs(const er_ref *ref, const er_standard *std, er_format fx, const void *X, er_format fo,
+                                int64_t rows, int64_t n, int all_inside, void *C) {
+    double *mid = malloc(sizeof(double) * (size_t)(rows * n));
+    for (int64_t r = 0; r < rows; r++) {
+        long double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < n; j++) if (er_load(X, fx, r * n + j) > m) m = er_load(X, fx, r * n + j);
+        for (int64_t j = 0; j < n; j++) s += expl((long double)er_load(X, fx, r * n + j) - m);
+        for (int64_t j = 0; j < n; j++) mid[r * n + j] = (double)(expl((long double)er_load(X, fx, r * n + j) - m) / s);
+    }
+    gen_outputs_around(ref, std, mid, fo, rows, n, all_inside, C);
+    free(mid);
+}
+
+/* The host's report rh and the device path's rd the same, field for field and in their JSON; both cleared. */
+static void require_same_reports(er_report *rh, er_report *rd, const char *what) {
+    er_require_same_report(rh, rd, what);
+    size_t nh = 0, nd = 0;
+    er_report_json(rh, NULL, 0, &nh);
+    er_report_json(rd, NULL, 0, &nd);
+    char *jh = malloc(nh + 1), *jd = malloc(nd + 1);
+    ck_assert_int_eq(er_report_json(rh, jh, nh + 1, NULL), ER_OK);
+    ck_assert_int_eq(er_report_json(rd, jd, nd + 1, NULL), ER_OK);
+    size_t at = 0; /* the first difference, with some context: a whole report is too long for Check's message */
+    while (jh[at] && jh[at] == jd[at]) at++;
+    size_t from = at > 80 ? at - 80 : 0;
+    ER_REQUIRE(jh[at] == 0 && jd[at] == 0, "%s: the reports' JSON differ at character %zu:\n%.160s\n%.160s", what, at,
+               jh + from, jd + from);
+    free(jh);
+    free(jd);
+    er_report_clear(rh);
+    er_report_clear(rd);
+}
+
 /* The host's report of softmax ref (of host views tx, tc) under std against er_softmax_covers_device's on device
  * copies of their data: the same, field for field and in their JSON. */
 static void require_softmax_device_equals_host(const er_ref *ref, const er_tensor *tx, const er_tensor *tc, int dim,
@@ -269,18 +300,7 @@ static void require_softmax_device_equals_host(const er_ref *ref, const er_tenso
     er_report rh, rd;
     ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
     ER_REQUIRE(er_softmax_covers_device(&rd, &vx, dim, &vc, std, NULL) == ER_OK, "device: %s", er_last_error());
-    er_require_same_report(&rh, &rd, what);
-    size_t nh = 0, nd = 0;
-    er_report_json(&rh, NULL, 0, &nh);
-    er_report_json(&rd, NULL, 0, &nd);
-    char *jh = malloc(nh + 1), *jd = malloc(nd + 1);
-    ck_assert_int_eq(er_report_json(&rh, jh, nh + 1, NULL), ER_OK);
-    ck_assert_int_eq(er_report_json(&rd, jd, nd + 1, NULL), ER_OK);
-    ER_REQUIRE(strcmp(jh, jd) == 0, "%s: the reports' JSON differ:\n%s\n%s", what, jh, jd);
-    free(jh);
-    free(jd);
-    er_report_clear(&rh);
-    er_report_clear(&rd);
+    require_same_reports(&rh, &rd, what);
     cudaFree(dx);
     cudaFree(dc);
 }
@@ -361,6 +381,111 @@ START_TEST(long_softmax_rows_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* One rmsnorm row family: x values of row r (n of them) in format fx. 0: normal values of a random scale per row;
+ * 1: values spread over 2^-60 .. 2^20 (squares far below the largest: the window's tail); 2: zeros among them, and
+ * rows of zeros alone; 3: a NaN or an infinity in some rows; 4: rows of one value; 5: huge values (sums of squares
+ * beyond fp32, rstd's set down to 0). */
+static void gen_rms_rows(int fam, er_format fx, int64_t rows, int64_t n, void *X) {
+    for (int64_t r = 0; r < rows; r++) {
+        double scale = ldexp(1.0, (int)er_rand_int(-12, 12)), one = er_rand_normal();
+        int zrow = fam == 2 && r % 4 == 1, special = fam == 3 && r % 3 == 2;
+        for (int64_t j = 0; j < n; j++) {
+            double v = er_rand_normal() * scale;
+            if (fam == 1) v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-60, 20)) * (er_rand64() % 2 ? 1 : -1);
+            if ((fam == 2 && er_rand64() % 3 == 0) || zrow) v = 0;
+            if (special && j == n / 2) v = er_rand64() % 2 ? NAN : -INFINITY;
+            if (fam == 4) v = one;
+            if (fam == 5) v = er_rand_normal() * 1e30;
+            er_store(X, fx, r * n + j, v);
+        }
+    }
+}
+
+/* The host's report of rmsnorm ref (host views tx, tw, tc) against er_rmsnorm_covers_device's on device copies. */
+static void require_rmsnorm_device_equals_host(const er_ref *ref, const er_tensor *tx, const er_tensor *tw, double eps,
+                                               const er_tensor *tc, const er_standard *std, const char *what) {
+    int64_t nc = er_tensor_numel(tx), nw = tw ? er_tensor_numel(tw) : 0;
+    void *dx = to_device(tx->data, (size_t)(nc * (er_format_storage_bits(tx->format) / 8)));
+    void *dc = to_device(tc->data, (size_t)(nc * (er_format_storage_bits(tc->format) / 8)));
+    void *dw = tw ? to_device(tw->data, (size_t)(nw * (er_format_storage_bits(tw->format) / 8))) : NULL;
+    er_tensor vx = *tx, vc = *tc, vw;
+    vx.data = dx;
+    vc.data = dc;
+    if (tw) { vw = *tw; vw.data = dw; }
+    er_report rh, rd;
+    ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
+    ER_REQUIRE(er_rmsnorm_covers_device(&rd, &vx, tw ? &vw : NULL, eps, &vc, std, NULL) == ER_OK, "device: %s",
+               er_last_error());
+    require_same_reports(&rh, &rd, what);
+    cudaFree(dx);
+    cudaFree(dc);
+    if (dw) cudaFree(dw);
+}
+
+/* rmsnorm on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (gen_rms_rows), weights of
+ * the three formats (some zero, negative or huge) or none, eps 0 or small, fp32, fp16 and bf16 outputs spread from
+ * the correctly rounded result out to 2^20 ulps (some NaN or infinite), rows of 1 to a few thousand, 2-D and 3-D; the
+ * standards the GPU takes (rsqrt_ulps=, mean=, depth=, math=triton, variance=two_pass) and some it hands to the host
+ * (variance=welford or either, compute=fp64). The reports must agree in every field and in their JSON. */
+START_TEST(rmsnorm_on_the_gpu_equals_the_host) {
+    er_test_reseed(750);
+    long trials = (long)(60 * er_test_multiplier());
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const opts[] = {"",           "rsqrt_ulps=1", "rsqrt_ulps=4", "mean=divide",
+                                       "mean=reciprocal", "depth=12", "math=triton",  "variance=two_pass",
+                                       "variance=welford", "variance=either", "compute=fp64"};
+    long elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = fmts[er_rand64() % 3], fo = fmts[er_rand64() % 3], fw = fmts[er_rand64() % 3];
+        int fam = (int)(er_rand64() % 6), big = tr % 10 == 9, three = tr % 7 == 3, weight = er_rand64() % 4 != 0;
+        int64_t rows = big ? er_rand_int(100, 300) : er_rand_int(1, 40);
+        int64_t n = big ? er_rand_int(1000, 3000) : er_rand_int(1, 300), nc = rows * n;
+        void *X = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc), *W = malloc(8 * (size_t)n);
+        gen_rms_rows(fam, fx, rows, n, X);
+        for (int64_t j = 0; j < n; j++) {
+            int k = (int)(er_rand64() % 16);
+            er_store(W, fw, j, k == 0 ? 0.0 : k == 1 ? -er_rand_unit() : k == 2 ? 3e4 : 1 + 0.25 * er_rand_normal());
+        }
+        double eps = er_rand64() % 3 == 0 ? 0.0 : 1e-5;
+        er_tensor tx, tc, tw;
+        if (three) {
+            er_tensor_view(&tx, fx, 3, (int64_t[]){rows, 1, n}, NULL, X);
+            er_tensor_view(&tc, fo, 3, (int64_t[]){rows, 1, n}, NULL, C);
+        } else {
+            er_tensor_view(&tx, fx, 2, (int64_t[]){rows, n}, NULL, X);
+            er_tensor_view(&tc, fo, 2, (int64_t[]){rows, n}, NULL, C);
+        }
+        er_tensor_view(&tw, fw, 1, (int64_t[]){n}, NULL, W);
+        er_ref *ref;
+        ck_assert_int_eq(er_rmsnorm(&ref, &tx, weight ? &tw : NULL, eps), ER_OK);
+        er_standard std;
+        const char *o = opts[er_rand64() % 11];
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
+        double *mid = malloc(sizeof(double) * (size_t)nc);
+        for (int64_t r = 0; r < rows; r++) {
+            long double q = 0;
+            for (int64_t j = 0; j < n; j++) q += (long double)er_load(X, fx, r * n + j) * er_load(X, fx, r * n + j);
+            long double rs = 1 / sqrtl(q / n + eps);
+            for (int64_t j = 0; j < n; j++)
+                mid[r * n + j] = (double)(er_load(X, fx, r * n + j) * rs * (weight ? er_load(W, fw, j) : 1.0));
+        }
+        gen_outputs_around(ref, &std, mid, fo, rows, n, 0, C);
+        free(mid);
+        char what[160];
+        snprintf(what, sizeof what, "rmsnorm %lld x %lld, family %d, %s -> %s, weight %s, eps %g, '%s'",
+                 (long long)rows, (long long)n, fam, er_format_name(fx), er_format_name(fo),
+                 weight ? er_format_name(fw) : "none", eps, o);
+        require_rmsnorm_device_equals_host(ref, &tx, weight ? &tw : NULL, eps, &tc, &std, what);
+        elems += nc;
+        er_ref_free(ref);
+        free(X);
+        free(C);
+        free(W);
+    }
+    printf("t-cuda: er_rmsnorm_covers_device gave the host's report on %ld rmsnorms (%ld elements)\n", trials, elems);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -384,6 +509,15 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 2, &a, &std, NULL), ER_ERR_INVALID); /* before any device access */
     ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 1, &b3, &std, NULL), ER_ERR_OUTPUT);
     if (!er_cuda_available()) ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 1, &a, &std, NULL), ER_ERR_UNSUPPORTED);
+    er_tensor w3;
+    er_tensor_view(&w3, ER_FP16, 1, (int64_t[]){3}, NULL, (void *)16);
+    ck_assert_int_eq(er_rmsnorm_covers_device(NULL, &a, NULL, 1e-5, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, NULL, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, &w3, 1e-5, &a, &std, NULL), ER_ERR_SHAPE); /* no device access */
+    ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, -1.0, &a, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, &b3, &std, NULL), ER_ERR_OUTPUT);
+    if (!er_cuda_available())
+        ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, &a, &std, NULL), ER_ERR_UNSUPPORTED);
 }
 END_TEST
 
@@ -398,6 +532,7 @@ int main(void) {
     if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, rmsnorm_on_the_gpu_equals_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);

@@ -1,0 +1,168 @@
+// devrms.cu: rmsnorm's rows on the GPU (docs/algorithms/rmsnorm.md, On the GPU). The sums of squares are the window
+// of core/sqwin.h (exact, the same in any order) and er__dot_summary's two streams in element order; each element's
+// set and exact result repeat er__rmsnorm_row's double case (er_compose, er__cval_from_interval, er__cset_build with
+// any = 1) operation for operation, so that a row gives the host's bits; t-cuda compares the two on every element.
+// Built with -fmad=false: every operation rounds once, as on the host (-ffp-contract=off).
+#include "cuda/devrms.h"
+#include "cuda/devrec.cuh"
+
+#define ER_RMS_THREADS 256
+
+// The row's largest |x_j| and whether it holds a NaN or an infinity (every thread gets both).
+__device__ static double er_row_amax(const void *x, int xf, int64_t base, int64_t n, int *bad, double *shd) {
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x / 32, b = 0;
+    double amax = 0;
+    for (int64_t j = tid; j < n; j += blockDim.x) {
+        double v = fabs(er_load(x, xf, base + j));
+        b |= !(v <= DBL_MAX);
+        if (v > amax) amax = v;
+    }
+    for (int off = 16; off; off >>= 1) amax = fmax(amax, __shfl_down_sync(ER_FULL, amax, off));
+    if (lane == 0) shd[warp] = amax;
+    *bad = __syncthreads_or(b);
+    amax = shd[0];
+    for (int k = 1; k < nw; k++) amax = fmax(amax, shd[k]);
+    __syncthreads(); // every warp has read shd
+    return amax;
+}
+
+__global__ void __launch_bounds__(ER_RMS_THREADS)
+    er_k_rms_sums(const void *x, int xf, int64_t rows, int64_t n, er_sqwin_row *win) {
+    __shared__ double shd[ER_RMS_THREADS / 32];
+    __shared__ er_u128 shw[ER_RMS_THREADS / 32];
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = ER_RMS_THREADS / 32;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        int64_t base = row * n;
+        int bad;
+        double amax = er_row_amax(x, xf, base, n, &bad, shd);
+        if (bad) {
+            if (tid == 0) {
+                er_sqwin_row w = {0, 0, 0, 0, 0, 0, 1, {0, 0}};
+                win[row] = w;
+            }
+            continue;
+        }
+        // the window: exact, the same in any order
+        int b = amax > 0 ? er_sqwin_base(amax) : 0, tail = 0;
+        er_u128 W = 0;
+        for (int64_t j = tid; j < n && amax > 0; j += blockDim.x)
+            W += er_sqwin_term(er_load(x, xf, base + j), b, &tail);
+        for (int off = 16; off; off >>= 1) W += er_shfl_u128(W, off);
+        if (lane == 0) shw[warp] = W;
+        tail = __syncthreads_or(tail);
+        // the two streams of er__dot_summary, each to nearest in element order: the first warp reads 32 squares at a
+        // time and every lane adds them all, in order, from the lane holding each
+        double pe = 0, po = 0;
+        if (tid < 32) {
+            double a = tid < n ? er_load(x, xf, base + tid) : 0;
+            for (int64_t j0 = 0; j0 < n; j0 += 32) {
+                int64_t jn = j0 + 32 + tid;
+                double an = jn < n ? er_load(x, xf, base + jn) : 0; // the next 32, loaded meanwhile
+                double p = a * a;
+                int cnt = n - j0 < 32 ? (int)(n - j0) : 32;
+                for (int k = 0; k < cnt; k += 2) { // j0 is even: lane k's square is at an even position for even k
+                    pe += __shfl_sync(ER_FULL, p, k);
+                    double q = __shfl_sync(ER_FULL, p, k + 1 < 32 ? k + 1 : 31);
+                    if (k + 1 < cnt) po += q;
+                }
+                a = an;
+            }
+        }
+        if (tid == 0) {
+            for (int k = 1; k < nw; k++) shw[0] += shw[k];
+            er_sqwin_row w = {(uint64_t)shw[0], (uint64_t)(shw[0] >> 64), pe, po, b, (uint8_t)tail, 0, {0, 0}};
+            win[row] = w;
+        }
+        __syncthreads(); // shw is the next row's
+    }
+}
+
+// er_compose (rmsnorm.c) at one value r of rstd's set: fl(fl(x r) w), fl_O(fl_O(fl(x r)) w) and fl(x fl(r w)); x, r,
+// w values of fp32, the products of fp32 rounded once. NaN where a value leaves the output's range (the host's row).
+__device__ static void er_rms_compose(const er_devrms_consts &c, double x, double r, double w, double o[3]) {
+    float xf = (float)x, rf = (float)r, wf = (float)w, xr = __fmul_rn(xf, rf), rw = __fmul_rn(rf, wf);
+    o[0] = __fmul_rn(xr, wf);
+    o[2] = __fmul_rn(xf, rw);
+    if (c.out_fmt == 0) { o[1] = o[0]; return; }
+    double xo = (double)xr;
+    o[1] = NAN;
+    if (!(fabs(xo) <= c.omax)) return;
+    double p = er_out_rn(xo, c.out_fmt) * w; // exact: two values of at most 24 bits
+    if (fabs(p) <= c.omax) o[1] = er_out_rn(p, c.out_fmt);
+}
+
+// Element idx (x, w, output y) of a row with rstd's set [rlo, rhi] and 1/sqrt(S/n + eps) in [r_lo, r_hi]: its set in
+// the output format, its exact result in double (er__rmsnorm_row's double case), its record. 0 where the host must take
+// the row: a value beyond the output's range, a rounding double cannot decide, an output outside the set or NaN.
+__device__ static int er_rms_element(const er_devrms_consts &c, const double *rc, double x, double w, double y,
+                                     int64_t idx, uint8_t *cls, er_rec_acc &a) {
+    double v[6], lo = INFINITY, hi = -INFINITY;
+    er_rms_compose(c, x, rc[0], w, v);
+    er_rms_compose(c, x, rc[1], w, v + 3);
+    for (int k = 0; k < 3; k++) {
+        if (!(fabs(v[k]) <= c.omax && fabs(v[k + 3]) <= c.omax)) return 0;
+        double l = v[k] < v[k + 3] ? v[k] : v[k + 3], h = v[k] > v[k + 3] ? v[k] : v[k + 3];
+        if (l < lo) lo = l;
+        if (h > hi) hi = h;
+    }
+    double clo = er_out_rn(lo, c.out_fmt), chi = er_out_rn(hi, c.out_fmt);
+    // the exact result: p = x w in [p_lo, p_hi]; the lowest y at p_lo and the highest at p_hi, each at one end of r
+    double p = x * w, pl = er_dn(p), ph = er_up(p);
+    double a0 = pl * rc[2], a1 = pl * rc[3], b0 = ph * rc[2], b1 = ph * rc[3];
+    double yl = er_dn(a0 < a1 ? a0 : a1), yh = er_up(b0 > b1 ? b0 : b1);
+    if (!(fabs(yl) <= c.omax && fabs(yh) <= c.omax)) return 0;
+    double rounded = er_out_rn(yl, c.out_fmt);
+    if (rounded != er_out_rn(yh, c.out_fmt)) return 0;
+    double exact = 0.5 * yl + 0.5 * yh;
+    if (rounded < clo) clo = rounded;
+    if (rounded > chi) chi = rounded;
+    return er_record(clo, chi, rounded, exact, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
+}
+
+__global__ void __launch_bounds__(ER_RMS_THREADS)
+    er_k_rms_rows(const void *x, const void *wt, const void *out, int64_t rows, int64_t n, const er_devrms_consts *cp,
+                  const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
+    __shared__ er_devrms_consts c;
+    __shared__ er_rec_acc sha[ER_RMS_THREADS / 32];
+    int tid = threadIdx.x;
+    if (tid == 0) c = *cp;
+    __syncthreads();
+    er_rec_acc tot;
+    er_acc_init(tot);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        int64_t base = row * n;
+        double rc[4] = {rcs[4 * row], rcs[4 * row + 1], rcs[4 * row + 2], rcs[4 * row + 3]};
+        if (rc[0] != rc[0]) { // the host's row (the same for every thread)
+            er_pend_row(classes, base, n, row, pend, npend);
+            continue;
+        }
+        er_rec_acc a;
+        er_acc_init(a);
+        int ok = 1;
+        for (int64_t i = tid; i < n && ok; i += blockDim.x) {
+            double xi = er_load(x, c.x_fmt, base + i), wi = c.w_fmt >= 0 ? er_load(wt, c.w_fmt, i) : 1.0;
+            ok = er_rms_element(c, rc, xi, wi, er_load(out, c.out_fmt, base + i), base + i, &classes[base + i], a);
+        }
+        er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend);
+    }
+    if (tid == 0) parts[blockIdx.x] = er_acc_part(tot);
+}
+
+extern "C" {
+
+int er__devrms_sums(const void *x, int x_fmt, int64_t rows, int64_t n, int blocks, er_sqwin_row *win, void *stream) {
+    if (rows == 0 || blocks < 1) return 0;
+    er_k_rms_sums<<<blocks, ER_RMS_THREADS, 0, (cudaStream_t)stream>>>(x, x_fmt, rows, n, win);
+    return (int)cudaGetLastError();
+}
+
+int er__devrms_rows(const void *x, const void *w, const void *out, int64_t rows, int64_t n, const er_devrms_consts *c,
+                    const double *rc, int blocks, uint8_t *classes, er_dev_part *parts, int64_t *pend,
+                    unsigned long long *npend, void *stream) {
+    if (rows == 0 || blocks < 1) return 0;
+    er_k_rms_rows<<<blocks, ER_RMS_THREADS, 0, (cudaStream_t)stream>>>(x, w, out, rows, n, c, rc, classes, parts,
+                                                                      pend, npend);
+    return (int)cudaGetLastError();
+}
+
+} // extern "C"
