@@ -341,10 +341,11 @@ class Reference:
         return Result(rep, shape, arr, arrays)
 
     def _device_covers(self, out, standard, options, kwargs):
-        """covers() by a device path where one applies (a matmul or softmax whose inputs and output are CUDA torch
-        tensors, the library built with CUDA); else None. Its sets, where asked for, come from the host's pass on
+        """covers() by a device path where one applies (a matmul, softmax or rmsnorm whose inputs and output are CUDA
+        torch tensors, the library built with CUDA); else None. Its sets, where asked for, come from the host's pass on
         copies."""
-        inputs = self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op == "softmax" else ()
+        inputs = (self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op == "softmax"
+                  else self._keep[1::2] if self.op == "rmsnorm" else ())
         if not inputs or not all(_on_cuda(t) for t in inputs + (out,)) or not _ffi.cuda_available():
             return None
         if tuple(out.shape) != tuple(self.shape):
@@ -355,10 +356,14 @@ class Reference:
         std = _standard(standard, options, kwargs)
         import torch
         stream = torch.cuda.current_stream(out.device).cuda_stream
-        views = [DeviceView(t, name) for t, name in zip(inputs, ("A", "B") if self.op == "matmul" else ("x",))]
+        names = {"matmul": ("A", "B"), "softmax": ("x",), "rmsnorm": ("x", "weight")}[self.op]
+        views = [DeviceView(t, name) for t, name in zip(inputs, names)]
         vo = DeviceView(out, "out")
         if self.op == "matmul":
             rep = _ffi.matmul_covers_device(views[0].buf, views[1].buf, vo.buf, std, stream)
+        elif self.op == "rmsnorm":
+            rep = _ffi.rmsnorm_covers_device(views[0].buf, views[1].buf if len(views) > 1 else None, self._eps,
+                                             vo.buf, std, stream)
         else:
             rep = _ffi.softmax_covers_device(views[0].buf, self._dim, vo.buf, std, stream)
 
@@ -633,6 +638,31 @@ def softmax_covers_device(x: Any, out: Any, dim: int = -1, standard: str = "any_
     return Result(rep, tuple(vo.tensor.shape))
 
 
+def rmsnorm_covers_device(x: Any, out: Any, weight: Any = None, eps: float = 1e-6, standard: str = "any_order",
+                          options: Optional[str] = None, stream: Any = None, **kwargs: Any) -> Result:
+    """covers() of out = rmsnorm(x, weight, eps) over the last dimension with x, out (and weight, a vector, or None)
+    CUDA torch tensors, the sets computed on the GPU where they are (er_rmsnorm_covers_device): each row's sum of
+    squares exactly there, its rstd set on the host, every element's set and exact result in double on the GPU, the
+    rows the GPU does not decide on the host. Outside the GPU path's scope (docs/reference/cuda.md) the tensors are
+    copied back and checked on the host; the result is the same as er.rmsnorm(x, weight, eps).covers(out) on host
+    copies. stream: a torch.cuda.Stream (default: the current stream)."""
+    _check_stream(stream, "rmsnorm_covers_device")
+    eps = _check.real(eps, "rmsnorm_covers_device", "eps", lo=0)
+    vx, vo = DeviceView(x, "x"), DeviceView(out, "out")
+    vw = None if weight is None else DeviceView(weight, "weight")
+    if vx.tensor.dim() == 0:
+        raise ValueError("exactref: rmsnorm_covers_device of a scalar: x needs at least 1 dimension")
+    if vw is not None and (vw.tensor.dim() != 1 or vw.tensor.shape[0] != vx.tensor.shape[-1]):
+        raise ValueError("exactref: rmsnorm_covers_device: weight must be a vector of length %d, not of shape %s"
+                         % (vx.tensor.shape[-1], tuple(vw.tensor.shape)))
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(vx.tensor.device)
+    std = _standard(standard, options, kwargs)
+    rep = _ffi.rmsnorm_covers_device(vx.buf, None if vw is None else vw.buf, eps, vo.buf, std, stream.cuda_stream)
+    return Result(rep, tuple(vo.tensor.shape))
+
+
 def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[int] = None) -> Reference:
     """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
     on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False).
@@ -879,7 +909,9 @@ def rmsnorm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-6)
         vw = View(w, "weight")
         keep += [vw, weight]
         wbuf = vw.buf
-    return Reference(_ffi.rmsnorm(va.buf, wbuf, eps), tuple(keep), a.shape, "rmsnorm")
+    ref = Reference(_ffi.rmsnorm(va.buf, wbuf, eps), tuple(keep), a.shape, "rmsnorm")
+    ref._eps = eps
+    return ref
 
 
 class Results:

@@ -258,6 +258,7 @@ def test_the_sweep_holds_every_public_function():
     swept = {fn for fn, _ in _calls()}
     swept.add(er.matmul_covers_device)  # CUDA tensors only: test_exactref's test on a CUDA device checks its arguments
     swept.add(er.softmax_covers_device)  # likewise
+    swept.add(er.rmsnorm_covers_device)  # likewise
     missing = []
     for name in er.__all__:
         fn = getattr(er, name)

@@ -409,6 +409,33 @@ def test_softmax_covers_device_equals_host():
         assert np.array_equal(auto.hi, host.hi, equal_nan=True)
 
 
+def test_rmsnorm_covers_device_equals_host():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(7)
+    for dtype, shape, wdtype, eps, options in (
+        (torch.float32, (64, 300), torch.float32, 1e-6, {}),
+        (torch.bfloat16, (2, 5, 129), torch.bfloat16, 1e-5, {"rsqrt_ulps": 1}),
+        (torch.float16, (33, 70), None, 0.0, {"mean": "divide"}),
+        (torch.float32, (16, 40), torch.float32, 1e-6, {"variance": "welford"}),  # Welford's: the host's path
+    ):
+        x = (torch.randn(shape, generator=gen) * 4).to(dtype).cuda()
+        w = None if wdtype is None else (1 + torch.randn(shape[-1], generator=gen) / 4).to(wdtype).cuda()
+        x.view(-1)[5] = 0.0
+        xf = x.float()
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (1 if w is None else w.float())
+        out.view(-1)[1] += 0.25                         # one element far outside
+        dev = er.rmsnorm_covers_device(x, out, w, eps, **options)
+        host = er.rmsnorm(x.cpu(), None if w is None else w.cpu(), eps).covers(out.cpu(), **options)
+        auto = er.rmsnorm(x, w, eps).covers(out, **options)  # CUDA tensors: the device path, chosen by covers()
+        for r in (dev, auto):
+            assert r.counts == host.counts and r.n_failed == host.n_failed == 1
+            assert (r.classes == host.classes).all()
+            assert r.worst == host.worst and str(r) == str(host)
+        assert np.array_equal(auto.hi, host.hi, equal_nan=True)
+
+
 def test_matmul_covers_device_refuses_host_tensors():
     if not er.cuda_available():
         pytest.skip("exactref built without CUDA")
@@ -416,7 +443,13 @@ def test_matmul_covers_device_refuses_host_tensors():
         er.matmul_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
     with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
         er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    with pytest.raises(ValueError, match="eps"):  # checked before the tensors
+        er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), eps=-1.0)
     for bad in (5, "stream", object()):  # checked before the tensors, so without a GPU too
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
