@@ -114,8 +114,8 @@ static er_status er_exact_row(const er_softmax_plan *pl, const double *x, int64_
 
 /* log_softmax's sets from the bounds [s_lo, s_hi] (values of F) of the rounded sum: l = log(s) within Ulog ulps;
  * y = fl(d_i - l) or fl(x_i - fl(m + l)), both decreasing in l (softmax.md, Theorem S2). */
-static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
-                        er_cval *cv) {
+/* The values [*l_lo, *l_hi] of F the kernel's log of its sum may give, for the sum's bounds [s_lo, s_hi]. */
+static void er_log_ends(const er_softmax_plan *pl, int64_t n, double s_lo, double s_hi, double *l_lo, double *l_hi) {
     const er_fmt_info *F = pl->F;
     /* flushed partial sums lose less than the least normal each (Theorem S6) */
     if (pl->flush && s_lo > 0)
@@ -124,7 +124,7 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
     /* the exact logs lie in [log(s_lo), log(s_hi)]; the computed one within Ulog ulps of them (Lemma U1) */
     mpfr_t a;
     mpfr_init2(a, 128);
-    double la = -INFINITY, lb = INFINITY, l_lo, l_hi;
+    double la = -INFINITY, lb = INFINITY;
     if (s_lo > 0) {
         mpfr_set_d(a, s_lo, MPFR_RNDN);
         mpfr_log(a, a, MPFR_RNDD);
@@ -136,7 +136,14 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
         lb = mpfr_get_d(a, MPFR_RNDU);
     }
     mpfr_clear(a);
-    er__approx_ends(F, pl->Ulog, la, lb, &l_lo, &l_hi);
+    er__approx_ends(F, pl->Ulog, la, lb, l_lo, l_hi);
+}
+
+static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
+                        er_cval *cv) {
+    const er_fmt_info *F = pl->F;
+    double l_lo, l_hi;
+    er_log_ends(pl, n, s_lo, s_hi, &l_lo, &l_hi);
     if (pl->lse) { /* the computed log-sum-exp m + l, before any rounding of the sum, and l join pl->lse */
         double e[4] = { er__dn(m + l_lo), er__up(m + l_hi), l_lo, l_hi };
         for (int k = 0; k < 4; k += 2) {
@@ -155,6 +162,25 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
         if (pl->flush) er_flush_join(F, &lo, &hi);
         er__cval_from_interval(&cv[i], lo, hi, 0, F);
     }
+}
+
+/* The sums to nearest of n terms [sl, sh] widened once to bounds of their exact sums (Lemma D4). */
+static void er_sums_widen(int64_t n, double *sl, double *sh) {
+    if ((double)n > 0x1p49) { *sl = 0; *sh = INFINITY; }
+    else {
+        *sl = er__dn(*sl * er__dn(1.0 - 2.0 * (double)n * 0x1p-53));
+        *sh = er__up(*sh * er__up(1.0 + 4.0 * (double)n * 0x1p-53));
+    }
+}
+
+/* log_softmax: the bounds [*s_lo, *s_hi] (values of F) of the kernel's sum in any order (bd) of terms whose exact sum
+ * lies in [sl, sh]. */
+static void er_log_sum_bounds(const er_fmt_info *F, const er_anyorder_bound *bd, double sl, double sh, double *s_lo,
+                              double *s_hi) {
+    double one_minus = er__dn(1.0 - bd->c1), one_plus = er__up(1.0 + bd->c1);
+    *s_hi = er__round_double(F, er__up(sh * one_plus), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    *s_lo = er__round_double(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)), ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    if (er__mul_up(bd->g, sh) >= bd->thr) *s_hi = INFINITY;
 }
 
 /* The bounds of the online sum (Theorem S3): s_hat within [*lo, *hi] for every block partition, with exp within
@@ -384,21 +410,15 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         sl = ex->esl;
         sh = ex->esh;
     }
-    if ((double)n > 0x1p49) { sl = 0; sh = INFINITY; }
-    else {
-        sl = er__dn(sl * er__dn(1.0 - 2.0 * (double)n * 0x1p-53));
-        sh = er__up(sh * er__up(1.0 + 4.0 * (double)n * 0x1p-53));
-    }
+    er_sums_widen(n, &sl, &sh);
     er_anyorder_bound bd;
     er_status st = er__anyorder_bound_terms_depth(&bd, F, n, pl->depth, 0);
     int sum_may_overflow = er__mul_up(bd.g, sh) >= bd.thr;
     double u = ldexp(1.0, -F->p);
     double one_minus = er__dn(1.0 - bd.c1), one_plus = er__up(1.0 + bd.c1);
     if (pl->log && st == ER_OK) {
-        double s_hi = er__round_double(F, er__up(sh * one_plus), ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-        double s_lo =
-            er__round_double(F, er__dn(sl * (one_minus > 0 ? one_minus : 0.0)), ER_ROUND_UP, ER_OVERFLOW_IEEE);
-        if (sum_may_overflow) s_hi = INFINITY;
+        double s_lo, s_hi;
+        er_log_sum_bounds(F, &bd, sl, sh, &s_lo, &s_hi);
         if (pl->online) { /* the online sum's bounds instead (Theorem S3) */
             mpfr_t a, b;
             mpfr_inits2(64, a, b, (mpfr_ptr)0);
@@ -485,6 +505,19 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
     return st;
 }
 
+/* log(sl) rounded down and log(sh) rounded up, to doubles. */
+static void er_log_outward(double sl, double sh, double *lsl, double *lsh) {
+    mpfr_t a;
+    mpfr_init2(a, 64);
+    mpfr_set_d(a, sl, MPFR_RNDN);
+    mpfr_log(a, a, MPFR_RNDD);
+    *lsl = mpfr_get_d(a, MPFR_RNDD);
+    mpfr_set_d(a, sh, MPFR_RNDN);
+    mpfr_log(a, a, MPFR_RNDU);
+    *lsh = mpfr_get_d(a, MPFR_RNDU);
+    mpfr_clear(a);
+}
+
 /* The exact softmax from the exps enclosed in double: each element whose enclosure rounds to one value of O is
  * decided here (with exact[i] the enclosure's midpoint); the others are marked in done = 0 for er_exact_row.
  * Returns how many are left. */
@@ -500,17 +533,7 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
         for (int64_t j = 0; j < n; j++) { sl = er__dn(sl + ex->lo[j]); sh = er__up(sh + ex->hi[j]); }
     }
     double lsl = 0, lsh = 0;
-    if (pl->log) {
-        mpfr_t a;
-        mpfr_init2(a, 64);
-        mpfr_set_d(a, sl, MPFR_RNDN);
-        mpfr_log(a, a, MPFR_RNDD);
-        lsl = mpfr_get_d(a, MPFR_RNDD);
-        mpfr_set_d(a, sh, MPFR_RNDN);
-        mpfr_log(a, a, MPFR_RNDU);
-        lsh = mpfr_get_d(a, MPFR_RNDU);
-        mpfr_clear(a);
-    }
+    if (pl->log) er_log_outward(sl, sh, &lsl, &lsh);
     /* 1/S's bounds with a margin 2^-51 for the product's rounding: lo_i rl is below lo_i / S_hi once rounded, and
      * hi_i rh above hi_i / S_lo (a product in the subnormal range is off by at most 2^-1074, far below any rounding
      * boundary of a format of at most 24 bits) */
