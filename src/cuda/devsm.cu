@@ -179,6 +179,77 @@ __device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, d
 }
 
 
+// The head of row `base` (n elements) in a block: its maximum *m (every thread); 0 where the row is the host's (a NaN
+// or +inf: NaN everywhere; or -inf alone); else the ends of the kernel's exps into el and eh, and in thread 0 the
+// sums to nearest of those ends in element order (s[0], s[1]) and the bounds of the exact sum of exp(x_j - m)
+// (s[2], s[3]: er__fxsum_lo and er__fxsum_hi). Ends with a barrier.
+__device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_t base, int64_t n, double *el,
+                                 double *eh, double *shd, er_u128 *shl, er_u128 *shh, double *mp, double s[4]) {
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x / 32;
+    double m = -INFINITY;
+    int bad = 0;
+    for (int64_t j = tid; j < n; j += blockDim.x) {
+        double v = er_load(x, c.x_fmt, base + j);
+        bad |= (v != v) | (v == INFINITY);
+        if (v > m) m = v;
+    }
+    for (int off = 16; off; off >>= 1) m = fmax(m, __shfl_down_sync(ER_FULL, m, off));
+    if (lane == 0) shd[warp] = m;
+    bad = __syncthreads_or(bad);
+    m = shd[0];
+    for (int k = 1; k < nw; k++) m = fmax(m, shd[k]);
+    *mp = m;
+    if (bad || m == -INFINITY) {
+        __syncthreads(); // every warp has read shd before the next row writes it
+        return 0;
+    }
+    // the kernel's exps (their ends, for the sums in order) and the exact sum's fixed-point parts
+    er_u128 fl = 0, fh = 0;
+    for (int64_t j = tid; j < n; j += blockDim.x) {
+        double v = er_load(x, c.x_fmt, base + j), lo, hi, a, b;
+        er_exp_diff(c, v, m, &lo, &hi);
+        er_u128 tl, th;
+        er_fx_terms(lo, hi, &tl, &th);
+        fl += tl;
+        fh += th;
+        er_kernel_exp(c, v, m, &a, &b);
+        el[j] = a;
+        eh[j] = b;
+    }
+    for (int off = 16; off; off >>= 1) {
+        fl += er_shfl_u128(fl, off);
+        fh += er_shfl_u128(fh, off);
+    }
+    if (lane == 0) { shl[warp] = fl; shh[warp] = fh; }
+    __syncthreads();
+    double sl = 0, sh = 0;
+    if (tid < 32) {
+        // er_softmax_sets_dbl's sums to nearest in element order: the first warp reads 32 terms at a time and every
+        // lane adds them all, in order, from the lane holding each
+        double a = tid < n ? el[tid] : 0, b = tid < n ? eh[tid] : 0;
+        for (int64_t j0 = 0; j0 < n; j0 += 32) {
+            int64_t jn = j0 + 32 + tid;
+            double an = jn < n ? el[jn] : 0, bn = jn < n ? eh[jn] : 0; /* the next 32, loaded meanwhile */
+            int cnt = n - j0 < 32 ? (int)(n - j0) : 32;
+            for (int k = 0; k < cnt; k++) {
+                sl += __shfl_sync(0xffffffffu, a, k);
+                sh += __shfl_sync(0xffffffffu, b, k);
+            }
+            a = an;
+            b = bn;
+        }
+    }
+    if (tid == 0) {
+        for (int k = 1; k < nw; k++) { shl[0] += shl[k]; shh[0] += shh[k]; }
+        s[0] = sl;
+        s[1] = sh;
+        s[2] = er_dn(ldexp(er_dn(er_u128_to_double(shl[0])), -90));
+        s[3] = er_up(ldexp(er_up(er_u128_to_double(shh[0])), -90));
+    }
+    __syncthreads();
+    return 1;
+}
+
 __global__ void __launch_bounds__(ER_SM_THREADS)
     er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp,
                       double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend,
@@ -188,7 +259,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
     __shared__ er_rec_acc sha[ER_SM_THREADS / 32];
     __shared__ er_sm_row w;
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = ER_SM_THREADS / 32;
+    int tid = threadIdx.x;
     if (tid == 0) c = *cp;
     __syncthreads();
     double *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
@@ -196,62 +267,15 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
     er_acc_init(tot);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t base = row * n;
-        // the maximum; a NaN or +inf makes the row the host's (NaN everywhere), as does a row of -inf alone
-        double m = -INFINITY;
-        int bad = 0;
-        for (int64_t j = tid; j < n; j += blockDim.x) {
-            double v = er_load(x, c.x_fmt, base + j);
-            bad |= (v != v) | (v == INFINITY);
-            if (v > m) m = v;
-        }
-        for (int off = 16; off; off >>= 1) m = fmax(m, __shfl_down_sync(ER_FULL, m, off));
-        if (lane == 0) shd[warp] = m;
-        bad = __syncthreads_or(bad);
-        m = shd[0];
-        for (int k = 1; k < nw; k++) m = fmax(m, shd[k]);
-        if (bad || m == -INFINITY) {
+        double m, sums[4];
+        if (!er_sm_head(c, x, base, n, el, eh, shd, shl, shh, &m, sums)) {
             er_pend_row(classes, base, n, row, pend, npend);
-            __syncthreads(); // every warp has read shd before the next row writes it
             continue;
         }
-        // the kernel's exps (their ends, for the sums in order) and the exact sum's fixed-point parts
-        er_u128 fl = 0, fh = 0;
-        for (int64_t j = tid; j < n; j += blockDim.x) {
-            double v = er_load(x, c.x_fmt, base + j), lo, hi, a, b;
-            er_exp_diff(c, v, m, &lo, &hi);
-            er_u128 tl, th;
-            er_fx_terms(lo, hi, &tl, &th);
-            fl += tl;
-            fh += th;
-            er_kernel_exp(c, v, m, &a, &b);
-            el[j] = a;
-            eh[j] = b;
-        }
-        for (int off = 16; off; off >>= 1) {
-            fl += er_shfl_u128(fl, off);
-            fh += er_shfl_u128(fh, off);
-        }
-        if (lane == 0) { shl[warp] = fl; shh[warp] = fh; }
-        __syncthreads();
-        double sl = 0, sh = 0;
-        if (tid < 32) {
-            // er_softmax_sets_dbl: the sums to nearest in element order (the first warp reads 32 terms at a time and
-            // every lane adds them all, in order, from the lane holding each), widened once (Lemma D4), then Lemma
-            // D5's factors; er_exact_row_dbl: 1/S's bounds from the exact sums
-            double a = tid < n ? el[tid] : 0, b = tid < n ? eh[tid] : 0;
-            for (int64_t j0 = 0; j0 < n; j0 += 32) {
-                int64_t jn = j0 + 32 + tid;
-                double an = jn < n ? el[jn] : 0, bn = jn < n ? eh[jn] : 0; /* the next 32, loaded meanwhile */
-                int cnt = n - j0 < 32 ? (int)(n - j0) : 32;
-                for (int k = 0; k < cnt; k++) {
-                    sl += __shfl_sync(0xffffffffu, a, k);
-                    sh += __shfl_sync(0xffffffffu, b, k);
-                }
-                a = an;
-                b = bn;
-            }
-        }
         if (tid == 0) {
+            // er_softmax_sets_dbl: the sums widened once (Lemma D4), then Lemma D5's factors; er_exact_row_dbl: 1/S's
+            // bounds from the exact sums
+            double sl = sums[0], sh = sums[1], Sl = sums[2], Sh = sums[3];
             if ((double)n > 0x1p49) { sl = 0; sh = INFINITY; }
             else {
                 sl = er_dn(sl * er_dn(1.0 - 2.0 * (double)n * 0x1p-53));
@@ -265,9 +289,6 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
             w.one_plus = er_up(1.0 + c.c1);
             w.klo = c.div != 1 ? er_dn(er_dn(1.0 - u) * er_dn(1.0 - 0x1p-50)) : er_dn(1.0 - 0x1p-50);
             w.khi = c.div != 1 ? er_up(er_up(1.0 + u) * er_up(1.0 + 0x1p-50)) : er_up(1.0 + 0x1p-50);
-            for (int k = 1; k < nw; k++) { shl[0] += shl[k]; shh[0] += shh[k]; }
-            double Sl = er_dn(ldexp(er_dn(er_u128_to_double(shl[0])), -90));
-            double Sh = er_up(ldexp(er_up(er_u128_to_double(shh[0])), -90));
             w.rl = er_dn(er_dn(1.0 / Sh) * (1.0 - 0x1p-51));
             w.rh = er_up(er_up(1.0 / Sl) * (1.0 + 0x1p-51));
         }
