@@ -49,6 +49,15 @@ ER_API er_status er_matmul_covers_device(er_report *rep, const er_tensor *A, con
 ER_API er_status er_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
                                           const er_standard *std, void *stream);
 
+/* log_softmax of x along dimension dim and covers of its output, both in device memory, computed on the GPU where
+ * it applies: the scope of er_softmax_covers_device, with log_ulps= (and math=fast's division, which log_softmax does
+ * not use). A first pass computes each row's maximum and sums on the GPU; the host takes the two logs of each row
+ * (MPFR, one row per thread); a second pass computes every element's set and exact result on the GPU with the
+ * operations of the host's. A row holding -inf goes to the host's rows too, as those er_softmax_covers_device sends
+ * there. The report is the one er_log_softmax and er_covers give on host copies. */
+ER_API er_status er_log_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
+                                              const er_standard *std, void *stream);
+
 /* rmsnorm of x over its last dimension with weight (NULL: none) and eps, and covers of its output, all in device
  * memory, computed on the GPU where it applies: compute=fp32 with rsqrt_ulps=, mean=, depth= and math=triton as the
  * standard says (not variance=welford or either), x, weight and out of fp32, fp16 or bf16, row-major and contiguous.

@@ -124,28 +124,14 @@ __global__ void __launch_bounds__(ER_RMS_THREADS)
                   const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
     __shared__ er_devrms_consts c;
     __shared__ er_rec_acc sha[ER_RMS_THREADS / 32];
-    int tid = threadIdx.x;
-    if (tid == 0) c = *cp;
+    if (threadIdx.x == 0) c = *cp;
     __syncthreads();
-    er_rec_acc tot;
-    er_acc_init(tot);
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        int64_t base = row * n;
-        double rc[4] = {rcs[4 * row], rcs[4 * row + 1], rcs[4 * row + 2], rcs[4 * row + 3]};
-        if (rc[0] != rc[0]) { // the host's row (the same for every thread)
-            er_pend_row(classes, base, n, row, pend, npend);
-            continue;
-        }
-        er_rec_acc a;
-        er_acc_init(a);
-        int ok = 1;
-        for (int64_t i = tid; i < n && ok; i += blockDim.x) {
-            double xi = er_load(x, c.x_fmt, base + i), wi = c.w_fmt >= 0 ? er_load(wt, c.w_fmt, i) : 1.0;
-            ok = er_rms_element(c, rc, xi, wi, er_load(out, c.out_fmt, base + i), base + i, &classes[base + i], a);
-        }
-        er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend);
-    }
-    if (tid == 0) parts[blockIdx.x] = er_acc_part(tot);
+    er_rows_by_consts(rows, n, rcs, classes, sha, parts, pend, npend,
+                      [&](const double *rc, int64_t row, int64_t idx, er_rec_acc &a) {
+                          int64_t i = idx - row * n;
+                          double xi = er_load(x, c.x_fmt, idx), wi = c.w_fmt >= 0 ? er_load(wt, c.w_fmt, i) : 1.0;
+                          return er_rms_element(c, rc, xi, wi, er_load(out, c.out_fmt, idx), idx, &classes[idx], a);
+                      });
 }
 
 extern "C" {

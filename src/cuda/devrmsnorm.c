@@ -45,14 +45,7 @@ static er_status er_rms_covers(const er_ref *ref, const er_standard *std, er_sin
 static er_status er_rms_check(const er_ref *ref, const er_standard *std) {
     return er__rmsnorm_module.check(ref, std);
 }
-static const char *const er_rms_names[1] = {"out"};
-static const er_op_module er_rms_module = { .name = "rmsnorm",
-                                            .nout = 1,
-                                            .out_names = er_rms_names,
-                                            .out_shape = er__out_shape_same,
-                                            .check = er_rms_check,
-                                            .covers = er_rms_covers,
-                                            .classic_bug = er__rows_classic_bug };
+static const er_op_module er_rms_module = ER_DEV_ROWS_MODULE("rmsnorm", er_rms_check, er_rms_covers);
 #endif
 
 static er_status er_rmsnorm_covers_device_run(er_report *rep, const er_tensor *x, const er_tensor *weight, double eps,

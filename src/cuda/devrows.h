@@ -11,6 +11,12 @@
 #include "cuda/devbufs.h"
 #include "cuda/devrec.h"
 
+/* The module of a row path on the GPU (one output "out"): the op's check, the path's covers. */
+static const char *const er_dev_rows_out[1] = {"out"};
+#define ER_DEV_ROWS_MODULE(op, chk, cov)                                                                               \
+    {.name = op, .nout = 1, .out_names = er_dev_rows_out, .out_shape = er__out_shape_same, .check = chk,               \
+     .covers = cov, .classic_bug = er__rows_classic_bug}
+
 typedef struct er_dev_rows er_dev_rows;
 /* The op's row function on the host: rows rows[0 .. np) (values xs and outputs ys, n each) into sk (only < 0), or
  * the one element `only` given to sk as the widest set's candidate. */

@@ -307,6 +307,67 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
     }
 }
 
+// ---- log_softmax: the rows' heads, the host's logs (er__log_softmax_dev_consts), then the elements ----
+
+__global__ void __launch_bounds__(ER_SM_THREADS)
+    er_k_lsm_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *cp, double *scratch, double *ms,
+                   double *sums) {
+    __shared__ er_devsm_consts c;
+    __shared__ double shd[ER_SM_THREADS / 32];
+    __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
+    if (threadIdx.x == 0) c = *cp;
+    __syncthreads();
+    double *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        double m, s[4];
+        int ok = er_sm_head(c, x, row * n, n, el, eh, shd, shl, shh, &m, s);
+        if (threadIdx.x == 0) {
+            ms[row] = m;
+            for (int k = 0; k < 4; k++) sums[4 * row + k] = ok ? s[k] : NAN;
+        }
+    }
+}
+
+// Element i of a log_softmax row with maximum m and constants rc (the ends of the kernel's log of its sum, log(S)
+// enclosed): its set, y = fl(d_i - l) or fl(x_i - fl(m + l)) at both ends of l (er_log_sets), its exact result
+// (er_exact_row_dbl's log case) and its record. 0 where the host must take the row: x_i = -inf, a value beyond the
+// output's range, a rounding double cannot decide, an output outside the set or NaN.
+__device__ static int er_lsm_element(const er_devsm_consts &c, const double *rc, double m, double v, double y,
+                                     int64_t idx, uint8_t *cls, er_rec_acc &a) {
+    if (v == -INFINITY) return 0;
+    float xf = (float)v, mf = (float)m, ll = (float)rc[0], lh = (float)rc[1], d = __fadd_rn(xf, -mf);
+    double y1 = __fadd_rn(d, -lh), y2 = __fadd_rn(d, -ll);
+    double z1 = __fadd_rn(xf, -__fadd_rn(mf, lh)), z2 = __fadd_rn(xf, -__fadd_rn(mf, ll));
+    double lo = y1 < z1 ? y1 : z1, hi = y2 > z2 ? y2 : z2;
+    if (!(fabs(lo) <= c.omax && fabs(hi) <= c.omax)) return 0;
+    double clo = er_out_rn(lo, c.out_fmt), chi = er_out_rn(hi, c.out_fmt);
+    // the exact result: (x_i - m) - log(S), with x_i - m = t + e (TwoSum, as er__exps_fill)
+    double t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb);
+    double tl = e == 0 ? t : er_dn(t), th = e == 0 ? t : er_up(t);
+    double ql = er_dn(tl - rc[3]), qh = er_up(th - rc[2]);
+    if (!(fabs(ql) <= c.omax && fabs(qh) <= c.omax)) return 0;
+    double rounded = er_out_rn(ql, c.out_fmt);
+    if (rounded != er_out_rn(qh, c.out_fmt)) return 0;
+    double exact = 0.5 * ql + 0.5 * qh;
+    if (rounded < clo) clo = rounded;
+    if (rounded > chi) chi = rounded;
+    return er_record(clo, chi, rounded, exact, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
+}
+
+__global__ void __launch_bounds__(ER_SM_THREADS)
+    er_k_lsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp, const double *ms,
+                  const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
+    __shared__ er_devsm_consts c;
+    __shared__ er_rec_acc sha[ER_SM_THREADS / 32];
+    if (threadIdx.x == 0) c = *cp;
+    __syncthreads();
+    er_rows_by_consts(rows, n, rcs, classes, sha, parts, pend, npend,
+                      [&](const double *rc, int64_t row, int64_t idx, er_rec_acc &a) {
+                          return er_lsm_element(c, rc, ms[row], er_load(x, c.x_fmt, idx), er_load(out, c.out_fmt, idx),
+                                                idx, &classes[idx], a);
+                      });
+}
+
 __global__ void er_k_sm_gather(const int64_t *rows, int64_t np, const void *x, int xf, const void *out, int of,
                                int64_t n, double *xs, double *ys) {
     for (int64_t p = blockIdx.x; p < np; p += gridDim.x)
@@ -335,6 +396,22 @@ int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, cons
     if (rows == 0 || blocks < 1) return 0;
     er_k_softmax_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(
         x, out, rows, n, c, scratch, classes, parts, pend, npend);
+    return (int)cudaGetLastError();
+}
+
+int er__devsm_log_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks, double *scratch,
+                        double *m, double *sums, void *stream) {
+    if (rows == 0 || blocks < 1) return 0;
+    er_k_lsm_heads<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, rows, n, c, scratch, m, sums);
+    return (int)cudaGetLastError();
+}
+
+int er__devsm_log_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c,
+                       const double *m, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
+                       int64_t *pend, unsigned long long *npend, void *stream) {
+    if (rows == 0 || blocks < 1) return 0;
+    er_k_lsm_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, rows, n, c, m, rc, classes, parts,
+                                                                     pend, npend);
     return (int)cudaGetLastError();
 }
 

@@ -34,6 +34,16 @@ int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, cons
                    double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend,
                    void *stream);
 
+/* log_softmax's rows, in two passes with the host's logs between them (er__log_softmax_dev_consts). The first writes
+ * each row's maximum into m[row] and its sums into sums[4 row .. 4 row + 4) (NaN: the host's row); scratch as
+ * er__devsm_rows'. The second classifies the rows against out as er__devsm_rows does, with each row's constants
+ * rc[4 row .. 4 row + 4) (NaN: the host's row). c, m, sums and rc in device memory. */
+int er__devsm_log_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks, double *scratch,
+                        double *m, double *sums, void *stream);
+int er__devsm_log_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c,
+                       const double *m, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
+                       int64_t *pend, unsigned long long *npend, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,8 +18,8 @@
 #include "cuda/devrows.h"
 #include "cuda/devsm.h"
 
-/* The whole check on host copies of x and out. */
-static er_status er_sm_covers_host(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
+/* The whole check on host copies of x and out (log: log_softmax). */
+static er_status er_sm_covers_host(er_report *rep, int log, const er_tensor *x, int dim, const er_tensor *out,
                                    const er_standard *std, void *stream) {
     er_tensor hx, ho;
     void *px = NULL, *po = NULL;
@@ -27,7 +27,7 @@ static er_status er_sm_covers_host(er_report *rep, const er_tensor *x, int dim, 
     if (st == ER_OK)
         st = er_tensor_from_device(&ho, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
     er_ref *ref = NULL;
-    if (st == ER_OK) st = er_softmax(&ref, &hx, dim);
+    if (st == ER_OK) st = log ? er_log_softmax(&ref, &hx, dim) : er_softmax(&ref, &hx, dim);
     if (st == ER_OK) st = er_covers(rep, ref, &ho, std);
     er_ref_free(ref);
     free(px);
@@ -40,18 +40,15 @@ typedef struct er_sm_arg { const er_tensor *x, *out; void *stream; int fallback;
 
 static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
 static er_status er_sm_check(const er_ref *ref, const er_standard *std) { return er__softmax_module.check(ref, std); }
-static const char *const er_sm_names[1] = {"out"};
-static const er_op_module er_sm_module = { .name = "softmax",
-                                           .nout = 1,
-                                           .out_names = er_sm_names,
-                                           .out_shape = er__out_shape_same,
-                                           .check = er_sm_check,
-                                           .covers = er_sm_covers,
-                                           .classic_bug = er__rows_classic_bug };
+static er_status er_lsm_check(const er_ref *ref, const er_standard *std) {
+    return er__log_softmax_module.check(ref, std);
+}
+static const er_op_module er_sm_module = ER_DEV_ROWS_MODULE("softmax", er_sm_check, er_sm_covers),
+                          er_lsm_module = ER_DEV_ROWS_MODULE("log_softmax", er_lsm_check, er_sm_covers);
 #endif
 
-static er_status er_softmax_covers_device_run(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
-                                              const er_standard *std, void *stream) {
+static er_status er_softmax_covers_device_run(er_report *rep, int log, const er_tensor *x, int dim,
+                                              const er_tensor *out, const er_standard *std, void *stream) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(x, "x");
@@ -59,24 +56,32 @@ static er_status er_softmax_covers_device_run(er_report *rep, const er_tensor *x
     ER_CHECK_NULL(std, "standard");
     ER_RETURN_IF_ERROR(er__tensor_check(x, "x"));
 #ifndef ER_HAVE_CUDA
+    (void)log;
     (void)dim;
     (void)stream;
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
     er_ref *ref; /* the shapes alone: its data pointer is the device's, which nothing on the host reads */
-    ER_RETURN_IF_ERROR(er_softmax(&ref, x, dim));
+    ER_RETURN_IF_ERROR(log ? er_log_softmax(&ref, x, dim) : er_softmax(&ref, x, dim));
     er_sm_arg arg = {x, out, stream, 0};
-    er_status st = er__covers_module(rep, &er_sm_module, ref, out, std, &arg);
+    er_status st = er__covers_module(rep, log ? &er_lsm_module : &er_sm_module, ref, out, std, &arg);
     er_ref_free(ref);
     if (st != ER_OK || !arg.fallback) return st;
     er_report_clear(rep);
-    return er_sm_covers_host(rep, x, dim, out, std, stream);
+    return er_sm_covers_host(rep, log, x, dim, out, std, stream);
 #endif
 }
 
 er_status er_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
                                    const er_standard *std, void *stream) {
-    er_status st = er_softmax_covers_device_run(rep, x, dim, out, std, stream);
+    er_status st = er_softmax_covers_device_run(rep, 0, x, dim, out, std, stream);
+    er__report_finish(rep, st);
+    return st;
+}
+
+er_status er_log_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
+                                       const er_standard *std, void *stream) {
+    er_status st = er_softmax_covers_device_run(rep, 1, x, dim, out, std, stream);
     er__report_finish(rep, st);
     return st;
 }
@@ -84,11 +89,11 @@ er_status er_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, 
 #ifdef ER_HAVE_CUDA
 /* Whether the GPU path takes the check: softmax's main case in double (er__softmax_dev_plan) along the last dimension
  * of contiguous views, inputs and outputs of fp32, fp16 or bf16. */
-static int er_sm_takes(const er_ref *ref, const er_sm_arg *arg, const er_standard *std, er_softmax_dev *d) {
+static int er_sm_takes(const er_ref *ref, const er_sm_arg *arg, const er_standard *std, int log, er_softmax_dev *d) {
     int64_t n = er__rows(ref)->K;
     return er_dev_fmt(arg->x->format) >= 0 && er_dev_fmt(arg->out->format) >= 0 &&
            er__rows(ref)->dim == ref->ndim - 1 && er__row_major(arg->x) && er__row_major(arg->out) && n >= 1 &&
-           n < INT32_MAX && ref->n > 0 && er__softmax_dev_plan(std, er__fmt(arg->out->format), n, d);
+           n < INT32_MAX && ref->n > 0 && er__softmax_dev_plan(std, er__fmt(arg->out->format), n, log, d);
 }
 
 /* The kernels' constants. */
@@ -131,10 +136,50 @@ static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classe
     er_dev_rows_back(r, dcl, dparts, dpend, dn, classes);
 }
 
-/* softmax's row function on the host (er_dev_rows_put). */
+/* log_softmax's rows on the GPU: the heads, the host's logs, the elements; the classes into the report's array, the
+ * blocks' tallies and the rows left into r. */
+static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes) {
+    cudaStream_t s = r->s;
+    int64_t n = r->n, rows = r->rows, total = rows * n;
+    double *sums = malloc(sizeof(double) * 4 * (size_t)rows), *rc = malloc(sizeof(double) * 4 * (size_t)rows);
+    if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
+    er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
+    double *scratch = er_dev_alloc(&r->db, sizeof(double) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
+    double *dm = er_dev_alloc(&r->db, sizeof(double) * (size_t)rows, s, &r->e);
+    double *dsums = er_dev_alloc(&r->db, sizeof(double) * 4 * (size_t)rows, s, &r->e);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) {
+        int ec = er__devsm_log_heads(r->x->data, rows, n, dc, r->blocks, scratch, dm, dsums, s);
+        if (ec) r->e = (cudaError_t)ec;
+    }
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(sums, dsums, sizeof(double) * 4 * (size_t)rows, cudaMemcpyDeviceToHost, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->st = er__log_softmax_dev_consts(r->std, er__fmt(r->out->format), rows, n, sums, rc);
+    double *drc = er_dev_alloc(&r->db, sizeof(double) * 4 * (size_t)rows, s, &r->e);
+    uint8_t *dcl = er_dev_alloc(&r->db, (size_t)total, s, &r->e);
+    er_dev_part *dparts = er_dev_alloc(&r->db, sizeof *dparts * (size_t)r->blocks, s, &r->e);
+    int64_t *dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)rows, s, &r->e);
+    unsigned long long *dn = er_dev_alloc(&r->db, sizeof *dn, s, &r->e);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(drc, rc, sizeof(double) * 4 * (size_t)rows, cudaMemcpyHostToDevice, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dn, 0, sizeof *dn, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) {
+        int ec = er__devsm_log_rows(r->x->data, r->out->data, rows, n, dc, dm, drc, r->blocks, dcl, dparts, dpend, dn,
+                                    s);
+        if (ec) r->e = (cudaError_t)ec;
+    }
+    if (r->st == ER_OK) er_dev_rows_back(r, dcl, dparts, dpend, dn, classes);
+    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s); /* rc is read by its copy until here */
+    free(sums);
+    free(rc);
+}
+
+/* softmax's or log_softmax's row function on the host (er_dev_rows_put; r->op non-NULL: log_softmax). */
 static er_status er_sm_put(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np, const double *xs,
                            const double *ys, int64_t only) {
-    return er__softmax_rows_put(r->std, sk, rows, np, r->n, xs, ys, only);
+    return er__softmax_rows_put(r->std, r->op != NULL, sk, rows, np, r->n, xs, ys, only);
 }
 
 /* The GPU path's covers: the rows on the GPU; the rows it leaves, in order, by the module's row function on the host's
@@ -142,7 +187,8 @@ static er_status er_sm_put(const er_dev_rows *r, er_sink *sk, const int64_t *row
 static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
     er_sm_arg *arg = er__sinks_arg(sks);
     er_softmax_dev d;
-    if (!er_sm_takes(ref, arg, std, &d)) {
+    int log = ref->mod == &er__log_softmax_module;
+    if (!er_sm_takes(ref, arg, std, log, &d)) {
         arg->fallback = 1;
         er__sinks_decline(sks);
         return ER_OK;
@@ -152,11 +198,12 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     int blocks = er__dev_blocks(ref->n / n);
     if ((double)blocks * 16.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (16.0 * (double)n)) + 1;
     er_dev_rows r;
-    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL);
+    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, log ? &d : NULL);
     if (r.st == ER_OK) {
         er_devsm_consts c;
         er_sm_consts(&r, &d, &c);
-        er_sm_gpu(&r, &c, er__sinks_classes(sks, 0));
+        if (log) er_lsm_gpu(&r, &c, er__sinks_classes(sks, 0));
+        else er_sm_gpu(&r, &c, er__sinks_classes(sks, 0));
     }
     return er_dev_rows_finish(&r, sks);
 }

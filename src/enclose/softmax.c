@@ -625,3 +625,13 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     free(ex.e);
     return st;
 }
+
+int er__log_softmax_dev_row(const er_softmax_plan *pl, const er_anyorder_bound *bd, int64_t n, const double s[4],
+                            double c[4]) {
+    double sl = s[0], sh = s[1], s_lo, s_hi;
+    er_sums_widen(n, &sl, &sh);
+    er_log_sum_bounds(pl->F, bd, sl, sh, &s_lo, &s_hi);
+    er_log_ends(pl, n, s_lo, s_hi, &c[0], &c[1]);
+    er_log_outward(s[2], s[3], &c[2], &c[3]);
+    return isfinite(c[0]) && isfinite(c[1]) && isfinite(c[2]) && isfinite(c[3]);
+}

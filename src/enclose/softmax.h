@@ -76,4 +76,12 @@ ER_INTERNAL void er__exps_fill_kernel(er_exps *ex, const struct er_softmax_plan 
 ER_INTERNAL er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv,
                                       double *exact, double *rounded);
 
+/* log_softmax on the GPU: what er__softmax_row computes once for a row of n elements from its sums alone, in its
+ * double case (not online=, flushing or math=triton): s[0], s[1] the sums to nearest in element order of the ends of
+ * the kernel's exps, s[2], s[3] the bounds of the exact sum of exp(x_j - m) (er__fxsum_lo, er__fxsum_hi); bd the
+ * sum's any-order constants. Into c: the ends [c[0], c[1]] of the kernel's log of its sum, and log(S) enclosed in
+ * doubles [c[2], c[3]]. 1 where all four are finite (the elements' sets then take fp32 sums alone), else 0. */
+ER_INTERNAL int er__log_softmax_dev_row(const er_softmax_plan *pl, const er_anyorder_bound *bd, int64_t n,
+                                        const double s[4], double c[4]);
+
 #endif

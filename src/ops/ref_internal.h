@@ -98,8 +98,8 @@ ER_INTERNAL struct er_softmax_plan er__softmax_plan_of(const er_standard *sd, co
                                                        int log);
 /* softmax's rows on the GPU (src/cuda/devsoftmax.c): what the kernels need of the sets in double for rows of n
  * elements under std with output format O (er_softmax_sets_dbl's main case, er__exp_bounds' tables), where that
- * case applies (compute=fp32 without online=, max=optional, an approximate division, math=triton or flushing, and
- * a tree that adds n terms): 1 and *d filled, else 0. */
+ * case applies (compute=fp32 without online=, max=optional, an approximate division (softmax's: log 0), math=triton
+ * or flushing, and a tree that adds n terms), for softmax (log 0) or log_softmax (log 1): 1 and *d filled, else 0. */
 typedef struct er_softmax_dev {
     double U;          /* exp within U ulps of fp32 */
     int exp_fast;      /* __expf's bound instead */
@@ -107,12 +107,18 @@ typedef struct er_softmax_dev {
     double c1, g, thr; /* the sum's constants (er__anyorder_bound_terms_depth) */
     double exp_tlo[64], exp_thi[64], exp_lh, exp_ll;
 } er_softmax_dev;
-ER_INTERNAL int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n, er_softmax_dev *d);
+ER_INTERNAL int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n, int log,
+                                     er_softmax_dev *d);
+/* log_softmax on the GPU (softmax.md, On the GPU): each of rows rows' constants from the GPU's sums of its n elements
+ * (sums[4 r .. 4 r + 4), er__log_softmax_dev_row's s; NaN: the host's row) into rc[4 r .. 4 r + 4), NaN where the
+ * row is the host's (on the host's threads). O: the output's format. */
+ER_INTERNAL er_status er__log_softmax_dev_consts(const er_standard *std, const er_fmt_info *O, int64_t rows, int64_t n,
+                                                const double *sums, double *rc);
 /* The sets of np rows of n elements (rows[p] the row's number, xs its values and ys its outputs, n each) by the
- * softmax module's row function: each element's set put into sk with its output (only < 0), or the one element
- * `only` given to sk as the widest set's candidate. */
-ER_INTERNAL er_status er__softmax_rows_put(const er_standard *std, er_sink *sk, const int64_t *rows, int64_t np,
-                                          int64_t n, const double *xs, const double *ys, int64_t only);
+ * softmax (log 0) or log_softmax (log 1) module's row function: each element's set put into sk with its output
+ * (only < 0), or the one element `only` given to sk as the widest set's candidate. */
+ER_INTERNAL er_status er__softmax_rows_put(const er_standard *std, int log, er_sink *sk, const int64_t *rows,
+                                          int64_t np, int64_t n, const double *xs, const double *ys, int64_t only);
 /* rmsnorm on the GPU (docs/algorithms/rmsnorm.md, On the GPU): whether its double case takes the check (compute
  * fp32, the sum of squares' variance, not Welford's); then each of rows rows' constants from the GPU's windows of its
  * n squares (win[r]): rc[4 r .. 4 r + 4) rstd's set and 1/sqrt(S/n + eps) in doubles (er__rmsnorm_dev_row), NaN where

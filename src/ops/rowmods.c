@@ -75,10 +75,10 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
     return pl;
 }
 
-int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n, er_softmax_dev *d) {
-    er_softmax_plan pl = er__softmax_plan_of(std, O, ER_OVERFLOW_IEEE, 0);
+int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n, int log, er_softmax_dev *d) {
+    er_softmax_plan pl = er__softmax_plan_of(std, O, ER_OVERFLOW_IEEE, log);
     er_anyorder_bound bd;
-    if (pl.F->id != ER_FP32 || pl.online || pl.Udiv > 0 || pl.flush || pl.exp2_triton || pl.max_optional ||
+    if (pl.F->id != ER_FP32 || pl.online || (pl.Udiv > 0 && !log) || pl.flush || pl.exp2_triton || pl.max_optional ||
         er__anyorder_bound_terms_depth(&bd, pl.F, n, pl.depth, 0) != ER_OK)
         return 0;
     memset(d, 0, sizeof *d);
@@ -96,9 +96,50 @@ int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n
     return 1;
 }
 
-er_status er__softmax_rows_put(const er_standard *std, er_sink *sk, const int64_t *rows, int64_t np, int64_t n,
-                               const double *xs, const double *ys, int64_t only) {
-    er_softmax_plan pl = er__softmax_plan_of(std, sk->O, sk->ov, 0);
+/* A GPU path's row constants on the host's threads: fn(ctx, r, c) fills c = rc + 4 r for each row r < rows and
+ * returns 0 where the row is the host's (c is then set to NaN). */
+typedef int (*er_dev_row_fn)(const void *ctx, int64_t r, double c[4]);
+typedef struct er_dev_consts_job { er_dev_row_fn fn; const void *ctx; int64_t r0, r1; double *rc; } er_dev_consts_job;
+
+static void *er_dev_consts_run(void *arg) {
+    er_dev_consts_job *j = arg;
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        double *c = j->rc + 4 * r;
+        if (!j->fn(j->ctx, r, c)) c[0] = c[1] = c[2] = c[3] = NAN;
+    }
+    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
+    return NULL;
+}
+
+static void er_dev_consts(er_dev_row_fn fn, const void *ctx, int64_t rows, double *rc) {
+    int nt = er__num_threads(rows * 4096);
+    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    er_dev_consts_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++) jobs[t] = (er_dev_consts_job){ fn, ctx, rows * t / nt, rows * (t + 1) / nt, rc };
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_dev_consts_run);
+}
+
+/* log_softmax's row r (er_dev_row_fn). */
+typedef struct er_lsm_dev { const er_softmax_plan *pl; const er_anyorder_bound *bd; const double *sums; int64_t n; }
+    er_lsm_dev;
+static int er_lsm_dev_row(const void *ctx, int64_t r, double c[4]) {
+    const er_lsm_dev *d = ctx;
+    return d->sums[4 * r] == d->sums[4 * r] && er__log_softmax_dev_row(d->pl, d->bd, d->n, d->sums + 4 * r, c);
+}
+
+er_status er__log_softmax_dev_consts(const er_standard *std, const er_fmt_info *O, int64_t rows, int64_t n,
+                                     const double *sums, double *rc) {
+    er_softmax_plan pl = er__softmax_plan_of(std, O, ER_OVERFLOW_IEEE, 1);
+    er_anyorder_bound bd;
+    ER_RETURN_IF_ERROR(er__anyorder_bound_terms_depth(&bd, pl.F, n, pl.depth, 0));
+    er_lsm_dev d = { &pl, &bd, sums, n };
+    er_dev_consts(er_lsm_dev_row, &d, rows, rc);
+    return ER_OK;
+}
+
+er_status er__softmax_rows_put(const er_standard *std, int log, er_sink *sk, const int64_t *rows, int64_t np,
+                               int64_t n, const double *xs, const double *ys, int64_t only) {
+    er_softmax_plan pl = er__softmax_plan_of(std, sk->O, sk->ov, log);
     pl.simd = er__simd();
     er_cval *cv = malloc(sizeof *cv * (size_t)(n ? n : 1));
     double *ex = malloc(sizeof(double) * (size_t)(n ? n : 1)), *rd = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -116,33 +157,20 @@ er_status er__softmax_rows_put(const er_standard *std, er_sink *sk, const int64_
 
 int er__rmsnorm_dev_takes(const er_standard *std) { return std->compute == ER_FP32 && std->variance < 2; }
 
-/* One thread's rows [r0, r1) of er__rmsnorm_dev_consts. */
-typedef struct er_rms_dev_job {
-    const er_rmsnorm_plan *pl;
-    const er_sqwin_row *win;
-    int64_t r0, r1, n;
-    double *rc;
-} er_rms_dev_job;
-
-static void *er_rms_dev_run(void *arg) {
-    er_rms_dev_job *j = arg;
-    for (int64_t r = j->r0; r < j->r1; r++) {
-        const er_sqwin_row *w = &j->win[r];
-        double *c = j->rc + 4 * r;
-        uint64_t m;
-        int64_t e;
-        int sticky;
-        er_dotsum sm;
-        c[0] = c[1] = c[2] = c[3] = NAN;
-        if (w->special ||
-            !er_sqwin_summary(((er_sq_u128)w->whi << 64) | w->wlo, w->b, w->tail, j->n, &m, &e, &sticky))
-            continue;
-        /* er__dot_summary's: the two streams' sums added, no negative product, no special term */
-        er__dotsum_finish(&sm, w->pe + w->po, 0.0, j->n, 0, 0, m, e, sticky);
-        if (!er__rmsnorm_dev_row(j->pl, &sm, j->n, c)) c[0] = c[1] = c[2] = c[3] = NAN;
-    }
-    if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
-    return NULL;
+/* rmsnorm's row r (er_dev_row_fn). */
+typedef struct er_rms_dev { const er_rmsnorm_plan *pl; const er_sqwin_row *win; int64_t n; } er_rms_dev;
+static int er_rms_dev_row(const void *ctx, int64_t r, double c[4]) {
+    const er_rms_dev *d = ctx;
+    const er_sqwin_row *w = &d->win[r];
+    uint64_t m;
+    int64_t e;
+    int sticky;
+    er_dotsum sm;
+    if (w->special || !er_sqwin_summary(((er_sq_u128)w->whi << 64) | w->wlo, w->b, w->tail, d->n, &m, &e, &sticky))
+        return 0;
+    /* er__dot_summary's: the two streams' sums added, no negative product, no special term */
+    er__dotsum_finish(&sm, w->pe + w->po, 0.0, d->n, 0, 0, m, e, sticky);
+    return er__rmsnorm_dev_row(d->pl, &sm, d->n, c);
 }
 
 er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standard *std, const er_fmt_info *X,
@@ -154,11 +182,8 @@ er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standard *std, cons
     er__acc_free(&acc);
     pl.O = O;
     pl.ov_out = ER_OVERFLOW_IEEE; /* the GPU takes outputs within O's range alone */
-    int nt = er__num_threads(rows * 4096);
-    if (nt > rows) nt = rows > 0 ? (int)rows : 1;
-    er_rms_dev_job jobs[ER_MAX_THREADS];
-    for (int t = 0; t < nt; t++) jobs[t] = (er_rms_dev_job){ &pl, win, rows * t / nt, rows * (t + 1) / nt, n, rc };
-    er__run_jobs(jobs, sizeof jobs[0], nt, er_rms_dev_run);
+    er_rms_dev d = { &pl, win, n };
+    er_dev_consts(er_rms_dev_row, &d, rows, rc);
     return ER_OK;
 }
 

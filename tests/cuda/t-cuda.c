@@ -287,10 +287,19 @@ static void require_same_reports(er_report *rh, er_report *rd, const char *what)
     er_report_clear(rd);
 }
 
+static void require_rows_device_equals_host(const er_ref *ref, int log, const er_tensor *tx, const er_tensor *tc,
+                                            int dim, const er_standard *std, const char *what);
+
 /* The host's report of softmax ref (of host views tx, tc) under std against er_softmax_covers_device's on device
  * copies of their data: the same, field for field and in their JSON. */
 static void require_softmax_device_equals_host(const er_ref *ref, const er_tensor *tx, const er_tensor *tc, int dim,
                                                const er_standard *std, const char *what) {
+    require_rows_device_equals_host(ref, 0, tx, tc, dim, std, what);
+}
+
+/* The same for softmax (log 0) or log_softmax (log 1). */
+static void require_rows_device_equals_host(const er_ref *ref, int log, const er_tensor *tx, const er_tensor *tc,
+                                            int dim, const er_standard *std, const char *what) {
     int64_t nc = er_tensor_numel(tx);
     void *dx = to_device(tx->data, (size_t)(nc * (er_format_storage_bits(tx->format) / 8)));
     void *dc = to_device(tc->data, (size_t)(nc * (er_format_storage_bits(tc->format) / 8)));
@@ -299,7 +308,9 @@ static void require_softmax_device_equals_host(const er_ref *ref, const er_tenso
     vc.data = dc;
     er_report rh, rd;
     ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
-    ER_REQUIRE(er_softmax_covers_device(&rd, &vx, dim, &vc, std, NULL) == ER_OK, "device: %s", er_last_error());
+    er_status st = log ? er_log_softmax_covers_device(&rd, &vx, dim, &vc, std, NULL)
+                       : er_softmax_covers_device(&rd, &vx, dim, &vc, std, NULL);
+    ER_REQUIRE(st == ER_OK, "device: %s", er_last_error());
     require_same_reports(&rh, &rd, what);
     cudaFree(dx);
     cudaFree(dc);
@@ -378,6 +389,61 @@ START_TEST(long_softmax_rows_on_the_gpu_equal_the_host) {
     er_ref_free(ref);
     free(X);
     free(C);
+}
+END_TEST
+
+/* log_softmax on the GPU against the host: the inputs of the softmax test's families, outputs spread around each
+ * element's set and the log_softmax in long double; the standards the GPU takes (exp_ulps=, log_ulps=, depth=,
+ * math=fast) and some it hands to the host (subnormals=flush, along the first dimension). The reports must agree in
+ * every field and in their JSON. */
+START_TEST(log_softmax_on_the_gpu_equals_the_host) {
+    er_test_reseed(760);
+    long trials = (long)(40 * er_test_multiplier());
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const opts[] = {"", "exp_ulps=1", "log_ulps=2", "depth=12", "math=fast", "exp_ulps=fast",
+                                       "subnormals=flush"};
+    long elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = fmts[er_rand64() % 3], fo = fmts[er_rand64() % 3];
+        int fam = (int)(er_rand64() % 7), big = tr % 10 == 9, first_dim = tr % 13 == 6;
+        int64_t rows = big ? er_rand_int(100, 300) : er_rand_int(1, 40);
+        int64_t n = big ? er_rand_int(1000, 3000) : er_rand_int(1, 300), nc = rows * n;
+        void *X = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc);
+        gen_softmax_rows(fam, fx, rows, n, X);
+        er_tensor tx, tc;
+        er_tensor_view(&tx, fx, 2, (int64_t[]){rows, n}, NULL, X);
+        er_tensor_view(&tc, fo, 2, (int64_t[]){rows, n}, NULL, C);
+        int dim = first_dim ? 0 : 1;
+        er_ref *ref;
+        ck_assert_int_eq(er_log_softmax(&ref, &tx, dim), ER_OK);
+        er_standard std;
+        const char *o = opts[er_rand64() % 7];
+        if (strstr(o, "depth") && n > 4096) o = "";
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
+        double *mid = malloc(sizeof(double) * (size_t)nc);
+        int64_t len = dim ? n : rows, count = dim ? rows : n, step = dim ? 1 : n, stride = dim ? n : 1;
+        for (int64_t r = 0; r < count; r++) {
+            long double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < len; j++) m = fmaxl(m, er_load(X, fx, r * stride + j * step));
+            for (int64_t j = 0; j < len; j++) sum += expl((long double)er_load(X, fx, r * stride + j * step) - m);
+            for (int64_t j = 0; j < len; j++) {
+                int64_t e = r * stride + j * step;
+                mid[e] = (double)((long double)er_load(X, fx, e) - m - logl(sum));
+            }
+        }
+        gen_outputs_around(ref, &std, mid, fo, rows, n, 0, C);
+        free(mid);
+        char what[160];
+        snprintf(what, sizeof what, "log_softmax %lld x %lld (dim %d), family %d, %s -> %s, '%s'", (long long)rows,
+                 (long long)n, dim, fam, er_format_name(fx), er_format_name(fo), o);
+        require_rows_device_equals_host(ref, 1, &tx, &tc, dim, &std, what);
+        elems += nc;
+        er_ref_free(ref);
+        free(X);
+        free(C);
+    }
+    printf("t-cuda: er_log_softmax_covers_device gave the host's report on %ld log_softmaxes (%ld elements)\n", trials,
+           elems);
 }
 END_TEST
 
@@ -511,6 +577,9 @@ START_TEST(device_api_refusals) {
     if (!er_cuda_available()) ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 1, &a, &std, NULL), ER_ERR_UNSUPPORTED);
     er_tensor w3;
     er_tensor_view(&w3, ER_FP16, 1, (int64_t[]){3}, NULL, (void *)16);
+    ck_assert_int_eq(er_log_softmax_covers_device(NULL, &a, 1, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_log_softmax_covers_device(&rep, &a, 2, &a, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(er_log_softmax_covers_device(&rep, &a, 1, &b3, &std, NULL), ER_ERR_OUTPUT);
     ck_assert_int_eq(er_rmsnorm_covers_device(NULL, &a, NULL, 1e-5, &a, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, NULL, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, &w3, 1e-5, &a, &std, NULL), ER_ERR_SHAPE); /* no device access */
@@ -533,6 +602,7 @@ int main(void) {
     if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, rmsnorm_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, log_softmax_on_the_gpu_equals_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);
