@@ -341,10 +341,10 @@ class Reference:
         return Result(rep, shape, arr, arrays)
 
     def _device_covers(self, out, standard, options, kwargs):
-        """covers() by a device path where one applies (a matmul, softmax or rmsnorm whose inputs and output are CUDA
-        torch tensors, the library built with CUDA); else None. Its sets, where asked for, come from the host's pass on
-        copies."""
-        inputs = (self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op == "softmax"
+        """covers() by a device path where one applies (a matmul, softmax, log_softmax or rmsnorm whose inputs and
+        output are CUDA torch tensors, the library built with CUDA); else None. Its sets, where asked for, come from
+        the host's pass on copies."""
+        inputs = (self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op in ("softmax", "log_softmax")
                   else self._keep[1::2] if self.op == "rmsnorm" else ())
         if not inputs or not all(_on_cuda(t) for t in inputs + (out,)) or not _ffi.cuda_available():
             return None
@@ -356,7 +356,7 @@ class Reference:
         std = _standard(standard, options, kwargs)
         import torch
         stream = torch.cuda.current_stream(out.device).cuda_stream
-        names = {"matmul": ("A", "B"), "softmax": ("x",), "rmsnorm": ("x", "weight")}[self.op]
+        names = {"matmul": ("A", "B"), "softmax": ("x",), "log_softmax": ("x",), "rmsnorm": ("x", "weight")}[self.op]
         views = [DeviceView(t, name) for t, name in zip(inputs, names)]
         vo = DeviceView(out, "out")
         if self.op == "matmul":
@@ -365,7 +365,7 @@ class Reference:
             rep = _ffi.rmsnorm_covers_device(views[0].buf, views[1].buf if len(views) > 1 else None, self._eps,
                                              vo.buf, std, stream)
         else:
-            rep = _ffi.softmax_covers_device(views[0].buf, self._dim, vo.buf, std, stream)
+            rep = _ffi.softmax_covers_device(views[0].buf, self._dim, vo.buf, std, stream, self.op == "log_softmax")
 
         def sets():
             host = self.covers(to_numpy(out, "out"), standard, options, **kwargs)
@@ -625,16 +625,30 @@ def softmax_covers_device(x: Any, out: Any, dim: int = -1, standard: str = "any_
     rows the GPU does not decide on the host. Outside the GPU path's scope (docs/reference/cuda.md) the tensors are
     copied back and checked on the host; the result is the same as er.softmax(x, dim).covers(out) on host copies.
     stream: a torch.cuda.Stream (default: the current stream)."""
-    _check_stream(stream, "softmax_covers_device")
+    return _rows_covers_device("softmax_covers_device", x, out, dim, standard, options, stream, kwargs)
+
+
+def log_softmax_covers_device(x: Any, out: Any, dim: int = -1, standard: str = "any_order",
+                              options: Optional[str] = None, stream: Any = None, **kwargs: Any) -> Result:
+    """covers() of out = log_softmax(x, dim) with x and out CUDA torch tensors of the same shape
+    (er_log_softmax_covers_device): each row's maximum and sums on the GPU, its two logs on the host, every element's
+    set on the GPU, the rows the GPU does not decide on the host. Outside the GPU path's scope the tensors are copied
+    back and checked on the host; the result is the same as er.log_softmax(x, dim).covers(out) on host copies."""
+    return _rows_covers_device("log_softmax_covers_device", x, out, dim, standard, options, stream, kwargs)
+
+
+def _rows_covers_device(fn, x, out, dim, standard, options, stream, kwargs):
+    """softmax_covers_device and log_softmax_covers_device (fn, their name)."""
+    _check_stream(stream, fn)
     vx, vo = DeviceView(x, "x"), DeviceView(out, "out")
     if vx.tensor.dim() == 0:
-        raise ValueError("exactref: softmax_covers_device of a scalar: x needs at least 1 dimension")
-    dim = _check.dim(dim, "softmax_covers_device", vx.tensor.dim())
+        raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % fn)
+    dim = _check.dim(dim, fn, vx.tensor.dim())
     if stream is None:
         import torch
         stream = torch.cuda.current_stream(vx.tensor.device)
     std = _standard(standard, options, kwargs)
-    rep = _ffi.softmax_covers_device(vx.buf, dim, vo.buf, std, stream.cuda_stream)
+    rep = _ffi.softmax_covers_device(vx.buf, dim, vo.buf, std, stream.cuda_stream, fn.startswith("log"))
     return Result(rep, tuple(vo.tensor.shape))
 
 

@@ -245,6 +245,10 @@ _sig = {
         ctypes.c_int,
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
     ),
+    "er_log_softmax_covers_device": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
     "er_rmsnorm_covers_device": (
         ctypes.c_int,
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
@@ -749,9 +753,10 @@ def matmul_covers_device(va, vb, vo, std, stream_handle):
     return block.at(0)
 
 
-def softmax_covers_device(vx, dim, vo, std, stream_handle):
+def softmax_covers_device(vx, dim, vo, std, stream_handle, log=False):
     block = Reports(1)
-    check(lib.er_softmax_covers_device(block.buf, vx, dim, vo, std, ctypes.c_void_p(stream_handle)))
+    fn = lib.er_log_softmax_covers_device if log else lib.er_softmax_covers_device
+    check(fn(block.buf, vx, dim, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 

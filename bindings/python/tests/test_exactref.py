@@ -409,6 +409,29 @@ def test_softmax_covers_device_equals_host():
         assert np.array_equal(auto.hi, host.hi, equal_nan=True)
 
 
+def test_log_softmax_covers_device_equals_host():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(8)
+    for dtype, shape, dim, options in (
+        (torch.float32, (64, 300), -1, {}),
+        (torch.bfloat16, (2, 5, 129), -1, {"log_ulps": 2}),
+        (torch.float16, (33, 70), 0, {}),               # along the first dimension: the host's path
+        (torch.float32, (16, 40), -1, {"subnormals": "flush"}),  # subnormals=flush: the host's path
+    ):
+        x = (torch.randn(shape, generator=gen) * 4).to(dtype).cuda()
+        out = torch.log_softmax(x.float(), dim)         # the GPU's log_softmax, in fp32
+        out.view(-1)[1] += 0.25                         # one element far outside
+        dev = er.log_softmax_covers_device(x, out, dim, **options)
+        host = er.log_softmax(x.cpu(), dim).covers(out.cpu(), **options)
+        auto = er.log_softmax(x, dim).covers(out, **options)  # CUDA tensors: the device path, chosen by covers()
+        for r in (dev, auto):
+            assert r.counts == host.counts and r.n_failed == host.n_failed == 1
+            assert (r.classes == host.classes).all()
+            assert r.worst == host.worst and str(r) == str(host)
+
+
 def test_rmsnorm_covers_device_equals_host():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not er.cuda_available():
@@ -445,11 +468,15 @@ def test_matmul_covers_device_refuses_host_tensors():
         er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
     with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
         er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.log_softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="eps"):  # checked before the tensors
         er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), eps=-1.0)
     for bad in (5, "stream", object()):  # checked before the tensors, so without a GPU too
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.log_softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
