@@ -1,9 +1,10 @@
-"""bench_device_rows.py: the row ops' checks on the GPU (er.softmax_covers_device, er.rmsnorm_covers_device) on the
-outputs of torch's own ops, against the same op in float64 on the same GPU (torch.softmax; rmsnorm as
-x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first), three alternating rounds, medians. For rmsnorm also
-the host's check of host copies (er.rmsnorm(...).covers on the CPU, once, after the GPU's rounds) with the same
-verdict. Prints `name: X s vs baseline Y s = Rx`. Usage: python3 bench/bench_device_rows.py [N ...] (square inputs;
-default 4096 16384). Needs torch with CUDA and the library built with the CUDA toolkit."""
+"""bench_device_rows.py: the row ops' checks on the GPU (er.softmax_covers_device, er.log_softmax_covers_device,
+er.rmsnorm_covers_device) on the outputs of torch's own ops, against the same op in float64 on the same GPU
+(torch.softmax, torch.log_softmax; rmsnorm as x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first),
+three alternating rounds, medians. For rmsnorm also the host's check of host copies (er.rmsnorm(...).covers on the
+CPU, once, after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
+python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384). Needs torch with CUDA and the library
+built with the CUDA toolkit."""
 import statistics
 import sys
 import time
@@ -56,6 +57,16 @@ def main(sizes):
             print("softmax_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch.softmax of the "
                   "input in float64 on the same GPU; medians of 3 alternating rounds; output of torch.softmax: %s)"
                   % (name, n, n, c, b, c / b, verdict(res)))
+            out = torch.log_softmax(x, -1) if dtype == torch.float32 else torch.log_softmax(x.float(), -1).to(dtype)
+            torch.cuda.synchronize()
+
+            def base_log():
+                torch.log_softmax(x.double(), -1)
+                torch.cuda.synchronize()
+            b, c, res = rounds(base_log, lambda: er.log_softmax_covers_device(x, out))
+            print("log_softmax_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch.log_softmax "
+                  "of the input in float64 on the same GPU; medians of 3 alternating rounds; output of "
+                  "torch.log_softmax: %s)" % (name, n, n, c, b, c / b, verdict(res)))
             w = (1 + torch.randn(n, device="cuda") / 4).to(dtype)
             eps = 1e-6
             out = torch.nn.functional.rms_norm(x, (n,), w, eps)
