@@ -552,6 +552,54 @@ START_TEST(rmsnorm_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
+/* More rows than blocks (3000 rows; 8 blocks per multiprocessor, 1056 on an H200): each block takes several rows in
+ * turn, reusing its shared memory, for softmax, log_softmax and rmsnorm, with outputs around their sets. */
+START_TEST(many_rows_on_the_gpu_equal_the_host) {
+    er_test_reseed(770);
+    int64_t rows = 3000, n = 97, nc = rows * n;
+    void *X = malloc(4 * (size_t)nc), *C = malloc(4 * (size_t)nc), *W = malloc(4 * (size_t)n);
+    double *mid = malloc(sizeof(double) * (size_t)nc);
+    gen_softmax_rows(0, ER_FP32, rows, n, X);
+    for (int64_t j = 0; j < n; j++) er_store(W, ER_FP32, j, 1 + 0.25 * er_rand_normal());
+    er_tensor tx, tc, tw;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, X);
+    er_tensor_view(&tc, ER_FP32, 2, (int64_t[]){rows, n}, NULL, C);
+    er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, W);
+    er_standard std;
+    er_standard_init(&std);
+    for (int op = 0; op < 3; op++) {
+        er_ref *ref;
+        if (op == 2) ck_assert_int_eq(er_rmsnorm(&ref, &tx, &tw, 1e-6), ER_OK);
+        else ck_assert_int_eq(op ? er_log_softmax(&ref, &tx, 1) : er_softmax(&ref, &tx, 1), ER_OK);
+        for (int64_t r = 0; r < rows; r++) { /* the middle of each set is enough for a central value here */
+            long double m = -INFINITY, sum = 0, q = 0;
+            for (int64_t j = 0; j < n; j++) m = fmaxl(m, er_load(X, ER_FP32, r * n + j));
+            for (int64_t j = 0; j < n; j++) {
+                long double v = er_load(X, ER_FP32, r * n + j);
+                sum += expl(v - m);
+                q += v * v;
+            }
+            for (int64_t j = 0; j < n; j++) {
+                long double v = er_load(X, ER_FP32, r * n + j);
+                mid[r * n + j] = (double)(op == 0   ? expl(v - m) / sum
+                                          : op == 1 ? v - m - logl(sum)
+                                                    : v / sqrtl(q / n + 1e-6L) * er_load(W, ER_FP32, j));
+            }
+        }
+        gen_outputs_around(ref, &std, mid, ER_FP32, rows, n, 0, C);
+        const char *what = op == 0 ? "softmax 3000 x 97" : op == 1 ? "log_softmax 3000 x 97" : "rmsnorm 3000 x 97";
+        if (op == 2) require_rmsnorm_device_equals_host(ref, &tx, &tw, 1e-6, &tc, &std, what);
+        else require_rows_device_equals_host(ref, op, &tx, &tc, 1, &std, what);
+        er_ref_free(ref);
+    }
+    printf("t-cuda: 3000 rows on fewer blocks: softmax, log_softmax and rmsnorm gave the host's reports\n");
+    free(X);
+    free(C);
+    free(W);
+    free(mid);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -603,6 +651,7 @@ int main(void) {
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, rmsnorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, log_softmax_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, many_rows_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);
