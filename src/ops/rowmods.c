@@ -14,6 +14,18 @@
 #include "enclose/rmsnorm.h"
 #include "core/sqwin.h"
 
+/* A share's record of the elements whose sets hold their outputs, kept as the engine keeps it (er_sink_record) but
+ * as a tally (er__sink_tally) and the widest such set's element (er__sink_widest), given to the sink at the share's
+ * end; every other element is put as it comes. on = 0: every element put (the sets wanted, the output not read,
+ * elements not in increasing order, or EXACTREF_FAST=0). */
+typedef struct er_row_rec {
+    int on;
+    er_sink_tally t;
+    double wrel, wy;
+    int64_t widx;
+    er_cset wc;
+} er_row_rec;
+
 /* One thread's run of rows [r0, r1) into its sink. */
 typedef struct er_row_job {
     const er_ref *ref;
@@ -22,16 +34,53 @@ typedef struct er_row_job {
     int64_t r0, r1;
     er_status st;
     int simd; /* er__simd() */
+    er_row_rec rec;
 } er_row_job;
 
 /* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink. */
-static void er_row_put(er_sink *sk, const int64_t *idx, int64_t n, const er_cval *cv, const double *ex,
-                       const double *rd) {
+static void er_row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t n, const er_cval *cv,
+                       const double *ex, const double *rd) {
+    uint8_t *classes = rec->on ? er__sink_classes(sk) : NULL;
     for (int64_t k = 0; k < n; k++) {
         er_cset c;
         er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
-        er__sink_put(sk, idx[k], &c);
+        if (!rec->on) { er__sink_put(sk, idx[k], &c); continue; }
+        double y = er__load(sk->out, sk->out_contig ? idx[k] : er__offset(sk->out, idx[k]));
+        if (c.nan_req || !(y >= c.lo && y <= c.hi)) { er__sink_put_value(sk, idx[k], &c, y); continue; }
+        /* er_classify's and er_sink_record's steps for an output inside its set */
+        int cls = y == c.rounded ? ER_CLASS_EXACT : ER_CLASS_COVERED;
+        classes[idx[k]] = (uint8_t)cls;
+        if (cls == ER_CLASS_EXACT) rec->t.exact++;
+        else rec->t.covered++;
+        double rel, away;
+        er_set_rels(c.lo, c.hi, &rel, &away);
+        if (rel >= 0 && rel > rec->wrel) { rec->wrel = rel; rec->widx = idx[k]; rec->wc = c; rec->wy = y; }
+        if (sk->bug != 0 && isfinite(c.exact)) {
+            double yb = er__round_double(sk->O, c.exact * (1 + sk->bug), ER_ROUND_NEAREST, sk->ov);
+            rec->t.n_bug_tried++;
+            rec->t.n_bug_seen += !(yb >= c.lo && yb <= c.hi);
+        }
+        if (c.lo <= -sk->O->max && c.hi >= sk->O->max) rec->t.n_unbounded++;
+        if (away >= 0) {
+            if (!rec->t.n_away || away > rec->t.coarsest) rec->t.coarsest = away;
+            if (!rec->t.n_away || away < rec->t.finest) rec->t.finest = away;
+            rec->t.n_away++;
+        }
     }
+}
+
+/* A share's record at its start (in_order: its elements come in increasing order) and at its end. */
+static void er_row_rec_begin(er_row_rec *rec, const er_sink *sk, int in_order) {
+    const char *env = getenv("EXACTREF_FAST");
+    memset(rec, 0, sizeof *rec);
+    rec->on = in_order && er__sink_reads_output(sk) && !sk->set_lo && !(env && env[0] == '0');
+    rec->wrel = -1;
+    rec->widx = -1;
+}
+static void er_row_rec_end(er_row_rec *rec, er_sink *sk) {
+    if (!rec->on) return;
+    er__sink_tally(sk, &rec->t);
+    if (rec->widx >= 0) er__sink_widest(sk, rec->widx, &rec->wc, rec->wy);
 }
 
 /* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
@@ -222,7 +271,7 @@ static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, i
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
                                   : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
-    if (st == ER_OK) er_row_put(j->sk, idx, n, cv, ex, rd);
+    if (st == ER_OK) er_row_put(j->sk, &j->rec, idx, n, cv, ex, rd);
     free(cv);
     free(ex);
     free(rd);
@@ -240,7 +289,7 @@ static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64
     rc->env.special = 0;
     for (int64_t k = 0; k < n && st == ER_OK; k++) rc->env.special |= !isfinite(row[k]);
     if (st == ER_OK) st = er__rmsnorm_row(&rc->pl, &rc->acc, &rc->env, row, rc->w, n, cv, ex, rd);
-    if (st == ER_OK) er_row_put(rc->j->sk, idx, n, cv, ex, rd);
+    if (st == ER_OK) er_row_put(rc->j->sk, &rc->j->rec, idx, n, cv, ex, rd);
     free(cv);
     free(ex);
     free(rd);
@@ -297,8 +346,11 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
 
 static void *er_row_run(void *arg) {
     er_row_job *j = arg;
+    /* rows along the last dimension: their elements in increasing order */
+    er_row_rec_begin(&j->rec, j->sk, j->ref->mod == &er__rmsnorm_module || er__rows(j->ref)->dim == j->ref->ndim - 1);
     if (j->ref->mod == &er__rmsnorm_module) j->st = er_rmsnorm_rows(j);
     else j->st = er__softmax_foreach_range(j->ref, j->r0, j->r1, er_softmax_cb, j);
+    if (j->st == ER_OK) er_row_rec_end(&j->rec, j->sk);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
 }
@@ -316,7 +368,8 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
     er_row_job jobs[ER_MAX_THREADS];
     int simd = er__simd();
     for (int t = 0; t < nt; t++)
-        jobs[t] = (er_row_job){ ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK, simd };
+        jobs[t] =
+            (er_row_job){ ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK, simd, { 0 } };
     er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_row_run, rows);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;

@@ -778,6 +778,72 @@ START_TEST(row_ops_same_report_for_any_thread_count) {
 }
 END_TEST
 
+/* The row ops keep the record of each output inside its set as a tally and its widest set (rowmods.c, er_row_put);
+ * with EXACTREF_FAST=0 they put every set into the report. Both reports must agree in every field: counts, classes,
+ * failing lists, the widest set, the resolution's widths, the classic bug's tests and note, unbounded sets; on rows
+ * of 61 and of 4096 (where rmsnorm's bug of n - 1 may pass), with rows of equal values (equal sets: the first of the
+ * widest), outputs moved by 1% or 2^-20, and NaN. */
+START_TEST(row_ops_same_report_with_or_without_the_tally) {
+    er_test_reseed(550);
+    static const int64_t shapes[2][2] = {{97, 61}, {6, 4096}};
+    for (int sh = 0; sh < 2; sh++) {
+        int64_t R = shapes[sh][0], N = shapes[sh][1];
+        float *x = malloc(sizeof(float) * (size_t)(R * N)), *y = malloc(sizeof(float) * (size_t)(R * N));
+        float *w = malloc(sizeof(float) * (size_t)N);
+        for (int64_t i = 0; i < R * N; i++) x[i] = (float)(3 * er_rand_normal());
+        for (int64_t j = 0; j < N; j++) { x[2 * N + j] = x[2 * N]; w[j] = (float)(1 + er_rand_normal() / 4); }
+        er_tensor tx, ty, tw;
+        er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, N}, NULL, x);
+        er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, N}, NULL, y);
+        er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){N}, NULL, w);
+        for (int op = 0; op < 4; op++) {
+            er_ref *ref;
+            if (op == 0) ck_assert_int_eq(er_softmax(&ref, &tx, 1), ER_OK);
+            else if (op == 1) ck_assert_int_eq(er_log_softmax(&ref, &tx, -1), ER_OK);
+            else ck_assert_int_eq(er_rmsnorm(&ref, &tx, op == 3 ? &tw : NULL, 1e-6), ER_OK);
+            for (int64_t r = 0; r < R; r++) {
+                double m = -INFINITY, s = 0, q = 0;
+                for (int64_t j = 0; j < N; j++) { m = fmax(m, x[r * N + j]); q += (double)x[r * N + j] * x[r * N + j]; }
+                for (int64_t j = 0; j < N; j++) s += exp((double)x[r * N + j] - m);
+                for (int64_t j = 0; j < N; j++) {
+                    int64_t e = r * N + j;
+                    double v = op == 0 ? exp(x[e] - m) / s : op == 1 ? x[e] - m - log(s)
+                                                                      : x[e] * (op == 3 ? w[j] : 1) / sqrt(q / N + 1e-6);
+                    if (e % 97 == 5) v *= 1.01;
+                    if (e % 89 == 3) v *= 1 + 0x1p-20;
+                    y[e] = e % 1013 == 7 ? NAN : (float)v;
+                }
+            }
+            er_standard std;
+            er_standard_init(&std);
+            er_report a, b;
+            setenv("EXACTREF_FAST", "0", 1);
+            ck_assert_int_eq(er_covers(&a, ref, &ty, &std), ER_OK);
+            unsetenv("EXACTREF_FAST");
+            ck_assert_int_eq(er_covers(&b, ref, &ty, &std), ER_OK);
+            char what[64];
+            snprintf(what, sizeof what, "op %d, %lld x %lld", op, (long long)R, (long long)N);
+            er_require_same_report(&a, &b, what);
+            ER_REQUIRE(a.n_bug_tried == b.n_bug_tried && a.n_bug_seen == b.n_bug_seen && a.blind_rel == b.blind_rel,
+                       "%s: the classic bug's tests differ (%lld/%lld tried, %lld/%lld seen)", what,
+                       (long long)a.n_bug_tried, (long long)b.n_bug_tried, (long long)a.n_bug_seen,
+                       (long long)b.n_bug_seen);
+            ER_REQUIRE(a.n_away == b.n_away && a.coarsest_rel == b.coarsest_rel && a.finest_rel == b.finest_rel &&
+                           a.n_unseen == b.n_unseen,
+                       "%s: the resolution's widths differ", what);
+            ck_assert_int_gt(b.n_failed, 0);
+            ck_assert_int_gt(b.counts[ER_CLASS_COVERED], 0);
+            er_report_clear(&a);
+            er_report_clear(&b);
+            er_ref_free(ref);
+        }
+        free(x);
+        free(y);
+        free(w);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("softmax");
     TCase *tc = tcase_create("softmax");
@@ -792,6 +858,7 @@ int main(void) {
     tcase_add_test(tc, rmsnorm_implementations);
     tcase_add_test(tc, option_implementations_are_covered);
     tcase_add_test(tc, row_ops_same_report_for_any_thread_count);
+    tcase_add_test(tc, row_ops_same_report_with_or_without_the_tally);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
