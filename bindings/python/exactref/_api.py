@@ -332,9 +332,9 @@ class Reference:
             arrays, again = sets_and_report()
             _ffi.clear(again)
             return arrays
-        if _ffi.ref_fast(self._ptr):
-            # the fast path's decisions need no sets: they come from a second pass when asked for; a matmul of at most
-            # 2^20 products is a short call
+        if _ffi.ref_fast(self._ptr) or self.op in self.LAZY_SETS:
+            # the fast path's decisions need no sets, nor do the row ops' records of outputs inside their sets: they
+            # come from a second pass when asked for; a matmul of at most 2^20 products is a short call
             short = self.op == "matmul" and arr.size * self._keep[0].array.shape[-1] <= 1 << 20
             return Result(_ffi.covers(self._ptr, view.buf, std, short), shape, arr, sets)
         arrays, rep = sets_and_report()
@@ -373,6 +373,9 @@ class Reference:
         return Result(rep, tuple(self.shape), None, sets)
 
     OUTPUTS = ("out",)
+    # ops whose covers() leaves the sets to a second pass, when first read: the row ops keep no set of an output
+    # inside it (rowmods.c, er_row_put), so their pass without sets is the cheaper one
+    LAZY_SETS = ("softmax", "log_softmax", "rmsnorm")
 
     def _index(self, output):
         """The index of an output given by number or name."""

@@ -199,3 +199,55 @@ def test_inductor_row_op_captures():
             passed_noted += 1
     assert len(rows) == 46 and caught + passed_noted + unchanged == 18 and caught >= 8 and passed_noted >= 4, (
         caught, passed_noted, unchanged)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "rmsnorm", "rmsnorm_weight", "rmsnorm_long", "softmax_dim0"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_row_ops_record_passing_outputs_as_their_sets_would(monkeypatch, op, dtype):
+    """The row ops keep the record of each output inside its set as a tally and its widest set (EXACTREF_FAST unset)
+    or put every set into the report (EXACTREF_FAST=0): the same report either way, on rows of equal values (equal
+    sets: the first of the widest wins), rows with outputs moved 1 to 3 ulps, set to NaN or infinity, and rmsnorm's
+    classic bug's test (at 4096, where it may pass: the report's note counts the tests)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((8, 4096) if op == "rmsnorm_long" else (24, 96)).astype(np.float32)
+    x[3] = x[3, 0]  # a row of one value
+    x[7, ::2] = x[7, 1]  # half a row equal
+    w = (1 + rng.standard_normal(x.shape[1]) / 4).astype(np.float32)
+    x64 = x.astype(np.float64)
+    m = x64.max(-1, keepdims=True)
+    e = np.exp(x64 - m)
+    if op.startswith("softmax"):
+        dim = 0 if op == "softmax_dim0" else -1
+        mm = x64.max(dim, keepdims=True)
+        ee = np.exp(x64 - mm)
+        y, ref = ee / ee.sum(dim, keepdims=True), er.softmax(x, dim)
+    elif op == "log_softmax":
+        y, ref = x64 - m - np.log(e.sum(-1, keepdims=True)), er.log_softmax(x)
+    else:
+        wt = w if op == "rmsnorm_weight" else None
+        y = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * (1 if wt is None else wt)
+        ref = er.rmsnorm(x, wt, eps=1e-6)
+    out = y.astype(dtype)
+    flat = out.reshape(-1)
+    picks = rng.choice(flat.size, 60, replace=False)
+    for k, i in enumerate(picks):
+        if k < 40:
+            flat[i] = np.nextafter(flat[i], np.inf if k % 2 else -np.inf, dtype=dtype)
+            if k % 3 == 0:
+                flat[i] = np.nextafter(flat[i], np.inf if k % 2 else -np.inf, dtype=dtype)
+        elif k < 50:
+            flat[i] = np.nan
+        else:
+            flat[i] = np.inf if k % 2 else -np.inf
+    got = {}
+    for fast in ("0", "1"):
+        monkeypatch.setenv("EXACTREF_FAST", fast)
+        r = ref.covers(out)
+        got[fast] = (r.json, str(r), r.classes.copy())
+    if op == "rmsnorm_long":
+        assert got["1"][0]["may_pass"] is not None
+    assert got["0"][0] == got["1"][0] and got["0"][1] == got["1"][1]
+    assert (got["0"][2] == got["1"][2]).all()
+    counts = got["1"][0]["counts"]
+    assert counts["exact"] > 0 and got["1"][0]["n_failed"] > 0
+    assert counts["covered"] > 0 or dtype == np.float16  # fp16 sets are mostly one value: moved outputs leave them
