@@ -209,6 +209,33 @@ static void er_add_seen(er_report *r, const er_sink_tally *t) {
     r->n_unbounded += t->n_unbounded;
 }
 
+int er__sink_tally_put(er_sink *sk, er_sink_tally *t, int64_t idx, const er_cset *c, double y, double *rel) {
+    if (c->nan_req || !(y >= c->lo && y <= c->hi)) {
+        er_sink_record(sk, idx, c, y);
+        *rel = -1;
+        return 0;
+    }
+    /* er_sink_record's steps for an output inside its set (exact or covered), into the tally */
+    double dist, away;
+    er_class cls = er_classify(c, y, sk->out->format, &dist);
+    sk->rep->classes[idx] = (uint8_t)cls;
+    if (cls == ER_CLASS_EXACT) t->exact++;
+    else t->covered++;
+    er_set_rels(c->lo, c->hi, rel, &away);
+    if (sk->bug != 0 && isfinite(c->exact)) {
+        double yb = er__round_double(sk->O, c->exact * (1 + sk->bug), ER_ROUND_NEAREST, sk->ov);
+        t->n_bug_tried++;
+        t->n_bug_seen += !(yb >= c->lo && yb <= c->hi);
+    }
+    if (c->lo <= -sk->O->max && c->hi >= sk->O->max) t->n_unbounded++;
+    if (away >= 0) {
+        if (!t->n_away || away > t->coarsest) t->coarsest = away;
+        if (!t->n_away || away < t->finest) t->finest = away;
+        t->n_away++;
+    }
+    return 1;
+}
+
 void er__sink_tally(er_sink *sk, const er_sink_tally *t) {
     sk->rep->counts[ER_CLASS_EXACT] += t->exact;
     sk->rep->counts[ER_CLASS_COVERED] += t->covered;

@@ -76,6 +76,11 @@ typedef struct er_sink_tally {
     double coarsest, finest;
 } er_sink_tally;
 ER_INTERNAL void er__sink_tally(er_sink *s, const er_sink_tally *t);
+/* er__sink_put_value for a share that keeps a tally: an output y inside set c is classified (its class written) and
+ * recorded in *t as er__sink_put would record it, *rel its set's width relative to its size (the widest set's rule;
+ * -1: not counted), returning 1; any other element is put (returning 0). The share gives *t to er__sink_tally and its
+ * widest recorded set to er__sink_widest at its end. */
+ER_INTERNAL int er__sink_tally_put(er_sink *s, er_sink_tally *t, int64_t idx, const er_cset *c, double y, double *rel);
 /* A chain's failing element idx, put already: the most leading stages whose set holds its output (er_element's
  * stage), recorded where the report keeps the element. */
 ER_INTERNAL void er__sink_stage(er_sink *s, int64_t idx, int stage);

@@ -40,31 +40,17 @@ typedef struct er_row_job {
 /* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink. */
 static void er_row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t n, const er_cval *cv,
                        const double *ex, const double *rd) {
-    uint8_t *classes = rec->on ? er__sink_classes(sk) : NULL;
     for (int64_t k = 0; k < n; k++) {
         er_cset c;
         er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
         if (!rec->on) { er__sink_put(sk, idx[k], &c); continue; }
-        double y = er__load(sk->out, sk->out_contig ? idx[k] : er__offset(sk->out, idx[k]));
-        if (c.nan_req || !(y >= c.lo && y <= c.hi)) { er__sink_put_value(sk, idx[k], &c, y); continue; }
-        /* er_classify's and er_sink_record's steps for an output inside its set */
-        int cls = y == c.rounded ? ER_CLASS_EXACT : ER_CLASS_COVERED;
-        classes[idx[k]] = (uint8_t)cls;
-        if (cls == ER_CLASS_EXACT) rec->t.exact++;
-        else rec->t.covered++;
-        double rel, away;
-        er_set_rels(c.lo, c.hi, &rel, &away);
-        if (rel >= 0 && rel > rec->wrel) { rec->wrel = rel; rec->widx = idx[k]; rec->wc = c; rec->wy = y; }
-        if (sk->bug != 0 && isfinite(c.exact)) {
-            double yb = er__round_double(sk->O, c.exact * (1 + sk->bug), ER_ROUND_NEAREST, sk->ov);
-            rec->t.n_bug_tried++;
-            rec->t.n_bug_seen += !(yb >= c.lo && yb <= c.hi);
-        }
-        if (c.lo <= -sk->O->max && c.hi >= sk->O->max) rec->t.n_unbounded++;
-        if (away >= 0) {
-            if (!rec->t.n_away || away > rec->t.coarsest) rec->t.coarsest = away;
-            if (!rec->t.n_away || away < rec->t.finest) rec->t.finest = away;
-            rec->t.n_away++;
+        double y = er__load(sk->out, sk->out_contig ? idx[k] : er__offset(sk->out, idx[k])), rel;
+        /* the widest recorded set: the first of the widest, the elements coming in increasing order */
+        if (er__sink_tally_put(sk, &rec->t, idx[k], &c, y, &rel) && rel >= 0 && rel > rec->wrel) {
+            rec->wrel = rel;
+            rec->widx = idx[k];
+            rec->wc = c;
+            rec->wy = y;
         }
     }
 }
