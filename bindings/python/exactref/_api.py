@@ -311,8 +311,8 @@ class Reference:
         self, out: ArrayLike, standard: str = "any_order", options: Optional[str] = None, **kwargs: Any
     ) -> Result:
         """Classifies every element of the kernel output `out` against the set the standard allows. With `out` and
-        the reference's inputs CUDA torch tensors, a matmul or a softmax is checked where they are (the device
-        paths, docs/reference/cuda.md), with the same result."""
+        the reference's inputs CUDA torch tensors, a matmul, softmax, log_softmax or rmsnorm is checked where they
+        are (the device paths, docs/reference/cuda.md), with the same result."""
         dev = self._device_covers(out, standard, options, kwargs)
         if dev is not None:
             return dev
