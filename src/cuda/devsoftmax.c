@@ -176,10 +176,10 @@ static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *class
     free(rc);
 }
 
-/* softmax's or log_softmax's row function on the host (er_dev_rows_put; r->op non-NULL: log_softmax). */
+/* softmax's or log_softmax's row function on the host (er_dev_rows_put), as the reference's op says. */
 static er_status er_sm_put(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np, const double *xs,
                            const double *ys, int64_t only) {
-    return er__softmax_rows_put(r->std, r->op != NULL, sk, rows, np, r->n, xs, ys, only);
+    return er__softmax_rows_put(r->std, r->ref->mod == &er__log_softmax_module, sk, rows, np, r->n, xs, ys, only);
 }
 
 /* The GPU path's covers: the rows on the GPU; the rows it leaves, in order, by the module's row function on the host's
@@ -198,7 +198,7 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     int blocks = er__dev_blocks(ref->n / n);
     if ((double)blocks * 16.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (16.0 * (double)n)) + 1;
     er_dev_rows r;
-    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, log ? &d : NULL);
+    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL);
     if (r.st == ER_OK) {
         er_devsm_consts c;
         er_sm_consts(&r, &d, &c);
