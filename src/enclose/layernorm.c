@@ -16,6 +16,7 @@
 #include "enclose/ival.h"
 #include "enclose/layernorm.h"
 #include "enclose/rmsnorm.h"
+#include "core/lnsums.h"
 
 enum { LN_Y = 0, LN_MEAN = 1, LN_RSTD = 2 };
 
@@ -305,17 +306,17 @@ static void er_ln_y_plain_f32(const double *x, int64_t n, float mlo, float mhi, 
     }
 }
 
-/* The exact row: S = sum x and num = n sum x^2 - S^2 = n T, both exact; then enclosures at a precision. */
+/* The exact row: S = sum x, A = sum |x| and num = n sum x^2 - S^2 = n T, all exact; then enclosures at a precision. */
 typedef struct er_ln_exact {
-    mpfr_t S, num;
+    mpfr_t S, A, num;
     int64_t n;
     double eps;
 } er_ln_exact;
 
-/* v (a signed 128-bit integer) times 2^e into r, exactly (r holds at least the integer's bits). */
-static void er_mpfr_set_i128(mpfr_t r, __int128 v, long e, mpfr_t t) {
-    int neg = v < 0;
-    unsigned __int128 a = neg ? -(unsigned __int128)v : (unsigned __int128)v;
+/* v (a 128-bit integer, signed where sgn) times 2^e into r, exactly (r holds at least the integer's bits). */
+static void er_mpfr_set_i128(mpfr_t r, er_ln_u128 v, int sgn, long e, mpfr_t t) {
+    int neg = sgn && (v >> 127);
+    er_ln_u128 a = neg ? -v : v;
     mpfr_set_ui(t, (unsigned long)(uint64_t)(a >> 64), MPFR_RNDN); /* 64-bit unsigned long (LP64) */
     mpfr_mul_2ui(t, t, 64, MPFR_RNDN);
     mpfr_add_ui(t, t, (unsigned long)(uint64_t)a, MPFR_RNDN);      /* exact: t has 130 bits */
@@ -323,82 +324,35 @@ static void er_mpfr_set_i128(mpfr_t r, __int128 v, long e, mpfr_t t) {
     mpfr_mul_2si(r, t, e, MPFR_RNDN);                              /* exact: r spans the row */
 }
 
-/* S = sum x_j and Q = sum x_j^2 exactly as 128-bit integers in units of 2^lsb and 2^(2 lsb), lsb the lowest set
- * bit of any x_j, when the row's bits allow: 0 when they do not (the caller sums in MPFR). */
-static int er_ln_sums_i128(const double *x, int64_t n, __int128 *S, unsigned __int128 *Q, int *lsb_out) {
-    int lsb = 100000, top = -100000, bl = 0;
-    for (int64_t k = n; k; k >>= 1) bl++;
+/* The row's sums as integers (core/lnsums.h) into *s where they fit (s->fits; lsb, the integers); X, xmin and xmax
+ * are not read here. */
+static void er_ln_sums_of(const double *x, int64_t n, er_ln_sums *s) {
+    int lsb = 100000, top = -100000;
     for (int64_t j = 0; j < n; j++) {
-        uint64_t b = er__bits(x[j]), m = b & ((UINT64_C(1) << 52) - 1);
-        int ex = (int)((b >> 52) & 0x7ff);
-        if (ex == 0 && m == 0) continue;
-        if (ex) m |= UINT64_C(1) << 52; else ex = 1;
-        int lo = ex - 1075 + __builtin_ctzll(m), hi = ex - 1075 + 64 - __builtin_clzll(m); /* |x| < 2^hi */
+        int lo, hi;
+        if (!er_ln_bits(x[j], &lo, &hi)) continue;
         if (lo < lsb) lsb = lo;
         if (hi > top) top = hi;
     }
-    *S = 0;
-    *Q = 0;
-    *lsb_out = 0;
-    if (top < lsb) return 1; /* all zero */
-    if (2 * (top - lsb) + bl > 125) return 0; /* |Q| < 2^(2 (top - lsb) + bl) units of 2^(2 lsb) */
-    __int128 s = 0;
-    unsigned __int128 q = 0;
-    for (int64_t j = 0; j < n; j++) {
-        uint64_t b = er__bits(x[j]), m = b & ((UINT64_C(1) << 52) - 1);
-        int ex = (int)((b >> 52) & 0x7ff);
-        if (ex == 0 && m == 0) continue;
-        if (ex) m |= UINT64_C(1) << 52; else ex = 1;
-        int sh = ex - 1075 - lsb;                                /* x = m 2^(sh + lsb), sh >= -52 */
-        uint64_t v = sh >= 0 ? m << sh : m >> -sh;               /* exact: lsb is at or below x's lowest bit */
-        s += (b >> 63) ? -(__int128)v : (__int128)v;
-        q += (unsigned __int128)v * v;
-    }
-    *S = s;
-    *Q = q;
-    *lsb_out = lsb;
-    return 1;
+    memset(s, 0, sizeof *s);
+    s->fits = (uint8_t)er_ln_fits(lsb, top, n);
+    if (!s->fits || top < lsb) return; /* too wide, or all zero */
+    er_ln_u128 S = 0, Q = 0, A = 0;
+    for (int64_t j = 0; j < n; j++) er_ln_add(x[j], er_ln_units(x[j], lsb), &S, &Q, &A);
+    s->lsb = lsb;
+    s->s_lo = (uint64_t)S;
+    s->s_hi = (uint64_t)(S >> 64);
+    s->q_lo = (uint64_t)Q;
+    s->q_hi = (uint64_t)(Q >> 64);
+    s->a_lo = (uint64_t)A;
+    s->a_hi = (uint64_t)(A >> 64);
 }
 
-static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double eps) {
-    __int128 si;
-    unsigned __int128 qi;
-    int lsb;
-    int fast = er_ln_sums_i128(x, n, &si, &qi, &lsb);
+/* num = n Q - S^2 from S and Q (exact: ps and pq bits hold them), then n and eps. */
+static void er_ln_exact_num(er_ln_exact *ex, mpfr_t Q, mpfr_t t, mpfr_prec_t ps, mpfr_prec_t pq, int64_t n,
+                            double eps) {
     long bl = 0;
     for (int64_t k = n; k; k >>= 1) bl++;
-    mpfr_prec_t ps = 130, pq = 130; /* the integers' bits */
-    if (!fast) {
-        /* the row's bit span: every double x has its last bit at or above 2^(exponent - 53) */
-        long top = -100000, low = 100000;
-        for (int64_t j = 0; j < n; j++) {
-            if (x[j] == 0) continue;
-            int e;
-            frexp(x[j], &e);
-            if (e > top) top = e;
-            if (e - 53 < low) low = e - 53;
-        }
-        long span = top > low ? top - low : 1;
-        ps = (mpfr_prec_t)(span + bl + 4);
-        pq = (mpfr_prec_t)(2 * span + bl + 4);
-    }
-    mpfr_t Q, t;
-    mpfr_init2(ex->S, ps);
-    mpfr_init2(Q, pq);
-    mpfr_init2(t, 130);
-    mpfr_set_zero(ex->S, 1);
-    mpfr_set_zero(Q, 1);
-    if (fast) {
-        er_mpfr_set_i128(ex->S, si, lsb, t);
-        er_mpfr_set_i128(Q, (__int128)qi, 2L * lsb, t);
-    } else {
-        for (int64_t j = 0; j < n; j++) {
-            mpfr_add_d(ex->S, ex->S, x[j], MPFR_RNDN); /* exact: the precision spans the row */
-            mpfr_set_d(t, x[j], MPFR_RNDN);
-            mpfr_sqr(t, t, MPFR_RNDN);                /* exact at 106 bits */
-            mpfr_add(Q, Q, t, MPFR_RNDN);
-        }
-    }
     mpfr_prec_t pn = (pq > 2 * ps ? pq : 2 * ps) + (mpfr_prec_t)bl + 4;
     mpfr_init2(ex->num, pn);
     mpfr_set_prec(t, 2 * ps);
@@ -406,12 +360,58 @@ static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double
     mpfr_mul_si(ex->num, Q, n, MPFR_RNDN);        /* exact */
     mpfr_sub(ex->num, ex->num, t, MPFR_RNDN);     /* exact */
     if (mpfr_sgn(ex->num) < 0) mpfr_set_zero(ex->num, 1); /* never: n sum x^2 >= S^2 */
-    mpfr_clears(Q, t, (mpfr_ptr)0);
     ex->n = n;
     ex->eps = eps;
 }
 
-static void er_ln_exact_clear(er_ln_exact *ex) { mpfr_clears(ex->S, ex->num, (mpfr_ptr)0); }
+/* The exact row from its integer sums (s->fits). */
+static void er_ln_exact_from(er_ln_exact *ex, const er_ln_sums *s, int64_t n, double eps) {
+    mpfr_t Q, t;
+    mpfr_inits2(130, ex->S, ex->A, Q, t, (mpfr_ptr)0);
+    er_ln_u128 S = ((er_ln_u128)s->s_hi << 64) | s->s_lo, q = ((er_ln_u128)s->q_hi << 64) | s->q_lo,
+               A = ((er_ln_u128)s->a_hi << 64) | s->a_lo;
+    er_mpfr_set_i128(ex->S, S, 1, s->lsb, t);
+    er_mpfr_set_i128(ex->A, A, 0, s->lsb, t);
+    er_mpfr_set_i128(Q, q, 0, 2L * s->lsb, t);
+    er_ln_exact_num(ex, Q, t, 130, 130, n, eps);
+    mpfr_clears(Q, t, (mpfr_ptr)0);
+}
+
+static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double eps) {
+    er_ln_sums s;
+    er_ln_sums_of(x, n, &s);
+    if (s.fits) { er_ln_exact_from(ex, &s, n, eps); return; }
+    /* the row's bit span: every double x has its last bit at or above 2^(exponent - 53) */
+    long bl = 0, top = -100000, low = 100000;
+    for (int64_t k = n; k; k >>= 1) bl++;
+    for (int64_t j = 0; j < n; j++) {
+        if (x[j] == 0) continue;
+        int e;
+        frexp(x[j], &e);
+        if (e > top) top = e;
+        if (e - 53 < low) low = e - 53;
+    }
+    long span = top > low ? top - low : 1;
+    mpfr_prec_t ps = (mpfr_prec_t)(span + bl + 4), pq = (mpfr_prec_t)(2 * span + bl + 4);
+    mpfr_t Q, t;
+    mpfr_inits2(ps, ex->S, ex->A, (mpfr_ptr)0);
+    mpfr_init2(Q, pq);
+    mpfr_init2(t, 130);
+    mpfr_set_zero(ex->S, 1);
+    mpfr_set_zero(ex->A, 1);
+    mpfr_set_zero(Q, 1);
+    for (int64_t j = 0; j < n; j++) {
+        mpfr_add_d(ex->S, ex->S, x[j], MPFR_RNDN);       /* exact: the precision spans the row */
+        mpfr_add_d(ex->A, ex->A, fabs(x[j]), MPFR_RNDN); /* exact */
+        mpfr_set_d(t, x[j], MPFR_RNDN);
+        mpfr_sqr(t, t, MPFR_RNDN);                      /* exact at 106 bits */
+        mpfr_add(Q, Q, t, MPFR_RNDN);
+    }
+    er_ln_exact_num(ex, Q, t, ps, pq, n, eps);
+    mpfr_clears(Q, t, (mpfr_ptr)0);
+}
+
+static void er_ln_exact_clear(er_ln_exact *ex) { mpfr_clears(ex->S, ex->A, ex->num, (mpfr_ptr)0); }
 
 static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode);
 
@@ -587,74 +587,38 @@ er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n) {
     return er__anyorder_bound_depth(&pl->bq, pl->F, pl->F, pl->F, n, pl->depth, 0);
 }
 
-er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b, int64_t n,
-                            const er_ln_out out[3]) {
+/* rstd's set [*rlo, *rhi] from the variance's [vlo, vhi]: v = fl(var + eps), r = rsqrt(v) within U ulps; 1 where a
+ * negative v (Welford's lower end) allows NaN. */
+static int er_ln_rstd(const er_layernorm_plan *pl, double vlo, double vhi, double *rlo, double *rhi) {
     const er_fmt_info *F = pl->F;
-    int nan = 0, pinf = 0, ninf = 0;
-    double X = 0, xmin = INFINITY, xmax = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        double v = x[j];
-        if (isnan(v)) nan = 1;
-        else if (isinf(v)) { if (v > 0) pinf = 1; else ninf = 1; }
-        else {
-            if (fabs(v) > X) X = fabs(v);
-            if (v < xmin) xmin = v;
-            if (v > xmax) xmax = v;
-        }
-    }
-    int wide = 0; /* a weight or bias NaN or infinite: y's set is unrestricted */
-    for (int64_t j = 0; j < n; j++) wide |= (w && !isfinite(w[j])) || (b && !isfinite(b[j]));
-    if (nan || pinf || ninf) {
-        /* special rows (docs/algorithms/layernorm.md, Special values): NaN in: mean and y NaN; an infinity in: the
-         * mean that infinity or NaN (NaN for both signs), y NaN or infinite; rstd unrestricted */
-        er_cval *cm = out[LN_MEAN].cv, *cr = out[LN_RSTD].cv;
-        double me = nan || (pinf && ninf) ? NAN : pinf ? INFINITY : -INFINITY;
-        if (pl->O[LN_MEAN]) {
-            er__cval_from_interval(cm, me, me, 1, F);
-            out[LN_MEAN].exact[0] = me;
-            out[LN_MEAN].rounded[0] = er__round_double(pl->O[LN_MEAN], me, ER_ROUND_NEAREST, pl->ov[LN_MEAN]);
-        }
-        if (pl->O[LN_RSTD]) {
-            er__cval_from_interval(cr, -INFINITY, INFINITY, 1, F);
-            out[LN_RSTD].exact[0] = out[LN_RSTD].rounded[0] = NAN;
-        }
-        for (int64_t i = 0; pl->O[LN_Y] && i < n; i++) {
-            if (nan) er__cval_from_interval(&out[LN_Y].cv[i], NAN, NAN, 1, F);
-            else
-                er__cval_from_interval(&out[LN_Y].cv[i], -INFINITY, INFINITY, 1, F), out[LN_Y].cv[i].lo = INFINITY,
-                                                                                     out[LN_Y].cv[i].hi = -INFINITY;
-            out[LN_Y].exact[i] = out[LN_Y].rounded[i] = NAN;
-        }
-        return ER_OK;
-    }
-    const er_anyorder_bound bs = pl->bs, bq = pl->bq;
-    er_ln_exact ex;
-    er_ln_exact_init(&ex, x, n, pl->eps);
-    char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */
-    if (!done) { er_ln_exact_clear(&ex); return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n); }
-    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out, done, pl->O[LN_Y] && pl->O[LN_Y]->p <= 24 && !wide);
-    free(done);
-    if (est != ER_OK) { er_ln_exact_clear(&ex); return est; }
+    double v0 = er__round_sum(F, vlo, pl->eps, ER_ROUND_NEAREST), v1 = er__round_sum(F, vhi, pl->eps, ER_ROUND_NEAREST);
+    er__rsqrt_set(F, pl->U, pl->rsqrt_ftz, v0, v1, rlo, rhi);
+    return v0 < 0;
+}
 
+/* The box of a finite row (the exact ex, max |x| = X, least and greatest value xmin and xmax): the mean's set
+ * [b[0], b[1]] and the variance's [b[2], b[3]] (Theorems L2 to L4), values of F. 0 where a sum may overflow F or
+ * Welford's bound does not hold (no claim). */
+static int er_ln_box(const er_layernorm_plan *pl, const er_ln_exact *ex, int64_t n, double X, double xmin,
+                     double xmax, double b[4]) {
+    const er_fmt_info *F = pl->F;
+    const er_anyorder_bound bs = pl->bs, bq = pl->bq;
     /* beyond these magnitudes a sum or a square may overflow F: no claim (everything allowed) */
     int unbounded = (double)n * X > F->max / 4 || 8.0 * (double)n * X * X > F->max / 4;
     mpfr_t t, T0, T1, mu;
     mpfr_inits2(128, t, T0, T1, mu, (mpfr_ptr)0);
     /* T = num / n enclosed; mu the exact mean rounded down */
-    mpfr_div_si(T0, ex.num, (long)n, MPFR_RNDD);
-    mpfr_div_si(T1, ex.num, (long)n, MPFR_RNDU);
-    mpfr_div_si(mu, ex.S, (long)n, MPFR_RNDD);
+    mpfr_div_si(T0, ex->num, (long)n, MPFR_RNDD);
+    mpfr_div_si(T1, ex->num, (long)n, MPFR_RNDU);
+    mpfr_div_si(mu, ex->S, (long)n, MPFR_RNDD);
     double mlo = INFINITY, mhi = -INFINITY, vlo = INFINITY, vhi = -INFINITY;
     if (!unbounded && pl->variance != 2) {
         /* Theorem L2: S in any order, m = S/n; Q = sum fl(x - m)^2 in any order */
-        double A = 0;
-        /* sum |x| to nearest, then up by gamma_(n-1) / (1 - gamma_(n-1)) <= 2 n u (positive terms; n u <= 1/4) */
-        for (int64_t j = 0; j < n; j++) A += fabs(x[j]);
-        A = (double)n < 0x1p51 ? er__up(A * er__up(1.0 + 2.0 * (double)n * 0x1p-53)) : INFINITY;
+        double A = mpfr_get_d(ex->A, MPFR_RNDU); /* sum |x| rounded up */
         double bnd = er__add_up(er__mul_up(bs.c1, A), bs.c2);
-        mpfr_sub_d(t, ex.S, bnd, MPFR_RNDD);
+        mpfr_sub_d(t, ex->S, bnd, MPFR_RNDD);
         double slo = er_to_f(F, t, ER_ROUND_UP);
-        mpfr_add_d(t, ex.S, bnd, MPFR_RNDU);
+        mpfr_add_d(t, ex->S, bnd, MPFR_RNDU);
         double shi = er_to_f(F, t, ER_ROUND_DOWN);
         double a, c;
         er__div_n_set(F, slo, shi, n, pl->mean, pl->Udiv_n, &a, &c);
@@ -663,7 +627,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         /* T(m) = T + n (m - mu)^2 over m in [a, c]: bounds of |m - mu| from mu's enclosure [mu0, mu1] */
         mpfr_t dmin, dmax, mu1;
         mpfr_inits2(128, dmin, dmax, mu1, (mpfr_ptr)0);
-        mpfr_div_si(mu1, ex.S, (long)n, MPFR_RNDU);
+        mpfr_div_si(mu1, ex->S, (long)n, MPFR_RNDU);
         mpfr_d_sub(dmax, c, mu, MPFR_RNDU);       /* mu holds the lower end mu0 here */
         mpfr_d_sub(t, a, mu1, MPFR_RNDD);
         mpfr_neg(t, t, MPFR_RNDU);                /* mu1 - a, rounded up */
@@ -706,15 +670,15 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (!unbounded && pl->variance != 1) {
         /* Theorems L3, L4: Welford in any tree */
         double R = er__next_up(xmax - xmin), EM, ES;
-        mpfr_div_si(t, ex.S, (long)n, MPFR_RNDA);
+        mpfr_div_si(t, ex->S, (long)n, MPFR_RNDA);
         er_welford_bounds(F, n, pl->depth, pl->combine_depth, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R,
                           mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
         if (isinf(EM) || isinf(ES)) unbounded = 1;
         else {
-            mpfr_div_si(t, ex.S, (long)n, MPFR_RNDD);
+            mpfr_div_si(t, ex->S, (long)n, MPFR_RNDD);
             mpfr_sub_d(t, t, EM, MPFR_RNDD);
             double a = er_to_f(F, t, ER_ROUND_UP);
-            mpfr_div_si(t, ex.S, (long)n, MPFR_RNDU);
+            mpfr_div_si(t, ex->S, (long)n, MPFR_RNDU);
             mpfr_add_d(t, t, EM, MPFR_RNDU);
             double c = er_to_f(F, t, ER_ROUND_DOWN);
             if (a < mlo) mlo = a;
@@ -729,8 +693,65 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         }
     }
     mpfr_clears(t, T0, T1, mu, (mpfr_ptr)0);
+    b[0] = mlo;
+    b[1] = mhi;
+    b[2] = vlo;
+    b[3] = vhi;
+    return !unbounded;
+}
+
+er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b, int64_t n,
+                            const er_ln_out out[3]) {
+    const er_fmt_info *F = pl->F;
+    int nan = 0, pinf = 0, ninf = 0;
+    double X = 0, xmin = INFINITY, xmax = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        double v = x[j];
+        if (isnan(v)) nan = 1;
+        else if (isinf(v)) { if (v > 0) pinf = 1; else ninf = 1; }
+        else {
+            if (fabs(v) > X) X = fabs(v);
+            if (v < xmin) xmin = v;
+            if (v > xmax) xmax = v;
+        }
+    }
+    int wide = 0; /* a weight or bias NaN or infinite: y's set is unrestricted */
+    for (int64_t j = 0; j < n; j++) wide |= (w && !isfinite(w[j])) || (b && !isfinite(b[j]));
+    if (nan || pinf || ninf) {
+        /* special rows (docs/algorithms/layernorm.md, Special values): NaN in: mean and y NaN; an infinity in: the
+         * mean that infinity or NaN (NaN for both signs), y NaN or infinite; rstd unrestricted */
+        er_cval *cm = out[LN_MEAN].cv, *cr = out[LN_RSTD].cv;
+        double me = nan || (pinf && ninf) ? NAN : pinf ? INFINITY : -INFINITY;
+        if (pl->O[LN_MEAN]) {
+            er__cval_from_interval(cm, me, me, 1, F);
+            out[LN_MEAN].exact[0] = me;
+            out[LN_MEAN].rounded[0] = er__round_double(pl->O[LN_MEAN], me, ER_ROUND_NEAREST, pl->ov[LN_MEAN]);
+        }
+        if (pl->O[LN_RSTD]) {
+            er__cval_from_interval(cr, -INFINITY, INFINITY, 1, F);
+            out[LN_RSTD].exact[0] = out[LN_RSTD].rounded[0] = NAN;
+        }
+        for (int64_t i = 0; pl->O[LN_Y] && i < n; i++) {
+            if (nan) er__cval_from_interval(&out[LN_Y].cv[i], NAN, NAN, 1, F);
+            else
+                er__cval_from_interval(&out[LN_Y].cv[i], -INFINITY, INFINITY, 1, F), out[LN_Y].cv[i].lo = INFINITY,
+                                                                                     out[LN_Y].cv[i].hi = -INFINITY;
+            out[LN_Y].exact[i] = out[LN_Y].rounded[i] = NAN;
+        }
+        return ER_OK;
+    }
+    er_ln_exact ex;
+    er_ln_exact_init(&ex, x, n, pl->eps);
+    char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */
+    if (!done) { er_ln_exact_clear(&ex); return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n); }
+    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out, done, pl->O[LN_Y] && pl->O[LN_Y]->p <= 24 && !wide);
+    free(done);
+    if (est != ER_OK) { er_ln_exact_clear(&ex); return est; }
+
+    double box[4];
+    int bounded = er_ln_box(pl, &ex, n, X, xmin, xmax, box);
     er_ln_exact_clear(&ex);
-    if (unbounded) {
+    if (!bounded) {
         for (int o = 0; o < 3; o++) {
             if (!pl->O[o]) continue;
             for (int64_t i = 0; i < (o == LN_Y ? n : 1); i++)
@@ -738,11 +759,8 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         }
         return ER_OK;
     }
-    /* v = fl(var + eps), r = rsqrt(v) within U ulps; a negative v (Welford's lower end) allows NaN */
-    double v0 = er__round_sum(F, vlo, pl->eps, ER_ROUND_NEAREST), v1 = er__round_sum(F, vhi, pl->eps, ER_ROUND_NEAREST);
-    int rnan = v0 < 0;
-    double rlo, rhi;
-    er__rsqrt_set(F, pl->U, pl->rsqrt_ftz, v0, v1, &rlo, &rhi);
+    double mlo = box[0], mhi = box[1], rlo, rhi;
+    int rnan = er_ln_rstd(pl, box[2], box[3], &rlo, &rhi);
     if (pl->O[LN_MEAN]) er__cval_from_interval(out[LN_MEAN].cv, mlo, mhi, 0, F);
     if (pl->O[LN_RSTD]) er__cval_from_interval(out[LN_RSTD].cv, rlo, rhi, rnan, F);
     /* fp32 with every operand a float: the compositions as float operations (m, r are values of F; x, w, b checked) */
