@@ -494,6 +494,16 @@ static int er_ln_y(mpfr_t y0, mpfr_t y1, double x, double w, double b, mpfr_t m0
     return 1;
 }
 
+/* The enclosures [m0, m1] of the mean and [r0, r1] of rstd widened to doubles, into e[4]; 0 where r1 is +inf (left
+ * to MPFR). */
+static int er_ln_dbl_ends(mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, double e[4]) {
+    e[0] = mpfr_get_d(m0, MPFR_RNDD);
+    e[1] = mpfr_get_d(m1, MPFR_RNDU);
+    e[2] = mpfr_get_d(r0, MPFR_RNDD);
+    e[3] = mpfr_get_d(r1, MPFR_RNDU);
+    return e[3] < INFINITY && e[2] > 0;
+}
+
 /* The exact outputs of a finite row: rounded to double and correctly rounded to each output format. The
  * enclosures tighten with the precision until both ends round alike. */
 /* y's exact values in double arithmetic (docs/algorithms/double-bounds.md) for an output format of at most 24
@@ -502,9 +512,9 @@ static int er_ln_y(mpfr_t y0, mpfr_t y1, double x, double w, double b, mpfr_t m0
  * returns how many. */
 static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, const double *x,
                                const double *w, const double *b, int64_t n, const er_ln_out *oy, char *done) {
-    double ml = mpfr_get_d(m0, MPFR_RNDD), mh = mpfr_get_d(m1, MPFR_RNDU);
-    double rl = mpfr_get_d(r0, MPFR_RNDD), rh = mpfr_get_d(r1, MPFR_RNDU);
-    if (!(rh < INFINITY) || !(rl > 0)) return 0; /* 1/sqrt(0): left to MPFR */
+    double e[4];
+    if (!er_ln_dbl_ends(m0, m1, r0, r1, e)) return 0;
+    double ml = e[0], mh = e[1], rl = e[2], rh = e[3];
     const er_fmt_info *O = pl->O[LN_Y];
     int64_t decided = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -785,4 +795,22 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
         else er__cval_from_interval(&out[LN_Y].cv[i], lo, hi, 0, F);
     }
     return ER_OK;
+}
+
+int er__layernorm_dev_row(const er_layernorm_plan *pl, const er_ln_sums *s, int64_t n, double c[8]) {
+    if (s->special || !s->fits) return 0;
+    er_ln_exact ex;
+    er_ln_exact_from(&ex, s, n, pl->eps);
+    /* the enclosures as er_ln_exact_outputs takes them at 128 bits, then the box as er__layernorm_row's */
+    mpfr_t m0, m1, r0, r1;
+    mpfr_inits2(128, m0, m1, r0, r1, (mpfr_ptr)0);
+    er_ln_stats(&ex, m0, m1, r0, r1);
+    double box[4];
+    int ok = er_ln_dbl_ends(m0, m1, r0, r1, c + 4) && er_ln_box(pl, &ex, n, s->X, s->xmin, s->xmax, box);
+    mpfr_clears(m0, m1, r0, r1, (mpfr_ptr)0);
+    er_ln_exact_clear(&ex);
+    if (!ok || er_ln_rstd(pl, box[2], box[3], &c[2], &c[3])) return 0;
+    c[0] = box[0];
+    c[1] = box[1];
+    return 1;
 }

@@ -4,6 +4,7 @@
 
 #include "format/format.h"
 #include "enclose/anyorder.h"
+#include "core/lnsums.h"
 
 typedef struct er_layernorm_plan {
     const er_fmt_info *F, *X;  /* compute and input formats */
@@ -37,5 +38,11 @@ typedef struct er_ln_out { er_cval *cv; double *exact, *rounded; } er_ln_out;
  * out[2] rstd (one each). Outputs whose plan format is NULL are left alone. */
 ER_INTERNAL er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b,
                                         int64_t n, const er_ln_out out[3]);
+
+/* The GPU path's constants of a row of n elements from its sums (docs/algorithms/layernorm.md, On the GPU): c[0..1]
+ * the mean's set and c[2..3] rstd's (values of F, the box of Theorem L5), c[4..7] the 128-bit enclosures of the exact
+ * mean and rstd widened to doubles (as er__layernorm_row's double case takes them). 0 where the host's row function
+ * must take the row: a special value, sums beyond the integers, no claim, rstd's set allowing NaN, or rstd* +inf. */
+ER_INTERNAL int er__layernorm_dev_row(const er_layernorm_plan *pl, const er_ln_sums *s, int64_t n, double c[8]);
 
 #endif

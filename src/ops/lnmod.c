@@ -2,6 +2,7 @@
  * come from one pass over each row (docs/algorithms/layernorm.md); threads take contiguous runs of rows. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <mpfr.h>
 #include "format/format.h"
 #include "ops/modkit.h"
@@ -19,6 +20,23 @@ static er_status er_ln_out_shape(const er_ref *ref, int o, const er_tensor *out,
     for (int i = 0; i < lead; i++) shape[i] = ref->shape[i];
     if (!lead) shape[0] = 1;
     return er__out_shape_fits(ref, o, out, *ndim, shape);
+}
+
+/* The plan of rows of n elements under std, no output yet. */
+static er_status er_ln_plan(er_layernorm_plan *pl, const er_ref *ref, const er_standard *std, int64_t n) {
+    memset(pl, 0, sizeof *pl);
+    pl->F = er__fmt(std->compute);
+    pl->X = er__fmt(er__rows(ref)->A.format);
+    pl->eps = er__round_double(pl->F, er__rows(ref)->eps, ER_ROUND_NEAREST,
+                               ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
+    pl->U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
+    pl->rsqrt_ftz = std->fast_math == 2;
+    pl->mean = std->mean;
+    pl->variance = std->variance;
+    pl->depth = std->depth;
+    pl->combine_depth = std->combine_depth;
+    pl->Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
+    return er__layernorm_prepare(pl, n);
 }
 
 /* One thread's rows: the three outputs' sets at once, into the sinks of the checked outputs. */
@@ -73,18 +91,7 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
         er_ln_ctx *l = &lc[t];
         l->w = w;
         l->b = b;
-        l->pl.F = er__fmt(std->compute);
-        l->pl.X = er__fmt(er__rows(ref)->A.format);
-        l->pl.eps = er__round_double(l->pl.F, er__rows(ref)->eps, ER_ROUND_NEAREST,
-                                     ER_OVERFLOW_IEEE); /* eps as the kernel holds it */
-        l->pl.U = std->rsqrt_ulps ? std->rsqrt_ulps : 2.0;
-        l->pl.rsqrt_ftz = std->fast_math == 2;
-        l->pl.mean = std->mean;
-        l->pl.variance = std->variance;
-        l->pl.depth = std->depth;
-        l->pl.combine_depth = std->combine_depth;
-        l->pl.Udiv_n = std->fast_math == 2 ? 2.0 : 0.0;
-        st = er__layernorm_prepare(&l->pl, n);
+        st = er_ln_plan(&l->pl, ref, std, n);
         for (int o = 0; o < 3 && st == ER_OK; o++) {
             er_sink *s = er__sinks_at(sk, t, o);
             if (!s) continue;
@@ -138,3 +145,43 @@ const er_op_module er__layernorm_module = { .name = "layernorm",
                                             .priv_size = sizeof(er_rows_state),
                                             .inputs = er__rows_inputs,
                                             .classic_bug = er__rows_classic_bug };
+
+int er__layernorm_dev_takes(const er_standard *std) { return std->compute == ER_FP32; }
+
+/* layernorm's row r (er_dev_row_fn). */
+typedef struct er_ln_dev { const er_layernorm_plan *pl; const er_ln_sums *sums; int64_t n; } er_ln_dev;
+static int er_ln_dev_row(const void *ctx, int64_t r, double *c) {
+    const er_ln_dev *d = ctx;
+    return er__layernorm_dev_row(d->pl, &d->sums[r], d->n, c);
+}
+
+er_status er__layernorm_dev_consts(const er_ref *ref, const er_standard *std, const er_ln_sums *sums, int64_t rows,
+                                   int64_t n, double *rc) {
+    er_layernorm_plan pl;
+    ER_RETURN_IF_ERROR(er_ln_plan(&pl, ref, std, n));
+    er_ln_dev d = { &pl, sums, n };
+    er__dev_consts(er_ln_dev_row, &d, rows, 8, rc);
+    return ER_OK;
+}
+
+er_status er__layernorm_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const double *w,
+                                 const double *b, const int64_t *rows, int64_t np, int64_t n, const double *xs,
+                                 const double *ys, int64_t only) {
+    er_layernorm_plan pl;
+    ER_RETURN_IF_ERROR(er_ln_plan(&pl, ref, std, n));
+    pl.O[0] = sk->O;
+    pl.ov[0] = sk->ov;
+    er_ln_out o[3] = {{malloc(sizeof(er_cval) * (size_t)n), malloc(sizeof(double) * (size_t)n),
+                       malloc(sizeof(double) * (size_t)n)}};
+    er_status st = o[0].cv && o[0].exact && o[0].rounded
+                       ? ER_OK
+                       : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    for (int64_t p = 0; p < np && st == ER_OK; p++) {
+        st = er__layernorm_row(&pl, xs + p * n, w, b, n, o);
+        if (st == ER_OK) er__row_put_out(sk, rows[p], n, o[0].cv, o[0].exact, o[0].rounded, ys + p * n, only);
+    }
+    free(o[0].cv);
+    free(o[0].exact);
+    free(o[0].rounded);
+    return st;
+}

@@ -61,4 +61,9 @@ extern const er_op_module er__tensor_module, er__quantize_module, er__chain_modu
 /* The table itself, ending in NULL. */
 extern const er_op_module *const er__modules[];
 
+/* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
+ * as the widest set's candidate. */
+ER_INTERNAL void er__row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex,
+                                 const double *rd, const double *ys, int64_t only);
+
 #endif

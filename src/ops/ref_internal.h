@@ -5,6 +5,7 @@
 #include "core/internal.h"
 #include "format/format.h"
 #include "core/sqwin.h"
+#include "core/lnsums.h"
 #include "exact/accum.h"
 #include "ops/module.h"
 
@@ -131,6 +132,20 @@ ER_INTERNAL er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standar
 ER_INTERNAL er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk,
                                           const er_fmt_info *X, const double *w, const int64_t *rows, int64_t np,
                                           int64_t n, const double *xs, const double *ys, int64_t only);
+/* A GPU path's row constants on the host's threads: fn(ctx, r, c) fills c = rc + k r (k doubles) for each row
+ * r < rows and returns 0 where the row is the host's (c is then set to NaN). */
+typedef int (*er_dev_row_fn)(const void *ctx, int64_t r, double *c);
+ER_INTERNAL void er__dev_consts(er_dev_row_fn fn, const void *ctx, int64_t rows, int k, double *rc);
+/* layernorm on the GPU (docs/algorithms/layernorm.md, On the GPU): whether its double case takes the check (compute
+ * fp32); then each of rows rows' constants from the GPU's sums of its n elements (sums[r]): rc[8 r .. 8 r + 8) as
+ * er__layernorm_dev_row gives them, NaN where the row is the host's (on the host's threads). */
+ER_INTERNAL int er__layernorm_dev_takes(const er_standard *std);
+ER_INTERNAL er_status er__layernorm_dev_consts(const er_ref *ref, const er_standard *std, const er_ln_sums *sums,
+                                              int64_t rows, int64_t n, double *rc);
+/* er__softmax_rows_put for layernorm's y: rows of x with weight w and bias b (n doubles each; NULL: none). */
+ER_INTERNAL er_status er__layernorm_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const double *w,
+                                            const double *b, const int64_t *rows, int64_t np, int64_t n,
+                                            const double *xs, const double *ys, int64_t only);
 /* The combinations of softmax's options that are not modelled (depth= with online=, subnormals=flush with online= or
  * max=) or contradict each other (online= with max=optional): ER_ERR_UNSUPPORTED or ER_ERR_STANDARD. */
 ER_INTERNAL er_status er__softmax_standard(const er_standard *std);

@@ -69,9 +69,7 @@ static void er_row_rec_end(er_row_rec *rec, er_sink *sk) {
     if (rec->widx >= 0) er__sink_widest(sk, rec->widx, &rec->wc, rec->wy);
 }
 
-/* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
- * as the widest set's candidate. */
-static void er_row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex, const double *rd,
+void er__row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex, const double *rd,
                            const double *ys, int64_t only) {
     for (int64_t k = 0; k < n; k++) {
         int64_t idx = row * n + k;
@@ -131,33 +129,32 @@ int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n
     return 1;
 }
 
-/* A GPU path's row constants on the host's threads: fn(ctx, r, c) fills c = rc + 4 r for each row r < rows and
- * returns 0 where the row is the host's (c is then set to NaN). */
-typedef int (*er_dev_row_fn)(const void *ctx, int64_t r, double c[4]);
-typedef struct er_dev_consts_job { er_dev_row_fn fn; const void *ctx; int64_t r0, r1; double *rc; } er_dev_consts_job;
+typedef struct er_dev_consts_job { er_dev_row_fn fn; const void *ctx; int64_t r0, r1; int k; double *rc; }
+    er_dev_consts_job;
 
 static void *er_dev_consts_run(void *arg) {
     er_dev_consts_job *j = arg;
     for (int64_t r = j->r0; r < j->r1; r++) {
-        double *c = j->rc + 4 * r;
-        if (!j->fn(j->ctx, r, c)) c[0] = c[1] = c[2] = c[3] = NAN;
+        double *c = j->rc + j->k * r;
+        if (!j->fn(j->ctx, r, c))
+            for (int i = 0; i < j->k; i++) c[i] = NAN;
     }
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread */
     return NULL;
 }
 
-static void er_dev_consts(er_dev_row_fn fn, const void *ctx, int64_t rows, double *rc) {
+void er__dev_consts(er_dev_row_fn fn, const void *ctx, int64_t rows, int k, double *rc) {
     int nt = er__num_threads(rows * 4096);
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
     er_dev_consts_job jobs[ER_MAX_THREADS];
-    for (int t = 0; t < nt; t++) jobs[t] = (er_dev_consts_job){ fn, ctx, rows * t / nt, rows * (t + 1) / nt, rc };
+    for (int t = 0; t < nt; t++) jobs[t] = (er_dev_consts_job){ fn, ctx, rows * t / nt, rows * (t + 1) / nt, k, rc };
     er__run_jobs(jobs, sizeof jobs[0], nt, er_dev_consts_run);
 }
 
 /* log_softmax's row r (er_dev_row_fn). */
 typedef struct er_lsm_dev { const er_softmax_plan *pl; const er_anyorder_bound *bd; const double *sums; int64_t n; }
     er_lsm_dev;
-static int er_lsm_dev_row(const void *ctx, int64_t r, double c[4]) {
+static int er_lsm_dev_row(const void *ctx, int64_t r, double *c) {
     const er_lsm_dev *d = ctx;
     return d->sums[4 * r] == d->sums[4 * r] && er__log_softmax_dev_row(d->pl, d->bd, d->n, d->sums + 4 * r, c);
 }
@@ -168,7 +165,7 @@ er_status er__log_softmax_dev_consts(const er_standard *std, const er_fmt_info *
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound_terms_depth(&bd, pl.F, n, pl.depth, 0));
     er_lsm_dev d = { &pl, &bd, sums, n };
-    er_dev_consts(er_lsm_dev_row, &d, rows, rc);
+    er__dev_consts(er_lsm_dev_row, &d, rows, 4, rc);
     return ER_OK;
 }
 
@@ -182,7 +179,7 @@ er_status er__softmax_rows_put(const er_standard *std, int log, er_sink *sk, con
         cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
         st = er__softmax_row(&pl, xs + p * n, n, cv, ex, rd);
-        if (st == ER_OK) er_row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
+        if (st == ER_OK) er__row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
     }
     free(cv);
     free(ex);
@@ -194,7 +191,7 @@ int er__rmsnorm_dev_takes(const er_standard *std) { return std->compute == ER_FP
 
 /* rmsnorm's row r (er_dev_row_fn). */
 typedef struct er_rms_dev { const er_rmsnorm_plan *pl; const er_sqwin_row *win; int64_t n; } er_rms_dev;
-static int er_rms_dev_row(const void *ctx, int64_t r, double c[4]) {
+static int er_rms_dev_row(const void *ctx, int64_t r, double *c) {
     const er_rms_dev *d = ctx;
     const er_sqwin_row *w = &d->win[r];
     uint64_t m;
@@ -218,7 +215,7 @@ er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standard *std, cons
     pl.O = O;
     pl.ov_out = ER_OVERFLOW_IEEE; /* the GPU takes outputs within O's range alone */
     er_rms_dev d = { &pl, win, n };
-    er_dev_consts(er_rms_dev_row, &d, rows, rc);
+    er__dev_consts(er_rms_dev_row, &d, rows, 4, rc);
     return ER_OK;
 }
 
@@ -239,7 +236,7 @@ er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sin
         env.special = 0;
         for (int64_t k = 0; k < n; k++) env.special |= !isfinite(row[k]);
         st = er__rmsnorm_row(&pl, &acc, &env, row, w, n, cv, ex, rd);
-        if (st == ER_OK) er_row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
+        if (st == ER_OK) er__row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
     }
     er__acc_free(&acc);
     free(cv);

@@ -6,7 +6,8 @@
  * the exact sums of their terms; the compensated sums' radii
  * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values; the
  * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward; the sum of squares' window
- * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one.
+ * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one; a layernorm row's constants from its
+ * integer sums (core/lnsums.h, summed in another order, as a GPU does) are the host row's mean and rstd sets.
  * Compiled with the library's internal source. */
 #include "../common/er_test.h"
 #include "enclose/ival.h"
@@ -16,6 +17,7 @@
 #include "tensor/tensor_internal.h"
 #include "exact/accum.h"
 #include "core/sqwin.h"
+#include "enclose/layernorm.h"
 
 static mpfr_t E;
 
@@ -566,6 +568,80 @@ START_TEST(square_windows_give_the_summary) {
 }
 END_TEST
 
+/* layernorm's GPU constants (er__layernorm_dev_row, from core/lnsums.h's integers summed from the row's end, as a
+ * GPU's threads sum in another order) against er__layernorm_row on the same row: wherever the GPU path takes the
+ * row, the mean's and rstd's sets are the host row's, bit for bit. Rows of fp32, fp16 and bf16 values: normal values
+ * of a random scale and offset, zeros among them, rows of one value, values spread over 2^-60 .. 2^20 (too wide for
+ * the integers); variance two_pass, welford (at a depth, with a combine depth) or either, eps 0 or 1e-5. */
+START_TEST(layernorm_gpu_constants_are_the_rows_sets) {
+    er_test_reseed(83);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    long trials = (long)(3000 * er_test_multiplier()), taken = 0;
+    double *x = malloc(sizeof(double) * 4096);
+    er_cval cv[3];
+    double ex[3], rd[3];
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *X = er__fmt(fmts[er_rand64() % 3]);
+        int fam = (int)(er_rand64() % 4);
+        int64_t n = er_rand_int(1, tr % 10 == 0 ? 4096 : 200);
+        double scale = ldexp(1.0, (int)er_rand_int(-12, 12)), off = er_rand64() % 2 ? 0 : 8 * scale * er_rand_normal();
+        for (int64_t j = 0; j < n; j++) {
+            double v = off + er_rand_normal() * scale;
+            if (fam == 1 && er_rand64() % 3 == 0) v = 0;
+            if (fam == 2) v = j ? x[0] : v;
+            if (fam == 3) v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-60, 20)) * (er_rand64() % 2 ? 1 : -1);
+            x[j] = er__round_double(X, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (!isfinite(x[j])) x[j] = 0;
+        }
+        er_layernorm_plan pl;
+        memset(&pl, 0, sizeof pl);
+        pl.F = er__fmt(ER_FP32);
+        pl.X = X;
+        pl.O[1] = pl.O[2] = pl.F;
+        pl.eps = er_rand64() % 3 == 0 ? 0.0 : er__round_double(pl.F, 1e-5, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        pl.U = 2.0;
+        pl.variance = (int)(er_rand64() % 3);
+        pl.depth = er_rand64() % 2 ? 0 : er_rand_int(13, 20); /* at least ceil(log2 n) */
+        pl.combine_depth = pl.variance == 2 && er_rand64() % 2 ? 3 : 0;
+        ck_assert_int_eq(er__layernorm_prepare(&pl, n), ER_OK);
+        /* the GPU's first kernel: the scan, then the integers, here from the row's end */
+        er_ln_sums s;
+        memset(&s, 0, sizeof s);
+        int lo = 100000, hi = -100000;
+        s.xmin = INFINITY;
+        s.xmax = -INFINITY;
+        for (int64_t j = n - 1; j >= 0; j--) {
+            int a, b;
+            if (er_ln_bits(x[j], &a, &b)) { lo = a < lo ? a : lo; hi = b > hi ? b : hi; }
+            s.X = fmax(s.X, fabs(x[j]));
+            s.xmin = fmin(s.xmin, x[j]);
+            s.xmax = fmax(s.xmax, x[j]);
+        }
+        s.fits = (uint8_t)er_ln_fits(lo, hi, n);
+        s.lsb = hi < lo ? 0 : lo;
+        er_ln_u128 S = 0, Q = 0, A = 0;
+        for (int64_t j = n - 1; j >= 0 && s.fits; j--) er_ln_add(x[j], er_ln_units(x[j], s.lsb), &S, &Q, &A);
+        s.s_lo = (uint64_t)S, s.s_hi = (uint64_t)(S >> 64), s.q_lo = (uint64_t)Q, s.q_hi = (uint64_t)(Q >> 64);
+        s.a_lo = (uint64_t)A, s.a_hi = (uint64_t)(A >> 64);
+        double c[8];
+        if (!er__layernorm_dev_row(&pl, &s, n, c)) continue;
+        taken++;
+        er_ln_out o[3] = {{NULL, NULL, NULL}, {&cv[1], &ex[1], &rd[1]}, {&cv[2], &ex[2], &rd[2]}};
+        ck_assert_int_eq(er__layernorm_row(&pl, x, NULL, NULL, n, o), ER_OK);
+        ER_REQUIRE(c[0] == cv[1].lo && c[1] == cv[1].hi && c[2] == cv[2].lo && c[3] == cv[2].hi && !cv[2].nan,
+                   "row %ld (family %d, n %lld, %s, variance %d): the GPU's constants mean [%a, %a] rstd [%a, %a], "
+                   "the row's [%a, %a] [%a, %a]", tr, fam, (long long)n, X->name, pl.variance, c[0], c[1], c[2], c[3],
+                   cv[1].lo, cv[1].hi, cv[2].lo, cv[2].hi);
+        ER_REQUIRE(c[4] <= c[5] && c[6] <= c[7] && c[6] > 0, "row %ld: the exact mean's and rstd's ends out of order",
+                   tr);
+    }
+    ER_REQUIRE(taken > trials / 2, "the GPU path took %ld of %ld rows", taken, trials);
+    printf("t-ival: layernorm's GPU constants were the row's mean and rstd sets on the %ld of %ld rows it takes\n",
+           taken, trials);
+    free(x);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -582,6 +658,7 @@ int main(void) {
     tcase_add_test(tc, exp_bounds_run_agrees);
     tcase_add_test(tc, contiguous_loads_decode_every_pattern);
     tcase_add_test(tc, square_windows_give_the_summary);
+    tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
