@@ -70,6 +70,21 @@ ER_API er_status er_log_softmax_covers_device(er_report *rep, const er_tensor *x
 ER_API er_status er_rmsnorm_covers_device(er_report *rep, const er_tensor *x, const er_tensor *weight, double eps,
                                           const er_tensor *out, const er_standard *std, void *stream);
 
+/* layernorm of x over its last normalized_ndim dimensions with weight and bias (NULL: none) and eps, and covers of its
+ * output y, all in device memory, computed on the GPU where it applies: compute=fp32 with variance=, mean=,
+ * rsqrt_ulps=, depth=, combine_depth= and math=triton as the standard says, x, weight, bias and y of fp32, fp16 or
+ * bf16, row-major and contiguous, weight and bias finite. Each row's sum, sum of squares and sum of magnitudes are
+ * summed exactly on the GPU; the host turns them into the row's sets of the mean and rstd and the bounds of the exact
+ * ones (MPFR, one row per thread); every element's set and exact result are computed on the GPU with the operations of
+ * the host's. A row whose elements the GPU does not all decide as exact or covered (an element outside its set, a NaN
+ * or infinity, a value beyond the output's range, a correct rounding that double cannot decide, a row too wide for the
+ * exact integers) goes to the host's layernorm rows. Anything else is copied back and checked on the host. The report
+ * is the one er_layernorm and er_covers (y alone) give on host copies; mean and rstd, one value per row, are checked
+ * on the host with er_covers_outputs. */
+ER_API er_status er_layernorm_covers_device(er_report *rep, const er_tensor *x, int normalized_ndim,
+                                            const er_tensor *weight, const er_tensor *bias, double eps,
+                                            const er_tensor *out, const er_standard *std, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

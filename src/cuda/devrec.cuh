@@ -171,18 +171,19 @@ __device__ static er_dev_part er_acc_part(const er_rec_acc &t) {
     return p;
 }
 
-// A block's share of the rows (rows x n) of a path whose rows' constants the host computed: rcs[4 row .. 4 row + 4)
+// A block's share of the rows (rows x n) of a path whose rows' constants the host computed: rcs[K row .. K row + K)
 // (NaN: the host's row). elem(rc, row, idx, a) decides element idx of row `row` into a (its class written by elem;
 // 0: the host's row); each row then ends with er_row_end. sha: one er_rec_acc per warp in shared memory; the block's
 // tally into parts[blockIdx.x].
-template <class Elem>
+template <int K, class Elem>
 __device__ static void er_rows_by_consts(int64_t rows, int64_t n, const double *rcs, uint8_t *classes, er_rec_acc *sha,
                                          er_dev_part *parts, int64_t *pend, unsigned long long *npend, Elem elem) {
     er_rec_acc tot;
     er_acc_init(tot);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t base = row * n;
-        double rc[4] = {rcs[4 * row], rcs[4 * row + 1], rcs[4 * row + 2], rcs[4 * row + 3]};
+        double rc[K];
+        for (int k = 0; k < K; k++) rc[k] = rcs[K * row + k];
         if (rc[0] != rc[0]) { // the host's row (the same for every thread)
             er_pend_row(classes, base, n, row, pend, npend);
             continue;

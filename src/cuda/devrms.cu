@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(ER_RMS_THREADS)
     __shared__ er_rec_acc sha[ER_RMS_THREADS / 32];
     if (threadIdx.x == 0) c = *cp;
     __syncthreads();
-    er_rows_by_consts(rows, n, rcs, classes, sha, parts, pend, npend,
+    er_rows_by_consts<4>(rows, n, rcs, classes, sha, parts, pend, npend,
                       [&](const double *rc, int64_t row, int64_t idx, er_rec_acc &a) {
                           int64_t i = idx - row * n;
                           double xi = er_load(x, c.x_fmt, idx), wi = c.w_fmt >= 0 ? er_load(wt, c.w_fmt, i) : 1.0;

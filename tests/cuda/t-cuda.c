@@ -552,8 +552,144 @@ START_TEST(rmsnorm_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
+/* One layernorm row family: x values of row r (n of them) in format fx. 0: normal values of a random scale and
+ * offset per row; 1: values spread over 2^-60 .. 2^20 (rows too wide for the exact integers); 2: zeros among them,
+ * and rows of zeros alone; 3: a NaN or an infinity in some rows; 4: rows of one value (variance 0); 5: huge values
+ * (sums beyond fp32: no claim). */
+static void gen_ln_rows(int fam, er_format fx, int64_t rows, int64_t n, void *X) {
+    for (int64_t r = 0; r < rows; r++) {
+        double scale = ldexp(1.0, (int)er_rand_int(-12, 12)), off = er_rand64() % 2 ? 0 : 8 * scale * er_rand_normal();
+        double one = er_rand_normal();
+        int zrow = fam == 2 && r % 4 == 1, special = fam == 3 && r % 3 == 2;
+        for (int64_t j = 0; j < n; j++) {
+            double v = off + er_rand_normal() * scale;
+            if (fam == 1) v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-60, 20)) * (er_rand64() % 2 ? 1 : -1);
+            if ((fam == 2 && er_rand64() % 3 == 0) || zrow) v = 0;
+            if (special && j == n / 2) v = er_rand64() % 2 ? NAN : -INFINITY;
+            if (fam == 4) v = one;
+            if (fam == 5) v = er_rand_normal() * 1e30;
+            er_store(X, fx, r * n + j, v);
+        }
+    }
+}
+
+/* layernorm in long double into mid (rows x n; weight W and bias B of format fw, NULL: none). */
+static void ln_mid(const void *X, er_format fx, const void *W, const void *B, er_format fw, int64_t rows, int64_t n,
+                   double eps, double *mid) {
+    for (int64_t r = 0; r < rows; r++) {
+        long double s = 0, q = 0;
+        for (int64_t j = 0; j < n; j++) s += er_load(X, fx, r * n + j);
+        long double m = s / n;
+        for (int64_t j = 0; j < n; j++) q += (er_load(X, fx, r * n + j) - m) * (er_load(X, fx, r * n + j) - m);
+        long double rs = 1 / sqrtl(q / n + eps);
+        for (int64_t j = 0; j < n; j++)
+            mid[r * n + j] = (double)((er_load(X, fx, r * n + j) - m) * rs * (W ? er_load(W, fw, j) : 1.0) +
+                                      (B ? er_load(B, fw, j) : 0.0));
+    }
+}
+
+/* The host's report of layernorm ref (host views tx, tw, tb, tc; y alone) against er_layernorm_covers_device's on
+ * device copies. */
+static void require_layernorm_device_equals_host(const er_ref *ref, const er_tensor *tx, int nd, const er_tensor *tw,
+                                                 const er_tensor *tb, double eps, const er_tensor *tc,
+                                                 const er_standard *std, const char *what) {
+    const er_tensor *hv[4] = {tx, tw, tb, tc};
+    er_tensor dv[4];
+    void *dp[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++) {
+        if (!hv[i]) continue;
+        dp[i] = to_device(hv[i]->data, (size_t)(er_tensor_numel(hv[i]) * (er_format_storage_bits(hv[i]->format) / 8)));
+        dv[i] = *hv[i];
+        dv[i].data = dp[i];
+    }
+    er_report rh, rd;
+    ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
+    ER_REQUIRE(er_layernorm_covers_device(&rd, &dv[0], nd, tw ? &dv[1] : NULL, tb ? &dv[2] : NULL, eps, &dv[3], std,
+                                          NULL) == ER_OK,
+               "device: %s", er_last_error());
+    require_same_reports(&rh, &rd, what);
+    for (int i = 0; i < 4; i++)
+        if (dp[i]) cudaFree(dp[i]);
+}
+
+/* layernorm on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (gen_ln_rows), weights and
+ * biases of the three formats (some zero, negative or huge; one NaN in some trials) or none, eps 0 or small, fp32,
+ * fp16 and bf16 outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite), rows of 1
+ * to a few thousand, normalised over the last one or two dimensions; the standards the GPU takes (variance=,
+ * rsqrt_ulps=, mean=, depth=, combine_depth=, math=triton) and one it hands to the host (compute=fp64). The reports
+ * must agree in every field and in their JSON. */
+START_TEST(layernorm_on_the_gpu_equals_the_host) {
+    er_test_reseed(790);
+    long trials = (long)(60 * er_test_multiplier());
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const opts[] = {"",
+                                       "rsqrt_ulps=1",
+                                       "rsqrt_ulps=4",
+                                       "mean=divide",
+                                       "mean=reciprocal",
+                                       "depth=12",
+                                       "math=triton variance=two_pass",
+                                       "variance=two_pass",
+                                       "variance=welford",
+                                       "variance=welford combine_depth=3 depth=9",
+                                       "compute=fp64"};
+    long elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = fmts[er_rand64() % 3], fo = fmts[er_rand64() % 3], fw = fmts[er_rand64() % 3];
+        int fam = (int)(er_rand64() % 6), big = tr % 10 == 9, two = tr % 5 == 2;
+        int weight = er_rand64() % 4 != 0, bias = er_rand64() % 3 != 0, badw = tr % 17 == 5;
+        int64_t rows = big ? er_rand_int(100, 300) : er_rand_int(1, 40);
+        int64_t n = big ? er_rand_int(1000, 3000) : er_rand_int(1, 300), nc = rows * n, n2 = two ? 2 : 1;
+        n += n % n2; /* two dimensions: n2 x n / n2 */
+        nc = rows * n;
+        void *X = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc), *W = malloc(8 * (size_t)n),
+             *B = malloc(8 * (size_t)n);
+        gen_ln_rows(fam, fx, rows, n, X);
+        for (int64_t j = 0; j < n; j++) {
+            int k = (int)(er_rand64() % 16);
+            er_store(W, fw, j, k == 0 ? 0.0 : k == 1 ? -er_rand_unit() : k == 2 ? 3e4 : 1 + 0.25 * er_rand_normal());
+            er_store(B, fw, j, k == 3 ? 0.0 : k == 4 ? 2e4 : 0.5 * er_rand_normal());
+        }
+        bias |= badw && !weight;
+        if (badw) er_store(weight ? W : B, fw, n / 2, NAN);
+        double eps = er_rand64() % 3 == 0 ? 0.0 : 1e-5;
+        er_tensor tx, tc, tw, tb;
+        int64_t xs[3] = {rows, n2, n / n2}, ws[2] = {n2, n / n2};
+        er_tensor_view(&tx, fx, two ? 3 : 2, two ? xs : (int64_t[]){rows, n}, NULL, X);
+        er_tensor_view(&tc, fo, two ? 3 : 2, two ? xs : (int64_t[]){rows, n}, NULL, C);
+        er_tensor_view(&tw, fw, two ? 2 : 1, two ? ws : (int64_t[]){n}, NULL, W);
+        er_tensor_view(&tb, fw, two ? 2 : 1, two ? ws : (int64_t[]){n}, NULL, B);
+        int nd = two ? 2 : 1;
+        er_ref *ref;
+        ck_assert_int_eq(er_layernorm(&ref, &tx, nd, weight ? &tw : NULL, bias ? &tb : NULL, eps), ER_OK);
+        er_standard std;
+        const char *o = opts[er_rand64() % 11];
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
+        double *mid = malloc(sizeof(double) * (size_t)nc);
+        ln_mid(X, fx, weight ? W : NULL, bias ? B : NULL, fw, rows, n, eps, mid);
+        gen_outputs_around(ref, &std, mid, fo, rows, n, 0, C);
+        free(mid);
+        char what[200];
+        snprintf(what, sizeof what, "layernorm %lld x %lld (%d dims), family %d, %s -> %s, weight %s, bias %s%s, "
+                 "eps %g, '%s'", (long long)rows, (long long)n, nd, fam, er_format_name(fx), er_format_name(fo),
+                 weight ? er_format_name(fw) : "none", bias ? er_format_name(fw) : "none", badw ? " (a NaN)" : "",
+                 eps, o);
+        require_layernorm_device_equals_host(ref, &tx, nd, weight ? &tw : NULL, bias ? &tb : NULL, eps, &tc, &std,
+                                             what);
+        elems += nc;
+        er_ref_free(ref);
+        free(X);
+        free(C);
+        free(W);
+        free(B);
+    }
+    printf("t-cuda: er_layernorm_covers_device gave the host's report on %ld layernorms (%ld elements)\n", trials,
+           elems);
+}
+END_TEST
+
 /* More rows than blocks (3000 rows; 8 blocks per multiprocessor, 1056 on an H200): each block takes several rows in
- * turn, reusing its shared memory, for softmax, log_softmax and rmsnorm, with outputs around their sets. */
+ * turn, reusing its shared memory, for softmax, log_softmax, rmsnorm and layernorm, with outputs around their sets. */
 START_TEST(many_rows_on_the_gpu_equal_the_host) {
     er_test_reseed(770);
     int64_t rows = 3000, n = 97, nc = rows * n;
@@ -567,8 +703,16 @@ START_TEST(many_rows_on_the_gpu_equal_the_host) {
     er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){n}, NULL, W);
     er_standard std;
     er_standard_init(&std);
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < 4; op++) {
         er_ref *ref;
+        if (op == 3) {
+            ck_assert_int_eq(er_layernorm(&ref, &tx, 1, &tw, &tw, 1e-6), ER_OK);
+            ln_mid(X, ER_FP32, W, W, ER_FP32, rows, n, 1e-6, mid);
+            gen_outputs_around(ref, &std, mid, ER_FP32, rows, n, 0, C);
+            require_layernorm_device_equals_host(ref, &tx, 1, &tw, &tw, 1e-6, &tc, &std, "layernorm 3000 x 97");
+            er_ref_free(ref);
+            continue;
+        }
         if (op == 2) ck_assert_int_eq(er_rmsnorm(&ref, &tx, &tw, 1e-6), ER_OK);
         else ck_assert_int_eq(op ? er_log_softmax(&ref, &tx, 1) : er_softmax(&ref, &tx, 1), ER_OK);
         for (int64_t r = 0; r < rows; r++) { /* the middle of each set is enough for a central value here */
@@ -592,7 +736,7 @@ START_TEST(many_rows_on_the_gpu_equal_the_host) {
         else require_rows_device_equals_host(ref, op, &tx, &tc, 1, &std, what);
         er_ref_free(ref);
     }
-    printf("t-cuda: 3000 rows on fewer blocks: softmax, log_softmax and rmsnorm gave the host's reports\n");
+    printf("t-cuda: 3000 rows on fewer blocks: softmax, log_softmax, rmsnorm and layernorm gave the host's reports\n");
     free(X);
     free(C);
     free(W);
@@ -635,6 +779,14 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, &b3, &std, NULL), ER_ERR_OUTPUT);
     if (!er_cuda_available())
         ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, &a, &std, NULL), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_layernorm_covers_device(NULL, &a, 1, NULL, NULL, 1e-5, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 1, NULL, NULL, 1e-5, NULL, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 1, NULL, &w3, 1e-5, &a, &std, NULL), ER_ERR_SHAPE);
+    ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 3, NULL, NULL, 1e-5, &a, &std, NULL), ER_ERR_SHAPE);
+    ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 1, NULL, NULL, -1.0, &a, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 1, NULL, NULL, 1e-5, &b3, &std, NULL), ER_ERR_OUTPUT);
+    if (!er_cuda_available())
+        ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 1, NULL, NULL, 1e-5, &a, &std, NULL), ER_ERR_UNSUPPORTED);
 }
 END_TEST
 
@@ -651,6 +803,7 @@ int main(void) {
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, rmsnorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, log_softmax_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, layernorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, many_rows_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
