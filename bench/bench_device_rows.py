@@ -1,8 +1,9 @@
 """bench_device_rows.py: the row ops' checks on the GPU (er.softmax_covers_device, er.log_softmax_covers_device,
-er.rmsnorm_covers_device) on the outputs of torch's own ops, against the same op in float64 on the same GPU
-(torch.softmax, torch.log_softmax; rmsnorm as x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first),
-three alternating rounds, medians. For rmsnorm also the host's check of host copies (er.rmsnorm(...).covers on the
-CPU, once, after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
+er.rmsnorm_covers_device, er.layer_norm_covers_device) on the outputs of torch's own ops, against the same op in
+float64 on the same GPU (torch.softmax, torch.log_softmax, torch's layer_norm; rmsnorm as
+x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first), three alternating rounds, medians. For rmsnorm and
+layer_norm also the host's check of host copies (er.rmsnorm(...).covers, er.layer_norm(...).covers on the CPU, once,
+after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
 python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384). Needs torch with CUDA and the library
 built with the CUDA toolkit."""
 import statistics
@@ -33,6 +34,33 @@ def verdict(res):
                                                  res.counts["covered"])
 
 
+def ops(torch, x, w, b, eps):
+    """Each op: its name, torch's output, the float64 baseline, the device check, the host's check of copies (or
+    None) and what the baseline and the output are."""
+    n = x.shape[-1]
+    xf = x if x.dtype == torch.float32 else x.float()
+    sm, lsm = torch.softmax(xf, -1).to(x.dtype), torch.log_softmax(xf, -1).to(x.dtype)
+    rms = torch.nn.functional.rms_norm(x, (n,), w, eps)
+    ln = torch.nn.functional.layer_norm(x, (n,), w, b, eps)
+    xd = lambda: x.double()  # noqa: E731
+    return (
+        ("softmax", sm, lambda: torch.softmax(xd(), -1), lambda: er.softmax_covers_device(x, sm), None,
+         "torch.softmax of the input in float64", "torch.softmax"),
+        ("log_softmax", lsm, lambda: torch.log_softmax(xd(), -1), lambda: er.log_softmax_covers_device(x, lsm), None,
+         "torch.log_softmax of the input in float64", "torch.log_softmax"),
+        ("rmsnorm", rms,
+         lambda: xd() * torch.rsqrt(xd().pow(2).mean(-1, keepdim=True) + eps) * w.double(),
+         lambda: er.rmsnorm_covers_device(x, rms, w, eps),
+         lambda hx, ho: er.rmsnorm(hx, w.cpu(), eps).covers(ho),
+         "rmsnorm of the input in float64", "torch's rms_norm"),
+        ("layer_norm", ln,
+         lambda: torch.nn.functional.layer_norm(xd(), (n,), w.double(), b.double(), eps),
+         lambda: er.layer_norm_covers_device(x, ln, n, w, b, eps),
+         lambda hx, ho: er.layer_norm(hx, n, w.cpu(), b.cpu(), eps).covers(ho),
+         "torch's layer_norm of the input in float64", "torch's layer_norm"),
+    )
+
+
 def main(sizes):
     try:
         import torch
@@ -47,45 +75,28 @@ def main(sizes):
         for dtype in (torch.float32, torch.bfloat16):
             name = "float32" if dtype == torch.float32 else "bfloat16"
             x = (torch.randn(n, n, device="cuda") * 3).to(dtype)
-            out = torch.softmax(x, -1) if dtype == torch.float32 else torch.softmax(x.float(), -1).to(dtype)
-            torch.cuda.synchronize()
-
-            def base():
-                torch.softmax(x.double(), -1)
-                torch.cuda.synchronize()
-            b, c, res = rounds(base, lambda: er.softmax_covers_device(x, out))
-            print("softmax_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch.softmax of the "
-                  "input in float64 on the same GPU; medians of 3 alternating rounds; output of torch.softmax: %s)"
-                  % (name, n, n, c, b, c / b, verdict(res)))
-            out = torch.log_softmax(x, -1) if dtype == torch.float32 else torch.log_softmax(x.float(), -1).to(dtype)
-            torch.cuda.synchronize()
-
-            def base_log():
-                torch.log_softmax(x.double(), -1)
-                torch.cuda.synchronize()
-            b, c, res = rounds(base_log, lambda: er.log_softmax_covers_device(x, out))
-            print("log_softmax_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch.log_softmax "
-                  "of the input in float64 on the same GPU; medians of 3 alternating rounds; output of "
-                  "torch.log_softmax: %s)" % (name, n, n, c, b, c / b, verdict(res)))
             w = (1 + torch.randn(n, device="cuda") / 4).to(dtype)
-            eps = 1e-6
-            out = torch.nn.functional.rms_norm(x, (n,), w, eps)
-            torch.cuda.synchronize()
-
-            def base_rms():
-                xd = x.double()
-                xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+            b = (torch.randn(n, device="cuda") / 4).to(dtype)
+            for op, out, base64, check, host, based, outd in ops(torch, x, w, b, 1e-6):
                 torch.cuda.synchronize()
-            b, c, res = rounds(base_rms, lambda: er.rmsnorm_covers_device(x, out, w, eps))
-            hx, hw, ho = x.cpu(), w.cpu(), out.cpu()
-            t0 = time.perf_counter()
-            host = er.rmsnorm(hx, hw, eps).covers(ho)
-            th = time.perf_counter() - t0
-            same = host.counts == res.counts and str(host) == str(res)
-            print("rmsnorm_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: rmsnorm of the input "
-                  "in float64 on the same GPU; medians of 3 alternating rounds; output of torch's rms_norm: %s; the "
-                  "host's check of copies %.3f s, %s)" % (name, n, n, c, b, c / b, verdict(res), th,
-                                                          "the same report" if same else "A DIFFERENT REPORT"))
+
+                def base():
+                    base64()
+                    torch.cuda.synchronize()
+                tb, tc, res = rounds(base, check)
+                extra = ""
+                if host is not None:
+                    hx, ho = x.cpu(), out.cpu()
+                    t0 = time.perf_counter()
+                    hres = host(hx, ho)
+                    th = time.perf_counter() - t0
+                    same = hres.counts == res.counts and str(hres) == str(res)
+                    extra = "; the host's check of copies %.3f s, %s" % (
+                        th, "the same report" if same else "A DIFFERENT REPORT")
+                print("%s_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: %s on the same GPU; "
+                      "medians of 3 alternating rounds; output of %s: %s%s)"
+                      % (op, name, n, n, tc, tb, tc / tb, based, outd, verdict(res), extra))
+                del out
 
 
 if __name__ == "__main__":

@@ -680,6 +680,40 @@ def rmsnorm_covers_device(x: Any, out: Any, weight: Any = None, eps: float = 1e-
     return Result(rep, tuple(vo.tensor.shape))
 
 
+def layer_norm_covers_device(x: Any, out: Any, normalized_shape: Union[int, Sequence[int]], weight: Any = None,
+                             bias: Any = None, eps: float = 1e-5, standard: str = "any_order",
+                             options: Optional[str] = None, stream: Any = None, **kwargs: Any) -> Result:
+    """covers() of y = layer_norm(x, normalized_shape, weight, bias, eps) with x, y (and weight and bias, of the
+    normalised shape, or None) CUDA torch tensors, the sets computed on the GPU where they are
+    (er_layernorm_covers_device): each row's sums exactly there, its mean's and rstd's sets on the host, every
+    element's set and exact result on the GPU, the rows the GPU does not decide on the host. Outside the GPU path's
+    scope (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
+    er.layer_norm(x, normalized_shape, weight, bias, eps).covers(y) on host copies. mean and rstd (one value per row)
+    are checked on the host: er.layer_norm(...).covers((y, mean, rstd)). stream: a torch.cuda.Stream (default: the
+    current stream)."""
+    fn = "layer_norm_covers_device"
+    _check_stream(stream, fn)
+    ns = _check.shape(normalized_shape, fn, "normalized_shape")
+    eps = _check.real(eps, fn, "eps", lo=0)
+    vx, vo = DeviceView(x, "x"), DeviceView(out, "out")
+    k = len(ns)
+    if k < 1 or k > vx.tensor.dim() or tuple(vx.tensor.shape[vx.tensor.dim() - k:]) != ns:
+        raise ValueError("exactref: %s: normalized_shape %s is not the end of x's shape %s"
+                         % (fn, ns, tuple(vx.tensor.shape)))
+    vw, vb = (None if t is None else DeviceView(t, name) for t, name in ((weight, "weight"), (bias, "bias")))
+    for v, name in ((vw, "weight"), (vb, "bias")):
+        if v is not None and tuple(v.tensor.shape) != ns:
+            raise ValueError("exactref: %s: %s has shape %s, not the normalized shape %s"
+                             % (fn, name, tuple(v.tensor.shape), ns))
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(vx.tensor.device)
+    std = _standard(standard, options, kwargs)
+    rep = _ffi.layernorm_covers_device(vx.buf, k, None if vw is None else vw.buf, None if vb is None else vb.buf, eps,
+                                       vo.buf, std, stream.cuda_stream)
+    return Result(rep, tuple(vo.tensor.shape))
+
+
 def scaled_matmul(A: ArrayLike, B: ArrayLike, scale_a, scale_b, block: Optional[int] = None) -> Reference:
     """The exact reference of (A @ B) * scale_a * scale_b with per-tensor fp32 scales, as torch._scaled_mm computes
     on fp8 inputs (standards: "mma:sm90" with outer="any", and promote=4 for use_fast_accum=False).
@@ -1074,6 +1108,27 @@ class LayerNormReference(_MultiOutputReference):
     dimension is normalised)."""
 
     OUTPUTS = ("y", "mean", "rstd")
+    _args = None  # (x, normalized_shape, weight, bias, eps) as layer_norm() took them
+
+    def covers(self, out: Union[ArrayLike, Sequence[Optional[ArrayLike]]], standard: str = "any_order",
+               options: Optional[str] = None, **kwargs: Any) -> Union[Result, Results]:
+        """As _MultiOutputReference.covers; y alone (not a tuple) with x, y, weight and bias CUDA torch tensors is
+        checked where they are (layer_norm_covers_device, the library built with CUDA), with the same result; its
+        sets, where asked for, come from the host's pass on copies."""
+        if not isinstance(out, (tuple, list)) and self._args is not None and _on_cuda(out):
+            x, ns, w, b, eps = self._args
+            if all(t is None or _on_cuda(t) for t in (x, w, b)) and _ffi.cuda_available():
+                if tuple(out.shape) != tuple(self.shape):
+                    raise ValueError("exactref: y has shape %s but layernorm produces %s"
+                                     % (tuple(out.shape), tuple(self.shape)))
+                host = super().covers
+
+                def sets():
+                    return host(to_numpy(out, "y"), standard, options, **kwargs)._bounds()
+                res = layer_norm_covers_device(x, out, ns, w, b, eps, standard, options, **kwargs)
+                res._sets = sets
+                return res
+        return super().covers(out, standard, options, **kwargs)
 
 
 class QuantizeReference(_MultiOutputReference):
@@ -1456,7 +1511,9 @@ def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight
         v = View(arr, name)
         keep += [v, t]
         bufs.append(v.buf)
-    return LayerNormReference(_ffi.layernorm(va.buf, k, bufs[0], bufs[1], eps), tuple(keep), a.shape, "layernorm")
+    ref = LayerNormReference(_ffi.layernorm(va.buf, k, bufs[0], bufs[1], eps), tuple(keep), a.shape, "layernorm")
+    ref._args = (x, ns, weight, bias, eps)
+    return ref
 
 
 # ---- docstrings from the library's tables: the standard's options and which op takes which ----

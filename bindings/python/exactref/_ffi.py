@@ -254,6 +254,11 @@ _sig = {
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
          ctypes.c_void_p],
     ),
+    "er_layernorm_covers_device": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double,
+         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
@@ -763,6 +768,12 @@ def softmax_covers_device(vx, dim, vo, std, stream_handle, log=False):
 def rmsnorm_covers_device(vx, vw, eps, vo, std, stream_handle):
     block = Reports(1)
     check(lib.er_rmsnorm_covers_device(block.buf, vx, vw, eps, vo, std, ctypes.c_void_p(stream_handle)))
+    return block.at(0)
+
+
+def layernorm_covers_device(vx, nd, vw, vb, eps, vo, std, stream_handle):
+    block = Reports(1)
+    check(lib.er_layernorm_covers_device(block.buf, vx, nd, vw, vb, eps, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 

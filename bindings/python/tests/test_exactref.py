@@ -459,6 +459,35 @@ def test_rmsnorm_covers_device_equals_host():
         assert np.array_equal(auto.hi, host.hi, equal_nan=True)
 
 
+def test_layer_norm_covers_device_equals_host():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    for dtype, shape, ns, wdtype, bias, eps, options in (
+        (torch.float32, (64, 300), (300,), torch.float32, True, 1e-5, {}),
+        (torch.bfloat16, (2, 5, 129), (129,), torch.bfloat16, False, 1e-5, {"variance": "two_pass"}),
+        (torch.float16, (6, 4, 35), (4, 35), None, True, 0.0, {"mean": "divide", "variance": "welford"}),
+        (torch.float32, (16, 40), (40,), torch.float32, True, 1e-6, {"compute": "fp64"}),  # the host's path
+    ):
+        x = (torch.randn(shape, generator=gen) * 4 + 1).to(dtype).cuda()
+        w = None if wdtype is None else (1 + torch.randn(ns, generator=gen) / 4).to(wdtype).cuda()
+        b = (torch.randn(ns, generator=gen) / 2).to(dtype).cuda() if bias else None
+        x.view(-1)[5] = 0.0
+        out = torch.nn.functional.layer_norm(x.float(), ns, None if w is None else w.float(),
+                                             None if b is None else b.float(), eps)
+        out.view(-1)[1] += 0.25                         # one element far outside
+        dev = er.layer_norm_covers_device(x, out, ns, w, b, eps, **options)
+        host = er.layer_norm(x.cpu(), ns, None if w is None else w.cpu(), None if b is None else b.cpu(),
+                             eps).covers(out.cpu(), **options)
+        auto = er.layer_norm(x, ns, w, b, eps).covers(out, **options)  # CUDA tensors: the device path
+        for r in (dev, auto):
+            assert r.counts == host.counts and r.n_failed == host.n_failed == 1
+            assert (r.classes == host.classes).all()
+            assert r.worst == host.worst and str(r) == str(host)
+        assert np.array_equal(auto.hi, host.hi, equal_nan=True)
+
+
 def test_matmul_covers_device_refuses_host_tensors():
     if not er.cuda_available():
         pytest.skip("exactref built without CUDA")
@@ -472,11 +501,19 @@ def test_matmul_covers_device_refuses_host_tensors():
         er.log_softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="eps"):  # checked before the tensors
         er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), eps=-1.0)
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.layer_norm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2)
+    with pytest.raises(ValueError, match="eps"):  # checked before the tensors
+        er.layer_norm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2, eps=-1.0)
+    with pytest.raises(TypeError, match="normalized_shape"):
+        er.layer_norm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2.5)
     for bad in (5, "stream", object()):  # checked before the tensors, so without a GPU too
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.log_softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.layer_norm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2, stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
