@@ -61,6 +61,26 @@ extern const er_op_module er__tensor_module, er__quantize_module, er__chain_modu
 /* The table itself, ending in NULL. */
 extern const er_op_module *const er__modules[];
 
+/* A share's record of the elements whose sets hold their outputs, kept as the engine keeps it (er_sink_record) but
+ * as a tally (er__sink_tally) and the widest such set's element (er__sink_widest), given to the sink at the share's
+ * end; every other element is put as it comes. on = 0: every element put (the sets wanted, the output not read,
+ * elements not in increasing order, or EXACTREF_FAST=0). */
+typedef struct er_row_rec {
+    int on;
+    er_sink_tally t;
+    double wrel, wy;
+    int64_t widx;
+    er_cset wc;
+} er_row_rec;
+
+/* A share's record at its start (in_order: its elements come in increasing order) and at its end (the tally and the
+ * widest recorded set given to the sink). */
+ER_INTERNAL void er__row_rec_begin(er_row_rec *rec, const er_sink *sk, int in_order);
+ER_INTERNAL void er__row_rec_end(er_row_rec *rec, er_sink *sk);
+/* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink, through
+ * the record: elements idx[0 .. n) (idx NULL: base .. base + n), in increasing order where the record is on. */
+ER_INTERNAL void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n,
+                             const er_cval *cv, const double *ex, const double *rd);
 /* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
  * as the widest set's candidate. */
 ER_INTERNAL void er__row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex,

@@ -14,18 +14,6 @@
 #include "enclose/rmsnorm.h"
 #include "core/sqwin.h"
 
-/* A share's record of the elements whose sets hold their outputs, kept as the engine keeps it (er_sink_record) but
- * as a tally (er__sink_tally) and the widest such set's element (er__sink_widest), given to the sink at the share's
- * end; every other element is put as it comes. on = 0: every element put (the sets wanted, the output not read,
- * elements not in increasing order, or EXACTREF_FAST=0). */
-typedef struct er_row_rec {
-    int on;
-    er_sink_tally t;
-    double wrel, wy;
-    int64_t widx;
-    er_cset wc;
-} er_row_rec;
-
 /* One thread's run of rows [r0, r1) into its sink. */
 typedef struct er_row_job {
     const er_ref *ref;
@@ -37,33 +25,32 @@ typedef struct er_row_job {
     er_row_rec rec;
 } er_row_job;
 
-/* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink. */
-static void er_row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t n, const er_cval *cv,
-                       const double *ex, const double *rd) {
+void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n, const er_cval *cv,
+                 const double *ex, const double *rd) {
     for (int64_t k = 0; k < n; k++) {
         er_cset c;
+        int64_t i = idx ? idx[k] : base + k;
         er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
-        if (!rec->on) { er__sink_put(sk, idx[k], &c); continue; }
-        double y = er__load(sk->out, sk->out_contig ? idx[k] : er__offset(sk->out, idx[k])), rel;
+        if (!rec->on) { er__sink_put(sk, i, &c); continue; }
+        double y = er__load(sk->out, sk->out_contig ? i : er__offset(sk->out, i)), rel;
         /* the widest recorded set: the first of the widest, the elements coming in increasing order */
-        if (er__sink_tally_put(sk, &rec->t, idx[k], &c, y, &rel) && rel >= 0 && rel > rec->wrel) {
+        if (er__sink_tally_put(sk, &rec->t, i, &c, y, &rel) && rel >= 0 && rel > rec->wrel) {
             rec->wrel = rel;
-            rec->widx = idx[k];
+            rec->widx = i;
             rec->wc = c;
             rec->wy = y;
         }
     }
 }
 
-/* A share's record at its start (in_order: its elements come in increasing order) and at its end. */
-static void er_row_rec_begin(er_row_rec *rec, const er_sink *sk, int in_order) {
+void er__row_rec_begin(er_row_rec *rec, const er_sink *sk, int in_order) {
     const char *env = getenv("EXACTREF_FAST");
     memset(rec, 0, sizeof *rec);
     rec->on = in_order && er__sink_reads_output(sk) && !sk->set_lo && !(env && env[0] == '0');
     rec->wrel = -1;
     rec->widx = -1;
 }
-static void er_row_rec_end(er_row_rec *rec, er_sink *sk) {
+void er__row_rec_end(er_row_rec *rec, er_sink *sk) {
     if (!rec->on) return;
     er__sink_tally(sk, &rec->t);
     if (rec->widx >= 0) er__sink_widest(sk, rec->widx, &rec->wc, rec->wy);
@@ -254,7 +241,7 @@ static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, i
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
                                   : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
-    if (st == ER_OK) er_row_put(j->sk, &j->rec, idx, n, cv, ex, rd);
+    if (st == ER_OK) er__row_put(j->sk, &j->rec, idx, 0, n, cv, ex, rd);
     free(cv);
     free(ex);
     free(rd);
@@ -272,7 +259,7 @@ static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64
     rc->env.special = 0;
     for (int64_t k = 0; k < n && st == ER_OK; k++) rc->env.special |= !isfinite(row[k]);
     if (st == ER_OK) st = er__rmsnorm_row(&rc->pl, &rc->acc, &rc->env, row, rc->w, n, cv, ex, rd);
-    if (st == ER_OK) er_row_put(rc->j->sk, &rc->j->rec, idx, n, cv, ex, rd);
+    if (st == ER_OK) er__row_put(rc->j->sk, &rc->j->rec, idx, 0, n, cv, ex, rd);
     free(cv);
     free(ex);
     free(rd);
@@ -330,10 +317,10 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
 static void *er_row_run(void *arg) {
     er_row_job *j = arg;
     /* rows along the last dimension: their elements in increasing order */
-    er_row_rec_begin(&j->rec, j->sk, j->ref->mod == &er__rmsnorm_module || er__rows(j->ref)->dim == j->ref->ndim - 1);
+    er__row_rec_begin(&j->rec, j->sk, j->ref->mod == &er__rmsnorm_module || er__rows(j->ref)->dim == j->ref->ndim - 1);
     if (j->ref->mod == &er__rmsnorm_module) j->st = er_rmsnorm_rows(j);
     else j->st = er__softmax_foreach_range(j->ref, j->r0, j->r1, er_softmax_cb, j);
-    if (j->st == ER_OK) er_row_rec_end(&j->rec, j->sk);
+    if (j->st == ER_OK) er__row_rec_end(&j->rec, j->sk);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
 }
