@@ -225,9 +225,9 @@ def references():
 
 
 def rows():
-    """The row ops' covers() from Python at 2048 x 4096 fp32 against numpy evaluating the op in float64 (both on every
-    core numpy and exactref use): their reports keep no set of an output inside it, and the sets (lo, hi, slack) come
-    from a second pass when first read, which the last figure times."""
+    """The row ops' (and layer_norm's y) covers() from Python at 2048 x 4096 fp32 against numpy evaluating the op in
+    float64 (both on every core numpy and exactref use): their reports keep no set of an output inside it, and the
+    sets (lo, hi, slack) come from a second pass when first read, which the last figure times."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2048, 4096)).astype(np.float32)
     w = (1 + rng.standard_normal(4096) / 4).astype(np.float32)
@@ -243,8 +243,13 @@ def rows():
 
     def rmsnorm64():
         return x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6) * w
+
+    def layer_norm64():
+        d = x64 - x64.mean(-1, keepdims=True)
+        return d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5) * w + w / 2
     for name, f, ref in (("softmax", softmax64, er.softmax(x)), ("log_softmax", log_softmax64, er.log_softmax(x)),
-                         ("rmsnorm", rmsnorm64, er.rmsnorm(x, w, 1e-6))):
+                         ("rmsnorm", rmsnorm64, er.rmsnorm(x, w, 1e-6)),
+                         ("layer_norm", layer_norm64, er.layer_norm(x, 4096, w, w / 2, 1e-5))):
         out = f().astype(np.float32)
         assert ref.covers(out).all()
         t0, t1 = best(f, 3), best(lambda: ref.covers(out).all(), 3)
