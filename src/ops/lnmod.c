@@ -45,20 +45,19 @@ typedef struct er_ln_ctx {
     er_layernorm_plan pl;
     const double *w, *b;
     er_ln_out o[3];
+    er_row_rec rec; /* y's record (its elements come in increasing order) */
 } er_ln_ctx;
 
 static er_status er_ln_cb(void *v, const double *row, int64_t rownum, int64_t n) {
     er_ln_ctx *lc = v;
     ER_RETURN_IF_ERROR(er__layernorm_row(&lc->pl, row, lc->w, lc->b, n, lc->o));
-    for (int o = 0; o < 3; o++) {
+    if (lc->sk[0]) er__row_put(lc->sk[0], &lc->rec, NULL, rownum * n, n, lc->o[0].cv, lc->o[0].exact, lc->o[0].rounded);
+    for (int o = 1; o < 3; o++) { /* mean and rstd: one each */
         er_sink *sk = lc->sk[o];
         if (!sk) continue;
-        int64_t cnt = o == 0 ? n : 1, base = o == 0 ? rownum * n : rownum;
-        for (int64_t k = 0; k < cnt; k++) {
-            er_cset c;
-            er__cset_build(&c, sk->O, sk->ov, 1, &lc->o[o].cv[k], lc->o[o].exact[k], lc->o[o].rounded[k]);
-            er__sink_put(sk, base + k, &c);
-        }
+        er_cset c;
+        er__cset_build(&c, sk->O, sk->ov, 1, lc->o[o].cv, lc->o[o].exact[0], lc->o[o].rounded[0]);
+        er__sink_put(sk, rownum, &c);
     }
     return ER_OK;
 }
@@ -67,7 +66,9 @@ typedef struct er_ln_job { er_ln_ctx *lc; const er_ref *ref; int64_t r0, r1; er_
 
 static void *er_ln_run(void *arg) {
     er_ln_job *j = arg;
+    if (j->lc->sk[0]) er__row_rec_begin(&j->lc->rec, j->lc->sk[0], 1);
     j->st = er__layernorm_foreach_range(j->ref, j->r0, j->r1, er_ln_cb, j->lc);
+    if (j->st == ER_OK && j->lc->sk[0]) er__row_rec_end(&j->lc->rec, j->lc->sk[0]);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
 }

@@ -778,8 +778,8 @@ START_TEST(row_ops_same_report_for_any_thread_count) {
 }
 END_TEST
 
-/* The row ops keep the record of each output inside its set as a tally and its widest set (rowmods.c, er_row_put);
- * with EXACTREF_FAST=0 they put every set into the report. Both reports must agree in every field: counts, classes,
+/* The row ops (and layernorm's y) keep the record of each output inside its set as a tally and its widest set
+ * (rowmods.c, er__row_put); with EXACTREF_FAST=0 they put every set into the report. Both reports must agree in every field: counts, classes,
  * failing lists, the widest set, the resolution's widths, the classic bug's tests and note, unbounded sets; on rows
  * of 61 and of 4096 (where rmsnorm's bug of n - 1 may pass), with rows of equal values (equal sets: the first of the
  * widest), outputs moved by 1% or 2^-20, and NaN. */
@@ -796,19 +796,24 @@ START_TEST(row_ops_same_report_with_or_without_the_tally) {
         er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, N}, NULL, x);
         er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){R, N}, NULL, y);
         er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){N}, NULL, w);
-        for (int op = 0; op < 4; op++) {
+        for (int op = 0; op < 6; op++) {
             er_ref *ref;
             if (op == 0) ck_assert_int_eq(er_softmax(&ref, &tx, 1), ER_OK);
             else if (op == 1) ck_assert_int_eq(er_log_softmax(&ref, &tx, -1), ER_OK);
+            else if (op >= 4) ck_assert_int_eq(er_layernorm(&ref, &tx, 1, op == 5 ? &tw : NULL, &tw, 1e-6), ER_OK);
             else ck_assert_int_eq(er_rmsnorm(&ref, &tx, op == 3 ? &tw : NULL, 1e-6), ER_OK);
             for (int64_t r = 0; r < R; r++) {
-                double m = -INFINITY, s = 0, q = 0;
+                double m = -INFINITY, s = 0, q = 0, mu = 0, d2 = 0;
                 for (int64_t j = 0; j < N; j++) { m = fmax(m, x[r * N + j]); q += (double)x[r * N + j] * x[r * N + j]; }
                 for (int64_t j = 0; j < N; j++) s += exp((double)x[r * N + j] - m);
+                for (int64_t j = 0; j < N; j++) mu += x[r * N + j] / (double)N;
+                for (int64_t j = 0; j < N; j++) d2 += (x[r * N + j] - mu) * (x[r * N + j] - mu);
                 for (int64_t j = 0; j < N; j++) {
                     int64_t e = r * N + j;
-                    double v = op == 0 ? exp(x[e] - m) / s : op == 1 ? x[e] - m - log(s)
-                                                                      : x[e] * (op == 3 ? w[j] : 1) / sqrt(q / N + 1e-6);
+                    double v = op == 0   ? exp(x[e] - m) / s
+                               : op == 1 ? x[e] - m - log(s)
+                               : op >= 4 ? (x[e] - mu) / sqrt(d2 / N + 1e-6) * (op == 5 ? w[j] : 1) + w[j]
+                                         : x[e] * (op == 3 ? w[j] : 1) / sqrt(q / N + 1e-6);
                     if (e % 97 == 5) v *= 1.01;
                     if (e % 89 == 3) v *= 1 + 0x1p-20;
                     y[e] = e % 1013 == 7 ? NAN : (float)v;

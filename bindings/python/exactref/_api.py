@@ -375,7 +375,7 @@ class Reference:
     OUTPUTS = ("out",)
     # ops whose covers() leaves the sets to a second pass, when first read: the row ops keep no set of an output
     # inside it (rowmods.c, er_row_put), so their pass without sets is the cheaper one
-    LAZY_SETS = ("softmax", "log_softmax", "rmsnorm")
+    LAZY_SETS = ("softmax", "log_softmax", "rmsnorm", "layernorm")
 
     def _index(self, output):
         """The index of an output given by number or name."""
@@ -1112,23 +1112,25 @@ class LayerNormReference(_MultiOutputReference):
 
     def covers(self, out: Union[ArrayLike, Sequence[Optional[ArrayLike]]], standard: str = "any_order",
                options: Optional[str] = None, **kwargs: Any) -> Union[Result, Results]:
-        """As _MultiOutputReference.covers; y alone (not a tuple) with x, y, weight and bias CUDA torch tensors is
-        checked where they are (layer_norm_covers_device, the library built with CUDA), with the same result; its
-        sets, where asked for, come from the host's pass on copies."""
-        if not isinstance(out, (tuple, list)) and self._args is not None and _on_cuda(out):
-            x, ns, w, b, eps = self._args
-            if all(t is None or _on_cuda(t) for t in (x, w, b)) and _ffi.cuda_available():
-                if tuple(out.shape) != tuple(self.shape):
-                    raise ValueError("exactref: y has shape %s but layernorm produces %s"
-                                     % (tuple(out.shape), tuple(self.shape)))
-                host = super().covers
+        """As _MultiOutputReference.covers; y alone (not a tuple) is checked as a one-output op's (its sets, where
+        asked for, from a second pass), and with x, y, weight and bias CUDA torch tensors where they are
+        (layer_norm_covers_device, the library built with CUDA), with the same result; its sets, where asked for,
+        come from the host's pass on copies."""
+        if isinstance(out, (tuple, list)):
+            return super().covers(out, standard, options, **kwargs)
+        on_gpu = self._args is not None and _on_cuda(out) and _ffi.cuda_available()
+        if on_gpu and all(t is None or _on_cuda(t) for t in self._args[:1] + self._args[2:4]):
+            if tuple(out.shape) != tuple(self.shape):
+                raise ValueError("exactref: y has shape %s but layernorm produces %s"
+                                 % (tuple(out.shape), tuple(self.shape)))
 
-                def sets():
-                    return host(to_numpy(out, "y"), standard, options, **kwargs)._bounds()
-                res = layer_norm_covers_device(x, out, ns, w, b, eps, standard, options, **kwargs)
-                res._sets = sets
-                return res
-        return super().covers(out, standard, options, **kwargs)
+            def sets():
+                return Reference.covers(self, to_numpy(out, "y"), standard, options, **kwargs)._bounds()
+            x, ns, w, b, eps = self._args
+            res = layer_norm_covers_device(x, out, ns, w, b, eps, standard, options, **kwargs)
+            res._sets = sets
+            return res
+        return Reference.covers(self, out, standard, options, **kwargs)
 
 
 class QuantizeReference(_MultiOutputReference):

@@ -201,11 +201,12 @@ def test_inductor_row_op_captures():
         caught, passed_noted, unchanged)
 
 
-@pytest.mark.parametrize("op", ["softmax", "log_softmax", "rmsnorm", "rmsnorm_weight", "rmsnorm_long", "softmax_dim0"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "rmsnorm", "rmsnorm_weight", "rmsnorm_long", "softmax_dim0",
+                                "layer_norm", "layer_norm_affine"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_row_ops_record_passing_outputs_as_their_sets_would(monkeypatch, op, dtype):
-    """The row ops keep the record of each output inside its set as a tally and its widest set (EXACTREF_FAST unset)
-    or put every set into the report (EXACTREF_FAST=0): the same report either way, on rows of equal values (equal
+    """The row ops and layer_norm's y keep the record of each output inside its set as a tally and its widest set
+    (EXACTREF_FAST unset) or put every set into the report (EXACTREF_FAST=0): the same report either way, on rows of equal values (equal
     sets: the first of the widest wins), rows with outputs moved 1 to 3 ulps, set to NaN or infinity, and rmsnorm's
     classic bug's test (at 4096, where it may pass: the report's note counts the tests)."""
     rng = np.random.default_rng(11)
@@ -223,6 +224,12 @@ def test_row_ops_record_passing_outputs_as_their_sets_would(monkeypatch, op, dty
         y, ref = ee / ee.sum(dim, keepdims=True), er.softmax(x, dim)
     elif op == "log_softmax":
         y, ref = x64 - m - np.log(e.sum(-1, keepdims=True)), er.log_softmax(x)
+    elif op.startswith("layer_norm"):
+        wt, bt = (w, w / 2) if op == "layer_norm_affine" else (None, None)
+        mu = x64.mean(-1, keepdims=True)
+        y = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+        y = y if wt is None else y * wt + bt
+        ref = er.layer_norm(x, x.shape[-1], wt, bt)
     else:
         wt = w if op == "rmsnorm_weight" else None
         y = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * (1 if wt is None else wt)
