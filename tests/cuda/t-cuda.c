@@ -4,9 +4,14 @@
  * device memory, exactly the report er_matmul and er_covers give on host copies. Without a CUDA device the test is
  * skipped (exit 77) with a message; the refusals of the device API are checked everywhere. */
 #include "../common/er_gen.h"
+#include "../common/npz.h"
 #include <cuda_runtime_api.h>
 #include <exactref/cuda.h>
 #include "splitk.h"
+
+#ifndef ER_TEST_DATA_DIR
+#define ER_TEST_DATA_DIR "tests/data"
+#endif
 
 static int run_case(int M, int K, int N, int S, int buggy, const char *order, const char *opts) {
     uint16_t *A = malloc(2 * (size_t)M * K), *B = malloc(2 * (size_t)K * N);
@@ -747,6 +752,97 @@ START_TEST(many_rows_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* The H200 captures of torch's softmax, log_softmax, rms_norm and layer_norm (tests/data/norm.npz, 90 cases of fp32,
+ * fp16 and bf16) through the GPU paths against the host: as captured, and with a tenth of the outputs nudged by 1 to 4
+ * ulps of their format either way; under the default standard and a standard of torch's own kernel (softmax and
+ * log_softmax: its sums' depth; rms_norm: variance=two_pass; layer_norm: variance=welford at its tree's depth). The reports must
+ * agree in every field and in their JSON, and the outputs as captured must pass. The data directory is
+ * ER_TEST_DATA_DIR or the environment's ER_TEST_DATA. */
+START_TEST(h200_captures_on_the_gpu_equal_the_host) {
+    er_test_reseed(810);
+    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
+    char npz[512], list[512];
+    snprintf(npz, sizeof npz, "%s/norm.npz", dir);
+    snprintf(list, sizeof list, "%s/norm_cases.txt", dir);
+    npz_file z;
+    FILE *f = open_cases(&z, npz, list);
+    char line[256], id[32], op[32], dtype[32], dist[32];
+    int cases = 0;
+    long elems = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%31s %31s %31s %31s", id, op, dtype, dist) != 4) continue;
+        int kind = strcmp(op, "softmax") == 0       ? 0
+                   : strcmp(op, "log_softmax") == 0 ? 1
+                   : strcmp(op, "rmsnorm") == 0     ? 2
+                   : strcmp(op, "layernorm") == 0   ? 3
+                                                    : -1;
+        ck_assert_msg(kind >= 0, "case %s: op %s", id, op);
+        static const char *const parts[4] = {"in__x", "in__weight", "in__bias", "out__y"};
+        er_tensor t[4];
+        const er_tensor *pt[4];
+        for (int i = 0; i < 4; i++) {
+            char key[96];
+            snprintf(key, sizeof key, "%s__%s", id, parts[i]);
+            const npy_array *a = npz_find(&z, key);
+            pt[i] = a && npz_view(&t[i], a) ? &t[i] : NULL;
+        }
+        ck_assert_msg(pt[0] && pt[3] && (kind != 2 || pt[1]), "case %s incomplete", id);
+        er_ref *ref;
+        double eps = kind == 2 ? 1e-6 : 1e-5;
+        if (kind == 3) ck_assert_int_eq(er_layernorm(&ref, pt[0], 1, pt[1], pt[2], eps), ER_OK);
+        else if (kind == 2) ck_assert_int_eq(er_rmsnorm(&ref, pt[0], pt[1], eps), ER_OK);
+        else ck_assert_int_eq(kind ? er_log_softmax(&ref, pt[0], -1) : er_softmax(&ref, pt[0], -1), ER_OK);
+        int64_t n = pt[0]->shape[pt[0]->ndim - 1], nc = er_tensor_numel(pt[3]), D;
+        if (kind < 2) ck_assert_int_eq(er_depth_torch_softmax(&D, n), ER_OK);
+        else ck_assert_int_eq(er_depth_torch_layer_norm(&D, n), ER_OK);
+        /* the output as captured, then nudged (a copy) */
+        int bo = er_format_storage_bits(pt[3]->format) / 8;
+        void *moved = malloc((size_t)(nc * bo));
+        memcpy(moved, pt[3]->data, (size_t)(nc * bo));
+        for (int64_t e = 0; e < nc; e++) {
+            if (er_rand64() % 10) continue;
+            double y = er_load(moved, pt[3]->format, e);
+            int k = 1 + (int)(er_rand64() % 4);
+            y += (er_rand64() % 2 ? k : -k) * er_format_ulp(pt[3]->format, y);
+            er_round_double(&y, pt[3]->format, y, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            er_store(moved, pt[3]->format, e, y);
+        }
+        er_tensor tm = *pt[3];
+        tm.data = moved;
+        for (int v = 0; v < 4; v++) {
+            er_standard std;
+            char opts[96] = "";
+            if (v >= 2 && kind == 2) snprintf(opts, sizeof opts, "variance=two_pass");
+            if (v >= 2 && kind == 3) snprintf(opts, sizeof opts, "variance=welford depth=%lld", (long long)D);
+            if (v >= 2 && kind < 2) snprintf(opts, sizeof opts, "depth=%lld", (long long)D);
+            ck_assert_int_eq(er_standard_parse(&std, "any_order", opts), ER_OK);
+            const er_tensor *y = v % 2 ? &tm : pt[3];
+            char what[160];
+            snprintf(what, sizeof what, "capture %s (%s %s %s), %s, '%s'", id, op, dtype, dist,
+                     v % 2 ? "nudged" : "as captured", opts);
+            if (v == 0) {
+                er_report rh;
+                ck_assert_msg(er_covers(&rh, ref, y, &std) == ER_OK, "%s", er_last_error());
+                ER_REQUIRE_PASS(&rh, "%s: not covered on the host:", what);
+                er_report_clear(&rh);
+            }
+            if (kind == 3) require_layernorm_device_equals_host(ref, pt[0], 1, pt[1], pt[2], eps, y, &std, what);
+            else if (kind == 2) require_rmsnorm_device_equals_host(ref, pt[0], pt[1], eps, y, &std, what);
+            else require_rows_device_equals_host(ref, kind, pt[0], y, (int)pt[0]->ndim - 1, &std, what);
+        }
+        free(moved);
+        er_ref_free(ref);
+        cases++;
+        elems += nc;
+    }
+    fclose(f);
+    npz_free(&z);
+    ck_assert_int_eq(cases, 90);
+    printf("t-cuda: the GPU paths gave the host's reports on the %d H200 captures of norm.npz (%ld elements), as "
+           "captured and nudged, under two standards each\n", cases, elems);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -808,6 +904,7 @@ int main(void) {
     if (have) tcase_add_test(tc, log_softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, layernorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, many_rows_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, h200_captures_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);
