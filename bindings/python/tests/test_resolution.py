@@ -206,9 +206,9 @@ def test_inductor_row_op_captures():
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_row_ops_record_passing_outputs_as_their_sets_would(monkeypatch, op, dtype):
     """The row ops and layer_norm's y keep the record of each output inside its set as a tally and its widest set
-    (EXACTREF_FAST unset) or put every set into the report (EXACTREF_FAST=0): the same report either way, on rows of equal values (equal
-    sets: the first of the widest wins), rows with outputs moved 1 to 3 ulps, set to NaN or infinity, and rmsnorm's
-    classic bug's test (at 4096, where it may pass: the report's note counts the tests)."""
+    (EXACTREF_FAST unset) or put every set into the report (EXACTREF_FAST=0): the same report either way, on rows of
+    equal values (equal sets: the first of the widest wins), rows with outputs moved 1 to 3 ulps, set to NaN or
+    infinity, and rmsnorm's classic bug's test (at 4096, where it may pass: the report's note counts the tests)."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal((8, 4096) if op == "rmsnorm_long" else (24, 96)).astype(np.float32)
     x[3] = x[3, 0]  # a row of one value
