@@ -127,7 +127,7 @@ static er_status er_ln_vec_back(const er_tensor *t, int64_t n, void *stream, dou
  * array, the blocks' tallies and the rows left into r. */
 static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes) {
     cudaStream_t s = r->s;
-    int64_t n = r->n, rows = r->rows, total = rows * n;
+    int64_t n = r->n, rows = r->rows;
     er_ln_sums *sums = malloc(sizeof *sums * (size_t)rows);
     double *rc = malloc(sizeof(double) * 8 * (size_t)rows);
     if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
@@ -146,21 +146,15 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes) {
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
     if (r->st == ER_OK && r->e == cudaSuccess) r->st = er__layernorm_dev_consts(r->ref, r->std, sums, rows, n, rc);
     er_devln_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
-    double *drc = er_dev_alloc(&r->db, sizeof(double) * 8 * (size_t)rows, s, &r->e);
-    uint8_t *dcl = er_dev_alloc(&r->db, (size_t)total, s, &r->e);
-    er_dev_part *dparts = er_dev_alloc(&r->db, sizeof *dparts * (size_t)r->blocks, s, &r->e);
-    int64_t *dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)rows, s, &r->e);
-    unsigned long long *dn = er_dev_alloc(&r->db, sizeof *dn, s, &r->e);
+    er_dev_kio o;
+    er_dev_kio_init(r, &o, rc, 8);
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, &hc, sizeof hc, cudaMemcpyHostToDevice, s);
-    if (r->st == ER_OK && r->e == cudaSuccess)
-        r->e = cudaMemcpyAsync(drc, rc, sizeof(double) * 8 * (size_t)rows, cudaMemcpyHostToDevice, s);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dn, 0, sizeof *dn, s);
     if (r->st == ER_OK && r->e == cudaSuccess) {
         int ec = er__devln_rows(arg->x->data, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL,
-                                arg->out->data, rows, n, dc, drc, r->blocks, dcl, dparts, dpend, dn, s);
+                                arg->out->data, rows, n, dc, o.drc, r->blocks, o.dcl, o.dparts, o.dpend, o.dn, s);
         if (ec) r->e = (cudaError_t)ec;
     }
-    if (r->st == ER_OK) er_dev_rows_back(r, dcl, dparts, dpend, dn, classes);
+    if (r->st == ER_OK) er_dev_rows_back(r, &o, classes);
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s); /* rc is read by its copy until here */
     free(sums);
     free(rc);

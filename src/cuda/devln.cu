@@ -119,13 +119,7 @@ __device__ static int er_ln_element(const er_devln_consts &c, const double *rc, 
         yl = er_dn(yl + b);
         yh = er_up(yh + b);
     }
-    if (!(fabs(yl) <= c.omax && fabs(yh) <= c.omax)) return 0;
-    double rounded = er_out_rn(yl, c.out_fmt);
-    if (rounded != er_out_rn(yh, c.out_fmt)) return 0;
-    double exact = 0.5 * yl + 0.5 * yh;
-    if (rounded < clo) clo = rounded;
-    if (rounded > chi) chi = rounded;
-    return er_record(clo, chi, rounded, exact, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
+    return er_record_bracket(clo, chi, yl, yh, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
 }
 
 __global__ void __launch_bounds__(ER_LN_THREADS)

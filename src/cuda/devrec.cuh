@@ -143,6 +143,21 @@ __device__ static int er_record(double clo, double chi, double rounded, double e
     return 1;
 }
 
+// The record of an element whose set's hull [clo, chi] (finite, in the output format) is known and whose exact result
+// lies in the double bracket [yl, yh]: its correct rounding where both ends round alike (the host's double cases),
+// which the set holds (er__cset_build's any_order rule), then er_record. 0 where the host must take the element: a
+// bracket end beyond the output's range, ends that round apart, and er_record's cases.
+__device__ static int er_record_bracket(double clo, double chi, double yl, double yh, double y, int64_t idx,
+                                        double bug, double omax, int out_fmt, uint8_t *cls, er_rec_acc &a) {
+    if (!(fabs(yl) <= omax && fabs(yh) <= omax)) return 0;
+    double rounded = er_out_rn(yl, out_fmt);
+    if (rounded != er_out_rn(yh, out_fmt)) return 0;
+    double exact = 0.5 * yl + 0.5 * yh;
+    if (rounded < clo) clo = rounded;
+    if (rounded > chi) chi = rounded;
+    return er_record(clo, chi, rounded, exact, y, idx, bug, omax, out_fmt, cls, a);
+}
+
 // Row `row` (elements base .. base + n) left to the host: its classes pending, its number into pend[].
 __device__ static void er_pend_row(uint8_t *classes, int64_t base, int64_t n, int64_t row, int64_t *pend,
                                    unsigned long long *npend) {

@@ -110,13 +110,7 @@ __device__ static int er_rms_element(const er_devrms_consts &c, const double *rc
     double p = x * w, pl = er_dn(p), ph = er_up(p);
     double a0 = pl * rc[2], a1 = pl * rc[3], b0 = ph * rc[2], b1 = ph * rc[3];
     double yl = er_dn(a0 < a1 ? a0 : a1), yh = er_up(b0 > b1 ? b0 : b1);
-    if (!(fabs(yl) <= c.omax && fabs(yh) <= c.omax)) return 0;
-    double rounded = er_out_rn(yl, c.out_fmt);
-    if (rounded != er_out_rn(yh, c.out_fmt)) return 0;
-    double exact = 0.5 * yl + 0.5 * yh;
-    if (rounded < clo) clo = rounded;
-    if (rounded > chi) chi = rounded;
-    return er_record(clo, chi, rounded, exact, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
+    return er_record_bracket(clo, chi, yl, yh, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
 }
 
 __global__ void __launch_bounds__(ER_RMS_THREADS)

@@ -50,8 +50,24 @@ static void er_dr_prefault(uint8_t *classes, int64_t total) {
     er__run_jobs(jobs, sizeof jobs[0], nt, er_dr_fault_run);
 }
 
-void er_dev_rows_back(er_dev_rows *r, const uint8_t *dcl, const er_dev_part *dparts, const int64_t *dpend,
-                      const unsigned long long *dn, uint8_t *classes) {
+void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k) {
+    cudaStream_t s = r->s;
+    memset(o, 0, sizeof *o);
+    if (rc) o->drc = er_dev_alloc(&r->db, sizeof(double) * (size_t)k * (size_t)r->rows, s, &r->e);
+    o->dcl = er_dev_alloc(&r->db, (size_t)(r->rows * r->n), s, &r->e);
+    o->dparts = er_dev_alloc(&r->db, sizeof *o->dparts * (size_t)r->blocks, s, &r->e);
+    o->dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)r->rows, s, &r->e);
+    o->dn = er_dev_alloc(&r->db, sizeof *o->dn, s, &r->e);
+    if (rc && r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(o->drc, rc, sizeof(double) * (size_t)k * (size_t)r->rows, cudaMemcpyHostToDevice, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(o->dn, 0, sizeof *o->dn, s);
+}
+
+void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes) {
+    const uint8_t *dcl = o->dcl;
+    const er_dev_part *dparts = o->dparts;
+    const int64_t *dpend = o->dpend;
+    const unsigned long long *dn = o->dn;
     cudaStream_t s = r->s;
     int64_t total = r->rows * r->n;
     unsigned long long hn = 0;

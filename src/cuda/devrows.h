@@ -44,11 +44,22 @@ struct er_dev_rows {
  * tallies' and rows' host arrays allocated (r->st: ER_ERR_NOMEM where not). */
 void er_dev_rows_init(er_dev_rows *r, const er_ref *ref, const er_standard *std, const er_tensor *x,
                       const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op);
-/* After the kernels are queued, which write the classes into dcl, the tallies into dparts, the rows left into dpend
- * and their count into *dn (device memory): the classes into the report's array `classes`, the tallies and the rows
- * left (sorted) into r. */
-void er_dev_rows_back(er_dev_rows *r, const uint8_t *dcl, const er_dev_part *dparts, const int64_t *dpend,
-                      const unsigned long long *dn, uint8_t *classes);
+/* What a path's element kernel reads and writes in device memory besides the tensors: the rows' constants (drc; NULL
+ * where the path has none), the classes (dcl), the blocks' tallies (dparts), the rows left (dpend) and their count
+ * (*dn). */
+typedef struct er_dev_kio {
+    double *drc;
+    uint8_t *dcl;
+    er_dev_part *dparts;
+    int64_t *dpend;
+    unsigned long long *dn;
+} er_dev_kio;
+/* o's device memory allocated, the rows' constants rc (k doubles a row; NULL: none) copied up and the count zeroed,
+ * all queued on r's stream (r->e: the first CUDA error). */
+void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k);
+/* After the kernels are queued, which write o's classes, tallies, rows left and count: the classes into the report's
+ * array `classes`, the tallies and the rows left (sorted) into r. */
+void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes);
 /* The rest of the check: the sinks opened, the GPU's tally into the first share, the rows left by the op's row
  * function in order, the widest decided set's entry; the device buffers freed; r's state and errors as a status. */
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks);

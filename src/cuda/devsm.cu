@@ -345,13 +345,7 @@ __device__ static int er_lsm_element(const er_devsm_consts &c, const double *rc,
     double t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb);
     double tl = e == 0 ? t : er_dn(t), th = e == 0 ? t : er_up(t);
     double ql = er_dn(tl - rc[3]), qh = er_up(th - rc[2]);
-    if (!(fabs(ql) <= c.omax && fabs(qh) <= c.omax)) return 0;
-    double rounded = er_out_rn(ql, c.out_fmt);
-    if (rounded != er_out_rn(qh, c.out_fmt)) return 0;
-    double exact = 0.5 * ql + 0.5 * qh;
-    if (rounded < clo) clo = rounded;
-    if (rounded > chi) chi = rounded;
-    return er_record(clo, chi, rounded, exact, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
+    return er_record_bracket(clo, chi, ql, qh, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
 }
 
 __global__ void __launch_bounds__(ER_SM_THREADS)

@@ -119,28 +119,25 @@ static void er_sm_consts(const er_dev_rows *r, const er_softmax_dev *d, er_devsm
 /* The rows on the GPU: the classes into the report's array, the blocks' tallies and the rows left into r. */
 static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes) {
     cudaStream_t s = r->s;
-    int64_t n = r->n, total = r->rows * n;
+    int64_t n = r->n;
     er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     double *scratch = er_dev_alloc(&r->db, sizeof(double) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
-    uint8_t *dcl = er_dev_alloc(&r->db, (size_t)total, s, &r->e);
-    er_dev_part *dparts = er_dev_alloc(&r->db, sizeof *dparts * (size_t)r->blocks, s, &r->e);
-    int64_t *dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)r->rows, s, &r->e);
-    unsigned long long *dn = er_dev_alloc(&r->db, sizeof *dn, s, &r->e);
+    er_dev_kio o;
+    er_dev_kio_init(r, &o, NULL, 0);
     if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, s);
-    if (r->e == cudaSuccess) r->e = cudaMemsetAsync(dn, 0, sizeof *dn, s);
     if (r->e == cudaSuccess) {
-        int ec = er__devsm_rows(r->x->data, r->out->data, r->rows, n, dc, r->blocks, scratch, dcl, dparts, dpend, dn,
-                                s);
+        int ec = er__devsm_rows(r->x->data, r->out->data, r->rows, n, dc, r->blocks, scratch, o.dcl, o.dparts,
+                                o.dpend, o.dn, s);
         if (ec) r->e = (cudaError_t)ec;
     }
-    er_dev_rows_back(r, dcl, dparts, dpend, dn, classes);
+    er_dev_rows_back(r, &o, classes);
 }
 
 /* log_softmax's rows on the GPU: the heads, the host's logs, the elements; the classes into the report's array, the
  * blocks' tallies and the rows left into r. */
 static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes) {
     cudaStream_t s = r->s;
-    int64_t n = r->n, rows = r->rows, total = rows * n;
+    int64_t n = r->n, rows = r->rows;
     double *sums = malloc(sizeof(double) * 4 * (size_t)rows), *rc = malloc(sizeof(double) * 4 * (size_t)rows);
     if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
     er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
@@ -157,20 +154,14 @@ static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *class
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
     if (r->st == ER_OK && r->e == cudaSuccess)
         r->st = er__log_softmax_dev_consts(r->std, er__fmt(r->out->format), rows, n, sums, rc);
-    double *drc = er_dev_alloc(&r->db, sizeof(double) * 4 * (size_t)rows, s, &r->e);
-    uint8_t *dcl = er_dev_alloc(&r->db, (size_t)total, s, &r->e);
-    er_dev_part *dparts = er_dev_alloc(&r->db, sizeof *dparts * (size_t)r->blocks, s, &r->e);
-    int64_t *dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)rows, s, &r->e);
-    unsigned long long *dn = er_dev_alloc(&r->db, sizeof *dn, s, &r->e);
-    if (r->st == ER_OK && r->e == cudaSuccess)
-        r->e = cudaMemcpyAsync(drc, rc, sizeof(double) * 4 * (size_t)rows, cudaMemcpyHostToDevice, s);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dn, 0, sizeof *dn, s);
+    er_dev_kio o;
+    er_dev_kio_init(r, &o, rc, 4);
     if (r->st == ER_OK && r->e == cudaSuccess) {
-        int ec = er__devsm_log_rows(r->x->data, r->out->data, rows, n, dc, dm, drc, r->blocks, dcl, dparts, dpend, dn,
-                                    s);
+        int ec = er__devsm_log_rows(r->x->data, r->out->data, rows, n, dc, dm, o.drc, r->blocks, o.dcl, o.dparts,
+                                    o.dpend, o.dn, s);
         if (ec) r->e = (cudaError_t)ec;
     }
-    if (r->st == ER_OK) er_dev_rows_back(r, dcl, dparts, dpend, dn, classes);
+    if (r->st == ER_OK) er_dev_rows_back(r, &o, classes);
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s); /* rc is read by its copy until here */
     free(sums);
     free(rc);

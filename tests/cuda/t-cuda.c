@@ -454,16 +454,19 @@ START_TEST(log_softmax_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
-/* One rmsnorm row family: x values of row r (n of them) in format fx. 0: normal values of a random scale per row;
- * 1: values spread over 2^-60 .. 2^20 (squares far below the largest: the window's tail); 2: zeros among them, and
- * rows of zeros alone; 3: a NaN or an infinity in some rows; 4: rows of one value; 5: huge values (sums of squares
- * beyond fp32, rstd's set down to 0). */
-static void gen_rms_rows(int fam, er_format fx, int64_t rows, int64_t n, void *X) {
+/* One rmsnorm or layernorm row family: x values of row r (n of them) in format fx. 0: normal values of a random scale
+ * per row (offset: half the rows moved by 8 times it times a normal value); 1: values spread over 2^-60 .. 2^20
+ * (squares far below the largest: the window's tail; rows too wide for layernorm's integers); 2: zeros among them,
+ * and rows of zeros alone; 3: a NaN or an infinity in some rows; 4: rows of one value; 5: huge values (sums of
+ * squares beyond fp32: rstd's set down to 0, layernorm's no claim). */
+static void gen_norm_rows(int fam, er_format fx, int64_t rows, int64_t n, int offset, void *X) {
     for (int64_t r = 0; r < rows; r++) {
-        double scale = ldexp(1.0, (int)er_rand_int(-12, 12)), one = er_rand_normal();
+        double scale = ldexp(1.0, (int)er_rand_int(-12, 12)), off = 0;
+        if (offset) off = er_rand64() % 2 ? 0 : 8 * scale * er_rand_normal();
+        double one = er_rand_normal();
         int zrow = fam == 2 && r % 4 == 1, special = fam == 3 && r % 3 == 2;
         for (int64_t j = 0; j < n; j++) {
-            double v = er_rand_normal() * scale;
+            double v = off + er_rand_normal() * scale;
             if (fam == 1) v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-60, 20)) * (er_rand64() % 2 ? 1 : -1);
             if ((fam == 2 && er_rand64() % 3 == 0) || zrow) v = 0;
             if (special && j == n / 2) v = er_rand64() % 2 ? NAN : -INFINITY;
@@ -495,7 +498,7 @@ static void require_rmsnorm_device_equals_host(const er_ref *ref, const er_tenso
     if (dw) cudaFree(dw);
 }
 
-/* rmsnorm on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (gen_rms_rows), weights of
+/* rmsnorm on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (gen_norm_rows), weights of
  * the three formats (some zero, negative or huge) or none, eps 0 or small, fp32, fp16 and bf16 outputs spread from
  * the correctly rounded result out to 2^20 ulps (some NaN or infinite), rows of 1 to a few thousand, 2-D and 3-D; the
  * standards the GPU takes (rsqrt_ulps=, mean=, depth=, math=triton, variance=two_pass) and some it hands to the host
@@ -514,7 +517,7 @@ START_TEST(rmsnorm_on_the_gpu_equals_the_host) {
         int64_t rows = big ? er_rand_int(100, 300) : er_rand_int(1, 40);
         int64_t n = big ? er_rand_int(1000, 3000) : er_rand_int(1, 300), nc = rows * n;
         void *X = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc), *W = malloc(8 * (size_t)n);
-        gen_rms_rows(fam, fx, rows, n, X);
+        gen_norm_rows(fam, fx, rows, n, 0, X);
         for (int64_t j = 0; j < n; j++) {
             int k = (int)(er_rand64() % 16);
             er_store(W, fw, j, k == 0 ? 0.0 : k == 1 ? -er_rand_unit() : k == 2 ? 3e4 : 1 + 0.25 * er_rand_normal());
@@ -559,27 +562,6 @@ START_TEST(rmsnorm_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
-/* One layernorm row family: x values of row r (n of them) in format fx. 0: normal values of a random scale and
- * offset per row; 1: values spread over 2^-60 .. 2^20 (rows too wide for the exact integers); 2: zeros among them,
- * and rows of zeros alone; 3: a NaN or an infinity in some rows; 4: rows of one value (variance 0); 5: huge values
- * (sums beyond fp32: no claim). */
-static void gen_ln_rows(int fam, er_format fx, int64_t rows, int64_t n, void *X) {
-    for (int64_t r = 0; r < rows; r++) {
-        double scale = ldexp(1.0, (int)er_rand_int(-12, 12)), off = er_rand64() % 2 ? 0 : 8 * scale * er_rand_normal();
-        double one = er_rand_normal();
-        int zrow = fam == 2 && r % 4 == 1, special = fam == 3 && r % 3 == 2;
-        for (int64_t j = 0; j < n; j++) {
-            double v = off + er_rand_normal() * scale;
-            if (fam == 1) v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-60, 20)) * (er_rand64() % 2 ? 1 : -1);
-            if ((fam == 2 && er_rand64() % 3 == 0) || zrow) v = 0;
-            if (special && j == n / 2) v = er_rand64() % 2 ? NAN : -INFINITY;
-            if (fam == 4) v = one;
-            if (fam == 5) v = er_rand_normal() * 1e30;
-            er_store(X, fx, r * n + j, v);
-        }
-    }
-}
-
 /* layernorm in long double into mid (rows x n; weight W and bias B of format fw, NULL: none). */
 static void ln_mid(const void *X, er_format fx, const void *W, const void *B, er_format fw, int64_t rows, int64_t n,
                    double eps, double *mid) {
@@ -619,13 +601,13 @@ static void require_layernorm_device_equals_host(const er_ref *ref, const er_ten
         if (dp[i]) cudaFree(dp[i]);
 }
 
-/* layernorm on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (gen_ln_rows), weights and
- * biases of the three formats (some zero, negative or huge; one NaN in some trials) or none (each pair in turn), eps
- * 0 or small, fp32 (half the trials), fp16 and bf16 outputs spread from the correctly rounded result out to 2^20 ulps
- * (some NaN or infinite; in a third of the trials the long double result alone), rows of 1 to a few thousand,
- * normalised over the last one or two dimensions; the standards the GPU takes (variance=,
- * rsqrt_ulps=, mean=, depth=, combine_depth=, math=triton) and one it hands to the host (compute=fp64). The reports
- * must agree in every field and in their JSON. */
+/* layernorm on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (gen_norm_rows, with
+ * offsets), weights and biases of the three formats (some zero, negative or huge; one NaN in some trials) or none
+ * (each pair in turn), eps 0 or small, fp32 (half the trials), fp16 and bf16 outputs spread from the correctly rounded
+ * result out to 2^20 ulps (some NaN or infinite; in a third of the trials the long double result alone), rows of 1 to
+ * a few thousand, normalised over the last one or two dimensions; the standards the GPU takes (variance=, rsqrt_ulps=,
+ * mean=, depth=, combine_depth=, math=triton) and one it hands to the host (compute=fp64). The reports must agree in
+ * every field and in their JSON. */
 START_TEST(layernorm_on_the_gpu_equals_the_host) {
     er_test_reseed(790);
     long trials = (long)(60 * er_test_multiplier());
@@ -652,7 +634,7 @@ START_TEST(layernorm_on_the_gpu_equals_the_host) {
         nc = rows * n;
         void *X = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc), *W = malloc(8 * (size_t)n),
              *B = malloc(8 * (size_t)n);
-        gen_ln_rows(fam, fx, rows, n, X);
+        gen_norm_rows(fam, fx, rows, n, 1, X);
         for (int64_t j = 0; j < n; j++) {
             int k = (int)(er_rand64() % 16);
             er_store(W, fw, j, k == 0 ? 0.0 : k == 1 ? -er_rand_unit() : k == 2 ? 3e4 : 1 + 0.25 * er_rand_normal());
@@ -755,8 +737,8 @@ END_TEST
 /* The H200 captures of torch's softmax, log_softmax, rms_norm and layer_norm (tests/data/norm.npz, 90 cases of fp32,
  * fp16 and bf16) through the GPU paths against the host: as captured, and with a tenth of the outputs nudged by 1 to 4
  * ulps of their format either way; under the default standard and a standard of torch's own kernel (softmax and
- * log_softmax: its sums' depth; rms_norm: variance=two_pass; layer_norm: variance=welford at its tree's depth). The reports must
- * agree in every field and in their JSON, and the outputs as captured must pass. The data directory is
+ * log_softmax: its sums' depth; rms_norm: variance=two_pass; layer_norm: variance=welford at its tree's depth). The
+ * reports must agree in every field and in their JSON, and the outputs as captured must pass. The data directory is
  * ER_TEST_DATA_DIR or the environment's ER_TEST_DATA. */
 START_TEST(h200_captures_on_the_gpu_equal_the_host) {
     er_test_reseed(810);
