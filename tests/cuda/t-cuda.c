@@ -825,6 +825,75 @@ START_TEST(h200_captures_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* The H200 captures of cuBLAS's fp16 matmuls with fp32 accumulation (tests/data/mm16.npz) through
+ * er_matmul_covers_device against the host: as captured (each passing on the host) and with a tenth of the outputs
+ * moved by 1 to 4 ulps of their format either way, under `any_order compute=fp32` and `mma:sm90 outer=any`. */
+START_TEST(h200_matmul_captures_on_the_gpu_equal_the_host) {
+    er_test_reseed(830);
+    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
+    char path[512];
+    snprintf(path, sizeof path, "%s/mm16.npz", dir);
+    npz_file z;
+    const char *err = NULL;
+    ck_assert_msg(npz_load(&z, path, &err) == 0, "%s: %s", path, err);
+    int cases = 0;
+    long elems = 0;
+    for (int i = 0; i < z.n; i++) {
+        const char *tag = strstr(z.arr[i].name, "__out__C");
+        if (!tag) continue;
+        char id[64], key[96];
+        snprintf(id, sizeof id, "%.*s", (int)(tag - z.arr[i].name), z.arr[i].name);
+        er_tensor t[3];
+        static const char *const parts[2] = {"in__A", "in__B"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(key, sizeof key, "%s__%s", id, parts[k]);
+            const npy_array *a = npz_find(&z, key);
+            ck_assert_msg(a && npz_view(&t[k], a), "case %s lacks %s", id, parts[k]);
+        }
+        ck_assert(npz_view(&t[2], &z.arr[i]));
+        int64_t na = er_tensor_numel(&t[0]), nb = er_tensor_numel(&t[1]), nc = er_tensor_numel(&t[2]);
+        int bx = er_format_storage_bits(t[0].format) / 8, bo = er_format_storage_bits(t[2].format) / 8;
+        void *moved = malloc((size_t)(nc * bo));
+        memcpy(moved, t[2].data, (size_t)(nc * bo));
+        for (int64_t e = 0; e < nc; e++) {
+            if (er_rand64() % 10) continue;
+            double y = er_load(moved, t[2].format, e);
+            y += (er_rand64() % 2 ? 1 : -1) * (1 + (int)(er_rand64() % 4)) * er_format_ulp(t[2].format, y);
+            er_round_double(&y, t[2].format, y, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            er_store(moved, t[2].format, e, y);
+        }
+        er_tensor tm = t[2];
+        tm.data = moved;
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &t[0], &t[1]), ER_OK);
+        for (int v = 0; v < 4; v++) {
+            er_standard std;
+            ck_assert_int_eq(v < 2 ? er_standard_parse(&std, "any_order", "compute=fp32")
+                                   : er_standard_parse(&std, "mma:sm90", "outer=any"),
+                             ER_OK);
+            char what[128];
+            snprintf(what, sizeof what, "capture %s, %s, %s", id, v % 2 ? "nudged" : "as captured",
+                     v < 2 ? "any_order" : "mma:sm90 outer=any");
+            if (v == 0) {
+                er_report rh;
+                ck_assert_msg(er_covers(&rh, ref, &t[2], &std) == ER_OK, "%s", er_last_error());
+                ER_REQUIRE_PASS(&rh, "%s: not covered on the host:", what);
+                er_report_clear(&rh);
+            }
+            require_device_equals_host(ref, &t[0], &t[1], v % 2 ? &tm : &t[2], na, nb, nc, bx, bo, &std, what);
+        }
+        er_ref_free(ref);
+        free(moved);
+        cases++;
+        elems += nc;
+    }
+    npz_free(&z);
+    ck_assert_int_ge(cases, 10);
+    printf("t-cuda: er_matmul_covers_device gave the host's reports on the %d cuBLAS captures of mm16.npz (%ld "
+           "elements), as captured and nudged, under two standards each\n", cases, elems);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -887,6 +956,7 @@ int main(void) {
     if (have) tcase_add_test(tc, layernorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, many_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, h200_captures_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, h200_matmul_captures_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);
