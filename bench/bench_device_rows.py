@@ -4,8 +4,9 @@ float64 on the same GPU (torch.softmax, torch.log_softmax, torch's layer_norm; r
 x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first), three alternating rounds, medians. For rmsnorm and
 layer_norm also the host's check of host copies (er.rmsnorm(...).covers, er.layer_norm(...).covers on the CPU, once,
 after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
-python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384). Needs torch with CUDA and the library
-built with the CUDA toolkit."""
+python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384); python3 bench/bench_device_rows.py
+outputs [N] times layer_norm's three outputs (layer_norm_outputs). Needs torch with CUDA and the library built with the
+CUDA toolkit."""
 import statistics
 import sys
 import time
@@ -99,5 +100,36 @@ def main(sizes):
                 del out
 
 
+def layer_norm_outputs(n=8192):
+    """torch.native_layer_norm's three outputs (y, mean, rstd) of an n x n fp32 input, checked by
+    er.layer_norm(x, n, w, b, eps).covers((y, mean, rstd)) on CUDA tensors (y on the GPU, mean and rstd on the host)
+    against the same check of host copies (all three on the host); each timed once after an untimed call."""
+    import torch
+    torch.manual_seed(0)
+    x = torch.randn(n, n, device="cuda") * 3
+    w, b = 1 + torch.randn(n, device="cuda") / 4, torch.randn(n, device="cuda") / 4
+    outs = torch.native_layer_norm(x, (n,), w, b, 1e-5)
+    torch.cuda.synchronize()
+    ref = er.layer_norm(x, n, w, b, 1e-5)
+    href = er.layer_norm(x.cpu(), n, w.cpu(), b.cpu(), 1e-5)
+    houts = tuple(o.cpu() for o in outs)
+
+    def once(f):
+        f()
+        t0 = time.perf_counter()
+        r = f()
+        return time.perf_counter() - t0, r
+    td, rd = once(lambda: ref.covers(outs))
+    th, rh = once(lambda: href.covers(houts))
+    same = all(str(rd.results[k]) == str(rh.results[k]) for k in ("y", "mean", "rstd"))
+    print("layer_norm_outputs_covers_%dx%d: %.4f s vs %.4f s = %.2fx  (y on the GPU, mean and rstd on the host, "
+          "against all three on the host's copies; torch.native_layer_norm's outputs: verdict %s, %s)"
+          % (n, n, td, th, td / th, "pass" if rd.all() else "FAIL",
+             "the same reports" if same else "DIFFERENT REPORTS"))
+
+
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [4096, 16384])
+    if sys.argv[1:2] == ["outputs"]:
+        layer_norm_outputs(*[int(a) for a in sys.argv[2:3]])
+    else:
+        main([int(a) for a in sys.argv[1:]] or [4096, 16384])

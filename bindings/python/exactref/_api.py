@@ -1115,11 +1115,18 @@ class LayerNormReference(_MultiOutputReference):
         """As _MultiOutputReference.covers; y alone (not a tuple) is checked as a one-output op's (its sets, where
         asked for, from a second pass), and with x, y, weight and bias CUDA torch tensors where they are
         (layer_norm_covers_device, the library built with CUDA), with the same result; its sets, where asked for,
-        come from the host's pass on copies."""
+        come from the host's pass on copies. In a tuple such a y takes the same path, and mean and rstd (one value
+        per row) are checked on the host."""
         if isinstance(out, (tuple, list)):
+            outs = tuple(out)
+            if len(outs) == 3 and outs[0] is not None and self._on_gpu(outs[0]):
+                y = self.covers(outs[0], standard, options, **kwargs)
+                if outs[1] is None and outs[2] is None:
+                    return Results({"y": y})
+                rest = super().covers((None,) + outs[1:], standard, options, **kwargs)
+                return Results(dict([("y", y)] + list(rest.results.items())))
             return super().covers(out, standard, options, **kwargs)
-        on_gpu = self._args is not None and _on_cuda(out) and _ffi.cuda_available()
-        if on_gpu and all(t is None or _on_cuda(t) for t in self._args[:1] + self._args[2:4]):
+        if self._on_gpu(out):
             if tuple(out.shape) != tuple(self.shape):
                 raise ValueError("exactref: y has shape %s but layernorm produces %s"
                                  % (tuple(out.shape), tuple(self.shape)))
@@ -1131,6 +1138,11 @@ class LayerNormReference(_MultiOutputReference):
             res._sets = sets
             return res
         return Reference.covers(self, out, standard, options, **kwargs)
+
+    def _on_gpu(self, y):
+        """Whether y, x, the weight and the bias are CUDA torch tensors, in a library built with CUDA."""
+        return (self._args is not None and _on_cuda(y) and all(t is None or _on_cuda(t) for t in self._args[:1] +
+                self._args[2:4]) and _ffi.cuda_available())
 
 
 class QuantizeReference(_MultiOutputReference):

@@ -487,6 +487,15 @@ def test_layer_norm_covers_device_equals_host():
             assert (r.classes == host.classes).all()
             assert r.worst == host.worst and str(r) == str(host)
         assert np.array_equal(auto.hi, host.hi, equal_nan=True)
+        # torch's three outputs: y on the device path, mean and rstd on the host, as the host checks all three
+        outs = torch.native_layer_norm(x, ns, w, b, eps)
+        three = er.layer_norm(x, ns, w, b, eps).covers(outs, **options)
+        host3 = er.layer_norm(x.cpu(), ns, None if w is None else w.cpu(), None if b is None else b.cpu(),
+                              eps).covers(tuple(o.cpu() for o in outs), **options)
+        assert list(three.results) == list(host3.results) == ["y", "mean", "rstd"]
+        for name in ("y", "mean", "rstd"):
+            r, h = three.results[name], host3.results[name]
+            assert r.counts == h.counts and (r.classes == h.classes).all() and str(r) == str(h), name
 
 
 def test_matmul_covers_device_refuses_host_tensors():
