@@ -5,8 +5,8 @@ x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first), three alternati
 layer_norm also the host's check of host copies (er.rmsnorm(...).covers, er.layer_norm(...).covers on the CPU, once,
 after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
 python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384); python3 bench/bench_device_rows.py
-outputs [N] times layer_norm's three outputs (layer_norm_outputs). Needs torch with CUDA and the library built with the
-CUDA toolkit."""
+outputs [N] times layer_norm's three outputs (layer_norm_outputs), auto [N] the paths Python takes by itself (auto).
+Needs torch with CUDA and the library built with the CUDA toolkit."""
 import statistics
 import sys
 import time
@@ -128,8 +128,42 @@ def layer_norm_outputs(n=8192):
              "the same reports" if same else "DIFFERENT REPORTS"))
 
 
+def auto(n=8192):
+    """The device paths as Python takes them by itself, er.matmul(A, B).covers(C) and er.layer_norm(x, n, w, b)
+    .covers(y) on CUDA tensors (the reference made in the time), against matmul_covers_device and
+    layer_norm_covers_device called directly; each timed once after an untimed call."""
+    import torch
+    torch.manual_seed(0)
+    A, B = torch.randn(n, n, device="cuda").half(), torch.randn(n, n, device="cuda").half()
+    C = A.float() @ B.float()
+    x = torch.randn(n, n, device="cuda") * 3
+    w, b = 1 + torch.randn(n, device="cuda") / 4, torch.randn(n, device="cuda") / 4
+    y = torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
+    torch.cuda.synchronize()
+
+    def once(f):
+        f()
+        t0 = time.perf_counter()
+        r = f()
+        return time.perf_counter() - t0, r
+    std = dict(standard="mma:sm90", outer="any")
+    for name, made, direct in (
+            ("matmul_fp16_%dx%dx%d" % (n, n, n), lambda: er.matmul(A, B).covers(C, **std),
+             lambda: er.matmul_covers_device(A, B, C, **std)),
+            ("layer_norm_fp32_%dx%d" % (n, n), lambda: er.layer_norm(x, n, w, b).covers(y),
+             lambda: er.layer_norm_covers_device(x, y, n, w, b))):
+        ta, ra = once(made)
+        td, rd = once(direct)
+        print("auto_%s: %.4f s vs %.4f s = %.2fx  (er.<op>(...).covers(out) on CUDA tensors, the reference made in "
+              "the time, against the device path called directly; %s)" % (name, ta, td, ta / td,
+                                                                          "the same report" if str(ra) == str(rd)
+                                                                          else "A DIFFERENT REPORT"))
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["outputs"]:
+    if sys.argv[1:2] == ["auto"]:
+        auto(*[int(a) for a in sys.argv[2:3]])
+    elif sys.argv[1:2] == ["outputs"]:
         layer_norm_outputs(*[int(a) for a in sys.argv[2:3]])
     else:
         main([int(a) for a in sys.argv[1:]] or [4096, 16384])

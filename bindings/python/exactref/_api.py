@@ -277,14 +277,34 @@ class Enclosure:
 class Reference:
     """The exact reference of an op on given inputs (it keeps them alive: do not modify them while it is used)."""
 
+    _build = None  # a reference of CUDA tensors: the function making its host reference (see _later)
+
     def __init__(self, ptr, keep, shape, op):
-        self._ptr = ptr
+        self._p = ptr
         self._keep = keep
         self.shape = shape      # numpy's result shape
         self.op = op
 
+    @classmethod
+    def _later(cls, build, keep, shape, op):
+        """A reference of CUDA tensors, its inputs checked, whose host reference (their copies and the library's
+        reference of them) build() makes on first use: an eager reference of the same op, whose pointer and views it
+        takes. The device paths read the tensors where they are and never need it. keep: the inputs, where the
+        device paths find them."""
+        ref = cls(None, keep, shape, op)
+        ref._build = build
+        return ref
+
+    @property
+    def _ptr(self):
+        """The library's reference (made here on first use for a reference of CUDA tensors)."""
+        if self._p is None and self._build is not None:
+            eager, self._build = self._build(), None
+            self._p, self._keep, eager._p = eager._p, eager._keep, None
+        return self._p
+
     def __del__(self):
-        ptr, self._ptr = getattr(self, "_ptr", None), None
+        ptr, self._p = getattr(self, "_p", None), None
         if ptr:
             _ffi.ref_free(ptr)
 
@@ -799,8 +819,35 @@ def _scaled_blocks(a, b, sa, sb, n):
     return _matmul(scaled[0], scaled[1], None)
 
 
-def _matmul(A, B, scales):
+def _on_device(*ts):
+    """Whether every given input (None skipped) is a CUDA torch tensor, in a library built with CUDA: a reference of
+    them is made with Reference._later."""
+    ts = [t for t in ts if t is not None]
+    return bool(ts) and all(_on_cuda(t) for t in ts) and _ffi.cuda_available()
+
+
+def _like(t, name):
+    """A stand-in of CUDA tensor t for a constructor's checks: a numpy array of its dtype and shape whose elements
+    all read one zero (none of t's data copied)."""
+    dtype = to_numpy(t.detach().new_empty(0), name).dtype
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape=tuple(t.shape), strides=(0,) * t.dim())
+
+
+def _matmul(A, B, scales, now=False):
+    if not now and scales is None and _on_device(A, B) and A.dim() >= 2 and B.dim() >= 2:
+        shape = _matmul_shape(_like(A, "A"), _like(B, "B"))
+        return Reference._later(lambda: _matmul(A, B, None, True), (None, None, A, B), shape, "matmul")
     a, b = to_numpy(A, "A"), to_numpy(B, "B")
+    res_shape = _matmul_shape(a, b)
+    a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+    va, vb = View(a2, "A"), View(b2, "B")
+    ptr = _ffi.matmul(va.buf, vb.buf) if scales is None else _ffi.scaled_matmul(va.buf, vb.buf, scales[0], scales[1])
+    return Reference(ptr, (va, vb, A, B), res_shape, "matmul" if scales is None else "scaled_matmul")
+
+
+def _matmul_shape(a, b):
+    """numpy's shape of a @ b, the operands' dtypes and shapes checked."""
     for x, name in ((a, "A"), (b, "B")):
         format_of(x.dtype)  # TypeError for an unsupported dtype, before anything else
         if x.ndim == 0:
@@ -816,10 +863,7 @@ def _matmul(A, B, scales):
         raise ValueError(
             "exactref: matmul: batch dimensions %s and %s do not broadcast" % (a.shape[:-2], b.shape[:-2])
         ) from None
-    res_shape = tuple(batch) + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
-    va, vb = View(a2, "A"), View(b2, "B")
-    ptr = _ffi.matmul(va.buf, vb.buf) if scales is None else _ffi.scaled_matmul(va.buf, vb.buf, scales[0], scales[1])
-    return Reference(ptr, (va, vb, A, B), res_shape, "matmul" if scales is None else "scaled_matmul")
+    return tuple(batch) + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
 
 
 def _reduce(name, x, dim):
@@ -881,14 +925,18 @@ def max(x: ArrayLike, dim: int = -1) -> Reference:  # noqa: A001
     return _reduce("max", x, dim)
 
 
-def _softmax_like(name, x, dim):
-    a = to_numpy(x, "x")
+def _softmax_like(name, x, dim, now=False):
+    later = not now and _on_device(x)
+    a = _like(x, "x") if later else to_numpy(x, "x")
     format_of(a.dtype)
     if a.ndim == 0:
         raise ValueError("exactref: %s of a scalar: x needs at least 1 dimension" % name)
     d = _check.dim(dim, name, a.ndim)
-    va = View(a, "x")
-    ref = Reference(_ffi.along(name, va.buf, d), (va, x), a.shape, name)
+    if later:
+        ref = Reference._later(lambda: _softmax_like(name, x, d, True), (None, x), a.shape, name)
+    else:
+        va = View(a, "x")
+        ref = Reference(_ffi.along(name, va.buf, d), (va, x), a.shape, name)
     ref._dim = d
     return ref
 
@@ -943,24 +991,33 @@ def log_softmax_backward(dy: ArrayLike, y: ArrayLike, dim: int = -1) -> Referenc
 
 def rmsnorm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-6) -> Reference:
     """The exact reference of rmsnorm over x's last dimension (options mean=..., rsqrt_ulps=...)."""
-    a = to_numpy(x, "x")
+    return _rmsnorm(x, weight, eps)
+
+
+def _rmsnorm(x, weight, eps, now=False):
+    later = not now and _on_device(x, weight)
+    a = _like(x, "x") if later else to_numpy(x, "x")
     format_of(a.dtype)
     eps = _check.real(eps, "rmsnorm", "eps", lo=0)
     if a.ndim == 0:
         raise ValueError("exactref: rmsnorm of a scalar: x needs at least 1 dimension")
-    va = View(a, "x")
+    va = None if later else View(a, "x")
     keep = [va, x]
     wbuf = None
     if weight is not None:
-        w = to_numpy(weight, "weight")
+        w = _like(weight, "weight") if later else to_numpy(weight, "weight")
+        format_of(w.dtype)
         if w.ndim != 1 or w.shape[0] != a.shape[-1]:
             raise ValueError(
                 "exactref: rmsnorm: weight must be a vector of length %d, not of shape %s" % (a.shape[-1], w.shape)
             )
-        vw = View(w, "weight")
+        vw = None if later else View(w, "weight")
         keep += [vw, weight]
-        wbuf = vw.buf
-    ref = Reference(_ffi.rmsnorm(va.buf, wbuf, eps), tuple(keep), a.shape, "rmsnorm")
+        wbuf = None if later else vw.buf
+    if later:
+        ref = Reference._later(lambda: _rmsnorm(x, weight, eps, True), tuple(keep), a.shape, "rmsnorm")
+    else:
+        ref = Reference(_ffi.rmsnorm(va.buf, wbuf, eps), tuple(keep), a.shape, "rmsnorm")
     ref._eps = eps
     return ref
 
@@ -1503,29 +1560,40 @@ def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight
     """The exact reference of layernorm over x's trailing `normalized_shape` (an int or a tuple, as in torch), with
     the biased variance; outputs y, mean and rstd (options variance="two_pass"|"welford"|"either", mean=...,
     rsqrt_ulps=...)."""
-    a = to_numpy(x, "x")
+    return _layer_norm(x, normalized_shape, weight, bias, eps)
+
+
+def _layer_norm(x, normalized_shape, weight, bias, eps, now=False):
+    later = not now and _on_device(x, weight, bias)
+    a = _like(x, "x") if later else to_numpy(x, "x")
     format_of(a.dtype)
     ns = _check.shape(normalized_shape, "layer_norm", "normalized_shape")
     eps = _check.real(eps, "layer_norm", "eps", lo=0)
     k = len(ns)
     if k < 1 or k > a.ndim or tuple(a.shape[a.ndim - k:]) != ns:
         raise ValueError("exactref: layer_norm: normalized_shape %s is not the end of x's shape %s" % (ns, a.shape))
-    va = View(a, "x")
+    va = None if later else View(a, "x")
     keep = [va, x]
     bufs = []
     for t, name in ((weight, "weight"), (bias, "bias")):
         if t is None:
             bufs.append(None)
             continue
-        arr = to_numpy(t, name)
+        arr = _like(t, name) if later else to_numpy(t, name)
+        format_of(arr.dtype)
         if tuple(arr.shape) != ns:
             raise ValueError(
                 "exactref: layer_norm: %s has shape %s, not the normalized shape %s" % (name, arr.shape, ns)
             )
-        v = View(arr, name)
+        v = None if later else View(arr, name)
         keep += [v, t]
-        bufs.append(v.buf)
-    ref = LayerNormReference(_ffi.layernorm(va.buf, k, bufs[0], bufs[1], eps), tuple(keep), a.shape, "layernorm")
+        bufs.append(None if later else v.buf)
+    if later:
+        ref = LayerNormReference._later(lambda: _layer_norm(x, ns, weight, bias, eps, True), tuple(keep), a.shape,
+                                        "layernorm")
+    else:
+        ref = LayerNormReference(_ffi.layernorm(va.buf, k, bufs[0], bufs[1], eps), tuple(keep), a.shape,
+                                 "layernorm")
     ref._args = (x, ns, weight, bias, eps)
     return ref
 

@@ -498,6 +498,31 @@ def test_layer_norm_covers_device_equals_host():
             assert r.counts == h.counts and (r.classes == h.classes).all() and str(r) == str(h), name
 
 
+def test_device_references_build_their_host_reference_on_first_host_use():
+    """A reference of CUDA tensors is checked, not built, when made: the device paths never need the host's copies
+    and reference (er.matmul's would compute an fp64 GEMM on the host); a host use builds them once."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    A = torch.randn(96, 80, device="cuda").half()
+    B = torch.randn(80, 64, device="cuda").half()
+    C = A.float() @ B.float()
+    x = torch.randn(32, 100, device="cuda")
+    w, b = torch.ones(100, device="cuda"), torch.zeros(100, device="cuda")
+    for ref, out in ((er.matmul(A, B), C), (er.softmax(x), torch.softmax(x, -1)),
+                     (er.rmsnorm(x, w), torch.nn.functional.rms_norm(x, (100,), w, 1e-6)),
+                     (er.layer_norm(x, 100, w, b), torch.nn.functional.layer_norm(x, (100,), w, b, 1e-5))):
+        assert ref._p is None
+        dev = ref.covers(out)  # the device path
+        assert ref._p is None and dev.all(), ref.op
+        host = ref.covers(out.cpu())  # a host use: the host reference, once
+        assert ref._p is not None and str(host) == str(dev), ref.op
+    with pytest.raises(ValueError, match="columns"):  # checked when made, as for host arrays
+        er.matmul(A, A)
+    with pytest.raises(ValueError, match="normalized shape"):
+        er.layer_norm(x, 100, torch.ones(99, device="cuda"))
+
+
 def test_matmul_covers_device_refuses_host_tensors():
     if not er.cuda_available():
         pytest.skip("exactref built without CUDA")
