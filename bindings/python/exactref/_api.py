@@ -92,7 +92,17 @@ def _standard(standard, options, kwargs):
                                 "'blocked:32', not %s" % type(standard).__name__)
     if "\0" in standard:
         raise ExactrefValueError("ER_ERR_STANDARD", "exactref: the standard holds a NUL byte")
-    return _ffi.standard(standard, _options(options, kwargs))
+    key = (standard, _options(options, kwargs))
+    std = _STANDARDS.get(key)
+    if std is None:  # parsed once per text: the C calls only read a standard
+        std = _ffi.standard(*key)
+        if len(_STANDARDS) >= 64:
+            _STANDARDS.clear()
+        _STANDARDS[key] = std
+    return std
+
+
+_STANDARDS = {}  # the parsed standards by (order, options) text
 
 
 class Result:
@@ -314,8 +324,11 @@ class Reference:
 
     def _c_shape(self, output=0):
         """Output `output`'s shape as the library counts it (er_ref_output_shape): the one source of every output's
-        size, never recomputed here."""
-        return _ffi.ref_output_shape(self._ptr, output)
+        size, never recomputed here (asked once per output: a reference's shapes do not change)."""
+        shapes = self.__dict__.setdefault("_c_shapes", {})
+        if output not in shapes:
+            shapes[output] = _ffi.ref_output_shape(self._ptr, output)
+        return shapes[output]
 
     def _out_view(self, arr, name, writable=False):
         if tuple(arr.shape) != tuple(self.shape):
@@ -364,6 +377,8 @@ class Reference:
         """covers() by a device path where one applies (a matmul, softmax, log_softmax or rmsnorm whose inputs and
         output are CUDA torch tensors, the library built with CUDA); else None. Its sets, where asked for, come from
         the host's pass on copies."""
+        if not _on_cuda(out):
+            return None
         inputs = (self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op in ("softmax", "log_softmax")
                   else self._keep[1::2] if self.op == "rmsnorm" else ())
         if not inputs or not all(_on_cuda(t) for t in inputs + (out,)) or not _ffi.cuda_available():
@@ -858,7 +873,7 @@ def _matmul_shape(a, b):
         raise ValueError("exactref: matmul: A has %d columns but B has %d rows (shapes %s and %s)"
                          % (a2.shape[-1], b2.shape[-2], a.shape, b.shape))
     try:
-        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) if a2.ndim > 2 or b2.ndim > 2 else ()
     except ValueError:
         raise ValueError(
             "exactref: matmul: batch dimensions %s and %s do not broadcast" % (a.shape[:-2], b.shape[:-2])
