@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import numbers
 import re
+import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -302,15 +303,18 @@ class Reference:
         takes. The device paths read the tensors where they are and never need it. keep: the inputs, where the
         device paths find them."""
         ref = cls(None, keep, shape, op)
-        ref._build = build
+        ref._build, ref._build_lock = build, threading.Lock()
         return ref
 
     @property
     def _ptr(self):
-        """The library's reference (made here on first use for a reference of CUDA tensors)."""
+        """The library's reference (made here on first use for a reference of CUDA tensors, once: threads asking
+        together wait for the one that makes it)."""
         if self._p is None and self._build is not None:
-            eager, self._build = self._build(), None
-            self._p, self._keep, eager._p = eager._p, eager._keep, None
+            with self._build_lock:
+                if self._p is None and self._build is not None:
+                    eager = self._build()
+                    self._p, self._keep, eager._p, self._build = eager._p, eager._keep, None, None
         return self._p
 
     def __del__(self):

@@ -498,6 +498,40 @@ def test_layer_norm_covers_device_equals_host():
             assert r.counts == h.counts and (r.classes == h.classes).all() and str(r) == str(h), name
 
 
+def test_a_reference_made_later_is_built_once_on_first_use():
+    """Reference._later (the references of CUDA tensors): nothing is built when made; the first use that needs the
+    library's reference builds it once, threads asking together included, and the result is the eager reference's."""
+    import threading
+    import time
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((40, 30)).astype(np.float16)
+    B = rng.standard_normal((30, 20)).astype(np.float16)
+    out = A.astype(np.float32) @ B.astype(np.float32)
+    out[3, 4] += 0.5
+    built = []
+
+    def build():  # slow enough that the threads below all ask while it runs
+        built.append(1)
+        time.sleep(0.05)
+        return er.matmul(A, B)
+    later = er.Reference._later(build, (None, None, A, B), (40, 20), "matmul")
+    assert later._p is None and not built
+    results = [None] * 4
+
+    def use(i):
+        results[i] = str(later.covers(out))
+    threads = [threading.Thread(target=use, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    eager = er.matmul(A, B).covers(out)
+    assert len(built) == 1 and later._p is not None
+    assert all(r == str(eager) for r in results) and not eager.all()
+    assert later.enclosure().hi.shape == (40, 20)  # later uses reuse what was built
+    assert len(built) == 1
+
+
 def test_device_references_build_their_host_reference_on_first_host_use():
     """A reference of CUDA tensors is checked, not built, when made: the device paths never need the host's copies
     and reference (er.matmul's would compute an fp64 GEMM on the host); a host use builds them once."""
