@@ -204,37 +204,61 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     free(pr); free(wl); free(wh); free(pp); free(rl); free(rh);
 }
 
+/* er__attn_qnorm with the keys' part given (keys_bad): whether q or a key holds a value that is not finite; *qn the
+ * bound of ||q|| (Lemma A1: q^2 exact in double, the sum of D of them within (D + 2) 2^-53 of itself). */
+static int er_attn_qnorm_of(const er_attn_plan *pl, const double *q, int keys_bad, double *qn) {
+    int64_t D = pl->D;
+    double qss = 0;
+    int bad = keys_bad;
+    for (int64_t d = 0; d < D; d++) { bad |= !isfinite(q[d]); qss += q[d] * q[d]; }
+    *qn = er__up(sqrt(er__up(qss * (1 + (double)(D + 2) * 0x1p-52))));
+    return bad;
+}
+
+int er__attn_qnorm(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n, double *qn) {
+    return er_attn_qnorm_of(pl, q, kv->bad[j0 + n] - kv->bad[j0] > 0, qn);
+}
+
 /* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
  * where the row claims nothing (a special value, or bounds whose premises fail). */
 int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                       er_attn_work *w, er_attn_rowq *rq) {
     int64_t D = pl->D;
-    double qss = 0;
-    int bad = kv->bad[j0 + n] - kv->bad[j0] > 0;
-    for (int64_t d = 0; d < D; d++) { bad |= !isfinite(q[d]); qss += q[d] * q[d]; }
-    if (bad) return 0;
-    /* Lemma A1: the scores. q^2 and q k are exact in double (at most 24-bit values); each sum of D of them is
-     * within (D + 2) 2^-53 of the sum of their magnitudes */
-    double qn = er__up(sqrt(er__up(qss * (1 + (double)(D + 2) * 0x1p-52))));
-    double gD = (double)(D + 2) * 0x1p-53 * (1 + 0x1p-40), asc = fabs(pl->sc),
-           screl = (pl->sc_default ? 0x1.1p-52 : 0.0) + (pl->fp8 ? 0x1.1p-52 : 0.0); /* fp8: fl(fl(sbase dq) dk) */
-    double Mt = -INFINITY, smin = INFINITY, smax = -INFINITY, numax = 0, errmax = 0, kmax = 0;
+    double qn;
+    if (er__attn_qnorm(pl, kv, q, j0, n, &qn)) return 0;
+    /* Lemma A1: the scores. q k is exact in double (at most 24-bit values); each sum of D of them is within
+     * (D + 2) 2^-53 of the sum of their magnitudes */
+    er_attn_sconst sk = er__attn_sconst(pl);
+    er_attn_raw raw = {-INFINITY, INFINITY, -INFINITY, 0, 0, 0};
     for (int64_t t = 0; t < n; t++) {
         double S = er__attn_dot(q, kv->k + (j0 + t) * D, D);
         double nu = er__up(qn * kv->kn[j0 + t]);                    /* >= sum_d |q_d k_jd| (Cauchy-Schwarz) */
-        double e = gD * nu * (1 + 0x1p-50);
-        double err = (e + (fabs(S) + e) * screl + fabs(S) * 0x1p-52) * asc * (1 + 0x1p-40);
+        double e = sk.gD * nu * (1 + 0x1p-50);
+        double err = (e + (fabs(S) + e) * sk.screl + fabs(S) * 0x1p-52) * sk.asc * (1 + 0x1p-40);
         double s = S * pl->sc;
         w->s[t] = s;
         w->slo[t] = er__dn(s - err);
         w->shi[t] = er__up(s + err);
-        if (s > Mt) Mt = s;
-        if (w->slo[t] < smin) smin = w->slo[t];
-        if (w->shi[t] > smax) smax = w->shi[t];
-        if (nu > numax) numax = nu;
-        if (kv->kn[j0 + t] > kmax) kmax = kv->kn[j0 + t];
-        if (err > errmax) errmax = err;
+        if (s > raw.Mt) raw.Mt = s;
+        if (w->slo[t] < raw.smin) raw.smin = w->slo[t];
+        if (w->shi[t] > raw.smax) raw.smax = w->shi[t];
+        if (nu > raw.numax) raw.numax = nu;
+        if (kv->kn[j0 + t] > raw.kmax) raw.kmax = kv->kn[j0 + t];
+        if (err > raw.errmax) raw.errmax = err;
     }
+    return er__attn_rowq_finish(pl, qn, &raw, rq);
+}
+
+er_attn_sconst er__attn_sconst(const er_attn_plan *pl) {
+    return (er_attn_sconst){.gD = (double)(pl->D + 2) * 0x1p-53 * (1 + 0x1p-40), .asc = fabs(pl->sc),
+                            .screl = (pl->sc_default ? 0x1.1p-52 : 0.0) +
+                                     (pl->fp8 ? 0x1.1p-52 : 0.0)}; /* fp8: fl(fl(sbase dq) dk) */
+}
+
+int er__attn_rowq_finish(const er_attn_plan *pl, double qn, const er_attn_raw *raw, er_attn_rowq *rq) {
+    int64_t D = pl->D;
+    double asc = fabs(pl->sc), Mt = raw->Mt, smin = raw->smin, smax = raw->smax, numax = raw->numax,
+           errmax = raw->errmax, kmax = raw->kmax;
     double u = pl->u, uin = pl->uin;
     /* Theorem A2's score error: the kernel's dot in the compute format, its scale, tf32 operands */
     /* fp8: the kernel's constant takes descale_q and descale_k, two roundings more */
@@ -287,13 +311,12 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
         w->wlo[t] = lo;
         w->whi[t] = hi;
         er__fxsum_add(&Ls, lo, hi);
-        if (hi > 0 && (hi - lo) > rho * hi) rho = (hi - lo) / hi;
+        if (hi > 0) { /* the largest ratio, whatever the keys' order (the GPU's sums take them in another) */
+            double r = (hi - lo) / hi;
+            if (r > rho) rho = r;
+        }
     }
-    rho = er__up(rho * (1 + 0x1p-50));
-    double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
-    rq->Llo = Llo;
-    rq->Lhi = Lhi;
-    rq->rho = rho;
+    er__attn_sums_finish(&Ls, rho, rq);
     if (!values) return;
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
     for (int64_t d = 0; d < Dv; d++) w->N[d] = w->A[d] = w->B[d] = 0;
@@ -308,6 +331,12 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
             B[d] += av;
         }
     }
+}
+
+void er__attn_sums_finish(const er_fxsum *Ls, double rho, er_attn_rowq *rq) {
+    rq->Llo = er__fxsum_lo(Ls);
+    rq->Lhi = er__fxsum_hi(Ls);
+    rq->rho = er__up(rho * (1 + 0x1p-50));
 }
 
 /* A fully masked row: O = 0 (exact) or NaN; LSE = -inf (exact), +inf or NaN. */
@@ -417,12 +446,20 @@ static void er_attn_amax_s(const er_attn_plan *pl, int64_t n, er_attn_work *w, c
     w->am.s_ex = wl / (0.5 * (rq->Llo + rq->Lhi));
 }
 
+/* er_attn_mpfr now with the keys (kv), or later by er__attn_row_mpfr (kv NULL). */
+static void er_attn_mpfr_or_later(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
+                                  int64_t n, double Mt, er_attn_work *w, er_cval *ocv, double *oex, double *ord,
+                                  er_cval *lcv, double *lex, double *lrd) {
+    w->Mt = Mt;
+    if (kv) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
+    else w->mpfr_pending = 1;
+}
+
 er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                       er_attn_work *w, int lse, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
                        double *lrd) {
     memset(w->open, 0, (size_t)pl->Dv + 1); /* no rounding left open (er_attn_mpfr sets those it leaves) */
     memset(&w->am, 0, sizeof w->am);
-    int64_t Dv = pl->Dv;
     if (n <= 0) { /* O = 0 or NaN; every P 0 */
         er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd);
         w->am.nan = 1;
@@ -435,6 +472,44 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         return ER_OK;
     }
     er_attn_weights(pl, kv, j0, n, w, &rq, 1);
+    return er__attn_row_tail(pl, kv, q, j0, n, w, &rq, lse, ocv, oex, ord, lcv, lex, lrd);
+}
+
+er_status er__attn_row_given(const er_attn_plan *pl, const double *q, int64_t j0, int64_t n, int keys_bad,
+                             er_attn_work *w, const er_attn_raw *raw, const er_fxsum *Ls, double rho, int lse,
+                             er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
+    memset(w->open, 0, (size_t)pl->Dv + 1);
+    memset(&w->am, 0, sizeof w->am);
+    w->mpfr_pending = 0;
+    if (n <= 0) { /* O = 0 or NaN */
+        er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd);
+        w->am.nan = 1;
+        return ER_OK;
+    }
+    double qn;
+    er_attn_rowq rq;
+    if (er_attn_qnorm_of(pl, q, keys_bad, &qn) || !er__attn_rowq_finish(pl, qn, raw, &rq)) {
+        er_attn_anything(pl, ocv, oex, ord, lcv, lex, lrd);
+        w->am.any = 1;
+        return ER_OK;
+    }
+    er__attn_sums_finish(Ls, rho, &rq);
+    return er__attn_row_tail(pl, NULL, q, j0, n, w, &rq, lse, ocv, oex, ord, lcv, lex, lrd);
+}
+
+void er__attn_row_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                       er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                       double *lrd) {
+    w->mpfr_pending = 0;
+    er_attn_mpfr(pl, kv, q, j0, n, w->Mt, w, ocv, oex, ord, lcv, lex, lrd);
+}
+
+er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                            er_attn_work *w, const er_attn_rowq *rqp, int lse, er_cval *ocv, double *oex, double *ord,
+                            er_cval *lcv, double *lex, double *lrd) {
+    int64_t Dv = pl->Dv;
+    er_attn_rowq rq = *rqp;
+    memset(w->open, 0, (size_t)pl->Dv + 1);
     double u = rq.u, Mt = rq.Mt, Llo = rq.Llo, Lhi = rq.Lhi, rho = rq.rho;
     double gn = (double)(n + 2) * 0x1p-53 * (1 + 0x1p-40);
     er_attn_wide wd;
@@ -482,6 +557,11 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
         open |= w->open[d];
     }
 
+    if (!lse) { /* LSE not asked for: its set and the MPFR work it may need are skipped */
+        w->open[Dv] = 0;
+        if (open) er_attn_mpfr_or_later(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
+        return ER_OK;
+    }
     /* Theorem A3: LSE = Mt + log L */
     double Els = wd.Els;
     double xlo = er__dn(Mt + er_log_dir(Llo, 0)), xhi = er__up(Mt + er_log_dir(Lhi, 1));
@@ -493,7 +573,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     int lse_open = !(rl == rh);
     *lrd = lse_open ? NAN : rl;
     w->open[Dv] = (uint8_t)lse_open;
-    if (open || lse_open) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
+    if (open || lse_open) er_attn_mpfr_or_later(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
     return ER_OK;
 }
 

@@ -4,6 +4,7 @@
 
 #include "format/format.h"
 #include "enclose/anyorder.h"
+#include "enclose/ival.h"
 
 typedef struct er_attn_plan {
     const er_fmt_info *O, *L;  /* output formats of O and LSE */
@@ -57,6 +58,8 @@ typedef struct er_attn_work {
     double *N, *A, *B;
     uint8_t *open; /* Dv + 1 flags (er__attn_row) */
     er_attn_amax am; /* the row's amax bounds (er__attn_row, where the plan's amax is set) */
+    int mpfr_pending; /* er__attn_row_given without the keys: roundings left open for er__attn_row_mpfr */
+    double Mt;        /* the row's shift, for it */
 } er_attn_work;
 ER_INTERNAL er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv);
 ER_INTERNAL void er__attn_work_free(er_attn_work *w);
@@ -70,11 +73,31 @@ typedef struct er_attn_rowq {
 /* sum_i a_i b_i in double in four independent chains (any order: the bound of Lemma A1 holds for every order). */
 ER_INTERNAL double er__attn_dot(const double *a, const double *b, int64_t n);
 
+/* Whether query row q (D values) or its keys j0 .. j0 + n - 1 hold a value that is not finite (the row then claims
+ * nothing); *qn the bound of ||q||_2 the scores' bounds take (Lemma A1). */
+ER_INTERNAL int er__attn_qnorm(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                               double *qn);
+
+/* The scores' constants (Lemma A1): each score's dot bound gD nu_j, the scale's magnitude asc and relative error
+ * screl. */
+typedef struct er_attn_sconst { double gD, asc, screl; } er_attn_sconst;
+ER_INTERNAL er_attn_sconst er__attn_sconst(const er_attn_plan *pl);
+
+/* What the scores' loop finds over a row's keys (er__attn_scores; on the GPU, devattn.cu): the largest computed
+ * score Mt (the first of equal ones), the least lower and the largest upper score bound, the largest nu_j, score
+ * error and key norm bound. Each a maximum or minimum, the same in any order of the keys but Mt's zero sign. */
+typedef struct er_attn_raw { double Mt, smin, smax, numax, errmax, kmax; } er_attn_raw;
+/* The row's quantities from them (Theorem A2's score error delta among them) into rq; 0 where the row claims
+ * nothing (premises that fail). */
+ER_INTERNAL int er__attn_rowq_finish(const er_attn_plan *pl, double qn, const er_attn_raw *raw, er_attn_rowq *rq);
+
 /* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi: Lemma A1) and the row's quantities
  * into rq (Theorem A2's score error delta among them); 0 where the row claims nothing (a special value, or bounds
  * whose premises fail). */
 ER_INTERNAL int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                                 er_attn_work *w, er_attn_rowq *rq);
+/* The weights' sum's bounds from its fixed-point sum, and rho from the largest (whi - wlo) / whi, into rq. */
+ER_INTERNAL void er__attn_sums_finish(const er_fxsum *Ls, double rho, er_attn_rowq *rq);
 /* The LSE of query row q against keys j0 .. j0 + n - 1 (n >= 1): the exact one in [b[0], b[1]] (Lemma A1), every
  * flash-style kernel's (Theorem A3, before its rounding to fp32) in [b[2], b[3]]; 0 where the row claims nothing.
  * The scores stay in w and their quantities go to *rq (er__attn_scores's; rq may be NULL). */
@@ -82,11 +105,29 @@ ER_INTERNAL int er__attn_lse_bounds(const er_attn_plan *pl, const er_attn_kv *kv
                                     int64_t n, er_attn_work *w, double b[4], er_attn_rowq *rq);
 
 /* The sets of query row q (D values) against keys j0 .. j0 + n - 1 (n = 0: a fully masked row): O's Dv sets (ocv,
- * with the exact results rounded to double and correctly rounded to O) and LSE's (lcv, lex, lrd). w->open[d] (d = Dv:
- * the LSE) says where the correct rounding is left open: ord (lrd) then holds the lower candidate and the set both
- * candidates, and no output may be called exact. */
+ * with the exact results rounded to double and correctly rounded to O) and, where lse, LSE's (lcv, lex, lrd).
+ * w->open[d] (d = Dv: the LSE) says where the correct rounding is left open: ord (lrd) then holds the lower candidate
+ * and the set both candidates, and no output may be called exact. */
 ER_INTERNAL er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                                   er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
-                                   double *lrd);
+                                   er_attn_work *w, int lse, er_cval *ocv, double *oex, double *ord, er_cval *lcv,
+                                   double *lex, double *lrd);
+/* er__attn_row with the loops over the keys done elsewhere (the GPU's), without the keys' values: the scores' loop's
+ * raw (keys_bad: a key of the row holds a value that is not finite), the weights' sum Ls and largest relative width
+ * rho, w->N, w->A and w->B (er_attn_weights's order). Where double leaves a correct rounding open, w->mpfr_pending is
+ * set and the row's sets are finished by er__attn_row_mpfr with the keys. */
+ER_INTERNAL er_status er__attn_row_given(const er_attn_plan *pl, const double *q, int64_t j0, int64_t n, int keys_bad,
+                                         er_attn_work *w, const er_attn_raw *raw, const er_fxsum *Ls, double rho,
+                                         int lse, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
+                                         double *lrd);
+/* The MPFR enclosures of the roundings er__attn_row_given left open (w->mpfr_pending, cleared). */
+ER_INTERNAL void er__attn_row_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
+                                   int64_t n, er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv,
+                                   double *lex, double *lrd);
+/* er__attn_row after its weights, for a row (n >= 1) whose inputs are finite: rq from er__attn_rowq_finish and
+ * er__attn_sums_finish, w->N, w->A and w->B its sums (er_attn_weights's; the GPU's). kv NULL: roundings left open
+ * are left to er__attn_row_mpfr (w->mpfr_pending). */
+ER_INTERNAL er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
+                                        int64_t n, er_attn_work *w, const er_attn_rowq *rq, int lse, er_cval *ocv,
+                                        double *oex, double *ord, er_cval *lcv, double *lex, double *lrd);
 
 #endif

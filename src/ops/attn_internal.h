@@ -39,6 +39,19 @@ ER_INTERNAL er_status er__attn_plan_init(er_attn_plan *pl, const er_ref *r, cons
                                          er_overflow ov_l);
 /* Lemma A2's constants of the standard's sums of products (cp per product, cg per block). */
 ER_INTERNAL er_status er__attn_sums(const er_ref *ref, const er_standard *std, double *cp, double *cg);
+/* The GPU's sums of the rows [r0, r0 + nrows) (devattention.c), as er__attn_row computes them on the host: per row its
+ * scores' loop (raw: er_attn_raw's six values, then the largest (whi - wlo) / whi), its weights' fixed-point sums
+ * (fx: lo and hi as 128-bit integers, low word first) and its N, A and B (na: 3 Dv values). */
+typedef struct er_attn_given {
+    int64_t r0, nrows;
+    const double *raw;
+    const uint64_t *fx;
+    const double *na;
+} er_attn_given;
+/* The rows of g into shares share .. share + nt - 1 of the sinks (each a contiguous run, on nt threads): O's sets and
+ * LSE's where checked, with g's sums in place of the host's loops over the keys; the same sets as er_covers'. */
+ER_INTERNAL er_status er__attn_rows_given(const er_ref *ref, const er_standard *std, er_sinks *sk, int share, int nt,
+                                          const er_attn_given *g);
 /* Whether the standard applies to attention (any_order or mma:<arch>, compute fp32 or tf32, rounding to nearest). */
 ER_INTERNAL er_status er__attn_check(const er_ref *ref, const er_standard *std);
 

@@ -218,6 +218,7 @@ typedef struct er_attn_job {
     int64_t r0, r1;
     er_status st;
     er_attn_amax am; /* fp8: the run's amax bounds (the largest of its rows') */
+    const er_attn_given *given; /* the GPU's sums of the rows (NULL: the host's) */
 } er_attn_job;
 
 /* The element offset of t's [b (over the leading dimensions), h, 0, 0]. */
@@ -264,6 +265,8 @@ typedef struct er_attn_rowctx {
     double *kb, *vb, *kn, *qr, *oex, *ord, lex, lrd;
     int64_t *bad, cur_b, cur_g;
     er_cval *ocv, lcv;
+    int lse;                   /* LSE's set wanted */
+    const er_attn_given *given; /* the GPU's sums of the rows (NULL: the host's) */
 } er_attn_rowctx;
 
 /* The plan of the forward's sets for the standard (Theorems A2 and A3) with the output formats O and L. */
@@ -385,24 +388,54 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
     free(c->oex);
 }
 
-/* Row `row`'s sets and exact results (ocv, oex, ord; lcv, lex, lrd). */
+/* Decodes kv head (b, g) into c unless it holds it. */
+static void er_attn_ctx_kv(er_attn_rowctx *c, int64_t b, int64_t g) {
+    if (b == c->cur_b && g == c->cur_g) return;
+    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->kn, c->bad);
+    c->cur_b = b;
+    c->cur_g = g;
+}
+
+/* Row `row`'s sets and exact results (ocv, oex, ord; lcv, lex, lrd where c->lse). */
 static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     const er_ref *r = c->r;
-    int64_t D = er__attn(r)->dh, Sq = er__attn(r)->sq, H = er__attn(r)->heads,
+    int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sq = er__attn(r)->sq, H = er__attn(r)->heads,
             grp = er__attn(r)->heads / er__attn(r)->kv_heads;
     int64_t i = row % Sq, h = (row / Sq) % H, b = row / (Sq * H), g = h / grp;
-    if (b != c->cur_b || g != c->cur_g) {
-        er__attn_load_kv(r, b, g, c->kb, c->vb, c->kn, c->bad);
-        c->cur_b = b;
-        c->cur_g = g;
-    }
     const er_tensor *Q = &er__attn(r)->q;
     int nd = Q->ndim;
     int64_t qo = er__attn_base(Q, b, h) + i * Q->strides[nd - 2];
     for (int64_t d = 0; d < D; d++) c->qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
     int64_t j0, n;
     er__attn_keys(r, i, &j0, &n);
-    return er__attn_row(&c->pl, &c->kv, c->qr, j0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
+    if (!c->given) {
+        er_attn_ctx_kv(c, b, g);
+        return er__attn_row(&c->pl, &c->kv, c->qr, j0, n, &c->w, c->lse, c->ocv, c->oex, c->ord, &c->lcv, &c->lex,
+                            &c->lrd);
+    }
+    /* the GPU's sums of the row (a row without keys: nothing written there); the keys decoded only for roundings
+     * double leaves open */
+    const er_attn_given *gv = c->given;
+    int64_t k = row - gv->r0;
+    const double *rw = gv->raw + 7 * k;
+    const uint64_t *fx = gv->fx + 4 * k;
+    er_attn_raw raw = {0, 0, 0, 0, 0, 0};
+    er_fxsum Ls = {0, 0};
+    double rho = 0;
+    if (n > 0) {
+        raw = (er_attn_raw){rw[0], rw[1], rw[2], rw[3], rw[4], rw[5]};
+        Ls = (er_fxsum){((unsigned __int128)fx[1] << 64) | fx[0], ((unsigned __int128)fx[3] << 64) | fx[2]};
+        rho = rw[6];
+        memcpy(c->w.N, gv->na + 3 * Dv * k, sizeof(double) * (size_t)(3 * Dv)); /* N, A, B */
+    }
+    /* a key holding a value that is not finite has an infinite norm bound: the row's largest, raw.kmax */
+    ER_RETURN_IF_ERROR(er__attn_row_given(&c->pl, c->qr, j0, n, n > 0 && isinf(raw.kmax), &c->w, &raw, &Ls, rho,
+                                          c->lse, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd));
+    if (c->w.mpfr_pending) {
+        er_attn_ctx_kv(c, b, g);
+        er__attn_row_mpfr(&c->pl, &c->kv, c->qr, j0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
+    }
+    return ER_OK;
 }
 
 /* The larger of two runs' (or rows') amax bounds, into a. */
@@ -435,6 +468,8 @@ static er_status er_attn_rows(er_attn_job *j) {
     const er_fmt_info *F32 = er__fmt(ER_FP32);
     er_status st = er_attn_ctx_open(&c, j->ref, j->std, j->so ? j->so->O : F32, j->so ? j->so->ov : ER_OVERFLOW_IEEE,
                                     j->sl ? j->sl->O : F32, j->sl ? j->sl->ov : ER_OVERFLOW_IEEE);
+    c.lse = j->sl != NULL;
+    c.given = j->given;
     int64_t Dv = er__attn(j->ref)->dv;
     for (int64_t row = j->r0; row < j->r1 && st == ER_OK; row++) {
         if (er__cancelled()) {
@@ -500,6 +535,24 @@ static void *er_attn_run(void *arg) {
     j->st = er_attn_rows(j);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
+}
+
+er_status er__attn_rows_given(const er_ref *ref, const er_standard *std, er_sinks *sk, int share, int nt,
+                              const er_attn_given *g) {
+    er_attn_job jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++) {
+        memset(&jobs[t], 0, sizeof jobs[t]);
+        jobs[t].ref = ref;
+        jobs[t].std = std;
+        jobs[t].so = er__sinks_at(sk, share + t, 0);
+        jobs[t].sl = er__sinks_at(sk, share + t, 1);
+        jobs[t].r0 = g->r0 + g->nrows * t / nt;
+        jobs[t].r1 = g->r0 + g->nrows * (t + 1) / nt;
+        jobs[t].given = g;
+    }
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_attn_run);
+    for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
+    return ER_OK;
 }
 
 static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
