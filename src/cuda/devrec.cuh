@@ -64,6 +64,52 @@ __device__ static double er_u128_to_double(er_u128 v) {
     return ldexp((double)mant, 75 - lz);
 }
 
+// ---- exp enclosed in double (ival.h) ----
+
+__device__ static inline double er_scale2(double x, int q, int dir) {
+    if (q < -1000) { x *= 0x1p-64; q += 64; }
+    double y = x * er_from_bits((uint64_t)(q + 1023) << 52);
+    if (y < 0x1p-1022) y = dir < 0 ? er_dn(y) : er_up(y);
+    return y;
+}
+
+// er__exp_bounds (ival.h, Theorem D1), the tables er__exp_tlo, er__exp_thi, er__exp_lh and er__exp_ll as c's exp_tlo,
+// exp_thi, exp_lh and exp_ll.
+template <class C> __device__ static void er_exp_bounds(const C &c, double t, double *lo, double *hi) {
+    if (t != t) { *lo = *hi = t; return; }
+    if (t < -745.0) {
+        *lo = 0.0;
+        *hi = t == -INFINITY ? 0.0 : 4.9406564584124654e-324;
+        return;
+    }
+    if (t > 709.0) { *lo = 0x1p1022; *hi = INFINITY; return; }
+    double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
+    int k = (int)kd;
+    double r = (t - kd * c.exp_lh) - kd * c.exp_ll;
+    double p = 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int j = k & 63, q = (k - j) / 64;
+    *lo = er_scale2(c.exp_tlo[j] * (p - 0x1p-51), q, -1);
+    *hi = er_scale2(c.exp_thi[j] * (p + 0x1p-51), q, 1);
+}
+
+// The fixed-point terms of er__fxsum_terms (ival.h): lo 2^90 rounded down, hi 2^90 up.
+__device__ static inline void er_fx_terms(double lo, double hi, er_u128 *tl, er_u128 *th) {
+    uint64_t bl = er_bits(lo), bh = er_bits(hi);
+    int el = (int)(bl >> 52), eh = (int)(bh >> 52);
+    uint64_t ml = (bl & ((1ULL << 52) - 1)) | ((uint64_t)(el != 0) << 52);
+    uint64_t mh = (bh & ((1ULL << 52) - 1)) | ((uint64_t)(eh != 0) << 52);
+    int sl = (el ? el : 1) - 1075 + 90, sh = (eh ? eh : 1) - 1075 + 90;
+    *tl = sl >= 0 ? (er_u128)ml << sl : sl > -64 ? (er_u128)(ml >> -sl) : 0;
+    *th = sh >= 0    ? (er_u128)mh << sh
+          : sh > -64 ? (er_u128)((mh >> -sh) + ((mh & ((1ULL << -sh) - 1)) != 0))
+                     : (er_u128)(mh != 0);
+}
 // ---- the record of decided elements ----
 
 struct er_rec_acc {

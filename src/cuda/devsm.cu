@@ -9,37 +9,7 @@
 
 #define ER_SM_THREADS 256
 
-// ---- exp enclosed in double: er__exp_bounds (ival.h, Theorem D1) and the shift of exps.c ----
-
-__device__ static inline double er_scale2(double x, int q, int dir) {
-    if (q < -1000) { x *= 0x1p-64; q += 64; }
-    double y = x * er_from_bits((uint64_t)(q + 1023) << 52);
-    if (y < 0x1p-1022) y = dir < 0 ? er_dn(y) : er_up(y);
-    return y;
-}
-
-__device__ static void er_exp_bounds(const er_devsm_consts &c, double t, double *lo, double *hi) {
-    if (t != t) { *lo = *hi = t; return; }
-    if (t < -745.0) {
-        *lo = 0.0;
-        *hi = t == -INFINITY ? 0.0 : 4.9406564584124654e-324;
-        return;
-    }
-    if (t > 709.0) { *lo = 0x1p1022; *hi = INFINITY; return; }
-    double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
-    int k = (int)kd;
-    double r = (t - kd * c.exp_lh) - kd * c.exp_ll;
-    double p = 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    int j = k & 63, q = (k - j) / 64;
-    *lo = er_scale2(c.exp_tlo[j] * (p - 0x1p-51), q, -1);
-    *hi = er_scale2(c.exp_thi[j] * (p + 0x1p-51), q, 1);
-}
+// ---- exp enclosed in double: the shift of exps.c (er_exp_bounds: devrec.cuh) ----
 
 // exp(x_j - m) enclosed, with t + e = x_j - m (er__exps_fill: TwoSum, the bounds of exp(t), er_exps_shift by e).
 __device__ static void er_exp_diff(const er_devsm_consts &c, double v, double m, double *lo, double *hi) {
@@ -132,19 +102,6 @@ __device__ static void er_kernel_exp(const er_devsm_consts &c, double v, double 
     if (!(*elo >= ER_F32_MIN_NORMAL)) *elo = 0;
 }
 
-// ---- the exact sum's fixed-point terms (er__fxsum_terms, ival.h) and its double bounds ----
-
-__device__ static void er_fx_terms(double lo, double hi, er_u128 *tl, er_u128 *th) {
-    uint64_t bl = er_bits(lo), bh = er_bits(hi);
-    int el = (int)(bl >> 52), eh = (int)(bh >> 52);
-    uint64_t ml = (bl & ((1ULL << 52) - 1)) | ((uint64_t)(el != 0) << 52);
-    uint64_t mh = (bh & ((1ULL << 52) - 1)) | ((uint64_t)(eh != 0) << 52);
-    int sl = (el ? el : 1) - 1075 + 90, sh = (eh ? eh : 1) - 1075 + 90;
-    *tl = sl >= 0 ? (er_u128)ml << sl : sl > -64 ? (er_u128)(ml >> -sl) : 0;
-    *th = sh >= 0    ? (er_u128)mh << sh
-          : sh > -64 ? (er_u128)((mh >> -sh) + ((mh & ((1ULL << -sh) - 1)) != 0))
-                     : (er_u128)(mh != 0);
-}
 // The row's constants, computed by its first thread.
 struct er_sm_row { double sl, sh, one_minus, one_plus, klo, khi, rl, rh; int overflow; };
 
