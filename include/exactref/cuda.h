@@ -85,6 +85,18 @@ ER_API er_status er_layernorm_covers_device(er_report *rep, const er_tensor *x, 
                                             const er_tensor *weight, const er_tensor *bias, double eps,
                                             const er_tensor *out, const er_standard *std, void *stream);
 
+/* Attention forward (er_attention's q, k, v and opts) and covers of its output O, all in device memory, with each row's
+ * loops over its keys on the GPU: the scores' bounds, the weights' bounds and their exact sum, and the two sums over
+ * the keys of every value dimension, in double with the operations and order of the host's (so the same bits). The
+ * host takes each row from those sums as its own rows do (the sets of Theorem A2 under the standard, MPFR where double
+ * leaves a correct rounding open), a chunk of rows while the GPU computes the next. Every standard er_attention takes;
+ * q, k and v of fp32, fp16 or bf16 with any strides, O of any format and strides (copied to the host, as are q, k and
+ * v for the rows' MPFR enclosures). Anything else (or too little device memory) is checked on host copies. The
+ * report is the one er_attention and er_covers (O alone) give on host copies. */
+ER_API er_status er_attention_covers_device(er_report *rep, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                                            const er_attention_opts *opts, const er_tensor *out,
+                                            const er_standard *std, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

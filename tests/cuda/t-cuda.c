@@ -3,6 +3,7 @@
  * dropped-tail bug is not; er_matmul_covers_device (the reference on the GPU) gives, for operands and outputs in
  * device memory, exactly the report er_matmul and er_covers give on host copies. Without a CUDA device the test is
  * skipped (exit 77) with a message; the refusals of the device API are checked everywhere. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "../common/er_gen.h"
 #include "../common/npz.h"
 #include <cuda_runtime_api.h>
@@ -734,6 +735,30 @@ START_TEST(many_rows_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* The path of tests/data's file `name` (under the environment's ER_TEST_DATA, else ER_TEST_DATA_DIR) in buf. */
+static const char *data_path(char *buf, size_t size, const char *name) {
+    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
+    snprintf(buf, size, "%s/%s", dir, name);
+    return buf;
+}
+
+/* A copy of t's elements (malloc'd) with a tenth of them moved by 1 to 4 ulps of t's format either way. */
+static void *nudged_copy(const er_tensor *t) {
+    int64_t nc = er_tensor_numel(t);
+    int bo = er_format_storage_bits(t->format) / 8;
+    void *moved = malloc((size_t)(nc * bo));
+    memcpy(moved, t->data, (size_t)(nc * bo));
+    for (int64_t e = 0; e < nc; e++) {
+        if (er_rand64() % 10) continue;
+        double y = er_load(moved, t->format, e);
+        int k = 1 + (int)(er_rand64() % 4);
+        y += (er_rand64() % 2 ? k : -k) * er_format_ulp(t->format, y);
+        er_round_double(&y, t->format, y, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        er_store(moved, t->format, e, y);
+    }
+    return moved;
+}
+
 /* The H200 captures of torch's softmax, log_softmax, rms_norm and layer_norm (tests/data/norm.npz, 90 cases of fp32,
  * fp16 and bf16) through the GPU paths against the host: as captured, and with a tenth of the outputs nudged by 1 to 4
  * ulps of their format either way; under the default standard and a standard of torch's own kernel (softmax and
@@ -742,12 +767,9 @@ END_TEST
  * ER_TEST_DATA_DIR or the environment's ER_TEST_DATA. */
 START_TEST(h200_captures_on_the_gpu_equal_the_host) {
     er_test_reseed(810);
-    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
     char npz[512], list[512];
-    snprintf(npz, sizeof npz, "%s/norm.npz", dir);
-    snprintf(list, sizeof list, "%s/norm_cases.txt", dir);
     npz_file z;
-    FILE *f = open_cases(&z, npz, list);
+    FILE *f = open_cases(&z, data_path(npz, sizeof npz, "norm.npz"), data_path(list, sizeof list, "norm_cases.txt"));
     char line[256], id[32], op[32], dtype[32], dist[32];
     int cases = 0;
     long elems = 0;
@@ -778,17 +800,7 @@ START_TEST(h200_captures_on_the_gpu_equal_the_host) {
         if (kind < 2) ck_assert_int_eq(er_depth_torch_softmax(&D, n), ER_OK);
         else ck_assert_int_eq(er_depth_torch_layer_norm(&D, n), ER_OK);
         /* the output as captured, then nudged (a copy) */
-        int bo = er_format_storage_bits(pt[3]->format) / 8;
-        void *moved = malloc((size_t)(nc * bo));
-        memcpy(moved, pt[3]->data, (size_t)(nc * bo));
-        for (int64_t e = 0; e < nc; e++) {
-            if (er_rand64() % 10) continue;
-            double y = er_load(moved, pt[3]->format, e);
-            int k = 1 + (int)(er_rand64() % 4);
-            y += (er_rand64() % 2 ? k : -k) * er_format_ulp(pt[3]->format, y);
-            er_round_double(&y, pt[3]->format, y, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
-            er_store(moved, pt[3]->format, e, y);
-        }
+        void *moved = nudged_copy(pt[3]);
         er_tensor tm = *pt[3];
         tm.data = moved;
         for (int v = 0; v < 4; v++) {
@@ -894,6 +906,253 @@ START_TEST(h200_matmul_captures_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* Attention in long double (O, rows x Dv) of q [B, H, Sq, D], k, v [B, Hkv, Sk, D or Dv] held as doubles, with the
+ * mask's keys (er_attention's rules); a row without keys 0. */
+static void attn_mid(const double *q, const double *k, const double *v, int64_t B, int64_t H, int64_t Hkv, int64_t Sq,
+                     int64_t Sk, int64_t D, int64_t Dv, double scale, const er_attention_opts *ao, double *mid) {
+    long double *w = malloc(sizeof(long double) * (size_t)Sk);
+    long double sc = scale != 0 ? (long double)scale : 1 / sqrtl((long double)D);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < Sq; i++) {
+                int64_t g = h / (H / Hkv), ii = i + (ao->bottom_right ? Sk - Sq : 0), lo = 0, hi = Sk - 1;
+                if (ao->causal && ii < hi) hi = ii;
+                if (ao->window) {
+                    if (ii - lo > ao->window_left) lo = ii - ao->window_left;
+                    if (hi - ii > ao->window_right) hi = ii + ao->window_right;
+                }
+                const double *qi = q + ((b * H + h) * Sq + i) * D;
+                double *o = mid + ((b * H + h) * Sq + i) * Dv;
+                long double m = -INFINITY, L = 0;
+                for (int64_t j = lo; j <= hi; j++) {
+                    long double s = 0;
+                    for (int64_t d = 0; d < D; d++) s += (long double)qi[d] * k[((b * Hkv + g) * Sk + j) * D + d];
+                    w[j] = s * sc;
+                    if (w[j] > m) m = w[j];
+                }
+                for (int64_t j = lo; j <= hi; j++) L += (w[j] = expl(w[j] - m));
+                for (int64_t d = 0; d < Dv; d++) {
+                    long double a = 0;
+                    for (int64_t j = lo; j <= hi; j++) a += w[j] * v[((b * Hkv + g) * Sk + j) * Dv + d];
+                    o[d] = hi >= lo ? (double)(a / L) : 0.0;
+                }
+            }
+    free(w);
+}
+
+/* n values of format f drawn into x (as doubles, rounded to f) from family fam: 0 normal, 1 integers in [-2, 2], 2
+ * normal times 8, 3 zeros, 4 normal with one value in 50 NaN or infinite. */
+static void attn_values(int fam, er_format f, int64_t n, double *x) {
+    for (int64_t e = 0; e < n; e++) {
+        double y = fam == 1 ? (double)er_rand_int(-2, 2) : fam == 2 ? 8 * er_rand_normal() : fam == 3 ? 0.0
+                                                                                                       : er_rand_normal();
+        if (fam == 4 && er_rand64() % 50 == 0) y = er_rand64() % 2 ? NAN : -INFINITY;
+        er_round_double(&x[e], f, y, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    }
+}
+
+/* A tensor [B, Hh, S, Dd] of values x (format f) in device memory, laid out [B, Hh, S, Dd] or, transposed, as
+ * [B, S, Hh, Dd] (torch's layout of a transposed projection); *t its device view, the buffer returned. */
+static void *attn_to_device(const double *x, er_format f, int64_t B, int64_t Hh, int64_t S, int64_t Dd, int tr,
+                            er_tensor *t) {
+    int64_t n = B * Hh * S * Dd;
+    size_t es = (size_t)er_format_storage_bits(f) / 8;
+    void *h = malloc(es * (size_t)n);
+    int64_t st[4] = {Hh * S * Dd, S * Dd, Dd, 1};
+    if (tr) { st[0] = S * Hh * Dd; st[1] = Dd; st[2] = Hh * Dd; }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t hh = 0; hh < Hh; hh++)
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t d = 0; d < Dd; d++)
+                    er_store(h, f, b * st[0] + hh * st[1] + s * st[2] + d, x[((b * Hh + hh) * S + s) * Dd + d]);
+    void *dp = to_device(h, es * (size_t)n);
+    free(h);
+    er_tensor_view(t, f, 4, (int64_t[]){B, Hh, S, Dd}, st, dp);
+    return dp;
+}
+
+/* The host's report of attention ref on host output tc under std against er_attention_covers_device's on device
+ * views dq, dk, dv and dc of the same values. */
+static void require_attention_device_equals_host(const er_ref *ref, const er_tensor *dq, const er_tensor *dk,
+                                                 const er_tensor *dv, const er_attention_opts *ao,
+                                                 const er_tensor *tc, const er_tensor *dc, const er_standard *std,
+                                                 const char *what) {
+    er_report rh, rd;
+    ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s: %s", what, er_last_error());
+    ER_REQUIRE(er_attention_covers_device(&rd, dq, dk, dv, ao, dc, std, NULL) == ER_OK, "device: %s: %s", what,
+               er_last_error());
+    require_same_reports(&rh, &rd, what);
+}
+
+/* Attention on the GPU against the host: q, k and v of fp32, fp16 and bf16 from five families (integers with the
+ * scale ln 2 give equal scores and weights on rounding boundaries; zeros give every score the maximum; NaN and
+ * infinities give rows that claim nothing), head dimensions from 1 to 160 (not multiples of 4 too: the dot's last
+ * chain), GQA, every mask (causal, bottom-right, windows; rows without keys), the scale given or not, contiguous and
+ * transposed layouts, rows in chunks of one to three tiles in some trials (EXACTREF_ATTN_TILES), outputs of the three
+ * formats around their sets (a third of the trials the long double result alone), and the standards' options. The
+ * reports must agree in every field and in their JSON. */
+START_TEST(attention_on_the_gpu_equals_the_host) {
+    er_test_reseed(810);
+    long trials = (long)(60 * er_test_multiplier());
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const stds[][2] = {{"any_order", ""},
+                                          {"any_order", "exp_ulps=fast"},
+                                          {"any_order", "compute=tf32"},
+                                          {"any_order", "p_sum=fp32 kv_block=64"},
+                                          {"any_order", "qk_scale=input"},
+                                          {"mma:sm90", ""},
+                                          {"any_order", "log_ulps=2 exp_ulps=4"}};
+    long elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = fmts[er_rand64() % 3], fo = fmts[er_rand64() % 4 % 3];
+        int big = tr % 8 == 7, fam = (int)(er_rand64() % 5), gqa = tr % 3 == 1, trn = tr % 4 == 2;
+        int64_t B = er_rand_int(1, 2), Hkv = er_rand_int(1, 3), H = gqa ? Hkv * er_rand_int(2, 3) : Hkv;
+        int64_t Sq = big ? er_rand_int(60, 140) : er_rand_int(1, 40), Sk = big ? er_rand_int(100, 400) : er_rand_int(1, 90);
+        int64_t D = er_rand64() % 4 == 0 ? 128 : er_rand_int(1, 70), Dv = er_rand64() % 5 == 0 ? er_rand_int(129, 160) : er_rand_int(1, 70);
+        er_attention_opts ao = {0};
+        int mask = (int)(er_rand64() % 5);
+        ao.causal = mask == 1 || mask == 2;
+        ao.bottom_right = mask == 2 || mask == 4;
+        ao.window = mask >= 3;
+        ao.window_left = er_rand_int(0, 20);
+        ao.window_right = er_rand_int(0, 5);
+        ao.enable_gqa = gqa;
+        ao.scale = fam == 1 ? 0.6931471805599453 : er_rand64() % 4 == 0 ? 0.3 : 0.0;
+        int64_t nq = B * H * Sq * D, nk = B * Hkv * Sk * D, nv = B * Hkv * Sk * Dv, no = B * H * Sq * Dv;
+        double *q = malloc(8 * (size_t)nq), *k = malloc(8 * (size_t)nk), *v = malloc(8 * (size_t)nv),
+               *mid = malloc(8 * (size_t)no);
+        attn_values(fam == 3 ? 3 : fam, fx, nq, q); /* zeros: q alone */
+        attn_values(fam == 3 ? 0 : fam, fx, nk, k);
+        attn_values(fam == 3 || fam == 1 ? 0 : fam, fx, nv, v);
+        attn_mid(q, k, v, B, H, Hkv, Sq, Sk, D, Dv, ao.scale, &ao, mid);
+        er_tensor tq, tk, tv, tc, dq, dk, dv, dc;
+        void *Q = malloc(4 * (size_t)nq), *K = malloc(4 * (size_t)nk), *V = malloc(4 * (size_t)nv),
+             *C = malloc(4 * (size_t)no);
+        for (int64_t e = 0; e < nq; e++) er_store(Q, fx, e, q[e]);
+        for (int64_t e = 0; e < nk; e++) er_store(K, fx, e, k[e]);
+        for (int64_t e = 0; e < nv; e++) er_store(V, fx, e, v[e]);
+        er_tensor_view(&tq, fx, 4, (int64_t[]){B, H, Sq, D}, NULL, Q);
+        er_tensor_view(&tk, fx, 4, (int64_t[]){B, Hkv, Sk, D}, NULL, K);
+        er_tensor_view(&tv, fx, 4, (int64_t[]){B, Hkv, Sk, Dv}, NULL, V);
+        er_tensor_view(&tc, fo, 4, (int64_t[]){B, H, Sq, Dv}, NULL, C);
+        er_ref *ref;
+        ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, &ao), ER_OK);
+        er_standard std;
+        int si = (int)(er_rand64() % 7);
+        /* mma:sm90 takes fp32 operands as tf32 alone: asked of fp32 without it (half such trials), both refuse */
+        int refused = si == 5 && fx == ER_FP32 && tr % 2;
+        const char *so = si == 5 && fx == ER_FP32 && !refused ? "compute=tf32" : stds[si][1];
+        ck_assert_int_eq(er_standard_parse(&std, stds[si][0], so), ER_OK);
+        if (refused)
+            for (int64_t e = 0; e < no; e++) er_store(C, fo, e, mid[e]);
+        else
+            gen_outputs_around(ref, &std, mid, fo, B * H * Sq, Dv, tr % 3 == 1 ? 2 : 0, C);
+        void *pq = attn_to_device(q, fx, B, H, Sq, D, trn, &dq), *pk = attn_to_device(k, fx, B, Hkv, Sk, D, trn, &dk),
+             *pv = attn_to_device(v, fx, B, Hkv, Sk, Dv, trn, &dv);
+        void *pc = to_device(C, (size_t)(no * (er_format_storage_bits(fo) / 8)));
+        dc = tc;
+        dc.data = pc;
+        int tiles = tr % 3 == 0 ? (int)er_rand_int(1, 3) : 0;
+        char tb[8];
+        snprintf(tb, sizeof tb, "%d", tiles);
+        if (tiles) setenv("EXACTREF_ATTN_TILES", tb, 1);
+        else unsetenv("EXACTREF_ATTN_TILES");
+        char what[240];
+        snprintf(what, sizeof what, "attention B %lld H %lld/%lld Sq %lld Sk %lld D %lld Dv %lld, family %d, %s -> %s, "
+                 "mask %d (%lld, %lld), scale %g, %s, %d tiles a chunk, %s '%s'", (long long)B, (long long)H,
+                 (long long)Hkv, (long long)Sq, (long long)Sk, (long long)D, (long long)Dv, fam, er_format_name(fx),
+                 er_format_name(fo), mask, (long long)ao.window_left, (long long)ao.window_right, ao.scale,
+                 trn ? "transposed" : "contiguous", tiles, stds[si][0], so);
+        if (refused) {
+            er_report rh, rd;
+            ck_assert_int_eq(er_covers(&rh, ref, &tc, &std), ER_ERR_STANDARD);
+            ER_REQUIRE(er_attention_covers_device(&rd, &dq, &dk, &dv, &ao, &dc, &std, NULL) == ER_ERR_STANDARD,
+                       "device: %s: %s", what, er_last_error());
+            er_report_clear(&rh);
+            er_report_clear(&rd);
+        } else {
+            require_attention_device_equals_host(ref, &dq, &dk, &dv, &ao, &tc, &dc, &std, what);
+        }
+        elems += no;
+        unsetenv("EXACTREF_ATTN_TILES");
+        er_ref_free(ref);
+        cudaFree(pq);
+        cudaFree(pk);
+        cudaFree(pv);
+        cudaFree(pc);
+        free(q); free(k); free(v); free(mid); free(Q); free(K); free(V); free(C);
+    }
+    printf("t-cuda: er_attention_covers_device gave the host's report on %ld attentions (%ld elements)\n", trials,
+           elems);
+}
+END_TEST
+
+/* The H200 attention captures (tests/data/attention.npz: torch's SDPA on its four backends, a Triton flash kernel, GQA,
+ * both causal alignments, and kernels with planted bugs) through er_attention_covers_device against the host: as
+ * captured and with a tenth of the outputs moved by 1 to 4 ulps, under any_order and mma:sm90. */
+START_TEST(h200_attention_captures_on_the_gpu_equal_the_host) {
+    er_test_reseed(850);
+    char npz[512], list[512];
+    npz_file z;
+    FILE *f = open_cases(&z, data_path(npz, sizeof npz, "attention.npz"), data_path(list, sizeof list, "attention.txt"));
+    char line[256], cid[32], kind[48], dtype[32], align[32], gid[32];
+    long long Sq, Sk, D, H, Hkv;
+    int causal, cases = 0;
+    long elems = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%31s %47s %31s %lld %lld %lld %lld %lld %d %31s %31s", cid, kind, dtype, &Sq, &Sk, &D, &H,
+                   &Hkv, &causal, align, gid) != 11)
+            continue; /* the header */
+        static const char *const parts[3] = {"in__q", "in__k", "in__v"};
+        er_tensor t[4];
+        int ok = 1;
+        for (int i = 0; i < 4; i++) {
+            char key[96];
+            snprintf(key, sizeof key, i < 3 ? "%s__%s" : "%s__out__o", i < 3 ? gid : cid, i < 3 ? parts[i] : "");
+            const npy_array *a = npz_find(&z, key);
+            ok &= a && npz_view(&t[i], a);
+        }
+        ck_assert_msg(ok, "case %s incomplete", cid);
+        er_attention_opts ao = {0, causal, strcmp(align, "bottom_right") == 0, 0, 0, 0, H != Hkv};
+        er_ref *ref;
+        ck_assert_int_eq(er_attention(&ref, &t[0], &t[1], &t[2], &ao), ER_OK);
+        int64_t nc = er_tensor_numel(&t[3]);
+        int bo = er_format_storage_bits(t[3].format) / 8;
+        void *moved = nudged_copy(&t[3]);
+        void *dp[4];
+        er_tensor dv[4];
+        for (int i = 0; i < 4; i++) {
+            dv[i] = t[i];
+            dv[i].data = dp[i] = to_device(t[i].data, (size_t)(er_tensor_numel(&t[i]) *
+                                                               (er_format_storage_bits(t[i].format) / 8)));
+        }
+        void *dm = to_device(moved, (size_t)(nc * bo));
+        for (int v = 0; v < 4; v++) {
+            er_standard std;
+            const char *so = v >= 2 && t[0].format == ER_FP32 ? "compute=tf32" : NULL; /* mma: fp32 as tf32 */
+            ck_assert_int_eq(er_standard_parse(&std, v < 2 ? "any_order" : "mma:sm90", so), ER_OK);
+            er_tensor th = t[3], td = dv[3];
+            if (v % 2) th.data = moved, td.data = dm;
+            char what[200];
+            snprintf(what, sizeof what, "capture %s (%s %s, causal %d %s), %s, %s", cid, kind, dtype, causal, align,
+                     v % 2 ? "nudged" : "as captured", v < 2 ? "any_order" : so ? "mma:sm90 compute=tf32" : "mma:sm90");
+            require_attention_device_equals_host(ref, &dv[0], &dv[1], &dv[2], &ao, &th, &td, &std, what);
+        }
+        for (int i = 0; i < 4; i++) cudaFree(dp[i]);
+        cudaFree(dm);
+        free(moved);
+        er_ref_free(ref);
+        cases++;
+        elems += nc;
+    }
+    fclose(f);
+    npz_free(&z);
+    ck_assert_int_eq(cases, 121);
+    printf("t-cuda: er_attention_covers_device gave the host's reports on the %d H200 captures of attention.npz (%ld "
+           "elements), as captured and nudged, under two standards each\n", cases, elems);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -937,6 +1196,16 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 1, NULL, NULL, 1e-5, &b3, &std, NULL), ER_ERR_OUTPUT);
     if (!er_cuda_available())
         ck_assert_int_eq(er_layernorm_covers_device(&rep, &a, 1, NULL, NULL, 1e-5, &a, &std, NULL), ER_ERR_UNSUPPORTED);
+    er_tensor k3;
+    er_tensor_view(&k3, ER_FP16, 2, (int64_t[]){2, 3}, NULL, (void *)16);
+    ck_assert_int_eq(er_attention_covers_device(NULL, &a, &a, &a, NULL, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_attention_covers_device(&rep, &a, NULL, &a, NULL, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_attention_covers_device(&rep, &a, &a, &a, NULL, NULL, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_attention_covers_device(&rep, &a, &k3, &a, NULL, &a, &std, NULL), ER_ERR_SHAPE);
+    er_attention_opts bad = {INFINITY, 0, 0, 0, 0, 0, 0};
+    ck_assert_int_eq(er_attention_covers_device(&rep, &a, &a, &a, &bad, &a, &std, NULL), ER_ERR_INVALID);
+    if (!er_cuda_available())
+        ck_assert_int_eq(er_attention_covers_device(&rep, &a, &a, &a, NULL, &a, &std, NULL), ER_ERR_UNSUPPORTED);
 }
 END_TEST
 
@@ -957,6 +1226,8 @@ int main(void) {
     if (have) tcase_add_test(tc, many_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, h200_captures_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, h200_matmul_captures_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, attention_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, h200_attention_captures_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);

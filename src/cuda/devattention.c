@@ -1,0 +1,280 @@
+/* devattention.c: er_attention_covers_device, attention's check of O with q, k, v and O in device memory
+ * (docs/algorithms/attention.md, On the GPU): each row's loops over its keys on the GPU (devattn.cu: the scores'
+ * bounds, the weights' and their sums, N and A), in chunks of rows; each chunk's rows then on the host's threads from
+ * those sums (er__attn_rows_given: the sets of every element, the MPFR enclosures of the roundings double leaves
+ * open, the report through the engine's sinks) while the GPU computes the next chunk. What the GPU path does not take
+ * runs on host copies. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <exactref/cuda.h>
+#include "format/format.h"
+#include "ops/modkit.h"
+#include "ops/ref_internal.h"
+#include "ops/attn_internal.h"
+#include "tensor/tensor_internal.h"
+
+#ifdef ER_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include "cuda/devbufs.h"
+#include "cuda/devattn.h"
+
+/* The device views and stream; fallback is set where the GPU path does not apply. */
+typedef struct er_at_arg {
+    const er_tensor *q, *k, *v;
+    void *stream;
+    int fallback;
+} er_at_arg;
+
+static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
+#endif
+
+/* Host copies of the n device views dv into hv (their buffers hp, freed by the caller). */
+static er_status er_at_copies(const er_tensor *const *dv, er_tensor *hv, void **hp, int n, void *stream) {
+    for (int i = 0; i < n; i++) {
+        hp[i] = NULL;
+        ER_RETURN_IF_ERROR(er_tensor_from_device(&hv[i], &hp[i], dv[i]->format, dv[i]->ndim, dv[i]->shape,
+                                                 dv[i]->strides, dv[i]->data, stream));
+    }
+    return ER_OK;
+}
+
+static er_status er_attention_covers_device_run(er_report *rep, const er_tensor *q, const er_tensor *k,
+                                                const er_tensor *v, const er_attention_opts *opts,
+                                                const er_tensor *out, const er_standard *std, void *stream) {
+    er__ok();
+    ER_CHECK_NULL(rep, "report");
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(std, "standard");
+    er_ref *dref; /* the shapes and options checked: its data pointers are the device's, which nothing reads */
+    ER_RETURN_IF_ERROR(er_attention(&dref, q, k, v, opts));
+    er_ref_free(dref);
+#ifndef ER_HAVE_CUDA
+    (void)out;
+    (void)stream;
+    return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
+#else
+    /* the host's reference on copies of q, k and v (the rows the MPFR enclosures take, the sums of |v|) and a copy of
+     * O, which the engine reads */
+    const er_tensor *dv[4] = {q, k, v, out};
+    er_tensor hv[4];
+    void *hp[4] = {NULL, NULL, NULL, NULL};
+    er_ref *ref = NULL;
+    er_status st = er_at_copies(dv, hv, hp, 4, stream);
+    if (st == ER_OK) st = er_attention(&ref, &hv[0], &hv[1], &hv[2], opts);
+    er_at_arg arg = {q, k, v, stream, 0};
+    if (st == ER_OK) {
+        er_op_module m = er__attention_module;
+        m.covers = er_at_dev_covers;
+        st = er__covers_module(rep, &m, ref, &hv[3], std, &arg);
+    }
+    if (st == ER_OK && arg.fallback) {
+        er_report_clear(rep);
+        st = er_covers(rep, ref, &hv[3], std);
+    }
+    er_ref_free(ref);
+    for (int i = 0; i < 4; i++) free(hp[i]);
+    return st;
+#endif
+}
+
+er_status er_attention_covers_device(er_report *rep, const er_tensor *q, const er_tensor *k, const er_tensor *v,
+                                     const er_attention_opts *opts, const er_tensor *out, const er_standard *std,
+                                     void *stream) {
+    er_status st = er_attention_covers_device_run(rep, q, k, v, opts, out, std, stream);
+    er__report_finish(rep, st);
+    return st;
+}
+
+#ifdef ER_HAVE_CUDA
+/* One check's device state. */
+typedef struct er_at_run {
+    const er_ref *ref;
+    const er_standard *std;
+    const er_attn_state *a;
+    cudaStream_t s;
+    er_devbufs db;
+    cudaError_t e;
+    er_devattn_consts c;
+    double *q, *k, *v, *qn, *kn;      /* decoded (device) */
+    int64_t tph, ntiles, tc;          /* tiles a head, in all, a chunk */
+    double *slo, *shi, *raw, *na;     /* a chunk's (device) */
+    uint64_t *fx;
+    void *host[2];                    /* a chunk's raw, fx and na (pinned host memory), two in turn */
+} er_at_run;
+
+/* The first row of tile T (T = ntiles: the rows' count). */
+static int64_t er_at_row0(const er_at_run *r, int64_t T) {
+    return T >= r->ntiles ? r->a->rows : (T / r->tph) * r->a->sq + (T % r->tph) * ER_DEVATTN_TILE;
+}
+
+/* Device view t decoded into doubles (nbh heads of S x Dd); NULL after an error. */
+static double *er_at_decode(er_at_run *r, const er_tensor *t, int64_t nbh, int64_t heads) {
+    int nd = t->ndim;
+    int64_t S = t->shape[nd - 2], Dd = t->shape[nd - 1];
+    int64_t *hb = malloc(sizeof(int64_t) * (size_t)nbh);
+    if (!hb) {
+        if (r->e == cudaSuccess) r->e = cudaErrorMemoryAllocation;
+        return NULL;
+    }
+    for (int64_t bh = 0; bh < nbh; bh++) hb[bh] = er__attn_base(t, bh / heads, bh % heads);
+    int64_t *base = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)nbh, r->s, &r->e);
+    double *out = er_dev_alloc(&r->db, sizeof(double) * (size_t)(nbh * S * Dd), r->s, &r->e);
+    if (r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(base, hb, sizeof(int64_t) * (size_t)nbh, cudaMemcpyHostToDevice, r->s);
+    if (r->e == cudaSuccess) {
+        int ec = er__devattn_decode(t->data, er_dev_fmt(t->format), base, nbh, S, Dd, t->strides[nd - 2],
+                                    t->strides[nd - 1], out, r->s);
+        if (ec) r->e = (cudaError_t)ec;
+    }
+    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(r->s); /* hb is read by its copy until here */
+    free(hb);
+    return out;
+}
+
+/* The bytes a chunk of R rows takes: on the device (scores' bounds, raw, fx, na) and in one host buffer. */
+static size_t er_at_dev_bytes(const er_attn_state *a, int64_t R) {
+    return (size_t)R * (size_t)(16 * a->sk + 8 * (7 + 4 + 3 * a->dv));
+}
+static size_t er_at_host_bytes(const er_attn_state *a, int64_t R) { return (size_t)R * (size_t)(8 * (11 + 3 * a->dv)); }
+
+/* Queues chunk [T0, T1): its loops over the keys, its sums into host buffer h. */
+static void er_at_queue(er_at_run *r, int64_t T0, int64_t T1, void *h) {
+    int64_t r0 = er_at_row0(r, T0), R = er_at_row0(r, T1) - r0, Dv = r->a->dv;
+    if (r->e != cudaSuccess) return;
+    int ec = er__devattn_rows(&r->c, r->q, r->k, r->v, r->qn, r->kn, T0, T1, r0, r->slo, r->shi, r->raw, r->fx, r->na,
+                              r->s);
+    if (ec) r->e = (cudaError_t)ec;
+    double *hraw = h;
+    uint64_t *hfx = (uint64_t *)(hraw + 7 * R);
+    double *hna = (double *)(hfx + 4 * R);
+    size_t braw = sizeof(double) * (size_t)(7 * R), bfx = sizeof(uint64_t) * (size_t)(4 * R);
+    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(hraw, r->raw, braw, cudaMemcpyDeviceToHost, r->s);
+    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(hfx, r->fx, bfx, cudaMemcpyDeviceToHost, r->s);
+    if (r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(hna, r->na, sizeof(double) * (size_t)(3 * Dv * R), cudaMemcpyDeviceToHost, r->s);
+}
+
+/* The host's threads for a chunk of R rows. */
+static int er_at_threads(const er_attn_state *a, int64_t R) {
+    int nt = er__num_threads(R * a->sk * (a->dv + 8));
+    return nt > R ? (int)(R > 0 ? R : 1) : nt;
+}
+
+/* The check's rows: the inputs decoded on the GPU, then chunk by chunk the GPU's sums and the host's rows. */
+static er_status er_at_rows(er_at_run *r, er_sinks *sks) {
+    const er_attn_state *a = r->a;
+    int64_t nbq = a->nbatch * a->heads, nbk = a->nbatch * a->kv_heads, keys = nbk * a->sk;
+    er_at_arg *arg = er__sinks_arg(sks);
+    r->q = er_at_decode(r, arg->q, nbq, a->heads);
+    r->k = er_at_decode(r, arg->k, nbk, a->kv_heads);
+    r->v = er_at_decode(r, arg->v, nbk, a->kv_heads);
+    r->qn = er_dev_alloc(&r->db, sizeof(double) * (size_t)a->rows, r->s, &r->e);
+    r->kn = er_dev_alloc(&r->db, sizeof(double) * (size_t)keys, r->s, &r->e);
+    if (r->e == cudaSuccess) {
+        int ec = er__devattn_norms(&r->c, r->q, a->rows, r->k, r->v, keys, r->qn, r->kn, r->s);
+        if (ec) r->e = (cudaError_t)ec;
+    }
+    /* the chunks: a quarter of the free memory, at most 2 GiB, at least one tile */
+    size_t fr = 0, tot = 0;
+    if (r->e == cudaSuccess) r->e = cudaMemGetInfo(&fr, &tot);
+    size_t budget = fr / 4 < ((size_t)1 << 31) ? fr / 4 : ((size_t)1 << 31);
+    r->tph = (a->sq + ER_DEVATTN_TILE - 1) / ER_DEVATTN_TILE;
+    r->ntiles = nbq * r->tph;
+    r->tc = (int64_t)(budget / er_at_dev_bytes(a, ER_DEVATTN_TILE));
+    const char *ev = getenv("EXACTREF_ATTN_TILES"); /* fewer tiles a chunk (more chunks), as the tests ask */
+    long et = ev ? strtol(ev, NULL, 10) : 0;
+    if (et >= 1 && et < r->tc) r->tc = et;
+    if (r->tc < 1) r->tc = 1;
+    if (r->tc > r->ntiles) r->tc = r->ntiles;
+    int64_t R = r->tc * ER_DEVATTN_TILE;
+    r->slo = er_dev_alloc(&r->db, sizeof(double) * (size_t)(R * a->sk), r->s, &r->e);
+    r->shi = er_dev_alloc(&r->db, sizeof(double) * (size_t)(R * a->sk), r->s, &r->e);
+    r->raw = er_dev_alloc(&r->db, sizeof(double) * (size_t)(7 * R), r->s, &r->e);
+    r->fx = er_dev_alloc(&r->db, sizeof(uint64_t) * (size_t)(4 * R), r->s, &r->e);
+    r->na = er_dev_alloc(&r->db, sizeof(double) * (size_t)(3 * a->dv * R), r->s, &r->e);
+    for (int i = 0; i < 2 && r->e == cudaSuccess; i++) r->e = cudaMallocHost(&r->host[i], er_at_host_bytes(a, R));
+    if (r->e != cudaSuccess) return ER_OK;
+    /* every chunk's threads are a run of the sinks' shares, in the rows' order */
+    int shares = 0;
+    for (int64_t T0 = 0; T0 < r->ntiles; T0 += r->tc) {
+        int64_t T1 = T0 + r->tc < r->ntiles ? T0 + r->tc : r->ntiles;
+        shares += er_at_threads(a, er_at_row0(r, T1) - er_at_row0(r, T0));
+    }
+    ER_RETURN_IF_ERROR(er__sinks_open(sks, shares));
+    er__progress_begin(a->rows);
+    er_status st = ER_OK;
+    int share = 0, buf = 0;
+    er_at_queue(r, 0, r->tc, r->host[0]);
+    for (int64_t T0 = 0; T0 < r->ntiles && st == ER_OK && r->e == cudaSuccess; T0 += r->tc, buf ^= 1) {
+        int64_t T1 = T0 + r->tc < r->ntiles ? T0 + r->tc : r->ntiles;
+        r->e = cudaStreamSynchronize(r->s);
+        if (r->e != cudaSuccess) break;
+        if (T1 < r->ntiles) er_at_queue(r, T1, T1 + r->tc < r->ntiles ? T1 + r->tc : r->ntiles, r->host[buf ^ 1]);
+        int64_t r0 = er_at_row0(r, T0), n = er_at_row0(r, T1) - r0;
+        const double *hraw = r->host[buf];
+        const uint64_t *hfx = (const uint64_t *)(hraw + 7 * n);
+        er_attn_given g = {r0, n, hraw, hfx, (const double *)(hfx + 4 * n)};
+        int nt = er_at_threads(a, n);
+        st = er__attn_rows_given(r->ref, r->std, sks, share, nt, &g);
+        share += nt;
+    }
+    er__progress_end();
+    return st;
+}
+
+/* Whether the GPU path takes the check: q, k and v of fp32, fp16 or bf16, and the decoded inputs with one tile's
+ * scores in the device's free memory. */
+static int er_at_takes(const er_attn_state *a, const er_at_arg *arg) {
+    if (er_dev_fmt(arg->q->format) < 0 || er_dev_fmt(arg->k->format) < 0 || er_dev_fmt(arg->v->format) < 0) return 0;
+    if (a->rows < 1 || a->sk < 1) return 0;
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    double keys = (double)(a->nbatch * a->kv_heads * a->sk);
+    double need = 8.0 * ((double)a->rows * (double)(a->dh + 1) + keys * (double)(a->dh + a->dv + 1)) +
+                  4.0 * (double)er_at_dev_bytes(a, ER_DEVATTN_TILE);
+    return need < 0.9 * (double)fr;
+}
+
+static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
+    er_at_arg *arg = er__sinks_arg(sks);
+    const er_attn_state *a = er__attn(ref);
+    if (!er_at_takes(a, arg)) {
+        arg->fallback = 1;
+        er__sinks_decline(sks);
+        return ER_OK;
+    }
+    er_attn_plan pl;
+    ER_RETURN_IF_ERROR(er__attn_plan_init(&pl, ref, std, er__fmt(ER_FP32), ER_OVERFLOW_IEEE, er__fmt(ER_FP32),
+                                          ER_OVERFLOW_IEEE));
+    er_attn_sconst sk = er__attn_sconst(&pl);
+    er_at_run r;
+    memset(&r, 0, sizeof r);
+    r.ref = ref;
+    r.std = std;
+    r.a = a;
+    r.s = (cudaStream_t)arg->stream;
+    r.e = cudaSuccess;
+    r.c = (er_devattn_consts){.D = a->dh, .Dv = a->dv, .Sq = a->sq, .Sk = a->sk, .H = a->heads, .Hkv = a->kv_heads,
+                              .causal = a->causal, .bottom_right = a->bottom_right, .window = a->window,
+                              .win_l = a->win_l, .win_r = a->win_r, .sc = pl.sc, .gD = sk.gD, .asc = sk.asc,
+                              .screl = sk.screl, .c1 = 1 + (double)(a->dh + 2) * 0x1p-52,
+                              .exp_lh = er__exp_lh, .exp_ll = er__exp_ll};
+    memcpy(r.c.exp_tlo, er__exp_tlo, sizeof r.c.exp_tlo);
+    memcpy(r.c.exp_thi, er__exp_thi, sizeof r.c.exp_thi);
+    er_status st = er_at_rows(&r, sks);
+    er_dev_free_all(&r.db, r.s);
+    cudaError_t e2 = cudaStreamSynchronize(r.s);
+    if (r.e == cudaSuccess) r.e = e2;
+    for (int i = 0; i < 2; i++)
+        if (r.host[i]) cudaFreeHost(r.host[i]);
+    if (st == ER_OK && r.e != cudaSuccess)
+        st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU attention path failed: %s (%s)", cudaGetErrorString(r.e),
+                      cudaGetErrorName(r.e));
+    return st;
+}
+#endif
