@@ -5,8 +5,9 @@ x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first), three alternati
 layer_norm also the host's check of host copies (er.rmsnorm(...).covers, er.layer_norm(...).covers on the CPU, once,
 after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
 python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384); python3 bench/bench_device_rows.py
-outputs [N] times layer_norm's three outputs (layer_norm_outputs), auto [N] the paths Python takes by itself (auto).
-Needs torch with CUDA and the library built with the CUDA toolkit."""
+outputs [N] times layer_norm's three outputs (layer_norm_outputs), auto [N] the paths Python takes by itself (auto),
+attention [B H S D [host]] er.attention_covers_device on torch's SDPA (attention). Needs torch with CUDA and the
+library built with the CUDA toolkit."""
 import statistics
 import sys
 import time
@@ -160,8 +161,44 @@ def auto(n=8192):
                                                                           else "A DIFFERENT REPORT"))
 
 
+def attention(B=1, H=32, S=8192, D=128, host=0):
+    """er.attention_covers_device on the output of torch's scaled_dot_product_attention (its default backend on
+    bf16 and fp16 inputs, q, k, v = randn, without and with the causal mask) against the same SDPA in float64 on the
+    same GPU (its math backend, the one that takes float64); with host=1 also the host's check of copies, once."""
+    import torch
+    gen = torch.Generator(device="cpu").manual_seed(5)
+    for dtype in (torch.bfloat16, torch.float16):
+        q, k, v = (torch.randn((B, H, S, D), generator=gen).to(dtype).cuda() for _ in range(3))
+        qd, kd, vd = q.double(), k.double(), v.double()
+        for causal in (False, True):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            torch.cuda.synchronize()
+
+            def base():
+                torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal)
+                torch.cuda.synchronize()
+
+            def check():
+                return er.attention_covers_device(q, k, v, out, causal=causal)
+            tb, tx, res = rounds(base, check)
+            name = "attention_covers_device_%s_%dx%dx%dx%dx%d%s" % (str(dtype)[6:], B, H, S, S, D,
+                                                                    "_causal" if causal else "")
+            extra = ""
+            if host:
+                t0 = time.perf_counter()
+                hres = er.attention(q.cpu(), k.cpu(), v.cpu(), causal=causal).covers(out.cpu())
+                extra = "; the host's check of copies %.3f s, %s" % (time.perf_counter() - t0,
+                                                                      "the same report" if str(hres) == str(res)
+                                                                      else "ANOTHER REPORT")
+            print("%s: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch's scaled_dot_product_attention of the "
+                  "inputs in float64 on the same GPU; medians of 3 alternating rounds; output of torch's SDPA: %s%s)"
+                  % (name, tx, tb, tx / tb, verdict(res), extra), flush=True)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["auto"]:
+    if sys.argv[1:2] == ["attention"]:
+        attention(*[int(a) for a in sys.argv[2:7]])
+    elif sys.argv[1:2] == ["auto"]:
         auto(*[int(a) for a in sys.argv[2:3]])
     elif sys.argv[1:2] == ["outputs"]:
         layer_norm_outputs(*[int(a) for a in sys.argv[2:3]])

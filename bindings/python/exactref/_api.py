@@ -1143,10 +1143,52 @@ class _MultiOutputReference(Reference):
 
     OUTPUTS = ()
 
+    _args = None  # a reference of CUDA tensors with a device path for its first output: its arguments
+    # (the inputs, then the op's options), as the op's function took them
+
     def covers(self, out: Union[ArrayLike, Sequence[Optional[ArrayLike]]], standard: str = "any_order",
                options: Optional[str] = None, **kwargs: Any) -> Union[Result, Results]:
         """Classifies the outputs against their sets. `out` is the first output, or a tuple of every output where any
-        may be None (not checked). Returns Results for a tuple, a Result for the first output alone."""
+        may be None (not checked). Returns Results for a tuple, a Result for the first output alone. A first output
+        that is a CUDA torch tensor, with the op's inputs, is checked where it is by the op's device path where it
+        has one (layer_norm, attention; the library built with CUDA), with the same result; its sets, where asked
+        for, come from the host's pass on copies, and the other outputs are checked on the host."""
+        single = not isinstance(out, (tuple, list))
+        outs = (out,) if single else tuple(out)
+        if len(outs) == len(self.OUTPUTS) or single:
+            first = outs[0]
+            if first is not None and self._on_gpu(first):
+                if tuple(first.shape) != tuple(self.shape):
+                    raise ValueError("exactref: %s has shape %s but %s produces %s"
+                                     % (self.OUTPUTS[0], tuple(first.shape), self.op, tuple(self.shape)))
+
+                def sets():
+                    return self._covers_host(to_numpy(first, self.OUTPUTS[0]), standard, options, kwargs)._bounds()
+                res = self._first_device(first, standard, options, kwargs)
+                res._sets = sets
+                if single or all(o is None for o in outs[1:]):
+                    return res if single else Results({self.OUTPUTS[0]: res})
+                rest = self._covers_host((None,) + outs[1:], standard, options, kwargs)
+                return Results(dict([(self.OUTPUTS[0], res)] + list(rest.results.items())))
+        return self._covers_host(out, standard, options, kwargs)
+
+    def _on_gpu(self, first):
+        """Whether the first output and the inputs are CUDA torch tensors, in a library built with CUDA, and the op
+        has a device path (its arguments kept)."""
+        ins = self._device_inputs()
+        return (ins is not None and _on_cuda(first) and all(t is None or _on_cuda(t) for t in ins)
+                and _ffi.cuda_available())
+
+    def _device_inputs(self):
+        """The tensors the device path reads besides the first output (None: the op has no device path)."""
+        return None
+
+    def _first_device(self, first, standard, options, kwargs):
+        """The device path's Result of the first output."""
+        raise NotImplementedError
+
+    def _covers_host(self, out, standard, options, kwargs):
+        """covers() on the host (out as covers() takes it)."""
         nout = len(self.OUTPUTS)
         single = not isinstance(out, (tuple, list))
         outs = (out,) + (None,) * (nout - 1) if single else tuple(out)
@@ -1184,41 +1226,20 @@ class LayerNormReference(_MultiOutputReference):
     dimension is normalised)."""
 
     OUTPUTS = ("y", "mean", "rstd")
-    _args = None  # (x, normalized_shape, weight, bias, eps) as layer_norm() took them
+    # _args: (x, normalized_shape, weight, bias, eps) as layer_norm() took them
 
-    def covers(self, out: Union[ArrayLike, Sequence[Optional[ArrayLike]]], standard: str = "any_order",
-               options: Optional[str] = None, **kwargs: Any) -> Union[Result, Results]:
-        """As _MultiOutputReference.covers; y alone (not a tuple) is checked as a one-output op's (its sets, where
-        asked for, from a second pass), and with x, y, weight and bias CUDA torch tensors where they are
-        (layer_norm_covers_device, the library built with CUDA), with the same result; its sets, where asked for,
-        come from the host's pass on copies. In a tuple such a y takes the same path, and mean and rstd (one value
-        per row) are checked on the host."""
+    def _covers_host(self, out, standard, options, kwargs):
+        """y alone (not a tuple) is checked as a one-output op's (its sets, where asked for, from a second pass)."""
         if isinstance(out, (tuple, list)):
-            outs = tuple(out)
-            if len(outs) == 3 and outs[0] is not None and self._on_gpu(outs[0]):
-                y = self.covers(outs[0], standard, options, **kwargs)
-                if outs[1] is None and outs[2] is None:
-                    return Results({"y": y})
-                rest = super().covers((None,) + outs[1:], standard, options, **kwargs)
-                return Results(dict([("y", y)] + list(rest.results.items())))
-            return super().covers(out, standard, options, **kwargs)
-        if self._on_gpu(out):
-            if tuple(out.shape) != tuple(self.shape):
-                raise ValueError("exactref: y has shape %s but layernorm produces %s"
-                                 % (tuple(out.shape), tuple(self.shape)))
-
-            def sets():
-                return Reference.covers(self, to_numpy(out, "y"), standard, options, **kwargs)._bounds()
-            x, ns, w, b, eps = self._args
-            res = layer_norm_covers_device(x, out, ns, w, b, eps, standard, options, **kwargs)
-            res._sets = sets
-            return res
+            return super()._covers_host(out, standard, options, kwargs)
         return Reference.covers(self, out, standard, options, **kwargs)
 
-    def _on_gpu(self, y):
-        """Whether y, x, the weight and the bias are CUDA torch tensors, in a library built with CUDA."""
-        return (self._args is not None and _on_cuda(y) and all(t is None or _on_cuda(t) for t in self._args[:1] +
-                self._args[2:4]) and _ffi.cuda_available())
+    def _device_inputs(self):
+        return None if self._args is None else (self._args[0], self._args[2], self._args[3])
+
+    def _first_device(self, first, standard, options, kwargs):
+        x, ns, w, b, eps = self._args
+        return layer_norm_covers_device(x, first, ns, w, b, eps, standard, options, **kwargs)
 
 
 class QuantizeReference(_MultiOutputReference):
@@ -1268,6 +1289,14 @@ class AttentionReference(_MultiOutputReference):
     its last dimension)."""
 
     OUTPUTS = ("out", "lse")
+    # _args: (q, k, v, options) of a reference of CUDA tensors, the options attention_covers_device's keywords
+
+    def _device_inputs(self):
+        return None if self._args is None else self._args[:3]
+
+    def _first_device(self, first, standard, options, kwargs):
+        q, k, v, opts = self._args
+        return attention_covers_device(q, k, v, first, standard=standard, options=options, **opts, **kwargs)
 
 
 class AttentionFp8Reference(_MultiOutputReference):
@@ -1319,20 +1348,60 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, scale: Optional[float] =
     last two one value each and never called exact. P is quantised to v's format as RN(p scale_s) and P V
     multiplied by descale_s (default 1 / scale_s). covers((out, lse, amax_s, amax_o)), None for one not stored
     (Theorem A4)."""
-    arrs = [to_numpy(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
-    c_scale, c_causal, sides, c_gqa = _attention_args("attention", arrs, scale, causal, causal_alignment, window,
-                                                      enable_gqa)
     given = dict(zip(_FP8_SCALES, (descale_q, descale_k, descale_v, scale_s, descale_s, scale_o)))
+    opts = dict(scale=scale, causal=causal, causal_alignment=causal_alignment, window=window, enable_gqa=enable_gqa)
+    return _attention(q, k, v, opts, given)
+
+
+def _attention(q, k, v, opts, given, now=False):
+    """attention(); a reference of CUDA tensors (not fp8) makes its host reference on first use, its inputs and
+    options checked now on stand-ins."""
+    later = not now and all(val is None for val in given.values()) and _on_device(q, k, v)
+    arrs = [(_like if later else to_numpy)(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"))]
+    c_scale, c_causal, sides, c_gqa = _attention_args("attention", arrs, opts["scale"], opts["causal"],
+                                                      opts["causal_alignment"], opts["window"], opts["enable_gqa"])
     scales = {n: (0.0 if val is None else _fp8_scale(val, "attention", n)) for n, val in given.items()}
     views = [View(a, name) for a, name in zip(arrs, ("q", "k", "v"))]
     shape = tuple(arrs[0].shape[:-1]) + (arrs[2].shape[-1],)
     if any(val is not None for val in given.values()):
         ptr = _ffi.attention_fp8(views[0].buf, views[1].buf, views[2].buf, c_scale, c_causal,
-                                 int(causal_alignment == "bottom_right"), sides, c_gqa, scales)
+                                 int(opts["causal_alignment"] == "bottom_right"), sides, c_gqa, scales)
         return AttentionFp8Reference(ptr, tuple(views) + (q, k, v), shape, "attention")
     ptr = _ffi.attention(views[0].buf, views[1].buf, views[2].buf, c_scale, c_causal,
-                         int(causal_alignment == "bottom_right"), sides, c_gqa)
+                         int(opts["causal_alignment"] == "bottom_right"), sides, c_gqa)
+    if later:  # the stand-ins' reference checked the shapes and options; the host's is made on first use
+        _ffi.ref_free(ptr)
+        ref = AttentionReference._later(lambda: _attention(q, k, v, opts, given, True), (None,) * 3 + (q, k, v),
+                                        shape, "attention")
+        ref._args = (q, k, v, opts)
+        return ref
     return AttentionReference(ptr, tuple(views) + (q, k, v), shape, "attention")
+
+
+def attention_covers_device(q: Any, k: Any, v: Any, out: Any, scale: Optional[float] = None, causal: bool = False,
+                            causal_alignment: str = "top_left",
+                            window: Optional[Tuple[Optional[int], Optional[int]]] = None, enable_gqa: bool = False,
+                            standard: str = "any_order", options: Optional[str] = None, stream: Any = None,
+                            **kwargs: Any) -> Result:
+    """covers() of out = attention(q, k, v, ...) (options as attention() takes them; not fp8) with q, k, v and out
+    CUDA torch tensors of any strides, each row's loops over its keys on the GPU (er_attention_covers_device: the
+    scores' bounds, the weights' bounds and sums, and the weighted sums of v, with the host's operations there) and
+    its sets from them on the host's threads. Outside the GPU path's scope (docs/reference/cuda.md) the tensors are
+    checked on host copies; the result is the same as er.attention(q, k, v, ...).covers(out) on host copies. lse is
+    checked on the host: er.attention(...).covers((out, lse)). stream: a torch.cuda.Stream (default: the current
+    stream)."""
+    fn = "attention_covers_device"
+    _check_stream(stream, fn)
+    vq, vk, vv, vo = (DeviceView(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"), (out, "out")))
+    c_scale, c_causal, sides, c_gqa = _attention_args(fn, [], scale, causal, causal_alignment, window, enable_gqa)
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(vq.tensor.device)
+    std = _standard(standard, options, kwargs)
+    rep = _ffi.attention_covers_device(vq.buf, vk.buf, vv.buf, c_scale, c_causal,
+                                       int(causal_alignment == "bottom_right"), sides, c_gqa, vo.buf, std,
+                                       stream.cuda_stream)
+    return Result(rep, tuple(vo.tensor.shape))
 
 
 class AttentionBackwardReference(_MultiOutputReference):

@@ -259,6 +259,10 @@ _sig = {
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double,
          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
     ),
+    "er_attention_covers_device": (
+        ctypes.c_int,
+        [ctypes.c_void_p] * 8,
+    ),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
@@ -774,6 +778,14 @@ def rmsnorm_covers_device(vx, vw, eps, vo, std, stream_handle):
 def layernorm_covers_device(vx, nd, vw, vb, eps, vo, std, stream_handle):
     block = Reports(1)
     check(lib.er_layernorm_covers_device(block.buf, vx, nd, vw, vb, eps, vo, std, ctypes.c_void_p(stream_handle)))
+    return block.at(0)
+
+
+def attention_covers_device(vq, vk, vv, scale, causal, bottom_right, window, enable_gqa, vo, std, stream_handle):
+    o = _attention_opts(scale, causal, bottom_right, window, enable_gqa)
+    block = Reports(1)
+    check(lib.er_attention_covers_device(block.buf, vq, vk, vv, ctypes.byref(o), vo, std,
+                                         ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 

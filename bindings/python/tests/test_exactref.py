@@ -498,6 +498,43 @@ def test_layer_norm_covers_device_equals_host():
             assert r.counts == h.counts and (r.classes == h.classes).all() and str(r) == str(h), name
 
 
+def test_attention_covers_device_equals_host():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(12)
+    for dtype, (B, H, Hkv, Sq, Sk, D, Dv), opts, options in (
+        (torch.float16, (1, 4, 4, 70, 90, 64, 64), {"causal": True}, {}),
+        (torch.bfloat16, (2, 4, 2, 33, 33, 40, 24), {"enable_gqa": True, "scale": 0.2}, {"exp_ulps": "fast"}),
+        (torch.float32, (1, 2, 2, 40, 130, 67, 150), {"window": (20, 3), "causal_alignment": "bottom_right"},
+         {"compute": "tf32"}),
+    ):
+        # q, k, v transposed from [B, S, H, D] as a projection's output is: strided views
+        q = torch.randn((B, Sq, H, D), generator=gen).to(dtype).cuda().transpose(1, 2)
+        k = torch.randn((B, Sk, Hkv, D), generator=gen).to(dtype).cuda().transpose(1, 2)
+        v = torch.randn((B, Sk, Hkv, Dv), generator=gen).to(dtype).cuda().transpose(1, 2)
+        kk, vv = (k, v) if H == Hkv else (k.repeat_interleave(H // Hkv, 1), v.repeat_interleave(H // Hkv, 1))
+        mask = None
+        if "window" in opts:
+            i = torch.arange(Sq, device="cuda")[:, None] + (Sk - Sq)
+            j = torch.arange(Sk, device="cuda")[None, :]
+            mask = (j >= i - 20) & (j <= i + 3)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), kk.float(), vv.float(), attn_mask=mask, is_causal=opts.get("causal", False),
+            scale=opts.get("scale"))
+        out = out.transpose(1, 2).contiguous().transpose(1, 2)  # a strided output too
+        out[0, 0, 0, 7] += 0.25                         # one element far outside
+        dev = er.attention_covers_device(q, k, v, out, **opts, **options)
+        host = er.attention(q.cpu(), k.cpu(), v.cpu(), **opts).covers(out.cpu(), **options)
+        auto = er.attention(q, k, v, **opts).covers(out, **options)  # CUDA tensors: the device path
+        assert host.n_failed >= 1 and er.CLASSES[host.classes[0, 0, 0, 7]] == "outside", str(host)
+        for r in (dev, auto):
+            assert r.counts == host.counts and r.n_failed == host.n_failed
+            assert (r.classes == host.classes).all()
+            assert r.worst == host.worst and str(r) == str(host)
+        assert np.array_equal(auto.hi, host.hi, equal_nan=True)
+
+
 def test_a_reference_made_later_is_built_once_on_first_use():
     """Reference._later (the references of CUDA tensors): nothing is built when made; the first use that needs the
     library's reference builds it once, threads asking together included, and the result is the eager reference's."""
