@@ -81,6 +81,46 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
  * from enclosures in MPFR at 64, 256, 1024 and 4096 bits. An element still open at 4096 bits (an exact value on a
  * rounding boundary, which only a rational one can be) keeps w->open set, its lower candidate in ord, and both
  * candidates join its set: it is never called exact. */
+/* The first enclosure of O's open elements (The exact results): Lemma A1's weight bounds w->wlo, w->whi of the row's
+ * keys taken exactly, N's ends summed in MPFR with directed roundings (each product of two doubles exact at 160
+ * bits), divided by the bounds [Llo, Lhi] of L. Where both ends round to one value of O, that is the correct
+ * rounding: rl[d] = rh[d] = ord[d], open[d] cleared; returns how many it decided. */
+static int er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, double Llo,
+                                 double Lhi, er_attn_work *w, double *oex, double *ord, double *rl, double *rh) {
+    int64_t Dv = pl->Dv;
+    int done = 0;
+    mpfr_t Nl, Nh, x;
+    mpfr_inits2(160, Nl, Nh, x, (mpfr_ptr)0);
+    for (int64_t d = 0; d < Dv; d++) {
+        if (!w->open[d]) continue;
+        mpfr_set_zero(Nl, 1);
+        mpfr_set_zero(Nh, 1);
+        for (int64_t t = 0; t < n; t++) {
+            double v = kv->v[(j0 + t) * Dv + d];
+            mpfr_set_d(x, v >= 0 ? w->wlo[t] : w->whi[t], MPFR_RNDN);
+            mpfr_mul_d(x, x, v, MPFR_RNDN); /* exact */
+            mpfr_add(Nl, Nl, x, MPFR_RNDD);
+            mpfr_set_d(x, v >= 0 ? w->whi[t] : w->wlo[t], MPFR_RNDN);
+            mpfr_mul_d(x, x, v, MPFR_RNDN);
+            mpfr_add(Nh, Nh, x, MPFR_RNDU);
+        }
+        mpfr_div_d(x, Nl, mpfr_sgn(Nl) >= 0 ? Lhi : Llo, MPFR_RNDD);
+        if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDD); mpfr_mul_d(x, x, pl->so, MPFR_RNDD); }
+        double lo = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o), ex = mpfr_get_d(x, MPFR_RNDN);
+        mpfr_div_d(x, Nh, mpfr_sgn(Nh) >= 0 ? Llo : Lhi, MPFR_RNDU);
+        if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDU); mpfr_mul_d(x, x, pl->so, MPFR_RNDU); }
+        double hi = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
+        if (lo == hi) {
+            oex[d] = ex;
+            rl[d] = rh[d] = ord[d] = lo;
+            w->open[d] = 0;
+            done++;
+        }
+    }
+    mpfr_clears(Nl, Nh, x, (mpfr_ptr)0);
+    return done;
+}
+
 static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                          double Mt, er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv,
                          double *lex, double *lrd) {
@@ -107,6 +147,7 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     for (int64_t d = 0; d < D; d++) { mpfr_init2(pr[d], 53); pp[d] = pr[d]; }
     int todo = lse_open;
     for (int64_t d = 0; d < Dv; d++) todo += w->open[d];
+    if (w->wok && todo > lse_open) todo -= er_attn_weights_exact(pl, kv, j0, n, w->Llo, w->Lhi, w, oex, ord, rl, rh);
     for (mpfr_prec_t p = 64; p <= 4096 && todo > 0; p *= 4) {
         mpfr_prec_t pw = p + 64;
         mpfr_t Sl, Sh, c0, c1, t0, t1, sl, sh, Ll, Lh, Nl, Nh, x;
@@ -317,6 +358,7 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
         }
     }
     er__attn_sums_finish(&Ls, rho, rq);
+    w->wok = 1;
     if (!values) return;
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
     for (int64_t d = 0; d < Dv; d++) w->N[d] = w->A[d] = w->B[d] = 0;
@@ -448,9 +490,12 @@ static void er_attn_amax_s(const er_attn_plan *pl, int64_t n, er_attn_work *w, c
 
 /* er_attn_mpfr now with the keys (kv), or later by er__attn_row_mpfr (kv NULL). */
 static void er_attn_mpfr_or_later(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
-                                  int64_t n, double Mt, er_attn_work *w, er_cval *ocv, double *oex, double *ord,
-                                  er_cval *lcv, double *lex, double *lrd) {
+                                  int64_t n, const er_attn_rowq *rq, er_attn_work *w, er_cval *ocv, double *oex,
+                                  double *ord, er_cval *lcv, double *lex, double *lrd) {
+    double Mt = rq->Mt;
     w->Mt = Mt;
+    w->Llo = rq->Llo;
+    w->Lhi = rq->Lhi;
     if (kv) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
     else w->mpfr_pending = 1;
 }
@@ -460,6 +505,7 @@ er_status er__attn_row(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
                        double *lrd) {
     memset(w->open, 0, (size_t)pl->Dv + 1); /* no rounding left open (er_attn_mpfr sets those it leaves) */
     memset(&w->am, 0, sizeof w->am);
+    w->wok = 0;
     if (n <= 0) { /* O = 0 or NaN; every P 0 */
         er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd);
         w->am.nan = 1;
@@ -480,7 +526,7 @@ er_status er__attn_row_given(const er_attn_plan *pl, const double *q, int64_t j0
                              er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex, double *lrd) {
     memset(w->open, 0, (size_t)pl->Dv + 1);
     memset(&w->am, 0, sizeof w->am);
-    w->mpfr_pending = 0;
+    w->mpfr_pending = w->wok = 0;
     if (n <= 0) { /* O = 0 or NaN */
         er_attn_masked(pl, ocv, oex, ord, lcv, lex, lrd);
         w->am.nan = 1;
@@ -501,6 +547,10 @@ void er__attn_row_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
                        er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
                        double *lrd) {
     w->mpfr_pending = 0;
+    /* the row's weights (w->wlo, w->whi), which the GPU computed, again on the host: the same bits */
+    er_attn_rowq rq;
+    w->wok = 0;
+    if (er__attn_scores(pl, kv, q, j0, n, w, &rq)) er_attn_weights(pl, kv, j0, n, w, &rq, 0);
     er_attn_mpfr(pl, kv, q, j0, n, w->Mt, w, ocv, oex, ord, lcv, lex, lrd);
 }
 
@@ -559,7 +609,7 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
 
     if (!lse) { /* LSE not asked for: its set and the MPFR work it may need are skipped */
         w->open[Dv] = 0;
-        if (open) er_attn_mpfr_or_later(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
+        if (open) er_attn_mpfr_or_later(pl, kv, q, j0, n, &rq, w, ocv, oex, ord, lcv, lex, lrd);
         return ER_OK;
     }
     /* Theorem A3: LSE = Mt + log L */
@@ -573,7 +623,7 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
     int lse_open = !(rl == rh);
     *lrd = lse_open ? NAN : rl;
     w->open[Dv] = (uint8_t)lse_open;
-    if (open || lse_open) er_attn_mpfr_or_later(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
+    if (open || lse_open) er_attn_mpfr_or_later(pl, kv, q, j0, n, &rq, w, ocv, oex, ord, lcv, lex, lrd);
     return ER_OK;
 }
 
