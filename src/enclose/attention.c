@@ -81,16 +81,90 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
  * from enclosures in MPFR at 64, 256, 1024 and 4096 bits. An element still open at 4096 bits (an exact value on a
  * rounding boundary, which only a rational one can be) keeps w->open set, its lower candidate in ord, and both
  * candidates join its set: it is never called exact. */
-/* The first enclosure of O's open elements (The exact results): Lemma A1's weight bounds w->wlo, w->whi of the row's
- * keys taken exactly, N's ends summed in MPFR with directed roundings (each product of two doubles exact at 160
- * bits), divided by the bounds [Llo, Lhi] of L. Where both ends round to one value of O, that is the correct
- * rounding: rl[d] = rh[d] = ord[d], open[d] cleared; returns how many it decided. */
-static int er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, double Llo,
-                                 double Lhi, er_attn_work *w, double *oex, double *ord, double *rl, double *rh) {
-    int64_t Dv = pl->Dv;
+/* x = m 2^e with m an odd integer (x finite and not 0): *e. */
+static int er_attn_lsb(double x, uint64_t *m) {
+    int e;
+    double f = frexp(fabs(x), &e);                    /* f in [0.5, 1): f 2^53 an integer */
+    uint64_t b = (uint64_t)ldexp(f, 53);
+    int z = __builtin_ctzll(b);
+    *m = b >> z;
+    return e - 53 + z;
+}
+
+/* Lemma A5: S = sum_d q_d k_d exactly, as the integer sum of the products' odd parts shifted to their least
+ * exponent, into doubles *Slo <= S <= *Shi (neighbours, or S twice); 0 where the products' bits (their exponents'
+ * spread, the largest product and the D terms' carry) need more than 125 bits, or a value is not finite. */
+static int er_attn_score_exact(const double *q, const double *k, int64_t D, double *Slo, double *Shi) {
+    int emin = INT32_MAX, emax = INT32_MIN, any = 0;
+    for (int64_t d = 0; d < D; d++) {
+        if (!isfinite(q[d]) || !isfinite(k[d])) return 0;
+        if (q[d] == 0 || k[d] == 0) continue;
+        uint64_t mq, mk;
+        int e = er_attn_lsb(q[d], &mq) + er_attn_lsb(k[d], &mk);
+        int top = e + 64 - __builtin_clzll(mq) + 64 - __builtin_clzll(mk); /* the product is below 2^top */
+        if (mq > (UINT64_C(1) << 26) || mk > (UINT64_C(1) << 26)) return 0; /* at most 24 bits each */
+        if (e < emin) emin = e;
+        if (top > emax) emax = top;
+        any = 1;
+    }
+    if (!any) { *Slo = *Shi = 0; return 1; }
+    int carry = 64 - __builtin_clzll((uint64_t)D);
+    if (emax - emin + carry > 125) return 0;
+    __int128 acc = 0;
+    for (int64_t d = 0; d < D; d++) {
+        if (q[d] == 0 || k[d] == 0) continue;
+        uint64_t mq, mk;
+        int e = er_attn_lsb(q[d], &mq) + er_attn_lsb(k[d], &mk);
+        __int128 p = (__int128)((unsigned __int128)(mq * mk) << (e - emin));
+        acc += (q[d] < 0) != (k[d] < 0) ? -p : p;
+    }
+    /* acc to the nearest double, then its neighbour on acc's other side where that rounding moved it; both scaled
+     * by 2^emin exactly (|S| within [2^-600, 2^600]: 24-bit values' products) */
+    double r = (double)acc, lo = r, hi = r;
+    __int128 back = (__int128)r; /* exact: r is an integer below 2^126 */
+    if (back > acc) lo = nextafter(r, -INFINITY);
+    else if (back < acc) hi = nextafter(r, INFINITY);
+    *Slo = ldexp(lo, emin);
+    *Shi = ldexp(hi, emin);
+    return 1;
+}
+
+/* The first enclosure of O's open elements (The exact results): each key's weight bounds from its exact score
+ * (Lemma A5) where it fits, else Lemma A1's (w->wlo, w->whi), taken exactly; L's bounds from their fixed-point sum;
+ * N's ends summed in MPFR with directed roundings (each product of two doubles exact at 160 bits), divided by L's.
+ * Where both ends round to one value of O, that is the correct rounding: rl[d] = rh[d] = ord[d], open[d] cleared;
+ * returns how many it decided. */
+static int er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
+                                 int64_t n, double Mt, er_attn_work *w, double *oex, double *ord, double *rl,
+                                 double *rh) {
+    int64_t D = pl->D, Dv = pl->Dv;
     int done = 0;
     mpfr_t Nl, Nh, x;
     mpfr_inits2(160, Nl, Nh, x, (mpfr_ptr)0);
+    /* the scale between c0 and c1: 1/sqrt(D) rounded down and up, or the double itself (fp8's scale takes its
+     * descales' roundings: Lemma A1's weights there) */
+    double c0 = pl->sc, c1 = pl->sc;
+    if (pl->sc_default) {
+        mpfr_set_si(x, (long)D, MPFR_RNDN);
+        mpfr_rec_sqrt(Nl, x, MPFR_RNDD);
+        mpfr_rec_sqrt(Nh, x, MPFR_RNDU);
+        c0 = mpfr_get_d(Nl, MPFR_RNDD);
+        c1 = mpfr_get_d(Nh, MPFR_RNDU);
+    }
+    er_fxsum Ls = {0, 0};
+    for (int64_t t = 0; t < n; t++) {
+        double Sl, Sh;
+        if (!pl->fp8 && er_attn_score_exact(q, kv->k + (j0 + t) * D, D, &Sl, &Sh)) {
+            double a = er__dn(Sl * c0), b = er__dn(Sl * c1), c = er__dn(Sh * c0), e = er__dn(Sh * c1);
+            double sl = fmin(fmin(a, b), fmin(c, e));
+            a = er__up(Sl * c0), b = er__up(Sl * c1), c = er__up(Sh * c0), e = er__up(Sh * c1);
+            double sh = fmax(fmax(a, b), fmax(c, e)), tmp;
+            er__exp_bounds(er__dn(sl - Mt), &w->wlo[t], &tmp);
+            er__exp_bounds(er__up(sh - Mt), &tmp, &w->whi[t]);
+        }
+        er__fxsum_add(&Ls, w->wlo[t], w->whi[t]);
+    }
+    double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
     for (int64_t d = 0; d < Dv; d++) {
         if (!w->open[d]) continue;
         mpfr_set_zero(Nl, 1);
@@ -147,7 +221,7 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     for (int64_t d = 0; d < D; d++) { mpfr_init2(pr[d], 53); pp[d] = pr[d]; }
     int todo = lse_open;
     for (int64_t d = 0; d < Dv; d++) todo += w->open[d];
-    if (w->wok && todo > lse_open) todo -= er_attn_weights_exact(pl, kv, j0, n, w->Llo, w->Lhi, w, oex, ord, rl, rh);
+    if (w->wok && todo > lse_open) todo -= er_attn_weights_exact(pl, kv, q, j0, n, Mt, w, oex, ord, rl, rh);
     for (mpfr_prec_t p = 64; p <= 4096 && todo > 0; p *= 4) {
         mpfr_prec_t pw = p + 64;
         mpfr_t Sl, Sh, c0, c1, t0, t1, sl, sh, Ll, Lh, Nl, Nh, x;
@@ -490,12 +564,9 @@ static void er_attn_amax_s(const er_attn_plan *pl, int64_t n, er_attn_work *w, c
 
 /* er_attn_mpfr now with the keys (kv), or later by er__attn_row_mpfr (kv NULL). */
 static void er_attn_mpfr_or_later(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
-                                  int64_t n, const er_attn_rowq *rq, er_attn_work *w, er_cval *ocv, double *oex,
-                                  double *ord, er_cval *lcv, double *lex, double *lrd) {
-    double Mt = rq->Mt;
+                                  int64_t n, double Mt, er_attn_work *w, er_cval *ocv, double *oex, double *ord,
+                                  er_cval *lcv, double *lex, double *lrd) {
     w->Mt = Mt;
-    w->Llo = rq->Llo;
-    w->Lhi = rq->Lhi;
     if (kv) er_attn_mpfr(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
     else w->mpfr_pending = 1;
 }
@@ -609,7 +680,7 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
 
     if (!lse) { /* LSE not asked for: its set and the MPFR work it may need are skipped */
         w->open[Dv] = 0;
-        if (open) er_attn_mpfr_or_later(pl, kv, q, j0, n, &rq, w, ocv, oex, ord, lcv, lex, lrd);
+        if (open) er_attn_mpfr_or_later(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
         return ER_OK;
     }
     /* Theorem A3: LSE = Mt + log L */
@@ -623,7 +694,7 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
     int lse_open = !(rl == rh);
     *lrd = lse_open ? NAN : rl;
     w->open[Dv] = (uint8_t)lse_open;
-    if (open || lse_open) er_attn_mpfr_or_later(pl, kv, q, j0, n, &rq, w, ocv, oex, ord, lcv, lex, lrd);
+    if (open || lse_open) er_attn_mpfr_or_later(pl, kv, q, j0, n, Mt, w, ocv, oex, ord, lcv, lex, lrd);
     return ER_OK;
 }
 

@@ -59,7 +59,7 @@ typedef struct er_attn_work {
     uint8_t *open; /* Dv + 1 flags (er__attn_row) */
     er_attn_amax am; /* the row's amax bounds (er__attn_row, where the plan's amax is set) */
     int mpfr_pending; /* er__attn_row_given without the keys: roundings left open for er__attn_row_mpfr */
-    double Mt, Llo, Lhi; /* the row's shift and the bounds of its weights' sum, for the MPFR enclosures */
+    double Mt;        /* the row's shift, for the MPFR enclosures */
     int wok;          /* wlo and whi hold the row's weights' bounds */
 } er_attn_work;
 ER_INTERNAL er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv);

@@ -638,6 +638,51 @@ START_TEST(qk_scale_input) {
 }
 END_TEST
 
+/* A long row whose exact O lies 2^-44 from an fp32 midpoint (its double enclosure, about 2^-41 wide from N's double
+ * sum over 4096 keys, holds the midpoint): the scores are exactly 0 by cancellation (q = (1, 1), k_j = (x_j, -x_j)
+ * with x_j of all sizes), so every weight is 1 and O is the mean of v: 4093 ones, 1 + 2^-12, 2 - 2^-9 and
+ * 2^-9 + 2^-32 (mean 1 + 2^-24 + 2^-44), or with the last 2^-9 - 2^-32 (mean 1 + 2^-24 - 2^-44). The correct
+ * rounding (1 + 2^-23, then 1) must be called exact and its neighbour covered only. */
+START_TEST(long_row_near_a_midpoint_is_exact) {
+    er_test_reseed(1630);
+    enum { N = 4096 };
+    static float q[2] = {1, 1}, k[N * 2], v[N];
+    for (int side = 0; side < 2; side++) {
+        for (int j = 0; j < N; j++) {
+            float x = (float)ldexp(1 + er_rand_unit(), (int)er_rand_int(-20, 6));
+            k[2 * j] = x;
+            k[2 * j + 1] = -x;
+            v[j] = 1;
+        }
+        int a = (int)er_rand_int(0, N - 1), b = (a + 1 + (int)er_rand_int(0, N - 3)) % N, c = b;
+        while (c == a || c == b) c = (int)er_rand_int(0, N - 1);
+        v[a] = 1 + 0x1p-12f;
+        v[b] = 2 - 0x1p-9f;
+        v[c] = side ? 0x1p-9f - 0x1p-32f : 0x1p-9f + 0x1p-32f;
+        er_tensor tq, tk, tv, to;
+        er_tensor_view(&tq, ER_FP32, 2, (int64_t[]){1, 2}, NULL, q);
+        er_tensor_view(&tk, ER_FP32, 2, (int64_t[]){N, 2}, NULL, k);
+        er_tensor_view(&tv, ER_FP32, 2, (int64_t[]){N, 1}, NULL, v);
+        er_ref *ref;
+        ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, NULL), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+        float right = side ? 1.0f : 1 + 0x1p-23f, other = side ? 1 + 0x1p-23f : 1.0f, o[1];
+        for (int w = 0; w < 2; w++) {
+            o[0] = w ? other : right;
+            er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, o);
+            er_report rep;
+            ck_assert_int_eq(er_covers(&rep, ref, &to, &std), ER_OK);
+            ER_REQUIRE(rep.counts[w ? ER_CLASS_COVERED : ER_CLASS_EXACT] == 1,
+                       "mean 1 + 2^-24 %s 2^-44, output %a: not %s", side ? "-" : "+", (double)o[0],
+                       w ? "covered" : "exact");
+            er_report_clear(&rep);
+        }
+        er_ref_free(ref);
+    }
+}
+END_TEST
+
 /* The MPFR oracle: O and LSE of every row at 300 bits (the scores exact, the scale 1/sqrt(D) and each exp rounded
  * to nearest at 300 bits), rounded by er_oracle_round, written as the kernel's output: every element must be exact.
  * Random problems in fp16, bf16 and fp32, masks and GQA, and O in fp16, bf16 and fp32. */
@@ -866,6 +911,7 @@ int main(void) {
     tcase_add_test(tc, fully_masked_rows);
     tcase_add_test(tc, rescale_chain_at_the_edge);
     tcase_add_test(tc, mpfr_oracle_is_exact);
+    tcase_add_test(tc, long_row_near_a_midpoint_is_exact);
     tcase_add_test(tc, qk_scale_input);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, fp8_kernels_are_covered);
