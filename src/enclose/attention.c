@@ -81,41 +81,38 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
  * from enclosures in MPFR at 64, 256, 1024 and 4096 bits. An element still open at 4096 bits (an exact value on a
  * rounding boundary, which only a rational one can be) keeps w->open set, its lower candidate in ord, and both
  * candidates join its set: it is never called exact. */
-/* x = m 2^e with m an odd integer (x finite and not 0): *e. */
-static int er_attn_lsb(double x, uint64_t *m) {
-    int e;
-    double f = frexp(fabs(x), &e);                    /* f in [0.5, 1): f 2^53 an integer */
-    uint64_t b = (uint64_t)ldexp(f, 53);
-    int z = __builtin_ctzll(b);
-    *m = b >> z;
-    return e - 53 + z;
+/* x = m 2^e with m an odd integer (x a nonzero normal double): *m, and e returned. */
+static inline int er_attn_lsb(double x, uint64_t *m) {
+    uint64_t b = er__bits(x), M = (b & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+    int z = __builtin_ctzll(M);
+    *m = M >> z;
+    return (int)((b >> 52) & 0x7ff) - 1075 + z;
 }
 
 /* Lemma A5: S = sum_d q_d k_d exactly, as the integer sum of the products' odd parts shifted to their least
  * exponent, into doubles *Slo <= S <= *Shi (neighbours, or S twice); 0 where the products' bits (their exponents'
- * spread, the largest product and the D terms' carry) need more than 125 bits, or a value is not finite. */
-static int er_attn_score_exact(const double *q, const double *k, int64_t D, double *Slo, double *Shi) {
-    int emin = INT32_MAX, emax = INT32_MIN, any = 0;
+ * spread, the largest product and the D terms' carry) need more than 125 bits, or a value is not finite or has more
+ * than 26 bits. q's parts are given: q_d = mq[d] 2^eq[d] (mq[d] = 0 for q_d = 0); mk and ek: D scratch values. */
+static int er_attn_score_exact(const double *q, const uint64_t *mq, const int *eq, const double *k, int64_t D,
+                               uint64_t *mk, int *ek, double *Slo, double *Shi) {
+    int emin = INT32_MAX, emax = INT32_MIN;
     for (int64_t d = 0; d < D; d++) {
-        if (!isfinite(q[d]) || !isfinite(k[d])) return 0;
-        if (q[d] == 0 || k[d] == 0) continue;
-        uint64_t mq, mk;
-        int e = er_attn_lsb(q[d], &mq) + er_attn_lsb(k[d], &mk);
-        int top = e + 64 - __builtin_clzll(mq) + 64 - __builtin_clzll(mk); /* the product is below 2^top */
-        if (mq > (UINT64_C(1) << 26) || mk > (UINT64_C(1) << 26)) return 0; /* at most 24 bits each */
-        if (e < emin) emin = e;
+        if (!isfinite(k[d])) return 0;
+        mk[d] = 0;
+        if (mq[d] == 0 || k[d] == 0) continue;
+        ek[d] = er_attn_lsb(k[d], &mk[d]) + eq[d];
+        if (mq[d] > (UINT64_C(1) << 26) || mk[d] > (UINT64_C(1) << 26)) return 0; /* at most 24 bits each */
+        int top = ek[d] + 128 - __builtin_clzll(mq[d]) - __builtin_clzll(mk[d]); /* the product is below 2^top */
+        if (ek[d] < emin) emin = ek[d];
         if (top > emax) emax = top;
-        any = 1;
     }
-    if (!any) { *Slo = *Shi = 0; return 1; }
+    if (emin == INT32_MAX) { *Slo = *Shi = 0; return 1; }
     int carry = 64 - __builtin_clzll((uint64_t)D);
     if (emax - emin + carry > 125) return 0;
     __int128 acc = 0;
     for (int64_t d = 0; d < D; d++) {
-        if (q[d] == 0 || k[d] == 0) continue;
-        uint64_t mq, mk;
-        int e = er_attn_lsb(q[d], &mq) + er_attn_lsb(k[d], &mk);
-        __int128 p = (__int128)((unsigned __int128)(mq * mk) << (e - emin));
+        if (!mk[d]) continue;
+        __int128 p = (__int128)((unsigned __int128)(mq[d] * mk[d]) << (ek[d] - emin));
         acc += (q[d] < 0) != (k[d] < 0) ? -p : p;
     }
     /* acc to the nearest double, then its neighbour on acc's other side where that rounding moved it; both scaled
@@ -152,9 +149,16 @@ static int er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, c
         c1 = mpfr_get_d(Nh, MPFR_RNDU);
     }
     er_fxsum Ls = {0, 0};
+    uint64_t *mq = malloc(sizeof(uint64_t) * 2 * (size_t)D);
+    int *eq = malloc(sizeof(int) * 2 * (size_t)D);
+    int exact = !pl->fp8 && mq && eq; /* no memory: Lemma A1's weights */
+    for (int64_t d = 0; exact && d < D; d++) {
+        mq[d] = 0;
+        if (q[d] != 0) eq[d] = er_attn_lsb(q[d], &mq[d]);
+    }
     for (int64_t t = 0; t < n; t++) {
         double Sl, Sh;
-        if (!pl->fp8 && er_attn_score_exact(q, kv->k + (j0 + t) * D, D, &Sl, &Sh)) {
+        if (exact && er_attn_score_exact(q, mq, eq, kv->k + (j0 + t) * D, D, mq + D, eq + D, &Sl, &Sh)) {
             double a = er__dn(Sl * c0), b = er__dn(Sl * c1), c = er__dn(Sh * c0), e = er__dn(Sh * c1);
             double sl = fmin(fmin(a, b), fmin(c, e));
             a = er__up(Sl * c0), b = er__up(Sl * c1), c = er__up(Sh * c0), e = er__up(Sh * c1);
@@ -164,6 +168,8 @@ static int er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, c
         }
         er__fxsum_add(&Ls, w->wlo[t], w->whi[t]);
     }
+    free(mq);
+    free(eq);
     double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
     for (int64_t d = 0; d < Dv; d++) {
         if (!w->open[d]) continue;
