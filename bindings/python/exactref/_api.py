@@ -413,8 +413,9 @@ class Reference:
 
     OUTPUTS = ("out",)
     # ops whose covers() leaves the sets to a second pass, when first read: the row ops keep no set of an output
-    # inside it (rowmods.c, er_row_put), so their pass without sets is the cheaper one
-    LAZY_SETS = ("softmax", "log_softmax", "rmsnorm", "layernorm")
+    # inside it (rowmods.c, er_row_put), so their pass without sets is the cheaper one; attention's O alone is
+    # checked without its sets' 24 bytes an element (half a long check's time went to their fresh pages)
+    LAZY_SETS = ("softmax", "log_softmax", "rmsnorm", "layernorm", "attention")
 
     def _index(self, output):
         """The index of an output given by number or name."""
@@ -1188,9 +1189,12 @@ class _MultiOutputReference(Reference):
         raise NotImplementedError
 
     def _covers_host(self, out, standard, options, kwargs):
-        """covers() on the host (out as covers() takes it)."""
+        """covers() on the host (out as covers() takes it). The first output alone of an op of LAZY_SETS is checked
+        as a one-output op's: its sets, where asked for, from a second pass."""
         nout = len(self.OUTPUTS)
         single = not isinstance(out, (tuple, list))
+        if single and self.op in self.LAZY_SETS:
+            return Reference.covers(self, out, standard, options, **kwargs)
         outs = (out,) + (None,) * (nout - 1) if single else tuple(out)
         if len(outs) != nout:
             raise ValueError(
@@ -1227,12 +1231,6 @@ class LayerNormReference(_MultiOutputReference):
 
     OUTPUTS = ("y", "mean", "rstd")
     # _args: (x, normalized_shape, weight, bias, eps) as layer_norm() took them
-
-    def _covers_host(self, out, standard, options, kwargs):
-        """y alone (not a tuple) is checked as a one-output op's (its sets, where asked for, from a second pass)."""
-        if isinstance(out, (tuple, list)):
-            return super()._covers_host(out, standard, options, kwargs)
-        return Reference.covers(self, out, standard, options, **kwargs)
 
     def _device_inputs(self):
         return None if self._args is None else (self._args[0], self._args[2], self._args[3])

@@ -152,6 +152,26 @@ def test_lse_alone_and_results():
     assert "[1, 3]" in str(r.lse)
 
 
+def test_out_alone_reads_its_sets_later():
+    """covers(out) alone checks O without its sets and computes them from a second pass when read: the report,
+    classes and sets of the tuple form (out, None), which computes them with the report, with outputs moved."""
+    rng = np.random.default_rng(12)
+    q, k, v = qkv(rng, H=2, Hkv=1, Sq=30, Sk=90, D=24, Dv=40)
+    O, _ = flash(q, k, v, causal=True)
+    O = O.copy()
+    flat = O.reshape(-1)
+    for i, at in enumerate(rng.choice(flat.size, 40, replace=False)):
+        flat[at] = np.nextafter(flat[at], np.inf if i % 2 else -np.inf, dtype=O.dtype)
+    flat[7] = np.nan
+    ref = er.attention(q, k, v, causal=True, enable_gqa=True)
+    alone, both = ref.covers(O), ref.covers((O, None)).out
+    assert alone._lohi is None                       # no sets computed yet
+    assert str(alone) == str(both) and alone.json == both.json and (alone.classes == both.classes).all()
+    assert alone.n_failed >= 1
+    for name in ("lo", "hi", "slack"):
+        assert np.array_equal(getattr(alone, name), getattr(both, name), equal_nan=True), name
+
+
 def test_refusals():
     rng = np.random.default_rng(11)
     q, k, v = qkv(rng, Hkv=2)
