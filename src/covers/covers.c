@@ -427,6 +427,13 @@ static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, 
     return ER_OK;
 }
 
+er_status er__covers_precheck(const er_op_module *m, const er_ref *ref, const er_tensor *out,
+                              const er_standard *std) {
+    int nd;
+    int64_t sh[ER_MAX_DIMS];
+    return er_check_module_args(m, ref, 0, out, std, &nd, sh);
+}
+
 /* A written view (w) or array (p, bytes) shares no memory with the reference's inputs nor with the view `out`. */
 static er_status er_check_written(const er_ref *ref, const er_tensor *w, const char *wname, const void *p, size_t bytes,
                                   const er_tensor *out) {

@@ -47,9 +47,12 @@ static er_status er_attention_covers_device_run(er_report *rep, const er_tensor 
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(std, "standard");
-    er_ref *dref; /* the shapes and options checked: its data pointers are the device's, which nothing reads */
+    er_ref *dref; /* the shapes, options, output and standard checked: its data pointers are the device's, which
+                   * nothing reads */
     ER_RETURN_IF_ERROR(er_attention(&dref, q, k, v, opts));
+    er_status pre = er__covers_precheck(&er__attention_module, dref, out, std);
     er_ref_free(dref);
+    ER_RETURN_IF_ERROR(pre);
 #ifndef ER_HAVE_CUDA
     (void)out;
     (void)stream;

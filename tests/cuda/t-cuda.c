@@ -1204,6 +1204,12 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_attention_covers_device(&rep, &a, &k3, &a, NULL, &a, &std, NULL), ER_ERR_SHAPE);
     er_attention_opts bad = {INFINITY, 0, 0, 0, 0, 0, 0};
     ck_assert_int_eq(er_attention_covers_device(&rep, &a, &a, &a, &bad, &a, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(er_attention_covers_device(&rep, &a, &a, &a, NULL, &b3, &std, NULL), ER_ERR_OUTPUT);
+    er_tensor f32;
+    er_tensor_view(&f32, ER_FP32, 2, (int64_t[]){2, 2}, NULL, (void *)16);
+    er_standard mma;
+    ck_assert_int_eq(er_standard_parse(&mma, "mma:sm90", NULL), ER_OK); /* fp32 operands only as tf32 */
+    ck_assert_int_eq(er_attention_covers_device(&rep, &f32, &f32, &f32, NULL, &a, &mma, NULL), ER_ERR_STANDARD);
     if (!er_cuda_available())
         ck_assert_int_eq(er_attention_covers_device(&rep, &a, &a, &a, NULL, &a, &std, NULL), ER_ERR_UNSUPPORTED);
 }
