@@ -92,10 +92,16 @@ ER_API er_status er_layernorm_covers_device(er_report *rep, const er_tensor *x, 
  * leaves a correct rounding open), a chunk of rows while the GPU computes the next. Every standard er_attention takes;
  * q, k and v of fp32, fp16 or bf16 with any strides, O of any format and strides (copied to the host, as are q, k and
  * v for the rows' MPFR enclosures). Anything else (or too little device memory) is checked on host copies. The
- * report is the one er_attention and er_covers (O alone) give on host copies. */
+ * report is the one er_attention and er_covers (O alone) give on host copies; LSE too: the next call. */
 ER_API er_status er_attention_covers_device(er_report *rep, const er_tensor *q, const er_tensor *k, const er_tensor *v,
                                             const er_attention_opts *opts, const er_tensor *out,
                                             const er_standard *std, void *stream);
+/* er_attention_covers_device of both outputs: outs[0] O and outs[1] LSE (either NULL: not checked) into reps[0] and
+ * reps[1], as er_covers_outputs gives them on host copies; LSE's sets come from the GPU's sums as O's do. */
+ER_API er_status er_attention_covers_device_outputs(er_report *reps, const er_tensor *q, const er_tensor *k,
+                                                    const er_tensor *v, const er_attention_opts *opts,
+                                                    const er_tensor *const *outs, const er_standard *std,
+                                                    void *stream);
 
 #ifdef __cplusplus
 }

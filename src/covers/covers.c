@@ -427,11 +427,11 @@ static er_status er_check_module_args(const er_op_module *m, const er_ref *ref, 
     return ER_OK;
 }
 
-er_status er__covers_precheck(const er_op_module *m, const er_ref *ref, const er_tensor *out,
+er_status er__covers_precheck(const er_op_module *m, const er_ref *ref, int o, const er_tensor *out,
                               const er_standard *std) {
     int nd;
     int64_t sh[ER_MAX_DIMS];
-    return er_check_module_args(m, ref, 0, out, std, &nd, sh);
+    return er_check_module_args(m, ref, o, out, std, &nd, sh);
 }
 
 /* A written view (w) or array (p, bytes) shares no memory with the reference's inputs nor with the view `out`. */
@@ -588,6 +588,25 @@ static er_status er_out_args_new(const er_op_module *m, er_out_args **oa) {
 static er_status er_covers_sets_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
                                     double *set_lo, double *set_hi, double *set_slack);
 
+/* The outputs of module m's op (several) into reps, with the sets where asked for and arg for m's covers. */
+static er_status er_module_outputs(er_report *reps, const er_op_module *m, const er_ref *ref,
+                                   const er_tensor *const *outs, int nout, const er_standard *std,
+                                   double *const *set_lo, double *const *set_hi, double *const *set_slack, void *arg) {
+    ER_CHECK_NULL(std, "standard");
+    er_out_args *oa;
+    ER_RETURN_IF_ERROR(er_out_args_new(m, &oa));
+    er_report *tmp = calloc((size_t)nout, sizeof *tmp);
+    er_status st = tmp ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the reports of %d outputs", nout);
+    for (int o = 0; st == ER_OK && o < nout; o++)
+        oa[o] = (er_out_args){.out = outs[o], .lo = set_lo ? set_lo[o] : NULL, .hi = set_hi ? set_hi[o] : NULL,
+                              .slack = set_slack ? set_slack[o] : NULL};
+    if (st == ER_OK) st = er_module_covers(tmp, m, ref, oa, std, arg, 0);
+    if (st == ER_OK) memcpy(reps, tmp, (size_t)nout * sizeof *tmp); /* reps untouched on refusal until finished */
+    free(tmp);
+    free(oa);
+    return st;
+}
+
 static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const er_tensor *const *outs, int nout,
                                        const er_standard *std, double *const *set_lo, double *const *set_hi,
                                        double *const *set_slack) {
@@ -605,19 +624,12 @@ static er_status er_covers_outputs_run(er_report *reps, const er_ref *ref, const
         return er_covers_sets_run(reps, ref, outs[0], std, set_lo ? set_lo[0] : NULL, set_hi ? set_hi[0] : NULL,
                                   set_slack ? set_slack[0] : NULL);
     }
-    ER_CHECK_NULL(std, "standard");
-    er_out_args *oa;
-    ER_RETURN_IF_ERROR(er_out_args_new(m, &oa));
-    er_report *tmp = calloc((size_t)nout, sizeof *tmp);
-    er_status st = tmp ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate the reports of %d outputs", nout);
-    for (int o = 0; st == ER_OK && o < nout; o++)
-        oa[o] = (er_out_args){.out = outs[o], .lo = set_lo ? set_lo[o] : NULL, .hi = set_hi ? set_hi[o] : NULL,
-                              .slack = set_slack ? set_slack[o] : NULL};
-    if (st == ER_OK) st = er_module_covers(tmp, m, ref, oa, std, NULL, 0);
-    if (st == ER_OK) memcpy(reps, tmp, (size_t)nout * sizeof *tmp); /* reps untouched on refusal until finished */
-    free(tmp);
-    free(oa);
-    return st;
+    return er_module_outputs(reps, m, ref, outs, nout, std, set_lo, set_hi, set_slack, NULL);
+}
+
+er_status er__covers_module_outputs(er_report *reps, const er_op_module *m, const er_ref *ref,
+                                    const er_tensor *const *outs, const er_standard *std, void *arg) {
+    return er_module_outputs(reps, m, ref, outs, m->nout, std, NULL, NULL, NULL, arg);
 }
 
 /* How many of a caller's nout reports a call finishes: its op's outputs at most (the array holds nout). */

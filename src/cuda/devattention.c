@@ -40,44 +40,54 @@ static er_status er_at_copies(const er_tensor *const *dv, er_tensor *hv, void **
     return ER_OK;
 }
 
-static er_status er_attention_covers_device_run(er_report *rep, const er_tensor *q, const er_tensor *k,
+/* O and LSE (outs[0], outs[1]; NULL: not checked) of attention into reps (nrep 1: O alone, into one report). */
+static er_status er_attention_covers_device_run(er_report *reps, int nrep, const er_tensor *q, const er_tensor *k,
                                                 const er_tensor *v, const er_attention_opts *opts,
-                                                const er_tensor *out, const er_standard *std, void *stream) {
+                                                const er_tensor *const *outs, const er_standard *std, void *stream) {
     er__ok();
-    ER_CHECK_NULL(rep, "report");
-    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(reps, nrep == 1 ? "report" : "reports");
+    ER_CHECK_NULL(outs, "outs");
     ER_CHECK_NULL(std, "standard");
-    er_ref *dref; /* the shapes, options, output and standard checked: its data pointers are the device's, which
+    if (nrep == 1) ER_CHECK_NULL(outs[0], "out");
+    if (!outs[0] && !outs[1]) return er__fail(ER_ERR_NULL, "out and lse are both NULL: nothing to check");
+    er_ref *dref; /* the shapes, options, outputs and standard checked: its data pointers are the device's, which
                    * nothing reads */
     ER_RETURN_IF_ERROR(er_attention(&dref, q, k, v, opts));
-    er_status pre = er__covers_precheck(&er__attention_module, dref, out, std);
+    er_status st = ER_OK;
+    for (int o = 0; o < nrep && st == ER_OK; o++)
+        if (outs[o]) st = er__covers_precheck(&er__attention_module, dref, o, outs[o], std);
     er_ref_free(dref);
-    ER_RETURN_IF_ERROR(pre);
+    ER_RETURN_IF_ERROR(st);
 #ifndef ER_HAVE_CUDA
-    (void)out;
     (void)stream;
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
-    /* the host's reference on copies of q, k and v (the rows the MPFR enclosures take, the sums of |v|) and a copy of
-     * O, which the engine reads */
-    const er_tensor *dv[4] = {q, k, v, out};
-    er_tensor hv[4];
-    void *hp[4] = {NULL, NULL, NULL, NULL};
+    /* the host's reference on copies of q, k and v (the rows the MPFR enclosures take) and copies of the outputs,
+     * which the engine reads */
+    const er_tensor *dv[3] = {q, k, v};
+    er_tensor hv[5];
+    const er_tensor *hout[2] = {NULL, NULL};
+    void *hp[5] = {NULL, NULL, NULL, NULL, NULL};
     er_ref *ref = NULL;
-    er_status st = er_at_copies(dv, hv, hp, 4, stream);
+    st = er_at_copies(dv, hv, hp, 3, stream);
+    for (int o = 0; o < nrep && st == ER_OK; o++)
+        if (outs[o]) {
+            st = er_at_copies(&outs[o], &hv[3 + o], &hp[3 + o], 1, stream);
+            hout[o] = &hv[3 + o];
+        }
     if (st == ER_OK) st = er_attention(&ref, &hv[0], &hv[1], &hv[2], opts);
     er_at_arg arg = {q, k, v, stream, 0};
-    if (st == ER_OK) {
-        er_op_module m = er__attention_module;
-        m.covers = er_at_dev_covers;
-        st = er__covers_module(rep, &m, ref, &hv[3], std, &arg);
-    }
+    er_op_module m = er__attention_module;
+    m.covers = er_at_dev_covers;
+    if (st == ER_OK)
+        st = nrep == 1 ? er__covers_module(reps, &m, ref, hout[0], std, &arg)
+                       : er__covers_module_outputs(reps, &m, ref, hout, std, &arg);
     if (st == ER_OK && arg.fallback) {
-        er_report_clear(rep);
-        st = er_covers(rep, ref, &hv[3], std);
+        for (int o = 0; o < nrep; o++) er_report_clear(&reps[o]);
+        st = nrep == 1 ? er_covers(reps, ref, hout[0], std) : er_covers_outputs(reps, ref, hout, 2, std);
     }
     er_ref_free(ref);
-    for (int i = 0; i < 4; i++) free(hp[i]);
+    for (int i = 0; i < 5; i++) free(hp[i]);
     return st;
 #endif
 }
@@ -85,8 +95,17 @@ static er_status er_attention_covers_device_run(er_report *rep, const er_tensor 
 er_status er_attention_covers_device(er_report *rep, const er_tensor *q, const er_tensor *k, const er_tensor *v,
                                      const er_attention_opts *opts, const er_tensor *out, const er_standard *std,
                                      void *stream) {
-    er_status st = er_attention_covers_device_run(rep, q, k, v, opts, out, std, stream);
+    const er_tensor *outs[2] = {out, NULL};
+    er_status st = er_attention_covers_device_run(rep, 1, q, k, v, opts, outs, std, stream);
     er__report_finish(rep, st);
+    return st;
+}
+
+er_status er_attention_covers_device_outputs(er_report *reps, const er_tensor *q, const er_tensor *k,
+                                             const er_tensor *v, const er_attention_opts *opts,
+                                             const er_tensor *const *outs, const er_standard *std, void *stream) {
+    er_status st = er_attention_covers_device_run(reps, 2, q, k, v, opts, outs, std, stream);
+    for (int o = 0; reps && o < 2; o++) er__report_finish(&reps[o], st);
     return st;
 }
 

@@ -167,10 +167,14 @@ ER_INTERNAL const er_op_module *er__module_of(const er_ref *ref);
 ER_INTERNAL er_status er__covers_module(er_report *rep, const er_op_module *m, const er_ref *ref, const er_tensor *out,
                                         const er_standard *std, void *arg);
 
-/* The checks er__covers_module makes of out and std before any work (the standard, the view, its shape, the op's
- * check of the standard), for a device path that copies its tensors before it runs the module. */
-ER_INTERNAL er_status er__covers_precheck(const er_op_module *m, const er_ref *ref, const er_tensor *out,
+/* The checks er__covers_module makes of output o's view out and std before any work (the standard, the view, its
+ * shape, the op's check of the standard), for a device path that copies its tensors before it runs the module. */
+ER_INTERNAL er_status er__covers_precheck(const er_op_module *m, const er_ref *ref, int o, const er_tensor *out,
                                           const er_standard *std);
+/* er_covers_outputs through module m (not the reference's own, as er__covers_module; m->nout outputs, outs[o] NULL
+ * where output o is not checked), with an argument for its covers. */
+ER_INTERNAL er_status er__covers_module_outputs(er_report *reps, const er_op_module *m, const er_ref *ref,
+                                                const er_tensor *const *outs, const er_standard *std, void *arg);
 /* The engine's services to the calls built on it (src/covers/). A report after its call: refused (zeroed, failing,
  * with the status and the last error's message) when st is an
  * error, else marked filled. Every public call that fills a report ends with it (report.c). */

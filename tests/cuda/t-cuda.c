@@ -906,10 +906,11 @@ START_TEST(h200_matmul_captures_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
-/* Attention in long double (O, rows x Dv) of q [B, H, Sq, D], k, v [B, Hkv, Sk, D or Dv] held as doubles, with the
- * mask's keys (er_attention's rules); a row without keys 0. */
+/* Attention in long double (O, rows x Dv, and LSE, rows) of q [B, H, Sq, D], k, v [B, Hkv, Sk, D or Dv] held as
+ * doubles, with the mask's keys (er_attention's rules); a row without keys 0 and -inf. */
 static void attn_mid(const double *q, const double *k, const double *v, int64_t B, int64_t H, int64_t Hkv, int64_t Sq,
-                     int64_t Sk, int64_t D, int64_t Dv, double scale, const er_attention_opts *ao, double *mid) {
+                     int64_t Sk, int64_t D, int64_t Dv, double scale, const er_attention_opts *ao, double *mid,
+                     double *lse) {
     long double *w = malloc(sizeof(long double) * (size_t)Sk);
     long double sc = scale != 0 ? (long double)scale : 1 / sqrtl((long double)D);
     for (int64_t b = 0; b < B; b++)
@@ -936,6 +937,7 @@ static void attn_mid(const double *q, const double *k, const double *v, int64_t 
                     for (int64_t j = lo; j <= hi; j++) a += w[j] * v[((b * Hkv + g) * Sk + j) * Dv + d];
                     o[d] = hi >= lo ? (double)(a / L) : 0.0;
                 }
+                lse[(b * H + h) * Sq + i] = hi >= lo ? (double)(m + logl(L)) : -INFINITY;
             }
     free(w);
 }
@@ -984,6 +986,23 @@ static void require_attention_device_equals_host(const er_ref *ref, const er_ten
     require_same_reports(&rh, &rd, what);
 }
 
+/* The same for O and LSE together (host views tc, tl; device views dc, dl; either pair NULL: not checked). */
+static void require_attention_outputs_equal(const er_ref *ref, const er_tensor *dq, const er_tensor *dk,
+                                            const er_tensor *dv, const er_attention_opts *ao, const er_tensor *tc,
+                                            const er_tensor *tl, const er_tensor *dc, const er_tensor *dl,
+                                            const er_standard *std, const char *what) {
+    er_report rh[2], rd[2];
+    const er_tensor *ho[2] = {tc, tl}, *dO[2] = {dc, dl};
+    ER_REQUIRE(er_covers_outputs(rh, ref, ho, 2, std) == ER_OK, "host: %s: %s", what, er_last_error());
+    ER_REQUIRE(er_attention_covers_device_outputs(rd, dq, dk, dv, ao, dO, std, NULL) == ER_OK, "device: %s: %s", what,
+               er_last_error());
+    for (int o = 0; o < 2; o++) {
+        char w2[300];
+        snprintf(w2, sizeof w2, "%s (%s)", what, o ? "lse" : "out");
+        if (ho[o]) require_same_reports(&rh[o], &rd[o], w2);
+    }
+}
+
 /* Attention on the GPU against the host: q, k and v of fp32, fp16 and bf16 from five families (integers with the
  * scale ln 2 give equal scores and weights on rounding boundaries; zeros give every score the maximum; NaN and
  * infinities give rows that claim nothing), head dimensions from 1 to 160 (not multiples of 4 too: the dot's last
@@ -1019,12 +1038,21 @@ START_TEST(attention_on_the_gpu_equals_the_host) {
         ao.enable_gqa = gqa;
         ao.scale = fam == 1 ? 0.6931471805599453 : er_rand64() % 4 == 0 ? 0.3 : 0.0;
         int64_t nq = B * H * Sq * D, nk = B * Hkv * Sk * D, nv = B * Hkv * Sk * Dv, no = B * H * Sq * Dv;
+        int64_t rows = B * H * Sq;
         double *q = malloc(8 * (size_t)nq), *k = malloc(8 * (size_t)nk), *v = malloc(8 * (size_t)nv),
-               *mid = malloc(8 * (size_t)no);
+               *mid = malloc(8 * (size_t)no), *lmid = malloc(8 * (size_t)rows);
         attn_values(fam == 3 ? 3 : fam, fx, nq, q); /* zeros: q alone */
         attn_values(fam == 3 ? 0 : fam, fx, nk, k);
         attn_values(fam == 3 || fam == 1 ? 0 : fam, fx, nv, v);
-        attn_mid(q, k, v, B, H, Hkv, Sq, Sk, D, Dv, ao.scale, &ao, mid);
+        attn_mid(q, k, v, B, H, Hkv, Sq, Sk, D, Dv, ao.scale, &ao, mid, lmid);
+        /* LSE's outputs (fp32): the long double result rounded, a third of them moved 1 to 4 ulps either way */
+        float *Lh = malloc(4 * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) {
+            double y = lmid[r];
+            if (isfinite(y) && er_rand64() % 3 == 0)
+                y += (er_rand64() % 2 ? 1 : -1) * (double)(1 + er_rand64() % 4) * er_format_ulp(ER_FP32, y);
+            Lh[r] = (float)y;
+        }
         er_tensor tq, tk, tv, tc, dq, dk, dv, dc;
         void *Q = malloc(4 * (size_t)nq), *K = malloc(4 * (size_t)nk), *V = malloc(4 * (size_t)nv),
              *C = malloc(4 * (size_t)no);
@@ -1035,6 +1063,11 @@ START_TEST(attention_on_the_gpu_equals_the_host) {
         er_tensor_view(&tk, fx, 4, (int64_t[]){B, Hkv, Sk, D}, NULL, K);
         er_tensor_view(&tv, fx, 4, (int64_t[]){B, Hkv, Sk, Dv}, NULL, V);
         er_tensor_view(&tc, fo, 4, (int64_t[]){B, H, Sq, Dv}, NULL, C);
+        er_tensor tl, dl;
+        er_tensor_view(&tl, ER_FP32, 3, (int64_t[]){B, H, Sq}, NULL, Lh);
+        void *pl = to_device(Lh, 4 * (size_t)rows);
+        dl = tl;
+        dl.data = pl;
         er_ref *ref;
         ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, &ao), ER_OK);
         er_standard std;
@@ -1070,8 +1103,12 @@ START_TEST(attention_on_the_gpu_equals_the_host) {
                        "device: %s: %s", what, er_last_error());
             er_report_clear(&rh);
             er_report_clear(&rd);
-        } else {
+        } else if (tr % 2) { /* O alone */
             require_attention_device_equals_host(ref, &dq, &dk, &dv, &ao, &tc, &dc, &std, what);
+        } else { /* O and LSE, or (in a third of these) LSE alone */
+            int lonly = tr % 3 == 0;
+            require_attention_outputs_equal(ref, &dq, &dk, &dv, &ao, lonly ? NULL : &tc, &tl, lonly ? NULL : &dc, &dl,
+                                            &std, what);
         }
         elems += no;
         unsetenv("EXACTREF_ATTN_TILES");
@@ -1080,10 +1117,11 @@ START_TEST(attention_on_the_gpu_equals_the_host) {
         cudaFree(pk);
         cudaFree(pv);
         cudaFree(pc);
-        free(q); free(k); free(v); free(mid); free(Q); free(K); free(V); free(C);
+        cudaFree(pl);
+        free(q); free(k); free(v); free(mid); free(lmid); free(Lh); free(Q); free(K); free(V); free(C);
     }
-    printf("t-cuda: er_attention_covers_device gave the host's report on %ld attentions (%ld elements)\n", trials,
-           elems);
+    printf("t-cuda: er_attention_covers_device(_outputs) gave the host's reports on %ld attentions (%ld elements of O)\n",
+           trials, elems);
 }
 END_TEST
 
@@ -1097,7 +1135,7 @@ START_TEST(h200_attention_captures_on_the_gpu_equal_the_host) {
     FILE *f = open_cases(&z, data_path(npz, sizeof npz, "attention.npz"), data_path(list, sizeof list, "attention.txt"));
     char line[256], cid[32], kind[48], dtype[32], align[32], gid[32];
     long long Sq, Sk, D, H, Hkv;
-    int causal, cases = 0;
+    int causal, cases = 0, lses = 0;
     long elems = 0;
     while (fgets(line, sizeof line, f)) {
         if (sscanf(line, "%31s %47s %31s %lld %lld %lld %lld %lld %d %31s %31s", cid, kind, dtype, &Sq, &Sk, &D, &H,
@@ -1127,6 +1165,17 @@ START_TEST(h200_attention_captures_on_the_gpu_equal_the_host) {
                                                                (er_format_storage_bits(t[i].format) / 8)));
         }
         void *dm = to_device(moved, (size_t)(nc * bo));
+        /* the capture's LSE, where its kernel gave one (checked with O as captured) */
+        char lkey[96];
+        snprintf(lkey, sizeof lkey, "%s__out__lse", cid);
+        const npy_array *la = npz_find(&z, lkey);
+        er_tensor tl, dl;
+        int haslse = la && npz_view(&tl, la);
+        void *plse = NULL;
+        if (haslse) {
+            dl = tl;
+            dl.data = plse = to_device(tl.data, (size_t)(er_tensor_numel(&tl) * (er_format_storage_bits(tl.format) / 8)));
+        }
         for (int v = 0; v < 4; v++) {
             er_standard std;
             const char *so = v >= 2 && t[0].format == ER_FP32 ? "compute=tf32" : NULL; /* mma: fp32 as tf32 */
@@ -1136,10 +1185,15 @@ START_TEST(h200_attention_captures_on_the_gpu_equal_the_host) {
             char what[200];
             snprintf(what, sizeof what, "capture %s (%s %s, causal %d %s), %s, %s", cid, kind, dtype, causal, align,
                      v % 2 ? "nudged" : "as captured", v < 2 ? "any_order" : so ? "mma:sm90 compute=tf32" : "mma:sm90");
-            require_attention_device_equals_host(ref, &dv[0], &dv[1], &dv[2], &ao, &th, &td, &std, what);
+            if (v % 2 == 0 && haslse)
+                require_attention_outputs_equal(ref, &dv[0], &dv[1], &dv[2], &ao, &th, &tl, &td, &dl, &std, what);
+            else
+                require_attention_device_equals_host(ref, &dv[0], &dv[1], &dv[2], &ao, &th, &td, &std, what);
         }
         for (int i = 0; i < 4; i++) cudaFree(dp[i]);
         cudaFree(dm);
+        if (plse) cudaFree(plse);
+        lses += haslse;
         free(moved);
         er_ref_free(ref);
         cases++;
@@ -1149,7 +1203,7 @@ START_TEST(h200_attention_captures_on_the_gpu_equal_the_host) {
     npz_free(&z);
     ck_assert_int_eq(cases, 121);
     printf("t-cuda: er_attention_covers_device gave the host's reports on the %d H200 captures of attention.npz (%ld "
-           "elements), as captured and nudged, under two standards each\n", cases, elems);
+           "elements), as captured and nudged, under two standards each; with their LSE on %d\n", cases, elems, lses);
 }
 END_TEST
 
@@ -1212,6 +1266,18 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_attention_covers_device(&rep, &f32, &f32, &f32, NULL, &a, &mma, NULL), ER_ERR_STANDARD);
     if (!er_cuda_available())
         ck_assert_int_eq(er_attention_covers_device(&rep, &a, &a, &a, NULL, &a, &std, NULL), ER_ERR_UNSUPPORTED);
+    er_report reps[2];
+    er_tensor l2, l3;
+    er_tensor_view(&l2, ER_FP32, 1, (int64_t[]){2}, NULL, (void *)16);
+    er_tensor_view(&l3, ER_FP32, 1, (int64_t[]){3}, NULL, (void *)16);
+    const er_tensor *none[2] = {NULL, NULL}, *badl[2] = {&a, &l3}, *both[2] = {&a, &l2};
+    ck_assert_int_eq(er_attention_covers_device_outputs(NULL, &a, &a, &a, NULL, both, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_attention_covers_device_outputs(reps, &a, &a, &a, NULL, NULL, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_attention_covers_device_outputs(reps, &a, &a, &a, NULL, none, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_attention_covers_device_outputs(reps, &a, &a, &a, NULL, badl, &std, NULL), ER_ERR_OUTPUT);
+    if (!er_cuda_available())
+        ck_assert_int_eq(er_attention_covers_device_outputs(reps, &a, &a, &a, NULL, both, &std, NULL),
+                         ER_ERR_UNSUPPORTED);
 }
 END_TEST
 

@@ -1156,6 +1156,10 @@ class _MultiOutputReference(Reference):
         for, come from the host's pass on copies, and the other outputs are checked on the host."""
         single = not isinstance(out, (tuple, list))
         outs = (out,) if single else tuple(out)
+        if not single and len(outs) == len(self.OUTPUTS):
+            both = self._outputs_device(outs, standard, options, kwargs)
+            if both is not None:
+                return both
         if len(outs) == len(self.OUTPUTS) or single:
             first = outs[0]
             if first is not None and self._on_gpu(first):
@@ -1187,6 +1191,10 @@ class _MultiOutputReference(Reference):
     def _first_device(self, first, standard, options, kwargs):
         """The device path's Result of the first output."""
         raise NotImplementedError
+
+    def _outputs_device(self, outs, standard, options, kwargs):
+        """Results of every output on the device path where the op has one for them all; else None."""
+        return None
 
     def _covers_host(self, out, standard, options, kwargs):
         """covers() on the host (out as covers() takes it). The first output alone of an op of LAZY_SETS is checked
@@ -1296,6 +1304,27 @@ class AttentionReference(_MultiOutputReference):
         q, k, v, opts = self._args
         return attention_covers_device(q, k, v, first, standard=standard, options=options, **opts, **kwargs)
 
+    def _outputs_device(self, outs, standard, options, kwargs):
+        """(out, lse) of CUDA tensors (either None) on the device path together; their sets, where asked for, from
+        the host's pass on copies."""
+        given = [o for o in outs if o is not None]
+        if not given or not all(self._on_gpu(o) for o in given):
+            return None
+        out, lse = outs
+        want = {"out": tuple(self.shape), "lse": tuple(self.shape[:-1])}
+        for name, o in (("out", out), ("lse", lse)):
+            if o is not None and tuple(o.shape) != want[name]:
+                raise ValueError("exactref: %s has shape %s but attention produces %s"
+                                 % (name, tuple(o.shape), want[name]))
+        q, k, v, opts = self._args
+        res = attention_covers_device(q, k, v, out, standard=standard, options=options, lse=lse, **opts, **kwargs)
+        for i, name in enumerate(("out", "lse")):
+            if name in res.results:
+                host = tuple(to_numpy(o, n) if j == i else None for j, (o, n) in enumerate(zip(outs, self.OUTPUTS)))
+                res.results[name]._sets = (lambda h=host, nm=name: self._covers_host(h, standard, options, kwargs)
+                                           .results[nm]._bounds())
+        return res
+
 
 class AttentionFp8Reference(_MultiOutputReference):
     """fp8 attention's reference: four outputs, out, lse, amax_s and amax_o (one value each)."""
@@ -1380,26 +1409,36 @@ def attention_covers_device(q: Any, k: Any, v: Any, out: Any, scale: Optional[fl
                             causal_alignment: str = "top_left",
                             window: Optional[Tuple[Optional[int], Optional[int]]] = None, enable_gqa: bool = False,
                             standard: str = "any_order", options: Optional[str] = None, stream: Any = None,
-                            **kwargs: Any) -> Result:
+                            lse: Any = None, **kwargs: Any) -> Union[Result, Results]:
     """covers() of out = attention(q, k, v, ...) (options as attention() takes them; not fp8) with q, k, v and out
     CUDA torch tensors of any strides, each row's loops over its keys on the GPU (er_attention_covers_device: the
     scores' bounds, the weights' bounds and sums, and the weighted sums of v, with the host's operations there) and
     its sets from them on the host's threads. Outside the GPU path's scope (docs/reference/cuda.md) the tensors are
-    checked on host copies; the result is the same as er.attention(q, k, v, ...).covers(out) on host copies. lse is
-    checked on the host: er.attention(...).covers((out, lse)). stream: a torch.cuda.Stream (default: the current
-    stream)."""
+    checked on host copies; the result is the same as er.attention(q, k, v, ...).covers(out) on host copies. With
+    lse (a CUDA tensor, the natural-log LSE) both are checked there (er_attention_covers_device_outputs; out may then
+    be None) and Results come back, as er.attention(...).covers((out, lse)) gives them. stream: a torch.cuda.Stream
+    (default: the current stream)."""
     fn = "attention_covers_device"
     _check_stream(stream, fn)
-    vq, vk, vv, vo = (DeviceView(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v"), (out, "out")))
+    if out is None and lse is None:
+        raise ValueError("exactref: %s: out and lse are both None" % fn)
     c_scale, c_causal, sides, c_gqa = _attention_args(fn, [], scale, causal, causal_alignment, window, enable_gqa)
+    vq, vk, vv = (DeviceView(t, name) for t, name in ((q, "q"), (k, "k"), (v, "v")))
+    vo = None if out is None else DeviceView(out, "out")
+    vl = None if lse is None else DeviceView(lse, "lse")
     if stream is None:
         import torch
         stream = torch.cuda.current_stream(vq.tensor.device)
     std = _standard(standard, options, kwargs)
-    rep = _ffi.attention_covers_device(vq.buf, vk.buf, vv.buf, c_scale, c_causal,
-                                       int(causal_alignment == "bottom_right"), sides, c_gqa, vo.buf, std,
-                                       stream.cuda_stream)
-    return Result(rep, tuple(vo.tensor.shape))
+    args = (vq.buf, vk.buf, vv.buf, c_scale, c_causal, int(causal_alignment == "bottom_right"), sides, c_gqa)
+    if lse is None:
+        rep = _ffi.attention_covers_device(*args, vo.buf, std, stream.cuda_stream)
+        return Result(rep, tuple(vo.tensor.shape))
+    reps = _ffi.attention_covers_device_outputs(*args, None if vo is None else vo.buf, vl.buf, std,
+                                                stream.cuda_stream)
+    results = {name: Result(r, tuple(view.tensor.shape)) for name, r, view in zip(("out", "lse"), reps, (vo, vl))
+               if view is not None}
+    return Results(results)
 
 
 class AttentionBackwardReference(_MultiOutputReference):

@@ -263,6 +263,10 @@ _sig = {
         ctypes.c_int,
         [ctypes.c_void_p] * 8,
     ),
+    "er_attention_covers_device_outputs": (
+        ctypes.c_int,
+        [ctypes.c_void_p] * 8,
+    ),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
@@ -779,6 +783,17 @@ def layernorm_covers_device(vx, nd, vw, vb, eps, vo, std, stream_handle):
     block = Reports(1)
     check(lib.er_layernorm_covers_device(block.buf, vx, nd, vw, vb, eps, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
+
+
+def attention_covers_device_outputs(vq, vk, vv, scale, causal, bottom_right, window, enable_gqa, vo, vl, std,
+                                    stream_handle):
+    """er_attention_covers_device_outputs; vo or vl None: that output not checked. The two reports."""
+    o = _attention_opts(scale, causal, bottom_right, window, enable_gqa)
+    outs = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) if v is not None else None for v in (vo, vl)])
+    block = Reports(2)
+    check(lib.er_attention_covers_device_outputs(block.buf, vq, vk, vv, ctypes.byref(o), outs, std,
+                                                 ctypes.c_void_p(stream_handle)))
+    return [block.at(0), block.at(1)]
 
 
 def attention_covers_device(vq, vk, vv, scale, causal, bottom_right, window, enable_gqa, vo, std, stream_handle):

@@ -533,6 +533,23 @@ def test_attention_covers_device_equals_host():
             assert (r.classes == host.classes).all()
             assert r.worst == host.worst and str(r) == str(host)
         assert np.array_equal(auto.hi, host.hi, equal_nan=True)
+        # LSE too, from the scores in float64 (one element far off), with out and alone
+        s = (q.double() @ kk.double().transpose(-1, -2)) * opts.get("scale", D ** -0.5)
+        allowed = (mask if mask is not None else torch.ones((Sq, Sk), dtype=torch.bool, device="cuda")
+                   if not opts.get("causal") else
+                   torch.arange(Sk, device="cuda")[None, :] <= torch.arange(Sq, device="cuda")[:, None])
+        lse = torch.logsumexp(s.masked_fill(~allowed, float("-inf")), -1).float()
+        lse[0, 0, 1] += 0.5
+        hostb = er.attention(q.cpu(), k.cpu(), v.cpu(), **opts).covers((out.cpu(), lse.cpu()), **options)
+        assert er.CLASSES[hostb.lse.classes[0, 0, 1]] == "outside", str(hostb.lse)
+        for both in (er.attention_covers_device(q, k, v, out, lse=lse, **opts, **options),
+                     er.attention(q, k, v, **opts).covers((out, lse), **options)):
+            for name in ("out", "lse"):
+                r, h = both.results[name], hostb.results[name]
+                assert r.counts == h.counts and (r.classes == h.classes).all() and str(r) == str(h), name
+        alone = er.attention(q, k, v, **opts).covers((None, lse), **options)
+        assert list(alone.results) == ["lse"] and str(alone.lse) == str(hostb.lse)
+        assert np.array_equal(alone.lse.hi, hostb.lse.hi, equal_nan=True)
 
 
 def test_a_reference_made_later_is_built_once_on_first_use():
@@ -613,6 +630,15 @@ def test_matmul_covers_device_refuses_host_tensors():
         er.layer_norm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2, eps=-1.0)
     with pytest.raises(TypeError, match="normalized_shape"):
         er.layer_norm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2.5)
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.attention_covers_device(a, a, a, a)
+    with pytest.raises(ValueError, match="both None"):
+        er.attention_covers_device(a, a, a, None)
+    with pytest.raises(er.ExactrefValueError, match="window"):  # the options before the tensors
+        er.attention_covers_device(a, a, a, a, window=(1, -5))
+    with pytest.raises(er.ExactrefValueError, match="causal_alignment"):
+        er.attention_covers_device(a, a, a, a, causal_alignment="middle")
     for bad in (5, "stream", object()):  # checked before the tensors, so without a GPU too
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
@@ -622,6 +648,8 @@ def test_matmul_covers_device_refuses_host_tensors():
             er.layer_norm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2, stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.softmax_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.attention_covers_device(a, a, a, a, stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.matmul_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
                                     np.ones((2, 2), np.float32), stream=bad)
