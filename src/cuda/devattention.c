@@ -28,7 +28,6 @@ typedef struct er_at_arg {
 } er_at_arg;
 
 static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
-#endif
 
 /* Host copies of the n device views dv into hv (their buffers hp, freed by the caller). */
 static er_status er_at_copies(const er_tensor *const *dv, er_tensor *hv, void **hp, int n, void *stream) {
@@ -39,6 +38,7 @@ static er_status er_at_copies(const er_tensor *const *dv, er_tensor *hv, void **
     }
     return ER_OK;
 }
+#endif
 
 /* O and LSE (outs[0], outs[1]; NULL: not checked) of attention into reps (nrep 1: O alone, into one report). */
 static er_status er_attention_covers_device_run(er_report *reps, int nrep, const er_tensor *q, const er_tensor *k,
