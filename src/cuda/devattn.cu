@@ -37,7 +37,7 @@ __global__ void er_k_at_decode(const void *t, int fmt, const int64_t *base, int6
     }
 }
 
-// er__attn_qnorm's and er__attn_load_kv's norm bounds: the squares summed from the first dimension.
+// er_attn_qnorm's and er__attn_load_kv's norm bounds: the squares summed from the first dimension.
 __global__ void er_k_at_norms(const er_devattn_consts c, const double *q, int64_t rows, const double *k,
                               const double *v, int64_t keys, double *qn, double *kn) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows + keys;

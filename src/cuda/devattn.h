@@ -31,7 +31,7 @@ enum { ER_DEVATTN_TILE = 32 };
 int er__devattn_decode(const void *t, int fmt, const int64_t *base, int64_t nbh, int64_t S, int64_t Dd, int64_t sS,
                        int64_t sD, double *out, void *stream);
 /* The bounds of ||q_i|| for rows q (rows x D) and of ||k_j|| for keys k (keys x D, v keys x Dv; infinite where k_j or
- * v_j holds a value that is not finite), as er__attn_qnorm and er__attn_load_kv compute them. */
+ * v_j holds a value that is not finite), as er_attn_qnorm and er__attn_load_kv compute them. */
 int er__devattn_norms(const er_devattn_consts *c, const double *q, int64_t rows, const double *k, const double *v,
                       int64_t keys, double *qn, double *kn, void *stream);
 /* Tiles t0 .. t1 - 1 (tile T: head T / ceil(Sq / 32), its rows from (T mod ceil(Sq / 32)) 32), whose first row is r0:

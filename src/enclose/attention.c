@@ -325,7 +325,7 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     free(pr); free(wl); free(wh); free(pp); free(rl); free(rh);
 }
 
-/* er__attn_qnorm with the keys' part given (keys_bad): whether q or a key holds a value that is not finite; *qn the
+/* er_attn_qnorm with the keys' part given (keys_bad): whether q or a key holds a value that is not finite; *qn the
  * bound of ||q|| (Lemma A1: q^2 exact in double, the sum of D of them within (D + 2) 2^-53 of itself). */
 static int er_attn_qnorm_of(const er_attn_plan *pl, const double *q, int keys_bad, double *qn) {
     int64_t D = pl->D;
@@ -336,7 +336,10 @@ static int er_attn_qnorm_of(const er_attn_plan *pl, const double *q, int keys_ba
     return bad;
 }
 
-int er__attn_qnorm(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n, double *qn) {
+/* Whether query row q (D values) or its keys j0 .. j0 + n - 1 hold a value that is not finite (the row then claims
+ * nothing); *qn the bound of ||q||_2 the scores' bounds take (Lemma A1). */
+static int er_attn_qnorm(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                          double *qn) {
     return er_attn_qnorm_of(pl, q, kv->bad[j0 + n] - kv->bad[j0] > 0, qn);
 }
 
@@ -346,7 +349,7 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
                       er_attn_work *w, er_attn_rowq *rq) {
     int64_t D = pl->D;
     double qn;
-    if (er__attn_qnorm(pl, kv, q, j0, n, &qn)) return 0;
+    if (er_attn_qnorm(pl, kv, q, j0, n, &qn)) return 0;
     /* Lemma A1: the scores. q k is exact in double (at most 24-bit values); each sum of D of them is within
      * (D + 2) 2^-53 of the sum of their magnitudes */
     er_attn_sconst sk = er__attn_sconst(pl);

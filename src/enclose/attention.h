@@ -74,11 +74,6 @@ typedef struct er_attn_rowq {
 /* sum_i a_i b_i in double in four independent chains (any order: the bound of Lemma A1 holds for every order). */
 ER_INTERNAL double er__attn_dot(const double *a, const double *b, int64_t n);
 
-/* Whether query row q (D values) or its keys j0 .. j0 + n - 1 hold a value that is not finite (the row then claims
- * nothing); *qn the bound of ||q||_2 the scores' bounds take (Lemma A1). */
-ER_INTERNAL int er__attn_qnorm(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
-                               double *qn);
-
 /* The scores' constants (Lemma A1): each score's dot bound gD nu_j, the scale's magnitude asc and relative error
  * screl. */
 typedef struct er_attn_sconst { double gD, asc, screl; } er_attn_sconst;
