@@ -1224,12 +1224,22 @@ class _MultiOutputReference(Reference):
         if not views:
             raise ValueError("exactref: %s: every output is None" % self.op)
         shapes = [tuple(self.shape) if i == 0 else (None if a is None else tuple(a.shape)) for i, a in enumerate(arrs)]
-        cache = {
+        # an op of LAZY_SETS computes its outputs' sets when they are first read, a second pass for that output
+        lazy = self.op in self.LAZY_SETS
+        cache = {} if lazy else {
             i: tuple(np.empty(shapes[i], np.float64) for _ in range(3)) for i in range(nout) if arrs[i] is not None
         }
         owned = _ffi.covers_outputs_sets(self._ptr, bufs, std, [cache.get(i) for i in range(nout)])
-        results = {name: Result(owned[i], shapes[i], arrs[i], cache[i]) for i, name in enumerate(self.OUTPUTS)
-                   if outs[i] is not None}
+
+        def later(i):  # output i's view reads arrs[i], which its Result keeps
+            def sets():
+                arrays = tuple(np.empty(shapes[i], np.float64) for _ in range(3))
+                _ffi.covers_outputs_sets(self._ptr, [b if j == i else None for j, b in enumerate(bufs)], std,
+                                         [arrays if j == i else None for j in range(nout)])
+                return arrays
+            return sets
+        results = {name: Result(owned[i], shapes[i], arrs[i], cache[i] if i in cache else later(i))
+                   for i, name in enumerate(self.OUTPUTS) if outs[i] is not None}
         return results[self.OUTPUTS[0]] if single else Results(results)
 
 

@@ -165,11 +165,25 @@ def test_out_alone_reads_its_sets_later():
     flat[7] = np.nan
     ref = er.attention(q, k, v, causal=True, enable_gqa=True)
     alone, both = ref.covers(O), ref.covers((O, None)).out
-    assert alone._lohi is None                       # no sets computed yet
+    assert alone._lohi is None and both._lohi is None  # no sets computed yet
     assert str(alone) == str(both) and alone.json == both.json and (alone.classes == both.classes).all()
     assert alone.n_failed >= 1
     for name in ("lo", "hi", "slack"):
         assert np.array_equal(getattr(alone, name), getattr(both, name), equal_nan=True), name
+    # with LSE too: each output's sets from its own second pass, as the library's one pass with the sets gives them
+    _, L = flash(q, k, v, causal=True)
+    L = L.copy()
+    L[1, 4] += np.float32(0.5)
+    lazy = ref.covers((O, L))
+    assert lazy.out._lohi is None and lazy.lse._lohi is None and not lazy.lse.all()
+    arrays = [tuple(np.empty(a.shape, np.float64) for _ in range(3)) for a in (O, L)]
+    views = [ref._out_view(O, "out"), er._api.View(L, "lse")]
+    reps = er._ffi.covers_outputs_sets(ref._ptr, [vw.buf for vw in views], er._api._standard("any_order", None, {}),
+                                       arrays)
+    assert [r.numel() for r in reps] == [O.size, L.size]
+    for res, (lo, hi, slack) in zip((lazy.out, lazy.lse), arrays):
+        assert np.array_equal(res.lo, lo, equal_nan=True) and np.array_equal(res.hi, hi, equal_nan=True)
+        assert np.array_equal(res.slack, slack, equal_nan=True)
 
 
 def test_refusals():
