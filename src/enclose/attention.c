@@ -127,15 +127,11 @@ static int er_attn_score_exact(const double *q, const uint64_t *mq, const int *e
 }
 
 /* The first enclosure of O's open elements (The exact results): each key's weight bounds from its exact score
- * (Lemma A5) where it fits, else Lemma A1's (w->wlo, w->whi), taken exactly; L's bounds from their fixed-point sum;
- * N's ends summed in MPFR with directed roundings (each product of two doubles exact at 160 bits), divided by L's.
- * Where both ends round to one value of O, that is the correct rounding: rl[d] = rh[d] = ord[d], open[d] cleared;
- * returns how many it decided. */
-static int er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
-                                 int64_t n, double Mt, er_attn_work *w, double *oex, double *ord, double *rl,
-                                 double *rh) {
-    int64_t D = pl->D, Dv = pl->Dv;
-    int done = 0;
+ * (Lemma A5) where it fits, else Lemma A1's (w->wlo, w->whi, replaced in place), and L's bounds [*Llo, *Lhi] from their
+ * fixed-point sum. */
+static void er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
+                                  int64_t n, double Mt, er_attn_work *w, double *Llo, double *Lhi) {
+    int64_t D = pl->D;
     mpfr_t Nl, Nh, x;
     mpfr_inits2(160, Nl, Nh, x, (mpfr_ptr)0);
     /* the scale between c0 and c1: 1/sqrt(D) rounded down and up, or the double itself (fp8's scale takes its
@@ -170,34 +166,42 @@ static int er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, c
     }
     free(mq);
     free(eq);
-    double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
+    *Llo = er__fxsum_lo(&Ls);
+    *Lhi = er__fxsum_hi(&Ls);
+    mpfr_clears(Nl, Nh, x, (mpfr_ptr)0);
+}
+
+/* O's open elements (w->open) from weights wl[t] <= exp(s*_j - Mt) <= wh[t] and L between Ll and Lh: N's ends summed
+ * with directed roundings into Nl and Nh (x a scratch), the quotients rounded outward, both ends rounded to O into
+ * rl[d] and rh[d] (the lower one's double into oex[d]); where they agree, the correct rounding: ord[d], open[d]
+ * cleared. Returns how many it decided. */
+static int er_attn_open_quotients(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, mpfr_t *wl,
+                                  mpfr_t *wh, mpfr_srcptr Ll, mpfr_srcptr Lh, mpfr_ptr Nl, mpfr_ptr Nh, mpfr_ptr x,
+                                  er_attn_work *w, double *oex, double *ord, double *rl, double *rh) {
+    int64_t Dv = pl->Dv;
+    int done = 0;
     for (int64_t d = 0; d < Dv; d++) {
         if (!w->open[d]) continue;
         mpfr_set_zero(Nl, 1);
         mpfr_set_zero(Nh, 1);
         for (int64_t t = 0; t < n; t++) {
             double v = kv->v[(j0 + t) * Dv + d];
-            mpfr_set_d(x, v >= 0 ? w->wlo[t] : w->whi[t], MPFR_RNDN);
-            mpfr_mul_d(x, x, v, MPFR_RNDN); /* exact */
+            mpfr_mul_d(x, v >= 0 ? wl[t] : wh[t], v, MPFR_RNDD);
             mpfr_add(Nl, Nl, x, MPFR_RNDD);
-            mpfr_set_d(x, v >= 0 ? w->whi[t] : w->wlo[t], MPFR_RNDN);
-            mpfr_mul_d(x, x, v, MPFR_RNDN);
+            mpfr_mul_d(x, v >= 0 ? wh[t] : wl[t], v, MPFR_RNDU);
             mpfr_add(Nh, Nh, x, MPFR_RNDU);
         }
-        mpfr_div_d(x, Nl, mpfr_sgn(Nl) >= 0 ? Lhi : Llo, MPFR_RNDD);
+        mpfr_div(x, Nl, mpfr_sgn(Nl) >= 0 ? Lh : Ll, MPFR_RNDD);
         if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDD); mpfr_mul_d(x, x, pl->so, MPFR_RNDD); }
-        double lo = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o), ex = mpfr_get_d(x, MPFR_RNDN);
-        mpfr_div_d(x, Nh, mpfr_sgn(Nh) >= 0 ? Llo : Lhi, MPFR_RNDU);
+        double lo = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
+        oex[d] = mpfr_get_d(x, MPFR_RNDN);
+        mpfr_div(x, Nh, mpfr_sgn(Nh) >= 0 ? Ll : Lh, MPFR_RNDU);
         if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDU); mpfr_mul_d(x, x, pl->so, MPFR_RNDU); }
         double hi = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
-        if (lo == hi) {
-            oex[d] = ex;
-            rl[d] = rh[d] = ord[d] = lo;
-            w->open[d] = 0;
-            done++;
-        }
+        rl[d] = lo;
+        rh[d] = hi;
+        if (lo == hi) { ord[d] = lo; w->open[d] = 0; done++; }
     }
-    mpfr_clears(Nl, Nh, x, (mpfr_ptr)0);
     return done;
 }
 
@@ -227,7 +231,23 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     for (int64_t d = 0; d < D; d++) { mpfr_init2(pr[d], 53); pp[d] = pr[d]; }
     int todo = lse_open;
     for (int64_t d = 0; d < Dv; d++) todo += w->open[d];
-    if (w->wok && todo > lse_open) todo -= er_attn_weights_exact(pl, kv, q, j0, n, Mt, w, oex, ord, rl, rh);
+    if (w->wok && todo > lse_open) { /* the first enclosure: the weights' doubles exactly, the sums at 160 bits */
+        double Llo, Lhi;
+        er_attn_weights_exact(pl, kv, q, j0, n, Mt, w, &Llo, &Lhi);
+        mpfr_t Ll, Lh, Nl, Nh, x;
+        mpfr_inits2(160, Ll, Lh, Nl, Nh, x, (mpfr_ptr)0);
+        mpfr_set_d(Ll, Llo, MPFR_RNDN);
+        mpfr_set_d(Lh, Lhi, MPFR_RNDN);
+        for (int64_t t = 0; t < n; t++) {
+            mpfr_init2(wl[t], 53);
+            mpfr_init2(wh[t], 53);
+            mpfr_set_d(wl[t], w->wlo[t], MPFR_RNDN);
+            mpfr_set_d(wh[t], w->whi[t], MPFR_RNDN);
+        }
+        todo -= er_attn_open_quotients(pl, kv, j0, n, wl, wh, Ll, Lh, Nl, Nh, x, w, oex, ord, rl, rh);
+        for (int64_t t = 0; t < n; t++) mpfr_clears(wl[t], wh[t], (mpfr_ptr)0);
+        mpfr_clears(Ll, Lh, Nl, Nh, x, (mpfr_ptr)0);
+    }
     for (mpfr_prec_t p = 64; p <= 4096 && todo > 0; p *= 4) {
         mpfr_prec_t pw = p + 64;
         mpfr_t Sl, Sh, c0, c1, t0, t1, sl, sh, Ll, Lh, Nl, Nh, x;
@@ -273,28 +293,7 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
             mpfr_add(Ll, Ll, wl[t], MPFR_RNDD);
             mpfr_add(Lh, Lh, wh[t], MPFR_RNDU);
         }
-        for (int64_t d = 0; d < Dv; d++) {
-            if (!w->open[d]) continue;
-            mpfr_set_zero(Nl, 1);
-            mpfr_set_zero(Nh, 1);
-            for (int64_t t = 0; t < n; t++) {
-                double v = kv->v[(j0 + t) * Dv + d];
-                mpfr_mul_d(x, v >= 0 ? wl[t] : wh[t], v, MPFR_RNDD);
-                mpfr_add(Nl, Nl, x, MPFR_RNDD);
-                mpfr_mul_d(x, v >= 0 ? wh[t] : wl[t], v, MPFR_RNDU);
-                mpfr_add(Nh, Nh, x, MPFR_RNDU);
-            }
-            mpfr_div(x, Nl, mpfr_sgn(Nl) >= 0 ? Lh : Ll, MPFR_RNDD);
-            if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDD); mpfr_mul_d(x, x, pl->so, MPFR_RNDD); }
-            double lo = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
-            oex[d] = mpfr_get_d(x, MPFR_RNDN);
-            mpfr_div(x, Nh, mpfr_sgn(Nh) >= 0 ? Ll : Lh, MPFR_RNDU);
-            if (pl->fp8) { mpfr_mul_d(x, x, pl->dv, MPFR_RNDU); mpfr_mul_d(x, x, pl->so, MPFR_RNDU); }
-            double hi = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov_o);
-            rl[d] = lo;
-            rh[d] = hi;
-            if (lo == hi) { ord[d] = lo; w->open[d] = 0; todo--; }
-        }
+        todo -= er_attn_open_quotients(pl, kv, j0, n, wl, wh, Ll, Lh, Nl, Nh, x, w, oex, ord, rl, rh);
         if (lse_open) {
             mpfr_log(x, Ll, MPFR_RNDD);
             mpfr_add_d(x, x, Mt, MPFR_RNDD);
