@@ -683,65 +683,96 @@ START_TEST(long_row_near_a_midpoint_is_exact) {
 }
 END_TEST
 
-/* The MPFR oracle: O and LSE of every row at 300 bits (the scores exact, the scale 1/sqrt(D) and each exp rounded
- * to nearest at 300 bits), rounded by er_oracle_round, written as the kernel's output: every element must be exact.
+/* Row i of head h at 300 bits: its keys [*j0, *j1] (empty when j1 < j0), the weights w[j - j0] = exp(s_j - m) of
+ * the scores s_j (exact, times the scale 1/sqrt(D) rounded to nearest at 300 bits), the largest score m and the
+ * weights' sum L (each exp and sum rounded to nearest at 300 bits); w's numbers initialised here, cleared by the
+ * caller (oracle_clear). */
+static void oracle_row(int h, int i, int *j0, int *j1, mpfr_t *w, mpfr_t m, mpfr_t L) {
+    int g = h / (H / Hkv);
+    mpfr_t S, x, sc;
+    mpfr_inits2(300, S, x, sc, (mpfr_ptr)0);
+    if (user_scale != 0) mpfr_set_d(sc, user_scale, MPFR_RNDN);
+    else { mpfr_set_si(sc, D, MPFR_RNDN); mpfr_rec_sqrt(sc, sc, MPFR_RNDN); }
+    keys_of(i, j0, j1, 0);
+    mpfr_set_inf(m, -1);
+    for (int j = *j0; j <= *j1; j++) {
+        mpfr_init2(w[j - *j0], 300);
+        mpfr_set_zero(S, 1);
+        for (int d = 0; d < D; d++) {
+            mpfr_set_d(x, qd[(h * Sq + i) * D + d] * kd[(g * Sk + j) * D + d], MPFR_RNDN); /* exact */
+            mpfr_add(S, S, x, MPFR_RNDN);                                              /* exact at 300 bits */
+        }
+        mpfr_mul(w[j - *j0], S, sc, MPFR_RNDN);
+        if (mpfr_cmp(w[j - *j0], m) > 0) mpfr_set(m, w[j - *j0], MPFR_RNDN);
+    }
+    mpfr_set_zero(L, 1);
+    for (int j = *j0; j <= *j1; j++) {
+        mpfr_sub(w[j - *j0], w[j - *j0], m, MPFR_RNDN);
+        mpfr_exp(w[j - *j0], w[j - *j0], MPFR_RNDN);
+        mpfr_add(L, L, w[j - *j0], MPFR_RNDN);
+    }
+    mpfr_clears(S, x, sc, (mpfr_ptr)0);
+}
+
+static void oracle_clear(int j0, int j1, mpfr_t *w) {
+    for (int j = j0; j <= j1; j++) mpfr_clear(w[j - j0]);
+}
+
+/* O_d of a row of head h from its weights (oracle_row) into o, at 300 bits. */
+static void oracle_o(int h, int d, int j0, int j1, mpfr_t *w, mpfr_t L, mpfr_t o) {
+    int g = h / (H / Hkv);
+    mpfr_t x;
+    mpfr_init2(x, 300);
+    mpfr_set_zero(o, 1);
+    for (int j = j0; j <= j1; j++) {
+        mpfr_mul_d(x, w[j - j0], vd[(g * Sk + j) * Dv + d], MPFR_RNDN);
+        mpfr_add(o, o, x, MPFR_RNDN);
+    }
+    mpfr_div(o, o, L, MPFR_RNDN);
+    mpfr_clear(x);
+}
+
+/* The stored problem's O and LSE at 300 bits (oracle_row, oracle_o), rounded by er_oracle_round, written as the
+ * kernel's outputs. */
+static void oracle_outputs(void) {
+    mpfr_t x, L, m;
+    mpfr_inits2(300, x, L, m, (mpfr_ptr)0);
+    er_format OF = out_format();
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Sq; i++) {
+            int j0, j1;
+            mpfr_t w[MAXS];
+            oracle_row(h, i, &j0, &j1, w, m, L);
+            for (int d = 0; d < Dv; d++) {
+                double o = 0;
+                if (j1 >= j0) {
+                    oracle_o(h, d, j0, j1, w, L, x);
+                    o = er_oracle_round(OF, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+                }
+                put_output((h * Sq + i) * Dv + d, o);
+            }
+            if (j1 >= j0) {
+                mpfr_log(x, L, MPFR_RNDN);
+                mpfr_add(x, x, m, MPFR_RNDN);
+                outl[h * Sq + i] = (float)er_oracle_round(ER_FP32, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
+            } else {
+                outl[h * Sq + i] = -INFINITY;
+            }
+            oracle_clear(j0, j1, w);
+        }
+    mpfr_clears(x, L, m, (mpfr_ptr)0);
+}
+
+/* The MPFR oracle (oracle_outputs) written as the kernel's output: every element must be exact.
  * Random problems in fp16, bf16 and fp32, masks and GQA, and O in fp16, bf16 and fp32. */
 START_TEST(mpfr_oracle_is_exact) {
     er_test_reseed(1604);
     int trials = (int)(12 * er_test_multiplier());
-    mpfr_t S, t, x, sc, L, N, m;
-    mpfr_inits2(300, S, t, x, sc, L, N, m, (mpfr_ptr)0);
     for (int tr = 0; tr < trials; tr++) {
         random_problem();
         Sk = (int)er_rand_int(1, 80);
         gen((int)er_rand_int(0, 1), 1.0);
-        er_format OF = out_format();
-        if (user_scale != 0) mpfr_set_d(sc, user_scale, MPFR_RNDN);
-        else { mpfr_set_si(sc, D, MPFR_RNDN); mpfr_rec_sqrt(sc, sc, MPFR_RNDN); }
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < Sq; i++) {
-                int j0, j1, g = h / (H / Hkv);
-                keys_of(i, &j0, &j1, 0);
-                mpfr_t s[MAXS];
-                mpfr_set_inf(m, -1);
-                for (int j = j0; j <= j1; j++) {
-                    mpfr_init2(s[j - j0], 300);
-                    mpfr_set_zero(S, 1);
-                    for (int d = 0; d < D; d++) {
-                        mpfr_set_d(x, qd[(h * Sq + i) * D + d] * kd[(g * Sk + j) * D + d], MPFR_RNDN); /* exact */
-                        mpfr_add(S, S, x, MPFR_RNDN);                                              /* exact at 300 bits */
-                    }
-                    mpfr_mul(s[j - j0], S, sc, MPFR_RNDN);
-                    if (mpfr_cmp(s[j - j0], m) > 0) mpfr_set(m, s[j - j0], MPFR_RNDN);
-                }
-                mpfr_set_zero(L, 1);
-                for (int j = j0; j <= j1; j++) {
-                    mpfr_sub(s[j - j0], s[j - j0], m, MPFR_RNDN);
-                    mpfr_exp(s[j - j0], s[j - j0], MPFR_RNDN);
-                    mpfr_add(L, L, s[j - j0], MPFR_RNDN);
-                }
-                for (int d = 0; d < Dv; d++) {
-                    double o = 0;
-                    if (j1 >= j0) {
-                        mpfr_set_zero(N, 1);
-                        for (int j = j0; j <= j1; j++) {
-                            mpfr_mul_d(x, s[j - j0], vd[(g * Sk + j) * Dv + d], MPFR_RNDN);
-                            mpfr_add(N, N, x, MPFR_RNDN);
-                        }
-                        mpfr_div(x, N, L, MPFR_RNDN);
-                        o = er_oracle_round(OF, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
-                    }
-                    put_output((h * Sq + i) * Dv + d, o);
-                }
-                if (j1 >= j0) {
-                    mpfr_log(x, L, MPFR_RNDN);
-                    mpfr_add(x, x, m, MPFR_RNDN);
-                    outl[h * Sq + i] = (float)er_oracle_round(ER_FP32, x, MPFR_RNDN, ER_OVERFLOW_DEFAULT);
-                } else {
-                    outl[h * Sq + i] = -INFINITY;
-                }
-                for (int j = j0; j <= j1; j++) mpfr_clear(s[j - j0]);
-            }
+        oracle_outputs();
         er_report reps[2];
         ck_assert_int_eq(check_outputs(NULL, reps), ER_OK);
         ER_REQUIRE(reps[0].counts[ER_CLASS_EXACT] == (int64_t)H * Sq * Dv, "trial %d (%s): O exact %lld of %lld", tr,
@@ -750,7 +781,6 @@ START_TEST(mpfr_oracle_is_exact) {
                    (long long)reps[1].counts[ER_CLASS_EXACT], (long long)H * Sq);
         for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
     }
-    mpfr_clears(S, t, x, sc, L, N, m, (mpfr_ptr)0);
 }
 END_TEST
 
