@@ -77,98 +77,191 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
     *lex = *lrd = NAN;
 }
 
-/* The correctly rounded values that the double enclosure left open (w->open[d], and the LSE when w->open[Dv]),
- * from enclosures in MPFR at 64, 256, 1024 and 4096 bits. An element still open at 4096 bits (an exact value on a
- * rounding boundary, which only a rational one can be) keeps w->open set, its lower candidate in ord, and both
- * candidates join its set: it is never called exact. */
-/* x = m 2^e with m an odd integer (x a nonzero normal double): *m, and e returned. */
-static inline int er_attn_lsb(double x, uint64_t *m) {
-    uint64_t b = er__bits(x), M = (b & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
-    int z = __builtin_ctzll(M);
-    *m = M >> z;
-    return (int)((b >> 52) & 0x7ff) - 1075 + z;
+/* Lemma A5: sums of exact terms enclosed in double. ER_ATTN_LANES chains of TwoSum leave the exact sum equal to the
+ * chains' sums s plus their exact errors; those errors summed in double (c), with their magnitudes (a), bound c's own
+ * error by (m + ER_ATTN_LANES) 2^-52 a for m terms. */
+#define ER_ATTN_LANES 8
+typedef struct er_attn_dd { double s[ER_ATTN_LANES], c[ER_ATTN_LANES], a[ER_ATTN_LANES]; } er_attn_dd;
+
+static inline void er_attn_dd_add(er_attn_dd *z, int l, double x) {
+    double t = z->s[l] + x, bb = t - z->s[l], e = (z->s[l] - (t - bb)) + (x - bb);
+    z->s[l] = t;
+    z->c[l] += e;
+    z->a[l] += fabs(e);
 }
 
-/* Lemma A5: S = sum_d q_d k_d exactly, as the integer sum of the products' odd parts shifted to their least
- * exponent, into doubles *Slo <= S <= *Shi (neighbours, or S twice); 0 where the products' bits (their exponents'
- * spread, the largest product and the D terms' carry) need more than 125 bits, or a value is not finite or has more
- * than 26 bits. q's parts are given: q_d = mq[d] 2^eq[d] (mq[d] = 0 for q_d = 0); mk and ek: D scratch values. */
-static int er_attn_score_exact(const double *q, const uint64_t *mq, const int *eq, const double *k, int64_t D,
-                               uint64_t *mk, int *ek, double *Slo, double *Shi) {
-    int emin = INT32_MAX, emax = INT32_MIN;
-    for (int64_t d = 0; d < D; d++) {
-        if (!isfinite(k[d])) return 0;
-        mk[d] = 0;
-        if (mq[d] == 0 || k[d] == 0) continue;
-        ek[d] = er_attn_lsb(k[d], &mk[d]) + eq[d];
-        if (mq[d] > (UINT64_C(1) << 26) || mk[d] > (UINT64_C(1) << 26)) return 0; /* at most 24 bits each */
-        int top = ek[d] + 128 - __builtin_clzll(mq[d]) - __builtin_clzll(mk[d]); /* the product is below 2^top */
-        if (ek[d] < emin) emin = ek[d];
-        if (top > emax) emax = top;
+/* The sum of the m terms added to z between *lo and *hi (a point where every partial sum was exact); 0 where a sum is
+ * not finite. */
+static int er_attn_dd_close(const er_attn_dd *z, int64_t m, double *lo, double *hi) {
+    double S = z->s[0], C = 0, A = 0;
+    for (int l = 0; l < ER_ATTN_LANES; l++) {
+        if (l > 0) {
+            double t = S + z->s[l], bb = t - S, e = (S - (t - bb)) + (z->s[l] - bb);
+            S = t;
+            C += e;
+            A += fabs(e);
+        }
+        C += z->c[l];
+        A += z->a[l];
     }
-    if (emin == INT32_MAX) { *Slo = *Shi = 0; return 1; }
-    int carry = 64 - __builtin_clzll((uint64_t)D);
-    if (emax - emin + carry > 125) return 0;
-    __int128 acc = 0;
-    for (int64_t d = 0; d < D; d++) {
-        if (!mk[d]) continue;
-        __int128 p = (__int128)((unsigned __int128)(mq[d] * mk[d]) << (ek[d] - emin));
-        acc += (q[d] < 0) != (k[d] < 0) ? -p : p;
+    if (!isfinite(S) || !isfinite(C) || !isfinite(A)) return 0;
+    if (A == 0) {
+        *lo = *hi = S;
+        return 1;
     }
-    /* acc to the nearest double, then its neighbour on acc's other side where that rounding moved it; both scaled
-     * by 2^emin exactly (|S| within [2^-600, 2^600]: 24-bit values' products) */
-    double r = (double)acc, lo = r, hi = r;
-    __int128 back = (__int128)r; /* exact: r is an integer below 2^126 */
-    if (back > acc) lo = nextafter(r, -INFINITY);
-    else if (back < acc) hi = nextafter(r, INFINITY);
-    *Slo = ldexp(lo, emin);
-    *Shi = ldexp(hi, emin);
+    double E = er__mul_up(A, (double)(m + ER_ATTN_LANES) * 0x1p-52);
+    *lo = er__dn(S + er__dn(C - E));
+    *hi = er__up(S + er__up(C + E));
     return 1;
 }
 
-/* The first enclosure of O's open elements (The exact results): each key's weight bounds from its exact score
- * (Lemma A5) where it fits, else Lemma A1's (w->wlo, w->whi, replaced in place), and L's bounds [*Llo, *Lhi] from their
- * fixed-point sum. */
-static void er_attn_weights_exact(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0,
-                                  int64_t n, double Mt, er_attn_work *w, double *Llo, double *Lhi) {
-    int64_t D = pl->D;
-    mpfr_t Nl, Nh, x;
-    mpfr_inits2(160, Nl, Nh, x, (mpfr_ptr)0);
+/* Nonzero unless x is 0 or has at most 26 significant bits and |x| >= 2^-400 (infinities pass: their sums are not
+ * finite); integer operations that vectorise. Two such values multiply exactly. */
+static inline uint64_t er_attn_dd_bad(double x) {
+    uint64_t b = er__bits(x) & ~(UINT64_C(1) << 63);
+    return (b & ((UINT64_C(1) << 27) - 1)) | ((((b >> 52) - 623) >> 63) & ((0 - b) >> 63));
+}
+
+/* S_j = sum_d q_d k_d between *Slo and *Shi, q's values checked (er_attn_dd_bad); 0 where a value of k fails the same
+ * check or a sum is not finite. */
+static inline int er_attn_score_dd(const double *q, const double *k, int64_t D, double *Slo, double *Shi) {
+    er_attn_dd z = {{0}, {0}, {0}};
+    uint64_t bad[ER_ATTN_LANES] = {0}, any = 0;
+    int64_t d = 0;
+    for (; d + ER_ATTN_LANES <= D; d += ER_ATTN_LANES)
+        for (int l = 0; l < ER_ATTN_LANES; l++) {
+            bad[l] |= er_attn_dd_bad(k[d + l]);
+            er_attn_dd_add(&z, l, q[d + l] * k[d + l]);
+        }
+    for (; d < D; d++) {
+        any |= er_attn_dd_bad(k[d]);
+        er_attn_dd_add(&z, 0, q[d] * k[d]);
+    }
+    for (int l = 0; l < ER_ATTN_LANES; l++) any |= bad[l];
+    return !any && er_attn_dd_close(&z, D, Slo, Shi);
+}
+
+/* N_d's ends (Lemma A5): sum_t w_t v_t with w_t = wlo_t where v_t >= 0 (lo; else whi_t), and the other way (hi), for
+ * the column v (n values checked by er_attn_dd_bad), each weight split exactly into two halves of 26 bits
+ * (w1, w2: Veltkamp's), weights below 2^-400 bounded by whi_t |v_t| instead; 0 where a sum is not finite. */
+static int er_attn_numer_dd(int64_t n, const double *v, const double *wlo, const double *whi, double *Nlo,
+                            double *Nhi) {
+    er_attn_dd zl = {{0}, {0}, {0}}, zh = {{0}, {0}, {0}};
+    double tiny[ER_ATTN_LANES] = {0};
+    int64_t t = 0;
+    for (; t + ER_ATTN_LANES <= n; t += ER_ATTN_LANES)
+        for (int l = 0; l < ER_ATTN_LANES; l++) {
+            double vt = v[t + l], a = vt >= 0 ? wlo[t + l] : whi[t + l], b = vt >= 0 ? whi[t + l] : wlo[t + l];
+            int small = whi[t + l] < 0x1p-400;
+            tiny[l] += small ? whi[t + l] * fabs(vt) : 0.0;
+            a = small ? 0.0 : a;
+            b = small ? 0.0 : b;
+            double ca = a * 134217729.0, a1 = ca - (ca - a), cb = b * 134217729.0, b1 = cb - (cb - b);
+            er_attn_dd_add(&zl, l, a1 * vt);
+            er_attn_dd_add(&zl, l, (a - a1) * vt);
+            er_attn_dd_add(&zh, l, b1 * vt);
+            er_attn_dd_add(&zh, l, (b - b1) * vt);
+        }
+    for (; t < n; t++) {
+        double vt = v[t], a = vt >= 0 ? wlo[t] : whi[t], b = vt >= 0 ? whi[t] : wlo[t];
+        if (whi[t] < 0x1p-400) {
+            tiny[0] += whi[t] * fabs(vt);
+            continue;
+        }
+        double ca = a * 134217729.0, a1 = ca - (ca - a), cb = b * 134217729.0, b1 = cb - (cb - b);
+        er_attn_dd_add(&zl, 0, a1 * vt);
+        er_attn_dd_add(&zl, 0, (a - a1) * vt);
+        er_attn_dd_add(&zh, 0, b1 * vt);
+        er_attn_dd_add(&zh, 0, (b - b1) * vt);
+    }
+    /* the small weights' products: their sum in double, times 2, and 2^-1020 a product for those that underflow */
+    double T = 0;
+    for (int l = 0; l < ER_ATTN_LANES; l++) T += tiny[l];
+    T = er__up(2 * T + (double)n * 0x1p-1020);
+    double l0, h0, l1, h1;
+    if (!er_attn_dd_close(&zl, 2 * n, &l0, &h0) || !er_attn_dd_close(&zh, 2 * n, &l1, &h1)) return 0;
+    *Nlo = er__dn(l0 - T);
+    *Nhi = er__up(h1 + T);
+    return 1;
+}
+
+/* The first enclosure of O's open elements (The exact results; Lemma A5), in double alone: each key's weight bounds
+ * from its score's enclosure in two doubles where its values allow (w->wlo, w->whi, replaced in place; else Lemma
+ * A1's), L's bounds from their fixed-point sum, each open N_d's ends in two doubles, the quotients rounded outward;
+ * where both ends round alike, the correct rounding (ord[d], w->open[d] cleared, oex[d] the lower end). Returns how
+ * many it decided. */
+static int er_attn_first(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
+                         double Mt, er_attn_work *w, double *oex, double *ord) {
+    int64_t D = pl->D, Dv = pl->Dv;
     /* the scale between c0 and c1: 1/sqrt(D) rounded down and up, or the double itself (fp8's scale takes its
      * descales' roundings: Lemma A1's weights there) */
     double c0 = pl->sc, c1 = pl->sc;
     if (pl->sc_default) {
+        mpfr_t c0m, c1m, x;
+        mpfr_inits2(64, c0m, c1m, x, (mpfr_ptr)0);
         mpfr_set_si(x, (long)D, MPFR_RNDN);
-        mpfr_rec_sqrt(Nl, x, MPFR_RNDD);
-        mpfr_rec_sqrt(Nh, x, MPFR_RNDU);
-        c0 = mpfr_get_d(Nl, MPFR_RNDD);
-        c1 = mpfr_get_d(Nh, MPFR_RNDU);
+        mpfr_rec_sqrt(c0m, x, MPFR_RNDD);
+        mpfr_rec_sqrt(c1m, x, MPFR_RNDU);
+        c0 = mpfr_get_d(c0m, MPFR_RNDD);
+        c1 = mpfr_get_d(c1m, MPFR_RNDU);
+        mpfr_clears(c0m, c1m, x, (mpfr_ptr)0);
     }
-    er_fxsum Ls = {0, 0};
-    uint64_t *mq = malloc(sizeof(uint64_t) * 2 * (size_t)D);
-    int *eq = malloc(sizeof(int) * 2 * (size_t)D);
-    int exact = !pl->fp8 && mq && eq; /* no memory: Lemma A1's weights */
-    for (int64_t d = 0; exact && d < D; d++) {
-        mq[d] = 0;
-        if (q[d] != 0) eq[d] = er_attn_lsb(q[d], &mq[d]);
-    }
-    for (int64_t t = 0; t < n; t++) {
-        double Sl, Sh;
-        if (exact && er_attn_score_exact(q, mq, eq, kv->k + (j0 + t) * D, D, mq + D, eq + D, &Sl, &Sh)) {
+    double *al = malloc(sizeof(double) * 5 * (size_t)n), *ah = al + n, *lo = ah + n, *hi = lo + n, *col = hi + n;
+    if (!al) return 0; /* no memory: MPFR's levels */
+    /* the exps' arguments (NaN: the key keeps Lemma A1's weights), then their bounds in one run */
+    int exact = !pl->fp8;
+    for (int64_t d = 0; exact && d < D; d++) exact = !er_attn_dd_bad(q[d]) && isfinite(q[d]);
+    if (exact) {
+        for (int64_t t = 0; t < n; t++) {
+            double Sl, Sh;
+            al[t] = ah[t] = NAN;
+            if (!er_attn_score_dd(q, kv->k + (j0 + t) * D, D, &Sl, &Sh)) continue;
             double a = er__dn(Sl * c0), b = er__dn(Sl * c1), c = er__dn(Sh * c0), e = er__dn(Sh * c1);
             double sl = fmin(fmin(a, b), fmin(c, e));
             a = er__up(Sl * c0), b = er__up(Sl * c1), c = er__up(Sh * c0), e = er__up(Sh * c1);
-            double sh = fmax(fmax(a, b), fmax(c, e)), tmp;
-            er__exp_bounds(er__dn(sl - Mt), &w->wlo[t], &tmp);
-            er__exp_bounds(er__up(sh - Mt), &tmp, &w->whi[t]);
+            double sh = fmax(fmax(a, b), fmax(c, e));
+            al[t] = er__dn(sl - Mt);
+            ah[t] = er__up(sh - Mt);
         }
-        er__fxsum_add(&Ls, w->wlo[t], w->whi[t]);
+        int simd = er__simd();
+        er__exp_bounds_run(simd, n, al, lo, col); /* col: scratch here */
+        er__exp_bounds_run(simd, n, ah, col, hi);
+        for (int64_t t = 0; t < n; t++)
+            if (!isnan(al[t])) {
+                w->wlo[t] = lo[t];
+                w->whi[t] = hi[t];
+            }
     }
-    free(mq);
-    free(eq);
-    *Llo = er__fxsum_lo(&Ls);
-    *Lhi = er__fxsum_hi(&Ls);
-    mpfr_clears(Nl, Nh, x, (mpfr_ptr)0);
+    er_fxsum Ls = {0, 0};
+    for (int64_t t = 0; t < n; t++) er__fxsum_add(&Ls, w->wlo[t], w->whi[t]);
+    double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
+    int done = 0;
+    for (int64_t d = 0; d < Dv && Llo > 0; d++) {
+        if (!w->open[d]) continue;
+        uint64_t bad = 0;
+        for (int64_t t = 0; t < n; t++) {
+            col[t] = kv->v[(j0 + t) * Dv + d];
+            bad |= er_attn_dd_bad(col[t]);
+        }
+        double Nlo, Nhi;
+        if (bad || !er_attn_numer_dd(n, col, w->wlo, w->whi, &Nlo, &Nhi)) continue;
+        double xlo = Nlo >= 0 ? er__dn(Nlo / Lhi) : er__dn(Nlo / Llo),
+               xhi = Nhi >= 0 ? er__up(Nhi / Llo) : er__up(Nhi / Lhi);
+        if (pl->fp8) {
+            xlo = er__dn(er__dn(xlo * pl->dv) * pl->so);
+            xhi = er__up(er__up(xhi * pl->dv) * pl->so);
+        }
+        double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o),
+               rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
+        oex[d] = xlo;
+        if (rl == rh) {
+            ord[d] = rl;
+            w->open[d] = 0;
+            done++;
+        }
+    }
+    free(al);
+    return done;
 }
 
 /* O's open elements (w->open) from weights wl[t] <= exp(s*_j - Mt) <= wh[t] and L between Ll and Lh: N's ends summed
@@ -205,6 +298,10 @@ static int er_attn_open_quotients(const er_attn_plan *pl, const er_attn_kv *kv, 
     return done;
 }
 
+/* The correctly rounded values that the double enclosure left open (w->open[d], and the LSE when w->open[Dv]),
+ * from enclosures in MPFR at 64, 256, 1024 and 4096 bits. An element still open at 4096 bits (an exact value on a
+ * rounding boundary, which only a rational one can be) keeps w->open set, its lower candidate in ord, and both
+ * candidates join its set: it is never called exact. */
 static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                          double Mt, er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv,
                          double *lex, double *lrd) {
@@ -231,23 +328,8 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     for (int64_t d = 0; d < D; d++) { mpfr_init2(pr[d], 53); pp[d] = pr[d]; }
     int todo = lse_open;
     for (int64_t d = 0; d < Dv; d++) todo += w->open[d];
-    if (w->wok && todo > lse_open) { /* the first enclosure: the weights' doubles exactly, the sums at 160 bits */
-        double Llo, Lhi;
-        er_attn_weights_exact(pl, kv, q, j0, n, Mt, w, &Llo, &Lhi);
-        mpfr_t Ll, Lh, Nl, Nh, x;
-        mpfr_inits2(160, Ll, Lh, Nl, Nh, x, (mpfr_ptr)0);
-        mpfr_set_d(Ll, Llo, MPFR_RNDN);
-        mpfr_set_d(Lh, Lhi, MPFR_RNDN);
-        for (int64_t t = 0; t < n; t++) {
-            mpfr_init2(wl[t], 53);
-            mpfr_init2(wh[t], 53);
-            mpfr_set_d(wl[t], w->wlo[t], MPFR_RNDN);
-            mpfr_set_d(wh[t], w->whi[t], MPFR_RNDN);
-        }
-        todo -= er_attn_open_quotients(pl, kv, j0, n, wl, wh, Ll, Lh, Nl, Nh, x, w, oex, ord, rl, rh);
-        for (int64_t t = 0; t < n; t++) mpfr_clears(wl[t], wh[t], (mpfr_ptr)0);
-        mpfr_clears(Ll, Lh, Nl, Nh, x, (mpfr_ptr)0);
-    }
+    if (w->wok && todo > lse_open) /* the first enclosure, in double */
+        todo -= er_attn_first(pl, kv, q, j0, n, Mt, w, oex, ord);
     for (mpfr_prec_t p = 64; p <= 4096 && todo > 0; p *= 4) {
         mpfr_prec_t pw = p + 64;
         mpfr_t Sl, Sh, c0, c1, t0, t1, sl, sh, Ll, Lh, Nl, Nh, x;

@@ -784,6 +784,58 @@ START_TEST(mpfr_oracle_is_exact) {
 }
 END_TEST
 
+/* Long rows with fp32 outputs, each element of O moved next to a midpoint of fp32: v of the key whose weight is
+ * nearest 2^-16 of the row's sum set so that O lies within about 2^-41 |v| of the midpoint (closer than double's
+ * enclosure, each score's bound and N's double sum, can decide, farther than the first enclosure's 2^-48 or so:
+ * Lemma A5, scores and N's ends in two doubles). The oracle's O must be exact, and O with every element moved one
+ * ulp must have no exact element. */
+START_TEST(long_rows_near_midpoints_are_exact) {
+    er_test_reseed(1640);
+    int trials = (int)(6 * er_test_multiplier()) + 1;
+    mpfr_t L, m, o, x;
+    mpfr_inits2(300, L, m, o, x, (mpfr_ptr)0);
+    for (int tr = 0; tr < trials; tr++) {
+        problem(ER_FP32, 1, 1, 1, MAXS, MAXD, 32);
+        gen(0, 1.0 + er_rand_unit());
+        int j0, j1, jt = 0;
+        mpfr_t w[MAXS];
+        oracle_row(0, 0, &j0, &j1, w, m, L);
+        double best = INFINITY;
+        for (int j = j0; j <= j1; j++) {
+            mpfr_div(x, w[j - j0], L, MPFR_RNDN);
+            double r = fabs(log2(mpfr_get_d(x, MPFR_RNDN)) + 16);
+            if (r < best) { best = r; jt = j; }
+        }
+        for (int d = 0; d < Dv; d++) { /* v_jt,d += (midpoint - O_d) L / w_jt, rounded to fp32 */
+            oracle_o(0, d, j0, j1, w, L, o);
+            double od = mpfr_get_d(o, MPFR_RNDN), f = (double)(float)od;
+            double g = f <= od ? (double)nextafterf((float)f, INFINITY) : (double)nextafterf((float)f, -INFINITY);
+            mpfr_set_d(x, f, MPFR_RNDN);
+            mpfr_add_d(x, x, g, MPFR_RNDN);
+            mpfr_div_2ui(x, x, 1, MPFR_RNDN);
+            mpfr_sub(x, x, o, MPFR_RNDN);
+            mpfr_mul(x, x, L, MPFR_RNDN);
+            mpfr_div(x, x, w[jt - j0], MPFR_RNDN);
+            vd[jt * Dv + d] = rnd(ER_FP32, vd[jt * Dv + d] + mpfr_get_d(x, MPFR_RNDN));
+        }
+        oracle_clear(j0, j1, w);
+        store_inputs();
+        oracle_outputs();
+        er_report reps[2];
+        ck_assert_int_eq(check_outputs(NULL, reps), ER_OK);
+        ER_REQUIRE(reps[0].counts[ER_CLASS_EXACT] == (int64_t)Dv, "trial %d: O exact %lld of %d", tr,
+                   (long long)reps[0].counts[ER_CLASS_EXACT], Dv);
+        for (int k = 0; k < 2; k++) er_report_clear(&reps[k]);
+        for (int k = 0; k < Dv; k++) of[k] = nextafterf(of[k], er_rand_int(0, 1) ? INFINITY : -INFINITY);
+        ck_assert_int_eq(check_outputs(NULL, reps), ER_OK);
+        ER_REQUIRE(reps[0].counts[ER_CLASS_EXACT] == 0, "trial %d: %lld elements one ulp off called exact", tr,
+                   (long long)reps[0].counts[ER_CLASS_EXACT]);
+        for (int k = 0; k < 2; k++) er_report_clear(&reps[k]);
+    }
+    mpfr_clears(L, m, o, x, (mpfr_ptr)0);
+}
+END_TEST
+
 /* fp8 attention: the scales of a random fp8 problem (descales of fp8 data around their ranges, scale_s a power of two
  * or not up to 448, descale_s given or not, scale_o), O in fp8 e4m3 or bf16, amax_s of normalised or raw P. */
 static void fp8_problem(void) {
@@ -942,6 +994,7 @@ int main(void) {
     tcase_add_test(tc, rescale_chain_at_the_edge);
     tcase_add_test(tc, mpfr_oracle_is_exact);
     tcase_add_test(tc, long_row_near_a_midpoint_is_exact);
+    tcase_add_test(tc, long_rows_near_midpoints_are_exact);
     tcase_add_test(tc, qk_scale_input);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, fp8_kernels_are_covered);
