@@ -185,11 +185,14 @@ static int er_attn_numer_dd(int64_t n, const double *v, const double *wlo, const
     return 1;
 }
 
+static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w,
+                            er_attn_rowq *rq, int values);
+
 /* The first enclosure of O's open elements (The exact results; Lemma A5), in double alone: each key's weight bounds
- * from its score's enclosure in two doubles where its values allow (w->wlo, w->whi, replaced in place; else Lemma
- * A1's), L's bounds from their fixed-point sum, each open N_d's ends in two doubles, the quotients rounded outward;
- * where both ends round alike, the correct rounding (ord[d], w->open[d] cleared, oex[d] the lower end). Returns how
- * many it decided. */
+ * from its score's enclosure in two doubles where its values allow (into w->wlo, w->whi; else Lemma A1's, which
+ * w->wok says the row holds, computed here where it does not), L's bounds from their fixed-point sum, each open N_d's
+ * ends in two doubles, the quotients rounded outward; where both ends round alike, the correct rounding (ord[d],
+ * w->open[d] cleared, oex[d] the lower end). Returns how many it decided. */
 static int er_attn_first(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                          double Mt, er_attn_work *w, double *oex, double *ord) {
     int64_t D = pl->D, Dv = pl->Dv;
@@ -226,12 +229,22 @@ static int er_attn_first(const er_attn_plan *pl, const er_attn_kv *kv, const dou
         int simd = er__simd();
         er__exp_bounds_run(simd, n, al, lo, col); /* col: scratch here */
         er__exp_bounds_run(simd, n, ah, col, hi);
-        for (int64_t t = 0; t < n; t++)
-            if (!isnan(al[t])) {
-                w->wlo[t] = lo[t];
-                w->whi[t] = hi[t];
-            }
     }
+    int a1 = !exact; /* a key keeps Lemma A1's weights: w->wok says whether the row has them */
+    for (int64_t t = 0; !a1 && t < n; t++) a1 = isnan(al[t]);
+    if (a1 && !w->wok) {
+        er_attn_rowq rq;
+        if (!er__attn_scores(pl, kv, q, j0, n, w, &rq)) {
+            free(al);
+            return 0;
+        }
+        er_attn_weights(pl, kv, j0, n, w, &rq, 0);
+    }
+    for (int64_t t = 0; exact && t < n; t++)
+        if (!isnan(al[t])) {
+            w->wlo[t] = lo[t];
+            w->whi[t] = hi[t];
+        }
     er_fxsum Ls = {0, 0};
     for (int64_t t = 0; t < n; t++) er__fxsum_add(&Ls, w->wlo[t], w->whi[t]);
     double Llo = er__fxsum_lo(&Ls), Lhi = er__fxsum_hi(&Ls);
@@ -328,7 +341,7 @@ static void er_attn_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     for (int64_t d = 0; d < D; d++) { mpfr_init2(pr[d], 53); pp[d] = pr[d]; }
     int todo = lse_open;
     for (int64_t d = 0; d < Dv; d++) todo += w->open[d];
-    if (w->wok && todo > lse_open) /* the first enclosure, in double */
+    if (todo > lse_open) /* the first enclosure, in double */
         todo -= er_attn_first(pl, kv, q, j0, n, Mt, w, oex, ord);
     for (mpfr_prec_t p = 64; p <= 4096 && todo > 0; p *= 4) {
         mpfr_prec_t pw = p + 64;
@@ -708,10 +721,7 @@ void er__attn_row_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
                        er_attn_work *w, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
                        double *lrd) {
     w->mpfr_pending = 0;
-    /* the row's weights (w->wlo, w->whi), which the GPU computed, again on the host: the same bits */
-    er_attn_rowq rq;
-    w->wok = 0;
-    if (er__attn_scores(pl, kv, q, j0, n, w, &rq)) er_attn_weights(pl, kv, j0, n, w, &rq, 0);
+    w->wok = 0; /* Lemma A1's weights (the GPU's bits) are computed again on the host only where a key needs them */
     er_attn_mpfr(pl, kv, q, j0, n, w->Mt, w, ocv, oex, ord, lcv, lex, lrd);
 }
 

@@ -1125,6 +1125,64 @@ START_TEST(attention_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
+/* Long rows of fp32 attention with fp32 outputs, the long double result rounded and a tenth moved an ulp: double's
+ * enclosure leaves roundings open in many rows, which the GPU path finishes on the host from the keys
+ * (er__attn_row_mpfr: Lemma A5's first enclosure without Lemma A1's weights) and the host path after computing
+ * them; the reports must be the same. */
+START_TEST(long_fp32_rows_on_the_gpu_equal_the_host) {
+    er_test_reseed(1650);
+    long trials = (long)(2 * er_test_multiplier()) + 1, elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t B = 1, Hkv = 1, H = 2, Sq = 48, Sk = 1024 * (1 + tr % 2), D = 128, Dv = 64;
+        int64_t nq = B * H * Sq * D, nk = B * Hkv * Sk * D, nv = B * Hkv * Sk * Dv, no = B * H * Sq * Dv;
+        er_attention_opts ao = {0};
+        ao.enable_gqa = 1;
+        ao.causal = tr % 2;
+        double *q = malloc(8 * (size_t)nq), *k = malloc(8 * (size_t)nk), *v = malloc(8 * (size_t)nv),
+               *mid = malloc(8 * (size_t)no), *lmid = malloc(8 * (size_t)(B * H * Sq));
+        attn_values(0, ER_FP32, nq, q);
+        attn_values(0, ER_FP32, nk, k);
+        attn_values(0, ER_FP32, nv, v);
+        attn_mid(q, k, v, B, H, Hkv, Sq, Sk, D, Dv, 0.0, &ao, mid, lmid);
+        float *Q = malloc(4 * (size_t)nq), *K = malloc(4 * (size_t)nk), *V = malloc(4 * (size_t)nv),
+              *C = malloc(4 * (size_t)no);
+        for (int64_t e = 0; e < nq; e++) Q[e] = (float)q[e];
+        for (int64_t e = 0; e < nk; e++) K[e] = (float)k[e];
+        for (int64_t e = 0; e < nv; e++) V[e] = (float)v[e];
+        for (int64_t e = 0; e < no; e++) {
+            C[e] = (float)mid[e];
+            if (er_rand64() % 10 == 0) C[e] = nextafterf(C[e], er_rand64() % 2 ? INFINITY : -INFINITY);
+        }
+        er_tensor tq, tk, tv, tc, dq, dk, dv, dc;
+        er_tensor_view(&tq, ER_FP32, 4, (int64_t[]){B, H, Sq, D}, NULL, Q);
+        er_tensor_view(&tk, ER_FP32, 4, (int64_t[]){B, Hkv, Sk, D}, NULL, K);
+        er_tensor_view(&tv, ER_FP32, 4, (int64_t[]){B, Hkv, Sk, Dv}, NULL, V);
+        er_tensor_view(&tc, ER_FP32, 4, (int64_t[]){B, H, Sq, Dv}, NULL, C);
+        void *pq = attn_to_device(q, ER_FP32, B, H, Sq, D, 0, &dq), *pk = attn_to_device(k, ER_FP32, B, Hkv, Sk, D, 0, &dk);
+        void *pv = attn_to_device(v, ER_FP32, B, Hkv, Sk, Dv, 0, &dv), *pc = to_device(C, 4 * (size_t)no);
+        dc = tc;
+        dc.data = pc;
+        er_ref *ref;
+        ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, &ao), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+        char what[120];
+        snprintf(what, sizeof what, "fp32 attention H %lld/%lld Sq %lld Sk %lld D %lld Dv %lld%s", (long long)H,
+                 (long long)Hkv, (long long)Sq, (long long)Sk, (long long)D, (long long)Dv, ao.causal ? " causal" : "");
+        require_attention_device_equals_host(ref, &dq, &dk, &dv, &ao, &tc, &dc, &std, what);
+        elems += no;
+        er_ref_free(ref);
+        cudaFree(pq);
+        cudaFree(pk);
+        cudaFree(pv);
+        cudaFree(pc);
+        free(q); free(k); free(v); free(mid); free(lmid); free(Q); free(K); free(V); free(C);
+    }
+    printf("t-cuda: long fp32 rows: er_attention_covers_device gave the host's reports on %ld attentions (%ld elements "
+           "of O)\n", trials, elems);
+}
+END_TEST
+
 /* The H200 attention captures (tests/data/attention.npz: torch's SDPA on its four backends, a Triton flash kernel, GQA,
  * both causal alignments, and kernels with planted bugs) through er_attention_covers_device against the host: as
  * captured and with a tenth of the outputs moved by 1 to 4 ulps, under any_order and mma:sm90. */
@@ -1299,6 +1357,7 @@ int main(void) {
     if (have) tcase_add_test(tc, h200_captures_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, h200_matmul_captures_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, attention_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, long_fp32_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, h200_attention_captures_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
