@@ -161,13 +161,14 @@ def auto(n=8192):
                                                                           else "A DIFFERENT REPORT"))
 
 
-def attention(B=1, H=32, S=8192, D=128, host=0):
+def attention(B=1, H=32, S=8192, D=128, host=0, dtypes="bfloat16,float16"):
     """er.attention_covers_device on the output of torch's scaled_dot_product_attention (its default backend on
-    bf16 and fp16 inputs, q, k, v = randn, without and with the causal mask) against the same SDPA in float64 on the
-    same GPU (its math backend, the one that takes float64); with host=1 also the host's check of copies, once."""
+    inputs of dtypes, bf16 and fp16 unless told, q, k, v = randn, without and with the causal mask) against the same
+    SDPA in float64 on the same GPU (its math backend, the one that takes float64); with host=1 also the host's check
+    of copies, once."""
     import torch
     gen = torch.Generator(device="cpu").manual_seed(5)
-    for dtype in (torch.bfloat16, torch.float16):
+    for dtype in (getattr(torch, name) for name in dtypes.split(",")):
         q, k, v = (torch.randn((B, H, S, D), generator=gen).to(dtype).cuda() for _ in range(3))
         qd, kd, vd = q.double(), k.double(), v.double()
         for causal in (False, True):
@@ -197,7 +198,7 @@ def attention(B=1, H=32, S=8192, D=128, host=0):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["attention"]:
-        attention(*[int(a) for a in sys.argv[2:7]])
+        attention(*[int(a) for a in sys.argv[2:7]], *sys.argv[7:8])
     elif sys.argv[1:2] == ["auto"]:
         auto(*[int(a) for a in sys.argv[2:3]])
     elif sys.argv[1:2] == ["outputs"]:
