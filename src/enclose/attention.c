@@ -83,7 +83,7 @@ static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, 
 #define ER_ATTN_LANES 8
 typedef struct er_attn_dd { double s[ER_ATTN_LANES], c[ER_ATTN_LANES], a[ER_ATTN_LANES]; } er_attn_dd;
 
-static inline void er_attn_dd_add(er_attn_dd *z, int l, double x) {
+ER_ALWAYS_INLINE void er_attn_dd_add(er_attn_dd *z, int l, double x) {
     double t = z->s[l] + x, bb = t - z->s[l], e = (z->s[l] - (t - bb)) + (x - bb);
     z->s[l] = t;
     z->c[l] += e;
@@ -92,7 +92,7 @@ static inline void er_attn_dd_add(er_attn_dd *z, int l, double x) {
 
 /* The sum of the m terms added to z between *lo and *hi (a point where every partial sum was exact); 0 where a sum is
  * not finite. */
-static int er_attn_dd_close(const er_attn_dd *z, int64_t m, double *lo, double *hi) {
+ER_ALWAYS_INLINE int er_attn_dd_close(const er_attn_dd *z, int64_t m, double *lo, double *hi) {
     double S = z->s[0], C = 0, A = 0;
     for (int l = 0; l < ER_ATTN_LANES; l++) {
         if (l > 0) {
@@ -117,14 +117,14 @@ static int er_attn_dd_close(const er_attn_dd *z, int64_t m, double *lo, double *
 
 /* Nonzero unless x is 0 or has at most 26 significant bits and |x| >= 2^-400 (infinities pass: their sums are not
  * finite); integer operations that vectorise. Two such values multiply exactly. */
-static inline uint64_t er_attn_dd_bad(double x) {
+ER_ALWAYS_INLINE uint64_t er_attn_dd_bad(double x) {
     uint64_t b = er__bits(x) & ~(UINT64_C(1) << 63);
     return (b & ((UINT64_C(1) << 27) - 1)) | ((((b >> 52) - 623) >> 63) & ((0 - b) >> 63));
 }
 
 /* S_j = sum_d q_d k_d between *Slo and *Shi, q's values checked (er_attn_dd_bad); 0 where a value of k fails the same
  * check or a sum is not finite. */
-static inline int er_attn_score_dd(const double *q, const double *k, int64_t D, double *Slo, double *Shi) {
+ER_ALWAYS_INLINE int er_attn_score_dd(const double *q, const double *k, int64_t D, double *Slo, double *Shi) {
     er_attn_dd z = {{0}, {0}, {0}};
     uint64_t bad[ER_ATTN_LANES] = {0}, any = 0;
     int64_t d = 0;
@@ -144,8 +144,8 @@ static inline int er_attn_score_dd(const double *q, const double *k, int64_t D, 
 /* N_d's ends (Lemma A5): sum_t w_t v_t with w_t = wlo_t where v_t >= 0 (lo; else whi_t), and the other way (hi), for
  * the column v (n values checked by er_attn_dd_bad), each weight split exactly into two halves of 26 bits
  * (w1, w2: Veltkamp's), weights below 2^-400 bounded by whi_t |v_t| instead; 0 where a sum is not finite. */
-static int er_attn_numer_dd(int64_t n, const double *v, const double *wlo, const double *whi, double *Nlo,
-                            double *Nhi) {
+ER_ALWAYS_INLINE int er_attn_numer_dd(int64_t n, const double *v, const double *wlo, const double *whi, double *Nlo,
+                                     double *Nhi) {
     er_attn_dd zl = {{0}, {0}, {0}}, zh = {{0}, {0}, {0}};
     double tiny[ER_ATTN_LANES] = {0};
     int64_t t = 0;
@@ -188,6 +188,24 @@ static int er_attn_numer_dd(int64_t n, const double *v, const double *wlo, const
 static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w,
                             er_attn_rowq *rq, int values);
 
+/* The scores of keys k_0 .. k_(n-1) (rows of D values at k) between lo[t] and hi[t] (er_attn_score_dd; NaN where it
+ * does not take the key), and N's ends for column v (er_attn_numer_dd), each built for the baseline and AVX2. */
+#define ER_ATTN_DD_SCORES_ARGS const double *q, const double *k, int64_t D, int64_t n, double *lo, double *hi
+#define ER_ATTN_DD_SCORES_BODY                                                                                        \
+    {                                                                                                                 \
+        for (int64_t t = 0; t < n; t++)                                                                               \
+            if (!er_attn_score_dd(q, k + t * D, D, &lo[t], &hi[t])) lo[t] = hi[t] = NAN;                              \
+    }
+#define ER_ATTN_DD_NUMER_ARGS                                                                                         \
+    int64_t n, const double *v, const double *wlo, const double *whi, double *Nlo, double *Nhi
+#define ER_ATTN_DD_NUMER_BODY { return er_attn_numer_dd(n, v, wlo, whi, Nlo, Nhi); }
+static void er_attn_scores_dd(ER_ATTN_DD_SCORES_ARGS) ER_ATTN_DD_SCORES_BODY
+static int er_attn_numer(ER_ATTN_DD_NUMER_ARGS) ER_ATTN_DD_NUMER_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_attn_scores_dd_avx2(ER_ATTN_DD_SCORES_ARGS) ER_ATTN_DD_SCORES_BODY
+ER_AVX2 static int er_attn_numer_avx2(ER_ATTN_DD_NUMER_ARGS) ER_ATTN_DD_NUMER_BODY
+#endif
+
 /* The first enclosure of O's open elements (The exact results; Lemma A5), in double alone: each key's weight bounds
  * from its score's enclosure in two doubles where its values allow (into w->wlo, w->whi; else Lemma A1's, which
  * w->wok says the row holds, computed here where it does not), L's bounds from their fixed-point sum, each open N_d's
@@ -214,19 +232,22 @@ static int er_attn_first(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     /* the exps' arguments (NaN: the key keeps Lemma A1's weights), then their bounds in one run */
     int exact = !pl->fp8;
     for (int64_t d = 0; exact && d < D; d++) exact = !er_attn_dd_bad(q[d]) && isfinite(q[d]);
+    int simd = er__simd();
     if (exact) {
+#if ER_HAVE_AVX2
+        if (simd) er_attn_scores_dd_avx2(q, kv->k + j0 * D, D, n, al, ah);
+        else
+#endif
+            er_attn_scores_dd(q, kv->k + j0 * D, D, n, al, ah);
         for (int64_t t = 0; t < n; t++) {
-            double Sl, Sh;
-            al[t] = ah[t] = NAN;
-            if (!er_attn_score_dd(q, kv->k + (j0 + t) * D, D, &Sl, &Sh)) continue;
+            double Sl = al[t], Sh = ah[t]; /* NaN stays NaN */
             double a = er__dn(Sl * c0), b = er__dn(Sl * c1), c = er__dn(Sh * c0), e = er__dn(Sh * c1);
             double sl = fmin(fmin(a, b), fmin(c, e));
             a = er__up(Sl * c0), b = er__up(Sl * c1), c = er__up(Sh * c0), e = er__up(Sh * c1);
             double sh = fmax(fmax(a, b), fmax(c, e));
-            al[t] = er__dn(sl - Mt);
-            ah[t] = er__up(sh - Mt);
+            al[t] = isnan(Sl) ? NAN : er__dn(sl - Mt);
+            ah[t] = isnan(Sl) ? NAN : er__up(sh - Mt);
         }
-        int simd = er__simd();
         er__exp_bounds_run(simd, n, al, lo, col); /* col: scratch here */
         er__exp_bounds_run(simd, n, ah, col, hi);
     }
@@ -257,7 +278,14 @@ static int er_attn_first(const er_attn_plan *pl, const er_attn_kv *kv, const dou
             bad |= er_attn_dd_bad(col[t]);
         }
         double Nlo, Nhi;
-        if (bad || !er_attn_numer_dd(n, col, w->wlo, w->whi, &Nlo, &Nhi)) continue;
+        if (bad) continue;
+#if ER_HAVE_AVX2
+        int ok = simd ? er_attn_numer_avx2(n, col, w->wlo, w->whi, &Nlo, &Nhi)
+                      : er_attn_numer(n, col, w->wlo, w->whi, &Nlo, &Nhi);
+        if (!ok) continue;
+#else
+        if (!er_attn_numer(n, col, w->wlo, w->whi, &Nlo, &Nhi)) continue;
+#endif
         double xlo = Nlo >= 0 ? er__dn(Nlo / Lhi) : er__dn(Nlo / Llo),
                xhi = Nhi >= 0 ? er__up(Nhi / Llo) : er__up(Nhi / Lhi);
         if (pl->fp8) {
