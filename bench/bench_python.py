@@ -301,13 +301,16 @@ def harness():
     )
 
 
-def attention(heads=8, n=4096, dtype=np.float16):
-    """er.attention at B = 1, H = heads, Sq = Sk = n, D = 128, in dtype (the reference and covers of O and LSE)
-    against a float64 numpy attention of the same shape (scores, softmax, P V and LSE), both on one thread, numpy's
-    first run untimed. attention(1, 2048, np.float32): an fp32 output, where double's enclosure leaves a rounding
-    open in many rows (attention.md, The exact results)."""
+def attention(heads=8, n=4096, dtype=np.float16, keys=None):
+    """er.attention at B = 1, H = heads, Sq = n, Sk = keys (n unless given), D = 128, in dtype (the reference and
+    covers of O and LSE) against a float64 numpy attention of the same shape (scores, softmax, P V and LSE), both on
+    one thread, numpy's first run untimed. attention(1, 2048, np.float32): an fp32 output, where double's enclosure
+    leaves a rounding open in many rows (attention.md, The exact results); attention(4, 16384, np.float16, 16): short
+    rows, where each element's bounds after the row's sums are most of the time."""
     rng = np.random.default_rng(5)
-    q, k, v = (rng.standard_normal((1, heads, n, 128)).astype(dtype) for _ in range(3))
+    sk = keys or n
+    q = rng.standard_normal((1, heads, n, 128)).astype(dtype)
+    k, v = (rng.standard_normal((1, heads, sk, 128)).astype(dtype) for _ in range(2))
 
     def numpy_attention():
         q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
@@ -323,7 +326,7 @@ def attention(heads=8, n=4096, dtype=np.float16):
         t1 = best(lambda: er.attention(q, k, v).covers((o, lse)).all(), 3)
     name = "fp16" if dtype == np.float16 else np.dtype(dtype).name
     print("python_attention_1x%dx%dx%dx128_%s: %.4f s (numpy float64 attention %.4f s): %.2fx  (both on one "
-          "thread; best of 3)" % (heads, n, n, name, t1, t0, t1 / t0))
+          "thread; best of 3)" % (heads, n, sk, name, t1, t0, t1 / t0))
 
 
 def attention_backward():
@@ -402,5 +405,6 @@ if __name__ == "__main__":
     harness()
     attention()
     attention(1, 2048, np.float32)
+    attention(4, 16384, np.float16, 16)
     attention_backward()
     torch_reference()

@@ -19,7 +19,7 @@ er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     memset(w, 0, sizeof *w);
     size_t n = (size_t)(Sk > 0 ? Sk : 1), d = (size_t)(Dv > 0 ? Dv : 1);
     w->s = malloc(5 * n * sizeof(double));
-    w->N = malloc(3 * d * sizeof(double));
+    w->N = malloc(7 * d * sizeof(double));
     w->open = malloc(d + 1);
     if (!w->s || !w->N || !w->open) {
         er__attn_work_free(w);
@@ -31,6 +31,7 @@ er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     w->whi = w->wlo + n;
     w->A = w->N + d;
     w->B = w->A + d;
+    w->T = w->B + d;
     return ER_OK;
 }
 
@@ -753,6 +754,50 @@ void er__attn_row_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     er_attn_mpfr(pl, kv, q, j0, n, w->Mt, w, ocv, oex, ord, lcv, lex, lrd);
 }
 
+/* er__up and er__dn with selects in place of branches (the same values), for the loops that vectorise. */
+ER_ALWAYS_INLINE double er_attn_up(double x) {
+    uint64_t b = er__bits(x);
+    double y = er__from_bits(b + 1 - ((b >> 63) << 1)); /* +1 unit above 0, -1 below */
+    y = x == 0 ? 4.9406564584124654e-324 : y;
+    return x != x || x == INFINITY ? x : y;
+}
+ER_ALWAYS_INLINE double er_attn_dn(double x) { return -er_attn_up(-x); }
+
+/* A row's constants for its elements' bounds (er__attn_row_tail). */
+typedef struct er_attn_tail_k {
+    double gn, rho, u, eps, abs1, abs0, Llo, Lhi, Lklo, Lkhi, Lmid, tiny;
+} er_attn_tail_k;
+
+/* Theorem A2's bounds of every element of a row: the exact O in [xlo, xhi], the kernel's in [klo, khi], the
+ * estimate N / Lmid (oex). */
+#define ER_ATTN_TAIL_ARGS                                                                                             \
+    int64_t Dv, const er_attn_tail_k *kp, const double *restrict N, const double *restrict A,                        \
+        const double *restrict B, double *restrict xl, double *restrict xh, double *restrict kl, double *restrict kh, \
+        double *restrict oex
+#define ER_ATTN_TAIL_BODY                                                                                             \
+    {                                                                                                                 \
+        const er_attn_tail_k k = *kp;                                                                                 \
+        for (int64_t d = 0; d < Dv; d++) {                                                                            \
+            double Aup = er_attn_up(A[d] * (1 + k.gn) * (1 + 0x1p-50)),                                              \
+                   Bup = er_attn_up(B[d] * (1 + k.gn) * (1 + 0x1p-50));                                               \
+            double E = er_attn_up((k.rho + k.gn) * Aup * (1 + 0x1p-40) + k.tiny);                                     \
+            double Nlo = er_attn_dn(N[d] - E), Nhi = er_attn_up(N[d] + E);                                            \
+            xl[d] = er_attn_dn(Nlo / (Nlo >= 0 ? k.Lhi : k.Llo));                                                     \
+            xh[d] = er_attn_up(Nhi / (Nhi >= 0 ? k.Llo : k.Lhi));                                                     \
+            double wide = er_attn_up(er_attn_up(k.eps * Aup) + er_attn_up(2 * Bup * k.abs1 * (1 + 0x1p-40) + k.abs0)); \
+            double Nklo = er_attn_dn(Nlo - wide), Nkhi = er_attn_up(Nhi + wide);                                      \
+            double klo = er_attn_dn(Nklo / (Nklo >= 0 ? k.Lkhi : k.Lklo)),                                            \
+                   khi = er_attn_up(Nkhi / (Nkhi >= 0 ? k.Lklo : k.Lkhi));                                            \
+            kl[d] = er_attn_dn(er_attn_dn(klo - er_attn_up(fabs(klo) * 6 * k.u)) - 0x1p-125);                         \
+            kh[d] = er_attn_up(er_attn_up(khi + er_attn_up(fabs(khi) * 6 * k.u)) + 0x1p-125);                         \
+            oex[d] = N[d] / k.Lmid;                                                                                   \
+        }                                                                                                             \
+    }
+static void er_attn_tail_base(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_attn_tail_avx2(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
+#endif
+
 er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                             er_attn_work *w, const er_attn_rowq *rqp, int lse, er_cval *ocv, double *oex, double *ord,
                             er_cval *lcv, double *lex, double *lrd) {
@@ -781,21 +826,17 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
 
     int open = 0;
     double Lmid = 0.5 * (Llo + Lhi);
+    /* the exact O in [xlo, xhi] and the kernel's in [klo, khi], each element in one loop that vectorises (the
+     * bounds' operations and er__up's and er__dn's values as the scalar code gives them), then the roundings */
+    er_attn_tail_k tk = {gn, rho, u, eps, abs1, abs0, Llo, Lhi, Lklo, Lkhi, Lmid, (double)n * 0x1p-1074};
+    double *xl = w->T, *xh = xl + Dv, *kl = xh + Dv, *kh = kl + Dv;
+#if ER_HAVE_AVX2
+    if (er__simd()) er_attn_tail_avx2(Dv, &tk, w->N, w->A, w->B, xl, xh, kl, kh, oex);
+    else
+#endif
+        er_attn_tail_base(Dv, &tk, w->N, w->A, w->B, xl, xh, kl, kh, oex);
     for (int64_t d = 0; d < Dv; d++) {
-        double Aup = er__up(w->A[d] * (1 + gn) * (1 + 0x1p-50)), Bup = er__up(w->B[d] * (1 + gn) * (1 + 0x1p-50));
-        double E = er__up((rho + gn) * Aup * (1 + 0x1p-40) + (double)n * 0x1p-1074);
-        double Nlo = er__dn(w->N[d] - E), Nhi = er__up(w->N[d] + E);
-        /* the exact O between xlo and xhi */
-        double xlo = Nlo >= 0 ? er__dn(Nlo / Lhi) : er__dn(Nlo / Llo),
-               xhi = Nhi >= 0 ? er__up(Nhi / Llo) : er__up(Nhi / Lhi);
-        /* the kernel's */
-        double wide = er__up(er__up(eps * Aup) + er__up(2 * Bup * abs1 * (1 + 0x1p-40) + abs0));
-        double Nklo = er__dn(Nlo - wide), Nkhi = er__up(Nhi + wide);
-        double klo = Nklo >= 0 ? er__dn(Nklo / Lkhi) : er__dn(Nklo / Lklo),
-               khi = Nkhi >= 0 ? er__up(Nkhi / Lklo) : er__up(Nkhi / Lkhi);
-        klo = er__dn(er__dn(klo - er__up(fabs(klo) * 6 * u)) - 0x1p-125);
-        khi = er__up(er__up(khi + er__up(fabs(khi) * 6 * u)) + 0x1p-125);
-        oex[d] = w->N[d] / Lmid;
+        double xlo = xl[d], xhi = xh[d], klo = kl[d], khi = kh[d];
         if (pl->fp8) er_attn_fp8_out(pl, w, &klo, &khi, &xlo, &xhi, &oex[d]);
         er__cval_from_interval(&ocv[d], klo, khi, 0, er__fmt(ER_FP32));
         double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o),

@@ -56,6 +56,7 @@ typedef struct er_attn_kv {
 typedef struct er_attn_work {
     double *s, *slo, *shi, *wlo, *whi;
     double *N, *A, *B;
+    double *T;     /* 4 Dv: a row's elements' bounds (er__attn_row_tail) */
     uint8_t *open; /* Dv + 1 flags (er__attn_row) */
     er_attn_amax am; /* the row's amax bounds (er__attn_row, where the plan's amax is set) */
     int mpfr_pending; /* er__attn_row_given without the keys: roundings left open for er__attn_row_mpfr */
