@@ -497,7 +497,9 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
 }
 
 er_attn_sconst er__attn_sconst(const er_attn_plan *pl) {
-    return (er_attn_sconst){.gD = (double)(pl->D + 2) * 0x1p-53 * (1 + 0x1p-40), .asc = fabs(pl->sc),
+    /* er__attn_dot's longest chain: D / 4 terms, the first D / 4 + D % 4 (Lemma A1) */
+    double m = (double)(pl->D / 4 + pl->D % 4);
+    return (er_attn_sconst){.gD = (m + 2) * 0x1p-53 * (1 + 0x1p-40), .asc = fabs(pl->sc),
                             .screl = (pl->sc_default ? 0x1.1p-52 : 0.0) +
                                      (pl->fp8 ? 0x1.1p-52 : 0.0)}; /* fp8: fl(fl(sbase dq) dk) */
 }

@@ -72,11 +72,13 @@ typedef struct er_attn_rowq {
     double Llo, Lhi, rho; /* the weights' sum's bounds and their largest relative width */
 } er_attn_rowq;
 
-/* sum_i a_i b_i in double in four independent chains (any order: the bound of Lemma A1 holds for every order). */
+/* sum_i a_i b_i in double in four chains: term i into chain i mod 4 up to the last multiple of 4, the rest into the
+ * first, then (s0 + s1) + (s2 + s3). Lemma A1's bound counts the longest chain's additions: the GPU keeps this
+ * order. */
 ER_INTERNAL double er__attn_dot(const double *a, const double *b, int64_t n);
 
-/* The scores' constants (Lemma A1): each score's dot bound gD nu_j, the scale's magnitude asc and relative error
- * screl. */
+/* The scores' constants (Lemma A1): each score's dot bound gD nu_j (gD = (m + 2) 2^-53 (1 + 2^-40), m = D / 4 +
+ * D % 4 the longest chain of er__attn_dot), the scale's magnitude asc and relative error screl. */
 typedef struct er_attn_sconst { double gD, asc, screl; } er_attn_sconst;
 ER_INTERNAL er_attn_sconst er__attn_sconst(const er_attn_plan *pl);
 

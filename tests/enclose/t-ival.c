@@ -7,8 +7,8 @@
  * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values; the
  * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward; the sum of squares' window
  * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one; a layernorm row's constants from its
- * integer sums (core/lnsums.h, summed in another order, as a GPU does) are the host row's mean and rstd sets.
- * Compiled with the library's internal source. */
+ * integer sums (core/lnsums.h, summed in another order, as a GPU does) are the host row's mean and rstd sets;
+ * attention's double dot errs within Lemma A1's bound. Compiled with the library's internal source. */
 #include "../common/er_test.h"
 #include "enclose/ival.h"
 #include "enclose/compsum.h"
@@ -18,6 +18,7 @@
 #include "exact/accum.h"
 #include "core/sqwin.h"
 #include "enclose/layernorm.h"
+#include "enclose/attention.h"
 
 static mpfr_t E;
 
@@ -642,6 +643,54 @@ START_TEST(layernorm_gpu_constants_are_the_rows_sets) {
 }
 END_TEST
 
+/* Lemma A1's score bound: er__attn_dot's error within gD sum |a_i b_i| (er__attn_sconst, the longest of its four
+ * chains counted) against the exact sum (MPFR), for random values of at most 24 bits and for the worst case of each
+ * chain: 1, then terms just above half an ulp of the running sum, each addition rounding up by about 2^-53. The worst
+ * case must come within a factor 2 of the bound (a bound halved would fail it). */
+START_TEST(attention_dot_within_its_bound) {
+    er_test_reseed(1660);
+    static const int Ds[] = {1, 3, 4, 7, 8, 43, 64, 128, 160, 256};
+    double a[256], b[256];
+    mpfr_t ex, p;
+    mpfr_inits2(2200, ex, p, (mpfr_ptr)0);
+    double worst = 0;
+    for (int k = 0; k < (int)(sizeof Ds / sizeof Ds[0]); k++) {
+        int D = Ds[k];
+        er_attn_plan pl;
+        memset(&pl, 0, sizeof pl);
+        pl.D = D;
+        double gD = er__attn_sconst(&pl).gD;
+        for (int tr = 0; tr < 200; tr++) {
+            int adv = tr == 0;
+            for (int i = 0; i < D; i++) {
+                if (adv) { /* each chain: 1 (its first term, i < 4), then terms of 2^-53 + 2^-70 */
+                    a[i] = 1.0;
+                    b[i] = i < 4 ? 1.0 : 0x1p-53 + 0x1p-70;
+                } else {
+                    a[i] = (double)(float)ldexp(er_rand_normal(), (int)er_rand_int(-30, 30));
+                    b[i] = (double)(float)ldexp(er_rand_normal(), (int)er_rand_int(-30, 30));
+                }
+            }
+            double S = er__attn_dot(a, b, D), mag = 0;
+            mpfr_set_zero(ex, 1);
+            for (int i = 0; i < D; i++) {
+                mpfr_set_d(p, a[i], MPFR_RNDN);
+                mpfr_mul_d(p, p, b[i], MPFR_RNDN); /* exact at 2200 bits */
+                mpfr_add(ex, ex, p, MPFR_RNDN);    /* exact */
+                mag += fabs(a[i] * b[i]);
+            }
+            mpfr_sub_d(ex, ex, S, MPFR_RNDN);
+            double err = fabs(mpfr_get_d(ex, MPFR_RNDU)), bound = gD * mag * (1 + 0x1p-40);
+            ER_REQUIRE(err <= bound, "D = %d, trial %d: er__attn_dot errs by %a, beyond gD sum |a b| = %a", D, tr, err,
+                       bound);
+            if (adv && D >= 16 && err / bound > worst) worst = err / bound;
+        }
+    }
+    ER_REQUIRE(worst > 0.5, "the worst case reached %.3f of the bound", worst);
+    mpfr_clears(ex, p, (mpfr_ptr)0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -659,6 +708,7 @@ int main(void) {
     tcase_add_test(tc, contiguous_loads_decode_every_pattern);
     tcase_add_test(tc, square_windows_give_the_summary);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
+    tcase_add_test(tc, attention_dot_within_its_bound);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
