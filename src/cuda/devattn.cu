@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
 // The weights and values of half a tile (block 2 T + half: rows 16 half .. 16 half + 15 of tile T): each key's
 // weights (thread: row tid / 16, key tid mod 16 of each 16) into shared memory, then thread (ty, tx) adds them and
 // |v_jd| into row ty at value dimensions tx + 16 m (m < 8) of each 128, the keys in increasing order (N, A and B of
-// er_attn_weights).
+// er_attn_weights; with c.ncomp, N's additions' errors kept by TwoSum and added at the end, as er_attn_nab_comp).
 __global__ void __launch_bounds__(ER_AT_THREADS, 2)
     er_k_at_values(const er_devattn_consts c, const double *v, int64_t t0, int64_t r0, const double *slo,
                    const double *shi, double *raw, uint64_t *fx, double *na) {
@@ -236,9 +236,9 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
     __syncthreads();
     const double *vh = v + tl.kvh * Sk * Dv;
     for (int64_t d0 = 0; d0 < Dv; d0 += ER_AV_D) {
-        double N[8], A[8], Bs[8];
+        double N[8], Nc[8], A[8], Bs[8];
 #pragma unroll
-        for (int m = 0; m < 8; m++) N[m] = A[m] = Bs[m] = 0;
+        for (int m = 0; m < 8; m++) N[m] = Nc[m] = A[m] = Bs[m] = 0;
         er_u128 Lo = 0, Hi = 0;
         double rho = 0;
         for (int64_t kt = jlo; kt < jhi; kt += ER_AV_K) {
@@ -277,7 +277,13 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
 #pragma unroll
                 for (int m = 0; m < 8; m++) {
                     double x = vs[kk][tx + 16 * m], ax = fabs(x);
-                    N[m] += a * x;
+                    if (c.ncomp) { // er_attn_nab_comp's TwoSum
+                        double p = a * x, s = N[m] + p, bb = s - N[m];
+                        Nc[m] += (N[m] - (s - bb)) + (p - bb);
+                        N[m] = s;
+                    } else {
+                        N[m] += a * x;
+                    }
                     A[m] += b * ax;
                     Bs[m] += ax;
                 }
@@ -290,7 +296,7 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
             for (int m = 0; m < 8; m++) {
                 int64_t d = d0 + tx + 16 * m;
                 if (d < Dv) {
-                    o[d] = N[m];
+                    o[d] = c.ncomp ? N[m] + Nc[m] : N[m];
                     o[Dv + d] = A[m];
                     o[2 * Dv + d] = Bs[m];
                 }

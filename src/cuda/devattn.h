@@ -21,6 +21,7 @@ typedef struct er_devattn_consts {
     int64_t win_l, win_r;
     double sc, gD, asc, screl, c1;
     double exp_tlo[64], exp_thi[64], exp_lh, exp_ll;
+    int ncomp; /* N's additions' errors kept and added at the end (the host plan's ncomp) */
 } er_devattn_consts;
 
 /* The rows of a tile: query rows i0 .. i0 + 31 of one head. */

@@ -545,6 +545,18 @@ int er__attn_rowq_finish(const er_attn_plan *pl, double qn, const er_attn_raw *r
     return 1;
 }
 
+/* One key's terms of N (its additions' errors into Nc: TwoSum, N + p = s + e exactly), A and B. */
+static void er_attn_nab_comp(int64_t Dv, double a, double b, const double *restrict v, double *restrict N,
+                             double *restrict Nc, double *restrict A, double *restrict B) {
+    for (int64_t d = 0; d < Dv; d++) {
+        double av = fabs(v[d]), p = a * v[d], s = N[d] + p, bb = s - N[d];
+        Nc[d] += (N[d] - (s - bb)) + (p - bb);
+        N[d] = s;
+        A[d] += b * av;
+        B[d] += av;
+    }
+}
+
 /* The weights exp(s_j - Mt) (wlo, whi), their sum's bounds and width (rq), and per value dimension N, A and B. */
 static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w,
                             er_attn_rowq *rq, int values) {
@@ -569,18 +581,22 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     w->wok = 1;
     if (!values) return;
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
-    for (int64_t d = 0; d < Dv; d++) w->N[d] = w->A[d] = w->B[d] = 0;
+    double *N = w->N, *A = w->A, *B = w->B, *Nc = w->T; /* Nc: N's additions' errors (pl->ncomp) */
+    for (int64_t d = 0; d < Dv; d++) N[d] = A[d] = B[d] = Nc[d] = 0;
     for (int64_t t = 0; t < n; t++) {
         const double *vj = kv->v + (j0 + t) * Dv;
         double a = w->wlo[t], b = w->whi[t];
-        double *N = w->N, *A = w->A, *B = w->B;
-        for (int64_t d = 0; d < Dv; d++) {
-            double av = fabs(vj[d]);
-            N[d] += a * vj[d];
-            A[d] += b * av;
-            B[d] += av;
-        }
+        if (pl->ncomp) er_attn_nab_comp(Dv, a, b, vj, N, Nc, A, B);
+        else
+            for (int64_t d = 0; d < Dv; d++) {
+                double av = fabs(vj[d]);
+                N[d] += a * vj[d];
+                A[d] += b * av;
+                B[d] += av;
+            }
     }
+    if (pl->ncomp)
+        for (int64_t d = 0; d < Dv; d++) N[d] += Nc[d];
 }
 
 void er__attn_sums_finish(const er_fxsum *Ls, double rho, er_attn_rowq *rq) {
@@ -767,7 +783,7 @@ ER_ALWAYS_INLINE double er_attn_dn(double x) { return -er_attn_up(-x); }
 
 /* A row's constants for its elements' bounds (er__attn_row_tail). */
 typedef struct er_attn_tail_k {
-    double gn, rho, u, eps, abs1, abs0, Llo, Lhi, Lklo, Lkhi, Lmid, tiny;
+    double gn, gnN, rho, u, eps, abs1, abs0, Llo, Lhi, Lklo, Lkhi, Lmid, tiny;
 } er_attn_tail_k;
 
 /* Theorem A2's bounds of every element of a row: the exact O in [xlo, xhi], the kernel's in [klo, khi], the
@@ -782,7 +798,7 @@ typedef struct er_attn_tail_k {
         for (int64_t d = 0; d < Dv; d++) {                                                                            \
             double Aup = er_attn_up(A[d] * (1 + k.gn) * (1 + 0x1p-50)),                                              \
                    Bup = er_attn_up(B[d] * (1 + k.gn) * (1 + 0x1p-50));                                               \
-            double E = er_attn_up((k.rho + k.gn) * Aup * (1 + 0x1p-40) + k.tiny);                                     \
+            double E = er_attn_up((k.rho + k.gnN) * Aup * (1 + 0x1p-40) + k.tiny);                                    \
             double Nlo = er_attn_dn(N[d] - E), Nhi = er_attn_up(N[d] + E);                                            \
             xl[d] = er_attn_dn(Nlo / (Nlo >= 0 ? k.Lhi : k.Llo));                                                     \
             xh[d] = er_attn_up(Nhi / (Nhi >= 0 ? k.Llo : k.Lhi));                                                     \
@@ -830,7 +846,9 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
     double Lmid = 0.5 * (Llo + Lhi);
     /* the exact O in [xlo, xhi] and the kernel's in [klo, khi], each element in one loop that vectorises (the
      * bounds' operations and er__up's and er__dn's values as the scalar code gives them), then the roundings */
-    er_attn_tail_k tk = {gn, rho, u, eps, abs1, abs0, Llo, Lhi, Lklo, Lkhi, Lmid, (double)n * 0x1p-1074};
+    /* N's error relative to A: (n + 2) 2^-53 for its double sum, (3 + n^2 2^-52) 2^-53 with its errors kept */
+    double gnN = pl->ncomp ? (3 + (double)n * (double)n * 0x1p-52) * 0x1p-53 * (1 + 0x1p-40) : gn;
+    er_attn_tail_k tk = {gn, gnN, rho, u, eps, abs1, abs0, Llo, Lhi, Lklo, Lkhi, Lmid, (double)n * 0x1p-1074};
     double *xl = w->T, *xh = xl + Dv, *kl = xh + Dv, *kh = kl + Dv;
 #if ER_HAVE_AVX2
     if (er__simd()) er_attn_tail_avx2(Dv, &tk, w->N, w->A, w->B, xl, xh, kl, kh, oex);

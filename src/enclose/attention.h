@@ -35,6 +35,7 @@ typedef struct er_attn_plan {
     double ss, vmax;           /* scale_s, and v's largest value plus half its spacing there: a row whose p scale_s
                                   may reach it claims nothing */
     int amax;                  /* the rows' amax bounds are wanted (w->am) */
+    int ncomp;                 /* N summed with each addition's error kept (Lemma A1): an output of 24 bits or more */
 } er_attn_plan;
 
 /* One row's bounds of what a kernel's amax outputs may take from it (fp8 attention): max |O dv| over the row (amax_o)

@@ -763,6 +763,48 @@ static void oracle_outputs(void) {
     mpfr_clears(x, L, m, (mpfr_ptr)0);
 }
 
+/* A long row whose double sum of N rounds the same way 4091 times: every score exactly 0 (q = (1, 1), k_j = (x_j,
+ * -x_j)), so every weight is 1 and O = N / 4096; v = 1, 2^-24, 4094 2^-53, -4094 2^-70, -2^-42, then 4091 values of
+ * -(2^-53 - 2^-70), each below half an ulp of the running sum, which a plain double sum drops. N lies 2^-42 - 3 2^-53
+ * below the fp32 midpoint 1 + 2^-24, where the plain sum lands 2^-42 above it: the correct rounding (2^-12) must be
+ * called exact and its neighbour covered only (Lemma A1's N with its additions' errors kept, for an fp32 output). */
+START_TEST(long_row_whose_sum_rounds_one_way_is_exact) {
+    enum { N = 4096 };
+    static float q[2] = {1, 1}, k[N * 2], v[N];
+    er_test_reseed(1670);
+    for (int j = 0; j < N; j++) {
+        float x = (float)ldexp(1 + er_rand_unit(), (int)er_rand_int(-20, 6));
+        k[2 * j] = x;
+        k[2 * j + 1] = -x;
+        v[j] = -(0x1p-53f - 0x1p-70f);
+    }
+    v[0] = 1;
+    v[1] = 0x1p-24f;
+    v[2] = 4094 * 0x1p-53f;
+    v[3] = -4094 * 0x1p-70f;
+    v[4] = -0x1p-42f;
+    er_tensor tq, tk, tv, to;
+    er_tensor_view(&tq, ER_FP32, 2, (int64_t[]){1, 2}, NULL, q);
+    er_tensor_view(&tk, ER_FP32, 2, (int64_t[]){N, 2}, NULL, k);
+    er_tensor_view(&tv, ER_FP32, 2, (int64_t[]){N, 1}, NULL, v);
+    er_ref *ref;
+    ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, NULL), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    float o[1];
+    for (int w = 0; w < 2; w++) {
+        o[0] = w ? (1 + 0x1p-23f) * 0x1p-12f : 0x1p-12f;
+        er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, o);
+        er_report rep;
+        ck_assert_int_eq(er_covers(&rep, ref, &to, &std), ER_OK);
+        ER_REQUIRE(rep.counts[w ? ER_CLASS_COVERED : ER_CLASS_EXACT] == 1, "output %a: not %s", (double)o[0],
+                   w ? "covered" : "exact");
+        er_report_clear(&rep);
+    }
+    er_ref_free(ref);
+}
+END_TEST
+
 /* The MPFR oracle (oracle_outputs) written as the kernel's output: every element must be exact.
  * Random problems in fp16, bf16 and fp32, masks and GQA, and O in fp16, bf16 and fp32. */
 START_TEST(mpfr_oracle_is_exact) {
@@ -995,6 +1037,7 @@ int main(void) {
     tcase_add_test(tc, mpfr_oracle_is_exact);
     tcase_add_test(tc, long_row_near_a_midpoint_is_exact);
     tcase_add_test(tc, long_rows_near_midpoints_are_exact);
+    tcase_add_test(tc, long_row_whose_sum_rounds_one_way_is_exact);
     tcase_add_test(tc, qk_scale_input);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, fp8_kernels_are_covered);
