@@ -638,6 +638,30 @@ START_TEST(qk_scale_input) {
 }
 END_TEST
 
+/* One fp32 query row q (D = 2) over n keys k (n x 2) and values v (n x 1) under any_order: the output `right` must be
+ * called exact and `other` covered only. */
+static void require_right_exact(float *q, float *k, float *v, int n, float right, float other, const char *what) {
+    er_tensor tq, tk, tv, to;
+    er_tensor_view(&tq, ER_FP32, 2, (int64_t[]){1, 2}, NULL, q);
+    er_tensor_view(&tk, ER_FP32, 2, (int64_t[]){n, 2}, NULL, k);
+    er_tensor_view(&tv, ER_FP32, 2, (int64_t[]){n, 1}, NULL, v);
+    er_ref *ref;
+    ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, NULL), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+    float o[1];
+    for (int w = 0; w < 2; w++) {
+        o[0] = w ? other : right;
+        er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, o);
+        er_report rep;
+        ck_assert_int_eq(er_covers(&rep, ref, &to, &std), ER_OK);
+        ER_REQUIRE(rep.counts[w ? ER_CLASS_COVERED : ER_CLASS_EXACT] == 1, "%s, output %a: not %s", what, (double)o[0],
+                   w ? "covered" : "exact");
+        er_report_clear(&rep);
+    }
+    er_ref_free(ref);
+}
+
 /* A long row whose exact O lies 2^-44 from an fp32 midpoint (its double enclosure, about 2^-41 wide from N's double
  * sum over 4096 keys, holds the midpoint): the scores are exactly 0 by cancellation (q = (1, 1), k_j = (x_j, -x_j)
  * with x_j of all sizes), so every weight is 1 and O is the mean of v: 4093 ones, 1 + 2^-12, 2 - 2^-9 and
@@ -659,26 +683,8 @@ START_TEST(long_row_near_a_midpoint_is_exact) {
         v[a] = 1 + 0x1p-12f;
         v[b] = 2 - 0x1p-9f;
         v[c] = side ? 0x1p-9f - 0x1p-32f : 0x1p-9f + 0x1p-32f;
-        er_tensor tq, tk, tv, to;
-        er_tensor_view(&tq, ER_FP32, 2, (int64_t[]){1, 2}, NULL, q);
-        er_tensor_view(&tk, ER_FP32, 2, (int64_t[]){N, 2}, NULL, k);
-        er_tensor_view(&tv, ER_FP32, 2, (int64_t[]){N, 1}, NULL, v);
-        er_ref *ref;
-        ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, NULL), ER_OK);
-        er_standard std;
-        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
-        float right = side ? 1.0f : 1 + 0x1p-23f, other = side ? 1 + 0x1p-23f : 1.0f, o[1];
-        for (int w = 0; w < 2; w++) {
-            o[0] = w ? other : right;
-            er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, o);
-            er_report rep;
-            ck_assert_int_eq(er_covers(&rep, ref, &to, &std), ER_OK);
-            ER_REQUIRE(rep.counts[w ? ER_CLASS_COVERED : ER_CLASS_EXACT] == 1,
-                       "mean 1 + 2^-24 %s 2^-44, output %a: not %s", side ? "-" : "+", (double)o[0],
-                       w ? "covered" : "exact");
-            er_report_clear(&rep);
-        }
-        er_ref_free(ref);
+        float right = side ? 1.0f : 1 + 0x1p-23f, other = side ? 1 + 0x1p-23f : 1.0f;
+        require_right_exact(q, k, v, N, right, other, side ? "mean 1 + 2^-24 - 2^-44" : "mean 1 + 2^-24 + 2^-44");
     }
 }
 END_TEST
@@ -783,25 +789,7 @@ START_TEST(long_row_whose_sum_rounds_one_way_is_exact) {
     v[2] = 4094 * 0x1p-53f;
     v[3] = -4094 * 0x1p-70f;
     v[4] = -0x1p-42f;
-    er_tensor tq, tk, tv, to;
-    er_tensor_view(&tq, ER_FP32, 2, (int64_t[]){1, 2}, NULL, q);
-    er_tensor_view(&tk, ER_FP32, 2, (int64_t[]){N, 2}, NULL, k);
-    er_tensor_view(&tv, ER_FP32, 2, (int64_t[]){N, 1}, NULL, v);
-    er_ref *ref;
-    ck_assert_int_eq(er_attention(&ref, &tq, &tk, &tv, NULL), ER_OK);
-    er_standard std;
-    ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
-    float o[1];
-    for (int w = 0; w < 2; w++) {
-        o[0] = w ? (1 + 0x1p-23f) * 0x1p-12f : 0x1p-12f;
-        er_tensor_view(&to, ER_FP32, 2, (int64_t[]){1, 1}, NULL, o);
-        er_report rep;
-        ck_assert_int_eq(er_covers(&rep, ref, &to, &std), ER_OK);
-        ER_REQUIRE(rep.counts[w ? ER_CLASS_COVERED : ER_CLASS_EXACT] == 1, "output %a: not %s", (double)o[0],
-                   w ? "covered" : "exact");
-        er_report_clear(&rep);
-    }
-    er_ref_free(ref);
+    require_right_exact(q, k, v, N, 0x1p-12f, (1 + 0x1p-23f) * 0x1p-12f, "N 2^-42 below a midpoint");
 }
 END_TEST
 
