@@ -473,8 +473,8 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
     int64_t D = pl->D;
     double qn;
     if (er_attn_qnorm(pl, kv, q, j0, n, &qn)) return 0;
-    /* Lemma A1: the scores. q k is exact in double (at most 24-bit values); each sum of D of them is within
-     * (D + 2) 2^-53 of the sum of their magnitudes */
+    /* Lemma A1: the scores. q k is exact in double (at most 24-bit values); each sum of D of them in er__attn_dot's
+     * chains is within gD (its longest chain's additions) of the sum of their magnitudes */
     er_attn_sconst sk = er__attn_sconst(pl);
     er_attn_raw raw = {-INFINITY, INFINITY, -INFINITY, 0, 0, 0};
     for (int64_t t = 0; t < n; t++) {
