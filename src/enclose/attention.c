@@ -144,7 +144,8 @@ ER_ALWAYS_INLINE int er_attn_score_dd(const double *q, const double *k, int64_t 
 
 /* N_d's ends (Lemma A5): sum_t w_t v_t with w_t = wlo_t where v_t >= 0 (lo; else whi_t), and the other way (hi), for
  * the column v (n values checked by er_attn_dd_bad), each weight split exactly into two halves of 26 bits
- * (w1, w2: Veltkamp's), weights below 2^-400 bounded by whi_t |v_t| instead; 0 where a sum is not finite. */
+ * (w1, w2: Veltkamp's), a key whose lower weight is below 2^-400 bounded by whi_t |v_t| instead (no split or
+ * product underflows then); 0 where a sum is not finite. */
 ER_ALWAYS_INLINE int er_attn_numer_dd(int64_t n, const double *v, const double *wlo, const double *whi, double *Nlo,
                                      double *Nhi) {
     er_attn_dd zl = {{0}, {0}, {0}}, zh = {{0}, {0}, {0}};
@@ -153,7 +154,7 @@ ER_ALWAYS_INLINE int er_attn_numer_dd(int64_t n, const double *v, const double *
     for (; t + ER_ATTN_LANES <= n; t += ER_ATTN_LANES)
         for (int l = 0; l < ER_ATTN_LANES; l++) {
             double vt = v[t + l], a = vt >= 0 ? wlo[t + l] : whi[t + l], b = vt >= 0 ? whi[t + l] : wlo[t + l];
-            int small = whi[t + l] < 0x1p-400;
+            int small = wlo[t + l] < 0x1p-400; /* wlo <= whi: both halves of each weight taken above 2^-400 */
             tiny[l] += small ? whi[t + l] * fabs(vt) : 0.0;
             a = small ? 0.0 : a;
             b = small ? 0.0 : b;
@@ -165,7 +166,7 @@ ER_ALWAYS_INLINE int er_attn_numer_dd(int64_t n, const double *v, const double *
         }
     for (; t < n; t++) {
         double vt = v[t], a = vt >= 0 ? wlo[t] : whi[t], b = vt >= 0 ? whi[t] : wlo[t];
-        if (whi[t] < 0x1p-400) {
+        if (wlo[t] < 0x1p-400) {
             tiny[0] += whi[t] * fabs(vt);
             continue;
         }
