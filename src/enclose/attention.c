@@ -546,16 +546,34 @@ int er__attn_rowq_finish(const er_attn_plan *pl, double qn, const er_attn_raw *r
     return 1;
 }
 
-/* One key's terms of N (its additions' errors into Nc: TwoSum, N + p = s + e exactly), A and B. */
-static void er_attn_nab_comp(int64_t Dv, double a, double b, const double *restrict v, double *restrict N,
-                             double *restrict Nc, double *restrict A, double *restrict B) {
-    for (int64_t d = 0; d < Dv; d++) {
-        double av = fabs(v[d]), p = a * v[d], s = N[d] + p, bb = s - N[d];
-        Nc[d] += (N[d] - (s - bb)) + (p - bb);
-        N[d] = s;
-        A[d] += b * av;
-        B[d] += av;
+/* One key's terms of N (its additions' errors into Nc: TwoSum, N + p = s + e exactly), A and B; built for the
+ * baseline and AVX2. */
+#define ER_ATTN_NAB_ARGS                                                                                              \
+    int64_t Dv, double a, double b, const double *restrict v, double *restrict N, double *restrict Nc,                \
+        double *restrict A, double *restrict B
+#define ER_ATTN_NAB_BODY                                                                                              \
+    {                                                                                                                 \
+        for (int64_t d = 0; d < Dv; d++) {                                                                            \
+            double av = fabs(v[d]), p = a * v[d], s = N[d] + p, bb = s - N[d];                                        \
+            Nc[d] += (N[d] - (s - bb)) + (p - bb);                                                                    \
+            N[d] = s;                                                                                                 \
+            A[d] += b * av;                                                                                           \
+            B[d] += av;                                                                                               \
+        }                                                                                                             \
     }
+static void er_attn_nab_base(ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_attn_nab_avx2(ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
+#endif
+static void er_attn_nab_comp(int simd, ER_ATTN_NAB_ARGS) {
+#if ER_HAVE_AVX2
+    if (simd) {
+        er_attn_nab_avx2(Dv, a, b, v, N, Nc, A, B);
+        return;
+    }
+#endif
+    (void)simd;
+    er_attn_nab_base(Dv, a, b, v, N, Nc, A, B);
 }
 
 /* The weights exp(s_j - Mt) (wlo, whi), their sum's bounds and width (rq), and per value dimension N, A and B. */
@@ -583,11 +601,12 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     if (!values) return;
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
     double *N = w->N, *A = w->A, *B = w->B, *Nc = w->T; /* Nc: N's additions' errors (pl->ncomp) */
+    int simd = pl->ncomp ? er__simd() : 0;
     for (int64_t d = 0; d < Dv; d++) N[d] = A[d] = B[d] = Nc[d] = 0;
     for (int64_t t = 0; t < n; t++) {
         const double *vj = kv->v + (j0 + t) * Dv;
         double a = w->wlo[t], b = w->whi[t];
-        if (pl->ncomp) er_attn_nab_comp(Dv, a, b, vj, N, Nc, A, B);
+        if (pl->ncomp) er_attn_nab_comp(simd, Dv, a, b, vj, N, Nc, A, B);
         else
             for (int64_t d = 0; d < Dv; d++) {
                 double av = fabs(vj[d]);
