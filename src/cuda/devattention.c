@@ -226,7 +226,7 @@ static er_status er_at_rows(er_at_run *r, er_sinks *sks) {
     }
     ER_RETURN_IF_ERROR(er__sinks_open(sks, shares));
     const er_sink *so = er__sinks_at(sks, 0, 0); /* N's sum as the host rows' plan takes it: O's format, else fp32 */
-    r->c.ncomp = so ? so->O->p >= 24 : 1;
+    r->c.ncomp = er__attn_ncomp(so ? so->O : er__fmt(ER_FP32));
     er__progress_begin(a->rows);
     er_status st = ER_OK;
     int share = 0, buf = 0;

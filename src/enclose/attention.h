@@ -53,6 +53,11 @@ typedef struct er_attn_kv {
     const int64_t *bad;        /* Sk + 1: prefix counts of keys holding a value that is not finite */
 } er_attn_kv;
 
+/* Whether N is summed with its additions' errors kept (er_attn_plan.ncomp) for an output of format O: one of 24
+ * bits or more, whose roundings need N's enclosure narrower than its double sum's (Lemma A1). The GPU path's sums
+ * follow the same rule. */
+static inline int er__attn_ncomp(const er_fmt_info *O) { return O->p >= 24; }
+
 /* A thread's scratch for rows of up to Sk keys and Dv columns (er__attn_work_init / _free). */
 typedef struct er_attn_work {
     double *s, *slo, *shi, *wlo, *whi;

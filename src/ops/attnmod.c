@@ -311,7 +311,7 @@ er_status er__attn_plan_init(er_attn_plan *pl, const er_ref *r, const er_standar
     er__exp_init();
     memset(pl, 0, sizeof *pl);
     pl->O = O;
-    pl->ncomp = O->p >= 24; /* an fp32 output's roundings need N's enclosure narrower than its double sum's */
+    pl->ncomp = er__attn_ncomp(O);
     pl->ov_o = ov_o;
     pl->L = L;
     pl->ov_l = ov_l;
