@@ -258,6 +258,55 @@ def rows():
               "float64; with the sets read after: %.4f s)" % (name, t1, t0, t1 / t0, t2))
 
 
+def backward_rows():
+    """layer_norm_backward (2048 x 4096) and cross_entropy (64 rows of 131072 classes) from Python, the reference built
+    in the time and every output checked (covers() of the tuple), fp32 kernels' outputs (torch's formulas: dlogits
+    from the stored log-probabilities, exp(lp) / N), against numpy evaluating the same backward in float64; both on
+    every core numpy and exactref use. With the sets read after as the last figure."""
+    rng = np.random.default_rng(6)
+    f = np.float32
+    R, n = 2048, 4096
+    x = rng.standard_normal((R, n)).astype(f)
+    dy = rng.standard_normal((R, n)).astype(f)
+    w = (1 + rng.standard_normal(n) / 4).astype(f)
+    x64, dy64, w64 = x.astype(np.float64), dy.astype(np.float64), w.astype(np.float64)
+    mean = x.mean(1, dtype=f)
+    rstd = (f(1) / np.sqrt(((x - mean[:, None]) ** 2).mean(1, dtype=f) + f(1e-5))).astype(f)
+
+    def ln_backward64():
+        xh = (x64 - mean[:, None]) * rstd[:, None]
+        g = dy64 * w64
+        dx = rstd[:, None] * (g - g.mean(1, keepdims=True) - xh * (g * xh).mean(1, keepdims=True))
+        return dx, (dy64 * xh).sum(0), dy64.sum(0)
+    outs = tuple(a.astype(f) for a in ln_backward64())
+    N, C = 64, 131072
+    z = (2 * rng.standard_normal((N, C))).astype(f)
+    t = rng.integers(0, C, N)
+    z64 = z.astype(np.float64)
+    m = z.max(1, keepdims=True)
+    lp = ((z - m) - np.log(np.exp(z - m).sum(1, dtype=f, keepdims=True)).astype(f)).astype(f)
+    g = (np.exp(lp).astype(f) * f(1 / N)).astype(f)
+    g[np.arange(N), t] = (g[np.arange(N), t] - f(1 / N)).astype(f)
+    loss = np.array([-lp[np.arange(N), t].mean(dtype=f)], f)
+
+    def xent64():
+        m64 = z64.max(1, keepdims=True)
+        lp64 = z64 - m64 - np.log(np.exp(z64 - m64).sum(1, keepdims=True))
+        d = np.exp(lp64) / N
+        d[np.arange(N), t] -= 1 / N
+        return -lp64[np.arange(N), t].mean(), d
+    for name, base, check in (
+            ("layer_norm_backward_2048x4096", ln_backward64,
+             lambda: er.layer_norm_backward(dy, x, mean, rstd, w).covers(outs)),
+            ("cross_entropy_64x131072", xent64, lambda: er.cross_entropy(z, t).covers((loss, g)))):
+        assert check().all()
+        t0, t1 = best(base, 3), best(check, 3)
+        t2 = best(lambda: [r.lo for r in check().results.values()], 3)
+        print("python_check_%s: %.4f s vs baseline %.4f s = %.1fx  (baseline: numpy evaluating the backward in "
+              "float64; the reference built in the time, every output checked; with the sets read after: %.4f s)"
+              % (name, t1, t0, t1 / t0, t2))
+
+
 def harness():
     """exactref.testing: the fast tier of matmul in float16 and bfloat16 (default families) for a numpy kernel, its
     time less the kernel's own; and a small check, er.matmul(A, B).covers(out) at 64 x 64 x 64, against numpy's
@@ -400,6 +449,7 @@ if __name__ == "__main__":
     main()
     epilogue()
     rows()
+    backward_rows()
     elementwise()
     references()
     harness()
