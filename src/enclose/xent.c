@@ -505,6 +505,9 @@ int er__xent_fast_ok(const er_xent_plan *pl) {
  * no branch): the class, and grd, as the scalar step writes them, or ER_XENT_REDO where the enclosure does not decide
  * the rounding (the scalar step then asks er_xent_exact_grad). */
 #define ER_XENT_REDO 0xFD
+/* An element whose correct rounding is decided and is not y, and y outside the first witness's interval: the second
+ * witnesses' step (er_xent_grad_fast) makes it covered or pending. */
+#define ER_XENT_NEXT 0xFC
 typedef struct er_xent_fastk {
     float s, inv;                  /* the witness's sum and its reciprocal */
     int div2;                      /* div=reciprocal */
@@ -545,7 +548,7 @@ ER_ALWAYS_INLINE void er_xent_fast_body(int64_t n, const er_xent_fastk *kp, cons
         cls[j] = r1 != r2     ? ER_XENT_REDO
                  : yj == r1   ? ER_CLASS_EXACT
                  : ((yj >= il) & (yj <= ih)) ? ER_CLASS_COVERED
-                                           : ER_PENDING;
+                                           : ER_XENT_NEXT;
     }
 }
 #define ER_XENT_FAST_ARGS                                                                                             \
@@ -557,7 +560,42 @@ static void er_xent_fast_pass(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
 ER_AVX2 static void er_xent_fast_pass_avx2(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
 #endif
 
-static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exps *ex,
+/* The fp32 values of a row's witness sum added pairwise (a tree of the model's step 4). */
+static float er_xent_pairwise(const double *e, int64_t n) {
+    if (n <= 8) {
+        float s = 0;
+        for (int64_t j = 0; j < n; j++) s += (float)e[j];
+        return s;
+    }
+    return er_xent_pairwise(e, n / 2) + er_xent_pairwise(e + n / 2, n - n / 2);
+}
+
+/* Theorem X3's second witnesses: the log-sum-exp l of a witness kernel (RD and RU in fp32 of log s for s the e_j
+ * added pairwise: each within an ulp of log s), into l[0 .. 2). 0 where the log's bracket does not decide them. */
+static int er_xent_lse_witness(const er_xent_plan *pl, const double *gex, float *l) {
+    if (pl->sm.Ulog < 1) return 0;
+    float s = er_xent_pairwise(gex, pl->C);
+    if (!(s >= 1.0f) || s == INFINITY) return 0;
+    double Ll = er_log_dir((double)s, 0, -1), Lh = er_log_dir((double)s, 0, 1);
+    const er_fmt_info *F = pl->F;
+    double d0 = er__round_double(F, Ll, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    double u0 = er__round_double(F, Ll, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    if (d0 != er__round_double(F, Lh, ER_ROUND_DOWN, ER_OVERFLOW_IEEE) ||
+        u0 != er__round_double(F, Lh, ER_ROUND_UP, ER_OVERFLOW_IEEE))
+        return 0;
+    l[0] = (float)d0;
+    l[1] = (float)u0;
+    return 1;
+}
+
+/* An fp32 value within an ulp of exp(v): RN of a lower bound 2^-49 from it (as the witness's e_j). */
+static double er_xent_exp_witness(float v) {
+    double lo, hi;
+    er__exp_bounds((double)v, &lo, &hi);
+    return (double)(float)lo;
+}
+
+static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double m, int64_t t, const er_exps *ex,
                                  const er_xent_sums *z, const double *y, uint8_t *cls, double *gex, double *grd) {
     const er_fmt_info *S = pl->S;
     double eps = pl->eps, C = (double)pl->C, W = pl->W;
@@ -570,6 +608,9 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
         s += (float)gex[j];
     }
     float inv = 1.0f / s;
+    /* the second witnesses' log-sum-exp, from the e_j before the steps below write gex */
+    float lw[2] = { 0, 0 };
+    int second = er_xent_lse_witness(pl, gex, lw);
     /* bounds of 1/S and of 1/W (exact where W is a power of two), so that the exact gradient's enclosure and the
      * interval's ends take products instead of quotients: each product by the bound that keeps its side */
     double rSl = er__dn(1.0 / z->Sh), rSh = er__up(1.0 / z->Sl), iw = 1.0 / W;
@@ -587,7 +628,7 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
     }
     for (int64_t j = 0; j < pl->C; j++) {
         if (pass && j != t && cls[j] != ER_XENT_REDO) {
-            pending += cls[j] == ER_PENDING;
+            pending += cls[j] == ER_XENT_NEXT;
             continue;
         }
         float p = pl->sm.div == 2 ? (float)gex[j] * inv : (float)gex[j] / s;
@@ -606,9 +647,36 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, int64_t t, const er_exp
         else if (decided) {
             double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech, lo, hi;
             er_xent_fast_iv(&k, (double)p, cl, ch, tj ? 1.0 + eps : 0.0, &lo, &hi);
-            if (y[j] >= lo && y[j] <= hi) cls[j] = ER_CLASS_COVERED;
+            cls[j] = y[j] >= lo && y[j] <= hi ? ER_CLASS_COVERED : ER_XENT_NEXT;
         }
-        pending += cls[j] == ER_PENDING;
+        pending += cls[j] == ER_PENDING || cls[j] == ER_XENT_NEXT;
+    }
+    /* the elements left: the hull of the witnesses exp(v) for v = fl(d_j - l) and fl(x_j - fl(m + l)), l from
+     * er_xent_lse_witness (Theorem X3, its second witnesses) */
+    float mf = (float)m;
+    for (int64_t j = 0; pending && j < pl->C; j++) {
+        if (cls[j] != ER_XENT_NEXT) continue;
+        cls[j] = ER_PENDING;
+        if (!second) continue;
+        float xj = (float)x[j], dj = xj - mf, v[4], vmin, vmax;
+        for (int i = 0; i < 2; i++) {
+            v[2 * i] = dj - lw[i];
+            v[2 * i + 1] = xj - (mf + lw[i]);
+        }
+        vmin = vmax = v[0];
+        for (int i = 1; i < 4; i++) {
+            vmin = v[i] < vmin ? v[i] : vmin;
+            vmax = v[i] > vmax ? v[i] : vmax;
+        }
+        double qlo = er_xent_exp_witness(vmin), qhi = er_xent_exp_witness(vmax);
+        int tj = j == t;
+        double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech, lo, hi, unused;
+        er_xent_fast_iv(&k, qlo, cl, ch, tj ? 1.0 + eps : 0.0, &lo, &unused);
+        er_xent_fast_iv(&k, qhi, cl, ch, tj ? 1.0 + eps : 0.0, &unused, &hi);
+        if (y[j] >= lo && y[j] <= hi) {
+            cls[j] = ER_CLASS_COVERED;
+            pending--;
+        }
     }
     return pending;
 }
@@ -659,7 +727,7 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
     er_xent_sums_fill(&ex, x, C, t, &z);
     int64_t pending = C;
     if (pl->G && y && !ninf && er__xent_fast_ok(pl))
-        pending = er_xent_grad_fast(pl, t, &ex, &z, y, cls, gex, grd);
+        pending = er_xent_grad_fast(pl, x, m, t, &ex, &z, y, cls, gex, grd);
     else if (pl->G) memset(cls, ER_PENDING, (size_t)C);
     int grads = pl->G && pending > 0;
     if (!grads && pl->eps == 0) lp.only = &t; /* the loss reads the target's log-probability alone */

@@ -570,6 +570,58 @@ START_TEST(cross_entropy_fast_same_classes) {
 }
 END_TEST
 
+/* The fast decision's second witnesses (Theorem X3: the hull of exp(v) for the log-probabilities v of a witness
+ * log-sum-exp) class every element as the sets do at their edges: torch's composition with fp32 logits (dlogits from
+ * exp of the stored log-probabilities) on long rows, each gradient moved by up to K ulps of fp32 (K 16, 1024 or 16384) or
+ * left; some elements end outside their sets and most inside. */
+START_TEST(cross_entropy_fast_edges_same_classes) {
+    er_test_reseed(1308);
+    long trials = (long)(12 * er_test_multiplier()), elems = 0, failing = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int fam = tr % 2 ? XF_NORMAL : XF_WIDE, red = (int)(er_rand64() % 3);
+        int64_t C = xe_lens[4 + er_rand64() % 2], N = 2 + (int64_t)(er_rand64() % 3);
+        xe_case c;
+        xe_make(&c, fam, N, C, ER_FP32, 0.0, red);
+        int64_t nl = red == ER_REDUCTION_NONE ? N : 1;
+        double *loss = malloc(sizeof(double) * (size_t)nl), *dx = malloc(sizeof(double) * (size_t)(N * C));
+        xe_kernel(&c, 1, XB_NONE, loss, dx);
+        int K = tr % 3 == 0 ? 16 : tr % 3 == 1 ? 1024 : 16384;
+        for (int64_t e = 0; e < N * C; e++) {
+            int64_t k = er_rand64() % 4 ? er_rand_int(-K, K) : 0;
+            uint32_t b;
+            float y = (float)dx[e];
+            memcpy(&b, &y, 4);
+            if ((int64_t)(b & 0x7FFFFFFFu) < K) k = 0; /* not across 0 */
+            b = (uint32_t)((int64_t)b + (y < 0 ? -k : k)); /* k ulps of fp32 toward +inf */
+            memcpy(&y, &b, 4);
+            dx[e] = y;
+        }
+        er_report a[2], b[2];
+        xe_check(&c, loss, dx, NULL, a);
+        setenv("EXACTREF_FAST", "0", 1);
+        xe_check(&c, loss, dx, NULL, b);
+        unsetenv("EXACTREF_FAST");
+        for (int k = 0; k < ER_CLASS_COUNT; k++)
+            ck_assert_msg(a[1].counts[k] == b[1].counts[k], "trial %ld (K %d) class %d: %lld fast, %lld not", tr, K,
+                          k, (long long)a[1].counts[k], (long long)b[1].counts[k]);
+        ck_assert_int_eq(memcmp(a[1].classes, b[1].classes, (size_t)a[1].n), 0);
+        elems += a[1].n;
+        failing += er_report_failed(&a[1]);
+        for (int o = 0; o < 2; o++) {
+            er_report_clear(&a[o]);
+            er_report_clear(&b[o]);
+        }
+        free(loss);
+        free(dx);
+        xe_free(&c);
+    }
+    printf("cross_entropy: the fast decision classes %ld moved torch gradients as the sets do (%ld outside)\n", elems,
+           failing);
+    ck_assert_int_gt(failing, 0);
+    ck_assert_int_lt(failing, elems / 2);
+}
+END_TEST
+
 START_TEST(cross_entropy_refusals) {
     double x[6] = { 1, 2, 3, 4, 5, 6 };
     int64_t t[2] = { 0, 2 }, bad[2] = { 0, 3 };
@@ -670,6 +722,7 @@ int main(void) {
     tcase_add_test(tc, cross_entropy_exact_tie);
     tcase_add_test(tc, cross_entropy_bugs_caught);
     tcase_add_test(tc, cross_entropy_fast_same_classes);
+    tcase_add_test(tc, cross_entropy_fast_edges_same_classes);
     tcase_add_test(tc, cross_entropy_refusals);
     tcase_add_test(tc, cross_entropy_special_rows);
     suite_add_tcase(s, tc);
