@@ -181,8 +181,12 @@ int er__load_contig(er_format f, const void *p, int64_t n, double *dst) {
 }
 
 void er__load_run(const er_tensor *t, int64_t idx, int64_t n, double *dst) {
-    if (!er__row_major(t)) {
-        for (int64_t k = 0; k < n; k++) dst[k] = er__load(t, er__offset(t, idx + k));
+    if (!er__row_major(t)) { /* along the last dimension's runs: one offset computed a run */
+        int64_t len = t->ndim > 0 ? t->shape[t->ndim - 1] : 1, st = t->ndim > 0 ? t->strides[t->ndim - 1] : 0;
+        for (int64_t k = 0; k < n;) {
+            int64_t off = er__offset(t, idx + k), r = len - (idx + k) % len;
+            for (r = r < n - k ? r : n - k; r > 0; r--, k++, off += st) dst[k] = er__load(t, off);
+        }
         return;
     }
     if (er__load_contig(t->format, (const char *)t->data + (size_t)idx * (size_t)(er__fmt(t->format)->bits / 8), n,
