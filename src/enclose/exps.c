@@ -113,11 +113,8 @@ ER_ALWAYS_INLINE void er_exps_f32_rest_body(int64_t n, const double *restrict x,
         double ml = ca < dl ? ca : dl, mh = cb > dh ? cb : dh, us = U * sp;
         ok &= (dl >= 0x1p-125) & (ea == eb) & (cb < top) & (us <= 0.125 * ml);
         double el = er__round_f32(ml - us, ER_ROUND_UP), eh = er__round_f32(mh + us, ER_ROUND_DOWN);
-        /* er__exp_shift for positive finite ends: its outward steps one unit of the bits, its lower end at least 0 */
-        double v = (t - dj) + e, pv = 1.0 + (v + 0.5 * (v * v));
-        double l = dl * (pv - 0x1p-51), h = dh * (pv + 0x1p-51);
-        l = l > 0 ? er__from_bits(er__bits(l) - 1) : 0.0;
-        h = er__from_bits(er__bits(h) + 1);
+        double v = (t - dj) + e, l, h;
+        er__exp_shift_run1(dl, dh, v, &l, &h);
         int same = (dj == t) & (e == 0);
         ok &= same | (fabs(v) <= 0x1p-18);
         tt[j] = t;

@@ -8,6 +8,7 @@
 #ifndef ER_IVAL_H
 #define ER_IVAL_H
 
+#include <float.h>
 #include <math.h>
 #include "core/internal.h"
 
@@ -131,6 +132,14 @@ static inline void er__exp_shift(double dl, double dh, double v, double *lo, dou
     *hi = er__up(dh * (p + 0x1p-51));
 }
 
+/* er__exp_shift without a branch, for bounds 0 <= dl <= dh (dh may be +inf): the same products, each moved outward
+ * one unit of its bits (the lower end no lower than +0; +inf stays). */
+static inline void er__exp_shift_run1(double dl, double dh, double v, double *lo, double *hi) {
+    double p = 1.0 + (v + 0.5 * (v * v)), l = dl * (p - 0x1p-51), h = dh * (p + 0x1p-51);
+    *lo = l > 0 ? er__from_bits(er__bits(l) - 1) : 0.0;
+    *hi = h <= DBL_MAX ? er__from_bits(er__bits(h) + 1) : h;
+}
+
 /* tanh(s) from bounds [elo, ehi] of exp(2 s) (Lemma D6): 1 - 2 / (e + 1), increasing in e, each end with three
  * roundings (within 2^-49.6 of its value where s >= 1/4, so tanh(s) >= 0.2449) moved outward by 2^-46 of itself.
  * 0 for s below 1/4 (or NaN), where the subtraction cancels: the ends written then mean nothing. */
@@ -141,12 +150,51 @@ static inline int er__tanh_bounds(double s, double elo, double ehi, double *lo, 
     return s >= 0.25;
 }
 
+/* tanh(s) for 2^-900 <= |s| < 1/4, or s = 0 (Lemma D9): s P(s^2), P tanh's odd Taylor series through s^21 over s
+ * (coefficients rounded to nearest, Horner's rule), within 2^-48.5 of its value, moved outward by 2^-46 of itself. */
+static inline void er__tanh_small_bounds(double s, double *lo, double *hi) {
+    double z = s * s, p = 0x1.967e18afcafadp-14;
+    p = p * z - 0x1.f57d7734d1664p-13;
+    p = p * z + 0x1.3558248036744p-11;
+    p = p * z - 0x1.7da36452b75e3p-10;
+    p = p * z + 0x1.d6d3d0e157de0p-9;
+    p = p * z - 0x1.226e355e6c23dp-7;
+    p = p * z + 0x1.664f4882c10fap-6;
+    p = p * z - 0x1.ba1ba1ba1ba1cp-5;
+    p = p * z + 0x1.1111111111111p-3;
+    p = p * z - 0x1.5555555555555p-2;
+    p = p * z + 1.0;
+    double r = s * p, m = fabs(r) * 0x1p-46;
+    *lo = r - m;
+    *hi = r + m;
+}
+
+/* tanh(x) for a double x, from bounds [elo, ehi] of exp(2 |x|) where |x| >= 1/4 (Lemma D6 (a)), from Lemma D9's
+ * where |x| < 1/4: 1 where the bounds hold (x = 0 or |x| >= 2^-900), 0 otherwise (NaN included). Without a
+ * branch. */
+static inline int er__tanh_any_bounds(double x, double elo, double ehi, double *lo, double *hi) {
+    double a = fabs(x), tl, th, sl, sh;
+    int big = er__tanh_bounds(a, elo, ehi, &tl, &th);
+    er__tanh_small_bounds(a, &sl, &sh);
+    double l = big ? tl : sl, h = big ? th : sh;
+    *lo = x > 0 ? l : -h;
+    *hi = x > 0 ? h : -l;
+    return (a == 0) | ((a >= 0x1p-900) & (a <= DBL_MAX));
+}
+
 /* c / (1 + e) for e >= 0 in [elo, ehi] and c finite (sigmoid with c = 1, silu with c = x; Lemma D6): monotone in e,
  * each end with two roundings (within 2^-52 of its value) moved outward by 2^-48 of itself. */
 static inline void er__quot_1p_bounds(double c, double elo, double ehi, double *lo, double *hi) {
     double q1 = c / (1.0 + elo), q2 = c / (1.0 + ehi), l = q1 < q2 ? q1 : q2, h = q1 < q2 ? q2 : q1;
     *lo = l - fabs(l) * 0x1p-48;
     *hi = h + fabs(h) * 0x1p-48;
+}
+
+/* One of er__quot_1p_bounds's ends, without the other's division: the lower (up 0) or the upper (up 1). c / (1 + e)
+ * decreases in e for c >= 0 and increases for c < 0, so the lower end is at ehi for c >= 0, at elo otherwise. */
+static inline double er__quot_1p_bound(double c, double elo, double ehi, int up) {
+    double q = c / (1.0 + ((c >= 0) != up ? ehi : elo));
+    return up ? q + fabs(q) * 0x1p-48 : q - fabs(q) * 0x1p-48;
 }
 
 /* Sums of n values in [0, 2] (+0 included, -0 not): exact sums of each term rounded down (lo) and up (hi) to a multiple

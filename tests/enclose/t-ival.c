@@ -112,9 +112,43 @@ START_TEST(tanh_and_quotient_bounds_hold) {
                        (double)x, lo, hi);
             ER_REQUIRE(c == 0 || fabs(hi - lo) <= fabs(lo) * 0x1p-42 + 0x1p-1000, "%a / (1 + exp(-%a)): [%a, %a] wide",
                        c, (double)x, lo, hi);
+            ER_REQUIRE(er__quot_1p_bound(c, elo, ehi, 0) == lo && er__quot_1p_bound(c, elo, ehi, 1) == hi,
+                       "%a / (1 + exp(-%a)): one end alone differs from [%a, %a]", c, (double)x, lo, hi);
         }
     }
     mpfr_clear(t);
+    mpfr_clear(E);
+}
+END_TEST
+
+/* Lemma D9: tanh below 1/4 from its series, and er__tanh_any_bounds on both sides of 1/4 and of either sign, against
+ * MPFR at 300 bits: floats and doubles spread over (0, 1/4), just below 1/4, near powers of two and down to 2^-900;
+ * each enclosure within 2^-44 of its size. */
+START_TEST(tanh_small_bounds_hold) {
+    er_test_reseed(74);
+    mpfr_init2(E, 300);
+    er__exp_init();
+    long trials = (long)(200000 * er_test_multiplier());
+    for (long i = 0; i < trials; i++) {
+        double s = i % 5 == 0   ? 0.25 - ldexp(er_rand_unit(), -(int)er_rand_int(3, 52))
+                   : i % 5 == 1 ? ldexp(1.0 + ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(20, 52)), -(int)er_rand_int(3, 60))
+                   : i % 5 == 2 ? ldexp(er_rand_unit(), -(int)er_rand_int(3, 900))
+                   : i % 5 == 3 ? (double)(float)(0.25 * er_rand_unit())
+                                : 0.25 + 2 * er_rand_unit();
+        if (i % 2) s = -s;
+        double elo, ehi, lo, hi;
+        er__exp_bounds(2 * fabs(s), &elo, &ehi);
+        int got = er__tanh_any_bounds(s, elo, ehi, &lo, &hi);
+        ER_REQUIRE(got == (fabs(s) >= 0x1p-900 || s == 0), "tanh(%a): bounds %s", s, got ? "given" : "refused");
+        if (!got) continue;
+        mpfr_set_d(E, s, MPFR_RNDN);
+        mpfr_tanh(E, E, MPFR_RNDN);
+        ER_REQUIRE(mpfr_cmp_d(E, lo) >= 0 && mpfr_cmp_d(E, hi) <= 0, "tanh(%a) outside [%a, %a]", s, lo, hi);
+        ER_REQUIRE(hi - lo <= fabs(lo) * 0x1p-44, "tanh(%a): [%a, %a] wider than 2^-44", s, lo, hi);
+    }
+    double lo, hi;
+    ER_REQUIRE(er__tanh_any_bounds(0.0, 1, 1, &lo, &hi) && lo == 0 && hi == 0, "tanh(0): [%a, %a]", lo, hi);
+    ER_REQUIRE(!er__tanh_any_bounds(NAN, 1, 1, &lo, &hi), "tanh(NaN) bounded");
     mpfr_clear(E);
 }
 END_TEST
@@ -697,6 +731,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, exp_bounds_hold);
     tcase_add_test(tc, tanh_and_quotient_bounds_hold);
+    tcase_add_test(tc, tanh_small_bounds_hold);
     tcase_add_test(tc, fixed_sums_bound_the_exact_sum);
     tcase_add_test(tc, compensated_sums_bound_the_exact_sum);
     tcase_add_test(tc, wide_steps_move_outward);
