@@ -421,18 +421,20 @@ void er__dot_fast_consts(er_fast_consts *fc, const er_dot_ctx *cx) {
 /* The lower edge RN_O(RU_F(t)) (upper = 0) or the upper edge RN_O(RD_F(t)) of a set through the compute format F and
  * the output format O, for t below the overflow limit. A float f is RU_F(t) when it is (float)t, unless that is
  * below t. */
+ER_ALWAYS_INLINE double er_fast_edge_f32(double t, int upper) {
+    /* without a branch on the rounding's direction (taken half of the time): one step toward t where the float
+     * nearest t is on the wrong side. Up from a float of sign bit 0 (+0 included: t > 0 rounds to +0, never to -0)
+     * is the next encoding, up from a negative one the previous; down, the reverse (t < 0 rounds to -0). */
+    float f = (float)t;
+    uint32_t u, step = upper ? (double)f > t : (double)f < t;
+    memcpy(&u, &f, 4);
+    u += step * (1u - 2u * ((u >> 31) ^ (uint32_t)upper));
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 static inline double er_fast_edge(const er_fast_consts *fc, const er_dot_ctx *cx, double t, int upper) {
-    if (fc->out_fmt == 0) {
-        /* without a branch on the rounding's direction (taken half of the time): one step toward t where the float
-         * nearest t is on the wrong side. Up from a float of sign bit 0 (+0 included: t > 0 rounds to +0, never to
-         * -0) is the next encoding, up from a negative one the previous; down, the reverse (t < 0 rounds to -0). */
-        float f = (float)t;
-        uint32_t u, step = upper ? (double)f > t : (double)f < t;
-        memcpy(&u, &f, 4);
-        u += step * (1u - 2u * ((u >> 31) ^ (uint32_t)upper));
-        memcpy(&f, &u, 4);
-        return f;
-    }
+    if (fc->out_fmt == 0) return er_fast_edge_f32(t, upper);
     double e = er__round_double(cx->F, t, upper ? ER_ROUND_DOWN : ER_ROUND_UP, ER_OVERFLOW_IEEE);
     return er__round_double(cx->O, e, ER_ROUND_NEAREST, cx->ov_out);
 }
@@ -1108,6 +1110,7 @@ typedef struct er_dot_cursor {
     er_fast_consts fc;
     double plo_f, phi_f;    /* P's bracket from the floats' dot product (Lemma D4) */
     double *va, *vb;        /* one element's operands, for the exact engine */
+    int simd;               /* er__simd(): the AVX2 builds of the inner values' loop */
 } er_dot_cursor;
 
 static void er_dot_cursor_close(void *p) {
@@ -1138,6 +1141,7 @@ static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const
         return NULL;
     }
     er__dot_fast_consts(&c->fc, &c->cx);
+    c->simd = er__simd();
     double Kd = (double)er__dot(ref)->K;
     c->plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN;
     c->phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP;
@@ -1179,6 +1183,62 @@ static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, dou
     return *lo <= *hi;
 }
 
+/* er_dot_cursor_inner at effort 0 over a run of one row of the output (fs and bn at its first element), for an fp32
+ * compute format and edges (out_fmt 0): the same steps, in a loop without a call or a branch. */
+ER_ALWAYS_INLINE void er_dot_inner_row_body(const er_fast_consts *restrict fc, int64_t m, const double *restrict fs,
+                                            double an, const double *restrict bn, double *restrict lo,
+                                            double *restrict hi, double *restrict blo, double *restrict bhi,
+                                            uint8_t *restrict ok) {
+    er_fast_consts c = *fc;
+    for (int64_t i = 0; i < m; i++) {
+        double Plo, Phi;
+        er_fast_bracket b;
+        er_fast_stage1(&c, fs[i], an, bn[i], &Plo, &Phi);
+        int64_t in = er_fast_bracket_of(&c, fs[i], Plo, Phi, &b);
+        double l = er_fast_edge_f32(b.tlo, 0), h = er_fast_edge_f32(b.thi, 1);
+        lo[i] = l;
+        hi[i] = h;
+        blo[i] = b.slo;
+        bhi[i] = b.shi;
+        ok[i] = (uint8_t)(in & (l <= h));
+    }
+}
+#define ER_DOT_ROW_ARGS                                                                                                \
+    const er_fast_consts *restrict fc, int64_t m, const double *restrict fs, double an, const double *restrict bn,   \
+        double *restrict lo, double *restrict hi, double *restrict blo, double *restrict bhi, uint8_t *restrict ok
+#define ER_DOT_ROW_BODY { er_dot_inner_row_body(fc, m, fs, an, bn, lo, hi, blo, bhi, ok); }
+static void er_dot_inner_row(ER_DOT_ROW_ARGS) ER_DOT_ROW_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_dot_inner_row_avx2(ER_DOT_ROW_ARGS) ER_DOT_ROW_BODY
+ER_AVX512 static void er_dot_inner_row_avx512(ER_DOT_ROW_ARGS) ER_DOT_ROW_BODY
+#endif
+
+static void er_dot_cursor_inner_run(void *p, int64_t begin, int64_t m, double *lo, double *hi, double *blo,
+                                    double *bhi, uint8_t *ok) {
+    er_dot_cursor *c = p;
+    const er_ref *ref = c->cx.ref;
+    const er_dot_state *d = er__dot(ref);
+    int64_t N = d->plan.N, MN = d->plan.M * N;
+    for (int64_t s = 0; s < m;) {
+        int64_t idx = begin + s, ia, ib, i = (idx % MN) / N, j = idx % N, r = N - j < m - s ? N - j : m - s;
+        if (c->fc.out_fmt != 0) { /* another pair of formats: element by element */
+            ok[s] = (uint8_t)er_dot_cursor_inner(p, idx, 0, &lo[s], &hi[s], &blo[s], &bhi[s]);
+            s++;
+            continue;
+        }
+        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
+        const double *fs = d->fs + idx, *bn = d->bn + ib * N + j;
+        double an = d->an[ia * d->plan.M + i];
+#if ER_HAVE_AVX2
+        if (c->simd >= 2) er_dot_inner_row_avx512(&c->fc, r, fs, an, bn, lo + s, hi + s, blo + s, bhi + s, ok + s);
+        else if (c->simd) er_dot_inner_row_avx2(&c->fc, r, fs, an, bn, lo + s, hi + s, blo + s, bhi + s, ok + s);
+        else
+#endif
+            er_dot_inner_row(&c->fc, r, fs, an, bn, lo + s, hi + s, blo + s, bhi + s, ok + s);
+        s += r;
+    }
+}
+
 static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
     er_dot_cursor *c = p;
     const er_ref *ref = c->cx.ref;
@@ -1196,7 +1256,8 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
         .destroy = er__dot_destroy, .inputs = er__dot_inputs, .fast = er__dot_fast, .out_shape = er__out_shape_same, \
         .check = er_dot_check, .covers = er_dot_covers, .emulate = er_dot_emulate, .exact = er_dot_exact,            \
         .rounded = er_dot_rounded, .exact_mpfr = er_dot_exact_mpfr, .bracket = er_dot_bracket,                       \
-        .cursor_open = er_dot_cursor_open, .cursor_inner = er_dot_cursor_inner, .cursor_set = er_dot_cursor_set,     \
+        .cursor_open = er_dot_cursor_open, .cursor_inner = er_dot_cursor_inner,                                     \
+        .cursor_inner_run = er_dot_cursor_inner_run, .cursor_set = er_dot_cursor_set,                                \
         .cursor_close = er_dot_cursor_close                                                                          \
     }
 const er_op_module er__matmul_module = ER_DOT_MODULE("matmul", ER_TAKES_MMA | ER_TAKES_TF32 | ER_TAKES_DEPTH),

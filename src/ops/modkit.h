@@ -51,6 +51,11 @@ ER_INTERNAL er_status er__out_shape_fits(const er_ref *ref, int o, const er_tens
  * NaN, and ER_OK, where an op gives no finite one). */
 ER_INTERNAL er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid, double *lo, double *hi);
 
+/* The module's cursor_inner_run for elements begin .. begin + m - 1 of r (its cursor cur), or its cursor_inner at
+ * effort 0 element by element where it gives no run. */
+ER_INTERNAL void er__cursor_inner_run(const er_op_module *mod, void *cur, int64_t begin, int64_t m, double *lo,
+                                      double *hi, double *blo, double *bhi, uint8_t *ok);
+
 /* The modules of the table (er__modules, src/ops/modules.c); a module is named here only where another module's code
  * asks which op a reference is. */
 extern const er_op_module er__tensor_module, er__quantize_module, er__chain_module, er__matmul_module, er__sum_module,

@@ -145,6 +145,11 @@ typedef struct er_op_module {
      * (cheap) or 1 (tighter, costlier), and doubles blo <= bhi bracketing its exact result (as the module's bracket
      * would); 0 where it gives none. */
     int (*cursor_inner)(void *cur, int64_t idx, int effort, double *lo, double *hi, double *blo, double *bhi);
+    /* cursor_inner at effort 0 for elements begin .. begin + m - 1 at once: ok[i] its return value for element
+     * begin + i, and where it is 1 the four values it gives (elsewhere they mean nothing). NULL: element by element
+     * (er__cursor_inner_run in modkit.h). */
+    void (*cursor_inner_run)(void *cur, int64_t begin, int64_t m, double *lo, double *hi, double *blo, double *bhi,
+                             uint8_t *ok);
     /* Element idx's set, the one er_ref_enclosure gives (its exact and rounded values left NaN). */
     er_status (*cursor_set)(void *cur, int64_t idx, er_cset *c);
     void (*cursor_close)(void *cur);

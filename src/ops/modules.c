@@ -279,6 +279,16 @@ er_status er__ref_bracket(const er_ref *r, int64_t idx, double *mid, double *lo,
     return ER_OK;
 }
 
+void er__cursor_inner_run(const er_op_module *mod, void *cur, int64_t begin, int64_t m, double *lo, double *hi,
+                          double *blo, double *bhi, uint8_t *ok) {
+    if (mod->cursor_inner_run) {
+        mod->cursor_inner_run(cur, begin, m, lo, hi, blo, bhi, ok);
+        return;
+    }
+    for (int64_t i = 0; i < m; i++)
+        ok[i] = (uint8_t)(mod->cursor_inner(cur, begin + i, 0, &lo[i], &hi[i], &blo[i], &bhi[i]) != 0);
+}
+
 /* "[a, b, c]" into buf (at most ER_MAX_DIMS sizes of 20 digits: 200 bytes hold them). */
 static const char *er_shape_text(char *buf, size_t cap, int nd, const int64_t *shape) {
     int n = snprintf(buf, cap, "[");

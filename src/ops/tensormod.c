@@ -1,5 +1,6 @@
 /* tensormod.c: the op module of a tensor's own values (er_tensor_ref; src/ops/module.h): each element's set is its
  * value rounded to nearest into the output format, the base of elementwise chains (docs/algorithms/chains.md). */
+#include <float.h>
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
 #include <stdlib.h>
@@ -97,6 +98,26 @@ static int er_tensor_cursor_inner(void *p, int64_t idx, int effort, double *lo, 
     return isfinite(*lo);
 }
 
+/* er_tensor_cursor_inner at effort 0 over a run: the values read in one pass, then (E fp32, the chains' compute
+ * format) rounded in a loop without a call; another E element by element. */
+static void er_tensor_cursor_inner_run(void *p, int64_t begin, int64_t m, double *lo, double *hi, double *blo,
+                                       double *bhi, uint8_t *ok) {
+    er_tensor_cursor *c = p;
+    if (c->E->id != ER_FP32) {
+        for (int64_t i = 0; i < m; i++)
+            ok[i] = (uint8_t)er_tensor_cursor_inner(p, begin + i, 0, &lo[i], &hi[i], &blo[i], &bhi[i]);
+        return;
+    }
+    er__load_run(&er__tensor(c->ref)->A, begin, m, blo);
+    for (int64_t i = 0; i < m; i++) {
+        double x = blo[i];
+        int in = fabs(x) <= FLT_MAX; /* a special value, or one that may overflow: the set itself */
+        lo[i] = hi[i] = (double)(float)(in ? x : 0.0);
+        bhi[i] = x;
+        ok[i] = (uint8_t)in;
+    }
+}
+
 static er_status er_tensor_cursor_set(void *p, int64_t idx, er_cset *out) {
     er_tensor_cursor *c = p;
     er_tensor_set(c->ref, idx, c->E, c->ov, out);
@@ -140,5 +161,6 @@ const er_op_module er__tensor_module = { .name = "tensor",
                                          .bracket = er_tensor_bracket,
                                          .cursor_open = er_tensor_cursor_open,
                                          .cursor_inner = er_tensor_cursor_inner,
+                                         .cursor_inner_run = er_tensor_cursor_inner_run,
                                          .cursor_set = er_tensor_cursor_set,
                                          .cursor_close = free };
