@@ -18,6 +18,7 @@
 #include "tensor/tensor_internal.h"
 #include "enclose/approx.h"
 #include "enclose/ival.h"
+#include "ops/chainvec.h"
 
 /* The unary functions, ER_STAGE_EXP to ER_STAGE_RSQRT, and the activations: gelu (both forms) and silu. */
 const char *er_stage_kind_name(er_stage_kind kind) {
@@ -786,6 +787,9 @@ typedef struct er_chain_fast_job {
     double vec_ulps;       /* its exp's ulps budget */
     const er_tensor *vxt;  /* its input tensor (fp32, fp16 or bf16, row-major) */
     int simd;              /* er__simd(): the AVX2 build of the exps' loops */
+    int epi;               /* the epilogue pass (chainepi.c) applies, its plan and arrays */
+    er_epi plan;
+    er_epi_scratch *scr;
 } er_chain_fast_job;
 
 /* The class of output y (finite) of element idx where the witnesses decide it, with their hull [*wlo, *whi] in the
@@ -857,23 +861,6 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
     return y < ra || y > rb ? ER_CLASS_COVERED : ER_PENDING;
 }
 
-enum { ER_VEC_CHUNK = 4096, ER_VEC_OPEN = 255 };
-
-/* Elements [begin, begin + m) of a row-major fp32, fp16 or bf16 tensor as floats (exact). */
-static void er_vec_load(const er_tensor *t, int64_t begin, int64_t m, float *dst) {
-    if (t->format == ER_FP32) {
-        memcpy(dst, (const float *)t->data + begin, sizeof(float) * (size_t)m);
-    } else if (t->format == ER_BF16) {
-        const uint16_t *p = (const uint16_t *)t->data + begin;
-        for (int64_t i = 0; i < m; i++) {
-            uint32_t b = (uint32_t)p[i] << 16;
-            memcpy(&dst[i], &b, sizeof b);
-        }
-    } else {
-        for (int64_t i = 0; i < m; i++) dst[i] = (float)er__load(t, begin + i);
-    }
-}
-
 /* The batch pass over elements [begin, end) of a one-stage chain on a tensor (er_chain_vec_kind): dec[i] gets the
  * class the per-element decision (er_chain_fast_class and what follows it) gives where this pass can tell it, else
  * ER_VEC_OPEN. exp's value comes from er__exp_bounds (double-bounds.md, Theorem D1) where the per-element decision
@@ -882,27 +869,6 @@ static void er_vec_load(const er_tensor *t, int64_t begin, int64_t m, float *dst
  * to the output format O (a narrower O: the exact result's rounding from the bracket, never from the witness). A
  * set decided here has the hull [y, y] or is left to the per-element decision, so the widest set is found as
  * before. */
-/* A value v rounded to nearest-even into an output format O for er_chain_vec_body, without a call or a branch: for
- * fp32 (narrow 0) its conversion to float, *ok where |v| <= FLT_MAX; for fp16 or bf16 (narrow 1) its double's last
- * `drop` bits (53 - p of O) rounded off, which is O's rounding where v is 0 or a normal of O: *ok where v is 0 or
- * |v| >= minn (O's least normal) and the result is at most maxv (O's largest value). NaN and infinities are not
- * ok. */
-ER_ALWAYS_INLINE double er_vec_rn(double v, int narrow, int drop, uint64_t half, uint64_t mask, double minn,
-                                  double maxv, int *ok) {
-    if (!narrow) {
-        int in = fabs(v) <= FLT_MAX;
-        *ok &= in;
-        return (double)(float)(in ? v : 0.0); /* (GCC vectorises the conversion of a value known in range) */
-    }
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    u = (u + half + ((u >> drop) & 1)) & mask;
-    double r;
-    memcpy(&r, &u, sizeof r);
-    *ok &= ((v == 0) | (fabs(v) >= minn)) & (fabs(r) <= maxv);
-    return r;
-}
-
 /* er_chain_vec_decide's loop for a relu, exp, tanh, sigmoid or silu stage, without a call or a branch: the classes
  * the general loop gives where it reaches no witness beyond the first (exact, covered, else open), every rounding
  * into O through er_vec_rn (an element whose roundings it cannot give is left open). */
@@ -911,11 +877,12 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
                                         const double *restrict elo, const double *restrict ehi,
                                         uint8_t *restrict dec) {
     uint64_t half = narrow ? (UINT64_C(1) << (drop - 1)) - 1 : 0, mask = narrow ? ~((UINT64_C(1) << drop) - 1) : 0;
+    double big = 1.5 * minn * (double)(UINT64_C(1) << drop); /* 1.5 2^52 times O's least subnormal */
     for (int64_t i = 0; i < m; i++) {
         double x = xs[i], y = ys[i], lo, hi, o1;
         int ok = (fabs(x) <= FLT_MAX) & (fabs(y) <= FLT_MAX);
         if (k == ER_STAGE_RELU) { /* x is exact, and so is max(x, 0) */
-            double r = er_vec_rn(x > 0 ? x : 0.0, narrow, drop, half, mask, minn, maxv, &ok);
+            double r = er_vec_rn(x > 0 ? x : 0.0, narrow, drop, half, mask, minn, big, maxv, &ok);
             dec[i] = (ok & (y == r)) ? ER_CLASS_EXACT : ER_VEC_OPEN;
             continue;
         }
@@ -928,17 +895,14 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
             a = ok ? a : 0.0f; /* (a value the lanes left open never see) */
             float c = k == ER_STAGE_SIGMOID ? 1.0f : xs[i], w = c / (1.0f + a);
             ok &= fabs(w) <= FLT_MAX;
-            o1 = narrow ? er_vec_rn(w, narrow, drop, half, mask, minn, maxv, &ok) : w; /* w is fp32's already */
+            o1 = narrow ? er_vec_rn(w, narrow, drop, half, mask, minn, big, maxv, &ok) : w; /* w is fp32's already */
             er__quot_1p_bounds(c, elo[i], ehi[i], &lo, &hi);
         } else {
             if (k == ER_STAGE_EXP) {
                 lo = elo[i];
                 hi = ehi[i];
-            } else { /* tanh |x| for |x| >= 1/4, tanh being odd */
-                double tl, th;
-                ok &= er__tanh_bounds(fabs(x), elo[i], ehi[i], &tl, &th);
-                lo = x > 0 ? tl : -th;
-                hi = x > 0 ? th : -tl;
+            } else { /* tanh from exp(2 |x|)'s bounds for |x| >= 1/4, from its series below (x a float) */
+                ok &= er__tanh_any_bounds(x, elo[i], ehi[i], &lo, &hi);
             }
             /* the exact result rounded to fp32, where both ends round alike: the set holds it */
             float a = (float)lo;
@@ -947,10 +911,10 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
                 dec[i] = (ok & (y == a)) ? ER_CLASS_EXACT : ER_VEC_OPEN;
                 continue;
             }
-            o1 = er_vec_rn(a, narrow, drop, half, mask, minn, maxv, &ok);
+            o1 = er_vec_rn(a, narrow, drop, half, mask, minn, big, maxv, &ok);
         }
-        double ra = er_vec_rn(lo, narrow, drop, half, mask, minn, maxv, &ok),
-               rb = er_vec_rn(hi, narrow, drop, half, mask, minn, maxv, &ok);
+        double ra = er_vec_rn(lo, narrow, drop, half, mask, minn, big, maxv, &ok),
+               rb = er_vec_rn(hi, narrow, drop, half, mask, minn, big, maxv, &ok);
         /* exp, tanh: y is the witness's rounding or the exact result's (the bracket decides); sigmoid, silu: the
          * witness's, or the bracket's one rounding */
         ok &= (y == o1) | ((y == ra) & ((k == ER_STAGE_EXP) | (k == ER_STAGE_TANH) | (ra == rb)));
@@ -1026,11 +990,8 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
             if (k == ER_STAGE_EXP) {
                 lo = elo[i];
                 hi = ehi[i];
-            } else {
-                double tl, th;
-                if (!er__tanh_bounds(fabs((double)x), elo[i], ehi[i], &tl, &th)) continue;
-                lo = x > 0 ? tl : -th;
-                hi = x > 0 ? th : -tl;
+            } else if (!er__tanh_any_bounds(x, elo[i], ehi[i], &lo, &hi)) {
+                continue;
             }
             float a = (float)lo;
             if (a != (float)hi || !isfinite(a)) continue;
@@ -1112,25 +1073,26 @@ static void *er_chain_fast_run(void *arg) {
         int64_t end = begin + ER_VEC_CHUNK < n ? begin + ER_VEC_CHUNK : n;
         er__progress_step(end - begin);
         uint8_t dec[ER_VEC_CHUNK];
-        if (j->vec) {
-            er_chain_vec_decide(j, begin, end, dec);
+        int batch = j->vec || j->epi;
+        if (batch) {
+            if (j->vec) er_chain_vec_decide(j, begin, end, dec);
+            else er__epi_decide(&j->plan, j->mod[0], j->cur[0], begin, end, j->scr, dec, &wrel, &widx);
             int64_t m = end - begin, c1 = 0, open = 0; /* decided elements are exact (0) or covered (1) */
             for (int64_t i = 0; i < m; i++) {
                 c1 += dec[i] == ER_CLASS_COVERED;
                 open += dec[i] == ER_VEC_OPEN;
             }
-            if (!open) { /* every element decided: the classes as they are */
-                memcpy(classes + begin, dec, (size_t)m);
-                counts[ER_CLASS_EXACT] += m - c1;
-                counts[ER_CLASS_COVERED] += c1;
-                continue;
-            }
+            /* the decided classes as they are; the open ones are written below */
+            memcpy(classes + begin, dec, (size_t)m);
+            counts[ER_CLASS_EXACT] += m - c1 - open;
+            counts[ER_CLASS_COVERED] += c1;
+            if (!open) continue;
         }
         for (int64_t idx = begin; idx < end; idx++) {
-            if (j->vec && dec[idx - begin] != ER_VEC_OPEN) {
-                classes[idx] = dec[idx - begin];
-                counts[dec[idx - begin]]++;
-                continue;
+            if (batch) { /* the next element the pass left open */
+                const uint8_t *o = memchr(dec + (idx - begin), ER_VEC_OPEN, (size_t)(end - idx));
+                if (!o) break;
+                idx = begin + (o - dec);
             }
             double y = er__load(out, contig ? idx : er__offset(out, idx)), lo = 0, hi = 0;
             int cls = isfinite(y) ? er_chain_fast_class(j, idx, y, &lo, &hi) : ER_PENDING;
@@ -1248,6 +1210,11 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         j->vec_ulps = vec ? (er__chain(ref)->stages[0].scalar > 0 ? er__chain(ref)->stages[0].scalar : 2.0) : 0;
         j->vxt = vx;
         j->simd = simd;
+        if (!vec && er__epi_plan(&j->plan, er__chain(ref)->stages, er__chain(ref)->nstages, std,
+                                 er__sinks_at(sks, t, 0))) {
+            j->scr = malloc(sizeof *j->scr);
+            j->epi = j->scr != NULL; /* without the memory, the per-element decision alone */
+        }
         j->ref = ref;
         j->std = std;
         j->E = er__fmt(ER_FP32);
@@ -1296,9 +1263,11 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         }
         *done = 1;
     }
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < nt; t++) {
         for (int i = 0; i <= er__chain(ref)->nstages; i++)
             if (jobs[t].cur[i]) jobs[t].mod[i]->cursor_close(jobs[t].cur[i]);
+        free(jobs[t].scr);
+    }
     return st;
 }
 

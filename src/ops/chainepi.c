@@ -1,0 +1,456 @@
+/* chainepi.c: the chain's epilogue pass (docs/algorithms/chains.md, "The epilogue pass"): a chain whose base gives
+ * single sets (a matmul on the fast path, a tensor) and whose stages are adds, muls, relu, casts and at most one
+ * function (exp, tanh, sigmoid, silu, gelu's tanh form), decided 4096 elements at a time where the per-element
+ * decision's first witness is the output: the witness from the base's inner value, each function correctly rounded
+ * from exp's bounds (double-bounds.md, Theorem D1 and Lemma D6) instead of libm and MPFR; the class from the chain's
+ * enclosure over the base's bracket, built from the same bounds (Lemma C13). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ops/chainvec.h"
+#include "enclose/ival.h"
+#include "format/format.h"
+
+static int er_epi_is_fn(er_stage_kind k) {
+    return k == ER_STAGE_EXP || k == ER_STAGE_TANH || k == ER_STAGE_SIGMOID || k == ER_STAGE_SILU ||
+           k == ER_STAGE_GELU_TANH;
+}
+
+int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk) {
+    const char *env = getenv("EXACTREF_BATCH");
+    if ((env && env[0] == '0') || std->fast_math == 1 || ns > 12) return 0;
+    er_format of = sk->out->format;
+    if ((of != ER_FP32 && of != ER_FP16 && of != ER_BF16) || sk->O != er__fmt(of) || !er__row_major(sk->out)) return 0;
+    int fns = 0;
+    memset(p, 0, sizeof *p);
+    p->fn = -1;
+    for (int i = 0; i < ns; i++) {
+        er_stage_kind k = st[i].kind;
+        if (st[i].ref) return 0;
+        if (k == ER_STAGE_ADD || k == ER_STAGE_MUL) {
+            /* a mul then an add fused under fma=always: the per-element decision's */
+            if (k == ER_STAGE_MUL && i + 1 < ns && st[i + 1].kind == ER_STAGE_ADD && std->fma == ER_FMA_ALWAYS)
+                return 0;
+            p->wop[i] = (float)st[i].scalar; /* RN to fp32 (an infinity beyond its range, as er_stage_operand) */
+        } else if (k == ER_STAGE_CAST) {
+            if (st[i].format != ER_FP32 && st[i].format != ER_FP16 && st[i].format != ER_BF16) return 0;
+            p->cast[i] = er_vec_fmt_of(er__fmt(st[i].format));
+        } else if (er_epi_is_fn(k)) {
+            /* under math=triton exp is 2^RN(x RN(log2 e)): the per-element decision's */
+            if (++fns > 1 || (std->fast_math == 2 && k != ER_STAGE_TANH && k != ER_STAGE_GELU_TANH)) return 0;
+            p->fn = i;
+            p->ulps = st[i].scalar > 0 ? st[i].scalar : 2.0; /* er_chain_witness's U */
+            /* its variants as the per-element decision's (gelu's x / d forms take exp: not under math=triton) */
+            p->nvar = k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU ? (std->fast_math == 2 ? 0 : 4) : 2;
+        } else if (k != ER_STAGE_RELU) {
+            return 0;
+        }
+    }
+    p->st = st;
+    p->ns = ns;
+    p->o = er_vec_fmt_of(sk->O);
+    p->out = sk->out;
+    p->simd = er__simd();
+    er__exp_init();
+    return 1;
+}
+
+/* Bounds below and above the exact value of an operation that rounded to nearest to a finite x: x moved outward by
+ * max(|x|, 2^-960) 2^-52, at least an ulp of x (the product is a normal double: no operation here takes or gives a
+ * subnormal, for which x86 cores take microcode assists). */
+ER_ALWAYS_INLINE double er_epi_up(double x) {
+    double a = fabs(x);
+    return x + (a > 0x1p-960 ? a : 0x1p-960) * 0x1p-52;
+}
+ER_ALWAYS_INLINE double er_epi_dn(double x) {
+    double a = fabs(x);
+    return x - (a > 0x1p-960 ? a : 0x1p-960) * 0x1p-52;
+}
+
+/* gelu's tanh form in the witness's fp32 constants (er_chain_witness) and the enclosure's doubles */
+#define ER_GT_K32 ((float)0.79788456080286535588)
+#define ER_GT_C32 ((float)0.044715)
+#define ER_GT_M2K (-2.0 * 0.79788456080286535588)
+#define ER_GT_C 0.044715
+
+/* The argument of exp for a function stage at x (double; gelu's tanh form: t^ = RN(M2K RN(x + RN(C RN(RN(x x) x)))),
+ * within 2^-50 |t^| of -2 sqrt(2 / pi)(x + 0.044715 x^3) for x = 0 or 2^-300 <= |x| <= 2^16, Lemma C13). */
+ER_ALWAYS_INLINE double er_epi_arg(er_stage_kind k, double x) {
+    if (k == ER_STAGE_EXP) return x;
+    if (k == ER_STAGE_TANH) return 2.0 * fabs(x);
+    if (k == ER_STAGE_GELU_TANH) return ER_GT_M2K * (x + ER_GT_C * ((x * x) * x));
+    return -x;
+}
+
+/* exp's argument for the witness x (float): gelu's tanh form takes tanh(u) from exp(2 |u|) */
+ER_ALWAYS_INLINE double er_epi_warg(er_stage_kind k, float x) {
+    return k == ER_STAGE_GELU_TANH ? 2.0 * fabs((double)(ER_GT_K32 * (x + ER_GT_C32 * ((x * x) * x))))
+                                   : er_epi_arg(k, x);
+}
+
+/* A bound of function stage k at the point p, below (up 0) or above (up 1), from exp's bounds [elo, ehi] at
+ * er_epi_arg(k, p); *good cleared where the bounds do not apply. */
+ER_ALWAYS_INLINE double er_epi_fn_bound(er_stage_kind k, double p, double elo, double ehi, int up, int64_t *good) {
+    double t = er_epi_arg(k, p);
+    if (k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU || k == ER_STAGE_SIGMOID) {
+        /* c / (1 + e) with exp(t) below 2^-1000 (t below -700, gelu's widening below included): e in [0, 2^-1000],
+         * no subnormal bound */
+        int64_t tiny = t < -700.0;
+        elo = tiny ? 0.0 : elo;
+        ehi = tiny ? 0x1p-1000 : ehi;
+    }
+    if (k == ER_STAGE_GELU_TANH) { /* exp at t^ -+ d (Lemma C13): [elo f, ehi g], f <= 1 - d, g >= 1 + 2 d */
+        double d = fabs(t) * 0x1p-49 + 0x1p-52, f = 1.0 - 2.0 * d, g = 1.0 + 2.0 * d, lf = er_epi_dn(elo * f);
+        *good &= (p == 0) | ((fabs(p) >= 0x1p-300) & (fabs(p) <= 0x1p16));
+        elo = lf > 0 ? lf : 0.0;
+        ehi = er_epi_up(ehi * g);
+    }
+    if (k == ER_STAGE_EXP) return up ? ehi : elo;
+    if (k == ER_STAGE_TANH) {
+        double l, h;
+        *good &= er__tanh_any_bounds(p, elo, ehi, &l, &h);
+        return up ? h : l;
+    }
+    /* c / (1 + e), c = 1 (sigmoid) or p (silu, gelu's tanh form); a quotient in the doubles' subnormals errs by
+     * 2^-1074 at most (Lemma C13) */
+    double q = er__quot_1p_bound(k == ER_STAGE_SIGMOID ? 1.0 : p, elo, ehi, up);
+    return up ? q + 0x1p-1000 : q - 0x1p-1000;
+}
+
+/* The function stage k over [lo[i], hi[i]], enclosed from exp's bounds at its ends' arguments: el, eh at lo's, el1,
+ * eh1 at hi's. Where the function is increasing on the bracket, its lower bound at lo and
+ * upper at hi; decreasing, the reverse; else (gelu's and silu's minimum) both at lo, within 1.25 (hi - lo) of f(lo)
+ * (|f'| < 1.2). */
+ER_ALWAYS_INLINE void er_epi_fn_enclose(er_stage_kind k, int64_t m, const double *restrict el,
+                                        const double *restrict eh, const double *restrict el1,
+                                        const double *restrict eh1, double *restrict lo, double *restrict hi,
+                                        int64_t *restrict ok) {
+    for (int64_t i = 0; i < m; i++) {
+        double a = lo[i], b = hi[i];
+        /* gelu and silu each have one minimum (near -0.752 and -1.278): decreasing below -2 and increasing above
+         * -0.4 (silu: -0.9); the others are increasing */
+        int64_t two = k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU, good = 1,
+                inc = !two | (a > (k == ER_STAGE_SILU ? -0.9 : -0.4)), dec = two & (b < -2.0);
+        int64_t lb = dec, hb = inc; /* the end each bound is taken at (1: hi) */
+        double l = er_epi_fn_bound(k, lb ? b : a, lb ? el1[i] : el[i], lb ? eh1[i] : eh[i], 0, &good),
+               h = er_epi_fn_bound(k, hb ? b : a, hb ? el1[i] : el[i], hb ? eh1[i] : eh[i], 1, &good),
+               w = inc | dec ? 0.0 : 1.25 * (b - a);
+        l = er_epi_dn(l - w);
+        h = er_epi_up(h + w);
+        lo[i] = l;
+        hi[i] = h;
+        ok[i] = (ok[i] != 0) & good & (fabs(l) <= DBL_MAX) & (fabs(h) <= DBL_MAX);
+    }
+}
+
+/* v moved one float up (up 1) or down, where a function's budget allows it (can: U >= 1.5) and v is a normal
+ * float; else v (er_wit_step without a call or a branch). */
+ER_ALWAYS_INLINE float er_epi_step1(float v, int up, int64_t can) {
+    uint32_t b, neg;
+    memcpy(&b, &v, sizeof b);
+    neg = b >> 31;
+    b = up ? b + 1 - 2 * neg : b - 1 + 2 * neg;
+    float r;
+    memcpy(&r, &b, sizeof r);
+    return can & (fabsf(v) >= 0x1p-126f) & (fabsf(v) <= FLT_MAX) ? r : v;
+}
+
+/* The function stage k on end e's witnesses (s->w[e], from the base's inner value l or h), each function correctly
+ * rounded to fp32 where exp's bounds at its argument (el, eh) decide it, then gelu's and silu's last steps in fp32
+ * (er_chain_witness's var 0), and its variants 1 to nvar into s->w[2 + 2 (v - 1) + e]: the function's value moved one
+ * float up and down, gelu's tanh form as x / d and x RN(1 / d) with d = 1 + exp(-2 u) (exp's bounds at -2 u in el2,
+ * eh2), silu as x / d and x RN(1 / d). A witness whose function the bounds do not decide, or that is not finite, is
+ * not ok. */
+ER_ALWAYS_INLINE void er_epi_fn_witness(er_stage_kind k, int nvar, int64_t can, int64_t m, const double *restrict el,
+                                        const double *restrict eh, const double *restrict el2,
+                                        const double *restrict eh2, er_epi_scratch *restrict s, int e) {
+    for (int64_t i = 0; i < m; i++) {
+        float x = s->w[e][i], r, v[4] = {0, 0, 0, 0};
+        int64_t good, good34 = 1, in0 = s->okw[e][i] != 0;
+        if (k == ER_STAGE_TANH || k == ER_STAGE_GELU_TANH) {
+            float u = k == ER_STAGE_TANH ? x : ER_GT_K32 * (x + ER_GT_C32 * ((x * x) * x));
+            double tl, th;
+            int64_t in = er__tanh_any_bounds(u, el[i], eh[i], &tl, &th); /* a float u: 0 or at least 2^-149 */
+            float t = (float)tl, tu = er_epi_step1(t, 1, can), td = er_epi_step1(t, 0, can);
+            /* (gelu: |x| <= 2^16, no step overflows) */
+            good = in & (t == (float)th) & ((k == ER_STAGE_TANH) | (fabsf(x) <= 0x1p16f));
+            r = k == ER_STAGE_TANH ? t : (x * 0.5f) * (1.0f + t);
+            v[0] = k == ER_STAGE_TANH ? tu : (x * 0.5f) * (1.0f + tu);
+            v[1] = k == ER_STAGE_TANH ? td : (x * 0.5f) * (1.0f + td);
+            if (k == ER_STAGE_GELU_TANH && nvar == 4) {
+                float a2 = (float)el2[i], d = 1.0f + a2;
+                good34 = (a2 == (float)eh2[i]) & (fabsf(a2) <= FLT_MAX);
+                v[2] = x / d;
+                v[3] = x * (1.0f / d);
+            }
+        } else {
+            float a = (float)el[i], au = er_epi_step1(a, 1, can), ad = er_epi_step1(a, 0, can); /* exp(x) or exp(-x) */
+            good = (a == (float)eh[i]) & (fabsf(a) <= FLT_MAX);
+            r = k == ER_STAGE_EXP ? a : k == ER_STAGE_SIGMOID ? 1.0f / (1.0f + a) : x / (1.0f + a);
+            v[0] = k == ER_STAGE_EXP ? au : k == ER_STAGE_SIGMOID ? 1.0f / (1.0f + au) : x / (1.0f + au);
+            v[1] = k == ER_STAGE_EXP ? ad : k == ER_STAGE_SIGMOID ? 1.0f / (1.0f + ad) : x / (1.0f + ad);
+            v[2] = r;
+            v[3] = x * (1.0f / (1.0f + a));
+        }
+        s->w[e][i] = r;
+        s->okw[e][i] = in0 & good & (fabsf(r) <= FLT_MAX);
+        /* (written out: nvar is a constant of each copy, and the loop vectorises) */
+        if (nvar >= 2) {
+            s->w[2 + e][i] = v[0];
+            s->okw[2 + e][i] = in0 & good & (fabsf(v[0]) <= FLT_MAX);
+            s->w[4 + e][i] = v[1];
+            s->okw[4 + e][i] = in0 & good & (fabsf(v[1]) <= FLT_MAX);
+        }
+        if (nvar == 4) {
+            s->w[6 + e][i] = v[2];
+            s->okw[6 + e][i] = in0 & good & good34 & (fabsf(v[2]) <= FLT_MAX);
+            s->w[8 + e][i] = v[3];
+            s->okw[8 + e][i] = in0 & good & good34 & (fabsf(v[3]) <= FLT_MAX);
+        }
+    }
+}
+
+/* The function stage k: exp's bounds at the witnesses' arguments, at the bracket's lo's (one run; for gelu's
+ * variants at -2 u too), at hi's from lo's, then the witnesses, their variants and the bracket through it. */
+ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int64_t can, int simd, int64_t m, er_epi_scratch *s) {
+    int g34 = k == ER_STAGE_GELU_TANH && nvar == 4;
+    for (int64_t i = 0; i < m; i++) {
+        float x0 = s->w[0][i], x1 = s->w[1][i];
+        s->t[i] = er_epi_warg(k, x0);
+        s->t[m + i] = er_epi_warg(k, x1);
+        s->t[2 * m + i] = er_epi_arg(k, s->lo[i]);
+        s->t[5 * m + i] = er_epi_arg(k, s->hi[i]) - s->t[2 * m + i]; /* hi's argument less lo's */
+        if (g34) { /* -2 u, a float (exact) */
+            s->t[3 * m + i] = -2.0f * (ER_GT_K32 * (x0 + ER_GT_C32 * ((x0 * x0) * x0)));
+            s->t[4 * m + i] = -2.0f * (ER_GT_K32 * (x1 + ER_GT_C32 * ((x1 * x1) * x1)));
+        }
+    }
+    er__exp_bounds_run(simd, (g34 ? 5 : 3) * m, s->t, s->elo, s->ehi);
+    for (int64_t i = 0; i < m; i++) {
+        /* exp's bounds at hi's argument from lo's (Lemma D7: the shift v, within 2^-71 of the exact difference where
+         * |v| <= 2^-18); lo's replaced by [0, 2^-1000] below -700 first where the function is a quotient (no
+         * subnormal bound: er_epi_fn_bound) */
+        double t = s->t[2 * m + i], v = s->t[5 * m + i], dl = s->elo[2 * m + i], dh = s->ehi[2 * m + i];
+        int64_t tiny = (k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU || k == ER_STAGE_SIGMOID) & (t < -700.0);
+        dl = tiny ? 0.0 : dl;
+        dh = tiny ? 0x1p-1000 : dh;
+        s->elo[2 * m + i] = dl;
+        s->ehi[2 * m + i] = dh;
+        er__exp_shift_run1(dl, dh, v, &s->elo[5 * m + i], &s->ehi[5 * m + i]);
+        s->oke[i] = (s->oke[i] != 0) & (fabs(v) <= 0x1p-18);
+    }
+    for (int e = 0; e < 2; e++)
+        er_epi_fn_witness(k, nvar, can, m, s->elo + e * m, s->ehi + e * m, s->elo + (3 + e) * m,
+                          s->ehi + (3 + e) * m, s, e);
+    er_epi_fn_enclose(k, m, s->elo + 2 * m, s->ehi + 2 * m, s->elo + 5 * m, s->ehi + 5 * m, s->lo, s->hi, s->oke);
+}
+
+/* An add or mul stage: the nw witnesses with the operand rounded to fp32 (er_stage_operand: wc, or op[i] rounded
+ * where tens); the bracket with its value (op[i], or c), each end moved outward. */
+ER_ALWAYS_INLINE void er_epi_addmul(int add, int tens, int nw, int64_t m, const double *restrict op, double c0,
+                                    float wc0, er_epi_scratch *restrict s) {
+    for (int q = 0; q < nw; q++)
+        for (int64_t i = 0; i < m; i++) {
+            float wc = tens ? (float)op[i] : wc0, w = add ? s->w[q][i] + wc : s->w[q][i] * wc;
+            s->w[q][i] = w;
+            s->okw[q][i] = (s->okw[q][i] != 0) & (fabsf(w) <= FLT_MAX);
+        }
+    for (int64_t i = 0; i < m; i++) {
+        double c = tens ? op[i] : c0, a = s->lo[i], b = s->hi[i], l, h;
+        if (add) {
+            l = a + c;
+            h = b + c;
+        } else {
+            double x = a * c, y = b * c;
+            l = x < y ? x : y;
+            h = x < y ? y : x;
+        }
+        l = er_epi_dn(l);
+        h = er_epi_up(h);
+        s->lo[i] = l;
+        s->hi[i] = h;
+        s->oke[i] = (s->oke[i] != 0) & (fabs(l) <= DBL_MAX) & (fabs(h) <= DBL_MAX);
+    }
+}
+
+/* Stage j over the chunk's m elements, the function's nv variants formed (0: none): nw witnesses live (the variants
+ * after the function). */
+ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int64_t m, er_epi_scratch *restrict s) {
+    const er_stage *st = &p->st[j];
+    er_vec_fmt cf = p->cast[j];
+    int nw = p->fn >= 0 && j > p->fn ? 2 + 2 * nv : 2;
+    int64_t can = p->ulps >= 1.5;
+#define ER_EPI_FN(k, own)                                                                                             \
+    do {                                                                                                              \
+        if (nv) er_epi_fn(k, own, can, p->simd, m, s);                                                                \
+        else er_epi_fn(k, 0, can, p->simd, m, s);                                                                     \
+    } while (0)
+    switch (st->kind) {
+    case ER_STAGE_ADD:
+        if (st->t) er_epi_addmul(1, 1, nw, m, s->op, 0, 0, s);
+        else er_epi_addmul(1, 0, nw, m, s->op, st->scalar, p->wop[j], s);
+        break;
+    case ER_STAGE_MUL:
+        if (st->t) er_epi_addmul(0, 1, nw, m, s->op, 0, 0, s);
+        else er_epi_addmul(0, 0, nw, m, s->op, st->scalar, p->wop[j], s);
+        break;
+    case ER_STAGE_RELU:
+        for (int q = 0; q < nw; q++)
+            for (int64_t i = 0; i < m; i++) s->w[q][i] = s->w[q][i] > 0 ? s->w[q][i] : 0.0f;
+        for (int64_t i = 0; i < m; i++) {
+            s->lo[i] = s->lo[i] > 0 ? s->lo[i] : 0.0;
+            s->hi[i] = s->hi[i] > 0 ? s->hi[i] : 0.0;
+        }
+        break;
+    case ER_STAGE_CAST: /* the kernel's storage rounding: the witnesses', not the real function's */
+        for (int q = 0; q < nw && cf.narrow; q++) /* (to fp32: the witnesses are fp32's, finite) */
+            for (int64_t i = 0; i < m; i++) {
+                double r = er_vec_rn_fmt(s->w[q][i], cf, 1);
+                s->okw[q][i] = (s->okw[q][i] != 0) & er_vec_rn_ok(s->w[q][i], r, cf, 1);
+                s->w[q][i] = (float)r;
+            }
+        break;
+    /* each function with its number of variants a constant: none, or its own (er__epi_plan: 2, or 4 for gelu's
+     * tanh form and silu) */
+    case ER_STAGE_EXP: ER_EPI_FN(ER_STAGE_EXP, 2); break;
+    case ER_STAGE_TANH: ER_EPI_FN(ER_STAGE_TANH, 2); break;
+    case ER_STAGE_SIGMOID: ER_EPI_FN(ER_STAGE_SIGMOID, 2); break;
+    case ER_STAGE_SILU: ER_EPI_FN(ER_STAGE_SILU, 4); break;
+    default: ER_EPI_FN(ER_STAGE_GELU_TANH, 4); break;
+    }
+#undef ER_EPI_FN
+}
+
+/* The witnesses rounded to the output, as er_chain_fast_class takes them: y the first's rounding (f1), or between
+ * the two's (f2); else exact where the bracket rounds to y alone (f3: the exact result correctly rounded, which every
+ * chain's set holds); else between the least and the greatest of them and their nvar variants at both ends (f4:
+ * where every variant is formed: the per-element decision skips one it cannot form, this pass leaves such an element
+ * to it). Then exact where the bracket rounds to y alone, covered where it rounds to another value alone or y lies
+ * outside its rounding. rel[i]: the decided set's hull's er_set_rel, as the per-element decision's (-1 for one
+ * value). */
+ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar, int64_t m,
+                                          er_epi_scratch *restrict s, uint8_t *restrict dec) {
+    er_vec_fmt o = p->o;
+    for (int64_t i = 0; i < m; i++) {
+        double y = s->y[i], o1 = er_vec_rn_fmt(s->w[0][i], o, narrow), o2 = er_vec_rn_fmt(s->w[1][i], o, narrow),
+               ra = er_vec_rn_fmt(s->lo[i], o, narrow), rb = er_vec_rn_fmt(s->hi[i], o, narrow);
+        int64_t g1 = (s->okw[0][i] != 0) & er_vec_rn_ok(s->w[0][i], o1, o, narrow),
+                g2 = (s->okw[1][i] != 0) & er_vec_rn_ok(s->w[1][i], o2, o, narrow),
+                ge = (s->oke[i] != 0) & er_vec_rn_ok(s->lo[i], ra, o, narrow) & er_vec_rn_ok(s->hi[i], rb, o, narrow);
+        double wl = o1 < o2 ? o1 : o2, wh = o1 < o2 ? o2 : o1, vl = wl, vh = wh;
+        int64_t gv = nvar > 0;
+#define ER_EPI_VARIANT(q)                                                                                             \
+    do {                                                                                                              \
+        double ov = er_vec_rn_fmt(s->w[q][i], o, narrow);                                                             \
+        gv &= (s->okw[q][i] != 0) & er_vec_rn_ok(s->w[q][i], ov, o, narrow);                                         \
+        vl = ov < vl ? ov : vl;                                                                                       \
+        vh = ov > vh ? ov : vh;                                                                                       \
+    } while (0)
+        if (nvar >= 2) { /* (written out: nvar is a constant of each copy, and the loop vectorises) */
+            ER_EPI_VARIANT(2);
+            ER_EPI_VARIANT(3);
+            ER_EPI_VARIANT(4);
+            ER_EPI_VARIANT(5);
+        }
+        if (nvar == 4) {
+            ER_EPI_VARIANT(6);
+            ER_EPI_VARIANT(7);
+            ER_EPI_VARIANT(8);
+            ER_EPI_VARIANT(9);
+        }
+#undef ER_EPI_VARIANT
+        int64_t one = ra == rb, f1 = g1 & (y == o1), f2 = g1 & g2 & (y >= wl) & (y <= wh),
+                f3 = g1 & g2 & one & (y == ra), f4 = g1 & g2 & gv & (y >= vl) & (y <= vh);
+        ge &= (fabs(y) <= DBL_MAX) & (f1 | f2 | f3 | f4);
+        /* exact (0), covered (1) or open (255), without a branch */
+        int64_t exact = ge & one & (y == ra), covered = ge & ((one & (y != ra)) | (y < ra) | (y > rb));
+        dec[i] = (uint8_t)(255 - 255 * exact - 254 * covered);
+        /* er_set_rel of the hull, without its branch: [wl, wh] (f2), [vl, vh] (f4 alone) */
+        int64_t h4 = !(f1 | f2 | f3);
+        double hl = h4 ? vl : wl, hh = h4 ? vh : wh, al = fabs(hl), ah = fabs(hh), mx = al > ah ? al : ah;
+        double rel = (hh - hl) / (mx > 0 ? mx : 1.0);
+        s->rel[i] = (exact | covered) & !f1 & (f2 | h4) & (hl < hh) & (mx > 0) & (rel <= DBL_MAX) ? rel : -1.0;
+    }
+}
+
+#define ER_EPI_CLASSES(nv)                                                                                            \
+    do {                                                                                                              \
+        if (p->o.narrow) er_epi_classes_body(p, 1, nv, m, s, dec);                                                    \
+        else er_epi_classes_body(p, 0, nv, m, s, dec);                                                                \
+    } while (0)
+#define ER_EPI_ARGS const er_epi *p, int j, int nv, int64_t m, er_epi_scratch *restrict s, uint8_t *restrict dec
+#define ER_EPI_BODY                                                                                                   \
+    {                                                                                                                 \
+        if (j < p->ns) er_epi_stage_body(p, j, nv, m, s);                                                             \
+        else if (nv == 4) ER_EPI_CLASSES(4);                                                                          \
+        else if (nv == 2) ER_EPI_CLASSES(2);                                                                          \
+        else ER_EPI_CLASSES(0);                                                                                       \
+    }
+static void er_epi_step(ER_EPI_ARGS) ER_EPI_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_epi_step_avx2(ER_EPI_ARGS) ER_EPI_BODY
+ER_AVX512 static void er_epi_step_avx512(ER_EPI_ARGS) ER_EPI_BODY
+#endif
+
+/* The stages and the classes over the scratch's m elements (their inner values, bracket and output set), with nv
+ * variants; the operands of element k at begin + ix[k] (ix NULL: at begin + k). */
+static void er_epi_run(const er_epi *p, int nv, int64_t begin, const int32_t *ix, int64_t m, er_epi_scratch *s,
+                       uint8_t *dec) {
+    for (int64_t i = 0; i < m; i++) { /* the inner values, of fp32: the witnesses' start */
+        s->w[0][i] = (float)s->wl[i];
+        s->w[1][i] = (float)s->wh[i];
+        s->okw[0][i] = s->okw[1][i] = s->oke[i] = s->okc[i];
+    }
+    for (int j = 0; j <= p->ns; j++) { /* each stage, then the classes */
+        const er_tensor *t = j < p->ns ? p->st[j].t : NULL;
+        if (t && !ix) er__load_run(t, begin, m, s->op);
+        for (int64_t k = 0; t && ix && k < m; k++) s->op[k] = er__load(t, er__offset(t, begin + ix[k]));
+#if ER_HAVE_AVX2
+        if (p->simd >= 2) er_epi_step_avx512(p, j, nv, m, s, dec);
+        else if (p->simd) er_epi_step_avx2(p, j, nv, m, s, dec);
+        else
+#endif
+            er_epi_step(p, j, nv, m, s, dec);
+    }
+}
+
+/* The widest hull decided among elements k < m (at begin + ix[k], or begin + k; the least index among equals). */
+static void er_epi_widest(const er_epi_scratch *s, int64_t begin, const int32_t *ix, int64_t m, double *wrel,
+                          int64_t *widx) {
+    for (int64_t k = 0; k < m; k++) {
+        int64_t idx = begin + (ix ? ix[k] : k);
+        if (s->rel[k] > *wrel || (s->rel[k] == *wrel && s->rel[k] >= 0 && idx < *widx)) {
+            *wrel = s->rel[k];
+            *widx = idx;
+        }
+    }
+}
+
+void er__epi_decide(const er_epi *p, const er_op_module *mod, void *cur, int64_t begin, int64_t end,
+                    er_epi_scratch *s, uint8_t *dec, double *wrel, int64_t *widx) {
+    int64_t m = end - begin, n2 = 0;
+    er__cursor_inner_run(mod, cur, begin, m, s->wl, s->wh, s->blo, s->bhi, s->okc);
+    er__load_run(p->out, begin, m, s->y);
+    memcpy(s->lo, s->blo, sizeof(double) * (size_t)m);
+    memcpy(s->hi, s->bhi, sizeof(double) * (size_t)m);
+    /* first without the variants, which few elements need */
+    er_epi_run(p, 0, begin, NULL, m, s, dec);
+    er_epi_widest(s, begin, NULL, m, wrel, widx);
+    if (!p->nvar) return;
+    /* then the elements left open, gathered (in place: k <= i), with them */
+    for (int64_t i = 0; i < m; i++)
+        if (dec[i] == ER_VEC_OPEN) {
+            s->ix[n2] = (int32_t)i;
+            s->wl[n2] = s->wl[i];
+            s->wh[n2] = s->wh[i];
+            s->lo[n2] = s->blo[i];
+            s->hi[n2] = s->bhi[i];
+            s->okc[n2] = s->okc[i];
+            s->y[n2++] = s->y[i];
+        }
+    if (!n2) return;
+    er_epi_run(p, p->nvar, begin, s->ix, n2, s, s->dec2);
+    er_epi_widest(s, begin, s->ix, n2, wrel, widx);
+    for (int64_t k = 0; k < n2; k++) dec[s->ix[k]] = s->dec2[k];
+}

@@ -1,0 +1,115 @@
+/* chainvec.h: the chain's batch passes (docs/algorithms/chains.md, "The batch pass" and "The epilogue pass"): the
+ * roundings and loads they share (chainmod.c), and the epilogue pass over a base of single sets (chainepi.c). */
+#ifndef ER_CHAINVEC_H
+#define ER_CHAINVEC_H
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#include "ops/modkit.h"
+#include "core/setwidth.h"
+#include "tensor/tensor_internal.h"
+
+/* Elements a batch pass takes at a time; its mark for an element it leaves to the per-element decision (the decided
+ * ones are ER_CLASS_EXACT and ER_CLASS_COVERED). */
+enum { ER_VEC_CHUNK = 4096, ER_VEC_OPEN = 255 };
+
+/* Elements [begin, begin + m) of a row-major fp32, fp16 or bf16 tensor as floats (exact). */
+static inline void er_vec_load(const er_tensor *t, int64_t begin, int64_t m, float *dst) {
+    if (t->format == ER_FP32) {
+        memcpy(dst, (const float *)t->data + begin, sizeof(float) * (size_t)m);
+    } else if (t->format == ER_BF16) {
+        const uint16_t *p = (const uint16_t *)t->data + begin;
+        for (int64_t i = 0; i < m; i++) {
+            uint32_t b = (uint32_t)p[i] << 16;
+            memcpy(&dst[i], &b, sizeof b);
+        }
+    } else {
+        for (int64_t i = 0; i < m; i++) dst[i] = (float)er__load(t, begin + i);
+    }
+}
+
+/* A value v rounded to nearest-even into an output format O, without a call or a branch: for fp32 (narrow 0) its
+ * conversion to float, *ok where |v| <= FLT_MAX; for fp16 or bf16 (narrow 1) its double's last `drop` bits (53 - p
+ * of O) rounded off where |v| >= minn (O's least normal), and else (v + big) - big with big = 1.5 2^52 q, q O's least
+ * subnormal (big's ulp is q, and v + big stays in big's binade: the sum rounds v to a multiple of q, ties to an even
+ * multiple, and the difference is exact; a zero comes out +0, equal to -0): *ok where the result is at most maxv
+ * (O's largest value). NaN and infinities are not ok. */
+ER_ALWAYS_INLINE double er_vec_rn(double v, int narrow, int drop, uint64_t half, uint64_t mask, double minn,
+                                  double big, double maxv, int *ok) {
+    if (!narrow) {
+        int in = fabs(v) <= FLT_MAX;
+        *ok &= in;
+        return (double)(float)(in ? v : 0.0); /* (GCC vectorises the conversion of a value known in range) */
+    }
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    u = (u + half + ((u >> drop) & 1)) & mask;
+    double r, sub = (v + big) - big;
+    memcpy(&r, &u, sizeof r);
+    r = fabs(v) >= minn ? r : sub;
+    *ok &= fabs(r) <= maxv;
+    return r;
+}
+
+/* er_vec_rn's parameters for a format of fp32, fp16 or bf16. */
+typedef struct er_vec_fmt { int narrow, drop; uint64_t half, mask; double minn, big, maxv; } er_vec_fmt;
+static inline er_vec_fmt er_vec_fmt_of(const er_fmt_info *f) {
+    int narrow = f->id != ER_FP32, drop = 53 - f->p;
+    return (er_vec_fmt){narrow, drop, narrow ? (UINT64_C(1) << (drop - 1)) - 1 : 0,
+                        narrow ? ~((UINT64_C(1) << drop) - 1) : 0, f->min_normal, 0x1.8p52 * f->min_sub, f->max};
+}
+/* er_vec_rn's value and its *ok for v and that value r, with narrow a constant and f a copy in a local (loops that
+ * vectorise: GCC 12 vectorises neither a flag passed by address and and-ed in nor a select on a narrow known only
+ * when the loop runs). */
+ER_ALWAYS_INLINE double er_vec_rn_fmt(double v, er_vec_fmt f, int narrow) {
+    if (!narrow) return (double)(float)(fabs(v) <= FLT_MAX ? v : 0.0);
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    u = (u + f.half + ((u >> f.drop) & 1)) & f.mask;
+    double r, sub = (v + f.big) - f.big;
+    memcpy(&r, &u, sizeof r);
+    return fabs(v) >= f.minn ? r : sub;
+}
+ER_ALWAYS_INLINE int64_t er_vec_rn_ok(double v, double r, er_vec_fmt f, int narrow) {
+    return narrow ? fabs(r) <= f.maxv : fabs(v) <= FLT_MAX;
+}
+
+/* The epilogue pass's plan: the chain's stages, at most one function among them (exp, tanh, sigmoid, silu, gelu's
+ * tanh form), the others add, mul (a tensor or a number), relu and casts to fp32, fp16 or bf16; the output fp32,
+ * fp16 or bf16, row-major. */
+typedef struct er_epi {
+    const er_stage *st;
+    int ns;
+    er_vec_fmt o, cast[12]; /* the output's rounding; each cast stage's */
+    float wop[12];          /* a number operand rounded to fp32, as the witness takes it */
+    const er_tensor *out;
+    int simd;               /* er__simd(): the AVX2 build of exp's loops */
+    int fn, nvar;           /* the function stage (-1: none) and its variants (0, 2 or 4: er_chain_witness's) */
+    double ulps;            /* its ulps budget (er_chain_witness's U) */
+} er_epi;
+
+/* The arrays of one thread's pass (about 1.2 MiB: on the heap). */
+typedef struct er_epi_scratch {
+    double lo[ER_VEC_CHUNK], hi[ER_VEC_CHUNK], wl[ER_VEC_CHUNK], wh[ER_VEC_CHUNK], op[ER_VEC_CHUNK], y[ER_VEC_CHUNK];
+    double rel[ER_VEC_CHUNK], blo[ER_VEC_CHUNK], bhi[ER_VEC_CHUNK]; /* the base's bracket */
+    double t[6 * ER_VEC_CHUNK], elo[6 * ER_VEC_CHUNK], ehi[6 * ER_VEC_CHUNK];
+    /* the witnesses from l and h, then their variants (at most four each), and whether each is formed (as wide as
+     * a double: loops that vectorise) */
+    float w[10][ER_VEC_CHUNK];
+    int64_t okw[10][ER_VEC_CHUNK], oke[ER_VEC_CHUNK];
+    uint8_t okc[ER_VEC_CHUNK], dec2[ER_VEC_CHUNK];
+    int32_t ix[ER_VEC_CHUNK]; /* the elements the first run leaves open */
+} er_epi_scratch;
+
+/* 1 where the epilogue pass applies to a chain of these stages under std with output sink sk's (its plan in *p),
+ * else 0 (and where EXACTREF_BATCH=0 turns it off). */
+ER_INTERNAL int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk);
+/* The class of each element of [begin, end) (end - begin <= ER_VEC_CHUNK) where the pass decides it, else
+ * ER_VEC_OPEN, into dec; the base's single sets from its module's cursor. The decided element whose witnesses' hull
+ * is widest (er_set_rel; the least index among equals) replaces *widx where wider than *wrel (or as wide and before
+ * it), as the per-element decision's does. */
+ER_INTERNAL void er__epi_decide(const er_epi *p, const er_op_module *mod, void *cur, int64_t begin, int64_t end,
+                                er_epi_scratch *s, uint8_t *dec, double *wrel, int64_t *widx);
+
+#endif

@@ -1,0 +1,208 @@
+/* t-chainepi.c: the chain's epilogue pass (docs/algorithms/chains.md, "The epilogue pass", Lemma C13). On a GEMM
+ * (fp16 operands, fp32 accumulation) followed by a bias, gelu's tanh form, silu, sigmoid, tanh, exp or relu, more
+ * stages after the function, and casts to fp16 or bf16, with outputs in fp32, fp16 and bf16, the pass gives every
+ * element the class the per-element fast decision gives (EXACTREF_BATCH=0) and the exact engine gives
+ * (EXACTREF_FAST=0), and the same report as the per-element decision (its widest set included). The operands put the
+ * pre-activations at the functions' edges: gelu's and silu's minima and the ends of the ranges where they are
+ * monotone, tanh's argument at 1/4, results below fp16's and bf16's least normal and zero, exp below -700 and above
+ * 709 in the bracket, fp16 overflow; the outputs are the kernel's own (a random order of fp32 adds, libm's float
+ * functions), the correctly rounded result, and each moved 1 to 3 ulps. The output spans two chunks of the pass, the
+ * second starting inside a row. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include "../common/er_test.h"
+
+enum { M = 70, K = 32, N = 90, MN = M * N };
+
+static uint16_t A[M * K], B[K * N], BIAS[N];
+static double a[M * K], b[K * N];
+static float biasf[N];
+
+static double to_fmt(er_format f, double x) {
+    double r;
+    er_round_double(&r, f, x, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    return r;
+}
+
+/* The pre-activations' spread by row (as multiples of the operands' scale) and the biases by column, at the points
+ * where the pass's cases change. */
+static void build(void) {
+    static const double edges[] = {0,     -0.75244, -2.0, -0.4, -0.9,  -1.27846, 0.31090, -0.31090, 0.25, -0.25,
+                                   4.0,   -4.0,     25.0, -25.0, -9.5, -17.0,    0.5,     1.41849, 60.0, -60.0};
+    static const double scale[7] = {0x1p-10, 0.02, 0.1, 0.5, 2.0, 8.0, 1.0};
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            double v = er_rand_normal() * scale[i % 7];
+            if (i % 7 == 6 && k == 0) v = (er_rand_int(0, 1) ? 1 : -1) * (40000 + 25000 * er_rand_unit()); /* overflow */
+            a[i * K + k] = to_fmt(ER_FP16, v);
+            er_store(A, ER_FP16, i * K + k, a[i * K + k]);
+        }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < N; j++) {
+            b[k * N + j] = to_fmt(ER_FP16, k == 0 ? 1 + j / 128.0 : er_rand_normal() * 0.25);
+            er_store(B, ER_FP16, k * N + j, b[k * N + j]);
+        }
+    for (int j = 0; j < N; j++) {
+        double v = to_fmt(ER_FP16, edges[j % 20] + er_rand_normal() * (j % 3 ? 0.01 : 0.0));
+        er_store(BIAS, ER_FP16, j, v);
+        biasf[j] = (float)v;
+    }
+}
+
+/* The kernel's accumulator: the exact products added in fp32 in a random order. */
+static float gemm_elem(int i, int j) {
+    int perm[K];
+    for (int k = 0; k < K; k++) perm[k] = k;
+    for (int k = K - 1; k > 0; k--) { int r = (int)er_rand_int(0, k), t = perm[k]; perm[k] = perm[r]; perm[r] = t; }
+    float s = 0;
+    for (int k = 0; k < K; k++) s += (float)(a[i * K + perm[k]] * b[perm[k] * N + j]);
+    return s;
+}
+
+/* v moved k steps of format f (k < 0: down), or v where that leaves the finite values. */
+static double steps(er_format f, double v, int k) {
+    for (; k != 0; k += k > 0 ? -1 : 1) {
+        double u = nextafter(v, k > 0 ? INFINITY : -INFINITY), r;
+        er_round_double(&r, f, u, k > 0 ? ER_ROUND_UP : ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+        if (!isfinite(r)) break;
+        v = r;
+    }
+    return v;
+}
+
+enum { NCH = 10 };
+typedef struct chain_case {
+    const char *name;
+    er_format out;
+    int ns;
+    er_stage st[5];
+    int tensor_base; /* over a tensor of the kernel's accumulators instead of the matmul */
+} chain_case;
+
+/* The kernel's epilogue in fp32 (each step rounded; libm's float functions; casts rounding to nearest even). */
+static float kernel_stages(const chain_case *c, float x, int j) {
+    for (int s = 0; s < c->ns; s++) {
+        const er_stage *st = &c->st[s];
+        float u;
+        switch (st->kind) {
+        case ER_STAGE_ADD: x = x + (st->t ? biasf[j] : (float)st->scalar); break;
+        case ER_STAGE_MUL: x = x * (st->t ? biasf[j] : (float)st->scalar); break;
+        case ER_STAGE_RELU: x = x > 0 ? x : 0.0f; break;
+        case ER_STAGE_CAST: x = (float)to_fmt(st->format, x); break;
+        case ER_STAGE_EXP: x = expf(x); break;
+        case ER_STAGE_TANH: x = tanhf(x); break;
+        case ER_STAGE_SIGMOID: x = 1.0f / (1.0f + expf(-x)); break;
+        case ER_STAGE_SILU: x = x / (1.0f + expf(-x)); break;
+        case ER_STAGE_GELU_TANH:
+            u = 0.7978846f * (x + 0.044715f * ((x * x) * x));
+            x = (x * 0.5f) * (1.0f + tanhf(u));
+            break;
+        default: ck_abort_msg("stage %d", (int)st->kind);
+        }
+    }
+    return x;
+}
+
+static void covers_with(er_report *rep, const er_ref *ch, const er_tensor *out, const er_standard *std,
+                        const char *fast, const char *batch) {
+    setenv("EXACTREF_FAST", fast, 1);
+    setenv("EXACTREF_BATCH", batch, 1);
+    ER_REQUIRE(er_covers(rep, ch, out, std) == ER_OK, "%s", er_last_error());
+    unsetenv("EXACTREF_FAST");
+    unsetenv("EXACTREF_BATCH");
+}
+
+START_TEST(the_epilogue_pass_decides_as_each_element_alone) {
+    static uint32_t outbuf[MN];
+    static float acc[MN];
+    static double rounded[MN];
+    er_tensor tA, tB, tBias, tAcc;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
+    er_tensor_view(&tAcc, ER_FP32, 2, (int64_t[]){M, N}, NULL, acc);
+    const chain_case cases[NCH] = {
+        {"bias, gelu (tanh form), fp16", ER_FP16, 3,
+         {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}}, 0},
+        {"bias, gelu (tanh form), fp32", ER_FP32, 2, {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}}, 0},
+        {"bias, gelu (tanh form), bf16", ER_BF16, 3,
+         {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_BF16, NULL}}, 0},
+        {"scale, bias, silu, fp16", ER_FP16, 4,
+         {{ER_STAGE_MUL, NULL, 0.3, 0, NULL}, {ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_SILU, NULL, 0, 0, NULL},
+          {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}}, 0},
+        {"bias, sigmoid, fp32", ER_FP32, 2, {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_SIGMOID, NULL, 0, 0, NULL}}, 0},
+        {"bias, tanh, bf16", ER_BF16, 3,
+         {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_TANH, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_BF16, NULL}}, 0},
+        {"scale, exp, fp32", ER_FP32, 2, {{ER_STAGE_MUL, NULL, 0.125, 0, NULL}, {ER_STAGE_EXP, NULL, 0, 0, NULL}}, 0},
+        {"bias, relu, fp16", ER_FP16, 3,
+         {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_RELU, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}}, 0},
+        {"bias, gelu (tanh form), times 2, bias again, fp32", ER_FP32, 4,
+         {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}, {ER_STAGE_MUL, NULL, 2.0, 0, NULL},
+          {ER_STAGE_ADD, &tBias, 0, 0, NULL}}, 0},
+        {"a tensor, bias, gelu (tanh form), fp16", ER_FP16, 3,
+         {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}}, 1},
+    };
+    er_standard std[2];
+    ck_assert_int_eq(er_standard_parse(&std[0], "any_order", NULL), ER_OK);
+    ck_assert_int_eq(er_standard_parse(&std[1], "any_order", "math=triton"), ER_OK);
+    int trials = (int)(3 * er_test_multiplier());
+    for (int tr = 0; tr < trials; tr++) {
+        er_test_reseed(2400 + (uint64_t)tr);
+        build();
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) acc[i * N + j] = gemm_elem(i, j);
+        setenv("EXACTREF_FAST", "1", 1);
+        er_ref *mm, *t;
+        ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+        unsetenv("EXACTREF_FAST");
+        ck_assert_int_eq(er_tensor_ref(&t, &tAcc), ER_OK);
+        for (int c = 0; c < NCH; c++) {
+            const chain_case *cc = &cases[c];
+            er_ref *ch;
+            er_tensor tOut, tR;
+            ER_REQUIRE(er_chain(&ch, cc->tensor_base ? t : mm, cc->st, cc->ns) == ER_OK, "%s", er_last_error());
+            ck_assert_int_eq(er_ref_fast(ch), 1);
+            er_tensor_view(&tOut, cc->out, 2, (int64_t[]){M, N}, NULL, outbuf);
+            er_tensor_view(&tR, ER_FP64, 2, (int64_t[]){M, N}, NULL, rounded);
+            ck_assert_int_eq(er_ref_rounded(&tR, ch), ER_OK); /* into fp64: the exact result to double */
+            for (int i = 0; i < MN; i++) {
+                /* the kernel's, or the correctly rounded result; a third moved 1 to 3 ulps */
+                double v = er_rand_int(0, 2) ? kernel_stages(cc, acc[i], i % N) : rounded[i];
+                v = to_fmt(cc->out, v);
+                if (er_rand_int(0, 2) == 0) v = steps(cc->out, v, (int)er_rand_int(1, 3) * (er_rand_int(0, 1) ? 1 : -1));
+                er_store(outbuf, cc->out, i, v);
+            }
+            for (int m = 0; m < 2; m++) {
+                er_report pass, alone, engine;
+                char what[160];
+                snprintf(what, sizeof what, "%s, %s, trial %d", cc->name, m ? "math=triton" : "any_order", tr);
+                covers_with(&pass, ch, &tOut, &std[m], "1", "1");
+                covers_with(&alone, ch, &tOut, &std[m], "1", "0");
+                covers_with(&engine, ch, &tOut, &std[m], "0", "1");
+                er_require_same_report(&pass, &alone, what);
+                const uint8_t *cp = er_report_classes(&pass), *ce = er_report_classes(&engine);
+                for (int64_t i = 0; i < MN; i++)
+                    ER_REQUIRE(cp[i] == ce[i], "%s: element %lld (output %a) is %s on the fast decision, %s by the engine",
+                               what, (long long)i, er_load(outbuf, cc->out, i), er_class_name((er_class)cp[i]),
+                               er_class_name((er_class)ce[i]));
+                ck_assert_int_eq(pass.has_worst, engine.has_worst);
+                if (pass.has_worst) ck_assert_int_eq(pass.worst.index, engine.worst.index);
+                er_report_clear(&pass);
+                er_report_clear(&alone);
+                er_report_clear(&engine);
+            }
+            er_ref_free(ch);
+        }
+        er_ref_free(t);
+        er_ref_free(mm);
+    }
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("chainepi");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, the_epilogue_pass_decides_as_each_element_alone);
+    suite_add_tcase(s, tc);
+    return er_run_suite(s);
+}
