@@ -147,6 +147,17 @@ static inline double er_load(const void *base, er_format f, int64_t i) {
     return v;
 }
 
+/* A GEMM's element as a kernel computes it: the exact products a[k sa] b[k sb] (fp16 x fp16 is exact in fp32) added
+ * in fp32 in a random order. K <= 4096. */
+static inline float er_random_order_dot_f32(const double *a, int64_t sa, const double *b, int64_t sb, int K) {
+    int perm[4096];
+    for (int k = 0; k < K; k++) perm[k] = k;
+    for (int k = K - 1; k > 0; k--) { int r = (int)er_rand_int(0, k), t = perm[k]; perm[k] = perm[r]; perm[r] = t; }
+    float s = 0;
+    for (int k = 0; k < K; k++) s += (float)(a[perm[k] * sa] * b[perm[k] * sb]);
+    return s;
+}
+
 /* Check records every passing ck_assert (a write per call): hot loops use ER_REQUIRE, which only calls
  * into Check on failure. */
 #define ER_REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)

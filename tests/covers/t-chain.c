@@ -17,14 +17,7 @@ static double a[M * K], b[K * N];
 
 /* The reduction as a kernel does it: the exact products (fp16 x fp16 is exact in fp32) added in fp32 in a random
  * order. */
-static float gemm_elem_of(const double *bm, int i, int j) {
-    int perm[K];
-    for (int k = 0; k < K; k++) perm[k] = k;
-    for (int k = K - 1; k > 0; k--) { int r = (int)er_rand_int(0, k), t = perm[k]; perm[k] = perm[r]; perm[r] = t; }
-    float s = 0;
-    for (int k = 0; k < K; k++) s += (float)(a[i * K + perm[k]] * bm[perm[k] * N + j]);
-    return s;
-}
+static float gemm_elem_of(const double *bm, int i, int j) { return er_random_order_dot_f32(a + i * K, 1, bm + j, N, K); }
 static float gemm_elem(int i, int j) { return gemm_elem_of(b, i, j); }
 
 static float to_half(float x) { double r; er_round_double(&r, ER_FP16, x, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE); return (float)r; }
