@@ -37,12 +37,12 @@ int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, 
             if (st[i].format != ER_FP32 && st[i].format != ER_FP16 && st[i].format != ER_BF16) return 0;
             p->cast[i] = er_vec_fmt_of(er__fmt(st[i].format));
         } else if (er_epi_is_fn(k)) {
-            /* under math=triton exp is 2^RN(x RN(log2 e)): the per-element decision's */
-            if (++fns > 1 || (std->fast_math == 2 && k != ER_STAGE_TANH && k != ER_STAGE_GELU_TANH)) return 0;
+            if (++fns > 1) return 0;
             p->fn = i;
             p->ulps = st[i].scalar > 0 ? st[i].scalar : 2.0; /* er_chain_witness's U */
             /* its variants as the per-element decision's (gelu's x / d forms take exp: not under math=triton) */
-            p->nvar = k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU ? (std->fast_math == 2 ? 0 : 4) : 2;
+            p->nvar = k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU ? 4 : 2;
+            p->tri = std->fast_math == 2; /* exp as 2^RN(x RN(log2 e)) in the witnesses (er_wit_exp) */
         } else if (k != ER_STAGE_RELU) {
             return 0;
         }
@@ -83,10 +83,25 @@ ER_ALWAYS_INLINE double er_epi_arg(er_stage_kind k, double x) {
     return -x;
 }
 
-/* exp's argument for the witness x (float): gelu's tanh form takes tanh(u) from exp(2 |u|) */
-ER_ALWAYS_INLINE double er_epi_warg(er_stage_kind k, float x) {
-    return k == ER_STAGE_GELU_TANH ? 2.0 * fabs((double)(ER_GT_K32 * (x + ER_GT_C32 * ((x * x) * x))))
-                                   : er_epi_arg(k, x);
+/* exp's argument for the witness x (float): gelu's tanh form takes tanh(u) from exp(2 |u|); under math=triton (tri)
+ * exp(v) is 2^p correctly rounded, p = RN_f32(v RN_f32(log2 e)), and its argument RN(p RN(ln 2)) (er_epi_widen). */
+#define ER_L2E32 ((float)1.44269504088896340736)
+#define ER_LN2 0.69314718055994530942
+ER_ALWAYS_INLINE double er_epi_earg(int tri, float v) { return tri ? (double)(v * ER_L2E32) * ER_LN2 : v; }
+ER_ALWAYS_INLINE double er_epi_warg(er_stage_kind k, int tri, float x) {
+    if (k == ER_STAGE_GELU_TANH) return 2.0 * fabs((double)(ER_GT_K32 * (x + ER_GT_C32 * ((x * x) * x))));
+    if (k == ER_STAGE_TANH) return 2.0 * fabs((double)x);
+    return er_epi_earg(tri, k == ER_STAGE_EXP ? x : -x);
+}
+
+/* Theorem D1's bounds [*el, *eh] at z = RN(p RN(ln 2)) widened to hold 2^p = exp(p ln 2) (Lemma C13): |z - p ln 2|
+ * <= 2.01 2^-53 |z| < d, so [el RN(1 - 2d), eh RN(1 + 2d)], each moved outward, the lower end at least 0; 0 where
+ * |z| > 1000 (no witness: 2^p overflows or underflows fp32 there). */
+ER_ALWAYS_INLINE int64_t er_epi_widen(double z, double *el, double *eh) {
+    double d = fabs(z) * 0x1p-51 + 0x1p-52, l = er_epi_dn(*el * (1.0 - 2.0 * d));
+    *el = l > 0 ? l : 0.0;
+    *eh = er_epi_up(*eh * (1.0 + 2.0 * d));
+    return fabs(z) <= 1000.0;
 }
 
 /* A bound of function stage k at the point p, below (up 0) or above (up 1), from exp's bounds [elo, ehi] at
@@ -213,20 +228,30 @@ ER_ALWAYS_INLINE void er_epi_fn_witness(er_stage_kind k, int nvar, int64_t can, 
 
 /* The function stage k: exp's bounds at the witnesses' arguments, at the bracket's lo's (one run; for gelu's
  * variants at -2 u too), at hi's from lo's, then the witnesses, their variants and the bracket through it. */
-ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int64_t can, int simd, int64_t m, er_epi_scratch *s) {
-    int g34 = k == ER_STAGE_GELU_TANH && nvar == 4;
+ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int64_t can, int simd, int64_t m,
+                                er_epi_scratch *s) {
+    int g34 = k == ER_STAGE_GELU_TANH && nvar == 4, ex = k != ER_STAGE_TANH && k != ER_STAGE_GELU_TANH;
     for (int64_t i = 0; i < m; i++) {
         float x0 = s->w[0][i], x1 = s->w[1][i];
-        s->t[i] = er_epi_warg(k, x0);
-        s->t[m + i] = er_epi_warg(k, x1);
+        s->t[i] = er_epi_warg(k, tri, x0);
+        s->t[m + i] = er_epi_warg(k, tri, x1);
         s->t[2 * m + i] = er_epi_arg(k, s->lo[i]);
         s->t[5 * m + i] = er_epi_arg(k, s->hi[i]) - s->t[2 * m + i]; /* hi's argument less lo's */
-        if (g34) { /* -2 u, a float (exact) */
-            s->t[3 * m + i] = -2.0f * (ER_GT_K32 * (x0 + ER_GT_C32 * ((x0 * x0) * x0)));
-            s->t[4 * m + i] = -2.0f * (ER_GT_K32 * (x1 + ER_GT_C32 * ((x1 * x1) * x1)));
+        if (g34) { /* exp(-2 u), -2 u a float (exact) */
+            s->t[3 * m + i] = er_epi_earg(tri, -2.0f * (ER_GT_K32 * (x0 + ER_GT_C32 * ((x0 * x0) * x0))));
+            s->t[4 * m + i] = er_epi_earg(tri, -2.0f * (ER_GT_K32 * (x1 + ER_GT_C32 * ((x1 * x1) * x1))));
         }
     }
     er__exp_bounds_run(simd, (g34 ? 5 : 3) * m, s->t, s->elo, s->ehi);
+    if (tri) /* the witnesses' exps are 2^p: their bounds widened, or no witness */
+        for (int r = 0; r < (g34 ? 5 : 2); r++) {
+            if ((r < 2 && !ex) || r == 2) continue; /* tanh's own; the bracket's */
+            for (int64_t i = 0; i < m; i++) {
+                int64_t in = er_epi_widen(s->t[r * m + i], &s->elo[r * m + i], &s->ehi[r * m + i]);
+                if (r < 2) s->okw[r][i] = (s->okw[r][i] != 0) & in;
+                else s->elo[r * m + i] = in ? s->elo[r * m + i] : NAN; /* gelu's x / d forms: not formed */
+            }
+        }
     for (int64_t i = 0; i < m; i++) {
         /* exp's bounds at hi's argument from lo's (Lemma D7: the shift v, within 2^-71 of the exact difference where
          * |v| <= 2^-18); lo's replaced by [0, 2^-1000] below -700 first where the function is a quotient (no
@@ -283,8 +308,10 @@ ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int64_t 
     int64_t can = p->ulps >= 1.5;
 #define ER_EPI_FN(k, own)                                                                                             \
     do {                                                                                                              \
-        if (nv) er_epi_fn(k, own, can, p->simd, m, s);                                                                \
-        else er_epi_fn(k, 0, can, p->simd, m, s);                                                                     \
+        if (nv && p->tri) er_epi_fn(k, own, 1, can, p->simd, m, s);                                                   \
+        else if (nv) er_epi_fn(k, own, 0, can, p->simd, m, s);                                                        \
+        else if (p->tri) er_epi_fn(k, 0, 1, can, p->simd, m, s);                                                      \
+        else er_epi_fn(k, 0, 0, can, p->simd, m, s);                                                                  \
     } while (0)
     switch (st->kind) {
     case ER_STAGE_ADD:

@@ -86,6 +86,7 @@ typedef struct er_epi {
     const er_tensor *out;
     int simd;               /* er__simd(): the AVX2 build of exp's loops */
     int fn, nvar;           /* the function stage (-1: none) and its variants (0, 2 or 4: er_chain_witness's) */
+    int tri;                /* math=triton: the witnesses' exp is 2^RN(x RN(log2 e)) correctly rounded */
     double ulps;            /* its ulps budget (er_chain_witness's U) */
 } er_epi;
 
