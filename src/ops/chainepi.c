@@ -17,7 +17,8 @@ static int er_epi_is_fn(er_stage_kind k) {
            k == ER_STAGE_GELU_TANH;
 }
 
-int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk) {
+int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk,
+                 const er_op_module *const *mods, void *const *curs) {
     const char *env = getenv("EXACTREF_BATCH");
     if ((env && env[0] == '0') || std->fast_math == 1 || ns > 12) return 0;
     er_format of = sk->out->format;
@@ -27,7 +28,9 @@ int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, 
     p->fn = -1;
     for (int i = 0; i < ns; i++) {
         er_stage_kind k = st[i].kind;
-        if (st[i].ref) return 0;
+        if (st[i].ref && !(mods[i + 1] && curs[i + 1])) return 0; /* a reference operand: its cursor's values */
+        p->rmod[i] = st[i].ref ? mods[i + 1] : NULL;
+        p->rcur[i] = st[i].ref ? curs[i + 1] : NULL;
         if (k == ER_STAGE_ADD || k == ER_STAGE_MUL) {
             /* a mul then an add fused under fma=always: the per-element decision's */
             if (k == ER_STAGE_MUL && i + 1 < ns && st[i + 1].kind == ER_STAGE_ADD && std->fma == ER_FMA_ALWAYS)
@@ -299,6 +302,39 @@ ER_ALWAYS_INLINE void er_epi_addmul(int add, int tens, int nw, int64_t m, const 
     }
 }
 
+/* An add or mul stage by another reference: each witness from l with its operand's inner value rl, from h with rh
+ * (er_chain_witness's opw; the variants with their end's); the bracket with the operand's bracket [rbl, rbh] (Lemma
+ * C11: a sum's ends add the ends; a product's are the least and greatest of the four corners), each end moved
+ * outward. Where the operand's cursor gives no values (okr 0), nothing here is formed. */
+ER_ALWAYS_INLINE void er_epi_addmul_ref(int add, int nw, int64_t m, er_epi_scratch *restrict s) {
+    for (int q = 0; q < nw; q++) {
+        const double *rw = q & 1 ? s->rh : s->rl;
+        for (int64_t i = 0; i < m; i++) {
+            float wc = (float)rw[i], w = add ? s->w[q][i] + wc : s->w[q][i] * wc;
+            s->w[q][i] = w;
+            s->okw[q][i] = (s->okw[q][i] != 0) & (s->okr[i] != 0) & (fabsf(w) <= FLT_MAX);
+        }
+    }
+    for (int64_t i = 0; i < m; i++) {
+        double a = s->lo[i], b = s->hi[i], cl = s->rbl[i], ch = s->rbh[i], l, h;
+        if (add) {
+            l = a + cl;
+            h = b + ch;
+        } else {
+            double p1 = a * cl, p2 = a * ch, p3 = b * cl, p4 = b * ch, n1 = p1 < p2 ? p1 : p2, n2 = p3 < p4 ? p3 : p4,
+                   x1 = p1 < p2 ? p2 : p1, x2 = p3 < p4 ? p4 : p3;
+            l = n1 < n2 ? n1 : n2;
+            h = x1 < x2 ? x2 : x1;
+        }
+        l = er_epi_dn(l);
+        h = er_epi_up(h);
+        s->lo[i] = l;
+        s->hi[i] = h;
+        s->oke[i] = (s->oke[i] != 0) & (s->okr[i] != 0) & (fabs(cl) <= DBL_MAX) & (fabs(ch) <= DBL_MAX) &
+                    (fabs(l) <= DBL_MAX) & (fabs(h) <= DBL_MAX);
+    }
+}
+
 /* Stage j over the chunk's m elements, the function's nv variants formed (0: none): nw witnesses live (the variants
  * after the function). */
 ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int64_t m, er_epi_scratch *restrict s) {
@@ -315,11 +351,13 @@ ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int64_t 
     } while (0)
     switch (st->kind) {
     case ER_STAGE_ADD:
-        if (st->t) er_epi_addmul(1, 1, nw, m, s->op, 0, 0, s);
+        if (st->ref) er_epi_addmul_ref(1, nw, m, s);
+        else if (st->t) er_epi_addmul(1, 1, nw, m, s->op, 0, 0, s);
         else er_epi_addmul(1, 0, nw, m, s->op, st->scalar, p->wop[j], s);
         break;
     case ER_STAGE_MUL:
-        if (st->t) er_epi_addmul(0, 1, nw, m, s->op, 0, 0, s);
+        if (st->ref) er_epi_addmul_ref(0, nw, m, s);
+        else if (st->t) er_epi_addmul(0, 1, nw, m, s->op, 0, 0, s);
         else er_epi_addmul(0, 0, nw, m, s->op, st->scalar, p->wop[j], s);
         break;
     case ER_STAGE_RELU:
@@ -431,8 +469,13 @@ static void er_epi_run(const er_epi *p, int nv, int64_t begin, const int32_t *ix
     }
     for (int j = 0; j <= p->ns; j++) { /* each stage, then the classes */
         const er_tensor *t = j < p->ns ? p->st[j].t : NULL;
+        const er_op_module *rm = j < p->ns ? p->rmod[j] : NULL;
         if (t && !ix) er__load_run(t, begin, m, s->op);
         for (int64_t k = 0; t && ix && k < m; k++) s->op[k] = er__load(t, er__offset(t, begin + ix[k]));
+        if (rm && !ix) er__cursor_inner_run(rm, p->rcur[j], begin, m, s->rl, s->rh, s->rbl, s->rbh, s->okr);
+        for (int64_t k = 0; rm && ix && k < m; k++)
+            s->okr[k] = (uint8_t)rm->cursor_inner(p->rcur[j], begin + ix[k], 0, &s->rl[k], &s->rh[k], &s->rbl[k],
+                                                  &s->rbh[k]);
 #if ER_HAVE_AVX2
         if (p->simd >= 2) er_epi_step_avx512(p, j, nv, m, s, dec);
         else if (p->simd) er_epi_step_avx2(p, j, nv, m, s, dec);

@@ -1210,11 +1210,6 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         j->vec_ulps = vec ? (er__chain(ref)->stages[0].scalar > 0 ? er__chain(ref)->stages[0].scalar : 2.0) : 0;
         j->vxt = vx;
         j->simd = simd;
-        if (!vec && er__epi_plan(&j->plan, er__chain(ref)->stages, er__chain(ref)->nstages, std,
-                                 er__sinks_at(sks, t, 0))) {
-            j->scr = malloc(sizeof *j->scr);
-            j->epi = j->scr != NULL; /* without the memory, the per-element decision alone */
-        }
         j->ref = ref;
         j->std = std;
         j->E = er__fmt(ER_FP32);
@@ -1229,6 +1224,12 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
             j->mod[i + 1] = m;
             j->cur[i + 1] = m->cursor_open ? m->cursor_open(o, &bs, j->E) : NULL;
             ok &= j->cur[i + 1] != NULL;
+        }
+        if (ok && !vec &&
+            er__epi_plan(&j->plan, er__chain(ref)->stages, er__chain(ref)->nstages, std, er__sinks_at(sks, t, 0),
+                         j->mod, j->cur)) {
+            j->scr = malloc(sizeof *j->scr);
+            j->epi = j->scr != NULL; /* without the memory, the per-element decision alone */
         }
     }
     er_status st = ER_OK;

@@ -76,21 +76,23 @@ ER_ALWAYS_INLINE int64_t er_vec_rn_ok(double v, double r, er_vec_fmt f, int narr
 }
 
 /* The epilogue pass's plan: the chain's stages, at most one function among them (exp, tanh, sigmoid, silu, gelu's
- * tanh form), the others add, mul (a tensor or a number), relu and casts to fp32, fp16 or bf16; the output fp32,
- * fp16 or bf16, row-major. */
+ * tanh form), the others add, mul (a tensor, a number or another reference with a cursor), relu and casts to fp32,
+ * fp16 or bf16; the output fp32, fp16 or bf16, row-major. */
 typedef struct er_epi {
     const er_stage *st;
     int ns;
     er_vec_fmt o, cast[12]; /* the output's rounding; each cast stage's */
     float wop[12];          /* a number operand rounded to fp32, as the witness takes it */
     const er_tensor *out;
+    const er_op_module *rmod[12]; /* each stage's reference operand's module and cursor (NULL: none) */
+    void *rcur[12];
     int simd;               /* er__simd(): the AVX2 build of exp's loops */
     int fn, nvar;           /* the function stage (-1: none) and its variants (0, 2 or 4: er_chain_witness's) */
     int tri;                /* math=triton: the witnesses' exp is 2^RN(x RN(log2 e)) correctly rounded */
     double ulps;            /* its ulps budget (er_chain_witness's U) */
 } er_epi;
 
-/* The arrays of one thread's pass (about 1.2 MiB: on the heap). */
+/* The arrays of one thread's pass (about 1.3 MiB: on the heap). */
 typedef struct er_epi_scratch {
     double lo[ER_VEC_CHUNK], hi[ER_VEC_CHUNK], wl[ER_VEC_CHUNK], wh[ER_VEC_CHUNK], op[ER_VEC_CHUNK], y[ER_VEC_CHUNK];
     double rel[ER_VEC_CHUNK], blo[ER_VEC_CHUNK], bhi[ER_VEC_CHUNK]; /* the base's bracket */
@@ -99,13 +101,16 @@ typedef struct er_epi_scratch {
      * a double: loops that vectorise) */
     float w[10][ER_VEC_CHUNK];
     int64_t okw[10][ER_VEC_CHUNK], oke[ER_VEC_CHUNK];
-    uint8_t okc[ER_VEC_CHUNK], dec2[ER_VEC_CHUNK];
+    double rl[ER_VEC_CHUNK], rh[ER_VEC_CHUNK], rbl[ER_VEC_CHUNK], rbh[ER_VEC_CHUNK]; /* a reference operand's */
+    uint8_t okc[ER_VEC_CHUNK], dec2[ER_VEC_CHUNK], okr[ER_VEC_CHUNK];
     int32_t ix[ER_VEC_CHUNK]; /* the elements the first run leaves open */
 } er_epi_scratch;
 
 /* 1 where the epilogue pass applies to a chain of these stages under std with output sink sk's (its plan in *p),
- * else 0 (and where EXACTREF_BATCH=0 turns it off). */
-ER_INTERNAL int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk);
+ * else 0 (and where EXACTREF_BATCH=0 turns it off). mods[i + 1] and curs[i + 1]: stage i's reference operand's module
+ * and cursor (the pass takes that operand's values through it). */
+ER_INTERNAL int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk,
+                             const er_op_module *const *mods, void *const *curs);
 /* The class of each element of [begin, end) (end - begin <= ER_VEC_CHUNK) where the pass decides it, else
  * ER_VEC_OPEN, into dec; the base's single sets from its module's cursor. The decided element whose witnesses' hull
  * is widest (er_set_rel; the least index among equals) replaces *widx where wider than *wrel (or as wide and before

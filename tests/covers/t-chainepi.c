@@ -2,7 +2,8 @@
  * (fp16 operands, fp32 accumulation) followed by a bias, gelu's tanh form, silu, sigmoid, tanh, exp or relu, more
  * stages after the function, and casts to fp16 or bf16, with outputs in fp32, fp16 and bf16, the pass gives every
  * element the class the per-element fast decision gives (EXACTREF_BATCH=0) and the exact engine gives
- * (EXACTREF_FAST=0), and the same report as the per-element decision (its widest set included). The operands put the
+ * (EXACTREF_FAST=0), and the same report as the per-element decision (its widest set included); also silu times a
+ * second GEMM (SwiGLU) and a second GEMM added after the activation (a reference operand). The operands put the
  * pre-activations at the functions' edges: gelu's and silu's minima and the ends of the ranges where they are
  * monotone, tanh's argument at 1/4, results below fp16's and bf16's least normal and zero, exp below -700 and above
  * 709 in the bracket, fp16 overflow; the outputs are the kernel's own (a random order of fp32 adds, libm's float
@@ -13,8 +14,8 @@
 
 enum { M = 70, K = 32, N = 90, MN = M * N };
 
-static uint16_t A[M * K], B[K * N], BIAS[N];
-static double a[M * K], b[K * N];
+static uint16_t A[M * K], B[K * N], B2[K * N], BIAS[N];
+static double a[M * K], b[K * N], b2[K * N];
 static float biasf[N];
 
 static double to_fmt(er_format f, double x) {
@@ -40,6 +41,8 @@ static void build(void) {
         for (int j = 0; j < N; j++) {
             b[k * N + j] = to_fmt(ER_FP16, k == 0 ? 1 + j / 128.0 : er_rand_normal() * 0.25);
             er_store(B, ER_FP16, k * N + j, b[k * N + j]);
+            b2[k * N + j] = to_fmt(ER_FP16, er_rand_normal() * (k % 5 ? 0.5 : 4.0)); /* a second GEMM's */
+            er_store(B2, ER_FP16, k * N + j, b2[k * N + j]);
         }
     for (int j = 0; j < N; j++) {
         double v = to_fmt(ER_FP16, edges[j % 20] + er_rand_normal() * (j % 3 ? 0.01 : 0.0));
@@ -60,7 +63,7 @@ static double steps(er_format f, double v, int k) {
     return v;
 }
 
-enum { NCH = 10 };
+enum { NCH = 13 };
 typedef struct chain_case {
     const char *name;
     er_format out;
@@ -69,14 +72,15 @@ typedef struct chain_case {
     int tensor_base; /* over a tensor of the kernel's accumulators instead of the matmul */
 } chain_case;
 
-/* The kernel's epilogue in fp32 (each step rounded; libm's float functions; casts rounding to nearest even). */
-static float kernel_stages(const chain_case *c, float x, int j) {
+/* The kernel's epilogue in fp32 (each step rounded; libm's float functions; casts rounding to nearest even); x2 the
+ * second GEMM's accumulator, a reference operand's value. */
+static float kernel_stages(const chain_case *c, float x, float x2, int j) {
     for (int s = 0; s < c->ns; s++) {
         const er_stage *st = &c->st[s];
-        float u;
+        float u, o = st->ref ? x2 : st->t ? biasf[j] : (float)st->scalar;
         switch (st->kind) {
-        case ER_STAGE_ADD: x = x + (st->t ? biasf[j] : (float)st->scalar); break;
-        case ER_STAGE_MUL: x = x * (st->t ? biasf[j] : (float)st->scalar); break;
+        case ER_STAGE_ADD: x = x + o; break;
+        case ER_STAGE_MUL: x = x * o; break;
         case ER_STAGE_RELU: x = x > 0 ? x : 0.0f; break;
         case ER_STAGE_CAST: x = (float)to_fmt(st->format, x); break;
         case ER_STAGE_EXP: x = expf(x); break;
@@ -104,11 +108,14 @@ static void covers_with(er_report *rep, const er_ref *ch, const er_tensor *out, 
 
 START_TEST(the_epilogue_pass_decides_as_each_element_alone) {
     static uint32_t outbuf[MN];
-    static float acc[MN];
+    static float acc[MN], acc2[MN];
     static double rounded[MN];
-    er_tensor tA, tB, tBias, tAcc;
+    er_tensor tA, tB, tB2, tBias, tAcc;
     er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){M, K}, NULL, A);
     er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(&tB2, ER_FP16, 2, (int64_t[]){K, N}, NULL, B2);
+    /* the second GEMM: a reference operand (er_chain's stage ref), made before the cases that name it */
+    static er_ref *mm2;
     er_tensor_view(&tBias, ER_FP16, 2, (int64_t[]){M, N}, (int64_t[]){0, 1}, BIAS);
     er_tensor_view(&tAcc, ER_FP32, 2, (int64_t[]){M, N}, NULL, acc);
     const chain_case cases[NCH] = {
@@ -131,6 +138,12 @@ START_TEST(the_epilogue_pass_decides_as_each_element_alone) {
           {ER_STAGE_ADD, &tBias, 0, 0, NULL}}, 0},
         {"a tensor, bias, gelu (tanh form), fp16", ER_FP16, 3,
          {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}}, 1},
+        {"silu times a second GEMM (SwiGLU), fp16", ER_FP16, 3,
+         {{ER_STAGE_SILU, NULL, 0, 0, NULL}, {ER_STAGE_MUL, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}}, 0},
+        {"silu times a second GEMM (SwiGLU), bf16", ER_BF16, 3,
+         {{ER_STAGE_SILU, NULL, 0, 0, NULL}, {ER_STAGE_MUL, NULL, 0, 0, NULL}, {ER_STAGE_CAST, NULL, 0, ER_BF16, NULL}}, 0},
+        {"bias, gelu (tanh form), plus a second GEMM, fp32", ER_FP32, 3,
+         {{ER_STAGE_ADD, &tBias, 0, 0, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, 0, NULL}, {ER_STAGE_ADD, NULL, 0, 0, NULL}}, 0},
     };
     er_standard std[2];
     ck_assert_int_eq(er_standard_parse(&std[0], "any_order", NULL), ER_OK);
@@ -140,24 +153,36 @@ START_TEST(the_epilogue_pass_decides_as_each_element_alone) {
         er_test_reseed(2400 + (uint64_t)tr);
         build();
         for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) acc[i * N + j] = er_random_order_dot_f32(a + i * K, 1, b + j, N, K);
+            for (int j = 0; j < N; j++) {
+                acc[i * N + j] = er_random_order_dot_f32(a + i * K, 1, b + j, N, K);
+                acc2[i * N + j] = er_random_order_dot_f32(a + i * K, 1, b2 + j, N, K);
+            }
         setenv("EXACTREF_FAST", "1", 1);
         er_ref *mm, *t;
         ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+        ck_assert_int_eq(er_matmul(&mm2, &tA, &tB2), ER_OK);
         unsetenv("EXACTREF_FAST");
         ck_assert_int_eq(er_tensor_ref(&t, &tAcc), ER_OK);
         for (int c = 0; c < NCH; c++) {
             const chain_case *cc = &cases[c];
             er_ref *ch;
             er_tensor tOut, tR;
-            ER_REQUIRE(er_chain(&ch, cc->tensor_base ? t : mm, cc->st, cc->ns) == ER_OK, "%s", er_last_error());
+            er_stage st[5];
+            for (int k = 0; k < cc->ns; k++) { /* a stage of neither tensor nor number takes the second GEMM */
+                st[k] = cc->st[k];
+                if ((st[k].kind == ER_STAGE_ADD || st[k].kind == ER_STAGE_MUL) && !st[k].t && st[k].scalar == 0)
+                    st[k].ref = mm2;
+            }
+            ER_REQUIRE(er_chain(&ch, cc->tensor_base ? t : mm, st, cc->ns) == ER_OK, "%s", er_last_error());
             ck_assert_int_eq(er_ref_fast(ch), 1);
             er_tensor_view(&tOut, cc->out, 2, (int64_t[]){M, N}, NULL, outbuf);
             er_tensor_view(&tR, ER_FP64, 2, (int64_t[]){M, N}, NULL, rounded);
             ck_assert_int_eq(er_ref_rounded(&tR, ch), ER_OK); /* into fp64: the exact result to double */
             for (int i = 0; i < MN; i++) {
                 /* the kernel's, or the correctly rounded result; a third moved 1 to 3 ulps */
-                double v = er_rand_int(0, 2) ? kernel_stages(cc, acc[i], i % N) : rounded[i];
+                chain_case k1 = *cc;
+                memcpy(k1.st, st, sizeof st);
+                double v = er_rand_int(0, 2) ? kernel_stages(&k1, acc[i], acc2[i], i % N) : rounded[i];
                 v = to_fmt(cc->out, v);
                 if (er_rand_int(0, 2) == 0) v = steps(cc->out, v, (int)er_rand_int(1, 3) * (er_rand_int(0, 1) ? 1 : -1));
                 er_store(outbuf, cc->out, i, v);
@@ -184,6 +209,7 @@ START_TEST(the_epilogue_pass_decides_as_each_element_alone) {
             er_ref_free(ch);
         }
         er_ref_free(t);
+        er_ref_free(mm2);
         er_ref_free(mm);
     }
 }

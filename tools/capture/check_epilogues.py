@@ -1,8 +1,8 @@
 """GEMM epilogues at the sizes people test, checked where they run (docs/algorithms/chains.md, The epilogue pass): a
 Triton GEMM (fp16 or bf16 operands, fp32 accumulation) with a bias and gelu's tanh form (libdevice tanh, the sigmoid
 form, the exp form), silu (tl.sigmoid, the exp form) or relu fused before an fp16 or bf16 store; torch's unfused
-F.gelu(approximate="tanh") on the stored product plus bias; two planted bugs (the bias left out, the activation
-before the bias). Each output is checked by exactref on this machine's cores (mma:sm90 outer=any, precise and triton
+F.gelu(approximate="tanh") on the stored product plus bias; SwiGLU's silu(A B1) * (A B2) fused; three planted bugs
+(the bias left out, the activation before the bias, the up projection left out). Each output is checked by exactref on this machine's cores (mma:sm90 outer=any, precise and triton
 math models), with the epilogue pass and without it (EXACTREF_BATCH=0): the verdicts, counts and the seconds of
 covers() and of the matmul's covers() alone, and whether both runs' classes agree element for element. Prints one
 line a case; nothing is written. Run: EXACTREF_LIBRARY=... PYTHONPATH=bindings/python:tools/capture python3
@@ -44,6 +44,20 @@ def gemm_bias_act(A, B, BIAS, C, M, N, K, ACT: tl.constexpr, BM: tl.constexpr, B
         y = x / (1.0 + tl.exp(-x))
     else:
         y = tl.maximum(x, 0.0)
+    tl.store(C + rm[:, None] * N + rn[None, :], y.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def gemm_swiglu(A, B1, B2, C, M, N, K, BUG: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """silu(A B1) * (A B2) before the store (SwiGLU's gate and up projections); BUG: the up projection's product
+    left out."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    g = gemm_tile(A, B1, M, N, K, rm, rn, BM, BN, BK)
+    u = gemm_tile(A, B2, M, N, K, rm, rn, BM, BN, BK)
+    y = g * tl.sigmoid(g)
+    if not BUG:
+        y = y * u
     tl.store(C + rm[:, None] * N + rn[None, :], y.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -101,6 +115,14 @@ for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
                 fused.gelu(approximate="tanh")
             bad += not check("%s %s %dx%dx%d scale %g" % (kind, name, M, N, K, scale), f.cast(name), mm, host(y), acc,
                              kind.startswith("bug"))
+        B2 = torch.randn(K, N, device="cuda", generator=g).to(dt)
+        mm2 = er.matmul(An, host(B2))
+        for bug in (0, 1):
+            y = torch.empty(M, N, device="cuda", dtype=dt)
+            gemm_swiglu[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, B2, y, M, N, K, BUG=bug, BM=64, BN=64, BK=32)
+            torch.cuda.synchronize()
+            bad += not check("%sswiglu %s %dx%dx%d scale %g" % ("bug_up_left_out_" if bug else "", name, M, N, K, scale),
+                             mm.silu().mul(mm2).cast(name), mm, host(y), acc, bool(bug))
         h = torch.mm(A, B) + bias  # stored in dt, as torch runs it
         ch = mm.cast(name).add(bn).cast(name).gelu(approximate="tanh").cast(name)
         bad += not check("torch_gelu_tanh %s %dx%dx%d scale %g" % (name, M, N, K, scale), ch, mm,
