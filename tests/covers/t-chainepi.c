@@ -2,7 +2,8 @@
  * (fp16 operands, fp32 accumulation) followed by a bias, gelu's tanh form, silu, sigmoid, tanh, exp or relu, more
  * stages after the function, and casts to fp16 or bf16, with outputs in fp32, fp16 and bf16, the pass gives every
  * element the class the per-element fast decision gives (EXACTREF_BATCH=0) and the exact engine gives
- * (EXACTREF_FAST=0), and the same report as the per-element decision (its widest set included); also silu times a
+ * (EXACTREF_FAST=0), and the same report as the per-element decision (its widest set included), at every SIMD level
+ * (EXACTREF_SIMD=0 and 1: the baseline and AVX2 builds of its loops); also silu times a
  * second GEMM (SwiGLU) and a second GEMM added after the activation (a reference operand). The operands put the
  * pre-activations at the functions' edges: gelu's and silu's minima and the ends of the ranges where they are
  * monotone, tanh's argument at 1/4, results below fp16's and bf16's least normal and zero, exp below -700 and above
@@ -195,6 +196,16 @@ START_TEST(the_epilogue_pass_decides_as_each_element_alone) {
                 covers_with(&alone, ch, &tOut, &std[m], "1", "0");
                 covers_with(&engine, ch, &tOut, &std[m], "0", "1");
                 er_require_same_report(&pass, &alone, what);
+                for (int lv = 0; lv < 2 && m == 0; lv++) { /* the baseline and AVX2 builds of the pass's loops */
+                    er_report at;
+                    char w2[200];
+                    setenv("EXACTREF_SIMD", lv ? "1" : "0", 1);
+                    covers_with(&at, ch, &tOut, &std[m], "1", "1");
+                    unsetenv("EXACTREF_SIMD");
+                    snprintf(w2, sizeof w2, "%s, EXACTREF_SIMD=%d", what, lv);
+                    er_require_same_report(&pass, &at, w2);
+                    er_report_clear(&at);
+                }
                 const uint8_t *cp = er_report_classes(&pass), *ce = er_report_classes(&engine);
                 for (int64_t i = 0; i < MN; i++)
                     ER_REQUIRE(cp[i] == ce[i], "%s: element %lld (output %a) is %s on the fast decision, %s by the engine",
