@@ -59,9 +59,9 @@ static inline er_vec_fmt er_vec_fmt_of(const er_fmt_info *f) {
     return (er_vec_fmt){narrow, drop, narrow ? (UINT64_C(1) << (drop - 1)) - 1 : 0,
                         narrow ? ~((UINT64_C(1) << drop) - 1) : 0, f->min_normal, 0x1.8p52 * f->min_sub, f->max};
 }
-/* er_vec_rn's value and its *ok for v and that value r, with narrow a constant and f a copy in a local (loops that
- * vectorise: GCC 12 vectorises neither a flag passed by address and and-ed in nor a select on a narrow known only
- * when the loop runs). */
+/* er_vec_rn's value and its *ok for v and that value r, with narrow a constant and f a copy in a local: the
+ * epilogue pass's loops, which GCC 12 did not vectorise with er_vec_rn's flag passed by address and and-ed in, nor
+ * with a select on a narrow known only when the loop runs. */
 ER_ALWAYS_INLINE double er_vec_rn_fmt(double v, er_vec_fmt f, int narrow) {
     if (!narrow) return (double)(float)(fabs(v) <= FLT_MAX ? v : 0.0);
     uint64_t u;

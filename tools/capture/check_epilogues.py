@@ -97,34 +97,39 @@ def check(kind, ch, mm, y, acc, bug):
     return ok and same
 
 
-g = torch.Generator(device="cuda").manual_seed(29)
-bad = 0
-for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
-    for (M, N, K), scale in (((2048, 2048, 2048), 1.0), ((2048, 2048, 2048), 8.0), ((1024, 4096, 512), 3.0)):
-        A, B, bias = gemm_bias_inputs(g, dt, M, N, K, scale)
-        An, Bn, bn = host(A), host(B), host(bias)
-        mm = er.matmul(An, Bn)
-        acc = (A.float() @ B.float()).cpu().numpy()
-        for act, kind in ACTS.items():
-            y = torch.empty(M, N, device="cuda", dtype=dt)
-            gemm_bias_act[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, bias, y, M, N, K, ACT=act, BM=64, BN=64,
-                                                                    BK=32)
-            torch.cuda.synchronize()
-            fused = mm.add(bn)
-            f = fused.relu() if kind == "relu" else fused.silu() if kind.startswith("silu") else \
-                fused.gelu(approximate="tanh")
-            bad += not check("%s %s %dx%dx%d scale %g" % (kind, name, M, N, K, scale), f.cast(name), mm, host(y), acc,
-                             kind.startswith("bug"))
-        B2 = torch.randn(K, N, device="cuda", generator=g).to(dt)
-        mm2 = er.matmul(An, host(B2))
-        for bug in (0, 1):
-            y = torch.empty(M, N, device="cuda", dtype=dt)
-            gemm_swiglu[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, B2, y, M, N, K, BUG=bug, BM=64, BN=64, BK=32)
-            torch.cuda.synchronize()
-            bad += not check("%sswiglu %s %dx%dx%d scale %g" % ("bug_up_left_out_" if bug else "", name, M, N, K, scale),
-                             mm.silu().mul(mm2).cast(name), mm, host(y), acc, bool(bug))
-        h = torch.mm(A, B) + bias  # stored in dt, as torch runs it
-        ch = mm.cast(name).add(bn).cast(name).gelu(approximate="tanh").cast(name)
-        bad += not check("torch_gelu_tanh %s %dx%dx%d scale %g" % (name, M, N, K, scale), ch, mm,
-                         host(F.gelu(h, approximate="tanh")), acc, False)
-print("cases failing: %d" % bad)
+def main():
+    g = torch.Generator(device="cuda").manual_seed(29)
+    bad = 0
+    for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+        for (M, N, K), scale in (((2048, 2048, 2048), 1.0), ((2048, 2048, 2048), 8.0), ((1024, 4096, 512), 3.0)):
+            A, B, bias = gemm_bias_inputs(g, dt, M, N, K, scale)
+            An, Bn, bn = host(A), host(B), host(bias)
+            mm = er.matmul(An, Bn)
+            acc = (A.float() @ B.float()).cpu().numpy()
+            for act, kind in ACTS.items():
+                y = torch.empty(M, N, device="cuda", dtype=dt)
+                gemm_bias_act[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, bias, y, M, N, K, ACT=act, BM=64, BN=64,
+                                                                        BK=32)
+                torch.cuda.synchronize()
+                fused = mm.add(bn)
+                f = fused.relu() if kind == "relu" else fused.silu() if kind.startswith("silu") else \
+                    fused.gelu(approximate="tanh")
+                bad += not check("%s %s %dx%dx%d scale %g" % (kind, name, M, N, K, scale), f.cast(name), mm, host(y), acc,
+                                 kind.startswith("bug"))
+            B2 = torch.randn(K, N, device="cuda", generator=g).to(dt)
+            mm2 = er.matmul(An, host(B2))
+            for bug in (0, 1):
+                y = torch.empty(M, N, device="cuda", dtype=dt)
+                gemm_swiglu[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, B2, y, M, N, K, BUG=bug, BM=64, BN=64, BK=32)
+                torch.cuda.synchronize()
+                bad += not check("%sswiglu %s %dx%dx%d scale %g" % ("bug_up_left_out_" if bug else "", name, M, N, K, scale),
+                                 mm.silu().mul(mm2).cast(name), mm, host(y), acc, bool(bug))
+            h = torch.mm(A, B) + bias  # stored in dt, as torch runs it
+            ch = mm.cast(name).add(bn).cast(name).gelu(approximate="tanh").cast(name)
+            bad += not check("torch_gelu_tanh %s %dx%dx%d scale %g" % (name, M, N, K, scale), ch, mm,
+                             host(F.gelu(h, approximate="tanh")), acc, False)
+    print("cases failing: %d" % bad)
+
+
+if __name__ == "__main__":
+    main()
