@@ -137,7 +137,8 @@ def main():
 def epilogue():
     """The fused-kernel issue's yardstick: a 2048 x 2048 x 2048 fp16 GEMM with bias, gelu's tanh form and an fp16 store
     (as one Triton kernel computes it), checked under mma:sm90 outer=any against the matmul's check alone on its fp32
-    accumulator: the reference and covers() together (each builds its reference), and covers() alone."""
+    accumulator: the reference and covers() together (each builds its reference), and covers() alone; then SwiGLU's
+    silu(A B) * (A B2) before an fp16 store, covers() alone."""
     rng = np.random.default_rng(3)
     M = N = K = 2048
     A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
@@ -163,6 +164,17 @@ def epilogue():
     t0, t1 = best(lambda: ref.covers(acc, **std), 3), best(lambda: ch.covers(y, **std), 3)
     print(
         "python_covers_epilogue_gelu_tanh_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the "
+        "matmul alone, references built before)" % (M, N, K, t1, t0, t1 / t0)
+    )
+    # SwiGLU's silu(A B) * (A B2) before an fp16 store: the second GEMM an operand of the chain
+    B2 = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    acc2 = A.astype(np.float32) @ B2.astype(np.float32)
+    ysw = ((acc / (np.float32(1) + np.exp(-acc))) * acc2).astype(np.float16)
+    sw = ref.silu().mul(er.matmul(A, B2)).cast("float16")
+    assert sw.covers(ysw, **std).all()
+    t0, t1 = best(lambda: ref.covers(acc, **std), 3), best(lambda: sw.covers(ysw, **std), 3)
+    print(
+        "python_covers_swiglu_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the first "
         "matmul alone, references built before)" % (M, N, K, t1, t0, t1 / t0)
     )
 
