@@ -274,49 +274,26 @@ ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int64_t can,
     er_epi_fn_enclose(k, m, s->elo + 2 * m, s->ehi + 2 * m, s->elo + 5 * m, s->ehi + 5 * m, s->lo, s->hi, s->oke);
 }
 
-/* An add or mul stage: the nw witnesses with the operand rounded to fp32 (er_stage_operand: wc, or op[i] rounded
- * where tens); the bracket with its value (op[i], or c), each end moved outward. */
-ER_ALWAYS_INLINE void er_epi_addmul(int add, int tens, int nw, int64_t m, const double *restrict op, double c0,
-                                    float wc0, er_epi_scratch *restrict s) {
-    for (int q = 0; q < nw; q++)
-        for (int64_t i = 0; i < m; i++) {
-            float wc = tens ? (float)op[i] : wc0, w = add ? s->w[q][i] + wc : s->w[q][i] * wc;
-            s->w[q][i] = w;
-            s->okw[q][i] = (s->okw[q][i] != 0) & (fabsf(w) <= FLT_MAX);
-        }
-    for (int64_t i = 0; i < m; i++) {
-        double c = tens ? op[i] : c0, a = s->lo[i], b = s->hi[i], l, h;
-        if (add) {
-            l = a + c;
-            h = b + c;
-        } else {
-            double x = a * c, y = b * c;
-            l = x < y ? x : y;
-            h = x < y ? y : x;
-        }
-        l = er_epi_dn(l);
-        h = er_epi_up(h);
-        s->lo[i] = l;
-        s->hi[i] = h;
-        s->oke[i] = (s->oke[i] != 0) & (fabs(l) <= DBL_MAX) & (fabs(h) <= DBL_MAX);
-    }
-}
-
-/* An add or mul stage by another reference: each witness from l with its operand's inner value rl, from h with rh
- * (er_chain_witness's opw; the variants with their end's); the bracket with the operand's bracket [rbl, rbh] (Lemma
- * C11: a sum's ends add the ends; a product's are the least and greatest of the four corners), each end moved
- * outward. Where the operand's cursor gives no values (okr 0), nothing here is formed. */
-ER_ALWAYS_INLINE void er_epi_addmul_ref(int add, int nw, int64_t m, er_epi_scratch *restrict s) {
+/* An add or mul stage by a number (src 0: c0, wc0 its fp32 rounding), a tensor (src 1: op[i]) or another reference
+ * (src 2). The nw witnesses take the operand rounded to fp32 (er_stage_operand), a reference's inner value rl with
+ * the witnesses from l and rh with those from h (er_chain_witness's opw; each variant with its end's). The bracket
+ * takes the operand's value, or a reference's bracket [rbl, rbh] (Lemma C11: a sum's ends add the ends, a product's
+ * are the least and greatest of the four corners; for a value the corners are two), each end moved outward. Where a
+ * reference's cursor gives no values (okr 0), nothing here is formed. */
+ER_ALWAYS_INLINE void er_epi_addmul(int add, int src, int nw, int64_t m, double c0, float wc0,
+                                    er_epi_scratch *restrict s) {
     for (int q = 0; q < nw; q++) {
         const double *rw = q & 1 ? s->rh : s->rl;
         for (int64_t i = 0; i < m; i++) {
-            float wc = (float)rw[i], w = add ? s->w[q][i] + wc : s->w[q][i] * wc;
+            float wc = src == 2 ? (float)rw[i] : src == 1 ? (float)s->op[i] : wc0,
+                  w = add ? s->w[q][i] + wc : s->w[q][i] * wc;
             s->w[q][i] = w;
-            s->okw[q][i] = (s->okw[q][i] != 0) & (s->okr[i] != 0) & (fabsf(w) <= FLT_MAX);
+            s->okw[q][i] = (s->okw[q][i] != 0) & (src != 2 || s->okr[i] != 0) & (fabsf(w) <= FLT_MAX);
         }
     }
     for (int64_t i = 0; i < m; i++) {
-        double a = s->lo[i], b = s->hi[i], cl = s->rbl[i], ch = s->rbh[i], l, h;
+        double a = s->lo[i], b = s->hi[i], cl = src == 2 ? s->rbl[i] : src == 1 ? s->op[i] : c0,
+               ch = src == 2 ? s->rbh[i] : cl, l, h;
         if (add) {
             l = a + cl;
             h = b + ch;
@@ -330,8 +307,7 @@ ER_ALWAYS_INLINE void er_epi_addmul_ref(int add, int nw, int64_t m, er_epi_scrat
         h = er_epi_up(h);
         s->lo[i] = l;
         s->hi[i] = h;
-        s->oke[i] = (s->oke[i] != 0) & (s->okr[i] != 0) & (fabs(cl) <= DBL_MAX) & (fabs(ch) <= DBL_MAX) &
-                    (fabs(l) <= DBL_MAX) & (fabs(h) <= DBL_MAX);
+        s->oke[i] = (s->oke[i] != 0) & (src != 2 || s->okr[i] != 0) & (fabs(l) <= DBL_MAX) & (fabs(h) <= DBL_MAX);
     }
 }
 
@@ -351,14 +327,14 @@ ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int64_t 
     } while (0)
     switch (st->kind) {
     case ER_STAGE_ADD:
-        if (st->ref) er_epi_addmul_ref(1, nw, m, s);
-        else if (st->t) er_epi_addmul(1, 1, nw, m, s->op, 0, 0, s);
-        else er_epi_addmul(1, 0, nw, m, s->op, st->scalar, p->wop[j], s);
+        if (st->ref) er_epi_addmul(1, 2, nw, m, 0, 0, s);
+        else if (st->t) er_epi_addmul(1, 1, nw, m, 0, 0, s);
+        else er_epi_addmul(1, 0, nw, m, st->scalar, p->wop[j], s);
         break;
     case ER_STAGE_MUL:
-        if (st->ref) er_epi_addmul_ref(0, nw, m, s);
-        else if (st->t) er_epi_addmul(0, 1, nw, m, s->op, 0, 0, s);
-        else er_epi_addmul(0, 0, nw, m, s->op, st->scalar, p->wop[j], s);
+        if (st->ref) er_epi_addmul(0, 2, nw, m, 0, 0, s);
+        else if (st->t) er_epi_addmul(0, 1, nw, m, 0, 0, s);
+        else er_epi_addmul(0, 0, nw, m, st->scalar, p->wop[j], s);
         break;
     case ER_STAGE_RELU:
         for (int q = 0; q < nw; q++)
