@@ -510,6 +510,18 @@ static er_status er_check_outputs(const er_op_module *m, const er_ref *ref, er_o
 
 /* covers through a module: its sets into per-share sinks, classified and merged in element order into one report
  * per checked output (reps[o] zeroed where oa[o].out is NULL); oa has m->nout entries. */
+/* The exact values of report r's elements (first failures, worst, widest) from m's exact, for an output of format
+ * O. */
+static er_status er_report_exact(er_report *r, const er_op_module *m, const er_ref *ref, const er_fmt_info *O) {
+    er_element *els[ER_REPORT_FIRST + 2];
+    int k = 0;
+    for (int i = 0; i < r->n_first; i++) els[k++] = &r->first[i];
+    if (r->has_worst) els[k++] = &r->worst;
+    if (r->has_widest) els[k++] = &r->widest;
+    for (int i = 0; i < k; i++) ER_RETURN_IF_ERROR(m->exact(ref, els[i]->index, O, &els[i]->exact, NULL));
+    return ER_OK;
+}
+
 static er_status er_module_covers(er_report *reps, const er_op_module *m, const er_ref *ref, er_out_args *oa,
                                   const er_standard *std, void *arg, int enclose) {
     int no = m->nout;
@@ -539,6 +551,9 @@ static er_status er_module_covers(er_report *reps, const er_op_module *m, const 
         for (int t = 0; t < sk.nt && st == ER_OK && oa[o].out; t++)
             er_merge(&reps[o], &worst, &sk.part[t * no + o], sk.sink[t * no + o].worst_dist);
     }
+    /* the report's elements' exact values from the module's exact where its sets hold near ones (a few elements) */
+    for (int o = 0; o < no && st == ER_OK && !enclose && m->report_exact && m->exact; o++)
+        if (oa[o].out) st = er_report_exact(&reps[o], m, ref, er__fmt(oa[o].out->format));
     /* an op's classic bug that every set is at least as wide as, or whose output every set holds: the report says
      * such a bug may pass */
     for (int o = 0; o < no && st == ER_OK && !enclose && m->classic_bug; o++) {

@@ -1410,5 +1410,6 @@ const er_op_module er__chain_module = { .name = "chain",
                                         .check = er_chain_check,
                                         .covers = er_chain_covers,
                                         .exact = er_chain_exact_value,
+                                        .report_exact = 1,
                                         .exact_mpfr = er_chain_exact_mpfr,
                                         .bracket = er_chain_bracket };

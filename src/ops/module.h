@@ -128,6 +128,10 @@ typedef struct er_op_module {
     er_status (*emulate)(const er_ref *ref, er_tensor *out, const er_standard *std);
     /* er_ref_exact: element idx's exact result rounded to double, and correctly rounded to f. NULL: not given. */
     er_status (*exact)(const er_ref *ref, int64_t idx, const er_fmt_info *f, double *exact, double *rounded);
+    /* Nonzero where the sets' exact values are near ones (a chain's: the stages at a double within a few ulps of the
+     * base's exact result): the engine then takes the exact values of the report's elements (first failures, worst,
+     * widest) from exact once the check is done, so that a report holds the exact result rounded to double. */
+    int report_exact;
     /* er_ref_rounded: every element correctly rounded into out (checked). NULL: element by element through exact. */
     er_status (*rounded)(const er_ref *ref, er_tensor *out);
     /* er_ref_exact_mpfr: element idx's exact result into out. NULL: not given. */
