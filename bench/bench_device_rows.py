@@ -6,8 +6,9 @@ layer_norm also the host's check of host copies (er.rmsnorm(...).covers, er.laye
 after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
 python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384); python3 bench/bench_device_rows.py
 outputs [N] times layer_norm's three outputs (layer_norm_outputs), auto [N] the paths Python takes by itself (auto),
-attention [B H S D [host]] er.attention_covers_device on torch's SDPA (attention). Needs torch with CUDA and the
-library built with the CUDA toolkit."""
+epilogue [N ...] a GEMM epilogue's chain on CUDA tensors (epilogue), attention [B H S D [host]]
+er.attention_covers_device on torch's SDPA (attention). Needs torch with CUDA and the library built with the CUDA
+toolkit."""
 import statistics
 import sys
 import time
@@ -161,6 +162,45 @@ def auto(n=8192):
                                                                           else "A DIFFERENT REPORT"))
 
 
+def epilogue(sizes):
+    """A GEMM epilogue on CUDA tensors, er.matmul(A, B).add(bias).gelu(approximate="tanh").cast("float16")
+    .covers(out) (N x N x N fp16 operands, A of randn and B of randn / sqrt(N), out = gelu(A B + bias) in fp32
+    stored as fp16, all by torch on the GPU),
+    the reference made in the time (its fp64 GEMM on the GPU: er_matmul_device), against the same epilogue in float64
+    on the same GPU (torch's GEMM, bias and gelu of the operands in float64); warm, three alternating rounds, medians;
+    with the time of the reference alone (er.matmul(A, B) built: the copies, the GPU's GEMM, the host's floats and
+    norms) and of the matmul's own check (er.matmul(A, B).covers(acc): the device path) in the same run."""
+    import torch
+    gen = torch.Generator(device="cpu").manual_seed(9)
+    for n in sizes:
+        # a layer's scales: inputs of unit variance, weights of variance 1/N, so pre-activations of about unit size
+        A = torch.randn((n, n), generator=gen).half().cuda()
+        B = (torch.randn((n, n), generator=gen) / n ** 0.5).half().cuda()
+        bias = torch.randn(n, generator=gen).cuda()
+        acc = A.float() @ B.float()
+        out = torch.nn.functional.gelu(acc + bias, approximate="tanh").half()
+        Ad, Bd, bd = A.double(), B.double(), bias.double()
+        torch.cuda.synchronize()
+
+        def base():
+            torch.nn.functional.gelu(Ad @ Bd + bd, approximate="tanh")
+            torch.cuda.synchronize()
+
+        def check():
+            return er.matmul(A, B).add(bias).gelu(approximate="tanh").cast("float16").covers(out)
+        tb, tx, res = rounds(base, check)
+        t0 = time.perf_counter()
+        ref = er.matmul(A, B)
+        ref._ptr
+        t1 = time.perf_counter()
+        mm = er.matmul(A, B).covers(acc)
+        t2 = time.perf_counter()
+        print("epilogue_gelu_tanh_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: gelu(A B + bias) in "
+              "float64 on the same GPU; medians of 3 alternating rounds; the reference alone %.4f s, the matmul's "
+              "device check %.4f s (%s); %s)" % (n, n, n, tx, tb, tx / tb, t1 - t0, t2 - t1,
+                                                  "pass" if mm.all() else "FAIL", verdict(res)))
+
+
 def attention(B=1, H=32, S=8192, D=128, host=0, dtypes="bfloat16,float16"):
     """er.attention_covers_device on the output of torch's scaled_dot_product_attention (its default backend on
     inputs of dtypes, bf16 and fp16 unless told, q, k, v = randn, without and with the causal mask) against the same
@@ -199,6 +239,8 @@ def attention(B=1, H=32, S=8192, D=128, host=0, dtypes="bfloat16,float16"):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["attention"]:
         attention(*[int(a) for a in sys.argv[2:7]], *sys.argv[7:8])
+    elif sys.argv[1:2] == ["epilogue"]:
+        epilogue([int(a) for a in sys.argv[2:]] or [2048, 4096, 8192])
     elif sys.argv[1:2] == ["auto"]:
         auto(*[int(a) for a in sys.argv[2:3]])
     elif sys.argv[1:2] == ["outputs"]:

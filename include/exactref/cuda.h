@@ -30,6 +30,13 @@ ER_API void er_host_free(void *host);
 /* er_covers on an output in device memory: `out` describes it with a device pointer as data. */
 ER_API er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
                                   void *stream);
+/* The reference of the matmul A B (er_matmul's) for operands in device memory (their views' data are device
+ * pointers): host copies of A and B, which the reference owns and er_ref_free releases, and where er_matmul takes
+ * its fast path, its fp64 GEMM by cuBLAS on the GPU (operands of fp32 or at most 16 bits, row-major and contiguous;
+ * others by the host's BLAS on the copies). The reference is the one er_matmul gives on host copies: every check,
+ * chain, set and report of it is the same. A CUDA error is ER_ERR_DEVICE; on any error nothing is allocated and *out
+ * is untouched. */
+ER_API er_status er_matmul_device(er_ref **out, const er_tensor *A, const er_tensor *B, void *stream);
 /* The matmul A B and covers of its output, all three in device memory (their views' data are device pointers),
  * computed on the GPU where it applies: an any-order standard with compute=fp32, operands of at most 24 bits
  * (fp32, fp16, bf16, fp8) and an fp32, fp16 or bf16 output, all row-major and contiguous. The GEMM runs in fp64

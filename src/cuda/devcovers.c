@@ -416,6 +416,26 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     free(ys);
 }
 
+/* The end of a run: its device buffers freed, its stream synchronised, its host buffers freed; its refusal, else
+ * its CUDA error as ER_ERR_DEVICE. */
+static er_status er_dev_end(er_dev_run *r) {
+    er_dev_free_all(&r->db, r->s);
+    cudaError_t e2 = cudaStreamSynchronize(r->s);
+    if (r->pinned) cudaHostUnregister(r->classes);
+    r->pinned = 0;
+    if (r->e == cudaSuccess) r->e = e2;
+    free(r->hia);
+    free(r->hib);
+    free(r->luts[0]);
+    free(r->luts[1]);
+    r->hia = r->hib = NULL;
+    r->luts[0] = r->luts[1] = NULL;
+    if (r->st == ER_OK && r->e != cudaSuccess)
+        r->st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU matmul path failed: %s (%s)",
+                         cudaGetErrorString(r->e), cudaGetErrorName(r->e));
+    return r->st;
+}
+
 /* The GPU path's covers: the decisions on the GPU; the elements left, in element order, by the exact engine on the
  * host's threads, each chunk's elements in contiguous shares. */
 static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
@@ -456,18 +476,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     er_dev_decode(&r);
     if (er_dev_going(&r)) er_dev_decide(&r);
     if (er_dev_going(&r)) er_dev_rest(&r, sks);
-    er_dev_free_all(&r.db, r.s);
-    cudaError_t e2 = cudaStreamSynchronize(r.s);
-    if (r.pinned) cudaHostUnregister(r.classes);
-    if (r.e == cudaSuccess) r.e = e2;
-    free(r.hia);
-    free(r.hib);
-    free(r.luts[0]);
-    free(r.luts[1]);
-    er_status st = r.st;
-    if (st == ER_OK && r.e != cudaSuccess)
-        st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU matmul path failed: %s (%s)", cudaGetErrorString(r.e),
-                      cudaGetErrorName(r.e));
+    er_status st = er_dev_end(&r);
     if (st == ER_OK && r.fallback) {
         arg->fallback = 1;
         er__sinks_decline(sks);
@@ -475,3 +484,98 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     return st;
 }
 #endif
+
+#ifdef ER_HAVE_CUDA
+/* er_matmul_device's GEMM (er_fast_gemm): the operands decoded on the GPU and S_hat = A B by cuBLAS's DGEMM there,
+ * queued while the host decodes its copies; then S_hat copied into the reference. */
+typedef struct er_mmdev_gemm {
+    const er_tensor *A, *B; /* the device views */
+    cudaStream_t s;
+    er_dev_run r;
+    double *S;              /* device */
+} er_mmdev_gemm;
+
+static er_status er_mmdev_start(void *ctx, const er_ref *ref, int *taken) {
+    er_mmdev_gemm *g = ctx;
+    er_dev_run *r = &g->r;
+    *taken = 0;
+    memset(r, 0, sizeof *r);
+    r->ref = ref;
+    r->pl = &er__dot(ref)->plan;
+    r->A = g->A;
+    r->B = g->B;
+    r->s = g->s;
+    r->e = cudaSuccess;
+    r->fa = er__fmt(g->A->format);
+    r->fb = er__fmt(g->B->format);
+    /* what the GPU decodes: fp32, or at most 16 bits, contiguous; anything else is the CBLAS's on the copies */
+    if (r->fa->p > 24 || (r->fa->bits > 16 && g->A->format != ER_FP32) || r->fb->p > 24 ||
+        (r->fb->bits > 16 && g->B->format != ER_FP32) || !er__row_major(g->A) || !er__row_major(g->B))
+        return ER_OK;
+    const er_mm_plan *pl = r->pl;
+    r->na = pl->a_batches * pl->M * pl->K;
+    r->nbv = pl->b_batches * pl->K * pl->N;
+    r->n = ref->n;
+    r->K = pl->K;
+    er_dev_decode(r);
+    g->S = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->n, r->s, &r->e);
+    if (er_dev_going(r)) {
+        int ge = er__devmm_dgemm(r->Ad, r->Bd, g->S, r->hia, r->hib, pl->nbatch, pl->M, pl->N, r->K, r->s);
+        if (ge == -1) r->fallback = 1; /* no cuBLAS: the CBLAS's */
+        else if (ge)
+            r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
+                             (long long)r->K, (long long)pl->N);
+    }
+    if (er_dev_going(r)) {
+        *taken = 1;
+        return ER_OK;
+    }
+    return er_dev_end(r); /* an operand's NaN or infinity (the host's decoding sees it too) or no cuBLAS: ER_OK */
+}
+
+static er_status er_mmdev_finish(void *ctx, double *fs) {
+    er_mmdev_gemm *g = ctx;
+    er_dev_run *r = &g->r;
+    if (fs && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(fs, g->S, sizeof(double) * (size_t)r->n, cudaMemcpyDeviceToHost, r->s);
+    return er_dev_end(r);
+}
+#endif
+
+er_status er_matmul_device(er_ref **out, const er_tensor *A, const er_tensor *B, void *stream) {
+    er__ok();
+    ER_CHECK_NULL(out, "out");
+    ER_CHECK_NULL(A, "A");
+    ER_CHECK_NULL(B, "B");
+    ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
+    ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
+    er_ref *shapes; /* the shapes checked before any device access */
+    ER_RETURN_IF_ERROR(er__matmul_shape_ref(&shapes, A, B));
+    er_ref_free(shapes);
+#ifndef ER_HAVE_CUDA
+    (void)stream;
+    return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
+#else
+    er_tensor hA, hB;
+    void *pa = NULL, *pb = NULL;
+    er_status st = er_tensor_from_device(&hA, &pa, A->format, A->ndim, A->shape, A->strides, A->data, stream);
+    if (st == ER_OK) st = er_tensor_from_device(&hB, &pb, B->format, B->ndim, B->shape, B->strides, B->data, stream);
+    er_mmdev_gemm g;
+    memset(&g, 0, sizeof g);
+    g.A = A;
+    g.B = B;
+    g.s = (cudaStream_t)stream;
+    er_fast_gemm fg = {er_mmdev_start, er_mmdev_finish, &g};
+    er_ref *ref = NULL;
+    if (st == ER_OK) st = er__matmul_make_with(&ref, &hA, &hB, &fg);
+    if (st != ER_OK) {
+        free(pa);
+        free(pb);
+        return st;
+    }
+    er__dot(ref)->owned[0] = pa;
+    er__dot(ref)->owned[1] = pb;
+    *out = ref;
+    return ER_OK;
+#endif
+}

@@ -201,14 +201,18 @@ int er__fast_enabled(int64_t products) {
 #endif
 }
 
-er_status er__fast_build(er_ref *r) {
+er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
     er__dot(r)->fast = 0;
-#ifdef ER_HAVE_BLAS
+#ifndef ER_HAVE_BLAS
+    (void)g;
+#else
     const er_mm_plan *pl = &er__dot(r)->plan;
     const er_fmt_info *fa = er__fmt(er__dot(r)->A.format), *fb = er__fmt(er__dot(r)->B.format);
     if (!er__fast_enabled(r->n * pl->K) || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1)
         return ER_OK;
     if (pl->M >= INT32_MAX || pl->N >= INT32_MAX || pl->K >= INT32_MAX) return ER_OK;
+    int taken = 0; /* the GEMM queued by g, to be collected by g->finish */
+    if (g) ER_RETURN_IF_ERROR(g->start(g->ctx, r, &taken));
     int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = r->n;
     int nt = er__num_threads(na + nbv);
     double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nbv);
@@ -227,11 +231,20 @@ er_status er__fast_build(er_ref *r) {
     free(lut_a);
     free(lut_b);
     int64_t MN = pl->M * pl->N;
-    for (int64_t bi = 0; ok && bi < pl->nbatch; bi++) {
+    for (int64_t bi = 0; ok && !taken && bi < pl->nbatch; bi++) {
         int64_t ia, ib;
         er__matmul_batch_of(r, bi, &ia, &ib);
         cblas_dgemm(101, 111, 111, (int)pl->M, (int)pl->N, (int)pl->K, 1.0, A + ia * pl->M * pl->K, (int)pl->K,
                     B + ib * pl->K * pl->N, (int)pl->N, 0.0, fs + bi * MN, (int)pl->N);
+    }
+    if (taken) { /* collected (or, where the build stops here, released) even when ok is 0 */
+        er_status gs = g->finish(g->ctx, ok ? fs : NULL);
+        if (gs != ER_OK) {
+            free(A);
+            free(B);
+            free(fs);
+            return gs;
+        }
     }
     /* the operands as floats (exact: at most 24 bits), one at a time to keep the peak low */
     if (ok) {

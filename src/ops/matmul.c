@@ -333,7 +333,8 @@ static er_status er_sum_cb(void *vctx, const er_dot_env *env, int64_t idx, const
     return ER_OK;
 }
 
-static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast);
+static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast,
+                                const er_fast_gemm *g);
 
 er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     er__ok();
@@ -342,7 +343,7 @@ er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
     ER_CHECK_NULL(B, "B");
     ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
     ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
-    return er_matmul_make(out, A, B, 1);
+    return er_matmul_make(out, A, B, 1, NULL);
 }
 
 er_status er_scaled_matmul(er_ref **out, const er_tensor *A, const er_tensor *B, double scale_a, double scale_b) {
@@ -474,8 +475,10 @@ er_status er__matmul_elem_summary(const er_ref *r, int64_t idx, er_dotsum *sm) {
 }
 
 /* The reference of A B; with `fast`, the BLAS fast path when it applies (er_matmul), else the exact summaries. */
-/* fast: 1 the BLAS fast path when it applies, 0 the exact summaries, -1 neither (shapes only). */
-static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast) {
+/* fast: 1 the BLAS fast path when it applies (its GEMM by g; NULL: the CBLAS), 0 the exact summaries, -1 neither
+ * (shapes only). */
+static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast,
+                                const er_fast_gemm *g) {
     er_mm_plan pl;
     memset(&pl, 0, sizeof pl);
     ER_RETURN_IF_ERROR(er_mm_shapes(&pl, A, B));
@@ -500,7 +503,7 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
     er__dot(r)->plan = pl;
     if (fast < 0) { *out = r; return ER_OK; }
     if (fast) {
-        er_status st = er__fast_build(r);
+        er_status st = er__fast_build(r, g);
         if (st != ER_OK) { er_ref_free(r); return st; }
         if (er__dot(r)->fast) { *out = r; return ER_OK; }
     }
@@ -511,11 +514,15 @@ static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tenso
 }
 
 er_status er__matmul_build(er_ref **out, const er_tensor *A, const er_tensor *B) {
-    return er_matmul_make(out, A, B, 0);
+    return er_matmul_make(out, A, B, 0, NULL);
 }
 
 er_status er__matmul_shape_ref(er_ref **out, const er_tensor *A, const er_tensor *B) {
-    return er_matmul_make(out, A, B, -1);
+    return er_matmul_make(out, A, B, -1, NULL);
+}
+
+er_status er__matmul_make_with(er_ref **out, const er_tensor *A, const er_tensor *B, const er_fast_gemm *g) {
+    return er_matmul_make(out, A, B, 1, g);
 }
 
 er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
@@ -546,6 +553,8 @@ void er__dot_destroy(er_ref *r) {
     free(d->bn);
     free(d->sav);
     free(d->sbv);
+    free(d->owned[0]);
+    free(d->owned[1]);
 }
 
 void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t *offb_out) {

@@ -50,6 +50,7 @@ typedef struct er_dot_state {
     float *af, *bt;
     double *an, *bn;
     er_dot_env env;
+    void *owned[2];     /* host copies of device operands that A and B view (er_matmul_device), freed with it */
 } er_dot_state;
 static inline er_dot_state *er__dot(const er_ref *r) { return (er_dot_state *)r->priv; }
 ER_INTERNAL void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib);
@@ -231,7 +232,20 @@ ER_INTERNAL int er__ref_inputs(const er_ref *r, const er_tensor **views, const c
 
 /* The fast path: builds fs and fp when a BLAS is present, the operands allow it (at most 24 significant bits,
  * finite) and EXACTREF_FAST is not 0; otherwise leaves the reference as it is (r->fast = 0). */
-ER_INTERNAL er_status er__fast_build(er_ref *r);
+/* Where the fast path's GEMM runs when not through the CBLAS (er_matmul_device: on the GPU). start queues it before
+ * the host decodes the operands (the two overlap) and sets *taken (0: the CBLAS's after all); finish then writes
+ * S_hat = A B in fp64 into fs (n values, row-major) and releases what start took, or with fs NULL only releases it.
+ * Each returns ER_OK or the error it met (with its message). */
+typedef struct er_fast_gemm {
+    er_status (*start)(void *ctx, const er_ref *r, int *taken);
+    er_status (*finish)(void *ctx, double *fs);
+    void *ctx;
+} er_fast_gemm;
+/* The fast path's state of matmul r where it applies (else r's fast stays 0), its GEMM by g (NULL: the CBLAS). */
+ER_INTERNAL er_status er__fast_build(er_ref *r, const er_fast_gemm *g);
+/* er_matmul of host views A and B, the fast path's GEMM by g where the fast path applies. */
+ER_INTERNAL er_status er__matmul_make_with(er_ref **out, const er_tensor *A, const er_tensor *B,
+                                          const er_fast_gemm *g);
 ER_INTERNAL int er__fast_enabled(int64_t products);
 /* P = |A| |B| in fp64 (one GEMM per batch of the kept floats' absolute values) for every element of a fast-path
  * reference, row-major; free with free(). NULL without a fast path or without memory. Each product is exact, so P

@@ -139,6 +139,104 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
+/* One reference's checks of outputs C (format fo, nc elements) under std: its report, then (sets non-NULL) its sets'
+ * report and every element's set into sets (3 nc doubles: lo, hi, slack). */
+static void ref_checks(const er_ref *ref, const er_tensor *tC, const er_standard *std, er_report *rep, er_report *srep,
+                       double *sets, int64_t nc) {
+    ER_REQUIRE(er_covers(rep, ref, tC, std) == ER_OK, "covers: %s", er_last_error());
+    if (!sets) return;
+    ER_REQUIRE(er_covers_sets(srep, ref, tC, std, sets, sets + nc, sets + 2 * nc) == ER_OK, "sets: %s", er_last_error());
+}
+
+/* er_matmul_device (the reference of operands in device memory, its GEMM on the GPU) against er_matmul on host
+ * copies: fp16, bf16, fp32 and fp8 operands, broadcast batches, sizes on both sides of the fast path's threshold,
+ * operands with padded rows (the host's GEMM on the copies) and with a NaN; fp32, fp16 and bf16 outputs spread from
+ * the correctly rounded result out to 2^20 ulps; the same fast path, the same reports and sets, and the same reports
+ * of a GEMM epilogue over each (a bias row, gelu's tanh form, an fp16 store: the chain's epilogue pass). */
+START_TEST(matmul_reference_of_device_operands_equals_the_host) {
+    er_test_reseed(733);
+    long trials = (long)(32 * er_test_multiplier()), fast = 0;
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32, ER_FP8_E4M3FN}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = ins[er_rand64() % 4], fo = outs[er_rand64() % 3];
+        int fam = (int)(er_rand64() % FAM_COUNT), batched = tr % 3 == 1, small = tr % 8 == 7;
+        int padded = !batched && tr % 5 == 2, nan_case = tr % 11 == 5;
+        int M = small ? (int)er_rand_int(1, 30) : (int)er_rand_int(64, 160);
+        int N = small ? (int)er_rand_int(1, 30) : (int)er_rand_int(64, 160);
+        int K = small ? (int)er_rand_int(1, 60) : (int)er_rand_int(64, 200), GA = batched ? 2 : 1, GB = batched ? 3 : 1;
+        int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
+        int64_t lda = padded ? K + 3 : K, nas = padded ? (int64_t)M * lda : na;
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
+        uint64_t *A = calloc((size_t)nas, 8), *B = malloc(8 * (size_t)nb), *C = malloc(8 * (size_t)nc),
+                 *Y = malloc(8 * (size_t)nc), *bias = malloc(8 * (size_t)N);
+        gen_batched(fam, fx, GA, GB, M, K, N, a, b);
+        for (int64_t i = 0; i < na; i++)
+            er_store(A, fx, padded ? i / K * lda + i % K : i, nan_case && i == na / 2 ? NAN : a[i]);
+        for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
+        for (int j = 0; j < N; j++) er_store(bias, ER_FP32, j, (double)(float)((double)(er_rand64() % 2001) / 1000 - 1));
+        er_tensor tA, tB, tC, tY, tbias;
+        view_batched(&tA, &tB, &tC, fx, fo, batched, GA, GB, M, K, N, A, B, C);
+        if (padded) er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, (int64_t[]){lda, 1}, A);
+        tY = tC;
+        tY.format = ER_FP16;
+        tY.data = Y;
+        int nd = batched ? 4 : 2;
+        int64_t bshape[4] = {GA, GB, M, N}, bstr[4] = {0, 0, 0, 1};
+        er_tensor_view(&tbias, ER_FP32, nd, batched ? bshape : bshape + 2, batched ? bstr : bstr + 2, bias);
+        int bx = er_format_storage_bits(fx) / 8;
+        void *dA = to_device(A, (size_t)(nas * bx)), *dB = to_device(B, (size_t)(nb * bx));
+        er_tensor vA = tA, vB = tB;
+        vA.data = dA;
+        vB.data = dB;
+        er_ref *rh, *rd;
+        ck_assert_int_eq(er_matmul(&rh, &tA, &tB), ER_OK);
+        ER_REQUIRE(er_matmul_device(&rd, &vA, &vB, NULL) == ER_OK, "er_matmul_device: %s", er_last_error());
+        cudaFree(dA); /* the reference keeps host copies */
+        cudaFree(dB);
+        ck_assert_int_eq(er_ref_fast(rd), er_ref_fast(rh));
+        fast += er_ref_fast(rd);
+        gen_outputs_near(rh, fo, nc, 1, C);
+        static const char *const stds[][2] = {{"any_order", ""}, {"mma:sm90", "outer=any"}, {"any_order", "rounding=faithful"}};
+        int si = (int)(er_rand64() % 3);
+        if (si == 1 && fx == ER_FP32) si = 0; /* fp32 operands need compute=tf32 for mma */
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, stds[si][0], stds[si][1]), ER_OK);
+        char what[200];
+        snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d%s%s%s, %s, '%s %s')", tr, er_format_name(fx),
+                 er_format_name(fo), M, K, N, batched ? ", batched" : "", padded ? ", padded rows" : "",
+                 nan_case ? ", a NaN operand" : "", fam_names[fam], stds[si][0], stds[si][1]);
+        double *sh = malloc(sizeof(double) * (size_t)(3 * nc)), *sd = malloc(sizeof(double) * (size_t)(3 * nc));
+        er_report rh1, rd1, rh2, rd2;
+        ref_checks(rh, &tC, &std, &rh1, &rh2, sh, nc);
+        ref_checks(rd, &tC, &std, &rd1, &rd2, sd, nc);
+        er_require_same_report(&rh1, &rd1, what);
+        er_require_same_report(&rh2, &rd2, what);
+        for (int64_t e = 0; e < 3 * nc; e++)
+            ER_REQUIRE(memcmp(&sh[e], &sd[e], sizeof sh[e]) == 0, "%s: set value %lld: %a on the host, %a", what,
+                       (long long)e, sh[e], sd[e]);
+        er_report_clear(&rh1); er_report_clear(&rd1); er_report_clear(&rh2); er_report_clear(&rd2);
+        /* the epilogue: bias, gelu's tanh form, an fp16 store */
+        er_stage st[3] = {{ER_STAGE_ADD, &tbias, 0, ER_FP32, NULL}, {ER_STAGE_GELU_TANH, NULL, 0, ER_FP32, NULL},
+                          {ER_STAGE_CAST, NULL, 0, ER_FP16, NULL}};
+        er_ref *ch, *cd;
+        ck_assert_int_eq(er_chain(&ch, rh, st, 3), ER_OK);
+        ck_assert_int_eq(er_chain(&cd, rd, st, 3), ER_OK);
+        gen_outputs_near(ch, ER_FP16, nc, 0, Y);
+        ck_assert_int_eq(er_standard_parse(&std, stds[si][0], stds[si][1]), ER_OK);
+        ref_checks(ch, &tY, &std, &rh1, NULL, NULL, nc);
+        ref_checks(cd, &tY, &std, &rd1, NULL, NULL, nc);
+        strncat(what, ", the epilogue", sizeof what - strlen(what) - 1);
+        er_require_same_report(&rh1, &rd1, what);
+        er_report_clear(&rh1); er_report_clear(&rd1);
+        er_ref_free(ch); er_ref_free(cd); er_ref_free(rh); er_ref_free(rd);
+        free(sh); free(sd); free(a); free(b); free(A); free(B); free(C); free(Y); free(bias);
+    }
+    ck_assert_int_gt(fast, trials / 2);
+    printf("t-cuda: er_matmul_device gave the host's reference on %ld operand pairs (%ld on the fast path)\n", trials,
+           fast);
+}
+END_TEST
+
 /* Products that cancel in pairs across a warp's lanes (k and k + 16 of each 32: the same a, opposite b), of
  * exponents -8 to 14 and full fp16 mantissas, then 32 small products (about 2^-9 each) that make S: P / |S| in the
  * millions, where S_hat's bound cannot settle S's rounding and the double-double sum can (on an H200, a sum moved
@@ -1282,6 +1380,12 @@ START_TEST(device_api_refusals) {
     er_tensor b3;
     er_tensor_view(&b3, ER_FP16, 2, (int64_t[]){3, 2}, NULL, (void *)16);
     ck_assert_int_eq(er_matmul_covers_device(&rep, &a, &b3, &a, &std, NULL), ER_ERR_SHAPE); /* before any device access */
+    er_ref *mref = (er_ref *)&v; /* untouched on refusal */
+    ck_assert_int_eq(er_matmul_device(NULL, &a, &a, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_matmul_device(&mref, &a, NULL, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_matmul_device(&mref, &a, &b3, NULL), ER_ERR_SHAPE); /* before any device access */
+    if (!er_cuda_available()) ck_assert_int_eq(er_matmul_device(&mref, &a, &a, NULL), ER_ERR_UNSUPPORTED);
+    ck_assert_ptr_eq(mref, (er_ref *)&v);
     if (!er_cuda_available()) ck_assert_int_eq(er_matmul_covers_device(&rep, &a, &a, &a, &std, NULL), ER_ERR_UNSUPPORTED);
     ck_assert_int_eq(er_softmax_covers_device(NULL, &a, 1, &a, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 1, NULL, &std, NULL), ER_ERR_NULL);
@@ -1347,6 +1451,7 @@ int main(void) {
     int have = er_cuda_available() && splitk_device_count() > 0;
     if (have) tcase_add_test(tc, splitk_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, matmul_reference_of_device_operands_equals_the_host);
     if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);

@@ -372,7 +372,7 @@ class Reference:
         if _ffi.ref_fast(self._ptr) or self.op in self.LAZY_SETS:
             # the fast path's decisions need no sets, nor do the row ops' records of outputs inside their sets: they
             # come from a second pass when asked for; a matmul of at most 2^20 products is a short call
-            short = self.op == "matmul" and arr.size * self._keep[0].array.shape[-1] <= 1 << 20
+            short = self.op == "matmul" and arr.size * np.shape(self._keep[2])[-1] <= 1 << 20
             return Result(_ffi.covers(self._ptr, view.buf, std, short), shape, arr, sets)
         arrays, rep = sets_and_report()
         return Result(rep, shape, arr, arrays)
@@ -857,9 +857,17 @@ def _like(t, name):
 
 
 def _matmul(A, B, scales, now=False):
-    if not now and scales is None and _on_device(A, B) and A.dim() >= 2 and B.dim() >= 2:
+    if scales is None and _on_device(A, B) and A.dim() >= 2 and B.dim() >= 2:
         shape = _matmul_shape(_like(A, "A"), _like(B, "B"))
-        return Reference._later(lambda: _matmul(A, B, None, True), (None, None, A, B), shape, "matmul")
+        if not now:
+            return Reference._later(lambda: _matmul(A, B, None, True), (None, None, A, B), shape, "matmul")
+    if scales is None and _on_device(A, B) and A.dim() >= 2 and B.dim() >= 2 and A.device == B.device:
+        # the host reference: the library copies A and B and computes its fp64 GEMM on the GPU (er_matmul_device)
+        import torch
+        va, vb = DeviceView(A, "A"), DeviceView(B, "B")
+        with torch.cuda.device(A.device):
+            ptr = _ffi.matmul_device(va.buf, vb.buf, torch.cuda.current_stream(A.device).cuda_stream)
+        return Reference(ptr, (None, None, A, B), shape, "matmul")
     a, b = to_numpy(A, "A"), to_numpy(B, "B")
     res_shape = _matmul_shape(a, b)
     a2 = a.reshape(1, -1) if a.ndim == 1 else a

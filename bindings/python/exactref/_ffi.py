@@ -237,6 +237,9 @@ _sig = {
     "er_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_combine_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_depth_cub_block_reduce": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int]),
+    "er_matmul_device": (
+        ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    ),
     "er_matmul_covers_device": (
         ctypes.c_int,
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
@@ -758,6 +761,10 @@ def rounded(view, ptr):
 
 def emulate(ptr, view, std):
     check(interruptible(lambda: lib.er_emulate(ptr, view, std)))
+
+
+def matmul_device(va, vb, stream_handle):
+    return _new(lib.er_matmul_device, va, vb, ctypes.c_void_p(stream_handle))
 
 
 def matmul_covers_device(va, vb, vo, std, stream_handle):

@@ -384,6 +384,40 @@ def test_matmul_covers_device_equals_host():
         assert np.array_equal(auto.lo, host.lo, equal_nan=True)  # the sets, from the host's pass when asked
 
 
+def test_matmul_reference_of_cuda_tensors_equals_the_hosts():
+    """er.matmul of CUDA tensors used on the host (a GEMM epilogue's chain, sets, an enclosure): its host reference
+    copies the operands and computes the fast path's fp64 GEMM on the GPU (er_matmul_device); every report and set is
+    the one of er.matmul on host copies."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(8)
+    for dtype, shape_a, shape_b in (
+        (torch.float16, (256, 128), (128, 96)),
+        (torch.bfloat16, (2, 1, 70, 130), (3, 130, 66)),
+        (torch.float32, (96, 200), (200, 80)),
+    ):
+        A = torch.randn(shape_a, generator=gen).to(dtype).cuda()
+        B = torch.randn(shape_b, generator=gen).to(dtype).cuda()
+        bias = torch.randn(shape_b[-1], generator=gen).cuda()
+        acc = torch.matmul(A.float(), B.float())
+        out = torch.nn.functional.gelu(acc + bias, approximate="tanh").half()
+        out.view(-1)[3] = -out.view(-1)[3] - 1                  # one element far outside
+        dev = er.matmul(A, B)
+        host = er.matmul(A.cpu(), B.cpu())
+        assert _lib.ref_fast(dev._ptr) and _lib.ref_fast(host._ptr)
+        r_dev = dev.add(bias).gelu(approximate="tanh").cast("float16").covers(out)
+        r_host = host.add(bias.cpu()).gelu(approximate="tanh").cast("float16").covers(out.cpu())
+        assert r_dev.counts == r_host.counts and r_dev.n_failed == r_host.n_failed >= 1
+        assert (r_dev.classes == r_host.classes).all() and str(r_dev) == str(r_host)
+        s_dev, s_host = dev.covers(acc.cpu()), host.covers(acc.cpu())
+        assert str(s_dev) == str(s_host) and s_dev.all()
+        for x, y in ((s_dev.lo, s_host.lo), (s_dev.hi, s_host.hi), (s_dev.slack, s_host.slack)):
+            assert np.array_equal(x, y, equal_nan=True)
+        e_dev, e_host = dev.enclosure(), host.enclosure()
+        assert np.array_equal(e_dev.lo, e_host.lo) and np.array_equal(e_dev.hi, e_host.hi)
+
+
 def test_softmax_covers_device_equals_host():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not er.cuda_available():
