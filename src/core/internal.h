@@ -98,6 +98,10 @@ ER_INTERNAL int er__num_threads(int64_t work);
  * others in threads of their own, and a job whose thread cannot start in the calling thread too
  * (src/core/threads.c). */
 ER_INTERNAL void er__run_jobs(void *jobs, size_t size, int n, void *(*fn)(void *));
+/* Touches every page of a fresh buffer of `bytes` (from 16 MiB) on the threads, so that the one writer that fills it
+ * next (a copy from the device) meets no page fault: a fault zeroes its page, and one thread's faults are slower
+ * than the copy itself. Smaller buffers are left as they are. */
+ER_INTERNAL void er__prefault(void *p, size_t bytes);
 /* Whether er_cancel asked the running calls to stop (a relaxed atomic load: poll it in long loops). */
 ER_INTERNAL int er__cancelled(void);
 /* ER_ERR_CANCELLED with its message (for the calling thread: the workers' messages are their own). */

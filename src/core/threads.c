@@ -15,6 +15,31 @@ int er__num_threads(int64_t work) {
     return (int)(n < useful ? n : useful);
 }
 
+/* One thread's share of er__prefault's pages. */
+typedef struct er_fault_job {
+    volatile char *p;
+    size_t n;
+} er_fault_job;
+
+static void *er_fault_run(void *arg) {
+    er_fault_job *j = arg;
+    for (size_t i = 0; i < j->n; i += 4096) j->p[i] = 0;
+    return NULL;
+}
+
+void er__prefault(void *p, size_t bytes) {
+    if (!p || bytes < ((size_t)16 << 20)) return;
+    int nt = er__num_threads((int64_t)(bytes / 4)); /* 1 MiB of pages a thread at least */
+    er_fault_job jobs[ER_MAX_THREADS];
+    size_t pages = (bytes + 4095) / 4096;
+    for (int t = 0; t < nt; t++) {
+        size_t a = pages * (size_t)t / (size_t)nt * 4096, b = pages * (size_t)(t + 1) / (size_t)nt * 4096;
+        jobs[t].p = (volatile char *)p + a;
+        jobs[t].n = (b < bytes ? b : bytes) - a;
+    }
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_fault_run);
+}
+
 int er__simd(void) {
 #if ER_HAVE_AVX2
     const char *e = getenv("EXACTREF_SIMD");

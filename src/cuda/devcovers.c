@@ -536,8 +536,10 @@ static er_status er_mmdev_start(void *ctx, const er_ref *ref, int *taken) {
 static er_status er_mmdev_finish(void *ctx, double *fs) {
     er_mmdev_gemm *g = ctx;
     er_dev_run *r = &g->r;
-    if (fs && r->e == cudaSuccess)
+    if (fs && r->e == cudaSuccess) {
+        er__prefault(fs, sizeof(double) * (size_t)r->n);
         r->e = cudaMemcpyAsync(fs, g->S, sizeof(double) * (size_t)r->n, cudaMemcpyDeviceToHost, r->s);
+    }
     return er_dev_end(r);
 }
 #endif

@@ -36,6 +36,7 @@ er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int n
     void *h = malloc(bytes ? bytes : 1);
     if (!h) return er__fail(ER_ERR_NOMEM, "cannot allocate %zu bytes for the host copy", bytes);
     if (bytes) {
+        er__prefault(h, bytes);
         cudaStream_t s = (cudaStream_t)stream;
         cudaError_t e = cudaMemcpyAsync(h, device_ptr, bytes, cudaMemcpyDeviceToHost, s);
         if (e == cudaSuccess) e = cudaStreamSynchronize(s);
