@@ -351,6 +351,8 @@ class Reference:
         the reference's inputs CUDA torch tensors, a matmul, softmax, log_softmax or rmsnorm is checked where they
         are (the device paths, docs/reference/cuda.md), with the same result."""
         dev = self._device_covers(out, standard, options, kwargs)
+        if dev is None:
+            dev = self._host_covers_of_device_output(out, standard, options, kwargs)
         if dev is not None:
             return dev
         arr = to_numpy(out, "out")
@@ -376,6 +378,31 @@ class Reference:
             return Result(_ffi.covers(self._ptr, view.buf, std, short), shape, arr, sets)
         arrays, rep = sets_and_report()
         return Result(rep, shape, arr, arrays)
+
+    def _host_covers_of_device_output(self, out, standard, options, kwargs):
+        """covers() of a CUDA output where no device path applies: the library copies it (er_covers_device, its pages
+        faulted in on the threads first) and checks the copy on the host; None where that does not apply (no CUDA
+        tensor, a library without CUDA, a 0-d output or one DeviceView does not take: to_numpy's copy then)."""
+        if not _on_cuda(out) or not _ffi.cuda_available() or out.dim() < 1:
+            return None
+        if tuple(out.shape) != tuple(self.shape):
+            raise ValueError("exactref: out has shape %s but %s produces %s" % (tuple(out.shape), self.op,
+                                                                                 tuple(self.shape)))
+        c_shape = self._c_shape()
+        t = out.detach()
+        t = t.reshape(c_shape) if tuple(t.shape) != c_shape else t
+        try:
+            vo = DeviceView(t, "out")
+        except (TypeError, ValueError):
+            return None
+        std = _standard(standard, options, kwargs)
+        import torch
+        with torch.cuda.device(t.device):
+            rep = _ffi.covers_device(self._ptr, vo.buf, std, torch.cuda.current_stream(t.device).cuda_stream)
+
+        def sets():
+            return self.covers(to_numpy(out, "out"), standard, options, **kwargs)._bounds()
+        return Result(rep, tuple(self.shape), None, sets)
 
     def _device_covers(self, out, standard, options, kwargs):
         """covers() by a device path where one applies (a matmul, softmax, log_softmax or rmsnorm whose inputs and

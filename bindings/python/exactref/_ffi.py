@@ -237,6 +237,9 @@ _sig = {
     "er_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_combine_depth_torch_layer_norm": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "er_depth_cub_block_reduce": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int]),
+    "er_covers_device": (
+        ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    ),
     "er_matmul_device": (
         ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     ),
@@ -724,6 +727,13 @@ def covers(ptr, view, std, short=False):
     block = Reports(1)
     call = lambda: lib.er_covers(block.buf, ptr, view, std)  # noqa: E731
     check(call() if short else interruptible(call))
+    return block.at(0)
+
+
+def covers_device(ptr, view, std, stream_handle):
+    """er_covers_device (the output in device memory, copied by the library) into a new report."""
+    block = Reports(1)
+    check(interruptible(lambda: lib.er_covers_device(block.buf, ptr, view, std, ctypes.c_void_p(stream_handle))))
     return block.at(0)
 
 

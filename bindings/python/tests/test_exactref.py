@@ -386,8 +386,9 @@ def test_matmul_covers_device_equals_host():
 
 def test_matmul_reference_of_cuda_tensors_equals_the_hosts():
     """er.matmul of CUDA tensors used on the host (a GEMM epilogue's chain, sets, an enclosure): its host reference
-    copies the operands and computes the fast path's fp64 GEMM on the GPU (er_matmul_device); every report and set is
-    the one of er.matmul on host copies."""
+    copies the operands and computes the fast path's fp64 GEMM on the GPU (er_matmul_device), and the chain's CUDA
+    output is copied by the library (er_covers_device); every report and set is the one of er.matmul on host
+    copies."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not er.cuda_available():
         pytest.skip("needs a CUDA device and an exactref built with CUDA")
@@ -410,6 +411,7 @@ def test_matmul_reference_of_cuda_tensors_equals_the_hosts():
         r_host = host.add(bias.cpu()).gelu(approximate="tanh").cast("float16").covers(out.cpu())
         assert r_dev.counts == r_host.counts and r_dev.n_failed == r_host.n_failed >= 1
         assert (r_dev.classes == r_host.classes).all() and str(r_dev) == str(r_host)
+        assert np.array_equal(r_dev.hi, r_host.hi, equal_nan=True)  # out copied by the library, sets from a host copy
         s_dev, s_host = dev.covers(acc.cpu()), host.covers(acc.cpu())
         assert str(s_dev) == str(s_host) and s_dev.all()
         for x, y in ((s_dev.lo, s_host.lo), (s_dev.hi, s_host.hi), (s_dev.slack, s_host.slack)):
