@@ -487,7 +487,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
 
 #ifdef ER_HAVE_CUDA
 /* er_matmul_device's GEMM (er_fast_gemm): the operands decoded on the GPU and S_hat = A B by cuBLAS's DGEMM there,
- * queued while the host decodes its copies; then S_hat copied into the reference. */
+ * then the operands as floats with their norms, all copied into the reference. */
 typedef struct er_mmdev_gemm {
     const er_tensor *A, *B; /* the device views */
     cudaStream_t s;
@@ -533,14 +533,42 @@ static er_status er_mmdev_start(void *ctx, const er_ref *ref, int *taken) {
     return er_dev_end(r); /* an operand's NaN or infinity (the host's decoding sees it too) or no cuBLAS: ER_OK */
 }
 
-static er_status er_mmdev_finish(void *ctx, double *fs) {
-    er_mmdev_gemm *g = ctx;
+/* The operands as floats, their norms' upper bounds and statistics (ops) from the GPU's decoded operands, for the
+ * fast path's state: B transposed, each converted, the norms as the GPU path's (every addition and the root rounded
+ * upward); copied with S_hat, their pages faulted in while the GPU works. */
+static void er_mmdev_operands(er_mmdev_gemm *g, double *fs, const er_fast_ops *ops) {
     er_dev_run *r = &g->r;
-    if (fs && r->e == cudaSuccess) {
-        er__prefault(fs, sizeof(double) * (size_t)r->n);
-        r->e = cudaMemcpyAsync(fs, g->S, sizeof(double) * (size_t)r->n, cudaMemcpyDeviceToHost, r->s);
-    }
-    return er_dev_end(r);
+    const er_mm_plan *pl = r->pl;
+    int64_t ra = pl->a_batches * pl->M, rb = pl->b_batches * pl->N;
+    double *Bt = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, r->s, &r->e);
+    float *af = er_dev_alloc(&r->db, sizeof(float) * (size_t)r->na, r->s, &r->e);
+    float *bt = er_dev_alloc(&r->db, sizeof(float) * (size_t)r->nbv, r->s, &r->e);
+    double *an = er_dev_alloc(&r->db, sizeof(double) * (size_t)ra, r->s, &r->e);
+    double *bn = er_dev_alloc(&r->db, sizeof(double) * (size_t)rb, r->s, &r->e);
+    int ec = r->e == cudaSuccess ? er__devmm_transpose(r->Bd, pl->b_batches, r->K, pl->N, Bt, r->s) : 0;
+    if (!ec && r->e == cudaSuccess) ec = er__devmm_tofloat(r->Ad, r->na, af, r->s);
+    if (!ec && r->e == cudaSuccess) ec = er__devmm_tofloat(Bt, r->nbv, bt, r->s);
+    if (!ec && r->e == cudaSuccess) ec = er__devmm_norms(r->Ad, ra, Bt, rb, r->K, an, bn, r->s);
+    if (ec) r->e = (cudaError_t)ec;
+    er__prefault(fs, sizeof(double) * (size_t)r->n);
+    er__prefault(ops->af, sizeof(float) * (size_t)r->na);
+    er__prefault(ops->bt, sizeof(float) * (size_t)r->nbv);
+    struct { void *h; const void *d; size_t bytes; } cp[5] = {
+        {fs, g->S, sizeof(double) * (size_t)r->n}, {ops->af, af, sizeof(float) * (size_t)r->na},
+        {ops->bt, bt, sizeof(float) * (size_t)r->nbv}, {ops->an, an, sizeof(double) * (size_t)ra},
+        {ops->bn, bn, sizeof(double) * (size_t)rb}};
+    for (int i = 0; i < 5 && r->e == cudaSuccess; i++)
+        r->e = cudaMemcpyAsync(cp[i].h, cp[i].d, cp[i].bytes, cudaMemcpyDeviceToHost, r->s);
+    const er_dev_stats *h = r->hst;
+    er_dense_stats *st[2] = {ops->sa, ops->sb};
+    for (int o = 0; o < 2; o++)
+        *st[o] = (er_dense_stats){h[o].emin_lsb, h[o].emin, h[o].emax, h[o].qmin, h[o].any_nonzero};
+}
+
+static er_status er_mmdev_finish(void *ctx, double *fs, const er_fast_ops *ops) {
+    er_mmdev_gemm *g = ctx;
+    if (fs && g->r.e == cudaSuccess) er_mmdev_operands(g, fs, ops);
+    return er_dev_end(&g->r);
 }
 #endif
 

@@ -234,6 +234,12 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
     }
 }
 
+// x as floats for n values.
+__global__ void er_k_tofloat(const double *x, int64_t n, float *y) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = (float)x[i];
+}
+
 // |x| for n values.
 __global__ void er_k_abs(const double *x, int64_t n, double *y) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -381,6 +387,11 @@ int er__devmm_decide(const void *out, const double *S, const double *P, const do
     double m = (double)K + 32.0, gK2 = (0x1p-53 * (1.0 + 0x1p-40) + 4.0 * m * m * 0x1p-106) * ER_FAST_UP;
     er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts,
                                      pending, counts + 3, gK2);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_tofloat(const double *x, int64_t n, float *y, void *stream) {
+    if (n) er_k_tofloat<<<er_grid(n, 256), 256, 0, (cudaStream_t)stream>>>(x, n, y);
     return (int)cudaGetLastError();
 }
 

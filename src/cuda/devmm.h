@@ -35,6 +35,8 @@ int er__devmm_decide(const void *out, const double *S, const double *P, const do
                      const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
                      int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
                      int64_t *cand, int64_t *pending, void *stream);
+/* y = x as floats for n values (exact for values of at most 24 bits). */
+int er__devmm_tofloat(const double *x, int64_t n, float *y, void *stream);
 /* y = |x| for n values. */
 int er__devmm_abs(const double *x, int64_t n, double *y, void *stream);
 /* After er__devmm_decide, with P = fl64(|A| |B|): the relative width of each decided element's set into R (n

@@ -201,6 +201,44 @@ int er__fast_enabled(int64_t products) {
 #endif
 }
 
+#ifdef ER_HAVE_BLAS
+/* The fast path's state taken by r (fs, the floats and norms: its own now) with the operands' statistics sa, sb. */
+static void er_fast_keep(er_ref *r, double *fs, float *af, float *bt, double *an, double *bn, const er_dense_stats *sa,
+                         const er_dense_stats *sb) {
+    er__dot(r)->fs = fs;
+    er__dot(r)->af = af;
+    er__dot(r)->bt = bt;
+    er__dot(r)->an = an;
+    er__dot(r)->bn = bn;
+    er__matmul_env(r, -1, sa, sb, &er__dot(r)->env);
+    er__dot(r)->fast = 1;
+}
+
+/* The fast path's state wholly from g (its GEMM taken): nothing decoded on the host. Memory short: the
+ * exact path (fast stays 0), as er__fast_build's. */
+static er_status er_fast_from_gemm(er_ref *r, const er_fast_gemm *g) {
+    const er_mm_plan *pl = &er__dot(r)->plan;
+    int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N;
+    double *fs = malloc(sizeof(double) * (size_t)r->n), *an = malloc(sizeof(double) * (size_t)(pl->a_batches * pl->M)),
+           *bn = malloc(sizeof(double) * (size_t)(pl->b_batches * pl->N));
+    float *af = malloc(sizeof(float) * (size_t)na), *bt = malloc(sizeof(float) * (size_t)nbv);
+    er_dense_stats sa, sb;
+    er_fast_ops ops = {af, bt, an, bn, &sa, &sb};
+    int ok = fs && an && bn && af && bt;
+    er_status st = g->finish(g->ctx, ok ? fs : NULL, ok ? &ops : NULL);
+    if (!ok || st != ER_OK) {
+        free(fs);
+        free(af);
+        free(bt);
+        free(an);
+        free(bn);
+        return st;
+    }
+    er_fast_keep(r, fs, af, bt, an, bn, &sa, &sb);
+    return ER_OK;
+}
+#endif
+
 er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
     er__dot(r)->fast = 0;
 #ifndef ER_HAVE_BLAS
@@ -211,8 +249,9 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
     if (!er__fast_enabled(r->n * pl->K) || fa->p > 24 || fb->p > 24 || pl->K < 1 || pl->M < 1 || pl->N < 1)
         return ER_OK;
     if (pl->M >= INT32_MAX || pl->N >= INT32_MAX || pl->K >= INT32_MAX) return ER_OK;
-    int taken = 0; /* the GEMM queued by g, to be collected by g->finish */
+    int taken = 0; /* the GEMM queued by g, which gives the operands too */
     if (g) ER_RETURN_IF_ERROR(g->start(g->ctx, r, &taken));
+    if (taken) return er_fast_from_gemm(r, g);
     int64_t na = pl->a_batches * pl->M * pl->K, nbv = pl->b_batches * pl->K * pl->N, n = r->n;
     int nt = er__num_threads(na + nbv);
     double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nbv);
@@ -231,20 +270,11 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
     free(lut_a);
     free(lut_b);
     int64_t MN = pl->M * pl->N;
-    for (int64_t bi = 0; ok && !taken && bi < pl->nbatch; bi++) {
+    for (int64_t bi = 0; ok && bi < pl->nbatch; bi++) {
         int64_t ia, ib;
         er__matmul_batch_of(r, bi, &ia, &ib);
         cblas_dgemm(101, 111, 111, (int)pl->M, (int)pl->N, (int)pl->K, 1.0, A + ia * pl->M * pl->K, (int)pl->K,
                     B + ib * pl->K * pl->N, (int)pl->N, 0.0, fs + bi * MN, (int)pl->N);
-    }
-    if (taken) { /* collected (or, where the build stops here, released) even when ok is 0 */
-        er_status gs = g->finish(g->ctx, ok ? fs : NULL);
-        if (gs != ER_OK) {
-            free(A);
-            free(B);
-            free(fs);
-            return gs;
-        }
     }
     /* the operands as floats (exact: at most 24 bits), one at a time to keep the peak low */
     if (ok) {
@@ -273,13 +303,7 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
         free(bn);
         return ER_OK;
     } /* no memory or a special value: exact path */
-    er__dot(r)->fs = fs;
-    er__dot(r)->af = af;
-    er__dot(r)->bt = bt;
-    er__dot(r)->an = an;
-    er__dot(r)->bn = bn;
-    er__matmul_env(r, -1, &sa, &sb, &er__dot(r)->env);
-    er__dot(r)->fast = 1;
+    er_fast_keep(r, fs, af, bt, an, bn, &sa, &sb);
 #endif
     return ER_OK;
 }

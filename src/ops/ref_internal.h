@@ -232,13 +232,19 @@ ER_INTERNAL int er__ref_inputs(const er_ref *r, const er_tensor **views, const c
 
 /* The fast path: builds fs and fp when a BLAS is present, the operands allow it (at most 24 significant bits,
  * finite) and EXACTREF_FAST is not 0; otherwise leaves the reference as it is (r->fast = 0). */
-/* Where the fast path's GEMM runs when not through the CBLAS (er_matmul_device: on the GPU). start queues it before
- * the host decodes the operands (the two overlap) and sets *taken (0: the CBLAS's after all); finish then writes
- * S_hat = A B in fp64 into fs (n values, row-major) and releases what start took, or with fs NULL only releases it.
- * Each returns ER_OK or the error it met (with its message). */
+/* Where the fast path's GEMM runs when not through the CBLAS (er_matmul_device: on the GPU), with the operands as the
+ * fast path keeps them, computed there: the host then decodes nothing. start queues the GEMM and sets *taken (0: the
+ * host's decoding and CBLAS after all); finish then writes S_hat = A B in fp64 into fs (n values, row-major) and the
+ * operands into ops, and releases what start took, or with fs NULL only releases it. Each returns ER_OK or the error
+ * it met (with its message). */
+typedef struct er_fast_ops {
+    float *af, *bt;          /* A's rows [a_batches][M][K] and B's columns [b_batches][N][K] as floats */
+    double *an, *bn;         /* upper bounds of their 2-norms */
+    er_dense_stats *sa, *sb; /* each operand's statistics */
+} er_fast_ops;
 typedef struct er_fast_gemm {
     er_status (*start)(void *ctx, const er_ref *r, int *taken);
-    er_status (*finish)(void *ctx, double *fs);
+    er_status (*finish)(void *ctx, double *fs, const er_fast_ops *ops);
     void *ctx;
 } er_fast_gemm;
 /* The fast path's state of matmul r where it applies (else r's fast stays 0), its GEMM by g (NULL: the CBLAS). */
