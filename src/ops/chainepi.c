@@ -113,10 +113,10 @@ ER_ALWAYS_INLINE double er_epi_fn_bound(er_stage_kind k, double p, double elo, d
     double t = er_epi_arg(k, p);
     if (k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU || k == ER_STAGE_SIGMOID) {
         /* c / (1 + e) with exp(t) below 2^-1000 (t below -700, gelu's widening below included): e in [0, 2^-1000],
-         * no subnormal bound */
-        int64_t tiny = t < -700.0;
-        elo = tiny ? 0.0 : elo;
-        ehi = tiny ? 0x1p-1000 : ehi;
+         * no subnormal bound; above 2^1000 (t above 700: e^700 > 2^1009): e in [2^1000, +inf] */
+        int64_t tiny = t < -700.0, huge = t > 700.0;
+        elo = tiny ? 0.0 : huge ? 0x1p1000 : elo;
+        ehi = tiny ? 0x1p-1000 : huge ? INFINITY : ehi;
     }
     if (k == ER_STAGE_GELU_TANH) { /* exp at t^ -+ d (Lemma C13): [elo f, ehi g], f <= 1 - d, g >= 1 + 2 d */
         double d = fabs(t) * 0x1p-49 + 0x1p-52, f = 1.0 - 2.0 * d, g = 1.0 + 2.0 * d, lf = er_epi_dn(elo * f);
@@ -266,7 +266,13 @@ ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int64_t can,
         s->elo[2 * m + i] = dl;
         s->ehi[2 * m + i] = dh;
         er__exp_shift_run1(dl, dh, v, &s->elo[5 * m + i], &s->ehi[5 * m + i]);
-        s->oke[i] = (s->oke[i] != 0) & (fabs(v) <= 0x1p-18);
+        /* the shift holds for |v| <= 2^-18; where hi's own argument is below -700 or above 700, er_epi_fn_bound
+         * takes [0, 2^-1000] or [2^1000, +inf] at hi and reads no shifted bound (a wide bracket in a quotient's
+         * tails) */
+        double th = er_epi_arg(k, s->hi[i]);
+        int64_t tail_hi = (k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU || k == ER_STAGE_SIGMOID) &
+                          ((th < -700.0) | (th > 700.0));
+        s->oke[i] = (s->oke[i] != 0) & ((fabs(v) <= 0x1p-18) | tail_hi);
     }
     for (int e = 0; e < 2; e++)
         er_epi_fn_witness(k, nvar, can, m, s->elo + e * m, s->ehi + e * m, s->elo + (3 + e) * m,

@@ -8,7 +8,7 @@
  * second GEMM (SwiGLU) and a second GEMM added after the activation (a reference operand). The operands put the
  * pre-activations at the functions' edges: gelu's and silu's minima and the ends of the ranges where they are
  * monotone, tanh's argument at 1/4, results below fp16's and bf16's least normal and zero, exp below -700 and above
- * 709 in the bracket, fp16 overflow; the outputs are the kernel's own (a random order of fp32 adds, libm's float
+ * 709 in the bracket, gelu's exp at the bracket's ends far apart in both tails, fp16 overflow; the outputs are the kernel's own (a random order of fp32 adds, libm's float
  * functions), the correctly rounded result, and each moved 1 to 3 ulps. The output spans two chunks of the pass, the
  * second starting inside a row. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -36,6 +36,9 @@ static void build(void) {
         for (int k = 0; k < K; k++) {
             double v = er_rand_normal() * scale[i % 7];
             if (i % 7 == 6 && k == 0) v = (er_rand_int(0, 1) ? 1 : -1) * (40000 + 25000 * er_rand_unit()); /* overflow */
+            /* pre-activations of a few thousand, whose bracket's ends take gelu's exp at arguments far apart (their
+             * difference above 2^-18): the quotients' tails past -700 and 700 at both ends */
+            if (i % 7 == 4 && k == 1) v = (er_rand_int(0, 1) ? 1 : -1) * (15000 + 10000 * er_rand_unit());
             a[i * K + k] = to_fmt(ER_FP16, v);
             er_store(A, ER_FP16, i * K + k, a[i * K + k]);
         }
