@@ -573,12 +573,7 @@ static er_status er_mmdev_finish(void *ctx, double *fs, const er_fast_ops *ops) 
 #endif
 
 er_status er_matmul_device(er_ref **out, const er_tensor *A, const er_tensor *B, void *stream) {
-    er__ok();
-    ER_CHECK_NULL(out, "out");
-    ER_CHECK_NULL(A, "A");
-    ER_CHECK_NULL(B, "B");
-    ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
-    ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
+    ER_RETURN_IF_ERROR(er__matmul_args(out, A, B));
     er_ref *shapes; /* the shapes checked before any device access */
     ER_RETURN_IF_ERROR(er__matmul_shape_ref(&shapes, A, B));
     er_ref_free(shapes);

@@ -336,13 +336,17 @@ static er_status er_sum_cb(void *vctx, const er_dot_env *env, int64_t idx, const
 static er_status er_matmul_make(er_ref **out, const er_tensor *A, const er_tensor *B, int fast,
                                 const er_fast_gemm *g);
 
-er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
+er_status er__matmul_args(er_ref **out, const er_tensor *A, const er_tensor *B) {
     er__ok();
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(A, "A");
     ER_CHECK_NULL(B, "B");
     ER_RETURN_IF_ERROR(er__tensor_check(A, "A"));
-    ER_RETURN_IF_ERROR(er__tensor_check(B, "B"));
+    return er__tensor_check(B, "B");
+}
+
+er_status er_matmul(er_ref **out, const er_tensor *A, const er_tensor *B) {
+    ER_RETURN_IF_ERROR(er__matmul_args(out, A, B));
     return er_matmul_make(out, A, B, 1, NULL);
 }
 

@@ -249,6 +249,8 @@ typedef struct er_fast_gemm {
 } er_fast_gemm;
 /* The fast path's state of matmul r where it applies (else r's fast stays 0), its GEMM by g (NULL: the CBLAS). */
 ER_INTERNAL er_status er__fast_build(er_ref *r, const er_fast_gemm *g);
+/* er_matmul's checks of its arguments (NULLs, the views), with the error's message. */
+ER_INTERNAL er_status er__matmul_args(er_ref **out, const er_tensor *A, const er_tensor *B);
 /* er_matmul of host views A and B, the fast path's GEMM by g where the fast path applies. */
 ER_INTERNAL er_status er__matmul_make_with(er_ref **out, const er_tensor *A, const er_tensor *B,
                                           const er_fast_gemm *g);

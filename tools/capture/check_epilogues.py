@@ -6,8 +6,10 @@ F.gelu(approximate="tanh") on the stored product plus bias; SwiGLU's silu(A B1) 
 math models), with the epilogue pass and without it (EXACTREF_BATCH=0): the verdicts, counts and the seconds of
 covers() and of the matmul's covers() alone, and whether both runs' classes agree element for element. Prints one
 line a case; nothing is written. Run: EXACTREF_LIBRARY=... PYTHONPATH=bindings/python:tools/capture python3
-check_epilogues.py"""
+check_epilogues.py [cuda] (cuda: the references made of the CUDA tensors themselves, er_matmul_device, and the
+outputs checked as CUDA tensors)."""
 import os
+import sys
 import time
 
 import numpy as np
@@ -97,7 +99,12 @@ def check(kind, ch, mm, y, acc, bug):
     return ok and same
 
 
-def main():
+def main(on_device=False):
+    """on_device: the references made of the CUDA tensors themselves (er_matmul_device) and the outputs checked as
+    CUDA tensors, instead of host copies."""
+    if on_device:
+        global host
+        host = lambda t: t  # noqa: E731
     g = torch.Generator(device="cuda").manual_seed(29)
     bad = 0
     for dt, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
@@ -105,7 +112,7 @@ def main():
             A, B, bias = gemm_bias_inputs(g, dt, M, N, K, scale)
             An, Bn, bn = host(A), host(B), host(bias)
             mm = er.matmul(An, Bn)
-            acc = (A.float() @ B.float()).cpu().numpy()
+            acc = host(A.float() @ B.float())
             for act, kind in ACTS.items():
                 y = torch.empty(M, N, device="cuda", dtype=dt)
                 gemm_bias_act[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, bias, y, M, N, K, ACT=act, BM=64, BN=64,
@@ -132,4 +139,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:2] == ["cuda"])
