@@ -624,7 +624,7 @@ def test_a_reference_made_later_is_built_once_on_first_use():
 
 def test_device_references_build_their_host_reference_on_first_host_use():
     """A reference of CUDA tensors is checked, not built, when made: the device paths never need the host's copies
-    and reference (er.matmul's would compute an fp64 GEMM on the host); a host use builds them once."""
+    and reference (er.matmul's copies of A and B, its fp64 GEMM and floats on the GPU); a host use builds them once."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not er.cuda_available():
         pytest.skip("needs a CUDA device and an exactref built with CUDA")
