@@ -179,6 +179,34 @@ def epilogue():
     )
 
 
+def failing():
+    """A check that fails against the same check passing, references built before: a 1024 x 1024 x 1024 fp16 matmul
+    whose output has every other column moved by 1 (half the elements outside their sets), and the GEMM epilogue
+    (bias, gelu's tanh form, an fp16 store) with the bias left out, each against covers() of the correct output."""
+    rng = np.random.default_rng(5)
+    n = 1024
+    A = rng.standard_normal((n, n)).astype(np.float16)
+    B = (rng.standard_normal((n, n)) / 32).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    acc = A.astype(np.float32) @ B.astype(np.float32)
+
+    def gelu(x):
+        return np.float32(0.5) * x * (np.float32(1) + np.tanh(np.float32(0.7978846) * (x + np.float32(0.044715) * x
+                                                                                          * x * x)))
+    moved = acc.copy()
+    moved[:, ::2] += 1
+    ref = er.matmul(A, B)
+    ch = ref.add(bias).gelu(approximate="tanh").cast("float16")
+    for name, r, good, bad in (("matmul", ref, acc, moved),
+                               ("epilogue_gelu_tanh", ch, gelu(acc + bias).astype(np.float16),
+                                gelu(acc).astype(np.float16))):
+        assert r.covers(good).all() and not r.covers(bad).all()
+        t0, t1 = best(lambda: r.covers(good), 3), best(lambda: r.covers(bad), 3)
+        print("python_covers_failing_%s_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.1fx  (baseline: covers() of the "
+              "correct output, the same reference; %d of %d elements outside)"
+              % (name, n, n, n, t1, t0, t1 / t0, r.covers(bad).counts["outside"], n * n))
+
+
 def elementwise():
     """Single elementwise ops on 2^22 elements: er.<fn>(x).covers(y) against numpy evaluating the same function in
     float64 on the same array (the issue's yardstick for elementwise covers): fp32 inputs and outputs, then bf16."""
