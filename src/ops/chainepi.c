@@ -268,10 +268,11 @@ ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int64_t can,
         er__exp_shift_run1(dl, dh, v, &s->elo[5 * m + i], &s->ehi[5 * m + i]);
         /* the shift holds for |v| <= 2^-18; where hi's own argument is below -700 or above 700, er_epi_fn_bound
          * takes [0, 2^-1000] or [2^1000, +inf] at hi and reads no shifted bound (a wide bracket in a quotient's
-         * tails) */
-        double th = er_epi_arg(k, s->hi[i]);
+         * tails). v is hi's argument less t rounded once, so for |v| <= 2^40 t + v is within 2^-13 of hi's argument
+         * and RN(t + v) within a relative 2^-53 more: beyond -701 or 701, hi's own is beyond -700 or 700 */
+        double th = t + v;
         int64_t tail_hi = (k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU || k == ER_STAGE_SIGMOID) &
-                          ((th < -700.0) | (th > 700.0));
+                          ((th < -701.0) | (th > 701.0)) & (fabs(v) <= 0x1p40);
         s->oke[i] = (s->oke[i] != 0) & ((fabs(v) <= 0x1p-18) | tail_hi);
     }
     for (int e = 0; e < 2; e++)
