@@ -166,6 +166,9 @@ typedef struct er_dev_run {
     int pinned;                           /* classes is registered with CUDA */
 } er_dev_run;
 
+/* Whether the GPU decodes an operand of format f: of at most 24 bits, stored in 8 or 16 bits or as fp32. */
+static int er_dev_loadable(const er_fmt_info *f) { return f->p <= 24 && (f->bits <= 16 || f->id == ER_FP32); }
+
 /* Whether the run may go on: no refusal, no CUDA error, no fallback to the host. */
 static int er_dev_going(const er_dev_run *r) { return r->st == ER_OK && r->e == cudaSuccess && !r->fallback; }
 
@@ -457,10 +460,8 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     r.hw[1] = ULLONG_MAX;
     const er_mm_plan *pl = r.pl;
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
-    int loadable_a = r.fa->p <= 24 && (r.fa->bits <= 16 || r.A->format == ER_FP32);
-    int loadable_b = r.fb->p <= 24 && (r.fb->bits <= 16 || r.B->format == ER_FP32);
-    int ok = any_set && std->compute == ER_FP32 && loadable_a && loadable_b && er__row_major(r.A) &&
-             er__row_major(r.B) && er__row_major(r.out) &&
+    int ok = any_set && std->compute == ER_FP32 && er_dev_loadable(r.fa) && er_dev_loadable(r.fb) &&
+             er__row_major(r.A) && er__row_major(r.B) && er__row_major(r.out) &&
              (r.fo->id == ER_FP32 || r.fo->id == ER_FP16 || r.fo->id == ER_BF16) && pl->K >= 1 && ref->n > 0 &&
              pl->M < INT32_MAX && pl->N < INT32_MAX && pl->K < INT32_MAX;
     if (!ok) {
@@ -509,8 +510,7 @@ static er_status er_mmdev_start(void *ctx, const er_ref *ref, int *taken) {
     r->fa = er__fmt(g->A->format);
     r->fb = er__fmt(g->B->format);
     /* what the GPU decodes: fp32, or at most 16 bits, contiguous; anything else is the CBLAS's on the copies */
-    if (r->fa->p > 24 || (r->fa->bits > 16 && g->A->format != ER_FP32) || r->fb->p > 24 ||
-        (r->fb->bits > 16 && g->B->format != ER_FP32) || !er__row_major(g->A) || !er__row_major(g->B))
+    if (!er_dev_loadable(r->fa) || !er_dev_loadable(r->fb) || !er__row_major(g->A) || !er__row_major(g->B))
         return ER_OK;
     const er_mm_plan *pl = r->pl;
     r->na = pl->a_batches * pl->M * pl->K;
