@@ -96,19 +96,6 @@ static er_status er_check_covers_args(const er_ref *ref, const er_tensor *out, c
     return er_check_module_args(er__module_of(ref), ref, 0, out, std, &nd, sh);
 }
 
-/* er_format_ulp(O, y) for a finite y, from y's exponent field */
-static inline double er_out_ulp(const er_fmt_info *O, double y) {
-    double a = fabs(y);
-    if (!(a >= O->min_normal)) return O->min_sub;
-    uint64_t u;
-    memcpy(&u, &a, 8);
-    int64_t e = (int64_t)(u >> 52) - O->p + 1; /* 2^(e - p + 1): the biased exponent less p - 1 */
-    if (e <= 0) return er_format_ulp(O->id, y);  /* a subnormal double (fp64 output) */
-    u = (uint64_t)e << 52;
-    memcpy(&a, &u, 8);
-    return a;
-}
-
 /* er_covers_sets: element idx's finite set ends (NaN when finite says there are none) and the slack of output y. */
 static inline void er_store_set(const er_sink *sk, int64_t idx, int finite, double lo, double hi, double y) {
     sk->set_lo[idx] = finite ? lo : NAN;
@@ -118,7 +105,7 @@ static inline void er_store_set(const er_sink *sk, int64_t idx, int finite, doub
     double s = NAN;
     if (finite && isfinite(y)) {
         double d = y >= lo && y <= hi ? fmin(y - lo, hi - y) : -fmax(lo - y, y - hi);
-        s = d / er_out_ulp(sk->O, y);
+        s = d / er__ulp(sk->O, y);
     }
     sk->set_slack[idx] = s;
 }
@@ -194,6 +181,7 @@ void er__sink_stage(er_sink *sk, int64_t idx, int stage) {
 void er__sink_count(er_sink *sk, int cls, int64_t n) {
     sk->rep->counts[cls] += n;
     sk->rep->n_unseen += n;
+    if (!er_class_passes((er_class)cls)) sk->rep->n_failed += n;
 }
 
 /* Adds to r the record of elements seen elsewhere: the resolution's widths, the classic bug's tests, the unbounded
@@ -250,7 +238,10 @@ void er__sink_widest(er_sink *sk, int64_t idx, const er_cset *c, double y) {
     er_report *r = sk->rep;
     double rel = c->nan_req ? -1 : er_set_rel(c->lo, c->hi);
     if (rel < 0 || (r->has_widest && (rel < r->widest_rel || (rel == r->widest_rel && idx > r->widest.index)))) return;
-    er_fill_element(&r->widest, r, idx, (er_class)r->classes[idx], y, c, 0);
+    er_class cls = (er_class)r->classes[idx];
+    double dist = 0; /* an element found outside its set has its distance, as er_sink_record gives it */
+    if (cls == ER_CLASS_OUTSIDE) (void)er_classify(c, y, sk->out->format, &dist);
+    er_fill_element(&r->widest, r, idx, cls, y, c, dist);
     r->widest_rel = rel;
     r->has_widest = 1;
 }

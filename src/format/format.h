@@ -27,6 +27,19 @@ ER_INTERNAL const er_fmt_info *er__fmt(er_format f);
  * an accumulator exactly when x's format fits in it (any-order.md, Lemma 3). Used only in the analysis. */
 ER_INTERNAL const er_fmt_info *er__fmt_one(void);
 
+/* er_format_ulp(O->id, y) for a finite y, from y's exponent field */
+static inline double er__ulp(const er_fmt_info *O, double y) {
+    double a = fabs(y);
+    if (!(a >= O->min_normal)) return O->min_sub;
+    uint64_t u;
+    memcpy(&u, &a, 8);
+    int64_t e = (int64_t)(u >> 52) - O->p + 1; /* 2^(e - p + 1): the biased exponent less p - 1 */
+    if (e <= 0) return er_format_ulp(O->id, y);  /* a subnormal double (fp64 output) */
+    u = (uint64_t)e << 52;
+    memcpy(&a, &u, 8);
+    return a;
+}
+
 /* Rounds (-1)^neg * (m + sticky*tiny) * 2^e to the format, where `sticky` says that bits below m's last bit
  * are nonzero. Resolves ER_OVERFLOW_DEFAULT first with er__overflow_rule. */
 ER_INTERNAL double er__round_core(const er_fmt_info *fi, int neg, uint64_t m, int64_t e, int sticky,

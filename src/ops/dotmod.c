@@ -486,6 +486,33 @@ static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_c
     return er_fast_rel_ub(L1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, H2) > best;
 }
 
+/* Whether output y, finite, lies outside the engine's set of the element whose bracket is b, r1 = RN_O(slo) and
+ * r2 = RN_O(shi) (fast-path.md, Lemma F3): below L1 = min(E_lo(ulo), r1) or above H2 = max(E_hi(uhi), r2). Then
+ * the distance er_classify reports, fl(|y - e|) / ulp_O(e) at the set's nearer end e, lies in [*dlo, *dhi]. */
+static inline int er_fast_outside(const er_fast_consts *fc, const er_dot_ctx *cx, double y, const er_fast_bracket *b,
+                                  double r1, double r2, double *dlo, double *dhi) {
+    double l = er_fast_edge(fc, cx, b->ulo, 0), h = er_fast_edge(fc, cx, b->uhi, 1);
+    double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2;
+    if (y >= L1 && y <= H2) return 0;
+    /* the nearer end e lies in [e_near, e_far] in order of distance from y: hi in [H1, H2] above, lo in [L1, L2]
+     * below; fl(|y - e|) and ulp_O(e) are monotone in e's distance from y and in |e| */
+    double near, far;
+    if (y > H2) {
+        double ht = er_fast_edge(fc, cx, b->thi, 1);
+        near = H2;
+        far = ht > r1 ? ht : r1;
+    } else {
+        double lt = er_fast_edge(fc, cx, b->tlo, 0);
+        near = L1;
+        far = lt < r2 ? lt : r2;
+    }
+    double a1 = fabs(near), a2 = fabs(far), mag_hi = a1 > a2 ? a1 : a2;
+    double mag_lo = (near > 0) == (far > 0) && near != 0 && far != 0 ? (a1 < a2 ? a1 : a2) : 0.0;
+    *dlo = fabs(y - near) / er__ulp(cx->O, mag_hi);
+    *dhi = fabs(y - far) / er__ulp(cx->O, mag_lo);
+    return 1;
+}
+
 /* sum |a_k b_k| of two float vectors in double (each product exact) with four running sums. */
 static double er_abs_dot(const float *a, const float *b, int64_t K) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -504,6 +531,7 @@ static double er_abs_dot(const float *a, const float *b, int64_t K) {
  * work takes fewer) and decide what the bounds decide, leaving the rest ER_PENDING; each thread counts its own, and
  * keeps the widest set among those it decided (the earliest of equal widths). With er_covers_sets, every decided
  * element's set is written. */
+typedef struct er_fast_far { int64_t idx; double dhi; } er_fast_far;
 typedef struct er_fast_job {
     er_dot_ctx *cx;
     int64_t *next;
@@ -512,7 +540,39 @@ typedef struct er_fast_job {
     double wrel;            /* the widest set decided here: its er_set_rel and element (-1: none) */
     int64_t widx;
     int simd;               /* er__simd(): the AVX2 build of the first pass */
+    /* The outputs found outside their sets (Lemma F3), marked ER_FAST_OUT: how many; the largest lower bound of
+     * their distances met here; and those whose upper bound reached the largest lower bound met before them (the
+     * candidates for the report's worst element; pruned as that bound grows). */
+    int64_t nout;
+    double dmax;
+    er_fast_far *far;
+    int64_t nfar, capfar;
 } er_fast_job;
+
+/* An output outside its set: marked ER_FAST_OUT, counted, and kept as a candidate for the worst where its distance
+ * may reach the largest met; 0 (the element is left to the engine) where the candidates' list cannot grow. */
+#define ER_FAST_OUT 0xFC
+#define ER_FAST_FAR_MAX ((int64_t)1 << 20) /* candidates a thread keeps at most (16 MiB) */
+static int er_fast_mark_out(er_fast_job *fj, int64_t idx, double dlo, double dhi) {
+    if (dlo > fj->dmax) fj->dmax = dlo;
+    if (dhi >= fj->dmax) {
+        if (fj->nfar == fj->capfar) {
+            int64_t k = 0; /* those below the largest lower bound can no longer be the worst */
+            for (int64_t i = 0; i < fj->nfar; i++)
+                if (fj->far[i].dhi >= fj->dmax) fj->far[k++] = fj->far[i];
+            fj->nfar = k;
+            if (2 * k >= fj->capfar) { /* still half full: twice the room */
+                int64_t cap = fj->capfar ? 2 * fj->capfar : 64;
+                er_fast_far *f = cap <= ER_FAST_FAR_MAX ? realloc(fj->far, sizeof *f * (size_t)cap) : NULL;
+                if (f) { fj->far = f; fj->capfar = cap; }
+                else if (k == fj->capfar) return 0;
+            }
+        }
+        fj->far[fj->nfar++] = (er_fast_far){idx, dhi};
+    }
+    fj->nout++;
+    return 1;
+}
 
 /* The common case of er_fast_decide_run's step for a run of elements along a row of C (fp32 compute and output,
  * neither P nor sets nor scaled operands), in one pass that vectorises: stage 1's bracket, the class
@@ -626,6 +686,12 @@ static void *er_fast_decide_run(void *arg) {
                     r2 = er_fast_rn(&fc, cx, b.shi);
                     want_set = want_set || er_fast_may_be_widest(&fc, cx, &b, r1, r2, wrel);
                     if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
+                    double dlo, dhi; /* an output outside even this bracket's set fails: Lemma F3 */
+                    if (!want_set && cls == ER_PENDING && er_fast_outside(&fc, cx, y, &b, r1, r2, &dlo, &dhi) &&
+                        er_fast_mark_out(fj, idx, dlo, dhi)) {
+                        classes[idx] = ER_FAST_OUT;
+                        continue;
+                    }
                     if (want_set || cls == ER_PENDING) {
                         double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K,
                                               er__dot(ref)->bt + (ib * pl->N + jj) * K, K);
@@ -635,6 +701,13 @@ static void *er_fast_decide_run(void *arg) {
                             continue;
                         }
                         if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
+                        if (!want_set && cls == ER_PENDING &&
+                            er_fast_outside(&fc, cx, y, &b, er_fast_rn(&fc, cx, b.slo), er_fast_rn(&fc, cx, b.shi),
+                                            &dlo, &dhi) &&
+                            er_fast_mark_out(fj, idx, dlo, dhi)) {
+                            classes[idx] = ER_FAST_OUT;
+                            continue;
+                        }
                     }
                 }
                 double slo, shi;
@@ -642,16 +715,25 @@ static void *er_fast_decide_run(void *arg) {
                     r1 = er_fast_rn(&fc, cx, b.slo);
                     r2 = er_fast_rn(&fc, cx, b.shi);
                 }
-                if (want_set && er_fast_set(&fc, cx, &b, r1, r2, &slo, &shi) && y >= slo && y <= shi &&
-                    (r1 == r2 || y < r1 || y > r2)) {
-                    cls = r1 == r2 && y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
+                if (want_set && er_fast_set(&fc, cx, &b, r1, r2, &slo, &shi)) {
+                    int in = y >= slo && y <= shi, away = 0;
+                    if (!in && !sets) { /* outside a set known exactly: its distance as er_classify computes it */
+                        double e = y > shi ? shi : slo, d = fabs(y - e) / er__ulp(cx->O, e);
+                        away = er_fast_mark_out(fj, idx, d, d);
+                    }
+                    if (in && (r1 == r2 || y < r1 || y > r2))
+                        cls = r1 == r2 && y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
                     /* the width only where it may reach the widest so far (the division of er_fast_may_be_widest) */
                     double al = fabs(slo), ah = fabs(shi);
-                    if (shi - slo >= wrel * (1.0 - 0x1p-50) * (al > ah ? al : ah)) {
+                    if ((away || cls != ER_PENDING) && shi - slo >= wrel * (1.0 - 0x1p-50) * (al > ah ? al : ah)) {
                         double rel = er_set_rel(slo, shi);
                         if (rel > wrel || (rel == wrel && rel >= 0 && idx < widx)) { wrel = rel; widx = idx; }
                     }
-                    if (sets) er__sink_set(cx->sk, idx, slo, shi, y);
+                    if (away) {
+                        classes[idx] = ER_FAST_OUT;
+                        continue;
+                    }
+                    if (sets && cls != ER_PENDING) er__sink_set(cx->sk, idx, slo, shi, y);
                 }
             }
             classes[idx] = (uint8_t)cls;
@@ -663,6 +745,36 @@ static void *er_fast_decide_run(void *arg) {
     fj->wrel = wrel;
     fj->widx = widx;
     return NULL;
+}
+
+/* After the first pass: of the outputs it found outside their sets, the report's candidates go to the exact engine
+ * (ER_PENDING): the first ER_REPORT_FIRST in element order (the report's first failures are among them and the
+ * engine's), and those whose distance may reach the largest lower bound met (the worst is among them and the
+ * engine's; fast-path.md, Lemma F3); the others are counted outside, unseen. Frees the jobs' lists. */
+static void er_fast_out_finish(er_fast_job *fj, int nt, uint8_t *classes, int64_t n, er_sink *sk) {
+    int64_t nout = 0, engine = 0, first = 0, i = 0;
+    double D = -1;
+    for (int t = 0; t < nt; t++) {
+        nout += fj[t].nout;
+        if (fj[t].dmax > D) D = fj[t].dmax;
+    }
+    for (int t = 0; t < nt; t++) {
+        for (int64_t k = 0; k < fj[t].nfar; k++)
+            if (fj[t].far[k].dhi >= D) {
+                classes[fj[t].far[k].idx] = ER_PENDING;
+                engine++;
+            }
+        free(fj[t].far);
+        fj[t].far = NULL;
+    }
+    for (; i < n && first < ER_REPORT_FIRST && engine + first < nout; i++)
+        if (classes[i] == ER_FAST_OUT) {
+            classes[i] = ER_PENDING;
+            first++;
+        }
+    if (engine + first == nout) return;
+    for (; i < n; i++) classes[i] = classes[i] == ER_FAST_OUT ? (uint8_t)ER_CLASS_OUTSIDE : classes[i];
+    er__sink_count(sk, ER_CLASS_OUTSIDE, nout - engine - first);
 }
 
 /* An enclosure on the fast path (no output to classify): each element's set from the bracket with P from
@@ -826,7 +938,9 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
             /* with the sets, every element needs P: one GEMM of the absolute values (when memory allows) */
             double *absprod = sets && !er__dot(ref)->scaled ? er__fast_absprod(ref) : NULL;
             int simd = er__simd();
-            for (int t = 0; t < nt; t++) fj[t] = (er_fast_job){&cx[t], &next, absprod, {0, 0}, -1, -1, simd};
+            for (int t = 0; t < nt; t++)
+                fj[t] = (er_fast_job){.cx = &cx[t], .next = &next, .P = absprod, .wrel = -1, .widx = -1, .simd = simd,
+                                      .dmax = -1};
             er__run_jobs(fj, sizeof fj[0], nt, er_fast_decide_run);
             free(absprod);
             for (int t = 0; t < nt; t++) {
@@ -837,6 +951,7 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
                     fast_widx = fj[t].widx;
                 }
             }
+            er_fast_out_finish(fj, nt, er__sink_classes(cx[0].sk), ref->n, cx[0].sk);
             int64_t pending = 0;
             const uint8_t *classes = er__sink_classes(cx[0].sk);
             for (int64_t i = 0; i < ref->n; i++) pending += classes[i] == ER_PENDING;

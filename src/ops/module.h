@@ -57,7 +57,10 @@ ER_INTERNAL int er__sink_reads_output(const er_sink *s);
 
 /* For a fast path, which decides elements' classes without computing each set: the share's classes array (the
  * output's elements, row-major), where it writes ER_CLASS_EXACT or ER_CLASS_COVERED for the elements it decides
- * (adding their numbers with er__sink_count) and ER_PENDING for those it puts later; it writes no other class. */
+ * (adding their numbers with er__sink_count) and ER_PENDING for those it puts later. It may write ER_CLASS_OUTSIDE
+ * (counted the same way, as failing) for a finite output it proves outside its set, where it puts the report's
+ * candidates among those elements: the first ER_REPORT_FIRST of them and every one whose distance may be the
+ * largest. It writes no other class. */
 #ifndef ER_PENDING
 #define ER_PENDING 0xFF
 #endif
@@ -65,7 +68,8 @@ ER_INTERNAL uint8_t *er__sink_classes(er_sink *s);
 ER_INTERNAL void er__sink_count(er_sink *s, int cls, int64_t n);
 /* A decided element's finite set ends, written where er_covers_sets asks for the sets (s->set_lo not NULL). */
 ER_INTERNAL void er__sink_set(er_sink *s, int64_t idx, double lo, double hi, double y);
-/* A decided element's whole set (its exact values included) as a candidate for the report's widest set. */
+/* A decided element's whole set (its exact values included) as a candidate for the report's widest set: its class
+ * the classes array's, an OUTSIDE element's distance from c. */
 ER_INTERNAL void er__sink_widest(er_sink *s, int64_t idx, const er_cset *c, double y);
 /* What a fast path records of the elements it decided, where it computed their sets as the module would (the GPU's
  * softmax rows): their classes' counts and the record er__sink_put would have kept of them (the widest set apart, given
