@@ -1360,6 +1360,22 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
     const float *arow, *bcol;
     int64_t ia, ib, i, j;
     er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
+    /* the set from the bracket with P from the floats where it decides it (fast-path.md, The sets): the engine's
+     * lo and hi, and below the overflow limit no special value */
+    double Sh = er__dot(ref)->fs[idx], Plo, Phi, lo, hi;
+    er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i],
+                   er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
+    double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K), l = P * c->plo_f, h = P * c->phi_f;
+    er_fast_bracket b;
+    if (er_fast_bracket_of(&c->fc, Sh, l > Plo ? l : Plo, h < Phi ? h : Phi, &b) &&
+        er_fast_set(&c->fc, &c->cx, &b, er_fast_rn(&c->fc, &c->cx, b.slo), er_fast_rn(&c->fc, &c->cx, b.shi), &lo,
+                    &hi)) {
+        memset(out, 0, sizeof *out);
+        out->lo = lo;
+        out->hi = hi;
+        out->exact = out->rounded = NAN;
+        return ER_OK;
+    }
     for (int64_t k = 0; k < er__dot(ref)->plan.K; k++) { c->va[k] = arow[k]; c->vb[k] = bcol[k]; }
     return er__dot_element_set(&c->cx, &er__dot(ref)->env, idx, c->va, c->vb, er__dot(ref)->plan.K, 0, out);
 }
