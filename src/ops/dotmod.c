@@ -492,24 +492,12 @@ static inline int er_fast_may_be_widest(const er_fast_consts *fc, const er_dot_c
 static inline int er_fast_outside(const er_fast_consts *fc, const er_dot_ctx *cx, double y, const er_fast_bracket *b,
                                   double r1, double r2, double *dlo, double *dhi) {
     double l = er_fast_edge(fc, cx, b->ulo, 0), h = er_fast_edge(fc, cx, b->uhi, 1);
-    double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2;
-    if (y >= L1 && y <= H2) return 0;
-    /* the nearer end e lies in [e_near, e_far] in order of distance from y: hi in [H1, H2] above, lo in [L1, L2]
-     * below; fl(|y - e|) and ulp_O(e) are monotone in e's distance from y and in |e| */
-    double near, far;
-    if (y > H2) {
-        double ht = er_fast_edge(fc, cx, b->thi, 1);
-        near = H2;
-        far = ht > r1 ? ht : r1;
-    } else {
-        double lt = er_fast_edge(fc, cx, b->tlo, 0);
-        near = L1;
-        far = lt < r2 ? lt : r2;
-    }
-    double a1 = fabs(near), a2 = fabs(far), mag_hi = a1 > a2 ? a1 : a2;
-    double mag_lo = (near > 0) == (far > 0) && near != 0 && far != 0 ? (a1 < a2 ? a1 : a2) : 0.0;
-    *dlo = fabs(y - near) / er__ulp(cx->O, mag_hi);
-    *dhi = fabs(y - far) / er__ulp(cx->O, mag_lo);
+    double L1 = l < r1 ? l : r1, H2 = h > r2 ? h : r2, near, far, mlo, mhi;
+    if (y >= L1 && y <= H2) return 0; /* the common case, before the inner ends' roundings */
+    double lt = er_fast_edge(fc, cx, b->tlo, 0), ht = er_fast_edge(fc, cx, b->thi, 1);
+    er_fast_out_ends(y, L1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, H2, &near, &far, &mlo, &mhi);
+    *dlo = fabs(y - near) / er__ulp(cx->O, mhi);
+    *dhi = fabs(y - far) / er__ulp(cx->O, mlo);
     return 1;
 }
 
@@ -551,7 +539,6 @@ typedef struct er_fast_job {
 
 /* An output outside its set: marked ER_FAST_OUT, counted, and kept as a candidate for the worst where its distance
  * may reach the largest met; 0 (the element is left to the engine) where the candidates' list cannot grow. */
-#define ER_FAST_OUT 0xFC
 #define ER_FAST_FAR_MAX ((int64_t)1 << 20) /* candidates a thread keeps at most (16 MiB) */
 static int er_fast_mark_out(er_fast_job *fj, int64_t idx, double dlo, double dhi) {
     if (dlo > fj->dmax) fj->dmax = dlo;
@@ -752,7 +739,7 @@ static void *er_fast_decide_run(void *arg) {
  * engine's), and those whose distance may reach the largest lower bound met (the worst is among them and the
  * engine's; fast-path.md, Lemma F3); the others are counted outside, unseen. Frees the jobs' lists. */
 static void er_fast_out_finish(er_fast_job *fj, int nt, uint8_t *classes, int64_t n, er_sink *sk) {
-    int64_t nout = 0, engine = 0, first = 0, i = 0;
+    int64_t nout = 0, engine = 0, first;
     double D = -1;
     for (int t = 0; t < nt; t++) {
         nout += fj[t].nout;
@@ -767,14 +754,21 @@ static void er_fast_out_finish(er_fast_job *fj, int nt, uint8_t *classes, int64_
         free(fj[t].far);
         fj[t].far = NULL;
     }
-    for (; i < n && first < ER_REPORT_FIRST && engine + first < nout; i++)
+    first = er__fast_out_relabel(classes, n, nout - engine, NULL);
+    er__sink_count(sk, ER_CLASS_OUTSIDE, nout - engine - first);
+}
+
+int64_t er__fast_out_relabel(uint8_t *classes, int64_t n, int64_t nout, int64_t *first) {
+    int64_t k = 0, i = 0;
+    for (; i < n && k < ER_REPORT_FIRST && k < nout; i++)
         if (classes[i] == ER_FAST_OUT) {
             classes[i] = ER_PENDING;
-            first++;
+            if (first) first[k] = i;
+            k++;
         }
-    if (engine + first == nout) return;
+    if (k == nout) return k;
     for (; i < n; i++) classes[i] = classes[i] == ER_FAST_OUT ? (uint8_t)ER_CLASS_OUTSIDE : classes[i];
-    er__sink_count(sk, ER_CLASS_OUTSIDE, nout - engine - first);
+    return k;
 }
 
 /* An enclosure on the fast path (no output to classify): each element's set from the bracket with P from

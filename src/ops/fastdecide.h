@@ -15,8 +15,11 @@
 #define ER_HD
 #endif
 
-/* An element neither stage decides: the exact engine's. The decided classes are 0 (exact) and 1 (covered). */
+/* An element neither stage decides: the exact engine's. The decided classes are 0 (exact) and 1 (covered), and
+ * ER_FAST_OUT for an output found outside its set (Lemma F3), until the report's candidates among those are sent to
+ * the engine and the others become ER_CLASS_OUTSIDE. */
 #define ER_PENDING 0xFF
+#define ER_FAST_OUT 0xFC
 #define ER_FAST_UP (1.0 + 0x1p-40)
 #define ER_FAST_DN (1.0 - 0x1p-40)
 
@@ -99,6 +102,21 @@ ER_HD static inline double er_fast_rel_ub_shared(const er_fast_consts *fc, const
     double qlo = (2.0 * b->blo + w2) * ER_FAST_UP / dlo, qhi = (2.0 * b->bhi + w2) * ER_FAST_UP / dhi;
     double q = qlo > qhi ? qlo : qhi;
     return q < 2.0 ? q : 2.0;
+}
+
+/* Lemma F3 (fast-path.md): with the set's ends lo in [L1, L2] and hi in [H1, H2], a finite output y below L1 or
+ * above H2 lies outside it; then the nearer end lies between *near and *far (ordered by distance from y), and
+ * [*mlo, *mhi] holds the magnitudes of that range (*mlo 0 where it holds 0), for the distance's bounds
+ * fl(|y - near|) / ulp(mhi) <= distance <= fl(|y - far|) / ulp(mlo). */
+ER_HD static inline int er_fast_out_ends(double y, double L1, double L2, double H1, double H2, double *near,
+                                         double *far, double *mlo, double *mhi) {
+    if (y >= L1 && y <= H2) return 0;
+    *near = y > H2 ? H2 : L1;
+    *far = y > H2 ? H1 : L2;
+    double a1 = fabs(*near), a2 = fabs(*far);
+    *mhi = a1 > a2 ? a1 : a2;
+    *mlo = (*near > 0 && *far > 0) || (*near < 0 && *far < 0) ? (a1 < a2 ? a1 : a2) : 0.0;
+    return 1;
 }
 
 /* The engine's set from the bracket where the bracket decides it (fast-path.md, The sets): l = RN_O(RU_F(ulo)) and
