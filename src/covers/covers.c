@@ -230,6 +230,62 @@ void er__sink_tally(er_sink *sk, const er_sink_tally *t) {
     er_add_seen(sk->rep, t);
 }
 
+#define ER_OUTS_MAX ((int64_t)1 << 20) /* candidates a share keeps at most (16 MiB) */
+int er__outs_mark(er_outs *o, int64_t idx, double dlo, double dhi) {
+    if (dlo > o->dmax) o->dmax = dlo;
+    if (dhi >= o->dmax) {
+        if (o->nfar == o->cap) {
+            int64_t k = 0; /* those below the largest lower bound can no longer be the worst */
+            for (int64_t i = 0; i < o->nfar; i++)
+                if (o->far[i].dhi >= o->dmax) o->far[k++] = o->far[i];
+            o->nfar = k;
+            if (2 * k >= o->cap) { /* still half full: twice the room */
+                int64_t cap = o->cap ? 2 * o->cap : 64;
+                er_out_far *f = cap <= ER_OUTS_MAX ? realloc(o->far, sizeof *f * (size_t)cap) : NULL;
+                if (f) { o->far = f; o->cap = cap; }
+                else if (k == o->cap) return 0;
+            }
+        }
+        o->far[o->nfar++] = (er_out_far){idx, dhi};
+    }
+    o->n++;
+    return 1;
+}
+
+void er__outs_finish(er_outs *const *o, int nt, uint8_t *classes, int64_t n, er_sink *sk) {
+    int64_t nout = 0, engine = 0, first;
+    double D = 0;
+    for (int t = 0; t < nt; t++) {
+        nout += o[t]->n;
+        if (o[t]->dmax > D) D = o[t]->dmax;
+    }
+    for (int t = 0; t < nt; t++) {
+        for (int64_t k = 0; k < o[t]->nfar; k++)
+            if (o[t]->far[k].dhi >= D) {
+                classes[o[t]->far[k].idx] = ER_PENDING;
+                engine++;
+            }
+        free(o[t]->far);
+        o[t]->far = NULL;
+        o[t]->nfar = o[t]->cap = 0;
+    }
+    first = er__outs_relabel(classes, n, nout - engine, NULL);
+    er__sink_count(sk, ER_CLASS_OUTSIDE, nout - engine - first);
+}
+
+int64_t er__outs_relabel(uint8_t *classes, int64_t n, int64_t nout, int64_t *first) {
+    int64_t k = 0, i = 0;
+    for (; i < n && k < ER_REPORT_FIRST && k < nout; i++)
+        if (classes[i] == ER_FAST_OUT) {
+            classes[i] = ER_PENDING;
+            if (first) first[k] = i;
+            k++;
+        }
+    if (k == nout) return k;
+    for (; i < n; i++) classes[i] = classes[i] == ER_FAST_OUT ? (uint8_t)ER_CLASS_OUTSIDE : classes[i];
+    return k;
+}
+
 void er__sink_set(er_sink *sk, int64_t idx, double lo, double hi, double y) {
     if (sk->set_lo) er_store_set(sk, idx, 1, lo, hi, y);
 }

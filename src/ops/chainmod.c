@@ -790,6 +790,13 @@ typedef struct er_chain_fast_job {
     int epi;               /* the epilogue pass (chainepi.c) applies, its plan and arrays */
     er_epi plan;
     er_epi_scratch *scr;
+    /* the outputs the batch passes leave open and found outside their whole sets (er_chain_outside), marked
+     * ER_FAST_OUT; the widest of those sets (its width, element, ends and correctly rounded result); whether the last
+     * open element was one (the next is then tried that way first) */
+    er_outs outs;
+    double owrel, owlo, owhi, owr;
+    int64_t owidx;
+    int out_first;
 } er_chain_fast_job;
 
 /* The class of output y (finite) of element idx where the witnesses decide it, with their hull [*wlo, *whi] in the
@@ -1056,6 +1063,57 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
     }
 }
 
+static er_status er_chain_fast_inputs(const er_chain_fast_job *j, int64_t idx, er_cval *v, er_cval *w, double *bl,
+                                      double *bh);
+
+/* Whether output y (finite) of element idx lies outside the set er_chain_put would put, that set computed as there
+ * from the modules' single sets but without the exact value: its stages' set joined with the correctly rounded
+ * result r, known where the chain's double enclosure over the base's bracket rounds to one value (r lies in that
+ * rounding: the fast decision's enclosure). 0 where r is not so known or y lies in the set (or a module refuses:
+ * its put refuses again). Where 1: the set's ends, r, and y's distance as er_classify gives it. */
+static int er_chain_outside(const er_chain_fast_job *j, int64_t idx, double y, double *dist, double *lo, double *hi,
+                            double *r) {
+    const er_ref *ref = j->ref;
+    const er_fmt_info *O = j->sk->O;
+    er_cval v, w[12];
+    double bl[12], bh[12], e, a, b;
+    if (er_chain_fast_inputs(j, idx, &v, w, bl, bh) != ER_OK ||
+        er__ref_bracket(er__chain(ref)->base, idx, &e, &a, &b) != ER_OK) {
+        er__ok();
+        return 0;
+    }
+    if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return 0;
+    double ra = er__round_double(O, a, ER_ROUND_NEAREST, j->sk->ov);
+    if (!isfinite(ra) || ra != er__round_double(O, b, ER_ROUND_NEAREST, j->sk->ov)) return 0;
+    for (int i = 0; i < er__chain(ref)->nstages;) i = er_chain_step(ref, j->std, j->E, idx, i, &v, w);
+    er_cset c;
+    er__cset_build(&c, O, j->sk->ov, 1, &v, NAN, ra);
+    if (c.nan_req || !(c.lo <= c.hi) || (y >= c.lo && y <= c.hi)) return 0;
+    double edge = y > c.hi ? c.hi : c.lo;
+    *dist = fabs(y - edge) / er__ulp(O, edge);
+    *lo = c.lo;
+    *hi = c.hi;
+    *r = ra;
+    return 1;
+}
+
+/* er_chain_outside for an element a batch pass left open: marked ER_FAST_OUT and recorded where its output lies
+ * outside its set (its width a candidate for the widest); 0 otherwise. */
+static int er_chain_mark_out(er_chain_fast_job *j, int64_t idx, double y, uint8_t *classes) {
+    double d, lo, hi, r;
+    if (!er_chain_outside(j, idx, y, &d, &lo, &hi, &r) || !er__outs_mark(&j->outs, idx, d, d)) return 0;
+    classes[idx] = ER_FAST_OUT;
+    double rel = er_set_rel(lo, hi);
+    if (rel > j->owrel || (rel == j->owrel && rel >= 0 && idx < j->owidx)) {
+        j->owrel = rel;
+        j->owidx = idx;
+        j->owlo = lo;
+        j->owhi = hi;
+        j->owr = r;
+    }
+    return 1;
+}
+
 static void *er_chain_fast_run(void *arg) {
     er_chain_fast_job *j = arg;
     const er_tensor *out = j->sk->out;
@@ -1095,7 +1153,14 @@ static void *er_chain_fast_run(void *arg) {
                 idx = begin + (o - dec);
             }
             double y = er__load(out, contig ? idx : er__offset(out, idx)), lo = 0, hi = 0;
-            int cls = isfinite(y) ? er_chain_fast_class(j, idx, y, &lo, &hi) : ER_PENDING;
+            /* an element a batch pass left open: where the last one lay outside its set (a kernel with a bug), its
+             * set first, else the witnesses first */
+            int first = batch && isfinite(y) && j->out_first, away = first && er_chain_mark_out(j, idx, y, classes);
+            int cls = away || !isfinite(y) ? ER_PENDING : er_chain_fast_class(j, idx, y, &lo, &hi);
+            if (!away && !first && batch && cls == ER_PENDING && isfinite(y))
+                away = er_chain_mark_out(j, idx, y, classes);
+            if (batch) j->out_first = away;
+            if (away) continue;
             classes[idx] = (uint8_t)cls;
             if (cls == ER_PENDING) continue;
             counts[cls]++;
@@ -1214,6 +1279,8 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         j->std = std;
         j->E = er__fmt(ER_FP32);
         j->sk = er__sinks_at(sks, t, 0);
+        j->owrel = -1;
+        j->owidx = -1;
         j->next = &next;
         j->begin = ref->n * t / nt;
         j->end = ref->n * (t + 1) / nt;
@@ -1239,6 +1306,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
             if (jobs[t].st == ER_ERR_CANCELLED) st = ER_ERR_CANCELLED; /* the classes are not all written */
         int64_t widx = -1;
         double wrel = -1;
+        er_outs *outs[ER_MAX_THREADS];
         for (int t = 0; t < nt; t++) {
             er__sink_count(jobs[t].sk, ER_CLASS_EXACT, jobs[t].counts[0]);
             er__sink_count(jobs[t].sk, ER_CLASS_COVERED, jobs[t].counts[1]);
@@ -1246,9 +1314,23 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
                 wrel = jobs[t].wrel;
                 widx = jobs[t].widx;
             }
+            outs[t] = &jobs[t].outs;
         }
+        /* the outputs found outside their sets: the report's candidates among them for the engine, below */
+        er__outs_finish(outs, nt, er__sink_classes(jobs[0].sk), ref->n, jobs[0].sk);
         if (st == ER_OK) er__run_jobs(jobs, sizeof jobs[0], nt, er_chain_fast_rest);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+        for (int t = 0; t < nt && st == ER_OK; t++) {
+            if (jobs[t].owidx < 0) continue; /* the widest of the sets found with an output outside them */
+            er_cset c;
+            memset(&c, 0, sizeof c);
+            c.lo = jobs[t].owlo;
+            c.hi = jobs[t].owhi;
+            c.exact = NAN; /* a named element's exact value is the engine's (report_exact) */
+            c.rounded = jobs[t].owr;
+            er__sink_widest(jobs[t].sk, jobs[t].owidx, &c,
+                            er__load(jobs[t].sk->out, er__offset(jobs[t].sk->out, jobs[t].owidx)));
+        }
         if (st == ER_OK && widx >= 0) {
             /* the decided element whose witnesses lie furthest apart: its whole set, a candidate for the widest */
             er_cset c;

@@ -519,7 +519,6 @@ static double er_abs_dot(const float *a, const float *b, int64_t K) {
  * work takes fewer) and decide what the bounds decide, leaving the rest ER_PENDING; each thread counts its own, and
  * keeps the widest set among those it decided (the earliest of equal widths). With er_covers_sets, every decided
  * element's set is written. */
-typedef struct er_fast_far { int64_t idx; double dhi; } er_fast_far;
 typedef struct er_fast_job {
     er_dot_ctx *cx;
     int64_t *next;
@@ -528,38 +527,8 @@ typedef struct er_fast_job {
     double wrel;            /* the widest set decided here: its er_set_rel and element (-1: none) */
     int64_t widx;
     int simd;               /* er__simd(): the AVX2 build of the first pass */
-    /* The outputs found outside their sets (Lemma F3), marked ER_FAST_OUT: how many; the largest lower bound of
-     * their distances met here; and those whose upper bound reached the largest lower bound met before them (the
-     * candidates for the report's worst element; pruned as that bound grows). */
-    int64_t nout;
-    double dmax;
-    er_fast_far *far;
-    int64_t nfar, capfar;
+    er_outs outs;           /* the outputs found outside their sets (Lemma F3), marked ER_FAST_OUT */
 } er_fast_job;
-
-/* An output outside its set: marked ER_FAST_OUT, counted, and kept as a candidate for the worst where its distance
- * may reach the largest met; 0 (the element is left to the engine) where the candidates' list cannot grow. */
-#define ER_FAST_FAR_MAX ((int64_t)1 << 20) /* candidates a thread keeps at most (16 MiB) */
-static int er_fast_mark_out(er_fast_job *fj, int64_t idx, double dlo, double dhi) {
-    if (dlo > fj->dmax) fj->dmax = dlo;
-    if (dhi >= fj->dmax) {
-        if (fj->nfar == fj->capfar) {
-            int64_t k = 0; /* those below the largest lower bound can no longer be the worst */
-            for (int64_t i = 0; i < fj->nfar; i++)
-                if (fj->far[i].dhi >= fj->dmax) fj->far[k++] = fj->far[i];
-            fj->nfar = k;
-            if (2 * k >= fj->capfar) { /* still half full: twice the room */
-                int64_t cap = fj->capfar ? 2 * fj->capfar : 64;
-                er_fast_far *f = cap <= ER_FAST_FAR_MAX ? realloc(fj->far, sizeof *f * (size_t)cap) : NULL;
-                if (f) { fj->far = f; fj->capfar = cap; }
-                else if (k == fj->capfar) return 0;
-            }
-        }
-        fj->far[fj->nfar++] = (er_fast_far){idx, dhi};
-    }
-    fj->nout++;
-    return 1;
-}
 
 /* The common case of er_fast_decide_run's step for a run of elements along a row of C (fp32 compute and output,
  * neither P nor sets nor scaled operands), in one pass that vectorises: stage 1's bracket, the class
@@ -675,7 +644,7 @@ static void *er_fast_decide_run(void *arg) {
                     if (!want_set) cls = er_fast_decide(&fc, cx, y, &b);
                     double dlo, dhi; /* an output outside even this bracket's set fails: Lemma F3 */
                     if (!want_set && cls == ER_PENDING && er_fast_outside(&fc, cx, y, &b, r1, r2, &dlo, &dhi) &&
-                        er_fast_mark_out(fj, idx, dlo, dhi)) {
+                        er__outs_mark(&fj->outs, idx, dlo, dhi)) {
                         classes[idx] = ER_FAST_OUT;
                         continue;
                     }
@@ -691,7 +660,7 @@ static void *er_fast_decide_run(void *arg) {
                         if (!want_set && cls == ER_PENDING &&
                             er_fast_outside(&fc, cx, y, &b, er_fast_rn(&fc, cx, b.slo), er_fast_rn(&fc, cx, b.shi),
                                             &dlo, &dhi) &&
-                            er_fast_mark_out(fj, idx, dlo, dhi)) {
+                            er__outs_mark(&fj->outs, idx, dlo, dhi)) {
                             classes[idx] = ER_FAST_OUT;
                             continue;
                         }
@@ -706,7 +675,7 @@ static void *er_fast_decide_run(void *arg) {
                     int in = y >= slo && y <= shi, away = 0;
                     if (!in && !sets) { /* outside a set known exactly: its distance as er_classify computes it */
                         double e = y > shi ? shi : slo, d = fabs(y - e) / er__ulp(cx->O, e);
-                        away = er_fast_mark_out(fj, idx, d, d);
+                        away = er__outs_mark(&fj->outs, idx, d, d);
                     }
                     if (in && (r1 == r2 || y < r1 || y > r2))
                         cls = r1 == r2 && y == r1 ? ER_CLASS_EXACT : ER_CLASS_COVERED;
@@ -732,43 +701,6 @@ static void *er_fast_decide_run(void *arg) {
     fj->wrel = wrel;
     fj->widx = widx;
     return NULL;
-}
-
-/* After the first pass: of the outputs it found outside their sets, the report's candidates go to the exact engine
- * (ER_PENDING): the first ER_REPORT_FIRST in element order (the report's first failures are among them and the
- * engine's), and those whose distance may reach the largest lower bound met (the worst is among them and the
- * engine's; fast-path.md, Lemma F3); the others are counted outside, unseen. Frees the jobs' lists. */
-static void er_fast_out_finish(er_fast_job *fj, int nt, uint8_t *classes, int64_t n, er_sink *sk) {
-    int64_t nout = 0, engine = 0, first;
-    double D = -1;
-    for (int t = 0; t < nt; t++) {
-        nout += fj[t].nout;
-        if (fj[t].dmax > D) D = fj[t].dmax;
-    }
-    for (int t = 0; t < nt; t++) {
-        for (int64_t k = 0; k < fj[t].nfar; k++)
-            if (fj[t].far[k].dhi >= D) {
-                classes[fj[t].far[k].idx] = ER_PENDING;
-                engine++;
-            }
-        free(fj[t].far);
-        fj[t].far = NULL;
-    }
-    first = er__fast_out_relabel(classes, n, nout - engine, NULL);
-    er__sink_count(sk, ER_CLASS_OUTSIDE, nout - engine - first);
-}
-
-int64_t er__fast_out_relabel(uint8_t *classes, int64_t n, int64_t nout, int64_t *first) {
-    int64_t k = 0, i = 0;
-    for (; i < n && k < ER_REPORT_FIRST && k < nout; i++)
-        if (classes[i] == ER_FAST_OUT) {
-            classes[i] = ER_PENDING;
-            if (first) first[k] = i;
-            k++;
-        }
-    if (k == nout) return k;
-    for (; i < n; i++) classes[i] = classes[i] == ER_FAST_OUT ? (uint8_t)ER_CLASS_OUTSIDE : classes[i];
-    return k;
 }
 
 /* An enclosure on the fast path (no output to classify): each element's set from the bracket with P from
@@ -933,8 +865,7 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
             double *absprod = sets && !er__dot(ref)->scaled ? er__fast_absprod(ref) : NULL;
             int simd = er__simd();
             for (int t = 0; t < nt; t++)
-                fj[t] = (er_fast_job){.cx = &cx[t], .next = &next, .P = absprod, .wrel = -1, .widx = -1, .simd = simd,
-                                      .dmax = -1};
+                fj[t] = (er_fast_job){.cx = &cx[t], .next = &next, .P = absprod, .wrel = -1, .widx = -1, .simd = simd};
             er__run_jobs(fj, sizeof fj[0], nt, er_fast_decide_run);
             free(absprod);
             for (int t = 0; t < nt; t++) {
@@ -945,7 +876,9 @@ static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sin
                     fast_widx = fj[t].widx;
                 }
             }
-            er_fast_out_finish(fj, nt, er__sink_classes(cx[0].sk), ref->n, cx[0].sk);
+            er_outs *outs[ER_MAX_THREADS];
+            for (int t = 0; t < nt; t++) outs[t] = &fj[t].outs;
+            er__outs_finish(outs, nt, er__sink_classes(cx[0].sk), ref->n, cx[0].sk);
             int64_t pending = 0;
             const uint8_t *classes = er__sink_classes(cx[0].sk);
             for (int64_t i = 0; i < ref->n; i++) pending += classes[i] == ER_PENDING;

@@ -47,9 +47,6 @@ ER_INTERNAL er_status er__dot_element_set(er_dot_ctx *cx, const er_dot_env *env,
                                           const double *b, int64_t K, int special, er_cset *c);
 /* The constants of the fast path's decision (fastdecide.h) for the context's K, bound and formats. */
 ER_INTERNAL void er__dot_fast_consts(er_fast_consts *fc, const er_dot_ctx *cx);
-/* After a fast pass that marked nout elements ER_FAST_OUT (fast-path.md, Lemma F3): the first ER_REPORT_FIRST of them
- * in element order become ER_PENDING (their indices into first[], when first is not NULL), the others
- * ER_CLASS_OUTSIDE. Returns how many became pending. */
-ER_INTERNAL int64_t er__fast_out_relabel(uint8_t *classes, int64_t n, int64_t nout, int64_t *first);
+
 
 #endif

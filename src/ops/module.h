@@ -66,6 +66,26 @@ ER_INTERNAL int er__sink_reads_output(const er_sink *s);
 #endif
 ER_INTERNAL uint8_t *er__sink_classes(er_sink *s);
 ER_INTERNAL void er__sink_count(er_sink *s, int cls, int64_t n);
+/* A fast path's outputs found outside their sets without the sets' records (the matmul's, fast-path.md Lemma F3; a
+ * chain's, chains.md): it marks each ER_FAST_OUT in the classes array and records it here with bounds dlo <= dhi of
+ * the distance er_classify would give it; one record per share, zeroed first. Kept: their number, the largest dlo met,
+ * and the candidates for the report's worst (those whose dhi reached the largest dlo met before them, pruned as it
+ * grows). er__outs_mark returns 0, recording nothing, where the candidates' list cannot grow: the element is then
+ * the engine's. */
+#ifndef ER_FAST_OUT
+#define ER_FAST_OUT 0xFC
+#endif
+typedef struct er_out_far { int64_t idx; double dhi; } er_out_far;
+typedef struct er_outs { int64_t n; double dmax; er_out_far *far; int64_t nfar, cap; } er_outs;
+ER_INTERNAL int er__outs_mark(er_outs *o, int64_t idx, double dlo, double dhi);
+/* After the pass, over the shares' records: the report's candidates among the marked elements become ER_PENDING, for
+ * the module to put: the first ER_REPORT_FIRST in element order (the report's first failures are among them and the
+ * elements it puts) and each whose dhi reaches the largest dlo of all (the worst is among them and those it puts);
+ * the others become ER_CLASS_OUTSIDE, counted into sk as decided without their sets. Frees the records' lists. */
+ER_INTERNAL void er__outs_finish(er_outs *const *o, int nt, uint8_t *classes, int64_t n, er_sink *sk);
+/* Of nout elements marked ER_FAST_OUT: the first ER_REPORT_FIRST in element order become ER_PENDING (their indices
+ * into first[], when first is not NULL), the others ER_CLASS_OUTSIDE. Returns how many became pending. */
+ER_INTERNAL int64_t er__outs_relabel(uint8_t *classes, int64_t n, int64_t nout, int64_t *first);
 /* A decided element's finite set ends, written where er_covers_sets asks for the sets (s->set_lo not NULL). */
 ER_INTERNAL void er__sink_set(er_sink *s, int64_t idx, double lo, double hi, double y);
 /* A decided element's whole set (its exact values included) as a candidate for the report's widest set: its class
