@@ -182,7 +182,8 @@ def epilogue():
 def failing():
     """A check that fails against the same check passing, references built before: a 1024 x 1024 x 1024 fp16 matmul
     whose output has every other column moved by 1 (half the elements outside their sets), and the GEMM epilogue
-    (bias, gelu's tanh form, an fp16 store) with the bias left out, each against covers() of the correct output."""
+    (bias, gelu's tanh form or its erf form, an fp16 store) with the bias left out, each against covers() of the
+    correct output."""
     rng = np.random.default_rng(5)
     n = 1024
     A = rng.standard_normal((n, n)).astype(np.float16)
@@ -193,13 +194,19 @@ def failing():
     def gelu(x):
         return np.float32(0.5) * x * (np.float32(1) + np.tanh(np.float32(0.7978846) * (x + np.float32(0.044715) * x
                                                                                           * x * x)))
+    def gelu_erf(x):  # in float64, rounded once: what the fused epilogue's check must cover
+        import torch
+        t = torch.from_numpy(x.astype(np.float64))
+        return (0.5 * t * (1 + torch.erf(t / np.sqrt(2)))).numpy().astype(np.float16)
     moved = acc.copy()
     moved[:, ::2] += 1
     ref = er.matmul(A, B)
     ch = ref.add(bias).gelu(approximate="tanh").cast("float16")
+    ch_erf = ref.add(bias).gelu().cast("float16")  # no batch pass takes gelu's erf form: the per-element decision
     for name, r, good, bad in (("matmul", ref, acc, moved),
                                ("epilogue_gelu_tanh", ch, gelu(acc + bias).astype(np.float16),
-                                gelu(acc).astype(np.float16))):
+                                gelu(acc).astype(np.float16)),
+                               ("epilogue_gelu_erf", ch_erf, gelu_erf(acc + bias), gelu_erf(acc))):
         assert r.covers(good).all() and not r.covers(bad).all()
         t0, t1 = best(lambda: r.covers(good), 3), best(lambda: r.covers(bad), 3)
         print("python_covers_failing_%s_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.1fx  (baseline: covers() of the "

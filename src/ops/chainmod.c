@@ -790,9 +790,9 @@ typedef struct er_chain_fast_job {
     int epi;               /* the epilogue pass (chainepi.c) applies, its plan and arrays */
     er_epi plan;
     er_epi_scratch *scr;
-    /* the outputs the batch passes leave open and found outside their whole sets (er_chain_outside), marked
+    /* the outputs the witnesses leave open and found outside their whole sets (er_chain_outside), marked
      * ER_FAST_OUT; the widest of those sets (its width, element, ends and correctly rounded result); whether the last
-     * open element was one (the next is then tried that way first) */
+     * element tried was one (the next is then tried that way first) */
     er_outs outs;
     double owrel, owlo, owhi, owr;
     int64_t owidx;
@@ -1097,8 +1097,8 @@ static int er_chain_outside(const er_chain_fast_job *j, int64_t idx, double y, d
     return 1;
 }
 
-/* er_chain_outside for an element a batch pass left open: marked ER_FAST_OUT and recorded where its output lies
- * outside its set (its width a candidate for the widest); 0 otherwise. */
+/* er_chain_outside for an element the witnesses (or a batch pass) leave open: marked ER_FAST_OUT and recorded where
+ * its output lies outside its set (its width a candidate for the widest); 0 otherwise. */
 static int er_chain_mark_out(er_chain_fast_job *j, int64_t idx, double y, uint8_t *classes) {
     double d, lo, hi, r;
     if (!er_chain_outside(j, idx, y, &d, &lo, &hi, &r) || !er__outs_mark(&j->outs, idx, d, d)) return 0;
@@ -1153,13 +1153,12 @@ static void *er_chain_fast_run(void *arg) {
                 idx = begin + (o - dec);
             }
             double y = er__load(out, contig ? idx : er__offset(out, idx)), lo = 0, hi = 0;
-            /* an element a batch pass left open: where the last one lay outside its set (a kernel with a bug), its
-             * set first, else the witnesses first */
-            int first = batch && isfinite(y) && j->out_first, away = first && er_chain_mark_out(j, idx, y, classes);
+            /* where the last element lay outside its set (a kernel with a bug), its set first, else the witnesses
+             * first */
+            int first = isfinite(y) && j->out_first, away = first && er_chain_mark_out(j, idx, y, classes);
             int cls = away || !isfinite(y) ? ER_PENDING : er_chain_fast_class(j, idx, y, &lo, &hi);
-            if (!away && !first && batch && cls == ER_PENDING && isfinite(y))
-                away = er_chain_mark_out(j, idx, y, classes);
-            if (batch) j->out_first = away;
+            if (!away && !first && cls == ER_PENDING && isfinite(y)) away = er_chain_mark_out(j, idx, y, classes);
+            j->out_first = away;
             if (away) continue;
             classes[idx] = (uint8_t)cls;
             if (cls == ER_PENDING) continue;
