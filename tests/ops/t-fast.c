@@ -46,6 +46,20 @@ static void require_fast_equals_exact(er_ref *exact, er_ref *fast, const er_tens
     er_report_clear(&r3);
 }
 
+/* Row-major views of A (M x K) and B (K x N) of format fx and C (M x N) of fo, and two references of A B: the exact
+ * engine's and the fast path's (these shapes are below the size where the fast path starts by itself). */
+static void refs_of(er_format fx, er_format fo, int M, int K, int N, void *A, void *B, void *C, er_tensor *tA,
+                    er_tensor *tB, er_tensor *tC, er_ref **exact, er_ref **fast) {
+    er_tensor_view(tA, fx, 2, (int64_t[]){M, K}, NULL, A);
+    er_tensor_view(tB, fx, 2, (int64_t[]){K, N}, NULL, B);
+    er_tensor_view(tC, fo, 2, (int64_t[]){M, N}, NULL, C);
+    setenv("EXACTREF_FAST", "0", 1);
+    ck_assert_int_eq(er_matmul(exact, tA, tB), ER_OK);
+    setenv("EXACTREF_FAST", "1", 1);
+    ck_assert_int_eq(er_matmul(fast, tA, tB), ER_OK);
+    unsetenv("EXACTREF_FAST");
+}
+
 START_TEST(fast_path_equals_exact_engine) {
     er_test_reseed(1100);
     long trials = (long)(120 * er_test_multiplier()), fast_refs = 0;
@@ -76,15 +90,8 @@ START_TEST(fast_path_equals_exact_engine) {
         for (int i = 0; i < M * K; i++) er_store(A, fx, i, a[i]);
         for (int i = 0; i < K * N; i++) er_store(B, fx, i, b[i]);
         er_tensor tA, tB, tC;
-        er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
-        er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
-        er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, NULL, C);
         er_ref *fast, *exact;
-        setenv("EXACTREF_FAST", "0", 1);
-        ck_assert_int_eq(er_matmul(&exact, &tA, &tB), ER_OK);
-        setenv("EXACTREF_FAST", "1", 1); /* these shapes are below the size where the fast path starts by itself */
-        ck_assert_int_eq(er_matmul(&fast, &tA, &tB), ER_OK);
-        unsetenv("EXACTREF_FAST");
+        refs_of(fx, fo, M, K, N, A, B, C, &tA, &tB, &tC, &exact, &fast);
         /* outputs: the correctly rounded result moved by 0 to about 2^20 ulps, some of them NaN or infinite */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) {
@@ -192,15 +199,8 @@ START_TEST(fast_path_widest_among_near_equals) {
         for (int i = 0; i < M * K; i++) er_store(A, fx, i, a[i]);
         for (int i = 0; i < K * N; i++) er_store(B, fx, i, b[i]);
         er_tensor tA, tB, tC;
-        er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
-        er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
-        er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, NULL, C);
         er_ref *fast, *exact;
-        setenv("EXACTREF_FAST", "0", 1);
-        ck_assert_int_eq(er_matmul(&exact, &tA, &tB), ER_OK);
-        setenv("EXACTREF_FAST", "1", 1);
-        ck_assert_int_eq(er_matmul(&fast, &tA, &tB), ER_OK);
-        unsetenv("EXACTREF_FAST");
+        refs_of(fx, fo, M, K, N, A, B, C, &tA, &tB, &tC, &exact, &fast);
         gen_outputs_near(exact, fo, (int64_t)M * N, 0, C);
         er_standard std;
         ck_assert_int_eq(er_standard_parse(&std, "any_order", opts[t]), ER_OK);
@@ -251,15 +251,8 @@ START_TEST(fast_path_outputs_outside) {
         for (int i = 0; i < M * K; i++) er_store(A, fx, i, a[i]);
         for (int i = 0; i < K * N; i++) er_store(B, fx, i, b[i]);
         er_tensor tA, tB, tC;
-        er_tensor_view(&tA, fx, 2, (int64_t[]){M, K}, NULL, A);
-        er_tensor_view(&tB, fx, 2, (int64_t[]){K, N}, NULL, B);
-        er_tensor_view(&tC, fo, 2, (int64_t[]){M, N}, NULL, C);
         er_ref *fast, *exact;
-        setenv("EXACTREF_FAST", "0", 1);
-        ck_assert_int_eq(er_matmul(&exact, &tA, &tB), ER_OK);
-        setenv("EXACTREF_FAST", "1", 1);
-        ck_assert_int_eq(er_matmul(&fast, &tA, &tB), ER_OK);
-        unsetenv("EXACTREF_FAST");
+        refs_of(fx, fo, M, K, N, A, B, C, &tA, &tB, &tC, &exact, &fast);
         er_standard std;
         er_standard_init(&std);
         gen_outputs_near(exact, fo, nc, 0, C); /* the sets of these outputs, then the outputs moved out of them */
