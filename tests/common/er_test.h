@@ -187,7 +187,8 @@ static inline int er_same_element(const er_element *a, const er_element *b) {
     return a->index == b->index && a->cls == b->cls && a->lo == b->lo && a->hi == b->hi &&
            (a->exact == b->exact || (isnan(a->exact) && isnan(b->exact))) &&
            (a->rounded == b->rounded || (isnan(a->rounded) && isnan(b->rounded))) &&
-           (a->distance_ulps == b->distance_ulps);
+           (a->distance_ulps == b->distance_ulps) && a->nan_allowed == b->nan_allowed &&
+           a->pinf_allowed == b->pinf_allowed && a->ninf_allowed == b->ninf_allowed;
 }
 
 static inline void er_require_same_report(const er_report *a, const er_report *b, const char *what) {
