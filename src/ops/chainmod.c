@@ -794,7 +794,8 @@ typedef struct er_chain_fast_job {
      * ER_FAST_OUT; the widest of those sets (its width, element, ends and correctly rounded result); whether the last
      * element tried was one (the next is then tried that way first) */
     er_outs outs;
-    double owrel, owlo, owhi, owr;
+    double owrel;
+    er_cset owc;
     int64_t owidx;
     int out_first;
 } er_chain_fast_job;
@@ -1070,9 +1071,9 @@ static er_status er_chain_fast_inputs(const er_chain_fast_job *j, int64_t idx, e
  * from the modules' single sets but without the exact value: its stages' set joined with the correctly rounded
  * result r, known where the chain's double enclosure over the base's bracket rounds to one value (r lies in that
  * rounding: the fast decision's enclosure). 0 where r is not so known or y lies in the set (or a module refuses:
- * its put refuses again). Where 1: the set's ends, r, and y's distance as er_classify gives it. */
-static int er_chain_outside(const er_chain_fast_job *j, int64_t idx, double y, double *dist, double *lo, double *hi,
-                            double *r) {
+ * its put refuses again). Where 1: the set in *c (its exact value NaN, its rounded r) and y's distance as
+ * er_classify gives it. */
+static int er_chain_outside(const er_chain_fast_job *j, int64_t idx, double y, double *dist, er_cset *c) {
     const er_ref *ref = j->ref;
     const er_fmt_info *O = j->sk->O;
     er_cval v, w[12];
@@ -1086,30 +1087,25 @@ static int er_chain_outside(const er_chain_fast_job *j, int64_t idx, double y, d
     double ra = er__round_double(O, a, ER_ROUND_NEAREST, j->sk->ov);
     if (!isfinite(ra) || ra != er__round_double(O, b, ER_ROUND_NEAREST, j->sk->ov)) return 0;
     for (int i = 0; i < er__chain(ref)->nstages;) i = er_chain_step(ref, j->std, j->E, idx, i, &v, w);
-    er_cset c;
-    er__cset_build(&c, O, j->sk->ov, 1, &v, NAN, ra);
-    if (c.nan_req || !(c.lo <= c.hi) || (y >= c.lo && y <= c.hi)) return 0;
-    double edge = y > c.hi ? c.hi : c.lo;
+    er__cset_build(c, O, j->sk->ov, 1, &v, NAN, ra);
+    if (c->nan_req || !(c->lo <= c->hi) || (y >= c->lo && y <= c->hi)) return 0;
+    double edge = y > c->hi ? c->hi : c->lo;
     *dist = fabs(y - edge) / er__ulp(O, edge);
-    *lo = c.lo;
-    *hi = c.hi;
-    *r = ra;
     return 1;
 }
 
 /* er_chain_outside for an element the witnesses (or a batch pass) leave open: marked ER_FAST_OUT and recorded where
  * its output lies outside its set (its width a candidate for the widest); 0 otherwise. */
 static int er_chain_mark_out(er_chain_fast_job *j, int64_t idx, double y, uint8_t *classes) {
-    double d, lo, hi, r;
-    if (!er_chain_outside(j, idx, y, &d, &lo, &hi, &r) || !er__outs_mark(&j->outs, idx, d, d)) return 0;
+    double d;
+    er_cset c;
+    if (!er_chain_outside(j, idx, y, &d, &c) || !er__outs_mark(&j->outs, idx, d, d)) return 0;
     classes[idx] = ER_FAST_OUT;
-    double rel = er_set_rel(lo, hi);
+    double rel = er_set_rel(c.lo, c.hi);
     if (rel > j->owrel || (rel == j->owrel && rel >= 0 && idx < j->owidx)) {
         j->owrel = rel;
         j->owidx = idx;
-        j->owlo = lo;
-        j->owhi = hi;
-        j->owr = r;
+        j->owc = c;
     }
     return 1;
 }
@@ -1321,13 +1317,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
         for (int t = 0; t < nt && st == ER_OK; t++) {
             if (jobs[t].owidx < 0) continue; /* the widest of the sets found with an output outside them */
-            er_cset c;
-            memset(&c, 0, sizeof c);
-            c.lo = jobs[t].owlo;
-            c.hi = jobs[t].owhi;
-            c.exact = NAN; /* a named element's exact value is the engine's (report_exact) */
-            c.rounded = jobs[t].owr;
-            er__sink_widest(jobs[t].sk, jobs[t].owidx, &c,
+            er__sink_widest(jobs[t].sk, jobs[t].owidx, &jobs[t].owc, /* its exact value: report_exact */
                             er__load(jobs[t].sk->out, er__offset(jobs[t].sk->out, jobs[t].owidx)));
         }
         if (st == ER_OK && widx >= 0) {
