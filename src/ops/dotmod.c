@@ -673,7 +673,7 @@ static void *er_fast_decide_run(void *arg) {
                 }
                 if (want_set && er_fast_set(&fc, cx, &b, r1, r2, &slo, &shi)) {
                     int in = y >= slo && y <= shi, away = 0;
-                    if (!in && !sets) { /* outside a set known exactly: its distance as er_classify computes it */
+                    if (!in) { /* outside a set known exactly: its distance as er_classify computes it */
                         double e = y > shi ? shi : slo, d = fabs(y - e) / er__ulp(cx->O, e);
                         away = er__outs_mark(&fj->outs, idx, d, d);
                     }
@@ -685,11 +685,11 @@ static void *er_fast_decide_run(void *arg) {
                         double rel = er_set_rel(slo, shi);
                         if (rel > wrel || (rel == wrel && rel >= 0 && idx < widx)) { wrel = rel; widx = idx; }
                     }
+                    if (sets && (away || cls != ER_PENDING)) er__sink_set(cx->sk, idx, slo, shi, y);
                     if (away) {
                         classes[idx] = ER_FAST_OUT;
                         continue;
                     }
-                    if (sets && cls != ER_PENDING) er__sink_set(cx->sk, idx, slo, shi, y);
                 }
             }
             classes[idx] = (uint8_t)cls;
