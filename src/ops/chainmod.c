@@ -791,8 +791,8 @@ typedef struct er_chain_fast_job {
     er_epi plan;
     er_epi_scratch *scr;
     /* the outputs the witnesses leave open and found outside their whole sets (er_chain_outside), marked
-     * ER_FAST_OUT; the widest of those sets (its width, element, ends and correctly rounded result); whether the last
-     * element tried was one (the next is then tried that way first) */
+     * ER_FAST_OUT; the widest of those sets (its width, element and set); whether the last element tried was one (the
+     * next is then tried that way first) */
     er_outs outs;
     double owrel;
     er_cset owc;
