@@ -501,18 +501,27 @@ static inline int er_fast_outside(const er_fast_consts *fc, const er_dot_ctx *cx
     return 1;
 }
 
-/* sum |a_k b_k| of two float vectors in double (each product exact) with four running sums. */
-static double er_abs_dot(const float *a, const float *b, int64_t K) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t k = 0;
-    for (; k + 3 < K; k += 4) {
-        s0 += fabs((double)a[k] * b[k]);
-        s1 += fabs((double)a[k + 1] * b[k + 1]);
-        s2 += fabs((double)a[k + 2] * b[k + 2]);
-        s3 += fabs((double)a[k + 3] * b[k + 3]);
+/* sum |a_k b_k| of two float vectors in double (each product exact) with eight running sums, in any order as Lemma
+ * D4's bounds allow; the AVX2 build (simd) keeps them in two vector registers. */
+#define ER_ABS_DOT_BODY                                                                                               \
+    {                                                                                                                 \
+        double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                                       \
+        int64_t k = 0;                                                                                                \
+        for (; k + 7 < K; k += 8)                                                                                     \
+            for (int q = 0; q < 8; q++) s[q] += fabs((double)a[k + q] * b[k + q]);                                   \
+        for (; k < K; k++) s[0] += fabs((double)a[k] * b[k]);                                                         \
+        return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));                                     \
     }
-    for (; k < K; k++) s0 += fabs((double)a[k] * b[k]);
-    return (s0 + s1) + (s2 + s3);
+static double er_abs_dot_base(const float *restrict a, const float *restrict b, int64_t K) ER_ABS_DOT_BODY
+#if ER_HAVE_AVX2
+ER_AVX2 static double er_abs_dot_avx2(const float *restrict a, const float *restrict b, int64_t K) ER_ABS_DOT_BODY
+#endif
+static inline double er_abs_dot(const float *a, const float *b, int64_t K, int simd) {
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd) return er_abs_dot_avx2(a, b, K);
+#endif
+    return er_abs_dot_base(a, b, K);
 }
 
 /* The fast path's first pass: threads take chunks of elements from a shared counter (a thread slowed by other
@@ -650,7 +659,7 @@ static void *er_fast_decide_run(void *arg) {
                     }
                     if (want_set || cls == ER_PENDING) {
                         double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K,
-                                              er__dot(ref)->bt + (ib * pl->N + jj) * K, K);
+                                              er__dot(ref)->bt + (ib * pl->N + jj) * K, K, fj->simd);
                         double lo = P * plo_f, hi = P * phi_f;
                         if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) {
                             classes[idx] = ER_PENDING;
@@ -1212,7 +1221,7 @@ static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, dou
     er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i],
                    er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
     if (effort > 0) {
-        double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K), l = P * c->plo_f, h = P * c->phi_f;
+        double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd), l = P * c->plo_f, h = P * c->phi_f;
         Plo = l > Plo ? l : Plo;
         Phi = h < Phi ? h : Phi;
     }
@@ -1292,7 +1301,7 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
     double Sh = er__dot(ref)->fs[idx], Plo, Phi, lo, hi;
     er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i],
                    er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
-    double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K), l = P * c->plo_f, h = P * c->phi_f;
+    double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd), l = P * c->plo_f, h = P * c->phi_f;
     er_fast_bracket b;
     if (er_fast_bracket_of(&c->fc, Sh, l > Plo ? l : Plo, h < Phi ? h : Phi, &b) &&
         er_fast_set(&c->fc, &c->cx, &b, er_fast_rn(&c->fc, &c->cx, b.slo), er_fast_rn(&c->fc, &c->cx, b.shi), &lo,
