@@ -499,6 +499,7 @@ def torch_reference():
 if __name__ == "__main__":
     main()
     epilogue()
+    failing()
     rows()
     backward_rows()
     elementwise()
