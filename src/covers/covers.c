@@ -8,9 +8,11 @@
 #include <stdint.h> /* before mpfr.h: enables the intmax_t functions */
 #include <stdlib.h>
 #include <stdio.h>
+#include <string.h>
 #include <mpfr.h>
 #include <exactref/mpfr.h>
 #include "format/format.h"
+#include "format/vecround.h"
 #include "ops/module.h"
 #include "tensor/tensor_internal.h"
 
@@ -222,6 +224,98 @@ int er__sink_tally_put(er_sink *sk, er_sink_tally *t, int64_t idx, const er_cset
         t->n_away++;
     }
     return 1;
+}
+
+/* er__sink_tally_run's loop: its counts, the largest and least width of the sets away from 0 (n_away of them). */
+typedef struct er_run_tally {
+    int64_t exact, covered, n_away, tried, seen, pending;
+    double coarsest, finest;
+} er_run_tally;
+
+/* One element of er__sink_tally_put's steps in selects: the output inside the finite set [L, H], its classic-bug test
+ * decided without the overflow rule (the moved value within O's range) and the set not every finite value of O (an
+ * unbounded set, for the record), else pending. Vectorised (core/internal.h). */
+ER_ALWAYS_INLINE void er_tally_run_body(int64_t n, const double *restrict lo, const double *restrict hi,
+                                        const double *restrict ex, const double *restrict rd,
+                                        const double *restrict y, double *restrict rel, uint8_t *restrict cls,
+                                        er_vec_fmt f, int narrow, double bug, double omax, er_run_tally *rt) {
+    int64_t ne = 0, nc = 0, na = 0, nt = 0, ns = 0, np = 0, hasbug = bug != 0;
+    int64_t co = 0, fi = INT64_MAX; /* the widths' bits: a width away from 0 is >= 0, where they order as the values */
+    for (int64_t q = 0; q < n; q++) {
+        double L = lo[q], H = hi[q], Y = y[q], v = ex[q] * (1 + bug), yb = er_vec_rn_fmt(v, f, narrow);
+        int64_t fin = fabs(ex[q]) <= DBL_MAX, in = (Y >= L) & (Y <= H);
+        in &= (!hasbug | !fin | er_vec_rn_ok(v, yb, f, narrow)) & !((L <= -omax) & (H >= omax));
+        int64_t hit = Y == rd[q], moved = hasbug & fin & in;
+        double al = fabs(L), ah = fabs(H), m = al > ah ? al : ah, w = (H - L) / m;
+        double r = (L < H) & (m > 0) & (w <= DBL_MAX) ? w : -1;
+        int64_t aw = in & ((L > 0) | (H < 0)) & (m <= DBL_MAX);
+        ne += in & hit;
+        nc += in & !hit;
+        na += aw;
+        int64_t wb, wc, wf;
+        memcpy(&wb, &w, sizeof wb);
+        wc = wb & -aw; /* masks, not selects: GCC folds a select into the reduction and then cannot vectorise it */
+        wf = wc | ((aw - 1) & INT64_MAX);
+        co = wc > co ? wc : co;
+        fi = wf < fi ? wf : fi;
+        nt += moved;
+        ns += moved & !((yb >= L) & (yb <= H));
+        np += !in;
+        cls[q] = in ? (uint8_t)(hit ? ER_CLASS_EXACT : ER_CLASS_COVERED) : (uint8_t)ER_PENDING;
+        rel[q] = in ? r : -1;
+    }
+    double c, m;
+    memcpy(&c, &co, sizeof c);
+    memcpy(&m, &fi, sizeof m);
+    *rt = (er_run_tally){ ne, nc, na, nt, ns, np, c, m };
+}
+#define ER_TALLY_RUN_ARGS                                                                                             \
+    int64_t n, const double *restrict lo, const double *restrict hi, const double *restrict ex,                       \
+        const double *restrict rd, const double *restrict y, double *restrict rel, uint8_t *restrict cls,             \
+        er_vec_fmt f, double bug, double omax, er_run_tally *rt
+#define ER_TALLY_RUN_CALL(narrow) er_tally_run_body(n, lo, hi, ex, rd, y, rel, cls, f, narrow, bug, omax, rt)
+static void er_tally_run(ER_TALLY_RUN_ARGS, int narrow) {
+    if (narrow) ER_TALLY_RUN_CALL(1);
+    else ER_TALLY_RUN_CALL(0);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_tally_run_avx2(ER_TALLY_RUN_ARGS, int narrow) {
+    if (narrow) ER_TALLY_RUN_CALL(1);
+    else ER_TALLY_RUN_CALL(0);
+}
+ER_AVX512 static void er_tally_run_avx512(ER_TALLY_RUN_ARGS, int narrow) {
+    if (narrow) ER_TALLY_RUN_CALL(1);
+    else ER_TALLY_RUN_CALL(0);
+}
+#endif
+
+int er__sink_tally_runs(const er_sink *sk) {
+    er_format o = sk->O->id;
+    return !sk->enclose && !sk->set_lo && sk->out->format == o && (o == ER_FP32 || o == ER_FP16 || o == ER_BF16);
+}
+
+int64_t er__sink_tally_run(er_sink *sk, er_sink_tally *t, int64_t idx0, int64_t n, const double *lo, const double *hi,
+                           const double *ex, const double *rd, const double *y, double *rel, int simd) {
+    er_vec_fmt f = er_vec_fmt_of(sk->O);
+    uint8_t *cls = sk->rep->classes + idx0;
+    er_run_tally rt;
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd >= 2) er_tally_run_avx512(n, lo, hi, ex, rd, y, rel, cls, f, sk->bug, sk->O->max, &rt, f.narrow);
+    else if (simd) er_tally_run_avx2(n, lo, hi, ex, rd, y, rel, cls, f, sk->bug, sk->O->max, &rt, f.narrow);
+    else
+#endif
+        er_tally_run(n, lo, hi, ex, rd, y, rel, cls, f, sk->bug, sk->O->max, &rt, f.narrow);
+    t->exact += rt.exact;
+    t->covered += rt.covered;
+    t->n_bug_tried += rt.tried;
+    t->n_bug_seen += rt.seen;
+    if (rt.n_away) {
+        if (!t->n_away || rt.coarsest > t->coarsest) t->coarsest = rt.coarsest;
+        if (!t->n_away || rt.finest < t->finest) t->finest = rt.finest;
+        t->n_away += rt.n_away;
+    }
+    return rt.pending;
 }
 
 void er__sink_tally(er_sink *sk, const er_sink_tally *t) {

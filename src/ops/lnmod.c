@@ -68,7 +68,7 @@ static void *er_ln_run(void *arg) {
     er_ln_job *j = arg;
     if (j->lc->sk[0]) er__row_rec_begin(&j->lc->rec, j->lc->sk[0], 1);
     j->st = er__layernorm_foreach_range(j->ref, j->r0, j->r1, er_ln_cb, j->lc);
-    if (j->st == ER_OK && j->lc->sk[0]) er__row_rec_end(&j->lc->rec, j->lc->sk[0]);
+    if (j->lc->sk[0]) er__row_rec_end(&j->lc->rec, j->lc->sk[0], j->st);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
 }

@@ -76,12 +76,15 @@ typedef struct er_row_rec {
     double wrel, wy;
     int64_t widx;
     er_cset wc;
+    int simd;       /* er__simd() */
+    double *buf;    /* a row's scratch for its runs (cap elements), freed by er__row_rec_end */
+    int64_t cap;
 } er_row_rec;
 
-/* A share's record at its start (in_order: its elements come in increasing order) and at its end (the tally and the
- * widest recorded set given to the sink). */
+/* A share's record at its start (in_order: its elements come in increasing order) and at its end (its scratch freed;
+ * where st is ER_OK, the tally and the widest recorded set given to the sink). */
 ER_INTERNAL void er__row_rec_begin(er_row_rec *rec, const er_sink *sk, int in_order);
-ER_INTERNAL void er__row_rec_end(er_row_rec *rec, er_sink *sk);
+ER_INTERNAL void er__row_rec_end(er_row_rec *rec, er_sink *sk, er_status st);
 /* A row's sets from the compute-format sets cv (with the exact and correctly rounded results) into the sink, through
  * the record: elements idx[0 .. n) (idx NULL: base .. base + n), in increasing order where the record is on. */
 ER_INTERNAL void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n,

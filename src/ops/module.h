@@ -105,6 +105,18 @@ ER_INTERNAL void er__sink_tally(er_sink *s, const er_sink_tally *t);
  * -1: not counted), returning 1; any other element is put (returning 0). The share gives *t to er__sink_tally and its
  * widest recorded set to er__sink_widest at its end. */
 ER_INTERNAL int er__sink_tally_put(er_sink *s, er_sink_tally *t, int64_t idx, const er_cset *c, double y, double *rel);
+/* Whether er__sink_tally_run takes this sink's elements: the output read (no sets kept) and an fp32, fp16 or bf16
+ * output viewed in its own format. */
+ER_INTERNAL int er__sink_tally_runs(const er_sink *s);
+/* er__sink_tally_put over the n elements idx0 .. idx0 + n - 1 (a sink er__sink_tally_runs takes), each set the finite
+ * interval [lo[q], hi[q]] of O (its correctly rounded result rd[q] within it, its exact result ex[q]; lo[q] NaN: a set
+ * of another form), y[q] the output: an output inside its set, whose classic-bug test needs no overflow rule and whose
+ * set is not every finite value of O is classified, its class written and tallied into *t and rel[q] set as
+ * er__sink_tally_put would; every other element's class is ER_PENDING and rel[q] -1, for the caller to put. Loops
+ * that vectorise (simd: er__simd()'s level). Returns the number pending. */
+ER_INTERNAL int64_t er__sink_tally_run(er_sink *s, er_sink_tally *t, int64_t idx0, int64_t n, const double *lo,
+                                       const double *hi, const double *ex, const double *rd, const double *y,
+                                       double *rel, int simd);
 /* A chain's failing element idx, put already: the most leading stages whose set holds its output (er_element's
  * stage), recorded where the report keeps the element. */
 ER_INTERNAL void er__sink_stage(er_sink *s, int64_t idx, int stage);

@@ -13,6 +13,7 @@
 #include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
 #include "core/sqwin.h"
+#include "format/vecround.h"
 
 /* One thread's run of rows [r0, r1) into its sink. */
 typedef struct er_row_job {
@@ -25,21 +26,102 @@ typedef struct er_row_job {
     er_row_rec rec;
 } er_row_job;
 
+/* The widest recorded set: the first of the widest (rows come in increasing order; within a row the decided elements
+ * and the others are offered apart). */
+static void er_row_offer(er_row_rec *rec, int64_t i, double rel, const er_cset *c, double y) {
+    if (!(rel >= 0) || rel < rec->wrel || (rel == rec->wrel && (rec->widx < 0 || i > rec->widx))) return;
+    rec->wrel = rel;
+    rec->widx = i;
+    rec->wc = *c;
+    rec->wy = y;
+}
+
+/* The row's sets through the output conversion (er__cset_build with any = 1) where that is a finite interval of O,
+ * [lo[q], hi[q]] with the correctly rounded result in it; lo[q] NaN elsewhere (a special value possible, an end beyond
+ * O's range). Vectorised (core/internal.h). */
+ER_ALWAYS_INLINE void er_row_map_body(int64_t n, const er_cval *restrict cv, const double *restrict rd,
+                                      double *restrict lo, double *restrict hi, er_vec_fmt f, int narrow) {
+    for (int64_t q = 0; q < n; q++) {
+        double a = cv[q].lo, b = cv[q].hi, r = rd[q], L = er_vec_rn_fmt(a, f, narrow), H = er_vec_rn_fmt(b, f, narrow);
+        int64_t sp = cv[q].pinf | cv[q].ninf | cv[q].nan | cv[q].nan_req;
+        int64_t ok = !sp & (a <= b) & er_vec_rn_ok(a, L, f, narrow) & er_vec_rn_ok(b, H, f, narrow);
+        ok &= fabs(r) <= f.maxv;
+        L = r < L ? r : L;
+        H = r > H ? r : H;
+        lo[q] = ok ? L : NAN;
+        hi[q] = H;
+    }
+}
+#define ER_ROW_MAP_ARGS                                                                                               \
+    int64_t n, const er_cval *restrict cv, const double *restrict rd, double *restrict lo, double *restrict hi,       \
+        er_vec_fmt f
+static void er_row_map(ER_ROW_MAP_ARGS) {
+    if (f.narrow) er_row_map_body(n, cv, rd, lo, hi, f, 1);
+    else er_row_map_body(n, cv, rd, lo, hi, f, 0);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_row_map_avx2(ER_ROW_MAP_ARGS) {
+    if (f.narrow) er_row_map_body(n, cv, rd, lo, hi, f, 1);
+    else er_row_map_body(n, cv, rd, lo, hi, f, 0);
+}
+#endif
+
+/* A row of n elements from base whose record is on, decided in runs (er__sink_tally_run); 0 where that cannot run
+ * (the sink's format, no memory), the caller then putting the row element by element. */
+static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_cval *cv, const double *ex,
+                          const double *rd) {
+    if (!er__sink_tally_runs(sk)) return 0;
+    if (rec->cap < n) {
+        double *b = er__mem_fits(32.0 * (double)n) ? realloc(rec->buf, sizeof(double) * 4 * (size_t)n) : NULL;
+        if (!b) return 0;
+        rec->buf = b;
+        rec->cap = n;
+    }
+    double *lo = rec->buf, *hi = lo + n, *y = hi + n, *rel = y + n;
+    er_vec_fmt f = er_vec_fmt_of(sk->O);
+    er__load_run(sk->out, base, n, y);
+#if ER_HAVE_AVX2
+    if (rec->simd) er_row_map_avx2(n, cv, rd, lo, hi, f);
+    else
+#endif
+        er_row_map(n, cv, rd, lo, hi, f);
+    int64_t open = er__sink_tally_run(sk, &rec->t, base, n, lo, hi, ex, rd, y, rel, rec->simd);
+    const uint8_t *cls = er__sink_classes(sk) + base;
+    er_cset c;
+    double r;
+    for (int64_t q = 0; open > 0; q++) { /* the elements left, in order: put as er__row_put puts them */
+        const uint8_t *p = memchr(cls + q, ER_PENDING, (size_t)(n - q));
+        q = p - cls;
+        open--;
+        er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
+        if (er__sink_tally_put(sk, &rec->t, base + q, &c, y[q], &r)) er_row_offer(rec, base + q, r, &c, y[q]);
+    }
+    double wmax = -1;
+    for (int64_t q = 0; q < n; q++) wmax = rel[q] > wmax ? rel[q] : wmax;
+    if (wmax >= 0 && wmax >= rec->wrel)
+        for (int64_t q = 0; q < n; q++)
+            if (rel[q] == wmax) {
+                er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
+                er_row_offer(rec, base + q, wmax, &c, y[q]);
+                break;
+            }
+    return 1;
+}
+
 void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n, const er_cval *cv,
                  const double *ex, const double *rd) {
+    if (rec->on && n > 0) { /* a run of consecutive elements: decided in runs */
+        int64_t b = idx ? idx[0] : base, k = 0;
+        while (idx && k < n && idx[k] == b + k) k++;
+        if ((!idx || k == n) && er_row_put_run(sk, rec, b, n, cv, ex, rd)) return;
+    }
     for (int64_t k = 0; k < n; k++) {
         er_cset c;
         int64_t i = idx ? idx[k] : base + k;
         er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
         if (!rec->on) { er__sink_put(sk, i, &c); continue; }
         double y = er__load(sk->out, sk->out_contig ? i : er__offset(sk->out, i)), rel;
-        /* the widest recorded set: the first of the widest, the elements coming in increasing order */
-        if (er__sink_tally_put(sk, &rec->t, i, &c, y, &rel) && rel >= 0 && rel > rec->wrel) {
-            rec->wrel = rel;
-            rec->widx = i;
-            rec->wc = c;
-            rec->wy = y;
-        }
+        if (er__sink_tally_put(sk, &rec->t, i, &c, y, &rel)) er_row_offer(rec, i, rel, &c, y);
     }
 }
 
@@ -49,9 +131,13 @@ void er__row_rec_begin(er_row_rec *rec, const er_sink *sk, int in_order) {
     rec->on = in_order && er__sink_reads_output(sk) && !sk->set_lo && !(env && env[0] == '0');
     rec->wrel = -1;
     rec->widx = -1;
+    rec->simd = er__simd();
 }
-void er__row_rec_end(er_row_rec *rec, er_sink *sk) {
-    if (!rec->on) return;
+void er__row_rec_end(er_row_rec *rec, er_sink *sk, er_status st) {
+    free(rec->buf);
+    rec->buf = NULL;
+    rec->cap = 0;
+    if (!rec->on || st != ER_OK) return;
     er__sink_tally(sk, &rec->t);
     if (rec->widx >= 0) er__sink_widest(sk, rec->widx, &rec->wc, rec->wy);
 }
@@ -320,7 +406,7 @@ static void *er_row_run(void *arg) {
     er__row_rec_begin(&j->rec, j->sk, j->ref->mod == &er__rmsnorm_module || er__rows(j->ref)->dim == j->ref->ndim - 1);
     if (j->ref->mod == &er__rmsnorm_module) j->st = er_rmsnorm_rows(j);
     else j->st = er__softmax_foreach_range(j->ref, j->r0, j->r1, er_softmax_cb, j);
-    if (j->st == ER_OK) er__row_rec_end(&j->rec, j->sk);
+    er__row_rec_end(&j->rec, j->sk, j->st);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
 }

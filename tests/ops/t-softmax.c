@@ -849,6 +849,110 @@ START_TEST(row_ops_same_report_with_or_without_the_tally) {
 }
 END_TEST
 
+/* The same agreement where the rows are decided in runs (er__sink_tally_run): fp16, bf16 and fp32 outputs, stored
+ * row-major or transposed, x and the weights scaled so that outputs reach past the output format's largest value
+ * (sets with an infinity: elements the runs leave to the per-element record), a few weights so small that fp16 outputs
+ * are a few subnormals, and flat rows (every set the same: the widest set tied), every op of the tally. */
+START_TEST(row_ops_same_report_in_runs) {
+    er_test_reseed(551);
+    const int64_t R = 7, N = 1000;
+    static const er_format fmts[3] = {ER_FP16, ER_BF16, ER_FP32};
+    float *x = malloc(sizeof(float) * (size_t)(R * N)), *w = malloc(sizeof(float) * (size_t)N);
+    double *v = malloc(sizeof(double) * (size_t)(R * N)), *z = malloc(sizeof(double) * (size_t)(R * N));
+    void *y = malloc(sizeof(float) * (size_t)(R * N));
+    int64_t past = 0;
+    for (int of = 0; of < 3; of++)
+        for (int kind = 0; kind < 3; kind++)
+            for (int tr = 0; tr < 2; tr++) {
+                er_format f = fmts[of];
+                int big = kind == 1, flat = kind == 2; /* flat: every x and every weight equal, so every set */
+                double top = f == ER_FP16 ? 65504.0 : f == ER_BF16 ? 0x1.fep127 : 0x1.fffffep127;
+                /* big: the weights (and log_softmax's x) scaled so that the largest outputs lie past top */
+                double ws = big ? top / 2 : 1, xb = big ? (f == ER_FP16 ? 1e4 : 1e37) : 3;
+                for (int64_t i = 0; i < R * N; i++) z[i] = flat ? 0.5 : er_rand_normal();
+                /* every 50th weight 2^-27: fp16 outputs of a few of fp16's least subnormal (tied widest sets) */
+                for (int64_t j = 0; j < N; j++)
+                    w[j] = (float)(flat ? 1.125 : j % 50 == 3 ? 0x1p-27 : ws * (1 + er_rand_normal() / 4));
+                er_tensor tx, ty, tw;
+                er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, N}, NULL, x);
+                er_tensor_view(&ty, f, 2, (int64_t[]){R, N}, tr ? (int64_t[]){1, R} : NULL, y);
+                er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){N}, NULL, w);
+                for (int op = 0; op < 6; op++) {
+                    er_ref *ref;
+                    double xs = op == 1 ? xb : 3;
+                    for (int64_t i = 0; i < R * N; i++) x[i] = (float)(xs * z[i]);
+                    if (op == 0) ck_assert_int_eq(er_softmax(&ref, &tx, 1), ER_OK);
+                    else if (op == 1) ck_assert_int_eq(er_log_softmax(&ref, &tx, -1), ER_OK);
+                    else if (op >= 4)
+                        ck_assert_int_eq(er_layernorm(&ref, &tx, 1, op == 5 ? &tw : NULL, &tw, 1e-6), ER_OK);
+                    else ck_assert_int_eq(er_rmsnorm(&ref, &tx, op == 3 ? &tw : NULL, 1e-6), ER_OK);
+                    for (int64_t r = 0; r < R; r++) {
+                        double m = -INFINITY, s = 0, q = 0, mu = 0, d2 = 0;
+                        for (int64_t j = 0; j < N; j++) {
+                            m = fmax(m, x[r * N + j]);
+                            q += ((double)x[r * N + j] / xs) * ((double)x[r * N + j] / xs);
+                            mu += x[r * N + j] / (double)N;
+                        }
+                        for (int64_t j = 0; j < N; j++) {
+                            s += exp((double)x[r * N + j] - m);
+                            d2 += ((x[r * N + j] - mu) / xs) * ((x[r * N + j] - mu) / xs);
+                        }
+                        for (int64_t j = 0; j < N; j++) {
+                            int64_t e = r * N + j;
+                            double sc = op == 3 || op == 5 ? w[j] : 1;
+                            v[e] = op == 0   ? exp(x[e] - m) / s
+                                   : op == 1 ? x[e] - m - log(s)
+                                   : op >= 4 ? (x[e] - mu) / xs / sqrt(d2 / N + 1e-6 / (xs * xs)) * sc + w[j]
+                                             : x[e] / xs * sc / sqrt(q / N + 1e-6 / (xs * xs));
+                            if (e % 97 == 5) v[e] *= 1.01;
+                            if (e % 89 == 3) v[e] *= 1 + 0x1p-9;
+                            if (e % 1013 == 7) v[e] = NAN;
+                            er_store(y, f, tr ? (e % N) * R + e / N : e, v[e]);
+                        }
+                    }
+                    er_standard std;
+                    er_standard_init(&std);
+                    er_report a, b;
+                    setenv("EXACTREF_FAST", "0", 1);
+                    ck_assert_int_eq(er_covers(&a, ref, &ty, &std), ER_OK);
+                    unsetenv("EXACTREF_FAST");
+                    /* the runs' loops at each level: the baseline ISA's, AVX2's and the processor's (EXACTREF_SIMD) */
+                    static const char *const levels[3] = {"0", "1", NULL};
+                    for (int lv = 0; lv < 3; lv++) {
+                        if (levels[lv]) setenv("EXACTREF_SIMD", levels[lv], 1);
+                        ck_assert_int_eq(er_covers(&b, ref, &ty, &std), ER_OK);
+                        unsetenv("EXACTREF_SIMD");
+                        char what[112];
+                        snprintf(what, sizeof what, "op %d, %s output%s%s, EXACTREF_SIMD=%s", op, er_format_name(f),
+                                 big ? ", scaled" : flat ? ", flat" : "", tr ? ", transposed" : "",
+                                 levels[lv] ? levels[lv] : "unset");
+                        er_require_same_report(&a, &b, what);
+                        ER_REQUIRE(a.n_bug_tried == b.n_bug_tried && a.n_bug_seen == b.n_bug_seen &&
+                                       a.blind_rel == b.blind_rel,
+                                   "%s: the classic bug's tests differ (%lld/%lld tried, %lld/%lld seen)", what,
+                                   (long long)a.n_bug_tried, (long long)b.n_bug_tried, (long long)a.n_bug_seen,
+                                   (long long)b.n_bug_seen);
+                        ER_REQUIRE(a.n_away == b.n_away && a.coarsest_rel == b.coarsest_rel &&
+                                       a.finest_rel == b.finest_rel && a.n_unseen == b.n_unseen,
+                                   "%s: the resolution's widths differ", what);
+                        ck_assert_msg(b.n_failed > 0, "%s: nothing fails", what);
+                        er_report_clear(&b);
+                    }
+                    for (int64_t e = 0; e < R * N; e++) past += fabs(v[e]) > top;
+                    er_report_clear(&a);
+                    er_ref_free(ref);
+                }
+            }
+    /* the scaled rows reached past the format's range */
+    ck_assert_int_gt(past, 100);
+    free(x);
+    free(w);
+    free(v);
+    free(z);
+    free(y);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("softmax");
     TCase *tc = tcase_create("softmax");
@@ -864,6 +968,7 @@ int main(void) {
     tcase_add_test(tc, option_implementations_are_covered);
     tcase_add_test(tc, row_ops_same_report_for_any_thread_count);
     tcase_add_test(tc, row_ops_same_report_with_or_without_the_tally);
+    tcase_add_test(tc, row_ops_same_report_in_runs);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
