@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <mpfr.h>
 #include "format/format.h"
+#include "format/vecround.h"
 #include "enclose/approx.h"
 #include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
@@ -76,18 +77,18 @@ static void er_compose(const er_rmsnorm_plan *pl, double x, double r, double w, 
 
 /* The exact y = x w / sqrt(S/n + eps) of one element in MPFR: rs[big] the row's enclosures at the two ends of S's
  * bracket (rz: a zero radicand), then S exactly and growing precision while the ends round apart. */
-static void er_rms_exact_mpfr(const er_rmsnorm_plan *pl, const double *xs, int64_t n, double x, double wi, mpfr_t rs[2],
-                              const int rz[2], double *exact, double *rounded) {
+static void er_rms_exact_mpfr(const er_rmsnorm_plan *pl, const double *xs, int64_t n, double x, double wi,
+                              const er_rms_row *row, double *exact, double *rounded) {
     mpfr_t s, y;
     mpfr_inits2(256, s, y, (mpfr_ptr)0);
     double rr[2] = {0, 0};
     for (int up = 0; up < 2; up++) {
         /* sqrt(S/n + eps) grows with S: the smallest y magnitude comes from the largest S */
         int big = up ^ (x * wi < 0);
-        if (rz[big]) { rr[up] = NAN; break; }
+        if (row->rz[big]) { rr[up] = NAN; break; }
         mpfr_set_d(y, x, MPFR_RNDN);
         mpfr_mul_d(y, y, wi, MPFR_RNDN); /* exact at 256 bits */
-        mpfr_mul(y, y, rs[big], up ? MPFR_RNDD : MPFR_RNDU);
+        mpfr_mul(y, y, row->rs[big], up ? MPFR_RNDD : MPFR_RNDU);
         rr[up] = er__round_mpfr(pl->O, y, ER_ROUND_NEAREST, pl->ov_out);
         if (!up) *exact = mpfr_get_d(y, MPFR_RNDN);
     }
@@ -169,81 +170,159 @@ er_status er__rmsnorm_rstd_of(const er_rmsnorm_plan *pl, const er_dotsum *smp, c
     return ER_OK;
 }
 
-/* The row's 1/sqrt(S/n + eps) at the two ends of S's bracket from its summary, at 256 bits (rz: the radicand is 0);
- * for an output of at most 24 bits, their enclosure in doubles [*r_lo, *r_hi], and whether the exact results can be
- * taken in double (1) or need MPFR (0). */
-static int er_rms_rs(const er_rmsnorm_plan *pl, const er_dotsum *sm, int64_t n, mpfr_t rs[2], int rz[2], double *r_lo,
-                     double *r_hi) {
+/* The row's 1/sqrt(S/n + eps) at the two ends of S's bracket from its summary r->sm, at 256 bits (r->rs, initialised;
+ * r->rz: the radicand is 0); for an output of at most 24 bits, their enclosure in doubles [r->r_lo, r->r_hi], and
+ * whether the exact results can be taken in double (r->dbl = 1) or need MPFR (0). */
+static void er_rms_rs(const er_rmsnorm_plan *pl, int64_t n, er_rms_row *r) {
+    const er_dotsum *sm = &r->sm;
     mpfr_t re;
     mpfr_init2(re, 64);
-    rz[0] = rz[1] = 0;
+    r->rz[0] = r->rz[1] = 0;
     for (int big = 0; big < 2 && !sm->special; big++) {
-        mpfr_set_uj_2exp(rs[big], sm->m, sm->e, MPFR_RNDN);
-        if (big && sm->sticky) { mpfr_set_ui_2exp(re, 1, sm->e, MPFR_RNDN); mpfr_add(rs[big], rs[big], re, MPFR_RNDN); }
-        mpfr_div_ui(rs[big], rs[big], (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
-        mpfr_add_d(rs[big], rs[big], pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
-        if (mpfr_zero_p(rs[big])) { rz[big] = 1; continue; }
-        mpfr_rec_sqrt(rs[big], rs[big], big ? MPFR_RNDD : MPFR_RNDU);
+        mpfr_ptr v = r->rs[big];
+        mpfr_set_uj_2exp(v, sm->m, sm->e, MPFR_RNDN);
+        if (big && sm->sticky) { mpfr_set_ui_2exp(re, 1, sm->e, MPFR_RNDN); mpfr_add(v, v, re, MPFR_RNDN); }
+        mpfr_div_ui(v, v, (unsigned long)n, big ? MPFR_RNDU : MPFR_RNDD);
+        mpfr_add_d(v, v, pl->eps, big ? MPFR_RNDU : MPFR_RNDD);
+        if (mpfr_zero_p(v)) { r->rz[big] = 1; continue; }
+        mpfr_rec_sqrt(v, v, big ? MPFR_RNDD : MPFR_RNDU);
     }
     mpfr_clear(re);
     /* the exact results in double for an output of at most 24 bits (r's enclosure widened to doubles) */
-    int dbl = pl->O->p <= 24 && !sm->special && !rz[0] && !rz[1];
-    *r_lo = dbl ? mpfr_get_d(rs[1], MPFR_RNDD) : 0;
-    *r_hi = dbl ? mpfr_get_d(rs[0], MPFR_RNDU) : 0;
-    if (!(*r_lo > 0) || !(*r_hi < INFINITY)) dbl = 0;
-    return dbl;
+    int dbl = pl->O->p <= 24 && !sm->special && !r->rz[0] && !r->rz[1];
+    r->r_lo = dbl ? mpfr_get_d(r->rs[1], MPFR_RNDD) : 0;
+    r->r_hi = dbl ? mpfr_get_d(r->rs[0], MPFR_RNDU) : 0;
+    if (!(r->r_lo > 0) || !(r->r_hi < INFINITY)) dbl = 0;
+    r->dbl = dbl;
+}
+
+er_status er__rmsnorm_row_begin(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
+                                 int64_t n, er_rms_row *r) {
+    ER_RETURN_IF_ERROR(er__rmsnorm_rstd_set(pl, acc, env, x, n, &r->sm, &r->special, &r->rlo, &r->rhi));
+    mpfr_inits2(256, r->rs[0], r->rs[1], (mpfr_ptr)0);
+    er_rms_rs(pl, n, r);
+    return ER_OK;
+}
+
+void er__rmsnorm_row_end(er_rms_row *r) { mpfr_clears(r->rs[0], r->rs[1], (mpfr_ptr)0); }
+
+void er__rmsnorm_elem(const er_rmsnorm_plan *pl, const er_rms_row *r, const double *x, double wi, int64_t n, int64_t i,
+                      er_cval *cv, double *exact, double *rounded) {
+    double a[3], b[3], xi = x[i];
+    er_compose(pl, xi, r->rlo, wi, a);
+    er_compose(pl, xi, r->rhi, wi, b);
+    double lo = INFINITY, hi = -INFINITY;
+    int nan = r->special && (isnan(xi) || isinf(xi) || r->sm.special);
+    for (int k = 0; k < 3; k++) {
+        if (isnan(a[k]) || isnan(b[k])) { nan = 1; continue; }
+        double l = a[k] < b[k] ? a[k] : b[k], h = a[k] > b[k] ? a[k] : b[k];
+        if (l < lo) lo = l;
+        if (h > hi) hi = h;
+    }
+    if (nan && lo > hi) { lo = NAN; hi = NAN; }              /* NaN for every r */
+    else if (nan) { lo = -INFINITY; hi = INFINITY; }        /* NaN possible: keep everything */
+    er__cval_from_interval(cv, lo, hi, nan, pl->O);
+    /* exact: x_i w_i / sqrt(S/n + eps), from S's summary bracket [S_lo, S_hi] */
+    if (r->sm.special || !isfinite(xi) || !isfinite(wi)) {
+        *exact = *rounded = NAN;
+        return;
+    }
+    if (r->dbl) {
+        /* in double (docs/algorithms/double-bounds.md): r in [r_lo, r_hi] > 0, p = x w in [p_lo, p_hi]; the lowest
+         * y at p_lo and the highest at p_hi, each at one end of r */
+        double p = xi * wi, pl_ = er__dn(p), ph = er__up(p);
+        double a0 = pl_ * r->r_lo, a1 = pl_ * r->r_hi, b0 = ph * r->r_lo, b1 = ph * r->r_hi;
+        double yl = er__dn(a0 < a1 ? a0 : a1), yh = er__up(b0 > b1 ? b0 : b1);
+        double ol = er__round_double(pl->O, yl, ER_ROUND_NEAREST, pl->ov_out),
+               oh = er__round_double(pl->O, yh, ER_ROUND_NEAREST, pl->ov_out);
+        if (ol == oh) {
+            *exact = 0.5 * yl + 0.5 * yh;
+            *rounded = ol;
+            return;
+        }
+    }
+    er_rms_exact_mpfr(pl, x, n, xi, wi, r, exact, rounded);
 }
 
 er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                           const double *w, int64_t n, er_cval *cv, double *exact, double *rounded) {
     if (n == 0) return ER_OK;
-    er_dotsum sm;
-    double rlo, rhi;
-    int special;
-    ER_RETURN_IF_ERROR(er__rmsnorm_rstd_set(pl, acc, env, x, n, &sm, &special, &rlo, &rhi));
-    mpfr_t rs[2];
-    int rz[2];
-    mpfr_inits2(256, rs[0], rs[1], (mpfr_ptr)0);
-    double r_lo, r_hi;
-    int dbl = er_rms_rs(pl, &sm, n, rs, rz, &r_lo, &r_hi);
-    for (int64_t i = 0; i < n; i++) {
-        double wi = w ? w[i] : 1.0, a[3], b[3];
-        er_compose(pl, x[i], rlo, wi, a);
-        er_compose(pl, x[i], rhi, wi, b);
-        double lo = INFINITY, hi = -INFINITY;
-        int nan = special && (isnan(x[i]) || isinf(x[i]) || sm.special);
-        for (int k = 0; k < 3; k++) {
-            if (isnan(a[k]) || isnan(b[k])) { nan = 1; continue; }
-            double l = a[k] < b[k] ? a[k] : b[k], h = a[k] > b[k] ? a[k] : b[k];
-            if (l < lo) lo = l;
-            if (h > hi) hi = h;
-        }
-        if (nan && lo > hi) { lo = NAN; hi = NAN; }              /* NaN for every r */
-        else if (nan) { lo = -INFINITY; hi = INFINITY; }        /* NaN possible: keep everything */
-        er__cval_from_interval(&cv[i], lo, hi, nan, pl->O);
-        /* exact: x_i w_i / sqrt(S/n + eps), from S's summary bracket [S_lo, S_hi] */
-        if (sm.special || !isfinite(x[i]) || !isfinite(wi)) {
-            exact[i] = rounded[i] = NAN;
-            continue;
-        }
-        if (dbl) {
-            /* in double (docs/algorithms/double-bounds.md): r in [r_lo, r_hi] > 0, p = x w in [p_lo, p_hi]; the lowest
-             * y at p_lo and the highest at p_hi, each at one end of r */
-            double p = x[i] * wi, pl_ = er__dn(p), ph = er__up(p);
-            double a0 = pl_ * r_lo, a1 = pl_ * r_hi, b0 = ph * r_lo, b1 = ph * r_hi;
-            double yl = er__dn(a0 < a1 ? a0 : a1), yh = er__up(b0 > b1 ? b0 : b1);
-            double ol = er__round_double(pl->O, yl, ER_ROUND_NEAREST, pl->ov_out),
-                   oh = er__round_double(pl->O, yh, ER_ROUND_NEAREST, pl->ov_out);
-            if (ol == oh) {
-                exact[i] = 0.5 * yl + 0.5 * yh;
-                rounded[i] = ol;
-                continue;
-            }
-        }
-        er_rms_exact_mpfr(pl, x, n, x[i], wi, rs, rz, &exact[i], &rounded[i]);
-    }
-    mpfr_clears(rs[0], rs[1], (mpfr_ptr)0);
+    er_rms_row r;
+    ER_RETURN_IF_ERROR(er__rmsnorm_row_begin(pl, acc, env, x, n, &r));
+    for (int64_t i = 0; i < n; i++) er__rmsnorm_elem(pl, &r, x, w ? w[i] : 1.0, n, i, &cv[i], &exact[i], &rounded[i]);
+    er__rmsnorm_row_end(&r);
     return ER_OK;
+}
+
+/* One element of er__rmsnorm_row_run (with devrms.cu's er_rms_element, operation for operation): rstd's set [rl, rh]
+ * (floats), 1/sqrt(S/n + eps) in [cl, ch]; lo NaN where the element needs er__rmsnorm_elem. */
+ER_ALWAYS_INLINE void er_rms_run_body(int64_t n, const double *restrict x, const double *restrict w, float rl,
+                                      float rh, double cl, double ch, er_vec_fmt f, int narrow, double *restrict lo,
+                                      double *restrict hi, double *restrict ex, double *restrict rd) {
+    for (int64_t q = 0; q < n; q++) {
+        double wd = w[q];
+        float xf = (float)x[q], wf = (float)wd;
+        float xl = xf * rl, xh = xf * rh;
+        double o0 = (double)(xl * wf), o1 = (double)(xf * (rl * wf));
+        double o2 = (double)(xh * wf), o3 = (double)(xf * (rh * wf));
+        /* fl_O(fl_O(fl(x r)) w): the product of two values of at most 24 bits is exact in double */
+        double ul = er_vec_rn_fmt(xl, f, narrow), uh = er_vec_rn_fmt(xh, f, narrow), pl = ul * wd, ph = uh * wd;
+        int64_t ok = er_vec_rn_ok(xl, ul, f, narrow) & er_vec_rn_ok(xh, uh, f, narrow);
+        double o4 = narrow ? er_vec_rn_fmt(pl, f, narrow) : o0, o5 = narrow ? er_vec_rn_fmt(ph, f, narrow) : o2;
+        if (narrow) ok &= er_vec_rn_ok(pl, o4, f, narrow) & er_vec_rn_ok(ph, o5, f, narrow); /* a constant */
+        ok &= (fabs(o0) <= f.maxv) & (fabs(o1) <= f.maxv) & (fabs(o2) <= f.maxv) & (fabs(o3) <= f.maxv) &
+              (fabs(o4) <= f.maxv) & (fabs(o5) <= f.maxv);
+        double l = o0 < o1 ? o0 : o1, h = o0 > o1 ? o0 : o1;
+        l = o2 < l ? o2 : l;
+        h = o2 > h ? o2 : h;
+        l = o3 < l ? o3 : l;
+        h = o3 > h ? o3 : h;
+        l = o4 < l ? o4 : l;
+        h = o4 > h ? o4 : h;
+        l = o5 < l ? o5 : l;
+        h = o5 > h ? o5 : h;
+        double L = er_vec_rn_fmt(l, f, narrow), H = er_vec_rn_fmt(h, f, narrow);
+        /* the exact result: p = x w in [p_lo, p_hi]; the lowest y at p_lo and the highest at p_hi, each at one end */
+        double p = x[q] * wd, pd = er__dn_finite(p), pu = er__up_finite(p);
+        double a0 = pd * cl, a1 = pd * ch, b0 = pu * cl, b1 = pu * ch;
+        double yl = er__dn_finite(a0 < a1 ? a0 : a1), yh = er__up_finite(b0 > b1 ? b0 : b1);
+        double ol = er_vec_rn_fmt(yl, f, narrow), oh = er_vec_rn_fmt(yh, f, narrow);
+        ok &= er_vec_rn_ok(yl, ol, f, narrow) & er_vec_rn_ok(yh, oh, f, narrow) & (ol == oh);
+        ex[q] = 0.5 * yl + 0.5 * yh;
+        rd[q] = ol;
+        lo[q] = ok ? (ol < L ? ol : L) : NAN;
+        hi[q] = ol > H ? ol : H;
+    }
+}
+#define ER_RMS_RUN_ARGS                                                                                               \
+    int64_t n, const double *restrict x, const double *restrict w, float rl, float rh, double cl, double ch,          \
+        er_vec_fmt f, double *restrict lo, double *restrict hi, double *restrict ex, double *restrict rd
+#define ER_RMS_RUN_CALLS                                                                                              \
+    if (f.narrow) er_rms_run_body(n, x, w, rl, rh, cl, ch, f, 1, lo, hi, ex, rd);                                    \
+    else er_rms_run_body(n, x, w, rl, rh, cl, ch, f, 0, lo, hi, ex, rd)
+static void er_rms_run(ER_RMS_RUN_ARGS) { ER_RMS_RUN_CALLS; }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_rms_run_avx2(ER_RMS_RUN_ARGS) { ER_RMS_RUN_CALLS; }
+ER_AVX512 static void er_rms_run_avx512(ER_RMS_RUN_ARGS) { ER_RMS_RUN_CALLS; }
+#endif
+
+int er__rmsnorm_row_run(const er_rmsnorm_plan *pl, const er_rms_row *r, const double *x, const double *w, int64_t n,
+                        int simd, double *lo, double *hi, double *exact, double *rounded) {
+    er_format o = pl->O->id;
+    if (pl->F->id != ER_FP32 || (o != ER_FP32 && o != ER_FP16 && o != ER_BF16) || pl->variance >= 2 || !r->dbl ||
+        r->special || r->sm.special || !(r->rlo > 0) || !(r->rhi < INFINITY) || pl->X->p > 24 ||
+        pl->X->emax > 127 || pl->X->emin < -126)
+        return 0;
+    float rl = (float)r->rlo, rh = (float)r->rhi;
+    er_vec_fmt f = er_vec_fmt_of(pl->O);
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd >= 2) er_rms_run_avx512(n, x, w, rl, rh, r->r_lo, r->r_hi, f, lo, hi, exact, rounded);
+    else if (simd) er_rms_run_avx2(n, x, w, rl, rh, r->r_lo, r->r_hi, f, lo, hi, exact, rounded);
+    else
+#endif
+        er_rms_run(n, x, w, rl, rh, r->r_lo, r->r_hi, f, lo, hi, exact, rounded);
+    return 1;
 }
 
 int er__rmsnorm_dev_row(const er_rmsnorm_plan *pl, const er_dotsum *sm, int64_t n, double c[4]) {
@@ -251,10 +330,12 @@ int er__rmsnorm_dev_row(const er_rmsnorm_plan *pl, const er_dotsum *sm, int64_t 
     if (pl->variance >= 2 || sm->special || er__rmsnorm_rstd_of(pl, sm, NULL, n, &special, &c[0], &c[1]) != ER_OK ||
         special)
         return 0;
-    mpfr_t rs[2];
-    int rz[2];
-    mpfr_inits2(256, rs[0], rs[1], (mpfr_ptr)0);
-    int dbl = er_rms_rs(pl, sm, n, rs, rz, &c[2], &c[3]);
-    mpfr_clears(rs[0], rs[1], (mpfr_ptr)0);
-    return dbl;
+    er_rms_row r;
+    r.sm = *sm;
+    mpfr_inits2(256, r.rs[0], r.rs[1], (mpfr_ptr)0);
+    er_rms_rs(pl, n, &r);
+    mpfr_clears(r.rs[0], r.rs[1], (mpfr_ptr)0);
+    c[2] = r.r_lo;
+    c[3] = r.r_hi;
+    return r.dbl;
 }

@@ -23,6 +23,31 @@ typedef struct er_rmsnorm_plan {
 ER_INTERNAL er_status er__rmsnorm_row(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                                       const double *w, int64_t n, er_cval *cv, double *exact, double *rounded);
 
+/* er__rmsnorm_row in parts: what a row computes once (begin; end frees it), then each element (elem: its set, exact
+ * and correctly rounded results) or the whole row at once in double where it can (run). */
+typedef struct er_rms_row {
+    er_dotsum sm;
+    double rlo, rhi;   /* rstd's set */
+    double r_lo, r_hi; /* 1/sqrt(S/n + eps) enclosed in doubles (dbl) */
+    int special, dbl;
+    mpfr_t rs[2];      /* 1/sqrt(S/n + eps) at the two ends of S's bracket, at 256 bits (rz: a zero radicand) */
+    int rz[2];
+} er_rms_row;
+ER_INTERNAL er_status er__rmsnorm_row_begin(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env,
+                                            const double *x, int64_t n, er_rms_row *r);
+ER_INTERNAL void er__rmsnorm_row_end(er_rms_row *r);
+ER_INTERNAL void er__rmsnorm_elem(const er_rmsnorm_plan *pl, const er_rms_row *r, const double *x, double wi,
+                                  int64_t n, int64_t i, er_cval *cv, double *exact, double *rounded);
+/* The row's elements through the output conversion in a loop that vectorises (er__rmsnorm_elem's double case and
+ * er__cset_build's with any = 1, value for value; devrms.cu's on the GPU): where an element's set is a finite interval
+ * of O and double decides its correct rounding, lo[i] and hi[i] its ends in O, exact[i] and rounded[i] its results;
+ * lo[i] NaN where the element needs er__rmsnorm_elem. Returns 0, writing nothing, where the row cannot take the loop
+ * (a compute format other than fp32, an output format other than fp32, fp16 and bf16, x not floats, variance=
+ * welford, a row er__rmsnorm_elem takes in MPFR). w: the weights (1 where the op has none), finite floats (the
+ * caller's check, once for every row). */
+ER_INTERNAL int er__rmsnorm_row_run(const er_rmsnorm_plan *pl, const er_rms_row *r, const double *x, const double *w,
+                                    int64_t n, int simd, double *lo, double *hi, double *exact, double *rounded);
+
 /* The set [*rlo, *rhi] of the rstd a kernel of the model computes for row x[0..n) (rmsnorm.md: the sum of squares in
  * any order, the division by n, eps, rsqrt within U ulps), the sum of squares' exact summary (*sm), and whether its
  * set held a NaN or was empty (*qspecial: then [0, +inf]). */

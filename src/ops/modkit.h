@@ -89,6 +89,17 @@ ER_INTERNAL void er__row_rec_end(er_row_rec *rec, er_sink *sk, er_status st);
  * the record: elements idx[0 .. n) (idx NULL: base .. base + n), in increasing order where the record is on. */
 ER_INTERNAL void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n,
                              const er_cval *cv, const double *ex, const double *rd);
+/* A row decided in runs by its module: er__row_scratch gives the record's scratch for a row of n elements (4 n
+ * doubles, the first 2 n the sets' ends lo and hi for the module to fill) or NULL where the row cannot be decided so
+ * (the record off, the output's format, no memory); the module writes each element's output set where it is a finite
+ * interval of O with the correctly rounded result in it (what er__cset_build with any = 1 gives), lo[q] NaN
+ * elsewhere, and the exact and correctly rounded results ex and rd; er__row_put_sets then records the row (elements
+ * base .. base + n - 1, in increasing order), asking set() for the whole set of each element whose lo is NaN or whose
+ * output lies outside its set. */
+typedef void (*er_row_set_fn)(const void *ctx, int64_t q, er_cset *c);
+ER_INTERNAL double *er__row_scratch(er_sink *sk, er_row_rec *rec, int64_t n);
+ER_INTERNAL void er__row_put_sets(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const double *ex,
+                                  const double *rd, er_row_set_fn set, const void *ctx);
 /* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
  * as the widest set's candidate. */
 ER_INTERNAL void er__row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex,

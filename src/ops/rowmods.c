@@ -66,25 +66,21 @@ ER_AVX2 static void er_row_map_avx2(ER_ROW_MAP_ARGS) {
 }
 #endif
 
-/* A row of n elements from base whose record is on, decided in runs (er__sink_tally_run); 0 where that cannot run
- * (the sink's format, no memory), the caller then putting the row element by element. */
-static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_cval *cv, const double *ex,
-                          const double *rd) {
-    if (!er__sink_tally_runs(sk)) return 0;
+double *er__row_scratch(er_sink *sk, er_row_rec *rec, int64_t n) {
+    if (!rec->on || n <= 0 || !er__sink_tally_runs(sk)) return NULL;
     if (rec->cap < n) {
         double *b = er__mem_fits(32.0 * (double)n) ? realloc(rec->buf, sizeof(double) * 4 * (size_t)n) : NULL;
-        if (!b) return 0;
+        if (!b) return NULL;
         rec->buf = b;
         rec->cap = n;
     }
+    return rec->buf;
+}
+
+void er__row_put_sets(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const double *ex, const double *rd,
+                      er_row_set_fn set, const void *ctx) {
     double *lo = rec->buf, *hi = lo + n, *y = hi + n, *rel = y + n;
-    er_vec_fmt f = er_vec_fmt_of(sk->O);
     er__load_run(sk->out, base, n, y);
-#if ER_HAVE_AVX2
-    if (rec->simd) er_row_map_avx2(n, cv, rd, lo, hi, f);
-    else
-#endif
-        er_row_map(n, cv, rd, lo, hi, f);
     int64_t open = er__sink_tally_run(sk, &rec->t, base, n, lo, hi, ex, rd, y, rel, rec->simd);
     const uint8_t *cls = er__sink_classes(sk) + base;
     er_cset c;
@@ -93,7 +89,8 @@ static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n,
         const uint8_t *p = memchr(cls + q, ER_PENDING, (size_t)(n - q));
         q = p - cls;
         open--;
-        er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
+        if (lo[q] == lo[q]) c = (er_cset){ .lo = lo[q], .hi = hi[q], .rounded = rd[q], .exact = ex[q] };
+        else set(ctx, q, &c);
         if (er__sink_tally_put(sk, &rec->t, base + q, &c, y[q], &r)) er_row_offer(rec, base + q, r, &c, y[q]);
     }
     double wmax = -1;
@@ -101,10 +98,33 @@ static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n,
     if (wmax >= 0 && wmax >= rec->wrel)
         for (int64_t q = 0; q < n; q++)
             if (rel[q] == wmax) {
-                er__cset_build(&c, sk->O, sk->ov, 1, &cv[q], ex[q], rd[q]);
+                c = (er_cset){ .lo = lo[q], .hi = hi[q], .rounded = rd[q], .exact = ex[q] };
                 er_row_offer(rec, base + q, wmax, &c, y[q]);
                 break;
             }
+}
+
+/* er_row_set_fn over a row's compute-format sets. */
+typedef struct er_row_cvs { const er_sink *sk; const er_cval *cv; const double *ex, *rd; } er_row_cvs;
+static void er_row_cv_set(const void *ctx, int64_t q, er_cset *c) {
+    const er_row_cvs *v = ctx;
+    er__cset_build(c, v->sk->O, v->sk->ov, 1, &v->cv[q], v->ex[q], v->rd[q]);
+}
+
+/* A row of n elements from base whose record is on, decided in runs (er__row_put_sets); 0 where that cannot run
+ * (the sink's format, no memory), the caller then putting the row element by element. */
+static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_cval *cv, const double *ex,
+                          const double *rd) {
+    double *lo = er__row_scratch(sk, rec, n), *hi = lo + n;
+    if (!lo) return 0;
+    er_vec_fmt f = er_vec_fmt_of(sk->O);
+#if ER_HAVE_AVX2
+    if (rec->simd) er_row_map_avx2(n, cv, rd, lo, hi, f);
+    else
+#endif
+        er_row_map(n, cv, rd, lo, hi, f);
+    er_row_cvs v = { sk, cv, ex, rd };
+    er__row_put_sets(sk, rec, base, n, ex, rd, er_row_cv_set, &v);
     return 1;
 }
 
@@ -335,17 +355,54 @@ static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, i
 }
 
 /* rmsnorm rows: weights decoded once, one accumulator for every row's sum of squares. */
-typedef struct er_rms_ctx { er_row_job *j; er_rmsnorm_plan pl; er_acc acc; er_dot_env env; double *w; } er_rms_ctx;
+typedef struct er_rms_ctx {
+    er_row_job *j;
+    er_rmsnorm_plan pl;
+    er_acc acc;
+    er_dot_env env;
+    double *w;
+    int w_floats; /* every weight a finite float (er__rmsnorm_row_run's) */
+} er_rms_ctx;
+
+/* er_row_set_fn over an rmsnorm row's elements. */
+typedef struct er_rms_elems {
+    const er_sink *sk;
+    const er_rmsnorm_plan *pl;
+    const er_rms_row *r;
+    const double *x, *w;
+    int64_t n;
+} er_rms_elems;
+static void er_rms_set(const void *ctx, int64_t q, er_cset *c) {
+    const er_rms_elems *e = ctx;
+    er_cval cv;
+    double ex, rd;
+    er__rmsnorm_elem(e->pl, e->r, e->x, e->w[q], e->n, q, &cv, &ex, &rd);
+    er__cset_build(c, e->sk->O, e->sk->ov, 1, &cv, ex, rd);
+}
 
 static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64_t n) {
     er_rms_ctx *rc = v;
+    er_sink *sk = rc->j->sk;
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
     rc->env.special = 0;
     for (int64_t k = 0; k < n && st == ER_OK; k++) rc->env.special |= !isfinite(row[k]);
-    if (st == ER_OK) st = er__rmsnorm_row(&rc->pl, &rc->acc, &rc->env, row, rc->w, n, cv, ex, rd);
-    if (st == ER_OK) er__row_put(rc->j->sk, &rc->j->rec, idx, 0, n, cv, ex, rd);
+    er_rms_row r;
+    if (st == ER_OK && n > 0) st = er__rmsnorm_row_begin(&rc->pl, &rc->acc, &rc->env, row, n, &r);
+    if (st != ER_OK || n == 0) goto done;
+    int64_t b = idx[0], k = 0;
+    while (k < n && idx[k] == b + k) k++;
+    double *lo = k == n ? er__row_scratch(sk, &rc->j->rec, n) : NULL;
+    if (lo && rc->w_floats && er__rmsnorm_row_run(&rc->pl, &r, row, rc->w, n, rc->j->simd, lo, lo + n, ex, rd)) {
+        er_rms_elems e = { sk, &rc->pl, &r, row, rc->w, n };
+        er__row_put_sets(sk, &rc->j->rec, b, n, ex, rd, er_rms_set, &e);
+    } else {
+        for (int64_t i = 0; i < n; i++) er__rmsnorm_elem(&rc->pl, &r, row, rc->w[i], n, i, &cv[i], &ex[i], &rd[i]);
+        er__row_put(sk, &rc->j->rec, idx, 0, n, cv, ex, rd);
+    }
+    er__rmsnorm_row_end(&r);
+done:
     free(cv);
     free(ex);
     free(rd);
@@ -392,8 +449,11 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
         er__acc_free(&rc.acc);
         return er__fail(ER_ERR_NOMEM, "cannot allocate %lld weights", (long long)n);
     }
-    for (int64_t k = 0; k < n; k++)
+    rc.w_floats = 1;
+    for (int64_t k = 0; k < n; k++) {
         rc.w[k] = er__rows(ref)->has_weight ? er__load(&er__rows(ref)->B, k * er__rows(ref)->B.strides[0]) : 1.0;
+        rc.w_floats &= er__is_float(rc.w[k]) && isfinite(rc.w[k]);
+    }
     er_status st = er__softmax_foreach_range(ref, j->r0, j->r1, er_rms_cb, &rc);
     er__acc_free(&rc.acc);
     free(rc.w);

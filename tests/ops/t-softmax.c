@@ -852,12 +852,14 @@ END_TEST
 /* The same agreement where the rows are decided in runs (er__sink_tally_run): fp16, bf16 and fp32 outputs, stored
  * row-major or transposed, x and the weights scaled so that outputs reach past the output format's largest value
  * (sets with an infinity: elements the runs leave to the per-element record), a few weights so small that fp16 outputs
- * are a few subnormals, and flat rows (every set the same: the widest set tied), every op of the tally. */
+ * are a few subnormals, flat rows (every set the same: the widest set tied) and weights in fp64, every op of the
+ * tally. */
 START_TEST(row_ops_same_report_in_runs) {
     er_test_reseed(551);
     const int64_t R = 7, N = 1000;
     static const er_format fmts[3] = {ER_FP16, ER_BF16, ER_FP32};
     float *x = malloc(sizeof(float) * (size_t)(R * N)), *w = malloc(sizeof(float) * (size_t)N);
+    double *w64 = malloc(sizeof(double) * (size_t)N);
     double *v = malloc(sizeof(double) * (size_t)(R * N)), *z = malloc(sizeof(double) * (size_t)(R * N));
     void *y = malloc(sizeof(float) * (size_t)(R * N));
     int64_t past = 0;
@@ -871,12 +873,15 @@ START_TEST(row_ops_same_report_in_runs) {
                 double ws = big ? top / 2 : 1, xb = big ? (f == ER_FP16 ? 1e4 : 1e37) : 3;
                 for (int64_t i = 0; i < R * N; i++) z[i] = flat ? 0.5 : er_rand_normal();
                 /* every 50th weight 2^-27: fp16 outputs of a few of fp16's least subnormal (tied widest sets) */
-                for (int64_t j = 0; j < N; j++)
-                    w[j] = (float)(flat ? 1.125 : j % 50 == 3 ? 0x1p-27 : ws * (1 + er_rand_normal() / 4));
+                for (int64_t j = 0; j < N; j++) {
+                    w64[j] = flat ? 1.125 : j % 50 == 3 ? 0x1p-27 : ws * (1 + er_rand_normal() / 4);
+                    w[j] = (float)w64[j];
+                }
                 er_tensor tx, ty, tw;
                 er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){R, N}, NULL, x);
                 er_tensor_view(&ty, f, 2, (int64_t[]){R, N}, tr ? (int64_t[]){1, R} : NULL, y);
-                er_tensor_view(&tw, ER_FP32, 1, (int64_t[]){N}, NULL, w);
+                /* the transposed outputs' weights in fp64, most of them not floats */
+                er_tensor_view(&tw, tr ? ER_FP64 : ER_FP32, 1, (int64_t[]){N}, NULL, tr ? (void *)w64 : (void *)w);
                 for (int op = 0; op < 6; op++) {
                     er_ref *ref;
                     double xs = op == 1 ? xb : 3;
@@ -899,10 +904,10 @@ START_TEST(row_ops_same_report_in_runs) {
                         }
                         for (int64_t j = 0; j < N; j++) {
                             int64_t e = r * N + j;
-                            double sc = op == 3 || op == 5 ? w[j] : 1;
+                            double wj = tr ? w64[j] : w[j], sc = op == 3 || op == 5 ? wj : 1;
                             v[e] = op == 0   ? exp(x[e] - m) / s
                                    : op == 1 ? x[e] - m - log(s)
-                                   : op >= 4 ? (x[e] - mu) / xs / sqrt(d2 / N + 1e-6 / (xs * xs)) * sc + w[j]
+                                   : op >= 4 ? (x[e] - mu) / xs / sqrt(d2 / N + 1e-6 / (xs * xs)) * sc + wj
                                              : x[e] / xs * sc / sqrt(q / N + 1e-6 / (xs * xs));
                             if (e % 97 == 5) v[e] *= 1.01;
                             if (e % 89 == 3) v[e] *= 1 + 0x1p-9;
@@ -947,6 +952,7 @@ START_TEST(row_ops_same_report_in_runs) {
     ck_assert_int_gt(past, 100);
     free(x);
     free(w);
+    free(w64);
     free(v);
     free(z);
     free(y);
