@@ -1,6 +1,7 @@
 // devln.cu: layernorm's rows on the GPU (docs/algorithms/layernorm.md, On the GPU). Each row's sums are exact
 // integers (core/lnsums.h), the same in any order; each element's set and exact result repeat er__layernorm_row's fp32
-// compositions (er_ln_y_plain_f32, er_ln_compose_f32) and double case (er_ln_exact_dbl) operation for operation, so
+// compositions (er_ln_y_f32_body, with and without weight and bias) and double case (er_ln_dbl_body) operation for
+// operation, so
 // that a row gives the host's bits; t-cuda compares the two on every element. Built with -fmad=false: every operation
 // rounds once, as on the host (-ffp-contract=off).
 #include "cuda/devln.h"
@@ -82,7 +83,7 @@ __device__ static int er_ln_element(const er_devln_consts &c, const double *rc, 
                                     int64_t idx, uint8_t *cls, er_rec_acc &a) {
     float xf = (float)x, lo = INFINITY, hi = -INFINITY;
     if (c.w_fmt < 0 && c.b_fmt < 0) {
-        // er_ln_y_plain_f32: fl(fl(x - m) r) at the four corners
+        // er_ln_y_f32_body without weight and bias: fl(fl(x - m) r) at the four corners
         float d0 = __fsub_rn(xf, (float)rc[0]), d1 = __fsub_rn(xf, (float)rc[1]);
         float t0 = __fmul_rn(d0, (float)rc[2]), t1 = __fmul_rn(d0, (float)rc[3]), t2 = __fmul_rn(d1, (float)rc[2]),
               t3 = __fmul_rn(d1, (float)rc[3]);
@@ -90,7 +91,7 @@ __device__ static int er_ln_element(const er_devln_consts &c, const double *rc, 
         lo = t2 < t3 ? t2 : t3;
         hi = t0 > t1 ? t0 : t1;
     } else {
-        // er_ln_compose_f32 at the four corners (weight 1 and bias 0 where absent)
+        // er_ln_y_f32_body's corners (weight 1 and bias 0 where absent)
         float wf = (float)w, bf = (float)b;
         for (int k = 0; k < 4; k++) {
             float m = (float)rc[k >> 1], r = (float)rc[2 + (k & 1)];
@@ -106,7 +107,7 @@ __device__ static int er_ln_element(const er_devln_consts &c, const double *rc, 
     }
     if (!(fabs((double)lo) <= c.omax && fabs((double)hi) <= c.omax)) return 0;
     double clo = er_out_rn(lo, c.out_fmt), chi = er_out_rn(hi, c.out_fmt);
-    // the exact result (er_ln_exact_dbl): d r over the box, r > 0, then the weight's and the bias's steps outward
+    // the exact result (er_ln_dbl_body): d r over the box, r > 0, then the weight's and the bias's steps outward
     double dl = er_dn(x - rc[5]), dh = er_up(x - rc[4]);
     double p0 = dl * rc[6], p1 = dl * rc[7], p2 = dh * rc[6], p3 = dh * rc[7];
     double yl = er_dn(p0 < p1 ? p0 : p1), yh = er_up(p2 > p3 ? p2 : p3);

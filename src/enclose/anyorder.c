@@ -105,6 +105,11 @@ void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_
     if (lo == INFINITY || hi == -INFINITY) { c->lo = INFINITY; c->hi = -INFINITY; } /* only infinities */
 }
 
+void er__cval_from_ival(er_cval *c, double lo, double hi, const er_fmt_info *F) {
+    if (lo != lo) er__cval_from_interval(c, -INFINITY, INFINITY, 1, F);
+    else er__cval_from_interval(c, lo, hi, 0, F);
+}
+
 void er__anyorder_cval(er_cval *c, const er_anyorder_bound *bd, const er_fmt_info *F, const er_dotsum *sm,
                        er_edge_scratch *w) {
     memset(c, 0, sizeof *c);

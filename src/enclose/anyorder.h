@@ -52,5 +52,8 @@ ER_INTERNAL void er__cval_anything(er_cval *c, const er_fmt_info *F);
 ER_INTERNAL double er__gamma(const er_fmt_info *F, double k);
 /* An extended interval [lo, hi] (endpoints may be infinite) and a NaN flag, as a set of values of F. */
 ER_INTERNAL void er__cval_from_interval(er_cval *c, double lo, double hi, int nan, const er_fmt_info *F);
+/* A set given as an interval [lo, hi] of F without NaN (er__cval_from_interval(lo, hi, 0)), or, with lo NaN, every
+ * value of F and NaN (er__cval_from_interval(-inf, +inf, 1)): the row ops' sets in arrays (layernorm.h's er_ln_out). */
+ER_INTERNAL void er__cval_from_ival(er_cval *c, double lo, double hi, const er_fmt_info *F);
 
 #endif

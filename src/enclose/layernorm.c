@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <mpfr.h>
 #include "format/format.h"
+#include "format/vecround.h"
 #include "enclose/ival.h"
 #include "enclose/layernorm.h"
 #include "enclose/rmsnorm.h"
@@ -273,37 +274,71 @@ static void er_ln_compose(const er_fmt_info *F, double x, double m, double r, do
     out[3] = er__round_fma(F, d, s, b, 1, ER_ROUND_NEAREST);
 }
 
-/* er_ln_compose for F = fp32 with every operand a float: the hardware operations are the single roundings (no
- * contraction; fmaf is IEEE's fused operation). */
-static void er_ln_compose_f32(float x, float m, float r, float w, float b, double out[4]) {
-    float d = x - m, t = d * r;
-    float s = r * w, tw = t * w, ds = d * s;
-    out[0] = tw + b;
-    out[1] = fmaf(t, w, b);
-    out[2] = ds + b;
-    out[3] = fmaf(d, s, b);
-}
-
-/* y's sets without weight and bias, fp32 throughout: the four compositions are all fl(fl(x - m) r), at the
- * four corners of the box (Theorem L5). */
-static void er_ln_y_plain_f32(const double *x, int64_t n, float mlo, float mhi, float rlo, float rhi, er_cval *cv,
-                              const er_fmt_info *F) {
+/* y's sets for F = fp32 with every operand a float, as intervals (er_ln_out's lo, hi): the four compositions of
+ * Theorem L5 at the four corners of the box as the hardware's float operations (single roundings, no contraction;
+ * fmaf is IEEE's fused operation); without weight and bias all four are fl(fl(x - m) r), and as fl(x - m) falls
+ * while m rises and r > 0, the lowest is at m_hi and the highest at m_lo, each at one end of r. lo NaN where a
+ * composition is NaN. Vectorised (core/internal.h); devln.cu's er_ln_element computes the same values. */
+#define ER_LN_CORNER(m, r)                                                                                            \
+    do {                                                                                                              \
+        float d = xf - (m), t = d * (r), s = (r) * wf, tw = t * wf, ds = d * s;                                       \
+        float v0 = tw + bf, v1 = fmaf(t, wf, bf), v2 = ds + bf, v3 = fmaf(d, s, bf);                                  \
+        bad |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3);                                                     \
+        l = v0 < l ? v0 : l;                                                                                          \
+        l = v1 < l ? v1 : l;                                                                                          \
+        l = v2 < l ? v2 : l;                                                                                          \
+        l = v3 < l ? v3 : l;                                                                                          \
+        h = v0 > h ? v0 : h;                                                                                          \
+        h = v1 > h ? v1 : h;                                                                                          \
+        h = v2 > h ? v2 : h;                                                                                          \
+        h = v3 > h ? v3 : h;                                                                                          \
+    } while (0)
+ER_ALWAYS_INLINE void er_ln_y_f32_body(int64_t n, const double *restrict x, const double *restrict w,
+                                       const double *restrict b, int plain, float m0, float m1, float r0, float r1,
+                                       double *restrict lo, double *restrict hi) {
     for (int64_t i = 0; i < n; i++) {
-        /* fl(x - m) falls as m rises, so with r > 0 the lowest value is at m_hi and the highest at m_lo, each at one
-         * end of r */
-        float xi = (float)x[i], d0 = xi - mlo, d1 = xi - mhi;
-        float t0 = d0 * rlo, t1 = d0 * rhi, t2 = d1 * rlo, t3 = d1 * rhi;
-        if (t0 != t0 || t1 != t1 || t2 != t2 || t3 != t3) {
-            er__cval_from_interval(&cv[i], -INFINITY, INFINITY, 1, F);
-            continue;
+        float xf = (float)x[i], l, h;
+        int bad;
+        if (plain) {
+            float d0 = xf - m0, d1 = xf - m1, t0 = d0 * r0, t1 = d0 * r1, t2 = d1 * r0, t3 = d1 * r1;
+            bad = (t0 != t0) | (t1 != t1) | (t2 != t2) | (t3 != t3);
+            l = t2 < t3 ? t2 : t3;
+            h = t0 > t1 ? t0 : t1;
+        } else {
+            float wf = w ? (float)w[i] : 1.0f, bf = b ? (float)b[i] : 0.0f;
+            bad = 0;
+            l = INFINITY;
+            h = -INFINITY;
+            ER_LN_CORNER(m0, r0);
+            ER_LN_CORNER(m0, r1);
+            ER_LN_CORNER(m1, r0);
+            ER_LN_CORNER(m1, r1);
         }
-        float lo = t2 < t3 ? t2 : t3, hi = t0 > t1 ? t0 : t1;
-        if (lo >= -FLT_MAX && hi <= FLT_MAX) { /* er__cval_from_interval for a finite interval */
-            memset(&cv[i], 0, sizeof cv[i]);
-            cv[i].lo = lo;
-            cv[i].hi = hi;
-        } else er__cval_from_interval(&cv[i], lo, hi, 0, F);
+        lo[i] = bad ? NAN : (double)l;
+        hi[i] = (double)h;
     }
+}
+#define ER_LN_Y_ARGS                                                                                                  \
+    int64_t n, const double *restrict x, const double *restrict w, const double *restrict b, float m0, float m1,      \
+        float r0, float r1, double *restrict lo, double *restrict hi
+#define ER_LN_Y_CALLS                                                                                                 \
+    if (!w && !b) er_ln_y_f32_body(n, x, w, b, 1, m0, m1, r0, r1, lo, hi);                                            \
+    else if (w && b) er_ln_y_f32_body(n, x, w, b, 0, m0, m1, r0, r1, lo, hi);                                         \
+    else if (w) er_ln_y_f32_body(n, x, w, NULL, 0, m0, m1, r0, r1, lo, hi);                                           \
+    else er_ln_y_f32_body(n, x, NULL, b, 0, m0, m1, r0, r1, lo, hi)
+static void er_ln_y_f32(ER_LN_Y_ARGS) { ER_LN_Y_CALLS; }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_ln_y_f32_avx2(ER_LN_Y_ARGS) { ER_LN_Y_CALLS; }
+ER_AVX512 static void er_ln_y_f32_avx512(ER_LN_Y_ARGS) { ER_LN_Y_CALLS; }
+#endif
+static void er_ln_y_f32_run(int simd, ER_LN_Y_ARGS) {
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd >= 2) er_ln_y_f32_avx512(n, x, w, b, m0, m1, r0, r1, lo, hi);
+    else if (simd) er_ln_y_f32_avx2(n, x, w, b, m0, m1, r0, r1, lo, hi);
+    else
+#endif
+        er_ln_y_f32(n, x, w, b, m0, m1, r0, r1, lo, hi);
 }
 
 /* The exact row: S = sum x, A = sum |x| and num = n sum x^2 - S^2 = n T, all exact; then enclosures at a precision. */
@@ -509,41 +544,90 @@ static int er_ln_dbl_ends(mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, double e[4
 /* y's exact values in double arithmetic (docs/algorithms/double-bounds.md) for an output format of at most 24
  * bits: the statistics' enclosures [m0, m1], [r0, r1] widened to doubles, then y = (x - m) r w + b with a bound on
  * each side of each operation. An element whose enclosure rounds to one value is done, with exact[i] its midpoint;
- * returns how many. */
-static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, const double *x,
-                               const double *w, const double *b, int64_t n, const er_ln_out *oy, char *done) {
-    double e[4];
-    if (!er_ln_dbl_ends(m0, m1, r0, r1, e)) return 0;
-    double ml = e[0], mh = e[1], rl = e[2], rh = e[3];
-    const er_fmt_info *O = pl->O[LN_Y];
+ * returns how many (the others' exact and rounded are written too, and replaced by er_ln_exact_outputs). A loop that
+ * vectorises for an output of fp32, fp16 or bf16 (er__dn and er__up without a branch where the values are finite; an
+ * infinite one rounds to no value of O the loop takes, so its element is not done); narrow = 2: another format,
+ * through er__round_double. */
+ER_ALWAYS_INLINE int64_t er_ln_dbl_body(int64_t n, const double *restrict x, const double *restrict w,
+                                        const double *restrict b, double ml, double mh, double rl, double rh,
+                                        er_vec_fmt f, int narrow, const er_fmt_info *O, er_overflow ov,
+                                        double *restrict ex, double *restrict rd, char *restrict done) {
     int64_t decided = 0;
     for (int64_t i = 0; i < n; i++) {
-        double dl = er__dn(x[i] - mh), dh = er__up(x[i] - ml), yl, yh;
+        double dl = er__dn_finite(x[i] - mh), dh = er__up_finite(x[i] - ml), yl, yh;
         /* d r over the box, r > 0: the lowest at dl, the highest at dh, each at one end of r (rounding to nearest is
          * monotone, so the rounded products order as the exact ones) */
         double p0 = dl * rl, p1 = dl * rh, p2 = dh * rl, p3 = dh * rh;
-        yl = er__dn(p0 < p1 ? p0 : p1);
-        yh = er__up(p2 > p3 ? p2 : p3);
+        yl = er__dn_finite(p0 < p1 ? p0 : p1);
+        yh = er__up_finite(p2 > p3 ? p2 : p3);
         if (w) {
             double wi = w[i], a = wi < 0 ? yh : yl, c = wi < 0 ? yl : yh;
-            yl = er__dn(a * wi);
-            yh = er__up(c * wi);
+            yl = er__dn_finite(a * wi);
+            yh = er__up_finite(c * wi);
         }
-        if (b) { yl = er__dn(yl + b[i]); yh = er__up(yh + b[i]); }
-        double lo = er__round_double(O, yl, ER_ROUND_NEAREST, pl->ov[LN_Y]),
-               hi = er__round_double(O, yh, ER_ROUND_NEAREST, pl->ov[LN_Y]);
-        if (lo != hi || lo != lo) continue;
-        oy->exact[i] = 0.5 * yl + 0.5 * yh;
-        oy->rounded[i] = lo;
-        done[i] = 1;
-        decided++;
+        if (b) {
+            yl = er__dn_finite(yl + b[i]);
+            yh = er__up_finite(yh + b[i]);
+        }
+        double lo, hi;
+        int64_t ok;
+        if (narrow == 2) {
+            lo = er__round_double(O, yl, ER_ROUND_NEAREST, ov);
+            hi = er__round_double(O, yh, ER_ROUND_NEAREST, ov);
+            ok = lo == hi;
+        } else {
+            /* both ends within O's range, rounding alike (written so that GCC 12 vectorises it) */
+            lo = er_vec_rn_fmt(yl, f, narrow);
+            hi = er_vec_rn_fmt(yh, f, narrow);
+            lo = fabs(yl) <= f.maxv ? lo : NAN;
+            ok = (lo == hi) & (fabs(yh) <= f.maxv);
+        }
+        ex[i] = 0.5 * yl + 0.5 * yh;
+        rd[i] = lo;
+        done[i] = (char)ok;
+        decided += ok;
     }
     return decided;
+}
+#define ER_LN_DBL_ARGS                                                                                                \
+    int64_t n, const double *restrict x, const double *restrict w, const double *restrict b, double ml, double mh,    \
+        double rl, double rh, er_vec_fmt f, int nw, const er_fmt_info *O, er_overflow ov, double *restrict ex,      \
+        double *restrict rd, char *restrict done
+#define ER_LN_DBL_CALL(W, B, nw)                                                                                      \
+    er_ln_dbl_body(n, x, W, B, ml, mh, rl, rh, f, nw, O, ov, ex, rd, done)
+#define ER_LN_DBL_CALLS_NW(nw)                                                                                        \
+    return w && b ? ER_LN_DBL_CALL(w, b, nw) : w ? ER_LN_DBL_CALL(w, NULL, nw)                                       \
+                                             : b ? ER_LN_DBL_CALL(NULL, b, nw) : ER_LN_DBL_CALL(NULL, NULL, nw)
+#define ER_LN_DBL_CALLS                                                                                               \
+    if (nw == 2) ER_LN_DBL_CALLS_NW(2);                                                                               \
+    if (nw == 1) ER_LN_DBL_CALLS_NW(1);                                                                               \
+    ER_LN_DBL_CALLS_NW(0)
+static int64_t er_ln_dbl(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
+#if ER_HAVE_AVX2
+ER_AVX2 static int64_t er_ln_dbl_avx2(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
+ER_AVX512 static int64_t er_ln_dbl_avx512(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
+#endif
+static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, const double *x,
+                               const double *w, const double *b, int64_t n, const er_ln_out *oy, char *done,
+                               int simd) {
+    double e[4];
+    if (!er_ln_dbl_ends(m0, m1, r0, r1, e)) return 0;
+    const er_fmt_info *O = pl->O[LN_Y];
+    er_vec_fmt f = er_vec_fmt_of(O);
+    int nw = O->id == ER_FP32 ? 0 : O->id == ER_FP16 || O->id == ER_BF16 ? 1 : 2;
+    er_overflow ov = pl->ov[LN_Y];
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd >= 2)
+        return er_ln_dbl_avx512(n, x, w, b, e[0], e[1], e[2], e[3], f, nw, O, ov, oy->exact, oy->rounded, done);
+    if (simd) return er_ln_dbl_avx2(n, x, w, b, e[0], e[1], e[2], e[3], f, nw, O, ov, oy->exact, oy->rounded, done);
+#endif
+    return er_ln_dbl(n, x, w, b, e[0], e[1], e[2], e[3], f, nw, O, ov, oy->exact, oy->rounded, done);
 }
 
 static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x,
                                      const double *w, const double *b, int64_t n, const er_ln_out out[3], char *done,
-                                     int dbl) {
+                                     int dbl, int simd) {
     /* the row's statistics once per precision; each output at the next precision only while its enclosure's ends
      * round apart (a value within 2^-pr of a midpoint). done: y elements, then mean and rstd, already decided. dbl:
      * y first in double from the 128-bit statistics */
@@ -559,7 +643,7 @@ static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_ex
         mpfr_set_prec(m0, pr); mpfr_set_prec(m1, pr); mpfr_set_prec(r0, pr); mpfr_set_prec(r1, pr);
         mpfr_set_prec(y0, pr); mpfr_set_prec(y1, pr); mpfr_set_prec(d0, pr); mpfr_set_prec(d1, pr);
         er_ln_stats(ex, m0, m1, r0, r1);
-        if (pr == 128 && dbl) todo -= er_ln_exact_dbl(pl, m0, m1, r0, r1, x, w, b, n, &out[LN_Y], done);
+        if (pr == 128 && dbl) todo -= er_ln_exact_dbl(pl, m0, m1, r0, r1, x, w, b, n, &out[LN_Y], done, simd);
         int last = pr * 4 > 8192;
         for (int o = 0; o < 3; o++) {
             if (!pl->O[o]) continue;
@@ -711,7 +795,7 @@ static int er_ln_box(const er_layernorm_plan *pl, const er_ln_exact *ex, int64_t
 }
 
 er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b, int64_t n,
-                            const er_ln_out out[3]) {
+                            er_ln_out out[3], int simd) {
     const er_fmt_info *F = pl->F;
     int nan = 0, pinf = 0, ninf = 0;
     double X = 0, xmin = INFINITY, xmax = -INFINITY;
@@ -754,18 +838,24 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     er_ln_exact_init(&ex, x, n, pl->eps);
     char *done = calloc((size_t)(n + 2), 1); /* y elements, then mean and rstd */
     if (!done) { er_ln_exact_clear(&ex); return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n); }
-    er_status est = er_ln_exact_outputs(pl, &ex, x, w, b, n, out, done, pl->O[LN_Y] && pl->O[LN_Y]->p <= 24 && !wide);
+    er_status est =
+        er_ln_exact_outputs(pl, &ex, x, w, b, n, out, done, pl->O[LN_Y] && pl->O[LN_Y]->p <= 24 && !wide, simd);
     free(done);
     if (est != ER_OK) { er_ln_exact_clear(&ex); return est; }
 
     double box[4];
     int bounded = er_ln_box(pl, &ex, n, X, xmin, xmax, box);
     er_ln_exact_clear(&ex);
+    er_ln_out *oy = &out[LN_Y];
+    int ival = pl->O[LN_Y] && oy->lo; /* y's sets as intervals */
+    if (ival) oy->ival = 1;
     if (!bounded) {
         for (int o = 0; o < 3; o++) {
             if (!pl->O[o]) continue;
-            for (int64_t i = 0; i < (o == LN_Y ? n : 1); i++)
-                er__cval_from_interval(&out[o].cv[i], -INFINITY, INFINITY, 1, F);
+            for (int64_t i = 0; i < (o == LN_Y ? n : 1); i++) {
+                if (o == LN_Y && ival) oy->lo[i] = NAN;
+                else er__cval_from_interval(&out[o].cv[i], -INFINITY, INFINITY, 1, F);
+            }
         }
         return ER_OK;
     }
@@ -773,26 +863,32 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     int rnan = er_ln_rstd(pl, box[2], box[3], &rlo, &rhi);
     if (pl->O[LN_MEAN]) er__cval_from_interval(out[LN_MEAN].cv, mlo, mhi, 0, F);
     if (pl->O[LN_RSTD]) er__cval_from_interval(out[LN_RSTD].cv, rlo, rhi, rnan, F);
-    /* fp32 with every operand a float: the compositions as float operations (m, r are values of F; x, w, b checked) */
-    int f32 = F->id == ER_FP32 && pl->O[LN_Y] && !rnan && !wide;
+    /* fp32 with every operand a float, the sets as intervals: the compositions as float operations in a loop (m, r
+     * are values of F; x, w, b checked) */
+    int f32 = ival && F->id == ER_FP32 && !rnan && !wide;
     for (int64_t i = 0; f32 && i < n; i++)
         f32 = er__is_float(x[i]) && (!w || er__is_float(w[i])) && (!b || er__is_float(b[i]));
-    if (f32 && !w && !b) er_ln_y_plain_f32(x, n, (float)mlo, (float)mhi, (float)rlo, (float)rhi, out[LN_Y].cv, F);
-    for (int64_t i = 0; pl->O[LN_Y] && !(f32 && !w && !b) && i < n; i++) {
+    if (f32) {
+        er_ln_y_f32_run(simd, n, x, w, b, (float)mlo, (float)mhi, (float)rlo, (float)rhi, oy->lo, oy->hi);
+        return ER_OK;
+    }
+    for (int64_t i = 0; pl->O[LN_Y] && i < n; i++) {
         double wi = w ? w[i] : 1.0, bi = b ? b[i] : 0.0, lo = INFINITY, hi = -INFINITY, ys[4];
         int ynan = rnan || wide;
         const double ms[2] = {mlo, mhi}, rs[2] = {rlo, rhi};
         for (int k = 0; k < 4 && !ynan; k++) {
-            if (f32) er_ln_compose_f32((float)x[i], (float)ms[k >> 1], (float)rs[k & 1], (float)wi, (float)bi, ys);
-            else er_ln_compose(F, x[i], ms[k >> 1], rs[k & 1], wi, bi, ys);
+            er_ln_compose(F, x[i], ms[k >> 1], rs[k & 1], wi, bi, ys);
             for (int c = 0; c < 4; c++) {
                 if (isnan(ys[c])) { ynan = 1; break; }
                 if (ys[c] < lo) lo = ys[c];
                 if (ys[c] > hi) hi = ys[c];
             }
         }
-        if (ynan) er__cval_from_interval(&out[LN_Y].cv[i], -INFINITY, INFINITY, 1, F);
-        else er__cval_from_interval(&out[LN_Y].cv[i], lo, hi, 0, F);
+        if (ival) {
+            oy->lo[i] = ynan ? NAN : lo;
+            oy->hi[i] = hi;
+        } else if (ynan) er__cval_from_interval(&oy->cv[i], -INFINITY, INFINITY, 1, F);
+        else er__cval_from_interval(&oy->cv[i], lo, hi, 0, F);
     }
     return ER_OK;
 }

@@ -32,12 +32,20 @@ ER_INTERNAL int er__welford_ms_set(const er_fmt_info *F, const double *x, int64_
 
 /* One output's sets (values of F) and exact results: cv, exact (rounded to double) and rounded (correctly
  * rounded to its output format). */
-typedef struct er_ln_out { er_cval *cv; double *exact, *rounded; } er_ln_out;
+/* One output's sets (cv), exact and correctly rounded results. For y, where lo and hi are given, a row may instead
+ * give its sets as intervals (ival = 1; cv not written): element i's set is er__cval_from_ival(lo[i], hi[i], F). */
+typedef struct er_ln_out {
+    er_cval *cv;
+    double *exact, *rounded;
+    double *lo, *hi;
+    int ival;
+} er_ln_out;
 
 /* Row x[0..n) (n >= 1) with weight w and bias b (NULL: none): out[0] gets the n outputs y, out[1] the mean and
- * out[2] rstd (one each). Outputs whose plan format is NULL are left alone. */
+ * out[2] rstd (one each). Outputs whose plan format is NULL are left alone. simd: er__simd()'s level for the loops
+ * over y. */
 ER_INTERNAL er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b,
-                                        int64_t n, const er_ln_out out[3]);
+                                        int64_t n, er_ln_out out[3], int simd);
 
 /* The GPU path's constants of a row of n elements from its sums (docs/algorithms/layernorm.md, On the GPU): c[0..1]
  * the mean's set and c[2..3] rstd's (values of F, the box of Theorem L5), c[4..7] the 128-bit enclosures of the exact

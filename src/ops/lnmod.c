@@ -45,13 +45,22 @@ typedef struct er_ln_ctx {
     er_layernorm_plan pl;
     const double *w, *b;
     er_ln_out o[3];
+    double *ylo;    /* y's sets as intervals: lo, then hi (2 n) */
     er_row_rec rec; /* y's record (its elements come in increasing order) */
 } er_ln_ctx;
 
 static er_status er_ln_cb(void *v, const double *row, int64_t rownum, int64_t n) {
     er_ln_ctx *lc = v;
-    ER_RETURN_IF_ERROR(er__layernorm_row(&lc->pl, row, lc->w, lc->b, n, lc->o));
-    if (lc->sk[0]) er__row_put(lc->sk[0], &lc->rec, NULL, rownum * n, n, lc->o[0].cv, lc->o[0].exact, lc->o[0].rounded);
+    er_ln_out *oy = &lc->o[0];
+    /* y's sets as intervals where the row is decided in runs */
+    int runs = lc->sk[0] && er__row_scratch(lc->sk[0], &lc->rec, n);
+    oy->lo = runs ? lc->ylo : NULL;
+    oy->hi = runs ? lc->ylo + n : NULL;
+    oy->ival = 0;
+    ER_RETURN_IF_ERROR(er__layernorm_row(&lc->pl, row, lc->w, lc->b, n, lc->o, lc->rec.simd));
+    if (oy->ival)
+        er__row_put_ivals(lc->sk[0], &lc->rec, rownum * n, n, lc->pl.F, oy->lo, oy->hi, oy->exact, oy->rounded);
+    else if (lc->sk[0]) er__row_put(lc->sk[0], &lc->rec, NULL, rownum * n, n, oy->cv, oy->exact, oy->rounded);
     for (int o = 1; o < 3; o++) { /* mean and rstd: one each */
         er_sink *sk = lc->sk[o];
         if (!sk) continue;
@@ -103,7 +112,8 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
             l->o[o].cv = malloc(sizeof(er_cval) * (size_t)cnt);
             l->o[o].exact = malloc(sizeof(double) * (size_t)cnt);
             l->o[o].rounded = malloc(sizeof(double) * (size_t)cnt);
-            if (!l->o[o].cv || !l->o[o].exact || !l->o[o].rounded)
+            if (o == 0) l->ylo = malloc(sizeof(double) * 2 * (size_t)n);
+            if (!l->o[o].cv || !l->o[o].exact || !l->o[o].rounded || (o == 0 && !l->ylo))
                 st = er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
         }
     }
@@ -113,12 +123,14 @@ static er_status er_ln_covers(const er_ref *ref, const er_standard *std, er_sink
         er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_ln_run, rows);
         for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
     }
-    for (int t = 0; t < nt && lc; t++)
+    for (int t = 0; t < nt && lc; t++) {
         for (int o = 0; o < 3; o++) {
             free(lc[t].o[o].cv);
             free(lc[t].o[o].exact);
             free(lc[t].o[o].rounded);
         }
+        free(lc[t].ylo);
+    }
     free(lc);
     free(w);
     free(b);
@@ -172,17 +184,24 @@ er_status er__layernorm_rows_put(const er_ref *ref, const er_standard *std, er_s
     ER_RETURN_IF_ERROR(er_ln_plan(&pl, ref, std, n));
     pl.O[0] = sk->O;
     pl.ov[0] = sk->ov;
+    /* y's sets as intervals where the row gives them so, as er_ln_cb takes them (the same ends, zeros' signs too) */
+    double *iv = malloc(sizeof(double) * 2 * (size_t)n);
     er_ln_out o[3] = {{malloc(sizeof(er_cval) * (size_t)n), malloc(sizeof(double) * (size_t)n),
-                       malloc(sizeof(double) * (size_t)n)}};
-    er_status st = o[0].cv && o[0].exact && o[0].rounded
+                       malloc(sizeof(double) * (size_t)n), iv, iv ? iv + n : NULL, 0}};
+    er_status st = o[0].cv && o[0].exact && o[0].rounded && iv
                        ? ER_OK
                        : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    int simd = er__simd();
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
-        st = er__layernorm_row(&pl, xs + p * n, w, b, n, o);
+        o[0].ival = 0;
+        st = er__layernorm_row(&pl, xs + p * n, w, b, n, o, simd);
+        for (int64_t i = 0; st == ER_OK && o[0].ival && i < n; i++)
+            er__cval_from_ival(&o[0].cv[i], o[0].lo[i], o[0].hi[i], pl.F);
         if (st == ER_OK) er__row_put_out(sk, rows[p], n, o[0].cv, o[0].exact, o[0].rounded, ys + p * n, only);
     }
     free(o[0].cv);
     free(o[0].exact);
     free(o[0].rounded);
+    free(iv);
     return st;
 }

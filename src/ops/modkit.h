@@ -100,6 +100,9 @@ typedef void (*er_row_set_fn)(const void *ctx, int64_t q, er_cset *c);
 ER_INTERNAL double *er__row_scratch(er_sink *sk, er_row_rec *rec, int64_t n);
 ER_INTERNAL void er__row_put_sets(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const double *ex,
                                   const double *rd, er_row_set_fn set, const void *ctx);
+/* er__row_put_sets for a row whose sets are intervals [flo, fhi] of F (er__cval_from_ival), after er__row_scratch. */
+ER_INTERNAL void er__row_put_ivals(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_fmt_info *F,
+                                   const double *flo, const double *fhi, const double *ex, const double *rd);
 /* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
  * as the widest set's candidate. */
 ER_INTERNAL void er__row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex,

@@ -111,6 +111,60 @@ static void er_row_cv_set(const void *ctx, int64_t q, er_cset *c) {
     er__cset_build(c, v->sk->O, v->sk->ov, 1, &v->cv[q], v->ex[q], v->rd[q]);
 }
 
+/* The row's sets given as intervals of F (er__cval_from_ival) through the output conversion, as er_row_map_body. */
+ER_ALWAYS_INLINE void er_row_map_ival_body(int64_t n, const double *restrict flo, const double *restrict fhi,
+                                           double fmax, const double *restrict rd, double *restrict lo,
+                                           double *restrict hi, er_vec_fmt f, int narrow) {
+    for (int64_t q = 0; q < n; q++) {
+        double a = flo[q], b = fhi[q], r = rd[q], L = er_vec_rn_fmt(a, f, narrow), H = er_vec_rn_fmt(b, f, narrow);
+        int64_t ok = (fabs(a) <= fmax) & (fabs(b) <= fmax) & (a <= b) & er_vec_rn_ok(a, L, f, narrow) &
+                     er_vec_rn_ok(b, H, f, narrow) & (fabs(r) <= f.maxv);
+        L = r < L ? r : L;
+        H = r > H ? r : H;
+        lo[q] = ok ? L : NAN;
+        hi[q] = H;
+    }
+}
+#define ER_ROW_MAP_IVAL_ARGS                                                                                          \
+    int64_t n, const double *restrict flo, const double *restrict fhi, double fmax, const double *restrict rd,        \
+        double *restrict lo, double *restrict hi, er_vec_fmt f
+static void er_row_map_ival(ER_ROW_MAP_IVAL_ARGS) {
+    if (f.narrow) er_row_map_ival_body(n, flo, fhi, fmax, rd, lo, hi, f, 1);
+    else er_row_map_ival_body(n, flo, fhi, fmax, rd, lo, hi, f, 0);
+}
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_row_map_ival_avx2(ER_ROW_MAP_IVAL_ARGS) {
+    if (f.narrow) er_row_map_ival_body(n, flo, fhi, fmax, rd, lo, hi, f, 1);
+    else er_row_map_ival_body(n, flo, fhi, fmax, rd, lo, hi, f, 0);
+}
+#endif
+
+/* er_row_set_fn over a row's sets given as intervals of F. */
+typedef struct er_row_ivals {
+    const er_sink *sk;
+    const er_fmt_info *F;
+    const double *flo, *fhi, *ex, *rd;
+} er_row_ivals;
+static void er_row_ival_set(const void *ctx, int64_t q, er_cset *c) {
+    const er_row_ivals *v = ctx;
+    er_cval cv;
+    er__cval_from_ival(&cv, v->flo[q], v->fhi[q], v->F);
+    er__cset_build(c, v->sk->O, v->sk->ov, 1, &cv, v->ex[q], v->rd[q]);
+}
+
+void er__row_put_ivals(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_fmt_info *F, const double *flo,
+                       const double *fhi, const double *ex, const double *rd) {
+    double *lo = rec->buf, *hi = lo + n;
+    er_vec_fmt f = er_vec_fmt_of(sk->O);
+#if ER_HAVE_AVX2
+    if (rec->simd) er_row_map_ival_avx2(n, flo, fhi, F->max, rd, lo, hi, f);
+    else
+#endif
+        er_row_map_ival(n, flo, fhi, F->max, rd, lo, hi, f);
+    er_row_ivals v = { sk, F, flo, fhi, ex, rd };
+    er__row_put_sets(sk, rec, base, n, ex, rd, er_row_ival_set, &v);
+}
+
 /* A row of n elements from base whose record is on, decided in runs (er__row_put_sets); 0 where that cannot run
  * (the sink's format, no memory), the caller then putting the row element by element. */
 static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_cval *cv, const double *ex,

@@ -661,8 +661,10 @@ START_TEST(layernorm_gpu_constants_are_the_rows_sets) {
         double c[8];
         if (!er__layernorm_dev_row(&pl, &s, n, c)) continue;
         taken++;
-        er_ln_out o[3] = {{NULL, NULL, NULL}, {&cv[1], &ex[1], &rd[1]}, {&cv[2], &ex[2], &rd[2]}};
-        ck_assert_int_eq(er__layernorm_row(&pl, x, NULL, NULL, n, o), ER_OK);
+        er_ln_out o[3] = {{NULL, NULL, NULL, NULL, NULL, 0},
+                          {&cv[1], &ex[1], &rd[1], NULL, NULL, 0},
+                          {&cv[2], &ex[2], &rd[2], NULL, NULL, 0}};
+        ck_assert_int_eq(er__layernorm_row(&pl, x, NULL, NULL, n, o, 0), ER_OK);
         ER_REQUIRE(c[0] == cv[1].lo && c[1] == cv[1].hi && c[2] == cv[2].lo && c[3] == cv[2].hi && !cv[2].nan,
                    "row %ld (family %d, n %lld, %s, variance %d): the GPU's constants mean [%a, %a] rstd [%a, %a], "
                    "the row's [%a, %a] [%a, %a]", tr, fam, (long long)n, X->name, pl.variance, c[0], c[1], c[2], c[3],

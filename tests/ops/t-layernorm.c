@@ -549,8 +549,9 @@ END_TEST
 /* y's EXACT is decided exactly: the correctly rounded layernorm (MPFR at 600 bits from the exact sums, eps as the
  * compute format holds it, rounded by the test's oracle) is EXACT in every element, and one ulp above never is.
  * Rows with weight and bias or without, offset data, symmetric rows whose mean is one of their elements (y = 0
- * there), and rows whose y falls exactly on midpoints of the output format (the double enclosure straddles them and
- * the MPFR fallback decides ties to even). */
+ * there), rows whose y falls exactly on midpoints of the output format (the double enclosure straddles them and
+ * the MPFR fallback decides ties to even), and rows of values a few of their ulps apart (the mean not a double, x - m
+ * cancelling: y's double enclosure is then a few ulps of the mean wide, relative to y). */
 START_TEST(exact_y_is_exact) {
     er_test_reseed(570);
     long trials = (long)(200 * er_test_multiplier());
@@ -559,7 +560,7 @@ START_TEST(exact_y_is_exact) {
     mpfr_inits2(600, S, t, v, r, q, (mpfr_ptr)0);
     long elems = 0;
     for (long tr = 0; tr < trials; tr++) {
-        int n = (int)er_rand_int(1, 150), affine = tr % 2, kind = (int)(tr / 2 % 4);
+        int n = (int)er_rand_int(1, 150), affine = tr % 2, kind = (int)(tr / 2 % 5);
         er_format fx = ins[er_rand64() % 3], fo = outs[er_rand64() % 3];
         double x[150], w[150], b[150], y[150], eps = tr % 5 == 0 || kind == 3 ? 0.0 : 1e-5;
         if (kind == 3) { n = n < 2 ? 2 : n - n % 2; affine = 1; } /* even, at most 150 */
@@ -569,6 +570,7 @@ START_TEST(exact_y_is_exact) {
             double val = off + er_rand_normal() * (kind == 1 ? 0.1 : 1.0);
             if (kind == 2) val = j < n / 2 ? 1.0 + ldexp((double)er_rand_int(1, 64), -8) : 1.0; /* mirrored below: mean 1 */
             if (kind == 2 && j >= n - n / 2 && j >= n / 2) val = 2.0 - x[n - 1 - j];
+            if (kind == 4) val = 1.0 + ldexp((double)er_rand_int(-8, 8), 1 - er_format_precision(fx));
             er_round_double(&x[j], fx, val, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
             er_round_double(&w[j], ER_FP32, er_rand_normal(), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE); /* either sign */
             er_round_double(&b[j], ER_FP32, er_rand_normal() / 4, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
