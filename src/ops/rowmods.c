@@ -169,8 +169,9 @@ void er__row_put_ivals(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, co
  * (the sink's format, no memory), the caller then putting the row element by element. */
 static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_cval *cv, const double *ex,
                           const double *rd) {
-    double *lo = er__row_scratch(sk, rec, n), *hi = lo + n;
+    double *lo = er__row_scratch(sk, rec, n);
     if (!lo) return 0;
+    double *hi = lo + n;
     er_vec_fmt f = er_vec_fmt_of(sk->O);
 #if ER_HAVE_AVX2
     if (rec->simd) er_row_map_avx2(n, cv, rd, lo, hi, f);
