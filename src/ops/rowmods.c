@@ -183,12 +183,18 @@ static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n,
     return 1;
 }
 
+/* Whether elements idx[0 .. n) (n > 0) are consecutive, the first idx[0]: a row the runs can take. */
+static int er_row_consecutive(const int64_t *idx, int64_t n) {
+    int64_t k = 0;
+    while (k < n && idx[k] == idx[0] + k) k++;
+    return k == n;
+}
+
 void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n, const er_cval *cv,
                  const double *ex, const double *rd) {
     if (rec->on && n > 0) { /* a run of consecutive elements: decided in runs */
-        int64_t b = idx ? idx[0] : base, k = 0;
-        while (idx && k < n && idx[k] == b + k) k++;
-        if ((!idx || k == n) && er_row_put_run(sk, rec, b, n, cv, ex, rd)) return;
+        if ((!idx || er_row_consecutive(idx, n)) && er_row_put_run(sk, rec, idx ? idx[0] : base, n, cv, ex, rd))
+            return;
     }
     for (int64_t k = 0; k < n; k++) {
         er_cset c;
@@ -446,9 +452,8 @@ static er_status er_rms_cb(void *v, const double *row, const int64_t *idx, int64
     er_rms_row r;
     if (st == ER_OK && n > 0) st = er__rmsnorm_row_begin(&rc->pl, &rc->acc, &rc->env, row, n, &r);
     if (st != ER_OK || n == 0) goto done;
-    int64_t b = idx[0], k = 0;
-    while (k < n && idx[k] == b + k) k++;
-    double *lo = k == n ? er__row_scratch(sk, &rc->j->rec, n) : NULL;
+    int64_t b = idx[0];
+    double *lo = er_row_consecutive(idx, n) ? er__row_scratch(sk, &rc->j->rec, n) : NULL;
     if (lo && rc->w_floats && er__rmsnorm_row_run(&rc->pl, &r, row, rc->w, n, rc->j->simd, lo, lo + n, ex, rd)) {
         er_rms_elems e = { sk, &rc->pl, &r, row, rc->w, n };
         er__row_put_sets(sk, &rc->j->rec, b, n, ex, rd, er_rms_set, &e);
