@@ -13,8 +13,9 @@
  * conversion to float, *ok where |v| <= FLT_MAX; for fp16 or bf16 (narrow 1) its double's last `drop` bits (53 - p
  * of O) rounded off where |v| >= minn (O's least normal), and else (v + big) - big with big = 1.5 2^52 q, q O's least
  * subnormal (big's ulp is q, and v + big stays in big's binade: the sum rounds v to a multiple of q, ties to an even
- * multiple, and the difference is exact; a zero comes out +0, equal to -0): *ok where the result is at most maxv
- * (O's largest value). NaN and infinities are not ok. */
+ * multiple, and the difference is exact; it is +0 for a zero, so v's sign goes back on: a negative v that rounds to
+ * zero gives -0, as a rounding to nearest does): *ok where the result is at most maxv (O's largest value). NaN and
+ * infinities are not ok. */
 ER_ALWAYS_INLINE double er_vec_rn(double v, int narrow, int drop, uint64_t half, uint64_t mask, double minn,
                                   double big, double maxv, int *ok) {
     if (!narrow) {
@@ -25,7 +26,7 @@ ER_ALWAYS_INLINE double er_vec_rn(double v, int narrow, int drop, uint64_t half,
     uint64_t u;
     memcpy(&u, &v, sizeof u);
     u = (u + half + ((u >> drop) & 1)) & mask;
-    double r, sub = (v + big) - big;
+    double r, sub = copysign((v + big) - big, v);
     memcpy(&r, &u, sizeof r);
     r = fabs(v) >= minn ? r : sub;
     *ok &= fabs(r) <= maxv;
@@ -47,7 +48,7 @@ ER_ALWAYS_INLINE double er_vec_rn_fmt(double v, er_vec_fmt f, int narrow) {
     uint64_t u;
     memcpy(&u, &v, sizeof u);
     u = (u + f.half + ((u >> f.drop) & 1)) & f.mask;
-    double r, sub = (v + f.big) - f.big;
+    double r, sub = copysign((v + f.big) - f.big, v);
     memcpy(&r, &u, sizeof r);
     return fabs(v) >= f.minn ? r : sub;
 }

@@ -209,6 +209,24 @@ static inline void er_require_same_report(const er_report *a, const er_report *b
                b->widest_rel, ER_SEED_ARGS);
 }
 
+/* Two reports' JSON is the same, character for character (the sign of a zero included), naming the first difference
+ * with some context: a whole report is too long for Check's message. */
+static inline void er_require_same_json(const er_report *a, const er_report *b, const char *what) {
+    size_t na = 0, nb = 0;
+    er_report_json(a, NULL, 0, &na);
+    er_report_json(b, NULL, 0, &nb);
+    char *ja = malloc(na + 1), *jb = malloc(nb + 1);
+    ck_assert_int_eq(er_report_json(a, ja, na + 1, NULL), ER_OK);
+    ck_assert_int_eq(er_report_json(b, jb, nb + 1, NULL), ER_OK);
+    size_t at = 0;
+    while (ja[at] && ja[at] == jb[at]) at++;
+    size_t from = at > 80 ? at - 80 : 0;
+    ER_REQUIRE(ja[at] == 0 && jb[at] == 0, "%s: the reports' JSON differ at character %zu:\n%.160s\n%.160s", what, at,
+               ja + from, jb + from);
+    free(ja);
+    free(jb);
+}
+
 /* Loads a capture's arrays into *z and opens its case list (one case a line), failing the test when either is
  * missing. The caller closes the file and frees z. */
 #include "npz.h"
