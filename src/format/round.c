@@ -207,7 +207,8 @@ double er__round_prod(const er_fmt_info *fi, double a, double b, int wide, er_ro
     double p = a * b;
     if (!isfinite(a) || !isfinite(b)) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
     if (!isfinite(p)) return er_round_exact_mpfr(fi, a, b, 0.0, 1, mode); /* beyond double's range, not infinite */
-    if (!wide) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
+    /* a zero factor: the product is that signed zero, exact (the exact sum below would add +0 to it) */
+    if (!wide || a == 0 || b == 0) return er__round_double(fi, p, mode, ER_OVERFLOW_IEEE);
     if (p == 0 || fabs(p) < 0x1p-960) return er_round_exact_mpfr(fi, a, b, 0.0, 1, mode);
     return er_round_pair(fi, p, fma(a, b, -p), mode); /* TwoProduct: exact without underflow */
 }

@@ -866,8 +866,8 @@ END_TEST
  * row-major or transposed, x and the weights scaled so that outputs reach past the output format's largest value
  * (sets with an infinity: elements the runs leave to the per-element record), a few weights so small that fp16 outputs
  * are a few subnormals, flat rows (every set the same: the widest set tied), weights in fp64 and x of -0 and +0
- * with outputs a few subnormals off (failing elements whose exact results are zeros of either sign), every op of the
- * tally. */
+ * and a tiny negative x (whose products round to -0 in fp16) with outputs a few subnormals off (failing elements whose
+ * sets are zeros of either sign), every op of the tally. */
 START_TEST(row_ops_same_report_in_runs) {
     er_test_reseed(551);
     const int64_t R = 7, N = 1000;
@@ -885,7 +885,7 @@ START_TEST(row_ops_same_report_in_runs) {
                 double top = f == ER_FP16 ? 65504.0 : f == ER_BF16 ? 0x1.fep127 : 0x1.fffffep127;
                 /* big: the weights (and log_softmax's x) scaled so that the largest outputs lie past top */
                 double ws = big ? top / 2 : 1, xb = big ? (f == ER_FP16 ? 1e4 : 1e37) : 3;
-                for (int64_t i = 0; i < R * N; i++) z[i] = flat ? 0.5 : i % N == 1 ? -0.0 : i % N == 2 ? 0.0 : er_rand_normal();
+                for (int64_t i = 0; i < R * N; i++) z[i] = flat ? 0.5 : i % N == 1 ? -0.0 : i % N == 2 ? 0.0 : i % N == 3 ? -1e-20 : er_rand_normal();
                 /* every 50th weight 2^-27: fp16 outputs of a few of fp16's least subnormal (tied widest sets) */
                 for (int64_t j = 0; j < N; j++) {
                     w64[j] = flat ? 1.125 : j % 50 == 3 ? 0x1p-27 : ws * (1 + er_rand_normal() / 4);
@@ -926,7 +926,7 @@ START_TEST(row_ops_same_report_in_runs) {
                             if (e % 97 == 5) v[e] *= 1.01;
                             if (e % 89 == 3) v[e] *= 1 + 0x1p-9;
                             if (e % 1013 == 7) v[e] = NAN;
-                            if (z[e] == 0) v[e] = ldexp(4, f == ER_FP16 ? -24 : f == ER_BF16 ? -133 : -149);
+                            if (fabs(z[e]) < 1e-19) v[e] = ldexp(4, f == ER_FP16 ? -24 : f == ER_BF16 ? -133 : -149);
                             er_store(y, f, tr ? (e % N) * R + e / N : e, v[e]);
                         }
                     }
