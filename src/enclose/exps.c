@@ -99,6 +99,19 @@ static void er_exps_kernel_one(er_exps *ex, const er_softmax_plan *pl, const dou
 ER_ALWAYS_INLINE void er_exps_f32_dj_body(int64_t n, const double *restrict x, float mf, double *restrict d) {
     for (int64_t j = 0; j < n; j++) d[j] = (double)((float)x[j] + mf); /* er__round_sum's fp32 sum */
 }
+/* er__exp_ends's values in fp32 with an integer U <= 2^30 (not __expf's bound) from exp(d_j)'s bounds [dl, dh], where
+ * er__approx_ends takes its common case (Lemma U2): both ends in one binade of normals, the spacing sp there. Returns
+ * whether it is that case (*el and *eh are then er__exp_ends's lower end, 0 below the least normal, and upper end). */
+ER_ALWAYS_INLINE int er_exp_ends_f32(double dl, double dh, double U, double *el, double *eh) {
+    uint64_t ea = er__bits(dl) >> 52, eb = er__bits(dh) >> 52;
+    double ca = (float)dl, cb = (float)dh, top = er__from_bits((ea + 1) << 52), sp = er__from_bits((ea - 23) << 52);
+    double ml = ca < dl ? ca : dl, mh = cb > dh ? cb : dh, us = U * sp;
+    double l = er__round_f32(ml - us, ER_ROUND_UP), h = er__round_f32(mh + us, ER_ROUND_DOWN);
+    *el = l >= 0x1p-126 ? l : 0.0;
+    *eh = h;
+    return (dl >= 0x1p-125) & (ea == eb) & (cb < top) & (us <= 0.125 * ml);
+}
+
 ER_ALWAYS_INLINE void er_exps_f32_rest_body(int64_t n, const double *restrict x, double m, float mf, double U,
                                             double *restrict tt, double *restrict ee, double *restrict dlo,
                                             double *restrict dhi, double *restrict lo, double *restrict hi,
@@ -107,12 +120,8 @@ ER_ALWAYS_INLINE void er_exps_f32_rest_body(int64_t n, const double *restrict x,
         double xj = x[j], t = xj - m, bb = t - xj, e = (xj - (t - bb)) + (-m - bb); /* TwoSum: t + e = x_j - m */
         double dj = (double)((float)xj + mf), dl = dlo[j], dh = dhi[j];
         int ok = ((double)(float)xj == xj) & (dj >= -690.0);
-        /* er__approx_ends in fp32 with an integer U: both ends in one binade of normals, the spacing sp there */
-        uint64_t ea = er__bits(dl) >> 52, eb = er__bits(dh) >> 52;
-        double ca = (float)dl, cb = (float)dh, top = er__from_bits((ea + 1) << 52), sp = er__from_bits((ea - 23) << 52);
-        double ml = ca < dl ? ca : dl, mh = cb > dh ? cb : dh, us = U * sp;
-        ok &= (dl >= 0x1p-125) & (ea == eb) & (cb < top) & (us <= 0.125 * ml);
-        double el = er__round_f32(ml - us, ER_ROUND_UP), eh = er__round_f32(mh + us, ER_ROUND_DOWN);
+        double el, eh;
+        ok &= er_exp_ends_f32(dl, dh, U, &el, &eh);
         double v = (t - dj) + e, l, h;
         er__exp_shift_run1(dl, dh, v, &l, &h);
         int same = (dj == t) & (e == 0);
@@ -121,7 +130,7 @@ ER_ALWAYS_INLINE void er_exps_f32_rest_body(int64_t n, const double *restrict x,
         ee[j] = e;
         lo[j] = same ? dl : l;
         hi[j] = same ? dh : h;
-        elo[j] = el >= 0x1p-126 ? el : 0.0;
+        elo[j] = el;
         ehi[j] = eh;
         slow[j] = (uint8_t)!ok;
     }
@@ -161,6 +170,48 @@ static void er_exps_f32(int simd, int64_t n, const double *x, double m, double U
 #endif
             er_exps_f32_rest(k, x + j0, m, mf, U, tt, ex->e + j0, dl, dh, ex->lo + j0, ex->hi + j0, w->el + j0,
                              w->eh + j0, w->slow + j0);
+    }
+}
+
+/* er__exp_ends_f32_run's loop over a run (d: the kernel's d_j, then [dl, dh] exp(d_j)'s bounds). */
+ER_ALWAYS_INLINE void er_exp_ends_f32_body(int64_t n, const double *restrict x, const double *restrict d,
+                                           const double *restrict dl, const double *restrict dh, double U,
+                                           double *restrict elo, double *restrict ehi, uint8_t *restrict slow) {
+    for (int64_t j = 0; j < n; j++) {
+        int ok = ((double)(float)x[j] == x[j]) & (d[j] >= -690.0);
+        ok &= er_exp_ends_f32(dl[j], dh[j], U, &elo[j], &ehi[j]);
+        slow[j] = (uint8_t)!ok;
+    }
+}
+#define ER_EXP_ENDS_ARGS                                                                                              \
+    int64_t n, const double *restrict x, const double *restrict d, const double *restrict dl,                        \
+        const double *restrict dh, double U, double *restrict elo, double *restrict ehi, uint8_t *restrict slow
+static void er_exp_ends_f32_base(ER_EXP_ENDS_ARGS) { er_exp_ends_f32_body(n, x, d, dl, dh, U, elo, ehi, slow); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_exp_ends_f32_avx2(ER_EXP_ENDS_ARGS) { er_exp_ends_f32_body(n, x, d, dl, dh, U, elo, ehi, slow); }
+ER_AVX512 static void er_exp_ends_f32_avx512(ER_EXP_ENDS_ARGS) {
+    er_exp_ends_f32_body(n, x, d, dl, dh, U, elo, ehi, slow);
+}
+#endif
+
+void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double U, double *elo, double *ehi,
+                          uint8_t *slow) {
+    double d[ER_EXPS_RUN], dl[ER_EXPS_RUN], dh[ER_EXPS_RUN];
+    float mf = (float)-m;
+    for (int64_t j0 = 0; j0 < n; j0 += ER_EXPS_RUN) {
+        int64_t k = n - j0 < ER_EXPS_RUN ? n - j0 : ER_EXPS_RUN;
+#if ER_HAVE_AVX2
+        if (simd) er_exps_f32_dj_avx2(k, x + j0, mf, d);
+        else
+#endif
+            er_exps_f32_dj(k, x + j0, mf, d);
+        er__exp_bounds_run(simd, k, d, dl, dh);
+#if ER_HAVE_AVX2
+        if (simd >= 2) er_exp_ends_f32_avx512(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
+        else if (simd) er_exp_ends_f32_avx2(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
+        else
+#endif
+            er_exp_ends_f32_base(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
     }
 }
 

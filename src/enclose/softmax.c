@@ -14,6 +14,7 @@
 #include "enclose/approx.h"
 #include "enclose/ival.h"
 #include "enclose/softmax.h"
+#include "format/vecround.h"
 
 static void er_all_nan(er_cval *cv, double *exact, double *rounded, int64_t n) {
     /* NaN rows are NaN in softmax and log_softmax alike */
@@ -381,30 +382,103 @@ static er_status er_softmax_sets(const er_softmax_plan *pl, const double *x, int
     return st;
 }
 
+/* The main case's quotient ends (Lemma D5): the sums to nearest [sl, sh], the any-order factors one_minus, one_plus
+ * and the chains' factors klo, khi. */
+typedef struct er_sm_quot { double sl, sh, one_minus, one_plus, klo, khi; } er_sm_quot;
+
+/* One element's set in F from its exp's ends [a, b] (er_softmax_sets_dbl's main case): the lowest quotient
+ * a / ((sh - b + a)(1 + c1)) and the highest b / ((sl - a + b)(1 - c1)), each times its factor and rounded to
+ * nearest (0 where the exp's end is 0; the upper end unbounded where the denominator is not positive). */
+static void er_sm_quot_one(const er_fmt_info *F, double a, double b, const er_sm_quot *q, int sum_may_overflow,
+                           er_cval *c) {
+    double ql = 0, qh = 0;
+    int inf_hi = 0;
+    if (a != 0)
+        ql = er__round_double(F, (a / (((q->sh - b) + a) * q->one_plus)) * q->klo, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    if (b != 0) {
+        double den = ((q->sl - a) + b) * q->one_minus;
+        if (!(den > 0)) inf_hi = 1;
+        else qh = er__round_double(F, (b / den) * q->khi, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    }
+    if (sum_may_overflow) ql = 0;
+    memset(c, 0, sizeof *c);
+    c->lo = ql;
+    c->hi = inf_hi ? F->max : qh;
+    c->pinf = inf_hi || qh == INFINITY;
+    if (qh == INFINITY) c->hi = F->max;
+}
+
+/* er_sm_quot_one for F = fp32 over a row, in a loop that vectorises: ql, qh its ends where fix is 0; fix = 1 where
+ * a quotient is beyond FLT_MAX (or not a number) or a denominator not positive (er_sm_quot_one decides those). */
+ER_ALWAYS_INLINE void er_sm_quot_f32_body(int64_t n, const double *restrict elo, const double *restrict ehi,
+                                          er_sm_quot q, double *restrict ql, double *restrict qh,
+                                          uint8_t *restrict fix) {
+    for (int64_t i = 0; i < n; i++) {
+        double a = elo[i], b = ehi[i];
+        double lv = (a / (((q.sh - b) + a) * q.one_plus)) * q.klo, den = ((q.sl - a) + b) * q.one_minus,
+               hv = (b / den) * q.khi;
+        int64_t lin = fabs(lv) <= FLT_MAX, hin = (den > 0) & (fabs(hv) <= FLT_MAX);
+        double l = (double)(float)(lin ? lv : 0.0), h = (double)(float)(hin ? hv : 0.0);
+        ql[i] = a != 0 ? l : 0.0;
+        qh[i] = b != 0 ? h : 0.0;
+        fix[i] = (uint8_t)(((a != 0) & !lin) | ((b != 0) & !hin));
+    }
+}
+#define ER_SM_QUOT_ARGS                                                                                               \
+    int64_t n, const double *restrict elo, const double *restrict ehi, er_sm_quot q, double *restrict ql,             \
+        double *restrict qh, uint8_t *restrict fix
+static void er_sm_quot_f32_base(ER_SM_QUOT_ARGS) { er_sm_quot_f32_body(n, elo, ehi, q, ql, qh, fix); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_sm_quot_f32_avx2(ER_SM_QUOT_ARGS) { er_sm_quot_f32_body(n, elo, ehi, q, ql, qh, fix); }
+ER_AVX512 static void er_sm_quot_f32_avx512(ER_SM_QUOT_ARGS) { er_sm_quot_f32_body(n, elo, ehi, q, ql, qh, fix); }
+#endif
+static void er_sm_quot_f32_run(int simd, int64_t n, const double *elo, const double *ehi, const er_sm_quot *q,
+                               double *ql, double *qh, uint8_t *fix) {
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd >= 2) er_sm_quot_f32_avx512(n, elo, ehi, *q, ql, qh, fix);
+    else if (simd) er_sm_quot_f32_avx2(n, elo, ehi, *q, ql, qh, fix);
+    else
+#endif
+        er_sm_quot_f32_base(n, elo, ehi, *q, ql, qh, fix);
+}
+
 /* The sets of a row in double arithmetic, for F of at most 24 bits (docs/algorithms/double-bounds.md): the
  * formulas of er_softmax_sets, each MPFR bound replaced by a double bound on the same side (ival.h). ex: the
  * exps of x_j - m, reused where d_j = x_j - m exactly. */
 static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x, int64_t n, double m, const er_exps *ex,
                                      er_cval *cv) {
     const er_fmt_info *F = pl->F;
-    double *elo = malloc(sizeof(double) * (size_t)n), *ehi = malloc(sizeof(double) * (size_t)n);
-    if (!elo || !ehi) {
-        free(elo);
-        free(ehi);
-        return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
-    }
+    /* elo, ehi, then 3 n more doubles of scratch (the vectorised passes' flags and quotients) */
+    double *elo = malloc(sizeof(double) * (size_t)n * 5), *ehi = elo ? elo + n : NULL;
+    if (!elo) return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    double *scr = elo + 2 * n;
     /* e_j's bounds from the enclosure [zl, zh] of exp(d_j) (Lemma U1); the sums to nearest, widened once per row
-     * (Lemma D4). */
+     * (Lemma D4). In fp32 with an integer U, a vectorised pass gives most elements' ends (the values below); the
+     * others (slow) take the loop's own code. */
     double sl = 0, sh = 0;
-    for (int64_t j = 0; j < n && !(pl->log && ex->sums); j++) { /* log_softmax reads the sums alone */
+    uint8_t *slow = (uint8_t *)scr;
+    int run = F->id == ER_FP32 && !pl->exp_fast && pl->U >= 0 && pl->U <= 0x1p30 &&
+              (double)(int64_t)pl->U == pl->U && (double)(float)m == m && !(pl->log && ex->sums);
+    if (run) er__exp_ends_f32_run(pl->simd, n, x, m, pl->U, elo, ehi, slow);
+    int sums = !(pl->log && ex->sums); /* log_softmax reads the sums alone */
+    for (int64_t j = 0; j < n && sums; j++) {
+        if (run && !slow[j]) continue;
         double dj = x[j] == -INFINITY ? -INFINITY : er__round_sum(F, x[j], -m, ER_ROUND_NEAREST), zl, zh;
         if (dj == -INFINITY) { elo[j] = ehi[j] = 0; continue; }
         if (ex->dlo) { zl = ex->dlo[j]; zh = ex->dhi[j]; }
         else if (dj == ex->t[j] && ex->e[j] == 0) { zl = ex->lo[j]; zh = ex->hi[j]; }
         else er__exp_bounds(dj, &zl, &zh);
         er__exp_ends(pl, dj, zl, zh, &elo[j], &ehi[j]);
-        sl += elo[j];
-        sh += ehi[j];
+    }
+    if (sums) { /* in element order, in locals (a sum kept in memory waits on each store) */
+        double a = 0, b = 0;
+        for (int64_t j = 0; j < n; j++) {
+            a += elo[j];
+            b += ehi[j];
+        }
+        sl = a;
+        sh = b;
     }
     if (pl->log && ex->sums) {
         sl = ex->esl;
@@ -443,23 +517,18 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
          * K_lo <= (1 - u)(1 - 2^-50), K_hi >= (1 + u)(1 + 2^-50), without the (1 -+ u) for div=divide */
         double klo = pl->div != 1 ? er__dn(er__dn(1.0 - u) * er__dn(1.0 - 0x1p-50)) : er__dn(1.0 - 0x1p-50);
         double khi = pl->div != 1 ? er__up(er__up(1.0 + u) * er__up(1.0 + 0x1p-50)) : er__up(1.0 + 0x1p-50);
+        const er_sm_quot qc = {sl, sh, one_minus, one_plus, klo, khi};
+        double *ql = scr + n, *qh = scr + 2 * n;
+        uint8_t *fix = (uint8_t *)scr;
+        if (F->id == ER_FP32) er_sm_quot_f32_run(pl->simd, n, elo, ehi, &qc, ql, qh, fix);
         for (int64_t i = 0; i < n; i++) {
-            double ql = 0, qh = 0;
-            int inf_hi = 0;
-            if (elo[i] != 0)
-                ql = er__round_double(F, (elo[i] / (((sh - ehi[i]) + elo[i]) * one_plus)) * klo, ER_ROUND_NEAREST,
-                                      ER_OVERFLOW_IEEE);
-            if (ehi[i] != 0) {
-                double den = ((sl - elo[i]) + ehi[i]) * one_minus;
-                if (!(den > 0)) inf_hi = 1;
-                else qh = er__round_double(F, (ehi[i] / den) * khi, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (F->id == ER_FP32 && !fix[i]) {
+                memset(&cv[i], 0, sizeof cv[i]);
+                cv[i].lo = sum_may_overflow ? 0.0 : ql[i];
+                cv[i].hi = qh[i];
+            } else {
+                er_sm_quot_one(F, elo[i], ehi[i], &qc, sum_may_overflow, &cv[i]);
             }
-            if (sum_may_overflow) ql = 0;
-            memset(&cv[i], 0, sizeof cv[i]);
-            cv[i].lo = ql;
-            cv[i].hi = inf_hi ? F->max : qh;
-            cv[i].pinf = inf_hi || qh == INFINITY;
-            if (qh == INFINITY) cv[i].hi = F->max;
         }
     }
     for (int64_t i = 0;
@@ -501,7 +570,6 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
     }
     free(elo);
-    free(ehi);
     return st;
 }
 
@@ -516,6 +584,62 @@ static void er_log_outward(double sl, double sh, double *lsl, double *lsh) {
     mpfr_log(a, a, MPFR_RNDU);
     *lsh = mpfr_get_d(a, MPFR_RNDU);
     mpfr_clear(a);
+}
+
+#define ER_EXACT_RUN 256 /* elements a pass of er_exact_quot_run */
+
+/* er_exact_row_dbl's softmax (not log) for an output of fp32, fp16 or bf16, in a loop that vectorises: the
+ * quotients' ends ql = lo_i rl, qh = hi_i rh rounded to O by er_vec_rn_fmt (er__round_double's values within O's
+ * range); an end rounded beyond the range is rounded again by er__round_double, with the output's overflow rule.
+ * done[i] = 1 where both ends round to one value. Returns how many are left. */
+ER_ALWAYS_INLINE void er_exact_quot_body(int64_t n, const double *restrict lo, const double *restrict hi, double rl,
+                                         double rh, er_vec_fmt f, int narrow, double *restrict exact,
+                                         double *restrict rounded, double *restrict oh, uint8_t *restrict bad) {
+    for (int64_t i = 0; i < n; i++) {
+        double ql = lo[i] * rl, qh = hi[i] * rh, a = er_vec_rn_fmt(ql, f, narrow), b = er_vec_rn_fmt(qh, f, narrow);
+        exact[i] = 0.5 * ql + 0.5 * qh;
+        rounded[i] = a;
+        oh[i] = b;
+        bad[i] = (uint8_t)!(er_vec_rn_ok(ql, a, f, narrow) & er_vec_rn_ok(qh, b, f, narrow));
+    }
+}
+#define ER_EXACT_QUOT_ARGS                                                                                            \
+    int64_t n, const double *restrict lo, const double *restrict hi, double rl, double rh, er_vec_fmt f,              \
+        double *restrict exact, double *restrict rounded, double *restrict oh, uint8_t *restrict bad
+#define ER_EXACT_QUOT_CALLS                                                                                           \
+    if (f.narrow) er_exact_quot_body(n, lo, hi, rl, rh, f, 1, exact, rounded, oh, bad);                              \
+    else er_exact_quot_body(n, lo, hi, rl, rh, f, 0, exact, rounded, oh, bad)
+static void er_exact_quot_base(ER_EXACT_QUOT_ARGS) { ER_EXACT_QUOT_CALLS; }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_exact_quot_avx2(ER_EXACT_QUOT_ARGS) { ER_EXACT_QUOT_CALLS; }
+ER_AVX512 static void er_exact_quot_avx512(ER_EXACT_QUOT_ARGS) { ER_EXACT_QUOT_CALLS; }
+#endif
+static int64_t er_exact_quot_run(int simd, int64_t n, const double *lo, const double *hi, double rl, double rh,
+                                 er_vec_fmt f, const er_softmax_plan *pl, double *exact, double *rounded, char *done) {
+    int64_t todo = 0;
+    double oh[ER_EXACT_RUN];
+    uint8_t bad[ER_EXACT_RUN];
+    (void)simd;
+    for (int64_t i0 = 0; i0 < n; i0 += ER_EXACT_RUN) {
+        int64_t k = n - i0 < ER_EXACT_RUN ? n - i0 : ER_EXACT_RUN;
+#if ER_HAVE_AVX2
+        if (simd >= 2) er_exact_quot_avx512(k, lo + i0, hi + i0, rl, rh, f, exact + i0, rounded + i0, oh, bad);
+        else if (simd) er_exact_quot_avx2(k, lo + i0, hi + i0, rl, rh, f, exact + i0, rounded + i0, oh, bad);
+        else
+#endif
+            er_exact_quot_base(k, lo + i0, hi + i0, rl, rh, f, exact + i0, rounded + i0, oh, bad);
+        for (int64_t q = 0; q < k; q++) {
+            int64_t i = i0 + q;
+            double b = oh[q];
+            if (bad[q]) {
+                rounded[i] = er__round_double(pl->O, lo[i] * rl, ER_ROUND_NEAREST, pl->ov_out);
+                b = er__round_double(pl->O, hi[i] * rh, ER_ROUND_NEAREST, pl->ov_out);
+            }
+            done[i] = rounded[i] == b;
+            todo += !done[i];
+        }
+    }
+    return todo;
 }
 
 /* The exact softmax from the exps enclosed in double: each element whose enclosure rounds to one value of O is
@@ -539,6 +663,9 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
      * boundary of a format of at most 24 bits) */
     double rl = er__dn(er__dn(1.0 / sh) * (1.0 - 0x1p-51)), rh = er__up(er__up(1.0 / sl) * (1.0 + 0x1p-51));
     int64_t todo = 0;
+    er_format o = pl->O->id;
+    if (!pl->log && (o == ER_FP32 || o == ER_FP16 || o == ER_BF16))
+        return er_exact_quot_run(pl->simd, n, ex->lo, ex->hi, rl, rh, er_vec_fmt_of(pl->O), pl, exact, rounded, done);
     for (int64_t i = 0; i < n; i++) {
         double ql, qh;
         if (pl->log) {

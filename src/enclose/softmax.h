@@ -71,6 +71,13 @@ typedef struct er_exps_scratch {
 ER_INTERNAL void er__exps_fill_kernel(er_exps *ex, const struct er_softmax_plan *pl, const double *x, int64_t n,
                                       double m, const er_exps_scratch *w);
 
+/* er__exp_ends over a row for F = fp32, pl->U an integer of at most 2^30 and not __expf's bound, m a float, in loops
+ * that vectorise (simd: er__simd()): elo[j], ehi[j] the ends of the kernel's exp of d_j = fl(x_j - m) (the values
+ * er__exp_ends gives from er__exp_bounds(d_j)) where slow[j] is 0; slow[j] = 1 where x_j is not a float, d_j < -690
+ * or er__approx_ends leaves its common case (the caller computes those elements itself). */
+ER_INTERNAL void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double U, double *elo,
+                                      double *ehi, uint8_t *slow);
+
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and
  * correctly rounded to the output format (not written under sets_only). */
 ER_INTERNAL er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n, er_cval *cv,

@@ -361,7 +361,8 @@ END_TEST
  * fp32 and of double's scaling, with -inf, with huge values, with d_j next to -k ln 2 so that exp(d_j) rounds to a
  * power of two in fp32, with tiny values whose difference from m is not exact in double), of doubles that are not
  * floats, U of 0, 1, 2, 3 and 2^30, __expf's bound (scalar alone), lengths around the pass's runs. Counts the
- * elements the pass decides and those it leaves to the scalar loop: both must be reached. */
+ * elements the pass decides and those it leaves to the scalar loop: both must be reached. Likewise softmax's pass
+ * of the exps' ends (er__exp_ends_f32_run) against er__exp_ends, where m is a float. */
 START_TEST(exps_vector_pass_agrees) {
     er_test_reseed(77);
     er__exp_init();
@@ -369,7 +370,7 @@ START_TEST(exps_vector_pass_agrees) {
     static double x[NMAX], a[10][NMAX], b[10][NMAX], el[NMAX], eh[NMAX];
     static uint8_t slow[NMAX];
     static const double Us[5] = { 0, 1, 2, 3, 0x1p30 };
-    long trials = (long)(3000 * er_test_multiplier()), vec = 0, scal = 0;
+    long trials = (long)(3000 * er_test_multiplier()), vec = 0, scal = 0, ends_run = 0, ends_left = 0;
     int builds = 1 + er__simd();
     for (long tr = 0; tr < trials; tr++) {
         int64_t n = tr % 7 == 0 ? (int64_t)er_rand_int(1, 3) : (int64_t)er_rand_int(200, NMAX);
@@ -414,11 +415,26 @@ START_TEST(exps_vector_pass_agrees) {
             }
             ER_REQUIRE(er__bits(R[0].esl) == er__bits(R[1].esl) && er__bits(R[0].esh) == er__bits(R[1].esh),
                        "row %ld: sums %a %a, the scalar loop's %a %a", tr, R[1].esl, R[1].esh, R[0].esl, R[0].esh);
+            /* softmax's sets' pass (er__exp_ends_f32_run): er__exp_ends from er__exp_bounds(d_j) where it decides */
+            if (pl.exp_fast || (double)(float)m != m) continue;
+            er__exp_ends_f32_run(simd, n, x, m, pl.U, el, eh, slow);
+            for (int64_t j = 0; j < n; j++) {
+                if (slow[j]) { ends_left += simd == 0; continue; }
+                double dj = er__round_sum(pl.F, x[j], -m, ER_ROUND_NEAREST), zl, zh, l, h;
+                er__exp_bounds(dj, &zl, &zh);
+                er__exp_ends(&pl, dj, zl, zh, &l, &h);
+                ER_REQUIRE(er__bits(l) == er__bits(el[j]) && er__bits(h) == er__bits(eh[j]),
+                           "row %ld (U %g, simd %d): the exp's ends at %lld [%a, %a], er__exp_ends [%a, %a] (x %a, "
+                           "m %a)", tr, pl.U, simd, (long long)j, el[j], eh[j], l, h, x[j], m);
+                ends_run += simd == 0;
+            }
         }
     }
     ER_REQUIRE(vec > 100000 && scal > 1000, "the pass decided %ld elements and left %ld", vec, scal);
-    printf("exps pass: %ld elements by the vectorised pass, %ld left to the scalar loop, %d builds agree\n", vec,
-           scal, builds);
+    ER_REQUIRE(ends_run > 100000 && ends_left > 1000, "the exps' ends pass decided %ld elements and left %ld",
+               ends_run, ends_left);
+    printf("exps pass: %ld elements by the vectorised pass, %ld left to the scalar loop, %d builds agree; the "
+           "exps' ends: %ld by their pass, %ld left\n", vec, scal, builds, ends_run, ends_left);
 }
 END_TEST
 
