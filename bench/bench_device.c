@@ -1,7 +1,8 @@
 /* bench_device.c: er_matmul_covers_device (the matmul reference on the GPU, any order over fp16 inputs, the
  * standard mma:sm90 outer=any) on the output of cuBLAS's fp16 GEMM with fp32 accumulation (tensor cores), next to
  * cuBLAS's fp64 GEMM of the same shape on the same GPU, both from device memory; three alternating rounds,
- * medians. Prints `name: X s vs baseline Y s = Rx`. Usage: bench_device [N ...] (default 2048 4096 8192). */
+ * medians. Then the check of a failing output (the last 16 products of each sum dropped) against the check of the
+ * correct one. Prints `name: X s vs baseline Y s = Rx`. Usage: bench_device [N ...] (default 2048 4096 8192). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -79,6 +80,34 @@ static void run(cublasHandle_t h, int n) {
     printf("matmul_covers_device_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: cuBLAS fp64 GEMM of the same shape on the "
            "same GPU; medians of 3 alternating rounds; output of cuBLAS's fp16 GEMM with fp32 accumulation under mma:sm90 outer=any: "
            "verdict %s, exact %lld, covered %lld)\n", n, n, n, x, y, x / y, pass ? "pass" : "FAIL", exact, covered);
+    /* a kernel with a bug: the same GEMM with the last 16 products of each sum dropped; its check against the check
+     * of the correct output, alternating */
+    void *dX;
+    CHECK(cudaMalloc(&dX, 4 * nn));
+    CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n - 16, &one, dB, CUDA_R_16F, n, dA, CUDA_R_16F, n, &zero, dX,
+                       CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CHECK(cudaDeviceSynchronize());
+    er_tensor tX;
+    er_tensor_view(&tX, ER_FP32, 2, (int64_t[]){n, n}, NULL, dX);
+    long long outside = 0;
+    for (int r = 0; r < 3; r++) {
+        double t0 = now();
+        if (er_matmul_covers_device(&rep, &tA, &tB, &tC, &std, NULL) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
+        double t1 = now();
+        er_report_clear(&rep);
+        if (er_matmul_covers_device(&rep, &tA, &tB, &tX, &std, NULL) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
+        double t2 = now();
+        outside = (long long)rep.counts[ER_CLASS_OUTSIDE];
+        er_report_clear(&rep);
+        tb[r] = t1 - t0;
+        tx[r] = t2 - t1;
+    }
+    x = median3(tx);
+    y = median3(tb);
+    printf("matmul_covers_device_failing_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: the check of the correct "
+           "output; the failing output drops the last 16 products of each sum: %lld of %lld elements outside)\n", n, n, n, x, y,
+           x / y, outside, (long long)nn);
+    cudaFree(dX);
     cudaFree(dA); cudaFree(dB); cudaFree(dC); cudaFree(dAd); cudaFree(dBd); cudaFree(dCd);
     free(A); free(B); free(ad); free(bd);
 }

@@ -159,7 +159,9 @@ typedef struct er_dev_run {
     int64_t *hia, *hib, *dia, *dib;       /* each output batch's operand batches */
     double *Ad, *Bd, *Bt;                 /* the operands decoded; B transposed: its columns contiguous */
     er_dev_stats *dst, hst[2];
-    unsigned long long hcnt[4], hw[2];    /* the counts; the widest decided set's width bits and element */
+    unsigned long long hcnt[6], hw[2];    /* the counts (er__devmm_decide's); the widest decided set's width bits and
+                                           * element */
+    float *dh;                            /* the outside elements' distance bounds */
     int64_t *dpend;                       /* the elements the GPU left */
     uint8_t *dcl;                         /* the classes the GPU decided */
     uint8_t *classes;                     /* the report's classes array (host) */
@@ -245,7 +247,7 @@ static void er_dev_widest_decided(er_dev_run *r, const double *S, const double *
     if (r->st == ER_OK && r->e == cudaSuccess)
         r->e = cudaMemcpyAsync(dw, r->hw, sizeof r->hw, cudaMemcpyHostToDevice, s);
     if (r->st == ER_OK && r->e == cudaSuccess)
-        ec = er__devmm_widest(S, Pd, r->n, fc, r->dcl, dcnt, r->dpend, Rd, dw, s);
+        ec = er__devmm_widest(S, Pd, r->n, fc, r->dcl, dcnt, r->dpend, Rd, dw, r->dh, s);
     if (ec) r->e = (cudaError_t)ec;
     if (r->st == ER_OK && r->e == cudaSuccess)
         r->e = cudaMemcpyAsync(r->hw, dw, sizeof r->hw, cudaMemcpyDeviceToHost, s);
@@ -296,13 +298,14 @@ static void er_dev_decide(er_dev_run *r) {
         er__dot_ctx_clear(&cx0);
     }
     r->dcl = er_dev_alloc(&r->db, (size_t)n, s, &r->e);
-    unsigned long long *dcnt = er_dev_alloc(&r->db, 4 * sizeof(unsigned long long), s, &r->e);
+    unsigned long long *dcnt = er_dev_alloc(&r->db, sizeof r->hcnt, s, &r->e);
+    r->dh = er_dev_alloc(&r->db, sizeof(float) * (size_t)n, s, &r->e);
     int64_t *dcand = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
     r->dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dcnt, 0, 4 * sizeof(unsigned long long), s);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dcnt, 0, sizeof r->hcnt, s);
     if (r->st == ER_OK && r->e == cudaSuccess)
         ec = er__devmm_decide(r->out->data, S, Pd, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K,
-                              fc, r->dcl, dcnt, dcand, r->dpend, s);
+                              fc, r->dcl, dcnt, dcand, r->dpend, r->dh, s);
     if (ec) r->e = (cudaError_t)ec;
     er_dev_pin_classes(r);
     er_dev_widest_decided(r, S, Pd, fc, dcnt);
@@ -368,7 +371,9 @@ static int er_dev_chunk(er_dev_run *r, er_sinks *sks, int share, const int64_t *
  * each, in element order); then the widest decided set's entry. */
 static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     cudaStream_t s = r->s;
-    int64_t K = r->K, n = r->n, np = (int64_t)r->hcnt[3];
+    /* the pending elements, and the first of those decided outside (the report's first failures) */
+    int64_t K = r->K, n = r->n, nout = (int64_t)r->hcnt[4], nfirst = nout < ER_REPORT_FIRST ? nout : ER_REPORT_FIRST,
+            npd = (int64_t)r->hcnt[3], np = npd + nfirst;
     int64_t chunk = (INT64_C(1) << 21) / K > 0 ? (INT64_C(1) << 21) / K : 1; /* 16 MiB of vectors at a time */
     if (chunk > np) chunk = np > 0 ? np : 1;
     int shares = 0;
@@ -387,6 +392,10 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     er__sink_count(s0, ER_CLASS_EXACT, (int64_t)r->hcnt[0]);
     er__sink_count(s0, ER_CLASS_COVERED, (int64_t)r->hcnt[1]);
     int64_t *hp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1));
+    if (hp && r->e == cudaSuccess && nout) {
+        er__outs_relabel(classes, n, nout, hp + npd);
+        er__sink_count(s0, ER_CLASS_OUTSIDE, nout - nfirst);
+    }
     float *rows = NULL;
     double *ys = malloc(sizeof(double) * (size_t)chunk);
     if (np && r->e == cudaSuccess) /* pinned: full-speed copies */
@@ -395,7 +404,7 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     double *dys = er_dev_alloc(&r->db, sizeof(double) * (size_t)chunk, s, &r->e);
     if (!hp || !ys) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
     if (r->st == ER_OK && r->e == cudaSuccess && np) {
-        r->e = cudaMemcpyAsync(hp, r->dpend, sizeof(int64_t) * (size_t)np, cudaMemcpyDeviceToHost, s);
+        r->e = cudaMemcpyAsync(hp, r->dpend, sizeof(int64_t) * (size_t)npd, cudaMemcpyDeviceToHost, s);
         if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
         qsort(hp, (size_t)np, sizeof(int64_t), er_dev_cmp_i64);
         if (r->e == cudaSuccess)

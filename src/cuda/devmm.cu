@@ -121,12 +121,47 @@ __device__ static float er_edge_out(double t, int dir, int fmt) {
     return fmt == 0 ? f : fmt == 1 ? __half2float(__float2half_rn(f)) : __bfloat162float(__float2bfloat16_rn(f));
 }
 
-__device__ static int er_decide(const er_fast_consts &c, double y, double Sh, double Plo, double Phi) {
+// er_format_ulp of the output format (out_fmt 0 fp32, 1 fp16, 2 bf16) at a finite t.
+__device__ static double er_ulp_out(double t, int fmt) {
+    int p = fmt == 0 ? 24 : fmt == 1 ? 11 : 8, e;
+    double a = fabs(t), mn = fmt == 1 ? 0x1p-14 : 0x1p-126, ms = fmt == 0 ? 0x1p-149 : fmt == 1 ? 0x1p-24 : 0x1p-133;
+    if (!(a >= mn)) return ms;
+    frexp(a, &e);
+    return ldexp(1.0, e - p);
+}
+
+// The class of output y from the bracket b (ER_PENDING where it does not decide it); an output beyond the set's outer
+// ends is ER_FAST_OUT, its distance in [*dlo, *dhi] (fast-path.md, Lemma F3).
+__device__ static int er_class_of(const er_fast_consts &c, double y, const er_fast_bracket &b, double *dlo,
+                                  double *dhi) {
+    int f = c.out_fmt;
+    double r1 = f == 0 ? __double2float_rn(b.slo) : er_round_out(b.slo, f);
+    double r2 = f == 0 ? __double2float_rn(b.shi) : er_round_out(b.shi, f);
+    double lt = er_edge_out(b.tlo, 1, f), ht = er_edge_out(b.thi, -1, f);
+    int cls = f == 0 ? er_fast_class(y, b.tlo, b.thi, r1, r2) : er_fast_class(y, lt, ht, r1, r2);
+    if (cls != ER_PENDING) return cls;
+    double l = er_edge_out(b.ulo, 1, f), h = er_edge_out(b.uhi, -1, f), near, far, mlo, mhi;
+    if (!er_fast_out_ends(y, l < r1 ? l : r1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, h > r2 ? h : r2, &near, &far, &mlo,
+                          &mhi))
+        return ER_PENDING;
+    *dlo = fabs(y - near) / er_ulp_out(mhi, f);
+    *dhi = fabs(y - far) / er_ulp_out(mlo, f);
+    return ER_FAST_OUT;
+}
+
+__device__ static int er_decide(const er_fast_consts &c, double y, double Sh, double Plo, double Phi, double *dlo,
+                                double *dhi) {
     er_fast_bracket b;
     if (!er_fast_bracket_of(&c, Sh, Plo, Phi, &b)) return ER_PENDING;
-    if (c.out_fmt == 0) return er_fast_class(y, b.tlo, b.thi, __double2float_rn(b.slo), __double2float_rn(b.shi));
-    return er_fast_class(y, er_edge_out(b.tlo, 1, c.out_fmt), er_edge_out(b.thi, -1, c.out_fmt),
-                         er_round_out(b.slo, c.out_fmt), er_round_out(b.shi, c.out_fmt));
+    return er_class_of(c, y, b, dlo, dhi);
+}
+
+// An output decided outside: its distance's upper bound into Dh (a float at or above it), and its lower bound into *dmax where larger (the
+// bits of a non-negative double order as its values).
+__device__ static void er_mark_out(float *Dh, int64_t idx, double dlo, double dhi, unsigned long long *dmax) {
+    Dh[idx] = __double2float_ru(dhi); // an upper bound still
+    unsigned long long bits = (unsigned long long)__double_as_longlong(dlo);
+    if (bits > *dmax) *dmax = bits;
 }
 
 __device__ static double er_load_out(const void *out, int fmt, int64_t idx) {
@@ -149,9 +184,9 @@ __global__ void er_k_decide(const void *out, const double *S, const double *P, c
                             const int64_t *ia,
                             const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, er_fast_consts c, uint8_t *classes,
                             unsigned long long *counts, int64_t *cand, unsigned long long *ncand, int64_t *pending,
-                            unsigned long long *npending) {
+                            unsigned long long *npending, float *Dh) {
     int64_t n = nbatch * M * N, MN = M * N;
-    unsigned long long ce = 0, cc = 0;
+    unsigned long long ce = 0, cc = 0, co = 0, dm = 0;
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
          idx += (int64_t)gridDim.x * blockDim.x) {
         double y = er_load_out(out, c.out_fmt, idx);
@@ -162,23 +197,31 @@ __global__ void er_k_decide(const void *out, const double *S, const double *P, c
             double Plo, Phi;
             er_fast_stage1(&c, Sh, an[ia[bi] * M + i], bn[ib[bi] * N + j], &Plo, &Phi);
             er_p_hat_bracket(c, P[idx], &Plo, &Phi);
-            cls = er_decide(c, y, Sh, Plo, Phi);
+            double dlo, dhi;
+            cls = er_decide(c, y, Sh, Plo, Phi, &dlo, &dhi);
             if (cls == ER_PENDING) cand[atomicAdd(ncand, 1ULL)] = idx;
+            if (cls == ER_FAST_OUT) er_mark_out(Dh, idx, dlo, dhi, &dm);
         } else {
             pending[atomicAdd(npending, 1ULL)] = idx; /* a NaN or infinite output: the exact engine's */
         }
         classes[idx] = (uint8_t)cls;
         if (cls == 0) ce++;
         else if (cls == 1) cc++;
+        else if (cls == ER_FAST_OUT) co++;
     }
     unsigned full = 0xffffffffu;
     for (int off = 16; off; off >>= 1) {
         ce += __shfl_down_sync(full, ce, off);
         cc += __shfl_down_sync(full, cc, off);
+        co += __shfl_down_sync(full, co, off);
+        unsigned long long o = __shfl_down_sync(full, dm, off);
+        dm = o > dm ? o : dm;
     }
     if ((threadIdx.x & 31) == 0) {
         if (ce) atomicAdd(&counts[0], ce);
         if (cc) atomicAdd(&counts[1], cc);
+        if (co) atomicAdd(&counts[4], co);
+        if (dm) atomicMax(&counts[5], dm);
     }
 }
 
@@ -196,7 +239,7 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
                             const double *A, const double *Bt, const double *an, const double *bn, const int64_t *ia,
                             const int64_t *ib, int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes,
                             unsigned long long *counts, int64_t *pending, unsigned long long *npending,
-                            double gK2) {
+                            double gK2, float *Dh) {
     int64_t nc = (int64_t)*ncand, MN = M * N;
     int lane = threadIdx.x & 31;
     for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w < nc;
@@ -221,15 +264,21 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
             er_fast_stage1(&c, Sh, an[ia[bi] * M + i], bn[ib[bi] * N + j], &Plo, &Phi);
             Plo = pl > Plo ? pl : Plo;
             Phi = ph < Phi ? ph : Phi;
-            int cls = er_decide(c, y, Sh, Plo, Phi);
+            double dlo, dhi;
+            int cls = er_decide(c, y, Sh, Plo, Phi, &dlo, &dhi);
             if (cls == ER_PENDING) { // again with S in double-double: within gK2 P of the exact sum (Lemma F2)
                 er_fast_consts c2 = c;
                 c2.gK = gK2;
-                cls = er_decide(c2, y, hi + lo, Plo, Phi);
+                cls = er_decide(c2, y, hi + lo, Plo, Phi, &dlo, &dhi);
             }
             classes[idx] = (uint8_t)cls;
             if (cls == ER_PENDING) pending[atomicAdd(npending, 1ULL)] = idx;
-            else atomicAdd(&counts[cls], 1ULL);
+            else if (cls == ER_FAST_OUT) {
+                unsigned long long dm = 0;
+                er_mark_out(Dh, idx, dlo, dhi, &dm);
+                atomicAdd(&counts[4], 1ULL);
+                if (dm) atomicMax(&counts[5], dm);
+            } else atomicAdd(&counts[cls], 1ULL);
         }
     }
 }
@@ -258,7 +307,7 @@ __global__ void er_k_widest(const double *S, const double *P, int64_t n, er_fast
          idx += (int64_t)gridDim.x * blockDim.x) {
         double rel = -1;
         int cls = classes[idx];
-        if (cls == 0 || cls == 1) {
+        if (cls == 0 || cls == 1 || cls == ER_FAST_OUT) { // an outside element's set may be the widest too
             er_fast_bracket b;
             rel = -2 - INFINITY; // a bracket near overflow: the exact engine's, whatever the widest
             if (er_fast_bracket_of(&c, S[idx], P[idx] * pg_lo, P[idx] * pg_hi, &b)) {
@@ -298,11 +347,25 @@ __global__ void er_k_widest_idx(const double *R, int64_t n, const unsigned long 
         double r = R[idx];
         if (r >= 0 && (unsigned long long)__double_as_longlong(r) == m) atomicMin(widx, (unsigned long long)idx);
         if (r <= -2 && -2 - r >= best) {
-            atomicAdd(&counts[classes[idx]], ~0ULL); // minus one
+            atomicAdd(&counts[classes[idx] == ER_FAST_OUT ? 4 : classes[idx]], ~0ULL); // minus one
             classes[idx] = ER_PENDING;
             pending[atomicAdd(npending, 1ULL)] = idx;
         }
     }
+}
+
+// The outputs decided outside whose distance may reach D, the largest lower bound of them all (the candidates for
+// the report's worst, fast-path.md Lemma F3), become pending.
+__global__ void er_k_out_select(const float *Dh, int64_t n, uint8_t *classes, unsigned long long *counts,
+                                int64_t *pending, unsigned long long *npending) {
+    double D = __longlong_as_double((long long)counts[5]);
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (int64_t)gridDim.x * blockDim.x)
+        if (classes[idx] == ER_FAST_OUT && Dh[idx] >= D) {
+            atomicAdd(&counts[4], ~0ULL);
+            classes[idx] = ER_PENDING;
+            pending[atomicAdd(npending, 1ULL)] = idx;
+        }
 }
 
 // For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], and its
@@ -376,17 +439,17 @@ int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t br
 int er__devmm_decide(const void *out, const double *S, const double *P, const double *A, const double *Bt,
                      const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
                      int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
-                     int64_t *cand, int64_t *pending, void *stream) {
+                     int64_t *cand, int64_t *pending, float *Dh, void *stream) {
     int64_t n = nbatch * M * N;
     if (n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, P, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand,
-                                                counts + 2, pending, counts + 3);
+                                                counts + 2, pending, counts + 3, Dh);
     // Lemma F2: |fl(hi + lo) - S| <= (u (1 + 2^-40) + 4 m^2 u^2) P, u = 2^-53, m = K + 32 TwoSums at most (a lane's
     // K / 32 and the 31 of the lanes' reduction, with room), inflated as the decision's constants
     double m = (double)K + 32.0, gK2 = (0x1p-53 * (1.0 + 0x1p-40) + 4.0 * m * m * 0x1p-106) * ER_FAST_UP;
     er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts,
-                                     pending, counts + 3, gK2);
+                                     pending, counts + 3, gK2, Dh);
     return (int)cudaGetLastError();
 }
 
@@ -401,11 +464,13 @@ int er__devmm_abs(const double *x, int64_t n, double *y, void *stream) {
 }
 
 int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes,
-                     unsigned long long *counts, int64_t *pending, double *R, unsigned long long *w, void *stream) {
+                     unsigned long long *counts, int64_t *pending, double *R, unsigned long long *w, const float *Dh,
+                     void *stream) {
     if (n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     er_k_widest<<<er_grid(n, 256), 256, 0, s>>>(S, P, n, c, classes, R, w);
     er_k_widest_idx<<<er_grid(n, 256), 256, 0, s>>>(R, n, w, w + 1, classes, counts, pending, counts + 3);
+    er_k_out_select<<<er_grid(n, 256), 256, 0, s>>>(Dh, n, classes, counts, pending, counts + 3);
     return (int)cudaGetLastError();
 }
 

@@ -26,25 +26,29 @@ int er__devmm_transpose(const double *B, int64_t batches, int64_t K, int64_t N, 
 /* Upper bounds of the 2-norms of A's arows rows and Bt's brows rows, of K values each. */
 int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t brows, int64_t K, double *an, double *bn,
                     void *stream);
-/* The decisions for every output element: classes (0 exact, 1 covered, 0xFF pending); counts[0], counts[1] the
- * exact and covered ones decided, counts[2] the candidates of the second stage (their indices in cand[]), counts[3]
- * the pending elements (their indices in pending[], in no order). counts must start at zero. P: fl64(|A| |B|), which
- * narrows stage 1's bracket of sum |a_k b_k|. ia, ib: each output batch's operand batches; c: the decision's
- * constants, with out_fmt 0, 1 or 2. */
+/* The decisions for every output element: classes (0 exact, 1 covered, ER_FAST_OUT outside, 0xFF pending);
+ * counts[0], counts[1] the exact and covered ones decided, counts[2] the candidates of the second stage (their
+ * indices in cand[]), counts[3] the pending elements (their indices in pending[], in no order), counts[4] those
+ * decided outside (fast-path.md, Lemma F3), each with an upper bound of its distance in Dh[idx] (n floats), and
+ * counts[5] the largest lower bound of those distances (a non-negative double's bits). counts must start at zero.
+ * P: fl64(|A| |B|), which narrows stage 1's bracket of sum |a_k b_k|. ia, ib: each output batch's operand batches;
+ * c: the decision's constants, with out_fmt 0, 1 or 2. */
 int er__devmm_decide(const void *out, const double *S, const double *P, const double *A, const double *Bt,
                      const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
                      int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
-                     int64_t *cand, int64_t *pending, void *stream);
+                     int64_t *cand, int64_t *pending, float *Dh, void *stream);
 /* y = x as floats for n values (exact for values of at most 24 bits). */
 int er__devmm_tofloat(const double *x, int64_t n, float *y, void *stream);
 /* y = |x| for n values. */
 int er__devmm_abs(const double *x, int64_t n, double *y, void *stream);
 /* After er__devmm_decide, with P = fl64(|A| |B|): the relative width of each decided element's set into R (n
  * doubles of scratch), the largest into w[0] (the bits of a non-negative double; 0: none) and its first element into
- * w[1] (ULLONG_MAX: none); w must start at {0, ULLONG_MAX}. A decided element whose set the bracket does not decide,
- * and may be as wide, becomes pending (counts and pending as er__devmm_decide's). */
+ * w[1] (ULLONG_MAX: none); w must start at {0, ULLONG_MAX}. A decided element (one outside too) whose set the bracket
+ * does not decide, and may be as wide, becomes pending (counts and pending as er__devmm_decide's). Then each element
+ * decided outside whose distance may be the largest (Dh[idx] at least counts[5]'s value) becomes pending. */
 int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes,
-                     unsigned long long *counts, int64_t *pending, double *R, unsigned long long *w, void *stream);
+                     unsigned long long *counts, int64_t *pending, double *R, unsigned long long *w, const float *Dh,
+                     void *stream);
 /* For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K],
  * its output into ys. */
 int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,

@@ -64,10 +64,11 @@ static void *to_device(const void *h, size_t bytes) {
 }
 
 /* The host's report of ref on host views tA, tB, tC under std against er_matmul_covers_device's on device copies of
- * their data (ab and c bytes per operand element and output storage, na, nb and nc elements stored): the same. */
-static void require_device_equals_host(const er_ref *ref, const er_tensor *tA, const er_tensor *tB,
-                                       const er_tensor *tC, int64_t na, int64_t nb, int64_t nc, int ab, int c,
-                                       const er_standard *std, const char *what) {
+ * their data (ab and c bytes per operand element and output storage, na, nb and nc elements stored): the same.
+ * Returns the device report's elements decided without their sets (n_unseen). */
+static int64_t require_device_equals_host(const er_ref *ref, const er_tensor *tA, const er_tensor *tB,
+                                          const er_tensor *tC, int64_t na, int64_t nb, int64_t nc, int ab, int c,
+                                          const er_standard *std, const char *what) {
     void *dA = to_device(tA->data, (size_t)(na * ab)), *dB = to_device(tB->data, (size_t)(nb * ab)),
          *dC = to_device(tC->data, (size_t)(nc * c));
     er_tensor vA = *tA, vB = *tB, vC = *tC;
@@ -78,11 +79,13 @@ static void require_device_equals_host(const er_ref *ref, const er_tensor *tA, c
     ER_REQUIRE(er_covers(&rh, ref, tC, std) == ER_OK, "host: %s", er_last_error());
     ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, std, NULL) == ER_OK, "device: %s", er_last_error());
     er_require_same_report(&rh, &rd, what);
+    int64_t unseen = rd.n_unseen;
     er_report_clear(&rh);
     er_report_clear(&rd);
     cudaFree(dA);
     cudaFree(dB);
     cudaFree(dC);
+    return unseen;
 }
 
 /* The GPU path against the host: every input family, fp16, bf16, fp32 and fp8 operands, fp32, fp16 and bf16
@@ -136,6 +139,67 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
         free(a); free(b); free(A); free(B); free(C);
     }
     printf("t-cuda: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials, device_elems);
+}
+END_TEST
+
+/* Outputs outside their sets, most or all of them (a kernel with a bug), as t-fast.c's fast_path_outputs_outside
+ * draws them: each moved beyond one of its set's edges by 1 to 2^19 output ulps, or by 1 to 3 (the worst among many
+ * equals), a few left inside in half the trials. The GPU's report is the host's, and the GPU decides most failing
+ * elements itself (fast-path.md, Lemma F3): they count as unseen. */
+START_TEST(matmul_outputs_outside_on_the_gpu) {
+    er_test_reseed(720);
+    long trials = (long)(12 * er_test_multiplier()) + 1; /* one at least, at any multiplier */
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
+    int64_t outside = 0, unseen = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = ins[tr % 3], fo = outs[(tr / 3) % 3];
+        int fam = (int)(er_rand64() % FAM_COUNT), M = (int)er_rand_int(100, 300), N = (int)er_rand_int(100, 300);
+        int K = (int)er_rand_int(1, 600), ties = tr % 3 == 2, mixed = tr % 2 == 1;
+        int64_t nc = (int64_t)M * N;
+        double *a = malloc(sizeof(double) * (size_t)(M * K)), *b = malloc(sizeof(double) * (size_t)(K * N));
+        uint64_t *A = malloc(8 * (size_t)(M * K)), *B = malloc(8 * (size_t)(K * N)), *C = malloc(8 * (size_t)nc);
+        double *lo = malloc(sizeof(double) * (size_t)nc), *hi = malloc(sizeof(double) * (size_t)nc);
+        gen_batched(fam, fx, 1, 1, M, K, N, a, b);
+        for (int i = 0; i < M * K; i++) er_store(A, fx, i, a[i]);
+        for (int i = 0; i < K * N; i++) er_store(B, fx, i, b[i]);
+        er_tensor tA, tB, tC;
+        view_batched(&tA, &tB, &tC, fx, fo, 0, 1, 1, M, K, N, A, B, C);
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+        er_standard std;
+        er_standard_init(&std);
+        gen_outputs_near(ref, fo, nc, 0, C);
+        er_report r;
+        ck_assert_int_eq(er_covers_sets(&r, ref, &tC, &std, lo, hi, NULL), ER_OK);
+        for (int64_t e = 0; e < nc; e++) {
+            if (isnan(lo[e]) || (mixed && er_rand64() % 10 == 0)) continue;
+            int up = er_rand64() & 1;
+            double d = ties ? (double)er_rand_int(1, 3) : (double)(1 + er_rand64() % (1u << (er_rand64() % 20))), y;
+            er_round_double(&y, fo, up ? hi[e] + d * er_format_ulp(fo, hi[e]) : lo[e] - d * er_format_ulp(fo, lo[e]),
+                            ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            er_store(C, fo, e, y);
+        }
+        er_report_clear(&r);
+        ck_assert_int_eq(er_covers(&r, ref, &tC, &std), ER_OK);
+        int64_t out_here = r.counts[ER_CLASS_OUTSIDE];
+        er_report_clear(&r);
+        char what[200];
+        snprintf(what, sizeof what, "trial %ld (%s -> %s, %d x %d x %d, %s%s%s)", tr, er_format_name(fx),
+                 er_format_name(fo), M, K, N, fam_names[fam], ties ? ", distances 1 to 3 ulps" : "",
+                 mixed ? ", some passing" : "");
+        int bx = er_format_storage_bits(fx) / 8, bo = er_format_storage_bits(fo) / 8;
+        int64_t u = require_device_equals_host(ref, &tA, &tB, &tC, (int64_t)M * K, (int64_t)K * N, nc, bx, bo, &std,
+                                               what);
+        outside += out_here;
+        unseen += u < out_here ? u : out_here;
+        er_ref_free(ref);
+        free(a); free(b); free(A); free(B); free(C); free(lo); free(hi);
+    }
+    ck_assert_int_gt(outside, trials * 5000);
+    ER_REQUIRE(unseen > outside / 2, "the GPU decided only %lld of %lld outside elements itself", (long long)unseen,
+               (long long)outside);
+    printf("t-cuda: %lld outputs outside their sets, the GPU's reports the host's (at most %lld decided on the GPU)\n",
+           (long long)outside, (long long)unseen);
 }
 END_TEST
 
@@ -1439,6 +1503,7 @@ int main(void) {
     int have = er_cuda_available() && splitk_device_count() > 0;
     if (have) tcase_add_test(tc, splitk_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, matmul_outputs_outside_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_reference_of_device_operands_equals_the_host);
     if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
