@@ -156,8 +156,8 @@ __device__ static int er_decide(const er_fast_consts &c, double y, double Sh, do
     return er_class_of(c, y, b, dlo, dhi);
 }
 
-// An output decided outside: its distance's upper bound into Dh (a float at or above it), and its lower bound into *dmax where larger (the
-// bits of a non-negative double order as its values).
+// An output decided outside: its distance's upper bound into Dh (a float at or above it), and its lower bound into
+// *dmax where larger (the bits of a non-negative double order as its values).
 __device__ static void er_mark_out(float *Dh, int64_t idx, double dlo, double dhi, unsigned long long *dmax) {
     Dh[idx] = __double2float_ru(dhi); // an upper bound still
     unsigned long long bits = (unsigned long long)__double_as_longlong(dlo);

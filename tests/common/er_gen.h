@@ -237,6 +237,26 @@ static inline void gen_outputs_near(const er_ref *ref, er_format fo, int64_t nc,
     }
 }
 
+/* Outputs of a kernel with a bug for a matmul's elements (outputs tC over C, nc of them, format fo): drawn by
+ * gen_outputs_near, their sets read into lo and hi (er_covers_sets under std), then each moved beyond one of its set's
+ * ends by 1 to 2^19 output ulps, or by 1 to 3 with ties (the worst among many equals); with mixed, a tenth left as
+ * drawn (and those whose set has no finite part). */
+static inline void gen_outputs_outside(const er_ref *ref, const er_tensor *tC, const er_standard *std, er_format fo,
+                                       int64_t nc, int ties, int mixed, double *lo, double *hi, void *C) {
+    gen_outputs_near(ref, fo, nc, 0, C);
+    er_report r;
+    ck_assert_int_eq(er_covers_sets(&r, ref, tC, std, lo, hi, NULL), ER_OK);
+    er_report_clear(&r);
+    for (int64_t e = 0; e < nc; e++) {
+        if (isnan(lo[e]) || (mixed && er_rand64() % 10 == 0)) continue;
+        int up = er_rand64() & 1;
+        double d = ties ? (double)er_rand_int(1, 3) : (double)(1 + er_rand64() % (1u << (er_rand64() % 20))), y;
+        er_round_double(&y, fo, up ? hi[e] + d * er_format_ulp(fo, hi[e]) : lo[e] - d * er_format_ulp(fo, lo[e]),
+                        ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        er_store(C, fo, e, y);
+    }
+}
+
 
 /* Whether every value of format x is one of acc (the accumulator holds the inputs: matmul, sum and mean refuse
  * inputs it does not hold, as a kernel converts them first). */
