@@ -150,18 +150,22 @@ ER_AVX2 static void er_exps_f32_dj_avx2(int64_t n, const double *restrict x, flo
 }
 ER_AVX2 static void er_exps_f32_rest_avx2(ER_EXPS_REST_ARGS) { ER_EXPS_REST_CALL; }
 #endif
+/* A run's kernel differences d_j = fl(x_j + mf) in fp32 into d, and exp(d_j)'s bounds (Theorem D1) into dl, dh. */
+static void er_exps_f32_head(int simd, int64_t k, const double *x, float mf, double *d, double *dl, double *dh) {
+#if ER_HAVE_AVX2
+    if (simd) er_exps_f32_dj_avx2(k, x, mf, d);
+    else
+#endif
+        er_exps_f32_dj(k, x, mf, d);
+    er__exp_bounds_run(simd, k, d, dl, dh);
+}
 static void er_exps_f32(int simd, int64_t n, const double *x, double m, double U, er_exps *ex,
                         const er_exps_scratch *w) {
     float mf = (float)-m;
     for (int64_t j0 = 0; j0 < n; j0 += ER_EXPS_RUN) {
         int64_t k = n - j0 < ER_EXPS_RUN ? n - j0 : ER_EXPS_RUN;
         double *tt = ex->t + j0, *dl = ex->dlo + j0, *dh = ex->dhi + j0; /* t holds d_j until the rest writes it */
-#if ER_HAVE_AVX2
-        if (simd) er_exps_f32_dj_avx2(k, x + j0, mf, tt);
-        else
-#endif
-            er_exps_f32_dj(k, x + j0, mf, tt);
-        er__exp_bounds_run(simd, k, tt, dl, dh);
+        er_exps_f32_head(simd, k, x + j0, mf, tt, dl, dh);
 #if ER_HAVE_AVX2
         if (simd)
             er_exps_f32_rest_avx2(k, x + j0, m, mf, U, tt, ex->e + j0, dl, dh, ex->lo + j0, ex->hi + j0, w->el + j0,
@@ -200,12 +204,7 @@ void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double
     float mf = (float)-m;
     for (int64_t j0 = 0; j0 < n; j0 += ER_EXPS_RUN) {
         int64_t k = n - j0 < ER_EXPS_RUN ? n - j0 : ER_EXPS_RUN;
-#if ER_HAVE_AVX2
-        if (simd) er_exps_f32_dj_avx2(k, x + j0, mf, d);
-        else
-#endif
-            er_exps_f32_dj(k, x + j0, mf, d);
-        er__exp_bounds_run(simd, k, d, dl, dh);
+        er_exps_f32_head(simd, k, x + j0, mf, d, dl, dh);
 #if ER_HAVE_AVX2
         if (simd >= 2) er_exp_ends_f32_avx512(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
         else if (simd) er_exp_ends_f32_avx2(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
