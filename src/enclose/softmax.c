@@ -140,6 +140,57 @@ static void er_log_ends(const er_softmax_plan *pl, int64_t n, double s_lo, doubl
     er__approx_ends(F, pl->Ulog, la, lb, l_lo, l_hi);
 }
 
+/* log_softmax's set of one element x in F (er_log_sets): fl(fl(x - m) - l) and fl(x - fl(m + l)) at both ends of
+ * the kernel's log l in [l_lo, l_hi]. */
+static void er_log_set_one(const er_softmax_plan *pl, double x, double m, double l_lo, double l_hi, er_cval *c) {
+    const er_fmt_info *F = pl->F;
+    memset(c, 0, sizeof *c);
+    if (x == -INFINITY) { c->lo = INFINITY; c->hi = -INFINITY; c->ninf = 1; return; }
+    double d = er__round_sum(F, x, -m, ER_ROUND_NEAREST);
+    double y1 = er__round_sum(F, d, -l_hi, ER_ROUND_NEAREST), y2 = er__round_sum(F, d, -l_lo, ER_ROUND_NEAREST);
+    double z1 = er__round_sum(F, x, -er__round_sum(F, m, l_hi, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
+    double z2 = er__round_sum(F, x, -er__round_sum(F, m, l_lo, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
+    double lo = y1 < z1 ? y1 : z1, hi = y2 > z2 ? y2 : z2;
+    if (pl->flush) er_flush_join(F, &lo, &hi);
+    er__cval_from_interval(c, lo, hi, 0, F);
+}
+
+/* er_log_set_one for F = fp32 (no flushing) over a run, m and the log's ends floats, in a loop that vectorises: the
+ * same float operations (er__round_sum's of two floats), the ends into lo and hi; ok where x is a finite float and
+ * both ends finite (er__cval_from_interval then keeps them as they are). */
+ER_ALWAYS_INLINE void er_log_sets_f32_body(int64_t n, const double *restrict x, float m, float ll, float lh,
+                                           double *restrict lo, double *restrict hi, uint8_t *restrict ok) {
+    float mh = m + lh, ml = m + ll;
+    for (int64_t i = 0; i < n; i++) {
+        double xd = x[i];
+        int64_t in = fabs(xd) <= FLT_MAX;
+        float xf = (float)(in ? xd : 0.0), d = xf - m;
+        double y1 = (double)(d - lh), y2 = (double)(d - ll), z1 = (double)(xf - mh), z2 = (double)(xf - ml);
+        double l = y1 < z1 ? y1 : z1, h = y2 > z2 ? y2 : z2;
+        lo[i] = l;
+        hi[i] = h;
+        ok[i] = (uint8_t)(in & ((double)xf == xd) & (fabs(l) <= FLT_MAX) & (fabs(h) <= FLT_MAX));
+    }
+}
+#define ER_LOG_SETS_ARGS                                                                                              \
+    int64_t n, const double *restrict x, float m, float ll, float lh, double *restrict lo, double *restrict hi,       \
+        uint8_t *restrict ok
+static void er_log_sets_f32_base(ER_LOG_SETS_ARGS) { er_log_sets_f32_body(n, x, m, ll, lh, lo, hi, ok); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_log_sets_f32_avx2(ER_LOG_SETS_ARGS) { er_log_sets_f32_body(n, x, m, ll, lh, lo, hi, ok); }
+ER_AVX512 static void er_log_sets_f32_avx512(ER_LOG_SETS_ARGS) { er_log_sets_f32_body(n, x, m, ll, lh, lo, hi, ok); }
+#endif
+static void er_log_sets_f32_run(int simd, ER_LOG_SETS_ARGS) {
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd >= 2) er_log_sets_f32_avx512(n, x, m, ll, lh, lo, hi, ok);
+    else if (simd) er_log_sets_f32_avx2(n, x, m, ll, lh, lo, hi, ok);
+    else
+#endif
+        er_log_sets_f32_base(n, x, m, ll, lh, lo, hi, ok);
+}
+#define ER_LOG_RUN 256 /* elements a pass of er_log_sets_f32_run */
+
 static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
                         er_cval *cv) {
     const er_fmt_info *F = pl->F;
@@ -152,16 +203,25 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
             if (!(e[k + 1] <= pl->lse[k + 1])) pl->lse[k + 1] = e[k + 1];
         }
     }
-    for (int64_t i = pl->only ? *pl->only : 0; i < (pl->only ? *pl->only + 1 : n); i++) {
-        memset(&cv[i], 0, sizeof cv[i]);
-        if (x[i] == -INFINITY) { cv[i].lo = INFINITY; cv[i].hi = -INFINITY; cv[i].ninf = 1; continue; }
-        double d = er__round_sum(F, x[i], -m, ER_ROUND_NEAREST);
-        double y1 = er__round_sum(F, d, -l_hi, ER_ROUND_NEAREST), y2 = er__round_sum(F, d, -l_lo, ER_ROUND_NEAREST);
-        double z1 = er__round_sum(F, x[i], -er__round_sum(F, m, l_hi, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
-        double z2 = er__round_sum(F, x[i], -er__round_sum(F, m, l_lo, ER_ROUND_NEAREST), ER_ROUND_NEAREST);
-        double lo = y1 < z1 ? y1 : z1, hi = y2 > z2 ? y2 : z2;
-        if (pl->flush) er_flush_join(F, &lo, &hi);
-        er__cval_from_interval(&cv[i], lo, hi, 0, F);
+    int64_t i0 = pl->only ? *pl->only : 0, i1 = pl->only ? *pl->only + 1 : n;
+    /* fp32 without flushing, m and the log's ends floats: runs of elements in the loop below that vectorises, its
+     * elements of finite float x and ends within F's range written here, the others by er_log_set_one */
+    int run = F->id == ER_FP32 && !pl->flush && !pl->only && er__is_float(m) && fabs(m) <= FLT_MAX &&
+              er__is_float(l_lo) && er__is_float(l_hi) && fabs(l_lo) <= FLT_MAX && fabs(l_hi) <= FLT_MAX;
+    for (int64_t a = i0; a < i1; a += ER_LOG_RUN) {
+        int64_t k = i1 - a < ER_LOG_RUN ? i1 - a : ER_LOG_RUN;
+        double lo[ER_LOG_RUN], hi[ER_LOG_RUN];
+        uint8_t ok[ER_LOG_RUN];
+        if (run) er_log_sets_f32_run(pl->simd, k, x + a, (float)m, (float)l_lo, (float)l_hi, lo, hi, ok);
+        for (int64_t q = 0; q < k; q++) {
+            if (run && ok[q]) {
+                memset(&cv[a + q], 0, sizeof cv[a + q]);
+                cv[a + q].lo = lo[q];
+                cv[a + q].hi = hi[q];
+            } else {
+                er_log_set_one(pl, x[a + q], m, l_lo, l_hi, &cv[a + q]);
+            }
+        }
     }
 }
 
