@@ -206,7 +206,7 @@ static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, d
     int64_t i0 = pl->only ? *pl->only : 0, i1 = pl->only ? *pl->only + 1 : n;
     /* fp32 without flushing, m and the log's ends floats: runs of elements in the loop below that vectorises, its
      * elements of finite float x and ends within F's range written here, the others by er_log_set_one */
-    int run = F->id == ER_FP32 && !pl->flush && !pl->only && er__is_float(m) && fabs(m) <= FLT_MAX &&
+    int run = F->id == ER_FP32 && !pl->flush && !pl->only && !pl->scalar && er__is_float(m) && fabs(m) <= FLT_MAX &&
               er__is_float(l_lo) && er__is_float(l_hi) && fabs(l_lo) <= FLT_MAX && fabs(l_hi) <= FLT_MAX;
     for (int64_t a = i0; a < i1; a += ER_LOG_RUN) {
         int64_t k = i1 - a < ER_LOG_RUN ? i1 - a : ER_LOG_RUN;
@@ -518,7 +518,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
      * others (slow) take the loop's own code. */
     double sl = 0, sh = 0;
     uint8_t *slow = (uint8_t *)scr;
-    int run = F->id == ER_FP32 && !pl->exp_fast && pl->U >= 0 && pl->U <= 0x1p30 &&
+    int run = F->id == ER_FP32 && !pl->exp_fast && !pl->scalar && pl->U >= 0 && pl->U <= 0x1p30 &&
               (double)(int64_t)pl->U == pl->U && (double)(float)m == m && !(pl->log && ex->sums);
     if (run) er__exp_ends_f32_run(pl->simd, n, x, m, pl->U, elo, ehi, slow);
     int sums = !(pl->log && ex->sums); /* log_softmax reads the sums alone */
@@ -580,9 +580,10 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         const er_sm_quot qc = {sl, sh, one_minus, one_plus, klo, khi};
         double *ql = scr + n, *qh = scr + 2 * n;
         uint8_t *fix = (uint8_t *)scr;
-        if (F->id == ER_FP32) er_sm_quot_f32_run(pl->simd, n, elo, ehi, &qc, ql, qh, fix);
+        int loop = F->id == ER_FP32 && !pl->scalar;
+        if (loop) er_sm_quot_f32_run(pl->simd, n, elo, ehi, &qc, ql, qh, fix);
         for (int64_t i = 0; i < n; i++) {
-            if (F->id == ER_FP32 && !fix[i]) {
+            if (loop && !fix[i]) {
                 memset(&cv[i], 0, sizeof cv[i]);
                 cv[i].lo = sum_may_overflow ? 0.0 : ql[i];
                 cv[i].hi = qh[i];
@@ -724,7 +725,7 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
     double rl = er__dn(er__dn(1.0 / sh) * (1.0 - 0x1p-51)), rh = er__up(er__up(1.0 / sl) * (1.0 + 0x1p-51));
     int64_t todo = 0;
     er_format o = pl->O->id;
-    if (!pl->log && (o == ER_FP32 || o == ER_FP16 || o == ER_BF16))
+    if (!pl->log && !pl->scalar && (o == ER_FP32 || o == ER_FP16 || o == ER_BF16))
         return er_exact_quot_run(pl->simd, n, ex->lo, ex->hi, rl, rh, er_vec_fmt_of(pl->O), pl, exact, rounded, done);
     for (int64_t i = 0; i < n; i++) {
         double ql, qh;

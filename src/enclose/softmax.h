@@ -29,6 +29,8 @@ typedef struct er_softmax_plan {
     const struct er_exps *pre; /* the exps of x_j - m for this row's maximum m, filled by the caller (NULL: filled
                                   here); read for the sets only, so only with sets_only */
     int simd;               /* er__simd(): the AVX2 builds of the vectorised loops (0: the baseline ones) */
+    int scalar;             /* 1: every element by the scalar code, none by the loops that vectorise (their
+                               reference in t-ival) */
 } er_softmax_plan;
 
 /* The values of F the kernel's exp of d_j may give, from the enclosure [zl, zh] of exp(d_j) (Lemma U1): within U

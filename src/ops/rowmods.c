@@ -258,6 +258,7 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
                            NULL,
                            NULL,
                            NULL,
+                           0,
                            0 };
     return pl;
 }

@@ -8,7 +8,8 @@
  * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward; the sum of squares' window
  * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one; a layernorm row's constants from its
  * integer sums (core/lnsums.h, summed in another order, as a GPU does) are the host row's mean and rstd sets;
- * attention's double dot errs within Lemma A1's bound. Compiled with the library's internal source. */
+ * attention's double dot errs within Lemma A1's bound; softmax's and log_softmax's row loops give the scalar code's
+ * values. Compiled with the library's internal source. */
 #include "../common/er_test.h"
 #include "enclose/ival.h"
 #include "enclose/compsum.h"
@@ -438,6 +439,62 @@ START_TEST(exps_vector_pass_agrees) {
 }
 END_TEST
 
+/* er__softmax_row's loops that vectorise (the exps' ends, Lemma D5's quotients, log_softmax's compositions, the exact
+ * results' roundings) give the scalar code's sets, exact and rounded results (pl.scalar = 1) bit for bit, in every
+ * build: rows of fp32 logits narrow and wide, with -inf and with tiny values, fp32, fp16 and bf16 outputs, exp_ulps
+ * 1, 2 and 3, each div=, softmax and log_softmax. */
+START_TEST(softmax_row_loops_agree) {
+    er_test_reseed(81);
+    er__exp_init();
+    enum { NMAX = 1100 };
+    static double x[NMAX], ex[2][NMAX], rd[2][NMAX];
+    static er_cval cv[2][NMAX];
+    static const er_format outs[3] = { ER_FP32, ER_FP16, ER_BF16 };
+    long trials = (long)(540 * er_test_multiplier()), elems = 0;
+    int builds = 1 + er__simd();
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t n = tr % 7 == 0 ? (int64_t)er_rand_int(1, 40) : (int64_t)er_rand_int(200, NMAX);
+        int fam = (int)(tr / 18 % 5);
+        double spread = fam == 0 ? 4.0 : fam == 1 ? 40.0 : fam == 2 ? 200.0 : 8.0;
+        for (int64_t j = 0; j < n; j++) {
+            double v = spread * (er_rand_unit() - 0.5);
+            if (fam == 4 && j % 3 == 0) v = ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(40, 140));
+            x[j] = j % 97 == 13 ? -INFINITY : (double)(float)v;
+        }
+        er_softmax_plan pl = { 0 };
+        pl.F = er__fmt(ER_FP32);
+        pl.O = er__fmt(outs[tr % 3]);
+        pl.ov_out = ER_OVERFLOW_IEEE;
+        pl.U = (double)(1 + tr / 3 % 3);
+        pl.div = (int)(tr / 9 % 3);
+        pl.log = (int)(tr % 2);
+        pl.Ulog = 1.0;
+        if (pl.log) pl.div = 0;
+        pl.scalar = 1;
+        ck_assert_int_eq(er__softmax_row(&pl, x, n, cv[0], ex[0], rd[0]), ER_OK);
+        pl.scalar = 0;
+        for (int simd = 0; simd < builds; simd++) {
+            pl.simd = simd;
+            ck_assert_int_eq(er__softmax_row(&pl, x, n, cv[1], ex[1], rd[1]), ER_OK);
+            for (int64_t j = 0; j < n; j++) {
+                const er_cval *a = &cv[0][j], *b = &cv[1][j];
+                ER_REQUIRE(er__bits(a->lo) == er__bits(b->lo) && er__bits(a->hi) == er__bits(b->hi) &&
+                               a->pinf == b->pinf && a->ninf == b->ninf && a->nan == b->nan && a->nan_req == b->nan_req,
+                           "row %ld (%s, %s out, U %g, div %d, simd %d) at %lld: set [%a, %a], the scalar code's "
+                           "[%a, %a] (x %a)", tr, pl.log ? "log_softmax" : "softmax", er_format_name(outs[tr % 3]),
+                           pl.U, pl.div, simd, (long long)j, b->lo, b->hi, a->lo, a->hi, x[j]);
+                ER_REQUIRE(er__bits(ex[0][j]) == er__bits(ex[1][j]) && er__bits(rd[0][j]) == er__bits(rd[1][j]),
+                           "row %ld (simd %d) at %lld: exact %a rounded %a, the scalar code's %a %a", tr, simd,
+                           (long long)j, ex[1][j], rd[1][j], ex[0][j], rd[0][j]);
+            }
+        }
+        elems += n;
+    }
+    printf("softmax rows: %ld elements, the loops give the scalar code's sets and results in %d builds\n", elems,
+           builds);
+}
+END_TEST
+
 /* Lemma D8: er__exp_dd's h + l lies within 2^-65 exp(t) of exp(t) (MPFR at 300 bits) and |l| <= 2^-52 |h|, for
  * random t in [-690, 1], softmax's usual [-30, 0], float arguments, tiny ones, the doubles next to the reduction's
  * boundaries (k + 1/2) L, every integer and its neighbours in the range. Prints the largest error seen. */
@@ -758,6 +815,7 @@ int main(void) {
     tcase_add_test(tc, exps_vector_pass_agrees);
     tcase_add_test(tc, exp_dd_within_2_65);
     tcase_add_test(tc, exp_bounds_run_agrees);
+    tcase_add_test(tc, softmax_row_loops_agree);
     tcase_add_test(tc, contiguous_loads_decode_every_pattern);
     tcase_add_test(tc, square_windows_give_the_summary);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
