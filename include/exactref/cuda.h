@@ -27,6 +27,17 @@ ER_API int er_cuda_available(void);
 ER_API er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int ndim, const int64_t *shape,
                                        const int64_t *strides, const void *device_ptr, void *stream);
 ER_API void er_host_free(void *host);
+/* Clears *rep (er_report_clear) and marks it so that the next row op's device call into it (er_softmax_covers_device,
+ * er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device) leaves the report's classes in
+ * device memory the report owns, where the GPU wrote them, instead of copying n bytes to the host: rep->classes is
+ * then NULL and er_report_fetch_classes copies them when they are wanted. The counts, the first failing elements, the
+ * worst and widest elements, the text and the JSON are the report's as ever. A call that takes another path (host
+ * copies, a refusal) or any other call fills or zeroes the report as usual; a call clears the mark. */
+ER_API er_status er_report_keep_on_device(er_report *rep);
+/* Brings the classes a device call left on the GPU into host memory the report owns (rep->classes, what
+ * er_report_classes returns), and frees their device memory; ER_OK and nothing done where they are in host memory
+ * already or the report has none. A CUDA error is ER_ERR_DEVICE and leaves the report as it was. */
+ER_API er_status er_report_fetch_classes(er_report *rep);
 /* er_covers on an output in device memory: `out` describes it with a device pointer as data. */
 ER_API er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
                                   void *stream);

@@ -61,7 +61,9 @@ typedef struct er_report {
     int64_t n;                     /* number of elements */
     int64_t counts[ER_CLASS_COUNT];
     int64_t n_failed;
-    uint8_t *classes;              /* n entries (er_class values), row-major; owned by the report */
+    uint8_t *classes;              /* n entries (er_class values), row-major; owned by the report; NULL where a device
+                                    * call left them on the GPU (er_report_keep_on_device, exactref/cuda.h) until
+                                    * er_report_fetch_classes brings them here */
     int has_worst;
     er_element worst;              /* the worst OUTSIDE element, else the first failing one */
     int n_first;
@@ -91,6 +93,8 @@ typedef struct er_report {
     int64_t n_unbounded;
     er_status status;              /* ER_OK, or the status of the call that refused */
     char message[256];             /* the refusal's message ("" otherwise) */
+    void *device_classes; /* the library's: the classes in device memory (er_report_keep_on_device), else NULL */
+    uint32_t keep;        /* the library's: er_report_keep_on_device's mark for the next device call */
     uint64_t guard; /* the library's: er_report_clear frees classes only where this says it allocated them */
 } er_report;
 
@@ -120,7 +124,8 @@ ER_API int64_t er_report_failed(const er_report *rep);
  * farther than r |v| from any value v its set allows fails at every such element; NaN where no set lies away from 0,
  * where a fast path decided elements without their sets, for a refused or unfilled report, and for NULL. */
 ER_API double er_report_resolution(const er_report *rep);
-ER_API const uint8_t *er_report_classes(const er_report *rep);     /* NULL for an empty report */
+/* NULL for an empty report, and for one whose classes a device call left on the GPU (er_report_fetch_classes) */
+ER_API const uint8_t *er_report_classes(const er_report *rep);
 ER_API size_t er_report_sizeof(void);
 ER_API size_t er_element_sizeof(void);
 

@@ -444,7 +444,7 @@ static er_status er_report_begin(er_report *r, const char *op, const char *suffi
     ER_RETURN_IF_ERROR(er__mem_check((double)r->n, "the report's classes"));
     r->classes = malloc((size_t)(r->n ? r->n : 1));
     if (!r->classes) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)r->n);
-    r->guard = er__report_guard(r->classes);
+    r->guard = er__report_guard(r->classes, NULL);
     snprintf(r->op, sizeof r->op, "%s%s", op, suffix);
     er_standard_format(std, r->standard, sizeof r->standard, NULL);
     r->out_format = out->format;

@@ -5,20 +5,29 @@
 #include <stdlib.h>
 #include "core/internal.h"
 #include "ops/module.h"
+#ifdef ER_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 void er_report_init(er_report *rep) {
     if (rep) memset(rep, 0, sizeof *rep);
 }
 
-uint64_t er__report_guard(const uint8_t *classes) {
-    return (uint64_t)(uintptr_t)classes ^ UINT64_C(0x6578616374726566);
+uint64_t er__report_guard(const uint8_t *classes, const void *dev) {
+    return ((uint64_t)(uintptr_t)classes ^ UINT64_C(0x6578616374726566)) + 3 * (uint64_t)(uintptr_t)dev;
 }
 
 void er_report_clear(er_report *rep) {
     if (!rep) return;
-    /* a report the library filled carries its classes pointer under the guard; one holding stray bytes does not
+    /* a report the library filled carries its classes' pointers under the guard; one holding stray bytes does not
      * (but with odds of 2^-64) */
-    if (rep->classes && rep->guard == er__report_guard(rep->classes)) free(rep->classes);
+    if ((rep->classes || rep->device_classes) && rep->guard == er__report_guard(rep->classes, rep->device_classes)) {
+        free(rep->classes);
+#ifdef ER_HAVE_CUDA
+        /* its own error, if any, is not left for the caller's next cudaGetLastError */
+        if (rep->device_classes && cudaFree(rep->device_classes) != cudaSuccess) (void)cudaGetLastError();
+#endif
+    }
     memset(rep, 0, sizeof *rep);
 }
 

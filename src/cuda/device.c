@@ -6,6 +6,7 @@
 #include <exactref/cuda.h>
 #ifdef ER_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include "cuda/devrows.h"
 #endif
 
 int er_cuda_available(void) {
@@ -72,4 +73,60 @@ er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *o
     er_status st = er_covers_device_run(rep, ref, out, std, stream);
     er__report_finish(rep, st);
     return st;
+}
+
+/* er_report_keep_on_device's mark ("keep"), which a report holding stray bytes carries with odds of 2^-32. */
+#define ER_KEEP_MARK UINT32_C(0x6b656570)
+
+er_status er_report_keep_on_device(er_report *rep) {
+    er__ok();
+    ER_CHECK_NULL(rep, "report");
+    er_report_clear(rep);
+#ifndef ER_HAVE_CUDA
+    return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
+#else
+    rep->keep = ER_KEEP_MARK;
+    return ER_OK;
+#endif
+}
+
+int er__report_keeps(const er_report *rep) { return rep && rep->keep == ER_KEEP_MARK; }
+
+#ifdef ER_HAVE_CUDA
+void er_dev_keep_end(er_dev_keep *k, er_report *rep, er_status st) {
+    if (!k->dcl) return;
+    if (st == ER_OK && rep->classes && rep->guard == er__report_guard(rep->classes, NULL)) {
+        free(rep->classes);
+        rep->classes = NULL;
+        rep->device_classes = k->dcl;
+        rep->guard = er__report_guard(NULL, k->dcl);
+    } else if (cudaFree(k->dcl) != cudaSuccess) {
+        (void)cudaGetLastError();
+    }
+    k->dcl = NULL;
+}
+#endif
+
+er_status er_report_fetch_classes(er_report *rep) {
+    er__ok();
+    ER_CHECK_NULL(rep, "report");
+    if (rep->classes || !rep->device_classes || rep->guard != er__report_guard(NULL, rep->device_classes))
+        return ER_OK;
+#ifndef ER_HAVE_CUDA
+    return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
+#else
+    uint8_t *h = malloc((size_t)(rep->n ? rep->n : 1));
+    if (!h) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)rep->n);
+    cudaError_t e = cudaMemcpy(h, rep->device_classes, (size_t)rep->n, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+        free(h);
+        return er__fail(ER_ERR_DEVICE, "copying the report's %lld classes from the device failed: %s (%s)",
+                        (long long)rep->n, cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    if (cudaFree(rep->device_classes) != cudaSuccess) (void)cudaGetLastError();
+    rep->device_classes = NULL;
+    rep->classes = h;
+    rep->guard = er__report_guard(h, NULL);
+    return ER_OK;
+#endif
 }

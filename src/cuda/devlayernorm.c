@@ -25,6 +25,7 @@ typedef struct er_ln_arg {
     double eps;
     void *stream;
     int fallback;
+    er_dev_keep keep;
 } er_ln_arg;
 
 /* The whole check on host copies of x, the weight, the bias and out. */
@@ -68,8 +69,9 @@ static er_status er_layernorm_covers_device_run(er_report *rep, const er_tensor 
     (void)stream;
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
-    er_ln_arg arg = {x, weight, bias, out, normalized_ndim, eps, stream, 0};
+    er_ln_arg arg = {x, weight, bias, out, normalized_ndim, eps, stream, 0, er_dev_keep_of(rep)};
     er_status st = er__covers_module(rep, &er_ln_dev_module, ref, out, std, &arg);
+    er_dev_keep_end(&arg.keep, rep, st);
     er_ref_free(ref);
     if (st != ER_OK || !arg.fallback) return st;
     er_report_clear(rep);
@@ -171,7 +173,8 @@ static er_status er_ln_dev_covers(const er_ref *ref, const er_standard *std, er_
     if (st == ER_OK && takes) st = er_ln_vec_back(arg->b, n, arg->stream, &op.b, &takes);
     if (st == ER_OK && takes) {
         er_dev_rows r;
-        er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, er__dev_blocks(ref->n / n), er_ln_put, &op);
+        er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, er__dev_blocks(ref->n / n), er_ln_put, &op,
+                         &arg->keep);
         if (r.st == ER_OK) er_ln_gpu(&r, arg, er__sinks_classes(sks, 0));
         st = er_dev_rows_finish(&r, sks);
     } else if (st == ER_OK) {

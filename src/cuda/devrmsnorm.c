@@ -39,7 +39,12 @@ static er_status er_rms_covers_host(er_report *rep, const er_tensor *x, const er
 }
 
 /* The device views and the stream; fallback is set where the GPU path does not apply. */
-typedef struct er_rms_arg { const er_tensor *x, *w, *out; void *stream; int fallback; } er_rms_arg;
+typedef struct er_rms_arg {
+    const er_tensor *x, *w, *out;
+    void *stream;
+    int fallback;
+    er_dev_keep keep;
+} er_rms_arg;
 
 static er_status er_rms_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
 static er_status er_rms_check(const er_ref *ref, const er_standard *std) {
@@ -64,8 +69,9 @@ static er_status er_rmsnorm_covers_device_run(er_report *rep, const er_tensor *x
 #else
     er_ref *ref; /* the shapes alone: its data pointers are the device's, which nothing on the host reads */
     ER_RETURN_IF_ERROR(er_rmsnorm(&ref, x, weight, eps));
-    er_rms_arg arg = {x, weight, out, stream, 0};
+    er_rms_arg arg = {x, weight, out, stream, 0, er_dev_keep_of(rep)};
     er_status st = er__covers_module(rep, &er_rms_module, ref, out, std, &arg);
+    er_dev_keep_end(&arg.keep, rep, st);
     er_ref_free(ref);
     if (st != ER_OK || !arg.fallback) return st;
     er_report_clear(rep);
@@ -149,7 +155,8 @@ static er_status er_rms_covers(const er_ref *ref, const er_standard *std, er_sin
     int64_t n = er__rows(ref)->K;
     er_rms_op op = { er__fmt(arg->x->format), NULL };
     er_dev_rows r;
-    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, er__dev_blocks(ref->n / n), er_rms_put, &op);
+    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, er__dev_blocks(ref->n / n), er_rms_put, &op,
+                     &arg->keep);
     /* the weights as doubles, for the rows the host takes */
     er_tensor hw;
     void *pw = NULL;

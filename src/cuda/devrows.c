@@ -12,8 +12,10 @@
 #include "cuda/devrows.h"
 
 void er_dev_rows_init(er_dev_rows *r, const er_ref *ref, const er_standard *std, const er_tensor *x,
-                      const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op) {
+                      const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op,
+                      er_dev_keep *keep) {
     memset(r, 0, sizeof *r);
+    r->keep = keep && keep->want ? keep : NULL;
     r->ref = ref;
     r->std = std;
     r->x = x;
@@ -54,7 +56,10 @@ void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k) {
     cudaStream_t s = r->s;
     memset(o, 0, sizeof *o);
     if (rc) o->drc = er_dev_alloc(&r->db, sizeof(double) * (size_t)k * (size_t)r->rows, s, &r->e);
-    o->dcl = er_dev_alloc(&r->db, (size_t)(r->rows * r->n), s, &r->e);
+    if (!r->keep) o->dcl = er_dev_alloc(&r->db, (size_t)(r->rows * r->n), s, &r->e);
+    else if (r->e == cudaSuccess && !r->keep->dcl) /* the report's to free: outside r's buffers */
+        r->e = cudaMalloc((void **)&r->keep->dcl, (size_t)(r->rows > 0 ? r->rows * r->n : 1));
+    if (r->keep) o->dcl = r->keep->dcl;
     o->dparts = er_dev_alloc(&r->db, sizeof *o->dparts * (size_t)r->blocks, s, &r->e);
     o->dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)r->rows, s, &r->e);
     o->dn = er_dev_alloc(&r->db, sizeof *o->dn, s, &r->e);
@@ -71,12 +76,14 @@ void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes) {
     cudaStream_t s = r->s;
     int64_t total = r->rows * r->n;
     unsigned long long hn = 0;
-    if (r->e == cudaSuccess) er_dr_prefault(classes, total);
+    int copy = !r->keep, pinned = 0;
+    if (copy && r->e == cudaSuccess) er_dr_prefault(classes, total);
     /* the classes' pages locked while the GPU works, for their copy at full speed */
-    int pinned =
-        r->e == cudaSuccess && cudaHostRegister(classes, (size_t)total, cudaHostRegisterDefault) == cudaSuccess;
-    if (!pinned) (void)cudaGetLastError();
-    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(classes, dcl, (size_t)total, cudaMemcpyDeviceToHost, s);
+    if (copy && r->e == cudaSuccess) {
+        pinned = cudaHostRegister(classes, (size_t)total, cudaHostRegisterDefault) == cudaSuccess;
+        if (!pinned) (void)cudaGetLastError();
+    }
+    if (copy && r->e == cudaSuccess) r->e = cudaMemcpyAsync(classes, dcl, (size_t)total, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess)
         r->e = cudaMemcpyAsync(r->parts, dparts, sizeof *dparts * (size_t)r->blocks, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(&hn, dn, sizeof hn, cudaMemcpyDeviceToHost, s);
@@ -159,6 +166,17 @@ static void er_dr_host_rows(er_dev_rows *r, er_sinks *sks, int *share, er_sink *
     free(ys);
 }
 
+/* Where the classes stay on the device: those the host wrote for the rows the GPU left, copied up over the GPU's
+ * (runs of consecutive rows at once). */
+static void er_dr_keep_rows(er_dev_rows *r, const uint8_t *classes) {
+    for (int64_t i = 0, j; i < r->npend && r->e == cudaSuccess; i = j) {
+        for (j = i + 1; j < r->npend && r->pend[j] == r->pend[j - 1] + 1; j++) {}
+        size_t at = (size_t)(r->pend[i] * r->n), len = (size_t)((j - i) * r->n);
+        r->e = cudaMemcpyAsync(r->keep->dcl + at, classes + at, len, cudaMemcpyHostToDevice, r->s);
+    }
+    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(r->s);
+}
+
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks) {
     /* the shares: one for the GPU's tally and the widest set's entry, then each chunk's threads for the rows left */
     int shares = 1;
@@ -169,7 +187,12 @@ er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks) {
         er_sink *s0 = er__sinks_at(sks, 0, 0);
         int64_t widx = er_dev_tally(r->parts, r->blocks, s0), wrow = widx / r->n;
         int share = 1;
+        uint8_t *classes = er__sinks_classes(sks, 0);
         er_dr_host_rows(r, sks, &share, NULL, r->pend, r->npend, 1, -1);
+        if (r->keep && r->st == ER_OK) er_dr_keep_rows(r, classes);
+        /* the widest set's entry reads its element's class */
+        if (r->keep && widx >= 0 && r->st == ER_OK && r->e == cudaSuccess)
+            r->e = cudaMemcpy(classes + widx, r->keep->dcl + widx, 1, cudaMemcpyDeviceToHost);
         if (widx >= 0 && r->st == ER_OK && r->e == cudaSuccess) er_dr_host_rows(r, sks, &share, s0, &wrow, 1, 0, widx);
     }
     er_dev_free_all(&r->db, r->s);

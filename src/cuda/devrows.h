@@ -17,6 +17,17 @@ static const char *const er_dev_rows_out[1] = {"out"};
     {.name = op, .nout = 1, .out_names = er_dev_rows_out, .out_shape = er__out_shape_same, .check = chk,               \
      .covers = cov, .classic_bug = er__rows_classic_bug}
 
+/* A report's classes kept on the device (er_report_keep_on_device): whether the report asks (want), and the device
+ * array a row path leaves there (dcl, the path's own until er_dev_keep_end). */
+typedef struct er_dev_keep { int want; uint8_t *dcl; } er_dev_keep;
+/* Whether rep carries er_report_keep_on_device's mark (device.c). */
+int er__report_keeps(const er_report *rep);
+/* Before a row op's device call into rep: whether the report asks to keep its classes on the device. */
+static inline er_dev_keep er_dev_keep_of(const er_report *rep) { return (er_dev_keep){ er__report_keeps(rep), NULL }; }
+/* After the call's engine (st its status): the kept classes handed to the filled report, whose host array goes,
+ * else freed (device.c). */
+void er_dev_keep_end(er_dev_keep *k, er_report *rep, er_status st);
+
 typedef struct er_dev_rows er_dev_rows;
 /* The op's row function on the host: rows rows[0 .. np) (values xs and outputs ys, n each) into sk (only < 0), or
  * the one element `only` given to sk as the widest set's candidate. */
@@ -38,12 +49,15 @@ struct er_dev_rows {
     int64_t *pend, npend;         /* the rows the GPU left (host, sorted) */
     er_dev_rows_put put;
     const void *op;               /* what the op's row function reads besides the rows (rmsnorm: its weights) */
+    er_dev_keep *keep;            /* where the classes stay on the device (NULL: copied into the report) */
 };
 
 /* Starts r for rows of n elements along the last dimension of x and out, on `blocks` blocks (at most the rows); its
- * tallies' and rows' host arrays allocated (r->st: ER_ERR_NOMEM where not). */
+ * tallies' and rows' host arrays allocated (r->st: ER_ERR_NOMEM where not). keep: the classes left on the device in
+ * keep->dcl where keep->want (NULL: none). */
 void er_dev_rows_init(er_dev_rows *r, const er_ref *ref, const er_standard *std, const er_tensor *x,
-                      const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op);
+                      const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op,
+                      er_dev_keep *keep);
 /* What a path's element kernel reads and writes in device memory besides the tensors: the rows' constants (drc; NULL
  * where the path has none), the classes (dcl), the blocks' tallies (dparts), the rows left (dpend) and their count
  * (*dn). */
@@ -58,10 +72,11 @@ typedef struct er_dev_kio {
  * all queued on r's stream (r->e: the first CUDA error). */
 void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k);
 /* After the kernels are queued, which write o's classes, tallies, rows left and count: the classes into the report's
- * array `classes`, the tallies and the rows left (sorted) into r. */
+ * array `classes` (but where they stay on the device), the tallies and the rows left (sorted) into r. */
 void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes);
 /* The rest of the check: the sinks opened, the GPU's tally into the first share, the rows left by the op's row
- * function in order, the widest decided set's entry; the device buffers freed; r's state and errors as a status. */
+ * function in order (where the classes stay on the device, theirs copied there), the widest decided set's entry; the
+ * device buffers freed; r's state and errors as a status. */
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks);
 
 #endif

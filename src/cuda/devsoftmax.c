@@ -36,7 +36,7 @@ static er_status er_sm_covers_host(er_report *rep, int log, const er_tensor *x, 
 }
 
 /* The device views and the stream; fallback is set where the GPU path does not apply. */
-typedef struct er_sm_arg { const er_tensor *x, *out; void *stream; int fallback; } er_sm_arg;
+typedef struct er_sm_arg { const er_tensor *x, *out; void *stream; int fallback; er_dev_keep keep; } er_sm_arg;
 
 static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
 static er_status er_sm_check(const er_ref *ref, const er_standard *std) { return er__softmax_module.check(ref, std); }
@@ -63,8 +63,9 @@ static er_status er_softmax_covers_device_run(er_report *rep, int log, const er_
 #else
     er_ref *ref; /* the shapes alone: its data pointer is the device's, which nothing on the host reads */
     ER_RETURN_IF_ERROR(log ? er_log_softmax(&ref, x, dim) : er_softmax(&ref, x, dim));
-    er_sm_arg arg = {x, out, stream, 0};
+    er_sm_arg arg = {x, out, stream, 0, er_dev_keep_of(rep)};
     er_status st = er__covers_module(rep, log ? &er_lsm_module : &er_sm_module, ref, out, std, &arg);
+    er_dev_keep_end(&arg.keep, rep, st);
     er_ref_free(ref);
     if (st != ER_OK || !arg.fallback) return st;
     er_report_clear(rep);
@@ -189,7 +190,7 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     int blocks = er__dev_blocks(ref->n / n);
     if ((double)blocks * 16.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (16.0 * (double)n)) + 1;
     er_dev_rows r;
-    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL);
+    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL, &arg->keep);
     if (r.st == ER_OK) {
         er_devsm_consts c;
         er_sm_consts(&r, &d, &c);

@@ -224,8 +224,9 @@ ER_INTERNAL er_status er__covers_module_outputs(er_report *reps, const er_op_mod
  * with the status and the last error's message) when st is an
  * error, else marked filled. Every public call that fills a report ends with it (report.c). */
 ER_INTERNAL void er__report_finish(er_report *rep, er_status st);
-/* The guard of a report whose classes array the library allocated (er_report_clear frees only such arrays). */
-ER_INTERNAL uint64_t er__report_guard(const uint8_t *classes);
+/* The guard of a report whose classes the library allocated, in host memory (classes) or device memory (dev; NULL
+ * where none): er_report_clear frees only such arrays. */
+ER_INTERNAL uint64_t er__report_guard(const uint8_t *classes, const void *dev);
 /* er_covers without er__report_finish, for the calls built on it (covers.c). */
 ER_INTERNAL er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
 

@@ -435,6 +435,31 @@ static void require_same_reports(er_report *rh, er_report *rd, const char *what)
     er_report_clear(rd);
 }
 
+/* The reports whose classes a row path left on the device (er_report_keep_on_device), over the run. */
+static long kept_reports;
+
+/* A device call's report rk, made into a report marked er_report_keep_on_device (status st), against the host's rh:
+ * where its classes stayed on the device (rk->classes NULL), er_report_classes gives NULL until
+ * er_report_fetch_classes (twice: the second does nothing) brings them; then the same report, field for field and in
+ * its JSON. rk is cleared. */
+static void require_kept_same(const er_report *rh, er_report *rk, er_status st, const char *what) {
+    ER_REQUIRE(st == ER_OK, "device, kept: %s", er_last_error());
+    if (!rk->classes) {
+        ER_REQUIRE(rk->device_classes && er_report_classes(rk) == NULL && rk->n > 0,
+                   "%s: a kept report has neither host nor device classes", what);
+        kept_reports++;
+    } else {
+        ER_REQUIRE(!rk->device_classes, "%s: a report has both host and device classes", what);
+    }
+    ER_REQUIRE(er_report_fetch_classes(rk) == ER_OK, "%s: fetch: %s", what, er_last_error());
+    ER_REQUIRE(rk->classes && !rk->device_classes && er_report_classes(rk) == rk->classes, "%s: fetch left no classes",
+               what);
+    ER_REQUIRE(er_report_fetch_classes(rk) == ER_OK, "%s: second fetch: %s", what, er_last_error());
+    er_require_same_report(rh, rk, what);
+    er_require_same_json(rh, rk, what);
+    er_report_clear(rk);
+}
+
 static void require_rows_device_equals_host(const er_ref *ref, int log, const er_tensor *tx, const er_tensor *tc,
                                             int dim, const er_standard *std, const char *what);
 
@@ -459,6 +484,11 @@ static void require_rows_device_equals_host(const er_ref *ref, int log, const er
     er_status st = log ? er_log_softmax_covers_device(&rd, &vx, dim, &vc, std, NULL)
                        : er_softmax_covers_device(&rd, &vx, dim, &vc, std, NULL);
     ER_REQUIRE(st == ER_OK, "device: %s", er_last_error());
+    er_report rk;
+    ER_REQUIRE(er_report_keep_on_device(&rk) == ER_OK, "keep: %s", er_last_error());
+    st = log ? er_log_softmax_covers_device(&rk, &vx, dim, &vc, std, NULL)
+             : er_softmax_covers_device(&rk, &vx, dim, &vc, std, NULL);
+    require_kept_same(&rh, &rk, st, what);
     require_same_reports(&rh, &rd, what);
     cudaFree(dx);
     cudaFree(dc);
@@ -512,7 +542,9 @@ START_TEST(softmax_on_the_gpu_equals_the_host) {
         free(X);
         free(C);
     }
-    printf("t-cuda: er_softmax_covers_device gave the host's report on %ld softmaxes (%ld elements)\n", trials, elems);
+    printf("t-cuda: er_softmax_covers_device gave the host's report on %ld softmaxes (%ld elements)\n", trials, elems);    printf("t-cuda: %ld of the softmax reports marked to keep their classes on the device kept them there\n",
+           kept_reports);
+    ER_REQUIRE(kept_reports > 0, "no softmax report kept its classes on the device");
 }
 END_TEST
 
@@ -591,7 +623,9 @@ START_TEST(log_softmax_on_the_gpu_equals_the_host) {
         free(C);
     }
     printf("t-cuda: er_log_softmax_covers_device gave the host's report on %ld log_softmaxes (%ld elements)\n", trials,
-           elems);
+           elems);    printf("t-cuda: %ld of the log_softmax reports marked to keep their classes on the device kept them there\n",
+           kept_reports);
+    ER_REQUIRE(kept_reports > 0, "no log_softmax report kept its classes on the device");
 }
 END_TEST
 
@@ -633,6 +667,9 @@ static void require_rmsnorm_device_equals_host(const er_ref *ref, const er_tenso
     ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
     ER_REQUIRE(er_rmsnorm_covers_device(&rd, &vx, tw ? &vw : NULL, eps, &vc, std, NULL) == ER_OK, "device: %s",
                er_last_error());
+    er_report rk;
+    ER_REQUIRE(er_report_keep_on_device(&rk) == ER_OK, "keep: %s", er_last_error());
+    require_kept_same(&rh, &rk, er_rmsnorm_covers_device(&rk, &vx, tw ? &vw : NULL, eps, &vc, std, NULL), what);
     require_same_reports(&rh, &rd, what);
     cudaFree(dx);
     cudaFree(dc);
@@ -699,7 +736,9 @@ START_TEST(rmsnorm_on_the_gpu_equals_the_host) {
         free(C);
         free(W);
     }
-    printf("t-cuda: er_rmsnorm_covers_device gave the host's report on %ld rmsnorms (%ld elements)\n", trials, elems);
+    printf("t-cuda: er_rmsnorm_covers_device gave the host's report on %ld rmsnorms (%ld elements)\n", trials, elems);    printf("t-cuda: %ld of the rmsnorm reports marked to keep their classes on the device kept them there\n",
+           kept_reports);
+    ER_REQUIRE(kept_reports > 0, "no rmsnorm report kept its classes on the device");
 }
 END_TEST
 
@@ -737,6 +776,12 @@ static void require_layernorm_device_equals_host(const er_ref *ref, const er_ten
     ER_REQUIRE(er_layernorm_covers_device(&rd, &dv[0], nd, tw ? &dv[1] : NULL, tb ? &dv[2] : NULL, eps, &dv[3], std,
                                           NULL) == ER_OK,
                "device: %s", er_last_error());
+    er_report rk;
+    ER_REQUIRE(er_report_keep_on_device(&rk) == ER_OK, "keep: %s", er_last_error());
+    require_kept_same(&rh, &rk,
+                      er_layernorm_covers_device(&rk, &dv[0], nd, tw ? &dv[1] : NULL, tb ? &dv[2] : NULL, eps, &dv[3],
+                                                 std, NULL),
+                      what);
     require_same_reports(&rh, &rd, what);
     for (int i = 0; i < 4; i++)
         if (dp[i]) cudaFree(dp[i]);
@@ -815,7 +860,9 @@ START_TEST(layernorm_on_the_gpu_equals_the_host) {
         free(B);
     }
     printf("t-cuda: er_layernorm_covers_device gave the host's report on %ld layernorms (%ld elements)\n", trials,
-           elems);
+           elems);    printf("t-cuda: %ld of the layernorm reports marked to keep their classes on the device kept them there\n",
+           kept_reports);
+    ER_REQUIRE(kept_reports > 0, "no layernorm report kept its classes on the device");
 }
 END_TEST
 
@@ -1485,11 +1532,50 @@ START_TEST(device_api_refusals) {
 }
 END_TEST
 
+/* er_report_keep_on_device's mark lasts for one call: a refusal zeroes the report, a host call fills its classes in
+ * host memory; er_report_fetch_classes does nothing where the classes are there or absent. */
+START_TEST(kept_classes_mark_lasts_one_call) {
+    ck_assert_int_eq(er_report_keep_on_device(NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_report_fetch_classes(NULL), ER_ERR_NULL);
+    er_report rep;
+    memset(&rep, 0x5a, sizeof rep); /* stray bytes: cleared, nothing freed */
+    ck_assert_int_eq(er_report_keep_on_device(&rep), er_cuda_available() ? ER_OK : ER_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(rep.classes);
+    ck_assert_ptr_null(rep.device_classes);
+    ck_assert_int_eq(er_report_fetch_classes(&rep), ER_OK); /* an empty report: nothing to bring */
+    ck_assert_ptr_null(er_report_classes(&rep));
+    er_standard std;
+    er_standard_init(&std);
+    er_tensor a;
+    er_tensor_view(&a, ER_FP16, 2, (int64_t[]){2, 2}, NULL, (void *)16);
+    ck_assert_int_eq(er_softmax_covers_device(&rep, &a, 2, &a, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(rep.keep, 0);
+    ck_assert_ptr_null(rep.device_classes);
+    float x[4] = {1, 2, 3, 4}, y[4] = {0.0320586f, 0.0871443f, 0.2368828f, 0.6439142f};
+    er_tensor tx, ty;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){1, 4}, NULL, x);
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){1, 4}, NULL, y);
+    er_ref *ref;
+    ck_assert_int_eq(er_softmax(&ref, &tx, 1), ER_OK);
+    if (er_cuda_available()) ck_assert_int_eq(er_report_keep_on_device(&rep), ER_OK);
+    ck_assert_int_eq(er_covers(&rep, ref, &ty, &std), ER_OK);
+    ck_assert_ptr_nonnull(rep.classes);
+    ck_assert_ptr_null(rep.device_classes);
+    ck_assert_int_eq(rep.keep, 0);
+    const uint8_t *before = er_report_classes(&rep);
+    ck_assert_int_eq(er_report_fetch_classes(&rep), ER_OK);
+    ck_assert_ptr_eq(er_report_classes(&rep), before);
+    er_report_clear(&rep);
+    er_ref_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("cuda");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, device_api_refusals);
+    tcase_add_test(tc, kept_classes_mark_lasts_one_call);
     int have = er_cuda_available() && splitk_device_count() > 0;
     if (have) tcase_add_test(tc, splitk_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);

@@ -227,6 +227,8 @@ _sig = {
     "er_report_failed": (ctypes.c_int64, [ctypes.c_void_p]),
     "er_report_resolution": (ctypes.c_double, [ctypes.c_void_p]),
     "er_report_classes": (ctypes.POINTER(ctypes.c_uint8), [ctypes.c_void_p]),
+    "er_report_keep_on_device": (ctypes.c_int, [ctypes.c_void_p]),
+    "er_report_fetch_classes": (ctypes.c_int, [ctypes.c_void_p]),
     "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_cuda_available": (ctypes.c_int, []),
     "er_depth_triton": (
@@ -518,6 +520,9 @@ class Report:
         if not n:
             return np.zeros(0, np.uint8)
         addr = ctypes.cast(lib.er_report_classes(self.ptr), ctypes.c_void_p).value
+        if addr is None:  # left on the GPU by a row op's device path (kept_block): brought here once
+            check(lib.er_report_fetch_classes(self.ptr))
+            addr = ctypes.cast(lib.er_report_classes(self.ptr), ctypes.c_void_p).value
         buf = (ctypes.c_uint8 * n).from_address(addr)
         buf._report = self  # the report outlives every array over its classes
         return np.frombuffer(buf, np.uint8)
@@ -783,21 +788,28 @@ def matmul_covers_device(va, vb, vo, std, stream_handle):
     return block.at(0)
 
 
-def softmax_covers_device(vx, dim, vo, std, stream_handle, log=False):
+def kept_block():
+    """One report marked to keep a row op's classes on the GPU (er_report_keep_on_device) until Report.classes()."""
     block = Reports(1)
+    check(lib.er_report_keep_on_device(block.buf))
+    return block
+
+
+def softmax_covers_device(vx, dim, vo, std, stream_handle, log=False):
+    block = kept_block()
     fn = lib.er_log_softmax_covers_device if log else lib.er_softmax_covers_device
     check(fn(block.buf, vx, dim, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 
 def rmsnorm_covers_device(vx, vw, eps, vo, std, stream_handle):
-    block = Reports(1)
+    block = kept_block()
     check(lib.er_rmsnorm_covers_device(block.buf, vx, vw, eps, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 
 def layernorm_covers_device(vx, nd, vw, vb, eps, vo, std, stream_handle):
-    block = Reports(1)
+    block = kept_block()
     check(lib.er_layernorm_covers_device(block.buf, vx, nd, vw, vb, eps, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
