@@ -138,7 +138,7 @@ __device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, d
 
 // The head of row `base` (n elements) in a block: its maximum *m (every thread); 0 where the row is the host's (a NaN
 // or +inf: NaN everywhere; or -inf alone); else the ends of the kernel's exps into el and eh, and in thread 0 the
-// sums to nearest of those ends in element order (s[0], s[1]) and the bounds of the exact sum of exp(x_j - m)
+// sums to nearest of those ends in er__sums32's order (s[0], s[1]) and the bounds of the exact sum of exp(x_j - m)
 // (s[2], s[3]: er__fxsum_lo and er__fxsum_hi). Ends with a barrier.
 __device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_t base, int64_t n, double *el,
                                  double *eh, double *shd, er_u128 *shl, er_u128 *shh, double *mp, double s[4]) {
@@ -181,19 +181,16 @@ __device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_
     __syncthreads();
     double sl = 0, sh = 0;
     if (tid < 32) {
-        // er_softmax_sets_dbl's sums to nearest in element order: the first warp reads 32 terms at a time and every
-        // lane adds them all, in order, from the lane holding each
-        double a = tid < n ? el[tid] : 0, b = tid < n ? eh[tid] : 0;
-        for (int64_t j0 = 0; j0 < n; j0 += 32) {
-            int64_t jn = j0 + 32 + tid;
-            double an = jn < n ? el[jn] : 0, bn = jn < n ? eh[jn] : 0; /* the next 32, loaded meanwhile */
-            int cnt = n - j0 < 32 ? (int)(n - j0) : 32;
-            for (int k = 0; k < cnt; k++) {
-                sl += __shfl_sync(0xffffffffu, a, k);
-                sh += __shfl_sync(0xffffffffu, b, k);
-            }
-            a = an;
-            b = bn;
+        // er__sums32's order (er_softmax_sets_dbl's sums to nearest): lane l adds the ends of elements l, l + 32, ...
+        // in turn, then every lane adds the 32 partial sums in lane order, each taken from the lane that holds it
+        double pa = 0, pb = 0;
+        for (int64_t j = tid; j < n; j += 32) {
+            pa += el[j];
+            pb += eh[j];
+        }
+        for (int k = 0; k < 32; k++) {
+            sl += __shfl_sync(0xffffffffu, pa, k);
+            sh += __shfl_sync(0xffffffffu, pb, k);
         }
     }
     if (tid == 0) {

@@ -214,27 +214,71 @@ void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double
     }
 }
 
+/* er__sums32's last step: the 32 partial sums added in turn from the 0th. */
+static void er_sums32_join(const double *pa, const double *pb, double *sa, double *sb) {
+    double a = 0, b = 0;
+    for (int l = 0; l < 32; l++) {
+        a += pa[l];
+        b += pb[l];
+    }
+    *sa = a;
+    *sb = b;
+}
+/* er__sums32's partial sums (pa, pb: 32 each, from 0): a loop over the lanes that vectorises. */
+ER_ALWAYS_INLINE void er_sums32_body(const double *restrict a, const double *restrict b, int64_t n,
+                                     double *restrict pa, double *restrict pb) {
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32)
+        for (int l = 0; l < 32; l++) {
+            pa[l] += a[j + l];
+            pb[l] += b[j + l];
+        }
+    for (int l = 0; j + l < n; l++) {
+        pa[l] += a[j + l];
+        pb[l] += b[j + l];
+    }
+}
+#define ER_SUMS32_ARGS                                                                                                \
+    const double *restrict a, const double *restrict b, int64_t n, double *restrict pa, double *restrict pb
+static void er_sums32_base(ER_SUMS32_ARGS) { er_sums32_body(a, b, n, pa, pb); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_sums32_avx2(ER_SUMS32_ARGS) { er_sums32_body(a, b, n, pa, pb); }
+ER_AVX512 static void er_sums32_avx512(ER_SUMS32_ARGS) { er_sums32_body(a, b, n, pa, pb); }
+#endif
+
+void er__sums32(int simd, const double *a, const double *b, int64_t n, double *sa, double *sb) {
+    double pa[32] = {0}, pb[32] = {0};
+    (void)simd;
+#if ER_HAVE_AVX2
+    if (simd >= 2) er_sums32_avx512(a, b, n, pa, pb);
+    else if (simd) er_sums32_avx2(a, b, n, pa, pb);
+    else
+#endif
+        er_sums32_base(a, b, n, pa, pb);
+    er_sums32_join(pa, pb, sa, sb);
+}
+
 void er__exps_fill_kernel(er_exps *ex, const er_softmax_plan *pl, const double *x, int64_t n, double m,
                           const er_exps_scratch *w) {
     double U = pl->U;
     int fast = w && pl->F->id == ER_FP32 && !pl->exp_fast && U >= 0 && U <= 0x1p30 && (double)(int64_t)U == U &&
                (double)(float)m == m;
     if (fast) er_exps_f32(w->simd, n, x, m, U, ex, w);
-    double sl = 0, sh = 0;
-    for (int64_t j = 0; j < n; j++) {
-        double el, eh;
-        if (fast && !w->slow[j]) {
-            el = w->el[j];
-            eh = w->eh[j];
-        } else {
+    if (w) { /* the ends into w's arrays, then their sums */
+        for (int64_t j = 0; j < n; j++)
+            if (!fast || w->slow[j]) er_exps_kernel_one(ex, pl, x, j, m, &w->el[j], &w->eh[j]);
+        er__sums32(w->simd, w->el, w->eh, n, &ex->esl, &ex->esh);
+    } else { /* the same order, each end added to its partial sum as it comes */
+        double pa[32] = {0}, pb[32] = {0};
+        for (int64_t j = 0; j < n; j++) {
+            double el, eh;
             er_exps_kernel_one(ex, pl, x, j, m, &el, &eh);
+            pa[j % 32] += el;
+            pb[j % 32] += eh;
         }
-        sl += el;
-        sh += eh;
+        er_sums32_join(pa, pb, &ex->esl, &ex->esh);
     }
     ex->sums = 1;
-    ex->esl = sl;
-    ex->esh = sh;
 }
 
 void er__exps_fill_rounded(er_exps *ex, const er_fmt_info *F, const double *x, int64_t n, double m) {

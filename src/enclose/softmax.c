@@ -531,15 +531,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         else er__exp_bounds(dj, &zl, &zh);
         er__exp_ends(pl, dj, zl, zh, &elo[j], &ehi[j]);
     }
-    if (sums) { /* in element order, in locals (a sum kept in memory waits on each store) */
-        double a = 0, b = 0;
-        for (int64_t j = 0; j < n; j++) {
-            a += elo[j];
-            b += ehi[j];
-        }
-        sl = a;
-        sh = b;
-    }
+    if (sums) er__sums32(pl->simd, elo, ehi, n, &sl, &sh);
     if (pl->log && ex->sums) {
         sl = ex->esl;
         sh = ex->esh;

@@ -47,8 +47,9 @@ static inline void er__exp_ends(const er_softmax_plan *pl, double dj, double zl,
  * double read instead of enclosing it again. */
 typedef struct er_exps {
     double *lo, *hi, *t, *e, *dlo, *dhi;
-    int sums;        /* esl, esh hold the sums (to nearest, in order) of the ends of the kernel's exps of d_j (the
-                        values of F its exp may give, er_softmax_sets_dbl's), which log_softmax's sets read instead */
+    int sums;        /* esl, esh hold the sums (to nearest, er__sums32's order) of the ends of the kernel's exps of
+                        d_j (the values of F its exp may give, er_softmax_sets_dbl's), which log_softmax's sets read
+                        instead */
     double esl, esh;
 } er_exps;
 /* fl(log2 e) in F, the constant Triton multiplies by before ex2 (0x3FB8AA3B in fp32). */
@@ -72,6 +73,11 @@ typedef struct er_exps_scratch {
 /* w: scratch for the vectorised pass over the common case (the same values; NULL: the scalar loop alone). */
 ER_INTERNAL void er__exps_fill_kernel(er_exps *ex, const struct er_softmax_plan *pl, const double *x, int64_t n,
                                       double m, const er_exps_scratch *w);
+
+/* The sums to nearest *sa of a[0..n) and *sb of b[0..n) (the kernel's exps' ends of a row, nonnegative) in the rows'
+ * one order, which the GPU's warp keeps too (Lemma D4 bounds any order): 32 partial sums, the l-th adding a_j for
+ * j = l, l + 32, l + 64, ... in turn from 0, then the partial sums added in turn from the 0th. simd: er__simd(). */
+ER_INTERNAL void er__sums32(int simd, const double *a, const double *b, int64_t n, double *sa, double *sb);
 
 /* er__exp_ends over a row for F = fp32, pl->U an integer of at most 2^30 and not __expf's bound, m a float, in loops
  * that vectorise (simd: er__simd()): elo[j], ehi[j] the ends of the kernel's exp of d_j = fl(x_j - m) (the values
