@@ -32,7 +32,8 @@ ER_API void er_host_free(void *host);
  * device memory the report owns, where the GPU wrote them, instead of copying n bytes to the host: rep->classes is
  * then NULL and er_report_fetch_classes copies them when they are wanted. The counts, the first failing elements, the
  * worst and widest elements, the text and the JSON are the report's as ever. A call that takes another path (host
- * copies, a refusal) or any other call fills or zeroes the report as usual; a call clears the mark. */
+ * copies, a refusal) or any other call fills or zeroes the report as usual; a call clears the mark. Without the CUDA
+ * toolkit: ER_ERR_UNSUPPORTED, *rep untouched. */
 ER_API er_status er_report_keep_on_device(er_report *rep);
 /* Brings the classes a device call left on the GPU into host memory the report owns (rep->classes, what
  * er_report_classes returns), and frees their device memory; ER_OK and nothing done where they are in host memory

@@ -81,18 +81,18 @@ er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *o
 er_status er_report_keep_on_device(er_report *rep) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
-    er_report_clear(rep);
 #ifndef ER_HAVE_CUDA
-    return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
+    return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit"); /* rep untouched */
 #else
+    er_report_clear(rep);
     rep->keep = ER_KEEP_MARK;
     return ER_OK;
 #endif
 }
 
+#ifdef ER_HAVE_CUDA
 int er__report_keeps(const er_report *rep) { return rep && rep->keep == ER_KEEP_MARK; }
 
-#ifdef ER_HAVE_CUDA
 void er_dev_keep_end(er_dev_keep *k, er_report *rep, er_status st) {
     if (!k->dcl) return;
     if (st == ER_OK && rep->classes && rep->guard == er__report_guard(rep->classes, NULL)) {

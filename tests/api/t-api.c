@@ -494,6 +494,27 @@ START_TEST(clear_unfilled_reports) {
 }
 END_TEST
 
+/* er_report_keep_on_device and er_report_fetch_classes in every build: NULL refused; without the CUDA toolkit the mark
+ * refused with the report untouched (nothing cleared or lost); a fetch on a zeroed report, or on one of stray bytes
+ * whose guard does not match, does nothing (no device pointer of stray bytes is freed or read). */
+START_TEST(kept_classes_calls_in_every_build) {
+    ck_assert_int_eq(er_report_keep_on_device(NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_report_fetch_classes(NULL), ER_ERR_NULL);
+    er_report rep, stray;
+    memset(&rep, 0x5c, sizeof rep);
+    memcpy(&stray, &rep, sizeof rep);
+    if (!er_cuda_available()) {
+        ck_assert_int_eq(er_report_keep_on_device(&rep), ER_ERR_UNSUPPORTED);
+        ck_assert_int_eq(memcmp(&rep, &stray, sizeof rep), 0);
+    }
+    ck_assert_int_eq(er_report_fetch_classes(&stray), ER_OK);
+    ck_assert_int_eq(memcmp(&rep, &stray, sizeof rep), 0);
+    er_report_clear(&rep);
+    ck_assert_int_eq(er_report_fetch_classes(&rep), ER_OK);
+    ck_assert_ptr_null(er_report_classes(&rep));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("api");
     TCase *tc = tcase_create("api");
@@ -504,6 +525,7 @@ int main(void) {
     tcase_add_test(tc, statuses_and_version);
     tcase_add_test(tc, option_tables);
     tcase_add_test(tc, clear_unfilled_reports);
+    tcase_add_test(tc, kept_classes_calls_in_every_build);
     tcase_add_test(tc, resolution);
     suite_add_tcase(s, tc);
     return er_run_suite(s);

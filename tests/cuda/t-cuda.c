@@ -1537,9 +1537,16 @@ END_TEST
 START_TEST(kept_classes_mark_lasts_one_call) {
     ck_assert_int_eq(er_report_keep_on_device(NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_report_fetch_classes(NULL), ER_ERR_NULL);
-    er_report rep;
+    er_report rep, stray;
     memset(&rep, 0x5a, sizeof rep); /* stray bytes: cleared, nothing freed */
-    ck_assert_int_eq(er_report_keep_on_device(&rep), er_cuda_available() ? ER_OK : ER_ERR_UNSUPPORTED);
+    memcpy(&stray, &rep, sizeof rep);
+    if (!er_cuda_available()) { /* refused, the report untouched */
+        ck_assert_int_eq(er_report_keep_on_device(&rep), ER_ERR_UNSUPPORTED);
+        ck_assert_int_eq(memcmp(&rep, &stray, sizeof rep), 0);
+        er_report_clear(&rep);
+    } else {
+        ck_assert_int_eq(er_report_keep_on_device(&rep), ER_OK);
+    }
     ck_assert_ptr_null(rep.classes);
     ck_assert_ptr_null(rep.device_classes);
     ck_assert_int_eq(er_report_fetch_classes(&rep), ER_OK); /* an empty report: nothing to bring */
