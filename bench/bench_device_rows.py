@@ -5,7 +5,8 @@ x * rsqrt(mean(x^2) + eps) * w); warm (one untimed round first), three alternati
 layer_norm also the host's check of host copies (er.rmsnorm(...).covers, er.layer_norm(...).covers on the CPU, once,
 after the GPU's rounds) with the same verdict. Prints `name: X s vs baseline Y s = Rx`. Usage:
 python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384); python3 bench/bench_device_rows.py
-outputs [N] times layer_norm's three outputs (layer_norm_outputs), auto [N] the paths Python takes by itself (auto),
+outputs [N] times layer_norm's three outputs (layer_norm_outputs), classes [N] what reading Result.classes costs
+after a check that left them on the GPU (classes), auto [N] the paths Python takes by itself (auto),
 epilogue [N ...] a GEMM epilogue's chain on CUDA tensors (epilogue), attention [B H S D [host]]
 er.attention_covers_device on torch's SDPA (attention). Needs torch with CUDA and the library built with the CUDA
 toolkit."""
@@ -100,6 +101,27 @@ def main(sizes):
                       "medians of 3 alternating rounds; output of %s: %s%s)"
                       % (op, name, n, n, tc, tb, tc / tb, based, outd, verdict(res), extra))
                 del out
+
+
+def classes(n=16384):
+    """What reading Result.classes costs after a row op's device check, which leaves them on the GPU until then: the
+    check with its classes read (er_report_fetch_classes, then a numpy array over them) against the check alone, fp32
+    softmax and rmsnorm of an n x n input (x = 3 randn), medians of 3 alternating rounds."""
+    import torch
+    torch.manual_seed(0)
+    x = torch.randn(n, n, device="cuda") * 3
+    w = 1 + torch.randn(n, device="cuda") / 4
+    sm, rms = torch.softmax(x, -1), torch.nn.functional.rms_norm(x, (n,), w, 1e-6)
+    for op, f in (("softmax", lambda: er.softmax_covers_device(x, sm)),
+                  ("rmsnorm", lambda: er.rmsnorm_covers_device(x, rms, w, 1e-6))):
+        def read():
+            r = f()
+            assert r.classes.shape == (n, n)
+            return r
+        tb, tc, res = rounds(f, read)
+        print("%s_covers_device_classes_read_float32_%dx%d: %.4f s vs %.4f s = %.2fx  (the check with Result.classes "
+              "read, against the check alone; medians of 3 alternating rounds; %s)" % (op, n, n, tc, tb, tc / tb,
+                                                                                   verdict(res)))
 
 
 def layer_norm_outputs(n=8192):
@@ -243,6 +265,8 @@ if __name__ == "__main__":
         epilogue([int(a) for a in sys.argv[2:]] or [2048, 4096, 8192])
     elif sys.argv[1:2] == ["auto"]:
         auto(*[int(a) for a in sys.argv[2:3]])
+    elif sys.argv[1:2] == ["classes"]:
+        classes(*[int(a) for a in sys.argv[2:3]])
     elif sys.argv[1:2] == ["outputs"]:
         layer_norm_outputs(*[int(a) for a in sys.argv[2:3]])
     else:
