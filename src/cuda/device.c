@@ -115,9 +115,19 @@ er_status er_report_fetch_classes(er_report *rep) {
 #ifndef ER_HAVE_CUDA
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
-    uint8_t *h = malloc((size_t)(rep->n ? rep->n : 1));
+    size_t bytes = (size_t)rep->n;
+    uint8_t *h = malloc(bytes ? bytes : 1);
     if (!h) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)rep->n);
-    cudaError_t e = cudaMemcpy(h, rep->device_classes, (size_t)rep->n, cudaMemcpyDeviceToHost);
+    /* the fresh pages first touched on the library's threads, then locked for a copy at full speed (a single
+     * thread's faults, and a copy through pageable memory, each cost several times the copy) */
+    er__prefault(h, bytes);
+    int pinned = 0;
+    if (bytes >= ((size_t)16 << 20)) {
+        pinned = cudaHostRegister(h, bytes, cudaHostRegisterDefault) == cudaSuccess;
+        if (!pinned) (void)cudaGetLastError();
+    }
+    cudaError_t e = cudaMemcpy(h, rep->device_classes, bytes, cudaMemcpyDeviceToHost);
+    if (pinned) cudaHostUnregister(h);
     if (e != cudaSuccess) {
         free(h);
         return er__fail(ER_ERR_DEVICE, "copying the report's %lld classes from the device failed: %s (%s)",
