@@ -130,6 +130,33 @@ static inline void er__exp_dd(double t, double *h, double *l) {
     *l = vl * sc;
 }
 
+/* Lemma X4's (cross-entropy.md) fixed-point bounds of a term h + l (Lemma D8's exp, |l| <= 2^-52 h,
+ * 2^-996 <= h <= 1) in units of 2^-96: *L <= (h + l - h 2^-64) 2^96 and *U >= (h + l + h 2^-64) 2^96, the slack
+ * covering Lemma D8's 2^-65. */
+static inline void er__dd_fx_term(double h, double l, __int128 *L, __int128 *U) {
+    double A = h * 0x1p96, fA = floor(A), fr = A - fA, B = l * 0x1p96, c = h * 0x1p32; /* each exact */
+    __int128 I = (__int128)fA;
+    *L = I + (__int128)floor(er__dn(er__dn(fr + B) - c));
+    *U = I + (__int128)ceil(er__up(er__up(fr + B) + c));
+}
+/* I 2^-96 as h + l, below it (up = 0) or above it (up = 1), |l| <= 2^-51.9 h; I in [0, 2^123). */
+static inline void er__dd_fx_pair(__int128 I, int up, double *h, double *l) {
+    double a = (double)I; /* to nearest; an integer, converted back exactly */
+    double b = (double)(I - (__int128)a);
+    b = up ? er__up(b) : er__dn(b);
+    *h = a * 0x1p-96;
+    *l = b * 0x1p-96;
+}
+/* The sign of a - k s (Lemma X4) for a = ah + al, k = kh + kl, s = sh + sl with ah >= 0, kh, sh > 0, |al| <= 2^-51 ah,
+ * |kl| <= 2^-53 kh, |sl| <= 2^-51 sh: 1 or -1 where the computed difference exceeds its error bound, else 0. */
+static inline int er__dd_sign(double ah, double al, double kh, double kl, double sh, double sl) {
+    double p1 = kh * sh, p2 = fma(kh, sh, -p1); /* kh sh = p1 + p2 */
+    double c = kh * sl + kl * sh;
+    double d1 = ah - p1, d2 = (al - p2) - c, d = d1 + d2;
+    double err = 0x1p-52 * fabs(d1) + 0x1p-98 * (ah + p1);
+    return er__dn(d) > err ? 1 : er__up(d) < -err ? -1 : 0;
+}
+
 /* exp(d + v*) from bounds [dl, dh] of exp(d) (dl >= 0), for a double v with |v| <= 2^-18 and |v - v*| <= 2^-60
  * (Lemma D7): exp(v*) lies within 1.1 2^-53 of P = fl(1 + (v + v^2/2)), so between fl(P - 2^-51) and fl(P + 2^-51);
  * each product rounded outward, the lower end no lower than +0 (exp is positive). */

@@ -364,32 +364,6 @@ static int er_xent_exact_grad(const er_xent_plan *pl, const er_exps *ex, const e
     return er_xent_exact_grad2(pl, ex, z, j, t, exv, rd, NULL);
 }
 
-/* Lemma X4's fixed-point bounds of a term h + l (Lemma D8's exp, |l| <= 2^-52 h, 2^-996 <= h <= 1) in units of 2^-96:
- * *L <= (h + l - h 2^-64) 2^96 and *U >= (h + l + h 2^-64) 2^96, the slack covering Lemma D8's 2^-65. */
-static void er_xent_fx_term(double h, double l, __int128 *L, __int128 *U) {
-    double A = h * 0x1p96, fA = floor(A), fr = A - fA, B = l * 0x1p96, c = h * 0x1p32; /* each exact */
-    __int128 I = (__int128)fA;
-    *L = I + (__int128)floor(er__dn(er__dn(fr + B) - c));
-    *U = I + (__int128)ceil(er__up(er__up(fr + B) + c));
-}
-/* I 2^-96 as h + l, below it (up = 0) or above it (up = 1), |l| <= 2^-51.9 h; I in [0, 2^123). */
-static void er_xent_fx_dd(__int128 I, int up, double *h, double *l) {
-    double a = (double)I; /* to nearest; an integer, converted back exactly */
-    double b = (double)(I - (__int128)a);
-    b = up ? er__up(b) : er__dn(b);
-    *h = a * 0x1p-96;
-    *l = b * 0x1p-96;
-}
-/* The sign of a - k s (Lemma X4) for a = ah + al, k = kh + kl, s = sh + sl with ah >= 0, kh, sh > 0, |al| <= 2^-51 ah,
- * |kl| <= 2^-53 kh, |sl| <= 2^-51 sh: 1 or -1 where the computed difference exceeds its error bound, else 0. */
-static int er_dd_sign(double ah, double al, double kh, double kl, double sh, double sl) {
-    double p1 = kh * sh, p2 = fma(kh, sh, -p1); /* kh sh = p1 + p2 */
-    double c = kh * sl + kl * sh;
-    double d1 = ah - p1, d2 = (al - p2) - c, d = d1 + d2;
-    double err = 0x1p-52 * fabs(d1) + 0x1p-98 * (ah + p1);
-    return er__dn(d) > err ? 1 : er__up(d) < -err ? -1 : 0;
-}
-
 /* The gradients the double enclosures left open in a row without label smoothing, fp32 dlogits and every x_k - m a
  * double (Lemma X4): exp(x_k - m) to 2^-65 (Lemma D8), S and R summed exactly in fixed point, and for each open
  * element the side of the midpoint between its two candidates. Marks those it decides done (their rounding in grd);
@@ -407,17 +381,17 @@ static int64_t er_xent_grad_dd(const er_xent_plan *pl, const er_exps *ex, const 
         if (ex->t[k] >= -690.0) {
             double h, l;
             er__exp_dd(ex->t[k], &h, &l);
-            er_xent_fx_term(h, l, &L, &U);
+            er__dd_fx_term(h, l, &L, &U);
         }
         SL += L;
         SU += U;
         if (k == t) tL = L, tU = U;
     }
     double s[4][2]; /* S below and above, R below and above */
-    er_xent_fx_dd(SL, 0, &s[0][0], &s[0][1]);
-    er_xent_fx_dd(SU, 1, &s[1][0], &s[1][1]);
-    er_xent_fx_dd(SL - tL, 0, &s[2][0], &s[2][1]);
-    er_xent_fx_dd(SU - tU, 1, &s[3][0], &s[3][1]);
+    er__dd_fx_pair(SL, 0, &s[0][0], &s[0][1]);
+    er__dd_fx_pair(SU, 1, &s[1][0], &s[1][1]);
+    er__dd_fx_pair(SL - tL, 0, &s[2][0], &s[2][1]);
+    er__dd_fx_pair(SU - tU, 1, &s[3][0], &s[3][1]);
     for (int64_t j = 0; j < C; j++) {
         if (done[j]) continue;
         double exv, r1, r2;
@@ -429,11 +403,11 @@ static int64_t er_xent_grad_dd(const er_xent_plan *pl, const er_exps *ex, const 
         if (j != t) { /* g = e_j / (S W) > mu iff e_j - |mu| W S > 0 */
             double h, l;
             er__exp_dd(ex->t[j], &h, &l);
-            lo = er_dd_sign(h, er__dn(l - h * 0x1p-64), kh, kl, s[1][0], s[1][1]);
-            hi = er_dd_sign(h, er__up(l + h * 0x1p-64), kh, kl, s[0][0], s[0][1]);
+            lo = er__dd_sign(h, er__dn(l - h * 0x1p-64), kh, kl, s[1][0], s[1][1]);
+            hi = er__dd_sign(h, er__up(l + h * 0x1p-64), kh, kl, s[0][0], s[0][1]);
         } else { /* g = -R / (S W) > mu iff R - |mu| W S < 0 */
-            lo = -er_dd_sign(s[3][0], s[3][1], kh, kl, s[0][0], s[0][1]);
-            hi = -er_dd_sign(s[2][0], s[2][1], kh, kl, s[1][0], s[1][1]);
+            lo = -er__dd_sign(s[3][0], s[3][1], kh, kl, s[0][0], s[0][1]);
+            hi = -er__dd_sign(s[2][0], s[2][1], kh, kl, s[1][0], s[1][1]);
         }
         if (lo > 0 || hi < 0) {
             grd[j] = lo > 0 ? r2 : r1;
