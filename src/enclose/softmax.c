@@ -695,11 +695,81 @@ static int64_t er_exact_quot_run(int simd, int64_t n, const double *lo, const do
     return todo;
 }
 
+/* Bounds r[0] <= 1 / sh and r[1] >= 1 / sl with a margin 2^-51 for a product's rounding: lo_i r[0] is below
+ * lo_i / S_hi once rounded, and hi_i r[1] above hi_i / S_lo (a product in the subnormal range is off by at most 2^-1074, far below
+ * any rounding boundary of a format of at most 24 bits). */
+static void er_recip_ends(double sl, double sh, double r[2]) {
+    r[0] = er__dn(er__dn(1.0 / sh) * (1.0 - 0x1p-51));
+    r[1] = er__up(er__up(1.0 / sl) * (1.0 + 0x1p-51));
+}
+
+/* exp(t + e) as h + l within 2^-64.9 of itself, |l| <= 2^-52 h, for -690 <= t <= 0 and |e| <= 2^-53 |t| (Lemma S7):
+ * Lemma D8's pair times 1 + e. */
+static void er_exp_dd_shift(double t, double e, double *h, double *l) {
+    er__exp_dd(t, h, l);
+    if (e == 0) return;
+    double c = *l + *h * e, s = *h + c; /* Fast2Sum: |c| < 2^-40 h */
+    *l = c - (s - *h);
+    *h = s;
+}
+
+/* Lemma S7 (softmax.md): the elements er_exact_row_dbl left open (done[i] = 0, rounded[i] the lower end's rounding),
+ * for softmax (not log) and rows of at most 2^26: each exp(x_j - m) by Lemma D8 shifted by TwoSum's error, the sum
+ * bounded in fixed point, and for an open element whose ends round to neighbours r1 < r2 of O, the side of their
+ * midpoint mu that e_i / S lies on, from the sign of e_i - mu S (Lemma X4's test). Those decided get done[i] = 1,
+ * their rounding and their quotient to about 2^-100 in exact[i]; returns how many are left. sl, sh: the double sum's bounds er_exact_row_dbl took. */
+static int64_t er_exact_row_dd(const er_softmax_plan *pl, int64_t n, const er_exps *ex, double sl, double sh,
+                               double *exact, double *rounded, char *done, int64_t todo) {
+    if (pl->log || pl->no_dd || n > (INT64_C(1) << 26)) return todo;
+    __int128 SL = 0, SU = 0;
+    for (int64_t j = 0; j < n; j++) {
+        __int128 L = 0, U = 1; /* exp(x_j - m) < 2^-995 below -690 (and 0 at -inf) */
+        if (ex->t[j] >= -690.0) {
+            double h, l;
+            er_exp_dd_shift(ex->t[j], ex->e[j], &h, &l);
+            er__dd_fx_term(h, l, &L, &U);
+        }
+        SL += L;
+        SU += U;
+    }
+    double s[2][2]; /* S below and above */
+    er__dd_fx_pair(SL, 0, &s[0][0], &s[0][1]);
+    er__dd_fx_pair(SU, 1, &s[1][0], &s[1][1]);
+    double r[2]; /* 1/S's bounds, er_exact_row_dbl's */
+    er_recip_ends(sl, sh, r);
+    int64_t decided = 0;
+    for (int64_t i = 0; i < n && todo > 0; i++) {
+        if (done[i] || !(ex->t[i] >= -690.0)) continue;
+        double r1 = rounded[i], r2 = er__round_double(pl->O, ex->hi[i] * r[1], ER_ROUND_NEAREST, pl->ov_out);
+        double mu = 0.5 * r1 + 0.5 * r2; /* exact: both at most 24 bits, at least 2^-1000 apart from the subnormals */
+        if (!(r1 >= 0 && r1 < r2 && r2 <= 1) || mu == r1 || mu == r2 ||
+            er__round_double(pl->O, mu, ER_ROUND_DOWN, pl->ov_out) != r1 ||
+            er__round_double(pl->O, mu, ER_ROUND_UP, pl->ov_out) != r2)
+            continue; /* not neighbours of O */
+        double h, l;
+        er_exp_dd_shift(ex->t[i], ex->e[i], &h, &l);
+        /* e_i / S > mu iff e_i - mu S > 0: e_i's lower end against S's upper, and the other way */
+        int above = er__dd_sign(h, er__dn(l - h * 0x1p-64), mu, 0.0, s[1][0], s[1][1]) > 0;
+        int below = er__dd_sign(h, er__up(l + h * 0x1p-64), mu, 0.0, s[0][0], s[0][1]) < 0;
+        if (above || below) {
+            /* the quotient to about 2^-100 from S's lower pair, for the report's exact value */
+            double q0 = h / s[0][0], p = q0 * s[0][0], pe = fma(q0, s[0][0], -p);
+            exact[i] = q0 + (((h - p) - pe) + (l - q0 * s[0][1])) / s[0][0];
+            rounded[i] = above ? r2 : r1;
+            done[i] = 1;
+            todo--;
+            decided++;
+        }
+    }
+    if (pl->dd_decided) *pl->dd_decided += decided;
+    return todo;
+}
+
 /* The exact softmax from the exps enclosed in double: each element whose enclosure rounds to one value of O is
- * decided here (with exact[i] the enclosure's midpoint); the others are marked in done = 0 for er_exact_row.
- * Returns how many are left. */
+ * decided here (with exact[i] the enclosure's midpoint); the others are marked in done = 0 for er_exact_row_dd and
+ * er_exact_row. Returns how many are left; *psl, *psh: the bounds of the sum of the exps it took. */
 static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int64_t n, const er_exps *ex,
-                                double *exact, double *rounded, char *done) {
+                                double *exact, double *rounded, char *done, double *psl, double *psh) {
     double sl = 0, sh = 0;
     if (n < (INT64_C(1) << 36)) { /* every exp at most 1 (1 + 2^-49): sums exact to 2^-90 per term */
         er_fxsum fs = {0, 0};
@@ -709,12 +779,13 @@ static int64_t er_exact_row_dbl(const er_softmax_plan *pl, const double *x, int6
     } else {
         for (int64_t j = 0; j < n; j++) { sl = er__dn(sl + ex->lo[j]); sh = er__up(sh + ex->hi[j]); }
     }
+    *psl = sl;
+    *psh = sh;
     double lsl = 0, lsh = 0;
     if (pl->log) er_log_outward(sl, sh, &lsl, &lsh);
-    /* 1/S's bounds with a margin 2^-51 for the product's rounding: lo_i rl is below lo_i / S_hi once rounded, and
-     * hi_i rh above hi_i / S_lo (a product in the subnormal range is off by at most 2^-1074, far below any rounding
-     * boundary of a format of at most 24 bits) */
-    double rl = er__dn(er__dn(1.0 / sh) * (1.0 - 0x1p-51)), rh = er__up(er__up(1.0 / sl) * (1.0 + 0x1p-51));
+    double r[2]; /* 1/S's bounds */
+    er_recip_ends(sl, sh, r);
+    double rl = r[0], rh = r[1];
     int64_t todo = 0;
     er_format o = pl->O->id;
     if (!pl->log && !pl->scalar && (o == ER_FP32 || o == ER_FP16 || o == ER_BF16))
@@ -794,7 +865,9 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         cv[i].nan_req &= c0[i].nan_req;
     }
     if (st == ER_OK && !pl->sets_only) {
-        int64_t todo = dbl ? er_exact_row_dbl(pl, x, n, &ex, exact, rounded, done) : n;
+        double sl = 0, sh = 0;
+        int64_t todo = dbl ? er_exact_row_dbl(pl, x, n, &ex, exact, rounded, done, &sl, &sh) : n;
+        if (todo > 0 && dbl) todo = er_exact_row_dd(pl, n, &ex, sl, sh, exact, rounded, done, todo);
         if (todo > 0) st = er_exact_row(pl, x, n, m, exact, rounded, done, todo);
     }
     free(c0);

@@ -31,6 +31,10 @@ typedef struct er_softmax_plan {
     int simd;               /* er__simd(): the AVX2 builds of the vectorised loops (0: the baseline ones) */
     int scalar;             /* 1: every element by the scalar code, none by the loops that vectorise (their
                                reference in t-ival) */
+    int no_dd;              /* 1: the exact results the double enclosures leave go to MPFR at once, without
+                               Lemma S7's pass in double-double (its reference in t-ival) */
+    int64_t *dd_decided;    /* where not NULL, the elements Lemma S7's pass decided are added to it (the tests'
+                               count: one thread a plan) */
 } er_softmax_plan;
 
 /* The values of F the kernel's exp of d_j may give, from the enclosure [zl, zh] of exp(d_j) (Lemma U1): within U

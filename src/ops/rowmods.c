@@ -259,7 +259,9 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
                            NULL,
                            NULL,
                            0,
-                           0 };
+                           0,
+                           0,
+                           NULL };
     return pl;
 }
 

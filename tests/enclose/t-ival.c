@@ -545,6 +545,130 @@ END_TEST
 /* er__exp_bounds_run gives er__exp_bounds's values bit for bit, in both builds, on runs of arguments over the whole
  * range and beyond it (the marked ones), the ends of the vectorised range (-690, 709), NaN and the infinities, at
  * lengths around its runs of 256. */
+/* Lemma S7: softmax rows built with one element within 2^-49 of a midpoint of the output format (fp32, bf16, fp16),
+ * where the double enclosure leaves it open: three knob logits set to the floats that bring the sum of exps nearest to
+ * what the midpoint needs. Half the rows have a maximum of 1 and tiny logits, whose differences x_j - m are not
+ * doubles (TwoSum's error reaches Lemma S7's shift), the target among them in a third of those. er__softmax_row
+ * with the pass and without it (pl.no_dd, MPFR alone) must give the same roundings bit for bit and exact values
+ * within 2^-60; the pass must decide the element in the rows where it lies beyond 2^-61 of the midpoint. */
+static void ival_near_sum(const double *x, int64_t n, double m, mpfr_t S) {
+    mpfr_t a;
+    mpfr_init2(a, 300);
+    mpfr_set_zero(S, 1);
+    for (int64_t k = 0; k < n; k++) {
+        mpfr_set_d(a, x[k], MPFR_RNDN);
+        mpfr_sub_d(a, a, m, MPFR_RNDN); /* exact at 300 bits for these logits */
+        mpfr_exp(a, a, MPFR_RNDN);
+        mpfr_add(S, S, a, MPFR_RNDN);
+    }
+    mpfr_clear(a);
+}
+START_TEST(softmax_open_elements_in_double_double) {
+    er_test_reseed(85);
+    er__exp_init();
+    static const er_format outs[3] = { ER_FP32, ER_BF16, ER_FP16 };
+    long trials = (long)(60 * er_test_multiplier()), inrange = 0, shifted = 0;
+    int64_t decided = 0, decided_in = 0;
+    mpfr_t S, e, g, d;
+    mpfr_inits2(300, S, e, g, d, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t n = tr % 4 == 0 ? 40 : 700, j = 5;
+        const er_fmt_info *O = er__fmt(outs[tr % 3]);
+        int tiny = (int)(tr / 3 % 2);
+        double m = tiny ? 1.0 : 0.0, *x = malloc(sizeof(double) * (size_t)n);
+        for (int64_t k = 0; k < n; k++) x[k] = (double)(float)(m - 8.0 * er_rand_unit());
+        x[0] = m;
+        x[1] = (double)(float)(m - 2.0 + er_rand_unit());
+        x[2] = (double)(float)(m - 12.0 + er_rand_unit());
+        x[3] = (double)(float)(m - 22.0 + er_rand_unit());
+        if (tiny)
+            for (int64_t k = 6; k < n; k += 7) x[k] = (double)(float)ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(30, 120));
+        if (tiny && tr % 9 < 3) x[j] = (double)(float)ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(30, 60));
+        double mid = 0;
+        for (int knob = 1; knob <= 4; knob++) {
+            ival_near_sum(x, n, m, S);
+            mpfr_set_d(e, x[j], MPFR_RNDN);
+            mpfr_sub_d(e, e, m, MPFR_RNDN);
+            mpfr_exp(e, e, MPFR_RNDN);
+            mpfr_div(g, e, S, MPFR_RNDN);
+            double q = mpfr_get_d(g, MPFR_RNDN), f = er__round_double(O, q, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            double fa = er__round_double(O, f - f * 0x1p-30, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+            double fb = er__round_double(O, f + f * 0x1p-30, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+            /* the midpoint nearer to q; at first the one below, which the first knob reaches by growing */
+            mid = q < f || knob == 1 ? 0.5 * (fa + f) : 0.5 * (f + fb);
+            mpfr_sub_d(d, g, mid, MPFR_RNDN);
+            if (knob == 4) {
+                mpfr_div_d(d, d, mid, MPFR_RNDN);
+                double rel = fabs(mpfr_get_d(d, MPFR_RNDN));
+                ck_assert_msg(rel < 0x1p-49 && rel > 0, "row %ld: the element lies 2^%.1f from a midpoint", tr,
+                              log2(rel));
+                inrange += rel > 0x1p-61;
+                break;
+            }
+            /* the sum the midpoint needs, e_j / mid; the knob's exp takes the difference */
+            mpfr_div_d(d, e, mid, MPFR_RNDN);
+            mpfr_sub(d, d, S, MPFR_RNDN);
+            mpfr_set_d(e, x[knob], MPFR_RNDN);
+            mpfr_sub_d(e, e, m, MPFR_RNDN);
+            mpfr_exp(e, e, MPFR_RNDN);
+            mpfr_add(e, e, d, MPFR_RNDN);
+            mpfr_log(e, e, MPFR_RNDN);
+            mpfr_add_d(e, e, m, MPFR_RNDN);
+            x[knob] = (double)mpfr_get_flt(e, MPFR_RNDN);
+        }
+        for (int64_t k = 0; k < n; k++) {
+            double t, te;
+            er__two_sum(x[k], -m, &t, &te);
+            if (te != 0) { shifted++; break; }
+        }
+        er_softmax_plan pl = { 0 };
+        pl.F = er__fmt(ER_FP32);
+        pl.O = O;
+        pl.ov_out = ER_OVERFLOW_IEEE;
+        pl.U = 1.0;
+        pl.div = 1;
+        pl.simd = er__simd();
+        double *ex[2], *rd[2];
+        er_cval *cv = malloc(sizeof *cv * (size_t)n);
+        int64_t before = decided;
+        for (int v = 0; v < 2; v++) {
+            ex[v] = malloc(sizeof(double) * (size_t)n);
+            rd[v] = malloc(sizeof(double) * (size_t)n);
+            pl.no_dd = v;
+            pl.dd_decided = v ? NULL : &decided;
+            ck_assert_int_eq(er__softmax_row(&pl, x, n, cv, ex[v], rd[v]), ER_OK);
+        }
+        for (int64_t k = 0; k < n; k++) {
+            ER_REQUIRE(er__bits(rd[0][k]) == er__bits(rd[1][k]),
+                       "row %ld (%s out) at %lld: rounded %a with the pass, %a by MPFR (x %a)", tr,
+                       er_format_name(O->id), (long long)k, rd[0][k], rd[1][k], x[k]);
+            ER_REQUIRE(fabs(ex[0][k] - ex[1][k]) <= 0x1p-60 * fabs(ex[1][k]),
+                       "row %ld at %lld: exact %a with the pass, %a by MPFR", tr, (long long)k, ex[0][k], ex[1][k]);
+        }
+        double rel = fabs((rd[0][j] - mid) / mid); /* the rounding is a neighbour of the midpoint */
+        ck_assert_msg(rel > 0 && rel < 0x1p-7, "row %ld: rounded %a, midpoint %a", tr, rd[0][j], mid);
+        mpfr_sub_d(d, g, mid, MPFR_RNDN);
+        ck_assert_msg((mpfr_sgn(d) > 0) == (rd[0][j] > mid), "row %ld: rounded %a on the wrong side of %a", tr,
+                      rd[0][j], mid);
+        mpfr_div_d(d, d, mid, MPFR_RNDN);
+        if (fabs(mpfr_get_d(d, MPFR_RNDN)) > 0x1p-61) decided_in += decided > before;
+        for (int v = 0; v < 2; v++) {
+            free(ex[v]);
+            free(rd[v]);
+        }
+        free(cv);
+        free(x);
+    }
+    mpfr_clears(S, e, g, d, (mpfr_ptr)0);
+    printf("softmax open elements: %ld rows with one within 2^-49 of a midpoint (%ld beyond 2^-61, %ld with "
+           "inexact differences); the pass decided %lld elements, in %lld of the rows beyond 2^-61\n",
+           trials, inrange, shifted, (long long)decided, (long long)decided_in);
+    ck_assert_int_eq(decided_in, inrange);
+    ck_assert_int_ge(inrange, trials * 3 / 4);
+    ck_assert_int_ge(shifted, trials / 3);
+}
+END_TEST
+
 START_TEST(exp_bounds_run_agrees) {
     er_test_reseed(79);
     er__exp_init();
@@ -820,6 +944,7 @@ int main(void) {
     tcase_add_test(tc, square_windows_give_the_summary);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
     tcase_add_test(tc, attention_dot_within_its_bound);
+    tcase_add_test(tc, softmax_open_elements_in_double_double);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
