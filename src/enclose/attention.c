@@ -55,17 +55,6 @@ double er__attn_dot(const double *a, const double *b, int64_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-/* log(x) rounded down (up = 0) or up, x > 0. */
-static double er_log_dir(double x, int up) {
-    mpfr_t a;
-    mpfr_init2(a, 64);
-    mpfr_set_d(a, x, MPFR_RNDN);
-    mpfr_log(a, a, up ? MPFR_RNDU : MPFR_RNDD);
-    double r = mpfr_get_d(a, up ? MPFR_RNDU : MPFR_RNDD);
-    mpfr_clear(a);
-    return r;
-}
-
 /* Every value, NaN and the infinities included: the row claims nothing (inputs that are not finite, or scores
  * beyond what the standard's bounds hold). */
 static void er_attn_anything(const er_attn_plan *pl, er_cval *ocv, double *oex, double *ord, er_cval *lcv, double *lex,
@@ -894,8 +883,9 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
     }
     /* Theorem A3: LSE = Mt + log L */
     double Els = wd.Els;
-    double xlo = er__dn(Mt + er_log_dir(Llo, 0)), xhi = er__up(Mt + er_log_dir(Lhi, 1));
-    double klo = er__dn(er__dn(Mt + er_log_dir(Lklo, 0)) - Els), khi = er__up(er__up(Mt + er_log_dir(Lkhi, 1)) + Els);
+    double xlo = er__dn(Mt + er__log_dir(Llo, 0)), xhi = er__up(Mt + er__log_dir(Lhi, 1));
+    double klo = er__dn(er__dn(Mt + er__log_dir(Lklo, 0)) - Els),
+           khi = er__up(er__up(Mt + er__log_dir(Lkhi, 1)) + Els);
     er__cval_from_interval(lcv, klo, khi, 0, er__fmt(ER_FP32));
     *lex = Mt + log(Lmid);
     double rl = er__round_double(pl->L, xlo, ER_ROUND_NEAREST, pl->ov_l),
@@ -915,9 +905,9 @@ int er__attn_lse_bounds(const er_attn_plan *pl, const er_attn_kv *kv, const doub
     if (rqo) *rqo = rq;
     er_attn_weights(pl, kv, j0, n, w, &rq, 0);
     if (!er_attn_widen(pl, n, &rq, &wd)) return 0;
-    b[0] = er__dn(rq.Mt + er_log_dir(rq.Llo, 0));
-    b[1] = er__up(rq.Mt + er_log_dir(rq.Lhi, 1));
-    b[2] = er__dn(er__dn(rq.Mt + er_log_dir(wd.Lklo, 0)) - wd.Els);
-    b[3] = er__up(er__up(rq.Mt + er_log_dir(wd.Lkhi, 1)) + wd.Els);
+    b[0] = er__dn(rq.Mt + er__log_dir(rq.Llo, 0));
+    b[1] = er__up(rq.Mt + er__log_dir(rq.Lhi, 1));
+    b[2] = er__dn(er__dn(rq.Mt + er__log_dir(wd.Lklo, 0)) - wd.Els);
+    b[3] = er__up(er__up(rq.Mt + er__log_dir(wd.Lkhi, 1)) + wd.Els);
     return 1;
 }

@@ -4,6 +4,7 @@
  * with k = 64 q + j. The constants come from MPFR once: 2^(j/64) as the doubles below and above it, L as lh (36
  * bits) plus ll, and 2^(j/64) as a double-double for Lemma D8. The evaluation is inline in ival.h. */
 #define _POSIX_C_SOURCE 200809L
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <mpfr.h>
@@ -12,6 +13,7 @@
 double er__exp_tlo[64], er__exp_thi[64]; /* 2^(j/64) in [tlo, thi] */
 double er__exp_t1[64], er__exp_t2[64];   /* 2^(j/64) as t1 + t2 within 2^-106 of it (Lemma D8) */
 double er__exp_lh, er__exp_ll; /* lh: L to 36 bits; ll: L - lh to nearest */
+static double er_ln2_c1, er_ln2_c2;  /* ln 2 to 42 bits, and the rest to nearest (Lemma D10) */
 static pthread_once_t er_exp_once = PTHREAD_ONCE_INIT;
 
 static void er_exp_init(void) {
@@ -38,6 +40,13 @@ static void er_exp_init(void) {
     mpfr_set_prec(b, 200);
     mpfr_sub_d(b, a, er__exp_lh, MPFR_RNDN);   /* exact */
     er__exp_ll = mpfr_get_d(b, MPFR_RNDN);     /* within 2^-96 of L - lh (|L - lh| <= 2^-43) */
+    mpfr_const_log2(a, MPFR_RNDN);             /* within 2^-200 */
+    mpfr_set_prec(b, 42);
+    mpfr_set(b, a, MPFR_RNDN);
+    er_ln2_c1 = mpfr_get_d(b, MPFR_RNDN);      /* exact: 42 bits */
+    mpfr_set_prec(b, 200);
+    mpfr_sub_d(b, a, er_ln2_c1, MPFR_RNDN);    /* exact */
+    er_ln2_c2 = mpfr_get_d(b, MPFR_RNDN);      /* within 2^-97 of ln 2 - c1 (|ln 2 - c1| <= 2^-43) */
     mpfr_clears(a, b, (mpfr_ptr)0);
 }
 
@@ -108,4 +117,41 @@ void er__exp_bounds_run(int simd, int64_t n, const double *t, double *lo, double
     }
 #endif
     er_exp_run(n, t, lo, hi);
+}
+
+/* Lemma D10: x = m 2^k with m in [0.7, 1.42); libm's log(m) as a guess y, moved by 2^-62 + 2^-52 |y| to the side
+ * asked and certified by Lemma D8's exp at the moved value (exp(y') <= m, or >= m, within its 2^-65); then k ln 2
+ * added as k c1 (exact) + k c2 with their error, each sum rounded outward. */
+int er__log_fast(double x, int up, double *r) {
+    if (!(x > 0) || !(x <= DBL_MAX)) return 0;
+    int k;
+    double m = 2.0 * frexp(x, &k); /* exact: m in [1, 2) */
+    k -= 1;
+    if (m > 1.4142135623730951) { m *= 0.5; k += 1; } /* m in [0.7, 1.42): log m near 0 where x is near 1 */
+    double y = log(m), yd, h, l;
+    yd = up ? y + (0x1p-62 + fabs(y) * 0x1p-52) : y - (0x1p-62 + fabs(y) * 0x1p-52);
+    er__exp_dd(yd, &h, &l); /* |yd| < 0.35: within Lemma D8's range */
+    /* h is within a factor 2 of m, so m - h and h - m are exact (Sterbenz) */
+    if (up ? !(er__dn((h - m) + er__dn(l - h * 0x1p-64)) >= 0) : !(m - h >= er__up(l + h * 0x1p-64))) return 0;
+    if (k == 0) { /* log x = log m: yd itself */
+        *r = yd;
+        return 1;
+    }
+    double kd = (double)k, a = kd * er_ln2_c1, b = kd * er_ln2_c2; /* k c1 exact: |k| <= 1075 < 2^11 */
+    *r = up ? er__up(a + er__up(er__up(er__up(b) + 0x1p-85) + yd))
+            : er__dn(a + er__dn(er__dn(er__dn(b) - 0x1p-85) + yd));
+    return 1;
+}
+
+double er__log_dir(double x, int up) {
+    er__exp_init();
+    double r;
+    if (er__log_fast(x, up, &r)) return r;
+    mpfr_t a;
+    mpfr_init2(a, 64);
+    mpfr_set_d(a, x, MPFR_RNDN);
+    mpfr_log(a, a, up ? MPFR_RNDU : MPFR_RNDD);
+    r = mpfr_get_d(a, up ? MPFR_RNDU : MPFR_RNDD);
+    mpfr_clear(a);
+    return r;
 }

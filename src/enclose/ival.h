@@ -37,6 +37,12 @@ static inline double er__dn_wide(double x) { return x - (fabs(x) * 0x1p-52 + 0x1
 ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll, er__exp_t1[64], er__exp_t2[64];
 /* Sets them (thread-safe; cheap after the first call). Call before er__exp_bounds. */
 ER_INTERNAL void er__exp_init(void);
+/* log(x) rounded down (up = 0) or up to a double, for x >= 0 (log 0 = -inf; +inf and NaN as MPFR gives them): a
+ * certified double evaluation within a few ulps (Lemma D10 of double-bounds.md), else MPFR at 64 bits. */
+ER_INTERNAL double er__log_dir(double x, int up);
+/* er__log_dir's double evaluation alone (er__exp_init first): 1 and *r where it is certified, 0 where not (x not a
+ * positive finite double; or libm's guess off by more than its margin, not seen) (t-ival counts them). */
+ER_INTERNAL int er__log_fast(double x, int up, double *r);
 /* er__exp_bounds(t[i], &lo[i], &hi[i]) for i < n, the same values, in loops that vectorise (simd: er__simd()'s AVX2
  * build); t must not overlap lo or hi. */
 ER_INTERNAL void er__exp_bounds_run(int simd, int64_t n, const double *t, double *lo, double *hi);

@@ -123,20 +123,8 @@ static void er_log_ends(const er_softmax_plan *pl, int64_t n, double s_lo, doubl
         s_lo = er__round_double(F, er__dn(s_lo - er__mul_up((double)(n - 1), F->min_normal)), ER_ROUND_DOWN,
                                 ER_OVERFLOW_IEEE);
     /* the exact logs lie in [log(s_lo), log(s_hi)]; the computed one within Ulog ulps of them (Lemma U1) */
-    mpfr_t a;
-    mpfr_init2(a, 128);
-    double la = -INFINITY, lb = INFINITY;
-    if (s_lo > 0) {
-        mpfr_set_d(a, s_lo, MPFR_RNDN);
-        mpfr_log(a, a, MPFR_RNDD);
-        la = mpfr_get_d(a, MPFR_RNDD);
-    }
-    if (s_hi != INFINITY) {
-        mpfr_set_d(a, s_hi, MPFR_RNDN);
-        mpfr_log(a, a, MPFR_RNDU);
-        lb = mpfr_get_d(a, MPFR_RNDU);
-    }
-    mpfr_clear(a);
+    double la = s_lo > 0 ? er__log_dir(s_lo, 0) : -INFINITY;
+    double lb = s_hi != INFINITY ? er__log_dir(s_hi, 1) : INFINITY;
     er__approx_ends(F, pl->Ulog, la, lb, l_lo, l_hi);
 }
 
@@ -628,15 +616,8 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
 
 /* log(sl) rounded down and log(sh) rounded up, to doubles. */
 static void er_log_outward(double sl, double sh, double *lsl, double *lsh) {
-    mpfr_t a;
-    mpfr_init2(a, 64);
-    mpfr_set_d(a, sl, MPFR_RNDN);
-    mpfr_log(a, a, MPFR_RNDD);
-    *lsl = mpfr_get_d(a, MPFR_RNDD);
-    mpfr_set_d(a, sh, MPFR_RNDN);
-    mpfr_log(a, a, MPFR_RNDU);
-    *lsh = mpfr_get_d(a, MPFR_RNDU);
-    mpfr_clear(a);
+    *lsl = er__log_dir(sl, 0);
+    *lsh = er__log_dir(sh, 1);
 }
 
 #define ER_EXACT_RUN 256 /* elements a pass of er_exact_quot_run */
@@ -696,8 +677,8 @@ static int64_t er_exact_quot_run(int simd, int64_t n, const double *lo, const do
 }
 
 /* Bounds r[0] <= 1 / sh and r[1] >= 1 / sl with a margin 2^-51 for a product's rounding: lo_i r[0] is below
- * lo_i / S_hi once rounded, and hi_i r[1] above hi_i / S_lo (a product in the subnormal range is off by at most 2^-1074, far below
- * any rounding boundary of a format of at most 24 bits). */
+ * lo_i / S_hi once rounded, and hi_i r[1] above hi_i / S_lo (a product in the subnormal range is off by at most
+ * 2^-1074, far below any rounding boundary of a format of at most 24 bits). */
 static void er_recip_ends(double sl, double sh, double r[2]) {
     r[0] = er__dn(er__dn(1.0 / sh) * (1.0 - 0x1p-51));
     r[1] = er__up(er__up(1.0 / sl) * (1.0 + 0x1p-51));
@@ -717,7 +698,8 @@ static void er_exp_dd_shift(double t, double e, double *h, double *l) {
  * for softmax (not log) and rows of at most 2^26: each exp(x_j - m) by Lemma D8 shifted by TwoSum's error, the sum
  * bounded in fixed point, and for an open element whose ends round to neighbours r1 < r2 of O, the side of their
  * midpoint mu that e_i / S lies on, from the sign of e_i - mu S (Lemma X4's test). Those decided get done[i] = 1,
- * their rounding and their quotient to about 2^-100 in exact[i]; returns how many are left. sl, sh: the double sum's bounds er_exact_row_dbl took. */
+ * their rounding and their quotient to about 2^-100 in exact[i]; returns how many are left. sl, sh: the double
+ * sum's bounds er_exact_row_dbl took. */
 static int64_t er_exact_row_dd(const er_softmax_plan *pl, int64_t n, const er_exps *ex, double sl, double sh,
                                double *exact, double *rounded, char *done, int64_t todo) {
     if (pl->log || pl->no_dd || n > (INT64_C(1) << 26)) return todo;

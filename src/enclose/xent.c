@@ -27,14 +27,15 @@ static void er_imul(double al, double ah, double bl, double bh, double *lo, doub
     *hi = er__up(*hi);
 }
 
-/* log(v) or log1p(v) rounded down (dir < 0) or up at 64 bits, as a double on the same side; v >= 0. */
+/* log(v) (er__log_dir) or log1p(v) (MPFR at 64 bits) rounded down (dir < 0) or up, as a double on the same side;
+ * v >= 0. */
 static double er_log_dir(double v, int one_p, int dir) {
+    if (!one_p) return er__log_dir(v, dir > 0);
     mpfr_t a;
     mpfr_init2(a, 64);
     mpfr_rnd_t r = dir < 0 ? MPFR_RNDD : MPFR_RNDU;
     mpfr_set_d(a, v, MPFR_RNDN);
-    if (one_p) mpfr_log1p(a, a, r);
-    else mpfr_log(a, a, r);
+    mpfr_log1p(a, a, r);
     double d = mpfr_get_d(a, r);
     mpfr_clear(a);
     return d;

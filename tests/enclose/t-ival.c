@@ -545,6 +545,50 @@ END_TEST
 /* er__exp_bounds_run gives er__exp_bounds's values bit for bit, in both builds, on runs of arguments over the whole
  * range and beyond it (the marked ones), the ends of the vectorised range (-690, 709), NaN and the infinities, at
  * lengths around its runs of 256. */
+/* Lemma D10: er__log_fast's ends hold log(x) (MPFR at 300 bits) for x over the whole range of doubles (subnormals
+ * included), near 1 on both sides, at powers of two and their neighbours, sums of exps (1 to 2^40) and floats; every
+ * positive finite x certified; each end within 8 ulps of log(x) plus 2^-60. er__log_dir gives MPFR's -inf at 0 and
+ * +inf at +inf. Prints the largest width seen in ulps. */
+START_TEST(log_dir_bounds_hold) {
+    er_test_reseed(86);
+    er__exp_init();
+    mpfr_t a, e;
+    mpfr_inits2(300, a, e, (mpfr_ptr)0);
+    long trials = (long)(200000 * er_test_multiplier()), certified = 0;
+    double worst = 0;
+    for (long i = 0; i < trials; i++) {
+        double x;
+        switch (i % 6) {
+        case 0: x = ldexp(0.5 + 0.5 * er_rand_unit(), (int)er_rand_int(-1073, 1024)); break;
+        case 1: x = 1.0 + ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(1, 60)); break;
+        case 2: x = nextafter(ldexp(1.0, (int)er_rand_int(-1074, 1023)), er_rand64() & 1 ? INFINITY : 0.0); break;
+        case 3: x = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(0, 40)); break;
+        case 4: x = (double)(float)ldexp(er_rand_unit() + 0.01, (int)er_rand_int(-140, 120)); break;
+        default: x = er__from_bits(er_rand64() % er__bits(DBL_MAX) + 1); break;
+        }
+        if (!(x > 0) || !(x <= DBL_MAX)) continue;
+        mpfr_set_d(a, x, MPFR_RNDN);
+        mpfr_log(e, a, MPFR_RNDN);
+        double ends[2];
+        int ok = er__log_fast(x, 0, &ends[0]) & er__log_fast(x, 1, &ends[1]);
+        ER_REQUIRE(ok, "x = %a: not certified", x);
+        certified++;
+        ER_REQUIRE(mpfr_cmp_d(e, ends[0]) > 0 && mpfr_cmp_d(e, ends[1]) < 0, "x = %a: log %.20g outside [%a, %a]", x,
+                   mpfr_get_d(e, MPFR_RNDN), ends[0], ends[1]);
+        double lx = mpfr_get_d(e, MPFR_RNDN), ulp = fabs(nextafter(lx, INFINITY) - lx);
+        double w = fmax(lx - ends[0], ends[1] - lx) - 0x1p-60;
+        ER_REQUIRE(w <= 8 * ulp, "x = %a: ends [%a, %a] of log %a, %g ulps out", x, ends[0], ends[1], lx, w / ulp);
+        if (w / ulp > worst) worst = w / ulp;
+    }
+    ck_assert(er__log_dir(0.0, 0) == -INFINITY && er__log_dir(0.0, 1) == -INFINITY);
+    ck_assert(er__log_dir(INFINITY, 0) == INFINITY && isnan(er__log_dir(NAN, 1)));
+    ck_assert(er__log_dir(1.0, 0) <= 0 && er__log_dir(1.0, 1) >= 0 && er__log_dir(1.0, 1) <= 0x1p-60);
+    mpfr_clears(a, e, (mpfr_ptr)0);
+    printf("log ends: %ld arguments certified, each end within %.2f ulps of log(x) beyond 2^-60\n", certified, worst);
+    ck_assert_int_ge(certified, trials * 9 / 10);
+}
+END_TEST
+
 /* Lemma S7: softmax rows built with one element within 2^-49 of a midpoint of the output format (fp32, bf16, fp16),
  * where the double enclosure leaves it open: three knob logits set to the floats that bring the sum of exps nearest to
  * what the midpoint needs. Half the rows have a maximum of 1 and tiny logits, whose differences x_j - m are not
@@ -945,6 +989,7 @@ int main(void) {
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
     tcase_add_test(tc, attention_dot_within_its_bound);
     tcase_add_test(tc, softmax_open_elements_in_double_double);
+    tcase_add_test(tc, log_dir_bounds_hold);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
