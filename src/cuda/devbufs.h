@@ -1,5 +1,6 @@
 /* devbufs.h: what the GPU paths of src/cuda/ share: the device buffers of one check, allocated on its stream and
- * freed together; the kernels' code of an output format; the order of element or row numbers. */
+ * freed together; host memory locked for a copy from the GPU; the kernels' code of an output format; the order of
+ * element or row numbers. */
 #ifndef ER_DEVBUFS_H
 #define ER_DEVBUFS_H
 
@@ -23,6 +24,17 @@ static inline void *er_dev_alloc(er_devbufs *b, size_t bytes, cudaStream_t s, cu
 static inline void er_dev_free_all(er_devbufs *b, cudaStream_t s) {
     for (int i = 0; i < b->n; i++) cudaFreeAsync(b->p[i], s);
     b->n = 0;
+}
+
+/* Host memory h of `bytes` made ready for a copy from the GPU at full speed, before the copy is queued: where fault,
+ * its pages first touched on the library's threads (er__prefault, from 16 MiB: a single thread's faults cost several
+ * times the copy; for fresh memory), then locked where CUDA agrees (page-locked copies run at the link's speed,
+ * pageable ones at a fraction). Returns whether it locked them: er_dev_unlock's argument once the copy is done
+ * (device.c). */
+int er_dev_lock(void *h, size_t bytes, int fault);
+/* Unlocks h where er_dev_lock locked it. */
+static inline void er_dev_unlock(void *h, int locked) {
+    if (locked) cudaHostUnregister(h);
 }
 
 /* The kernels' code of a format they read: 0 fp32, 1 fp16, 2 bf16; -1 another. */

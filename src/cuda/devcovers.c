@@ -256,13 +256,11 @@ static void er_dev_widest_decided(er_dev_run *r, const double *S, const double *
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
 }
 
-/* The report's classes array registered with CUDA (page-locked) for their copy from the GPU, while the GPU works on
- * the decisions: the host's page locking then overlaps the GPU's work. Where that fails the copy goes through
- * pageable memory. */
+/* The report's classes array locked (er_dev_lock) for their copy from the GPU while the GPU works on the decisions:
+ * the host's page locking then overlaps the GPU's work. */
 static void er_dev_pin_classes(er_dev_run *r) {
     if (r->pinned || !r->classes || r->n < 1) return;
-    r->pinned = cudaHostRegister(r->classes, (size_t)r->n, cudaHostRegisterDefault) == cudaSuccess;
-    if (!r->pinned) (void)cudaGetLastError();
+    r->pinned = er_dev_lock(r->classes, (size_t)r->n, 0);
 }
 
 /* The norms, the GEMMs (A B, and |A| |B|) and the decisions on the GPU, then the widest decided set. */
@@ -433,7 +431,7 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
 static er_status er_dev_end(er_dev_run *r) {
     er_dev_free_all(&r->db, r->s);
     cudaError_t e2 = cudaStreamSynchronize(r->s);
-    if (r->pinned) cudaHostUnregister(r->classes);
+    er_dev_unlock(r->classes, r->pinned);
     r->pinned = 0;
     if (r->e == cudaSuccess) r->e = e2;
     free(r->hia);

@@ -6,6 +6,7 @@
 #include <exactref/cuda.h>
 #ifdef ER_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include "cuda/devbufs.h"
 #include "cuda/devrows.h"
 #endif
 
@@ -93,6 +94,14 @@ er_status er_report_keep_on_device(er_report *rep) {
 #ifdef ER_HAVE_CUDA
 int er__report_keeps(const er_report *rep) { return rep && rep->keep == ER_KEEP_MARK; }
 
+int er_dev_lock(void *h, size_t bytes, int fault) {
+    if (fault) er__prefault(h, bytes);
+    if (!h || !bytes) return 0;
+    if (cudaHostRegister(h, bytes, cudaHostRegisterDefault) == cudaSuccess) return 1;
+    (void)cudaGetLastError();
+    return 0;
+}
+
 void er_dev_keep_end(er_dev_keep *k, er_report *rep, er_status st) {
     if (!k->dcl) return;
     if (st == ER_OK && rep->classes && rep->guard == er__report_guard(rep->classes, NULL)) {
@@ -118,16 +127,9 @@ er_status er_report_fetch_classes(er_report *rep) {
     size_t bytes = (size_t)rep->n;
     uint8_t *h = malloc(bytes ? bytes : 1);
     if (!h) return er__fail(ER_ERR_NOMEM, "cannot allocate %lld classes", (long long)rep->n);
-    /* the fresh pages first touched on the library's threads, then locked for a copy at full speed (a single
-     * thread's faults, and a copy through pageable memory, each cost several times the copy) */
-    er__prefault(h, bytes);
-    int pinned = 0;
-    if (bytes >= ((size_t)16 << 20)) {
-        pinned = cudaHostRegister(h, bytes, cudaHostRegisterDefault) == cudaSuccess;
-        if (!pinned) (void)cudaGetLastError();
-    }
+    int locked = er_dev_lock(h, bytes, 1);
     cudaError_t e = cudaMemcpy(h, rep->device_classes, bytes, cudaMemcpyDeviceToHost);
-    if (pinned) cudaHostUnregister(h);
+    er_dev_unlock(h, locked);
     if (e != cudaSuccess) {
         free(h);
         return er__fail(ER_ERR_DEVICE, "copying the report's %lld classes from the device failed: %s (%s)",

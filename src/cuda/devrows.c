@@ -33,25 +33,6 @@ void er_dev_rows_init(er_dev_rows *r, const er_ref *ref, const er_standard *std,
         r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the tallies of %lld rows", (long long)r->rows);
 }
 
-/* The report's classes array written once by the host's threads (each its own run of pages), while the GPU works:
- * its pages are then in place when the classes arrive, which a single thread's copy into fresh pages would fault in
- * one by one. */
-typedef struct er_dr_fault_job { uint8_t *p; size_t len; } er_dr_fault_job;
-static void *er_dr_fault_run(void *arg) {
-    er_dr_fault_job *j = arg;
-    memset(j->p, ER_PENDING, j->len);
-    return NULL;
-}
-static void er_dr_prefault(uint8_t *classes, int64_t total) {
-    int nt = er__num_threads(total);
-    er_dr_fault_job jobs[ER_MAX_THREADS];
-    for (int t = 0; t < nt; t++) {
-        int64_t a = total * t / nt, b = total * (t + 1) / nt;
-        jobs[t] = (er_dr_fault_job){ classes + a, (size_t)(b - a) };
-    }
-    er__run_jobs(jobs, sizeof jobs[0], nt, er_dr_fault_run);
-}
-
 void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k) {
     cudaStream_t s = r->s;
     memset(o, 0, sizeof *o);
@@ -76,19 +57,15 @@ void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes) {
     cudaStream_t s = r->s;
     int64_t total = r->rows * r->n;
     unsigned long long hn = 0;
-    int copy = !r->keep, pinned = 0;
-    if (copy && r->e == cudaSuccess) er_dr_prefault(classes, total);
-    /* the classes' pages locked while the GPU works, for their copy at full speed */
-    if (copy && r->e == cudaSuccess) {
-        pinned = cudaHostRegister(classes, (size_t)total, cudaHostRegisterDefault) == cudaSuccess;
-        if (!pinned) (void)cudaGetLastError();
-    }
+    int copy = !r->keep, locked = 0;
+    /* the classes' pages faulted in and locked while the GPU works */
+    if (copy && r->e == cudaSuccess) locked = er_dev_lock(classes, (size_t)total, 1);
     if (copy && r->e == cudaSuccess) r->e = cudaMemcpyAsync(classes, dcl, (size_t)total, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess)
         r->e = cudaMemcpyAsync(r->parts, dparts, sizeof *dparts * (size_t)r->blocks, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(&hn, dn, sizeof hn, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
-    if (pinned) cudaHostUnregister(classes);
+    er_dev_unlock(classes, locked);
     r->npend = (int64_t)hn;
     if (r->e == cudaSuccess && r->npend)
         r->e = cudaMemcpyAsync(r->pend, dpend, sizeof(int64_t) * (size_t)r->npend, cudaMemcpyDeviceToHost, s);
