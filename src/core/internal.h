@@ -12,6 +12,7 @@ macros, bits of doubles, threads, the memory cap and checked arithmetic. Formats
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <exactref/exactref.h>
 
@@ -36,6 +37,27 @@ ER_INTERNAL void er__ok(void);
                             "internal invariant '%s' failed at %s:%d; please report this with the inputs", #cond, \
                             __FILE__, __LINE__);                                                                  \
     } while (0)
+
+/* Scratch that a thread's rows reuse (grow-only, one buffer a slot): a row op's arrays of n elements, which malloc
+ * would otherwise map and the kernel fault in afresh for every row once they pass malloc's mmap threshold. */
+enum { ER_WORK_SLOTS = 12 };
+typedef struct er_work { void *p[ER_WORK_SLOTS]; size_t cap[ER_WORK_SLOTS]; } er_work;
+/* Slot k's buffer of at least `bytes` (its contents not kept when it grows); NULL where memory runs out. */
+static inline void *er__work_get(er_work *w, int k, size_t bytes) {
+    if (bytes > w->cap[k]) {
+        void *q = malloc(bytes ? bytes : 1);
+        if (!q) return NULL;
+        free(w->p[k]);
+        w->p[k] = q;
+        w->cap[k] = bytes;
+    }
+    return w->p[k];
+}
+/* Frees every buffer of w (zeroed: reusable). */
+static inline void er__work_free(er_work *w) {
+    for (int k = 0; k < ER_WORK_SLOTS; k++) free(w->p[k]);
+    memset(w, 0, sizeof *w);
+}
 
 /* Bits of a double and back. */
 static inline uint64_t er__bits(double x) { uint64_t b; memcpy(&b, &x, 8); return b; }

@@ -498,7 +498,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
                                      er_cval *cv) {
     const er_fmt_info *F = pl->F;
     /* elo, ehi, then 3 n more doubles of scratch (the vectorised passes' flags and quotients) */
-    double *elo = malloc(sizeof(double) * (size_t)n * 5), *ehi = elo ? elo + n : NULL;
+    double *elo = er__work_get(pl->work, ER_SMW_SETS, sizeof(double) * (size_t)n * 5), *ehi = elo ? elo + n : NULL;
     if (!elo) return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
     double *scr = elo + 2 * n;
     /* e_j's bounds from the enclosure [zl, zh] of exp(d_j) (Lemma U1); the sums to nearest, widened once per row
@@ -610,7 +610,6 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         cv[i].hi = qh;
         if (qh == INFINITY) { cv[i].hi = F->max; cv[i].pinf = 1; }
     }
-    free(elo);
     return st;
 }
 
@@ -814,14 +813,25 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     /* formats of at most 24 bits: double bounds (29 bits to spare) decide nearly every element */
     int dbl = pl->F->p <= 24 && pl->O->p <= 24;
     if (dbl) er__exp_init();
+    /* the row's arrays from the caller's scratch, else from scratch of its own, freed on return */
+    er_work own = { { 0 }, { 0 } };
+    er_softmax_plan lp;
+    if (!pl->work) {
+        lp = *pl;
+        lp.work = &own;
+        pl = &lp;
+    }
+    er_work *w = pl->work;
     er_exps ex = {0};
-    char *done = calloc((size_t)n, 1);
-    er_cval *c0 = pl->max_optional && m != 0 ? malloc(sizeof *c0 * (size_t)n) : NULL;
+    size_t nd = sizeof(double) * (size_t)n;
+    char *done = er__work_get(w, ER_SMW_DONE, (size_t)n);
+    if (done) memset(done, 0, (size_t)n);
+    er_cval *c0 = pl->max_optional && m != 0 ? er__work_get(w, ER_SMW_C0, sizeof *c0 * (size_t)n) : NULL;
     if (dbl) {
-        ex.lo = malloc(sizeof(double) * (size_t)n);
-        ex.hi = malloc(sizeof(double) * (size_t)n);
-        ex.t = malloc(sizeof(double) * (size_t)n);
-        ex.e = malloc(sizeof(double) * (size_t)n);
+        ex.lo = er__work_get(w, ER_SMW_LO, nd);
+        ex.hi = er__work_get(w, ER_SMW_HI, nd);
+        ex.t = er__work_get(w, ER_SMW_T, nd);
+        ex.e = er__work_get(w, ER_SMW_E, nd);
     }
     er_status st = ER_OK;
     if (!done || (pl->max_optional && m != 0 && !c0) || (dbl && (!ex.lo || !ex.hi || !ex.t || !ex.e)))
@@ -852,12 +862,7 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
         if (todo > 0 && dbl) todo = er_exact_row_dd(pl, n, &ex, sl, sh, exact, rounded, done, todo);
         if (todo > 0) st = er_exact_row(pl, x, n, m, exact, rounded, done, todo);
     }
-    free(c0);
-    free(done);
-    free(ex.lo);
-    free(ex.hi);
-    free(ex.t);
-    free(ex.e);
+    if (w == &own) er__work_free(&own);
     return st;
 }
 

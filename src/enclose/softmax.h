@@ -35,7 +35,13 @@ typedef struct er_softmax_plan {
                                Lemma S7's pass in double-double (its reference in t-ival) */
     int64_t *dd_decided;    /* where not NULL, the elements Lemma S7's pass decided are added to it (the tests'
                                count: one thread a plan) */
+    er_work *work;          /* a thread's scratch its rows reuse (slots ER_SMW_*; NULL: each row allocates and
+                               frees its own) */
 } er_softmax_plan;
+
+/* er_softmax_plan's work slots: the callers' (cv, exact, rounded of a row), then er__softmax_row's own. */
+enum { ER_SMW_CV, ER_SMW_EX, ER_SMW_RD, ER_SMW_DONE, ER_SMW_C0, ER_SMW_LO, ER_SMW_HI, ER_SMW_T, ER_SMW_E,
+       ER_SMW_SETS };
 
 /* The values of F the kernel's exp of d_j may give, from the enclosure [zl, zh] of exp(d_j) (Lemma U1): within U
  * ulps, or __expf's 2 + floor(1.173 |d|); a result below the least normal may be flushed (Theorem S6). */

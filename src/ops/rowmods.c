@@ -24,6 +24,7 @@ typedef struct er_row_job {
     er_status st;
     int simd; /* er__simd() */
     er_row_rec rec;
+    er_work work; /* the softmax rows' scratch, reused row after row */
 } er_row_job;
 
 /* The widest recorded set: the first of the widest (rows come in increasing order; within a row the decided elements
@@ -261,6 +262,7 @@ er_softmax_plan er__softmax_plan_of(const er_standard *sd, const er_fmt_info *O,
                            0,
                            0,
                            0,
+                           NULL,
                            NULL };
     return pl;
 }
@@ -407,14 +409,13 @@ static er_status er_softmax_cb(void *v, const double *row, const int64_t *idx, i
     er_row_job *j = v;
     er_softmax_plan pl = er__softmax_plan_of(j->std, j->sk->O, j->sk->ov, j->ref->mod == &er__log_softmax_module);
     pl.simd = j->simd;
-    er_cval *cv = malloc(sizeof *cv * (size_t)n);
-    double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
+    pl.work = &j->work;
+    er_cval *cv = er__work_get(&j->work, ER_SMW_CV, sizeof *cv * (size_t)n);
+    double *ex = er__work_get(&j->work, ER_SMW_EX, sizeof(double) * (size_t)n),
+           *rd = er__work_get(&j->work, ER_SMW_RD, sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? er__softmax_row(&pl, row, n, cv, ex, rd)
                                   : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
     if (st == ER_OK) er__row_put(j->sk, &j->rec, idx, 0, n, cv, ex, rd);
-    free(cv);
-    free(ex);
-    free(rd);
     return st;
 }
 
@@ -529,6 +530,7 @@ static void *er_row_run(void *arg) {
     er__row_rec_begin(&j->rec, j->sk, j->ref->mod == &er__rmsnorm_module || er__rows(j->ref)->dim == j->ref->ndim - 1);
     if (j->ref->mod == &er__rmsnorm_module) j->st = er_rmsnorm_rows(j);
     else j->st = er__softmax_foreach_range(j->ref, j->r0, j->r1, er_softmax_cb, j);
+    er__work_free(&j->work);
     er__row_rec_end(&j->rec, j->sk, j->st);
     if (j->r0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
     return NULL;
@@ -546,9 +548,10 @@ static er_status er_rows_covers(const er_ref *ref, const er_standard *std, er_si
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_row_job jobs[ER_MAX_THREADS];
     int simd = er__simd();
-    for (int t = 0; t < nt; t++)
-        jobs[t] =
-            (er_row_job){ ref, std, er__sinks_at(sk, t, 0), rows * t / nt, rows * (t + 1) / nt, ER_OK, simd, { 0 } };
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = (er_row_job){ .ref = ref, .std = std, .sk = er__sinks_at(sk, t, 0), .r0 = rows * t / nt,
+                                .r1 = rows * (t + 1) / nt, .st = ER_OK, .simd = simd };
+    }
     er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_row_run, rows);
     for (int t = 0; t < nt; t++) ER_RETURN_IF_ERROR(jobs[t].st);
     return ER_OK;
