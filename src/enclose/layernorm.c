@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <mpfr.h>
 #include "format/format.h"
 #include "format/vecround.h"
@@ -21,246 +22,136 @@
 
 enum { LN_Y = 0, LN_MEAN = 1, LN_RSTD = 2 };
 
-/* (1+u)^k - 1 rounded up, into g (u = 2^-p). */
-static void er_gamma(mpfr_t g, int p, double k) {
-    mpfr_set_ui_2exp(g, 1, (mpfr_exp_t)-p, MPFR_RNDU);
-    mpfr_add_ui(g, g, 1, MPFR_RNDU);
-    mpfr_pow_ui(g, g, (unsigned long)k, MPFR_RNDU);
-    mpfr_sub_ui(g, g, 1, MPFR_RNDU);
-}
+/* Theorems L3, L4, L6 to L8 evaluated in doubles (layernorm.md, Evaluating Welford's bounds): each row's part from
+ * the constants of er__welford_k_init, every operation rounded to nearest and moved one double up (Lemma D0 of
+ * double-bounds.md); every operand an upper bound and every formula nondecreasing in it, but for the divisor 1 - D b,
+ * a lower bound. */
+static inline double er_wk_div_up(double a, double b) { return er__next_up(a / b); }
+static inline double er_wk_sqrt_up(double a) { return er__next_up(sqrt(a)); }
 
-/* Mt = (n/2) bitlen(n) + n, rounded up: at least sum_v max(m_v, 1) over a Welford tree's nodes (Lemma L1). */
-static void er_welford_mt(mpfr_ptr mt, int64_t n) {
-    int bl = 0;
-    for (int64_t k = n; k; k >>= 1) bl++;
-    mpfr_set_si(mt, n, MPFR_RNDN);
-    mpfr_mul_si(mt, mt, bl, MPFR_RNDU);
-    mpfr_div_2ui(mt, mt, 1, MPFR_RNDU);
-    mpfr_add_si(mt, mt, n, MPFR_RNDU);
-}
-
-/* Theorem L8: the first-order part telescoped to sum_w 2 n_w (mu_w - mu) l_w over the non-root inner nodes w (l_w the
- * rounding of w's mean), split into updates and combines, and the corrections' roundings relative to T. H bounds the
- * inner nodes on a leaf's path, cdepth (0: H) the combines among them; a, b, E are Theorem L3's. Lowers *F1 (the
- * first-order part) and *B (the second-order part) where the new bounds are smaller. */
-static void er_welford_l8(int64_t n, int64_t H, int64_t cdepth, double A, double R, double Thi, mpfr_srcptr u,
-                          mpfr_srcptr eta, mpfr_srcptr a, mpfr_srcptr b, mpfr_srcptr E, mpfr_srcptr g3, mpfr_srcptr g7,
-                          mpfr_ptr F1, mpfr_ptr B) {
-    int64_t H1 = H - 1;                                   /* levels of non-root inner nodes */
-    int64_t C1 = cdepth > 0 && cdepth < H1 ? cdepth : H1; /* non-root combines on a leaf's path */
-    if (H1 < 0) H1 = 0;
-    if (C1 < 0) C1 = 0;
-    mpfr_t al, be, lc, t, s, r, Mt;
-    mpfr_inits2(64, al, be, lc, t, s, r, Mt, (mpfr_ptr)0);
-    /* alpha = u (A + E) + (1 + u) eta / 2; beta = (1 + u) g3 (R + 2E); L_c = a + b E */
-    mpfr_set_d(al, A, MPFR_RNDU);
-    mpfr_add(al, al, E, MPFR_RNDU);
-    mpfr_mul(al, al, u, MPFR_RNDU);
-    mpfr_add_ui(t, u, 1, MPFR_RNDU);
-    mpfr_mul(s, t, eta, MPFR_RNDU);
-    mpfr_div_2ui(s, s, 1, MPFR_RNDU);
-    mpfr_add(al, al, s, MPFR_RNDU);
-    mpfr_mul_2ui(be, E, 1, MPFR_RNDU);
-    mpfr_add_d(be, be, R, MPFR_RNDU);
-    mpfr_mul(be, be, g3, MPFR_RNDU);
-    mpfr_mul(be, be, t, MPFR_RNDU);
-    mpfr_mul(lc, b, E, MPFR_RNDU);
-    mpfr_add(lc, lc, a, MPFR_RNDU);
-    /* F = 2 [(alpha H1 + L_c C1) sqrt(n T) + u H1 T + beta sqrt(0.645 n H1 T)]
-     *     + sqrt(2 (n - 1) T) (alpha + u R + beta/2) */
-    mpfr_set_d(r, Thi, MPFR_RNDU);
-    mpfr_mul_si(r, r, n, MPFR_RNDU);
-    mpfr_sqrt(r, r, MPFR_RNDU);                               /* sqrt(n T) */
-    mpfr_mul_si(s, al, H1, MPFR_RNDU);
-    mpfr_mul_si(t, lc, C1, MPFR_RNDU);
-    mpfr_add(s, s, t, MPFR_RNDU);
-    mpfr_mul(s, s, r, MPFR_RNDU);
-    mpfr_mul_d(t, u, Thi, MPFR_RNDU);
-    mpfr_mul_si(t, t, H1, MPFR_RNDU);
-    mpfr_add(s, s, t, MPFR_RNDU);
-    mpfr_set_d(t, Thi, MPFR_RNDU);
-    mpfr_mul_si(t, t, n, MPFR_RNDU);
-    mpfr_mul_si(t, t, H1, MPFR_RNDU);
-    mpfr_mul_d(t, t, 0.645, MPFR_RNDU);                        /* sum over updates of 1/n_w <= n (pi^2/6 - 1) */
-    mpfr_sqrt(t, t, MPFR_RNDU);
-    mpfr_mul(t, t, be, MPFR_RNDU);
-    mpfr_add(s, s, t, MPFR_RNDU);
-    mpfr_mul_2ui(s, s, 1, MPFR_RNDU);
-    mpfr_set_d(t, Thi, MPFR_RNDU);                            /* the updates' own term sum_U |Delta_w| |l_w| */
-    mpfr_mul_si(t, t, 2 * (n > 1 ? n - 1 : 1), MPFR_RNDU);
-    mpfr_sqrt(t, t, MPFR_RNDU);
-    mpfr_mul_d(r, u, R, MPFR_RNDU);
-    mpfr_add(r, r, al, MPFR_RNDU);
-    mpfr_div_2ui(Mt, be, 1, MPFR_RNDU);
-    mpfr_add(r, r, Mt, MPFR_RNDU);
-    mpfr_mul(t, t, r, MPFR_RNDU);
-    mpfr_add(s, s, t, MPFR_RNDU);
-    mpfr_min(F1, F1, s, MPFR_RNDU);
-    /* second order: 4 E^2 Mt + g7 (sqrt(T) + 2 E sqrt(Mt))^2 */
-    er_welford_mt(Mt, n);
-    mpfr_sqr(s, E, MPFR_RNDU);
-    mpfr_mul_2ui(s, s, 2, MPFR_RNDU);
-    mpfr_mul(s, s, Mt, MPFR_RNDU);
-    mpfr_sqrt(t, Mt, MPFR_RNDU);
-    mpfr_mul(t, t, E, MPFR_RNDU);
-    mpfr_mul_2ui(t, t, 1, MPFR_RNDU);
-    mpfr_set_d(r, Thi, MPFR_RNDU);
-    mpfr_sqrt(r, r, MPFR_RNDU);
-    mpfr_add(t, t, r, MPFR_RNDU);
-    mpfr_sqr(t, t, MPFR_RNDU);
-    mpfr_mul(t, t, g7, MPFR_RNDU);
-    mpfr_add(s, s, t, MPFR_RNDU);
-    mpfr_min(B, B, s, MPFR_RNDU);
-    mpfr_clears(al, be, lc, t, s, r, Mt, (mpfr_ptr)0);
-}
-
-/* Theorem L4's per-node constants: a = max((1+u)(g3 R + eta/2) + u X, g4 X + (1+u) eta) and
- * b = max((1+u) 2 g3 + u, g4), rounded upward (a2, b2 and t are scratch). */
-static void er_welford_ab(mpfr_t a, mpfr_t b, mpfr_t a2, mpfr_t b2, mpfr_t t, mpfr_srcptr u, mpfr_srcptr eta,
-                          mpfr_srcptr g3, mpfr_srcptr g4, double R, double X) {
-    /* a1 = (1+u)(g3 R + eta/2) + u X; a2 = g4 X + (1+u) eta */
-    mpfr_mul_d(a, g3, R, MPFR_RNDU);
-    mpfr_div_2ui(t, eta, 1, MPFR_RNDU);
-    mpfr_add(a, a, t, MPFR_RNDU);
-    mpfr_add_ui(t, u, 1, MPFR_RNDU);
-    mpfr_mul(a, a, t, MPFR_RNDU);
-    mpfr_mul_d(t, u, X, MPFR_RNDU);
-    mpfr_add(a, a, t, MPFR_RNDU);
-    mpfr_mul_d(a2, g4, X, MPFR_RNDU);
-    mpfr_add_ui(t, u, 1, MPFR_RNDU);
-    mpfr_mul(t, t, eta, MPFR_RNDU);
-    mpfr_add(a2, a2, t, MPFR_RNDU);
-    mpfr_max(a, a, a2, MPFR_RNDU);
-    /* b1 = (1+u) 2 g3 + u; b2 = g4 */
-    mpfr_add_ui(t, u, 1, MPFR_RNDU);
-    mpfr_mul(b, t, g3, MPFR_RNDU);
-    mpfr_mul_2ui(b, b, 1, MPFR_RNDU);
-    mpfr_add(b, b, u, MPFR_RNDU);
-    mpfr_set(b2, g4, MPFR_RNDU);
-    mpfr_max(b, b, b2, MPFR_RNDU);
-}
-
-/* The first-order part of Welford's M2 error into F1 (initialised by the caller), the least of the valid bounds of
- * Theorems L4 and L7 (at depth dd > 0 also their bounded-depth forms); t0 = 1 - D b rounded down, M = Mt, bl =
- * bitlen(n), t scratch. */
-static void er_welford_first(mpfr_t F1, mpfr_t t, int64_t n, int64_t dd, int bl, double R, double Thi, mpfr_srcptr a,
-                             mpfr_srcptr D, mpfr_srcptr t0, mpfr_srcptr M) {
-    mpfr_set_si(F1, n, MPFR_RNDN);
-    mpfr_mul_si(F1, F1, n - 1, MPFR_RNDU);
-    mpfr_add(F1, F1, M, MPFR_RNDU);                /* + (n/2) bitlen(n) + n */
-    mpfr_add_si(F1, F1, n, MPFR_RNDU);
-    mpfr_mul(F1, F1, a, MPFR_RNDU);
-    mpfr_div(F1, F1, t0, MPFR_RNDU);              /* times kappa */
-    mpfr_mul_d(F1, F1, 2.0 * R, MPFR_RNDU);       /* 2R is exact */
-    if (dd) {
-        /* at bounded depth every subtree's mean is within kappa a D: 4 R kappa a D M instead, when smaller */
-        mpfr_t F2;
-        mpfr_init2(F2, 64);
-        mpfr_mul(F2, a, D, MPFR_RNDU);
-        mpfr_div(F2, F2, t0, MPFR_RNDU);
-        mpfr_mul_d(F2, F2, 4.0 * R, MPFR_RNDU);
-        mpfr_mul(F2, F2, M, MPFR_RNDU);
-        mpfr_min(F1, F1, F2, MPFR_RNDU);
-        mpfr_clear(F2);
-    }
-    /* Theorem L7 (Cauchy-Schwarz over the nodes, weights m_v: sum_v m_v Delta_v^2 = T): the first-order part is
-     * at most sqrt(T) kappa a sqrt(2 (n + 2) (n(n-1) + n bitlen(n) + 3(n - 1))), and at depth D at most
-     * sqrt(T) 4 kappa a D sqrt(Mt); the least of the valid bounds is kept */
-    mpfr_t F3, rt;
-    mpfr_inits2(64, F3, rt, (mpfr_ptr)0);
-    mpfr_set_d(rt, Thi, MPFR_RNDU);
-    mpfr_sqrt(rt, rt, MPFR_RNDU);                   /* sqrt(T) */
-    mpfr_set_si(F3, n, MPFR_RNDN);
-    mpfr_mul_si(F3, F3, n - 1, MPFR_RNDU);
-    mpfr_set_si(t, n, MPFR_RNDN);
-    mpfr_mul_si(t, t, bl, MPFR_RNDU);
-    mpfr_add(F3, F3, t, MPFR_RNDU);
-    mpfr_add_si(F3, F3, 3 * (n - 1), MPFR_RNDU);    /* S2 */
-    mpfr_mul_si(F3, F3, 2 * (n + 2), MPFR_RNDU);
-    mpfr_sqrt(F3, F3, MPFR_RNDU);
-    mpfr_mul(F3, F3, a, MPFR_RNDU);
-    mpfr_div(F3, F3, t0, MPFR_RNDU);                /* times kappa */
-    mpfr_mul(F3, F3, rt, MPFR_RNDU);
-    mpfr_min(F1, F1, F3, MPFR_RNDU);
-    if (dd) {
-        mpfr_sqrt(t, M, MPFR_RNDU);                 /* sqrt(Mt) */
-        mpfr_mul(F3, a, D, MPFR_RNDU);
-        mpfr_div(F3, F3, t0, MPFR_RNDU);
-        mpfr_mul_2ui(F3, F3, 2, MPFR_RNDU);         /* 4 kappa a D */
-        mpfr_mul(F3, F3, t, MPFR_RNDU);
-        mpfr_mul(F3, F3, rt, MPFR_RNDU);
-        mpfr_min(F1, F1, F3, MPFR_RNDU);
-    }
-    mpfr_clears(F3, rt, (mpfr_ptr)0);
-}
-
-/* Theorems L3 and L4: Welford's mean is within *EM of the exact mean and its M2 within *ES of T, for any tree
- * of updates and combines over n values with max |x| <= X, range R and T <= Thi. +inf when n is too large for
- * the bound (or for counts exact in F). */
-/* depth > 0: every leaf of the tree passes through at most depth inner nodes (Theorems L3 and L4 at bounded depth);
- * cdepth > 0: at most cdepth of them are combines (Theorem L8); A >= |mu|, the exact mean's magnitude. */
-static void er_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, int64_t cdepth, double A, double X,
-                              double R, double Thi, double *EM, double *ES) {
+void er__welford_k_init(er_welford_k *k, const er_fmt_info *F, int64_t n, int64_t depth, int64_t cdepth) {
     int p = F->p;
-    int64_t dd = depth > 0 && depth < n - 1 ? depth : 0;
-    if (n >= (INT64_C(1) << (p - 1))) { *EM = *ES = INFINITY; return; }
-    mpfr_t u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M;
-    mpfr_inits2(64, u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, E, B, M, (mpfr_ptr)0);
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    k->dd = depth > 0 && depth < n - 1 ? depth : 0;
+    if (n < 1 || n >= (INT64_C(1) << (p - 1))) return; /* no bound: counts not exact in F */
+    int64_t H1 = (k->dd ? k->dd : n - 1) - 1;           /* levels of non-root inner nodes (Theorem L8) */
+    int64_t C1 = cdepth > 0 && cdepth < H1 ? cdepth : H1;
+    k->H1 = H1 < 0 ? 0 : H1;
+    k->C1 = C1 < 0 ? 0 : C1;
+    for (int64_t v = n; v; v >>= 1) k->bl++;
+    mpfr_t u, g, D, b, t, m;
+    mpfr_inits2(128, u, g, D, b, t, m, (mpfr_ptr)0);
     mpfr_set_ui_2exp(u, 1, (mpfr_exp_t)-p, MPFR_RNDN);
-    mpfr_set_d(eta, F->min_sub, MPFR_RNDU);
-    er_gamma(g3, p, 3);
-    er_gamma(g4, p, 4);
-    er_gamma(g7, p, 7);
-    er_gamma(G, p, 2.0 * (double)(dd ? dd : n)); /* each correction rounds at most twice per ancestor */
-    /* D = (n(n-1)/2 + n - 1) / n bounds sum_v n_v / n over the internal nodes (Lemma L1) */
+    k->u = mpfr_get_d(u, MPFR_RNDU);
+    k->eta = F->min_sub;
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    k->u1 = mpfr_get_d(t, MPFR_RNDU);
+    /* gamma_k = (1 + u)^k - 1 rounded up: gamma_3, gamma_4, gamma_7 and G (each correction rounds at most twice per
+     * ancestor) */
+    double *gs[4] = { &k->g3, &k->g4, &k->g7, &k->G };
+    unsigned long ks[4] = { 3, 4, 7, 2 * (unsigned long)(k->dd ? k->dd : n) };
+    for (int i = 0; i < 4; i++) {
+        mpfr_set_ui_2exp(g, 1, (mpfr_exp_t)-p, MPFR_RNDU);
+        mpfr_add_ui(g, g, 1, MPFR_RNDU);
+        mpfr_pow_ui(g, g, ks[i], MPFR_RNDU);
+        mpfr_sub_ui(g, g, 1, MPFR_RNDU);
+        *gs[i] = mpfr_get_d(g, MPFR_RNDU);
+        if (i == 0) mpfr_set(b, g, MPFR_RNDU); /* gamma_3, for b */
+        if (i == 1) mpfr_set(t, g, MPFR_RNDU); /* gamma_4 */
+    }
+    mpfr_set_d(g, k->G, MPFR_RNDU);
+    mpfr_add_ui(g, g, 1, MPFR_RNDU);
+    k->G1 = mpfr_get_d(g, MPFR_RNDU);
+    /* b = max(2 (1 + u) gamma_3 + u, gamma_4) (Theorem L3) */
+    mpfr_mul_2ui(b, b, 1, MPFR_RNDU);
+    mpfr_add_ui(g, u, 1, MPFR_RNDU);
+    mpfr_mul(b, b, g, MPFR_RNDU);
+    mpfr_add(b, b, u, MPFR_RNDU);
+    mpfr_max(b, b, t, MPFR_RNDU);
+    k->b = mpfr_get_d(b, MPFR_RNDU);
+    /* D = (n(n-1)/2 + n - 1) / n bounds sum_v n_v / n over the inner nodes (Lemma L1), at most the depth */
     mpfr_set_si(D, n, MPFR_RNDN);
     mpfr_mul_si(D, D, n - 1, MPFR_RNDU);
     mpfr_div_2ui(D, D, 1, MPFR_RNDU);
     mpfr_add_si(D, D, n - 1, MPFR_RNDU);
     mpfr_div_si(D, D, n, MPFR_RNDU);
-    if (dd && mpfr_cmp_si(D, dd) > 0) mpfr_set_si(D, dd, MPFR_RNDU); /* sum_v n_v <= n depth */
-    er_welford_ab(a, b, a2, b2, t, u, eta, g3, g4, R, X);
-    /* E = D a / (1 - D b) */
-    mpfr_t t0;
-    mpfr_init2(t0, 64);
-    mpfr_mul(t0, D, b, MPFR_RNDU);
-    mpfr_ui_sub(t0, 1, t0, MPFR_RNDD);                 /* 1 - D b, rounded down */
-    if (mpfr_sgn(t0) <= 0) {
+    if (k->dd && mpfr_cmp_si(D, k->dd) > 0) mpfr_set_si(D, k->dd, MPFR_RNDU);
+    k->D = mpfr_get_d(D, MPFR_RNDU);
+    /* 1 - D b rounded down (kappa's denominator) */
+    mpfr_mul(t, D, b, MPFR_RNDU);
+    mpfr_ui_sub(t, 1, t, MPFR_RNDD);
+    k->t0 = mpfr_get_d(t, MPFR_RNDD);
+    /* Mt = (n/2) bitlen(n) + n >= sum_v max(m_v, 1) (Lemma L1), and its square root */
+    mpfr_set_si(m, n, MPFR_RNDN);
+    mpfr_mul_si(m, m, k->bl, MPFR_RNDU);
+    mpfr_div_2ui(m, m, 1, MPFR_RNDU);
+    mpfr_add_si(m, m, n, MPFR_RNDU);
+    k->Mt = mpfr_get_d(m, MPFR_RNDU);
+    mpfr_sqrt(t, m, MPFR_RNDU);
+    k->sqMt = mpfr_get_d(t, MPFR_RNDU);
+    /* Theorem L4's n(n - 1) + (n/2) bitlen(n) + 2n */
+    mpfr_set_si(t, n, MPFR_RNDN);
+    mpfr_mul_si(t, t, n - 1, MPFR_RNDU);
+    mpfr_add(t, t, m, MPFR_RNDU);
+    mpfr_add_si(t, t, n, MPFR_RNDU);
+    k->f4 = mpfr_get_d(t, MPFR_RNDU);
+    /* Theorem L7's sqrt(2 (n + 2) (n(n - 1) + n bitlen(n) + 3(n - 1))) */
+    mpfr_set_si(t, n, MPFR_RNDN);
+    mpfr_mul_si(t, t, n - 1, MPFR_RNDU);
+    mpfr_set_si(g, n, MPFR_RNDN);
+    mpfr_mul_si(g, g, k->bl, MPFR_RNDU);
+    mpfr_add(t, t, g, MPFR_RNDU);
+    mpfr_add_si(t, t, 3 * (n - 1), MPFR_RNDU);
+    mpfr_mul_si(t, t, 2 * (n + 2), MPFR_RNDU);
+    mpfr_sqrt(t, t, MPFR_RNDU);
+    k->f7 = mpfr_get_d(t, MPFR_RNDU);
+    mpfr_clears(u, g, D, b, t, m, (mpfr_ptr)0);
+    k->ok = k->t0 > 0;
+}
+
+void er__welford_bounds(const er_welford_k *k, double A, double X, double R, double Thi, double *EM, double *ES) {
+    if (!k->ok) {
         *EM = *ES = INFINITY;
-    } else {
-        mpfr_mul(E, D, a, MPFR_RNDU);
-        mpfr_div(E, E, t0, MPFR_RNDU);
-        *EM = mpfr_get_d(E, MPFR_RNDU);
-        /* the second-order part per node: 4 E^2 + g7 (R + 2E)^2, times M = (n/2) bitlen(n) + n >= sum_v max(m_v, 1) */
-        mpfr_sqr(B, E, MPFR_RNDU);
-        mpfr_mul_2ui(B, B, 2, MPFR_RNDU);
-        mpfr_mul_2ui(t, E, 1, MPFR_RNDU);
-        mpfr_add_d(t, t, R, MPFR_RNDU);
-        mpfr_sqr(t, t, MPFR_RNDU);
-        mpfr_mul(t, t, g7, MPFR_RNDU);
-        mpfr_add(B, B, t, MPFR_RNDU);
-        int bl = 0;
-        for (int64_t k = n; k; k >>= 1) bl++;
-        er_welford_mt(M, n);                           /* M = Mt from here on */
-        mpfr_mul(B, B, M, MPFR_RNDU);
-        /* the first-order part: 2 R kappa a (n(n-1) + (n/2) bitlen(n) + 2n), kappa = 1/(1 - D b) (Theorem L4) */
-        mpfr_t F1;
-        mpfr_init2(F1, 64);
-        er_welford_first(F1, t, n, dd, bl, R, Thi, a, D, t0, M);
-        er_welford_l8(n, dd ? dd : n - 1, cdepth, A, R, Thi, u, eta, a, b, E, g3, g7, F1, B);
-        mpfr_add(B, B, F1, MPFR_RNDU);
-        mpfr_clear(F1);
-        /* ES = (1+G)(first + second order + (n-1)(n+2) eta) + G T */
-        mpfr_mul_si(t, eta, n - 1, MPFR_RNDU);
-        mpfr_mul_si(t, t, n + 2, MPFR_RNDU);
-        mpfr_add(B, B, t, MPFR_RNDU);
-        mpfr_add_ui(t, G, 1, MPFR_RNDU);
-        mpfr_mul(B, B, t, MPFR_RNDU);
-        mpfr_mul_d(t, G, Thi, MPFR_RNDU);
-        mpfr_add(B, B, t, MPFR_RNDU);
-        *ES = mpfr_get_d(B, MPFR_RNDU);
+        return;
     }
-    mpfr_clears(u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, t0, E, B, M, (mpfr_ptr)0);
+    double n = (double)k->n, u = k->u, u1 = k->u1, eta = k->eta, g3 = k->g3, t0 = k->t0;
+    /* Theorem L3: a = max((1 + u)(gamma_3 R + eta/2) + u X, gamma_4 X + (1 + u) eta), E = D a / (1 - D b) */
+    double a = er__add_up(er__mul_up(er__add_up(er__mul_up(g3, R), er__mul_up(0.5, eta)), u1), er__mul_up(u, X));
+    a = fmax(a, er__add_up(er__mul_up(k->g4, X), er__mul_up(u1, eta)));
+    double E = er_wk_div_up(er__mul_up(k->D, a), t0);
+    *EM = E;
+    /* Theorem L4's second-order part: Mt (4 E^2 + gamma_7 (R + 2E)^2) */
+    double E2 = er__add_up(E, E), r2e = er__add_up(E2, R);
+    double B = er__mul_up(er__add_up(4.0 * er__mul_up(E, E), er__mul_up(k->g7, er__mul_up(r2e, r2e))), k->Mt);
+    /* the first-order part: Theorem L4's 2 R kappa a (n(n-1) + (n/2) bitlen(n) + 2n), at depth (Theorem L6)
+     * 4 R kappa a D Mt; Theorem L7's sqrt(T) kappa a f7, at depth sqrt(T) 4 kappa a D sqrt(Mt): the least */
+    double ka = er_wk_div_up(a, t0), kad = er_wk_div_up(er__mul_up(a, k->D), t0), rt = er_wk_sqrt_up(Thi);
+    double F1 = er__mul_up(er__mul_up(k->f4, ka), 2.0 * R);
+    F1 = fmin(F1, er__mul_up(er__mul_up(k->f7, ka), rt));
+    if (k->dd) {
+        F1 = fmin(F1, er__mul_up(er__mul_up(kad, 4.0 * R), k->Mt));
+        F1 = fmin(F1, er__mul_up(er__mul_up(4.0 * kad, k->sqMt), rt));
+    }
+    /* Theorem L8: alpha = u (A + E) + (1 + u) eta / 2, beta = (1 + u) gamma_3 (R + 2E), L_c = a + b E;
+     * F8 = 2 [(alpha H1 + L_c C1) sqrt(n T) + u H1 T + beta sqrt(0.645 n H1 T)]
+     *      + sqrt(2 (n - 1) T) (alpha + u R + beta / 2) */
+    double H1 = (double)k->H1, C1 = (double)k->C1;
+    double al = er__add_up(er__mul_up(er__add_up(A, E), u), er__mul_up(0.5, er__mul_up(u1, eta)));
+    double be = er__mul_up(er__mul_up(r2e, g3), u1), lc = er__add_up(er__mul_up(k->b, E), a);
+    double s = er__mul_up(er__add_up(er__mul_up(al, H1), er__mul_up(lc, C1)), er_wk_sqrt_up(er__mul_up(n, Thi)));
+    s = er__add_up(s, er__mul_up(er__mul_up(u, Thi), H1));
+    s = er__add_up(s, er__mul_up(er_wk_sqrt_up(er__mul_up(er__mul_up(er__mul_up(Thi, n), H1), 0.645)), be));
+    s = 2.0 * s;
+    double r8 = er__add_up(er__add_up(er__mul_up(u, R), al), er__mul_up(0.5, be));
+    s = er__add_up(s, er__mul_up(er_wk_sqrt_up(er__mul_up(Thi, 2.0 * (k->n > 1 ? n - 1 : 1))), r8));
+    F1 = fmin(F1, s);
+    /* and its second-order part: 4 E^2 Mt + gamma_7 (sqrt(T) + 2 E sqrt(Mt))^2 */
+    double q = er__add_up(2.0 * er__mul_up(k->sqMt, E), rt);
+    B = fmin(B, er__add_up(er__mul_up(4.0 * er__mul_up(E, E), k->Mt), er__mul_up(er__mul_up(q, q), k->g7)));
+    /* E_S = (1 + G)(first + second order + (n - 1)(n + 2) eta) + G T */
+    B = er__add_up(er__add_up(B, F1), er__mul_up(er__mul_up(eta, n - 1), n + 2));
+    *ES = er__add_up(er__mul_up(B, k->G1), er__mul_up(k->G, Thi));
 }
 
 /* The four compositions of y from m, r, w, b in F (Theorem L5); *nan when one of them is NaN. */
@@ -468,7 +359,9 @@ int er__welford_ms_set(const er_fmt_info *F, const double *x, int64_t n, int64_t
     mpfr_div_si(T1, ex.num, (long)n, MPFR_RNDU);
     mpfr_div_si(t, ex.S, (long)n, MPFR_RNDA);
     double EM, ES, R = er__next_up(xmax - xmin);
-    er_welford_bounds(F, n, depth, cdepth, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
+    er_welford_k wk;
+    er__welford_k_init(&wk, F, n, depth, cdepth);
+    er__welford_bounds(&wk, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
     int ok = !(isinf(EM) || isinf(ES));
     if (ok) {
         /* m within EM of the exact mean, M2 within ES of T (values of F, rounded outward) */
@@ -676,6 +569,8 @@ static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode) {
 }
 
 er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n) {
+    /* Welford's constants for rows of n */
+    er__welford_k_init(&pl->wk, pl->F, n, pl->depth, pl->combine_depth);
     /* two_pass's sums S and Q: any tree, or one of depth at most pl->depth (any-order.md, Theorem 7) */
     ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&pl->bs, pl->X, er__fmt_one(), pl->F, n, pl->depth, 0));
     return er__anyorder_bound_depth(&pl->bq, pl->F, pl->F, pl->F, n, pl->depth, 0);
@@ -765,8 +660,7 @@ static int er_ln_box(const er_layernorm_plan *pl, const er_ln_exact *ex, int64_t
         /* Theorems L3, L4: Welford in any tree */
         double R = er__next_up(xmax - xmin), EM, ES;
         mpfr_div_si(t, ex->S, (long)n, MPFR_RNDA);
-        er_welford_bounds(F, n, pl->depth, pl->combine_depth, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R,
-                          mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
+        er__welford_bounds(&pl->wk, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
         if (isinf(EM) || isinf(ES)) unbounded = 1;
         else {
             mpfr_div_si(t, ex->S, (long)n, MPFR_RNDD);

@@ -6,6 +6,18 @@
 #include "enclose/anyorder.h"
 #include "core/lnsums.h"
 
+/* Welford's bounds' constants for rows of n values (Theorems L3, L4, L6 to L8; er__welford_k_init): gamma_k, D, b and
+ * Mt rounded up, 1 - D b rounded down, ... ok = 0: no bound (n too large for F's counts, or D b >= 1). */
+typedef struct er_welford_k {
+    int64_t n, dd, H1, C1; /* dd: the depth bound (0: none); H1, C1: Theorem L8's levels */
+    int bl, ok;            /* bitlen(n) */
+    double u, u1, eta;     /* u = 2^-p, 1 + u rounded up, F's least subnormal */
+    double g3, g4, g7, G, G1; /* gamma_3, gamma_4, gamma_7, G and 1 + G */
+    double D, b, t0;       /* Theorem L3's D and b, t0 = 1 - D b rounded down */
+    double Mt, sqMt;       /* (n/2) bitlen(n) + n and its square root */
+    double f4, f7;         /* n(n-1) + (n/2) bitlen(n) + 2n (Theorem L4); Theorem L7's square root */
+} er_welford_k;
+
 typedef struct er_layernorm_plan {
     const er_fmt_info *F, *X;  /* compute and input formats */
     const er_fmt_info *O[3];   /* output formats of y, mean and rstd (NULL: that output is not checked) */
@@ -19,10 +31,19 @@ typedef struct er_layernorm_plan {
     int mean;                  /* the two divisions by n: 0 either, 1 divide, 2 reciprocal */
     int variance;              /* 0 or 3 either, 1 two_pass, 2 welford */
     er_anyorder_bound bs, bq;  /* the any-order constants of S and Q for rows of n (er__layernorm_prepare) */
+    er_welford_k wk;           /* Welford's constants for rows of n (er__layernorm_prepare) */
 } er_layernorm_plan;
 
 /* Sets the plan's per-row-length constants (F and X set) for rows of n elements. */
 ER_INTERNAL er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n);
+/* Welford's constants for rows of n values in F, at most depth inner nodes on a leaf's path (0: any) and at most
+ * cdepth combines among them (0: depth's bound): in MPFR at 128 bits, once, then rounded to doubles. */
+ER_INTERNAL void er__welford_k_init(er_welford_k *k, const er_fmt_info *F, int64_t n, int64_t depth, int64_t cdepth);
+/* Theorems L3 to L8 for one row (A >= |mu|, X = max |x_j|, R >= max x - min x, Thi >= T = sum (x_j - mu)^2): every
+ * mean a Welford tree computes is within *EM of mu and its M2 within *ES of T; +inf where k->ok is 0. In doubles,
+ * each operation rounded upward (layernorm.md, Evaluating Welford's bounds). */
+ER_INTERNAL void er__welford_bounds(const er_welford_k *k, double A, double X, double R, double Thi, double *EM,
+                                    double *ES);
 /* The mean squares fl(fl(M2 / n) + fl(m m)) a Welford tree of depth at most depth (0: any) with at most cdepth combines
  * on a leaf's path (0: depth's bound) can give for the finite row x (Theorems L3 to L8 for m and M2; the division by n
  * as er__div_n_set): [*lo, *hi], values of F. 0, and nothing written, when the row is not finite or its sums may

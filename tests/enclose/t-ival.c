@@ -8,6 +8,7 @@
  * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward; the sum of squares' window
  * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one; a layernorm row's constants from its
  * integer sums (core/lnsums.h, summed in another order, as a GPU does) are the host row's mean and rstd sets;
+ * Welford's bounds in double are at least their formulas' values and within 2^-40 of them;
  * attention's double dot errs within Lemma A1's bound; softmax's and log_softmax's row loops give the scalar code's
  * values. Compiled with the library's internal source. */
 #include "../common/er_test.h"
@@ -844,6 +845,296 @@ START_TEST(square_windows_give_the_summary) {
 }
 END_TEST
 
+/* ---- Welford's bounds in double (layernorm.md, Evaluating Welford's bounds) against their formulas in MPFR at
+ * WREF_PREC bits, every operation rounded upward (the library's evaluation before it moved to doubles). */
+#define WREF_PREC 256
+/* (1+u)^k - 1 rounded up, into g (u = 2^-p). */
+static void ref_gamma(mpfr_t g, int p, double k) {
+    mpfr_set_ui_2exp(g, 1, (mpfr_exp_t)-p, MPFR_RNDU);
+    mpfr_add_ui(g, g, 1, MPFR_RNDU);
+    mpfr_pow_ui(g, g, (unsigned long)k, MPFR_RNDU);
+    mpfr_sub_ui(g, g, 1, MPFR_RNDU);
+}
+
+/* Mt = (n/2) bitlen(n) + n, rounded up: at least sum_v max(m_v, 1) over a Welford tree's nodes (Lemma L1). */
+static void ref_welford_mt(mpfr_ptr mt, int64_t n) {
+    int bl = 0;
+    for (int64_t k = n; k; k >>= 1) bl++;
+    mpfr_set_si(mt, n, MPFR_RNDN);
+    mpfr_mul_si(mt, mt, bl, MPFR_RNDU);
+    mpfr_div_2ui(mt, mt, 1, MPFR_RNDU);
+    mpfr_add_si(mt, mt, n, MPFR_RNDU);
+}
+
+/* Theorem L8: the first-order part telescoped to sum_w 2 n_w (mu_w - mu) l_w over the non-root inner nodes w (l_w the
+ * rounding of w's mean), split into updates and combines, and the corrections' roundings relative to T. H bounds the
+ * inner nodes on a leaf's path, cdepth (0: H) the combines among them; a, b, Ew are Theorem L3's. Lowers *F1 (the
+ * first-order part) and *B (the second-order part) where the new bounds are smaller. */
+static void ref_welford_l8(int64_t n, int64_t H, int64_t cdepth, double A, double R, double Thi, mpfr_srcptr u,
+                          mpfr_srcptr eta, mpfr_srcptr a, mpfr_srcptr b, mpfr_srcptr Ew, mpfr_srcptr g3, mpfr_srcptr g7,
+                          mpfr_ptr F1, mpfr_ptr B) {
+    int64_t H1 = H - 1;                                   /* levels of non-root inner nodes */
+    int64_t C1 = cdepth > 0 && cdepth < H1 ? cdepth : H1; /* non-root combines on a leaf's path */
+    if (H1 < 0) H1 = 0;
+    if (C1 < 0) C1 = 0;
+    mpfr_t al, be, lc, t, s, r, Mt;
+    mpfr_inits2(WREF_PREC, al, be, lc, t, s, r, Mt, (mpfr_ptr)0);
+    /* alpha = u (A + Ew) + (1 + u) eta / 2; beta = (1 + u) g3 (R + 2E); L_c = a + b Ew */
+    mpfr_set_d(al, A, MPFR_RNDU);
+    mpfr_add(al, al, Ew, MPFR_RNDU);
+    mpfr_mul(al, al, u, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(s, t, eta, MPFR_RNDU);
+    mpfr_div_2ui(s, s, 1, MPFR_RNDU);
+    mpfr_add(al, al, s, MPFR_RNDU);
+    mpfr_mul_2ui(be, Ew, 1, MPFR_RNDU);
+    mpfr_add_d(be, be, R, MPFR_RNDU);
+    mpfr_mul(be, be, g3, MPFR_RNDU);
+    mpfr_mul(be, be, t, MPFR_RNDU);
+    mpfr_mul(lc, b, Ew, MPFR_RNDU);
+    mpfr_add(lc, lc, a, MPFR_RNDU);
+    /* F = 2 [(alpha H1 + L_c C1) sqrt(n T) + u H1 T + beta sqrt(0.645 n H1 T)]
+     *     + sqrt(2 (n - 1) T) (alpha + u R + beta/2) */
+    mpfr_set_d(r, Thi, MPFR_RNDU);
+    mpfr_mul_si(r, r, n, MPFR_RNDU);
+    mpfr_sqrt(r, r, MPFR_RNDU);                               /* sqrt(n T) */
+    mpfr_mul_si(s, al, H1, MPFR_RNDU);
+    mpfr_mul_si(t, lc, C1, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_mul(s, s, r, MPFR_RNDU);
+    mpfr_mul_d(t, u, Thi, MPFR_RNDU);
+    mpfr_mul_si(t, t, H1, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_set_d(t, Thi, MPFR_RNDU);
+    mpfr_mul_si(t, t, n, MPFR_RNDU);
+    mpfr_mul_si(t, t, H1, MPFR_RNDU);
+    mpfr_mul_d(t, t, 0.645, MPFR_RNDU);                        /* sum over updates of 1/n_w <= n (pi^2/6 - 1) */
+    mpfr_sqrt(t, t, MPFR_RNDU);
+    mpfr_mul(t, t, be, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_mul_2ui(s, s, 1, MPFR_RNDU);
+    mpfr_set_d(t, Thi, MPFR_RNDU);                            /* the updates' own term sum_U |Delta_w| |l_w| */
+    mpfr_mul_si(t, t, 2 * (n > 1 ? n - 1 : 1), MPFR_RNDU);
+    mpfr_sqrt(t, t, MPFR_RNDU);
+    mpfr_mul_d(r, u, R, MPFR_RNDU);
+    mpfr_add(r, r, al, MPFR_RNDU);
+    mpfr_div_2ui(Mt, be, 1, MPFR_RNDU);
+    mpfr_add(r, r, Mt, MPFR_RNDU);
+    mpfr_mul(t, t, r, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_min(F1, F1, s, MPFR_RNDU);
+    /* second order: 4 Ew^2 Mt + g7 (sqrt(T) + 2 Ew sqrt(Mt))^2 */
+    ref_welford_mt(Mt, n);
+    mpfr_sqr(s, Ew, MPFR_RNDU);
+    mpfr_mul_2ui(s, s, 2, MPFR_RNDU);
+    mpfr_mul(s, s, Mt, MPFR_RNDU);
+    mpfr_sqrt(t, Mt, MPFR_RNDU);
+    mpfr_mul(t, t, Ew, MPFR_RNDU);
+    mpfr_mul_2ui(t, t, 1, MPFR_RNDU);
+    mpfr_set_d(r, Thi, MPFR_RNDU);
+    mpfr_sqrt(r, r, MPFR_RNDU);
+    mpfr_add(t, t, r, MPFR_RNDU);
+    mpfr_sqr(t, t, MPFR_RNDU);
+    mpfr_mul(t, t, g7, MPFR_RNDU);
+    mpfr_add(s, s, t, MPFR_RNDU);
+    mpfr_min(B, B, s, MPFR_RNDU);
+    mpfr_clears(al, be, lc, t, s, r, Mt, (mpfr_ptr)0);
+}
+
+/* Theorem L4's per-node constants: a = max((1+u)(g3 R + eta/2) + u X, g4 X + (1+u) eta) and
+ * b = max((1+u) 2 g3 + u, g4), rounded upward (a2, b2 and t are scratch). */
+static void ref_welford_ab(mpfr_t a, mpfr_t b, mpfr_t a2, mpfr_t b2, mpfr_t t, mpfr_srcptr u, mpfr_srcptr eta,
+                          mpfr_srcptr g3, mpfr_srcptr g4, double R, double X) {
+    /* a1 = (1+u)(g3 R + eta/2) + u X; a2 = g4 X + (1+u) eta */
+    mpfr_mul_d(a, g3, R, MPFR_RNDU);
+    mpfr_div_2ui(t, eta, 1, MPFR_RNDU);
+    mpfr_add(a, a, t, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(a, a, t, MPFR_RNDU);
+    mpfr_mul_d(t, u, X, MPFR_RNDU);
+    mpfr_add(a, a, t, MPFR_RNDU);
+    mpfr_mul_d(a2, g4, X, MPFR_RNDU);
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(t, t, eta, MPFR_RNDU);
+    mpfr_add(a2, a2, t, MPFR_RNDU);
+    mpfr_max(a, a, a2, MPFR_RNDU);
+    /* b1 = (1+u) 2 g3 + u; b2 = g4 */
+    mpfr_add_ui(t, u, 1, MPFR_RNDU);
+    mpfr_mul(b, t, g3, MPFR_RNDU);
+    mpfr_mul_2ui(b, b, 1, MPFR_RNDU);
+    mpfr_add(b, b, u, MPFR_RNDU);
+    mpfr_set(b2, g4, MPFR_RNDU);
+    mpfr_max(b, b, b2, MPFR_RNDU);
+}
+
+/* The first-order part of Welford's M2 error into F1 (initialised by the caller), the least of the valid bounds of
+ * Theorems L4 and L7 (at depth dd > 0 also their bounded-depth forms); t0 = 1 - D b rounded down, M = Mt, bl =
+ * bitlen(n), t scratch. */
+static void ref_welford_first(mpfr_t F1, mpfr_t t, int64_t n, int64_t dd, int bl, double R, double Thi, mpfr_srcptr a,
+                             mpfr_srcptr D, mpfr_srcptr t0, mpfr_srcptr M) {
+    mpfr_set_si(F1, n, MPFR_RNDN);
+    mpfr_mul_si(F1, F1, n - 1, MPFR_RNDU);
+    mpfr_add(F1, F1, M, MPFR_RNDU);                /* + (n/2) bitlen(n) + n */
+    mpfr_add_si(F1, F1, n, MPFR_RNDU);
+    mpfr_mul(F1, F1, a, MPFR_RNDU);
+    mpfr_div(F1, F1, t0, MPFR_RNDU);              /* times kappa */
+    mpfr_mul_d(F1, F1, 2.0 * R, MPFR_RNDU);       /* 2R is exact */
+    if (dd) {
+        /* at bounded depth every subtree's mean is within kappa a D: 4 R kappa a D M instead, when smaller */
+        mpfr_t F2;
+        mpfr_init2(F2, WREF_PREC);
+        mpfr_mul(F2, a, D, MPFR_RNDU);
+        mpfr_div(F2, F2, t0, MPFR_RNDU);
+        mpfr_mul_d(F2, F2, 4.0 * R, MPFR_RNDU);
+        mpfr_mul(F2, F2, M, MPFR_RNDU);
+        mpfr_min(F1, F1, F2, MPFR_RNDU);
+        mpfr_clear(F2);
+    }
+    /* Theorem L7 (Cauchy-Schwarz over the nodes, weights m_v: sum_v m_v Delta_v^2 = T): the first-order part is
+     * at most sqrt(T) kappa a sqrt(2 (n + 2) (n(n-1) + n bitlen(n) + 3(n - 1))), and at depth D at most
+     * sqrt(T) 4 kappa a D sqrt(Mt); the least of the valid bounds is kept */
+    mpfr_t F3, rt;
+    mpfr_inits2(WREF_PREC, F3, rt, (mpfr_ptr)0);
+    mpfr_set_d(rt, Thi, MPFR_RNDU);
+    mpfr_sqrt(rt, rt, MPFR_RNDU);                   /* sqrt(T) */
+    mpfr_set_si(F3, n, MPFR_RNDN);
+    mpfr_mul_si(F3, F3, n - 1, MPFR_RNDU);
+    mpfr_set_si(t, n, MPFR_RNDN);
+    mpfr_mul_si(t, t, bl, MPFR_RNDU);
+    mpfr_add(F3, F3, t, MPFR_RNDU);
+    mpfr_add_si(F3, F3, 3 * (n - 1), MPFR_RNDU);    /* S2 */
+    mpfr_mul_si(F3, F3, 2 * (n + 2), MPFR_RNDU);
+    mpfr_sqrt(F3, F3, MPFR_RNDU);
+    mpfr_mul(F3, F3, a, MPFR_RNDU);
+    mpfr_div(F3, F3, t0, MPFR_RNDU);                /* times kappa */
+    mpfr_mul(F3, F3, rt, MPFR_RNDU);
+    mpfr_min(F1, F1, F3, MPFR_RNDU);
+    if (dd) {
+        mpfr_sqrt(t, M, MPFR_RNDU);                 /* sqrt(Mt) */
+        mpfr_mul(F3, a, D, MPFR_RNDU);
+        mpfr_div(F3, F3, t0, MPFR_RNDU);
+        mpfr_mul_2ui(F3, F3, 2, MPFR_RNDU);         /* 4 kappa a D */
+        mpfr_mul(F3, F3, t, MPFR_RNDU);
+        mpfr_mul(F3, F3, rt, MPFR_RNDU);
+        mpfr_min(F1, F1, F3, MPFR_RNDU);
+    }
+    mpfr_clears(F3, rt, (mpfr_ptr)0);
+}
+
+/* Theorems L3 and L4: Welford's mean is within *EM of the exact mean and its M2 within *ES of T, for any tree
+ * of updates and combines over n values with max |x| <= X, range R and T <= Thi. +inf when n is too large for
+ * the bound (or for counts exact in F). */
+/* depth > 0: every leaf of the tree passes through at most depth inner nodes (Theorems L3 and L4 at bounded depth);
+ * cdepth > 0: at most cdepth of them are combines (Theorem L8); A >= |mu|, the exact mean's magnitude. */
+static void ref_welford_bounds(const er_fmt_info *F, int64_t n, int64_t depth, int64_t cdepth, double A, double X,
+                              double R, double Thi, double *EM, double *ES) {
+    int p = F->p;
+    int64_t dd = depth > 0 && depth < n - 1 ? depth : 0;
+    if (n >= (INT64_C(1) << (p - 1))) { *EM = *ES = INFINITY; return; }
+    mpfr_t u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, Ew, B, M;
+    mpfr_inits2(WREF_PREC, u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, Ew, B, M, (mpfr_ptr)0);
+    mpfr_set_ui_2exp(u, 1, (mpfr_exp_t)-p, MPFR_RNDN);
+    mpfr_set_d(eta, F->min_sub, MPFR_RNDU);
+    ref_gamma(g3, p, 3);
+    ref_gamma(g4, p, 4);
+    ref_gamma(g7, p, 7);
+    ref_gamma(G, p, 2.0 * (double)(dd ? dd : n)); /* each correction rounds at most twice per ancestor */
+    /* D = (n(n-1)/2 + n - 1) / n bounds sum_v n_v / n over the internal nodes (Lemma L1) */
+    mpfr_set_si(D, n, MPFR_RNDN);
+    mpfr_mul_si(D, D, n - 1, MPFR_RNDU);
+    mpfr_div_2ui(D, D, 1, MPFR_RNDU);
+    mpfr_add_si(D, D, n - 1, MPFR_RNDU);
+    mpfr_div_si(D, D, n, MPFR_RNDU);
+    if (dd && mpfr_cmp_si(D, dd) > 0) mpfr_set_si(D, dd, MPFR_RNDU); /* sum_v n_v <= n depth */
+    ref_welford_ab(a, b, a2, b2, t, u, eta, g3, g4, R, X);
+    /* Ew = D a / (1 - D b) */
+    mpfr_t t0;
+    mpfr_init2(t0, WREF_PREC);
+    mpfr_mul(t0, D, b, MPFR_RNDU);
+    mpfr_ui_sub(t0, 1, t0, MPFR_RNDD);                 /* 1 - D b, rounded down */
+    if (mpfr_sgn(t0) <= 0) {
+        *EM = *ES = INFINITY;
+    } else {
+        mpfr_mul(Ew, D, a, MPFR_RNDU);
+        mpfr_div(Ew, Ew, t0, MPFR_RNDU);
+        *EM = mpfr_get_d(Ew, MPFR_RNDU);
+        /* the second-order part per node: 4 Ew^2 + g7 (R + 2E)^2, times M = (n/2) bitlen(n) + n >= sum_v max(m_v, 1) */
+        mpfr_sqr(B, Ew, MPFR_RNDU);
+        mpfr_mul_2ui(B, B, 2, MPFR_RNDU);
+        mpfr_mul_2ui(t, Ew, 1, MPFR_RNDU);
+        mpfr_add_d(t, t, R, MPFR_RNDU);
+        mpfr_sqr(t, t, MPFR_RNDU);
+        mpfr_mul(t, t, g7, MPFR_RNDU);
+        mpfr_add(B, B, t, MPFR_RNDU);
+        int bl = 0;
+        for (int64_t k = n; k; k >>= 1) bl++;
+        ref_welford_mt(M, n);                           /* M = Mt from here on */
+        mpfr_mul(B, B, M, MPFR_RNDU);
+        /* the first-order part: 2 R kappa a (n(n-1) + (n/2) bitlen(n) + 2n), kappa = 1/(1 - D b) (Theorem L4) */
+        mpfr_t F1;
+        mpfr_init2(F1, WREF_PREC);
+        ref_welford_first(F1, t, n, dd, bl, R, Thi, a, D, t0, M);
+        ref_welford_l8(n, dd ? dd : n - 1, cdepth, A, R, Thi, u, eta, a, b, Ew, g3, g7, F1, B);
+        mpfr_add(B, B, F1, MPFR_RNDU);
+        mpfr_clear(F1);
+        /* ES = (1+G)(first + second order + (n-1)(n+2) eta) + G T */
+        mpfr_mul_si(t, eta, n - 1, MPFR_RNDU);
+        mpfr_mul_si(t, t, n + 2, MPFR_RNDU);
+        mpfr_add(B, B, t, MPFR_RNDU);
+        mpfr_add_ui(t, G, 1, MPFR_RNDU);
+        mpfr_mul(B, B, t, MPFR_RNDU);
+        mpfr_mul_d(t, G, Thi, MPFR_RNDU);
+        mpfr_add(B, B, t, MPFR_RNDU);
+        *ES = mpfr_get_d(B, MPFR_RNDU);
+    }
+    mpfr_clears(u, eta, g3, g4, g7, G, D, a, a2, b, b2, t, t0, Ew, B, M, (mpfr_ptr)0);
+}
+
+
+/* er__welford_bounds (constants from er__welford_k_init) at least the formulas' values in MPFR rounded upward (so at
+ * least the real bounds) and within 2^-40 of them plus 2^-1000 (a step of double's subnormals, where the numbers lie
+ * among them, is large against them), for fp32, bf16, fp16 and fp64, n from 1 to 2^22 (powers of two and
+ * their neighbours among them), any depth or one at or above log2 n, a combine depth or none, and A, X, R and T over
+ * the whole range of doubles, subnormals of F and of double among them (where the eta terms dominate). */
+START_TEST(welford_bounds_in_double_hold) {
+    er_test_reseed(89);
+    static const er_format fmts[] = {ER_FP32, ER_BF16, ER_FP16, ER_FP64};
+    long trials = (long)(40000 * er_test_multiplier()), finite = 0;
+    double worst = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *F = er__fmt(fmts[er_rand64() % 4]);
+        int lg = (int)er_rand_int(0, 22);
+        int64_t n = (INT64_C(1) << lg) + (er_rand64() % 3 == 0 ? er_rand_int(-1, 1) : er_rand_int(0, (1 << lg) - 1));
+        if (n < 1) n = 1;
+        int64_t depth = 0, cdepth = 0;
+        if (er_rand64() % 2) depth = er_rand_int(lg + 1, lg + 1 + (er_rand64() % 2 ? 4 : n));
+        if (er_rand64() % 2) cdepth = er_rand_int(1, 40);
+        /* the row's numbers: a scale from tiny to huge, X >= A, R <= 2X, T up to about n R^2 */
+        int sc = er_rand64() % 4 == 0 ? (int)er_rand_int(-1074, -900) : (int)er_rand_int(-160, 60);
+        double X = ldexp(0.5 + er_rand_unit(), sc), A = X * er_rand_unit(), R = 2 * X * er_rand_unit();
+        double T = ldexp(R * R * (double)n * er_rand_unit(), (int)-er_rand_int(0, 40));
+        if (er_rand64() % 8 == 0) R = 0, T = 0;
+        er_welford_k k;
+        er__welford_k_init(&k, F, n, depth, cdepth);
+        double em, es, rm, rs;
+        er__welford_bounds(&k, A, X, R, T, &em, &es);
+        ref_welford_bounds(F, n, depth, cdepth, A, X, R, T, &rm, &rs);
+        ER_REQUIRE(em >= rm && es >= rs, "%s n %lld depth %lld cdepth %lld A %a X %a R %a T %a: EM %a ES %a below the "
+                   "formulas' %a %a", F->name, (long long)n, (long long)depth, (long long)cdepth, A, X, R, T, em, es,
+                   rm, rs);
+        if (isinf(rm) || isinf(rs)) continue;
+        finite++;
+        ER_REQUIRE(em <= rm * (1 + 0x1p-40) + 0x1p-1000 && es <= rs * (1 + 0x1p-40) + 0x1p-1000,
+                   "%s n %lld depth %lld cdepth %lld A %a X %a R %a T %a: EM %a ES %a beyond 2^-40 of the formulas' "
+                   "%a %a", F->name, (long long)n, (long long)depth, (long long)cdepth, A, X, R, T, em, es, rm, rs);
+        if (rm > 0x1p-900 && rs > 0x1p-900) worst = fmax(worst, fmax(em / rm, es / rs) - 1);
+    }
+    ck_assert_int_gt(finite, trials / 4);
+    printf("welford bounds: %ld trials, %ld finite, the largest excess over the formulas 2^%.2f\n", trials, finite,
+           log2(worst));
+}
+END_TEST
+
 /* layernorm's GPU constants (er__layernorm_dev_row, from core/lnsums.h's integers summed from the row's end, as a
  * GPU's threads sum in another order) against er__layernorm_row on the same row: wherever the GPU path takes the
  * row, the mean's and rstd's sets are the host row's, bit for bit. Rows of fp32, fp16 and bf16 values: normal values
@@ -987,6 +1278,7 @@ int main(void) {
     tcase_add_test(tc, contiguous_loads_decode_every_pattern);
     tcase_add_test(tc, square_windows_give_the_summary);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
+    tcase_add_test(tc, welford_bounds_in_double_hold);
     tcase_add_test(tc, attention_dot_within_its_bound);
     tcase_add_test(tc, softmax_open_elements_in_double_double);
     tcase_add_test(tc, log_dir_bounds_hold);
