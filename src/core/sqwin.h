@@ -18,14 +18,31 @@
 typedef unsigned __int128 er_sq_u128;
 
 /* What the GPU hands the host of one row of n values: its window W = wlo + 2^64 whi at last bit b, whether some square
- * lay below it (tail), the sums to nearest in element order of the squares at even and at odd positions (pe, po: the
- * two streams of er__dot_summary), and whether the row holds a NaN or an infinity (special: the host's row). */
+ * lay below it (tail), the sum to nearest of the squares in the rows' one order (pos: er_sqwin_pos's), and whether
+ * the row holds a NaN or an infinity (special: the host's row). */
 typedef struct er_sqwin_row {
     uint64_t wlo, whi;
-    double pe, po;
+    double pos;
     int32_t b;
     uint8_t tail, special, pad[2];
 } er_sqwin_row;
+
+/* The lanes of the rows' one order of a sum of squares: the GPU's block size. */
+#define ER_SQWIN_LANES 256
+
+/* The sum to nearest of x_j^2 over a row of n values of at most 24 bits (each square exact in double) in the rows'
+ * one order, which the GPU's block keeps too: ER_SQWIN_LANES partial sums, the t-th adding x_j^2 for j = t,
+ * t + ER_SQWIN_LANES, ... in turn from 0, then the partial sums added in turn from the 0th (Lemma 4 of any-order.md
+ * bounds a sum of nonnegative terms to nearest in any order). */
+static inline double er_sqwin_pos(const double *x, int64_t n) {
+    double p[ER_SQWIN_LANES] = { 0 }, s = 0;
+    for (int64_t j0 = 0; j0 < n; j0 += ER_SQWIN_LANES) {
+        int64_t m = n - j0 < ER_SQWIN_LANES ? n - j0 : ER_SQWIN_LANES;
+        for (int64_t t = 0; t < m; t++) p[t] += x[j0 + t] * x[j0 + t];
+    }
+    for (int t = 0; t < ER_SQWIN_LANES; t++) s += p[t];
+    return s;
+}
 
 /* The window's last bit b for a row whose largest |x_j| is amax (finite, > 0): with amax < 2^k, every square is below
  * 2^(2k) and b = 2k - 96, so a square is below 2^96 units of 2^b and n < 2^31 of them below 2^127. */

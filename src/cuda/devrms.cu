@@ -1,12 +1,12 @@
 // devrms.cu: rmsnorm's rows on the GPU (docs/algorithms/rmsnorm.md, On the GPU). The sums of squares are the window
-// of core/sqwin.h (exact, the same in any order) and er__dot_summary's two streams in element order; each element's
+// of core/sqwin.h (exact, the same in any order) and the sum to nearest in er_sqwin_pos's order; each element's
 // set and exact result repeat er__rmsnorm_row's double case (er_compose, er__cval_from_interval, er__cset_build with
 // any = 1) operation for operation, so that a row gives the host's bits; t-cuda compares the two on every element.
 // Built with -fmad=false: every operation rounds once, as on the host (-ffp-contract=off).
 #include "cuda/devrms.h"
 #include "cuda/devrec.cuh"
 
-#define ER_RMS_THREADS 256
+#define ER_RMS_THREADS ER_SQWIN_LANES // one thread a lane of er_sqwin_pos's order
 
 // The row's largest |x_j| and whether it holds a NaN or an infinity (every thread gets both).
 __device__ static double er_row_amax(const void *x, int xf, int64_t base, int64_t n, int *bad, double *shd) {
@@ -28,7 +28,7 @@ __device__ static double er_row_amax(const void *x, int xf, int64_t base, int64_
 
 __global__ void __launch_bounds__(ER_RMS_THREADS)
     er_k_rms_sums(const void *x, int xf, int64_t rows, int64_t n, er_sqwin_row *win) {
-    __shared__ double shd[ER_RMS_THREADS / 32];
+    __shared__ double shd[ER_RMS_THREADS / 32], shp[ER_RMS_THREADS];
     __shared__ er_u128 shw[ER_RMS_THREADS / 32];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = ER_RMS_THREADS / 32;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -37,40 +37,30 @@ __global__ void __launch_bounds__(ER_RMS_THREADS)
         double amax = er_row_amax(x, xf, base, n, &bad, shd);
         if (bad) {
             if (tid == 0) {
-                er_sqwin_row w = {0, 0, 0, 0, 0, 0, 1, {0, 0}};
+                er_sqwin_row w = {0, 0, 0, 0, 0, 1, {0, 0}};
                 win[row] = w;
             }
             continue;
         }
-        // the window: exact, the same in any order
+        // the window (exact, the same in any order) and thread tid's lane of er_sqwin_pos's order: x_j^2 to nearest
+        // for j = tid, tid + 256, ... in turn (each square exact)
         int b = amax > 0 ? er_sqwin_base(amax) : 0, tail = 0;
         er_u128 W = 0;
-        for (int64_t j = tid; j < n && amax > 0; j += blockDim.x)
-            W += er_sqwin_term(er_load(x, xf, base + j), b, &tail);
+        double pos = 0;
+        for (int64_t j = tid; j < n && amax > 0; j += blockDim.x) {
+            double v = er_load(x, xf, base + j);
+            W += er_sqwin_term(v, b, &tail);
+            pos += v * v;
+        }
         for (int off = 16; off; off >>= 1) W += er_shfl_u128(W, off);
         if (lane == 0) shw[warp] = W;
+        shp[tid] = pos;
         tail = __syncthreads_or(tail);
-        // the two streams of er__dot_summary, each to nearest in element order: the first warp reads 32 squares at a
-        // time and every lane adds them all, in order, from the lane holding each
-        double pe = 0, po = 0;
-        if (tid < 32) {
-            double a = tid < n ? er_load(x, xf, base + tid) : 0;
-            for (int64_t j0 = 0; j0 < n; j0 += 32) {
-                int64_t jn = j0 + 32 + tid;
-                double an = jn < n ? er_load(x, xf, base + jn) : 0; // the next 32, loaded meanwhile
-                double p = a * a;
-                int cnt = n - j0 < 32 ? (int)(n - j0) : 32;
-                for (int k = 0; k < cnt; k += 2) { // j0 is even: lane k's square is at an even position for even k
-                    pe += __shfl_sync(ER_FULL, p, k);
-                    double q = __shfl_sync(ER_FULL, p, k + 1 < 32 ? k + 1 : 31);
-                    if (k + 1 < cnt) po += q;
-                }
-                a = an;
-            }
-        }
         if (tid == 0) {
             for (int k = 1; k < nw; k++) shw[0] += shw[k];
-            er_sqwin_row w = {(uint64_t)shw[0], (uint64_t)(shw[0] >> 64), pe, po, b, (uint8_t)tail, 0, {0, 0}};
+            double s = 0;
+            for (int k = 0; k < ER_RMS_THREADS; k++) s += shp[k]; // the lanes added in turn from the 0th
+            er_sqwin_row w = {(uint64_t)shw[0], (uint64_t)(shw[0] >> 64), s, b, (uint8_t)tail, 0, {0, 0}};
             win[row] = w;
         }
         __syncthreads(); // shw is the next row's

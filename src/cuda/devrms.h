@@ -1,5 +1,5 @@
 /* devrms.h: rmsnorm's rows on the GPU (src/cuda/devrms.cu; docs/algorithms/rmsnorm.md, On the GPU). A first kernel
- * sums each row's squares in core/sqwin.h's window and in er__dot_summary's two streams; the host turns those into
+ * sums each row's squares in core/sqwin.h's window and to nearest in er_sqwin_pos's order; the host turns those into
  * the row's constants (er__rmsnorm_dev_consts); a second kernel computes every element's set and exact result with
  * the operations of er__rmsnorm_row's double case and classifies the elements of each row it decides whole; any other
  * row is left to the host. C interface; every function returns 0 or a cudaError_t value and queues its work on

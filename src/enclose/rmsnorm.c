@@ -14,6 +14,7 @@
 #include "enclose/approx.h"
 #include "enclose/ival.h"
 #include "enclose/rmsnorm.h"
+#include "core/sqwin.h"
 #include "enclose/layernorm.h"
 
 /* fl(q / n) or fl(q * fl(1/n)) (mode 1, 2; 0 either) for q in [qlo, qhi]: both are monotone in q. With Udiv > 0 the
@@ -128,6 +129,10 @@ static void er_rms_exact_mpfr(const er_rmsnorm_plan *pl, const double *xs, int64
 er_status er__rmsnorm_rstd_set(const er_rmsnorm_plan *pl, er_acc *acc, const er_dot_env *env, const double *x,
                                int64_t n, er_dotsum *smp, int *qspecial, double *rlo, double *rhi) {
     er__dot_summary(smp, acc, x, x, n, env, env->special);
+    /* the squares' sum to nearest in the rows' one order (er_sqwin_pos), which the GPU path keeps too, where each
+     * square is exact (values of at most 24 bits) and the row holds no NaN or infinity */
+    if (!env->special && !env->wide && !smp->special)
+        er__dotsum_finish(smp, er_sqwin_pos(x, n), 0.0, n, 0, smp->neg, smp->m, smp->e, smp->sticky);
     return er__rmsnorm_rstd_of(pl, smp, x, n, qspecial, rlo, rhi);
 }
 

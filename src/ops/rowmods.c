@@ -359,8 +359,8 @@ static int er_rms_dev_row(const void *ctx, int64_t r, double *c) {
     er_dotsum sm;
     if (w->special || !er_sqwin_summary(((er_sq_u128)w->whi << 64) | w->wlo, w->b, w->tail, d->n, &m, &e, &sticky))
         return 0;
-    /* er__dot_summary's: the two streams' sums added, no negative product, no special term */
-    er__dotsum_finish(&sm, w->pe + w->po, 0.0, d->n, 0, 0, m, e, sticky);
+    /* er__rmsnorm_rstd_set's: the sum in er_sqwin_pos's order, no negative product, no special term */
+    er__dotsum_finish(&sm, w->pos, 0.0, d->n, 0, 0, m, e, sticky);
     return er__rmsnorm_dev_row(d->pl, &sm, d->n, c);
 }
 
