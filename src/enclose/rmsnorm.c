@@ -140,13 +140,12 @@ er_status er__rmsnorm_rstd_of(const er_rmsnorm_plan *pl, const er_dotsum *smp, c
                               int *qspecial, double *rlo, double *rhi) {
     const er_fmt_info *F = pl->F;
     er_dotsum sm = *smp;
-    /* q's set (any order), then ms = q/n, v = fl(ms + eps) */
-    er_anyorder_bound bd;
-    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->X, pl->X, F, n, pl->depth, 0));
+    /* q's set (any order; the plan's bound for rows of n), then ms = q/n, v = fl(ms + eps) */
+    ER_ASSERT_OR_FAIL(n == pl->n);
     er_edge_scratch ws;
     er__edge_scratch_init(&ws);
     er_cval q;
-    er__anyorder_cval(&q, &bd, F, &sm, &ws);
+    er__anyorder_cval(&q, &pl->bq, F, &sm, &ws);
     er__edge_scratch_clear(&ws);
     double vlo, vhi;
     int special = q.nan || q.nan_req || q.lo > q.hi;

@@ -16,6 +16,8 @@ typedef struct er_rmsnorm_plan {
     int64_t depth;                /* the sum of squares' (and the Welford tree's) depth bound (0: any tree) */
     int variance;                 /* 0, 1 the sum of squares; 2 Welford's M2 / n + m^2; 3 either */
     int64_t combine_depth;        /* the Welford tree's combines on a leaf's path (0: depth's bound) */
+    int64_t n;                    /* the rows' length */
+    er_anyorder_bound bq;         /* the any-order constants of the sum of squares of n values (er__rmsnorm_setup) */
 } er_rmsnorm_plan;
 
 /* Row x[0..n) with weights w (NULL: none): each output's set in the output format, the exact rmsnorm rounded to

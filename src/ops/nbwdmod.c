@@ -484,7 +484,7 @@ static er_status er_nbwd_own_rows(const er_ref *ref, const er_standard *std, dou
     er_rmsnorm_plan pl;
     er_dot_env env;
     er_acc acc;
-    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, er__fmt(s->x.format), s->eps));
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, er__fmt(s->x.format), s->eps, s->n));
     double *x = malloc(sizeof(double) * (size_t)(s->n ? s->n : 1));
     er_status st = x ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)s->n);
     for (int64_t r = 0; r < s->rows && st == ER_OK; r++) {

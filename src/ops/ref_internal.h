@@ -91,7 +91,7 @@ ER_INTERNAL int er__rows_inputs(const er_ref *r, const er_tensor **views, const 
  * plan's output is F until the caller sets it. Shared by the forward rows and the backward pass's own rstd. */
 struct er_rmsnorm_plan; /* enclose/rmsnorm.h */
 ER_INTERNAL er_status er__rmsnorm_setup(struct er_rmsnorm_plan *pl, er_acc *acc, er_dot_env *env,
-                                        const er_standard *std, const er_fmt_info *X, double eps);
+                                        const er_standard *std, const er_fmt_info *X, double eps, int64_t n);
 /* softmax's plan of the standard (compute, exp_ulps=, log_ulps=, div=, div_ulps=, math=, max=, online=,
  * subnormals=, depth=) with output O (ov), for softmax (log 0) or log_softmax (log 1); shared by the softmax rows and
  * cross_entropy. */

@@ -369,7 +369,7 @@ er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standard *std, cons
     er_rmsnorm_plan pl;
     er_acc acc;
     er_dot_env env;
-    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, X, er__rows(ref)->eps));
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, X, er__rows(ref)->eps, n));
     er__acc_free(&acc);
     pl.O = O;
     pl.ov_out = ER_OVERFLOW_IEEE; /* the GPU takes outputs within O's range alone */
@@ -384,7 +384,7 @@ er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sin
     er_rmsnorm_plan pl;
     er_acc acc;
     er_dot_env env;
-    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, X, er__rows(ref)->eps));
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&pl, &acc, &env, std, X, er__rows(ref)->eps, n));
     pl.O = sk->O;
     pl.ov_out = sk->ov;
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
@@ -474,7 +474,7 @@ done:
 }
 
 er_status er__rmsnorm_setup(er_rmsnorm_plan *pl, er_acc *acc, er_dot_env *env, const er_standard *std,
-                            const er_fmt_info *X, double eps) {
+                            const er_fmt_info *X, double eps, int64_t n) {
     const er_fmt_info *F = er__fmt(std->compute);
     memset(pl, 0, sizeof *pl);
     pl->F = F;
@@ -488,6 +488,9 @@ er_status er__rmsnorm_setup(er_rmsnorm_plan *pl, er_acc *acc, er_dot_env *env, c
     pl->combine_depth = std->combine_depth;
     pl->Udiv_n = std->fast_math == 2 ? 2.0 : 0.0; /* math=triton: x / n is div.full.f32 */
     pl->mean = std->mean;
+    /* the sum of squares' bound for rows of n: once, not per row */
+    pl->n = n;
+    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&pl->bq, X, X, F, n, pl->depth, 0));
     /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
     memset(env, 0, sizeof *env);
     env->wide = X->p > 26;
@@ -504,7 +507,7 @@ static er_status er_rmsnorm_rows(er_row_job *j) {
     er_rms_ctx rc;
     memset(&rc, 0, sizeof rc);
     rc.j = j;
-    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&rc.pl, &rc.acc, &rc.env, std, X, er__rows(ref)->eps));
+    ER_RETURN_IF_ERROR(er__rmsnorm_setup(&rc.pl, &rc.acc, &rc.env, std, X, er__rows(ref)->eps, er__rows(ref)->K));
     rc.pl.O = j->sk->O;
     rc.pl.ov_out = j->sk->ov;
     int64_t n = er__rows(ref)->K;
