@@ -341,7 +341,7 @@ static void er_ln_exact_clear(er_ln_exact *ex) { mpfr_clears(ex->S, ex->A, ex->n
 
 static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode);
 
-int er__welford_ms_set(const er_fmt_info *F, const double *x, int64_t n, int64_t depth, int64_t cdepth, int mean_mode,
+int er__welford_ms_set(const er_welford_k *k, const er_fmt_info *F, const double *x, int64_t n, int mean_mode,
                        double Udiv, double *lo, double *hi) {
     double X = 0, xmin = INFINITY, xmax = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
@@ -359,9 +359,7 @@ int er__welford_ms_set(const er_fmt_info *F, const double *x, int64_t n, int64_t
     mpfr_div_si(T1, ex.num, (long)n, MPFR_RNDU);
     mpfr_div_si(t, ex.S, (long)n, MPFR_RNDA);
     double EM, ES, R = er__next_up(xmax - xmin);
-    er_welford_k wk;
-    er__welford_k_init(&wk, F, n, depth, cdepth);
-    er__welford_bounds(&wk, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
+    er__welford_bounds(k, fabs(mpfr_get_d(t, MPFR_RNDA)), X, R, mpfr_get_d(T1, MPFR_RNDU), &EM, &ES);
     int ok = !(isinf(EM) || isinf(ES));
     if (ok) {
         /* m within EM of the exact mean, M2 within ES of T (values of F, rounded outward) */

@@ -44,11 +44,11 @@ ER_INTERNAL void er__welford_k_init(er_welford_k *k, const er_fmt_info *F, int64
  * each operation rounded upward (layernorm.md, Evaluating Welford's bounds). */
 ER_INTERNAL void er__welford_bounds(const er_welford_k *k, double A, double X, double R, double Thi, double *EM,
                                     double *ES);
-/* The mean squares fl(fl(M2 / n) + fl(m m)) a Welford tree of depth at most depth (0: any) with at most cdepth combines
- * on a leaf's path (0: depth's bound) can give for the finite row x (Theorems L3 to L8 for m and M2; the division by n
- * as er__div_n_set): [*lo, *hi], values of F. 0, and nothing written, when the row is not finite or its sums may
+/* The mean squares fl(fl(M2 / n) + fl(m m)) a Welford tree within k's depth and combine depth (er__welford_k_init for
+ * F and rows of n) can give for the finite row x (Theorems L3 to L8 for m and M2; the division by n as
+ * er__div_n_set): [*lo, *hi], values of F. 0, and nothing written, when the row is not finite or its sums may
  * overflow F (no claim). */
-ER_INTERNAL int er__welford_ms_set(const er_fmt_info *F, const double *x, int64_t n, int64_t depth, int64_t cdepth,
+ER_INTERNAL int er__welford_ms_set(const er_welford_k *k, const er_fmt_info *F, const double *x, int64_t n,
                                    int mean_mode, double Udiv, double *lo, double *hi);
 
 /* One output's sets (values of F) and exact results: cv, exact (rounded to double) and rounded (correctly

@@ -157,7 +157,7 @@ er_status er__rmsnorm_rstd_of(const er_rmsnorm_plan *pl, const er_dotsum *smp, c
         if (pl->variance >= 2) {
             /* Welford's mean square fl(fl(M2 / n) + fl(m m)) (rmsnorm.md, Theorem R2): alone, or joined to the sum's */
             double wlo, whi;
-            if (!er__welford_ms_set(F, x, n, pl->depth, pl->combine_depth, pl->mean, pl->Udiv_n, &wlo, &whi)) {
+            if (!er__welford_ms_set(&pl->wk, F, x, n, pl->mean, pl->Udiv_n, &wlo, &whi)) {
                 wlo = 0;
                 whi = INFINITY;
             }

@@ -4,6 +4,7 @@
 
 #include "format/format.h"
 #include "enclose/anyorder.h"
+#include "enclose/layernorm.h"
 
 typedef struct er_rmsnorm_plan {
     const er_fmt_info *F, *O, *X; /* compute, output, input formats */
@@ -18,6 +19,7 @@ typedef struct er_rmsnorm_plan {
     int64_t combine_depth;        /* the Welford tree's combines on a leaf's path (0: depth's bound) */
     int64_t n;                    /* the rows' length */
     er_anyorder_bound bq;         /* the any-order constants of the sum of squares of n values (er__rmsnorm_setup) */
+    er_welford_k wk;              /* Welford's constants for rows of n (er__rmsnorm_setup) */
 } er_rmsnorm_plan;
 
 /* Row x[0..n) with weights w (NULL: none): each output's set in the output format, the exact rmsnorm rounded to
