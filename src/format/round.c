@@ -124,8 +124,16 @@ double er__round_mpfr_sticky(const er_fmt_info *fi, const void *xv, int sticky, 
     return er__round_core(fi, neg, m, e, inexact != 0 || sticky, mode, ov);
 }
 
+static double er_round_pair(const er_fmt_info *fi, double s, double t, er_round mode);
+
 double er__round_quotient(const er_fmt_info *fi, double x, int64_t n, er_round mode) {
     if (!isfinite(x) || n == 0) return er__round_double(fi, x / (double)n, mode, ER_OVERFLOW_IEEE);
+    /* double-bounds.md, Lemma D11: q = RN(x / n) is normal, the remainder x - q n is a double that one fma gives
+     * exactly, and x / n = q + r / n with |r / n| <= ulp(q) / 2: the pair rounds once, as a sum's does below */
+    if (fi->p <= 52 && n > 0 && n < (INT64_C(1) << 53) && fabs(x) >= 0x1p-900) {
+        double q = x / (double)n;
+        return er_round_pair(fi, q, fma(-q, (double)n, x), mode);
+    }
     mpfr_t t;
     mpfr_init2(t, 128);
     mpfr_set_d(t, x, MPFR_RNDN);                                  /* exact */

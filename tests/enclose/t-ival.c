@@ -8,7 +8,8 @@
  * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward; the sum of squares' window
  * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one; a layernorm row's constants from its
  * integer sums (core/lnsums.h, summed in another order, as a GPU does) are the host row's mean and rstd sets;
- * Welford's bounds in double are at least their formulas' values and within 2^-40 of them;
+ * Welford's bounds in double are at least their formulas' values and within 2^-40 of them; quotients by integers
+ * round once;
  * attention's double dot errs within Lemma A1's bound; softmax's and log_softmax's row loops give the scalar code's
  * values. Compiled with the library's internal source. */
 #include "../common/er_test.h"
@@ -845,6 +846,54 @@ START_TEST(square_windows_give_the_summary) {
 }
 END_TEST
 
+/* er__round_quotient (Lemma D11's pair where it applies) against x / n in MPFR at 256 bits toward zero with the rest
+ * as a sticky bit, rounded once: every format, all five rounding modes, x from 2^-1074 to 2^1023 (below 2^-900 the
+ * MPFR path), n from 1 to 2^53 - 1 (small, powers of two and their neighbours, large), and quotients at, near and one
+ * double either side of a midpoint or a value of the format (x = RN(v n), v of p + 1 bits ending in 1, or p bits). */
+START_TEST(quotients_round_once) {
+    er_test_reseed(97);
+    long trials = (long)(200000 * er_test_multiplier()), ties = 0;
+    mpfr_t t;
+    mpfr_init2(t, 256);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *F = er__fmt((er_format)er_rand_int(1, ER_FORMAT_COUNT - 1));
+        er_round mode = (er_round)(er_rand64() % 5);
+        int kind = (int)(er_rand64() % 4);
+        int64_t n;
+        if (kind == 0) n = er_rand_int(1, 9);
+        else if (kind == 1) n = (INT64_C(1) << er_rand_int(0, 52)) + er_rand_int(-1, 1);
+        else if (kind == 2) n = er_rand_int(1, 1 << 28);
+        else n = (int64_t)(er_rand64() >> 11);
+        if (n < 1) n = 1;
+        double x;
+        int p = F->p < 26 ? F->p : 26;
+        if (er_rand64() % 2) {
+            /* a midpoint (odd, p + 1 bits) or a value (p bits) of a format of at most p bits, times n: exact for small
+             * n, else rounded, so that x / n lies within an ulp of double of v and the rest alone decides */
+            int bits = (int)(er_rand64() % 2) ? p + 1 : p;
+            double v = ldexp((double)((er_rand64() >> (64 - bits)) | (UINT64_C(1) << (bits - 1)) | 1),
+                             (int)er_rand_int(-150, 120) - bits);
+            x = v * (double)n;
+            int step = (int)er_rand_int(-1, 1);
+            if (step) x = nextafter(x, step * INFINITY);
+            ties++;
+        } else {
+            x = ldexp(0.5 + 0.5 * er_rand_unit(), (int)er_rand_int(-1073, 1024));
+        }
+        if (er_rand64() % 2) x = -x;
+        double got = er__round_quotient(F, x, n, mode);
+        mpfr_set_d(t, x, MPFR_RNDN);
+        int inexact = mpfr_div_ui(t, t, (unsigned long)n, MPFR_RNDZ);
+        double want = mpfr_zero_p(t) ? x / (double)n
+                                     : er__round_mpfr_sticky(F, t, inexact != 0, mode, ER_OVERFLOW_IEEE);
+        ER_REQUIRE(got == want || (got != got && want != want), "%s mode %d: %a / %lld rounds to %a, not %a", F->name,
+                   (int)mode, x, (long long)n, got, want);
+    }
+    mpfr_clear(t);
+    printf("quotients: %ld quotients rounded once (%ld at or beside a value or midpoint)\n", trials, ties);
+}
+END_TEST
+
 /* ---- Welford's bounds in double (layernorm.md, Evaluating Welford's bounds) against their formulas in MPFR at
  * WREF_PREC bits, every operation rounded upward (the library's evaluation before it moved to doubles). */
 #define WREF_PREC 256
@@ -1279,6 +1328,7 @@ int main(void) {
     tcase_add_test(tc, square_windows_give_the_summary);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
     tcase_add_test(tc, welford_bounds_in_double_hold);
+    tcase_add_test(tc, quotients_round_once);
     tcase_add_test(tc, attention_dot_within_its_bound);
     tcase_add_test(tc, softmax_open_elements_in_double_double);
     tcase_add_test(tc, log_dir_bounds_hold);
