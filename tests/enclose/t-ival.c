@@ -6,7 +6,8 @@
  * the exact sums of their terms; the compensated sums' radii
  * (Lemma N6 of docs/algorithms/norm-backward.md) bound ill-conditioned sums and dot products of fp32 values; the
  * branch-free outward steps (er__up_wide, er__dn_wide) move every double outward; the sum of squares' window
- * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one; a layernorm row's constants from its
+ * (core/sqwin.h) gives er__dot_summary's summary wherever it decides one, and er_sqwin_pos the rows' order of the
+ * squares' sum; a layernorm row's constants from its
  * integer sums (core/lnsums.h, summed in another order, as a GPU does) are the host row's mean and rstd sets;
  * Welford's bounds in double are at least their formulas' values and within 2^-40 of them; quotients by integers
  * round once;
@@ -777,6 +778,52 @@ START_TEST(contiguous_loads_decode_every_pattern) {
 }
 END_TEST
 
+/* er_sqwin_pos, the rows' one order of rmsnorm's sum of squares (the host's rows and the GPU's window pass): the same
+ * bits as the order written out (x_j^2 into lane j mod 256 in increasing j, then the lanes in turn), and, widened as
+ * er__dotsum_finish widens it (times 1 + n 2^-52, upward), at least the exact sum, which er__anyorder_cval takes as
+ * its bound of sum |x_j^2| (any-order.md, Lemma 4). Rows of fp32, fp16 and bf16 values of lengths around multiples
+ * of 256 and up to 5000, normal values of several scales and values spread over 2^-60 .. 2^40. */
+START_TEST(square_sums_in_lanes) {
+    er_test_reseed(101);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const int64_t lens[] = {1, 2, 255, 256, 257, 511, 512, 513, 1000, 4096, 5000};
+    long trials = (long)(3000 * er_test_multiplier());
+    double *x = malloc(sizeof(double) * 5000), lane[256];
+    mpfr_t ex, sq;
+    mpfr_inits2(400, ex, sq, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *X = er__fmt(fmts[er_rand64() % 3]);
+        int64_t n = tr % 3 ? lens[er_rand64() % 11] : er_rand_int(1, 5000);
+        int spread = (int)(er_rand64() % 2);
+        double scale = ldexp(1.0, (int)er_rand_int(-10, 10));
+        for (int64_t j = 0; j < n; j++) {
+            double v = spread ? ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-60, 40)) : er_rand_normal() * scale;
+            x[j] = er__round_double(X, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (!isfinite(x[j])) x[j] = 0;
+        }
+        for (int t = 0; t < 256; t++) lane[t] = 0;
+        for (int64_t j = 0; j < n; j++) lane[j % 256] += x[j] * x[j];
+        double want = 0;
+        for (int t = 0; t < 256; t++) want += lane[t];
+        double got = er_sqwin_pos(x, n);
+        ER_REQUIRE(got == want, "%s row %ld of %lld: er_sqwin_pos %a, the order written out %a", X->name, tr,
+                   (long long)n, got, want);
+        mpfr_set_zero(ex, 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_set_d(sq, x[j], MPFR_RNDN);
+            mpfr_sqr(sq, sq, MPFR_RNDN); /* exact */
+            mpfr_add(ex, ex, sq, MPFR_RNDN); /* exact at 400 bits: the sum spans under 270 bits */
+        }
+        double bound = er__mul_up(got, 1.0 + (double)n * 0x1p-52);
+        ER_REQUIRE(mpfr_cmp_d(ex, bound) <= 0, "%s row %ld of %lld: the widened sum %a below the exact sum %.17g",
+                   X->name, tr, (long long)n, bound, mpfr_get_d(ex, MPFR_RNDN));
+    }
+    mpfr_clears(ex, sq, (mpfr_ptr)0);
+    free(x);
+    printf("square sums in lanes: %ld rows, the rows' order bit for bit, widened above the exact sums\n", trials);
+}
+END_TEST
+
 /* The window of core/sqwin.h on rows of fp32, fp16 and bf16 values against er__dot_summary (the accumulator of
  * rmsnorm's rows): wherever the window decides, the same m, e and sticky. Families: normal values of several scales,
  * values spread over 2^-120 .. 2^60 (squares far below the window), a few huge values among tiny ones, zeros, rows of
@@ -1326,6 +1373,7 @@ int main(void) {
     tcase_add_test(tc, softmax_row_loops_agree);
     tcase_add_test(tc, contiguous_loads_decode_every_pattern);
     tcase_add_test(tc, square_windows_give_the_summary);
+    tcase_add_test(tc, square_sums_in_lanes);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
     tcase_add_test(tc, welford_bounds_in_double_hold);
     tcase_add_test(tc, quotients_round_once);
