@@ -567,8 +567,9 @@ static double er_to_f(const er_fmt_info *F, mpfr_t x, er_round mode) {
 }
 
 er_status er__layernorm_prepare(er_layernorm_plan *pl, int64_t n) {
-    /* Welford's constants for rows of n */
-    er__welford_k_init(&pl->wk, pl->F, n, pl->depth, pl->combine_depth);
+    /* Welford's constants for rows of n, where the variance may be Welford's (else wk stays zero: no bound) */
+    memset(&pl->wk, 0, sizeof pl->wk);
+    if (pl->variance != 1) er__welford_k_init(&pl->wk, pl->F, n, pl->depth, pl->combine_depth);
     /* two_pass's sums S and Q: any tree, or one of depth at most pl->depth (any-order.md, Theorem 7) */
     ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&pl->bs, pl->X, er__fmt_one(), pl->F, n, pl->depth, 0));
     return er__anyorder_bound_depth(&pl->bq, pl->F, pl->F, pl->F, n, pl->depth, 0);

@@ -491,7 +491,7 @@ er_status er__rmsnorm_setup(er_rmsnorm_plan *pl, er_acc *acc, er_dot_env *env, c
     /* the sum of squares' bound for rows of n: once, not per row */
     pl->n = n;
     ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&pl->bq, X, X, F, n, pl->depth, 0));
-    er__welford_k_init(&pl->wk, F, n, pl->depth, pl->combine_depth);
+    if (pl->variance >= 2) er__welford_k_init(&pl->wk, F, n, pl->depth, pl->combine_depth); /* else zero: unused */
     /* products x_j^2: exact doubles unless x is fp64 (then 106-bit); the range of any value of X */
     memset(env, 0, sizeof *env);
     env->wide = X->p > 26;
