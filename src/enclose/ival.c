@@ -155,3 +155,47 @@ double er__log_dir(double x, int up) {
     mpfr_clear(a);
     return r;
 }
+
+/* ---- 1/sqrt(v) rounded down and up (double-bounds.md, Lemma D12) ---- */
+
+/* The sign of r^2 v - 1 for positive finite doubles r and v, exactly: with r = mr 2^er and v = mv 2^ev (integers
+ * mr, mv < 2^53), r^2 v - 1 has the sign of mr^2 mv - 2^K, K = -(2 er + ev); mr^2 mv < 2^159 is a 192-bit integer. */
+static int er_rsq_cmp(double r, double v) {
+    int er, ev;
+    double fr = frexp(r, &er), fv = frexp(v, &ev); /* r = fr 2^er, fr in [1/2, 1): mr = fr 2^53 */
+    uint64_t mr = (uint64_t)ldexp(fr, 53), mv = (uint64_t)ldexp(fv, 53);
+    long K = -(2L * (er - 53) + (ev - 53));
+    unsigned __int128 r2 = (unsigned __int128)mr * mr, lo = (unsigned __int128)(uint64_t)r2 * mv,
+                      hi = (unsigned __int128)(uint64_t)(r2 >> 64) * mv + (uint64_t)(lo >> 64);
+    uint64_t w[3] = {(uint64_t)lo, (uint64_t)hi, (uint64_t)(hi >> 64)}; /* mr^2 mv, the least limb first */
+    int bl = 0, pow2 = 0;
+    for (int i = 2; i >= 0 && !bl; i--)
+        if (w[i]) {
+            bl = 64 * i + 64 - __builtin_clzll(w[i]);
+            pow2 = (w[i] & (w[i] - 1)) == 0;
+            for (int j = 0; j < i; j++) pow2 &= w[j] == 0;
+        }
+    if (K < 0 || bl > K + 1) return 1; /* the product, at least 1, is above 2^K */
+    if (bl <= K) return -1;
+    return pow2 ? 0 : 1;               /* bitlen K + 1: 2^K itself or above it */
+}
+
+int er__rsqrt_dirs(double v, double *rd, double *ru) {
+    if (!(v > 0) || v == INFINITY) return 0;
+    double r = 1.0 / sqrt(v); /* within two ulps of 1/sqrt(v), a normal double (2^-512 < r < 2^538) */
+    int c = er_rsq_cmp(r, v), steps = 0;
+    if (c > 0) /* r above: down to the first at or below */
+        while (c > 0 && steps++ < 8) r = er__dn(r), c = er_rsq_cmp(r, v);
+    else /* r at or below: up while the next one is too */
+        while (steps++ < 8) {
+            double s = er__up(r);
+            int cs = er_rsq_cmp(s, v);
+            if (cs > 0) break;
+            r = s;
+            c = cs;
+        }
+    if (c > 0 || steps > 8) return 0; /* never: the first guess is within two steps */
+    *rd = r;
+    *ru = c == 0 ? r : er__up(r);
+    return 1;
+}

@@ -33,6 +33,22 @@ static inline double er__dn_finite(double x) { return -er__up_finite(-x); }
 static inline double er__up_wide(double x) { return x + (fabs(x) * 0x1p-52 + 0x1p-1074); }
 static inline double er__dn_wide(double x) { return x - (fabs(x) * 0x1p-52 + 0x1p-1074); }
 
+/* a + b and a b rounded down (up = 0) or up (up = 1), exactly where finite (Lemma D13): rounded to nearest, then
+ * moved one double where the exact error lies on the other side (TwoSum for the sum; fma for a product of at least
+ * 2^-960, whose error is then a double); a product below 2^-960 or an infinite result is moved whatever its error
+ * (Lemma D0: a bound, one double looser at most). */
+static inline double er__sum_dir(double a, double b, int up) {
+    double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb); /* TwoSum: s + e = a + b */
+    if (isinf(s)) return up ? er__up(s) : er__dn(s);
+    return up ? (e > 0 ? er__up(s) : s) : (e < 0 ? er__dn(s) : s);
+}
+static inline double er__prod_dir(double a, double b, int up) {
+    double p = a * b;
+    if (isinf(p) || !(fabs(p) >= 0x1p-960)) return up ? er__up(p) : er__dn(p);
+    double e = fma(a, b, -p);
+    return up ? (e > 0 ? er__up(p) : p) : (e < 0 ? er__dn(p) : p);
+}
+
 /* The constants of er__exp_bounds (ival.c), set once by er__exp_init from MPFR. */
 ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll, er__exp_t1[64], er__exp_t2[64];
 /* Sets them (thread-safe; cheap after the first call). Call before er__exp_bounds. */
@@ -40,6 +56,9 @@ ER_INTERNAL void er__exp_init(void);
 /* log(x) rounded down (up = 0) or up to a double, for x >= 0 (log 0 = -inf; +inf and NaN as MPFR gives them): a
  * certified double evaluation within a few ulps (Lemma D10 of double-bounds.md), else MPFR at 64 bits. */
 ER_INTERNAL double er__log_dir(double x, int up);
+/* 1/sqrt(v) rounded down into *rd and up into *ru (equal where it is a double), exactly, for a positive finite
+ * double v (Lemma D12 of double-bounds.md): 1, else 0 and nothing written. */
+ER_INTERNAL int er__rsqrt_dirs(double v, double *rd, double *ru);
 /* er__log_dir's double evaluation alone (er__exp_init first): 1 and *r where it is certified, 0 where not (x not a
  * positive finite double; or libm's guess off by more than its margin, not seen) (t-ival counts them). */
 ER_INTERNAL int er__log_fast(double x, int up, double *r);

@@ -232,12 +232,155 @@ static void er_ln_y_f32_run(int simd, ER_LN_Y_ARGS) {
         er_ln_y_f32(n, x, w, b, m0, m1, r0, r1, lo, hi);
 }
 
-/* The exact row: S = sum x, A = sum |x| and num = n sum x^2 - S^2 = n T, all exact; then enclosures at a precision. */
+/* A row's exact quantities as doubles, each the real rounded once, from the row's integer sums (er_ln_dsums_of):
+ * S = sum x_j, the mean mu = S/n and T = sum (x_j - mu)^2 rounded down ([0]) and up ([1]); A = sum |x_j| and |mu|
+ * rounded up. */
+typedef struct er_ln_dsums {
+    double S[2], M[2], T[2], V[2], A, Ma; /* V: T/n rounded down and up */
+} er_ln_dsums;
+
+/* The exact row: S = sum x, A = sum |x| and num = n sum x^2 - S^2 = n T, all exact; then enclosures at a precision.
+ * dok: d holds the row's quantities as doubles (the row's sums were integers and each rounding fell in double's
+ * normal range). */
 typedef struct er_ln_exact {
     mpfr_t S, A, num;
     int64_t n;
     double eps;
+    er_ln_dsums d;
+    int dok;
 } er_ln_exact;
+
+/* ---- the row's quantities in integers and doubles (layernorm.md, The box in doubles) ---- */
+
+/* A nonnegative integer of 256 bits: four 64-bit limbs, the least significant first. */
+typedef struct er_ln_u256 {
+    uint64_t w[4];
+} er_ln_u256;
+
+static int er_u256_bitlen(const er_ln_u256 *a) {
+    for (int i = 3; i >= 0; i--)
+        if (a->w[i]) return 64 * i + 64 - __builtin_clzll(a->w[i]);
+    return 0;
+}
+
+/* a 2^k, 0 <= k < 256 (the bits shifted beyond 2^256 are lost: the callers' values stay below) */
+static er_ln_u256 er_u256_shl(const er_ln_u256 *a, int k) {
+    er_ln_u256 r = {{0, 0, 0, 0}};
+    int q = k / 64, b = k % 64;
+    for (int i = 3; i >= q; i--) {
+        uint64_t v = a->w[i - q] << b;
+        if (b && i - q >= 1) v |= a->w[i - q - 1] >> (64 - b);
+        r.w[i] = v;
+    }
+    return r;
+}
+
+/* a / d into a (truncated), 1 <= d: the remainder (each step divides a 128-bit value below d 2^64 by d, so its
+ * quotient is a limb) */
+static uint64_t er_u256_divmod(er_ln_u256 *a, uint64_t d) {
+    er_ln_u128 rem = 0;
+    for (int i = 3; i >= 0; i--) {
+        er_ln_u128 cur = (rem << 64) | a->w[i];
+        a->w[i] = (uint64_t)(cur / d);
+        rem = cur % d;
+    }
+    return (uint64_t)rem;
+}
+
+/* floor(a / 2^s) for a < 2^(s + 64), 0 <= s < 256; *sticky: whether a's bits below 2^s are not all zero */
+static uint64_t er_u256_shr(const er_ln_u256 *a, int s, int *sticky) {
+    int q = s / 64, b = s % 64, st = b && (a->w[q] & ((UINT64_C(1) << b) - 1));
+    uint64_t v = a->w[q] >> b;
+    if (b && q < 3) v |= a->w[q + 1] << (64 - b);
+    for (int i = 0; i < q; i++) st |= a->w[i] != 0;
+    *sticky = st;
+    return v;
+}
+
+/* a b, a < 2^128 and b < 2^128 */
+static er_ln_u256 er_u256_mul(er_ln_u128 a, er_ln_u128 b) {
+    const uint64_t x[2] = {(uint64_t)a, (uint64_t)(a >> 64)}, y[2] = {(uint64_t)b, (uint64_t)(b >> 64)};
+    er_ln_u256 r = {{0, 0, 0, 0}};
+    for (int i = 0; i < 2; i++) {
+        er_ln_u128 carry = 0;
+        for (int j = 0; j < 2; j++) {
+            er_ln_u128 t = (er_ln_u128)x[i] * y[j] + r.w[i + j] + carry;
+            r.w[i + j] = (uint64_t)t;
+            carry = t >> 64;
+        }
+        r.w[i + 2] = (uint64_t)carry;
+    }
+    return r;
+}
+
+/* a - b into a; 0 where b > a (a left as the wrapped difference) */
+static int er_u256_sub(er_ln_u256 *a, const er_ln_u256 *b) {
+    unsigned borrow = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t x = a->w[i], y = b->w[i], d = x - y - borrow;
+        borrow = x < y || (x == y && borrow);
+        a->w[i] = d;
+    }
+    return !borrow;
+}
+
+/* N 2^e / d rounded to a double toward zero (up = 0) or away from zero (up = 1), exactly (layernorm.md, Lemma L10):
+ * N < 2^192, 1 <= d < 2^64. 0 where the result is neither 0 nor a normal double (left to MPFR). */
+static int er_ln_qround(er_ln_u256 N, uint64_t d, long e, int up, double *r) {
+    int L = er_u256_bitlen(&N);
+    if (L == 0) { *r = 0.0; return 1; }
+    int bd = 64 - __builtin_clzll(d), k = bd + 55 - L; /* N 2^k of at least bitlen(d) + 55 bits */
+    if (k < 0) k = 0;
+    N = er_u256_shl(&N, k);
+    int st = er_u256_divmod(&N, d) != 0, low;            /* the quotient q >= 2^54: 55 bits or more */
+    int sh = er_u256_bitlen(&N) - 53;
+    uint64_t m = er_u256_shr(&N, sh, &low);               /* q's leading 53 bits */
+    m += (uint64_t)(up && (st | low));                    /* 2^53 at most: a double */
+    long E = (long)sh + e - k;                            /* the result m 2^E, m in [2^52, 2^53] */
+    if (E < -1074 || E > 970) return 0;
+    *r = ldexp((double)m, (int)E);
+    return 1;
+}
+
+/* The signed S (two's complement) over d, times 2^e, rounded down (up = 0) or up (up = 1). */
+static int er_ln_qround_signed(er_ln_u128 S, uint64_t d, long e, int up, double *r) {
+    int neg = (int)(S >> 127);
+    er_ln_u128 a = neg ? -S : S;
+    er_ln_u256 N = {{(uint64_t)a, (uint64_t)(a >> 64), 0, 0}};
+    int ok = er_ln_qround(N, d, e, neg ? !up : up, r);
+    if (neg) *r = -*r;
+    return ok;
+}
+
+/* The row's quantities as doubles from its integer sums (s->fits, n < 2^32): 0 where one falls outside double's
+ * normal range or n T = n Q - S^2 came out negative (never). */
+static int er_ln_dsums_of(const er_ln_sums *s, int64_t n, er_ln_dsums *d) {
+    er_ln_u128 S = ((er_ln_u128)s->s_hi << 64) | s->s_lo, Q = ((er_ln_u128)s->q_hi << 64) | s->q_lo,
+               A = ((er_ln_u128)s->a_hi << 64) | s->a_lo;
+    if (n < 1 || n >= (INT64_C(1) << 32)) return 0;
+    er_ln_u128 Sa = (S >> 127) ? -S : S;
+    er_ln_u256 num = er_u256_mul(Q, (er_ln_u128)(uint64_t)n), s2 = er_u256_mul(Sa, Sa);
+    er_ln_u256 Au = {{(uint64_t)A, (uint64_t)(A >> 64), 0, 0}}, Su = {{(uint64_t)Sa, (uint64_t)(Sa >> 64), 0, 0}};
+    long l = s->lsb;
+    int ok = er_u256_sub(&num, &s2);                                    /* n T in units of 2^(2 lsb) */
+    for (int up = 0; up < 2 && ok; up++) {
+        ok = er_ln_qround_signed(S, 1, l, up, &d->S[up]) && er_ln_qround_signed(S, (uint64_t)n, l, up, &d->M[up]) &&
+             er_ln_qround(num, (uint64_t)n, 2 * l, up, &d->T[up]) &&
+             er_ln_qround(num, (uint64_t)n * (uint64_t)n, 2 * l, up, &d->V[up]);
+    }
+    return ok && er_ln_qround(Au, 1, l, 1, &d->A) && er_ln_qround(Su, (uint64_t)n, l, 1, &d->Ma);
+}
+
+/* The doubles below and above the exact mean and rstd = 1/sqrt(T/n + eps) (layernorm.md, The box in doubles), into
+ * e[4]: 0 where T/n + eps's lower end is not positive (left to MPFR). */
+static int er_ln_dsums_ends(const er_ln_dsums *d, double eps, double e[4]) {
+    double vlo = er__sum_dir(d->V[0], eps, 0), vhi = er__sum_dir(d->V[1], eps, 1);
+    if (!(vlo > 0) || !(vhi < INFINITY)) return 0;
+    e[0] = d->M[0];
+    e[1] = d->M[1];
+    double other;
+    return er__rsqrt_dirs(vhi, &e[2], &other) && er__rsqrt_dirs(vlo, &other, &e[3]);
+}
 
 /* v (a 128-bit integer, signed where sgn) times 2^e into r, exactly (r holds at least the integer's bits). */
 static void er_mpfr_set_i128(mpfr_t r, er_ln_u128 v, int sgn, long e, mpfr_t t) {
@@ -301,6 +444,7 @@ static void er_ln_exact_from(er_ln_exact *ex, const er_ln_sums *s, int64_t n, do
     er_mpfr_set_i128(Q, q, 0, 2L * s->lsb, t);
     er_ln_exact_num(ex, Q, t, 130, 130, n, eps);
     mpfr_clears(Q, t, (mpfr_ptr)0);
+    ex->dok = er_ln_dsums_of(s, n, &ex->d);
 }
 
 static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double eps) {
@@ -335,6 +479,7 @@ static void er_ln_exact_init(er_ln_exact *ex, const double *x, int64_t n, double
     }
     er_ln_exact_num(ex, Q, t, ps, pq, n, eps);
     mpfr_clears(Q, t, (mpfr_ptr)0);
+    ex->dok = 0;
 }
 
 static void er_ln_exact_clear(er_ln_exact *ex) { mpfr_clears(ex->S, ex->A, ex->num, (mpfr_ptr)0); }
@@ -498,11 +643,17 @@ static int64_t er_ln_dbl(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
 ER_AVX2 static int64_t er_ln_dbl_avx2(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
 ER_AVX512 static int64_t er_ln_dbl_avx512(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
 #endif
-static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, const double *x,
-                               const double *w, const double *b, int64_t n, const er_ln_out *oy, char *done,
-                               int simd) {
+/* The doubles around the exact mean and rstd that the double case takes (the GPU path's too): from the row's
+ * doubles where they give them, else the 128-bit enclosures [m0, m1] and [r0, r1] widened; 0 where neither does. */
+static int er_ln_ends_of(const er_ln_exact *ex, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, double e[4]) {
+    return (ex->dok && er_ln_dsums_ends(&ex->d, ex->eps, e)) || er_ln_dbl_ends(m0, m1, r0, r1, e);
+}
+
+static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *ex, mpfr_t m0, mpfr_t m1, mpfr_t r0,
+                               mpfr_t r1, const double *x, const double *w, const double *b, int64_t n,
+                               const er_ln_out *oy, char *done, int simd) {
     double e[4];
-    if (!er_ln_dbl_ends(m0, m1, r0, r1, e)) return 0;
+    if (!er_ln_ends_of(ex, m0, m1, r0, r1, e)) return 0;
     const er_fmt_info *O = pl->O[LN_Y];
     er_vec_fmt f = er_vec_fmt_of(O);
     int nw = O->id == ER_FP32 ? 0 : O->id == ER_FP16 || O->id == ER_BF16 ? 1 : 2;
@@ -534,7 +685,7 @@ static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_ex
         mpfr_set_prec(m0, pr); mpfr_set_prec(m1, pr); mpfr_set_prec(r0, pr); mpfr_set_prec(r1, pr);
         mpfr_set_prec(y0, pr); mpfr_set_prec(y1, pr); mpfr_set_prec(d0, pr); mpfr_set_prec(d1, pr);
         er_ln_stats(ex, m0, m1, r0, r1);
-        if (pr == 128 && dbl) todo -= er_ln_exact_dbl(pl, m0, m1, r0, r1, x, w, b, n, &out[LN_Y], done, simd);
+        if (pr == 128 && dbl) todo -= er_ln_exact_dbl(pl, ex, m0, m1, r0, r1, x, w, b, n, &out[LN_Y], done, simd);
         int last = pr * 4 > 8192;
         for (int o = 0; o < 3; o++) {
             if (!pl->O[o]) continue;
@@ -687,6 +838,96 @@ static int er_ln_box(const er_layernorm_plan *pl, const er_ln_exact *ex, int64_t
     return !unbounded;
 }
 
+/* The value of F that every real of [lo, hi] rounds to (up or down): 1 and *r where they all give one, else 0. */
+static int er_ln_f_of(const er_fmt_info *F, double lo, double hi, er_round mode, double *r) {
+    double a = er__round_double(F, lo, mode, ER_OVERFLOW_IEEE), b = er__round_double(F, hi, mode, ER_OVERFLOW_IEEE);
+    *r = a;
+    return isfinite(lo) && isfinite(hi) && er__bits(a) == er__bits(b);
+}
+
+/* (n d^2 + T) (1 + g u)^2 (1 + g c1) + g c2 for g = -1 (er_ln_box's q0) or +1 (q1), each operation rounded down
+ * (up = 0) or up (up = 1): with d >= 0, T >= 0 and 1 + g c1 > 0 every operand is nonnegative, so each product is
+ * monotone in it, and the result is at or below (above) the value from any operands at or above (below) these. */
+static double er_ln_q(double d, double nd, double T, double u, double c1, double c2, double g, int up) {
+    double k = er__sum_dir(1.0, g * u, up);
+    double q = er__sum_dir(er__prod_dir(er__prod_dir(d, d, up), nd, up), T, up);
+    q = er__prod_dir(er__prod_dir(q, er__prod_dir(k, k, up), up), er__sum_dir(1.0, g * c1, up), up);
+    return er__sum_dir(q, g * c2, up);
+}
+
+/* er_ln_box in doubles from the row's quantities d (layernorm.md, The box in doubles, Theorem L11): each of
+ * er_ln_box's MPFR values is held between two doubles, the lower end of each operation's result rounded down from
+ * its operands' ends and the upper end up; where both ends give one value of F that is er_ln_box's value, and the
+ * doubles er_ln_box takes from the exact row (A, |mu| and T's upper end rounded up) are d's. Returns er_ln_box's
+ * result with b[4] its values, or -1 where an end is undecided (then er_ln_box decides). */
+static int er_ln_box_fast(const er_layernorm_plan *pl, const er_ln_dsums *d, int64_t n, double X, double xmin,
+                          double xmax, double b[4]) {
+    const er_fmt_info *F = pl->F;
+    int unbounded = (double)n * X > F->max / 4 || 8.0 * (double)n * X * X > F->max / 4;
+    double mlo = INFINITY, mhi = -INFINITY, vlo = INFINITY, vhi = -INFINITY, nd = (double)n, a, c;
+    const double *M = d->M, *T = d->T;
+    if (!unbounded && pl->variance != 2) {
+        const er_anyorder_bound bs = pl->bs, bq = pl->bq;
+        double bnd = er__add_up(er__mul_up(bs.c1, d->A), bs.c2), slo, shi;
+        if (!er_ln_f_of(F, er__sum_dir(d->S[0], -bnd, 0), er__sum_dir(d->S[1], -bnd, 1), ER_ROUND_UP, &slo) ||
+            !er_ln_f_of(F, er__sum_dir(d->S[0], bnd, 0), er__sum_dir(d->S[1], bnd, 1), ER_ROUND_DOWN, &shi))
+            return -1;
+        er__div_n_set(F, slo, shi, n, pl->mean, pl->Udiv_n, &a, &c);
+        mlo = a;
+        mhi = c;
+        /* er_ln_box's dmin and dmax (both >= 0 there), mu's 128-bit ends within [M0, M1] */
+        double dn0 = fmax(fmax(er__sum_dir(a, -M[1], 0), er__sum_dir(M[0], -c, 0)), 0.0);
+        double dn1 = fmax(fmax(er__sum_dir(a, -M[0], 1), er__sum_dir(M[1], -c, 1)), 0.0);
+        double dx0 = fmax(fmax(er__sum_dir(c, -M[1], 0), er__sum_dir(M[0], -a, 0)), 0.0);
+        double dx1 = fmax(fmax(er__sum_dir(c, -M[0], 1), er__sum_dir(M[1], -a, 1)), 0.0);
+        double u = ldexp(1.0, -F->p), qlo = 0.0, qhi;
+        /* q0 (qlo's MPFR value) and q1 (qhi's) held between two doubles; where 1 - c1 <= 0 (F's counts too long
+         * for the bound) q0 < 0 and qlo is 0 */
+        if (er__sum_dir(1.0, -bq.c1, 0) > 0) {
+            double q0lo = er_ln_q(dn0, nd, T[0], u, bq.c1, bq.c2, -1.0, 0);
+            double q0hi = er_ln_q(dn1, nd, T[1], u, bq.c1, bq.c2, -1.0, 1);
+            if (q0lo > 0) { if (!er_ln_f_of(F, q0lo, q0hi, ER_ROUND_UP, &qlo)) return -1; }
+            else if (q0hi > 0) return -1;
+        } else if (er__sum_dir(1.0, -bq.c1, 1) > 0) return -1;
+        if (!er_ln_f_of(F, er_ln_q(dx0, nd, T[0], u, bq.c1, bq.c2, 1.0, 0),
+                        er_ln_q(dx1, nd, T[1], u, bq.c1, bq.c2, 1.0, 1), ER_ROUND_DOWN, &qhi))
+            return -1;
+        er__div_n_set(F, qlo, qhi, n, pl->mean, pl->Udiv_n, &a, &c);
+        vlo = a;
+        vhi = c;
+    }
+    if (!unbounded && pl->variance != 1) {
+        double R = er__next_up(xmax - xmin), EM, ES;
+        er__welford_bounds(&pl->wk, d->Ma, X, R, T[1], &EM, &ES);
+        if (isinf(EM) || isinf(ES)) unbounded = 1;
+        else {
+            double s0, s1;
+            if (!er_ln_f_of(F, er__sum_dir(M[0], -EM, 0), er__sum_dir(M[1], -EM, 1), ER_ROUND_UP, &a) ||
+                !er_ln_f_of(F, er__sum_dir(M[0], EM, 0), er__sum_dir(M[1], EM, 1), ER_ROUND_DOWN, &c) ||
+                !er_ln_f_of(F, er__sum_dir(T[0], -ES, 0), er__sum_dir(T[1], -ES, 1), ER_ROUND_UP, &s0) ||
+                !er_ln_f_of(F, er__sum_dir(T[0], ES, 0), er__sum_dir(T[1], ES, 1), ER_ROUND_DOWN, &s1))
+                return -1;
+            if (a < mlo) mlo = a;
+            if (c > mhi) mhi = c;
+            er__div_n_set(F, s0, s1, n, pl->mean, 0.0, &a, &c);
+            if (a < vlo) vlo = a;
+            if (c > vhi) vhi = c;
+        }
+    }
+    b[0] = mlo;
+    b[1] = mhi;
+    b[2] = vlo;
+    b[3] = vhi;
+    return !unbounded;
+}
+
+/* The box of a finite row: in doubles where they decide it, else in MPFR (the same values). */
+static int er_ln_box_of(const er_layernorm_plan *pl, const er_ln_exact *ex, int64_t n, double X, double xmin,
+                        double xmax, double b[4]) {
+    int r = ex->dok ? er_ln_box_fast(pl, &ex->d, n, X, xmin, xmax, b) : -1;
+    return r >= 0 ? r : er_ln_box(pl, ex, n, X, xmin, xmax, b);
+}
+
 er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const double *w, const double *b, int64_t n,
                             er_ln_out out[3], int simd) {
     const er_fmt_info *F = pl->F;
@@ -737,7 +978,7 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     if (est != ER_OK) { er_ln_exact_clear(&ex); return est; }
 
     double box[4];
-    int bounded = er_ln_box(pl, &ex, n, X, xmin, xmax, box);
+    int bounded = er_ln_box_of(pl, &ex, n, X, xmin, xmax, box);
     er_ln_exact_clear(&ex);
     er_ln_out *oy = &out[LN_Y];
     int ival = pl->O[LN_Y] && oy->lo; /* y's sets as intervals */
@@ -786,20 +1027,34 @@ er_status er__layernorm_row(const er_layernorm_plan *pl, const double *x, const 
     return ER_OK;
 }
 
-int er__layernorm_dev_row(const er_layernorm_plan *pl, const er_ln_sums *s, int64_t n, double c[8]) {
+int er__layernorm_dev_row_how(const er_layernorm_plan *pl, const er_ln_sums *s, int64_t n, int how, double c[8]) {
     if (s->special || !s->fits) return 0;
-    er_ln_exact ex;
-    er_ln_exact_from(&ex, s, n, pl->eps);
-    /* the enclosures as er_ln_exact_outputs takes them at 128 bits, then the box as er__layernorm_row's */
-    mpfr_t m0, m1, r0, r1;
-    mpfr_inits2(128, m0, m1, r0, r1, (mpfr_ptr)0);
-    er_ln_stats(&ex, m0, m1, r0, r1);
+    /* the box and the exact mean's and rstd's doubles as er__layernorm_row takes them: in doubles where they decide
+     * (how 1: only there, -1 where not), else from the exact row in MPFR (how 0: always) */
+    er_ln_dsums d;
     double box[4];
-    int ok = er_ln_dbl_ends(m0, m1, r0, r1, c + 4) && er_ln_box(pl, &ex, n, s->X, s->xmin, s->xmax, box);
-    mpfr_clears(m0, m1, r0, r1, (mpfr_ptr)0);
-    er_ln_exact_clear(&ex);
-    if (!ok || er_ln_rstd(pl, box[2], box[3], &c[2], &c[3])) return 0;
+    int dok = how != 0 && er_ln_dsums_of(s, n, &d);
+    int bounded = dok ? er_ln_box_fast(pl, &d, n, s->X, s->xmin, s->xmax, box) : -1;
+    int ends = dok && er_ln_dsums_ends(&d, pl->eps, c + 4);
+    if (how == 1 && (bounded < 0 || !ends)) return -1;
+    if (bounded < 0 || !ends) {
+        er_ln_exact ex;
+        er_ln_exact_from(&ex, s, n, pl->eps);
+        if (how == 0) ex.dok = 0;
+        mpfr_t m0, m1, r0, r1;
+        mpfr_inits2(128, m0, m1, r0, r1, (mpfr_ptr)0);
+        er_ln_stats(&ex, m0, m1, r0, r1);
+        ends = er_ln_ends_of(&ex, m0, m1, r0, r1, c + 4);
+        if (bounded < 0) bounded = er_ln_box(pl, &ex, n, s->X, s->xmin, s->xmax, box);
+        mpfr_clears(m0, m1, r0, r1, (mpfr_ptr)0);
+        er_ln_exact_clear(&ex);
+    }
+    if (!ends || !bounded || er_ln_rstd(pl, box[2], box[3], &c[2], &c[3])) return 0;
     c[0] = box[0];
     c[1] = box[1];
     return 1;
+}
+
+int er__layernorm_dev_row(const er_layernorm_plan *pl, const er_ln_sums *s, int64_t n, double c[8]) {
+    return er__layernorm_dev_row_how(pl, s, n, 2, c);
 }

@@ -73,5 +73,10 @@ ER_INTERNAL er_status er__layernorm_row(const er_layernorm_plan *pl, const doubl
  * mean and rstd widened to doubles (as er__layernorm_row's double case takes them). 0 where the host's row function
  * must take the row: a special value, sums beyond the integers, no claim, rstd's set allowing NaN, or rstd* +inf. */
 ER_INTERNAL int er__layernorm_dev_row(const er_layernorm_plan *pl, const er_ln_sums *s, int64_t n, double c[8]);
+/* er__layernorm_dev_row with the evaluation chosen (the tests compare them): how 2 as er__layernorm_dev_row (in
+ * doubles where they decide, else MPFR: layernorm.md, The box in doubles), 1 in doubles only (-1 where they do not
+ * decide), 0 in MPFR only. */
+ER_INTERNAL int er__layernorm_dev_row_how(const er_layernorm_plan *pl, const er_ln_sums *s, int64_t n, int how,
+                                          double c[8]);
 
 #endif

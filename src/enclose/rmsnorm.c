@@ -41,20 +41,17 @@ void er__div_n_set(const er_fmt_info *F, double qlo, double qhi, int64_t n, int 
  * when vlo <= 0 (rsqrt(0) is +inf). The exact values lie in [rsqrt(vhi), rsqrt(vlo)]; the slack is taken over that
  * whole interval, at the larger spacing where it crosses a power of two (ulp-slack.md, Lemma U1). */
 void er__rsqrt_set(const er_fmt_info *F, double U, int ftz, double vlo, double vhi, double *rlo, double *rhi) {
-    mpfr_t t;
-    mpfr_init2(t, 128);
-    double a = 0, b = INFINITY;
-    if (vhi != INFINITY) {
+    /* rsqrt(vhi) rounded down and rsqrt(vlo) up: in doubles where v is positive and finite (Lemma D12), else MPFR */
+    double a = 0, b = INFINITY, other;
+    if (vhi != INFINITY && !er__rsqrt_dirs(vhi, &a, &other)) {
+        mpfr_t t;
+        mpfr_init2(t, 128);
         mpfr_set_d(t, vhi, MPFR_RNDN);
         mpfr_rec_sqrt(t, t, MPFR_RNDD);
         a = mpfr_get_d(t, MPFR_RNDD);
+        mpfr_clear(t);
     }
-    if (vlo > 0 && !(ftz && vlo < F->min_normal)) {
-        mpfr_set_d(t, vlo, MPFR_RNDN);
-        mpfr_rec_sqrt(t, t, MPFR_RNDU);
-        b = mpfr_get_d(t, MPFR_RNDU);
-    }
-    mpfr_clear(t);
+    if (vlo > 0 && !(ftz && vlo < F->min_normal) && !er__rsqrt_dirs(vlo, &other, &b)) b = 0.0; /* rsqrt(+inf) */
     er__approx_ends(F, U, a, b, rlo, rhi);
     if (!(*rlo > 0)) *rlo = 0; /* rsqrt is positive */
 }

@@ -1231,6 +1231,27 @@ START_TEST(welford_bounds_in_double_hold) {
 }
 END_TEST
 
+/* The GPU's first kernel of layernorm's path: the scan, then the integers (core/lnsums.h), here from the row's end. */
+static void ln_row_sums(const double *x, int64_t n, er_ln_sums *s) {
+    memset(s, 0, sizeof *s);
+    int lo = 100000, hi = -100000;
+    s->xmin = INFINITY;
+    s->xmax = -INFINITY;
+    for (int64_t j = n - 1; j >= 0; j--) {
+        int a, b;
+        if (er_ln_bits(x[j], &a, &b)) { lo = a < lo ? a : lo; hi = b > hi ? b : hi; }
+        s->X = fmax(s->X, fabs(x[j]));
+        s->xmin = fmin(s->xmin, x[j]);
+        s->xmax = fmax(s->xmax, x[j]);
+    }
+    s->fits = (uint8_t)er_ln_fits(lo, hi, n);
+    s->lsb = hi < lo ? 0 : lo;
+    er_ln_u128 S = 0, Q = 0, A = 0;
+    for (int64_t j = n - 1; j >= 0 && s->fits; j--) er_ln_add(x[j], er_ln_units(x[j], s->lsb), &S, &Q, &A);
+    s->s_lo = (uint64_t)S, s->s_hi = (uint64_t)(S >> 64), s->q_lo = (uint64_t)Q, s->q_hi = (uint64_t)(Q >> 64);
+    s->a_lo = (uint64_t)A, s->a_hi = (uint64_t)(A >> 64);
+}
+
 /* layernorm's GPU constants (er__layernorm_dev_row, from core/lnsums.h's integers summed from the row's end, as a
  * GPU's threads sum in another order) against er__layernorm_row on the same row: wherever the GPU path takes the
  * row, the mean's and rstd's sets are the host row's, bit for bit. Rows of fp32, fp16 and bf16 values: normal values
@@ -1267,25 +1288,8 @@ START_TEST(layernorm_gpu_constants_are_the_rows_sets) {
         pl.depth = er_rand64() % 2 ? 0 : er_rand_int(13, 20); /* at least ceil(log2 n) */
         pl.combine_depth = pl.variance == 2 && er_rand64() % 2 ? 3 : 0;
         ck_assert_int_eq(er__layernorm_prepare(&pl, n), ER_OK);
-        /* the GPU's first kernel: the scan, then the integers, here from the row's end */
         er_ln_sums s;
-        memset(&s, 0, sizeof s);
-        int lo = 100000, hi = -100000;
-        s.xmin = INFINITY;
-        s.xmax = -INFINITY;
-        for (int64_t j = n - 1; j >= 0; j--) {
-            int a, b;
-            if (er_ln_bits(x[j], &a, &b)) { lo = a < lo ? a : lo; hi = b > hi ? b : hi; }
-            s.X = fmax(s.X, fabs(x[j]));
-            s.xmin = fmin(s.xmin, x[j]);
-            s.xmax = fmax(s.xmax, x[j]);
-        }
-        s.fits = (uint8_t)er_ln_fits(lo, hi, n);
-        s.lsb = hi < lo ? 0 : lo;
-        er_ln_u128 S = 0, Q = 0, A = 0;
-        for (int64_t j = n - 1; j >= 0 && s.fits; j--) er_ln_add(x[j], er_ln_units(x[j], s.lsb), &S, &Q, &A);
-        s.s_lo = (uint64_t)S, s.s_hi = (uint64_t)(S >> 64), s.q_lo = (uint64_t)Q, s.q_hi = (uint64_t)(Q >> 64);
-        s.a_lo = (uint64_t)A, s.a_hi = (uint64_t)(A >> 64);
+        ln_row_sums(x, n, &s);
         double c[8];
         if (!er__layernorm_dev_row(&pl, &s, n, c)) continue;
         taken++;
@@ -1303,6 +1307,205 @@ START_TEST(layernorm_gpu_constants_are_the_rows_sets) {
     ER_REQUIRE(taken > trials / 2, "the GPU path took %ld of %ld rows", taken, trials);
     printf("t-ival: layernorm's GPU constants were the row's mean and rstd sets on the %ld of %ld rows it takes\n",
            taken, trials);
+    free(x);
+}
+END_TEST
+
+/* er__sum_dir and er__prod_dir (Lemma D13) against the exact sum and product (MPFR at 2200 bits) rounded down and
+ * up to doubles: equal wherever the result is finite and, for a product, at least 2^-960; elsewhere a bound within
+ * one double of it. Operands over the whole range (double's subnormals among them), sums that cancel exactly or
+ * nearly, products near 2^-960 and near the overflow, and exact results. */
+START_TEST(sums_and_products_rounded_both_ways) {
+    er_test_reseed(103);
+    long trials = (long)(200000 * er_test_multiplier()), exact = 0, moved = 0;
+    mpfr_t t, y;
+    mpfr_inits2(2200, t, y, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        int sc = (int)er_rand_int(-1074, 1023), kind = (int)(tr % 6);
+        double a = ldexp(0.5 + 0.5 * er_rand_unit(), sc) * (er_rand64() % 2 ? 1 : -1), b;
+        switch (kind) {
+        case 0: b = ldexp(0.5 + 0.5 * er_rand_unit(), (int)er_rand_int(-1074, 1023)); break;
+        case 1: b = ldexp(0.5 + 0.5 * er_rand_unit(), sc - (int)er_rand_int(0, 60)); break; /* near in scale */
+        case 2: b = -a * (er_rand64() % 2 ? 1.0 : 1.0 + 0x1p-52 * (double)er_rand_int(-4, 4)); break;
+        case 3: /* products about 2^-960 */
+            a = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-600, -300));
+            b = ldexp(1.0 + er_rand_unit(), -960 - ilogb(a) + (int)er_rand_int(-3, 2));
+            break;
+        case 4:
+            a = (double)(int64_t)er_rand_int(-1000000, 1000000);
+            b = (double)(int64_t)er_rand_int(-1000, 1000);
+            break;
+        default: b = ldexp(1.0 + er_rand_unit(), 1023 - ilogb(a) + (int)er_rand_int(-2, 1)); break; /* overflow */
+        }
+        for (int op = 0; op < 2; op++) {
+            mpfr_set_d(t, a, MPFR_RNDN);
+            if (op) mpfr_mul_d(t, t, b, MPFR_RNDN); /* exact at 2200 bits */
+            else mpfr_add_d(t, t, b, MPFR_RNDN);
+            for (int up = 0; up < 2; up++) {
+                double r = op ? er__prod_dir(a, b, up) : er__sum_dir(a, b, up);
+                double w = mpfr_get_d(t, up ? MPFR_RNDU : MPFR_RNDD);
+                int cmp = isinf(r) ? (r > 0 ? 1 : -1) : (mpfr_set_d(y, r, MPFR_RNDN), mpfr_cmp(y, t));
+                ER_REQUIRE(up ? cmp >= 0 : cmp <= 0, "%a %s %a rounded %s: %a, not a bound", a, op ? "*" : "+", b,
+                           up ? "up" : "down", r);
+                int must = isfinite(w) && (!op || fabs(mpfr_get_d(t, MPFR_RNDZ)) >= 0x1p-960);
+                ER_REQUIRE(must ? r == w : r == w || r == (up ? er__up(w) : er__dn(w)) || isinf(w),
+                           "%a %s %a rounded %s: %a, the directed rounding %a", a, op ? "*" : "+", b,
+                           up ? "up" : "down", r, w);
+                exact += mpfr_cmp_d(t, w) == 0;
+                moved += r != w;
+            }
+        }
+    }
+    ER_REQUIRE(exact > trials / 10 && moved > 0, "%ld exact, %ld moved", exact, moved);
+    mpfr_clears(t, y, (mpfr_ptr)0);
+    printf("sums and products: %ld pairs rounded down and up (%ld results exact, %ld a double beyond)\n", trials,
+           exact, moved);
+}
+END_TEST
+
+/* er__rsqrt_dirs (Lemma D12) against MPFR's rec_sqrt rounded down and up to doubles: positive doubles over the whole
+ * range, double's subnormals among them; v = 1/r^2 rounded for a random double r, and its neighbours (1/sqrt(v)
+ * within an ulp or two of a double); powers of four (1/sqrt(v) a double) and their neighbours; values of fp32. */
+START_TEST(rsqrt_rounded_both_ways) {
+    er_test_reseed(97);
+    long trials = (long)(300000 * er_test_multiplier()), exact = 0;
+    mpfr_t t;
+    mpfr_init2(t, 128);
+    for (long tr = 0; tr < trials; tr++) {
+        double v, r;
+        switch (tr % 5) {
+        case 0: v = ldexp(0.5 + 0.5 * er_rand_unit(), (int)er_rand_int(-1073, 1024)); break;
+        case 1:
+            r = ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-500, 500));
+            v = 1.0 / (r * r);
+            v = er_rand64() % 3 == 0 ? v : er_rand64() % 2 ? nextafter(v, 0) : nextafter(v, INFINITY);
+            break;
+        case 2:
+            v = ldexp(1.0, 2 * (int)er_rand_int(-537, 511));
+            v = er_rand64() % 2 ? v : er_rand64() % 2 ? nextafter(v, 0) : nextafter(v, INFINITY);
+            break;
+        case 3: v = (float)ldexp(1.0 + er_rand_unit(), (int)er_rand_int(-149, 127)); break;
+        default: v = ldexp((double)(er_rand64() >> (12 + er_rand64() % 52)), -1074); break;
+        }
+        if (!(v > 0) || isinf(v)) continue;
+        double rd = -1, ru = -1;
+        ER_REQUIRE(er__rsqrt_dirs(v, &rd, &ru), "v %a: not taken", v);
+        mpfr_set_d(t, v, MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDD);
+        double md = mpfr_get_d(t, MPFR_RNDD);
+        mpfr_set_d(t, v, MPFR_RNDN);
+        mpfr_rec_sqrt(t, t, MPFR_RNDU);
+        double mu = mpfr_get_d(t, MPFR_RNDU);
+        ER_REQUIRE(rd == md && ru == mu, "v %a: 1/sqrt(v) rounded down %a and up %a, MPFR %a and %a", v, rd, ru, md,
+                   mu);
+        exact += rd == ru;
+    }
+    static const double bad[] = {0.0, -0.0, -1.0, -0x1p-1074, INFINITY, -INFINITY, NAN};
+    for (int k = 0; k < 7; k++) {
+        double rd = 7, ru = 7;
+        ER_REQUIRE(!er__rsqrt_dirs(bad[k], &rd, &ru) && rd == 7 && ru == 7, "v %a taken", bad[k]);
+    }
+    ER_REQUIRE(exact > trials / 50, "%ld exact results", exact);
+    mpfr_clear(t);
+    printf("rsqrt: %ld values rounded down and up as MPFR rounds them (%ld exact)\n", trials, exact);
+}
+END_TEST
+
+/* layernorm's row constants in doubles (er__layernorm_dev_row_how 1; layernorm.md, The box in doubles) against the
+ * same constants from the exact row in MPFR (how 0): wherever the doubles decide, the box (the mean's and rstd's
+ * sets) and the exact mean's doubles are MPFR's bit for bit, and the combined evaluation (how 2, the library's) is
+ * MPFR's on every row; the exact rstd's doubles enclose rstd* (MPFR at 256 bits from the exact sums) within 4
+ * ulps. Rows as layernorm_gpu_constants_are_the_rows_sets makes them; compute fp32, fp16, bf16 and fp64 (whose
+ * boxes the doubles never decide: the fallback), eps 0 or 1e-5, rsqrt within 1, 2 or 4 ulps, each variance, mean
+ * and division. */
+START_TEST(layernorm_box_in_doubles_is_mpfrs) {
+    er_test_reseed(101);
+    static const er_format cfs[] = {ER_FP32, ER_FP32, ER_FP16, ER_BF16, ER_FP64};
+    static const er_format xfs[] = {ER_FP32, ER_FP16, ER_BF16};
+    long trials = (long)(4000 * er_test_multiplier()), taken = 0, decided = 0, fell = 0;
+    double *x = malloc(sizeof(double) * 4096);
+    mpfr_t S, Q, v, r;
+    mpfr_inits2(2400, S, Q, (mpfr_ptr)0);
+    mpfr_inits2(256, v, r, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *F = er__fmt(cfs[er_rand64() % 5]);
+        const er_fmt_info *X = F->id == ER_FP16 || F->id == ER_BF16 ? F : er__fmt(xfs[er_rand64() % 3]);
+        int fam = (int)(er_rand64() % 5);
+        int64_t n = er_rand_int(1, tr % 10 == 0 ? 4096 : 200);
+        if (er_rand64() % 4 == 0) n = INT64_C(1) << er_rand_int(0, 8); /* S / n without a remainder */
+        double scale = ldexp(1.0, (int)er_rand_int(-12, 12)), off = er_rand64() % 2 ? 0 : 8 * scale * er_rand_normal();
+        for (int64_t j = 0; j < n; j++) {
+            double e = off + er_rand_normal() * scale;
+            if (fam == 1 && er_rand64() % 3 == 0) e = 0;
+            if (fam == 2) e = j ? x[0] : e;
+            if (fam == 3) e = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-60, 20)) * (er_rand64() % 2 ? 1 : -1);
+            /* values over 2^-12 .. 2^12 (fp32: sums of more than 53 bits that the integers still hold) */
+            if (fam == 4) e = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-12, 12)) * (er_rand64() % 2 ? 1 : -1);
+            x[j] = er__round_double(X, e, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (!isfinite(x[j])) x[j] = 0;
+        }
+        er_layernorm_plan pl;
+        memset(&pl, 0, sizeof pl);
+        pl.F = F;
+        pl.X = X;
+        pl.O[1] = pl.O[2] = F;
+        pl.eps = er_rand64() % 3 == 0 ? 0.0 : er__round_double(F, 1e-5, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        pl.U = (double)(1 << er_rand_int(0, 2));
+        pl.variance = (int)(er_rand64() % 3);
+        pl.mean = (int)(er_rand64() % 3);
+        pl.Udiv_n = er_rand64() % 4 == 0 ? 2.0 : 0.0;
+        pl.depth = er_rand64() % 2 ? 0 : er_rand_int(13, 20);
+        pl.combine_depth = pl.variance == 2 && er_rand64() % 2 ? 3 : 0;
+        ck_assert_int_eq(er__layernorm_prepare(&pl, n), ER_OK);
+        er_ln_sums s;
+        ln_row_sums(x, n, &s);
+        double c0[8], c1[8], c2[8];
+        int r0 = er__layernorm_dev_row_how(&pl, &s, n, 0, c0), r1 = er__layernorm_dev_row_how(&pl, &s, n, 1, c1),
+            r2 = er__layernorm_dev_row_how(&pl, &s, n, 2, c2);
+        const char *what = "row %ld (family %d, n %lld, %s in %s, variance %d, mean %d): %s";
+        ER_REQUIRE(r2 == r0, what, tr, fam, (long long)n, X->name, F->name, pl.variance, pl.mean, "taken differently");
+        if (r1 >= 0) {
+            decided++;
+            ER_REQUIRE(r1 == r0, what, tr, fam, (long long)n, X->name, F->name, pl.variance, pl.mean,
+                       "the doubles took it differently");
+        } else fell++;
+        if (r0 != 1) continue;
+        taken++;
+        for (int k = 0; k < 6; k++) {
+            ER_REQUIRE(er__bits(c2[k]) == er__bits(c0[k]) && (r1 < 0 || er__bits(c1[k]) == er__bits(c0[k])),
+                       "row %ld (n %lld, %s in %s, variance %d): constant %d in doubles %a, combined %a, MPFR %a", tr,
+                       (long long)n, X->name, F->name, pl.variance, k, c1[k], c2[k], c0[k]);
+        }
+        /* rstd* = n / sqrt(n sum x^2 - S^2 + n^2 eps), from the exact sums */
+        mpfr_set_zero(S, 1);
+        mpfr_set_zero(Q, 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_add_d(S, S, x[j], MPFR_RNDN);
+            mpfr_set_d(v, x[j], MPFR_RNDN);
+            mpfr_sqr(v, v, MPFR_RNDN);
+            mpfr_add(Q, Q, v, MPFR_RNDN);
+        }
+        mpfr_mul_si(Q, Q, (long)n, MPFR_RNDN);
+        mpfr_sqr(S, S, MPFR_RNDN);
+        mpfr_sub(Q, Q, S, MPFR_RNDN); /* n T, exact at 2400 bits */
+        for (int up = 0; up < 2; up++) {
+            mpfr_rnd_t rm = up ? MPFR_RNDD : MPFR_RNDU; /* v rounded against rstd's direction */
+            mpfr_div_si(v, Q, (long)n, rm);
+            mpfr_div_si(v, v, (long)n, rm);
+            mpfr_add_d(v, v, pl.eps, rm);
+            mpfr_rec_sqrt(r, v, up ? MPFR_RNDU : MPFR_RNDD);
+            double e = mpfr_get_d(r, up ? MPFR_RNDU : MPFR_RNDD);
+            ER_REQUIRE(up ? c2[7] >= e : c2[6] <= e, "row %ld (n %lld): rstd* %s %a, the doubles [%a, %a]", tr,
+                       (long long)n, up ? "up to" : "down to", e, c2[6], c2[7]);
+        }
+        ER_REQUIRE(c2[7] - c2[6] <= 4 * (nextafter(c2[6], INFINITY) - c2[6]), "row %ld: rstd* in [%a, %a]", tr, c2[6],
+                   c2[7]);
+    }
+    ER_REQUIRE(taken > trials / 2 && decided > trials / 2 && fell > 0, "%ld taken, %ld decided, %ld fell to MPFR",
+               taken, decided, fell);
+    printf("t-ival: layernorm's row constants in doubles were MPFR's on the %ld rows they decided (%ld of them taken; "
+           "%ld left to MPFR)\n", decided, taken, fell);
+    mpfr_clears(S, Q, v, r, (mpfr_ptr)0);
     free(x);
 }
 END_TEST
@@ -1375,6 +1578,9 @@ int main(void) {
     tcase_add_test(tc, square_windows_give_the_summary);
     tcase_add_test(tc, square_sums_in_lanes);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
+    tcase_add_test(tc, sums_and_products_rounded_both_ways);
+    tcase_add_test(tc, rsqrt_rounded_both_ways);
+    tcase_add_test(tc, layernorm_box_in_doubles_is_mpfrs);
     tcase_add_test(tc, welford_bounds_in_double_hold);
     tcase_add_test(tc, quotients_round_once);
     tcase_add_test(tc, attention_dot_within_its_bound);
