@@ -191,14 +191,23 @@ er_status er__layernorm_rows_put(const er_ref *ref, const er_standard *std, er_s
     er_status st = o[0].cv && o[0].exact && o[0].rounded && iv
                        ? ER_OK
                        : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
-    int simd = er__simd();
+    er_row_rec rec;
+    er__row_rec_begin(&rec, sk, only < 0);
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
         o[0].ival = 0;
-        st = er__layernorm_row(&pl, xs + p * n, w, b, n, o, simd);
+        st = er__layernorm_row(&pl, xs + p * n, w, b, n, o, rec.simd);
+        if (st == ER_OK && o[0].ival && only < 0 && er__row_scratch(sk, &rec, n)) {
+            /* decided in runs, as er_ln_cb decides the host's rows */
+            rec.ys = ys + p * n;
+            er__row_put_ivals(sk, &rec, rows[p] * n, n, pl.F, o[0].lo, o[0].hi, o[0].exact, o[0].rounded);
+            rec.ys = NULL;
+            continue;
+        }
         for (int64_t i = 0; st == ER_OK && o[0].ival && i < n; i++)
             er__cval_from_ival(&o[0].cv[i], o[0].lo[i], o[0].hi[i], pl.F);
-        if (st == ER_OK) er__row_put_out(sk, rows[p], n, o[0].cv, o[0].exact, o[0].rounded, ys + p * n, only);
+        if (st == ER_OK) er__row_put_out(sk, &rec, rows[p], n, o[0].cv, o[0].exact, o[0].rounded, ys + p * n, only);
     }
+    er__row_rec_end(&rec, sk, st);
     free(o[0].cv);
     free(o[0].exact);
     free(o[0].rounded);

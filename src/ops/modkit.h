@@ -79,6 +79,7 @@ typedef struct er_row_rec {
     int simd;       /* er__simd() */
     double *buf;    /* a row's scratch for its runs (cap elements), freed by er__row_rec_end */
     int64_t cap;
+    const double *ys; /* the outputs of the elements put (from the first), read by the caller (NULL: the sink's) */
 } er_row_rec;
 
 /* A share's record at its start (in_order: its elements come in increasing order) and at its end (its scratch freed;
@@ -103,9 +104,10 @@ ER_INTERNAL void er__row_put_sets(er_sink *sk, er_row_rec *rec, int64_t base, in
 /* er__row_put_sets for a row whose sets are intervals [flo, fhi] of F (er__cval_from_ival), after er__row_scratch. */
 ER_INTERNAL void er__row_put_ivals(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_fmt_info *F,
                                    const double *flo, const double *fhi, const double *ex, const double *rd);
-/* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, or the one element `only` (>= 0) given to sk
- * as the widest set's candidate. */
-ER_INTERNAL void er__row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex,
-                                 const double *rd, const double *ys, int64_t only);
+/* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, through the share's record rec (begun with
+ * the rows in increasing order; NULL or off: element by element), or the one element `only` (>= 0) given to sk as the
+ * widest set's candidate. */
+ER_INTERNAL void er__row_put_out(er_sink *sk, er_row_rec *rec, int64_t row, int64_t n, const er_cval *cv,
+                                 const double *ex, const double *rd, const double *ys, int64_t only);
 
 #endif

@@ -80,8 +80,12 @@ double *er__row_scratch(er_sink *sk, er_row_rec *rec, int64_t n) {
 
 void er__row_put_sets(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const double *ex, const double *rd,
                       er_row_set_fn set, const void *ctx) {
-    double *lo = rec->buf, *hi = lo + n, *y = hi + n, *rel = y + n;
-    er__load_run(sk->out, base, n, y);
+    double *lo = rec->buf, *hi = lo + n, *rel = hi + 2 * n;
+    const double *y = rec->ys;
+    if (!y) {
+        er__load_run(sk->out, base, n, hi + n);
+        y = hi + n;
+    }
     int64_t open = er__sink_tally_run(sk, &rec->t, base, n, lo, hi, ex, rd, y, rel, rec->simd);
     const uint8_t *cls = er__sink_classes(sk) + base;
     er_cset c;
@@ -202,7 +206,7 @@ void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base,
         int64_t i = idx ? idx[k] : base + k;
         er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
         if (!rec->on) { er__sink_put(sk, i, &c); continue; }
-        double y = er__load(sk->out, sk->out_contig ? i : er__offset(sk->out, i)), rel;
+        double y = rec->ys ? rec->ys[k] : er__load(sk->out, sk->out_contig ? i : er__offset(sk->out, i)), rel;
         if (er__sink_tally_put(sk, &rec->t, i, &c, y, &rel)) er_row_offer(rec, i, rel, &c, y);
     }
 }
@@ -224,8 +228,14 @@ void er__row_rec_end(er_row_rec *rec, er_sink *sk, er_status st) {
     if (rec->widx >= 0) er__sink_widest(sk, rec->widx, &rec->wc, rec->wy);
 }
 
-void er__row_put_out(er_sink *sk, int64_t row, int64_t n, const er_cval *cv, const double *ex, const double *rd,
-                           const double *ys, int64_t only) {
+void er__row_put_out(er_sink *sk, er_row_rec *rec, int64_t row, int64_t n, const er_cval *cv, const double *ex,
+                     const double *rd, const double *ys, int64_t only) {
+    if (only < 0 && rec && rec->on) { /* decided in runs, as the host's rows are */
+        rec->ys = ys;
+        er__row_put(sk, rec, NULL, row * n, n, cv, ex, rd);
+        rec->ys = NULL;
+        return;
+    }
     for (int64_t k = 0; k < n; k++) {
         int64_t idx = row * n + k;
         if (only >= 0 && idx != only) continue;
@@ -336,10 +346,13 @@ er_status er__softmax_rows_put(const er_standard *std, int log, er_sink *sk, con
     double *ex = malloc(sizeof(double) * (size_t)(n ? n : 1)), *rd = malloc(sizeof(double) * (size_t)(n ? n : 1));
     er_status st =
         cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax row of %lld", (long long)n);
+    er_row_rec rec;
+    er__row_rec_begin(&rec, sk, only < 0);
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
         st = er__softmax_row(&pl, xs + p * n, n, cv, ex, rd);
-        if (st == ER_OK) er__row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
+        if (st == ER_OK) er__row_put_out(sk, &rec, rows[p], n, cv, ex, rd, ys + p * n, only);
     }
+    er__row_rec_end(&rec, sk, st);
     free(cv);
     free(ex);
     free(rd);
@@ -390,13 +403,16 @@ er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sin
     er_cval *cv = malloc(sizeof *cv * (size_t)n);
     double *ex = malloc(sizeof(double) * (size_t)n), *rd = malloc(sizeof(double) * (size_t)n);
     er_status st = cv && ex && rd ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    er_row_rec rec;
+    er__row_rec_begin(&rec, sk, only < 0);
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
         const double *row = xs + p * n;
         env.special = 0;
         for (int64_t k = 0; k < n; k++) env.special |= !isfinite(row[k]);
         st = er__rmsnorm_row(&pl, &acc, &env, row, w, n, cv, ex, rd);
-        if (st == ER_OK) er__row_put_out(sk, rows[p], n, cv, ex, rd, ys + p * n, only);
+        if (st == ER_OK) er__row_put_out(sk, &rec, rows[p], n, cv, ex, rd, ys + p * n, only);
     }
+    er__row_rec_end(&rec, sk, st);
     er__acc_free(&acc);
     free(cv);
     free(ex);
