@@ -123,7 +123,7 @@ __device__ static int er_ln_element(const er_devln_consts &c, const double *rc, 
     return er_record_bracket(clo, chi, yl, yh, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
 }
 
-__global__ void __launch_bounds__(ER_LN_THREADS)
+__global__ void __launch_bounds__(ER_LN_THREADS, ER_ROWS_MIN_BLOCKS)
     er_k_ln_rows(const void *x, const void *wt, const void *bs, const void *out, int64_t rows, int64_t n,
                  const er_devln_consts *cp, const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                  unsigned long long *npend) {

@@ -136,6 +136,12 @@ __device__ static void er_acc_join(er_rec_acc &a, const er_rec_acc &b) {
     if (b.wrel > a.wrel || (b.wrel == a.wrel && b.widx < a.widx)) { a.wrel = b.wrel; a.widx = b.widx; }
 }
 
+// The least number of blocks of 256 threads the row kernels keep resident on an SM (__launch_bounds__'s second
+// argument): 4 hold a thread to 64 registers. The compiler's own choice (90 to 128 registers) left 2 blocks, a quarter
+// of the SM's warps, and the kernels waited on their operations' latencies (benchmarks.md, The row kernels' registers).
+// Only the registers' use changes: every operation still rounds once.
+#define ER_ROWS_MIN_BLOCKS 4
+
 // Warp reductions: each lane's value joined with lane + off's (the joins are exact and commutative: any order gives
 // the same result).
 #define ER_FULL 0xffffffffu

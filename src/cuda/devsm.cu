@@ -204,7 +204,7 @@ __device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_
     return 1;
 }
 
-__global__ void __launch_bounds__(ER_SM_THREADS)
+__global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp,
                       double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                       unsigned long long *npend) {
@@ -302,7 +302,7 @@ __device__ static int er_lsm_element(const er_devsm_consts &c, const double *rc,
     return er_record_bracket(clo, chi, ql, qh, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
 }
 
-__global__ void __launch_bounds__(ER_SM_THREADS)
+__global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     er_k_lsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp, const double *ms,
                   const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
     __shared__ er_devsm_consts c;
