@@ -17,10 +17,9 @@ static double er_spacing(const er_fmt_info *F, double x) {
     return ldexp(1.0, ex - F->p);
 }
 
-/* A lower bound of x - U ulp(x), exact when the double difference is. */
+/* A lower bound of x - U ulp(x): x less an upper bound of U ulp(x), rounded down (Lemma D13). */
 static double er_g(const er_fmt_info *F, double U, double x) {
-    double s = er__mul_up(U, er_spacing(F, x)), r = x - s, bb = r - x, e = (x - (r - bb)) + (-s - bb); /* TwoSum */
-    return e < 0 ? er__dn(r) : r;
+    return er__sum_dir(x, -er__mul_up(U, er_spacing(F, x)), 0);
 }
 
 /* A lower bound of min g over [a, b] (a <= b finite). */

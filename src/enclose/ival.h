@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 #include "core/internal.h"
+#include "enclose/compsum.h"
 
 /* The double just above / below a result rounded to nearest: an upper / lower bound of its exact value. */
 static inline double er__up(double x) {
@@ -38,7 +39,8 @@ static inline double er__dn_wide(double x) { return x - (fabs(x) * 0x1p-52 + 0x1
  * 2^-960, whose error is then a double); a product below 2^-960 or an infinite result is moved whatever its error
  * (Lemma D0: a bound, one double looser at most). */
 static inline double er__sum_dir(double a, double b, int up) {
-    double s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb); /* TwoSum: s + e = a + b */
+    double s, e;
+    er__two_sum(a, b, &s, &e);
     if (isinf(s)) return up ? er__up(s) : er__dn(s);
     return up ? (e > 0 ? er__up(s) : s) : (e < 0 ? er__dn(s) : s);
 }
