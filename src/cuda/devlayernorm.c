@@ -125,9 +125,12 @@ static er_status er_ln_vec_back(const er_tensor *t, int64_t n, void *stream, dou
     return ER_OK;
 }
 
+/* The path's device buffers that er_ln_one reads. */
+typedef struct er_ln_dev { er_devln_consts *dc; double *drc; const void *w, *b; } er_ln_dev;
+
 /* The rows on the GPU: their sums, the rows' constants on the host, the elements; the classes into the report's
- * array, the blocks' tallies and the rows left into r. */
-static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes) {
+ * array, the blocks' tallies and the rows left into r; the buffers er_ln_one reads into *d. */
+static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er_ln_dev *d) {
     cudaStream_t s = r->s;
     int64_t n = r->n, rows = r->rows;
     er_ln_sums *sums = malloc(sizeof *sums * (size_t)rows);
@@ -150,6 +153,7 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes) {
     er_devln_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     er_dev_kio o;
     er_dev_kio_init(r, &o, rc, 8);
+    *d = (er_ln_dev){ dc, o.drc, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL };
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, &hc, sizeof hc, cudaMemcpyHostToDevice, s);
     if (r->st == ER_OK && r->e == cudaSuccess) {
         int ec = er__devln_rows(arg->x->data, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL,
@@ -160,6 +164,12 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes) {
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s); /* rc is read by its copy until here */
     free(sums);
     free(rc);
+}
+
+/* The widest set's entry on the GPU (er_dev_rows_one). */
+static int er_ln_one(const er_dev_rows *r, int64_t idx, er_dev_cset *set) {
+    const er_ln_dev *d = r->dev;
+    return er__devln_one(r->x->data, d->w, d->b, r->out->data, r->n, d->dc, d->drc, idx, set, r->s);
 }
 
 static er_status er_ln_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
@@ -175,7 +185,12 @@ static er_status er_ln_dev_covers(const er_ref *ref, const er_standard *std, er_
         er_dev_rows r;
         er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, er__dev_blocks(ref->n / n), er_ln_put, &op,
                          &arg->keep);
-        if (r.st == ER_OK) er_ln_gpu(&r, arg, er__sinks_classes(sks, 0));
+        er_ln_dev dev = { NULL, NULL, NULL, NULL };
+        if (r.st == ER_OK) {
+            er_ln_gpu(&r, arg, er__sinks_classes(sks, 0), &dev);
+            r.one = er_ln_one;
+            r.dev = &dev;
+        }
         st = er_dev_rows_finish(&r, sks);
     } else if (st == ER_OK) {
         arg->fallback = 1;

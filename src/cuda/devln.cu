@@ -123,6 +123,15 @@ __device__ static int er_ln_element(const er_devln_consts &c, const double *rc, 
     return er_record_bracket(clo, chi, yl, yh, y, idx, c.bug, c.omax, c.out_fmt, cls, a);
 }
 
+// Element idx of row `row` with its row's constants rc, its class into *cls (er_rows_by_consts's elem).
+__device__ static int er_ln_at(const er_devln_consts &c, const void *x, const void *wt, const void *bs, const void *out,
+                               int64_t n, const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+    int64_t i = idx - row * n;
+    double xi = er_load(x, c.x_fmt, idx), wi = c.w_fmt >= 0 ? er_load(wt, c.w_fmt, i) : 1.0,
+           bi = c.b_fmt >= 0 ? er_load(bs, c.b_fmt, i) : 0.0;
+    return er_ln_element(c, rc, xi, wi, bi, er_load(out, c.out_fmt, idx), idx, cls, a);
+}
+
 __global__ void __launch_bounds__(ER_LN_THREADS, ER_ROWS_MIN_BLOCKS)
     er_k_ln_rows(const void *x, const void *wt, const void *bs, const void *out, int64_t rows, int64_t n,
                  const er_devln_consts *cp, const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend,
@@ -132,13 +141,16 @@ __global__ void __launch_bounds__(ER_LN_THREADS, ER_ROWS_MIN_BLOCKS)
     if (threadIdx.x == 0) c = *cp;
     __syncthreads();
     er_rows_by_consts<8>(rows, n, rcs, classes, sha, parts, pend, npend,
-                         [&](const double *rc, int64_t row, int64_t idx, er_rec_acc &a) {
-                             int64_t i = idx - row * n;
-                             double xi = er_load(x, c.x_fmt, idx), wi = c.w_fmt >= 0 ? er_load(wt, c.w_fmt, i) : 1.0,
-                                    bi = c.b_fmt >= 0 ? er_load(bs, c.b_fmt, i) : 0.0;
-                             return er_ln_element(c, rc, xi, wi, bi, er_load(out, c.out_fmt, idx), idx,
-                                                  &classes[idx], a);
+                         [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+                             return er_ln_at(c, x, wt, bs, out, n, rc, row, idx, cls, a);
                          });
+}
+
+__global__ void er_k_ln_one(const void *x, const void *wt, const void *bs, const void *out, int64_t n,
+                            const er_devln_consts *cp, const double *rcs, int64_t idx, er_dev_cset *set) {
+    er_one_by_consts<8>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
+        return er_ln_at(*cp, x, wt, bs, out, n, rc, row, i, cls, a);
+    });
 }
 
 extern "C" {
@@ -155,6 +167,12 @@ int er__devln_rows(const void *x, const void *w, const void *b, const void *out,
     if (rows == 0 || blocks < 1) return 0;
     er_k_ln_rows<<<blocks, ER_LN_THREADS, 0, (cudaStream_t)stream>>>(x, w, b, out, rows, n, c, rc, classes, parts,
                                                                     pend, npend);
+    return (int)cudaGetLastError();
+}
+
+int er__devln_one(const void *x, const void *w, const void *b, const void *out, int64_t n, const er_devln_consts *c,
+                  const double *rc, int64_t idx, er_dev_cset *set, void *stream) {
+    er_k_ln_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, w, b, out, n, c, rc, idx, set);
     return (int)cudaGetLastError();
 }
 

@@ -112,10 +112,13 @@ __device__ static inline void er_fx_terms(double lo, double hi, er_u128 *tl, er_
 }
 // ---- the record of decided elements ----
 
+// A thread's tally; set: where a one-element kernel wants its element's set (NULL in the rows' kernels, where the
+// compiler drops its stores).
 struct er_rec_acc {
     unsigned long long exact, covered, away, tried, seen, unb;
     double coarse, fine, wrel;
     long long widx;
+    er_dev_cset *set;
 };
 __device__ static void er_acc_init(er_rec_acc &a) {
     a.exact = a.covered = a.away = a.tried = a.seen = a.unb = 0;
@@ -123,6 +126,7 @@ __device__ static void er_acc_init(er_rec_acc &a) {
     a.fine = INFINITY;
     a.wrel = -1;
     a.widx = LLONG_MAX;
+    a.set = NULL;
 }
 __device__ static void er_acc_join(er_rec_acc &a, const er_rec_acc &b) {
     a.exact += b.exact;
@@ -167,8 +171,8 @@ __device__ static void er_acc_shfl(er_rec_acc &a, int off) {
 
 // The record of an element whose set [clo, chi] (finite, in the output format) and correctly rounded result `rounded`
 // are known, with output y and exact result `exact` (er_classify, er_sink_record): its class (0 exact, 1 covered) into
-// *cls and the tally in a. 0 where the host must take the element: y outside the set or NaN, or the classic bug's
-// value (bug: its relative move, 0 none) beyond the output's range.
+// *cls and the tally in a (and the set into *a.set where given). 0 where the host must take the element: y outside
+// the set or NaN, or the classic bug's value (bug: its relative move, 0 none) beyond the output's range.
 __device__ static int er_record(double clo, double chi, double rounded, double exact, double y, int64_t idx, double bug,
                                 double omax, int out_fmt, uint8_t *cls, er_rec_acc &a) {
     if (!(y >= clo && y <= chi)) return 0;
@@ -192,6 +196,7 @@ __device__ static int er_record(double clo, double chi, double rounded, double e
         if (away > a.coarse) a.coarse = away;
         if (away < a.fine) a.fine = away;
     }
+    if (a.set) *a.set = er_dev_cset{clo, chi, rounded, exact, y, 1};
     return 1;
 }
 
@@ -239,7 +244,7 @@ __device__ static er_dev_part er_acc_part(const er_rec_acc &t) {
 }
 
 // A block's share of the rows (rows x n) of a path whose rows' constants the host computed: rcs[K row .. K row + K)
-// (NaN: the host's row). elem(rc, row, idx, a) decides element idx of row `row` into a (its class written by elem;
+// (NaN: the host's row). elem(rc, row, idx, cls, a) decides element idx of row `row` into a (its class into *cls;
 // 0: the host's row); each row then ends with er_row_end. sha: one er_rec_acc per warp in shared memory; the block's
 // tally into parts[blockIdx.x].
 template <int K, class Elem>
@@ -258,10 +263,25 @@ __device__ static void er_rows_by_consts(int64_t rows, int64_t n, const double *
         er_rec_acc a;
         er_acc_init(a);
         int ok = 1;
-        for (int64_t i = threadIdx.x; i < n && ok; i += blockDim.x) ok = elem(rc, row, base + i, a);
+        for (int64_t i = threadIdx.x; i < n && ok; i += blockDim.x) ok = elem(rc, row, base + i, &classes[base + i], a);
         er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend);
     }
     if (threadIdx.x == 0) parts[blockIdx.x] = er_acc_part(tot);
+}
+
+// Element idx (rows of n) of such a path decided again by one thread, as er_rows_by_consts decides it, its set into
+// *set (set->ok 0: not decided); its class goes nowhere.
+template <int K, class Elem>
+__device__ static void er_one_by_consts(int64_t idx, int64_t n, const double *rcs, er_dev_cset *set, Elem elem) {
+    int64_t row = idx / n;
+    double rc[K];
+    for (int k = 0; k < K; k++) rc[k] = rcs[K * row + k];
+    er_rec_acc a;
+    er_acc_init(a);
+    a.set = set;
+    set->ok = 0; // er_record sets it where it decides
+    uint8_t cls;
+    if (rc[0] == rc[0]) (void)elem(rc, row, idx, &cls, a);
 }
 
 #endif

@@ -13,6 +13,11 @@ typedef struct er_dev_part {
     long long widest_idx;
 } er_dev_part;
 
+/* An element a path decided, decided again by its one-element kernel for the report's widest set: its set [lo, hi] in
+ * the output format (the correctly rounded result joined), its correctly rounded and exact results, its output; ok 0
+ * where the kernel did not decide it. */
+typedef struct er_dev_cset { double lo, hi, rounded, exact, y; int ok; } er_dev_cset;
+
 #ifdef __cplusplus
 extern "C" {
 #endif

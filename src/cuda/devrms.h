@@ -31,6 +31,10 @@ int er__devrms_sums(const void *x, int x_fmt, int64_t rows, int64_t n, int block
 int er__devrms_rows(const void *x, const void *w, const void *out, int64_t rows, int64_t n, const er_devrms_consts *c,
                     const double *rc, int blocks, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                     unsigned long long *npend, void *stream);
+/* Element idx that er__devrms_rows decided, decided again by one thread for the report's widest set: its set into
+ * *set (device memory; set->ok 0: not decided). */
+int er__devrms_one(const void *x, const void *w, const void *out, int64_t n, const er_devrms_consts *c,
+                   const double *rc, int64_t idx, er_dev_cset *set, void *stream);
 
 #ifdef __cplusplus
 }

@@ -154,6 +154,24 @@ static void er_dr_keep_rows(er_dev_rows *r, const uint8_t *classes) {
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(r->s);
 }
 
+/* Element idx's set and output by the op's one-element kernel into *c and *y; 0 where r has none, it did not decide
+ * the element or a CUDA call failed (r->e). */
+static int er_dr_one(er_dev_rows *r, int64_t idx, er_cset *c, double *y) {
+    er_dev_cset h = {0, 0, 0, 0, 0, 0};
+    if (!r->one) return 0;
+    er_dev_cset *d = er_dev_alloc(&r->db, sizeof *d, r->s, &r->e);
+    if (r->e == cudaSuccess) {
+        int ec = r->one(r, idx, d);
+        if (ec) r->e = (cudaError_t)ec;
+    }
+    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, r->s);
+    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(r->s);
+    if (r->e != cudaSuccess || !h.ok) return 0;
+    *c = (er_cset){ .lo = h.lo, .hi = h.hi, .rounded = h.rounded, .exact = h.exact };
+    *y = h.y;
+    return 1;
+}
+
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks) {
     /* the shares: one for the GPU's tally and the widest set's entry, then each chunk's threads for the rows left */
     int shares = 1;
@@ -170,7 +188,12 @@ er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks) {
         /* the widest set's entry reads its element's class */
         if (r->keep && widx >= 0 && r->st == ER_OK && r->e == cudaSuccess)
             r->e = cudaMemcpy(classes + widx, r->keep->dcl + widx, 1, cudaMemcpyDeviceToHost);
-        if (widx >= 0 && r->st == ER_OK && r->e == cudaSuccess) er_dr_host_rows(r, sks, &share, s0, &wrow, 1, 0, widx);
+        if (widx >= 0 && r->st == ER_OK && r->e == cudaSuccess) {
+            er_cset c;
+            double y;
+            if (er_dr_one(r, widx, &c, &y)) er__sink_widest(s0, widx, &c, y);
+            else if (r->e == cudaSuccess) er_dr_host_rows(r, sks, &share, s0, &wrow, 1, 0, widx);
+        }
     }
     er_dev_free_all(&r->db, r->s);
     cudaError_t e2 = cudaStreamSynchronize(r->s);

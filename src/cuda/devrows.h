@@ -34,6 +34,10 @@ typedef struct er_dev_rows er_dev_rows;
 typedef er_status (*er_dev_rows_put)(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np,
                                      const double *xs, const double *ys, int64_t only);
 
+/* The op's one-element kernel queued on r's stream: element idx, which its rows' kernel decided, decided again for the
+ * widest set's entry into *set (device memory). Returns 0 or a cudaError_t value. */
+typedef int (*er_dev_rows_one)(const er_dev_rows *r, int64_t idx, er_dev_cset *set);
+
 /* One check's state. */
 struct er_dev_rows {
     const er_ref *ref;            /* the shapes (its data pointer the device's) */
@@ -50,6 +54,9 @@ struct er_dev_rows {
     er_dev_rows_put put;
     const void *op;               /* what the op's row function reads besides the rows (rmsnorm: its weights) */
     er_dev_keep *keep;            /* where the classes stay on the device (NULL: copied into the report) */
+    er_dev_rows_one one;          /* the widest set's entry on the GPU (NULL, or where its kernel does not decide the
+                                   * element: the op's row function gives it) */
+    const void *dev;              /* what `one` reads: the path's device buffers */
 };
 
 /* Starts r for rows of n elements along the last dimension of x and out, on `blocks` blocks (at most the rows); its
@@ -75,8 +82,8 @@ void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k);
  * array `classes` (but where they stay on the device), the tallies and the rows left (sorted) into r. */
 void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes);
 /* The rest of the check: the sinks opened, the GPU's tally into the first share, the rows left by the op's row
- * function in order (where the classes stay on the device, theirs copied there), the widest decided set's entry; the
- * device buffers freed; r's state and errors as a status. */
+ * function in order (where the classes stay on the device, theirs copied there), the widest decided set's entry (by
+ * r->one where it gives it, else by the op's row function); the device buffers freed; r's state and errors as a status. */
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks);
 
 #endif

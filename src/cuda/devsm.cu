@@ -204,6 +204,27 @@ __device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_
     return 1;
 }
 
+// A row's constants from its head's sums (er_sm_head's s): er_softmax_sets_dbl's sums widened once (Lemma D4), then
+// Lemma D5's factors; er_exact_row_dbl's bounds of 1/S from the exact sums.
+__device__ static void er_sm_row_consts(const er_devsm_consts &c, int64_t n, const double sums[4], er_sm_row &w) {
+    double sl = sums[0], sh = sums[1], Sl = sums[2], Sh = sums[3];
+    if ((double)n > 0x1p49) { sl = 0; sh = INFINITY; }
+    else {
+        sl = er_dn(sl * er_dn(1.0 - 2.0 * (double)n * 0x1p-53));
+        sh = er_up(sh * er_up(1.0 + 4.0 * (double)n * 0x1p-53));
+    }
+    const double u = 0x1p-24;
+    w.sl = sl;
+    w.sh = sh;
+    w.overflow = er_mul_up(c.g, sh) >= c.thr;
+    w.one_minus = er_dn(1.0 - c.c1);
+    w.one_plus = er_up(1.0 + c.c1);
+    w.klo = c.div != 1 ? er_dn(er_dn(1.0 - u) * er_dn(1.0 - 0x1p-50)) : er_dn(1.0 - 0x1p-50);
+    w.khi = c.div != 1 ? er_up(er_up(1.0 + u) * er_up(1.0 + 0x1p-50)) : er_up(1.0 + 0x1p-50);
+    w.rl = er_dn(er_dn(1.0 / Sh) * (1.0 - 0x1p-51));
+    w.rh = er_up(er_up(1.0 / Sl) * (1.0 + 0x1p-51));
+}
+
 __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp,
                       double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend,
@@ -226,26 +247,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
             er_pend_row(classes, base, n, row, pend, npend);
             continue;
         }
-        if (tid == 0) {
-            // er_softmax_sets_dbl: the sums widened once (Lemma D4), then Lemma D5's factors; er_exact_row_dbl: 1/S's
-            // bounds from the exact sums
-            double sl = sums[0], sh = sums[1], Sl = sums[2], Sh = sums[3];
-            if ((double)n > 0x1p49) { sl = 0; sh = INFINITY; }
-            else {
-                sl = er_dn(sl * er_dn(1.0 - 2.0 * (double)n * 0x1p-53));
-                sh = er_up(sh * er_up(1.0 + 4.0 * (double)n * 0x1p-53));
-            }
-            const double u = 0x1p-24;
-            w.sl = sl;
-            w.sh = sh;
-            w.overflow = er_mul_up(c.g, sh) >= c.thr;
-            w.one_minus = er_dn(1.0 - c.c1);
-            w.one_plus = er_up(1.0 + c.c1);
-            w.klo = c.div != 1 ? er_dn(er_dn(1.0 - u) * er_dn(1.0 - 0x1p-50)) : er_dn(1.0 - 0x1p-50);
-            w.khi = c.div != 1 ? er_up(er_up(1.0 + u) * er_up(1.0 + 0x1p-50)) : er_up(1.0 + 0x1p-50);
-            w.rl = er_dn(er_dn(1.0 / Sh) * (1.0 - 0x1p-51));
-            w.rh = er_up(er_up(1.0 / Sl) * (1.0 + 0x1p-51));
-        }
+        if (tid == 0) er_sm_row_consts(c, n, sums, w);
         __syncthreads();
         er_rec_acc a;
         er_acc_init(a);
@@ -259,6 +261,33 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     if (tid == 0) {
         parts[blockIdx.x] = er_acc_part(tot);
     }
+}
+
+// Element idx that er_k_softmax_rows decided, decided again by one block (its row's head and constants, then the
+// element in thread 0) for the report's widest set: its set into *set (set->ok 0: not decided). scratch: 2 n doubles.
+__global__ void __launch_bounds__(ER_SM_THREADS)
+    er_k_softmax_one(const void *x, const void *out, int64_t n, const er_devsm_consts *cp, double *scratch, int64_t idx,
+                     er_dev_cset *set) {
+    __shared__ er_devsm_consts c;
+    __shared__ double shd[ER_SM_THREADS / 32];
+    __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
+    int tid = threadIdx.x;
+    if (tid == 0) {
+        c = *cp;
+        set->ok = 0; // er_record sets it where it decides
+    }
+    __syncthreads();
+    int64_t base = idx - idx % n;
+    double *el = scratch, *eh = el + n, m, sums[4];
+    if (!er_sm_head(c, x, base, n, el, eh, shd, shl, shh, &m, sums) || tid != 0) return;
+    er_sm_row w;
+    er_sm_row_consts(c, n, sums, w);
+    er_rec_acc a;
+    er_acc_init(a);
+    a.set = set;
+    uint8_t cls;
+    (void)er_element(c, w, er_load(x, c.x_fmt, idx), m, el[idx - base], eh[idx - base], er_load(out, c.out_fmt, idx),
+                     idx, &cls, a);
 }
 
 // ---- log_softmax: the rows' heads, the host's logs (er__log_softmax_dev_consts), then the elements ----
@@ -310,10 +339,17 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     if (threadIdx.x == 0) c = *cp;
     __syncthreads();
     er_rows_by_consts<4>(rows, n, rcs, classes, sha, parts, pend, npend,
-                      [&](const double *rc, int64_t row, int64_t idx, er_rec_acc &a) {
-                          return er_lsm_element(c, rc, ms[row], er_load(x, c.x_fmt, idx), er_load(out, c.out_fmt, idx),
-                                                idx, &classes[idx], a);
-                      });
+                         [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+                             return er_lsm_element(c, rc, ms[row], er_load(x, c.x_fmt, idx),
+                                                   er_load(out, c.out_fmt, idx), idx, cls, a);
+                         });
+}
+
+__global__ void er_k_lsm_one(const void *x, const void *out, int64_t n, const er_devsm_consts *cp, const double *ms,
+                             const double *rcs, int64_t idx, er_dev_cset *set) {
+    er_one_by_consts<4>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
+        return er_lsm_element(*cp, rc, ms[row], er_load(x, cp->x_fmt, i), er_load(out, cp->out_fmt, i), i, cls, a);
+    });
 }
 
 __global__ void er_k_sm_gather(const int64_t *rows, int64_t np, const void *x, int xf, const void *out, int of,
@@ -360,6 +396,18 @@ int er__devsm_log_rows(const void *x, const void *out, int64_t rows, int64_t n, 
     if (rows == 0 || blocks < 1) return 0;
     er_k_lsm_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, rows, n, c, m, rc, classes, parts,
                                                                      pend, npend);
+    return (int)cudaGetLastError();
+}
+
+int er__devsm_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, double *scratch, int64_t idx,
+                  er_dev_cset *set, void *stream) {
+    er_k_softmax_one<<<1, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, n, c, scratch, idx, set);
+    return (int)cudaGetLastError();
+}
+
+int er__devsm_log_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, const double *m,
+                      const double *rc, int64_t idx, er_dev_cset *set, void *stream) {
+    er_k_lsm_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, out, n, c, m, rc, idx, set);
     return (int)cudaGetLastError();
 }
 

@@ -43,6 +43,12 @@ int er__devsm_log_heads(const void *x, int64_t rows, int64_t n, const er_devsm_c
 int er__devsm_log_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c,
                        const double *m, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
                        int64_t *pend, unsigned long long *npend, void *stream);
+/* Element idx that er__devsm_rows (er__devsm_one) or er__devsm_log_rows (er__devsm_log_one) decided, decided again
+ * for the report's widest set: its set into *set (device memory; set->ok 0: not decided). scratch: 2 n doubles. */
+int er__devsm_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, double *scratch, int64_t idx,
+                  er_dev_cset *set, void *stream);
+int er__devsm_log_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, const double *m,
+                      const double *rc, int64_t idx, er_dev_cset *set, void *stream);
 
 #ifdef __cplusplus
 }

@@ -117,12 +117,16 @@ static void er_sm_consts(const er_dev_rows *r, const er_softmax_dev *d, er_devsm
     c->exp_ll = d->exp_ll;
 }
 
+/* The path's device buffers that er_sm_one reads (log_softmax: dm and drc; softmax: scratch). */
+typedef struct er_sm_dev { int log; er_devsm_consts *dc; double *scratch, *dm, *drc; } er_sm_dev;
+
 /* The rows on the GPU: the classes into the report's array, the blocks' tallies and the rows left into r. */
-static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes) {
+static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes, er_sm_dev *d) {
     cudaStream_t s = r->s;
     int64_t n = r->n;
     er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     double *scratch = er_dev_alloc(&r->db, sizeof(double) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
+    *d = (er_sm_dev){ 0, dc, scratch, NULL, NULL };
     er_dev_kio o;
     er_dev_kio_init(r, &o, NULL, 0);
     if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, s);
@@ -136,7 +140,7 @@ static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classe
 
 /* log_softmax's rows on the GPU: the heads, the host's logs, the elements; the classes into the report's array, the
  * blocks' tallies and the rows left into r. */
-static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes) {
+static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes, er_sm_dev *d) {
     cudaStream_t s = r->s;
     int64_t n = r->n, rows = r->rows;
     double *sums = malloc(sizeof(double) * 4 * (size_t)rows), *rc = malloc(sizeof(double) * 4 * (size_t)rows);
@@ -157,6 +161,7 @@ static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *class
         r->st = er__log_softmax_dev_consts(r->std, er__fmt(r->out->format), rows, n, sums, rc);
     er_dev_kio o;
     er_dev_kio_init(r, &o, rc, 4);
+    *d = (er_sm_dev){ 1, dc, scratch, dm, o.drc };
     if (r->st == ER_OK && r->e == cudaSuccess) {
         int ec = er__devsm_log_rows(r->x->data, r->out->data, rows, n, dc, dm, o.drc, r->blocks, o.dcl, o.dparts,
                                     o.dpend, o.dn, s);
@@ -172,6 +177,13 @@ static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *class
 static er_status er_sm_put(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np, const double *xs,
                            const double *ys, int64_t only) {
     return er__softmax_rows_put(r->std, r->ref->mod == &er__log_softmax_module, sk, rows, np, r->n, xs, ys, only);
+}
+
+/* The widest set's entry on the GPU (er_dev_rows_one). */
+static int er_sm_one(const er_dev_rows *r, int64_t idx, er_dev_cset *set) {
+    const er_sm_dev *d = r->dev;
+    return d->log ? er__devsm_log_one(r->x->data, r->out->data, r->n, d->dc, d->dm, d->drc, idx, set, r->s)
+                  : er__devsm_one(r->x->data, r->out->data, r->n, d->dc, d->scratch, idx, set, r->s);
 }
 
 /* The GPU path's covers: the rows on the GPU; the rows it leaves, in order, by the module's row function on the host's
@@ -191,11 +203,14 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     if ((double)blocks * 16.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (16.0 * (double)n)) + 1;
     er_dev_rows r;
     er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL, &arg->keep);
+    er_sm_dev dev = { 0, NULL, NULL, NULL, NULL };
     if (r.st == ER_OK) {
         er_devsm_consts c;
         er_sm_consts(&r, &d, &c);
-        if (log) er_lsm_gpu(&r, &c, er__sinks_classes(sks, 0));
-        else er_sm_gpu(&r, &c, er__sinks_classes(sks, 0));
+        if (log) er_lsm_gpu(&r, &c, er__sinks_classes(sks, 0), &dev);
+        else er_sm_gpu(&r, &c, er__sinks_classes(sks, 0), &dev);
+        r.one = er_sm_one;
+        r.dev = &dev;
     }
     return er_dev_rows_finish(&r, sks);
 }
