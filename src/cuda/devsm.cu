@@ -102,20 +102,153 @@ __device__ static void er_kernel_exp(const er_devsm_consts &c, double v, double 
     if (!(*elo >= ER_F32_MIN_NORMAL)) *elo = 0;
 }
 
+// ---- Lemma S7's pass (er_exact_row_dd, softmax.c; er__exp_dd, er__dd_fx_term, er__dd_fx_pair, er__dd_sign: ival.h)
+// for the elements whose enclosure in double rounds to two values of the output ----
+
+typedef __int128 er_i128;
+
+// An integral double 0 <= v < 2^127 as an integer (exact).
+__device__ static er_i128 er_i128_of(double v) {
+    if (v < 0x1p63) return (er_i128)(unsigned long long)v;
+    uint64_t b = er_bits(v), mant = (b & ((1ULL << 52) - 1)) | (1ULL << 52);
+    return (er_i128)((er_u128)mant << ((int)(b >> 52) - 1075));
+}
+// A 128-bit integer of magnitude below 2^127 to the nearest double, ties to even (the host's conversion).
+__device__ static double er_i128_to_double(er_i128 v) {
+    return v < 0 ? -er_u128_to_double((er_u128)-v) : er_u128_to_double((er_u128)v);
+}
+
+// exp(t) for -690 <= t <= 1 as *h + *l (Lemma D8: er__exp_dd).
+__device__ static void er_exp_dd(const er_devsm_consts &c, double t, double *h, double *l) {
+    double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
+    int k = (int)kd;
+    double s = t - kd * c.exp_lh;
+    double p = kd * c.exp_ll, pe = fma(kd, c.exp_ll, -p);
+    double rh = s - p, bv = rh - s, e1 = (s - (rh - bv)) + (-p - bv);
+    double rl = e1 - pe;
+    double q = 1.0 / 40320.0;
+    q = q * rh + 1.0 / 5040.0;
+    q = q * rh + 1.0 / 720.0;
+    q = q * rh + 1.0 / 120.0;
+    q = q * rh + 1.0 / 24.0;
+    q = q * rh + 1.0 / 6.0;
+    q = q * rh + 0.5;
+    double z = (rh * rh) * q;
+    double a = 1.0 + rh, bb = a - 1.0, b = (1.0 - (a - bb)) + (rh - bb);
+    double cc = b + (z + (rl + rl * rh));
+    double eh = a + cc, el = cc - (eh - a);
+    int j = k & 63, qq = (k - j) / 64;
+    double t1 = c.exp_t1[j], t2 = c.exp_t2[j];
+    double v1 = t1 * eh, v2 = fma(t1, eh, -v1);
+    double w = v2 + (t1 * el + t2 * eh);
+    double vh = v1 + w, vl = w - (vh - v1);
+    double sc = er_from_bits((uint64_t)(qq + 1023) << 52);
+    *h = vh * sc;
+    *l = vl * sc;
+}
+// exp(t + e) as *h + *l (er_exp_dd_shift, softmax.c).
+__device__ static void er_exp_dd_shift(const er_devsm_consts &c, double t, double e, double *h, double *l) {
+    er_exp_dd(c, t, h, l);
+    if (e == 0) return;
+    double cc = *l + *h * e, s = *h + cc;
+    *l = cc - (s - *h);
+    *h = s;
+}
+// The fixed-point bounds of h + l in units of 2^-96 (er__dd_fx_term).
+__device__ static void er_dd_fx_term(double h, double l, er_i128 *L, er_i128 *U) {
+    double A = h * 0x1p96, fA = floor(A), fr = A - fA, B = l * 0x1p96, c = h * 0x1p32;
+    er_i128 I = er_i128_of(fA);
+    *L = I + (er_i128)(long long)floor(er_dn(er_dn(fr + B) - c));
+    *U = I + (er_i128)(long long)ceil(er_up(er_up(fr + B) + c));
+}
+// I 2^-96 as h + l below it (up = 0) or above it (up = 1) (er__dd_fx_pair).
+__device__ static void er_dd_fx_pair(er_i128 I, int up, double *h, double *l) {
+    double a = er_i128_to_double(I), b = er_i128_to_double(I - er_i128_of(a));
+    b = up ? er_up(b) : er_dn(b);
+    *h = a * 0x1p-96;
+    *l = b * 0x1p-96;
+}
+// The sign of a - k s, or 0 where the computed difference does not exceed its error bound (er__dd_sign).
+__device__ static int er_dd_sign(double ah, double al, double kh, double kl, double sh, double sl) {
+    double p1 = kh * sh, p2 = fma(kh, sh, -p1);
+    double c = kh * sl + kl * sh;
+    double d1 = ah - p1, d2 = (al - p2) - c, d = d1 + d2;
+    double err = 0x1p-52 * fabs(d1) + 0x1p-98 * (ah + p1);
+    return er_dn(d) > err ? 1 : er_up(d) < -err ? -1 : 0;
+}
+
+// The bounds of the row's sum of exp(x_j - m) in double-double for Lemma S7 (er_exact_row_dd's S below in dd[0] +
+// dd[1], above in dd[2] + dd[3]), by the block; sl, sh: one 128-bit integer per warp. Ends with a barrier.
+__device__ static void er_sm_dd_sums(const er_devsm_consts &c, const void *x, int64_t base, int64_t n, double m,
+                                     er_u128 *sl, er_u128 *sh, double *dd) {
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x / 32;
+    er_u128 L = 0, U = 0;
+    for (int64_t j = tid; j < n; j += blockDim.x) {
+        double v = er_load(x, c.x_fmt, base + j), t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb);
+        er_i128 tl = 0, tu = 1; // exp(x_j - m) < 2^-995 below -690 (and 0 at -inf)
+        if (t >= -690.0) {
+            double h, l;
+            er_exp_dd_shift(c, t, e, &h, &l);
+            er_dd_fx_term(h, l, &tl, &tu);
+        }
+        L += (er_u128)tl;
+        U += (er_u128)tu;
+    }
+    for (int off = 16; off; off >>= 1) {
+        L += er_shfl_u128(L, off);
+        U += er_shfl_u128(U, off);
+    }
+    if (lane == 0) { sl[warp] = L; sh[warp] = U; }
+    __syncthreads();
+    if (tid == 0) {
+        for (int k = 1; k < nw; k++) { sl[0] += sl[k]; sh[0] += sh[k]; }
+        er_dd_fx_pair((er_i128)sl[0], 0, &dd[0], &dd[1]);
+        er_dd_fx_pair((er_i128)sh[0], 1, &dd[2], &dd[3]);
+    }
+    __syncthreads();
+}
+
+// An element whose enclosure [x1, x2] of the exact quotient rounds to r1 < r2 (er_exact_row_dd's test): where r1 and
+// r2 are neighbours of fp32 and e / S lies on one side of their midpoint, its correct rounding into *rounded and the
+// quotient to about 2^-100 into *exact; 0 where the test does not decide (the host's MPFR then does).
+__device__ static __noinline__ int er_sm_dd_decide(const er_devsm_consts &c, double v, double m, double r1, double r2,
+                                                   const double *dd, double *rounded, double *exact) {
+    double t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb);
+    if (!(t >= -690.0)) return 0;
+    double mu = 0.5 * r1 + 0.5 * r2;
+    if (!(r1 >= 0 && r1 < r2 && r2 <= 1) || mu == r1 || mu == r2 || er_f32_rd(mu) != r1 || er_f32_ru(mu) != r2)
+        return 0; // not neighbours of fp32
+    double h, l;
+    er_exp_dd_shift(c, t, e, &h, &l);
+    int above = er_dd_sign(h, er_dn(l - h * 0x1p-64), mu, 0.0, dd[2], dd[3]) > 0;
+    int below = er_dd_sign(h, er_up(l + h * 0x1p-64), mu, 0.0, dd[0], dd[1]) < 0;
+    if (!above && !below) return 0;
+    double q0 = h / dd[0], p = q0 * dd[0], pe = fma(q0, dd[0], -p);
+    *exact = q0 + (((h - p) - pe) + (l - q0 * dd[1])) / dd[0];
+    *rounded = above ? r2 : r1;
+    return 1;
+}
+
 // The row's constants, computed by its first thread.
 struct er_sm_row { double sl, sh, one_minus, one_plus, klo, khi, rl, rh; int overflow; };
 
 // Element i of a row: its set in fp32 (er_softmax_sets_dbl's main case), the output's set and the exact result
-// (er_exact_row_dbl), its class. Returns 0 where the host must take the row (a quotient that may be infinite, an
-// end beyond the output's range, a correct rounding not decided in double, an output outside the set or NaN).
+// (er_exact_row_dbl), its class. Returns 1 where decided, 2 where the correct rounding is not decided in double and
+// Lemma S7's pass may decide it (dd NULL: the first pass, nothing recorded), 0 where the host must take the row (a
+// quotient that may be infinite, an end beyond the output's range, a correct rounding neither pass decides, an output
+// outside the set or NaN). With dd (er_sm_dd_sums's bounds: the second pass), only the elements the first left open
+// are recorded.
 __device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, double v, double m, double elo,
-                                 double ehi, double y, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+                                 double ehi, double y, int64_t idx, uint8_t *cls, er_rec_acc &a, const double *dd) {
     double lo, hi;
     er_exp_diff(c, v, m, &lo, &hi);
     double x1 = lo * w.rl, x2 = hi * w.rh;
     if (!(fabs(x1) <= c.omax && fabs(x2) <= c.omax)) return 0;
-    double rounded = er_out_rn(x1, c.out_fmt), exact = 0.5 * x1 + 0.5 * x2;
-    if (rounded != er_out_rn(x2, c.out_fmt)) return 0;
+    double rounded = er_out_rn(x1, c.out_fmt), exact = 0.5 * x1 + 0.5 * x2, r2 = er_out_rn(x2, c.out_fmt);
+    if (rounded != r2) {
+        if (!dd) return c.dd ? 2 : 0;
+        if (!er_sm_dd_decide(c, v, m, rounded, r2, dd, &rounded, &exact)) return 0;
+    } else if (dd) return 1; // recorded in the first pass
     double ql = 0, qh = 0;
     if (elo != 0) ql = er_f32_rn((elo / (((w.sh - ehi) + elo) * w.one_plus)) * w.klo);
     if (ehi != 0) {
@@ -234,6 +367,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
     __shared__ er_rec_acc sha[ER_SM_THREADS / 32];
     __shared__ er_sm_row w;
+    __shared__ double dd[4];
     int tid = threadIdx.x;
     if (tid == 0) c = *cp;
     __syncthreads();
@@ -251,12 +385,22 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
         __syncthreads();
         er_rec_acc a;
         er_acc_init(a);
-        int ok = 1;
+        int ok = 1, open = 0;
         for (int64_t i = tid; i < n && ok; i += blockDim.x) {
             double v = er_load(x, c.x_fmt, base + i), y = er_load(out, c.out_fmt, base + i);
-            ok = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a);
+            int k = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a, NULL);
+            ok = k != 0;
+            open |= k == 2;
         }
-        er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend); // then sha, shd, shl and w are the next row's
+        // the elements left open, where every other is decided: Lemma S7's pass, as the host's rows take it
+        if (__syncthreads_or(open) && __syncthreads_and(ok)) {
+            er_sm_dd_sums(c, x, base, n, m, shl, shh, dd);
+            for (int64_t i = tid; i < n && ok; i += blockDim.x) {
+                double v = er_load(x, c.x_fmt, base + i), y = er_load(out, c.out_fmt, base + i);
+                ok = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a, dd) != 0;
+            }
+        }
+        er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend); // then sha, shd, shl, dd and w are the next row's
     }
     if (tid == 0) {
         parts[blockIdx.x] = er_acc_part(tot);
@@ -264,13 +408,17 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
 }
 
 // Element idx that er_k_softmax_rows decided, decided again by one block (its row's head and constants, then the
-// element in thread 0) for the report's widest set: its set into *set (set->ok 0: not decided). scratch: 2 n doubles.
+// element in thread 0, with Lemma S7's pass where the element needs it) for the report's widest set: its set into *set
+// (set->ok 0: not decided). scratch: 2 n doubles.
 __global__ void __launch_bounds__(ER_SM_THREADS)
     er_k_softmax_one(const void *x, const void *out, int64_t n, const er_devsm_consts *cp, double *scratch, int64_t idx,
                      er_dev_cset *set) {
     __shared__ er_devsm_consts c;
     __shared__ double shd[ER_SM_THREADS / 32];
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
+    __shared__ er_sm_row w;
+    __shared__ double dd[4];
+    __shared__ int open;
     int tid = threadIdx.x;
     if (tid == 0) {
         c = *cp;
@@ -279,15 +427,20 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
     __syncthreads();
     int64_t base = idx - idx % n;
     double *el = scratch, *eh = el + n, m, sums[4];
-    if (!er_sm_head(c, x, base, n, el, eh, shd, shl, shh, &m, sums) || tid != 0) return;
-    er_sm_row w;
-    er_sm_row_consts(c, n, sums, w);
+    if (!er_sm_head(c, x, base, n, el, eh, shd, shl, shh, &m, sums)) return;
     er_rec_acc a;
     er_acc_init(a);
     a.set = set;
     uint8_t cls;
-    (void)er_element(c, w, er_load(x, c.x_fmt, idx), m, el[idx - base], eh[idx - base], er_load(out, c.out_fmt, idx),
-                     idx, &cls, a);
+    double v = er_load(x, c.x_fmt, idx), y = er_load(out, c.out_fmt, idx);
+    if (tid == 0) {
+        er_sm_row_consts(c, n, sums, w);
+        open = er_element(c, w, v, m, el[idx - base], eh[idx - base], y, idx, &cls, a, NULL) == 2;
+    }
+    __syncthreads();
+    if (!open) return;
+    er_sm_dd_sums(c, x, base, n, m, shl, shh, dd);
+    if (tid == 0) (void)er_element(c, w, v, m, el[idx - base], eh[idx - base], y, idx, &cls, a, dd);
 }
 
 // ---- log_softmax: the rows' heads, the host's logs (er__log_softmax_dev_consts), then the elements ----

@@ -1,7 +1,8 @@
 /* devsm.h: softmax's rows on the GPU (src/cuda/devsm.cu; docs/algorithms/softmax.md, On the GPU). The kernels compute
- * each row's sets with the operations of the host's sets in double (er_softmax_sets_dbl's main case) and the exact
- * result's enclosure of er_exact_row_dbl, in the same order and roundings, and classify every element of a row whose
- * elements they all decide as exact or covered; any other row is left to the host. C interface; every function
+ * each row's sets with the operations of the host's sets in double (er_softmax_sets_dbl's main case), the exact
+ * result's enclosure of er_exact_row_dbl and, for the elements it leaves open, Lemma S7's pass (er_exact_row_dd), in
+ * the same order and roundings, and classify every element of a row whose elements they all decide as exact or
+ * covered; any other row is left to the host. C interface; every function
  * returns 0 or a cudaError_t value and queues its work on `stream`. */
 #ifndef ER_DEVSM_H
 #define ER_DEVSM_H
@@ -24,6 +25,8 @@ typedef struct er_devsm_consts {
     int x_fmt, out_fmt;
     double omax;          /* the output format's largest finite value */
     double exp_tlo[64], exp_thi[64], exp_lh, exp_ll;
+    int dd;               /* Lemma S7's pass (er_exact_row_dd) for the elements double leaves open: fp32 outputs */
+    double exp_t1[64], exp_t2[64]; /* er__exp_dd's tables */
 } er_devsm_consts;
 
 /* The rows of x (rows x n, contiguous, format c->x_fmt) against out (the same, format c->out_fmt), on `blocks` blocks:

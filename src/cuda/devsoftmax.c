@@ -115,6 +115,9 @@ static void er_sm_consts(const er_dev_rows *r, const er_softmax_dev *d, er_devsm
     memcpy(c->exp_thi, d->exp_thi, sizeof c->exp_thi);
     c->exp_lh = d->exp_lh;
     c->exp_ll = d->exp_ll;
+    c->dd = d->dd && c->out_fmt == 0;
+    memcpy(c->exp_t1, d->exp_t1, sizeof c->exp_t1);
+    memcpy(c->exp_t2, d->exp_t2, sizeof c->exp_t2);
 }
 
 /* The path's device buffers that er_sm_one reads (log_softmax: dm and drc; softmax: scratch). */

@@ -108,6 +108,8 @@ typedef struct er_softmax_dev {
     int div;           /* 0 either, 1 divide, 2 reciprocal */
     double c1, g, thr; /* the sum's constants (er__anyorder_bound_terms_depth) */
     double exp_tlo[64], exp_thi[64], exp_lh, exp_ll;
+    int dd;            /* Lemma S7's pass for the elements double leaves open (softmax, rows of at most 2^26) */
+    double exp_t1[64], exp_t2[64]; /* its tables (er__exp_dd) */
 } er_softmax_dev;
 ER_INTERNAL int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n, int log,
                                      er_softmax_dev *d);

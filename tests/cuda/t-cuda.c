@@ -7,6 +7,7 @@
 #include "../common/er_gen.h"
 #include "../common/npz.h"
 #include <cuda_runtime_api.h>
+#include <mpfr.h>
 #include <exactref/cuda.h>
 #include "splitk.h"
 
@@ -566,6 +567,85 @@ START_TEST(long_softmax_rows_on_the_gpu_equal_the_host) {
     require_softmax_device_equals_host(ref, &tx, &tc, 1, &std, "softmax 200 x 131072");
     printf("t-cuda: long rows: er_softmax_covers_device gave the host's report on %lld rows of %lld\n", (long long)rows,
            (long long)n);
+    er_ref_free(ref);
+    free(X);
+    free(C);
+}
+END_TEST
+
+/* Rows whose element 5 lies within 2^-49 of a midpoint of fp32 neighbours (three knobs moved until e_5 / S is there,
+ * as t-ival's softmax_open_elements_in_double_double builds them; half the rows with tiny logits against a maximum of
+ * 1, whose differences x_j - m are inexact): the enclosures in double leave such elements open, and Lemma S7's pass
+ * decides them on the GPU as on the host. Outputs: the correct roundings (MPFR at 300 bits), so a rounding decided
+ * the other way changes a class. The reports must agree in every field. */
+START_TEST(softmax_open_elements_on_the_gpu_equal_the_host) {
+    er_test_reseed(745);
+    int64_t rows = (int64_t)(48 * er_test_multiplier()) + 2, n = 1000, nc = rows * n;
+    float *X = malloc(sizeof(float) * (size_t)nc), *C = malloc(sizeof(float) * (size_t)nc);
+    mpfr_t S, e, g, d;
+    mpfr_inits2(300, S, e, g, d, (mpfr_ptr)0);
+    long near = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = X + r * n;
+        int tiny = (int)(r % 2);
+        double m = tiny ? 1.0 : 0.0;
+        for (int64_t k = 0; k < n; k++) x[k] = (float)(m - 8.0 * er_rand_unit());
+        x[0] = (float)m;
+        for (int k = 1; k <= 3; k++) x[k] = (float)(m - 2.0 - 10.0 * (k - 1) + er_rand_unit());
+        if (tiny)
+            for (int64_t k = 6; k < n; k += 7) x[k] = (float)ldexp(er_rand_unit() - 0.5, -(int)er_rand_int(30, 120));
+        for (int knob = 1; knob <= 4; knob++) {
+            mpfr_set_zero(S, 1);
+            for (int64_t k = 0; k < n; k++) {
+                mpfr_set_flt(e, x[k], MPFR_RNDN);
+                mpfr_sub_d(e, e, m, MPFR_RNDN); /* exact at 300 bits */
+                mpfr_exp(e, e, MPFR_RNDN);
+                mpfr_add(S, S, e, MPFR_RNDN);
+            }
+            mpfr_set_flt(e, x[5], MPFR_RNDN);
+            mpfr_sub_d(e, e, m, MPFR_RNDN);
+            mpfr_exp(e, e, MPFR_RNDN);
+            mpfr_div(g, e, S, MPFR_RNDN);
+            double q = mpfr_get_d(g, MPFR_RNDN);
+            float f = (float)q;
+            double mid = q < f || knob == 1 ? 0.5 * ((double)nextafterf(f, 0) + f) : 0.5 * ((double)f + nextafterf(f, 1));
+            mpfr_sub_d(d, g, mid, MPFR_RNDN);
+            mpfr_div_d(d, d, mid, MPFR_RNDN);
+            if (knob == 4) {
+                near += fabs(mpfr_get_d(d, MPFR_RNDN)) < 0x1p-49;
+                break;
+            }
+            /* the sum that puts e_5 / S on the midpoint; the knob's exp takes the difference */
+            mpfr_div_d(d, e, mid, MPFR_RNDN);
+            mpfr_sub(d, d, S, MPFR_RNDN);
+            mpfr_set_flt(e, x[knob], MPFR_RNDN);
+            mpfr_sub_d(e, e, m, MPFR_RNDN);
+            mpfr_exp(e, e, MPFR_RNDN);
+            mpfr_add(e, e, d, MPFR_RNDN);
+            mpfr_log(e, e, MPFR_RNDN);
+            mpfr_add_d(e, e, m, MPFR_RNDN);
+            x[knob] = mpfr_get_flt(e, MPFR_RNDN);
+        }
+        for (int64_t k = 0; k < n; k++) { /* the outputs: e_k / S correctly rounded, with S of the final row */
+            mpfr_set_flt(e, x[k], MPFR_RNDN);
+            mpfr_sub_d(e, e, m, MPFR_RNDN);
+            mpfr_exp(e, e, MPFR_RNDN);
+            mpfr_div(g, e, S, MPFR_RNDN);
+            C[r * n + k] = mpfr_get_flt(g, MPFR_RNDN);
+        }
+    }
+    mpfr_clears(S, e, g, d, (mpfr_ptr)0);
+    ck_assert_int_ge(near, rows * 3 / 4);
+    er_tensor tx, tc;
+    er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){rows, n}, NULL, X);
+    er_tensor_view(&tc, ER_FP32, 2, (int64_t[]){rows, n}, NULL, C);
+    er_ref *ref;
+    ck_assert_int_eq(er_softmax(&ref, &tx, 1), ER_OK);
+    er_standard std;
+    er_standard_init(&std);
+    require_softmax_device_equals_host(ref, &tx, &tc, 1, &std, "softmax rows with an element near a midpoint");
+    printf("t-cuda: open elements: %ld of %lld rows with an element within 2^-49 of a midpoint of fp32, the GPU's "
+           "report the host's\n", near, (long long)rows);
     er_ref_free(ref);
     free(X);
     free(C);
@@ -1591,6 +1671,7 @@ int main(void) {
     if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, softmax_open_elements_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, rmsnorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, log_softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, layernorm_on_the_gpu_equals_the_host);
