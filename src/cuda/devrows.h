@@ -83,7 +83,8 @@ void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k);
 void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes);
 /* The rest of the check: the sinks opened, the GPU's tally into the first share, the rows left by the op's row
  * function in order (where the classes stay on the device, theirs copied there), the widest decided set's entry (by
- * r->one where it gives it, else by the op's row function); the device buffers freed; r's state and errors as a status. */
+ * r->one where it gives it, else by the op's row function); the device buffers freed; r's state and errors as a
+ * status. */
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks);
 
 #endif

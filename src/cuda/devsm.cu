@@ -400,7 +400,8 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
                 ok = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a, dd) != 0;
             }
         }
-        er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend); // then sha, shd, shl, dd and w are the next row's
+        // then sha, shd, shl, dd and w are the next row's
+        er_row_end(ok, a, sha, tot, classes, base, n, row, pend, npend);
     }
     if (tid == 0) {
         parts[blockIdx.x] = er_acc_part(tot);
