@@ -270,11 +270,11 @@ __device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, d
 
 
 // The head of row `base` (n elements) in a block: its maximum *m (every thread); 0 where the row is the host's (a NaN
-// or +inf: NaN everywhere; or -inf alone); else the ends of the kernel's exps into el and eh, and in thread 0 the
-// sums to nearest of those ends in er__sums32's order (s[0], s[1]) and the bounds of the exact sum of exp(x_j - m)
-// (s[2], s[3]: er__fxsum_lo and er__fxsum_hi). Ends with a barrier.
-__device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_t base, int64_t n, double *el,
-                                 double *eh, double *shd, er_u128 *shl, er_u128 *shh, double *mp, double s[4]) {
+// or +inf: NaN everywhere; or -inf alone); else the ends of the kernel's exps (values of fp32) into el and eh, and in
+// thread 0 the sums to nearest of those ends in er__sums32's order (s[0], s[1]) and the bounds of the exact sum of
+// exp(x_j - m) (s[2], s[3]: er__fxsum_lo and er__fxsum_hi). Ends with a barrier.
+__device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_t base, int64_t n, float *el,
+                                 float *eh, double *shd, er_u128 *shl, er_u128 *shh, double *mp, double s[4]) {
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x / 32;
     double m = -INFINITY;
     int bad = 0;
@@ -303,8 +303,8 @@ __device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_
         fl += tl;
         fh += th;
         er_kernel_exp(c, v, m, &a, &b);
-        el[j] = a;
-        eh[j] = b;
+        el[j] = (float)a; // values of fp32 (or 0, or an infinity): exact
+        eh[j] = (float)b;
     }
     for (int off = 16; off; off >>= 1) {
         fl += er_shfl_u128(fl, off);
@@ -360,7 +360,7 @@ __device__ static void er_sm_row_consts(const er_devsm_consts &c, int64_t n, con
 
 __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp,
-                      double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend,
+                      float *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                       unsigned long long *npend) {
     __shared__ er_devsm_consts c;
     __shared__ double shd[ER_SM_THREADS / 32];
@@ -371,7 +371,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     int tid = threadIdx.x;
     if (tid == 0) c = *cp;
     __syncthreads();
-    double *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
+    float *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
     er_rec_acc tot;
     er_acc_init(tot);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -410,9 +410,9 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
 
 // Element idx that er_k_softmax_rows decided, decided again by one block (its row's head and constants, then the
 // element in thread 0, with Lemma S7's pass where the element needs it) for the report's widest set: its set into *set
-// (set->ok 0: not decided). scratch: 2 n doubles.
+// (set->ok 0: not decided). scratch: 2 n floats.
 __global__ void __launch_bounds__(ER_SM_THREADS)
-    er_k_softmax_one(const void *x, const void *out, int64_t n, const er_devsm_consts *cp, double *scratch, int64_t idx,
+    er_k_softmax_one(const void *x, const void *out, int64_t n, const er_devsm_consts *cp, float *scratch, int64_t idx,
                      er_dev_cset *set) {
     __shared__ er_devsm_consts c;
     __shared__ double shd[ER_SM_THREADS / 32];
@@ -427,7 +427,8 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
     }
     __syncthreads();
     int64_t base = idx - idx % n;
-    double *el = scratch, *eh = el + n, m, sums[4];
+    float *el = scratch, *eh = el + n;
+    double m, sums[4];
     if (!er_sm_head(c, x, base, n, el, eh, shd, shl, shh, &m, sums)) return;
     er_rec_acc a;
     er_acc_init(a);
@@ -447,14 +448,14 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
 // ---- log_softmax: the rows' heads, the host's logs (er__log_softmax_dev_consts), then the elements ----
 
 __global__ void __launch_bounds__(ER_SM_THREADS)
-    er_k_lsm_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *cp, double *scratch, double *ms,
+    er_k_lsm_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *cp, float *scratch, double *ms,
                    double *sums) {
     __shared__ er_devsm_consts c;
     __shared__ double shd[ER_SM_THREADS / 32];
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
     if (threadIdx.x == 0) c = *cp;
     __syncthreads();
-    double *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
+    float *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         double m, s[4];
         int ok = er_sm_head(c, x, row * n, n, el, eh, shd, shl, shh, &m, s);
@@ -529,7 +530,7 @@ int er__dev_blocks(int64_t rows) {
 }
 
 int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks,
-                   double *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend,
+                   float *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend,
                    void *stream) {
     if (rows == 0 || blocks < 1) return 0;
     er_k_softmax_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(
@@ -537,7 +538,7 @@ int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, cons
     return (int)cudaGetLastError();
 }
 
-int er__devsm_log_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks, double *scratch,
+int er__devsm_log_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks, float *scratch,
                         double *m, double *sums, void *stream) {
     if (rows == 0 || blocks < 1) return 0;
     er_k_lsm_heads<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, rows, n, c, scratch, m, sums);
@@ -553,7 +554,7 @@ int er__devsm_log_rows(const void *x, const void *out, int64_t rows, int64_t n, 
     return (int)cudaGetLastError();
 }
 
-int er__devsm_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, double *scratch, int64_t idx,
+int er__devsm_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, float *scratch, int64_t idx,
                   er_dev_cset *set, void *stream) {
     er_k_softmax_one<<<1, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, n, c, scratch, idx, set);
     return (int)cudaGetLastError();

@@ -121,14 +121,14 @@ static void er_sm_consts(const er_dev_rows *r, const er_softmax_dev *d, er_devsm
 }
 
 /* The path's device buffers that er_sm_one reads (log_softmax: dm and drc; softmax: scratch). */
-typedef struct er_sm_dev { int log; er_devsm_consts *dc; double *scratch, *dm, *drc; } er_sm_dev;
+typedef struct er_sm_dev { int log; er_devsm_consts *dc; float *scratch; double *dm, *drc; } er_sm_dev;
 
 /* The rows on the GPU: the classes into the report's array, the blocks' tallies and the rows left into r. */
 static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes, er_sm_dev *d) {
     cudaStream_t s = r->s;
     int64_t n = r->n;
     er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
-    double *scratch = er_dev_alloc(&r->db, sizeof(double) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
+    float *scratch = er_dev_alloc(&r->db, sizeof(float) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
     *d = (er_sm_dev){ 0, dc, scratch, NULL, NULL };
     er_dev_kio o;
     er_dev_kio_init(r, &o, NULL, 0);
@@ -149,7 +149,7 @@ static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *class
     double *sums = malloc(sizeof(double) * 4 * (size_t)rows), *rc = malloc(sizeof(double) * 4 * (size_t)rows);
     if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
     er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
-    double *scratch = er_dev_alloc(&r->db, sizeof(double) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
+    float *scratch = er_dev_alloc(&r->db, sizeof(float) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
     double *dm = er_dev_alloc(&r->db, sizeof(double) * (size_t)rows, s, &r->e);
     double *dsums = er_dev_alloc(&r->db, sizeof(double) * 4 * (size_t)rows, s, &r->e);
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, s);
@@ -200,10 +200,11 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
         er__sinks_decline(sks);
         return ER_OK;
     }
-    /* at most 256 MiB of scratch (two doubles per element of each block's row) but for one block */
+    /* at most 256 MiB of scratch (two floats per element of each block's row: the kernel's exps' ends, values of fp32)
+     * but for one block */
     int64_t n = er__rows(ref)->K;
     int blocks = er__dev_blocks(ref->n / n);
-    if ((double)blocks * 16.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (16.0 * (double)n)) + 1;
+    if ((double)blocks * 8.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (8.0 * (double)n)) + 1;
     er_dev_rows r;
     er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL, &arg->keep);
     er_sm_dev dev = { 0, NULL, NULL, NULL, NULL };
