@@ -311,25 +311,22 @@ __device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_
         fh += er_shfl_u128(fh, off);
     }
     if (lane == 0) { shl[warp] = fl; shh[warp] = fh; }
-    __syncthreads();
-    double sl = 0, sh = 0;
-    if (tid < 32) {
-        // er__sums32's order (er_softmax_sets_dbl's sums to nearest): lane l adds the ends of elements l, l + 32, ...
-        // in turn, then every lane adds the 32 partial sums in lane order, each taken from the lane that holds it
-        double pa = 0, pb = 0;
-        for (int64_t j = tid; j < n; j += 32) {
-            pa += el[j];
-            pb += eh[j];
-        }
-        for (int k = 0; k < 32; k++) {
-            sl += __shfl_sync(0xffffffffu, pa, k);
-            sh += __shfl_sync(0xffffffffu, pb, k);
-        }
+    __syncthreads(); // shd is free: every thread has read the maximum
+    if (warp < 2) {
+        // er__sums32's order (er_softmax_sets_dbl's sums to nearest), the lower ends' sum in warp 0 and the upper
+        // ends' in warp 1: lane l adds the ends of elements l, l + 32, ... in turn, then the 32 partial sums are added
+        // in lane order, each taken from the lane that holds it
+        const float *e = warp == 0 ? el : eh;
+        double p = 0, q = 0;
+        for (int64_t j = lane; j < n; j += 32) p += e[j];
+        for (int k = 0; k < 32; k++) q += __shfl_sync(ER_FULL, p, k);
+        if (lane == 0) shd[warp] = q;
     }
+    __syncthreads();
     if (tid == 0) {
         for (int k = 1; k < nw; k++) { shl[0] += shl[k]; shh[0] += shh[k]; }
-        s[0] = sl;
-        s[1] = sh;
+        s[0] = shd[0];
+        s[1] = shd[1];
         s[2] = er_dn(ldexp(er_dn(er_u128_to_double(shl[0])), -90));
         s[3] = er_up(ldexp(er_up(er_u128_to_double(shh[0])), -90));
     }
