@@ -265,4 +265,21 @@ static inline int er_gen_held(er_format x, er_format acc) {
            er_format_min_subnormal(x) >= er_format_min_subnormal(acc);
 }
 
+/* The logit x_k moved so that exp(x_j - m) / S lies nearest mid (the rows of the tests of softmax's open elements,
+ * softmax.md, Lemma S7): S (s: the row's sum of exp(x_i - m) before the move) must become e_j / mid (ej: exp(x_j - m)),
+ * and x_k's exp takes the difference. t and u: scratch at s's precision (u may be ej). Returns the new x_k rounded to
+ * fp32. */
+static inline float er_gen_knob_to_mid(double xk, double m, mpfr_srcptr s, mpfr_srcptr ej, double mid, mpfr_ptr t,
+                                       mpfr_ptr u) {
+    mpfr_div_d(t, ej, mid, MPFR_RNDN);
+    mpfr_sub(t, t, s, MPFR_RNDN);
+    mpfr_set_d(u, xk, MPFR_RNDN);
+    mpfr_sub_d(u, u, m, MPFR_RNDN);
+    mpfr_exp(u, u, MPFR_RNDN);
+    mpfr_add(u, u, t, MPFR_RNDN);
+    mpfr_log(u, u, MPFR_RNDN);
+    mpfr_add_d(u, u, m, MPFR_RNDN);
+    return mpfr_get_flt(u, MPFR_RNDN);
+}
+
 #endif

@@ -615,16 +615,7 @@ START_TEST(softmax_open_elements_on_the_gpu_equal_the_host) {
                 near += fabs(mpfr_get_d(d, MPFR_RNDN)) < 0x1p-49;
                 break;
             }
-            /* the sum that puts e_5 / S on the midpoint; the knob's exp takes the difference */
-            mpfr_div_d(d, e, mid, MPFR_RNDN);
-            mpfr_sub(d, d, S, MPFR_RNDN);
-            mpfr_set_flt(e, x[knob], MPFR_RNDN);
-            mpfr_sub_d(e, e, m, MPFR_RNDN);
-            mpfr_exp(e, e, MPFR_RNDN);
-            mpfr_add(e, e, d, MPFR_RNDN);
-            mpfr_log(e, e, MPFR_RNDN);
-            mpfr_add_d(e, e, m, MPFR_RNDN);
-            x[knob] = mpfr_get_flt(e, MPFR_RNDN);
+            x[knob] = er_gen_knob_to_mid(x[knob], m, S, e, mid, d, e);
         }
         for (int64_t k = 0; k < n; k++) { /* the outputs: e_k / S correctly rounded, with S of the final row */
             mpfr_set_flt(e, x[k], MPFR_RNDN);

@@ -14,6 +14,7 @@
  * attention's double dot errs within Lemma A1's bound; softmax's and log_softmax's row loops give the scalar code's
  * values. Compiled with the library's internal source. */
 #include "../common/er_test.h"
+#include "../common/er_gen.h"
 #include "enclose/ival.h"
 #include "enclose/compsum.h"
 #include "enclose/approx.h"
@@ -652,16 +653,7 @@ START_TEST(softmax_open_elements_in_double_double) {
                 inrange += rel > 0x1p-61;
                 break;
             }
-            /* the sum the midpoint needs, e_j / mid; the knob's exp takes the difference */
-            mpfr_div_d(d, e, mid, MPFR_RNDN);
-            mpfr_sub(d, d, S, MPFR_RNDN);
-            mpfr_set_d(e, x[knob], MPFR_RNDN);
-            mpfr_sub_d(e, e, m, MPFR_RNDN);
-            mpfr_exp(e, e, MPFR_RNDN);
-            mpfr_add(e, e, d, MPFR_RNDN);
-            mpfr_log(e, e, MPFR_RNDN);
-            mpfr_add_d(e, e, m, MPFR_RNDN);
-            x[knob] = (double)mpfr_get_flt(e, MPFR_RNDN);
+            x[knob] = (double)er_gen_knob_to_mid(x[knob], m, S, e, mid, d, e);
         }
         for (int64_t k = 0; k < n; k++) {
             double t, te;
