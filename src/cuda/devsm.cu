@@ -6,6 +6,7 @@
 #include <cstring>
 #include "cuda/devsm.h"
 #include "cuda/devrec.cuh"
+#include "core/expdd.h"
 
 #define ER_SM_THREADS 256
 
@@ -102,8 +103,8 @@ __device__ static void er_kernel_exp(const er_devsm_consts &c, double v, double 
     if (!(*elo >= ER_F32_MIN_NORMAL)) *elo = 0;
 }
 
-// ---- Lemma S7's pass (er_exact_row_dd, softmax.c; er__exp_dd, er__dd_fx_term, er__dd_fx_pair, er__dd_sign: ival.h)
-// for the elements whose enclosure in double rounds to two values of the output ----
+// ---- Lemma S7's pass (er_exact_row_dd, softmax.c; er__dd_fx_term, er__dd_fx_pair, er__dd_sign: ival.h; er__exp_dd:
+// core/expdd.h, shared) for the elements whose enclosure in double rounds to two values of the output ----
 
 typedef __int128 er_i128;
 
@@ -118,37 +119,9 @@ __device__ static double er_i128_to_double(er_i128 v) {
     return v < 0 ? -er_u128_to_double((er_u128)-v) : er_u128_to_double((er_u128)v);
 }
 
-// exp(t) for -690 <= t <= 1 as *h + *l (Lemma D8: er__exp_dd).
-__device__ static void er_exp_dd(const er_devsm_consts &c, double t, double *h, double *l) {
-    double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
-    int k = (int)kd;
-    double s = t - kd * c.exp_lh;
-    double p = kd * c.exp_ll, pe = fma(kd, c.exp_ll, -p);
-    double rh = s - p, bv = rh - s, e1 = (s - (rh - bv)) + (-p - bv);
-    double rl = e1 - pe;
-    double q = 1.0 / 40320.0;
-    q = q * rh + 1.0 / 5040.0;
-    q = q * rh + 1.0 / 720.0;
-    q = q * rh + 1.0 / 120.0;
-    q = q * rh + 1.0 / 24.0;
-    q = q * rh + 1.0 / 6.0;
-    q = q * rh + 0.5;
-    double z = (rh * rh) * q;
-    double a = 1.0 + rh, bb = a - 1.0, b = (1.0 - (a - bb)) + (rh - bb);
-    double cc = b + (z + (rl + rl * rh));
-    double eh = a + cc, el = cc - (eh - a);
-    int j = k & 63, qq = (k - j) / 64;
-    double t1 = c.exp_t1[j], t2 = c.exp_t2[j];
-    double v1 = t1 * eh, v2 = fma(t1, eh, -v1);
-    double w = v2 + (t1 * el + t2 * eh);
-    double vh = v1 + w, vl = w - (vh - v1);
-    double sc = er_from_bits((uint64_t)(qq + 1023) << 52);
-    *h = vh * sc;
-    *l = vl * sc;
-}
 // exp(t + e) as *h + *l (er_exp_dd_shift, softmax.c).
 __device__ static void er_exp_dd_shift(const er_devsm_consts &c, double t, double e, double *h, double *l) {
-    er_exp_dd(c, t, h, l);
+    er_exp_dd_tab(t, c.exp_lh, c.exp_ll, c.exp_t1, c.exp_t2, h, l); // er__exp_dd (core/expdd.h)
     if (e == 0) return;
     double cc = *l + *h * e, s = *h + cc;
     *l = cc - (s - *h);

@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 #include "core/internal.h"
+#include "core/expdd.h"
 #include "enclose/compsum.h"
 
 /* The double just above / below a result rounded to nearest: an upper / lower bound of its exact value. */
@@ -125,36 +126,10 @@ static inline void er__exp_core(double t, double *lo, double *hi, int *q) {
     *hi = er__exp_thi[j] * (p + 0x1p-51);
 }
 
-/* exp(t) for -690 <= t <= 1 as *h + *l, within 2^-65 exp(t) of it, |*l| <= 2^-52 |*h| (Lemma D8): Theorem D1's
- * reduction carried in two doubles, r = rh + rl within 2^-78.9 of t - k L; exp(rh) = 1 + rh + rh^2 Q(rh) with Q's
- * Taylor terms to rh^6/8!; rl joins as rl (1 + rh); the product by 2^(j/64) held as t1 + t2. For the rows whose double
- * enclosures cannot decide, where MPFR would cost a microsecond a class. */
+/* exp(t) for -690 <= t <= 1 as *h + *l, within 2^-65 exp(t) of it, |*l| <= 2^-52 |*h| (Lemma D8: core/expdd.h). For
+ * the rows whose double enclosures cannot decide, where MPFR would cost a microsecond a class. */
 static inline void er__exp_dd(double t, double *h, double *l) {
-    double kd = (t * 92.332482616893656877 + 0x1.8p52) - 0x1.8p52;
-    int k = (int)kd;
-    double s = t - kd * er__exp_lh;                              /* exact: k lh and the difference */
-    double p = kd * er__exp_ll, pe = fma(kd, er__exp_ll, -p);    /* k ll = p + pe */
-    double rh = s - p, bv = rh - s, e1 = (s - (rh - bv)) + (-p - bv); /* TwoSum: rh + e1 = s - p */
-    double rl = e1 - pe;
-    double q = 1.0 / 40320.0;
-    q = q * rh + 1.0 / 5040.0;
-    q = q * rh + 1.0 / 720.0;
-    q = q * rh + 1.0 / 120.0;
-    q = q * rh + 1.0 / 24.0;
-    q = q * rh + 1.0 / 6.0;
-    q = q * rh + 0.5;
-    double z = (rh * rh) * q;                                    /* rh^2 Q(rh) */
-    double a = 1.0 + rh, bb = a - 1.0, b = (1.0 - (a - bb)) + (rh - bb); /* TwoSum: a + b = 1 + rh */
-    double c = b + (z + (rl + rl * rh));
-    double eh = a + c, el = c - (eh - a);                        /* Fast2Sum (|a| >= |c|) */
-    int j = k & 63, qq = (k - j) / 64;
-    double t1 = er__exp_t1[j], t2 = er__exp_t2[j];
-    double v1 = t1 * eh, v2 = fma(t1, eh, -v1);                  /* TwoProd */
-    double w = v2 + (t1 * el + t2 * eh);
-    double vh = v1 + w, vl = w - (vh - v1);                      /* Fast2Sum */
-    double sc = er__from_bits((uint64_t)(qq + 1023) << 52);      /* 2^q, q >= -996 */
-    *h = vh * sc;
-    *l = vl * sc;
+    er_exp_dd_tab(t, er__exp_lh, er__exp_ll, er__exp_t1, er__exp_t2, h, l);
 }
 
 /* Lemma X4's (cross-entropy.md) fixed-point bounds of a term h + l (Lemma D8's exp, |l| <= 2^-52 h,
