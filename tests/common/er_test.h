@@ -227,6 +227,20 @@ static inline void er_require_same_json(const er_report *a, const er_report *b, 
     free(jb);
 }
 
+/* Two reports agree beyond er_require_same_report: the classic bug's tests, the resolution's widths, the unseen
+ * elements, and the JSON. */
+static inline void er_require_same_tally(const er_report *a, const er_report *b, const char *what) {
+    er_require_same_report(a, b, what);
+    ER_REQUIRE(a->n_bug_tried == b->n_bug_tried && a->n_bug_seen == b->n_bug_seen && a->blind_rel == b->blind_rel,
+               "%s: the classic bug's tests differ (%lld/%lld tried, %lld/%lld seen)", what,
+               (long long)a->n_bug_tried, (long long)b->n_bug_tried, (long long)a->n_bug_seen,
+               (long long)b->n_bug_seen);
+    ER_REQUIRE(a->n_away == b->n_away && a->coarsest_rel == b->coarsest_rel && a->finest_rel == b->finest_rel &&
+                   a->n_unseen == b->n_unseen,
+               "%s: the resolution's widths differ", what);
+    er_require_same_json(a, b, what);
+}
+
 /* Loads a capture's arrays into *z and opens its case list (one case a line), failing the test when either is
  * missing. The caller closes the file and frees z. */
 #include "npz.h"

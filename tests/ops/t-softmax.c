@@ -779,8 +779,7 @@ START_TEST(row_ops_same_report_for_any_thread_count) {
 END_TEST
 
 /* The report of the row ops' per-element path (EXACTREF_FAST=0: every set put into the report) under the default
- * standard, and the agreement of two reports beyond er_require_same_report: the classic bug's tests, the resolution's
- * widths, the unseen elements. */
+ * standard (compared with er_require_same_tally). */
 static void covers_per_element(er_report *a, er_ref *ref, const er_tensor *ty) {
     er_standard std;
     er_standard_init(&std);
@@ -788,18 +787,6 @@ static void covers_per_element(er_report *a, er_ref *ref, const er_tensor *ty) {
     ck_assert_int_eq(er_covers(a, ref, ty, &std), ER_OK);
     unsetenv("EXACTREF_FAST");
 }
-static void require_same_tally(const er_report *a, const er_report *b, const char *what) {
-    er_require_same_report(a, b, what);
-    ER_REQUIRE(a->n_bug_tried == b->n_bug_tried && a->n_bug_seen == b->n_bug_seen && a->blind_rel == b->blind_rel,
-               "%s: the classic bug's tests differ (%lld/%lld tried, %lld/%lld seen)", what,
-               (long long)a->n_bug_tried, (long long)b->n_bug_tried, (long long)a->n_bug_seen,
-               (long long)b->n_bug_seen);
-    ER_REQUIRE(a->n_away == b->n_away && a->coarsest_rel == b->coarsest_rel && a->finest_rel == b->finest_rel &&
-                   a->n_unseen == b->n_unseen,
-               "%s: the resolution's widths differ", what);
-    er_require_same_json(a, b, what);
-}
-
 /* The row ops (and layernorm's y) keep the record of each output inside its set as a tally and its widest set
  * (rowmods.c, er__row_put); with EXACTREF_FAST=0 they put every set into the report. Both reports must agree in every field: counts, classes,
  * failing lists, the widest set, the resolution's widths, the classic bug's tests and note, unbounded sets; on rows
@@ -848,7 +835,7 @@ START_TEST(row_ops_same_report_with_or_without_the_tally) {
             ck_assert_int_eq(er_covers(&b, ref, &ty, &std), ER_OK);
             char what[64];
             snprintf(what, sizeof what, "op %d, %lld x %lld", op, (long long)R, (long long)N);
-            require_same_tally(&a, &b, what);
+            er_require_same_tally(&a, &b, what);
             ck_assert_int_gt(b.n_failed, 0);
             ck_assert_int_gt(b.counts[ER_CLASS_COVERED], 0);
             er_report_clear(&a);
@@ -944,7 +931,7 @@ START_TEST(row_ops_same_report_in_runs) {
                         snprintf(what, sizeof what, "op %d, %s output%s%s, EXACTREF_SIMD=%s", op, er_format_name(f),
                                  big ? ", scaled" : flat ? ", flat" : "", tr ? ", transposed" : "",
                                  levels[lv] ? levels[lv] : "unset");
-                        require_same_tally(&a, &b, what);
+                        er_require_same_tally(&a, &b, what);
                         ck_assert_msg(b.n_failed > 0, "%s: nothing fails", what);
                         er_report_clear(&b);
                     }
