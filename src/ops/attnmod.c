@@ -464,6 +464,16 @@ static void er_attn_amax_put(er_sink *s, const er_attn_amax *a, double lo, doubl
     er__sink_put(s, 0, &cs);
 }
 
+/* O's element q of a row (er_row_set_fn): a rounding left open has its candidates in the set, none of them the exact
+ * one. */
+typedef struct er_attn_oset { const er_sink *sk; const er_cval *cv; const double *ex, *rd; const uint8_t *open; }
+    er_attn_oset;
+static void er_attn_o_set(const void *ctx, int64_t q, er_cset *c) {
+    const er_attn_oset *v = ctx;
+    int open = v->open[q];
+    er__cset_build(c, v->sk->O, v->sk->ov, !open, &v->cv[q], v->ex[q], open ? NAN : v->rd[q]);
+}
+
 static er_status er_attn_rows(er_attn_job *j) {
     er_attn_rowctx c;
     const er_fmt_info *F32 = er__fmt(ER_FP32);
@@ -472,6 +482,8 @@ static er_status er_attn_rows(er_attn_job *j) {
     c.lse = j->sl != NULL;
     c.given = j->given;
     int64_t Dv = er__attn(j->ref)->dv;
+    er_row_rec rec; /* O's record: its rows come in increasing order, decided in runs */
+    if (j->so) er__row_rec_begin(&rec, j->so, 1);
     for (int64_t row = j->r0; row < j->r1 && st == ER_OK; row++) {
         if (er__cancelled()) {
             st = ER_ERR_CANCELLED;
@@ -480,14 +492,13 @@ static er_status er_attn_rows(er_attn_job *j) {
         er__progress_step(1);
         st = er_attn_ctx_row(&c, row);
         if (st != ER_OK) break;
-        if (j->so)
-            for (int64_t d = 0; d < Dv; d++) {
-                er_cset cs;
-                /* a rounding left open: its candidates are in the set, none is the exact one */
-                int open = c.w.open[d];
-                er__cset_build(&cs, j->so->O, j->so->ov, !open, &c.ocv[d], c.oex[d], open ? NAN : c.ord[d]);
-                er__sink_put(j->so, row * Dv + d, &cs);
-            }
+        if (j->so) {
+            /* an element left open keeps a candidate in ord (er__attn_row_tail): NaN there, so that the runs leave
+             * it to er_attn_o_set */
+            for (int64_t d = 0; d < Dv; d++) c.ord[d] = c.w.open[d] ? NAN : c.ord[d];
+            er_attn_oset v = { j->so, c.ocv, c.oex, c.ord, c.w.open };
+            er__row_put_with(j->so, &rec, NULL, row * Dv, Dv, c.ocv, c.oex, c.ord, er_attn_o_set, &v);
+        }
         if (j->sl) {
             er_cset cs;
             int open = c.w.open[Dv];
@@ -496,6 +507,7 @@ static er_status er_attn_rows(er_attn_job *j) {
         }
         if (c.pl.amax) er_attn_amax_merge(&j->am, &c.w.am);
     }
+    if (j->so) er__row_rec_end(&rec, j->so, st);
     er_attn_ctx_close(&c);
     return st;
 }

@@ -104,6 +104,12 @@ ER_INTERNAL void er__row_put_sets(er_sink *sk, er_row_rec *rec, int64_t base, in
 /* er__row_put_sets for a row whose sets are intervals [flo, fhi] of F (er__cval_from_ival), after er__row_scratch. */
 ER_INTERNAL void er__row_put_ivals(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_fmt_info *F,
                                    const double *flo, const double *fhi, const double *ex, const double *rd);
+/* er__row_put with each element's whole set from set(ctx, k, c) (k: its place in the row), for an op whose sets are not
+ * all er__cset_build's with any = 1: set must give that set wherever rd[k] is a finite value of the sink's format (the
+ * runs decide those elements from cv and rd alone) and may give any other elsewhere. */
+ER_INTERNAL void er__row_put_with(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n,
+                                  const er_cval *cv, const double *ex, const double *rd, er_row_set_fn set,
+                                  const void *ctx);
 /* Row `row`'s sets (n elements, outputs ys read by the caller) into sk, through the share's record rec (begun with
  * the rows in increasing order; NULL or off: element by element), or the one element `only` (>= 0) given to sk as the
  * widest set's candidate. */

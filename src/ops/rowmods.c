@@ -173,7 +173,7 @@ void er__row_put_ivals(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, co
 /* A row of n elements from base whose record is on, decided in runs (er__row_put_sets); 0 where that cannot run
  * (the sink's format, no memory), the caller then putting the row element by element. */
 static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, const er_cval *cv, const double *ex,
-                          const double *rd) {
+                          const double *rd, er_row_set_fn set, const void *ctx) {
     double *lo = er__row_scratch(sk, rec, n);
     if (!lo) return 0;
     double *hi = lo + n;
@@ -183,8 +183,7 @@ static int er_row_put_run(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n,
     else
 #endif
         er_row_map(n, cv, rd, lo, hi, f);
-    er_row_cvs v = { sk, cv, ex, rd };
-    er__row_put_sets(sk, rec, base, n, ex, rd, er_row_cv_set, &v);
+    er__row_put_sets(sk, rec, base, n, ex, rd, set, ctx);
     return 1;
 }
 
@@ -195,20 +194,27 @@ static int er_row_consecutive(const int64_t *idx, int64_t n) {
     return k == n;
 }
 
-void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n, const er_cval *cv,
-                 const double *ex, const double *rd) {
+void er__row_put_with(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n, const er_cval *cv,
+                      const double *ex, const double *rd, er_row_set_fn set, const void *ctx) {
     if (rec->on && n > 0) { /* a run of consecutive elements: decided in runs */
-        if ((!idx || er_row_consecutive(idx, n)) && er_row_put_run(sk, rec, idx ? idx[0] : base, n, cv, ex, rd))
+        if ((!idx || er_row_consecutive(idx, n)) &&
+            er_row_put_run(sk, rec, idx ? idx[0] : base, n, cv, ex, rd, set, ctx))
             return;
     }
     for (int64_t k = 0; k < n; k++) {
         er_cset c;
         int64_t i = idx ? idx[k] : base + k;
-        er__cset_build(&c, sk->O, sk->ov, 1, &cv[k], ex[k], rd[k]);
+        set(ctx, k, &c);
         if (!rec->on) { er__sink_put(sk, i, &c); continue; }
         double y = rec->ys ? rec->ys[k] : er__load(sk->out, sk->out_contig ? i : er__offset(sk->out, i)), rel;
         if (er__sink_tally_put(sk, &rec->t, i, &c, y, &rel)) er_row_offer(rec, i, rel, &c, y);
     }
+}
+
+void er__row_put(er_sink *sk, er_row_rec *rec, const int64_t *idx, int64_t base, int64_t n, const er_cval *cv,
+                 const double *ex, const double *rd) {
+    er_row_cvs v = { sk, cv, ex, rd };
+    er__row_put_with(sk, rec, idx, base, n, cv, ex, rd, er_row_cv_set, &v);
 }
 
 void er__row_rec_begin(er_row_rec *rec, const er_sink *sk, int in_order) {
