@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
 // The weights and values of half a tile (block 2 T + half: rows 16 half .. 16 half + 15 of tile T): each key's
 // weights (thread: row tid / 16, key tid mod 16 of each 16) into shared memory, then thread (ty, tx) adds them and
 // |v_jd| into row ty at value dimensions tx + 16 m (m < 8) of each 128, the keys in increasing order (N, A and B of
-// er_attn_weights; with c.ncomp, N's additions' errors kept by TwoSum and added at the end, as er_attn_nab_comp).
+// er_attn_weights; with c.ncomp, N's additions' errors kept by TwoSum and added at the end, as er_attn_nab_term).
 __global__ void __launch_bounds__(ER_AT_THREADS, 2)
     er_k_at_values(const er_devattn_consts c, const double *v, int64_t t0, int64_t r0, const double *slo,
                    const double *shi, double *raw, uint64_t *fx, double *na) {
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
 #pragma unroll
                 for (int m = 0; m < 8; m++) {
                     double x = vs[kk][tx + 16 * m], ax = fabs(x);
-                    if (c.ncomp) { // er_attn_nab_comp's TwoSum
+                    if (c.ncomp) { // er_attn_nab_term's TwoSum
                         double p = a * x, s = N[m] + p, bb = s - N[m];
                         Nc[m] += (N[m] - (s - bb)) + (p - bb);
                         N[m] = s;

@@ -535,34 +535,71 @@ int er__attn_rowq_finish(const er_attn_plan *pl, double qn, const er_attn_raw *r
     return 1;
 }
 
-/* One key's terms of N (its additions' errors into Nc: TwoSum, N + p = s + e exactly), A and B; built for the
- * baseline and AVX2. */
+/* One key's term of N (its addition's error into *c where comp: TwoSum, N + p = s + e exactly), A and B in one value
+ * dimension. */
+ER_ALWAYS_INLINE void er_attn_nab_term(int comp, double a, double b, double x, double *restrict nd, double *restrict c,
+                                       double *restrict ad, double *restrict bd) {
+    double av = fabs(x), p = a * x;
+    if (comp) {
+        double s = *nd + p, bb = s - *nd;
+        *c += (*nd - (s - bb)) + (p - bb);
+        *nd = s;
+    } else {
+        *nd += p;
+    }
+    *ad += b * av;
+    *bd += av;
+}
+
+/* The terms of N, A and B of n keys (weights wl, wh; values v, Dv a key), key after key: two keys a pass over the
+ * value dimensions, each dimension's sums taking the first key's terms and then the second's, the operations and
+ * their order those of one key at a time. Built for the baseline, AVX2 and AVX-512, with and without N's errors. */
+ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int64_t Dv, int64_t n, const double *restrict wl,
+                                       const double *restrict wh, const double *restrict v, double *restrict N,
+                                       double *restrict Nc, double *restrict A, double *restrict B) {
+    int64_t t = 0;
+    for (; t + 1 < n; t += 2) {
+        const double *v0 = v + t * Dv, *v1 = v0 + Dv;
+        double a0 = wl[t], b0 = wh[t], a1 = wl[t + 1], b1 = wh[t + 1];
+        for (int64_t d = 0; d < Dv; d++) {
+            double nd = N[d], c = comp ? Nc[d] : 0, ad = A[d], bd = B[d];
+            er_attn_nab_term(comp, a0, b0, v0[d], &nd, &c, &ad, &bd);
+            er_attn_nab_term(comp, a1, b1, v1[d], &nd, &c, &ad, &bd);
+            N[d] = nd;
+            if (comp) Nc[d] = c;
+            A[d] = ad;
+            B[d] = bd;
+        }
+    }
+    for (; t < n; t++)
+        for (int64_t d = 0; d < Dv; d++) er_attn_nab_term(comp, wl[t], wh[t], v[t * Dv + d], &N[d], &Nc[d], &A[d], &B[d]);
+}
 #define ER_ATTN_NAB_ARGS                                                                                              \
-    int64_t Dv, double a, double b, const double *restrict v, double *restrict N, double *restrict Nc,                \
-        double *restrict A, double *restrict B
+    int64_t Dv, int64_t n, const double *restrict wl, const double *restrict wh, const double *restrict v,            \
+        double *restrict N, double *restrict Nc, double *restrict A, double *restrict B
 #define ER_ATTN_NAB_BODY                                                                                              \
     {                                                                                                                 \
-        for (int64_t d = 0; d < Dv; d++) {                                                                            \
-            double av = fabs(v[d]), p = a * v[d], s = N[d] + p, bb = s - N[d];                                        \
-            Nc[d] += (N[d] - (s - bb)) + (p - bb);                                                                    \
-            N[d] = s;                                                                                                 \
-            A[d] += b * av;                                                                                           \
-            B[d] += av;                                                                                               \
-        }                                                                                                             \
+        if (comp) er_attn_nab_body(1, Dv, n, wl, wh, v, N, Nc, A, B);                                                 \
+        else er_attn_nab_body(0, Dv, n, wl, wh, v, N, Nc, A, B);                                                      \
     }
-static void er_attn_nab_base(ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
+static void er_attn_nab_base(int comp, ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
 #if ER_HAVE_AVX2
-ER_AVX2 static void er_attn_nab_avx2(ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
+ER_AVX2 static void er_attn_nab_avx2(int comp, ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
+ER_AVX512 static void er_attn_nab_avx512(int comp, ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
 #endif
-static void er_attn_nab_comp(int simd, ER_ATTN_NAB_ARGS) {
+static void er_attn_nab(int simd, int comp, ER_ATTN_NAB_ARGS) {
 #if ER_HAVE_AVX2
+    if (simd >= 2) {
+        er_attn_nab_avx512(comp, Dv, n, wl, wh, v, N, Nc, A, B);
+        return;
+    }
     if (simd) {
-        er_attn_nab_avx2(Dv, a, b, v, N, Nc, A, B);
+        er_attn_nab_avx2(comp, Dv, n, wl, wh, v, N, Nc, A, B);
         return;
     }
 #endif
     (void)simd;
-    er_attn_nab_base(Dv, a, b, v, N, Nc, A, B);
+    er_attn_nab_base(comp, Dv, n, wl, wh, v, N, Nc, A, B);
 }
 
 /* The weights exp(s_j - Mt) (wlo, whi), their sum's bounds and width (rq), and per value dimension N, A and B. */
@@ -590,20 +627,8 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     if (!values) return;
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
     double *N = w->N, *A = w->A, *B = w->B, *Nc = w->T; /* Nc: N's additions' errors (pl->ncomp) */
-    int simd = pl->ncomp ? er__simd() : 0;
     for (int64_t d = 0; d < Dv; d++) N[d] = A[d] = B[d] = Nc[d] = 0;
-    for (int64_t t = 0; t < n; t++) {
-        const double *vj = kv->v + (j0 + t) * Dv;
-        double a = w->wlo[t], b = w->whi[t];
-        if (pl->ncomp) er_attn_nab_comp(simd, Dv, a, b, vj, N, Nc, A, B);
-        else
-            for (int64_t d = 0; d < Dv; d++) {
-                double av = fabs(vj[d]);
-                N[d] += a * vj[d];
-                A[d] += b * av;
-                B[d] += av;
-            }
-    }
+    er_attn_nab(er__simd(), pl->ncomp, Dv, n, w->wlo, w->whi, kv->v + j0 * Dv, N, Nc, A, B);
     if (pl->ncomp)
         for (int64_t d = 0; d < Dv; d++) N[d] += Nc[d];
 }
