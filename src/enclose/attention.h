@@ -82,6 +82,8 @@ typedef struct er_attn_rowq {
  * first, then (s0 + s1) + (s2 + s3). Lemma A1's bound counts the longest chain's additions: the GPU keeps this
  * order. */
 ER_INTERNAL double er__attn_dot(const double *a, const double *b, int64_t n);
+/* er__attn_dot(q, k + t D, D) into S[t] for each of n rows of k (D values a row, consecutive), bit for bit. */
+ER_INTERNAL void er__attn_dots(const double *q, const double *k, int64_t D, int64_t n, double *S);
 
 /* The scores' constants (Lemma A1): each score's dot bound gD nu_j (gD = (m + 2) 2^-53 (1 + 2^-40), m = D / 4 +
  * D % 4 the longest chain of er__attn_dot), the scale's magnitude asc and relative error screl. */

@@ -58,15 +58,14 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
     double gdD = (double)(Dv + 2) * 0x1p-53 * (1 + 0x1p-40);
     /* P, dP and their bounds per key */
     double *pm = out->pm, *dp = out->ds, *exdp = out->dsa, *edp = out->w, *phi = out->wv;
+    er__attn_dots(g, kv->v + j0 * Dv, Dv, n, dp);
     for (int64_t t = 0; t < n; t++) {
         double plo, ph, tmp;
         er__exp_bounds(er__dn(w->slo[t] - X1), &plo, &tmp);
         er__exp_bounds(er__up(w->shi[t] - X0), &tmp, &ph);
         pm[t] = 0.5 * (plo + ph);
         phi[t] = ph;
-        const double *vj = kv->v + (j0 + t) * Dv;
         double nu = er__up(gn * vn[j0 + t]);
-        dp[t] = er__attn_dot(g, vj, Dv);
         exdp[t] = er__up(gdD * nu + (double)Dv * 0x1p-1074);
         edp[t] = er__up(pl->gP * nu + (double)Dv * 0x1p-126);
     }
