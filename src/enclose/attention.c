@@ -624,7 +624,8 @@ ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int64_t Dv, int64_t n, const do
         }
     }
     for (; t < n; t++)
-        for (int64_t d = 0; d < Dv; d++) er_attn_nab_term(comp, wl[t], wh[t], v[t * Dv + d], &N[d], &Nc[d], &A[d], &B[d]);
+        for (int64_t d = 0; d < Dv; d++)
+            er_attn_nab_term(comp, wl[t], wh[t], v[t * Dv + d], &N[d], &Nc[d], &A[d], &B[d]);
 }
 #define ER_ATTN_NAB_ARGS                                                                                              \
     int64_t Dv, int64_t n, const double *restrict wl, const double *restrict wh, const double *restrict v,            \
