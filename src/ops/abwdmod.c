@@ -142,14 +142,20 @@ typedef struct er_abwd_job {
 } er_abwd_job;
 
 /* A share's buffers for one kv head. */
+/* The rows whose terms of dK and dV are added together, each key's sums taking them in the rows' order (as one row
+ * at a time would): a key's sums stay in cache across the tile's rows, where one row at a time streams every key's
+ * sums once a row. */
+#define ER_ABWD_TILE 8
+
 typedef struct er_abwd_ctx {
     const er_ref *r;
     er_abwd_plan pl;
     er_attn_work w;
     er_attn_kv kv;
-    er_abwd_keys keys;
+    er_abwd_keys keys[ER_ABWD_TILE]; /* a tile's rows' terms per key */
     double *kb, *vb, *kn, *vn, *qb, *ob, *gb, *dkc, *dkw, *dvc, *dvw, *dka, *dke, *dve, *dkm, *dvm, *cq, *rq, *eq, *aq,
-        *ag, *kbuf;
+        *ag, *kbuf; /* aq, ag: a tile's rows' |q| and |dO| */
+    int tok[ER_ABWD_TILE];   /* whether each of a tile's rows claims its set */
     int64_t *kbad, *rbadd;
     er_abwd_row *rows;
     uint8_t *rowok;
@@ -174,7 +180,8 @@ static er_status er_abwd_ctx_open(er_abwd_ctx *c, const er_ref *r, const er_stan
     c->r = r;
     c->nr = nr;
     ER_RETURN_IF_ERROR(er_abwd_plan_init(&c->pl, r, std));
-    size_t nk = (size_t)Sk, nd = (size_t)(nr * D + 2 * nr * Dv + 5 * Sk * D + 5 * Sk * Dv + 11 * Sk + 4 * D + Dv + 8);
+    size_t nk = (size_t)Sk, nd = (size_t)(nr * D + 2 * nr * Dv + 5 * Sk * D + 5 * Sk * Dv +
+                                          (3 + 8 * ER_ABWD_TILE) * Sk + (3 + ER_ABWD_TILE) * D + ER_ABWD_TILE * Dv + 8);
     c->kbuf = malloc(sizeof(double) * nd);
     c->kbad = malloc(sizeof(int64_t) * (nk + 1));
     c->rbadd = malloc(sizeof(int64_t) * (nk + 1));
@@ -205,18 +212,21 @@ static er_status er_abwd_ctx_open(er_abwd_ctx *c, const er_ref *r, const er_stan
     c->dve = p; p += Sk * Dv;
     c->dkm = p; p += Sk * D;
     c->dvm = p; p += Sk * Dv;
-    c->keys.pm = p; p += Sk;
-    c->keys.pa = p; p += Sk;
-    c->keys.wv = p; p += Sk;
-    c->keys.ds = p; p += Sk;
-    c->keys.w = p; p += Sk;
-    c->keys.dsa = p; p += Sk;
-    c->keys.ex = p; p += Sk;
-    c->keys.exv = p; p += Sk;
+    for (int k = 0; k < ER_ABWD_TILE; k++) {
+        er_abwd_keys *ky = &c->keys[k];
+        ky->pm = p; p += Sk;
+        ky->pa = p; p += Sk;
+        ky->wv = p; p += Sk;
+        ky->ds = p; p += Sk;
+        ky->w = p; p += Sk;
+        ky->dsa = p; p += Sk;
+        ky->ex = p; p += Sk;
+        ky->exv = p; p += Sk;
+    }
     c->eq = p; p += D;
     c->cq = p; p += D;
     c->rq = p; p += D;
-    c->aq = p; p += D;
+    c->aq = p; p += ER_ABWD_TILE * D;
     c->ag = p;
     c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->kbad};
     return ER_OK;
@@ -322,13 +332,96 @@ static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_
     er__sink_put(s, idx, &cs);
 }
 
-/* y[d] += a x[d] and y[d] += a |x[d]| for d < n: each d on its own, so the compiler may vectorise over d without
- * reordering any sum (y and x never overlap). */
-static inline void er_axpy(double *restrict y, double a, const double *restrict x, int64_t n) {
+/* y[d] += a x[d] for d < n: each d on its own, so the compiler may vectorise over d without reordering any sum (y and
+ * x never overlap). */
+ER_ALWAYS_INLINE void er_axpy(double *restrict y, double a, const double *restrict x, int64_t n) {
     for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
 }
-static inline void er_axpy_abs(double *restrict y, double a, const double *restrict x, int64_t n) {
-    for (int64_t d = 0; d < n; d++) y[d] += a * fabs(x[d]);
+
+/* A row's sums of dQ over its keys (their terms in ky): its centre cq, weights rq and eq, each d on its own in the
+ * keys' order; returns the sum of dsa. Built for the baseline, AVX2 and AVX-512. */
+ER_ALWAYS_INLINE double er_abwd_dq_body(er_abwd_ctx *c, const er_abwd_keys *ky, int64_t j0, int64_t n, int64_t D) {
+    double sa = 0, *restrict cq = c->cq, *restrict rq = c->rq, *restrict eq = c->eq;
+    for (int64_t d = 0; d < D; d++) cq[d] = rq[d] = eq[d] = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const double *restrict kj = c->kb + (j0 + t) * D;
+        double a = ky->ds[t], b = ky->w[t], e = ky->ex[t];
+        for (int64_t d = 0; d < D; d++) {
+            double k = kj[d], ak = fabs(k);
+            cq[d] += a * k;
+            rq[d] += b * ak;
+            eq[d] += e * ak;
+        }
+        sa += ky->dsa[t];
+    }
+    return sa;
+}
+#define ER_ABWD_DQ_ARGS er_abwd_ctx *c, const er_abwd_keys *ky, int64_t j0, int64_t n, int64_t D
+static double er_abwd_dq_base(ER_ABWD_DQ_ARGS) { return er_abwd_dq_body(c, ky, j0, n, D); }
+#if ER_HAVE_AVX2
+ER_AVX2 static double er_abwd_dq_avx2(ER_ABWD_DQ_ARGS) { return er_abwd_dq_body(c, ky, j0, n, D); }
+ER_AVX512 static double er_abwd_dq_avx512(ER_ABWD_DQ_ARGS) { return er_abwd_dq_body(c, ky, j0, n, D); }
+#endif
+static double er_abwd_dq(ER_ABWD_DQ_ARGS) {
+#if ER_HAVE_AVX2
+    int simd = er__simd();
+    if (simd >= 2) return er_abwd_dq_avx512(c, ky, j0, n, D);
+    if (simd) return er_abwd_dq_avx2(c, ky, j0, n, D);
+#endif
+    return er_abwd_dq_base(c, ky, j0, n, D);
+}
+
+/* The terms of dK and dV of rows r0 .. r1 - 1 (a tile, their keys' terms in c->keys) into the keys' sums: key by key,
+ * each key's sums taking the tile's rows in order. Built for the baseline, AVX2 and AVX-512. */
+ER_ALWAYS_INLINE void er_abwd_tile_body(er_abwd_ctx *c, int64_t r0, int64_t r1, int64_t D, int64_t Dv, int64_t grp) {
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t row = r0; row < r1; row++) {
+        const er_abwd_row *rw = &c->rows[row];
+        double *aq = c->aq + (row - r0) * D, *ag = c->ag + (row - r0) * Dv;
+        if (!c->tok[row - r0]) continue;
+        for (int64_t d = 0; d < D; d++) aq[d] = fabs(rw->q[d]);
+        for (int64_t d = 0; d < Dv; d++) ag[d] = fabs(rw->g[d]);
+        lo = rw->j0 < lo ? rw->j0 : lo;
+        hi = rw->j0 + rw->n > hi ? rw->j0 + rw->n : hi;
+    }
+    for (int64_t jj = lo; jj < hi; jj++)
+        for (int64_t row = r0; row < r1; row++) {
+            const er_abwd_row *rw = &c->rows[row];
+            const er_abwd_keys *ky = &c->keys[row - r0];
+            int64_t t = jj - rw->j0;
+            if (!c->tok[row - r0] || t < 0 || t >= rw->n) continue;
+            const double *aq = c->aq + (row - r0) * D, *ag = c->ag + (row - r0) * Dv;
+            er_axpy(c->dkc + jj * D, ky->ds[t], rw->q, D);
+            er_axpy(c->dkw + jj * D, ky->w[t], aq, D);
+            er_axpy(c->dke + jj * D, ky->ex[t], aq, D);
+            er_axpy(c->dvc + jj * Dv, ky->pm[t], rw->g, Dv);
+            er_axpy(c->dvw + jj * Dv, ky->wv[t], ag, Dv);
+            er_axpy(c->dve + jj * Dv, ky->exv[t], ag, Dv);
+            c->dka[jj] += ky->dsa[t];
+            if (grp < 2) continue;
+            er_axpy(c->dkm + jj * D, ky->dsa[t], aq, D);
+            er_axpy(c->dvm + jj * Dv, ky->pa[t], ag, Dv);
+        }
+}
+#define ER_ABWD_TILE_ARGS er_abwd_ctx *c, int64_t r0, int64_t r1, int64_t D, int64_t Dv, int64_t grp
+static void er_abwd_tile_base(ER_ABWD_TILE_ARGS) { er_abwd_tile_body(c, r0, r1, D, Dv, grp); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_abwd_tile_avx2(ER_ABWD_TILE_ARGS) { er_abwd_tile_body(c, r0, r1, D, Dv, grp); }
+ER_AVX512 static void er_abwd_tile_avx512(ER_ABWD_TILE_ARGS) { er_abwd_tile_body(c, r0, r1, D, Dv, grp); }
+#endif
+static void er_abwd_tile(ER_ABWD_TILE_ARGS) {
+#if ER_HAVE_AVX2
+    int simd = er__simd();
+    if (simd >= 2) {
+        er_abwd_tile_avx512(c, r0, r1, D, Dv, grp);
+        return;
+    }
+    if (simd) {
+        er_abwd_tile_avx2(c, r0, r1, D, Dv, grp);
+        return;
+    }
+#endif
+    er_abwd_tile_base(c, r0, r1, D, Dv, grp);
 }
 
 /* Kv head hk: every row's dQ into j->sq, the sums of dK and dV, then theirs into j->sk and j->sv. */
@@ -341,51 +434,29 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
     er_abwd_load(c, hk);
     er__abwd_mcache_forget(&c->mc);
     int masked = 0;
-    for (int64_t row = 0; row < c->nr; row++) {
-        const er_abwd_row *rw = &c->rows[row];
-        int64_t n = rw->n, j0 = rw->j0;
-        int ok = n > 0 && er__abwd_row(pl, &c->kv, c->vn, rw, &c->w, &c->keys);
-        masked |= n == 0;
-        if (n > 0 && !ok) {
-            c->rbadd[j0]++;
-            c->rbadd[j0 + n]--;
-        }
-        const double *ds = c->keys.ds, *w = c->keys.w, *dsa = c->keys.dsa, *pm = c->keys.pm, *wv = c->keys.wv;
-        if (j->sq) {
+    for (int64_t r0 = 0; r0 < c->nr; r0 += ER_ABWD_TILE) {
+        int64_t r1 = c->nr - r0 < ER_ABWD_TILE ? c->nr : r0 + ER_ABWD_TILE;
+        for (int64_t row = r0; row < r1; row++) {
+            const er_abwd_row *rw = &c->rows[row];
+            er_abwd_keys *ky = &c->keys[row - r0];
+            int64_t n = rw->n, j0 = rw->j0;
+            int ok = n > 0 && er__abwd_row(pl, &c->kv, c->vn, rw, &c->w, ky);
+            c->tok[row - r0] = ok;
+            masked |= n == 0;
+            if (n > 0 && !ok) {
+                c->rbadd[j0]++;
+                c->rbadd[j0 + n]--;
+            }
+            if (!j->sq) continue;
             int64_t base = ((hk / a->kv_heads * a->heads) + hk % a->kv_heads * grp + row / Sq) * Sq * D +
                            (row % Sq) * D;
-            double sa = 0;
-            if (ok) {
-                for (int64_t d = 0; d < D; d++) c->cq[d] = c->rq[d] = c->eq[d] = 0;
-                for (int64_t t = 0; t < n; t++) {
-                    const double *kj = c->kb + (j0 + t) * D;
-                    er_axpy(c->cq, ds[t], kj, D);
-                    er_axpy_abs(c->rq, w[t], kj, D);
-                    er_axpy_abs(c->eq, c->keys.ex[t], kj, D);
-                    sa += dsa[t];
-                }
-            }
+            double sa = ok ? er_abwd_dq(c, ky, j0, n, D) : 0;
             double g1 = 1 + (double)(n + 2) * 0x1p-53, ab = msc * ((double)(n + 8) * 0x1p-126 + pl->etaks * 0.5 * sa);
             for (int64_t d = 0; d < D; d++)
                 er_abwd_put(c, j->sq, 0, row, d, base + d, ok ? sc * c->cq[d] : 0, ok ? asc * c->rq[d] * g1 : 0,
                             ok ? asc * c->eq[d] * g1 : 0, ab, n == 0 ? 2 : ok ? 0 : 1, 0, mp_only);
         }
-        if (!ok || (!j->sk && !j->sv)) continue;
-        for (int64_t d = 0; d < D; d++) c->aq[d] = fabs(rw->q[d]);
-        for (int64_t d = 0; d < Dv; d++) c->ag[d] = fabs(rw->g[d]);
-        for (int64_t t = 0; t < n; t++) {
-            int64_t jj = j0 + t;
-            er_axpy(c->dkc + jj * D, ds[t], rw->q, D);
-            er_axpy(c->dkw + jj * D, w[t], c->aq, D);
-            er_axpy(c->dke + jj * D, c->keys.ex[t], c->aq, D);
-            er_axpy(c->dvc + jj * Dv, pm[t], rw->g, Dv);
-            er_axpy(c->dvw + jj * Dv, wv[t], c->ag, Dv);
-            er_axpy(c->dve + jj * Dv, c->keys.exv[t], c->ag, Dv);
-            c->dka[jj] += dsa[t];
-            if (grp < 2) continue;
-            er_axpy(c->dkm + jj * D, dsa[t], c->aq, D);
-            er_axpy(c->dvm + jj * Dv, c->keys.pa[t], c->ag, Dv);
-        }
+        if (j->sk || j->sv) er_abwd_tile(c, r0, r1, D, Dv, grp);
     }
     /* GQA: each query head's dK and dV may be rounded to the output format before the group's sum, which may run in
      * that format (torch's SDPA): grp roundings of at most u_O times the sum of magnitudes and eta_O / 2 each, and
@@ -453,7 +524,7 @@ static er_status er_abwd_covers(const er_ref *ref, const er_standard *std, er_si
     if (nt > nh) nt = nh > 0 ? (int)nh : 1;
     ER_RETURN_IF_ERROR(er__mem_check(8.0 *
                                          ((double)nr * (double)(a->dh + 2 * a->dv) +
-                                          (double)a->sk * (double)(3 * a->dh + 3 * a->dv + 24)) *
+                                          (double)a->sk * (double)(3 * a->dh + 3 * a->dv + 24 + 8 * ER_ABWD_TILE)) *
                                          nt,
                                      "the attention_backward heads' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
