@@ -371,6 +371,49 @@ static double er_abwd_dq(ER_ABWD_DQ_ARGS) {
     return er_abwd_dq_base(c, ky, j0, n, D);
 }
 
+/* One key's sums of dK (or dV) over m rows, in the rows' order: yc += a_r x_r, yw += b_r ax_r, ye += e_r ax_r and,
+ * with gqa, ym += g_r ax_r (x_r the row's q or dO, ax_r its magnitudes), each element of the sums on its own. Eight
+ * elements at a time are held in locals across the rows, which the compiler keeps in registers; the additions are
+ * those of one row at a time. */
+ER_ALWAYS_INLINE void er_abwd_key_sums(int gqa, int m, const double *const *x, const double *const *ax,
+                                       const double *a, const double *b, const double *e, const double *g, int64_t n,
+                                       double *restrict yc, double *restrict yw, double *restrict ye,
+                                       double *restrict ym) {
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) {
+        double sc[8], sw[8], se[8], sm[8];
+        for (int k = 0; k < 8; k++) {
+            sc[k] = yc[d + k];
+            sw[k] = yw[d + k];
+            se[k] = ye[d + k];
+            sm[k] = gqa ? ym[d + k] : 0;
+        }
+        for (int r = 0; r < m; r++) {
+            const double *xr = x[r] + d, *axr = ax[r] + d;
+            double ar = a[r], br = b[r], er = e[r], gr = g[r];
+            for (int k = 0; k < 8; k++) {
+                sc[k] += ar * xr[k];
+                sw[k] += br * axr[k];
+                se[k] += er * axr[k];
+                if (gqa) sm[k] += gr * axr[k];
+            }
+        }
+        for (int k = 0; k < 8; k++) {
+            yc[d + k] = sc[k];
+            yw[d + k] = sw[k];
+            ye[d + k] = se[k];
+            if (gqa) ym[d + k] = sm[k];
+        }
+    }
+    for (; d < n; d++)
+        for (int r = 0; r < m; r++) {
+            yc[d] += a[r] * x[r][d];
+            yw[d] += b[r] * ax[r][d];
+            ye[d] += e[r] * ax[r][d];
+            if (gqa) ym[d] += g[r] * ax[r][d];
+        }
+}
+
 /* The terms of dK and dV of rows r0 .. r1 - 1 (a tile, their keys' terms in c->keys) into the keys' sums: key by key,
  * each key's sums taking the tile's rows in order. Built for the baseline, AVX2 and AVX-512. */
 ER_ALWAYS_INLINE void er_abwd_tile_body(er_abwd_ctx *c, int64_t r0, int64_t r1, int64_t D, int64_t Dv, int64_t grp) {
@@ -384,24 +427,43 @@ ER_ALWAYS_INLINE void er_abwd_tile_body(er_abwd_ctx *c, int64_t r0, int64_t r1, 
         lo = rw->j0 < lo ? rw->j0 : lo;
         hi = rw->j0 + rw->n > hi ? rw->j0 + rw->n : hi;
     }
-    for (int64_t jj = lo; jj < hi; jj++)
+    for (int64_t jj = lo; jj < hi; jj++) {
+        /* the tile's rows that see key jj, in order: their vectors and their terms' factors */
+        const double *xq[ER_ABWD_TILE], *xa[ER_ABWD_TILE], *xg[ER_ABWD_TILE], *xb[ER_ABWD_TILE];
+        double f[8][ER_ABWD_TILE];
+        int m = 0;
         for (int64_t row = r0; row < r1; row++) {
             const er_abwd_row *rw = &c->rows[row];
             const er_abwd_keys *ky = &c->keys[row - r0];
             int64_t t = jj - rw->j0;
             if (!c->tok[row - r0] || t < 0 || t >= rw->n) continue;
-            const double *aq = c->aq + (row - r0) * D, *ag = c->ag + (row - r0) * Dv;
-            er_axpy(c->dkc + jj * D, ky->ds[t], rw->q, D);
-            er_axpy(c->dkw + jj * D, ky->w[t], aq, D);
-            er_axpy(c->dke + jj * D, ky->ex[t], aq, D);
-            er_axpy(c->dvc + jj * Dv, ky->pm[t], rw->g, Dv);
-            er_axpy(c->dvw + jj * Dv, ky->wv[t], ag, Dv);
-            er_axpy(c->dve + jj * Dv, ky->exv[t], ag, Dv);
+            xq[m] = rw->q;
+            xa[m] = c->aq + (row - r0) * D;
+            xg[m] = rw->g;
+            xb[m] = c->ag + (row - r0) * Dv;
+            f[0][m] = ky->ds[t];
+            f[1][m] = ky->w[t];
+            f[2][m] = ky->ex[t];
+            f[3][m] = ky->pm[t];
+            f[4][m] = ky->wv[t];
+            f[5][m] = ky->exv[t];
+            f[6][m] = ky->dsa[t];
+            f[7][m] = ky->pa[t];
             c->dka[jj] += ky->dsa[t];
-            if (grp < 2) continue;
-            er_axpy(c->dkm + jj * D, ky->dsa[t], aq, D);
-            er_axpy(c->dvm + jj * Dv, ky->pa[t], ag, Dv);
+            m++;
         }
+        if (grp < 2) {
+            er_abwd_key_sums(0, m, xq, xa, f[0], f[1], f[2], f[6], D, c->dkc + jj * D, c->dkw + jj * D,
+                             c->dke + jj * D, c->dkm + jj * D);
+            er_abwd_key_sums(0, m, xg, xb, f[3], f[4], f[5], f[7], Dv, c->dvc + jj * Dv, c->dvw + jj * Dv,
+                             c->dve + jj * Dv, c->dvm + jj * Dv);
+        } else {
+            er_abwd_key_sums(1, m, xq, xa, f[0], f[1], f[2], f[6], D, c->dkc + jj * D, c->dkw + jj * D,
+                             c->dke + jj * D, c->dkm + jj * D);
+            er_abwd_key_sums(1, m, xg, xb, f[3], f[4], f[5], f[7], Dv, c->dvc + jj * Dv, c->dvw + jj * Dv,
+                             c->dve + jj * Dv, c->dvm + jj * Dv);
+        }
+    }
 }
 #define ER_ABWD_TILE_ARGS er_abwd_ctx *c, int64_t r0, int64_t r1, int64_t D, int64_t Dv, int64_t grp
 static void er_abwd_tile_base(ER_ABWD_TILE_ARGS) { er_abwd_tile_body(c, r0, r1, D, Dv, grp); }
