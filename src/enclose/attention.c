@@ -18,7 +18,7 @@
 er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     memset(w, 0, sizeof *w);
     size_t n = (size_t)(Sk > 0 ? Sk : 1), d = (size_t)(Dv > 0 ? Dv : 1);
-    w->s = malloc(5 * n * sizeof(double));
+    w->s = malloc(8 * n * sizeof(double));
     w->N = malloc(7 * d * sizeof(double));
     w->open = malloc(d + 1);
     if (!w->s || !w->N || !w->open) {
@@ -29,6 +29,9 @@ er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     w->shi = w->slo + n;
     w->wlo = w->shi + n;
     w->whi = w->wlo + n;
+    w->e0 = w->whi + n;
+    w->e1 = w->e0 + n;
+    w->e2 = w->e1 + n;
     w->A = w->N + d;
     w->B = w->A + d;
     w->T = w->B + d;
@@ -664,11 +667,14 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     er_fxsum Ls = {0, 0};
     double rho = 0;
     for (int64_t t = 0; t < n; t++) {
-        double lo, hi, tmp;
-        er__exp_bounds(er__dn(w->slo[t] - Mt), &lo, &tmp);
-        er__exp_bounds(er__up(w->shi[t] - Mt), &tmp, &hi);
-        w->wlo[t] = lo;
-        w->whi[t] = hi;
+        w->e0[t] = er__dn(w->slo[t] - Mt);
+        w->e1[t] = er__up(w->shi[t] - Mt);
+    }
+    int simd = er__simd();
+    er__exp_bounds_run(simd, n, w->e0, w->wlo, w->e2); /* er__exp_bounds's values */
+    er__exp_bounds_run(simd, n, w->e1, w->e2, w->whi);
+    for (int64_t t = 0; t < n; t++) {
+        double lo = w->wlo[t], hi = w->whi[t];
         er__fxsum_add(&Ls, lo, hi);
         if (hi > 0) { /* the largest ratio, whatever the keys' order (the GPU's sums take them in another) */
             double r = (hi - lo) / hi;

@@ -61,6 +61,7 @@ static inline int er__attn_ncomp(const er_fmt_info *O) { return O->p >= 24; }
 /* A thread's scratch for rows of up to Sk keys and Dv columns (er__attn_work_init / _free). */
 typedef struct er_attn_work {
     double *s, *slo, *shi, *wlo, *whi;
+    double *e0, *e1, *e2; /* scratch of Sk each: exp's arguments and the bounds not kept (er__exp_bounds_run) */
     double *N, *A, *B;
     double *T;     /* 4 Dv: a row's elements' bounds (er__attn_row_tail) */
     uint8_t *open; /* Dv + 1 flags (er__attn_row) */

@@ -60,9 +60,14 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
     double *pm = out->pm, *dp = out->ds, *exdp = out->dsa, *edp = out->w, *phi = out->wv;
     er__attn_dots(g, kv->v + j0 * Dv, Dv, n, dp);
     for (int64_t t = 0; t < n; t++) {
-        double plo, ph, tmp;
-        er__exp_bounds(er__dn(w->slo[t] - X1), &plo, &tmp);
-        er__exp_bounds(er__up(w->shi[t] - X0), &tmp, &ph);
+        w->e0[t] = er__dn(w->slo[t] - X1);
+        w->e1[t] = er__up(w->shi[t] - X0);
+    }
+    int simd = er__simd();
+    er__exp_bounds_run(simd, n, w->e0, pm, w->e2); /* er__exp_bounds's values: P's lower bounds into pm first */
+    er__exp_bounds_run(simd, n, w->e1, w->e2, phi);
+    for (int64_t t = 0; t < n; t++) {
+        double plo = pm[t], ph = phi[t];
         pm[t] = 0.5 * (plo + ph);
         phi[t] = ph;
         double nu = er__up(gn * vn[j0 + t]);

@@ -586,7 +586,7 @@ static er_status er_abwd_covers(const er_ref *ref, const er_standard *std, er_si
     if (nt > nh) nt = nh > 0 ? (int)nh : 1;
     ER_RETURN_IF_ERROR(er__mem_check(8.0 *
                                          ((double)nr * (double)(a->dh + 2 * a->dv) +
-                                          (double)a->sk * (double)(3 * a->dh + 3 * a->dv + 24 + 8 * ER_ABWD_TILE)) *
+                                          (double)a->sk * (double)(3 * a->dh + 3 * a->dv + 27 + 8 * ER_ABWD_TILE)) *
                                          nt,
                                      "the attention_backward heads' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));

@@ -576,7 +576,7 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
     /* each thread's kv head and row: about 8 bytes per key and dimension, 100 per key and column of scratch */
     ER_RETURN_IF_ERROR(
-        er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + er__attn(ref)->dv + 8) +
+        er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + er__attn(ref)->dv + 11) +
                        100.0 * (double)(er__attn(ref)->dv + 1)) *
                           nt,
                       "the attention heads' working sets"));
