@@ -1023,10 +1023,12 @@ static void output_up(int at) {
 }
 
 /* O's sets decided in runs (attnmod.c, er__row_put_with) give the report that the same sets put element by element
- * (EXACTREF_FAST=0) give, field for field and in JSON: random problems and kernels in fp16, bf16 and fp32 (a third of
- * them fp32 rows of up to 1024 keys, whose roundings double leaves open: sets without their exact result), fp8
- * attention with O in e4m3 or bf16, O with LSE and O alone, integer scores (equal weights: tied widest sets), a row
- * whose q holds an infinity (sets of every value), outputs moved up a value, by 1%, NaN and infinities. */
+ * (EXACTREF_FAST=0) give, field for field and in JSON, and so do the baseline and AVX2 builds of the rows' loops
+ * (EXACTREF_SIMD=0 and 1: the scores, the weights' bounds, the sums over the keys): random problems and kernels in
+ * fp16, bf16 and fp32 (a third of them fp32 rows of up to 1024 keys, whose roundings double leaves open: sets without
+ * their exact result), fp8 attention with O in e4m3 or bf16, O with LSE and O alone, integer scores (equal weights:
+ * tied widest sets), a row whose q holds an infinity (sets of every value), outputs moved up a value, by 1%, NaN and
+ * infinities. */
 START_TEST(same_report_in_runs) {
     er_test_reseed(1613);
     int trials = (int)(60 * er_test_multiplier());
@@ -1052,7 +1054,7 @@ START_TEST(same_report_in_runs) {
         char opts[64] = "";
         if (c.block < 16) snprintf(opts, sizeof opts, "kv_block=%d", c.block);
         if (c.qkin) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), "%sqk_scale=input", *opts ? " " : "");
-        er_report reps[2][4];
+        er_report reps[4][4];
         ER_REQUIRE(run_and_check(&c, opts, reps[0]) == ER_OK, "trial %d: %s", tr, er_last_error());
         for (int o = 0; o < (fp8 ? 4 : 2); o++) er_report_clear(&reps[0][o]);
         for (int e = 0; e < H * Sq * Dv; e++) {
@@ -1062,26 +1064,34 @@ START_TEST(same_report_in_runs) {
             if (e % 59 == 13) put_output(e, e % 2 ? INFINITY : -INFINITY);
         }
         int alone = tr % 2; /* O alone: LSE not asked for */
-        for (int way = 0; way < 2; way++) {
+        for (int way = 0; way < 4; way++) { /* element by element; in runs; the baseline build; AVX2 */
             if (way == 0) setenv("EXACTREF_FAST", "0", 1);
+            if (way >= 2) setenv("EXACTREF_SIMD", way == 2 ? "0" : "1", 1);
             lse_unchecked = alone;
             er_status st = check_outputs(opts, reps[way]);
             lse_unchecked = 0;
             unsetenv("EXACTREF_FAST");
+            unsetenv("EXACTREF_SIMD");
             ER_REQUIRE(st == ER_OK, "trial %d: %s", tr, er_last_error());
         }
         char what[96];
         snprintf(what, sizeof what, "trial %d (%s%s, Sq %d, Sk %d, D %d; O%s)", tr, er_format_name(IF), fp8 ? " fp8" : "",
                  Sq, Sk, D, alone ? " alone" : " with LSE");
-        for (int o = 0; o < (fp8 ? 4 : 2); o++) er_require_same_tally(&reps[0][o], &reps[1][o], what);
+        for (int way = 0; way < 4; way++) {
+            if (way == 1) continue;
+            char w2[160];
+            snprintf(w2, sizeof w2, "%s, %s", what,
+                     way == 0 ? "element by element" : way == 2 ? "EXACTREF_SIMD=0" : "EXACTREF_SIMD=1");
+            for (int o = 0; o < (fp8 ? 4 : 2); o++) er_require_same_tally(&reps[way][o], &reps[1][o], w2);
+        }
         for (int k = 0; k < ER_CLASS_COUNT; k++) cls[k] += reps[1][0].counts[k];
         unbounded += reps[1][0].n_unbounded;
-        for (int w = 0; w < 2; w++)
+        for (int w = 0; w < 4; w++)
             for (int o = 0; o < (fp8 ? 4 : 2); o++) er_report_clear(&reps[w][o]);
         fp8 = 0;
     }
-    printf("attention in runs: %d checks, the same reports element by element (O: exact %lld, covered %lld, outside "
-           "%lld, unbounded %lld)\n", trials, (long long)cls[ER_CLASS_EXACT], (long long)cls[ER_CLASS_COVERED],
+    printf("attention in runs: %d checks, the same reports element by element and in each build (O: exact %lld, "
+           "covered %lld, outside %lld, unbounded %lld)\n", trials, (long long)cls[ER_CLASS_EXACT], (long long)cls[ER_CLASS_COVERED],
            (long long)cls[ER_CLASS_OUTSIDE], (long long)unbounded);
     ER_REQUIRE(cls[ER_CLASS_EXACT] > 0 && cls[ER_CLASS_COVERED] > 0 && cls[ER_CLASS_OUTSIDE] > 0 && unbounded > 0,
                "every class and unbounded sets seen");

@@ -362,6 +362,55 @@ START_TEST(backward_kernels_are_covered) {
 }
 END_TEST
 
+/* The baseline, AVX2 and AVX-512 builds of the rows' loops (EXACTREF_SIMD=0, 1 and the processor's level: the scores,
+ * P's bounds, dQ's sums, dK's and dV's sums over a tile of rows) give the same reports, field for field and in JSON:
+ * random problems (GQA, causal masks, windows, with and without the saved lse) with correct kernels and kernels with a
+ * planted bug (failing elements in the reports). */
+START_TEST(same_report_in_each_build) {
+    er_test_reseed(77);
+    static const er_format fmts[3] = {ER_FP16, ER_BF16, ER_FP32};
+    int n = (int)(24 * er_test_multiplier());
+    int64_t failed = 0, exact = 0;
+    for (int t = 0; t < n; t++) {
+        IF = fmts[t % 3];
+        problem(IF, (int)er_rand_int(1, MAXH), 1, (int)er_rand_int(1, 40), (int)er_rand_int(1, MAXS),
+                8 * (int)er_rand_int(1, MAXD / 8), 8 * (int)er_rand_int(1, 2));
+        Hkv = H % 2 == 0 && er_rand_int(0, 1) ? H / 2 : H;
+        causal = (int)er_rand_int(0, 1);
+        window = er_rand_int(0, 3) == 0;
+        wl = (int)er_rand_int(0, 30);
+        wr = (int)er_rand_int(0, 30);
+        gen_family(1.0, (int)er_rand_int(0, 4));
+        bcfg c = random_kernel();
+        c.bug = t % 4 == 3 ? (int)er_rand_int(1, 6) : 0;
+        kernel(&c, IF);
+        er_report reps[3][3];
+        for (int lv = 0; lv < 3; lv++) { /* the processor's level, then the baseline and AVX2 */
+            if (lv) setenv("EXACTREF_SIMD", lv == 1 ? "0" : "1", 1);
+            er_status st = check_outputs(c.mode != 3, IF, c.mode == 2 ? "qk_scale=input" : "", reps[lv]);
+            unsetenv("EXACTREF_SIMD");
+            ER_REQUIRE(st == ER_OK, "trial %d: %s", t, er_last_error());
+        }
+        for (int lv = 1; lv < 3; lv++)
+            for (int o = 0; o < 3; o++) {
+                char what[96];
+                snprintf(what, sizeof what, "trial %d (%s, H %d/%d, Sq %d, Sk %d, D %d), output %d, EXACTREF_SIMD=%d",
+                         t, er_format_name(IF), H, Hkv, Sq, Sk, D, o, lv - 1);
+                er_require_same_tally(&reps[lv][o], &reps[0][o], what);
+            }
+        for (int o = 0; o < 3; o++) {
+            failed += er_report_failed(&reps[0][o]);
+            exact += reps[0][o].counts[ER_CLASS_EXACT];
+        }
+        for (int lv = 0; lv < 3; lv++)
+            for (int o = 0; o < 3; o++) er_report_clear(&reps[lv][o]);
+    }
+    printf("attention_backward: %d checks, the same reports in each build (exact %lld, failed %lld)\n", n,
+           (long long)exact, (long long)failed);
+    ER_REQUIRE(failed > 0 && exact > 0, "failing and exact elements seen");
+}
+END_TEST
+
 START_TEST(planted_bugs_are_caught) {
     er_test_reseed(72);
     static const char *names[7] = {"", "dK without its scale", "D from the unrounded O", "a key block's dQ lost",
@@ -610,6 +659,7 @@ int main(void) {
     tcase_add_test(tc, uniform_rows_ties);
     tcase_add_test(tc, ds_overflowing_the_inputs_format);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, same_report_in_each_build);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
