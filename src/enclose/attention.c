@@ -11,6 +11,7 @@
 #include <string.h>
 #include <mpfr.h>
 #include "format/format.h"
+#include "format/vecround.h"
 #include "enclose/attention.h"
 #include "enclose/ival.h"
 #include "enclose/elementwise.h"
@@ -19,8 +20,8 @@ er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     memset(w, 0, sizeof *w);
     size_t n = (size_t)(Sk > 0 ? Sk : 1), d = (size_t)(Dv > 0 ? Dv : 1);
     w->s = malloc(8 * n * sizeof(double));
-    w->N = malloc(7 * d * sizeof(double));
-    w->open = malloc(d + 1);
+    w->N = malloc(9 * d * sizeof(double));
+    w->open = malloc(2 * d + 1);
     if (!w->s || !w->N || !w->open) {
         er__attn_work_free(w);
         return er__fail(ER_ERR_NOMEM, "cannot allocate an attention row of %lld keys", (long long)Sk);
@@ -35,6 +36,7 @@ er_status er__attn_work_init(er_attn_work *w, int64_t Sk, int64_t Dv) {
     w->A = w->N + d;
     w->B = w->A + d;
     w->T = w->B + d;
+    w->tok = w->open + d + 1;
     return ER_OK;
 }
 
@@ -94,9 +96,8 @@ static void er_attn_dots_base(ER_ATTN_DOTS_ARGS) { er_attn_dots_body(q, k, D, n,
 ER_AVX2 static void er_attn_dots_avx2(ER_ATTN_DOTS_ARGS) { er_attn_dots_body(q, k, D, n, S); }
 ER_AVX512 static void er_attn_dots_avx512(ER_ATTN_DOTS_ARGS) { er_attn_dots_body(q, k, D, n, S); }
 #endif
-void er__attn_dots(ER_ATTN_DOTS_ARGS) {
+void er__attn_dots(int simd, ER_ATTN_DOTS_ARGS) {
 #if ER_HAVE_AVX2
-    int simd = er__simd();
     if (simd >= 2) {
         er_attn_dots_avx512(q, k, D, n, S);
         return;
@@ -106,6 +107,7 @@ void er__attn_dots(ER_ATTN_DOTS_ARGS) {
         return;
     }
 #endif
+    (void)simd;
     er_attn_dots_base(q, k, D, n, S);
 }
 
@@ -277,7 +279,7 @@ static int er_attn_first(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     /* the exps' arguments (NaN: the key keeps Lemma A1's weights), then their bounds in one run */
     int exact = !pl->fp8;
     for (int64_t d = 0; exact && d < D; d++) exact = !er_attn_dd_bad(q[d]) && isfinite(q[d]);
-    int simd = er__simd();
+    int simd = pl->simd;
     if (exact) {
 #if ER_HAVE_AVX2
         if (simd) er_attn_scores_dd_avx2(q, kv->k + j0 * D, D, n, al, ah);
@@ -521,7 +523,7 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
      * chains is within gD (its longest chain's additions) of the sum of their magnitudes */
     er_attn_sconst sk = er__attn_sconst(pl);
     er_attn_raw raw = {-INFINITY, INFINITY, -INFINITY, 0, 0, 0};
-    er__attn_dots(q, kv->k + j0 * D, D, n, w->s); /* S of each key, then s in its place */
+    er__attn_dots(pl->simd, q, kv->k + j0 * D, D, n, w->s); /* S of each key, then s in its place */
     for (int64_t t = 0; t < n; t++) {
         double S = w->s[t];
         double nu = er__up(qn * kv->kn[j0 + t]);                    /* >= sum_d |q_d k_jd| (Cauchy-Schwarz) */
@@ -670,9 +672,8 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
         w->e0[t] = er__dn(w->slo[t] - Mt);
         w->e1[t] = er__up(w->shi[t] - Mt);
     }
-    int simd = er__simd();
-    er__exp_bounds_run(simd, n, w->e0, w->wlo, w->e2); /* er__exp_bounds's values */
-    er__exp_bounds_run(simd, n, w->e1, w->e2, w->whi);
+    er__exp_bounds_run(pl->simd, n, w->e0, w->wlo, w->e2); /* er__exp_bounds's values */
+    er__exp_bounds_run(pl->simd, n, w->e1, w->e2, w->whi);
     for (int64_t t = 0; t < n; t++) {
         double lo = w->wlo[t], hi = w->whi[t];
         er__fxsum_add(&Ls, lo, hi);
@@ -687,7 +688,7 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
     double *N = w->N, *A = w->A, *B = w->B, *Nc = w->T; /* Nc: N's additions' errors (pl->ncomp) */
     for (int64_t d = 0; d < Dv; d++) N[d] = A[d] = B[d] = Nc[d] = 0;
-    er_attn_nab(er__simd(), pl->ncomp, Dv, n, w->wlo, w->whi, kv->v + j0 * Dv, N, Nc, A, B);
+    er_attn_nab(pl->simd, pl->ncomp, Dv, n, w->wlo, w->whi, kv->v + j0 * Dv, N, Nc, A, B);
     if (pl->ncomp)
         for (int64_t d = 0; d < Dv; d++) N[d] += Nc[d];
 }
@@ -880,34 +881,68 @@ typedef struct er_attn_tail_k {
 } er_attn_tail_k;
 
 /* Theorem A2's bounds of every element of a row: the exact O in [xlo, xhi], the kernel's in [klo, khi], the
- * estimate N / Lmid (oex). */
+ * estimate N / Lmid (oex). With rd (an output of fp32, narrow 0, or of fp16 or bf16, narrow 1; f its er_vec_fmt), also
+ * xlo's and xhi's roundings to the output to nearest, rd[d] and rd[Dv + d], where ok[d]: both ends within the output's
+ * range and klo, khi finite within fp32's (the common case, which the scalar loop after takes from these). */
+ER_ALWAYS_INLINE void er_attn_tail_body(int64_t Dv, const er_attn_tail_k *kp, const double *restrict N,
+                                        const double *restrict A, const double *restrict B, double *restrict xl,
+                                        double *restrict xh, double *restrict kl, double *restrict kh,
+                                        double *restrict oex, double *restrict rd, uint8_t *restrict ok, er_vec_fmt f,
+                                        int narrow) {
+    const er_attn_tail_k k = *kp;
+    for (int64_t d = 0; d < Dv; d++) {
+        double Aup = er_attn_up(A[d] * (1 + k.gn) * (1 + 0x1p-50)), Bup = er_attn_up(B[d] * (1 + k.gn) * (1 + 0x1p-50));
+        double E = er_attn_up((k.rho + k.gnN) * Aup * (1 + 0x1p-40) + k.tiny);
+        double Nlo = er_attn_dn(N[d] - E), Nhi = er_attn_up(N[d] + E);
+        double xlo = er_attn_dn(Nlo / (Nlo >= 0 ? k.Lhi : k.Llo)), xhi = er_attn_up(Nhi / (Nhi >= 0 ? k.Llo : k.Lhi));
+        xl[d] = xlo;
+        xh[d] = xhi;
+        double wide = er_attn_up(er_attn_up(k.eps * Aup) + er_attn_up(2 * Bup * k.abs1 * (1 + 0x1p-40) + k.abs0));
+        double Nklo = er_attn_dn(Nlo - wide), Nkhi = er_attn_up(Nhi + wide);
+        double klo = er_attn_dn(Nklo / (Nklo >= 0 ? k.Lkhi : k.Lklo)),
+               khi = er_attn_up(Nkhi / (Nkhi >= 0 ? k.Lklo : k.Lkhi));
+        klo = er_attn_dn(er_attn_dn(klo - er_attn_up(fabs(klo) * 6 * k.u)) - 0x1p-125);
+        khi = er_attn_up(er_attn_up(khi + er_attn_up(fabs(khi) * 6 * k.u)) + 0x1p-125);
+        kl[d] = klo;
+        kh[d] = khi;
+        oex[d] = N[d] / k.Lmid;
+        if (rd) {
+            rd[d] = er_vec_rn_fmt(xlo, f, narrow);
+            rd[Dv + d] = er_vec_rn_fmt(xhi, f, narrow);
+            ok[d] = (uint8_t)((fabs(xlo) <= f.maxv) & (fabs(xhi) <= f.maxv) & (fabs(klo) <= FLT_MAX) &
+                              (fabs(khi) <= FLT_MAX));
+        }
+    }
+}
 #define ER_ATTN_TAIL_ARGS                                                                                             \
     int64_t Dv, const er_attn_tail_k *kp, const double *restrict N, const double *restrict A,                        \
         const double *restrict B, double *restrict xl, double *restrict xh, double *restrict kl, double *restrict kh, \
-        double *restrict oex
+        double *restrict oex, double *restrict rd, uint8_t *restrict ok, er_vec_fmt f
 #define ER_ATTN_TAIL_BODY                                                                                             \
     {                                                                                                                 \
-        const er_attn_tail_k k = *kp;                                                                                 \
-        for (int64_t d = 0; d < Dv; d++) {                                                                            \
-            double Aup = er_attn_up(A[d] * (1 + k.gn) * (1 + 0x1p-50)),                                              \
-                   Bup = er_attn_up(B[d] * (1 + k.gn) * (1 + 0x1p-50));                                               \
-            double E = er_attn_up((k.rho + k.gnN) * Aup * (1 + 0x1p-40) + k.tiny);                                    \
-            double Nlo = er_attn_dn(N[d] - E), Nhi = er_attn_up(N[d] + E);                                            \
-            xl[d] = er_attn_dn(Nlo / (Nlo >= 0 ? k.Lhi : k.Llo));                                                     \
-            xh[d] = er_attn_up(Nhi / (Nhi >= 0 ? k.Llo : k.Lhi));                                                     \
-            double wide = er_attn_up(er_attn_up(k.eps * Aup) + er_attn_up(2 * Bup * k.abs1 * (1 + 0x1p-40) + k.abs0)); \
-            double Nklo = er_attn_dn(Nlo - wide), Nkhi = er_attn_up(Nhi + wide);                                      \
-            double klo = er_attn_dn(Nklo / (Nklo >= 0 ? k.Lkhi : k.Lklo)),                                            \
-                   khi = er_attn_up(Nkhi / (Nkhi >= 0 ? k.Lklo : k.Lkhi));                                            \
-            kl[d] = er_attn_dn(er_attn_dn(klo - er_attn_up(fabs(klo) * 6 * k.u)) - 0x1p-125);                         \
-            kh[d] = er_attn_up(er_attn_up(khi + er_attn_up(fabs(khi) * 6 * k.u)) + 0x1p-125);                         \
-            oex[d] = N[d] / k.Lmid;                                                                                   \
-        }                                                                                                             \
+        if (!rd) er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, NULL, NULL, f, 0);                           \
+        else if (f.narrow) er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f, 1);                     \
+        else er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f, 0);                                   \
     }
 static void er_attn_tail_base(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
 #if ER_HAVE_AVX2
 ER_AVX2 static void er_attn_tail_avx2(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
+ER_AVX512 static void er_attn_tail_avx512(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
 #endif
+static void er_attn_tail(int simd, ER_ATTN_TAIL_ARGS) {
+#if ER_HAVE_AVX2
+    if (simd >= 2) {
+        er_attn_tail_avx512(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f);
+        return;
+    }
+    if (simd) {
+        er_attn_tail_avx2(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f);
+        return;
+    }
+#endif
+    (void)simd;
+    er_attn_tail_base(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f);
+}
 
 er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                             er_attn_work *w, const er_attn_rowq *rqp, int lse, er_cval *ocv, double *oex, double *ord,
@@ -942,18 +977,25 @@ er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const 
     /* N's error relative to A: (n + 2) 2^-53 for its double sum, (3 + n^2 2^-52) 2^-53 with its errors kept */
     double gnN = pl->ncomp ? (3 + (double)n * (double)n * 0x1p-52) * 0x1p-53 * (1 + 0x1p-40) : gn;
     er_attn_tail_k tk = {gn, gnN, rho, u, eps, abs1, abs0, Llo, Lhi, Lklo, Lkhi, Lmid, (double)n * 0x1p-1074};
-    double *xl = w->T, *xh = xl + Dv, *kl = xh + Dv, *kh = kl + Dv;
-#if ER_HAVE_AVX2
-    if (er__simd()) er_attn_tail_avx2(Dv, &tk, w->N, w->A, w->B, xl, xh, kl, kh, oex);
-    else
-#endif
-        er_attn_tail_base(Dv, &tk, w->N, w->A, w->B, xl, xh, kl, kh, oex);
+    double *xl = w->T, *xh = xl + Dv, *kl = xh + Dv, *kh = kl + Dv, *rd = kh + Dv;
+    /* the roundings in the loop for an output of fp32, fp16 or bf16 (not fp8 attention's, which scales the bounds
+     * first) */
+    int vec = !pl->fp8 && (pl->O->id == ER_FP32 || pl->O->id == ER_FP16 || pl->O->id == ER_BF16);
+    er_vec_fmt f = er_vec_fmt_of(vec ? pl->O : er__fmt(ER_FP32));
+    er_attn_tail(pl->simd, Dv, &tk, w->N, w->A, w->B, xl, xh, kl, kh, oex, vec ? rd : NULL, w->tok, f);
+    const er_fmt_info *F32 = er__fmt(ER_FP32);
     for (int64_t d = 0; d < Dv; d++) {
-        double xlo = xl[d], xhi = xh[d], klo = kl[d], khi = kh[d];
-        if (pl->fp8) er_attn_fp8_out(pl, w, &klo, &khi, &xlo, &xhi, &oex[d]);
-        er__cval_from_interval(&ocv[d], klo, khi, 0, er__fmt(ER_FP32));
-        double rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o),
-               rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
+        double xlo = xl[d], xhi = xh[d], klo = kl[d], khi = kh[d], rl, rh;
+        if (vec && w->tok[d]) { /* er__cval_from_interval's and er__round_double's values there */
+            ocv[d] = (er_cval){ .lo = klo, .hi = khi };
+            rl = rd[d];
+            rh = rd[Dv + d];
+        } else {
+            if (pl->fp8) er_attn_fp8_out(pl, w, &klo, &khi, &xlo, &xhi, &oex[d]);
+            er__cval_from_interval(&ocv[d], klo, khi, 0, F32);
+            rl = er__round_double(pl->O, xlo, ER_ROUND_NEAREST, pl->ov_o);
+            rh = er__round_double(pl->O, xhi, ER_ROUND_NEAREST, pl->ov_o);
+        }
         w->open[d] = !(rl == rh);
         if (rl == 0) rl = copysign(0.0, w->N[d]); /* both ends round to a zero: the sign of the estimate (+0 for 0) */
         ord[d] = w->open[d] ? NAN : rl;

@@ -8,6 +8,7 @@
 
 typedef struct er_attn_plan {
     const er_fmt_info *O, *L;  /* output formats of O and LSE */
+    int simd;                  /* er__simd() when the plan was made: the rows' loops' build */
     er_overflow ov_o, ov_l;
     double u;                  /* unit roundoff of the compute format (fp32: 2^-24) */
     double uv, etav;           /* P's format (v's): unit roundoff, subnormal spacing */
@@ -63,8 +64,9 @@ typedef struct er_attn_work {
     double *s, *slo, *shi, *wlo, *whi;
     double *e0, *e1, *e2; /* scratch of Sk each: exp's arguments and the bounds not kept (er__exp_bounds_run) */
     double *N, *A, *B;
-    double *T;     /* 4 Dv: a row's elements' bounds (er__attn_row_tail) */
+    double *T;     /* 6 Dv: a row's elements' bounds and their roundings (er__attn_row_tail) */
     uint8_t *open; /* Dv + 1 flags (er__attn_row) */
+    uint8_t *tok;  /* Dv flags: the element's bounds and roundings taken from the tail's loop (er__attn_row_tail) */
     er_attn_amax am; /* the row's amax bounds (er__attn_row, where the plan's amax is set) */
     int mpfr_pending; /* er__attn_row_given without the keys: roundings left open for er__attn_row_mpfr */
     double Mt;        /* the row's shift, for the MPFR enclosures */
@@ -83,8 +85,9 @@ typedef struct er_attn_rowq {
  * first, then (s0 + s1) + (s2 + s3). Lemma A1's bound counts the longest chain's additions: the GPU keeps this
  * order. */
 ER_INTERNAL double er__attn_dot(const double *a, const double *b, int64_t n);
-/* er__attn_dot(q, k + t D, D) into S[t] for each of n rows of k (D values a row, consecutive), bit for bit. */
-ER_INTERNAL void er__attn_dots(const double *q, const double *k, int64_t D, int64_t n, double *S);
+/* er__attn_dot(q, k + t D, D) into S[t] for each of n rows of k (D values a row, consecutive), bit for bit, in the
+ * build simd (er__simd()'s levels). */
+ER_INTERNAL void er__attn_dots(int simd, const double *q, const double *k, int64_t D, int64_t n, double *S);
 
 /* The scores' constants (Lemma A1): each score's dot bound gD nu_j (gD = (m + 2) 2^-53 (1 + 2^-40), m = D / 4 +
  * D % 4 the longest chain of er__attn_dot), the scale's magnitude asc and relative error screl. */

@@ -58,12 +58,12 @@ int er__abwd_row(const er_abwd_plan *pl, const er_attn_kv *kv, const double *vn,
     double gdD = (double)(Dv + 2) * 0x1p-53 * (1 + 0x1p-40);
     /* P, dP and their bounds per key */
     double *pm = out->pm, *dp = out->ds, *exdp = out->dsa, *edp = out->w, *phi = out->wv;
-    er__attn_dots(g, kv->v + j0 * Dv, Dv, n, dp);
+    er__attn_dots(pl->fwd.simd, g, kv->v + j0 * Dv, Dv, n, dp);
     for (int64_t t = 0; t < n; t++) {
         w->e0[t] = er__dn(w->slo[t] - X1);
         w->e1[t] = er__up(w->shi[t] - X0);
     }
-    int simd = er__simd();
+    int simd = pl->fwd.simd;
     er__exp_bounds_run(simd, n, w->e0, pm, w->e2); /* er__exp_bounds's values: P's lower bounds into pm first */
     er__exp_bounds_run(simd, n, w->e1, w->e2, phi);
     for (int64_t t = 0; t < n; t++) {

@@ -364,7 +364,7 @@ ER_AVX512 static double er_abwd_dq_avx512(ER_ABWD_DQ_ARGS) { return er_abwd_dq_b
 #endif
 static double er_abwd_dq(ER_ABWD_DQ_ARGS) {
 #if ER_HAVE_AVX2
-    int simd = er__simd();
+    int simd = c->pl.fwd.simd;
     if (simd >= 2) return er_abwd_dq_avx512(c, ky, j0, n, D);
     if (simd) return er_abwd_dq_avx2(c, ky, j0, n, D);
 #endif
@@ -473,7 +473,7 @@ ER_AVX512 static void er_abwd_tile_avx512(ER_ABWD_TILE_ARGS) { er_abwd_tile_body
 #endif
 static void er_abwd_tile(ER_ABWD_TILE_ARGS) {
 #if ER_HAVE_AVX2
-    int simd = er__simd();
+    int simd = c->pl.fwd.simd;
     if (simd >= 2) {
         er_abwd_tile_avx512(c, r0, r1, D, Dv, grp);
         return;

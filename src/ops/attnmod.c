@@ -310,6 +310,7 @@ er_status er__attn_plan_init(er_attn_plan *pl, const er_ref *r, const er_standar
     int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
     er__exp_init();
     memset(pl, 0, sizeof *pl);
+    pl->simd = er__simd();
     pl->O = O;
     pl->ncomp = er__attn_ncomp(O);
     pl->ov_o = ov_o;
@@ -574,10 +575,10 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
     int64_t rows = er__attn(ref)->rows, per = er__attn(ref)->sk * (er__attn(ref)->dh + 2 * er__attn(ref)->dv + 4);
     int nt = er__num_threads(rows * (per > 0 ? per : 1));
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
-    /* each thread's kv head and row: about 8 bytes per key and dimension, 100 per key and column of scratch */
+    /* each thread's kv head and row: about 8 bytes per key and dimension, 120 per column of scratch */
     ER_RETURN_IF_ERROR(
         er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + er__attn(ref)->dv + 11) +
-                       100.0 * (double)(er__attn(ref)->dv + 1)) *
+                       120.0 * (double)(er__attn(ref)->dv + 1)) *
                           nt,
                       "the attention heads' working sets"));
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));

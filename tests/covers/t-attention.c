@@ -1098,6 +1098,36 @@ START_TEST(same_report_in_runs) {
 }
 END_TEST
 
+/* O at the top of its format: q = 0 (equal weights) and every v the format's largest value, so O is that value,
+ * exactly, and an output of it is exact. In fp32 the kernel's bounds reach past fp32's range (its set clamped there:
+ * +inf is an infinity no kernel of the standard gives, inf_unexpected); in fp16 O's bounds reach the rounding to
+ * +inf (a kernel's overflow: +inf classed overflow). */
+START_TEST(outputs_at_the_formats_largest_value) {
+    static const er_format fmts[2] = {ER_FP32, ER_FP16};
+    for (int fi = 0; fi < 2; fi++) {
+        problem(fmts[fi], 1, 1, 4, 8, 16, 16);
+        double top = fmts[fi] == ER_FP32 ? 0x1.fffffep127 : 65504.0;
+        for (int x = 0; x < D * Sq; x++) qd[x] = 0;
+        for (int x = 0; x < D * Sk; x++) kd[x] = er_rand_normal();
+        for (int x = 0; x < Dv * Sk; x++) vd[x] = top;
+        store_inputs();
+        for (int inf = 0; inf < 2; inf++) {
+            for (int x = 0; x < Sq * Dv; x++) put_output(x, inf ? INFINITY : top);
+            for (int i = 0; i < Sq; i++) outl[i] = (float)log((double)Sk);
+            er_report reps[2];
+            ck_assert_int_eq(check_outputs(NULL, reps), ER_OK);
+            int cls = !inf ? ER_CLASS_EXACT : fi == 0 ? ER_CLASS_INF_UNEXPECTED : ER_CLASS_OVERFLOW;
+            ER_REQUIRE(reps[0].counts[cls] == Sq * Dv,
+                       "%s, output %s: exact %lld, inf_unexpected %lld, overflow %lld of %d", er_format_name(IF),
+                       inf ? "inf" : "top", (long long)reps[0].counts[ER_CLASS_EXACT],
+                       (long long)reps[0].counts[ER_CLASS_INF_UNEXPECTED], (long long)reps[0].counts[ER_CLASS_OVERFLOW],
+                       Sq * Dv);
+            for (int o = 0; o < 2; o++) er_report_clear(&reps[o]);
+        }
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("attention");
@@ -1117,6 +1147,7 @@ int main(void) {
     tcase_add_test(tc, fp8_bugs_are_caught);
     tcase_add_test(tc, rows_that_claim_nothing_are_counted);
     tcase_add_test(tc, same_report_in_runs);
+    tcase_add_test(tc, outputs_at_the_formats_largest_value);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
 }
