@@ -47,6 +47,15 @@ void er__attn_work_free(er_attn_work *w) {
     memset(w, 0, sizeof *w);
 }
 
+/* er__up and er__dn with selects in place of branches (the same values), for the loops that vectorise. */
+ER_ALWAYS_INLINE double er_attn_up(double x) {
+    uint64_t b = er__bits(x);
+    double y = er__from_bits(b + 1 - ((b >> 63) << 1)); /* +1 unit above 0, -1 below */
+    y = x == 0 ? 4.9406564584124654e-324 : y;
+    return x != x || x == INFINITY ? x : y;
+}
+ER_ALWAYS_INLINE double er_attn_dn(double x) { return -er_attn_up(-x); }
+
 double er__attn_dot(const double *a, const double *b, int64_t n) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = 0;
@@ -514,6 +523,50 @@ static int er_attn_qnorm(const er_attn_plan *pl, const er_attn_kv *kv, const dou
 
 /* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
  * where the row claims nothing (a special value, or bounds whose premises fail). */
+/* Lemma A1's bounds of n keys' scores from their dots S (in s, replaced by s = S sc): nu >= sum_d |q_d k_jd|
+ * (Cauchy-Schwarz, from the norms' bounds kn), the error err, [slo, shi]; the operations of the scalar code, er__up
+ * and er__dn by er_attn_up and er_attn_dn (the same values). Built for the baseline, AVX2 and AVX-512. */
+ER_ALWAYS_INLINE void er_attn_sbounds_body(int64_t n, double qn, const double *restrict kn, const er_attn_sconst *skp,
+                                           double sc, double *restrict s, double *restrict slo,
+                                           double *restrict shi, double *restrict nu, double *restrict er) {
+    const er_attn_sconst sk = *skp;
+    for (int64_t t = 0; t < n; t++) {
+        double S = s[t], u = er_attn_up(qn * kn[t]), e = sk.gD * u * (1 + 0x1p-50);
+        double err = (e + (fabs(S) + e) * sk.screl + fabs(S) * 0x1p-52) * sk.asc * (1 + 0x1p-40), v = S * sc;
+        s[t] = v;
+        slo[t] = er_attn_dn(v - err);
+        shi[t] = er_attn_up(v + err);
+        nu[t] = u;
+        er[t] = err;
+    }
+}
+#define ER_ATTN_SB_ARGS                                                                                               \
+    int64_t n, double qn, const double *restrict kn, const er_attn_sconst *skp, double sc, double *restrict s,         \
+        double *restrict slo, double *restrict shi, double *restrict nu, double *restrict er
+static void er_attn_sbounds_base(ER_ATTN_SB_ARGS) { er_attn_sbounds_body(n, qn, kn, skp, sc, s, slo, shi, nu, er); }
+#if ER_HAVE_AVX2
+ER_AVX2 static void er_attn_sbounds_avx2(ER_ATTN_SB_ARGS) {
+    er_attn_sbounds_body(n, qn, kn, skp, sc, s, slo, shi, nu, er);
+}
+ER_AVX512 static void er_attn_sbounds_avx512(ER_ATTN_SB_ARGS) {
+    er_attn_sbounds_body(n, qn, kn, skp, sc, s, slo, shi, nu, er);
+}
+#endif
+static void er_attn_sbounds(int simd, ER_ATTN_SB_ARGS) {
+#if ER_HAVE_AVX2
+    if (simd >= 2) {
+        er_attn_sbounds_avx512(n, qn, kn, skp, sc, s, slo, shi, nu, er);
+        return;
+    }
+    if (simd) {
+        er_attn_sbounds_avx2(n, qn, kn, skp, sc, s, slo, shi, nu, er);
+        return;
+    }
+#endif
+    (void)simd;
+    er_attn_sbounds_base(n, qn, kn, skp, sc, s, slo, shi, nu, er);
+}
+
 int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                       er_attn_work *w, er_attn_rowq *rq) {
     int64_t D = pl->D;
@@ -524,15 +577,10 @@ int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *
     er_attn_sconst sk = er__attn_sconst(pl);
     er_attn_raw raw = {-INFINITY, INFINITY, -INFINITY, 0, 0, 0};
     er__attn_dots(pl->simd, q, kv->k + j0 * D, D, n, w->s); /* S of each key, then s in its place */
+    /* each key's nu (e0), err (e1), s and bounds in a loop that vectorises, then the maxima in the keys' order */
+    er_attn_sbounds(pl->simd, n, qn, kv->kn + j0, &sk, pl->sc, w->s, w->slo, w->shi, w->e0, w->e1);
     for (int64_t t = 0; t < n; t++) {
-        double S = w->s[t];
-        double nu = er__up(qn * kv->kn[j0 + t]);                    /* >= sum_d |q_d k_jd| (Cauchy-Schwarz) */
-        double e = sk.gD * nu * (1 + 0x1p-50);
-        double err = (e + (fabs(S) + e) * sk.screl + fabs(S) * 0x1p-52) * sk.asc * (1 + 0x1p-40);
-        double s = S * pl->sc;
-        w->s[t] = s;
-        w->slo[t] = er__dn(s - err);
-        w->shi[t] = er__up(s + err);
+        double s = w->s[t], nu = w->e0[t], err = w->e1[t];
         if (s > raw.Mt) raw.Mt = s;
         if (w->slo[t] < raw.smin) raw.smin = w->slo[t];
         if (w->shi[t] > raw.smax) raw.smax = w->shi[t];
@@ -866,14 +914,6 @@ void er__attn_row_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     er_attn_mpfr(pl, kv, q, j0, n, w->Mt, w, ocv, oex, ord, lcv, lex, lrd);
 }
 
-/* er__up and er__dn with selects in place of branches (the same values), for the loops that vectorise. */
-ER_ALWAYS_INLINE double er_attn_up(double x) {
-    uint64_t b = er__bits(x);
-    double y = er__from_bits(b + 1 - ((b >> 63) << 1)); /* +1 unit above 0, -1 below */
-    y = x == 0 ? 4.9406564584124654e-324 : y;
-    return x != x || x == INFINITY ? x : y;
-}
-ER_ALWAYS_INLINE double er_attn_dn(double x) { return -er_attn_up(-x); }
 
 /* A row's constants for its elements' bounds (er__attn_row_tail). */
 typedef struct er_attn_tail_k {
