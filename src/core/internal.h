@@ -105,6 +105,27 @@ static inline double er__mul_up(double a, double b) { return er__next_up(a * b);
 #endif
 #define ER_ALWAYS_INLINE static inline __attribute__((always_inline))
 ER_INTERNAL int er__simd(void);
+/* A loop function in the three builds from one always-inline body: ER_SIMD_BUILDS(name, (params), (args), body)
+ * defines name##_base, name##_avx2 and name##_avx512 (each `body args;` with the parameters params; the baseline's
+ * alone without AVX2) and static void name(int simd, params), which runs the build of er__simd()'s level simd. */
+#define ER_UNPAREN(...) __VA_ARGS__
+#if ER_HAVE_AVX2
+#define ER_SIMD_BUILDS(name, params, args, body)                                                                      \
+    static void name##_base params { body args; }                                                                     \
+    ER_AVX2 static void name##_avx2 params { body args; }                                                             \
+    ER_AVX512 static void name##_avx512 params { body args; }                                                         \
+    static void name(int simd, ER_UNPAREN params) {                                                                   \
+        if (simd >= 2) name##_avx512 args;                                                                            \
+        else if (simd) name##_avx2 args;                                                                              \
+        else name##_base args;                                                                                        \
+    }
+#else
+#define ER_SIMD_BUILDS(name, params, args, body)                                                                      \
+    static void name(int simd, ER_UNPAREN params) {                                                                   \
+        (void)simd;                                                                                                   \
+        body args;                                                                                                    \
+    }
+#endif
 
 /* ---- threads (src/core/threads.c) ---- */
 /* The memory cap (src/core/mem.c): ER_OK when `bytes` planned for `what` fit under EXACTREF_MAX_BYTES (by default

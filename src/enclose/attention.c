@@ -99,25 +99,11 @@ ER_ALWAYS_INLINE void er_attn_dots_body(const double *restrict q, const double *
     }
     for (; t < n; t++) S[t] = er__attn_dot(q, k + t * D, D);
 }
-#define ER_ATTN_DOTS_ARGS const double *restrict q, const double *restrict k, int64_t D, int64_t n, double *restrict S
-static void er_attn_dots_base(ER_ATTN_DOTS_ARGS) { er_attn_dots_body(q, k, D, n, S); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_attn_dots_avx2(ER_ATTN_DOTS_ARGS) { er_attn_dots_body(q, k, D, n, S); }
-ER_AVX512 static void er_attn_dots_avx512(ER_ATTN_DOTS_ARGS) { er_attn_dots_body(q, k, D, n, S); }
-#endif
-void er__attn_dots(int simd, ER_ATTN_DOTS_ARGS) {
-#if ER_HAVE_AVX2
-    if (simd >= 2) {
-        er_attn_dots_avx512(q, k, D, n, S);
-        return;
-    }
-    if (simd) {
-        er_attn_dots_avx2(q, k, D, n, S);
-        return;
-    }
-#endif
-    (void)simd;
-    er_attn_dots_base(q, k, D, n, S);
+ER_SIMD_BUILDS(er_attn_dots,
+               (const double *restrict q, const double *restrict k, int64_t D, int64_t n, double *restrict S),
+               (q, k, D, n, S), er_attn_dots_body)
+void er__attn_dots(int simd, const double *q, const double *k, int64_t D, int64_t n, double *S) {
+    er_attn_dots(simd, q, k, D, n, S);
 }
 
 /* Every value, NaN and the infinities included: the row claims nothing (inputs that are not finite, or scores
@@ -540,32 +526,11 @@ ER_ALWAYS_INLINE void er_attn_sbounds_body(int64_t n, double qn, const double *r
         er[t] = err;
     }
 }
-#define ER_ATTN_SB_ARGS                                                                                               \
-    int64_t n, double qn, const double *restrict kn, const er_attn_sconst *skp, double sc, double *restrict s,         \
-        double *restrict slo, double *restrict shi, double *restrict nu, double *restrict er
-static void er_attn_sbounds_base(ER_ATTN_SB_ARGS) { er_attn_sbounds_body(n, qn, kn, skp, sc, s, slo, shi, nu, er); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_attn_sbounds_avx2(ER_ATTN_SB_ARGS) {
-    er_attn_sbounds_body(n, qn, kn, skp, sc, s, slo, shi, nu, er);
-}
-ER_AVX512 static void er_attn_sbounds_avx512(ER_ATTN_SB_ARGS) {
-    er_attn_sbounds_body(n, qn, kn, skp, sc, s, slo, shi, nu, er);
-}
-#endif
-static void er_attn_sbounds(int simd, ER_ATTN_SB_ARGS) {
-#if ER_HAVE_AVX2
-    if (simd >= 2) {
-        er_attn_sbounds_avx512(n, qn, kn, skp, sc, s, slo, shi, nu, er);
-        return;
-    }
-    if (simd) {
-        er_attn_sbounds_avx2(n, qn, kn, skp, sc, s, slo, shi, nu, er);
-        return;
-    }
-#endif
-    (void)simd;
-    er_attn_sbounds_base(n, qn, kn, skp, sc, s, slo, shi, nu, er);
-}
+ER_SIMD_BUILDS(er_attn_sbounds,
+               (int64_t n, double qn, const double *restrict kn, const er_attn_sconst *skp, double sc,
+                double *restrict s, double *restrict slo, double *restrict shi, double *restrict nu,
+                double *restrict er),
+               (n, qn, kn, skp, sc, s, slo, shi, nu, er), er_attn_sbounds_body)
 
 int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                       er_attn_work *w, er_attn_rowq *rq) {
@@ -680,33 +645,17 @@ ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int64_t Dv, int64_t n, const do
         for (int64_t d = 0; d < Dv; d++)
             er_attn_nab_term(comp, wl[t], wh[t], v[t * Dv + d], &N[d], &Nc[d], &A[d], &B[d]);
 }
-#define ER_ATTN_NAB_ARGS                                                                                              \
-    int64_t Dv, int64_t n, const double *restrict wl, const double *restrict wh, const double *restrict v,            \
-        double *restrict N, double *restrict Nc, double *restrict A, double *restrict B
-#define ER_ATTN_NAB_BODY                                                                                              \
-    {                                                                                                                 \
-        if (comp) er_attn_nab_body(1, Dv, n, wl, wh, v, N, Nc, A, B);                                                 \
-        else er_attn_nab_body(0, Dv, n, wl, wh, v, N, Nc, A, B);                                                      \
-    }
-static void er_attn_nab_base(int comp, ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_attn_nab_avx2(int comp, ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
-ER_AVX512 static void er_attn_nab_avx512(int comp, ER_ATTN_NAB_ARGS) ER_ATTN_NAB_BODY
-#endif
-static void er_attn_nab(int simd, int comp, ER_ATTN_NAB_ARGS) {
-#if ER_HAVE_AVX2
-    if (simd >= 2) {
-        er_attn_nab_avx512(comp, Dv, n, wl, wh, v, N, Nc, A, B);
-        return;
-    }
-    if (simd) {
-        er_attn_nab_avx2(comp, Dv, n, wl, wh, v, N, Nc, A, B);
-        return;
-    }
-#endif
-    (void)simd;
-    er_attn_nab_base(comp, Dv, n, wl, wh, v, N, Nc, A, B);
+ER_ALWAYS_INLINE void er_attn_nab_any(int comp, int64_t Dv, int64_t n, const double *restrict wl,
+                                      const double *restrict wh, const double *restrict v, double *restrict N,
+                                      double *restrict Nc, double *restrict A, double *restrict B) {
+    if (comp) er_attn_nab_body(1, Dv, n, wl, wh, v, N, Nc, A, B);
+    else er_attn_nab_body(0, Dv, n, wl, wh, v, N, Nc, A, B);
 }
+ER_SIMD_BUILDS(er_attn_nab,
+               (int comp, int64_t Dv, int64_t n, const double *restrict wl, const double *restrict wh,
+                const double *restrict v, double *restrict N, double *restrict Nc, double *restrict A,
+                double *restrict B),
+               (comp, Dv, n, wl, wh, v, N, Nc, A, B), er_attn_nab_any)
 
 /* The weights exp(s_j - Mt) (wlo, whi), their sum's bounds and width (rq), and per value dimension N, A and B. */
 static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_t j0, int64_t n, er_attn_work *w,
@@ -954,35 +903,20 @@ ER_ALWAYS_INLINE void er_attn_tail_body(int64_t Dv, const er_attn_tail_k *kp, co
         }
     }
 }
-#define ER_ATTN_TAIL_ARGS                                                                                             \
-    int64_t Dv, const er_attn_tail_k *kp, const double *restrict N, const double *restrict A,                        \
-        const double *restrict B, double *restrict xl, double *restrict xh, double *restrict kl, double *restrict kh, \
-        double *restrict oex, double *restrict rd, uint8_t *restrict ok, er_vec_fmt f
-#define ER_ATTN_TAIL_BODY                                                                                             \
-    {                                                                                                                 \
-        if (!rd) er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, NULL, NULL, f, 0);                           \
-        else if (f.narrow) er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f, 1);                     \
-        else er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f, 0);                                   \
-    }
-static void er_attn_tail_base(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_attn_tail_avx2(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
-ER_AVX512 static void er_attn_tail_avx512(ER_ATTN_TAIL_ARGS) ER_ATTN_TAIL_BODY
-#endif
-static void er_attn_tail(int simd, ER_ATTN_TAIL_ARGS) {
-#if ER_HAVE_AVX2
-    if (simd >= 2) {
-        er_attn_tail_avx512(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f);
-        return;
-    }
-    if (simd) {
-        er_attn_tail_avx2(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f);
-        return;
-    }
-#endif
-    (void)simd;
-    er_attn_tail_base(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f);
+ER_ALWAYS_INLINE void er_attn_tail_any(int64_t Dv, const er_attn_tail_k *kp, const double *restrict N,
+                                       const double *restrict A, const double *restrict B, double *restrict xl,
+                                       double *restrict xh, double *restrict kl, double *restrict kh,
+                                       double *restrict oex, double *restrict rd, uint8_t *restrict ok,
+                                       er_vec_fmt f) {
+    if (!rd) er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, NULL, NULL, f, 0);
+    else if (f.narrow) er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f, 1);
+    else er_attn_tail_body(Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f, 0);
 }
+ER_SIMD_BUILDS(er_attn_tail,
+               (int64_t Dv, const er_attn_tail_k *kp, const double *restrict N, const double *restrict A,
+                const double *restrict B, double *restrict xl, double *restrict xh, double *restrict kl,
+                double *restrict kh, double *restrict oex, double *restrict rd, uint8_t *restrict ok, er_vec_fmt f),
+               (Dv, kp, N, A, B, xl, xh, kl, kh, oex, rd, ok, f), er_attn_tail_any)
 
 er_status er__attn_row_tail(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                             er_attn_work *w, const er_attn_rowq *rqp, int lse, er_cval *ocv, double *oex, double *ord,

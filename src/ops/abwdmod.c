@@ -339,8 +339,9 @@ ER_ALWAYS_INLINE void er_axpy(double *restrict y, double a, const double *restri
 }
 
 /* A row's sums of dQ over its keys (their terms in ky): its centre cq, weights rq and eq, each d on its own in the
- * keys' order; returns the sum of dsa. Built for the baseline, AVX2 and AVX-512. */
-ER_ALWAYS_INLINE double er_abwd_dq_body(er_abwd_ctx *c, const er_abwd_keys *ky, int64_t j0, int64_t n, int64_t D) {
+ * keys' order; *sap the sum of dsa. Built for the baseline, AVX2 and AVX-512. */
+ER_ALWAYS_INLINE void er_abwd_dq_body(er_abwd_ctx *c, const er_abwd_keys *ky, int64_t j0, int64_t n, int64_t D,
+                                     double *sap) {
     double sa = 0, *restrict cq = c->cq, *restrict rq = c->rq, *restrict eq = c->eq;
     for (int64_t d = 0; d < D; d++) cq[d] = rq[d] = eq[d] = 0;
     for (int64_t t = 0; t < n; t++) {
@@ -354,22 +355,10 @@ ER_ALWAYS_INLINE double er_abwd_dq_body(er_abwd_ctx *c, const er_abwd_keys *ky, 
         }
         sa += ky->dsa[t];
     }
-    return sa;
+    *sap = sa;
 }
-#define ER_ABWD_DQ_ARGS er_abwd_ctx *c, const er_abwd_keys *ky, int64_t j0, int64_t n, int64_t D
-static double er_abwd_dq_base(ER_ABWD_DQ_ARGS) { return er_abwd_dq_body(c, ky, j0, n, D); }
-#if ER_HAVE_AVX2
-ER_AVX2 static double er_abwd_dq_avx2(ER_ABWD_DQ_ARGS) { return er_abwd_dq_body(c, ky, j0, n, D); }
-ER_AVX512 static double er_abwd_dq_avx512(ER_ABWD_DQ_ARGS) { return er_abwd_dq_body(c, ky, j0, n, D); }
-#endif
-static double er_abwd_dq(ER_ABWD_DQ_ARGS) {
-#if ER_HAVE_AVX2
-    int simd = c->pl.fwd.simd;
-    if (simd >= 2) return er_abwd_dq_avx512(c, ky, j0, n, D);
-    if (simd) return er_abwd_dq_avx2(c, ky, j0, n, D);
-#endif
-    return er_abwd_dq_base(c, ky, j0, n, D);
-}
+ER_SIMD_BUILDS(er_abwd_dq, (er_abwd_ctx *c, const er_abwd_keys *ky, int64_t j0, int64_t n, int64_t D, double *sap),
+               (c, ky, j0, n, D, sap), er_abwd_dq_body)
 
 /* One key's sums of dK (or dV) over m rows, in the rows' order: yc += a_r x_r, yw += b_r ax_r, ye += e_r ax_r and,
  * with gqa, ym += g_r ax_r (x_r the row's q or dO, ax_r its magnitudes), each element of the sums on its own. Eight
@@ -465,26 +454,8 @@ ER_ALWAYS_INLINE void er_abwd_tile_body(er_abwd_ctx *c, int64_t r0, int64_t r1, 
         }
     }
 }
-#define ER_ABWD_TILE_ARGS er_abwd_ctx *c, int64_t r0, int64_t r1, int64_t D, int64_t Dv, int64_t grp
-static void er_abwd_tile_base(ER_ABWD_TILE_ARGS) { er_abwd_tile_body(c, r0, r1, D, Dv, grp); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_abwd_tile_avx2(ER_ABWD_TILE_ARGS) { er_abwd_tile_body(c, r0, r1, D, Dv, grp); }
-ER_AVX512 static void er_abwd_tile_avx512(ER_ABWD_TILE_ARGS) { er_abwd_tile_body(c, r0, r1, D, Dv, grp); }
-#endif
-static void er_abwd_tile(ER_ABWD_TILE_ARGS) {
-#if ER_HAVE_AVX2
-    int simd = c->pl.fwd.simd;
-    if (simd >= 2) {
-        er_abwd_tile_avx512(c, r0, r1, D, Dv, grp);
-        return;
-    }
-    if (simd) {
-        er_abwd_tile_avx2(c, r0, r1, D, Dv, grp);
-        return;
-    }
-#endif
-    er_abwd_tile_base(c, r0, r1, D, Dv, grp);
-}
+ER_SIMD_BUILDS(er_abwd_tile, (er_abwd_ctx *c, int64_t r0, int64_t r1, int64_t D, int64_t Dv, int64_t grp),
+               (c, r0, r1, D, Dv, grp), er_abwd_tile_body)
 
 /* Kv head hk: every row's dQ into j->sq, the sums of dK and dV, then theirs into j->sk and j->sv. */
 static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, int mp_only) {
@@ -512,13 +483,14 @@ static void er_abwd_head_run(er_abwd_ctx *c, const er_abwd_job *j, int64_t hk, i
             if (!j->sq) continue;
             int64_t base = ((hk / a->kv_heads * a->heads) + hk % a->kv_heads * grp + row / Sq) * Sq * D +
                            (row % Sq) * D;
-            double sa = ok ? er_abwd_dq(c, ky, j0, n, D) : 0;
+            double sa = 0;
+            if (ok) er_abwd_dq(c->pl.fwd.simd, c, ky, j0, n, D, &sa);
             double g1 = 1 + (double)(n + 2) * 0x1p-53, ab = msc * ((double)(n + 8) * 0x1p-126 + pl->etaks * 0.5 * sa);
             for (int64_t d = 0; d < D; d++)
                 er_abwd_put(c, j->sq, 0, row, d, base + d, ok ? sc * c->cq[d] : 0, ok ? asc * c->rq[d] * g1 : 0,
                             ok ? asc * c->eq[d] * g1 : 0, ab, n == 0 ? 2 : ok ? 0 : 1, 0, mp_only);
         }
-        if (j->sk || j->sv) er_abwd_tile(c, r0, r1, D, Dv, grp);
+        if (j->sk || j->sv) er_abwd_tile(c->pl.fwd.simd, c, r0, r1, D, Dv, grp);
     }
     /* GQA: each query head's dK and dV may be rounded to the output format before the group's sum, which may run in
      * that format (torch's SDPA): grp roundings of at most u_O times the sum of magnitudes and eta_O / 2 each, and
