@@ -507,8 +507,6 @@ static int er_attn_qnorm(const er_attn_plan *pl, const er_attn_kv *kv, const dou
     return er_attn_qnorm_of(pl, q, kv->bad[j0 + n] - kv->bad[j0] > 0, qn);
 }
 
-/* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
- * where the row claims nothing (a special value, or bounds whose premises fail). */
 /* Lemma A1's bounds of n keys' scores from their dots S (in s, replaced by s = S sc): nu >= sum_d |q_d k_jd|
  * (Cauchy-Schwarz, from the norms' bounds kn), the error err, [slo, shi]; the operations of the scalar code, er__up
  * and er__dn by er_attn_up and er_attn_dn (the same values). Built for the baseline, AVX2 and AVX-512. */
@@ -532,6 +530,8 @@ ER_SIMD_BUILDS(er_attn_sbounds,
                 double *restrict er),
                (n, qn, kn, skp, sc, s, slo, shi, nu, er), er_attn_sbounds_body)
 
+/* The scores of query row q against keys j0 .. j0 + n - 1 into w (s, slo, shi) and the row's quantities into rq; 0
+ * where the row claims nothing (a special value, or bounds whose premises fail). */
 int er__attn_scores(const er_attn_plan *pl, const er_attn_kv *kv, const double *q, int64_t j0, int64_t n,
                       er_attn_work *w, er_attn_rowq *rq) {
     int64_t D = pl->D;
@@ -862,7 +862,6 @@ void er__attn_row_mpfr(const er_attn_plan *pl, const er_attn_kv *kv, const doubl
     w->wok = 0; /* Lemma A1's weights (the GPU's bits) are computed again on the host only where a key needs them */
     er_attn_mpfr(pl, kv, q, j0, n, w->Mt, w, ocv, oex, ord, lcv, lex, lrd);
 }
-
 
 /* A row's constants for its elements' bounds (er__attn_row_tail). */
 typedef struct er_attn_tail_k {
