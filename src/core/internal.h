@@ -107,7 +107,8 @@ static inline double er__mul_up(double a, double b) { return er__next_up(a * b);
 ER_INTERNAL int er__simd(void);
 /* A loop function in the three builds from one always-inline body: ER_SIMD_BUILDS(name, (params), (args), body)
  * defines name##_base, name##_avx2 and name##_avx512 (each `body args;` with the parameters params; the baseline's
- * alone without AVX2) and static void name(int simd, params), which runs the build of er__simd()'s level simd. */
+ * alone without AVX2) and static void name(int simd, params), which runs the build of er__simd()'s level simd;
+ * ER_SIMD_BUILDS_RET(type, ...) the same for a body that returns a value of type. */
 #define ER_UNPAREN(...) __VA_ARGS__
 #if ER_HAVE_AVX2
 #define ER_SIMD_BUILDS(name, params, args, body)                                                                      \
@@ -119,11 +120,26 @@ ER_INTERNAL int er__simd(void);
         else if (simd) name##_avx2 args;                                                                              \
         else name##_base args;                                                                                        \
     }
+/* The same for a loop function returning a value of `type`. */
+#define ER_SIMD_BUILDS_RET(type, name, params, args, body)                                                            \
+    static type name##_base params { return body args; }                                                              \
+    ER_AVX2 static type name##_avx2 params { return body args; }                                                      \
+    ER_AVX512 static type name##_avx512 params { return body args; }                                                  \
+    static type name(int simd, ER_UNPAREN params) {                                                                   \
+        if (simd >= 2) return name##_avx512 args;                                                                     \
+        if (simd) return name##_avx2 args;                                                                            \
+        return name##_base args;                                                                                      \
+    }
 #else
 #define ER_SIMD_BUILDS(name, params, args, body)                                                                      \
     static void name(int simd, ER_UNPAREN params) {                                                                   \
         (void)simd;                                                                                                   \
         body args;                                                                                                    \
+    }
+#define ER_SIMD_BUILDS_RET(type, name, params, args, body)                                                            \
+    static type name(int simd, ER_UNPAREN params) {                                                                   \
+        (void)simd;                                                                                                   \
+        return body args;                                                                                             \
     }
 #endif
 

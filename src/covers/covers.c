@@ -274,20 +274,11 @@ ER_ALWAYS_INLINE void er_tally_run_body(int64_t n, const double *restrict lo, co
         const double *restrict rd, const double *restrict y, double *restrict rel, uint8_t *restrict cls,             \
         er_vec_fmt f, double bug, double omax, er_run_tally *rt
 #define ER_TALLY_RUN_CALL(narrow) er_tally_run_body(n, lo, hi, ex, rd, y, rel, cls, f, narrow, bug, omax, rt)
-static void er_tally_run(ER_TALLY_RUN_ARGS, int narrow) {
-    if (narrow) ER_TALLY_RUN_CALL(1);
+ER_ALWAYS_INLINE void er_tally_run_any(ER_TALLY_RUN_ARGS) {
+    if (f.narrow) ER_TALLY_RUN_CALL(1);
     else ER_TALLY_RUN_CALL(0);
 }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_tally_run_avx2(ER_TALLY_RUN_ARGS, int narrow) {
-    if (narrow) ER_TALLY_RUN_CALL(1);
-    else ER_TALLY_RUN_CALL(0);
-}
-ER_AVX512 static void er_tally_run_avx512(ER_TALLY_RUN_ARGS, int narrow) {
-    if (narrow) ER_TALLY_RUN_CALL(1);
-    else ER_TALLY_RUN_CALL(0);
-}
-#endif
+ER_SIMD_BUILDS(er_tally_run, (ER_TALLY_RUN_ARGS), (n, lo, hi, ex, rd, y, rel, cls, f, bug, omax, rt), er_tally_run_any)
 
 int er__sink_tally_runs(const er_sink *sk) {
     er_format o = sk->O->id;
@@ -299,13 +290,7 @@ int64_t er__sink_tally_run(er_sink *sk, er_sink_tally *t, int64_t idx0, int64_t 
     er_vec_fmt f = er_vec_fmt_of(sk->O);
     uint8_t *cls = sk->rep->classes + idx0;
     er_run_tally rt;
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) er_tally_run_avx512(n, lo, hi, ex, rd, y, rel, cls, f, sk->bug, sk->O->max, &rt, f.narrow);
-    else if (simd) er_tally_run_avx2(n, lo, hi, ex, rd, y, rel, cls, f, sk->bug, sk->O->max, &rt, f.narrow);
-    else
-#endif
-        er_tally_run(n, lo, hi, ex, rd, y, rel, cls, f, sk->bug, sk->O->max, &rt, f.narrow);
+    er_tally_run(simd, n, lo, hi, ex, rd, y, rel, cls, f, sk->bug, sk->O->max, &rt);
     t->exact += rt.exact;
     t->covered += rt.covered;
     t->n_bug_tried += rt.tried;

@@ -190,13 +190,7 @@ ER_ALWAYS_INLINE void er_exp_ends_f32_body(int64_t n, const double *restrict x, 
 #define ER_EXP_ENDS_ARGS                                                                                              \
     int64_t n, const double *restrict x, const double *restrict d, const double *restrict dl,                        \
         const double *restrict dh, double U, double *restrict elo, double *restrict ehi, uint8_t *restrict slow
-static void er_exp_ends_f32_base(ER_EXP_ENDS_ARGS) { er_exp_ends_f32_body(n, x, d, dl, dh, U, elo, ehi, slow); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_exp_ends_f32_avx2(ER_EXP_ENDS_ARGS) { er_exp_ends_f32_body(n, x, d, dl, dh, U, elo, ehi, slow); }
-ER_AVX512 static void er_exp_ends_f32_avx512(ER_EXP_ENDS_ARGS) {
-    er_exp_ends_f32_body(n, x, d, dl, dh, U, elo, ehi, slow);
-}
-#endif
+ER_SIMD_BUILDS(er_exp_ends_f32_run, (ER_EXP_ENDS_ARGS), (n, x, d, dl, dh, U, elo, ehi, slow), er_exp_ends_f32_body)
 
 void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double U, double *elo, double *ehi,
                           uint8_t *slow) {
@@ -205,12 +199,7 @@ void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double
     for (int64_t j0 = 0; j0 < n; j0 += ER_EXPS_RUN) {
         int64_t k = n - j0 < ER_EXPS_RUN ? n - j0 : ER_EXPS_RUN;
         er_exps_f32_head(simd, k, x + j0, mf, d, dl, dh);
-#if ER_HAVE_AVX2
-        if (simd >= 2) er_exp_ends_f32_avx512(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
-        else if (simd) er_exp_ends_f32_avx2(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
-        else
-#endif
-            er_exp_ends_f32_base(k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
+        er_exp_ends_f32_run(simd, k, x + j0, d, dl, dh, U, elo + j0, ehi + j0, slow + j0);
     }
 }
 
@@ -240,21 +229,11 @@ ER_ALWAYS_INLINE void er_sums32_body(const double *restrict a, const double *res
 }
 #define ER_SUMS32_ARGS                                                                                                \
     const double *restrict a, const double *restrict b, int64_t n, double *restrict pa, double *restrict pb
-static void er_sums32_base(ER_SUMS32_ARGS) { er_sums32_body(a, b, n, pa, pb); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_sums32_avx2(ER_SUMS32_ARGS) { er_sums32_body(a, b, n, pa, pb); }
-ER_AVX512 static void er_sums32_avx512(ER_SUMS32_ARGS) { er_sums32_body(a, b, n, pa, pb); }
-#endif
+ER_SIMD_BUILDS(er_sums32_run, (ER_SUMS32_ARGS), (a, b, n, pa, pb), er_sums32_body)
 
 void er__sums32(int simd, const double *a, const double *b, int64_t n, double *sa, double *sb) {
     double pa[32] = {0}, pb[32] = {0};
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) er_sums32_avx512(a, b, n, pa, pb);
-    else if (simd) er_sums32_avx2(a, b, n, pa, pb);
-    else
-#endif
-        er_sums32_base(a, b, n, pa, pb);
+    er_sums32_run(simd, a, b, n, pa, pb);
     er_sums32_join(pa, pb, sa, sb);
 }
 

@@ -91,32 +91,11 @@ ER_ALWAYS_INLINE void er_exp_run_body(int64_t n, const double *restrict t, doubl
             if (out[i]) er__exp_bounds(t[i0 + i], &lo[i0 + i], &hi[i0 + i]);
     }
 }
-static void er_exp_run(int64_t n, const double *restrict t, double *restrict lo, double *restrict hi) {
-    er_exp_run_body(n, t, lo, hi);
-}
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_exp_run_avx2(int64_t n, const double *restrict t, double *restrict lo, double *restrict hi) {
-    er_exp_run_body(n, t, lo, hi);
-}
-ER_AVX512 static void er_exp_run_avx512(int64_t n, const double *restrict t, double *restrict lo,
-                                        double *restrict hi) {
-    er_exp_run_body(n, t, lo, hi);
-}
-#endif
+ER_SIMD_BUILDS(er_exp_run, (int64_t n, const double *restrict t, double *restrict lo, double *restrict hi),
+               (n, t, lo, hi), er_exp_run_body)
 
 void er__exp_bounds_run(int simd, int64_t n, const double *t, double *lo, double *hi) {
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) {
-        er_exp_run_avx512(n, t, lo, hi);
-        return;
-    }
-    if (simd) {
-        er_exp_run_avx2(n, t, lo, hi);
-        return;
-    }
-#endif
-    er_exp_run(n, t, lo, hi);
+    er_exp_run(simd, n, t, lo, hi);
 }
 
 /* Lemma D10: x = m 2^k with m in [0.7, 1.42); libm's log(m) as a guess y, moved by 2^-62 + 2^-52 |y| to the side

@@ -217,20 +217,8 @@ ER_ALWAYS_INLINE void er_ln_y_f32_body(int64_t n, const double *restrict x, cons
     else if (w && b) er_ln_y_f32_body(n, x, w, b, 0, m0, m1, r0, r1, lo, hi);                                         \
     else if (w) er_ln_y_f32_body(n, x, w, NULL, 0, m0, m1, r0, r1, lo, hi);                                           \
     else er_ln_y_f32_body(n, x, NULL, b, 0, m0, m1, r0, r1, lo, hi)
-static void er_ln_y_f32(ER_LN_Y_ARGS) { ER_LN_Y_CALLS; }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_ln_y_f32_avx2(ER_LN_Y_ARGS) { ER_LN_Y_CALLS; }
-ER_AVX512 static void er_ln_y_f32_avx512(ER_LN_Y_ARGS) { ER_LN_Y_CALLS; }
-#endif
-static void er_ln_y_f32_run(int simd, ER_LN_Y_ARGS) {
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) er_ln_y_f32_avx512(n, x, w, b, m0, m1, r0, r1, lo, hi);
-    else if (simd) er_ln_y_f32_avx2(n, x, w, b, m0, m1, r0, r1, lo, hi);
-    else
-#endif
-        er_ln_y_f32(n, x, w, b, m0, m1, r0, r1, lo, hi);
-}
+ER_ALWAYS_INLINE void er_ln_y_f32_any(ER_LN_Y_ARGS) { ER_LN_Y_CALLS; }
+ER_SIMD_BUILDS(er_ln_y_f32_run, (ER_LN_Y_ARGS), (n, x, w, b, m0, m1, r0, r1, lo, hi), er_ln_y_f32_any)
 
 /* A row's exact quantities as doubles, each the real rounded once, from the row's integer sums (er_ln_dsums_of):
  * S = sum x_j, the mean mu = S/n and T = sum (x_j - mu)^2 rounded down ([0]) and up ([1]); A = sum |x_j| and |mu|
@@ -638,11 +626,9 @@ ER_ALWAYS_INLINE int64_t er_ln_dbl_body(int64_t n, const double *restrict x, con
     if (nw == 2) ER_LN_DBL_CALLS_NW(2);                                                                               \
     if (nw == 1) ER_LN_DBL_CALLS_NW(1);                                                                               \
     ER_LN_DBL_CALLS_NW(0)
-static int64_t er_ln_dbl(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
-#if ER_HAVE_AVX2
-ER_AVX2 static int64_t er_ln_dbl_avx2(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
-ER_AVX512 static int64_t er_ln_dbl_avx512(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
-#endif
+ER_ALWAYS_INLINE int64_t er_ln_dbl_any(ER_LN_DBL_ARGS) { ER_LN_DBL_CALLS; }
+ER_SIMD_BUILDS_RET(int64_t, er_ln_dbl, (ER_LN_DBL_ARGS), (n, x, w, b, ml, mh, rl, rh, f, nw, O, ov, ex, rd, done),
+                   er_ln_dbl_any)
 /* The doubles around the exact mean and rstd that the double case takes (the GPU path's too): from the row's
  * doubles where they give them, else the 128-bit enclosures [m0, m1] and [r0, r1] widened; 0 where neither does. */
 static int er_ln_ends_of(const er_ln_exact *ex, mpfr_t m0, mpfr_t m1, mpfr_t r0, mpfr_t r1, double e[4]) {
@@ -658,13 +644,7 @@ static int64_t er_ln_exact_dbl(const er_layernorm_plan *pl, const er_ln_exact *e
     er_vec_fmt f = er_vec_fmt_of(O);
     int nw = O->id == ER_FP32 ? 0 : O->id == ER_FP16 || O->id == ER_BF16 ? 1 : 2;
     er_overflow ov = pl->ov[LN_Y];
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2)
-        return er_ln_dbl_avx512(n, x, w, b, e[0], e[1], e[2], e[3], f, nw, O, ov, oy->exact, oy->rounded, done);
-    if (simd) return er_ln_dbl_avx2(n, x, w, b, e[0], e[1], e[2], e[3], f, nw, O, ov, oy->exact, oy->rounded, done);
-#endif
-    return er_ln_dbl(n, x, w, b, e[0], e[1], e[2], e[3], f, nw, O, ov, oy->exact, oy->rounded, done);
+    return er_ln_dbl(simd, n, x, w, b, e[0], e[1], e[2], e[3], f, nw, O, ov, oy->exact, oy->rounded, done);
 }
 
 static er_status er_ln_exact_outputs(const er_layernorm_plan *pl, const er_ln_exact *ex, const double *x,

@@ -263,23 +263,15 @@ ER_ALWAYS_INLINE void er_nbwd_csum_body(const double *restrict dy, const double 
     }
 }
 #undef ER_NBWD_LANE
-static void er_nbwd_csum_row(const double *restrict dy, const double *restrict x, const double *restrict w, double m,
-                          int64_t n, er_nbwd_csums *o) {
+ER_ALWAYS_INLINE void er_nbwd_csum_any(const double *restrict dy, const double *restrict x, const double *restrict w,
+                                      double m, int64_t n, er_nbwd_csums *o) {
     if (w) er_nbwd_csum_body(dy, x, w, 1, m, n, o);
     else er_nbwd_csum_body(dy, x, w, 0, m, n, o);
 }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_nbwd_csum_row_avx2(const double *restrict dy, const double *restrict x, const double *restrict w,
-                                       double m, int64_t n, er_nbwd_csums *o) {
-    if (w) er_nbwd_csum_body(dy, x, w, 1, m, n, o);
-    else er_nbwd_csum_body(dy, x, w, 0, m, n, o);
-}
-ER_AVX512 static void er_nbwd_csum_row_avx512(const double *restrict dy, const double *restrict x,
-                                           const double *restrict w, double m, int64_t n, er_nbwd_csums *o) {
-    if (w) er_nbwd_csum_body(dy, x, w, 1, m, n, o);
-    else er_nbwd_csum_body(dy, x, w, 0, m, n, o);
-}
-#endif
+ER_SIMD_BUILDS(er_nbwd_csum_row,
+               (const double *restrict dy, const double *restrict x, const double *restrict w, double m, int64_t n,
+                er_nbwd_csums *o),
+               (dy, x, w, m, n, o), er_nbwd_csum_any)
 
 /* The row's bounds, and B's and C's enclosures from sums in double (Lemma N4): each term passes through at most
  * n + 2 roundings to nearest (g, d, g d and n - 1 additions), so the sums are within gamma_{n+2} of the sums of the
@@ -295,12 +287,7 @@ static int er_nbwd_rowsums(const er_nbwd_plan *pl, const double *dy, const doubl
     int comp = er__nbwd_compensated(pl->F), finite = 1;
     if (comp) {
         er_nbwd_csums o;
-#if ER_HAVE_AVX2
-        if (pl->simd >= 2) er_nbwd_csum_row_avx512(dy, x, w, m, n, &o);
-        else if (pl->simd) er_nbwd_csum_row_avx2(dy, x, w, m, n, &o);
-        else
-#endif
-            er_nbwd_csum_row(dy, x, w, m, n, &o);
+        er_nbwd_csum_row(pl->simd, dy, x, w, m, n, &o);
         Bc = o.B;
         Cc = o.C;
         sb = o.sb;
@@ -644,11 +631,9 @@ ER_ALWAYS_INLINE void er_nbwd_f32_body(int64_t n, const double *restrict dy, con
         else if (code) ER_NBWD_F32_CALL(0, 1);                                                                        \
         else ER_NBWD_F32_CALL(0, 0);                                                                                  \
     }
-static void er_nbwd_f32(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_nbwd_f32_avx2(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
-ER_AVX512 static void er_nbwd_f32_avx512(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
-#endif
+ER_ALWAYS_INLINE void er_nbwd_f32_any(ER_NBWD_F32_ARGS) ER_NBWD_F32_BODY
+ER_SIMD_BUILDS(er_nbwd_f32, (ER_NBWD_F32_ARGS),
+               (n, dy, x, w, m, r, k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide), er_nbwd_f32_any)
 
 /* The fp32 pass's codes (small integers, exact in double) split into the classes and the marks; returns the count of
  * pending elements (in runs of at most 2^20, so that the count vectorises). */
@@ -668,17 +653,8 @@ ER_ALWAYS_INLINE int64_t er_nbwd_unpack_body(int64_t n, const double *restrict c
     }
     return left;
 }
-static int64_t er_nbwd_unpack(int64_t n, const double *code, uint8_t *cls, uint8_t *mark) {
-    return er_nbwd_unpack_body(n, code, cls, mark);
-}
-#if ER_HAVE_AVX2
-ER_AVX2 static int64_t er_nbwd_unpack_avx2(int64_t n, const double *code, uint8_t *cls, uint8_t *mark) {
-    return er_nbwd_unpack_body(n, code, cls, mark);
-}
-ER_AVX512 static int64_t er_nbwd_unpack_avx512(int64_t n, const double *code, uint8_t *cls, uint8_t *mark) {
-    return er_nbwd_unpack_body(n, code, cls, mark);
-}
-#endif
+ER_SIMD_BUILDS_RET(int64_t, er_nbwd_unpack, (int64_t n, const double *code, uint8_t *cls, uint8_t *mark),
+                   (n, code, cls, mark), er_nbwd_unpack_body)
 
 /* dx of a row with a saved rstd r: each element's set [c_i - T_i, c_i + T_i], T_i = E_i + W_i (Lemma N5, Theorem
  * N1), and its exact value from [c_i - E_i, c_i + E_i], else from B's and C's narrower enclosures, else exactly. */
@@ -707,19 +683,8 @@ static er_status er_nbwd_row_saved(const er_nbwd_plan *pl, er_nbwd_rowsum *rs, c
         double *code = cls && mk ? mk->code : NULL;
         if (cls && !(mk && mk->mark && mk->code))
             return er__fail(ER_ERR_INTERNAL, "the fp32 pass of a row with classes needs its marks");
-#if ER_HAVE_AVX2
-        if (pl->simd >= 2) {
-            er_nbwd_f32_avx512(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
-            if (cls) left = er_nbwd_unpack_avx512(n, code, cls, mk->mark);
-        } else if (pl->simd) {
-            er_nbwd_f32_avx2(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
-            if (cls) left = er_nbwd_unpack_avx2(n, code, cls, mk->mark);
-        } else
-#endif
-        {
-            er_nbwd_f32(n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
-            if (cls) left = er_nbwd_unpack(n, code, cls, mk->mark);
-        }
+        er_nbwd_f32(pl->simd, n, dy, x, w, m, r, &k, A1, A2, A3, y, lo, hi, ex, rd, code, vrel, vabs, wide);
+        if (cls) left = er_nbwd_unpack(pl->simd, n, code, cls, mk->mark);
         if (mk) mk->done = cls != NULL;
     }
     for (int64_t i = 0; i < n && st == ER_OK && left > 0; i++) {

@@ -301,11 +301,8 @@ ER_ALWAYS_INLINE void er_rms_run_body(int64_t n, const double *restrict x, const
 #define ER_RMS_RUN_CALLS                                                                                              \
     if (f.narrow) er_rms_run_body(n, x, w, rl, rh, cl, ch, f, 1, lo, hi, ex, rd);                                    \
     else er_rms_run_body(n, x, w, rl, rh, cl, ch, f, 0, lo, hi, ex, rd)
-static void er_rms_run(ER_RMS_RUN_ARGS) { ER_RMS_RUN_CALLS; }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_rms_run_avx2(ER_RMS_RUN_ARGS) { ER_RMS_RUN_CALLS; }
-ER_AVX512 static void er_rms_run_avx512(ER_RMS_RUN_ARGS) { ER_RMS_RUN_CALLS; }
-#endif
+ER_ALWAYS_INLINE void er_rms_run_any(ER_RMS_RUN_ARGS) { ER_RMS_RUN_CALLS; }
+ER_SIMD_BUILDS(er_rms_run, (ER_RMS_RUN_ARGS), (n, x, w, rl, rh, cl, ch, f, lo, hi, ex, rd), er_rms_run_any)
 
 int er__rmsnorm_row_run(const er_rmsnorm_plan *pl, const er_rms_row *r, const double *x, const double *w, int64_t n,
                         int simd, double *lo, double *hi, double *exact, double *rounded) {
@@ -316,13 +313,7 @@ int er__rmsnorm_row_run(const er_rmsnorm_plan *pl, const er_rms_row *r, const do
         return 0;
     float rl = (float)r->rlo, rh = (float)r->rhi;
     er_vec_fmt f = er_vec_fmt_of(pl->O);
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) er_rms_run_avx512(n, x, w, rl, rh, r->r_lo, r->r_hi, f, lo, hi, exact, rounded);
-    else if (simd) er_rms_run_avx2(n, x, w, rl, rh, r->r_lo, r->r_hi, f, lo, hi, exact, rounded);
-    else
-#endif
-        er_rms_run(n, x, w, rl, rh, r->r_lo, r->r_hi, f, lo, hi, exact, rounded);
+    er_rms_run(simd, n, x, w, rl, rh, r->r_lo, r->r_hi, f, lo, hi, exact, rounded);
     return 1;
 }
 

@@ -163,20 +163,7 @@ ER_ALWAYS_INLINE void er_log_sets_f32_body(int64_t n, const double *restrict x, 
 #define ER_LOG_SETS_ARGS                                                                                              \
     int64_t n, const double *restrict x, float m, float ll, float lh, double *restrict lo, double *restrict hi,       \
         uint8_t *restrict ok
-static void er_log_sets_f32_base(ER_LOG_SETS_ARGS) { er_log_sets_f32_body(n, x, m, ll, lh, lo, hi, ok); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_log_sets_f32_avx2(ER_LOG_SETS_ARGS) { er_log_sets_f32_body(n, x, m, ll, lh, lo, hi, ok); }
-ER_AVX512 static void er_log_sets_f32_avx512(ER_LOG_SETS_ARGS) { er_log_sets_f32_body(n, x, m, ll, lh, lo, hi, ok); }
-#endif
-static void er_log_sets_f32_run(int simd, ER_LOG_SETS_ARGS) {
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) er_log_sets_f32_avx512(n, x, m, ll, lh, lo, hi, ok);
-    else if (simd) er_log_sets_f32_avx2(n, x, m, ll, lh, lo, hi, ok);
-    else
-#endif
-        er_log_sets_f32_base(n, x, m, ll, lh, lo, hi, ok);
-}
+ER_SIMD_BUILDS(er_log_sets_f32_run, (ER_LOG_SETS_ARGS), (n, x, m, ll, lh, lo, hi, ok), er_log_sets_f32_body)
 #define ER_LOG_RUN 256 /* elements a pass of er_log_sets_f32_run */
 
 static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
@@ -475,21 +462,7 @@ ER_ALWAYS_INLINE void er_sm_quot_f32_body(int64_t n, const double *restrict elo,
 #define ER_SM_QUOT_ARGS                                                                                               \
     int64_t n, const double *restrict elo, const double *restrict ehi, er_sm_quot q, double *restrict ql,             \
         double *restrict qh, uint8_t *restrict fix
-static void er_sm_quot_f32_base(ER_SM_QUOT_ARGS) { er_sm_quot_f32_body(n, elo, ehi, q, ql, qh, fix); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_sm_quot_f32_avx2(ER_SM_QUOT_ARGS) { er_sm_quot_f32_body(n, elo, ehi, q, ql, qh, fix); }
-ER_AVX512 static void er_sm_quot_f32_avx512(ER_SM_QUOT_ARGS) { er_sm_quot_f32_body(n, elo, ehi, q, ql, qh, fix); }
-#endif
-static void er_sm_quot_f32_run(int simd, int64_t n, const double *elo, const double *ehi, const er_sm_quot *q,
-                               double *ql, double *qh, uint8_t *fix) {
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) er_sm_quot_f32_avx512(n, elo, ehi, *q, ql, qh, fix);
-    else if (simd) er_sm_quot_f32_avx2(n, elo, ehi, *q, ql, qh, fix);
-    else
-#endif
-        er_sm_quot_f32_base(n, elo, ehi, *q, ql, qh, fix);
-}
+ER_SIMD_BUILDS(er_sm_quot_f32_run, (ER_SM_QUOT_ARGS), (n, elo, ehi, q, ql, qh, fix), er_sm_quot_f32_body)
 
 /* The sets of a row in double arithmetic, for F of at most 24 bits (docs/algorithms/double-bounds.md): the
  * formulas of er_softmax_sets, each MPFR bound replaced by a double bound on the same side (ival.h). ex: the
@@ -561,7 +534,7 @@ static er_status er_softmax_sets_dbl(const er_softmax_plan *pl, const double *x,
         double *ql = scr + n, *qh = scr + 2 * n;
         uint8_t *fix = (uint8_t *)scr;
         int loop = F->id == ER_FP32 && !pl->scalar;
-        if (loop) er_sm_quot_f32_run(pl->simd, n, elo, ehi, &qc, ql, qh, fix);
+        if (loop) er_sm_quot_f32_run(pl->simd, n, elo, ehi, qc, ql, qh, fix);
         for (int64_t i = 0; i < n; i++) {
             if (loop && !fix[i]) {
                 memset(&cv[i], 0, sizeof cv[i]);
@@ -642,25 +615,16 @@ ER_ALWAYS_INLINE void er_exact_quot_body(int64_t n, const double *restrict lo, c
 #define ER_EXACT_QUOT_CALLS                                                                                           \
     if (f.narrow) er_exact_quot_body(n, lo, hi, rl, rh, f, 1, exact, rounded, oh, bad);                              \
     else er_exact_quot_body(n, lo, hi, rl, rh, f, 0, exact, rounded, oh, bad)
-static void er_exact_quot_base(ER_EXACT_QUOT_ARGS) { ER_EXACT_QUOT_CALLS; }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_exact_quot_avx2(ER_EXACT_QUOT_ARGS) { ER_EXACT_QUOT_CALLS; }
-ER_AVX512 static void er_exact_quot_avx512(ER_EXACT_QUOT_ARGS) { ER_EXACT_QUOT_CALLS; }
-#endif
+ER_ALWAYS_INLINE void er_exact_quot_any(ER_EXACT_QUOT_ARGS) { ER_EXACT_QUOT_CALLS; }
+ER_SIMD_BUILDS(er_exact_quot, (ER_EXACT_QUOT_ARGS), (n, lo, hi, rl, rh, f, exact, rounded, oh, bad), er_exact_quot_any)
 static int64_t er_exact_quot_run(int simd, int64_t n, const double *lo, const double *hi, double rl, double rh,
                                  er_vec_fmt f, const er_softmax_plan *pl, double *exact, double *rounded, char *done) {
     int64_t todo = 0;
     double oh[ER_EXACT_RUN];
     uint8_t bad[ER_EXACT_RUN];
-    (void)simd;
     for (int64_t i0 = 0; i0 < n; i0 += ER_EXACT_RUN) {
         int64_t k = n - i0 < ER_EXACT_RUN ? n - i0 : ER_EXACT_RUN;
-#if ER_HAVE_AVX2
-        if (simd >= 2) er_exact_quot_avx512(k, lo + i0, hi + i0, rl, rh, f, exact + i0, rounded + i0, oh, bad);
-        else if (simd) er_exact_quot_avx2(k, lo + i0, hi + i0, rl, rh, f, exact + i0, rounded + i0, oh, bad);
-        else
-#endif
-            er_exact_quot_base(k, lo + i0, hi + i0, rl, rh, f, exact + i0, rounded + i0, oh, bad);
+        er_exact_quot(simd, k, lo + i0, hi + i0, rl, rh, f, exact + i0, rounded + i0, oh, bad);
         for (int64_t q = 0; q < k; q++) {
             int64_t i = i0 + q;
             double b = oh[q];

@@ -435,11 +435,8 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
         else if (nv == 2) ER_EPI_CLASSES(2);                                                                          \
         else ER_EPI_CLASSES(0);                                                                                       \
     }
-static void er_epi_step(ER_EPI_ARGS) ER_EPI_BODY
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_epi_step_avx2(ER_EPI_ARGS) ER_EPI_BODY
-ER_AVX512 static void er_epi_step_avx512(ER_EPI_ARGS) ER_EPI_BODY
-#endif
+ER_ALWAYS_INLINE void er_epi_step_any(ER_EPI_ARGS) ER_EPI_BODY
+ER_SIMD_BUILDS(er_epi_step, (ER_EPI_ARGS), (p, j, nv, m, s, dec), er_epi_step_any)
 
 /* The stages and the classes over the scratch's m elements (their inner values, bracket and output set), with nv
  * variants; the operands of element k at begin + ix[k] (ix NULL: at begin + k). */
@@ -459,12 +456,7 @@ static void er_epi_run(const er_epi *p, int nv, int64_t begin, const int32_t *ix
         for (int64_t k = 0; rm && ix && k < m; k++)
             s->okr[k] = (uint8_t)rm->cursor_inner(p->rcur[j], begin + ix[k], 0, &s->rl[k], &s->rh[k], &s->rbl[k],
                                                   &s->rbh[k]);
-#if ER_HAVE_AVX2
-        if (p->simd >= 2) er_epi_step_avx512(p, j, nv, m, s, dec);
-        else if (p->simd) er_epi_step_avx2(p, j, nv, m, s, dec);
-        else
-#endif
-            er_epi_step(p, j, nv, m, s, dec);
+        er_epi_step(p->simd, p, j, nv, m, s, dec);
     }
 }
 

@@ -949,11 +949,9 @@ ER_ALWAYS_INLINE void er_chain_vec_body(int64_t m, er_stage_kind k, int narrow, 
         if (narrow) ER_CHAIN_VEC_KINDS(1)                                                                             \
         else ER_CHAIN_VEC_KINDS(0)                                                                                    \
     }
-static void er_chain_vec(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_chain_vec_avx2(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
-ER_AVX512 static void er_chain_vec_avx512(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
-#endif
+ER_ALWAYS_INLINE void er_chain_vec_any(ER_CHAIN_VEC_ARGS) ER_CHAIN_VEC_BODY
+ER_SIMD_BUILDS(er_chain_vec, (ER_CHAIN_VEC_ARGS), (m, k, narrow, drop, minn, maxv, xs, ys, elo, ehi, dec),
+               er_chain_vec_any)
 
 static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64_t end, uint8_t *dec) {
     const er_fmt_info *O = j->sk->O;
@@ -975,12 +973,7 @@ static void er_chain_vec_decide(const er_chain_fast_job *j, int64_t begin, int64
     }
     if (o32 || O->id == ER_BF16 || O->id == ER_FP16) { /* every output er_chain_vec_kind admits */
         int narrow = !o32, drop = 53 - O->p;
-#if ER_HAVE_AVX2
-        if (j->simd >= 2) er_chain_vec_avx512(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
-        else if (j->simd) er_chain_vec_avx2(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
-        else
-#endif
-            er_chain_vec(m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
+        er_chain_vec(j->simd, m, k, narrow, drop, O->min_normal, O->max, xs, ys, elo, ehi, dec);
         return;
     }
     for (int64_t i = 0; i < m; i++) {

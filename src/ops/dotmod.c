@@ -1257,12 +1257,7 @@ ER_ALWAYS_INLINE void er_dot_inner_row_body(const er_fast_consts *restrict fc, i
 #define ER_DOT_ROW_ARGS                                                                                                \
     const er_fast_consts *restrict fc, int64_t m, const double *restrict fs, double an, const double *restrict bn,   \
         double *restrict lo, double *restrict hi, double *restrict blo, double *restrict bhi, uint8_t *restrict ok
-#define ER_DOT_ROW_BODY { er_dot_inner_row_body(fc, m, fs, an, bn, lo, hi, blo, bhi, ok); }
-static void er_dot_inner_row(ER_DOT_ROW_ARGS) ER_DOT_ROW_BODY
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_dot_inner_row_avx2(ER_DOT_ROW_ARGS) ER_DOT_ROW_BODY
-ER_AVX512 static void er_dot_inner_row_avx512(ER_DOT_ROW_ARGS) ER_DOT_ROW_BODY
-#endif
+ER_SIMD_BUILDS(er_dot_inner_row, (ER_DOT_ROW_ARGS), (fc, m, fs, an, bn, lo, hi, blo, bhi, ok), er_dot_inner_row_body)
 
 static void er_dot_cursor_inner_run(void *p, int64_t begin, int64_t m, double *lo, double *hi, double *blo,
                                     double *bhi, uint8_t *ok) {
@@ -1280,12 +1275,7 @@ static void er_dot_cursor_inner_run(void *p, int64_t begin, int64_t m, double *l
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
         const double *fs = d->fs + idx, *bn = d->bn + ib * N + j;
         double an = d->an[ia * d->plan.M + i];
-#if ER_HAVE_AVX2
-        if (c->simd >= 2) er_dot_inner_row_avx512(&c->fc, r, fs, an, bn, lo + s, hi + s, blo + s, bhi + s, ok + s);
-        else if (c->simd) er_dot_inner_row_avx2(&c->fc, r, fs, an, bn, lo + s, hi + s, blo + s, bhi + s, ok + s);
-        else
-#endif
-            er_dot_inner_row(&c->fc, r, fs, an, bn, lo + s, hi + s, blo + s, bhi + s, ok + s);
+        er_dot_inner_row(c->simd, &c->fc, r, fs, an, bn, lo + s, hi + s, blo + s, bhi + s, ok + s);
         s += r;
     }
 }

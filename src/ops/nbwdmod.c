@@ -208,34 +208,11 @@ ER_ALWAYS_INLINE void er_nbwd_part_body(double *restrict sw, double *restrict ew
         ym[q] = ay > ym[q] ? ay : ym[q];
     }
 }
-#define ER_NBWD_PART_CALL                                                                                             \
-    er_nbwd_part_body(P, P + n, P + 2 * n, P + 3 * n, P + 4 * n, P + 5 * n, P + 6 * n, P + 7 * n, n, dy, x, m, r)
-static void er_nbwd_part(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
-    ER_NBWD_PART_CALL;
+ER_ALWAYS_INLINE void er_nbwd_part_any(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
+    er_nbwd_part_body(P, P + n, P + 2 * n, P + 3 * n, P + 4 * n, P + 5 * n, P + 6 * n, P + 7 * n, n, dy, x, m, r);
 }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_nbwd_part_avx2(double *P, int64_t n, const double *dy, const double *x, double m, double r) {
-    ER_NBWD_PART_CALL;
-}
-ER_AVX512 static void er_nbwd_part_avx512(double *P, int64_t n, const double *dy, const double *x, double m,
-                                          double r) {
-    ER_NBWD_PART_CALL;
-}
-#endif
-static void er_nbwd_part_row(int simd, double *P, int64_t n, const double *dy, const double *x, double m, double r) {
-    (void)simd;
-#if ER_HAVE_AVX2
-    if (simd >= 2) {
-        er_nbwd_part_avx512(P, n, dy, x, m, r);
-        return;
-    }
-    if (simd) {
-        er_nbwd_part_avx2(P, n, dy, x, m, r);
-        return;
-    }
-#endif
-    er_nbwd_part(P, n, dy, x, m, r);
-}
+ER_SIMD_BUILDS(er_nbwd_part_row, (double *P, int64_t n, const double *dy, const double *x, double m, double r),
+               (P, n, dy, x, m, r), er_nbwd_part_any)
 
 /* The widest-set screen of a row whose fp32 pass did not write it (er_nbwd_marks, norm_bwd.h), and the count of its
  * decided elements (class 0 or 1) into c[0], c[1], in runs of at most 2^20 so that the counts vectorise
@@ -260,14 +237,8 @@ ER_ALWAYS_INLINE void er_nbwd_count_body(int64_t n, const uint8_t *restrict cls,
 #define ER_NBWD_MARK_ARGS                                                                                             \
     int64_t n, const double *restrict lo, const double *restrict hi, const double *restrict rd, double vrel,          \
         double vabs, double wide, uint8_t *restrict mark
-static void er_nbwd_mark(ER_NBWD_MARK_ARGS) { er_nbwd_mark_body(n, lo, hi, rd, vrel, vabs, wide, mark); }
-static void er_nbwd_count(int64_t n, const uint8_t *cls, int64_t *c) { er_nbwd_count_body(n, cls, c); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_nbwd_mark_avx2(ER_NBWD_MARK_ARGS) {
-    er_nbwd_mark_body(n, lo, hi, rd, vrel, vabs, wide, mark);
-}
-ER_AVX2 static void er_nbwd_count_avx2(int64_t n, const uint8_t *cls, int64_t *c) { er_nbwd_count_body(n, cls, c); }
-#endif
+ER_SIMD_BUILDS(er_nbwd_mark, (ER_NBWD_MARK_ARGS), (n, lo, hi, rd, vrel, vabs, wide, mark), er_nbwd_mark_body)
+ER_SIMD_BUILDS(er_nbwd_count, (int64_t n, const uint8_t *cls, int64_t *c), (n, cls, c), er_nbwd_count_body)
 
 _Static_assert((ER_NBWD_PENDING & 0x80) && !(0 & 0x80) && !(1 & 0x80), "the rows' loop skips on the high bits");
 
@@ -301,16 +272,8 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t 
             ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r],
                                             n, fast ? y : NULL, cls, cv, ex, rd, lo, hi, fast ? &mk : NULL));
             if (fast) { /* the decided elements counted; the pending ones and the widest set's candidates below */
-#if ER_HAVE_AVX2
-                if (j->simd) {
-                    if (!mk.done) er_nbwd_mark_avx2(n, lo, hi, rd, vrel, vabs, wide, mark);
-                    er_nbwd_count_avx2(n, cls, counts);
-                } else
-#endif
-                {
-                    if (!mk.done) er_nbwd_mark(n, lo, hi, rd, vrel, vabs, wide, mark);
-                    er_nbwd_count(n, cls, counts);
-                }
+                if (!mk.done) er_nbwd_mark(j->simd, n, lo, hi, rd, vrel, vabs, wide, mark);
+                er_nbwd_count(j->simd, n, cls, counts);
             }
             for (int64_t q = 0; q < n; q++) {
                 er_cset c;

@@ -142,23 +142,7 @@ ER_ALWAYS_INLINE void er_f16_run_body(const char *restrict p, int64_t n, double 
         memcpy(&dst[k], &b, 8);
     }
 }
-static void er_f16_run_base(const char *restrict p, int64_t n, double *restrict dst) { er_f16_run_body(p, n, dst); }
-#if ER_HAVE_AVX2
-ER_AVX2 static void er_f16_run_avx2(const char *restrict p, int64_t n, double *restrict dst) {
-    er_f16_run_body(p, n, dst);
-}
-ER_AVX512 static void er_f16_run_avx512(const char *restrict p, int64_t n, double *restrict dst) {
-    er_f16_run_body(p, n, dst);
-}
-#endif
-static void er_f16_run(const char *restrict p, int64_t n, double *restrict dst) {
-#if ER_HAVE_AVX2
-    int simd = er__simd();
-    if (simd >= 2) { er_f16_run_avx512(p, n, dst); return; }
-    if (simd == 1) { er_f16_run_avx2(p, n, dst); return; }
-#endif
-    er_f16_run_base(p, n, dst);
-}
+ER_SIMD_BUILDS(er_f16_run, (const char *restrict p, int64_t n, double *restrict dst), (p, n, dst), er_f16_run_body)
 
 /* n bf16 values from p: each the upper half of an fp32's pattern. */
 static void er_bf16_run(const char *restrict p, int64_t n, double *restrict dst) {
@@ -174,7 +158,7 @@ static void er_bf16_run(const char *restrict p, int64_t n, double *restrict dst)
 
 int er__load_contig(er_format f, const void *p, int64_t n, double *dst) {
     if (f == ER_FP32) er_f32_run(p, n, dst);
-    else if (f == ER_FP16) er_f16_run(p, n, dst);
+    else if (f == ER_FP16) er_f16_run(er__simd(), p, n, dst);
     else if (f == ER_BF16) er_bf16_run(p, n, dst);
     else return 0;
     return 1;
