@@ -621,15 +621,16 @@ ER_ALWAYS_INLINE void er_attn_nab_term(int comp, double a, double b, double x, d
     *bd += av;
 }
 
-/* The terms of N, A and B of n keys (weights wl, wh; values v, Dv a key), key after key: two keys a pass over the
- * value dimensions, each dimension's sums taking the first key's terms and then the second's, the operations and
- * their order those of one key at a time. Built for the baseline, AVX2 and AVX-512, with and without N's errors. */
+/* The terms of N, A and B of n keys (weights wl, wh; values v as floats, Dv a key), key after key: two keys a pass
+ * over the value dimensions, each dimension's sums taking the first key's terms and then the second's, the
+ * operations and their order those of one key at a time. Built for the baseline, AVX2 and AVX-512, with and without
+ * N's errors. */
 ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int64_t Dv, int64_t n, const double *restrict wl,
-                                       const double *restrict wh, const double *restrict v, double *restrict N,
+                                       const double *restrict wh, const float *restrict v, double *restrict N,
                                        double *restrict Nc, double *restrict A, double *restrict B) {
     int64_t t = 0;
     for (; t + 1 < n; t += 2) {
-        const double *v0 = v + t * Dv, *v1 = v0 + Dv;
+        const float *v0 = v + t * Dv, *v1 = v0 + Dv;
         double a0 = wl[t], b0 = wh[t], a1 = wl[t + 1], b1 = wh[t + 1];
         for (int64_t d = 0; d < Dv; d++) {
             double nd = N[d], c = comp ? Nc[d] : 0, ad = A[d], bd = B[d];
@@ -646,14 +647,14 @@ ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int64_t Dv, int64_t n, const do
             er_attn_nab_term(comp, wl[t], wh[t], v[t * Dv + d], &N[d], &Nc[d], &A[d], &B[d]);
 }
 ER_ALWAYS_INLINE void er_attn_nab_any(int comp, int64_t Dv, int64_t n, const double *restrict wl,
-                                      const double *restrict wh, const double *restrict v, double *restrict N,
+                                      const double *restrict wh, const float *restrict v, double *restrict N,
                                       double *restrict Nc, double *restrict A, double *restrict B) {
     if (comp) er_attn_nab_body(1, Dv, n, wl, wh, v, N, Nc, A, B);
     else er_attn_nab_body(0, Dv, n, wl, wh, v, N, Nc, A, B);
 }
 ER_SIMD_BUILDS(er_attn_nab,
                (int comp, int64_t Dv, int64_t n, const double *restrict wl, const double *restrict wh,
-                const double *restrict v, double *restrict N, double *restrict Nc, double *restrict A,
+                const float *restrict v, double *restrict N, double *restrict Nc, double *restrict A,
                 double *restrict B),
                (comp, Dv, n, wl, wh, v, N, Nc, A, B), er_attn_nab_any)
 
@@ -685,7 +686,7 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
     double *N = w->N, *A = w->A, *B = w->B, *Nc = w->T; /* Nc: N's additions' errors (pl->ncomp) */
     for (int64_t d = 0; d < Dv; d++) N[d] = A[d] = B[d] = Nc[d] = 0;
-    er_attn_nab(pl->simd, pl->ncomp, Dv, n, w->wlo, w->whi, kv->v + j0 * Dv, N, Nc, A, B);
+    er_attn_nab(pl->simd, pl->ncomp, Dv, n, w->wlo, w->whi, kv->vf + j0 * Dv, N, Nc, A, B);
     if (pl->ncomp)
         for (int64_t d = 0; d < Dv; d++) N[d] += Nc[d];
 }

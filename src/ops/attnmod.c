@@ -229,8 +229,10 @@ int64_t er__attn_base(const er_tensor *t, int64_t b, int64_t h) {
     return off;
 }
 
-/* Decodes kv head (b, g): k, v, the keys' norm bounds and the prefix counts of keys with a value not finite. */
-void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, double *kn, int64_t *bad) {
+/* Decodes kv head (b, g): k, v (and vf), the keys' norm bounds and the prefix counts of keys with a value not
+ * finite. */
+void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, float *vf, double *kn,
+                      int64_t *bad) {
     const er_tensor *K = &er__attn(r)->k, *V = &er__attn(r)->v;
     int nd = K->ndim;
     int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
@@ -248,6 +250,7 @@ void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *
         for (int64_t d = 0; d < Dv; d++) {
             double x = er__load(V, vo + j * V->strides[nd - 2] + d * V->strides[nd - 1]);
             v[j * Dv + d] = x;
+            if (vf) vf[j * Dv + d] = (float)x; /* exact: a value of a format of at most 24 bits */
             nf |= !isfinite(x);
         }
         /* squares exact, their sum within (D + 1) 2^-53 of itself */
@@ -263,6 +266,7 @@ typedef struct er_attn_rowctx {
     er_attn_work w;
     er_attn_kv kv;
     double *kb, *vb, *kn, *qr, *oex, *ord, lex, lrd;
+    float *vf;                 /* v as floats, for the sums over the keys */
     int64_t *bad, cur_b, cur_g;
     er_cval *ocv, lcv;
     int lse;                   /* LSE's set wanted */
@@ -368,17 +372,18 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
     ER_RETURN_IF_ERROR(er__attn_plan_init(&c->pl, r, std, O, ov_o, L, ov_l));
     c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));
     c->bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
+    c->vf = malloc(sizeof(float) * (size_t)(Sk * Dv + 1));
     c->ocv = malloc(sizeof(er_cval) * (size_t)(Dv + 1));
     c->oex = malloc(sizeof(double) * (size_t)(2 * Dv + 2));
     er_status st = er__attn_work_init(&c->w, Sk, Dv);
-    if (st == ER_OK && (!c->kb || !c->bad || !c->ocv || !c->oex))
+    if (st == ER_OK && (!c->kb || !c->bad || !c->vf || !c->ocv || !c->oex))
         st = er__fail(ER_ERR_NOMEM, "cannot allocate an attention head of %lld keys", (long long)Sk);
     if (st != ER_OK) return st;
     c->vb = c->kb + Sk * D;
     c->kn = c->vb + Sk * Dv;
     c->qr = c->kn + Sk;
     c->ord = c->oex + Dv + 1;
-    c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->bad};
+    c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->bad, c->vf};
     return ER_OK;
 }
 
@@ -386,6 +391,7 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
     er__attn_work_free(&c->w);
     free(c->kb);
     free(c->bad);
+    free(c->vf);
     free(c->ocv);
     free(c->oex);
 }
@@ -393,7 +399,7 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
 /* Decodes kv head (b, g) into c unless it holds it. */
 static void er_attn_ctx_kv(er_attn_rowctx *c, int64_t b, int64_t g) {
     if (b == c->cur_b && g == c->cur_g) return;
-    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->kn, c->bad);
+    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->vf, c->kn, c->bad);
     c->cur_b = b;
     c->cur_g = g;
 }
@@ -575,9 +581,10 @@ static er_status er_attn_covers(const er_ref *ref, const er_standard *std, er_si
     int64_t rows = er__attn(ref)->rows, per = er__attn(ref)->sk * (er__attn(ref)->dh + 2 * er__attn(ref)->dv + 4);
     int nt = er__num_threads(rows * (per > 0 ? per : 1));
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
-    /* each thread's kv head and row: about 8 bytes per key and dimension, 120 per column of scratch */
+    /* each thread's kv head and row: about 8 bytes per key and dimension (12 for v's, held as floats too), 120 per
+     * column of scratch */
     ER_RETURN_IF_ERROR(
-        er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + er__attn(ref)->dv + 11) +
+        er__mem_check((8.0 * (double)er__attn(ref)->sk * (double)(er__attn(ref)->dh + 1.5 * er__attn(ref)->dv + 11) +
                        120.0 * (double)(er__attn(ref)->dv + 1)) *
                           nt,
                       "the attention heads' working sets"));
