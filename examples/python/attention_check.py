@@ -1,8 +1,10 @@
 """Checking a flash-attention kernel's O and LSE with exactref (docs/guides/check-attention.md).
 
 The kernel is a numpy stand-in for a Triton or CUDA one: fp32 arithmetic, key blocks of 32, the running maximum
-and the rescaling, exp2 of the folded scale, P rounded to fp16 before P V. Its inputs are multiples of 1/8, so that
-its scores come out the same on every machine.
+and the rescaling, exp2 of the folded scale, P rounded to fp16 before P V, each block's P V summed exactly and
+rounded once to fp32 (as a tensor core's wide accumulation may). Its inputs are multiples of 1/8, so that its scores
+and its blocks' P V come out the same on every machine, whatever order the BLAS adds them in (exact in fp32 and in
+float64).
 Run: PYTHONPATH=bindings/python python3 examples/python/attention_check.py"""
 
 import numpy as np
@@ -30,11 +32,16 @@ def flash(q, k, v, causal=False, off_by_one=0, lse_base2=False, block=32):
             mn = np.maximum(m, t.max(axis=1))
             p = exp2(t - mn[:, None])
             alpha = exp2(m - mn)
-            l = l * alpha + p.sum(axis=1, dtype=f32)
-            acc = acc * alpha[:, None] + p.astype(np.float16).astype(f32) @ v[h, b0:b0 + block].astype(f32)
+            ps = np.zeros(Sq, f32)
+            for j in range(p.shape[1]):  # the block's p added in key order (numpy's own sums vary with the machine)
+                ps += p[:, j]
+            l = l * alpha + ps
+            pv = p.astype(np.float16).astype(np.float64) @ v[h, b0:b0 + block].astype(np.float64)  # exact
+            acc = acc * alpha[:, None] + pv.astype(f32)
             m = mn
         O[h] = (acc / l[:, None]).astype(np.float16)
-        L[h] = (m + np.log2(l)) if lse_base2 else (m + np.log2(l)) * f32(0.6931471805599453)
+        lg = np.log2(l.astype(np.float64)).astype(f32)  # within an ulp, the same everywhere, as exp2
+        L[h] = (m + lg) if lse_base2 else (m + lg) * f32(0.6931471805599453)
     return O, L
 
 
