@@ -399,7 +399,8 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
 /* Decodes kv head (b, g) into c unless it holds it. */
 static void er_attn_ctx_kv(er_attn_rowctx *c, int64_t b, int64_t g) {
     if (b == c->cur_b && g == c->cur_g) return;
-    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->vf, c->kn, c->bad);
+    /* v as floats only where the host sums over the keys (the GPU's rows need the keys only for MPFR) */
+    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->given ? NULL : c->vf, c->kn, c->bad);
     c->cur_b = b;
     c->cur_g = g;
 }
