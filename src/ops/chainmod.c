@@ -1111,7 +1111,7 @@ static void *er_chain_fast_run(void *arg) {
     int64_t n = j->ref->n, counts[2] = {0, 0}, widx = -1;
     double wrel = -1;
     for (;;) {
-        int64_t begin = __atomic_fetch_add(j->next, 4096, __ATOMIC_RELAXED);
+        int64_t begin = __atomic_fetch_add(j->next, ER_VEC_CHUNK, __ATOMIC_RELAXED);
         if (begin >= n) break;
         if (er__cancelled()) {
             j->st = ER_ERR_CANCELLED;
