@@ -415,7 +415,8 @@ static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     int nd = Q->ndim;
     int64_t qo = er__attn_base(Q, b, h) + i * Q->strides[nd - 2];
     const char *qp = (const char *)Q->data + qo * (int64_t)(er__fmt(Q->format)->bits / 8);
-    if (Q->strides[nd - 1] != 1 || !er__load_contig(Q->format, qp, D, c->qr)) /* fp32, fp16, bf16 of stride 1 */
+    /* fp32, fp16, bf16 of stride 1 in one run */
+    if (Q->strides[nd - 1] != 1 || !er__load_contig(c->pl.simd, Q->format, qp, D, c->qr))
         for (int64_t d = 0; d < D; d++) c->qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
     int64_t j0, n;
     er__attn_keys(r, i, &j0, &n);

@@ -29,7 +29,33 @@ typedef struct er_fjob {
     double *norm;           /* bounds of the rows' (or columns') 2-norms */
     er_dense_stats st;
     int ok;
+    int simd;               /* er__simd(), asked once for the jobs */
 } er_fjob;
+
+/* The least nonzero and the largest of the magnitudes of n doubles (*lo +inf where none is nonzero), in four lanes
+ * that vectorise: 1 where every value is finite (else the ends mean nothing). */
+ER_ALWAYS_INLINE int er_row_ends_body(const double *restrict x, int64_t n, double *lo, double *hi) {
+    double l[4] = {INFINITY, INFINITY, INFINITY, INFINITY}, h[4] = {0, 0, 0, 0};
+    int64_t fin[4] = {1, 1, 1, 1}, k = 0;
+#define ER_ROW_ENDS_STEP(q, v)                                                                                        \
+    do {                                                                                                              \
+        double a = fabs(v), al = a > 0 ? a : INFINITY;                                                                \
+        fin[q] &= a <= DBL_MAX;                                                                                       \
+        h[q] = a > h[q] ? a : h[q];                                                                                   \
+        l[q] = al < l[q] ? al : l[q];                                                                                 \
+    } while (0)
+    for (; k + 3 < n; k += 4)
+        for (int q = 0; q < 4; q++) ER_ROW_ENDS_STEP(q, x[k + q]);
+    for (; k < n; k++) ER_ROW_ENDS_STEP(0, x[k]);
+#undef ER_ROW_ENDS_STEP
+    double l01 = l[0] < l[1] ? l[0] : l[1], l23 = l[2] < l[3] ? l[2] : l[3], h01 = h[0] > h[1] ? h[0] : h[1],
+           h23 = h[2] > h[3] ? h[2] : h[3];
+    *lo = l01 < l23 ? l01 : l23;
+    *hi = h01 > h23 ? h01 : h23;
+    return (int)(fin[0] & fin[1] & fin[2] & fin[3]);
+}
+ER_SIMD_BUILDS_RET(int, er_row_ends, (const double *restrict x, int64_t n, double *lo, double *hi), (x, n, lo, hi),
+                   er_row_ends_body)
 
 /* Decodes rows [r0, r1) into doubles, noting the statistics; ok = 0 at a value that is not finite. A 16-bit
  * format along contiguous rows goes through the table, marking each pattern seen; the statistics and the
@@ -58,9 +84,8 @@ static void *er_fjob_load(void *arg) {
             continue;
         }
         /* a contiguous row of fp32, fp16 or bf16 in a loop without a call (er__load_contig), else value by value */
-        int done = sc == 1 && !j->lut &&
-                   er__load_contig(t->format, (const char *)t->data + (base + r * sr) * (int64_t)(fi->bits / 8), j->C,
-                                   drow);
+        const char *row = (const char *)t->data + (base + r * sr) * (int64_t)(fi->bits / 8);
+        int done = sc == 1 && !j->lut && er__load_contig(j->simd, t->format, row, j->C, drow);
         for (int64_t c = 0; c < j->C && !done; c++) {
             int64_t off = base + r * sr + c * sc;
             double x;
@@ -72,15 +97,8 @@ static void *er_fjob_load(void *arg) {
         }
         /* the statistics depend on the exponents alone, which grow with |x|: those of the least and the largest
          * nonzero magnitudes of the row give them all */
-        double lo = INFINITY, hi = 0;
-        int fin = 1;
-        for (int64_t c = 0; c < j->C; c++) {
-            double a = fabs(drow[c]);
-            fin &= a <= DBL_MAX;
-            hi = a > hi ? a : hi;
-            lo = a > 0 && a < lo ? a : lo;
-        }
-        if (!fin) { j->ok = 0; break; }
+        double lo, hi;
+        if (!er_row_ends(j->simd, drow, j->C, &lo, &hi)) { j->ok = 0; break; }
         if (hi > 0) {
             er__dense_stats_add(&j->st, lo, fi->p);
             er__dense_stats_add(&j->st, hi, fi->p);
@@ -154,6 +172,7 @@ static void *er_fjob_cols(void *arg) {
 static int er_fjobs(er_fjob proto, int64_t rows, int nt, void *(*fn)(void *), er_dense_stats *st) {
     er_fjob jobs[ER_MAX_THREADS];
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
+    proto.simd = er__simd();
     for (int t = 0; t < nt; t++) {
         jobs[t] = proto;
         jobs[t].r0 = rows * t / nt;
@@ -262,10 +281,10 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
     er_dense_stats sa, sb;
     int ok = A && B && fs;
     if (ok)
-        ok = er_fjobs((er_fjob){ &er__dot(r)->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, { 0 }, 1 },
+        ok = er_fjobs((er_fjob){ &er__dot(r)->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, { 0 }, 1, 0 },
                       pl->a_batches * pl->M, nt, er_fjob_load, &sa);
     if (ok)
-        ok = er_fjobs((er_fjob){ &er__dot(r)->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, { 0 }, 1 },
+        ok = er_fjobs((er_fjob){ &er__dot(r)->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, { 0 }, 1, 0 },
                       pl->b_batches * pl->K, nt, er_fjob_load, &sb);
     free(lut_a);
     free(lut_b);
@@ -282,7 +301,7 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
         an = malloc(sizeof(double) * (size_t)(pl->a_batches * pl->M));
         ok = af && an;
         if (ok)
-            er_fjobs((er_fjob){ NULL, NULL, pl->M, pl->K, 0, 0, A, af, an, { 0 }, 1 }, pl->a_batches * pl->M, nt,
+            er_fjobs((er_fjob){ NULL, NULL, pl->M, pl->K, 0, 0, A, af, an, { 0 }, 1, 0 }, pl->a_batches * pl->M, nt,
                      er_fjob_rows, NULL);
     }
     free(A);
@@ -291,7 +310,7 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
         bn = malloc(sizeof(double) * (size_t)(pl->b_batches * pl->N));
         ok = bt && bn;
         if (ok)
-            er_fjobs((er_fjob){ NULL, NULL, pl->K, pl->N, 0, 0, B, bt, bn, { 0 }, 1 }, pl->b_batches * pl->N, nt,
+            er_fjobs((er_fjob){ NULL, NULL, pl->K, pl->N, 0, 0, B, bt, bn, { 0 }, 1, 0 }, pl->b_batches * pl->N, nt,
                      er_fjob_cols, NULL);
     }
     free(B);

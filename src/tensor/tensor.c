@@ -156,9 +156,9 @@ static void er_bf16_run(const char *restrict p, int64_t n, double *restrict dst)
     }
 }
 
-int er__load_contig(er_format f, const void *p, int64_t n, double *dst) {
+int er__load_contig(int simd, er_format f, const void *p, int64_t n, double *dst) {
     if (f == ER_FP32) er_f32_run(p, n, dst);
-    else if (f == ER_FP16) er_f16_run(er__simd(), p, n, dst);
+    else if (f == ER_FP16) er_f16_run(simd, p, n, dst);
     else if (f == ER_BF16) er_bf16_run(p, n, dst);
     else return 0;
     return 1;
@@ -173,9 +173,8 @@ void er__load_run(const er_tensor *t, int64_t idx, int64_t n, double *dst) {
         }
         return;
     }
-    if (er__load_contig(t->format, (const char *)t->data + (size_t)idx * (size_t)(er__fmt(t->format)->bits / 8), n,
-                        dst))
-        return;
+    const char *p = (const char *)t->data + (size_t)idx * (size_t)(er__fmt(t->format)->bits / 8);
+    if (er__load_contig(er__simd(), t->format, p, n, dst)) return;
     for (int64_t k = 0; k < n; k++) dst[k] = er__load(t, idx + k);
 }
 

@@ -753,7 +753,7 @@ START_TEST(contiguous_loads_decode_every_pattern) {
                 uint16_t h = (uint16_t)v;
                 memcpy(p + 2 * v, &h, 2);
             }
-            ck_assert_int_eq(er__load_contig(fs[f % 2], p, 65536, got), 1);
+            ck_assert_int_eq(er__load_contig(er__simd(), fs[f % 2], p, 65536, got), 1);
             for (uint32_t v = 0; v < 65536; v++) {
                 double want;
                 ck_assert_int_eq(er_decode(&want, fs[f % 2], v), ER_OK);
@@ -766,7 +766,7 @@ START_TEST(contiguous_loads_decode_every_pattern) {
         }
     unsetenv("EXACTREF_SIMD");
     double d;
-    ck_assert_int_eq(er__load_contig(ER_FP8_E5M2, pat, 1, &d), 0);
+    ck_assert_int_eq(er__load_contig(er__simd(), ER_FP8_E5M2, pat, 1, &d), 0);
 }
 END_TEST
 
