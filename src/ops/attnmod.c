@@ -370,25 +370,22 @@ static er_status er_attn_ctx_open(er_attn_rowctx *c, const er_ref *r, const er_s
     c->r = r;
     c->cur_b = c->cur_g = -1;
     ER_RETURN_IF_ERROR(er__attn_plan_init(&c->pl, r, std, O, ov_o, L, ov_l));
-    c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + D + 1));
-    c->bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
-    c->vf = malloc(sizeof(float) * (size_t)(Sk * Dv + 1));
+    /* the kv head's buffers wait for its first decoding (er_attn_ctx_kv): the GPU's rows decode one only for the few
+     * rows MPFR finishes */
+    c->qr = malloc(sizeof(double) * (size_t)(D + 1));
     c->ocv = malloc(sizeof(er_cval) * (size_t)(Dv + 1));
     c->oex = malloc(sizeof(double) * (size_t)(2 * Dv + 2));
     er_status st = er__attn_work_init(&c->w, Sk, Dv);
-    if (st == ER_OK && (!c->kb || !c->bad || !c->vf || !c->ocv || !c->oex))
-        st = er__fail(ER_ERR_NOMEM, "cannot allocate an attention head of %lld keys", (long long)Sk);
+    if (st == ER_OK && (!c->qr || !c->ocv || !c->oex))
+        st = er__fail(ER_ERR_NOMEM, "cannot allocate an attention row of %lld keys", (long long)Sk);
     if (st != ER_OK) return st;
-    c->vb = c->kb + Sk * D;
-    c->kn = c->vb + Sk * Dv;
-    c->qr = c->kn + Sk;
     c->ord = c->oex + Dv + 1;
-    c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->bad, c->vf};
     return ER_OK;
 }
 
 static void er_attn_ctx_close(er_attn_rowctx *c) {
     er__attn_work_free(&c->w);
+    free(c->qr);
     free(c->kb);
     free(c->bad);
     free(c->vf);
@@ -396,13 +393,32 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
     free(c->oex);
 }
 
-/* Decodes kv head (b, g) into c unless it holds it. */
-static void er_attn_ctx_kv(er_attn_rowctx *c, int64_t b, int64_t g) {
-    if (b == c->cur_b && g == c->cur_g) return;
-    /* v as floats only where the host sums over the keys (the GPU's rows need the keys only for MPFR) */
-    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->given ? NULL : c->vf, c->kn, c->bad);
+/* Decodes kv head (b, g) into c unless it holds it; its buffers allocated at the first. v as floats only where the
+ * host sums over the keys (the GPU's rows need the keys only for MPFR). */
+static er_status er_attn_ctx_kv(er_attn_rowctx *c, int64_t b, int64_t g) {
+    if (b == c->cur_b && g == c->cur_g) return ER_OK;
+    if (!c->kb) {
+        int64_t D = er__attn(c->r)->dh, Dv = er__attn(c->r)->dv, Sk = er__attn(c->r)->sk;
+        c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + 1));
+        c->bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
+        c->vf = c->given ? NULL : malloc(sizeof(float) * (size_t)(Sk * Dv + 1));
+        if (!c->kb || !c->bad || (!c->given && !c->vf)) {
+            free(c->kb);
+            free(c->bad);
+            free(c->vf);
+            c->kb = NULL;
+            c->bad = NULL;
+            c->vf = NULL;
+            return er__fail(ER_ERR_NOMEM, "cannot allocate an attention head of %lld keys", (long long)Sk);
+        }
+        c->vb = c->kb + Sk * D;
+        c->kn = c->vb + Sk * Dv;
+        c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->bad, c->vf};
+    }
+    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->vf, c->kn, c->bad);
     c->cur_b = b;
     c->cur_g = g;
+    return ER_OK;
 }
 
 /* Row `row`'s sets and exact results (ocv, oex, ord; lcv, lex, lrd where c->lse). */
@@ -421,7 +437,7 @@ static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     int64_t j0, n;
     er__attn_keys(r, i, &j0, &n);
     if (!c->given) {
-        er_attn_ctx_kv(c, b, g);
+        ER_RETURN_IF_ERROR(er_attn_ctx_kv(c, b, g));
         return er__attn_row(&c->pl, &c->kv, c->qr, j0, n, &c->w, c->lse, c->ocv, c->oex, c->ord, &c->lcv, &c->lex,
                             &c->lrd);
     }
@@ -444,7 +460,7 @@ static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     ER_RETURN_IF_ERROR(er__attn_row_given(&c->pl, c->qr, j0, n, n > 0 && isinf(raw.kmax), &c->w, &raw, &Ls, rho,
                                           c->lse, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd));
     if (c->w.mpfr_pending) {
-        er_attn_ctx_kv(c, b, g);
+        ER_RETURN_IF_ERROR(er_attn_ctx_kv(c, b, g));
         er__attn_row_mpfr(&c->pl, &c->kv, c->qr, j0, n, &c->w, c->ocv, c->oex, c->ord, &c->lcv, &c->lex, &c->lrd);
     }
     return ER_OK;
