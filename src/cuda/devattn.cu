@@ -215,7 +215,10 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
 // The weights and values of half a tile (block 2 T + half: rows 16 half .. 16 half + 15 of tile T): each key's
 // weights (thread: row tid / 16, key tid mod 16 of each 16) into shared memory, then thread (ty, tx) adds them and
 // |v_jd| into row ty at value dimensions tx + 16 m (m < 8) of each 128, the keys in increasing order (N, A and B of
-// er_attn_weights; with c.ncomp, N's additions' errors kept by TwoSum and added at the end, as er_attn_nab_term).
+// er_attn_weights; with NCOMP (c.ncomp), N's additions' errors kept by TwoSum and added at the end, as
+// er_attn_nab_term). NCOMP is a template parameter so that the innermost loop holds its one form: tested at run time
+// there, it cost the kernel 40% of its time (docs/benchmarks.md).
+template <bool NCOMP>
 __global__ void __launch_bounds__(ER_AT_THREADS, 2)
     er_k_at_values(const er_devattn_consts c, const double *v, int64_t t0, int64_t r0, const double *slo,
                    const double *shi, double *raw, uint64_t *fx, double *na) {
@@ -277,7 +280,7 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
 #pragma unroll
                 for (int m = 0; m < 8; m++) {
                     double x = vs[kk][tx + 16 * m], ax = fabs(x);
-                    if (c.ncomp) { // er_attn_nab_term's TwoSum
+                    if (NCOMP) { // er_attn_nab_term's TwoSum
                         double p = a * x, s = N[m] + p, bb = s - N[m];
                         Nc[m] += (N[m] - (s - bb)) + (p - bb);
                         N[m] = s;
@@ -296,7 +299,7 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
             for (int m = 0; m < 8; m++) {
                 int64_t d = d0 + tx + 16 * m;
                 if (d < Dv) {
-                    o[d] = c.ncomp ? N[m] + Nc[m] : N[m];
+                    o[d] = NCOMP ? N[m] + Nc[m] : N[m];
                     o[Dv + d] = A[m];
                     o[2 * Dv + d] = Bs[m];
                 }
@@ -348,6 +351,8 @@ extern "C" int er__devattn_rows(const er_devattn_consts *c, const double *q, con
     er_k_at_scores<<<(unsigned)(t1 - t0), ER_AT_THREADS, 0, s>>>(*c, q, k, qn, kn, t0, r0, slo, shi, raw);
     int e = (int)cudaGetLastError();
     if (e) return e;
-    er_k_at_values<<<(unsigned)(2 * (t1 - t0)), ER_AT_THREADS, 0, s>>>(*c, v, t0, r0, slo, shi, raw, fx, na);
+    unsigned nb = (unsigned)(2 * (t1 - t0));
+    if (c->ncomp) er_k_at_values<true><<<nb, ER_AT_THREADS, 0, s>>>(*c, v, t0, r0, slo, shi, raw, fx, na);
+    else er_k_at_values<false><<<nb, ER_AT_THREADS, 0, s>>>(*c, v, t0, r0, slo, shi, raw, fx, na);
     return (int)cudaGetLastError();
 }
