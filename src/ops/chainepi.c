@@ -450,7 +450,7 @@ static void er_epi_run(const er_epi *p, int nv, int64_t begin, const int32_t *ix
     for (int j = 0; j <= p->ns; j++) { /* each stage, then the classes */
         const er_tensor *t = j < p->ns ? p->st[j].t : NULL;
         const er_op_module *rm = j < p->ns ? p->rmod[j] : NULL;
-        if (t && !ix) er__load_run(t, begin, m, s->op);
+        if (t && !ix) er__load_run(p->simd, t, begin, m, s->op);
         for (int64_t k = 0; t && ix && k < m; k++) s->op[k] = er__load(t, er__offset(t, begin + ix[k]));
         if (rm && !ix) er__cursor_inner_run(rm, p->rcur[j], begin, m, s->rl, s->rh, s->rbl, s->rbh, s->okr);
         for (int64_t k = 0; rm && ix && k < m; k++)
@@ -476,7 +476,7 @@ void er__epi_decide(const er_epi *p, const er_op_module *mod, void *cur, int64_t
                     er_epi_scratch *s, uint8_t *dec, double *wrel, int64_t *widx) {
     int64_t m = end - begin, n2 = 0;
     er__cursor_inner_run(mod, cur, begin, m, s->wl, s->wh, s->blo, s->bhi, s->okc);
-    er__load_run(p->out, begin, m, s->y);
+    er__load_run(p->simd, p->out, begin, m, s->y);
     memcpy(s->lo, s->blo, sizeof(double) * (size_t)m);
     memcpy(s->hi, s->bhi, sizeof(double) * (size_t)m);
     /* first without the variants, which few elements need */

@@ -29,7 +29,6 @@ typedef struct er_fjob {
     double *norm;           /* bounds of the rows' (or columns') 2-norms */
     er_dense_stats st;
     int ok;
-    int simd;               /* er__simd(), asked once for the jobs */
 } er_fjob;
 
 /* The least nonzero and the largest of the magnitudes of n doubles (*lo +inf where none is nonzero), in four lanes
@@ -66,6 +65,7 @@ static void *er_fjob_load(void *arg) {
     const er_fmt_info *fi = er__fmt(t->format);
     er__dense_stats_init(&j->st);
     j->ok = 1;
+    int simd = er__simd(); /* once a job, not a row */
     int nbd = t->ndim - 2;
     int64_t sr = t->strides[t->ndim - 2], sc = t->strides[t->ndim - 1];
     uint64_t *seen = j->lut && fi->bits == 16 && sc == 1 ? calloc(1024, sizeof(uint64_t)) : NULL;
@@ -85,7 +85,7 @@ static void *er_fjob_load(void *arg) {
         }
         /* a contiguous row of fp32, fp16 or bf16 in a loop without a call (er__load_contig), else value by value */
         const char *row = (const char *)t->data + (base + r * sr) * (int64_t)(fi->bits / 8);
-        int done = sc == 1 && !j->lut && er__load_contig(j->simd, t->format, row, j->C, drow);
+        int done = sc == 1 && !j->lut && er__load_contig(simd, t->format, row, j->C, drow);
         for (int64_t c = 0; c < j->C && !done; c++) {
             int64_t off = base + r * sr + c * sc;
             double x;
@@ -98,7 +98,7 @@ static void *er_fjob_load(void *arg) {
         /* the statistics depend on the exponents alone, which grow with |x|: those of the least and the largest
          * nonzero magnitudes of the row give them all */
         double lo, hi;
-        if (!er_row_ends(j->simd, drow, j->C, &lo, &hi)) { j->ok = 0; break; }
+        if (!er_row_ends(simd, drow, j->C, &lo, &hi)) { j->ok = 0; break; }
         if (hi > 0) {
             er__dense_stats_add(&j->st, lo, fi->p);
             er__dense_stats_add(&j->st, hi, fi->p);
@@ -172,7 +172,6 @@ static void *er_fjob_cols(void *arg) {
 static int er_fjobs(er_fjob proto, int64_t rows, int nt, void *(*fn)(void *), er_dense_stats *st) {
     er_fjob jobs[ER_MAX_THREADS];
     if (nt > rows) nt = rows > 0 ? (int)rows : 1;
-    proto.simd = er__simd();
     for (int t = 0; t < nt; t++) {
         jobs[t] = proto;
         jobs[t].r0 = rows * t / nt;
@@ -281,10 +280,10 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
     er_dense_stats sa, sb;
     int ok = A && B && fs;
     if (ok)
-        ok = er_fjobs((er_fjob){ &er__dot(r)->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, { 0 }, 1, 0 },
+        ok = er_fjobs((er_fjob){ &er__dot(r)->A, lut_a, pl->M, pl->K, 0, 0, A, NULL, NULL, { 0 }, 1 },
                       pl->a_batches * pl->M, nt, er_fjob_load, &sa);
     if (ok)
-        ok = er_fjobs((er_fjob){ &er__dot(r)->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, { 0 }, 1, 0 },
+        ok = er_fjobs((er_fjob){ &er__dot(r)->B, lut_b, pl->K, pl->N, 0, 0, B, NULL, NULL, { 0 }, 1 },
                       pl->b_batches * pl->K, nt, er_fjob_load, &sb);
     free(lut_a);
     free(lut_b);
@@ -301,7 +300,7 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
         an = malloc(sizeof(double) * (size_t)(pl->a_batches * pl->M));
         ok = af && an;
         if (ok)
-            er_fjobs((er_fjob){ NULL, NULL, pl->M, pl->K, 0, 0, A, af, an, { 0 }, 1, 0 }, pl->a_batches * pl->M, nt,
+            er_fjobs((er_fjob){ NULL, NULL, pl->M, pl->K, 0, 0, A, af, an, { 0 }, 1 }, pl->a_batches * pl->M, nt,
                      er_fjob_rows, NULL);
     }
     free(A);
@@ -310,7 +309,7 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
         bn = malloc(sizeof(double) * (size_t)(pl->b_batches * pl->N));
         ok = bt && bn;
         if (ok)
-            er_fjobs((er_fjob){ NULL, NULL, pl->K, pl->N, 0, 0, B, bt, bn, { 0 }, 1, 0 }, pl->b_batches * pl->N, nt,
+            er_fjobs((er_fjob){ NULL, NULL, pl->K, pl->N, 0, 0, B, bt, bn, { 0 }, 1 }, pl->b_batches * pl->N, nt,
                      er_fjob_cols, NULL);
     }
     free(B);

@@ -260,15 +260,15 @@ static er_status er_nbwd_rows(er_nbwd_job *j, double *buf, er_cval *cv, uint8_t 
         for (int64_t r = s->rows * k / j->nc; r < s->rows * (k + 1) / j->nc; r++) {
             if (er__cancelled()) return ER_ERR_CANCELLED;
             er__progress_step(1);
-            er__load_run(&s->dy, r * n, n, dy);
-            er__load_run(&s->x, r * n, n, x);
+            er__load_run(j->simd, &s->dy, r * n, n, dy);
+            er__load_run(j->simd, &s->x, r * n, n, x);
             if (j->part)
                 er_nbwd_part_row(j->simd, j->part + k * ER_P_N * n, n, dy, x, s->centered ? j->m[r] : 0.0, j->rlo[r]);
             if (!sk) continue;
             /* where the module decides the classes, the row's go straight into the report's */
             uint8_t *cls = fast ? classes + r * n : NULL;
             er_nbwd_marks mk = { vrel, vabs, wide, mark, code, 0 };
-            if (fast) er__load_run(sk->out, r * n, n, y);
+            if (fast) er__load_run(j->simd, sk->out, r * n, n, y);
             ER_RETURN_IF_ERROR(er__nbwd_row(&j->pl[0], dy, x, j->w, s->centered ? j->m[r] : 0.0, j->rlo[r], j->rhi[r],
                                             n, fast ? y : NULL, cls, cv, ex, rd, lo, hi, fast ? &mk : NULL));
             if (fast) { /* the decided elements counted; the pending ones and the widest set's candidates below */
@@ -381,8 +381,8 @@ static er_status er_nbwd_cols(er_nbwd_job *j) {
     for (int64_t c0 = j->c0; c0 < j->c1 && st == ER_OK; c0 += nb) {
         int64_t k = j->c1 - c0 < nb ? j->c1 - c0 : nb;
         for (int64_t r = 0; r < R; r++) {
-            er__load_run(&s->dy, r * n + c0, k, seg[0]);
-            er__load_run(&s->x, r * n + c0, k, seg[1]);
+            er__load_run(j->simd, &s->dy, r * n + c0, k, seg[0]);
+            er__load_run(j->simd, &s->x, r * n + c0, k, seg[1]);
             for (int64_t q = 0; q < k; q++) {
                 blk[q * R + r] = seg[0][q];
                 blk[(nb + q) * R + r] = seg[1][q];

@@ -83,7 +83,7 @@ void er__row_put_sets(er_sink *sk, er_row_rec *rec, int64_t base, int64_t n, con
     double *lo = rec->buf, *hi = lo + n, *rel = hi + 2 * n;
     const double *y = rec->ys;
     if (!y) {
-        er__load_run(sk->out, base, n, hi + n);
+        er__load_run(rec->simd, sk->out, base, n, hi + n);
         y = hi + n;
     }
     int64_t open = er__sink_tally_run(sk, &rec->t, base, n, lo, hi, ex, rd, y, rel, rec->simd);

@@ -108,7 +108,7 @@ static void er_tensor_cursor_inner_run(void *p, int64_t begin, int64_t m, double
             ok[i] = (uint8_t)er_tensor_cursor_inner(p, begin + i, 0, &lo[i], &hi[i], &blo[i], &bhi[i]);
         return;
     }
-    er__load_run(&er__tensor(c->ref)->A, begin, m, blo);
+    er__load_run(er__simd(), &er__tensor(c->ref)->A, begin, m, blo);
     for (int64_t i = 0; i < m; i++) {
         double x = blo[i];
         int in = fabs(x) <= FLT_MAX; /* a special value, or one that may overflow: the set itself */

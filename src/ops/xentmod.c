@@ -198,7 +198,7 @@ static void *er_xent_run(void *arg) {
         er__progress_step(1);
         int64_t t = s->target[r];
         er_xent_loss ls = { 0, 0, 0, 0, 0 };
-        if (y) er__load_run(j->sg->out, r * C, C, y);
+        if (y) er__load_run(j->pl.sm.simd, j->sg->out, r * C, C, y);
         if (t == s->ignore) { /* an ignored row: loss 0, gradient 0 */
             for (int64_t k = 0; j->sg && k < C; k++) {
                 er__cval_from_interval(&cv[k], 0.0, 0.0, 0, j->pl.F);
@@ -206,7 +206,7 @@ static void *er_xent_run(void *arg) {
                 cls[k] = y && y[k] == 0 ? ER_CLASS_EXACT : ER_PENDING;
             }
         } else {
-            er__load_run(&s->x, r * C, C, x);
+            er__load_run(j->pl.sm.simd, &s->x, r * C, C, x);
             j->st = er__xent_row(&j->pl, x, t, &w, &ls, y, cls, cv, gex, grd);
         }
         if (j->st != ER_OK) break;
