@@ -229,30 +229,33 @@ int64_t er__attn_base(const er_tensor *t, int64_t b, int64_t h) {
     return off;
 }
 
+/* n values of view t from offset off on, step st, into dst: one run where the step is 1 and the format has one. */
+static void er_attn_load_vec(int simd, const er_tensor *t, int64_t off, int64_t st, int64_t n, double *dst) {
+    const char *p = (const char *)t->data + off * (int64_t)(er__fmt(t->format)->bits / 8);
+    if (st == 1 && er__load_contig(simd, t->format, p, n, dst)) return;
+    for (int64_t d = 0; d < n; d++) dst[d] = er__load(t, off + d * st);
+}
+
 /* Decodes kv head (b, g): k, v (and vf), the keys' norm bounds and the prefix counts of keys with a value not
  * finite. */
 void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, float *vf, double *kn,
                       int64_t *bad) {
     const er_tensor *K = &er__attn(r)->k, *V = &er__attn(r)->v;
-    int nd = K->ndim;
+    int nd = K->ndim, simd = er__simd();
     int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
     int64_t ko = er__attn_base(K, b, g), vo = er__attn_base(V, b, g);
     bad[0] = 0;
     for (int64_t j = 0; j < Sk; j++) {
-        double ss = 0;
+        double ss = 0, *kj = k + j * D, *vj = v + j * Dv;
         int nf = 0;
+        er_attn_load_vec(simd, K, ko + j * K->strides[nd - 2], K->strides[nd - 1], D, kj);
+        er_attn_load_vec(simd, V, vo + j * V->strides[nd - 2], V->strides[nd - 1], Dv, vj);
         for (int64_t d = 0; d < D; d++) {
-            double x = er__load(K, ko + j * K->strides[nd - 2] + d * K->strides[nd - 1]);
-            k[j * D + d] = x;
-            ss += x * x;
-            nf |= !isfinite(x);
+            ss += kj[d] * kj[d];
+            nf |= !isfinite(kj[d]);
         }
-        for (int64_t d = 0; d < Dv; d++) {
-            double x = er__load(V, vo + j * V->strides[nd - 2] + d * V->strides[nd - 1]);
-            v[j * Dv + d] = x;
-            if (vf) vf[j * Dv + d] = (float)x; /* exact: a value of a format of at most 24 bits */
-            nf |= !isfinite(x);
-        }
+        for (int64_t d = 0; d < Dv; d++) nf |= !isfinite(vj[d]);
+        for (int64_t d = 0; vf && d < Dv; d++) vf[j * Dv + d] = (float)vj[d]; /* exact: a value of at most 24 bits */
         /* squares exact, their sum within (D + 1) 2^-53 of itself */
         kn[j] = nf ? INFINITY : er__up(sqrt(er__up(ss * (1 + (double)(D + 2) * 0x1p-52))));
         bad[j + 1] = bad[j] + nf;
