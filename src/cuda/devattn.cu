@@ -4,7 +4,9 @@
 // first), N_d and A_d add the keys from the first to the last; the maxima and minima and the fixed-point sums are the
 // same in any order (the largest score's zero sign: the first key's of equal ones, as the host's loop keeps). So a
 // row gives the host's bits; t-cuda compares the two on every row. Built with -fmad=false: every double operation
-// rounds once, as on the host (-ffp-contract=off).
+// rounds once, as on the host (-ffp-contract=off). The scores' chains add with fused multiply-adds: q and k hold
+// values of fp32, fp16 or bf16, whose products (at most 48 bits, at least 2^-298) are exact doubles, so each rounds
+// once as the host's product then sum.
 #include "cuda/devattn.h"
 #include "cuda/devrec.cuh"
 
@@ -150,13 +152,15 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
                         for (int r = 0; r < 2; r++)
 #pragma unroll
                             for (int m = 0; m < 4; m++)
-                                acc[r][m][ch] += qs[2 * ty + r][dd + ch] * ks[tx + 16 * m][dd + ch];
+                                acc[r][m][ch] = __fma_rn(qs[2 * ty + r][dd + ch], ks[tx + 16 * m][dd + ch],
+                                                         acc[r][m][ch]);
                 } else { // the dimensions past the last multiple of 4, into the first chain
                     for (int e = dd; e < dn; e++)
 #pragma unroll
                         for (int r = 0; r < 2; r++)
 #pragma unroll
-                            for (int m = 0; m < 4; m++) acc[r][m][0] += qs[2 * ty + r][e] * ks[tx + 16 * m][e];
+                            for (int m = 0; m < 4; m++)
+                                acc[r][m][0] = __fma_rn(qs[2 * ty + r][e], ks[tx + 16 * m][e], acc[r][m][0]);
                 }
             }
             __syncthreads();
