@@ -289,9 +289,9 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
                         Nc[m] += (N[m] - (s - bb)) + (p - bb);
                         N[m] = s;
                     } else {
-                        N[m] += a * x;
+                        N[m] = __fma_rn(a, x, N[m]);
                     }
-                    A[m] += b * ax;
+                    A[m] = __fma_rn(b, ax, A[m]);
                     Bs[m] += ax;
                 }
             }

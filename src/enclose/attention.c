@@ -605,19 +605,19 @@ int er__attn_rowq_finish(const er_attn_plan *pl, double qn, const er_attn_raw *r
     return 1;
 }
 
-/* One key's term of N (its addition's error into *c where comp: TwoSum, N + p = s + e exactly), A and B in one value
- * dimension. */
+/* One key's term of N (its addition's error into *c where comp: TwoSum, N + p = s + e exactly; else a fused
+ * multiply-add), A (a fused multiply-add) and B in one value dimension. */
 ER_ALWAYS_INLINE void er_attn_nab_term(int comp, double a, double b, double x, double *restrict nd, double *restrict c,
                                        double *restrict ad, double *restrict bd) {
-    double av = fabs(x), p = a * x;
+    double av = fabs(x);
     if (comp) {
-        double s = *nd + p, bb = s - *nd;
+        double p = a * x, s = *nd + p, bb = s - *nd;
         *c += (*nd - (s - bb)) + (p - bb);
         *nd = s;
     } else {
-        *nd += p;
+        *nd = fma(a, x, *nd);
     }
-    *ad += b * av;
+    *ad = fma(b, av, *ad);
     *bd += av;
 }
 
