@@ -216,18 +216,37 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
     }
 }
 
+// One key's terms (weights a, b; its values' row vr) of N, A and B at the thread's value dimensions tx + 16 m.
+template <bool NCOMP>
+__device__ __forceinline__ static void er_av_terms(double a, double b, const double *vr, int tx, double *N, double *Nc,
+                                                   double *A, double *Bs) {
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        double x = vr[tx + 16 * m], ax = fabs(x);
+        if (NCOMP) { // er_attn_nab_term's TwoSum
+            double p = a * x, s = N[m] + p, bb = s - N[m];
+            Nc[m] += (N[m] - (s - bb)) + (p - bb);
+            N[m] = s;
+        } else {
+            N[m] = __fma_rn(a, x, N[m]);
+        }
+        A[m] = __fma_rn(b, ax, A[m]);
+        Bs[m] += ax;
+    }
+}
+
 // The weights and values of half a tile (block 2 T + half: rows 16 half .. 16 half + 15 of tile T): each key's
 // weights (thread: row tid / 16, key tid mod 16 of each 16) into shared memory, then thread (ty, tx) adds them and
 // |v_jd| into row ty at value dimensions tx + 16 m (m < 8) of each 128, the keys in increasing order (N, A and B of
 // er_attn_weights; with NCOMP (c.ncomp), N's additions' errors kept by TwoSum and added at the end, as
 // er_attn_nab_term). NCOMP is a template parameter so that the innermost loop holds its one form: tested at run time
-// there, it cost the kernel 40% of its time (docs/benchmarks.md).
+// there, it cost the kernel 40% of its time (docs/benchmarks.md). Each row's keys among a block's 16 are a range:
+// a full one in a loop the compiler unrolls.
 template <bool NCOMP>
 __global__ void __launch_bounds__(ER_AT_THREADS, 2)
     er_k_at_values(const er_devattn_consts c, const double *v, int64_t t0, int64_t r0, const double *slo,
                    const double *shi, double *raw, uint64_t *fx, double *na) {
     __shared__ double wl[ER_AV_R][ER_AV_K + 1], wh[ER_AV_R][ER_AV_K + 1];
-    __shared__ unsigned char win[ER_AV_R][ER_AV_K];
     __shared__ double vs[ER_AV_K][ER_AV_D];
     __shared__ int64_t j0s[ER_AT_R], ns[ER_AT_R];
     __shared__ double Mts[ER_AV_R];
@@ -270,7 +289,6 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
                 }
                 wl[ty][tx] = lo;
                 wh[ty][tx] = hi;
-                win[ty][tx] = (unsigned char)in;
             }
             for (int e = tid; e < ER_AV_K * ER_AV_D; e += ER_AT_THREADS) {
                 int kk = e / ER_AV_D, dd = e % ER_AV_D;
@@ -278,22 +296,16 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
                 vs[kk][dd] = t < Sk && d < Dv ? vh[t * Dv + d] : 0;
             }
             __syncthreads();
-            for (int kk = 0; kk < ER_AV_K; kk++) {
-                if (!win[ty][kk]) continue;
-                double a = wl[ty][kk], b = wh[ty][kk];
-#pragma unroll
-                for (int m = 0; m < 8; m++) {
-                    double x = vs[kk][tx + 16 * m], ax = fabs(x);
-                    if (NCOMP) { // er_attn_nab_term's TwoSum
-                        double p = a * x, s = N[m] + p, bb = s - N[m];
-                        Nc[m] += (N[m] - (s - bb)) + (p - bb);
-                        N[m] = s;
-                    } else {
-                        N[m] = __fma_rn(a, x, N[m]);
-                    }
-                    A[m] = __fma_rn(b, ax, A[m]);
-                    Bs[m] += ax;
-                }
+            // the row's keys among these 16, [k0, k1): all of them but at its ends
+            int64_t ka = j0s[rr] - kt, kb = j0s[rr] + ns[rr] - kt;
+            int k0 = live ? (int)(ka > 0 ? ka : 0) : 0, k1 = live ? (int)(kb < ER_AV_K ? kb : ER_AV_K) : 0;
+            if (k0 == 0 && k1 == ER_AV_K) {
+#pragma unroll 4
+                for (int kk = 0; kk < ER_AV_K; kk++)
+                    er_av_terms<NCOMP>(wl[ty][kk], wh[ty][kk], vs[kk], tx, N, Nc, A, Bs);
+            } else {
+                for (int kk = k0; kk < k1; kk++)
+                    er_av_terms<NCOMP>(wl[ty][kk], wh[ty][kk], vs[kk], tx, N, Nc, A, Bs);
             }
             __syncthreads();
         }
