@@ -20,23 +20,45 @@
 #include "cuda/devbufs.h"
 #include "cuda/devattn.h"
 
-/* The device views and stream; fallback is set where the GPU path does not apply. */
+/* The device views and stream; fallback is set where the GPU path does not apply. The host copies of q, k, v and the
+ * outputs (their memory allocated, nothing read there before the rows) are made while the GPU computes the first
+ * chunk, on a stream of their own after the caller's work on its stream (ready, recorded first). */
 typedef struct er_at_arg {
     const er_tensor *q, *k, *v;
     void *stream;
     int fallback;
+    int ncp, copied;
+    void *ch[5];
+    const void *cd[5];
+    size_t cb[5];
+    cudaEvent_t ready;
 } er_at_arg;
 
 static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
 
-/* Host copies of the n device views dv into hv (their buffers hp, freed by the caller). */
-static er_status er_at_copies(const er_tensor *const *dv, er_tensor *hv, void **hp, int n, void *stream) {
+/* Host views hv of the n device views dv, their memory allocated (hp, freed by the caller) and their copies queued
+ * in a. */
+static er_status er_at_copies(er_at_arg *a, const er_tensor *const *dv, er_tensor *hv, void **hp, int n) {
     for (int i = 0; i < n; i++) {
         hp[i] = NULL;
-        ER_RETURN_IF_ERROR(er_tensor_from_device(&hv[i], &hp[i], dv[i]->format, dv[i]->ndim, dv[i]->shape,
-                                                 dv[i]->strides, dv[i]->data, stream));
+        ER_RETURN_IF_ERROR(er__host_view_alloc(&hv[i], &hp[i], &a->cb[a->ncp], dv[i]));
+        a->ch[a->ncp] = hp[i];
+        a->cd[a->ncp++] = dv[i]->data;
     }
     return ER_OK;
+}
+
+/* The host copies (once), on a stream that waits for a->ready: done when it returns. */
+static cudaError_t er_at_fill(er_at_arg *a) {
+    if (a->copied) return cudaSuccess;
+    a->copied = 1;
+    cudaStream_t c;
+    cudaError_t e = cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return e;
+    e = cudaStreamWaitEvent(c, a->ready, 0);
+    for (int i = 0; i < a->ncp && e == cudaSuccess; i++) e = er__host_copy(a->ch[i], a->cd[i], a->cb[i], c);
+    cudaError_t e2 = cudaStreamDestroy(c);
+    return e != cudaSuccess ? e : e2;
 }
 #endif
 
@@ -63,20 +85,27 @@ static er_status er_attention_covers_device_run(er_report *reps, int nrep, const
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
     /* the host's reference on copies of q, k and v (the rows the MPFR enclosures take) and copies of the outputs,
-     * which the engine reads */
+     * which the engine reads: their memory now, their bytes while the GPU computes (er_at_fill) */
     const er_tensor *dv[3] = {q, k, v};
     er_tensor hv[5];
     const er_tensor *hout[2] = {NULL, NULL};
     void *hp[5] = {NULL, NULL, NULL, NULL, NULL};
     er_ref *ref = NULL;
-    st = er_at_copies(dv, hv, hp, 3, stream);
+    er_at_arg arg = {q, k, v, stream, 0, 0, 0, {NULL}, {NULL}, {0}, NULL};
+    cudaError_t e = cudaEventCreateWithFlags(&arg.ready, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(arg.ready, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        if (arg.ready) cudaEventDestroy(arg.ready);
+        return er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU attention path failed: %s (%s)", cudaGetErrorString(e),
+                        cudaGetErrorName(e));
+    }
+    st = er_at_copies(&arg, dv, hv, hp, 3);
     for (int o = 0; o < nrep && st == ER_OK; o++)
         if (outs[o]) {
-            st = er_at_copies(&outs[o], &hv[3 + o], &hp[3 + o], 1, stream);
+            st = er_at_copies(&arg, &outs[o], &hv[3 + o], &hp[3 + o], 1);
             hout[o] = &hv[3 + o];
         }
     if (st == ER_OK) st = er_attention(&ref, &hv[0], &hv[1], &hv[2], opts);
-    er_at_arg arg = {q, k, v, stream, 0};
     er_op_module m = er__attention_module;
     m.covers = er_at_dev_covers;
     if (st == ER_OK)
@@ -84,8 +113,13 @@ static er_status er_attention_covers_device_run(er_report *reps, int nrep, const
                        : er__covers_module_outputs(reps, &m, ref, hout, std, &arg);
     if (st == ER_OK && arg.fallback) {
         for (int o = 0; o < nrep; o++) er_report_clear(&reps[o]);
-        st = nrep == 1 ? er_covers(reps, ref, hout[0], std) : er_covers_outputs(reps, ref, hout, 2, std);
+        e = er_at_fill(&arg);
+        if (e != cudaSuccess)
+            st = er__fail(ER_ERR_DEVICE, "copying the attention's tensors from the device failed: %s (%s)",
+                          cudaGetErrorString(e), cudaGetErrorName(e));
+        else st = nrep == 1 ? er_covers(reps, ref, hout[0], std) : er_covers_outputs(reps, ref, hout, 2, std);
     }
+    cudaEventDestroy(arg.ready);
     er_ref_free(ref);
     for (int i = 0; i < 5; i++) free(hp[i]);
     return st;
@@ -231,6 +265,7 @@ static er_status er_at_rows(er_at_run *r, er_sinks *sks) {
     er_status st = ER_OK;
     int share = 0, buf = 0;
     er_at_queue(r, 0, r->tc, r->host[0]);
+    if (r->e == cudaSuccess) r->e = er_at_fill(arg); /* while the GPU computes the first chunk */
     for (int64_t T0 = 0; T0 < r->ntiles && st == ER_OK && r->e == cudaSuccess; T0 += r->tc, buf ^= 1) {
         int64_t T1 = T0 + r->tc < r->ntiles ? T0 + r->tc : r->ntiles;
         r->e = cudaStreamSynchronize(r->s);

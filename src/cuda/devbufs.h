@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include <exactref/format.h>
+#include <exactref/tensor.h>
 
 enum { ER_DEVBUFS = 32 };
 typedef struct er_devbufs { void *p[ER_DEVBUFS]; int n; } er_devbufs;
@@ -36,6 +37,13 @@ int er_dev_lock(void *h, size_t bytes, int fault);
 static inline void er_dev_unlock(void *h, int locked) {
     if (locked) cudaHostUnregister(h);
 }
+
+/* A host view of device view dv's layout in fresh host memory (*host, *bytes of it; nothing copied yet): ER_ERR_NOMEM
+ * where it cannot be had. */
+er_status er__host_view_alloc(er_tensor *view, void **host, size_t *bytes, const er_tensor *dv);
+/* The device's bytes at device_ptr into h, on stream s, its pages first touched on the library's threads; done when
+ * it returns. */
+cudaError_t er__host_copy(void *h, const void *device_ptr, size_t bytes, cudaStream_t s);
 
 /* The kernels' code of a format they read: 0 fp32, 1 fp16, 2 bf16; -1 another. */
 static inline int er_dev_fmt(er_format f) { return f == ER_FP32 ? 0 : f == ER_FP16 ? 1 : f == ER_BF16 ? 2 : -1; }

@@ -20,6 +20,30 @@ int er_cuda_available(void) {
 
 void er_host_free(void *host) { free(host); }
 
+#ifdef ER_HAVE_CUDA
+er_status er__host_view_alloc(er_tensor *view, void **host, size_t *bytes, const er_tensor *dv) {
+    int64_t extent = 0, n = er_tensor_numel(dv);
+    for (int i = 0; n > 0 && i < dv->ndim; i++)
+        extent += (dv->shape[i] - 1) * dv->strides[i]; /* an empty view spans nothing */
+    size_t b = n ? (size_t)(extent + 1) * (size_t)(er_format_storage_bits(dv->format) / 8) : 0;
+    void *h = malloc(b ? b : 1);
+    if (!h) return er__fail(ER_ERR_NOMEM, "cannot allocate %zu bytes for the host copy", b);
+    *view = *dv;
+    view->data = h;
+    *host = h;
+    *bytes = b;
+    return ER_OK;
+}
+
+cudaError_t er__host_copy(void *h, const void *device_ptr, size_t bytes, cudaStream_t s) {
+    if (!bytes) return cudaSuccess;
+    er__prefault(h, bytes);
+    cudaError_t e = cudaMemcpyAsync(h, device_ptr, bytes, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    return e;
+}
+#endif
+
 er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int ndim, const int64_t *shape,
                                 const int64_t *strides, const void *device_ptr, void *stream) {
     er__ok();
@@ -31,24 +55,15 @@ er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int n
     (void)stream;
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
-    int64_t extent = 0, n = er_tensor_numel(&v);
-    for (int i = 0; n > 0 && i < v.ndim; i++)
-        extent += (v.shape[i] - 1) * v.strides[i]; /* an empty view spans nothing */
-    size_t bytes = n ? (size_t)(extent + 1) * (size_t)(er_format_storage_bits(f) / 8) : 0;
-    void *h = malloc(bytes ? bytes : 1);
-    if (!h) return er__fail(ER_ERR_NOMEM, "cannot allocate %zu bytes for the host copy", bytes);
-    if (bytes) {
-        er__prefault(h, bytes);
-        cudaStream_t s = (cudaStream_t)stream;
-        cudaError_t e = cudaMemcpyAsync(h, device_ptr, bytes, cudaMemcpyDeviceToHost, s);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-        if (e != cudaSuccess) {
-            free(h);
-            return er__fail(ER_ERR_DEVICE, "copying %zu bytes from the device failed: %s (%s)", bytes,
-                            cudaGetErrorString(e), cudaGetErrorName(e));
-        }
+    void *h;
+    size_t bytes;
+    ER_RETURN_IF_ERROR(er__host_view_alloc(&v, &h, &bytes, &v));
+    cudaError_t e = er__host_copy(h, device_ptr, bytes, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        free(h);
+        return er__fail(ER_ERR_DEVICE, "copying %zu bytes from the device failed: %s (%s)", bytes,
+                        cudaGetErrorString(e), cudaGetErrorName(e));
     }
-    v.data = h;
     *view = v;
     *host = h;
     return ER_OK;
