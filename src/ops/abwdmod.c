@@ -266,11 +266,9 @@ static void er_abwd_load(er_abwd_ctx *c, int64_t hk) {
             double *q = c->qb + row * D, *o = c->ob + row * Dv, *dout = c->gb + row * Dv;
             int64_t qo = er_abwd_off(&a->q, qnd, b, h, i), oo = er_abwd_off(&s->o, qnd, b, h, i),
                     go = er_abwd_off(&s->dout, qnd, b, h, i);
-            for (int64_t d = 0; d < D; d++) q[d] = er__load(&a->q, qo + d * a->q.strides[qnd - 1]);
-            for (int64_t d = 0; d < Dv; d++) {
-                o[d] = er__load(&s->o, oo + d * s->o.strides[qnd - 1]);
-                dout[d] = er__load(&s->dout, go + d * s->dout.strides[qnd - 1]);
-            }
+            er__load_step(c->pl.fwd.simd, &a->q, qo, a->q.strides[qnd - 1], D, q);
+            er__load_step(c->pl.fwd.simd, &s->o, oo, s->o.strides[qnd - 1], Dv, o);
+            er__load_step(c->pl.fwd.simd, &s->dout, go, s->dout.strides[qnd - 1], Dv, dout);
             int64_t j0, n;
             er__attn_keys(r, i, &j0, &n);
             double lse = s->has_lse ? er__load(&s->lse, er_abwd_off(&s->lse, qnd, b, h, i)) : NAN;

@@ -229,13 +229,6 @@ int64_t er__attn_base(const er_tensor *t, int64_t b, int64_t h) {
     return off;
 }
 
-/* n values of view t from offset off on, step st, into dst: one run where the step is 1 and the format has one. */
-static void er_attn_load_vec(int simd, const er_tensor *t, int64_t off, int64_t st, int64_t n, double *dst) {
-    const char *p = (const char *)t->data + off * (int64_t)(er__fmt(t->format)->bits / 8);
-    if (st == 1 && er__load_contig(simd, t->format, p, n, dst)) return;
-    for (int64_t d = 0; d < n; d++) dst[d] = er__load(t, off + d * st);
-}
-
 /* Decodes kv head (b, g): k, v (and vf), the keys' norm bounds and the prefix counts of keys with a value not
  * finite. */
 void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, float *vf, double *kn,
@@ -248,8 +241,8 @@ void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *
     for (int64_t j = 0; j < Sk; j++) {
         double ss = 0, *kj = k + j * D, *vj = v + j * Dv;
         int nf = 0;
-        er_attn_load_vec(simd, K, ko + j * K->strides[nd - 2], K->strides[nd - 1], D, kj);
-        er_attn_load_vec(simd, V, vo + j * V->strides[nd - 2], V->strides[nd - 1], Dv, vj);
+        er__load_step(simd, K, ko + j * K->strides[nd - 2], K->strides[nd - 1], D, kj);
+        er__load_step(simd, V, vo + j * V->strides[nd - 2], V->strides[nd - 1], Dv, vj);
         for (int64_t d = 0; d < D; d++) {
             ss += kj[d] * kj[d];
             nf |= !isfinite(kj[d]);
@@ -433,10 +426,7 @@ static er_status er_attn_ctx_row(er_attn_rowctx *c, int64_t row) {
     const er_tensor *Q = &er__attn(r)->q;
     int nd = Q->ndim;
     int64_t qo = er__attn_base(Q, b, h) + i * Q->strides[nd - 2];
-    const char *qp = (const char *)Q->data + qo * (int64_t)(er__fmt(Q->format)->bits / 8);
-    /* fp32, fp16, bf16 of stride 1 in one run */
-    if (Q->strides[nd - 1] != 1 || !er__load_contig(c->pl.simd, Q->format, qp, D, c->qr))
-        for (int64_t d = 0; d < D; d++) c->qr[d] = er__load(Q, qo + d * Q->strides[nd - 1]);
+    er__load_step(c->pl.simd, Q, qo, Q->strides[nd - 1], D, c->qr);
     int64_t j0, n;
     er__attn_keys(r, i, &j0, &n);
     if (!c->given) {

@@ -164,6 +164,12 @@ int er__load_contig(int simd, er_format f, const void *p, int64_t n, double *dst
     return 1;
 }
 
+void er__load_step(int simd, const er_tensor *t, int64_t off, int64_t step, int64_t n, double *dst) {
+    const char *p = (const char *)t->data + off * (int64_t)(er__fmt(t->format)->bits / 8);
+    if (step == 1 && er__load_contig(simd, t->format, p, n, dst)) return;
+    for (int64_t k = 0; k < n; k++) dst[k] = er__load(t, off + k * step);
+}
+
 void er__load_run(int simd, const er_tensor *t, int64_t idx, int64_t n, double *dst) {
     if (!er__row_major(t)) { /* along the last dimension's runs: one offset computed a run */
         int64_t len = t->ndim > 0 ? t->shape[t->ndim - 1] : 1, st = t->ndim > 0 ? t->strides[t->ndim - 1] : 0;

@@ -60,6 +60,9 @@ static inline int64_t er__offset(const er_tensor *t, int64_t idx) {
 /* Decodes the n elements at row-major positions idx .. idx + n - 1 into dst (a row-major view reads them in one
  * pass, fp16's in the build of er__simd()'s level simd; a strided one element by element). */
 ER_INTERNAL void er__load_run(int simd, const er_tensor *t, int64_t idx, int64_t n, double *dst);
+/* Decodes the n elements at element offsets off, off + step, ... into dst: one run (er__load_contig) where step is 1
+ * and the format has one, else element by element. */
+ER_INTERNAL void er__load_step(int simd, const er_tensor *t, int64_t off, int64_t step, int64_t n, double *dst);
 /* Decodes n contiguous values of format f at p (any alignment) into dst, in loops without a call (fp16's in the build
  * of er__simd()'s level simd), for fp32, fp16 and bf16: 1; 0 (nothing written) for another format. */
 ER_INTERNAL int er__load_contig(int simd, er_format f, const void *p, int64_t n, double *dst);
