@@ -10,7 +10,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # the system's numpy and setuptools stay visible (no download); exactref itself is not installed there
 "$py" -m venv --system-site-packages "$work/venv"
-unset EXACTREF_LIBRARY || true
+# no variable of the caller's points elsewhere: PYTHONPATH would import another copy of the package first
+unset EXACTREF_LIBRARY PYTHONPATH || true
 # the package builds the library from the repository it sits in: a copy of the tree without build outputs
 mkdir -p "$work/repo"
 (cd "$src" && tar --exclude=./build --exclude='./build-*' --exclude=./.git --exclude=./tests/data \
