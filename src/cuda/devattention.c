@@ -154,6 +154,7 @@ typedef struct er_at_run {
     cudaError_t e;
     er_devattn_consts c;
     double *q, *k, *v, *qn, *kn;      /* decoded (device) */
+    double *bs;                       /* B's sums from each head's first key (NULL: B in the loop) */
     int64_t tph, ntiles, tc;          /* tiles a head, in all, a chunk */
     double *slo, *shi, *raw, *na;     /* a chunk's (device) */
     uint64_t *fx;
@@ -199,8 +200,8 @@ static size_t er_at_host_bytes(const er_attn_state *a, int64_t R) { return (size
 static void er_at_queue(er_at_run *r, int64_t T0, int64_t T1, void *h) {
     int64_t r0 = er_at_row0(r, T0), R = er_at_row0(r, T1) - r0, Dv = r->a->dv;
     if (r->e != cudaSuccess) return;
-    int ec = er__devattn_rows(&r->c, r->q, r->k, r->v, r->qn, r->kn, T0, T1, r0, r->slo, r->shi, r->raw, r->fx, r->na,
-                              r->s);
+    int ec = er__devattn_rows(&r->c, r->q, r->k, r->v, r->bs, r->qn, r->kn, T0, T1, r0, r->slo, r->shi, r->raw, r->fx,
+                              r->na, r->s);
     if (ec) r->e = (cudaError_t)ec;
     double *hraw = h;
     uint64_t *hfx = (uint64_t *)(hraw + 7 * R);
@@ -230,6 +231,11 @@ static er_status er_at_rows(er_at_run *r, er_sinks *sks) {
     r->kn = er_dev_alloc(&r->db, sizeof(double) * (size_t)keys, r->s, &r->e);
     if (r->e == cudaSuccess) {
         int ec = er__devattn_norms(&r->c, r->q, a->rows, r->k, r->v, keys, r->qn, r->kn, r->s);
+        if (ec) r->e = (cudaError_t)ec;
+    }
+    if (!a->window) { /* every row's keys start at its head's first */
+        r->bs = er_dev_alloc(&r->db, sizeof(double) * (size_t)(keys * a->dv), r->s, &r->e);
+        int ec = r->e == cudaSuccess ? er__devattn_bsums(r->v, nbk, a->sk, a->dv, r->bs, r->s) : 0;
         if (ec) r->e = (cudaError_t)ec;
     }
     /* the chunks: a quarter of the free memory, at most 2 GiB, at least one tile */
@@ -294,7 +300,8 @@ static int er_at_takes(const er_attn_state *a, const er_at_arg *arg) {
         return 0;
     }
     double keys = (double)(a->nbatch * a->kv_heads * a->sk);
-    double need = 8.0 * ((double)a->rows * (double)(a->dh + 1) + keys * (double)(a->dh + a->dv + 1)) +
+    double kb = (double)(a->dh + (a->window ? 1 : 2) * a->dv + 1); /* k, v, B's sums (no window), the norm */
+    double need = 8.0 * ((double)a->rows * (double)(a->dh + 1) + keys * kb) +
                   4.0 * (double)er_at_dev_bytes(a, ER_DEVATTN_TILE);
     return need < 0.9 * (double)fr;
 }

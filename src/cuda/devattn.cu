@@ -216,8 +216,25 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
     }
 }
 
-// One key's terms (weights a, b; its values' row vr) of N, A and B at the thread's value dimensions tx + 16 m.
-template <bool NCOMP>
+// B_d of every row whose keys run from its head's first key to key j: bs[(h Sk + j) Dv + d] = sum_{t <= j} |v_td| of
+// kv head h, added from the first key as the values kernel (and the host) add B, so the same bits.
+__global__ void er_k_at_bsums(const double *__restrict__ v, int64_t nkv, int64_t Sk, int64_t Dv,
+                              double *__restrict__ bs) {
+    int64_t n = nkv * Dv;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off = (e / Dv) * Sk * Dv + e % Dv;
+        double s = 0;
+#pragma unroll 16
+        for (int64_t j = 0; j < Sk; j++) {
+            s += fabs(v[off + j * Dv]);
+            bs[off + j * Dv] = s;
+        }
+    }
+}
+
+// One key's terms (weights a, b; its values' row vr) of N, A and B (not with BS) at the thread's value dimensions
+// tx + 16 m.
+template <bool NCOMP, bool BS>
 __device__ __forceinline__ static void er_av_terms(double a, double b, const double *vr, int tx, double *N, double *Nc,
                                                    double *A, double *Bs) {
 #pragma unroll
@@ -231,7 +248,7 @@ __device__ __forceinline__ static void er_av_terms(double a, double b, const dou
             N[m] = __fma_rn(a, x, N[m]);
         }
         A[m] = __fma_rn(b, ax, A[m]);
-        Bs[m] += ax;
+        if (!BS) Bs[m] += ax;
     }
 }
 
@@ -241,11 +258,12 @@ __device__ __forceinline__ static void er_av_terms(double a, double b, const dou
 // er_attn_weights; with NCOMP (c.ncomp), N's additions' errors kept by TwoSum and added at the end, as
 // er_attn_nab_term). NCOMP is a template parameter so that the innermost loop holds its one form: tested at run time
 // there, it cost the kernel 40% of its time (docs/benchmarks.md). Each row's keys among a block's 16 are a range:
-// a full one in a loop the compiler unrolls.
-template <bool NCOMP>
+// a full one in a loop the compiler unrolls. With BS (every row's keys start at its head's first), B is read from
+// er_k_at_bsums's sums at the row's last key.
+template <bool NCOMP, bool BS>
 __global__ void __launch_bounds__(ER_AT_THREADS, 2)
-    er_k_at_values(const er_devattn_consts c, const double *v, int64_t t0, int64_t r0, const double *slo,
-                   const double *shi, double *raw, uint64_t *fx, double *na) {
+    er_k_at_values(const er_devattn_consts c, const double *v, const double *bs, int64_t t0, int64_t r0,
+                   const double *slo, const double *shi, double *raw, uint64_t *fx, double *na) {
     __shared__ double wl[ER_AV_R][ER_AV_K + 1], wh[ER_AV_R][ER_AV_K + 1];
     __shared__ double vs[ER_AV_K][ER_AV_D];
     __shared__ int64_t j0s[ER_AT_R], ns[ER_AT_R];
@@ -302,22 +320,23 @@ __global__ void __launch_bounds__(ER_AT_THREADS, 2)
             if (k0 == 0 && k1 == ER_AV_K) {
 #pragma unroll 4
                 for (int kk = 0; kk < ER_AV_K; kk++)
-                    er_av_terms<NCOMP>(wl[ty][kk], wh[ty][kk], vs[kk], tx, N, Nc, A, Bs);
+                    er_av_terms<NCOMP, BS>(wl[ty][kk], wh[ty][kk], vs[kk], tx, N, Nc, A, Bs);
             } else {
                 for (int kk = k0; kk < k1; kk++)
-                    er_av_terms<NCOMP>(wl[ty][kk], wh[ty][kk], vs[kk], tx, N, Nc, A, Bs);
+                    er_av_terms<NCOMP, BS>(wl[ty][kk], wh[ty][kk], vs[kk], tx, N, Nc, A, Bs);
             }
             __syncthreads();
         }
         if (live) {
             double *o = na + 3 * Dv * row;
+            const double *b = BS ? bs + (tl.kvh * Sk + j0s[rr] + ns[rr] - 1) * Dv : NULL;
 #pragma unroll
             for (int m = 0; m < 8; m++) {
                 int64_t d = d0 + tx + 16 * m;
                 if (d < Dv) {
                     o[d] = NCOMP ? N[m] + Nc[m] : N[m];
                     o[Dv + d] = A[m];
-                    o[2 * Dv + d] = Bs[m];
+                    o[2 * Dv + d] = BS ? b[d] : Bs[m];
                 }
             }
         }
@@ -359,16 +378,26 @@ extern "C" int er__devattn_norms(const er_devattn_consts *c, const double *q, in
     return (int)cudaGetLastError();
 }
 
+extern "C" int er__devattn_bsums(const double *v, int64_t nkv, int64_t Sk, int64_t Dv, double *bs, void *stream) {
+    int64_t n = nkv * Dv, g = (n + 63) / 64; // small blocks: the heads' sums over many multiprocessors
+    er_k_at_bsums<<<(unsigned)(g < 65535 ? g : 65535), 64, 0, (cudaStream_t)stream>>>(v, nkv, Sk, Dv, bs);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int er__devattn_rows(const er_devattn_consts *c, const double *q, const double *k, const double *v,
-                                const double *qn, const double *kn, int64_t t0, int64_t t1, int64_t r0, double *slo,
-                                double *shi, double *raw, uint64_t *fx, double *na, void *stream) {
+                                const double *bs, const double *qn, const double *kn, int64_t t0, int64_t t1,
+                                int64_t r0, double *slo, double *shi, double *raw, uint64_t *fx, double *na,
+                                void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
     if (t1 <= t0) return 0;
     er_k_at_scores<<<(unsigned)(t1 - t0), ER_AT_THREADS, 0, s>>>(*c, q, k, qn, kn, t0, r0, slo, shi, raw);
     int e = (int)cudaGetLastError();
     if (e) return e;
     unsigned nb = (unsigned)(2 * (t1 - t0));
-    if (c->ncomp) er_k_at_values<true><<<nb, ER_AT_THREADS, 0, s>>>(*c, v, t0, r0, slo, shi, raw, fx, na);
-    else er_k_at_values<false><<<nb, ER_AT_THREADS, 0, s>>>(*c, v, t0, r0, slo, shi, raw, fx, na);
+    void (*values)(const er_devattn_consts, const double *, const double *, int64_t, int64_t, const double *,
+                   const double *, double *, uint64_t *, double *) =
+        c->ncomp ? (bs ? er_k_at_values<true, true> : er_k_at_values<true, false>)
+                 : (bs ? er_k_at_values<false, true> : er_k_at_values<false, false>);
+    values<<<nb, ER_AT_THREADS, 0, s>>>(*c, v, bs, t0, r0, slo, shi, raw, fx, na);
     return (int)cudaGetLastError();
 }

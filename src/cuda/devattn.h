@@ -35,14 +35,18 @@ int er__devattn_decode(const void *t, int fmt, const int64_t *base, int64_t nbh,
  * v_j holds a value that is not finite), as er_attn_qnorm and er__attn_load_kv compute them. */
 int er__devattn_norms(const er_devattn_consts *c, const double *q, int64_t rows, const double *k, const double *v,
                       int64_t keys, double *qn, double *kn, void *stream);
+/* B_d of the rows whose keys run from their head's first key to key j, for each key of v (nkv heads of Sk x Dv):
+ * bs[(h Sk + j) Dv + d] = sum_{t <= j} |v_td|, added from the first key as er__devattn_rows adds B. */
+int er__devattn_bsums(const double *v, int64_t nkv, int64_t Sk, int64_t Dv, double *bs, void *stream);
 /* Tiles t0 .. t1 - 1 (tile T: head T / ceil(Sq / 32), its rows from (T mod ceil(Sq / 32)) 32), whose first row is r0:
  * each row's score bounds into slo and shi ((row - r0) Sk + j) and its er_attn_raw into raw[7 (row - r0) ..], then its
  * weights' fixed-point sums into fx[4 (row - r0) ..] (lo, hi; low words first), its largest (whi - wlo) / whi into
- * raw[7 (row - r0) + 6], and N, A and B (sum_j |v_jd|) into na[3 Dv (row - r0) ..]. Rows with no key are left as
- * they are. */
-int er__devattn_rows(const er_devattn_consts *c, const double *q, const double *k, const double *v, const double *qn,
-                     const double *kn, int64_t t0, int64_t t1, int64_t r0, double *slo, double *shi, double *raw,
-                     uint64_t *fx, double *na, void *stream);
+ * raw[7 (row - r0) + 6], and N, A and B (sum_j |v_jd|) into na[3 Dv (row - r0) ..]: B read from bs (er__devattn_bsums)
+ * at the row's last key where bs is not NULL (every row's keys then start at its head's first). Rows with no key are
+ * left as they are. */
+int er__devattn_rows(const er_devattn_consts *c, const double *q, const double *k, const double *v, const double *bs,
+                     const double *qn, const double *kn, int64_t t0, int64_t t1, int64_t r0, double *slo, double *shi,
+                     double *raw, uint64_t *fx, double *na, void *stream);
 
 #ifdef __cplusplus
 }
