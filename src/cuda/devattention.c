@@ -155,10 +155,12 @@ typedef struct er_at_run {
     er_devattn_consts c;
     double *q, *k, *v, *qn, *kn;      /* decoded (device) */
     double *bs;                       /* B's sums from each head's first key (NULL: B in the loop) */
-    int64_t tph, ntiles, tc;          /* tiles a head, in all, a chunk */
-    double *slo, *shi, *raw, *na;     /* a chunk's (device) */
-    uint64_t *fx;
-    void *host[2];                    /* a chunk's raw, fx and na (pinned host memory), two in turn */
+    int64_t tph, ntiles, tc, nch;     /* tiles a head, in all, a chunk; chunks */
+    double *slo, *shi;                /* a chunk's scores' bounds (device) */
+    double *raw[3], *na[3];           /* a chunk's sums (device), three in turn: chunk c's in c mod 3 */
+    uint64_t *fx[3];
+    void *host[3];                    /* their copies (pinned host memory) */
+    cudaEvent_t done[3];              /* recorded after each copy */
 } er_at_run;
 
 /* The first row of tile T (T = ntiles: the rows' count). */
@@ -190,27 +192,44 @@ static double *er_at_decode(er_at_run *r, const er_tensor *t, int64_t nbh, int64
     return out;
 }
 
-/* The bytes a chunk of R rows takes: on the device (scores' bounds, raw, fx, na) and in one host buffer. */
+/* The bytes chunks of R rows take: on the device (scores' bounds, three of raw, fx and na) and in one host buffer. */
 static size_t er_at_dev_bytes(const er_attn_state *a, int64_t R) {
-    return (size_t)R * (size_t)(16 * a->sk + 8 * (7 + 4 + 3 * a->dv));
+    return (size_t)R * (size_t)(16 * a->sk + 3 * 8 * (7 + 4 + 3 * a->dv));
 }
 static size_t er_at_host_bytes(const er_attn_state *a, int64_t R) { return (size_t)R * (size_t)(8 * (11 + 3 * a->dv)); }
 
-/* Queues chunk [T0, T1): its loops over the keys, its sums into host buffer h. */
-static void er_at_queue(er_at_run *r, int64_t T0, int64_t T1, void *h) {
-    int64_t r0 = er_at_row0(r, T0), R = er_at_row0(r, T1) - r0, Dv = r->a->dv;
+/* Chunk ch's tiles [*T0, *T1) and its first row; its count of rows in *R. */
+static int64_t er_at_chunk(const er_at_run *r, int64_t ch, int64_t *T0, int64_t *T1, int64_t *R) {
+    *T0 = ch * r->tc;
+    *T1 = *T0 + r->tc < r->ntiles ? *T0 + r->tc : r->ntiles;
+    int64_t r0 = er_at_row0(r, *T0);
+    *R = er_at_row0(r, *T1) - r0;
+    return r0;
+}
+
+/* Queues chunk ch's loops over the keys (ch < nch), its sums into device buffers ch mod 3. */
+static void er_at_kernels(er_at_run *r, int64_t ch) {
+    int64_t T0, T1, R, r0 = er_at_chunk(r, ch, &T0, &T1, &R), b = ch % 3;
     if (r->e != cudaSuccess) return;
-    int ec = er__devattn_rows(&r->c, r->q, r->k, r->v, r->bs, r->qn, r->kn, T0, T1, r0, r->slo, r->shi, r->raw, r->fx,
-                              r->na, r->s);
+    int ec = er__devattn_rows(&r->c, r->q, r->k, r->v, r->bs, r->qn, r->kn, T0, T1, r0, r->slo, r->shi, r->raw[b],
+                              r->fx[b], r->na[b], r->s);
     if (ec) r->e = (cudaError_t)ec;
-    double *hraw = h;
+}
+
+/* Queues the copy of chunk ch's sums (ch < nch) into host buffer ch mod 3, then done[ch mod 3]. */
+static void er_at_copy(er_at_run *r, int64_t ch) {
+    int64_t T0, T1, R, b = ch % 3, Dv = r->a->dv;
+    (void)er_at_chunk(r, ch, &T0, &T1, &R);
+    if (r->e != cudaSuccess) return;
+    double *hraw = r->host[b];
     uint64_t *hfx = (uint64_t *)(hraw + 7 * R);
     double *hna = (double *)(hfx + 4 * R);
     size_t braw = sizeof(double) * (size_t)(7 * R), bfx = sizeof(uint64_t) * (size_t)(4 * R);
-    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(hraw, r->raw, braw, cudaMemcpyDeviceToHost, r->s);
-    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(hfx, r->fx, bfx, cudaMemcpyDeviceToHost, r->s);
+    r->e = cudaMemcpyAsync(hraw, r->raw[b], braw, cudaMemcpyDeviceToHost, r->s);
+    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(hfx, r->fx[b], bfx, cudaMemcpyDeviceToHost, r->s);
     if (r->e == cudaSuccess)
-        r->e = cudaMemcpyAsync(hna, r->na, sizeof(double) * (size_t)(3 * Dv * R), cudaMemcpyDeviceToHost, r->s);
+        r->e = cudaMemcpyAsync(hna, r->na[b], sizeof(double) * (size_t)(3 * Dv * R), cudaMemcpyDeviceToHost, r->s);
+    if (r->e == cudaSuccess) r->e = cudaEventRecord(r->done[b], r->s);
 }
 
 /* The host's threads for a chunk of R rows. */
@@ -250,40 +269,52 @@ static er_status er_at_rows(er_at_run *r, er_sinks *sks) {
     if (et >= 1 && et < r->tc) r->tc = et;
     if (r->tc < 1) r->tc = 1;
     if (r->tc > r->ntiles) r->tc = r->ntiles;
+    r->nch = (r->ntiles + r->tc - 1) / r->tc;
     int64_t R = r->tc * ER_DEVATTN_TILE;
     r->slo = er_dev_alloc(&r->db, sizeof(double) * (size_t)(R * a->sk), r->s, &r->e);
     r->shi = er_dev_alloc(&r->db, sizeof(double) * (size_t)(R * a->sk), r->s, &r->e);
-    r->raw = er_dev_alloc(&r->db, sizeof(double) * (size_t)(7 * R), r->s, &r->e);
-    r->fx = er_dev_alloc(&r->db, sizeof(uint64_t) * (size_t)(4 * R), r->s, &r->e);
-    r->na = er_dev_alloc(&r->db, sizeof(double) * (size_t)(3 * a->dv * R), r->s, &r->e);
-    for (int i = 0; i < 2 && r->e == cudaSuccess; i++) r->e = cudaMallocHost(&r->host[i], er_at_host_bytes(a, R));
+    for (int b = 0; b < 3; b++) {
+        r->raw[b] = er_dev_alloc(&r->db, sizeof(double) * (size_t)(7 * R), r->s, &r->e);
+        r->fx[b] = er_dev_alloc(&r->db, sizeof(uint64_t) * (size_t)(4 * R), r->s, &r->e);
+        r->na[b] = er_dev_alloc(&r->db, sizeof(double) * (size_t)(3 * a->dv * R), r->s, &r->e);
+    }
     if (r->e != cudaSuccess) return ER_OK;
     /* every chunk's threads are a run of the sinks' shares, in the rows' order */
     int shares = 0;
-    for (int64_t T0 = 0; T0 < r->ntiles; T0 += r->tc) {
-        int64_t T1 = T0 + r->tc < r->ntiles ? T0 + r->tc : r->ntiles;
-        shares += er_at_threads(a, er_at_row0(r, T1) - er_at_row0(r, T0));
+    for (int64_t ch = 0; ch < r->nch; ch++) {
+        int64_t T0, T1, n;
+        (void)er_at_chunk(r, ch, &T0, &T1, &n);
+        shares += er_at_threads(a, n);
     }
     ER_RETURN_IF_ERROR(er__sinks_open(sks, shares));
     const er_sink *so = er__sinks_at(sks, 0, 0); /* N's sum as the host rows' plan takes it: O's format, else fp32 */
     r->c.ncomp = er__attn_ncomp(so ? so->O : er__fmt(ER_FP32));
+    /* While the host takes chunk c's rows from host buffer c mod 3, the GPU has chunks c + 1 to c + 3 to compute
+     * (their loops queued, and the copies of c + 1 and c + 2); chunk c + 3's copy is queued after them, as it writes
+     * their buffer. The first chunks' loops run while the host allocates its buffers and copies the tensors. */
+    for (int64_t ch = 0; ch < 3 && ch < r->nch; ch++) er_at_kernels(r, ch);
+    for (int i = 0; i < 3 && r->e == cudaSuccess; i++) {
+        r->e = cudaMallocHost(&r->host[i], er_at_host_bytes(a, R));
+        if (r->e == cudaSuccess) r->e = cudaEventCreateWithFlags(&r->done[i], cudaEventDisableTiming);
+    }
+    for (int64_t ch = 0; ch < 3 && ch < r->nch; ch++) er_at_copy(r, ch);
+    if (r->nch > 3) er_at_kernels(r, 3);
+    if (r->e == cudaSuccess) r->e = er_at_fill(arg);
     er__progress_begin(a->rows);
     er_status st = ER_OK;
-    int share = 0, buf = 0;
-    er_at_queue(r, 0, r->tc, r->host[0]);
-    if (r->e == cudaSuccess) r->e = er_at_fill(arg); /* while the GPU computes the first chunk */
-    for (int64_t T0 = 0; T0 < r->ntiles && st == ER_OK && r->e == cudaSuccess; T0 += r->tc, buf ^= 1) {
-        int64_t T1 = T0 + r->tc < r->ntiles ? T0 + r->tc : r->ntiles;
-        r->e = cudaStreamSynchronize(r->s);
+    int share = 0;
+    for (int64_t ch = 0; ch < r->nch && st == ER_OK && r->e == cudaSuccess; ch++) {
+        r->e = cudaEventSynchronize(r->done[ch % 3]);
         if (r->e != cudaSuccess) break;
-        if (T1 < r->ntiles) er_at_queue(r, T1, T1 + r->tc < r->ntiles ? T1 + r->tc : r->ntiles, r->host[buf ^ 1]);
-        int64_t r0 = er_at_row0(r, T0), n = er_at_row0(r, T1) - r0;
-        const double *hraw = r->host[buf];
+        int64_t T0, T1, n, r0 = er_at_chunk(r, ch, &T0, &T1, &n);
+        const double *hraw = r->host[ch % 3];
         const uint64_t *hfx = (const uint64_t *)(hraw + 7 * n);
         er_attn_given g = {r0, n, hraw, hfx, (const double *)(hfx + 4 * n)};
         int nt = er_at_threads(a, n);
         st = er__attn_rows_given(r->ref, r->std, sks, share, nt, &g);
         share += nt;
+        if (ch + 3 < r->nch) er_at_copy(r, ch + 3);
+        if (ch + 4 < r->nch) er_at_kernels(r, ch + 4);
     }
     er__progress_end();
     return st;
@@ -336,8 +367,10 @@ static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_
     er_dev_free_all(&r.db, r.s);
     cudaError_t e2 = cudaStreamSynchronize(r.s);
     if (r.e == cudaSuccess) r.e = e2;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++) {
         if (r.host[i]) cudaFreeHost(r.host[i]);
+        if (r.done[i]) cudaEventDestroy(r.done[i]);
+    }
     if (st == ER_OK && r.e != cudaSuccess)
         st = er__fail(ER_ERR_DEVICE, "a CUDA call of the GPU attention path failed: %s (%s)", cudaGetErrorString(r.e),
                       cudaGetErrorName(r.e));
