@@ -247,7 +247,7 @@ ER_ALWAYS_INLINE void er_tally_run_body(int64_t n, const double *restrict lo, co
         in &= (!hasbug | !fin | er_vec_rn_ok(v, yb, f, narrow)) & !((L <= -omax) & (H >= omax));
         int64_t hit = Y == rd[q], moved = hasbug & fin & in;
         double al = fabs(L), ah = fabs(H), m = al > ah ? al : ah, w = (H - L) / m;
-        double r = (L < H) & (m > 0) & (w <= DBL_MAX) ? w : -1;
+        double r = ((L < H) & (m > 0) & (w <= DBL_MAX)) ? w : -1;
         int64_t aw = in & ((L > 0) | (H < 0)) & (m <= DBL_MAX);
         ne += in & hit;
         nc += in & !hit;

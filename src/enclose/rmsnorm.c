@@ -318,7 +318,7 @@ int er__rmsnorm_row_run(const er_rmsnorm_plan *pl, const er_rms_row *r, const do
 }
 
 int er__rmsnorm_dev_row(const er_rmsnorm_plan *pl, const er_dotsum *sm, int64_t n, double c[4]) {
-    int special;
+    int special = 1; /* set by er__rmsnorm_rstd_of where it returns ER_OK */
     if (pl->variance >= 2 || sm->special || er__rmsnorm_rstd_of(pl, sm, NULL, n, &special, &c[0], &c[1]) != ER_OK ||
         special)
         return 0;

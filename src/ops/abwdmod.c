@@ -330,12 +330,6 @@ static void er_abwd_put(er_abwd_ctx *c, er_sink *s, int which, int64_t a, int64_
     er__sink_put(s, idx, &cs);
 }
 
-/* y[d] += a x[d] for d < n: each d on its own, so the compiler may vectorise over d without reordering any sum (y and
- * x never overlap). */
-ER_ALWAYS_INLINE void er_axpy(double *restrict y, double a, const double *restrict x, int64_t n) {
-    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
-}
-
 /* A row's sums of dQ over its keys (their terms in ky): its centre cq, weights rq and eq, each d on its own in the
  * keys' order; *sap the sum of dsa. Built for the baseline, AVX2 and AVX-512. */
 ER_ALWAYS_INLINE void er_abwd_dq_body(er_abwd_ctx *c, const er_abwd_keys *ky, int64_t j0, int64_t n, int64_t D,

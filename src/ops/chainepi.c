@@ -171,7 +171,7 @@ ER_ALWAYS_INLINE float er_epi_step1(float v, int up, int64_t can) {
     b = up ? b + 1 - 2 * neg : b - 1 + 2 * neg;
     float r;
     memcpy(&r, &b, sizeof r);
-    return can & (fabsf(v) >= 0x1p-126f) & (fabsf(v) <= FLT_MAX) ? r : v;
+    return (can & (fabsf(v) >= 0x1p-126f) & (fabsf(v) <= FLT_MAX)) ? r : v;
 }
 
 /* The function stage k on end e's witnesses (s->w[e], from the base's inner value l or h), each function correctly
@@ -418,7 +418,7 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
         int64_t h4 = !(f1 | f2 | f3);
         double hl = h4 ? vl : wl, hh = h4 ? vh : wh, al = fabs(hl), ah = fabs(hh), mx = al > ah ? al : ah;
         double rel = (hh - hl) / (mx > 0 ? mx : 1.0);
-        s->rel[i] = (exact | covered) & !f1 & (f2 | h4) & (hl < hh) & (mx > 0) & (rel <= DBL_MAX) ? rel : -1.0;
+        s->rel[i] = ((exact | covered) & !f1 & (f2 | h4) & (hl < hh) & (mx > 0) & (rel <= DBL_MAX)) ? rel : -1.0;
     }
 }
 
