@@ -606,9 +606,9 @@ int er__attn_rowq_finish(const er_attn_plan *pl, double qn, const er_attn_raw *r
 }
 
 /* One key's term of N (its addition's error into *c where comp: TwoSum, N + p = s + e exactly; else a fused
- * multiply-add), A (a fused multiply-add) and B in one value dimension. */
-ER_ALWAYS_INLINE void er_attn_nab_term(int comp, double a, double b, double x, double *restrict nd, double *restrict c,
-                                       double *restrict ad, double *restrict bd) {
+ * multiply-add), A (a fused multiply-add) and B (where withb) in one value dimension. */
+ER_ALWAYS_INLINE void er_attn_nab_term(int comp, int withb, double a, double b, double x, double *restrict nd,
+                                       double *restrict c, double *restrict ad, double *restrict bd) {
     double av = fabs(x);
     if (comp) {
         double p = a * x, s = *nd + p, bb = s - *nd;
@@ -618,14 +618,14 @@ ER_ALWAYS_INLINE void er_attn_nab_term(int comp, double a, double b, double x, d
         *nd = fma(a, x, *nd);
     }
     *ad = fma(b, av, *ad);
-    *bd += av;
+    if (withb) *bd += av;
 }
 
-/* The terms of N, A and B of n keys (weights wl, wh; values v as floats, Dv a key), key after key: two keys a pass
- * over the value dimensions, each dimension's sums taking the first key's terms and then the second's, the
- * operations and their order those of one key at a time. Built for the baseline, AVX2 and AVX-512, with and without
- * N's errors. */
-ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int64_t Dv, int64_t n, const double *restrict wl,
+/* The terms of N, A and B (B NULL: not summed) of n keys (weights wl, wh; values v as floats, Dv a key), key after
+ * key: two keys a pass over the value dimensions, each dimension's sums taking the first key's terms and then the
+ * second's, the operations and their order those of one key at a time. Built for the baseline, AVX2 and AVX-512,
+ * with and without N's errors, with and without B. */
+ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int withb, int64_t Dv, int64_t n, const double *restrict wl,
                                        const double *restrict wh, const float *restrict v, double *restrict N,
                                        double *restrict Nc, double *restrict A, double *restrict B) {
     int64_t t = 0;
@@ -633,24 +633,29 @@ ER_ALWAYS_INLINE void er_attn_nab_body(int comp, int64_t Dv, int64_t n, const do
         const float *v0 = v + t * Dv, *v1 = v0 + Dv;
         double a0 = wl[t], b0 = wh[t], a1 = wl[t + 1], b1 = wh[t + 1];
         for (int64_t d = 0; d < Dv; d++) {
-            double nd = N[d], c = comp ? Nc[d] : 0, ad = A[d], bd = B[d];
-            er_attn_nab_term(comp, a0, b0, v0[d], &nd, &c, &ad, &bd);
-            er_attn_nab_term(comp, a1, b1, v1[d], &nd, &c, &ad, &bd);
+            double nd = N[d], c = comp ? Nc[d] : 0, ad = A[d], bd = withb ? B[d] : 0;
+            er_attn_nab_term(comp, withb, a0, b0, v0[d], &nd, &c, &ad, &bd);
+            er_attn_nab_term(comp, withb, a1, b1, v1[d], &nd, &c, &ad, &bd);
             N[d] = nd;
             if (comp) Nc[d] = c;
             A[d] = ad;
-            B[d] = bd;
+            if (withb) B[d] = bd;
         }
     }
     for (; t < n; t++)
-        for (int64_t d = 0; d < Dv; d++)
-            er_attn_nab_term(comp, wl[t], wh[t], v[t * Dv + d], &N[d], &Nc[d], &A[d], &B[d]);
+        for (int64_t d = 0; d < Dv; d++) {
+            double bd = withb ? B[d] : 0;
+            er_attn_nab_term(comp, withb, wl[t], wh[t], v[t * Dv + d], &N[d], &Nc[d], &A[d], &bd);
+            if (withb) B[d] = bd;
+        }
 }
 ER_ALWAYS_INLINE void er_attn_nab_any(int comp, int64_t Dv, int64_t n, const double *restrict wl,
                                       const double *restrict wh, const float *restrict v, double *restrict N,
                                       double *restrict Nc, double *restrict A, double *restrict B) {
-    if (comp) er_attn_nab_body(1, Dv, n, wl, wh, v, N, Nc, A, B);
-    else er_attn_nab_body(0, Dv, n, wl, wh, v, N, Nc, A, B);
+    if (comp && B) er_attn_nab_body(1, 1, Dv, n, wl, wh, v, N, Nc, A, B);
+    else if (comp) er_attn_nab_body(1, 0, Dv, n, wl, wh, v, N, Nc, A, B);
+    else if (B) er_attn_nab_body(0, 1, Dv, n, wl, wh, v, N, Nc, A, B);
+    else er_attn_nab_body(0, 0, Dv, n, wl, wh, v, N, Nc, A, B);
 }
 ER_SIMD_BUILDS(er_attn_nab,
                (int comp, int64_t Dv, int64_t n, const double *restrict wl, const double *restrict wh,
@@ -683,10 +688,15 @@ static void er_attn_weights(const er_attn_plan *pl, const er_attn_kv *kv, int64_
     er__attn_sums_finish(&Ls, rho, rq);
     w->wok = 1;
     if (!values) return;
-    /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd| */
+    /* N_d = sum_j w_j v_jd from the lower weights; A_d = sum_j whi_j |v_jd|; B_d = sum_j |v_jd|, the head's sums at
+     * the row's last key where its keys start at the first (the same additions in the same order) */
     double *N = w->N, *A = w->A, *B = w->B, *Nc = w->T; /* Nc: N's additions' errors (pl->ncomp) */
-    for (int64_t d = 0; d < Dv; d++) N[d] = A[d] = B[d] = Nc[d] = 0;
-    er_attn_nab(pl->simd, pl->ncomp, Dv, n, w->wlo, w->whi, kv->vf + j0 * Dv, N, Nc, A, B);
+    const double *bs = kv->bsum && j0 == 0 && n > 0 ? kv->bsum + (n - 1) * Dv : NULL;
+    for (int64_t d = 0; d < Dv; d++) {
+        N[d] = A[d] = Nc[d] = 0;
+        B[d] = bs ? bs[d] : 0;
+    }
+    er_attn_nab(pl->simd, pl->ncomp, Dv, n, w->wlo, w->whi, kv->vf + j0 * Dv, N, Nc, A, bs ? NULL : B);
     if (pl->ncomp)
         for (int64_t d = 0; d < Dv; d++) N[d] += Nc[d];
 }

@@ -54,6 +54,8 @@ typedef struct er_attn_kv {
     const int64_t *bad;        /* Sk + 1: prefix counts of keys holding a value that is not finite */
     const float *vf;           /* Sk x Dv: v's values as floats, which hold them exactly (attention takes formats of
                                 * at most 24 bits, whose values are all floats'), for the sums over the keys */
+    const double *bsum;        /* Sk x Dv: sum_{t <= j} |v_td| added from the first key, a row's B_d where its keys
+                                * start at the first (NULL: B added with N and A) */
 } er_attn_kv;
 
 /* Whether N is summed with its additions' errors kept (er_attn_plan.ncomp) for an output of format O: one of 24

@@ -228,7 +228,7 @@ static er_status er_abwd_ctx_open(er_abwd_ctx *c, const er_ref *r, const er_stan
     c->rq = p; p += D;
     c->aq = p; p += ER_ABWD_TILE * D;
     c->ag = p;
-    c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->kbad, NULL};
+    c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->kbad, NULL, NULL};
     return ER_OK;
 }
 
@@ -254,7 +254,7 @@ static void er_abwd_load(er_abwd_ctx *c, int64_t hk) {
     int64_t D = a->dh, Dv = a->dv, Sk = a->sk, Sq = a->sq, grp = er_abwd_grp(a);
     int64_t b = hk / a->kv_heads, g = hk % a->kv_heads;
     int qnd = a->q.ndim;
-    er__attn_load_kv(r, b, g, c->kb, c->vb, NULL, c->kn, c->kbad);
+    er__attn_load_kv(r, b, g, c->kb, c->vb, NULL, NULL, c->kn, c->kbad);
     for (int64_t j = 0; j < Sk; j++) {
         double ss = 0;
         for (int64_t d = 0; d < Dv; d++) ss += c->vb[j * Dv + d] * c->vb[j * Dv + d];

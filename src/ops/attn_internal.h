@@ -27,10 +27,11 @@ ER_INTERNAL er_status er__attn_make(er_ref **out, const er_tensor *q, const er_t
                                     const er_attention_opts *opts, const er_op_module *m);
 /* The element offset of t's [b (over the leading dimensions), h, 0, 0]. */
 ER_INTERNAL int64_t er__attn_base(const er_tensor *t, int64_t b, int64_t h);
-/* Decodes kv head (b, g): k (Sk x D), v (Sk x Dv; and as floats into vf unless NULL), the keys' norm bounds and the
- * prefix counts of keys with a value not finite (Sk + 1). */
-ER_INTERNAL void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, float *vf, double *kn,
-                                  int64_t *bad);
+/* Decodes kv head (b, g): k (Sk x D), v (Sk x Dv; and as floats into vf unless NULL; the sums of |v_jd| from the
+ * first key to each key into bsum (Sk x Dv) unless NULL), the keys' norm bounds and the prefix counts of keys with a
+ * value not finite (Sk + 1). */
+ER_INTERNAL void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, float *vf, double *bsum,
+                                  double *kn, int64_t *bad);
 /* The unmasked keys of query i: *j0 .. *j0 + *n - 1 (n = 0: none). */
 ER_INTERNAL void er__attn_keys(const er_ref *r, int64_t i, int64_t *j0, int64_t *n);
 /* The forward's plan for the standard (Theorems A2 and A3) with the output formats O and L. */

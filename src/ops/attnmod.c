@@ -229,10 +229,10 @@ int64_t er__attn_base(const er_tensor *t, int64_t b, int64_t h) {
     return off;
 }
 
-/* Decodes kv head (b, g): k, v (and vf), the keys' norm bounds and the prefix counts of keys with a value not
- * finite. */
-void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, float *vf, double *kn,
-                      int64_t *bad) {
+/* Decodes kv head (b, g): k, v (and vf; and bsum, er_attn_kv's), the keys' norm bounds and the prefix counts of keys
+ * with a value not finite. */
+void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *v, float *vf, double *bsum,
+                      double *kn, int64_t *bad) {
     const er_tensor *K = &er__attn(r)->k, *V = &er__attn(r)->v;
     int nd = K->ndim, simd = er__simd();
     int64_t D = er__attn(r)->dh, Dv = er__attn(r)->dv, Sk = er__attn(r)->sk;
@@ -249,6 +249,7 @@ void er__attn_load_kv(const er_ref *r, int64_t b, int64_t g, double *k, double *
         }
         for (int64_t d = 0; d < Dv; d++) nf |= !isfinite(vj[d]);
         for (int64_t d = 0; vf && d < Dv; d++) vf[j * Dv + d] = (float)vj[d]; /* exact: a value of at most 24 bits */
+        for (int64_t d = 0; bsum && d < Dv; d++) bsum[j * Dv + d] = (j ? bsum[(j - 1) * Dv + d] : 0) + fabs(vj[d]);
         /* squares exact, their sum within (D + 1) 2^-53 of itself */
         kn[j] = nf ? INFINITY : er__up(sqrt(er__up(ss * (1 + (double)(D + 2) * 0x1p-52))));
         bad[j + 1] = bad[j] + nf;
@@ -263,6 +264,7 @@ typedef struct er_attn_rowctx {
     er_attn_kv kv;
     double *kb, *vb, *kn, *qr, *oex, *ord, lex, lrd;
     float *vf;                 /* v as floats, for the sums over the keys */
+    double *bsum;              /* B's sums from the first key (er_attn_kv's), without a window */
     int64_t *bad, cur_b, cur_g;
     er_cval *ocv, lcv;
     int lse;                   /* LSE's set wanted */
@@ -385,33 +387,39 @@ static void er_attn_ctx_close(er_attn_rowctx *c) {
     free(c->kb);
     free(c->bad);
     free(c->vf);
+    free(c->bsum);
     free(c->ocv);
     free(c->oex);
 }
 
-/* Decodes kv head (b, g) into c unless it holds it; its buffers allocated at the first. v as floats only where the
- * host sums over the keys (the GPU's rows need the keys only for MPFR). */
+/* Decodes kv head (b, g) into c unless it holds it; its buffers allocated at the first. v as floats, and B's sums
+ * without a window (every row's keys then start at the first), only where the host sums over the keys (the GPU's rows
+ * need the keys only for MPFR). */
 static er_status er_attn_ctx_kv(er_attn_rowctx *c, int64_t b, int64_t g) {
     if (b == c->cur_b && g == c->cur_g) return ER_OK;
     if (!c->kb) {
         int64_t D = er__attn(c->r)->dh, Dv = er__attn(c->r)->dv, Sk = er__attn(c->r)->sk;
+        int sums = !c->given, bsums = sums && !er__attn(c->r)->window;
         c->kb = malloc(sizeof(double) * (size_t)(Sk * D + Sk * Dv + Sk + 1));
         c->bad = malloc(sizeof(int64_t) * (size_t)(Sk + 1));
-        c->vf = c->given ? NULL : malloc(sizeof(float) * (size_t)(Sk * Dv + 1));
-        if (!c->kb || !c->bad || (!c->given && !c->vf)) {
+        c->vf = sums ? malloc(sizeof(float) * (size_t)(Sk * Dv + 1)) : NULL;
+        c->bsum = bsums ? malloc(sizeof(double) * (size_t)(Sk * Dv + 1)) : NULL;
+        if (!c->kb || !c->bad || (sums && !c->vf) || (bsums && !c->bsum)) {
             free(c->kb);
             free(c->bad);
             free(c->vf);
+            free(c->bsum);
             c->kb = NULL;
             c->bad = NULL;
             c->vf = NULL;
+            c->bsum = NULL;
             return er__fail(ER_ERR_NOMEM, "cannot allocate an attention head of %lld keys", (long long)Sk);
         }
         c->vb = c->kb + Sk * D;
         c->kn = c->vb + Sk * Dv;
-        c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->bad, c->vf};
+        c->kv = (er_attn_kv){c->kb, c->vb, c->kn, c->bad, c->vf, c->bsum};
     }
-    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->vf, c->kn, c->bad);
+    er__attn_load_kv(c->r, b, g, c->kb, c->vb, c->vf, c->bsum, c->kn, c->bad);
     c->cur_b = b;
     c->cur_g = g;
     return ER_OK;

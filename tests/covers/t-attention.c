@@ -507,6 +507,43 @@ START_TEST(fully_masked_rows) {
 }
 END_TEST
 
+/* Without a window a row's B_d (the sum of |v_jd| over its keys) is read from its kv head's sums from the first key; a
+ * window that masks nothing sums it row by row: the same sets, bit for bit, causal or not. fp16 inputs, whose
+ * subnormal step makes B's term of Theorem A2 (2 B_d eta_V) move the sets' ends. */
+START_TEST(b_from_the_heads_sums_is_the_rows) {
+    er_test_reseed(1621);
+    static double lo0[MAXH * MAXS * MAXD], hi0[MAXH * MAXS * MAXD], lo1[MAXH * MAXS * MAXD], hi1[MAXH * MAXS * MAXD];
+    static uint8_t f0[MAXH * MAXS * MAXD], f1[MAXH * MAXS * MAXD];
+    int64_t elems = 0;
+    for (int tr = 0; tr < 8; tr++) {
+        problem(ER_FP16, 2, 1 + tr % 2, (int)er_rand_int(1, 40), (int)er_rand_int(1, 60), 8, (int)er_rand_int(1, 24));
+        gen(0, 1.0);
+        er_tensor tq, tk, tv;
+        er_tensor_view(&tq, IF, 3, (int64_t[]){H, Sq, D}, NULL, qb);
+        er_tensor_view(&tk, IF, 3, (int64_t[]){Hkv, Sk, D}, NULL, kb);
+        er_tensor_view(&tv, IF, 3, (int64_t[]){Hkv, Sk, Dv}, NULL, vb);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", NULL), ER_OK);
+        int cz = tr % 2;
+        er_attention_opts a0 = {0, cz, 0, 0, 0, 0, H != Hkv}, a1 = {0, cz, 0, 1, Sq + Sk, Sq + Sk, H != Hkv};
+        er_ref *r0, *r1;
+        ck_assert_int_eq(er_attention(&r0, &tq, &tk, &tv, &a0), ER_OK);
+        ck_assert_int_eq(er_attention(&r1, &tq, &tk, &tv, &a1), ER_OK);
+        ck_assert_int_eq(er_ref_enclosure(r0, 0, &std, ER_FP16, lo0, hi0, f0), ER_OK);
+        ck_assert_int_eq(er_ref_enclosure(r1, 0, &std, ER_FP16, lo1, hi1, f1), ER_OK);
+        for (int64_t e = 0; e < (int64_t)H * Sq * Dv; e++, elems++)
+            ER_REQUIRE(f0[e] == f1[e] && (lo0[e] == lo1[e] || (isnan(lo0[e]) && isnan(lo1[e]))) &&
+                           (hi0[e] == hi1[e] || (isnan(hi0[e]) && isnan(hi1[e]))),
+                       "trial %d (causal %d, H %d/%d, Sq %d, Sk %d, Dv %d), element %lld: [%a, %a] without a window, "
+                       "[%a, %a] with one that masks nothing", tr, cz, H, Hkv, Sq, Sk, Dv, (long long)e, lo0[e], hi0[e],
+                       lo1[e], hi1[e]);
+        er_ref_free(r0);
+        er_ref_free(r1);
+    }
+    printf("B from the kv heads' sums: %lld fp16 sets the same with a window that masks nothing\n", (long long)elems);
+}
+END_TEST
+
 START_TEST(refusals) {
     float a[2 * 3 * 4] = {0}, l[16];
     double dd[2 * 3 * 4] = {0};
@@ -1159,6 +1196,7 @@ int main(void) {
     tcase_add_test(tc, long_rows_near_midpoints_are_exact);
     tcase_add_test(tc, long_row_whose_sum_rounds_one_way_is_exact);
     tcase_add_test(tc, qk_scale_input);
+    tcase_add_test(tc, b_from_the_heads_sums_is_the_rows);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, fp8_kernels_are_covered);
     tcase_add_test(tc, fp8_bugs_are_caught);
