@@ -265,7 +265,7 @@ START_TEST(libm_within_the_margin) {
     er_test_reseed(1750);
     mpfr_t r;
     mpfr_init2(r, 64);
-    int64_t checked = 0, count = (int64_t)(1 << 17) * (int64_t)er_test_multiplier();
+    int64_t checked = 0, count = (int64_t)((1 << 17) * er_test_multiplier());
     double worst = 0;
     for (int f = 0; f < 5; f++) {
         for (int64_t i = 0; i < count; i++) {
