@@ -229,29 +229,31 @@ ER_ALWAYS_INLINE void er_epi_fn_witness(er_stage_kind k, int nvar, int64_t can, 
     }
 }
 
-/* The function stage k: exp's bounds at the witnesses' arguments, at the bracket's lo's (one run; for gelu's
- * variants at -2 u too), at hi's from lo's, then the witnesses, their variants and the bracket through it. */
-ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int64_t can, int simd, int64_t m,
+/* The function stage k on nb witnesses (1: the first alone; 2: both): exp's bounds at the witnesses' arguments, at
+ * the bracket's lo's (one run, in rows of m: the first witness's, lo's, the second witness's, gelu's variants' at -2 u
+ * at each witness), at hi's from lo's (row 5), then the witnesses, their variants and the bracket through it. */
+ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int nb, int64_t can, int simd, int64_t m,
                                 er_epi_scratch *s) {
     int g34 = k == ER_STAGE_GELU_TANH && nvar == 4, ex = k != ER_STAGE_TANH && k != ER_STAGE_GELU_TANH;
     for (int64_t i = 0; i < m; i++) {
-        float x0 = s->w[0][i], x1 = s->w[1][i];
+        float x0 = s->w[0][i], x1 = nb == 2 ? s->w[1][i] : 0.0f;
         s->t[i] = er_epi_warg(k, tri, x0);
-        s->t[m + i] = er_epi_warg(k, tri, x1);
-        s->t[2 * m + i] = er_epi_arg(k, s->lo[i]);
-        s->t[5 * m + i] = er_epi_arg(k, s->hi[i]) - s->t[2 * m + i]; /* hi's argument less lo's */
+        s->t[m + i] = er_epi_arg(k, s->lo[i]);
+        if (nb == 2) s->t[2 * m + i] = er_epi_warg(k, tri, x1);
+        s->t[5 * m + i] = er_epi_arg(k, s->hi[i]) - s->t[m + i]; /* hi's argument less lo's */
         if (g34) { /* exp(-2 u), -2 u a float (exact) */
             s->t[3 * m + i] = er_epi_earg(tri, -2.0f * (ER_GT_K32 * (x0 + ER_GT_C32 * ((x0 * x0) * x0))));
             s->t[4 * m + i] = er_epi_earg(tri, -2.0f * (ER_GT_K32 * (x1 + ER_GT_C32 * ((x1 * x1) * x1))));
         }
     }
-    er__exp_bounds_run(simd, (g34 ? 5 : 3) * m, s->t, s->elo, s->ehi);
+    er__exp_bounds_run(simd, (g34 ? 5 : nb + 1) * m, s->t, s->elo, s->ehi);
     if (tri) /* the witnesses' exps are 2^p: their bounds widened, or no witness */
-        for (int r = 0; r < (g34 ? 5 : 2); r++) {
-            if ((r < 2 && !ex) || r == 2) continue; /* tanh's own; the bracket's */
+        for (int r = 0; r < (g34 ? 5 : nb + 1); r++) {
+            int wit = r == 0 || r == 2; /* a witness's own (okw[r / 2]) */
+            if ((wit && !ex) || r == 1) continue; /* tanh's own; the bracket's */
             for (int64_t i = 0; i < m; i++) {
                 int64_t in = er_epi_widen(s->t[r * m + i], &s->elo[r * m + i], &s->ehi[r * m + i]);
-                if (r < 2) s->okw[r][i] = (s->okw[r][i] != 0) & in;
+                if (wit) s->okw[r / 2][i] = (s->okw[r / 2][i] != 0) & in;
                 else s->elo[r * m + i] = in ? s->elo[r * m + i] : NAN; /* gelu's x / d forms: not formed */
             }
         }
@@ -259,12 +261,12 @@ ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int64_t can,
         /* exp's bounds at hi's argument from lo's (Lemma D7: the shift v, within 2^-71 of the exact difference where
          * |v| <= 2^-18); lo's replaced by [0, 2^-1000] below -700 first where the function is a quotient (no
          * subnormal bound: er_epi_fn_bound) */
-        double t = s->t[2 * m + i], v = s->t[5 * m + i], dl = s->elo[2 * m + i], dh = s->ehi[2 * m + i];
+        double t = s->t[m + i], v = s->t[5 * m + i], dl = s->elo[m + i], dh = s->ehi[m + i];
         int64_t tiny = (k == ER_STAGE_GELU_TANH || k == ER_STAGE_SILU || k == ER_STAGE_SIGMOID) & (t < -700.0);
         dl = tiny ? 0.0 : dl;
         dh = tiny ? 0x1p-1000 : dh;
-        s->elo[2 * m + i] = dl;
-        s->ehi[2 * m + i] = dh;
+        s->elo[m + i] = dl;
+        s->ehi[m + i] = dh;
         er__exp_shift_run1(dl, dh, v, &s->elo[5 * m + i], &s->ehi[5 * m + i]);
         /* the shift holds for |v| <= 2^-18; where hi's own argument is below -700 or above 700, er_epi_fn_bound
          * takes [0, 2^-1000] or [2^1000, +inf] at hi and reads no shifted bound (a wide bracket in a quotient's
@@ -275,10 +277,10 @@ ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int64_t can,
                           ((th < -701.0) | (th > 701.0)) & (fabs(v) <= 0x1p40);
         s->oke[i] = (s->oke[i] != 0) & ((fabs(v) <= 0x1p-18) | tail_hi);
     }
-    for (int e = 0; e < 2; e++)
-        er_epi_fn_witness(k, nvar, can, m, s->elo + e * m, s->ehi + e * m, s->elo + (3 + e) * m,
+    for (int e = 0; e < nb; e++)
+        er_epi_fn_witness(k, nvar, can, m, s->elo + 2 * e * m, s->ehi + 2 * e * m, s->elo + (3 + e) * m,
                           s->ehi + (3 + e) * m, s, e);
-    er_epi_fn_enclose(k, m, s->elo + 2 * m, s->ehi + 2 * m, s->elo + 5 * m, s->ehi + 5 * m, s->lo, s->hi, s->oke);
+    er_epi_fn_enclose(k, m, s->elo + m, s->ehi + m, s->elo + 5 * m, s->ehi + 5 * m, s->lo, s->hi, s->oke);
 }
 
 /* An add or mul stage by a number (src 0: c0, wc0 its fp32 rounding), a tensor (src 1: op[i]) or another reference
@@ -318,19 +320,21 @@ ER_ALWAYS_INLINE void er_epi_addmul(int add, int src, int nw, int64_t m, double 
     }
 }
 
-/* Stage j over the chunk's m elements, the function's nv variants formed (0: none): nw witnesses live (the variants
- * after the function). */
-ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int64_t m, er_epi_scratch *restrict s) {
+/* Stage j over the chunk's m elements on nb witnesses (1: the first alone; 2: both), the function's nv variants
+ * formed (0: none; only with both): nw witnesses live (the variants after the function). */
+ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int nb, int64_t m,
+                                        er_epi_scratch *restrict s) {
     const er_stage *st = &p->st[j];
     er_vec_fmt cf = p->cast[j];
-    int nw = p->fn >= 0 && j > p->fn ? 2 + 2 * nv : 2;
+    int nw = p->fn >= 0 && j > p->fn ? nb + 2 * nv : nb;
     int64_t can = p->ulps >= 1.5;
 #define ER_EPI_FN(k, own)                                                                                             \
     do {                                                                                                              \
-        if (nv && p->tri) er_epi_fn(k, own, 1, can, p->simd, m, s);                                                   \
-        else if (nv) er_epi_fn(k, own, 0, can, p->simd, m, s);                                                        \
-        else if (p->tri) er_epi_fn(k, 0, 1, can, p->simd, m, s);                                                      \
-        else er_epi_fn(k, 0, 0, can, p->simd, m, s);                                                                  \
+        if (nv && p->tri) er_epi_fn(k, own, 1, 2, can, p->simd, m, s);                                                \
+        else if (nv) er_epi_fn(k, own, 0, 2, can, p->simd, m, s);                                                     \
+        else if (p->tri) er_epi_fn(k, 0, 1, nb, can, p->simd, m, s);                                                  \
+        else if (nb == 2) er_epi_fn(k, 0, 0, 2, can, p->simd, m, s);                                                  \
+        else er_epi_fn(k, 0, 0, 1, can, p->simd, m, s);                                                               \
     } while (0)
     switch (st->kind) {
     case ER_STAGE_ADD:
@@ -377,14 +381,15 @@ ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int64_t 
  * to it). Then exact where the bracket rounds to y alone, covered where it rounds to another value alone or y lies
  * outside its rounding. rel[i]: the decided set's hull's er_set_rel, as the per-element decision's (-1 for one
  * value). */
-ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar, int64_t m,
+ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar, int nb, int64_t m,
                                           er_epi_scratch *restrict s, uint8_t *restrict dec) {
     er_vec_fmt o = p->o;
     for (int64_t i = 0; i < m; i++) {
-        double y = s->y[i], o1 = er_vec_rn_fmt(s->w[0][i], o, narrow), o2 = er_vec_rn_fmt(s->w[1][i], o, narrow),
-               ra = er_vec_rn_fmt(s->lo[i], o, narrow), rb = er_vec_rn_fmt(s->hi[i], o, narrow);
+        double y = s->y[i], o1 = er_vec_rn_fmt(s->w[0][i], o, narrow),
+               o2 = nb == 2 ? er_vec_rn_fmt(s->w[1][i], o, narrow) : o1, ra = er_vec_rn_fmt(s->lo[i], o, narrow),
+               rb = er_vec_rn_fmt(s->hi[i], o, narrow);
         int64_t g1 = (s->okw[0][i] != 0) & er_vec_rn_ok(s->w[0][i], o1, o, narrow),
-                g2 = (s->okw[1][i] != 0) & er_vec_rn_ok(s->w[1][i], o2, o, narrow),
+                g2 = nb == 2 ? (s->okw[1][i] != 0) & er_vec_rn_ok(s->w[1][i], o2, o, narrow) : 0,
                 ge = (s->oke[i] != 0) & er_vec_rn_ok(s->lo[i], ra, o, narrow) & er_vec_rn_ok(s->hi[i], rb, o, narrow);
         double wl = o1 < o2 ? o1 : o2, wh = o1 < o2 ? o2 : o1, vl = wl, vh = wh;
         int64_t gv = nvar > 0;
@@ -408,6 +413,7 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
             ER_EPI_VARIANT(9);
         }
 #undef ER_EPI_VARIANT
+        /* (the first witness alone: f1 or left open, the second witness's tests not taken) */
         int64_t one = ra == rb, f1 = g1 & (y == o1), f2 = g1 & g2 & (y >= wl) & (y <= wh),
                 f3 = g1 & g2 & one & (y == ra), f4 = g1 & g2 & gv & (y >= vl) & (y <= vh);
         ge &= (fabs(y) <= DBL_MAX) & (f1 | f2 | f3 | f4);
@@ -422,80 +428,121 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
     }
 }
 
-#define ER_EPI_CLASSES(nv)                                                                                            \
+#define ER_EPI_CLASSES(nv, nb)                                                                                        \
     do {                                                                                                              \
-        if (p->o.narrow) er_epi_classes_body(p, 1, nv, m, s, dec);                                                    \
-        else er_epi_classes_body(p, 0, nv, m, s, dec);                                                                \
+        if (p->o.narrow) er_epi_classes_body(p, 1, nv, nb, m, s, dec);                                                \
+        else er_epi_classes_body(p, 0, nv, nb, m, s, dec);                                                            \
     } while (0)
-#define ER_EPI_ARGS const er_epi *p, int j, int nv, int64_t m, er_epi_scratch *restrict s, uint8_t *restrict dec
+#define ER_EPI_ARGS                                                                                                   \
+    const er_epi *p, int j, int nv, int nb, int64_t m, er_epi_scratch *restrict s, uint8_t *restrict dec
 #define ER_EPI_BODY                                                                                                   \
     {                                                                                                                 \
-        if (j < p->ns) er_epi_stage_body(p, j, nv, m, s);                                                             \
-        else if (nv == 4) ER_EPI_CLASSES(4);                                                                          \
-        else if (nv == 2) ER_EPI_CLASSES(2);                                                                          \
-        else ER_EPI_CLASSES(0);                                                                                       \
+        if (j < p->ns) er_epi_stage_body(p, j, nv, nb, m, s);                                                         \
+        else if (nv == 4) ER_EPI_CLASSES(4, 2);                                                                       \
+        else if (nv == 2) ER_EPI_CLASSES(2, 2);                                                                       \
+        else if (nb == 2) ER_EPI_CLASSES(0, 2);                                                                       \
+        else ER_EPI_CLASSES(0, 1);                                                                                    \
     }
 ER_ALWAYS_INLINE void er_epi_step_any(ER_EPI_ARGS) ER_EPI_BODY
-ER_SIMD_BUILDS(er_epi_step, (ER_EPI_ARGS), (p, j, nv, m, s, dec), er_epi_step_any)
+ER_SIMD_BUILDS(er_epi_step, (ER_EPI_ARGS), (p, j, nv, nb, m, s, dec), er_epi_step_any)
 
-/* The stages and the classes over the scratch's m elements (their inner values, bracket and output set), with nv
- * variants; the operands of element k at begin + ix[k] (ix NULL: at begin + k). */
-static void er_epi_run(const er_epi *p, int nv, int64_t begin, const int32_t *ix, int64_t m, er_epi_scratch *s,
-                       uint8_t *dec) {
+/* The stages and the classes over the scratch's m elements (their inner values, bracket and output set), on nb
+ * witnesses (1: the one from l alone; 2: both) with nv variants; the operands of element k at begin + ix[k] (ix NULL:
+ * at begin + k). */
+static void er_epi_run(const er_epi *p, int nv, int nb, int64_t begin, const int32_t *ix, int64_t m,
+                       er_epi_scratch *s, uint8_t *dec) {
     for (int64_t i = 0; i < m; i++) { /* the inner values, of fp32: the witnesses' start */
         s->w[0][i] = (float)s->wl[i];
         s->w[1][i] = (float)s->wh[i];
         s->okw[0][i] = s->okw[1][i] = s->oke[i] = s->okc[i];
     }
+    /* gathered elements' operands: from one run over their span where they are at least a quarter of it (the runs'
+     * values are the cursor's and the loads' own), else element by element */
+    int64_t at = ix ? ix[0] : 0, span = ix && m ? ix[m - 1] - at + 1 : m;
+    int whole = !ix || span <= 4 * m;
     for (int j = 0; j <= p->ns; j++) { /* each stage, then the classes */
         const er_tensor *t = j < p->ns ? p->st[j].t : NULL;
         const er_op_module *rm = j < p->ns ? p->rmod[j] : NULL;
-        if (t && !ix) er__load_run(p->simd, t, begin, m, s->op);
-        for (int64_t k = 0; t && ix && k < m; k++) s->op[k] = er__load(t, er__offset(t, begin + ix[k]));
-        if (rm && !ix) er__cursor_inner_run(rm, p->rcur[j], begin, m, s->rl, s->rh, s->rbl, s->rbh, s->okr);
-        for (int64_t k = 0; rm && ix && k < m; k++)
+        if (t && whole) er__load_run(p->simd, t, begin + at, span, s->op);
+        for (int64_t k = 0; t && ix && whole && k < m; k++) s->op[k] = s->op[ix[k] - at]; /* (ix[k] - at >= k) */
+        for (int64_t k = 0; t && !whole && k < m; k++) s->op[k] = er__load(t, er__offset(t, begin + ix[k]));
+        if (rm && whole) er__cursor_inner_run(rm, p->rcur[j], begin + at, span, s->rl, s->rh, s->rbl, s->rbh, s->okr);
+        for (int64_t k = 0; rm && ix && whole && k < m; k++) {
+            int64_t i = ix[k] - at;
+            s->rl[k] = s->rl[i];
+            s->rh[k] = s->rh[i];
+            s->rbl[k] = s->rbl[i];
+            s->rbh[k] = s->rbh[i];
+            s->okr[k] = s->okr[i];
+        }
+        for (int64_t k = 0; rm && !whole && k < m; k++)
             s->okr[k] = (uint8_t)rm->cursor_inner(p->rcur[j], begin + ix[k], 0, &s->rl[k], &s->rh[k], &s->rbl[k],
                                                   &s->rbh[k]);
-        er_epi_step(p->simd, p, j, nv, m, s, dec);
+        er_epi_step(p->simd, p, j, nv, nb, m, s, dec);
     }
 }
 
-/* The widest hull decided among elements k < m (at begin + ix[k], or begin + k; the least index among equals). */
+/* The widest hull decided among elements k < m (at begin + ix[k], or begin + k, increasing in k; the least index
+ * among equals): the largest rel first (a loop that vectorises), then its first element. */
 static void er_epi_widest(const er_epi_scratch *s, int64_t begin, const int32_t *ix, int64_t m, double *wrel,
                           int64_t *widx) {
-    for (int64_t k = 0; k < m; k++) {
-        int64_t idx = begin + (ix ? ix[k] : k);
-        if (s->rel[k] > *wrel || (s->rel[k] == *wrel && s->rel[k] >= 0 && idx < *widx)) {
-            *wrel = s->rel[k];
-            *widx = idx;
-        }
+    double mx = -1;
+    for (int64_t k = 0; k < m; k++) mx = s->rel[k] > mx ? s->rel[k] : mx;
+    if (mx < 0 || mx < *wrel) return;
+    int64_t k = 0;
+    while (s->rel[k] != mx) k++;
+    int64_t idx = begin + (ix ? ix[k] : k);
+    if (mx > *wrel || idx < *widx) {
+        *wrel = mx;
+        *widx = idx;
     }
+}
+
+/* The elements k < m that dec leaves open gathered in place (their index in the chunk into s->ix: k itself in the
+ * first run, else s->ix[k]; their inner values, the base's bracket and output), and their count. */
+static int64_t er_epi_gather(er_epi_scratch *s, const uint8_t *dec, int64_t m, int first) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < m; i++)
+        if (dec[i] == ER_VEC_OPEN) {
+            s->ix[n] = first ? (int32_t)i : s->ix[i];
+            s->wl[n] = s->wl[i];
+            s->wh[n] = s->wh[i];
+            s->lo[n] = s->blo[n] = s->blo[i];
+            s->hi[n] = s->bhi[n] = s->bhi[i];
+            s->okc[n] = s->okc[i];
+            s->y[n++] = s->y[i];
+        }
+    return n;
 }
 
 void er__epi_decide(const er_epi *p, const er_op_module *mod, void *cur, int64_t begin, int64_t end,
                     er_epi_scratch *s, uint8_t *dec, double *wrel, int64_t *widx) {
-    int64_t m = end - begin, n2 = 0;
+    int64_t m = end - begin;
     er__cursor_inner_run(mod, cur, begin, m, s->wl, s->wh, s->blo, s->bhi, s->okc);
     er__load_run(p->simd, p->out, begin, m, s->y);
     memcpy(s->lo, s->blo, sizeof(double) * (size_t)m);
     memcpy(s->hi, s->bhi, sizeof(double) * (size_t)m);
-    /* first without the variants, which few elements need */
-    er_epi_run(p, 0, begin, NULL, m, s, dec);
-    er_epi_widest(s, begin, NULL, m, wrel, widx);
-    if (!p->nvar) return;
-    /* then the elements left open, gathered (in place: k <= i), with them */
-    for (int64_t i = 0; i < m; i++)
-        if (dec[i] == ER_VEC_OPEN) {
-            s->ix[n2] = (int32_t)i;
-            s->wl[n2] = s->wl[i];
-            s->wh[n2] = s->wh[i];
-            s->lo[n2] = s->blo[i];
-            s->hi[n2] = s->bhi[i];
-            s->okc[n2] = s->okc[i];
-            s->y[n2++] = s->y[i];
+    /* first on the witness from l alone, where most outputs are its rounding (f1); then the elements left open,
+     * gathered, on both witnesses; then those left open with the variants, which few elements need. A run decides an
+     * element as one run with both witnesses and the variants would (the witnesses and the bracket are the same
+     * values in each run; where y is the first's rounding, the class is the bracket's and the hull is no set's, -1).
+     * Without a function stage (whose witnesses cost most), or where the first run left more than a quarter of its
+     * chunk open, the thread's next chunks start on both witnesses (the first run tried again every 16th chunk):
+     * the order changes the cost, not the classes. */
+    int one = p->fn >= 0 && (!s->both || s->runs % 16 == 0);
+    s->runs++;
+    int64_t n = m;
+    uint8_t *d = NULL; /* the last run's classes (NULL: no run yet) */
+    for (int run = one ? 0 : 1; run < (p->nvar ? 3 : 2); run++) {
+        if (d && !(n = er_epi_gather(s, d, n, d == dec))) {
+            if (run == 1) s->both = 0;
+            return;
         }
-    if (!n2) return;
-    er_epi_run(p, p->nvar, begin, s->ix, n2, s, s->dec2);
-    er_epi_widest(s, begin, s->ix, n2, wrel, widx);
-    for (int64_t k = 0; k < n2; k++) dec[s->ix[k]] = s->dec2[k];
+        if (d && run == 1) s->both = n > m / 4;
+        uint8_t *out = d ? s->dec2 : dec;
+        er_epi_run(p, run == 2 ? p->nvar : 0, run ? 2 : 1, begin, d ? s->ix : NULL, n, s, out);
+        er_epi_widest(s, begin, d ? s->ix : NULL, n, wrel, widx);
+        for (int64_t k = 0; d && k < n; k++) dec[s->ix[k]] = s->dec2[k];
+        d = out;
+    }
 }

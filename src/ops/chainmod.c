@@ -1284,6 +1284,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
             er__epi_plan(&j->plan, er__chain(ref)->stages, er__chain(ref)->nstages, std, er__sinks_at(sks, t, 0),
                          j->mod, j->cur)) {
             j->scr = malloc(sizeof *j->scr);
+            if (j->scr) j->scr->runs = j->scr->both = 0;
             j->epi = j->scr != NULL; /* without the memory, the per-element decision alone */
         }
     }

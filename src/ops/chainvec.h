@@ -58,7 +58,9 @@ typedef struct er_epi_scratch {
     int64_t okw[10][ER_VEC_CHUNK], oke[ER_VEC_CHUNK];
     double rl[ER_VEC_CHUNK], rh[ER_VEC_CHUNK], rbl[ER_VEC_CHUNK], rbh[ER_VEC_CHUNK]; /* a reference operand's */
     uint8_t okc[ER_VEC_CHUNK], dec2[ER_VEC_CHUNK], okr[ER_VEC_CHUNK];
-    int32_t ix[ER_VEC_CHUNK]; /* the elements the first run leaves open */
+    int32_t ix[ER_VEC_CHUNK]; /* the elements a run leaves open */
+    int64_t runs;             /* the chunks this thread decided (0 at first) */
+    int both;                 /* whether its next chunk starts on both witnesses (er__epi_decide; 0 at first) */
 } er_epi_scratch;
 
 /* 1 where the epilogue pass applies to a chain of these stages under std with output sink sk's (its plan in *p),
