@@ -179,6 +179,42 @@ def epilogue():
     )
 
 
+def chains():
+    """GEMM epilogues as chains on a 2048 x 2048 x 2048 fp16 GEMM (the fast path, mma:sm90 outer=any): bias and an fp16
+    store, with relu, tanh or gelu's tanh form between, and SwiGLU; covers() of each against covers() of the matmul
+    alone on its fp32 accumulator, references built before, best of 15 each."""
+    rng = np.random.default_rng(3)
+    M = N = K = 2048
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    B2 = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    acc = A.astype(np.float32) @ B.astype(np.float32)
+    acc2 = A.astype(np.float32) @ B2.astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float16)
+    g = acc + bias.astype(np.float32)
+    f32 = np.float32
+    gelu = f32(0.5) * g * (f32(1) + np.tanh(f32(0.7978846) * (g + f32(0.044715) * g * g * g)))
+    std = dict(standard="mma:sm90", outer="any")
+    ref = er.matmul(A, B)
+    ba = ref.add(bias)
+    cases = [
+        ("bias_fp16", ba.cast("float16"), g),
+        ("bias_relu_fp16", ba.relu().cast("float16"), np.maximum(g, f32(0))),
+        ("bias_tanh_fp16", ba.tanh().cast("float16"), np.tanh(g)),
+        ("bias_gelu_tanh_fp16", ba.gelu(approximate="tanh").cast("float16"), gelu),
+        ("swiglu_fp16", ref.silu().mul(er.matmul(A, B2)).cast("float16"), (acc / (f32(1) + np.exp(-acc))) * acc2),
+    ]
+    t0 = best(lambda: ref.covers(acc, **std), 15)
+    for name, ch, y in cases:
+        y = y.astype(np.float16)
+        assert ch.covers(y, **std).all()
+        t1 = best(lambda: ch.covers(y, **std), 15)
+        print(
+            "python_covers_chain_%s_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: covers() of the matmul "
+            "alone, references built before)" % (name, M, N, K, t1, t0, t1 / t0)
+        )
+
+
 def failing():
     """A check that fails against the same check passing, references built before: a 1024 x 1024 x 1024 fp16 matmul
     whose output has every other column moved by 1 (half the elements outside their sets), and the GEMM epilogue
@@ -499,6 +535,7 @@ def torch_reference():
 if __name__ == "__main__":
     main()
     epilogue()
+    chains()
     failing()
     rows()
     backward_rows()

@@ -420,10 +420,11 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
         /* exact (0), covered (1) or open (255), without a branch */
         int64_t exact = ge & one & (y == ra), covered = ge & ((one & (y != ra)) | (y < ra) | (y > rb));
         dec[i] = (uint8_t)(255 - 255 * exact - 254 * covered);
-        /* er_set_rel of the hull, without its branch: [wl, wh] (f2), [vl, vh] (f4 alone) */
+        /* er_set_rel of the hull, without its branch: [wl, wh] (f2), [vl, vh] (f4 alone); on the first witness
+         * alone, no set's (what it decides, it decides by f1) */
         int64_t h4 = !(f1 | f2 | f3);
         double hl = h4 ? vl : wl, hh = h4 ? vh : wh, al = fabs(hl), ah = fabs(hh), mx = al > ah ? al : ah;
-        double rel = (hh - hl) / (mx > 0 ? mx : 1.0);
+        double rel = nb == 2 ? (hh - hl) / (mx > 0 ? mx : 1.0) : -1.0;
         s->rel[i] = ((exact | covered) & !f1 & (f2 | h4) & (hl < hh) & (mx > 0) & (rel <= DBL_MAX)) ? rel : -1.0;
     }
 }
