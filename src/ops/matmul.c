@@ -585,27 +585,38 @@ void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t
 
 /* Recomputes one element exactly with MPFR alone (an independent path from the accumulator): every product
  * of two doubles is exact at 106 bits, and mpfr_sum rounds the exact sum correctly; at a precision of the
- * whole span of the terms that rounding is exact. */
+ * whole span of the terms that rounding is exact. A product that double holds exactly (finite, zero only from a
+ * zero factor, at least 2^-900 otherwise, so that fma's residual a b - p is itself exact and zero) is set from
+ * double; the terms share one block of limbs (MPFR's custom interface) instead of an allocation each. */
 er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     mpfr_ptr out = mpfr_out;
     const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     int64_t K = er__dot(r)->K, offa, offb;
     er__matmul_offsets(r, idx, &offa, &offb);
-    mpfr_t *terms = malloc((size_t)(K ? K : 1) * sizeof *terms);
-    mpfr_ptr *ptrs = malloc((size_t)(K ? K : 1) * sizeof *ptrs);
-    if (!terms || !ptrs) {
+    size_t tb = mpfr_custom_get_size(106), n = (size_t)(K ? K : 1);
+    mpfr_t *terms = malloc(n * sizeof *terms);
+    mpfr_ptr *ptrs = malloc(n * sizeof *ptrs);
+    void *limbs = malloc(n * tb);
+    if (!terms || !ptrs || !limbs) {
         free(terms);
         free(ptrs);
+        free(limbs);
         return er__fail(ER_ERR_NOMEM, "cannot allocate %lld terms", (long long)K);
     }
     mpfr_exp_t emax = MPFR_EMIN_MIN, emin = MPFR_EMAX_MAX;
     int nan = 0, pinf = 0, ninf = 0;
     for (int64_t k = 0; k < K; k++) {
         double a = er__load(A, offa + k * A->strides[A->ndim - 1]);
-        double b = er__load(B, offb + k * B->strides[B->ndim - 2]);
-        mpfr_init2(terms[k], 106);
-        mpfr_set_d(terms[k], a, MPFR_RNDN);
-        mpfr_mul_d(terms[k], terms[k], b, MPFR_RNDN); /* exact at 106 bits */
+        double b = er__load(B, offb + k * B->strides[B->ndim - 2]), p = a * b;
+        void *mem = (char *)limbs + (size_t)k * tb;
+        mpfr_custom_init(mem, 106);
+        mpfr_custom_init_set(terms[k], MPFR_NAN_KIND, 0, 106, mem);
+        if (isfinite(p) && (p != 0 ? fabs(p) >= 0x1p-900 : (a == 0 || b == 0)) && fma(a, b, -p) == 0) {
+            mpfr_set_d(terms[k], p, MPFR_RNDN); /* exact: p is a b */
+        } else {
+            mpfr_set_d(terms[k], a, MPFR_RNDN);
+            mpfr_mul_d(terms[k], terms[k], b, MPFR_RNDN); /* exact at 106 bits */
+        }
         if (mpfr_nan_p(terms[k])) nan = 1;
         else if (mpfr_inf_p(terms[k])) { if (mpfr_sgn(terms[k]) > 0) pinf = 1; else ninf = 1; }
         else if (!mpfr_zero_p(terms[k])) {
@@ -623,9 +634,9 @@ er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
         mpfr_set_prec(out, prec);
         mpfr_sum(out, ptrs, (unsigned long)K, MPFR_RNDN);
     }
-    for (int64_t k = 0; k < K; k++) mpfr_clear(terms[k]);
     free(terms);
     free(ptrs);
+    free(limbs);
     return ER_OK;
 }
 
