@@ -747,6 +747,50 @@ static void *er_q_run(void *arg) {
     return NULL;
 }
 
+/* Whether a base's element idx may hold its group's greatest |S|: its bracket reaches the greatest of the group's
+ * least |S| (and the group's brackets are finite). */
+static int er_q_candidate(const er_ref *ref, const er_q_job *j0, const er_q_group_info *gi, int64_t idx) {
+    const er_q_group_info *q = &gi[er_q_group(ref, idx)];
+    double most = fmax(fabs(j0->xbl[idx]), fabs(j0->xbh[idx]));
+    return most >= q->abl && isfinite(q->abh);
+}
+
+/* One thread's candidates [begin, end): each one's exact |S| in MPFR into val. */
+typedef struct er_q_ajob {
+    const er_ref *ref;
+    const int64_t *cand;
+    mpfr_t *val;
+    int64_t begin, end;
+    er_status st;
+} er_q_ajob;
+
+static void *er_q_amax_run(void *arg) {
+    er_q_ajob *j = arg;
+    for (int64_t c = j->begin; c < j->end && j->st == ER_OK; c++) {
+        int64_t index[ER_MAX_DIMS];
+        er__index_of(j->ref, j->cand[c], index);
+        j->st = er_ref_exact_mpfr(j->val[c], er__quant(j->ref)->base, index);
+        mpfr_abs(j->val[c], j->val[c], MPFR_RNDN);
+    }
+    if (j->begin > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread: MPFR's per-thread constants */
+    return NULL;
+}
+
+/* One thread's brackets of a base's exact values, elements [begin, end). */
+typedef struct er_q_bjob {
+    const er_ref *base;
+    double *xm, *xbl, *xbh;
+    int64_t begin, end;
+    er_status st;
+} er_q_bjob;
+
+static void *er_q_bracket_run(void *arg) {
+    er_q_bjob *j = arg;
+    for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++)
+        j->st = er__ref_bracket(j->base, idx, &j->xm[idx], &j->xbl[idx], &j->xbh[idx]);
+    return NULL;
+}
+
 /* Each group's amax set and exact amax: from a tensor's values, or from the base's enclosure and the brackets of
  * its exact values (the greatest of each element's least and greatest |x|; the exact amax found in MPFR among the
  * elements whose bracket reaches the greatest of the brackets' least |S|). */
@@ -794,22 +838,35 @@ static er_status er_q_amax(const er_ref *ref, er_q_job *j0, er_q_group_info *gi,
     free(seen);
     free(fin);
     if (!er__quant(ref)->base) return ER_OK;
-    /* the exact amax in MPFR: among the elements whose bracket reaches the greatest least |S| */
-    for (int64_t idx = 0; idx < n; idx++) {
-        int64_t g = er_q_group(ref, idx);
-        double most = fmax(fabs(j0->xbl[idx]), fabs(j0->xbh[idx]));
-        if (!(most >= gi[g].abl) || !isfinite(gi[g].abh)) continue;
-        int64_t index[ER_MAX_DIMS];
-        er__index_of(ref, idx, index);
-        mpfr_t t;
-        mpfr_init2(t, 64);
-        er_status st = er_ref_exact_mpfr(t, er__quant(ref)->base, index);
-        if (st != ER_OK) { mpfr_clear(t); return st; }
-        mpfr_abs(t, t, MPFR_RNDN);
-        if (mpfr_cmp(t, amp[g]) > 0) { mpfr_set_prec(amp[g], mpfr_get_prec(t)); mpfr_set(amp[g], t, MPFR_RNDN); }
-        mpfr_clear(t);
+    /* the exact amax in MPFR: among the elements whose bracket reaches the greatest least |S| (their exact |S| on the
+     * threads, then each group's greatest in element order: the first of equals) */
+    int64_t nc = 0;
+    for (int64_t idx = 0; idx < n; idx++) nc += er_q_candidate(ref, j0, gi, idx);
+    int64_t *cand = malloc(sizeof(int64_t) * (size_t)(nc ? nc : 1));
+    mpfr_t *val = malloc(sizeof(mpfr_t) * (size_t)(nc ? nc : 1));
+    if (!cand || !val) {
+        free(cand);
+        free(val);
+        return er__fail(ER_ERR_NOMEM, "cannot allocate %lld amax candidates", (long long)nc);
     }
-    return ER_OK;
+    for (int64_t idx = 0, c = 0; idx < n; idx++)
+        if (er_q_candidate(ref, j0, gi, idx)) cand[c++] = idx;
+    for (int64_t c = 0; c < nc; c++) mpfr_init2(val[c], 64);
+    int nt = er__num_threads(nc << 16); /* (each a sum of K terms in MPFR) */
+    if (nt > nc) nt = nc > 0 ? (int)nc : 1;
+    er_q_ajob jobs[ER_MAX_THREADS];
+    for (int t = 0; t < nt; t++) jobs[t] = (er_q_ajob){ref, cand, val, nc * t / nt, nc * (t + 1) / nt, ER_OK};
+    er__run_jobs(jobs, sizeof jobs[0], nt, er_q_amax_run);
+    er_status st = ER_OK;
+    for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
+    for (int64_t c = 0; c < nc && st == ER_OK; c++) {
+        mpfr_ptr a = amp[er_q_group(ref, cand[c])];
+        if (mpfr_cmp(val[c], a) > 0) { mpfr_set_prec(a, mpfr_get_prec(val[c])); mpfr_set(a, val[c], MPFR_RNDN); }
+    }
+    for (int64_t c = 0; c < nc; c++) mpfr_clear(val[c]);
+    free(cand);
+    free(val);
+    return st;
 }
 
 static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
@@ -840,8 +897,13 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
         er_standard bs = *std; /* div_ulps is the scale's */
         bs.div_ulps = 0;
         if (st == ER_OK) st = er_ref_enclosure(er__quant(ref)->base, 0, &bs, E->id, xl, xh, xf);
-        for (int64_t idx = 0; idx < n && st == ER_OK; idx++)
-            st = er__ref_bracket(er__quant(ref)->base, idx, &xm[idx], &xbl[idx], &xbh[idx]);
+        if (st == ER_OK) { /* on the threads */
+            er_q_bjob bj[ER_MAX_THREADS];
+            for (int t = 0; t < nt; t++) bj[t] = (er_q_bjob){er__quant(ref)->base, xm, xbl, xbh, n * t / nt,
+                                                             n * (t + 1) / nt, ER_OK};
+            er__run_jobs(bj, sizeof bj[0], nt, er_q_bracket_run);
+            for (int t = 0; t < nt && st == ER_OK; t++) st = bj[t].st;
+        }
     }
     double floor = std->amax_floor;
     er_q_nv nv = {0, 0, 1, 1, 2};

@@ -6,6 +6,7 @@
  * are covered with q judged against their own scale; q on exact ties of the fp8 grid must round to even; degenerate
  * groups follow the stated rules; planted bugs (the scale inverted, amax over the wrong axis, another group's scale,
  * q truncated) are caught; bad calls are refused. */
+#include <mpfr.h>
 #include "../common/er_test.h"
 
 enum { R = 16, C = 96, BLK = 32 };
@@ -231,6 +232,32 @@ START_TEST(gemm_epilogue_quantize) {
             else ER_REQUIRE(!all3(reps), "trial %d: bug %d passed", tr, bug);
             clear3(reps);
         }
+        /* the amax and scale the exact accumulators give, correctly rounded (max |S| and 448 / max |S| in MPFR):
+         * exact on every row, so each row's exact amax is the library's (its candidates run on the threads) */
+        mpfr_t S, mx;
+        mpfr_inits2(256, S, mx, (mpfr_ptr)0);
+        for (int i = 0; i < M; i++) {
+            mpfr_set_zero(mx, 1);
+            for (int j = 0; j < N; j++) {
+                ck_assert_int_eq(er_ref_exact_mpfr(S, mm, (int64_t[]){i, j}), ER_OK);
+                mpfr_abs(S, S, MPFR_RNDN);
+                if (mpfr_cmp(S, mx) > 0) mpfr_set_prec(mx, mpfr_get_prec(S)), mpfr_set(mx, S, MPFR_RNDN);
+            }
+            am[i] = mpfr_get_flt(mx, MPFR_RNDN);
+            mpfr_set_prec(S, mpfr_get_prec(mx) + 64);
+            mpfr_ui_div(S, 448, mx, MPFR_RNDN);
+            sc[i] = mpfr_get_flt(S, MPFR_RNDN);
+        }
+        mpfr_clears(S, mx, (mpfr_ptr)0);
+        for (int i = 0; i < M * N; i++) er_store(qq, ER_FP8_E4M3FN, i, rn(ER_FP8_E4M3FN, acc[i] * sc[i / N], ER_OVERFLOW_SATURATE));
+        const er_tensor *outs[3] = {&tq, &ta, &ts};
+        er_report reps[3];
+        ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+        for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "trial %d: output %d, exact amax", tr, k);
+        ER_REQUIRE(reps[1].counts[ER_CLASS_EXACT] == M && reps[2].counts[ER_CLASS_EXACT] == M,
+                   "trial %d: exact amax and scale %lld, %lld of %d", tr, (long long)reps[1].counts[ER_CLASS_EXACT],
+                   (long long)reps[2].counts[ER_CLASS_EXACT], M);
+        clear3(reps);
         er_ref_free(ref);
         er_ref_free(mm);
     }
