@@ -449,6 +449,10 @@ static int er_q_in(const er_cset *c, double w) {
 /* q's values for x and a scale s (finite, infinite or NaN): RN_Q(RN_E(x s)) under each overflow rule a conversion
  * has (Q's own, saturation as a clamp or cvt .satfinite does, NaN as torch's CPU cast to e4m3fn does). */
 static void er_q_put_rounded(er_cval *v, const er_fmt_info *Q, double p) {
+    if (fabs(p) <= Q->max) { /* no rule applies: |RN_Q(p)| <= max under each */
+        er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE));
+        return;
+    }
     er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, er__overflow_rule(Q, ER_OVERFLOW_DEFAULT)));
     er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE));
     if (Q->id == ER_FP8_E4M3FN) er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_NAN));
@@ -547,8 +551,10 @@ static int er_q_exact_bracket(const er_fmt_info *O, er_overflow ov, double sl, d
     }
     double c[4] = {sl * qmax / al, sl * qmax / ah, sh * qmax / al, sh * qmax / ah}, mn = c[0], mx = c[0];
     for (int i = 1; i < 4; i++) { mn = fmin(mn, c[i]); mx = fmax(mx, c[i]); }
-    double r0 = er__round_double(O, nextafter(nextafter(mn, -INFINITY), -INFINITY), ER_ROUND_NEAREST, ov);
-    double r1 = er__round_double(O, nextafter(nextafter(mx, INFINITY), INFINITY), ER_ROUND_NEAREST, ov);
+    /* each corner within two roundings of its quotient: moved outward by |c| 2^-51 + 2^-1073, at least two units of
+     * its last place (a normal c: ulp(c) <= 2^-52 |c|; below, 2^-1074) */
+    double r0 = er__round_double(O, mn - (fabs(mn) * 0x1p-51 + 0x1p-1073), ER_ROUND_NEAREST, ov);
+    double r1 = er__round_double(O, mx + (fabs(mx) * 0x1p-51 + 0x1p-1073), ER_ROUND_NEAREST, ov);
     *exact = (sl + (sh - sl) / 2) * qmax / (al + (ah - al) / 2);
     *rounded = r0;
     return r0 == r1;

@@ -367,6 +367,41 @@ END_TEST
 /* Inputs the fuzzer found (docs/reliability.md): an accumulator whose set holds 0 and both infinities (values near
  * fp32's largest, which overflow in some orders) makes five corners for q's set; a block size near INT64_MAX gives one
  * block a row, not a count that wrapped to zero groups (and an all-zero q, which passed). */
+/* A GEMM epilogue whose q comes from another order of the sum than its amax (a kernel that recomputes the
+ * accumulator): 2^25 + 3 - 2^25 in fp32 gives 3 or 4, so amax 3 and x 4 are both the standard's, and 4 (448 / 3)
+ * = 597 overflows e4m3fn. Each conversion's rule is in q's set: NaN (a cast without saturation) and 448
+ * (cvt.satfinite) are covered. */
+START_TEST(overflowing_q_takes_each_rule) {
+    _Float16 a[3] = {2048, 1, -2048}, b[6] = {16384, 0, 3, 1, 16384, 0};
+    float am = 3, sc = (float)(448.0 / 3.0);
+    uint8_t qq[2];
+    er_tensor tA, tB, tq, ta, ts;
+    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){1, 3}, NULL, a);
+    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){3, 2}, NULL, b);
+    er_tensor_view(&tq, ER_FP8_E4M3FN, 2, (int64_t[]){1, 2}, NULL, qq);
+    er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){1}, NULL, &am);
+    er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){1}, NULL, &sc);
+    er_ref *mm, *ref;
+    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+    ck_assert_int_eq(er_quantize_ref(&ref, mm, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "compute=fp32"), ER_OK);
+    for (int sat = 0; sat < 2; sat++) {
+        qq[0] = sat ? 0x7e : 0x7f; /* 448, or NaN */
+        uint64_t bits;
+        er_encode(&bits, ER_FP8_E4M3FN, 1.0 * sc, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        qq[1] = (uint8_t)bits;
+        const er_tensor *outs[3] = {&tq, &ta, &ts};
+        er_report reps[3];
+        ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+        for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "%s: output %d", sat ? "448" : "NaN", k);
+        clear3(reps);
+    }
+    er_ref_free(ref);
+    er_ref_free(mm);
+}
+END_TEST
+
 START_TEST(fuzz_findings) {
     float a[6] = {3e38f, 3e38f, -3e38f, -3e38f, 1, -1}, b[6] = {1, 1, 1, 1, 1, 1}, am1 = 1, sc1 = 448;
     uint8_t q1 = 0;
@@ -442,6 +477,7 @@ int main(void) {
     tcase_add_test(tc, gemm_epilogue_quantize);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, mx_recipe_in_c);
+    tcase_add_test(tc, overflowing_q_takes_each_rule);
     tcase_add_test(tc, fuzz_findings);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
