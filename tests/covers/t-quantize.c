@@ -402,6 +402,45 @@ START_TEST(overflowing_q_takes_each_rule) {
 }
 END_TEST
 
+/* q's exactness where the exact quotient lies a hair from a midpoint of e4m3's grid and the base's brackets are
+ * tight (a matmul below the fast path's size: RN64(S) and a double's ulp either side). Amax A = 4 - 0x1.f9fcdp-32 -
+ * 2^-60 (RN64(A) 0x1.fffffffbe0cp+1 with A just under half an ulp above it), S = 0x1.5b6db6p-2 + 0x1.b58414p-27 +
+ * 0x1.c02p-53 just over half an ulp below RN64(S): S 448 / A is 38 (1 - 1.4e-17), so q's correct rounding is 36 (38
+ * the midpoint of 36 and 40). The brackets' corners, each two roundings from its quotient, all lie at or above 38
+ * and round to 40: only the moved ends (Lemma Q3) reach below 38 and send the element to MPFR. 36 is exact. */
+START_TEST(quotient_a_hair_below_a_midpoint_is_exact) {
+    float a[6] = {4.0f, -0x1.f9fcdp-32f, -0x1p-60f, 0x1.5b6db6p-2f, 0x1.b58414p-27f, 0x1.c02p-53f};
+    float b[12] = {1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1};
+    float am = 4.0f, sc = 112.0f;
+    uint8_t qq[2];
+    uint64_t bits;
+    er_encode(&bits, ER_FP8_E4M3FN, 448.0, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    qq[0] = (uint8_t)bits;
+    er_encode(&bits, ER_FP8_E4M3FN, 36.0, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    qq[1] = (uint8_t)bits;
+    er_tensor tA, tB, tq, ta, ts;
+    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){1, 6}, NULL, a);
+    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){6, 2}, NULL, b);
+    er_tensor_view(&tq, ER_FP8_E4M3FN, 2, (int64_t[]){1, 2}, NULL, qq);
+    er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){1}, NULL, &am);
+    er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){1}, NULL, &sc);
+    er_ref *mm, *ref;
+    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+    ck_assert_int_eq(er_quantize_ref(&ref, mm, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+    er_standard std;
+    ck_assert_int_eq(er_standard_parse(&std, "any_order", "compute=fp32"), ER_OK);
+    const er_tensor *outs[3] = {&tq, &ta, &ts};
+    er_report reps[3];
+    ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+    for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "output %d", k);
+    ER_REQUIRE(er_report_count(&reps[0], ER_CLASS_EXACT) == 2, "q = 36 exact: %lld of 2 exact",
+               (long long)er_report_count(&reps[0], ER_CLASS_EXACT));
+    clear3(reps);
+    er_ref_free(ref);
+    er_ref_free(mm);
+}
+END_TEST
+
 START_TEST(fuzz_findings) {
     float a[6] = {3e38f, 3e38f, -3e38f, -3e38f, 1, -1}, b[6] = {1, 1, 1, 1, 1, 1}, am1 = 1, sc1 = 448;
     uint8_t q1 = 0;
@@ -478,6 +517,7 @@ int main(void) {
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, mx_recipe_in_c);
     tcase_add_test(tc, overflowing_q_takes_each_rule);
+    tcase_add_test(tc, quotient_a_hair_below_a_midpoint_is_exact);
     tcase_add_test(tc, fuzz_findings);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
