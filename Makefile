@@ -44,7 +44,7 @@ demo: build
 
 # The sanitizer builds compile at -O1 (AddressSanitizer's advice): the suites run in about three quarters of the -O0
 # time, every check still in place.
-SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DEXACTREF_SANITIZE=ON
+SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g1 -O1" -DEXACTREF_SANITIZE=ON -DEXACTREF_SIMD_BUILDS=OFF
 
 # The C suites again under AddressSanitizer and UndefinedBehaviorSanitizer (they must be clean).
 san: deps
@@ -55,7 +55,8 @@ san: deps
 # library starts no thread (label one-thread in tests/CMakeLists.txt): those have no race to find. OpenBLAS runs
 # single-threaded there: its own threads are not instrumented, and their writes would read as races.
 tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEXACTREF_TSAN=ON -DEXACTREF_BUILD_BENCH=OFF \
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+	  -DEXACTREF_SIMD_BUILDS=OFF -DEXACTREF_TSAN=ON -DEXACTREF_BUILD_BENCH=OFF \
 	  -DEXACTREF_BUILD_EXAMPLES=OFF -DEXACTREF_CUDA=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 

@@ -93,8 +93,9 @@ static inline double er__mul_up(double a, double b) { return er__next_up(a * b);
  * DQ and BW as well). er__simd() gives the level the processor has, 0 (baseline), 1 (AVX2 and FMA) or 2 (AVX-512
  * too), at most EXACTREF_SIMD's where that is set (the tests run each level). All compute the same values: each
  * double operation rounds once either way (no contraction, no reassociation; fma() is exact in each, a call or an
- * instruction). */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+ * instruction). ER_ONE_SIMD_BUILD (CMake's EXACTREF_SIMD_BUILDS=OFF, the sanitizer builds of `make test`) compiles the
+ * baseline alone, as on other processors. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(ER_ONE_SIMD_BUILD)
 #define ER_HAVE_AVX2 1
 #define ER_AVX2 __attribute__((target("avx2,fma")))
 #define ER_AVX512 __attribute__((target("avx2,fma,avx512f,avx512vl,avx512dq,avx512bw")))
