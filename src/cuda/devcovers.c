@@ -159,8 +159,8 @@ typedef struct er_dev_run {
     int64_t *hia, *hib, *dia, *dib;       /* each output batch's operand batches */
     double *Ad, *Bd, *Bt;                 /* the operands decoded; B transposed: its columns contiguous */
     er_dev_stats *dst, hst[2];
-    unsigned long long hcnt[6], hw[2];    /* the counts (er__devmm_decide's); the widest decided set's width bits and
-                                           * element */
+    unsigned long long hcnt[6], hw[4];    /* the counts (er__devmm_decide's); the widest decided set's width bits and
+                                           * element (and er__devmm_widest's scratch) */
     float *dh;                            /* the outside elements' distance bounds */
     int64_t *dpend;                       /* the elements the GPU left */
     uint8_t *dcl;                         /* the classes the GPU decided */
@@ -219,12 +219,13 @@ static void er_dev_decode(er_dev_run *r) {
     r->fallback = e == cudaSuccess && (r->hst[0].nonfinite || r->hst[1].nonfinite); /* NaN or inf: the exact engine's */
 }
 
-/* P_hat = fl64(|A| |B|) into Pd (fast-path.md, On the GPU): it narrows the decisions' bracket of sum |a_k b_k| and
- * gives the widest set. */
-static void er_dev_abs_gemm(er_dev_run *r, double *Pd) {
+/* P_hat = fl64(|A| |B|) into a buffer of its own (fast-path.md, On the GPU): it narrows the decisions' bracket of sum
+ * |a_k b_k| where the integer bracket (Lemma F4) is not there or leaves too much to stage 2. */
+static double *er_dev_abs_gemm(er_dev_run *r) {
     const er_mm_plan *pl = r->pl;
     cudaStream_t s = r->s;
     int ec = 0;
+    double *Pd = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->n, s, &r->e);
     double *Aabs = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->na, s, &r->e);
     double *Babs = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, s, &r->e);
     if (r->st == ER_OK && r->e == cudaSuccess) ec = er__devmm_abs(r->Ad, r->na, Aabs, s);
@@ -234,26 +235,26 @@ static void er_dev_abs_gemm(er_dev_run *r, double *Pd) {
         er__devmm_dgemm(Aabs, Babs, Pd, r->hia, r->hib, pl->nbatch, pl->M, pl->N, r->K, s))
         r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
                          (long long)r->K, (long long)pl->N);
+    return Pd;
 }
 
-/* The widest set among the decided elements, with P_hat in Pd (fast-path.md, On the GPU); S the GEMM's output, dcnt
- * the counts on the GPU. */
-static void er_dev_widest_decided(er_dev_run *r, const double *S, const double *Pd, er_fast_consts fc,
-                                  unsigned long long *dcnt) {
+/* P's integer bracket (fast-path.md, Lemma F4) into *pb: the operands' magnitudes rounded up and down to int8 over
+ * each row's scale (psa, psb, from the norms' kernel), and their two GEMMs in int32, exact while K 127^2 < 2^31.
+ * Left empty (P_hat's GEMM instead) where cuBLAS lacks or refuses the int8 GEMM. */
+static void er_dev_int_bracket(er_dev_run *r, const double *psa, const double *psb, er_dev_pb *pb) {
+    const er_mm_plan *pl = r->pl;
     cudaStream_t s = r->s;
+    int8_t *a8 = er_dev_alloc(&r->db, 2 * (size_t)r->na, s, &r->e);
+    int8_t *b8 = er_dev_alloc(&r->db, 2 * (size_t)r->nbv, s, &r->e);
+    int32_t *G = er_dev_alloc(&r->db, 2 * sizeof(int32_t) * (size_t)r->n, s, &r->e);
     int ec = 0;
-    double *Rd = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->n, s, &r->e);
-    unsigned long long *dw = er_dev_alloc(&r->db, sizeof r->hw, s, &r->e);
-    if (r->st == ER_OK && r->e == cudaSuccess)
-        r->e = cudaMemcpyAsync(dw, r->hw, sizeof r->hw, cudaMemcpyHostToDevice, s);
-    if (r->st == ER_OK && r->e == cudaSuccess)
-        ec = er__devmm_widest(S, Pd, r->n, fc, r->dcl, dcnt, r->dpend, Rd, dw, r->dh, s);
-    if (ec) r->e = (cudaError_t)ec;
-    if (r->st == ER_OK && r->e == cudaSuccess)
-        r->e = cudaMemcpyAsync(r->hw, dw, sizeof r->hw, cudaMemcpyDeviceToHost, s);
-    if (r->st == ER_OK && r->e == cudaSuccess)
-        r->e = cudaMemcpyAsync(r->hcnt, dcnt, sizeof r->hcnt, cudaMemcpyDeviceToHost, s);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+    if (!er_dev_going(r)) return;
+    ec = er__devmm_quant8(r->Ad, r->na, r->K, psa, a8, a8 + r->na, s);
+    if (!ec) ec = er__devmm_quant8(r->Bt, r->nbv, r->K, psb, b8, b8 + r->nbv, s);
+    if (ec) { r->e = (cudaError_t)ec; return; }
+    int g = er__devmm_igemm(a8, b8, G, r->hia, r->hib, pl->nbatch, pl->M, pl->N, r->K, s);
+    if (!g) g = er__devmm_igemm(a8 + r->na, b8 + r->nbv, G + r->n, r->hia, r->hib, pl->nbatch, pl->M, pl->N, r->K, s);
+    if (!g) *pb = (er_dev_pb){NULL, G, G + r->n, psa, psb};
 }
 
 /* The report's classes array locked (er_dev_lock) for their copy from the GPU while the GPU works on the decisions:
@@ -263,19 +264,25 @@ static void er_dev_pin_classes(er_dev_run *r) {
     r->pinned = er_dev_lock(r->classes, (size_t)r->n, 0);
 }
 
-/* The norms, the GEMMs (A B, and |A| |B|) and the decisions on the GPU, then the widest decided set. */
+/* The norms, the GEMMs (A B, and P's integer bracket or |A| |B|), the decisions on the GPU, then the widest decided
+ * set. Where the integer bracket leaves more than 1/64 of the elements to stage 2 (operands whose magnitudes spread
+ * over many binades in a row: their int8 roundings are coarse), P_hat's GEMM narrows stage 1 again: the warp an
+ * element of stage 2 takes costs more than its share of that GEMM there. So it does where an output lies outside its
+ * set: the candidates for the report's worst are those whose distance's upper bound reaches the largest lower
+ * bound, and with the integer bracket alone they were many, each then taken by the exact engine on the host. */
 static void er_dev_decide(er_dev_run *r) {
     const er_mm_plan *pl = r->pl;
     cudaStream_t s = r->s;
-    int64_t K = r->K, n = r->n;
-    int ec = 0;
+    int64_t K = r->K, n = r->n, ra = pl->a_batches * pl->M, rb = pl->b_batches * pl->N;
+    int ec = 0, ints = K % 4 == 0 && K <= 133143; /* K 127^2 < 2^31; cuBLAS's int8 GEMM: K a multiple of 4 */
     double *S = er_dev_alloc(&r->db, sizeof(double) * (size_t)n, s, &r->e);
-    double *an = er_dev_alloc(&r->db, sizeof(double) * (size_t)(pl->a_batches * pl->M), s, &r->e);
-    double *bnv = er_dev_alloc(&r->db, sizeof(double) * (size_t)(pl->b_batches * pl->N), s, &r->e);
+    double *an = er_dev_alloc(&r->db, sizeof(double) * (size_t)ra, s, &r->e);
+    double *bnv = er_dev_alloc(&r->db, sizeof(double) * (size_t)rb, s, &r->e);
+    double *psa = ints ? er_dev_alloc(&r->db, sizeof(double) * (size_t)ra, s, &r->e) : NULL;
+    double *psb = ints ? er_dev_alloc(&r->db, sizeof(double) * (size_t)rb, s, &r->e) : NULL;
     r->Bt = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, s, &r->e);
     if (r->e == cudaSuccess) ec = er__devmm_transpose(r->Bd, pl->b_batches, K, pl->N, r->Bt, s);
-    if (!ec && r->e == cudaSuccess)
-        ec = er__devmm_norms(r->Ad, pl->a_batches * pl->M, r->Bt, pl->b_batches * pl->N, K, an, bnv, s);
+    if (!ec && r->e == cudaSuccess) ec = er__devmm_norms(r->Ad, ra, r->Bt, rb, K, an, bnv, psa, psb, s);
     if (ec) r->e = (cudaError_t)ec;
     if (r->e == cudaSuccess) {
         int g = er__devmm_dgemm(r->Ad, r->Bd, S, r->hia, r->hib, pl->nbatch, pl->M, pl->N, K, s);
@@ -284,8 +291,9 @@ static void er_dev_decide(er_dev_run *r) {
             r->st = er__fail(ER_ERR_DEVICE, "cuBLAS's dgemm failed on %lld x %lld x %lld", (long long)pl->M,
                              (long long)K, (long long)pl->N);
     }
-    double *Pd = er_dev_alloc(&r->db, sizeof(double) * (size_t)n, s, &r->e);
-    if (er_dev_going(r)) er_dev_abs_gemm(r, Pd);
+    er_dev_pb pb = {NULL, NULL, NULL, NULL, NULL};
+    if (ints && er_dev_going(r)) er_dev_int_bracket(r, psa, psb, &pb);
+    if (!pb.gup && er_dev_going(r)) pb.P = er_dev_abs_gemm(r);
     if (!er_dev_going(r)) return;
     er_dot_ctx cx0;
     /* the constants (out's format and layout only; its data stay on the GPU) */
@@ -300,13 +308,39 @@ static void er_dev_decide(er_dev_run *r) {
     r->dh = er_dev_alloc(&r->db, sizeof(float) * (size_t)n, s, &r->e);
     int64_t *dcand = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
     r->dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemsetAsync(dcnt, 0, sizeof r->hcnt, s);
+    for (int pass = 0; pass < 2 && r->st == ER_OK && r->e == cudaSuccess; pass++) {
+        r->e = cudaMemsetAsync(dcnt, 0, sizeof r->hcnt, s);
+        if (r->e == cudaSuccess)
+            ec = er__devmm_decide(r->out->data, S, pb, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N,
+                                  K, fc, r->dcl, dcnt, dcand, r->dpend, r->dh, 1, s);
+        if (ec) r->e = (cudaError_t)ec;
+        er_dev_pin_classes(r);
+        if (pb.P || r->e != cudaSuccess) break;
+        /* the integer bracket alone: how many it left to stage 2, and whether an output lies outside (the report's
+         * worst then comes from the outside elements' distances, which a wide bracket leaves wide) */
+        r->e = cudaMemcpyAsync(r->hcnt, dcnt, sizeof r->hcnt, cudaMemcpyDeviceToHost, s);
+        if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+        if (r->e != cudaSuccess || ((int64_t)r->hcnt[2] <= n / 64 && r->hcnt[4] == 0)) break;
+        pb.P = er_dev_abs_gemm(r);
+    }
     if (r->st == ER_OK && r->e == cudaSuccess)
-        ec = er__devmm_decide(r->out->data, S, Pd, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K,
-                              fc, r->dcl, dcnt, dcand, r->dpend, r->dh, s);
+        ec = er__devmm_decide(r->out->data, S, pb, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K,
+                              fc, r->dcl, dcnt, dcand, r->dpend, r->dh, 2, s);
     if (ec) r->e = (cudaError_t)ec;
-    er_dev_pin_classes(r);
-    er_dev_widest_decided(r, S, Pd, fc, dcnt);
+    /* the widest decided set */
+    double *Rd = er_dev_alloc(&r->db, sizeof(double) * (size_t)n, s, &r->e);
+    unsigned long long *dw = er_dev_alloc(&r->db, sizeof r->hw, s, &r->e);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(dw, r->hw, sizeof r->hw, cudaMemcpyHostToDevice, s);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        ec = er__devmm_widest(S, pb, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K, fc, r->dcl,
+                              dcnt, r->dpend, Rd, dcand, dw, r->dh, s);
+    if (ec) r->e = (cudaError_t)ec;
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(r->hw, dw, sizeof r->hw, cudaMemcpyDeviceToHost, s);
+    if (r->st == ER_OK && r->e == cudaSuccess)
+        r->e = cudaMemcpyAsync(r->hcnt, dcnt, sizeof r->hcnt, cudaMemcpyDeviceToHost, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
 }
 
 /* The elements' vectors of dpend[0 .. cn) gathered on the GPU into rows and their outputs into ys (host). */
@@ -555,7 +589,7 @@ static void er_mmdev_operands(er_mmdev_gemm *g, double *fs, const er_fast_ops *o
     int ec = r->e == cudaSuccess ? er__devmm_transpose(r->Bd, pl->b_batches, r->K, pl->N, Bt, r->s) : 0;
     if (!ec && r->e == cudaSuccess) ec = er__devmm_tofloat(r->Ad, r->na, af, r->s);
     if (!ec && r->e == cudaSuccess) ec = er__devmm_tofloat(Bt, r->nbv, bt, r->s);
-    if (!ec && r->e == cudaSuccess) ec = er__devmm_norms(r->Ad, ra, Bt, rb, r->K, an, bn, r->s);
+    if (!ec && r->e == cudaSuccess) ec = er__devmm_norms(r->Ad, ra, Bt, rb, r->K, an, bn, NULL, NULL, r->s);
     if (ec) r->e = (cudaError_t)ec;
     er__prefault(fs, sizeof(double) * (size_t)r->n);
     er__prefault(ops->af, sizeof(float) * (size_t)r->na);

@@ -91,20 +91,40 @@ __global__ void er_k_transpose(const double *b, int64_t K, int64_t N, double *bt
 }
 
 // Upper bounds of the 2-norms of the rows of [rows][K], one warp per row, every addition and the root rounded upward
-// (the squares of values of at most 24 bits are exact doubles).
-__global__ void er_k_row_norms(const double *a, int64_t rows, int64_t K, double *norm) {
+// (the squares of values of at most 24 bits are exact doubles); with ps non-NULL, each row's scale 2^-s for P's
+// integer bracket: 2^s the largest power of two with ceil(max_k |a_k| 2^s) <= 127 (1 for a row of zeros).
+__global__ void er_k_row_norms(const double *a, int64_t rows, int64_t K, double *norm, double *ps) {
     int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
     if (row >= rows) return; // the whole warp shares the row
-    double s = 0;
+    double s = 0, m = 0;
     for (int64_t k = lane; k < K; k += 32) {
         double v = a[row * K + k];
         s = __dadd_ru(s, v * v);
+        m = fmax(m, fabs(v));
     }
-    for (int off = 16; off; off >>= 1) s = __dadd_ru(s, __shfl_down_sync(0xffffffffu, s, off));
-    if (lane == 0) norm[row] = __dsqrt_ru(s);
+    for (int off = 16; off; off >>= 1) {
+        s = __dadd_ru(s, __shfl_down_sync(0xffffffffu, s, off));
+        m = fmax(m, __shfl_down_sync(0xffffffffu, m, off));
+    }
+    if (lane == 0) {
+        norm[row] = __dsqrt_ru(s);
+        if (ps) { // m in [2^e, 2^(e+1)): m 2^(6 - e) in [64, 128), or m 2^(5 - e) in [32, 64) where that is above 127
+            int e = m > 0 ? ilogb(m) : 0, sh = m > 0 && ldexp(m, 6 - e) > 127.0 ? 5 - e : 6 - e;
+            ps[row] = m > 0 ? ldexp(1.0, -sh) : 1.0;
+        }
+    }
 }
 
+// Each row's values as int8 magnitudes around |a| / ps[row] (exact: ps a power of two): up = ceil, dn = floor, each
+// in [0, 127] (fast-path.md, Lemma F4).
+__global__ void er_k_quant8(const double *a, int64_t n, int64_t K, const double *ps, int8_t *up, int8_t *dn) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        double v = fabs(a[i]) / ps[i / K];
+        up[i] = (int8_t)ceil(v);
+        dn[i] = (int8_t)floor(v);
+    }
+}
 
 // ---- the decision (ops/fastdecide.h, with the output-format roundings of CUDA) ----
 
@@ -178,9 +198,22 @@ __device__ static void er_p_hat_bracket(const er_fast_consts &c, double Ph, doub
     if (hi < *Phi) *Phi = hi;
 }
 
-// Stage 1: P between |S| and the norms' product, narrowed by P_hat. Undecided elements become candidates for stage
-// 2; NaN or infinite outputs go straight to the exact engine.
-__global__ void er_k_decide(const void *out, const double *S, const double *P, const double *an, const double *bn,
+// [*Plo, *Phi] narrowed by what pb holds for element idx (A's row ra, B's column rb): P_hat's bracket, and the
+// integer bracket 2^-(s_a + s_b) [G_dn, G_up] (Lemma F4: exact, each product of scales and counts a power of two
+// times an integer below 2^31, far inside the doubles' range).
+__device__ static void er_pb_bracket(const er_fast_consts &c, const er_dev_pb &pb, int64_t idx, int64_t ra, int64_t rb,
+                                     double *Plo, double *Phi) {
+    if (pb.P) er_p_hat_bracket(c, pb.P[idx], Plo, Phi);
+    if (pb.gup) {
+        double sc = pb.sa[ra] * pb.sb[rb], lo = (double)pb.gdn[idx] * sc, hi = (double)pb.gup[idx] * sc;
+        if (lo > *Plo) *Plo = lo;
+        if (hi < *Phi) *Phi = hi;
+    }
+}
+
+// Stage 1: P between |S| and the norms' product, narrowed by P_hat or the integer bracket (pb). Undecided elements
+// become candidates for stage 2; NaN or infinite outputs go straight to the exact engine.
+__global__ void er_k_decide(const void *out, const double *S, er_dev_pb pb, const double *an, const double *bn,
                             const int64_t *ia,
                             const int64_t *ib, int64_t nbatch, int64_t M, int64_t N, er_fast_consts c, uint8_t *classes,
                             unsigned long long *counts, int64_t *cand, unsigned long long *ncand, int64_t *pending,
@@ -195,8 +228,9 @@ __global__ void er_k_decide(const void *out, const double *S, const double *P, c
         int cls = ER_PENDING;
         if (fabs(y) < INFINITY) {
             double Plo, Phi;
-            er_fast_stage1(&c, Sh, an[ia[bi] * M + i], bn[ib[bi] * N + j], &Plo, &Phi);
-            er_p_hat_bracket(c, P[idx], &Plo, &Phi);
+            int64_t ra = ia[bi] * M + i, rb = ib[bi] * N + j;
+            er_fast_stage1(&c, Sh, an[ra], bn[rb], &Plo, &Phi);
+            er_pb_bracket(c, pb, idx, ra, rb, &Plo, &Phi);
             double dlo, dhi;
             cls = er_decide(c, y, Sh, Plo, Phi, &dlo, &dhi);
             if (cls == ER_PENDING) cand[atomicAdd(ncand, 1ULL)] = idx;
@@ -231,6 +265,23 @@ __device__ static void er_two_sum_acc(double *hi, double *lo, double a, double b
     double s = *hi + a, bb = s - *hi, e = (*hi - (s - bb)) + (a - bb);
     *hi = s;
     *lo = *lo + b + e;
+}
+
+// The warp's bracket of P = sum |a_k b_k| over ar and bc (K values each): every exact product added rounded down
+// into *pl and up into *ph, in any order of the lanes; lane 0 holds the whole sums.
+__device__ static void er_warp_p(const double *ar, const double *bc, int64_t K, int lane, double *pl, double *ph) {
+    double l = 0, h = 0;
+    for (int64_t k = lane; k < K; k += 32) {
+        double p = fabs(ar[k] * bc[k]); // exact: two values of at most 24 bits
+        l = __dadd_rd(l, p);
+        h = __dadd_ru(h, p);
+    }
+    for (int off = 16; off; off >>= 1) {
+        l = __dadd_rd(l, __shfl_down_sync(0xffffffffu, l, off));
+        h = __dadd_ru(h, __shfl_down_sync(0xffffffffu, h, off));
+    }
+    *pl = l;
+    *ph = h;
 }
 
 // Stage 2, one warp per candidate: P bracketed by directed sums of the exact products |a_k b_k| (in any order, each
@@ -295,57 +346,111 @@ __global__ void er_k_abs(const double *x, int64_t n, double *y) {
         y[i] = fabs(x[i]);
 }
 
-// The sets of the decided elements (fast-path.md, The sets; On the GPU): with P from fl64(|A| |B|), each decided
-// element's set where the bracket decides it, its relative width into R (-1 where none counts) and the largest into
-// *maxrel (the bits of a non-negative double, which order as its values). Where the bracket does not decide the set,
-// R holds -2 - ub, ub an upper bound of the width (er_k_widest_idx decides whether the element may be the widest).
-__global__ void er_k_widest(const double *S, const double *P, int64_t n, er_fast_consts c, const uint8_t *classes,
-                            double *R, unsigned long long *maxrel) {
-    const double pg_lo = (1.0 - c.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * c.gK) * ER_FAST_UP;
-    unsigned long long best = 0;
+// The relative width of the set of the element whose P lies in [Plo, Phi] (fast-path.md, The sets; On the GPU), where
+// the bracket decides the set; else -2 - ub, ub an upper bound of the width (er_fast_rel_ub), and *lb a lower bound
+// of it (0 where none is known): the set's ends lie in [L1, L2] and [H1, H2], so hi - lo >= H1 - L2 and max(|lo|,
+// |hi|) <= D, the largest magnitude of the four, and rounding is monotone: fl(fl(H1 - L2) / D) <= er_set_rel(lo, hi).
+__device__ static double er_set_rel_of(const er_fast_consts &c, double Sh, double Plo, double Phi, double *lb) {
+    er_fast_bracket b;
+    *lb = 0;
+    if (!er_fast_bracket_of(&c, Sh, Plo, Phi, &b)) return -2 - INFINITY; // near overflow: the exact engine's
+    int f = c.out_fmt;
+    double r1 = f == 0 ? __double2float_rn(b.slo) : er_round_out(b.slo, f);
+    double r2 = f == 0 ? __double2float_rn(b.shi) : er_round_out(b.shi, f);
+    double l = er_edge_out(b.ulo, 1, f), h = er_edge_out(b.uhi, -1, f), lo, hi;
+    double lt = er_edge_out(b.tlo, 1, f), ht = er_edge_out(b.thi, -1, f);
+    if (er_fast_join(l == lt && h == ht, l, h, r1, r2, &lo, &hi)) {
+        double rel = er_set_rel(lo, hi);
+        *lb = rel > 0 ? rel : 0;
+        return rel;
+    }
+    // lo = min(edge, r) lies in [min(l, r1), min(l_t, r2)], hi in [max(h_t, r1), max(h, r2)]
+    double L1 = l < r1 ? l : r1, L2 = lt < r2 ? lt : r2, H1 = ht > r1 ? ht : r1, H2 = h > r2 ? h : r2;
+    double D = fmax(fmax(fabs(L1), fabs(L2)), fmax(fabs(H1), fabs(H2)));
+    if (H1 > L2 && D > 0 && D <= 1.7976931348623157e308) *lb = (H1 - L2) / D;
+    return -2 - er_fast_rel_ub(L1, L2, H1, H2);
+}
+
+// The sets of the decided elements: each one's relative width into R (-1 where none counts; -2 - ub where the
+// bracket does not decide it, er_set_rel_of), the largest decided width into w[0] and the largest lower bound of any
+// width into w[2] (the bits of non-negative doubles, which order as their values).
+__global__ void er_k_widest(const double *S, er_dev_pb pb, const int64_t *ia, const int64_t *ib, int64_t n, int64_t M,
+                            int64_t N, er_fast_consts c, const uint8_t *classes, double *R, unsigned long long *w) {
+    unsigned long long best = 0, blb = 0;
+    int64_t MN = M * N;
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
          idx += (int64_t)gridDim.x * blockDim.x) {
-        double rel = -1;
+        double rel = -1, lb = 0;
         int cls = classes[idx];
         if (cls == 0 || cls == 1 || cls == ER_FAST_OUT) { // an outside element's set may be the widest too
-            er_fast_bracket b;
-            rel = -2 - INFINITY; // a bracket near overflow: the exact engine's, whatever the widest
-            if (er_fast_bracket_of(&c, S[idx], P[idx] * pg_lo, P[idx] * pg_hi, &b)) {
-                double r1 = c.out_fmt == 0 ? __double2float_rn(b.slo) : er_round_out(b.slo, c.out_fmt);
-                double r2 = c.out_fmt == 0 ? __double2float_rn(b.shi) : er_round_out(b.shi, c.out_fmt);
-                double l = er_edge_out(b.ulo, 1, c.out_fmt), h = er_edge_out(b.uhi, -1, c.out_fmt), lo, hi;
-                int same = l == er_edge_out(b.tlo, 1, c.out_fmt) && h == er_edge_out(b.thi, -1, c.out_fmt);
-                if (er_fast_join(same, l, h, r1, r2, &lo, &hi)) {
-                    rel = er_set_rel(lo, hi);
-                } else {
-                    // lo = min(edge, r) lies in [min(l, r1), min(l_t, r2)], hi in [max(h_t, r1), max(h, r2)]
-                    double lt = er_edge_out(b.tlo, 1, c.out_fmt), ht = er_edge_out(b.thi, -1, c.out_fmt);
-                    rel = -2 - er_fast_rel_ub(l < r1 ? l : r1, lt < r2 ? lt : r2, ht > r1 ? ht : r1, h > r2 ? h : r2);
-                }
-            }
+            int64_t bi = idx / MN, ra = ia[bi] * M + (idx % MN) / N, rb = ib[bi] * N + idx % N;
+            double Plo = 0, Phi = INFINITY;
+            er_pb_bracket(c, pb, idx, ra, rb, &Plo, &Phi);
+            rel = er_set_rel_of(c, S[idx], Plo, Phi, &lb);
         }
         R[idx] = rel;
         if (rel >= 0 && (unsigned long long)__double_as_longlong(rel) > best)
             best = (unsigned long long)__double_as_longlong(rel);
+        if ((unsigned long long)__double_as_longlong(lb) > blb) blb = (unsigned long long)__double_as_longlong(lb);
     }
     for (int off = 16; off; off >>= 1) {
-        unsigned long long o = __shfl_down_sync(0xffffffffu, best, off);
+        unsigned long long o = __shfl_down_sync(0xffffffffu, best, off), o2 = __shfl_down_sync(0xffffffffu, blb, off);
         if (o > best) best = o;
+        if (o2 > blb) blb = o2;
     }
-    if ((threadIdx.x & 31) == 0 && best) atomicMax(maxrel, best);
+    if ((threadIdx.x & 31) == 0 && best) atomicMax(&w[0], best);
+    if ((threadIdx.x & 31) == 0 && blb) atomicMax(&w[2], blb);
 }
 
-// The first element whose R is the largest, into *widx (starting at ULLONG_MAX); a decided element whose set may be
-// as wide (er_fast_rel_ub) but is not decided becomes pending, for the exact engine.
-__global__ void er_k_widest_idx(const double *R, int64_t n, const unsigned long long *maxrel, unsigned long long *widx,
-                                uint8_t *classes, unsigned long long *counts, int64_t *pending,
-                                unsigned long long *npending) {
-    unsigned long long m = *maxrel;
+// The elements whose set the bracket did not decide and whose width may reach the largest lower bound (w[0], w[2]):
+// candidates (cand, their count in w[3]) for er_k_widest_refine. Any other element's width is below some decided
+// element's, so it is not the widest.
+__global__ void er_k_widest_cand(const double *R, int64_t n, const unsigned long long *w, int64_t *cand,
+                                 unsigned long long *ncand) {
+    unsigned long long t = w[0] > w[2] ? w[0] : w[2];
+    double T = __longlong_as_double((long long)t);
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        double r = R[idx];
+        if (r <= -2 && -2 - r >= T) cand[atomicAdd(ncand, 1ULL)] = idx;
+    }
+}
+
+// One warp per candidate: P bracketed by the directed sums of the exact |a_k b_k| (as stage 2), then its set again;
+// a set decided now counts for the largest width (w[0]).
+__global__ void er_k_widest_refine(const int64_t *cand, const unsigned long long *ncand, const double *S,
+                                   const double *A, const double *Bt, const double *an, const double *bn,
+                                   const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K,
+                                   er_fast_consts c, double *R, unsigned long long *w) {
+    int64_t nc = (int64_t)*ncand, MN = M * N;
+    int lane = threadIdx.x & 31;
+    for (int64_t wi = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; wi < nc;
+         wi += ((int64_t)gridDim.x * blockDim.x) / 32) {
+        int64_t idx = cand[wi], bi = idx / MN, ra = ia[bi] * M + (idx % MN) / N, rb = ib[bi] * N + idx % N;
+        double pl, ph;
+        er_warp_p(A + ra * K, Bt + rb * K, K, lane, &pl, &ph);
+        if (lane == 0) {
+            double Plo, Phi, lb;
+            er_fast_stage1(&c, S[idx], an[ra], bn[rb], &Plo, &Phi);
+            Plo = pl > Plo ? pl : Plo;
+            Phi = ph < Phi ? ph : Phi;
+            double rel = er_set_rel_of(c, S[idx], Plo, Phi, &lb);
+            if (rel > R[idx]) R[idx] = rel; // decided, or a narrower upper bound (-2 - ub)
+            if (rel >= 0) atomicMax(&w[0], (unsigned long long)__double_as_longlong(rel));
+        }
+    }
+}
+
+// The first element whose R is the largest decided width, into w[1] (starting at ULLONG_MAX); an element whose set
+// is not decided but may be as wide (er_fast_rel_ub) becomes pending, for the exact engine.
+__global__ void er_k_widest_idx(const double *R, int64_t n, unsigned long long *w, uint8_t *classes,
+                                unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
+    unsigned long long m = w[0];
     double best = __longlong_as_double((long long)m);
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
          idx += (int64_t)gridDim.x * blockDim.x) {
         double r = R[idx];
-        if (r >= 0 && (unsigned long long)__double_as_longlong(r) == m) atomicMin(widx, (unsigned long long)idx);
+        if (r >= 0 && (unsigned long long)__double_as_longlong(r) == m) atomicMin(&w[1], (unsigned long long)idx);
         if (r <= -2 && -2 - r >= best) {
             atomicAdd(&counts[classes[idx] == ER_FAST_OUT ? 4 : classes[idx]], ~0ULL); // minus one
             classes[idx] = ER_PENDING;
@@ -393,7 +498,10 @@ typedef int (*er_cublas_dgemm)(void *, int, int, int, int, int, const double *, 
 static pthread_mutex_t er_cublas_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *er_cublas_handle;
 static er_cublas_set_stream er_set_stream;
+typedef int (*er_cublas_gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *,
+                                 int, int, const void *, void *, int, int, int, int);
 static er_cublas_dgemm er_dgemm;
+static er_cublas_gemm_ex er_gemm_ex; // NULL where the library lacks it: P_hat's GEMM then
 static int er_cublas_state; // 0 not tried, 1 ready, -1 missing
 
 static int er_cublas_load(void) {
@@ -404,6 +512,7 @@ static int er_cublas_load(void) {
     er_cublas_create create = lib ? (er_cublas_create)dlsym(lib, "cublasCreate_v2") : NULL;
     er_set_stream = lib ? (er_cublas_set_stream)dlsym(lib, "cublasSetStream_v2") : NULL;
     er_dgemm = lib ? (er_cublas_dgemm)dlsym(lib, "cublasDgemm_v2") : NULL;
+    er_gemm_ex = lib ? (er_cublas_gemm_ex)dlsym(lib, "cublasGemmEx") : NULL;
     er_cublas_state = create && er_set_stream && er_dgemm && create(&er_cublas_handle) == 0 ? 1 : -1;
     return er_cublas_state;
 }
@@ -430,26 +539,34 @@ int er__devmm_transpose(const double *B, int64_t batches, int64_t K, int64_t N, 
 }
 
 int er__devmm_norms(const double *A, int64_t arows, const double *Bt, int64_t brows, int64_t K, double *an, double *bn,
-                    void *stream) {
-    if (arows) er_k_row_norms<<<(unsigned)((arows * 32 + 255) / 256), 256, 0, (cudaStream_t)stream>>>(A, arows, K, an);
-    if (brows) er_k_row_norms<<<(unsigned)((brows * 32 + 255) / 256), 256, 0, (cudaStream_t)stream>>>(Bt, brows, K, bn);
+                    double *pa, double *pb, void *stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (arows) er_k_row_norms<<<(unsigned)((arows * 32 + 255) / 256), 256, 0, s>>>(A, arows, K, an, pa);
+    if (brows) er_k_row_norms<<<(unsigned)((brows * 32 + 255) / 256), 256, 0, s>>>(Bt, brows, K, bn, pb);
     return (int)cudaGetLastError();
 }
 
-int er__devmm_decide(const void *out, const double *S, const double *P, const double *A, const double *Bt,
+int er__devmm_quant8(const double *x, int64_t n, int64_t K, const double *ps, int8_t *up, int8_t *dn, void *stream) {
+    if (n) er_k_quant8<<<er_grid(n, 256), 256, 0, (cudaStream_t)stream>>>(x, n, K, ps, up, dn);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const double *A, const double *Bt,
                      const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
                      int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
-                     int64_t *cand, int64_t *pending, float *Dh, void *stream) {
+                     int64_t *cand, int64_t *pending, float *Dh, int stages, void *stream) {
     int64_t n = nbatch * M * N;
     if (n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, P, an, bn, ia, ib, nbatch, M, N, c, classes, counts, cand,
-                                                counts + 2, pending, counts + 3, Dh);
+    if (stages & 1)
+        er_k_decide<<<er_grid(n, 256), 256, 0, s>>>(out, S, pb, an, bn, ia, ib, nbatch, M, N, c, classes, counts,
+                                                    cand, counts + 2, pending, counts + 3, Dh);
     // Lemma F2: |fl(hi + lo) - S| <= (u (1 + 2^-40) + 4 m^2 u^2) P, u = 2^-53, m = K + 32 TwoSums at most (a lane's
     // K / 32 and the 31 of the lanes' reduction, with room), inflated as the decision's constants
     double m = (double)K + 32.0, gK2 = (0x1p-53 * (1.0 + 0x1p-40) + 4.0 * m * m * 0x1p-106) * ER_FAST_UP;
-    er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts,
-                                     pending, counts + 3, gK2, Dh);
+    if (stages & 2)
+        er_k_stage2<<<4096, 256, 0, s>>>(cand, counts + 2, out, S, A, Bt, an, bn, ia, ib, M, N, K, c, classes, counts,
+                                         pending, counts + 3, gK2, Dh);
     return (int)cudaGetLastError();
 }
 
@@ -463,13 +580,17 @@ int er__devmm_abs(const double *x, int64_t n, double *y, void *stream) {
     return (int)cudaGetLastError();
 }
 
-int er__devmm_widest(const double *S, const double *P, int64_t n, er_fast_consts c, uint8_t *classes,
-                     unsigned long long *counts, int64_t *pending, double *R, unsigned long long *w, const float *Dh,
-                     void *stream) {
+int er__devmm_widest(const double *S, er_dev_pb pb, const double *A, const double *Bt, const double *an,
+                     const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N,
+                     int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts, int64_t *pending,
+                     double *R, int64_t *cand, unsigned long long *w, const float *Dh, void *stream) {
+    int64_t n = nbatch * M * N;
     if (n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    er_k_widest<<<er_grid(n, 256), 256, 0, s>>>(S, P, n, c, classes, R, w);
-    er_k_widest_idx<<<er_grid(n, 256), 256, 0, s>>>(R, n, w, w + 1, classes, counts, pending, counts + 3);
+    er_k_widest<<<er_grid(n, 256), 256, 0, s>>>(S, pb, ia, ib, n, M, N, c, classes, R, w);
+    er_k_widest_cand<<<er_grid(n, 256), 256, 0, s>>>(R, n, w, cand, w + 3);
+    er_k_widest_refine<<<1024, 256, 0, s>>>(cand, w + 3, S, A, Bt, an, bn, ia, ib, M, N, K, c, R, w);
+    er_k_widest_idx<<<er_grid(n, 256), 256, 0, s>>>(R, n, w, classes, counts, pending, counts + 3);
     er_k_out_select<<<er_grid(n, 256), 256, 0, s>>>(Dh, n, classes, counts, pending, counts + 3);
     return (int)cudaGetLastError();
 }
@@ -494,6 +615,23 @@ int er__devmm_dgemm(const double *A, const double *B, double *S, const int64_t *
         if (er_dgemm(er_cublas_handle, 0, 0, (int)N, (int)M, (int)K, &one, B + ib_host[bi] * K * N, (int)N,
                      A + ia_host[bi] * M * K, (int)K, &zero, S + bi * M * N, (int)N) != 0)
             st = -2;
+    pthread_mutex_unlock(&er_cublas_lock);
+    return st;
+}
+
+int er__devmm_igemm(const int8_t *A8, const int8_t *Bt8, int32_t *G, const int64_t *ia_host, const int64_t *ib_host,
+                    int64_t nbatch, int64_t M, int64_t N, int64_t K, void *stream) {
+    pthread_mutex_lock(&er_cublas_lock);
+    int st = er_cublas_load() == 1 ? 0 : -1;
+    if (st == 0 && !er_gemm_ex) st = -3;
+    if (st == 0 && er_set_stream(er_cublas_handle, (cudaStream_t)stream) != 0) st = -2;
+    const int32_t one = 1, zero = 0;
+    // row-major G = A8 Bt8^T is column-major G^T = Bt8 (as K x N, transposed) times A8 (as K x M): "TN", K
+    // contiguous in both; CUDA_R_8I = 3, CUDA_R_32I = 10, CUBLAS_COMPUTE_32I = 72, CUBLAS_GEMM_DEFAULT = -1
+    for (int64_t bi = 0; st == 0 && bi < nbatch; bi++)
+        if (er_gemm_ex(er_cublas_handle, 1, 0, (int)N, (int)M, (int)K, &one, Bt8 + ib_host[bi] * N * K, 3, (int)K,
+                       A8 + ia_host[bi] * M * K, 3, (int)K, &zero, G + bi * M * N, 10, (int)N, 72, -1) != 0)
+            st = -3;
     pthread_mutex_unlock(&er_cublas_lock);
     return st;
 }
