@@ -367,6 +367,23 @@ END_TEST
 /* Inputs the fuzzer found (docs/reliability.md): an accumulator whose set holds 0 and both infinities (values near
  * fp32's largest, which overflow in some orders) makes five corners for q's set; a block size near INT64_MAX gives one
  * block a row, not a count that wrapped to zero groups (and an all-zero q, which passed). */
+/* One row of a GEMM epilogue quantised per row to e4m3fn: A (1 x k) and B (k x 2) of format f, the matmul and its
+ * quantisation, and the views of the kernel's q (2 values), amax and scale. */
+typedef struct row_q { er_tensor tA, tB, tq, ta, ts; er_ref *mm, *ref; } row_q;
+static void row_q_make(row_q *r, er_format f, int64_t k, void *a, void *b, uint8_t *qq, float *am, float *sc) {
+    er_tensor_view(&r->tA, f, 2, (int64_t[]){1, k}, NULL, a);
+    er_tensor_view(&r->tB, f, 2, (int64_t[]){k, 2}, NULL, b);
+    er_tensor_view(&r->tq, ER_FP8_E4M3FN, 2, (int64_t[]){1, 2}, NULL, qq);
+    er_tensor_view(&r->ta, ER_FP32, 1, (int64_t[]){1}, NULL, am);
+    er_tensor_view(&r->ts, ER_FP32, 1, (int64_t[]){1}, NULL, sc);
+    ck_assert_int_eq(er_matmul(&r->mm, &r->tA, &r->tB), ER_OK);
+    ck_assert_int_eq(er_quantize_ref(&r->ref, r->mm, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+}
+static void row_q_free(row_q *r) {
+    er_ref_free(r->ref);
+    er_ref_free(r->mm);
+}
+
 /* A GEMM epilogue whose q comes from another order of the sum than its amax (a kernel that recomputes the
  * accumulator): 2^25 + 3 - 2^25 in fp32 gives 3 or 4, so amax 3 and x 4 are both the standard's, and 4 (448 / 3)
  * = 597 overflows e4m3fn. Each conversion's rule is in q's set: NaN (a cast without saturation) and 448
@@ -375,15 +392,8 @@ START_TEST(overflowing_q_takes_each_rule) {
     _Float16 a[3] = {2048, 1, -2048}, b[6] = {16384, 0, 3, 1, 16384, 0};
     float am = 3, sc = (float)(448.0 / 3.0);
     uint8_t qq[2];
-    er_tensor tA, tB, tq, ta, ts;
-    er_tensor_view(&tA, ER_FP16, 2, (int64_t[]){1, 3}, NULL, a);
-    er_tensor_view(&tB, ER_FP16, 2, (int64_t[]){3, 2}, NULL, b);
-    er_tensor_view(&tq, ER_FP8_E4M3FN, 2, (int64_t[]){1, 2}, NULL, qq);
-    er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){1}, NULL, &am);
-    er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){1}, NULL, &sc);
-    er_ref *mm, *ref;
-    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
-    ck_assert_int_eq(er_quantize_ref(&ref, mm, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+    row_q r;
+    row_q_make(&r, ER_FP16, 3, a, b, qq, &am, &sc);
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", "compute=fp32"), ER_OK);
     for (int sat = 0; sat < 2; sat++) {
@@ -391,14 +401,13 @@ START_TEST(overflowing_q_takes_each_rule) {
         uint64_t bits;
         er_encode(&bits, ER_FP8_E4M3FN, 1.0 * sc, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
         qq[1] = (uint8_t)bits;
-        const er_tensor *outs[3] = {&tq, &ta, &ts};
+        const er_tensor *outs[3] = {&r.tq, &r.ta, &r.ts};
         er_report reps[3];
-        ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+        ck_assert_int_eq(er_covers_outputs(reps, r.ref, outs, 3, &std), ER_OK);
         for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "%s: output %d", sat ? "448" : "NaN", k);
         clear3(reps);
     }
-    er_ref_free(ref);
-    er_ref_free(mm);
+    row_q_free(&r);
 }
 END_TEST
 
@@ -418,26 +427,18 @@ START_TEST(quotient_a_hair_below_a_midpoint_is_exact) {
     qq[0] = (uint8_t)bits;
     er_encode(&bits, ER_FP8_E4M3FN, 36.0, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
     qq[1] = (uint8_t)bits;
-    er_tensor tA, tB, tq, ta, ts;
-    er_tensor_view(&tA, ER_FP32, 2, (int64_t[]){1, 6}, NULL, a);
-    er_tensor_view(&tB, ER_FP32, 2, (int64_t[]){6, 2}, NULL, b);
-    er_tensor_view(&tq, ER_FP8_E4M3FN, 2, (int64_t[]){1, 2}, NULL, qq);
-    er_tensor_view(&ta, ER_FP32, 1, (int64_t[]){1}, NULL, &am);
-    er_tensor_view(&ts, ER_FP32, 1, (int64_t[]){1}, NULL, &sc);
-    er_ref *mm, *ref;
-    ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
-    ck_assert_int_eq(er_quantize_ref(&ref, mm, ER_FP8_E4M3FN, ER_GRAN_ROW, 0, ER_RECIPE_AMAX), ER_OK);
+    row_q r;
+    row_q_make(&r, ER_FP32, 6, a, b, qq, &am, &sc);
     er_standard std;
     ck_assert_int_eq(er_standard_parse(&std, "any_order", "compute=fp32"), ER_OK);
-    const er_tensor *outs[3] = {&tq, &ta, &ts};
+    const er_tensor *outs[3] = {&r.tq, &r.ta, &r.ts};
     er_report reps[3];
-    ck_assert_int_eq(er_covers_outputs(reps, ref, outs, 3, &std), ER_OK);
+    ck_assert_int_eq(er_covers_outputs(reps, r.ref, outs, 3, &std), ER_OK);
     for (int k = 0; k < 3; k++) ER_REQUIRE_PASS(&reps[k], "output %d", k);
     ER_REQUIRE(er_report_count(&reps[0], ER_CLASS_EXACT) == 2, "q = 36 exact: %lld of 2 exact",
                (long long)er_report_count(&reps[0], ER_CLASS_EXACT));
     clear3(reps);
-    er_ref_free(ref);
-    er_ref_free(mm);
+    row_q_free(&r);
 }
 END_TEST
 
