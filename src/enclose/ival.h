@@ -12,6 +12,7 @@
 #include <math.h>
 #include "core/internal.h"
 #include "core/expdd.h"
+#include "core/tanhser.h"
 #include "enclose/compsum.h"
 
 /* The double just above / below a result rounded to nearest: an upper / lower bound of its exact value. */
@@ -186,24 +187,9 @@ static inline int er__tanh_bounds(double s, double elo, double ehi, double *lo, 
     return s >= 0.25;
 }
 
-/* tanh(s) for 2^-900 <= |s| < 1/4, or s = 0 (Lemma D9): s P(s^2), P tanh's odd Taylor series through s^21 over s
- * (coefficients rounded to nearest, Horner's rule), within 2^-48.5 of its value, moved outward by 2^-46 of itself. */
-static inline void er__tanh_small_bounds(double s, double *lo, double *hi) {
-    double z = s * s, p = 0x1.967e18afcafadp-14;
-    p = p * z - 0x1.f57d7734d1664p-13;
-    p = p * z + 0x1.3558248036744p-11;
-    p = p * z - 0x1.7da36452b75e3p-10;
-    p = p * z + 0x1.d6d3d0e157de0p-9;
-    p = p * z - 0x1.226e355e6c23dp-7;
-    p = p * z + 0x1.664f4882c10fap-6;
-    p = p * z - 0x1.ba1ba1ba1ba1cp-5;
-    p = p * z + 0x1.1111111111111p-3;
-    p = p * z - 0x1.5555555555555p-2;
-    p = p * z + 1.0;
-    double r = s * p, m = fabs(r) * 0x1p-46;
-    *lo = r - m;
-    *hi = r + m;
-}
+/* tanh(s) for 2^-900 <= |s| < 1/4, or s = 0 (Lemma D9): core/tanhser.h's series, within 2^-48.5 of its value, moved
+ * outward by 2^-46 of itself. */
+static inline void er__tanh_small_bounds(double s, double *lo, double *hi) { er_tanh_series_bounds(s, lo, hi); }
 
 /* tanh(x) for a double x, from bounds [elo, ehi] of exp(2 |x|) where |x| >= 1/4 (Lemma D6 (a)), from Lemma D9's
  * where |x| < 1/4: 1 where the bounds hold (x = 0 or |x| >= 2^-900), 0 otherwise (NaN included). Without a
