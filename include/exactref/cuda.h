@@ -28,7 +28,8 @@ ER_API er_status er_tensor_from_device(er_tensor *view, void **host, er_format f
                                        const int64_t *strides, const void *device_ptr, void *stream);
 ER_API void er_host_free(void *host);
 /* Clears *rep (er_report_clear) and marks it so that the next row op's device call into it (er_softmax_covers_device,
- * er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device) leaves the report's classes in
+ * er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device; er_covers_device of a chain
+ * whose epilogue pass runs on the GPU) leaves the report's classes in
  * device memory the report owns, where the GPU wrote them, instead of copying n bytes to the host: rep->classes is
  * then NULL and er_report_fetch_classes copies them when they are wanted. The counts, the first failing elements, the
  * worst and widest elements, the text and the JSON are the report's as ever. A call that takes another path (host
@@ -39,7 +40,10 @@ ER_API er_status er_report_keep_on_device(er_report *rep);
  * er_report_classes returns), and frees their device memory; ER_OK and nothing done where they are in host memory
  * already or the report has none. A CUDA error is ER_ERR_DEVICE and leaves the report as it was. */
 ER_API er_status er_report_fetch_classes(er_report *rep);
-/* er_covers on an output in device memory: `out` describes it with a device pointer as data. */
+/* er_covers on an output in device memory: `out` describes it with a device pointer as data. A chain whose elements
+ * the epilogue pass decides (a GEMM epilogue over er_matmul or er_matmul_device, elementwise stages over a tensor;
+ * docs/reference/cuda.md) is decided on the GPU where the output lies, the elements it leaves on the host; anything
+ * else is checked on a host copy. The report is the one er_covers gives on a host copy. */
 ER_API er_status er_covers_device(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std,
                                   void *stream);
 /* The reference of the matmul A B (er_matmul's) for operands in device memory (their views' data are device

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include "cuda/devbufs.h"
 #include "cuda/devrows.h"
+#include "cuda/devchain.h"
 #endif
 
 int er_cuda_available(void) {
@@ -75,6 +76,11 @@ static er_status er_covers_device_run(er_report *rep, const er_ref *ref, const e
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(out, "out");
+#ifdef ER_HAVE_CUDA
+    int taken; /* a chain's epilogue pass on the GPU */
+    er_status dst = er__dev_chain_covers(rep, ref, out, std, stream, &taken);
+    if (taken) return dst;
+#endif
     er_tensor v;
     void *h;
     ER_RETURN_IF_ERROR(

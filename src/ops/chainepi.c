@@ -17,12 +17,12 @@ static int er_epi_is_fn(er_stage_kind k) {
            k == ER_STAGE_GELU_TANH;
 }
 
-int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk,
-                 const er_op_module *const *mods, void *const *curs) {
+int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_tensor *out,
+                 const er_fmt_info *O, const er_op_module *const *mods, void *const *curs) {
     const char *env = getenv("EXACTREF_BATCH");
     if ((env && env[0] == '0') || std->fast_math == 1 || ns > 12) return 0;
-    er_format of = sk->out->format;
-    if ((of != ER_FP32 && of != ER_FP16 && of != ER_BF16) || sk->O != er__fmt(of) || !er__row_major(sk->out)) return 0;
+    er_format of = out->format;
+    if ((of != ER_FP32 && of != ER_FP16 && of != ER_BF16) || O != er__fmt(of) || !er__row_major(out)) return 0;
     int fns = 0;
     memset(p, 0, sizeof *p);
     p->fn = -1;
@@ -52,11 +52,19 @@ int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, 
     }
     p->st = st;
     p->ns = ns;
-    p->o = er_vec_fmt_of(sk->O);
-    p->out = sk->out;
+    p->o = er_vec_fmt_of(O);
+    p->out = out;
     p->simd = er__simd();
     er__exp_init();
     return 1;
+}
+
+void er__epi_exp_tables(double tlo[64], double thi[64], double *lh, double *ll) {
+    er__exp_init();
+    memcpy(tlo, er__exp_tlo, sizeof(double) * 64);
+    memcpy(thi, er__exp_thi, sizeof(double) * 64);
+    *lh = er__exp_lh;
+    *ll = er__exp_ll;
 }
 
 /* Bounds below and above the exact value of an operation that rounded to nearest to a finite x: x moved outward by

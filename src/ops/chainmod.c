@@ -790,6 +790,7 @@ typedef struct er_chain_fast_job {
     int epi;               /* the epilogue pass (chainepi.c) applies, its plan and arrays */
     er_epi plan;
     er_epi_scratch *scr;
+    const er_epi_pre *pre; /* the pass's classes from the GPU (er_covers_device), else NULL */
     /* the outputs the witnesses leave open and found outside their whole sets (er_chain_outside), marked
      * ER_FAST_OUT; the widest of those sets (its width, element and set); whether the last element tried was one (the
      * next is then tried that way first) */
@@ -1120,9 +1121,10 @@ static void *er_chain_fast_run(void *arg) {
         int64_t end = begin + ER_VEC_CHUNK < n ? begin + ER_VEC_CHUNK : n;
         er__progress_step(end - begin);
         uint8_t dec[ER_VEC_CHUNK];
-        int batch = j->vec || j->epi;
+        int batch = j->vec || j->epi || j->pre;
         if (batch) {
-            if (j->vec) er_chain_vec_decide(j, begin, end, dec);
+            if (j->pre) memcpy(dec, j->pre->dec + begin, (size_t)(end - begin));
+            else if (j->vec) er_chain_vec_decide(j, begin, end, dec);
             else er__epi_decide(&j->plan, j->mod[0], j->cur[0], begin, end, j->scr, dec, &wrel, &widx);
             int64_t m = end - begin, c1 = 0, open = 0; /* decided elements are exact (0) or covered (1) */
             for (int64_t i = 0; i < m; i++) {
@@ -1212,17 +1214,17 @@ static void *er_chain_fast_rest(void *arg) {
 /* The stage the batch pass decides (er_chain_vec_decide), with its input tensor in *x: a chain of one exp, tanh,
  * sigmoid, silu or relu stage (exp's not under math=triton) on a tensor of fp32, fp16 or bf16, compute fp32, the
  * output fp32, fp16 or bf16, both row-major; 0 where not, or where EXACTREF_BATCH=0 turns the pass off. */
-static er_stage_kind er_chain_vec_kind(const er_ref *ref, const er_standard *std, const er_sink *sk,
-                                       const er_tensor **x) {
+static er_stage_kind er_chain_vec_kind(const er_ref *ref, const er_standard *std, const er_tensor *out,
+                                       const er_fmt_info *O, const er_tensor **x) {
     const er_chain_state *c = er__chain(ref);
     const char *env = getenv("EXACTREF_BATCH");
     if ((env && env[0] == '0') || c->nstages != 1 || c->stages[0].ref || std->fast_math != 0) return 0;
     er_stage_kind k = c->stages[0].kind;
     if (k != ER_STAGE_EXP && k != ER_STAGE_TANH && k != ER_STAGE_SIGMOID && k != ER_STAGE_SILU && k != ER_STAGE_RELU)
         return 0;
-    er_format of = sk->out->format;
+    er_format of = out->format;
     if (er__module_of(c->base) != &er__tensor_module || (of != ER_FP32 && of != ER_FP16 && of != ER_BF16) ||
-        sk->O != er__fmt(of) || !er__row_major(sk->out))
+        O != er__fmt(of) || !er__row_major(out))
         return 0;
     const er_tensor *v;
     const char *name;
@@ -1249,7 +1251,8 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
     int64_t next = 0;
     int ok = 1;
     const er_tensor *vx = NULL;
-    er_stage_kind vec = er_chain_vec_kind(ref, std, sk0, &vx);
+    er_stage_kind vec = er_chain_vec_kind(ref, std, sk0->out, sk0->O, &vx);
+    const er_epi_pre *pre = er__sinks_arg(sks); /* the GPU's pass (er_covers_device), else NULL */
     if (vec && vec != ER_STAGE_RELU) er__exp_init();
     int simd = er__simd();
     for (int t = 0; t < nt; t++) {
@@ -1262,6 +1265,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         j->vec = vec;
         j->vec_ulps = vec ? (er__chain(ref)->stages[0].scalar > 0 ? er__chain(ref)->stages[0].scalar : 2.0) : 0;
         j->vxt = vx;
+        j->pre = pre;
         j->simd = simd;
         j->ref = ref;
         j->std = std;
@@ -1280,9 +1284,9 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
             j->cur[i + 1] = m->cursor_open ? m->cursor_open(o, &bs, j->E) : NULL;
             ok &= j->cur[i + 1] != NULL;
         }
-        if (ok && !vec &&
-            er__epi_plan(&j->plan, er__chain(ref)->stages, er__chain(ref)->nstages, std, er__sinks_at(sks, t, 0),
-                         j->mod, j->cur)) {
+        if (ok && !vec && !pre &&
+            er__epi_plan(&j->plan, er__chain(ref)->stages, er__chain(ref)->nstages, std, j->sk->out, j->sk->O, j->mod,
+                         j->cur)) {
             j->scr = malloc(sizeof *j->scr);
             if (j->scr) j->scr->runs = j->scr->both = 0;
             j->epi = j->scr != NULL; /* without the memory, the per-element decision alone */
@@ -1295,6 +1299,10 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
             if (jobs[t].st == ER_ERR_CANCELLED) st = ER_ERR_CANCELLED; /* the classes are not all written */
         int64_t widx = -1;
         double wrel = -1;
+        if (pre) { /* the widest hull the GPU's pass decided */
+            wrel = pre->wrel;
+            widx = pre->widx;
+        }
         er_outs *outs[ER_MAX_THREADS];
         for (int t = 0; t < nt; t++) {
             er__sink_count(jobs[t].sk, ER_CLASS_EXACT, jobs[t].counts[0]);
@@ -1335,6 +1343,29 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
         free(jobs[t].scr);
     }
     return st;
+}
+
+int er__chain_epi_of(const er_ref *ref, const er_standard *std, const er_tensor *out, er_epi *p,
+                     const er_ref **base) {
+    const char *env = getenv("EXACTREF_FAST");
+    if (er__module_of(ref) != &er__chain_module || (env && env[0] == '0') || std->compute != ER_FP32 ||
+        std->fast_math == 1)
+        return 0;
+    const er_chain_state *c = er__chain(ref);
+    const er_tensor *vx;
+    for (int i = 0; i < c->nstages; i++)
+        if (c->stages[i].ref) return 0;
+    if (er_chain_vec_kind(ref, std, out, er__fmt(out->format), &vx)) return 0;
+    er_standard bs = *std; /* the cursor the fast decision opens (er_chain_covers_fast) */
+    bs.fast_math = 0;
+    const er_op_module *mods[13] = {er__module_of(c->base)};
+    void *curs[13] = {NULL};
+    void *cur = mods[0]->cursor_open ? mods[0]->cursor_open(c->base, &bs, er__fmt(ER_FP32)) : NULL;
+    if (!cur) return 0;
+    mods[0]->cursor_close(cur);
+    if (!er__epi_plan(p, c->stages, c->nstages, std, out, er__fmt(out->format), mods, curs)) return 0;
+    *base = c->base;
+    return 1;
 }
 
 static er_status er_chain_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {

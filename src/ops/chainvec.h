@@ -63,16 +63,29 @@ typedef struct er_epi_scratch {
     int both;                 /* whether its next chunk starts on both witnesses (er__epi_decide; 0 at first) */
 } er_epi_scratch;
 
-/* 1 where the epilogue pass applies to a chain of these stages under std with output sink sk's (its plan in *p),
+/* 1 where the epilogue pass applies to a chain of these stages under std with output out of format O (its plan in *p),
  * else 0 (and where EXACTREF_BATCH=0 turns it off). mods[i + 1] and curs[i + 1]: stage i's reference operand's module
  * and cursor (the pass takes that operand's values through it). */
-ER_INTERNAL int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_sink *sk,
-                             const er_op_module *const *mods, void *const *curs);
+ER_INTERNAL int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, const er_tensor *out,
+                             const er_fmt_info *O, const er_op_module *const *mods, void *const *curs);
 /* The class of each element of [begin, end) (end - begin <= ER_VEC_CHUNK) where the pass decides it, else
  * ER_VEC_OPEN, into dec; the base's single sets from its module's cursor. The decided element whose witnesses' hull
  * is widest (er_set_rel; the least index among equals) replaces *widx where wider than *wrel (or as wide and before
  * it), as the per-element decision's does. */
 ER_INTERNAL void er__epi_decide(const er_epi *p, const er_op_module *mod, void *cur, int64_t begin, int64_t end,
                                 er_epi_scratch *s, uint8_t *dec, double *wrel, int64_t *widx);
+
+/* Theorem D1's tables (er__exp_bounds, enclose/ival.h), set up first, for a copy on the GPU. */
+ER_INTERNAL void er__epi_exp_tables(double tlo[64], double thi[64], double *lh, double *ll);
+
+/* What the epilogue pass on the GPU decided (er_covers_device, src/cuda/devchain.c), handed to the chain's covers as
+ * er__covers_module's argument: every element's class (ER_CLASS_EXACT, ER_CLASS_COVERED, or ER_VEC_OPEN for the
+ * per-element decision), and the widest hull among those decided (wrel, widx; -1 for none) as er__epi_decide's. */
+typedef struct er_epi_pre { const uint8_t *dec; double wrel; int64_t widx; } er_epi_pre;
+/* Whether er_covers of chain ref on an output of out's layout under std decides its elements by the epilogue pass
+ * on every thread (each condition of the chain's fast decision and er__epi_plan, no stage with a reference operand,
+ * and not the one-stage batch pass): its plan into *p and the chain's base into *base; 0 otherwise. */
+ER_INTERNAL int er__chain_epi_of(const er_ref *ref, const er_standard *std, const er_tensor *out, er_epi *p,
+                                 const er_ref **base);
 
 #endif

@@ -1523,6 +1523,147 @@ START_TEST(h200_attention_captures_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* Outputs of a chain (nc elements, format fo, into C): its correctly rounded result moved by 0 to 4 ulps (half of
+ * them), else gen_outputs_near's spread out to 2^20 ulps. */
+static void gen_chain_outputs(const er_ref *ch, er_format fo, int64_t nc, void *C) {
+    int nd;
+    int64_t shape[ER_MAX_DIMS], coord[ER_MAX_DIMS];
+    gen_outputs_near(ch, fo, nc, 0, C);
+    ck_assert_int_eq(er_ref_shape(ch, &nd, shape), ER_OK);
+    for (int64_t e = 0; e < nc; e++) {
+        if (er_rand64() % 2) continue;
+        int64_t rem = e;
+        for (int d = nd - 1; d >= 0; d--) { coord[d] = rem % shape[d]; rem /= shape[d]; }
+        double r;
+        ck_assert_int_eq(er_ref_exact(ch, coord, fo, NULL, &r), ER_OK);
+        if (isfinite(r)) r += (double)((int)(er_rand64() % 9) - 4) * er_format_ulp(fo, r);
+        er_round_double(&r, fo, r, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        er_store(C, fo, e, r);
+    }
+}
+
+/* er_covers_device of a chain (a GEMM epilogue over er_matmul's or er_matmul_device's reference, or elementwise
+ * stages over a tensor) against er_covers on a host copy of the output: every stage list the epilogue pass takes
+ * (adds and muls of numbers, bias rows and whole tensors of fp32, fp16, bf16 and fp64, relu, casts, and each of exp,
+ * tanh, sigmoid, silu and gelu's tanh form, with 1 or 2 ulps, under math=triton too), fp32, fp16 and bf16 outputs
+ * 0 to 4 ulps and out to 2^20 ulps from the correctly rounded result: the same report, field for field and in its
+ * JSON, with the classes kept on the device (the pass ran there), and a chain it does not take (a stage's operand
+ * another reference) kept nowhere. */
+START_TEST(chain_epilogue_on_the_gpu_equals_the_host) {
+    er_test_reseed(741);
+    long trials = (long)(28 * er_test_multiplier()), kept0 = kept_reports, elems = 0, declined = 0;
+    static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32, ER_FP8_E4M3FN}, outs[] = {ER_FP32, ER_FP16, ER_BF16},
+                          ops[] = {ER_FP32, ER_FP16, ER_BF16, ER_FP64};
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = ins[er_rand64() % 4], fo = outs[er_rand64() % 3], fb = ops[er_rand64() % 4];
+        int fam = (int)(er_rand64() % 3), batched = tr % 4 == 1, tens = tr % 5 == 3, on_dev = tr % 3 == 0;
+        /* (at least 2^18 products: the matmul's fast path) */
+        int M = (int)er_rand_int(batched ? 32 : 48, batched ? 48 : 80), N = (int)er_rand_int(batched ? 32 : 48, batched ? 48 : 80);
+        int K = (int)er_rand_int(128, 192), GA = batched ? 2 : 1, GB = batched ? 2 : 1;
+        int64_t na = (int64_t)GA * M * K, nb = (int64_t)GB * K * N, nc = (int64_t)GA * GB * M * N;
+        double *a = malloc(sizeof(double) * (size_t)na), *b = malloc(sizeof(double) * (size_t)nb);
+        uint64_t *A = malloc(8 * (size_t)na), *B = malloc(8 * (size_t)nb), *C = malloc(8 * (size_t)nc),
+                 *Y = malloc(8 * (size_t)nc), *bias = malloc(8 * (size_t)N), *res = malloc(8 * (size_t)nc);
+        gen_batched(fam, fx, GA, GB, M, K, N, a, b);
+        for (int64_t i = 0; i < na; i++) er_store(A, fx, i, a[i]);
+        for (int64_t i = 0; i < nb; i++) er_store(B, fx, i, b[i]);
+        for (int j = 0; j < N; j++) er_store(bias, fb, j, (double)((int64_t)(er_rand64() % 4001) - 2000) / 1024);
+        for (int64_t i = 0; i < nc; i++) er_store(res, fb, i, (double)((int64_t)(er_rand64() % 4001) - 2000) / 512);
+        er_tensor tA, tB, tC, tY, tbias, tres;
+        view_batched(&tA, &tB, &tC, fx, fo, batched, GA, GB, M, K, N, A, B, C);
+        int nd = batched ? 4 : 2;
+        int64_t bshape[4] = {GA, GB, M, N}, bstr[4] = {0, 0, 0, 1};
+        er_tensor_view(&tbias, fb, nd, batched ? bshape : bshape + 2, batched ? bstr : bstr + 2, bias);
+        er_tensor_view(&tres, fb, nd, batched ? bshape : bshape + 2, NULL, res);
+        er_ref *base, *other = NULL;
+        if (tens) { /* elementwise stages over a tensor: the matmul's output values as the tensor */
+            er_ref *mm;
+            ck_assert_int_eq(er_matmul(&mm, &tA, &tB), ER_OK);
+            gen_outputs_near(mm, ER_FP32, nc, 0, C);
+            er_ref_free(mm);
+            tC.format = ER_FP32;
+            ck_assert_int_eq(er_tensor_ref(&base, &tC), ER_OK);
+        } else if (on_dev) {
+            int bx = er_format_storage_bits(fx) / 8;
+            void *dA = to_device(A, (size_t)(na * bx)), *dB = to_device(B, (size_t)(nb * bx));
+            er_tensor vA = tA, vB = tB;
+            vA.data = dA;
+            vB.data = dB;
+            ER_REQUIRE(er_matmul_device(&base, &vA, &vB, NULL) == ER_OK, "er_matmul_device: %s", er_last_error());
+            cudaFree(dA);
+            cudaFree(dB);
+        } else {
+            ck_assert_int_eq(er_matmul(&base, &tA, &tB), ER_OK);
+        }
+        int form = (int)(er_rand64() % 10), ulps = 1 + (int)(er_rand64() % 2), nst = 0;
+        double scale = tens ? 1.0 : 4.0 / sqrt((double)K); /* pre-activations of a few units */
+        er_stage st[4];
+        memset(st, 0, sizeof st);
+#define STAGE(k, t, x, f) (st[nst++] = (er_stage){(k), (t), (x), (f), NULL})
+        if (form != 9) STAGE(ER_STAGE_MUL, NULL, scale, ER_FP32);
+        switch (form) {
+        case 0: STAGE(ER_STAGE_ADD, &tbias, 0, ER_FP32); STAGE(ER_STAGE_GELU_TANH, NULL, ulps, ER_FP32); break;
+        case 1: STAGE(ER_STAGE_ADD, &tbias, 0, ER_FP32); STAGE(ER_STAGE_SILU, NULL, ulps, ER_FP32); break;
+        case 2: STAGE(ER_STAGE_SIGMOID, NULL, ulps, ER_FP32); STAGE(ER_STAGE_CAST, NULL, 0, ER_BF16); break;
+        case 3: STAGE(ER_STAGE_TANH, NULL, ulps, ER_FP32); STAGE(ER_STAGE_MUL, NULL, 3.0, ER_FP32); break;
+        case 4: STAGE(ER_STAGE_ADD, NULL, -0.75, ER_FP32); STAGE(ER_STAGE_EXP, NULL, ulps, ER_FP32); break;
+        case 5: STAGE(ER_STAGE_ADD, &tres, 0, ER_FP32); STAGE(ER_STAGE_RELU, NULL, 0, ER_FP32);
+                STAGE(ER_STAGE_CAST, NULL, 0, ER_FP16); break;
+        case 6: STAGE(ER_STAGE_ADD, &tbias, 0, ER_FP32); STAGE(ER_STAGE_CAST, NULL, 0, ER_FP16);
+                STAGE(ER_STAGE_GELU_TANH, NULL, ulps, ER_FP32); break;
+        case 7: STAGE(ER_STAGE_MUL, &tres, 0, ER_FP32); STAGE(ER_STAGE_SILU, NULL, ulps, ER_FP32); break;
+        case 8: STAGE(ER_STAGE_GELU_TANH, NULL, ulps, ER_FP32); STAGE(ER_STAGE_ADD, &tres, 0, ER_FP32); break;
+        default: /* a stage's operand another reference: not the pass's */
+            ck_assert_int_eq(er_tensor_ref(&other, &tres), ER_OK);
+            st[nst++] = (er_stage){ER_STAGE_ADD, NULL, 0, ER_FP32, other};
+            STAGE(ER_STAGE_SIGMOID, NULL, ulps, ER_FP32);
+            break;
+        }
+#undef STAGE
+        er_ref *ch;
+        ck_assert_int_eq(er_chain(&ch, base, st, nst), ER_OK);
+        static const char *const opts[] = {"", "math=triton"};
+        int tri = form != 9 && er_rand64() % 4 == 0;
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", opts[tri]), ER_OK);
+        gen_chain_outputs(ch, fo, nc, Y);
+        tY = tC;
+        tY.format = fo;
+        tY.data = Y;
+        char what[200];
+        snprintf(what, sizeof what, "chain trial %ld (%s -> %s, %d x %d x %d%s, form %d, %d ulps, operands %s%s%s)", tr,
+                 er_format_name(fx), er_format_name(fo), M, K, N, batched ? ", batched" : "", form, ulps,
+                 er_format_name(fb), tens ? ", over a tensor" : on_dev ? ", er_matmul_device" : "",
+                 tri ? ", math=triton" : "");
+        er_report rh, rd, rk;
+        ER_REQUIRE(er_covers(&rh, ch, &tY, &std) == ER_OK, "%s: host: %s", what, er_last_error());
+        void *dY = to_device(Y, (size_t)(nc * er_format_storage_bits(fo) / 8));
+        er_tensor vY = tY;
+        vY.data = dY;
+        ER_REQUIRE(er_covers_device(&rd, ch, &vY, &std, NULL) == ER_OK, "%s: device: %s", what, er_last_error());
+        er_require_same_report(&rh, &rd, what);
+        er_require_same_json(&rh, &rd, what);
+        ck_assert_int_eq(er_report_keep_on_device(&rk), ER_OK);
+        long k0 = kept_reports;
+        require_kept_same(&rh, &rk, er_covers_device(&rk, ch, &vY, &std, NULL), what);
+        int pass = form != 9 && (tens || er_ref_fast(base)); /* the GPU's pass takes it */
+        ER_REQUIRE((kept_reports > k0) == pass, "%s: the classes were %skept on the device", what, pass ? "not " : "");
+        declined += form == 9;
+        elems += nc;
+        er_report_clear(&rh);
+        er_report_clear(&rd);
+        cudaFree(dY);
+        er_ref_free(ch);
+        er_ref_free(other);
+        er_ref_free(base);
+        free(a); free(b); free(A); free(B); free(C); free(Y); free(bias); free(res);
+    }
+    ER_REQUIRE(kept_reports - kept0 > trials / 2, "%ld of %ld chains decided on the GPU", kept_reports - kept0, trials);
+    printf("t-cuda: chains: er_covers_device gave the host's report on %ld chains (%ld elements), %ld decided on the "
+           "GPU, %ld not the GPU pass's\n", trials, elems, kept_reports - kept0, declined);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -1659,6 +1800,7 @@ int main(void) {
     if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, matmul_outputs_outside_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_reference_of_device_operands_equals_the_host);
+    if (have) tcase_add_test(tc, chain_epilogue_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);

@@ -349,7 +349,8 @@ class Reference:
     ) -> Result:
         """Classifies every element of the kernel output `out` against the set the standard allows. With `out` and
         the reference's inputs CUDA torch tensors, a matmul, softmax, log_softmax or rmsnorm is checked where they
-        are (the device paths, docs/reference/cuda.md), with the same result."""
+        are (the device paths, docs/reference/cuda.md), and a chain's CUDA output by er_covers_device (its epilogue
+        pass on the GPU where it applies), with the same result."""
         dev = self._device_covers(out, standard, options, kwargs)
         if dev is None:
             dev = self._host_covers_of_device_output(out, standard, options, kwargs)
@@ -380,8 +381,9 @@ class Reference:
         return Result(rep, shape, arr, arrays)
 
     def _host_covers_of_device_output(self, out, standard, options, kwargs):
-        """covers() of a CUDA output where no device path applies: the library copies it (er_covers_device, its pages
-        faulted in on the threads first) and checks the copy on the host; None where that does not apply (no CUDA
+        """covers() of a CUDA output where no op's device path applies: er_covers_device (a chain's epilogue pass on
+        the GPU where it applies; else the library copies the output, its pages faulted in on the threads first, and
+        checks the copy on the host); None where that does not apply (no CUDA
         tensor, a library without CUDA, a 0-d output or one DeviceView does not take: to_numpy's copy then)."""
         if not _on_cuda(out) or not _ffi.cuda_available() or out.dim() < 1:
             return None
