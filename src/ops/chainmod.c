@@ -1235,15 +1235,18 @@ static er_stage_kind er_chain_vec_kind(const er_ref *ref, const er_standard *std
     return k;
 }
 
-/* The fast decision where it applies (*done = 1): an output to read and no sets wanted, fp32 stages (not
- * math=fast), and a cursor from the base's module and each reference operand's; EXACTREF_FAST=0 turns it off. */
+/* Whether the standard lets the fast decision run: fp32 stages, not math=fast, and EXACTREF_FAST=0 not set. */
+static int er_chain_fast_std(const er_standard *std) {
+    const char *env = getenv("EXACTREF_FAST");
+    return !(env && env[0] == '0') && std->compute == ER_FP32 && std->fast_math != 1;
+}
+
+/* The fast decision where it applies (*done = 1): an output to read and no sets wanted, a standard that allows it
+ * (er_chain_fast_std), and a cursor from the base's module and each reference operand's. */
 static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std, er_sinks *sks, int nt, int *done) {
     *done = 0;
     er_sink *sk0 = er__sinks_at(sks, 0, 0);
-    const char *env = getenv("EXACTREF_FAST");
-    if ((env && env[0] == '0') || !er__sink_reads_output(sk0) || sk0->set_lo || std->compute != ER_FP32 ||
-        std->fast_math == 1)
-        return ER_OK;
+    if (!er__sink_reads_output(sk0) || sk0->set_lo || !er_chain_fast_std(std)) return ER_OK;
     er_standard bs = *std; /* math= is the stages' (er_chain_check) */
     bs.fast_math = 0;
     er_chain_fast_job jobs[ER_MAX_THREADS];
@@ -1347,10 +1350,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
 
 int er__chain_epi_of(const er_ref *ref, const er_standard *std, const er_tensor *out, er_epi *p,
                      const er_ref **base) {
-    const char *env = getenv("EXACTREF_FAST");
-    if (er__module_of(ref) != &er__chain_module || (env && env[0] == '0') || std->compute != ER_FP32 ||
-        std->fast_math == 1)
-        return 0;
+    if (er__module_of(ref) != &er__chain_module || !er_chain_fast_std(std)) return 0;
     const er_chain_state *c = er__chain(ref);
     const er_tensor *vx;
     for (int i = 0; i < c->nstages; i++)
