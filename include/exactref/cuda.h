@@ -50,8 +50,9 @@ ER_API er_status er_covers_device(er_report *rep, const er_ref *ref, const er_te
  * pointers): host copies of A and B, which the reference owns and er_ref_free releases, and where er_matmul takes
  * its fast path, its fp64 GEMM by cuBLAS on the GPU (operands of fp32 or at most 16 bits, row-major and contiguous;
  * others by the host's BLAS on the copies). The reference is the one er_matmul gives on host copies: every check,
- * chain, set and report of it is the same. A CUDA error is ER_ERR_DEVICE; on any error nothing is allocated and *out
- * is untouched. */
+ * chain, set and report of it is the same. Where the GEMM ran on the GPU, its output and the operands' norm bounds
+ * also stay in device memory (8 bytes an output element) until er_ref_free, for er_covers_device of a chain over it.
+ * A CUDA error is ER_ERR_DEVICE; on any error nothing is allocated and *out is untouched. */
 ER_API er_status er_matmul_device(er_ref **out, const er_tensor *A, const er_tensor *B, void *stream);
 /* The matmul A B and covers of its output, all three in device memory (their views' data are device pointers),
  * computed on the GPU where it applies: an any-order standard with compute=fp32, operands of at most 24 bits

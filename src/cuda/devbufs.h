@@ -21,6 +21,14 @@ static inline void *er_dev_alloc(er_devbufs *b, size_t bytes, cudaStream_t s, cu
     if (*e == cudaSuccess) b->p[b->n++] = p;
     return p;
 }
+/* Takes p out of b (its caller's to free now); nothing where b does not hold it. */
+static inline void er_dev_detach(er_devbufs *b, const void *p) {
+    for (int i = 0; i < b->n; i++)
+        if (b->p[i] == p) {
+            b->p[i] = b->p[--b->n];
+            return;
+        }
+}
 /* Frees every buffer of b on stream s. */
 static inline void er_dev_free_all(er_devbufs *b, cudaStream_t s) {
     for (int i = 0; i < b->n; i++) cudaFreeAsync(b->p[i], s);

@@ -60,8 +60,9 @@ static int er_dc_operand(er_dc_run *r, const er_tensor *t, er_dev_epi_stage *ds,
     return 1;
 }
 
-/* The base's state on the device: a matmul on the fast path (S_hat, the norms' bounds, the batches' operands, the
- * decision's constants for an fp32 compute format) or a tensor's values; 0 for another base. */
+/* The base's state on the device: a matmul on the fast path (S_hat, the norms' bounds: er_matmul_device's where it
+ * kept them on this device, else copied up; the batches' operands, the decision's constants for an fp32 compute
+ * format) or a tensor's values; 0 for another base. */
 static int er_dc_base(er_dc_run *r, const er_ref *base, const er_standard *std, er_dev_epi *h, double **hold) {
     const er_op_module *m = er__module_of(base);
     if (m == &er__matmul_module && er__dot(base)->fast) {
@@ -87,9 +88,16 @@ static int er_dc_base(er_dc_run *r, const er_ref *base, const er_standard *std, 
         h->base = 0;
         h->M = pl->M;
         h->N = pl->N;
-        h->fs = er_dc_up(r, d->fs, sizeof(double) * (size_t)base->n);
-        h->an = er_dc_up(r, d->an, sizeof(double) * (size_t)(pl->a_batches * pl->M));
-        h->bn = er_dc_up(r, d->bn, sizeof(double) * (size_t)(pl->b_batches * pl->N));
+        int dev = -1; /* er_matmul_device's copies on this device, else copies of the host's */
+        if (d->dev_free && cudaGetDevice(&dev) == cudaSuccess && dev == d->dev_id) {
+            h->fs = d->dev[0];
+            h->an = d->dev[1];
+            h->bn = d->dev[2];
+        } else {
+            h->fs = er_dc_up(r, d->fs, sizeof(double) * (size_t)base->n);
+            h->an = er_dc_up(r, d->an, sizeof(double) * (size_t)(pl->a_batches * pl->M));
+            h->bn = er_dc_up(r, d->bn, sizeof(double) * (size_t)(pl->b_batches * pl->N));
+        }
         h->ia = (const int64_t *)er_dc_up(r, ia, sizeof(int64_t) * (size_t)(2 * pl->nbatch));
         h->ib = h->ia ? h->ia + pl->nbatch : NULL;
         *hold = (double *)ia;

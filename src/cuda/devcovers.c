@@ -576,8 +576,9 @@ static er_status er_mmdev_start(void *ctx, const er_ref *ref, int *taken) {
 
 /* The operands as floats, their norms' upper bounds and statistics (ops) from the GPU's decoded operands, for the
  * fast path's state: B transposed, each converted, the norms as the GPU path's (every addition and the root rounded
- * upward); copied with S_hat, their pages faulted in while the GPU works. */
-static void er_mmdev_operands(er_mmdev_gemm *g, double *fs, const er_fast_ops *ops) {
+ * upward); copied with S_hat, their pages faulted in while the GPU works. S_hat's and the norms' device buffers into
+ * keep[0 .. 2] (still the run's). */
+static void er_mmdev_operands(er_mmdev_gemm *g, double *fs, const er_fast_ops *ops, void **keep) {
     er_dev_run *r = &g->r;
     const er_mm_plan *pl = r->pl;
     int64_t ra = pl->a_batches * pl->M, rb = pl->b_batches * pl->N;
@@ -600,16 +601,42 @@ static void er_mmdev_operands(er_mmdev_gemm *g, double *fs, const er_fast_ops *o
         {ops->bn, bn, sizeof(double) * (size_t)rb}};
     for (int i = 0; i < 5 && r->e == cudaSuccess; i++)
         r->e = cudaMemcpyAsync(cp[i].h, cp[i].d, cp[i].bytes, cudaMemcpyDeviceToHost, r->s);
+    keep[0] = g->S;
+    keep[1] = an;
+    keep[2] = bn;
     const er_dev_stats *h = r->hst;
     er_dense_stats *st[2] = {ops->sa, ops->sb};
     for (int o = 0; o < 2; o++)
         *st[o] = (er_dense_stats){h[o].emin_lsb, h[o].emin, h[o].emax, h[o].qmin, h[o].any_nonzero};
 }
 
+/* The kept device copies of S_hat and the norms (er_dot_state's dev) released, on their device. */
+static void er_mmdev_free(void *const *dev, int dev_id) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || (cur != dev_id && cudaSetDevice(dev_id) != cudaSuccess)) cur = -1;
+    for (int i = 0; i < 3; i++) cudaFree(dev[i]);
+    if (cur >= 0 && cur != dev_id) cudaSetDevice(cur);
+    (void)cudaGetLastError(); /* (at exit, CUDA may be gone already) */
+}
+
 static er_status er_mmdev_finish(void *ctx, double *fs, const er_fast_ops *ops) {
     er_mmdev_gemm *g = ctx;
-    if (fs && g->r.e == cudaSuccess) er_mmdev_operands(g, fs, ops);
-    return er_dev_end(&g->r);
+    er_dev_run *r = &g->r;
+    void *keep[3] = {NULL, NULL, NULL};
+    if (fs && r->e == cudaSuccess) er_mmdev_operands(g, fs, ops, keep);
+    int dev = -1;
+    if (keep[0] && cudaGetDevice(&dev) == cudaSuccess) /* S_hat and the norms stay: the reference's now */
+        for (int i = 0; i < 3; i++) er_dev_detach(&r->db, keep[i]);
+    er_status st = er_dev_end(r);
+    if (keep[0] && dev >= 0 && st == ER_OK) {
+        er_dot_state *d = er__dot(r->ref);
+        memcpy(d->dev, keep, sizeof keep);
+        d->dev_id = dev;
+        d->dev_free = er_mmdev_free;
+    } else if (keep[0] && dev >= 0) {
+        er_mmdev_free(keep, dev);
+    }
+    return st;
 }
 #endif
 

@@ -559,6 +559,7 @@ void er__dot_destroy(er_ref *r) {
     free(d->sbv);
     free(d->owned[0]);
     free(d->owned[1]);
+    if (d->dev_free) d->dev_free(d->dev, d->dev_id);
 }
 
 void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t *offb_out) {

@@ -51,6 +51,11 @@ typedef struct er_dot_state {
     double *an, *bn;
     er_dot_env env;
     void *owned[2];     /* host copies of device operands that A and B view (er_matmul_device), freed with it */
+    /* er_matmul_device: S_hat and the norms' bounds (fs, an, bn) also kept in memory of CUDA device dev_id, for a
+     * chain's epilogue pass there (src/cuda/devchain.c); dev_free releases them with the reference (NULL: none) */
+    void *dev[3];
+    int dev_id;
+    void (*dev_free)(void *const *dev, int dev_id);
 } er_dot_state;
 static inline er_dot_state *er__dot(const er_ref *r) { return (er_dot_state *)r->priv; }
 ER_INTERNAL void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib);
