@@ -347,14 +347,13 @@ __device__ inline int ce_class(const er_dev_epi &p, double y, const ce_el &s, do
         vl = ov < vl ? ov : vl;
         vh = ov > vh ? ov : vh;
     }
-    bool one = ra == rb, f1 = g1 && y == o1, f2 = g1 && g2 && y >= wl && y <= wh, f3 = g1 && g2 && one && y == ra,
+    bool one = ra == rb, f1 = g1 && y == o1, f2 = g1 && g2 && y >= wl && y <= wh,
          f4 = g1 && g2 && gv && y >= vl && y <= vh;
-    ge = ge && fabs(y) <= DBL_MAX && (f1 || f2 || f3 || f4);
-    bool exact = ge && one && y == ra, covered = ge && ((one && y != ra) || y < ra || y > rb);
-    bool h4 = !(f1 || f2 || f3);
-    double hl = h4 ? vl : wl, hh = h4 ? vh : wh, al = fabs(hl), ah = fabs(hh), mx = al > ah ? al : ah;
+    ge = ge && fabs(y) <= DBL_MAX;
+    bool exact = ge && one && y == ra, covered = ge && (f1 || f2 || f4) && ((one && y != ra) || y < ra || y > rb);
+    double hl = f2 ? wl : vl, hh = f2 ? wh : vh, al = fabs(hl), ah = fabs(hh), mx = al > ah ? al : ah;
     double rel = (hh - hl) / (mx > 0 ? mx : 1.0);
-    *relp = ((exact || covered) && !f1 && (f2 || h4) && hl < hh && mx > 0 && rel <= DBL_MAX) ? rel : -1.0;
+    *relp = (covered && !f1 && hl < hh && mx > 0 && rel <= DBL_MAX) ? rel : -1.0;
     return exact ? 0 : covered ? 1 : 255;
 }
 

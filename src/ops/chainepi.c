@@ -237,15 +237,16 @@ ER_ALWAYS_INLINE void er_epi_fn_witness(er_stage_kind k, int nvar, int64_t can, 
     }
 }
 
-/* The function stage k on nb witnesses (1: the first alone; 2: both): exp's bounds at the witnesses' arguments, at
- * the bracket's lo's (one run, in rows of m: the first witness's, lo's, the second witness's, gelu's variants' at -2 u
- * at each witness), at hi's from lo's (row 5), then the witnesses, their variants and the bracket through it. */
+/* The function stage k on nb witnesses (0: none, the bracket alone; 1: the first alone; 2: both): exp's bounds at
+ * the witnesses' arguments, at the bracket's lo's (one run, in rows of m: the first witness's, lo's, the second
+ * witness's, gelu's variants' at -2 u at each witness), at hi's from lo's (row 5), then the witnesses, their variants
+ * and the bracket through it. */
 ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int nb, int64_t can, int simd, int64_t m,
                                 er_epi_scratch *s) {
     int g34 = k == ER_STAGE_GELU_TANH && nvar == 4, ex = k != ER_STAGE_TANH && k != ER_STAGE_GELU_TANH;
     for (int64_t i = 0; i < m; i++) {
         float x0 = s->w[0][i], x1 = nb == 2 ? s->w[1][i] : 0.0f;
-        s->t[i] = er_epi_warg(k, tri, x0);
+        if (nb) s->t[i] = er_epi_warg(k, tri, x0);
         s->t[m + i] = er_epi_arg(k, s->lo[i]);
         if (nb == 2) s->t[2 * m + i] = er_epi_warg(k, tri, x1);
         s->t[5 * m + i] = er_epi_arg(k, s->hi[i]) - s->t[m + i]; /* hi's argument less lo's */
@@ -254,8 +255,9 @@ ER_ALWAYS_INLINE void er_epi_fn(er_stage_kind k, int nvar, int tri, int nb, int6
             s->t[4 * m + i] = er_epi_earg(tri, -2.0f * (ER_GT_K32 * (x1 + ER_GT_C32 * ((x1 * x1) * x1))));
         }
     }
-    er__exp_bounds_run(simd, (g34 ? 5 : nb + 1) * m, s->t, s->elo, s->ehi);
-    if (tri) /* the witnesses' exps are 2^p: their bounds widened, or no witness */
+    if (nb) er__exp_bounds_run(simd, (g34 ? 5 : nb + 1) * m, s->t, s->elo, s->ehi);
+    else er__exp_bounds_run(simd, m, s->t + m, s->elo + m, s->ehi + m); /* lo's alone */
+    if (tri && nb) /* the witnesses' exps are 2^p: their bounds widened, or no witness */
         for (int r = 0; r < (g34 ? 5 : nb + 1); r++) {
             int wit = r == 0 || r == 2; /* a witness's own (okw[r / 2]) */
             if ((wit && !ex) || r == 1) continue; /* tanh's own; the bracket's */
@@ -328,8 +330,8 @@ ER_ALWAYS_INLINE void er_epi_addmul(int add, int src, int nw, int64_t m, double 
     }
 }
 
-/* Stage j over the chunk's m elements on nb witnesses (1: the first alone; 2: both), the function's nv variants
- * formed (0: none; only with both): nw witnesses live (the variants after the function). */
+/* Stage j over the chunk's m elements on nb witnesses (0: none, the bracket alone; 1: the first alone; 2: both), the
+ * function's nv variants formed (0: none; only with both): nw witnesses live (the variants after the function). */
 ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int nb, int64_t m,
                                         er_epi_scratch *restrict s) {
     const er_stage *st = &p->st[j];
@@ -342,7 +344,8 @@ ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int nb, 
         else if (nv) er_epi_fn(k, own, 0, 2, can, p->simd, m, s);                                                     \
         else if (p->tri) er_epi_fn(k, 0, 1, nb, can, p->simd, m, s);                                                  \
         else if (nb == 2) er_epi_fn(k, 0, 0, 2, can, p->simd, m, s);                                                  \
-        else er_epi_fn(k, 0, 0, 1, can, p->simd, m, s);                                                               \
+        else if (nb == 1) er_epi_fn(k, 0, 0, 1, can, p->simd, m, s);                                                  \
+        else er_epi_fn(k, 0, 0, 0, can, p->simd, m, s);                                                               \
     } while (0)
     switch (st->kind) {
     case ER_STAGE_ADD:
@@ -382,13 +385,13 @@ ER_ALWAYS_INLINE void er_epi_stage_body(const er_epi *p, int j, int nv, int nb, 
 #undef ER_EPI_FN
 }
 
-/* The witnesses rounded to the output, as er_chain_fast_class takes them: y the first's rounding (f1), or between
- * the two's (f2); else exact where the bracket rounds to y alone (f3: the exact result correctly rounded, which every
- * chain's set holds); else between the least and the greatest of them and their nvar variants at both ends (f4:
- * where every variant is formed: the per-element decision skips one it cannot form, this pass leaves such an element
- * to it). Then exact where the bracket rounds to y alone, covered where it rounds to another value alone or y lies
- * outside its rounding. rel[i]: the decided set's hull's er_set_rel, as the per-element decision's (-1 for one
- * value). */
+/* The classes as er_chain_fast_class gives them: exact where the bracket rounds to y alone (the exact result
+ * correctly rounded, which every chain's set holds; no witness needed, and the set's hull is [y, y]). Else the
+ * witnesses rounded to the output: y the first's rounding (f1), or between the two's (f2), or between the least and
+ * the greatest of them and their nvar variants at both ends (f4: where every variant is formed: the per-element
+ * decision skips one it cannot form, this pass leaves such an element to it); y is then covered where the bracket
+ * rounds to another value alone or y lies outside its rounding. nb 0: the bracket alone (exact or open). rel[i]: a
+ * covered element's hull's er_set_rel, as the per-element decision's (-1 for one value). */
 ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar, int nb, int64_t m,
                                           er_epi_scratch *restrict s, uint8_t *restrict dec) {
     er_vec_fmt o = p->o;
@@ -396,9 +399,10 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
         double y = s->y[i], o1 = er_vec_rn_fmt(s->w[0][i], o, narrow),
                o2 = nb == 2 ? er_vec_rn_fmt(s->w[1][i], o, narrow) : o1, ra = er_vec_rn_fmt(s->lo[i], o, narrow),
                rb = er_vec_rn_fmt(s->hi[i], o, narrow);
-        int64_t g1 = (s->okw[0][i] != 0) & er_vec_rn_ok(s->w[0][i], o1, o, narrow),
+        int64_t g1 = nb ? (s->okw[0][i] != 0) & er_vec_rn_ok(s->w[0][i], o1, o, narrow) : 0,
                 g2 = nb == 2 ? (s->okw[1][i] != 0) & er_vec_rn_ok(s->w[1][i], o2, o, narrow) : 0,
-                ge = (s->oke[i] != 0) & er_vec_rn_ok(s->lo[i], ra, o, narrow) & er_vec_rn_ok(s->hi[i], rb, o, narrow);
+                ge = (s->oke[i] != 0) & er_vec_rn_ok(s->lo[i], ra, o, narrow) & er_vec_rn_ok(s->hi[i], rb, o, narrow) &
+                     (fabs(y) <= DBL_MAX);
         double wl = o1 < o2 ? o1 : o2, wh = o1 < o2 ? o2 : o1, vl = wl, vh = wh;
         int64_t gv = nvar > 0;
 #define ER_EPI_VARIANT(q)                                                                                             \
@@ -423,17 +427,16 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
 #undef ER_EPI_VARIANT
         /* (the first witness alone: f1 or left open, the second witness's tests not taken) */
         int64_t one = ra == rb, f1 = g1 & (y == o1), f2 = g1 & g2 & (y >= wl) & (y <= wh),
-                f3 = g1 & g2 & one & (y == ra), f4 = g1 & g2 & gv & (y >= vl) & (y <= vh);
-        ge &= (fabs(y) <= DBL_MAX) & (f1 | f2 | f3 | f4);
+                f4 = g1 & g2 & gv & (y >= vl) & (y <= vh);
         /* exact (0), covered (1) or open (255), without a branch */
-        int64_t exact = ge & one & (y == ra), covered = ge & ((one & (y != ra)) | (y < ra) | (y > rb));
+        int64_t exact = ge & one & (y == ra), covered = ge & (f1 | f2 | f4) & ((one & (y != ra)) | (y < ra) | (y > rb));
         dec[i] = (uint8_t)(255 - 255 * exact - 254 * covered);
-        /* er_set_rel of the hull, without its branch: [wl, wh] (f2), [vl, vh] (f4 alone); on the first witness
-         * alone, no set's (what it decides, it decides by f1) */
-        int64_t h4 = !(f1 | f2 | f3);
-        double hl = h4 ? vl : wl, hh = h4 ? vh : wh, al = fabs(hl), ah = fabs(hh), mx = al > ah ? al : ah;
+        /* er_set_rel of a covered element's hull, without its branch: [wl, wh] (f2), [vl, vh] (f4 alone); none
+         * where y is the first witness's rounding (f1), nor on the first witness alone (what it decides, it decides
+         * by f1) */
+        double hl = f2 ? wl : vl, hh = f2 ? wh : vh, al = fabs(hl), ah = fabs(hh), mx = al > ah ? al : ah;
         double rel = nb == 2 ? (hh - hl) / (mx > 0 ? mx : 1.0) : -1.0;
-        s->rel[i] = ((exact | covered) & !f1 & (f2 | h4) & (hl < hh) & (mx > 0) & (rel <= DBL_MAX)) ? rel : -1.0;
+        s->rel[i] = (covered & !f1 & (hl < hh) & (mx > 0) & (rel <= DBL_MAX)) ? rel : -1.0;
     }
 }
 
@@ -450,7 +453,8 @@ ER_ALWAYS_INLINE void er_epi_classes_body(const er_epi *p, int narrow, int nvar,
         else if (nv == 4) ER_EPI_CLASSES(4, 2);                                                                       \
         else if (nv == 2) ER_EPI_CLASSES(2, 2);                                                                       \
         else if (nb == 2) ER_EPI_CLASSES(0, 2);                                                                       \
-        else ER_EPI_CLASSES(0, 1);                                                                                    \
+        else if (nb == 1) ER_EPI_CLASSES(0, 1);                                                                       \
+        else ER_EPI_CLASSES(0, 0);                                                                                    \
     }
 ER_ALWAYS_INLINE void er_epi_step_any(ER_EPI_ARGS) ER_EPI_BODY
 ER_SIMD_BUILDS(er_epi_step, (ER_EPI_ARGS), (p, j, nv, nb, m, s, dec), er_epi_step_any)
@@ -531,25 +535,28 @@ void er__epi_decide(const er_epi *p, const er_op_module *mod, void *cur, int64_t
     er__load_run(p->simd, p->out, begin, m, s->y);
     memcpy(s->lo, s->blo, sizeof(double) * (size_t)m);
     memcpy(s->hi, s->bhi, sizeof(double) * (size_t)m);
-    /* first on the witness from l alone, where most outputs are its rounding (f1); then the elements left open,
-     * gathered, on both witnesses; then those left open with the variants, which few elements need. A run decides an
-     * element as one run with both witnesses and the variants would (the witnesses and the bracket are the same
-     * values in each run; where y is the first's rounding, the class is the bracket's and the hull is no set's, -1).
-     * Without a function stage (whose witnesses cost most), or where the first run left more than a quarter of its
-     * chunk open, the thread's next chunks start on both witnesses (the first run tried again every 16th chunk):
-     * the order changes the cost, not the classes. */
-    int one = p->fn >= 0 && (!s->both || s->runs % 16 == 0);
-    s->runs++;
+    /* Run 0, the bracket alone: the outputs it rounds to alone are exact, and most outputs of a kernel are the exact
+     * result correctly rounded. Run 1, the elements left open (gathered) on the witness from l alone, where most
+     * outputs are its rounding (f1); run 2, those left open on both witnesses; run 3, those left open with the
+     * variants, which few elements need. A run decides an element as one run with both witnesses and the variants
+     * would (the witnesses and the bracket are the same values in each run; an exact element's hull is [y, y], and
+     * where y is the first witness's rounding the class is the bracket's and the hull is no set's, -1). Runs 0 and 1
+     * save a function's witnesses, which cost most; without a function stage the pass starts at run 2. Where run 0
+     * left more than a quarter of its chunk open (a kernel whose outputs are seldom correctly rounded), the thread's
+     * next chunks skip it, and where run 1 did (SwiGLU's outputs, say), they skip it too; each is tried again every
+     * 16th chunk. The order changes the cost, not the classes. */
+    int again = s->runs++ % 16 == 0;
+    int first = p->fn < 0 ? 2 : !s->skip[0] || again ? 0 : !s->skip[1] || again ? 1 : 2;
     int64_t n = m;
     uint8_t *d = NULL; /* the last run's classes (NULL: no run yet) */
-    for (int run = one ? 0 : 1; run < (p->nvar ? 3 : 2); run++) {
+    for (int run = first; run < (p->nvar ? 4 : 3); run++) {
         if (d && !(n = er_epi_gather(s, d, n, d == dec))) {
-            if (run == 1) s->both = 0;
+            if (run <= 2) s->skip[run - 1] = 0;
             return;
         }
-        if (d && run == 1) s->both = n > m / 4;
+        if (d && run <= 2) s->skip[run - 1] = n > m / 4;
         uint8_t *out = d ? s->dec2 : dec;
-        er_epi_run(p, run == 2 ? p->nvar : 0, run ? 2 : 1, begin, d ? s->ix : NULL, n, s, out);
+        er_epi_run(p, run == 3 ? p->nvar : 0, run < 2 ? run : 2, begin, d ? s->ix : NULL, n, s, out);
         er_epi_widest(s, begin, d ? s->ix : NULL, n, wrel, widx);
         for (int64_t k = 0; d && k < n; k++) dec[s->ix[k]] = s->dec2[k];
         d = out;

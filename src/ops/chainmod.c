@@ -801,8 +801,6 @@ typedef struct er_chain_fast_job {
     int out_first;
 } er_chain_fast_job;
 
-/* The class of output y (finite) of element idx where the witnesses decide it, with their hull [*wlo, *whi] in the
- * output format; ER_PENDING where they do not. */
 /* Whether the chain's double enclosure over the base's bracket [a, b] (and the operands' [bl, bh]) rounds to y
  * alone in the output's format: y is then the exact result correctly rounded, which every chain's set holds
  * (er__cset_build's any_order rule), so an exact output, whatever the witnesses reach. */
@@ -813,22 +811,28 @@ static int er_chain_rounds_to(const er_chain_fast_job *j, int64_t idx, double a,
     return ra == y && ra == er__round_double(j->sk->O, b, ER_ROUND_NEAREST, j->sk->ov);
 }
 
+/* The class of output y (finite) of element idx where the bracket or the witnesses decide it, with the decided
+ * set's hull [*wlo, *whi] in the output format ([y, y] for an exact output); ER_PENDING where they do not. */
 static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y, double *wlo, double *whi) {
     const er_ref *ref = j->ref;
     const er_fmt_info *O = j->sk->O;
     er_overflow ov = j->sk->ov;
-    int found = 0, have = 0, tried = 0; /* the last effort's brackets all there; its rounding tried on y */
+    int found = 0;
     double a = NAN, b = NAN, bl[12], bh[12]; /* brackets of the base's and the operands' exact values */
     for (int effort = 0; effort < 2 && !found; effort++) {
         double l, h, ol[12], oh[12], w1, w2;
-        have = tried = 0;
         if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h, &a, &b)) continue;
         int ok = 1;
         for (int i = 0; i < er__chain(ref)->nstages && ok; i++)
             if (er__chain(ref)->stages[i].ref)
                 ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
-        have = ok;
-        if (!ok || !er_chain_witness(ref, j->std, j->E, idx, l, ol, 0, &w1)) continue;
+        if (!ok) continue;
+        /* the bracket first: an output it rounds to alone is exact, its set [y, y], whatever the witnesses reach */
+        if (er_chain_rounds_to(j, idx, a, b, bl, bh, y)) {
+            *wlo = *whi = y;
+            return ER_CLASS_EXACT;
+        }
+        if (!er_chain_witness(ref, j->std, j->E, idx, l, ol, 0, &w1)) continue;
         double o1 = er__round_double(O, w1, ER_ROUND_NEAREST, ov);
         if (!isfinite(o1)) continue;
         *wlo = *whi = o1;
@@ -839,10 +843,6 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         *wlo = fmin(o1, o2);
         *whi = fmax(o1, o2);
         found = y >= *wlo && y <= *whi;
-        if (!found && (tried = 1) && er_chain_rounds_to(j, idx, a, b, bl, bh, y)) {
-            *wlo = *whi = y;
-            return ER_CLASS_EXACT;
-        }
         /* the variants at both ends (one where they are the same point): more values the set holds, a wider hull
          * (an output the kernel's own form of a function gives, a correctly rounded result of gelu or silu, lies in
          * it far more often) */
@@ -859,11 +859,7 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         found = y >= *wlo && y <= *whi;
         if (l == h && a == b && !j->refs) break; /* an exact base value: a second effort gives the same */
     }
-    if (!found) { /* where a witness could not be formed: the correctly rounded output still is exact */
-        if (!have || tried || !er_chain_rounds_to(j, idx, a, b, bl, bh, y)) return ER_PENDING;
-        *wlo = *whi = y;
-        return ER_CLASS_EXACT;
-    }
+    if (!found) return ER_PENDING;
     if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return ER_PENDING;
     double ra = er__round_double(O, a, ER_ROUND_NEAREST, ov), rb = er__round_double(O, b, ER_ROUND_NEAREST, ov);
     if (ra == rb) return y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED;
@@ -1291,7 +1287,7 @@ static er_status er_chain_covers_fast(const er_ref *ref, const er_standard *std,
             er__epi_plan(&j->plan, er__chain(ref)->stages, er__chain(ref)->nstages, std, j->sk->out, j->sk->O, j->mod,
                          j->cur)) {
             j->scr = malloc(sizeof *j->scr);
-            if (j->scr) j->scr->runs = j->scr->both = 0;
+            if (j->scr) j->scr->runs = j->scr->skip[0] = j->scr->skip[1] = 0;
             j->epi = j->scr != NULL; /* without the memory, the per-element decision alone */
         }
     }

@@ -60,7 +60,7 @@ typedef struct er_epi_scratch {
     uint8_t okc[ER_VEC_CHUNK], dec2[ER_VEC_CHUNK], okr[ER_VEC_CHUNK];
     int32_t ix[ER_VEC_CHUNK]; /* the elements a run leaves open */
     int64_t runs;             /* the chunks this thread decided (0 at first) */
-    int both;                 /* whether its next chunk starts on both witnesses (er__epi_decide; 0 at first) */
+    int skip[2];              /* whether its next chunk skips the bracket's run, the first witness's (er__epi_decide) */
 } er_epi_scratch;
 
 /* 1 where the epilogue pass applies to a chain of these stages under std with output out of format O (its plan in *p),
