@@ -801,14 +801,15 @@ typedef struct er_chain_fast_job {
     int out_first;
 } er_chain_fast_job;
 
-/* Whether the chain's double enclosure over the base's bracket [a, b] (and the operands' [bl, bh]) rounds to y
- * alone in the output's format: y is then the exact result correctly rounded, which every chain's set holds
- * (er__cset_build's any_order rule), so an exact output, whatever the witnesses reach. */
-static int er_chain_rounds_to(const er_chain_fast_job *j, int64_t idx, double a, double b, const double *bl,
-                              const double *bh, double y) {
+/* The chain's double enclosure over the base's bracket [a, b] (and the operands' [bl, bh]) rounded to the output's
+ * format at both ends, into *ra and *rb; 0 where it cannot be formed. Where both ends round to one value, that is the
+ * exact result correctly rounded, which every chain's set holds (er__cset_build's any_order rule). */
+static int er_chain_rounded_ends(const er_chain_fast_job *j, int64_t idx, double a, double b, const double *bl,
+                                 const double *bh, double *ra, double *rb) {
     if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(j->ref, idx, &a, &b, bl, bh)) return 0;
-    double ra = er__round_double(j->sk->O, a, ER_ROUND_NEAREST, j->sk->ov);
-    return ra == y && ra == er__round_double(j->sk->O, b, ER_ROUND_NEAREST, j->sk->ov);
+    *ra = er__round_double(j->sk->O, a, ER_ROUND_NEAREST, j->sk->ov);
+    *rb = er__round_double(j->sk->O, b, ER_ROUND_NEAREST, j->sk->ov);
+    return 1;
 }
 
 /* The class of output y (finite) of element idx where the bracket or the witnesses decide it, with the decided
@@ -817,8 +818,8 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
     const er_ref *ref = j->ref;
     const er_fmt_info *O = j->sk->O;
     er_overflow ov = j->sk->ov;
-    int found = 0;
-    double a = NAN, b = NAN, bl[12], bh[12]; /* brackets of the base's and the operands' exact values */
+    int found = 0, ends = 0; /* the last effort's enclosure rounded to O: ra, rb */
+    double a = NAN, b = NAN, bl[12], bh[12], ra = NAN, rb = NAN; /* brackets of the base's and operands' values */
     for (int effort = 0; effort < 2 && !found; effort++) {
         double l, h, ol[12], oh[12], w1, w2;
         if (!j->mod[0]->cursor_inner(j->cur[0], idx, effort, &l, &h, &a, &b)) continue;
@@ -827,8 +828,9 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
             if (er__chain(ref)->stages[i].ref)
                 ok = j->mod[i + 1]->cursor_inner(j->cur[i + 1], idx, effort, &ol[i], &oh[i], &bl[i], &bh[i]);
         if (!ok) continue;
-        /* the bracket first: an output it rounds to alone is exact, its set [y, y], whatever the witnesses reach */
-        if (er_chain_rounds_to(j, idx, a, b, bl, bh, y)) {
+        /* the enclosure first: an output it rounds to alone is exact, its set [y, y], whatever the witnesses reach */
+        ends = er_chain_rounded_ends(j, idx, a, b, bl, bh, &ra, &rb);
+        if (ends && ra == rb && y == ra) {
             *wlo = *whi = y;
             return ER_CLASS_EXACT;
         }
@@ -846,9 +848,9 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         /* the variants at both ends (one where they are the same point): more values the set holds, a wider hull
          * (an output the kernel's own form of a function gives, a correctly rounded result of gelu or silu, lies in
          * it far more often) */
-        int ends = l == h && !j->refs ? 1 : 2;
+        int nends = l == h && !j->refs ? 1 : 2;
         for (int var = 1; var <= (j->forms ? 4 : 2) && !found; var++)
-            for (int end = 0; end < ends; end++) {
+            for (int end = 0; end < nends; end++) {
                 double w, o;
                 if (!er_chain_witness(ref, j->std, j->E, idx, end ? h : l, end ? oh : ol, var, &w)) continue;
                 o = er__round_double(O, w, ER_ROUND_NEAREST, ov);
@@ -859,9 +861,7 @@ static int er_chain_fast_class(const er_chain_fast_job *j, int64_t idx, double y
         found = y >= *wlo && y <= *whi;
         if (l == h && a == b && !j->refs) break; /* an exact base value: a second effort gives the same */
     }
-    if (!found) return ER_PENDING;
-    if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return ER_PENDING;
-    double ra = er__round_double(O, a, ER_ROUND_NEAREST, ov), rb = er__round_double(O, b, ER_ROUND_NEAREST, ov);
+    if (!found || !ends) return ER_PENDING;
     if (ra == rb) return y == ra ? ER_CLASS_EXACT : ER_CLASS_COVERED;
     return y < ra || y > rb ? ER_CLASS_COVERED : ER_PENDING;
 }
@@ -1073,9 +1073,8 @@ static int er_chain_outside(const er_chain_fast_job *j, int64_t idx, double y, d
         er__ok();
         return 0;
     }
-    if (!isfinite(a) || !isfinite(b) || !er_chain_stages_double(ref, idx, &a, &b, bl, bh)) return 0;
-    double ra = er__round_double(O, a, ER_ROUND_NEAREST, j->sk->ov);
-    if (!isfinite(ra) || ra != er__round_double(O, b, ER_ROUND_NEAREST, j->sk->ov)) return 0;
+    double ra, rb;
+    if (!er_chain_rounded_ends(j, idx, a, b, bl, bh, &ra, &rb) || !isfinite(ra) || ra != rb) return 0;
     for (int i = 0; i < er__chain(ref)->nstages;) i = er_chain_step(ref, j->std, j->E, idx, i, &v, w);
     er__cset_build(c, O, j->sk->ov, 1, &v, NAN, ra);
     if (c->nan_req || !(c->lo <= c->hi) || (y >= c->lo && y <= c->hi)) return 0;
