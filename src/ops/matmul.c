@@ -547,12 +547,25 @@ er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
 
 int er__dot_fast(const er_ref *r) { return er__dot(r)->fast; }
 
+er_status er__dot_floats(const er_ref *r) {
+    (void)r;
+    return ER_OK;
+}
+
+er_status er__dot_rows(const er_ref *r, int64_t ra, int64_t rb, const float **arow, const float **bcol) {
+    const er_dot_state *d = er__dot(r);
+    size_t K = (size_t)d->plan.K;
+    *arow = d->af_ + ra * K;
+    *bcol = d->bt_ + rb * K;
+    return ER_OK;
+}
+
 void er__dot_destroy(er_ref *r) {
     er_dot_state *d = er__dot(r);
     free(d->sums);
     free(d->fs);
-    free(d->af);
-    free(d->bt);
+    free(d->af_);
+    free(d->bt_);
     free(d->an);
     free(d->bn);
     free(d->sav);
