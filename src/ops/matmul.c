@@ -597,15 +597,52 @@ void er__matmul_offsets(const er_ref *r, int64_t idx, int64_t *offa_out, int64_t
     *offb_out = offb;
 }
 
+/* x (106 bits, its significand at mem, as mpfr_custom_init left it) set to the finite double p, which is 0 or at
+ * least 2^-900 in magnitude: MPFR's custom interface with the significand written from p's bits (a normal double's
+ * 53 bits at the top of the high limb), where limbs are 64 bits; mpfr_set_d elsewhere. */
+static void er_mpfr_of_double(mpfr_ptr x, double p, void *mem) {
+#if GMP_NUMB_BITS == 64 && GMP_NAIL_BITS == 0
+    uint64_t b = er__bits(p);
+    int sign = b >> 63 ? -1 : 1;
+    if (p == 0) {
+        mpfr_custom_init_set(x, sign * MPFR_ZERO_KIND, 0, 106, mem);
+        return;
+    }
+    mp_limb_t *d = mem; /* two limbs, the least significant first */
+    d[0] = 0;
+    d[1] = ((b & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52)) << 11;
+    /* p = 1.f 2^u, u = its biased exponent less 1023 = 0.1f 2^(u + 1) */
+    mpfr_custom_init_set(x, sign * MPFR_REGULAR_KIND, (mpfr_exp_t)((b >> 52) & 0x7ff) - 1022, 106, mem);
+#else
+    mpfr_custom_init_set(x, MPFR_NAN_KIND, 0, 106, mem);
+    mpfr_set_d(x, p, MPFR_RNDN);
+#endif
+}
+
 /* Recomputes one element exactly with MPFR alone (an independent path from the accumulator): every product
  * of two doubles is exact at 106 bits, and mpfr_sum rounds the exact sum correctly; at a precision of the
  * whole span of the terms that rounding is exact. A product that double holds exactly (finite, zero only from a
- * zero factor, at least 2^-900 otherwise, so that fma's residual a b - p is itself exact and zero) is set from
- * double; the terms share one block of limbs (MPFR's custom interface) instead of an allocation each. */
+ * zero factor, at least 2^-900 otherwise, so that fma's residual a b - p is itself exact and zero; for operands of
+ * at most 26 bits within those bounds every product is) is written into its term from the double's bits; the terms
+ * share one block of limbs (MPFR's custom interface) instead of an allocation each. The operands come from the
+ * fast path's floats where it kept them (a row of A and a column of B, each contiguous; B's column in its view is
+ * strided), else from the views. */
 er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     mpfr_ptr out = mpfr_out;
     const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     int64_t K = er__dot(r)->K, offa, offb;
+    /* the fast path's floats where it kept them (each an operand's value; a row of A and a column of B, contiguous),
+     * else the views */
+    const float *arow = NULL, *bcol = NULL;
+    if (er__dot(r)->fast && K > 0) {
+        const er_mm_plan *pl = &er__dot(r)->plan;
+        int64_t MN = pl->M * pl->N, ia, ib;
+        er__matmul_batch_of(r, idx / MN, &ia, &ib);
+        ER_RETURN_IF_ERROR(er__dot_rows(r, ia * pl->M + (idx % MN) / pl->N, ib * pl->N + idx % pl->N, &arow, &bcol));
+    }
+    /* operands of at most 26 bits whose products stay within 2^-900 .. 2^1000 (or are 0): every product p is a b */
+    const er_fmt_info *fa = er__fmt(A->format), *fb = er__fmt(B->format);
+    int exact = fa->p <= 26 && fb->p <= 26 && fa->min_sub * fb->min_sub >= 0x1p-900 && fa->max * fb->max <= 0x1p1000;
     er__matmul_offsets(r, idx, &offa, &offb);
     size_t tb = mpfr_custom_get_size(106), n = (size_t)(K ? K : 1);
     mpfr_t *terms = malloc(n * sizeof *terms);
@@ -620,14 +657,14 @@ er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     mpfr_exp_t emax = MPFR_EMIN_MIN, emin = MPFR_EMAX_MAX;
     int nan = 0, pinf = 0, ninf = 0;
     for (int64_t k = 0; k < K; k++) {
-        double a = er__load(A, offa + k * A->strides[A->ndim - 1]);
-        double b = er__load(B, offb + k * B->strides[B->ndim - 2]), p = a * b;
+        double a = arow ? arow[k] : er__load(A, offa + k * A->strides[A->ndim - 1]);
+        double b = bcol ? bcol[k] : er__load(B, offb + k * B->strides[B->ndim - 2]), p = a * b;
         void *mem = (char *)limbs + (size_t)k * tb;
         mpfr_custom_init(mem, 106);
-        mpfr_custom_init_set(terms[k], MPFR_NAN_KIND, 0, 106, mem);
-        if (isfinite(p) && (p != 0 ? fabs(p) >= 0x1p-900 : (a == 0 || b == 0)) && fma(a, b, -p) == 0) {
-            mpfr_set_d(terms[k], p, MPFR_RNDN); /* exact: p is a b */
+        if (isfinite(p) && (p != 0 ? fabs(p) >= 0x1p-900 : (a == 0 || b == 0)) && (exact || fma(a, b, -p) == 0)) {
+            er_mpfr_of_double(terms[k], p, mem); /* exact: p is a b */
         } else {
+            mpfr_custom_init_set(terms[k], MPFR_NAN_KIND, 0, 106, mem);
             mpfr_set_d(terms[k], a, MPFR_RNDN);
             mpfr_mul_d(terms[k], terms[k], b, MPFR_RNDN); /* exact at 106 bits */
         }
