@@ -658,8 +658,8 @@ static void *er_fast_decide_run(void *arg) {
                         continue;
                     }
                     if (want_set || cls == ER_PENDING) {
-                        double P = er_abs_dot(er__dot(ref)->af_ + (ia * pl->M + i) * K,
-                                              er__dot(ref)->bt_ + (ib * pl->N + jj) * K, K, fj->simd);
+                        double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K,
+                                              er__dot(ref)->bt + (ib * pl->N + jj) * K, K, fj->simd);
                         double lo = P * plo_f, hi = P * phi_f;
                         if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) {
                             classes[idx] = ER_PENDING;
@@ -772,8 +772,8 @@ static void *er_fast_rest(void *arg) {
         }
         int64_t ia, ib;
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = er__dot(ref)->af_ + (ia * pl->M + (idx % MN) / pl->N) * K,
-                    *bcol = er__dot(ref)->bt_ + (ib * pl->N + idx % pl->N) * K;
+        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K,
+                    *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
         for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
         j->st = er_covers_cb(cx, &er__dot(ref)->env, idx, va, vb, K, 0);
     }
@@ -792,8 +792,8 @@ static er_status er_fast_widest(er_dot_ctx *cx, int64_t idx) {
     er_status st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
     if (st == ER_OK) {
         er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = er__dot(ref)->af_ + (ia * pl->M + (idx % MN) / pl->N) * K,
-                    *bcol = er__dot(ref)->bt_ + (ib * pl->N + idx % pl->N) * K;
+        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K,
+                    *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
         for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
         er_cset c;
         st = er__dot_element_set(cx, &er__dot(ref)->env, idx, va, vb, K, 0, &c);
@@ -831,7 +831,6 @@ static er_status er_run_ranges(er_dot_ctx *cx, int nt, int64_t n, void *(*fn)(vo
 /* The sets of every element: the fast path's decisions and the exact engine for the rest, the cached summaries, the
  * two conversions of tf32=nearest, or the walk over the operands; one context per share of the sinks. */
 static er_status er_dot_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
-    if (er__dot(ref)->fast) ER_RETURN_IF_ERROR(er__dot_floats(ref)); /* (er_matmul_device's, first read here) */
     int any_set = std->order == ER_ORDER_ANY || (std->order == ER_ORDER_MMA && std->outer == ER_SUB_ANY);
     int cached = any_set && std->compute != ER_TF32 && ref->mod != &er__max_module;
     /* the fast path decides an element in about the time of 32 products, a cached summary's set in about 256 */
@@ -1200,13 +1199,16 @@ static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const
     return c;
 }
 
-/* Element idx's batches' operands (ia, ib) and its row i and column j. */
-static void er_dot_cursor_pos(const er_ref *ref, int64_t idx, int64_t *ia, int64_t *ib, int64_t *i, int64_t *j) {
+/* Element idx's operand rows: A's row and B's column as kept floats. */
+static void er_dot_cursor_rows(const er_ref *ref, int64_t idx, const float **arow, const float **bcol, int64_t *ia,
+                               int64_t *ib, int64_t *i, int64_t *j) {
     const er_mm_plan *pl = &er__dot(ref)->plan;
     int64_t MN = pl->M * pl->N;
     er__matmul_batch_of(ref, idx / MN, ia, ib);
     *i = (idx % MN) / pl->N;
     *j = idx % pl->N;
+    *arow = er__dot(ref)->af + (*ia * pl->M + *i) * pl->K;
+    *bcol = er__dot(ref)->bt + (*ib * pl->N + *j) * pl->K;
 }
 
 static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, double *hi, double *blo, double *bhi) {
@@ -1214,15 +1216,11 @@ static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, dou
     const er_ref *ref = c->cx.ref;
     const float *arow, *bcol;
     int64_t ia, ib, i, j;
-    er_dot_cursor_pos(ref, idx, &ia, &ib, &i, &j);
+    er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
     double Sh = er__dot(ref)->fs[idx], Plo, Phi;
     er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i],
                    er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
-    if (effort > 0) { /* P from the floats (a copy's failure: no values, and the element's set says why) */
-        if (er__dot_rows(ref, ia * er__dot(ref)->plan.M + i, ib * er__dot(ref)->plan.N + j, &arow, &bcol) != ER_OK) {
-            er__ok();
-            return 0;
-        }
+    if (effort > 0) {
         double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd), l = P * c->plo_f, h = P * c->phi_f;
         Plo = l > Plo ? l : Plo;
         Phi = h < Phi ? h : Phi;
@@ -1287,8 +1285,7 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
     const er_ref *ref = c->cx.ref;
     const float *arow, *bcol;
     int64_t ia, ib, i, j;
-    er_dot_cursor_pos(ref, idx, &ia, &ib, &i, &j);
-    ER_RETURN_IF_ERROR(er__dot_rows(ref, ia * er__dot(ref)->plan.M + i, ib * er__dot(ref)->plan.N + j, &arow, &bcol));
+    er_dot_cursor_rows(ref, idx, &arow, &bcol, &ia, &ib, &i, &j);
     /* the set from the bracket with P from the floats where it decides it (fast-path.md, The sets): the engine's
      * lo and hi, and below the overflow limit no special value */
     double Sh = er__dot(ref)->fs[idx], Plo, Phi, lo, hi;

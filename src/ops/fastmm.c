@@ -224,8 +224,8 @@ int er__fast_enabled(int64_t products) {
 static void er_fast_keep(er_ref *r, double *fs, float *af, float *bt, double *an, double *bn, const er_dense_stats *sa,
                          const er_dense_stats *sb) {
     er__dot(r)->fs = fs;
-    er__dot(r)->af_ = af;
-    er__dot(r)->bt_ = bt;
+    er__dot(r)->af = af;
+    er__dot(r)->bt = bt;
     er__dot(r)->an = an;
     er__dot(r)->bn = bn;
     er__matmul_env(r, -1, sa, sb, &er__dot(r)->env);
@@ -329,14 +329,14 @@ er_status er__fast_build(er_ref *r, const er_fast_gemm *g) {
 double *er__fast_absprod(const er_ref *r) {
 #ifdef ER_HAVE_BLAS
     const er_mm_plan *pl = &er__dot(r)->plan;
-    if (!er__dot(r)->fast || er__dot_floats(r) != ER_OK) return NULL;
+    if (!er__dot(r)->fast) return NULL;
     int64_t na = pl->a_batches * pl->M * pl->K, nb = pl->b_batches * pl->N * pl->K, MN = pl->M * pl->N;
     if (!er__mem_fits(8.0 * ((double)na + (double)nb + (double)r->n))) return NULL; /* P from the floats instead */
     double *A = malloc(sizeof(double) * (size_t)(na ? na : 1)), *B = malloc(sizeof(double) * (size_t)(nb ? nb : 1));
     double *P = malloc(sizeof(double) * (size_t)(r->n ? r->n : 1));
     if (!A || !B || !P) { free(A); free(B); free(P); return NULL; }
-    for (int64_t i = 0; i < na; i++) A[i] = fabs((double)er__dot(r)->af_[i]);
-    for (int64_t i = 0; i < nb; i++) B[i] = fabs((double)er__dot(r)->bt_[i]); /* B's columns: [b_batches][N][K] */
+    for (int64_t i = 0; i < na; i++) A[i] = fabs((double)er__dot(r)->af[i]);
+    for (int64_t i = 0; i < nb; i++) B[i] = fabs((double)er__dot(r)->bt[i]); /* B's columns: [b_batches][N][K] */
     for (int64_t bi = 0; bi < pl->nbatch; bi++) {
         int64_t ia, ib;
         er__matmul_batch_of(r, bi, &ia, &ib);

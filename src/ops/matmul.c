@@ -547,25 +547,12 @@ er_status er__matmul_all_sums(const er_ref *r, er_dotsum **out) {
 
 int er__dot_fast(const er_ref *r) { return er__dot(r)->fast; }
 
-er_status er__dot_floats(const er_ref *r) {
-    (void)r;
-    return ER_OK;
-}
-
-er_status er__dot_rows(const er_ref *r, int64_t ra, int64_t rb, const float **arow, const float **bcol) {
-    const er_dot_state *d = er__dot(r);
-    size_t K = (size_t)d->plan.K;
-    *arow = d->af_ + ra * K;
-    *bcol = d->bt_ + rb * K;
-    return ER_OK;
-}
-
 void er__dot_destroy(er_ref *r) {
     er_dot_state *d = er__dot(r);
     free(d->sums);
     free(d->fs);
-    free(d->af_);
-    free(d->bt_);
+    free(d->af);
+    free(d->bt);
     free(d->an);
     free(d->bn);
     free(d->sav);
@@ -638,7 +625,8 @@ er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
         const er_mm_plan *pl = &er__dot(r)->plan;
         int64_t MN = pl->M * pl->N, ia, ib;
         er__matmul_batch_of(r, idx / MN, &ia, &ib);
-        ER_RETURN_IF_ERROR(er__dot_rows(r, ia * pl->M + (idx % MN) / pl->N, ib * pl->N + idx % pl->N, &arow, &bcol));
+        arow = er__dot(r)->af + (ia * pl->M + (idx % MN) / pl->N) * K;
+        bcol = er__dot(r)->bt + (ib * pl->N + idx % pl->N) * K;
     }
     /* operands of at most 26 bits whose products stay within 2^-900 .. 2^1000 (or are 0): every product p is a b */
     const er_fmt_info *fa = er__fmt(A->format), *fb = er__fmt(B->format);

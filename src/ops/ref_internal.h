@@ -47,7 +47,7 @@ typedef struct er_dot_state {
      * transposed as [b_batches][N][K]; upper bounds of their vectors' 2-norms; the exact engine's dot env */
     int fast;
     double *fs;
-    float *af_, *bt_;   /* read through er__dot_floats or er__dot_rows alone */
+    float *af, *bt;
     double *an, *bn;
     er_dot_env env;
     void *owned[2];     /* host copies of device operands that A and B view (er_matmul_device), freed with it */
@@ -58,11 +58,6 @@ typedef struct er_dot_state {
     void (*dev_free)(void *const *dev, int dev_id);
 } er_dot_state;
 static inline er_dot_state *er__dot(const er_ref *r) { return (er_dot_state *)r->priv; }
-/* The fast path's floats (af_, bt_) readable on the host (every one; as a check of the whole output reads them). */
-ER_INTERNAL er_status er__dot_floats(const er_ref *r);
-/* Row ra of A's floats ([a_batches][M][K]) and row rb of B's transposed ([b_batches][N][K]) readable on the host,
- * into *arow and *bcol. */
-ER_INTERNAL er_status er__dot_rows(const er_ref *r, int64_t ra, int64_t rb, const float **arow, const float **bcol);
 ER_INTERNAL void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib);
 /* A scaled matmul's two scales for element idx: per tensor, or rowwise its row's (of its batch of A) and its
  * column's (of its batch of B). */
