@@ -1160,13 +1160,24 @@ typedef struct er_dot_cursor {
     er_tensor view;         /* a view of format E, never read */
     er_fast_consts fc;
     double plo_f, phi_f;    /* P's bracket from the floats' dot product (Lemma D4) */
+    double pg_lo, pg_hi;    /* P's bracket from P_hat = fl64(|A| |B|) (fast-path.md, The sets) */
     double *va, *vb;        /* one element's operands, for the exact engine */
     int simd;               /* er__simd(): the AVX2 builds of the inner values' loop */
+    const double *P;        /* the reference's P_hat once this cursor has taken it (er_dot_cursor_P), else NULL */
+    int64_t nset;           /* the sets this cursor gave with P from the floats */
 } er_dot_cursor;
 
 static void er_dot_cursor_close(void *p) {
     er_dot_cursor *c = p;
     if (!c) return;
+    er_dot_state *d = er__dot(c->cx.ref);
+    pthread_mutex_lock(&d->pmu);
+    if (--d->ncur == 0) { /* the last cursor: the check's P_hat goes */
+        free(d->P);
+        d->P = NULL;
+        d->p_tried = 0;
+    }
+    pthread_mutex_unlock(&d->pmu);
     er__dot_ctx_clear(&c->cx);
     free(c->va);
     free(c->vb);
@@ -1196,7 +1207,31 @@ static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const
     double Kd = (double)er__dot(ref)->K;
     c->plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN;
     c->phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP;
+    c->pg_lo = (1.0 - c->fc.gK) * ER_FAST_DN;
+    c->pg_hi = (1.0 + 2.0 * c->fc.gK) * ER_FAST_UP;
+    pthread_mutex_lock(&er__dot(ref)->pmu);
+    er__dot(ref)->ncur++;
+    pthread_mutex_unlock(&er__dot(ref)->pmu);
     return c;
+}
+
+/* The reference's P_hat for this cursor's sets, once it has given ER_DOT_SETS_FOR_P of them from the floats (and a
+ * 64th of the elements): a check that sets many elements one by one (its outputs outside their sets) then takes P
+ * from one GEMM of |A| |B| instead of an O(K) product each. Made by the first cursor to ask, shared until the last
+ * closes; NULL before, or where it cannot be made (no memory: P from the floats, as before). */
+#define ER_DOT_SETS_FOR_P 256
+static const double *er_dot_cursor_P(er_dot_cursor *c) {
+    if (c->P || ++c->nset < ER_DOT_SETS_FOR_P || 64 * c->nset < c->cx.ref->n) return c->P;
+    er_dot_state *d = er__dot(c->cx.ref);
+    pthread_mutex_lock(&d->pmu);
+    if (!d->p_tried) {
+        d->P = er__fast_absprod(c->cx.ref);
+        d->p_tried = 1;
+    }
+    c->P = d->P;
+    pthread_mutex_unlock(&d->pmu);
+    if (!c->P) c->nset = INT64_MIN; /* (not asked again) */
+    return c->P;
 }
 
 /* Element idx's operand rows: A's row and B's column as kept floats. */
@@ -1291,7 +1326,11 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
     double Sh = er__dot(ref)->fs[idx], Plo, Phi, lo, hi;
     er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i],
                    er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
-    double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd), l = P * c->plo_f, h = P * c->phi_f;
+    /* P from P_hat where the cursor has taken it: (1 - gK) P_hat <= P <= (1 + 2 gK) P_hat (fast-path.md, The sets);
+     * else from the floats */
+    const double *Ph = er_dot_cursor_P(c);
+    double P = Ph ? Ph[idx] : er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd),
+           l = P * (Ph ? c->pg_lo : c->plo_f), h = P * (Ph ? c->pg_hi : c->phi_f);
     er_fast_bracket b;
     if (er_fast_bracket_of(&c->fc, Sh, l > Plo ? l : Plo, h < Phi ? h : Phi, &b) &&
         er_fast_set(&c->fc, &c->cx, &b, er_fast_rn(&c->fc, &c->cx, b.slo), er_fast_rn(&c->fc, &c->cx, b.shi), &lo,

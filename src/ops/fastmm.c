@@ -229,6 +229,7 @@ static void er_fast_keep(er_ref *r, double *fs, float *af, float *bt, double *an
     er__dot(r)->an = an;
     er__dot(r)->bn = bn;
     er__matmul_env(r, -1, sa, sb, &er__dot(r)->env);
+    pthread_mutex_init(&er__dot(r)->pmu, NULL);
     er__dot(r)->fast = 1;
 }
 

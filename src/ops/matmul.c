@@ -555,6 +555,8 @@ void er__dot_destroy(er_ref *r) {
     free(d->bt);
     free(d->an);
     free(d->bn);
+    free(d->P);
+    if (d->fast) pthread_mutex_destroy(&d->pmu);
     free(d->sav);
     free(d->sbv);
     free(d->owned[0]);

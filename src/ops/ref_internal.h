@@ -2,6 +2,7 @@
 #ifndef ER_REF_INTERNAL_H
 #define ER_REF_INTERNAL_H
 
+#include <pthread.h>
 #include "core/internal.h"
 #include "format/format.h"
 #include "core/sqwin.h"
@@ -50,6 +51,12 @@ typedef struct er_dot_state {
     float *af, *bt;
     double *an, *bn;
     er_dot_env env;
+    /* |A| |B| in fp64 (er__fast_absprod) for the cursors' sets, made once a cursor has set many elements one by one
+     * (a failing check's) and freed when the last cursor closes: P, the open cursors ncur, p_tried (1: made or
+     * refused, not tried again while cursors stay open); under pmu, initialised where fast is set */
+    pthread_mutex_t pmu;
+    double *P;
+    int ncur, p_tried;
     void *owned[2];     /* host copies of device operands that A and B view (er_matmul_device), freed with it */
     /* er_matmul_device: S_hat and the norms' bounds (fs, an, bn) also kept in memory of CUDA device dev_id, for a
      * chain's epilogue pass there (src/cuda/devchain.c); dev_free releases them with the reference (NULL: none) */
