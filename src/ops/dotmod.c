@@ -501,6 +501,16 @@ static inline int er_fast_outside(const er_fast_consts *fc, const er_dot_ctx *cx
     return 1;
 }
 
+/* The factors that bracket P = sum |a_k b_k|: P_f (1 - 2 K 2^-53) <= P <= P_f (1 + 4 K 2^-53) for P_f the floats' dot
+ * product in double (Lemma D4), and (1 - gK) P_hat <= P <= (1 + 2 gK) P_hat for P_hat = fl64(|A| |B|) (fast-path.md,
+ * The sets), each moved outward. */
+typedef struct er_p_factors { double f_lo, f_hi, g_lo, g_hi; } er_p_factors;
+static er_p_factors er_p_factors_of(const er_fast_consts *fc, int64_t K) {
+    double Kd = (double)K;
+    return (er_p_factors){(1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN, (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP,
+                          (1.0 - fc->gK) * ER_FAST_DN, (1.0 + 2.0 * fc->gK) * ER_FAST_UP};
+}
+
 /* sum |a_k b_k| of two float vectors in double (each product exact) with eight running sums, in any order as Lemma
  * D4's bounds allow; the AVX2 build (simd) keeps them in two vector registers. */
 #define ER_ABS_DOT_BODY                                                                                               \
@@ -595,9 +605,7 @@ static void *er_fast_decide_run(void *arg) {
     er_fast_consts fc;
     er__dot_fast_consts(&fc, cx);
     int64_t K = pl->K, MN = pl->M * pl->N, n = ref->n;
-    double Kd = (double)K, plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN,
-           phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP; /* Lemma D4 */
-    double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
+    er_p_factors pf = er_p_factors_of(&fc, K);
     const char *yb = out->data;
     int yf32 = cx->O->id == ER_FP32 && cx->out_contig, sets = cx->sk->set_lo != NULL;
     int pre = yf32 && fc.out_fmt == 0 && !sets && !fj->P && !er__dot(ref)->scaled; /* er_fast_pre_pass first */
@@ -637,7 +645,7 @@ static void *er_fast_decide_run(void *arg) {
                 if (fj->P) {
                     /* fl64(|A| |B|) is within gK of P (Theorem 2, exact terms):
                      * P_hat (1 - gK) <= P <= P_hat (1 + 2 gK) */
-                    if (!er_fast_bracket_of(&fc, Sh, fj->P[idx] * pg_lo, fj->P[idx] * pg_hi, &b)) {
+                    if (!er_fast_bracket_of(&fc, Sh, fj->P[idx] * pf.g_lo, fj->P[idx] * pf.g_hi, &b)) {
                         classes[idx] = ER_PENDING;
                         continue;
                     }
@@ -660,7 +668,7 @@ static void *er_fast_decide_run(void *arg) {
                     if (want_set || cls == ER_PENDING) {
                         double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K,
                                               er__dot(ref)->bt + (ib * pl->N + jj) * K, K, fj->simd);
-                        double lo = P * plo_f, hi = P * phi_f;
+                        double lo = P * pf.f_lo, hi = P * pf.f_hi;
                         if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) {
                             classes[idx] = ER_PENDING;
                             continue;
@@ -724,11 +732,11 @@ static void *er_fast_enclose_run(void *arg) {
     uint8_t *classes = er__sink_classes(cx->sk);
     er_fast_consts fc;
     er__dot_fast_consts(&fc, cx);
-    double pg_lo = (1.0 - fc.gK) * ER_FAST_DN, pg_hi = (1.0 + 2.0 * fc.gK) * ER_FAST_UP;
+    er_p_factors pf = er_p_factors_of(&fc, er__dot(ref)->plan.K);
     for (int64_t idx = j->begin; idx < j->end; idx++) {
         er_fast_bracket b;
         double lo, hi;
-        int ok = j->P && er_fast_bracket_of(&fc, er__dot(ref)->fs[idx], j->P[idx] * pg_lo, j->P[idx] * pg_hi, &b);
+        int ok = j->P && er_fast_bracket_of(&fc, er__dot(ref)->fs[idx], j->P[idx] * pf.g_lo, j->P[idx] * pf.g_hi, &b);
         if (ok) ok = er_fast_set(&fc, cx, &b, er_fast_rn(&fc, cx, b.slo), er_fast_rn(&fc, cx, b.shi), &lo, &hi);
         if (!ok) { classes[idx] = ER_PENDING; continue; }
         er_cset c;
@@ -1159,8 +1167,7 @@ typedef struct er_dot_cursor {
     er_dot_ctx cx;
     er_tensor view;         /* a view of format E, never read */
     er_fast_consts fc;
-    double plo_f, phi_f;    /* P's bracket from the floats' dot product (Lemma D4) */
-    double pg_lo, pg_hi;    /* P's bracket from P_hat = fl64(|A| |B|) (fast-path.md, The sets) */
+    er_p_factors pf;        /* P's bracket from the floats' dot product or from P_hat */
     double *va, *vb;        /* one element's operands, for the exact engine */
     int simd;               /* er__simd(): the AVX2 builds of the inner values' loop */
     const double *P;        /* the reference's P_hat once this cursor has taken it (er_dot_cursor_P), else NULL */
@@ -1204,11 +1211,7 @@ static void *er_dot_cursor_open(const er_ref *ref, const er_standard *std, const
     }
     er__dot_fast_consts(&c->fc, &c->cx);
     c->simd = er__simd();
-    double Kd = (double)er__dot(ref)->K;
-    c->plo_f = (1.0 - 2.0 * Kd * 0x1p-53) * ER_FAST_DN;
-    c->phi_f = (1.0 + 4.0 * Kd * 0x1p-53) * ER_FAST_UP;
-    c->pg_lo = (1.0 - c->fc.gK) * ER_FAST_DN;
-    c->pg_hi = (1.0 + 2.0 * c->fc.gK) * ER_FAST_UP;
+    c->pf = er_p_factors_of(&c->fc, er__dot(ref)->K);
     pthread_mutex_lock(&er__dot(ref)->pmu);
     er__dot(ref)->ncur++;
     pthread_mutex_unlock(&er__dot(ref)->pmu);
@@ -1256,7 +1259,7 @@ static int er_dot_cursor_inner(void *p, int64_t idx, int effort, double *lo, dou
     er_fast_stage1(&c->fc, Sh, er__dot(ref)->an[ia * er__dot(ref)->plan.M + i],
                    er__dot(ref)->bn[ib * er__dot(ref)->plan.N + j], &Plo, &Phi);
     if (effort > 0) {
-        double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd), l = P * c->plo_f, h = P * c->phi_f;
+        double P = er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd), l = P * c->pf.f_lo, h = P * c->pf.f_hi;
         Plo = l > Plo ? l : Plo;
         Phi = h < Phi ? h : Phi;
     }
@@ -1330,7 +1333,7 @@ static er_status er_dot_cursor_set(void *p, int64_t idx, er_cset *out) {
      * else from the floats */
     const double *Ph = er_dot_cursor_P(c);
     double P = Ph ? Ph[idx] : er_abs_dot(arow, bcol, er__dot(ref)->plan.K, c->simd),
-           l = P * (Ph ? c->pg_lo : c->plo_f), h = P * (Ph ? c->pg_hi : c->phi_f);
+           l = P * (Ph ? c->pf.g_lo : c->pf.f_lo), h = P * (Ph ? c->pf.g_hi : c->pf.f_hi);
     er_fast_bracket b;
     if (er_fast_bracket_of(&c->fc, Sh, l > Plo ? l : Plo, h < Phi ? h : Phi, &b) &&
         er_fast_set(&c->fc, &c->cx, &b, er_fast_rn(&c->fc, &c->cx, b.slo), er_fast_rn(&c->fc, &c->cx, b.shi), &lo,

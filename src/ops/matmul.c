@@ -620,9 +620,7 @@ er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     mpfr_ptr out = mpfr_out;
     const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     int64_t K = er__dot(r)->K, offa, offb;
-    /* the fast path's floats where it kept them (each an operand's value; a row of A and a column of B, contiguous),
-     * else the views */
-    const float *arow = NULL, *bcol = NULL;
+    const float *arow = NULL, *bcol = NULL; /* the fast path's floats, else the views */
     if (er__dot(r)->fast && K > 0) {
         const er_mm_plan *pl = &er__dot(r)->plan;
         int64_t MN = pl->M * pl->N, ia, ib;
