@@ -171,11 +171,14 @@ void er__load_step(int simd, const er_tensor *t, int64_t off, int64_t step, int6
 }
 
 void er__load_run(int simd, const er_tensor *t, int64_t idx, int64_t n, double *dst) {
-    if (!er__row_major(t)) { /* along the last dimension's runs: one offset computed a run */
+    if (!er__row_major(t)) { /* along the last dimension's runs: one offset computed a run, each run contiguous where
+                              * that dimension's stride is 1 (a bias broadcast over rows) */
         int64_t len = t->ndim > 0 ? t->shape[t->ndim - 1] : 1, st = t->ndim > 0 ? t->strides[t->ndim - 1] : 0;
         for (int64_t k = 0; k < n;) {
             int64_t off = er__offset(t, idx + k), r = len - (idx + k) % len;
-            for (r = r < n - k ? r : n - k; r > 0; r--, k++, off += st) dst[k] = er__load(t, off);
+            r = r < n - k ? r : n - k;
+            er__load_step(simd, t, off, st, r, dst + k);
+            k += r;
         }
         return;
     }

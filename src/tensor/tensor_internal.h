@@ -58,7 +58,8 @@ static inline int64_t er__offset(const er_tensor *t, int64_t idx) {
 }
 
 /* Decodes the n elements at row-major positions idx .. idx + n - 1 into dst (a row-major view reads them in one
- * pass, fp16's in the build of er__simd()'s level simd; a strided one element by element). */
+ * pass, fp16's in the build of er__simd()'s level simd; a strided one a run of its last dimension at a time, as
+ * er__load_step does). */
 ER_INTERNAL void er__load_run(int simd, const er_tensor *t, int64_t idx, int64_t n, double *dst);
 /* Decodes the n elements at element offsets off, off + step, ... into dst: one run (er__load_contig) where step is 1
  * and the format has one, else element by element. */
