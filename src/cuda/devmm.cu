@@ -427,6 +427,11 @@ __global__ void er_k_widest_refine(const int64_t *cand, const unsigned long long
     for (int64_t wi = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; wi < nc;
          wi += ((int64_t)gridDim.x * blockDim.x) / 32) {
         int64_t idx = cand[wi], bi = idx / MN, ra = ia[bi] * M + (idx % MN) / N, rb = ib[bi] * N + idx % N;
+        // a candidate whose width's upper bound (R = -2 - ub) is below a width already decided is not the widest:
+        // left as it is, er_k_widest_idx passes it over (the whole warp reads lane 0's w[0])
+        unsigned long long best = lane == 0 ? *(volatile unsigned long long *)&w[0] : 0;
+        best = __shfl_sync(0xffffffffu, best, 0);
+        if (-2 - R[idx] < __longlong_as_double((long long)best)) continue;
         double pl, ph;
         er_warp_p(A + ra * K, Bt + rb * K, K, lane, &pl, &ph);
         if (lane == 0) {
