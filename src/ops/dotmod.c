@@ -750,6 +750,16 @@ static void *er_fast_enclose_run(void *arg) {
     return NULL;
 }
 
+/* Element idx's operands from the fast path's kept floats, as doubles for the exact engine. */
+static void er_fast_operands(const er_ref *ref, int64_t idx, double *va, double *vb) {
+    const float *arow, *bcol;
+    er__dot_float_rows(ref, idx, &arow, &bcol);
+    for (int64_t k = 0; k < er__dot(ref)->plan.K; k++) {
+        va[k] = arow[k];
+        vb[k] = bcol[k];
+    }
+}
+
 /* The fast path's second pass, in contiguous ranges (reports merge in element order): the exact engine on each
  * element left, from the kept operands (exact as doubles). */
 static void *er_fast_rest(void *arg) {
@@ -757,7 +767,7 @@ static void *er_fast_rest(void *arg) {
     er_dot_ctx *cx = j->cx;
     const er_ref *ref = cx->ref;
     const er_mm_plan *pl = &er__dot(ref)->plan;
-    int64_t K = pl->K, MN = pl->M * pl->N;
+    int64_t K = pl->K;
     double *va = NULL, *vb = NULL;
     const uint8_t *cls = er__sink_classes(cx->sk);
     for (int64_t idx = j->begin; idx < j->end && j->st == ER_OK; idx++) {
@@ -778,11 +788,7 @@ static void *er_fast_rest(void *arg) {
                 break;
             }
         }
-        int64_t ia, ib;
-        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K,
-                    *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
-        for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
+        er_fast_operands(ref, idx, va, vb);
         j->st = er_covers_cb(cx, &er__dot(ref)->env, idx, va, vb, K, 0);
     }
     free(va);
@@ -795,14 +801,11 @@ static void *er_fast_rest(void *arg) {
 static er_status er_fast_widest(er_dot_ctx *cx, int64_t idx) {
     const er_ref *ref = cx->ref;
     const er_mm_plan *pl = &er__dot(ref)->plan;
-    int64_t K = pl->K, MN = pl->M * pl->N, ia, ib;
+    int64_t K = pl->K;
     double *va = malloc(sizeof(double) * (size_t)(K ? K : 1)), *vb = malloc(sizeof(double) * (size_t)(K ? K : 1));
     er_status st = va && vb ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate two vectors of %lld", (long long)K);
     if (st == ER_OK) {
-        er__matmul_batch_of(ref, idx / MN, &ia, &ib);
-        const float *arow = er__dot(ref)->af + (ia * pl->M + (idx % MN) / pl->N) * K,
-                    *bcol = er__dot(ref)->bt + (ib * pl->N + idx % pl->N) * K;
-        for (int64_t k = 0; k < K; k++) { va[k] = arow[k]; vb[k] = bcol[k]; }
+        er_fast_operands(ref, idx, va, vb);
         er_cset c;
         st = er__dot_element_set(cx, &er__dot(ref)->env, idx, va, vb, K, 0, &c);
         if (st == ER_OK)

@@ -621,13 +621,7 @@ er_status er__matmul_exact_mpfr(const er_ref *r, int64_t idx, void *mpfr_out) {
     const er_tensor *A = &er__dot(r)->A, *B = &er__dot(r)->B;
     int64_t K = er__dot(r)->K, offa, offb;
     const float *arow = NULL, *bcol = NULL; /* the fast path's floats, else the views */
-    if (er__dot(r)->fast && K > 0) {
-        const er_mm_plan *pl = &er__dot(r)->plan;
-        int64_t MN = pl->M * pl->N, ia, ib;
-        er__matmul_batch_of(r, idx / MN, &ia, &ib);
-        arow = er__dot(r)->af + (ia * pl->M + (idx % MN) / pl->N) * K;
-        bcol = er__dot(r)->bt + (ib * pl->N + idx % pl->N) * K;
-    }
+    if (er__dot(r)->fast && K > 0) er__dot_float_rows(r, idx, &arow, &bcol);
     /* operands of at most 26 bits whose products stay within 2^-900 .. 2^1000 (or are 0): every product p is a b */
     const er_fmt_info *fa = er__fmt(A->format), *fb = er__fmt(B->format);
     int exact = fa->p <= 26 && fb->p <= 26 && fa->min_sub * fb->min_sub >= 0x1p-900 && fa->max * fb->max <= 0x1p1000;

@@ -66,6 +66,14 @@ typedef struct er_dot_state {
 } er_dot_state;
 static inline er_dot_state *er__dot(const er_ref *r) { return (er_dot_state *)r->priv; }
 ER_INTERNAL void er__matmul_batch_of(const er_ref *r, int64_t bi, int64_t *ia, int64_t *ib);
+/* Element idx's row of A's kept floats and column of B's (the fast path's af and bt: [batches][M or N][K]). */
+static inline void er__dot_float_rows(const er_ref *r, int64_t idx, const float **arow, const float **bcol) {
+    const er_dot_state *d = er__dot(r);
+    int64_t MN = d->plan.M * d->plan.N, K = d->plan.K, ia, ib;
+    er__matmul_batch_of(r, idx / MN, &ia, &ib);
+    *arow = d->af + (ia * d->plan.M + (idx % MN) / d->plan.N) * K;
+    *bcol = d->bt + (ib * d->plan.N + idx % d->plan.N) * K;
+}
 /* A scaled matmul's two scales for element idx: per tensor, or rowwise its row's (of its batch of A) and its
  * column's (of its batch of B). */
 static inline void er__dot_scales(const er_ref *r, int64_t idx, double *sa, double *sb) {
