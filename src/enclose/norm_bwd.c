@@ -102,6 +102,8 @@ ER_AVX2 static int er_nbwd_finite_avx2(const double *dy, const double *x, const 
 static int er_nbwd_finite(int simd, const double *dy, const double *x, const double *w, int64_t n) {
 #if ER_HAVE_AVX2
     if (simd) return er_nbwd_finite_avx2(dy, x, w, n);
+#else
+    (void)simd;
 #endif
     return er_nbwd_finite_base(dy, x, w, n);
 }

@@ -426,7 +426,8 @@ static void on_progress(int64_t done, int64_t total, void *user) {
 }
 
 START_TEST(progress_of_a_long_check) {
-    enum { PM = 128, PN = 128 };
+    /* a sanitizer run's share of the rows (each check still several times the progress delays there) */
+    const int PM = (int)er_test_trials(128, 32), PN = 128;
     long_mm lm;
     long_mm_make(&lm, PM, 2048, PN, 92);
     er_ref *r = lm.r;
@@ -448,9 +449,9 @@ START_TEST(progress_of_a_long_check) {
             ck_assert_int_eq(p.calls, 0);
         }
     }
-    /* a row op reports rows: softmax over 4096 rows of 4096 (about 0.6 s on 2 cores) */
-    enum { SR = 4096, SN = 4096 };
-    float *x = malloc(sizeof(float) * SR * SN), *y = malloc(sizeof(float) * SR * SN);
+    /* a row op reports rows: softmax over 4096 rows of 4096 (about 0.6 s on 2 cores; a sanitizer run's share) */
+    const int SR = (int)er_test_trials(4096, 512), SN = 4096;
+    float *x = malloc(sizeof(float) * (size_t)SR * SN), *y = malloc(sizeof(float) * (size_t)SR * SN);
     for (int i = 0; i < SR * SN; i++) { x[i] = (float)(4 * er_rand_unit() - 2); y[i] = 1.0f / SN; }
     er_tensor tx, ty;
     er_tensor_view(&tx, ER_FP32, 2, (int64_t[]){SR, SN}, NULL, x);

@@ -26,6 +26,18 @@ static inline double er_test_multiplier(void) {
     double m = s && *s ? atof(s) : 1.0;
     return m > 0 ? m : 1.0;
 }
+/* A loop's n trials (random or fixed cases) scaled by the multiplier, at least min: the count its tallies need to
+ * mean anything (a sanitizer run's share of the work; the full count where the multiplier is 1 or more). */
+static inline long er_test_trials(long n, long min) {
+    long t = (long)((double)n * er_test_multiplier());
+    return t < min ? min : t;
+}
+/* Of a fixed list of cases (captures, every pattern of a format), every k-th is checked, k the multiplier's inverse
+ * rounded (1 where it is 1 or more): each case still read and counted, the share checked that of random trials. */
+static inline int er_test_stride(void) {
+    double m = er_test_multiplier();
+    return m >= 1 ? 1 : (int)(1 / m + 0.5);
+}
 /* splitmix64 */
 static inline uint64_t er_rand64(void) {
     uint64_t z = (er_rng += UINT64_C(0x9E3779B97F4A7C15));

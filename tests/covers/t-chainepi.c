@@ -160,7 +160,7 @@ START_TEST(the_epilogue_pass_decides_as_each_element_alone) {
     er_standard std[2];
     ck_assert_int_eq(er_standard_parse(&std[0], "any_order", NULL), ER_OK);
     ck_assert_int_eq(er_standard_parse(&std[1], "any_order", "math=triton"), ER_OK);
-    int trials = (int)(3 * er_test_multiplier());
+    int trials = (int)er_test_trials(3, 1);
     int64_t outside = 0, out_unseen[2] = {0, 0};
     for (int tr = 0; tr < trials; tr++) {
         er_test_reseed(2400 + (uint64_t)tr);

@@ -1203,7 +1203,7 @@ END_TEST
  * variance and rstd = 1/(sqrt(v) + eps), which any_order's two-pass set allows at n = 4096, are caught. */
 START_TEST(layernorm_depth) {
     er_test_reseed(330);
-    long trials = (long)(6 * er_test_multiplier());
+    long trials = er_test_trials(6, 3); /* n = 4096 once at least */
     int caught_unb = 0, caught_rstd = 0, missed_any = 0;
     for (long tr = 0; tr < trials; tr++) {
         static const int ns[3] = {256, 1024, 4096};

@@ -182,7 +182,8 @@ END_TEST
 START_TEST(fast_path_widest_among_near_equals) {
     er_test_reseed(1300);
     static const char *const opts[3] = {"", "rounding=faithful", ""};
-    for (int tr = 0; tr < 24; tr++) {
+    long trials = er_test_trials(24, 3);
+    for (int tr = 0; tr < trials; tr++) {
         int t = tr % 3, M = 150, N = 130, K = 512;
         er_format fx = ER_FP16, fo = t == 2 ? ER_FP16 : ER_FP32;
         double *a = malloc(sizeof(double) * (size_t)(M * K)), *b = malloc(sizeof(double) * (size_t)(K * N));
@@ -236,7 +237,7 @@ END_TEST
  * most failing elements without it: they count as unseen. */
 START_TEST(fast_path_outputs_outside) {
     er_test_reseed(1400);
-    long trials = (long)(12 * er_test_multiplier());
+    long trials = er_test_trials(12, 6);
     static const er_format ins[] = {ER_FP16, ER_BF16, ER_FP32}, outs[] = {ER_FP32, ER_FP16, ER_BF16};
     int64_t outside = 0, unseen[2] = {0, 0};
     for (long tr = 0; tr < trials; tr++) {

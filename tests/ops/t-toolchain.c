@@ -228,8 +228,9 @@ START_TEST(triton_sum_bit_for_bit) {
     npz_file z;
     FILE *f = open_cases(&z, ER_TEST_DATA_DIR "/tlsum.npz", ER_TEST_DATA_DIR "/tlsum.txt");
     char line[512], id[32], dt[16], layout[256], kind[16];
-    /* the sanitizer runs (ER_TEST_MULTIPLIER below 1) emulate every second capture; every line is read and counted */
-    int stride = er_test_multiplier() < 1 ? 2 : 1, lines = 0;
+    /* the sanitizer runs (ER_TEST_MULTIPLIER below 1) emulate every k-th capture (er_test_stride); every line is read
+     * and counted */
+    int stride = er_test_stride(), lines = 0;
     int cases = 0, seq_differs = 0, warps_differs = 0, multi_warp = 0, subnormal = 0, ties = 0;
     long long exact = 0;
     static uint16_t h[64 * 16384];
