@@ -9,11 +9,9 @@ FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 60
 # The sanitizer runs' share of each suite's random trials and fixed cases (ER_TEST_MULTIPLIER; tests/common/er_test.h):
-# they look for memory errors and races on the same code paths the plain build's full count checks the numbers of; 1
-# runs them all there too. ThreadSanitizer's run, the slowest, takes a quarter: each suite's threads still run every
-# path it has.
-SAN_MULTIPLIER ?= 0.5
-TSAN_MULTIPLIER ?= 0.25
+# they look for memory errors and races on the same code paths the plain build's full count checks the numbers of
+# (and the fuzzers search for memory errors on their own); 1 runs them all there too.
+SAN_MULTIPLIER ?= 0.25
 FUZZ_TARGETS := standard ops report quantize attention chain
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 APT_PACKAGES := gcc make cmake pkg-config libgmp-dev libmpfr-dev libmpc-dev libopenblas-dev check zlib1g-dev binutils python3 python3-pip \
@@ -76,7 +74,7 @@ test: build san tsan fuzz-build
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ER_TEST_MULTIPLIER=$(SAN_MULTIPLIER) \
 	  $(KEEP) ctest --output-on-failure -j $(JOBS)
 	@$(call LAST,C suites (ASan+UBSan),tests passed)
-	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ER_TEST_MULTIPLIER=$(TSAN_MULTIPLIER) \
+	cd $(TSAN_BUILD) && OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ER_TEST_MULTIPLIER=$(SAN_MULTIPLIER) \
 	  $(KEEP) ctest --output-on-failure -j $(JOBS) -LE one-thread
 	@$(call LAST,C suites (TSan),tests passed)
 	$(KEEP) $(MAKE) --no-print-directory fuzz-smoke
