@@ -1,8 +1,9 @@
 /* bench_device.c: er_matmul_covers_device (the matmul reference on the GPU, any order over fp16 inputs, the
  * standard mma:sm90 outer=any) on the output of cuBLAS's fp16 GEMM with fp32 accumulation (tensor cores), next to
- * cuBLAS's fp64 GEMM of the same shape on the same GPU, both from device memory; three alternating rounds,
- * medians. Then the check of a failing output (the last 16 products of each sum dropped) against the check of the
- * correct one. Prints `name: X s vs baseline Y s = Rx`. Usage: bench_device [N ...] (default 2048 4096 8192). */
+ * cuBLAS's fp64 GEMM of the same shape on the same GPU, both from device memory; three alternating rounds, medians;
+ * the check with its classes copied to the host, and kept on the device (er_report_keep_on_device). Then the check of
+ * a failing output (the last 16 products of each sum dropped) against the check of the correct one. Prints `name: X s
+ * vs baseline Y s = Rx`. Usage: bench_device [N ...] (default 2048 4096 8192). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -57,9 +58,9 @@ static void run(cublasHandle_t h, int n) {
     er_tensor_view(&tC, ER_FP32, 2, (int64_t[]){n, n}, NULL, dC);
     er_standard std;
     CHECK(er_standard_parse(&std, "mma:sm90", "outer=any"));
-    double tx[3], tb[3];
+    double tx[3], tk[3], tb[3];
     er_report rep;
-    int pass = 0;
+    int pass = 0, kpass = 0;
     long long exact = 0, covered = 0;
     for (int r = 0; r < 3; r++) {
         const double d1 = 1.0, d0 = 0.0;
@@ -75,11 +76,22 @@ static void run(cublasHandle_t h, int n) {
         exact = (long long)rep.counts[ER_CLASS_EXACT];
         covered = (long long)rep.counts[ER_CLASS_COVERED];
         er_report_clear(&rep);
+        /* the same check into a report that keeps its classes on the device (as Python's check of CUDA tensors) */
+        CHECK(er_report_keep_on_device(&rep));
+        t0 = now();
+        if (er_matmul_covers_device(&rep, &tA, &tB, &tC, &std, NULL) != ER_OK) { fprintf(stderr, "%s\n", er_last_error()); exit(1); }
+        tk[r] = now() - t0;
+        kpass = er_report_all(&rep) && rep.classes == NULL && rep.counts[ER_CLASS_EXACT] == exact;
+        er_report_clear(&rep);
     }
-    double x = median3(tx), y = median3(tb);
+    double x = median3(tx), y = median3(tb), xk = median3(tk);
     printf("matmul_covers_device_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: cuBLAS fp64 GEMM of the same shape on the "
            "same GPU; medians of 3 alternating rounds; output of cuBLAS's fp16 GEMM with fp32 accumulation under mma:sm90 outer=any: "
-           "verdict %s, exact %lld, covered %lld)\n", n, n, n, x, y, x / y, pass ? "pass" : "FAIL", exact, covered);
+           "verdict %s, exact %lld, covered %lld; the classes copied to the host)\n", n, n, n, x, y, x / y, pass ? "pass" : "FAIL",
+           exact, covered);
+    printf("matmul_covers_device_kept_fp16_%dx%dx%d: %.4f s vs baseline %.4f s = %.2fx  (the same check into a report that keeps its "
+           "classes on the device, er_report_keep_on_device, as Python's check of CUDA tensors: verdict %s)\n", n, n, n, xk, y, xk / y,
+           kpass ? "pass, classes on the device" : "FAIL");
     /* a kernel with a bug: the same GEMM with the last 16 products of each sum dropped; its check against the check
      * of the correct output, alternating */
     void *dX;

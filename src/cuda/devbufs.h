@@ -1,6 +1,6 @@
 /* devbufs.h: what the GPU paths of src/cuda/ share: the device buffers of one check, allocated on its stream and
- * freed together; host memory locked for a copy from the GPU; the kernels' code of an output format; the order of
- * element or row numbers. */
+ * freed together; host memory locked for a copy from the GPU; a report's classes kept on the device; the kernels'
+ * code of an output format; the order of element or row numbers. */
 #ifndef ER_DEVBUFS_H
 #define ER_DEVBUFS_H
 
@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include <exactref/format.h>
+#include <exactref/report.h>
 #include <exactref/tensor.h>
 
 enum { ER_DEVBUFS = 32 };
@@ -52,6 +53,17 @@ er_status er__host_view_alloc(er_tensor *view, void **host, size_t *bytes, const
 /* The device's bytes at device_ptr into h, on stream s, its pages first touched on the library's threads; done when
  * it returns. */
 cudaError_t er__host_copy(void *h, const void *device_ptr, size_t bytes, cudaStream_t s);
+
+/* A report's classes kept on the device (er_report_keep_on_device): whether the report asks (want), and the device
+ * array a GPU path leaves there (dcl, the path's own until er_dev_keep_end). */
+typedef struct er_dev_keep { int want; uint8_t *dcl; } er_dev_keep;
+/* Whether rep carries er_report_keep_on_device's mark (device.c). */
+int er__report_keeps(const er_report *rep);
+/* Before a device call into rep: whether the report asks to keep its classes on the device. */
+static inline er_dev_keep er_dev_keep_of(const er_report *rep) { return (er_dev_keep){ er__report_keeps(rep), NULL }; }
+/* After the call's engine (st its status): the kept classes handed to the filled report, whose host array goes,
+ * else freed (device.c). */
+void er_dev_keep_end(er_dev_keep *k, er_report *rep, er_status st);
 
 /* The kernels' code of a format they read: 0 fp32, 1 fp16, 2 bf16; -1 another. */
 static inline int er_dev_fmt(er_format f) { return f == ER_FP32 ? 0 : f == ER_FP16 ? 1 : f == ER_BF16 ? 2 : -1; }

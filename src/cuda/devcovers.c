@@ -89,7 +89,13 @@ static void er_devrest_widest(er_devrest_job *j) {
 
 /* What the module's covers needs beyond the reference of shapes: the device views and the stream; fallback is set
  * where the GPU path does not apply. */
-typedef struct er_dev_arg { er_ref *ref; const er_tensor *A, *B, *out; void *stream; int fallback; } er_dev_arg;
+typedef struct er_dev_arg {
+    er_ref *ref;
+    const er_tensor *A, *B, *out;
+    void *stream;
+    int fallback;
+    er_dev_keep *keep; /* whether the report keeps its classes on the device, and their array there */
+} er_dev_arg;
 
 static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
 static const char *const er_dev_names[1] = {"out"};
@@ -131,9 +137,11 @@ static er_status er_matmul_covers_device_run(er_report *rep, const er_tensor *A,
 #else
     er_ref *ref;
     ER_RETURN_IF_ERROR(er__matmul_shape_ref(&ref, A, B));
-    er_dev_arg arg = {ref, A, B, out, stream, 0};
+    er_dev_keep keep = er_dev_keep_of(rep);
+    er_dev_arg arg = {ref, A, B, out, stream, 0, &keep};
     er_status st = er__covers_module(rep, &er_dev_module, ref, out, std, &arg);
     er_ref_free(ref);
+    er_dev_keep_end(&keep, rep, st); /* where the GPU path ran and the report keeps its classes there */
     if (st != ER_OK || !arg.fallback) return st;
     er_report_clear(rep);
     return er_mm_covers_host(rep, A, B, out, std, stream);
@@ -163,9 +171,10 @@ typedef struct er_dev_run {
                                            * element (and er__devmm_widest's scratch) */
     float *dh;                            /* the outside elements' distance bounds */
     int64_t *dpend;                       /* the elements the GPU left */
-    uint8_t *dcl;                         /* the classes the GPU decided */
+    uint8_t *dcl;                         /* the classes the GPU decided (keep's array where the report keeps them) */
     uint8_t *classes;                     /* the report's classes array (host) */
     int pinned;                           /* classes is registered with CUDA */
+    er_dev_keep *keep;                    /* where the report keeps its classes on the device, else NULL */
 } er_dev_run;
 
 /* Whether the GPU decodes an operand of format f: of at most 24 bits, stored in 8 or 16 bits or as fp32. */
@@ -260,7 +269,7 @@ static void er_dev_int_bracket(er_dev_run *r, const double *psa, const double *p
 /* The report's classes array locked (er_dev_lock) for their copy from the GPU while the GPU works on the decisions:
  * the host's page locking then overlaps the GPU's work. */
 static void er_dev_pin_classes(er_dev_run *r) {
-    if (r->pinned || !r->classes || r->n < 1) return;
+    if (r->pinned || r->keep || !r->classes || r->n < 1) return;
     r->pinned = er_dev_lock(r->classes, (size_t)r->n, 0);
 }
 
@@ -303,7 +312,10 @@ static void er_dev_decide(er_dev_run *r) {
         er__dot_fast_consts(&fc, &cx0);
         er__dot_ctx_clear(&cx0);
     }
-    r->dcl = er_dev_alloc(&r->db, (size_t)n, s, &r->e);
+    if (!r->keep) r->dcl = er_dev_alloc(&r->db, (size_t)n, s, &r->e);
+    else if (r->e == cudaSuccess) /* the report's to free: outside the run's buffers */
+        r->e = cudaMalloc((void **)&r->keep->dcl, (size_t)(n ? n : 1));
+    if (r->keep) r->dcl = r->keep->dcl;
     unsigned long long *dcnt = er_dev_alloc(&r->db, sizeof r->hcnt, s, &r->e);
     r->dh = er_dev_alloc(&r->db, sizeof(float) * (size_t)n, s, &r->e);
     int64_t *dcand = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)n, s, &r->e);
@@ -398,6 +410,28 @@ static int er_dev_chunk(er_dev_run *r, er_sinks *sks, int share, const int64_t *
     return nt;
 }
 
+/* Where the report keeps its classes on the device: the host's classes of the np elements it decided (hp, sorted,
+ * as r->dpend holds them) over the GPU's; or, where the whole array came to the host (whole), all of it. */
+static void er_dev_keep_up(er_dev_run *r, const uint8_t *classes, const int64_t *hp, int64_t np, int whole) {
+    cudaStream_t s = r->s;
+    if (whole) {
+        r->e = cudaMemcpyAsync(r->dcl, classes, (size_t)r->n, cudaMemcpyHostToDevice, s);
+        if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+        return;
+    }
+    if (!np) return;
+    uint8_t *hv = malloc((size_t)np), *dv = er_dev_alloc(&r->db, (size_t)np, s, &r->e);
+    if (!hv) {
+        r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the classes of %lld elements", (long long)np);
+        return;
+    }
+    for (int64_t i = 0; i < np; i++) hv[i] = classes[hp[i]];
+    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(dv, hv, (size_t)np, cudaMemcpyHostToDevice, s);
+    if (r->e == cudaSuccess) r->e = (cudaError_t)er__devmm_scatter8(r->dpend, dv, np, r->dcl, s);
+    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
+    free(hv);
+}
+
 /* The GPU's classes into the report, then the elements left, in element order, in chunks: their vectors gathered on
  * the GPU, the exact engine on the host's threads, each on a contiguous share of the chunk (one share of the sinks
  * each, in element order); then the widest decided set's entry. */
@@ -416,10 +450,13 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     }
     r->st = er__sinks_open(sks, shares ? shares : 1);
     if (r->st != ER_OK) return;
-    /* the classes straight into the report's array (registered with CUDA by er_dev_pin_classes where that works) */
+    /* the classes straight into the report's array (registered with CUDA by er_dev_pin_classes where that works),
+     * unless the report keeps them on the device and no output lies outside (whose first failures the host finds in
+     * the array) */
     er_sink *s0 = er__sinks_at(sks, 0, 0);
     uint8_t *classes = er__sink_classes(s0);
-    r->e = cudaMemcpyAsync(classes, r->dcl, (size_t)n, cudaMemcpyDeviceToHost, s);
+    int whole = !r->keep || nout;
+    if (whole) r->e = cudaMemcpyAsync(classes, r->dcl, (size_t)n, cudaMemcpyDeviceToHost, s);
     if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
     er__sink_count(s0, ER_CLASS_EXACT, (int64_t)r->hcnt[0]);
     er__sink_count(s0, ER_CLASS_COVERED, (int64_t)r->hcnt[1]);
@@ -453,6 +490,9 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
         if (r->e != cudaSuccess) break;
         share += er_dev_chunk(r, sks, share, hp + c0, cn, rows, ys);
     }
+    if (r->keep && r->st == ER_OK && r->e == cudaSuccess) er_dev_keep_up(r, classes, hp, np, whole);
+    if (r->keep && !whole && r->st == ER_OK && r->e == cudaSuccess && r->hw[0] && r->hw[1] != ULLONG_MAX)
+        r->e = cudaMemcpy(classes + r->hw[1], r->dcl + r->hw[1], 1, cudaMemcpyDeviceToHost); /* the entry reads it */
     if (r->st == ER_OK && r->e == cudaSuccess && r->hw[0] && r->hw[1] != ULLONG_MAX)
         er_dev_widest_entry(r, s0, drows, dys);
     free(hp);
@@ -515,6 +555,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     r.n = ref->n;
     r.K = pl->K;
     r.classes = er__sinks_classes(sks, 0);
+    r.keep = arg->keep && arg->keep->want ? arg->keep : NULL;
     er_dev_decode(&r);
     if (er_dev_going(&r)) er_dev_decide(&r);
     if (er_dev_going(&r)) er_dev_rest(&r, sks);
@@ -522,6 +563,10 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
     if (st == ER_OK && r.fallback) {
         arg->fallback = 1;
         er__sinks_decline(sks);
+        if (r.keep && r.keep->dcl) { /* the host's path fills the report */
+            cudaFree(r.keep->dcl);
+            r.keep->dcl = NULL;
+        }
     }
     return st;
 }

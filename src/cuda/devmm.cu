@@ -341,6 +341,11 @@ __global__ void er_k_tofloat(const double *x, int64_t n, float *y) {
 }
 
 // |x| for n values.
+__global__ void er_k_scatter8(const int64_t *idx, const uint8_t *v, int64_t n, uint8_t *d) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        d[idx[i]] = v[i];
+}
+
 __global__ void er_k_abs(const double *x, int64_t n, double *y) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = fabs(x[i]);
@@ -577,6 +582,11 @@ int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const doubl
 
 int er__devmm_tofloat(const double *x, int64_t n, float *y, void *stream) {
     if (n) er_k_tofloat<<<er_grid(n, 256), 256, 0, (cudaStream_t)stream>>>(x, n, y);
+    return (int)cudaGetLastError();
+}
+
+int er__devmm_scatter8(const int64_t *idx, const uint8_t *v, int64_t n, uint8_t *d, void *stream) {
+    if (n) er_k_scatter8<<<er_grid(n, 256), 256, 0, (cudaStream_t)stream>>>(idx, v, n, d);
     return (int)cudaGetLastError();
 }
 

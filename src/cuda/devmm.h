@@ -46,6 +46,8 @@ int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const doubl
                      int64_t *cand, int64_t *pending, float *Dh, int stages, void *stream);
 /* y = x as floats for n values (exact for values of at most 24 bits). */
 int er__devmm_tofloat(const double *x, int64_t n, float *y, void *stream);
+/* d[idx[i]] = v[i] for i < n. */
+int er__devmm_scatter8(const int64_t *idx, const uint8_t *v, int64_t n, uint8_t *d, void *stream);
 /* y = |x| for n values. */
 int er__devmm_abs(const double *x, int64_t n, double *y, void *stream);
 /* After er__devmm_decide, with the same pb: the relative width of each decided element's set into R (n doubles of

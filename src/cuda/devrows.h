@@ -17,17 +17,6 @@ static const char *const er_dev_rows_out[1] = {"out"};
     {.name = op, .nout = 1, .out_names = er_dev_rows_out, .out_shape = er__out_shape_same, .check = chk,               \
      .covers = cov, .classic_bug = er__rows_classic_bug}
 
-/* A report's classes kept on the device (er_report_keep_on_device): whether the report asks (want), and the device
- * array a row path leaves there (dcl, the path's own until er_dev_keep_end). */
-typedef struct er_dev_keep { int want; uint8_t *dcl; } er_dev_keep;
-/* Whether rep carries er_report_keep_on_device's mark (device.c). */
-int er__report_keeps(const er_report *rep);
-/* Before a row op's device call into rep: whether the report asks to keep its classes on the device. */
-static inline er_dev_keep er_dev_keep_of(const er_report *rep) { return (er_dev_keep){ er__report_keeps(rep), NULL }; }
-/* After the call's engine (st its status): the kept classes handed to the filled report, whose host array goes,
- * else freed (device.c). */
-void er_dev_keep_end(er_dev_keep *k, er_report *rep, er_status st);
-
 typedef struct er_dev_rows er_dev_rows;
 /* The op's row function on the host: rows rows[0 .. np) (values xs and outputs ys, n each) into sk (only < 0), or
  * the one element `only` given to sk as the widest set's candidate. */

@@ -64,9 +64,16 @@ static void *to_device(const void *h, size_t bytes) {
     return d;
 }
 
+static void require_kept_same_in(const er_report *rh, er_report *rk, er_status st, const char *what, long *kept);
+/* The matmul reports marked er_report_keep_on_device that kept their classes on the device; those of them that passed
+ * with elements the host decided (their classes scattered over the GPU's there), and those with an output outside
+ * (the whole array copied back up). */
+static long kept_mm, kept_mm_scattered, kept_mm_outside;
+
 /* The host's report of ref on host views tA, tB, tC under std against er_matmul_covers_device's on device copies of
- * their data (ab and c bytes per operand element and output storage, na, nb and nc elements stored): the same.
- * Returns the device report's elements decided without their sets (n_unseen). */
+ * their data (ab and c bytes per operand element and output storage, na, nb and nc elements stored): the same, also
+ * into a report marked to keep its classes on the device. Returns the device report's elements decided without their
+ * sets (n_unseen). */
 static int64_t require_device_equals_host(const er_ref *ref, const er_tensor *tA, const er_tensor *tB,
                                           const er_tensor *tC, int64_t na, int64_t nb, int64_t nc, int ab, int c,
                                           const er_standard *std, const char *what) {
@@ -80,6 +87,12 @@ static int64_t require_device_equals_host(const er_ref *ref, const er_tensor *tA
     ER_REQUIRE(er_covers(&rh, ref, tC, std) == ER_OK, "host: %s", er_last_error());
     ER_REQUIRE(er_matmul_covers_device(&rd, &vA, &vB, &vC, std, NULL) == ER_OK, "device: %s", er_last_error());
     er_require_same_report(&rh, &rd, what);
+    er_report rk;
+    ER_REQUIRE(er_report_keep_on_device(&rk) == ER_OK, "keep: %s", er_last_error());
+    er_status st = er_matmul_covers_device(&rk, &vA, &vB, &vC, std, NULL);
+    if (st == ER_OK && !rk.classes && rh.counts[ER_CLASS_OUTSIDE]) kept_mm_outside++;
+    else if (st == ER_OK && !rk.classes && rk.n_unseen < rk.n) kept_mm_scattered++;
+    require_kept_same_in(&rh, &rk, st, what, &kept_mm);
     int64_t unseen = rd.n_unseen;
     er_report_clear(&rh);
     er_report_clear(&rd);
@@ -140,6 +153,8 @@ START_TEST(matmul_on_the_gpu_equals_the_host) {
         free(a); free(b); free(A); free(B); free(C);
     }
     printf("t-cuda: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials, device_elems);
+    printf("t-cuda: so far %ld matmul reports kept their classes on the device: %ld passed with elements the host "
+           "decided, %ld had outputs outside\n", kept_mm, kept_mm_scattered, kept_mm_outside);
 }
 END_TEST
 
@@ -360,7 +375,8 @@ START_TEST(long_sums_on_the_gpu_equal_the_host) {
         free(a); free(b); free(A); free(B); free(C);
     }
     printf("t-cuda: long sums: er_matmul_covers_device gave the host's report on %ld matrices (%ld elements)\n", trials,
-           device_elems);
+           device_elems);    printf("t-cuda: so far %ld matmul reports kept their classes on the device: %ld passed with elements the host "
+           "decided, %ld had outputs outside\n", kept_mm, kept_mm_scattered, kept_mm_outside);
 }
 END_TEST
 
@@ -443,12 +459,12 @@ static long kept_reports;
  * where its classes stayed on the device (rk->classes NULL), er_report_classes gives NULL until
  * er_report_fetch_classes (twice: the second does nothing) brings them; then the same report, field for field and in
  * its JSON. rk is cleared. */
-static void require_kept_same(const er_report *rh, er_report *rk, er_status st, const char *what) {
+static void require_kept_same_in(const er_report *rh, er_report *rk, er_status st, const char *what, long *kept) {
     ER_REQUIRE(st == ER_OK, "device, kept: %s", er_last_error());
     if (!rk->classes) {
         ER_REQUIRE(rk->device_classes && er_report_classes(rk) == NULL && rk->n > 0,
                    "%s: a kept report has neither host nor device classes", what);
-        kept_reports++;
+        (*kept)++;
     } else {
         ER_REQUIRE(!rk->device_classes, "%s: a report has both host and device classes", what);
     }
@@ -459,6 +475,10 @@ static void require_kept_same(const er_report *rh, er_report *rk, er_status st, 
     er_require_same_report(rh, rk, what);
     er_require_same_json(rh, rk, what);
     er_report_clear(rk);
+}
+/* The same, counting the kept reports in kept_reports (the row ops'). */
+static void require_kept_same(const er_report *rh, er_report *rk, er_status st, const char *what) {
+    require_kept_same_in(rh, rk, st, what, &kept_reports);
 }
 
 static void require_rows_device_equals_host(const er_ref *ref, int log, const er_tensor *tx, const er_tensor *tc,
@@ -1160,7 +1180,8 @@ START_TEST(h200_matmul_captures_on_the_gpu_equal_the_host) {
     npz_free(&z);
     ck_assert_int_ge(cases, 10);
     printf("t-cuda: er_matmul_covers_device gave the host's reports on the %d cuBLAS captures of mm16.npz (%ld "
-           "elements), as captured and nudged, under two standards each\n", cases, elems);
+           "elements), as captured and nudged, under two standards each\n", cases, elems);    printf("t-cuda: so far %ld matmul reports kept their classes on the device: %ld passed with elements the host "
+           "decided, %ld had outputs outside\n", kept_mm, kept_mm_scattered, kept_mm_outside);
 }
 END_TEST
 

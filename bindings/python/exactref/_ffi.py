@@ -520,7 +520,7 @@ class Report:
         if not n:
             return np.zeros(0, np.uint8)
         addr = ctypes.cast(lib.er_report_classes(self.ptr), ctypes.c_void_p).value
-        if addr is None:  # left on the GPU by a row op's device path (kept_block): brought here once
+        if addr is None:  # left on the GPU by a device path (kept_block): brought here once
             check(lib.er_report_fetch_classes(self.ptr))
             addr = ctypes.cast(lib.er_report_classes(self.ptr), ctypes.c_void_p).value
         buf = (ctypes.c_uint8 * n).from_address(addr)
@@ -783,13 +783,14 @@ def matmul_device(va, vb, stream_handle):
 
 
 def matmul_covers_device(va, vb, vo, std, stream_handle):
-    block = Reports(1)
+    block = kept_block()
     check(lib.er_matmul_covers_device(block.buf, va, vb, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 
 def kept_block():
-    """One report marked to keep a row op's classes on the GPU (er_report_keep_on_device) until Report.classes()."""
+    """One report marked to keep a device check's classes on the GPU (er_report_keep_on_device) until
+    Report.classes()."""
     block = Reports(1)
     check(lib.er_report_keep_on_device(block.buf))
     return block
