@@ -27,9 +27,9 @@ ER_API int er_cuda_available(void);
 ER_API er_status er_tensor_from_device(er_tensor *view, void **host, er_format f, int ndim, const int64_t *shape,
                                        const int64_t *strides, const void *device_ptr, void *stream);
 ER_API void er_host_free(void *host);
-/* Clears *rep (er_report_clear) and marks it so that the next row op's device call into it (er_softmax_covers_device,
- * er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device; er_covers_device of a chain
- * whose epilogue pass runs on the GPU) leaves the report's classes in
+/* Clears *rep (er_report_clear) and marks it so that the next device call into it (er_matmul_covers_device,
+ * er_softmax_covers_device, er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device;
+ * er_covers_device of a chain whose epilogue pass runs on the GPU) leaves the report's classes in
  * device memory the report owns, where the GPU wrote them, instead of copying n bytes to the host: rep->classes is
  * then NULL and er_report_fetch_classes copies them when they are wanted. The counts, the first failing elements, the
  * worst and widest elements, the text and the JSON are the report's as ever. A call that takes another path (host

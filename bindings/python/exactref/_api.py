@@ -669,7 +669,8 @@ def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", 
     dimensions), the reference computed on the GPU where they are (er_matmul_covers_device): an fp64 GEMM and the
     fast path's certified decisions there, the undecided elements exactly on the host. Outside the GPU path's scope
     (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
-    er.matmul(A, B).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current stream)."""
+    er.matmul(A, B).covers(out) on host copies; the per-element classes stay on the GPU until first read
+    (er_report_keep_on_device). stream: a torch.cuda.Stream (default: the current stream)."""
     _check_stream(stream, "matmul_covers_device")
     va, vb, vo = DeviceView(A, "A"), DeviceView(B, "B"), DeviceView(out, "out")
     if va.tensor.dim() < 2 or vb.tensor.dim() < 2:
