@@ -71,9 +71,9 @@ static void require_kept_same_in(const er_report *rh, er_report *rk, er_status s
 static long kept_mm, kept_mm_scattered, kept_mm_outside;
 
 /* The host's report of ref on host views tA, tB, tC under std against er_matmul_covers_device's on device copies of
- * their data (ab and c bytes per operand element and output storage, na, nb and nc elements stored): the same, also
- * into a report marked to keep its classes on the device. Returns the device report's elements decided without their
- * sets (n_unseen). */
+ * their data (ab and c bytes per operand element and output storage, na, nb and nc elements stored): the same; and
+ * the device's report into a report marked to keep its classes on the device the same, field for field and in its
+ * JSON. Returns the device report's elements decided without their sets (n_unseen). */
 static int64_t require_device_equals_host(const er_ref *ref, const er_tensor *tA, const er_tensor *tB,
                                           const er_tensor *tC, int64_t na, int64_t nb, int64_t nc, int ab, int c,
                                           const er_standard *std, const char *what) {
@@ -92,7 +92,7 @@ static int64_t require_device_equals_host(const er_ref *ref, const er_tensor *tA
     er_status st = er_matmul_covers_device(&rk, &vA, &vB, &vC, std, NULL);
     if (st == ER_OK && !rk.classes && rh.counts[ER_CLASS_OUTSIDE]) kept_mm_outside++;
     else if (st == ER_OK && !rk.classes && rk.n_unseen < rk.n) kept_mm_scattered++;
-    require_kept_same_in(&rh, &rk, st, what, &kept_mm);
+    require_kept_same_in(&rd, &rk, st, what, &kept_mm); /* the device's (n_unseen: its JSON not the host's) */
     int64_t unseen = rd.n_unseen;
     er_report_clear(&rh);
     er_report_clear(&rd);
