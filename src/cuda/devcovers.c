@@ -166,6 +166,7 @@ typedef struct er_dev_run {
     double *luts[2], *dlut[2];           /* the tables of 8- and 16-bit formats */
     int64_t *hia, *hib, *dia, *dib;       /* each output batch's operand batches */
     double *Ad, *Bd, *Bt;                 /* the operands decoded; B transposed: its columns contiguous */
+    float *Af, *Btf;                      /* A and B transposed as floats (exact): what the decisions' warps read */
     er_dev_stats *dst, hst[2];
     unsigned long long hcnt[6], hw[4];    /* the counts (er__devmm_decide's); the widest decided set's width bits and
                                            * element (and er__devmm_widest's scratch) */
@@ -290,7 +291,11 @@ static void er_dev_decide(er_dev_run *r) {
     double *psa = ints ? er_dev_alloc(&r->db, sizeof(double) * (size_t)ra, s, &r->e) : NULL;
     double *psb = ints ? er_dev_alloc(&r->db, sizeof(double) * (size_t)rb, s, &r->e) : NULL;
     r->Bt = er_dev_alloc(&r->db, sizeof(double) * (size_t)r->nbv, s, &r->e);
+    r->Af = er_dev_alloc(&r->db, sizeof(float) * (size_t)r->na, s, &r->e);
+    r->Btf = er_dev_alloc(&r->db, sizeof(float) * (size_t)r->nbv, s, &r->e);
     if (r->e == cudaSuccess) ec = er__devmm_transpose(r->Bd, pl->b_batches, K, pl->N, r->Bt, s);
+    if (!ec && r->e == cudaSuccess) ec = er__devmm_tofloat(r->Ad, r->na, r->Af, s);
+    if (!ec && r->e == cudaSuccess) ec = er__devmm_tofloat(r->Bt, r->nbv, r->Btf, s);
     if (!ec && r->e == cudaSuccess) ec = er__devmm_norms(r->Ad, ra, r->Bt, rb, K, an, bnv, psa, psb, s);
     if (ec) r->e = (cudaError_t)ec;
     if (r->e == cudaSuccess) {
@@ -323,7 +328,7 @@ static void er_dev_decide(er_dev_run *r) {
     for (int pass = 0; pass < 2 && r->st == ER_OK && r->e == cudaSuccess; pass++) {
         r->e = cudaMemsetAsync(dcnt, 0, sizeof r->hcnt, s);
         if (r->e == cudaSuccess)
-            ec = er__devmm_decide(r->out->data, S, pb, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N,
+            ec = er__devmm_decide(r->out->data, S, pb, r->Af, r->Btf, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N,
                                   K, fc, r->dcl, dcnt, dcand, r->dpend, r->dh, 1, s);
         if (ec) r->e = (cudaError_t)ec;
         er_dev_pin_classes(r);
@@ -336,7 +341,7 @@ static void er_dev_decide(er_dev_run *r) {
         pb.P = er_dev_abs_gemm(r);
     }
     if (r->st == ER_OK && r->e == cudaSuccess)
-        ec = er__devmm_decide(r->out->data, S, pb, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K,
+        ec = er__devmm_decide(r->out->data, S, pb, r->Af, r->Btf, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K,
                               fc, r->dcl, dcnt, dcand, r->dpend, r->dh, 2, s);
     if (ec) r->e = (cudaError_t)ec;
     /* the widest decided set */
@@ -345,7 +350,7 @@ static void er_dev_decide(er_dev_run *r) {
     if (r->st == ER_OK && r->e == cudaSuccess)
         r->e = cudaMemcpyAsync(dw, r->hw, sizeof r->hw, cudaMemcpyHostToDevice, s);
     if (r->st == ER_OK && r->e == cudaSuccess)
-        ec = er__devmm_widest(S, pb, r->Ad, r->Bt, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K, fc, r->dcl,
+        ec = er__devmm_widest(S, pb, r->Af, r->Btf, an, bnv, r->dia, r->dib, pl->nbatch, pl->M, pl->N, K, fc, r->dcl,
                               dcnt, r->dpend, Rd, dcand, dw, r->dh, s);
     if (ec) r->e = (cudaError_t)ec;
     if (r->st == ER_OK && r->e == cudaSuccess)
@@ -358,7 +363,7 @@ static void er_dev_decide(er_dev_run *r) {
 /* The elements' vectors of dpend[0 .. cn) gathered on the GPU into rows and their outputs into ys (host). */
 static void er_dev_gather(er_dev_run *r, const int64_t *dpend, int64_t cn, float *drows, double *dys, float *rows,
                           double *ys) {
-    int ec = er__devmm_gather(dpend, cn, r->out->data, er_dev_fmt(r->fo->id), r->Ad, r->Bt, r->dia, r->dib, r->pl->M,
+    int ec = er__devmm_gather(dpend, cn, r->out->data, er_dev_fmt(r->fo->id), r->Af, r->Btf, r->dia, r->dib, r->pl->M,
                               r->pl->N, r->K, drows, dys, r->s);
     if (ec) { r->e = (cudaError_t)ec; return; }
     r->e = cudaMemcpyAsync(rows, drows, sizeof(float) * (size_t)(2 * cn * r->K), cudaMemcpyDeviceToHost, r->s);

@@ -269,10 +269,10 @@ __device__ static void er_two_sum_acc(double *hi, double *lo, double a, double b
 
 // The warp's bracket of P = sum |a_k b_k| over ar and bc (K values each): every exact product added rounded down
 // into *pl and up into *ph, in any order of the lanes; lane 0 holds the whole sums.
-__device__ static void er_warp_p(const double *ar, const double *bc, int64_t K, int lane, double *pl, double *ph) {
+__device__ static void er_warp_p(const float *ar, const float *bc, int64_t K, int lane, double *pl, double *ph) {
     double l = 0, h = 0;
     for (int64_t k = lane; k < K; k += 32) {
-        double p = fabs(ar[k] * bc[k]); // exact: two values of at most 24 bits
+        double p = fabs((double)ar[k] * (double)bc[k]); // exact in double: two values of at most 24 bits
         l = __dadd_rd(l, p);
         h = __dadd_ru(h, p);
     }
@@ -287,7 +287,7 @@ __device__ static void er_warp_p(const double *ar, const double *bc, int64_t K, 
 // Stage 2, one warp per candidate: P bracketed by directed sums of the exact products |a_k b_k| (in any order, each
 // addition rounded down for the lower end and up for the upper), then the decision again; the rest pending.
 __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand, const void *out, const double *S,
-                            const double *A, const double *Bt, const double *an, const double *bn, const int64_t *ia,
+                            const float *A, const float *Bt, const double *an, const double *bn, const int64_t *ia,
                             const int64_t *ib, int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes,
                             unsigned long long *counts, int64_t *pending, unsigned long long *npending,
                             double gK2, float *Dh) {
@@ -296,10 +296,10 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
     for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w < nc;
          w += ((int64_t)gridDim.x * blockDim.x) / 32) {
         int64_t idx = cand[w], bi = idx / MN, i = (idx % MN) / N, j = idx % N;
-        const double *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
+        const float *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
         double pl = 0, ph = 0, hi = 0, lo = 0;
         for (int64_t k = lane; k < K; k += 32) {
-            double q = ar[k] * bc[k], p = fabs(q); // exact: two values of at most 24 bits
+            double q = (double)ar[k] * (double)bc[k], p = fabs(q); // exact in double: two values of at most 24 bits
             pl = __dadd_rd(pl, p);
             ph = __dadd_ru(ph, p);
             er_two_sum_acc(&hi, &lo, q, 0.0);
@@ -340,12 +340,13 @@ __global__ void er_k_tofloat(const double *x, int64_t n, float *y) {
         y[i] = (float)x[i];
 }
 
-// |x| for n values.
+// d[idx[i]] = v[i] for n values.
 __global__ void er_k_scatter8(const int64_t *idx, const uint8_t *v, int64_t n, uint8_t *d) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         d[idx[i]] = v[i];
 }
 
+// |x| for n values.
 __global__ void er_k_abs(const double *x, int64_t n, double *y) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = fabs(x[i]);
@@ -424,7 +425,7 @@ __global__ void er_k_widest_cand(const double *R, int64_t n, const unsigned long
 // One warp per candidate: P bracketed by the directed sums of the exact |a_k b_k| (as stage 2), then its set again;
 // a set decided now counts for the largest width (w[0]).
 __global__ void er_k_widest_refine(const int64_t *cand, const unsigned long long *ncand, const double *S,
-                                   const double *A, const double *Bt, const double *an, const double *bn,
+                                   const float *A, const float *Bt, const double *an, const double *bn,
                                    const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K,
                                    er_fast_consts c, double *R, unsigned long long *w) {
     int64_t nc = (int64_t)*ncand, MN = M * N;
@@ -485,15 +486,15 @@ __global__ void er_k_out_select(const float *Dh, int64_t n, uint8_t *classes, un
 
 // For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K], and its
 // output value.
-__global__ void er_k_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A,
-                            const double *Bt, const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K,
+__global__ void er_k_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const float *A,
+                            const float *Bt, const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K,
                             float *rows, double *ys) {
     for (int64_t p = blockIdx.x; p < n; p += gridDim.x) {
         int64_t idx = pending[p], MN = M * N, bi = idx / MN, i = (idx % MN) / N, j = idx % N;
-        const double *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
+        const float *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
         for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-            rows[2 * p * K + k] = (float)ar[k];
-            rows[(2 * p + 1) * K + k] = (float)bc[k];
+            rows[2 * p * K + k] = ar[k];
+            rows[(2 * p + 1) * K + k] = bc[k];
         }
         if (threadIdx.x == 0) ys[p] = er_load_out(out, out_fmt, idx);
     }
@@ -561,7 +562,7 @@ int er__devmm_quant8(const double *x, int64_t n, int64_t K, const double *ps, in
     return (int)cudaGetLastError();
 }
 
-int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const double *A, const double *Bt,
+int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const float *A, const float *Bt,
                      const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
                      int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
                      int64_t *cand, int64_t *pending, float *Dh, int stages, void *stream) {
@@ -595,7 +596,7 @@ int er__devmm_abs(const double *x, int64_t n, double *y, void *stream) {
     return (int)cudaGetLastError();
 }
 
-int er__devmm_widest(const double *S, er_dev_pb pb, const double *A, const double *Bt, const double *an,
+int er__devmm_widest(const double *S, er_dev_pb pb, const float *A, const float *Bt, const double *an,
                      const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N,
                      int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts, int64_t *pending,
                      double *R, int64_t *cand, unsigned long long *w, const float *Dh, void *stream) {
@@ -610,7 +611,7 @@ int er__devmm_widest(const double *S, er_dev_pb pb, const double *A, const doubl
     return (int)cudaGetLastError();
 }
 
-int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
+int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const float *A, const float *Bt,
                      const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys,
                      void *stream) {
     if (n == 0) return 0;

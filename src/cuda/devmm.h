@@ -38,9 +38,11 @@ typedef struct er_dev_pb { const double *P; const int32_t *gup, *gdn; const doub
  * indices in cand[]), counts[3] the pending elements (their indices in pending[], in no order), counts[4] those
  * decided outside (fast-path.md, Lemma F3), each with an upper bound of its distance in Dh[idx] (n floats), and
  * counts[5] the largest lower bound of those distances (a non-negative double's bits). counts must start at zero.
- * pb narrows stage 1's bracket of sum |a_k b_k|. ia, ib: each output batch's operand batches; c: the decision's
+ * pb narrows stage 1's bracket of sum |a_k b_k|. A and Bt: the operands as floats (exact), B transposed (stage 2, the
+ * widest sets' refinement and the gathering read them: half the bytes of doubles). ia, ib: each output batch's operand
+ * batches; c: the decision's
  * constants, with out_fmt 0, 1 or 2. stages: 1 stage 1 (every element), 2 stage 2 (stage 1's candidates), 3 both. */
-int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const double *A, const double *Bt,
+int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const float *A, const float *Bt,
                      const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
                      int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
                      int64_t *cand, int64_t *pending, float *Dh, int stages, void *stream);
@@ -57,13 +59,13 @@ int er__devmm_abs(const double *x, int64_t n, double *y, void *stream);
  * bracketed from the products (one warp each); a decided element (one outside too) whose set that does not decide
  * either, and may be as wide, becomes pending (counts and pending as er__devmm_decide's). Then each element decided
  * outside whose distance may be the largest (Dh[idx] at least counts[5]'s value) becomes pending. */
-int er__devmm_widest(const double *S, er_dev_pb pb, const double *A, const double *Bt, const double *an,
+int er__devmm_widest(const double *S, er_dev_pb pb, const float *A, const float *Bt, const double *an,
                      const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch, int64_t M, int64_t N,
                      int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts, int64_t *pending,
                      double *R, int64_t *cand, unsigned long long *w, const float *Dh, void *stream);
 /* For each of the n pending elements: its A row and B column (K values each, exact as floats) into rows[2 n K],
  * its output into ys. */
-int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const double *A, const double *Bt,
+int er__devmm_gather(const int64_t *pending, int64_t n, const void *out, int out_fmt, const float *A, const float *Bt,
                      const int64_t *ia, const int64_t *ib, int64_t M, int64_t N, int64_t K, float *rows, double *ys,
                      void *stream);
 /* S = A B per output batch in fp64 through cuBLAS (loaded on first use): 0, or a negative value when cuBLAS is
