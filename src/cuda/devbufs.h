@@ -14,11 +14,17 @@
 enum { ER_DEVBUFS = 32 };
 typedef struct er_devbufs { void *p[ER_DEVBUFS]; int n; } er_devbufs;
 
-/* bytes on stream s, kept in b; nothing once *e holds an error (which a failure sets). */
+/* bytes on stream s from the library's memory pool of the current device (device.c), which keeps up to a quarter of
+ * the device's memory between checks for the next one's reuse: a fresh pool's allocations map new memory, about
+ * 0.5 ms for each of a large check's buffers, most of them while the GPU waits. Where the pool cannot be made, the
+ * device's default pool (cudaMallocAsync); where the allocation fails, what the pool keeps is returned and it is
+ * tried once more. */
+cudaError_t er__dev_malloc(void **p, size_t bytes, cudaStream_t s);
+/* bytes on stream s (er__dev_malloc), kept in b; nothing once *e holds an error (which a failure sets). */
 static inline void *er_dev_alloc(er_devbufs *b, size_t bytes, cudaStream_t s, cudaError_t *e) {
     void *p = NULL;
     if (*e == cudaSuccess && b->n == ER_DEVBUFS) *e = cudaErrorMemoryAllocation; /* never: a path holds fewer */
-    if (*e == cudaSuccess) *e = cudaMallocAsync(&p, bytes ? bytes : 1, s);
+    if (*e == cudaSuccess) *e = er__dev_malloc(&p, bytes ? bytes : 1, s);
     if (*e == cudaSuccess) b->p[b->n++] = p;
     return p;
 }

@@ -5,6 +5,8 @@
 #include "tensor/tensor_internal.h"
 #include <exactref/cuda.h>
 #ifdef ER_HAVE_CUDA
+#include <pthread.h>
+#include <string.h>
 #include <cuda_runtime_api.h>
 #include "cuda/devbufs.h"
 #include "cuda/devrows.h"
@@ -20,6 +22,67 @@ int er_cuda_available(void) {
 }
 
 void er_host_free(void *host) { free(host); }
+
+#ifdef ER_HAVE_CUDA
+/* The library's memory pool of each device (made on first use, kept for the process's life): it keeps up to a
+ * quarter of its device's memory between checks (its release threshold), er_cuda_trim returns it. */
+enum { ER_DEV_POOLS = 64 };
+static cudaMemPool_t er_pools[ER_DEV_POOLS];
+static pthread_mutex_t er_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The pool of device dev, the current one; NULL where it cannot be made. */
+static cudaMemPool_t er_dev_pool(int dev) {
+    if (dev < 0 || dev >= ER_DEV_POOLS) return NULL;
+    pthread_mutex_lock(&er_pools_lock);
+    if (!er_pools[dev]) {
+        struct cudaMemPoolProps pp;
+        memset(&pp, 0, sizeof pp);
+        pp.allocType = cudaMemAllocationTypePinned;
+        pp.handleTypes = cudaMemHandleTypeNone;
+        pp.location.type = cudaMemLocationTypeDevice;
+        pp.location.id = dev;
+        cudaMemPool_t p;
+        size_t free_b, total_b;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && cudaMemPoolCreate(&p, &pp) == cudaSuccess) {
+            uint64_t keep = (uint64_t)total_b / 4;
+            if (cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess) er_pools[dev] = p;
+            else cudaMemPoolDestroy(p);
+        }
+        (void)cudaGetLastError();
+    }
+    cudaMemPool_t p = er_pools[dev];
+    pthread_mutex_unlock(&er_pools_lock);
+    return p;
+}
+
+cudaError_t er__dev_malloc(void **p, size_t bytes, cudaStream_t s) {
+    int dev = -1;
+    cudaMemPool_t pool = cudaGetDevice(&dev) == cudaSuccess ? er_dev_pool(dev) : NULL;
+    if (!pool) return cudaMallocAsync(p, bytes, s);
+    cudaError_t e = cudaMallocFromPoolAsync(p, bytes, pool, s);
+    if (e == cudaErrorMemoryAllocation) { /* what the pool keeps, returned; then once more */
+        (void)cudaGetLastError();
+        cudaMemPoolTrimTo(pool, 0);
+        e = cudaMallocFromPoolAsync(p, bytes, pool, s);
+    } else if (e != cudaSuccess) { /* a pool the device lost (cudaDeviceReset): the default pool's */
+        (void)cudaGetLastError();
+        e = cudaMallocAsync(p, bytes, s);
+    }
+    return e;
+}
+#endif
+
+er_status er_cuda_trim(void) {
+    er__ok();
+#ifdef ER_HAVE_CUDA
+    pthread_mutex_lock(&er_pools_lock);
+    for (int d = 0; d < ER_DEV_POOLS; d++)
+        if (er_pools[d]) cudaMemPoolTrimTo(er_pools[d], 0);
+    pthread_mutex_unlock(&er_pools_lock);
+    (void)cudaGetLastError();
+#endif
+    return ER_OK;
+}
 
 #ifdef ER_HAVE_CUDA
 er_status er__host_view_alloc(er_tensor *view, void **host, size_t *bytes, const er_tensor *dv) {

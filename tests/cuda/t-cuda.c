@@ -1778,6 +1778,55 @@ START_TEST(device_api_refusals) {
 }
 END_TEST
 
+/* The device calls' memory pool: a check's buffers stay with it afterwards (the device's free memory lower by most of
+ * them), er_cuda_trim gives them back (free memory as before the check, within 4 MiB), and a check after the trim
+ * gives the same report. */
+START_TEST(device_memory_kept_and_trimmed) {
+    enum { n = 1024 }; /* fp16 operands, an fp32 output of zeros (outside): about 80 MB of buffers on the device */
+    er_test_reseed(720);
+    double *a = malloc(sizeof(double) * n * n), *b = malloc(sizeof(double) * n * n);
+    uint64_t *A = malloc(8 * (size_t)n * n), *B = malloc(8 * (size_t)n * n), *C = calloc((size_t)n * n, 8);
+    gen_batched(0, ER_FP16, 1, 1, n, n, n, a, b);
+    for (int64_t i = 0; i < (int64_t)n * n; i++) {
+        er_store(A, ER_FP16, i, a[i]);
+        er_store(B, ER_FP16, i, b[i]);
+    }
+    er_tensor tA, tB, tC;
+    view_batched(&tA, &tB, &tC, ER_FP16, ER_FP32, 0, 1, 1, n, n, n, A, B, C);
+    void *dA = to_device(tA.data, 2 * (size_t)n * n), *dB = to_device(tB.data, 2 * (size_t)n * n),
+         *dC = to_device(tC.data, 4 * (size_t)n * n);
+    er_tensor vA = tA, vB = tB, vC = tC;
+    vA.data = dA;
+    vB.data = dB;
+    vC.data = dC;
+    er_standard std;
+    er_standard_init(&std);
+    er_report r1, r2;
+    ck_assert_int_eq(er_matmul_covers_device(&r1, &vA, &vB, &vC, &std, NULL), ER_OK); /* cuBLAS's handle made */
+    er_report_clear(&r1);
+    size_t f0, f1, f2, total;
+    ck_assert_int_eq(er_cuda_trim(), ER_OK);
+    ck_assert_int_eq(cudaMemGetInfo(&f0, &total), cudaSuccess);
+    ck_assert_int_eq(er_matmul_covers_device(&r1, &vA, &vB, &vC, &std, NULL), ER_OK);
+    ck_assert_int_eq(cudaMemGetInfo(&f1, &total), cudaSuccess);
+    ck_assert_int_eq(er_cuda_trim(), ER_OK);
+    ck_assert_int_eq(cudaMemGetInfo(&f2, &total), cudaSuccess);
+    printf("t-cuda: a 1024^3 check kept %.1f MiB of the device's memory in the library's pool; er_cuda_trim gave back "
+           "%.1f MiB\n", ((double)f0 - (double)f1) / 1048576, ((double)f2 - (double)f1) / 1048576);
+    ER_REQUIRE(f1 + ((size_t)32 << 20) <= f0, "the pool kept %.1f MiB of the check's buffers",
+               ((double)f0 - (double)f1) / 1048576);
+    ER_REQUIRE(f2 + ((size_t)4 << 20) >= f0, "er_cuda_trim left %.1f MiB kept", ((double)f0 - (double)f2) / 1048576);
+    ck_assert_int_eq(er_matmul_covers_device(&r2, &vA, &vB, &vC, &std, NULL), ER_OK);
+    er_require_same_report(&r1, &r2, "the check after the trim");
+    er_report_clear(&r1);
+    er_report_clear(&r2);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    free(a); free(b); free(A); free(B); free(C);
+}
+END_TEST
+
 /* er_report_keep_on_device's mark lasts for one call: a refusal zeroes the report, a host call fills its classes in
  * host memory; er_report_fetch_classes does nothing where the classes are there or absent. */
 START_TEST(kept_classes_mark_lasts_one_call) {
@@ -1832,6 +1881,7 @@ int main(void) {
     int have = er_cuda_available() && splitk_device_count() > 0;
     if (have) tcase_add_test(tc, splitk_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, device_memory_kept_and_trimmed);
     if (have) tcase_add_test(tc, matmul_outputs_outside_on_the_gpu);
     if (have) tcase_add_test(tc, matmul_reference_of_device_operands_equals_the_host);
     if (have) tcase_add_test(tc, chain_epilogue_on_the_gpu_equals_the_host);

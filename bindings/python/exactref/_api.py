@@ -663,6 +663,12 @@ def cuda_available() -> bool:
     return _ffi.cuda_available()
 
 
+def cuda_trim() -> None:
+    """Returns to CUDA the device memory the library's pools keep between device checks for reuse (up to a quarter
+    of each device's memory; er_cuda_trim), e.g. before a workload that needs it."""
+    _ffi.cuda_trim()
+
+
 def matmul_covers_device(A: Any, B: Any, out: Any, standard: str = "any_order", options: Optional[str] = None,
                          stream: Any = None, **kwargs: Any) -> Result:
     """covers() of out = A @ B with A, B and out CUDA torch tensors (2-D, or batched with the same or broadcast batch

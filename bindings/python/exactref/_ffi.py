@@ -231,6 +231,7 @@ _sig = {
     "er_report_fetch_classes": (ctypes.c_int, [ctypes.c_void_p]),
     "er_class_name": (ctypes.c_char_p, [ctypes.c_int]),
     "er_cuda_available": (ctypes.c_int, []),
+    "er_cuda_trim": (ctypes.c_int, []),
     "er_depth_triton": (
         ctypes.c_int,
         [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int],
@@ -454,6 +455,10 @@ OPS = tuple(lib.er_op_name(i).decode() for i in range(lib.er_op_count()))
 
 def cuda_available():
     return bool(lib.er_cuda_available())
+
+
+def cuda_trim():
+    check(lib.er_cuda_trim())
 
 
 def _out_ptr():

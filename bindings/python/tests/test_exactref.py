@@ -372,7 +372,8 @@ def test_matmul_covers_device_equals_host():
     ):
         A = torch.randn(shape_a, generator=gen).to(dtype).cuda()
         B = torch.randn(shape_b, generator=gen).to(dtype).cuda()
-        out = torch.matmul(A.float(), B.float())        # an fp32 GEMM on the GPU
+        good = torch.matmul(A.float(), B.float())       # an fp32 GEMM on the GPU
+        out = good.clone()
         out.view(-1)[0] += 1.0                          # one element far outside
         dev = er.matmul_covers_device(A, B, out)
         host = er.matmul(A.cpu(), B.cpu()).covers(out.cpu())
@@ -382,6 +383,10 @@ def test_matmul_covers_device_equals_host():
             assert (r.classes == host.classes).all()
             assert r.worst == host.worst
         assert np.array_equal(auto.lo, host.lo, equal_nan=True)  # the sets, from the host's pass when asked
+        er.cuda_trim()                                  # the pools' memory returned: the next check maps it afresh
+        passing = er.matmul(A, B).covers(good)          # classes kept on the GPU until read
+        host = er.matmul(A.cpu(), B.cpu()).covers(good.cpu())
+        assert passing.n_failed == host.n_failed == 0 and (passing.classes == host.classes).all()
 
 
 def test_matmul_reference_of_cuda_tensors_equals_the_hosts():
