@@ -40,8 +40,8 @@ typedef struct er_dev_pb { const double *P; const int32_t *gup, *gdn; const doub
  * counts[5] the largest lower bound of those distances (a non-negative double's bits). counts must start at zero.
  * pb narrows stage 1's bracket of sum |a_k b_k|. A and Bt: the operands as floats (exact), B transposed (stage 2, the
  * widest sets' refinement and the gathering read them: half the bytes of doubles). ia, ib: each output batch's operand
- * batches; c: the decision's
- * constants, with out_fmt 0, 1 or 2. stages: 1 stage 1 (every element), 2 stage 2 (stage 1's candidates), 3 both. */
+ * batches; c: the decision's constants, with out_fmt 0, 1 or 2. stages: 1 stage 1 (every element), 2 stage 2 (stage
+ * 1's candidates), 3 both. */
 int er__devmm_decide(const void *out, const double *S, er_dev_pb pb, const float *A, const float *Bt,
                      const double *an, const double *bn, const int64_t *ia, const int64_t *ib, int64_t nbatch,
                      int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes, unsigned long long *counts,
