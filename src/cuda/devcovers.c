@@ -163,7 +163,7 @@ typedef struct er_dev_run {
     cudaError_t e;
     er_status st;
     int fallback;
-    double *luts[2], *dlut[2];           /* the tables of 8- and 16-bit formats */
+    double *luts[2], *dlut[2];           /* the tables of 8-bit formats */
     int64_t *hia, *hib, *dia, *dib;       /* each output batch's operand batches */
     double *Ad, *Bd, *Bt;                 /* the operands decoded; B transposed: its columns contiguous */
     float *Af, *Btf;                      /* A and B transposed as floats (exact): what the decisions' warps read */
@@ -179,7 +179,9 @@ typedef struct er_dev_run {
 } er_dev_run;
 
 /* Whether the GPU decodes an operand of format f: of at most 24 bits, stored in 8 or 16 bits or as fp32. */
-static int er_dev_loadable(const er_fmt_info *f) { return f->p <= 24 && (f->bits <= 16 || f->id == ER_FP32); }
+static int er_dev_loadable(const er_fmt_info *f) {
+    return f->p <= 24 && (f->bits <= 8 || f->id == ER_FP16 || f->id == ER_BF16 || f->id == ER_FP32);
+}
 
 /* Whether the run may go on: no refusal, no CUDA error, no fallback to the host. */
 static int er_dev_going(const er_dev_run *r) { return r->st == ER_OK && r->e == cudaSuccess && !r->fallback; }
@@ -197,7 +199,7 @@ static void er_dev_decode(er_dev_run *r) {
         er__matmul_batch_of(r->ref, bi, &r->hia[bi], &r->hib[bi]);
     const er_fmt_info *fis[2] = {r->fa, r->fb};
     for (int o = 0; o < 2 && r->st == ER_OK; o++) {
-        if (fis[o]->bits > 16) continue;
+        if (fis[o]->bits > 8) continue; /* fp32, fp16 and bf16: the GPU's own conversions */
         size_t cnt = (size_t)1 << fis[o]->bits;
         r->luts[o] = malloc(sizeof(double) * cnt);
         if (!r->luts[o]) {
@@ -472,8 +474,13 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     }
     float *rows = NULL;
     double *ys = malloc(sizeof(double) * (size_t)chunk);
-    if (np && r->e == cudaSuccess) /* pinned: full-speed copies */
-        r->e = cudaMallocHost((void **)&rows, sizeof(float) * (size_t)(2 * chunk * K));
+    /* pinned where the vectors are many (full-speed copies); a few elements' (a passing check's, mostly) in pageable
+     * memory: pinning and freeing a buffer costs more than their copy, and cudaFreeHost waits for the device */
+    size_t rbytes = sizeof(float) * (size_t)(2 * chunk * K);
+    int pin = rbytes > ((size_t)1 << 20);
+    if (np && r->e == cudaSuccess && pin) r->e = cudaMallocHost((void **)&rows, rbytes);
+    else if (np && !(rows = malloc(rbytes))) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld "
+                                                              "elements", (long long)chunk);
     float *drows = er_dev_alloc(&r->db, sizeof(float) * (size_t)(2 * chunk * K), s, &r->e);
     double *dys = er_dev_alloc(&r->db, sizeof(double) * (size_t)chunk, s, &r->e);
     if (!hp || !ys) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
@@ -501,7 +508,8 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     if (r->st == ER_OK && r->e == cudaSuccess && r->hw[0] && r->hw[1] != ULLONG_MAX)
         er_dev_widest_entry(r, s0, drows, dys);
     free(hp);
-    if (rows) cudaFreeHost(rows);
+    if (rows && pin) cudaFreeHost(rows);
+    else free(rows);
     free(ys);
 }
 

@@ -30,8 +30,9 @@ __global__ void er_k_decode(const void *src, int bits, const double *lut, int pr
     int lmin = INT_MAX, emn = INT_MAX, emx = INT_MIN, qmn = INT_MAX, nz = 0, nf = 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double x;
-        if (!lut) x = ((const float *)src)[i];
-        else if (bits == 16) x = lut[((const uint16_t *)src)[i]];
+        if (bits == 32) x = ((const float *)src)[i];
+        else if (bits == 16 && prec == 11) x = __half2float(__ushort_as_half(((const uint16_t *)src)[i]));
+        else if (bits == 16) x = __uint_as_float((unsigned)((const uint16_t *)src)[i] << 16); // bf16: fp32's top half
         else x = lut[((const uint8_t *)src)[i]];
         d[i] = x;
         if (!isfinite(x)) { nf = 1; continue; }

@@ -14,9 +14,10 @@ extern "C" {
 typedef struct er_dev_stats { int emin_lsb, emin, emax, qmin, any_nonzero, nonfinite; } er_dev_stats;
 
 
-/* Decodes n contiguous values of `bits` storage bits (fp32 when lut is NULL, else through the device table lut of
- * 2^bits doubles) of a format of precision prec into doubles d; notes the statistics into *st (device memory,
- * initialised by er__devmm_stats_init). */
+/* Decodes n contiguous values of `bits` storage bits of a format of precision prec into doubles d: fp32 (bits 32),
+ * fp16 and bf16 (bits 16, lut NULL; prec 11 or 8 says which) by the GPU's conversions, any other 8-bit format through
+ * the device table lut of 256 doubles; notes the statistics into *st (device memory, initialised by
+ * er__devmm_stats_init). */
 int er__devmm_decode(const void *src, int bits, const double *lut, int prec, int64_t n, double *d, er_dev_stats *st,
                      void *stream);
 /* The initial statistics (device memory). */
