@@ -27,9 +27,10 @@ ER_SW_HD static inline double er_set_away_rel(double lo, double hi) {
     return lo == hi ? 0.0 : (hi - lo) / m; /* a single value: (hi - lo) / m is +0, without the division */
 }
 
-/* Both at once, er_set_rel's into *rel and er_set_away_rel's into *away, from one division (they share it). */
+/* Both at once, er_set_rel's into *rel and er_set_away_rel's into *away, bit for bit, from at most one division
+ * (they share it; none for a single value or an empty set, where a zero quotient would take the GPU's slow path). */
 ER_SW_HD static inline void er_set_rels(double lo, double hi, double *rel, double *away) {
-    double al = fabs(lo), ah = fabs(hi), m = al > ah ? al : ah, w = (hi - lo) / m;
+    double al = fabs(lo), ah = fabs(hi), m = al > ah ? al : ah, w = lo < hi ? (hi - lo) / m : 0.0;
     *rel = lo < hi && m > 0 && w <= 1.7976931348623157e308 ? w : -1;
     *away = lo <= hi && (lo > 0 || hi < 0) && m <= 1.7976931348623157e308 ? w : -1;
 }

@@ -180,7 +180,8 @@ __device__ static int er_record(double clo, double chi, double rounded, double e
     *cls = (uint8_t)k;
     if (k == 0) a.exact++;
     else a.covered++;
-    double rel = er_set_rel(clo, chi);
+    double rel, away; // one division for both: er_set_rel's and er_set_away_rel's, bit for bit
+    er_set_rels(clo, chi, &rel, &away);
     if (rel >= 0 && (rel > a.wrel || (rel == a.wrel && idx < a.widx))) { a.wrel = rel; a.widx = idx; }
     if (bug != 0 && isfinite(exact)) {
         double yb = exact * (1 + bug);
@@ -190,7 +191,6 @@ __device__ static int er_record(double clo, double chi, double rounded, double e
         a.seen += !(yb >= clo && yb <= chi);
     }
     if (clo <= -omax && chi >= omax) a.unb++;
-    double away = er_set_away_rel(clo, chi);
     if (away >= 0) {
         a.away++;
         if (away > a.coarse) a.coarse = away;

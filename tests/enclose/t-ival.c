@@ -22,6 +22,7 @@
 #include "tensor/tensor_internal.h"
 #include "exact/accum.h"
 #include "core/sqwin.h"
+#include "core/setwidth.h"
 #include "enclose/layernorm.h"
 #include "enclose/attention.h"
 
@@ -41,6 +42,36 @@ static void check_exp(double t) {
     if (t >= -745 && t <= 709 && lo >= 0x1p-1022)
         ER_REQUIRE(hi <= lo * (1 + 0x1p-49), "exp(%a): [%a, %a] wider than 2^-49", t, lo, hi);
 }
+
+/* er_set_rels (the engine's and the GPU rows' widths, from at most one division) gives er_set_rel's and
+ * er_set_away_rel's values bit for bit: ends drawn from zeros of both signs, subnormals, normals of both signs a few
+ * ulps apart, the largest double, infinities and NaN, in every pair (lo > hi too), and random pairs. */
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+START_TEST(set_widths_agree) {
+    er_test_reseed(4242);
+    double v[] = {0.0, -0.0, 0x1p-1074, -0x1p-1074, 0x1p-1022, 1.0, nextafter(1.0, 2.0), -1.0, nextafter(-1.0, 0.0),
+                  3.5, -2.25, 1e300, DBL_MAX, -DBL_MAX, INFINITY, -INFINITY, NAN};
+    int nv = (int)(sizeof v / sizeof v[0]);
+    long pairs = 0;
+    for (long t = -(long)(nv * nv); t < er_test_trials(200000, 1000); t++) {
+        double lo, hi;
+        if (t < 0) {
+            lo = v[(-t - 1) % nv];
+            hi = v[(-t - 1) / nv];
+        } else {
+            lo = er_rand_normal() * ldexp(1.0, (int)er_rand_int(-60, 60));
+            hi = t % 3 ? lo + fabs(er_rand_normal()) * ldexp(fabs(lo), (int)er_rand_int(-55, 0)) : lo;
+        }
+        double rel, away;
+        er_set_rels(lo, hi, &rel, &away);
+        ER_REQUIRE(same_bits(rel, er_set_rel(lo, hi)) && same_bits(away, er_set_away_rel(lo, hi)),
+                   "[%a, %a]: er_set_rels gave %a, %a against %a, %a", lo, hi, rel, away, er_set_rel(lo, hi),
+                   er_set_away_rel(lo, hi));
+        pairs++;
+    }
+    ck_assert_int_gt(pairs, nv * nv);
+}
+END_TEST
 
 START_TEST(exp_bounds_hold) {
     er_test_reseed(71);
@@ -1554,6 +1585,7 @@ int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, set_widths_agree);
     tcase_add_test(tc, exp_bounds_hold);
     tcase_add_test(tc, tanh_and_quotient_bounds_hold);
     tcase_add_test(tc, tanh_small_bounds_hold);
