@@ -37,9 +37,10 @@ ER_API void er_host_free(void *host);
  * toolkit: ER_ERR_UNSUPPORTED, *rep untouched. */
 ER_API er_status er_report_keep_on_device(er_report *rep);
 /* The device calls allocate from a memory pool of the library's on each device, which keeps what they freed, up to a
- * quarter of the device's memory, for the next call's reuse (docs/reference/cuda.md): this returns it all to CUDA
- * (cudaMemPoolTrimTo), e.g. before a workload that needs the memory. Memory in use by a call running on another thread
- * stays. ER_OK, also without the CUDA toolkit (nothing kept there). */
+ * quarter of the device's memory, and keep their pinned host buffers (up to 1 GiB), for the next call's reuse
+ * (docs/reference/cuda.md): this returns them all to CUDA (cudaMemPoolTrimTo, cudaFreeHost), e.g. before a workload
+ * that needs the memory. Memory in use by a call running on another thread, or by a report's classes kept on the
+ * device, stays. ER_OK, also without the CUDA toolkit (nothing kept there). */
 ER_API er_status er_cuda_trim(void);
 /* Brings the classes a device call left on the GPU into host memory the report owns (rep->classes, what
  * er_report_classes returns), and frees their device memory; ER_OK and nothing done where they are in host memory

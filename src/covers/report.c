@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include "core/internal.h"
 #include "ops/module.h"
-#ifdef ER_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 void er_report_init(er_report *rep) {
     if (rep) memset(rep, 0, sizeof *rep);
@@ -24,8 +21,7 @@ void er_report_clear(er_report *rep) {
     if ((rep->classes || rep->device_classes) && rep->guard == er__report_guard(rep->classes, rep->device_classes)) {
         free(rep->classes);
 #ifdef ER_HAVE_CUDA
-        /* its own error, if any, is not left for the caller's next cudaGetLastError */
-        if (rep->device_classes && cudaFree(rep->device_classes) != cudaSuccess) (void)cudaGetLastError();
+        er__dev_classes_free(rep->device_classes);
 #endif
     }
     memset(rep, 0, sizeof *rep);

@@ -294,7 +294,7 @@ static er_status er_at_rows(er_at_run *r, er_sinks *sks) {
      * their buffer. The first chunks' loops run while the host allocates its buffers and copies the tensors. */
     for (int64_t ch = 0; ch < 3 && ch < r->nch; ch++) er_at_kernels(r, ch);
     for (int i = 0; i < 3 && r->e == cudaSuccess; i++) {
-        r->e = cudaMallocHost(&r->host[i], er_at_host_bytes(a, R));
+        r->e = er__pinned_get(&r->host[i], er_at_host_bytes(a, R));
         if (r->e == cudaSuccess) r->e = cudaEventCreateWithFlags(&r->done[i], cudaEventDisableTiming);
     }
     for (int64_t ch = 0; ch < 3 && ch < r->nch; ch++) er_at_copy(r, ch);
@@ -368,7 +368,7 @@ static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_
     cudaError_t e2 = cudaStreamSynchronize(r.s);
     if (r.e == cudaSuccess) r.e = e2;
     for (int i = 0; i < 3; i++) {
-        if (r.host[i]) cudaFreeHost(r.host[i]);
+        er__pinned_put(r.host[i]);
         if (r.done[i]) cudaEventDestroy(r.done[i]);
     }
     if (st == ER_OK && r.e != cudaSuccess)

@@ -42,6 +42,13 @@ static inline void er_dev_free_all(er_devbufs *b, cudaStream_t s) {
     b->n = 0;
 }
 
+/* A pinned host buffer of at least `bytes` for copies from the GPU at full speed: one the library kept from an
+ * earlier check where one is free and large enough, else a new one (device.c). *p NULL where CUDA refuses. */
+cudaError_t er__pinned_get(void **p, size_t bytes);
+/* Gives back a buffer of er__pinned_get (NULL: nothing): kept for the next check (up to 1 GiB in all, until
+ * er_cuda_trim), else freed. */
+void er__pinned_put(void *p);
+
 /* Host memory h of `bytes` made ready for a copy from the GPU at full speed, before the copy is queued: where fault,
  * its pages first touched on the library's threads (er__prefault, from 16 MiB: a single thread's faults cost several
  * times the copy; for fresh memory), then locked where CUDA agrees (page-locked copies run at the link's speed,
@@ -63,6 +70,11 @@ cudaError_t er__host_copy(void *h, const void *device_ptr, size_t bytes, cudaStr
 /* A report's classes kept on the device (er_report_keep_on_device): whether the report asks (want), and the device
  * array a GPU path leaves there (dcl, the path's own until er_dev_keep_end). */
 typedef struct er_dev_keep { int want; uint8_t *dcl; } er_dev_keep;
+/* k->dcl: n classes (at least one byte) on stream s from the library's pool (er__dev_malloc): outside the path's
+ * buffers, the report's to free (er__dev_classes_free, stream-ordered, without waiting for the device). */
+static inline cudaError_t er_dev_keep_alloc(er_dev_keep *k, int64_t n, cudaStream_t s) {
+    return er__dev_malloc((void **)&k->dcl, (size_t)(n > 0 ? n : 1), s);
+}
 /* Whether rep carries er_report_keep_on_device's mark (device.c). */
 int er__report_keeps(const er_report *rep);
 /* Before a device call into rep: whether the report asks to keep its classes on the device. */

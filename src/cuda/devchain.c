@@ -159,8 +159,8 @@ static int er_dc_decide(er_dc_run *r, const er_ref *ref, const er_tensor *out, c
     const er_dev_epi *dp = NULL;
     if (taken) {
         dp = (const er_dev_epi *)er_dc_up(r, h, sizeof *h);
-        if (keep->want && r->e == cudaSuccess) { /* the report's to free: outside the run's buffers */
-            r->e = cudaMalloc((void **)&keep->dcl, (size_t)n);
+        if (keep->want && r->e == cudaSuccess) {
+            r->e = er_dev_keep_alloc(keep, n, r->s);
             dcl = keep->dcl;
         } else {
             dcl = er_dev_alloc(&r->db, (size_t)n, r->s, &r->e);

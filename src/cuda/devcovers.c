@@ -320,8 +320,7 @@ static void er_dev_decide(er_dev_run *r) {
         er__dot_ctx_clear(&cx0);
     }
     if (!r->keep) r->dcl = er_dev_alloc(&r->db, (size_t)n, s, &r->e);
-    else if (r->e == cudaSuccess) /* the report's to free: outside the run's buffers */
-        r->e = cudaMalloc((void **)&r->keep->dcl, (size_t)(n ? n : 1));
+    else if (r->e == cudaSuccess) r->e = er_dev_keep_alloc(r->keep, n, s);
     if (r->keep) r->dcl = r->keep->dcl;
     unsigned long long *dcnt = er_dev_alloc(&r->db, sizeof r->hcnt, s, &r->e);
     r->dh = er_dev_alloc(&r->db, sizeof(float) * (size_t)n, s, &r->e);
@@ -475,10 +474,10 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     float *rows = NULL;
     double *ys = malloc(sizeof(double) * (size_t)chunk);
     /* pinned where the vectors are many (full-speed copies); a few elements' (a passing check's, mostly) in pageable
-     * memory: pinning and freeing a buffer costs more than their copy, and cudaFreeHost waits for the device */
+     * memory, which their copy reads as fast */
     size_t rbytes = sizeof(float) * (size_t)(2 * chunk * K);
     int pin = rbytes > ((size_t)1 << 20);
-    if (np && r->e == cudaSuccess && pin) r->e = cudaMallocHost((void **)&rows, rbytes);
+    if (np && r->e == cudaSuccess && pin) r->e = er__pinned_get((void **)&rows, rbytes);
     else if (np && !(rows = malloc(rbytes))) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld "
                                                               "elements", (long long)chunk);
     float *drows = er_dev_alloc(&r->db, sizeof(float) * (size_t)(2 * chunk * K), s, &r->e);
@@ -508,7 +507,7 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     if (r->st == ER_OK && r->e == cudaSuccess && r->hw[0] && r->hw[1] != ULLONG_MAX)
         er_dev_widest_entry(r, s0, drows, dys);
     free(hp);
-    if (rows && pin) cudaFreeHost(rows);
+    if (pin) er__pinned_put(rows);
     else free(rows);
     free(ys);
 }
@@ -577,7 +576,7 @@ static er_status er_dev_covers(const er_ref *ref, const er_standard *std, er_sin
         arg->fallback = 1;
         er__sinks_decline(sks);
         if (r.keep && r.keep->dcl) { /* the host's path fills the report */
-            cudaFree(r.keep->dcl);
+            er__dev_classes_free(r.keep->dcl);
             r.keep->dcl = NULL;
         }
     }

@@ -72,6 +72,83 @@ cudaError_t er__dev_malloc(void **p, size_t bytes, cudaStream_t s) {
 }
 #endif
 
+#ifdef ER_HAVE_CUDA
+/* The pinned host buffers of the GPU paths' copies (cudaHostAlloc, portable: any device's check may take one), kept
+ * between checks: making one costs about 0.3 ms a MiB and freeing one waits for the device. An entry is in use
+ * (used) or kept for the next er__pinned_get; the entries' bytes, in use or not, stay within ER_PINNED_KEEP. */
+enum { ER_PINNED_SLOTS = 16 };
+#define ER_PINNED_KEEP ((size_t)1 << 30)
+typedef struct er_pinned_buf { void *p; size_t bytes; int used; } er_pinned_buf;
+static er_pinned_buf er_pinned[ER_PINNED_SLOTS];
+static pthread_mutex_t er_pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The kept buffers freed (those in use stay). */
+static void er_pinned_trim(void) {
+    void *fr[ER_PINNED_SLOTS];
+    int nf = 0;
+    pthread_mutex_lock(&er_pinned_lock);
+    for (int i = 0; i < ER_PINNED_SLOTS; i++)
+        if (er_pinned[i].p && !er_pinned[i].used) {
+            fr[nf++] = er_pinned[i].p;
+            er_pinned[i] = (er_pinned_buf){ NULL, 0, 0 };
+        }
+    pthread_mutex_unlock(&er_pinned_lock);
+    for (int i = 0; i < nf; i++) cudaFreeHost(fr[i]);
+}
+
+cudaError_t er__pinned_get(void **p, size_t bytes) {
+    *p = NULL;
+    if (!bytes) bytes = 1;
+    pthread_mutex_lock(&er_pinned_lock);
+    int best = -1;
+    for (int i = 0; i < ER_PINNED_SLOTS; i++)
+        if (er_pinned[i].p && !er_pinned[i].used && er_pinned[i].bytes >= bytes &&
+            (best < 0 || er_pinned[i].bytes < er_pinned[best].bytes))
+            best = i;
+    if (best >= 0) {
+        er_pinned[best].used = 1;
+        *p = er_pinned[best].p;
+    }
+    pthread_mutex_unlock(&er_pinned_lock);
+    if (*p) return cudaSuccess;
+    cudaError_t e = cudaHostAlloc(p, bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess) { /* the kept buffers returned; then once more */
+        (void)cudaGetLastError();
+        er_pinned_trim();
+        e = cudaHostAlloc(p, bytes, cudaHostAllocPortable);
+    }
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return e;
+    }
+    pthread_mutex_lock(&er_pinned_lock);
+    for (int i = 0; i < ER_PINNED_SLOTS; i++)
+        if (!er_pinned[i].p) {
+            er_pinned[i] = (er_pinned_buf){ *p, bytes, 1 };
+            break;
+        }
+    pthread_mutex_unlock(&er_pinned_lock); /* (no free slot: the buffer is not kept, er__pinned_put frees it) */
+    return cudaSuccess;
+}
+
+void er__pinned_put(void *p) {
+    if (!p) return;
+    int keep = 0;
+    pthread_mutex_lock(&er_pinned_lock);
+    size_t total = 0;
+    for (int i = 0; i < ER_PINNED_SLOTS; i++) total += er_pinned[i].bytes;
+    for (int i = 0; i < ER_PINNED_SLOTS; i++)
+        if (er_pinned[i].p == p) {
+            keep = total <= ER_PINNED_KEEP;
+            if (keep) er_pinned[i].used = 0;
+            else er_pinned[i] = (er_pinned_buf){ NULL, 0, 0 };
+            break;
+        }
+    pthread_mutex_unlock(&er_pinned_lock);
+    if (!keep) cudaFreeHost(p);
+}
+#endif
+
 er_status er_cuda_trim(void) {
     er__ok();
 #ifdef ER_HAVE_CUDA
@@ -79,6 +156,7 @@ er_status er_cuda_trim(void) {
     for (int d = 0; d < ER_DEV_POOLS; d++)
         if (er_pools[d]) cudaMemPoolTrimTo(er_pools[d], 0);
     pthread_mutex_unlock(&er_pools_lock);
+    er_pinned_trim();
     (void)cudaGetLastError();
 #endif
     return ER_OK;
@@ -193,10 +271,28 @@ void er_dev_keep_end(er_dev_keep *k, er_report *rep, er_status st) {
         rep->classes = NULL;
         rep->device_classes = k->dcl;
         rep->guard = er__report_guard(NULL, k->dcl);
-    } else if (cudaFree(k->dcl) != cudaSuccess) {
-        (void)cudaGetLastError();
+    } else {
+        er__dev_classes_free(k->dcl);
     }
     k->dcl = NULL;
+}
+
+/* Kept classes come from a pool (er_dev_keep_alloc): freed on their device's default stream, whose work they wait
+ * for on the device and not on the host (cudaFree would wait for the whole device, about 0.3 ms at the least). The
+ * calling thread's current device is left as it was; an error is not left for the caller's next cudaGetLastError. */
+void er__dev_classes_free(void *dev) {
+    if (!dev) return;
+    struct cudaPointerAttributes at;
+    int cur = -1, own = -1;
+    if (cudaPointerGetAttributes(&at, dev) == cudaSuccess && at.type == cudaMemoryTypeDevice) own = at.device;
+    if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+    int moved = own >= 0 && cur >= 0 && own != cur && cudaSetDevice(own) == cudaSuccess;
+    if (cudaFreeAsync(dev, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFree(dev);
+    }
+    if (moved) cudaSetDevice(cur);
+    (void)cudaGetLastError(); /* (at exit, CUDA may be gone already) */
 }
 #endif
 
@@ -219,7 +315,7 @@ er_status er_report_fetch_classes(er_report *rep) {
         return er__fail(ER_ERR_DEVICE, "copying the report's %lld classes from the device failed: %s (%s)",
                         (long long)rep->n, cudaGetErrorString(e), cudaGetErrorName(e));
     }
-    if (cudaFree(rep->device_classes) != cudaSuccess) (void)cudaGetLastError();
+    er__dev_classes_free(rep->device_classes);
     rep->device_classes = NULL;
     rep->classes = h;
     rep->guard = er__report_guard(h, NULL);

@@ -38,8 +38,7 @@ void er_dev_kio_init(er_dev_rows *r, er_dev_kio *o, const double *rc, int k) {
     memset(o, 0, sizeof *o);
     if (rc) o->drc = er_dev_alloc(&r->db, sizeof(double) * (size_t)k * (size_t)r->rows, s, &r->e);
     if (!r->keep) o->dcl = er_dev_alloc(&r->db, (size_t)(r->rows * r->n), s, &r->e);
-    else if (r->e == cudaSuccess && !r->keep->dcl) /* the report's to free: outside r's buffers */
-        r->e = cudaMalloc((void **)&r->keep->dcl, (size_t)(r->rows > 0 ? r->rows * r->n : 1));
+    else if (r->e == cudaSuccess && !r->keep->dcl) r->e = er_dev_keep_alloc(r->keep, r->rows * r->n, s);
     if (r->keep) o->dcl = r->keep->dcl;
     o->dparts = er_dev_alloc(&r->db, sizeof *o->dparts * (size_t)r->blocks, s, &r->e);
     o->dpend = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)r->rows, s, &r->e);

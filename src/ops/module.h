@@ -227,6 +227,8 @@ ER_INTERNAL void er__report_finish(er_report *rep, er_status st);
 /* The guard of a report whose classes the library allocated, in host memory (classes) or device memory (dev; NULL
  * where none): er_report_clear frees only such arrays. */
 ER_INTERNAL uint64_t er__report_guard(const uint8_t *classes, const void *dev);
+/* Frees a report's classes kept in device memory (src/cuda/device.c; built with the CUDA toolkit only). */
+ER_INTERNAL void er__dev_classes_free(void *dev);
 /* er_covers without er__report_finish, for the calls built on it (covers.c). */
 ER_INTERNAL er_status er__covers_run(er_report *rep, const er_ref *ref, const er_tensor *out, const er_standard *std);
 

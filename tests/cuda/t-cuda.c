@@ -1780,7 +1780,7 @@ END_TEST
 
 /* The device calls' memory pool: a check's buffers stay with it afterwards (the device's free memory lower by most of
  * them), er_cuda_trim gives them back (free memory as before the check, within 4 MiB), and a check after the trim
- * gives the same report. */
+ * gives the same report; a report's classes kept on the device go back to it when the report is cleared. */
 START_TEST(device_memory_kept_and_trimmed) {
     enum { n = 1024 }; /* fp16 operands, an fp32 output of zeros (outside): about 80 MB of buffers on the device */
     er_test_reseed(720);
@@ -1820,6 +1820,44 @@ START_TEST(device_memory_kept_and_trimmed) {
     er_require_same_report(&r1, &r2, "the check after the trim");
     er_report_clear(&r1);
     er_report_clear(&r2);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    free(a); free(b); free(A); free(B); free(C);
+    /* a report that keeps its classes on the device holds them (from the pool) until it is cleared: 4096 x 4096 x 8,
+     * 16 MiB of classes; once the device has passed their free, er_cuda_trim returns them too */
+    enum { m = 4096, k = 8 };
+    a = malloc(sizeof(double) * m * k);
+    b = malloc(sizeof(double) * k * m);
+    A = malloc(8 * (size_t)m * k);
+    B = malloc(8 * (size_t)k * m);
+    C = calloc((size_t)m * m, 8);
+    gen_batched(0, ER_FP16, 1, 1, m, k, m, a, b);
+    for (int64_t i = 0; i < (int64_t)m * k; i++) {
+        er_store(A, ER_FP16, i, a[i]);
+        er_store(B, ER_FP16, i, b[i]);
+    }
+    view_batched(&tA, &tB, &tC, ER_FP16, ER_FP32, 0, 1, 1, m, k, m, A, B, C);
+    vA = tA, vB = tB, vC = tC;
+    vA.data = dA = to_device(tA.data, 2 * (size_t)m * k);
+    vB.data = dB = to_device(tB.data, 2 * (size_t)k * m);
+    vC.data = dC = to_device(tC.data, 4 * (size_t)m * m);
+    er_report rk;
+    ck_assert_int_eq(er_report_keep_on_device(&rk), ER_OK);
+    ck_assert_int_eq(er_matmul_covers_device(&rk, &vA, &vB, &vC, &std, NULL), ER_OK);
+    ER_REQUIRE(rk.device_classes && !rk.classes, "the kept report has no device classes");
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(er_cuda_trim(), ER_OK);
+    size_t g1, g2;
+    ck_assert_int_eq(cudaMemGetInfo(&g1, &total), cudaSuccess);
+    er_report_clear(&rk);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(er_cuda_trim(), ER_OK);
+    ck_assert_int_eq(cudaMemGetInfo(&g2, &total), cudaSuccess);
+    printf("t-cuda: clearing a report that kept 16.0 MiB of classes on the device and trimming gave back %.1f MiB\n",
+           ((double)g2 - (double)g1) / 1048576);
+    ER_REQUIRE(g2 >= g1 + ((size_t)12 << 20), "clearing the kept report gave back %.1f MiB",
+               ((double)g2 - (double)g1) / 1048576);
     cudaFree(dA);
     cudaFree(dB);
     cudaFree(dC);

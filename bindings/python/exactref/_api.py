@@ -665,7 +665,8 @@ def cuda_available() -> bool:
 
 def cuda_trim() -> None:
     """Returns to CUDA the device memory the library's pools keep between device checks for reuse (up to a quarter
-    of each device's memory; er_cuda_trim), e.g. before a workload that needs it."""
+    of each device's memory; er_cuda_trim) and the pinned host buffers it keeps (up to 1 GiB), e.g. before a
+    workload that needs them."""
     _ffi.cuda_trim()
 
 
