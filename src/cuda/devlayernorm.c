@@ -128,42 +128,69 @@ static er_status er_ln_vec_back(const er_tensor *t, int64_t n, void *stream, dou
 /* The path's device buffers that er_ln_one reads. */
 typedef struct er_ln_dev { er_devln_consts *dc; double *drc; const void *w, *b; } er_ln_dev;
 
-/* The rows on the GPU: their sums, the rows' constants on the host, the elements; the classes into the report's
+/* The chunks of rows the check runs in, at most ER_LN_CHUNKS of at least 1024 rows: while the host computes a chunk's
+ * rows' constants, the GPU runs the sums of the chunks after it and the elements of those before it. */
+enum { ER_LN_CHUNKS = 4 };
+static int er_ln_chunks(int64_t rows) {
+    int64_t c = rows / 1024;
+    return c < 1 ? 1 : c > ER_LN_CHUNKS ? ER_LN_CHUNKS : (int)c;
+}
+
+/* The rows on the GPU in nch chunks of bpc blocks each: every chunk's sums, copied back behind them; then each
+ * chunk's rows' constants on the host as its sums arrive, copied up, and its elements; the classes into the report's
  * array, the blocks' tallies and the rows left into r; the buffers er_ln_one reads into *d. */
-static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er_ln_dev *d) {
+static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er_ln_dev *d, int nch, int bpc) {
     cudaStream_t s = r->s;
     int64_t n = r->n, rows = r->rows;
-    er_ln_sums *sums = malloc(sizeof *sums * (size_t)rows);
-    double *rc = malloc(sizeof(double) * 8 * (size_t)rows);
-    if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
+    er_ln_sums *sums = NULL;
+    double *rc = NULL;
+    cudaEvent_t ev[ER_LN_CHUNKS] = {NULL};
     er_devln_consts hc = { er_dev_fmt(arg->x->format), arg->w ? er_dev_fmt(arg->w->format) : -1,
                            arg->b ? er_dev_fmt(arg->b->format) : -1, er_dev_fmt(arg->out->format),
                            er__fmt(arg->out->format)->max, 0 };
     const char *what = NULL;
     hc.bug = er__rows_classic_bug(r->ref, 0, &what);
+    size_t esz = hc.x_fmt == 0 ? 4 : 2;
+    /* pinned: the copies run behind the kernels without holding the host */
+    if (r->e == cudaSuccess) r->e = er__pinned_get((void **)&sums, sizeof *sums * (size_t)rows);
+    if (r->e == cudaSuccess) r->e = er__pinned_get((void **)&rc, sizeof(double) * 8 * (size_t)rows);
     er_ln_sums *dsums = er_dev_alloc(&r->db, sizeof *dsums * (size_t)rows, s, &r->e);
-    if (r->st == ER_OK && r->e == cudaSuccess) {
-        int ec = er__devln_sums(arg->x->data, hc.x_fmt, rows, n, r->blocks, dsums, s);
-        if (ec) r->e = (cudaError_t)ec;
-    }
-    if (r->st == ER_OK && r->e == cudaSuccess)
-        r->e = cudaMemcpyAsync(sums, dsums, sizeof *sums * (size_t)rows, cudaMemcpyDeviceToHost, s);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaStreamSynchronize(s);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->st = er__layernorm_dev_consts(r->ref, r->std, sums, rows, n, rc);
+    double *drc = er_dev_alloc(&r->db, sizeof(double) * 8 * (size_t)rows, s, &r->e);
     er_devln_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     er_dev_kio o;
-    er_dev_kio_init(r, &o, rc, 8);
-    *d = (er_ln_dev){ dc, o.drc, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL };
+    er_dev_kio_init(r, &o, NULL, 0);
+    *d = (er_ln_dev){ dc, drc, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL };
     if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, &hc, sizeof hc, cudaMemcpyHostToDevice, s);
-    if (r->st == ER_OK && r->e == cudaSuccess) {
-        int ec = er__devln_rows(arg->x->data, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL,
-                                arg->out->data, rows, n, dc, o.drc, r->blocks, o.dcl, o.dparts, o.dpend, o.dn, s);
-        if (ec) r->e = (cudaError_t)ec;
+    for (int c = 0; c < nch && r->st == ER_OK && r->e == cudaSuccess; c++) {
+        int64_t r0 = rows * c / nch, r1 = rows * (c + 1) / nch;
+        int ec = er__devln_sums((const char *)arg->x->data + (size_t)(r0 * n) * esz, hc.x_fmt, r1 - r0, n, bpc,
+                                dsums + r0, s);
+        r->e = ec ? (cudaError_t)ec : cudaMemcpyAsync(sums + r0, dsums + r0, sizeof *sums * (size_t)(r1 - r0),
+                                                      cudaMemcpyDeviceToHost, s);
+        if (r->e == cudaSuccess) r->e = cudaEventCreateWithFlags(&ev[c], cudaEventDisableTiming);
+        if (r->e == cudaSuccess) r->e = cudaEventRecord(ev[c], s);
+    }
+    for (int c = 0; c < nch && r->st == ER_OK && r->e == cudaSuccess; c++) {
+        int64_t r0 = rows * c / nch, r1 = rows * (c + 1) / nch;
+        r->e = cudaEventSynchronize(ev[c]);
+        if (r->e == cudaSuccess) r->st = er__layernorm_dev_consts(r->ref, r->std, sums + r0, r1 - r0, n, rc + 8 * r0);
+        if (r->st == ER_OK && r->e == cudaSuccess)
+            r->e = cudaMemcpyAsync(drc + 8 * r0, rc + 8 * r0, sizeof(double) * 8 * (size_t)(r1 - r0),
+                                   cudaMemcpyHostToDevice, s);
+        if (r->st == ER_OK && r->e == cudaSuccess) {
+            int ec = er__devln_rows(arg->x->data, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL,
+                                    arg->out->data, r0, r1 - r0, n, dc, drc, bpc, o.dcl, o.dparts + c * bpc, o.dpend,
+                                    o.dn, s);
+            if (ec) r->e = (cudaError_t)ec;
+        }
     }
     if (r->st == ER_OK) er_dev_rows_back(r, &o, classes);
-    if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(s); /* rc is read by its copy until here */
-    free(sums);
-    free(rc);
+    cudaError_t e2 = cudaStreamSynchronize(s); /* sums and rc are the copies' until here */
+    if (r->e == cudaSuccess) r->e = e2;
+    for (int c = 0; c < nch; c++)
+        if (ev[c]) cudaEventDestroy(ev[c]);
+    er__pinned_put(sums);
+    er__pinned_put(rc);
 }
 
 /* The widest set's entry on the GPU (er_dev_rows_one). */
@@ -183,11 +210,12 @@ static er_status er_ln_dev_covers(const er_ref *ref, const er_standard *std, er_
     if (st == ER_OK && takes) st = er_ln_vec_back(arg->b, n, arg->stream, &op.b, &takes);
     if (st == ER_OK && takes) {
         er_dev_rows r;
-        er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, er__dev_blocks(ref->n / n), er_ln_put, &op,
-                         &arg->keep);
+        int64_t rows = ref->n / n;
+        int nch = er_ln_chunks(rows), bpc = er__dev_blocks(rows / nch); /* each chunk holds at least bpc rows */
+        er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, nch * bpc, er_ln_put, &op, &arg->keep);
         er_ln_dev dev = { NULL, NULL, NULL, NULL };
         if (r.st == ER_OK) {
-            er_ln_gpu(&r, arg, er__sinks_classes(sks, 0), &dev);
+            er_ln_gpu(&r, arg, er__sinks_classes(sks, 0), &dev, nch, bpc);
             r.one = er_ln_one;
             r.dev = &dev;
         }

@@ -133,14 +133,14 @@ __device__ static int er_ln_at(const er_devln_consts &c, const void *x, const vo
 }
 
 __global__ void __launch_bounds__(ER_LN_THREADS, ER_ROWS_MIN_BLOCKS)
-    er_k_ln_rows(const void *x, const void *wt, const void *bs, const void *out, int64_t rows, int64_t n,
+    er_k_ln_rows(const void *x, const void *wt, const void *bs, const void *out, int64_t row0, int64_t rows, int64_t n,
                  const er_devln_consts *cp, const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                  unsigned long long *npend) {
     __shared__ er_devln_consts c;
     __shared__ er_rec_acc sha[ER_LN_THREADS / 32];
     if (threadIdx.x == 0) c = *cp;
     __syncthreads();
-    er_rows_by_consts<8>(rows, n, rcs, classes, sha, parts, pend, npend,
+    er_rows_by_consts<8>(row0, rows, n, rcs, classes, sha, parts, pend, npend,
                          [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
                              return er_ln_at(c, x, wt, bs, out, n, rc, row, idx, cls, a);
                          });
@@ -161,12 +161,12 @@ int er__devln_sums(const void *x, int x_fmt, int64_t rows, int64_t n, int blocks
     return (int)cudaGetLastError();
 }
 
-int er__devln_rows(const void *x, const void *w, const void *b, const void *out, int64_t rows, int64_t n,
+int er__devln_rows(const void *x, const void *w, const void *b, const void *out, int64_t row0, int64_t rows, int64_t n,
                    const er_devln_consts *c, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
                    int64_t *pend, unsigned long long *npend, void *stream) {
     if (rows == 0 || blocks < 1) return 0;
-    er_k_ln_rows<<<blocks, ER_LN_THREADS, 0, (cudaStream_t)stream>>>(x, w, b, out, rows, n, c, rc, classes, parts,
-                                                                    pend, npend);
+    er_k_ln_rows<<<blocks, ER_LN_THREADS, 0, (cudaStream_t)stream>>>(x, w, b, out, row0, rows, n, c, rc, classes,
+                                                                    parts, pend, npend);
     return (int)cudaGetLastError();
 }
 

@@ -243,16 +243,17 @@ __device__ static er_dev_part er_acc_part(const er_rec_acc &t) {
     return p;
 }
 
-// A block's share of the rows (rows x n) of a path whose rows' constants the host computed: rcs[K row .. K row + K)
-// (NaN: the host's row). elem(rc, row, idx, cls, a) decides element idx of row `row` into a (its class into *cls;
-// 0: the host's row); each row then ends with er_row_end. sha: one er_rec_acc per warp in shared memory; the block's
-// tally into parts[blockIdx.x].
+// A block's share of rows row0 .. row0 + rows (of n elements each) of a path whose rows' constants the host computed:
+// rcs[K row .. K row + K) (NaN: the host's row). elem(rc, row, idx, cls, a) decides element idx of row `row` into a
+// (its class into *cls; 0: the host's row); each row then ends with er_row_end. Rows and elements are numbered from
+// the tensor's first. sha: one er_rec_acc per warp in shared memory; the block's tally into parts[blockIdx.x].
 template <int K, class Elem>
-__device__ static void er_rows_by_consts(int64_t rows, int64_t n, const double *rcs, uint8_t *classes, er_rec_acc *sha,
-                                         er_dev_part *parts, int64_t *pend, unsigned long long *npend, Elem elem) {
+__device__ static void er_rows_by_consts(int64_t row0, int64_t rows, int64_t n, const double *rcs, uint8_t *classes,
+                                         er_rec_acc *sha, er_dev_part *parts, int64_t *pend, unsigned long long *npend,
+                                         Elem elem) {
     er_rec_acc tot;
     er_acc_init(tot);
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    for (int64_t row = row0 + blockIdx.x; row < row0 + rows; row += gridDim.x) {
         int64_t base = row * n;
         double rc[K];
         for (int k = 0; k < K; k++) rc[k] = rcs[K * row + k];

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(ER_RMS_THREADS, ER_ROWS_MIN_BLOCKS)
     __shared__ er_rec_acc sha[ER_RMS_THREADS / 32];
     if (threadIdx.x == 0) c = *cp;
     __syncthreads();
-    er_rows_by_consts<4>(rows, n, rcs, classes, sha, parts, pend, npend,
+    er_rows_by_consts<4>(0, rows, n, rcs, classes, sha, parts, pend, npend,
                          [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
                              return er_rms_at(c, x, wt, out, n, rc, row, idx, cls, a);
                          });

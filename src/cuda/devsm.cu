@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
     __shared__ er_rec_acc sha[ER_SM_THREADS / 32];
     if (threadIdx.x == 0) c = *cp;
     __syncthreads();
-    er_rows_by_consts<4>(rows, n, rcs, classes, sha, parts, pend, npend,
+    er_rows_by_consts<4>(0, rows, n, rcs, classes, sha, parts, pend, npend,
                          [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
                              return er_lsm_element(c, rc, ms[row], er_load(x, c.x_fmt, idx),
                                                    er_load(out, c.out_fmt, idx), idx, cls, a);
