@@ -16,6 +16,7 @@
 #include "ops/dotmod.h"
 #include "ops/fastdecide.h"
 #include "enclose/anyorder.h"
+#include "enclose/compsum.h"
 #include "enclose/dotorder.h"
 #include "enclose/ival.h"
 #include "enclose/mma.h"
@@ -522,6 +523,31 @@ static er_p_factors er_p_factors_of(const er_fast_consts *fc, int64_t K) {
         for (; k < K; k++) s[0] += fabs((double)a[k] * b[k]);                                                         \
         return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));                                     \
     }
+/* sum a_k b_k of two float vectors (each product exact in double) added in four chains of TwoSums, joined by three
+ * more: *S their sum, and whether every TwoSum was exact (each error 0), so that *S is the exact sum (fast-path.md,
+ * Lemma F5; a NaN error is not 0). */
+static int er_twosum_dot(const float *a, const float *b, int64_t K, double *S) {
+    double h[4] = {0, 0, 0, 0}, e, nz = 0;
+    int64_t k = 0;
+    for (; k + 3 < K; k += 4)
+        for (int q = 0; q < 4; q++) {
+            er__two_sum(h[q], (double)a[k + q] * b[k + q], &h[q], &e);
+            nz += fabs(e);
+        }
+    for (; k < K; k++) {
+        er__two_sum(h[0], (double)a[k] * b[k], &h[0], &e);
+        nz += fabs(e);
+    }
+    er__two_sum(h[0], h[1], &h[0], &e);
+    nz += fabs(e);
+    er__two_sum(h[2], h[3], &h[2], &e);
+    nz += fabs(e);
+    er__two_sum(h[0], h[2], &h[0], &e);
+    nz += fabs(e);
+    *S = h[0];
+    return nz == 0;
+}
+
 static double er_abs_dot_base(const float *restrict a, const float *restrict b, int64_t K) ER_ABS_DOT_BODY
 #if ER_HAVE_AVX2
 ER_AVX2 static double er_abs_dot_avx2(const float *restrict a, const float *restrict b, int64_t K) ER_ABS_DOT_BODY
@@ -666,10 +692,13 @@ static void *er_fast_decide_run(void *arg) {
                         continue;
                     }
                     if (want_set || cls == ER_PENDING) {
-                        double P = er_abs_dot(er__dot(ref)->af + (ia * pl->M + i) * K,
-                                              er__dot(ref)->bt + (ib * pl->N + jj) * K, K, fj->simd);
+                        const float *ar = er__dot(ref)->af + (ia * pl->M + i) * K,
+                                    *bc = er__dot(ref)->bt + (ib * pl->N + jj) * K;
+                        double P = er_abs_dot(ar, bc, K, fj->simd);
                         double lo = P * pf.f_lo, hi = P * pf.f_hi;
-                        if (!er_fast_bracket_of(&fc, Sh, lo > Plo ? lo : Plo, hi < Phi ? hi : Phi, &b)) {
+                        lo = lo > Plo ? lo : Plo;
+                        hi = hi < Phi ? hi : Phi;
+                        if (!er_fast_bracket_of(&fc, Sh, lo, hi, &b)) {
                             classes[idx] = ER_PENDING;
                             continue;
                         }
@@ -680,6 +709,17 @@ static void *er_fast_decide_run(void *arg) {
                             er__outs_mark(&fj->outs, idx, dlo, dhi)) {
                             classes[idx] = ER_FAST_OUT;
                             continue;
+                        }
+                        /* still open (an exact sum on a rounding tie, most often: bf16 products of 16 bits add up
+                         * exactly): the sum itself where Lemma F5 makes it exact, its correct rounding RN_O(S) with
+                         * the bracket's set edges. Only where the set may not be the widest (want_set clear), so that
+                         * no candidate for it is lost */
+                        double S2;
+                        if (!want_set && cls == ER_PENDING && er_twosum_dot(ar, bc, K, &S2)) {
+                            double rs = er_fast_rn(&fc, cx, S2);
+                            cls = fc.out_fmt == 0 ? er_fast_class(y, b.tlo, b.thi, rs, rs)
+                                                  : er_fast_class(y, er_fast_edge(&fc, cx, b.tlo, 0),
+                                                                  er_fast_edge(&fc, cx, b.thi, 1), rs, rs);
                         }
                     }
                 }

@@ -130,6 +130,48 @@ START_TEST(fast_path_equals_exact_engine) {
 }
 END_TEST
 
+/* Sums on an fp32 rounding tie, and a hair either side of one: element (i, j) for j >= 1 sums 1 + i 2^-20, 2^-24
+ * (together the midpoint between two floats) and t_j 2^-80 with t_j in {1, 0, -1}, which a sum in double loses; the
+ * output is each of the two floats in turn. Column 0 cancels 1 + i 2^-20 against itself and adds 2^-10: a set about
+ * 2^-10 wide relative to its size, met first, so that the others' sets cannot be the widest and the decision need not
+ * build them. The bracket of S_hat cannot tell the rounding, so the exact sum decides it: on a tie (t = 0) the
+ * TwoSums of the fast path find the sum exact and round it to even; a hair off it, a TwoSum errs and the exact engine
+ * takes the element. The same reports as the exact engine's (fast-path.md, Lemma F5). */
+START_TEST(fast_path_sums_on_a_tie) {
+    enum { M = 16, K = 5, N = 13 };
+    float A[M * K], B[K * N], C[M * N];
+    for (int i = 0; i < M; i++) {
+        A[i * K + 0] = A[i * K + 3] = 1.0f + (float)i * 0x1p-20f;
+        A[i * K + 1] = 0x1p-24f;
+        A[i * K + 2] = 0x1p-80f;
+        A[i * K + 4] = 0x1p-10f;
+    }
+    for (int j = 0; j < N; j++) {
+        float col[K] = {1.0f, 1.0f, (float)(1 - (j - 1) % 3), 0.0f, 0.0f}; /* t: 1, 0, -1 */
+        if (j == 0) col[1] = col[2] = 0.0f, col[3] = -1.0f, col[4] = 1.0f;
+        for (int k = 0; k < K; k++) B[k * N + j] = col[k];
+    }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) /* the float below the midpoint, or the one above it */
+            C[i * N + j] = j == 0 ? 0x1p-10f : 1.0f + (float)i * 0x1p-20f + (((j - 1) / 3) % 2 ? 0x1p-23f : 0.0f);
+    er_tensor tA, tB, tC;
+    er_ref *fast, *exact;
+    refs_of(ER_FP32, ER_FP32, M, K, N, A, B, C, &tA, &tB, &tC, &exact, &fast);
+    er_standard std;
+    er_standard_init(&std);
+    require_fast_equals_exact(exact, fast, &tC, &std, "sums on a tie");
+    er_report r;
+    ck_assert_int_eq(er_covers(&r, exact, &tC, &std), ER_OK);
+    /* every output in its set; column 0's exact (2^-10), and half of the others' the correct rounding: on a tie the
+     * even float (below), else the one on the hair's side */
+    ck_assert_int_eq(r.counts[ER_CLASS_EXACT], M * 7);
+    ck_assert_int_eq(r.counts[ER_CLASS_COVERED], M * 6);
+    er_report_clear(&r);
+    er_ref_free(fast);
+    er_ref_free(exact);
+}
+END_TEST
+
 /* Broadcast batches (A [2, 1, M, K] against B [3, K, N]) and outputs larger than one chunk of the decision pass
  * (several chunks per thread, taken in any order): the same reports as the exact engine's, with elements pushed
  * to the edges and beyond so that every pass has work (Cauchy-Schwarz, the dot of the absolute values, the exact
@@ -295,6 +337,7 @@ int main(void) {
     tcase_add_test(tc, fast_path_equals_exact_engine);
     tcase_add_test(tc, fast_path_batched_and_chunked);
     tcase_add_test(tc, fast_path_widest_among_near_equals);
+    tcase_add_test(tc, fast_path_sums_on_a_tie);
     tcase_add_test(tc, fast_path_outputs_outside);
     suite_add_tcase(s, tc);
     return er_run_suite(s);
