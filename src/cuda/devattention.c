@@ -159,7 +159,8 @@ typedef struct er_at_run {
     double *slo, *shi;                /* a chunk's scores' bounds (device) */
     double *raw[3], *na[3];           /* a chunk's sums (device), three in turn: chunk c's in c mod 3 */
     uint64_t *fx[3];
-    void *host[3];                    /* their copies (pinned host memory) */
+    void *host[3];                    /* their copies (pinned host memory where CUDA gives it) */
+    int hpin[3];                      /* which of them are pinned (er_host_buf_get) */
     cudaEvent_t done[3];              /* recorded after each copy */
 } er_at_run;
 
@@ -294,8 +295,9 @@ static er_status er_at_rows(er_at_run *r, er_sinks *sks) {
      * their buffer. The first chunks' loops run while the host allocates its buffers and copies the tensors. */
     for (int64_t ch = 0; ch < 3 && ch < r->nch; ch++) er_at_kernels(r, ch);
     for (int i = 0; i < 3 && r->e == cudaSuccess; i++) {
-        r->e = er__pinned_get(&r->host[i], er_at_host_bytes(a, R));
-        if (r->e == cudaSuccess) r->e = cudaEventCreateWithFlags(&r->done[i], cudaEventDisableTiming);
+        if (!(r->host[i] = er_host_buf_get(er_at_host_bytes(a, R), &r->hpin[i])))
+            return er__fail(ER_ERR_NOMEM, "cannot allocate the host buffers of the GPU attention path");
+        r->e = cudaEventCreateWithFlags(&r->done[i], cudaEventDisableTiming);
     }
     for (int64_t ch = 0; ch < 3 && ch < r->nch; ch++) er_at_copy(r, ch);
     if (r->nch > 3) er_at_kernels(r, 3);
@@ -368,7 +370,7 @@ static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_
     cudaError_t e2 = cudaStreamSynchronize(r.s);
     if (r.e == cudaSuccess) r.e = e2;
     for (int i = 0; i < 3; i++) {
-        er__pinned_put(r.host[i]);
+        er_host_buf_put(r.host[i], r.hpin[i]);
         if (r.done[i]) cudaEventDestroy(r.done[i]);
     }
     if (st == ER_OK && r.e != cudaSuccess)

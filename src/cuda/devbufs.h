@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include <exactref/format.h>
 #include <exactref/report.h>
@@ -48,6 +49,19 @@ cudaError_t er__pinned_get(void **p, size_t bytes);
 /* Gives back a buffer of er__pinned_get (NULL: nothing): kept for the next check (up to 1 GiB in all, until
  * er_cuda_trim), else freed. */
 void er__pinned_put(void *p);
+/* A host buffer of `bytes` for copies from the GPU: pinned (er__pinned_get) where CUDA gives one, else from malloc;
+ * *pinned says which, er_host_buf_put's argument. NULL where neither. */
+static inline void *er_host_buf_get(size_t bytes, int *pinned) {
+    void *p = NULL;
+    *pinned = er__pinned_get(&p, bytes) == cudaSuccess;
+    if (*pinned) return p;
+    (void)cudaGetLastError();
+    return malloc(bytes ? bytes : 1);
+}
+static inline void er_host_buf_put(void *p, int pinned) {
+    if (pinned) er__pinned_put(p);
+    else free(p);
+}
 
 /* Host memory h of `bytes` made ready for a copy from the GPU at full speed, before the copy is queued: where fault,
  * its pages first touched on the library's threads (er__prefault, from 16 MiB: a single thread's faults cost several

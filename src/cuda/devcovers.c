@@ -473,13 +473,13 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     }
     float *rows = NULL;
     double *ys = malloc(sizeof(double) * (size_t)chunk);
-    /* pinned where the vectors are many (full-speed copies); a few elements' (a passing check's, mostly) in pageable
-     * memory, which their copy reads as fast */
+    /* pinned where the vectors are many (full-speed copies) and CUDA gives it; a few elements' (a passing check's,
+     * mostly) in pageable memory, which their copy reads as fast */
     size_t rbytes = sizeof(float) * (size_t)(2 * chunk * K);
-    int pin = rbytes > ((size_t)1 << 20);
-    if (np && r->e == cudaSuccess && pin) r->e = er__pinned_get((void **)&rows, rbytes);
-    else if (np && !(rows = malloc(rbytes))) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld "
-                                                              "elements", (long long)chunk);
+    int pin = 0;
+    if (np && rbytes > ((size_t)1 << 20)) rows = er_host_buf_get(rbytes, &pin);
+    else if (np) rows = malloc(rbytes);
+    if (np && !rows) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
     float *drows = er_dev_alloc(&r->db, sizeof(float) * (size_t)(2 * chunk * K), s, &r->e);
     double *dys = er_dev_alloc(&r->db, sizeof(double) * (size_t)chunk, s, &r->e);
     if (!hp || !ys) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the vectors of %lld elements", (long long)chunk);
@@ -507,8 +507,7 @@ static void er_dev_rest(er_dev_run *r, er_sinks *sks) {
     if (r->st == ER_OK && r->e == cudaSuccess && r->hw[0] && r->hw[1] != ULLONG_MAX)
         er_dev_widest_entry(r, s0, drows, dys);
     free(hp);
-    if (pin) er__pinned_put(rows);
-    else free(rows);
+    er_host_buf_put(rows, pin);
     free(ys);
 }
 

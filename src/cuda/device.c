@@ -98,7 +98,10 @@ static void er_pinned_trim(void) {
 
 cudaError_t er__pinned_get(void **p, size_t bytes) {
     *p = NULL;
-    if (!bytes) bytes = 1;
+    /* sizes rounded up to a power of two from 1 MiB, so that checks of nearby sizes reuse one another's buffers */
+    size_t want = bytes;
+    for (bytes = (size_t)1 << 20; bytes < want && bytes <= SIZE_MAX / 2;) bytes *= 2;
+    if (bytes < want) bytes = want;
     pthread_mutex_lock(&er_pinned_lock);
     int best = -1;
     for (int i = 0; i < ER_PINNED_SLOTS; i++)

@@ -151,9 +151,11 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er
     const char *what = NULL;
     hc.bug = er__rows_classic_bug(r->ref, 0, &what);
     size_t esz = hc.x_fmt == 0 ? 4 : 2;
-    /* pinned: the copies run behind the kernels without holding the host */
-    if (r->e == cudaSuccess) r->e = er__pinned_get((void **)&sums, sizeof *sums * (size_t)rows);
-    if (r->e == cudaSuccess) r->e = er__pinned_get((void **)&rc, sizeof(double) * 8 * (size_t)rows);
+    /* pinned where CUDA gives them: the copies run behind the kernels without holding the host */
+    int psums = 0, prc = 0;
+    sums = er_host_buf_get(sizeof *sums * (size_t)rows, &psums);
+    rc = er_host_buf_get(sizeof(double) * 8 * (size_t)rows, &prc);
+    if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the row sums of %lld rows", (long long)rows);
     er_ln_sums *dsums = er_dev_alloc(&r->db, sizeof *dsums * (size_t)rows, s, &r->e);
     double *drc = er_dev_alloc(&r->db, sizeof(double) * 8 * (size_t)rows, s, &r->e);
     er_devln_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
@@ -189,8 +191,8 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er
     if (r->e == cudaSuccess) r->e = e2;
     for (int c = 0; c < nch; c++)
         if (ev[c]) cudaEventDestroy(ev[c]);
-    er__pinned_put(sums);
-    er__pinned_put(rc);
+    er_host_buf_put(sums, psums);
+    er_host_buf_put(rc, prc);
 }
 
 /* The widest set's entry on the GPU (er_dev_rows_one). */

@@ -108,9 +108,13 @@ static int er_dr_threads(const er_dev_rows *r, int64_t cn) {
  * (put = 0, np = 1). */
 static void er_dr_host_rows(er_dev_rows *r, er_sinks *sks, int *share, er_sink *sk, const int64_t *rows, int64_t np,
                             int put, int64_t only) {
+    if (np <= 0) return;
     int64_t n = r->n, chunk = er_dr_chunk(r);
     if (chunk > np) chunk = np;
-    double *xs = malloc(sizeof(double) * (size_t)(chunk * n)), *ys = malloc(sizeof(double) * (size_t)(chunk * n));
+    /* pinned where CUDA gives them: pageable copies of 18 rows of 16384 (2.4 MB each way) took 1.1 ms to 1.4 ms */
+    int px = 0, py = 0;
+    double *xs = er_host_buf_get(sizeof(double) * (size_t)(chunk * n), &px),
+           *ys = er_host_buf_get(sizeof(double) * (size_t)(chunk * n), &py);
     int64_t *drows = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)chunk, r->s, &r->e);
     double *dx = er_dev_alloc(&r->db, sizeof(double) * (size_t)(chunk * n), r->s, &r->e);
     double *dy = er_dev_alloc(&r->db, sizeof(double) * (size_t)(chunk * n), r->s, &r->e);
@@ -138,8 +142,9 @@ static void er_dr_host_rows(er_dev_rows *r, er_sinks *sks, int *share, er_sink *
         if (put) *share += nt;
         for (int t = 0; t < nt && r->st == ER_OK; t++) r->st = jobs[t].st;
     }
-    free(xs);
-    free(ys);
+    (void)cudaStreamSynchronize(r->s); /* no copy into them still queued (after an error) when they go back */
+    er_host_buf_put(xs, px);
+    er_host_buf_put(ys, py);
 }
 
 /* Where the classes stay on the device: those the host wrote for the rows the GPU left, copied up over the GPU's
