@@ -261,11 +261,13 @@ __global__ void er_k_decide(const void *out, const double *S, er_dev_pb pb, cons
 }
 
 // hi + lo += a + b: hi's sum by TwoSum (exact; no fused operation under -fmad=false), its error and b into lo, each
-// addition rounded to nearest (fast-path.md, Lemma F2).
-__device__ static void er_two_sum_acc(double *hi, double *lo, double a, double b) {
+// addition rounded to nearest (fast-path.md, Lemma F2). Returns whether the TwoSum was inexact (its error not 0, or
+// NaN): where no TwoSum of a sum was, hi is the exact sum (Lemma F5).
+__device__ static int er_two_sum_acc(double *hi, double *lo, double a, double b) {
     double s = *hi + a, bb = s - *hi, e = (*hi - (s - bb)) + (a - bb);
     *hi = s;
     *lo = *lo + b + e;
+    return !(e == 0);
 }
 
 // The warp's bracket of P = sum |a_k b_k| over ar and bc (K values each): every exact product added rounded down
@@ -286,7 +288,9 @@ __device__ static void er_warp_p(const float *ar, const float *bc, int64_t K, in
 }
 
 // Stage 2, one warp per candidate: P bracketed by directed sums of the exact products |a_k b_k| (in any order, each
-// addition rounded down for the lower end and up for the upper), then the decision again; the rest pending.
+// addition rounded down for the lower end and up for the upper), then the decision again, with S in double-double
+// (Lemma F2); where that leaves it open and every TwoSum of the warp was exact, S is the exact sum (Lemma F5) and its
+// correct rounding decides the class (a sum on a rounding tie, mostly); the rest pending.
 __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand, const void *out, const double *S,
                             const float *A, const float *Bt, const double *an, const double *bn, const int64_t *ia,
                             const int64_t *ib, int64_t M, int64_t N, int64_t K, er_fast_consts c, uint8_t *classes,
@@ -299,17 +303,22 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
         int64_t idx = cand[w], bi = idx / MN, i = (idx % MN) / N, j = idx % N;
         const float *ar = A + (ia[bi] * M + i) * K, *bc = Bt + (ib[bi] * N + j) * K;
         double pl = 0, ph = 0, hi = 0, lo = 0;
+        int inexact = 0;
         for (int64_t k = lane; k < K; k += 32) {
             double q = (double)ar[k] * (double)bc[k], p = fabs(q); // exact in double: two values of at most 24 bits
             pl = __dadd_rd(pl, p);
             ph = __dadd_ru(ph, p);
-            er_two_sum_acc(&hi, &lo, q, 0.0);
+            inexact |= er_two_sum_acc(&hi, &lo, q, 0.0);
         }
         for (int off = 16; off; off >>= 1) {
             pl = __dadd_rd(pl, __shfl_down_sync(0xffffffffu, pl, off));
             ph = __dadd_ru(ph, __shfl_down_sync(0xffffffffu, ph, off));
-            er_two_sum_acc(&hi, &lo, __shfl_down_sync(0xffffffffu, hi, off), __shfl_down_sync(0xffffffffu, lo, off));
+            inexact |= er_two_sum_acc(&hi, &lo, __shfl_down_sync(0xffffffffu, hi, off),
+                                      __shfl_down_sync(0xffffffffu, lo, off));
         }
+        // lane 0's sum is a tree of TwoSums over every lane's chain; any lane's inexact step (those outside the tree
+        // too) counts, which only leaves more elements to the exact engine
+        inexact = __any_sync(0xffffffffu, inexact);
         if (lane == 0) {
             double y = er_load_out(out, c.out_fmt, idx), Sh = S[idx];
             double Plo, Phi;
@@ -322,6 +331,13 @@ __global__ void er_k_stage2(const int64_t *cand, const unsigned long long *ncand
                 er_fast_consts c2 = c;
                 c2.gK = gK2;
                 cls = er_decide(c2, y, hi + lo, Plo, Phi, &dlo, &dhi);
+                er_fast_bracket b;
+                if (cls == ER_PENDING && !inexact && er_fast_bracket_of(&c2, hi, Plo, Phi, &b)) {
+                    int f = c.out_fmt; // hi = S exactly: RN_O(S), ties to even, against the set's edges
+                    double rs = f == 0 ? __double2float_rn(hi) : er_round_out(hi, f);
+                    cls = f == 0 ? er_fast_class(y, b.tlo, b.thi, rs, rs)
+                                 : er_fast_class(y, er_edge_out(b.tlo, 1, f), er_edge_out(b.thi, -1, f), rs, rs);
+                }
             }
             classes[idx] = (uint8_t)cls;
             if (cls == ER_PENDING) pending[atomicAdd(npending, 1ULL)] = idx;

@@ -380,6 +380,70 @@ START_TEST(long_sums_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* Sums whose exact value the DGEMM's bracket and stage 2's double-double cannot place against a rounding boundary,
+ * as t-fast.c's fast_path_sums_on_a_tie builds them: on an fp32 tie (t = 0, the even float or the other one as the
+ * output) and a hair (2^-80) to either side of one. The GPU's report is the host's; the ties the GPU decides itself,
+ * its TwoSums finding the sum exact (fast-path.md, Lemma F5), so the host takes fewer than the 12 M sums of columns 1
+ * to 12 (the 8 M hairs, and no more than the widest set adds). Then bf16 operands of random normal values (their
+ * products of 16 bits add up exactly, and on an fp32 tie where a sum needs 25 bits), each output the sum's correct
+ * rounding or a float beside it. */
+START_TEST(matmul_sums_on_a_tie_on_the_gpu) {
+    enum { M = 16, K = 5, N = 13 };
+    float A[M * K], B[K * N], C[M * N];
+    for (int i = 0; i < M; i++) {
+        A[i * K + 0] = A[i * K + 3] = 1.0f + (float)i * 0x1p-20f;
+        A[i * K + 1] = 0x1p-24f;
+        A[i * K + 2] = 0x1p-80f;
+        A[i * K + 4] = 0x1p-10f;
+    }
+    for (int j = 0; j < N; j++) {
+        float col[K] = {1.0f, 1.0f, (float)(1 - (j - 1) % 3), 0.0f, 0.0f}; /* t: 1, 0, -1 */
+        if (j == 0) col[1] = col[2] = 0.0f, col[3] = -1.0f, col[4] = 1.0f;
+        for (int k = 0; k < K; k++) B[k * N + j] = col[k];
+    }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) /* the float below the midpoint, or the one above it */
+            C[i * N + j] = j == 0 ? 0x1p-10f : 1.0f + (float)i * 0x1p-20f + (((j - 1) / 3) % 2 ? 0x1p-23f : 0.0f);
+    er_tensor tA, tB, tC;
+    view_batched(&tA, &tB, &tC, ER_FP32, ER_FP32, 0, 1, 1, M, K, N, A, B, C);
+    er_ref *ref;
+    ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+    er_standard std;
+    er_standard_init(&std);
+    int64_t unseen = require_device_equals_host(ref, &tA, &tB, &tC, M * K, K * N, M * N, 4, 4, &std, "sums on a tie");
+    er_ref_free(ref);
+    printf("t-cuda: sums on a tie: the host took %lld of %d elements (the hairs: %d)\n", (long long)(M * N - unseen),
+           M * N, 8 * M);
+    ER_REQUIRE(M * N - unseen < 12 * M, "the host took %lld elements: the GPU decided no tie", (long long)(M * N - unseen));
+
+    er_test_reseed(712);
+    long trials = (long)(4 * er_test_multiplier()), taken = 0, elems = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        int m = 64, k = 512, n = 64;
+        double *a = malloc(sizeof(double) * (size_t)(m * k)), *b = malloc(sizeof(double) * (size_t)(k * n));
+        uint16_t *hA = malloc(2 * (size_t)(m * k)), *hB = malloc(2 * (size_t)(k * n));
+        float *hC = malloc(4 * (size_t)(m * n));
+        gen_batched(FAM_NORMAL, ER_BF16, 1, 1, m, k, n, a, b);
+        for (int64_t i = 0; i < m * k; i++) er_store(hA, ER_BF16, i, a[i]);
+        for (int64_t i = 0; i < k * n; i++) er_store(hB, ER_BF16, i, b[i]);
+        view_batched(&tA, &tB, &tC, ER_BF16, ER_FP32, 0, 1, 1, m, k, n, hA, hB, hC);
+        ck_assert_int_eq(er_matmul(&ref, &tA, &tB), ER_OK);
+        for (int64_t e = 0; e < m * n; e++) { /* the correct rounding, or a float beside it */
+            double r;
+            ck_assert_int_eq(er_ref_exact(ref, (int64_t[]){e / n, e % n}, ER_FP32, NULL, &r), ER_OK);
+            hC[e] = nextafterf((float)r, (er_rand64() % 3 == 0 ? -INFINITY : er_rand64() % 2 ? INFINITY : (float)r));
+        }
+        char what[80];
+        snprintf(what, sizeof what, "bf16 sums, trial %ld", tr);
+        taken += m * n - require_device_equals_host(ref, &tA, &tB, &tC, m * k, k * n, m * n, 2, 4, &std, what);
+        elems += m * n;
+        er_ref_free(ref);
+        free(a); free(b); free(hA); free(hB); free(hC);
+    }
+    printf("t-cuda: bf16 sums of 512 products: the host took %ld of %ld elements\n", taken, elems);
+}
+END_TEST
+
 /* One softmax row family: x values of row r (n of them) in format fx. */
 static void gen_softmax_rows(int fam, er_format fx, int64_t rows, int64_t n, void *X) {
     double scale = fam == 1 ? 30.0 : fam == 2 ? 1e-3 : 1.0;
@@ -1924,6 +1988,7 @@ int main(void) {
     if (have) tcase_add_test(tc, matmul_reference_of_device_operands_equals_the_host);
     if (have) tcase_add_test(tc, chain_epilogue_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_sums_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, matmul_sums_on_a_tie_on_the_gpu);
     if (have) tcase_add_test(tc, softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_open_elements_on_the_gpu_equal_the_host);
