@@ -1974,6 +1974,12 @@ START_TEST(kept_classes_mark_lasts_one_call) {
 }
 END_TEST
 
+/* The GPU paths' host buffers in ordinary memory (EXACTREF_PINNED=0), as where CUDA gives no pinned memory: the tests
+ * of the paths that take such buffers (layernorm's row sums and constants, attention's chunks, the rows and matmul
+ * elements left to the host) run again so. */
+static void unpinned_setup(void) { setenv("EXACTREF_PINNED", "0", 1); }
+static void unpinned_teardown(void) { unsetenv("EXACTREF_PINNED"); }
+
 int main(void) {
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("cuda");
@@ -2002,6 +2008,14 @@ int main(void) {
     if (have) tcase_add_test(tc, long_fp32_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, h200_attention_captures_on_the_gpu_equal_the_host);
     suite_add_tcase(s, tc);
+    TCase *tu = tcase_create("cuda, host buffers in ordinary memory");
+    tcase_set_timeout(tu, 300);
+    tcase_add_checked_fixture(tu, unpinned_setup, unpinned_teardown);
+    if (have) tcase_add_test(tu, long_sums_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tu, layernorm_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tu, many_rows_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tu, attention_on_the_gpu_equals_the_host);
+    if (have) suite_add_tcase(s, tu);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
