@@ -265,6 +265,31 @@ static inline int er_gen_held(er_format x, er_format acc) {
            er_format_min_subnormal(x) >= er_format_min_subnormal(acc);
 }
 
+/* Sums on an fp32 rounding tie and a hair either side of one (fast-path.md, Lemma F5), A [16 x 5], B [5 x 13], C
+ * [16 x 13] as floats: element (i, j) for j >= 1 sums 1 + i 2^-20, 2^-24 (together the midpoint between two floats)
+ * and t_j 2^-80 with t_j in {1, 0, -1} (columns 1, 2, 3, then again), which a sum in double loses; the output is the
+ * float below the midpoint in columns 1 to 3, 7 to 9, the one above it in 4 to 6, 10 to 12. Column 0 cancels
+ * 1 + i 2^-20 against itself and adds 2^-10, its output that: a set about 2^-10 wide relative to its size, met first,
+ * so that the others' sets cannot be the widest. */
+enum { ER_TIE_M = 16, ER_TIE_K = 5, ER_TIE_N = 13 };
+static inline void gen_tie_sums(float *A, float *B, float *C) {
+    enum { M = ER_TIE_M, K = ER_TIE_K, N = ER_TIE_N };
+    for (int i = 0; i < M; i++) {
+        A[i * K + 0] = A[i * K + 3] = 1.0f + (float)i * 0x1p-20f;
+        A[i * K + 1] = 0x1p-24f;
+        A[i * K + 2] = 0x1p-80f;
+        A[i * K + 4] = 0x1p-10f;
+    }
+    for (int j = 0; j < N; j++) {
+        float col[K] = {1.0f, 1.0f, (float)(1 - (j - 1) % 3), 0.0f, 0.0f}; /* t: 1, 0, -1 */
+        if (j == 0) col[1] = col[2] = 0.0f, col[3] = -1.0f, col[4] = 1.0f;
+        for (int k = 0; k < K; k++) B[k * N + j] = col[k];
+    }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) /* the float below the midpoint, or the one above it */
+            C[i * N + j] = j == 0 ? 0x1p-10f : 1.0f + (float)i * 0x1p-20f + (((j - 1) / 3) % 2 ? 0x1p-23f : 0.0f);
+}
+
 /* The logit x_k moved so that exp(x_j - m) / S lies nearest mid (the rows of the tests of softmax's open elements,
  * softmax.md, Lemma S7): S (s: the row's sum of exp(x_i - m) before the move) must become e_j / mid (ej: exp(x_j - m)),
  * and x_k's exp takes the difference. t and u: scratch at s's precision (u may be ej). Returns the new x_k rounded to

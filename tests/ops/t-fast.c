@@ -138,22 +138,9 @@ END_TEST
  * TwoSums of the fast path find the sum exact and round it to even; a hair off it, a TwoSum errs and the exact engine
  * takes the element. The same reports as the exact engine's (fast-path.md, Lemma F5). */
 START_TEST(fast_path_sums_on_a_tie) {
-    enum { M = 16, K = 5, N = 13 };
+    enum { M = ER_TIE_M, K = ER_TIE_K, N = ER_TIE_N };
     float A[M * K], B[K * N], C[M * N];
-    for (int i = 0; i < M; i++) {
-        A[i * K + 0] = A[i * K + 3] = 1.0f + (float)i * 0x1p-20f;
-        A[i * K + 1] = 0x1p-24f;
-        A[i * K + 2] = 0x1p-80f;
-        A[i * K + 4] = 0x1p-10f;
-    }
-    for (int j = 0; j < N; j++) {
-        float col[K] = {1.0f, 1.0f, (float)(1 - (j - 1) % 3), 0.0f, 0.0f}; /* t: 1, 0, -1 */
-        if (j == 0) col[1] = col[2] = 0.0f, col[3] = -1.0f, col[4] = 1.0f;
-        for (int k = 0; k < K; k++) B[k * N + j] = col[k];
-    }
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) /* the float below the midpoint, or the one above it */
-            C[i * N + j] = j == 0 ? 0x1p-10f : 1.0f + (float)i * 0x1p-20f + (((j - 1) / 3) % 2 ? 0x1p-23f : 0.0f);
+    gen_tie_sums(A, B, C);
     er_tensor tA, tB, tC;
     er_ref *fast, *exact;
     refs_of(ER_FP32, ER_FP32, M, K, N, A, B, C, &tA, &tB, &tC, &exact, &fast);
