@@ -126,7 +126,7 @@ static er_status er_ln_vec_back(const er_tensor *t, int64_t n, void *stream, dou
 }
 
 /* The path's device buffers that er_ln_one reads. */
-typedef struct er_ln_dev { er_devln_consts *dc; double *drc; const void *w, *b; } er_ln_dev;
+typedef struct er_ln_dev { er_devln_consts c; double *drc; const void *w, *b; } er_ln_dev;
 
 /* The chunks of rows the check runs in, at most ER_LN_CHUNKS of at least 1024 rows: while the host computes a chunk's
  * rows' constants, the GPU runs the sums of the chunks after it and the elements of those before it. */
@@ -158,11 +158,9 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er
     if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the row sums of %lld rows", (long long)rows);
     er_ln_sums *dsums = er_dev_alloc(&r->db, sizeof *dsums * (size_t)rows, s, &r->e);
     double *drc = er_dev_alloc(&r->db, sizeof(double) * 8 * (size_t)rows, s, &r->e);
-    er_devln_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     er_dev_kio o;
     er_dev_kio_init(r, &o, NULL, 0);
-    *d = (er_ln_dev){ dc, drc, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL };
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, &hc, sizeof hc, cudaMemcpyHostToDevice, s);
+    *d = (er_ln_dev){ hc, drc, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL };
     for (int c = 0; c < nch && r->st == ER_OK && r->e == cudaSuccess; c++) {
         int64_t r0 = rows * c / nch, r1 = rows * (c + 1) / nch;
         int ec = er__devln_sums((const char *)arg->x->data + (size_t)(r0 * n) * esz, hc.x_fmt, r1 - r0, n, bpc,
@@ -181,7 +179,7 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er
                                    cudaMemcpyHostToDevice, s);
         if (r->st == ER_OK && r->e == cudaSuccess) {
             int ec = er__devln_rows(arg->x->data, arg->w ? arg->w->data : NULL, arg->b ? arg->b->data : NULL,
-                                    arg->out->data, r0, r1 - r0, n, dc, drc, bpc, o.dcl, o.dparts + c * bpc, o.dpend,
+                                    arg->out->data, r0, r1 - r0, n, &d->c, drc, bpc, o.dcl, o.dparts + c * bpc, o.dpend,
                                     o.dn, s);
             if (ec) r->e = (cudaError_t)ec;
         }
@@ -198,7 +196,7 @@ static void er_ln_gpu(er_dev_rows *r, const er_ln_arg *arg, uint8_t *classes, er
 /* The widest set's entry on the GPU (er_dev_rows_one). */
 static int er_ln_one(const er_dev_rows *r, int64_t idx, er_dev_cset *set) {
     const er_ln_dev *d = r->dev;
-    return er__devln_one(r->x->data, d->w, d->b, r->out->data, r->n, d->dc, d->drc, idx, set, r->s);
+    return er__devln_one(r->x->data, d->w, d->b, r->out->data, r->n, &d->c, d->drc, idx, set, r->s);
 }
 
 static er_status er_ln_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
@@ -215,7 +213,8 @@ static er_status er_ln_dev_covers(const er_ref *ref, const er_standard *std, er_
         int64_t rows = ref->n / n;
         int nch = er_ln_chunks(rows), bpc = er__dev_blocks(rows / nch); /* each chunk holds at least bpc rows */
         er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, nch * bpc, er_ln_put, &op, &arg->keep);
-        er_ln_dev dev = { NULL, NULL, NULL, NULL };
+        er_ln_dev dev;
+        memset(&dev, 0, sizeof dev);
         if (r.st == ER_OK) {
             er_ln_gpu(&r, arg, er__sinks_classes(sks, 0), &dev, nch, bpc);
             r.one = er_ln_one;

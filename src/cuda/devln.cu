@@ -134,12 +134,9 @@ __device__ static int er_ln_at(const er_devln_consts &c, const void *x, const vo
 
 __global__ void __launch_bounds__(ER_LN_THREADS, ER_ROWS_MIN_BLOCKS)
     er_k_ln_rows(const void *x, const void *wt, const void *bs, const void *out, int64_t row0, int64_t rows, int64_t n,
-                 const er_devln_consts *cp, const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend,
-                 unsigned long long *npend) {
-    __shared__ er_devln_consts c;
+                 const __grid_constant__ er_devln_consts c, const double *rcs, uint8_t *classes, er_dev_part *parts,
+                 int64_t *pend, unsigned long long *npend) {
     __shared__ er_rec_acc sha[ER_LN_THREADS / 32];
-    if (threadIdx.x == 0) c = *cp;
-    __syncthreads();
     er_rows_by_consts<8>(row0, rows, n, rcs, classes, sha, parts, pend, npend,
                          [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
                              return er_ln_at(c, x, wt, bs, out, n, rc, row, idx, cls, a);
@@ -147,9 +144,10 @@ __global__ void __launch_bounds__(ER_LN_THREADS, ER_ROWS_MIN_BLOCKS)
 }
 
 __global__ void er_k_ln_one(const void *x, const void *wt, const void *bs, const void *out, int64_t n,
-                            const er_devln_consts *cp, const double *rcs, int64_t idx, er_dev_cset *set) {
+                            const __grid_constant__ er_devln_consts c, const double *rcs, int64_t idx,
+                            er_dev_cset *set) {
     er_one_by_consts<8>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
-        return er_ln_at(*cp, x, wt, bs, out, n, rc, row, i, cls, a);
+        return er_ln_at(c, x, wt, bs, out, n, rc, row, i, cls, a);
     });
 }
 
@@ -165,14 +163,14 @@ int er__devln_rows(const void *x, const void *w, const void *b, const void *out,
                    const er_devln_consts *c, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
                    int64_t *pend, unsigned long long *npend, void *stream) {
     if (rows == 0 || blocks < 1) return 0;
-    er_k_ln_rows<<<blocks, ER_LN_THREADS, 0, (cudaStream_t)stream>>>(x, w, b, out, row0, rows, n, c, rc, classes,
+    er_k_ln_rows<<<blocks, ER_LN_THREADS, 0, (cudaStream_t)stream>>>(x, w, b, out, row0, rows, n, *c, rc, classes,
                                                                     parts, pend, npend);
     return (int)cudaGetLastError();
 }
 
 int er__devln_one(const void *x, const void *w, const void *b, const void *out, int64_t n, const er_devln_consts *c,
                   const double *rc, int64_t idx, er_dev_cset *set, void *stream) {
-    er_k_ln_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, w, b, out, n, c, rc, idx, set);
+    er_k_ln_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, w, b, out, n, *c, rc, idx, set);
     return (int)cudaGetLastError();
 }
 

@@ -28,7 +28,7 @@ int er__devln_sums(const void *x, int x_fmt, int64_t rows, int64_t n, int blocks
  * constants rc[8 row .. 8 row + 8) (er__layernorm_dev_consts; NaN: the host's row): each decided row's classes
  * (0 exact, 1 covered) into classes[], each other row's ER_PENDING with its number in pend[] (their count in *npend,
  * which must start at zero; in no order), each block's tally into parts[blocks]. Rows and elements are numbered from
- * x's first. c and rc in device memory. */
+ * x's first. c in host memory (the kernel takes it by value), rc in device memory. */
 int er__devln_rows(const void *x, const void *w, const void *b, const void *out, int64_t row0, int64_t rows, int64_t n,
                    const er_devln_consts *c, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
                    int64_t *pend, unsigned long long *npend, void *stream);

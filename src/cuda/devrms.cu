@@ -112,22 +112,21 @@ __device__ static int er_rms_at(const er_devrms_consts &c, const void *x, const 
 }
 
 __global__ void __launch_bounds__(ER_RMS_THREADS, ER_ROWS_MIN_BLOCKS)
-    er_k_rms_rows(const void *x, const void *wt, const void *out, int64_t rows, int64_t n, const er_devrms_consts *cp,
-                  const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
-    __shared__ er_devrms_consts c;
+    er_k_rms_rows(const void *x, const void *wt, const void *out, int64_t rows, int64_t n,
+                  const __grid_constant__ er_devrms_consts c, const double *rcs, uint8_t *classes, er_dev_part *parts,
+                  int64_t *pend, unsigned long long *npend) {
     __shared__ er_rec_acc sha[ER_RMS_THREADS / 32];
-    if (threadIdx.x == 0) c = *cp;
-    __syncthreads();
     er_rows_by_consts<4>(0, rows, n, rcs, classes, sha, parts, pend, npend,
                          [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
                              return er_rms_at(c, x, wt, out, n, rc, row, idx, cls, a);
                          });
 }
 
-__global__ void er_k_rms_one(const void *x, const void *wt, const void *out, int64_t n, const er_devrms_consts *cp,
-                             const double *rcs, int64_t idx, er_dev_cset *set) {
+__global__ void er_k_rms_one(const void *x, const void *wt, const void *out, int64_t n,
+                             const __grid_constant__ er_devrms_consts c, const double *rcs, int64_t idx,
+                             er_dev_cset *set) {
     er_one_by_consts<4>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
-        return er_rms_at(*cp, x, wt, out, n, rc, row, i, cls, a);
+        return er_rms_at(c, x, wt, out, n, rc, row, i, cls, a);
     });
 }
 
@@ -143,14 +142,14 @@ int er__devrms_rows(const void *x, const void *w, const void *out, int64_t rows,
                     const double *rc, int blocks, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                     unsigned long long *npend, void *stream) {
     if (rows == 0 || blocks < 1) return 0;
-    er_k_rms_rows<<<blocks, ER_RMS_THREADS, 0, (cudaStream_t)stream>>>(x, w, out, rows, n, c, rc, classes, parts,
+    er_k_rms_rows<<<blocks, ER_RMS_THREADS, 0, (cudaStream_t)stream>>>(x, w, out, rows, n, *c, rc, classes, parts,
                                                                       pend, npend);
     return (int)cudaGetLastError();
 }
 
 int er__devrms_one(const void *x, const void *w, const void *out, int64_t n, const er_devrms_consts *c,
                    const double *rc, int64_t idx, er_dev_cset *set, void *stream) {
-    er_k_rms_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, w, out, n, c, rc, idx, set);
+    er_k_rms_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, w, out, n, *c, rc, idx, set);
     return (int)cudaGetLastError();
 }
 

@@ -27,7 +27,8 @@ int er__devrms_sums(const void *x, int x_fmt, int64_t rows, int64_t n, int block
 /* The rows of x and weight w (n values, or NULL) against out, with each row's constants rc[4 row .. 4 row + 4)
  * (er__rmsnorm_dev_consts; NaN: the host's row): each decided row's classes (0 exact, 1 covered) into classes[],
  * each other row's ER_PENDING with its number in pend[] (their count in *npend, which must start at zero; in no
- * order), each block's tally into parts[blocks]. c and rc in device memory. */
+ * order), each block's tally into parts[blocks]. c in host memory (the kernel takes it by value), rc in device
+ * memory. */
 int er__devrms_rows(const void *x, const void *w, const void *out, int64_t rows, int64_t n, const er_devrms_consts *c,
                     const double *rc, int blocks, uint8_t *classes, er_dev_part *parts, int64_t *pend,
                     unsigned long long *npend, void *stream);

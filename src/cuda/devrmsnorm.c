@@ -108,7 +108,7 @@ static er_status er_rms_put(const er_dev_rows *r, er_sink *sk, const int64_t *ro
 }
 
 /* The path's device buffers that er_rms_one reads. */
-typedef struct er_rms_dev { er_devrms_consts *dc; double *drc; const void *w; } er_rms_dev;
+typedef struct er_rms_dev { er_devrms_consts c; double *drc; const void *w; } er_rms_dev;
 
 /* The rows on the GPU: their sums of squares, the rows' constants on the host, the elements; the classes into the
  * report's array, the blocks' tallies and the rows left into r; the buffers er_rms_one reads into *d. */
@@ -133,13 +133,11 @@ static void er_rms_gpu(er_dev_rows *r, const er_rms_arg *arg, uint8_t *classes, 
     if (r->st == ER_OK && r->e == cudaSuccess)
         r->st = er__rmsnorm_dev_consts(r->ref, r->std, er__fmt(arg->x->format), er__fmt(arg->out->format), win, rows,
                                        n, rc);
-    er_devrms_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     er_dev_kio o;
     er_dev_kio_init(r, &o, rc, 4);
-    *d = (er_rms_dev){ dc, o.drc, arg->w ? arg->w->data : NULL };
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, &hc, sizeof hc, cudaMemcpyHostToDevice, s);
+    *d = (er_rms_dev){ hc, o.drc, arg->w ? arg->w->data : NULL };
     if (r->st == ER_OK && r->e == cudaSuccess) {
-        int ec = er__devrms_rows(arg->x->data, arg->w ? arg->w->data : NULL, arg->out->data, rows, n, dc, o.drc,
+        int ec = er__devrms_rows(arg->x->data, arg->w ? arg->w->data : NULL, arg->out->data, rows, n, &d->c, o.drc,
                                  r->blocks, o.dcl, o.dparts, o.dpend, o.dn, s);
         if (ec) r->e = (cudaError_t)ec;
     }
@@ -152,7 +150,7 @@ static void er_rms_gpu(er_dev_rows *r, const er_rms_arg *arg, uint8_t *classes, 
 /* The widest set's entry on the GPU (er_dev_rows_one). */
 static int er_rms_one(const er_dev_rows *r, int64_t idx, er_dev_cset *set) {
     const er_rms_dev *d = r->dev;
-    return er__devrms_one(r->x->data, d->w, r->out->data, r->n, d->dc, d->drc, idx, set, r->s);
+    return er__devrms_one(r->x->data, d->w, r->out->data, r->n, &d->c, d->drc, idx, set, r->s);
 }
 
 static er_status er_rms_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
@@ -179,7 +177,8 @@ static er_status er_rms_covers(const er_ref *ref, const er_standard *std, er_sin
         for (int64_t k = 0; op.w && k < n; k++) op.w[k] = er__load(&hw, k * hw.strides[0]);
     }
     free(pw);
-    er_rms_dev dev = { NULL, NULL, NULL };
+    er_rms_dev dev;
+    memset(&dev, 0, sizeof dev);
     if (r.st == ER_OK) {
         er_rms_gpu(&r, arg, er__sinks_classes(sks, 0), &dev);
         r.one = er_rms_one;

@@ -10,13 +10,32 @@
 
 #define ER_SM_THREADS 256
 
+// The constants as the kernels read them: the scalars from the launch's parameters (constant memory, which the
+// instructions take as operands: no register holds them, and none is spilled), exp's tables from shared memory (a
+// warp's lookups at different indices, which constant memory would serialise).
+struct er_sm_tabs { const double *tlo, *thi, *t1, *t2; };
+// er_exp_bounds's view of them (devrec.cuh)
+struct er_sm_expc { const double *exp_tlo, *exp_thi; double exp_lh, exp_ll; };
+// The tables copied into shared memory by the block (then a barrier).
+#define ER_SM_TABLES(c, tb)                                                                                           \
+    __shared__ double sh_tlo[64], sh_thi[64], sh_t1[64], sh_t2[64];                                                   \
+    for (int k_ = threadIdx.x; k_ < 64; k_ += blockDim.x) {                                                           \
+        sh_tlo[k_] = c.exp_tlo[k_];                                                                                   \
+        sh_thi[k_] = c.exp_thi[k_];                                                                                   \
+        sh_t1[k_] = c.exp_t1[k_];                                                                                     \
+        sh_t2[k_] = c.exp_t2[k_];                                                                                     \
+    }                                                                                                                 \
+    __syncthreads();                                                                                                  \
+    const er_sm_tabs tb = {sh_tlo, sh_thi, sh_t1, sh_t2}
+
 // ---- exp enclosed in double: the shift of exps.c (er_exp_bounds: devrec.cuh) ----
 
 // exp(x_j - m) enclosed, with t + e = x_j - m (er__exps_fill: TwoSum, the bounds of exp(t), er_exps_shift by e).
-__device__ static void er_exp_diff(const er_devsm_consts &c, double v, double m, double *lo, double *hi) {
+__device__ static void er_exp_diff(const er_devsm_consts &c, const er_sm_tabs &tb, double v, double m, double *lo,
+                                   double *hi) {
     if (v == -INFINITY) { *lo = *hi = 0; return; }
     double t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb);
-    er_exp_bounds(c, t, lo, hi);
+    er_exp_bounds(er_sm_expc{tb.tlo, tb.thi, c.exp_lh, c.exp_ll}, t, lo, hi);
     if (e != 0 && fabs(e) <= 0x1p-30) {
         *lo = er_dn(*lo * er_dn(1.0 - 2.0 * fabs(e)));
         *hi = er_up(*hi * er_up(1.0 + 2.0 * fabs(e)));
@@ -92,12 +111,13 @@ __device__ static void er_approx_ends(double U, double a, double b, double *lo, 
 }
 
 // The kernel's exp of d_j = fl32(x_j - m): the values of fp32 it may give (er__exp_ends, softmax.h); 0 at -inf.
-__device__ static void er_kernel_exp(const er_devsm_consts &c, double v, double m, double *elo, double *ehi) {
+__device__ static void er_kernel_exp(const er_devsm_consts &c, const er_sm_tabs &tb, double v, double m, double *elo,
+                                     double *ehi) {
     *elo = *ehi = 0;
     if (v == -INFINITY) return;
     double dj = (double)__fadd_rn((float)v, (float)-m), zl, zh;
     if (dj == -INFINITY) return;
-    er_exp_bounds(c, dj, &zl, &zh);
+    er_exp_bounds(er_sm_expc{tb.tlo, tb.thi, c.exp_lh, c.exp_ll}, dj, &zl, &zh);
     double Uj = c.exp_fast ? 2.0 + floor(er_mul_up(1.1730001, fabs(dj))) : c.U;
     er_approx_ends(Uj, zl, zh, elo, ehi);
     if (!(*elo >= ER_F32_MIN_NORMAL)) *elo = 0;
@@ -120,8 +140,9 @@ __device__ static double er_i128_to_double(er_i128 v) {
 }
 
 // exp(t + e) as *h + *l (er_exp_dd_shift, softmax.c).
-__device__ static void er_exp_dd_shift(const er_devsm_consts &c, double t, double e, double *h, double *l) {
-    er_exp_dd_tab(t, c.exp_lh, c.exp_ll, c.exp_t1, c.exp_t2, h, l); // er__exp_dd (core/expdd.h)
+__device__ static void er_exp_dd_shift(const er_devsm_consts &c, const er_sm_tabs &tb, double t, double e, double *h,
+                                       double *l) {
+    er_exp_dd_tab(t, c.exp_lh, c.exp_ll, tb.t1, tb.t2, h, l); // er__exp_dd (core/expdd.h)
     if (e == 0) return;
     double cc = *l + *h * e, s = *h + cc;
     *l = cc - (s - *h);
@@ -152,8 +173,8 @@ __device__ static int er_dd_sign(double ah, double al, double kh, double kl, dou
 
 // The bounds of the row's sum of exp(x_j - m) in double-double for Lemma S7 (er_exact_row_dd's S below in dd[0] +
 // dd[1], above in dd[2] + dd[3]), by the block; sl, sh: one 128-bit integer per warp. Ends with a barrier.
-__device__ static void er_sm_dd_sums(const er_devsm_consts &c, const void *x, int64_t base, int64_t n, double m,
-                                     er_u128 *sl, er_u128 *sh, double *dd) {
+__device__ static void er_sm_dd_sums(const er_devsm_consts &c, const er_sm_tabs &tb, const void *x, int64_t base,
+                                     int64_t n, double m, er_u128 *sl, er_u128 *sh, double *dd) {
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x / 32;
     er_u128 L = 0, U = 0;
     for (int64_t j = tid; j < n; j += blockDim.x) {
@@ -161,7 +182,7 @@ __device__ static void er_sm_dd_sums(const er_devsm_consts &c, const void *x, in
         er_i128 tl = 0, tu = 1; // exp(x_j - m) < 2^-995 below -690 (and 0 at -inf)
         if (t >= -690.0) {
             double h, l;
-            er_exp_dd_shift(c, t, e, &h, &l);
+            er_exp_dd_shift(c, tb, t, e, &h, &l);
             er_dd_fx_term(h, l, &tl, &tu);
         }
         L += (er_u128)tl;
@@ -184,15 +205,16 @@ __device__ static void er_sm_dd_sums(const er_devsm_consts &c, const void *x, in
 // An element whose enclosure [x1, x2] of the exact quotient rounds to r1 < r2 (er_exact_row_dd's test): where r1 and
 // r2 are neighbours of fp32 and e / S lies on one side of their midpoint, its correct rounding into *rounded and the
 // quotient to about 2^-100 into *exact; 0 where the test does not decide (the host's MPFR then does).
-__device__ static __noinline__ int er_sm_dd_decide(const er_devsm_consts &c, double v, double m, double r1, double r2,
-                                                   const double *dd, double *rounded, double *exact) {
+__device__ static __noinline__ int er_sm_dd_decide(const er_devsm_consts &c, const er_sm_tabs &tb, double v,
+                                                   double m, double r1, double r2, const double *dd, double *rounded,
+                                                   double *exact) {
     double t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb);
     if (!(t >= -690.0)) return 0;
     double mu = 0.5 * r1 + 0.5 * r2;
     if (!(r1 >= 0 && r1 < r2 && r2 <= 1) || mu == r1 || mu == r2 || er_f32_rd(mu) != r1 || er_f32_ru(mu) != r2)
         return 0; // not neighbours of fp32
     double h, l;
-    er_exp_dd_shift(c, t, e, &h, &l);
+    er_exp_dd_shift(c, tb, t, e, &h, &l);
     int above = er_dd_sign(h, er_dn(l - h * 0x1p-64), mu, 0.0, dd[2], dd[3]) > 0;
     int below = er_dd_sign(h, er_up(l + h * 0x1p-64), mu, 0.0, dd[0], dd[1]) < 0;
     if (!above && !below) return 0;
@@ -211,16 +233,17 @@ struct er_sm_row { double sl, sh, one_minus, one_plus, klo, khi, rl, rh; int ove
 // quotient that may be infinite, an end beyond the output's range, a correct rounding neither pass decides, an output
 // outside the set or NaN). With dd (er_sm_dd_sums's bounds: the second pass), only the elements the first left open
 // are recorded.
-__device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, double v, double m, double elo,
-                                 double ehi, double y, int64_t idx, uint8_t *cls, er_rec_acc &a, const double *dd) {
+__device__ static int er_element(const er_devsm_consts &c, const er_sm_tabs &tb, const er_sm_row &w, double v,
+                                 double m, double elo, double ehi, double y, int64_t idx, uint8_t *cls, er_rec_acc &a,
+                                 const double *dd) {
     double lo, hi;
-    er_exp_diff(c, v, m, &lo, &hi);
+    er_exp_diff(c, tb, v, m, &lo, &hi);
     double x1 = lo * w.rl, x2 = hi * w.rh;
     if (!(fabs(x1) <= c.omax && fabs(x2) <= c.omax)) return 0;
     double rounded = er_out_rn(x1, c.out_fmt), exact = 0.5 * x1 + 0.5 * x2, r2 = er_out_rn(x2, c.out_fmt);
     if (rounded != r2) {
         if (!dd) return c.dd ? 2 : 0;
-        if (!er_sm_dd_decide(c, v, m, rounded, r2, dd, &rounded, &exact)) return 0;
+        if (!er_sm_dd_decide(c, tb, v, m, rounded, r2, dd, &rounded, &exact)) return 0;
     } else if (dd) return 1; // recorded in the first pass
     double ql = 0, qh = 0;
     if (elo != 0) ql = er_f32_rn((elo / (((w.sh - ehi) + elo) * w.one_plus)) * w.klo);
@@ -246,8 +269,9 @@ __device__ static int er_element(const er_devsm_consts &c, const er_sm_row &w, d
 // or +inf: NaN everywhere; or -inf alone); else the ends of the kernel's exps (values of fp32) into el and eh, and in
 // thread 0 the sums to nearest of those ends in er__sums32's order (s[0], s[1]) and the bounds of the exact sum of
 // exp(x_j - m) (s[2], s[3]: er__fxsum_lo and er__fxsum_hi). Ends with a barrier.
-__device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_t base, int64_t n, float *el,
-                                 float *eh, double *shd, er_u128 *shl, er_u128 *shh, double *mp, double s[4]) {
+__device__ static int er_sm_head(const er_devsm_consts &c, const er_sm_tabs &tb, const void *x, int64_t base,
+                                 int64_t n, float *el, float *eh, double *shd, er_u128 *shl, er_u128 *shh, double *mp,
+                                 double s[4]) {
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x / 32;
     double m = -INFINITY;
     int bad = 0;
@@ -270,12 +294,12 @@ __device__ static int er_sm_head(const er_devsm_consts &c, const void *x, int64_
     er_u128 fl = 0, fh = 0;
     for (int64_t j = tid; j < n; j += blockDim.x) {
         double v = er_load(x, c.x_fmt, base + j), lo, hi, a, b;
-        er_exp_diff(c, v, m, &lo, &hi);
+        er_exp_diff(c, tb, v, m, &lo, &hi);
         er_u128 tl, th;
         er_fx_terms(lo, hi, &tl, &th);
         fl += tl;
         fh += th;
-        er_kernel_exp(c, v, m, &a, &b);
+        er_kernel_exp(c, tb, v, m, &a, &b);
         el[j] = (float)a; // values of fp32 (or 0, or an infinity): exact
         eh[j] = (float)b;
     }
@@ -329,25 +353,23 @@ __device__ static void er_sm_row_consts(const er_devsm_consts &c, int64_t n, con
 }
 
 __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
-    er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp,
-                      float *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend,
-                      unsigned long long *npend) {
-    __shared__ er_devsm_consts c;
+    er_k_softmax_rows(const void *x, const void *out, int64_t rows, int64_t n,
+                      const __grid_constant__ er_devsm_consts c, float *scratch, uint8_t *classes, er_dev_part *parts,
+                      int64_t *pend, unsigned long long *npend) {
     __shared__ double shd[ER_SM_THREADS / 32];
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
     __shared__ er_rec_acc sha[ER_SM_THREADS / 32];
     __shared__ er_sm_row w;
     __shared__ double dd[4];
     int tid = threadIdx.x;
-    if (tid == 0) c = *cp;
-    __syncthreads();
+    ER_SM_TABLES(c, tb);
     float *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
     er_rec_acc tot;
     er_acc_init(tot);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t base = row * n;
         double m, sums[4];
-        if (!er_sm_head(c, x, base, n, el, eh, shd, shl, shh, &m, sums)) {
+        if (!er_sm_head(c, tb, x, base, n, el, eh, shd, shl, shh, &m, sums)) {
             er_pend_row(classes, base, n, row, pend, npend);
             continue;
         }
@@ -358,16 +380,16 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
         int ok = 1, open = 0;
         for (int64_t i = tid; i < n && ok; i += blockDim.x) {
             double v = er_load(x, c.x_fmt, base + i), y = er_load(out, c.out_fmt, base + i);
-            int k = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a, NULL);
+            int k = er_element(c, tb, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a, NULL);
             ok = k != 0;
             open |= k == 2;
         }
         // the elements left open, where every other is decided: Lemma S7's pass, as the host's rows take it
         if (__syncthreads_or(open) && __syncthreads_and(ok)) {
-            er_sm_dd_sums(c, x, base, n, m, shl, shh, dd);
+            er_sm_dd_sums(c, tb, x, base, n, m, shl, shh, dd);
             for (int64_t i = tid; i < n && ok; i += blockDim.x) {
                 double v = er_load(x, c.x_fmt, base + i), y = er_load(out, c.out_fmt, base + i);
-                ok = er_element(c, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a, dd) != 0;
+                ok = er_element(c, tb, w, v, m, el[i], eh[i], y, base + i, &classes[base + i], a, dd) != 0;
             }
         }
         // then sha, shd, shl, dd and w are the next row's
@@ -382,24 +404,20 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
 // element in thread 0, with Lemma S7's pass where the element needs it) for the report's widest set: its set into *set
 // (set->ok 0: not decided). scratch: 2 n floats.
 __global__ void __launch_bounds__(ER_SM_THREADS)
-    er_k_softmax_one(const void *x, const void *out, int64_t n, const er_devsm_consts *cp, float *scratch, int64_t idx,
-                     er_dev_cset *set) {
-    __shared__ er_devsm_consts c;
+    er_k_softmax_one(const void *x, const void *out, int64_t n, const __grid_constant__ er_devsm_consts c,
+                     float *scratch, int64_t idx, er_dev_cset *set) {
     __shared__ double shd[ER_SM_THREADS / 32];
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
     __shared__ er_sm_row w;
     __shared__ double dd[4];
     __shared__ int open;
     int tid = threadIdx.x;
-    if (tid == 0) {
-        c = *cp;
-        set->ok = 0; // er_record sets it where it decides
-    }
-    __syncthreads();
+    if (tid == 0) set->ok = 0; // er_record sets it where it decides
+    ER_SM_TABLES(c, tb);
     int64_t base = idx - idx % n;
     float *el = scratch, *eh = el + n;
     double m, sums[4];
-    if (!er_sm_head(c, x, base, n, el, eh, shd, shl, shh, &m, sums)) return;
+    if (!er_sm_head(c, tb, x, base, n, el, eh, shd, shl, shh, &m, sums)) return;
     er_rec_acc a;
     er_acc_init(a);
     a.set = set;
@@ -407,28 +425,26 @@ __global__ void __launch_bounds__(ER_SM_THREADS)
     double v = er_load(x, c.x_fmt, idx), y = er_load(out, c.out_fmt, idx);
     if (tid == 0) {
         er_sm_row_consts(c, n, sums, w);
-        open = er_element(c, w, v, m, el[idx - base], eh[idx - base], y, idx, &cls, a, NULL) == 2;
+        open = er_element(c, tb, w, v, m, el[idx - base], eh[idx - base], y, idx, &cls, a, NULL) == 2;
     }
     __syncthreads();
     if (!open) return;
-    er_sm_dd_sums(c, x, base, n, m, shl, shh, dd);
-    if (tid == 0) (void)er_element(c, w, v, m, el[idx - base], eh[idx - base], y, idx, &cls, a, dd);
+    er_sm_dd_sums(c, tb, x, base, n, m, shl, shh, dd);
+    if (tid == 0) (void)er_element(c, tb, w, v, m, el[idx - base], eh[idx - base], y, idx, &cls, a, dd);
 }
 
 // ---- log_softmax: the rows' heads, the host's logs (er__log_softmax_dev_consts), then the elements ----
 
 __global__ void __launch_bounds__(ER_SM_THREADS)
-    er_k_lsm_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *cp, float *scratch, double *ms,
-                   double *sums) {
-    __shared__ er_devsm_consts c;
+    er_k_lsm_heads(const void *x, int64_t rows, int64_t n, const __grid_constant__ er_devsm_consts c, float *scratch,
+                   double *ms, double *sums) {
     __shared__ double shd[ER_SM_THREADS / 32];
     __shared__ er_u128 shl[ER_SM_THREADS / 32], shh[ER_SM_THREADS / 32];
-    if (threadIdx.x == 0) c = *cp;
-    __syncthreads();
+    ER_SM_TABLES(c, tb);
     float *el = scratch + (int64_t)blockIdx.x * 2 * n, *eh = el + n;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         double m, s[4];
-        int ok = er_sm_head(c, x, row * n, n, el, eh, shd, shl, shh, &m, s);
+        int ok = er_sm_head(c, tb, x, row * n, n, el, eh, shd, shl, shh, &m, s);
         if (threadIdx.x == 0) {
             ms[row] = m;
             for (int k = 0; k < 4; k++) sums[4 * row + k] = ok ? s[k] : NAN;
@@ -457,12 +473,10 @@ __device__ static int er_lsm_element(const er_devsm_consts &c, const double *rc,
 }
 
 __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
-    er_k_lsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *cp, const double *ms,
+    er_k_lsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const __grid_constant__ er_devsm_consts c,
+                  const double *ms,
                   const double *rcs, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
-    __shared__ er_devsm_consts c;
     __shared__ er_rec_acc sha[ER_SM_THREADS / 32];
-    if (threadIdx.x == 0) c = *cp;
-    __syncthreads();
     er_rows_by_consts<4>(0, rows, n, rcs, classes, sha, parts, pend, npend,
                          [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
                              return er_lsm_element(c, rc, ms[row], er_load(x, c.x_fmt, idx),
@@ -470,10 +484,11 @@ __global__ void __launch_bounds__(ER_SM_THREADS, ER_ROWS_MIN_BLOCKS)
                          });
 }
 
-__global__ void er_k_lsm_one(const void *x, const void *out, int64_t n, const er_devsm_consts *cp, const double *ms,
+__global__ void er_k_lsm_one(const void *x, const void *out, int64_t n, const __grid_constant__ er_devsm_consts c,
+                             const double *ms,
                              const double *rcs, int64_t idx, er_dev_cset *set) {
     er_one_by_consts<4>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
-        return er_lsm_element(*cp, rc, ms[row], er_load(x, cp->x_fmt, i), er_load(out, cp->out_fmt, i), i, cls, a);
+        return er_lsm_element(c, rc, ms[row], er_load(x, c.x_fmt, i), er_load(out, c.out_fmt, i), i, cls, a);
     });
 }
 
@@ -504,14 +519,14 @@ int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, cons
                    void *stream) {
     if (rows == 0 || blocks < 1) return 0;
     er_k_softmax_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(
-        x, out, rows, n, c, scratch, classes, parts, pend, npend);
+        x, out, rows, n, *c, scratch, classes, parts, pend, npend);
     return (int)cudaGetLastError();
 }
 
 int er__devsm_log_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks, float *scratch,
                         double *m, double *sums, void *stream) {
     if (rows == 0 || blocks < 1) return 0;
-    er_k_lsm_heads<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, rows, n, c, scratch, m, sums);
+    er_k_lsm_heads<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, rows, n, *c, scratch, m, sums);
     return (int)cudaGetLastError();
 }
 
@@ -519,20 +534,20 @@ int er__devsm_log_rows(const void *x, const void *out, int64_t rows, int64_t n, 
                        const double *m, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
                        int64_t *pend, unsigned long long *npend, void *stream) {
     if (rows == 0 || blocks < 1) return 0;
-    er_k_lsm_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, rows, n, c, m, rc, classes, parts,
+    er_k_lsm_rows<<<blocks, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, rows, n, *c, m, rc, classes, parts,
                                                                      pend, npend);
     return (int)cudaGetLastError();
 }
 
 int er__devsm_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, float *scratch, int64_t idx,
                   er_dev_cset *set, void *stream) {
-    er_k_softmax_one<<<1, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, n, c, scratch, idx, set);
+    er_k_softmax_one<<<1, ER_SM_THREADS, 0, (cudaStream_t)stream>>>(x, out, n, *c, scratch, idx, set);
     return (int)cudaGetLastError();
 }
 
 int er__devsm_log_one(const void *x, const void *out, int64_t n, const er_devsm_consts *c, const double *m,
                       const double *rc, int64_t idx, er_dev_cset *set, void *stream) {
-    er_k_lsm_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, out, n, c, m, rc, idx, set);
+    er_k_lsm_one<<<1, 1, 0, (cudaStream_t)stream>>>(x, out, n, *c, m, rc, idx, set);
     return (int)cudaGetLastError();
 }
 

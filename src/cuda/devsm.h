@@ -32,7 +32,8 @@ typedef struct er_devsm_consts {
 /* The rows of x (rows x n, contiguous, format c->x_fmt) against out (the same, format c->out_fmt), on `blocks` blocks:
  * each decided row's classes (0 exact, 1 covered) into classes[], each other row's ER_PENDING with its number in
  * pend[] (their count in *npend, which must start at zero; in no order), each block's tally into parts[blocks].
- * scratch: 2 n floats per block; c: the constants in device memory. */
+ * scratch: 2 n floats per block; c: the constants (host memory: the kernels take them by value, their scalars
+ * from constant memory). */
 int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks,
                    float *scratch, uint8_t *classes, er_dev_part *parts, int64_t *pend, unsigned long long *npend,
                    void *stream);
@@ -40,7 +41,7 @@ int er__devsm_rows(const void *x, const void *out, int64_t rows, int64_t n, cons
 /* log_softmax's rows, in two passes with the host's logs between them (er__log_softmax_dev_consts). The first writes
  * each row's maximum into m[row] and its sums into sums[4 row .. 4 row + 4) (NaN: the host's row); scratch as
  * er__devsm_rows'. The second classifies the rows against out as er__devsm_rows does, with each row's constants
- * rc[4 row .. 4 row + 4) (NaN: the host's row). c, m, sums and rc in device memory. */
+ * rc[4 row .. 4 row + 4) (NaN: the host's row). c in host memory; m, sums and rc in device memory. */
 int er__devsm_log_heads(const void *x, int64_t rows, int64_t n, const er_devsm_consts *c, int blocks, float *scratch,
                         double *m, double *sums, void *stream);
 int er__devsm_log_rows(const void *x, const void *out, int64_t rows, int64_t n, const er_devsm_consts *c,

@@ -120,21 +120,22 @@ static void er_sm_consts(const er_dev_rows *r, const er_softmax_dev *d, er_devsm
     memcpy(c->exp_t2, d->exp_t2, sizeof c->exp_t2);
 }
 
-/* The path's device buffers that er_sm_one reads (log_softmax: dm and drc; softmax: scratch). */
-typedef struct er_sm_dev { int log; er_devsm_consts *dc; float *scratch; double *dm, *drc; } er_sm_dev;
+/* The path's constants (passed to the kernels by value) and the device buffers that er_sm_one reads (log_softmax: dm
+ * and drc; softmax: scratch). */
+typedef struct er_sm_dev { int log; er_devsm_consts c; float *scratch; double *dm, *drc; } er_sm_dev;
 
-/* The rows on the GPU: the classes into the report's array, the blocks' tallies and the rows left into r. */
-static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes, er_sm_dev *d) {
+/* The rows on the GPU with d's constants: the classes into the report's array, the blocks' tallies and the rows left
+ * into r. */
+static void er_sm_gpu(er_dev_rows *r, uint8_t *classes, er_sm_dev *d) {
     cudaStream_t s = r->s;
     int64_t n = r->n;
-    er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     float *scratch = er_dev_alloc(&r->db, sizeof(float) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
-    *d = (er_sm_dev){ 0, dc, scratch, NULL, NULL };
+    d->log = 0;
+    d->scratch = scratch;
     er_dev_kio o;
     er_dev_kio_init(r, &o, NULL, 0);
-    if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, s);
     if (r->e == cudaSuccess) {
-        int ec = er__devsm_rows(r->x->data, r->out->data, r->rows, n, dc, r->blocks, scratch, o.dcl, o.dparts,
+        int ec = er__devsm_rows(r->x->data, r->out->data, r->rows, n, &d->c, r->blocks, scratch, o.dcl, o.dparts,
                                 o.dpend, o.dn, s);
         if (ec) r->e = (cudaError_t)ec;
     }
@@ -143,18 +144,16 @@ static void er_sm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classe
 
 /* log_softmax's rows on the GPU: the heads, the host's logs, the elements; the classes into the report's array, the
  * blocks' tallies and the rows left into r. */
-static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *classes, er_sm_dev *d) {
+static void er_lsm_gpu(er_dev_rows *r, uint8_t *classes, er_sm_dev *d) {
     cudaStream_t s = r->s;
     int64_t n = r->n, rows = r->rows;
     double *sums = malloc(sizeof(double) * 4 * (size_t)rows), *rc = malloc(sizeof(double) * 4 * (size_t)rows);
     if (!sums || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
-    er_devsm_consts *dc = er_dev_alloc(&r->db, sizeof *dc, s, &r->e);
     float *scratch = er_dev_alloc(&r->db, sizeof(float) * 2 * (size_t)n * (size_t)r->blocks, s, &r->e);
     double *dm = er_dev_alloc(&r->db, sizeof(double) * (size_t)rows, s, &r->e);
     double *dsums = er_dev_alloc(&r->db, sizeof(double) * 4 * (size_t)rows, s, &r->e);
-    if (r->st == ER_OK && r->e == cudaSuccess) r->e = cudaMemcpyAsync(dc, hc, sizeof *hc, cudaMemcpyHostToDevice, s);
     if (r->st == ER_OK && r->e == cudaSuccess) {
-        int ec = er__devsm_log_heads(r->x->data, rows, n, dc, r->blocks, scratch, dm, dsums, s);
+        int ec = er__devsm_log_heads(r->x->data, rows, n, &d->c, r->blocks, scratch, dm, dsums, s);
         if (ec) r->e = (cudaError_t)ec;
     }
     if (r->st == ER_OK && r->e == cudaSuccess)
@@ -164,9 +163,12 @@ static void er_lsm_gpu(er_dev_rows *r, const er_devsm_consts *hc, uint8_t *class
         r->st = er__log_softmax_dev_consts(r->std, er__fmt(r->out->format), rows, n, sums, rc);
     er_dev_kio o;
     er_dev_kio_init(r, &o, rc, 4);
-    *d = (er_sm_dev){ 1, dc, scratch, dm, o.drc };
+    d->log = 1;
+    d->scratch = scratch;
+    d->dm = dm;
+    d->drc = o.drc;
     if (r->st == ER_OK && r->e == cudaSuccess) {
-        int ec = er__devsm_log_rows(r->x->data, r->out->data, rows, n, dc, dm, o.drc, r->blocks, o.dcl, o.dparts,
+        int ec = er__devsm_log_rows(r->x->data, r->out->data, rows, n, &d->c, dm, o.drc, r->blocks, o.dcl, o.dparts,
                                     o.dpend, o.dn, s);
         if (ec) r->e = (cudaError_t)ec;
     }
@@ -185,8 +187,8 @@ static er_status er_sm_put(const er_dev_rows *r, er_sink *sk, const int64_t *row
 /* The widest set's entry on the GPU (er_dev_rows_one). */
 static int er_sm_one(const er_dev_rows *r, int64_t idx, er_dev_cset *set) {
     const er_sm_dev *d = r->dev;
-    return d->log ? er__devsm_log_one(r->x->data, r->out->data, r->n, d->dc, d->dm, d->drc, idx, set, r->s)
-                  : er__devsm_one(r->x->data, r->out->data, r->n, d->dc, d->scratch, idx, set, r->s);
+    return d->log ? er__devsm_log_one(r->x->data, r->out->data, r->n, &d->c, d->dm, d->drc, idx, set, r->s)
+                  : er__devsm_one(r->x->data, r->out->data, r->n, &d->c, d->scratch, idx, set, r->s);
 }
 
 /* The GPU path's covers: the rows on the GPU; the rows it leaves, in order, by the module's row function on the host's
@@ -207,12 +209,12 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     if ((double)blocks * 8.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (8.0 * (double)n)) + 1;
     er_dev_rows r;
     er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL, &arg->keep);
-    er_sm_dev dev = { 0, NULL, NULL, NULL, NULL };
+    er_sm_dev dev;
+    memset(&dev, 0, sizeof dev);
     if (r.st == ER_OK) {
-        er_devsm_consts c;
-        er_sm_consts(&r, &d, &c);
-        if (log) er_lsm_gpu(&r, &c, er__sinks_classes(sks, 0), &dev);
-        else er_sm_gpu(&r, &c, er__sinks_classes(sks, 0), &dev);
+        er_sm_consts(&r, &d, &dev.c);
+        if (log) er_lsm_gpu(&r, er__sinks_classes(sks, 0), &dev);
+        else er_sm_gpu(&r, er__sinks_classes(sks, 0), &dev);
         r.one = er_sm_one;
         r.dev = &dev;
     }
