@@ -166,18 +166,22 @@ ER_ALWAYS_INLINE void er_log_sets_f32_body(int64_t n, const double *restrict x, 
 ER_SIMD_BUILDS(er_log_sets_f32_run, (ER_LOG_SETS_ARGS), (n, x, m, ll, lh, lo, hi, ok), er_log_sets_f32_body)
 #define ER_LOG_RUN 256 /* elements a pass of er_log_sets_f32_run */
 
+/* The computed log-sum-exp m + l, before any rounding of the sum, and l (in [l_lo, l_hi]) join pl->lse. */
+static void er_lse_join(const er_softmax_plan *pl, double m, double l_lo, double l_hi) {
+    if (!pl->lse) return;
+    double e[4] = { er__dn(m + l_lo), er__up(m + l_hi), l_lo, l_hi };
+    for (int k = 0; k < 4; k += 2) {
+        if (!(e[k] >= pl->lse[k])) pl->lse[k] = e[k];
+        if (!(e[k + 1] <= pl->lse[k + 1])) pl->lse[k + 1] = e[k + 1];
+    }
+}
+
 static void er_log_sets(const er_softmax_plan *pl, const double *x, int64_t n, double m, double s_lo, double s_hi,
                         er_cval *cv) {
     const er_fmt_info *F = pl->F;
     double l_lo, l_hi;
     er_log_ends(pl, n, s_lo, s_hi, &l_lo, &l_hi);
-    if (pl->lse) { /* the computed log-sum-exp m + l, before any rounding of the sum, and l join pl->lse */
-        double e[4] = { er__dn(m + l_lo), er__up(m + l_hi), l_lo, l_hi };
-        for (int k = 0; k < 4; k += 2) {
-            if (!(e[k] >= pl->lse[k])) pl->lse[k] = e[k];
-            if (!(e[k + 1] <= pl->lse[k + 1])) pl->lse[k + 1] = e[k + 1];
-        }
-    }
+    er_lse_join(pl, m, l_lo, l_hi);
     int64_t i0 = pl->only ? *pl->only : 0, i1 = pl->only ? *pl->only + 1 : n;
     /* fp32 without flushing, m and the log's ends floats: runs of elements in the loop below that vectorises, its
      * elements of finite float x and ends within F's range written here, the others by er_log_set_one */
@@ -828,6 +832,19 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     }
     if (w == &own) er__work_free(&own);
     return st;
+}
+
+er_status er__log_softmax_one_of_sums(const er_softmax_plan *pl, int64_t n, double m, double esl, double esh,
+                                      double x, er_cval *c) {
+    double sl = esl, sh = esh, s_lo, s_hi, l_lo, l_hi;
+    er_sums_widen(n, &sl, &sh);
+    er_anyorder_bound bd;
+    ER_RETURN_IF_ERROR(er__anyorder_bound_terms_depth(&bd, pl->F, n, pl->depth, 0));
+    er_log_sum_bounds(pl->F, &bd, sl, sh, &s_lo, &s_hi);
+    er_log_ends(pl, n, s_lo, s_hi, &l_lo, &l_hi);
+    er_lse_join(pl, m, l_lo, l_hi);
+    er_log_set_one(pl, x, m, l_lo, l_hi, c);
+    return ER_OK;
 }
 
 int er__log_softmax_dev_row(const er_softmax_plan *pl, const er_anyorder_bound *bd, int64_t n, const double s[4],

@@ -106,6 +106,13 @@ ER_INTERNAL er_status er__softmax_row(const er_softmax_plan *pl, const double *x
  * the kernel's exps, s[2], s[3] the bounds of the exact sum of exp(x_j - m) (er__fxsum_lo, er__fxsum_hi); bd the
  * sum's any-order constants. Into c: the ends [c[0], c[1]] of the kernel's log of its sum, and log(S) enclosed in
  * doubles [c[2], c[3]]. 1 where all four are finite (the elements' sets then take fp32 sums alone), else 0. */
+/* log_softmax's set of one element x of a row of n in the double path's main case (F and O of at most 24 bits, no
+ * online sum, max=optional or math=triton), from the row's maximum m and the sums to nearest esl, esh of the kernel's
+ * exps' ends in er__sums32's order (er__exps_fill_kernel's): the set into *c and the log-sum-exp's bounds joined into
+ * pl->lse, as er__softmax_row gives them for the plan with pl->only at that element and those exps. Refusals: those of
+ * the sum's any-order bound. */
+ER_INTERNAL er_status er__log_softmax_one_of_sums(const er_softmax_plan *pl, int64_t n, double m, double esl,
+                                                  double esh, double x, er_cval *c);
 ER_INTERNAL int er__log_softmax_dev_row(const er_softmax_plan *pl, const er_anyorder_bound *bd, int64_t n,
                                         const double s[4], double c[4]);
 

@@ -69,41 +69,53 @@ static void er_exp_set(const er_xent_plan *pl, double a, double b, double *lo, d
 /* The row sums in double: S and R (every term but t's) of exp(x_j - m) enclosed, sum x_j and sum |x_j| bounded. */
 typedef struct er_xent_sums { double Sl, Sh, Rl, Rh, sxl, sxh, sabs, xmax; } er_xent_sums;
 
-static void er_xent_sums_fill(const er_exps *ex, const double *x, int64_t C, int64_t t, er_xent_sums *z) {
-    er_fxsum S = { 0, 0 };
-    double s = 0, sa = 0, xm = 0;
-    for (int64_t j = 0; j < C; j++) {
-        er__fxsum_add(&S, ex->lo[j], ex->hi[j]);
-        s += x[j];
-        sa += fabs(x[j]);
-        xm = fabs(x[j]) > xm ? fabs(x[j]) : xm;
-    }
+void er__xent_sums_finish(const er_fxsum *S, double tlo, double thi, double s, double sa, double xm, int64_t C,
+                          double *z8) {
     /* R: S less t's parts, which it added exactly */
-    er_fxsum R = S;
+    er_fxsum R = *S;
     unsigned __int128 tl, th;
-    er__fxsum_terms(ex->lo[t], ex->hi[t], &tl, &th);
+    er__fxsum_terms(tlo, thi, &tl, &th);
     R.lo -= tl;
     R.hi -= th;
-    /* sum x_j and sum |x_j| from their sums in double (Lemma N4 of norm-backward.md, exact terms: K = (C + 4) 2^-52
-     * bounds sum |x| by sa (1 + K) and the sum's error by K times that); a logit that is not finite: no bound */
+    /* sum x_j and sum |x_j| from their sums in double, in any order (Lemma N4 of norm-backward.md, exact terms: K = (C
+     * + 4) 2^-52 bounds sum |x| by sa (1 + K) and the sum's error by K times that); a logit that is not finite: no
+     * bound */
     double K = (double)(C + 4) * 0x1p-52, a = er__mul_up(sa, er__up(1.0 + K)), e = er__mul_up(K, a);
     int fin = isfinite(a) && (double)C <= 0x1p40;
-    *z = (er_xent_sums){ er__fxsum_lo(&S), er__fxsum_hi(&S), er__fxsum_lo(&R), er__fxsum_hi(&R),
-                         fin ? er__dn(s - e) : -INFINITY, fin ? er__up(s + e) : INFINITY,
-                         fin ? a : INFINITY, xm };
+    double z[8] = { er__fxsum_lo(S), er__fxsum_hi(S), er__fxsum_lo(&R), er__fxsum_hi(&R),
+                    fin ? er__dn(s - e) : -INFINITY, fin ? er__up(s + e) : INFINITY, fin ? a : INFINITY, xm };
+    memcpy(z8, z, sizeof z);
+}
+
+static void er_xent_sums_fill(const er_exps *ex, const double *x, int64_t C, int64_t t, er_xent_sums *z) {
+    er_fxsum S = { 0, 0 };
+    double ps[ER_XENT_LANES] = { 0 }, pa[ER_XENT_LANES] = { 0 }, s = 0, sa = 0, xm = 0;
+    for (int64_t j = 0; j < C; j++) { /* the lanes' order (xent.h) */
+        er__fxsum_add(&S, ex->lo[j], ex->hi[j]);
+        ps[j % ER_XENT_LANES] += x[j];
+        pa[j % ER_XENT_LANES] += fabs(x[j]);
+        xm = fabs(x[j]) > xm ? fabs(x[j]) : xm;
+    }
+    for (int l = 0; l < ER_XENT_LANES; l++) {
+        s += ps[l];
+        sa += pa[l];
+    }
+    double z8[8];
+    er__xent_sums_finish(&S, ex->lo[t], ex->hi[t], s, sa, xm, C, z8);
+    *z = (er_xent_sums){ z8[0], z8[1], z8[2], z8[3], z8[4], z8[5], z8[6], z8[7] };
 }
 
 /* The exact row loss (1 - eps) A + eps B with A = log(S / e_t) = log1p(R / e_t) and B = log S + m - sum x / C,
  * enclosed in double. */
-static void er_xent_exact_loss(const er_xent_plan *pl, const er_exps *ex, const er_xent_sums *z, const double *x,
-                               int64_t t, double m, double *lo, double *hi) {
+static void er_xent_exact_loss(const er_xent_plan *pl, double tlo, double thi, const er_xent_sums *z, double xt,
+                               double m, double *lo, double *hi) {
     double Al, Ah;
-    if (ex->lo[t] > 0) {
-        Al = er_log_dir(er__dn(z->Rl / ex->hi[t]), 1, -1);
-        Ah = er_log_dir(er__up(z->Rh / ex->lo[t]), 1, 1);
+    if (tlo > 0) { /* e_t in [tlo, thi] */
+        Al = er_log_dir(er__dn(z->Rl / thi), 1, -1);
+        Ah = er_log_dir(er__up(z->Rh / tlo), 1, 1);
     } else { /* e_t may underflow double: A = (m - x_t) + log S */
-        Al = er__dn(er__dn(m - x[t]) + er_log_dir(z->Sl, 0, -1));
-        Ah = er__up(er__up(m - x[t]) + er_log_dir(z->Sh, 0, 1));
+        Al = er__dn(er__dn(m - xt) + er_log_dir(z->Sl, 0, -1));
+        Ah = er__up(er__up(m - xt) + er_log_dir(z->Sh, 0, 1));
     }
     double eps = pl->eps, oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
     er_imul(oml, omh, Al, Ah, lo, hi);
@@ -137,8 +149,8 @@ static double er_xent_eta(const er_xent_plan *pl, double mult) {
  * C) sum lp over the leaves lp_j in log_softmax's set or its rounding to S (lcv), rounded in F and S. lse: the bounds
  * of m + l and of l. In both, the monomials eps / C times a leaf may pass the sum over the classes too; the others
  * (1 - eps times a leaf, and eps l where it is kept apart) the row's roundings and the sum over the rows only. */
-static void er_xent_loss_set(const er_xent_plan *pl, const double *x, int64_t t, double m, const double *lse,
-                             const er_cval *lcv, const er_xent_sums *z, er_xent_loss *ls) {
+static void er_xent_loss_set(const er_xent_plan *pl, double xt, int64_t t, double m, const double *lse,
+                             const er_cval *lct, const er_cval *lcv, const er_xent_sums *z, er_xent_loss *ls) {
     const er_fmt_info *F = pl->F, *S = pl->S;
     double eps = pl->eps, C = (double)pl->C, oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
     double ecl = er__dn(eps / C), ech = er__up(eps / C);
@@ -146,7 +158,7 @@ static void er_xent_loss_set(const er_xent_plan *pl, const double *x, int64_t t,
     double kS = S->p < F->p && !pl->compute_only ? ER_XENT_LOSS_ROUNDINGS_S : 0;
     /* form I */
     double Bl, Bh, sl, sh;
-    er_imul(oml, omh, x[t], x[t], &Bl, &Bh);
+    er_imul(oml, omh, xt, xt, &Bl, &Bh);
     if (eps > 0) {
         er_imul(ecl, ech, z->sxl, z->sxh, &sl, &sh);
         Bl = er__dn(Bl + sl);
@@ -155,16 +167,16 @@ static void er_xent_loss_set(const er_xent_plan *pl, const double *x, int64_t t,
     /* l and m 1 + eps times ((1 - eps) expanded) and eps times (C copies of eps / C, or eps lse), x_t 1 + eps times,
      * x_j eps / C */
     double lm = er__up(fabs(m) + (fabs(lse[2]) > fabs(lse[3]) ? fabs(lse[2]) : fabs(lse[3])));
-    double mag0 = er__up(er__mul_up(er__up(1.0 + eps), lm) + er__mul_up(er__up(1.0 + eps), fabs(x[t])));
+    double mag0 = er__up(er__mul_up(er__up(1.0 + eps), lm) + er__mul_up(er__up(1.0 + eps), fabs(xt)));
     double magC = er__up(er__mul_up(eps, lm) + er__mul_up(ech, z->sabs));
     double w1 = er__up(er__up(er__mul_up(er_gamma2(pl, k0, 0), mag0) + er__mul_up(er_gamma2(pl, kC, 0), magC)) +
                        er_xent_eta(pl, lm > z->xmax ? lm : z->xmax));
     double a1 = er__dn(er__dn(lse[0] - Bh) - w1), b1 = er__up(er__up(lse[1] - Bl) + w1);
     /* form II */
     double lpmax = 0, Tl = 0, Th = 0, mt = 0, ma = 0;
-    for (int64_t j = 0; j < pl->C; j++) {
-        if (eps == 0 && j != t) continue;
-        double a = lcv[j].lo, b = lcv[j].hi, l, h;
+    for (int64_t j = eps > 0 ? 0 : t; j < (eps > 0 ? pl->C : t + 1); j++) { /* without smoothing, t's alone */
+        const er_cval *c = j == t ? lct : &lcv[j];
+        double a = c->lo, b = c->hi, l, h;
         double as = er__round_double(S, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
                bs = er__round_double(S, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
         if (as < a && !pl->compute_only) a = as;
@@ -577,11 +589,12 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
     double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
     double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
                          S->p < pl->F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
-    float s = 0;
+    float pw[ER_XENT_LANES] = { 0 }, s = 0;
     for (int64_t j = 0; j < pl->C; j++) { /* e_j within an ulp of exp(d_j): RN of a bound 2^-49 from it */
         gex[j] = (float)ex->dlo[j]; /* d_j = fl(x_j - m) in fp32, F */
-        s += (float)gex[j];
+        pw[j % ER_XENT_LANES] += (float)gex[j]; /* added in the lanes' order (xent.h) */
     }
+    for (int l = 0; l < ER_XENT_LANES; l++) s += pw[l];
     float inv = 1.0f / s;
     /* the second witnesses' log-sum-exp, from the e_j before the steps below write gex */
     float lw[2] = { 0, 0 };
@@ -656,6 +669,28 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
     return pending;
 }
 
+int er__xent_sums_path(const er_xent_plan *pl) {
+    const er_softmax_plan *sm = &pl->sm;
+    return pl->eps == 0 && !sm->online && !sm->exp2_triton && !sm->max_optional && sm->F->p <= 24 && sm->O->p <= 24;
+}
+
+er_status er__xent_loss_of_sums(const er_xent_plan *pl, const er_xent_rowsum *rs, int64_t t, er_xent_loss *ls) {
+    er_softmax_plan lp = pl->sm;
+    double lse[4] = { INFINITY, -INFINITY, INFINITY, -INFINITY };
+    lp.log = 1;
+    lp.lse = lse;
+    lp.only = &t;
+    lp.sets_only = 1;
+    er_cval lct;
+    ER_RETURN_IF_ERROR(er__log_softmax_one_of_sums(&lp, pl->C, rs->m, rs->esl, rs->esh, rs->xt, &lct));
+    const double *q = rs->z;
+    er_xent_sums z = { q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7] };
+    memset(ls, 0, sizeof *ls);
+    er_xent_loss_set(pl, rs->xt, t, rs->m, lse, &lct, NULL, &z, ls);
+    er_xent_exact_loss(pl, rs->tlo, rs->thi, &z, rs->xt, rs->m, &ls->elo, &ls->ehi);
+    return ER_OK;
+}
+
 er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xent_work *w, er_xent_loss *ls,
                        const double *y, uint8_t *cls, er_cval *gcv, double *gex, double *grd) {
     int64_t C = pl->C;
@@ -705,17 +740,23 @@ er_status er__xent_row(const er_xent_plan *pl, const double *x, int64_t t, er_xe
         pending = er_xent_grad_fast(pl, x, m, t, &ex, &z, y, cls, gex, grd);
     else if (pl->G) memset(cls, ER_PENDING, (size_t)C);
     int grads = pl->G && pending > 0;
+    int by_sums = !grads && er__xent_sums_path(pl); /* the loss from the row's sums (the GPU's rows' way) */
     if (!grads && pl->eps == 0) lp.only = &t; /* the loss reads the target's log-probability alone */
     er_status st = grads ? er__softmax_row(&sp, x, C, cv, ex0, rd0) : ER_OK;
-    if (st == ER_OK && (grads || pl->want_loss)) st = er__softmax_row(&lp, x, C, lcv, ex0, rd0);
+    if (st == ER_OK && (grads || pl->want_loss) && !by_sums) st = er__softmax_row(&lp, x, C, lcv, ex0, rd0);
     if (st != ER_OK) return st;
     if (x[t] == -INFINITY || (ninf && pl->eps > 0)) { /* the exact row loss is +inf */
         ls->special = 2;
         ls->lo = ls->elo = ls->hi = ls->ehi = INFINITY;
+    } else if (pl->want_loss && by_sums) {
+        er_xent_rowsum rs = { m, ex.esl, ex.esh, x[t], ex.lo[t], ex.hi[t],
+                              { z.Sl, z.Sh, z.Rl, z.Rh, z.sxl, z.sxh, z.sabs, z.xmax } };
+        st = er__xent_loss_of_sums(pl, &rs, t, ls);
     } else if (pl->want_loss) {
-        er_xent_loss_set(pl, x, t, m, lse, lcv, &z, ls);
-        er_xent_exact_loss(pl, &ex, &z, x, t, m, &ls->elo, &ls->ehi);
+        er_xent_loss_set(pl, x[t], t, m, lse, &lcv[t], lcv, &z, ls);
+        er_xent_exact_loss(pl, ex.lo[t], ex.hi[t], &z, x[t], m, &ls->elo, &ls->ehi);
     }
+    if (st != ER_OK) return st;
     if (grads) {
         char *done = malloc((size_t)C);
         if (!done) return er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);

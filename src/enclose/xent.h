@@ -11,6 +11,7 @@
 #include <mpfr.h>
 #include "enclose/anyorder.h" /* er_cval */
 #include "enclose/softmax.h"
+#include "enclose/ival.h" /* er_fxsum */
 
 /* An element the fast decision leaves to its set (the engine's value, src/ops/module.h). */
 #ifndef ER_PENDING
@@ -60,6 +61,30 @@ ER_INTERNAL er_status er__xent_row(const er_xent_plan *pl, const double *x, int6
 /* Whether the plan allows the gradient's fast decision (Theorem X3): compute fp32, an output format within it, exp
  * within at least an ulp, no math=triton, online= or depth=, exact results not forced through MPFR. */
 ER_INTERNAL int er__xent_fast_ok(const er_xent_plan *pl);
+
+/* The order of a row's sums in double and of the fast decision's witness sum in fp32 (one of the orders Lemma N4 and
+ * Theorem X3 allow): lane l of ER_XENT_LANES adds the terms l, l + ER_XENT_LANES, ... in turn, then the lanes' partial
+ * sums are added in turn from lane 0 (er__sums32's order), as a warp of the GPU's rows adds them. */
+#define ER_XENT_LANES 32
+
+/* A finite row's sums, from which its loss follows: the maximum m, the sums to nearest esl, esh of the kernel's exps'
+ * ends (er__exps_fill_kernel's), the target's logit xt and the enclosure [tlo, thi] of exp(x_t - m), and z: the
+ * enclosures of S and R (the sum of exp(x_j - m) and that sum without the target's term), the bounds of sum x_j and
+ * of sum |x_j| and max |x_j| (er__xent_sums_finish). */
+typedef struct er_xent_rowsum { double m, esl, esh, xt, tlo, thi, z[8]; } er_xent_rowsum;
+/* z's eight values (Sl, Sh, Rl, Rh, sxl, sxh, sabs, xmax) from the fixed-point sum S of the row's enclosures of
+ * exp(x_j - m), the target's enclosure [tlo, thi] (added into S), the sums to nearest s of x_j and sa of |x_j| (in any
+ * order) and xm = max |x_j|. */
+ER_INTERNAL void er__xent_sums_finish(const er_fxsum *S, double tlo, double thi, double s, double sa, double xm,
+                                      int64_t C, double *z8);
+/* Whether a row's loss follows from its sums (er__xent_loss_of_sums): no label smoothing, and log_softmax's sets in
+ * the double path's main case (er__log_softmax_one_of_sums). er__xent_row takes its loss so then where it builds no
+ * gradient set. */
+ER_INTERNAL int er__xent_sums_path(const er_xent_plan *pl);
+/* A finite row's loss (ls: its set and exact enclosure) from its sums, with target t (x_t finite), as er__xent_row
+ * gives it. Refusals: those of log_softmax's any-order bound. */
+ER_INTERNAL er_status er__xent_loss_of_sums(const er_xent_plan *pl, const er_xent_rowsum *rs, int64_t t,
+                                            er_xent_loss *ls);
 
 /* The exact row loss enclosed at precision prec into [lo, hi] (initialised MPFR numbers), for a row whose double
  * enclosure cannot decide a rounding; special rows (er_xent_loss.special) are the caller's. */
