@@ -7,10 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "format/format.h"
-#include "ops/modkit.h"
-#include "ops/ref_internal.h"
+#include "ops/xent_internal.h"
 #include "tensor/tensor_internal.h"
-#include "enclose/xent.h"
 #include "enclose/ival.h"
 
 typedef struct er_xent_state {
@@ -20,10 +18,20 @@ typedef struct er_xent_state {
     int64_t ignore;
     int reduction; /* er_reduction */
     double eps;
+    const er_xent_dev *dev; /* the rows on a device (NULL: the logits' view is host memory) */
 } er_xent_state;
 static er_xent_state *er__xent(const er_ref *r) { return (er_xent_state *)r->priv; }
 
 static void er_xent_destroy(er_ref *r) { free(er__xent(r)->target); }
+
+void er__xent_attach_dev(er_ref *ref, const er_xent_dev *d) { er__xent(ref)->dev = d; }
+
+/* Row r's logits into x, from the view or the device. */
+static er_status er_xent_load_row(const er_xent_state *s, int simd, int64_t r, double *x) {
+    if (s->dev) return s->dev->load(s->dev, r, x, NULL);
+    er__load_run(simd, &s->x, r * s->C, s->C, x);
+    return ER_OK;
+}
 
 static int er_xent_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
     if (cap < 1) return 1;
@@ -131,22 +139,24 @@ static void er_xent_put_loss(er_sink *sk, const er_fmt_info *F, int64_t idx, dou
     er__sink_put(sk, idx, &c);
 }
 
-/* The exact loss of rows [0, N) (reduced: their sum, over W for "mean"; else row i alone) correctly rounded into O:
- * MPFR at 128, 512 and 2048 bits until both ends round alike; still undecided, the lower end's rounding. */
-static double er_xent_loss_exact_mp(const er_ref *ref, const er_xent_plan *pl, const er_fmt_info *O, er_overflow ov,
-                                    int64_t i, double *ex) {
+/* The exact loss of rows [0, N) (reduced: their sum, over W for "mean"; else row i alone) correctly rounded into O
+ * (*rd): MPFR at 128, 512 and 2048 bits until both ends round alike; still undecided, the lower end's rounding. */
+static er_status er_xent_loss_exact_mp(const er_ref *ref, const er_xent_plan *pl, const er_fmt_info *O,
+                                       er_overflow ov, int64_t i, double *rd, double *ex) {
     const er_xent_state *s = er__xent(ref);
     int64_t C = s->C;
     double *x = malloc(sizeof(double) * (size_t)C), r1 = NAN;
-    if (!x) return NAN;
-    for (mpfr_prec_t prec = 128; prec <= 2048; prec *= 4) {
+    if (!x) return er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);
+    er_status st = ER_OK;
+    for (mpfr_prec_t prec = 128; prec <= 2048 && st == ER_OK; prec *= 4) {
         mpfr_t lo, hi, a, b;
         mpfr_inits2(prec + 64, lo, hi, a, b, (mpfr_ptr)0);
         mpfr_set_zero(lo, 1);
         mpfr_set_zero(hi, 1);
-        for (int64_t r = i < 0 ? 0 : i; r < (i < 0 ? s->N : i + 1); r++) {
+        for (int64_t r = i < 0 ? 0 : i; r < (i < 0 ? s->N : i + 1) && st == ER_OK; r++) {
             if (s->target[r] == s->ignore) continue;
-            for (int64_t j = 0; j < C; j++) x[j] = er__load(&s->x, er__offset(&s->x, r * C + j));
+            st = er_xent_load_row(s, 0, r, x);
+            if (st != ER_OK) break;
             er__xent_loss_mp(pl, x, s->target[r], prec, a, b);
             mpfr_add(lo, lo, a, MPFR_RNDD);
             mpfr_add(hi, hi, b, MPFR_RNDU);
@@ -162,18 +172,20 @@ static double er_xent_loss_exact_mp(const er_ref *ref, const er_xent_plan *pl, c
         if (r1 == r2) break;
     }
     free(x);
-    return r1;
+    *rd = r1;
+    return st;
 }
 
 /* The loss's correct rounding into the sink's format from the exact enclosure [el, eh], or by MPFR (i: the row, -1:
  * the reduction). */
-static double er_xent_loss_rounded(const er_ref *ref, const er_xent_plan *pl, const er_sink *sk, int64_t i, double el,
-                                   double eh, double *ex) {
+static er_status er_xent_loss_rounded(const er_ref *ref, const er_xent_plan *pl, const er_sink *sk, int64_t i,
+                                      double el, double eh, double *rd, double *ex) {
     double r1 = er__round_double(sk->O, el, ER_ROUND_NEAREST, sk->ov),
            r2 = er__round_double(sk->O, eh, ER_ROUND_NEAREST, sk->ov);
     *ex = el + (eh - el) / 2;
-    if ((r1 == r2 && !pl->mp_only) || isinf(el) || isinf(eh)) return r1;
-    return er_xent_loss_exact_mp(ref, pl, sk->O, sk->ov, i, ex);
+    *rd = r1;
+    if ((r1 == r2 && !pl->mp_only) || isinf(el) || isinf(eh)) return ER_OK;
+    return er_xent_loss_exact_mp(ref, pl, sk->O, sk->ov, i, rd, ex);
 }
 
 static void *er_xent_run(void *arg) {
@@ -198,15 +210,24 @@ static void *er_xent_run(void *arg) {
         er__progress_step(1);
         int64_t t = s->target[r];
         er_xent_loss ls = { 0, 0, 0, 0, 0 };
-        if (y) er__load_run(j->pl.sm.simd, j->sg->out, r * C, C, y);
-        if (t == s->ignore) { /* an ignored row: loss 0, gradient 0 */
+        int whole = s->dev && s->dev->whole[r]; /* the GPU's: the classes written, the loss from its sums */
+        if (whole) {
+            if (t != s->ignore && j->pl.want_loss) j->st = er__xent_loss_of_sums(&j->pl, &s->dev->sums[r], t, &ls);
+        } else if (s->dev) {
+            j->st = s->dev->load(s->dev, r, x, y); /* both, from the device */
+        } else if (y) {
+            er__load_run(j->pl.sm.simd, j->sg->out, r * C, C, y);
+        }
+        if (whole || j->st != ER_OK) {
+            /* nothing more to compute */
+        } else if (t == s->ignore) { /* an ignored row: loss 0, gradient 0 */
             for (int64_t k = 0; j->sg && k < C; k++) {
                 er__cval_from_interval(&cv[k], 0.0, 0.0, 0, j->pl.F);
                 gex[k] = grd[k] = 0;
                 cls[k] = y && y[k] == 0 ? ER_CLASS_EXACT : ER_PENDING;
             }
         } else {
-            er__load_run(j->pl.sm.simd, &s->x, r * C, C, x);
+            if (!s->dev) er__load_run(j->pl.sm.simd, &s->x, r * C, C, x);
             j->st = er__xent_row(&j->pl, x, t, &w, &ls, y, cls, cv, gex, grd);
         }
         if (j->st != ER_OK) break;
@@ -214,11 +235,12 @@ static void *er_xent_run(void *arg) {
         if (j->sl) {
             double ex = 0, rd = 0;
             if (t != s->ignore && ls.special == 0)
-                rd = er_xent_loss_rounded(j->ref, &j->pl, j->sl, r, ls.elo, ls.ehi, &ex);
+                j->st = er_xent_loss_rounded(j->ref, &j->pl, j->sl, r, ls.elo, ls.ehi, &rd, &ex);
             else if (ls.special) ex = rd = ls.special == 1 ? NAN : INFINITY;
+            if (j->st != ER_OK) break;
             er_xent_put_loss(j->sl, j->pl.F, r, ls.lo, ls.hi, ex, rd, t == s->ignore ? 0 : ls.special);
         }
-        for (int64_t k = 0; j->sg && k < C; k++) {
+        for (int64_t k = 0; j->sg && !whole && k < C; k++) {
             int open = cls[k] == ER_XENT_OPEN; /* its candidates in the set, none the exact one */
             if (classes) { /* decided on the fast path, or put below */
                 classes[r * C + k] = open ? ER_PENDING : cls[k];
@@ -229,7 +251,8 @@ static void *er_xent_run(void *arg) {
             }
             er_cset c;
             er__cset_build(&c, j->sg->O, j->sg->ov, !open, &cv[k], gex[k], open ? NAN : grd[k]);
-            er__sink_put(j->sg, r * C + k, &c);
+            if (s->dev) er__sink_put_value(j->sg, r * C + k, &c, y[k]); /* the output is the device's */
+            else er__sink_put(j->sg, r * C + k, &c);
         }
     }
     if (classes) {
@@ -244,7 +267,7 @@ static void *er_xent_run(void *arg) {
 }
 
 /* The reduced loss from every row's bounds: their sums (over W for "mean"). */
-static void er_xent_reduce(const er_ref *ref, const er_xent_plan *pl, er_sink *sk, const er_xent_loss *rows) {
+static er_status er_xent_reduce(const er_ref *ref, const er_xent_plan *pl, er_sink *sk, const er_xent_loss *rows) {
     const er_xent_state *s = er__xent(ref);
     double lo = 0, hi = 0, el = 0, eh = 0;
     int special = 0;
@@ -262,7 +285,7 @@ static void er_xent_reduce(const er_ref *ref, const er_xent_plan *pl, er_sink *s
         er_cset c;
         er__cset_build(&c, sk->O, sk->ov, 0, &v, NAN, NAN);
         er__sink_put(sk, 0, &c);
-        return;
+        return ER_OK;
     }
     if (s->reduction == ER_REDUCTION_MEAN) {
         double W = (double)s->W;
@@ -272,8 +295,36 @@ static void er_xent_reduce(const er_ref *ref, const er_xent_plan *pl, er_sink *s
         eh = er__up(eh / W);
     }
     double ex = special == 1 ? NAN : INFINITY, rd = ex;
-    if (special == 0) rd = er_xent_loss_rounded(ref, pl, sk, -1, el, eh, &ex);
+    if (special == 0) ER_RETURN_IF_ERROR(er_xent_loss_rounded(ref, pl, sk, -1, el, eh, &rd, &ex));
     er_xent_put_loss(sk, pl->F, 0, lo, hi, ex, rd, special);
+    return ER_OK;
+}
+
+void er__xent_plan_of(const er_ref *ref, const er_standard *std, const er_fmt_info *G, er_overflow gov,
+                      int want_loss, er_xent_plan *pl) {
+    const er_xent_state *s = er__xent(ref);
+    int64_t C = s->C;
+    int reduced = s->reduction != ER_REDUCTION_NONE;
+    const er_fmt_info *F = er__fmt(std->compute);
+    int64_t dC = std->depth && std->depth < C - 1 ? std->depth : C - 1;
+    int64_t dN = !reduced ? 0 : std->depth && std->depth < s->W - 1 ? std->depth : (s->W > 1 ? s->W - 1 : 0);
+    const char *fast = getenv("EXACTREF_FAST"); /* =0: the exact results by MPFR alone, as the tests ask */
+    int mp_only = fast && fast[0] == '0', simd = er__simd();
+    *pl = (er_xent_plan){ er__softmax_plan_of(std, F, ER_OVERFLOW_IEEE, 0),
+                          F,
+                          er__fmt(s->x.format),
+                          G,
+                          gov,
+                          s->eps,
+                          C,
+                          dC,
+                          dN,
+                          s->reduction == ER_REDUCTION_MEAN && s->W > 0 ? (double)s->W : 1.0,
+                          mp_only,
+                          std->products == 1,
+                          want_loss,
+                          simd };
+    pl->sm.simd = simd;
 }
 
 static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
@@ -290,30 +341,20 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
         rows = calloc((size_t)(N ? N : 1), sizeof *rows);
         if (!rows) return er__fail(ER_ERR_NOMEM, "cannot allocate the losses of %lld rows", (long long)N);
     }
-    const er_fmt_info *F = er__fmt(std->compute);
-    int64_t dC = std->depth && std->depth < C - 1 ? std->depth : C - 1;
-    int64_t dN = !reduced ? 0 : std->depth && std->depth < s->W - 1 ? std->depth : (s->W > 1 ? s->W - 1 : 0);
-    const char *fast = getenv("EXACTREF_FAST"); /* =0: the exact results by MPFR alone, as the tests ask */
-    int mp_only = fast && fast[0] == '0', simd = er__simd();
     er_xent_job jobs[ER_MAX_THREADS];
     for (int t = 0; t < nt; t++) {
         er_sink *sg = er__sinks_at(sk, t, 1);
-        jobs[t] = (er_xent_job){ ref,
-                                 { er__softmax_plan_of(std, F, ER_OVERFLOW_IEEE, 0), F, er__fmt(s->x.format),
-                                   sg ? sg->O : NULL, sg ? sg->ov : ER_OVERFLOW_IEEE, s->eps, C, dC, dN,
-                                   s->reduction == ER_REDUCTION_MEAN && s->W > 0 ? (double)s->W : 1.0, mp_only,
-                                   std->products == 1, loss0 != NULL, simd },
-                                 reduced ? NULL : er__sinks_at(sk, t, 0),
-                                 sg,
-                                 0,
-                                 rows,
-                                 N * t / nt,
-                                 N * (t + 1) / nt,
-                                 ER_OK };
+        memset(&jobs[t], 0, sizeof jobs[t]);
+        jobs[t].ref = ref;
+        jobs[t].sl = reduced ? NULL : er__sinks_at(sk, t, 0);
+        jobs[t].sg = sg;
+        jobs[t].rows = rows;
+        jobs[t].r0 = N * t / nt;
+        jobs[t].r1 = N * (t + 1) / nt;
+        er__xent_plan_of(ref, std, sg ? sg->O : NULL, sg ? sg->ov : ER_OVERFLOW_IEEE, loss0 != NULL, &jobs[t].pl);
     }
     for (int t = 0; t < nt; t++) {
         er_xent_job *j = &jobs[t];
-        j->pl.sm.simd = simd;
         /* the fast decision reads the output and writes classes: not for er_ref_enclosure nor where the sets are
          * asked for */
         j->fast = j->sg && er__sink_reads_output(j->sg) && !j->sg->set_lo && er__xent_fast_ok(&j->pl);
@@ -321,7 +362,12 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
     er__run_jobs_progress(jobs, sizeof jobs[0], nt, er_xent_run, N);
     er_status st = ER_OK;
     for (int t = 0; t < nt && st == ER_OK; t++) st = jobs[t].st;
-    if (st == ER_OK && rows) er_xent_reduce(ref, &jobs[0].pl, loss0, rows);
+    er_sink *g0 = er__sinks_at(sk, 0, 1);
+    if (st == ER_OK && s->dev && g0) { /* the classes the GPU wrote */
+        er__sink_count(g0, ER_CLASS_EXACT, s->dev->counts[0]);
+        er__sink_count(g0, ER_CLASS_COVERED, s->dev->counts[1]);
+    }
+    if (st == ER_OK && rows) st = er_xent_reduce(ref, &jobs[0].pl, loss0, rows);
     free(rows);
     return st;
 }
