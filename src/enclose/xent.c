@@ -547,21 +547,8 @@ static void er_xent_fast_pass(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
 ER_AVX2 static void er_xent_fast_pass_avx2(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
 #endif
 
-/* The fp32 values of a row's witness sum added pairwise (a tree of the model's step 4). */
-static float er_xent_pairwise(const double *e, int64_t n) {
-    if (n <= 8) {
-        float s = 0;
-        for (int64_t j = 0; j < n; j++) s += (float)e[j];
-        return s;
-    }
-    return er_xent_pairwise(e, n / 2) + er_xent_pairwise(e + n / 2, n - n / 2);
-}
-
-/* Theorem X3's second witnesses: the log-sum-exp l of a witness kernel (RD and RU in fp32 of log s for s the e_j
- * added pairwise: each within an ulp of log s), into l[0 .. 2). 0 where the log's bracket does not decide them. */
-static int er_xent_lse_witness(const er_xent_plan *pl, const double *gex, float *l) {
+int er__xent_lse_witness(const er_xent_plan *pl, float s, float *l) {
     if (pl->sm.Ulog < 1) return 0;
-    float s = er_xent_pairwise(gex, pl->C);
     if (!(s >= 1.0f) || s == INFINITY) return 0;
     double Ll = er_log_dir((double)s, 0, -1), Lh = er_log_dir((double)s, 0, 1);
     const er_fmt_info *F = pl->F;
@@ -582,13 +569,26 @@ static double er_xent_exp_witness(float v) {
     return (double)(float)lo;
 }
 
+void er__xent_fast_consts(const er_xent_plan *pl, er_xent_fastc *q) {
+    double eps = pl->eps, C = (double)pl->C, W = pl->W, iw = 1.0 / W;
+    int wexact = (er__bits(W) & ((UINT64_C(1) << 52) - 1)) == 0;
+    q->g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
+                     pl->S->p < pl->F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
+    q->ecl = er__dn(eps / C);
+    q->ech = er__up(eps / C);
+    q->oml = er__dn(1.0 - eps);
+    q->omh = er__up(1.0 - eps);
+    q->rWl = wexact ? iw : er__dn(iw);
+    q->rWh = wexact ? iw : er__up(iw);
+    q->e1l = er__dn(er__dn(eps * (C - 1.0)) / C);
+    q->e1h = er__up(er__up(eps * (C - 1.0)) / C);
+}
+
 static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double m, int64_t t, const er_exps *ex,
                                  const er_xent_sums *z, const double *y, uint8_t *cls, double *gex, double *grd) {
-    const er_fmt_info *S = pl->S;
-    double eps = pl->eps, C = (double)pl->C, W = pl->W;
-    double ecl = er__dn(eps / C), ech = er__up(eps / C), oml = er__dn(1.0 - eps), omh = er__up(1.0 - eps);
-    double g = er_gamma2(pl, ER_XENT_ROUNDINGS + (eps > 0 ? (double)pl->dC : 0.0),
-                         S->p < pl->F->p && !pl->compute_only ? ER_XENT_GRAD_ROUNDINGS_S : 0);
+    er_xent_fastc q;
+    er__xent_fast_consts(pl, &q);
+    double eps = pl->eps, ecl = q.ecl, ech = q.ech, oml = q.oml, omh = q.omh, g = q.g;
     float pw[ER_XENT_LANES] = { 0 }, s = 0;
     for (int64_t j = 0; j < pl->C; j++) { /* e_j within an ulp of exp(d_j): RN of a bound 2^-49 from it */
         gex[j] = (float)ex->dlo[j]; /* d_j = fl(x_j - m) in fp32, F */
@@ -596,14 +596,12 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
     }
     for (int l = 0; l < ER_XENT_LANES; l++) s += pw[l];
     float inv = 1.0f / s;
-    /* the second witnesses' log-sum-exp, from the e_j before the steps below write gex */
+    /* the second witnesses' log-sum-exp, of the same sum */
     float lw[2] = { 0, 0 };
-    int second = er_xent_lse_witness(pl, gex, lw);
+    int second = er__xent_lse_witness(pl, s, lw);
     /* bounds of 1/S and of 1/W (exact where W is a power of two), so that the exact gradient's enclosure and the
      * interval's ends take products instead of quotients: each product by the bound that keeps its side */
-    double rSl = er__dn(1.0 / z->Sh), rSh = er__up(1.0 / z->Sl), iw = 1.0 / W;
-    int wexact = (er__bits(W) & ((UINT64_C(1) << 52) - 1)) == 0;
-    double rWl = wexact ? iw : er__dn(iw), rWh = wexact ? iw : er__up(iw);
+    double rSl = er__dn(1.0 / z->Sh), rSh = er__up(1.0 / z->Sl), rWl = q.rWl, rWh = q.rWh;
     int64_t pending = 0;
     int pass = pl->G->id == ER_FP32; /* the classes but the target's, then the scalar step where it redoes them */
     er_xent_fastk k = { s, inv, pl->sm.div == 2, rSl, rSh, rWl, rWh, ecl, ech, eps, g };

@@ -62,6 +62,15 @@ ER_INTERNAL er_status er__xent_row(const er_xent_plan *pl, const double *x, int6
  * within at least an ulp, no math=triton, online= or depth=, exact results not forced through MPFR. */
 ER_INTERNAL int er__xent_fast_ok(const er_xent_plan *pl);
 
+/* Theorem X3's constants of a plan: gamma (g), bounds of eps / C, of 1 - eps and of 1 / W (exact where W is a power
+ * of two), and of eps (C - 1) / C (the target's exact gradient). */
+typedef struct er_xent_fastc { double g, ecl, ech, oml, omh, rWl, rWh, e1l, e1h; } er_xent_fastc;
+ER_INTERNAL void er__xent_fast_consts(const er_xent_plan *pl, er_xent_fastc *q);
+
+/* Theorem X3's second witnesses' log-sum-exp for the witness sum s: RD and RU in F of log s into l[0], l[1] where the
+ * log's bracket decides both and log_ulps >= 1 and 1 <= s < inf; else 0. */
+ER_INTERNAL int er__xent_lse_witness(const er_xent_plan *pl, float s, float *l);
+
 /* The order of a row's sums in double and of the fast decision's witness sum in fp32 (one of the orders Lemma N4 and
  * Theorem X3 allow): lane l of ER_XENT_LANES adds the terms l, l + ER_XENT_LANES, ... in turn, then the lanes' partial
  * sums are added in turn from lane 0 (er__sums32's order), as a warp of the GPU's rows adds them. */
