@@ -569,6 +569,14 @@ static double er_xent_exp_witness(float v) {
     return (double)(float)lo;
 }
 
+int er__xent_in(const er_fmt_info *F, const er_fmt_info *G, double y, double lo, double hi) {
+    if (G->p >= F->p) return y >= lo && y <= hi;
+    double a = er__round_double(F, lo, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+    double b = er__round_double(F, hi, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
+    return a <= b && y >= er__round_double(G, a, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE) &&
+           y <= er__round_double(G, b, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+}
+
 void er__xent_fast_consts(const er_xent_plan *pl, er_xent_fastc *q) {
     double eps = pl->eps, C = (double)pl->C, W = pl->W, iw = 1.0 / W;
     int wexact = (er__bits(W) & ((UINT64_C(1) << 52) - 1)) == 0;
@@ -633,7 +641,7 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
         else if (decided) {
             double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech, lo, hi;
             er_xent_fast_iv(&k, (double)p, cl, ch, tj ? 1.0 + eps : 0.0, &lo, &hi);
-            cls[j] = y[j] >= lo && y[j] <= hi ? ER_CLASS_COVERED : ER_XENT_NEXT;
+            cls[j] = er__xent_in(pl->F, pl->G, y[j], lo, hi) ? ER_CLASS_COVERED : ER_XENT_NEXT;
         }
         pending += cls[j] == ER_PENDING || cls[j] == ER_XENT_NEXT;
     }
@@ -659,7 +667,7 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
         double cl = tj ? er__dn(oml + ecl) : ecl, ch = tj ? er__up(omh + ech) : ech, lo, hi, unused;
         er_xent_fast_iv(&k, qlo, cl, ch, tj ? 1.0 + eps : 0.0, &lo, &unused);
         er_xent_fast_iv(&k, qhi, cl, ch, tj ? 1.0 + eps : 0.0, &unused, &hi);
-        if (y[j] >= lo && y[j] <= hi) {
+        if (er__xent_in(pl->F, pl->G, y[j], lo, hi)) {
             cls[j] = ER_CLASS_COVERED;
             pending--;
         }

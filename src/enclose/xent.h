@@ -71,6 +71,11 @@ ER_INTERNAL void er__xent_fast_consts(const er_xent_plan *pl, er_xent_fastc *q);
  * log's bracket decides both and log_ulps >= 1 and 1 <= s < inf; else 0. */
 ER_INTERNAL int er__xent_lse_witness(const er_xent_plan *pl, float s, float *l);
 
+/* Whether output y of format G (within the compute format F) is the rounding into G of an F value of the interval
+ * [lo, hi] (Theorem X3's: its F values are the set's, the outputs their roundings); for G of F's precision, whether y
+ * lies in it. */
+ER_INTERNAL int er__xent_in(const er_fmt_info *F, const er_fmt_info *G, double y, double lo, double hi);
+
 /* The order of a row's sums in double and of the fast decision's witness sum in fp32 (one of the orders Lemma N4 and
  * Theorem X3 allow): lane l of ER_XENT_LANES adds the terms l, l + ER_XENT_LANES, ... in turn, then the lanes' partial
  * sums are added in turn from lane 0 (er__sums32's order), as a warp of the GPU's rows adds them. */

@@ -622,6 +622,54 @@ START_TEST(cross_entropy_fast_edges_same_classes) {
 }
 END_TEST
 
+/* The fast decision with gradients of a format narrower than fp32 (Theorem X3: an output covered where it is the
+ * rounding of an fp32 value of the witness's interval): bf16 and fp16 logits and gradients (the fused kernel and
+ * torch's composition, each storing its gradient in the logits' format), each gradient moved by 1 to 3 ulps of that
+ * format or left; the classes are the sets' (EXACTREF_FAST=0), some elements outside and most inside. */
+START_TEST(cross_entropy_fast_narrow_outputs_same_classes) {
+    er_test_reseed(1312);
+    long trials = (long)(16 * er_test_multiplier()), elems = 0, failing = 0;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = tr % 2 ? ER_BF16 : ER_FP16;
+        int fam = tr % 4 < 2 ? XF_NORMAL : XF_PEAKED, red = (int)(er_rand64() % 3), form = tr % 3 == 2 ? 0 : 1;
+        int64_t C = xe_lens[3 + er_rand64() % 3], N = 2 + (int64_t)(er_rand64() % 3);
+        xe_case c;
+        xe_make(&c, fam, N, C, fx, 0.0, red);
+        int64_t nl = red == ER_REDUCTION_NONE ? N : 1;
+        double *loss = malloc(sizeof(double) * (size_t)nl), *dx = malloc(sizeof(double) * (size_t)(N * C));
+        xe_kernel(&c, form, XB_NONE, loss, dx);
+        int p = fx == ER_BF16 ? 8 : 11;
+        for (int64_t e = 0; e < N * C; e++) {
+            int64_t k = er_rand64() % 3 ? 0 : er_rand_int(-3, 3);
+            double v = dx[e], u = ldexp(1.0, (v != 0 ? ilogb(v) : -24) - (p - 1));
+            if (k && fabs(v) > 4 * u) dx[e] = er_oracle_round_d(fx, v + (double)k * u);
+        }
+        er_report a[2], b[2];
+        xe_check(&c, loss, dx, NULL, a);
+        setenv("EXACTREF_FAST", "0", 1);
+        xe_check(&c, loss, dx, NULL, b);
+        unsetenv("EXACTREF_FAST");
+        for (int k = 0; k < ER_CLASS_COUNT; k++)
+            ck_assert_msg(a[1].counts[k] == b[1].counts[k], "trial %ld (%s) class %d: %lld fast, %lld not", tr,
+                          er_format_name(fx), k, (long long)a[1].counts[k], (long long)b[1].counts[k]);
+        ck_assert_int_eq(memcmp(a[1].classes, b[1].classes, (size_t)a[1].n), 0);
+        elems += a[1].n;
+        failing += er_report_failed(&a[1]);
+        for (int o = 0; o < 2; o++) {
+            er_report_clear(&a[o]);
+            er_report_clear(&b[o]);
+        }
+        free(loss);
+        free(dx);
+        xe_free(&c);
+    }
+    printf("cross_entropy: the fast decision classes %ld moved bf16 and fp16 gradients as the sets do (%ld outside)\n",
+           elems, failing);
+    ck_assert_int_gt(failing, 0);
+    ck_assert_int_lt(failing, elems / 2);
+}
+END_TEST
+
 START_TEST(cross_entropy_refusals) {
     double x[6] = { 1, 2, 3, 4, 5, 6 };
     int64_t t[2] = { 0, 2 }, bad[2] = { 0, 3 };
@@ -723,6 +771,7 @@ int main(void) {
     tcase_add_test(tc, cross_entropy_bugs_caught);
     tcase_add_test(tc, cross_entropy_fast_same_classes);
     tcase_add_test(tc, cross_entropy_fast_edges_same_classes);
+    tcase_add_test(tc, cross_entropy_fast_narrow_outputs_same_classes);
     tcase_add_test(tc, cross_entropy_refusals);
     tcase_add_test(tc, cross_entropy_special_rows);
     suite_add_tcase(s, tc);
