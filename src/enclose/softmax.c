@@ -834,14 +834,21 @@ er_status er__softmax_row(const er_softmax_plan *pl, const double *x, int64_t n,
     return st;
 }
 
-er_status er__log_softmax_one_of_sums(const er_softmax_plan *pl, int64_t n, double m, double esl, double esh,
-                                      double x, er_cval *c) {
-    double sl = esl, sh = esh, s_lo, s_hi, l_lo, l_hi;
+er_status er__log_softmax_log_ends(const er_softmax_plan *pl, int64_t n, double esl, double esh, double *l_lo,
+                                   double *l_hi) {
+    double sl = esl, sh = esh, s_lo, s_hi;
     er_sums_widen(n, &sl, &sh);
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound_terms_depth(&bd, pl->F, n, pl->depth, 0));
     er_log_sum_bounds(pl->F, &bd, sl, sh, &s_lo, &s_hi);
-    er_log_ends(pl, n, s_lo, s_hi, &l_lo, &l_hi);
+    er_log_ends(pl, n, s_lo, s_hi, l_lo, l_hi);
+    return ER_OK;
+}
+
+er_status er__log_softmax_one_of_sums(const er_softmax_plan *pl, int64_t n, double m, double esl, double esh,
+                                      double x, er_cval *c) {
+    double l_lo, l_hi;
+    ER_RETURN_IF_ERROR(er__log_softmax_log_ends(pl, n, esl, esh, &l_lo, &l_hi));
     er_lse_join(pl, m, l_lo, l_hi);
     er_log_set_one(pl, x, m, l_lo, l_hi, c);
     return ER_OK;

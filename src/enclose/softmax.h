@@ -106,6 +106,11 @@ ER_INTERNAL er_status er__softmax_row(const er_softmax_plan *pl, const double *x
  * the kernel's exps, s[2], s[3] the bounds of the exact sum of exp(x_j - m) (er__fxsum_lo, er__fxsum_hi); bd the
  * sum's any-order constants. Into c: the ends [c[0], c[1]] of the kernel's log of its sum, and log(S) enclosed in
  * doubles [c[2], c[3]]. 1 where all four are finite (the elements' sets then take fp32 sums alone), else 0. */
+/* The ends [*l_lo, *l_hi] (values of F) of the kernel's log of its sum for a row of n, from the sums to nearest esl,
+ * esh of its exps' ends in er__sums32's order, in the double path's main case (er_softmax_sets_dbl's: the sum in any
+ * order, then the log within pl->Ulog ulps). Refusals: those of the sum's any-order bound. */
+ER_INTERNAL er_status er__log_softmax_log_ends(const er_softmax_plan *pl, int64_t n, double esl, double esh,
+                                               double *l_lo, double *l_hi);
 /* log_softmax's set of one element x of a row of n in the double path's main case (F and O of at most 24 bits, no
  * online sum, max=optional or math=triton), from the row's maximum m and the sums to nearest esl, esh of the kernel's
  * exps' ends in er__sums32's order (er__exps_fill_kernel's): the set into *c and the log-sum-exp's bounds joined into

@@ -547,18 +547,12 @@ static void er_xent_fast_pass(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
 ER_AVX2 static void er_xent_fast_pass_avx2(ER_XENT_FAST_ARGS) ER_XENT_FAST_BODY
 #endif
 
-int er__xent_lse_witness(const er_xent_plan *pl, float s, float *l) {
-    if (pl->sm.Ulog < 1) return 0;
-    if (!(s >= 1.0f) || s == INFINITY) return 0;
-    double Ll = er_log_dir((double)s, 0, -1), Lh = er_log_dir((double)s, 0, 1);
-    const er_fmt_info *F = pl->F;
-    double d0 = er__round_double(F, Ll, ER_ROUND_DOWN, ER_OVERFLOW_IEEE);
-    double u0 = er__round_double(F, Ll, ER_ROUND_UP, ER_OVERFLOW_IEEE);
-    if (d0 != er__round_double(F, Lh, ER_ROUND_DOWN, ER_OVERFLOW_IEEE) ||
-        u0 != er__round_double(F, Lh, ER_ROUND_UP, ER_OVERFLOW_IEEE))
-        return 0;
-    l[0] = (float)d0;
-    l[1] = (float)u0;
+int er__xent_log_ends(const er_xent_plan *pl, double esl, double esh, float *l) {
+    double ll, lh;
+    if (pl->sm.flush || er__log_softmax_log_ends(&pl->sm, pl->C, esl, esh, &ll, &lh) != ER_OK) return 0;
+    if (!(fabs(ll) <= FLT_MAX && fabs(lh) <= FLT_MAX) || (double)(float)ll != ll || (double)(float)lh != lh) return 0;
+    l[0] = (float)ll;
+    l[1] = (float)lh;
     return 1;
 }
 
@@ -604,9 +598,9 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
     }
     for (int l = 0; l < ER_XENT_LANES; l++) s += pw[l];
     float inv = 1.0f / s;
-    /* the second witnesses' log-sum-exp, of the same sum */
+    /* the second witnesses' ends of the kernel's log of its sum */
     float lw[2] = { 0, 0 };
-    int second = er__xent_lse_witness(pl, s, lw);
+    int second = er__xent_log_ends(pl, ex->esl, ex->esh, lw);
     /* bounds of 1/S and of 1/W (exact where W is a power of two), so that the exact gradient's enclosure and the
      * interval's ends take products instead of quotients: each product by the bound that keeps its side */
     double rSl = er__dn(1.0 / z->Sh), rSh = er__up(1.0 / z->Sl), rWl = q.rWl, rWh = q.rWh;
@@ -645,8 +639,9 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
         }
         pending += cls[j] == ER_PENDING || cls[j] == ER_XENT_NEXT;
     }
-    /* the elements left: the hull of the witnesses exp(v) for v = fl(d_j - l) and fl(x_j - fl(m + l)), l from
-     * er_xent_lse_witness (Theorem X3, its second witnesses) */
+    /* the elements left: the hull of the witnesses exp(v) for v = fl(d_j - l) and fl(x_j - fl(m + l)) at both ends of
+     * the kernel's log l, and their roundings to the logits' format where it is narrower (Theorem X3, its second
+     * witnesses) */
     float mf = (float)m;
     for (int64_t j = 0; pending && j < pl->C; j++) {
         if (cls[j] != ER_XENT_NEXT) continue;
@@ -661,6 +656,12 @@ static int64_t er_xent_grad_fast(const er_xent_plan *pl, const double *x, double
         for (int i = 1; i < 4; i++) {
             vmin = v[i] < vmin ? v[i] : vmin;
             vmax = v[i] > vmax ? v[i] : vmax;
+        }
+        if (pl->S->p < pl->F->p && !pl->compute_only) { /* the log-probabilities stored in S */
+            float a = (float)er__round_double(pl->S, vmin, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
+                  b = (float)er__round_double(pl->S, vmax, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            vmin = a < vmin ? a : vmin;
+            vmax = b > vmax ? b : vmax;
         }
         double qlo = er_xent_exp_witness(vmin), qhi = er_xent_exp_witness(vmax);
         int tj = j == t;

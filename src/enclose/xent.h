@@ -67,9 +67,10 @@ ER_INTERNAL int er__xent_fast_ok(const er_xent_plan *pl);
 typedef struct er_xent_fastc { double g, ecl, ech, oml, omh, rWl, rWh, e1l, e1h; } er_xent_fastc;
 ER_INTERNAL void er__xent_fast_consts(const er_xent_plan *pl, er_xent_fastc *q);
 
-/* Theorem X3's second witnesses' log-sum-exp for the witness sum s: RD and RU in F of log s into l[0], l[1] where the
- * log's bracket decides both and log_ulps >= 1 and 1 <= s < inf; else 0. */
-ER_INTERNAL int er__xent_lse_witness(const er_xent_plan *pl, float s, float *l);
+/* Theorem X3's second witnesses' ends [l[0], l[1]] of the kernel's log of its sum (values of F: log_softmax's, from
+ * the sums to nearest esl, esh of the kernel's exps' ends, er__log_softmax_log_ends); 0 where they are not finite or
+ * subnormals may flush. */
+ER_INTERNAL int er__xent_log_ends(const er_xent_plan *pl, double esl, double esh, float *l);
 
 /* Whether output y of format G (within the compute format F) is the rounding into G of an F value of the interval
  * [lo, hi] (Theorem X3's: its F values are the set's, the outputs their roundings); for G of F's precision, whether y
