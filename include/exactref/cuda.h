@@ -28,8 +28,9 @@ ER_API er_status er_tensor_from_device(er_tensor *view, void **host, er_format f
                                        const int64_t *strides, const void *device_ptr, void *stream);
 ER_API void er_host_free(void *host);
 /* Clears *rep (er_report_clear) and marks it so that the next device call into it (er_matmul_covers_device,
- * er_softmax_covers_device, er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device;
- * er_covers_device of a chain whose epilogue pass runs on the GPU) leaves the report's classes in
+ * er_softmax_covers_device, er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device; the
+ * dlogits report of er_cross_entropy_covers_device; er_covers_device of a chain whose epilogue pass runs on the GPU)
+ * leaves the report's classes in
  * device memory the report owns, where the GPU wrote them, instead of copying n bytes to the host: rep->classes is
  * then NULL and er_report_fetch_classes copies them when they are wanted. The counts, the first failing elements, the
  * worst and widest elements, the text and the JSON are the report's as ever. A call that takes another path (host
@@ -126,6 +127,20 @@ ER_API er_status er_layernorm_covers_device(er_report *rep, const er_tensor *x, 
 ER_API er_status er_attention_covers_device(er_report *rep, const er_tensor *q, const er_tensor *k, const er_tensor *v,
                                             const er_attention_opts *opts, const er_tensor *out,
                                             const er_standard *std, void *stream);
+/* Cross-entropy (er_cross_entropy's logits, targets, reduction, ignore_index and label smoothing) and covers of its
+ * outputs outs[0] loss and outs[1] dlogits (either NULL: not checked) into reps[0] and reps[1], the logits and outputs
+ * in device memory, the targets (ntarget integers) in host memory. Where it applies (compute=fp32 with the exp and log
+ * bounds, div=, math=fast and subnormals=flush, no label smoothing, no online=, depth=, max=optional or math=triton;
+ * logits and dlogits of fp32, fp16 or bf16, row-major and contiguous), each row's sums and its gradient's fast
+ * decision (Theorem X3) run on the GPU with the operations of the host's, its loss follows on the host from its sums,
+ * and a row whose gradient the GPU does not decide whole (a NaN, an infinity, an element outside the witnesses'
+ * intervals or whose rounding double leaves open) is taken by the host's rows, gathered on the GPU. The reports are
+ * the ones er_cross_entropy and er_covers_outputs give on host copies; anything else is checked on host copies. A
+ * dlogits report marked er_report_keep_on_device keeps its classes on the device. */
+ER_API er_status er_cross_entropy_covers_device(er_report *reps, const er_tensor *logits, const int64_t *target,
+                                                int64_t ntarget, int reduction, int64_t ignore_index,
+                                                double label_smoothing, const er_tensor *const *outs,
+                                                const er_standard *std, void *stream);
 /* er_attention_covers_device of both outputs: outs[0] O and outs[1] LSE (either NULL: not checked) into reps[0] and
  * reps[1], as er_covers_outputs gives them on host copies; LSE's sets come from the GPU's sums as O's do. */
 ER_API er_status er_attention_covers_device_outputs(er_report *reps, const er_tensor *q, const er_tensor *k,

@@ -327,6 +327,18 @@ void er__xent_plan_of(const er_ref *ref, const er_standard *std, const er_fmt_in
     pl->sm.simd = simd;
 }
 
+/* The end of share t of nt over rows a GPU pass partly gave whole: the rows the host takes weigh as a row's classes
+ * (1 + C / 16 against 1 for a row whose loss alone follows from its sums), the shares about equal in weight. */
+static int64_t er_xent_split(const er_xent_state *s, int nt, int t) {
+    if (t == nt - 1) return s->N;
+    double total = 0, w = 1 + (double)s->C / 16, acc = 0;
+    for (int64_t r = 0; r < s->N; r++) total += s->dev->whole[r] ? 1 : w;
+    double goal = total * (double)(t + 1) / nt;
+    int64_t r = 0;
+    for (; r < s->N && acc < goal; r++) acc += s->dev->whole[r] ? 1 : w;
+    return r;
+}
+
 static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
     const er_xent_state *s = er__xent(ref);
     int64_t N = s->N, C = s->C;
@@ -349,8 +361,8 @@ static er_status er_xent_covers(const er_ref *ref, const er_standard *std, er_si
         jobs[t].sl = reduced ? NULL : er__sinks_at(sk, t, 0);
         jobs[t].sg = sg;
         jobs[t].rows = rows;
-        jobs[t].r0 = N * t / nt;
-        jobs[t].r1 = N * (t + 1) / nt;
+        jobs[t].r0 = t ? jobs[t - 1].r1 : 0;
+        jobs[t].r1 = s->dev ? er_xent_split(s, nt, t) : N * (t + 1) / nt;
         er__xent_plan_of(ref, std, sg ? sg->O : NULL, sg ? sg->ov : ER_OVERFLOW_IEEE, loss0 != NULL, &jobs[t].pl);
     }
     for (int t = 0; t < nt; t++) {

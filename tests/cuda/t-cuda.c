@@ -1749,6 +1749,140 @@ START_TEST(chain_epilogue_on_the_gpu_equals_the_host) {
 }
 END_TEST
 
+/* A cross-entropy kernel in fp32 on logits X (N x C, doubles of their format): m, e_j = expf(x_j - m), s added in
+ * order, the gradient (e_j / s - [j = t]) / W (W: the rows not ignored for the mean, else 1) and the mean, sum or each
+ * row's loss m + log(s) - x_t; each gradient stored in format fg, and with probability 1 / nudge moved by 1 to 4 ulps of
+ * fg (by 2^12 where far), so that some rows hold outputs outside their sets; an ignored row's gradient 0. */
+static void xe_fp32_kernel(const double *X, const int64_t *t, int64_t N, int64_t C, int reduction, er_format fg,
+                           int nudge, int far, double *loss, double *G) {
+    int64_t W = 0;
+    for (int64_t i = 0; i < N; i++) W += t[i] != -100;
+    float Wf = reduction == ER_REDUCTION_MEAN ? (float)W : 1.0f, acc = 0;
+    for (int64_t i = 0; i < N; i++) {
+        const double *x = X + i * C;
+        float m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < C; j++) m = (float)x[j] > m ? (float)x[j] : m;
+        for (int64_t j = 0; j < C; j++) s += expf((float)x[j] - m);
+        float row = t[i] == -100 ? 0.0f : (m + logf(s)) - (float)x[t[i]];
+        if (reduction == ER_REDUCTION_NONE) loss[i] = row;
+        else acc += reduction == ER_REDUCTION_MEAN ? row / Wf : row;
+        for (int64_t j = 0; j < C; j++) {
+            float g = t[i] == -100 ? 0.0f : (expf((float)x[j] - m) / s - (j == t[i] ? 1.0f : 0.0f)) / Wf;
+            double v = er_oracle_round_d(fg, g);
+            if (nudge && er_rand64() % (uint64_t)nudge == 0) {
+                int k = far ? 4096 : (int)er_rand_int(1, 4);
+                double u = ldexp(1.0, (v != 0 ? ilogb(v) : -126) - (fg == ER_FP32 ? 23 : fg == ER_FP16 ? 10 : 7));
+                v = er_oracle_round_d(fg, v + (er_rand64() % 2 ? k : -k) * u);
+            }
+            G[i * C + j] = v;
+        }
+    }
+    if (reduction != ER_REDUCTION_NONE) loss[0] = acc;
+}
+
+/* The dlogits reports whose classes the GPU path left on the device, over the run. */
+static long kept_xent;
+
+/* Cross-entropy on the GPU against the host: logits of fp32, fp16 and bf16 (normal, a target near probability 1,
+ * flat, wide, rows holding -inf, NaN or +inf), ignored rows, the three reductions, dlogits of the three formats near
+ * their correct roundings (some moved 1 to 4 ulps, some far), loss and dlogits checked together or alone; the standards
+ * the GPU takes (exp_ulps=, div=, math=fast's exp, subnormals=flush) and some it hands to the host (label smoothing,
+ * online=, depth=).
+ * The reports must agree in every field and in their JSON, and those marked to keep dlogits' classes on the device
+ * too; such reports kept them in the checks the GPU path took. */
+START_TEST(cross_entropy_on_the_gpu_equals_the_host) {
+    er_test_reseed(830);
+    kept_xent = 0;
+    long trials = (long)(40 * er_test_multiplier()), elems = 0;
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const opts[] = {"", "exp_ulps=1", "exp_ulps=4 log_ulps=2", "div=reciprocal",
+                                       "math=fast div=divide", "subnormals=flush", "online=yes", "depth=12"};
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fx = fmts[er_rand64() % 3], fg = fmts[er_rand64() % 3];
+        int fam = (int)(er_rand64() % 6), big = tr % 8 == 7, red = (int)(er_rand64() % 3), which = (int)(tr % 3);
+        int64_t N = big ? er_rand_int(50, 120) : er_rand_int(1, 12), C = big ? er_rand_int(2000, 40000)
+                                                                            : er_rand_int(1, 700);
+        double eps = tr % 9 == 4 ? 0.1 : 0.0;
+        const char *o = opts[er_rand64() % 8];
+        if (strstr(o, "depth") && C > 4096) o = ""; /* a tree of depth 12 adds at most 4096 terms */
+        double *X = malloc(sizeof(double) * (size_t)(N * C)), *G = malloc(sizeof(double) * (size_t)(N * C));
+        double *L = malloc(sizeof(double) * (size_t)N);
+        int64_t *t = malloc(sizeof(int64_t) * (size_t)N);
+        for (int64_t i = 0; i < N; i++) {
+            t[i] = N > 1 && er_rand64() % 6 == 0 ? -100 : er_rand_int(0, C - 1);
+            double base = 3 * er_rand_normal();
+            for (int64_t j = 0; j < C; j++) {
+                double v = base + er_rand_normal();
+                if (fam == 1 && t[i] >= 0) v = j == t[i] ? base + 14 + 6 * er_rand_unit() : v;
+                if (fam == 2) v = 0.5;
+                if (fam == 3) v = 30 * er_rand_normal();
+                if (fam == 4 && i % 3 == 1 && j != t[i] && er_rand64() % 4 == 0) v = -INFINITY;
+                if (fam == 5 && i % 4 == 2 && j == C / 2) v = er_rand64() % 2 ? NAN : INFINITY;
+                X[i * C + j] = isfinite(v) ? er_oracle_round_d(fx, v) : v;
+            }
+        }
+        xe_fp32_kernel(X, t, N, C, red, fg, tr % 4 == 0 ? 0 : tr % 4 == 1 ? 50 : 5000, tr % 5 == 2, L, G);
+        int64_t nl = red == ER_REDUCTION_NONE ? N : 1;
+        void *hX = malloc(4 * (size_t)(N * C)), *hG = malloc(4 * (size_t)(N * C)), *hL = malloc(4 * (size_t)nl);
+        for (int64_t e = 0; e < N * C; e++) {
+            er_store(hX, fx, e, X[e]);
+            er_store(hG, fg, e, G[e]);
+        }
+        for (int64_t e = 0; e < nl; e++) er_store(hL, ER_FP32, e, L[e]);
+        er_tensor tx, tl, tg;
+        er_tensor_view(&tx, fx, 2, (int64_t[]){N, C}, NULL, hX);
+        er_tensor_view(&tl, ER_FP32, 1, (int64_t[]){nl}, NULL, hL);
+        er_tensor_view(&tg, fg, 2, (int64_t[]){N, C}, NULL, hG);
+        size_t bx = (size_t)(N * C) * (size_t)(er_format_storage_bits(fx) / 8);
+        size_t bg = (size_t)(N * C) * (size_t)(er_format_storage_bits(fg) / 8);
+        er_tensor dx = tx, dl = tl, dg = tg;
+        void *px = to_device(hX, bx), *pl = to_device(hL, 4 * (size_t)nl), *pg = to_device(hG, bg);
+        dx.data = px;
+        dl.data = pl;
+        dg.data = pg;
+        er_ref *ref;
+        ck_assert_int_eq(er_cross_entropy(&ref, &tx, t, N, red, -100, eps), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
+        const er_tensor *ho[2] = {which != 2 ? &tl : NULL, which != 1 ? &tg : NULL};
+        const er_tensor *dO[2] = {which != 2 ? &dl : NULL, which != 1 ? &dg : NULL};
+        er_report rh[2], rd[2];
+        char what[200];
+        snprintf(what, sizeof what, "cross_entropy %lld x %lld, family %d, %s -> %s, reduction %d, eps %g, '%s'",
+                 (long long)N, (long long)C, fam, er_format_name(fx), er_format_name(fg), red, eps, o);
+        ER_REQUIRE(er_covers_outputs(rh, ref, ho, 2, &std) == ER_OK, "host: %s: %s", what, er_last_error());
+        if (tr % 3 == 1) setenv("EXACTREF_XENT_GATHER", "0", 1); /* the rows the host takes copied one by one */
+        else unsetenv("EXACTREF_XENT_GATHER");
+        ER_REQUIRE(er_cross_entropy_covers_device(rd, &dx, t, N, red, -100, eps, dO, &std, NULL) == ER_OK,
+                   "device: %s: %s", what, er_last_error());
+        if (ho[1]) { /* dlogits' classes kept on the device, where the GPU path took the check */
+            er_report rk[2];
+            ER_REQUIRE(er_report_keep_on_device(&rk[1]) == ER_OK, "keep: %s", er_last_error());
+            er_status st = er_cross_entropy_covers_device(rk, &dx, t, N, red, -100, eps, dO, &std, NULL);
+            char w2[260];
+            snprintf(w2, sizeof w2, "%s (dlogits, kept)", what);
+            require_kept_same_in(&rh[1], &rk[1], st, w2, &kept_xent);
+            er_report_clear(&rk[0]);
+        }
+        for (int k = 0; k < 2; k++) {
+            char w2[260];
+            snprintf(w2, sizeof w2, "%s (%s)", what, k ? "dlogits" : "loss");
+            if (ho[k]) require_same_reports(&rh[k], &rd[k], w2);
+        }
+        elems += N * C;
+        er_ref_free(ref);
+        cudaFree(px);
+        cudaFree(pl);
+        cudaFree(pg);
+        free(X); free(G); free(L); free(t); free(hX); free(hG); free(hL);
+    }
+    unsetenv("EXACTREF_XENT_GATHER");
+    printf("t-cuda: er_cross_entropy_covers_device gave the host's reports on %ld checks (%ld logits); %ld of the "
+           "dlogits reports marked to keep their classes on the device kept them there\n", trials, elems, kept_xent);
+    ER_REQUIRE(kept_xent > trials / 8, "%ld cross_entropy reports kept their classes on the device", kept_xent);
+}
+END_TEST
+
 START_TEST(device_api_refusals) {
     er_tensor v;
     void *h = (void *)1;
@@ -1825,6 +1959,25 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_attention_covers_device_outputs(reps, &a, &a, &a, NULL, badl, &std, NULL), ER_ERR_OUTPUT);
     if (!er_cuda_available())
         ck_assert_int_eq(er_attention_covers_device_outputs(reps, &a, &a, &a, NULL, both, &std, NULL),
+                         ER_ERR_UNSUPPORTED);
+    /* cross_entropy: 2 x 3 logits; the loss (1), dlogits (2 x 3); a target out of range, a wrong shape */
+    er_tensor z, zl, zg, zb;
+    er_tensor_view(&z, ER_FP32, 2, (int64_t[]){2, 3}, NULL, (void *)16);
+    er_tensor_view(&zl, ER_FP32, 1, (int64_t[]){1}, NULL, (void *)16);
+    er_tensor_view(&zg, ER_FP32, 2, (int64_t[]){2, 3}, NULL, (void *)16);
+    er_tensor_view(&zb, ER_FP32, 2, (int64_t[]){3, 2}, NULL, (void *)16);
+    int64_t tg[2] = {0, 2}, tbad[2] = {0, 3};
+    const er_tensor *xo[2] = {&zl, &zg}, *xbad[2] = {&zl, &zb};
+    ck_assert_int_eq(er_cross_entropy_covers_device(NULL, &z, tg, 2, 0, -100, 0.0, xo, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_cross_entropy_covers_device(reps, NULL, tg, 2, 0, -100, 0.0, xo, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_cross_entropy_covers_device(reps, &z, NULL, 2, 0, -100, 0.0, xo, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_cross_entropy_covers_device(reps, &z, tg, 2, 0, -100, 0.0, none, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_cross_entropy_covers_device(reps, &z, tg, 2, 0, -100, 0.0, xo, NULL, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_cross_entropy_covers_device(reps, &z, tbad, 2, 0, -100, 0.0, xo, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(er_cross_entropy_covers_device(reps, &z, tg, 1, 0, -100, 0.0, xo, &std, NULL), ER_ERR_SHAPE);
+    ck_assert_int_eq(er_cross_entropy_covers_device(reps, &z, tg, 2, 0, -100, 0.0, xbad, &std, NULL), ER_ERR_OUTPUT);
+    if (!er_cuda_available())
+        ck_assert_int_eq(er_cross_entropy_covers_device(reps, &z, tg, 2, 0, -100, 0.0, xo, &std, NULL),
                          ER_ERR_UNSUPPORTED);
 }
 END_TEST
@@ -1994,6 +2147,7 @@ int main(void) {
     if (have) tcase_add_test(tc, attention_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, long_fp32_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, h200_attention_captures_on_the_gpu_equal_the_host);
+    if (have) tcase_add_test(tc, cross_entropy_on_the_gpu_equals_the_host);
     suite_add_tcase(s, tc);
     TCase *tu = tcase_create("cuda, host buffers in ordinary memory");
     tcase_set_timeout(tu, 300);
@@ -2002,6 +2156,7 @@ int main(void) {
     if (have) tcase_add_test(tu, layernorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tu, many_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tu, attention_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tu, cross_entropy_on_the_gpu_equals_the_host);
     if (have) suite_add_tcase(s, tu);
     /* CUDA was initialised above; a forked child cannot use that context: run the tests in this process */
     SRunner *sr = srunner_create(s);
