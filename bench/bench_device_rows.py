@@ -8,7 +8,8 @@ python3 bench/bench_device_rows.py [N ...] (square inputs; default 4096 16384); 
 outputs [N] times layer_norm's three outputs (layer_norm_outputs), classes [N] what reading Result.classes costs
 after a check that left them on the GPU (classes), auto [N] the paths Python takes by itself (auto),
 epilogue [N ...] a GEMM epilogue's chain on CUDA tensors (epilogue), attention [B H S D [host]]
-er.attention_covers_device on torch's SDPA (attention). Needs torch with CUDA and the library built with the CUDA
+er.attention_covers_device on torch's SDPA (attention), cross_entropy [N C [dtypes]] er.cross_entropy_covers_device
+on torch's F.cross_entropy and its gradient (cross_entropy). Needs torch with CUDA and the library built with the CUDA
 toolkit."""
 import statistics
 import sys
@@ -223,6 +224,37 @@ def epilogue(sizes):
                                                   "pass" if mm.all() else "FAIL", verdict(res)))
 
 
+def cross_entropy(N=4096, C=128256, dtypes="float32,bfloat16"):
+    """er.cross_entropy_covers_device of torch's F.cross_entropy (mean) and its gradient (autograd: torch's
+    composition), logits 2 randn, against the same forward and backward in float64 on the GPU."""
+    import torch
+    F = torch.nn.functional
+    for name in dtypes.split(","):
+        dt = getattr(torch, name)
+        g = torch.Generator(device="cuda").manual_seed(8)
+        z = (2 * torch.randn(N, C, device="cuda", generator=g)).to(dt)
+        t = torch.randint(0, C, (N,), device="cuda", generator=g)
+        zr = z.clone().requires_grad_(True)
+        loss = F.cross_entropy(zr, t)
+        loss.backward()
+        dz = zr.grad.detach()
+        loss = loss.detach()
+        tc = t.cpu()
+
+        def base():
+            zd = z.double().requires_grad_(True)
+            F.cross_entropy(zd, t).backward()
+            torch.cuda.synchronize()
+
+        def check():
+            return er.cross_entropy_covers_device(z, tc, loss, dz)
+        tb, tx, res = rounds(base, check)
+        d = res.dlogits
+        print("cross_entropy_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: F.cross_entropy forward and "
+              "backward in float64 on the GPU; dlogits %s, loss %s)"
+              % (name, N, C, tx, tb, tx / tb, verdict(d), "pass" if res.loss.all() else "FAIL"))
+
+
 def attention(B=1, H=32, S=8192, D=128, host=0, dtypes="bfloat16,float16"):
     """er.attention_covers_device on the output of torch's scaled_dot_product_attention (its default backend on
     inputs of dtypes, bf16 and fp16 unless told, q, k, v = randn, without and with the causal mask) against the same
@@ -259,7 +291,9 @@ def attention(B=1, H=32, S=8192, D=128, host=0, dtypes="bfloat16,float16"):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["attention"]:
+    if sys.argv[1:2] == ["cross_entropy"]:
+        cross_entropy(*[int(a) for a in sys.argv[2:4]], *sys.argv[4:5])
+    elif sys.argv[1:2] == ["attention"]:
         attention(*[int(a) for a in sys.argv[2:7]], *sys.argv[7:8])
     elif sys.argv[1:2] == ["epilogue"]:
         epilogue([int(a) for a in sys.argv[2:]] or [2048, 4096, 8192])

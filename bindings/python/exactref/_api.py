@@ -1685,6 +1685,29 @@ class CrossEntropyReference(_MultiOutputReference):
     "none") and dlogits (the logits' shape)."""
 
     OUTPUTS = ("loss", "dlogits")
+    # _args: (logits, target, options) of a reference of CUDA logits, the options cross_entropy_covers_device's keywords
+
+    def _outputs_device(self, outs, standard, options, kwargs):
+        """(loss, dlogits) of CUDA tensors (either None) on the device path together; their sets, where asked for,
+        from the host's pass on copies."""
+        given = [o for o in outs if o is not None]
+        if self._args is None or not given or not all(_on_cuda(o) for o in given) or not _ffi.cuda_available():
+            return None
+        z, t, opts = self._args
+        loss, dl = outs
+        if loss is not None and tuple(loss.shape) not in (tuple(self.shape), ()):
+            raise ValueError("exactref: loss has shape %s but cross_entropy produces %s"
+                             % (tuple(loss.shape), tuple(self.shape)))
+        if dl is not None and tuple(dl.shape) != tuple(z.shape):
+            raise ValueError("exactref: dlogits has shape %s but cross_entropy produces %s"
+                             % (tuple(dl.shape), tuple(z.shape)))
+        res = cross_entropy_covers_device(z, t, loss, dl, standard=standard, options=options, **opts, **kwargs)
+        for i, name in enumerate(self.OUTPUTS):
+            if name in res.results:
+                host = tuple(to_numpy(o, n) if j == i else None for j, (o, n) in enumerate(zip(outs, self.OUTPUTS)))
+                res.results[name]._sets = (lambda h=host, nm=name: self._covers_host(h, standard, options, kwargs)
+                                           .results[nm]._bounds())
+        return res
 
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -1720,7 +1743,14 @@ def cross_entropy(logits: ArrayLike, target: ArrayLike, reduction: str = "mean",
     combines them with at most 8 roundings in the compute format and, as torch's composition does, 3 (gradient) or 4
     (loss, after its stored log-probabilities) in the logits' format on each term's path; products="compute" states a
     fused kernel that rounds nothing to the logits' format (docs/algorithms/cross-entropy.md)."""
-    a = to_numpy(logits, "logits")
+    return _cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
+
+
+def _cross_entropy(logits, target, reduction, ignore_index, label_smoothing, now=False):
+    """cross_entropy(); a reference of CUDA logits makes its host reference on first use, its arguments checked now
+    on a stand-in."""
+    later = not now and _on_device(logits)
+    a = _like(logits, "logits") if later else to_numpy(logits, "logits")
     format_of(a.dtype, "logits")
     if a.ndim not in (1, 2):
         raise ValueError("exactref: cross_entropy: logits must be N x C or one row of C, not of shape %s" % (a.shape,))
@@ -1735,7 +1765,54 @@ def cross_entropy(logits: ArrayLike, target: ArrayLike, reduction: str = "mean",
     va = View(a, "logits")
     ptr = _ffi.cross_entropy(va.buf, t, red, ign, eps)
     shape = (rows,) if red == 2 else (1,)
+    if later:  # the stand-in's reference checked the targets and options; the host's is made on first use
+        _ffi.ref_free(ptr)
+        ref = CrossEntropyReference._later(
+            lambda: _cross_entropy(logits, target, reduction, ignore_index, label_smoothing, True), (None, logits, t),
+            shape, "cross_entropy")
+        ref._args = (logits, t, dict(reduction=reduction, ignore_index=ign, label_smoothing=eps))
+        return ref
     return CrossEntropyReference(ptr, (va, logits, t), shape, "cross_entropy")
+
+
+def cross_entropy_covers_device(logits: Any, target: Any, loss: Any = None, dlogits: Any = None,
+                                reduction: str = "mean", ignore_index: int = -100, label_smoothing: float = 0.0,
+                                standard: str = "any_order", options: Optional[str] = None, stream: Any = None,
+                                **kwargs: Any) -> Results:
+    """covers() of cross_entropy(logits, target, ...)'s outputs loss and dlogits (either None: not checked), the
+    logits and outputs CUDA torch tensors (target: integers anywhere, copied to the host), each row's sums and its
+    gradient's fast decision on the GPU (er_cross_entropy_covers_device), its loss from its sums on the host. Outside
+    the GPU path's scope (docs/reference/cuda.md) the tensors are checked on host copies; the Results are the ones
+    er.cross_entropy(logits, target, ...).covers((loss, dlogits)) gives on host copies. stream: a torch.cuda.Stream
+    (default: the current stream)."""
+    fn = "cross_entropy_covers_device"
+    _check_stream(stream, fn)  # the numbers and options before the tensors
+    red = _REDUCTIONS.index(_check.choice(reduction, fn, "reduction", _REDUCTIONS))
+    ign = _check.integer(ignore_index, fn, "ignore_index")
+    eps = _check.real(label_smoothing, fn, "label_smoothing", lo=0)
+    if eps > 1:
+        raise ExactrefValueError("ER_ERR_INVALID", "exactref: %s: label_smoothing must be in [0, 1], not %r"
+                                 % (fn, label_smoothing))
+    std = _standard(standard, options, kwargs)
+    if loss is None and dlogits is None:
+        raise ValueError("exactref: %s: loss and dlogits are both None" % fn)
+    vx = DeviceView(logits, "logits")
+    if vx.tensor.dim() > 2:
+        raise ValueError("exactref: %s: logits must be N x C or one row of C, not of shape %s"
+                         % (fn, tuple(vx.tensor.shape)))
+    rows = vx.tensor.shape[0] if vx.tensor.dim() == 2 else 1
+    t = _targets(target, rows)
+    if loss is not None and type(loss).__module__.startswith("torch") and loss.dim() == 0:
+        loss = loss.reshape(1)  # torch's reduced loss: a 0-d tensor
+    vl = None if loss is None else DeviceView(loss, "loss")
+    vg = None if dlogits is None else DeviceView(dlogits, "dlogits")
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(vx.tensor.device)
+    reps = _ffi.cross_entropy_covers_device(vx.buf, t, red, ign, eps, None if vl is None else vl.buf,
+                                            None if vg is None else vg.buf, std, stream.cuda_stream)
+    return Results({name: Result(r, tuple(view.tensor.shape)) for name, r, view in
+                    zip(("loss", "dlogits"), reps, (vl, vg)) if view is not None})
 
 
 def layer_norm(x: ArrayLike, normalized_shape: Union[int, Sequence[int]], weight: Optional[ArrayLike] = None,

@@ -276,6 +276,11 @@ _sig = {
         ctypes.c_int,
         [ctypes.c_void_p] * 8,
     ),
+    "er_cross_entropy_covers_device": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int,
+         ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    ),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
@@ -828,6 +833,19 @@ def attention_covers_device_outputs(vq, vk, vv, scale, causal, bottom_right, win
     block = Reports(2)
     check(lib.er_attention_covers_device_outputs(block.buf, vq, vk, vv, ctypes.byref(o), outs, std,
                                                  ctypes.c_void_p(stream_handle)))
+    return [block.at(0), block.at(1)]
+
+
+def cross_entropy_covers_device(vx, target, reduction, ignore_index, eps, vl, vg, std, stream_handle):
+    """er_cross_entropy_covers_device; target a C-contiguous native int64 numpy array; vl or vg None: that output not
+    checked. The two reports, dlogits' marked to keep its classes on the GPU (er_report_keep_on_device) until
+    Report.classes()."""
+    ptr = target.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+    outs = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) if v is not None else None for v in (vl, vg)])
+    block = Reports(2)
+    check(lib.er_report_keep_on_device(ctypes.byref(block.buf, REPORT_SIZE)))  # dlogits' classes stay on the GPU
+    check(lib.er_cross_entropy_covers_device(block.buf, vx, ptr, target.size, reduction, ignore_index, eps, outs, std,
+                                             ctypes.c_void_p(stream_handle)))
     return [block.at(0), block.at(1)]
 
 

@@ -262,6 +262,7 @@ def test_the_sweep_holds_every_public_function():
     swept.add(er.log_softmax_covers_device)  # likewise
     swept.add(er.layer_norm_covers_device)  # likewise
     swept.add(er.attention_covers_device)  # likewise
+    swept.add(er.cross_entropy_covers_device)  # likewise
     missing = []
     for name in er.__all__:
         fn = getattr(er, name)

@@ -627,6 +627,39 @@ def test_a_reference_made_later_is_built_once_on_first_use():
     assert len(built) == 1
 
 
+def test_cross_entropy_covers_device_equals_host():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not er.cuda_available():
+        pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    gen = torch.Generator(device="cpu").manual_seed(13)
+    F = torch.nn.functional
+    for dtype, N, C, reduction in ((torch.float32, 7, 3000, "mean"), (torch.bfloat16, 5, 1000, "sum"),
+                                   (torch.float16, 4, 700, "none")):
+        z = (2 * torch.randn((N, C), generator=gen)).to(dtype).cuda()
+        t = torch.randint(0, C, (N,), generator=gen).cuda()
+        t[1] = -100  # an ignored row
+        zr = z.clone().requires_grad_(True)
+        loss = F.cross_entropy(zr.float(), t, reduction=reduction)
+        loss.sum().backward()
+        g = zr.grad.detach().clone()
+        g[2, 5] += 0.25  # one element far outside
+        loss = loss.detach()
+        dev = er.cross_entropy_covers_device(z, t, loss, g, reduction=reduction)
+        host = er.cross_entropy(z.cpu(), t.cpu(), reduction=reduction).covers((loss.cpu(), g.cpu()))
+        if dtype != torch.float16:  # fp16 logits: Theorem X1's underflow term (half fp16's least subnormal) is wide
+            assert er.CLASSES[host.dlogits.classes[2, 5]] == "outside", str(host.dlogits)
+        ref = er.cross_entropy(z, t, reduction=reduction)  # CUDA tensors: the device path, no host reference made
+        auto = ref.covers((loss, g))
+        assert ref._p is None
+        for res in (dev, auto):
+            for name in ("loss", "dlogits"):
+                r, h = res.results[name], host.results[name]
+                assert r.counts == h.counts and (r.classes == h.classes).all() and str(r) == str(h), name
+        assert np.array_equal(auto.dlogits.hi, host.dlogits.hi, equal_nan=True)  # the sets from the host's pass
+        alone = er.cross_entropy_covers_device(z, t, dlogits=g, reduction=reduction)
+        assert list(alone.results) == ["dlogits"] and str(alone.dlogits) == str(host.dlogits)
+
+
 def test_device_references_build_their_host_reference_on_first_host_use():
     """A reference of CUDA tensors is checked, not built, when made: the device paths never need the host's copies
     and reference (er.matmul's copies of A and B, its fp64 GEMM and floats on the GPU); a host use builds them once."""
@@ -680,7 +713,20 @@ def test_matmul_covers_device_refuses_host_tensors():
         er.attention_covers_device(a, a, a, a, window=(1, -5))
     with pytest.raises(er.ExactrefValueError, match="causal_alignment"):
         er.attention_covers_device(a, a, a, a, causal_alignment="middle")
+    t = np.array([0, 1])
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.cross_entropy_covers_device(a, t, a, a)
+    with pytest.raises(ValueError, match="both None"):
+        er.cross_entropy_covers_device(a, t)
+    with pytest.raises(er.ExactrefValueError, match="reduction"):  # the numbers and options before the tensors
+        er.cross_entropy_covers_device(a, t, a, a, reduction="avg")
+    with pytest.raises(TypeError, match="ignore_index"):
+        er.cross_entropy_covers_device(a, t, a, a, ignore_index=1.5)
+    with pytest.raises(er.ExactrefValueError, match="label_smoothing"):
+        er.cross_entropy_covers_device(a, t, a, a, label_smoothing=1.5)
     for bad in (5, "stream", object()):  # checked before the tensors, so without a GPU too
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.cross_entropy_covers_device(a, t, a, a, stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
