@@ -570,6 +570,27 @@ START_TEST(cross_entropy_fast_same_classes) {
 }
 END_TEST
 
+/* A kernel's dlogits (dx) classed by the fast decision and with every set built (EXACTREF_FAST=0): the same counts
+ * and classes (trial tr, `what` for the message); its elements and failing ones added to *elems and *failing. */
+static void xe_fast_like_sets(const xe_case *c, const double *loss, const double *dx, long tr, const char *what,
+                              long *elems, long *failing) {
+    er_report a[2], b[2];
+    xe_check(c, loss, dx, NULL, a);
+    setenv("EXACTREF_FAST", "0", 1);
+    xe_check(c, loss, dx, NULL, b);
+    unsetenv("EXACTREF_FAST");
+    for (int k = 0; k < ER_CLASS_COUNT; k++)
+        ck_assert_msg(a[1].counts[k] == b[1].counts[k], "trial %ld (%s) class %d: %lld fast, %lld not", tr, what, k,
+                      (long long)a[1].counts[k], (long long)b[1].counts[k]);
+    ck_assert_int_eq(memcmp(a[1].classes, b[1].classes, (size_t)a[1].n), 0);
+    *elems += a[1].n;
+    *failing += er_report_failed(&a[1]);
+    for (int o = 0; o < 2; o++) {
+        er_report_clear(&a[o]);
+        er_report_clear(&b[o]);
+    }
+}
+
 /* The fast decision's second witnesses (Theorem X3: the hull of exp(v) for the log-probabilities v of a witness
  * log-sum-exp) class every element as the sets do at their edges: torch's composition with fp32 logits (dlogits from
  * exp of the stored log-probabilities) on long rows, each gradient moved by up to K ulps of fp32 (K 16, 1024 or 16384) or
@@ -596,21 +617,9 @@ START_TEST(cross_entropy_fast_edges_same_classes) {
             memcpy(&y, &b, 4);
             dx[e] = y;
         }
-        er_report a[2], b[2];
-        xe_check(&c, loss, dx, NULL, a);
-        setenv("EXACTREF_FAST", "0", 1);
-        xe_check(&c, loss, dx, NULL, b);
-        unsetenv("EXACTREF_FAST");
-        for (int k = 0; k < ER_CLASS_COUNT; k++)
-            ck_assert_msg(a[1].counts[k] == b[1].counts[k], "trial %ld (K %d) class %d: %lld fast, %lld not", tr, K,
-                          k, (long long)a[1].counts[k], (long long)b[1].counts[k]);
-        ck_assert_int_eq(memcmp(a[1].classes, b[1].classes, (size_t)a[1].n), 0);
-        elems += a[1].n;
-        failing += er_report_failed(&a[1]);
-        for (int o = 0; o < 2; o++) {
-            er_report_clear(&a[o]);
-            er_report_clear(&b[o]);
-        }
+        char what[40];
+        snprintf(what, sizeof what, "K %d", K);
+        xe_fast_like_sets(&c, loss, dx, tr, what, &elems, &failing);
         free(loss);
         free(dx);
         xe_free(&c);
@@ -644,21 +653,7 @@ START_TEST(cross_entropy_fast_narrow_outputs_same_classes) {
             double v = dx[e], u = ldexp(1.0, (v != 0 ? ilogb(v) : -24) - (p - 1));
             if (k && fabs(v) > 4 * u) dx[e] = er_oracle_round_d(fx, v + (double)k * u);
         }
-        er_report a[2], b[2];
-        xe_check(&c, loss, dx, NULL, a);
-        setenv("EXACTREF_FAST", "0", 1);
-        xe_check(&c, loss, dx, NULL, b);
-        unsetenv("EXACTREF_FAST");
-        for (int k = 0; k < ER_CLASS_COUNT; k++)
-            ck_assert_msg(a[1].counts[k] == b[1].counts[k], "trial %ld (%s) class %d: %lld fast, %lld not", tr,
-                          er_format_name(fx), k, (long long)a[1].counts[k], (long long)b[1].counts[k]);
-        ck_assert_int_eq(memcmp(a[1].classes, b[1].classes, (size_t)a[1].n), 0);
-        elems += a[1].n;
-        failing += er_report_failed(&a[1]);
-        for (int o = 0; o < 2; o++) {
-            er_report_clear(&a[o]);
-            er_report_clear(&b[o]);
-        }
+        xe_fast_like_sets(&c, loss, dx, tr, er_format_name(fx), &elems, &failing);
         free(loss);
         free(dx);
         xe_free(&c);
