@@ -67,7 +67,6 @@ static er_status er_xe_load(const er_xent_dev *d, int64_t r, double *x, double *
 }
 
 static er_status er_xe_covers(const er_ref *ref, const er_standard *std, er_sinks *sks);
-#endif
 
 /* Host copies of the device views x and the outputs (either NULL), the reference on them, and covers into reps. */
 static er_status er_xe_covers_host(er_report *reps, const er_tensor *x, const int64_t *target, int64_t ntarget,
@@ -89,6 +88,8 @@ static er_status er_xe_covers_host(er_report *reps, const er_tensor *x, const in
     for (int i = 0; i < 3; i++) er_host_free(hp[i]);
     return st;
 }
+#endif
+
 
 static er_status er_xe_run(er_report *reps, const er_tensor *x, const int64_t *target, int64_t ntarget, int reduction,
                            int64_t ignore_index, double eps, const er_tensor *const *outs, const er_standard *std,
