@@ -199,7 +199,8 @@ static void *er_xent_run(void *arg) {
     j->st = x && cv && cls ? ER_OK
                            : er__fail(ER_ERR_NOMEM, "cannot allocate a cross_entropy row of %lld", (long long)C);
     er_xent_work w = { x + C, cv + C };
-    double *gex = x + 9 * C, *grd = x + 10 * C, *y = j->fast ? x + 11 * C : NULL;
+    /* the outputs: for the fast decision, and where the output is the device's, for every element put */
+    double *gex = x + 9 * C, *grd = x + 10 * C, *y = j->fast || (s->dev && j->sg) ? x + 11 * C : NULL;
     uint8_t *classes = j->fast ? er__sink_classes(j->sg) : NULL;
     int64_t counts[2] = { 0, 0 };
     for (int64_t r = j->r0; r < j->r1 && j->st == ER_OK; r++) {
