@@ -206,9 +206,8 @@ static void er_xe_consts(const er_xe_arg *a, const er_xent_plan *pl, int64_t ign
 }
 
 /* The rows on the GPU: their heads (sums), the ends of each one's log of its sum on the host (the second witnesses'),
- * their gradients;
- * the sums and whether each row is given whole into a's arrays, the classes into the report's (NULL: dlogits not
- * checked). */
+ * their gradients; the sums and whether each row is given whole into a's arrays, the classes into the report's
+ * (NULL: dlogits not checked). */
 static er_status er_xe_gpu(er_xe_arg *a, const er_xent_plan *pl, const er_devxe_consts *c, int64_t N,
                            uint8_t *classes) {
     cudaStream_t s = (cudaStream_t)a->stream;
