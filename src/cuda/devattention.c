@@ -361,10 +361,8 @@ static er_status er_at_dev_covers(const er_ref *ref, const er_standard *std, er_
     r.c = (er_devattn_consts){.D = a->dh, .Dv = a->dv, .Sq = a->sq, .Sk = a->sk, .H = a->heads, .Hkv = a->kv_heads,
                               .causal = a->causal, .bottom_right = a->bottom_right, .window = a->window,
                               .win_l = a->win_l, .win_r = a->win_r, .sc = pl.sc, .gD = sk.gD, .asc = sk.asc,
-                              .screl = sk.screl, .c1 = 1 + (double)(a->dh + 2) * 0x1p-52,
-                              .exp_lh = er__exp_lh, .exp_ll = er__exp_ll};
-    memcpy(r.c.exp_tlo, er__exp_tlo, sizeof r.c.exp_tlo);
-    memcpy(r.c.exp_thi, er__exp_thi, sizeof r.c.exp_thi);
+                              .screl = sk.screl, .c1 = 1 + (double)(a->dh + 2) * 0x1p-52};
+    er__exp_tables(r.c.exp_tlo, r.c.exp_thi, &r.c.exp_lh, &r.c.exp_ll);
     er_status st = er_at_rows(&r, sks);
     er_dev_free_all(&r.db, r.s);
     cudaError_t e2 = cudaStreamSynchronize(r.s);

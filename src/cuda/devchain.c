@@ -139,7 +139,7 @@ static int er_dc_plan(er_dc_run *r, const er_epi *pl, const er_ref *base, const 
             ds->cast = er_dc_vfmt(pl->cast[i]);
         }
     }
-    er__epi_exp_tables(h->exp_tlo, h->exp_thi, &h->exp_lh, &h->exp_ll);
+    er__exp_tables(h->exp_tlo, h->exp_thi, &h->exp_lh, &h->exp_ll);
     return er_dc_base(r, base, std, h, &hold[0]);
 }
 

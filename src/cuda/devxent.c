@@ -198,11 +198,7 @@ static void er_xe_consts(const er_xe_arg *a, const er_xent_plan *pl, int64_t ign
     c->W = pl->W;
     c->eps = pl->eps;
     c->s_narrow = pl->S->p < pl->F->p && !pl->compute_only;
-    er__exp_init();
-    memcpy(c->exp_tlo, er__exp_tlo, sizeof c->exp_tlo);
-    memcpy(c->exp_thi, er__exp_thi, sizeof c->exp_thi);
-    c->exp_lh = er__exp_lh;
-    c->exp_ll = er__exp_ll;
+    er__exp_tables(c->exp_tlo, c->exp_thi, &c->exp_lh, &c->exp_ll);
 }
 
 /* The rows on the GPU: their heads (sums), the ends of each one's log of its sum on the host (the second witnesses'),

@@ -7,6 +7,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 #include <mpfr.h>
 #include "enclose/ival.h"
 
@@ -51,6 +52,14 @@ static void er_exp_init(void) {
 }
 
 void er__exp_init(void) { pthread_once(&er_exp_once, er_exp_init); }
+
+void er__exp_tables(double tlo[64], double thi[64], double *lh, double *ll) {
+    er__exp_init();
+    memcpy(tlo, er__exp_tlo, sizeof(double) * 64);
+    memcpy(thi, er__exp_thi, sizeof(double) * 64);
+    *lh = er__exp_lh;
+    *ll = er__exp_ll;
+}
 
 /* er__exp_bounds_run: runs of ER_EXP_RUN, Theorem D1's polynomial for every t in one loop that vectorises (an
  * argument outside [-690, 709], or NaN, evaluated at 0 and marked), its table read element by element (a gather the

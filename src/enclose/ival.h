@@ -57,6 +57,9 @@ static inline double er__prod_dir(double a, double b, int up) {
 ER_INTERNAL extern double er__exp_tlo[64], er__exp_thi[64], er__exp_lh, er__exp_ll, er__exp_t1[64], er__exp_t2[64];
 /* Sets them (thread-safe; cheap after the first call). Call before er__exp_bounds. */
 ER_INTERNAL void er__exp_init(void);
+/* Theorem D1's tables er__exp_tlo, er__exp_thi, er__exp_lh and er__exp_ll, set up first, copied (for the GPU's
+ * kernels, which repeat er__exp_bounds). */
+ER_INTERNAL void er__exp_tables(double tlo[64], double thi[64], double *lh, double *ll);
 /* log(x) rounded down (up = 0) or up to a double, for x >= 0 (log 0 = -inf; +inf and NaN as MPFR gives them): a
  * certified double evaluation within a few ulps (Lemma D10 of double-bounds.md), else MPFR at 64 bits. */
 ER_INTERNAL double er__log_dir(double x, int up);

@@ -59,14 +59,6 @@ int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_standard *std, 
     return 1;
 }
 
-void er__epi_exp_tables(double tlo[64], double thi[64], double *lh, double *ll) {
-    er__exp_init();
-    memcpy(tlo, er__exp_tlo, sizeof(double) * 64);
-    memcpy(thi, er__exp_thi, sizeof(double) * 64);
-    *lh = er__exp_lh;
-    *ll = er__exp_ll;
-}
-
 /* Bounds below and above the exact value of an operation that rounded to nearest to a finite x: x moved outward by
  * max(|x|, 2^-960) 2^-52, at least an ulp of x (the product is a normal double: no operation here takes or gives a
  * subnormal, for which x86 cores take microcode assists). */

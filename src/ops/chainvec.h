@@ -10,6 +10,7 @@
 #include "core/setwidth.h"
 #include "tensor/tensor_internal.h"
 #include "format/vecround.h"
+#include "enclose/ival.h" /* er__exp_tables, for the GPU's copy */
 
 /* Elements a batch pass takes at a time; its mark for an element it leaves to the per-element decision (the decided
  * ones are ER_CLASS_EXACT and ER_CLASS_COVERED). */
@@ -75,8 +76,6 @@ ER_INTERNAL int er__epi_plan(er_epi *p, const er_stage *st, int ns, const er_sta
 ER_INTERNAL void er__epi_decide(const er_epi *p, const er_op_module *mod, void *cur, int64_t begin, int64_t end,
                                 er_epi_scratch *s, uint8_t *dec, double *wrel, int64_t *widx);
 
-/* Theorem D1's tables (er__exp_bounds, enclose/ival.h), set up first, for a copy on the GPU. */
-ER_INTERNAL void er__epi_exp_tables(double tlo[64], double thi[64], double *lh, double *ll);
 
 /* What the epilogue pass on the GPU decided (er_covers_device, src/cuda/devchain.c), handed to the chain's covers as
  * er__covers_module's argument: every element's class (ER_CLASS_EXACT, ER_CLASS_COVERED, or ER_VEC_OPEN for the

@@ -296,11 +296,7 @@ int er__softmax_dev_plan(const er_standard *std, const er_fmt_info *O, int64_t n
     d->c1 = bd.c1;
     d->g = bd.g;
     d->thr = bd.thr;
-    er__exp_init();
-    memcpy(d->exp_tlo, er__exp_tlo, sizeof d->exp_tlo);
-    memcpy(d->exp_thi, er__exp_thi, sizeof d->exp_thi);
-    d->exp_lh = er__exp_lh;
-    d->exp_ll = er__exp_ll;
+    er__exp_tables(d->exp_tlo, d->exp_thi, &d->exp_lh, &d->exp_ll);
     d->dd = !log && !pl.no_dd && n <= (INT64_C(1) << 26); /* er_exact_row_dd's rows */
     memcpy(d->exp_t1, er__exp_t1, sizeof d->exp_t1);
     memcpy(d->exp_t2, er__exp_t2, sizeof d->exp_t2);
