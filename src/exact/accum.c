@@ -59,7 +59,7 @@ void er__acc_add_u128(er_acc *a, int neg, unsigned __int128 m, int64_t e) {
     if (++a->pending >= ER_ACC_PASS_EVERY) er__acc_carry(a);
 }
 
-void er__acc_summary(er_acc *a, int *neg, uint64_t *m, int64_t *e, int *sticky) {
+void er__acc_summary128(er_acc *a, int *neg, unsigned __int128 *m, int64_t *e, int *sticky) {
     int64_t *d = a->d;
     er__acc_carry(a);
     /* Fold the second bank in: after a carry pass every digit is below 2^32 in magnitude (the top one holds
@@ -74,23 +74,30 @@ void er__acc_summary(er_acc *a, int *neg, uint64_t *m, int64_t *e, int *sticky) 
     int h = a->nd - 1;
     while (h >= 0 && d[h] == 0) h--;
     if (h < 0) { *m = 0; *e = 0; *sticky = 0; return; }
-    /* A 128-bit window of the top three digits; everything below it only matters as a sticky bit. */
-    unsigned __int128 w = (unsigned __int128)(uint64_t)d[h] << 64;
-    if (h >= 1) w |= (unsigned __int128)(uint64_t)d[h - 1] << 32;
-    if (h >= 2) w |= (unsigned __int128)(uint64_t)d[h - 2];
+    /* The top four digits (each below 2^32 now: the headroom keeps the top digit's carries out of it), shifted up
+     * until the leading bit is set, the fifth filling in from below; everything further down only matters as a
+     * sticky bit. Digits below the least are zeros. */
+    unsigned __int128 w = 0;
+    for (int k = 0; k < 4; k++) w = (w << 32) | (uint64_t)(h - k >= 0 ? d[h - k] : 0);
+    uint64_t below = h >= 4 ? (uint64_t)d[h - 4] : 0;
     int st = 0;
-    for (int i = 0; i < h - 2; i++) st |= d[i] != 0;
-    int64_t we = a->base + 32 * (int64_t)(h - 2);
-    uint64_t wh = (uint64_t)(w >> 64);
-    int bits = wh ? 128 - __builtin_clzll(wh) : 64 - __builtin_clzll((uint64_t)w);
-    int drop = bits > 64 ? bits - 64 : 0;
-    if (drop) {
-        st |= (w & (((unsigned __int128)1 << drop) - 1)) != 0;
-        w >>= drop;
+    for (int i = 0; i < h - 4; i++) st |= d[i] != 0;
+    int lz = __builtin_clzll((uint64_t)d[h]) - 32;
+    if (lz) {
+        w = (w << lz) | (below >> (32 - lz));
+        below = (below << lz) & UINT64_C(0xffffffff);
     }
-    uint64_t mm = (uint64_t)w;
-    int lz = __builtin_clzll(mm);
-    *m = mm << lz;
-    *e = we + drop - lz;
-    *sticky = st;
+    *m = w;
+    *e = a->base + 32 * (int64_t)(h - 3) - lz;
+    *sticky = st | (below != 0);
+}
+
+void er__acc_summary(er_acc *a, int *neg, uint64_t *m, int64_t *e, int *sticky) {
+    unsigned __int128 w;
+    int64_t ew;
+    int st;
+    er__acc_summary128(a, neg, &w, &ew, &st);
+    *m = (uint64_t)(w >> 64);
+    *e = w ? ew + 64 : 0;
+    *sticky = st | ((uint64_t)w != 0);
 }

@@ -46,6 +46,11 @@ typedef struct er_dot_env {
 /* The summary of sum_k a[k] b[k] (a, b decoded doubles; NaN and infinities allowed when special_path). */
 ER_INTERNAL void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
                                  const er_dot_env *env, int special_path);
+/* The same, and where dd is not NULL the exact sum S of the finite products as S = dd[0] + dd[1] + r, |r| <= dd[2]
+ * (its leading 106 bits, exact, and a bound of the rest below 2^-105 |S|); dd[0] NaN where the pieces would leave
+ * double's normal range (fp64 operands). */
+ER_INTERNAL void er__dot_summary_dd(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
+                                    const er_dot_env *env, int special_path, double *dd);
 /* The summary's last step from sums in double of the positive products and of the negative ones' magnitudes (pos,
  * negs: K products, each sum to nearest in some order), the special terms, and the exact sum of the finite products
  * as er__acc_summary gives it (neg, m, e, sticky). */
@@ -64,6 +69,8 @@ ER_INTERNAL void er__acc_add_u128(er_acc *a, int neg, unsigned __int128 m, int64
 /* The exact value as (-1)^neg * (m + frac) * 2^e with m's top bit set and frac in [0,1) nonzero iff *sticky;
  * m = 0 for a zero sum. Destroys the accumulator's contents (reset it before reuse). */
 ER_INTERNAL void er__acc_summary(er_acc *a, int *neg, uint64_t *m, int64_t *e, int *sticky);
+/* The same with 128 bits: (-1)^neg * (m + frac) * 2^e with m's top bit set (m = 0 for a zero sum). */
+ER_INTERNAL void er__acc_summary128(er_acc *a, int *neg, unsigned __int128 *m, int64_t *e, int *sticky);
 
 /* Adds a finite double p exactly. Requires p's exponent minus 52 (its ulp position) to be at least base. */
 static inline void er__acc_add_double(er_acc *a, double p) {

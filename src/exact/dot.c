@@ -34,8 +34,22 @@ int er__dot_ipath(const er_fmt_info *fa, const er_fmt_info *fb, int64_t K, int *
     return 1;
 }
 
+/* The sum's leading 106 bits as two doubles, exactly, and a bound of the rest, from its 128 leading bits m (top bit
+ * set, or m = 0 for a zero sum): the sum is (-1)^neg (m + frac) 2^e, frac in [0, 1), so the bits of m below the
+ * 106th and frac weigh less than 2^(e + 22). NaN in dd[0] where a piece would leave double's normal range. */
+static void er_dd_of(int neg, unsigned __int128 m, int64_t e, double *dd) {
+    double sg = neg ? -1.0 : 1.0;
+    if (m && (e + 22 < -1000 || e + 128 > 1000)) {
+        dd[0] = dd[1] = dd[2] = NAN;
+        return;
+    }
+    dd[0] = sg * ldexp((double)(uint64_t)(m >> 75), (int)(e + 75));
+    dd[1] = sg * ldexp((double)((uint64_t)(m >> 22) & ((UINT64_C(1) << 53) - 1)), (int)(e + 22));
+    dd[2] = m ? ldexp(1.0, (int)(e + 22)) : 0.0;
+}
+
 /* The 128-bit integer path: exact sum and exact sums of positive and negative products. */
-static void er_dot_int(er_dotsum *s, const double *a, const double *b, int64_t K, int qa, int qb) {
+static void er_dot_int(er_dotsum *s, const double *a, const double *b, int64_t K, int qa, int qb, double *dd) {
     __int128 sum = 0, pos = 0, neg = 0;
     double sa = ldexp(1.0, -qa), sb = ldexp(1.0, -qb);
     for (int64_t k = 0; k < K; k++) {
@@ -54,9 +68,10 @@ static void er_dot_int(er_dotsum *s, const double *a, const double *b, int64_t K
     s->pad = 0;
     s->neg = sum < 0;
     unsigned __int128 u = sum < 0 ? (unsigned __int128)(-sum) : (unsigned __int128)sum;
-    if (u == 0) { s->m = 0; s->e = 0; s->sticky = 0; return; }
+    if (u == 0) { s->m = 0; s->e = 0; s->sticky = 0; if (dd) dd[0] = dd[1] = dd[2] = 0; return; }
     uint64_t hi = (uint64_t)(u >> 64);
     int bits = hi ? 128 - __builtin_clzll(hi) : 64 - __builtin_clzll((uint64_t)u);
+    if (dd) er_dd_of(s->neg, u << (128 - bits), (int64_t)q - (128 - bits), dd);
     int drop = bits > 64 ? bits - 64 : 0;
     s->sticky = drop ? (u & (((unsigned __int128)1 << drop) - 1)) != 0 : 0;
     uint64_t m = (uint64_t)(u >> drop);
@@ -67,8 +82,13 @@ static void er_dot_int(er_dotsum *s, const double *a, const double *b, int64_t K
 
 void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
                      const er_dot_env *env, int special_path) {
+    er__dot_summary_dd(s, acc, a, b, K, env, special_path, NULL);
+}
+
+void er__dot_summary_dd(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
+                        const er_dot_env *env, int special_path, double *dd) {
     int wide = env->wide;
-    if (env->ipath && !special_path) { er_dot_int(s, a, b, K, env->qa, env->qb); return; }
+    if (env->ipath && !special_path) { er_dot_int(s, a, b, K, env->qa, env->qb, dd); return; }
     double pos = 0, negs = 0;
     uint8_t special = 0;
     er__acc_reset(acc);
@@ -121,10 +141,11 @@ void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b
         }
     }
     int neg, sticky;
-    uint64_t m;
+    unsigned __int128 m;
     int64_t e;
-    er__acc_summary(acc, &neg, &m, &e, &sticky);
-    er__dotsum_finish(s, pos, negs, K, special, neg, m, e, sticky);
+    er__acc_summary128(acc, &neg, &m, &e, &sticky);
+    er__dotsum_finish(s, pos, negs, K, special, neg, (uint64_t)(m >> 64), m ? e + 64 : 0, sticky | ((uint64_t)m != 0));
+    if (dd) er_dd_of(neg, m, e, dd);
 }
 
 void er__dotsum_finish(er_dotsum *s, double pos, double negs, int64_t K, uint8_t special, int neg, uint64_t m,

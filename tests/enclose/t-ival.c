@@ -1581,6 +1581,83 @@ START_TEST(attention_dot_within_its_bound) {
 }
 END_TEST
 
+/* er__dot_summary_dd's pieces against MPFR: dd[0] + dd[1] is the exact sum's leading 106 bits (within dd[2] of it,
+ * dd[2] at most 2^-105 of it), and the 64-bit summary is the exact sum's; on rows of fp32, fp16 and bf16 values (the
+ * accumulator's path and, for fp16 x fp16, the 128-bit integer path), with cancellation, sums that are exactly zero,
+ * and exactly representable sums. */
+START_TEST(dot_summary_dd_holds_the_sum) {
+    er_test_reseed(83);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    long trials = (long)(4000 * er_test_multiplier()), zeros = 0, exact_rows = 0, ipaths = 0, beyond = 0;
+    double *a = malloc(sizeof(double) * 3000), *b = malloc(sizeof(double) * 3000);
+    mpfr_t S, T, R;
+    mpfr_inits2(2000, S, T, R, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *Fa = er__fmt(fmts[er_rand64() % 3]), *Fb = er__fmt(fmts[er_rand64() % 3]);
+        int fam = (int)(tr % 4);
+        int64_t n = er_rand_int(1, tr % 7 == 0 ? 3000 : 40);
+        for (int64_t j = 0; j < n; j++) {
+            double x = er_rand_normal() * ldexp(1.0, (int)er_rand_int(-8, 8)), y = er_rand_normal();
+            if (fam == 1) x = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-20, 20)), y = ldexp(1.0, -(int)er_rand_int(0, 120));
+            a[j] = er__round_double(Fa, x, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            b[j] = er__round_double(Fb, y, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (fam == 2 && (j & 1)) { a[j] = -a[j - 1]; b[j] = b[j - 1]; } /* pairs cancelling: the sum 0 */
+            if (fam == 3) b[j] = 1.0;
+        }
+        er_dot_env env;
+        memset(&env, 0, sizeof env);
+        env.base = (int64_t)ilogb(Fa->min_sub) + ilogb(Fb->min_sub) - 52;
+        env.top = (int64_t)ilogb(Fa->max) + ilogb(Fb->max) + 2 + 64;
+        env.ipath = er__dot_ipath(Fa, Fb, n, &env.qa, &env.qb);
+        ipaths += env.ipath;
+        er_acc acc;
+        ck_assert_int_eq(er__acc_init(&acc, env.base, env.top), ER_OK);
+        er_dotsum sm;
+        double dd[3];
+        er__dot_summary_dd(&sm, &acc, a, b, n, &env, 0, dd);
+        er__acc_free(&acc);
+        mpfr_set_zero(S, 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_set_d(T, a[j], MPFR_RNDN);
+            mpfr_mul_d(T, T, b[j], MPFR_RNDN);
+            mpfr_add(S, S, T, MPFR_RNDN); /* exact at 2000 bits */
+        }
+        ER_REQUIRE(dd[0] == dd[0] && dd[1] == dd[1] && dd[2] >= 0, "row %ld: the pieces %a %a %a", tr, dd[0], dd[1], dd[2]);
+        mpfr_sub_d(R, S, dd[0], MPFR_RNDN);
+        mpfr_sub_d(R, R, dd[1], MPFR_RNDN); /* exact */
+        mpfr_abs(R, R, MPFR_RNDN);
+        ER_REQUIRE(mpfr_cmp_d(R, dd[2]) <= 0, "row %ld (%s x %s, n %lld): S - dd[0] - dd[1] = %a beyond dd[2] = %a", tr,
+                   Fa->name, Fb->name, (long long)n, mpfr_get_d(R, MPFR_RNDN), dd[2]);
+        if (mpfr_zero_p(S)) {
+            zeros++;
+            ER_REQUIRE(dd[0] == 0 && dd[1] == 0 && dd[2] == 0 && sm.m == 0, "row %ld: a zero sum's pieces", tr);
+            continue;
+        }
+        mpfr_abs(T, S, MPFR_RNDN);
+        mpfr_mul_2si(T, T, -105, MPFR_RNDN);
+        ER_REQUIRE(mpfr_cmp_d(T, dd[2]) >= 0, "row %ld: dd[2] = %a above 2^-105 |S|", tr, dd[2]);
+        exact_rows += mpfr_cmp_d(R, 0) == 0;
+        beyond += mpfr_cmp_d(R, 0) != 0;
+        /* the 64-bit summary: S's top 64 bits truncated, the sticky bit of the rest */
+        mpfr_set_prec(T, 64);
+        int inexact = mpfr_abs(T, S, MPFR_RNDZ) != 0;
+        mpfr_mul_2si(T, T, -(long)sm.e, MPFR_RNDN);
+        ER_REQUIRE(mpfr_cmp_ui(T, 0) > 0 && mpfr_get_uj(T, MPFR_RNDZ) == sm.m && mpfr_integer_p(T) &&
+                       inexact == sm.sticky && (mpfr_sgn(S) < 0) == sm.neg,
+                   "row %ld: the summary m %llx e %d sticky %d", tr, (unsigned long long)sm.m, sm.e, sm.sticky);
+        mpfr_set_prec(T, 2000);
+    }
+    ER_REQUIRE(zeros > trials / 8 && exact_rows > trials / 8 && beyond > trials / 8 && ipaths > trials / 20,
+               "%ld zero sums, %ld rows held whole, %ld beyond 106 bits, %ld on the integer path", zeros, exact_rows,
+               beyond, ipaths);
+    printf("t-ival: the summary's 106 bits and 64-bit summary on %ld sums (%ld zero, %ld held whole, %ld beyond 106 "
+           "bits, %ld on the integer path)\n", trials, zeros, exact_rows, beyond, ipaths);
+    mpfr_clears(S, T, R, (mpfr_ptr)0);
+    free(a);
+    free(b);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -1610,6 +1687,7 @@ int main(void) {
     tcase_add_test(tc, attention_dot_within_its_bound);
     tcase_add_test(tc, softmax_open_elements_in_double_double);
     tcase_add_test(tc, log_dir_bounds_hold);
+    tcase_add_test(tc, dot_summary_dd_holds_the_sum);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
