@@ -6,8 +6,9 @@
  * Also er_rmsnorm (fp32 weights) + er_covers next to a float64 rmsnorm. Prints `name: X s vs baseline Y s = Rx`.
  * And er_layer_norm_backward + er_covers_outputs next to a float64 layer_norm backward (run_layernorm_backward).
  * And er_cross_entropy + er_covers_outputs next to a float64 cross-entropy forward and backward (run_cross_entropy).
- * Usage: bench_softmax [softmax|layernorm|rmsnorm|layer_norm_backward] [N ...] (default the first four, 1024 and
- * 4096), N x N inputs; bench_softmax cross_entropy [ROWS C] (default 256 x 32000). */
+ * And er_softmax_backward / er_log_softmax_backward + er_covers_outputs next to a float64 backward (run_softmax_backward).
+ * Usage: bench_softmax [softmax|layernorm|rmsnorm|layer_norm_backward|softmax_backward|log_softmax_backward] [N ...]
+ * (default the first four, 1024 and 4096), N x N inputs; bench_softmax cross_entropy [ROWS C] (default 256 x 32000). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -378,6 +379,60 @@ static void run_layernorm_backward(int n) {
     free(x); free(dy); free(w); free(mean); free(rstd); free(dxf); free(dwf); free(dbf); free(dx); free(dw); free(db);
 }
 
+/* er_softmax_backward (or er_log_softmax_backward) + er_covers_outputs (dx) of an fp32 kernel's gradient next to a
+ * float64 backward of the same rows from the saved output (dx = y (dy - sum dy y), or dy - exp(y) sum dy): one untimed
+ * pass of each first, then three alternating rounds, medians (time_check). */
+typedef struct sbw_ctx {
+    int n, log;
+    const float *y, *dy;
+    double *dx;
+    const er_tensor *tdy, *ty;
+} sbw_ctx;
+static void sbw_rows(void *v, int64_t r0, int64_t r1, int t) {
+    const sbw_ctx *c = v;
+    (void)t;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *yr = c->y + (size_t)r * c->n, *gr = c->dy + (size_t)r * c->n;
+        double *o = c->dx + (size_t)r * c->n, D = 0;
+        for (int j = 0; j < c->n; j++) D += c->log ? (double)gr[j] : (double)gr[j] * yr[j];
+        for (int j = 0; j < c->n; j++)
+            o[j] = c->log ? (double)gr[j] - exp((double)yr[j]) * D : (double)yr[j] * ((double)gr[j] - D);
+    }
+}
+static er_status sbw_make(void *v, er_ref **ref) {
+    const sbw_ctx *c = v;
+    return (c->log ? er_log_softmax_backward : er_softmax_backward)(ref, c->tdy, c->ty, 1);
+}
+
+static void run_softmax_backward(int n, int lg) {
+    size_t nn = (size_t)n * n;
+    float *y = malloc(sizeof(float) * nn), *dy = malloc(sizeof(float) * nn), *dxf = malloc(sizeof(float) * nn);
+    double *dx = malloc(sizeof(double) * nn);
+    for (int r = 0; r < n; r++) { /* y: a softmax (or log_softmax) output of normal logits, in fp32 */
+        float *yr = y + (size_t)r * n;
+        double m = -INFINITY, s = 0;
+        for (int j = 0; j < n; j++) { yr[j] = (float)normalish(); m = yr[j] > m ? yr[j] : m; }
+        for (int j = 0; j < n; j++) s += exp(yr[j] - m);
+        for (int j = 0; j < n; j++) yr[j] = (float)(lg ? yr[j] - m - log(s) : exp(yr[j] - m) / s);
+    }
+    for (size_t i = 0; i < nn; i++) dy[i] = (float)normalish();
+    sbw_ctx c = {n, lg, y, dy, dx, NULL, NULL};
+    sbw_rows(&c, 0, n, 0); /* the kernel under test: the same in fp64, to fp32 */
+    for (size_t i = 0; i < nn; i++) dxf[i] = (float)dx[i];
+    er_tensor ty, tdy, tdx;
+    er_tensor_view(&ty, ER_FP32, 2, (int64_t[]){n, n}, NULL, y);
+    er_tensor_view(&tdy, ER_FP32, 2, (int64_t[]){n, n}, NULL, dy);
+    er_tensor_view(&tdx, ER_FP32, 2, (int64_t[]){n, n}, NULL, dxf);
+    c.tdy = &tdy;
+    c.ty = &ty;
+    const er_tensor *outs[1] = {&tdx};
+    check_bench bb = {sbw_rows, n, &c, sbw_make, outs, 1};
+    char name[64];
+    snprintf(name, sizeof name, "%ssoftmax_backward_covers_%dx%d", lg ? "log_" : "", n, n);
+    time_check(&bb, name, lg ? "float64 log_softmax backward of the same rows" : "float64 softmax backward of the same rows");
+    free(y); free(dy); free(dxf); free(dx);
+}
+
 /* er_cross_entropy + er_covers_outputs (loss, dlogits) of an fp32 kernel's mean loss and gradient next to a float64
  * cross-entropy forward and backward of the same logits (lse, the row losses' mean, the gradient (p - onehot) / N):
  * one untimed pass of each first, then three alternating rounds, medians (time_check: the baseline's rows on
@@ -449,6 +504,8 @@ int main(int argc, char **argv) {
     else if (argc > 1 && strcmp(argv[1], "layernorm") == 0) { which = 2; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "rmsnorm") == 0) { which = 4; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "layer_norm_backward") == 0) { which = 8; first = 2; }
+    else if (argc > 1 && strcmp(argv[1], "softmax_backward") == 0) { which = 16; first = 2; }
+    else if (argc > 1 && strcmp(argv[1], "log_softmax_backward") == 0) { which = 32; first = 2; }
     else if (argc > 1 && strcmp(argv[1], "cross_entropy") == 0) { /* cross_entropy ROWS C (default 256 32000) */
         run_cross_entropy(argc > 2 ? atoi(argv[2]) : 256, argc > 3 ? atoi(argv[3]) : 32000);
         return 0;
@@ -461,6 +518,8 @@ int main(int argc, char **argv) {
         if (which & 2) run_layernorm(sizes[i]);
         if (which & 4) run_rmsnorm(sizes[i]);
         if (which & 8) run_layernorm_backward(sizes[i]);
+        if (which & 16) run_softmax_backward(sizes[i], 0);
+        if (which & 32) run_softmax_backward(sizes[i], 1);
     }
     return 0;
 }
