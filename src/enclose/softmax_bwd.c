@@ -2,8 +2,10 @@
  *
  * A kernel computes D~, the sum of the products dy_j y_j in F in some order (each product rounded or fused into its
  * addition), then each dx_i in one of the forms of Lemma B2, each monotone in D~: the set of dx_i is within the least
- * and the greatest of the forms' values at the ends of D~'s any-order set (Theorem B1). The exact D is summed with
- * MPFR at a precision that holds it exactly, and dx_i's exact value from it. */
+ * and the greatest of the forms' values at the ends of D~'s any-order set (Theorem B1). The exact D is summed in the
+ * long accumulator (its summary gives the set); dx_i's exact value comes from D's leading 106 bits in double-double
+ * (Lemma B3), and from D summed with MPFR for an element that leaves open. */
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h> /* before mpfr.h: the intmax_t functions */
@@ -13,15 +15,10 @@
 #include "enclose/softmax_bwd.h"
 #include "enclose/approx.h"
 #include "enclose/elementwise.h"
-
-/* Every value of F and the specials: the set of a row whose inputs hold a NaN or an infinity, or whose forms meet
- * an overflow (no claim beyond "anything"). */
-static void er_sbwd_anything(er_cval *c, const er_fmt_info *F) {
-    memset(c, 0, sizeof *c);
-    c->lo = -F->max;
-    c->hi = F->max;
-    c->nan = c->pinf = c->ninf = 1;
-}
+#include "enclose/ival.h"
+#include "enclose/softmax.h"
+#include "exact/accum.h"
+#include "format/vecround.h"
 
 /* The forms of Lemma B2 at D~ = d, for dy and y (values of F), and with t the product dy y rounded to the inputs'
  * format (NaN: not rounded), the forms of Theorem B1's products=either: their least and greatest into *lo, *hi; 0
@@ -46,22 +43,50 @@ static int er_sbwd_forms(const er_fmt_info *F, double dy, double y, double t, do
     return 1;
 }
 
-/* D = sum_j dy_j y_j (y NULL: sum_j dy_j) exactly into D (initialised here; the caller clears it), and the row's
- * summary for the any-order set. */
-static void er_sbwd_sum(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, mpfr_t D, er_dotsum *sm) {
+/* Whether a format's values are all floats: the products of two of them are exact doubles of at least 2^-298, and the
+ * forms of Lemma B2 in fp32 are float operations. */
+static int er_sbwd_floats(const er_fmt_info *f) {
+    return f->p <= 24 && f->max <= FLT_MAX && f->min_sub >= 0x1p-149 && !f->e8m0;
+}
+
+/* The summary of sum_j a_j b_j (b NULL: sum_j a_j; a, b values of Fa, Fb) for the any-order set, exact
+ * (er__dot_summary's long accumulator), and where dd is not NULL the sum's leading 106 bits (er__dot_summary_dd). */
+static er_status er_sbwd_summary(const er_fmt_info *Fa, const er_fmt_info *Fb, const double *a, const double *b,
+                                 int64_t n, er_dotsum *sm, double *dd) {
+    const er_fmt_info *Fo = b ? Fb : er__fmt_one();
+    er_dot_env env;
+    memset(&env, 0, sizeof env);
+    /* a product's last bit: at or above the least subnormals' (fp64's 106-bit products: 2^-2148); its top below
+     * 2^(e_max a + e_max b + 2), n of them below 2^64 times that */
+    env.wide = Fa->p > 26 || Fo->p > 26;
+    env.base = env.wide ? -2148 : (int64_t)ilogb(Fa->min_sub) + ilogb(Fo->min_sub) - 52;
+    env.top = (int64_t)ilogb(Fa->max) + ilogb(Fo->max) + 2 + 64;
+    env.ipath = er__dot_ipath(Fa, Fo, n, &env.qa, &env.qb);
+    double *ones = NULL;
+    if (!b) {
+        ones = malloc(sizeof(double) * (size_t)(n ? n : 1));
+        if (!ones) return er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+        for (int64_t j = 0; j < n; j++) ones[j] = 1.0;
+        b = ones;
+    }
+    er_acc acc;
+    er_status st = er__acc_init(&acc, env.base, env.top);
+    if (st == ER_OK) er__dot_summary_dd(sm, &acc, a, b, n, &env, 0, dd);
+    er__acc_free(&acc);
+    free(ones);
+    return st;
+}
+
+/* D = sum_j dy_j y_j (y NULL: sum_j dy_j) exactly into D (initialised here; the caller clears it), with MPFR at a
+ * precision that holds every partial sum. */
+static void er_sbwd_mpfr_sum(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, mpfr_t D) {
     long emax = LONG_MIN, lsb = LONG_MAX;
-    double pos = 0, negs = 0;
     for (int64_t j = 0; j < n; j++) {
-        double yj = y ? y[j] : 1.0, p = dy[j] * yj;
+        double yj = y ? y[j] : 1.0;
         if (dy[j] == 0 || yj == 0) continue;
         long ea = ilogb(dy[j]), eb = ilogb(yj), lb = y ? eb - (pl->Fy->p - 1) : 0;
         if (ea + eb + 2 > emax) emax = ea + eb + 2;
         if (ea - (pl->Fdy->p - 1) + lb < lsb) lsb = ea - (pl->Fdy->p - 1) + lb;
-        /* sums of the positive products and of the negative ones' magnitudes, rounded up (|p| within 2^-53 of the
-         * exact product, which may be below double's range: its bound is the least subnormal) */
-        double m = er__next_up(fabs(p)) + 4.9406564584124654e-324;
-        if ((dy[j] < 0) == (yj < 0)) pos = er__add_up(pos, m);
-        else negs = er__add_up(negs, m);
     }
     int lg = 0;
     while ((INT64_C(1) << lg) <= n && lg < 62) lg++;
@@ -76,38 +101,128 @@ static void er_sbwd_sum(const er_sbwd_plan *pl, const double *dy, const double *
         mpfr_mul_d(t, a, y ? y[j] : 1.0, MPFR_RNDN); /* exact: 106 bits at most */
         mpfr_add(D, D, t, MPFR_RNDN);      /* exact: P holds every partial sum */
     }
-    memset(sm, 0, sizeof *sm);
-    sm->pos = pos;
-    sm->negs = negs;
-    if (mpfr_regular_p(D)) { /* terms are finite here (the callers' checks): D is a number */
-        mpfr_t m64;
-        mpfr_init2(m64, 64);
-        sm->neg = mpfr_sgn(D) < 0;
-        sm->sticky = mpfr_abs(m64, D, MPFR_RNDZ) != 0;
-        sm->e = (int32_t)(mpfr_get_exp(m64) - 64);
-        mpfr_mul_2si(m64, m64, -(long)sm->e, MPFR_RNDN); /* exact: an integer of 64 bits */
-        sm->m = (uint64_t)mpfr_get_uj(m64, MPFR_RNDZ);
-        mpfr_clear(m64);
-    }
     mpfr_clears(a, t, (mpfr_ptr)0);
 }
 
-er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, er_cval *cv, double *ex,
-                       double *rd) {
+/* The exact dx_i = y_i (dy_i - D) (D exact, in MPFR), at a precision that holds it, rounded to double (ex) and into O
+ * (rd); x is scratch. */
+static void er_sbwd_exact(const er_sbwd_plan *pl, mpfr_srcptr D, mpfr_ptr x, double dy, double y, double *ex,
+                          double *rd) {
+    long top = mpfr_zero_p(D) ? LONG_MIN : (long)mpfr_get_exp(D);
+    long low = top == LONG_MIN ? LONG_MAX : top - (long)mpfr_get_prec(D);
+    if (dy != 0) {
+        long e = ilogb(dy) + 1;
+        if (e > top) top = e;
+        if (e - 1 - (pl->Fdy->p - 1) < low) low = e - 1 - (pl->Fdy->p - 1);
+    }
+    mpfr_prec_t pt = top == LONG_MIN ? 2 : (mpfr_prec_t)(top - low + 2);
+    mpfr_set_prec(x, pt + 64);
+    mpfr_set_d(x, dy, MPFR_RNDN);
+    mpfr_sub(x, x, D, MPFR_RNDN); /* exact */
+    mpfr_mul_d(x, x, y, MPFR_RNDN); /* exact: y has at most 53 significant bits */
+    *ex = mpfr_get_d(x, MPFR_RNDN);
+    *rd = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov);
+}
+
+/* ---- the fast pass (softmax-backward.md, "The fast pass"): F fp32, dy's and y's values floats ---- */
+
+/* The forms of Lemma B2 in fp32 at D~ = d0 and d1 (and with t the products rounded to the inputs' format, where hast)
+ * for each element: their least and greatest into lo and hi, lo NaN where one is not finite; each form the float
+ * operations er_sbwd_forms rounds to F (one rounding each), so the same values. Written to vectorise. */
+ER_ALWAYS_INLINE float er_sbwd_min(float a, float b) { return a < b ? a : b; }
+ER_ALWAYS_INLINE float er_sbwd_max(float a, float b) { return a > b ? a : b; }
+ER_ALWAYS_INLINE void er_sbwd_forms_body(int64_t n, const double *restrict dy, const double *restrict y,
+                                         const double *restrict t, int hast, float d0, float d1, double *restrict lo,
+                                         double *restrict hi) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = (float)dy[i], v = (float)y[i], a = g * v, b0 = v * d0, b1 = v * d1;
+        float f0 = v * (g - d0), f1 = a - b0, f2 = fmaf(-v, d0, a), f3 = fmaf(g, v, -b0);
+        float f4 = v * (g - d1), f5 = a - b1, f6 = fmaf(-v, d1, a), f7 = fmaf(g, v, -b1);
+        float l = er_sbwd_min(er_sbwd_min(er_sbwd_min(f0, f1), er_sbwd_min(f2, f3)),
+                              er_sbwd_min(er_sbwd_min(f4, f5), er_sbwd_min(f6, f7)));
+        float h = er_sbwd_max(er_sbwd_max(er_sbwd_max(f0, f1), er_sbwd_max(f2, f3)),
+                              er_sbwd_max(er_sbwd_max(f4, f5), er_sbwd_max(f6, f7)));
+        /* z is 0 where every form is finite, NaN else (inf - inf, NaN - NaN) */
+        float z = ((f0 - f0) + (f1 - f1)) + ((f2 - f2) + (f3 - f3)) + ((f4 - f4) + (f5 - f5)) + ((f6 - f6) + (f7 - f7));
+        if (hast) {
+            float p = (float)t[i], e0 = p - b0, e1 = fmaf(-v, d0, p), e2 = p - b1, e3 = fmaf(-v, d1, p);
+            l = er_sbwd_min(l, er_sbwd_min(er_sbwd_min(e0, e1), er_sbwd_min(e2, e3)));
+            h = er_sbwd_max(h, er_sbwd_max(er_sbwd_max(e0, e1), er_sbwd_max(e2, e3)));
+            z += ((e0 - e0) + (e1 - e1)) + ((e2 - e2) + (e3 - e3));
+        }
+        lo[i] = z == 0 ? (double)l : NAN;
+        hi[i] = h;
+    }
+}
+#define ER_SBWD_FORMS_ARGS                                                                                            \
+    int64_t n, const double *restrict dy, const double *restrict y, const double *restrict t, float d0, float d1,    \
+        double *restrict lo, double *restrict hi
+ER_ALWAYS_INLINE void er_sbwd_forms_any(ER_SBWD_FORMS_ARGS) {
+    if (t) er_sbwd_forms_body(n, dy, y, t, 1, d0, d1, lo, hi);
+    else er_sbwd_forms_body(n, dy, y, t, 0, d0, d1, lo, hi);
+}
+ER_SIMD_BUILDS(er_sbwd_forms_run, (ER_SBWD_FORMS_ARGS), (n, dy, y, t, d0, d1, lo, hi), er_sbwd_forms_any)
+
+/* Lemma B3: the exact dx_i from D = Dh + Dl + delta (|delta| <= Derr) in double-double, its enclosure's ends rounded
+ * into O (f) and to double: where each pair agrees (and the enclosure keeps away from zero; for y_i = 0, where the
+ * sign of dy_i - D is certain), rd[i] and ex[i] are the correct roundings, else ex[i] is NaN. Written to vectorise. */
+ER_ALWAYS_INLINE void er_sbwd_exact_body(int64_t n, const double *restrict dy, const double *restrict y, double Dh,
+                                         double Dl, double Derr, er_vec_fmt f, int narrow, double *restrict ex,
+                                         double *restrict rd) {
+    for (int64_t i = 0; i < n; i++) {
+        double yi = y[i], s, se, uh, ul, c, ce;
+        er__two_sum(dy[i], -Dh, &s, &se);
+        double t = se - Dl;
+        er__two_sum(s, t, &uh, &ul); /* dy_i - D = uh + ul + e, |e| <= e1 */
+        double e1 = fabs(t) * 0x1p-52 + Derr;
+        double ph = yi * uh, pl = fma(yi, uh, -ph), q = yi * ul, xl = pl + q;
+        er__two_sum(ph, xl, &c, &ce); /* dx_i = c + ce + e', |e'| <= E */
+        double E = ((fabs(q) + fabs(xl)) * 0x1p-52 + fabs(yi) * e1) * (1 + 0x1p-48) + 0x1p-1070;
+        double wl = er__dn_wide(ce - E), wh = er__up_wide(ce + E);
+        double L = er__dn_wide(c + wl), H = er__up_wide(c + wh);
+        double a = er_vec_rn_fmt(L, f, narrow), b = er_vec_rn_fmt(H, f, narrow);
+        int64_t okr = er_vec_rn_ok(L, a, f, narrow) & er_vec_rn_ok(H, b, f, narrow) & (a == b) & ((L > 0) | (H < 0));
+        /* c is dx_i's rounding to double where dx_i - c lies strictly inside half the spacings below and above c */
+        double hu = (er__up_finite(c) - c) * 0.5, hd = (c - er__dn_finite(c)) * 0.5;
+        int64_t oke = (wl > -hd) & (wh < hu);
+        int64_t z = yi == 0, okz = fabs(uh) > 2 * (fabs(ul) + e1 * (1 + 0x1p-48));
+        double zero = copysign(0.0, copysign(1.0, yi) * uh);
+        ex[i] = z ? (okz ? zero : NAN) : ((okr & oke) ? c : NAN);
+        rd[i] = z ? zero : a;
+    }
+}
+#define ER_SBWD_EXACT_ARGS                                                                                            \
+    int64_t n, const double *restrict dy, const double *restrict y, double Dh, double Dl, double Derr, er_vec_fmt f, \
+        double *restrict ex, double *restrict rd
+ER_ALWAYS_INLINE void er_sbwd_exact_any(ER_SBWD_EXACT_ARGS) {
+    if (f.narrow) er_sbwd_exact_body(n, dy, y, Dh, Dl, Derr, f, 1, ex, rd);
+    else er_sbwd_exact_body(n, dy, y, Dh, Dl, Derr, f, 0, ex, rd);
+}
+ER_SIMD_BUILDS(er_sbwd_exact_run, (ER_SBWD_EXACT_ARGS), (n, dy, y, Dh, Dl, Derr, f, ex, rd), er_sbwd_exact_any)
+
+/* Whether the fast pass takes a row of this plan: the forms (F fp32, inputs floats), the exact results (O fp32, fp16
+ * or bf16: er_vec_rn_fmt's), each a bit. */
+static int er_sbwd_fast_forms(const er_sbwd_plan *pl) {
+    return pl->F->id == ER_FP32 && er_sbwd_floats(pl->Fdy) && er_sbwd_floats(pl->Fy);
+}
+static int er_sbwd_fast_exact(const er_sbwd_plan *pl) {
+    er_format o = pl->O->id;
+    return er_sbwd_fast_forms(pl) && (o == ER_FP32 || o == ER_FP16 || o == ER_BF16);
+}
+
+er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo, double *hi,
+                       double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
     for (int64_t j = 0; j < n; j++)
         if (!isfinite(dy[j]) || !isfinite(y[j])) {
-            for (int64_t i = 0; i < n; i++) {
-                er_sbwd_anything(&cv[i], F);
-                ex[i] = rd[i] = NAN;
-            }
+            for (int64_t i = 0; i < n; i++) lo[i] = hi[i] = ex[i] = rd[i] = NAN;
             return ER_OK;
         }
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->Fdy, pl->Fy, F, n, pl->depth, 0));
-    mpfr_t D, x;
     er_dotsum sm;
-    er_sbwd_sum(pl, dy, y, n, D, &sm);
+    double dd[3];
+    ER_RETURN_IF_ERROR(er_sbwd_summary(pl->Fdy, pl->Fy, dy, y, n, &sm, dd));
     er_edge_scratch w;
     er__edge_scratch_init(&w);
     er_cval dset;
@@ -118,6 +233,7 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
      * summed in any order in F (terms of F: Lemma 3 of any-order.md): the union with that sum's set */
     const er_fmt_info *P = pl->Fdy->p >= pl->Fy->p ? pl->Fdy : pl->Fy;
     double *t = !pl->products_compute && P->p < F->p ? malloc(sizeof(double) * (size_t)(n ? n : 1)) : NULL;
+    er_status st = ER_OK;
     if (t) {
         int fin2 = 1; /* a product beyond P's range: no claim (every value and the specials) */
         for (int64_t j = 0; j < n; j++) {
@@ -126,14 +242,10 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
         }
         er_cval d2 = {0};
         if (fin2) {
-            er_sbwd_plan pp = *pl;
-            pp.Fdy = P;
-            mpfr_t D2;
             er_dotsum sm2;
             er_anyorder_bound bd2;
-            er_sbwd_sum(&pp, t, NULL, n, D2, &sm2);
-            mpfr_clear(D2);
-            er_status st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
+            st = er_sbwd_summary(P, NULL, t, NULL, n, &sm2, NULL);
+            if (st == ER_OK) st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
             if (st == ER_OK) er__anyorder_cval(&d2, &bd2, F, &sm2, &w);
             fin2 = st == ER_OK && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
         }
@@ -143,40 +255,43 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
             dset.hi = fmax(dset.hi, d2.hi);
         }
     } else if (!pl->products_compute && P->p < F->p) {
-        er__edge_scratch_clear(&w);
-        mpfr_clear(D);
-        return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)n);
+        st = er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)n);
     }
     er__edge_scratch_clear(&w);
-    mpfr_init2(x, 2);
-    for (int64_t i = 0; i < n; i++) {
-        double lo = INFINITY, hi = -INFINITY, ti = t ? t[i] : NAN;
-        if (dfin && er_sbwd_forms(F, dy[i], y[i], ti, dset.lo, wide, &lo, &hi) &&
-            er_sbwd_forms(F, dy[i], y[i], ti, dset.hi, wide, &lo, &hi)) {
-            memset(&cv[i], 0, sizeof cv[i]);
-            cv[i].lo = lo;
-            cv[i].hi = hi;
-        } else {
-            er_sbwd_anything(&cv[i], F);
-        }
-        /* the exact dx_i = y_i (dy_i - D), at a precision that holds it */
-        long top = mpfr_zero_p(D) ? LONG_MIN : (long)mpfr_get_exp(D);
-        long low = top == LONG_MIN ? LONG_MAX : top - (long)mpfr_get_prec(D);
-        if (dy[i] != 0) {
-            long e = ilogb(dy[i]) + 1;
-            if (e > top) top = e;
-            if (e - 1 - (pl->Fdy->p - 1) < low) low = e - 1 - (pl->Fdy->p - 1);
-        }
-        mpfr_prec_t pt = top == LONG_MIN ? 2 : (mpfr_prec_t)(top - low + 2);
-        mpfr_set_prec(x, pt + 64);
-        mpfr_set_d(x, dy[i], MPFR_RNDN);
-        mpfr_sub(x, x, D, MPFR_RNDN); /* exact */
-        mpfr_mul_d(x, x, y[i], MPFR_RNDN); /* exact: y has at most 53 significant bits */
-        ex[i] = mpfr_get_d(x, MPFR_RNDN);
-        rd[i] = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov);
+    if (st != ER_OK) {
+        free(t);
+        return st;
+    }
+    int fast = er_sbwd_fast_forms(pl) && !pl->no_fast, simd = er__simd();
+    /* each element's set: the forms at D~'s ends (the fast pass: their float operations, the same values) */
+    if (fast && dfin) er_sbwd_forms_run(simd, n, dy, y, t, (float)dset.lo, (float)dset.hi, lo, hi);
+    for (int64_t i = 0; i < n && !(fast && dfin); i++) {
+        double ti = t ? t[i] : NAN;
+        lo[i] = INFINITY;
+        hi[i] = -INFINITY;
+        if (!(dfin && er_sbwd_forms(F, dy[i], y[i], ti, dset.lo, wide, &lo[i], &hi[i]) &&
+              er_sbwd_forms(F, dy[i], y[i], ti, dset.hi, wide, &lo[i], &hi[i])))
+            lo[i] = hi[i] = NAN;
     }
     free(t);
-    mpfr_clears(D, x, (mpfr_ptr)0);
+    /* the exact results: in double-double from D's leading 106 bits (Lemma B3), and with MPFR where that leaves one
+     * open (or the fast pass does not apply) */
+    if (fast && er_sbwd_fast_exact(pl) && dd[0] == dd[0]) er_sbwd_exact_run(simd, n, dy, y, dd[0], dd[1], dd[2],
+                                                                            er_vec_fmt_of(pl->O), ex, rd);
+    else
+        for (int64_t i = 0; i < n; i++) ex[i] = NAN;
+    mpfr_t D, x;
+    int haveD = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ex[i] == ex[i]) continue;
+        if (!haveD) { /* D with MPFR, once a row */
+            er_sbwd_mpfr_sum(pl, dy, y, n, D);
+            mpfr_init2(x, 2);
+            haveD = 1;
+        }
+        er_sbwd_exact(pl, D, x, dy[i], y[i], &ex[i], &rd[i]);
+    }
+    if (haveD) mpfr_clears(D, x, (mpfr_ptr)0);
     return ER_OK;
 }
 
@@ -198,9 +313,69 @@ static int er_lsbwd_forms(const er_fmt_info *F, double dy, double e, double s, i
     return 1;
 }
 
-/* dy - exp(y) S correctly rounded into O (rd) and to double (ex), S exact: Ziv's loop on an enclosure of the exact
- * value at doubling precisions (exp(y) for y != 0 is irrational, so the two ends round alike at some precision). */
-static void er_lsbwd_exact(const er_sbwd_plan *pl, double dy, double y, mpfr_srcptr S, double *ex, double *rd) {
+/* The first step of dx_i = dy_i - exp(y_i) S's roundings, in double, for each element: exp(y_i) in [zl_i, zh_i]
+ * (Theorem D1's bounds), S in [Sl, Sh] (doubles of one strict sign), each product and difference moved one double
+ * outward; where both ends round alike into O (f), keep one strict sign and lie within 2^-40 of each other relative to
+ * either, that is the correct rounding (in rd) and the report's exact value is their midpoint (within 2^-41 relative,
+ * in ex); ex NaN elsewhere. zl and zh are read
+ * from ex and rd and overwritten. Written to vectorise. */
+ER_ALWAYS_INLINE void er_lsbwd_exact_body(int64_t n, const double *restrict dy, double Sl, double Sh, er_vec_fmt f,
+                                          int narrow, double *restrict ex, double *restrict rd) {
+    int64_t sok = (fabs(Sl) >= 0x1p-500) & (fabs(Sh) <= 0x1p500) & ((Sl > 0) == (Sh > 0));
+    for (int64_t i = 0; i < n; i++) {
+        double zl = ex[i], zh = rd[i], d = dy[i];
+        double c0 = zl * Sl, c1 = zl * Sh, c2 = zh * Sl, c3 = zh * Sh;
+        double pmin = c0 < c1 ? c0 : c1, pmax = c0 > c1 ? c0 : c1;
+        pmin = c2 < pmin ? c2 : pmin;
+        pmax = c2 > pmax ? c2 : pmax;
+        pmin = c3 < pmin ? c3 : pmin;
+        pmax = c3 > pmax ? c3 : pmax;
+        double xl = er__dn_finite(d - er__up_finite(pmax)), xh = er__up_finite(d - er__dn_finite(pmin));
+        double a = er_vec_rn_fmt(xl, f, narrow), b = er_vec_rn_fmt(xh, f, narrow);
+        /* every factor and product normal (the outward steps then bound each rounding) */
+        int64_t ok = sok & (zl >= 0x1p-500) & (zh <= 0x1p500) & er_vec_rn_ok(xl, a, f, narrow) &
+                     er_vec_rn_ok(xh, b, f, narrow) & (a == b) & ((xl > 0) | (xh < 0)) &
+                     (xh - xl <= 0x1p-40 * fabs(xl));
+        ex[i] = ok ? 0.5 * xl + 0.5 * xh : NAN;
+        rd[i] = a;
+    }
+}
+#define ER_LSBWD_EXACT_ARGS                                                                                           \
+    int64_t n, const double *restrict dy, double Sl, double Sh, er_vec_fmt f, double *restrict ex, double *restrict rd
+ER_ALWAYS_INLINE void er_lsbwd_exact_any(ER_LSBWD_EXACT_ARGS) {
+    if (f.narrow) er_lsbwd_exact_body(n, dy, Sl, Sh, f, 1, ex, rd);
+    else er_lsbwd_exact_body(n, dy, Sl, Sh, f, 0, ex, rd);
+}
+ER_SIMD_BUILDS(er_lsbwd_exact_run, (ER_LSBWD_EXACT_ARGS), (n, dy, Sl, Sh, f, ex, rd), er_lsbwd_exact_any)
+
+/* The forms of Theorem B2 in fp32 at the corners (e, s) of [elo_i, ehi_i] x [s0, s1] for each element: their least
+ * and greatest into lo and hi (lo NaN where one is not finite or ehi_i is not); each form the float operations
+ * er_lsbwd_forms rounds to F, so the same values. elo and ehi are read from lo and hi and overwritten. Written to
+ * vectorise. */
+ER_ALWAYS_INLINE void er_lsbwd_forms_body(int64_t n, const double *restrict dy, float s0, float s1, double *restrict lo,
+                                          double *restrict hi) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = (float)dy[i], e0 = (float)lo[i], e1 = (float)hi[i];
+        float f0 = g - e0 * s0, f1 = fmaf(-e0, s0, g), f2 = g - e0 * s1, f3 = fmaf(-e0, s1, g);
+        float f4 = g - e1 * s0, f5 = fmaf(-e1, s0, g), f6 = g - e1 * s1, f7 = fmaf(-e1, s1, g);
+        float l = er_sbwd_min(er_sbwd_min(er_sbwd_min(f0, f1), er_sbwd_min(f2, f3)),
+                              er_sbwd_min(er_sbwd_min(f4, f5), er_sbwd_min(f6, f7)));
+        float h = er_sbwd_max(er_sbwd_max(er_sbwd_max(f0, f1), er_sbwd_max(f2, f3)),
+                              er_sbwd_max(er_sbwd_max(f4, f5), er_sbwd_max(f6, f7)));
+        float z = ((f0 - f0) + (f1 - f1)) + ((f2 - f2) + (f3 - f3)) + ((f4 - f4) + (f5 - f5)) + ((f6 - f6) + (f7 - f7)) +
+                  (e1 - e1);
+        lo[i] = z == 0 ? (double)l : NAN;
+        hi[i] = h;
+    }
+}
+ER_SIMD_BUILDS(er_lsbwd_forms_run,
+               (int64_t n, const double *restrict dy, float s0, float s1, double *restrict lo, double *restrict hi),
+               (n, dy, s0, s1, lo, hi), er_lsbwd_forms_body)
+
+/* dy - exp(y) S correctly rounded into O (rd) and to double (ex), S exact (MPFR): y = 0 or S = 0 exactly, else Ziv's
+ * loop on an enclosure of the exact value at doubling precisions (exp(y) for y != 0 is irrational, so the two ends
+ * round alike at some precision). */
+static void er_lsbwd_exact_mpfr(const er_sbwd_plan *pl, double dy, double y, mpfr_srcptr S, double *ex, double *rd) {
     if (mpfr_zero_p(S) || y == 0) {
         /* exp(0) = 1: x = dy - S, exact at a precision spanning both (S = 0: x = dy) */
         long top = mpfr_zero_p(S) ? LONG_MIN : (long)mpfr_get_exp(S);
@@ -217,25 +392,6 @@ static void er_lsbwd_exact(const er_sbwd_plan *pl, double dy, double y, mpfr_src
         *rd = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov);
         mpfr_clear(x);
         return;
-    }
-    /* first in double: libm's exp within 2^-40 (far beyond its error), S's directed roundings, each step outward;
-     * where both ends round alike into O, that is the correct rounding, and the report's exact value is their
-     * midpoint (within 2^-39 relative) */
-    double e = exp(y), Sl = mpfr_get_d(S, MPFR_RNDD), Sh = mpfr_get_d(S, MPFR_RNDU);
-    /* every factor and product normal: the relative bounds hold */
-    if (e >= 0x1p-500 && e <= 0x1p500 && fabs(Sl) >= 0x1p-500 && fabs(Sh) <= 0x1p500 && (Sl > 0) == (Sh > 0)) {
-        double el = e * (1 - 0x1p-40), eh = e * (1 + 0x1p-40);
-        double c[4] = {el * Sl, el * Sh, eh * Sl, eh * Sh}, pl_ = c[0], ph = c[0];
-        for (int k = 1; k < 4; k++) { pl_ = fmin(pl_, c[k]); ph = fmax(ph, c[k]); }
-        double xl = nextafter(dy - nextafter(ph, INFINITY), -INFINITY),
-               xh = nextafter(dy - nextafter(pl_, -INFINITY), INFINITY);
-        double a = er__round_double(pl->O, xl, ER_ROUND_NEAREST, pl->ov),
-               b = er__round_double(pl->O, xh, ER_ROUND_NEAREST, pl->ov);
-        if (isfinite(xl) && isfinite(xh) && a == b && signbit(a) == signbit(b) && (xl > 0) == (xh > 0) && xl != 0) {
-            *rd = a;
-            *ex = 0.5 * xl + 0.5 * xh;
-            return;
-        }
     }
     for (mpfr_prec_t p = 128;; p *= 2) {
         mpfr_t el, eh, lo, hi, t;
@@ -263,56 +419,94 @@ static void er_lsbwd_exact(const er_sbwd_plan *pl, double dy, double y, mpfr_src
     }
 }
 
-er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, er_cval *cv, double *ex,
-                        double *rd) {
+er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo, double *hi,
+                        double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
     for (int64_t j = 0; j < n; j++)
         if (!isfinite(dy[j]) || !(y[j] <= 0x1p10) || isnan(y[j])) {
-            for (int64_t i = 0; i < n; i++) {
-                er_sbwd_anything(&cv[i], F);
-                ex[i] = rd[i] = NAN;
-            }
+            for (int64_t i = 0; i < n; i++) lo[i] = hi[i] = ex[i] = rd[i] = NAN;
             return ER_OK;
         }
     er_anyorder_bound bd;
     ER_RETURN_IF_ERROR(er__anyorder_bound_terms_depth(&bd, F, n, pl->depth, 0));
+    uint8_t *slow = malloc((size_t)(n ? n : 1));
+    if (!slow) return er__fail(ER_ERR_NOMEM, "cannot allocate a log_softmax_backward row of %lld", (long long)n);
     mpfr_t S;
+    int haveS = 0;
     er_dotsum sm;
-    er_sbwd_sum(pl, dy, NULL, n, S, &sm);
+    double dd[3];
+    er_status st = er_sbwd_summary(pl->Fdy, NULL, dy, NULL, n, &sm, dd);
+    if (st != ER_OK) {
+        free(slow);
+        return st;
+    }
+    /* S's bounds in double from its leading 106 bits (each step outward), or from MPFR's S where they are not doubles */
+    double Sl = er__dn_wide(dd[0] + er__dn_wide(dd[1] - dd[2])), Sh = er__up_wide(dd[0] + er__up_wide(dd[1] + dd[2]));
+    if (dd[0] != dd[0]) {
+        er_sbwd_mpfr_sum(pl, dy, NULL, n, S);
+        haveS = 1;
+        Sl = mpfr_get_d(S, MPFR_RNDD);
+        Sh = mpfr_get_d(S, MPFR_RNDU);
+    }
     er_edge_scratch w;
     er__edge_scratch_init(&w);
     er_cval sset;
     er__anyorder_cval(&sset, &bd, F, &sm, &w);
     er__edge_scratch_clear(&w);
     int sfin = !sset.nan && !sset.nan_req && !sset.pinf && !sset.ninf && sset.lo <= sset.hi;
-    int wide = F->p > 26;
+    int wide = F->p > 26, simd = er__simd();
+    er__exp_init(); /* Theorem D1's tables */
+    /* exp(y_i)'s values within U ulps (__expf: 2 + floor(1.173 |y|)) from Theorem D1's bounds, never below 0, 0 where
+     * it may be flushed: into lo and hi; for fp32 with an integer U, in a loop that vectorises, except where it
+     * leaves an element to the scalar code (slow) */
+    int vec = F->id == ER_FP32 && er_sbwd_floats(pl->Fdy) && !pl->exp_fast && pl->U >= 0 && pl->U <= 0x1p30 &&
+              (double)(int64_t)pl->U == pl->U && !pl->no_fast;
+    if (vec) er__exp_ends_f32_run(simd, n, y, 0.0, pl->U, lo, hi, slow);
     for (int64_t i = 0; i < n; i++) {
-        /* exp(y_i) within U ulps (__expf: 2 + floor(1.173 |y|)), never below 0, 0 where it may be flushed */
-        double elo = 0, ehi = 0;
-        if (y[i] != -INFINITY) {
-            double dn, up, U = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(y[i]))) : pl->U;
-            er__exact_fn(F, ER_FN_EXP, y[i], &dn, &up);
-            er__approx_ends(F, U, dn, up, &elo, &ehi);
-            if (!(elo >= F->min_normal)) elo = 0;
-        }
-        double lo = INFINITY, hi = -INFINITY;
-        int ok = sfin && isfinite(ehi);
-        for (int c = 0; c < 4 && ok; c++)
-            ok = er_lsbwd_forms(F, dy[i], c & 1 ? ehi : elo, c & 2 ? sset.hi : sset.lo, wide, &lo, &hi);
-        if (ok) {
-            memset(&cv[i], 0, sizeof cv[i]);
-            cv[i].lo = lo;
-            cv[i].hi = hi;
-        } else {
-            er_sbwd_anything(&cv[i], F);
-        }
-        if (y[i] == -INFINITY) { /* exp(-inf) = 0: dx = dy */
-            ex[i] = dy[i];
-            rd[i] = er__round_double(pl->O, dy[i], ER_ROUND_NEAREST, pl->ov);
-        } else {
-            er_lsbwd_exact(pl, dy[i], y[i], S, &ex[i], &rd[i]);
+        if (vec && !slow[i]) continue;
+        lo[i] = hi[i] = 0; /* exp(-inf) = 0 */
+        if (y[i] == -INFINITY) continue;
+        double zl, zh, U = pl->exp_fast ? 2.0 + floor(er__mul_up(1.1730001, fabs(y[i]))) : pl->U;
+        er__exp_bounds(y[i], &zl, &zh);
+        er__approx_ends(F, U, zl, zh, &lo[i], &hi[i]);
+        if (!(lo[i] >= F->min_normal)) lo[i] = 0;
+    }
+    /* the sets: the forms at the corners of [e_lo, e_hi] x S~'s set */
+    if (vec && sfin) {
+        er_lsbwd_forms_run(simd, n, dy, (float)sset.lo, (float)sset.hi, lo, hi);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            double elo = lo[i], ehi = hi[i];
+            lo[i] = INFINITY;
+            hi[i] = -INFINITY;
+            int ok = sfin && isfinite(ehi);
+            for (int c = 0; c < 4 && ok; c++)
+                ok = er_lsbwd_forms(F, dy[i], c & 1 ? ehi : elo, c & 2 ? sset.hi : sset.lo, wide, &lo[i], &hi[i]);
+            if (!ok) lo[i] = hi[i] = NAN;
         }
     }
-    mpfr_clear(S);
+    /* the exact results: in double from exp(y_i)'s and S's bounds, else with MPFR (S summed once a row) */
+    er_format o = pl->O->id;
+    if ((o == ER_FP32 || o == ER_FP16 || o == ER_BF16) && !pl->no_fast) {
+        er__exp_bounds_run(simd, n, y, ex, rd);
+        er_lsbwd_exact_run(simd, n, dy, Sl, Sh, er_vec_fmt_of(pl->O), ex, rd);
+    } else {
+        for (int64_t i = 0; i < n; i++) ex[i] = NAN;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (ex[i] == ex[i]) continue;
+        if (y[i] == -INFINITY || sm.m == 0) { /* exp(-inf) = 0, or S = 0: dx = dy */
+            ex[i] = dy[i];
+            rd[i] = er__round_double(pl->O, dy[i], ER_ROUND_NEAREST, pl->ov);
+            continue;
+        }
+        if (!haveS) {
+            er_sbwd_mpfr_sum(pl, dy, NULL, n, S);
+            haveS = 1;
+        }
+        er_lsbwd_exact_mpfr(pl, dy[i], y[i], S, &ex[i], &rd[i]);
+    }
+    if (haveS) mpfr_clear(S);
+    free(slow);
     return ER_OK;
 }

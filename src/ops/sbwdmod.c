@@ -84,17 +84,35 @@ typedef struct er_sbwd_job {
     er_status st;
 } er_sbwd_job;
 
+/* Row r's sets (intervals of F, er__cval_from_ival's) into the sink: in runs where the record allows, else one by one
+ * through er__row_put; or (rows along another dimension) each element's set into all[]. */
+static void er_sbwd_put(er_sbwd_job *j, er_row_rec *rec, int64_t r, int64_t K, const int64_t *idx, const double *lo,
+                        const double *hi, const double *ex, const double *rd, er_cval *cv) {
+    const er_fmt_info *F = j->pl.F;
+    if (j->sk && er__row_scratch(j->sk, rec, K)) {
+        er__row_put_ivals(j->sk, rec, r * K, K, F, lo, hi, ex, rd);
+        return;
+    }
+    for (int64_t k = 0; k < K; k++) er__cval_from_ival(&cv[k], lo[k], hi[k], F);
+    if (j->sk) er__row_put(j->sk, rec, NULL, r * K, K, cv, ex, rd);
+    else
+        for (int64_t k = 0; k < K; k++) er__cset_build(&j->all[idx[k]], j->pl.O, j->pl.ov, 1, &cv[k], ex[k], rd[k]);
+}
+
 static void *er_sbwd_run(void *arg) {
     er_sbwd_job *j = arg;
     const er_sbwd_state *s = er__sbwd(j->ref);
     int64_t K = s->K;
     size_t k1 = (size_t)(K ? K : 1); /* an empty dimension has no rows, and malloc(0) may return NULL */
-    double *buf = malloc(sizeof(double) * 4 * k1);
+    double *buf = malloc(sizeof(double) * 6 * k1);
     er_cval *cv = malloc(sizeof *cv * k1);
     int64_t *idx = malloc(sizeof(int64_t) * k1);
     j->st = buf && cv && idx ? ER_OK
                              : er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)K);
-    double *dy = buf, *y = buf + K, *ex = buf + 2 * K, *rd = buf + 3 * K;
+    double *dy = buf, *y = buf + K, *ex = buf + 2 * K, *rd = buf + 3 * K, *lo = buf + 4 * K, *hi = buf + 5 * K;
+    er_row_rec rec; /* rows along the last dimension: decided in runs where the sink allows */
+    memset(&rec, 0, sizeof rec);
+    if (j->sk) er__row_rec_begin(&rec, j->sk, 1);
     for (int64_t r = j->r0; r < j->r1 && j->st == ER_OK; r++) {
         if (er__cancelled()) {
             j->st = ER_ERR_CANCELLED;
@@ -102,20 +120,20 @@ static void *er_sbwd_run(void *arg) {
         }
         er__progress_step(1);
         int64_t o = r / s->inner, in = r % s->inner;
-        for (int64_t k = 0; k < K; k++) {
+        if (j->sk) { /* a row along the last dimension: elements r K .. r K + K - 1 */
+            er__load_run(rec.simd, &s->dy, r * K, K, dy);
+            er__load_run(rec.simd, &s->y, r * K, K, y);
+        }
+        for (int64_t k = 0; k < K && !j->sk; k++) {
             idx[k] = (o * K + k) * s->inner + in;
             dy[k] = er__load(&s->dy, er__offset(&s->dy, idx[k]));
             y[k] = er__load(&s->y, er__offset(&s->y, idx[k]));
         }
-        j->st = j->ref->mod == &er__log_softmax_backward_module ? er__lsbwd_row(&j->pl, dy, y, K, cv, ex, rd)
-                                                                 : er__sbwd_row(&j->pl, dy, y, K, cv, ex, rd);
-        for (int64_t k = 0; k < K && j->st == ER_OK; k++) {
-            er_cset c;
-            er__cset_build(&c, j->pl.O, j->pl.ov, 1, &cv[k], ex[k], rd[k]);
-            if (j->sk) er__sink_put(j->sk, idx[k], &c);
-            else j->all[idx[k]] = c;
-        }
+        j->st = j->ref->mod == &er__log_softmax_backward_module ? er__lsbwd_row(&j->pl, dy, y, K, lo, hi, ex, rd)
+                                                                 : er__sbwd_row(&j->pl, dy, y, K, lo, hi, ex, rd);
+        if (j->st == ER_OK) er_sbwd_put(j, &rec, r, K, idx, lo, hi, ex, rd, cv);
     }
+    if (j->sk) er__row_rec_end(&rec, j->sk, j->st);
     free(buf);
     free(cv);
     free(idx);
@@ -131,7 +149,8 @@ static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_si
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_sink *s0 = er__sinks_at(sk, 0, 0);
     er_sbwd_plan pl = {er__fmt(std->compute), er__fmt(s->dy.format), er__fmt(s->y.format), s0->O, s0->ov, std->depth,
-                       std->exp_ulps ? std->exp_ulps : 2.0, std->exp_fast || std->fast_math == 1, std->products == 1};
+                       std->exp_ulps ? std->exp_ulps : 2.0, std->exp_fast || std->fast_math == 1, std->products == 1,
+                       0};
     er_cset *all = NULL;
     if (!last) {
         ER_RETURN_IF_ERROR(er__mem_check((double)sizeof *all * (double)ref->n, "softmax_backward's sets"));

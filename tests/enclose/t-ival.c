@@ -25,6 +25,7 @@
 #include "core/setwidth.h"
 #include "enclose/layernorm.h"
 #include "enclose/attention.h"
+#include "enclose/softmax_bwd.h"
 
 static mpfr_t E;
 
@@ -1658,6 +1659,149 @@ START_TEST(dot_summary_dd_holds_the_sum) {
 }
 END_TEST
 
+/* Softmax's backward rows (src/enclose/softmax_bwd.c): the fast pass (the forms' float loop, the exact results in
+ * double-double from D's 106 bits, MPFR where they leave one open) gives the MPFR path's sets, exact values and
+ * roundings, on every element. Rows: softmax outputs of normal logits; dy_i within ulps of D (cancellation); masked
+ * lanes (y = 0); exponents over 60 binades; dy on a grid of eighths; and rows built so that dx_i is exactly a tie of
+ * the output format or of double (the enclosure cannot decide: MPFR does), or 2^-80 and 2^-110 from one. Inputs fp32,
+ * fp16 or bf16; outputs fp32, fp16 or bf16; products=either and compute; depth free or 10. */
+static void sbwd_row_gen(int fam, const er_fmt_info *Fdy, const er_fmt_info *Fy, const er_fmt_info *O, int64_t K,
+                         double *dy, double *y) {
+    const er_round N = ER_ROUND_NEAREST;
+    const er_overflow sat = ER_OVERFLOW_SATURATE;
+    if (fam == 5) { /* D = s (1 + 2^-p_O (+ 2^-k)): dx_1 = -y_1 D a tie of O (or near one); the rest zeros */
+        double s = ldexp(er_rand64() & 1 ? 1.0 : -1.0, (int)er_rand_int(-6, 6));
+        static const int offs[] = {0, 80, 110, 53, 0};
+        int off = offs[er_rand64() % 5], k = off == 53 ? 0 : O->p;
+        for (int64_t j = 0; j < K; j++) dy[j] = y[j] = 0;
+        dy[0] = s, y[0] = 1;
+        if (K > 2) dy[2] = s, y[2] = k ? ldexp(1.0, -k) : 0;
+        if (K > 3 && off) dy[3] = s, y[3] = ldexp(1.0, -off);
+        if (K > 1) dy[1] = 0, y[1] = ldexp(1.0, (int)er_rand_int(-3, 3));
+        for (int64_t j = 0; j < K; j++) y[j] = er__round_double(Fy, y[j], N, sat);
+        return;
+    }
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < K; j++) {
+        y[j] = er_rand_normal() * (fam == 3 ? 20 : 2);
+        if (fam == 2 && er_rand64() % 3 == 0) y[j] = -INFINITY;
+        m = y[j] > m ? y[j] : m;
+    }
+    if (m == -INFINITY) y[0] = m = 0;
+    for (int64_t j = 0; j < K; j++) sum += exp(y[j] - m);
+    double D = 0;
+    for (int64_t j = 0; j < K; j++) {
+        y[j] = er__round_double(Fy, exp(y[j] - m) / sum, N, sat);
+        double g = fam == 4 ? (double)er_rand_int(-8, 8) / 8 : er_rand_normal();
+        if (fam == 3) g = ldexp(g, (int)er_rand_int(Fdy->p < 12 ? -12 : -30, Fdy->p < 12 ? 12 : 30));
+        dy[j] = er__round_double(Fdy, g, N, sat);
+        D += dy[j] * y[j];
+    }
+    if (fam == 1)
+        for (int64_t j = 0; j < K; j++) dy[j] = er__round_double(Fdy, D * (1 + (double)er_rand_int(-4, 4) * 0x1p-23), N, sat);
+}
+
+START_TEST(softmax_backward_fast_pass_is_the_mpfr_path) {
+    er_test_reseed(89);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const int64_t lens[] = {1, 2, 3, 4, 7, 64, 1000};
+    long trials = (long)(3000 * er_test_multiplier()), elems = 0, ties = 0;
+    double *buf = malloc(sizeof(double) * 10 * 1000);
+    for (long tr = 0; tr < trials; tr++) {
+        int fam = (int)(tr % 6);
+        int64_t K = fam == 5 ? lens[1 + er_rand64() % 4] : lens[er_rand64() % 7];
+        const er_fmt_info *Fdy = er__fmt(fmts[er_rand64() % 3]), *Fy = er__fmt(fmts[er_rand64() % 3]),
+                          *O = er__fmt(fmts[er_rand64() % 3]);
+        if (fam == 5) Fdy = Fy = er__fmt(ER_FP32); /* the constructed sums need fp32's range and precision */
+        double *dy = buf, *y = buf + K, *r[2][4];
+        for (int v = 0; v < 2; v++)
+            for (int q = 0; q < 4; q++) r[v][q] = buf + (2 + 4 * v + q) * K;
+        sbwd_row_gen(fam, Fdy, Fy, O, K, dy, y);
+        ties += fam == 5;
+        er_sbwd_plan pl = {er__fmt(ER_FP32), Fdy, Fy, O, O->ov_default, er_rand64() % 4 ? 0 : 10, 2.0, 0,
+                           (int)(er_rand64() & 1), 0};
+        for (int v = 0; v < 2; v++) {
+            pl.no_fast = v;
+            ck_assert_int_eq(er__sbwd_row(&pl, dy, y, K, r[v][0], r[v][1], r[v][2], r[v][3]), ER_OK);
+        }
+        for (int64_t i = 0; i < K; i++) {
+            int same_set = (r[0][0][i] == r[1][0][i] || (r[0][0][i] != r[0][0][i] && r[1][0][i] != r[1][0][i])) &&
+                           (r[0][1][i] == r[1][1][i] || r[0][0][i] != r[0][0][i]);
+            ER_REQUIRE(same_set && memcmp(&r[0][2][i], &r[1][2][i], 8) == 0 && memcmp(&r[0][3][i], &r[1][3][i], 8) == 0,
+                       "row %ld (family %d, K %lld, dy %s, y %s, out %s, products %d, depth %lld), element %lld: fast "
+                       "[%a, %a] exact %a rounded %a, MPFR path [%a, %a] exact %a rounded %a", tr, fam, (long long)K,
+                       Fdy->name, Fy->name, O->name, pl.products_compute, (long long)pl.depth, (long long)i,
+                       r[0][0][i], r[0][1][i], r[0][2][i], r[0][3][i], r[1][0][i], r[1][1][i], r[1][2][i], r[1][3][i]);
+        }
+        elems += (long)K;
+    }
+    printf("t-ival: softmax_backward's fast pass gave the MPFR path's sets and results on %ld elements of %ld rows "
+           "(%ld built on ties)\n", elems, trials, ties);
+    free(buf);
+}
+END_TEST
+
+/* log_softmax's backward rows: the fast pass (exp's ends and the forms in loops that vectorise, the exact results in
+ * double from Theorem D1's bounds and S's 106 bits) gives the scalar path's sets and correct roundings on every element
+ * (and its report values within 2^-40 of MPFR's). Rows: log_softmax
+ * outputs of normal logits (fp32, bf16, fp16), masked lanes (-inf), elements with y = 0, wide exponents, dy summing to
+ * exactly 0 and dy on a grid of eighths; U = 0, 1, 2 or 5. */
+START_TEST(log_softmax_backward_fast_pass_is_the_scalar_path) {
+    er_test_reseed(97);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const int64_t lens[] = {1, 2, 3, 17, 128, 1000};
+    static const double Us[] = {0, 1, 2, 5};
+    long trials = (long)(2000 * er_test_multiplier()), elems = 0, mpfr_elems = 0;
+    double *buf = malloc(sizeof(double) * 10 * 1000);
+    for (long tr = 0; tr < trials; tr++) {
+        int fam = (int)(tr % 6);
+        int64_t K = lens[er_rand64() % 6];
+        const er_fmt_info *Fdy = er__fmt(fmts[er_rand64() % 3]), *Fy = er__fmt(fmts[er_rand64() % 3]),
+                          *O = er__fmt(fmts[er_rand64() % 3]);
+        double *dy = buf, *y = buf + K, *r[2][4];
+        for (int v = 0; v < 2; v++)
+            for (int q = 0; q < 4; q++) r[v][q] = buf + (2 + 4 * v + q) * K;
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < K; j++) {
+            y[j] = er_rand_normal() * (fam == 3 ? 30 : 2);
+            if (fam == 1 && er_rand64() % 3 == 0) y[j] = -INFINITY;
+            m = y[j] > m ? y[j] : m;
+        }
+        if (m == -INFINITY) y[0] = m = 0;
+        for (int64_t j = 0; j < K; j++) sum += exp(y[j] - m);
+        for (int64_t j = 0; j < K; j++) {
+            y[j] = er__round_double(Fy, y[j] - m - log(sum), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (fam == 2 && er_rand64() % 4 == 0) y[j] = 0;
+            double g = fam == 5 ? (double)er_rand_int(-8, 8) / 8 : er_rand_normal();
+            if (fam == 3) g = ldexp(g, (int)er_rand_int(-12, 12));
+            dy[j] = er__round_double(Fdy, g, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (fam == 4 && (j & 1)) dy[j] = -dy[j - 1]; /* S = 0 where K is even */
+        }
+        er_sbwd_plan pl = {er__fmt(ER_FP32), Fdy, Fy, O, O->ov_default, er_rand64() % 4 ? 0 : 10, Us[er_rand64() % 4],
+                           0, 0, 0};
+        for (int v = 0; v < 2; v++) {
+            pl.no_fast = v;
+            ck_assert_int_eq(er__lsbwd_row(&pl, dy, y, K, r[v][0], r[v][1], r[v][2], r[v][3]), ER_OK);
+        }
+        for (int64_t i = 0; i < K; i++) {
+            int nan_set = r[0][0][i] != r[0][0][i];
+            int same = (nan_set ? r[1][0][i] != r[1][0][i] : r[0][0][i] == r[1][0][i] && r[0][1][i] == r[1][1][i]) &&
+                       memcmp(&r[0][3][i], &r[1][3][i], 8) == 0 &&
+                       fabs(r[0][2][i] - r[1][2][i]) <= 0x1p-40 * fabs(r[1][2][i]);
+            ER_REQUIRE(same, "row %ld (family %d, K %lld, dy %s, y %s, out %s, U %g), element %lld (dy %a, y %a): fast "
+                       "[%a, %a] exact %a rounded %a, scalar [%a, %a] exact %a rounded %a", tr, fam, (long long)K,
+                       Fdy->name, Fy->name, O->name, pl.U, (long long)i, dy[i], y[i], r[0][0][i], r[0][1][i], r[0][2][i],
+                       r[0][3][i], r[1][0][i], r[1][1][i], r[1][2][i], r[1][3][i]);
+            mpfr_elems += r[0][2][i] == r[1][2][i];
+        }
+        elems += (long)K;
+    }
+    printf("t-ival: log_softmax_backward's fast pass gave the scalar path's sets and roundings on %ld elements of %ld "
+           "rows (%ld report values equal to MPFR's rounding)\n", elems, trials, mpfr_elems);
+    free(buf);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -1688,6 +1832,8 @@ int main(void) {
     tcase_add_test(tc, softmax_open_elements_in_double_double);
     tcase_add_test(tc, log_dir_bounds_hold);
     tcase_add_test(tc, dot_summary_dd_holds_the_sum);
+    tcase_add_test(tc, softmax_backward_fast_pass_is_the_mpfr_path);
+    tcase_add_test(tc, log_softmax_backward_fast_pass_is_the_scalar_path);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
