@@ -55,6 +55,10 @@ ER_INTERNAL double er__round_mpfr_sticky(const er_fmt_info *fi, const void *x, i
                                          er_overflow ov);
 /* x / n correctly rounded to the format (x a double, n > 0). */
 ER_INTERNAL double er__round_quotient(const er_fmt_info *fi, double x, int64_t n, er_round mode);
+/* RN(n m / d) into the format under the overflow rule ov, for finite doubles n, m, d (d != 0; m with at most 8
+ * significant bits, as qmax and 1 have): decided in double where an enclosure of the quotient decides it
+ * (quantize.md, Lemma Q10), else with MPFR. */
+ER_INTERNAL double er__round_ratio(const er_fmt_info *fi, double n, double m, double d, er_overflow ov);
 
 /* x + y, a*b and a*b + y rounded once to the format (src/format/round.c); `wide` says a*b may not be an exact
  * double. Infinite operands follow IEEE (inf - inf is NaN). */

@@ -9,6 +9,7 @@
 #include <mpfr.h>
 #include "core/internal.h"
 #include "format/format.h"
+#include "format/vecround.h"
 #include <exactref/mpfr.h>
 
 static double er_overflowed(const er_fmt_info *fi, int neg, er_round mode, er_overflow ov) {
@@ -233,4 +234,37 @@ double er__round_fma(const er_fmt_info *fi, double a, double b, double y, int wi
     if (!isfinite(a) || !isfinite(b) || !isfinite(y)) return er__round_double(fi, p + y, mode, ER_OVERFLOW_IEEE);
     if (wide || !isfinite(p)) return er_round_exact_mpfr(fi, a, b, y, 1, mode);
     return er__round_sum(fi, p, y, mode); /* p is exact (a product of two values of at most 24 bits) */
+}
+
+/* x moved outward by at least one double (|x| 2^-52 + 2^-1074: ival.h's er__dn_wide and er__up_wide). */
+static double er_ratio_dn(double x) { return x - (fabs(x) * 0x1p-52 + 0x1p-1074); }
+static double er_ratio_up(double x) { return x + (fabs(x) * 0x1p-52 + 0x1p-1074); }
+
+double er__round_ratio(const er_fmt_info *O, double n, double m, double d, er_overflow ov) {
+    /* first in double (quantize.md, Lemma Q10): n m = nh + nl exactly, c = RN(nh / d) with its remainder exact, the
+     * rest's quotient c2 within 2^-51 of its own; where the enclosure's ends round alike into O, that is the rounding */
+    double nh = n * m, nl = fma(n, m, -nh), c = nh / d, rr = fma(-c, d, nh), t = rr + nl, c2 = t / d;
+    if (fabs(nh) >= 0x1p-900 && fabs(d) >= 0x1p-900 && fabs(c) >= 0x1p-900 && fabs(c) <= 0x1p900 &&
+        fabs(d) <= 0x1p900 && (t == 0 || (fabs(t) >= 0x1p-1000 && fabs(c2) >= 0x1p-1000))) {
+        double E = fabs(c2) * 0x1p-50;
+        double L = er_ratio_dn(c + er_ratio_dn(c2 - E)), H = er_ratio_up(c + er_ratio_up(c2 + E));
+        if (L > 0 || H < 0) {
+            int in = fabs(L) <= O->max && fabs(H) <= O->max; /* no overflow rule applies */
+            double a = in ? er__rn_in_range(O, L) : er__round_double(O, L, ER_ROUND_NEAREST, ov),
+                   b = in ? er__rn_in_range(O, H) : er__round_double(O, H, ER_ROUND_NEAREST, ov);
+            if (a == b) return a;
+        }
+    }
+    /* n m exactly at 128 bits, then the quotient at 128 bits, which is either exact or farther than 2^-128 relative
+     * from every rounding boundary of O (a quotient of a 61-bit and a 53-bit number within that of a value of at most
+     * 54 bits equals it), so its rounding is the exact quotient's */
+    mpfr_t a, b;
+    mpfr_inits2(128, a, b, (mpfr_ptr)0);
+    mpfr_set_d(a, n, MPFR_RNDN);
+    mpfr_mul_d(a, a, m, MPFR_RNDN); /* exact: 53 + 8 bits */
+    mpfr_set_d(b, d, MPFR_RNDN);
+    mpfr_div(a, a, b, MPFR_RNDN);
+    double r = er__round_mpfr(O, a, ER_ROUND_NEAREST, ov);
+    mpfr_clears(a, b, (mpfr_ptr)0);
+    return r;
 }

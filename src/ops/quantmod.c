@@ -12,6 +12,7 @@
 #include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
+#include "format/vecround.h"
 #include "tensor/tensor_internal.h"
 #include "enclose/approx.h"
 
@@ -202,22 +203,6 @@ static void er_q_empty(er_cval *v) {
     memset(v, 0, sizeof *v);
     v->lo = INFINITY;
     v->hi = -INFINITY;
-}
-
-/* RN(n m / d) in format O for doubles n, m, d (d != 0, all finite; m with at most 8 significant bits, as qmax and 1
- * have): n m exactly at 128 bits, then the quotient at 128 bits, which is either exact or farther than 2^-128
- * relative from every rounding boundary of O (a quotient of a 61-bit and a 53-bit number within that of a value of
- * at most 54 bits equals it), so its rounding is the exact quotient's. */
-static double er_q_round_quotient(const er_fmt_info *O, double n, double m, double d, er_overflow ov) {
-    mpfr_t a, b;
-    mpfr_inits2(128, a, b, (mpfr_ptr)0);
-    mpfr_set_d(a, n, MPFR_RNDN);
-    mpfr_mul_d(a, a, m, MPFR_RNDN); /* exact: 53 + 8 bits */
-    mpfr_set_d(b, d, MPFR_RNDN);
-    mpfr_div(a, a, b, MPFR_RNDN);
-    double r = er__round_mpfr(O, a, ER_ROUND_NEAREST, ov);
-    mpfr_clears(a, b, (mpfr_ptr)0);
-    return r;
 }
 
 /* One group's amax and scale: their sets in the compute format, their exact values, and the kernel's values where
@@ -450,7 +435,7 @@ static int er_q_in(const er_cset *c, double w) {
  * has (Q's own, saturation as a clamp or cvt .satfinite does, NaN as torch's CPU cast to e4m3fn does). */
 static void er_q_put_rounded(er_cval *v, const er_fmt_info *Q, double p) {
     if (fabs(p) <= Q->max) { /* no rule applies: |RN_Q(p)| <= max under each */
-        er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE));
+        er_q_put(v, er__rn_in_range(Q, p));
         return;
     }
     er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, er__overflow_rule(Q, ER_OVERFLOW_DEFAULT)));
@@ -546,7 +531,7 @@ static int er_q_exact_bracket(const er_fmt_info *O, er_overflow ov, double sl, d
     if (!(al > 0)) return 0; /* amax may be 0: the exact values decide */
     if (sl == sh && al == ah) { /* a tensor's value and amax: exact */
         *exact = sl * qmax / al;
-        *rounded = er_q_round_quotient(O, sl, qmax, al, ov);
+        *rounded = er__round_ratio(O, sl, qmax, al, ov);
         return 1;
     }
     double c[4] = {sl * qmax / al, sl * qmax / ah, sh * qmax / al, sh * qmax / ah}, mn = c[0], mx = c[0];
@@ -617,7 +602,7 @@ static void er_q_nv_element(const er_q_job *j, const er_q_group_info *gi, double
     if (nv->G == 0 || x == 0) *exact = *rounded = 0; /* 0 under every finite encode scale */
     else if (!nv->free && sr > 0 && !isnan(x)) {
         *exact = x * (ER_NV_SMAX * j->qmax) / (nv->G * sr);
-        *rounded = er_q_round_quotient(j->sk->O, x, ER_NV_SMAX * j->qmax, nv->G * sr, ER_OVERFLOW_SATURATE);
+        *rounded = er__round_ratio(j->sk->O, x, ER_NV_SMAX * j->qmax, nv->G * sr, ER_OVERFLOW_SATURATE);
     }
 }
 
@@ -973,7 +958,7 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
             if (ss && !none)
                 rounded = nv.G == 0 ? 0.0
                         : base ? er_q_exact_mpfr(ss->O, ss->ov, amp[g], ER_NV_SMAX, Gm)
-                               : er_q_round_quotient(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
+                               : er__round_ratio(ss->O, a, ER_NV_SMAX, nv.G, ss->ov);
         } else {
             if (mx && base && (av.nan || av.nan_req || av.pinf)) {
                 /* a base whose set allows an infinity or NaN in the group: every scale, q free (Lemma Q8) */
@@ -990,8 +975,8 @@ static er_status er_q_covers(const er_ref *ref, const er_standard *std, er_sinks
             if (ss && mx) rounded = er__round_double(ss->O, q->sexact, ER_ROUND_NEAREST, ss->ov);
             else if (ss && a > 0 && isfinite(a)) {
                 if (!er__quant(ref)->base)
-                    rounded = inv ? er_q_round_quotient(ss->O, a, 1.0, qmax, ss->ov)
-                                  : er_q_round_quotient(ss->O, qmax, 1.0, a, ss->ov);
+                    rounded = inv ? er__round_ratio(ss->O, a, 1.0, qmax, ss->ov)
+                                  : er__round_ratio(ss->O, qmax, 1.0, a, ss->ov);
                 else {
                     mpfr_t one;
                     mpfr_init2(one, 16);

@@ -26,6 +26,7 @@
 #include "enclose/layernorm.h"
 #include "enclose/attention.h"
 #include "enclose/softmax_bwd.h"
+#include "format/vecround.h"
 
 static mpfr_t E;
 
@@ -1802,6 +1803,101 @@ START_TEST(log_softmax_backward_fast_pass_is_the_scalar_path) {
 }
 END_TEST
 
+/* er__rn_in_range (vecround.h) is er__round_double's rounding to nearest on every value of fp32's range within the
+ * format's largest, for fp32, fp16, bf16 and the fp8, fp6 and fp4 formats: at each value of the narrow formats (every
+ * pattern), the midpoints between neighbours, a double either side of each, and random points; fp32 on random
+ * values, its midpoints and subnormals. */
+static long rn_range_check(const er_fmt_info *O, double p) {
+    if (!(fabs(p) <= O->max)) return 0;
+    double a = er__rn_in_range(O, p), b = er__round_double(O, p, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+    ER_REQUIRE(memcmp(&a, &b, 8) == 0, "%s: RN(%a) fast %a, general %a", O->name, p, a, b);
+    return 1;
+}
+START_TEST(rn_in_range_is_the_general_rounding) {
+    er_test_reseed(101);
+    static const er_format fmts[] = {ER_FP16, ER_BF16, ER_FP8_E4M3FN, ER_FP8_E5M2, ER_FP6_E2M3FN, ER_FP6_E3M2FN,
+                                     ER_FP4_E2M1FN};
+    long n = 0;
+    for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+        const er_fmt_info *O = er__fmt(fmts[k]);
+        double prev = -INFINITY;
+        /* the format's values in increasing order: every pattern decoded, sorted by walking up from -max */
+        for (double v = -O->max; v <= O->max;) {
+            double nxt = er__round_double(O, er__up(v), ER_ROUND_UP, ER_OVERFLOW_IEEE);
+            if (v == 0 && signbit(v)) nxt = er__round_double(O, 4.9406564584124654e-324, ER_ROUND_UP, ER_OVERFLOW_IEEE);
+            double pts[8] = {v, -v, er__up(v), er__dn(v), 0, 0, 0, 0};
+            if (prev > -INFINITY) {
+                double mid = prev + (v - prev) / 2; /* exact: a double of at most 26 bits */
+                pts[4] = mid, pts[5] = er__up(mid), pts[6] = er__dn(mid), pts[7] = prev + (v - prev) * er_rand_unit();
+            }
+            for (int i = 0; i < 8; i++) n += rn_range_check(O, pts[i]);
+            prev = v;
+            if (!(nxt > v)) break;
+            v = nxt;
+        }
+    }
+    const er_fmt_info *F = er__fmt(ER_FP32);
+    for (long i = 0; i < 50000; i++) {
+        double v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-152, 128)) * (i & 1 ? 1 : -1);
+        float f = (float)v, g = nextafterf(f, INFINITY);
+        double mid = (double)f + ((double)g - f) / 2;
+        n += rn_range_check(F, v) + rn_range_check(F, mid) + rn_range_check(F, er__up(mid)) + rn_range_check(F, er__dn(mid));
+    }
+    printf("t-ival: er__rn_in_range matched er__round_double on %ld values\n", n);
+}
+END_TEST
+
+/* er__round_ratio (round.c) is RN_O(n m / d) as MPFR gives it at 400 bits: n of 24 or 53 significant bits, m in
+ * {1, 6, 448, 57344} (qmax and 1), d of 24 or 53 bits, with n m / d put within a double's rounding of a rounding
+ * boundary of O (its midpoints: ties where d is a power of two), of one of O's values, near O's largest value and in
+ * its subnormals, for fp32, fp16, bf16, e4m3fn, e5m2 and e2m1 under each overflow rule. */
+START_TEST(round_ratio_is_mpfrs) {
+    er_test_reseed(103);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16, ER_FP8_E4M3FN, ER_FP8_E5M2, ER_FP4_E2M1FN};
+    static const double ms[] = {1, 6, 448, 57344};
+    static const er_overflow ovs[] = {ER_OVERFLOW_SATURATE, ER_OVERFLOW_IEEE, ER_OVERFLOW_NAN};
+    long trials = (long)(100000 * er_test_multiplier()), ties = 0;
+    mpfr_t t;
+    mpfr_init2(t, 400);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *O = er__fmt(fmts[er_rand64() % 6]);
+        double m = ms[er_rand64() % 4];
+        er_overflow ov = ovs[er_rand64() % 3];
+        if (ov == ER_OVERFLOW_IEEE && !O->has_inf) ov = ER_OVERFLOW_SATURATE;
+        if (ov == ER_OVERFLOW_NAN && O->no_nan) ov = ER_OVERFLOW_SATURATE;
+        int wide = (int)(er_rand64() % 2), fam = (int)(tr % 5);
+        double d = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-40, 40));
+        if (!wide) d = (float)d;
+        if (fam == 4) d = ldexp(1.0, (int)er_rand_int(-40, 40));
+        /* a target near O's grid: a value of O, a midpoint, O's largest, a subnormal */
+        double v = er__round_double(O, ldexp(er_rand_unit() + 0.5, (int)er_rand_int(O->emin - O->p, O->emax)),
+                                    ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        double w = er__round_double(O, er__up(v), ER_ROUND_UP, ER_OVERFLOW_SATURATE);
+        double target = fam == 0 ? v : fam == 1 ? O->max + (O->max - er__round_double(O, er__dn(O->max), ER_ROUND_DOWN,
+                                                                                       ER_OVERFLOW_SATURATE)) / 2
+                                                : v + (w - v) / 2;
+        if (fam == 2) target *= 1 + er_rand_normal() * 0x1p-30;
+        double n = target * d / m;
+        if (!wide) n = (float)n;
+        if (er_rand64() % 3 == 0) n = er_rand64() & 1 ? er__up(n) : er__dn(n);
+        if (er_rand64() & 1) n = -n;
+        if (!(fabs(n) > 0 && isfinite(n))) continue;
+        mpfr_set_d(t, n, MPFR_RNDN);
+        mpfr_mul_d(t, t, m, MPFR_RNDN);
+        mpfr_div_d(t, t, d, MPFR_RNDN); /* 400 bits: within 2^-400 of the quotient, never a boundary it is not */
+        double want = er__round_mpfr(O, t, ER_ROUND_NEAREST, ov), got = er__round_ratio(O, n, m, d, ov);
+        double dn = er__round_mpfr(O, t, ER_ROUND_DOWN, ER_OVERFLOW_SATURATE),
+               up = er__round_mpfr(O, t, ER_ROUND_UP, ER_OVERFLOW_SATURATE);
+        ties += dn != up && mpfr_cmp_d(t, dn + (up - dn) / 2) == 0; /* exactly a midpoint of O */
+        ER_REQUIRE(memcmp(&want, &got, 8) == 0 || (want != want && got != got),
+                   "%s (ov %d): RN(%a * %a / %a) = %a, er__round_ratio %a", O->name, (int)ov, n, m, d, want, got);
+    }
+    mpfr_clear(t);
+    ER_REQUIRE(ties > trials / 50, "%ld quotients on a midpoint", ties);
+    printf("t-ival: er__round_ratio matched MPFR on %ld quotients (%ld of them on a midpoint of O)\n", trials, ties);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ival");
     TCase *tc = tcase_create("ival");
@@ -1834,6 +1930,8 @@ int main(void) {
     tcase_add_test(tc, dot_summary_dd_holds_the_sum);
     tcase_add_test(tc, softmax_backward_fast_pass_is_the_mpfr_path);
     tcase_add_test(tc, log_softmax_backward_fast_pass_is_the_scalar_path);
+    tcase_add_test(tc, rn_in_range_is_the_general_rounding);
+    tcase_add_test(tc, round_ratio_is_mpfrs);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
