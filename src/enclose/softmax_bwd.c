@@ -440,7 +440,8 @@ er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *
         free(slow);
         return st;
     }
-    /* S's bounds in double from its leading 106 bits (each step outward), or from MPFR's S where they are not doubles */
+    /* S's bounds in double from its leading 106 bits (each step outward), or from MPFR's S where those are not
+     * doubles */
     double Sl = er__dn_wide(dd[0] + er__dn_wide(dd[1] - dd[2])), Sh = er__up_wide(dd[0] + er__up_wide(dd[1] + dd[2]));
     if (dd[0] != dd[0]) {
         er_sbwd_mpfr_sum(pl, dy, NULL, n, S);

@@ -242,7 +242,8 @@ static double er_ratio_up(double x) { return x + (fabs(x) * 0x1p-52 + 0x1p-1074)
 
 double er__round_ratio(const er_fmt_info *O, double n, double m, double d, er_overflow ov) {
     /* first in double (quantize.md, Lemma Q10): n m = nh + nl exactly, c = RN(nh / d) with its remainder exact, the
-     * rest's quotient c2 within 2^-51 of its own; where the enclosure's ends round alike into O, that is the rounding */
+     * rest's quotient c2 within 2^-51 of its own; where the enclosure's ends round alike into O, that is the
+     * rounding */
     double nh = n * m, nl = fma(n, m, -nh), c = nh / d, rr = fma(-c, d, nh), t = rr + nl, c2 = t / d;
     if (fabs(nh) >= 0x1p-900 && fabs(d) >= 0x1p-900 && fabs(c) >= 0x1p-900 && fabs(c) <= 0x1p900 &&
         fabs(d) <= 0x1p900 && (t == 0 || (fabs(t) >= 0x1p-1000 && fabs(c2) >= 0x1p-1000))) {
