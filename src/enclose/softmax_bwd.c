@@ -131,19 +131,24 @@ static void er_sbwd_exact(const er_sbwd_plan *pl, mpfr_srcptr D, mpfr_ptr x, dou
  * operations er_sbwd_forms rounds to F (one rounding each), so the same values. Written to vectorise. */
 ER_ALWAYS_INLINE float er_sbwd_min(float a, float b) { return a < b ? a : b; }
 ER_ALWAYS_INLINE float er_sbwd_max(float a, float b) { return a > b ? a : b; }
+/* The least and greatest of eight forms' values into *l and *h, and into *z 0 where all are finite, NaN else
+ * (inf - inf, NaN - NaN), without a branch. */
+ER_ALWAYS_INLINE void er_sbwd_ends8(const float f[8], float *l, float *h, float *z) {
+    *l = er_sbwd_min(er_sbwd_min(er_sbwd_min(f[0], f[1]), er_sbwd_min(f[2], f[3])),
+                     er_sbwd_min(er_sbwd_min(f[4], f[5]), er_sbwd_min(f[6], f[7])));
+    *h = er_sbwd_max(er_sbwd_max(er_sbwd_max(f[0], f[1]), er_sbwd_max(f[2], f[3])),
+                     er_sbwd_max(er_sbwd_max(f[4], f[5]), er_sbwd_max(f[6], f[7])));
+    *z = ((f[0] - f[0]) + (f[1] - f[1])) + ((f[2] - f[2]) + (f[3] - f[3])) + ((f[4] - f[4]) + (f[5] - f[5])) +
+         ((f[6] - f[6]) + (f[7] - f[7]));
+}
 ER_ALWAYS_INLINE void er_sbwd_forms_body(int64_t n, const double *restrict dy, const double *restrict y,
                                          const double *restrict t, int hast, float d0, float d1, double *restrict lo,
                                          double *restrict hi) {
     for (int64_t i = 0; i < n; i++) {
         float g = (float)dy[i], v = (float)y[i], a = g * v, b0 = v * d0, b1 = v * d1;
-        float f0 = v * (g - d0), f1 = a - b0, f2 = fmaf(-v, d0, a), f3 = fmaf(g, v, -b0);
-        float f4 = v * (g - d1), f5 = a - b1, f6 = fmaf(-v, d1, a), f7 = fmaf(g, v, -b1);
-        float l = er_sbwd_min(er_sbwd_min(er_sbwd_min(f0, f1), er_sbwd_min(f2, f3)),
-                              er_sbwd_min(er_sbwd_min(f4, f5), er_sbwd_min(f6, f7)));
-        float h = er_sbwd_max(er_sbwd_max(er_sbwd_max(f0, f1), er_sbwd_max(f2, f3)),
-                              er_sbwd_max(er_sbwd_max(f4, f5), er_sbwd_max(f6, f7)));
-        /* z is 0 where every form is finite, NaN else (inf - inf, NaN - NaN) */
-        float z = ((f0 - f0) + (f1 - f1)) + ((f2 - f2) + (f3 - f3)) + ((f4 - f4) + (f5 - f5)) + ((f6 - f6) + (f7 - f7));
+        float f[8] = {v * (g - d0), a - b0, fmaf(-v, d0, a), fmaf(g, v, -b0),
+                      v * (g - d1), a - b1, fmaf(-v, d1, a), fmaf(g, v, -b1)}, l, h, z;
+        er_sbwd_ends8(f, &l, &h, &z);
         if (hast) {
             float p = (float)t[i], e0 = p - b0, e1 = fmaf(-v, d0, p), e2 = p - b1, e3 = fmaf(-v, d1, p);
             l = er_sbwd_min(l, er_sbwd_min(er_sbwd_min(e0, e1), er_sbwd_min(e2, e3)));
@@ -356,14 +361,10 @@ ER_ALWAYS_INLINE void er_lsbwd_forms_body(int64_t n, const double *restrict dy, 
                                           double *restrict hi) {
     for (int64_t i = 0; i < n; i++) {
         float g = (float)dy[i], e0 = (float)lo[i], e1 = (float)hi[i];
-        float f0 = g - e0 * s0, f1 = fmaf(-e0, s0, g), f2 = g - e0 * s1, f3 = fmaf(-e0, s1, g);
-        float f4 = g - e1 * s0, f5 = fmaf(-e1, s0, g), f6 = g - e1 * s1, f7 = fmaf(-e1, s1, g);
-        float l = er_sbwd_min(er_sbwd_min(er_sbwd_min(f0, f1), er_sbwd_min(f2, f3)),
-                              er_sbwd_min(er_sbwd_min(f4, f5), er_sbwd_min(f6, f7)));
-        float h = er_sbwd_max(er_sbwd_max(er_sbwd_max(f0, f1), er_sbwd_max(f2, f3)),
-                              er_sbwd_max(er_sbwd_max(f4, f5), er_sbwd_max(f6, f7)));
-        float z = ((f0 - f0) + (f1 - f1)) + ((f2 - f2) + (f3 - f3)) + ((f4 - f4) + (f5 - f5)) + ((f6 - f6) + (f7 - f7)) +
-                  (e1 - e1);
+        float f[8] = {g - e0 * s0, fmaf(-e0, s0, g), g - e0 * s1, fmaf(-e0, s1, g),
+                      g - e1 * s0, fmaf(-e1, s0, g), g - e1 * s1, fmaf(-e1, s1, g)}, l, h, z;
+        er_sbwd_ends8(f, &l, &h, &z);
+        z += e1 - e1; /* NaN where e_hi is not finite */
         lo[i] = z == 0 ? (double)l : NAN;
         hi[i] = h;
     }
