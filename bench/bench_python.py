@@ -348,7 +348,8 @@ def rows():
 
 
 def backward_rows():
-    """layer_norm_backward (2048 x 4096) and cross_entropy (64 rows of 131072 classes) from Python, the reference built
+    """layer_norm_backward, softmax_backward and log_softmax_backward (2048 x 4096) and cross_entropy (64 rows of
+    131072 classes) from Python, the reference built
     in the time and every output checked (covers() of the tuple), fp32 kernels' outputs (torch's formulas: dlogits
     from the stored log-probabilities, exp(lp) / N), against numpy evaluating the same backward in float64; both on
     every core numpy and exactref use. With the sets read after as the last figure."""
@@ -384,16 +385,60 @@ def backward_rows():
         d = np.exp(lp64) / N
         d[np.arange(N), t] -= 1 / N
         return -lp64[np.arange(N), t].mean(), d
+    xs = rng.standard_normal((R, n)).astype(f)
+    ys = np.exp(xs - xs.max(1, keepdims=True))
+    ys = (ys / ys.sum(1, keepdims=True)).astype(f)
+    lps = np.log(ys).astype(f)
+    ys64, lps64 = ys.astype(np.float64), lps.astype(np.float64)
+
+    def softmax_backward64():
+        return ys64 * (dy64 - (dy64 * ys64).sum(1, keepdims=True))
+
+    def log_softmax_backward64():
+        return dy64 - np.exp(lps64) * dy64.sum(1, keepdims=True)
+    dxs, dxl = softmax_backward64().astype(f), log_softmax_backward64().astype(f)
+
+    def lows(res):  # every output's lower ends (the sets' second pass)
+        return [r.lo for r in res.results.values()] if hasattr(res, "results") else res.lo
     for name, base, check in (
             ("layer_norm_backward_2048x4096", ln_backward64,
              lambda: er.layer_norm_backward(dy, x, mean, rstd, w).covers(outs)),
-            ("cross_entropy_64x131072", xent64, lambda: er.cross_entropy(z, t).covers((loss, g)))):
+            ("cross_entropy_64x131072", xent64, lambda: er.cross_entropy(z, t).covers((loss, g))),
+            ("softmax_backward_2048x4096", softmax_backward64, lambda: er.softmax_backward(dy, ys).covers(dxs)),
+            ("log_softmax_backward_2048x4096", log_softmax_backward64,
+             lambda: er.log_softmax_backward(dy, lps).covers(dxl))):
         assert check().all()
         t0, t1 = best(base, 3), best(check, 3)
-        t2 = best(lambda: [r.lo for r in check().results.values()], 3)
+        t2 = best(lambda: lows(check()), 3)
         print("python_check_%s: %.4f s vs baseline %.4f s = %.1fx  (baseline: numpy evaluating the backward in "
               "float64; the reference built in the time, every output checked; with the sets read after: %.4f s)"
               % (name, t1, t0, t1 / t0, t2))
+
+
+def quantize():
+    """quantize() of a 4096 x 4096 fp32 tensor to e4m3 per row (the amax recipe) from Python, the reference built in
+    the time and every output checked (q, amax, scale), against numpy computing the same quantisation (amax, the fp32
+    scale, q cast to e4m3 by ml_dtypes), both on every core numpy and exactref use. With the sets read after as the
+    last figure."""
+    import ml_dtypes
+    rng = np.random.default_rng(8)
+    f = np.float32
+    x = rng.standard_normal((4096, 4096)).astype(f)
+
+    def numpy_quantize():
+        am = np.abs(x).max(axis=1)
+        sc = (f(448) / am).astype(f)
+        return (x * sc[:, None]).astype(ml_dtypes.float8_e4m3fn), am, sc
+    outs = numpy_quantize()
+
+    def check():
+        return er.quantize(x, "float8_e4m3fn", "row").covers(outs)
+    assert check().all()
+    t0, t1 = best(numpy_quantize, 3), best(check, 3)
+    t2 = best(lambda: [r.lo for r in check().results.values()], 3)
+    print("python_check_quantize_row_4096x4096: %.4f s vs baseline %.4f s = %.1fx  (baseline: numpy computing the "
+          "quantisation, ml_dtypes' cast to e4m3; the reference built in the time, every output checked; with the "
+          "sets read after: %.4f s)" % (t1, t0, t1 / t0, t2))
 
 
 def harness():

@@ -442,12 +442,14 @@ class Reference:
 
     OUTPUTS = ("out",)
     # ops whose covers() leaves the sets to a second pass, when first read: the row ops keep no set of an output
-    # inside it (rowmods.c, er_row_put), and the norms' backward (dx) and cross_entropy (dlogits) decide their
+    # inside it (rowmods.c, er_row_put; softmax's backward passes too, sbwdmod.c), and the norms' backward (dx) and
+    # cross_entropy (dlogits) decide their
     # elements without their sets where the standard lets them (nbwdmod.c, xentmod.c: a pass asked for the sets
     # computes every element's), so their pass without sets is the cheaper one; attention's O alone is checked
-    # without its sets' 24 bytes an element (half a long check's time went to their fresh pages)
+    # without its sets' 24 bytes an element (half a long check's time went to their fresh pages), and quantize's q
+    # (the same pages, most of its check's time on the host)
     LAZY_SETS = ("softmax", "log_softmax", "rmsnorm", "layernorm", "attention", "layer_norm_backward",
-                 "rmsnorm_backward", "cross_entropy")
+                 "rmsnorm_backward", "cross_entropy", "softmax_backward", "log_softmax_backward", "quantize")
 
     def _index(self, output):
         """The index of an output given by number or name."""

@@ -403,3 +403,54 @@ def test_guide_output():
     _shows_output("guides/check-a-backward-kernel.md", "norm_backward_check.py")
     _shows_output("guides/check-a-backward-kernel.md", "cross_entropy_check.py")
     _shows_output("guides/check-a-backward-kernel.md", "attention_backward_check.py")
+
+
+def one_pass(ref, outs):
+    """Results of the library's one pass with every output's sets (er_covers_outputs_sets), None outputs skipped."""
+    std = er._api._standard("any_order", None, {})
+    views, arrays = [], []
+    for i, (o, name) in enumerate(zip(outs, ref.OUTPUTS)):
+        views.append(None if o is None else ref._out_view(o, name) if i == 0 else er._api.View(o, name))
+        arrays.append(None if o is None else tuple(np.empty(np.shape(o), np.float64) for _ in range(3)))
+    reps = er._ffi.covers_outputs_sets(ref._ptr, [None if v is None else v.buf for v in views], std, arrays)
+    return [None if o is None else er._api.Result(r, np.shape(o), o, a) for o, r, a in zip(outs, reps, arrays)]
+
+
+def same_results(lazy, eager):
+    assert str(lazy) == str(eager) and lazy.json == eager.json and (lazy.classes == eager.classes).all()
+    for name in ("lo", "hi", "slack"):
+        assert np.array_equal(getattr(lazy, name), getattr(eager, name), equal_nan=True), name
+
+
+def test_sets_read_later_are_the_one_pass():
+    """softmax_backward's and log_softmax_backward's dx and quantize's outputs are checked without their sets (rows
+    decided in runs) and read them from a second pass: the report, classes and sets are the one pass's with the sets,
+    on outputs with nudged elements, a NaN, a wrong row, and fp16 outputs."""
+    rng = np.random.default_rng(13)
+    f = np.float32
+    y = softmax_rows(rng.standard_normal((6, 700)).astype(f))
+    dy = rng.standard_normal((6, 700)).astype(f)
+    lp = np.log(y).astype(f)
+    cases = [(er.softmax_backward(dy, y), kernel(dy, y, False, False)),
+             (er.log_softmax_backward(dy, lp), (dy - np.exp(lp) * dy.sum(1, dtype=f, keepdims=True)).astype(f))]
+    for ref, dx in cases:
+        for out in (dx.copy(), dx.astype(np.float16)):
+            flat = out.reshape(-1)
+            for i, at in enumerate(rng.choice(flat.size, 60, replace=False)):
+                flat[at] = np.nextafter(flat[at], np.inf if i % 2 else -np.inf, dtype=out.dtype)
+            flat[11] = np.nan
+            out[3] *= 2  # a wrong row
+            lazy = ref.covers(out)
+            assert lazy._lohi is None and not lazy.all()
+            same_results(lazy, one_pass(ref, (out,))[0])
+    ml = pytest.importorskip("ml_dtypes")
+    x = rng.standard_normal((40, 96)).astype(f)
+    am = np.abs(x).max(1)
+    sc = (f(448) / am).astype(f)
+    q = (x * sc[:, None]).astype(ml.float8_e4m3fn)
+    q.reshape(-1)[[3, 500, 1000]] = q.reshape(-1)[[4, 501, 1001]]
+    ref = er.quantize(x, "float8_e4m3fn", "row")
+    lazy = ref.covers((q, am, sc))
+    assert lazy.q._lohi is None and not lazy.q.all() and lazy.amax.all()
+    for got, want in zip((lazy.q, lazy.amax, lazy.scale), one_pass(ref, (q, am, sc))):
+        same_results(got, want)
