@@ -105,8 +105,8 @@ static inline double er__round_by_constant(double x, int frac, int qmin) {
 
 /* x correctly rounded to the format. Inline for the common cases (a finite double is a value of fp64; fp32 within
  * its range by the hardware conversion, to nearest, then one step where that went the wrong way for a directed
- * mode; fp16 and bf16 to nearest within their range by adding and removing a constant), the general case in
- * round.c. */
+ * mode; fp16, bf16 and the fp8, fp6 and fp4 formats to nearest within their range by adding and removing a
+ * constant), the general case in round.c. t-ival compares the two on every value and midpoint of the narrow formats. */
 static inline double er__round_double(const er_fmt_info *fi, double x, er_round mode, er_overflow ov) {
     if (fi->id == ER_FP64 && fabs(x) <= DBL_MAX) return x;
     if (fi->id == ER_FP32 && fabs(x) <= FLT_MAX && mode != ER_ROUND_ZERO && mode != ER_ROUND_NEAREST_AWAY)
@@ -114,6 +114,9 @@ static inline double er__round_double(const er_fmt_info *fi, double x, er_round 
     if (fi->id == ER_FP16 && mode == ER_ROUND_NEAREST && fabs(x) <= 65504.0) return er__round_by_constant(x, 10, -24);
     if (fi->id == ER_BF16 && mode == ER_ROUND_NEAREST && fabs(x) <= 3.3895313892515355e38)
         return er__round_by_constant(x, 7, -133);
+    /* the fp8, fp6 and fp4 formats (not e8m0, whose values are powers of two alone) within their largest value */
+    if (mode == ER_ROUND_NEAREST && fi->vbits <= 8 && !fi->e8m0 && fi->p >= 2 && fabs(x) <= fi->max)
+        return er__round_by_constant(x, fi->p - 1, fi->emin - fi->p + 1);
     return er__round_double_general(fi, x, mode, ov);
 }
 

@@ -9,7 +9,6 @@
 #include <mpfr.h>
 #include "core/internal.h"
 #include "format/format.h"
-#include "format/vecround.h"
 #include <exactref/mpfr.h>
 
 static double er_overflowed(const er_fmt_info *fi, int neg, er_round mode, er_overflow ov) {
@@ -250,9 +249,7 @@ double er__round_ratio(const er_fmt_info *O, double n, double m, double d, er_ov
         double E = fabs(c2) * 0x1p-50;
         double L = er_ratio_dn(c + er_ratio_dn(c2 - E)), H = er_ratio_up(c + er_ratio_up(c2 + E));
         if (L > 0 || H < 0) {
-            int in = fabs(L) <= O->max && fabs(H) <= O->max; /* no overflow rule applies */
-            double a = in ? er__rn_in_range(O, L) : er__round_double(O, L, ER_ROUND_NEAREST, ov),
-                   b = in ? er__rn_in_range(O, H) : er__round_double(O, H, ER_ROUND_NEAREST, ov);
+            double a = er__round_double(O, L, ER_ROUND_NEAREST, ov), b = er__round_double(O, H, ER_ROUND_NEAREST, ov);
             if (a == b) return a;
         }
     }

@@ -56,17 +56,4 @@ ER_ALWAYS_INLINE int64_t er_vec_rn_ok(double v, double r, er_vec_fmt f, int narr
     return narrow ? fabs(r) <= f.maxv : fabs(v) <= FLT_MAX;
 }
 
-/* RN_O(p) for a finite p with |p| <= O's largest value (no overflow rule then applies): er_vec_rn_fmt's bits where O
- * is a binary format of at most 24 bits whose values lie in fp32's range (fp32, fp16, bf16, the fp8, fp6 and fp4
- * formats; not e8m0), er__round_double's general path where that would pass O's largest value or O is another. t-ival
- * compares the two on every such format. */
-static inline double er__rn_in_range(const er_fmt_info *O, double p) {
-    if (O->p <= 24 && !O->e8m0 && O->max <= FLT_MAX) {
-        er_vec_fmt f = er_vec_fmt_of(O);
-        double r = er_vec_rn_fmt(p, f, f.narrow);
-        if (fabs(r) <= O->max) return r;
-    }
-    return er__round_double(O, p, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
-}
-
 #endif

@@ -12,7 +12,6 @@
 #include "format/format.h"
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
-#include "format/vecround.h"
 #include "tensor/tensor_internal.h"
 #include "enclose/approx.h"
 
@@ -435,7 +434,7 @@ static int er_q_in(const er_cset *c, double w) {
  * has (Q's own, saturation as a clamp or cvt .satfinite does, NaN as torch's CPU cast to e4m3fn does). */
 static void er_q_put_rounded(er_cval *v, const er_fmt_info *Q, double p) {
     if (fabs(p) <= Q->max) { /* no rule applies: |RN_Q(p)| <= max under each */
-        er_q_put(v, er__rn_in_range(Q, p));
+        er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE));
         return;
     }
     er_q_put(v, er__round_double(Q, p, ER_ROUND_NEAREST, er__overflow_rule(Q, ER_OVERFLOW_DEFAULT)));
