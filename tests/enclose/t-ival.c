@@ -1648,7 +1648,7 @@ START_TEST(dot_summary_dd_holds_the_sum) {
                    "row %ld: the summary m %llx e %d sticky %d", tr, (unsigned long long)sm.m, sm.e, sm.sticky);
         mpfr_set_prec(T, 2000);
     }
-    ER_REQUIRE(zeros > trials / 8 && exact_rows > trials / 8 && beyond > trials / 8 && ipaths > trials / 20,
+    ER_REQUIRE(zeros > trials / 16 && exact_rows > trials / 8 && beyond > trials / 16 && ipaths > trials / 20,
                "%ld zero sums, %ld rows held whole, %ld beyond 106 bits, %ld on the integer path", zeros, exact_rows,
                beyond, ipaths);
     printf("t-ival: the summary's 106 bits and 64-bit summary on %ld sums (%ld zero, %ld held whole, %ld beyond 106 "
