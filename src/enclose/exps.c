@@ -192,6 +192,11 @@ ER_ALWAYS_INLINE void er_exp_ends_f32_body(int64_t n, const double *restrict x, 
         const double *restrict dh, double U, double *restrict elo, double *restrict ehi, uint8_t *restrict slow
 ER_SIMD_BUILDS(er_exp_ends_f32_run, (ER_EXP_ENDS_ARGS), (n, x, d, dl, dh, U, elo, ehi, slow), er_exp_ends_f32_body)
 
+void er__exp_ends_f32_of(int simd, int64_t n, const double *x, const double *dl, const double *dh, double U,
+                          double *elo, double *ehi, uint8_t *slow) {
+    er_exp_ends_f32_run(simd, n, x, x, dl, dh, U, elo, ehi, slow);
+}
+
 void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double U, double *elo, double *ehi,
                           uint8_t *slow) {
     double d[ER_EXPS_RUN], dl[ER_EXPS_RUN], dh[ER_EXPS_RUN];

@@ -95,6 +95,10 @@ ER_INTERNAL void er__sums32(int simd, const double *a, const double *b, int64_t 
  * or er__approx_ends leaves its common case (the caller computes those elements itself). */
 ER_INTERNAL void er__exp_ends_f32_run(int simd, int64_t n, const double *x, double m, double U, double *elo,
                                       double *ehi, uint8_t *slow);
+/* The same for m = 0 (d_j = x_j) with exp(x_j)'s bounds given, [dl[j], dh[j]] (er__exp_bounds_run's): log_softmax's
+ * backward, which reads those bounds again for its exact results. */
+ER_INTERNAL void er__exp_ends_f32_of(int simd, int64_t n, const double *x, const double *dl, const double *dh,
+                                     double U, double *elo, double *ehi, uint8_t *slow);
 
 /* For a row x[0..n) (values of F): the set of each output in F (cv), the exact softmax rounded to double and
  * correctly rounded to the output format (not written under sets_only). */

@@ -463,7 +463,10 @@ er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *
      * leaves an element to the scalar code (slow) */
     int vec = F->id == ER_FP32 && er_sbwd_floats(pl->Fdy) && !pl->exp_fast && pl->U >= 0 && pl->U <= 0x1p30 &&
               (double)(int64_t)pl->U == pl->U && !pl->no_fast;
-    if (vec) er__exp_ends_f32_run(simd, n, y, 0.0, pl->U, lo, hi, slow);
+    er_format o = pl->O->id;
+    int vex = (o == ER_FP32 || o == ER_FP16 || o == ER_BF16) && !pl->no_fast; /* the exact results' double step */
+    if (vec || vex) er__exp_bounds_run(simd, n, y, ex, rd); /* exp(y_i)'s bounds, read by both loops */
+    if (vec) er__exp_ends_f32_of(simd, n, y, ex, rd, pl->U, lo, hi, slow);
     for (int64_t i = 0; i < n; i++) {
         if (vec && !slow[i]) continue;
         lo[i] = hi[i] = 0; /* exp(-inf) = 0 */
@@ -488,9 +491,7 @@ er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *
         }
     }
     /* the exact results: in double from exp(y_i)'s and S's bounds, else with MPFR (S summed once a row) */
-    er_format o = pl->O->id;
-    if ((o == ER_FP32 || o == ER_FP16 || o == ER_BF16) && !pl->no_fast) {
-        er__exp_bounds_run(simd, n, y, ex, rd);
+    if (vex) {
         er_lsbwd_exact_run(simd, n, dy, Sl, Sh, er_vec_fmt_of(pl->O), ex, rd);
     } else {
         for (int64_t i = 0; i < n; i++) ex[i] = NAN;
