@@ -62,6 +62,7 @@ static er_status er_sbwd_summary(const er_fmt_info *Fa, const er_fmt_info *Fb, c
     env.base = env.wide ? -2148 : (int64_t)ilogb(Fa->min_sub) + ilogb(Fo->min_sub) - 52;
     env.top = (int64_t)ilogb(Fa->max) + ilogb(Fo->max) + 2 + 64;
     env.ipath = er__dot_ipath(Fa, Fo, n, &env.qa, &env.qb);
+    const double *b0 = b;
     double *ones = NULL;
     if (!b) {
         ones = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -74,6 +75,50 @@ static er_status er_sbwd_summary(const er_fmt_info *Fa, const er_fmt_info *Fb, c
     if (st == ER_OK) er__dot_summary_dd(sm, &acc, a, b, n, &env, 0, dd);
     er__acc_free(&acc);
     free(ones);
+    if (st == ER_OK && !env.wide) {
+        /* the bounds of the sums of |terms| from the rows' one order, which the GPU's rows keep too (core/pwin.h) */
+        double pos, negs;
+        er_pwin_lanes(a, b0, n, &pos, &negs);
+        er__dotsum_finish(sm, pos, negs, n, sm->special, sm->neg, sm->m, sm->e, sm->sticky);
+    }
+    return st;
+}
+
+/* The inputs' format P the products may be rounded to first (products=either, P narrower than F), else NULL. */
+static const er_fmt_info *er_sbwd_rounded_products(const er_sbwd_plan *pl) {
+    const er_fmt_info *P = pl->Fdy->p >= pl->Fy->p ? pl->Fdy : pl->Fy;
+    return !pl->products_compute && P->p < pl->F->p ? P : NULL;
+}
+
+/* D~'s set [*dlo, *dhi] from the summary of sum_j dy_j y_j (sm) and, where the products may be rounded to the inputs'
+ * format first, of the rounded products' sum (sm2; NULL: not); 0 where it is not a finite interval. */
+static er_status er_sbwd_dset(const er_sbwd_plan *pl, int64_t n, const er_dotsum *sm, const er_dotsum *sm2, int *dfin,
+                              double *dlo, double *dhi) {
+    const er_fmt_info *F = pl->F;
+    er_anyorder_bound bd;
+    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->Fdy, pl->Fy, F, n, pl->depth, 0));
+    er_edge_scratch w;
+    er__edge_scratch_init(&w);
+    er_cval dset;
+    er__anyorder_cval(&dset, &bd, F, sm, &w);
+    *dfin = !dset.nan && !dset.nan_req && !dset.pinf && !dset.ninf && dset.lo <= dset.hi;
+    er_status st = ER_OK;
+    if (sm2) {
+        /* products=either: the products may first be rounded to the inputs' format P (where narrower than F), then
+         * summed in any order in F (terms of F: Lemma 3 of any-order.md): the union with that sum's set */
+        er_cval d2 = {0};
+        er_anyorder_bound bd2;
+        st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
+        if (st == ER_OK) er__anyorder_cval(&d2, &bd2, F, sm2, &w);
+        *dfin = *dfin && st == ER_OK && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
+        if (*dfin) {
+            dset.lo = fmin(dset.lo, d2.lo);
+            dset.hi = fmax(dset.hi, d2.hi);
+        }
+    }
+    er__edge_scratch_clear(&w);
+    *dlo = dset.lo;
+    *dhi = dset.hi;
     return st;
 }
 
@@ -215,6 +260,38 @@ static int er_sbwd_fast_exact(const er_sbwd_plan *pl) {
     return er_sbwd_fast_forms(pl) && (o == ER_FP32 || o == ER_FP16 || o == ER_BF16);
 }
 
+int er__sbwd_dev_takes(const er_sbwd_plan *pl) { return er_sbwd_fast_exact(pl) && !pl->no_fast; }
+const er_fmt_info *er__sbwd_dev_rounds(const er_sbwd_plan *pl) { return er_sbwd_rounded_products(pl); }
+
+/* A summary from a window of the GPU's (0 where the window does not decide it or the row is special). */
+static int er_sbwd_win_summary(const er_pwin_row *w, int64_t n, er_dotsum *sm) {
+    int neg, sticky;
+    uint64_t m;
+    int64_t e;
+    er_pw_i128 W = (er_pw_i128)(((er_pw_u128)w->whi << 64) | w->wlo);
+    if (w->special || !er_pwin_summary(W, w->b, w->tail, n, &neg, &m, &e, &sticky)) return 0;
+    er__dotsum_finish(sm, w->pos, w->negs, n, 0, neg, m, e, sticky);
+    return 1;
+}
+
+er_status er__sbwd_dev_consts(const er_sbwd_plan *pl, const er_pwin_row *win, int64_t rows, int64_t n, double *rc) {
+    const er_fmt_info *P = er_sbwd_rounded_products(pl);
+    for (int64_t r = 0; r < rows; r++) {
+        const er_pwin_row *w = &win[2 * r];
+        double *c = rc + 5 * r, dlo, dhi;
+        er_dotsum sm, sm2;
+        int dfin = 0;
+        c[0] = NAN;
+        if (!er_sbwd_win_summary(&w[0], n, &sm) || (P && !er_sbwd_win_summary(&w[1], n, &sm2))) continue;
+        ER_RETURN_IF_ERROR(er_sbwd_dset(pl, n, &sm, P ? &sm2 : NULL, &dfin, &dlo, &dhi));
+        er_pwin_dd((er_pw_i128)(((er_pw_u128)w->whi << 64) | w->wlo), w->b, w->tail, n, c + 2);
+        if (!dfin || c[2] != c[2]) continue;
+        c[0] = dlo;
+        c[1] = dhi;
+    }
+    return ER_OK;
+}
+
 er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo, double *hi,
                        double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
@@ -223,59 +300,35 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
             for (int64_t i = 0; i < n; i++) lo[i] = hi[i] = ex[i] = rd[i] = NAN;
             return ER_OK;
         }
-    er_anyorder_bound bd;
-    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->Fdy, pl->Fy, F, n, pl->depth, 0));
-    er_dotsum sm;
-    double dd[3];
+    er_dotsum sm, sm2;
+    double dd[3], dlo, dhi;
     ER_RETURN_IF_ERROR(er_sbwd_summary(pl->Fdy, pl->Fy, dy, y, n, &sm, dd));
-    er_edge_scratch w;
-    er__edge_scratch_init(&w);
-    er_cval dset;
-    er__anyorder_cval(&dset, &bd, F, &sm, &w);
-    int dfin = !dset.nan && !dset.nan_req && !dset.pinf && !dset.ninf && dset.lo <= dset.hi;
-    int wide = F->p > 26;
-    /* products=either: the products may first be rounded to the inputs' format P (where narrower than F), then
-     * summed in any order in F (terms of F: Lemma 3 of any-order.md): the union with that sum's set */
-    const er_fmt_info *P = pl->Fdy->p >= pl->Fy->p ? pl->Fdy : pl->Fy;
-    double *t = !pl->products_compute && P->p < F->p ? malloc(sizeof(double) * (size_t)(n ? n : 1)) : NULL;
-    er_status st = ER_OK;
-    if (t) {
-        int fin2 = 1; /* a product beyond P's range: no claim (every value and the specials) */
-        for (int64_t j = 0; j < n; j++) {
-            t[j] = er__round_prod(P, dy[j], y[j], wide, ER_ROUND_NEAREST);
-            fin2 = fin2 && isfinite(t[j]);
-        }
-        er_cval d2 = {0};
-        if (fin2) {
-            er_dotsum sm2;
-            er_anyorder_bound bd2;
-            st = er_sbwd_summary(P, NULL, t, NULL, n, &sm2, NULL);
-            if (st == ER_OK) st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
-            if (st == ER_OK) er__anyorder_cval(&d2, &bd2, F, &sm2, &w);
-            fin2 = st == ER_OK && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
-        }
-        dfin = dfin && fin2;
-        if (dfin) {
-            dset.lo = fmin(dset.lo, d2.lo);
-            dset.hi = fmax(dset.hi, d2.hi);
-        }
-    } else if (!pl->products_compute && P->p < F->p) {
-        st = er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)n);
+    int wide = F->p > 26, dfin = 0;
+    /* products=either: each product rounded to the inputs' format P, whose sum in F is the other half of D~'s set */
+    const er_fmt_info *P = er_sbwd_rounded_products(pl);
+    double *t = P ? malloc(sizeof(double) * (size_t)(n ? n : 1)) : NULL;
+    if (P && !t) return er__fail(ER_ERR_NOMEM, "cannot allocate a softmax_backward row of %lld", (long long)n);
+    int fin2 = 1; /* a product beyond P's range: no claim (every value and the specials) */
+    for (int64_t j = 0; t && j < n; j++) {
+        t[j] = er__round_prod(P, dy[j], y[j], wide, ER_ROUND_NEAREST);
+        fin2 = fin2 && isfinite(t[j]);
     }
-    er__edge_scratch_clear(&w);
+    er_status st = t && fin2 ? er_sbwd_summary(P, NULL, t, NULL, n, &sm2, NULL) : ER_OK;
+    if (st == ER_OK) st = er_sbwd_dset(pl, n, &sm, t && fin2 ? &sm2 : NULL, &dfin, &dlo, &dhi);
+    dfin = dfin && fin2;
     if (st != ER_OK) {
         free(t);
         return st;
     }
     int fast = er_sbwd_fast_forms(pl) && !pl->no_fast, simd = er__simd();
     /* each element's set: the forms at D~'s ends (the fast pass: their float operations, the same values) */
-    if (fast && dfin) er_sbwd_forms_run(simd, n, dy, y, t, (float)dset.lo, (float)dset.hi, lo, hi);
+    if (fast && dfin) er_sbwd_forms_run(simd, n, dy, y, t, (float)dlo, (float)dhi, lo, hi);
     for (int64_t i = 0; i < n && !(fast && dfin); i++) {
         double ti = t ? t[i] : NAN;
         lo[i] = INFINITY;
         hi[i] = -INFINITY;
-        if (!(dfin && er_sbwd_forms(F, dy[i], y[i], ti, dset.lo, wide, &lo[i], &hi[i]) &&
-              er_sbwd_forms(F, dy[i], y[i], ti, dset.hi, wide, &lo[i], &hi[i])))
+        if (!(dfin && er_sbwd_forms(F, dy[i], y[i], ti, dlo, wide, &lo[i], &hi[i]) &&
+              er_sbwd_forms(F, dy[i], y[i], ti, dhi, wide, &lo[i], &hi[i])))
             lo[i] = hi[i] = NAN;
     }
     free(t);

@@ -6,6 +6,7 @@
 #include "core/internal.h"
 #include "format/format.h"
 #include "enclose/anyorder.h" /* er_cval */
+#include "core/pwin.h"
 
 /* A row's standard: the compute format F (holding dy's and y's values), their formats, the output format O and its
  * overflow rule, and the depth bound of the sum D (0: any tree). */
@@ -26,6 +27,18 @@ typedef struct er_sbwd_plan {
  * rounded into O (rd). */
 ER_INTERNAL er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo,
                                    double *hi, double *ex, double *rd);
+
+/* The GPU path (docs/algorithms/softmax-backward.md, On the GPU): whether it takes rows of this plan (the fast pass's
+ * forms and exact results), and the inputs' format the products may be rounded to first (er__sbwd_row's second sum;
+ * NULL: none). */
+ER_INTERNAL int er__sbwd_dev_takes(const er_sbwd_plan *pl);
+ER_INTERNAL const er_fmt_info *er__sbwd_dev_rounds(const er_sbwd_plan *pl);
+/* Each row's constants rc[5 r .. 5 r + 5) from the GPU's windows of its products (win[2 r]) and of its rounded
+ * products (win[2 r + 1], where er__sbwd_dev_rounds gives a format): D~'s set's ends, the exact D as Dh + Dl + r with
+ * |r| <= rc[5 r + 4] (core/pwin.h); rc[5 r] NaN where the host must take the row (a window that does not decide the
+ * summary, a special row, no finite set). The same sets as er__sbwd_row's where it gives them. */
+ER_INTERNAL er_status er__sbwd_dev_consts(const er_sbwd_plan *pl, const er_pwin_row *win, int64_t rows, int64_t n,
+                                          double *rc);
 
 /* log_softmax's backward pass, dx = dy - exp(y) sum_j dy_j, from the saved log_softmax output y: as er__sbwd_row. A
  * row holding a NaN, an infinity in dy, +inf or a value above 2^10 in y (no log_softmax output) claims nothing. */

@@ -22,6 +22,7 @@
 #include "tensor/tensor_internal.h"
 #include "exact/accum.h"
 #include "core/sqwin.h"
+#include "core/pwin.h"
 #include "core/setwidth.h"
 #include "enclose/layernorm.h"
 #include "enclose/attention.h"
@@ -914,6 +915,140 @@ START_TEST(square_windows_give_the_summary) {
     ck_assert(er_sqwin_summary(0, -10, 0, 5, &m, &e, &st) && m == 0 && e == 0 && st == 0);
     ck_assert(!er_sqwin_summary(3, -10, 1, 5, &m, &e, &st));
     ck_assert(er_sqwin_summary(3, -10, 0, 5, &m, &e, &st) && m == UINT64_C(3) << 62 && e == -10 - 62 && st == 0);
+}
+END_TEST
+
+/* The window of core/pwin.h on rows of products dy_j y_j (fp32, fp16 and bf16 values) and of such products rounded to
+ * bf16, against er__dot_summary_dd (softmax_backward's accumulator): wherever the window decides, the same sign, m, e
+ * and sticky; its two doubles and bound hold the exact sum (MPFR); er_pwin_lanes gives the order written out, and
+ * widened as er__dotsum_finish widens it, bounds of the exact sums of the positive terms and of the negative ones'
+ * magnitudes. Families: normal values of several scales, values spread over 2^-80 .. 2^40 (terms far below the
+ * window), rows summing to about zero (D cancelling: each product and its negation, one nudged), a few huge values
+ * among tiny ones, zeros, rows of 2^16 values. Then the carry and borrow rules at their edges, on constructed
+ * windows. */
+START_TEST(product_windows_give_the_summary) {
+    er_test_reseed(131);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    er_acc acc;
+    er_dot_env env;
+    memset(&env, 0, sizeof env);
+    env.base = 2 * (-149) - 52;
+    env.top = 2 * 128 + 2 + 64;
+    ck_assert_int_eq(er__acc_init(&acc, env.base, env.top), ER_OK);
+    long trials = (long)(20000 * er_test_multiplier()), decided = 0, tails = 0, negs = 0, fams[7] = {0};
+    double *a = malloc(sizeof(double) * 65536), *b = malloc(sizeof(double) * 65536), *p = malloc(sizeof(double) * 65536);
+    mpfr_t ex, t;
+    mpfr_inits2(700, ex, t, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *F = er__fmt(fmts[er_rand64() % 3]);
+        int fam = (int)(er_rand64() % 7), rounded = er_rand64() % 4 == 0;
+        int64_t n = fam == 6 ? 65536 : er_rand_int(1, tr % 10 == 0 ? 3000 : 64);
+        double scale = ldexp(1.0, (int)er_rand_int(-20, 20));
+        for (int64_t j = 0; j < n; j++) {
+            double u = er_rand_normal() * scale, v = er_rand_unit();
+            if (fam == 1) {
+                u = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-80, 40)) * (er_rand64() % 2 ? 1 : -1);
+                v = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-40, 0));
+            }
+            if (fam == 2 && j % 2) { u = -a[j - 1]; v = b[j - 1]; } /* each product and its negation */
+            if (fam == 3) u = j % 17 == 3 ? 1e4 * er_rand_normal() : 1e-20 * er_rand_normal();
+            if (fam == 4 && er_rand64() % 2) u = 0;
+            if (fam == 5 && er_rand64() % 3 == 0) v = 0;
+            a[j] = er__round_double(F, u, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            b[j] = er__round_double(F, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (!isfinite(a[j])) a[j] = 0;
+        }
+        if (fam == 2 && n > 2) { /* one product nudged (kept finite) */
+            double v = er__round_double(F, a[n - 1] * 1.25, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            a[n - 1] = isfinite(v) ? v : a[n - 1];
+        }
+        /* the terms: exact products, or (rounded) those products rounded to bf16 */
+        double pmax = 0;
+        for (int64_t j = 0; j < n; j++) {
+            p[j] = a[j] * b[j];
+            if (rounded) p[j] = er__round_double(er__fmt(ER_BF16), p[j], ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            pmax = fmax(pmax, fabs(p[j]));
+        }
+        er_pw_i128 W = 0;
+        int tail = 0, bb = pmax > 0 ? er_pwin_base(pmax) : 0;
+        for (int64_t j = 0; j < n && pmax > 0; j++) W += er_pwin_term(p[j], bb, &tail);
+        er_dotsum sm;
+        double dd[3];
+        if (rounded) /* a sum of terms: the accumulator's products by one */
+            for (int64_t j = 0; j < n; j++) {
+                a[j] = p[j];
+                b[j] = 1.0;
+            }
+        er__dot_summary_dd(&sm, &acc, a, b, n, &env, 0, NULL);
+        mpfr_set_zero(ex, 1);
+        for (int64_t j = 0; j < n; j++) {
+            mpfr_set_d(t, p[j], MPFR_RNDN);
+            mpfr_add(ex, ex, t, MPFR_RNDN); /* exact at 700 bits */
+        }
+        er_pwin_dd(W, bb, tail, n, dd);
+        ER_REQUIRE(dd[0] == dd[0], "row %ld: no double-double", tr);
+        mpfr_sub_d(t, ex, dd[0], MPFR_RNDN);
+        mpfr_sub_d(t, t, dd[1], MPFR_RNDN);
+        mpfr_abs(t, t, MPFR_RNDN);
+        ER_REQUIRE(mpfr_cmp_d(t, dd[2]) <= 0, "row %ld (family %d, n %lld): the rest %.3g above the bound %a", tr, fam,
+                   (long long)n, mpfr_get_d(t, MPFR_RNDN), dd[2]);
+        double pos, ng, wp = 0, wn = 0, lp[256] = {0}, ln[256] = {0};
+        er_pwin_lanes(p, NULL, n, &pos, &ng);
+        for (int64_t j = 0; j < n; j++) {
+            lp[j % 256] += p[j] > 0 ? p[j] : 0.0;
+            ln[j % 256] += p[j] < 0 ? -p[j] : 0.0;
+        }
+        for (int k = 0; k < 256; k++) { wp += lp[k]; wn += ln[k]; }
+        ER_REQUIRE(pos == wp && ng == wn, "row %ld: the lanes %a %a, the order written out %a %a", tr, pos, ng, wp, wn);
+        {
+            double pos2, ng2;
+            er_pwin_lanes(a, b, n, &pos2, &ng2);
+            ER_REQUIRE(pos2 == pos && ng2 == ng, "row %ld: the products' lanes differ from their terms'", tr);
+        }
+        mpfr_set_zero(t, 1);
+        for (int64_t j = 0; j < n; j++)
+            if (p[j] > 0) mpfr_add_d(t, t, p[j], MPFR_RNDN);
+        ER_REQUIRE(mpfr_cmp_d(t, er__mul_up(pos, 1.0 + (double)n * 0x1p-52)) <= 0, "row %ld: pos below the sum", tr);
+        int neg, sticky;
+        uint64_t m;
+        int64_t e;
+        tails += tail;
+        if (!er_pwin_summary(W, bb, tail, n, &neg, &m, &e, &sticky)) continue;
+        decided++;
+        negs += neg;
+        fams[fam]++;
+        ER_REQUIRE(neg == sm.neg && m == sm.m && e == sm.e && sticky == sm.sticky,
+                   "row %ld (family %d, n %lld, %s): the window gives %c m %llx e %lld sticky %d, the summary %c m %llx "
+                   "e %d sticky %d", tr, fam, (long long)n, F->name, neg ? '-' : '+', (unsigned long long)m,
+                   (long long)e, sticky, sm.neg ? '-' : '+', (unsigned long long)sm.m, sm.e, sm.sticky);
+    }
+    ER_REQUIRE(decided >= trials - trials / 100 && tails > trials / 20 && negs > trials / 5 && fams[2] > trials / 20,
+               "the window decided %ld of %ld rows (%ld negative sums, %ld cancelling rows, %ld with terms below it)",
+               decided, trials, negs, fams[2], tails);
+    printf("t-ival: the product window decided %ld of %ld rows (%ld negative, %ld cancelling, %ld with terms below "
+           "it), each as er__dot_summary\n", decided, trials, negs, fams[2], tails);
+    mpfr_clears(ex, t, (mpfr_ptr)0);
+    free(a);
+    free(b);
+    free(p);
+    er__acc_free(&acc);
+    /* the carry rule (W >= 0) and the borrow rule (W < 0) at their edges */
+    int ng, st;
+    uint64_t m;
+    int64_t e;
+    er_pw_i128 W = ((er_pw_i128)1 << 100) - 1;
+    ck_assert(er_pwin_summary(W, -10, 1, 1, &ng, &m, &e, &st) && !ng && m == UINT64_MAX && e == -10 + 36 && st == 1);
+    ck_assert(!er_pwin_summary(W, -10, 1, 2, &ng, &m, &e, &st));
+    /* -(2^100 + 5): |S| = 2^100 + 5 - t, t in (0, n): m 2^63 for n <= 5, a borrow for n = 6 */
+    W = -(((er_pw_i128)1 << 100) + 5);
+    ck_assert(er_pwin_summary(W, -10, 1, 5, &ng, &m, &e, &st) && ng && m == UINT64_C(1) << 63 && st == 1);
+    ck_assert(!er_pwin_summary(W, -10, 1, 6, &ng, &m, &e, &st));
+    ck_assert(er_pwin_summary(W, -10, 0, 6, &ng, &m, &e, &st) && ng && m == UINT64_C(1) << 63 && st == 1);
+    ck_assert(er_pwin_summary(-((er_pw_i128)1 << 100), -10, 0, 6, &ng, &m, &e, &st) && ng && st == 0);
+    ck_assert(!er_pwin_summary(-((er_pw_i128)1 << 100), -10, 1, 1, &ng, &m, &e, &st));
+    ck_assert(!er_pwin_summary(0, -10, 1, 5, &ng, &m, &e, &st));
+    ck_assert(!er_pwin_summary(-3, -10, 1, 5, &ng, &m, &e, &st));
+    ck_assert(er_pwin_summary(-3, -10, 0, 5, &ng, &m, &e, &st) && ng && m == UINT64_C(3) << 62 && e == -10 - 62);
 }
 END_TEST
 
@@ -1918,6 +2053,7 @@ int main(void) {
     tcase_add_test(tc, contiguous_loads_decode_every_pattern);
     tcase_add_test(tc, square_windows_give_the_summary);
     tcase_add_test(tc, square_sums_in_lanes);
+    tcase_add_test(tc, product_windows_give_the_summary);
     tcase_add_test(tc, layernorm_gpu_constants_are_the_rows_sets);
     tcase_add_test(tc, sums_and_products_rounded_both_ways);
     tcase_add_test(tc, rsqrt_rounded_both_ways);
