@@ -215,26 +215,33 @@ ER_SIMD_BUILDS(er_sbwd_forms_run, (ER_SBWD_FORMS_ARGS), (n, dy, y, t, d0, d1, lo
 
 /* Lemma B3: the exact dx_i from D = Dh + Dl + delta (|delta| <= Derr) in double-double, its enclosure's ends rounded
  * into O (f) and to double: where each pair agrees (and the enclosure keeps away from zero; for y_i = 0, where the
- * sign of dy_i - D is certain), rd[i] and ex[i] are the correct roundings, else ex[i] is NaN. Written to vectorise. */
+ * sign of dy_i - D is certain), rd[i] and ex[i] are the correct roundings, else ex[i] is NaN. Where every step is
+ * exact (Derr = 0, the rounding errors of t, y_i ul and pl + q zero), dx_i = c + ce and c is its rounding to double
+ * (Lemma B3's exact case): dx_i lies between c and c's neighbour on ce's side. Written to vectorise. */
 ER_ALWAYS_INLINE void er_sbwd_exact_body(int64_t n, const double *restrict dy, const double *restrict y, double Dh,
                                          double Dl, double Derr, er_vec_fmt f, int narrow, double *restrict ex,
                                          double *restrict rd) {
     for (int64_t i = 0; i < n; i++) {
-        double yi = y[i], s, se, uh, ul, c, ce;
+        double yi = y[i], s, se, uh, ul, c, ce, t, te, xl, xe;
         er__two_sum(dy[i], -Dh, &s, &se);
-        double t = se - Dl;
+        er__two_sum(se, -Dl, &t, &te); /* t = RN(se - Dl), te its error */
         er__two_sum(s, t, &uh, &ul); /* dy_i - D = uh + ul + e, |e| <= e1 */
         double e1 = fabs(t) * 0x1p-52 + Derr;
-        double ph = yi * uh, pl = fma(yi, uh, -ph), q = yi * ul, xl = pl + q;
+        double ph = yi * uh, pl = fma(yi, uh, -ph), q = yi * ul, qe = fma(yi, ul, -q);
+        er__two_sum(pl, q, &xl, &xe); /* xl = RN(pl + q) */
         er__two_sum(ph, xl, &c, &ce); /* dx_i = c + ce + e', |e'| <= E */
         double E = ((fabs(q) + fabs(xl)) * 0x1p-52 + fabs(yi) * e1) * (1 + 0x1p-48) + 0x1p-1070;
         double wl = er__dn_wide(ce - E), wh = er__up_wide(ce + E);
-        double L = er__dn_wide(c + wl), H = er__up_wide(c + wh);
+        /* the exact case: pl and qe are the products' errors (no product below 2^-969), all of them zero */
+        int64_t exact = (Derr == 0) & (te == 0) & (qe == 0) & (xe == 0) & ((uh == 0) | (fabs(ph) >= 0x1p-969)) &
+                        ((ul == 0) | (fabs(q) >= 0x1p-969));
+        double L = exact ? (ce < 0 ? er__dn_finite(c) : c) : er__dn_wide(c + wl),
+               H = exact ? (ce > 0 ? er__up_finite(c) : c) : er__up_wide(c + wh);
         double a = er_vec_rn_fmt(L, f, narrow), b = er_vec_rn_fmt(H, f, narrow);
         int64_t okr = er_vec_rn_ok(L, a, f, narrow) & er_vec_rn_ok(H, b, f, narrow) & (a == b) & ((L > 0) | (H < 0));
         /* c is dx_i's rounding to double where dx_i - c lies strictly inside half the spacings below and above c */
         double hu = (er__up_finite(c) - c) * 0.5, hd = (c - er__dn_finite(c)) * 0.5;
-        int64_t oke = (wl > -hd) & (wh < hu);
+        int64_t oke = exact | ((wl > -hd) & (wh < hu));
         int64_t z = yi == 0, okz = fabs(uh) > 2 * (fabs(ul) + e1 * (1 + 0x1p-48));
         double zero = copysign(0.0, copysign(1.0, yi) * uh);
         ex[i] = z ? (okz ? zero : NAN) : ((okr & oke) ? c : NAN);
@@ -249,6 +256,11 @@ ER_ALWAYS_INLINE void er_sbwd_exact_any(ER_SBWD_EXACT_ARGS) {
     else er_sbwd_exact_body(n, dy, y, Dh, Dl, Derr, f, 0, ex, rd);
 }
 ER_SIMD_BUILDS(er_sbwd_exact_run, (ER_SBWD_EXACT_ARGS), (n, dy, y, Dh, Dl, Derr, f, ex, rd), er_sbwd_exact_any)
+
+void er__sbwd_exact_dd(int64_t n, const double *dy, const double *y, double Dh, double Dl, double Derr,
+                       const er_fmt_info *O, double *ex, double *rd) {
+    er_sbwd_exact_run(er__simd(), n, dy, y, Dh, Dl, Derr, er_vec_fmt_of(O), ex, rd);
+}
 
 /* Whether the fast pass takes a row of this plan: the forms (F fp32, inputs floats), the exact results (O fp32, fp16
  * or bf16: er_vec_rn_fmt's), each a bit. */
@@ -348,6 +360,7 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
             haveD = 1;
         }
         er_sbwd_exact(pl, D, x, dy[i], y[i], &ex[i], &rd[i]);
+        if (pl->mpfr_elems) ++*pl->mpfr_elems;
     }
     if (haveD) mpfr_clears(D, x, (mpfr_ptr)0);
     return ER_OK;

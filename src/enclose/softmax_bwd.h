@@ -20,6 +20,8 @@ typedef struct er_sbwd_plan {
                              format */
     int no_fast;   /* every row without the fast pass (the sets one element at a time, every exact result with MPFR):
                       the tests' comparison of the two */
+    int64_t *mpfr_elems; /* where not NULL, softmax's elements whose exact results MPFR computed are added here (the
+                            tests' count of what the fast pass leaves) */
 } er_sbwd_plan;
 
 /* The n elements of a row (dy[j], y[j] decoded): each dx_j's set in F as an interval [lo, hi] of F's values (lo NaN:
@@ -28,6 +30,11 @@ typedef struct er_sbwd_plan {
 ER_INTERNAL er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo,
                                    double *hi, double *ex, double *rd);
 
+/* Lemma B3 on n elements: dx_i = y_i (dy_i - D) for D = Dh + Dl + r, |r| <= Derr, correctly rounded to double (ex)
+ * and into O (fp32, fp16 or bf16; rd) where double-double decides them, ex[i] NaN elsewhere (er__sbwd_row's fast
+ * pass). */
+ER_INTERNAL void er__sbwd_exact_dd(int64_t n, const double *dy, const double *y, double Dh, double Dl, double Derr,
+                                   const er_fmt_info *O, double *ex, double *rd);
 /* The GPU path (docs/algorithms/softmax-backward.md, On the GPU): whether it takes rows of this plan (the fast pass's
  * forms and exact results), and the inputs' format the products may be rounded to first (er__sbwd_row's second sum;
  * NULL: none). */

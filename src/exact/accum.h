@@ -47,7 +47,8 @@ typedef struct er_dot_env {
 ER_INTERNAL void er__dot_summary(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
                                  const er_dot_env *env, int special_path);
 /* The same, and where dd is not NULL the exact sum S of the finite products as S = dd[0] + dd[1] + r, |r| <= dd[2]
- * (its leading 106 bits, exact, and a bound of the rest below 2^-105 |S|); dd[0] NaN where the pieces would leave
+ * (its leading 106 bits, exact, and a bound of the rest below 2^-105 |S|, 0 where S has no more bits); dd[0] NaN
+ * where the pieces would leave
  * double's normal range (fp64 operands). */
 ER_INTERNAL void er__dot_summary_dd(er_dotsum *s, er_acc *acc, const double *a, const double *b, int64_t K,
                                     const er_dot_env *env, int special_path, double *dd);

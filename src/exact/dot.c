@@ -35,9 +35,10 @@ int er__dot_ipath(const er_fmt_info *fa, const er_fmt_info *fb, int64_t K, int *
 }
 
 /* The sum's leading 106 bits as two doubles, exactly, and a bound of the rest, from its 128 leading bits m (top bit
- * set, or m = 0 for a zero sum): the sum is (-1)^neg (m + frac) 2^e, frac in [0, 1), so the bits of m below the
- * 106th and frac weigh less than 2^(e + 22). NaN in dd[0] where a piece would leave double's normal range. */
-static void er_dd_of(int neg, unsigned __int128 m, int64_t e, double *dd) {
+ * set, or m = 0 for a zero sum): the sum is (-1)^neg (m + frac) 2^e, frac in [0, 1) and nonzero iff sticky, so the
+ * bits of m below the 106th and frac weigh less than 2^(e + 22), and nothing where they are all zero. NaN in dd[0]
+ * where a piece would leave double's normal range. */
+static void er_dd_of(int neg, unsigned __int128 m, int64_t e, int sticky, double *dd) {
     double sg = neg ? -1.0 : 1.0;
     if (m && (e + 22 < -1000 || e + 128 > 1000)) {
         dd[0] = dd[1] = dd[2] = NAN;
@@ -45,7 +46,7 @@ static void er_dd_of(int neg, unsigned __int128 m, int64_t e, double *dd) {
     }
     dd[0] = sg * ldexp((double)(uint64_t)(m >> 75), (int)(e + 75));
     dd[1] = sg * ldexp((double)((uint64_t)(m >> 22) & ((UINT64_C(1) << 53) - 1)), (int)(e + 22));
-    dd[2] = m ? ldexp(1.0, (int)(e + 22)) : 0.0;
+    dd[2] = sticky || (m & ((UINT64_C(1) << 22) - 1)) ? ldexp(1.0, (int)(e + 22)) : 0.0;
 }
 
 /* The 128-bit integer path: exact sum and exact sums of positive and negative products. */
@@ -71,7 +72,7 @@ static void er_dot_int(er_dotsum *s, const double *a, const double *b, int64_t K
     if (u == 0) { s->m = 0; s->e = 0; s->sticky = 0; if (dd) dd[0] = dd[1] = dd[2] = 0; return; }
     uint64_t hi = (uint64_t)(u >> 64);
     int bits = hi ? 128 - __builtin_clzll(hi) : 64 - __builtin_clzll((uint64_t)u);
-    if (dd) er_dd_of(s->neg, u << (128 - bits), (int64_t)q - (128 - bits), dd);
+    if (dd) er_dd_of(s->neg, u << (128 - bits), (int64_t)q - (128 - bits), 0, dd); /* u whole in m: exact */
     int drop = bits > 64 ? bits - 64 : 0;
     s->sticky = drop ? (u & (((unsigned __int128)1 << drop) - 1)) != 0 : 0;
     uint64_t m = (uint64_t)(u >> drop);
@@ -145,7 +146,7 @@ void er__dot_summary_dd(er_dotsum *s, er_acc *acc, const double *a, const double
     int64_t e;
     er__acc_summary128(acc, &neg, &m, &e, &sticky);
     er__dotsum_finish(s, pos, negs, K, special, neg, (uint64_t)(m >> 64), m ? e + 64 : 0, sticky | ((uint64_t)m != 0));
-    if (dd) er_dd_of(neg, m, e, dd);
+    if (dd) er_dd_of(neg, m, e, sticky, dd);
 }
 
 void er__dotsum_finish(er_dotsum *s, double pos, double negs, int64_t K, uint8_t special, int neg, uint64_t m,

@@ -941,7 +941,7 @@ START_TEST(product_windows_give_the_summary) {
     mpfr_inits2(700, ex, t, (mpfr_ptr)0);
     for (long tr = 0; tr < trials; tr++) {
         const er_fmt_info *F = er__fmt(fmts[er_rand64() % 3]);
-        int fam = (int)(er_rand64() % 7), rounded = er_rand64() % 4 == 0;
+        int fam = tr % 200 == 7 ? 6 : (int)(er_rand64() % 6), rounded = er_rand64() % 4 == 0;
         int64_t n = fam == 6 ? 65536 : er_rand_int(1, tr % 10 == 0 ? 3000 : 64);
         double scale = ldexp(1.0, (int)er_rand_int(-20, 20));
         for (int64_t j = 0; j < n; j++) {
@@ -1854,7 +1854,7 @@ START_TEST(softmax_backward_fast_pass_is_the_mpfr_path) {
         sbwd_row_gen(fam, Fdy, Fy, O, K, dy, y);
         ties += fam == 5;
         er_sbwd_plan pl = {er__fmt(ER_FP32), Fdy, Fy, O, O->ov_default, er_rand64() % 4 ? 0 : 10, 2.0, 0,
-                           (int)(er_rand64() & 1), 0};
+                           (int)(er_rand64() & 1), 0, NULL};
         for (int v = 0; v < 2; v++) {
             pl.no_fast = v;
             ck_assert_int_eq(er__sbwd_row(&pl, dy, y, K, r[v][0], r[v][1], r[v][2], r[v][3]), ER_OK);
@@ -1873,6 +1873,116 @@ START_TEST(softmax_backward_fast_pass_is_the_mpfr_path) {
     printf("t-ival: softmax_backward's fast pass gave the MPFR path's sets and results on %ld elements of %ld rows "
            "(%ld built on ties)\n", elems, trials, ties);
     free(buf);
+}
+END_TEST
+
+/* Softmax's backward rows of bf16 and fp16 inputs, where D (a sum of products of at most 22 bits) and dx_i often
+ * have no bits beyond double-double's and dx_i is as often a tie of double, and of fp32 inputs, where D often has
+ * none but y_i (dy_i - D) has: Lemma B3's exact case decides the first in double (dx_i = c + ce exactly), giving the
+ * MPFR path's exact values and roundings, and the fast pass leaves MPFR under one element in a thousand. Rows of
+ * softmax outputs of normal logits and normal or eighths gradients, outputs of fp32, fp16 and bf16. */
+START_TEST(softmax_backward_exact_products_decided_in_double) {
+    er_test_reseed(137);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    long trials = (long)(400 * er_test_multiplier()), elems = 0;
+    int64_t left = 0;
+    double *buf = malloc(sizeof(double) * 10 * 512);
+    for (long tr = 0; tr < trials; tr++) {
+        int64_t K = er_rand_int(1, 512);
+        const er_fmt_info *Fin = er__fmt(fmts[er_rand64() % 3]), *O = er__fmt(fmts[er_rand64() % 3]);
+        double *dy = buf, *y = buf + K, *r[2][4], m = -INFINITY, sum = 0;
+        for (int v = 0; v < 2; v++)
+            for (int q = 0; q < 4; q++) r[v][q] = buf + (2 + 4 * v + q) * K;
+        for (int64_t j = 0; j < K; j++) {
+            y[j] = 3 * er_rand_normal();
+            m = y[j] > m ? y[j] : m;
+        }
+        for (int64_t j = 0; j < K; j++) sum += exp(y[j] - m);
+        for (int64_t j = 0; j < K; j++) {
+            y[j] = er__round_double(Fin, exp(y[j] - m) / sum, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            double g = tr % 2 ? er_rand_normal() : (double)er_rand_int(-16, 16) / 8;
+            dy[j] = er__round_double(Fin, g, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        }
+        er_sbwd_plan pl = {er__fmt(ER_FP32), Fin, Fin, O, O->ov_default, 0, 2.0, 0, (int)(er_rand64() & 1), 0, &left};
+        for (int v = 0; v < 2; v++) {
+            pl.no_fast = v;
+            pl.mpfr_elems = v ? NULL : &left;
+            ck_assert_int_eq(er__sbwd_row(&pl, dy, y, K, r[v][0], r[v][1], r[v][2], r[v][3]), ER_OK);
+        }
+        for (int64_t i = 0; i < K; i++)
+            ER_REQUIRE(memcmp(&r[0][2][i], &r[1][2][i], 8) == 0 && memcmp(&r[0][3][i], &r[1][3][i], 8) == 0,
+                       "row %ld (K %lld, %s in, %s out), element %lld: fast exact %a rounded %a, MPFR path exact %a "
+                       "rounded %a", tr, (long long)K, Fin->name, O->name, (long long)i, r[0][2][i], r[0][3][i],
+                       r[1][2][i], r[1][3][i]);
+        elems += (long)K;
+    }
+    ER_REQUIRE(left * 1000 < elems, "the fast pass left %lld of %ld elements' exact results to MPFR", (long long)left,
+               elems);
+    printf("t-ival: softmax_backward of fp32, bf16 and fp16 inputs: the fast pass gave MPFR's exact results on %ld elements, "
+           "leaving %lld to MPFR\n", elems, (long long)left);
+    free(buf);
+}
+END_TEST
+
+/* Lemma B3's exact case on constructed elements (er__sbwd_exact_dd against MPFR): dy_i = 0, y_i = 3, 5, 7 or 0.75 and
+ * D = Dh + Dl + r chosen so that dx_i = -y_i D is a tie of double (y_i v with v of 53 bits), exactly or moved by a
+ * term of many bits far below it (in Dl: then y_i Dl and its sum with the product's error are not exact), or with
+ * the rest r of D (|r| <= Derr) deciding it; and random elements of doubles of 1 to 53 bits. Wherever the pass gives
+ * a result, it is MPFR's rounding to double and into fp32, fp16 and bf16; on the exact ties it gives one. */
+START_TEST(softmax_backward_exact_case_on_ties) {
+    er_test_reseed(139);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const double ys[] = {3, 5, 7, 0.75};
+    long trials = (long)(200000 * er_test_multiplier()), decided = 0, ties = 0;
+    mpfr_t x, t;
+    mpfr_inits2(400, x, t, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *O = er__fmt(fmts[er_rand64() % 3]);
+        int fam = (int)(tr % 4);
+        double dy, y, Dh, Dl, Derr = 0, r = 0;
+        if (fam < 3) {
+            y = ys[er_rand64() % 4];
+            double k = y == 0.75 ? 3 : y; /* y's odd part */
+            /* v odd in [2^53 / k, 2^54 / k): k v an odd integer of 54 bits, a tie of double */
+            uint64_t lo = (uint64_t)(0x1p53 / k) + 1, v = (lo + er_rand64() % (uint64_t)(0x1p53 / k - 2)) | 1;
+            int e = (int)er_rand_int(-60, 60);
+            dy = 0;
+            Dh = -ldexp((double)v, e - 52);
+            Dl = 0;
+            if (fam == 1) /* a term of 53 bits 2^-80 below the tie */
+                Dl = ldexp((double)((er_rand64() >> 11) | 1), e - 52 - 80 - 53) * (er_rand64() % 2 ? 1 : -1);
+            if (fam == 2) { /* the rest of D decides it */
+                r = ldexp(er_rand64() % 2 ? 1.0 : -1.0, e - 52 - 70);
+                Derr = er_rand64() % 2 ? fabs(r) : 2 * fabs(r);
+            }
+        } else {
+            dy = ldexp((double)(er_rand64() >> er_rand_int(11, 63)), (int)er_rand_int(-40, 0));
+            y = ldexp((double)(er_rand64() >> er_rand_int(11, 63)), (int)er_rand_int(-70, -40));
+            Dh = ldexp((double)(er_rand64() >> er_rand_int(11, 63)), (int)er_rand_int(-40, 0));
+            Dl = er_rand64() % 2 ? 0 : ldexp((double)(er_rand64() >> er_rand_int(11, 63)), (int)er_rand_int(-110, -60));
+            if (er_rand64() % 2) dy = -dy;
+        }
+        double ex, rd;
+        er__sbwd_exact_dd(1, &dy, &y, Dh, Dl, Derr, O, &ex, &rd);
+        if (ex != ex) continue;
+        decided++;
+        /* dx = y (dy - Dh - Dl - r) in MPFR, exact at 400 bits */
+        mpfr_set_d(x, dy, MPFR_RNDN);
+        mpfr_sub_d(x, x, Dh, MPFR_RNDN);
+        mpfr_sub_d(x, x, Dl, MPFR_RNDN);
+        mpfr_sub_d(x, x, r, MPFR_RNDN);
+        mpfr_mul_d(x, x, y, MPFR_RNDN);
+        double want = mpfr_get_d(x, MPFR_RNDN), wrd = er__round_mpfr(O, x, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        mpfr_set_d(t, want, MPFR_RNDN);
+        ties += fam == 0 && mpfr_cmp(t, x) != 0;
+        ER_REQUIRE(ex == want && rd == wrd, "element %ld (family %d, dy %a, y %a, D %a + %a + %a, Derr %a, %s): the "
+                   "pass %a rounded %a, MPFR %a rounded %a", tr, fam, dy, y, Dh, Dl, r, Derr, O->name, ex, rd, want,
+                   wrd);
+    }
+    ER_REQUIRE(ties > trials / 8, "%ld ties of double decided of %ld elements", ties, trials);
+    printf("t-ival: Lemma B3's exact case: %ld of %ld elements decided (%ld exact ties of double), each MPFR's rounding\n",
+           decided, trials, ties);
+    mpfr_clears(x, t, (mpfr_ptr)0);
 }
 END_TEST
 
@@ -1913,7 +2023,7 @@ START_TEST(log_softmax_backward_fast_pass_is_the_scalar_path) {
             if (fam == 4 && (j & 1)) dy[j] = -dy[j - 1]; /* S = 0 where K is even */
         }
         er_sbwd_plan pl = {er__fmt(ER_FP32), Fdy, Fy, O, O->ov_default, er_rand64() % 4 ? 0 : 10, Us[er_rand64() % 4],
-                           0, 0, 0};
+                           0, 0, 0, NULL};
         for (int v = 0; v < 2; v++) {
             pl.no_fast = v;
             ck_assert_int_eq(er__lsbwd_row(&pl, dy, y, K, r[v][0], r[v][1], r[v][2], r[v][3]), ER_OK);
@@ -2065,6 +2175,8 @@ int main(void) {
     tcase_add_test(tc, log_dir_bounds_hold);
     tcase_add_test(tc, dot_summary_dd_holds_the_sum);
     tcase_add_test(tc, softmax_backward_fast_pass_is_the_mpfr_path);
+    tcase_add_test(tc, softmax_backward_exact_products_decided_in_double);
+    tcase_add_test(tc, softmax_backward_exact_case_on_ties);
     tcase_add_test(tc, log_softmax_backward_fast_pass_is_the_scalar_path);
     tcase_add_test(tc, inline_nearest_is_the_general_rounding);
     tcase_add_test(tc, round_ratio_is_mpfrs);
