@@ -105,7 +105,8 @@ typedef struct er_ln_op { double *w, *b; } er_ln_op;
 
 /* layernorm's row function on the host (er_dev_rows_put). */
 static er_status er_ln_put(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np, const double *xs,
-                           const double *ys, int64_t only) {
+                           const double *x2s, const double *ys, int64_t only) {
+    (void)x2s; /* one input */
     const er_ln_op *op = r->op;
     return er__layernorm_rows_put(r->ref, r->std, sk, op->w, op->b, rows, np, r->n, xs, ys, only);
 }
@@ -212,7 +213,8 @@ static er_status er_ln_dev_covers(const er_ref *ref, const er_standard *std, er_
         er_dev_rows r;
         int64_t rows = ref->n / n;
         int nch = er_ln_chunks(rows), bpc = er__dev_blocks(rows / nch); /* each chunk holds at least bpc rows */
-        er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, nch * bpc, er_ln_put, &op, &arg->keep);
+        er_dev_rows_init(&r, ref, std, arg->x, NULL, arg->out, er__rows(ref)->K, arg->stream, nch * bpc, er_ln_put,
+                         &op, &arg->keep);
         er_ln_dev dev;
         memset(&dev, 0, sizeof dev);
         if (r.st == ER_OK) {

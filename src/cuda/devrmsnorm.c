@@ -102,7 +102,8 @@ typedef struct er_rms_op { const er_fmt_info *X; double *w; } er_rms_op;
 
 /* rmsnorm's row function on the host (er_dev_rows_put). */
 static er_status er_rms_put(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np, const double *xs,
-                            const double *ys, int64_t only) {
+                            const double *x2s, const double *ys, int64_t only) {
+    (void)x2s; /* one input */
     const er_rms_op *op = r->op;
     return er__rmsnorm_rows_put(r->ref, r->std, sk, op->X, op->w, rows, np, r->n, xs, ys, only);
 }
@@ -163,7 +164,7 @@ static er_status er_rms_covers(const er_ref *ref, const er_standard *std, er_sin
     int64_t n = er__rows(ref)->K;
     er_rms_op op = { er__fmt(arg->x->format), NULL };
     er_dev_rows r;
-    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, er__dev_blocks(ref->n / n), er_rms_put, &op,
+    er_dev_rows_init(&r, ref, std, arg->x, NULL, arg->out, n, arg->stream, er__dev_blocks(ref->n / n), er_rms_put, &op,
                      &arg->keep);
     /* the weights as doubles, for the rows the host takes */
     er_tensor hw;

@@ -12,17 +12,18 @@
 #include "cuda/devrows.h"
 
 void er_dev_rows_init(er_dev_rows *r, const er_ref *ref, const er_standard *std, const er_tensor *x,
-                      const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op,
-                      er_dev_keep *keep) {
+                      const er_tensor *x2, const er_tensor *out, int64_t n, void *stream, int blocks,
+                      er_dev_rows_put put, const void *op, er_dev_keep *keep) {
     memset(r, 0, sizeof *r);
     r->keep = keep && keep->want ? keep : NULL;
     r->ref = ref;
     r->std = std;
     r->x = x;
+    r->x2 = x2;
     r->out = out;
     r->s = (cudaStream_t)stream;
     r->e = cudaSuccess;
-    r->n = er__rows(ref)->K;
+    r->n = n;
     r->rows = r->n ? ref->n / r->n : 0;
     r->blocks = blocks > r->rows ? (int)r->rows : blocks;
     r->put = put;
@@ -79,7 +80,7 @@ typedef struct er_dr_job {
     const er_dev_rows *r;
     er_sink *sk;
     const int64_t *rows;
-    const double *xs, *ys;
+    const double *xs, *x2s, *ys;
     int64_t p0, p1, only;
     int put;
     er_status st;
@@ -88,8 +89,8 @@ typedef struct er_dr_job {
 static void *er_dr_job_run(void *arg) {
     er_dr_job *j = arg;
     int64_t n = j->r->n;
-    j->st = j->r->put(j->r, j->sk, j->rows + j->p0, j->p1 - j->p0, j->xs + j->p0 * n, j->ys + j->p0 * n,
-                      j->put ? -1 : j->only);
+    j->st = j->r->put(j->r, j->sk, j->rows + j->p0, j->p1 - j->p0, j->xs + j->p0 * n,
+                      j->x2s ? j->x2s + j->p0 * n : NULL, j->ys + j->p0 * n, j->put ? -1 : j->only);
     if (j->p0 > 0) mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* a worker thread (job 0 runs in the calling one) */
     return NULL;
 }
@@ -112,14 +113,16 @@ static void er_dr_host_rows(er_dev_rows *r, er_sinks *sks, int *share, er_sink *
     int64_t n = r->n, chunk = er_dr_chunk(r);
     if (chunk > np) chunk = np;
     /* pinned where CUDA gives them: pageable copies of 18 rows of 16384 (2.4 MB each way) took 1.1 ms to 1.4 ms */
-    int px = 0, py = 0;
+    int px = 0, py = 0, px2 = 0;
     double *xs = er_host_buf_get(sizeof(double) * (size_t)(chunk * n), &px),
-           *ys = er_host_buf_get(sizeof(double) * (size_t)(chunk * n), &py);
+           *ys = er_host_buf_get(sizeof(double) * (size_t)(chunk * n), &py),
+           *x2s = r->x2 ? er_host_buf_get(sizeof(double) * (size_t)(chunk * n), &px2) : NULL;
     int64_t *drows = er_dev_alloc(&r->db, sizeof(int64_t) * (size_t)chunk, r->s, &r->e);
     double *dx = er_dev_alloc(&r->db, sizeof(double) * (size_t)(chunk * n), r->s, &r->e);
     double *dy = er_dev_alloc(&r->db, sizeof(double) * (size_t)(chunk * n), r->s, &r->e);
-    if (!xs || !ys) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld rows of %lld", (long long)chunk,
-                                     (long long)n);
+    double *dx2 = r->x2 ? er_dev_alloc(&r->db, sizeof(double) * (size_t)(chunk * n), r->s, &r->e) : NULL;
+    if (!xs || !ys || (r->x2 && !x2s))
+        r->st = er__fail(ER_ERR_NOMEM, "cannot allocate %lld rows of %lld", (long long)chunk, (long long)n);
     for (int64_t c0 = 0; c0 < np && r->st == ER_OK && r->e == cudaSuccess; c0 += chunk) {
         int64_t cn = np - c0 < chunk ? np - c0 : chunk;
         size_t bytes = sizeof(double) * (size_t)(cn * n);
@@ -129,6 +132,12 @@ static void er_dr_host_rows(er_dev_rows *r, er_sinks *sks, int *share, er_sink *
                                       er_dev_fmt(r->out->format), n, dx, dy, r->s);
             if (ec) r->e = (cudaError_t)ec;
         }
+        if (r->e == cudaSuccess && r->x2) { /* the second input's rows (out's gathered again: the kernel's pair) */
+            int ec = er__dev_gather(drows, cn, r->x2->data, er_dev_fmt(r->x2->format), r->out->data,
+                                    er_dev_fmt(r->out->format), n, dx2, dy, r->s);
+            if (ec) r->e = (cudaError_t)ec;
+        }
+        if (r->e == cudaSuccess && r->x2) r->e = cudaMemcpyAsync(x2s, dx2, bytes, cudaMemcpyDeviceToHost, r->s);
         if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(xs, dx, bytes, cudaMemcpyDeviceToHost, r->s);
         if (r->e == cudaSuccess) r->e = cudaMemcpyAsync(ys, dy, bytes, cudaMemcpyDeviceToHost, r->s);
         if (r->e == cudaSuccess) r->e = cudaStreamSynchronize(r->s);
@@ -136,8 +145,8 @@ static void er_dr_host_rows(er_dev_rows *r, er_sinks *sks, int *share, er_sink *
         int nt = put ? er_dr_threads(r, cn) : 1;
         er_dr_job jobs[ER_MAX_THREADS];
         for (int t = 0; t < nt; t++)
-            jobs[t] = (er_dr_job){ r, put ? er__sinks_at(sks, *share + t, 0) : sk, rows + c0, xs, ys, cn * t / nt,
-                                   cn * (t + 1) / nt, only, put, ER_OK };
+            jobs[t] = (er_dr_job){ r, put ? er__sinks_at(sks, *share + t, 0) : sk, rows + c0, xs, x2s, ys,
+                                   cn * t / nt, cn * (t + 1) / nt, only, put, ER_OK };
         er__run_jobs(jobs, sizeof jobs[0], nt, er_dr_job_run);
         if (put) *share += nt;
         for (int t = 0; t < nt && r->st == ER_OK; t++) r->st = jobs[t].st;
@@ -145,6 +154,7 @@ static void er_dr_host_rows(er_dev_rows *r, er_sinks *sks, int *share, er_sink *
     (void)cudaStreamSynchronize(r->s); /* no copy into them still queued (after an error) when they go back */
     er_host_buf_put(xs, px);
     er_host_buf_put(ys, py);
+    if (x2s) er_host_buf_put(x2s, px2);
 }
 
 /* Where the classes stay on the device: those the host wrote for the rows the GPU left, copied up over the GPU's

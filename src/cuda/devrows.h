@@ -18,10 +18,11 @@ static const char *const er_dev_rows_out[1] = {"out"};
      .covers = cov, .classic_bug = er__rows_classic_bug}
 
 typedef struct er_dev_rows er_dev_rows;
-/* The op's row function on the host: rows rows[0 .. np) (values xs and outputs ys, n each) into sk (only < 0), or
- * the one element `only` given to sk as the widest set's candidate. */
+/* The op's row function on the host: rows rows[0 .. np) (values xs, the second input's x2s where the op has one,
+ * else NULL, and outputs ys, n each) into sk (only < 0), or the one element `only` given to sk as the widest set's
+ * candidate. */
 typedef er_status (*er_dev_rows_put)(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np,
-                                     const double *xs, const double *ys, int64_t only);
+                                     const double *xs, const double *x2s, const double *ys, int64_t only);
 
 /* The op's one-element kernel queued on r's stream: element idx, which its rows' kernel decided, decided again for the
  * widest set's entry into *set (device memory). Returns 0 or a cudaError_t value. */
@@ -31,7 +32,7 @@ typedef int (*er_dev_rows_one)(const er_dev_rows *r, int64_t idx, er_dev_cset *s
 struct er_dev_rows {
     const er_ref *ref;            /* the shapes (its data pointer the device's) */
     const er_standard *std;
-    const er_tensor *x, *out;     /* device views: rows x n, contiguous */
+    const er_tensor *x, *x2, *out; /* device views: rows x n, contiguous (x2: an op's second input, or NULL) */
     cudaStream_t s;
     int64_t rows, n;
     int blocks;
@@ -48,12 +49,12 @@ struct er_dev_rows {
     const void *dev;              /* what `one` reads: the path's device buffers */
 };
 
-/* Starts r for rows of n elements along the last dimension of x and out, on `blocks` blocks (at most the rows); its
- * tallies' and rows' host arrays allocated (r->st: ER_ERR_NOMEM where not). keep: the classes left on the device in
- * keep->dcl where keep->want (NULL: none). */
+/* Starts r for rows of n elements along the last dimension of x (and x2, NULL where the op has one input) and out,
+ * on `blocks` blocks (at most the rows); its tallies' and rows' host arrays allocated (r->st: ER_ERR_NOMEM where
+ * not). keep: the classes left on the device in keep->dcl where keep->want (NULL: none). */
 void er_dev_rows_init(er_dev_rows *r, const er_ref *ref, const er_standard *std, const er_tensor *x,
-                      const er_tensor *out, void *stream, int blocks, er_dev_rows_put put, const void *op,
-                      er_dev_keep *keep);
+                      const er_tensor *x2, const er_tensor *out, int64_t n, void *stream, int blocks,
+                      er_dev_rows_put put, const void *op, er_dev_keep *keep);
 /* What a path's element kernel reads and writes in device memory besides the tensors: the rows' constants (drc; NULL
  * where the path has none), the classes (dcl), the blocks' tallies (dparts), the rows left (dpend) and their count
  * (*dn). */

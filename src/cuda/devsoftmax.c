@@ -180,7 +180,8 @@ static void er_lsm_gpu(er_dev_rows *r, uint8_t *classes, er_sm_dev *d) {
 
 /* softmax's or log_softmax's row function on the host (er_dev_rows_put), as the reference's op says. */
 static er_status er_sm_put(const er_dev_rows *r, er_sink *sk, const int64_t *rows, int64_t np, const double *xs,
-                           const double *ys, int64_t only) {
+                           const double *x2s, const double *ys, int64_t only) {
+    (void)x2s; /* one input */
     return er__softmax_rows_put(r->std, r->ref->mod == &er__log_softmax_module, sk, rows, np, r->n, xs, ys, only);
 }
 
@@ -208,7 +209,8 @@ static er_status er_sm_covers(const er_ref *ref, const er_standard *std, er_sink
     int blocks = er__dev_blocks(ref->n / n);
     if ((double)blocks * 8.0 * (double)n > 0x1p28) blocks = (int)(0x1p28 / (8.0 * (double)n)) + 1;
     er_dev_rows r;
-    er_dev_rows_init(&r, ref, std, arg->x, arg->out, arg->stream, blocks, er_sm_put, NULL, &arg->keep);
+    er_dev_rows_init(&r, ref, std, arg->x, NULL, arg->out, er__rows(ref)->K, arg->stream, blocks, er_sm_put, NULL,
+                     &arg->keep);
     er_sm_dev dev;
     memset(&dev, 0, sizeof dev);
     if (r.st == ER_OK) {
