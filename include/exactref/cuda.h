@@ -28,11 +28,11 @@ ER_API er_status er_tensor_from_device(er_tensor *view, void **host, er_format f
                                        const int64_t *strides, const void *device_ptr, void *stream);
 ER_API void er_host_free(void *host);
 /* Clears *rep (er_report_clear) and marks it so that the next device call into it (er_matmul_covers_device,
- * er_softmax_covers_device, er_log_softmax_covers_device, er_rmsnorm_covers_device, er_layernorm_covers_device; the
- * dlogits report of er_cross_entropy_covers_device; er_covers_device of a chain whose epilogue pass runs on the GPU)
- * leaves the report's classes in
- * device memory the report owns, where the GPU wrote them, instead of copying n bytes to the host: rep->classes is
- * then NULL and er_report_fetch_classes copies them when they are wanted. The counts, the first failing elements, the
+ * er_softmax_covers_device, er_log_softmax_covers_device, er_softmax_backward_covers_device, er_rmsnorm_covers_device,
+ * er_layernorm_covers_device; the dlogits report of er_cross_entropy_covers_device; er_covers_device of a chain whose
+ * epilogue pass runs on the GPU) leaves the report's classes in device memory the report owns, where the GPU wrote
+ * them, instead of copying n bytes to the host: rep->classes is then NULL and er_report_fetch_classes copies them when
+ * they are wanted. The counts, the first failing elements, the
  * worst and widest elements, the text and the JSON are the report's as ever. A call that takes another path (host
  * copies, a refusal) or any other call fills or zeroes the report as usual; a call clears the mark. Without the CUDA
  * toolkit: ER_ERR_UNSUPPORTED, *rep untouched. */
@@ -88,6 +88,19 @@ ER_API er_status er_softmax_covers_device(er_report *rep, const er_tensor *x, in
  * there. The report is the one er_log_softmax and er_covers give on host copies. */
 ER_API er_status er_log_softmax_covers_device(er_report *rep, const er_tensor *x, int dim, const er_tensor *out,
                                               const er_standard *std, void *stream);
+
+/* softmax's backward pass dx = y (dy - sum_j dy_j y_j) along dimension dim and covers of its output, dy, y and out all
+ * in device memory, computed on the GPU where it applies: compute=fp32 with products= and depth= as the standard
+ * says, dy, y and out of fp32, fp16 or bf16, row-major and contiguous, dim the last dimension. Each row's sum
+ * D = sum_j dy_j y_j is summed exactly on the GPU (a fixed-point window; also the products rounded to the inputs'
+ * format under products=either with fp16 or bf16 inputs); the host turns it into the row's set of D~ and D's leading
+ * bits; every element's set and exact result are computed on the GPU with the operations of the host's. A row whose
+ * elements the GPU does not all decide as exact or covered (an element outside its set, a NaN or infinity, a value
+ * beyond the output's range, a sum the window does not decide, a correct rounding that double-double cannot decide)
+ * goes to the host's softmax_backward rows. Anything else is copied back and checked on the host. The report is the
+ * one er_softmax_backward and er_covers give on host copies. */
+ER_API er_status er_softmax_backward_covers_device(er_report *rep, const er_tensor *dy, const er_tensor *y, int dim,
+                                                   const er_tensor *out, const er_standard *std, void *stream);
 
 /* rmsnorm of x over its last dimension with weight (NULL: none) and eps, and covers of its output, all in device
  * memory, computed on the GPU where it applies: compute=fp32 with rsqrt_ulps=, mean=, depth= and math=triton as the

@@ -6,6 +6,7 @@
 #include "core/internal.h"
 #include "format/format.h"
 #include "core/sqwin.h"
+#include "core/pwin.h"
 #include "core/lnsums.h"
 #include "exact/accum.h"
 #include "ops/module.h"
@@ -155,6 +156,19 @@ ER_INTERNAL er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standar
 ER_INTERNAL er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk,
                                           const er_fmt_info *X, const double *w, const int64_t *rows, int64_t np,
                                           int64_t n, const double *xs, const double *ys, int64_t only);
+/* softmax_backward on the GPU (docs/algorithms/softmax-backward.md, On the GPU): where ref is softmax_backward's
+ * along the last dimension, its rows' length into *n and whether the GPU path takes it under std with outputs of
+ * format O into *takes (the host's fast pass: compute fp32, inputs and output of fp32, fp16 or bf16); returns the
+ * inputs' format the products may be rounded to first (NULL: none). Then each of rows rows' constants from the GPU's
+ * windows (er__sbwd_dev_consts), and the host's rows: rows[0 .. np) of dy's and y's values dys, yvs and outputs outs
+ * (n each) into sk, or the element `only` as the widest set's candidate (er__softmax_rows_put's rule). */
+ER_INTERNAL const er_fmt_info *er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
+                                               int64_t *n, int *takes);
+ER_INTERNAL er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
+                                             const er_pwin_row *win, int64_t rows, int64_t n, double *rc);
+ER_INTERNAL er_status er__sbwd_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const int64_t *rows,
+                                        int64_t np, int64_t n, const double *dys, const double *yvs,
+                                        const double *outs, int64_t only);
 /* A GPU path's row constants on the host's threads: fn(ctx, r, c) fills c = rc + k r (k doubles) for each row
  * r < rows and returns 0 where the row is the host's (c is then set to NaN). */
 typedef int (*er_dev_row_fn)(const void *ctx, int64_t r, double *c);

@@ -3,6 +3,7 @@
  * one output, dx. The sets are
  * src/enclose/softmax_bwd.c's (docs/algorithms/softmax-backward.md). Rows along the last dimension run in contiguous
  * runs, one per thread; rows along another dimension are computed first and put in element order. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "format/format.h"
@@ -141,6 +142,58 @@ static void *er_sbwd_run(void *arg) {
     return NULL;
 }
 
+/* A row's plan under std for outputs of format O (overflow rule ov). */
+static er_sbwd_plan er_sbwd_plan_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O, er_overflow ov) {
+    const er_sbwd_state *s = er__sbwd(ref);
+    er_sbwd_plan pl = {er__fmt(std->compute), er__fmt(s->dy.format), er__fmt(s->y.format), O, ov, std->depth,
+                       std->exp_ulps ? std->exp_ulps : 2.0, std->exp_fast || std->fast_math == 1, std->products == 1,
+                       0, NULL};
+    return pl;
+}
+
+const er_fmt_info *er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O, int64_t *n,
+                                   int *takes) {
+    *takes = 0;
+    if (ref->mod != &er__softmax_backward_module || er__sbwd(ref)->inner != 1) return NULL;
+    er_sbwd_plan pl = er_sbwd_plan_of(ref, std, O, ER_OVERFLOW_IEEE);
+    *n = er__sbwd(ref)->K;
+    *takes = er__sbwd_dev_takes(&pl) && *n >= 1 && *n < INT32_MAX;
+    return er__sbwd_dev_rounds(&pl);
+}
+
+er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
+                                 const er_pwin_row *win, int64_t rows, int64_t n, double *rc) {
+    er_sbwd_plan pl = er_sbwd_plan_of(ref, std, O, ER_OVERFLOW_IEEE); /* the GPU takes outputs within O's range */
+    return er__sbwd_dev_consts(&pl, win, rows, n, rc);
+}
+
+er_status er__sbwd_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const int64_t *rows, int64_t np,
+                            int64_t n, const double *dys, const double *yvs, const double *outs, int64_t only) {
+    er_sbwd_plan pl = er_sbwd_plan_of(ref, std, sk->O, sk->ov);
+    size_t k1 = (size_t)(n ? n : 1);
+    double *buf = malloc(sizeof(double) * 4 * k1);
+    er_cval *cv = malloc(sizeof *cv * k1);
+    er_status st = buf && cv ? ER_OK : er__fail(ER_ERR_NOMEM, "cannot allocate a row of %lld", (long long)n);
+    double *lo = buf, *hi = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n;
+    er_row_rec rec;
+    er__row_rec_begin(&rec, sk, only < 0);
+    for (int64_t p = 0; p < np && st == ER_OK; p++) {
+        st = er__sbwd_row(&pl, dys + p * n, yvs + p * n, n, lo, hi, ex, rd);
+        if (st == ER_OK && only < 0 && er__row_scratch(sk, &rec, n)) { /* in runs, as er_sbwd_put puts them */
+            rec.ys = outs + p * n;
+            er__row_put_ivals(sk, &rec, rows[p] * n, n, pl.F, lo, hi, ex, rd);
+            rec.ys = NULL;
+            continue;
+        }
+        for (int64_t k = 0; st == ER_OK && k < n; k++) er__cval_from_ival(&cv[k], lo[k], hi[k], pl.F);
+        if (st == ER_OK) er__row_put_out(sk, &rec, rows[p], n, cv, ex, rd, outs + p * n, only);
+    }
+    er__row_rec_end(&rec, sk, st);
+    free(buf);
+    free(cv);
+    return st;
+}
+
 static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_sinks *sk) {
     const er_sbwd_state *s = er__sbwd(ref);
     int last = s->inner == 1;
@@ -148,9 +201,7 @@ static er_status er_sbwd_covers(const er_ref *ref, const er_standard *std, er_si
     if (nt > s->rows) nt = s->rows > 0 ? (int)s->rows : 1;
     ER_RETURN_IF_ERROR(er__sinks_open(sk, nt));
     er_sink *s0 = er__sinks_at(sk, 0, 0);
-    er_sbwd_plan pl = {er__fmt(std->compute), er__fmt(s->dy.format), er__fmt(s->y.format), s0->O, s0->ov, std->depth,
-                       std->exp_ulps ? std->exp_ulps : 2.0, std->exp_fast || std->fast_math == 1, std->products == 1,
-                       0};
+    er_sbwd_plan pl = er_sbwd_plan_of(ref, std, s0->O, s0->ov);
     er_cset *all = NULL;
     if (!last) {
         ER_RETURN_IF_ERROR(er__mem_check((double)sizeof *all * (double)ref->n, "softmax_backward's sets"));

@@ -818,6 +818,119 @@ static void require_rmsnorm_device_equals_host(const er_ref *ref, const er_tenso
     if (dw) cudaFree(dw);
 }
 
+/* dy and y rows for softmax's backward pass (rows x n, formats fd, fy): y a softmax of random logits (spread 1, 10 or
+ * 60 wide: tiny probabilities, some exact zeros), dy from six families: normal of several scales, on a grid of eighths
+ * (ties), each dy_i near D (dy_i - D cancels: a constant plus 2^-20 noise), huge among tiny, a NaN or an infinity in
+ * one row in eight, zeros. */
+static void gen_sbwd_rows(int fam, er_format fd, er_format fy, int64_t rows, int64_t n, void *DY, void *Y) {
+    double *lg = malloc(sizeof(double) * (size_t)n);
+    for (int64_t r = 0; r < rows; r++) {
+        double w = (double[]){1, 10, 60}[er_rand64() % 3], m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; j++) {
+            lg[j] = w * er_rand_normal();
+            m = lg[j] > m ? lg[j] : m;
+        }
+        for (int64_t j = 0; j < n; j++) sum += exp(lg[j] - m);
+        double c = er_rand_normal(), scale = ldexp(1.0, (int)er_rand_int(-12, 12));
+        for (int64_t j = 0; j < n; j++) {
+            double y = j % 13 == 7 && fam == 5 ? 0.0 : exp(lg[j] - m) / sum, d = er_rand_normal() * scale;
+            if (fam == 1) d = (double)er_rand_int(-64, 64) / 8;
+            if (fam == 2) d = c + ldexp(er_rand_normal(), -20);
+            if (fam == 3) d = j % 11 == 2 ? 3e4 * er_rand_normal() : 1e-6 * er_rand_normal();
+            if (fam == 4 && r % 8 == 5 && j == n / 2) d = er_rand64() % 2 ? NAN : INFINITY;
+            if (fam == 5 && er_rand64() % 4 == 0) d = 0;
+            er_store(DY, fd, r * n + j, d);
+            er_store(Y, fy, r * n + j, y);
+        }
+    }
+    free(lg);
+}
+
+/* The host's report of softmax_backward ref (host views tdy, ty, tc) under std against
+ * er_softmax_backward_covers_device's on device copies: the same, field for field and in their JSON (also with the
+ * classes kept on the device). */
+static void require_sbwd_device_equals_host(const er_ref *ref, const er_tensor *tdy, const er_tensor *ty,
+                                            const er_tensor *tc, int dim, const er_standard *std, const char *what) {
+    const er_tensor *hv[3] = {tdy, ty, tc};
+    er_tensor dv[3];
+    void *dp[3];
+    for (int i = 0; i < 3; i++) {
+        dp[i] = to_device(hv[i]->data, (size_t)(er_tensor_numel(hv[i]) * (er_format_storage_bits(hv[i]->format) / 8)));
+        dv[i] = *hv[i];
+        dv[i].data = dp[i];
+    }
+    er_report rh, rd, rk;
+    ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
+    ER_REQUIRE(er_softmax_backward_covers_device(&rd, &dv[0], &dv[1], dim, &dv[2], std, NULL) == ER_OK, "device: %s",
+               er_last_error());
+    ER_REQUIRE(er_report_keep_on_device(&rk) == ER_OK, "keep: %s", er_last_error());
+    require_kept_same(&rh, &rk, er_softmax_backward_covers_device(&rk, &dv[0], &dv[1], dim, &dv[2], std, NULL), what);
+    require_same_reports(&rh, &rd, what);
+    for (int i = 0; i < 3; i++) cudaFree(dp[i]);
+}
+
+/* softmax_backward on the GPU against the host: dy and y of fp32, fp16 and bf16 (gen_sbwd_rows' families), fp32, fp16
+ * and bf16 outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite; in a third of the
+ * trials the long double result alone), rows of 1 to a few thousand; the standards the GPU takes (products=either
+ * and compute, depth=) and some it hands to the host (compute=fp64, rows along the first dimension). The reports
+ * must agree in every field and in their JSON. */
+START_TEST(softmax_backward_on_the_gpu_equals_the_host) {
+    er_test_reseed(770);
+    long trials = (long)(80 * er_test_multiplier());
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    static const char *const opts[] = {"", "products=compute", "depth=12", "products=either", "compute=fp64"};
+    long elems = 0, kept0 = kept_reports;
+    for (long tr = 0; tr < trials; tr++) {
+        er_format fd = fmts[er_rand64() % 3], fy = er_rand64() % 2 ? fd : fmts[er_rand64() % 3],
+                  fo = fmts[er_rand64() % 3];
+        int fam = (int)(er_rand64() % 6), big = tr % 10 == 9, first_dim = tr % 17 == 8;
+        int64_t rows = big ? er_rand_int(100, 300) : er_rand_int(1, 40);
+        int64_t n = big ? er_rand_int(1000, 3000) : er_rand_int(1, 600), nc = rows * n;
+        void *DY = malloc(8 * (size_t)nc), *Y = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc);
+        gen_sbwd_rows(fam, fd, fy, rows, n, DY, Y);
+        er_tensor tdy, ty, tc;
+        er_tensor_view(&tdy, fd, 2, (int64_t[]){rows, n}, NULL, DY);
+        er_tensor_view(&ty, fy, 2, (int64_t[]){rows, n}, NULL, Y);
+        er_tensor_view(&tc, fo, 2, (int64_t[]){rows, n}, NULL, C);
+        int dim = first_dim ? 0 : 1;
+        er_ref *ref;
+        ck_assert_int_eq(er_softmax_backward(&ref, &tdy, &ty, dim), ER_OK);
+        er_standard std;
+        const char *o = opts[er_rand64() % 5];
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
+        double *mid = malloc(sizeof(double) * (size_t)nc);
+        int64_t R = dim ? rows : n, L = dim ? n : rows; /* the rows along dim, their length */
+        for (int64_t r = 0; r < R; r++) {
+            long double D = 0;
+            for (int64_t j = 0; j < L; j++) {
+                int64_t e = dim ? r * n + j : j * n + r;
+                D += (long double)er_load(DY, fd, e) * er_load(Y, fy, e);
+            }
+            for (int64_t j = 0; j < L; j++) {
+                int64_t e = dim ? r * n + j : j * n + r;
+                mid[e] = (double)((long double)er_load(Y, fy, e) * (er_load(DY, fd, e) - D));
+            }
+        }
+        gen_outputs_around(ref, &std, mid, fo, rows, n, tr % 3 == 0 ? 2 : 0, C);
+        free(mid);
+        char what[200];
+        snprintf(what, sizeof what, "softmax_backward %lld x %lld (dim %d), family %d, %s, %s -> %s, '%s'",
+                 (long long)rows, (long long)n, dim, fam, er_format_name(fd), er_format_name(fy), er_format_name(fo),
+                 o);
+        require_sbwd_device_equals_host(ref, &tdy, &ty, &tc, dim, &std, what);
+        elems += nc;
+        er_ref_free(ref);
+        free(DY);
+        free(Y);
+        free(C);
+    }
+    printf("t-cuda: er_softmax_backward_covers_device gave the host's report on %ld checks (%ld elements); %ld of its "
+           "reports marked to keep their classes on the device kept them there\n", trials, elems,
+           kept_reports - kept0);
+    ER_REQUIRE(kept_reports > kept0, "no softmax_backward report kept its classes on the device");
+}
+END_TEST
+
 /* rmsnorm on the GPU against the host: inputs of fp32, fp16 and bf16 from six families (gen_norm_rows), weights of
  * the three formats (some zero, negative or huge) or none, eps 0 or small, fp32, fp16 and bf16 outputs spread from
  * the correctly rounded result out to 2^20 ulps (some NaN or infinite), rows of 1 to a few thousand, 2-D and 3-D; the
@@ -1918,6 +2031,14 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_log_softmax_covers_device(NULL, &a, 1, &a, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_log_softmax_covers_device(&rep, &a, 2, &a, &std, NULL), ER_ERR_INVALID);
     ck_assert_int_eq(er_log_softmax_covers_device(&rep, &a, 1, &b3, &std, NULL), ER_ERR_OUTPUT);
+    ck_assert_int_eq(er_softmax_backward_covers_device(NULL, &a, &a, 1, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, NULL, 1, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, &a, 1, NULL, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, &a, 2, &a, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, &b3, 1, &a, &std, NULL), ER_ERR_SHAPE);
+    ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, &a, 1, &b3, &std, NULL), ER_ERR_OUTPUT);
+    if (!er_cuda_available())
+        ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, &a, 1, &a, &std, NULL), ER_ERR_UNSUPPORTED);
     ck_assert_int_eq(er_rmsnorm_covers_device(NULL, &a, NULL, 1e-5, &a, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, NULL, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, &w3, 1e-5, &a, &std, NULL), ER_ERR_SHAPE); /* no device access */
@@ -2140,6 +2261,7 @@ int main(void) {
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_open_elements_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, rmsnorm_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tc, softmax_backward_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, log_softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, layernorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, many_rows_on_the_gpu_equal_the_host);

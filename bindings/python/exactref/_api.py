@@ -348,9 +348,9 @@ class Reference:
         self, out: ArrayLike, standard: str = "any_order", options: Optional[str] = None, **kwargs: Any
     ) -> Result:
         """Classifies every element of the kernel output `out` against the set the standard allows. With `out` and
-        the reference's inputs CUDA torch tensors, a matmul, softmax, log_softmax or rmsnorm is checked where they
-        are (the device paths, docs/reference/cuda.md), and a chain's CUDA output by er_covers_device (its epilogue
-        pass on the GPU where it applies), with the same result."""
+        the reference's inputs CUDA torch tensors, a matmul, softmax, log_softmax, softmax_backward or rmsnorm is
+        checked where they are (the device paths, docs/reference/cuda.md), and a chain's CUDA output by
+        er_covers_device (its epilogue pass on the GPU where it applies), with the same result."""
         dev = self._device_covers(out, standard, options, kwargs)
         if dev is None:
             dev = self._host_covers_of_device_output(out, standard, options, kwargs)
@@ -407,13 +407,13 @@ class Reference:
         return Result(rep, tuple(self.shape), None, sets)
 
     def _device_covers(self, out, standard, options, kwargs):
-        """covers() by a device path where one applies (a matmul, softmax, log_softmax or rmsnorm whose inputs and
-        output are CUDA torch tensors, the library built with CUDA); else None. Its sets, where asked for, come from
-        the host's pass on copies."""
+        """covers() by a device path where one applies (a matmul, softmax, log_softmax, softmax_backward or rmsnorm
+        whose inputs and output are CUDA torch tensors, the library built with CUDA); else None. Its sets, where
+        asked for, come from the host's pass on copies."""
         if not _on_cuda(out):
             return None
         inputs = (self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op in ("softmax", "log_softmax")
-                  else self._keep[1::2] if self.op == "rmsnorm" else ())
+                  else self._keep[1::2] if self.op in ("rmsnorm", "softmax_backward") else ())
         if not inputs or not all(_on_cuda(t) for t in inputs + (out,)) or not _ffi.cuda_available():
             return None
         if tuple(out.shape) != tuple(self.shape):
@@ -424,11 +424,14 @@ class Reference:
         std = _standard(standard, options, kwargs)
         import torch
         stream = torch.cuda.current_stream(out.device).cuda_stream
-        names = {"matmul": ("A", "B"), "softmax": ("x",), "log_softmax": ("x",), "rmsnorm": ("x", "weight")}[self.op]
+        names = {"matmul": ("A", "B"), "softmax": ("x",), "log_softmax": ("x",), "rmsnorm": ("x", "weight"),
+                 "softmax_backward": ("dy", "y")}[self.op]
         views = [DeviceView(t, name) for t, name in zip(inputs, names)]
         vo = DeviceView(out, "out")
         if self.op == "matmul":
             rep = _ffi.matmul_covers_device(views[0].buf, views[1].buf, vo.buf, std, stream)
+        elif self.op == "softmax_backward":
+            rep = _ffi.softmax_backward_covers_device(views[0].buf, views[1].buf, self._dim, vo.buf, std, stream)
         elif self.op == "rmsnorm":
             rep = _ffi.rmsnorm_covers_device(views[0].buf, views[1].buf if len(views) > 1 else None, self._eps,
                                              vo.buf, std, stream)
@@ -737,6 +740,32 @@ def _rows_covers_device(fn, x, out, dim, standard, options, stream, kwargs):
     return Result(rep, tuple(vo.tensor.shape))
 
 
+def softmax_backward_covers_device(dy: Any, y: Any, out: Any, dim: int = -1, standard: str = "any_order",
+                                   options: Optional[str] = None, stream: Any = None, **kwargs: Any) -> Result:
+    """covers() of out = dx of softmax's backward pass along dim, dx = y (dy - sum(dy * y, dim)), with dy, y and out
+    CUDA torch tensors of the same shape, the sets computed on the GPU where they are
+    (er_softmax_backward_covers_device): each row's sum of products exactly there, D's set on the host, every
+    element's set and exact result on the GPU, the rows the GPU does not decide on the host. Outside the GPU path's
+    scope (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
+    er.softmax_backward(dy, y, dim).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current
+    stream)."""
+    fn = "softmax_backward_covers_device"
+    _check_stream(stream, fn)
+    vd, vy, vo = DeviceView(dy, "dy"), DeviceView(y, "y"), DeviceView(out, "out")
+    if vy.tensor.dim() == 0:
+        raise ValueError("exactref: %s of a scalar: y needs at least 1 dimension" % fn)
+    if tuple(vd.tensor.shape) != tuple(vy.tensor.shape):
+        raise ValueError("exactref: %s: dy has shape %s and y %s; they must be the same"
+                         % (fn, tuple(vd.tensor.shape), tuple(vy.tensor.shape)))
+    dim = _check.dim(dim, fn, vy.tensor.dim())
+    if stream is None:
+        import torch
+        stream = torch.cuda.current_stream(vy.tensor.device)
+    std = _standard(standard, options, kwargs)
+    rep = _ffi.softmax_backward_covers_device(vd.buf, vy.buf, dim, vo.buf, std, stream.cuda_stream)
+    return Result(rep, tuple(vo.tensor.shape))
+
+
 def rmsnorm_covers_device(x: Any, out: Any, weight: Any = None, eps: float = 1e-6, standard: str = "any_order",
                           options: Optional[str] = None, stream: Any = None, **kwargs: Any) -> Result:
     """covers() of out = rmsnorm(x, weight, eps) over the last dimension with x, out (and weight, a vector, or None)
@@ -1021,10 +1050,10 @@ def log_softmax(x: ArrayLike, dim: int = -1) -> Reference:
     return _softmax_like("log_softmax", x, dim)
 
 
-def _gradient_and(op, dy, t, name):
+def _gradient_and(op, dy, t, name, later=False):
     """dy and the array t (named name) of a backward pass as numpy arrays, checked: supported dtypes, t not a scalar,
-    the same shape."""
-    g, a = to_numpy(dy, "dy"), to_numpy(t, name)
+    the same shape (later: stand-ins of CUDA tensors, _like's, none of their data copied)."""
+    g, a = (_like(dy, "dy"), _like(t, name)) if later else (to_numpy(dy, "dy"), to_numpy(t, name))
     format_of(g.dtype)
     format_of(a.dtype)
     if a.ndim == 0:
@@ -1036,12 +1065,19 @@ def _gradient_and(op, dy, t, name):
     return g, a
 
 
-def _backward(name, dy, y, dim):
-    g, a = _gradient_and(name, dy, y, "y")
+def _backward(name, dy, y, dim, now=False):
+    # softmax's backward pass of CUDA tensors: made on the host on first use (its device path reads them there)
+    later = not now and name == "softmax_backward" and _on_device(dy, y)
+    g, a = _gradient_and(name, dy, y, "y", later)
     d = _check.dim(dim, name, a.ndim)
-    vg, va = View(g, "dy"), View(a, "y")
-    ptr = _ffi.softmax_backward(vg.buf, va.buf, d, log=name.startswith("log"))
-    return Reference(ptr, (vg, dy, va, y), a.shape, name)
+    if later:
+        ref = Reference._later(lambda: _backward(name, dy, y, d, True), (None, dy, None, y), a.shape, name)
+    else:
+        vg, va = View(g, "dy"), View(a, "y")
+        ptr = _ffi.softmax_backward(vg.buf, va.buf, d, log=name.startswith("log"))
+        ref = Reference(ptr, (vg, dy, va, y), a.shape, name)
+    ref._dim = d
+    return ref
 
 
 def softmax_backward(dy: ArrayLike, y: ArrayLike, dim: int = -1) -> Reference:
