@@ -90,28 +90,31 @@ static const er_fmt_info *er_sbwd_rounded_products(const er_sbwd_plan *pl) {
     return !pl->products_compute && P->p < pl->F->p ? P : NULL;
 }
 
-/* D~'s set [*dlo, *dhi] from the summary of sum_j dy_j y_j (sm) and, where the products may be rounded to the inputs'
- * format first, of the rounded products' sum (sm2; NULL: not); 0 where it is not a finite interval. */
-static er_status er_sbwd_dset(const er_sbwd_plan *pl, int64_t n, const er_dotsum *sm, const er_dotsum *sm2, int *dfin,
-                              double *dlo, double *dhi) {
+/* The any-order bounds of D's sum of n products (bd) and, where P is not NULL, of the rounded products' sum (bd2). */
+static er_status er_sbwd_bounds(const er_sbwd_plan *pl, int64_t n, const er_fmt_info *P, er_anyorder_bound *bd,
+                                er_anyorder_bound *bd2) {
+    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(bd, pl->Fdy, pl->Fy, pl->F, n, pl->depth, 0));
+    return P ? er__anyorder_bound_terms_depth(bd2, pl->F, n, pl->depth, 0) : ER_OK;
+}
+
+/* D~'s set [*dlo, *dhi] from the summary of sum_j dy_j y_j (sm, bound bd) and, where the products may be rounded to
+ * the inputs' format first, of the rounded products' sum (sm2, bound bd2; NULL: not); 0 where it is not a finite
+ * interval. */
+static int er_sbwd_dset(const er_sbwd_plan *pl, const er_anyorder_bound *bd, const er_anyorder_bound *bd2,
+                        const er_dotsum *sm, const er_dotsum *sm2, double *dlo, double *dhi) {
     const er_fmt_info *F = pl->F;
-    er_anyorder_bound bd;
-    ER_RETURN_IF_ERROR(er__anyorder_bound_depth(&bd, pl->Fdy, pl->Fy, F, n, pl->depth, 0));
     er_edge_scratch w;
     er__edge_scratch_init(&w);
     er_cval dset;
-    er__anyorder_cval(&dset, &bd, F, sm, &w);
-    *dfin = !dset.nan && !dset.nan_req && !dset.pinf && !dset.ninf && dset.lo <= dset.hi;
-    er_status st = ER_OK;
+    er__anyorder_cval(&dset, bd, F, sm, &w);
+    int dfin = !dset.nan && !dset.nan_req && !dset.pinf && !dset.ninf && dset.lo <= dset.hi;
     if (sm2) {
         /* products=either: the products may first be rounded to the inputs' format P (where narrower than F), then
          * summed in any order in F (terms of F: Lemma 3 of any-order.md): the union with that sum's set */
         er_cval d2 = {0};
-        er_anyorder_bound bd2;
-        st = er__anyorder_bound_terms_depth(&bd2, F, n, pl->depth, 0);
-        if (st == ER_OK) er__anyorder_cval(&d2, &bd2, F, sm2, &w);
-        *dfin = *dfin && st == ER_OK && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
-        if (*dfin) {
+        er__anyorder_cval(&d2, bd2, F, sm2, &w);
+        dfin = dfin && !d2.nan && !d2.nan_req && !d2.pinf && !d2.ninf && d2.lo <= d2.hi;
+        if (dfin) {
             dset.lo = fmin(dset.lo, d2.lo);
             dset.hi = fmax(dset.hi, d2.hi);
         }
@@ -119,7 +122,7 @@ static er_status er_sbwd_dset(const er_sbwd_plan *pl, int64_t n, const er_dotsum
     er__edge_scratch_clear(&w);
     *dlo = dset.lo;
     *dhi = dset.hi;
-    return st;
+    return dfin;
 }
 
 /* D = sum_j dy_j y_j (y NULL: sum_j dy_j) exactly into D (initialised here; the caller clears it), with MPFR at a
@@ -286,22 +289,20 @@ static int er_sbwd_win_summary(const er_pwin_row *w, int64_t n, er_dotsum *sm) {
     return 1;
 }
 
-er_status er__sbwd_dev_consts(const er_sbwd_plan *pl, const er_pwin_row *win, int64_t rows, int64_t n, double *rc) {
-    const er_fmt_info *P = er_sbwd_rounded_products(pl);
-    for (int64_t r = 0; r < rows; r++) {
-        const er_pwin_row *w = &win[2 * r];
-        double *c = rc + 5 * r, dlo, dhi;
-        er_dotsum sm, sm2;
-        int dfin = 0;
-        c[0] = NAN;
-        if (!er_sbwd_win_summary(&w[0], n, &sm) || (P && !er_sbwd_win_summary(&w[1], n, &sm2))) continue;
-        ER_RETURN_IF_ERROR(er_sbwd_dset(pl, n, &sm, P ? &sm2 : NULL, &dfin, &dlo, &dhi));
-        er_pwin_dd((er_pw_i128)(((er_pw_u128)w->whi << 64) | w->wlo), w->b, w->tail, n, c + 2);
-        if (!dfin || c[2] != c[2]) continue;
-        c[0] = dlo;
-        c[1] = dhi;
-    }
-    return ER_OK;
+er_status er__sbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_sbwd_dev *d) {
+    d->P = er_sbwd_rounded_products(pl);
+    return er_sbwd_bounds(pl, n, d->P, &d->bd, &d->bd2);
+}
+
+int er__sbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin_row *w, int64_t n, double *c) {
+    er_dotsum sm, sm2;
+    double dlo, dhi;
+    if (!er_sbwd_win_summary(&w[0], n, &sm) || (d->P && !er_sbwd_win_summary(&w[1], n, &sm2))) return 0;
+    if (!er_sbwd_dset(pl, &d->bd, &d->bd2, &sm, d->P ? &sm2 : NULL, &dlo, &dhi)) return 0;
+    er_pwin_dd((er_pw_i128)(((er_pw_u128)w->whi << 64) | w->wlo), w->b, w->tail, n, c + 2);
+    c[0] = dlo;
+    c[1] = dhi;
+    return c[2] == c[2];
 }
 
 er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo, double *hi,
@@ -325,9 +326,10 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
         t[j] = er__round_prod(P, dy[j], y[j], wide, ER_ROUND_NEAREST);
         fin2 = fin2 && isfinite(t[j]);
     }
+    er_anyorder_bound bd, bd2;
     er_status st = t && fin2 ? er_sbwd_summary(P, NULL, t, NULL, n, &sm2, NULL) : ER_OK;
-    if (st == ER_OK) st = er_sbwd_dset(pl, n, &sm, t && fin2 ? &sm2 : NULL, &dfin, &dlo, &dhi);
-    dfin = dfin && fin2;
+    if (st == ER_OK) st = er_sbwd_bounds(pl, n, P, &bd, &bd2);
+    if (st == ER_OK) dfin = er_sbwd_dset(pl, &bd, &bd2, &sm, t && fin2 ? &sm2 : NULL, &dlo, &dhi) && fin2;
     if (st != ER_OK) {
         free(t);
         return st;

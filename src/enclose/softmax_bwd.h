@@ -40,12 +40,16 @@ ER_INTERNAL void er__sbwd_exact_dd(int64_t n, const double *dy, const double *y,
  * NULL: none). */
 ER_INTERNAL int er__sbwd_dev_takes(const er_sbwd_plan *pl);
 ER_INTERNAL const er_fmt_info *er__sbwd_dev_rounds(const er_sbwd_plan *pl);
-/* Each row's constants rc[5 r .. 5 r + 5) from the GPU's windows of its products (win[2 r]) and of its rounded
- * products (win[2 r + 1], where er__sbwd_dev_rounds gives a format): D~'s set's ends, the exact D as Dh + Dl + r with
- * |r| <= rc[5 r + 4] (core/pwin.h); rc[5 r] NaN where the host must take the row (a window that does not decide the
- * summary, a special row, no finite set). The same sets as er__sbwd_row's where it gives them. */
-ER_INTERNAL er_status er__sbwd_dev_consts(const er_sbwd_plan *pl, const er_pwin_row *win, int64_t rows, int64_t n,
-                                          double *rc);
+/* The GPU's rows: the any-order bounds of a row of n (bd; bd2, of the rounded products' sum where P, the inputs'
+ * format the products may be rounded to, is not NULL), once (er__sbwd_dev_setup); then a row's constants c[0 .. 5)
+ * from its windows of the products (w[0]) and of the rounded products (w[1], where P is not NULL): D~'s set's ends,
+ * and the exact D as c[2] + c[3] + r with |r| <= c[4] (core/pwin.h); 0 where the host must take the row (a window
+ * that does not decide the summary, a special row, no finite set). The same sets as er__sbwd_row's where it gives
+ * them. */
+typedef struct er_sbwd_dev { er_anyorder_bound bd, bd2; const er_fmt_info *P; } er_sbwd_dev;
+ER_INTERNAL er_status er__sbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_sbwd_dev *d);
+ER_INTERNAL int er__sbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin_row *w, int64_t n,
+                                 double *c);
 
 /* log_softmax's backward pass, dx = dy - exp(y) sum_j dy_j, from the saved log_softmax output y: as er__sbwd_row. A
  * row holding a NaN, an infinity in dy, +inf or a value above 2^10 in y (no log_softmax output) claims nothing. */

@@ -161,10 +161,22 @@ const er_fmt_info *er__sbwd_dev_of(const er_ref *ref, const er_standard *std, co
     return er__sbwd_dev_rounds(&pl);
 }
 
+/* softmax_backward's row r on the GPU (er_dev_row_fn). */
+typedef struct er_sbwd_devrow { const er_sbwd_plan *pl; const er_sbwd_dev *d; const er_pwin_row *win; int64_t n; }
+    er_sbwd_devrow;
+static int er_sbwd_dev_row(const void *ctx, int64_t r, double *c) {
+    const er_sbwd_devrow *x = ctx;
+    return er__sbwd_dev_row(x->pl, x->d, x->win + 2 * r, x->n, c);
+}
+
 er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
                                  const er_pwin_row *win, int64_t rows, int64_t n, double *rc) {
     er_sbwd_plan pl = er_sbwd_plan_of(ref, std, O, ER_OVERFLOW_IEEE); /* the GPU takes outputs within O's range */
-    return er__sbwd_dev_consts(&pl, win, rows, n, rc);
+    er_sbwd_dev d;
+    ER_RETURN_IF_ERROR(er__sbwd_dev_setup(&pl, n, &d));
+    er_sbwd_devrow x = {&pl, &d, win, n};
+    er__dev_consts(er_sbwd_dev_row, &x, rows, 5, rc);
+    return ER_OK;
 }
 
 er_status er__sbwd_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const int64_t *rows, int64_t np,
