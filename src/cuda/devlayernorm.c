@@ -32,12 +32,8 @@ typedef struct er_ln_arg {
 static er_status er_ln_covers_host(er_report *rep, const er_ln_arg *a, const er_standard *std) {
     const er_tensor *dv[4] = {a->x, a->w, a->b, a->out};
     er_tensor hv[4];
-    void *hp[4] = {NULL, NULL, NULL, NULL};
-    er_status st = ER_OK;
-    for (int i = 0; i < 4 && st == ER_OK; i++)
-        if (dv[i])
-            st = er_tensor_from_device(&hv[i], &hp[i], dv[i]->format, dv[i]->ndim, dv[i]->shape, dv[i]->strides,
-                                       dv[i]->data, a->stream);
+    void *hp[4];
+    er_status st = er_dev_host_views(4, dv, hv, hp, a->stream);
     er_ref *ref = NULL;
     if (st == ER_OK) st = er_layernorm(&ref, &hv[0], a->nd, a->w ? &hv[1] : NULL, a->b ? &hv[2] : NULL, a->eps);
     if (st == ER_OK) st = er_covers(rep, ref, &hv[3], std);

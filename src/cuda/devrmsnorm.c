@@ -21,20 +21,15 @@
 /* The whole check on host copies of x, the weight and out. */
 static er_status er_rms_covers_host(er_report *rep, const er_tensor *x, const er_tensor *w, double eps,
                                     const er_tensor *out, const er_standard *std, void *stream) {
-    er_tensor hx, hw, ho;
-    void *px = NULL, *pw = NULL, *po = NULL;
-    er_status st = er_tensor_from_device(&hx, &px, x->format, x->ndim, x->shape, x->strides, x->data, stream);
-    if (st == ER_OK && w)
-        st = er_tensor_from_device(&hw, &pw, w->format, w->ndim, w->shape, w->strides, w->data, stream);
-    if (st == ER_OK)
-        st = er_tensor_from_device(&ho, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
+    const er_tensor *v[3] = {x, w, out};
+    er_tensor h[3];
+    void *bufs[3];
+    er_status st = er_dev_host_views(3, v, h, bufs, stream);
     er_ref *ref = NULL;
-    if (st == ER_OK) st = er_rmsnorm(&ref, &hx, w ? &hw : NULL, eps);
-    if (st == ER_OK) st = er_covers(rep, ref, &ho, std);
+    if (st == ER_OK) st = er_rmsnorm(&ref, &h[0], w ? &h[1] : NULL, eps);
+    if (st == ER_OK) st = er_covers(rep, ref, &h[2], std);
     er_ref_free(ref);
-    free(px);
-    free(pw);
-    free(po);
+    for (int i = 0; i < 3; i++) free(bufs[i]);
     return st;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <mpfr.h>
+#include <exactref/cuda.h>
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 
@@ -184,6 +185,17 @@ static int er_dr_one(er_dev_rows *r, int64_t idx, er_cset *c, double *y) {
     *c = (er_cset){ .lo = h.lo, .hi = h.hi, .rounded = h.rounded, .exact = h.exact };
     *y = h.y;
     return 1;
+}
+
+er_status er_dev_host_views(int k, const er_tensor *const *v, er_tensor *h, void **bufs, void *stream) {
+    er_status st = ER_OK;
+    for (int i = 0; i < k; i++) {
+        bufs[i] = NULL;
+        if (st == ER_OK && v[i])
+            st = er_tensor_from_device(&h[i], &bufs[i], v[i]->format, v[i]->ndim, v[i]->shape, v[i]->strides,
+                                       v[i]->data, stream);
+    }
+    return st;
 }
 
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks) {

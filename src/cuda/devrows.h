@@ -77,4 +77,8 @@ void er_dev_rows_back(er_dev_rows *r, const er_dev_kio *o, uint8_t *classes);
  * status. */
 er_status er_dev_rows_finish(er_dev_rows *r, er_sinks *sks);
 
+/* Host copies of the device views v[0 .. k) (a NULL entry skipped) for a path's check on the host: each into h[i]
+ * (er_tensor_from_device), its buffer into bufs[i] (NULL where none; the caller frees each); the first error. */
+er_status er_dev_host_views(int k, const er_tensor *const *v, er_tensor *h, void **bufs, void *stream);
+
 #endif

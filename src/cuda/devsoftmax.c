@@ -21,17 +21,15 @@
 /* The whole check on host copies of x and out (log: log_softmax). */
 static er_status er_sm_covers_host(er_report *rep, int log, const er_tensor *x, int dim, const er_tensor *out,
                                    const er_standard *std, void *stream) {
-    er_tensor hx, ho;
-    void *px = NULL, *po = NULL;
-    er_status st = er_tensor_from_device(&hx, &px, x->format, x->ndim, x->shape, x->strides, x->data, stream);
-    if (st == ER_OK)
-        st = er_tensor_from_device(&ho, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
+    const er_tensor *v[2] = {x, out};
+    er_tensor h[2];
+    void *bufs[2];
+    er_status st = er_dev_host_views(2, v, h, bufs, stream);
     er_ref *ref = NULL;
-    if (st == ER_OK) st = log ? er_log_softmax(&ref, &hx, dim) : er_softmax(&ref, &hx, dim);
-    if (st == ER_OK) st = er_covers(rep, ref, &ho, std);
+    if (st == ER_OK) st = log ? er_log_softmax(&ref, &h[0], dim) : er_softmax(&ref, &h[0], dim);
+    if (st == ER_OK) st = er_covers(rep, ref, &h[1], std);
     er_ref_free(ref);
-    free(px);
-    free(po);
+    for (int i = 0; i < 2; i++) free(bufs[i]);
     return st;
 }
 

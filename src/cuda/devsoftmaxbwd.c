@@ -21,19 +21,15 @@
 /* The whole check on host copies of dy, y and out. */
 static er_status er_sbwd_covers_host(er_report *rep, const er_tensor *dy, const er_tensor *y, int dim,
                                      const er_tensor *out, const er_standard *std, void *stream) {
-    er_tensor hd, hy, ho;
-    void *pd = NULL, *py = NULL, *po = NULL;
-    er_status st = er_tensor_from_device(&hd, &pd, dy->format, dy->ndim, dy->shape, dy->strides, dy->data, stream);
-    if (st == ER_OK) st = er_tensor_from_device(&hy, &py, y->format, y->ndim, y->shape, y->strides, y->data, stream);
-    if (st == ER_OK)
-        st = er_tensor_from_device(&ho, &po, out->format, out->ndim, out->shape, out->strides, out->data, stream);
+    const er_tensor *v[3] = {dy, y, out};
+    er_tensor h[3];
+    void *bufs[3];
+    er_status st = er_dev_host_views(3, v, h, bufs, stream);
     er_ref *ref = NULL;
-    if (st == ER_OK) st = er_softmax_backward(&ref, &hd, &hy, dim);
-    if (st == ER_OK) st = er_covers(rep, ref, &ho, std);
+    if (st == ER_OK) st = er_softmax_backward(&ref, &h[0], &h[1], dim);
+    if (st == ER_OK) st = er_covers(rep, ref, &h[2], std);
     er_ref_free(ref);
-    free(pd);
-    free(py);
-    free(po);
+    for (int i = 0; i < 3; i++) free(bufs[i]);
     return st;
 }
 
