@@ -1,7 +1,7 @@
 /* devsbwd.h: softmax's backward pass along rows on the GPU (src/cuda/devsbwd.cu; docs/algorithms/softmax-backward.md,
  * On the GPU). A first kernel sums each row's products dy_j y_j (and, under products=either with narrower inputs,
  * the products rounded to the inputs' format) in core/pwin.h's window and in the rows' one order of er_pwin_lanes;
- * the host turns those into the row's constants (er__sbwd_dev_consts); a second kernel computes every element's set
+ * the host turns those into the row's constants (er__sbwd_dev_row); a second kernel computes every element's set
  * and exact result with the operations of er__sbwd_row's fast pass and classifies the elements of each row it
  * decides whole; any other row is left to the host. C interface; every function returns 0 or a cudaError_t value and
  * queues its work on `stream`. */
@@ -27,7 +27,7 @@ typedef struct er_devsbwd_consts {
  * rounded to c->p_fmt; where p_fmt is -1, not written), on `blocks` blocks. */
 int er__devsbwd_sums(const void *dy, const void *y, int64_t rows, int64_t n, const er_devsbwd_consts *c, int blocks,
                      er_pwin_row *win, void *stream);
-/* The rows of dy and y against out, with each row's constants rc[5 row .. 5 row + 5) (er__sbwd_dev_consts; NaN: the
+/* The rows of dy and y against out, with each row's constants rc[5 row .. 5 row + 5) (er__sbwd_dev_row; NaN: the
  * host's row): each decided row's classes (0 exact, 1 covered) into classes[], each other row's ER_PENDING with its
  * number in pend[] (their count in *npend, which must start at zero; in no order), each block's tally into
  * parts[blocks]. c in host memory (the kernel takes it by value), rc in device memory. */

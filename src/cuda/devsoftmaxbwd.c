@@ -1,6 +1,6 @@
 /* devsoftmaxbwd.c: er_softmax_backward_covers_device, softmax's backward check with dy, y and dx in device memory
  * (docs/algorithms/softmax-backward.md, On the GPU): each row's sum of products on the GPU (devsbwd.cu), the row's
- * constants from it on the host (er__sbwd_dev_consts), the elements on the GPU; the rows it leaves and the widest
+ * constants from it on the host (er__sbwd_dev_row), the elements on the GPU; the rows it leaves and the widest
  * set's entry by the softmax_backward module's own row function on the host, through the engine's sinks
  * (devrows.c). What the GPU path does not take runs on host copies. */
 #include <math.h>

@@ -50,9 +50,11 @@ static int er_sbwd_floats(const er_fmt_info *f) {
 }
 
 /* The summary of sum_j a_j b_j (b NULL: sum_j a_j; a, b values of Fa, Fb) for the any-order set, exact
- * (er__dot_summary's long accumulator), and where dd is not NULL the sum's leading 106 bits (er__dot_summary_dd). */
+ * (er__dot_summary's long accumulator), and where dd is not NULL the sum's leading 106 bits (er__dot_summary_dd);
+ * lanes: the bounds of the sums of |terms| from the rows' one order of the GPU's rows (softmax's sums, which the GPU
+ * path computes too), else the accumulator's. */
 static er_status er_sbwd_summary(const er_fmt_info *Fa, const er_fmt_info *Fb, const double *a, const double *b,
-                                 int64_t n, er_dotsum *sm, double *dd) {
+                                 int64_t n, int lanes, er_dotsum *sm, double *dd) {
     const er_fmt_info *Fo = b ? Fb : er__fmt_one();
     er_dot_env env;
     memset(&env, 0, sizeof env);
@@ -75,7 +77,7 @@ static er_status er_sbwd_summary(const er_fmt_info *Fa, const er_fmt_info *Fb, c
     if (st == ER_OK) er__dot_summary_dd(sm, &acc, a, b, n, &env, 0, dd);
     er__acc_free(&acc);
     free(ones);
-    if (st == ER_OK && !env.wide) {
+    if (st == ER_OK && lanes && !env.wide) {
         /* the bounds of the sums of |terms| from the rows' one order, which the GPU's rows keep too (core/pwin.h) */
         double pos, negs;
         er_pwin_lanes(a, b0, n, &pos, &negs);
@@ -315,7 +317,7 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
         }
     er_dotsum sm, sm2;
     double dd[3], dlo, dhi;
-    ER_RETURN_IF_ERROR(er_sbwd_summary(pl->Fdy, pl->Fy, dy, y, n, &sm, dd));
+    ER_RETURN_IF_ERROR(er_sbwd_summary(pl->Fdy, pl->Fy, dy, y, n, 1, &sm, dd));
     int wide = F->p > 26, dfin = 0;
     /* products=either: each product rounded to the inputs' format P, whose sum in F is the other half of D~'s set */
     const er_fmt_info *P = er_sbwd_rounded_products(pl);
@@ -327,7 +329,7 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
         fin2 = fin2 && isfinite(t[j]);
     }
     er_anyorder_bound bd, bd2;
-    er_status st = t && fin2 ? er_sbwd_summary(P, NULL, t, NULL, n, &sm2, NULL) : ER_OK;
+    er_status st = t && fin2 ? er_sbwd_summary(P, NULL, t, NULL, n, 1, &sm2, NULL) : ER_OK;
     if (st == ER_OK) st = er_sbwd_bounds(pl, n, P, &bd, &bd2);
     if (st == ER_OK) dfin = er_sbwd_dset(pl, &bd, &bd2, &sm, t && fin2 ? &sm2 : NULL, &dlo, &dhi) && fin2;
     if (st != ER_OK) {
@@ -504,7 +506,7 @@ er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *
     int haveS = 0;
     er_dotsum sm;
     double dd[3];
-    er_status st = er_sbwd_summary(pl->Fdy, NULL, dy, NULL, n, &sm, dd);
+    er_status st = er_sbwd_summary(pl->Fdy, NULL, dy, NULL, n, 0, &sm, dd); /* no GPU path: the accumulator's */
     if (st != ER_OK) {
         free(slow);
         return st;

@@ -160,8 +160,9 @@ ER_INTERNAL er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard 
  * along the last dimension, its rows' length into *n and whether the GPU path takes it under std with outputs of
  * format O into *takes (the host's fast pass: compute fp32, inputs and output of fp32, fp16 or bf16); returns the
  * inputs' format the products may be rounded to first (NULL: none). Then each of rows rows' constants from the GPU's
- * windows (er__sbwd_dev_consts), and the host's rows: rows[0 .. np) of dy's and y's values dys, yvs and outputs outs
- * (n each) into sk, or the element `only` as the widest set's candidate (er__softmax_rows_put's rule). */
+ * windows (er__sbwd_dev_row's, on the host's threads), and the host's rows: rows[0 .. np) of dy's and y's values dys,
+ * yvs and outputs outs (n each) into sk, or the element `only` as the widest set's candidate (er__softmax_rows_put's
+ * rule). */
 ER_INTERNAL const er_fmt_info *er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
                                                int64_t *n, int *takes);
 ER_INTERNAL er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
