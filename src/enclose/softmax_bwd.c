@@ -51,10 +51,9 @@ static int er_sbwd_floats(const er_fmt_info *f) {
 
 /* The summary of sum_j a_j b_j (b NULL: sum_j a_j; a, b values of Fa, Fb) for the any-order set, exact
  * (er__dot_summary's long accumulator), and where dd is not NULL the sum's leading 106 bits (er__dot_summary_dd);
- * lanes: the bounds of the sums of |terms| from the rows' one order of the GPU's rows (softmax's sums, which the GPU
- * path computes too), else the accumulator's. */
+ * the bounds of the sums of |terms| from the rows' one order, which the GPU path's rows keep too. */
 static er_status er_sbwd_summary(const er_fmt_info *Fa, const er_fmt_info *Fb, const double *a, const double *b,
-                                 int64_t n, int lanes, er_dotsum *sm, double *dd) {
+                                 int64_t n, er_dotsum *sm, double *dd) {
     const er_fmt_info *Fo = b ? Fb : er__fmt_one();
     er_dot_env env;
     memset(&env, 0, sizeof env);
@@ -77,7 +76,7 @@ static er_status er_sbwd_summary(const er_fmt_info *Fa, const er_fmt_info *Fb, c
     if (st == ER_OK) er__dot_summary_dd(sm, &acc, a, b, n, &env, 0, dd);
     er__acc_free(&acc);
     free(ones);
-    if (st == ER_OK && lanes && !env.wide) {
+    if (st == ER_OK && !env.wide) {
         /* the bounds of the sums of |terms| from the rows' one order, which the GPU's rows keep too (core/pwin.h) */
         double pos, negs;
         er_pwin_lanes(a, b0, n, &pos, &negs);
@@ -307,6 +306,34 @@ int er__sbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin
     return c[2] == c[2];
 }
 
+int er__lsbwd_dev_takes(const er_sbwd_plan *pl) {
+    er_format o = pl->O->id;
+    return pl->F->id == ER_FP32 && er_sbwd_floats(pl->Fdy) && er_sbwd_floats(pl->Fy) && !pl->exp_fast && pl->U >= 0 &&
+           pl->U <= 0x1p30 && (double)(int64_t)pl->U == pl->U && !pl->no_fast &&
+           (o == ER_FP32 || o == ER_FP16 || o == ER_BF16);
+}
+
+er_status er__lsbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_sbwd_dev *d) {
+    d->P = NULL;
+    return er__anyorder_bound_terms_depth(&d->bd, pl->F, n, pl->depth, 0);
+}
+
+static int er_lsbwd_sbounds(const er_dotsum *sm, double *Sl, double *Sh);
+int er__lsbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin_row *w, int64_t n, double *c) {
+    er_dotsum sm;
+    if (!er_sbwd_win_summary(w, n, &sm)) return 0;
+    er_edge_scratch ws;
+    er__edge_scratch_init(&ws);
+    er_cval sset;
+    er__anyorder_cval(&sset, &d->bd, pl->F, &sm, &ws);
+    er__edge_scratch_clear(&ws);
+    if (sset.nan || sset.nan_req || sset.pinf || sset.ninf || !(sset.lo <= sset.hi)) return 0;
+    c[0] = sset.lo;
+    c[1] = sset.hi;
+    c[4] = sm.m == 0;
+    return er_lsbwd_sbounds(&sm, &c[2], &c[3]);
+}
+
 er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo, double *hi,
                        double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
@@ -317,7 +344,7 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
         }
     er_dotsum sm, sm2;
     double dd[3], dlo, dhi;
-    ER_RETURN_IF_ERROR(er_sbwd_summary(pl->Fdy, pl->Fy, dy, y, n, 1, &sm, dd));
+    ER_RETURN_IF_ERROR(er_sbwd_summary(pl->Fdy, pl->Fy, dy, y, n, &sm, dd));
     int wide = F->p > 26, dfin = 0;
     /* products=either: each product rounded to the inputs' format P, whose sum in F is the other half of D~'s set */
     const er_fmt_info *P = er_sbwd_rounded_products(pl);
@@ -329,7 +356,7 @@ er_status er__sbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y
         fin2 = fin2 && isfinite(t[j]);
     }
     er_anyorder_bound bd, bd2;
-    er_status st = t && fin2 ? er_sbwd_summary(P, NULL, t, NULL, n, 1, &sm2, NULL) : ER_OK;
+    er_status st = t && fin2 ? er_sbwd_summary(P, NULL, t, NULL, n, &sm2, NULL) : ER_OK;
     if (st == ER_OK) st = er_sbwd_bounds(pl, n, P, &bd, &bd2);
     if (st == ER_OK) dfin = er_sbwd_dset(pl, &bd, &bd2, &sm, t && fin2 ? &sm2 : NULL, &dlo, &dhi) && fin2;
     if (st != ER_OK) {
@@ -490,6 +517,23 @@ static void er_lsbwd_exact_mpfr(const er_sbwd_plan *pl, double dy, double y, mpf
     }
 }
 
+/* S's bounds [*Sl, *Sh] in double from its summary (|S| = (m + f) 2^e, 0 <= f < 1, f > 0 iff sticky: m's top 53 bits
+ * and, where any bit below them or f is not zero, the next multiple of 2^(e + 11)), exact where 2^(e + 11) and
+ * 2^(e + 64) lie within double's normal range; 0 elsewhere. The same bits on the host and the GPU path, whose window
+ * gives the same summary (Lemma B4). */
+static int er_lsbwd_sbounds(const er_dotsum *sm, double *Sl, double *Sh) {
+    if (sm->m == 0) {
+        *Sl = *Sh = 0;
+        return 1;
+    }
+    if ((int64_t)sm->e + 11 < -1000 || (int64_t)sm->e + 64 > 1000) return 0;
+    double t = (double)(sm->m & ~(uint64_t)0x7ff), l = ldexp(t, sm->e);
+    double h = (sm->m & 0x7ff) || sm->sticky ? ldexp(t + 0x1p11, sm->e) : l;
+    *Sl = sm->neg ? -h : l;
+    *Sh = sm->neg ? -l : h;
+    return 1;
+}
+
 er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo, double *hi,
                         double *ex, double *rd) {
     const er_fmt_info *F = pl->F;
@@ -505,16 +549,14 @@ er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *
     mpfr_t S;
     int haveS = 0;
     er_dotsum sm;
-    double dd[3];
-    er_status st = er_sbwd_summary(pl->Fdy, NULL, dy, NULL, n, 0, &sm, dd); /* no GPU path: the accumulator's */
+    er_status st = er_sbwd_summary(pl->Fdy, NULL, dy, NULL, n, &sm, NULL);
     if (st != ER_OK) {
         free(slow);
         return st;
     }
-    /* S's bounds in double from its leading 106 bits (each step outward), or from MPFR's S where those are not
-     * doubles */
-    double Sl = er__dn_wide(dd[0] + er__dn_wide(dd[1] - dd[2])), Sh = er__up_wide(dd[0] + er__up_wide(dd[1] + dd[2]));
-    if (dd[0] != dd[0]) {
+    /* S's bounds in double from its summary, or from MPFR's S where those are not doubles */
+    double Sl, Sh;
+    if (!er_lsbwd_sbounds(&sm, &Sl, &Sh)) {
         er_sbwd_mpfr_sum(pl, dy, NULL, n, S);
         haveS = 1;
         Sl = mpfr_get_d(S, MPFR_RNDD);

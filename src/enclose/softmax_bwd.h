@@ -51,6 +51,15 @@ ER_INTERNAL er_status er__sbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_s
 ER_INTERNAL int er__sbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin_row *w, int64_t n,
                                  double *c);
 
+/* log_softmax's backward pass on the GPU: whether it takes rows of this plan (er__lsbwd_row's vectorised exp ends,
+ * forms and exact results), the any-order bound of S's n terms (er__lsbwd_dev_setup, into d->bd; d->P NULL), and a
+ * row's constants c[0 .. 5) from its window of dy (w[0]): S~'s set's ends, S's bounds in double (er__lsbwd_row's,
+ * from S's summary), and 1 where S = 0; 0 where the host must take the row. */
+ER_INTERNAL int er__lsbwd_dev_takes(const er_sbwd_plan *pl);
+ER_INTERNAL er_status er__lsbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_sbwd_dev *d);
+ER_INTERNAL int er__lsbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin_row *w, int64_t n,
+                                  double *c);
+
 /* log_softmax's backward pass, dx = dy - exp(y) sum_j dy_j, from the saved log_softmax output y: as er__sbwd_row. A
  * row holding a NaN, an infinity in dy, +inf or a value above 2^10 in y (no log_softmax output) claims nothing. */
 ER_INTERNAL er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *y, int64_t n, double *lo,

@@ -1987,7 +1987,7 @@ START_TEST(softmax_backward_exact_case_on_ties) {
 END_TEST
 
 /* log_softmax's backward rows: the fast pass (exp's ends and the forms in loops that vectorise, the exact results in
- * double from Theorem D1's bounds and S's 106 bits) gives the scalar path's sets and correct roundings on every element
+ * double from Theorem D1's bounds and S's summary) gives the scalar path's sets and correct roundings on every element
  * (and its report values within 2^-40 of MPFR's). Rows: log_softmax
  * outputs of normal logits (fp32, bf16, fp16), masked lanes (-inf), elements with y = 0, wide exponents, dy summing to
  * exactly 0 and dy on a grid of eighths; U = 0, 1, 2 or 5. */
@@ -2044,6 +2044,63 @@ START_TEST(log_softmax_backward_fast_pass_is_the_scalar_path) {
     printf("t-ival: log_softmax_backward's fast pass gave the scalar path's sets and roundings on %ld elements of %ld "
            "rows (%ld report values equal to MPFR's rounding)\n", elems, trials, mpfr_elems);
     free(buf);
+}
+END_TEST
+
+/* log_softmax_backward's GPU rows: er__lsbwd_dev_row's constants from a window of dy (core/pwin.h, as the GPU sums it)
+ * hold S = sum dy exactly between c[2] and c[3] (MPFR), within 2^-52 |S| of each other (the host's rows take the same
+ * bounds from the same summary), and flag S = 0 in c[4]. Rows of fp32, fp16 and bf16 values: normal of several
+ * scales, spread over 2^-80 .. 2^40 (sums of more than 53 bits, terms below the window), each value and its negation
+ * (S = 0, or one nudged: cancelling), zeros. */
+START_TEST(log_softmax_backward_gpu_rows_bound_the_sum) {
+    er_test_reseed(141);
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    long trials = (long)(20000 * er_test_multiplier()), decided = 0, inexact = 0, zeros = 0;
+    double *dy = malloc(sizeof(double) * 3000);
+    mpfr_t S, t;
+    mpfr_inits2(700, S, t, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        const er_fmt_info *F = er__fmt(fmts[er_rand64() % 3]);
+        int fam = (int)(er_rand64() % 4);
+        int64_t n = er_rand_int(1, tr % 10 == 0 ? 3000 : 64);
+        double scale = ldexp(1.0, (int)er_rand_int(-20, 20));
+        for (int64_t j = 0; j < n; j++) {
+            double u = er_rand_normal() * scale;
+            if (fam == 1) u = ldexp(er_rand_unit() + 0.5, (int)er_rand_int(-80, 40)) * (er_rand64() % 2 ? 1 : -1);
+            if (fam == 2 && j % 2) u = -dy[j - 1];
+            if (fam == 2 && j == n - 1 && er_rand64() % 2) u *= 1.25;
+            if (fam == 3 && er_rand64() % 2) u = 0;
+            dy[j] = er__round_double(F, u, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        }
+        double pmax = 0;
+        for (int64_t j = 0; j < n; j++) pmax = fmax(pmax, fabs(dy[j]));
+        er_pw_i128 W = 0;
+        int tail = 0, bb = pmax > 0 ? er_pwin_base(pmax) : 0;
+        for (int64_t j = 0; j < n && pmax > 0; j++) W += er_pwin_term(dy[j], bb, &tail);
+        er_pwin_row w = {(uint64_t)W, (uint64_t)((er_pw_u128)W >> 64), 0, 0, bb, (uint8_t)tail, 0, {0, 0}};
+        er_pwin_lanes(dy, NULL, n, &w.pos, &w.negs);
+        er_sbwd_plan pl = {er__fmt(ER_FP32), F, F, er__fmt(ER_FP32), ER_OVERFLOW_IEEE, 0, 2, 0, 0, 0, NULL};
+        er_sbwd_dev d;
+        double c[5];
+        ck_assert_int_eq(er__lsbwd_dev_setup(&pl, n, &d), ER_OK);
+        if (!er__lsbwd_dev_row(&pl, &d, &w, n, c)) continue;
+        decided++;
+        mpfr_set_zero(S, 1);
+        for (int64_t j = 0; j < n; j++) mpfr_add_d(S, S, dy[j], MPFR_RNDN); /* exact at 700 bits */
+        ER_REQUIRE(mpfr_cmp_d(S, c[2]) >= 0 && mpfr_cmp_d(S, c[3]) <= 0 && (c[4] == 1) == (mpfr_zero_p(S) != 0),
+                   "row %ld (family %d, n %lld, %s): S = %.20g outside [%a, %a] (zero flag %g)", tr, fam, (long long)n,
+                   F->name, mpfr_get_d(S, MPFR_RNDN), c[2], c[3], c[4]);
+        ER_REQUIRE(c[3] - c[2] <= 0x1p-52 * fabs(c[2]), "row %ld: [%a, %a] wider than 2^-52 of S", tr, c[2], c[3]);
+        mpfr_set_d(t, c[2], MPFR_RNDN);
+        inexact += mpfr_cmp(t, S) != 0;
+        zeros += c[4] == 1;
+    }
+    ER_REQUIRE(decided >= trials - trials / 100 && inexact > trials / 10 && zeros > trials / 100,
+               "%ld of %ld rows decided, %ld sums not doubles, %ld zero", decided, trials, inexact, zeros);
+    printf("t-ival: log_softmax_backward's GPU rows: %ld of %ld sums bounded (%ld not doubles, %ld zero), each "
+           "holding MPFR's\n", decided, trials, inexact, zeros);
+    mpfr_clears(S, t, (mpfr_ptr)0);
+    free(dy);
 }
 END_TEST
 
@@ -2178,6 +2235,7 @@ int main(void) {
     tcase_add_test(tc, softmax_backward_exact_products_decided_in_double);
     tcase_add_test(tc, softmax_backward_exact_case_on_ties);
     tcase_add_test(tc, log_softmax_backward_fast_pass_is_the_scalar_path);
+    tcase_add_test(tc, log_softmax_backward_gpu_rows_bound_the_sum);
     tcase_add_test(tc, inline_nearest_is_the_general_rounding);
     tcase_add_test(tc, round_ratio_is_mpfrs);
     suite_add_tcase(s, tc);
