@@ -470,11 +470,14 @@ __global__ void er_k_widest_refine(const int64_t *cand, const unsigned long long
 }
 
 // The first element whose R is the largest decided width, into w[1] (starting at ULLONG_MAX); an element whose set
-// is not decided but may be as wide (er_fast_rel_ub) becomes pending, for the exact engine.
+// is not decided but may be as wide as the widest (its width's upper bound reaching both the largest decided width
+// w[0] and the largest lower bound w[2], which some element's width reaches) becomes pending, for the exact engine.
+// Any other element is not the widest and stays decided: were the threshold w[0] alone, a product whose bracket
+// decides no width (w[0] = 0) would send every element to the host.
 __global__ void er_k_widest_idx(const double *R, int64_t n, unsigned long long *w, uint8_t *classes,
                                 unsigned long long *counts, int64_t *pending, unsigned long long *npending) {
-    unsigned long long m = w[0];
-    double best = __longlong_as_double((long long)m);
+    unsigned long long m = w[0], t = w[0] > w[2] ? w[0] : w[2];
+    double best = __longlong_as_double((long long)t);
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n;
          idx += (int64_t)gridDim.x * blockDim.x) {
         double r = R[idx];

@@ -1349,6 +1349,85 @@ START_TEST(h200_matmul_captures_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* Two reports' text is the same (er_report_text), naming the first difference. */
+static void require_same_text(const er_report *a, const er_report *b, const char *what) {
+    size_t na = 0, nb = 0;
+    er_report_text(a, NULL, 0, &na);
+    er_report_text(b, NULL, 0, &nb);
+    char *ta = malloc(na + 1), *tb = malloc(nb + 1);
+    ck_assert_int_eq(er_report_text(a, ta, na + 1, NULL), ER_OK);
+    ck_assert_int_eq(er_report_text(b, tb, nb + 1, NULL), ER_OK);
+    size_t at = 0;
+    while (ta[at] && ta[at] == tb[at]) at++;
+    ER_REQUIRE(ta[at] == 0 && tb[at] == 0, "%s: the reports' text differ at character %zu:\n%s\n%s", what, at, ta, tb);
+    free(ta);
+    free(tb);
+}
+
+/* Products whose fast bracket on the GPU decides no set's width (tests/data/mm_nodecide.npz: 96 x 80 x 64, fp16
+ * operands, outputs of torch's fp32 matmul of them on an H100, three seeds): the widest set's search still leaves the
+ * elements it decided to the GPU, so the report is the host's, text and all: the resolution line (shown only where
+ * every set's width was seen) absent from both. In turn through a report keeping its classes on the device (Python's
+ * first device call) and a plain one. */
+START_TEST(matmul_sets_none_decided_give_the_host_report) {
+    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
+    char path[512];
+    snprintf(path, sizeof path, "%s/mm_nodecide.npz", dir);
+    npz_file z;
+    const char *err = NULL;
+    ck_assert_msg(npz_load(&z, path, &err) == 0, "%s: %s", path, err);
+    int cases = 0;
+    for (int i = 0; i < z.n; i++) {
+        const char *tag = strstr(z.arr[i].name, "__out__C");
+        if (!tag) continue;
+        char id[64], key[96];
+        snprintf(id, sizeof id, "%.*s", (int)(tag - z.arr[i].name), z.arr[i].name);
+        er_tensor t[3];
+        static const char *const parts[2] = {"in__A", "in__B"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(key, sizeof key, "%s__%s", id, parts[k]);
+            const npy_array *a = npz_find(&z, key);
+            ck_assert_msg(a && npz_view(&t[k], a), "case %s lacks %s", id, parts[k]);
+        }
+        ck_assert(npz_view(&t[2], &z.arr[i]));
+        int64_t na = er_tensor_numel(&t[0]), nb = er_tensor_numel(&t[1]), nc = er_tensor_numel(&t[2]);
+        void *d[3] = {to_device(t[0].data, (size_t)na * 2), to_device(t[1].data, (size_t)nb * 2),
+                      to_device(t[2].data, (size_t)nc * 4)};
+        er_tensor v[3];
+        for (int k = 0; k < 3; k++) {
+            v[k] = t[k];
+            v[k].data = d[k];
+        }
+        er_ref *ref;
+        ck_assert_int_eq(er_matmul(&ref, &t[0], &t[1]), ER_OK);
+        er_standard std;
+        ck_assert_int_eq(er_standard_parse(&std, "any_order", "compute=fp32"), ER_OK);
+        er_report rh, rd;
+        ER_REQUIRE(er_covers(&rh, ref, &t[2], &std) == ER_OK, "host: %s", er_last_error());
+        ER_REQUIRE_PASS(&rh, "capture %s: not covered on the host:", id);
+        for (int keep = 1; keep >= 0; keep--) {
+            char what[160];
+            snprintf(what, sizeof what, "capture %s, %s", id, keep ? "classes kept on the device" : "plain report");
+            if (keep) ck_assert_int_eq(er_report_keep_on_device(&rd), ER_OK);
+            ER_REQUIRE(er_matmul_covers_device(&rd, &v[0], &v[1], &v[2], &std, NULL) == ER_OK, "device: %s",
+                       er_last_error());
+            if (keep) ck_assert_int_eq(er_report_fetch_classes(&rd), ER_OK);
+            er_require_same_report(&rh, &rd, what);
+            require_same_text(&rh, &rd, what);
+            ER_REQUIRE(rd.n_unseen > 0, "%s: the GPU decided no element", what);
+            er_report_clear(&rd);
+        }
+        er_report_clear(&rh);
+        er_ref_free(ref);
+        for (int k = 0; k < 3; k++) cudaFree(d[k]);
+        cases++;
+    }
+    npz_free(&z);
+    ck_assert_int_eq(cases, 3);
+    printf("t-cuda: the %d products whose bracket decides no width gave the host's report, text and all\n", cases);
+}
+END_TEST
+
 /* Attention in long double (O, rows x Dv, and LSE, rows) of q [B, H, Sq, D], k, v [B, Hkv, Sk, D or Dv] held as
  * doubles, with the mask's keys (er_attention's rules); a row without keys 0 and -inf. */
 static void attn_mid(const double *q, const double *k, const double *v, int64_t B, int64_t H, int64_t Hkv, int64_t Sq,
@@ -2272,6 +2351,10 @@ int main(void) {
     if (have) tcase_add_test(tc, h200_attention_captures_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, cross_entropy_on_the_gpu_equals_the_host);
     suite_add_tcase(s, tc);
+    TCase *td = tcase_create("cuda, matmul sets none decided"); /* its own case: CK_RUN_CASE runs it alone */
+    tcase_set_timeout(td, 300);
+    if (have) tcase_add_test(td, matmul_sets_none_decided_give_the_host_report);
+    if (have) suite_add_tcase(s, td);
     TCase *tu = tcase_create("cuda, host buffers in ordinary memory");
     tcase_set_timeout(tu, 300);
     tcase_add_checked_fixture(tu, unpinned_setup, unpinned_teardown);
