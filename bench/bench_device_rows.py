@@ -10,7 +10,8 @@ after a check that left them on the GPU (classes), auto [N] the paths Python tak
 epilogue [N ...] a GEMM epilogue's chain on CUDA tensors (epilogue), attention [B H S D [host]]
 er.attention_covers_device on torch's SDPA (attention), cross_entropy [N C [dtypes]] er.cross_entropy_covers_device
 on torch's F.cross_entropy and its gradient (cross_entropy), backward [N ...] er.softmax_backward_covers_device on
-torch's softmax backward (backward). Needs torch with CUDA and the library built with the CUDA
+torch's softmax backward (backward), log_backward [N ...] er.log_softmax_backward_covers_device on torch's
+log_softmax backward. Needs torch with CUDA and the library built with the CUDA
 toolkit."""
 import statistics
 import sys
@@ -225,35 +226,40 @@ def epilogue(sizes):
                                                   "pass" if mm.all() else "FAIL", verdict(res)))
 
 
-def backward(sizes):
+def backward(sizes, log=False):
     """er.softmax_backward_covers_device of torch's softmax backward (torch._softmax_backward_data, as autograd calls
     it) on an n x n softmax output y of randn * 3 logits and a randn gradient, in fp32 and bf16, against the same
-    backward in float64 on the same GPU; then the host's check of copies once, with the same verdict."""
+    backward in float64 on the same GPU; then the host's check of copies once, with the same verdict. log: the same
+    for er.log_softmax_backward_covers_device of torch._log_softmax_backward_data on a log_softmax output."""
     import torch
+    op = "log_softmax_backward" if log else "softmax_backward"
+    fwd = torch.log_softmax if log else torch.softmax
+    bwd = torch._log_softmax_backward_data if log else torch._softmax_backward_data
+    dev = er.log_softmax_backward_covers_device if log else er.softmax_backward_covers_device
     for n in sizes:
         for dt in (torch.float32, torch.bfloat16):
             name = "float32" if dt == torch.float32 else "bfloat16"
             g = torch.Generator(device="cuda").manual_seed(12)
-            y = torch.softmax(3 * torch.randn(n, n, device="cuda", generator=g), -1).to(dt)
+            y = fwd(3 * torch.randn(n, n, device="cuda", generator=g), -1).to(dt)
             dy = torch.randn(n, n, device="cuda", generator=g).to(dt)
-            dx = torch._softmax_backward_data(dy, y, -1, dt)
+            dx = bwd(dy, y, -1, dt)
             yd, dyd = y.double(), dy.double()
 
             def base():
-                torch._softmax_backward_data(dyd, yd, -1, torch.float64)
+                bwd(dyd, yd, -1, torch.float64)
                 torch.cuda.synchronize()
 
-            tb, tx, res = rounds(base, lambda: er.softmax_backward_covers_device(dy, y, dx))
+            tb, tx, res = rounds(base, lambda: dev(dy, y, dx))
             hd, hy, ho = dy.cpu(), y.cpu(), dx.cpu()
             t0 = time.perf_counter()
-            hres = er.softmax_backward(hd, hy).covers(ho)
+            hres = getattr(er, op)(hd, hy).covers(ho)
             th = time.perf_counter() - t0
             same = hres.counts == res.counts and str(hres) == str(res)
-            print("softmax_backward_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: "
-                  "torch._softmax_backward_data in float64 on the same GPU, y and dy made float64 before; medians of "
-                  "3 alternating rounds; output of torch._softmax_backward_data: %s; the host's check of copies "
-                  "%.3f s, %s)" % (name, n, n, tx, tb, tx / tb, verdict(res), th,
-                                   "the same report" if same else "A DIFFERENT REPORT"))
+            print("%s_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch.%s in float64 on "
+                  "the same GPU, y and dy made float64 before; medians of 3 alternating rounds; output of torch.%s: "
+                  "%s; the host's check of copies %.3f s, %s)"
+                  % (op, name, n, n, tx, tb, tx / tb, bwd.__name__, bwd.__name__, verdict(res), th,
+                     "the same report" if same else "A DIFFERENT REPORT"))
 
 
 def cross_entropy(N=4096, C=128256, dtypes="float32,bfloat16"):
@@ -327,8 +333,8 @@ if __name__ == "__main__":
         cross_entropy(*[int(a) for a in sys.argv[2:4]], *sys.argv[4:5])
     elif sys.argv[1:2] == ["attention"]:
         attention(*[int(a) for a in sys.argv[2:7]], *sys.argv[7:8])
-    elif sys.argv[1:2] == ["backward"]:
-        backward([int(a) for a in sys.argv[2:]] or [4096, 16384])
+    elif sys.argv[1:2] in (["backward"], ["log_backward"]):
+        backward([int(a) for a in sys.argv[2:]] or [4096, 16384], sys.argv[1] == "log_backward")
     elif sys.argv[1:2] == ["epilogue"]:
         epilogue([int(a) for a in sys.argv[2:]] or [2048, 4096, 8192])
     elif sys.argv[1:2] == ["auto"]:

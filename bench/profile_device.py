@@ -1,12 +1,14 @@
 """Where the time of a GPU check goes: er.matmul(A, B).covers(out) on CUDA tensors (N x N x N fp16 operands, out the
 fp32 result of torch's fp16 GEMM), the GEMM epilogue of bench_device_rows.py (bias, gelu's tanh form, an fp16
 store), the row checks of bench_device_rows.py on N x N fp32 (softmax, layer_norm with weight and bias;
-softmax_bf16: softmax of the input in bf16) and attention on 1 x 32 x N x N x 128 bf16 (torch's SDPA, no mask),
+softmax_bf16: softmax of the input in bf16; log_softmax_backward: torch's, of a log_softmax of it and a randn
+gradient) and attention on 1 x 32 x N x N x 128 bf16 (torch's SDPA, no mask),
 each once under torch.profiler after a warm call, as a timeline of the GPU's kernels and copies and the CUDA runtime
 calls of the host that took 0.1 ms or more (start and duration in ms from the first of them); a gap in it is the
 host's own work.
 
-python3 bench/profile_device.py [N] [matmul|epilogue|softmax|softmax_bf16|layer_norm|attention ...]
+python3 bench/profile_device.py [N] [matmul|epilogue|softmax|softmax_bf16|layer_norm|log_softmax_backward|
+                                     attention ...]
 (N 8192 unless told; matmul and epilogue unless told)
 The profiler's own cost lengthens the timeline: the bench programs give the times."""
 import json
@@ -61,7 +63,11 @@ def main():
         ln = torch.nn.functional.layer_norm(x, (n,), w, b, 1e-6)
         xb = x.bfloat16()
         smb = torch.softmax(xb, -1)
+        y = torch.log_softmax(x, -1)
+        dy = torch.randn((n, n), generator=gen).cuda()
+        dx = torch._log_softmax_backward_data(dy, y, -1, torch.float32)
         return {"softmax": lambda: er.softmax_covers_device(x, sm),
+                "log_softmax_backward": lambda: er.log_softmax_backward_covers_device(dy, y, dx),
                 "softmax_bf16": lambda: er.softmax_covers_device(xb, smb),
                 "layer_norm": lambda: er.layer_norm_covers_device(x, ln, n, w, b, 1e-6)}
 
@@ -71,7 +77,7 @@ def main():
         return {"attention": lambda: er.attention_covers_device(q, k, v, o)}
 
     makers = {"matmul": matmul_checks, "epilogue": matmul_checks, "softmax": row_checks, "softmax_bf16": row_checks,
-              "layer_norm": row_checks,
+              "layer_norm": row_checks, "log_softmax_backward": row_checks,
               "attention": attention_checks}
     checks = {}
     for name in which:
@@ -83,8 +89,9 @@ def main():
         t = time.perf_counter()
         res = f()
         torch.cuda.synchronize()
-        shape = {"softmax": "%dx%d" % (n, n), "softmax_bf16": "%dx%d" % (n, n), "layer_norm": "%dx%d" % (n, n),
-                 "attention": "1x32x%dx%dx128" % (n, n)}.get(name, "%dx%dx%d" % (n, n, n))
+        rows = ("softmax", "softmax_bf16", "layer_norm", "log_softmax_backward")
+        shape = ("%dx%d" % (n, n) if name in rows else "1x32x%dx%dx128" % (n, n) if name == "attention"
+                 else "%dx%dx%d" % (n, n, n))
         print("== %s %s: %.4f s unprofiled, %s" % (name, shape, time.perf_counter() - t,
                                                   "pass" if res.all() else "FAIL"))
         timeline(f)

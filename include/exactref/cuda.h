@@ -28,7 +28,8 @@ ER_API er_status er_tensor_from_device(er_tensor *view, void **host, er_format f
                                        const int64_t *strides, const void *device_ptr, void *stream);
 ER_API void er_host_free(void *host);
 /* Clears *rep (er_report_clear) and marks it so that the next device call into it (er_matmul_covers_device,
- * er_softmax_covers_device, er_log_softmax_covers_device, er_softmax_backward_covers_device, er_rmsnorm_covers_device,
+ * er_softmax_covers_device, er_log_softmax_covers_device, er_softmax_backward_covers_device,
+ * er_log_softmax_backward_covers_device, er_rmsnorm_covers_device,
  * er_layernorm_covers_device; the dlogits report of er_cross_entropy_covers_device; er_covers_device of a chain whose
  * epilogue pass runs on the GPU) leaves the report's classes in device memory the report owns, where the GPU wrote
  * them, instead of copying n bytes to the host: rep->classes is then NULL and er_report_fetch_classes copies them when
@@ -101,6 +102,20 @@ ER_API er_status er_log_softmax_covers_device(er_report *rep, const er_tensor *x
  * one er_softmax_backward and er_covers give on host copies. */
 ER_API er_status er_softmax_backward_covers_device(er_report *rep, const er_tensor *dy, const er_tensor *y, int dim,
                                                    const er_tensor *out, const er_standard *std, void *stream);
+
+/* log_softmax's backward pass dx = dy - exp(y) sum_j dy_j along dimension dim and covers of its output, dy, y (the
+ * saved log_softmax output) and out all in device memory, computed on the GPU where it applies: compute=fp32 with
+ * exp_ulps= (an integer, not exp=fast's bound) and depth= as the standard says, dy, y and out of fp32, fp16 or bf16,
+ * row-major and contiguous, dim the last dimension. Each row's sum S = sum_j dy_j is summed exactly on the GPU (a
+ * fixed-point window); the host turns it into the row's set of S~ and S's bounds; every element's exp(y) bounds and
+ * values within exp_ulps, set and exact result are computed on the GPU with the operations of the host's. A row whose
+ * elements the GPU does not all decide as exact or covered (an element outside its set, a NaN or infinity, a y above
+ * 2^10, a value beyond the output's range, a sum the window does not decide, a correct rounding the double step
+ * cannot decide) goes to the host's log_softmax_backward rows. Anything else is copied back and checked on the host.
+ * The report is the one er_log_softmax_backward and er_covers give on host copies. */
+ER_API er_status er_log_softmax_backward_covers_device(er_report *rep, const er_tensor *dy, const er_tensor *y,
+                                                       int dim, const er_tensor *out, const er_standard *std,
+                                                       void *stream);
 
 /* rmsnorm of x over its last dimension with weight (NULL: none) and eps, and covers of its output, all in device
  * memory, computed on the GPU where it applies: compute=fp32 with rsqrt_ulps=, mean=, depth= and math=triton as the

@@ -1,18 +1,21 @@
-// devsbwd.cu: softmax's backward pass along rows on the GPU (docs/algorithms/softmax-backward.md, On the GPU). Each
-// row's sum D = sum dy_j y_j is a window of floors (core/pwin.h: exact, the same in any order) with the sums of its
-// positive and negative terms in er_pwin_lanes's order; each element's set and exact result repeat er__sbwd_row's
-// fast pass (er_sbwd_forms_body, er_sbwd_exact_body, er_row_map_ival_body) operation for operation, so that a row
-// gives the host's bits; t-cuda compares the two on every element. Built with -fmad=false: every operation rounds
-// once, as on the host (-ffp-contract=off).
+// devsbwd.cu: softmax's and log_softmax's backward passes along rows on the GPU (docs/algorithms/softmax-backward.md,
+// On the GPU). Each row's sum (D = sum dy_j y_j; log_softmax's S = sum dy_j) is a window of floors (core/pwin.h:
+// exact, the same in any order) with the sums of its positive and negative terms in er_pwin_lanes's order; each
+// element's set and exact result repeat er__sbwd_row's fast pass (er_sbwd_forms_body, er_sbwd_exact_body,
+// er_row_map_ival_body), or er__lsbwd_row's (exp's ends of er__exp_ends_f32_of and er__approx_ends,
+// er_lsbwd_forms_body, er_lsbwd_exact_body), operation for operation, so that a row gives the host's bits; t-cuda
+// compares the two on every element. Built with -fmad=false: every operation rounds once, as on the host
+// (-ffp-contract=off).
 #include "cuda/devsbwd.h"
 #include "cuda/devrec.cuh"
+#include "cuda/devapprox.cuh"
 
 #define ER_SB_THREADS ER_PWIN_LANES // one thread a lane of er_pwin_lanes's order
 
-// Element j's product p = dy_j y_j (exact in double) and, where c.p_fmt >= 0, p rounded to that format (*t; NaN where
-// p lies beyond its largest value: the host's row).
+// Element j's product p = dy_j y_j (exact in double; y NULL: p = dy_j) and, where c.p_fmt >= 0, p rounded to that
+// format (*t; NaN where p lies beyond its largest value: the host's row).
 __device__ static double er_sb_prod(const er_devsbwd_consts &c, const void *dy, const void *y, int64_t i, double *t) {
-    double p = er_load(dy, c.dy_fmt, i) * er_load(y, c.y_fmt, i);
+    double p = er_load(dy, c.dy_fmt, i) * (y ? er_load(y, c.y_fmt, i) : 1.0);
     *t = c.p_fmt < 0 ? 0.0 : fabs(p) <= c.pmax ? er_out_rn(p, c.p_fmt) : NAN;
     return p;
 }
@@ -58,7 +61,7 @@ __global__ void __launch_bounds__(ER_SB_THREADS)
         for (int64_t j = tid; j < n; j += blockDim.x) {
             double t, p = er_sb_prod(c, dy, y, base + j, &t);
             bad |= !(fabs(p) <= DBL_MAX) || !(fabs(er_load(dy, c.dy_fmt, base + j)) <= DBL_MAX) ||
-                   !(fabs(er_load(y, c.y_fmt, base + j)) <= DBL_MAX);
+                   (y && !(fabs(er_load(y, c.y_fmt, base + j)) <= DBL_MAX));
             bad2 |= t != t;
             pm = fmax(pm, fabs(p));
             tm = fmax(tm, fabs(t));
@@ -105,6 +108,13 @@ __global__ void __launch_bounds__(ER_SB_THREADS)
 
 __device__ static inline float er_sb_min(float a, float b) { return a < b ? a : b; }
 __device__ static inline float er_sb_max(float a, float b) { return a > b ? a : b; }
+// The least and greatest of eight forms' values (er_sbwd_ends8, softmax_bwd.c; the caller has checked them finite).
+__device__ static inline void er_sb_ends8(const float f[8], float *l, float *h) {
+    *l = er_sb_min(er_sb_min(er_sb_min(f[0], f[1]), er_sb_min(f[2], f[3])),
+                   er_sb_min(er_sb_min(f[4], f[5]), er_sb_min(f[6], f[7])));
+    *h = er_sb_max(er_sb_max(er_sb_max(f[0], f[1]), er_sb_max(f[2], f[3])),
+                   er_sb_max(er_sb_max(f[4], f[5]), er_sb_max(f[6], f[7])));
+}
 __device__ static inline void er_sb_two_sum(double a, double b, double *s, double *e) {
     double x = a + b, z = x - a;
     *s = x;
@@ -113,6 +123,16 @@ __device__ static inline void er_sb_two_sum(double a, double b, double *s, doubl
 // er__up_wide, er__dn_wide (ival.h)
 __device__ static inline double er_sb_up_wide(double x) { return x + (fabs(x) * 0x1p-52 + 0x1p-1074); }
 __device__ static inline double er_sb_dn_wide(double x) { return x - (fabs(x) * 0x1p-52 + 0x1p-1074); }
+
+// er_row_map_ival_body: an element's set [lo, hi] in F (finite, within the output's range) rounded into the output
+// format and joined with the correct rounding rd, then its record (exact result ex, output yo).
+__device__ static int er_sb_put(const er_devsbwd_consts &c, double lo, double hi, double rd, double ex, double yo,
+                                int64_t idx, uint8_t *cls, er_rec_acc &a) {
+    double clo = er_out_rn(lo, c.out_fmt), chi = er_out_rn(hi, c.out_fmt);
+    clo = rd < clo ? rd : clo;
+    chi = rd > chi ? rd : chi;
+    return er_record(clo, chi, rd, ex, yo, idx, 0.0, c.omax, c.out_fmt, cls, a);
+}
 
 // Element (dy, y; output yo) of a row with D~'s set [rc[0], rc[1]] and D = rc[2] + rc[3] + r, |r| <= rc[4]: its set in
 // the output format, its exact result, its record. 0 where the host must take the row: a form not finite or beyond
@@ -126,10 +146,8 @@ __device__ static int er_sb_element(const er_devsbwd_consts &c, const double *rc
                   __fmul_rn(v, __fsub_rn(g, d1)), __fsub_rn(pr, b1), __fmaf_rn(-v, d1, pr), __fmaf_rn(g, v, -b1)};
     for (int k = 0; k < 8; k++)
         if (!isfinite(f[k])) return 0;
-    float l = er_sb_min(er_sb_min(er_sb_min(f[0], f[1]), er_sb_min(f[2], f[3])),
-                        er_sb_min(er_sb_min(f[4], f[5]), er_sb_min(f[6], f[7])));
-    float h = er_sb_max(er_sb_max(er_sb_max(f[0], f[1]), er_sb_max(f[2], f[3])),
-                        er_sb_max(er_sb_max(f[4], f[5]), er_sb_max(f[6], f[7])));
+    float l, h;
+    er_sb_ends8(f, &l, &h);
     if (c.p_fmt >= 0) { // t the product rounded to the inputs' format (finite: the sums' kernel checked it)
         float p = (float)er_out_rn(dy * y, c.p_fmt), e0 = __fsub_rn(p, b0), e1 = __fmaf_rn(-v, d0, p),
               e2 = __fsub_rn(p, b1), e3 = __fmaf_rn(-v, d1, p);
@@ -164,11 +182,7 @@ __device__ static int er_sb_element(const er_devsbwd_consts &c, const double *rc
         if (rd != er_out_rn(H, c.out_fmt) || !(exact || (wl > -hd && wh < hu))) return 0;
         ex = cc;
     }
-    // er_row_map_ival_body: the forms' ends rounded into the output format, with the correct rounding
-    double clo = er_out_rn(lo, c.out_fmt), chi = er_out_rn(hi, c.out_fmt);
-    clo = rd < clo ? rd : clo;
-    chi = rd > chi ? rd : chi;
-    return er_record(clo, chi, rd, ex, yo, idx, 0.0, c.omax, c.out_fmt, cls, a);
+    return er_sb_put(c, lo, hi, rd, ex, yo, idx, cls, a);
 }
 
 // Element idx of row `row` with its row's constants rc, its class into *cls (er_rows_by_consts's elem).
@@ -197,6 +211,94 @@ __global__ void er_k_sbwd_one(const void *dy, const void *y, const void *out, in
     });
 }
 
+// ---- log_softmax: dx_i = dy_i - exp(y_i) S, S = sum_j dy_j (Theorem B2) ----
+
+// exp's tables as er_exp_bounds reads them (devrec.cuh): from shared memory (a warp's lookups at different indices,
+// which constant memory would serialise).
+struct er_lsb_expc { const double *exp_tlo, *exp_thi; double exp_lh, exp_ll; };
+#define ER_LSB_TABLES(c, ec)                                                                                          \
+    __shared__ double sh_tlo[64], sh_thi[64];                                                                         \
+    for (int k_ = threadIdx.x; k_ < 64; k_ += blockDim.x) {                                                           \
+        sh_tlo[k_] = c.exp_tlo[k_];                                                                                   \
+        sh_thi[k_] = c.exp_thi[k_];                                                                                   \
+    }                                                                                                                 \
+    __syncthreads();                                                                                                  \
+    const er_lsb_expc ec = {sh_tlo, sh_thi, c.exp_lh, c.exp_ll}
+
+// Element (dy, y; output yo) of a row with S~'s set [rc[0], rc[1]], S's bounds [rc[2], rc[3]] (doubles) and rc[4] 1
+// where S = 0: its set in the output format, its exact result, its record. 0 where the host must take the row: y
+// above 2^10 or NaN (no log_softmax output: the host's row claims nothing), a form not finite or beyond the output's
+// range, an exact result the double step leaves open (the host's MPFR), an output outside the set or NaN.
+__device__ static int er_lsb_element(const er_devsbwd_consts &c, const er_lsb_expc &ec, const double *rc, double dy,
+                                     double y, double yo, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+    if (!(y <= 0x1p10)) return 0;
+    // exp(y)'s bounds [zl, zh] (Theorem D1) and the kernel's exp's values in fp32 within U ulps [elo, ehi]
+    // (er__approx_ends, which er__exp_ends_f32_of's common case repeats), 0 where it may be flushed; 0 at -inf
+    double zl, zh, elo = 0, ehi = 0;
+    er_exp_bounds(ec, y, &zl, &zh);
+    if (y != -INFINITY) {
+        er_approx_ends(c.U, zl, zh, &elo, &ehi);
+        if (!(elo >= ER_F32_MIN_NORMAL)) elo = 0;
+    }
+    // er_lsbwd_forms_body: the forms of Theorem B2 in fp32 at the corners of [elo, ehi] x [s0, s1]
+    float g = (float)dy, e0 = (float)elo, e1 = (float)ehi, s0 = (float)rc[0], s1 = (float)rc[1];
+    float f[8] = {__fsub_rn(g, __fmul_rn(e0, s0)), __fmaf_rn(-e0, s0, g), __fsub_rn(g, __fmul_rn(e0, s1)),
+                  __fmaf_rn(-e0, s1, g),           __fsub_rn(g, __fmul_rn(e1, s0)), __fmaf_rn(-e1, s0, g),
+                  __fsub_rn(g, __fmul_rn(e1, s1)), __fmaf_rn(-e1, s1, g)};
+    if (!isfinite(ehi)) return 0;
+    for (int k = 0; k < 8; k++)
+        if (!isfinite(f[k])) return 0;
+    float l, h;
+    er_sb_ends8(f, &l, &h);
+    double lo = l, hi = h;
+    if (!(fabs(lo) <= c.omax && fabs(hi) <= c.omax)) return 0;
+    // er_lsbwd_exact_body: the exact result's step in double from exp(y)'s and S's bounds
+    double Sl = rc[2], Sh = rc[3], ex, rd;
+    int sok = fabs(Sl) >= 0x1p-500 && fabs(Sh) <= 0x1p500 && (Sl > 0) == (Sh > 0);
+    double c0 = zl * Sl, c1 = zl * Sh, c2 = zh * Sl, c3 = zh * Sh;
+    double pmin = fmin(fmin(c0, c1), fmin(c2, c3)), pmax = fmax(fmax(c0, c1), fmax(c2, c3));
+    double xl = er_dn(dy - er_up(pmax)), xh = er_up(dy - er_dn(pmin));
+    if (sok && zl >= 0x1p-500 && zh <= 0x1p500 && fabs(xl) <= c.omax && fabs(xh) <= c.omax && (xl > 0 || xh < 0) &&
+        xh - xl <= 0x1p-40 * fabs(xl) && er_out_rn(xl, c.out_fmt) == er_out_rn(xh, c.out_fmt)) {
+        rd = er_out_rn(xl, c.out_fmt);
+        ex = 0.5 * xl + 0.5 * xh;
+    } else if (y == -INFINITY || rc[4] != 0) { // exp(-inf) = 0, or S = 0: dx = dy
+        if (!(fabs(dy) <= c.omax)) return 0;
+        ex = dy;
+        rd = er_out_rn(dy, c.out_fmt);
+    } else {
+        return 0;
+    }
+    return er_sb_put(c, lo, hi, rd, ex, yo, idx, cls, a);
+}
+
+__device__ static int er_lsb_at(const er_devsbwd_consts &c, const er_lsb_expc &ec, const void *dy, const void *y,
+                                const void *out, const double *rc, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+    return er_lsb_element(c, ec, rc, er_load(dy, c.dy_fmt, idx), er_load(y, c.y_fmt, idx),
+                          er_load(out, c.out_fmt, idx), idx, cls, a);
+}
+
+__global__ void __launch_bounds__(ER_SB_THREADS, ER_ROWS_MIN_BLOCKS)
+    er_k_lsbwd_rows(const void *dy, const void *y, const void *out, int64_t rows, int64_t n,
+                    const __grid_constant__ er_devsbwd_consts c, const double *rcs, uint8_t *classes,
+                    er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
+    __shared__ er_rec_acc sha[ER_SB_THREADS / 32];
+    ER_LSB_TABLES(c, ec);
+    er_rows_by_consts<5>(0, rows, n, rcs, classes, sha, parts, pend, npend,
+                         [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+                             return er_lsb_at(c, ec, dy, y, out, rc, idx, cls, a);
+                         });
+}
+
+__global__ void er_k_lsbwd_one(const void *dy, const void *y, const void *out, int64_t n,
+                               const __grid_constant__ er_devsbwd_consts c, const double *rcs, int64_t idx,
+                               er_dev_cset *set) {
+    ER_LSB_TABLES(c, ec);
+    er_one_by_consts<5>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
+        return er_lsb_at(c, ec, dy, y, out, rc, i, cls, a);
+    });
+}
+
 extern "C" {
 
 int er__devsbwd_sums(const void *dy, const void *y, int64_t rows, int64_t n, const er_devsbwd_consts *c, int blocks,
@@ -210,14 +312,19 @@ int er__devsbwd_rows(const void *dy, const void *y, const void *out, int64_t row
                      const er_devsbwd_consts *c, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
                      int64_t *pend, unsigned long long *npend, void *stream) {
     if (rows == 0 || blocks < 1) return 0;
-    er_k_sbwd_rows<<<blocks, ER_SB_THREADS, 0, (cudaStream_t)stream>>>(dy, y, out, rows, n, *c, rc, classes, parts,
-                                                                      pend, npend);
+    if (c->log)
+        er_k_lsbwd_rows<<<blocks, ER_SB_THREADS, 0, (cudaStream_t)stream>>>(dy, y, out, rows, n, *c, rc, classes,
+                                                                           parts, pend, npend);
+    else
+        er_k_sbwd_rows<<<blocks, ER_SB_THREADS, 0, (cudaStream_t)stream>>>(dy, y, out, rows, n, *c, rc, classes,
+                                                                          parts, pend, npend);
     return (int)cudaGetLastError();
 }
 
 int er__devsbwd_one(const void *dy, const void *y, const void *out, int64_t n, const er_devsbwd_consts *c,
                     const double *rc, int64_t idx, er_dev_cset *set, void *stream) {
-    er_k_sbwd_one<<<1, 1, 0, (cudaStream_t)stream>>>(dy, y, out, n, *c, rc, idx, set);
+    if (c->log) er_k_lsbwd_one<<<1, 1, 0, (cudaStream_t)stream>>>(dy, y, out, n, *c, rc, idx, set);
+    else er_k_sbwd_one<<<1, 1, 0, (cudaStream_t)stream>>>(dy, y, out, n, *c, rc, idx, set);
     return (int)cudaGetLastError();
 }
 

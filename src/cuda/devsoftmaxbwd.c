@@ -1,8 +1,9 @@
-/* devsoftmaxbwd.c: er_softmax_backward_covers_device, softmax's backward check with dy, y and dx in device memory
- * (docs/algorithms/softmax-backward.md, On the GPU): each row's sum of products on the GPU (devsbwd.cu), the row's
- * constants from it on the host (er__sbwd_dev_row), the elements on the GPU; the rows it leaves and the widest
- * set's entry by the softmax_backward module's own row function on the host, through the engine's sinks
- * (devrows.c). What the GPU path does not take runs on host copies. */
+/* devsoftmaxbwd.c: er_softmax_backward_covers_device and er_log_softmax_backward_covers_device, softmax's and
+ * log_softmax's backward checks with dy, y and dx in device memory (docs/algorithms/softmax-backward.md, On the GPU):
+ * each row's sum (of products; log_softmax: of dy) on the GPU (devsbwd.cu), the row's constants from it on the host
+ * (er__sbwd_dev_row, er__lsbwd_dev_row), the elements on the GPU; the rows it leaves and the widest set's entry by
+ * the op module's own row function on the host, through the engine's sinks (devrows.c). What the GPU path does not
+ * take runs on host copies. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,20 +14,23 @@
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
 
+/* er_softmax_backward or er_log_softmax_backward. */
+typedef er_status (*er_bwd_make_fn)(er_ref **out, const er_tensor *dy, const er_tensor *y, int dim);
+
 #ifdef ER_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include "cuda/devrows.h"
 #include "cuda/devsbwd.h"
 
 /* The whole check on host copies of dy, y and out. */
-static er_status er_sbwd_covers_host(er_report *rep, const er_tensor *dy, const er_tensor *y, int dim,
-                                     const er_tensor *out, const er_standard *std, void *stream) {
+static er_status er_sbwd_covers_host(er_report *rep, er_bwd_make_fn make, const er_tensor *dy, const er_tensor *y,
+                                     int dim, const er_tensor *out, const er_standard *std, void *stream) {
     const er_tensor *v[3] = {dy, y, out};
     er_tensor h[3];
     void *bufs[3];
     er_status st = er_dev_host_views(3, v, h, bufs, stream);
     er_ref *ref = NULL;
-    if (st == ER_OK) st = er_softmax_backward(&ref, &h[0], &h[1], dim);
+    if (st == ER_OK) st = make(&ref, &h[0], &h[1], dim);
     if (st == ER_OK) st = er_covers(rep, ref, &h[2], std);
     er_ref_free(ref);
     for (int i = 0; i < 3; i++) free(bufs[i]);
@@ -45,39 +49,53 @@ static er_status er_sbwd_dev_covers(const er_ref *ref, const er_standard *std, e
 static er_status er_sbwd_dev_check(const er_ref *ref, const er_standard *std) {
     return er__softmax_backward_module.check(ref, std);
 }
+static er_status er_lsbwd_dev_check(const er_ref *ref, const er_standard *std) {
+    return er__log_softmax_backward_module.check(ref, std);
+}
 static const char *const er_sbwd_dev_out[1] = {"dx"};
 static const er_op_module er_sbwd_dev_module = {.name = "softmax_backward", .nout = 1, .out_names = er_sbwd_dev_out,
                                                 .out_shape = er__out_shape_same, .check = er_sbwd_dev_check,
-                                                .covers = er_sbwd_dev_covers};
+                                                .covers = er_sbwd_dev_covers},
+                          er_lsbwd_dev_module = {.name = "log_softmax_backward", .nout = 1,
+                                                 .out_names = er_sbwd_dev_out, .out_shape = er__out_shape_same,
+                                                 .check = er_lsbwd_dev_check, .covers = er_sbwd_dev_covers};
 #endif
 
-static er_status er_softmax_backward_covers_device_run(er_report *rep, const er_tensor *dy, const er_tensor *y,
-                                                       int dim, const er_tensor *out, const er_standard *std,
-                                                       void *stream) {
+/* The check of the op that make builds (log: log_softmax_backward's). */
+static er_status er_bwd_covers_device_run(er_report *rep, int log, const er_tensor *dy, const er_tensor *y, int dim,
+                                          const er_tensor *out, const er_standard *std, void *stream) {
     er__ok();
     ER_CHECK_NULL(rep, "report");
     ER_CHECK_NULL(out, "out");
     ER_CHECK_NULL(std, "standard");
+    er_bwd_make_fn make = log ? er_log_softmax_backward : er_softmax_backward;
     er_ref *ref; /* the arguments' checks first; the shapes alone: its data pointers are the device's */
-    ER_RETURN_IF_ERROR(er_softmax_backward(&ref, dy, y, dim));
+    ER_RETURN_IF_ERROR(make(&ref, dy, y, dim));
 #ifndef ER_HAVE_CUDA
     er_ref_free(ref);
     (void)stream;
     return er__fail(ER_ERR_UNSUPPORTED, "this exactref was built without the CUDA toolkit");
 #else
     er_sbwd_arg arg = {dy, y, out, stream, 0, er_dev_keep_of(rep)};
-    er_status st = er__covers_module(rep, &er_sbwd_dev_module, ref, out, std, &arg);
+    er_status st = er__covers_module(rep, log ? &er_lsbwd_dev_module : &er_sbwd_dev_module, ref, out, std, &arg);
     er_dev_keep_end(&arg.keep, rep, st);
     er_ref_free(ref);
     if (st != ER_OK || !arg.fallback) return st;
     er_report_clear(rep);
-    return er_sbwd_covers_host(rep, dy, y, dim, out, std, stream);
+    return er_sbwd_covers_host(rep, make, dy, y, dim, out, std, stream);
 #endif
 }
 
 er_status er_softmax_backward_covers_device(er_report *rep, const er_tensor *dy, const er_tensor *y, int dim,
                                             const er_tensor *out, const er_standard *std, void *stream) {
-    er_status st = er_softmax_backward_covers_device_run(rep, dy, y, dim, out, std, stream);
+    er_status st = er_bwd_covers_device_run(rep, 0, dy, y, dim, out, std, stream);
+    er__report_finish(rep, st);
+    return st;
+}
+
+er_status er_log_softmax_backward_covers_device(er_report *rep, const er_tensor *dy, const er_tensor *y, int dim,
+                                                const er_tensor *out, const er_standard *std, void *stream) {
+    er_status st = er_bwd_covers_device_run(rep, 1, dy, y, dim, out, std, stream);
     er__report_finish(rep, st);
     return st;
 }
@@ -102,8 +120,8 @@ static void er_sbwd_gpu(er_dev_rows *r, const er_sbwd_arg *arg, const er_devsbwd
     double *rc = malloc(sizeof(double) * 5 * (size_t)rows);
     if (!win || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
     er_pwin_row *dwin = er_dev_alloc(&r->db, sizeof *dwin * 2 * (size_t)rows, s, &r->e);
-    if (r->st == ER_OK && r->e == cudaSuccess) {
-        int ec = er__devsbwd_sums(arg->dy->data, arg->y->data, rows, n, hc, r->blocks, dwin, s);
+    if (r->st == ER_OK && r->e == cudaSuccess) { /* log_softmax: the sum of dy */
+        int ec = er__devsbwd_sums(arg->dy->data, hc->log ? NULL : arg->y->data, rows, n, hc, r->blocks, dwin, s);
         if (ec) r->e = (cudaError_t)ec;
     }
     if (r->st == ER_OK && r->e == cudaSuccess)
@@ -133,18 +151,27 @@ static int er_sbwd_dev_one(const er_dev_rows *r, int64_t idx, er_dev_cset *set) 
 
 static er_status er_sbwd_dev_covers(const er_ref *ref, const er_standard *std, er_sinks *sks) {
     er_sbwd_arg *arg = er__sinks_arg(sks);
-    int64_t n = 0;
-    int takes = 0;
-    const er_fmt_info *P = er__sbwd_dev_of(ref, std, er__fmt(arg->out->format), &n, &takes);
-    if (!takes || ref->n == 0 || er_dev_fmt(arg->dy->format) < 0 || er_dev_fmt(arg->y->format) < 0 ||
+    er_sbwd_devinfo info = er__sbwd_dev_of(ref, std, er__fmt(arg->out->format));
+    const er_fmt_info *P = info.P;
+    int64_t n = info.n;
+    if (!info.takes || ref->n == 0 || er_dev_fmt(arg->dy->format) < 0 || er_dev_fmt(arg->y->format) < 0 ||
         er_dev_fmt(arg->out->format) < 0 || !er__row_major(arg->dy) || !er__row_major(arg->y) ||
         !er__row_major(arg->out)) {
         arg->fallback = 1;
         er__sinks_decline(sks);
         return ER_OK;
     }
-    er_devsbwd_consts hc = {er_dev_fmt(arg->dy->format), er_dev_fmt(arg->y->format), P ? er_dev_fmt(P->id) : -1,
-                            er_dev_fmt(arg->out->format), P ? P->max : 0.0, er__fmt(arg->out->format)->max};
+    er_devsbwd_consts hc;
+    memset(&hc, 0, sizeof hc);
+    hc.dy_fmt = er_dev_fmt(arg->dy->format);
+    hc.y_fmt = er_dev_fmt(arg->y->format);
+    hc.p_fmt = P ? er_dev_fmt(P->id) : -1;
+    hc.out_fmt = er_dev_fmt(arg->out->format);
+    hc.pmax = P ? P->max : 0.0;
+    hc.omax = er__fmt(arg->out->format)->max;
+    hc.log = info.log;
+    hc.U = info.U;
+    if (info.log) er__lsbwd_dev_tables(hc.exp_tlo, hc.exp_thi, &hc.exp_lh, &hc.exp_ll);
     er_dev_rows r;
     er_dev_rows_init(&r, ref, std, arg->dy, arg->y, arg->out, n, arg->stream, er__dev_blocks(ref->n / n),
                      er_sbwd_dev_put, NULL, &arg->keep);

@@ -156,15 +156,23 @@ ER_INTERNAL er_status er__rmsnorm_dev_consts(const er_ref *ref, const er_standar
 ER_INTERNAL er_status er__rmsnorm_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk,
                                           const er_fmt_info *X, const double *w, const int64_t *rows, int64_t np,
                                           int64_t n, const double *xs, const double *ys, int64_t only);
-/* softmax_backward on the GPU (docs/algorithms/softmax-backward.md, On the GPU): where ref is softmax_backward's
- * along the last dimension, its rows' length into *n and whether the GPU path takes it under std with outputs of
- * format O into *takes (the host's fast pass: compute fp32, inputs and output of fp32, fp16 or bf16); returns the
- * inputs' format the products may be rounded to first (NULL: none). Then each of rows rows' constants from the GPU's
- * windows (er__sbwd_dev_row's, on the host's threads), and the host's rows: rows[0 .. np) of dy's and y's values dys,
- * yvs and outputs outs (n each) into sk, or the element `only` as the widest set's candidate (er__softmax_rows_put's
- * rule). */
-ER_INTERNAL const er_fmt_info *er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
-                                               int64_t *n, int *takes);
+/* softmax_backward and log_softmax_backward on the GPU (docs/algorithms/softmax-backward.md, On the GPU): where ref
+ * is one of theirs along the last dimension, its rows' length, whether the GPU path takes it under std with outputs
+ * of format O (the host's fast pass: compute fp32, inputs and output of fp32, fp16 or bf16; log_softmax_backward: an
+ * integer exp bound, not __expf's), which op, exp's bound and the inputs' format the products may be rounded to first
+ * (er__sbwd_dev_of). Then each of rows rows' constants from the GPU's windows (er__sbwd_dev_row's or
+ * er__lsbwd_dev_row's, on the host's threads), and the host's rows: rows[0 .. np) of dy's and y's values dys, yvs and
+ * outputs outs (n each) into sk, or the element `only` as the widest set's candidate (er__softmax_rows_put's rule). */
+typedef struct er_sbwd_devinfo {
+    int64_t n;            /* the rows' length */
+    int takes;            /* whether the GPU path takes the rows */
+    int log;              /* log_softmax_backward's */
+    double U;             /* log_softmax_backward: exp within U ulps */
+    const er_fmt_info *P; /* softmax_backward: the inputs' format the products may be rounded to (NULL: none) */
+} er_sbwd_devinfo;
+ER_INTERNAL er_sbwd_devinfo er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O);
+/* log_softmax_backward's GPU rows: Theorem D1's tables for the GPU's copy of er__exp_bounds (er__exp_tables). */
+ER_INTERNAL void er__lsbwd_dev_tables(double tlo[64], double thi[64], double *lh, double *ll);
 ER_INTERNAL er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
                                              const er_pwin_row *win, int64_t rows, int64_t n, double *rc);
 ER_INTERNAL er_status er__sbwd_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const int64_t *rows,

@@ -10,6 +10,7 @@
 #include "ops/modkit.h"
 #include "ops/ref_internal.h"
 #include "tensor/tensor_internal.h"
+#include "enclose/ival.h"
 #include "enclose/softmax_bwd.h"
 
 /* The views of dy and y (not copies), the dimension of the rows, the rows' length K, and the elements after dim in
@@ -151,30 +152,40 @@ static er_sbwd_plan er_sbwd_plan_of(const er_ref *ref, const er_standard *std, c
     return pl;
 }
 
-const er_fmt_info *er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O, int64_t *n,
-                                   int *takes) {
-    *takes = 0;
-    if (ref->mod != &er__softmax_backward_module || er__sbwd(ref)->inner != 1) return NULL;
+er_sbwd_devinfo er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O) {
+    er_sbwd_devinfo d = {0, 0, ref->mod == &er__log_softmax_backward_module, 0, NULL};
+    if ((ref->mod != &er__softmax_backward_module && !d.log) || er__sbwd(ref)->inner != 1) return d;
     er_sbwd_plan pl = er_sbwd_plan_of(ref, std, O, ER_OVERFLOW_IEEE);
-    *n = er__sbwd(ref)->K;
-    *takes = er__sbwd_dev_takes(&pl) && *n >= 1 && *n < INT32_MAX;
-    return er__sbwd_dev_rounds(&pl);
+    d.n = er__sbwd(ref)->K;
+    d.U = pl.U;
+    d.takes = (d.log ? er__lsbwd_dev_takes(&pl) : er__sbwd_dev_takes(&pl)) && d.n >= 1 && d.n < INT32_MAX;
+    d.P = d.log ? NULL : er__sbwd_dev_rounds(&pl);
+    return d;
 }
 
-/* softmax_backward's row r on the GPU (er_dev_row_fn). */
-typedef struct er_sbwd_devrow { const er_sbwd_plan *pl; const er_sbwd_dev *d; const er_pwin_row *win; int64_t n; }
-    er_sbwd_devrow;
+void er__lsbwd_dev_tables(double tlo[64], double thi[64], double *lh, double *ll) { er__exp_tables(tlo, thi, lh, ll); }
+
+/* softmax_backward's (log_softmax_backward's) row r on the GPU (er_dev_row_fn). */
+typedef struct er_sbwd_devrow {
+    const er_sbwd_plan *pl;
+    const er_sbwd_dev *d;
+    const er_pwin_row *win;
+    int64_t n;
+    int log;
+} er_sbwd_devrow;
 static int er_sbwd_dev_row(const void *ctx, int64_t r, double *c) {
     const er_sbwd_devrow *x = ctx;
-    return er__sbwd_dev_row(x->pl, x->d, x->win + 2 * r, x->n, c);
+    return x->log ? er__lsbwd_dev_row(x->pl, x->d, x->win + 2 * r, x->n, c)
+                  : er__sbwd_dev_row(x->pl, x->d, x->win + 2 * r, x->n, c);
 }
 
 er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
                                  const er_pwin_row *win, int64_t rows, int64_t n, double *rc) {
     er_sbwd_plan pl = er_sbwd_plan_of(ref, std, O, ER_OVERFLOW_IEEE); /* the GPU takes outputs within O's range */
     er_sbwd_dev d;
-    ER_RETURN_IF_ERROR(er__sbwd_dev_setup(&pl, n, &d));
-    er_sbwd_devrow x = {&pl, &d, win, n};
+    int log = ref->mod == &er__log_softmax_backward_module;
+    ER_RETURN_IF_ERROR(log ? er__lsbwd_dev_setup(&pl, n, &d) : er__sbwd_dev_setup(&pl, n, &d));
+    er_sbwd_devrow x = {&pl, &d, win, n, log};
     er__dev_consts(er_sbwd_dev_row, &x, rows, 5, rc);
     return ER_OK;
 }
@@ -189,8 +200,9 @@ er_status er__sbwd_rows_put(const er_ref *ref, const er_standard *std, er_sink *
     double *lo = buf, *hi = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n;
     er_row_rec rec;
     er__row_rec_begin(&rec, sk, only < 0);
+    int log = ref->mod == &er__log_softmax_backward_module;
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
-        st = er__sbwd_row(&pl, dys + p * n, yvs + p * n, n, lo, hi, ex, rd);
+        st = (log ? er__lsbwd_row : er__sbwd_row)(&pl, dys + p * n, yvs + p * n, n, lo, hi, ex, rd);
         if (st == ER_OK && only < 0 && er__row_scratch(sk, &rec, n)) { /* in runs, as er_sbwd_put puts them */
             rec.ys = outs + p * n;
             er__row_put_ivals(sk, &rec, rows[p] * n, n, pl.F, lo, hi, ex, rd);

@@ -846,10 +846,10 @@ static void gen_sbwd_rows(int fam, er_format fd, er_format fy, int64_t rows, int
     free(lg);
 }
 
-/* The host's report of softmax_backward ref (host views tdy, ty, tc) under std against
- * er_softmax_backward_covers_device's on device copies: the same, field for field and in their JSON (also with the
- * classes kept on the device). */
-static void require_sbwd_device_equals_host(const er_ref *ref, const er_tensor *tdy, const er_tensor *ty,
+/* The host's report of softmax_backward or log_softmax_backward ref (host views tdy, ty, tc) under std against
+ * er_softmax_backward_covers_device's (log: er_log_softmax_backward_covers_device's) on device copies: the same, field
+ * for field and in their JSON (also with the classes kept on the device). */
+static void require_sbwd_device_equals_host(int logop, const er_ref *ref, const er_tensor *tdy, const er_tensor *ty,
                                             const er_tensor *tc, int dim, const er_standard *std, const char *what) {
     const er_tensor *hv[3] = {tdy, ty, tc};
     er_tensor dv[3];
@@ -859,27 +859,27 @@ static void require_sbwd_device_equals_host(const er_ref *ref, const er_tensor *
         dv[i] = *hv[i];
         dv[i].data = dp[i];
     }
+    er_status (*dev)(er_report *, const er_tensor *, const er_tensor *, int, const er_tensor *, const er_standard *,
+                     void *) = logop ? er_log_softmax_backward_covers_device : er_softmax_backward_covers_device;
     er_report rh, rd, rk;
     ER_REQUIRE(er_covers(&rh, ref, tc, std) == ER_OK, "host: %s", er_last_error());
-    ER_REQUIRE(er_softmax_backward_covers_device(&rd, &dv[0], &dv[1], dim, &dv[2], std, NULL) == ER_OK, "device: %s",
-               er_last_error());
+    ER_REQUIRE(dev(&rd, &dv[0], &dv[1], dim, &dv[2], std, NULL) == ER_OK, "device: %s", er_last_error());
     ER_REQUIRE(er_report_keep_on_device(&rk) == ER_OK, "keep: %s", er_last_error());
-    require_kept_same(&rh, &rk, er_softmax_backward_covers_device(&rk, &dv[0], &dv[1], dim, &dv[2], std, NULL), what);
+    require_kept_same(&rh, &rk, dev(&rk, &dv[0], &dv[1], dim, &dv[2], std, NULL), what);
     require_same_reports(&rh, &rd, what);
     for (int i = 0; i < 3; i++) cudaFree(dp[i]);
 }
 
-/* softmax_backward on the GPU against the host: dy and y of fp32, fp16 and bf16 (gen_sbwd_rows' families), fp32, fp16
- * and bf16 outputs spread from the correctly rounded result out to 2^20 ulps (some NaN or infinite; in a third of the
- * trials the long double result alone), rows of 1 to a few thousand; the standards the GPU takes (products=either
- * and compute, depth=) and some it hands to the host (compute=fp64, rows along the first dimension). The reports
- * must agree in every field and in their JSON. */
-START_TEST(softmax_backward_on_the_gpu_equals_the_host) {
-    er_test_reseed(770);
-    long trials = (long)(80 * er_test_multiplier());
+/* softmax_backward (logop: log_softmax_backward) on the GPU against the host, `trials` checks: dy and y of fp32, fp16
+ * and bf16 (gen_sbwd_rows' families; log: y the logs of its probabilities, 0 giving -inf, and in some rows one value
+ * above 2^10, which no log_softmax gives), fp32, fp16 and bf16 outputs spread from the correctly rounded result out
+ * to 2^20 ulps (some NaN or infinite; in a third of the trials the long double result alone), rows of 1 to a few
+ * thousand; the standards opts[0 .. 5) (the GPU takes the first four, and rows along the first dimension go to the
+ * host). The reports must agree in every field and in their JSON. Returns the elements checked. */
+static long sbwd_on_the_gpu(int logop, long trials, const char *const opts[5]) {
     static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
-    static const char *const opts[] = {"", "products=compute", "depth=12", "products=either", "compute=fp64"};
-    long elems = 0, kept0 = kept_reports;
+    const char *op = logop ? "log_softmax_backward" : "softmax_backward";
+    long elems = 0;
     for (long tr = 0; tr < trials; tr++) {
         er_format fd = fmts[er_rand64() % 3], fy = er_rand64() % 2 ? fd : fmts[er_rand64() % 3],
                   fo = fmts[er_rand64() % 3];
@@ -888,46 +888,71 @@ START_TEST(softmax_backward_on_the_gpu_equals_the_host) {
         int64_t n = big ? er_rand_int(1000, 3000) : er_rand_int(1, 600), nc = rows * n;
         void *DY = malloc(8 * (size_t)nc), *Y = malloc(8 * (size_t)nc), *C = malloc(8 * (size_t)nc);
         gen_sbwd_rows(fam, fd, fy, rows, n, DY, Y);
+        for (int64_t e = 0; logop && e < nc; e++) {
+            double y = log(er_load(Y, fy, e));
+            if (fam == 4 && e % 997 == 3) y = 1500;
+            er_store(Y, fy, e, y);
+        }
         er_tensor tdy, ty, tc;
         er_tensor_view(&tdy, fd, 2, (int64_t[]){rows, n}, NULL, DY);
         er_tensor_view(&ty, fy, 2, (int64_t[]){rows, n}, NULL, Y);
         er_tensor_view(&tc, fo, 2, (int64_t[]){rows, n}, NULL, C);
         int dim = first_dim ? 0 : 1;
         er_ref *ref;
-        ck_assert_int_eq(er_softmax_backward(&ref, &tdy, &ty, dim), ER_OK);
+        ck_assert_int_eq((logop ? er_log_softmax_backward : er_softmax_backward)(&ref, &tdy, &ty, dim), ER_OK);
         er_standard std;
         const char *o = opts[er_rand64() % 5];
         ck_assert_int_eq(er_standard_parse(&std, "any_order", o), ER_OK);
         double *mid = malloc(sizeof(double) * (size_t)nc);
         int64_t R = dim ? rows : n, L = dim ? n : rows; /* the rows along dim, their length */
         for (int64_t r = 0; r < R; r++) {
-            long double D = 0;
+            long double D = 0; /* sum dy_j y_j (logop: sum dy_j) */
             for (int64_t j = 0; j < L; j++) {
                 int64_t e = dim ? r * n + j : j * n + r;
-                D += (long double)er_load(DY, fd, e) * er_load(Y, fy, e);
+                D += (long double)er_load(DY, fd, e) * (logop ? 1.0 : er_load(Y, fy, e));
             }
             for (int64_t j = 0; j < L; j++) {
                 int64_t e = dim ? r * n + j : j * n + r;
-                mid[e] = (double)((long double)er_load(Y, fy, e) * (er_load(DY, fd, e) - D));
+                long double dy = er_load(DY, fd, e), y = er_load(Y, fy, e);
+                mid[e] = (double)(logop ? dy - expl(y) * D : y * (dy - D));
             }
         }
         gen_outputs_around(ref, &std, mid, fo, rows, n, tr % 3 == 0 ? 2 : 0, C);
         free(mid);
         char what[200];
-        snprintf(what, sizeof what, "softmax_backward %lld x %lld (dim %d), family %d, %s, %s -> %s, '%s'",
-                 (long long)rows, (long long)n, dim, fam, er_format_name(fd), er_format_name(fy), er_format_name(fo),
-                 o);
-        require_sbwd_device_equals_host(ref, &tdy, &ty, &tc, dim, &std, what);
+        snprintf(what, sizeof what, "%s %lld x %lld (dim %d), family %d, %s, %s -> %s, '%s'", op, (long long)rows,
+                 (long long)n, dim, fam, er_format_name(fd), er_format_name(fy), er_format_name(fo), o);
+        require_sbwd_device_equals_host(logop, ref, &tdy, &ty, &tc, dim, &std, what);
         elems += nc;
         er_ref_free(ref);
         free(DY);
         free(Y);
         free(C);
     }
+    return elems;
+}
+
+START_TEST(softmax_backward_on_the_gpu_equals_the_host) {
+    er_test_reseed(770);
+    long trials = (long)(80 * er_test_multiplier()), kept0 = kept_reports;
+    static const char *const opts[] = {"", "products=compute", "depth=12", "products=either", "compute=fp64"};
+    long elems = sbwd_on_the_gpu(0, trials, opts);
     printf("t-cuda: er_softmax_backward_covers_device gave the host's report on %ld checks (%ld elements); %ld of its "
            "reports marked to keep their classes on the device kept them there\n", trials, elems,
            kept_reports - kept0);
     ER_REQUIRE(kept_reports > kept0, "no softmax_backward report kept its classes on the device");
+}
+END_TEST
+
+START_TEST(log_softmax_backward_on_the_gpu_equals_the_host) {
+    er_test_reseed(790);
+    long trials = (long)(80 * er_test_multiplier()), kept0 = kept_reports;
+    static const char *const opts[] = {"", "exp_ulps=4", "depth=12", "exp_ulps=1", "exp_ulps=fast"};
+    long elems = sbwd_on_the_gpu(1, trials, opts);
+    printf("t-cuda: er_log_softmax_backward_covers_device gave the host's report on %ld checks (%ld elements); %ld of "
+           "its reports marked to keep their classes on the device kept them there\n", trials, elems,
+           kept_reports - kept0);
+    ER_REQUIRE(kept_reports > kept0, "no log_softmax_backward report kept its classes on the device");
 }
 END_TEST
 
@@ -2118,6 +2143,14 @@ START_TEST(device_api_refusals) {
     ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, &a, 1, &b3, &std, NULL), ER_ERR_OUTPUT);
     if (!er_cuda_available())
         ck_assert_int_eq(er_softmax_backward_covers_device(&rep, &a, &a, 1, &a, &std, NULL), ER_ERR_UNSUPPORTED);
+    ck_assert_int_eq(er_log_softmax_backward_covers_device(NULL, &a, &a, 1, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_log_softmax_backward_covers_device(&rep, NULL, &a, 1, &a, &std, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_log_softmax_backward_covers_device(&rep, &a, &a, 1, &a, NULL, NULL), ER_ERR_NULL);
+    ck_assert_int_eq(er_log_softmax_backward_covers_device(&rep, &a, &a, -3, &a, &std, NULL), ER_ERR_INVALID);
+    ck_assert_int_eq(er_log_softmax_backward_covers_device(&rep, &b3, &a, 1, &a, &std, NULL), ER_ERR_SHAPE);
+    ck_assert_int_eq(er_log_softmax_backward_covers_device(&rep, &a, &a, 1, &b3, &std, NULL), ER_ERR_OUTPUT);
+    if (!er_cuda_available())
+        ck_assert_int_eq(er_log_softmax_backward_covers_device(&rep, &a, &a, 1, &a, &std, NULL), ER_ERR_UNSUPPORTED);
     ck_assert_int_eq(er_rmsnorm_covers_device(NULL, &a, NULL, 1e-5, &a, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, NULL, 1e-5, NULL, &std, NULL), ER_ERR_NULL);
     ck_assert_int_eq(er_rmsnorm_covers_device(&rep, &a, &w3, 1e-5, &a, &std, NULL), ER_ERR_SHAPE); /* no device access */
@@ -2340,7 +2373,6 @@ int main(void) {
     if (have) tcase_add_test(tc, long_softmax_rows_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, softmax_open_elements_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, rmsnorm_on_the_gpu_equals_the_host);
-    if (have) tcase_add_test(tc, softmax_backward_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, log_softmax_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, layernorm_on_the_gpu_equals_the_host);
     if (have) tcase_add_test(tc, many_rows_on_the_gpu_equal_the_host);
@@ -2351,6 +2383,11 @@ int main(void) {
     if (have) tcase_add_test(tc, h200_attention_captures_on_the_gpu_equal_the_host);
     if (have) tcase_add_test(tc, cross_entropy_on_the_gpu_equals_the_host);
     suite_add_tcase(s, tc);
+    TCase *tb = tcase_create("cuda, backward rows"); /* CK_RUN_CASE runs the backward passes' checks alone */
+    tcase_set_timeout(tb, 300);
+    if (have) tcase_add_test(tb, softmax_backward_on_the_gpu_equals_the_host);
+    if (have) tcase_add_test(tb, log_softmax_backward_on_the_gpu_equals_the_host);
+    if (have) suite_add_tcase(s, tb);
     TCase *td = tcase_create("cuda, matmul sets none decided"); /* its own case: CK_RUN_CASE runs it alone */
     tcase_set_timeout(td, 300);
     if (have) tcase_add_test(td, matmul_sets_none_decided_give_the_host_report);

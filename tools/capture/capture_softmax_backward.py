@@ -7,7 +7,7 @@ hundreds: y down to subnormals and zeros, products far apart); ties (integer log
 exact products, sums on rounding ties). Each case stores y (the forward output the kernel reads), dy and dx. Writes
 OUT/softmax_backward.npz (cid__in__y, cid__in__dy, cid__out__dx; bfloat16 as uint16) and OUT/softmax_backward.txt
 (id op kernel dtype family rows cols). With EXACTREF_LIBRARY set it also checks every case with
-exactref and prints the verdicts (with EXACTREF_DEVICE=1, softmax's cases as CUDA tensors: its GPU path). Run:
+exactref and prints the verdicts (with EXACTREF_DEVICE=1, every case as CUDA tensors: the GPU paths). Run:
 OUT=/some/dir python3 capture_softmax_backward.py"""
 import os
 
@@ -99,7 +99,7 @@ def main():
             y, dy, dx = (arrays[key + s] for s in ("__in__y", "__in__dy", "__out__dx"))
             if dt == "bfloat16":
                 y, dy, dx = (a.view(ml_dtypes.bfloat16) for a in (y, dy, dx))
-            if os.environ.get("EXACTREF_DEVICE") == "1" and op == "softmax":  # CUDA tensors: the GPU path
+            if os.environ.get("EXACTREF_DEVICE") == "1":  # CUDA tensors: the GPU paths
                 y, dy, dx = (torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).cuda() if dt == "bfloat16"
                              else torch.from_numpy(a).cuda() for a in (arrays[key + s] for s in
                                                                       ("__in__y", "__in__dy", "__out__dx")))

@@ -407,13 +407,13 @@ class Reference:
         return Result(rep, tuple(self.shape), None, sets)
 
     def _device_covers(self, out, standard, options, kwargs):
-        """covers() by a device path where one applies (a matmul, softmax, log_softmax, softmax_backward or rmsnorm
-        whose inputs and output are CUDA torch tensors, the library built with CUDA); else None. Its sets, where
-        asked for, come from the host's pass on copies."""
+        """covers() by a device path where one applies (a matmul, softmax, log_softmax, softmax_backward,
+        log_softmax_backward or rmsnorm whose inputs and output are CUDA torch tensors, the library built with CUDA);
+        else None. Its sets, where asked for, come from the host's pass on copies."""
         if not _on_cuda(out):
             return None
         inputs = (self._keep[2:4] if self.op == "matmul" else self._keep[1:2] if self.op in ("softmax", "log_softmax")
-                  else self._keep[1::2] if self.op in ("rmsnorm", "softmax_backward") else ())
+                  else self._keep[1::2] if self.op in ("rmsnorm", "softmax_backward", "log_softmax_backward") else ())
         if not inputs or not all(_on_cuda(t) for t in inputs + (out,)) or not _ffi.cuda_available():
             return None
         if tuple(out.shape) != tuple(self.shape):
@@ -425,13 +425,14 @@ class Reference:
         import torch
         stream = torch.cuda.current_stream(out.device).cuda_stream
         names = {"matmul": ("A", "B"), "softmax": ("x",), "log_softmax": ("x",), "rmsnorm": ("x", "weight"),
-                 "softmax_backward": ("dy", "y")}[self.op]
+                 "softmax_backward": ("dy", "y"), "log_softmax_backward": ("dy", "y")}[self.op]
         views = [DeviceView(t, name) for t, name in zip(inputs, names)]
         vo = DeviceView(out, "out")
         if self.op == "matmul":
             rep = _ffi.matmul_covers_device(views[0].buf, views[1].buf, vo.buf, std, stream)
-        elif self.op == "softmax_backward":
-            rep = _ffi.softmax_backward_covers_device(views[0].buf, views[1].buf, self._dim, vo.buf, std, stream)
+        elif self.op in ("softmax_backward", "log_softmax_backward"):
+            rep = _ffi.softmax_backward_covers_device(views[0].buf, views[1].buf, self._dim, vo.buf, std, stream,
+                                                      self.op == "log_softmax_backward")
         elif self.op == "rmsnorm":
             rep = _ffi.rmsnorm_covers_device(views[0].buf, views[1].buf if len(views) > 1 else None, self._eps,
                                              vo.buf, std, stream)
@@ -740,16 +741,8 @@ def _rows_covers_device(fn, x, out, dim, standard, options, stream, kwargs):
     return Result(rep, tuple(vo.tensor.shape))
 
 
-def softmax_backward_covers_device(dy: Any, y: Any, out: Any, dim: int = -1, standard: str = "any_order",
-                                   options: Optional[str] = None, stream: Any = None, **kwargs: Any) -> Result:
-    """covers() of out = dx of softmax's backward pass along dim, dx = y (dy - sum(dy * y, dim)), with dy, y and out
-    CUDA torch tensors of the same shape, the sets computed on the GPU where they are
-    (er_softmax_backward_covers_device): each row's sum of products exactly there, D's set on the host, every
-    element's set and exact result on the GPU, the rows the GPU does not decide on the host. Outside the GPU path's
-    scope (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
-    er.softmax_backward(dy, y, dim).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current
-    stream)."""
-    fn = "softmax_backward_covers_device"
+def _sbwd_covers_device(fn, dy, y, out, dim, standard, options, stream, kwargs):
+    """softmax_backward_covers_device and log_softmax_backward_covers_device (fn, the function's name)."""
     _check_stream(stream, fn)
     vd, vy, vo = DeviceView(dy, "dy"), DeviceView(y, "y"), DeviceView(out, "out")
     if vy.tensor.dim() == 0:
@@ -762,8 +755,35 @@ def softmax_backward_covers_device(dy: Any, y: Any, out: Any, dim: int = -1, sta
         import torch
         stream = torch.cuda.current_stream(vy.tensor.device)
     std = _standard(standard, options, kwargs)
-    rep = _ffi.softmax_backward_covers_device(vd.buf, vy.buf, dim, vo.buf, std, stream.cuda_stream)
+    rep = _ffi.softmax_backward_covers_device(vd.buf, vy.buf, dim, vo.buf, std, stream.cuda_stream,
+                                              fn.startswith("log"))
     return Result(rep, tuple(vo.tensor.shape))
+
+
+def softmax_backward_covers_device(dy: Any, y: Any, out: Any, dim: int = -1, standard: str = "any_order",
+                                   options: Optional[str] = None, stream: Any = None, **kwargs: Any) -> Result:
+    """covers() of out = dx of softmax's backward pass along dim, dx = y (dy - sum(dy * y, dim)), with dy, y and out
+    CUDA torch tensors of the same shape, the sets computed on the GPU where they are
+    (er_softmax_backward_covers_device): each row's sum of products exactly there, D's set on the host, every
+    element's set and exact result on the GPU, the rows the GPU does not decide on the host. Outside the GPU path's
+    scope (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
+    er.softmax_backward(dy, y, dim).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current
+    stream)."""
+    return _sbwd_covers_device("softmax_backward_covers_device", dy, y, out, dim, standard, options, stream, kwargs)
+
+
+def log_softmax_backward_covers_device(dy: Any, y: Any, out: Any, dim: int = -1, standard: str = "any_order",
+                                       options: Optional[str] = None, stream: Any = None,
+                                       **kwargs: Any) -> Result:
+    """covers() of out = dx of log_softmax's backward pass along dim, dx = dy - exp(y) sum(dy, dim), with dy, y (the
+    saved log_softmax output) and out CUDA torch tensors of the same shape, the sets computed on the GPU where they
+    are (er_log_softmax_backward_covers_device): each row's sum of dy exactly there, its set on the host, every
+    element's set and exact result on the GPU, the rows the GPU does not decide on the host. Outside the GPU path's
+    scope (docs/reference/cuda.md) the tensors are copied back and checked on the host; the result is the same as
+    er.log_softmax_backward(dy, y, dim).covers(out) on host copies. stream: a torch.cuda.Stream (default: the current
+    stream)."""
+    return _sbwd_covers_device("log_softmax_backward_covers_device", dy, y, out, dim, standard, options, stream,
+                               kwargs)
 
 
 def rmsnorm_covers_device(x: Any, out: Any, weight: Any = None, eps: float = 1e-6, standard: str = "any_order",
@@ -1066,8 +1086,9 @@ def _gradient_and(op, dy, t, name, later=False):
 
 
 def _backward(name, dy, y, dim, now=False):
-    # softmax's backward pass of CUDA tensors: made on the host on first use (its device path reads them there)
-    later = not now and name == "softmax_backward" and _on_device(dy, y)
+    # softmax's and log_softmax's backward passes of CUDA tensors: made on the host on first use (their device paths
+    # read them there)
+    later = not now and _on_device(dy, y)
     g, a = _gradient_and(name, dy, y, "y", later)
     d = _check.dim(dim, name, a.ndim)
     if later:

@@ -263,6 +263,11 @@ _sig = {
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
          ctypes.c_void_p],
     ),
+    "er_log_softmax_backward_covers_device": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+         ctypes.c_void_p],
+    ),
     "er_rmsnorm_covers_device": (
         ctypes.c_int,
         [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
@@ -818,9 +823,10 @@ def softmax_covers_device(vx, dim, vo, std, stream_handle, log=False):
     return block.at(0)
 
 
-def softmax_backward_covers_device(vd, vy, dim, vo, std, stream_handle):
+def softmax_backward_covers_device(vd, vy, dim, vo, std, stream_handle, log=False):
     block = kept_block()
-    check(lib.er_softmax_backward_covers_device(block.buf, vd, vy, dim, vo, std, ctypes.c_void_p(stream_handle)))
+    fn = lib.er_log_softmax_backward_covers_device if log else lib.er_softmax_backward_covers_device
+    check(fn(block.buf, vd, vy, dim, vo, std, ctypes.c_void_p(stream_handle)))
     return block.at(0)
 
 

@@ -261,6 +261,7 @@ def test_the_sweep_holds_every_public_function():
     swept.add(er.rmsnorm_covers_device)  # likewise
     swept.add(er.log_softmax_covers_device)  # likewise
     swept.add(er.softmax_backward_covers_device)  # likewise
+    swept.add(er.log_softmax_backward_covers_device)  # likewise
     swept.add(er.layer_norm_covers_device)  # likewise
     swept.add(er.attention_covers_device)  # likewise
     swept.add(er.cross_entropy_covers_device)  # likewise

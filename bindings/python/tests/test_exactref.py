@@ -473,24 +473,29 @@ def test_log_softmax_covers_device_equals_host():
             assert r.worst == host.worst and str(r) == str(host)
 
 
-def test_softmax_backward_covers_device_equals_host():
+@pytest.mark.parametrize("op", ["softmax_backward", "log_softmax_backward"])
+def test_softmax_backward_covers_device_equals_host(op):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not er.cuda_available():
         pytest.skip("needs a CUDA device and an exactref built with CUDA")
+    log = op == "log_softmax_backward"
     gen = torch.Generator(device="cpu").manual_seed(11)
     for dtype, shape, dim, options in (
         (torch.float32, (64, 300), -1, {}),
-        (torch.bfloat16, (2, 5, 129), -1, {}),           # products=either: the rounded products' sum too
-        (torch.float16, (8, 1000), -1, {"products": "compute"}),
+        (torch.bfloat16, (2, 5, 129), -1, {"exp_ulps": 4} if log else {}),  # softmax: the rounded products' sum too
+        (torch.float16, (8, 1000), -1, {} if log else {"products": "compute"}),
         (torch.float32, (33, 70), 0, {}),                # along the first dimension: the host's path
+        (torch.float32, (4, 50), -1, {"exp_ulps": "fast"} if log else {"depth": 12}),  # log: the host's path
     ):
-        y = torch.softmax(torch.randn(shape, generator=gen) * 3, dim).to(dtype).cuda()
+        x = torch.randn(shape, generator=gen) * 3
+        y = (torch.log_softmax(x, dim) if log else torch.softmax(x, dim)).to(dtype).cuda()
         dy = torch.randn(shape, generator=gen).to(dtype).cuda()
-        out = torch._softmax_backward_data(dy.float(), y.float(), dim, torch.float32)  # the GPU's, in fp32
+        bwd = torch._log_softmax_backward_data if log else torch._softmax_backward_data
+        out = bwd(dy.float(), y.float(), dim, torch.float32)  # the GPU's, in fp32
         out.view(-1)[1] += 0.25                         # one element far outside
-        dev = er.softmax_backward_covers_device(dy, y, out, dim, **options)
-        host = er.softmax_backward(dy.cpu(), y.cpu(), dim).covers(out.cpu(), **options)
-        auto = er.softmax_backward(dy, y, dim).covers(out, **options)  # CUDA tensors: the device path
+        dev = getattr(er, op + "_covers_device")(dy, y, out, dim, **options)
+        host = getattr(er, op)(dy.cpu(), y.cpu(), dim).covers(out.cpu(), **options)
+        auto = getattr(er, op)(dy, y, dim).covers(out, **options)  # CUDA tensors: the device path
         for r in (dev, auto):
             assert r.counts == host.counts and r.n_failed == host.n_failed == 1
             assert (r.classes == host.classes).all()
@@ -725,6 +730,9 @@ def test_matmul_covers_device_refuses_host_tensors():
     with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
         er.softmax_backward_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
                                           np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
+        er.log_softmax_backward_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
+                                              np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="eps"):  # checked before the tensors
         er.rmsnorm_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), eps=-1.0)
     with pytest.raises(TypeError, match="must be a CUDA torch tensor"):
@@ -767,6 +775,9 @@ def test_matmul_covers_device_refuses_host_tensors():
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.softmax_backward_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
                                               np.ones((2, 2), np.float32), stream=bad)
+        with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
+            er.log_softmax_backward_covers_device(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
+                                                  np.ones((2, 2), np.float32), stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
             er.attention_covers_device(a, a, a, a, stream=bad)
         with pytest.raises(TypeError, match="stream must be a torch.cuda.Stream"):
