@@ -98,6 +98,18 @@ template <class C> __device__ static void er_exp_bounds(const C &c, double t, do
     *hi = er_scale2(c.exp_thi[j] * (p + 0x1p-51), q, 1);
 }
 
+// er_exp_bounds's view of the tables in shared memory (a warp's lookups at different indices, which constant memory
+// would serialise): c's exp_tlo and exp_thi copied by the block (then a barrier), their view in tb.
+struct er_sh_expc { const double *exp_tlo, *exp_thi; double exp_lh, exp_ll; };
+#define ER_EXP_TABLES_SHARED(c, tb)                                                                                   \
+    __shared__ double sh_tlo[64], sh_thi[64];                                                                         \
+    for (int k_ = threadIdx.x; k_ < 64; k_ += blockDim.x) {                                                           \
+        sh_tlo[k_] = c.exp_tlo[k_];                                                                                   \
+        sh_thi[k_] = c.exp_thi[k_];                                                                                   \
+    }                                                                                                                 \
+    __syncthreads();                                                                                                  \
+    const er_sh_expc tb = {sh_tlo, sh_thi, c.exp_lh, c.exp_ll}
+
 // The fixed-point terms of er__fxsum_terms (ival.h): lo 2^90 rounded down, hi 2^90 up.
 __device__ static inline void er_fx_terms(double lo, double hi, er_u128 *tl, er_u128 *th) {
     uint64_t bl = er_bits(lo), bh = er_bits(hi);

@@ -213,23 +213,12 @@ __global__ void er_k_sbwd_one(const void *dy, const void *y, const void *out, in
 
 // ---- log_softmax: dx_i = dy_i - exp(y_i) S, S = sum_j dy_j (Theorem B2) ----
 
-// exp's tables as er_exp_bounds reads them (devrec.cuh): from shared memory (a warp's lookups at different indices,
-// which constant memory would serialise).
-struct er_lsb_expc { const double *exp_tlo, *exp_thi; double exp_lh, exp_ll; };
-#define ER_LSB_TABLES(c, ec)                                                                                          \
-    __shared__ double sh_tlo[64], sh_thi[64];                                                                         \
-    for (int k_ = threadIdx.x; k_ < 64; k_ += blockDim.x) {                                                           \
-        sh_tlo[k_] = c.exp_tlo[k_];                                                                                   \
-        sh_thi[k_] = c.exp_thi[k_];                                                                                   \
-    }                                                                                                                 \
-    __syncthreads();                                                                                                  \
-    const er_lsb_expc ec = {sh_tlo, sh_thi, c.exp_lh, c.exp_ll}
 
 // Element (dy, y; output yo) of a row with S~'s set [rc[0], rc[1]], S's bounds [rc[2], rc[3]] (doubles) and rc[4] 1
 // where S = 0: its set in the output format, its exact result, its record. 0 where the host must take the row: y
 // above 2^10 or NaN (no log_softmax output: the host's row claims nothing), a form not finite or beyond the output's
 // range, an exact result the double step leaves open (the host's MPFR), an output outside the set or NaN.
-__device__ static int er_lsb_element(const er_devsbwd_consts &c, const er_lsb_expc &ec, const double *rc, double dy,
+__device__ static int er_lsb_element(const er_devsbwd_consts &c, const er_sh_expc &ec, const double *rc, double dy,
                                      double y, double yo, int64_t idx, uint8_t *cls, er_rec_acc &a) {
     if (!(y <= 0x1p10)) return 0;
     // exp(y)'s bounds [zl, zh] (Theorem D1) and the kernel's exp's values in fp32 within U ulps [elo, ehi]
@@ -272,7 +261,7 @@ __device__ static int er_lsb_element(const er_devsbwd_consts &c, const er_lsb_ex
     return er_sb_put(c, lo, hi, rd, ex, yo, idx, cls, a);
 }
 
-__device__ static int er_lsb_at(const er_devsbwd_consts &c, const er_lsb_expc &ec, const void *dy, const void *y,
+__device__ static int er_lsb_at(const er_devsbwd_consts &c, const er_sh_expc &ec, const void *dy, const void *y,
                                 const void *out, const double *rc, int64_t idx, uint8_t *cls, er_rec_acc &a) {
     return er_lsb_element(c, ec, rc, er_load(dy, c.dy_fmt, idx), er_load(y, c.y_fmt, idx),
                           er_load(out, c.out_fmt, idx), idx, cls, a);
@@ -283,7 +272,7 @@ __global__ void __launch_bounds__(ER_SB_THREADS, ER_ROWS_MIN_BLOCKS)
                     const __grid_constant__ er_devsbwd_consts c, const double *rcs, uint8_t *classes,
                     er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
     __shared__ er_rec_acc sha[ER_SB_THREADS / 32];
-    ER_LSB_TABLES(c, ec);
+    ER_EXP_TABLES_SHARED(c, ec);
     er_rows_by_consts<5>(0, rows, n, rcs, classes, sha, parts, pend, npend,
                          [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
                              return er_lsb_at(c, ec, dy, y, out, rc, idx, cls, a);
@@ -293,7 +282,7 @@ __global__ void __launch_bounds__(ER_SB_THREADS, ER_ROWS_MIN_BLOCKS)
 __global__ void er_k_lsbwd_one(const void *dy, const void *y, const void *out, int64_t n,
                                const __grid_constant__ er_devsbwd_consts c, const double *rcs, int64_t idx,
                                er_dev_cset *set) {
-    ER_LSB_TABLES(c, ec);
+    ER_EXP_TABLES_SHARED(c, ec);
     er_one_by_consts<5>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
         return er_lsb_at(c, ec, dy, y, out, rc, i, cls, a);
     });

@@ -10,13 +10,10 @@
 #define ER_XE_THREADS 256
 #define ER_XE_WARPS (ER_XE_THREADS / 32)
 
-// er_exp_bounds's view of the tables (devrec.cuh), copied into shared memory by the block.
-struct er_xe_expc { const double *exp_tlo, *exp_thi; double exp_lh, exp_ll; };
-
 // er_exps_kernel_one (exps.c) for an fp32 compute format, x_j = v and m finite floats: exp(x_j - m) enclosed in
 // [*lo, *hi], the lower bound *dl of exp(d_j) for the kernel's difference d_j = fl32(x_j - m) (0 where d_j is -inf),
 // and, where el is not NULL, the ends of the kernel's exp of d_j (er__exp_ends; 0 at -inf).
-__device__ static void er_xe_exps(const er_devxe_consts &c, const er_xe_expc &tb, double v, double m, double *lo,
+__device__ static void er_xe_exps(const er_devxe_consts &c, const er_sh_expc &tb, double v, double m, double *lo,
                                   double *hi, double *dl, double *el, double *eh) {
     double t = v - m, bb = t - v, e = (v - (t - bb)) + (-m - bb); // TwoSum: t + e = x_j - m
     double dj = (double)__fadd_rn((float)v, (float)-m), dh;
@@ -83,7 +80,7 @@ __device__ static int er_xe_in(const er_devxe_consts &c, double y, double lo, do
 // Element j's class (0 exact, 1 covered) as er_xent_grad_fast gives it, or -1 where it leaves the element (to the
 // host's row): the correct rounding from the product enclosure, else from er_xent_exact_grad2's quotients; the output
 // exact where it is that rounding, covered where it lies in the witness's interval.
-__device__ static int er_xe_grad(const er_devxe_consts &c, const er_xe_expc &tb, const er_xe_row &w, double v,
+__device__ static int er_xe_grad(const er_devxe_consts &c, const er_sh_expc &tb, const er_xe_row &w, double v,
                                  double m, double lo, double hi, double dl, int tj, double y) {
     float e = (float)dl;
     float p = c.div2 ? __fmul_rn(e, w.inv) : __fdiv_rn(e, w.s);
@@ -142,15 +139,6 @@ __device__ static int er_xe_grad(const er_devxe_consts &c, const er_xe_expc &tb,
 __device__ static double er_xe_fx_lo(er_u128 v) { return er_dn(ldexp(er_dn(er_u128_to_double(v)), -90)); }
 __device__ static double er_xe_fx_hi(er_u128 v) { return er_up(ldexp(er_up(er_u128_to_double(v)), -90)); }
 
-// The exp tables copied into shared memory by the block (then a barrier): er_exp_bounds's view of them in tb.
-#define ER_XE_TABLES(c, tb)                                                                                           \
-    __shared__ double sh_tlo[64], sh_thi[64];                                                                         \
-    for (int k_ = threadIdx.x; k_ < 64; k_ += blockDim.x) {                                                           \
-        sh_tlo[k_] = c.exp_tlo[k_];                                                                                   \
-        sh_thi[k_] = c.exp_thi[k_];                                                                                   \
-    }                                                                                                                 \
-    __syncthreads();                                                                                                  \
-    const er_xe_expc tb = {sh_tlo, sh_thi, c.exp_lh, c.exp_ll}
 
 // Each row's sums (er__xent_row's, for the host's loss and the second pass): head[row] 1 where the row's sums are
 // given (an ignored row: none needed), 0 where the row holds a NaN or an infinity (the host's).
@@ -162,7 +150,7 @@ __global__ void __launch_bounds__(ER_XE_THREADS, ER_ROWS_MIN_BLOCKS)
     __shared__ double shd[ER_XE_WARPS], shx[ER_XE_WARPS], shq[5], sht[2];
     __shared__ er_u128 shl[ER_XE_WARPS], shh[ER_XE_WARPS];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    ER_XE_TABLES(c, tb);
+    ER_EXP_TABLES_SHARED(c, tb);
     const int64_t C = c.C;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t base = row * C, t = target[row];
@@ -299,7 +287,7 @@ __global__ void __launch_bounds__(ER_XE_THREADS, ER_ROWS_MIN_BLOCKS)
     __shared__ unsigned long long sce, scc;
     int tid = threadIdx.x, lane = tid & 31;
     if (tid == 0) sce = scc = 0;
-    ER_XE_TABLES(c, tb); // (its barrier orders the tallies' start too)
+    ER_EXP_TABLES_SHARED(c, tb); // (its barrier orders the tallies' start too)
     const int64_t C = c.C;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t base = row * C, t = target[row];

@@ -223,22 +223,31 @@ static inline void er_require_same_report(const er_report *a, const er_report *b
                b->widest_rel, ER_SEED_ARGS);
 }
 
-/* Two reports' JSON is the same, character for character (the sign of a zero included), naming the first difference
- * with some context: a whole report is too long for Check's message. */
-static inline void er_require_same_json(const er_report *a, const er_report *b, const char *what) {
+/* Two reports' rendering by fmt (er_report_json, er_report_text; named `kind`) is the same, character for character
+ * (the sign of a zero included), naming the first difference with some context: a whole report is too long for
+ * Check's message. */
+static inline void er_require_same_rendering(const er_report *a, const er_report *b, const char *what,
+                                             er_status (*fmt)(const er_report *, char *, size_t, size_t *),
+                                             const char *kind) {
     size_t na = 0, nb = 0;
-    er_report_json(a, NULL, 0, &na);
-    er_report_json(b, NULL, 0, &nb);
+    fmt(a, NULL, 0, &na);
+    fmt(b, NULL, 0, &nb);
     char *ja = malloc(na + 1), *jb = malloc(nb + 1);
-    ck_assert_int_eq(er_report_json(a, ja, na + 1, NULL), ER_OK);
-    ck_assert_int_eq(er_report_json(b, jb, nb + 1, NULL), ER_OK);
+    ck_assert_int_eq(fmt(a, ja, na + 1, NULL), ER_OK);
+    ck_assert_int_eq(fmt(b, jb, nb + 1, NULL), ER_OK);
     size_t at = 0;
     while (ja[at] && ja[at] == jb[at]) at++;
     size_t from = at > 80 ? at - 80 : 0;
-    ER_REQUIRE(ja[at] == 0 && jb[at] == 0, "%s: the reports' JSON differ at character %zu:\n%.160s\n%.160s", what, at,
-               ja + from, jb + from);
+    ER_REQUIRE(ja[at] == 0 && jb[at] == 0, "%s: the reports' %s differ at character %zu:\n%.160s\n%.160s", what, kind,
+               at, ja + from, jb + from);
     free(ja);
     free(jb);
+}
+static inline void er_require_same_json(const er_report *a, const er_report *b, const char *what) {
+    er_require_same_rendering(a, b, what, er_report_json, "JSON");
+}
+static inline void er_require_same_text(const er_report *a, const er_report *b, const char *what) {
+    er_require_same_rendering(a, b, what, er_report_text, "text");
 }
 
 /* Two reports agree beyond er_require_same_report: the classic bug's tests, the resolution's widths, the unseen

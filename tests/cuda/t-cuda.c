@@ -1304,32 +1304,45 @@ START_TEST(h200_captures_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
+/* A matmul capture file of tests/data (name) into *z, failing the test where it is missing. */
+static void mm_capture_load(npz_file *z, const char *name) {
+    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    const char *err = NULL;
+    ck_assert_msg(npz_load(z, path, &err) == 0, "%s: %s", path, err);
+}
+
+/* Entry i of a matmul capture file: where it is a case's output (<id>__out__C), its id into id and the views of its
+ * A, B and C into t; 0 for any other entry. */
+static int mm_capture_case(const npz_file *z, int i, char id[64], er_tensor t[3]) {
+    const char *tag = strstr(z->arr[i].name, "__out__C");
+    if (!tag) return 0;
+    char key[96];
+    snprintf(id, 64, "%.*s", (int)(tag - z->arr[i].name), z->arr[i].name);
+    static const char *const parts[2] = {"in__A", "in__B"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(key, sizeof key, "%s__%s", id, parts[k]);
+        const npy_array *a = npz_find(z, key);
+        ck_assert_msg(a && npz_view(&t[k], a), "case %s lacks %s", id, parts[k]);
+    }
+    ck_assert(npz_view(&t[2], &z->arr[i]));
+    return 1;
+}
+
 /* The H200 captures of cuBLAS's fp16 matmuls with fp32 accumulation (tests/data/mm16.npz) through
  * er_matmul_covers_device against the host: as captured (each passing on the host) and with a tenth of the outputs
  * moved by 1 to 4 ulps of their format either way, under `any_order compute=fp32` and `mma:sm90 outer=any`. */
 START_TEST(h200_matmul_captures_on_the_gpu_equal_the_host) {
     er_test_reseed(830);
-    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
-    char path[512];
-    snprintf(path, sizeof path, "%s/mm16.npz", dir);
     npz_file z;
-    const char *err = NULL;
-    ck_assert_msg(npz_load(&z, path, &err) == 0, "%s: %s", path, err);
+    mm_capture_load(&z, "mm16.npz");
     int cases = 0;
     long elems = 0;
     for (int i = 0; i < z.n; i++) {
-        const char *tag = strstr(z.arr[i].name, "__out__C");
-        if (!tag) continue;
-        char id[64], key[96];
-        snprintf(id, sizeof id, "%.*s", (int)(tag - z.arr[i].name), z.arr[i].name);
+        char id[64];
         er_tensor t[3];
-        static const char *const parts[2] = {"in__A", "in__B"};
-        for (int k = 0; k < 2; k++) {
-            snprintf(key, sizeof key, "%s__%s", id, parts[k]);
-            const npy_array *a = npz_find(&z, key);
-            ck_assert_msg(a && npz_view(&t[k], a), "case %s lacks %s", id, parts[k]);
-        }
-        ck_assert(npz_view(&t[2], &z.arr[i]));
+        if (!mm_capture_case(&z, i, id, t)) continue;
         int64_t na = er_tensor_numel(&t[0]), nb = er_tensor_numel(&t[1]), nc = er_tensor_numel(&t[2]);
         int bx = er_format_storage_bits(t[0].format) / 8, bo = er_format_storage_bits(t[2].format) / 8;
         void *moved = malloc((size_t)(nc * bo));
@@ -1374,47 +1387,19 @@ START_TEST(h200_matmul_captures_on_the_gpu_equal_the_host) {
 }
 END_TEST
 
-/* Two reports' text is the same (er_report_text), naming the first difference. */
-static void require_same_text(const er_report *a, const er_report *b, const char *what) {
-    size_t na = 0, nb = 0;
-    er_report_text(a, NULL, 0, &na);
-    er_report_text(b, NULL, 0, &nb);
-    char *ta = malloc(na + 1), *tb = malloc(nb + 1);
-    ck_assert_int_eq(er_report_text(a, ta, na + 1, NULL), ER_OK);
-    ck_assert_int_eq(er_report_text(b, tb, nb + 1, NULL), ER_OK);
-    size_t at = 0;
-    while (ta[at] && ta[at] == tb[at]) at++;
-    ER_REQUIRE(ta[at] == 0 && tb[at] == 0, "%s: the reports' text differ at character %zu:\n%s\n%s", what, at, ta, tb);
-    free(ta);
-    free(tb);
-}
-
 /* Products whose fast bracket on the GPU decides no set's width (tests/data/mm_nodecide.npz: 96 x 80 x 64, fp16
  * operands, outputs of torch's fp32 matmul of them on an H100, three seeds): the widest set's search still leaves the
  * elements it decided to the GPU, so the report is the host's, text and all: the resolution line (shown only where
  * every set's width was seen) absent from both. In turn through a report keeping its classes on the device (Python's
  * first device call) and a plain one. */
 START_TEST(matmul_sets_none_decided_give_the_host_report) {
-    const char *dir = getenv("ER_TEST_DATA") ? getenv("ER_TEST_DATA") : ER_TEST_DATA_DIR;
-    char path[512];
-    snprintf(path, sizeof path, "%s/mm_nodecide.npz", dir);
     npz_file z;
-    const char *err = NULL;
-    ck_assert_msg(npz_load(&z, path, &err) == 0, "%s: %s", path, err);
+    mm_capture_load(&z, "mm_nodecide.npz");
     int cases = 0;
     for (int i = 0; i < z.n; i++) {
-        const char *tag = strstr(z.arr[i].name, "__out__C");
-        if (!tag) continue;
-        char id[64], key[96];
-        snprintf(id, sizeof id, "%.*s", (int)(tag - z.arr[i].name), z.arr[i].name);
+        char id[64];
         er_tensor t[3];
-        static const char *const parts[2] = {"in__A", "in__B"};
-        for (int k = 0; k < 2; k++) {
-            snprintf(key, sizeof key, "%s__%s", id, parts[k]);
-            const npy_array *a = npz_find(&z, key);
-            ck_assert_msg(a && npz_view(&t[k], a), "case %s lacks %s", id, parts[k]);
-        }
-        ck_assert(npz_view(&t[2], &z.arr[i]));
+        if (!mm_capture_case(&z, i, id, t)) continue;
         int64_t na = er_tensor_numel(&t[0]), nb = er_tensor_numel(&t[1]), nc = er_tensor_numel(&t[2]);
         void *d[3] = {to_device(t[0].data, (size_t)na * 2), to_device(t[1].data, (size_t)nb * 2),
                       to_device(t[2].data, (size_t)nc * 4)};
@@ -1438,7 +1423,7 @@ START_TEST(matmul_sets_none_decided_give_the_host_report) {
                        er_last_error());
             if (keep) ck_assert_int_eq(er_report_fetch_classes(&rd), ER_OK);
             er_require_same_report(&rh, &rd, what);
-            require_same_text(&rh, &rd, what);
+            er_require_same_text(&rh, &rd, what);
             ER_REQUIRE(rd.n_unseen > 0, "%s: the GPU decided no element", what);
             er_report_clear(&rd);
         }
