@@ -22,6 +22,9 @@ typedef struct er_sbwd_state {
 } er_sbwd_state;
 static er_sbwd_state *er__sbwd(const er_ref *r) { return (er_sbwd_state *)r->priv; }
 
+/* Whether r is log_softmax_backward's (else softmax_backward's). */
+static int er_sbwd_log(const er_ref *r) { return r->mod == &er__log_softmax_backward_module; }
+
 static int er_sbwd_inputs(const er_ref *r, const er_tensor **views, const char **names, int cap) {
     names[0] = "dy";
     views[0] = &er__sbwd(r)->dy;
@@ -131,8 +134,7 @@ static void *er_sbwd_run(void *arg) {
             dy[k] = er__load(&s->dy, er__offset(&s->dy, idx[k]));
             y[k] = er__load(&s->y, er__offset(&s->y, idx[k]));
         }
-        j->st = j->ref->mod == &er__log_softmax_backward_module ? er__lsbwd_row(&j->pl, dy, y, K, lo, hi, ex, rd)
-                                                                 : er__sbwd_row(&j->pl, dy, y, K, lo, hi, ex, rd);
+        j->st = (er_sbwd_log(j->ref) ? er__lsbwd_row : er__sbwd_row)(&j->pl, dy, y, K, lo, hi, ex, rd);
         if (j->st == ER_OK) er_sbwd_put(j, &rec, r, K, idx, lo, hi, ex, rd, cv);
     }
     if (j->sk) er__row_rec_end(&rec, j->sk, j->st);
@@ -153,7 +155,7 @@ static er_sbwd_plan er_sbwd_plan_of(const er_ref *ref, const er_standard *std, c
 }
 
 er_sbwd_devinfo er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O) {
-    er_sbwd_devinfo d = {0, 0, ref->mod == &er__log_softmax_backward_module, 0, NULL};
+    er_sbwd_devinfo d = {0, 0, er_sbwd_log(ref), 0, NULL};
     if ((ref->mod != &er__softmax_backward_module && !d.log) || er__sbwd(ref)->inner != 1) return d;
     er_sbwd_plan pl = er_sbwd_plan_of(ref, std, O, ER_OVERFLOW_IEEE);
     d.n = er__sbwd(ref)->K;
@@ -183,7 +185,7 @@ er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, cons
                                  const er_pwin_row *win, int64_t rows, int64_t n, double *rc) {
     er_sbwd_plan pl = er_sbwd_plan_of(ref, std, O, ER_OVERFLOW_IEEE); /* the GPU takes outputs within O's range */
     er_sbwd_dev d;
-    int log = ref->mod == &er__log_softmax_backward_module;
+    int log = er_sbwd_log(ref);
     ER_RETURN_IF_ERROR(log ? er__lsbwd_dev_setup(&pl, n, &d) : er__sbwd_dev_setup(&pl, n, &d));
     er_sbwd_devrow x = {&pl, &d, win, n, log};
     er__dev_consts(er_sbwd_dev_row, &x, rows, 5, rc);
@@ -200,7 +202,7 @@ er_status er__sbwd_rows_put(const er_ref *ref, const er_standard *std, er_sink *
     double *lo = buf, *hi = buf + n, *ex = buf + 2 * n, *rd = buf + 3 * n;
     er_row_rec rec;
     er__row_rec_begin(&rec, sk, only < 0);
-    int log = ref->mod == &er__log_softmax_backward_module;
+    int log = er_sbwd_log(ref);
     for (int64_t p = 0; p < np && st == ER_OK; p++) {
         st = (log ? er__lsbwd_row : er__sbwd_row)(&pl, dys + p * n, yvs + p * n, n, lo, hi, ex, rd);
         if (st == ER_OK && only < 0 && er__row_scratch(sk, &rec, n)) { /* in runs, as er_sbwd_put puts them */
