@@ -6,6 +6,7 @@
 #include <cstring>
 #include "cuda/devsm.h"
 #include "cuda/devrec.cuh"
+#include "core/ddsign.h"
 #include "core/expdd.h"
 #include "cuda/devapprox.cuh"
 
@@ -53,8 +54,9 @@ __device__ static void er_kernel_exp(const er_devsm_consts &c, const er_sm_tabs 
     if (!(*elo >= ER_F32_MIN_NORMAL)) *elo = 0;
 }
 
-// ---- Lemma S7's pass (er_exact_row_dd, softmax.c; er__dd_fx_term, er__dd_fx_pair, er__dd_sign: ival.h; er__exp_dd:
-// core/expdd.h, shared) for the elements whose enclosure in double rounds to two values of the output ----
+// ---- Lemma S7's pass (er_exact_row_dd, softmax.c; er__dd_fx_term, er__dd_fx_pair: ival.h; er_dd_sign and er__exp_dd:
+// core/ddsign.h and core/expdd.h, shared) for the elements whose enclosure in double rounds to two values of the
+// output ----
 
 typedef __int128 er_i128;
 
@@ -91,14 +93,6 @@ __device__ static void er_dd_fx_pair(er_i128 I, int up, double *h, double *l) {
     b = up ? er_up(b) : er_dn(b);
     *h = a * 0x1p-96;
     *l = b * 0x1p-96;
-}
-// The sign of a - k s, or 0 where the computed difference does not exceed its error bound (er__dd_sign).
-__device__ static int er_dd_sign(double ah, double al, double kh, double kl, double sh, double sl) {
-    double p1 = kh * sh, p2 = fma(kh, sh, -p1);
-    double c = kh * sl + kl * sh;
-    double d1 = ah - p1, d2 = (al - p2) - c, d = d1 + d2;
-    double err = 0x1p-52 * fabs(d1) + 0x1p-98 * (ah + p1);
-    return er_dn(d) > err ? 1 : er_up(d) < -err ? -1 : 0;
 }
 
 // The bounds of the row's sum of exp(x_j - m) in double-double for Lemma S7 (er_exact_row_dd's S below in dd[0] +

@@ -11,18 +11,15 @@
 #include <float.h>
 #include <math.h>
 #include "core/internal.h"
+#include "core/ddsign.h"
 #include "core/expdd.h"
 #include "core/tanhser.h"
 #include "enclose/compsum.h"
 
-/* The double just above / below a result rounded to nearest: an upper / lower bound of its exact value. */
-static inline double er__up(double x) {
-    uint64_t b = er__bits(x);
-    if (x != x || b == UINT64_C(0x7ff0000000000000)) return x;            /* NaN, +inf */
-    if ((b << 1) == 0) return 4.9406564584124654e-324;                   /* +-0 */
-    return er__from_bits(b + (uint64_t)(1 | ((int64_t)b >> 63)));        /* +1 unit above 0, -1 below: no branch */
-}
-static inline double er__dn(double x) { return -er__up(-x); }
+/* The double just above / below a result rounded to nearest: an upper / lower bound of its exact value (core/ddsign.h,
+ * the GPU's too). */
+static inline double er__up(double x) { return er_xd_up(x); }
+static inline double er__dn(double x) { return er_xd_dn(x); }
 /* er__up and er__dn for a finite x, the same values, without a branch (loops that vectorise). */
 static inline double er__up_finite(double x) {
     uint64_t b = er__bits(x);
@@ -153,14 +150,11 @@ static inline void er__dd_fx_pair(__int128 I, int up, double *h, double *l) {
     *h = a * 0x1p-96;
     *l = b * 0x1p-96;
 }
-/* The sign of a - k s (Lemma X4) for a = ah + al, k = kh + kl, s = sh + sl with ah >= 0, kh, sh > 0, |al| <= 2^-51 ah,
- * |kl| <= 2^-53 kh, |sl| <= 2^-51 sh: 1 or -1 where the computed difference exceeds its error bound, else 0. */
+/* The sign of a - k s (Lemma X4; core/ddsign.h, the GPU's too) for a = ah + al, k = kh + kl, s = sh + sl with ah >= 0,
+ * kh, sh > 0, |al| <= 2^-51 ah, |kl| <= 2^-53 kh, |sl| <= 2^-51 sh: 1 or -1 where the computed difference exceeds its
+ * error bound, else 0. */
 static inline int er__dd_sign(double ah, double al, double kh, double kl, double sh, double sl) {
-    double p1 = kh * sh, p2 = fma(kh, sh, -p1); /* kh sh = p1 + p2 */
-    double c = kh * sl + kl * sh;
-    double d1 = ah - p1, d2 = (al - p2) - c, d = d1 + d2;
-    double err = 0x1p-52 * fabs(d1) + 0x1p-98 * (ah + p1);
-    return er__dn(d) > err ? 1 : er__up(d) < -err ? -1 : 0;
+    return er_dd_sign(ah, al, kh, kl, sh, sl);
 }
 
 /* exp(d + v*) from bounds [dl, dh] of exp(d) (dl >= 0), for a double v with |v| <= 2^-18 and |v - v*| <= 2^-60
