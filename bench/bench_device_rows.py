@@ -11,8 +11,8 @@ epilogue [N ...] a GEMM epilogue's chain on CUDA tensors (epilogue), attention [
 er.attention_covers_device on torch's SDPA (attention), cross_entropy [N C [dtypes]] er.cross_entropy_covers_device
 on torch's F.cross_entropy and its gradient (cross_entropy), backward [N ...] er.softmax_backward_covers_device on
 torch's softmax backward (backward), log_backward [N ...] er.log_softmax_backward_covers_device on torch's
-log_softmax backward. Needs torch with CUDA and the library built with the CUDA
-toolkit."""
+log_softmax backward, log_backward_masked [N ...] the same with the logits above the diagonal filled with -1e9.
+Needs torch with CUDA and the library built with the CUDA toolkit."""
 import statistics
 import sys
 import time
@@ -226,11 +226,12 @@ def epilogue(sizes):
                                                   "pass" if mm.all() else "FAIL", verdict(res)))
 
 
-def backward(sizes, log=False):
+def backward(sizes, log=False, masked=False):
     """er.softmax_backward_covers_device of torch's softmax backward (torch._softmax_backward_data, as autograd calls
     it) on an n x n softmax output y of randn * 3 logits and a randn gradient, in fp32 and bf16, against the same
     backward in float64 on the same GPU; then the host's check of copies once, with the same verdict. log: the same
-    for er.log_softmax_backward_covers_device of torch._log_softmax_backward_data on a log_softmax output."""
+    for er.log_softmax_backward_covers_device of torch._log_softmax_backward_data on a log_softmax output. masked: the
+    logits above the diagonal filled with -1e9 first (a causal mask by a constant)."""
     import torch
     op = "log_softmax_backward" if log else "softmax_backward"
     fwd = torch.log_softmax if log else torch.softmax
@@ -240,7 +241,10 @@ def backward(sizes, log=False):
         for dt in (torch.float32, torch.bfloat16):
             name = "float32" if dt == torch.float32 else "bfloat16"
             g = torch.Generator(device="cuda").manual_seed(12)
-            y = fwd(3 * torch.randn(n, n, device="cuda", generator=g), -1).to(dt)
+            x = 3 * torch.randn(n, n, device="cuda", generator=g)
+            if masked:
+                x.masked_fill_(torch.ones(n, n, device="cuda", dtype=torch.bool).triu(1), -1e9)
+            y = fwd(x, -1).to(dt)
             dy = torch.randn(n, n, device="cuda", generator=g).to(dt)
             dx = bwd(dy, y, -1, dt)
             yd, dyd = y.double(), dy.double()
@@ -255,10 +259,11 @@ def backward(sizes, log=False):
             hres = getattr(er, op)(hd, hy).covers(ho)
             th = time.perf_counter() - t0
             same = hres.counts == res.counts and str(hres) == str(res)
-            print("%s_covers_device_%s_%dx%d: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch.%s in float64 on "
+            print("%s_covers_device_%s_%dx%d%s: %.4f s vs baseline %.4f s = %.2fx  (baseline: torch.%s in float64 on "
                   "the same GPU, y and dy made float64 before; medians of 3 alternating rounds; output of torch.%s: "
                   "%s; the host's check of copies %.3f s, %s)"
-                  % (op, name, n, n, tx, tb, tx / tb, bwd.__name__, bwd.__name__, verdict(res), th,
+                  % (op, name, n, n, "_masked" if masked else "", tx, tb, tx / tb, bwd.__name__, bwd.__name__,
+                     verdict(res), th,
                      "the same report" if same else "A DIFFERENT REPORT"))
 
 
@@ -333,8 +338,9 @@ if __name__ == "__main__":
         cross_entropy(*[int(a) for a in sys.argv[2:4]], *sys.argv[4:5])
     elif sys.argv[1:2] == ["attention"]:
         attention(*[int(a) for a in sys.argv[2:7]], *sys.argv[7:8])
-    elif sys.argv[1:2] in (["backward"], ["log_backward"]):
-        backward([int(a) for a in sys.argv[2:]] or [4096, 16384], sys.argv[1] == "log_backward")
+    elif sys.argv[1:2] in (["backward"], ["log_backward"], ["log_backward_masked"]):
+        backward([int(a) for a in sys.argv[2:]] or [4096, 16384], sys.argv[1] != "backward",
+                 sys.argv[1] == "log_backward_masked")
     elif sys.argv[1:2] == ["epilogue"]:
         epilogue([int(a) for a in sys.argv[2:]] or [2048, 4096, 8192])
     elif sys.argv[1:2] == ["auto"]:

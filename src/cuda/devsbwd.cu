@@ -214,10 +214,34 @@ __global__ void er_k_sbwd_one(const void *dy, const void *y, const void *out, in
 // ---- log_softmax: dx_i = dy_i - exp(y_i) S, S = sum_j dy_j (Theorem B2) ----
 
 
-// Element (dy, y; output yo) of a row with S~'s set [rc[0], rc[1]], S's bounds [rc[2], rc[3]] (doubles) and rc[4] 1
-// where S = 0: its set in the output format, its exact result, its record. 0 where the host must take the row: y
-// above 2^10 or NaN (no log_softmax output: the host's row claims nothing), a form not finite or beyond the output's
-// range, an exact result the double step leaves open (the host's MPFR), an output outside the set or NaN.
+// er_lsbwd_dd (softmax_bwd.c): dx = dy - exp(y) S's correct rounding into *rd and its report value into *ex by Lemma B5
+// (core/lsbdd.h, shared), S's parts from the row's constants: M the lesser of its bounds' magnitudes, rc[5], rc[6]; 0
+// where it does not decide.
+__device__ static int er_lsb_dev_dd(const er_devsbwd_consts &c, const double *rc, double dy, double y, double *ex,
+                                    double *rd) {
+    double M = fmin(fabs(rc[2]), fabs(rc[3])), r;
+    int neg = rc[2] < 0, p = c.out_fmt == 0 ? 24 : c.out_fmt == 1 ? 11 : 8, emin = c.out_fmt == 1 ? -14 : -126;
+    if (y < -600) { // (b): exp(y) S below 2^-665
+        r = er_out_rn(dy, c.out_fmt);
+        if (!(r != 0 && fabs(r) < c.omax && er_lsb_dd_tiny(dy, y, M, neg, r, p, emin, rd))) return 0;
+        *ex = dy;
+        return 1;
+    }
+    er_lsb_dd d;
+    double v;
+    if (!er_lsb_dd_value(dy, y, M, rc[5], rc[6], neg, c.exp_lh, c.exp_ll, c.exp_t1, c.exp_t2, &d, &v)) return 0;
+    r = er_out_rn(v, c.out_fmt);
+    if (!(r != 0 && fabs(r) < c.omax && er_lsb_dd_rounds_to(&d, dy, r, p, emin))) return 0;
+    *ex = v;
+    *rd = r;
+    return 1;
+}
+
+// Element (dy, y; output yo) of a row with S~'s set [rc[0], rc[1]], S's bounds [rc[2], rc[3]] (doubles), rc[4] 1
+// where S = 0 and |S|'s low parts rc[5], rc[6] (Lemma B5): its set in the output format, its exact result, its record.
+// 0 where the host must take the row: y above 2^10 or NaN (no log_softmax output: the host's row claims nothing), a
+// form not finite or beyond the output's range, an exact result the double step and Lemma B5 leave open (the host's
+// MPFR), an output outside the set or NaN.
 __device__ static int er_lsb_element(const er_devsbwd_consts &c, const er_sh_expc &ec, const double *rc, double dy,
                                      double y, double yo, int64_t idx, uint8_t *cls, er_rec_acc &a) {
     if (!(y <= 0x1p10)) return 0;
@@ -255,7 +279,7 @@ __device__ static int er_lsb_element(const er_devsbwd_consts &c, const er_sh_exp
         if (!(fabs(dy) <= c.omax)) return 0;
         ex = dy;
         rd = er_out_rn(dy, c.out_fmt);
-    } else {
+    } else if (!er_lsb_dev_dd(c, rc, dy, y, &ex, &rd)) {
         return 0;
     }
     return er_sb_put(c, lo, hi, rd, ex, yo, idx, cls, a);
@@ -273,19 +297,21 @@ __global__ void __launch_bounds__(ER_SB_THREADS, ER_ROWS_MIN_BLOCKS)
                     er_dev_part *parts, int64_t *pend, unsigned long long *npend) {
     __shared__ er_rec_acc sha[ER_SB_THREADS / 32];
     ER_EXP_TABLES_SHARED(c, ec);
-    er_rows_by_consts<5>(0, rows, n, rcs, classes, sha, parts, pend, npend,
-                         [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
-                             return er_lsb_at(c, ec, dy, y, out, rc, idx, cls, a);
-                         });
+    er_rows_by_consts<ER_LSBWD_DEV_CONSTS>(
+        0, rows, n, rcs, classes, sha, parts, pend, npend,
+        [&](const double *rc, int64_t row, int64_t idx, uint8_t *cls, er_rec_acc &a) {
+            return er_lsb_at(c, ec, dy, y, out, rc, idx, cls, a);
+        });
 }
 
 __global__ void er_k_lsbwd_one(const void *dy, const void *y, const void *out, int64_t n,
                                const __grid_constant__ er_devsbwd_consts c, const double *rcs, int64_t idx,
                                er_dev_cset *set) {
     ER_EXP_TABLES_SHARED(c, ec);
-    er_one_by_consts<5>(idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
-        return er_lsb_at(c, ec, dy, y, out, rc, i, cls, a);
-    });
+    er_one_by_consts<ER_LSBWD_DEV_CONSTS>(
+        idx, n, rcs, set, [&](const double *rc, int64_t row, int64_t i, uint8_t *cls, er_rec_acc &a) {
+            return er_lsb_at(c, ec, dy, y, out, rc, i, cls, a);
+        });
 }
 
 extern "C" {

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include "core/pwin.h"
+#include "core/lsbdd.h"
 #include "cuda/devrec.h"
 
 #ifdef __cplusplus
@@ -25,16 +26,18 @@ typedef struct er_devsbwd_consts {
     int log;              /* log_softmax's backward pass (dx = dy - exp(y) S); 0 softmax's */
     double U;             /* log_softmax: exp within U ulps of fp32 (an integer, er__lsbwd_dev_takes) */
     double exp_tlo[64], exp_thi[64], exp_lh, exp_ll; /* log_softmax: er__exp_bounds's tables (er__exp_tables) */
+    double exp_t1[64], exp_t2[64];                   /* log_softmax: er__exp_dd's (Lemma B5) */
 } er_devsbwd_consts;
 
 /* Each row of dy and y (rows x n, contiguous) summed into win[2 row] (the products; y NULL: the sum of dy) and
  * win[2 row + 1] (the products rounded to c->p_fmt; where p_fmt is -1, not written), on `blocks` blocks. */
 int er__devsbwd_sums(const void *dy, const void *y, int64_t rows, int64_t n, const er_devsbwd_consts *c, int blocks,
                      er_pwin_row *win, void *stream);
-/* The rows of dy and y against out, with each row's constants rc[5 row .. 5 row + 5) (er__sbwd_dev_row, where c->log
- * er__lsbwd_dev_row; NaN: the host's row): each decided row's classes (0 exact, 1 covered) into classes[], each other
- * row's ER_PENDING with its number in pend[] (their count in *npend, which must start at zero; in no order), each
- * block's tally into parts[blocks]. c in host memory (the kernel takes it by value), rc in device memory. */
+/* The rows of dy and y against out, with each row's constants rc[k row .. k row + k) (er__sbwd_dev_row, k = 5; where
+ * c->log er__lsbwd_dev_row, k = ER_LSBWD_DEV_CONSTS; NaN: the host's row): each decided row's classes (0 exact,
+ * 1 covered) into classes[], each other row's ER_PENDING with its number in pend[] (their count in *npend, which must
+ * start at zero; in no order), each block's tally into parts[blocks]. c in host memory (the kernel takes it by
+ * value), rc in device memory. */
 int er__devsbwd_rows(const void *dy, const void *y, const void *out, int64_t rows, int64_t n,
                      const er_devsbwd_consts *c, const double *rc, int blocks, uint8_t *classes, er_dev_part *parts,
                      int64_t *pend, unsigned long long *npend, void *stream);

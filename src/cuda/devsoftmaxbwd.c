@@ -117,7 +117,8 @@ static void er_sbwd_gpu(er_dev_rows *r, const er_sbwd_arg *arg, const er_devsbwd
     cudaStream_t s = r->s;
     int64_t n = r->n, rows = r->rows;
     er_pwin_row *win = malloc(sizeof *win * 2 * (size_t)rows);
-    double *rc = malloc(sizeof(double) * 5 * (size_t)rows);
+    int k = hc->log ? ER_LSBWD_DEV_CONSTS : 5; /* each row's constants */
+    double *rc = malloc(sizeof(double) * (size_t)k * (size_t)rows);
     if (!win || !rc) r->st = er__fail(ER_ERR_NOMEM, "cannot allocate the constants of %lld rows", (long long)rows);
     er_pwin_row *dwin = er_dev_alloc(&r->db, sizeof *dwin * 2 * (size_t)rows, s, &r->e);
     if (r->st == ER_OK && r->e == cudaSuccess) { /* log_softmax: the sum of dy */
@@ -130,7 +131,7 @@ static void er_sbwd_gpu(er_dev_rows *r, const er_sbwd_arg *arg, const er_devsbwd
     if (r->st == ER_OK && r->e == cudaSuccess)
         r->st = er__sbwd_dev_consts_of(r->ref, r->std, er__fmt(arg->out->format), win, rows, n, rc);
     er_dev_kio o;
-    er_dev_kio_init(r, &o, rc, 5);
+    er_dev_kio_init(r, &o, rc, k);
     *d = (er_sbwd_dev){*hc, o.drc};
     if (r->st == ER_OK && r->e == cudaSuccess) {
         int ec = er__devsbwd_rows(arg->dy->data, arg->y->data, arg->out->data, rows, n, hc, o.drc, r->blocks, o.dcl,
@@ -171,7 +172,7 @@ static er_status er_sbwd_dev_covers(const er_ref *ref, const er_standard *std, e
     hc.omax = er__fmt(arg->out->format)->max;
     hc.log = info.log;
     hc.U = info.U;
-    if (info.log) er__lsbwd_dev_tables(hc.exp_tlo, hc.exp_thi, &hc.exp_lh, &hc.exp_ll);
+    if (info.log) er__lsbwd_dev_tables(hc.exp_tlo, hc.exp_thi, &hc.exp_lh, &hc.exp_ll, hc.exp_t1, hc.exp_t2);
     er_dev_rows r;
     er_dev_rows_init(&r, ref, std, arg->dy, arg->y, arg->out, n, arg->stream, er__dev_blocks(ref->n / n),
                      er_sbwd_dev_put, NULL, &arg->keep);

@@ -318,7 +318,35 @@ er_status er__lsbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_sbwd_dev *d)
     return er__anyorder_bound_terms_depth(&d->bd, pl->F, n, pl->depth, 0);
 }
 
-static int er_lsbwd_sbounds(const er_dotsum *sm, double *Sl, double *Sh);
+/* S's bounds [*Sl, *Sh] in double from its summary (|S| = (m + f) 2^e, 0 <= f < 1, f > 0 iff sticky: m's top 53 bits
+ * and, where any bit below them or f is not zero, the next multiple of 2^(e + 11)), exact where 2^(e + 11) and
+ * 2^(e + 64) lie within double's normal range; 0 elsewhere. The same bits on the host and the GPU path, whose window
+ * gives the same summary (Lemma B4). */
+static int er_lsbwd_sbounds(const er_dotsum *sm, double *Sl, double *Sh) {
+    if (sm->m == 0) {
+        *Sl = *Sh = 0;
+        return 1;
+    }
+    if ((int64_t)sm->e + 11 < -1000 || (int64_t)sm->e + 64 > 1000) return 0;
+    double t = (double)(sm->m & ~(uint64_t)0x7ff), l = ldexp(t, sm->e);
+    double h = (sm->m & 0x7ff) || sm->sticky ? ldexp(t + 0x1p11, sm->e) : l;
+    *Sl = sm->neg ? -h : l;
+    *Sh = sm->neg ? -l : h;
+    return 1;
+}
+
+/* |S|'s parts for Lemma B5 from its summary (m != 0): |S| in [s[0] + s[1], s[0] + s[2]], s[0] = m's top 53 bits,
+ * s[1] = its last 11 bits, s[2] = those plus 1 where the summary is sticky, each times 2^e and exact where
+ * er_lsbwd_sbounds's bounds are (1; else 0). s[0] is the lesser of those bounds' magnitudes. */
+static int er_lsbwd_sparts(const er_dotsum *sm, double s[3]) {
+    if (sm->m == 0 || (int64_t)sm->e + 11 < -1000 || (int64_t)sm->e + 64 > 1000) return 0;
+    uint64_t lo = sm->m & 0x7ff;
+    s[0] = ldexp((double)(sm->m - lo), sm->e);
+    s[1] = ldexp((double)lo, sm->e);
+    s[2] = ldexp((double)(lo + (sm->sticky != 0)), sm->e);
+    return 1;
+}
+
 int er__lsbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin_row *w, int64_t n, double *c) {
     er_dotsum sm;
     if (!er_sbwd_win_summary(w, n, &sm)) return 0;
@@ -331,6 +359,10 @@ int er__lsbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwi
     c[0] = sset.lo;
     c[1] = sset.hi;
     c[4] = sm.m == 0;
+    double sp[3] = {0, 0, 0};
+    if (sm.m != 0 && !er_lsbwd_sparts(&sm, sp)) return 0;
+    c[5] = sp[1];
+    c[6] = sp[2];
     return er_lsbwd_sbounds(&sm, &c[2], &c[3]);
 }
 
@@ -491,6 +523,19 @@ static void er_lsbwd_exact_mpfr(const er_sbwd_plan *pl, double dy, double y, mpf
         mpfr_clear(x);
         return;
     }
+    if (y < -5e8) { /* exp(y) S below MPFR's exponent range: dx = dy - delta, |delta| < 2^-7e8 */
+        /* any value of delta's sign below all of dy's bits rounds alike (no value of O, and no midpoint, lies
+         * between dy and dx): dy moved by 2^-1200 of itself (2^-3000 at 0) away from S's sign, exact at 1400 bits */
+        mpfr_t x;
+        mpfr_init2(x, 1400);
+        mpfr_set_ui_2exp(x, 1, dy != 0 ? ilogb(dy) - 1200 : -3000, MPFR_RNDN);
+        if (mpfr_sgn(S) > 0) mpfr_neg(x, x, MPFR_RNDN);
+        mpfr_add_d(x, x, dy, MPFR_RNDN);
+        *ex = mpfr_get_d(x, MPFR_RNDN);
+        *rd = er__round_mpfr(pl->O, x, ER_ROUND_NEAREST, pl->ov);
+        mpfr_clear(x);
+        return;
+    }
     for (mpfr_prec_t p = 128;; p *= 2) {
         mpfr_t el, eh, lo, hi, t;
         mpfr_inits2(p, el, eh, (mpfr_ptr)0);
@@ -517,20 +562,24 @@ static void er_lsbwd_exact_mpfr(const er_sbwd_plan *pl, double dy, double y, mpf
     }
 }
 
-/* S's bounds [*Sl, *Sh] in double from its summary (|S| = (m + f) 2^e, 0 <= f < 1, f > 0 iff sticky: m's top 53 bits
- * and, where any bit below them or f is not zero, the next multiple of 2^(e + 11)), exact where 2^(e + 11) and
- * 2^(e + 64) lie within double's normal range; 0 elsewhere. The same bits on the host and the GPU path, whose window
- * gives the same summary (Lemma B4). */
-static int er_lsbwd_sbounds(const er_dotsum *sm, double *Sl, double *Sh) {
-    if (sm->m == 0) {
-        *Sl = *Sh = 0;
+/* dy - exp(y) S's correct rounding into O (at most 24 bits) and its report value by Lemma B5 (S's parts s, of sign
+ * neg): 1 and *ex, *rd where it decides, else 0. */
+static int er_lsbwd_dd(const er_fmt_info *O, const double s[3], int neg, double dy, double y, double *ex,
+                       double *rd) {
+    if (y < -600) { /* (b): exp(y) S below 2^-665 */
+        double r = er__round_double(O, dy, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        if (!(r != 0 && fabs(r) < O->max && er_lsb_dd_tiny(dy, y, s[0], neg, r, O->p, O->emin, rd))) return 0;
+        *ex = dy;
         return 1;
     }
-    if ((int64_t)sm->e + 11 < -1000 || (int64_t)sm->e + 64 > 1000) return 0;
-    double t = (double)(sm->m & ~(uint64_t)0x7ff), l = ldexp(t, sm->e);
-    double h = (sm->m & 0x7ff) || sm->sticky ? ldexp(t + 0x1p11, sm->e) : l;
-    *Sl = sm->neg ? -h : l;
-    *Sh = sm->neg ? -l : h;
+    er_lsb_dd d;
+    double v;
+    if (!er_lsb_dd_value(dy, y, s[0], s[1], s[2], neg, er__exp_lh, er__exp_ll, er__exp_t1, er__exp_t2, &d, &v))
+        return 0;
+    double r = er__round_double(O, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+    if (!(r != 0 && fabs(r) < O->max && er_lsb_dd_rounds_to(&d, dy, r, O->p, O->emin))) return 0;
+    *ex = v;
+    *rd = r;
     return 1;
 }
 
@@ -602,7 +651,10 @@ er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *
             if (!ok) lo[i] = hi[i] = NAN;
         }
     }
-    /* the exact results: in double from exp(y_i)'s and S's bounds, else with MPFR (S summed once a row) */
+    /* the exact results: in double from exp(y_i)'s and S's bounds, else in double-double (Lemma B5), else with MPFR
+     * (S summed once a row) */
+    double sp[3] = {0, 0, 0};
+    int dd = vex && er_lsbwd_sparts(&sm, sp);
     if (vex) {
         er_lsbwd_exact_run(simd, n, dy, Sl, Sh, er_vec_fmt_of(pl->O), ex, rd);
     } else {
@@ -615,6 +667,8 @@ er_status er__lsbwd_row(const er_sbwd_plan *pl, const double *dy, const double *
             rd[i] = er__round_double(pl->O, dy[i], ER_ROUND_NEAREST, pl->ov);
             continue;
         }
+        if (dd && er_lsbwd_dd(pl->O, sp, sm.neg, dy[i], y[i], &ex[i], &rd[i])) continue;
+        if (pl->mpfr_elems) ++*pl->mpfr_elems;
         if (!haveS) {
             er_sbwd_mpfr_sum(pl, dy, NULL, n, S);
             haveS = 1;

@@ -7,6 +7,7 @@
 #include "format/format.h"
 #include "enclose/anyorder.h" /* er_cval */
 #include "core/pwin.h"
+#include "core/lsbdd.h" /* ER_LSBWD_DEV_CONSTS; Lemma B5 */
 
 /* A row's standard: the compute format F (holding dy's and y's values), their formats, the output format O and its
  * overflow rule, and the depth bound of the sum D (0: any tree). */
@@ -20,8 +21,8 @@ typedef struct er_sbwd_plan {
                              format */
     int no_fast;   /* every row without the fast pass (the sets one element at a time, every exact result with MPFR):
                       the tests' comparison of the two */
-    int64_t *mpfr_elems; /* where not NULL, softmax's elements whose exact results MPFR computed are added here (the
-                            tests' count of what the fast pass leaves) */
+    int64_t *mpfr_elems; /* where not NULL, the elements whose exact results MPFR computed are added here (the
+                            tests' count of what the fast pass and Lemma B5 leave) */
 } er_sbwd_plan;
 
 /* The n elements of a row (dy[j], y[j] decoded): each dx_j's set in F as an interval [lo, hi] of F's values (lo NaN:
@@ -53,8 +54,9 @@ ER_INTERNAL int er__sbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, c
 
 /* log_softmax's backward pass on the GPU: whether it takes rows of this plan (er__lsbwd_row's vectorised exp ends,
  * forms and exact results), the any-order bound of S's n terms (er__lsbwd_dev_setup, into d->bd; d->P NULL), and a
- * row's constants c[0 .. 5) from its window of dy (w[0]): S~'s set's ends, S's bounds in double (er__lsbwd_row's,
- * from S's summary), and 1 where S = 0; 0 where the host must take the row. */
+ * row's constants c[0 .. ER_LSBWD_DEV_CONSTS) from its window of dy (w[0]): S~'s set's ends, S's bounds in double
+ * (er__lsbwd_row's, from S's summary), 1 where S = 0, and Lemma B5's low parts of |S| (er_lsbwd_sparts's s[1], s[2];
+ * 0 where S = 0); 0 where the host must take the row. */
 ER_INTERNAL int er__lsbwd_dev_takes(const er_sbwd_plan *pl);
 ER_INTERNAL er_status er__lsbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_sbwd_dev *d);
 ER_INTERNAL int er__lsbwd_dev_row(const er_sbwd_plan *pl, const er_sbwd_dev *d, const er_pwin_row *w, int64_t n,

@@ -171,8 +171,10 @@ typedef struct er_sbwd_devinfo {
     const er_fmt_info *P; /* softmax_backward: the inputs' format the products may be rounded to (NULL: none) */
 } er_sbwd_devinfo;
 ER_INTERNAL er_sbwd_devinfo er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O);
-/* log_softmax_backward's GPU rows: Theorem D1's tables for the GPU's copy of er__exp_bounds (er__exp_tables). */
-ER_INTERNAL void er__lsbwd_dev_tables(double tlo[64], double thi[64], double *lh, double *ll);
+/* log_softmax_backward's GPU rows: Theorem D1's tables for the GPU's copy of er__exp_bounds (er__exp_tables) and
+ * Lemma D8's for er__exp_dd's (er__exp_t1, er__exp_t2). */
+ER_INTERNAL void er__lsbwd_dev_tables(double tlo[64], double thi[64], double *lh, double *ll, double t1[64],
+                                      double t2[64]);
 ER_INTERNAL er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, const er_fmt_info *O,
                                              const er_pwin_row *win, int64_t rows, int64_t n, double *rc);
 ER_INTERNAL er_status er__sbwd_rows_put(const er_ref *ref, const er_standard *std, er_sink *sk, const int64_t *rows,

@@ -165,7 +165,11 @@ er_sbwd_devinfo er__sbwd_dev_of(const er_ref *ref, const er_standard *std, const
     return d;
 }
 
-void er__lsbwd_dev_tables(double tlo[64], double thi[64], double *lh, double *ll) { er__exp_tables(tlo, thi, lh, ll); }
+void er__lsbwd_dev_tables(double tlo[64], double thi[64], double *lh, double *ll, double t1[64], double t2[64]) {
+    er__exp_tables(tlo, thi, lh, ll);
+    memcpy(t1, er__exp_t1, sizeof(double) * 64);
+    memcpy(t2, er__exp_t2, sizeof(double) * 64);
+}
 
 /* softmax_backward's (log_softmax_backward's) row r on the GPU (er_dev_row_fn). */
 typedef struct er_sbwd_devrow {
@@ -188,7 +192,7 @@ er_status er__sbwd_dev_consts_of(const er_ref *ref, const er_standard *std, cons
     int log = er_sbwd_log(ref);
     ER_RETURN_IF_ERROR(log ? er__lsbwd_dev_setup(&pl, n, &d) : er__sbwd_dev_setup(&pl, n, &d));
     er_sbwd_devrow x = {&pl, &d, win, n, log};
-    er__dev_consts(er_sbwd_dev_row, &x, rows, 5, rc);
+    er__dev_consts(er_sbwd_dev_row, &x, rows, log ? ER_LSBWD_DEV_CONSTS : 5, rc);
     return ER_OK;
 }
 

@@ -27,6 +27,7 @@
 #include "enclose/layernorm.h"
 #include "enclose/attention.h"
 #include "enclose/softmax_bwd.h"
+#include "core/lsbdd.h"
 
 static mpfr_t E;
 
@@ -1987,19 +1988,19 @@ START_TEST(softmax_backward_exact_case_on_ties) {
 END_TEST
 
 /* log_softmax's backward rows: the fast pass (exp's ends and the forms in loops that vectorise, the exact results in
- * double from Theorem D1's bounds and S's summary) gives the scalar path's sets and correct roundings on every element
- * (and its report values within 2^-40 of MPFR's). Rows: log_softmax
- * outputs of normal logits (fp32, bf16, fp16), masked lanes (-inf), elements with y = 0, wide exponents, dy summing to
- * exactly 0 and dy on a grid of eighths; U = 0, 1, 2 or 5. */
+ * double from Theorem D1's bounds and S's summary, then in double-double by Lemma B5) gives the scalar path's sets and
+ * correct roundings on every element (and its report values within 2^-40 of MPFR's). Rows: log_softmax outputs of
+ * normal logits (fp32, bf16, fp16), masked lanes (-inf), elements with y = 0, wide exponents, dy summing to exactly 0,
+ * dy on a grid of eighths, and one dy_i within 2^8 units of where dx_i cancels; U = 0, 1, 2 or 5. */
 START_TEST(log_softmax_backward_fast_pass_is_the_scalar_path) {
     er_test_reseed(97);
     static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
     static const int64_t lens[] = {1, 2, 3, 17, 128, 1000};
     static const double Us[] = {0, 1, 2, 5};
-    long trials = (long)(2000 * er_test_multiplier()), elems = 0, mpfr_elems = 0;
+    long trials = (long)(2100 * er_test_multiplier()), elems = 0, mpfr_elems = 0, left_all = 0;
     double *buf = malloc(sizeof(double) * 10 * 1000);
     for (long tr = 0; tr < trials; tr++) {
-        int fam = (int)(tr % 6);
+        int fam = (int)(tr % 7);
         int64_t K = lens[er_rand64() % 6];
         const er_fmt_info *Fdy = er__fmt(fmts[er_rand64() % 3]), *Fy = er__fmt(fmts[er_rand64() % 3]),
                           *O = er__fmt(fmts[er_rand64() % 3]);
@@ -2022,10 +2023,19 @@ START_TEST(log_softmax_backward_fast_pass_is_the_scalar_path) {
             dy[j] = er__round_double(Fdy, g, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
             if (fam == 4 && (j & 1)) dy[j] = -dy[j - 1]; /* S = 0 where K is even */
         }
+        if (fam == 6 && K > 1) { /* one dx_i cancelling: dy_i near exp(y_i) S, moved by 0 to 2^8 units of Fdy */
+            int64_t i = er_rand_int(0, K - 1);
+            double so = 0, e = exp(y[i]);
+            for (int64_t j = 0; j < K; j++) so += j == i ? 0 : dy[j];
+            double g = er__round_double(Fdy, e * so / (1 - e), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            dy[i] = g + (double)er_rand_int(-256, 256) * er__ulp(Fdy, g) * (er_rand64() % 2);
+        }
+        int64_t left = 0;
         er_sbwd_plan pl = {er__fmt(ER_FP32), Fdy, Fy, O, O->ov_default, er_rand64() % 4 ? 0 : 10, Us[er_rand64() % 4],
-                           0, 0, 0, NULL};
+                           0, 0, 0, &left};
         for (int v = 0; v < 2; v++) {
             pl.no_fast = v;
+            if (v) pl.mpfr_elems = NULL;
             ck_assert_int_eq(er__lsbwd_row(&pl, dy, y, K, r[v][0], r[v][1], r[v][2], r[v][3]), ER_OK);
         }
         for (int64_t i = 0; i < K; i++) {
@@ -2040,16 +2050,19 @@ START_TEST(log_softmax_backward_fast_pass_is_the_scalar_path) {
             mpfr_elems += r[0][2][i] == r[1][2][i];
         }
         elems += (long)K;
+        left_all += (long)left;
     }
     printf("t-ival: log_softmax_backward's fast pass gave the scalar path's sets and roundings on %ld elements of %ld "
-           "rows (%ld report values equal to MPFR's rounding)\n", elems, trials, mpfr_elems);
+           "rows (%ld report values equal to MPFR's rounding; %ld exact results left to MPFR)\n", elems, trials,
+           mpfr_elems, left_all);
     free(buf);
 }
 END_TEST
 
 /* log_softmax_backward's GPU rows: er__lsbwd_dev_row's constants from a window of dy (core/pwin.h, as the GPU sums it)
  * hold S = sum dy exactly between c[2] and c[3] (MPFR), within 2^-52 |S| of each other (the host's rows take the same
- * bounds from the same summary), and flag S = 0 in c[4]. Rows of fp32, fp16 and bf16 values: normal of several
+ * bounds from the same summary), flag S = 0 in c[4], and hold |S| between M + c[5] and M + c[6] (Lemma B5's parts, M
+ * the lesser of |c[2]| and |c[3]|), within 2^-63 M of each other. Rows of fp32, fp16 and bf16 values: normal of several
  * scales, spread over 2^-80 .. 2^40 (sums of more than 53 bits, terms below the window), each value and its negation
  * (S = 0, or one nudged: cancelling), zeros. */
 START_TEST(log_softmax_backward_gpu_rows_bound_the_sum) {
@@ -2081,7 +2094,7 @@ START_TEST(log_softmax_backward_gpu_rows_bound_the_sum) {
         er_pwin_lanes(dy, NULL, n, &w.pos, &w.negs);
         er_sbwd_plan pl = {er__fmt(ER_FP32), F, F, er__fmt(ER_FP32), ER_OVERFLOW_IEEE, 0, 2, 0, 0, 0, NULL};
         er_sbwd_dev d;
-        double c[5];
+        double c[ER_LSBWD_DEV_CONSTS];
         ck_assert_int_eq(er__lsbwd_dev_setup(&pl, n, &d), ER_OK);
         if (!er__lsbwd_dev_row(&pl, &d, &w, n, c)) continue;
         decided++;
@@ -2094,6 +2107,16 @@ START_TEST(log_softmax_backward_gpu_rows_bound_the_sum) {
         mpfr_set_d(t, c[2], MPFR_RNDN);
         inexact += mpfr_cmp(t, S) != 0;
         zeros += c[4] == 1;
+        /* Lemma B5's parts: M + c[5] <= |S| <= M + c[6] (exact sums at 700 bits), at most 2^-63 |S| apart */
+        double M = fmin(fabs(c[2]), fabs(c[3]));
+        mpfr_abs(S, S, MPFR_RNDN);
+        mpfr_set_d(t, M, MPFR_RNDN);
+        mpfr_add_d(t, t, c[5], MPFR_RNDN);
+        int below = mpfr_cmp(t, S) <= 0 && (c[4] == 1 || c[5] < ldexp(M, -52));
+        mpfr_set_d(t, M, MPFR_RNDN);
+        mpfr_add_d(t, t, c[6], MPFR_RNDN);
+        ER_REQUIRE(below && mpfr_cmp(t, S) >= 0 && c[6] - c[5] <= 0x1p-63 * M,
+                   "row %ld: |S| = %.25g outside [%a + %a, %a + %a]", tr, mpfr_get_d(S, MPFR_RNDN), M, c[5], M, c[6]);
     }
     ER_REQUIRE(decided >= trials - trials / 100 && inexact > trials / 10 && zeros > trials / 100,
                "%ld of %ld rows decided, %ld sums not doubles, %ld zero", decided, trials, inexact, zeros);
@@ -2101,6 +2124,171 @@ START_TEST(log_softmax_backward_gpu_rows_bound_the_sum) {
            "holding MPFR's\n", decided, trials, inexact, zeros);
     mpfr_clears(S, t, (mpfr_ptr)0);
     free(dy);
+}
+END_TEST
+
+/* dx = dy - exp(y) S rounded correctly into fp32, fp16 or bf16 (rd) and to double (ex) by MPFR: exp(y) rounded down
+ * and up at 200 bits and doubling until both ends of dx's enclosure round alike; S exact. Where exp(y) lies below
+ * MPFR's exponent range (y below about -7.4e8), 2^-3000 stands for it: every value below 2^-665 / |S| gives dx's
+ * roundings (Lemma B5 (b)). */
+static void lsb_dd_mpfr(double dy, double y, mpfr_srcptr S, const er_fmt_info *O, double *ex, double *rd) {
+    for (mpfr_prec_t p = 200;; p *= 2) {
+        mpfr_t el, eh, lo, hi, t;
+        mpfr_inits2(p, el, eh, (mpfr_ptr)0);
+        mpfr_inits2(p + 400, lo, hi, t, (mpfr_ptr)0);
+        mpfr_set_d(t, y, MPFR_RNDN);
+        mpfr_exp(el, t, MPFR_RNDD);
+        mpfr_exp(eh, t, MPFR_RNDU);
+        if (mpfr_zero_p(el)) {
+            mpfr_set_ui_2exp(el, 1, -3000, MPFR_RNDN);
+            mpfr_set(eh, el, MPFR_RNDN);
+        }
+        int pos = mpfr_sgn(S) > 0;
+        mpfr_mul(lo, pos ? eh : el, S, MPFR_RNDN); /* exact */
+        mpfr_mul(hi, pos ? el : eh, S, MPFR_RNDN);
+        mpfr_set_d(t, dy, MPFR_RNDN);
+        mpfr_sub(lo, t, lo, MPFR_RNDD);
+        mpfr_sub(hi, t, hi, MPFR_RNDU);
+        double a = er__round_mpfr(O, lo, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE),
+               b = er__round_mpfr(O, hi, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+        double da = mpfr_get_d(lo, MPFR_RNDN), db = mpfr_get_d(hi, MPFR_RNDN);
+        mpfr_clears(el, eh, lo, hi, t, (mpfr_ptr)0);
+        if (a == b && da == db) {
+            *rd = a;
+            *ex = da;
+            return;
+        }
+    }
+}
+
+/* Lemma B5 (core/lsbdd.h): where it decides dy - exp(y) S's rounding into fp32, fp16 or bf16, that is MPFR's, and its
+ * report value lies within 2^-43 of the exact result. S = (m + f) 2^e from a summary of 64 bits (sticky: f > 0, a
+ * fraction of 30 bits). Families: dy within 2^-6 .. 2^-40 of exp(y) S (cancellation); S set so that dx lies within
+ * about 2^-64 |exp(y) S| of a midpoint of the output format, then m moved by 0 to 2^24 units (either side of the
+ * midpoint, its distance spread; midpoints below powers of two among them); random elements; y = 0, y up to 1 and
+ * down to -600; and (b) y from -600 to -10^5 and fp32's lowest, dy random or a midpoint of the output format. */
+START_TEST(log_softmax_backward_double_double_is_mpfrs) {
+    er_test_reseed(151);
+    er__exp_init();
+    static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
+    long trials = (long)(75000 * er_test_multiplier()), decided[5] = {0, 0, 0, 0, 0}, tried[5] = {0, 0, 0, 0, 0},
+         near = 0, pow2 = 0, mids = 0;
+    mpfr_t S, t, u;
+    mpfr_inits2(400, S, t, u, (mpfr_ptr)0);
+    for (long tr = 0; tr < trials; tr++) {
+        int fam = (int)(tr % 5);
+        const er_fmt_info *O = er__fmt(fmts[er_rand64() % 3]), *F32 = er__fmt(ER_FP32);
+        double y = er__round_double(F32, -fabs(er_rand_normal()) * (double)er_rand_int(1, 20), ER_ROUND_NEAREST,
+                                    ER_OVERFLOW_SATURATE);
+        if (fam == 3) y = er_rand64() % 3 == 0 ? 0.0 /* exp(y) = 1: dx rational, ties possible */
+                          : er_rand64() % 2 ? er__round_double(F32, er_rand_unit(), ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE)
+                                            : er__round_double(F32, -600 + 10 * er_rand_unit(), ER_ROUND_NEAREST,
+                                                               ER_OVERFLOW_SATURATE);
+        uint64_t m = er_rand64() | (UINT64_C(1) << 63);
+        int e = (int)er_rand_int(-80, -40), neg = (int)(er_rand64() % 2), sticky = (int)(er_rand64() % 2);
+        if (fam == 3 && y < -500) e += 800; /* |exp(y) S| near 1 */
+        uint64_t fnum = sticky ? (er_rand64() >> 34) | 1 : 0; /* f = fnum 2^-30 */
+        double dy = 0;
+        if (fam == 0 || fam == 3) { /* dy within 2^-k of exp(y) S (family 3: any dy) */
+            double es = exp(y) * ldexp((double)m, e) * (neg ? -1 : 1);
+            dy = fam == 0 ? es * (1 + (er_rand64() % 2 ? 1 : -1) * ldexp(1.0, -(int)er_rand_int(6, 40)))
+                          : er_rand_normal() * fabs(es) * 4;
+            dy = er__round_double(F32, dy, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+        } else if (fam == 1) { /* S moved so that dx lies near a midpoint mu of O, then m by 0 .. 2^24 units */
+            double es = exp(y) * ldexp((double)m, e);
+            dy = er__round_double(F32, es * (0.25 + 4 * er_rand_unit()) * (er_rand64() % 2 ? 1 : -1),
+                                  ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            double x0 = dy - es * (neg ? -1 : 1), r0 = er__round_double(O, x0, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+            if (er_rand64() % 4 == 0) /* r0 a power of two: its midpoint below */
+                r0 = copysign(ldexp(1.0, ilogb(r0)), r0);
+            if (!(fabs(r0) >= 4 * O->min_normal && fabs(r0) < O->max / 4)) continue;
+            mpfr_set_prec(u, O->p);
+            mpfr_set_d(u, r0, MPFR_RNDN);
+            int down = (int)(er_rand64() % 2);
+            if (down) mpfr_nextbelow(u);
+            else mpfr_nextabove(u);
+            mpfr_set_d(t, r0, MPFR_RNDN);
+            mpfr_add(t, t, u, MPFR_RNDN);
+            mpfr_div_2ui(t, t, 1, MPFR_RNDN); /* mu, exact */
+            pow2 += fabs(r0) == ldexp(1.0, ilogb(r0)) && (r0 > 0) == down;
+            /* S = (dy - mu) / exp(y): its magnitude as (m + f) 2^e, m of 64 bits */
+            mpfr_set_prec(u, 400);
+            mpfr_set_d(u, dy, MPFR_RNDN);
+            mpfr_sub(u, u, t, MPFR_RNDN);
+            if (mpfr_zero_p(u)) continue;
+            mpfr_set_prec(S, 400);
+            mpfr_set_d(S, y, MPFR_RNDN);
+            mpfr_exp(S, S, MPFR_RNDN);
+            mpfr_div(u, u, S, MPFR_RNDN);
+            neg = mpfr_sgn(u) < 0;
+            mpfr_abs(u, u, MPFR_RNDN);
+            e = (int)mpfr_get_exp(u) - 64;
+            mpfr_mul_2si(u, u, -e, MPFR_RNDN);
+            m = mpfr_get_uj(u, MPFR_RNDZ);
+            int64_t k = (int64_t)(er_rand64() % 2 ? er_rand64() % 4 : er_rand64() >> er_rand_int(40, 63));
+            m = er_rand64() % 2 ? m + (uint64_t)k : m - (uint64_t)k;
+            if (!(m >> 63)) continue;
+            near += k < 4;
+        } else { /* random elements (family 4: exp(y) S below 2^-665, dy a midpoint of O half the time) */
+            dy = er__round_double(F32, er_rand_normal() * ldexp(1.0, (int)er_rand_int(-8, 8)), ER_ROUND_NEAREST,
+                                  ER_OVERFLOW_SATURATE);
+            if (fam == 4) {
+                y = er_rand64() % 10 ? er__round_double(F32, -600 - pow(10, 5 * er_rand_unit()), ER_ROUND_NEAREST,
+                                                        ER_OVERFLOW_SATURATE)
+                                     : -0x1.fffffep+127;
+                double r0 = er__round_double(O, dy, ER_ROUND_NEAREST, ER_OVERFLOW_SATURATE);
+                if (er_rand64() % 2 && r0 != 0 && fabs(r0) < O->max) {
+                    mpfr_set_prec(u, O->p);
+                    mpfr_set_d(u, r0, MPFR_RNDN);
+                    if (er_rand64() % 2) mpfr_nextbelow(u);
+                    else mpfr_nextabove(u);
+                    dy = 0.5 * r0 + 0.5 * mpfr_get_d(u, MPFR_RNDN); /* exact */
+                    mids++;
+                }
+            }
+        }
+        uint64_t lo = m & 0x7ff;
+        double M = ldexp((double)(m - lo), e), a0 = ldexp((double)lo, e), a1 = ldexp((double)(lo + (uint64_t)sticky), e);
+        /* S exact: (m + fnum 2^-30) 2^e */
+        mpfr_set_prec(S, 128);
+        mpfr_set_uj(S, m, MPFR_RNDN);
+        mpfr_set_uj(t, fnum, MPFR_RNDN);
+        mpfr_mul_2si(t, t, -30, MPFR_RNDN);
+        mpfr_add(S, S, t, MPFR_RNDN);
+        mpfr_mul_2si(S, S, e, MPFR_RNDN);
+        if (neg) mpfr_neg(S, S, MPFR_RNDN);
+        er_lsb_dd d;
+        double v, r;
+        tried[fam]++;
+        if (fam == 4) { /* (b) */
+            r = er__round_double(O, dy, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            v = dy;
+            if (!(r != 0 && fabs(r) < O->max && er_lsb_dd_tiny(dy, y, M, neg, r, O->p, O->emin, &r))) continue;
+        } else {
+            if (!er_lsb_dd_value(dy, y, M, a0, a1, neg, er__exp_lh, er__exp_ll, er__exp_t1, er__exp_t2, &d, &v))
+                continue;
+            r = er__round_double(O, v, ER_ROUND_NEAREST, ER_OVERFLOW_IEEE);
+            if (!(r != 0 && fabs(r) < O->max && er_lsb_dd_rounds_to(&d, dy, r, O->p, O->emin))) continue;
+        }
+        decided[fam]++;
+        double want, wrd;
+        lsb_dd_mpfr(dy, y, S, O, &want, &wrd);
+        ER_REQUIRE(memcmp(&r, &wrd, 8) == 0 && fabs(v - want) <= 0x1p-43 * fabs(want),
+                   "element %ld (family %d, %s, dy %a, y %a, S = (%#llx + %llu 2^-30) 2^%d, %s): Lemma B5 %a rounded %a, "
+                   "MPFR %a rounded %a", tr, fam, O->name, dy, y, (unsigned long long)m, (unsigned long long)fnum, e,
+                   neg ? "negative" : "positive", v, r, want, wrd);
+    }
+    ER_REQUIRE(decided[0] > tried[0] / 4 && decided[0] < tried[0] && decided[1] > tried[1] / 4 &&
+               decided[1] < tried[1] - near / 2 && decided[2] > tried[2] - tried[2] / 10 && decided[3] > tried[3] / 2 &&
+               decided[4] > tried[4] / 2 && pow2 > trials / 100 && mids > trials / 20,
+               "decided %ld/%ld, %ld/%ld, %ld/%ld, %ld/%ld, %ld/%ld; %ld near midpoints, %ld below powers of two, %ld dy "
+               "on midpoints", decided[0], tried[0], decided[1], tried[1], decided[2], tried[2], decided[3], tried[3],
+               decided[4], tried[4], near, pow2, mids);
+    printf("t-ival: Lemma B5 decided %ld of %ld cancelling elements, %ld of %ld near midpoints (%ld within 4 units of "
+           "m, %ld below powers of two), %ld of %ld random, %ld of %ld at the ends of y, (b) %ld of %ld (%ld dy on "
+           "midpoints), each as MPFR\n", decided[0], tried[0], decided[1], tried[1], near, pow2, decided[2], tried[2],
+           decided[3], tried[3], decided[4], tried[4], mids);
+    mpfr_clears(S, t, u, (mpfr_ptr)0);
 }
 END_TEST
 
@@ -2236,6 +2424,7 @@ int main(void) {
     tcase_add_test(tc, softmax_backward_exact_case_on_ties);
     tcase_add_test(tc, log_softmax_backward_fast_pass_is_the_scalar_path);
     tcase_add_test(tc, log_softmax_backward_gpu_rows_bound_the_sum);
+    tcase_add_test(tc, log_softmax_backward_double_double_is_mpfrs);
     tcase_add_test(tc, inline_nearest_is_the_general_rounding);
     tcase_add_test(tc, round_ratio_is_mpfrs);
     suite_add_tcase(s, tc);
