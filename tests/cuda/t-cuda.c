@@ -873,9 +873,9 @@ static void require_sbwd_device_equals_host(int logop, const er_ref *ref, const 
 /* softmax_backward (logop: log_softmax_backward) on the GPU against the host, `trials` checks: dy and y of fp32, fp16
  * and bf16 (gen_sbwd_rows' families; log: y the logs of its probabilities, 0 giving -inf or in every other row -1e9
  * (fp16: -1e4) as a mask, in some rows one value above 2^10, which no log_softmax gives, and in two families one dy
- * per row where its dx cancels), fp32, fp16 and bf16 outputs spread from the correctly rounded result out
- * to 2^20 ulps (some NaN or infinite; in a third of the trials the long double result alone), rows of 1 to a few
- * thousand; the standards opts[0 .. 5) (the GPU takes the first four, and rows along the first dimension go to the
+ * per row where its dx cancels, or nearly: up to 2^10 of dy's ulps away), fp32, fp16 and bf16 outputs spread from the
+ * correctly rounded result out to 2^20 ulps (some NaN or infinite; in a third of the trials the long double result
+ * alone), rows of 1 to a few thousand; the standards opts[0 .. 5) (the GPU takes the first four, and rows along the first dimension go to the
  * host). The reports must agree in every field and in their JSON. Returns the elements checked. */
 static long sbwd_on_the_gpu(int logop, long trials, const char *const opts[5]) {
     static const er_format fmts[] = {ER_FP32, ER_FP16, ER_BF16};
@@ -895,11 +895,13 @@ static long sbwd_on_the_gpu(int logop, long trials, const char *const opts[5]) {
             if (fam == 5 && y == -INFINITY && (e / n) % 2) y = fy == ER_FP16 ? -1e4 : -1e9; /* masked by a constant */
             er_store(Y, fy, e, y);
         }
-        for (int64_t r = 0; logop && (fam == 0 || fam == 2) && r < rows; r++) { /* one dx cancelling in each row */
-            int64_t i = r * n + er_rand_int(0, n - 1);
+        for (int64_t r = 0; logop && (fam == 0 || fam == 2) && r < rows; r++) { /* one dx cancelling in each row, */
+            int64_t i = r * n + er_rand_int(0, n - 1); /* to its dy's rounding or by up to 2^10 of dy's ulps */
             long double so = 0, e = expl(er_load(Y, fy, i));
             for (int64_t j = r * n; j < (r + 1) * n; j++) so += j == i ? 0 : er_load(DY, fd, j);
-            if (e < 1) er_store(DY, fd, i, (double)(so * e / (1 - e)));
+            double g = (double)(so * e / (1 - e));
+            g += er_rand64() % 4 ? (double)er_rand_int(-1024, 1024) * er_format_ulp(fd, g) : 0.0;
+            if (e < 1) er_store(DY, fd, i, g);
         }
         er_tensor tdy, ty, tc;
         er_tensor_view(&tdy, fd, 2, (int64_t[]){rows, n}, NULL, DY);
