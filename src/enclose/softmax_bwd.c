@@ -318,32 +318,33 @@ er_status er__lsbwd_dev_setup(const er_sbwd_plan *pl, int64_t n, er_sbwd_dev *d)
     return er__anyorder_bound_terms_depth(&d->bd, pl->F, n, pl->depth, 0);
 }
 
-/* S's bounds [*Sl, *Sh] in double from its summary (|S| = (m + f) 2^e, 0 <= f < 1, f > 0 iff sticky: m's top 53 bits
- * and, where any bit below them or f is not zero, the next multiple of 2^(e + 11)), exact where 2^(e + 11) and
- * 2^(e + 64) lie within double's normal range; 0 elsewhere. The same bits on the host and the GPU path, whose window
- * gives the same summary (Lemma B4). */
-static int er_lsbwd_sbounds(const er_dotsum *sm, double *Sl, double *Sh) {
-    if (sm->m == 0) {
-        *Sl = *Sh = 0;
-        return 1;
-    }
-    if ((int64_t)sm->e + 11 < -1000 || (int64_t)sm->e + 64 > 1000) return 0;
-    double t = (double)(sm->m & ~(uint64_t)0x7ff), l = ldexp(t, sm->e);
-    double h = (sm->m & 0x7ff) || sm->sticky ? ldexp(t + 0x1p11, sm->e) : l;
-    *Sl = sm->neg ? -h : l;
-    *Sh = sm->neg ? -l : h;
-    return 1;
-}
-
-/* |S|'s parts for Lemma B5 from its summary (m != 0): |S| in [s[0] + s[1], s[0] + s[2]], s[0] = m's top 53 bits,
- * s[1] = its last 11 bits, s[2] = those plus 1 where the summary is sticky, each times 2^e and exact where
- * er_lsbwd_sbounds's bounds are (1; else 0). s[0] is the lesser of those bounds' magnitudes. */
+/* |S|'s parts from its summary (|S| = (m + f) 2^e, 0 <= f < 1, f > 0 iff sticky; m != 0): |S| in [s[0] + s[1],
+ * s[0] + s[2]], s[0] = m's top 53 bits, s[1] = its last 11 bits, s[2] = those plus 1 where the summary is sticky,
+ * each times 2^e, exact where 2^(e + 11) and 2^(e + 64) lie within double's normal range (1; else 0). Lemma B5 takes
+ * them as they are, the double step as er_lsbwd_sbounds's bounds. */
 static int er_lsbwd_sparts(const er_dotsum *sm, double s[3]) {
     if (sm->m == 0 || (int64_t)sm->e + 11 < -1000 || (int64_t)sm->e + 64 > 1000) return 0;
     uint64_t lo = sm->m & 0x7ff;
     s[0] = ldexp((double)(sm->m - lo), sm->e);
     s[1] = ldexp((double)lo, sm->e);
     s[2] = ldexp((double)(lo + (sm->sticky != 0)), sm->e);
+    return 1;
+}
+
+/* S's bounds [*Sl, *Sh] in double from its summary: s[0] and, where any bit below m's top 53 or f is not zero, the
+ * next multiple of 2^(e + 11) (er_lsbwd_sparts's s; exact where they are, 0 elsewhere; both 0 where S = 0). The same
+ * bits on the host and the GPU path, whose window gives the same summary (Lemma B4). */
+static int er_lsbwd_sbounds(const er_dotsum *sm, double *Sl, double *Sh) {
+    double s[3];
+    if (sm->m == 0) {
+        *Sl = *Sh = 0;
+        return 1;
+    }
+    if (!er_lsbwd_sparts(sm, s)) return 0;
+    /* exact: a multiple of 2^(e + 11) at most 2^(e + 64) */
+    double l = s[0], h = s[2] > 0 ? s[0] + ldexp(1.0, sm->e + 11) : l;
+    *Sl = sm->neg ? -h : l;
+    *Sh = sm->neg ? -l : h;
     return 1;
 }
 
